@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The project's test command (README): vet, then every test with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go vet ./...
+go test -race -count=1 -timeout 40m ./...
