@@ -1,0 +1,60 @@
+// Package cpu holds the CPU kernels of the student runtime: matrix-vector and matrix-matrix
+// products over f32, bf16, f16 and int8 weights, parallel over rows.
+package cpu
+
+import (
+	"fmt"
+	"math"
+)
+
+// DType is the element type of a weight matrix.
+type DType int
+
+// Weight element types.
+const (
+	F32 DType = iota
+	BF16
+	F16
+	Q8 // int8 with one f32 scale per block of Q8Block values of a row
+)
+
+// Q8Block is the number of int8 values sharing one scale.
+const Q8Block = 32
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case BF16:
+		return "bf16"
+	case F16:
+		return "f16"
+	case Q8:
+		return "q8"
+	}
+	return fmt.Sprintf("dtype(%d)", int(d))
+}
+
+// Matrix is a row-major Rows×Cols weight matrix (PyTorch Linear layout: out × in). Exactly one of
+// F32, U16 (bf16 or f16 bits) or Q8+Scales holds the data.
+type Matrix struct {
+	DType      DType
+	Rows, Cols int
+	F32        []float32
+	U16        []uint16
+	Q8         []int8
+	Scales     []float32 // Rows * Cols/Q8Block
+}
+
+// BF16ToF32 widens bfloat16 bits.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// F32ToBF16 rounds to nearest even.
+func F32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 { // NaN
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
