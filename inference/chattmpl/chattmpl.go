@@ -1,0 +1,141 @@
+// Package chattmpl renders conversations exactly as the Qwen2.5 chat template
+// (../shared/tokenizer/qwen2.5/chat_template.jinja, ChatML) does without tools, and reports the
+// byte spans that carry the training loss: the {% generation %} regions.
+//
+// The template is hand-written in Go rather than interpreted by a Jinja engine: it is a dozen
+// lines, Go has no Jinja implementation in the module's dependencies, and a direct rendering is
+// both faster and the only way to know exact spans. Its output is checked byte for byte against
+// the real template rendered by Jinja2 (testdata/golden.jsonl, made by
+// scripts/gen_chattmpl_golden.py).
+package chattmpl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/chat"
+)
+
+// ChatML markers and the template's fixed text.
+const (
+	ImStart = "<|im_start|>"
+	ImEnd   = "<|im_end|>"
+	// DefaultSystem is the system message the template inserts when the first message is not
+	// a system message.
+	DefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+	// RoleTool is the role the template renders as a <tool_response> inside a user turn.
+	RoleTool = "tool"
+	// GenerationPrompt is what add_generation_prompt appends.
+	GenerationPrompt = ImStart + chat.RoleAssistant + "\n"
+)
+
+// Span is a half-open byte range [Start, End) of rendered text.
+type Span struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Len is End - Start.
+func (s Span) Len() int { return s.End - s.Start }
+
+// ErrEmpty is returned by Check for a conversation without messages; the Jinja template fails
+// on it (messages[0] is undefined).
+var ErrEmpty = errors.New("chattmpl: empty conversation (the template needs at least one message)")
+
+// Check reports what the Jinja template would reject or silently drop: an empty conversation
+// (the template raises) and messages whose role is not system, user, assistant or tool (the
+// template renders nothing for them). Render itself never fails; call Check first where such
+// input must be refused.
+func Check(msgs []chat.Message) error {
+	if len(msgs) == 0 {
+		return ErrEmpty
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, RoleTool:
+		default:
+			return fmt.Errorf("chattmpl: message %d has role %q, which the chat template drops (want system, user, assistant or tool)", i, m.Role)
+		}
+	}
+	return nil
+}
+
+// Render renders msgs as the Qwen2.5 template does with no tools and returns the text and the
+// trainable spans, one per assistant message, in order.
+//
+// A span covers the assistant message's content plus its closing "<|im_end|>"; it does not
+// cover the "<|im_start|>assistant\n" header nor the "\n" that follows "<|im_end|>". This is
+// the {% generation %} region of the Qwen chat templates patched for TRL's assistant_only_loss
+// (content + <|im_end|>): the model learns to stop, not to emit the separator. The generation
+// prompt added by addGenerationPrompt is not a span (nothing has been generated yet).
+//
+// Messages with roles the template does not know are skipped, as the template skips them. An
+// empty conversation, on which the template fails, renders as the default system turn alone
+// (see Check). Content containing ChatML marker text is rendered verbatim, as the template does.
+func Render(msgs []chat.Message, addGenerationPrompt bool) (text string, spans []Span) {
+	var b strings.Builder
+	b.Grow(renderSize(msgs))
+	spans = AppendRender(&b, msgs, addGenerationPrompt, nil)
+	return b.String(), spans
+}
+
+// renderSize is the exact rendered size of msgs for the common roles, to size the buffer once.
+func renderSize(msgs []chat.Message) int {
+	n := len(ImStart) + len("system\n") + len(DefaultSystem) + len(ImEnd) + 1 + len(GenerationPrompt)
+	for _, m := range msgs {
+		n += len(ImStart) + len(m.Role) + 1 + len(m.Content) + len(ImEnd) + 1 + len("\n<tool_response>\n\n</tool_response>")
+	}
+	return n
+}
+
+// AppendRender writes the rendering of msgs to b (which may already hold text; spans are
+// offsets into b's whole contents) and appends the spans to spans.
+func AppendRender(b *strings.Builder, msgs []chat.Message, addGenerationPrompt bool, spans []Span) []Span {
+	b.WriteString(ImStart)
+	b.WriteString("system\n")
+	if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
+		b.WriteString(msgs[0].Content)
+	} else {
+		b.WriteString(DefaultSystem)
+	}
+	b.WriteString(ImEnd)
+	b.WriteString("\n")
+	for i, m := range msgs {
+		switch {
+		case m.Role == chat.RoleUser || (m.Role == chat.RoleSystem && i > 0):
+			b.WriteString(ImStart)
+			b.WriteString(m.Role)
+			b.WriteString("\n")
+			b.WriteString(m.Content)
+			b.WriteString(ImEnd)
+			b.WriteString("\n")
+		case m.Role == chat.RoleAssistant:
+			// chat.Message has no tool calls, so only the template's first assistant branch applies.
+			b.WriteString(ImStart)
+			b.WriteString(m.Role)
+			b.WriteString("\n")
+			start := b.Len()
+			b.WriteString(m.Content)
+			b.WriteString(ImEnd)
+			spans = append(spans, Span{Start: start, End: b.Len()})
+			b.WriteString("\n")
+		case m.Role == RoleTool:
+			if i == 0 || msgs[i-1].Role != RoleTool {
+				b.WriteString(ImStart)
+				b.WriteString(chat.RoleUser)
+			}
+			b.WriteString("\n<tool_response>\n")
+			b.WriteString(m.Content)
+			b.WriteString("\n</tool_response>")
+			if i == len(msgs)-1 || msgs[i+1].Role != RoleTool {
+				b.WriteString(ImEnd)
+				b.WriteString("\n")
+			}
+		}
+	}
+	if addGenerationPrompt {
+		b.WriteString(GenerationPrompt)
+	}
+	return spans
+}
