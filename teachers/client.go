@@ -1,0 +1,675 @@
+package teachers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
+
+	"github.com/chainedsql/chainedsql/chat"
+)
+
+// maxResponseBytes bounds a response body; a larger one is treated as malformed.
+const maxResponseBytes = 64 << 20
+
+// Client is a chat.Policy backed by one OpenAI-compatible endpoint. It is safe for concurrent use;
+// it bounds its own concurrency and request/token rates, so callers need no limiter of their own.
+type Client struct {
+	ep  Endpoint
+	key string // never printed: Client implements fmt.Stringer and fmt.GoStringer
+	oc  *openai.Client
+	tr  *http.Transport
+
+	sem      *semaphore.Weighted
+	rpm      *rate.Limiter // nil = unlimited
+	tpm      *rate.Limiter // nil = unlimited
+	tpmBurst int
+
+	// baseExtra holds the pre-encoded request fields of the endpoint (extra_body, sampling
+	// settings, reasoning_effort), merged into every request body by the doer.
+	baseExtra map[string]json.RawMessage
+	baseJoin  []byte
+
+	mu sync.Mutex
+	st Stats
+}
+
+// Stats are the counters of one Client. All maps are copies.
+type Stats struct {
+	Teacher string `json:"teacher"`
+	Model   string `json:"model"`
+	// Calls counts Chat calls; Succeeded and Failed split the finished ones.
+	Calls     int64 `json:"calls"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	// Requests counts HTTP requests sent (attempts); Retries the attempts after a first one.
+	Requests int64 `json:"requests"`
+	Retries  int64 `json:"retries"`
+	// RetriesByReason and FailuresByReason are keyed by the Reason* constants.
+	RetriesByReason  map[string]int64 `json:"retries_by_reason,omitempty"`
+	FailuresByReason map[string]int64 `json:"failures_by_reason,omitempty"`
+	// Kept counts replies returned under a "keep" policy, by reason (empty_content, length,
+	// content_filter).
+	Kept map[string]int64 `json:"kept,omitempty"`
+	// FinishReasons counts the finish_reason of returned replies.
+	FinishReasons map[string]int64 `json:"finish_reasons,omitempty"`
+	// Usage is every token billed, responses that were retried or rejected included.
+	Usage chat.Usage `json:"usage"`
+	// CostUSD is Usage priced with the endpoint's prices.
+	CostUSD float64 `json:"cost_usd"`
+	// MaxInFlight is the most requests this client had in flight at once.
+	MaxInFlight int64 `json:"max_in_flight"`
+	inFlight    int64
+}
+
+// New builds a client for e (defaults filled in, then validated). When e.APIKeyEnv is set, that
+// environment variable must hold the key; the error names the variable, never a value.
+func New(e Endpoint) (*Client, error) {
+	e = e.withDefaults()
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	var key string
+	if e.APIKeyEnv != "" {
+		key = os.Getenv(e.APIKeyEnv)
+		if key == "" {
+			return nil, fmt.Errorf("teacher %s: environment variable %s (its API key) is not set or empty; export it, or set api_key_env: \"\" for a server without keys", e.Name, e.APIKeyEnv)
+		}
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   max(e.MaxConcurrency, 2),
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	// The per-attempt context carries e.Timeout; the client timeout is a backstop a little longer.
+	hc := &http.Client{Transport: tr, Timeout: e.Timeout + 5*time.Second}
+	cfg := openai.DefaultConfig(key)
+	cfg.BaseURL = strings.TrimRight(e.BaseURL, "/")
+	cfg.HTTPClient = &doer{hc: hc}
+	c := &Client{
+		ep:  e,
+		key: key,
+		oc:  openai.NewClientWithConfig(cfg),
+		tr:  tr,
+		sem: semaphore.NewWeighted(int64(e.MaxConcurrency)),
+		st:  Stats{Teacher: e.Name, Model: e.Model},
+	}
+	if e.RPM > 0 {
+		// Burst of one second's worth: a sliding minute never sees much more than RPM.
+		c.rpm = rate.NewLimiter(rate.Limit(float64(e.RPM)/60), max(1, int(math.Ceil(float64(e.RPM)/60))))
+	}
+	if e.TPM > 0 {
+		// The burst must hold a whole request (prompts are large), so it is a full minute; the
+		// bucket starts with one second's worth so a cold start cannot spend two minutes at once.
+		c.tpmBurst = e.TPM
+		c.tpm = rate.NewLimiter(rate.Limit(float64(e.TPM)/60), e.TPM)
+		if first := max(1, int(math.Ceil(float64(e.TPM)/60))); first < e.TPM {
+			c.tpm.ReserveN(time.Now(), e.TPM-first)
+		}
+	}
+	if err := c.encodeBaseExtra(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// encodeBaseExtra pre-encodes the endpoint-level request fields. Precedence, lowest first:
+// extra_body, the typed endpoint fields; chat.Options override both per call.
+func (c *Client) encodeBaseExtra() error {
+	m := make(map[string]json.RawMessage, len(c.ep.ExtraBody)+4)
+	for k, v := range c.ep.ExtraBody {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("teacher %s: extra_body field %q cannot be encoded as JSON: %w", c.ep.Name, k, err)
+		}
+		m[k] = b
+	}
+	if c.ep.Temperature != nil {
+		m["temperature"] = mustJSON(*c.ep.Temperature)
+	}
+	if c.ep.TopP != nil {
+		m["top_p"] = mustJSON(*c.ep.TopP)
+	}
+	if c.ep.MaxTokens > 0 {
+		m["max_tokens"] = mustJSON(c.ep.MaxTokens)
+	}
+	if c.ep.ReasoningEffort != "" {
+		m["reasoning_effort"] = mustJSON(c.ep.ReasoningEffort)
+	}
+	c.baseExtra = m
+	c.baseJoin = joinFields(m)
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("teachers: encoding %T: %v", v, err)) // only numbers and strings reach here
+	}
+	return b
+}
+
+// joinFields renders m as `"k":v,"k2":v2` in key order (stable bodies for tests and caches).
+func joinFields(m map[string]json.RawMessage) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := sortedNames(m)
+	var b bytes.Buffer
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(m[k])
+	}
+	return b.Bytes()
+}
+
+// requestExtra returns the fields to merge into this call's request body.
+func (c *Client) requestExtra(o chat.Options) []byte {
+	if o.Temperature == nil && o.TopP == nil && o.TopK == 0 && o.MaxTokens == 0 && o.Seed == nil && len(o.Stop) == 0 {
+		return c.baseJoin
+	}
+	m := make(map[string]json.RawMessage, len(c.baseExtra)+6)
+	for k, v := range c.baseExtra {
+		m[k] = v
+	}
+	if o.Temperature != nil {
+		m["temperature"] = mustJSON(*o.Temperature)
+	}
+	if o.TopP != nil {
+		m["top_p"] = mustJSON(*o.TopP)
+	}
+	if o.TopK > 0 {
+		m["top_k"] = mustJSON(o.TopK)
+	}
+	if o.MaxTokens > 0 {
+		m["max_tokens"] = mustJSON(o.MaxTokens)
+	}
+	if o.Seed != nil {
+		m["seed"] = mustJSON(*o.Seed)
+	}
+	if len(o.Stop) > 0 {
+		m["stop"] = mustJSON(o.Stop)
+	}
+	return joinFields(m)
+}
+
+// Name returns the teacher name.
+func (c *Client) Name() string { return c.ep.Name }
+
+// Model returns the model id sent with requests.
+func (c *Client) Model() string { return c.ep.Model }
+
+// Endpoint returns the client's endpoint with defaults filled in (it holds no key).
+func (c *Client) Endpoint() Endpoint {
+	e := c.ep
+	if e.ExtraBody != nil {
+		e.ExtraBody = mapsClone(e.ExtraBody)
+	}
+	return e
+}
+
+func mapsClone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// String describes the client without its key.
+func (c *Client) String() string {
+	return fmt.Sprintf("teachers.Client{%s %s at %s}", c.ep.Name, c.ep.Model, redactURL(c.ep.BaseURL))
+}
+
+// GoString is String, so %#v cannot print the key either.
+func (c *Client) GoString() string { return c.String() }
+
+// Close releases idle connections. The client stays usable.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.st
+	s.RetriesByReason = cloneCounts(c.st.RetriesByReason)
+	s.FailuresByReason = cloneCounts(c.st.FailuresByReason)
+	s.Kept = cloneCounts(c.st.Kept)
+	s.FinishReasons = cloneCounts(c.st.FinishReasons)
+	s.inFlight = 0
+	return s
+}
+
+func cloneCounts(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func inc(m *map[string]int64, k string) {
+	if *m == nil {
+		*m = make(map[string]int64)
+	}
+	(*m)[k]++
+}
+
+// fault is why one attempt did not produce an acceptable reply.
+type fault struct {
+	reason     string
+	status     int
+	msg        string
+	retryAfter time.Duration
+	retry      bool  // worth another attempt
+	cause      error // context error, for canceled
+}
+
+// Chat sends msgs and returns the assistant's reply, retrying transient faults. Reply.Content is
+// the content exactly as returned; Reply.Reasoning comes from reasoning_content, else a reasoning
+// field, else an inline <think>…</think> block in the content. Reply.Usage is the usage of the
+// answering response; Stats.Usage also counts responses that were retried. A failure is an *Error.
+func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Options) (chat.Reply, error) {
+	start := time.Now()
+	c.mu.Lock()
+	c.st.Calls++
+	c.mu.Unlock()
+	if len(msgs) == 0 {
+		return chat.Reply{}, c.fail(&fault{reason: ReasonClient, msg: "no messages to send"}, 0)
+	}
+	req := openai.ChatCompletionRequest{Model: c.ep.Model, Messages: make([]openai.ChatCompletionMessage, len(msgs))}
+	est := 1
+	for i, m := range msgs {
+		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+		est += len(m.Content) / 4 // the usual ~4 bytes per token; corrected from usage afterwards
+	}
+	extra := c.requestExtra(opts)
+	for attempt := 1; ; attempt++ {
+		rep, f := c.attempt(ctx, &req, extra, est)
+		if f == nil {
+			rep.Attempts = attempt
+			rep.Latency = time.Since(start)
+			c.mu.Lock()
+			c.st.Succeeded++
+			inc(&c.st.FinishReasons, rep.FinishReason)
+			c.mu.Unlock()
+			return rep, nil
+		}
+		if !f.retry || attempt > c.ep.MaxRetries {
+			return chat.Reply{}, c.fail(f, attempt)
+		}
+		wait := c.backoff(attempt, f.retryAfter)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			// The caller's deadline would pass while waiting: report the fault itself.
+			return chat.Reply{}, c.fail(f, attempt)
+		}
+		c.mu.Lock()
+		c.st.Retries++
+		inc(&c.st.RetriesByReason, f.reason)
+		c.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return chat.Reply{}, c.fail(&fault{reason: ReasonCanceled, cause: ctx.Err(),
+				msg: fmt.Sprintf("while waiting to retry after %s: %v", f.reason, ctx.Err())}, attempt)
+		case <-t.C:
+		}
+	}
+}
+
+// fail records a terminal fault and turns it into an *Error.
+func (c *Client) fail(f *fault, attempts int) error {
+	c.mu.Lock()
+	c.st.Failed++
+	inc(&c.st.FailuresByReason, f.reason)
+	c.mu.Unlock()
+	return &Error{Teacher: c.ep.Name, Reason: f.reason, Status: f.status, Attempts: attempts, Message: c.redact(f.msg), cause: f.cause}
+}
+
+// redact removes the key from s (a server or proxy might echo it).
+func (c *Client) redact(s string) string {
+	if c.key != "" {
+		s = strings.ReplaceAll(s, c.key, "[redacted]")
+	}
+	return s
+}
+
+// backoff is the wait before retry number n (1-based): full jitter over an exponentially growing
+// ceiling, but never shorter than the server's Retry-After.
+func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
+	ceil := c.ep.BackoffMax
+	if n-1 < 40 {
+		if b := c.ep.BackoffBase << (n - 1); b > 0 && b < ceil {
+			ceil = b
+		}
+	}
+	var d time.Duration
+	if ceil > 0 {
+		d = time.Duration(rand.Int64N(int64(ceil) + 1))
+	}
+	return max(d, retryAfter)
+}
+
+func (c *Client) canceled(ctx context.Context, what string, err error) *fault {
+	cause := ctx.Err()
+	if cause == nil {
+		// rate.Limiter refuses a wait that would pass the deadline before it happens.
+		cause = context.DeadlineExceeded
+	}
+	return &fault{reason: ReasonCanceled, cause: cause, msg: fmt.Sprintf("%s: %v", what, err)}
+}
+
+// attempt sends one request under the concurrency and rate limits.
+func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest, extra []byte, est int) (chat.Reply, *fault) {
+	if err := c.sem.Acquire(ctx, 1); err != nil {
+		return chat.Reply{}, c.canceled(ctx, "waiting for a concurrency slot", err)
+	}
+	defer c.sem.Release(1)
+	if c.rpm != nil {
+		if err := c.rpm.Wait(ctx); err != nil {
+			return chat.Reply{}, c.canceled(ctx, "waiting for the RPM limit", err)
+		}
+	}
+	reserved := 0
+	if c.tpm != nil {
+		reserved = min(est, c.tpmBurst)
+		if err := c.tpm.WaitN(ctx, reserved); err != nil {
+			return chat.Reply{}, c.canceled(ctx, "waiting for the TPM limit", err)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, c.ep.Timeout)
+	defer cancel()
+	cp := &capture{extra: extra}
+	actx = context.WithValue(actx, captureKey{}, cp)
+
+	c.mu.Lock()
+	c.st.Requests++
+	c.st.inFlight++
+	if c.st.inFlight > c.st.MaxInFlight {
+		c.st.MaxInFlight = c.st.inFlight
+	}
+	c.mu.Unlock()
+	resp, err := c.oc.CreateChatCompletion(actx, *req)
+	c.mu.Lock()
+	c.st.inFlight--
+	c.mu.Unlock()
+	if err != nil {
+		return chat.Reply{}, c.classify(ctx, actx, err, cp)
+	}
+
+	u := chat.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
+	if d := resp.Usage.CompletionTokensDetails; d != nil {
+		u.ReasoningTokens = d.ReasoningTokens
+	}
+	if d := resp.Usage.PromptTokensDetails; d != nil {
+		u.CachedTokens = d.CachedTokens
+	}
+	c.mu.Lock()
+	c.st.Usage = c.st.Usage.Add(u)
+	c.st.CostUSD += (float64(u.PromptTokens)*c.ep.PricePromptPerM + float64(u.CompletionTokens)*c.ep.PriceCompletionPerM) / 1e6
+	c.mu.Unlock()
+	if c.tpm != nil {
+		// Charge what the estimate missed (the completion, a denser prompt) as debt on later
+		// requests. x/time/rate cannot hand tokens back, so an overestimate stays spent: the
+		// limiter errs on the slow side.
+		if more := u.Total() - reserved; more > 0 {
+			c.tpm.ReserveN(time.Now(), min(more, c.tpmBurst))
+		}
+	}
+
+	if len(resp.Choices) == 0 {
+		return chat.Reply{}, &fault{reason: ReasonEmptyChoices, status: cp.status, msg: "the response has no choices", retry: true}
+	}
+	ch := resp.Choices[0]
+	rep := chat.Reply{
+		Content:      ch.Message.Content,
+		Reasoning:    ch.Message.ReasoningContent,
+		FinishReason: string(ch.FinishReason),
+		Usage:        u,
+		Model:        resp.Model,
+	}
+	if rep.Reasoning == "" {
+		rep.Reasoning = reasoningField(cp.body)
+	}
+	if rep.Reasoning == "" {
+		rep.Reasoning = InlineThink(rep.Content)
+	}
+	if rep.Model == "" {
+		rep.Model = c.ep.Model
+	}
+
+	var reason, policy string
+	switch {
+	case ch.FinishReason == openai.FinishReasonContentFilter:
+		reason, policy = ReasonContentFilter, c.ep.OnContentFilter
+	case ch.FinishReason == openai.FinishReasonLength:
+		reason, policy = ReasonLength, c.ep.OnLength
+	case strings.TrimSpace(rep.Content) == "":
+		reason, policy = ReasonEmpty, c.ep.OnEmpty
+	default:
+		return rep, nil
+	}
+	switch policy {
+	case OnKeep:
+		c.mu.Lock()
+		inc(&c.st.Kept, reason)
+		c.mu.Unlock()
+		return rep, nil
+	case OnRetry:
+		return chat.Reply{}, &fault{reason: reason, status: cp.status, msg: "reply rejected by " + policyField[reason] + ": retry", retry: true}
+	default:
+		return chat.Reply{}, &fault{reason: reason, status: cp.status, msg: "reply rejected by " + policyField[reason] + ": fail"}
+	}
+}
+
+// policyField names the config field that decides each reply policy.
+var policyField = map[string]string{ReasonEmpty: "on_empty", ReasonLength: "on_length", ReasonContentFilter: "on_content_filter"}
+
+// classify turns an error of CreateChatCompletion into a fault.
+func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fault {
+	if ctx.Err() != nil {
+		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: ctx.Err().Error()}
+	}
+	status := 0
+	msg := ""
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		status, msg = apiErr.HTTPStatusCode, apiErr.Message
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+		msg = strings.TrimSpace(string(reqErr.Body))
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		if msg == "" {
+			msg = reqErr.HTTPStatus
+		}
+	}
+	if status != 0 {
+		f := &fault{status: status, msg: msg, retryAfter: retryAfter(cp.header)}
+		switch {
+		case status == http.StatusTooManyRequests:
+			f.reason, f.retry = ReasonRateLimited, true
+		case status >= 500 || status == http.StatusRequestTimeout:
+			f.reason, f.retry = ReasonServer, true
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			f.reason = ReasonAuth
+		default:
+			f.reason = ReasonClient
+		}
+		return f
+	}
+	var ne net.Error
+	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &fault{reason: ReasonTimeout, status: cp.status, msg: fmt.Sprintf("no complete response within %v", c.ep.Timeout), retry: true}
+	}
+	if cp.bodyRead {
+		return &fault{reason: ReasonMalformed, status: cp.status, msg: fmt.Sprintf("decoding the %d-byte response: %v", len(cp.body), err), retry: true}
+	}
+	return &fault{reason: ReasonConnection, msg: err.Error(), retry: true}
+}
+
+// retryAfter reads retry-after-ms (OpenAI) or Retry-After (seconds or an HTTP date); 0 if absent.
+func retryAfter(h http.Header) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// reasoningField reads choices[0].message.reasoning from a raw response body. go-openai's
+// ChatCompletionMessage only knows reasoning_content, so servers that use the `reasoning` name
+// (vLLM's newer reasoning parsers, OpenRouter, some gpt-oss hosts) need this second decode.
+func reasoningField(body []byte) string {
+	if !bytes.Contains(body, []byte(`"reasoning"`)) {
+		return ""
+	}
+	var r struct {
+		Choices []struct {
+			Message struct {
+				Reasoning json.RawMessage `json:"reasoning"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(r.Choices[0].Message.Reasoning, &s) != nil {
+		return "" // an object or array (provider-specific details), not text
+	}
+	return s
+}
+
+// InlineThink returns the text of the first <think>…</think> block of content, trimmed. An
+// unterminated block (a reply cut by length) yields the rest of the content; a lone </think>
+// (templates that put the opening tag into the prompt) yields everything before it.
+func InlineThink(content string) string {
+	const open, closing = "<think>", "</think>"
+	if i := strings.Index(content, open); i >= 0 {
+		rest := content[i+len(open):]
+		if j := strings.Index(rest, closing); j >= 0 {
+			return strings.TrimSpace(rest[:j])
+		}
+		return strings.TrimSpace(rest)
+	}
+	if j := strings.Index(content, closing); j >= 0 {
+		return strings.TrimSpace(content[:j])
+	}
+	return ""
+}
+
+// captureKey is the context key of an attempt's capture.
+type captureKey struct{}
+
+// capture carries data between Client.attempt and the doer for one request.
+type capture struct {
+	extra    []byte // fields to merge into the request body
+	status   int
+	header   http.Header
+	body     []byte
+	bodyRead bool // a complete body was read
+}
+
+// doer is the HTTP layer under go-openai. go-openai v1.43 cannot add arbitrary fields to a chat
+// request (its extra-body option is internal and only applies to map bodies; Temperature is a
+// float32 with omitempty, so 0 and exact values cannot be sent), does not expose a `reasoning`
+// response field, and drops response headers on errors. The doer therefore splices pre-encoded
+// fields into the request JSON, reads the whole response body within the attempt's deadline,
+// and keeps status, headers and body for the client.
+type doer struct{ hc *http.Client }
+
+// Do implements openai.HTTPDoer.
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	cp, _ := req.Context().Value(captureKey{}).(*capture)
+	if cp != nil && len(cp.extra) > 0 && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the request body: %w", err)
+		}
+		body = bytes.TrimRight(body, " \n")
+		if len(body) < 2 || body[len(body)-1] != '}' {
+			return nil, fmt.Errorf("request body is not a JSON object")
+		}
+		merged := make([]byte, 0, len(body)+len(cp.extra)+1)
+		merged = append(merged, body[:len(body)-1]...)
+		if !bytes.HasSuffix(bytes.TrimRight(merged, " \n"), []byte("{")) {
+			merged = append(merged, ',')
+		}
+		merged = append(merged, cp.extra...)
+		merged = append(merged, '}')
+		req.Body = io.NopCloser(bytes.NewReader(merged))
+		req.ContentLength = int64(len(merged))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(merged)), nil }
+	}
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the response body (HTTP %d): %w", resp.StatusCode, err)
+	}
+	if len(body) > maxResponseBytes {
+		body = body[:maxResponseBytes] // decoding fails: reported as malformed
+	}
+	if cp != nil {
+		cp.status, cp.header, cp.body = resp.StatusCode, resp.Header, body
+		cp.bodyRead = resp.StatusCode >= 200 && resp.StatusCode < 300
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+var _ chat.Policy = (*Client)(nil)

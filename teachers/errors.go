@@ -1,0 +1,74 @@
+package teachers
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reasons name why a request was retried or a Chat call failed (Error.Reason, Stats maps).
+const (
+	ReasonRateLimited   = "rate_limited"   // HTTP 429
+	ReasonServer        = "server_error"   // HTTP 5xx (and 408)
+	ReasonTimeout       = "timeout"        // the attempt ran past Endpoint.Timeout
+	ReasonConnection    = "connection"     // refused, reset, EOF, other transport errors
+	ReasonMalformed     = "malformed_json" // a 2xx body that is not a chat completion (invalid or truncated JSON)
+	ReasonEmptyChoices  = "empty_choices"  // a completion with no choices
+	ReasonEmpty         = "empty_content"  // blank content (Endpoint.OnEmpty)
+	ReasonLength        = "length"         // finish_reason length (Endpoint.OnLength)
+	ReasonContentFilter = "content_filter" // finish_reason content_filter (Endpoint.OnContentFilter)
+	ReasonAuth          = "auth"           // HTTP 401/403: not retried
+	ReasonClient        = "client_error"   // other HTTP 4xx: not retried
+	ReasonCanceled      = "canceled"       // the caller's context ended
+)
+
+// Error is a failed Chat call. Its text never contains the API key.
+type Error struct {
+	// Teacher is the endpoint name.
+	Teacher string
+	// Reason is one of the Reason* constants.
+	Reason string
+	// Status is the HTTP status of the last attempt, 0 when there was no response.
+	Status int
+	// Attempts is how many requests were sent.
+	Attempts int
+	// Message is the server's error message or the transport error, key redacted.
+	Message string
+	// cause is kept only for context errors, so errors.Is(err, context.Canceled) works.
+	cause error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	s := fmt.Sprintf("teacher %s: %s", e.Teacher, e.Reason)
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Attempts > 1 {
+		s += fmt.Sprintf(" after %d attempts", e.Attempts)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Unwrap returns the context error when the caller's context ended, else nil.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Reason returns the Reason* of err when it is (or wraps) an *Error, else "".
+func Reason(err error) string {
+	var te *Error
+	if errors.As(err, &te) {
+		return te.Reason
+	}
+	return ""
+}
+
+// retryableReason reports whether a fault of this reason is worth another attempt.
+func retryableReason(r string) bool {
+	switch r {
+	case ReasonRateLimited, ReasonServer, ReasonTimeout, ReasonConnection, ReasonMalformed, ReasonEmptyChoices:
+		return true
+	}
+	return false
+}
