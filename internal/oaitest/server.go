@@ -1,0 +1,645 @@
+// Package oaitest is a fake OpenAI-compatible chat-completions server for tests: it speaks
+// POST /v1/chat/completions (non-streaming) and GET /v1/models in the OpenAI wire format, checks
+// the Authorization header when given a key, answers through a Script (a function of the request,
+// so a test can answer per question and per turn), injects faults from a per-request sequence, from
+// the Script, or at a seeded rate, and records every request.
+//
+// It is built for fault suites over thousands of requests: one mutex-guarded append per request,
+// no goroutines of its own, and fault draws that depend only on (seed, conversation, attempt), so a
+// run is reproducible whatever the scheduling.
+package oaitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Fault is a kind of misbehaviour the server can inject instead of (or into) a normal reply.
+type Fault string
+
+// Faults. The string values are what FaultCounts and Request.Fault report.
+const (
+	None                    Fault = ""
+	RateLimit               Fault = "429"                  // 429 without Retry-After
+	RateLimitRetryAfter     Fault = "429_retry_after"      // 429 with Retry-After: seconds
+	RateLimitRetryAfterDate Fault = "429_retry_after_date" // 429 with Retry-After: an HTTP date
+	ServerError             Fault = "500"                  // 500 with an OpenAI JSON error
+	BadGateway              Fault = "502"                  // 502 with an HTML body, as proxies send
+	Unavailable             Fault = "503"                  // 503 with an OpenAI JSON error
+	BadRequest              Fault = "400"                  // 400: not retryable
+	Unauthorized            Fault = "401"                  // 401: not retryable
+	Reset                   Fault = "reset"                // the connection is reset before any response
+	ResetMidBody            Fault = "reset_mid_body"       // headers and half the body, then a reset
+	Slow                    Fault = "slow"                 // the normal reply after the slow delay
+	Hang                    Fault = "hang"                 // no response until the client gives up
+	Malformed               Fault = "malformed"            // 200 with a body that is not JSON
+	Truncated               Fault = "truncated"            // 200 with the reply's JSON cut in half
+	EmptyChoices            Fault = "empty_choices"        // 200 with "choices": []
+	Length                  Fault = "length"               // content cut in half, finish_reason length
+	ContentFilter           Fault = "content_filter"       // empty content, finish_reason content_filter
+	EmptyContent            Fault = "empty_content"        // empty content, finish_reason stop
+)
+
+// TransientFaults are the faults a well-behaved client retries; the default mix for WithFaultRate.
+var TransientFaults = []Fault{RateLimit, RateLimitRetryAfter, ServerError, BadGateway, Unavailable,
+	Reset, ResetMidBody, Slow, Malformed, Truncated, EmptyChoices}
+
+// AllFaults lists every fault.
+var AllFaults = []Fault{RateLimit, RateLimitRetryAfter, RateLimitRetryAfterDate, ServerError, BadGateway,
+	Unavailable, BadRequest, Unauthorized, Reset, ResetMidBody, Slow, Hang, Malformed, Truncated,
+	EmptyChoices, Length, ContentFilter, EmptyContent}
+
+// Message is one chat message of a request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one received chat-completions request.
+type Request struct {
+	// Seq is the arrival order over the server's life, from 0.
+	Seq int
+	// Attempt counts earlier requests with the same model and messages (0 on the first), so a
+	// script or the fault draw can tell retries apart from new turns.
+	Attempt int
+	// Hash identifies the conversation (model and messages).
+	Hash uint64
+	// Fault is what the server did with it (filled in the recorded copy).
+	Fault    Fault
+	Model    string
+	Messages []Message
+	Stream   bool
+	Header   http.Header
+	// Body is the raw request JSON (nil in records made WithoutBodies).
+	Body []byte
+}
+
+// Field returns the raw JSON of a top-level request field, nil when absent.
+func (r Request) Field(name string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.Body, &m) != nil {
+		return nil
+	}
+	return m[name]
+}
+
+// Turn is the number of assistant messages already in the conversation (0 on the first turn).
+func (r Request) Turn() int {
+	n := 0
+	for _, m := range r.Messages {
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// FirstUser is the content of the first user message (the question), "" if none.
+func (r Request) FirstUser() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// Last is the last message, zero if none.
+func (r Request) Last() Message {
+	if len(r.Messages) == 0 {
+		return Message{}
+	}
+	return r.Messages[len(r.Messages)-1]
+}
+
+// Usage overrides the token counts of a reply.
+type Usage struct {
+	PromptTokens, CompletionTokens, ReasoningTokens, CachedTokens int
+}
+
+// Response is what a Script answers.
+type Response struct {
+	Content string
+	// ReasoningContent is sent as message.reasoning_content (DeepSeek, vLLM).
+	ReasoningContent string
+	// Reasoning is sent as message.reasoning (OpenRouter, newer vLLM).
+	Reasoning string
+	// FinishReason defaults to "stop".
+	FinishReason string
+	// Usage defaults to ~4 bytes per token over prompt and completion.
+	Usage *Usage
+	// Model defaults to the request's model.
+	Model string
+	// Delay is waited before answering (ends early when the client leaves).
+	Delay time.Duration
+	// Fault, when set, is injected (a Sequence entry for this request wins).
+	Fault Fault
+}
+
+// Script answers a request. It may be called concurrently.
+type Script func(Request) Response
+
+// DefaultReply is the content the server answers when the Script is nil.
+const DefaultReply = "<think>The answer is a constant.</think>\n<sql>SELECT 1</sql>"
+
+// Fixed answers every request with content.
+func Fixed(content string) Script {
+	return func(Request) Response { return Response{Content: content} }
+}
+
+// Turns answers the n-th assistant turn of any conversation with replies[n] (the last one again
+// beyond the end).
+func Turns(replies ...Response) Script {
+	return func(r Request) Response {
+		if len(replies) == 0 {
+			return Response{Content: DefaultReply}
+		}
+		return replies[min(r.Turn(), len(replies)-1)]
+	}
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAPIKey makes the server require "Authorization: Bearer key" (401 otherwise).
+func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
+
+// WithModels sets the ids listed by /v1/models (default "test-model").
+func WithModels(ids ...string) Option { return func(s *Server) { s.models = ids } }
+
+// WithSequence injects seq[i] into the request with Seq i ("" = none); later requests get none.
+func WithSequence(seq ...Fault) Option { return func(s *Server) { s.sequence = seq } }
+
+// WithFaultRate injects a fault into a fraction rate of requests that have no sequenced or
+// scripted fault, drawn uniformly from kinds (default TransientFaults). The draw depends only on
+// seed, the conversation and the attempt number.
+func WithFaultRate(rate float64, seed uint64, kinds ...Fault) Option {
+	return func(s *Server) {
+		s.rate, s.seed = rate, seed
+		if len(kinds) > 0 {
+			s.kinds = kinds
+		}
+	}
+}
+
+// WithRetryAfter sets the Retry-After of RateLimitRetryAfter(Date) faults (default 1s; the header
+// carries whole seconds, rounded up).
+func WithRetryAfter(d time.Duration) Option { return func(s *Server) { s.retryAfter = d } }
+
+// WithSlowDelay sets the delay of Slow faults (default 20ms).
+func WithSlowDelay(d time.Duration) Option { return func(s *Server) { s.slow = d } }
+
+// WithoutBodies records requests without Body and Messages (for very long runs).
+func WithoutBodies() Option { return func(s *Server) { s.noBodies = true } }
+
+// Server is a running fake endpoint. URL + "/v1" is the base URL for a client.
+type Server struct {
+	*httptest.Server
+	script     Script
+	apiKey     string
+	models     []string
+	sequence   []Fault
+	rate       float64
+	seed       uint64
+	kinds      []Fault
+	retryAfter time.Duration
+	slow       time.Duration
+	noBodies   bool
+	closing    chan struct{}
+	closeOnce  sync.Once
+
+	inFlight, maxInFlight atomic.Int64
+
+	mu       sync.Mutex
+	seq      int
+	attempts map[uint64]int
+	records  []Request
+	faults   map[Fault]int
+}
+
+// NewServer starts a server answering through script (nil: DefaultReply) and closes it when the
+// test ends; hanging requests are released first.
+func NewServer(tb testing.TB, script Script, opts ...Option) *Server {
+	tb.Helper()
+	s := &Server{
+		script:     script,
+		models:     []string{"test-model"},
+		kinds:      TransientFaults,
+		retryAfter: time.Second,
+		slow:       20 * time.Millisecond,
+		closing:    make(chan struct{}),
+		attempts:   make(map[uint64]int),
+		faults:     make(map[Fault]int),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.chat)
+	mux.HandleFunc("/chat/completions", s.chat)
+	mux.HandleFunc("/v1/models", s.listModels)
+	mux.HandleFunc("/models", s.listModels)
+	s.Server = httptest.NewServer(mux)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// BaseURL is the OpenAI base URL of the server (URL + "/v1").
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Close releases hanging requests and shuts the server down. It is safe to call twice.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.Server.Close()
+	})
+}
+
+// Requests returns a copy of the recorded requests in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.records...)
+}
+
+// Count is the number of chat requests received.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// FaultCounts returns how often each fault was injected (None counts normal replies).
+func (s *Server) FaultCounts() map[Fault]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Fault]int, len(s.faults))
+	for k, v := range s.faults {
+		out[k] = v
+	}
+	return out
+}
+
+// MaxInFlight is the most chat requests the server was handling at once.
+func (s *Server) MaxInFlight() int { return int(s.maxInFlight.Load()) }
+
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.apiKey == "" || r.Header.Get("Authorization") == "Bearer "+s.apiKey {
+		return true
+	}
+	writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided (oaitest).")
+	return false
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, id := range s.models {
+		out.Data = append(out.Data, model{ID: id, Object: "model", OwnedBy: "oaitest"})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// conversationHash is FNV-1a over the model and messages: stable across processes, unlike maphash.
+func conversationHash(model string, msgs []Message) uint64 {
+	h := fnv.New64a()
+	io.WriteString(h, model)
+	for _, m := range msgs {
+		h.Write([]byte{0})
+		io.WriteString(h, m.Role)
+		h.Write([]byte{0})
+		io.WriteString(h, m.Content)
+	}
+	return h.Sum64()
+}
+
+// mix is splitmix64, the fault draw's hash.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		return
+	}
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		m := s.maxInFlight.Load()
+		if n <= m || s.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if !s.authorized(w, r) {
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
+		return
+	}
+	var in struct {
+		Model    string    `json:"model"`
+		Messages []Message `json:"messages"`
+		Stream   bool      `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not valid JSON: "+err.Error())
+		return
+	}
+	if in.Stream {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "oaitest does not stream")
+		return
+	}
+	if len(in.Messages) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages must not be empty")
+		return
+	}
+	req := Request{Model: in.Model, Messages: in.Messages, Header: r.Header.Clone(), Body: body,
+		Hash: conversationHash(in.Model, in.Messages)}
+	s.mu.Lock()
+	req.Seq = s.seq
+	s.seq++
+	req.Attempt = s.attempts[req.Hash]
+	s.attempts[req.Hash]++
+	s.mu.Unlock()
+
+	var resp Response
+	if s.script != nil {
+		resp = s.script(req)
+	} else {
+		resp = Response{Content: DefaultReply}
+	}
+	f := resp.Fault
+	if req.Seq < len(s.sequence) && s.sequence[req.Seq] != None {
+		f = s.sequence[req.Seq]
+	}
+	if f == None && s.rate > 0 && len(s.kinds) > 0 {
+		x := mix(s.seed ^ mix(req.Hash^mix(uint64(req.Attempt))))
+		if float64(x>>11)/(1<<53) < s.rate {
+			f = s.kinds[mix(x)%uint64(len(s.kinds))]
+		}
+	}
+	req.Fault = f
+	rec := req
+	if s.noBodies {
+		rec.Body, rec.Messages, rec.Header = nil, nil, nil
+	}
+	s.mu.Lock()
+	s.records = append(s.records, rec)
+	s.faults[f]++
+	s.mu.Unlock()
+
+	if resp.Delay > 0 && !s.wait(r.Context(), resp.Delay) {
+		return
+	}
+	s.serve(w, r, req, resp, f)
+}
+
+// wait sleeps d; false when the client left or the server is closing first.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.closing:
+		return false
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp Response, f Fault) {
+	switch f {
+	case RateLimit:
+		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached (oaitest).")
+		return
+	case RateLimitRetryAfter:
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached (oaitest).")
+		return
+	case RateLimitRetryAfterDate:
+		at := time.Now().Add(time.Duration(s.retryAfterSeconds()) * time.Second)
+		w.Header().Set("Retry-After", at.UTC().Format(http.TimeFormat))
+		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached (oaitest).")
+		return
+	case ServerError:
+		writeError(w, http.StatusInternalServerError, "server_error", "The server had an error (oaitest).")
+		return
+	case BadGateway:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n")
+		return
+	case Unavailable:
+		writeError(w, http.StatusServiceUnavailable, "server_error", "The engine is currently overloaded (oaitest).")
+		return
+	case BadRequest:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "This request is invalid (oaitest).")
+		return
+	case Unauthorized:
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided (oaitest).")
+		return
+	case Reset:
+		resetConn(w, nil)
+		return
+	case Hang:
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	case Malformed:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"id": "oaitest", "object": "chat.completion", "choices": [}`)
+		return
+	case Slow:
+		if !s.wait(r.Context(), s.slow) {
+			return
+		}
+	case Length:
+		resp.Content = resp.Content[:len(resp.Content)/2]
+		resp.FinishReason = "length"
+	case ContentFilter:
+		resp.Content = ""
+		resp.FinishReason = "content_filter"
+	case EmptyContent:
+		resp.Content = ""
+		resp.FinishReason = "stop"
+	}
+	out := s.completion(req, resp, f == EmptyChoices)
+	b, err := json.Marshal(out)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "server_error", "oaitest: encoding the reply: "+err.Error())
+		return
+	}
+	switch f {
+	case Truncated:
+		b = b[:len(b)/2]
+	case ResetMidBody:
+		resetConn(w, b)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+func (s *Server) retryAfterSeconds() int {
+	sec := int((s.retryAfter + time.Second - 1) / time.Second)
+	return max(sec, 0)
+}
+
+// resetConn hijacks the connection, writes a 200 header and the first half of body when body is
+// given, and closes with SO_LINGER 0 so the client sees a reset.
+func resetConn(w http.ResponseWriter, body []byte) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("oaitest: the ResponseWriter cannot be hijacked")
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if body != nil {
+		fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		buf.Write(body[:len(body)/2])
+		buf.Flush()
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+type wireMessage struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
+}
+
+type wireChoice struct {
+	Index        int         `json:"index"`
+	Message      wireMessage `json:"message"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type wireUsage struct {
+	PromptTokens            int `json:"prompt_tokens"`
+	CompletionTokens        int `json:"completion_tokens"`
+	TotalTokens             int `json:"total_tokens"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+type wireCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []wireChoice `json:"choices"`
+	Usage   wireUsage    `json:"usage"`
+}
+
+// EstimateTokens is the server's default token count of a text: ceil(bytes/4).
+func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
+
+func (s *Server) completion(req Request, resp Response, emptyChoices bool) wireCompletion {
+	model := resp.Model
+	if model == "" {
+		model = req.Model
+	}
+	var u wireUsage
+	if resp.Usage != nil {
+		u.PromptTokens, u.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		u.CompletionTokensDetails.ReasoningTokens = resp.Usage.ReasoningTokens
+		u.PromptTokensDetails.CachedTokens = resp.Usage.CachedTokens
+	} else {
+		var b strings.Builder
+		for _, m := range req.Messages {
+			b.WriteString(m.Content)
+		}
+		reasoning := resp.ReasoningContent + resp.Reasoning
+		u.PromptTokens = EstimateTokens(b.String())
+		u.CompletionTokens = EstimateTokens(resp.Content) + EstimateTokens(reasoning)
+		u.CompletionTokensDetails.ReasoningTokens = EstimateTokens(reasoning)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	finish := resp.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
+	out := wireCompletion{
+		ID:      fmt.Sprintf("chatcmpl-oaitest-%d", req.Seq),
+		Object:  "chat.completion",
+		Created: time.Now().Unix(),
+		Model:   model,
+		Choices: []wireChoice{},
+		Usage:   u,
+	}
+	if !emptyChoices {
+		out.Choices = append(out.Choices, wireChoice{
+			Message: wireMessage{Role: "assistant", Content: resp.Content,
+				ReasoningContent: resp.ReasoningContent, Reasoning: resp.Reasoning},
+			FinishReason: finish,
+		})
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeError writes an OpenAI-style error body.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	} else if status == http.StatusTooManyRequests {
+		typ = "rate_limit_error"
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
+}
