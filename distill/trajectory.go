@@ -27,6 +27,8 @@ type Turn struct {
 	Latency      time.Duration `json:"latency_ns"`
 	Usage        chat.Usage    `json:"usage"`
 	FinishReason string        `json:"finish_reason,omitempty"`
+	// Attempts is how many requests the reply took (1 without retries; 0 when unknown).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // ExecRecord is the part of a datasets.Result kept in a trajectory (no rows beyond the

@@ -1,0 +1,334 @@
+package distill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// Defaults of EpisodeOptions.
+const (
+	DefaultExecTimeout   = 30 * time.Second
+	DefaultSchemaSamples = 3
+)
+
+// EpisodeOptions configure one Episode. Zero values take the protocol defaults.
+type EpisodeOptions struct {
+	// MaxTurns is the turn budget (default DefaultMaxTurns).
+	MaxTurns int
+	// ExecTimeout bounds each statement, the gold's included (default 30 s).
+	ExecTimeout time.Duration
+	// Caps bound the observations.
+	Caps ObsCaps
+	// Chat is passed to every policy call (sampling settings).
+	Chat chat.Options
+	// Teacher is the policy's name recorded in the trajectory; Model its model id when known
+	// (a reply's own Model wins).
+	Teacher string
+	Model   string
+	// Sample is the sample index recorded in the trajectory (and part of its key).
+	Sample int
+	// Ordered compares results as ordered lists when the gold SQL has an ORDER BY (Spider style);
+	// otherwise BIRD EX (set equality).
+	Ordered bool
+	// Schemas caches the rendered DDL per database; nil renders it for this episode alone.
+	Schemas *SchemaCache
+	// SkipGold leaves Correct false and runs no gold SQL (prediction-only runs).
+	SkipGold bool
+}
+
+func (o EpisodeOptions) withDefaults() EpisodeOptions {
+	if o.MaxTurns <= 0 {
+		o.MaxTurns = DefaultMaxTurns
+	}
+	if o.ExecTimeout <= 0 {
+		o.ExecTimeout = DefaultExecTimeout
+	}
+	o.Caps = o.Caps.WithDefaults()
+	return o
+}
+
+// TaskAware is a Policy that needs the task it answers (the oracle). Episode calls ForTask once
+// and talks to the policy it returns.
+type TaskAware interface {
+	ForTask(t datasets.Task, d datasets.Dialect) (chat.Policy, error)
+}
+
+// Key names one unit of work of a run: task, teacher, dialect and sample index.
+func Key(taskID, teacher string, d datasets.Dialect, sample int) string {
+	return fmt.Sprintf("%s|%s|%s|%d", taskID, teacher, d, sample)
+}
+
+// PolicyError is an Episode that stopped because the policy failed (after its own retries).
+type PolicyError struct {
+	Turn int
+	Err  error
+}
+
+// Error implements error.
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("policy failed at turn %d: %v", e.Turn, e.Err)
+}
+
+// Unwrap returns the policy's error.
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// Episode runs the chained-sql/v1 loop of policy on task against db and returns the trajectory.
+//
+// The conversation is system, user question, then assistant and observation turns alternating.
+// It ends with the assistant's last turn: the observation of the final turn (after convergence or
+// when the budget runs out) is recorded in Turn.Observation but not appended to Messages, so the
+// conversation is ready for SFT. A reply with no usable <sql> is a format violation: it gets the
+// format-error observation, breaks any convergence streak, and the loop goes on. FinalSQL is the
+// last statement that was executed (empty when no turn had one); ExecOK says it ran; Correct
+// compares its full result with the gold's (task.GoldFor(db.Dialect())) by datasets.Match.
+//
+// A policy error ends the episode: the partial trajectory comes back with a *PolicyError. A
+// database error (connection lost, context ended) comes back wrapped; SQL errors, timeouts and
+// refusals are observations.
+func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Trajectory, error) {
+	opts = opts.withDefaults()
+	dialect := db.Dialect()
+	started := time.Now()
+	tr := &Trajectory{
+		Protocol:   ProtocolVersion,
+		Key:        Key(task.ID, opts.Teacher, dialect, opts.Sample),
+		TaskID:     task.ID,
+		TaskIndex:  task.Index,
+		Source:     task.Source,
+		DBID:       task.DBID,
+		Question:   task.Question,
+		Evidence:   task.Evidence,
+		Difficulty: task.Difficulty,
+		Dialect:    dialect,
+		Teacher:    opts.Teacher,
+		Model:      opts.Model,
+		Sample:     opts.Sample,
+		Started:    started.UTC(),
+	}
+	defer func() { tr.Duration = time.Since(started) }()
+
+	if ta, ok := policy.(TaskAware); ok {
+		p, err := ta.ForTask(task, dialect)
+		if err != nil {
+			return tr, &PolicyError{Turn: 0, Err: err}
+		}
+		policy = p
+	}
+	ddl, err := opts.Schemas.DDL(ctx, task, db)
+	if err != nil {
+		return tr, fmt.Errorf("task %s: schema of %s (%s): %w", task.ID, task.DBID, dialect, err)
+	}
+	tr.Messages = append(make([]chat.Message, 0, 2+2*opts.MaxTurns),
+		chat.Message{Role: chat.RoleSystem, Content: SystemPrompt(dialect, db.Version(), ddl)},
+		chat.Message{Role: chat.RoleUser, Content: UserPrompt(task)},
+	)
+
+	var (
+		prevSQL  string // SQL of the previous turn; "" after a violation
+		finalRes *datasets.Result
+	)
+	for turn := 1; turn <= opts.MaxTurns; turn++ {
+		t0 := time.Now()
+		reply, err := policy.Chat(ctx, tr.Messages, opts.Chat)
+		if err != nil {
+			return tr, &PolicyError{Turn: turn, Err: err}
+		}
+		if reply.Latency == 0 {
+			reply.Latency = time.Since(t0)
+		}
+		if reply.Model != "" {
+			tr.Model = reply.Model
+		}
+		p := parseReply(reply.Content)
+		tu := Turn{
+			Index:        turn,
+			Raw:          reply.Content,
+			Reasoning:    reply.Reasoning,
+			Latency:      reply.Latency,
+			Usage:        reply.Usage,
+			FinishReason: reply.FinishReason,
+			Attempts:     reply.Attempts,
+		}
+		if tu.Reasoning == "" {
+			tu.Reasoning = p.think
+		}
+		tr.Usage = tr.Usage.Add(reply.Usage)
+		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply.Content, Reasoning: reply.Reasoning})
+
+		converged := false
+		switch {
+		case !p.ok || (!p.closed && reply.FinishReason == chat.FinishLength):
+			tu.FormatViolation = true
+			tr.FormatViolations++
+			if p.ok {
+				tu.Observation = wrapObservation(TruncatedReplyText)
+			} else {
+				tu.Observation = FormatViolationObservation()
+			}
+			prevSQL = ""
+		default:
+			tu.SQL = p.sql
+			res, err := db.Exec(ctx, p.sql, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+			if err != nil {
+				tr.Turns = append(tr.Turns, tu)
+				return tr, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
+			}
+			tu.Exec = execRecord(res)
+			tu.Observation = RenderObservation(res, opts.Caps)
+			converged = SameSQL(prevSQL, p.sql)
+			prevSQL = p.sql
+			tr.FinalSQL = p.sql
+			finalRes = res
+		}
+		tr.Turns = append(tr.Turns, tu)
+		if converged {
+			tr.Converged = true
+			break
+		}
+		if turn < opts.MaxTurns {
+			tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+		}
+	}
+	tr.ExecOK = finalRes.OK()
+	if opts.SkipGold {
+		return tr, nil
+	}
+	if err := judge(ctx, tr, task, db, finalRes, opts); err != nil {
+		return tr, err
+	}
+	return tr, nil
+}
+
+// judge executes the gold SQL and the final SQL in full and sets Correct.
+func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
+	gold, ok := task.GoldFor(db.Dialect())
+	if !ok {
+		tr.GoldError = fmt.Sprintf("task has no gold SQL for %s", db.Dialect())
+		return nil
+	}
+	tr.GoldSQL = gold
+	gres, err := db.Exec(ctx, gold, datasets.ExecOptions{Timeout: opts.ExecTimeout})
+	if err != nil {
+		return fmt.Errorf("task %s: executing gold SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
+	}
+	if !gres.OK() {
+		tr.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
+		return nil
+	}
+	if !final.OK() {
+		return nil
+	}
+	if final.Truncated || len(final.Rows) < final.Total {
+		// The turn's execution kept only the observation's rows: run the final SQL again in full.
+		full, err := db.Exec(ctx, tr.FinalSQL, datasets.ExecOptions{Timeout: opts.ExecTimeout})
+		if err != nil {
+			return fmt.Errorf("task %s: executing final SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
+		}
+		if !full.OK() {
+			return nil
+		}
+		final = full
+	}
+	tr.Correct = datasets.Match(gres, final, opts.Ordered && datasets.HasOrderBy(gold))
+	return nil
+}
+
+func execRecord(r *datasets.Result) *ExecRecord {
+	return &ExecRecord{
+		Outcome:   r.Outcome,
+		Columns:   r.Columns,
+		Total:     r.Total,
+		Truncated: r.Truncated,
+		Error:     r.Error,
+		Duration:  r.Duration,
+	}
+}
+
+// SchemaCache renders each database's schema once and shares it among episodes. Safe for
+// concurrent use; concurrent requests for the same database wait for one rendering. Failures are
+// not cached.
+type SchemaCache struct {
+	// Samples is the number of sample values per column (default 3).
+	Samples int
+	// Render replaces the default rendering (datasets.Introspect, then Schema.DDL of the dialect).
+	Render func(ctx context.Context, db datasets.DB, samples int) (string, error)
+
+	mu      sync.Mutex
+	entries map[string]*schemaEntry
+}
+
+type schemaEntry struct {
+	done chan struct{}
+	ddl  string
+	err  error
+}
+
+// NewSchemaCache returns an empty cache with samples values per column.
+func NewSchemaCache(samples int) *SchemaCache { return &SchemaCache{Samples: samples} }
+
+func (c *SchemaCache) render(ctx context.Context, db datasets.DB) (string, error) {
+	samples := DefaultSchemaSamples
+	var render func(context.Context, datasets.DB, int) (string, error)
+	if c != nil {
+		if c.Samples > 0 {
+			samples = c.Samples
+		}
+		render = c.Render
+	}
+	if render != nil {
+		return render(ctx, db, samples)
+	}
+	s, err := datasets.Introspect(ctx, db, samples)
+	if err != nil {
+		return "", err
+	}
+	return s.DDL(db.Dialect()), nil
+}
+
+// DDL returns the schema DDL of task's database db, rendering it on first use. The cache key is
+// (dialect, db_id, SQLite path), so equal db_ids of different benchmarks do not collide.
+func (c *SchemaCache) DDL(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+	if c == nil {
+		return c.render(ctx, db)
+	}
+	key := string(db.Dialect()) + "\x00" + task.DBID + "\x00" + task.DBPath
+	for {
+		c.mu.Lock()
+		if c.entries == nil {
+			c.entries = make(map[string]*schemaEntry)
+		}
+		e, ok := c.entries[key]
+		if !ok {
+			e = &schemaEntry{done: make(chan struct{})}
+			c.entries[key] = e
+			c.mu.Unlock()
+			e.ddl, e.err = c.render(ctx, db)
+			if e.err != nil {
+				c.mu.Lock()
+				delete(c.entries, key)
+				c.mu.Unlock()
+			}
+			close(e.done)
+			return e.ddl, e.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if e.err == nil {
+			return e.ddl, nil
+		}
+		if errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded) {
+			continue // the renderer's context ended, not ours: try again
+		}
+		return "", e.err
+	}
+}

@@ -1,0 +1,563 @@
+package distill
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
+// owned by the Opener (pooled, closed by it).
+type Opener interface {
+	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error)
+}
+
+// Runner defaults.
+const (
+	DefaultConcurrency   = 16
+	DefaultMaxShardBytes = 256 << 20
+	DefaultMaxShardLines = 100_000
+	DefaultDrainTimeout  = 2 * time.Minute
+)
+
+// ErrInterrupted is returned by Run when its context ended before every key was done; the run
+// dir is consistent and the same command resumes it.
+var ErrInterrupted = errors.New("distill: run interrupted; rerun the same command to resume")
+
+// RunConfig is one distillation run. Zero values take the defaults.
+type RunConfig struct {
+	// Dir is the run dir (created or resumed).
+	Dir string
+	// Tasks are all tasks of the spec, Limit already applied; TaskSpec and Limit are recorded.
+	Tasks    []datasets.Task
+	TaskSpec string
+	Limit    int
+	// Policies are the teachers (unique names).
+	Policies []*PolicyHandle
+	Dialects []datasets.Dialect
+	// Samples is the number of trajectories per (task, teacher, dialect) (default 1).
+	Samples int
+	// Episode carries MaxTurns, ExecTimeout, Caps, Chat and Ordered for every episode; the
+	// runner sets Teacher, Model, Sample and Schemas.
+	Episode EpisodeOptions
+	// Concurrency is the number of episodes in flight per policy; 0 takes the policy's own
+	// (PolicyHandle.Concurrency), else DefaultConcurrency.
+	Concurrency int
+	Shard       Shard
+	// Opener gives the databases.
+	Opener Opener
+	// RetryFailed runs keys again that failed in an earlier invocation; by default they are
+	// skipped (a failure is terminal: retries already happened in the client).
+	RetryFailed bool
+	// Toolkit is the toolkit version recorded in the manifest.
+	Toolkit string
+	// MaxShardBytes and MaxShardLines rotate shard files.
+	MaxShardBytes int64
+	MaxShardLines int
+	// DrainTimeout is how long in-flight episodes may finish after ctx ends before they are
+	// abandoned (default 2 min). Abandoned episodes write nothing and are redone on resume.
+	DrainTimeout time.Duration
+	// Abort, when it ends, abandons in-flight episodes at once (a second Ctrl-C).
+	Abort context.Context
+	// Progress receives the live display or log lines; nil is silent.
+	Progress io.Writer
+	// Interactive redraws a multi-line display (a terminal) instead of printing log lines.
+	Interactive bool
+	// ProgressInterval is the period of log lines (default 10 s; the display redraws each second).
+	ProgressInterval time.Duration
+	// Schemas caches DDL across episodes; nil makes one.
+	Schemas *SchemaCache
+}
+
+// RunResult is what one invocation did.
+type RunResult struct {
+	// Total is the number of keys of this shard; Skipped those done (or failed) before.
+	Total, Skipped int
+	// Done and Failed count what this invocation committed; Abandoned the episodes cut by
+	// cancellation.
+	Done, Failed, Abandoned int
+	// Repairs lists what resume cut from the run dir.
+	Repairs []string
+	// Summary covers the whole run dir (every invocation).
+	Summary []SummaryRow
+}
+
+// TasksDigest hashes task ids in order (manifest.tasks.digest).
+func TasksDigest(tasks []datasets.Task) string {
+	h := sha256.New()
+	for _, t := range tasks {
+		io.WriteString(h, t.ID)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// manifestFor builds the manifest of cfg.
+func manifestFor(cfg *RunConfig) *Manifest {
+	m := &Manifest{
+		Protocol:    ProtocolVersion,
+		Toolkit:     cfg.Toolkit,
+		Created:     time.Now().UTC(),
+		Tasks:       ManifestTasks{Spec: cfg.TaskSpec, Limit: cfg.Limit, Count: len(cfg.Tasks), Digest: TasksDigest(cfg.Tasks)},
+		Dialects:    cfg.Dialects,
+		Samples:     cfg.Samples,
+		MaxTurns:    cfg.Episode.MaxTurns,
+		Shard:       cfg.Shard,
+		Caps:        cfg.Episode.Caps,
+		ExecTimeout: cfg.Episode.ExecTimeout,
+		Ordered:     cfg.Episode.Ordered,
+		Chat:        cfg.Episode.Chat,
+	}
+	if m.Shard.Count <= 1 {
+		m.Shard = Shard{}
+	}
+	for _, p := range cfg.Policies {
+		m.Teachers = append(m.Teachers, ManifestTeacher{Name: p.Name, Spec: p.Spec, Model: p.Model})
+	}
+	return m
+}
+
+func (cfg *RunConfig) validate() error {
+	if cfg.Dir == "" {
+		return errors.New("distill: no run dir")
+	}
+	if len(cfg.Tasks) == 0 {
+		return fmt.Errorf("distill: task spec %q has no tasks", cfg.TaskSpec)
+	}
+	if len(cfg.Policies) == 0 {
+		return errors.New("distill: no teachers")
+	}
+	if len(cfg.Dialects) == 0 {
+		return errors.New("distill: no dialects")
+	}
+	if cfg.Opener == nil {
+		return errors.New("distill: no database opener")
+	}
+	seen := map[string]bool{}
+	for _, p := range cfg.Policies {
+		if !ValidName(p.Name) {
+			return fmt.Errorf("distill: teacher name %q can not label shard files", p.Name)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("distill: teacher %q given twice", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	ds := map[datasets.Dialect]bool{}
+	for _, d := range cfg.Dialects {
+		switch d {
+		case datasets.SQLite, datasets.Postgres, datasets.MySQL:
+		default:
+			return fmt.Errorf("distill: unknown dialect %q (want sqlite, postgres or mysql)", d)
+		}
+		if ds[d] {
+			return fmt.Errorf("distill: dialect %q given twice", d)
+		}
+		ds[d] = true
+	}
+	ids := map[string]bool{}
+	for _, t := range cfg.Tasks {
+		if ids[t.ID] {
+			return fmt.Errorf("distill: task id %q appears twice in %s", t.ID, cfg.TaskSpec)
+		}
+		ids[t.ID] = true
+	}
+	if cfg.Samples < 0 || cfg.Concurrency < 0 {
+		return errors.New("distill: samples and concurrency must not be negative")
+	}
+	return nil
+}
+
+type job struct {
+	task    datasets.Task
+	dialect datasets.Dialect
+	sample  int
+	key     string
+}
+
+// Run distils every (task, teacher, dialect, sample) key of cfg.Shard not already in the run dir,
+// writing trajectories as they complete. Episodes run concurrently per teacher (cfg.Concurrency
+// each); a producer per teacher feeds them through a small channel, so memory is bounded by the
+// episodes in flight, not by the number of tasks. When ctx ends, no new episode starts and the
+// ones in flight get cfg.DrainTimeout to finish; Run then returns ErrInterrupted with the run dir
+// consistent. Keys that fail terminally go to failures.jsonl.
+func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
+	if cfg.Samples == 0 {
+		cfg.Samples = 1
+	}
+	cfg.Episode = cfg.Episode.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxShardBytes <= 0 {
+		cfg.MaxShardBytes = DefaultMaxShardBytes
+	}
+	if cfg.MaxShardLines <= 0 {
+		cfg.MaxShardLines = DefaultMaxShardLines
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.Schemas == nil {
+		cfg.Schemas = NewSchemaCache(DefaultSchemaSamples)
+	}
+	abort := cfg.Abort
+	if abort == nil {
+		abort = context.Background()
+	}
+
+	m := manifestFor(&cfg)
+	rd, err := openRunDir(cfg.Dir, m, cfg.MaxShardBytes, cfg.MaxShardLines)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.close()
+	res := &RunResult{Repairs: rd.repairs}
+
+	usage, err := ReadUsage(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+
+	// Count this invocation's work per teacher (for progress and ETA) without storing keys.
+	prog := newProgress(cfg.Progress, cfg.Interactive, cfg.ProgressInterval)
+	for _, p := range cfg.Policies {
+		todo, skipped := 0, 0
+		forKeys(&cfg, p, func(j job) bool {
+			if rd.skip(j.key, cfg.RetryFailed) {
+				skipped++
+			} else {
+				todo++
+			}
+			return true
+		})
+		res.Total += todo + skipped
+		res.Skipped += skipped
+		prog.add(p.Name, todo, skipped)
+	}
+
+	// Work runs under workCtx: it ends on Abort, DrainTimeout after ctx ends, or a writer error.
+	workCtx, cancelWork := context.WithCancelCause(abort)
+	defer cancelWork(nil)
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			prog.note(fmt.Sprintf("stopping: letting %s of in-flight episodes finish (Ctrl-C again to abandon them)", cfg.DrainTimeout))
+			t := time.NewTimer(cfg.DrainTimeout)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancelWork(errors.New("drain timeout"))
+			case <-finished:
+			}
+		case <-finished:
+		}
+	}()
+
+	results := make(chan pending, 64)
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- writeLoop(&cfg, rd, usage, results, prog, res, cancelWork) }()
+	stopProg := prog.start()
+
+	g, gctx := errgroup.WithContext(workCtx)
+	for _, p := range cfg.Policies {
+		n := cfg.Concurrency
+		if n == 0 {
+			n = p.Concurrency
+		}
+		if n <= 0 {
+			n = DefaultConcurrency
+			if p.Name == OracleName {
+				n = 2 * runtime.GOMAXPROCS(0)
+			}
+		}
+		jobs := make(chan job, n)
+		g.Go(func() error {
+			defer close(jobs)
+			forKeys(&cfg, p, func(j job) bool {
+				if rd.skipLocked(j.key, cfg.RetryFailed) {
+					return true
+				}
+				select {
+				case jobs <- j:
+					return true
+				case <-ctx.Done():
+					return false
+				case <-gctx.Done():
+					return false
+				}
+			})
+			return nil
+		})
+		for range n {
+			g.Go(func() error {
+				for j := range jobs {
+					if ctx.Err() != nil || gctx.Err() != nil {
+						continue // drain the channel without starting new episodes
+					}
+					out := runOne(gctx, &cfg, p, j)
+					if out.fail == nil && out.tr == nil {
+						prog.abandoned(p.Name)
+						continue
+					}
+					select {
+					case results <- out:
+					case <-gctx.Done():
+						prog.abandoned(p.Name)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	gerr := g.Wait()
+	close(results)
+	werr := <-writerDone
+	close(finished)
+	stopProg()
+	res.Abandoned = prog.abandonedTotal()
+
+	for _, p := range cfg.Policies {
+		if p.Close != nil {
+			if err := p.Close(); err != nil && werr == nil {
+				werr = fmt.Errorf("closing %s: %w", p.Name, err)
+			}
+		}
+	}
+	if werr != nil {
+		return res, werr
+	}
+	if gerr != nil && !errors.Is(gerr, context.Canceled) {
+		return res, gerr
+	}
+	res.Summary, err = Summarize(cfg.Dir)
+	if err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil || abort.Err() != nil {
+		// Interrupted unless everything got done anyway.
+		remaining := 0
+		for _, p := range cfg.Policies {
+			forKeys(&cfg, p, func(j job) bool {
+				if !rd.skip(j.key, cfg.RetryFailed) {
+					remaining++
+				}
+				return true
+			})
+		}
+		if remaining > 0 {
+			return res, ErrInterrupted
+		}
+	}
+	return res, nil
+}
+
+// forKeys calls fn for every key of policy p in this shard, tasks outermost; fn returns false to
+// stop.
+func forKeys(cfg *RunConfig, p *PolicyHandle, fn func(job) bool) {
+	for _, t := range cfg.Tasks {
+		for _, d := range cfg.Dialects {
+			for s := range cfg.Samples {
+				k := Key(t.ID, p.Name, d, s)
+				if !cfg.Shard.Has(k) {
+					continue
+				}
+				if !fn(job{task: t, dialect: d, sample: s, key: k}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// runOne runs one episode and returns what to write: a trajectory, a failure, or neither when
+// the episode was abandoned by cancellation.
+func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending {
+	fail := func(reason string, err error, turns int) pending {
+		if ctx.Err() != nil {
+			return pending{}
+		}
+		return pending{fail: &Failure{Key: j.key, Task: j.task.ID, Teacher: p.Name, Dialect: j.dialect, Sample: j.sample, Reason: reason, Error: err.Error(), Turns: turns, Time: time.Now().UTC()}}
+	}
+	db, err := cfg.Opener.Open(ctx, j.dialect, j.task)
+	if err != nil {
+		return fail("database", fmt.Errorf("opening %s (%s): %w", j.task.DBID, j.dialect, err), 0)
+	}
+	opts := cfg.Episode
+	opts.Teacher, opts.Model, opts.Sample, opts.Schemas = p.Name, p.Model, j.sample, cfg.Schemas
+	tr, err := Episode(ctx, p.Policy, j.task, db, opts)
+	if err != nil {
+		turns := 0
+		if tr != nil {
+			turns = len(tr.Turns)
+		}
+		var pe *PolicyError
+		reason := "database"
+		if errors.As(err, &pe) {
+			reason = "policy"
+			if r := reasonOf(p, pe.Err); r != "" {
+				reason += ":" + r
+			}
+		}
+		return fail(reason, err, turns)
+	}
+	line, err := json.Marshal(tr)
+	if err != nil {
+		return fail("encode", err, len(tr.Turns))
+	}
+	return pending{tr: tr, line: line}
+}
+
+// reasonOf extracts a short reason from a policy error: the handle's Reason function, else a
+// FailureReason method somewhere in the error chain.
+func reasonOf(p *PolicyHandle, err error) string {
+	if p.Reason != nil {
+		if r := p.Reason(err); r != "" {
+			return r
+		}
+	}
+	var fr interface{ FailureReason() string }
+	if errors.As(err, &fr) {
+		return fr.FailureReason()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return ""
+}
+
+// skipLocked is skip under the writer's lock (producers run beside the writer).
+func (rd *runDir) skipLocked(key string, retryFailed bool) bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.skip(key, retryFailed)
+}
+
+// skip reports whether key needs no work: done, or failed before and not retried.
+func (rd *runDir) skip(key string, retryFailed bool) bool {
+	if _, ok := rd.done[key]; ok {
+		return true
+	}
+	if _, ok := rd.failed[key]; ok && !retryFailed {
+		return true
+	}
+	return false
+}
+
+// writeLoop commits results in batches until results closes. On a write error it cancels the
+// work and keeps draining so no worker blocks.
+func writeLoop(cfg *RunConfig, rd *runDir, usage *Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
+	var werr error
+	lastUsage := time.Now()
+	retried := map[string]bool{} // failed keys that this invocation retries: counted once
+	for p := range results {
+		batch := []pending{p}
+	more:
+		for len(batch) < 256 {
+			select {
+			case q, ok := <-results:
+				if !ok {
+					break more
+				}
+				batch = append(batch, q)
+			default:
+				break more
+			}
+		}
+		if werr != nil {
+			continue
+		}
+		rd.mu.Lock()
+		done, failed, err := rd.commit(batch)
+		rd.mu.Unlock()
+		if err != nil {
+			werr = fmt.Errorf("run dir %s: %w", cfg.Dir, err)
+			cancel(werr)
+			continue
+		}
+		for _, tr := range done {
+			res.Done++
+			u := usage.teacher(tr.Teacher, tr.Model)
+			u.Trajectories++
+			if _, ok := rd.failed[tr.Key]; ok && !retried[tr.Key] {
+				u.Failed-- // a retried failure that now succeeded
+				retried[tr.Key] = true
+			}
+			addTrajectoryUsage(u, tr, cfg)
+			prog.done(tr)
+		}
+		for _, f := range failed {
+			res.Failed++
+			u := usage.teacher(f.Teacher, "")
+			if !retried[f.Key] {
+				u.Failed++
+			}
+			prog.failed(f.Teacher)
+		}
+		if time.Since(lastUsage) > 5*time.Second {
+			if err := writeUsage(cfg, usage); err != nil {
+				werr = err
+				cancel(werr)
+			}
+			lastUsage = time.Now()
+		}
+	}
+	if werr != nil {
+		return werr
+	}
+	return writeUsage(cfg, usage)
+}
+
+func (u *Usage) teacher(name, model string) *TeacherUsage {
+	t := u.Teachers[name]
+	if t == nil {
+		t = &TeacherUsage{}
+		u.Teachers[name] = t
+	}
+	if model != "" {
+		t.Model = model
+	}
+	return t
+}
+
+func addTrajectoryUsage(u *TeacherUsage, tr *Trajectory, cfg *RunConfig) {
+	u.Turns += len(tr.Turns)
+	u.Usage = u.Usage.Add(tr.Usage)
+	for _, p := range cfg.Policies {
+		if p.Name == tr.Teacher && p.Cost != nil {
+			u.CostUSD += p.Cost(tr.Usage)
+		}
+	}
+	// Requests are taken from the turns: a reply's Attempts counts its retries.
+	for _, t := range tr.Turns {
+		n := max(t.Attempts, 1)
+		u.Requests += n
+		u.Retries += n - 1
+	}
+}
+
+func writeUsage(cfg *RunConfig, u *Usage) error {
+	for _, p := range cfg.Policies {
+		if p.Stats != nil {
+			u.teacher(p.Name, p.Model).Client = p.Stats()
+		}
+	}
+	u.Updated = time.Now().UTC()
+	data, err := json.MarshalIndent(u, "", "  ")
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(cfg.Dir, UsageFile), append(data, '\n'))
+}
