@@ -64,6 +64,11 @@ func Teacher(cfg *teachers.Config, name string) (*distill.PolicyHandle, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromEndpoint(ep)
+}
+
+// FromEndpoint builds the handle of one endpoint (see Teacher).
+func FromEndpoint(ep teachers.Endpoint) (*distill.PolicyHandle, error) {
 	c, err := teachers.New(ep)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,240 @@
+package distill_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+)
+
+func scripted(replies ...chat.Reply) chat.Policy {
+	return chat.PolicyFunc(func(ctx context.Context, msgs []chat.Message, _ chat.Options) (chat.Reply, error) {
+		n := 0
+		for _, m := range msgs {
+			if m.Role == chat.RoleAssistant {
+				n++
+			}
+		}
+		r := replies[min(n, len(replies)-1)]
+		r.Usage = chat.Usage{PromptTokens: 10, CompletionTokens: 5}
+		return r, nil
+	})
+}
+
+func checkAlternation(t *testing.T, tr *distill.Trajectory) {
+	t.Helper()
+	if len(tr.Messages) < 3 || tr.Messages[0].Role != chat.RoleSystem || tr.Messages[1].Role != chat.RoleUser {
+		t.Fatalf("conversation does not start system, user: %+v", tr.Messages)
+	}
+	for i, m := range tr.Messages[2:] {
+		want := chat.RoleAssistant
+		if i%2 == 1 {
+			want = chat.RoleUser
+		}
+		if m.Role != want {
+			t.Fatalf("message %d is %s, want %s", i+2, m.Role, want)
+		}
+	}
+	if last := tr.Messages[len(tr.Messages)-1]; last.Role != chat.RoleAssistant {
+		t.Fatalf("conversation ends with %s, want the assistant's last turn", last.Role)
+	}
+	if got, want := len(tr.Messages), 2+2*len(tr.Turns)-1; got != want {
+		t.Fatalf("%d messages for %d turns, want %d", got, len(tr.Turns), want)
+	}
+	for i, tu := range tr.Turns[:len(tr.Turns)-1] {
+		if tr.Messages[3+2*i].Content != tu.Observation {
+			t.Fatalf("turn %d observation not in the conversation", i+1)
+		}
+	}
+}
+
+func TestEpisodeOracle(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	schemas := testSchemas()
+	for _, task := range tasks {
+		tr, err := distill.Episode(context.Background(), distill.Oracle{}, task, db, distill.EpisodeOptions{Teacher: "oracle", Schemas: schemas})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAlternation(t, tr)
+		if !tr.Converged || len(tr.Turns) != 2 || !tr.ExecOK || tr.FinalSQL != task.Gold[datasets.SQLite] || tr.FormatViolations != 0 {
+			t.Fatalf("%s: converged=%v turns=%d exec_ok=%v final=%q", task.ID, tr.Converged, len(tr.Turns), tr.ExecOK, tr.FinalSQL)
+		}
+		if matchReady() && !tr.Correct {
+			t.Fatalf("%s: oracle not correct (gold error %q)", task.ID, tr.GoldError)
+		}
+		if !strings.Contains(tr.Messages[0].Content, "CREATE TABLE") || !strings.Contains(tr.Messages[0].Content, "SQLite 3.") {
+			t.Fatalf("system prompt lacks schema or version:\n%s", tr.Messages[0].Content)
+		}
+		if tr.Key != task.ID+"|oracle|sqlite|0" {
+			t.Fatalf("key %q", tr.Key)
+		}
+	}
+}
+
+func TestEpisodeScripted(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	pol := scripted(
+		chat.Reply{Content: "I think it's SELECT count(*) FROM customer", FinishReason: "stop"},                 // no tags
+		chat.Reply{Content: "<sql>SELECT count(nme) FROM customer</sql>", Reasoning: "count names", FinishReason: "stop"}, // error, reasoning field
+		chat.Reply{Content: "<think>fix the column</think>\n<sql>SELECT count(*) FROM customer</sql>", FinishReason: "stop"},
+		chat.Reply{Content: "<think>done</think>\n<sql> SELECT count(*) FROM customer \n</sql>", FinishReason: "stop"},
+	)
+	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "fake", Sample: 2, Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAlternation(t, tr)
+	if len(tr.Turns) != 4 || !tr.Converged || tr.FormatViolations != 1 || !tr.ExecOK || tr.FinalSQL != "SELECT count(*) FROM customer" {
+		t.Fatalf("turns=%d converged=%v violations=%d exec_ok=%v final=%q", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.ExecOK, tr.FinalSQL)
+	}
+	t1, t2, t3, t4 := tr.Turns[0], tr.Turns[1], tr.Turns[2], tr.Turns[3]
+	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != distill.FormatViolationObservation() {
+		t.Errorf("turn 1: %+v", t1)
+	}
+	if t2.Exec == nil || t2.Exec.Outcome != datasets.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
+		t.Errorf("turn 2: %+v", t2)
+	}
+	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || t3.Reasoning != "fix the column" {
+		t.Errorf("turn 3: %+v", t3)
+	}
+	if t4.SQL != t3.SQL {
+		t.Errorf("turn 4 SQL %q", t4.SQL)
+	}
+	if tr.Usage.PromptTokens != 40 || tr.Usage.CompletionTokens != 20 || tr.Sample != 2 || tr.Key != "shop/0|fake|sqlite|2" {
+		t.Errorf("usage %+v sample %d key %s", tr.Usage, tr.Sample, tr.Key)
+	}
+	if matchReady() && !tr.Correct {
+		t.Errorf("not correct")
+	}
+}
+
+func TestEpisodeBudgetAndTruncation(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	var n atomic.Int64
+	pol := chat.PolicyFunc(func(ctx context.Context, msgs []chat.Message, _ chat.Options) (chat.Reply, error) {
+		i := n.Add(1)
+		if i == 2 {
+			return chat.Reply{Content: "<think>long</think>\n<sql>SELECT id FROM cust", FinishReason: chat.FinishLength}, nil
+		}
+		return chat.Reply{Content: "<sql>SELECT " + strings.Repeat("1+", int(i)) + "0</sql>", FinishReason: "stop"}, nil
+	})
+	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "t", MaxTurns: 4, Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAlternation(t, tr)
+	if len(tr.Turns) != 4 || tr.Converged || tr.FormatViolations != 1 || !tr.Turns[1].FormatViolation || !strings.Contains(tr.Turns[1].Observation, "length limit") {
+		t.Fatalf("turns=%d converged=%v violations=%d turn2=%+v", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.Turns[1])
+	}
+	if tr.FinalSQL != "SELECT 1+1+1+1+0" || !tr.ExecOK || tr.Correct {
+		t.Fatalf("final %q exec_ok %v correct %v", tr.FinalSQL, tr.ExecOK, tr.Correct)
+	}
+}
+
+func TestEpisodeRowsBeyondCapJudgedInFull(t *testing.T) {
+	if !matchReady() {
+		t.Skip("datasets.Match is not built yet")
+	}
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	task := tasks[0]
+	task.Gold = map[datasets.Dialect]string{datasets.SQLite: "SELECT id FROM orders"}
+	tr, err := distill.Episode(context.Background(), distill.Oracle{}, task, db, distill.EpisodeOptions{Teacher: "oracle", Schemas: testSchemas(), Caps: distill.ObsCaps{MaxRows: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Correct || !strings.Contains(tr.Turns[0].Observation, "more rows (80 total)") {
+		t.Fatalf("correct=%v obs=%s", tr.Correct, tr.Turns[0].Observation)
+	}
+}
+
+func TestEpisodePolicyError(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	boom := errors.New("boom")
+	var calls atomic.Int64
+	pol := chat.PolicyFunc(func(ctx context.Context, msgs []chat.Message, _ chat.Options) (chat.Reply, error) {
+		if calls.Add(1) == 2 {
+			return chat.Reply{}, boom
+		}
+		return chat.Reply{Content: "<sql>SELECT 1</sql>"}, nil
+	})
+	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Schemas: testSchemas()})
+	var pe *distill.PolicyError
+	if !errors.As(err, &pe) || pe.Turn != 2 || !errors.Is(err, boom) || tr == nil || len(tr.Turns) != 1 {
+		t.Fatalf("err=%v trajectory=%+v", err, tr)
+	}
+	if _, err := (distill.Oracle{}).Chat(context.Background(), nil, chat.Options{}); err == nil {
+		t.Fatal("oracle without a task must fail")
+	}
+}
+
+func TestSchemaCacheOncePerDB(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	var renders atomic.Int64
+	c := &distill.SchemaCache{Render: func(ctx context.Context, db datasets.DB, samples int) (string, error) {
+		renders.Add(1)
+		return testRender(ctx, db, samples)
+	}}
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.DDL(context.Background(), tasks[i%len(tasks)], db); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if renders.Load() != 1 {
+		t.Fatalf("%d renders for one database", renders.Load())
+	}
+	fails := 0
+	bad := &distill.SchemaCache{Render: func(context.Context, datasets.DB, int) (string, error) {
+		fails++
+		return "", errors.New("broken")
+	}}
+	bad.DDL(context.Background(), tasks[0], db)
+	bad.DDL(context.Background(), tasks[0], db)
+	if fails != 2 {
+		t.Fatalf("failures must not be cached: %d renders", fails)
+	}
+}
+
+func TestResolvePolicy(t *testing.T) {
+	h, err := distill.ResolvePolicy("oracle", nil)
+	if err != nil || h.Name != "oracle" {
+		t.Fatalf("%v %+v", err, h)
+	}
+	if _, err := distill.ResolvePolicy("gpt-oss", nil); err == nil || !strings.Contains(err.Error(), "no teachers") {
+		t.Fatalf("bare name without teachers: %v", err)
+	}
+	if _, err := distill.ResolvePolicy("nosuch:x", nil); err == nil || !strings.Contains(err.Error(), "unknown prefix") {
+		t.Fatalf("unknown prefix: %v", err)
+	}
+	distill.RegisterPolicy("testpol", func(arg string) (chat.Policy, string, error) {
+		return scripted(chat.Reply{Content: "<sql>SELECT 1</sql>"}), "m-" + arg, nil
+	})
+	h, err = distill.ResolvePolicy("testpol:/models/My Model", nil)
+	if err != nil || h.Name != "testpol-My_Model" || h.Model != "m-/models/My Model" || !distill.ValidName(h.Name) {
+		t.Fatalf("%v %+v", err, h)
+	}
+	h, err = distill.ResolvePolicy("teacher:glm", func(name string) (*distill.PolicyHandle, error) {
+		return &distill.PolicyHandle{Name: name, Model: "glm-x", Policy: distill.Oracle{}}, nil
+	})
+	if err != nil || h.Name != "glm" || h.Spec != "teacher:glm" {
+		t.Fatalf("%v %+v", err, h)
+	}
+}
