@@ -83,7 +83,7 @@ func TestEpisodeScripted(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
 	pol := scripted(
-		chat.Reply{Content: "I think it's SELECT count(*) FROM customer", FinishReason: "stop"},                 // no tags
+		chat.Reply{Content: "I think it's SELECT count(*) FROM customer", FinishReason: "stop"},                           // no tags
 		chat.Reply{Content: "<sql>SELECT count(nme) FROM customer</sql>", Reasoning: "count names", FinishReason: "stop"}, // error, reasoning field
 		chat.Reply{Content: "<think>fix the column</think>\n<sql>SELECT count(*) FROM customer</sql>", FinishReason: "stop"},
 		chat.Reply{Content: "<think>done</think>\n<sql> SELECT count(*) FROM customer \n</sql>", FinishReason: "stop"},
