@@ -189,11 +189,16 @@ func makeShopDB(tb testing.TB) (string, []datasets.Task) {
 			tb.Fatal(err)
 		}
 	}
+	return path, shopTasks(path)
+}
+
+// shopTasks are the questions over the database of makeShopDB at path.
+func shopTasks(path string) []datasets.Task {
 	mk := func(i int, q, gold, ev string) datasets.Task {
 		return datasets.Task{ID: fmt.Sprintf("shop/%d", i), Index: i, DBID: "shop", Question: q, Evidence: ev,
 			Gold: map[datasets.Dialect]string{datasets.SQLite: gold}, Difficulty: "simple", Source: "test", DBPath: path}
 	}
-	tasks := []datasets.Task{
+	return []datasets.Task{
 		mk(0, "How many customers are there?", "SELECT count(*) FROM customer", ""),
 		mk(1, "Which customers live in Oslo?", "SELECT name FROM customer WHERE city = 'Oslo'", "Oslo is a city."),
 		mk(2, "What is the total order amount?", "SELECT sum(amount) FROM orders", ""),
@@ -201,7 +206,6 @@ func makeShopDB(tb testing.TB) (string, []datasets.Task) {
 		mk(4, "How many orders per city?", "SELECT c.city, count(*) FROM orders o JOIN customer c ON c.id = o.customer_id GROUP BY c.city", ""),
 		mk(5, "Name the customers without orders.", "SELECT name FROM customer WHERE id NOT IN (SELECT customer_id FROM orders)", ""),
 	}
-	return path, tasks
 }
 
 // readShards decodes every line of every shard file (not only the journaled part).

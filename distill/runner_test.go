@@ -60,6 +60,11 @@ func fakeTeacher(t testing.TB, name string, srv *oaitest.Server, mod func(*teach
 	if mod != nil {
 		mod(&ep)
 	}
+	return fakeTeacherEP(t, ep)
+}
+
+func fakeTeacherEP(t testing.TB, ep teachers.Endpoint) *distill.PolicyHandle {
+	t.Helper()
 	h, err := policies.FromEndpoint(ep)
 	if err != nil {
 		t.Fatal(err)

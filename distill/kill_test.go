@@ -1,0 +1,101 @@
+package distill_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/teachers"
+)
+
+const killSamples = 30
+
+// TestKillChild is the child process of TestKillAndResume (it does nothing in a normal run): it
+// distils into $DISTILL_KILL_DIR against the teacher at $DISTILL_KILL_URL.
+func TestKillChild(t *testing.T) {
+	dir := os.Getenv("DISTILL_KILL_DIR")
+	if dir == "" {
+		t.Skip("child of TestKillAndResume only")
+	}
+	tasks := shopTasks(os.Getenv("DISTILL_KILL_DB"))
+	ep := teachers.Endpoint{Name: "fake", BaseURL: os.Getenv("DISTILL_KILL_URL"), Model: "test-model", MaxConcurrency: 8,
+		MaxRetries: 3, BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, Timeout: 5 * time.Second}
+	h := fakeTeacherEP(t, ep)
+	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.SQLite},
+		Policies: []*distill.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}},
+		Samples:  killSamples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
+	if _, err := distill.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKillAndResume SIGKILLs a distilling process at random moments, then lets a rerun finish:
+// the committed keys are exactly the full key set, each once, and the shards hold nothing else.
+func TestKillAndResume(t *testing.T) {
+	if os.Getenv("DISTILL_KILL_DIR") != "" {
+		t.Skip("in the child")
+	}
+	path, tasks := makeShopDB(t)
+	gold := goldByQuestion(tasks)
+	srv := oaitest.NewServer(t, func(r oaitest.Request) oaitest.Response {
+		resp := teacherScript(gold)(r)
+		resp.Delay = 15 * time.Millisecond
+		return resp
+	})
+	dir := t.TempDir()
+	child := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "DISTILL_KILL_DIR="+dir, "DISTILL_KILL_URL="+srv.BaseURL(), "DISTILL_KILL_DB="+path)
+		return cmd
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills := 0
+	for i := 0; i < 6; i++ {
+		cmd := child()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(150+rng.IntN(400)) * time.Millisecond)
+		cmd.Process.Kill()
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && !ee.Exited() {
+			kills++
+		}
+	}
+	out, err := child().CombinedOutput()
+	if err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	got := committed(t, dir)
+	want := map[string]bool{}
+	for _, task := range tasks {
+		for _, teacher := range []string{"fake", "oracle"} {
+			for s := 0; s < killSamples; s++ {
+				want[distill.Key(task.ID, teacher, datasets.SQLite, s)] = true
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d keys committed, want %d", len(got), len(want))
+	}
+	for k := range want {
+		if got[k] == nil {
+			t.Fatalf("key %s lost", k)
+		}
+	}
+	if lines := readShardLines(t, dir); len(lines) != len(want) {
+		t.Fatalf("%d shard lines for %d keys: duplicates or leftovers", len(lines), len(want))
+	}
+	t.Logf("%d of 6 runs killed mid-run; %d keys complete", kills, len(got))
+	if kills == 0 {
+		t.Fatal("no run was killed mid-run: the test proved nothing")
+	}
+}
