@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,13 +308,18 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 	}
 	req := openai.ChatCompletionRequest{Model: c.ep.Model, Messages: make([]openai.ChatCompletionMessage, len(msgs))}
 	est := 1
+	emptyContent := false
 	for i, m := range msgs {
+		if m.Role == "" {
+			return chat.Reply{}, c.fail(&fault{reason: ReasonClient, msg: fmt.Sprintf("message %d has no role", i)}, 0)
+		}
 		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
 		est += len(m.Content) / 4 // the usual ~4 bytes per token; corrected from usage afterwards
+		emptyContent = emptyContent || m.Content == ""
 	}
 	extra := c.requestExtra(opts)
 	for attempt := 1; ; attempt++ {
-		rep, f := c.attempt(ctx, &req, extra, est)
+		rep, f := c.attempt(ctx, &req, extra, est, emptyContent)
 		if f == nil {
 			rep.Attempts = attempt
 			rep.Latency = time.Since(start)
@@ -389,7 +395,7 @@ func (c *Client) canceled(ctx context.Context, what string, err error) *fault {
 }
 
 // attempt sends one request under the concurrency and rate limits.
-func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest, extra []byte, est int) (chat.Reply, *fault) {
+func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest, extra []byte, est int, emptyContent bool) (chat.Reply, *fault) {
 	if err := c.sem.Acquire(ctx, 1); err != nil {
 		return chat.Reply{}, c.canceled(ctx, "waiting for a concurrency slot", err)
 	}
@@ -408,7 +414,7 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 	}
 	actx, cancel := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancel()
-	cp := &capture{extra: extra}
+	cp := &capture{extra: extra, emptyContent: emptyContent}
 	actx = context.WithValue(actx, captureKey{}, cp)
 
 	c.mu.Lock()
@@ -447,7 +453,11 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 	}
 
 	if len(resp.Choices) == 0 {
-		return chat.Reply{}, &fault{reason: ReasonEmptyChoices, status: cp.status, msg: "the response has no choices", retry: true}
+		msg := "the response has no choices"
+		if em := errorField(cp.body); em != "" {
+			msg += "; its error: " + em // some gateways answer 200 with an error object
+		}
+		return chat.Reply{}, &fault{reason: ReasonEmptyChoices, status: cp.status, msg: msg, retry: true}
 	}
 	ch := resp.Choices[0]
 	rep := chat.Reply{
@@ -590,6 +600,25 @@ func reasoningField(body []byte) string {
 	return s
 }
 
+// errorField reads error.message from a raw body, "" when absent.
+func errorField(body []byte) string {
+	if !bytes.Contains(body, []byte(`"error"`)) {
+		return ""
+	}
+	var r struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return ""
+	}
+	if len(r.Error.Message) > 500 {
+		return r.Error.Message[:500] + "…"
+	}
+	return r.Error.Message
+}
+
 // InlineThink returns the text of the first <think>…</think> block of content, trimmed. An
 // unterminated block (a reply cut by length) yields the rest of the content; a lone </think>
 // (templates that put the opening tag into the prompt) yields everything before it.
@@ -613,12 +642,17 @@ type captureKey struct{}
 
 // capture carries data between Client.attempt and the doer for one request.
 type capture struct {
-	extra    []byte // fields to merge into the request body
-	status   int
-	header   http.Header
-	body     []byte
-	bodyRead bool // a complete body was read
+	extra []byte // fields to merge into the request body
+	// emptyContent: some message has empty content, which go-openai omits (omitempty); the doer
+	// puts `"content":""` back, since servers refuse an assistant message without content.
+	emptyContent bool
+	status       int
+	header       http.Header
+	body         []byte
+	bodyRead     bool // a complete body was read
 }
+
+var roleOnly = regexp.MustCompile(`\{"role":"([a-z_]+)"\}`)
 
 // doer is the HTTP layer under go-openai. go-openai v1.43 cannot add arbitrary fields to a chat
 // request (its extra-body option is internal and only applies to map bodies; Temperature is a
@@ -631,7 +665,7 @@ type doer struct{ hc *http.Client }
 // Do implements openai.HTTPDoer.
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	cp, _ := req.Context().Value(captureKey{}).(*capture)
-	if cp != nil && len(cp.extra) > 0 && req.Body != nil {
+	if cp != nil && (len(cp.extra) > 0 || cp.emptyContent) && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
@@ -641,13 +675,19 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		if len(body) < 2 || body[len(body)-1] != '}' {
 			return nil, fmt.Errorf("request body is not a JSON object")
 		}
-		merged := make([]byte, 0, len(body)+len(cp.extra)+1)
-		merged = append(merged, body[:len(body)-1]...)
-		if !bytes.HasSuffix(bytes.TrimRight(merged, " \n"), []byte("{")) {
-			merged = append(merged, ',')
+		if cp.emptyContent {
+			// A message without content marshals as exactly {"role":"R"}; quotes inside JSON
+			// strings are escaped, so this pattern can only be such a message.
+			body = roleOnly.ReplaceAll(body, []byte(`{"role":"$1","content":""}`))
 		}
-		merged = append(merged, cp.extra...)
-		merged = append(merged, '}')
+		merged := body
+		if len(cp.extra) > 0 {
+			merged = make([]byte, 0, len(body)+len(cp.extra)+1)
+			merged = append(merged, body[:len(body)-1]...)
+			merged = append(merged, ',')
+			merged = append(merged, cp.extra...)
+			merged = append(merged, '}')
+		}
 		req.Body = io.NopCloser(bytes.NewReader(merged))
 		req.ContentLength = int64(len(merged))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(merged)), nil }

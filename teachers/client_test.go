@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
+
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/teachers"
@@ -580,4 +582,70 @@ func BenchmarkChat(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// BenchmarkRawGoOpenAI is the floor: plain go-openai against the same server, without the
+// client's limits, retries, body splicing and accounting.
+func BenchmarkRawGoOpenAI(b *testing.B) {
+	srv := oaitest.NewServer(b, oaitest.Fixed("<think>ok</think>\n<sql>SELECT count(*) FROM singer</sql>"), oaitest.WithoutBodies())
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = srv.BaseURL()
+	cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	oc := openai.NewClientWithConfig(cfg)
+	req := openai.ChatCompletionRequest{Model: "test-model", Messages: []openai.ChatCompletionMessage{
+		{Role: "system", Content: strings.Repeat("CREATE TABLE singer (id INTEGER, name TEXT);\n", 40)},
+		{Role: "user", Content: "Question: how many singers are there?"},
+	}}
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := oc.CreateChatCompletion(context.Background(), req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+func TestEmptyMessageContentIsSent(t *testing.T) {
+	srv := oaitest.NewServer(t, nil)
+	c := newClient(t, endpoint(srv, nil))
+	msgs := append(append([]chat.Message{}, question...),
+		chat.Message{Role: chat.RoleAssistant, Content: ""},
+		chat.Message{Role: chat.RoleUser, Content: `<observation>no <sql> block {"role":"user"}</observation>`})
+	if _, err := c.Chat(context.Background(), msgs, chat.Options{Temperature: chat.Float(0.2)}); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	if len(r.Messages) != 4 || r.Messages[2].Role != "assistant" || r.Messages[3].Content != msgs[3].Content {
+		t.Fatalf("server saw %+v", r.Messages)
+	}
+	var raw struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(r.Body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := raw.Messages[2]["content"]; !ok || v != "" {
+		t.Errorf("assistant message content field = %v (present %v); body %s", v, ok, r.Body)
+	}
+	if _, err := c.Chat(context.Background(), []chat.Message{{Content: "x"}}, chat.Options{}); teachers.Reason(err) != teachers.ReasonClient {
+		t.Errorf("message without role: %v", err)
+	}
+}
+
+func TestOKWithErrorBody(t *testing.T) {
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"error":{"message":"upstream provider overloaded","code":502}}`)
+	}))
+	defer gw.Close()
+	c := newClient(t, teachers.Endpoint{Name: "gw", BaseURL: gw.URL + "/v1", Model: "m", MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	_, err := c.Chat(context.Background(), question, chat.Options{})
+	if teachers.Reason(err) != teachers.ReasonEmptyChoices || !strings.Contains(err.Error(), "upstream provider overloaded") {
+		t.Errorf("err = %v", err)
+	}
 }
