@@ -24,7 +24,7 @@
 // CHAINEDSQL_BASE_URL serve all four. The field names (YAML key, environment suffix):
 //
 //	base_url            BASE_URL            OpenAI-compatible base URL, up to and including /v1
-//	model               MODEL               model id sent in the request
+//	model               MODEL               model id sent in the request (per-teacher env only)
 //	api_key_env         API_KEY_ENV         name of the env var holding the key; "" = no key
 //	                    API_KEY             (env only) if CHAINEDSQL_<NAME>_API_KEY is set, that
 //	                                        variable becomes the key variable of NAME
@@ -38,8 +38,8 @@
 //	max_retries         MAX_RETRIES         retries after the first attempt
 //	backoff_base        BACKOFF_BASE        first backoff ceiling (doubles per retry)
 //	backoff_max         BACKOFF_MAX         backoff ceiling
-//	price_prompt_per_m  PRICE_PROMPT_PER_M  USD per 1M prompt tokens
-//	price_completion_per_m PRICE_COMPLETION_PER_M  USD per 1M completion tokens
+//	price_prompt_per_m  PRICE_PROMPT_PER_M  USD per 1M prompt tokens (per-teacher env only)
+//	price_completion_per_m PRICE_COMPLETION_PER_M  USD per 1M completion tokens (per-teacher env only)
 //	on_empty, on_length, on_content_filter  ON_EMPTY, ON_LENGTH, ON_CONTENT_FILTER: keep|retry|fail
 //
 // See example.yaml in this directory for a complete file.
