@@ -1,0 +1,553 @@
+package curate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/inference/chattmpl"
+)
+
+// Defaults of BuildOptions.
+const (
+	DefaultMaxLength    = 32768
+	DefaultRowsPerShard = 20000
+	DefaultRowGroupRows = 1000
+)
+
+// Names inside a dataset directory.
+const (
+	DataDir   = "data"
+	StatsFile = "stats.json"
+	CardFile  = "README.md"
+)
+
+// BuildOptions configure Build.
+type BuildOptions struct {
+	// Tokenizer is the student's tokenizer (required).
+	Tokenizer Tokenizer
+	// TokenizerName names the tokenizer in the card and stats.json (e.g. "Qwen2.5").
+	TokenizerName string
+	// MaxLength excludes rows with more tokens; 0 means DefaultMaxLength.
+	MaxLength int
+	// Out is the dataset directory to create. It must not exist, or be an empty directory.
+	Out string
+	// RowsPerShard caps rows per Parquet file; 0 means DefaultRowsPerShard.
+	RowsPerShard int
+	// RowGroupRows caps rows per Parquet row group; 0 means DefaultRowGroupRows.
+	RowGroupRows int
+	// Epochs, when > 0, adds trainable tokens × epochs to the card.
+	Epochs int
+	// Workers tokenise in parallel; 0 means GOMAXPROCS. Output does not depend on it.
+	Workers int
+	// Progress, when set, is called from the writing goroutine after each batch.
+	Progress func(BuildProgress)
+}
+
+// BuildProgress is a snapshot passed to BuildOptions.Progress.
+type BuildProgress struct {
+	Read     int // trajectories read so far
+	Rows     int // rows written
+	Excluded int // rows excluded
+	Tokens   int64
+}
+
+// Excluded is one trajectory that did not become a row.
+type Excluded struct {
+	Key       string `json:"key"`
+	SourceRun string `json:"source_run"`
+	Teacher   string `json:"teacher"`
+	Reason    string `json:"reason"`
+	// NumTokens is the rendered length (for max_length exclusions).
+	NumTokens int `json:"num_tokens,omitempty"`
+}
+
+// RunInfo describes one input run directory.
+type RunInfo struct {
+	// Name is the run directory's base name, the rows' source_run.
+	Name         string `json:"name"`
+	Shards       int    `json:"shards"`
+	Trajectories int    `json:"trajectories"`
+}
+
+// TeacherSummary is the per-teacher part of a BuildReport.
+type TeacherSummary struct {
+	Teacher         string     `json:"teacher"`
+	Rows            int        `json:"rows"`
+	Excluded        int        `json:"excluded"`
+	Tokens          TokenStats `json:"tokens"`
+	TrainableTokens int64      `json:"trainable_tokens"`
+	Converged       int        `json:"converged"`
+	ExecOK          int        `json:"exec_ok"`
+	Correct         int        `json:"correct"`
+}
+
+// TokenStats summarises per-row token counts.
+type TokenStats struct {
+	Sum  int64   `json:"sum"`
+	Mean float64 `json:"mean"`
+	P50  int     `json:"p50"`
+	P95  int     `json:"p95"`
+	Max  int     `json:"max"`
+}
+
+// BuildReport is what Build did; it is also the dataset's stats.json. It holds no absolute
+// paths and no times, so that the same input gives the same bytes.
+type BuildReport struct {
+	Format          string           `json:"format"`
+	Tokenizer       string           `json:"tokenizer"`
+	ChatTemplate    string           `json:"chat_template"`
+	MaxLength       int              `json:"max_length"`
+	Epochs          int              `json:"epochs,omitempty"`
+	Runs            []RunInfo        `json:"runs"`
+	Trajectories    int              `json:"trajectories"`
+	Rows            int              `json:"rows"`
+	Shards          []string         `json:"shards"`
+	Tokens          TokenStats       `json:"tokens"`
+	TrainableTokens int64            `json:"trainable_tokens"`
+	Teachers        []TeacherSummary `json:"teachers"`
+	ExcludedCount   int              `json:"excluded_count"`
+	Excluded        []Excluded       `json:"excluded"`
+	// Dir and Duration describe this build only and are not written to stats.json.
+	Dir      string        `json:"-"`
+	Duration time.Duration `json:"-"`
+}
+
+// FormatVersion is BuildReport.Format.
+const FormatVersion = "chainedsql-sft/v1"
+
+// ChatTemplateName is BuildReport.ChatTemplate.
+const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on assistant content + <|im_end|>"
+
+type item struct {
+	t   *distill.Trajectory
+	run string // run name
+	dir string // run directory
+	loc string // file:line
+}
+
+type job struct {
+	seq   int
+	items []item
+}
+
+type built struct {
+	row      Row
+	excluded *Excluded
+	err      error
+}
+
+type result struct {
+	seq  int
+	rows []built
+}
+
+const batchSize = 64
+
+// Build curates the trajectories of runDirs into a dataset at opts.Out.
+//
+// Trajectories are read in a fixed order (run dirs as given, shard files by name, lines in
+// order), tokenised by a pool of workers and written in that same order, so the same input
+// gives byte-identical files whatever the number of workers. Memory is bounded by the
+// in-flight batches, one Parquet row group, and a few bytes per key (to refuse duplicates) and
+// per row (for the card's percentiles). A key seen twice, in one run or across runs, is an
+// error naming both places. The dataset is written into a temporary directory beside Out and
+// renamed into place only when complete: a failure or cancellation leaves nothing at Out.
+func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildReport, error) {
+	began := time.Now()
+	if opts.Tokenizer == nil {
+		return nil, errors.New("curate build: no tokenizer")
+	}
+	if len(runDirs) == 0 {
+		return nil, errors.New("curate build: no run directories")
+	}
+	if opts.Out == "" {
+		return nil, errors.New("curate build: no output directory")
+	}
+	if opts.MaxLength <= 0 {
+		opts.MaxLength = DefaultMaxLength
+	}
+	if opts.RowsPerShard <= 0 {
+		opts.RowsPerShard = DefaultRowsPerShard
+	}
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = DefaultRowGroupRows
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if err := checkOut(opts.Out); err != nil {
+		return nil, err
+	}
+	runs := make([]RunInfo, len(runDirs))
+	for i, d := range runDirs {
+		files, err := shardFiles(d)
+		if err != nil {
+			return nil, fmt.Errorf("curate build: %w", err)
+		}
+		runs[i] = RunInfo{Name: filepath.Base(filepath.Clean(d)), Shards: len(files)}
+	}
+	// Counters are created up front so that a tokenizer without ChatML tokens fails early.
+	counters := make([]*counter, opts.Workers)
+	for i := range counters {
+		c, err := newCounter(opts.Tokenizer)
+		if err != nil {
+			return nil, fmt.Errorf("curate build: %w", err)
+		}
+		counters[i] = c
+	}
+
+	parent := filepath.Dir(filepath.Clean(opts.Out))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(opts.Out))+".curate-*")
+	if err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(tmp, DataDir), 0o755); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+
+	rep := &BuildReport{
+		Format: FormatVersion, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
+		MaxLength: opts.MaxLength, Epochs: opts.Epochs, Runs: runs, Excluded: []Excluded{},
+	}
+	sw := &shardWriter{dir: filepath.Join(tmp, DataDir), rowsPerShard: opts.RowsPerShard, rowGroupRows: opts.RowGroupRows}
+	agg := newAggregate()
+
+	g, gctx := errgroup.WithContext(ctx)
+	jobs := make(chan job)
+	results := make(chan result, opts.Workers)
+	// inflight bounds the batches between the reader and the writer, reorder buffer included.
+	inflight := make(chan struct{}, 2*opts.Workers+2)
+
+	g.Go(func() error {
+		defer close(jobs)
+		type seen struct{ run, loc string }
+		keys := map[string]seen{}
+		seq := 0
+		var batch []item
+		send := func() error {
+			select {
+			case inflight <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			select {
+			case jobs <- job{seq: seq, items: batch}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			seq++
+			batch = nil
+			return nil
+		}
+		for i, d := range runDirs {
+			name := runs[i].Name
+			err := readRun(gctx, d, func(t *distill.Trajectory, loc string) error {
+				if prev, ok := keys[t.Key]; ok {
+					return fmt.Errorf("curate build: duplicate key %q: in run %s (%s) and in run %s (%s); curate each trajectory once (merging shards of a split run? pass each part once)",
+						t.Key, prev.run, prev.loc, d, loc)
+				}
+				keys[t.Key] = seen{run: d, loc: loc}
+				runs[i].Trajectories++
+				batch = append(batch, item{t: t, run: name, dir: d, loc: loc})
+				if len(batch) == batchSize {
+					return send()
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(batch) > 0 {
+			return send()
+		}
+		return nil
+	})
+
+	workers, wctx := errgroup.WithContext(gctx)
+	for w := 0; w < opts.Workers; w++ {
+		c := counters[w]
+		workers.Go(func() error {
+			for j := range jobs {
+				res := result{seq: j.seq, rows: make([]built, len(j.items))}
+				for k, it := range j.items {
+					res.rows[k] = process(c, it, opts.MaxLength)
+					if err := res.rows[k].err; err != nil {
+						return err
+					}
+				}
+				select {
+				case results <- res:
+				case <-wctx.Done():
+					return wctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		err := workers.Wait()
+		close(results)
+		return err
+	})
+
+	g.Go(func() error {
+		pending := map[int]result{}
+		next := 0
+		var prog BuildProgress
+		for res := range results {
+			pending[res.seq] = res
+			for {
+				r, ok := pending[next]
+				if !ok {
+					break
+				}
+				delete(pending, next)
+				next++
+				<-inflight
+				rows := make([]Row, 0, len(r.rows))
+				for _, b := range r.rows {
+					prog.Read++
+					if b.excluded != nil {
+						rep.Excluded = append(rep.Excluded, *b.excluded)
+						agg.exclude(b.excluded.Teacher)
+						prog.Excluded++
+						continue
+					}
+					rows = append(rows, b.row)
+					agg.add(&b.row)
+					prog.Rows++
+					prog.Tokens += b.row.NumTokens
+				}
+				if err := sw.write(rows); err != nil {
+					return err
+				}
+				if opts.Progress != nil {
+					opts.Progress(prog)
+				}
+			}
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	if err := g.Wait(); err != nil {
+		sw.abort()
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		sw.abort()
+		return nil, err
+	}
+	shards, err := sw.finish()
+	if err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	rep.Shards = shards
+	for _, r := range runs {
+		rep.Trajectories += r.Trajectories
+	}
+	agg.fill(rep)
+	if err := writeStats(filepath.Join(tmp, StatsFile), rep); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	card, err := renderCard(rep, sw.bytes)
+	if err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	if err := writeFileSync(filepath.Join(tmp, CardFile), card); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	if err := syncDir(filepath.Join(tmp, DataDir)); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// An empty directory at Out (checked above) is replaced; anything else was refused.
+	if err := os.Remove(opts.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("curate build: replace empty %s: %w", opts.Out, err)
+	}
+	if err := os.Rename(tmp, opts.Out); err != nil {
+		return nil, fmt.Errorf("curate build: move dataset into place: %w", err)
+	}
+	done = true
+	if err := syncDir(parent); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	rep.Dir = opts.Out
+	rep.Duration = time.Since(began)
+	return rep, nil
+}
+
+// checkOut refuses an output path that exists and is not an empty directory.
+func checkOut(out string) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Dir(filepath.Clean(out))); err != nil {
+			return fmt.Errorf("curate build: parent of output %s: %w", out, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("curate build: output %s: %w", out, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("curate build: output %s exists and is not a directory", out)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("curate build: output %s: %w", out, err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("curate build: output %s exists and is not empty; remove it or choose another --out", out)
+	}
+	return nil
+}
+
+// process turns one trajectory into a row or an exclusion.
+func process(c *counter, it item, maxLength int) built {
+	t := it.t
+	if err := chattmpl.Check(t.Messages); err != nil {
+		return built{err: fmt.Errorf("curate build: trajectory %q at %s: %w", t.Key, it.loc, err)}
+	}
+	msgs := trainingMessages(t.Messages)
+	if markerInContent(msgs) {
+		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMarkerInContent}}
+	}
+	text, spans := chattmpl.Render(msgs, false)
+	n, trainable := c.count(text, spans)
+	if n > maxLength {
+		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMaxLength, NumTokens: n}}
+	}
+	row := rowOf(t, it.run)
+	row.Messages = row.Messages[:len(msgs)]
+	row.NumTokens = int64(n)
+	row.NumTrainableTokens = int64(trainable)
+	return built{row: row}
+}
+
+// shardWriter writes rows into part files of at most rowsPerShard rows.
+type shardWriter struct {
+	dir          string
+	rowsPerShard int
+	rowGroupRows int
+	f            *os.File
+	w            *parquet.GenericWriter[Row]
+	inShard      int
+	parts        []string
+	bytes        int64
+}
+
+func (s *shardWriter) open() error {
+	name := filepath.Join(s.dir, fmt.Sprintf("part-%05d.parquet", len(s.parts)))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	s.f = f
+	s.w = parquet.NewGenericWriter[Row](f,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(int64(s.rowGroupRows)),
+		parquet.CreatedBy("chainedsql curate", FormatVersion, ""),
+		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
+	)
+	s.parts = append(s.parts, name)
+	s.inShard = 0
+	return nil
+}
+
+func (s *shardWriter) write(rows []Row) error {
+	for len(rows) > 0 {
+		if s.w == nil {
+			if err := s.open(); err != nil {
+				return fmt.Errorf("curate build: %w", err)
+			}
+		}
+		n := min(len(rows), s.rowsPerShard-s.inShard)
+		if _, err := s.w.Write(rows[:n]); err != nil {
+			return fmt.Errorf("curate build: write %s: %w", s.f.Name(), err)
+		}
+		s.inShard += n
+		rows = rows[n:]
+		if s.inShard == s.rowsPerShard {
+			if err := s.closeShard(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *shardWriter) closeShard() error {
+	if s.w == nil {
+		return nil
+	}
+	name := s.f.Name()
+	err := s.w.Close()
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	s.w, s.f = nil, nil
+	if err != nil {
+		return fmt.Errorf("curate build: finish %s: %w", name, err)
+	}
+	if st, err := os.Stat(name); err == nil {
+		s.bytes += st.Size()
+	}
+	return nil
+}
+
+func (s *shardWriter) abort() {
+	if s.w != nil {
+		s.f.Close()
+		s.w, s.f = nil, nil
+	}
+}
+
+// finish closes the last shard and renames the parts to train-NNNNN-of-NNNNN.parquet; with no
+// rows at all it writes one empty shard, so that the dataset still has its schema.
+func (s *shardWriter) finish() ([]string, error) {
+	if len(s.parts) == 0 {
+		if err := s.open(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.closeShard(); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(s.parts))
+	for i, p := range s.parts {
+		rel := fmt.Sprintf("train-%05d-of-%05d.parquet", i, len(s.parts))
+		if err := os.Rename(p, filepath.Join(s.dir, rel)); err != nil {
+			return nil, err
+		}
+		out[i] = DataDir + "/" + rel
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -1,0 +1,361 @@
+package curate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chainedsql/chainedsql/distill"
+)
+
+// aggregate collects what the card and stats.json need while rows stream past: counts, and the
+// per-row token counts (4 bytes a row) for exact percentiles.
+type aggregate struct {
+	all      teacherAgg
+	teachers map[string]*teacherAgg
+}
+
+type teacherAgg struct {
+	rows, excluded, converged, execOK, correct int
+	trainable                                  int64
+	tokens                                     []int32
+}
+
+func newAggregate() *aggregate { return &aggregate{teachers: map[string]*teacherAgg{}} }
+
+func (a *aggregate) teacher(name string) *teacherAgg {
+	t := a.teachers[name]
+	if t == nil {
+		t = &teacherAgg{}
+		a.teachers[name] = t
+	}
+	return t
+}
+
+func (a *aggregate) exclude(teacher string) {
+	a.all.excluded++
+	a.teacher(teacher).excluded++
+}
+
+func (a *aggregate) add(r *Row) {
+	for _, t := range []*teacherAgg{&a.all, a.teacher(r.Teacher)} {
+		t.rows++
+		t.trainable += r.NumTrainableTokens
+		t.tokens = append(t.tokens, int32(r.NumTokens))
+		if r.Converged {
+			t.converged++
+		}
+		if r.ExecOK {
+			t.execOK++
+		}
+		if r.Correct {
+			t.correct++
+		}
+	}
+}
+
+func (a *aggregate) fill(rep *BuildReport) {
+	rep.Rows = a.all.rows
+	rep.Tokens = TokenStatsOf(a.all.tokens)
+	rep.TrainableTokens = a.all.trainable
+	rep.ExcludedCount = len(rep.Excluded)
+	names := make([]string, 0, len(a.teachers))
+	for n := range a.teachers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	rep.Teachers = make([]TeacherSummary, 0, len(names))
+	for _, n := range names {
+		t := a.teachers[n]
+		rep.Teachers = append(rep.Teachers, TeacherSummary{
+			Teacher: n, Rows: t.rows, Excluded: t.excluded, Tokens: TokenStatsOf(t.tokens),
+			TrainableTokens: t.trainable, Converged: t.converged, ExecOK: t.execOK, Correct: t.correct,
+		})
+	}
+}
+
+// TokenStatsOf summarises token counts; percentiles are nearest-rank (the smallest value with
+// at least p% of the counts at or below it). It sorts a copy.
+func TokenStatsOf[T int | int32 | int64](counts []T) TokenStats {
+	if len(counts) == 0 {
+		return TokenStats{}
+	}
+	s := make([]int64, len(counts))
+	var sum int64
+	for i, c := range counts {
+		s[i] = int64(c)
+		sum += int64(c)
+	}
+	slices.Sort(s)
+	return TokenStats{
+		Sum: sum, Mean: float64(sum) / float64(len(s)),
+		P50: int(NearestRank(s, 50)), P95: int(NearestRank(s, 95)), Max: int(s[len(s)-1]),
+	}
+}
+
+// NearestRank returns the p-th percentile (0 < p <= 100) of sorted by the nearest-rank method.
+func NearestRank(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	// rank = ceil(p/100 * n), computed in integers to avoid float rounding at exact ranks.
+	n := len(sorted)
+	rank := int((int64(p*1000)*int64(n) + 100000 - 1) / 100000)
+	rank = max(1, min(rank, n))
+	return sorted[rank-1]
+}
+
+func writeStats(path string, rep *BuildReport) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileSync(path, append(b, '\n'))
+}
+
+// writeFileSync writes a new file and fsyncs it. Callers write into the build's temporary
+// directory, which is renamed into place as a whole.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CardFront is the YAML front matter of the dataset card, in the layout the Hugging Face hub
+// reads (configs, dataset_info).
+type CardFront struct {
+	License      string       `yaml:"license"`
+	PrettyName   string       `yaml:"pretty_name"`
+	Language     []string     `yaml:"language"`
+	TaskCategory []string     `yaml:"task_categories"`
+	Tags         []string     `yaml:"tags"`
+	SizeCategory []string     `yaml:"size_categories"`
+	Configs      []CardConfig `yaml:"configs"`
+	DatasetInfo  CardInfo     `yaml:"dataset_info"`
+}
+
+// CardConfig is one entry of configs.
+type CardConfig struct {
+	ConfigName string         `yaml:"config_name"`
+	DataFiles  []CardDataFile `yaml:"data_files"`
+}
+
+// CardDataFile maps a split to files.
+type CardDataFile struct {
+	Split string `yaml:"split"`
+	Path  string `yaml:"path"`
+}
+
+// CardInfo is dataset_info.
+type CardInfo struct {
+	Features     []CardFeature `yaml:"features"`
+	Splits       []CardSplit   `yaml:"splits"`
+	DownloadSize int64         `yaml:"download_size"`
+}
+
+// CardFeature is one feature in the hub's YAML form: dtype for scalars, sequence for a list of
+// scalars, list of sub-features for a list of structs.
+type CardFeature struct {
+	Name     string        `yaml:"name"`
+	Dtype    string        `yaml:"dtype,omitempty"`
+	Sequence string        `yaml:"sequence,omitempty"`
+	List     []CardFeature `yaml:"list,omitempty"`
+}
+
+// CardSplit is one split's size.
+type CardSplit struct {
+	Name        string `yaml:"name"`
+	NumExamples int    `yaml:"num_examples"`
+}
+
+func cardFeatures() []CardFeature {
+	out := make([]CardFeature, 0, len(Features))
+	for _, f := range Features {
+		switch {
+		case f.Name == "messages":
+			out = append(out, CardFeature{Name: f.Name, List: []CardFeature{{Name: "role", Dtype: "string"}, {Name: "content", Dtype: "string"}}})
+		case strings.HasPrefix(f.Type, "list<"):
+			out = append(out, CardFeature{Name: f.Name, Sequence: strings.TrimSuffix(strings.TrimPrefix(f.Type, "list<"), ">")})
+		default:
+			out = append(out, CardFeature{Name: f.Name, Dtype: f.Type})
+		}
+	}
+	return out
+}
+
+func sizeCategory(n int) string {
+	switch {
+	case n < 1000:
+		return "n<1K"
+	case n < 10000:
+		return "1K<n<10K"
+	case n < 100000:
+		return "10K<n<100K"
+	case n < 1000000:
+		return "100K<n<1M"
+	default:
+		return "1M<n<10M"
+	}
+}
+
+// renderCard writes the dataset card: YAML front matter, then a human-readable section.
+func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
+	front := CardFront{
+		License:      "other",
+		PrettyName:   "chained-sql distilled Text-to-SQL trajectories",
+		Language:     []string{"en"},
+		TaskCategory: []string{"text-generation"},
+		Tags:         []string{"text-to-sql", "sql", "distillation", "agentic", "multi-turn", "chained-sql"},
+		SizeCategory: []string{sizeCategory(rep.Rows)},
+		Configs:      []CardConfig{{ConfigName: "default", DataFiles: []CardDataFile{{Split: "train", Path: DataDir + "/train-*.parquet"}}}},
+		DatasetInfo: CardInfo{
+			Features:     cardFeatures(),
+			Splits:       []CardSplit{{Name: "train", NumExamples: rep.Rows}},
+			DownloadSize: downloadSize,
+		},
+	}
+	var y bytes.Buffer
+	enc := yaml.NewEncoder(&y)
+	enc.SetIndent(2)
+	if err := enc.Encode(front); err != nil {
+		return nil, fmt.Errorf("card front matter: %w", err)
+	}
+	enc.Close()
+
+	var b bytes.Buffer
+	b.WriteString("---\n")
+	b.Write(y.Bytes())
+	b.WriteString("---\n\n")
+	b.WriteString("# chained-sql distilled Text-to-SQL trajectories\n\n")
+	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
+		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
+		"correct or not, except those longer than %d tokens (use `correct`, `converged`, `exec_ok` and `format_violations` to filter).\n\n",
+		distill.ProtocolVersion, rep.MaxLength)
+	fmt.Fprintf(&b, "- Rows: %d (%d trajectories read, %d excluded)\n", rep.Rows, rep.Trajectories, rep.ExcludedCount)
+	fmt.Fprintf(&b, "- Shards: %d Parquet files (zstd) under `%s/`\n", len(rep.Shards), DataDir)
+	fmt.Fprintf(&b, "- Tokens (%s): %d in all; per row mean %.1f, p50 %d, p95 %d, max %d\n",
+		nameOr(rep.Tokenizer, "student tokenizer"), rep.Tokens.Sum, rep.Tokens.Mean, rep.Tokens.P50, rep.Tokens.P95, rep.Tokens.Max)
+	fmt.Fprintf(&b, "- Trainable tokens (assistant content + `<|im_end|>`): %d", rep.TrainableTokens)
+	if rep.Epochs > 0 {
+		fmt.Fprintf(&b, "; × %d epochs = %d", rep.Epochs, rep.TrainableTokens*int64(rep.Epochs))
+	}
+	b.WriteString("\n\n## Per teacher\n\n")
+	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, t := range rep.Teachers {
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s |\n",
+			mdEscape(t.Teacher), t.Rows, pct(t.Rows, rep.Rows), t.Excluded, t.Tokens.Mean, t.Tokens.P50, t.Tokens.P95, t.Tokens.Max,
+			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows))
+	}
+	b.WriteString("\n## Protocol\n\n")
+	b.WriteString("The system turn gives the SQL dialect and the schema as `CREATE TABLE` DDL with sample values; the user turn gives " +
+		"`Question: …` and, where the benchmark has it, `Evidence: …`. Each assistant turn is `<think>…</think>\\n<sql>…</sql>` with one " +
+		"statement; the statement runs read-only on the task's database and the result or error comes back as a user turn " +
+		"`<observation>…</observation>`. The episode ends when the same SQL is given on two consecutive turns (converged) or after " +
+		"5 turns. A reply without a parsable `<sql>` is a format violation. `correct` is BIRD-style execution accuracy of the final SQL " +
+		"against `gold_sql`. `reasoning` keeps each turn's separate reasoning text, which is not part of `messages`.\n\n")
+	b.WriteString("## How it was made\n\n")
+	fmt.Fprintf(&b, "`curate build` (chainedsql) read %d run director", len(rep.Runs))
+	if len(rep.Runs) == 1 {
+		b.WriteString("y")
+	} else {
+		b.WriteString("ies")
+	}
+	b.WriteString(" (")
+	for i, r := range rep.Runs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "`%s`: %d trajectories", r.Name, r.Trajectories)
+	}
+	b.WriteString("), rendered each conversation up to its last assistant turn with the Qwen2.5 chat template " +
+		"(`add_generation_prompt=false`, default system message when none is given), and tokenised it. `num_tokens` is the " +
+		"length of that rendering; `num_trainable_tokens` counts the tokens in the assistant spans: each assistant message's " +
+		"content plus its `<|im_end|>` (not the `<|im_start|>assistant\\n` header, not the newline after `<|im_end|>`), the " +
+		"`{% generation %}` regions TRL's `assistant_only_loss` trains on. `curate verify` recomputes both per row by scanning token ids. " +
+		"`stats.json` has these figures and the list of excluded rows.\n\n")
+	if rep.ExcludedCount > 0 {
+		reasons := map[string]int{}
+		for _, e := range rep.Excluded {
+			reasons[e.Reason]++
+		}
+		keys := make([]string, 0, len(reasons))
+		for k := range reasons {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString("Excluded: ")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%d × `%s`", reasons[k], k)
+		}
+		b.WriteString(" (keys in `stats.json`).\n\n")
+	}
+	b.WriteString("## Licence\n\n")
+	b.WriteString("The questions, evidence, schemas and gold SQL come from the source benchmarks (see the `source` column) and keep " +
+		"their licences (BIRD and Spider: CC BY-SA 4.0). The assistant turns were generated by the teacher models named in " +
+		"`teacher` and `model`; their providers' terms of use may restrict training on outputs. Check both before redistributing " +
+		"or training; `license: other` above stands for this mix.\n")
+	return b.Bytes(), nil
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// ReadReport reads a dataset's stats.json.
+func ReadReport(dir string) (*BuildReport, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StatsFile))
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	rep := new(BuildReport)
+	if err := json.Unmarshal(b, rep); err != nil {
+		return nil, fmt.Errorf("dataset %s: %s: %w", dir, StatsFile, err)
+	}
+	rep.Dir = dir
+	return rep, nil
+}

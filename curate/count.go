@@ -1,0 +1,155 @@
+package curate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/chattmpl"
+)
+
+// Exclusion reasons recorded in Excluded.Reason.
+const (
+	// ReasonMaxLength: the rendered conversation has more tokens than BuildOptions.MaxLength.
+	ReasonMaxLength = "max_length"
+	// ReasonMarkerInContent: a message's content contains "<|im_start|>" or "<|im_end|>" text,
+	// which the tokenizer turns into ChatML control tokens; the row's turn structure (and so its
+	// loss mask) would be ambiguous.
+	ReasonMarkerInContent = "chatml_marker_in_content"
+)
+
+// trainingMessages returns msgs cut after the last assistant message: what follows it (the
+// last observation) carries no loss and is not part of the training text.
+func trainingMessages(msgs []chat.Message) []chat.Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == chat.RoleAssistant {
+			return msgs[:i+1]
+		}
+	}
+	return msgs
+}
+
+// markerInContent reports whether a message's content holds ChatML marker text.
+func markerInContent(msgs []chat.Message) bool {
+	for _, m := range msgs {
+		if strings.Contains(m.Content, chattmpl.ImStart) || strings.Contains(m.Content, chattmpl.ImEnd) {
+			return true
+		}
+	}
+	return false
+}
+
+// counter counts tokens and trainable tokens of rendered conversations. It is used by one
+// goroutine at a time.
+//
+// The rendering is cut at the ChatML markers, which are special tokens: Hugging Face's
+// tokenizers split special tokens out before normalising and pre-tokenising, so the tokens of
+// the whole text are the marker tokens plus the tokens of each piece between markers, encoded
+// alone. That lets the counter cache pieces that repeat (the system prompt, with its schema, is
+// the same for every trajectory on one database and dialect). Verify encodes whole texts and
+// so checks this equivalence on every row.
+type counter struct {
+	tok           Tokenizer
+	cache         map[string]pieceTokens
+	cacheBytes    int
+	maxCacheBytes int
+}
+
+// pieceTokens is a cached piece's token end offsets (relative to the piece).
+type pieceTokens struct {
+	starts, ends []int32
+}
+
+// minCachedPiece is the smallest piece worth caching.
+const minCachedPiece = 512
+
+func newCounter(tok Tokenizer) (*counter, error) {
+	_, ok1 := tok.TokenID(chattmpl.ImStart)
+	_, ok2 := tok.TokenID(chattmpl.ImEnd)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("tokenizer has no %s/%s tokens: not a ChatML (Qwen2) tokenizer", chattmpl.ImStart, chattmpl.ImEnd)
+	}
+	return &counter{tok: tok, cache: map[string]pieceTokens{}, maxCacheBytes: 64 << 20}, nil
+}
+
+// count returns the number of tokens of text and how many of them overlap a span. A token
+// that overlaps a span only in part counts as trainable, as in Hugging Face's
+// return_assistant_tokens_mask (which marks every token from the one holding a span's first
+// character to the one holding its last). With the Qwen2.5 template and its special tokens at
+// span ends, only a span whose content starts with whitespace has such a token: the
+// pre-tokenizer joins the header's "\n" with the content's leading newlines.
+func (c *counter) count(text string, spans []chattmpl.Span) (tokens, trainable int) {
+	si := 0
+	add := func(start, end int) {
+		tokens++
+		for si < len(spans) && spans[si].End <= start {
+			si++
+		}
+		if si < len(spans) && start < spans[si].End && end > spans[si].Start {
+			trainable++
+		}
+	}
+	pos := 0
+	for pos < len(text) {
+		next, mlen := nextMarker(text, pos)
+		if next > pos {
+			c.piece(text[pos:next], pos, add)
+		}
+		if mlen == 0 {
+			break
+		}
+		add(next, next+mlen)
+		pos = next + mlen
+	}
+	return tokens, trainable
+}
+
+// nextMarker finds the first "<|im_start|>" or "<|im_end|>" at or after from; it returns
+// len(text), 0 when there is none.
+func nextMarker(text string, from int) (at, n int) {
+	for from < len(text) {
+		i := strings.Index(text[from:], "<|im_")
+		if i < 0 {
+			break
+		}
+		j := from + i
+		switch {
+		case strings.HasPrefix(text[j:], chattmpl.ImStart):
+			return j, len(chattmpl.ImStart)
+		case strings.HasPrefix(text[j:], chattmpl.ImEnd):
+			return j, len(chattmpl.ImEnd)
+		}
+		from = j + 1
+	}
+	return len(text), 0
+}
+
+// piece feeds the tokens of one marker-free piece (at offset base of the text) to add.
+func (c *counter) piece(p string, base int, add func(start, end int)) {
+	// Only system pieces repeat across trajectories; caching others would only churn.
+	cacheable := len(p) >= minCachedPiece && strings.HasPrefix(p, "system\n")
+	if cacheable {
+		if pt, ok := c.cache[p]; ok {
+			for i := range pt.starts {
+				add(base+int(pt.starts[i]), base+int(pt.ends[i]))
+			}
+			return
+		}
+	}
+	_, offs := c.tok.EncodeOffsets(p)
+	for _, o := range offs {
+		add(base+o.Start, base+o.End)
+	}
+	if cacheable {
+		if c.cacheBytes+len(p) > c.maxCacheBytes {
+			clear(c.cache)
+			c.cacheBytes = 0
+		}
+		pt := pieceTokens{starts: make([]int32, len(offs)), ends: make([]int32, len(offs))}
+		for i, o := range offs {
+			pt.starts[i], pt.ends[i] = int32(o.Start), int32(o.End)
+		}
+		c.cache[strings.Clone(p)] = pt
+		c.cacheBytes += len(p) + 8*len(offs)
+	}
+}

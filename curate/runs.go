@@ -1,0 +1,53 @@
+package curate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/chainedsql/chainedsql/distill"
+)
+
+// shardFiles lists a run directory's shard files in distill's order, refusing a directory that
+// is not a run dir or has no shards.
+func shardFiles(dir string) ([]string, error) {
+	if _, err := os.Stat(filepath.Join(dir, distill.ManifestFile)); err != nil {
+		return nil, fmt.Errorf("run dir %s: no %s (is it a distill run dir?): %w", dir, distill.ManifestFile, err)
+	}
+	files, err := distill.ShardFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("run dir %s: no shards in %s/", dir, distill.ShardsDir)
+	}
+	return files, nil
+}
+
+// readRun streams the committed trajectories of one run directory in distill's order (shard
+// files by teacher, dialect and sequence; lines in order) through distill.Trajectories, which
+// reads only the journaled prefix of each shard: a run that is still going, or crashed and was
+// not resumed, is read correctly. fn gets each trajectory (freshly allocated, it may be kept)
+// and its position ("trajectory N" of the run, counting from 1).
+func readRun(ctx context.Context, dir string, fn func(t *distill.Trajectory, loc string) error) error {
+	n := 0
+	for t, err := range distill.Trajectories(dir) {
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", dir, err)
+		}
+		n++
+		if n%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if t.Key == "" {
+			return fmt.Errorf("run %s: trajectory %d has no key", dir, n)
+		}
+		if err := fn(t, fmt.Sprintf("trajectory %d", n)); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,207 @@
+package curate
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/chattmpl"
+)
+
+// VerifyReport is the outcome of Verify.
+type VerifyReport struct {
+	Rows int `json:"rows"`
+	// Agree counts rows whose stored num_tokens and num_trainable_tokens both match the
+	// recomputed ones (and whose tokens decode back to the rendered text).
+	Agree int `json:"agree"`
+	// Mismatches lists every disagreeing row, by row index.
+	Mismatches []RowCheck `json:"mismatches"`
+}
+
+// Agreement is Agree / Rows (1 for an empty dataset).
+func (r *VerifyReport) Agreement() float64 {
+	if r.Rows == 0 {
+		return 1
+	}
+	return float64(r.Agree) / float64(r.Rows)
+}
+
+// RowCheck is one row's stored and recomputed counts.
+type RowCheck struct {
+	Index              int    `json:"index"`
+	Key                string `json:"key"`
+	NumTokens          int64  `json:"num_tokens"`
+	RecomputedTokens   int64  `json:"recomputed_tokens"`
+	NumTrainable       int64  `json:"num_trainable_tokens"`
+	RecomputedTrainable int64  `json:"recomputed_trainable_tokens"`
+	Problem            string `json:"problem,omitempty"`
+}
+
+// VerifyWith recomputes num_tokens and num_trainable_tokens of every row by a route independent
+// of Build's: it encodes the whole rendering at once (Build encodes the pieces between ChatML
+// markers, with a cache), checks that the ids decode back to the text, and finds the trainable
+// tokens by scanning token ids for <|im_start|> followed by tokens spelling "assistant\n", then
+// counting every token up to and including the next <|im_end|> (Build intersects token byte
+// offsets with the template's character spans). A token that spells the end of the header and
+// the start of the content at once counts as trainable, as Build's overlap rule does. workers
+// <= 0 means GOMAXPROCS.
+func VerifyWith(ctx context.Context, dir string, tok Tokenizer, workers int) (*VerifyReport, error) {
+	ds, err := Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("curate verify: %w", err)
+	}
+	sc, err := newScanner(tok)
+	if err != nil {
+		return nil, fmt.Errorf("curate verify: %w", err)
+	}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	type indexed struct {
+		i   int
+		row *Row
+	}
+	rep := &VerifyReport{Mismatches: []RowCheck{}}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	rows := make(chan indexed, 4*workers)
+	g.Go(func() error {
+		defer close(rows)
+		i := 0
+		return ds.Rows(gctx, func(r *Row) error {
+			select {
+			case rows <- indexed{i, r}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			i++
+			return nil
+		})
+	})
+	for w := 0; w < workers; w++ {
+		g.Go(func() error {
+			for it := range rows {
+				chk := sc.check(it.row)
+				chk.Index = it.i
+				mu.Lock()
+				rep.Rows++
+				if chk.Problem == "" {
+					rep.Agree++
+				} else {
+					rep.Mismatches = append(rep.Mismatches, chk)
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("curate verify %s: %w", dir, err)
+	}
+	sort.Slice(rep.Mismatches, func(a, b int) bool { return rep.Mismatches[a].Index < rep.Mismatches[b].Index })
+	return rep, nil
+}
+
+// scanner finds trainable tokens from token ids alone.
+type scanner struct {
+	tok            Tokenizer
+	imStart, imEnd int
+	header         string
+}
+
+func newScanner(tok Tokenizer) (*scanner, error) {
+	s, ok1 := tok.TokenID(chattmpl.ImStart)
+	e, ok2 := tok.TokenID(chattmpl.ImEnd)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("tokenizer has no %s/%s tokens: not a ChatML (Qwen2) tokenizer", chattmpl.ImStart, chattmpl.ImEnd)
+	}
+	return &scanner{tok: tok, imStart: s, imEnd: e, header: chat.RoleAssistant + "\n"}, nil
+}
+
+func (s *scanner) check(r *Row) RowCheck {
+	chk := RowCheck{Key: r.Key, NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens}
+	msgs := r.ChatMessages()
+	text, _ := chattmpl.Render(msgs, false)
+	ids := s.tok.Encode(text)
+	chk.RecomputedTokens = int64(len(ids))
+	trainable, blocks, problem := s.trainable(ids)
+	chk.RecomputedTrainable = int64(trainable)
+	nAssistant := 0
+	for _, m := range msgs {
+		if m.Role == chat.RoleAssistant {
+			nAssistant++
+		}
+	}
+	var problems []string
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if blocks != nAssistant {
+		problems = append(problems, fmt.Sprintf("found %d assistant blocks in the token ids, the row has %d assistant messages", blocks, nAssistant))
+	}
+	if chk.RecomputedTokens != r.NumTokens {
+		problems = append(problems, "num_tokens differs")
+	}
+	if chk.RecomputedTrainable != r.NumTrainableTokens {
+		problems = append(problems, "num_trainable_tokens differs")
+	}
+	if s.tok.Decode(ids) != text {
+		problems = append(problems, "token ids do not decode to the rendered text")
+	}
+	chk.Problem = strings.Join(problems, "; ")
+	return chk
+}
+
+// trainable counts tokens of assistant blocks: after <|im_start|> and the tokens spelling
+// "assistant\n", every token through the closing <|im_end|>.
+func (s *scanner) trainable(ids []int) (n, blocks int, problem string) {
+	for i := 0; i < len(ids); i++ {
+		if ids[i] != s.imStart {
+			continue
+		}
+		// Read the role header token by token.
+		acc := ""
+		j := i + 1
+		assistant := false
+		for ; j < len(ids) && ids[j] != s.imEnd && ids[j] != s.imStart; j++ {
+			t := s.tok.Decode(ids[j : j+1])
+			if len(acc)+len(t) <= len(s.header) && strings.HasPrefix(s.header, acc+t) {
+				acc += t
+				if acc == s.header {
+					assistant = true
+					j++
+					break
+				}
+				continue
+			}
+			// A token running past the header: header end and content start in one token.
+			if strings.HasPrefix(acc+t, s.header) {
+				assistant = true
+			}
+			break
+		}
+		if !assistant {
+			continue
+		}
+		blocks++
+		k := j
+		for k < len(ids) && ids[k] != s.imEnd {
+			if ids[k] == s.imStart {
+				return n, blocks, fmt.Sprintf("assistant block at token %d has %s before %s", i, chattmpl.ImStart, chattmpl.ImEnd)
+			}
+			k++
+		}
+		if k == len(ids) {
+			return n, blocks, fmt.Sprintf("assistant block at token %d has no %s", i, chattmpl.ImEnd)
+		}
+		n += k - j + 1
+		i = k
+	}
+	return n, blocks, ""
+}

@@ -1,0 +1,125 @@
+package stats
+
+import "sort"
+
+// EvalResult is the part of one evaluated task that EvalSummary needs. It does not depend on
+// curate or distill: fill it from a distill.Trajectory (Correct, Converged, ExecOK,
+// len(Turns), FormatViolations, Difficulty) or from any other record.
+type EvalResult struct {
+	Difficulty       string `json:"difficulty"`
+	Correct          bool   `json:"correct"`
+	Converged        bool   `json:"converged"`
+	ExecOK           bool   `json:"exec_ok"`
+	Turns            int    `json:"turns"`
+	FormatViolations int    `json:"format_violations"`
+}
+
+// EvalSummary is the headline of an evaluation: execution accuracy (EX) overall and by
+// difficulty, convergence, exec-ok rate, format violations, average turns. Rates are in [0, 1];
+// over zero results every rate is 0.
+type EvalSummary struct {
+	N       int     `json:"n"`
+	Correct int     `json:"correct"`
+	EX      float64 `json:"ex"`
+	// ByDifficulty has one entry per difficulty found in the results: BIRD's simple, moderate,
+	// challenging first (when present), then any others by name; "" (no difficulty) last.
+	ByDifficulty []DifficultyEX `json:"by_difficulty"`
+	Convergence  float64        `json:"convergence"`
+	ExecOK       float64        `json:"exec_ok"`
+	// FormatViolationRate is format-violating turns over all turns.
+	FormatViolationRate float64 `json:"format_violation_rate"`
+	// RowsWithViolation is the share of results with at least one format violation.
+	RowsWithViolation float64 `json:"rows_with_violation"`
+	AvgTurns          float64 `json:"avg_turns"`
+}
+
+// DifficultyEX is EX within one difficulty bucket.
+type DifficultyEX struct {
+	Difficulty string  `json:"difficulty"`
+	N          int     `json:"n"`
+	Correct    int     `json:"correct"`
+	EX         float64 `json:"ex"`
+}
+
+// SummarizeEval computes an EvalSummary from results.
+func SummarizeEval(results []EvalResult) EvalSummary {
+	s := EvalSummary{N: len(results), ByDifficulty: []DifficultyEX{}}
+	var converged, execOK, violations, withViolation, turns int
+	buckets := map[string]*DifficultyEX{}
+	for _, r := range results {
+		b := buckets[r.Difficulty]
+		if b == nil {
+			b = &DifficultyEX{Difficulty: r.Difficulty}
+			buckets[r.Difficulty] = b
+		}
+		b.N++
+		if r.Correct {
+			s.Correct++
+			b.Correct++
+		}
+		if r.Converged {
+			converged++
+		}
+		if r.ExecOK {
+			execOK++
+		}
+		if r.FormatViolations > 0 {
+			withViolation++
+		}
+		violations += r.FormatViolations
+		turns += r.Turns
+	}
+	s.EX = ratio(s.Correct, s.N)
+	s.Convergence = ratio(converged, s.N)
+	s.ExecOK = ratio(execOK, s.N)
+	s.RowsWithViolation = ratio(withViolation, s.N)
+	s.FormatViolationRate = ratio(violations, turns)
+	s.AvgTurns = ratio(turns, s.N)
+	for _, name := range orderDifficulties(keys(buckets)) {
+		b := buckets[name]
+		b.EX = ratio(b.Correct, b.N)
+		s.ByDifficulty = append(s.ByDifficulty, *b)
+	}
+	return s
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// orderDifficulties sorts difficulty names: simple, moderate, challenging, then others by
+// name, then "".
+func orderDifficulties(names []string) []string {
+	rank := func(s string) int {
+		switch s {
+		case "simple":
+			return 0
+		case "moderate":
+			return 1
+		case "challenging":
+			return 2
+		case "":
+			return 4
+		}
+		return 3
+	}
+	sort.Slice(names, func(i, j int) bool {
+		ri, rj := rank(names[i]), rank(names[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
