@@ -179,7 +179,7 @@ func TestBuildRoundTrip(t *testing.T) {
 	}
 	var front struct {
 		Configs []struct {
-			ConfigName string `yaml:"config_name"`
+			ConfigName string                         `yaml:"config_name"`
 			DataFiles  []struct{ Split, Path string } `yaml:"data_files"`
 		} `yaml:"configs"`
 		DatasetInfo struct {

@@ -127,7 +127,7 @@ var (
 	synthDBs      = []string{"california_schools", "card_games", "codebase_community", "debit_card_specializing", "european_football_2", "financial", "formula_1", "student_club", "superhero", "thrombosis_prediction", "toxicology"}
 	synthDiff     = []string{"simple", "moderate", "challenging"}
 	words         = strings.Fields("the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her all she there would their we him been has when who will more no if out so said what up its about into than them can only other new some could time these two may then do first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three")
-	columns = strings.Fields("id name code amount date status county district school city zip phone type rating score height weight price total count label year month category region gender value")
+	columns       = strings.Fields("id name code amount date status county district school city zip phone type rating score height weight price total count label year month category region gender value")
 )
 
 func newSynth(seed uint64) *synth {

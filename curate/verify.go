@@ -34,13 +34,13 @@ func (r *VerifyReport) Agreement() float64 {
 
 // RowCheck is one row's stored and recomputed counts.
 type RowCheck struct {
-	Index              int    `json:"index"`
-	Key                string `json:"key"`
-	NumTokens          int64  `json:"num_tokens"`
-	RecomputedTokens   int64  `json:"recomputed_tokens"`
-	NumTrainable       int64  `json:"num_trainable_tokens"`
+	Index               int    `json:"index"`
+	Key                 string `json:"key"`
+	NumTokens           int64  `json:"num_tokens"`
+	RecomputedTokens    int64  `json:"recomputed_tokens"`
+	NumTrainable        int64  `json:"num_trainable_tokens"`
 	RecomputedTrainable int64  `json:"recomputed_trainable_tokens"`
-	Problem            string `json:"problem,omitempty"`
+	Problem             string `json:"problem,omitempty"`
 }
 
 // VerifyWith recomputes num_tokens and num_trainable_tokens of every row by a route independent
