@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,7 +49,11 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
-		fmt.Fprintln(os.Stderr, "curate:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "curate") {
+			msg = "curate: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		if errors.Is(err, context.Canceled) {
 			os.Exit(130)
 		}
