@@ -1,53 +1,14 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
-	"runtime"
-	"sync"
 )
 
-var threads = runtime.GOMAXPROCS(0)
-
-// SetThreads sets how many goroutines the kernels split work over (at least 1).
-func SetThreads(n int) {
-	if n < 1 {
-		n = 1
-	}
-	threads = n
-}
-
-// Threads returns the current thread count.
-func Threads() int { return threads }
-
-// parallelRows runs f over [0,rows) split into contiguous chunks, one per thread.
-func parallelRows(rows int, f func(lo, hi int)) {
-	t := threads
-	if t > rows {
-		t = rows
-	}
-	if t <= 1 {
-		f(0, rows)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (rows + t - 1) / t
-	for lo := 0; lo < rows; lo += chunk {
-		hi := min(lo+chunk, rows)
-		wg.Add(1)
-		go func() { defer wg.Done(); f(lo, hi) }()
-	}
-	wg.Wait()
-}
-
-// MatVec computes dst[r] = Σ_c w[r,c]·x[c] for every row r of w.
-func MatVec(dst []float32, w *Matrix, x []float32) {
-	MatMul(dst, w, x, 1)
-}
-
-// MatMul computes dst[i,r] = Σ_c w[r,c]·x[i,c] for n input rows x (n×Cols, row-major) into
-// dst (n×Rows, row-major).
-func MatMul(dst []float32, w *Matrix, x []float32, n int) {
-	parallelRows(w.Rows, func(lo, hi int) {
+// matMulRef is the portable MatMul: one dot product per (input row, weight row), parallel over
+// weight rows. It is the fallback where no SIMD kernel applies and the tests' oracle.
+func matMulRef(dst []float32, w *Matrix, x []float32, n int) {
+	parallelRows(w.Rows, 1, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			for i := 0; i < n; i++ {
 				dst[i*w.Rows+r] = dotRow(w, r, x[i*w.Cols:(i+1)*w.Cols])
@@ -113,6 +74,9 @@ func F16ToF32(h uint16) float32 {
 // q = round(v/scale). Cols must be a multiple of Q8Block.
 func Quantize8(w *Matrix) *Matrix {
 	c := w.Cols
+	if c%Q8Block != 0 {
+		panic(fmt.Sprintf("cpu: Quantize8: %d columns is not a multiple of %d", c, Q8Block))
+	}
 	q := &Matrix{DType: Q8, Rows: w.Rows, Cols: c, Q8: make([]int8, w.Rows*c), Scales: make([]float32, w.Rows*c/Q8Block)}
 	buf := make([]float32, c)
 	for r := 0; r < w.Rows; r++ {
@@ -136,8 +100,8 @@ func Quantize8(w *Matrix) *Matrix {
 	return q
 }
 
-// RowF32 writes row r of w, widened to f32, into dst (len Cols).
-func RowF32(dst []float32, w *Matrix, r int) {
+// rowF32Ref is the portable RowF32.
+func rowF32Ref(dst []float32, w *Matrix, r int) {
 	c := w.Cols
 	switch w.DType {
 	case F32:

@@ -1,0 +1,312 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// Tolerance: the SIMD kernels sum in a different order than ref.go (16 lanes, FMA, a final tree)
+// so results differ by rounding only. For a dot product of length n the rounding error of either
+// order is bounded by about n·ε·Σ|w·x|; in practice it is far below, and we require
+// |got-want| <= 1e-5·Σ|w_c·x_c| + 1e-6, i.e. a relative error of 1e-5 against the magnitude of
+// the terms (the natural scale: cancellation makes |want| itself arbitrarily small).
+const tol = 1e-5
+
+// randMatrix returns a Rows×Cols matrix of dtype dt with values in [-1, 1) and its f32 copy.
+func randMatrix(rng *rand.Rand, dt DType, rows, cols int) *Matrix {
+	f := make([]float32, rows*cols)
+	for i := range f {
+		f[i] = rng.Float32()*2 - 1
+	}
+	m := &Matrix{DType: F32, Rows: rows, Cols: cols, F32: f}
+	switch dt {
+	case BF16:
+		u := make([]uint16, len(f))
+		for i, v := range f {
+			u[i] = F32ToBF16(v)
+		}
+		return &Matrix{DType: BF16, Rows: rows, Cols: cols, U16: u}
+	case F16:
+		u := make([]uint16, len(f))
+		for i, v := range f {
+			u[i] = f32ToF16(v)
+		}
+		return &Matrix{DType: F16, Rows: rows, Cols: cols, U16: u}
+	case Q8:
+		return Quantize8(m)
+	}
+	return m
+}
+
+// f32ToF16 converts (truncating the mantissa; test data only needs some valid half values).
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	if exp <= 0 {
+		return sign
+	}
+	return sign | uint16(exp)<<10 | uint16(b>>13&0x3ff)
+}
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = rng.Float32()*2 - 1
+	}
+	return v
+}
+
+// absDot is Σ_c |w[r,c]·x[c]|, the scale of the rounding error.
+func absDot(w *Matrix, r int, x []float32) float64 {
+	row := make([]float32, w.Cols)
+	rowF32Ref(row, w, r)
+	var s float64
+	for c, v := range row {
+		s += math.Abs(float64(v) * float64(x[c]))
+	}
+	return s
+}
+
+// checkMatMul compares MatMul (current SIMD setting) with matMulRef.
+func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
+	t.Helper()
+	w := randMatrix(rng, dt, rows, cols)
+	x := randVec(rng, n*cols)
+	got := make([]float32, n*rows+3)
+	for i := range got {
+		got[i] = float32(math.NaN()) // every output must be written
+	}
+	got[n*rows], got[n*rows+1], got[n*rows+2] = 7, 7, 7
+	want := make([]float32, n*rows)
+	MatMul(got, w, x, n)
+	matMulRef(want, w, x, n)
+	for i := range n {
+		for r := range rows {
+			g, e := got[i*rows+r], want[i*rows+r]
+			bound := tol*absDot(w, r, x[i*cols:(i+1)*cols]) + 1e-6
+			if d := math.Abs(float64(g - e)); !(d <= bound) {
+				t.Fatalf("%v %d×%d n=%d simd=%v: dst[%d,%d] = %g, ref %g (diff %g > %g)",
+					dt, rows, cols, n, SIMD(), i, r, g, e, d, bound)
+			}
+		}
+	}
+	if got[n*rows] != 7 || got[n*rows+2] != 7 {
+		t.Fatalf("%v %d×%d n=%d: MatMul wrote past n×Rows", dt, rows, cols, n)
+	}
+}
+
+func bothPaths(t *testing.T, f func(t *testing.T)) {
+	for _, simd := range []bool{true, false} {
+		t.Run(fmt.Sprintf("simd=%v", simd), func(t *testing.T) {
+			if simd && !hasAVX512 {
+				t.Skip("CPU without AVX-512: only the portable path exists")
+			}
+			was := UseSIMD(simd)
+			defer UseSIMD(was)
+			f(t)
+		})
+	}
+}
+
+func withThreads(n int) func() {
+	old := Threads()
+	SetThreads(n)
+	return func() { SetThreads(old) }
+}
+
+func TestMatMulShapes(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, th := range []int{1, 2, 3} {
+			restore := withThreads(th)
+			for _, dt := range []DType{F32, BF16, F16, Q8} {
+				colsList := []int{16, 17, 31, 45, 100, 130, 1030, 2100}
+				if dt == Q8 {
+					colsList = []int{32, 64, 96, 160, 1056, 2112}
+				}
+				for _, cols := range colsList {
+					for _, rows := range []int{1, 3, 4, 5, 17, 70, 133} {
+						for _, n := range []int{1, 2, 3, 5, 6, 7, 12, 13} {
+							if cols > 1000 && (rows > 17 || n > 7 && n != 13) {
+								continue // keep the big shapes few
+							}
+							compareMatMul(t, rng, dt, rows, cols, n)
+						}
+					}
+				}
+			}
+			restore()
+		}
+	})
+}
+
+func TestMatMulSmallCols(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for _, dt := range []DType{F32, BF16, F16} {
+			for cols := 1; cols < 40; cols++ {
+				for _, n := range []int{1, 6, 7} {
+					compareMatMul(t, rng, dt, 9, cols, n)
+				}
+			}
+		}
+	})
+}
+
+// TestMatMulRandom draws random shapes (a fuzz-style property test: MatMul agrees with the
+// reference on any shape).
+func TestMatMulRandom(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		defer withThreads(2)()
+		for range 60 {
+			dt := DType(rng.IntN(4))
+			cols := 1 + rng.IntN(700)
+			if dt == Q8 {
+				cols = Q8Block * (1 + rng.IntN(20))
+			}
+			compareMatMul(t, rng, dt, 1+rng.IntN(90), cols, 1+rng.IntN(20))
+		}
+	})
+}
+
+// TestMatVecExactValues checks results against hand-computable sums, not only the reference.
+func TestMatVecExactValues(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		const rows, cols = 7, 67
+		f := make([]float32, rows*cols)
+		for r := range rows {
+			for c := range cols {
+				f[r*cols+c] = float32(r + 1) // exactly representable in bf16 and f16
+			}
+		}
+		x := make([]float32, cols)
+		for c := range x {
+			x[c] = 0.5
+		}
+		w := &Matrix{DType: F32, Rows: rows, Cols: cols, F32: f}
+		b := &Matrix{DType: BF16, Rows: rows, Cols: cols, U16: make([]uint16, len(f))}
+		h := &Matrix{DType: F16, Rows: rows, Cols: cols, U16: make([]uint16, len(f))}
+		for i, v := range f {
+			b.U16[i] = F32ToBF16(v)
+			h.U16[i] = f32ToF16(v)
+		}
+		for _, m := range []*Matrix{w, b, h} {
+			dst := make([]float32, rows)
+			MatVec(dst, m, x)
+			for r := range rows {
+				if want := float32(r+1) * 0.5 * cols; dst[r] != want {
+					t.Fatalf("%v row %d: got %g, want %g", m.DType, r, dst[r], want)
+				}
+			}
+		}
+	})
+}
+
+func TestRowF32(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for _, dt := range []DType{F32, BF16, F16, Q8} {
+			for _, cols := range []int{32, 64, 96, 160} {
+				w := randMatrix(rng, dt, 3, cols)
+				got, want := make([]float32, cols), make([]float32, cols)
+				for r := range 3 {
+					RowF32(got, w, r)
+					rowF32Ref(want, w, r)
+					for c := range cols {
+						// widening is exact; Q8 is one multiply either way
+						if got[c] != want[c] {
+							t.Fatalf("%v row %d col %d: %g, want %g", dt, r, c, got[c], want[c])
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestMatMulConcurrent(t *testing.T) {
+	defer withThreads(2)()
+	rng := rand.New(rand.NewPCG(9, 10))
+	w := randMatrix(rng, BF16, 200, 96)
+	x := randVec(rng, 8*96)
+	want := make([]float32, 8*200)
+	matMulRef(want, w, x, 8)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1 + g%8
+			dst := make([]float32, n*200)
+			for range 20 {
+				MatMul(dst, w, x, n)
+				for i := range dst {
+					if d := math.Abs(float64(dst[i] - want[i])); d > 1e-4 {
+						errs <- fmt.Sprintf("goroutine %d: dst[%d] = %g, want %g", g, i, dst[i], want[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
+
+func TestMatMulBadInput(t *testing.T) {
+	cases := map[string]func(){
+		"short x":      func() { MatVec(make([]float32, 2), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 2)) },
+		"short dst":    func() { MatVec(make([]float32, 1), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 3)) },
+		"short data":   func() { MatVec(make([]float32, 2), &Matrix{DType: BF16, Rows: 2, Cols: 3, U16: make([]uint16, 5)}, make([]float32, 3)) },
+		"q8 cols":      func() { MatVec(make([]float32, 2), &Matrix{DType: Q8, Rows: 2, Cols: 3, Q8: make([]int8, 6)}, make([]float32, 3)) },
+		"bad dtype":    func() { MatVec(make([]float32, 2), &Matrix{DType: 9, Rows: 2, Cols: 3}, make([]float32, 3)) },
+		"quantize odd": func() { Quantize8(&Matrix{DType: F32, Rows: 1, Cols: 3, F32: make([]float32, 3)}) },
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Fatal("no panic")
+				} else if s, ok := r.(string); !ok || len(s) < 5 || s[:4] != "cpu:" {
+					t.Fatalf("panic %v is not a cpu: message", r)
+				}
+			}()
+			f()
+		})
+	}
+}
+
+func TestQ8ErrorBound(t *testing.T) {
+	// Quantisation error of Q8 against the f32 weights: per element at most scale/2 =
+	// max|block|/254, so |Σ (q·s - w)·x| <= Σ_blocks max|block|/254 · Σ|x_block|.
+	rng := rand.New(rand.NewPCG(11, 12))
+	w := randMatrix(rng, F32, 20, 896)
+	q := Quantize8(w)
+	x := randVec(rng, 896)
+	a, b := make([]float32, 20), make([]float32, 20)
+	MatVec(a, w, x)
+	MatVec(b, q, x)
+	for r := range 20 {
+		var bound float64
+		for blk := 0; blk < 896/Q8Block; blk++ {
+			var m, sx float64
+			for j := blk * Q8Block; j < (blk+1)*Q8Block; j++ {
+				m = max(m, math.Abs(float64(w.F32[r*896+j])))
+				sx += math.Abs(float64(x[j]))
+			}
+			bound += m / 254 * sx
+		}
+		if d := math.Abs(float64(a[r] - b[r])); d > bound+1e-4 {
+			t.Fatalf("row %d: q8 %g vs f32 %g differ by %g > bound %g", r, b[r], a[r], d, bound)
+		}
+	}
+}

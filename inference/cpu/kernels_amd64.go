@@ -1,0 +1,61 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX512 reports whether the AVX-512 kernels of kernels_amd64.s can run: AVX-512 F, VL, BW
+// and DQ enabled by the OS (x/sys/cpu checks XCR0), plus FMA and F16C.
+var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW &&
+	cpu.X86.HasAVX512DQ && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// Implemented in kernels_amd64.s; see the comments there. k and n are multiples of 16 (32 for
+// Q8); ld* are row strides in elements.
+
+//go:noescape
+func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
+
+//go:noescape
+func dot4BF16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+
+//go:noescape
+func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+
+//go:noescape
+func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
+
+//go:noescape
+func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
+
+//go:noescape
+func cvtBF16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func cvtF16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
+
+//go:noescape
+func dotF32(a, b *float32, n int) float32
+
+//go:noescape
+func axpyF32(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func addF32(dst, x *float32, n int)
+
+//go:noescape
+func mulScaleF32(dst, x, w *float32, s float32, n int)
+
+//go:noescape
+func maxF32(x *float32, n int) float32
+
+//go:noescape
+func expSumF32(x *float32, n int, m float32) float32
+
+//go:noescape
+func siluMulF32(dst, gate, up *float32, n int)
+
+//go:noescape
+func scaleF32(x *float32, s float32, n int)

@@ -1,0 +1,780 @@
+//go:build amd64 && !purego
+
+// AVX-512 kernels of the student runtime. Why assembly: Go 1.26 has no SIMD in the stable
+// language; simd/archsimd exists in go1.26 only behind GOEXPERIMENT=simd, which a library cannot
+// require of its users. The portable Go code in ref.go is the fallback and the test oracle.
+//
+// Conventions (all functions ABI0, arguments on the stack):
+//   - k (the number of columns a kernel handles) is a multiple of 16 (32 for Q8); the Go caller
+//     adds the remaining columns with scalar code.
+//   - Only registers AX BX CX DX SI DI R8-R13 and Z0-Z14, Z16-Z31 are used; R14/R15/X15 are left
+//     alone (ABIInternal's g, GOT and zero registers).
+//   - Every function ends with VZEROUPPER so later SSE code pays no transition penalty.
+//   - Sums are in f32 with FMA; the order differs from ref.go (16 lanes, then a tree), so results
+//     agree with it to rounding (see the tests for the bounds).
+
+#include "textflag.h"
+
+// REDUCE4 sums each of the four zmm registers a, b, c, d (whose low ymm halves are ya..yd) into
+// X0 = [Σa, Σb, Σc, Σd]. Clobbers Y0-Y4; a..d may be Z0-Z3 but not Z4. VHADDPS has no EVEX
+// form, hence the detour via Y0-Y3.
+#define REDUCE4(a, b, c, d, ya, yb, yc, yd) \
+	VEXTRACTF64X4 $1, a, Y4; \
+	VADDPS        ya, Y4, Y0; \
+	VEXTRACTF64X4 $1, b, Y4; \
+	VADDPS        yb, Y4, Y1; \
+	VEXTRACTF64X4 $1, c, Y4; \
+	VADDPS        yc, Y4, Y2; \
+	VEXTRACTF64X4 $1, d, Y4; \
+	VADDPS        yd, Y4, Y3; \
+	VHADDPS       Y1, Y0, Y0; \
+	VHADDPS       Y3, Y2, Y2; \
+	VHADDPS       Y2, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0
+
+// REDUCE1 sums the 16 lanes of zmm a (low ymm ya) into the low lane of X0. Clobbers Y0, Y1.
+#define REDUCE1(a, ya) \
+	VEXTRACTF64X4 $1, a, Y0; \
+	VADDPS        ya, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0; \
+	VHADDPS       X0, X0, X0; \
+	VHADDPS       X0, X0, X0
+
+// func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
+//
+// Four rows of an f32 matrix (w, w+ldw, w+2ldw, w+3ldw; ldw in elements, 0 repeats one row) dotted
+// with one vector x: the matrix-vector kernel. x is loaded once per 16 columns for four rows, the
+// weights are streamed straight into FMA memory operands, and the loop is unrolled twice with eight
+// independent accumulators so FMA latency never limits a memory-bound stream.
+TEXT ·dot4F32(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	CMPQ CX, $32
+	JLT  f32tail
+
+f32loop:
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z16
+	VFMADD231PS (SI)(R8*1), Z4, Z1
+	VFMADD231PS 64(SI)(R8*1), Z5, Z17
+	VFMADD231PS (SI)(R8*2), Z4, Z2
+	VFMADD231PS 64(SI)(R8*2), Z5, Z18
+	VFMADD231PS (R9), Z4, Z3
+	VFMADD231PS 64(R9), Z5, Z19
+	ADDQ        $128, SI
+	ADDQ        $128, R9
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         f32loop
+
+f32tail:
+	CMPQ        CX, $16
+	JLT         f32done
+	VMOVUPS     (DI), Z4
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS (SI)(R8*1), Z4, Z1
+	VFMADD231PS (SI)(R8*2), Z4, Z2
+	VFMADD231PS (R9), Z4, Z3
+
+f32done:
+	VADDPS Z16, Z0, Z0
+	VADDPS Z17, Z1, Z1
+	VADDPS Z18, Z2, Z2
+	VADDPS Z19, Z3, Z3
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4BF16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+//
+// As dot4F32 for bfloat16 weights. A bf16 value is the high half of an f32, so VPMOVZXWD widens 16
+// of them to 32-bit lanes and VPSLLD $16 makes them exact f32: the products and sums are then the
+// same f32 arithmetic as for f32 weights (no precision is lost, unlike AVX512_BF16's VDPBF16PS,
+// which would also round x to bf16). Two ops per 16 weights on top of the FMA still leave the
+// kernel bound by memory bandwidth.
+TEXT ·dot4BF16(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $1, R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	CMPQ CX, $32
+	JLT  bf16tail
+
+bf16loop:
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VPMOVZXWD   (SI), Z6
+	VPMOVZXWD   32(SI), Z7
+	VPMOVZXWD   (SI)(R8*1), Z8
+	VPMOVZXWD   32(SI)(R8*1), Z9
+	VPMOVZXWD   (SI)(R8*2), Z10
+	VPMOVZXWD   32(SI)(R8*2), Z11
+	VPMOVZXWD   (R9), Z12
+	VPMOVZXWD   32(R9), Z13
+	VPSLLD      $16, Z6, Z6
+	VPSLLD      $16, Z7, Z7
+	VPSLLD      $16, Z8, Z8
+	VPSLLD      $16, Z9, Z9
+	VPSLLD      $16, Z10, Z10
+	VPSLLD      $16, Z11, Z11
+	VPSLLD      $16, Z12, Z12
+	VPSLLD      $16, Z13, Z13
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z7, Z5, Z16
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z9, Z5, Z17
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z11, Z5, Z18
+	VFMADD231PS Z12, Z4, Z3
+	VFMADD231PS Z13, Z5, Z19
+	ADDQ        $64, SI
+	ADDQ        $64, R9
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         bf16loop
+
+bf16tail:
+	CMPQ        CX, $16
+	JLT         bf16done
+	VMOVUPS     (DI), Z4
+	VPMOVZXWD   (SI), Z6
+	VPMOVZXWD   (SI)(R8*1), Z8
+	VPMOVZXWD   (SI)(R8*2), Z10
+	VPMOVZXWD   (R9), Z12
+	VPSLLD      $16, Z6, Z6
+	VPSLLD      $16, Z8, Z8
+	VPSLLD      $16, Z10, Z10
+	VPSLLD      $16, Z12, Z12
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z12, Z4, Z3
+
+bf16done:
+	VADDPS Z16, Z0, Z0
+	VADDPS Z17, Z1, Z1
+	VADDPS Z18, Z2, Z2
+	VADDPS Z19, Z3, Z3
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+//
+// As dot4F32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C, 16 at a time in AVX-512).
+TEXT ·dot4F16(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $1, R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	CMPQ CX, $32
+	JLT  f16tail
+
+f16loop:
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VCVTPH2PS   (SI), Z6
+	VCVTPH2PS   32(SI), Z7
+	VCVTPH2PS   (SI)(R8*1), Z8
+	VCVTPH2PS   32(SI)(R8*1), Z9
+	VCVTPH2PS   (SI)(R8*2), Z10
+	VCVTPH2PS   32(SI)(R8*2), Z11
+	VCVTPH2PS   (R9), Z12
+	VCVTPH2PS   32(R9), Z13
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z7, Z5, Z16
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z9, Z5, Z17
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z11, Z5, Z18
+	VFMADD231PS Z12, Z4, Z3
+	VFMADD231PS Z13, Z5, Z19
+	ADDQ        $64, SI
+	ADDQ        $64, R9
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         f16loop
+
+f16tail:
+	CMPQ        CX, $16
+	JLT         f16done
+	VMOVUPS     (DI), Z4
+	VCVTPH2PS   (SI), Z6
+	VCVTPH2PS   (SI)(R8*1), Z8
+	VCVTPH2PS   (SI)(R8*2), Z10
+	VCVTPH2PS   (R9), Z12
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z12, Z4, Z3
+
+f16done:
+	VADDPS Z16, Z0, Z0
+	VADDPS Z17, Z1, Z1
+	VADDPS Z18, Z2, Z2
+	VADDPS Z19, Z3, Z3
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
+//
+// Four rows of Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in elements)
+// dotted with an f32 vector; k is a multiple of 32. Per block and row: VPMOVSXBD + VCVTDQ2PS widen
+// the int8 values exactly to f32, the block's partial sum is a VMULPS plus an FMA against x, and
+// one FMA with the broadcast scale adds it to the row's accumulator. Everything after widening is
+// f32, so the result equals ref.go's up to summation order (x is not quantised: VNNI would need x
+// in int8 and lose accuracy, and the kernel is memory-bound at 1.125 bytes per weight anyway).
+TEXT ·dot4Q8(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (BX)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ x+32(FP), DI
+	MOVQ k+40(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ CX, $32
+	JLT  q8done
+
+q8loop:
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VPMOVSXBD   (SI), Z6
+	VPMOVSXBD   16(SI), Z7
+	VPMOVSXBD   (SI)(R8*1), Z8
+	VPMOVSXBD   16(SI)(R8*1), Z9
+	VPMOVSXBD   (SI)(R8*2), Z10
+	VPMOVSXBD   16(SI)(R8*2), Z11
+	VPMOVSXBD   (R9), Z12
+	VPMOVSXBD   16(R9), Z13
+	VCVTDQ2PS   Z6, Z6
+	VCVTDQ2PS   Z7, Z7
+	VCVTDQ2PS   Z8, Z8
+	VCVTDQ2PS   Z9, Z9
+	VCVTDQ2PS   Z10, Z10
+	VCVTDQ2PS   Z11, Z11
+	VCVTDQ2PS   Z12, Z12
+	VCVTDQ2PS   Z13, Z13
+	VMULPS      Z4, Z6, Z6
+	VMULPS      Z4, Z8, Z8
+	VMULPS      Z4, Z10, Z10
+	VMULPS      Z4, Z12, Z12
+	VFMADD231PS Z5, Z7, Z6
+	VFMADD231PS Z5, Z9, Z8
+	VFMADD231PS Z5, Z11, Z10
+	VFMADD231PS Z5, Z13, Z12
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS (BX)(R10*1), Z17
+	VBROADCASTSS (BX)(R10*2), Z18
+	VBROADCASTSS (R11), Z19
+	VFMADD231PS Z16, Z6, Z0
+	VFMADD231PS Z17, Z8, Z1
+	VFMADD231PS Z18, Z10, Z2
+	VFMADD231PS Z19, Z12, Z3
+	ADDQ        $32, SI
+	ADDQ        $32, R9
+	ADDQ        $4, BX
+	ADDQ        $4, R11
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         q8loop
+
+q8done:
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	MOVQ    out+48(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// GEMMROW accumulates row x (16 columns in zmm xr) times the four weight vectors Z0-Z3 into the
+// accumulators a, b, c, d.
+#define GEMMROW(xr, a, b, c, d) \
+	VFMADD231PS Z0, xr, a; \
+	VFMADD231PS Z1, xr, b; \
+	VFMADD231PS Z2, xr, c; \
+	VFMADD231PS Z3, xr, d
+
+// GEMMSTORE reduces the accumulators of one input row into X0 = dst[i, r..r+3], adds the old
+// values when K1 is all ones (zero-masked load: K1 = 0 reads nothing and adds 0), stores, and moves
+// DX to the next dst row.
+#define GEMMSTORE(a, b, c, d, ya, yb, yc, yd) \
+	REDUCE4(a, b, c, d, ya, yb, yc, yd); \
+	VMOVUPS.Z (DX), K1, X4; \
+	VADDPS    X4, X0, X0; \
+	VMOVUPS   X0, (DX); \
+	ADDQ      BX, DX
+
+// func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
+//
+// The matrix-matrix micro-kernel: dst[i, r] (+)= Σ_c w[r, c]·x[i, c] for 4 weight rows r and 6
+// input rows i, over k columns (a multiple of 16, > 0); ldw, ldx, ldd are row strides in elements.
+// The 24 dot products live in 24 zmm accumulators; each step of 16 columns loads 4 weight vectors
+// and 6 input vectors (10 loads) for 24 FMAs, so the FMA ports, not loads, are the limit: the
+// caller keeps the 6 input rows in L1 and the weight block in L2 (see matMulRange). When acc is 1
+// the results are added to dst, else they overwrite it. Z15 is avoided (ABIInternal zero register).
+TEXT ·gemm4x6F32(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ x+16(FP), DI
+	MOVQ ldx+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ k+32(FP), CX
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+gemmloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS (SI)(R8*1), Z1
+	VMOVUPS (SI)(R8*2), Z2
+	VMOVUPS (R9), Z3
+	VMOVUPS (DI), Z4
+	VMOVUPS (DI)(R10*1), Z5
+	GEMMROW(Z4, Z6, Z7, Z8, Z9)
+	VMOVUPS (DI)(R10*2), Z4
+	GEMMROW(Z5, Z10, Z11, Z12, Z13)
+	VMOVUPS (R11), Z5
+	GEMMROW(Z4, Z14, Z16, Z17, Z18)
+	VMOVUPS (R11)(R10*1), Z4
+	GEMMROW(Z5, Z19, Z20, Z21, Z22)
+	VMOVUPS (R11)(R10*2), Z5
+	GEMMROW(Z4, Z23, Z24, Z25, Z26)
+	GEMMROW(Z5, Z27, Z28, Z29, Z30)
+	ADDQ    $64, SI
+	ADDQ    $64, R9
+	ADDQ    $64, DI
+	ADDQ    $64, R11
+	SUBQ    $16, CX
+	JGT     gemmloop
+
+	MOVQ  acc+56(FP), AX
+	NEGQ  AX
+	KMOVW AX, K1
+	MOVQ  dst+40(FP), DX
+	MOVQ  ldd+48(FP), BX
+	SHLQ  $2, BX
+	GEMMSTORE(Z6, Z7, Z8, Z9, Y6, Y7, Y8, Y9)
+	GEMMSTORE(Z10, Z11, Z12, Z13, Y10, Y11, Y12, Y13)
+	GEMMSTORE(Z14, Z16, Z17, Z18, Y14, Y16, Y17, Y18)
+	GEMMSTORE(Z19, Z20, Z21, Z22, Y19, Y20, Y21, Y22)
+	GEMMSTORE(Z23, Z24, Z25, Z26, Y23, Y24, Y25, Y26)
+	GEMMSTORE(Z27, Z28, Z29, Z30, Y27, Y28, Y29, Y30)
+	VZEROUPPER
+	RET
+
+// func cvtBF16(dst *float32, src *uint16, n int)   (n a multiple of 16)
+// Widens bf16 to f32 (zero-extend, shift into the high half), 16 per step.
+TEXT ·cvtBF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JLE  cvtbdone
+
+cvtbloop:
+	VPMOVZXWD (SI), Z0
+	VPSLLD    $16, Z0, Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JGT       cvtbloop
+
+cvtbdone:
+	VZEROUPPER
+	RET
+
+// func cvtF16(dst *float32, src *uint16, n int)   (n a multiple of 16)
+// Widens IEEE half to f32 with VCVTPH2PS, 16 per step.
+TEXT ·cvtF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JLE  cvthdone
+
+cvthloop:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JGT       cvthloop
+
+cvthdone:
+	VZEROUPPER
+	RET
+
+// func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
+// Dequantises nblocks blocks of 32 int8 values: dst = float32(q) * scale of the block.
+TEXT ·cvtQ8(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ scales+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	TESTQ CX, CX
+	JLE  cvtqdone
+
+cvtqloop:
+	VBROADCASTSS (BX), Z2
+	VPMOVSXBD    (SI), Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z0, Z0
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z2, Z0, Z0
+	VMULPS       Z2, Z1, Z1
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	ADDQ         $32, SI
+	ADDQ         $4, BX
+	ADDQ         $128, DI
+	DECQ         CX
+	JGT          cvtqloop
+
+cvtqdone:
+	VZEROUPPER
+	RET
+
+// func dotF32(a, b *float32, n int) float32   (n a multiple of 16)
+// A plain dot product (attention scores), two accumulators.
+TEXT ·dotF32(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ CX, $32
+	JLT  dottail
+
+dotloop:
+	VMOVUPS     (SI), Z4
+	VMOVUPS     64(SI), Z5
+	VFMADD231PS (DI), Z4, Z2
+	VFMADD231PS 64(DI), Z5, Z3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         dotloop
+
+dottail:
+	CMPQ        CX, $16
+	JLT         dotdone
+	VMOVUPS     (SI), Z4
+	VFMADD231PS (DI), Z4, Z2
+
+dotdone:
+	VADDPS Z3, Z2, Z2
+	REDUCE1(Z2, Y2)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyF32(dst *float32, a float32, x *float32, n int)   (n a multiple of 16)
+// dst += a·x (attention's weighted sum of values).
+TEXT ·axpyF32(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Z1
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	TESTQ        CX, CX
+	JLE          axpydone
+
+axpyloop:
+	VMOVUPS     (SI), Z0
+	VFMADD213PS (DI), Z1, Z0
+	VMOVUPS     Z0, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JGT         axpyloop
+
+axpydone:
+	VZEROUPPER
+	RET
+
+// func addF32(dst, x *float32, n int)   (n a multiple of 16)
+// dst += x (residual connections).
+TEXT ·addF32(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  x+8(FP), SI
+	MOVQ  n+16(FP), CX
+	TESTQ CX, CX
+	JLE   adddone
+
+addloop:
+	VMOVUPS (DI), Z0
+	VADDPS  (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGT     addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func mulScaleF32(dst, x, w *float32, s float32, n int)   (n a multiple of 16)
+// dst = x·s·w elementwise (the second half of RMSNorm).
+TEXT ·mulScaleF32(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), BX
+	VBROADCASTSS s+24(FP), Z1
+	MOVQ         n+32(FP), CX
+	TESTQ        CX, CX
+	JLE          mulsdone
+
+mulsloop:
+	VMULPS  (SI), Z1, Z0
+	VMULPS  (BX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, BX
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGT     mulsloop
+
+mulsdone:
+	VZEROUPPER
+	RET
+
+// func maxF32(x *float32, n int) float32   (n a multiple of 16, > 0)
+TEXT ·maxF32(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Z2
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JLE     maxdone
+
+maxloop:
+	VMAXPS (SI), Z2, Z2
+	ADDQ   $64, SI
+	SUBQ   $16, CX
+	JGT    maxloop
+
+maxdone:
+	VEXTRACTF64X4 $1, Z2, Y0
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// Constants of the vector exp: Cephes expf's range reduction (x = n·ln2 + f, ln2 split in a high
+// part exact in f32 and a low correction) and its degree-6 polynomial for e^f on |f| <= ln2/2
+// (relative error about 2e-7), with 2^n applied by VSCALEFPS, which also handles underflow.
+DATA expc<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA expc<>+4(SB)/4, $0x3f318000  // ln2 high 0.693359375
+DATA expc<>+8(SB)/4, $0xb95e8083  // ln2 low -2.12194440e-4
+DATA expc<>+12(SB)/4, $0x39506967 // p0 1.9875691500e-4
+DATA expc<>+16(SB)/4, $0x3ab743ce // p1 1.3981999507e-3
+DATA expc<>+20(SB)/4, $0x3c088908 // p2 8.3334519073e-3
+DATA expc<>+24(SB)/4, $0x3d2aa9c1 // p3 4.1665795894e-2
+DATA expc<>+28(SB)/4, $0x3e2aaaaa // p4 1.6666665459e-1
+DATA expc<>+32(SB)/4, $0x3f000000 // p5 0.5
+DATA expc<>+36(SB)/4, $0x3f800000 // 1
+DATA expc<>+40(SB)/4, $0xc2dc0000 // lower clamp -110 (e^x rounds to 0 there)
+DATA expc<>+44(SB)/4, $0x42b16666 // upper clamp 88.7 (e^x overflows above)
+GLOBL expc<>(SB), RODATA|NOPTR, $48
+
+// EXPCONST loads the exp constants into Z16-Z27.
+#define EXPCONST \
+	VBROADCASTSS expc<>+0(SB), Z16; \
+	VBROADCASTSS expc<>+4(SB), Z17; \
+	VBROADCASTSS expc<>+8(SB), Z18; \
+	VBROADCASTSS expc<>+12(SB), Z19; \
+	VBROADCASTSS expc<>+16(SB), Z20; \
+	VBROADCASTSS expc<>+20(SB), Z21; \
+	VBROADCASTSS expc<>+24(SB), Z22; \
+	VBROADCASTSS expc<>+28(SB), Z23; \
+	VBROADCASTSS expc<>+32(SB), Z24; \
+	VBROADCASTSS expc<>+36(SB), Z25; \
+	VBROADCASTSS expc<>+40(SB), Z26; \
+	VBROADCASTSS expc<>+44(SB), Z27
+
+// EXP computes r = e^v for zmm v (clobbered), using t and n as temporaries.
+#define EXP(v, r, t, n) \
+	VMAXPS        Z26, v, v; \
+	VMINPS        Z27, v, v; \
+	VMULPS        Z16, v, n; \
+	VRNDSCALEPS   $0, n, n; \
+	VFNMADD231PS  Z17, n, v; \
+	VFNMADD231PS  Z18, n, v; \
+	VMOVAPS       Z19, r; \
+	VFMADD213PS   Z20, v, r; \
+	VFMADD213PS   Z21, v, r; \
+	VFMADD213PS   Z22, v, r; \
+	VFMADD213PS   Z23, v, r; \
+	VFMADD213PS   Z24, v, r; \
+	VMULPS        v, v, t; \
+	VFMADD213PS   v, t, r; \
+	VADDPS        Z25, r, r; \
+	VSCALEFPS     n, r, r
+
+// func expSumF32(x *float32, n int, m float32) float32   (n a multiple of 16)
+// x[i] = e^(x[i]-m) in place, returning Σ x[i] (the body of a softmax).
+TEXT ·expSumF32(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z5
+	EXPCONST
+	VPXORD       Z4, Z4, Z4
+	TESTQ        CX, CX
+	JLE          expdone
+
+exploop:
+	VMOVUPS (SI), Z0
+	VSUBPS  Z5, Z0, Z0
+	EXP(Z0, Z1, Z2, Z3)
+	VMOVUPS Z1, (SI)
+	VADDPS  Z1, Z4, Z4
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JGT     exploop
+
+expdone:
+	REDUCE1(Z4, Y4)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func siluMulF32(dst, gate, up *float32, n int)   (n a multiple of 16)
+// dst = gate/(1+e^-gate) · up (SwiGLU), with an exact division.
+TEXT ·siluMulF32(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  gate+8(FP), SI
+	MOVQ  up+16(FP), BX
+	MOVQ  n+24(FP), CX
+	EXPCONST
+	VPXORD Z5, Z5, Z5
+	TESTQ CX, CX
+	JLE   silumdone
+
+silumloop:
+	VMOVUPS (SI), Z6
+	VSUBPS  Z6, Z5, Z0
+	EXP(Z0, Z1, Z2, Z3)
+	VADDPS  Z25, Z1, Z1
+	VDIVPS  Z1, Z6, Z6
+	VMULPS  (BX), Z6, Z6
+	VMOVUPS Z6, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, BX
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGT     silumloop
+
+silumdone:
+	VZEROUPPER
+	RET
+
+// func scaleF32(x *float32, s float32, n int)   (n a multiple of 16)
+// x *= s in place (softmax normalisation).
+TEXT ·scaleF32(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS s+8(FP), Z1
+	MOVQ         n+16(FP), CX
+	TESTQ        CX, CX
+	JLE          scaledone
+
+scaleloop:
+	VMULPS  (DI), Z1, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGT     scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET

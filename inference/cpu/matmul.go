@@ -1,0 +1,305 @@
+package cpu
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// MatVec computes dst[r] = Σ_c w[r,c]·x[c] for every row r of w.
+func MatVec(dst []float32, w *Matrix, x []float32) {
+	MatMul(dst, w, x, 1)
+}
+
+// MatMul computes dst[i,r] = Σ_c w[r,c]·x[i,c] for n input rows x (n×Cols, row-major) into
+// dst (n×Rows, row-major). It panics, naming the mismatch, when the slices are too short for the
+// shapes or the matrix data disagrees with its DType and shape.
+func MatMul(dst []float32, w *Matrix, x []float32, n int) {
+	checkMatMul(dst, w, x, n)
+	if n == 0 || w.Rows == 0 {
+		return
+	}
+	if !SIMD() || w.Cols < 16 {
+		matMulRef(dst, w, x, n)
+		return
+	}
+	if n < gemmN {
+		// Few input rows (decode, small batches): weights are streamed once; each group of 4
+		// rows stays in L1 while it meets every input row.
+		parallelRows(w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, x, n, lo, hi) })
+		return
+	}
+	parallelRows(w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
+}
+
+func checkMatMul(dst []float32, w *Matrix, x []float32, n int) {
+	if w == nil {
+		panic("cpu: MatMul: nil matrix")
+	}
+	if err := w.check(); err != nil {
+		panic("cpu: MatMul: " + err.Error())
+	}
+	if n < 0 {
+		panic(fmt.Sprintf("cpu: MatMul: negative row count n=%d", n))
+	}
+	if len(x) < n*w.Cols {
+		panic(fmt.Sprintf("cpu: MatMul: x has %d values, want n×Cols = %d×%d", len(x), n, w.Cols))
+	}
+	if len(dst) < n*w.Rows {
+		panic(fmt.Sprintf("cpu: MatMul: dst has %d values, want n×Rows = %d×%d", len(dst), n, w.Rows))
+	}
+}
+
+// check reports whether the data slices fit the DType and shape.
+func (w *Matrix) check() error {
+	if w.Rows < 0 || w.Cols < 0 {
+		return fmt.Errorf("matrix shape %d×%d is negative", w.Rows, w.Cols)
+	}
+	size := w.Rows * w.Cols
+	switch w.DType {
+	case F32:
+		if len(w.F32) < size {
+			return fmt.Errorf("f32 matrix %d×%d has %d values", w.Rows, w.Cols, len(w.F32))
+		}
+	case BF16, F16:
+		if len(w.U16) < size {
+			return fmt.Errorf("%v matrix %d×%d has %d values", w.DType, w.Rows, w.Cols, len(w.U16))
+		}
+	case Q8:
+		if w.Cols%Q8Block != 0 {
+			return fmt.Errorf("q8 matrix has %d columns, not a multiple of %d", w.Cols, Q8Block)
+		}
+		if len(w.Q8) < size || len(w.Scales) < size/Q8Block {
+			return fmt.Errorf("q8 matrix %d×%d has %d values and %d scales", w.Rows, w.Cols, len(w.Q8), len(w.Scales))
+		}
+	default:
+		return fmt.Errorf("unknown dtype %v", w.DType)
+	}
+	return nil
+}
+
+// RowF32 writes row r of w, widened to f32, into dst (len Cols).
+func RowF32(dst []float32, w *Matrix, r int) {
+	c := w.Cols
+	if !SIMD() || c < 16 {
+		rowF32Ref(dst, w, r)
+		return
+	}
+	_ = dst[c-1]
+	widen(&dst[0], w, r, 0, c)
+}
+
+// widen writes w[r, k0:k0+k] as f32 to dst (k0 a multiple of 16, and of 32 for Q8; SIMD only).
+func widen(dst *float32, w *Matrix, r, k0, k int) {
+	c := w.Cols
+	k16 := k &^ 15
+	off := r*c + k0
+	switch w.DType {
+	case F32:
+		copy(unsafe.Slice(dst, k), w.F32[off:off+k])
+		return
+	case BF16:
+		if k16 > 0 {
+			cvtBF16(dst, &w.U16[off], k16)
+		}
+	case F16:
+		if k16 > 0 {
+			cvtF16(dst, &w.U16[off], k16)
+		}
+	case Q8:
+		k16 = k &^ 31
+		if k16 > 0 {
+			cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], k16/Q8Block)
+		}
+	}
+	d := unsafe.Slice(dst, k)
+	for j := k16; j < k; j++ {
+		d[j] = elem(w, off+j)
+	}
+}
+
+// elem returns element i (flat index) of w as f32.
+func elem(w *Matrix, i int) float32 {
+	switch w.DType {
+	case F32:
+		return w.F32[i]
+	case BF16:
+		return BF16ToF32(w.U16[i])
+	case F16:
+		return F16ToF32(w.U16[i])
+	default:
+		return float32(w.Q8[i]) * w.Scales[i/Q8Block]
+	}
+}
+
+// dot4 computes out[j] = Σ_{c<Cols} w[r+j*step, c]·x[c] for j = 0..3 with the SIMD kernel of
+// w's dtype (step 1: four rows; step 0: one row four times, for the last rows of a matrix).
+func dot4(w *Matrix, r, step int, x []float32, out *[4]float32) {
+	c := w.Cols
+	off := r * c
+	ld := step * c
+	k16 := c &^ 15
+	switch w.DType {
+	case F32:
+		dot4F32(&w.F32[off], ld, &x[0], k16, out)
+	case BF16:
+		dot4BF16(&w.U16[off], ld, &x[0], k16, out)
+	case F16:
+		dot4F16(&w.U16[off], ld, &x[0], k16, out)
+	case Q8:
+		k16 = c
+		dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
+	}
+	if k16 < c {
+		for j := range 4 {
+			ro := off + j*ld
+			var s float32
+			for k := k16; k < c; k++ {
+				s += elem(w, ro+k) * x[k]
+			}
+			out[j] += s
+		}
+	}
+}
+
+// matVecRange computes dst[i, lo:hi] for the n (< gemmN) input rows, 4 weight rows at a time.
+func matVecRange(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
+	c, rows := w.Cols, w.Rows
+	var out [4]float32
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		for i := range n {
+			dot4(w, r, 1, x[i*c:(i+1)*c], &out)
+			copy(dst[i*rows+r:i*rows+r+4], out[:])
+		}
+	}
+	for ; r < hi; r++ {
+		for i := range n {
+			dot4(w, r, 0, x[i*c:(i+1)*c], &out)
+			dst[i*rows+r] = out[0]
+		}
+	}
+}
+
+// Blocking of the matrix-matrix product (see matMulRange).
+const (
+	gemmN   = 6    // input rows per micro-kernel call; fewer input rows use matVecRange
+	gemmRB  = 64   // weight rows per packed block (64 × gemmKC × 4 bytes = 256 KiB, in L2)
+	gemmKC  = 1024 // largest column chunk: 6 input rows of it (24 KiB) stay in L1
+	gemmMax = gemmRB * gemmKC
+)
+
+var packPool = sync.Pool{New: func() any { b := make([]float32, gemmMax); return &b }}
+
+// matMulRange computes dst[:, lo:hi] for n >= gemmN input rows. Columns are cut into chunks of
+// at most gemmKC (multiples of 16), weight rows into blocks of gemmRB; each block is widened to f32
+// once (bf16/f16/q8; f32 weights are used in place) and then met by every group of 6 input rows,
+// 4 weight rows at a time, in the gemm4x6F32 micro-kernel: the 6 input rows stay in L1 across the
+// block's 16 row groups, the block stays in L2 across all input groups. Later column chunks add to
+// dst. Leftover input rows (n mod 6) and weight rows (mod 4) use the 4×1 f32 kernel on the block.
+func matMulRange(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
+	c, rows := w.Cols, w.Rows
+	nk := (c + gemmKC - 1) / gemmKC
+	kc := ((c+nk-1)/nk + 15) &^ 15
+	if w.DType == Q8 {
+		kc = ((c+nk-1)/nk + 31) &^ 31
+	}
+	var bufp *[]float32
+	var buf []float32
+	if w.DType != F32 {
+		bufp = packPool.Get().(*[]float32)
+		buf = *bufp
+		defer packPool.Put(bufp)
+	}
+	var out [4]float32
+	for k0 := 0; k0 < c; k0 += kc {
+		kw := min(kc, c-k0)
+		k16 := kw &^ 15
+		acc := 0
+		if k0 > 0 {
+			acc = 1
+		}
+		for r0 := lo; r0 < hi; r0 += gemmRB {
+			rn := min(gemmRB, hi-r0)
+			// wp[rr*ld + j] = w[r0+rr, k0+j]
+			var wp []float32
+			ld := c
+			if w.DType == F32 {
+				wp = w.F32[r0*c+k0:]
+			} else {
+				ld = kw
+				for rr := range rn {
+					widen(&buf[rr*ld], w, r0+rr, k0, kw)
+				}
+				wp = buf
+			}
+			// tail adds the columns k16..kw of weight row rr times input row i to dst.
+			tail := func(i, rr int) {
+				var s float32
+				wr := wp[rr*ld:]
+				xi := x[i*c+k0:]
+				for j := k16; j < kw; j++ {
+					s += wr[j] * xi[j]
+				}
+				dst[i*rows+r0+rr] += s
+			}
+			// store writes (or with acc adds) one 4×1 kernel result.
+			store := func(d []float32, cnt int) {
+				for j := range cnt {
+					if acc == 1 {
+						d[j] += out[j]
+					} else {
+						d[j] = out[j]
+					}
+				}
+			}
+			i := 0
+			for ; i+gemmN <= n; i += gemmN {
+				rr := 0
+				if k16 > 0 {
+					for ; rr+4 <= rn; rr += 4 {
+						gemm4x6F32(&wp[rr*ld], ld, &x[i*c+k0], c, k16, &dst[i*rows+r0+rr], rows, acc)
+					}
+				}
+				for ; rr < rn; rr++ {
+					for ii := i; ii < i+gemmN; ii++ {
+						out = [4]float32{}
+						if k16 > 0 {
+							dot4F32(&wp[rr*ld], 0, &x[ii*c+k0], k16, &out)
+						}
+						store(dst[ii*rows+r0+rr:], 1)
+					}
+				}
+				if k16 < kw {
+					for ii := i; ii < i+gemmN; ii++ {
+						for rr := range rn {
+							tail(ii, rr)
+						}
+					}
+				}
+			}
+			for ; i < n; i++ {
+				rr := 0
+				for ; rr+4 <= rn; rr += 4 {
+					out = [4]float32{}
+					if k16 > 0 {
+						dot4F32(&wp[rr*ld], ld, &x[i*c+k0], k16, &out)
+					}
+					store(dst[i*rows+r0+rr:], 4)
+				}
+				for ; rr < rn; rr++ {
+					out = [4]float32{}
+					if k16 > 0 {
+						dot4F32(&wp[rr*ld], 0, &x[i*c+k0], k16, &out)
+					}
+					store(dst[i*rows+r0+rr:], 1)
+				}
+				if k16 < kw {
+					for rr := range rn {
+						tail(i, rr)
+					}
+				}
+			}
+		}
+	}
+}

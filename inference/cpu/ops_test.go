@@ -1,0 +1,144 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+var opSizes = []int{1, 5, 15, 16, 17, 31, 32, 33, 64, 100, 896, 4867}
+
+func near(a, b, scale float64, rel float64) bool {
+	return math.Abs(a-b) <= rel*scale+1e-7
+}
+
+func TestDotAxpyAdd(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(21, 22))
+		for _, n := range opSizes {
+			a, b := randVec(rng, n), randVec(rng, n+3)
+			var want, scale float64
+			for i := range n {
+				want += float64(a[i]) * float64(b[i])
+				scale += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			if got := Dot(a, b); !near(float64(got), want, scale, 1e-5) {
+				t.Fatalf("Dot n=%d: %g, want %g", n, got, want)
+			}
+			dst := randVec(rng, n)
+			orig := append([]float32(nil), dst...)
+			Axpy(dst, 0.75, b)
+			for i := range n {
+				if w := orig[i] + 0.75*b[i]; !near(float64(dst[i]), float64(w), math.Abs(float64(w)), 1e-6) {
+					t.Fatalf("Axpy n=%d [%d]: %g, want %g", n, i, dst[i], w)
+				}
+			}
+			copy(dst, orig)
+			Add(dst, b)
+			for i := range n {
+				if w := orig[i] + b[i]; dst[i] != w {
+					t.Fatalf("Add n=%d [%d]: %g, want %g", n, i, dst[i], w)
+				}
+			}
+		}
+	})
+}
+
+func TestRMSNorm(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		for _, n := range opSizes {
+			x, w := randVec(rng, n), randVec(rng, n)
+			var ss float64
+			for _, v := range x {
+				ss += float64(v) * float64(v)
+			}
+			s := 1 / math.Sqrt(ss/float64(n)+1e-6)
+			dst := make([]float32, n)
+			RMSNorm(dst, x, w, 1e-6)
+			for i := range n {
+				want := float64(x[i]) * s * float64(w[i])
+				if !near(float64(dst[i]), want, math.Abs(want), 1e-5) {
+					t.Fatalf("RMSNorm n=%d [%d]: %g, want %g", n, i, dst[i], want)
+				}
+			}
+			RMSNorm(x, x, w, 1e-6) // in place
+			for i := range n {
+				if x[i] != dst[i] {
+					t.Fatalf("RMSNorm in place n=%d [%d]: %g, want %g", n, i, x[i], dst[i])
+				}
+			}
+		}
+	})
+}
+
+func TestSoftmax(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(25, 26))
+		for _, n := range opSizes {
+			x := randVec(rng, n)
+			for i := range x {
+				x[i] *= 30 // a wide range, down to e^-60
+			}
+			if n > 3 {
+				x[1] = float32(math.Inf(-1)) // a masked position
+				x[n-1] = float32(math.Inf(-1))
+			}
+			m := math.Inf(-1)
+			for _, v := range x {
+				m = max(m, float64(v))
+			}
+			want := make([]float64, n)
+			var sum float64
+			for i, v := range x {
+				want[i] = math.Exp(float64(v) - m)
+				sum += want[i]
+			}
+			Softmax(x)
+			var total float64
+			for i := range n {
+				w := want[i] / sum
+				if !near(float64(x[i]), w, w, 2e-6) {
+					t.Fatalf("Softmax n=%d [%d]: %g, want %g", n, i, x[i], w)
+				}
+				total += float64(x[i])
+			}
+			if math.Abs(total-1) > 1e-5 {
+				t.Fatalf("Softmax n=%d sums to %g", n, total)
+			}
+			if n > 3 && (x[1] != 0 || x[n-1] != 0) {
+				t.Fatalf("Softmax n=%d: masked entries %g, %g, want 0", n, x[1], x[n-1])
+			}
+		}
+	})
+}
+
+func TestSiLUMul(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(27, 28))
+		for _, n := range opSizes {
+			g, u := randVec(rng, n), randVec(rng, n)
+			for i := range g {
+				g[i] *= 20
+			}
+			if n > 2 {
+				g[0], g[1] = 200, -200 // saturation: silu(200) = 200, silu(-200) = -0
+			}
+			dst := make([]float32, n)
+			SiLUMul(dst, g, u)
+			for i := range n {
+				gv := float64(g[i])
+				want := gv / (1 + math.Exp(-gv)) * float64(u[i])
+				if !near(float64(dst[i]), want, math.Abs(want), 2e-6) {
+					t.Fatalf("SiLUMul n=%d [%d] g=%g: %g, want %g", n, i, g[i], dst[i], want)
+				}
+			}
+			SiLUMul(g, g, u) // in place
+			for i := range n {
+				if g[i] != dst[i] {
+					t.Fatalf("SiLUMul in place n=%d [%d]: %g, want %g", n, i, g[i], dst[i])
+				}
+			}
+		}
+	})
+}
