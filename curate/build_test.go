@@ -66,6 +66,10 @@ func TestBuildRoundTrip(t *testing.T) {
 	runA, runB := filepath.Join(tmp, "runA"), filepath.Join(tmp, "runB")
 	trajs := synthRun(t, runA, 40, 1, 7)
 	hand := []*distill.Trajectory{handTrajectory("hand/1", "alpha", 1), handTrajectory("hand/2", "alpha", 2), handTrajectory("hand/3", "beta", 3)}
+	// Text that NFC rewrites (decomposed accents, Hangul jamo) and non-ASCII in every role.
+	hand[2].Messages[1].Content = "Question: combien de cafe\u0301s à Zürich? \u1100\u1161 日本"
+	hand[2].Messages[2].Content = "<think>e\u0301 vs \u00e9 — naïve 🤔 a\u0308\u0308</think>\n<sql>SELECT \"cafe\u0301\" FROM t;</sql>"
+	hand[2].Messages[3].Content = "<observation>\nname\nZu\u0308rich\n</observation>"
 	writeRun(t, runB, hand, 2)
 	byKey := map[string]*distill.Trajectory{}
 	for _, tr := range append(trajs, hand...) {
