@@ -118,12 +118,22 @@ func TestRunManyInFlight(t *testing.T) {
 	_, shop := makeShopDB(t)
 	gold := goldByQuestion(shop)
 	const inflight = 1200
+	// The first turns wait (up to 30 s) until 1,000 requests are in flight, so the figure does
+	// not depend on how fast a loaded CI machine can start 1,200 episodes; a client that caps
+	// its concurrency below that still fails the check below.
+	var srv *oaitest.Server
+	barrier := time.Now().Add(30 * time.Second)
+	var opened atomic.Bool
 	script := func(r oaitest.Request) oaitest.Response {
 		resp := teacherScript(gold)(r)
 		resp.Delay = time.Second
+		for !opened.Load() && srv.InFlight() < 1000 && time.Now().Before(barrier) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		opened.Store(true)
 		return resp
 	}
-	srv := oaitest.NewServer(t, script, oaitest.WithoutBodies())
+	srv = oaitest.NewServer(t, script, oaitest.WithoutBodies())
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
 	conn := &datasets.Connector{}
 	defer conn.Close()

@@ -292,6 +292,9 @@ func (s *Server) FaultCounts() map[Fault]int {
 	return out
 }
 
+// InFlight is the number of chat requests the server is handling now.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
 // MaxInFlight is the most chat requests the server was handling at once.
 func (s *Server) MaxInFlight() int { return int(s.maxInFlight.Load()) }
 
