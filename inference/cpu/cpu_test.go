@@ -264,10 +264,18 @@ func TestMatMulConcurrent(t *testing.T) {
 
 func TestMatMulBadInput(t *testing.T) {
 	cases := map[string]func(){
-		"short x":      func() { MatVec(make([]float32, 2), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 2)) },
-		"short dst":    func() { MatVec(make([]float32, 1), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 3)) },
-		"short data":   func() { MatVec(make([]float32, 2), &Matrix{DType: BF16, Rows: 2, Cols: 3, U16: make([]uint16, 5)}, make([]float32, 3)) },
-		"q8 cols":      func() { MatVec(make([]float32, 2), &Matrix{DType: Q8, Rows: 2, Cols: 3, Q8: make([]int8, 6)}, make([]float32, 3)) },
+		"short x": func() {
+			MatVec(make([]float32, 2), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 2))
+		},
+		"short dst": func() {
+			MatVec(make([]float32, 1), &Matrix{DType: F32, Rows: 2, Cols: 3, F32: make([]float32, 6)}, make([]float32, 3))
+		},
+		"short data": func() {
+			MatVec(make([]float32, 2), &Matrix{DType: BF16, Rows: 2, Cols: 3, U16: make([]uint16, 5)}, make([]float32, 3))
+		},
+		"q8 cols": func() {
+			MatVec(make([]float32, 2), &Matrix{DType: Q8, Rows: 2, Cols: 3, Q8: make([]int8, 6)}, make([]float32, 3))
+		},
 		"bad dtype":    func() { MatVec(make([]float32, 2), &Matrix{DType: 9, Rows: 2, Cols: 3}, make([]float32, 3)) },
 		"quantize odd": func() { Quantize8(&Matrix{DType: F32, Rows: 1, Cols: 3, F32: make([]float32, 3)}) },
 	}
