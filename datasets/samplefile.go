@@ -1,0 +1,142 @@
+package datasets
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // the SQLite driver materialising the sample databases
+)
+
+// sampleBuildTimeout bounds building one sample database from its script.
+const sampleBuildTimeout = 2 * time.Minute
+
+// sampleRoot is where the sample databases live: dbRoot when set, else a per-version folder of the
+// user's cache directory.
+func sampleRoot(dbRoot, version string) (string, error) {
+	if dbRoot != "" {
+		return dbRoot, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the sample databases (pass a db root): %w", err)
+	}
+	return filepath.Join(cache, "chainedsql", "sample-"+version), nil
+}
+
+// versionStamp folds a content version into the SQLite header's user_version, so a file built
+// from other data is rebuilt rather than reused.
+func versionStamp(version string) int32 {
+	h := sha256.Sum256([]byte(version))
+	return int32(binary.BigEndian.Uint32(h[:4]) &^ (1 << 31)) // positive: never the default 0
+}
+
+// materialise makes <root>/<db>/<db>.sqlite from script unless a file stamped with version is
+// already there, and returns its path. The file is built under a temporary name in the same folder
+// and renamed into place, so readers never see a half-built database and two processes building it
+// at once both end with a complete file.
+func materialise(ctx context.Context, root, db, version string, script func(string) (string, error)) (string, error) {
+	dir := filepath.Join(root, db)
+	path := filepath.Join(dir, db+".sqlite")
+	stamp := versionStamp(version)
+	if v, err := readStamp(ctx, path); err == nil && v == stamp {
+		return path, nil
+	}
+	text, err := script(db)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("sample database %s: %w", db, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+db+".*.sqlite.tmp")
+	if err != nil {
+		return "", fmt.Errorf("sample database %s: %w", db, err)
+	}
+	tmpPath := tmp.Name()
+	tmp.Close()
+	defer func() {
+		os.Remove(tmpPath)
+		os.Remove(tmpPath + "-journal")
+	}()
+	if err := buildSQLite(ctx, tmpPath, text, stamp); err != nil {
+		return "", fmt.Errorf("sample database %s: %w", db, err)
+	}
+	if err := syncFile(tmpPath); err != nil {
+		return "", fmt.Errorf("sample database %s: %w", db, err)
+	}
+	if err := os.Rename(tmpPath, path); err != nil {
+		return "", fmt.Errorf("sample database %s: %w", db, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return path, nil
+}
+
+// buildSQLite runs script into the empty SQLite file at path in one transaction and stamps it.
+func buildSQLite(ctx context.Context, path, script string, stamp int32) error {
+	ctx, cancel := context.WithTimeout(ctx, sampleBuildTimeout)
+	defer cancel()
+	db, err := sql.Open("sqlite3", sqliteURI(path, "_foreign_keys=1"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, script); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("script: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", stamp)); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// readStamp returns the user_version of the SQLite file at path, opened read-only.
+func readStamp(ctx context.Context, path string) (int32, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("sqlite3", sqliteURI(path, "mode=ro"))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var v int32
+	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// sqliteURI is a go-sqlite3 file: URI for path with the query options.
+func sqliteURI(path, options string) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + options
+}
