@@ -8,8 +8,6 @@ import (
 	"sync"
 )
 
-var errTODO = errors.New("datasets: not built yet")
-
 // Connector opens task databases per dialect and keeps one pool per (dialect, database).
 // SQLite tasks open Task.DBPath; PostgreSQL uses schema = db_id inside the database of
 // PostgresDSN; MySQL uses database = db_id on the server of MySQLDSN.
