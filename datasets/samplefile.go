@@ -14,8 +14,13 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the SQLite driver materialising the sample databases
 )
 
-// sampleBuildTimeout bounds building one sample database from its script.
-const sampleBuildTimeout = 2 * time.Minute
+const (
+	// sampleBuildTimeout bounds building one sample database from its script.
+	sampleBuildTimeout = 2 * time.Minute
+	// sampleAppID is the SQLite header's application_id of the sample databases ("CSQL"): a file
+	// without it is not one of ours and is never replaced.
+	sampleAppID = 0x4353514c
+)
 
 // sampleRoot is where the sample databases live: dbRoot when set, else a per-version folder of the
 // user's cache directory.
@@ -38,15 +43,24 @@ func versionStamp(version string) int32 {
 }
 
 // materialise makes <root>/<db>/<db>.sqlite from script unless a file stamped with version is
-// already there, and returns its path. The file is built under a temporary name in the same folder
+// already there, and returns its path. A sample database of another version is rebuilt; any other
+// file at that path is an error, never overwritten. The file is built under a temporary name in the same folder
 // and renamed into place, so readers never see a half-built database and two processes building it
 // at once both end with a complete file.
 func materialise(ctx context.Context, root, db, version string, script func(string) (string, error)) (string, error) {
 	dir := filepath.Join(root, db)
 	path := filepath.Join(dir, db+".sqlite")
 	stamp := versionStamp(version)
-	if v, err := readStamp(ctx, path); err == nil && v == stamp {
-		return path, nil
+	if _, err := os.Stat(path); err == nil {
+		app, v, err := readStamp(ctx, path)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("sample database %s: %s exists and cannot be read (%v); remove it or use another db root", db, path, err)
+		case app != sampleAppID:
+			return "", fmt.Errorf("sample database %s: %s exists and is not a sample database; remove it or use another db root", db, path)
+		case v == stamp:
+			return path, nil
+		}
 	}
 	text, err := script(db)
 	if err != nil {
@@ -81,7 +95,8 @@ func materialise(ctx context.Context, root, db, version string, script func(stri
 	return path, nil
 }
 
-// buildSQLite runs script into the empty SQLite file at path in one transaction and stamps it.
+// buildSQLite runs script into the empty SQLite file at path in one transaction and stamps it
+// with sampleAppID and stamp.
 func buildSQLite(ctx context.Context, path, script string, stamp int32) error {
 	ctx, cancel := context.WithTimeout(ctx, sampleBuildTimeout)
 	defer cancel()
@@ -99,7 +114,7 @@ func buildSQLite(ctx context.Context, path, script string, stamp int32) error {
 		tx.Rollback()
 		return fmt.Errorf("script: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", stamp)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", sampleAppID, stamp)); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -109,19 +124,18 @@ func buildSQLite(ctx context.Context, path, script string, stamp int32) error {
 	return db.Close()
 }
 
-// readStamp returns the user_version of the SQLite file at path, opened read-only.
-func readStamp(ctx context.Context, path string) (int32, error) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
-	}
+// readStamp returns the application_id and user_version of the SQLite file at path.
+func readStamp(ctx context.Context, path string) (app, version int32, err error) {
 	db, err := sql.Open("sqlite3", sqliteURI(path, "mode=ro"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer db.Close()
-	var v int32
-	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
-	return v, err
+	if err := db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return 0, 0, err
+	}
+	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version)
+	return app, version, err
 }
 
 func syncFile(path string) error {

@@ -59,8 +59,21 @@ func TestMaterialiseBuildsReusesAndRebuilds(t *testing.T) {
 	if _, err := materialise(ctx, root, "league", "v2", script); err != nil || calls != 2 {
 		t.Fatalf("rebuild: %v, %d script calls", err, calls)
 	}
-	if v, err := readStamp(ctx, p); err != nil || v != versionStamp("v2") {
-		t.Fatalf("stamp %d %v", v, err)
+	if app, v, err := readStamp(ctx, p); err != nil || app != sampleAppID || v != versionStamp("v2") {
+		t.Fatalf("stamp %x %d %v", app, v, err)
+	}
+	// A file that is not a sample database is never replaced.
+	other := filepath.Join(root, "mine", "mine.sqlite")
+	os.MkdirAll(filepath.Dir(other), 0o755)
+	for _, content := range []string{"not a database at all, just text that is long enough to be a header.....", ""} {
+		os.WriteFile(other, []byte(content), 0o644)
+		if _, err := materialise(ctx, root, "mine", "v1", func(string) (string, error) { return testScript, nil }); err == nil ||
+			!strings.Contains(err.Error(), other) {
+			t.Fatalf("foreign file %q: %v", content, err)
+		}
+		if b, _ := os.ReadFile(other); string(b) != content {
+			t.Fatal("foreign file changed")
+		}
 	}
 	// A broken script leaves nothing behind: no database, no temporary files.
 	bad := func(string) (string, error) { return testScript + "\nINSERT INTO nowhere VALUES (1);", nil }
