@@ -1,0 +1,43 @@
+package generate
+
+import "context"
+
+// Model is a causal language model that the Generator drives: it appends tokens to KV caches and
+// returns next-token logits. Implementations must be safe for concurrent use of distinct caches;
+// the Generator calls Forward from one goroutine at a time.
+type Model interface {
+	// VocabSize is the number of logits per position.
+	VocabSize() int
+	// ContextLength is the most tokens one sequence may hold.
+	ContextLength() int
+	// NewCache returns an empty KV cache for up to maxTokens tokens.
+	NewCache(maxTokens int) (Cache, error)
+	// Forward runs one batch: for each step it appends Tokens to Cache (at positions
+	// Cache.Len()...) and fills Logits. It fails, changing no cache, on a step that would
+	// exceed its cache's capacity, on an out-of-range token id or when ctx is done.
+	Forward(ctx context.Context, steps []Step) error
+}
+
+// Cache is the KV cache of one sequence.
+type Cache interface {
+	// Len is the number of tokens held.
+	Len() int
+	// Truncate drops all tokens past the first n (n <= Len()).
+	Truncate(n int)
+	// Release frees the cache's memory; the cache must not be used afterwards.
+	Release()
+}
+
+// Step is one sequence's part of a Forward batch.
+type Step struct {
+	// Cache is the sequence's KV cache; Tokens are appended to it.
+	Cache Cache
+	// Tokens are the new tokens (one for a decode step, many for a prefill chunk).
+	Tokens []int
+	// AllLogits asks for the logits of every token of Tokens, not only the last.
+	AllLogits bool
+	// Logits receives the output, row-major: len(Tokens)*VocabSize values when AllLogits,
+	// else VocabSize values for the last token. Forward reuses its capacity when it is large
+	// enough and allocates otherwise.
+	Logits []float32
+}
