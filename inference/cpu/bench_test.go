@@ -1,0 +1,185 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Qwen2.5-0.5B shapes.
+const (
+	qHidden = 896
+	qInter  = 4864
+	qKV     = 128 // 2 KV heads × 64
+	qLayers = 24
+	qVocab  = 151936
+)
+
+// fastMatrix fills a Rows×Cols matrix of dtype dt with cheap pseudo-random values in [-1, 1)
+// (an LCG: benchmark data only needs to be non-trivial, and generating ~0.5 G values must be fast).
+func fastMatrix(dt DType, rows, cols int, seed uint64) *Matrix {
+	n := rows * cols
+	s := seed*0x9e3779b97f4a7c15 + 1
+	next := func() uint32 {
+		s = s*6364136223846793005 + 1442695040888963407
+		return uint32(s >> 32)
+	}
+	m := &Matrix{DType: dt, Rows: rows, Cols: cols}
+	switch dt {
+	case F32:
+		m.F32 = make([]float32, n)
+		for i := range m.F32 {
+			m.F32[i] = float32(int32(next())) / (1 << 31)
+		}
+	case BF16, F16:
+		m.U16 = make([]uint16, n)
+		for i := range m.U16 {
+			v := next()
+			if dt == BF16 {
+				m.U16[i] = uint16(v&0x807f) | 0x3c00 | uint16(v>>16)&0x0380 // |x| in [2^-7, 1)
+			} else {
+				m.U16[i] = uint16(v&0x83ff) | 0x2000 | uint16(v>>16)&0x1800
+			}
+		}
+	case Q8:
+		m.Q8 = make([]int8, n)
+		m.Scales = make([]float32, n/Q8Block)
+		for i := range m.Q8 {
+			m.Q8[i] = int8(next())
+		}
+		for i := range m.Scales {
+			m.Scales[i] = 1.0 / 127
+		}
+	}
+	return m
+}
+
+func weightBytes(m *Matrix) int64 {
+	switch m.DType {
+	case F32:
+		return int64(m.Rows*m.Cols) * 4
+	case BF16, F16:
+		return int64(m.Rows*m.Cols) * 2
+	}
+	return int64(m.Rows*m.Cols) + int64(m.Rows*m.Cols/Q8Block)*4
+}
+
+var benchDTypes = []DType{F32, BF16, F16, Q8}
+
+// BenchmarkMatVec: one matrix-vector product at the 0.5B shapes; MB/s is weight bytes streamed.
+func BenchmarkMatVec(b *testing.B) {
+	shapes := [][2]int{{qHidden, qHidden}, {qInter, qHidden}, {qHidden, qInter}, {qVocab, qHidden}}
+	for _, dt := range benchDTypes {
+		for _, sh := range shapes {
+			w := fastMatrix(dt, sh[0], sh[1], 1)
+			x := fastMatrix(F32, 1, sh[1], 2).F32
+			dst := make([]float32, sh[0])
+			for _, th := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%v/%dx%d/t%d", dt, sh[0], sh[1], th), func(b *testing.B) {
+					defer withThreads(th)()
+					b.SetBytes(weightBytes(w))
+					for b.Loop() {
+						MatVec(dst, w, x)
+					}
+					b.ReportMetric(2*float64(sh[0]*sh[1])*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMul: the prefill product of 512 input rows with the MLP's up projection.
+func BenchmarkMatMul(b *testing.B) {
+	const n = 512
+	x := fastMatrix(F32, n, qHidden, 3).F32
+	dst := make([]float32, n*qInter)
+	for _, dt := range benchDTypes {
+		w := fastMatrix(dt, qInter, qHidden, 4)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%v/%dx%dx%d/t%d", dt, n, qHidden, qInter, th), func(b *testing.B) {
+				defer withThreads(th)()
+				for b.Loop() {
+					MatMul(dst, w, x, n)
+				}
+				b.ReportMetric(2*float64(n*qHidden*qInter)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// layerMats returns the seven projections of one layer.
+func layerMats(dt DType, seed uint64) []*Matrix {
+	return []*Matrix{
+		fastMatrix(dt, qHidden, qHidden, seed),   // q
+		fastMatrix(dt, qKV, qHidden, seed+1),     // k
+		fastMatrix(dt, qKV, qHidden, seed+2),     // v
+		fastMatrix(dt, qHidden, qHidden, seed+3), // o
+		fastMatrix(dt, qInter, qHidden, seed+4),  // gate
+		fastMatrix(dt, qInter, qHidden, seed+5),  // up
+		fastMatrix(dt, qHidden, qInter, seed+6),  // down
+	}
+}
+
+// BenchmarkDecodeEstimate times the weight products of one decode token of the 0.5B shape: 24
+// distinct layers (so nothing is cache-resident) plus the 151936×896 LM head. tok/s = 1 / that
+// time: an upper bound for the model (attention, norms and sampling are not included).
+func BenchmarkDecodeEstimate(b *testing.B) {
+	for _, dt := range []DType{F32, BF16, Q8} {
+		var mats []*Matrix
+		for l := range qLayers {
+			mats = append(mats, layerMats(dt, uint64(10*l))...)
+		}
+		mats = append(mats, fastMatrix(dt, qVocab, qHidden, 999))
+		x := fastMatrix(F32, 1, qInter, 5).F32
+		dst := make([]float32, qVocab)
+		var bytes int64
+		for _, m := range mats {
+			bytes += weightBytes(m)
+		}
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%v/t%d", dt, th), func(b *testing.B) {
+				defer withThreads(th)()
+				b.SetBytes(bytes)
+				for b.Loop() {
+					for _, m := range mats {
+						MatVec(dst, m, x)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+		mats = nil
+	}
+}
+
+// BenchmarkPrefillEstimate times the weight products of a 512-token prefill of the 0.5B shape
+// and reports tokens/s. One layer's seven products are timed and counted 24 times (the layers
+// have the same shapes and prefill is compute-bound, so timing all 24 would only cost time), plus
+// the LM head for the last token.
+func BenchmarkPrefillEstimate(b *testing.B) {
+	const n = 512
+	x := fastMatrix(F32, n, qInter, 6).F32
+	dst := make([]float32, n*qInter)
+	for _, dt := range []DType{F32, BF16, Q8} {
+		layer := layerMats(dt, 7)
+		head := fastMatrix(dt, qVocab, qHidden, 8)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%v/t%d", dt, th), func(b *testing.B) {
+				defer withThreads(th)()
+				var layerTime, headTime time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					for _, m := range layer {
+						MatMul(dst, m, x, n)
+					}
+					t1 := time.Now()
+					MatVec(dst, head, x)
+					layerTime += t1.Sub(t0)
+					headTime += time.Since(t1)
+				}
+				perPrompt := (qLayers*layerTime + headTime).Seconds() / float64(b.N)
+				b.ReportMetric(n/perPrompt, "tok/s")
+			})
+		}
+	}
+}
