@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,12 +26,16 @@ func TestKillChild(t *testing.T) {
 		t.Skip("child of TestKillAndResume only")
 	}
 	tasks := shopTasks(os.Getenv("DISTILL_KILL_DB"))
+	samples := killSamples
+	if n, err := strconv.Atoi(os.Getenv("DISTILL_KILL_SAMPLES")); err == nil && n > 0 {
+		samples = n
+	}
 	ep := teachers.Endpoint{Name: "fake", BaseURL: os.Getenv("DISTILL_KILL_URL"), Model: "test-model", MaxConcurrency: 8,
 		MaxRetries: 3, BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, Timeout: 5 * time.Second}
 	h := fakeTeacherEP(t, ep)
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.SQLite},
 		Policies: []*distill.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}},
-		Samples:  killSamples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
+		Samples:  samples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
