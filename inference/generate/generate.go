@@ -1,0 +1,688 @@
+// Package generate turns a Model into a text generator: sampling (greedy, temperature, top-k,
+// top-p, seeded per request), stop tokens and length limits, a scheduler that batches the decode
+// steps of every active sequence into one Forward (continuous batching: requests join and leave
+// between steps, prompts are prefilled in chunks), per-request cancellation, and reuse of the KV
+// caches of finished requests for later prompts that extend them (a conversation re-sending its
+// whole history prefills only its new tokens).
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Finish reasons of a Result.
+const (
+	FinishStop   = "stop"   // a stop token was sampled
+	FinishLength = "length" // MaxTokens were generated or the sequence filled its context
+)
+
+// ErrClosed is returned for requests to, or still running in, a closed Generator.
+var ErrClosed = errors.New("generate: generator closed")
+
+// Config tunes a Generator. Zero fields take the defaults named.
+type Config struct {
+	// MaxBatch is the most sequences in flight at once (default 16); more requests wait.
+	MaxBatch int
+	// StepTokens is the most tokens one Forward call carries (default 512): every decoding
+	// sequence's token, then prompt chunks while the budget lasts.
+	StepTokens int
+	// PrefillChunk is the most prompt tokens one sequence feeds per Forward (default 256), so a
+	// long prompt does not stall the others' decoding.
+	PrefillChunk int
+	// CacheTokens bounds the capacity, in tokens, of the finished requests' KV caches kept for
+	// prefix reuse (default 65536); the least recently used are released first. Negative
+	// disables reuse.
+	CacheTokens int
+	// Headroom is the capacity a new cache gets beyond what its request needs (default 1024),
+	// so that the conversation's next turn fits and can reuse it.
+	Headroom int
+	// StopIDs are the tokens that end every request (e.g. <|im_end|> and <|endoftext|>).
+	StopIDs []int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 16
+	}
+	if c.StepTokens <= 0 {
+		c.StepTokens = 512
+	}
+	if c.PrefillChunk <= 0 {
+		c.PrefillChunk = 256
+	}
+	if c.CacheTokens == 0 {
+		c.CacheTokens = 65536
+	}
+	if c.Headroom <= 0 {
+		c.Headroom = 1024
+	}
+	return c
+}
+
+// Request is one generation.
+type Request struct {
+	// Prompt is the token ids to continue; at least one, fewer than the context length.
+	Prompt []int
+	// MaxTokens bounds the generated tokens, the stop token included; 0 means until the
+	// context is full.
+	MaxTokens int
+	// Temperature scales the logits; 0 means greedy decoding.
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens holding this much probability (0 or 1:
+	// off). Applied after TopK.
+	TopP float64
+	// TopK keeps the k most likely tokens (0: off).
+	TopK int
+	// Seed seeds the request's own random source: equal requests give equal outputs whatever
+	// else runs in the same batch.
+	Seed int64
+	// StopIDs end this request, in addition to Config.StopIDs.
+	StopIDs []int
+	// IgnoreEOS drops Config.StopIDs for this request (for parity checks against a reference).
+	IgnoreEOS bool
+}
+
+// Result is what a finished request produced.
+type Result struct {
+	// Tokens are the generated ids, the stop token excluded.
+	Tokens []int
+	// FinishReason is FinishStop or FinishLength.
+	FinishReason string
+	// StopID is the stop token sampled, or -1.
+	StopID int
+	// PromptTokens is len(Prompt); CachedTokens of them came from a kept cache.
+	PromptTokens int
+	CachedTokens int
+	// TimeToFirstToken is from Start to the first sampled token; Duration to the end.
+	TimeToFirstToken time.Duration
+	Duration         time.Duration
+}
+
+// Generator schedules requests over one Model. It is safe for concurrent use.
+type Generator struct {
+	model  Model
+	cfg    Config
+	vocab  int
+	ctxLen int
+
+	submit chan *Sequence
+	ctx    context.Context
+	stop   context.CancelFunc
+	done   chan struct{}
+
+	statsMu sync.Mutex
+	stats   Stats
+
+	// Owned by the scheduler goroutine.
+	waiting []*Sequence
+	active  []*Sequence
+	pool    []*entry
+	idle    int // sum of pool capacities
+	clock   uint64
+}
+
+// Stats are a Generator's counters since New.
+type Stats struct {
+	Requests       int   // requests admitted
+	Forwards       int   // Forward calls
+	ForwardTokens  int64 // tokens fed through Forward
+	MaxBatchSeen   int   // most sequences in one Forward
+	PromptTokens   int64 // prompt tokens of admitted requests
+	CachedTokens   int64 // prompt tokens served by a kept cache
+	Generated      int64 // tokens sampled
+	CachesKept     int   // caches in the reuse pool now
+	CacheTokensNow int   // their capacity in tokens
+}
+
+// entry is a kept cache and the tokens it holds.
+type entry struct {
+	cache    Cache
+	toks     []int
+	capacity int
+	used     uint64
+}
+
+// New starts a Generator over m. Close it to stop its scheduler and release its caches.
+func New(m Model, cfg Config) (*Generator, error) {
+	if m == nil {
+		return nil, errors.New("generate: nil model")
+	}
+	cfg = cfg.withDefaults()
+	g := &Generator{model: m, cfg: cfg, vocab: m.VocabSize(), ctxLen: m.ContextLength()}
+	if g.vocab <= 0 || g.ctxLen <= 1 {
+		return nil, fmt.Errorf("generate: model reports vocab size %d and context length %d", g.vocab, g.ctxLen)
+	}
+	for _, id := range cfg.StopIDs {
+		if id < 0 || id >= g.vocab {
+			return nil, fmt.Errorf("generate: stop id %d outside the vocabulary [0, %d)", id, g.vocab)
+		}
+	}
+	g.submit = make(chan *Sequence)
+	g.ctx, g.stop = context.WithCancel(context.Background())
+	g.done = make(chan struct{})
+	go g.loop()
+	return g, nil
+}
+
+// Model returns the model g drives.
+func (g *Generator) Model() Model { return g.model }
+
+// Stats returns a snapshot of g's counters.
+func (g *Generator) Stats() Stats {
+	g.statsMu.Lock()
+	defer g.statsMu.Unlock()
+	return g.stats
+}
+
+// Close stops the scheduler: running and waiting requests end with ErrClosed, kept caches are
+// released. It waits for the scheduler to exit and is safe to call more than once.
+func (g *Generator) Close() error {
+	g.stop()
+	<-g.done
+	return nil
+}
+
+// Generate runs req to the end and returns its result.
+func (g *Generator) Generate(ctx context.Context, req Request) (Result, error) {
+	s, err := g.Start(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.Wait()
+}
+
+// Start submits req and returns its running Sequence. The request ends early, with ctx's error,
+// when ctx is done.
+func (g *Generator) Start(ctx context.Context, req Request) (*Sequence, error) {
+	if err := g.check(&req); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	s := &Sequence{
+		ctx:     sctx,
+		cancel:  cancel,
+		req:     req,
+		start:   time.Now(),
+		notify:  make(chan struct{}, 1),
+		doneCh:  make(chan struct{}),
+		sampler: newSampler(req.Temperature, req.TopP, req.TopK, req.Seed),
+	}
+	if !req.IgnoreEOS {
+		s.stops = append(s.stops, g.cfg.StopIDs...)
+	}
+	s.stops = append(s.stops, req.StopIDs...)
+	select {
+	case g.submit <- s:
+		return s, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-g.ctx.Done():
+		cancel()
+		return nil, ErrClosed
+	}
+}
+
+// check validates req and resolves MaxTokens 0 to what the context allows.
+func (g *Generator) check(req *Request) error {
+	n := len(req.Prompt)
+	switch {
+	case n == 0:
+		return errors.New("generate: empty prompt")
+	case n >= g.ctxLen:
+		return fmt.Errorf("generate: prompt of %d tokens leaves no room in the context of %d tokens", n, g.ctxLen)
+	case req.MaxTokens < 0:
+		return fmt.Errorf("generate: max tokens %d is negative", req.MaxTokens)
+	case req.Temperature < 0 || req.Temperature != req.Temperature:
+		return fmt.Errorf("generate: temperature %v is not >= 0", req.Temperature)
+	case req.TopP < 0 || req.TopP > 1 || req.TopP != req.TopP:
+		return fmt.Errorf("generate: top_p %v is outside [0, 1]", req.TopP)
+	case req.TopK < 0:
+		return fmt.Errorf("generate: top_k %d is negative", req.TopK)
+	}
+	for i, id := range req.Prompt {
+		if id < 0 || id >= g.vocab {
+			return fmt.Errorf("generate: prompt token %d is id %d, outside the vocabulary [0, %d)", i, id, g.vocab)
+		}
+	}
+	for _, id := range req.StopIDs {
+		if id < 0 || id >= g.vocab {
+			return fmt.Errorf("generate: stop id %d outside the vocabulary [0, %d)", id, g.vocab)
+		}
+	}
+	room := g.ctxLen - n
+	if req.MaxTokens == 0 || req.MaxTokens > room {
+		req.MaxTokens = room
+	}
+	return nil
+}
+
+// Sequence is a running request.
+type Sequence struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	req     Request
+	stops   []int
+	sampler *sampler
+	start   time.Time
+
+	// Scheduler state.
+	cache    Cache
+	capacity int
+	fed      []int // tokens in cache
+	todo     []int // tokens still to feed
+	logits   []float32
+	cached   int
+	first    time.Time
+
+	mu     sync.Mutex
+	toks   []int
+	read   int
+	ended  bool
+	res    Result
+	err    error
+	notify chan struct{}
+	doneCh chan struct{}
+}
+
+// Cancel ends the request early; Wait then returns context.Canceled.
+func (s *Sequence) Cancel() { s.cancel() }
+
+// Next blocks until the sequence has tokens not yet returned and returns them, or returns
+// io.EOF once the sequence has ended and all its tokens were returned, or the request's error.
+// ctx bounds only the wait.
+func (s *Sequence) Next(ctx context.Context) ([]int, error) {
+	for {
+		s.mu.Lock()
+		if s.read < len(s.toks) {
+			out := append([]int(nil), s.toks[s.read:]...)
+			s.read = len(s.toks)
+			s.mu.Unlock()
+			return out, nil
+		}
+		if s.ended {
+			err := s.err
+			s.mu.Unlock()
+			if err == nil {
+				err = io.EOF
+			}
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Wait blocks until the sequence ends and returns its result.
+func (s *Sequence) Wait() (Result, error) {
+	<-s.doneCh
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.res, s.err
+}
+
+// Done is closed when the sequence has ended.
+func (s *Sequence) Done() <-chan struct{} { return s.doneCh }
+
+func (s *Sequence) emit(tok int) {
+	s.mu.Lock()
+	s.toks = append(s.toks, tok)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sequence) end(reason string, stopID int, err error) {
+	s.mu.Lock()
+	s.ended = true
+	s.err = err
+	s.res = Result{
+		Tokens:       append([]int(nil), s.toks...),
+		FinishReason: reason,
+		StopID:       stopID,
+		PromptTokens: len(s.req.Prompt),
+		CachedTokens: s.cached,
+		Duration:     time.Since(s.start),
+	}
+	if !s.first.IsZero() {
+		s.res.TimeToFirstToken = s.first.Sub(s.start)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+	close(s.doneCh)
+}
+
+// loop is the scheduler: admit, step, repeat.
+func (g *Generator) loop() {
+	defer close(g.done)
+	defer g.shutdown()
+	for {
+		if len(g.active) == 0 && len(g.waiting) == 0 {
+			select {
+			case s := <-g.submit:
+				g.waiting = append(g.waiting, s)
+			case <-g.ctx.Done():
+				return
+			}
+		}
+		for drained := false; !drained; {
+			select {
+			case s := <-g.submit:
+				g.waiting = append(g.waiting, s)
+			default:
+				drained = true
+			}
+		}
+		if g.ctx.Err() != nil {
+			return
+		}
+		g.admit()
+		g.dropCancelled()
+		if len(g.active) == 0 {
+			continue
+		}
+		g.step()
+	}
+}
+
+// shutdown ends every request with ErrClosed and releases all caches.
+func (g *Generator) shutdown() {
+	for {
+		select {
+		case s := <-g.submit:
+			g.waiting = append(g.waiting, s)
+			continue
+		default:
+		}
+		break
+	}
+	for _, s := range append(g.waiting, g.active...) {
+		if s.cache != nil {
+			s.cache.Release()
+			s.cache = nil
+		}
+		s.end("", -1, ErrClosed)
+	}
+	g.waiting, g.active = nil, nil
+	for _, e := range g.pool {
+		e.cache.Release()
+	}
+	g.pool, g.idle = nil, 0
+	g.updatePoolStats()
+}
+
+// admit moves waiting requests into the active set while there is room.
+func (g *Generator) admit() {
+	keep := g.waiting[:0]
+	for _, s := range g.waiting {
+		if err := s.ctx.Err(); err != nil {
+			s.end("", -1, err)
+			continue
+		}
+		if len(g.active) >= g.cfg.MaxBatch {
+			keep = append(keep, s)
+			continue
+		}
+		if err := g.attach(s); err != nil {
+			s.end("", -1, err)
+			continue
+		}
+		g.active = append(g.active, s)
+		g.statsMu.Lock()
+		g.stats.Requests++
+		g.stats.PromptTokens += int64(len(s.req.Prompt))
+		g.stats.CachedTokens += int64(s.cached)
+		g.statsMu.Unlock()
+	}
+	clear(g.waiting[len(keep):])
+	g.waiting = keep
+}
+
+// attach gives s a cache: a kept one holding a prefix of its prompt where that pays, else a new
+// one.
+func (g *Generator) attach(s *Sequence) error {
+	prompt := s.req.Prompt
+	need := len(prompt) + s.req.MaxTokens
+	if i, common := g.lookup(prompt, need); i >= 0 {
+		e := g.pool[i]
+		g.pool = append(g.pool[:i], g.pool[i+1:]...)
+		g.idle -= e.capacity
+		g.updatePoolStats()
+		if common >= len(prompt) {
+			common = len(prompt) - 1 // feed at least one token to get logits
+		}
+		e.cache.Truncate(common)
+		s.cache, s.capacity = e.cache, e.capacity
+		s.fed = append(e.toks[:0:0], prompt[:common]...)
+		s.todo = prompt[common:]
+		s.cached = common
+		return nil
+	}
+	capacity := min(g.ctxLen, need+g.cfg.Headroom)
+	c, err := g.model.NewCache(capacity)
+	if err != nil {
+		return fmt.Errorf("generate: new KV cache for %d tokens: %w", capacity, err)
+	}
+	s.cache, s.capacity = c, capacity
+	s.todo = prompt
+	return nil
+}
+
+// lookup finds the kept cache to reuse for prompt, or -1. A cache that prompt extends (the same
+// conversation, one turn on) is preferred; one that only shares a shorter prefix is taken only
+// when the pool is full, since truncating it destroys another conversation's cache.
+func (g *Generator) lookup(prompt []int, need int) (int, int) {
+	best, bestCommon, bestFull := -1, 0, false
+	for i, e := range g.pool {
+		if e.capacity < need {
+			continue
+		}
+		c := commonPrefix(e.toks, prompt)
+		if c == 0 {
+			continue
+		}
+		full := c == len(e.toks) || c == len(prompt)
+		if best < 0 || (full && !bestFull) || (full == bestFull && c > bestCommon) {
+			best, bestCommon, bestFull = i, c, full
+		}
+	}
+	if best >= 0 && !bestFull && g.idle+need+g.cfg.Headroom <= g.cfg.CacheTokens {
+		return -1, 0
+	}
+	return best, bestCommon
+}
+
+func commonPrefix(a, b []int) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// keep puts s's cache into the reuse pool (or releases it).
+func (g *Generator) keep(s *Sequence) {
+	c := s.cache
+	s.cache = nil
+	if c == nil {
+		return
+	}
+	if g.cfg.CacheTokens < 0 || s.capacity > g.cfg.CacheTokens || len(s.fed) == 0 {
+		c.Release()
+		return
+	}
+	g.clock++
+	g.pool = append(g.pool, &entry{cache: c, toks: s.fed, capacity: s.capacity, used: g.clock})
+	g.idle += s.capacity
+	for g.idle > g.cfg.CacheTokens {
+		oldest := 0
+		for i, e := range g.pool {
+			if e.used < g.pool[oldest].used {
+				oldest = i
+			}
+		}
+		e := g.pool[oldest]
+		e.cache.Release()
+		g.idle -= e.capacity
+		g.pool = append(g.pool[:oldest], g.pool[oldest+1:]...)
+	}
+	g.updatePoolStats()
+}
+
+func (g *Generator) updatePoolStats() {
+	g.statsMu.Lock()
+	g.stats.CachesKept = len(g.pool)
+	g.stats.CacheTokensNow = g.idle
+	g.statsMu.Unlock()
+}
+
+// dropCancelled ends the active requests whose context is done, keeping their caches.
+func (g *Generator) dropCancelled() {
+	keep := g.active[:0]
+	for _, s := range g.active {
+		if err := s.ctx.Err(); err != nil {
+			g.keep(s)
+			s.end("", -1, err)
+			continue
+		}
+		keep = append(keep, s)
+	}
+	clear(g.active[len(keep):])
+	g.active = keep
+}
+
+// step runs one Forward over all active sequences and samples where a prompt or a decode step
+// completed.
+func (g *Generator) step() {
+	steps := make([]Step, 0, len(g.active))
+	seqs := make([]*Sequence, 0, len(g.active))
+	budget := g.cfg.StepTokens
+	// Decoding sequences first: one token each, always.
+	for _, s := range g.active {
+		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
+			steps = append(steps, Step{Cache: s.cache, Tokens: s.todo, Logits: s.logits})
+			seqs = append(seqs, s)
+			budget--
+		}
+	}
+	for _, s := range g.active {
+		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
+			continue
+		}
+		n := min(len(s.todo), g.cfg.PrefillChunk, budget)
+		if n <= 0 {
+			if len(steps) > 0 {
+				continue
+			}
+			n = min(len(s.todo), g.cfg.PrefillChunk)
+		}
+		steps = append(steps, Step{Cache: s.cache, Tokens: s.todo[:n], Logits: s.logits})
+		seqs = append(seqs, s)
+		budget -= n
+	}
+	tokens := 0
+	for _, st := range steps {
+		tokens += len(st.Tokens)
+	}
+	err := g.model.Forward(g.ctx, steps)
+	g.statsMu.Lock()
+	g.stats.Forwards++
+	g.stats.ForwardTokens += int64(tokens)
+	g.stats.MaxBatchSeen = max(g.stats.MaxBatchSeen, len(steps))
+	g.statsMu.Unlock()
+	if err != nil {
+		if g.ctx.Err() != nil {
+			return // shutdown ends everything
+		}
+		err = fmt.Errorf("generate: forward of %d sequences, %d tokens: %w", len(steps), tokens, err)
+		for _, s := range seqs {
+			s.cache.Release()
+			s.cache = nil
+			s.end("", -1, err)
+		}
+		g.removeEnded()
+		return
+	}
+	generated := 0
+	for i, s := range seqs {
+		st := steps[i]
+		s.logits = st.Logits
+		s.fed = append(s.fed, st.Tokens...)
+		s.todo = s.todo[len(st.Tokens):]
+		if len(s.todo) > 0 {
+			continue // prompt not yet complete
+		}
+		if len(st.Logits) < g.vocab {
+			err := fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab)
+			s.cache.Release()
+			s.cache = nil
+			s.end("", -1, err)
+			continue
+		}
+		tok := s.sampler.sample(st.Logits[len(st.Logits)-g.vocab:])
+		generated++
+		if s.first.IsZero() {
+			s.first = time.Now()
+		}
+		if isStop(s.stops, tok) {
+			g.keep(s)
+			s.end(FinishStop, tok, nil)
+			continue
+		}
+		s.emit(tok)
+		s.mu.Lock()
+		n := len(s.toks)
+		s.mu.Unlock()
+		if n >= s.req.MaxTokens || len(s.fed)+1 > s.capacity {
+			g.keep(s)
+			s.end(FinishLength, -1, nil)
+			continue
+		}
+		s.todo = []int{tok}
+	}
+	g.statsMu.Lock()
+	g.stats.Generated += int64(generated)
+	g.statsMu.Unlock()
+	g.removeEnded()
+}
+
+func isStop(stops []int, tok int) bool {
+	for _, id := range stops {
+		if id == tok {
+			return true
+		}
+	}
+	return false
+}
+
+// removeEnded drops ended sequences from the active set.
+func (g *Generator) removeEnded() {
+	keep := g.active[:0]
+	for _, s := range g.active {
+		select {
+		case <-s.doneCh:
+			continue
+		default:
+		}
+		keep = append(keep, s)
+	}
+	clear(g.active[len(keep):])
+	g.active = keep
+}
