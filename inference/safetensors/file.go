@@ -24,8 +24,9 @@ type File struct {
 // it is read-only (writing to mapped memory faults) and valid until the file is closed.
 type Tensor struct {
 	TensorInfo
-	File string
-	Data []byte
+	File   string
+	Data   []byte
+	mapped bool
 }
 
 // Open opens path, validates its header and memory-maps it (on platforms without mmap the file
@@ -105,7 +106,7 @@ func (f *File) Tensor(name string) (*Tensor, error) {
 	}
 	t := f.header.Tensors[i]
 	off := f.header.DataOffset
-	return &Tensor{TensorInfo: t, File: f.path, Data: f.data[off+t.Begin : off+t.End : off+t.End]}, nil
+	return &Tensor{TensorInfo: t, File: f.path, Data: f.data[off+t.Begin : off+t.End : off+t.End], mapped: f.mapped}, nil
 }
 
 // Close unmaps or drops the file's data; tensors taken from it must not be used afterwards.
@@ -168,4 +169,18 @@ func (t *Tensor) U16() ([]uint16, error) {
 		out[i] = binary.LittleEndian.Uint16(t.Data[2*i:])
 	}
 	return out, nil
+}
+
+// Evict tells the kernel that the tensor's mapped pages are not needed for now, so a caller that
+// has converted the tensor into its own memory does not keep both resident. The data stays
+// valid: a later read faults the pages back in from the file. Only the pages lying wholly inside
+// the tensor are dropped; for a file read into memory Evict does nothing.
+func (t *Tensor) Evict() error {
+	if !t.mapped || len(t.Data) == 0 {
+		return nil
+	}
+	if err := dropPages(t.Data); err != nil {
+		return fmt.Errorf("safetensors %s: tensor %q: %w", t.File, t.Name, err)
+	}
+	return nil
 }

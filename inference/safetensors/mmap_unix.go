@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,4 +27,17 @@ func mmapFile(f *os.File, size int64) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	return b, func() error { return unix.Munmap(b) }, nil
+}
+
+// dropPages applies MADV_DONTNEED to the whole pages inside b (a read-only shared file mapping,
+// so dropped pages are re-read from the page cache on the next access).
+func dropPages(b []byte) error {
+	ps := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(&b[0]))
+	lo := (start + ps - 1) &^ (ps - 1)
+	hi := (start + uintptr(len(b))) &^ (ps - 1)
+	if hi <= lo {
+		return nil
+	}
+	return unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
 }
