@@ -1,0 +1,58 @@
+package tokenizer
+
+import (
+	"sort"
+	"strings"
+)
+
+// matcher finds added tokens in text, leftmost-longest as HF's aho-corasick matcher
+// (MatchKind::LeftmostLongest): the earliest position where any token starts, and there the
+// longest token. Added tokens are few (22 for Qwen2.5), so candidates are indexed by first byte
+// and tried longest first instead of building an automaton.
+type matcher struct {
+	byFirst [256][]matchToken
+	any     bool
+}
+
+type matchToken struct {
+	content string
+	id      int32
+}
+
+// newMatcher indexes the added tokens whose normalized flag equals normalized.
+func newMatcher(added []addedToken, normalized bool) *matcher {
+	m := &matcher{}
+	for _, a := range added {
+		if a.normalized != normalized {
+			continue
+		}
+		b := a.content[0]
+		m.byFirst[b] = append(m.byFirst[b], matchToken{a.content, int32(a.id)})
+		m.any = true
+	}
+	for b := range m.byFirst {
+		l := m.byFirst[b]
+		sort.SliceStable(l, func(i, j int) bool { return len(l[i].content) > len(l[j].content) })
+	}
+	return m
+}
+
+// find returns the first added token in s at or after from: its start, length and id. It
+// returns start -1 when there is none.
+func (m *matcher) find(s string, from int) (start, n int, id int32) {
+	if !m.any {
+		return -1, 0, 0
+	}
+	for i := from; i < len(s); i++ {
+		cands := m.byFirst[s[i]]
+		if cands == nil {
+			continue
+		}
+		for _, c := range cands {
+			if strings.HasPrefix(s[i:], c.content) {
+				return i, len(c.content), c.id
+			}
+		}
+	}
+	return -1, 0, 0
+}
