@@ -12,6 +12,8 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // the SQLite driver materialising the sample databases
+
+	"github.com/chainedsql/chainedsql/datasets/sample"
 )
 
 const (
@@ -21,6 +23,47 @@ const (
 	// without it is not one of ours and is never replaced.
 	sampleAppID = 0x4353514c
 )
+
+// loadSample loads the bundled sample (package datasets/sample): it builds every sample database
+// as <root>/<db>/<db>.sqlite, root being sampleRoot(dbRoot, sample.Version), unless a file of the
+// same version is already there, and returns one task per question with IDs "sample/<n>".
+func loadSample(dbRoot string) ([]Task, error) {
+	qs, err := sample.Questions()
+	if err != nil {
+		return nil, err
+	}
+	root, err := sampleRoot(dbRoot, sample.Version)
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]string{}
+	for _, db := range sample.Databases() {
+		p, err := materialise(context.Background(), root, db, sample.Version, sample.Script)
+		if err != nil {
+			return nil, err
+		}
+		paths[db] = p
+	}
+	tasks := make([]Task, len(qs))
+	for i, q := range qs {
+		gold := make(map[Dialect]string, len(q.Gold))
+		for d, s := range q.Gold {
+			gold[Dialect(d)] = s
+		}
+		tasks[i] = Task{
+			ID:         "sample/" + q.ID,
+			Index:      i,
+			DBID:       q.DBID,
+			Question:   q.Question,
+			Evidence:   q.Evidence,
+			Gold:       gold,
+			Difficulty: q.Difficulty,
+			Source:     SpecSample,
+			DBPath:     paths[q.DBID],
+		}
+	}
+	return tasks, nil
+}
 
 // sampleRoot is where the sample databases live: dbRoot when set, else a per-version folder of the
 // user's cache directory.
