@@ -156,9 +156,9 @@ func TestSampleGoldRunsOnSQLite(t *testing.T) {
 
 // sampleEngine runs the sample's scripts and gold queries in one server dialect.
 type sampleEngine struct {
-	// setup creates an empty namespace for db, runs script in it and returns a query function
-	// over it; the namespace is dropped in cleanup.
-	setup func(t *testing.T, ctx context.Context, db, script string) func(ctx context.Context, q string) (*Result, error)
+	// setup creates an empty namespace (schema or database) for db, runs script in it and
+	// returns its name and a query function over it; the namespace is dropped in cleanup.
+	setup func(t *testing.T, ctx context.Context, db, script string) (string, func(ctx context.Context, q string) (*Result, error))
 }
 
 // sampleNamespace is a schema or database name for db that no other test run uses.
@@ -166,7 +166,7 @@ func sampleNamespace(db string) string {
 	return fmt.Sprintf("csql_sample_%s_%d_%d", db, os.Getpid(), rand.Uint32())
 }
 
-var samplePostgres = sampleEngine{setup: func(t *testing.T, ctx context.Context, db, script string) func(context.Context, string) (*Result, error) {
+var samplePostgres = sampleEngine{setup: func(t *testing.T, ctx context.Context, db, script string) (string, func(context.Context, string) (*Result, error)) {
 	conn, err := pgx.Connect(ctx, shared.PostgresDSN())
 	if err != nil {
 		t.Fatalf("postgres %s: %v (set CHAINEDSQL_NO_SERVERS to skip)", shared.PostgresDSN(), err)
@@ -186,7 +186,7 @@ var samplePostgres = sampleEngine{setup: func(t *testing.T, ctx context.Context,
 	if _, err := conn.Exec(ctx, script); err != nil {
 		t.Fatalf("postgres: script of %s: %v", db, err)
 	}
-	return func(ctx context.Context, q string) (*Result, error) {
+	return schema, func(ctx context.Context, q string) (*Result, error) {
 		rows, err := conn.Query(ctx, q)
 		if err != nil {
 			return nil, err
@@ -235,7 +235,7 @@ func samplePGValue(v any) (any, error) {
 	return normalise(v), nil
 }
 
-var sampleMySQL = sampleEngine{setup: func(t *testing.T, ctx context.Context, db, script string) func(context.Context, string) (*Result, error) {
+var sampleMySQL = sampleEngine{setup: func(t *testing.T, ctx context.Context, db, script string) (string, func(context.Context, string) (*Result, error)) {
 	cfg, err := mysql.ParseDSN(shared.MySQLDSN())
 	if err != nil {
 		t.Fatalf("mysql dsn %s: %v", shared.MySQLDSN(), err)
@@ -267,7 +267,7 @@ var sampleMySQL = sampleEngine{setup: func(t *testing.T, ctx context.Context, db
 	if _, err := conn.ExecContext(ctx, script); err != nil {
 		t.Fatalf("mysql: script of %s: %v", db, err)
 	}
-	return func(ctx context.Context, q string) (*Result, error) {
+	return name, func(ctx context.Context, q string) (*Result, error) {
 		rows, err := conn.QueryContext(ctx, q)
 		if err != nil {
 			return nil, err
@@ -339,7 +339,7 @@ func TestSampleGoldAgreesAcrossEngines(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					query := e.engine.setup(t, ctx, db, script)
+					_, query := e.engine.setup(t, ctx, db, script)
 					for _, task := range tasks {
 						if task.DBID != db {
 							continue

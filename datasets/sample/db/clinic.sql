@@ -52,7 +52,7 @@ INSERT INTO doctor (doctor_id, full_name, dept_id, hired, salary) VALUES
   (4, 'Dr. Daniel Huang', 3, '2018-06-01', 138000),
   (5, 'Dr. Eva Nowak', 3, '2010-03-22', 152000),
   (6, 'Dr. Faisal Rahman', 4, '2005-11-30', 190500),
-  (7, 'Dr. Grace ONeill', 4, '2019-02-11', 143000),
+  (7, 'Dr. Grace O''Neill', 4, '2019-02-11', 143000),
   (8, 'Dr. Hannes Berg', 5, '2011-08-08', 176000),
   (9, 'Dr. Irene Costa', 5, '2021-01-04', 131000),
   (10, 'Dr. Jamal Wright', 6, '2016-05-16', 121000),

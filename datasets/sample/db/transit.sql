@@ -46,7 +46,7 @@ INSERT INTO station (station_id, station_name, zone, step_free, lat, lon) VALUES
   (2, 'Fish Market', 1, 0, 59.94797, 10.73961),
   (3, 'Central Square', 1, 1, 59.97953, 10.79943),
   (4, 'City Hall', 1, 1, 59.98352, 10.77259),
-  (5, 'Queens Park', 1, 0, 59.90218, 10.66514),
+  (5, 'Queen''s Park', 1, 0, 59.90218, 10.66514),
   (6, 'Museum Quarter', 1, 1, 59.96599, 10.69026),
   (7, 'North Station', 1, 1, 60.00139, 10.76398),
   (8, 'Airport Terminal', 1, 1, 59.96822, 10.68064),
