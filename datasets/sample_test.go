@@ -361,3 +361,28 @@ func TestSampleGoldAgreesAcrossEngines(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLoadSampleBuild loads the sample into a fresh db root each time: four databases built
+// from their scripts.
+func BenchmarkLoadSampleBuild(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadTasks(SpecSample, b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadSampleReuse loads the sample when its databases are already built.
+func BenchmarkLoadSampleReuse(b *testing.B) {
+	root := b.TempDir()
+	if _, err := LoadTasks(SpecSample, root); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadTasks(SpecSample, root); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
