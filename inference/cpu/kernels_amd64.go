@@ -16,9 +16,6 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 
 //go:noescape
-func dot4BF16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
-
-//go:noescape
 func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 
 //go:noescape
@@ -59,3 +56,6 @@ func siluMulF32(dst, gate, up *float32, n int)
 
 //go:noescape
 func scaleF32(x *float32, s float32, n int)
+
+//go:noescape
+func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)

@@ -6,9 +6,9 @@ package cpu
 // called because hasAVX512 is false.
 const hasAVX512 = false
 
-func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
-func dot4BF16(w *uint16, ldw int, x *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
-func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)  { panic("cpu: no SIMD") }
+func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
+func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
+func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }

@@ -26,7 +26,9 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	if n < gemmN {
 		// Few input rows (decode, small batches): weights are streamed once; each group of 4
 		// rows stays in L1 while it meets every input row.
-		parallelRows(w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, x, n, lo, hi) })
+		in, release := prepareVec(w, x, n)
+		parallelRows(w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, in, lo, hi) })
+		release()
 		return
 	}
 	parallelRows(w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
@@ -132,10 +134,55 @@ func elem(w *Matrix, i int) float32 {
 	}
 }
 
-// dot4 computes out[j] = Σ_{c<Cols} w[r+j*step, c]·x[c] for j = 0..3 with the SIMD kernel of
-// w's dtype (step 1: four rows; step 0: one row four times, for the last rows of a matrix).
-func dot4(w *Matrix, r, step int, x []float32, out *[4]float32) {
+// vecIn holds the n input rows of a matrix-vector product with the copies the kernel of the
+// weights' dtype reads: xp, each row deinterleaved by blocks of 32 (bf16; n×k32 values).
+type vecIn struct {
+	x   []float32
+	n   int
+	xp  []float32
+	k32 int // columns handled by the kernels that read xp (a multiple of 32)
+}
+
+var vecPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// prepareVec builds the vecIn of x for w; release returns its buffers.
+func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	c := w.Cols
+	in = &vecIn{x: x, n: n}
+	if w.DType != BF16 || c < 32 {
+		return in, func() {}
+	}
+	in.k32 = c &^ 31
+	bufp := vecPool.Get().(*[]float32)
+	if cap(*bufp) < n*in.k32 {
+		*bufp = make([]float32, n*in.k32)
+	}
+	in.xp = (*bufp)[:n*in.k32]
+	for i := range n {
+		deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
+	}
+	return in, func() { vecPool.Put(bufp) }
+}
+
+// deinterleave32 writes src (a multiple of 32 values) to dst with each block of 32 reordered as
+// its 16 even-indexed then its 16 odd-indexed values: the layout dot4BF16P pairs with bf16 rows.
+func deinterleave32(dst, src []float32) {
+	for b := 0; b+32 <= len(src); b += 32 {
+		s := src[b : b+32 : b+32]
+		d := dst[b : b+32 : b+32]
+		for j := range 16 {
+			d[j] = s[2*j]
+			d[16+j] = s[2*j+1]
+		}
+	}
+}
+
+// dot4 computes out[j] = Σ_{c<Cols} w[r+j*step, c]·x_i[c] for j = 0..3 and input row i of in
+// with the SIMD kernel of w's dtype (step 1: four rows; step 0: one row four times, for the last
+// rows of a matrix).
+func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
+	c := w.Cols
+	x := in.x[i*c : (i+1)*c]
 	off := r * c
 	ld := step * c
 	k16 := c &^ 15
@@ -143,7 +190,12 @@ func dot4(w *Matrix, r, step int, x []float32, out *[4]float32) {
 	case F32:
 		dot4F32(&w.F32[off], ld, &x[0], k16, out)
 	case BF16:
-		dot4BF16(&w.U16[off], ld, &x[0], k16, out)
+		k16 = in.k32
+		if k16 > 0 {
+			dot4BF16P(&w.U16[off], ld, &in.xp[i*k16], k16, out)
+		} else {
+			*out = [4]float32{}
+		}
 	case F16:
 		dot4F16(&w.U16[off], ld, &x[0], k16, out)
 	case Q8:
@@ -162,20 +214,20 @@ func dot4(w *Matrix, r, step int, x []float32, out *[4]float32) {
 	}
 }
 
-// matVecRange computes dst[i, lo:hi] for the n (< gemmN) input rows, 4 weight rows at a time.
-func matVecRange(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
-	c, rows := w.Cols, w.Rows
+// matVecRange computes dst[i, lo:hi] for the in.n (< gemmN) input rows, 4 weight rows at a time.
+func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
+	rows, n := w.Rows, in.n
 	var out [4]float32
 	r := lo
 	for ; r+4 <= hi; r += 4 {
 		for i := range n {
-			dot4(w, r, 1, x[i*c:(i+1)*c], &out)
+			dot4(w, r, 1, in, i, &out)
 			copy(dst[i*rows+r:i*rows+r+4], out[:])
 		}
 	}
 	for ; r < hi; r++ {
 		for i := range n {
-			dot4(w, r, 0, x[i*c:(i+1)*c], &out)
+			dot4(w, r, 0, in, i, &out)
 			dst[i*rows+r] = out[0]
 		}
 	}
