@@ -1,0 +1,66 @@
+package qwen2
+
+import (
+	"fmt"
+
+	"github.com/chainedsql/chainedsql/inference/generate"
+)
+
+// Cache is one sequence's KV cache: per layer, the RoPE-rotated keys and the values of every
+// token so far, row-major [token][kv head][head dim] in f32. Memory grows as tokens are added, up
+// to the capacity given to NewCache.
+type Cache struct {
+	m        *Model
+	n, max   int
+	cap      int         // tokens the buffers hold
+	k, v     [][]float32 // per layer, cap × kvDim
+	released bool
+}
+
+var _ generate.Cache = (*Cache)(nil)
+
+// NewCache returns an empty cache for up to maxTokens tokens (1 ≤ maxTokens ≤ ContextLength).
+func (m *Model) NewCache(maxTokens int) (generate.Cache, error) {
+	if maxTokens < 1 || maxTokens > m.cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("qwen2: cache of %d tokens: want 1 to the context length %d", maxTokens, m.cfg.MaxPositionEmbeddings)
+	}
+	L := m.cfg.NumHiddenLayers
+	return &Cache{m: m, max: maxTokens, k: make([][]float32, L), v: make([][]float32, L)}, nil
+}
+
+// Len returns the number of tokens held.
+func (c *Cache) Len() int { return c.n }
+
+// Cap returns the most tokens the cache may hold.
+func (c *Cache) Cap() int { return c.max }
+
+// Truncate keeps the first n tokens (n ≥ Len() changes nothing; n < 0 empties the cache).
+func (c *Cache) Truncate(n int) {
+	if n < c.n {
+		c.n = max(n, 0)
+	}
+}
+
+// Release frees the cache's memory; the cache must not be used afterwards.
+func (c *Cache) Release() {
+	c.released = true
+	c.n, c.cap = 0, 0
+	c.k, c.v = nil, nil
+}
+
+// reserve grows the buffers to hold need tokens (need ≤ max), keeping the first n tokens.
+func (c *Cache) reserve(need int) {
+	if need <= c.cap {
+		return
+	}
+	nc := min(c.max, max(need, 2*c.cap, 64))
+	kvd := c.m.cfg.NumKeyValueHeads * c.m.cfg.HeadDim
+	for l := range c.k {
+		k := make([]float32, nc*kvd)
+		v := make([]float32, nc*kvd)
+		copy(k, c.k[l][:c.n*kvd])
+		copy(v, c.v[l][:c.n*kvd])
+		c.k[l], c.v[l] = k, v
+	}
+	c.cap = nc
+}

@@ -1,0 +1,305 @@
+package qwen2
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
+)
+
+// WeightType selects how weight matrices are held in memory.
+type WeightType string
+
+// Weight types. AsStored keeps each matrix in the file's dtype (bf16, f16 or f32) as a view of the
+// memory-mapped file, copying nothing.
+const (
+	AsStored WeightType = ""
+	F32      WeightType = "f32"
+	BF16     WeightType = "bf16"
+	Q8       WeightType = "q8" // int8 with one f32 scale per 32 values (cpu.Quantize8)
+)
+
+// ParseWeightType parses a flag value: "", "stored", "f32", "bf16" or "q8".
+func ParseWeightType(s string) (WeightType, error) {
+	switch w := WeightType(strings.ToLower(s)); w {
+	case AsStored, F32, BF16, Q8:
+		return w, nil
+	case "stored":
+		return AsStored, nil
+	}
+	return "", fmt.Errorf("qwen2: weight type %q is not one of stored, f32, bf16, q8", s)
+}
+
+// Options configure Load.
+type Options struct {
+	// DType converts the weight matrices on load; AsStored (the zero value) keeps the file's.
+	// Norm weights and biases are always f32.
+	DType WeightType
+}
+
+// layer holds one decoder layer's weights.
+type layer struct {
+	attnNorm, mlpNorm []float32
+	q, k, v, o        *cpu.Matrix
+	qb, kb, vb        []float32
+	gate, up, down    *cpu.Matrix
+}
+
+// Model is a loaded Qwen2 model. It implements generate.Model; Forward may run concurrently on
+// distinct caches.
+type Model struct {
+	cfg      Config
+	eos      []int
+	bos      int
+	layers   []layer
+	embed    *cpu.Matrix
+	norm     []float32
+	lmHead   *cpu.Matrix
+	weights  *safetensors.Set // open while matrices view the mapped files
+	invFreq  []float32
+	dir      string
+	wtype    cpu.DType
+	scratch  sync.Pool
+	released bool
+}
+
+// Load reads the model in dir: config.json, generation_config.json (optional; eos ids fall back
+// to config.json's) and model.safetensors or a sharded model.safetensors.index.json. Every
+// tensor's shape is checked against the config; errors name the directory and the tensor.
+func Load(dir string, opts Options) (*Model, error) {
+	if _, err := ParseWeightType(string(opts.DType)); err != nil {
+		return nil, err
+	}
+	cfg, err := ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	gen, err := readGenerationConfig(filepath.Join(dir, "generation_config.json"))
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: *cfg, dir: dir, eos: slices.Clone(cfg.EOSTokenID), bos: -1}
+	if cfg.BOSTokenID != nil {
+		m.bos = *cfg.BOSTokenID
+	}
+	if gen != nil {
+		if len(gen.EOSTokenID) > 0 {
+			m.eos = slices.Clone(gen.EOSTokenID)
+		}
+		if gen.BOSTokenID != nil {
+			m.bos = *gen.BOSTokenID
+		}
+	}
+	for _, id := range m.eos {
+		if id < 0 || id >= cfg.VocabSize {
+			return nil, fmt.Errorf("qwen2 %s: eos token id %d outside the vocabulary of %d", dir, id, cfg.VocabSize)
+		}
+	}
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
+	}
+	l := &loader{set: set, dir: dir, want: opts.DType}
+	if err := m.loadWeights(l); err != nil {
+		set.Close()
+		return nil, err
+	}
+	if l.views {
+		m.weights = set
+	} else if err := set.Close(); err != nil {
+		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
+	}
+	m.wtype = m.embed.DType
+	hd := cfg.HeadDim
+	m.invFreq = make([]float32, hd/2)
+	for i := range m.invFreq {
+		// As Hugging Face: inv_freq = 1 / theta^(2i/d), in float32.
+		m.invFreq[i] = float32(1 / math.Pow(cfg.RopeTheta, float64(float32(2*i)/float32(hd))))
+	}
+	return m, nil
+}
+
+func (m *Model) loadWeights(l *loader) error {
+	c := &m.cfg
+	H, I, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	qd, kvd := c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
+	m.embed = l.matrix("model.embed_tokens.weight", V, H)
+	m.norm = l.vector("model.norm.weight", H)
+	if c.TieWordEmbeddings {
+		m.lmHead = m.embed
+	} else {
+		m.lmHead = l.matrix("lm_head.weight", V, H)
+	}
+	m.layers = make([]layer, c.NumHiddenLayers)
+	for i := range m.layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		ly := &m.layers[i]
+		ly.attnNorm = l.vector(p+"input_layernorm.weight", H)
+		ly.mlpNorm = l.vector(p+"post_attention_layernorm.weight", H)
+		ly.q = l.matrix(p+"self_attn.q_proj.weight", qd, H)
+		ly.k = l.matrix(p+"self_attn.k_proj.weight", kvd, H)
+		ly.v = l.matrix(p+"self_attn.v_proj.weight", kvd, H)
+		ly.o = l.matrix(p+"self_attn.o_proj.weight", H, qd)
+		ly.qb = l.vector(p+"self_attn.q_proj.bias", qd)
+		ly.kb = l.vector(p+"self_attn.k_proj.bias", kvd)
+		ly.vb = l.vector(p+"self_attn.v_proj.bias", kvd)
+		ly.gate = l.matrix(p+"mlp.gate_proj.weight", I, H)
+		ly.up = l.matrix(p+"mlp.up_proj.weight", I, H)
+		ly.down = l.matrix(p+"mlp.down_proj.weight", H, I)
+		if l.err != nil {
+			break
+		}
+	}
+	return l.err
+}
+
+// loader reads tensors from a checkpoint, keeping the first error.
+type loader struct {
+	set   *safetensors.Set
+	dir   string
+	want  WeightType
+	views bool // some matrix views the mapped file
+	err   error
+}
+
+func (l *loader) fail(format string, args ...any) {
+	if l.err == nil {
+		l.err = fmt.Errorf("qwen2 %s: "+format, append([]any{l.dir}, args...)...)
+	}
+}
+
+// stored returns the tensor as a matrix in its own dtype, viewing the file's memory.
+func (l *loader) stored(name string, shape ...int) (*safetensors.Tensor, *cpu.Matrix) {
+	if l.err != nil {
+		return nil, nil
+	}
+	t, err := l.set.Tensor(name)
+	if err != nil {
+		l.fail("%w", err)
+		return nil, nil
+	}
+	if !slices.Equal(t.Shape, shape) {
+		l.fail("tensor %q has shape %v, config.json implies %v", name, t.Shape, shape)
+		return nil, nil
+	}
+	rows, cols := 1, shape[len(shape)-1]
+	if len(shape) == 2 {
+		rows = shape[0]
+	}
+	w := &cpu.Matrix{Rows: rows, Cols: cols}
+	switch t.DType {
+	case safetensors.F32:
+		w.DType = cpu.F32
+		w.F32, err = t.F32()
+	case safetensors.BF16, safetensors.F16:
+		w.DType = cpu.BF16
+		if t.DType == safetensors.F16 {
+			w.DType = cpu.F16
+		}
+		w.U16, err = t.U16()
+	default:
+		l.fail("tensor %q has dtype %s; want F32, BF16 or F16", name, t.DType)
+		return nil, nil
+	}
+	if err != nil {
+		l.fail("%w", err)
+		return nil, nil
+	}
+	return t, w
+}
+
+// matrix loads a rows×cols weight in the wanted type.
+func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
+	t, w := l.stored(name, rows, cols)
+	if w == nil {
+		return nil
+	}
+	var out *cpu.Matrix
+	switch l.want {
+	case AsStored:
+		out = w
+	case F32:
+		out = w
+		if w.DType != cpu.F32 {
+			out = &cpu.Matrix{DType: cpu.F32, Rows: rows, Cols: cols, F32: make([]float32, rows*cols)}
+			for r := range rows {
+				cpu.RowF32(out.F32[r*cols:(r+1)*cols], w, r)
+			}
+		}
+	case BF16:
+		out = w
+		if w.DType != cpu.BF16 {
+			out = &cpu.Matrix{DType: cpu.BF16, Rows: rows, Cols: cols, U16: make([]uint16, rows*cols)}
+			row := make([]float32, cols)
+			for r := range rows {
+				cpu.RowF32(row, w, r)
+				dst := out.U16[r*cols : (r+1)*cols]
+				for j, v := range row {
+					dst[j] = cpu.F32ToBF16(v)
+				}
+			}
+		}
+	case Q8:
+		if cols%cpu.Q8Block != 0 {
+			l.fail("tensor %q has %d columns, not a multiple of %d as q8 needs", name, cols, cpu.Q8Block)
+			return nil
+		}
+		out = cpu.Quantize8(w)
+	}
+	if out == w {
+		l.views = true
+	} else if err := t.Evict(); err != nil {
+		l.fail("%w", err)
+	}
+	return out
+}
+
+// vector loads a 1-D tensor of n values as f32 (always a copy).
+func (l *loader) vector(name string, n int) []float32 {
+	t, w := l.stored(name, n)
+	if w == nil {
+		return nil
+	}
+	out := make([]float32, n)
+	cpu.RowF32(out, w, 0)
+	if err := t.Evict(); err != nil {
+		l.fail("%w", err)
+	}
+	return out
+}
+
+// Config returns the model's configuration (defaults filled in).
+func (m *Model) Config() Config { return m.cfg }
+
+// EOS returns the end-of-sequence token ids (generation_config.json, else config.json).
+func (m *Model) EOS() []int { return slices.Clone(m.eos) }
+
+// BOS returns the beginning-of-sequence token id, or -1 when the config names none.
+func (m *Model) BOS() int { return m.bos }
+
+// WeightDType returns the dtype the weight matrices are held in.
+func (m *Model) WeightDType() cpu.DType { return m.wtype }
+
+// VocabSize returns the number of logits per position.
+func (m *Model) VocabSize() int { return m.cfg.VocabSize }
+
+// ContextLength returns max_position_embeddings, the most tokens one sequence may hold.
+func (m *Model) ContextLength() int { return m.cfg.MaxPositionEmbeddings }
+
+// Close releases the memory-mapped weight files; the model must not be used afterwards.
+func (m *Model) Close() error {
+	m.released = true
+	if m.weights != nil {
+		w := m.weights
+		m.weights = nil
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("qwen2 %s: %w", m.dir, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,502 @@
+package qwen2
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+var refIDs = []int{151644, 872, 198, 9707, 11, 1879, 0, 151645}
+
+type refFile struct {
+	Tokens    []int `json:"tokens"`
+	Positions []struct {
+		Pos    int       `json:"pos"`
+		Logits []float64 `json:"logits"`
+	} `json:"positions"`
+	Greedy *struct {
+		N         int       `json:"n"`
+		Tokens    []int     `json:"tokens"`
+		MaxLogits []float64 `json:"max_logits"`
+	} `json:"greedy_continuation"`
+}
+
+func readRef(t *testing.T, path string) *refFile {
+	t.Helper()
+	js, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r refFile
+	if err := json.Unmarshal(js, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !slices.Equal(r.Tokens, refIDs) || len(r.Positions) != len(refIDs) {
+		t.Fatalf("%s: tokens %v, %d positions", path, r.Tokens, len(r.Positions))
+	}
+	return &r
+}
+
+func mustLoad(t testing.TB, dir string, opts Options) *Model {
+	t.Helper()
+	m, err := Load(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newCache(t testing.TB, m *Model, n int) generate.Cache {
+	t.Helper()
+	c, err := m.NewCache(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func forward(t testing.TB, m *Model, steps ...generate.Step) []generate.Step {
+	t.Helper()
+	if err := m.Forward(context.Background(), steps); err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func maxAbsDiff(a []float32, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// TestReferenceLogits checks the f32 path against llama.cpp's and a float64 NumPy
+// implementation's logits at all 8 positions, and the 16-token greedy continuation.
+func TestReferenceLogits(t *testing.T) {
+	dir := shared.Path(t, "models/tiny-qwen2-f32")
+	m := mustLoad(t, dir, Options{})
+	if m.WeightDType() != cpu.F32 || m.weights == nil || !m.weights.Mapped() {
+		t.Fatalf("f32 checkpoint: weights %v, want f32 views of the mapped file", m.WeightDType())
+	}
+	if !slices.Equal(m.EOS(), []int{151645, 151643}) || m.BOS() != 151643 {
+		t.Errorf("eos %v bos %d", m.EOS(), m.BOS())
+	}
+	c := newCache(t, m, 64)
+	st := forward(t, m, generate.Step{Cache: c, Tokens: refIDs, AllLogits: true})[0]
+	V := m.VocabSize()
+	if len(st.Logits) != len(refIDs)*V {
+		t.Fatalf("%d logits, want %d", len(st.Logits), len(refIDs)*V)
+	}
+	for _, name := range []string{"reference_logits.json", "reference_f64.json"} {
+		ref := readRef(t, filepath.Join(dir, name))
+		var worst float64
+		for p, pos := range ref.Positions {
+			if len(pos.Logits) != V {
+				t.Fatalf("%s: position %d has %d logits", name, p, len(pos.Logits))
+			}
+			for i, want := range pos.Logits {
+				worst = max(worst, math.Abs(float64(st.Logits[p*V+i])-want))
+			}
+		}
+		t.Logf("%s: max abs error %.3g", name, worst)
+		if worst >= 1e-4 {
+			t.Errorf("%s: max abs error %.3g, want < 1e-4", name, worst)
+		}
+	}
+
+	ref := readRef(t, filepath.Join(dir, "reference_logits.json"))
+	if ref.Greedy == nil || len(ref.Greedy.Tokens) != 16 {
+		t.Fatal("reference has no 16-token greedy continuation")
+	}
+	last := st.Logits[(len(refIDs)-1)*V:]
+	var got []int
+	step := generate.Step{Cache: c}
+	for i := range ref.Greedy.N {
+		tok := argmax(last)
+		if d := math.Abs(float64(last[tok]) - ref.Greedy.MaxLogits[i]); d >= 1e-4 {
+			t.Errorf("greedy step %d: max logit %v, reference %v", i, last[tok], ref.Greedy.MaxLogits[i])
+		}
+		got = append(got, tok)
+		step.Tokens = []int{tok}
+		step = forward(t, m, step)[0]
+		last = step.Logits
+	}
+	if !slices.Equal(got, ref.Greedy.Tokens) {
+		t.Errorf("greedy continuation %v, want %v", got, ref.Greedy.Tokens)
+	}
+	if c.Len() != len(refIDs)+16 {
+		t.Errorf("cache length %d", c.Len())
+	}
+}
+
+func smallModel(t testing.TB, dtype safetensors.DType, opts Options, edit func(*spec)) *Model {
+	t.Helper()
+	sp := smallSpec(dtype)
+	if edit != nil {
+		edit(&sp)
+	}
+	dir := t.TempDir()
+	writeCheckpoint(t, dir, sp)
+	return mustLoad(t, dir, opts)
+}
+
+func prompt(n, seed, vocab int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = (seed*131 + i*17 + i*i*7) % vocab
+	}
+	return out
+}
+
+// TestPrefillMatchesDecode: a prompt in one Forward (matrix-matrix path) and token by token
+// (matrix-vector path) give the same logits at every position.
+func TestPrefillMatchesDecode(t *testing.T) {
+	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.BF16} {
+		t.Run(string(dt), func(t *testing.T) {
+			m := smallModel(t, dt, Options{}, nil)
+			V := m.VocabSize()
+			ids := prompt(20, 1, V)
+			all := forward(t, m, generate.Step{Cache: newCache(t, m, 32), Tokens: ids, AllLogits: true})[0].Logits
+			c := newCache(t, m, 32)
+			var worst float64
+			for i, id := range ids {
+				lg := forward(t, m, generate.Step{Cache: c, Tokens: []int{id}})[0].Logits
+				worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
+			}
+			if worst > 2e-5 {
+				t.Errorf("prefill vs decode: max abs difference %.3g", worst)
+			}
+			// The logits must depend on the context: position 19's differ from a fresh start
+			// with the same token.
+			fresh := forward(t, m, generate.Step{Cache: newCache(t, m, 4), Tokens: ids[19:]})[0].Logits
+			if maxAbsDiff(fresh, all[19*V:]) < 1e-3 {
+				t.Error("logits do not depend on earlier tokens")
+			}
+		})
+	}
+}
+
+// TestBatchMatchesSeparate: three sequences of different lengths in one Forward (prefill, then a
+// batched decode step with a two-token step mixed in) equal three separate runs.
+func TestBatchMatchesSeparate(t *testing.T) {
+	m := smallModel(t, safetensors.BF16, Options{}, func(sp *spec) { sp.tied = true })
+	V := m.VocabSize()
+	prompts := [][]int{prompt(5, 1, V), prompt(11, 2, V), prompt(1, 3, V)}
+	next := [][]int{{7}, {8, 9}, {10}}
+	var want [][]float32
+	for i, p := range prompts {
+		c := newCache(t, m, 32)
+		forward(t, m, generate.Step{Cache: c, Tokens: p})
+		lg := forward(t, m, generate.Step{Cache: c, Tokens: next[i], AllLogits: true})[0].Logits
+		want = append(want, slices.Clone(lg))
+	}
+	caches := []generate.Cache{newCache(t, m, 32), newCache(t, m, 32), newCache(t, m, 32)}
+	steps := make([]generate.Step, 3)
+	for i := range steps {
+		steps[i] = generate.Step{Cache: caches[i], Tokens: prompts[i]}
+	}
+	forward(t, m, steps...)
+	for i := range steps {
+		if len(steps[i].Logits) != V {
+			t.Fatalf("step %d: %d logits, want the last position's %d", i, len(steps[i].Logits), V)
+		}
+		steps[i].Tokens = next[i]
+		steps[i].AllLogits = true
+	}
+	forward(t, m, steps...)
+	for i := range steps {
+		if len(steps[i].Logits) != len(want[i]) {
+			t.Fatalf("step %d: %d logits, want %d", i, len(steps[i].Logits), len(want[i]))
+		}
+		if d := maxAbsDiff(steps[i].Logits, want[i]); d > 2e-5 {
+			t.Errorf("sequence %d: batched vs separate differ by %.3g", i, d)
+		}
+		if caches[i].Len() != len(prompts[i])+len(next[i]) {
+			t.Errorf("sequence %d: cache length %d", i, caches[i].Len())
+		}
+	}
+}
+
+// TestTruncateReuse: truncating a cache to a shared prefix and feeding a different suffix gives
+// the logits of a fresh run over prefix+suffix.
+func TestTruncateReuse(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	a, b := prompt(12, 4, V), prompt(5, 5, V)
+	c := newCache(t, m, 40)
+	forward(t, m, generate.Step{Cache: c, Tokens: a})
+	c.Truncate(7)
+	if c.Len() != 7 {
+		t.Fatalf("Len after Truncate(7) = %d", c.Len())
+	}
+	c.Truncate(100)
+	if c.Len() != 7 {
+		t.Fatalf("Truncate beyond Len changed it to %d", c.Len())
+	}
+	got := forward(t, m, generate.Step{Cache: c, Tokens: b})[0].Logits
+	want := forward(t, m, generate.Step{Cache: newCache(t, m, 40), Tokens: append(slices.Clone(a[:7]), b...)})[0].Logits
+	if d := maxAbsDiff(got, want); d > 2e-5 {
+		t.Errorf("prefix reuse differs by %.3g", d)
+	}
+}
+
+// TestWeightTypes: conversions on load keep the logits of the stored weights (exactly for
+// bf16→f32, within rounding for f32→bf16 and int8).
+func TestWeightTypes(t *testing.T) {
+	dir := t.TempDir()
+	writeCheckpoint(t, dir, smallSpec(safetensors.BF16))
+	ids := prompt(9, 6, 300)
+	run := func(opts Options, want cpu.DType) []float32 {
+		m := mustLoad(t, dir, opts)
+		if m.WeightDType() != want {
+			t.Errorf("%q: weights %v, want %v", opts.DType, m.WeightDType(), want)
+		}
+		if views := m.weights != nil; views != (opts.DType == AsStored || opts.DType == BF16) {
+			t.Errorf("%q: keeps the mapped file: %v", opts.DType, views)
+		}
+		return forward(t, m, generate.Step{Cache: newCache(t, m, 16), Tokens: ids, AllLogits: true})[0].Logits
+	}
+	stored := run(Options{}, cpu.BF16)
+	if d := maxAbsDiff(run(Options{DType: F32}, cpu.F32), stored); d > 2e-5 {
+		t.Errorf("bf16→f32 differs by %.3g", d)
+	}
+	if d := maxAbsDiff(run(Options{DType: BF16}, cpu.BF16), stored); d != 0 {
+		t.Errorf("bf16 as bf16 differs by %.3g", d)
+	}
+	q8 := run(Options{DType: Q8}, cpu.Q8)
+	d := maxAbsDiff(q8, stored)
+	if d > 0.02 || d == 0 {
+		t.Errorf("q8 differs by %.3g, want small but non-zero", d)
+	}
+
+	dir32 := t.TempDir()
+	writeCheckpoint(t, dir32, smallSpec(safetensors.F32))
+	m32 := mustLoad(t, dir32, Options{})
+	f32 := forward(t, m32, generate.Step{Cache: newCache(t, m32, 16), Tokens: ids})[0].Logits
+	mb := mustLoad(t, dir32, Options{DType: BF16})
+	if mb.WeightDType() != cpu.BF16 || mb.weights != nil {
+		t.Errorf("f32→bf16: %v, views %v", mb.WeightDType(), mb.weights != nil)
+	}
+	bf := forward(t, mb, generate.Step{Cache: newCache(t, mb, 16), Tokens: ids})[0].Logits
+	if d := maxAbsDiff(bf, f32); d > 0.01 || d == 0 {
+		t.Errorf("f32→bf16 differs by %.3g", d)
+	}
+}
+
+// TestSharded: the same weights split over three shards give the same logits.
+func TestSharded(t *testing.T) {
+	one := smallModel(t, safetensors.BF16, Options{}, nil)
+	three := smallModel(t, safetensors.BF16, Options{}, func(sp *spec) { sp.shards = 3 })
+	if _, err := os.Stat(filepath.Join(three.dir, safetensors.IndexFile)); err != nil {
+		t.Fatal(err)
+	}
+	ids := prompt(6, 7, 300)
+	a := forward(t, one, generate.Step{Cache: newCache(t, one, 8), Tokens: ids})[0].Logits
+	b := forward(t, three, generate.Step{Cache: newCache(t, three, 8), Tokens: ids})[0].Logits
+	if !slices.Equal(a, b) {
+		t.Errorf("sharded logits differ by %.3g", maxAbsDiff(a, b))
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	other := smallModel(t, safetensors.F32, Options{}, nil)
+	ctx := context.Background()
+	c := newCache(t, m, 8)
+	forward(t, m, generate.Step{Cache: c, Tokens: []int{1, 2}})
+	released := newCache(t, m, 8)
+	released.Release()
+	cases := []struct {
+		name  string
+		steps []generate.Step
+		want  string
+	}{
+		{"foreign cache", []generate.Step{{Cache: newCache(t, other, 8), Tokens: []int{1}}}, "not one of this model's"},
+		{"nil cache", []generate.Step{{Tokens: []int{1}}}, "not one of this model's"},
+		{"released", []generate.Step{{Cache: released, Tokens: []int{1}}}, "released"},
+		{"no tokens", []generate.Step{{Cache: c}}, "step 0: no tokens"},
+		{"bad token", []generate.Step{{Cache: c, Tokens: []int{1, 300}}}, "token 300 at index 1 is outside the vocabulary of 300"},
+		{"negative token", []generate.Step{{Cache: c, Tokens: []int{-1}}}, "token -1"},
+		{"over capacity", []generate.Step{{Cache: c, Tokens: make([]int, 7)}}, "7 tokens after 2 exceed the cache's capacity of 8"},
+		{"shared cache", []generate.Step{{Cache: c, Tokens: []int{1}}, {Cache: c, Tokens: []int{2}}}, "steps 0 and 1 share one cache"},
+	}
+	for _, cs := range cases {
+		err := m.Forward(ctx, cs.steps)
+		if err == nil || !strings.Contains(err.Error(), cs.want) {
+			t.Errorf("%s: error %v, want %q", cs.name, err, cs.want)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.Forward(cctx, []generate.Step{{Cache: c, Tokens: []int{3}}}); err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("cancelled: %v", err)
+	}
+	if c.Len() != 2 {
+		t.Errorf("failed calls changed the cache length to %d", c.Len())
+	}
+	if err := m.Forward(ctx, nil); err != nil {
+		t.Errorf("empty batch: %v", err)
+	}
+	for _, n := range []int{0, -1, 257} {
+		if _, err := m.NewCache(n); err == nil {
+			t.Errorf("NewCache(%d) succeeded", n)
+		}
+	}
+	m.Close()
+	if err := m.Forward(ctx, []generate.Step{{Cache: c, Tokens: []int{3}}}); err == nil {
+		t.Error("Forward after Close succeeded")
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	good := func(t *testing.T, sp spec) string {
+		dir := t.TempDir()
+		writeCheckpoint(t, dir, sp)
+		return dir
+	}
+	editConfig := func(t *testing.T, dir string, edit func(map[string]any)) {
+		cfg := smallSpec(safetensors.F32).configJSON()
+		edit(cfg)
+		writeJSON(t, filepath.Join(dir, "config.json"), cfg)
+	}
+	sp := smallSpec(safetensors.F32)
+	tiedSp := sp
+	tiedSp.tied = true
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) string
+		opts  Options
+		want  []string
+	}{
+		{"missing dir", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none") }, Options{}, []string{"config.json"}},
+		{"malformed config", func(t *testing.T) string {
+			d := good(t, sp)
+			os.WriteFile(filepath.Join(d, "config.json"), []byte("{"), 0o644)
+			return d
+		}, Options{}, []string{"config.json", "unexpected end"}},
+		{"wrong architecture", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { c["architectures"] = []string{"LlamaForCausalLM"} })
+			return d
+		}, Options{}, []string{"LlamaForCausalLM", "not Qwen2ForCausalLM"}},
+		{"kv heads", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { c["num_key_value_heads"] = 3 })
+			return d
+		}, Options{}, []string{"num_key_value_heads 3 does not divide num_attention_heads 4"}},
+		{"zero layers", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { delete(c, "num_hidden_layers") })
+			return d
+		}, Options{}, []string{"num_hidden_layers is 0"}},
+		{"rope scaling", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { c["rope_scaling"] = map[string]any{"type": "yarn"} })
+			return d
+		}, Options{}, []string{"rope_scaling"}},
+		{"shape disagrees with config", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { c["intermediate_size"] = 128 })
+			return d
+		}, Options{}, []string{`"model.layers.0.mlp.gate_proj.weight" has shape [96 64], config.json implies [128 64]`}},
+		{"missing tensor", func(t *testing.T) string {
+			d := good(t, sp)
+			editConfig(t, d, func(c map[string]any) { c["num_hidden_layers"] = 4 })
+			return d
+		}, Options{}, []string{`no tensor "model.layers.3.input_layernorm.weight"`}},
+		{"untied without lm_head", func(t *testing.T) string {
+			d := good(t, tiedSp)
+			editConfig(t, d, func(c map[string]any) { c["tie_word_embeddings"] = false })
+			return d
+		}, Options{}, []string{`no tensor "lm_head.weight"`}},
+		{"unsupported dtype", func(t *testing.T) string {
+			s := sp
+			s.override = map[string]safetensors.DType{"model.layers.1.self_attn.q_proj.weight": safetensors.I32}
+			return good(t, s)
+		}, Options{}, []string{`"model.layers.1.self_attn.q_proj.weight" has dtype I32`}},
+		{"lying header", func(t *testing.T) string {
+			d := good(t, sp)
+			f, _ := os.OpenFile(filepath.Join(d, "model.safetensors"), os.O_WRONLY, 0)
+			f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 1, 0}, 0)
+			f.Close()
+			return d
+		}, Options{}, []string{"model.safetensors", "goes beyond the file"}},
+		{"no weights", func(t *testing.T) string {
+			d := good(t, sp)
+			os.Remove(filepath.Join(d, "model.safetensors"))
+			return d
+		}, Options{}, []string{"neither model.safetensors nor model.safetensors.index.json"}},
+		{"q8 columns", func(t *testing.T) string {
+			s := sp
+			s.hidden, s.heads, s.kv = 48, 4, 2
+			return good(t, s)
+		}, Options{DType: Q8}, []string{"has 48 columns, not a multiple of 32"}},
+		{"bad weight type", func(t *testing.T) string { return good(t, sp) }, Options{DType: "q4"}, []string{`"q4"`}},
+		{"bad generation config", func(t *testing.T) string {
+			d := good(t, sp)
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"eos_token_id":"x"}`), 0o644)
+			return d
+		}, Options{}, []string{"generation_config.json"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.setup(t)
+			m, err := Load(dir, c.opts)
+			if err == nil {
+				m.Close()
+				t.Fatal("Load succeeded")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingGenerationConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeCheckpoint(t, dir, smallSpec(safetensors.F32))
+	os.Remove(filepath.Join(dir, "generation_config.json"))
+	m := mustLoad(t, dir, Options{})
+	if !slices.Equal(m.EOS(), []int{2}) || m.BOS() != 1 {
+		t.Errorf("eos %v bos %d, want config.json's [2] and 1", m.EOS(), m.BOS())
+	}
+	if m.ContextLength() != 256 || m.Config().HeadDim != 16 {
+		t.Errorf("context %d head dim %d", m.ContextLength(), m.Config().HeadDim)
+	}
+}
+
+func TestParseWeightType(t *testing.T) {
+	for s, want := range map[string]WeightType{"": AsStored, "stored": AsStored, "F32": F32, "bf16": BF16, "q8": Q8} {
+		if got, err := ParseWeightType(s); err != nil || got != want {
+			t.Errorf("ParseWeightType(%q) = %q, %v", s, got, err)
+		}
+	}
+	if _, err := ParseWeightType("int4"); err == nil {
+		t.Error("int4 accepted")
+	}
+}
