@@ -84,6 +84,21 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	want := make([]float32, n*rows)
 	MatMul(got, w, x, n)
 	matMulRef(want, w, x, n)
+	// With VNNI, Q8 products round x to 8 bits per block of 32 of its first k64 columns: each
+	// value moves by at most half its block's step max|x_b|/127, adding Σ step/2·|w| to the bound.
+	k64 := 0
+	var xStep []float64
+	if dt == Q8 && useVNNI() && n < gemmN {
+		k64 = cols &^ 63
+		xStep = make([]float64, n*cols/Q8Block)
+		for b := range xStep {
+			var m float64
+			for _, v := range x[b*Q8Block : (b+1)*Q8Block] {
+				m = max(m, math.Abs(float64(v)))
+			}
+			xStep[b] = float64(float32(m) / 127)
+		}
+	}
 	wf := make([]float32, rows*cols) // the widened weights, for the error bounds
 	for r := range rows {
 		rowF32Ref(wf[r*cols:(r+1)*cols], w, r)
@@ -91,11 +106,14 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	for i := range n {
 		for r := range rows {
 			g, e := got[i*rows+r], want[i*rows+r]
-			var ad float64
+			var ad, qerr float64
 			for c, v := range wf[r*cols : (r+1)*cols] {
 				ad += math.Abs(float64(v) * float64(x[i*cols+c]))
+				if c < k64 {
+					qerr += xStep[i*cols/Q8Block+c/Q8Block] / 2 * math.Abs(float64(v))
+				}
 			}
-			bound := tol*ad + 1e-6
+			bound := tol*ad + 1e-6 + qerr*(1+1e-5)
 			if d := math.Abs(float64(g - e)); !(d <= bound) {
 				t.Fatalf("%v %d×%d n=%d simd=%v: dst[%d,%d] = %g, ref %g (diff %g > %g)",
 					dt, rows, cols, n, SIMD(), i, r, g, e, d, bound)
@@ -107,17 +125,64 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	}
 }
 
+// bothPaths runs f with the SIMD kernels (and, on VNNI machines, once more with the VNNI Q8
+// kernel off) and with the portable Go code.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
-	for _, simd := range []bool{true, false} {
-		t.Run(fmt.Sprintf("simd=%v", simd), func(t *testing.T) {
+	for _, mode := range []string{"simd", "simd-novnni", "portable"} {
+		t.Run(mode, func(t *testing.T) {
+			simd := mode != "portable"
 			if simd && !hasAVX512 {
 				t.Skip("CPU without AVX-512: only the portable path exists")
 			}
+			if mode == "simd-novnni" && !hasVNNI {
+				t.Skip("CPU without AVX512_VNNI: the simd run already used dot4Q8")
+			}
 			was := UseSIMD(simd)
 			defer UseSIMD(was)
+			vnniWas := vnniOff.Swap(mode == "simd-novnni")
+			defer vnniOff.Store(vnniWas)
 			f(t)
 		})
 	}
+}
+
+// TestQ8VNNIExact: with x exactly representable in int8 (integers, each block's largest 127),
+// the VNNI kernel's quantisation of x is exact and every weight value, -128 included, must give
+// Σ q·x·scale to f32 rounding (all partial sums are small integers times the scales).
+func TestQ8VNNIExact(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		const rows, cols = 9, 192
+		w := &Matrix{DType: Q8, Rows: rows, Cols: cols, Q8: make([]int8, rows*cols), Scales: make([]float32, rows*cols/Q8Block)}
+		for i := range w.Q8 {
+			w.Q8[i] = int8(i*37 + i/7) // covers -128..127
+		}
+		w.Q8[5] = -128
+		for i := range w.Scales {
+			w.Scales[i] = 0.25 * float32(1+i%3)
+		}
+		x := make([]float32, cols)
+		for c := range x {
+			x[c] = float32((c*29)%255 - 127)
+		}
+		for b := 0; b < cols/Q8Block; b++ {
+			x[b*Q8Block+3] = 127
+		}
+		dst := make([]float32, rows)
+		MatVec(dst, w, x)
+		for r := range rows {
+			var want float64
+			for b := 0; b < cols/Q8Block; b++ {
+				var s int64
+				for c := b * Q8Block; c < (b+1)*Q8Block; c++ {
+					s += int64(w.Q8[r*cols+c]) * int64(x[c])
+				}
+				want += float64(s) * float64(w.Scales[r*cols/Q8Block+b])
+			}
+			if d := math.Abs(float64(dst[r]) - want); d > 1e-6*math.Abs(want)+1e-3 {
+				t.Fatalf("row %d: got %g, want %g", r, dst[r], want)
+			}
+		}
+	})
 }
 
 func withThreads(n int) func() {
@@ -139,6 +204,9 @@ func TestMatMulShapes(t *testing.T) {
 				ns = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 			}
 			for _, dt := range []DType{F32, BF16, F16, Q8} {
+				if vnniOff.Load() && dt != Q8 {
+					continue // the simd-novnni run is for the other Q8 kernel only
+				}
 				colsList := []int{16, 17, 31, 32, 45, 63, 64, 100, 130, 1030, 2100}
 				if dt == Q8 {
 					colsList = []int{32, 64, 96, 160, 1056, 2112}
@@ -327,6 +395,15 @@ func TestQ8ErrorBound(t *testing.T) {
 				sx += math.Abs(float64(x[j]))
 			}
 			bound += m / 254 * sx
+			if useVNNI() {
+				// x rounded to 8 bits per block: each value moves by at most max|x_b|/254
+				var mx, sw float64
+				for j := blk * Q8Block; j < (blk+1)*Q8Block; j++ {
+					mx = max(mx, math.Abs(float64(x[j])))
+					sw += math.Abs(float64(q.Q8[r*896+j]) * float64(q.Scales[r*896/Q8Block+blk]))
+				}
+				bound += mx / 254 * sw
+			}
 		}
 		if d := math.Abs(float64(a[r] - b[r])); d > bound+1e-4 {
 			t.Fatalf("row %d: q8 %g vs f32 %g differ by %g > bound %g", r, b[r], a[r], d, bound)

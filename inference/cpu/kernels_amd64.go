@@ -9,6 +9,9 @@ import "golang.org/x/sys/cpu"
 var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW &&
 	cpu.X86.HasAVX512DQ && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// hasVNNI reports whether AVX512_VNNI (VPDPBUSD) is there too, for dot4Q8VNNI.
+var hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
+
 // Implemented in kernels_amd64.s; see the comments there. k and n are multiples of 16 (32 for
 // Q8); ld* are row strides in elements.
 
@@ -59,3 +62,6 @@ func scaleF32(x *float32, s float32, n int)
 
 //go:noescape
 func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
+
+//go:noescape
+func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)

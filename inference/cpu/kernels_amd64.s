@@ -696,8 +696,8 @@ scaledone:
 #define BFROW(addr, xe, xo, ae, ao, te, to) \
 	VPSLLD      $16, addr, te; \
 	VPANDD      addr, Z20, to; \
-	VFMADD231PS te, xe, ae; \
-	VFMADD231PS to, xo, ao
+	VFMADD231PS xe, te, ae; \
+	VFMADD231PS xo, to, ao
 
 // func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
 //
@@ -785,6 +785,88 @@ bfpdone:
 	VADDPS Z19, Z3, Z3
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
 	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// Q8ROW adds one row's 64 int8 weights at w (two blocks of 32; their scales at sc) to acc:
+// t = w XOR 0x80 = w+128 as unsigned bytes; VPDPBUSD adds Σ (w+128)·xq over each group of four
+// bytes to the lane's -128·Σ xq (the correction, loaded from R12), leaving Σ w·xq exactly in
+// int32; that is widened to f32 and added times the lane's weight scale × x scale (lanes 0-7 are
+// the first block, 8-15 the second: a broadcast of sc and a masked broadcast of sc4, the second
+// block's scale, into lanes 8-15 (K1) build the weight scales).
+#define Q8ROW(w, sc, sc4, acc, t, u, v) \
+	VPXORD         w, Z20, t; \
+	VMOVDQU32      (R12), u; \
+	VPDPBUSD       (DI), t, u; \
+	VCVTDQ2PS      u, u; \
+	VBROADCASTSS   sc, v; \
+	VBROADCASTSS   sc4, K1, v; \
+	VMULPS         Z5, v, v; \
+	VFMADD231PS    v, u, acc
+
+// func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+//
+// The Q8 matrix-vector kernel with AVX512_VNNI: four rows of int8 weights (one f32 scale per
+// block of 32 of a row; ldw, lds in elements) against x quantised to int8 per block of 32
+// (see prepareVec: xq, its scale per output lane xs, and the correction -128·Σ xq per lane); k
+// a multiple of 64. VPDPBUSD does 64 multiply-adds in one op, where widening each int8 to f32
+// (dot4Q8) takes three ops per 16, so the kernel issues few enough instructions to keep many
+// DRAM requests in flight; like dot4BF16P it prefetches 8 KiB ahead into L2 (Q8 rows are
+// 896 bytes at 896 columns). VPDPBUSD multiplies unsigned by signed bytes; biasing the weights
+// by 128 (an XOR) and subtracting 128·Σ xq keeps every int8 value, -128 included, exact. The
+// price is the rounding of x to 8 bits per block, as in llama.cpp's q8_0 path; the tests bound
+// that error.
+TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-72
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (BX)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ xq+32(FP), DI
+	MOVQ corr+40(FP), R12
+	MOVQ xs+48(FP), DX
+	MOVQ k+56(FP), CX
+	LEAQ 8192(SI), R13
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0xFF00, AX
+	KMOVW AX, K1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JLE   q8vdone
+
+q8vloop:
+	PREFETCHT2 (R13)
+	PREFETCHT2 64(R13)
+	PREFETCHT2 128(R13)
+	PREFETCHT2 192(R13)
+	VMOVUPS    (DX), Z5
+	Q8ROW((SI), (BX), 4(BX), Z0, Z6, Z7, Z8)
+	Q8ROW((SI)(R8*1), (BX)(R10*1), 4(BX)(R10*1), Z1, Z9, Z10, Z11)
+	Q8ROW((SI)(R8*2), (BX)(R10*2), 4(BX)(R10*2), Z2, Z12, Z13, Z14)
+	Q8ROW((R9), (R11), 4(R11), Z3, Z16, Z17, Z18)
+	ADDQ       $64, SI
+	ADDQ       $64, R9
+	ADDQ       $256, R13
+	ADDQ       $8, BX
+	ADDQ       $8, R11
+	ADDQ       $64, DI
+	ADDQ       $64, R12
+	ADDQ       $64, DX
+	SUBQ       $64, CX
+	JGT        q8vloop
+
+q8vdone:
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	MOVQ    out+64(FP), AX
 	VMOVUPS X0, (AX)
 	VZEROUPPER
 	RET

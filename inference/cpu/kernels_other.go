@@ -4,7 +4,10 @@ package cpu
 
 // Without amd64 assembly every kernel is the portable Go code; the functions below are never
 // called because hasAVX512 is false.
-const hasAVX512 = false
+const (
+	hasAVX512 = false
+	hasVNNI   = false
+)
 
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
 func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
@@ -26,3 +29,6 @@ func maxF32(x *float32, n int) float32                            { panic("cpu: 
 func expSumF32(x *float32, n int, m float32) float32              { panic("cpu: no SIMD") }
 func siluMulF32(dst, gate, up *float32, n int)                    { panic("cpu: no SIMD") }
 func scaleF32(x *float32, s float32, n int)                       { panic("cpu: no SIMD") }
+func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32) {
+	panic("cpu: no SIMD")
+}

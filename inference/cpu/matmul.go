@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 )
@@ -135,34 +136,95 @@ func elem(w *Matrix, i int) float32 {
 }
 
 // vecIn holds the n input rows of a matrix-vector product with the copies the kernel of the
-// weights' dtype reads: xp, each row deinterleaved by blocks of 32 (bf16; n×k32 values).
+// weights' dtype reads: for bf16, xp, each row deinterleaved by blocks of 32 (n×k32 values); for
+// Q8 with VNNI, each row quantised by quantizeX (xq n×k64 bytes, corr and xs n×k64/4 values).
 type vecIn struct {
-	x   []float32
-	n   int
-	xp  []float32
-	k32 int // columns handled by the kernels that read xp (a multiple of 32)
+	x    []float32
+	n    int
+	xp   []float32
+	k32  int // columns handled by dot4BF16P (a multiple of 32)
+	xq   []int8
+	corr []int32
+	xs   []float32
+	k64  int // columns handled by dot4Q8VNNI (a multiple of 64)
+	bufs *vecBufs
 }
 
-var vecPool = sync.Pool{New: func() any { return new([]float32) }}
+// vecBufs are the reusable buffers behind a vecIn.
+type vecBufs struct {
+	f []float32
+	q []int8
+	c []int32
+}
+
+var vecPool = sync.Pool{New: func() any { return new(vecBufs) }}
+
+// grow returns s resized to n, reallocated when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
 
 // prepareVec builds the vecIn of x for w; release returns its buffers.
 func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	c := w.Cols
 	in = &vecIn{x: x, n: n}
-	if w.DType != BF16 || c < 32 {
+	switch {
+	case w.DType == BF16 && c >= 32:
+		in.k32 = c &^ 31
+		in.bufs = vecPool.Get().(*vecBufs)
+		in.bufs.f = grow(in.bufs.f, n*in.k32)
+		in.xp = in.bufs.f
+		for i := range n {
+			deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
+		}
+	case w.DType == Q8 && c >= 64 && useVNNI():
+		k := c &^ 63
+		in.k64 = k
+		in.bufs = vecPool.Get().(*vecBufs)
+		in.bufs.q = grow(in.bufs.q, n*k)
+		in.bufs.c = grow(in.bufs.c, n*k/4)
+		in.bufs.f = grow(in.bufs.f, n*k/4)
+		in.xq, in.corr, in.xs = in.bufs.q, in.bufs.c, in.bufs.f
+		for i := range n {
+			quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
+		}
+	default:
 		return in, func() {}
 	}
-	in.k32 = c &^ 31
-	bufp := vecPool.Get().(*[]float32)
-	if cap(*bufp) < n*in.k32 {
-		*bufp = make([]float32, n*in.k32)
-	}
-	in.xp = (*bufp)[:n*in.k32]
-	for i := range n {
-		deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
-	}
-	return in, func() { vecPool.Put(bufp) }
+	return in, func() { vecPool.Put(in.bufs) }
 }
+
+// quantizeX quantises x (a multiple of 64 values) for dot4Q8VNNI, by blocks of Q8Block: with
+// s = max|x_b|/127, xq = round(x/s) in [-127, 127]. Per 32-bit output lane of the kernel (four
+// bytes; lanes 0-7 of each 64 hold the first block, 8-15 the second) xs is the block's s and corr
+// is -128 times the lane's Σ xq (the kernel's bias correction).
+func quantizeX(xq []int8, corr []int32, xs []float32, x []float32) {
+	for b := 0; b*Q8Block < len(x); b++ {
+		blk := x[b*Q8Block : (b+1)*Q8Block]
+		var m float32
+		for _, v := range blk {
+			m = max(m, abs32(v))
+		}
+		s, inv := m/127, float32(0)
+		if m > 0 {
+			inv = 127 / m
+		}
+		q := xq[b*Q8Block : (b+1)*Q8Block]
+		for j, v := range blk {
+			q[j] = int8(max(-127, min(127, math.Round(float64(v*inv)))))
+		}
+		for l := range Q8Block / 4 {
+			lane := b*Q8Block/4 + l
+			xs[lane] = s
+			corr[lane] = -128 * (int32(q[4*l]) + int32(q[4*l+1]) + int32(q[4*l+2]) + int32(q[4*l+3]))
+		}
+	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // deinterleave32 writes src (a multiple of 32 values) to dst with each block of 32 reordered as
 // its 16 even-indexed then its 16 odd-indexed values: the layout dot4BF16P pairs with bf16 rows.
@@ -200,7 +262,13 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 		dot4F16(&w.U16[off], ld, &x[0], k16, out)
 	case Q8:
 		k16 = c
-		dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
+		if k := in.k64; k > 0 {
+			k16 = k
+			dot4Q8VNNI(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block),
+				&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out)
+		} else {
+			dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
+		}
 	}
 	if k16 < c {
 		for j := range 4 {

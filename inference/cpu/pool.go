@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -39,63 +40,136 @@ func UseSIMD(on bool) (was bool) { return !simdOff.Swap(!on) }
 // switched off.
 func SIMD() bool { return hasAVX512 && !simdOff.Load() }
 
-// job is one chunk of a parallelRows call, run by a pool worker.
-type job struct {
-	f      func(lo, hi int)
-	lo, hi int
-	wg     *sync.WaitGroup
+// vnniOff switches the VNNI Q8 kernel off (tests use it to reach dot4Q8 on VNNI machines).
+var vnniOff atomic.Bool
+
+// useVNNI reports whether Q8 matrix-vector products quantise x and use dot4Q8VNNI.
+func useVNNI() bool { return SIMD() && hasVNNI && !vnniOff.Load() }
+
+// task is one parallelRows call: rows [0, rows) cut into n chunks of size chunk, taken in order
+// by the caller and the workers through next; the one finishing the last chunk closes done.
+type task struct {
+	f           func(lo, hi int)
+	rows, chunk int
+	n           int32
+	next        atomic.Int32
+	finished    atomic.Int32
+	done        chan struct{}
 }
 
-// The worker pool: decode runs ~170 matrix-vector products per token, each split over the
-// threads, so the split must cost microseconds. Workers are started once (lazily, as many as the
-// largest thread count asked for minus one, since the caller runs a chunk itself) and then wait on
-// one channel; callers from several goroutines may share them.
-var pool struct {
-	mu      sync.Mutex
-	workers int
-	jobs    chan job
+// run takes and runs chunks until none is left.
+func (t *task) run() {
+	for {
+		c := t.next.Add(1) - 1
+		if c >= t.n {
+			return
+		}
+		lo := int(c) * t.chunk
+		t.f(lo, min(lo+t.chunk, t.rows))
+		if t.finished.Add(1) == t.n {
+			close(t.done)
+		}
+	}
 }
+
+// The worker pool. Decode runs ~170 matrix-vector products per token of 0.1-1 ms each, split
+// over the threads, so handing out work must cost far less than that: waking a parked goroutine
+// takes tens of microseconds on a loaded VM. Workers are started once (as many as the largest
+// thread count asked for, minus one: the caller works too) and, between tasks, spin on pool.cur
+// for spinFor before parking on pool.wake; a caller that publishes a task wakes parked workers.
+// Chunks are taken dynamically (4 per thread), so a worker whose core is busy with another
+// process does not hold up the call. One task runs at a time: a caller that finds the pool busy
+// (several goroutines multiplying at once, already parallel) runs its rows itself.
+var pool struct {
+	mu       sync.Mutex
+	workers  int
+	cur      atomic.Pointer[task]
+	sleepers atomic.Int32
+	wake     chan struct{}
+}
+
+const spinFor = 100 * time.Microsecond
 
 func ensureWorkers(n int) {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
-	if pool.jobs == nil {
-		pool.jobs = make(chan job, 64)
+	if pool.wake == nil {
+		pool.wake = make(chan struct{}, 256)
 	}
 	for pool.workers < n {
 		pool.workers++
-		go func(jobs <-chan job) {
-			for j := range jobs {
-				j.f(j.lo, j.hi)
-				j.wg.Done()
-			}
-		}(pool.jobs)
+		go worker()
 	}
 }
 
-var wgPool = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
+// worker runs the chunks of each published task, spinning briefly between tasks and parking
+// after spinFor without one.
+func worker() {
+	var last *task
+	for {
+		t := pool.cur.Load()
+		if t == nil || t == last {
+			t = waitTask(last)
+		}
+		last = t
+		t.run()
+	}
+}
 
-// parallelRows runs f over [0,rows) split into contiguous chunks, one per thread, each chunk
-// boundary a multiple of align (the caller's multi-row kernel height). The calling goroutine runs
-// the first chunk; the rest go to the worker pool.
+// waitTask returns the next published task other than last: spinning first, then parked.
+func waitTask(last *task) *task {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; ; i++ {
+		if t := pool.cur.Load(); t != nil && t != last {
+			return t
+		}
+		if i%64 == 63 {
+			if time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	for {
+		pool.sleepers.Add(1)
+		if t := pool.cur.Load(); t != nil && t != last { // published before we counted ourselves
+			pool.sleepers.Add(-1)
+			return t
+		}
+		<-pool.wake
+		pool.sleepers.Add(-1)
+		if t := pool.cur.Load(); t != nil && t != last {
+			return t
+		}
+	}
+}
+
+// parallelRows runs f over [0,rows) split into contiguous chunks, each boundary a multiple of
+// align (the caller's multi-row kernel height), on the calling goroutine and the worker pool.
 func parallelRows(rows, align int, f func(lo, hi int)) {
-	t := Threads()
+	th := Threads()
 	if align < 1 {
 		align = 1
 	}
-	chunk := (rows + t - 1) / t
+	chunk := (rows + 4*th - 1) / (4 * th)
 	chunk = (chunk + align - 1) / align * align
-	if t <= 1 || chunk >= rows {
+	if th <= 1 || chunk >= rows {
 		f(0, rows)
 		return
 	}
-	ensureWorkers(t - 1)
-	wg := wgPool.Get().(*sync.WaitGroup)
-	for lo := chunk; lo < rows; lo += chunk {
-		wg.Add(1)
-		pool.jobs <- job{f: f, lo: lo, hi: min(lo+chunk, rows), wg: wg}
+	ensureWorkers(th - 1)
+	t := &task{f: f, rows: rows, chunk: chunk, n: int32((rows + chunk - 1) / chunk), done: make(chan struct{})}
+	if !pool.cur.CompareAndSwap(nil, t) {
+		f(0, rows)
+		return
 	}
-	f(0, chunk)
-	wg.Wait()
-	wgPool.Put(wg)
+	for s := pool.sleepers.Load(); s > 0; s-- {
+		select {
+		case pool.wake <- struct{}{}:
+		default:
+		}
+	}
+	t.run()
+	<-t.done
+	pool.cur.CompareAndSwap(t, nil)
 }
