@@ -42,6 +42,40 @@
 	VHADDPS       X0, X0, X0; \
 	VHADDPS       X0, X0, X0
 
+// ZERO4ACC and ZERO8ACC clear the accumulators of the four-row kernels (Z0-Z3; and Z16-Z19).
+#define ZERO4ACC \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3
+
+#define ZERO8ACC \
+	ZERO4ACC; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19
+
+// FOLD8ACC adds Z16-Z19 to Z0-Z3 and reduces the four rows into X0.
+#define FOLD8ACC \
+	VADDPS Z16, Z0, Z0; \
+	VADDPS Z17, Z1, Z1; \
+	VADDPS Z18, Z2, Z2; \
+	VADDPS Z19, Z3, Z3; \
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+
+// OUT4 stores X0 to the four floats at *arg (an out+N(FP) argument) and returns; STORE4ACC
+// reduces Z0-Z3 into X0 first.
+#define OUT4(arg) \
+	MOVQ    arg, AX; \
+	VMOVUPS X0, (AX); \
+	VZEROUPPER; \
+	RET
+
+#define STORE4ACC(arg) \
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
+	OUT4(arg)
+
 // func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 //
 // Four rows of an f32 matrix (w, w+ldw, w+2ldw, w+3ldw; ldw in elements, 0 repeats one row) dotted
@@ -56,14 +90,7 @@ TEXT ·dot4F32(SB), NOSPLIT, $0-40
 	ADDQ R8, R9
 	MOVQ x+16(FP), DI
 	MOVQ k+24(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	ZERO8ACC
 	CMPQ CX, $32
 	JLT  f32tail
 
@@ -95,15 +122,8 @@ f32tail:
 	VFMADD231PS (R9), Z4, Z3
 
 f32done:
-	VADDPS Z16, Z0, Z0
-	VADDPS Z17, Z1, Z1
-	VADDPS Z18, Z2, Z2
-	VADDPS Z19, Z3, Z3
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	FOLD8ACC
+	OUT4(out+32(FP))
 
 // func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //
@@ -116,14 +136,7 @@ TEXT ·dot4F16(SB), NOSPLIT, $0-40
 	ADDQ R8, R9
 	MOVQ x+16(FP), DI
 	MOVQ k+24(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	ZERO8ACC
 	CMPQ CX, $32
 	JLT  f16tail
 
@@ -167,15 +180,8 @@ f16tail:
 	VFMADD231PS Z12, Z4, Z3
 
 f16done:
-	VADDPS Z16, Z0, Z0
-	VADDPS Z17, Z1, Z1
-	VADDPS Z18, Z2, Z2
-	VADDPS Z19, Z3, Z3
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	FOLD8ACC
+	OUT4(out+32(FP))
 
 // func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
 //
@@ -197,10 +203,7 @@ TEXT ·dot4Q8(SB), NOSPLIT, $0-56
 	ADDQ R10, R11
 	MOVQ x+32(FP), DI
 	MOVQ k+40(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4ACC
 	CMPQ CX, $32
 	JLT  q8done
 
@@ -249,11 +252,7 @@ q8loop:
 	JGE         q8loop
 
 q8done:
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	MOVQ    out+48(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	STORE4ACC(out+48(FP))
 
 // GEMMROW accumulates row x (16 columns in zmm xr) times the four weight vectors Z0-Z3 into the
 // accumulators a, b, c, d.
@@ -728,14 +727,7 @@ TEXT ·dot4BF16P(SB), NOSPLIT, $0-40
 	LEAQ 8192(SI), R10
 	MOVL $0xFFFF0000, AX
 	VPBROADCASTD AX, Z20
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	ZERO8ACC
 	CMPQ  CX, $64
 	JLT   bfptail
 
@@ -779,15 +771,8 @@ bfptail:
 	BFROW((R9), Z4, Z5, Z3, Z19, Z12, Z13)
 
 bfpdone:
-	VADDPS Z16, Z0, Z0
-	VADDPS Z17, Z1, Z1
-	VADDPS Z18, Z2, Z2
-	VADDPS Z19, Z3, Z3
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	FOLD8ACC
+	OUT4(out+32(FP))
 
 // Q8ROW adds one row's 64 int8 weights at w (two blocks of 32; their scales at sc) to acc:
 // t = w XOR 0x80 = w+128 as unsigned bytes; VPDPBUSD adds Σ (w+128)·xq over each group of four
@@ -836,10 +821,7 @@ TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-72
 	VPBROADCASTD AX, Z20
 	MOVL $0xFF00, AX
 	KMOVW AX, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4ACC
 	TESTQ CX, CX
 	JLE   q8vdone
 
@@ -865,8 +847,4 @@ q8vloop:
 	JGT        q8vloop
 
 q8vdone:
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	MOVQ    out+64(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	STORE4ACC(out+64(FP))
