@@ -76,6 +76,19 @@
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
 	OUT4(arg)
 
+// Q8PTRS loads the row pointers of the Q8 kernels: SI, R9 rows 0 and 3 (R8 = row stride in
+// bytes), BX, R11 their scales (R10 = scale row stride in bytes).
+#define Q8PTRS \
+	MOVQ w+0(FP), SI; \
+	MOVQ ldw+8(FP), R8; \
+	LEAQ (SI)(R8*2), R9; \
+	ADDQ R8, R9; \
+	MOVQ scales+16(FP), BX; \
+	MOVQ lds+24(FP), R10; \
+	SHLQ $2, R10; \
+	LEAQ (BX)(R10*2), R11; \
+	ADDQ R10, R11
+
 // func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 //
 // Four rows of an f32 matrix (w, w+ldw, w+2ldw, w+3ldw; ldw in elements, 0 repeats one row) dotted
@@ -192,15 +205,7 @@ f16done:
 // f32, so the result equals ref.go's up to summation order (x is not quantised: VNNI would need x
 // in int8 and lose accuracy, and the kernel is memory-bound at 1.125 bytes per weight anyway).
 TEXT ·dot4Q8(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ scales+16(FP), BX
-	MOVQ lds+24(FP), R10
-	SHLQ $2, R10
-	LEAQ (BX)(R10*2), R11
-	ADDQ R10, R11
+	Q8PTRS
 	MOVQ x+32(FP), DI
 	MOVQ k+40(FP), CX
 	ZERO4ACC
@@ -803,15 +808,7 @@ bfpdone:
 // price is the rounding of x to 8 bits per block, as in llama.cpp's q8_0 path; the tests bound
 // that error.
 TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-72
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ scales+16(FP), BX
-	MOVQ lds+24(FP), R10
-	SHLQ $2, R10
-	LEAQ (BX)(R10*2), R11
-	ADDQ R10, R11
+	Q8PTRS
 	MOVQ xq+32(FP), DI
 	MOVQ corr+40(FP), R12
 	MOVQ xs+48(FP), DX
