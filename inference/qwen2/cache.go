@@ -7,7 +7,8 @@ import (
 )
 
 // Cache is one sequence's KV cache: per layer, the RoPE-rotated keys and the values of every
-// token so far, row-major [token][kv head][head dim] in f32. Memory grows as tokens are added, up
+// token so far in f32, laid out [kv head][token][head dim] so that one head's keys form a
+// matrix for cpu.MatMul. Memory grows as tokens are added, up
 // to the capacity given to NewCache.
 type Cache struct {
 	m        *Model
@@ -54,12 +55,16 @@ func (c *Cache) reserve(need int) {
 		return
 	}
 	nc := min(c.max, max(need, 2*c.cap, 64))
-	kvd := c.m.cfg.NumKeyValueHeads * c.m.cfg.HeadDim
+	nkv, hd := c.m.cfg.NumKeyValueHeads, c.m.cfg.HeadDim
 	for l := range c.k {
-		k := make([]float32, nc*kvd)
-		v := make([]float32, nc*kvd)
-		copy(k, c.k[l][:c.n*kvd])
-		copy(v, c.v[l][:c.n*kvd])
+		k := make([]float32, nkv*nc*hd)
+		v := make([]float32, nkv*nc*hd)
+		if c.n > 0 {
+			for kh := range nkv {
+				copy(k[kh*nc*hd:], c.k[l][kh*c.cap*hd:(kh*c.cap+c.n)*hd])
+				copy(v[kh*nc*hd:], c.v[l][kh*c.cap*hd:(kh*c.cap+c.n)*hd])
+			}
+		}
 		c.k[l], c.v[l] = k, v
 	}
 	c.cap = nc

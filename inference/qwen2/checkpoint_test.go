@@ -1,6 +1,7 @@
 package qwen2
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -131,10 +132,7 @@ func writeCheckpoint(tb testing.TB, dir string, sp spec) {
 		for _, t := range part {
 			weightMap[t.Name] = name
 		}
-		err := safetensors.WriteFile(filepath.Join(dir, name), part, map[string]string{"format": "pt"}, func(i int) ([]byte, error) {
-			return randomTensor(&part[i], sp.seed), nil
-		})
-		if err != nil {
+		if err := writeShard(filepath.Join(dir, name), part, sp.seed); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -143,15 +141,38 @@ func writeCheckpoint(tb testing.TB, dir string, sp spec) {
 	}
 }
 
-// randomTensor returns the tensor's little-endian bytes, seeded by the spec seed and the name.
-func randomTensor(t *safetensors.TensorInfo, seed uint64) []byte {
+// writeShard writes one safetensors file of random tensors, streaming each tensor in small
+// chunks so that writing the 0.5B checkpoint does not raise the process's peak memory.
+func writeShard(path string, ts []safetensors.TensorInfo, seed uint64) error {
+	hdr, err := safetensors.EncodeHeader(ts, map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	w.Write(hdr)
+	for i := range ts {
+		writeRandom(w, &ts[i], seed)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeRandom writes the tensor's little-endian bytes, seeded by the spec seed and the name.
+func writeRandom(w *bufio.Writer, t *safetensors.TensorInfo, seed uint64) {
 	r := rng(seed*0x9e3779b97f4a7c15 + 1)
 	for _, c := range t.Name {
 		r = rng(uint64(r)*31 + uint64(c) + 1)
 	}
 	r.next()
 	n := int(t.Elements())
-	isNorm := len(t.Shape) == 1 && (filepath.Ext(t.Name) == ".weight")
+	isNorm := len(t.Shape) == 1 && filepath.Ext(t.Name) == ".weight"
 	isBias := filepath.Ext(t.Name) == ".bias"
 	val := func() float32 {
 		switch {
@@ -162,17 +183,17 @@ func randomTensor(t *safetensors.TensorInfo, seed uint64) []byte {
 		}
 		return r.uniform(float32(0.02 * math.Sqrt(3))) // std 0.02
 	}
-	b := make([]byte, n*t.DType.Size())
-	switch t.DType {
-	case safetensors.F32:
-		for i := range n {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(val()))
+	var b [8]byte // bufio.Writer keeps the first write error; writeShard reports it at Flush
+	for range n {
+		switch t.DType {
+		case safetensors.F32:
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(val()))
+			w.Write(b[:4])
+		case safetensors.BF16:
+			binary.LittleEndian.PutUint16(b[:], cpu.F32ToBF16(val()))
+			w.Write(b[:2])
+		default: // other dtypes only appear in tests of bad files; their bytes do not matter
+			w.Write(b[:t.DType.Size()])
 		}
-	case safetensors.BF16:
-		for i := range n {
-			binary.LittleEndian.PutUint16(b[2*i:], cpu.F32ToBF16(val()))
-		}
-	default: // the other dtypes only appear in tests of bad files; their bytes do not matter
 	}
-	return b
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -20,8 +18,8 @@ type scratch struct {
 	x, xn, q, k, v, att, tmp, gate, up []float32
 	cos, sin                           []float32
 	sel, logits                        []float32
+	qg, sc, vt, og                     []float32 // attention: queries, scores, Vᵀ, output
 	pos, seq                           []int
-	scores                             [][]float32 // per attention worker
 }
 
 func grow(b []float32, n int) []float32 {
@@ -104,7 +102,7 @@ func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("qwen2: forward: layer %d: %w", l, err)
 		}
-		m.layer(l, s, caches, T)
+		m.layer(l, s, steps, caches, T)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("qwen2: forward: %w", err)
@@ -152,7 +150,7 @@ func (m *Model) checkSteps(steps []generate.Step) ([]*Cache, int, error) {
 }
 
 // layer runs decoder layer l over the T tokens in s.x.
-func (m *Model) layer(l int, s *scratch, caches []*Cache, T int) {
+func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache, T int) {
 	c := &m.cfg
 	ly := &m.layers[l]
 	H, I := c.HiddenSize, c.IntermediateSize
@@ -172,10 +170,13 @@ func (m *Model) layer(l int, s *scratch, caches []*Cache, T int) {
 		m.rope(q, s, t)
 		m.rope(k, s, t)
 		ca, p := caches[s.seq[t]], s.pos[t]
-		copy(ca.k[l][p*kvd:(p+1)*kvd], k)
-		copy(ca.v[l][p*kvd:(p+1)*kvd], v)
+		for kh := range c.NumKeyValueHeads {
+			o := (kh*ca.cap + p) * c.HeadDim
+			copy(ca.k[l][o:o+c.HeadDim], k[kh*c.HeadDim:])
+			copy(ca.v[l][o:o+c.HeadDim], v[kh*c.HeadDim:])
+		}
 	}
-	m.attend(l, s, caches, T)
+	m.attend(l, s, steps, caches)
 	cpu.MatMul(s.tmp, ly.o, s.att, T)
 	cpu.Add(s.x, s.tmp)
 	for t := range T {
@@ -205,86 +206,69 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 }
 
 // attend computes s.att from s.q and the caches' keys and values of layer l (causal: token t sees
-// positions 0..pos[t] of its own sequence). Work items are (token, kv head) pairs, so the query
-// heads sharing a kv head read its keys and values once; items are handed out dynamically
-// because a causal prefill's late tokens cost more than its early ones.
-func (m *Model) attend(l int, s *scratch, caches []*Cache, T int) {
+// positions 0..pos[t] of its own sequence). For each sequence and kv head, the query rows of the
+// heads sharing that kv head go through two cpu.MatMul calls: scores = Q·Kᵀ over the cached keys
+// (contiguous per kv head), then out = P·V with V transposed into scratch. Query rows are taken
+// in chunks so the score matrix stays bounded; each chunk only reads the keys it can see.
+func (m *Model) attend(l int, s *scratch, steps []generate.Step, caches []*Cache) {
 	c := &m.cfg
 	nkv, hd := c.NumKeyValueHeads, c.HeadDim
 	group := c.NumAttentionHeads / nkv
-	qd, kvd := c.NumAttentionHeads*hd, nkv*hd
+	qd := c.NumAttentionHeads * hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	maxN := 0
-	for t := range T {
-		maxN = max(maxN, s.pos[t]+1)
-	}
-	items := T * nkv
-	workers := min(cpu.Threads(), items)
-	for len(s.scores) < workers {
-		s.scores = append(s.scores, nil)
-	}
-	for w := range workers {
-		s.scores[w] = grow(s.scores[w], group*maxN)
-	}
-	parallelFor(items, workers, func(w, lo, hi int) {
-		sc := s.scores[w]
-		for it := lo; it < hi; it++ {
-			t, kh := it/nkv, it%nkv
-			ca := caches[s.seq[t]]
-			n := s.pos[t] + 1
-			K, V := ca.k[l], ca.v[l]
-			q := s.q[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd]
-			for p := range n {
-				krow := K[p*kvd+kh*hd : p*kvd+(kh+1)*hd]
-				for g := range group {
-					sc[g*n+p] = cpu.Dot(q[g*hd:(g+1)*hd], krow) * scale
+	t0 := 0
+	for i := range steps {
+		ca := caches[i]
+		nt := len(steps[i].Tokens)
+		p0 := ca.n
+		// Tokens per chunk: at most attnScores score values (and at least one token).
+		chunk := max(1, min(nt, attnScores/(group*(p0+nt))))
+		for kh := range nkv {
+			kBase := kh * ca.cap * hd
+			for j0 := 0; j0 < nt; j0 += chunk {
+				j1 := min(nt, j0+chunk)
+				n := p0 + j1 // keys visible to the chunk's last token
+				rows := (j1 - j0) * group
+				s.qg = grow(s.qg, rows*hd)
+				for j := j0; j < j1; j++ {
+					src := s.q[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
+					dst := s.qg[(j-j0)*group*hd : (j-j0+1)*group*hd]
+					for e, x := range src {
+						dst[e] = x * scale
+					}
 				}
-			}
-			for g := range group {
-				cpu.Softmax(sc[g*n : (g+1)*n])
-			}
-			out := s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd]
-			clear(out)
-			for p := range n {
-				vrow := V[p*kvd+kh*hd : p*kvd+(kh+1)*hd]
-				for g := range group {
-					cpu.Axpy(out[g*hd:(g+1)*hd], sc[g*n+p], vrow)
+				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: ca.k[l][kBase : kBase+n*hd]}
+				s.sc = grow(s.sc, rows*n)
+				cpu.MatMul(s.sc, K, s.qg, rows)
+				for r := range rows {
+					see := p0 + j0 + r/group + 1
+					row := s.sc[r*n : (r+1)*n]
+					cpu.Softmax(row[:see])
+					clear(row[see:])
+				}
+				s.vt = grow(s.vt, hd*n)
+				V := ca.v[l][kBase : kBase+n*hd]
+				for p := range n {
+					for d, x := range V[p*hd : (p+1)*hd] {
+						s.vt[d*n+p] = x
+					}
+				}
+				Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
+				s.og = grow(s.og, rows*hd)
+				cpu.MatMul(s.og, Vt, s.sc, rows)
+				for j := j0; j < j1; j++ {
+					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
+					copy(dst, s.og[(j-j0)*group*hd:])
 				}
 			}
 		}
-	})
+		t0 += nt
+	}
 }
 
-// parallelFor runs f over [0,n) on the given number of goroutines (the caller's included),
-// handing out chunks from a shared counter; w is the worker's index. (cpu's row splitter is
-// static and unexported; attention needs dynamic chunks, so this small one lives here.)
-func parallelFor(n, workers int, f func(w, lo, hi int)) {
-	if workers <= 1 || n <= 1 {
-		f(0, 0, n)
-		return
-	}
-	grain := max(1, n/(workers*8))
-	var next atomic.Int64
-	run := func(w int) {
-		for {
-			lo := int(next.Add(int64(grain))) - grain
-			if lo >= n {
-				return
-			}
-			f(w, lo, min(lo+grain, n))
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(w)
-		}()
-	}
-	run(0)
-	wg.Wait()
-}
+// attnScores bounds the score matrix of one attention chunk (4 Mi values, 16 MiB); a variable
+// so tests can force many chunks.
+var attnScores = 4 << 20
 
 // logits applies the final norm and the LM head to the rows each step asks for: one MatMul over
 // all of them, written straight into the step's Logits when there is one step.

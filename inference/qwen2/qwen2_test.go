@@ -198,6 +198,24 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 }
 
+// TestAttentionChunks: a prefill split into many attention chunks equals one in a single chunk.
+func TestAttentionChunks(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	ids := prompt(40, 9, m.VocabSize())
+	run := func() []float32 {
+		c := newCache(t, m, 64)
+		forward(t, m, generate.Step{Cache: c, Tokens: ids[:3]})
+		return forward(t, m, generate.Step{Cache: c, Tokens: ids[3:], AllLogits: true})[0].Logits
+	}
+	want := run()
+	old := attnScores
+	attnScores = 2 * 43 * 3 // 3 tokens × 2 heads per kv head × 43 keys
+	defer func() { attnScores = old }()
+	if d := maxAbsDiff(run(), want); d > 1e-6 {
+		t.Errorf("chunked attention differs by %.3g", d)
+	}
+}
+
 // TestBatchMatchesSeparate: three sequences of different lengths in one Forward (prefill, then a
 // batched decode step with a two-token step mixed in) equal three separate runs.
 func TestBatchMatchesSeparate(t *testing.T) {

@@ -1,0 +1,154 @@
+package qwen2
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
+)
+
+// The benchmarks run the Qwen2.5-0.5B shape with random bf16 weights, written once per test
+// process to a temporary directory (about 1 GB) and loaded per weight type: f32 and q8 are
+// converted on load, bf16 is used in place from the mapped file. Run one weight type per process
+// for a meaningful peak RSS (VmHWM), e.g.
+//
+//	go test ./inference/qwen2 -run '^$' -bench 'Decode/bf16' -benchtime 1x -cpu 2
+
+var bench05 struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bench05.dir != "" {
+		os.RemoveAll(bench05.dir)
+	}
+	os.Exit(code)
+}
+
+func model05B(b *testing.B, wt WeightType) *Model {
+	b.Helper()
+	bench05.once.Do(func() {
+		dir, err := os.MkdirTemp("", "qwen2-05b-*")
+		if err != nil {
+			bench05.err = err
+			return
+		}
+		bench05.dir = dir
+		writeCheckpoint(b, dir, spec05B(safetensors.BF16))
+	})
+	if bench05.err != nil {
+		b.Fatal(bench05.err)
+	}
+	m, err := Load(bench05.dir, Options{DType: wt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+// procStatus returns a /proc/self/status field in MiB (0 where /proc is absent).
+func procStatus(field string) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func reportMemory(b *testing.B) {
+	b.ReportMetric(procStatus("VmHWM"), "MiB-peak-RSS")
+}
+
+var weightTypes = []WeightType{F32, BF16, Q8}
+
+// BenchmarkPrefill512 is one Forward over a 512-token prompt (logits of the last token only).
+func BenchmarkPrefill512(b *testing.B) {
+	for _, wt := range weightTypes {
+		b.Run(string(wt), func(b *testing.B) {
+			m := model05B(b, wt)
+			ids := prompt(512, 1, m.VocabSize())
+			for b.Loop() {
+				c, _ := m.NewCache(512)
+				if err := m.Forward(context.Background(), []generate.Step{{Cache: c, Tokens: ids}}); err != nil {
+					b.Fatal(err)
+				}
+				c.Release()
+			}
+			b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tok/s")
+			reportMemory(b)
+		})
+	}
+}
+
+// BenchmarkDecode is 128 greedy one-token steps after an 8-token prompt (the prompt untimed).
+func BenchmarkDecode(b *testing.B) {
+	for _, wt := range weightTypes {
+		b.Run(string(wt), func(b *testing.B) {
+			m := model05B(b, wt)
+			benchDecode(b, m, 1)
+		})
+	}
+}
+
+// BenchmarkDecodeBatch is 32 decode steps of a batch of sequences in one Forward each (bf16);
+// tok/s counts the tokens of all sequences.
+func BenchmarkDecodeBatch(b *testing.B) {
+	for _, n := range []int{1, 4, 8} {
+		b.Run(fmt.Sprintf("bf16/batch=%d", n), func(b *testing.B) {
+			m := model05B(b, BF16)
+			benchDecode(b, m, n)
+		})
+	}
+}
+
+func benchDecode(b *testing.B, m *Model, batch int) {
+	ctx := context.Background()
+	gen := 128
+	if batch > 1 {
+		gen = 32
+	}
+	for b.Loop() {
+		b.StopTimer()
+		steps := make([]generate.Step, batch)
+		for i := range steps {
+			c, _ := m.NewCache(8 + gen)
+			steps[i] = generate.Step{Cache: c, Tokens: prompt(8, i, m.VocabSize())}
+		}
+		if err := m.Forward(ctx, steps); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for range gen {
+			for i := range steps {
+				steps[i].Tokens = []int{argmax(steps[i].Logits)}
+			}
+			if err := m.Forward(ctx, steps); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, s := range steps {
+			s.Cache.Release()
+		}
+	}
+	b.ReportMetric(float64(gen*batch*b.N)/b.Elapsed().Seconds(), "tok/s")
+	reportMemory(b)
+}
