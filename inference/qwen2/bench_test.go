@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 )
@@ -37,6 +39,7 @@ func TestMain(m *testing.M) {
 
 func model05B(b *testing.B, wt WeightType) *Model {
 	b.Helper()
+	cpu.SetThreads(runtime.GOMAXPROCS(0)) // follow -cpu
 	bench05.once.Do(func() {
 		dir, err := os.MkdirTemp("", "qwen2-05b-*")
 		if err != nil {

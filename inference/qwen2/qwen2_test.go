@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
@@ -257,6 +258,42 @@ func TestBatchMatchesSeparate(t *testing.T) {
 	}
 }
 
+// TestConcurrentForward: Forward on distinct caches from several goroutines at once gives the
+// serial results (run with -race).
+func TestConcurrentForward(t *testing.T) {
+	m := smallModel(t, safetensors.BF16, Options{}, nil)
+	V := m.VocabSize()
+	const n = 4
+	want := make([][]float32, n)
+	for i := range n {
+		want[i] = forward(t, m, generate.Step{Cache: newCache(t, m, 32), Tokens: prompt(6+i, i, V), AllLogits: true})[0].Logits
+	}
+	got := make([][]float32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := m.NewCache(32)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			st := []generate.Step{{Cache: c, Tokens: prompt(6+i, i, V), AllLogits: true}}
+			errs[i] = m.Forward(context.Background(), st)
+			got[i] = st[0].Logits
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("sequence %d: concurrent logits differ by %.3g", i, maxAbsDiff(got[i], want[i]))
+		}
+	}
+}
+
 // TestTruncateReuse: truncating a cache to a shared prefix and feeding a different suffix gives
 // the logits of a fresh run over prefix+suffix.
 func TestTruncateReuse(t *testing.T) {
@@ -454,6 +491,15 @@ func TestLoadErrors(t *testing.T) {
 			s.override = map[string]safetensors.DType{"model.layers.1.self_attn.q_proj.weight": safetensors.I32}
 			return good(t, s)
 		}, Options{}, []string{`"model.layers.1.self_attn.q_proj.weight" has dtype I32`}},
+		{"unknown dtype", func(t *testing.T) string {
+			d := good(t, sp)
+			p := filepath.Join(d, "model.safetensors")
+			b, _ := os.ReadFile(p)
+			i := strings.Index(string(b), `"dtype":"F32"`)
+			copy(b[i:], `"dtype":"X32"`)
+			os.WriteFile(p, b, 0o644)
+			return d
+		}, Options{}, []string{"model.safetensors", `tensor "model.embed_tokens.weight": unknown dtype "X32"`}},
 		{"lying header", func(t *testing.T) string {
 			d := good(t, sp)
 			f, _ := os.OpenFile(filepath.Join(d, "model.safetensors"), os.O_WRONLY, 0)
