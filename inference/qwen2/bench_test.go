@@ -155,3 +155,23 @@ func benchDecode(b *testing.B, m *Model, batch int) {
 	b.ReportMetric(float64(gen*batch*b.N)/b.Elapsed().Seconds(), "tok/s")
 	reportMemory(b)
 }
+
+// BenchmarkLoad is Load of the 0.5B checkpoint: in place (bf16), or converted to f32 or q8.
+func BenchmarkLoad(b *testing.B) {
+	for _, wt := range []WeightType{AsStored, F32, Q8} {
+		name := string(wt)
+		if wt == AsStored {
+			name = "stored"
+		}
+		b.Run(name, func(b *testing.B) {
+			model05B(b, AsStored).Close() // write the checkpoint outside the timing
+			for b.Loop() {
+				m, err := Load(bench05.dir, Options{DType: wt})
+				if err != nil {
+					b.Fatal(err)
+				}
+				m.Close()
+			}
+		})
+	}
+}

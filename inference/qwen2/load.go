@@ -1,12 +1,14 @@
 package qwen2
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
@@ -105,7 +107,11 @@ func Load(dir string, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
 	}
 	l := &loader{set: set, dir: dir, want: opts.DType}
-	if err := m.loadWeights(l); err != nil {
+	err = m.loadWeights(l)
+	if err == nil {
+		err = l.convertAll()
+	}
+	if err != nil {
 		set.Close()
 		return nil, err
 	}
@@ -163,7 +169,8 @@ type loader struct {
 	set   *safetensors.Set
 	dir   string
 	want  WeightType
-	views bool // some matrix views the mapped file
+	views bool           // some matrix views the mapped file
+	jobs  []func() error // pending conversions
 	err   error
 }
 
@@ -219,44 +226,101 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 	if w == nil {
 		return nil
 	}
-	var out *cpu.Matrix
-	switch l.want {
-	case AsStored:
-		out = w
-	case F32:
-		out = w
-		if w.DType != cpu.F32 {
-			out = &cpu.Matrix{DType: cpu.F32, Rows: rows, Cols: cols, F32: make([]float32, rows*cols)}
-			for r := range rows {
-				cpu.RowF32(out.F32[r*cols:(r+1)*cols], w, r)
-			}
-		}
-	case BF16:
-		out = w
-		if w.DType != cpu.BF16 {
-			out = &cpu.Matrix{DType: cpu.BF16, Rows: rows, Cols: cols, U16: make([]uint16, rows*cols)}
-			row := make([]float32, cols)
-			for r := range rows {
-				cpu.RowF32(row, w, r)
-				dst := out.U16[r*cols : (r+1)*cols]
-				for j, v := range row {
-					dst[j] = cpu.F32ToBF16(v)
-				}
-			}
-		}
-	case Q8:
-		if cols%cpu.Q8Block != 0 {
-			l.fail("tensor %q has %d columns, not a multiple of %d as q8 needs", name, cols, cpu.Q8Block)
-			return nil
-		}
-		out = cpu.Quantize8(w)
-	}
-	if out == w {
+	if l.want == AsStored || (l.want == F32 && w.DType == cpu.F32) || (l.want == BF16 && w.DType == cpu.BF16) {
 		l.views = true
-	} else if err := t.Evict(); err != nil {
-		l.fail("%w", err)
+		return w
+	}
+	if l.want == Q8 && cols%cpu.Q8Block != 0 {
+		l.fail("tensor %q has %d columns, not a multiple of %d as q8 needs", name, cols, cpu.Q8Block)
+		return nil
+	}
+	// Conversions run later, in blocks of rows, several at once (see convertAll); out is
+	// allocated now so that pointers to it (a tied LM head) stay valid.
+	out := &cpu.Matrix{Rows: rows, Cols: cols}
+	switch l.want {
+	case F32:
+		out.DType, out.F32 = cpu.F32, make([]float32, rows*cols)
+	case BF16:
+		out.DType, out.U16 = cpu.BF16, make([]uint16, rows*cols)
+	case Q8:
+		out.DType, out.Q8, out.Scales = cpu.Q8, make([]int8, rows*cols), make([]float32, rows*cols/cpu.Q8Block)
+	}
+	block := max(1, convertBlock/cols)
+	left := new(atomic.Int32)
+	left.Store(int32((rows + block - 1) / block))
+	for r0 := 0; r0 < rows; r0 += block {
+		r1 := min(rows, r0+block)
+		l.jobs = append(l.jobs, func() error {
+			convertRows(out, w, r0, r1)
+			if left.Add(-1) == 0 {
+				return t.Evict()
+			}
+			return nil
+		})
 	}
 	return out
+}
+
+// convertBlock is the number of values one conversion job handles (rounded to whole rows).
+const convertBlock = 1 << 22
+
+// convertRows writes rows [r0, r1) of w into out, converted to out's dtype.
+func convertRows(out, w *cpu.Matrix, r0, r1 int) {
+	cols := w.Cols
+	switch out.DType {
+	case cpu.F32:
+		for r := r0; r < r1; r++ {
+			cpu.RowF32(out.F32[r*cols:(r+1)*cols], w, r)
+		}
+	case cpu.BF16:
+		row := make([]float32, cols)
+		for r := r0; r < r1; r++ {
+			cpu.RowF32(row, w, r)
+			dst := out.U16[r*cols : (r+1)*cols]
+			for j, v := range row {
+				dst[j] = cpu.F32ToBF16(v)
+			}
+		}
+	case cpu.Q8:
+		part := &cpu.Matrix{DType: w.DType, Rows: r1 - r0, Cols: cols}
+		if w.DType == cpu.F32 {
+			part.F32 = w.F32[r0*cols : r1*cols]
+		} else {
+			part.U16 = w.U16[r0*cols : r1*cols]
+		}
+		q := cpu.Quantize8(part)
+		copy(out.Q8[r0*cols:], q.Q8)
+		copy(out.Scales[r0*cols/cpu.Q8Block:], q.Scales)
+	}
+}
+
+// convertAll runs the queued conversions on cpu.Threads() goroutines.
+func (l *loader) convertAll() error {
+	if l.err != nil {
+		return l.err
+	}
+	jobs := make(chan func() error)
+	errs := make([]error, max(1, cpu.Threads()))
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := j(); err != nil && errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		})
+	}
+	for _, j := range l.jobs {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	l.jobs = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("qwen2 %s: %w", l.dir, err)
+	}
+	return nil
 }
 
 // vector loads a 1-D tensor of n values as f32 (always a copy).
