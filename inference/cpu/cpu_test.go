@@ -125,22 +125,25 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	}
 }
 
-// bothPaths runs f with the SIMD kernels (and, on VNNI machines, once more with the VNNI Q8
-// kernel off) and with the portable Go code.
+// bothPaths runs f with each kernel tier this CPU has: AVX-512 (and, on VNNI machines, once
+// more with the VNNI Q8 kernel off), AVX2, and the portable Go code.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
-	for _, mode := range []string{"simd", "simd-novnni", "portable"} {
+	for _, mode := range []string{"avx512", "avx512-novnni", "avx2", "portable"} {
 		t.Run(mode, func(t *testing.T) {
-			simd := mode != "portable"
-			if simd && !hasAVX512 {
-				t.Skip("CPU without AVX-512: only the portable path exists")
+			switch {
+			case mode == "avx512" && !hasAVX512, mode == "avx512-novnni" && !hasAVX512:
+				t.Skip("CPU without AVX-512")
+			case mode == "avx512-novnni" && !hasVNNI:
+				t.Skip("CPU without AVX512_VNNI: the avx512 run already used dot4Q8")
+			case mode == "avx2" && !hasAVX2:
+				t.Skip("CPU without AVX2")
 			}
-			if mode == "simd-novnni" && !hasVNNI {
-				t.Skip("CPU without AVX512_VNNI: the simd run already used dot4Q8")
-			}
-			was := UseSIMD(simd)
+			was := UseSIMD(mode != "portable")
 			defer UseSIMD(was)
-			vnniWas := vnniOff.Swap(mode == "simd-novnni")
+			vnniWas := vnniOff.Swap(mode == "avx512-novnni")
 			defer vnniOff.Store(vnniWas)
+			avxWas := avx512Off.Swap(mode == "avx2")
+			defer avx512Off.Store(avxWas)
 			f(t)
 		})
 	}
@@ -195,7 +198,7 @@ func TestMatMulShapes(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, th := range []int{1, 2, 3} {
-			if !SIMD() && th != 2 {
+			if (!SIMD() || raceEnabled) && th != 2 {
 				continue // the portable path is the reference itself: one split suffices
 			}
 			restore := withThreads(th)
@@ -212,7 +215,11 @@ func TestMatMulShapes(t *testing.T) {
 					colsList = []int{32, 64, 96, 160, 1056, 2112}
 				}
 				for _, cols := range colsList {
-					for _, rows := range []int{1, 3, 4, 5, 17, 70, 133} {
+					rowsList := []int{1, 3, 4, 5, 17, 70, 133}
+					if raceEnabled {
+						rowsList = []int{3, 17, 70}
+					}
+					for _, rows := range rowsList {
 						for _, n := range ns {
 							if cols > 1000 && (rows > 17 || n > 7 && n != 13) {
 								continue // keep the big shapes few

@@ -24,6 +24,10 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 		matMulRef(dst, w, x, n)
 		return
 	}
+	if useAVX2() {
+		matMulAVX2(dst, w, x, n)
+		return
+	}
 	if n < gemmN {
 		// Few input rows (decode, small batches): weights are streamed once; each group of 4
 		// rows stays in L1 while it meets every input row.
@@ -95,28 +99,41 @@ func RowF32(dst []float32, w *Matrix, r int) {
 // widen writes w[r, k0:k0+k] as f32 to dst (k0 a multiple of 16, and of 32 for Q8; SIMD only).
 func widen(dst *float32, w *Matrix, r, k0, k int) {
 	c := w.Cols
-	k16 := k &^ 15
+	avx2 := useAVX2()
+	kb := k &^ 15
+	if avx2 {
+		kb = k &^ 7
+	}
 	off := r*c + k0
 	switch w.DType {
 	case F32:
 		copy(unsafe.Slice(dst, k), w.F32[off:off+k])
 		return
 	case BF16:
-		if k16 > 0 {
-			cvtBF16(dst, &w.U16[off], k16)
+		switch {
+		case kb > 0 && avx2:
+			avx2CvtBF16(dst, &w.U16[off], kb)
+		case kb > 0:
+			cvtBF16(dst, &w.U16[off], kb)
 		}
 	case F16:
-		if k16 > 0 {
-			cvtF16(dst, &w.U16[off], k16)
+		switch {
+		case kb > 0 && avx2:
+			avx2CvtF16(dst, &w.U16[off], kb)
+		case kb > 0:
+			cvtF16(dst, &w.U16[off], kb)
 		}
 	case Q8:
-		k16 = k &^ 31
-		if k16 > 0 {
-			cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], k16/Q8Block)
+		kb = k &^ 31
+		switch {
+		case kb > 0 && avx2:
+			avx2CvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
+		case kb > 0:
+			cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
 		}
 	}
 	d := unsafe.Slice(dst, k)
-	for j := k16; j < k; j++ {
+	for j := kb; j < k; j++ {
 		d[j] = elem(w, off+j)
 	}
 }

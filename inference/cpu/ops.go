@@ -5,8 +5,27 @@ import (
 	"math"
 )
 
-// The vector helpers of the forward pass. Each uses an AVX-512 kernel for the bulk (a multiple
-// of 16 elements) and scalar Go for the rest; with SIMD off they are plain loops.
+// The vector helpers of the forward pass. Each uses an assembly kernel for the bulk (a multiple
+// of 16 elements with AVX-512, of 8 with AVX2; see bulk) and scalar Go for the rest; with SIMD off
+// they are plain loops.
+
+// Kernel tiers, as bulk returns them.
+const (
+	tierGo = iota
+	tierAVX2
+	tier512
+)
+
+// bulk returns how many of n elements the assembly kernels take and which tier runs them.
+func bulk(n int) (k, tier int) {
+	switch {
+	case n >= 16 && use512():
+		return n &^ 15, tier512
+	case n >= 8 && useAVX2():
+		return n &^ 7, tierAVX2
+	}
+	return 0, tierGo
+}
 
 func checkLen(op string, want int, got ...int) {
 	for _, g := range got {
@@ -21,10 +40,12 @@ func Dot(a, b []float32) float32 {
 	n := len(a)
 	checkLen("Dot", n, len(b))
 	var s float32
-	k := 0
-	if SIMD() && n >= 16 {
-		k = n &^ 15
+	k, tier := bulk(n)
+	switch tier {
+	case tier512:
 		s = dotF32(&a[0], &b[0], k)
+	case tierAVX2:
+		s = avx2DotF32(&a[0], &b[0], k)
 	}
 	for i := k; i < n; i++ {
 		s += a[i] * b[i]
@@ -36,10 +57,12 @@ func Dot(a, b []float32) float32 {
 func Axpy(dst []float32, a float32, x []float32) {
 	n := len(dst)
 	checkLen("Axpy", n, len(x))
-	k := 0
-	if SIMD() && n >= 16 {
-		k = n &^ 15
+	k, tier := bulk(n)
+	switch tier {
+	case tier512:
 		axpyF32(&dst[0], a, &x[0], k)
+	case tierAVX2:
+		avx2AxpyF32(&dst[0], a, &x[0], k)
 	}
 	for i := k; i < n; i++ {
 		dst[i] += a * x[i]
@@ -50,10 +73,12 @@ func Axpy(dst []float32, a float32, x []float32) {
 func Add(dst, x []float32) {
 	n := len(dst)
 	checkLen("Add", n, len(x))
-	k := 0
-	if SIMD() && n >= 16 {
-		k = n &^ 15
+	k, tier := bulk(n)
+	switch tier {
+	case tier512:
 		addF32(&dst[0], &x[0], k)
+	case tierAVX2:
+		avx2AddF32(&dst[0], &x[0], k)
 	}
 	for i := k; i < n; i++ {
 		dst[i] += x[i]
@@ -69,10 +94,12 @@ func RMSNorm(dst, x, weight []float32, eps float32) {
 	}
 	ss := Dot(x, x)
 	s := float32(1 / math.Sqrt(float64(ss)/float64(n)+float64(eps)))
-	k := 0
-	if SIMD() && n >= 16 {
-		k = n &^ 15
+	k, tier := bulk(n)
+	switch tier {
+	case tier512:
 		mulScaleF32(&dst[0], &x[0], &weight[0], s, k)
+	case tierAVX2:
+		avx2MulScaleF32(&dst[0], &x[0], &weight[0], s, k)
 	}
 	for i := k; i < n; i++ {
 		dst[i] = x[i] * s * weight[i]
@@ -87,29 +114,34 @@ func Softmax(x []float32) {
 	if n == 0 {
 		return
 	}
-	simd := SIMD() && n >= 16
-	k := 0
+	k, tier := bulk(n)
 	m := float32(math.Inf(-1))
-	if simd {
-		k = n &^ 15
+	switch tier {
+	case tier512:
 		m = maxF32(&x[0], k)
+	case tierAVX2:
+		m = avx2MaxF32(&x[0], k)
 	}
 	for i := k; i < n; i++ {
 		m = max(m, x[i])
 	}
 	var sum float32
-	if simd {
+	switch tier {
+	case tier512:
 		sum = expSumF32(&x[0], k, m)
+	case tierAVX2:
+		sum = avx2ExpSumF32(&x[0], k, m)
 	}
 	for i := k; i < n; i++ {
 		x[i] = float32(math.Exp(float64(x[i] - m)))
 		sum += x[i]
 	}
 	inv := 1 / sum
-	if simd {
+	switch tier {
+	case tier512:
 		scaleF32(&x[0], inv, k)
-	} else {
-		k = 0
+	case tierAVX2:
+		avx2ScaleF32(&x[0], inv, k)
 	}
 	for i := k; i < n; i++ {
 		x[i] *= inv
@@ -121,10 +153,12 @@ func Softmax(x []float32) {
 func SiLUMul(dst, gate, up []float32) {
 	n := len(dst)
 	checkLen("SiLUMul", n, len(gate), len(up))
-	k := 0
-	if SIMD() && n >= 16 {
-		k = n &^ 15
+	k, tier := bulk(n)
+	switch tier {
+	case tier512:
 		siluMulF32(&dst[0], &gate[0], &up[0], k)
+	case tierAVX2:
+		avx2SiluMulF32(&dst[0], &gate[0], &up[0], k)
 	}
 	for i := k; i < n; i++ {
 		g := gate[i]

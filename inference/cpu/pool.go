@@ -9,14 +9,18 @@ import (
 )
 
 var (
-	nthreads atomic.Int32
-	simdOff  atomic.Bool // set by UseSIMD(false) or CHAINEDSQL_NOSIMD=1
+	nthreads  atomic.Int32
+	simdOff   atomic.Bool // set by UseSIMD(false) or CHAINEDSQL_NOSIMD=1
+	avx512Off atomic.Bool // set by CHAINEDSQL_NOAVX512=1 (and tests): the AVX2 tier instead
 )
 
 func init() {
 	nthreads.Store(int32(runtime.GOMAXPROCS(0)))
 	if v := os.Getenv("CHAINEDSQL_NOSIMD"); v != "" && v != "0" {
 		simdOff.Store(true)
+	}
+	if v := os.Getenv("CHAINEDSQL_NOAVX512"); v != "" && v != "0" {
+		avx512Off.Store(true)
 	}
 }
 
@@ -36,15 +40,22 @@ func Threads() int { return int(nthreads.Load()) }
 // Go everywhere, as with CHAINEDSQL_NOSIMD=1). It returns the previous setting.
 func UseSIMD(on bool) (was bool) { return !simdOff.Swap(!on) }
 
-// SIMD reports whether the assembly kernels are in use: the CPU supports them and they are not
-// switched off.
-func SIMD() bool { return hasAVX512 && !simdOff.Load() }
+// SIMD reports whether assembly kernels are in use: the CPU has AVX-512 or AVX2 and they are
+// not switched off.
+func SIMD() bool { return use512() || useAVX2() }
+
+// use512 reports whether the AVX-512 kernels (kernels_amd64.s) are in use.
+func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
+
+// useAVX2 reports whether the AVX2 kernels (kernels_avx2_amd64.s) are in use: SIMD on, AVX2
+// there, AVX-512 not.
+func useAVX2() bool { return hasAVX2 && !simdOff.Load() && !use512() }
 
 // vnniOff switches the VNNI Q8 kernel off (tests use it to reach dot4Q8 on VNNI machines).
 var vnniOff atomic.Bool
 
 // useVNNI reports whether Q8 matrix-vector products quantise x and use dot4Q8VNNI.
-func useVNNI() bool { return SIMD() && hasVNNI && !vnniOff.Load() }
+func useVNNI() bool { return use512() && hasVNNI && !vnniOff.Load() }
 
 // task is one parallelRows call: rows [0, rows) cut into n chunks of size chunk, taken in order
 // by the caller and the workers through next; the one finishing the last chunk closes done.

@@ -1,0 +1,64 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 reports whether the AVX2 kernels of kernels_avx2_amd64.s can run: AVX2, FMA and F16C,
+// with the OS saving the ymm registers (x/sys/cpu checks XCR0 before it reports AVX2).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// Implemented in kernels_avx2_amd64.s; see the comments there. Column counts are multiples of 8
+// (32 for Q8); ld* are row strides in elements; the mv* kernels write nrows (a multiple of 4)
+// results to dst.
+
+//go:noescape
+func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
+
+//go:noescape
+func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+//go:noescape
+func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+//go:noescape
+func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
+
+//go:noescape
+func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
+
+//go:noescape
+func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
+
+//go:noescape
+func avx2CvtBF16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func avx2CvtF16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
+
+//go:noescape
+func avx2DotF32(a, b *float32, n int) float32
+
+//go:noescape
+func avx2AxpyF32(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func avx2AddF32(dst, x *float32, n int)
+
+//go:noescape
+func avx2MulScaleF32(dst, x, w *float32, s float32, n int)
+
+//go:noescape
+func avx2MaxF32(x *float32, n int) float32
+
+//go:noescape
+func avx2ExpSumF32(x *float32, n int, m float32) float32
+
+//go:noescape
+func avx2SiluMulF32(dst, gate, up *float32, n int)
+
+//go:noescape
+func avx2ScaleF32(x *float32, s float32, n int)

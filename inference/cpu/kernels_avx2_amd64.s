@@ -1,0 +1,1010 @@
+//go:build amd64 && !purego
+
+// AVX2 + FMA kernels (x86-64-v3: every x86 CPU since Haswell / Zen 1): the tier used where the
+// CPU lacks AVX-512 (kernels_amd64.s), e.g. most AMD and desktop Intel CI machines, selected at
+// run time in pool.go. Why assembly: Go 1.26 has no SIMD in the stable language;
+// simd/archsimd exists only behind GOEXPERIMENT=simd, which a library cannot require of its
+// users. The portable Go code in ref.go and ops.go is the fallback and the tests' oracle.
+//
+// Conventions (all functions ABI0, arguments on the stack):
+//   - Column counts passed to a kernel are multiples of 8 (32 for Q8); the Go caller handles the
+//     rest with scalar code.
+//   - Only AX BX CX DX SI DI R8-R13 and Y0-Y14 are used: R14/R15/X15 are ABIInternal's g, GOT and
+//     zero registers, which we leave alone.
+//   - Every function ends with VZEROUPPER so later SSE code pays no transition penalty.
+//   - Sums are in f32 with FMA; the order differs from ref.go (8 lanes, several accumulators, a
+//     final tree), so results agree with it to rounding (see the tests for the bounds).
+
+#include "textflag.h"
+
+// HSUM4 sums each of Y0..Y3 across its 8 lanes into X0 = [ΣY0, ΣY1, ΣY2, ΣY3]. Clobbers Y1, Y2.
+#define HSUM4 \
+	VHADDPS      Y1, Y0, Y0; \
+	VHADDPS      Y3, Y2, Y2; \
+	VHADDPS      Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0
+
+// HSUM1 sums the 8 lanes of Y0 into the low lane of X0. Clobbers Y1.
+#define HSUM1 \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VHADDPS      X0, X0, X0
+
+#define ZERO8 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
+// ---------------------------------------------------------------------------------------------
+// Matrix-vector kernels (decode). Each computes dst[j] = Σ_{c<k} w[j, c]·x[c] for nrows rows
+// (a multiple of 4) of a row-major matrix with row stride ldw elements, 4 rows at a time: x is
+// loaded once per 8 or 16 columns for 4 rows, weights are streamed from memory exactly once, and
+// 8 independent accumulators (4 rows × 2) hide the FMA latency, so the loop runs at memory speed.
+// ldw = 0 with nrows = 4 computes one row four times (the caller's last rows).
+// Registers: SI row group, AX/R9 rows 0 and 3 (rows 1, 2 via R8 = stride in bytes), R11 x,
+// R10 columns left, DX dst, BX rows left.
+// ---------------------------------------------------------------------------------------------
+
+// func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
+TEXT ·avx2MvF32(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $2, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+mvf32rows:
+	MOVQ SI, AX
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ DI, R11
+	MOVQ CX, R10
+	ZERO8
+	CMPQ R10, $16
+	JLT  mvf32tail
+
+mvf32loop:
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS 32(AX), Y9, Y4
+	VFMADD231PS (AX)(R8*1), Y8, Y1
+	VFMADD231PS 32(AX)(R8*1), Y9, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y2
+	VFMADD231PS 32(AX)(R8*2), Y9, Y6
+	VFMADD231PS (R9), Y8, Y3
+	VFMADD231PS 32(R9), Y9, Y7
+	ADDQ        $64, AX
+	ADDQ        $64, R9
+	ADDQ        $64, R11
+	SUBQ        $16, R10
+	CMPQ        R10, $16
+	JGE         mvf32loop
+
+mvf32tail:
+	CMPQ        R10, $8
+	JLT         mvf32sum
+	VMOVUPS     (R11), Y8
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(R8*1), Y8, Y1
+	VFMADD231PS (AX)(R8*2), Y8, Y2
+	VFMADD231PS (R9), Y8, Y3
+
+mvf32sum:
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	HSUM4
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (SI)(R8*4), SI
+	SUBQ    $4, BX
+	JGT     mvf32rows
+	VZEROUPPER
+	RET
+
+// WIDEN16BF converts 8 bf16 values at addr to f32 in y: a bf16 is the high half of an f32, so
+// zero-extending to 32 bits and shifting left by 16 is exact.
+#define WIDEN16BF(addr, y) \
+	VPMOVZXWD addr, y; \
+	VPSLLD    $16, y, y
+
+// func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+//
+// As mvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
+// products and sums are the same f32 arithmetic as for f32 weights at half the memory traffic.
+TEXT ·avx2MvBF16(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $1, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+mvbf16rows:
+	MOVQ SI, AX
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ DI, R11
+	MOVQ CX, R10
+	ZERO8
+	CMPQ R10, $16
+	JLT  mvbf16tail
+
+mvbf16loop:
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	WIDEN16BF((AX), Y10)
+	WIDEN16BF(16(AX), Y11)
+	WIDEN16BF((AX)(R8*1), Y12)
+	WIDEN16BF(16(AX)(R8*1), Y13)
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y4
+	VFMADD231PS Y12, Y8, Y1
+	VFMADD231PS Y13, Y9, Y5
+	WIDEN16BF((AX)(R8*2), Y10)
+	WIDEN16BF(16(AX)(R8*2), Y11)
+	WIDEN16BF((R9), Y12)
+	WIDEN16BF(16(R9), Y13)
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y6
+	VFMADD231PS Y12, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ        $32, AX
+	ADDQ        $32, R9
+	ADDQ        $64, R11
+	SUBQ        $16, R10
+	CMPQ        R10, $16
+	JGE         mvbf16loop
+
+mvbf16tail:
+	CMPQ        R10, $8
+	JLT         mvbf16sum
+	VMOVUPS     (R11), Y8
+	WIDEN16BF((AX), Y10)
+	WIDEN16BF((AX)(R8*1), Y11)
+	WIDEN16BF((AX)(R8*2), Y12)
+	WIDEN16BF((R9), Y13)
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y13, Y8, Y3
+
+mvbf16sum:
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	HSUM4
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (SI)(R8*4), SI
+	SUBQ    $4, BX
+	JGT     mvbf16rows
+	VZEROUPPER
+	RET
+
+// func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+//
+// As mvF32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C).
+TEXT ·avx2MvF16(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $1, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+mvf16rows:
+	MOVQ SI, AX
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ DI, R11
+	MOVQ CX, R10
+	ZERO8
+	CMPQ R10, $16
+	JLT  mvf16tail
+
+mvf16loop:
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VCVTPH2PS   (AX), Y10
+	VCVTPH2PS   16(AX), Y11
+	VCVTPH2PS   (AX)(R8*1), Y12
+	VCVTPH2PS   16(AX)(R8*1), Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y4
+	VFMADD231PS Y12, Y8, Y1
+	VFMADD231PS Y13, Y9, Y5
+	VCVTPH2PS   (AX)(R8*2), Y10
+	VCVTPH2PS   16(AX)(R8*2), Y11
+	VCVTPH2PS   (R9), Y12
+	VCVTPH2PS   16(R9), Y13
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y6
+	VFMADD231PS Y12, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ        $32, AX
+	ADDQ        $32, R9
+	ADDQ        $64, R11
+	SUBQ        $16, R10
+	CMPQ        R10, $16
+	JGE         mvf16loop
+
+mvf16tail:
+	CMPQ        R10, $8
+	JLT         mvf16sum
+	VMOVUPS     (R11), Y8
+	VCVTPH2PS   (AX), Y10
+	VCVTPH2PS   (AX)(R8*1), Y11
+	VCVTPH2PS   (AX)(R8*2), Y12
+	VCVTPH2PS   (R9), Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y13, Y8, Y3
+
+mvf16sum:
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	HSUM4
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (SI)(R8*4), SI
+	SUBQ    $4, BX
+	JGT     mvf16rows
+	VZEROUPPER
+	RET
+
+// Q8BLOCK adds one row's block of 32 int8 weights (at a0..a3, 8 each) times x (Y8-Y11) times the
+// block's scale (at sc) to acc: VPMOVSXBD + VCVTDQ2PS widen exactly, two partial sums (Y12,
+// Y13) keep the dependency chains short.
+#define Q8BLOCK(a0, a1, a2, a3, sc, acc) \
+	VPMOVSXBD    a0, Y12; \
+	VPMOVSXBD    a1, Y13; \
+	VCVTDQ2PS    Y12, Y12; \
+	VCVTDQ2PS    Y13, Y13; \
+	VMULPS       Y8, Y12, Y12; \
+	VMULPS       Y9, Y13, Y13; \
+	VPMOVSXBD    a2, Y14; \
+	VCVTDQ2PS    Y14, Y14; \
+	VFMADD231PS  Y10, Y14, Y12; \
+	VPMOVSXBD    a3, Y14; \
+	VCVTDQ2PS    Y14, Y14; \
+	VFMADD231PS  Y11, Y14, Y13; \
+	VADDPS       Y13, Y12, Y12; \
+	VBROADCASTSS sc, Y14; \
+	VFMADD231PS  Y14, Y12, acc
+
+// func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
+//
+// As mvF32 for Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in
+// elements; k a multiple of 32). x stays f32: the kernel is bound by memory (1.125 bytes per
+// weight), not by the widening, so quantising x to int8 (as VNNI/VPMADDUBSW would need) would
+// only cost accuracy. Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
+// bytes), DI x, CX columns left; SI, BX (row group and its scales), DX, R13 (rows left) outer.
+TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R12
+	SHLQ $2, R12
+	MOVQ dst+48(FP), DX
+	MOVQ nrows+56(FP), R13
+
+q8rows:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   BX, R10
+	LEAQ   (BX)(R12*2), R11
+	ADDQ   R12, R11
+	MOVQ   x+32(FP), DI
+	MOVQ   k+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q8loop:
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS 96(DI), Y11
+	Q8BLOCK((AX), 8(AX), 16(AX), 24(AX), (R10), Y0)
+	Q8BLOCK((AX)(R8*1), 8(AX)(R8*1), 16(AX)(R8*1), 24(AX)(R8*1), (R10)(R12*1), Y1)
+	Q8BLOCK((AX)(R8*2), 8(AX)(R8*2), 16(AX)(R8*2), 24(AX)(R8*2), (R10)(R12*2), Y2)
+	Q8BLOCK((R9), 8(R9), 16(R9), 24(R9), (R11), Y3)
+	ADDQ    $32, AX
+	ADDQ    $32, R9
+	ADDQ    $4, R10
+	ADDQ    $4, R11
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JGT     q8loop
+
+	HSUM4
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (SI)(R8*4), SI
+	LEAQ    (BX)(R12*4), BX
+	SUBQ    $4, R13
+	JGT     q8rows
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Matrix-matrix micro-kernel (prefill, batched decode).
+// ---------------------------------------------------------------------------------------------
+
+// LDP loads the 16 packed weights of one column (panel + off) into Y12, Y13.
+#define LDP(off) \
+	VMOVUPS off(SI), Y12; \
+	VMOVUPS (off+32)(SI), Y13
+
+// BXi broadcasts x[i, c] (c at byte offset o from the current column) and accumulates it times
+// the 16 weights into the accumulator pair of input row i.
+#define BX0(o) VBROADCASTSS o(DI), Y14; VFMADD231PS Y12, Y14, Y0; VFMADD231PS Y13, Y14, Y1
+#define BX1(o) VBROADCASTSS o(DI)(R10*1), Y14; VFMADD231PS Y12, Y14, Y2; VFMADD231PS Y13, Y14, Y3
+#define BX2(o) VBROADCASTSS o(DI)(R10*2), Y14; VFMADD231PS Y12, Y14, Y4; VFMADD231PS Y13, Y14, Y5
+#define BX3(o) VBROADCASTSS o(R11), Y14; VFMADD231PS Y12, Y14, Y6; VFMADD231PS Y13, Y14, Y7
+#define BX4(o) VBROADCASTSS o(R11)(R10*1), Y14; VFMADD231PS Y12, Y14, Y8; VFMADD231PS Y13, Y14, Y9
+#define BX5(o) VBROADCASTSS o(R11)(R10*2), Y14; VFMADD231PS Y12, Y14, Y10; VFMADD231PS Y13, Y14, Y11
+
+#define S1(p, o) LDP(p); BX0(o)
+#define S2(p, o) S1(p, o); BX1(o)
+#define S3(p, o) S2(p, o); BX2(o)
+#define S4(p, o) S3(p, o); BX3(o)
+#define S5(p, o) S4(p, o); BX4(o)
+#define S6(p, o) S5(p, o); BX5(o)
+
+#define ADV4 ADDQ $256, SI; ADDQ $16, DI; ADDQ $16, R11; SUBQ $4, CX
+#define ADV1 ADDQ $64, SI; ADDQ $4, DI; ADDQ $4, R11; DECQ CX
+
+// ST stores one input row's 16 results; STA adds them to dst first. DX moves to the next row.
+#define ST(a, b) VMOVUPS a, (DX); VMOVUPS b, 32(DX); ADDQ BX, DX
+#define STA(a, b) VADDPS (DX), a, a; VADDPS 32(DX), b, b; VMOVUPS a, (DX); VMOVUPS b, 32(DX); ADDQ BX, DX
+
+// func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
+//
+// dst[i, j] (+)= Σ_{c<k} panel[c*16 + j]·x[i*ldx + c] for m (1..6) input rows i and 16 weight
+// rows j; k >= 1. panel holds 16 weight rows packed column by column (see transpose16), so one
+// column is two ymm loads; each x[i, c] is broadcast once and meets both: 2 loads + m broadcasts
+// per 2m FMAs, with the 2m accumulators (12 ymm for m = 6) in registers for the whole k loop.
+// With m = 6 this is the classic 6×16 AVX2 SGEMM register block: FMA-bound when the panel is in
+// L1 and the 6 x rows in L1/L2 (see matMulRange). acc = 1 adds to dst, 0 overwrites it.
+TEXT ·avx2Gemm16(SB), NOSPLIT, $0-64
+	MOVQ panel+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ ldx+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ k+32(FP), CX
+	MOVQ m+0(FP), AX
+	ZERO8
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	CMPQ AX, $6
+	JEQ  g6
+	CMPQ AX, $5
+	JEQ  g5
+	CMPQ AX, $4
+	JEQ  g4
+	CMPQ AX, $3
+	JEQ  g3
+	CMPQ AX, $2
+	JEQ  g2
+
+g1:
+	CMPQ CX, $4
+	JLT  g1one
+g1four:
+	S1(0, 0); S1(64, 4); S1(128, 8); S1(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g1four
+g1one:
+	TESTQ CX, CX
+	JZ    gstore
+	S1(0, 0)
+	ADV1
+	JMP   g1one
+
+g2:
+	CMPQ CX, $4
+	JLT  g2one
+g2four:
+	S2(0, 0); S2(64, 4); S2(128, 8); S2(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g2four
+g2one:
+	TESTQ CX, CX
+	JZ    gstore
+	S2(0, 0)
+	ADV1
+	JMP   g2one
+
+g3:
+	CMPQ CX, $4
+	JLT  g3one
+g3four:
+	S3(0, 0); S3(64, 4); S3(128, 8); S3(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g3four
+g3one:
+	TESTQ CX, CX
+	JZ    gstore
+	S3(0, 0)
+	ADV1
+	JMP   g3one
+
+g4:
+	CMPQ CX, $4
+	JLT  g4one
+g4four:
+	S4(0, 0); S4(64, 4); S4(128, 8); S4(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g4four
+g4one:
+	TESTQ CX, CX
+	JZ    gstore
+	S4(0, 0)
+	ADV1
+	JMP   g4one
+
+g5:
+	CMPQ CX, $4
+	JLT  g5one
+g5four:
+	S5(0, 0); S5(64, 4); S5(128, 8); S5(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g5four
+g5one:
+	TESTQ CX, CX
+	JZ    gstore
+	S5(0, 0)
+	ADV1
+	JMP   g5one
+
+g6:
+	CMPQ CX, $4
+	JLT  g6one
+g6four:
+	S6(0, 0); S6(64, 4); S6(128, 8); S6(192, 12)
+	ADV4
+	CMPQ CX, $4
+	JGE  g6four
+g6one:
+	TESTQ CX, CX
+	JZ    gstore
+	S6(0, 0)
+	ADV1
+	JMP   g6one
+
+gstore:
+	MOVQ  dst+40(FP), DX
+	MOVQ  ldd+48(FP), BX
+	SHLQ  $2, BX
+	MOVQ  acc+56(FP), R8
+	TESTQ R8, R8
+	JNZ   gstoreacc
+	ST(Y0, Y1)
+	CMPQ  AX, $1
+	JEQ   gdone
+	ST(Y2, Y3)
+	CMPQ  AX, $2
+	JEQ   gdone
+	ST(Y4, Y5)
+	CMPQ  AX, $3
+	JEQ   gdone
+	ST(Y6, Y7)
+	CMPQ  AX, $4
+	JEQ   gdone
+	ST(Y8, Y9)
+	CMPQ  AX, $5
+	JEQ   gdone
+	ST(Y10, Y11)
+	JMP   gdone
+
+gstoreacc:
+	STA(Y0, Y1)
+	CMPQ AX, $1
+	JEQ  gdone
+	STA(Y2, Y3)
+	CMPQ AX, $2
+	JEQ  gdone
+	STA(Y4, Y5)
+	CMPQ AX, $3
+	JEQ  gdone
+	STA(Y6, Y7)
+	CMPQ AX, $4
+	JEQ  gdone
+	STA(Y8, Y9)
+	CMPQ AX, $5
+	JEQ  gdone
+	STA(Y10, Y11)
+
+gdone:
+	VZEROUPPER
+	RET
+
+// TR8 transposes the 8×8 block of rows p, p+ld, p+2ld, p+3ld, q, q+ld, q+2ld, q+3ld (R8 = ld,
+// R9 = 3ld in bytes; 8 columns each) into 8 packed columns of 8 at byte offset o of the panel
+// (DI), 64 bytes apart: the standard unpack / shuffle / lane-permute sequence.
+#define TR8(p, q, o) \
+	VMOVUPS    (p), Y0; \
+	VMOVUPS    (p)(R8*1), Y1; \
+	VMOVUPS    (p)(R8*2), Y2; \
+	VMOVUPS    (p)(R9*1), Y3; \
+	VMOVUPS    (q), Y4; \
+	VMOVUPS    (q)(R8*1), Y5; \
+	VMOVUPS    (q)(R8*2), Y6; \
+	VMOVUPS    (q)(R9*1), Y7; \
+	VUNPCKLPS  Y1, Y0, Y8; \
+	VUNPCKHPS  Y1, Y0, Y9; \
+	VUNPCKLPS  Y3, Y2, Y10; \
+	VUNPCKHPS  Y3, Y2, Y11; \
+	VSHUFPS    $0x44, Y10, Y8, Y0; \
+	VSHUFPS    $0xEE, Y10, Y8, Y1; \
+	VSHUFPS    $0x44, Y11, Y9, Y2; \
+	VSHUFPS    $0xEE, Y11, Y9, Y3; \
+	VUNPCKLPS  Y5, Y4, Y8; \
+	VUNPCKHPS  Y5, Y4, Y9; \
+	VUNPCKLPS  Y7, Y6, Y10; \
+	VUNPCKHPS  Y7, Y6, Y11; \
+	VSHUFPS    $0x44, Y10, Y8, Y4; \
+	VSHUFPS    $0xEE, Y10, Y8, Y5; \
+	VSHUFPS    $0x44, Y11, Y9, Y6; \
+	VSHUFPS    $0xEE, Y11, Y9, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VMOVUPS    Y8, o(DI); \
+	VPERM2F128 $0x20, Y5, Y1, Y8; \
+	VMOVUPS    Y8, (o+64)(DI); \
+	VPERM2F128 $0x20, Y6, Y2, Y8; \
+	VMOVUPS    Y8, (o+128)(DI); \
+	VPERM2F128 $0x20, Y7, Y3, Y8; \
+	VMOVUPS    Y8, (o+192)(DI); \
+	VPERM2F128 $0x31, Y4, Y0, Y8; \
+	VMOVUPS    Y8, (o+256)(DI); \
+	VPERM2F128 $0x31, Y5, Y1, Y8; \
+	VMOVUPS    Y8, (o+320)(DI); \
+	VPERM2F128 $0x31, Y6, Y2, Y8; \
+	VMOVUPS    Y8, (o+384)(DI); \
+	VPERM2F128 $0x31, Y7, Y3, Y8; \
+	VMOVUPS    Y8, (o+448)(DI)
+
+// func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
+//
+// Packs 16 rows of kc columns (src, stride lds elements; kc a multiple of 8, > 0) for gemm16:
+// panel[c*16 + j] = src[j*lds + c], 8×8 blocks at a time.
+TEXT ·avx2Transpose16(SB), NOSPLIT, $0-32
+	MOVQ panel+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), AX
+	LEAQ (SI)(R8*8), BX
+	LEAQ (BX)(R8*4), DX
+
+trloop:
+	TR8(SI, AX, 0)
+	TR8(BX, DX, 32)
+	ADDQ $32, SI
+	ADDQ $32, AX
+	ADDQ $32, BX
+	ADDQ $32, DX
+	ADDQ $512, DI
+	SUBQ $8, CX
+	JGT  trloop
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Widening (packing of bf16/f16/q8 weights for the matrix-matrix product, RowF32).
+// ---------------------------------------------------------------------------------------------
+
+// func avx2CvtBF16(dst *float32, src *uint16, n int)   (n a multiple of 8)
+TEXT ·avx2CvtBF16(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  n+16(FP), CX
+	TESTQ CX, CX
+	JLE   cvtbdone
+
+cvtbloop:
+	WIDEN16BF((SI), Y0)
+	VMOVUPS Y0, (DI)
+	ADDQ    $16, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JGT     cvtbloop
+
+cvtbdone:
+	VZEROUPPER
+	RET
+
+// func avx2CvtF16(dst *float32, src *uint16, n int)   (n a multiple of 8)
+TEXT ·avx2CvtF16(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  n+16(FP), CX
+	TESTQ CX, CX
+	JLE   cvthdone
+
+cvthloop:
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JGT       cvthloop
+
+cvthdone:
+	VZEROUPPER
+	RET
+
+// func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
+// Dequantises nblocks blocks of 32: dst = float32(q) * scale of the block.
+TEXT ·avx2CvtQ8(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  scales+16(FP), BX
+	MOVQ  nblocks+24(FP), CX
+	TESTQ CX, CX
+	JLE   cvtqdone
+
+cvtqloop:
+	VBROADCASTSS (BX), Y4
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VPMOVSXBD    16(SI), Y2
+	VPMOVSXBD    24(SI), Y3
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VMULPS       Y4, Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         $32, SI
+	ADDQ         $4, BX
+	ADDQ         $128, DI
+	DECQ         CX
+	JGT          cvtqloop
+
+cvtqdone:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------------------------
+// Vector helpers of the forward pass (ops.go); n is a multiple of 8.
+// ---------------------------------------------------------------------------------------------
+
+// func avx2DotF32(a, b *float32, n int) float32
+// A plain dot product (attention scores, RMSNorm), four accumulators.
+TEXT ·avx2DotF32(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   CX, $32
+	JLT    dottail
+
+dotloop:
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JGE         dotloop
+
+dottail:
+	TESTQ       CX, CX
+	JLE         dotdone
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         dottail
+
+dotdone:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM1
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func avx2AxpyF32(dst *float32, a float32, x *float32, n int)
+// dst += a·x (attention's weighted sum of values).
+TEXT ·avx2AxpyF32(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Y1
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	TESTQ        CX, CX
+	JLE          axpydone
+
+axpyloop:
+	VMOVUPS     (SI), Y0
+	VFMADD213PS (DI), Y1, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JGT         axpyloop
+
+axpydone:
+	VZEROUPPER
+	RET
+
+// func avx2AddF32(dst, x *float32, n int)
+// dst += x (residual connections).
+TEXT ·avx2AddF32(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  x+8(FP), SI
+	MOVQ  n+16(FP), CX
+	TESTQ CX, CX
+	JLE   adddone
+
+addloop:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JGT     addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func avx2MulScaleF32(dst, x, w *float32, s float32, n int)
+// dst = x·s·w elementwise (the second half of RMSNorm).
+TEXT ·avx2MulScaleF32(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), BX
+	VBROADCASTSS s+24(FP), Y1
+	MOVQ         n+32(FP), CX
+	TESTQ        CX, CX
+	JLE          mulsdone
+
+mulsloop:
+	VMULPS  (SI), Y1, Y0
+	VMULPS  (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JGT     mulsloop
+
+mulsdone:
+	VZEROUPPER
+	RET
+
+// func avx2MaxF32(x *float32, n int) float32   (n > 0)
+TEXT ·avx2MaxF32(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y2
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JLE     maxdone
+
+maxloop:
+	VMAXPS (SI), Y2, Y2
+	ADDQ   $32, SI
+	SUBQ   $8, CX
+	JGT    maxloop
+
+maxdone:
+	VEXTRACTF128 $1, Y2, X0
+	VMAXPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSS       X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// Constants of the vector exp, 8 lanes each: Cephes expf's range reduction (x = n·ln2 + f, ln2
+// split in a high part exact in f32 and a low correction) and its degree-6 polynomial for e^f on
+// |f| <= ln2/2 (relative error about 2e-7); 2^n is built in the exponent bits. Inputs are clamped
+// to [LO, HI]; below LO (e^x under the smallest normal f32) the result is exactly 0, so masked
+// (-Inf) softmax positions give 0.
+#define EXP_LOG2E 0
+#define EXP_C1 32
+#define EXP_C2 64
+#define EXP_P0 96
+#define EXP_P1 128
+#define EXP_P2 160
+#define EXP_P3 192
+#define EXP_P4 224
+#define EXP_P5 256
+#define EXP_ONE 288
+#define EXP_LO 320
+#define EXP_HI 352
+#define EXP_BIAS 384
+
+// DATA8 fills the 8 lanes (32 bytes) at byte offset off of expv with the 32-bit value v.
+#define DATA8(off, v) \
+	DATA expv<>+(off)(SB)/4, v; \
+	DATA expv<>+(off+4)(SB)/4, v; \
+	DATA expv<>+(off+8)(SB)/4, v; \
+	DATA expv<>+(off+12)(SB)/4, v; \
+	DATA expv<>+(off+16)(SB)/4, v; \
+	DATA expv<>+(off+20)(SB)/4, v; \
+	DATA expv<>+(off+24)(SB)/4, v; \
+	DATA expv<>+(off+28)(SB)/4, v
+
+// EXP_LOG2E: log2(e)
+DATA8(0, $0x3fb8aa3b)
+// EXP_C1: ln2 high 0.693359375
+DATA8(32, $0x3f318000)
+// EXP_C2: ln2 low -2.12194440e-4
+DATA8(64, $0xb95e8083)
+// EXP_P0: 1.9875691500e-4
+DATA8(96, $0x39506967)
+// EXP_P1: 1.3981999507e-3
+DATA8(128, $0x3ab743ce)
+// EXP_P2: 8.3334519073e-3
+DATA8(160, $0x3c088908)
+// EXP_P3: 4.1665795894e-2
+DATA8(192, $0x3d2aa9c1)
+// EXP_P4: 1.6666665459e-1
+DATA8(224, $0x3e2aaaaa)
+// EXP_P5: 0.5
+DATA8(256, $0x3f000000)
+// EXP_ONE: 1
+DATA8(288, $0x3f800000)
+// EXP_LO: -87.33654: e^x is the smallest normal f32
+DATA8(320, $0xc2aeac4f)
+// EXP_HI: 88: 2^127 still finite
+DATA8(352, $0x42b00000)
+// EXP_BIAS: 127, the f32 exponent bias (int32)
+DATA8(384, $0x0000007f)
+GLOBL expv<>(SB), RODATA|NOPTR, $416
+
+// EXP computes r = e^v for ymm v (clobbered), with t, n, mk as temporaries.
+#define EXP(v, r, t, n, mk) \
+	VCMPPS       $0x1d, expv<>+EXP_LO(SB), v, mk; \
+	VMAXPS       expv<>+EXP_LO(SB), v, v; \
+	VMINPS       expv<>+EXP_HI(SB), v, v; \
+	VMULPS       expv<>+EXP_LOG2E(SB), v, n; \
+	VROUNDPS     $0, n, n; \
+	VFNMADD231PS expv<>+EXP_C1(SB), n, v; \
+	VFNMADD231PS expv<>+EXP_C2(SB), n, v; \
+	VMOVUPS      expv<>+EXP_P0(SB), r; \
+	VFMADD213PS  expv<>+EXP_P1(SB), v, r; \
+	VFMADD213PS  expv<>+EXP_P2(SB), v, r; \
+	VFMADD213PS  expv<>+EXP_P3(SB), v, r; \
+	VFMADD213PS  expv<>+EXP_P4(SB), v, r; \
+	VFMADD213PS  expv<>+EXP_P5(SB), v, r; \
+	VMULPS       v, v, t; \
+	VFMADD213PS  v, t, r; \
+	VADDPS       expv<>+EXP_ONE(SB), r, r; \
+	VCVTPS2DQ    n, n; \
+	VPADDD       expv<>+EXP_BIAS(SB), n, n; \
+	VPSLLD       $23, n, n; \
+	VMULPS       n, r, r; \
+	VANDPS       mk, r, r
+
+// func avx2ExpSumF32(x *float32, n int, m float32) float32
+// x[i] = e^(x[i]-m) in place, returning Σ x[i] (the body of a softmax).
+TEXT ·avx2ExpSumF32(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y6
+	VXORPS       Y7, Y7, Y7
+	TESTQ        CX, CX
+	JLE          expdone
+
+exploop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y6, Y0, Y0
+	EXP(Y0, Y1, Y2, Y3, Y4)
+	VMOVUPS Y1, (SI)
+	VADDPS  Y1, Y7, Y7
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JGT     exploop
+
+expdone:
+	VMOVAPS Y7, Y0
+	HSUM1
+	VMOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func avx2SiluMulF32(dst, gate, up *float32, n int)
+// dst = gate/(1+e^-gate) · up (SwiGLU), with an exact division.
+TEXT ·avx2SiluMulF32(SB), NOSPLIT, $0-32
+	MOVQ   dst+0(FP), DI
+	MOVQ   gate+8(FP), SI
+	MOVQ   up+16(FP), BX
+	MOVQ   n+24(FP), CX
+	VXORPS Y5, Y5, Y5
+	TESTQ  CX, CX
+	JLE    silumdone
+
+silumloop:
+	VMOVUPS (SI), Y6
+	VSUBPS  Y6, Y5, Y0
+	EXP(Y0, Y1, Y2, Y3, Y4)
+	VADDPS  expv<>+EXP_ONE(SB), Y1, Y1
+	VDIVPS  Y1, Y6, Y6
+	VMULPS  (BX), Y6, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JGT     silumloop
+
+silumdone:
+	VZEROUPPER
+	RET
+
+// func avx2ScaleF32(x *float32, s float32, n int)
+// x *= s in place (softmax normalisation).
+TEXT ·avx2ScaleF32(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS s+8(FP), Y1
+	MOVQ         n+16(FP), CX
+	TESTQ        CX, CX
+	JLE          scaledone
+
+scaleloop:
+	VMULPS  (DI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JGT     scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET

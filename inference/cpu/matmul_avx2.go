@@ -1,0 +1,123 @@
+package cpu
+
+import "sync"
+
+// The AVX2 tier of MatMul (CPUs without AVX-512; see kernels_avx2_amd64.s).
+
+// matMulAVX2 is MatMul with the AVX2 kernels: the mv* row kernels for fewer than gemmN input
+// rows, packed 16-row panels and the gemm16 micro-kernel for more.
+func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
+	if n < gemmN {
+		parallelRows(w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, x, n, lo, hi) })
+		return
+	}
+	parallelRows(w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
+}
+
+// mvBlock is the number of weight rows the matrix-vector path gives one kernel call: at most
+// 64 × 4864 × 4 bytes (1.2 MiB, L2) of weights that stay cached while every input row meets them.
+const mvBlock = 64
+
+// mvRangeAVX2 computes dst[i, lo:hi] for every input row i (matrix-vector products).
+func mvRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
+	c, rows := w.Cols, w.Rows
+	kb := c &^ 7 // Q8: c, a multiple of 32
+	var tmp [4]float32
+	for r0 := lo; r0 < hi; r0 += mvBlock {
+		r1 := min(r0+mvBlock, hi)
+		r4 := r0 + (r1-r0)&^3
+		for i := range n {
+			xi := x[i*c : (i+1)*c]
+			d := dst[i*rows : (i+1)*rows]
+			if r4 > r0 {
+				mvAVX2(w, r0, 1, xi, kb, &d[r0], r4-r0)
+			}
+			for r := r4; r < r1; r++ {
+				mvAVX2(w, r, 0, xi, kb, &tmp[0], 4)
+				d[r] = tmp[0]
+			}
+			if kb < c {
+				for r := r0; r < r1; r++ {
+					var s float32
+					for k := kb; k < c; k++ {
+						s += elem(w, r*c+k) * xi[k]
+					}
+					d[r] += s
+				}
+			}
+		}
+	}
+}
+
+// mvAVX2 runs the mv kernel of w's dtype on nrows rows from r (step 1) or on row r four times
+// (step 0), over the first kb columns, into dst.
+func mvAVX2(w *Matrix, r, step int, x []float32, kb int, dst *float32, nrows int) {
+	c := w.Cols
+	off := r * c
+	switch w.DType {
+	case F32:
+		avx2MvF32(&w.F32[off], step*c, &x[0], kb, dst, nrows)
+	case BF16:
+		avx2MvBF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
+	case F16:
+		avx2MvF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
+	case Q8:
+		avx2MvQ8(&w.Q8[off], step*c, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], kb, dst, nrows)
+	}
+}
+
+// gemmKC2 is the column chunk of the AVX2 matrix-matrix path: a 16-row panel of it is 16 KiB
+// (L1) and the n input rows' slice of it, 1 KiB each, stays in L2.
+const gemmKC2 = 256
+
+// gemmBufs are the widening and packing buffers of one gemmRangeAVX2 call.
+type gemmBufs struct{ wide, panel [16 * gemmKC2]float32 }
+
+var gemmPool = sync.Pool{New: func() any { return new(gemmBufs) }}
+
+// gemmRangeAVX2 computes dst[:, lo:hi] for n >= gemmN input rows. For each block of 16 weight
+// rows and each chunk of at most gemmKC2 columns, the block is widened to f32 (f32 weights are
+// read in place) and transposed into a panel, column by column (transpose16), which gemm16 then
+// multiplies with every group of up to 6 input rows: 12 ymm accumulators, one broadcast of x
+// per 2 FMAs. Later chunks add to dst; columns past the last multiple of 8 are added in scalar
+// code, and rows past the last multiple of 16 go to the matrix-vector path.
+func gemmRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
+	c, rows := w.Cols, w.Rows
+	b := gemmPool.Get().(*gemmBufs)
+	defer gemmPool.Put(b)
+	r0 := lo
+	for ; r0+16 <= hi; r0 += 16 {
+		for k0 := 0; k0 < c; k0 += gemmKC2 {
+			kw := min(gemmKC2, c-k0)
+			k8 := kw &^ 7
+			acc := 0
+			if k0 > 0 {
+				acc = 1
+			}
+			if k8 > 0 {
+				if w.DType == F32 {
+					avx2Transpose16(&b.panel[0], &w.F32[r0*c+k0], c, k8)
+				} else {
+					for j := range 16 {
+						widen(&b.wide[j*gemmKC2], w, r0+j, k0, k8)
+					}
+					avx2Transpose16(&b.panel[0], &b.wide[0], gemmKC2, k8)
+				}
+				for i := 0; i < n; i += 6 {
+					avx2Gemm16(min(6, n-i), &b.panel[0], &x[i*c+k0], c, k8, &dst[i*rows+r0], rows, acc)
+				}
+			}
+			for k := k8; k < kw; k++ {
+				for j := range 16 {
+					v := elem(w, (r0+j)*c+k0+k)
+					for i := range n {
+						dst[i*rows+r0+j] += v * x[i*c+k0+k] // k8 > 0 at k0 = 0 (c >= 16)
+					}
+				}
+			}
+		}
+	}
+	if r0 < hi {
+		mvRangeAVX2(dst, w, x, n, r0, hi)
+	}
+}
