@@ -234,8 +234,10 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 		l.fail("tensor %q has %d columns, not a multiple of %d as q8 needs", name, cols, cpu.Q8Block)
 		return nil
 	}
-	// Conversions run later, in blocks of rows, several at once (see convertAll); out is
-	// allocated now so that pointers to it (a tied LM head) stay valid.
+	// Conversions run later, several at once (see convertAll); out is allocated now so that
+	// pointers to it (a tied LM head) stay valid. f32 and bf16 are converted in blocks of rows
+	// straight into out; q8 one whole tensor per job, as cpu.Quantize8 allocates its result
+	// (quantizing blocks and copying them would leave as much garbage as the weights).
 	out := &cpu.Matrix{Rows: rows, Cols: cols}
 	switch l.want {
 	case F32:
@@ -243,7 +245,11 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 	case BF16:
 		out.DType, out.U16 = cpu.BF16, make([]uint16, rows*cols)
 	case Q8:
-		out.DType, out.Q8, out.Scales = cpu.Q8, make([]int8, rows*cols), make([]float32, rows*cols/cpu.Q8Block)
+		l.jobs = append(l.jobs, func() error {
+			*out = *cpu.Quantize8(w)
+			return t.Evict()
+		})
+		return out
 	}
 	block := max(1, convertBlock/cols)
 	left := new(atomic.Int32)
@@ -264,7 +270,7 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 // convertBlock is the number of values one conversion job handles (rounded to whole rows).
 const convertBlock = 1 << 22
 
-// convertRows writes rows [r0, r1) of w into out, converted to out's dtype.
+// convertRows writes rows [r0, r1) of w into out, converted to out's dtype (f32 or bf16).
 func convertRows(out, w *cpu.Matrix, r0, r1 int) {
 	cols := w.Cols
 	switch out.DType {
@@ -281,16 +287,6 @@ func convertRows(out, w *cpu.Matrix, r0, r1 int) {
 				dst[j] = cpu.F32ToBF16(v)
 			}
 		}
-	case cpu.Q8:
-		part := &cpu.Matrix{DType: w.DType, Rows: r1 - r0, Cols: cols}
-		if w.DType == cpu.F32 {
-			part.F32 = w.F32[r0*cols : r1*cols]
-		} else {
-			part.U16 = w.U16[r0*cols : r1*cols]
-		}
-		q := cpu.Quantize8(part)
-		copy(out.Q8[r0*cols:], q.Q8)
-		copy(out.Scales[r0*cols/cpu.Q8Block:], q.Scales)
 	}
 }
 
