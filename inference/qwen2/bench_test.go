@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ func model05B(b *testing.B, wt WeightType) *Model {
 	if bench05.err != nil {
 		b.Fatal(bench05.err)
 	}
+	// Return the previous sub-benchmark's model to the OS first, so that peak RSS is one
+	// model's.
+	debug.FreeOSMemory()
 	m, err := Load(bench05.dir, Options{DType: wt})
 	if err != nil {
 		b.Fatal(err)
@@ -166,6 +170,9 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			model05B(b, AsStored).Close() // write the checkpoint outside the timing
 			for b.Loop() {
+				// Return the previous sub-benchmark's model to the OS first, so that peak RSS is one
+				// model's.
+				debug.FreeOSMemory()
 				m, err := Load(bench05.dir, Options{DType: wt})
 				if err != nil {
 					b.Fatal(err)
