@@ -170,9 +170,6 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			model05B(b, AsStored).Close() // write the checkpoint outside the timing
 			for b.Loop() {
-				// Return the previous sub-benchmark's model to the OS first, so that peak RSS is one
-				// model's.
-				debug.FreeOSMemory()
 				m, err := Load(bench05.dir, Options{DType: wt})
 				if err != nil {
 					b.Fatal(err)
