@@ -21,6 +21,10 @@ const (
 	FinishLength = "length" // MaxTokens were generated or the sequence filled its context
 )
 
+// ErrInvalidRequest is wrapped by every error about a request's own content (an empty or too
+// long prompt, an id outside the vocabulary, a bad sampling setting).
+var ErrInvalidRequest = errors.New("invalid request")
+
 // ErrClosed is returned for requests to, or still running in, a closed Generator.
 var ErrClosed = errors.New("generate: generator closed")
 
@@ -233,26 +237,26 @@ func (g *Generator) check(req *Request) error {
 	n := len(req.Prompt)
 	switch {
 	case n == 0:
-		return errors.New("generate: empty prompt")
+		return fmt.Errorf("generate: %w: empty prompt", ErrInvalidRequest)
 	case n >= g.ctxLen:
-		return fmt.Errorf("generate: prompt of %d tokens leaves no room in the context of %d tokens", n, g.ctxLen)
+		return fmt.Errorf("generate: %w: prompt of %d tokens leaves no room in the context of %d tokens", ErrInvalidRequest, n, g.ctxLen)
 	case req.MaxTokens < 0:
-		return fmt.Errorf("generate: max tokens %d is negative", req.MaxTokens)
+		return fmt.Errorf("generate: %w: max tokens %d is negative", ErrInvalidRequest, req.MaxTokens)
 	case req.Temperature < 0 || req.Temperature != req.Temperature:
-		return fmt.Errorf("generate: temperature %v is not >= 0", req.Temperature)
+		return fmt.Errorf("generate: %w: temperature %v is not >= 0", ErrInvalidRequest, req.Temperature)
 	case req.TopP < 0 || req.TopP > 1 || req.TopP != req.TopP:
-		return fmt.Errorf("generate: top_p %v is outside [0, 1]", req.TopP)
+		return fmt.Errorf("generate: %w: top_p %v is outside [0, 1]", ErrInvalidRequest, req.TopP)
 	case req.TopK < 0:
-		return fmt.Errorf("generate: top_k %d is negative", req.TopK)
+		return fmt.Errorf("generate: %w: top_k %d is negative", ErrInvalidRequest, req.TopK)
 	}
 	for i, id := range req.Prompt {
 		if id < 0 || id >= g.vocab {
-			return fmt.Errorf("generate: prompt token %d is id %d, outside the vocabulary [0, %d)", i, id, g.vocab)
+			return fmt.Errorf("generate: %w: prompt token %d is id %d, outside the vocabulary [0, %d)", ErrInvalidRequest, i, id, g.vocab)
 		}
 	}
 	for _, id := range req.StopIDs {
 		if id < 0 || id >= g.vocab {
-			return fmt.Errorf("generate: stop id %d outside the vocabulary [0, %d)", id, g.vocab)
+			return fmt.Errorf("generate: %w: stop id %d outside the vocabulary [0, %d)", ErrInvalidRequest, id, g.vocab)
 		}
 	}
 	room := g.ctxLen - n

@@ -118,7 +118,7 @@ func (s *Student) Chat(ctx context.Context, msgs []chat.Message, opts chat.Optio
 // generation prompt.
 func (s *Student) Prompt(msgs []chat.Message) ([]int, error) {
 	if err := chattmpl.Check(msgs); err != nil {
-		return nil, fmt.Errorf("student: %w", err)
+		return nil, fmt.Errorf("student: %w: %w", generate.ErrInvalidRequest, err)
 	}
 	text, _ := chattmpl.Render(msgs, true)
 	return s.tok.Encode(text), nil
@@ -136,7 +136,7 @@ func (s *Student) Request(prompt []int, opts chat.Options) (generate.Request, er
 		TopK:        s.sampling.TopK,
 	}
 	if opts.MaxTokens < 0 {
-		return req, fmt.Errorf("student: max_tokens %d is negative", opts.MaxTokens)
+		return req, fmt.Errorf("student: %w: max_tokens %d is negative", generate.ErrInvalidRequest, opts.MaxTokens)
 	}
 	if opts.MaxTokens > 0 {
 		req.MaxTokens = opts.MaxTokens
@@ -163,7 +163,7 @@ func (s *Student) Request(prompt []int, opts chat.Options) (generate.Request, er
 	}
 	for _, st := range opts.Stop {
 		if st == "" {
-			return req, errors.New("student: empty stop string")
+			return req, fmt.Errorf("student: %w: empty stop string", generate.ErrInvalidRequest)
 		}
 	}
 	return req, nil

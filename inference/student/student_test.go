@@ -12,89 +12,11 @@ import (
 	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 )
 
-// byteTok is a byte-level tokenizer for tests: ids 0-255 are bytes, 256-258 the ChatML specials.
-type byteTok struct{}
-
-var specials = []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
-
-func (byteTok) Encode(text string) []int {
-	var ids []int
-	for len(text) > 0 {
-		matched := false
-		for i, s := range specials {
-			if strings.HasPrefix(text, s) {
-				ids = append(ids, 256+i)
-				text = text[len(s):]
-				matched = true
-				break
-			}
-		}
-		if !matched {
-			ids = append(ids, int(text[0]))
-			text = text[1:]
-		}
-	}
-	return ids
-}
-
-func (byteTok) Decode(ids []int) string {
-	var b []byte
-	for _, id := range ids {
-		switch {
-		case id < 256:
-			b = append(b, byte(id))
-		case id < 259:
-			b = append(b, specials[id-256]...)
-		}
-	}
-	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
-}
-
-func (byteTok) TokenID(tok string) (int, bool) {
-	for i, s := range specials {
-		if s == tok {
-			return 256 + i, true
-		}
-	}
-	return 0, false
-}
-
 const script = "héllo <sql>SELECT 1</sql>"
-
-// scriptedToy answers every assistant turn with script, then <|im_end|>.
-func scriptedToy() *gentest.Toy {
-	toy := gentest.NewToy(259, 4096)
-	header := byteTok{}.Encode("<|im_start|>assistant\n")
-	toy.Favor = func(toks []int) (int, bool) {
-		for i := len(toks) - len(header); i >= 0; i-- {
-			if equal(toks[i:i+len(header)], header) {
-				n := len(toks) - i - len(header)
-				if n < len(script) {
-					return int(script[n]), true
-				}
-				return 257, true
-			}
-		}
-		return 0, false
-	}
-	return toy
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 func newStudent(t *testing.T) *Student {
 	t.Helper()
-	s, err := New(scriptedToy(), byteTok{}, Config{ModelID: "toy"})
+	s, err := New(gentest.Scripted(script), gentest.ByteTokenizer{}, Config{ModelID: "toy"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,89 @@
+package gentest
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// ByteTokenizer is a byte-level tokenizer for tests: ids 0-255 are bytes, 256-258 the ChatML
+// special tokens <|im_start|>, <|im_end|> and <|endoftext|>. A Toy over it needs a vocabulary of
+// at least ByteVocab.
+type ByteTokenizer struct{}
+
+// ByteVocab is the vocabulary size of ByteTokenizer.
+const ByteVocab = 259
+
+// Ids of ByteTokenizer's special tokens.
+const (
+	ImStart   = 256
+	ImEnd     = 257
+	EndOfText = 258
+)
+
+var specials = []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
+
+// Encode returns the bytes of text as ids, special tokens recognised.
+func (ByteTokenizer) Encode(text string) []int {
+	var ids []int
+	for len(text) > 0 {
+		matched := false
+		for i, s := range specials {
+			if strings.HasPrefix(text, s) {
+				ids = append(ids, ImStart+i)
+				text = text[len(s):]
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			ids = append(ids, int(text[0]))
+			text = text[1:]
+		}
+	}
+	return ids
+}
+
+// Decode returns the text of ids, ill-formed UTF-8 replaced by U+FFFD.
+func (ByteTokenizer) Decode(ids []int) string {
+	var b []byte
+	for _, id := range ids {
+		switch {
+		case id >= 0 && id < 256:
+			b = append(b, byte(id))
+		case id >= ImStart && id < ByteVocab:
+			b = append(b, specials[id-ImStart]...)
+		}
+	}
+	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
+}
+
+// TokenID returns the id of a special token.
+func (ByteTokenizer) TokenID(tok string) (int, bool) {
+	for i, s := range specials {
+		if s == tok {
+			return ImStart + i, true
+		}
+	}
+	return 0, false
+}
+
+// Scripted returns a Toy over ByteTokenizer that answers every ChatML assistant turn with reply
+// and then <|im_end|>.
+func Scripted(reply string) *Toy {
+	toy := NewToy(ByteVocab, 8192)
+	header := ByteTokenizer{}.Encode("<|im_start|>assistant\n")
+	toy.Favor = func(toks []int) (int, bool) {
+		for i := len(toks) - len(header); i >= 0; i-- {
+			if slices.Equal(toks[i:i+len(header)], header) {
+				n := len(toks) - i - len(header)
+				if n < len(reply) {
+					return int(reply[n]), true
+				}
+				return ImEnd, true
+			}
+		}
+		return 0, false
+	}
+	return toy
+}

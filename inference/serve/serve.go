@@ -1,0 +1,398 @@
+// Package serve exposes a chat backend (the student runtime) over the OpenAI chat-completions
+// HTTP API: POST /v1/chat/completions, non-streaming and streaming (server-sent events ending
+// with "data: [DONE]"), and GET /v1/models. Errors use OpenAI's JSON error shape. Every request
+// runs in its own goroutine; the backend batches them (the student's generator decodes all
+// requests in flight together).
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/generate"
+)
+
+// Backend answers conversations, streaming the reply's text (*student.Student is one).
+type Backend interface {
+	// ModelID is the model's name in /v1/models and in replies.
+	ModelID() string
+	// Stream answers msgs, calling fn (which may be nil) with each piece of the reply's text.
+	// Errors about the request itself wrap generate.ErrInvalidRequest (answered 400).
+	Stream(ctx context.Context, msgs []chat.Message, opts chat.Options, fn func(delta string) error) (chat.Reply, error)
+}
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 32 << 20
+
+// Handler returns the HTTP handler serving b. logger may be nil (no request log).
+func Handler(b Backend, logger *log.Logger) http.Handler {
+	s := &server{b: b, log: logger, created: time.Now().Unix()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.completions)
+	mux.HandleFunc("/v1/models", s.models)
+	mux.HandleFunc("/v1/models/{id}", s.model)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route for %s %s (serving /v1/chat/completions and /v1/models)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type server struct {
+	b       Backend
+	log     *log.Logger
+	created int64
+}
+
+// errorBody is OpenAI's error shape.
+type errorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var e errorBody
+	e.Error.Message, e.Error.Type = msg, typ
+	if code != "" {
+		e.Error.Code = &code
+	}
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *server) modelObject() modelObject {
+	return modelObject{ID: s.b.ModelID(), Object: "model", Created: s.created, OwnedBy: "chainedsql"}
+}
+
+func (s *server) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+}
+
+func (s *server) model(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	if id := r.PathValue("id"); id != s.b.ModelID() {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", fmt.Sprintf("the model %q does not exist (serving %q)", id, s.b.ModelID()))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, allow))
+}
+
+// request is the part of a chat-completions request the backend honours.
+type request struct {
+	Model               string          `json:"model"`
+	Messages            []message       `json:"messages"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                int             `json:"top_k"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N *int `json:"n"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// content reads a message's content: a string, null, or a list of {"type":"text","text":...}
+// parts.
+func (m message) content(i int) (string, error) {
+	raw := strings.TrimSpace(string(m.Content))
+	if raw == "" || raw == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(m.Content, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("messages[%d].content: want a string or a list of text parts", i)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("messages[%d].content[%d]: part type %q is not supported (only text)", i, j, p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// parse validates the request and converts it; the error message names the bad field.
+func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, int, string, error) {
+	var req request
+	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, nil, chat.Options{}, http.StatusRequestEntityTooLarge, "", fmt.Errorf("request body over %d bytes", MaxBodyBytes)
+		}
+		return nil, nil, chat.Options{}, http.StatusBadRequest, "", fmt.Errorf("request body is not a valid chat-completions JSON object: %w", err)
+	}
+	if req.Model != "" && req.Model != s.b.ModelID() {
+		return nil, nil, chat.Options{}, http.StatusNotFound, "model_not_found", fmt.Errorf("the model %q does not exist (serving %q)", req.Model, s.b.ModelID())
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, chat.Options{}, http.StatusBadRequest, "", errors.New("messages: at least one message is required")
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, nil, chat.Options{}, http.StatusBadRequest, "", fmt.Errorf("n: only 1 is supported, got %d", *req.N)
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		c, err := m.content(i)
+		if err != nil {
+			return nil, nil, chat.Options{}, http.StatusBadRequest, "", err
+		}
+		msgs[i] = chat.Message{Role: m.Role, Content: c}
+	}
+	opts := chat.Options{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, MaxTokens: req.MaxTokens, Seed: req.Seed}
+	if req.MaxCompletionTokens > 0 {
+		opts.MaxTokens = req.MaxCompletionTokens
+	}
+	switch {
+	case opts.MaxTokens < 0:
+		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("max_tokens: %d is negative", opts.MaxTokens)
+	case opts.Temperature != nil && (*opts.Temperature < 0 || *opts.Temperature > 2):
+		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("temperature: %v is outside [0, 2]", *opts.Temperature)
+	case opts.TopP != nil && (*opts.TopP <= 0 || *opts.TopP > 1):
+		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("top_p: %v is outside (0, 1]", *opts.TopP)
+	case opts.TopK < 0:
+		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("top_k: %d is negative", opts.TopK)
+	}
+	if raw := strings.TrimSpace(string(req.Stop)); raw != "" && raw != "null" {
+		var one string
+		if err := json.Unmarshal(req.Stop, &one); err == nil {
+			opts.Stop = []string{one}
+		} else if err := json.Unmarshal(req.Stop, &opts.Stop); err != nil {
+			return nil, nil, opts, http.StatusBadRequest, "", errors.New("stop: want a string or a list of strings")
+		}
+		for i, st := range opts.Stop {
+			if st == "" {
+				return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("stop[%d]: empty string", i)
+			}
+		}
+	}
+	return &req, msgs, opts, 0, "", nil
+}
+
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func toUsage(u chat.Usage) *usage {
+	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
+	out.PromptTokensDetails.CachedTokens = u.CachedTokens
+	return out
+}
+
+type choice struct {
+	Index        int      `json:"index"`
+	Message      *msgOut  `json:"message,omitempty"`
+	Delta        *msgOut  `json:"delta,omitempty"`
+	FinishReason *string  `json:"finish_reason"`
+	Logprobs     *float64 `json:"logprobs"`
+}
+
+type msgOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type completion struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   *usage   `json:"usage,omitempty"`
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}
+
+// status maps a backend error to an HTTP status and OpenAI error type.
+func status(ctx context.Context, err error) (int, string) {
+	switch {
+	case ctx.Err() != nil:
+		return 499, "request_cancelled" // the client is gone; nobody reads this
+	case errors.Is(err, generate.ErrInvalidRequest):
+		return http.StatusBadRequest, "invalid_request_error"
+	}
+	return http.StatusInternalServerError, "server_error"
+}
+
+func (s *server) completions(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	start := time.Now()
+	req, msgs, opts, code, ecode, err := s.parse(r)
+	if err != nil {
+		writeError(w, code, "invalid_request_error", ecode, err.Error())
+		return
+	}
+	id, created := newID(), time.Now().Unix()
+	if !req.Stream {
+		rep, err := s.b.Stream(r.Context(), msgs, opts, nil)
+		if err != nil {
+			st, typ := status(r.Context(), err)
+			writeError(w, st, typ, "", err.Error())
+			s.logf("chat %s: %d %v", id, st, err)
+			return
+		}
+		fr := rep.FinishReason
+		content := rep.Content
+		writeJSON(w, http.StatusOK, completion{
+			ID: id, Object: "chat.completion", Created: created, Model: s.b.ModelID(),
+			Choices: []choice{{Index: 0, Message: &msgOut{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr}},
+			Usage:   toUsage(rep.Usage),
+		})
+		s.logf("chat %s: %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
+		return
+	}
+	s.stream(w, r, req, msgs, opts, id, created, start)
+}
+
+// stream answers with server-sent events: a role chunk, content chunks, a finish chunk, the
+// usage chunk when asked for, and "data: [DONE]". An error after the first byte is sent as an
+// error event (the status line is already out).
+func (s *server) stream(w http.ResponseWriter, r *http.Request, req *request, msgs []chat.Message, opts chat.Options, id string, created int64, start time.Time) {
+	flusher, _ := w.(http.Flusher)
+	started := false
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		w.WriteHeader(http.StatusOK)
+	}
+	send := func(v any) error {
+		begin()
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	chunk := func(d *msgOut, fr *string) completion {
+		return completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(),
+			Choices: []choice{{Index: 0, Delta: d, FinishReason: fr}}}
+	}
+	empty := ""
+	first := true
+	rep, err := s.b.Stream(r.Context(), msgs, opts, func(delta string) error {
+		if first {
+			first = false
+			if err := send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
+				return err
+			}
+		}
+		return send(chunk(&msgOut{Content: &delta}, nil))
+	})
+	if err != nil {
+		st, typ := status(r.Context(), err)
+		s.logf("chat %s (stream): %d %v", id, st, err)
+		if !started {
+			writeError(w, st, typ, "", err.Error())
+			return
+		}
+		var e errorBody
+		e.Error.Message, e.Error.Type = err.Error(), typ
+		send(e)
+		return
+	}
+	if first {
+		if send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
+			return
+		}
+	}
+	fr := rep.FinishReason
+	if send(chunk(&msgOut{}, &fr)) != nil {
+		return
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(), Choices: []choice{}, Usage: toUsage(rep.Usage)}
+		if send(u) != nil {
+			return
+		}
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+	s.logf("chat %s (stream): %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
+}
+
+func (s *server) logf(format string, args ...any) {
+	if s.log != nil {
+		s.log.Printf(format, args...)
+	}
+}

@@ -1,0 +1,258 @@
+package serve_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
+	"github.com/chainedsql/chainedsql/inference/serve"
+	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/teachers"
+)
+
+const reply = "<think>count them</think>\n<sql>SELECT count(*) FROM t</sql>"
+
+func newServer(t *testing.T, delay time.Duration) (*httptest.Server, *student.Student) {
+	t.Helper()
+	toy := gentest.Scripted(reply)
+	toy.Delay = delay
+	st, err := student.New(toy, gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serve.Handler(st, nil))
+	t.Cleanup(func() { srv.Close(); st.Close() })
+	return srv, st
+}
+
+func post(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("status %d: body is not JSON: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, out
+}
+
+func TestNonStreaming(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	code, out := post(t, srv.URL, `{"model":"toy-student","messages":[{"role":"user","content":"How many?"}],"temperature":0}`)
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	ch := out["choices"].([]any)[0].(map[string]any)
+	msg := ch["message"].(map[string]any)
+	if msg["content"] != reply || msg["role"] != "assistant" || ch["finish_reason"] != "stop" {
+		t.Fatalf("choice %v", ch)
+	}
+	u := out["usage"].(map[string]any)
+	if u["completion_tokens"].(float64) != float64(len(reply)+1) || u["total_tokens"].(float64) != u["prompt_tokens"].(float64)+u["completion_tokens"].(float64) {
+		t.Fatalf("usage %v", u)
+	}
+	if out["object"] != "chat.completion" || !strings.HasPrefix(out["id"].(string), "chatcmpl-") || out["model"] != "toy-student" {
+		t.Fatalf("envelope %v", out)
+	}
+	// Content as a list of text parts; max_tokens cuts with finish_reason length.
+	code, out = post(t, srv.URL, `{"messages":[{"role":"user","content":[{"type":"text","text":"How "},{"type":"text","text":"many?"}]}],"max_tokens":7}`)
+	ch = out["choices"].([]any)[0].(map[string]any)
+	if code != 200 || ch["message"].(map[string]any)["content"] != reply[:7] || ch["finish_reason"] != "length" {
+		t.Fatalf("parts + max_tokens: %d %v", code, out)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	cases := []struct {
+		body, code, want string
+		status           int
+	}{
+		{`{"messages":`, "", "not a valid", 400},
+		{`{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, "model_not_found", `"gpt-9"`, 404},
+		{`{"messages":[]}`, "", "messages", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"n":2}`, "", "n:", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"temperature":3}`, "", "temperature", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"stop":[""]}`, "", "stop[0]", 400},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "", "image_url", 400},
+		{`{"messages":[{"role":"wizard","content":"x"}]}`, "", "wizard", 400},
+		{`{"messages":[{"role":"user","content":"` + strings.Repeat("x", 9000) + `"}]}`, "", "no room", 400},
+	}
+	for _, c := range cases {
+		code, out := post(t, srv.URL, c.body)
+		e, _ := out["error"].(map[string]any)
+		if code != c.status || e == nil || !strings.Contains(e["message"].(string), c.want) || e["type"] == nil {
+			t.Errorf("%.60s: status %d, body %v; want %d mentioning %q", c.body, code, out, c.status, c.want)
+			continue
+		}
+		if c.code != "" && e["code"] != c.code {
+			t.Errorf("%.60s: code %v, want %s", c.body, e["code"], c.code)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/v1/chat/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET completions: %d", resp.StatusCode)
+	}
+}
+
+func TestModels(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	oc := openaiClient(srv.URL)
+	list, err := oc.ListModels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Models) != 1 || list.Models[0].ID != "toy-student" {
+		t.Fatalf("models %+v", list.Models)
+	}
+	m, err := oc.GetModel(context.Background(), "toy-student")
+	if err != nil || m.ID != "toy-student" {
+		t.Fatalf("model: %+v %v", m, err)
+	}
+	if _, err := oc.GetModel(context.Background(), "nope"); err == nil {
+		t.Fatal("unknown model found")
+	} else {
+		var apiErr *openai.APIError
+		if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 404 {
+			t.Fatalf("unknown model: %v", err)
+		}
+	}
+}
+
+func openaiClient(url string) *openai.Client {
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = url + "/v1"
+	return openai.NewClientWithConfig(cfg)
+}
+
+func TestStreamingWithGoOpenAI(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	oc := openaiClient(srv.URL)
+	stream, err := oc.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+		Model:         "toy-student",
+		Messages:      []openai.ChatCompletionMessage{{Role: "user", Content: "How many?"}},
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var content strings.Builder
+	var finish openai.FinishReason
+	var usage *openai.Usage
+	chunks := 0
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks++
+		if r.Usage != nil {
+			usage = r.Usage
+		}
+		for _, c := range r.Choices {
+			content.WriteString(c.Delta.Content)
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
+		}
+	}
+	if content.String() != reply || finish != openai.FinishReasonStop || chunks < 5 {
+		t.Fatalf("streamed %q in %d chunks, finish %q", content.String(), chunks, finish)
+	}
+	if usage == nil || usage.CompletionTokens != len(reply)+1 {
+		t.Fatalf("usage %+v", usage)
+	}
+}
+
+func TestStreamWireFormat(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"x"}],"stream":true,"stop":"</think>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) < 3 || lines[len(lines)-1] != "data: [DONE]" {
+		t.Fatalf("events %q", lines)
+	}
+	var text strings.Builder
+	for _, l := range lines[:len(lines)-1] {
+		var c struct {
+			Object  string
+			Choices []struct {
+				Delta        struct{ Content string }
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if !strings.HasPrefix(l, "data: ") || json.Unmarshal([]byte(l[6:]), &c) != nil || c.Object != "chat.completion.chunk" {
+			t.Fatalf("bad event %q", l)
+		}
+		text.WriteString(c.Choices[0].Delta.Content)
+	}
+	if text.String() != "<think>count them" {
+		t.Fatalf("stop string: streamed %q", text.String())
+	}
+}
+
+// The teachers' client (what distill uses for every endpoint) drives the server as a teacher.
+func TestTeachersClientAsEndpoint(t *testing.T) {
+	srv, st := newServer(t, 2*time.Millisecond)
+	h, err := policies.FromEndpoint(teachers.Endpoint{Name: "student", BaseURL: srv.URL + "/v1", Model: "toy-student", MaxConcurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			msgs := []chat.Message{{Role: chat.RoleSystem, Content: "dialect sqlite"}, {Role: chat.RoleUser, Content: strings.Repeat("?", i+1)}}
+			r, err := h.Policy.Chat(context.Background(), msgs, chat.Options{Temperature: chat.Float(0), MaxTokens: 200})
+			if err != nil {
+				t.Errorf("chat %d: %v", i, err)
+				return
+			}
+			// The teachers client moves inline <think> into Reasoning.
+			if !strings.Contains(r.Content, "<sql>SELECT count(*) FROM t</sql>") || r.FinishReason != chat.FinishStop || r.Usage.CompletionTokens != len(reply)+1 {
+				t.Errorf("chat %d: %+v", i, r)
+			}
+		})
+	}
+	wg.Wait()
+	if s := st.Generator().Stats(); s.MaxBatchSeen < 2 {
+		t.Fatalf("8 concurrent HTTP requests never shared a Forward (max batch %d)", s.MaxBatchSeen)
+	}
+}
