@@ -234,6 +234,27 @@ func TestMatMulShapes(t *testing.T) {
 	})
 }
 
+// TestMatMulGemmShapes covers the matrix-matrix blocking: several column chunks, several
+// 32-row blocks with leftovers, full and padded groups of 12 input rows.
+func TestMatMulGemmShapes(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		defer withThreads(2)()
+		for _, dt := range []DType{F32, BF16, F16, Q8} {
+			for _, cols := range []int{300, 600} {
+				if dt == Q8 {
+					cols += 32 - cols%32
+				}
+				for _, rows := range []int{33, 70} {
+					for _, n := range []int{12, 13, 25} {
+						compareMatMul(t, rng, dt, rows, cols, n)
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestMatMulSmallCols(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
