@@ -38,12 +38,13 @@ type Config struct {
 	// PrefillChunk is the most prompt tokens one sequence feeds per Forward (default 256), so a
 	// long prompt does not stall the others' decoding.
 	PrefillChunk int
-	// CacheTokens bounds the capacity, in tokens, of the finished requests' KV caches kept for
-	// prefix reuse (default 65536); the least recently used are released first. Negative
-	// disables reuse.
+	// CacheTokens bounds the tokens held by the finished requests' KV caches kept for prefix
+	// reuse (default 65536); the least recently used are released first. Negative disables
+	// reuse.
 	CacheTokens int
 	// Headroom is the capacity a new cache gets beyond what its request needs (default 1024),
-	// so that the conversation's next turn fits and can reuse it.
+	// so that the conversation's next turn fits and can reuse it. (A model whose caches grow
+	// as tokens are added, as qwen2's do, spends no memory on it.)
 	Headroom int
 	// StopIDs are the tokens that end every request (e.g. <|im_end|> and <|endoftext|>).
 	StopIDs []int
@@ -126,7 +127,7 @@ type Generator struct {
 	waiting []*Sequence
 	active  []*Sequence
 	pool    []*entry
-	idle    int // sum of pool capacities
+	idle    int // tokens held by the pool's caches
 	clock   uint64
 }
 
@@ -140,7 +141,7 @@ type Stats struct {
 	CachedTokens   int64 // prompt tokens served by a kept cache
 	Generated      int64 // tokens sampled
 	CachesKept     int   // caches in the reuse pool now
-	CacheTokensNow int   // their capacity in tokens
+	CacheTokensNow int   // the tokens they hold
 }
 
 // entry is a kept cache and the tokens it holds.
@@ -465,7 +466,7 @@ func (g *Generator) attach(s *Sequence) error {
 	if i, common := g.lookup(prompt, need); i >= 0 {
 		e := g.pool[i]
 		g.pool = append(g.pool[:i], g.pool[i+1:]...)
-		g.idle -= e.capacity
+		g.idle -= len(e.toks)
 		g.updatePoolStats()
 		if common >= len(prompt) {
 			common = len(prompt) - 1 // feed at least one token to get logits
@@ -505,7 +506,7 @@ func (g *Generator) lookup(prompt []int, need int) (int, int) {
 			best, bestCommon, bestFull = i, c, full
 		}
 	}
-	if best >= 0 && !bestFull && g.idle+need+g.cfg.Headroom <= g.cfg.CacheTokens {
+	if best >= 0 && !bestFull && g.idle+len(prompt) <= g.cfg.CacheTokens {
 		return -1, 0
 	}
 	return best, bestCommon
@@ -528,13 +529,13 @@ func (g *Generator) keep(s *Sequence) {
 	if c == nil {
 		return
 	}
-	if g.cfg.CacheTokens < 0 || s.capacity > g.cfg.CacheTokens || len(s.fed) == 0 {
+	if g.cfg.CacheTokens < 0 || len(s.fed) > g.cfg.CacheTokens || len(s.fed) == 0 {
 		c.Release()
 		return
 	}
 	g.clock++
 	g.pool = append(g.pool, &entry{cache: c, toks: s.fed, capacity: s.capacity, used: g.clock})
-	g.idle += s.capacity
+	g.idle += len(s.fed)
 	for g.idle > g.cfg.CacheTokens {
 		oldest := 0
 		for i, e := range g.pool {
@@ -544,7 +545,7 @@ func (g *Generator) keep(s *Sequence) {
 		}
 		e := g.pool[oldest]
 		e.cache.Release()
-		g.idle -= e.capacity
+		g.idle -= len(e.toks)
 		g.pool = append(g.pool[:oldest], g.pool[oldest+1:]...)
 	}
 	g.updatePoolStats()

@@ -1,0 +1,38 @@
+package policies_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+func TestStudentPolicy(t *testing.T) {
+	dir := shared.Path(t, "models/tiny-qwen2-f32")
+	t.Setenv(policies.EnvStudentTokenizer, shared.Path(t, "tokenizer/qwen2.5"))
+	t.Setenv(policies.EnvStudentThreads, "zero")
+	if _, err := policies.Resolve("student:"+dir, nil); err == nil || !strings.Contains(err.Error(), policies.EnvStudentThreads) {
+		t.Fatalf("bad thread count: %v", err)
+	}
+	t.Setenv(policies.EnvStudentThreads, "2")
+	h, err := policies.Resolve("student:"+dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Name != "student-tiny-qwen2-f32" || h.Model != "tiny-qwen2-f32" || h.Close == nil {
+		t.Fatalf("handle %+v", h)
+	}
+	r, err := h.Policy.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}, chat.Options{MaxTokens: 3})
+	if err != nil || r.Usage.PromptTokens == 0 || r.Model != "tiny-qwen2-f32" {
+		t.Fatalf("chat: %+v %v", r, err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policies.Resolve("student:"+t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Fatalf("directory without a model: %v", err)
+	}
+}

@@ -1,0 +1,91 @@
+package student
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+)
+
+// Options are how Open loads a model directory.
+type Options struct {
+	// Tokenizer is a tokenizer.json (or a directory holding one) to use when the model
+	// directory has none.
+	Tokenizer string
+	// DType is the weight type: "" or "stored" (as in the files), "f32", "bf16" or "q8".
+	DType string
+	// Threads, when > 0, sets the CPU kernels' thread count (cpu.SetThreads, process-wide).
+	Threads int
+	// ModelID names the model (default the directory's base name).
+	ModelID string
+	// Sampling holds the defaults for unset chat.Options (zero: greedy, 2048 max tokens).
+	Sampling Sampling
+	// Generate tunes the scheduler.
+	Generate generate.Config
+}
+
+// Open loads the Hugging Face model directory dir (config.json, model.safetensors or a sharded
+// index, generation_config.json, tokenizer.json) and returns a Student over it. The stop tokens
+// are the model's eos ids plus the tokenizer's <|im_end|> and <|endoftext|>.
+func Open(dir string, opts Options) (*Student, error) {
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("student: model directory: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("student: model directory %s is not a directory", dir)
+	}
+	tokPath := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(tokPath); errors.Is(err, fs.ErrNotExist) {
+		if opts.Tokenizer == "" {
+			return nil, fmt.Errorf("student: %s has no tokenizer.json; give one (--tokenizer PATH, e.g. the Qwen2.5 tokenizer directory)", dir)
+		}
+		tokPath = opts.Tokenizer
+	}
+	wt, err := qwen2.ParseWeightType(opts.DType)
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	if opts.Threads > 0 {
+		cpu.SetThreads(opts.Threads)
+	}
+	m, err := qwen2.Load(dir, qwen2.Options{DType: wt})
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	if tok.VocabSize() > m.VocabSize() {
+		m.Close()
+		return nil, fmt.Errorf("student: tokenizer %s has %d tokens, more than the %d rows of the model in %s", tokPath, tok.VocabSize(), m.VocabSize(), dir)
+	}
+	stops := m.EOS()
+	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
+		if id, ok := tok.TokenID(t); ok && !slices.Contains(stops, id) {
+			stops = append(stops, id)
+		}
+	}
+	id := opts.ModelID
+	if id == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			abs = dir
+		}
+		id = filepath.Base(abs)
+	}
+	s, err := New(m, tok, Config{ModelID: id, Sampling: opts.Sampling, StopIDs: stops, Generate: opts.Generate})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	s.closers = append(s.closers, m.Close)
+	return s, nil
+}
