@@ -42,6 +42,39 @@
 	VXORPS Y6, Y6, Y6; \
 	VXORPS Y7, Y7, Y7
 
+// MVARGS loads the arguments of the mv kernels (shift: log2 of the weight size): SI weights,
+// R8 row stride in bytes, DI x, CX columns, DX dst, BX rows.
+#define MVARGS(shift) \
+	MOVQ w+0(FP), SI; \
+	MOVQ ldw+8(FP), R8; \
+	SHLQ shift, R8; \
+	MOVQ x+16(FP), DI; \
+	MOVQ k+24(FP), CX; \
+	MOVQ dst+32(FP), DX; \
+	MOVQ nrows+40(FP), BX
+
+// MVROW starts a group of four rows: AX, R9 rows 0 and 3, R11 x, R10 columns left, sums zeroed.
+#define MVROW \
+	MOVQ SI, AX; \
+	LEAQ (SI)(R8*2), R9; \
+	ADDQ R8, R9; \
+	MOVQ DI, R11; \
+	MOVQ CX, R10; \
+	ZERO8
+
+// MVSUM folds the two accumulators per row, stores the group's four sums, moves to the next
+// group and counts it off BX (the caller's JGT loops).
+#define MVSUM \
+	VADDPS  Y4, Y0, Y0; \
+	VADDPS  Y5, Y1, Y1; \
+	VADDPS  Y6, Y2, Y2; \
+	VADDPS  Y7, Y3, Y3; \
+	HSUM4; \
+	VMOVUPS X0, (DX); \
+	ADDQ    $16, DX; \
+	LEAQ    (SI)(R8*4), SI; \
+	SUBQ    $4, BX
+
 // ---------------------------------------------------------------------------------------------
 // Matrix-vector kernels (decode). Each computes dst[j] = Σ_{c<k} w[j, c]·x[c] for nrows rows
 // (a multiple of 4) of a row-major matrix with row stride ldw elements, 4 rows at a time: x is
@@ -54,21 +87,10 @@
 
 // func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
 TEXT ·avx2MvF32(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $2, R8
-	MOVQ x+16(FP), DI
-	MOVQ k+24(FP), CX
-	MOVQ dst+32(FP), DX
-	MOVQ nrows+40(FP), BX
+	MVARGS($2)
 
 mvf32rows:
-	MOVQ SI, AX
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ DI, R11
-	MOVQ CX, R10
-	ZERO8
+	MVROW
 	CMPQ R10, $16
 	JLT  mvf32tail
 
@@ -100,15 +122,7 @@ mvf32tail:
 	VFMADD231PS (R9), Y8, Y3
 
 mvf32sum:
-	VADDPS  Y4, Y0, Y0
-	VADDPS  Y5, Y1, Y1
-	VADDPS  Y6, Y2, Y2
-	VADDPS  Y7, Y3, Y3
-	HSUM4
-	VMOVUPS X0, (DX)
-	ADDQ    $16, DX
-	LEAQ    (SI)(R8*4), SI
-	SUBQ    $4, BX
+	MVSUM
 	JGT     mvf32rows
 	VZEROUPPER
 	RET
@@ -124,21 +138,10 @@ mvf32sum:
 // As mvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
 // products and sums are the same f32 arithmetic as for f32 weights at half the memory traffic.
 TEXT ·avx2MvBF16(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $1, R8
-	MOVQ x+16(FP), DI
-	MOVQ k+24(FP), CX
-	MOVQ dst+32(FP), DX
-	MOVQ nrows+40(FP), BX
+	MVARGS($1)
 
 mvbf16rows:
-	MOVQ SI, AX
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ DI, R11
-	MOVQ CX, R10
-	ZERO8
+	MVROW
 	CMPQ R10, $16
 	JLT  mvbf16tail
 
@@ -182,15 +185,7 @@ mvbf16tail:
 	VFMADD231PS Y13, Y8, Y3
 
 mvbf16sum:
-	VADDPS  Y4, Y0, Y0
-	VADDPS  Y5, Y1, Y1
-	VADDPS  Y6, Y2, Y2
-	VADDPS  Y7, Y3, Y3
-	HSUM4
-	VMOVUPS X0, (DX)
-	ADDQ    $16, DX
-	LEAQ    (SI)(R8*4), SI
-	SUBQ    $4, BX
+	MVSUM
 	JGT     mvbf16rows
 	VZEROUPPER
 	RET
@@ -199,21 +194,10 @@ mvbf16sum:
 //
 // As mvF32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C).
 TEXT ·avx2MvF16(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $1, R8
-	MOVQ x+16(FP), DI
-	MOVQ k+24(FP), CX
-	MOVQ dst+32(FP), DX
-	MOVQ nrows+40(FP), BX
+	MVARGS($1)
 
 mvf16rows:
-	MOVQ SI, AX
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ DI, R11
-	MOVQ CX, R10
-	ZERO8
+	MVROW
 	CMPQ R10, $16
 	JLT  mvf16tail
 
@@ -257,15 +241,7 @@ mvf16tail:
 	VFMADD231PS Y13, Y8, Y3
 
 mvf16sum:
-	VADDPS  Y4, Y0, Y0
-	VADDPS  Y5, Y1, Y1
-	VADDPS  Y6, Y2, Y2
-	VADDPS  Y7, Y3, Y3
-	HSUM4
-	VMOVUPS X0, (DX)
-	ADDQ    $16, DX
-	LEAQ    (SI)(R8*4), SI
-	SUBQ    $4, BX
+	MVSUM
 	JGT     mvf16rows
 	VZEROUPPER
 	RET
