@@ -221,8 +221,9 @@ func (m *Model) attend(l int, s *scratch, steps []generate.Step, caches []*Cache
 		ca := caches[i]
 		nt := len(steps[i].Tokens)
 		p0 := ca.n
-		// Tokens per chunk: at most attnScores score values (and at least one token).
-		chunk := max(1, min(nt, attnScores/(group*(p0+nt))))
+		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
+		// keys they cannot see, and at most attnScores score values (at least one token).
+		chunk := max(1, min(nt, attnChunk, attnScores/(group*(p0+nt))))
 		for kh := range nkv {
 			kBase := kh * ca.cap * hd
 			for j0 := 0; j0 < nt; j0 += chunk {
@@ -269,6 +270,9 @@ func (m *Model) attend(l int, s *scratch, steps []generate.Step, caches []*Cache
 // attnScores bounds the score matrix of one attention chunk (4 Mi values, 16 MiB); a variable
 // so tests can force many chunks.
 var attnScores = 4 << 20
+
+// attnChunk is the most query tokens per attention chunk.
+const attnChunk = 128
 
 // logits applies the final norm and the LM head to the rows each step asks for: one MatMul over
 // all of them, written straight into the step's Logits when there is one step.
