@@ -19,7 +19,7 @@ type spec struct {
 	hidden, inter, layers, heads, kv, vocab, maxPos int
 	theta                                           float64
 	tied                                            bool
-	dtype                                           safetensors.DType // F32 or BF16
+	dtype                                           safetensors.DType // F32, BF16 or F16
 	shards                                          int               // > 1: sharded with an index
 	seed                                            uint64
 	override                                        map[string]safetensors.DType // tensor name → dtype written (tests of bad files)
@@ -192,8 +192,29 @@ func writeRandom(w *bufio.Writer, t *safetensors.TensorInfo, seed uint64) {
 		case safetensors.BF16:
 			binary.LittleEndian.PutUint16(b[:], cpu.F32ToBF16(val()))
 			w.Write(b[:2])
+		case safetensors.F16:
+			binary.LittleEndian.PutUint16(b[:], f32ToF16(val()))
+			w.Write(b[:2])
 		default: // other dtypes only appear in tests of bad files; their bytes do not matter
 			w.Write(b[:t.DType.Size()])
 		}
 	}
+}
+
+// f32ToF16 rounds to the nearest IEEE half (ties away from zero; enough for test weights, which
+// are finite and well inside the half range).
+func f32ToF16(f float32) uint16 {
+	sign := uint16(0)
+	if f < 0 {
+		sign, f = 0x8000, -f
+	}
+	if f < 1.0/(1<<14) { // subnormal: multiples of 2^-24
+		return sign | uint16(math.Round(float64(f)*(1<<24)))
+	}
+	e := math.Floor(math.Log2(float64(f)))
+	m := math.Round((float64(f)/math.Exp2(e) - 1) * 1024)
+	if m == 1024 {
+		m, e = 0, e+1
+	}
+	return sign | uint16(e+15)<<10 | uint16(m)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -334,6 +335,14 @@ func TestWeightTypes(t *testing.T) {
 		return forward(t, m, generate.Step{Cache: newCache(t, m, 16), Tokens: ids, AllLogits: true})[0].Logits
 	}
 	stored := run(Options{}, cpu.BF16)
+	zc := mustLoad(t, dir, Options{})
+	emb, err := zc.weights.Tensor("model.embed_tokens.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &zc.embed.U16[0] != (*uint16)(unsafe.Pointer(&emb.Data[0])) {
+		t.Error("stored bf16 embedding is a copy, not a view of the mapped file")
+	}
 	if d := maxAbsDiff(run(Options{DType: F32}, cpu.F32), stored); d > 2e-5 {
 		t.Errorf("bf16→f32 differs by %.3g", d)
 	}
@@ -357,6 +366,31 @@ func TestWeightTypes(t *testing.T) {
 	bf := forward(t, mb, generate.Step{Cache: newCache(t, mb, 16), Tokens: ids})[0].Logits
 	if d := maxAbsDiff(bf, f32); d > 0.01 || d == 0 {
 		t.Errorf("f32→bf16 differs by %.3g", d)
+	}
+}
+
+// TestF16: an f16 checkpoint runs in place and agrees with the same weights in f32 to f16
+// rounding.
+func TestF16(t *testing.T) {
+	ids := prompt(7, 8, 300)
+	h := smallModel(t, safetensors.F16, Options{}, nil)
+	if h.WeightDType() != cpu.F16 {
+		t.Fatalf("f16 checkpoint held as %v", h.WeightDType())
+	}
+	f := smallModel(t, safetensors.F32, Options{}, nil)
+	a := forward(t, h, generate.Step{Cache: newCache(t, h, 8), Tokens: ids})[0].Logits
+	b := forward(t, f, generate.Step{Cache: newCache(t, f, 8), Tokens: ids})[0].Logits
+	if d := maxAbsDiff(a, b); d > 5e-3 || d == 0 {
+		t.Errorf("f16 vs f32 differ by %.3g", d)
+	}
+}
+
+func TestF32ToF16Helper(t *testing.T) {
+	for _, v := range []float32{0, 1, -2, 0.5, 0.0333, 1.0 / (1 << 20), 65504, 1.9999} {
+		back := cpu.F16ToF32(f32ToF16(v))
+		if math.Abs(float64(back-v)) > math.Abs(float64(v))/1024+1.0/(1<<25) {
+			t.Errorf("%v → %v", v, back)
+		}
 	}
 }
 
