@@ -1,5 +1,12 @@
 // Package cpu holds the CPU kernels of the student runtime: matrix-vector and matrix-matrix
-// products over f32, bf16, f16 and int8 weights, parallel over rows.
+// products over f32, bf16, f16 and int8 weights, parallel over rows on a pool of persistent
+// workers (SetThreads), and the vector helpers of the forward pass.
+//
+// The kernel tier is chosen at run time from the CPU (golang.org/x/sys/cpu): AVX-512 (with a
+// VNNI int8 kernel where AVX512_VNNI exists), else AVX2+FMA, else portable Go, which is also the
+// tests' reference. CHAINEDSQL_NOSIMD=1 (or UseSIMD(false)) forces the Go code and
+// CHAINEDSQL_NOAVX512=1 the AVX2 tier. The assembly kernels explain their algorithms in
+// kernels_amd64.s and kernels_avx2_amd64.s.
 package cpu
 
 import (
