@@ -63,10 +63,11 @@ func (m *Model) getScratch(T int) *scratch {
 var errReleased = errors.New("qwen2: model is closed")
 
 // Forward appends each step's tokens to its cache and writes its logits, all steps as one batch:
-// every weight matrix is applied once to the tokens of all steps (cpu.MatMul over T rows), so a
-// prefill runs matrix-matrix products and a batch of decode steps shares one pass over the
-// weights. It checks every step before changing anything; on an error or a done ctx no cache's
-// length changes.
+// every weight matrix is applied once to the tokens of all steps (cpu.MatMul over their rows), so
+// a prefill runs matrix-matrix products and a batch of decode steps shares one pass over the
+// weights. Batches of more than maxPass tokens run as several passes, splitting long prompts, so
+// activation memory stays bounded. Forward checks every step before changing anything; on an
+// error or a done ctx no cache's length changes.
 func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 	if m.released {
 		return errReleased
@@ -78,17 +79,56 @@ func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("qwen2: forward: %w", err)
 	}
-	s := m.getScratch(T)
+	V := m.cfg.VocabSize
+	for i := range steps {
+		n := V
+		if steps[i].AllLogits {
+			n *= len(steps[i].Tokens)
+		}
+		steps[i].Logits = grow(steps[i].Logits, n)
+		caches[i].reserve(caches[i].n + len(steps[i].Tokens))
+	}
+	s := m.getScratch(min(T, maxPass))
 	defer m.scratch.Put(s)
+	var spans []span
+	count := 0
+	for i := range steps {
+		for lo, n := 0, len(steps[i].Tokens); lo < n; {
+			hi := min(n, lo+maxPass-count)
+			spans = append(spans, span{step: i, lo: lo, hi: hi})
+			count += hi - lo
+			lo = hi
+			if count == maxPass || (i == len(steps)-1 && lo == n) {
+				if err := m.pass(ctx, s, steps, caches, spans, count); err != nil {
+					return err
+				}
+				spans, count = spans[:0], 0
+			}
+		}
+	}
+	for i := range steps {
+		caches[i].n += len(steps[i].Tokens)
+	}
+	return nil
+}
+
+// maxPass is the most tokens one pass through the layers carries (a variable for tests).
+var maxPass = 512
+
+// span is the tokens [lo, hi) of one step within a pass.
+type span struct{ step, lo, hi int }
+
+// pass runs the T tokens of spans through the model: their positions follow the cache's length
+// plus the span's offset (caches are only advanced by Forward, once every pass is done).
+func (m *Model) pass(ctx context.Context, s *scratch, steps []generate.Step, caches []*Cache, spans []span, T int) error {
 	c := &m.cfg
 	H, half := c.HiddenSize, c.HeadDim/2
 	t := 0
-	for i := range steps {
-		ca := caches[i]
-		ca.reserve(ca.n + len(steps[i].Tokens))
-		for j, tok := range steps[i].Tokens {
-			p := ca.n + j
-			s.pos[t], s.seq[t] = p, i
+	for k, sp := range spans {
+		ca := caches[sp.step]
+		for j, tok := range steps[sp.step].Tokens[sp.lo:sp.hi] {
+			p := ca.n + sp.lo + j
+			s.pos[t], s.seq[t] = p, k
 			for f, inv := range m.invFreq {
 				a := float64(float32(p) * inv)
 				s.cos[t*half+f] = float32(math.Cos(a))
@@ -102,15 +142,12 @@ func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("qwen2: forward: layer %d: %w", l, err)
 		}
-		m.layer(l, s, steps, caches, T)
+		m.layer(l, s, steps, caches, spans, T)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("qwen2: forward: %w", err)
 	}
-	m.logits(s, steps)
-	for i := range steps {
-		caches[i].n += len(steps[i].Tokens)
-	}
+	m.logits(s, steps, spans)
 	return nil
 }
 
@@ -149,8 +186,8 @@ func (m *Model) checkSteps(steps []generate.Step) ([]*Cache, int, error) {
 	return caches, T, nil
 }
 
-// layer runs decoder layer l over the T tokens in s.x.
-func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache, T int) {
+// layer runs decoder layer l over the T tokens of spans in s.x.
+func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache, spans []span, T int) {
 	c := &m.cfg
 	ly := &m.layers[l]
 	H, I := c.HiddenSize, c.IntermediateSize
@@ -169,14 +206,14 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 		cpu.Add(v, ly.vb)
 		m.rope(q, s, t)
 		m.rope(k, s, t)
-		ca, p := caches[s.seq[t]], s.pos[t]
+		ca, p := caches[spans[s.seq[t]].step], s.pos[t]
 		for kh := range c.NumKeyValueHeads {
 			o := (kh*ca.cap + p) * c.HeadDim
 			copy(ca.k[l][o:o+c.HeadDim], k[kh*c.HeadDim:])
 			copy(ca.v[l][o:o+c.HeadDim], v[kh*c.HeadDim:])
 		}
 	}
-	m.attend(l, s, steps, caches)
+	m.attend(l, s, caches, spans)
 	cpu.MatMul(s.tmp, ly.o, s.att, T)
 	cpu.Add(s.x, s.tmp)
 	for t := range T {
@@ -210,17 +247,17 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 // heads sharing that kv head go through two cpu.MatMul calls: scores = Q·Kᵀ over the cached keys
 // (contiguous per kv head), then out = P·V with V transposed into scratch. Query rows are taken
 // in chunks so the score matrix stays bounded; each chunk only reads the keys it can see.
-func (m *Model) attend(l int, s *scratch, steps []generate.Step, caches []*Cache) {
+func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	c := &m.cfg
 	nkv, hd := c.NumKeyValueHeads, c.HeadDim
 	group := c.NumAttentionHeads / nkv
 	qd := c.NumAttentionHeads * hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	t0 := 0
-	for i := range steps {
-		ca := caches[i]
-		nt := len(steps[i].Tokens)
-		p0 := ca.n
+	for _, sp := range spans {
+		ca := caches[sp.step]
+		nt := sp.hi - sp.lo
+		p0 := ca.n + sp.lo
 		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
 		// keys they cannot see, and at most attnScores score values (at least one token).
 		chunk := max(1, min(nt, attnChunk, attnScores/(group*(p0+nt))))
@@ -274,48 +311,54 @@ var attnScores = 4 << 20
 // attnChunk is the most query tokens per attention chunk.
 const attnChunk = 128
 
-// logits applies the final norm and the LM head to the rows each step asks for: one MatMul over
-// all of them, written straight into the step's Logits when there is one step.
-func (m *Model) logits(s *scratch, steps []generate.Step) {
+// logits applies the final norm and the LM head to the rows the steps ask for. The last rows of
+// steps that want only those go through one MatMul together (a decode batch streams the LM head
+// once); spans that want all their rows are written straight into their step's Logits.
+func (m *Model) logits(s *scratch, steps []generate.Step, spans []span) {
 	c := &m.cfg
 	H, V := c.HiddenSize, c.VocabSize
-	rows := 0
-	for i := range steps {
-		if steps[i].AllLogits {
-			rows += len(steps[i].Tokens)
-		} else {
-			rows++
+	eps := float32(c.RMSNormEps)
+	last := 0
+	for _, sp := range spans {
+		if !steps[sp.step].AllLogits && sp.hi == len(steps[sp.step].Tokens) {
+			last++
 		}
 	}
-	s.sel = grow(s.sel, rows*H)
+	s.sel = grow(s.sel, max(last, 1)*H)
 	r, t := 0, 0
-	for i := range steps {
-		n := len(steps[i].Tokens)
-		first := t + n - 1
-		if steps[i].AllLogits {
-			first = t
-		}
-		for u := first; u < t+n; u++ {
-			cpu.RMSNorm(s.sel[r*H:(r+1)*H], s.x[u*H:(u+1)*H], m.norm, float32(c.RMSNormEps))
+	var one *generate.Step
+	for _, sp := range spans {
+		st := &steps[sp.step]
+		n := sp.hi - sp.lo
+		switch {
+		case st.AllLogits:
+			// Reuses s.xn (free after the last layer) for the normed rows.
+			for j := range n {
+				cpu.RMSNorm(s.xn[j*H:(j+1)*H], s.x[(t+j)*H:(t+j+1)*H], m.norm, eps)
+			}
+			cpu.MatMul(st.Logits[sp.lo*V:sp.hi*V], m.lmHead, s.xn, n)
+		case sp.hi == len(st.Tokens):
+			u := t + n - 1
+			cpu.RMSNorm(s.sel[r*H:(r+1)*H], s.x[u*H:(u+1)*H], m.norm, eps)
 			r++
+			one = st
 		}
 		t += n
 	}
-	if len(steps) == 1 {
-		steps[0].Logits = grow(steps[0].Logits, rows*V)
-		cpu.MatMul(steps[0].Logits, m.lmHead, s.sel, rows)
-		return
-	}
-	s.logits = grow(s.logits, rows*V)
-	cpu.MatMul(s.logits, m.lmHead, s.sel, rows)
-	r = 0
-	for i := range steps {
-		n := 1
-		if steps[i].AllLogits {
-			n = len(steps[i].Tokens)
+	switch {
+	case last == 0:
+	case last == 1:
+		cpu.MatMul(one.Logits, m.lmHead, s.sel, 1)
+	default:
+		s.logits = grow(s.logits, last*V)
+		cpu.MatMul(s.logits, m.lmHead, s.sel, last)
+		r = 0
+		for _, sp := range spans {
+			st := &steps[sp.step]
+			if !st.AllLogits && sp.hi == len(st.Tokens) {
+				copy(st.Logits[:V], s.logits[r*V:(r+1)*V])
+				r++
+			}
 		}
-		steps[i].Logits = grow(steps[i].Logits, n*V)
-		copy(steps[i].Logits, s.logits[r*V:(r+n)*V])
-		r += n
 	}
 }

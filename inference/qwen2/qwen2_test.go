@@ -218,6 +218,44 @@ func TestAttentionChunks(t *testing.T) {
 	}
 }
 
+// TestPasses: a batch split into passes of 4 tokens (long prompts cut across passes, steps
+// sharing a pass) gives the logits of one pass, and a decode step after it too.
+func TestPasses(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	run := func() [][]float32 {
+		var steps []generate.Step
+		for i, n := range []int{5, 11, 1, 3} {
+			steps = append(steps, generate.Step{Cache: newCache(t, m, 32), Tokens: prompt(n, i, V), AllLogits: i%2 == 1})
+		}
+		forward(t, m, steps...)
+		var out [][]float32
+		for i := range steps {
+			out = append(out, slices.Clone(steps[i].Logits))
+			steps[i].Tokens = []int{i + 1}
+			steps[i].AllLogits = false
+		}
+		forward(t, m, steps...)
+		for i := range steps {
+			out = append(out, slices.Clone(steps[i].Logits))
+		}
+		return out
+	}
+	want := run()
+	old := maxPass
+	maxPass = 4
+	defer func() { maxPass = old }()
+	got := run()
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			t.Fatalf("result %d: %d logits, want %d", i, len(got[i]), len(want[i]))
+		}
+		if d := maxAbsDiff(got[i], want[i]); d > 2e-5 {
+			t.Errorf("result %d: passes of 4 differ by %.3g", i, d)
+		}
+	}
+}
+
 // TestBatchMatchesSeparate: three sequences of different lengths in one Forward (prefill, then a
 // batched decode step with a two-token step mixed in) equal three separate runs.
 func TestBatchMatchesSeparate(t *testing.T) {
