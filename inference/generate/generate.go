@@ -148,6 +148,7 @@ type Stats struct {
 type entry struct {
 	cache    Cache
 	toks     []int
+	prompt   int // how many of toks were the request's prompt
 	capacity int
 	used     uint64
 }
@@ -488,9 +489,11 @@ func (g *Generator) attach(s *Sequence) error {
 	return nil
 }
 
-// lookup finds the kept cache to reuse for prompt, or -1. A cache that prompt extends (the same
-// conversation, one turn on) is preferred; one that only shares a shorter prefix is taken only
-// when the pool is full, since truncating it destroys another conversation's cache.
+// lookup finds the kept cache to reuse for prompt, or -1. A cache whose whole prompt starts
+// prompt (the same conversation one turn on, even where the re-sent reply tokenizes differently
+// from how it was generated, or the same prompt again) is preferred; one that only shares a
+// shorter prefix is taken only when the pool is full, since truncating it destroys another
+// conversation's cache.
 func (g *Generator) lookup(prompt []int, need int) (int, int) {
 	best, bestCommon, bestFull := -1, 0, false
 	for i, e := range g.pool {
@@ -501,7 +504,9 @@ func (g *Generator) lookup(prompt []int, need int) (int, int) {
 		if c == 0 {
 			continue
 		}
-		full := c == len(e.toks) || c == len(prompt)
+		// A few tokens of slack: BPE can merge the generation prompt's last token with the
+		// start of the re-sent reply (Qwen's "assistant\n" + "\n\n" becomes "assistant", "\n\n\n").
+		full := c+reuseSlack >= e.prompt || c == len(prompt)
 		if best < 0 || (full && !bestFull) || (full == bestFull && c > bestCommon) {
 			best, bestCommon, bestFull = i, c, full
 		}
@@ -511,6 +516,10 @@ func (g *Generator) lookup(prompt []int, need int) (int, int) {
 	}
 	return best, bestCommon
 }
+
+// reuseSlack is how many tokens before the end of a kept cache's prompt a new prompt may part
+// from it and still count as the same conversation.
+const reuseSlack = 4
 
 func commonPrefix(a, b []int) int {
 	n := min(len(a), len(b))
@@ -534,7 +543,7 @@ func (g *Generator) keep(s *Sequence) {
 		return
 	}
 	g.clock++
-	g.pool = append(g.pool, &entry{cache: c, toks: s.fed, capacity: s.capacity, used: g.clock})
+	g.pool = append(g.pool, &entry{cache: c, toks: s.fed, prompt: min(len(s.req.Prompt), len(s.fed)), capacity: s.capacity, used: g.clock})
 	g.idle += len(s.fed)
 	for g.idle > g.cfg.CacheTokens {
 		oldest := 0

@@ -450,3 +450,25 @@ func TestForwardError(t *testing.T) {
 		t.Fatalf("generator unusable after a forward error: %v", err)
 	}
 }
+
+// A reply that comes back tokenized differently (or cut by a stop string) still lets the next
+// turn reuse the cache up to where the tokens part.
+func TestPrefixReuseWithRetokenizedReply(t *testing.T) {
+	toy := gentest.NewToy(64, 4096)
+	g := newGen(t, toy, generate.Config{})
+	prompt := seq(2, 30)
+	res, err := g.Generate(context.Background(), generate.Request{Prompt: prompt, MaxTokens: 6, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := slices.Clone(res.Tokens)
+	changed[2] = (changed[2] + 1) % 64
+	next := append(append(slices.Clone(prompt), changed...), seq(9, 5)...)
+	res2, err := g.Generate(context.Background(), generate.Request{Prompt: next, MaxTokens: 3, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.CachedTokens != len(prompt)+2 || !slices.Equal(res2.Tokens, refGreedy(toy, next, 3)) {
+		t.Fatalf("cached %d (want %d), tokens %v", res2.CachedTokens, len(prompt)+2, res2.Tokens)
+	}
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/chainedsql/chainedsql/inference/student"
+)
+
+// modelFlags are the flags every model-loading subcommand shares.
+type modelFlags struct {
+	dir, tokenizer, dtype string
+	threads               int
+}
+
+func addModelFlags(fs *flag.FlagSet) *modelFlags {
+	m := &modelFlags{}
+	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
+	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $CHAINEDSQL_TOKENIZER)")
+	fs.StringVar(&m.dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
+	fs.IntVar(&m.threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
+	return m
+}
+
+// check reports a missing --model.
+func (m *modelFlags) check(cmd string) error {
+	if m.dir == "" {
+		return fmt.Errorf("student %s: --model DIR is required", cmd)
+	}
+	return nil
+}
+
+// options turns the flags into student.Options.
+func (m *modelFlags) options() student.Options {
+	tok := m.tokenizer
+	if tok == "" {
+		tok = os.Getenv("CHAINEDSQL_TOKENIZER")
+	}
+	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads}
+}
