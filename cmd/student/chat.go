@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,9 +20,7 @@ func init() {
 }
 
 func runChat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("student chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	mf := addModelFlags(fs)
+	fs, mf := newModelFlagSet("chat", stderr)
 	system := fs.String("system", "", "system message (default the chat template's)")
 	maxTokens := fs.Int("max-tokens", 1024, "most tokens per reply")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,9 +20,7 @@ func init() {
 }
 
 func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("student logits", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	mf := addModelFlags(fs)
+	fs, mf := newModelFlagSet("logits", stderr)
 	idList := fs.String("ids", "", "comma-separated token ids, e.g. 151644,872,198 (required)")
 	top := fs.Int("top", 0, "print only the N largest logits of each position as [id, logit] pairs (0: all)")
 	fs.Usage = func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/chainedsql/chainedsql/inference/student"
@@ -14,13 +15,17 @@ type modelFlags struct {
 	threads               int
 }
 
-func addModelFlags(fs *flag.FlagSet) *modelFlags {
+// newModelFlagSet returns the flag set of subcommand name, writing to stderr, with the model
+// flags added.
+func newModelFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *modelFlags) {
+	fs := flag.NewFlagSet("student "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	m := &modelFlags{}
 	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $CHAINEDSQL_TOKENIZER)")
 	fs.StringVar(&m.dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
 	fs.IntVar(&m.threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
-	return m
+	return fs, m
 }
 
 // check reports a missing --model.

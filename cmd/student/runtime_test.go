@@ -202,4 +202,3 @@ func TestLogitsCommand(t *testing.T) {
 		}
 	}
 }
-

@@ -21,9 +21,7 @@ func init() {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("student serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	mf := addModelFlags(fs)
+	fs, mf := newModelFlagSet("serve", stderr)
 	addr := fs.String("addr", "127.0.0.1:8000", "listen address")
 	id := fs.String("model-id", "", "model id in /v1/models and replies (default the model directory's name)")
 	maxBatch := fs.Int("max-batch", 16, "most requests decoded together")
