@@ -240,13 +240,17 @@ func TestMatMulGemmShapes(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(13, 14))
 		defer withThreads(2)()
+		colsList, rowsList, ns := []int{300, 600}, []int{33, 70}, []int{12, 13, 25}
+		if raceEnabled {
+			colsList, rowsList, ns = []int{600}, []int{70}, []int{13}
+		}
 		for _, dt := range []DType{F32, BF16, F16, Q8} {
-			for _, cols := range []int{300, 600} {
+			for _, cols := range colsList {
 				if dt == Q8 {
 					cols += 32 - cols%32
 				}
-				for _, rows := range []int{33, 70} {
-					for _, n := range []int{12, 13, 25} {
+				for _, rows := range rowsList {
+					for _, n := range ns {
 						compareMatMul(t, rng, dt, rows, cols, n)
 					}
 				}
@@ -274,7 +278,11 @@ func TestMatMulRandom(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		defer withThreads(2)()
-		for range 60 {
+		iters := 60
+		if raceEnabled {
+			iters = 20
+		}
+		for range iters {
 			dt := DType(rng.IntN(4))
 			cols := 1 + rng.IntN(700)
 			if dt == Q8 {
