@@ -142,3 +142,40 @@ func TestSiLUMul(t *testing.T) {
 		}
 	})
 }
+
+// TestQuantizeBlock compares quantizeBlock with math.Round on random blocks and on values that
+// land exactly on halves (v/scale = k + 0.5) and on the ±127 ends.
+func TestQuantizeBlock(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	blk := make([]float32, Q8Block)
+	for iter := range 2000 {
+		for j := range blk {
+			blk[j] = (rng.Float32()*2 - 1) * float32(1+iter%7)
+		}
+		if iter%3 == 0 { // scale 1: halves and the ends are exact
+			blk[0] = 127
+			for j := 1; j < Q8Block; j++ {
+				blk[j] = float32(rng.IntN(254)-127) + 0.5*float32(rng.IntN(2))
+				blk[j] = max(-127, min(127, blk[j]))
+			}
+		}
+		got := make([]int8, Q8Block)
+		sc := quantizeBlock(got, blk)
+		var m float32
+		for _, v := range blk {
+			m = max(m, float32(math.Abs(float64(v))))
+		}
+		if want := m / 127; sc != want {
+			t.Fatalf("iter %d: scale %g, want %g", iter, sc, want)
+		}
+		for j, v := range blk {
+			if want := int8(math.Round(float64(v / sc))); got[j] != want {
+				t.Fatalf("iter %d: q[%d] of %g/%g = %d, want %d", iter, j, v, sc, got[j], want)
+			}
+		}
+	}
+	zero := make([]int8, Q8Block)
+	if sc := quantizeBlock(zero, make([]float32, Q8Block)); sc != 0 {
+		t.Fatalf("all-zero block: scale %g", sc)
+	}
+}

@@ -71,33 +71,49 @@ func F16ToF32(h uint16) float32 {
 }
 
 // Quantize8 returns w as Q8: per block of Q8Block values of a row, scale = max|v|/127 and
-// q = round(v/scale). Cols must be a multiple of Q8Block.
+// q = round(v/scale) (halves away from zero). Cols must be a multiple of Q8Block. Rows are
+// quantised in parallel (SetThreads).
 func Quantize8(w *Matrix) *Matrix {
 	c := w.Cols
 	if c%Q8Block != 0 {
 		panic(fmt.Sprintf("cpu: Quantize8: %d columns is not a multiple of %d", c, Q8Block))
 	}
+	if err := w.check(); err != nil {
+		panic("cpu: Quantize8: " + err.Error())
+	}
 	q := &Matrix{DType: Q8, Rows: w.Rows, Cols: c, Q8: make([]int8, w.Rows*c), Scales: make([]float32, w.Rows*c/Q8Block)}
-	buf := make([]float32, c)
-	for r := 0; r < w.Rows; r++ {
-		RowF32(buf, w, r)
-		for b := 0; b < c/Q8Block; b++ {
-			blk := buf[b*Q8Block : (b+1)*Q8Block]
-			var m float32
-			for _, v := range blk {
-				m = max(m, float32(math.Abs(float64(v))))
-			}
-			sc := m / 127
-			q.Scales[r*(c/Q8Block)+b] = sc
-			if sc == 0 {
-				continue
-			}
-			for j, v := range blk {
-				q.Q8[r*c+b*Q8Block+j] = int8(math.Round(float64(v / sc)))
+	parallelRows(w.Rows, 1, func(lo, hi int) {
+		buf := make([]float32, c)
+		for r := lo; r < hi; r++ {
+			RowF32(buf, w, r)
+			for b := 0; b < c/Q8Block; b++ {
+				q.Scales[r*(c/Q8Block)+b] = quantizeBlock(q.Q8[r*c+b*Q8Block:r*c+(b+1)*Q8Block], buf[b*Q8Block:(b+1)*Q8Block])
 			}
 		}
-	}
+	})
 	return q
+}
+
+// quantizeBlock writes round(v/scale) for the values of blk to dst (which starts zeroed) and
+// returns scale = max|v|/127. The maximum compares the bit patterns with the sign cleared (the
+// same order as the values for non-NaN floats); the rounding adds ±0.5 in float64, exact for
+// |v/scale| <= 127, then truncates: math.Round's halves away from zero, without its call and
+// without a sign branch (unpredictable on weights: it cost more than the rest together).
+func quantizeBlock(dst []int8, blk []float32) float32 {
+	var mb uint32
+	for _, v := range blk {
+		mb = max(mb, math.Float32bits(v)&^(1<<31))
+	}
+	sc := math.Float32frombits(mb) / 127
+	if sc == 0 {
+		return 0
+	}
+	dst = dst[:len(blk)]
+	for j, v := range blk {
+		x := float64(v / sc)
+		dst[j] = int8(int32(x + math.Copysign(0.5, x))) // no branch: the signs are random
+	}
+	return sc
 }
 
 // rowF32Ref is the portable RowF32.
