@@ -137,6 +137,8 @@ type Stats struct {
 	Forwards       int   // Forward calls
 	ForwardTokens  int64 // tokens fed through Forward
 	MaxBatchSeen   int   // most sequences in one Forward
+	Active         int   // sequences in flight now
+	Waiting        int   // requests waiting for a place in the batch now
 	PromptTokens   int64 // prompt tokens of admitted requests
 	CachedTokens   int64 // prompt tokens served by a kept cache
 	Generated      int64 // tokens sampled
@@ -399,6 +401,7 @@ func (g *Generator) loop() {
 		}
 		g.admit()
 		g.dropCancelled()
+		g.updateQueueStats()
 		if len(g.active) == 0 {
 			continue
 		}
@@ -425,6 +428,7 @@ func (g *Generator) shutdown() {
 		s.end("", -1, ErrClosed)
 	}
 	g.waiting, g.active = nil, nil
+	g.updateQueueStats()
 	for _, e := range g.pool {
 		e.cache.Release()
 	}
@@ -686,6 +690,12 @@ func isStop(stops []int, tok int) bool {
 	return false
 }
 
+func (g *Generator) updateQueueStats() {
+	g.statsMu.Lock()
+	g.stats.Active, g.stats.Waiting = len(g.active), len(g.waiting)
+	g.statsMu.Unlock()
+}
+
 // removeEnded drops ended sequences from the active set.
 func (g *Generator) removeEnded() {
 	keep := g.active[:0]
@@ -699,4 +709,5 @@ func (g *Generator) removeEnded() {
 	}
 	clear(g.active[len(keep):])
 	g.active = keep
+	g.updateQueueStats()
 }

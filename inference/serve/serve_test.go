@@ -256,3 +256,40 @@ func TestTeachersClientAsEndpoint(t *testing.T) {
 		t.Fatalf("8 concurrent HTTP requests never shared a Forward (max batch %d)", s.MaxBatchSeen)
 	}
 }
+
+// A client that goes away mid-stream ends its generation.
+func TestClientDisconnectStopsGeneration(t *testing.T) {
+	toy := gentest.Scripted(strings.Repeat("la ", 2000))
+	toy.Delay = time.Millisecond
+	st, err := student.New(toy, gentest.ByteTokenizer{}, student.Config{ModelID: "toy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := httptest.NewServer(serve.Handler(st, nil))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"sing"}],"stream":true,"max_tokens":5000}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for range 3 {
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for st.Generator().Stats().Active != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("generation still running after the client left: %+v", st.Generator().Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g := st.Generator().Stats().Generated; g >= 5000 {
+		t.Fatalf("%d tokens generated for a client that left", g)
+	}
+}
