@@ -179,3 +179,66 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeLong is 16 decode steps after a 2048-token prompt (untimed), bf16: the cost of
+// attention over a long cache, as in an agentic conversation's later turns.
+func BenchmarkDecodeLong(b *testing.B) {
+	m := model05B(b, BF16)
+	ctx := context.Background()
+	const ctxLen, gen = 2048, 16
+	for b.Loop() {
+		b.StopTimer()
+		c, _ := m.NewCache(ctxLen + gen)
+		st := []generate.Step{{Cache: c, Tokens: prompt(ctxLen, 1, m.VocabSize())}}
+		if err := m.Forward(ctx, st); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for range gen {
+			st[0].Tokens = []int{argmax(st[0].Logits)}
+			if err := m.Forward(ctx, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.Release()
+	}
+	b.ReportMetric(float64(gen*b.N)/b.Elapsed().Seconds(), "tok/s")
+	reportMemory(b)
+}
+
+// BenchmarkAttendDecode is the attention of one decode step over a cache of 2048 tokens, all 24
+// layers of the 0.5B shape (no weights involved): the per-token cost a long context adds.
+func BenchmarkAttendDecode(b *testing.B) {
+	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	sp := spec05B(safetensors.BF16)
+	m := &Model{cfg: Config{HiddenSize: sp.hidden, IntermediateSize: sp.inter, NumHiddenLayers: sp.layers,
+		NumAttentionHeads: sp.heads, NumKeyValueHeads: sp.kv, HeadDim: sp.hidden / sp.heads, VocabSize: sp.vocab, MaxPositionEmbeddings: sp.maxPos}}
+	const n = 2048
+	gc, err := m.NewCache(n + 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := gc.(*Cache)
+	c.reserve(n + 1)
+	r := rng(5)
+	for l := range sp.layers {
+		for i := range c.k[l] {
+			c.k[l][i] = r.uniform(1)
+		}
+		for i := range c.v[l] {
+			c.v[l][i] = r.uniform(1)
+		}
+	}
+	c.n = n
+	s := m.getScratch(1)
+	for i := range s.q {
+		s.q[i] = r.uniform(1)
+	}
+	spans := []span{{step: 0, lo: 0, hi: 1}}
+	for b.Loop() {
+		for l := range sp.layers {
+			m.attend(l, s, []*Cache{c}, spans)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/token")
+}

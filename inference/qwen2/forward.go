@@ -18,7 +18,7 @@ type scratch struct {
 	x, xn, q, k, v, att, tmp, gate, up []float32
 	cos, sin                           []float32
 	sel, logits                        []float32
-	qg, sc, vt, og                     []float32 // attention: queries, scores, Vᵀ, output
+	qg, sc, pp, vt, og                 []float32 // attention: queries, scores, probabilities, Vᵀ, output
 	pos, seq                           []int
 }
 
@@ -207,11 +207,7 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 		m.rope(q, s, t)
 		m.rope(k, s, t)
 		ca, p := caches[spans[s.seq[t]].step], s.pos[t]
-		for kh := range c.NumKeyValueHeads {
-			o := (kh*ca.cap + p) * c.HeadDim
-			copy(ca.k[l][o:o+c.HeadDim], k[kh*c.HeadDim:])
-			copy(ca.v[l][o:o+c.HeadDim], v[kh*c.HeadDim:])
-		}
+		ca.store(l, p, k, v)
 	}
 	m.attend(l, s, caches, spans)
 	cpu.MatMul(s.tmp, ly.o, s.att, T)
@@ -243,10 +239,10 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 }
 
 // attend computes s.att from s.q and the caches' keys and values of layer l (causal: token t sees
-// positions 0..pos[t] of its own sequence). For each sequence and kv head, the query rows of the
-// heads sharing that kv head go through two cpu.MatMul calls: scores = Q·Kᵀ over the cached keys
-// (contiguous per kv head), then out = P·V with V transposed into scratch. Query rows are taken
-// in chunks so the score matrix stays bounded; each chunk only reads the keys it can see.
+// positions 0..pos[t] of its own sequence). For each span and kv head, the query rows of the heads
+// sharing that kv head go through two cpu.MatMul calls: scores = Q·Kᵀ over the cached keys, then
+// out = P·V against the cache's transposed values (Vᵀ). Query rows are taken in chunks so the score matrix stays bounded;
+// each chunk's scores only cover the keys it can see.
 func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	c := &m.cfg
 	nkv, hd := c.NumKeyValueHeads, c.HeadDim
@@ -258,11 +254,13 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 		ca := caches[sp.step]
 		nt := sp.hi - sp.lo
 		p0 := ca.n + sp.lo
+		vs := ca.vs
 		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
-		// keys they cannot see, and at most attnScores score values (at least one token).
-		chunk := max(1, min(nt, attnChunk, attnScores/(group*(p0+nt))))
+		// keys they cannot see, and at most attnScores probabilities (at least one token).
+		chunk := max(1, min(nt, attnChunk, attnScores/(group*vs)))
 		for kh := range nkv {
-			kBase := kh * ca.cap * hd
+			kBase, vBase := kh*ca.cap*hd, kh*hd*vs
+			Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: vs, F32: ca.v[l][vBase : vBase+hd*vs]}
 			for j0 := 0; j0 < nt; j0 += chunk {
 				j1 := min(nt, j0+chunk)
 				n := p0 + j1 // keys visible to the chunk's last token
@@ -278,22 +276,35 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: ca.k[l][kBase : kBase+n*hd]}
 				s.sc = grow(s.sc, rows*n)
 				cpu.MatMul(s.sc, K, s.qg, rows)
+				// P·V: against the cache's Vᵀ in place when its row stride vs wastes little
+				// (decode, where n is near the capacity), else against a compact copy of the
+				// first n values of each Vᵀ row (contiguous copies: early prefill chunks).
+				V, P := Vt, s.pp
+				inPlace := vs-n <= n/4
+				if inPlace {
+					s.pp = grow(s.pp, rows*vs)
+					P = s.pp
+				} else {
+					s.vt = grow(s.vt, hd*n)
+					for d := range hd {
+						copy(s.vt[d*n:(d+1)*n], Vt.F32[d*vs:d*vs+n])
+					}
+					V = &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
+					P = s.sc
+				}
 				for r := range rows {
 					see := p0 + j0 + r/group + 1
-					row := s.sc[r*n : (r+1)*n]
-					cpu.Softmax(row[:see])
-					clear(row[see:])
-				}
-				s.vt = grow(s.vt, hd*n)
-				V := ca.v[l][kBase : kBase+n*hd]
-				for p := range n {
-					for d, x := range V[p*hd : (p+1)*hd] {
-						s.vt[d*n+p] = x
+					row := s.sc[r*n : r*n+see]
+					cpu.Softmax(row)
+					if inPlace {
+						copy(P[r*vs:], row)
+						clear(P[r*vs+see : (r+1)*vs])
+					} else {
+						clear(s.sc[r*n+see : (r+1)*n])
 					}
 				}
-				Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
 				s.og = grow(s.og, rows*hd)
-				cpu.MatMul(s.og, Vt, s.sc, rows)
+				cpu.MatMul(s.og, V, P, rows)
 				for j := j0; j < j1; j++ {
 					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
 					copy(dst, s.og[(j-j0)*group*hd:])
@@ -304,7 +315,7 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	}
 }
 
-// attnScores bounds the score matrix of one attention chunk (4 Mi values, 16 MiB); a variable
+// attnScores bounds the probability matrix of one attention chunk (4 Mi values, 16 MiB); a variable
 // so tests can force many chunks.
 var attnScores = 4 << 20
 

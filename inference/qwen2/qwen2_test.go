@@ -211,7 +211,7 @@ func TestAttentionChunks(t *testing.T) {
 	}
 	want := run()
 	old := attnScores
-	attnScores = 2 * 43 * 3 // 3 tokens × 2 heads per kv head × 43 keys
+	attnScores = 2 * 80 * 2 // 2 tokens × 2 heads per kv head × value stride 80 (capacity 64 + 16)
 	defer func() { attnScores = old }()
 	if d := maxAbsDiff(run(), want); d > 1e-6 {
 		t.Errorf("chunked attention differs by %.3g", d)
@@ -330,6 +330,28 @@ func TestConcurrentForward(t *testing.T) {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("sequence %d: concurrent logits differ by %.3g", i, maxAbsDiff(got[i], want[i]))
 		}
+	}
+}
+
+// TestCacheGrowth: a cache that grows twice while decoding (64 → 128 → 200 tokens) keeps its
+// contents: the logits match one prefill into a cache allocated at full size.
+func TestCacheGrowth(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	ids := prompt(150, 3, V)
+	all := forward(t, m, generate.Step{Cache: newCache(t, m, 150), Tokens: ids, AllLogits: true})[0].Logits
+	c := newCache(t, m, 200)
+	forward(t, m, generate.Step{Cache: c, Tokens: ids[:10]})
+	var worst float64
+	for i := 10; i < len(ids); i++ {
+		lg := forward(t, m, generate.Step{Cache: c, Tokens: ids[i : i+1]})[0].Logits
+		worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
+	}
+	if cc := c.(*Cache); cc.cap != 200 {
+		t.Errorf("capacity %d after 150 tokens, want 200 (grown from 64 via 128)", cc.cap)
+	}
+	if worst > 2e-5 {
+		t.Errorf("grown cache differs by %.3g", worst)
 	}
 }
 
