@@ -32,11 +32,11 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 		// Few input rows (decode, small batches): weights are streamed once; each group of 4
 		// rows stays in L1 while it meets every input row.
 		in, release := prepareVec(w, x, n)
-		parallelRows(w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, in, lo, hi) })
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, in, lo, hi) })
 		release()
 		return
 	}
-	parallelRows(w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
+	parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
 }
 
 func checkMatMul(dst []float32, w *Matrix, x []float32, n int) {

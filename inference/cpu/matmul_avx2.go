@@ -8,10 +8,10 @@ import "sync"
 // rows, packed 16-row panels and the gemm16 micro-kernel for more.
 func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
 	if n < gemmN {
-		parallelRows(w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, x, n, lo, hi) })
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, x, n, lo, hi) })
 		return
 	}
-	parallelRows(w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
+	parallelWork(w.Rows*w.Cols*n, w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
 }
 
 // mvBlock is the number of weight rows the matrix-vector path gives one kernel call: at most

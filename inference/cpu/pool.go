@@ -155,6 +155,21 @@ func waitTask(last *task) *task {
 	}
 }
 
+// minParallelWork is the number of multiply-adds below which a product runs on the calling
+// goroutine alone: about 10 µs of work, where handing chunks to a worker (and waking it) would
+// cost a sizeable part of the gain (attention over a short cache, the 128-row KV projections of
+// a small model).
+const minParallelWork = 1 << 15
+
+// parallelWork is parallelRows for a call of work multiply-adds: serial below minParallelWork.
+func parallelWork(work, rows, align int, f func(lo, hi int)) {
+	if work < minParallelWork {
+		f(0, rows)
+		return
+	}
+	parallelRows(rows, align, f)
+}
+
 // parallelRows runs f over [0,rows) split into contiguous chunks, each boundary a multiple of
 // align (the caller's multi-row kernel height), on the calling goroutine and the worker pool.
 func parallelRows(rows, align int, f func(lo, hi int)) {

@@ -8,7 +8,7 @@ import (
 // matMulRef is the portable MatMul: one dot product per (input row, weight row), parallel over
 // weight rows. It is the fallback where no SIMD kernel applies and the tests' oracle.
 func matMulRef(dst []float32, w *Matrix, x []float32, n int) {
-	parallelRows(w.Rows, 1, func(lo, hi int) {
+	parallelWork(w.Rows*w.Cols*n, w.Rows, 1, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			for i := 0; i < n; i++ {
 				dst[i*w.Rows+r] = dotRow(w, r, x[i*w.Cols:(i+1)*w.Cols])
