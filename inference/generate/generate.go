@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 )
@@ -210,6 +211,8 @@ func (g *Generator) Start(ctx context.Context, req Request) (*Sequence, error) {
 	if err := g.check(&req); err != nil {
 		return nil, err
 	}
+	req.Prompt = slices.Clone(req.Prompt)
+	req.StopIDs = slices.Clone(req.StopIDs)
 	sctx, cancel := context.WithCancel(ctx)
 	s := &Sequence{
 		ctx:     sctx,
