@@ -133,6 +133,48 @@ mvf32sum:
 	VPMOVZXWD addr, y; \
 	VPSLLD    $16, y, y
 
+// WIDEN16H converts 8 IEEE halves at addr to f32 in y (F16C).
+#define WIDEN16H(addr, y) VCVTPH2PS addr, y
+
+// MV16 is one pass of the 16-bit-weight row kernels over 16 columns of a group of four rows,
+// widening with W (WIDEN16BF or WIDEN16H); it ends with the compare for the loop's JGE. MV8 is
+// the 8-column tail.
+#define MV16(W) \
+	VMOVUPS     (R11), Y8; \
+	VMOVUPS     32(R11), Y9; \
+	W((AX), Y10); \
+	W(16(AX), Y11); \
+	W((AX)(R8*1), Y12); \
+	W(16(AX)(R8*1), Y13); \
+	VFMADD231PS Y10, Y8, Y0; \
+	VFMADD231PS Y11, Y9, Y4; \
+	VFMADD231PS Y12, Y8, Y1; \
+	VFMADD231PS Y13, Y9, Y5; \
+	W((AX)(R8*2), Y10); \
+	W(16(AX)(R8*2), Y11); \
+	W((R9), Y12); \
+	W(16(R9), Y13); \
+	VFMADD231PS Y10, Y8, Y2; \
+	VFMADD231PS Y11, Y9, Y6; \
+	VFMADD231PS Y12, Y8, Y3; \
+	VFMADD231PS Y13, Y9, Y7; \
+	ADDQ        $32, AX; \
+	ADDQ        $32, R9; \
+	ADDQ        $64, R11; \
+	SUBQ        $16, R10; \
+	CMPQ        R10, $16
+
+#define MV8(W) \
+	VMOVUPS     (R11), Y8; \
+	W((AX), Y10); \
+	W((AX)(R8*1), Y11); \
+	W((AX)(R8*2), Y12); \
+	W((R9), Y13); \
+	VFMADD231PS Y10, Y8, Y0; \
+	VFMADD231PS Y11, Y8, Y1; \
+	VFMADD231PS Y12, Y8, Y2; \
+	VFMADD231PS Y13, Y8, Y3
+
 // func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 //
 // As mvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
@@ -146,43 +188,13 @@ mvbf16rows:
 	JLT  mvbf16tail
 
 mvbf16loop:
-	VMOVUPS     (R11), Y8
-	VMOVUPS     32(R11), Y9
-	WIDEN16BF((AX), Y10)
-	WIDEN16BF(16(AX), Y11)
-	WIDEN16BF((AX)(R8*1), Y12)
-	WIDEN16BF(16(AX)(R8*1), Y13)
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y11, Y9, Y4
-	VFMADD231PS Y12, Y8, Y1
-	VFMADD231PS Y13, Y9, Y5
-	WIDEN16BF((AX)(R8*2), Y10)
-	WIDEN16BF(16(AX)(R8*2), Y11)
-	WIDEN16BF((R9), Y12)
-	WIDEN16BF(16(R9), Y13)
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y11, Y9, Y6
-	VFMADD231PS Y12, Y8, Y3
-	VFMADD231PS Y13, Y9, Y7
-	ADDQ        $32, AX
-	ADDQ        $32, R9
-	ADDQ        $64, R11
-	SUBQ        $16, R10
-	CMPQ        R10, $16
+	MV16(WIDEN16BF)
 	JGE         mvbf16loop
 
 mvbf16tail:
 	CMPQ        R10, $8
 	JLT         mvbf16sum
-	VMOVUPS     (R11), Y8
-	WIDEN16BF((AX), Y10)
-	WIDEN16BF((AX)(R8*1), Y11)
-	WIDEN16BF((AX)(R8*2), Y12)
-	WIDEN16BF((R9), Y13)
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y11, Y8, Y1
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y13, Y8, Y3
+	MV8(WIDEN16BF)
 
 mvbf16sum:
 	MVSUM
@@ -202,43 +214,13 @@ mvf16rows:
 	JLT  mvf16tail
 
 mvf16loop:
-	VMOVUPS     (R11), Y8
-	VMOVUPS     32(R11), Y9
-	VCVTPH2PS   (AX), Y10
-	VCVTPH2PS   16(AX), Y11
-	VCVTPH2PS   (AX)(R8*1), Y12
-	VCVTPH2PS   16(AX)(R8*1), Y13
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y11, Y9, Y4
-	VFMADD231PS Y12, Y8, Y1
-	VFMADD231PS Y13, Y9, Y5
-	VCVTPH2PS   (AX)(R8*2), Y10
-	VCVTPH2PS   16(AX)(R8*2), Y11
-	VCVTPH2PS   (R9), Y12
-	VCVTPH2PS   16(R9), Y13
-	VFMADD231PS Y10, Y8, Y2
-	VFMADD231PS Y11, Y9, Y6
-	VFMADD231PS Y12, Y8, Y3
-	VFMADD231PS Y13, Y9, Y7
-	ADDQ        $32, AX
-	ADDQ        $32, R9
-	ADDQ        $64, R11
-	SUBQ        $16, R10
-	CMPQ        R10, $16
+	MV16(WIDEN16H)
 	JGE         mvf16loop
 
 mvf16tail:
 	CMPQ        R10, $8
 	JLT         mvf16sum
-	VMOVUPS     (R11), Y8
-	VCVTPH2PS   (AX), Y10
-	VCVTPH2PS   (AX)(R8*1), Y11
-	VCVTPH2PS   (AX)(R8*2), Y12
-	VCVTPH2PS   (R9), Y13
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y11, Y8, Y1
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y13, Y8, Y3
+	MV8(WIDEN16H)
 
 mvf16sum:
 	MVSUM
