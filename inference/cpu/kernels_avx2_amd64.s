@@ -177,7 +177,7 @@ mvf32sum:
 
 // func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 //
-// As mvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
+// As avx2MvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
 // products and sums are the same f32 arithmetic as for f32 weights at half the memory traffic.
 TEXT ·avx2MvBF16(SB), NOSPLIT, $0-48
 	MVARGS($1)
@@ -204,7 +204,7 @@ mvbf16sum:
 
 // func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 //
-// As mvF32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C).
+// As avx2MvF32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C).
 TEXT ·avx2MvF16(SB), NOSPLIT, $0-48
 	MVARGS($1)
 
@@ -250,10 +250,12 @@ mvf16sum:
 
 // func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
 //
-// As mvF32 for Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in
-// elements; k a multiple of 32). x stays f32: the kernel is bound by memory (1.125 bytes per
-// weight), not by the widening, so quantising x to int8 (as VNNI/VPMADDUBSW would need) would
-// only cost accuracy. Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
+// As avx2MvF32 for Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in
+// elements; k a multiple of 32), widened exactly by VPMOVSXBD + VCVTDQ2PS. x stays f32, so the
+// result is the f32 product of the stored weights; the integer route (VPMADDUBSW, or VPDPBUSD
+// where AVX-VNNI exists) would need x in int8. On the AVX-512 machine the VNNI kernel streams
+// Q8 1.8× faster than widening (docs/BENCHMARKS.md), so an AVX-VNNI variant of this kernel is
+// the next step for AVX2-only CPUs that have it. Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
 // bytes), DI x, CX columns left; SI, BX (row group and its scales), DX, R13 (rows left) outer.
 TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
@@ -340,11 +342,11 @@ q8loop:
 // func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 //
 // dst[i, j] (+)= Σ_{c<k} panel[c*16 + j]·x[i*ldx + c] for m (1..6) input rows i and 16 weight
-// rows j; k >= 1. panel holds 16 weight rows packed column by column (see transpose16), so one
+// rows j; k >= 1. panel holds 16 weight rows packed column by column (see avx2Transpose16), so one
 // column is two ymm loads; each x[i, c] is broadcast once and meets both: 2 loads + m broadcasts
 // per 2m FMAs, with the 2m accumulators (12 ymm for m = 6) in registers for the whole k loop.
 // With m = 6 this is the classic 6×16 AVX2 SGEMM register block: FMA-bound when the panel is in
-// L1 and the 6 x rows in L1/L2 (see matMulRange). acc = 1 adds to dst, 0 overwrites it.
+// L1 and the 6 x rows in L1/L2 (see gemmRangeAVX2). acc = 1 adds to dst, 0 overwrites it.
 TEXT ·avx2Gemm16(SB), NOSPLIT, $0-64
 	MOVQ panel+8(FP), SI
 	MOVQ x+16(FP), DI
@@ -554,7 +556,7 @@ gdone:
 
 // func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
 //
-// Packs 16 rows of kc columns (src, stride lds elements; kc a multiple of 8, > 0) for gemm16:
+// Packs 16 rows of kc columns (src, stride lds elements; kc a multiple of 8, > 0) for avx2Gemm16:
 // panel[c*16 + j] = src[j*lds + c], 8×8 blocks at a time.
 TEXT ·avx2Transpose16(SB), NOSPLIT, $0-32
 	MOVQ panel+0(FP), DI
