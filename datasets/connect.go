@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -17,33 +18,63 @@ type Connector struct {
 	// SQLiteRoot overrides the directory holding <db>/<db>.sqlite, when set.
 	SQLiteRoot string
 
-	mu  sync.Mutex
-	dbs map[string]DB
+	mu     sync.Mutex
+	dbs    map[string]DB
+	pgPool *sql.DB // shared by the PostgreSQL DBs
 }
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
-// must not Close it (Connector.Close does).
+// must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
+// connection pool (each execution sets its search_path); MySQL gets a pool per database.
 func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if d != SQLite {
-		return nil, fmt.Errorf("open %s database %s: the %s dialect is not built yet (use sqlite)", d, t.DBID, d)
+	var name string // the SQLite path, or the db_id on a server
+	switch d {
+	case SQLite:
+		path := t.DBPath
+		if c.SQLiteRoot != "" {
+			path = filepath.Join(c.SQLiteRoot, t.DBID, t.DBID+".sqlite")
+		}
+		if path == "" {
+			return nil, fmt.Errorf("open sqlite database of task %s: no database path (set the db root)", t.ID)
+		}
+		name = path
+	case Postgres, MySQL:
+		if t.DBID == "" {
+			return nil, fmt.Errorf("open %s database of task %s: the task has no db_id", d, t.ID)
+		}
+		if d == Postgres && c.PostgresDSN == "" || d == MySQL && c.MySQLDSN == "" {
+			return nil, fmt.Errorf("open %s database %s of task %s: no %s DSN configured", d, t.DBID, t.ID, d)
+		}
+		name = t.DBID
+	default:
+		return nil, fmt.Errorf("open database of task %s: unknown dialect %q (want sqlite, postgres or mysql)", t.ID, d)
 	}
-	path := t.DBPath
-	if c.SQLiteRoot != "" {
-		path = filepath.Join(c.SQLiteRoot, t.DBID, t.DBID+".sqlite")
-	}
-	if path == "" {
-		return nil, fmt.Errorf("open sqlite database of task %s: no database path (set the db root)", t.ID)
-	}
-	key := string(d) + "\x00" + path
+	key := string(d) + "\x00" + name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if db, ok := c.dbs[key]; ok {
 		return db, nil
 	}
-	db, err := OpenSQLite(path)
+	var (
+		db  DB
+		err error
+	)
+	switch d {
+	case SQLite:
+		db, err = OpenSQLite(name)
+	case Postgres:
+		if c.pgPool == nil {
+			if c.pgPool, err = openPostgresPool(c.PostgresDSN); err != nil {
+				return nil, fmt.Errorf("task %s: %w", t.ID, err)
+			}
+		}
+		db, err = newPostgresDB(ctx, c.pgPool, c.PostgresDSN, t.DBID)
+	case MySQL:
+		db, err = OpenMySQL(ctx, c.MySQLDSN, t.DBID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
@@ -62,6 +93,10 @@ func (c *Connector) Close() error {
 	for k, db := range c.dbs {
 		errs = append(errs, db.Close())
 		delete(c.dbs, k)
+	}
+	if c.pgPool != nil {
+		errs = append(errs, c.pgPool.Close())
+		c.pgPool = nil
 	}
 	return errors.Join(errs...)
 }

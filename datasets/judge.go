@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +13,8 @@ import (
 // Match reports whether pred answers the same as gold: BIRD EX (set equality of rows, column
 // order kept) when ordered is false; ordered comparison of row lists when true. Values that are
 // the same across engines compare equal: integers and floats equal as numbers, floats after
-// rounding to 10 significant digits, []byte equal to the same text, bools as 0/1, times in
-// RFC 3339. Both results must have run.
+// rounding to 10 significant digits, []byte equal to the same text, bools as 0/1, and times
+// equal to text holding the same date or date-time (see dateKey). Both results must have run.
 func Match(gold, pred *Result, ordered bool) bool {
 	if !gold.OK() || !pred.OK() {
 		return false
@@ -78,11 +79,11 @@ func valueKey(v any) string {
 		}
 		return "n0"
 	case []byte:
-		return "s" + string(x)
+		return "s" + dateKey(string(x))
 	case string:
-		return "s" + x
+		return "s" + dateKey(x)
 	case time.Time:
-		return "s" + x.Format(time.RFC3339Nano)
+		return "s" + timeText(x)
 	}
 	return "s" + fmt.Sprint(v)
 }
@@ -122,4 +123,38 @@ func HasOrderBy(sql string) bool {
 		}
 	}
 	return false
+}
+
+// dateText matches text holding a date or a date-time without a zone other than UTC, the forms
+// SQLite stores dates in and the servers print them in.
+var dateText = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]00:?00)?$`)
+
+// dateKey returns s in timeText's form when it holds a valid date or date-time, so that
+// "2009-01-01 00:00:00", "2009-01-01T00:00:00Z", "2009-01-01" and a time.Time of that midnight
+// (SQLite's driver turns DATE/DATETIME column text into time.Time; the server copies keep
+// dates as text) all compare equal. Other text is returned as it is.
+func dateKey(s string) string {
+	if len(s) < 10 || len(s) > 40 || !dateText.MatchString(s) {
+		return s
+	}
+	body := strings.TrimSuffix(s, "Z")
+	if i := strings.LastIndexAny(body, "+-"); i > 10 {
+		body = body[:i]
+	}
+	body = strings.Replace(body, "T", " ", 1)
+	for _, layout := range []string{time.DateOnly, "2006-01-02 15:04", time.DateTime, "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, body); err == nil {
+			return timeText(t)
+		}
+	}
+	return s
+}
+
+// timeText renders t's wall clock (its zone ignored) as "2006-01-02" at midnight, else as
+// "2006-01-02 15:04:05" with any fraction of a second.
+func timeText(t time.Time) string {
+	if t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 && t.Nanosecond() == 0 {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format("2006-01-02 15:04:05.999999999")
 }

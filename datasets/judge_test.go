@@ -1,6 +1,9 @@
 package datasets
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func res(rows ...[]any) *Result { return &Result{Outcome: OutcomeOK, Rows: rows, Total: len(rows)} }
 
@@ -21,6 +24,11 @@ func TestMatch(t *testing.T) {
 		{"null vs empty", res([]any{nil}), res([]any{""}), false, false},
 		{"bytes vs text", res([]any{[]byte("x")}), res([]any{"x"}), false, true},
 		{"text number vs number", res([]any{"1"}), res([]any{int64(1)}), false, false},
+		{"time vs datetime text", res([]any{time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC)}), res([]any{"2009-01-03 00:00:00"}), false, true},
+		{"time vs date text", res([]any{time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC)}), res([]any{"2009-01-03"}), false, true},
+		{"time vs ISO text", res([]any{time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC)}), res([]any{"2009-01-03T04:05:06Z"}), false, true},
+		{"time vs other time", res([]any{time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC)}), res([]any{"2009-01-03 04:05:07"}), false, false},
+		{"invalid date text kept", res([]any{"2009-13-45"}), res([]any{"2009-13-45 00:00:00"}), false, false},
 		{"extra row", res([]any{int64(1)}), res([]any{int64(1)}, []any{int64(2)}), false, false},
 	}
 	for _, c := range cases {

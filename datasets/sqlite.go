@@ -44,17 +44,13 @@ func (s *sqliteDB) Close() error     { return s.db.Close() }
 
 func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, reason := screen(query)
-	if reason != "" {
-		return &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}, nil
-	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+	stmt, timeout, refused := startExec(query, opts)
+	if refused != nil {
+		return refused, nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := collect(qctx, s.db, stmt, opts.MaxRows)
+	res, err := collect(qctx, s.db, stmt, opts.MaxRows, nil)
 	res.Duration = time.Since(start)
 	if err == nil {
 		return res, nil
@@ -64,13 +60,43 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*R
 	}
 	var se sqlite3.Error
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
-		return &Result{Outcome: OutcomeTimeout, Error: fmt.Sprintf("statement stopped after %s", timeout), Duration: res.Duration}, nil
+		return timedOut(timeout, res.Duration), nil
 	}
 	return &Result{Outcome: OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
 
-// collect runs query and gathers columns, capped rows and the exact total.
-func collect(ctx context.Context, db *sql.DB, query string, maxRows int) (*Result, error) {
+// startExec screens query and resolves the timeout (zero means 30 s); a non-nil Result is
+// the refusal to return.
+func startExec(query string, opts ExecOptions) (string, time.Duration, *Result) {
+	start := time.Now()
+	stmt, reason := screen(query)
+	if reason != "" {
+		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return stmt, timeout, nil
+}
+
+// timedOut is the Result of a statement stopped at its deadline.
+func timedOut(timeout, took time.Duration) *Result {
+	return &Result{Outcome: OutcomeTimeout, Error: fmt.Sprintf("statement stopped after %s", timeout), Duration: took}
+}
+
+// queryer is what collect runs a query on: *sql.DB, *sql.Conn or *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// columnNormaliser returns, for the result columns, one function per column mapping a driver
+// value onto a normalised value (see Result).
+type columnNormaliser func(cols []*sql.ColumnType) []func(any) any
+
+// collect runs query and gathers columns, capped rows and the exact total. norm maps driver
+// values per column; nil means normalise.
+func collect(ctx context.Context, db queryer, query string, maxRows int, norm columnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
@@ -82,6 +108,17 @@ func collect(ctx context.Context, db *sql.DB, query string, maxRows int) (*Resul
 		return res, err
 	}
 	res.Columns = cols
+	conv := make([]func(any) any, len(cols))
+	for i := range conv {
+		conv[i] = normalise
+	}
+	if norm != nil {
+		types, err := rows.ColumnTypes()
+		if err != nil {
+			return res, err
+		}
+		conv = norm(types)
+	}
 	for rows.Next() {
 		res.Total++
 		if maxRows > 0 && len(res.Rows) >= maxRows {
@@ -97,7 +134,7 @@ func collect(ctx context.Context, db *sql.DB, query string, maxRows int) (*Resul
 			return res, err
 		}
 		for i, v := range vals {
-			vals[i] = normalise(v)
+			vals[i] = conv[i](v)
 		}
 		res.Rows = append(res.Rows, vals)
 	}
@@ -149,7 +186,48 @@ func screen(query string) (string, string) {
 	if !ok {
 		return "", "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"
 	}
+	if reason := deniedText(body); reason != "" {
+		return "", reason
+	}
 	return body, ""
+}
+
+// deniedWords are functions that reach outside the database (server files, extensions, other
+// sessions, settings, dynamic SQL) in one of the engines, and MySQL's file-writing INTO targets.
+// Read-only transactions do not stop them, so they are refused wherever they appear.
+var deniedWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`
+		load_extension load_file outfile dumpfile writefile readfile fts3_tokenizer edit
+		pg_read_file pg_read_binary_file pg_ls_dir pg_stat_file pg_file_write lo_import lo_export
+		lo_from_bytea lo_put lo_get pg_terminate_backend pg_cancel_backend pg_reload_conf
+		pg_rotate_logfile pg_promote set_config dblink dblink_exec dblink_connect
+		query_to_xml query_to_xmlschema query_to_xml_and_xmlschema cursor_to_xml
+		pg_advisory_lock pg_advisory_xact_lock get_lock sys_exec sys_eval`) {
+		deniedWords[w] = true
+	}
+}
+
+// deniedText refuses query text that calls a denied function or hides code from screening.
+// It scans the raw text, strings and comments included: a false refusal costs one turn,
+// a missed one could read a server file, so no dialect's quoting rules are trusted here.
+func deniedText(q string) string {
+	lower := strings.ToLower(q)
+	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'"} {
+		if strings.Contains(lower, hidden) {
+			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
+		}
+	}
+	words := strings.FieldsFunc(lower, func(r rune) bool {
+		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	})
+	for _, w := range words {
+		if deniedWords[w] {
+			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the database)", w)
+		}
+	}
+	return ""
 }
 
 func isWord(b byte) bool {

@@ -1,0 +1,222 @@
+package datasets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlDB executes in one database of a MySQL or MariaDB server.
+type mysqlDB struct {
+	pool     *sql.DB
+	killer   *sql.DB // a separate small pool for KILL QUERY, so a full pool cannot block it
+	database string
+	version  string
+	mariadb  bool
+
+	mu  sync.Mutex
+	ids map[any]int64 // driver connection → server connection id
+}
+
+// OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
+// "root@tcp(127.0.0.1:3306)/"; its database part is replaced). Each Exec runs in a READ ONLY
+// transaction under a statement time limit (MariaDB: SET STATEMENT max_statement_time ... FOR;
+// MySQL: max_execution_time), and a KILL QUERY from a second connection stops it at the deadline
+// if the server has not.
+func OpenMySQL(ctx context.Context, dsn, database string) (DB, error) {
+	if database == "" {
+		return nil, fmt.Errorf("mysql: empty database name")
+	}
+	cfg, err := mysqlConfig(dsn, database)
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	pool := sql.OpenDB(conn)
+	pool.SetMaxOpenConns(16)
+	pool.SetMaxIdleConns(4)
+	pool.SetConnMaxIdleTime(time.Minute)
+	killer := sql.OpenDB(conn)
+	killer.SetMaxOpenConns(2)
+	killer.SetMaxIdleConns(1)
+	var v string
+	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		pool.Close()
+		killer.Close()
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1049 {
+			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
+		}
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
+	}
+	db := &mysqlDB{pool: pool, killer: killer, database: database, ids: map[any]int64{}}
+	num, _, _ := strings.Cut(v, "-")
+	if strings.Contains(v, "MariaDB") {
+		db.mariadb = true
+		db.version = "MariaDB " + num
+	} else {
+		db.version = "MySQL " + num
+	}
+	return db, nil
+}
+
+// mysqlConfig parses dsn and points it at database, with time parsing in UTC and a single
+// statement per query.
+func mysqlConfig(dsn, database string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: parse DSN: %w", err)
+	}
+	cfg.DBName = database
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.MultiStatements = false
+	cfg.AllowAllFiles = false
+	return cfg, nil
+}
+
+func (m *mysqlDB) Dialect() Dialect { return MySQL }
+func (m *mysqlDB) Version() string  { return m.version }
+
+func (m *mysqlDB) Close() error {
+	return errors.Join(m.pool.Close(), m.killer.Close())
+}
+
+// connID returns the server's id of conn, cached per driver connection.
+func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var key any
+	_ = conn.Raw(func(dc any) error { key = dc; return nil })
+	m.mu.Lock()
+	id, ok := m.ids[key]
+	m.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	if len(m.ids) > 256 { // connections come and go; forget the old ones wholesale
+		clear(m.ids)
+	}
+	m.ids[key] = id
+	m.mu.Unlock()
+	return id, nil
+}
+
+func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
+	start := time.Now()
+	stmt, timeout, refused := startExec(query, opts)
+	if refused != nil {
+		return refused, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
+	defer cancel()
+	fail := func(step string, err error) (*Result, error) {
+		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
+	}
+	conn, err := m.pool.Conn(qctx)
+	if err != nil {
+		return fail("connect", err)
+	}
+	defer conn.Close()
+	id, err := m.connID(qctx, conn)
+	if err != nil {
+		discard(conn)
+		return fail("connection id", err)
+	}
+	if m.mariadb {
+		stmt = fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", timeout.Seconds(), stmt)
+	} else if _, err := conn.ExecContext(qctx, fmt.Sprintf("SET SESSION max_execution_time=%d", max(timeout.Milliseconds(), 1))); err != nil {
+		discard(conn)
+		return fail("set max_execution_time", err)
+	}
+	if _, err := conn.ExecContext(qctx, "START TRANSACTION READ ONLY"); err != nil {
+		discard(conn)
+		return fail("begin", err)
+	}
+	var killed atomic.Bool
+	killDone := make(chan struct{})
+	kill := time.AfterFunc(timeout, func() {
+		defer close(killDone)
+		killed.Store(true)
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer kcancel()
+		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
+	})
+	res, qerr := collect(qctx, conn, stmt, opts.MaxRows, mysqlNormaliser)
+	if !kill.Stop() {
+		// The kill fired; let it finish before the connection runs anything else.
+		<-killDone
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
+	rcancel()
+	if rerr != nil {
+		discard(conn)
+	}
+	res.Duration = time.Since(start)
+	if qerr == nil && !killed.Load() {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+	}
+	var me *mysql.MySQLError
+	isMy := errors.As(qerr, &me)
+	switch {
+	case killed.Load(), qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
+		return timedOut(timeout, res.Duration), nil
+	case isMy:
+		return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+	case rerr != nil:
+		return fail("query", errors.Join(qerr, rerr))
+	}
+	return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// mysqlNormaliser maps go-sql-driver/mysql's values by column type: text types ([]byte) to
+// string, DECIMAL to int64 when integral else float64, FLOAT through its shortest decimal
+// form, unsigned integers to int64 (float64 beyond int64), binary types kept as []byte.
+func mysqlNormaliser(cols []*sql.ColumnType) []func(any) any {
+	out := make([]func(any) any, len(cols))
+	for i, c := range cols {
+		t := c.DatabaseTypeName()
+		switch {
+		case t == "DECIMAL":
+			out[i] = numericValue
+		case strings.Contains(t, "BLOB") || strings.Contains(t, "BINARY") || t == "BIT" || t == "GEOMETRY":
+			out[i] = normalise
+		default:
+			out[i] = myCell
+		}
+	}
+	return out
+}
+
+func myCell(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		return string(x)
+	case float32:
+		return float32Value(x)
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x)
+		}
+		return float64(x)
+	}
+	return normalise(v)
+}

@@ -1,0 +1,99 @@
+package datasets
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/go-sql-driver/mysql"
+)
+
+// myAdmin opens the test MariaDB/MySQL server (no database) for setup and checks.
+func myAdmin(t testing.TB) *sql.DB {
+	t.Helper()
+	shared.SkipServers(t)
+	cfg, err := mysqlConfig(shared.MySQLDSN(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiStatements = true
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		t.Fatalf("MySQL/MariaDB at %s is not reachable (start it, or set CHAINEDSQL_NO_SERVERS=1): %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// myDatabase creates a fresh database, runs setup in it, and drops it when the test ends.
+func myDatabase(t testing.TB, admin *sql.DB, setup ...string) string {
+	t.Helper()
+	name := srvName("cs_my")
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP DATABASE " + name) })
+	for _, s := range setup {
+		if _, err := admin.Exec("USE " + name + "; " + s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return name
+}
+
+func TestMySQLExec(t *testing.T) {
+	admin := myAdmin(t)
+	name := myDatabase(t, admin,
+		`CREATE TABLE t (id BIGINT PRIMARY KEY, n DECIMAL(10,2), r FLOAT, d DOUBLE, day DATE,
+			ts DATETIME, u BIGINT UNSIGNED, b LONGBLOB, s LONGTEXT, v VARCHAR(20), tm TIME)`,
+		`INSERT INTO t VALUES (1, 12.50, 0.1, 2.5, '2009-01-03', '2009-01-03 04:05:06', 18446744073709551615, x'0102', 'x', 'é', '01:02:03'),
+			(2, 7, NULL, NULL, NULL, NULL, 5, NULL, NULL, NULL, NULL), (3, 3, 1, 1, NULL, NULL, NULL, NULL, 'z', NULL, NULL)`)
+	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Dialect() != MySQL || !(strings.HasPrefix(db.Version(), "MariaDB ") || strings.HasPrefix(db.Version(), "MySQL ")) {
+		t.Errorf("dialect %s version %q", db.Dialect(), db.Version())
+	}
+	r := mustExec(t, db, "SELECT id, n, r, d, day, ts, u, b, s, v, tm FROM t ORDER BY id", ExecOptions{MaxRows: 2})
+	if !r.OK() || r.Total != 3 || len(r.Rows) != 2 || !r.Truncated {
+		t.Fatalf("caps: %+v", r)
+	}
+	want := []any{int64(1), 12.5, 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC),
+		float64(18446744073709551615), []byte{1, 2}, "x", "é", "01:02:03"}
+	for i := range want {
+		got := r.Rows[0][i]
+		if RowKey([]any{got}) != RowKey([]any{want[i]}) || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want[i]) {
+			t.Errorf("column %s: %#v (%T), want %#v (%T)", r.Columns[i], got, got, want[i], want[i])
+		}
+	}
+	if r.Rows[1][1] != int64(7) || r.Rows[1][2] != nil || r.Rows[1][6] != int64(5) {
+		t.Errorf("integral decimal / NULL / unsigned: %#v", r.Rows[1])
+	}
+	if r := mustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", ExecOptions{}); !r.OK() || r.Rows[0][0] != 22.5 || r.Rows[0][1] != int64(2) || r.Rows[0][2] != int64(3) {
+		t.Errorf("aggregates: %+v", r)
+	}
+	if r := mustExec(t, db, "SELECT nope FROM t", ExecOptions{}); r.Outcome != OutcomeError || !strings.Contains(r.Error, "Unknown column 'nope'") {
+		t.Errorf("engine error: %+v", r)
+	}
+	start := time.Now()
+	if r := mustExec(t, db, "SELECT SLEEP(60)", ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != OutcomeTimeout || time.Since(start) > 2*time.Second {
+		t.Errorf("SLEEP: %s after %s", r.Outcome, time.Since(start))
+	}
+	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(1) {
+		t.Errorf("after timeout: %+v", r)
+	}
+	if _, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name+"_missing"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing database: %v", err)
+	}
+}

@@ -1,0 +1,230 @@
+package datasets
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// serverGrace is how long past its deadline a server statement may take to report that the
+// server stopped it, before the client gives up on the connection.
+const serverGrace = 2 * time.Second
+
+// cleanupTimeout bounds the ROLLBACK (or KILL QUERY) that ends one execution.
+const cleanupTimeout = 5 * time.Second
+
+// pgDB executes in one schema of a PostgreSQL database. Several pgDBs of one Connector share
+// a pool: each execution sets its own search_path.
+type pgDB struct {
+	pool    *sql.DB
+	owned   bool // Close closes pool
+	schema  string
+	version string
+}
+
+// OpenPostgres opens the PostgreSQL database of dsn (a pgx URL or keyword/value string) and
+// executes in schema, which must exist. Each Exec runs in a READ ONLY transaction with
+// SET LOCAL statement_timeout and search_path = schema.
+func OpenPostgres(ctx context.Context, dsn, schema string) (DB, error) {
+	pool, err := openPostgresPool(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := newPostgresDB(ctx, pool, dsn, schema)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	db.owned = true
+	return db, nil
+}
+
+// openPostgresPool opens a database/sql pool over pgx. Queries use the extended protocol
+// without a named prepared statement (QueryExecModeExec): one round trip, and the server
+// refuses a text holding several statements.
+func openPostgresPool(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "chainedsql"
+	pool := stdlib.OpenDB(*cfg)
+	pool.SetMaxOpenConns(32)
+	pool.SetMaxIdleConns(8)
+	pool.SetConnMaxIdleTime(time.Minute)
+	return pool, nil
+}
+
+// pgTarget names the server and database of dsn for error messages, without credentials.
+func pgTarget(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "postgres"
+	}
+	return fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}
+
+func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string) (*pgDB, error) {
+	if schema == "" {
+		return nil, fmt.Errorf("%s: empty schema name", pgTarget(dsn))
+	}
+	var v string
+	if err := pool.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return nil, fmt.Errorf("%s: connect: %w", pgTarget(dsn), err)
+	}
+	var n int
+	if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		return nil, fmt.Errorf("%s: look up schema %q: %w", pgTarget(dsn), schema, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: schema %q does not exist (copy the SQLite database first: distill load --dialect postgres)", pgTarget(dsn), schema)
+	}
+	if f := strings.Fields(v); len(f) > 0 {
+		v = f[0]
+	}
+	return &pgDB{pool: pool, schema: schema, version: "PostgreSQL " + v}, nil
+}
+
+func (p *pgDB) Dialect() Dialect { return Postgres }
+func (p *pgDB) Version() string  { return p.version }
+
+func (p *pgDB) Close() error {
+	if p.owned {
+		return p.pool.Close()
+	}
+	return nil
+}
+
+func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
+	start := time.Now()
+	stmt, timeout, refused := startExec(query, opts)
+	if refused != nil {
+		return refused, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
+	defer cancel()
+	conn, err := p.pool.Conn(qctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
+	}
+	defer conn.Close()
+	ms := max(timeout.Milliseconds(), 1)
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL search_path = %s", ms, QuoteIdent(Postgres, p.schema))
+	if _, err := conn.ExecContext(qctx, begin); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
+	}
+	res, qerr := collect(qctx, conn, stmt, opts.MaxRows, pgNormaliser)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
+	rcancel()
+	if rerr != nil {
+		discard(conn)
+	}
+	res.Duration = time.Since(start)
+	if qerr == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(qerr, &pe) && pe.Code == "57014", qctx.Err() != nil:
+		return timedOut(timeout, res.Duration), nil
+	case errors.As(qerr, &pe):
+		return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+	}
+	if rerr != nil {
+		// The connection itself failed: the database cannot be used right now.
+		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, errors.Join(qerr, rerr))
+	}
+	// The connection survived: client-side failures (decoding a value) are the statement's.
+	return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// discard makes database/sql drop conn instead of returning it to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+// pgNormaliser maps pgx's database/sql values: numeric (text) to int64 when integral, else
+// float64; float4 through its shortest decimal form; json to text; the rest as normalise does.
+func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
+	out := make([]func(any) any, len(cols))
+	for i, c := range cols {
+		switch c.DatabaseTypeName() {
+		case "NUMERIC":
+			out[i] = numericValue
+		case "FLOAT4":
+			out[i] = func(v any) any {
+				if f, ok := v.(float64); ok {
+					return float32Value(float32(f))
+				}
+				return normalise(v)
+			}
+		case "JSON", "JSONB", "XML":
+			out[i] = textValue
+		default:
+			out[i] = normalise
+		}
+	}
+	return out
+}
+
+// numericValue reads decimal text (string or []byte) as int64 when it is integral and fits,
+// else as float64; other values pass through normalise.
+func numericValue(v any) any {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return normalise(v)
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if whole, frac, ok := strings.Cut(s, "."); ok && strings.Trim(frac, "0") == "" {
+			if i, err := strconv.ParseInt(whole, 10, 64); err == nil {
+				return i
+			}
+		}
+		return f
+	}
+	if strings.EqualFold(s, "NaN") {
+		return math.NaN()
+	}
+	return s
+}
+
+// float32Value widens f through its shortest decimal text, so 0.1 stays 0.1.
+func float32Value(f float32) float64 {
+	d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return d
+}
+
+// textValue turns []byte into string.
+func textValue(v any) any {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return normalise(v)
+}
