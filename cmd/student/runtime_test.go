@@ -42,6 +42,7 @@ func tinyArgs(t *testing.T) []string {
 }
 
 func TestServeCommand(t *testing.T) {
+	t.Parallel()
 	args := append(tinyArgs(t), "--addr", "127.0.0.1:0", "--model-id", "tiny", "--max-tokens", "8")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -93,6 +94,7 @@ func TestServeCommand(t *testing.T) {
 }
 
 func TestChatCommand(t *testing.T) {
+	t.Parallel()
 	old := chatInput
 	defer func() { chatInput = old }()
 	chatInput = strings.NewReader("Hello\nHow are you?\n/reset\nHi\n/exit\nnever read\n")
@@ -159,6 +161,7 @@ func checkTop(t *testing.T, dtype string, js []byte, ref *refFile, tol float64) 
 }
 
 func TestLogitsCommand(t *testing.T) {
+	t.Parallel()
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
 	data, err := os.ReadFile(filepath.Join(dir, "reference_logits.json"))
 	if err != nil {
