@@ -1,0 +1,238 @@
+package datasets
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+// chinookQueries run unchanged on SQLite and PostgreSQL; MySQL gets backticks for the double
+// quotes. ordered: compare row order too.
+var chinookQueries = []struct {
+	sql     string
+	ordered bool
+}{
+	{`SELECT count(*) FROM "Track"`, false},
+	{`SELECT "Name", "Milliseconds" FROM "Track" ORDER BY "Milliseconds" DESC, "TrackId" LIMIT 10`, true},
+	{`SELECT g."Name", count(*) FROM "Track" t JOIN "Genre" g ON g."GenreId" = t."GenreId" GROUP BY g."Name"`, false},
+	{`SELECT "BillingCountry", sum("Total") FROM "Invoice" GROUP BY "BillingCountry"`, false},
+	{`SELECT avg("UnitPrice"), min("UnitPrice"), max("UnitPrice") FROM "Track"`, false},
+	{`SELECT count(*) - count("Composer") FROM "Track"`, false},
+	{`SELECT "FirstName", "Company", "Fax", "State" FROM "Customer" WHERE "Country" = 'Brazil'`, false},
+	{`SELECT "InvoiceDate", "Total" FROM "Invoice" WHERE "InvoiceId" IN (1, 2, 100)`, false},
+	{`SELECT substr("InvoiceDate", 1, 7) AS m, count(*) FROM "Invoice" GROUP BY substr("InvoiceDate", 1, 7) ORDER BY m`, true},
+	{`SELECT ar."Name", count(*) AS n FROM "Artist" ar JOIN "Album" al ON al."ArtistId" = ar."ArtistId" GROUP BY ar."ArtistId", ar."Name" ORDER BY n DESC, ar."ArtistId" LIMIT 5`, true},
+	{`SELECT e."FirstName", m."FirstName" FROM "Employee" e LEFT JOIN "Employee" m ON e."ReportsTo" = m."EmployeeId"`, false},
+	{`SELECT "BirthDate", "HireDate" FROM "Employee" ORDER BY "EmployeeId"`, true},
+	{`SELECT "Title" FROM "Album" WHERE lower("Title") LIKE 'the %'`, false},
+	{`SELECT t."Name", il."UnitPrice" * il."Quantity" FROM "InvoiceLine" il JOIN "Track" t ON t."TrackId" = il."TrackId" WHERE il."InvoiceId" = 5`, false},
+	{`SELECT count(DISTINCT "BillingCity") FROM "Invoice"`, false},
+	{`SELECT "CustomerId", sum("Total") AS s FROM "Invoice" GROUP BY "CustomerId" HAVING sum("Total") > 45`, false},
+	{`SELECT round(sum("Total"), 2), round(avg("Total"), 4) FROM "Invoice"`, false},
+	{`SELECT "Name" FROM "MediaType" WHERE "MediaTypeId" NOT IN (SELECT "MediaTypeId" FROM "Track") ORDER BY "MediaTypeId"`, true},
+	{`SELECT p."Name", count(pt."TrackId") FROM "Playlist" p LEFT JOIN "PlaylistTrack" pt ON pt."PlaylistId" = p."PlaylistId" GROUP BY p."PlaylistId", p."Name"`, false},
+}
+
+func forMySQL(q string) string { return strings.ReplaceAll(q, `"`, "`") }
+
+// serverCounts reads the row count of every table of a copy.
+func serverCounts(t *testing.T, db DB, tables []Table) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, tb := range tables {
+		r := mustExec(t, db, "SELECT count(*) FROM "+QuoteIdent(db.Dialect(), tb.Name), ExecOptions{})
+		if !r.OK() {
+			t.Fatalf("count %s: %+v", tb.Name, r)
+		}
+		out[tb.Name] = r.Rows[0][0].(int64)
+	}
+	return out
+}
+
+// copyChinook copies Chinook into dialect d under a fresh name, dropped when the test ends.
+func copyChinook(t *testing.T, d Dialect) (DB, CopyStats) {
+	t.Helper()
+	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	ctx := context.Background()
+	var (
+		dsn   string
+		admin *sql.DB
+		open  func(string) (DB, error)
+	)
+	target := srvName("cs_chinook")
+	if d == Postgres {
+		admin, dsn = pgAdmin(t), shared.PostgresDSN()
+		open = func(n string) (DB, error) { return OpenPostgres(ctx, dsn, n) }
+		t.Cleanup(func() { admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE") })
+	} else {
+		admin, dsn = myAdmin(t), shared.MySQLDSN()
+		open = func(n string) (DB, error) { return OpenMySQL(ctx, dsn, n) }
+		t.Cleanup(func() {
+			admin.Exec("DROP DATABASE IF EXISTS " + target)
+			admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
+		})
+	}
+	st, err := CopySQLite(ctx, src, d, dsn, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped || st.Tables != 11 || st.Rows != 15607 || st.PrimaryKeys != 11 || st.ForeignKeys != 11 {
+		t.Errorf("stats: %+v", st)
+	}
+	for _, n := range st.Notes {
+		t.Logf("note: %s", n)
+	}
+	// A second copy of the same file is skipped.
+	again, err := CopySQLite(ctx, src, d, dsn, target)
+	if err != nil || !again.Skipped || again.Marker != st.Marker {
+		t.Errorf("second copy: %+v %v", again, err)
+	}
+	db, err := open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, st
+}
+
+func TestCopyChinookAcrossEngines(t *testing.T) {
+	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	lite, err := OpenSQLite(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	ctx := context.Background()
+	srcSchema, err := Introspect(ctx, lite, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := serverCounts(t, lite, srcSchema.Tables)
+	for _, d := range []Dialect{Postgres, MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			db, _ := copyChinook(t, d)
+			got := serverCounts(t, db, srcSchema.Tables)
+			for name, n := range want {
+				if got[name] != n {
+					t.Errorf("table %s: %d rows, SQLite has %d", name, got[name], n)
+				}
+			}
+			// Keys came along: the introspected copy has the source's primary and foreign keys.
+			s, err := Introspect(ctx, db, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, tb := range s.Tables {
+				if strings.Join(tb.PrimaryKey, ",") != strings.Join(srcSchema.Tables[i].PrimaryKey, ",") || len(tb.ForeignKeys) != len(srcSchema.Tables[i].ForeignKeys) {
+					t.Errorf("table %s: keys %v %v, source %v %v", tb.Name, tb.PrimaryKey, tb.ForeignKeys, srcSchema.Tables[i].PrimaryKey, srcSchema.Tables[i].ForeignKeys)
+				}
+			}
+			for _, q := range chinookQueries {
+				gold := mustExec(t, lite, q.sql, ExecOptions{})
+				sq := q.sql
+				if d == MySQL {
+					sq = forMySQL(sq)
+				}
+				pred := mustExec(t, db, sq, ExecOptions{})
+				if !gold.OK() || gold.Total == 0 && !strings.Contains(q.sql, "NOT IN") {
+					t.Fatalf("gold %s: %+v", q.sql, gold)
+				}
+				if !Match(gold, pred, q.ordered) {
+					t.Errorf("%s answers differently\nsqlite: %v\n%s: %v (%s)", sq, gold.Rows, d, pred.Rows, pred.Error)
+				}
+			}
+		})
+	}
+}
+
+// TestCopyRedoesInterrupted: a target whose marker is missing (an interrupted copy, or one
+// tampered with) is dropped and copied again, and leftovers of the temporary place go.
+func TestCopyRedoesInterrupted(t *testing.T) {
+	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	ctx := context.Background()
+	for _, d := range []Dialect{Postgres, MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			var admin *sql.DB
+			var dsn string
+			target := srvName("cs_redo")
+			if d == Postgres {
+				admin, dsn = pgAdmin(t), shared.PostgresDSN()
+				t.Cleanup(func() { admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE") })
+				for _, s := range []string{"CREATE SCHEMA " + target, "CREATE TABLE " + target + ".junk (x int)",
+					"CREATE SCHEMA " + tempName(target), "CREATE TABLE " + tempName(target) + ".half (x int)"} {
+					if _, err := admin.Exec(s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				admin, dsn = myAdmin(t), shared.MySQLDSN()
+				t.Cleanup(func() {
+					admin.Exec("DROP DATABASE IF EXISTS " + target)
+					admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
+				})
+				for _, s := range []string{"CREATE DATABASE " + target, "CREATE TABLE " + target + ".junk (x int)",
+					"CREATE DATABASE " + tempName(target), "CREATE TABLE " + tempName(target) + ".half (x int)"} {
+					if _, err := admin.Exec(s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			st, err := CopySQLite(ctx, src, d, dsn, target)
+			if err != nil || st.Skipped || st.Rows != 15607 {
+				t.Fatalf("copy over a partial one: %+v %v", st, err)
+			}
+			var n int
+			q := "SELECT count(*) FROM information_schema.tables WHERE table_schema IN ($1, $2) AND table_name IN ('junk', 'half')"
+			if d == MySQL {
+				q = strings.NewReplacer("$1", "?", "$2", "?").Replace(q)
+			}
+			if err := admin.QueryRow(q, target, tempName(target)).Scan(&n); err != nil || n != 0 {
+				t.Errorf("leftover tables: %d %v", n, err)
+			}
+		})
+	}
+}
+
+func TestCopyBadInput(t *testing.T) {
+	ctx := context.Background()
+	if _, err := CopySQLite(ctx, "/nonexistent.sqlite", Postgres, "postgres://x", "ok"); err == nil || !strings.Contains(err.Error(), "/nonexistent.sqlite") {
+		t.Errorf("missing file: %v", err)
+	}
+	for _, target := range []string{"", "a b", "x;drop", strings.Repeat("a", 49)} {
+		if _, err := CopySQLite(ctx, "/nonexistent.sqlite", MySQL, "root@tcp(127.0.0.1:3306)/", target); err == nil || !strings.Contains(err.Error(), "target name") {
+			t.Errorf("target %q: %v", target, err)
+		}
+	}
+	if _, err := CopySQLite(ctx, "/x.sqlite", SQLite, "", "ok"); err == nil || !strings.Contains(err.Error(), "dialect") {
+		t.Errorf("dialect: %v", err)
+	}
+}
+
+func TestChooseKind(t *testing.T) {
+	for _, c := range []struct {
+		decl                     string
+		ints, reals, texts, blob int64
+		want                     colKind
+	}{
+		{"INTEGER", 5, 0, 0, 0, kindInt},
+		{"INTEGER", 5, 0, 1, 0, kindText}, // dirty: text in an integer column
+		{"NUMERIC(10,2)", 2, 3, 0, 0, kindDecimal},
+		{"NUMERIC(10,2)", 2, 0, 0, 0, kindInt},
+		{"REAL", 0, 3, 0, 0, kindFloat},
+		{"DATETIME", 0, 0, 3, 0, kindText},
+		{"DATETIME", 0, 0, 0, 0, kindText},
+		{"", 0, 0, 0, 0, kindText},
+		{"BLOB", 0, 0, 0, 0, kindBlob},
+		{"", 0, 0, 2, 1, kindBlob},
+		{"BOOLEAN", 0, 0, 0, 0, kindInt},
+		{"NVARCHAR(40)", 0, 0, 0, 0, kindText},
+	} {
+		if got := chooseKind(c.decl, c.ints, c.reals, c.texts, c.blob); got != c.want {
+			t.Errorf("chooseKind(%q, %d, %d, %d, %d) = %d, want %d", c.decl, c.ints, c.reals, c.texts, c.blob, got, c.want)
+		}
+	}
+}
+
