@@ -235,4 +235,3 @@ func TestChooseKind(t *testing.T) {
 		}
 	}
 }
-
