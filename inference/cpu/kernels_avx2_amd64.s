@@ -53,8 +53,10 @@
 	MOVQ dst+32(FP), DX; \
 	MOVQ nrows+40(FP), BX
 
-// MVROW starts a group of four rows: AX, R9 rows 0 and 3, R11 x, R10 columns left, sums zeroed.
+// MVROW starts a group of four rows: AX, R9 rows 0 and 3, R11 x, R10 columns left, sums zeroed,
+// R12 the L2 prefetch pointer 8 KiB ahead (see MV16).
 #define MVROW \
+	LEAQ 8192(SI), R12; \
 	MOVQ SI, AX; \
 	LEAQ (SI)(R8*2), R9; \
 	ADDQ R8, R9; \
@@ -138,8 +140,14 @@ mvf32sum:
 
 // MV16 is one pass of the 16-bit-weight row kernels over 16 columns of a group of four rows,
 // widening with W (WIDEN16BF or WIDEN16H); it ends with the compare for the loop's JGE. MV8 is
-// the 8-column tail.
+// the 8-column tail. Each pass also prefetches into L2 the 128 bytes 8 KiB ahead of the group
+// (the four rows are contiguous, so this runs through the next groups at the rate the pass
+// consumes weights): as in the AVX-512 kernels, short decode rows (1.8 KiB) leave the hardware
+// prefetcher too little stream to ramp up on.
 #define MV16(W) \
+	PREFETCHT2  (R12); \
+	PREFETCHT2  64(R12); \
+	ADDQ        $128, R12; \
 	VMOVUPS     (R11), Y8; \
 	VMOVUPS     32(R11), Y9; \
 	W((AX), Y10); \
