@@ -55,7 +55,9 @@ var targetName = regexp.MustCompile(`^[A-Za-z0-9_]{1,48}$`)
 // primary key; keys the data or types do not allow are left out with a note. The copy is built
 // under a temporary name and moved into place at the end with a marker holding the SHA-256 of
 // the source: a completed copy of the same file is skipped, a partial one is dropped and redone.
-// MySQL databases use the utf8mb4_bin collation, so text compares as it does in SQLite.
+// PostgreSQL table and column names are folded to lower case, so SQL written for SQLite finds
+// them unquoted; MySQL keeps them. MySQL databases use the utf8mb4_bin collation, so text
+// compares as it does in SQLite.
 func CopySQLite(ctx context.Context, sqlitePath string, d Dialect, dsn, target string) (CopyStats, error) {
 	start := time.Now()
 	st := CopyStats{Target: target}
@@ -420,7 +422,35 @@ func (c *copier) createTemp(ctx context.Context) error {
 	return c.exec(ctx, "CREATE DATABASE "+c.temp+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 }
 
-func (c *copier) qualified(table string) string { return c.ident(c.temp) + "." + c.ident(table) }
+// serverName is a table's or column's name on the server: in PostgreSQL folded to lower case
+// (ASCII only, as PostgreSQL folds unquoted names), so that SQL written for SQLite, where names
+// match case-insensitively, finds them unquoted in any case. SQLite names are unique
+// case-insensitively, so folding never collides. MySQL keeps the names as they are.
+func (c *copier) serverName(name string) string {
+	if c.d != Postgres {
+		return name
+	}
+	b := []byte(name)
+	for i, x := range b {
+		if x >= 'A' && x <= 'Z' {
+			b[i] = x + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// obj quotes a table's or column's server name.
+func (c *copier) obj(name string) string { return c.ident(c.serverName(name)) }
+
+func (c *copier) objList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = c.obj(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (c *copier) qualified(table string) string { return c.ident(c.temp) + "." + c.obj(table) }
 
 // copyTable creates one table and copies its rows, checking the count on the server.
 func (c *copier) copyTable(ctx context.Context, src *sql.DB, p *tablePlan) (int64, []string, error) {
@@ -428,12 +458,12 @@ func (c *copier) copyTable(ctx context.Context, src *sql.DB, p *tablePlan) (int6
 	sel := make([]string, len(p.cols))
 	names := make([]string, len(p.cols))
 	for i, col := range p.cols {
-		defs[i] = c.ident(col.name) + " " + col.typ
+		defs[i] = c.obj(col.name) + " " + col.typ
 		if p.table.Columns[i].NotNull {
 			defs[i] += " NOT NULL"
 		}
 		sel[i] = selectExpr(col)
-		names[i] = col.name
+		names[i] = c.serverName(col.name)
 	}
 	create := "CREATE TABLE " + c.qualified(p.table.Name) + " (" + strings.Join(defs, ", ") + ")"
 	if err := c.exec(ctx, create); err != nil {
@@ -564,7 +594,7 @@ func (c *copier) copyPostgres(ctx context.Context, p *tablePlan, names []string,
 		if !ok {
 			return fmt.Errorf("driver connection %T is not pgx's", dc)
 		}
-		n, err := pc.Conn().CopyFrom(ctx, pgx.Identifier{c.temp, p.table.Name}, names, src)
+		n, err := pc.Conn().CopyFrom(ctx, pgx.Identifier{c.temp, c.serverName(p.table.Name)}, names, src)
 		copied = n
 		return err
 	})
@@ -655,7 +685,7 @@ func (c *copier) addKeys(ctx context.Context, plans []tablePlan) (pks, fks int, 
 			notes = append(notes, fmt.Sprintf("%s: primary key (%s) names unknown columns; left out", p.table.Name, strings.Join(p.table.PrimaryKey, ", ")))
 			continue
 		}
-		q := "ALTER TABLE " + c.qualified(p.table.Name) + " ADD PRIMARY KEY (" + quoteList(c.d, cols) + ")"
+		q := "ALTER TABLE " + c.qualified(p.table.Name) + " ADD PRIMARY KEY (" + c.objList(cols) + ")"
 		if err := c.exec(ctx, q); err != nil {
 			notes = append(notes, fmt.Sprintf("%s: primary key (%s) left out: %v", p.table.Name, strings.Join(cols, ", "), err))
 			continue
@@ -691,12 +721,12 @@ func (c *copier) addKeys(ctx context.Context, plans []tablePlan) (pks, fks int, 
 				notes = append(notes, "foreign key "+desc+": column types differ after mapping; left out")
 				continue
 			}
-			name := fmt.Sprintf("fk_%s_%d", p.table.Name, fi+1)
+			name := fmt.Sprintf("fk_%s_%d", c.serverName(p.table.Name), fi+1)
 			if len(name) > 60 {
 				name = name[:60]
 			}
-			q := "ALTER TABLE " + c.qualified(p.table.Name) + " ADD CONSTRAINT " + c.ident(name) + " FOREIGN KEY (" + quoteList(c.d, cols) +
-				") REFERENCES " + c.qualified(ref.table.Name) + " (" + quoteList(c.d, rcols) + ")"
+			q := "ALTER TABLE " + c.qualified(p.table.Name) + " ADD CONSTRAINT " + c.ident(name) + " FOREIGN KEY (" + c.objList(cols) +
+				") REFERENCES " + c.qualified(ref.table.Name) + " (" + c.objList(rcols) + ")"
 			if err := c.exec(ctx, q); err != nil {
 				notes = append(notes, fmt.Sprintf("foreign key %s: left out: %v", desc, err))
 				continue
@@ -782,7 +812,7 @@ func (c *copier) publish(ctx context.Context, plans []tablePlan, marker string) 
 	if len(plans) > 0 {
 		renames := make([]string, len(plans))
 		for i, p := range plans {
-			renames[i] = c.qualified(p.table.Name) + " TO " + c.ident(c.target) + "." + c.ident(p.table.Name)
+			renames[i] = c.qualified(p.table.Name) + " TO " + c.ident(c.target) + "." + c.obj(p.table.Name)
 		}
 		steps = append(steps, "RENAME TABLE "+strings.Join(renames, ", "))
 	}

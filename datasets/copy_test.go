@@ -15,35 +15,33 @@ var chinookQueries = []struct {
 	sql     string
 	ordered bool
 }{
-	{`SELECT count(*) FROM "Track"`, false},
-	{`SELECT "Name", "Milliseconds" FROM "Track" ORDER BY "Milliseconds" DESC, "TrackId" LIMIT 10`, true},
-	{`SELECT g."Name", count(*) FROM "Track" t JOIN "Genre" g ON g."GenreId" = t."GenreId" GROUP BY g."Name"`, false},
-	{`SELECT "BillingCountry", sum("Total") FROM "Invoice" GROUP BY "BillingCountry"`, false},
-	{`SELECT avg("UnitPrice"), min("UnitPrice"), max("UnitPrice") FROM "Track"`, false},
-	{`SELECT count(*) - count("Composer") FROM "Track"`, false},
-	{`SELECT "FirstName", "Company", "Fax", "State" FROM "Customer" WHERE "Country" = 'Brazil'`, false},
-	{`SELECT "InvoiceDate", "Total" FROM "Invoice" WHERE "InvoiceId" IN (1, 2, 100)`, false},
-	{`SELECT substr("InvoiceDate", 1, 7) AS m, count(*) FROM "Invoice" GROUP BY substr("InvoiceDate", 1, 7) ORDER BY m`, true},
-	{`SELECT ar."Name", count(*) AS n FROM "Artist" ar JOIN "Album" al ON al."ArtistId" = ar."ArtistId" GROUP BY ar."ArtistId", ar."Name" ORDER BY n DESC, ar."ArtistId" LIMIT 5`, true},
-	{`SELECT e."FirstName", m."FirstName" FROM "Employee" e LEFT JOIN "Employee" m ON e."ReportsTo" = m."EmployeeId"`, false},
-	{`SELECT "BirthDate", "HireDate" FROM "Employee" ORDER BY "EmployeeId"`, true},
-	{`SELECT "Title" FROM "Album" WHERE lower("Title") LIKE 'the %'`, false},
-	{`SELECT t."Name", il."UnitPrice" * il."Quantity" FROM "InvoiceLine" il JOIN "Track" t ON t."TrackId" = il."TrackId" WHERE il."InvoiceId" = 5`, false},
-	{`SELECT count(DISTINCT "BillingCity") FROM "Invoice"`, false},
-	{`SELECT "CustomerId", sum("Total") AS s FROM "Invoice" GROUP BY "CustomerId" HAVING sum("Total") > 45`, false},
-	{`SELECT round(sum("Total"), 2), round(avg("Total"), 4) FROM "Invoice"`, false},
-	{`SELECT "Name" FROM "MediaType" WHERE "MediaTypeId" NOT IN (SELECT "MediaTypeId" FROM "Track") ORDER BY "MediaTypeId"`, true},
-	{`SELECT p."Name", count(pt."TrackId") FROM "Playlist" p LEFT JOIN "PlaylistTrack" pt ON pt."PlaylistId" = p."PlaylistId" GROUP BY p."PlaylistId", p."Name"`, false},
+	{`SELECT count(*) FROM Track`, false},
+	{`SELECT Name, Milliseconds FROM Track ORDER BY Milliseconds DESC, TrackId LIMIT 10`, true},
+	{`SELECT g.Name, count(*) FROM Track t JOIN Genre g ON g.GenreId = t.GenreId GROUP BY g.Name`, false},
+	{`SELECT BillingCountry, sum(Total) FROM Invoice GROUP BY BillingCountry`, false},
+	{`SELECT avg(UnitPrice), min(UnitPrice), max(UnitPrice) FROM Track`, false},
+	{`SELECT count(*) - count(Composer) FROM Track`, false},
+	{`SELECT FirstName, Company, Fax, State FROM Customer WHERE Country = 'Brazil'`, false},
+	{`SELECT InvoiceDate, Total FROM Invoice WHERE InvoiceId IN (1, 2, 100)`, false},
+	{`SELECT substr(InvoiceDate, 1, 7) AS m, count(*) FROM Invoice GROUP BY substr(InvoiceDate, 1, 7) ORDER BY m`, true},
+	{`SELECT ar.Name, count(*) AS n FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId GROUP BY ar.ArtistId, ar.Name ORDER BY n DESC, ar.ArtistId LIMIT 5`, true},
+	{`SELECT e.FirstName, m.FirstName FROM Employee e LEFT JOIN Employee m ON e.ReportsTo = m.EmployeeId`, false},
+	{`SELECT BirthDate, HireDate FROM Employee ORDER BY EmployeeId`, true},
+	{`SELECT Title FROM Album WHERE lower(Title) LIKE 'the %'`, false},
+	{`SELECT t.Name, il.UnitPrice * il.Quantity FROM InvoiceLine il JOIN Track t ON t.TrackId = il.TrackId WHERE il.InvoiceId = 5`, false},
+	{`SELECT count(DISTINCT BillingCity) FROM Invoice`, false},
+	{`SELECT CustomerId, sum(Total) AS s FROM Invoice GROUP BY CustomerId HAVING sum(Total) > 45`, false},
+	{`SELECT round(sum(Total), 2), round(avg(Total), 4) FROM Invoice`, false},
+	{`SELECT Name FROM MediaType WHERE MediaTypeId NOT IN (SELECT MediaTypeId FROM Track) ORDER BY MediaTypeId`, true},
+	{`SELECT p.Name, count(pt.TrackId) FROM Playlist p LEFT JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId GROUP BY p.PlaylistId, p.Name`, false},
 }
-
-func forMySQL(q string) string { return strings.ReplaceAll(q, `"`, "`") }
 
 // serverCounts reads the row count of every table of a copy.
 func serverCounts(t *testing.T, db DB, tables []Table) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, tb := range tables {
-		r := mustExec(t, db, "SELECT count(*) FROM "+QuoteIdent(db.Dialect(), tb.Name), ExecOptions{})
+		r := mustExec(t, db, "SELECT count(*) FROM "+tb.Name, ExecOptions{}) // unquoted: folds in PostgreSQL
 		if !r.OK() {
 			t.Fatalf("count %s: %+v", tb.Name, r)
 		}
@@ -126,16 +124,13 @@ func TestCopyChinookAcrossEngines(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, tb := range s.Tables {
-				if strings.Join(tb.PrimaryKey, ",") != strings.Join(srcSchema.Tables[i].PrimaryKey, ",") || len(tb.ForeignKeys) != len(srcSchema.Tables[i].ForeignKeys) {
+				if !strings.EqualFold(tb.Name, srcSchema.Tables[i].Name) || !strings.EqualFold(strings.Join(tb.PrimaryKey, ","), strings.Join(srcSchema.Tables[i].PrimaryKey, ",")) || len(tb.ForeignKeys) != len(srcSchema.Tables[i].ForeignKeys) {
 					t.Errorf("table %s: keys %v %v, source %v %v", tb.Name, tb.PrimaryKey, tb.ForeignKeys, srcSchema.Tables[i].PrimaryKey, srcSchema.Tables[i].ForeignKeys)
 				}
 			}
 			for _, q := range chinookQueries {
 				gold := mustExec(t, lite, q.sql, ExecOptions{})
 				sq := q.sql
-				if d == MySQL {
-					sq = forMySQL(sq)
-				}
 				pred := mustExec(t, db, sq, ExecOptions{})
 				if !gold.OK() || gold.Total == 0 && !strings.Contains(q.sql, "NOT IN") {
 					t.Fatalf("gold %s: %+v", q.sql, gold)

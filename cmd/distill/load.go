@@ -1,7 +1,3 @@
-//go:build copysqlite
-
-// Build tag: datasets.CopySQLite is not declared yet; drop the tag (and load_pending.go) when it is.
-
 package main
 
 import (
@@ -67,11 +63,18 @@ func runLoad(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for i, id := range ids {
-		t0 := time.Now()
-		if err := datasets.CopySQLite(ctx, paths[id], id, d, *dsn, datasets.CopyOptions{}); err != nil {
+		st, err := datasets.CopySQLite(ctx, paths[id], d, *dsn, id)
+		if err != nil {
 			return fail(fmt.Errorf("copying %s into %s: %w", id, d, err))
 		}
-		fmt.Fprintf(stderr, "[%d/%d] %s → %s in %s\n", i+1, len(ids), id, d, time.Since(t0).Round(time.Millisecond))
+		what := fmt.Sprintf("%d tables, %d rows, %d primary and %d foreign keys", st.Tables, st.Rows, st.PrimaryKeys, st.ForeignKeys)
+		if st.Skipped {
+			what = "already copied from this file, skipped"
+		}
+		fmt.Fprintf(stderr, "[%d/%d] %s → %s: %s in %s\n", i+1, len(ids), id, d, what, st.Duration.Round(time.Millisecond))
+		for _, n := range st.Notes {
+			fmt.Fprintf(stderr, "    note: %s\n", n)
+		}
 	}
 	return 0
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+func TestLoadFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"load", "--dialect", "sqlite", "--dsn", "x"}, "want postgres or mysql"},
+		{[]string{"load", "--dialect", "postgres"}, "--dsn is required"},
+		{[]string{"load", "--dialect", "mysql", "--dsn", "x", "--tasks", "nosuch:x"}, "tasks nosuch:x"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q lacks %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestLoadSpiderIntoPostgres loads the databases of the first Spider dev tasks into a fresh
+// PostgreSQL database, twice (the second run skips), and runs their gold SQL there through
+// the Connector distill uses.
+func TestLoadSpiderIntoPostgres(t *testing.T) {
+	shared.SkipServers(t)
+	dev := shared.Path(t, "data/spider/dev.json")
+	admin, err := sql.Open("pgx", shared.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	name := fmt.Sprintf("cs_load_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database (is PostgreSQL running?): %v", err)
+	}
+	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
+	if dsn == shared.PostgresDSN() {
+		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
+	}
+	args := []string{"load", "--tasks", "spider:" + dev, "--limit", "10", "--dialect", "postgres", "--dsn", dsn}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "concert_singer → postgres: 4 tables") {
+		t.Errorf("progress:\n%s", errb.String())
+	}
+	errb.Reset()
+	if code := run(args, &out, &errb); code != 0 || !strings.Contains(errb.String(), "skipped") {
+		t.Fatalf("second load: exit %d: %s", code, errb.String())
+	}
+	tasks, err := datasets.LoadTasks("spider:"+dev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &datasets.Connector{PostgresDSN: dsn}
+	defer c.Close()
+	for _, task := range tasks[:10] {
+		pg, err := c.Open(context.Background(), datasets.Postgres, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lite, err := c.Open(context.Background(), datasets.SQLite, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gold, _ := task.GoldFor(datasets.SQLite)
+		want, err1 := lite.Exec(context.Background(), gold, datasets.ExecOptions{})
+		got, err2 := pg.Exec(context.Background(), gold, datasets.ExecOptions{})
+		if err1 != nil || err2 != nil || !datasets.Match(want, got, datasets.HasOrderBy(gold)) {
+			t.Errorf("%s: %s\nsqlite %+v\npostgres %+v %v %v", task.ID, gold, want, got, err1, err2)
+		}
+	}
+}
