@@ -1,8 +1,3 @@
-//go:build chainedsql_tokenizer
-
-// This file needs inference/tokenizer, which is being written in parallel; it is built with
-// -tags chainedsql_tokenizer until that package is committed, then the tag goes.
-
 package curate
 
 import (

@@ -1,7 +1,3 @@
-//go:build chainedsql_tokenizer
-
-// Built with -tags chainedsql_tokenizer until inference/tokenizer is committed.
-
 // Command curate turns distill run directories into a Parquet training dataset, verifies its
 // token counts and prints its statistics.
 //

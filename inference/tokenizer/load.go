@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // qwen2Pattern is the Split regex of the Qwen2/Qwen2.5 pre-tokenizer. The scanner in pretok.go
@@ -36,15 +35,15 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string          `json:"type"`
-	Dropout                 *float64        `json:"dropout"`
-	UnkToken                *string         `json:"unk_token"`
-	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-	ByteFallback            bool            `json:"byte_fallback"`
-	IgnoreMerges            bool            `json:"ignore_merges"`
-	Vocab                   map[string]int  `json:"vocab"`
-	Merges                  json.RawMessage `json:"merges"`
+	Type                    string         `json:"type"`
+	Dropout                 *float64       `json:"dropout"`
+	UnkToken                *string        `json:"unk_token"`
+	ContinuingSubwordPrefix *string        `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string        `json:"end_of_word_suffix"`
+	ByteFallback            bool           `json:"byte_fallback"`
+	IgnoreMerges            bool           `json:"ignore_merges"`
+	Vocab                   map[string]int `json:"vocab"`
+	Merges                  [][2]string    `json:"-"`
 }
 
 type typed struct {
@@ -290,8 +289,10 @@ func (t *Tokenizer) buildVocab(vocab map[string]int) error {
 	t.tokens = make([]string, maxID+1)
 	t.bytesOf = make([]string, maxID+1)
 	t.known = make([]bool, maxID+1)
-	t.byteVocab = make(map[string]int32, len(vocab))
-	t.strVocab = make(map[string]int, len(vocab))
+	if t.ignoreMerges {
+		t.byteVocab = make(map[string]int32, len(vocab))
+	}
+	t.strVocab = vocab // owned from here on
 	for tok, id := range vocab {
 		if t.known[id] {
 			return fmt.Errorf("model.vocab: id %d is used by both %q and %q", id, t.tokens[id], tok)
@@ -303,43 +304,25 @@ func (t *Tokenizer) buildVocab(vocab map[string]int) error {
 		t.known[id] = true
 		t.tokens[id] = tok
 		t.bytesOf[id] = raw
-		t.byteVocab[raw] = int32(id)
-		t.strVocab[tok] = id
+		if t.byteVocab != nil {
+			t.byteVocab[raw] = int32(id)
+		}
 	}
 	for b := 0; b < 256; b++ {
-		id, ok := t.byteVocab[string([]byte{byte(b)})]
+		id, ok := vocab[string(byteToRune[b])]
 		if !ok {
 			return fmt.Errorf("model.vocab: lacks the byte-level token %q for byte 0x%02x", string(byteToRune[b]), b)
 		}
-		t.byteID[b] = id
+		t.byteID[b] = int32(id)
 	}
 	return nil
 }
 
-// buildMerges reads the merges, each either "a b" or ["a", "b"] (all in one form), into the
-// merge map: pair of ids -> rank<<32 | id of the merged token.
-func (t *Tokenizer) buildMerges(raw json.RawMessage) error {
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		var strs []string
-		if err2 := json.Unmarshal(raw, &strs); err2 != nil {
-			return fmt.Errorf("model.merges: want a list of \"a b\" strings or of [\"a\", \"b\"] pairs: %w", err)
-		}
-		pairs = make([][]string, len(strs))
-		for rank, s := range strs {
-			i := strings.IndexByte(s, ' ')
-			if i < 0 || strings.IndexByte(s[i+1:], ' ') >= 0 {
-				return fmt.Errorf("model.merges[%d] %q: want two tokens separated by one space", rank, s)
-			}
-			pairs[rank] = []string{s[:i], s[i+1:]}
-		}
-	}
+// buildMerges builds the merge map: pair of ids -> rank<<32 | id of the merged token.
+func (t *Tokenizer) buildMerges(pairs [][2]string) error {
 	t.merges = make(map[uint64]uint64, len(pairs))
 	var ab []byte
 	for rank, pair := range pairs {
-		if len(pair) != 2 {
-			return fmt.Errorf("model.merges[%d] %q: want two tokens", rank, pair)
-		}
 		a, b := pair[0], pair[1]
 		ia, ok := t.strVocab[a]
 		if !ok {

@@ -20,7 +20,7 @@ type Tokenizer struct {
 	tokens    []string         // id -> byte-level token string ("" where unused)
 	bytesOf   []string         // id -> raw bytes of the token
 	known     []bool           // id is in the model vocab
-	byteVocab map[string]int32 // raw bytes -> id
+	byteVocab map[string]int32 // raw bytes -> id, only with ignore_merges
 	strVocab  map[string]int   // byte-level string (and added content) -> id
 	byteID    [256]int32       // single byte -> id
 	merges    map[uint64]uint64

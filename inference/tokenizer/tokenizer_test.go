@@ -393,6 +393,24 @@ func TestTinyTokenizer(t *testing.T) {
 		t.Fatalf("string merges: %v", err)
 	}
 	check(tok2, "string")
+	// ignore_merges: a piece that is a vocab token is that token, whatever the merges say.
+	m = tinyTokenizer()
+	vocab := m["model"].(map[string]any)["vocab"].(map[string]any)
+	vocab["xyz"] = 400
+	for _, ignore := range []bool{false, true} {
+		m["model"].(map[string]any)["ignore_merges"] = ignore
+		tok, err := Load(writeTokenizer(t, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []int{int(tok.byteID['x']), int(tok.byteID['y']), int(tok.byteID['z'])}
+		if ignore {
+			want = []int{400}
+		}
+		if got := tok.Encode("xyz"); !slices.Equal(got, want) {
+			t.Errorf("ignore_merges=%v: Encode(xyz) = %v, want %v", ignore, got, want)
+		}
+	}
 	// The directory form finds tokenizer.json.
 	p := writeTokenizer(t, tinyTokenizer())
 	if _, err := Load(p[:strings.LastIndexByte(p, '/')]); err != nil {
@@ -438,7 +456,7 @@ func TestLoadErrors(t *testing.T) {
 		{"merge form", `model.merges[1] "a b c": want two tokens`, func(m map[string]any) {
 			sub(m, "model")["merges"] = []any{"Ġ t", "a b c"}
 		}},
-		{"merge triple", `model.merges[0] ["a" "b" "c"]: want two tokens`, func(m map[string]any) {
+		{"merge triple", `model.merges[0]: want two tokens, not 3`, func(m map[string]any) {
 			sub(m, "model")["merges"].([]any)[0] = []any{"a", "b", "c"}
 		}},
 	} {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+// runTok runs "student tokenize args..." on input and returns the exit code, stdout, stderr.
+func runTok(t *testing.T, input string, args ...string) (int, string, string) {
+	t.Helper()
+	old := stdin
+	stdin = strings.NewReader(input)
+	defer func() { stdin = old }()
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), append([]string{"tokenize"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestTokenizeGolden feeds the golden texts through the command and checks every id.
+func TestTokenizeGolden(t *testing.T) {
+	dir := shared.Path(t, "tokenizer/qwen2.5")
+	golden, err := os.ReadFile(shared.Path(t, "tokenizer/golden.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Text    string  `json:"text"`
+		IDs     []int   `json:"ids"`
+		Offsets [][]int `json:"offsets"`
+	}
+	var want []line
+	sc := bufio.NewScanner(bytes.NewReader(golden))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, l)
+	}
+	// The golden file itself is valid input: the extra "ids" field is ignored.
+	code, out, errs := runTok(t, string(golden), "--tokenizer", dir, "--offsets")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d output lines for %d input lines", len(got), len(want))
+	}
+	for i, g := range got {
+		var l line
+		if err := json.Unmarshal([]byte(g), &l); err != nil {
+			t.Fatalf("output line %d %q: %v", i+1, g, err)
+		}
+		if !slices.Equal(l.IDs, want[i].IDs) {
+			t.Fatalf("line %d %q: ids %v, want %v", i+1, want[i].Text, l.IDs, want[i].IDs)
+		}
+		if len(l.Offsets) != len(l.IDs) {
+			t.Fatalf("line %d: %d offsets for %d ids", i+1, len(l.Offsets), len(l.IDs))
+		}
+	}
+}
+
+func TestTokenizeInputs(t *testing.T) {
+	dir := shared.Path(t, "tokenizer/qwen2.5")
+	code, out, errs := runTok(t, `{"text":"hello world"}`+"\n"+`{"text":""}`+"\n"+`{"text":"<|im_end|>"}`, "--tokenizer", dir+"/tokenizer.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if want := "{\"ids\":[14990,1879]}\n{\"ids\":[]}\n{\"ids\":[151645]}\n"; out != want {
+		t.Fatalf("output %q, want %q", out, want)
+	}
+	// The environment variable gives the default tokenizer.
+	t.Setenv(tokenizerEnv, dir)
+	if code, out, errs := runTok(t, `{"text":"SELECT"}`+"\n"); code != 0 || out != "{\"ids\":[4858]}\n" {
+		t.Fatalf("default tokenizer: exit %d, output %q, stderr %s", code, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"extra"}, `unexpected argument "extra"`, 2},
+		{[]string{"--tokenizer", filepath.Join(t.TempDir(), "missing")}, "no such file", 1},
+		{[]string{"--bogus"}, "flag provided but not defined", 2},
+	} {
+		code, _, errs := runTok(t, "", c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("args %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ input, want string }{
+		{`{"text":1}`, "stdin line 1: want a JSON object"},
+		{"{\"text\":\"a\"}\nnot json\n", "stdin line 2: want a JSON object"},
+		{`{"txt":"a"}`, `stdin line 1: no "text" field`},
+		{"{\"text\":\"a\"}\n\n{\"text\":\"b\"}\n", "stdin line 2: empty line"},
+	} {
+		var out bytes.Buffer
+		err := tokenizeLines(context.Background(), tok, strings.NewReader(c.input), &out, false)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("input %q: error %v, want %q", c.input, err, c.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tokenizeLines(ctx, tok, strings.NewReader(`{"text":"a"}`), &bytes.Buffer{}, false); err == nil {
+		t.Error("tokenizeLines ignored a cancelled context")
+	}
+	t.Setenv(tokenizerEnv, "")
+	t.Chdir(t.TempDir()) // no ../shared here
+	if code, _, errs := runTok(t, ""); code != 2 || !strings.Contains(errs, "no tokenizer") {
+		t.Errorf("no tokenizer: exit %d, stderr %q", code, errs)
+	}
+}
