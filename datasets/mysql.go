@@ -156,7 +156,11 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 		defer kcancel()
 		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
 	})
+	qstart := time.Now()
 	res, qerr := collect(qctx, conn, stmt, opts.MaxRows, mysqlNormaliser)
+	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
+	// ran for its whole time limit was stopped by it.
+	overran := time.Since(qstart) >= timeout
 	if !kill.Stop() {
 		// The kill fired; let it finish before the connection runs anything else.
 		<-killDone
@@ -168,7 +172,7 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 		discard(conn)
 	}
 	res.Duration = time.Since(start)
-	if qerr == nil && !killed.Load() {
+	if qerr == nil && !killed.Load() && !overran {
 		return res, nil
 	}
 	if ctx.Err() != nil {
@@ -177,7 +181,7 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 	var me *mysql.MySQLError
 	isMy := errors.As(qerr, &me)
 	switch {
-	case killed.Load(), qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
+	case killed.Load(), overran, qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
 		return timedOut(timeout, res.Duration), nil
 	case isMy:
 		return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
