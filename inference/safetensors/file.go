@@ -30,7 +30,8 @@ type Tensor struct {
 }
 
 // Open opens path, validates its header and memory-maps it (on platforms without mmap the file
-// is read into memory).
+// is read into memory). The file must not be truncated or rewritten while it is open: mapped
+// pages would change under the reader, or fault.
 func Open(path string) (*File, error) { return open(path, true) }
 
 // ReadFile is Open without memory-mapping: the file is read into memory (the portable path).
