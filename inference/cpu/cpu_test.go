@@ -88,8 +88,8 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	// value moves by at most half its block's step max|x_b|/127, adding Σ step/2·|w| to the bound.
 	k64 := 0
 	var xStep []float64
-	if dt == Q8 && useVNNI() && n < gemmN {
-		k64 = cols &^ 63
+	if k := q8QuantCols(&Matrix{DType: dt, Cols: cols}, n); k > 0 {
+		k64 = k
 		xStep = make([]float64, n*cols/Q8Block)
 		for b := range xStep {
 			var m float64
@@ -125,24 +125,24 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 	}
 }
 
-// bothPaths runs f with each kernel tier this CPU has: AVX-512 (and, on VNNI machines, once
-// more with the VNNI Q8 kernel off), AVX2, and the portable Go code.
+// bothPaths runs f with each kernel tier this CPU has: AVX-512, AVX2 (each once more with the Q8
+// kernels that quantise x off: "-plain"), and the portable Go code.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
-	for _, mode := range []string{"avx512", "avx512-novnni", "avx2", "portable"} {
+	for _, mode := range []string{"avx512", "avx512-plain", "avx2", "avx2-plain", "portable"} {
 		t.Run(mode, func(t *testing.T) {
 			switch {
-			case mode == "avx512" && !hasAVX512, mode == "avx512-novnni" && !hasAVX512:
+			case mode == "avx512" && !hasAVX512, mode == "avx512-plain" && !hasAVX512:
 				t.Skip("CPU without AVX-512")
-			case mode == "avx512-novnni" && !hasVNNI:
+			case mode == "avx512-plain" && !hasVNNI:
 				t.Skip("CPU without AVX512_VNNI: the avx512 run already used dot4Q8")
-			case mode == "avx2" && !hasAVX2:
+			case (mode == "avx2" || mode == "avx2-plain") && !hasAVX2:
 				t.Skip("CPU without AVX2")
 			}
 			was := UseSIMD(mode != "portable")
 			defer UseSIMD(was)
-			vnniWas := vnniOff.Swap(mode == "avx512-novnni")
-			defer vnniOff.Store(vnniWas)
-			avxWas := avx512Off.Swap(mode == "avx2")
+			plainWas := plainOff.Swap(mode == "avx512-plain" || mode == "avx2-plain")
+			defer plainOff.Store(plainWas)
+			avxWas := avx512Off.Swap(mode == "avx2" || mode == "avx2-plain")
 			defer avx512Off.Store(avxWas)
 			f(t)
 		})
@@ -207,8 +207,8 @@ func TestMatMulShapes(t *testing.T) {
 				ns = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 			}
 			for _, dt := range []DType{F32, BF16, F16, Q8} {
-				if vnniOff.Load() && dt != Q8 {
-					continue // the simd-novnni run is for the other Q8 kernel only
+				if plainOff.Load() && dt != Q8 {
+					continue // the -plain runs are for the widening Q8 kernels only
 				}
 				colsList := []int{16, 17, 31, 32, 45, 63, 64, 100, 130, 1030, 2100}
 				if dt == Q8 {
@@ -431,7 +431,7 @@ func TestQ8ErrorBound(t *testing.T) {
 				sx += math.Abs(float64(x[j]))
 			}
 			bound += m / 254 * sx
-			if useVNNI() {
+			if q8QuantCols(q, 1) > 0 {
 				// x rounded to 8 bits per block: each value moves by at most max|x_b|/254
 				var mx, sw float64
 				for j := blk * Q8Block; j < (blk+1)*Q8Block; j++ {

@@ -62,3 +62,6 @@ func avx2SiluMulF32(dst, gate, up *float32, n int)
 
 //go:noescape
 func avx2ScaleF32(x *float32, s float32, n int)
+
+//go:noescape
+func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)

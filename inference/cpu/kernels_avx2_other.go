@@ -30,3 +30,6 @@ func avx2MaxF32(x *float32, n int) float32                            { panic("c
 func avx2ExpSumF32(x *float32, n int, m float32) float32              { panic("cpu: no SIMD") }
 func avx2SiluMulF32(dst, gate, up *float32, n int)                    { panic("cpu: no SIMD") }
 func avx2ScaleF32(x *float32, s float32, n int)                       { panic("cpu: no SIMD") }
+func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
+	panic("cpu: no SIMD")
+}

@@ -197,8 +197,8 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		for i := range n {
 			deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
 		}
-	case w.DType == Q8 && c >= 64 && useVNNI():
-		k := c &^ 63
+	case w.DType == Q8 && q8QuantCols(w, n) > 0:
+		k := q8QuantCols(w, n)
 		in.k64 = k
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.q = grow(in.bufs.q, n*k)
@@ -214,10 +214,25 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	return in, func() { vecPool.Put(in.bufs) }
 }
 
-// quantizeX quantises x (a multiple of 64 values) for dot4Q8VNNI, by blocks of Q8Block: with
+// q8QuantCols returns how many leading columns of x a Q8 product of n input rows quantises to
+// int8 (the VNNI and AVX2 integer kernels; 0 where x stays f32).
+func q8QuantCols(w *Matrix, n int) int {
+	if w.DType != Q8 || n >= gemmN || plainOff.Load() {
+		return 0
+	}
+	switch {
+	case useVNNI() && w.Cols >= 64:
+		return w.Cols &^ 63
+	case useAVX2():
+		return w.Cols
+	}
+	return 0
+}
+
+// quantizeX quantises x (a multiple of 32 values) for dot4Q8VNNI and avx2Dot4Q8I, by blocks of Q8Block: with
 // s = max|x_b|/127, xq = round(x/s) in [-127, 127]. Per 32-bit output lane of the kernel (four
 // bytes; lanes 0-7 of each 64 hold the first block, 8-15 the second) xs is the block's s and corr
-// is -128 times the lane's Σ xq (the kernel's bias correction).
+// is -128 times the lane's Σ xq (the VNNI kernel's bias correction; corr may be nil).
 func quantizeX(xq []int8, corr []int32, xs []float32, x []float32) {
 	for b := 0; b*Q8Block < len(x); b++ {
 		blk := x[b*Q8Block : (b+1)*Q8Block]
@@ -236,7 +251,9 @@ func quantizeX(xq []int8, corr []int32, xs []float32, x []float32) {
 		for l := range Q8Block / 4 {
 			lane := b*Q8Block/4 + l
 			xs[lane] = s
-			corr[lane] = -128 * (int32(q[4*l]) + int32(q[4*l+1]) + int32(q[4*l+2]) + int32(q[4*l+3]))
+			if corr != nil {
+				corr[lane] = -128 * (int32(q[4*l]) + int32(q[4*l+1]) + int32(q[4*l+2]) + int32(q[4*l+3]))
+			}
 		}
 	}
 }

@@ -7,6 +7,12 @@ import "sync"
 // matMulAVX2 is MatMul with the AVX2 kernels: the mv* row kernels for fewer than gemmN input
 // rows, packed 16-row panels and the gemm16 micro-kernel for more.
 func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
+	if n < gemmN && q8QuantCols(w, n) > 0 {
+		in, release := prepareVec(w, x, n)
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) })
+		release()
+		return
+	}
 	if n < gemmN {
 		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, x, n, lo, hi) })
 		return
@@ -44,6 +50,30 @@ func mvRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
 					}
 					d[r] += s
 				}
+			}
+		}
+	}
+}
+
+// mvRangeAVX2Q8 computes dst[i, lo:hi] for Q8 weights and every input row of in (x quantised
+// by prepareVec over all columns) with avx2Dot4Q8I, four weight rows at a time; each block of
+// mvBlock rows stays cached while it meets every input row.
+func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
+	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
+	var out [4]float32
+	for r0 := lo; r0 < hi; r0 += mvBlock {
+		r1 := min(r0+mvBlock, hi)
+		for i := range in.n {
+			xq, xs := &in.xq[i*c], &in.xs[i*c/4]
+			d := dst[i*rows : (i+1)*rows]
+			r := r0
+			for ; r+4 <= r1; r += 4 {
+				avx2Dot4Q8I(&w.Q8[r*c], c, &w.Scales[r*nb], nb, xq, xs, c, &out)
+				copy(d[r:r+4], out[:])
+			}
+			for ; r < r1; r++ {
+				avx2Dot4Q8I(&w.Q8[r*c], 0, &w.Scales[r*nb], 0, xq, xs, c, &out)
+				d[r] = out[0]
 			}
 		}
 	}

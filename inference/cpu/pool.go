@@ -51,11 +51,12 @@ func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
 // there, AVX-512 not.
 func useAVX2() bool { return hasAVX2 && !simdOff.Load() && !use512() }
 
-// vnniOff switches the VNNI Q8 kernel off (tests use it to reach dot4Q8 on VNNI machines).
-var vnniOff atomic.Bool
+// plainOff switches the Q8 kernels that quantise x off (dot4Q8VNNI, avx2Dot4Q8I): tests use it
+// to reach the widening kernels dot4Q8 and avx2MvQ8 too.
+var plainOff atomic.Bool
 
-// useVNNI reports whether Q8 matrix-vector products quantise x and use dot4Q8VNNI.
-func useVNNI() bool { return use512() && hasVNNI && !vnniOff.Load() }
+// useVNNI reports whether Q8 matrix-vector products may quantise x and use dot4Q8VNNI.
+func useVNNI() bool { return use512() && hasVNNI && !plainOff.Load() }
 
 // task is one parallelRows call: rows [0, rows) cut into n chunks of size chunk, taken in order
 // by the caller and the workers through next; the one finishing the last chunk closes done.

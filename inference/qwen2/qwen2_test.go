@@ -355,6 +355,21 @@ func TestCacheGrowth(t *testing.T) {
 	}
 }
 
+// TestLogitsReused: Forward writes into a caller's Logits slice that is large enough.
+func TestLogitsReused(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	buf := make([]float32, 3*m.VocabSize())
+	st := forward(t, m, generate.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, Logits: buf})[0]
+	if len(st.Logits) != m.VocabSize() || &st.Logits[0] != &buf[0] {
+		t.Errorf("logits len %d, reused %v", len(st.Logits), &st.Logits[0] == &buf[0])
+	}
+	small := make([]float32, 10)
+	st = forward(t, m, generate.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, AllLogits: true, Logits: small})[0]
+	if len(st.Logits) != 2*m.VocabSize() {
+		t.Errorf("all logits len %d", len(st.Logits))
+	}
+}
+
 // TestTruncateReuse: truncating a cache to a shared prefix and feeding a different suffix gives
 // the logits of a fresh run over prefix+suffix.
 func TestTruncateReuse(t *testing.T) {
