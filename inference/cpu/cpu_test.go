@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -137,6 +138,8 @@ func bothPaths(t *testing.T, f func(t *testing.T)) {
 				t.Skip("CPU without AVX512_VNNI: the avx512 run already used dot4Q8")
 			case (mode == "avx2" || mode == "avx2-plain") && !hasAVX2:
 				t.Skip("CPU without AVX2")
+			case raceEnabled && strings.HasSuffix(mode, "-plain"):
+				t.Skip("-race: the widening Q8 kernels run in the plain test run")
 			}
 			was := UseSIMD(mode != "portable")
 			defer UseSIMD(was)
