@@ -15,6 +15,11 @@ func MatVec(dst []float32, w *Matrix, x []float32) {
 // MatMul computes dst[i,r] = Σ_c w[r,c]·x[i,c] for n input rows x (n×Cols, row-major) into
 // dst (n×Rows, row-major). It panics, naming the mismatch, when the slices are too short for the
 // shapes or the matrix data disagrees with its DType and shape.
+//
+// With Q8 weights and fewer than 6 input rows, the AVX-512 VNNI and AVX2 kernels round x to
+// 8 bits per block of 32 (as llama.cpp's q8_0 does), which adds at most
+// Σ_blocks max|x_b|/254 · Σ_b |w| to each result; every other path computes in f32 from the
+// exact x.
 func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	checkMatMul(dst, w, x, n)
 	if n == 0 || w.Rows == 0 {

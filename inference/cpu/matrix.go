@@ -6,7 +6,7 @@
 // VNNI int8 kernel where AVX512_VNNI exists), else AVX2+FMA, else portable Go, which is also the
 // tests' reference. CHAINEDSQL_NOSIMD=1 (or UseSIMD(false)) forces the Go code and
 // CHAINEDSQL_NOAVX512=1 the AVX2 tier. The assembly kernels explain their algorithms in
-// kernels_amd64.s and kernels_avx2_amd64.s.
+// kernels_amd64.s and kernels_avx2_amd64.s; docs/BENCHMARKS.md ("CPU kernels") has their figures.
 package cpu
 
 import (
@@ -28,6 +28,7 @@ const (
 // Q8Block is the number of int8 values sharing one scale.
 const Q8Block = 32
 
+// String returns the dtype's name: f32, bf16, f16 or q8.
 func (d DType) String() string {
 	switch d {
 	case F32:
