@@ -3,6 +3,7 @@ package qwen2
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,20 +34,21 @@ type refFile struct {
 	} `json:"greedy_continuation"`
 }
 
-func readRef(t *testing.T, path string) *refFile {
-	t.Helper()
+// readRef parses a reference file; it runs off the test goroutine (the files are 40 MB of JSON
+// between them, slow under -race), so it returns its error.
+func readRef(path string) (*refFile, error) {
 	js, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var r refFile
 	if err := json.Unmarshal(js, &r); err != nil {
-		t.Fatalf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !slices.Equal(r.Tokens, refIDs) || len(r.Positions) != len(refIDs) {
-		t.Fatalf("%s: tokens %v, %d positions", path, r.Tokens, len(r.Positions))
+		return nil, fmt.Errorf("%s: tokens %v, %d positions", path, r.Tokens, len(r.Positions))
 	}
-	return &r
+	return &r, nil
 }
 
 func mustLoad(t testing.TB, dir string, opts Options) *Model {
@@ -98,6 +100,13 @@ func maxAbsDiff(a []float32, b []float32) float64 {
 // implementation's logits at all 8 positions, and the 16-token greedy continuation.
 func TestReferenceLogits(t *testing.T) {
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
+	names := []string{"reference_logits.json", "reference_f64.json"}
+	refs := make([]*refFile, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { refs[i], errs[i] = readRef(filepath.Join(dir, name)) })
+	}
 	m := mustLoad(t, dir, Options{})
 	if m.WeightDType() != cpu.F32 || m.weights == nil || !m.weights.Mapped() {
 		t.Fatalf("f32 checkpoint: weights %v, want f32 views of the mapped file", m.WeightDType())
@@ -111,8 +120,12 @@ func TestReferenceLogits(t *testing.T) {
 	if len(st.Logits) != len(refIDs)*V {
 		t.Fatalf("%d logits, want %d", len(st.Logits), len(refIDs)*V)
 	}
-	for _, name := range []string{"reference_logits.json", "reference_f64.json"} {
-		ref := readRef(t, filepath.Join(dir, name))
+	wg.Wait()
+	for i, name := range names {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		ref := refs[i]
 		var worst float64
 		for p, pos := range ref.Positions {
 			if len(pos.Logits) != V {
@@ -128,7 +141,7 @@ func TestReferenceLogits(t *testing.T) {
 		}
 	}
 
-	ref := readRef(t, filepath.Join(dir, "reference_logits.json"))
+	ref := refs[0]
 	if ref.Greedy == nil || len(ref.Greedy.Tokens) != 16 {
 		t.Fatal("reference has no 16-token greedy continuation")
 	}
