@@ -425,7 +425,9 @@ func (c *copier) createTemp(ctx context.Context) error {
 // serverName is a table's or column's name on the server: in PostgreSQL folded to lower case
 // (ASCII only, as PostgreSQL folds unquoted names), so that SQL written for SQLite, where names
 // match case-insensitively, finds them unquoted in any case. SQLite names are unique
-// case-insensitively, so folding never collides. MySQL keeps the names as they are.
+// case-insensitively, so folding never collides. MySQL keeps the names as they are: its table
+// names are case-sensitive unless the server runs with lower_case_table_names=1, and folding
+// them there made fewer Spider dev gold queries run (49% against 71% kept).
 func (c *copier) serverName(name string) string {
 	if c.d != Postgres {
 		return name
