@@ -135,15 +135,20 @@ func benchDocs() []string {
 //
 //	go test -run '^$' -bench 'BenchmarkEncode' -benchtime 5x -cpu 1 ./inference/tokenizer
 func BenchmarkEncode(b *testing.B) {
-	benchEncode(b, false)
+	benchEncode(b, false, false)
 }
 
 // BenchmarkEncodeOffsets is BenchmarkEncode with byte offsets.
 func BenchmarkEncodeOffsets(b *testing.B) {
-	benchEncode(b, true)
+	benchEncode(b, true, false)
 }
 
-func benchEncode(b *testing.B, offsets bool) {
+// BenchmarkEncodeCold is BenchmarkEncode with the word cache emptied before each pass.
+func BenchmarkEncodeCold(b *testing.B) {
+	benchEncode(b, false, true)
+}
+
+func benchEncode(b *testing.B, offsets, cold bool) {
 	tok := qwen(b)
 	docs := benchDocs()
 	size := 0
@@ -155,6 +160,11 @@ func benchEncode(b *testing.B, offsets bool) {
 	tokens := 0
 	b.ResetTimer()
 	for b.Loop() {
+		if cold {
+			tok.mu.Lock()
+			tok.free = nil
+			tok.mu.Unlock()
+		}
 		tokens = 0
 		for _, d := range docs {
 			if offsets {

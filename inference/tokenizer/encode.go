@@ -143,6 +143,10 @@ func (t *Tokenizer) encodePieces(st *state, s string, off int, ids []int, offs *
 }
 
 // normalize returns the NFC form of seg and leaves in st.align the stretches it rewrote.
+// golang.org/x/text/unicode/norm has Unicode 15.0 tables; HF's unicode-normalization-alignments
+// crate has older ones. Canonical compositions of characters both know are stable across
+// versions, and neither composes the Unicode 16 pairs in golden_hf_divergent.jsonl (e.g.
+// U+113C2 U+113C2, which Unicode 16 composes to U+113C5).
 // Normal runs are found with QuickSpan and copied; each segment after one (up to the next
 // normalisation boundary, where the parts normalise independently) is normalised alone.
 func (t *Tokenizer) normalize(st *state, seg string) string {
