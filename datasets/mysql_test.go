@@ -97,3 +97,39 @@ func TestMySQLExec(t *testing.T) {
 		t.Errorf("missing database: %v", err)
 	}
 }
+
+func TestConnectorServers(t *testing.T) {
+	my := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1), (2)")
+	pg := pgSchema(t, pgAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1), (2), (3)")
+	c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN()}
+	defer c.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		d    Dialect
+		db   string
+		want int64
+	}{{MySQL, my, 2}, {Postgres, pg, 3}} {
+		task := Task{ID: "t-" + string(tc.d), DBID: tc.db}
+		a, err := c.Open(ctx, tc.d, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Open(ctx, tc.d, task)
+		if err != nil || a != b {
+			t.Fatalf("%s: second open: %v, same DB %v", tc.d, err, a == b)
+		}
+		if r := mustExec(t, a, "SELECT count(*) FROM t", ExecOptions{}); !r.OK() || r.Rows[0][0] != tc.want {
+			t.Errorf("%s: %+v", tc.d, r)
+		}
+		if _, err := c.Open(ctx, tc.d, Task{ID: "t-missing", DBID: tc.db + "_missing"}); err == nil || !strings.Contains(err.Error(), "t-missing") {
+			t.Errorf("%s: missing database: %v", tc.d, err)
+		}
+	}
+	var none Connector
+	if _, err := none.Open(ctx, Postgres, Task{ID: "x", DBID: "y"}); err == nil || !strings.Contains(err.Error(), "no postgres DSN") {
+		t.Errorf("no DSN: %v", err)
+	}
+	if _, err := none.Open(ctx, Dialect("oracle"), Task{ID: "x", DBID: "y"}); err == nil || !strings.Contains(err.Error(), "unknown dialect") {
+		t.Errorf("unknown dialect: %v", err)
+	}
+}
