@@ -508,3 +508,37 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// TestPiecesAgainstRegex checks the scanner on 3,000 random texts split by Python's regex
+// module, a backtracking engine with lookahead (testdata/gen_pieces.py wrote the file).
+func TestPiecesAgainstRegex(t *testing.T) {
+	f, err := os.Open("testdata/pieces.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		var c struct {
+			Text   string   `json:"text"`
+			Pieces []string `json:"pieces"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("line %d: %v", n+1, err)
+		}
+		n++
+		var got []string
+		for i := 0; i < len(c.Text); {
+			j := nextPiece(c.Text, i)
+			got = append(got, c.Text[i:j])
+			i = j
+		}
+		if !slices.Equal(got, c.Pieces) {
+			t.Errorf("line %d: pieces(%q) = %q, want %q", n, c.Text, got, c.Pieces)
+		}
+	}
+	if err := sc.Err(); err != nil || n < 3000 {
+		t.Fatalf("read %d lines: %v", n, err)
+	}
+}
