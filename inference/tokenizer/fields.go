@@ -53,7 +53,7 @@ func parseFile(data []byte) (*tokenizerFile, error) {
 		top[key] = raw
 		return err
 	})
-	if err == nil && s.peek() != 0 {
+	if err == nil && !s.end() {
 		err = s.errorf("data after the top-level object")
 	}
 	if err != nil {

@@ -34,6 +34,12 @@ func (s *jscan) ws() {
 	}
 }
 
+// end reports whether only white space is left.
+func (s *jscan) end() bool {
+	s.ws()
+	return s.i >= len(s.b)
+}
+
 // peek returns the next non-space byte, or 0 at the end.
 func (s *jscan) peek() byte {
 	s.ws()
