@@ -127,7 +127,8 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 }
 
 // bothPaths runs f with each kernel tier this CPU has: AVX-512, AVX2 (each once more with the Q8
-// kernels that quantise x off: "-plain"), and the portable Go code.
+// kernels that quantise x and the AVX2 shift/mask bf16 kernel off: "-plain"), and the portable
+// Go code.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
 	for _, mode := range []string{"avx512", "avx512-plain", "avx2", "avx2-plain", "portable"} {
 		t.Run(mode, func(t *testing.T) {
@@ -210,8 +211,8 @@ func TestMatMulShapes(t *testing.T) {
 				ns = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 			}
 			for _, dt := range []DType{F32, BF16, F16, Q8} {
-				if plainOff.Load() && dt != Q8 {
-					continue // the -plain runs are for the widening Q8 kernels only
+				if plainOff.Load() && dt != Q8 && dt != BF16 {
+					continue // the -plain runs are for the widening Q8 and AVX2 bf16 kernels
 				}
 				colsList := []int{16, 17, 31, 32, 45, 63, 64, 100, 130, 1030, 2100}
 				if dt == Q8 {

@@ -65,3 +65,6 @@ func avx2ScaleF32(x *float32, s float32, n int)
 
 //go:noescape
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)
+
+//go:noescape
+func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)

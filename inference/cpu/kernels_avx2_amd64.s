@@ -1050,3 +1050,62 @@ q8idone:
 	VMOVUPS X0, (AX)
 	VZEROUPPER
 	RET
+
+// BFPROW adds one row's 32 bf16 weights (16 at a0, 16 at a1 = a0 + 32 bytes) to the even (ae)
+// and odd (ao) accumulators: in each 32-bit lane of a 32-byte load sit weights 2i (low half)
+// and 2i+1 (high half); VPSLLD $16 makes the first an exact f32 and VPAND with 0xFFFF0000 (Y12)
+// the second, against x deinterleaved by blocks of 32 (Y8, Y9 its even-indexed values, Y10,
+// Y11 the odd; see deinterleave32).
+#define BFPROW(a0, a1, ae, ao) \
+	VMOVDQU     a0, Y13; \
+	VPSLLD      $16, Y13, Y14; \
+	VPAND       Y12, Y13, Y13; \
+	VFMADD231PS Y8, Y14, ae; \
+	VFMADD231PS Y10, Y13, ao; \
+	VMOVDQU     a1, Y13; \
+	VPSLLD      $16, Y13, Y14; \
+	VPAND       Y12, Y13, Y13; \
+	VFMADD231PS Y9, Y14, ae; \
+	VFMADD231PS Y11, Y13, ao
+
+// func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+//
+// As avx2MvBF16 with the widening of dot4BF16P: shift and mask instead of VPMOVZXWD (a shuffle)
+// plus shift, so three ops per 8 weights become two and a half; x is the deinterleaved copy
+// (xp), k a multiple of 32. 32 columns per pass, L2 prefetch 8 KiB ahead.
+TEXT ·avx2MvBF16P(SB), NOSPLIT, $0-48
+	MVARGS($1)
+	MOVL $0xFFFF0000, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+bfprows:
+	MVROW
+	TESTQ R10, R10
+	JLE   bfpsum
+
+bfploop:
+	PREFETCHT2  (R12)
+	PREFETCHT2  64(R12)
+	PREFETCHT2  128(R12)
+	PREFETCHT2  192(R12)
+	ADDQ        $256, R12
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VMOVUPS     64(R11), Y10
+	VMOVUPS     96(R11), Y11
+	BFPROW((AX), 32(AX), Y0, Y4)
+	BFPROW((AX)(R8*1), 32(AX)(R8*1), Y1, Y5)
+	BFPROW((AX)(R8*2), 32(AX)(R8*2), Y2, Y6)
+	BFPROW((R9), 32(R9), Y3, Y7)
+	ADDQ        $64, AX
+	ADDQ        $64, R9
+	ADDQ        $128, R11
+	SUBQ        $32, R10
+	JGT         bfploop
+
+bfpsum:
+	MVSUM
+	JGT     bfprows
+	VZEROUPPER
+	RET

@@ -14,7 +14,12 @@ func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
 		return
 	}
 	if n < gemmN {
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, x, n, lo, hi) })
+		in, release := &vecIn{x: x, n: n}, func() {}
+		if w.DType == BF16 && !plainOff.Load() {
+			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
+		}
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) })
+		release()
 		return
 	}
 	parallelWork(w.Rows*w.Cols*n, w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
@@ -24,10 +29,14 @@ func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
 // 64 × 4864 × 4 bytes (1.2 MiB, L2) of weights that stay cached while every input row meets them.
 const mvBlock = 64
 
-// mvRangeAVX2 computes dst[i, lo:hi] for every input row i (matrix-vector products).
-func mvRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
-	c, rows := w.Cols, w.Rows
+// mvRangeAVX2 computes dst[i, lo:hi] for every input row i of in (matrix-vector products; bf16
+// rows use avx2MvBF16P where in has the deinterleaved copy xp).
+func mvRangeAVX2(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
+	c, rows, x, n := w.Cols, w.Rows, in.x, in.n
 	kb := c &^ 7 // Q8: c, a multiple of 32
+	if in.xp != nil {
+		kb = in.k32
+	}
 	var tmp [4]float32
 	for r0 := lo; r0 < hi; r0 += mvBlock {
 		r1 := min(r0+mvBlock, hi)
@@ -35,13 +44,17 @@ func mvRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
 		for i := range n {
 			xi := x[i*c : (i+1)*c]
 			d := dst[i*rows : (i+1)*rows]
+			if in.xp != nil {
+				xi = in.xp[i*kb : (i+1)*kb]
+			}
 			if r4 > r0 {
-				mvAVX2(w, r0, 1, xi, kb, &d[r0], r4-r0)
+				mvAVX2(w, r0, 1, xi, kb, &d[r0], r4-r0, in.xp != nil)
 			}
 			for r := r4; r < r1; r++ {
-				mvAVX2(w, r, 0, xi, kb, &tmp[0], 4)
+				mvAVX2(w, r, 0, xi, kb, &tmp[0], 4, in.xp != nil)
 				d[r] = tmp[0]
 			}
+			xi = x[i*c : (i+1)*c]
 			if kb < c {
 				for r := r0; r < r1; r++ {
 					var s float32
@@ -80,15 +93,19 @@ func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 }
 
 // mvAVX2 runs the mv kernel of w's dtype on nrows rows from r (step 1) or on row r four times
-// (step 0), over the first kb columns, into dst.
-func mvAVX2(w *Matrix, r, step int, x []float32, kb int, dst *float32, nrows int) {
+// (step 0), over the first kb columns, into dst; deint: x is deinterleaved (bf16 only).
+func mvAVX2(w *Matrix, r, step int, x []float32, kb int, dst *float32, nrows int, deint bool) {
 	c := w.Cols
 	off := r * c
 	switch w.DType {
 	case F32:
 		avx2MvF32(&w.F32[off], step*c, &x[0], kb, dst, nrows)
 	case BF16:
-		avx2MvBF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
+		if deint {
+			avx2MvBF16P(&w.U16[off], step*c, &x[0], kb, dst, nrows)
+		} else {
+			avx2MvBF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
+		}
 	case F16:
 		avx2MvF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
 	case Q8:
@@ -148,6 +165,6 @@ func gemmRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
 		}
 	}
 	if r0 < hi {
-		mvRangeAVX2(dst, w, x, n, r0, hi)
+		mvRangeAVX2(dst, w, &vecIn{x: x, n: n}, r0, hi)
 	}
 }
