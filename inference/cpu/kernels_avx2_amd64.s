@@ -260,10 +260,9 @@ mvf16sum:
 //
 // As avx2MvF32 for Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in
 // elements; k a multiple of 32), widened exactly by VPMOVSXBD + VCVTDQ2PS. x stays f32, so the
-// result is the f32 product of the stored weights; the integer route (VPMADDUBSW, or VPDPBUSD
-// where AVX-VNNI exists) would need x in int8. On the AVX-512 machine the VNNI kernel streams
-// Q8 1.8× faster than widening (docs/BENCHMARKS.md), so an AVX-VNNI variant of this kernel is
-// the next step for AVX2-only CPUs that have it. Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
+// result is the f32 product of the stored weights. Decode uses avx2Dot4Q8I instead (integer
+// products against x quantised to int8, 1.9× the streaming rate measured); this kernel is the
+// exact one, reached with plainOff (tests). Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
 // bytes), DI x, CX columns left; SI, BX (row group and its scales), DX, R13 (rows left) outer.
 TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
