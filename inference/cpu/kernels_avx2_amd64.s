@@ -262,8 +262,9 @@ mvf16sum:
 // elements; k a multiple of 32), widened exactly by VPMOVSXBD + VCVTDQ2PS. x stays f32, so the
 // result is the f32 product of the stored weights. Decode uses avx2Dot4Q8I instead (integer
 // products against x quantised to int8, 1.9× the streaming rate measured); this kernel is the
-// exact one, for the matrix-matrix path's leftover rows and with plainOff (tests). Registers: AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in
-// bytes), DI x, CX columns left; SI, BX (row group and its scales), DX, R13 (rows left) outer.
+// exact one, for the matrix-matrix path's leftover rows and with plainOff (tests). Registers:
+// AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in bytes), DI x, CX columns left; SI,
+// BX (row group and its scales), DX, R13 (rows left) outer.
 TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ ldw+8(FP), R8
