@@ -54,29 +54,41 @@ func serverCounts(t *testing.T, db DB, tables []Table) map[string]int64 {
 	return out
 }
 
+// copyServer returns an admin connection to dialect d's test server and the server's DSN.
+func copyServer(tb testing.TB, d Dialect) (*sql.DB, string) {
+	tb.Helper()
+	if d == Postgres {
+		return pgAdmin(tb), shared.PostgresDSN()
+	}
+	return myAdmin(tb), shared.MySQLDSN()
+}
+
+// dropCopy removes a copy CopySQLite made, with its MySQL marker row.
+func dropCopy(admin *sql.DB, d Dialect, target string) {
+	if d == Postgres {
+		admin.Exec("DROP SCHEMA IF EXISTS " + QuoteIdent(d, target) + " CASCADE")
+		return
+	}
+	admin.Exec("DROP DATABASE IF EXISTS " + QuoteIdent(d, target))
+	admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
+}
+
+// openCopy opens a copy CopySQLite made.
+func openCopy(ctx context.Context, d Dialect, dsn, target string) (DB, error) {
+	if d == Postgres {
+		return OpenPostgres(ctx, dsn, target)
+	}
+	return OpenMySQL(ctx, dsn, target)
+}
+
 // copyChinook copies Chinook into dialect d under a fresh name, dropped when the test ends.
 func copyChinook(t *testing.T, d Dialect) (DB, CopyStats) {
 	t.Helper()
 	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
 	ctx := context.Background()
-	var (
-		dsn   string
-		admin *sql.DB
-		open  func(string) (DB, error)
-	)
 	target := srvName("cs_chinook")
-	if d == Postgres {
-		admin, dsn = pgAdmin(t), shared.PostgresDSN()
-		open = func(n string) (DB, error) { return OpenPostgres(ctx, dsn, n) }
-		t.Cleanup(func() { admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE") })
-	} else {
-		admin, dsn = myAdmin(t), shared.MySQLDSN()
-		open = func(n string) (DB, error) { return OpenMySQL(ctx, dsn, n) }
-		t.Cleanup(func() {
-			admin.Exec("DROP DATABASE IF EXISTS " + target)
-			admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
-		})
-	}
+	admin, dsn := copyServer(t, d)
+	t.Cleanup(func() { dropCopy(admin, d, target) })
 	st, err := CopySQLite(ctx, src, d, dsn, target)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +104,7 @@ func copyChinook(t *testing.T, d Dialect) (DB, CopyStats) {
 	if err != nil || !again.Skipped || again.Marker != st.Marker {
 		t.Errorf("second copy: %+v %v", again, err)
 	}
-	db, err := open(target)
+	db, err := openCopy(ctx, d, dsn, target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +166,10 @@ func TestCopyRedoesInterrupted(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range []Dialect{Postgres, MySQL} {
 		t.Run(string(d), func(t *testing.T) {
-			var admin *sql.DB
-			var dsn string
 			target := srvName("cs_redo")
+			admin, dsn := copyServer(t, d)
+			t.Cleanup(func() { dropCopy(admin, d, target) })
 			if d == Postgres {
-				admin, dsn = pgAdmin(t), shared.PostgresDSN()
-				t.Cleanup(func() { admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE") })
 				for _, s := range []string{"CREATE SCHEMA " + target, "CREATE TABLE " + target + ".junk (x int)",
 					"CREATE SCHEMA " + tempName(target), "CREATE TABLE " + tempName(target) + ".half (x int)"} {
 					if _, err := admin.Exec(s); err != nil {
@@ -167,11 +177,6 @@ func TestCopyRedoesInterrupted(t *testing.T) {
 					}
 				}
 			} else {
-				admin, dsn = myAdmin(t), shared.MySQLDSN()
-				t.Cleanup(func() {
-					admin.Exec("DROP DATABASE IF EXISTS " + target)
-					admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
-				})
 				for _, s := range []string{"CREATE DATABASE " + target, "CREATE TABLE " + target + ".junk (x int)",
 					"CREATE DATABASE " + tempName(target), "CREATE TABLE " + tempName(target) + ".half (x int)"} {
 					if _, err := admin.Exec(s); err != nil {
@@ -341,23 +346,12 @@ func TestCopyManyDatabases(t *testing.T) {
 	for _, d := range []Dialect{Postgres, MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			var admin *sql.DB
-			dsn := shared.PostgresDSN()
-			if d == Postgres {
-				admin = pgAdmin(t)
-			} else {
-				admin, dsn = myAdmin(t), shared.MySQLDSN()
-			}
+			admin, dsn := copyServer(t, d)
 			notes := 0
 			for i, p := range paths {
 				target := fmt.Sprintf("m%d_%d", os.Getpid(), i)
 				st, err := CopySQLite(ctx, p, d, dsn, target)
-				if d == Postgres {
-					admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE")
-				} else {
-					admin.Exec("DROP DATABASE IF EXISTS " + target)
-					admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
-				}
+				dropCopy(admin, d, target)
 				if err != nil {
 					t.Errorf("%s: %v", p, err)
 					continue

@@ -28,25 +28,12 @@ func benchDB(b *testing.B, d Dialect) DB {
 	}
 	ctx := context.Background()
 	target := srvName("cs_bench")
-	var (
-		db  DB
-		err error
-	)
-	if d == Postgres {
-		admin := pgAdmin(b)
-		b.Cleanup(func() { admin.Exec("DROP SCHEMA IF EXISTS " + target + " CASCADE") })
-		if _, err = CopySQLite(ctx, src, d, shared.PostgresDSN(), target); err == nil {
-			db, err = OpenPostgres(ctx, shared.PostgresDSN(), target)
-		}
-	} else {
-		admin := myAdmin(b)
-		b.Cleanup(func() {
-			admin.Exec("DROP DATABASE IF EXISTS " + target)
-			admin.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
-		})
-		if _, err = CopySQLite(ctx, src, d, shared.MySQLDSN(), target); err == nil {
-			db, err = OpenMySQL(ctx, shared.MySQLDSN(), target)
-		}
+	admin, dsn := copyServer(b, d)
+	b.Cleanup(func() { dropCopy(admin, d, target) })
+	var db DB
+	_, err := CopySQLite(ctx, src, d, dsn, target)
+	if err == nil {
+		db, err = openCopy(ctx, d, dsn, target)
 	}
 	if err != nil {
 		b.Fatal(err)

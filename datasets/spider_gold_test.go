@@ -80,24 +80,13 @@ func TestSpiderGoldAcrossEngines(t *testing.T) {
 	floors := map[Dialect]float64{Postgres: 0.62, MySQL: 0.69}
 	for _, d := range []Dialect{Postgres, MySQL} {
 		t.Run(string(d), func(t *testing.T) {
-			var admin, dsn = pgAdmin, shared.PostgresDSN()
-			if d == MySQL {
-				admin, dsn = myAdmin, shared.MySQLDSN()
-			}
-			a := admin(t)
+			a, dsn := copyServer(t, d)
 			lite, server := map[string]DB{}, map[string]DB{}
 			agree, ran := 0, 0
 			for _, task := range tasks {
 				if lite[task.DBID] == nil {
 					target := fmt.Sprintf("s%d_%s", os.Getpid(), task.DBID)
-					if d == Postgres {
-						t.Cleanup(func() { a.Exec("DROP SCHEMA IF EXISTS " + QuoteIdent(d, target) + " CASCADE") })
-					} else {
-						t.Cleanup(func() {
-							a.Exec("DROP DATABASE IF EXISTS " + QuoteIdent(d, target))
-							a.Exec("DELETE FROM "+mysqlMetaDB+".copies WHERE target = ?", target)
-						})
-					}
+					t.Cleanup(func() { dropCopy(a, d, target) })
 					if _, err := CopySQLite(ctx, task.DBPath, d, dsn, target); err != nil {
 						t.Fatal(err)
 					}
@@ -105,12 +94,7 @@ func TestSpiderGoldAcrossEngines(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var s DB
-					if d == Postgres {
-						s, err = OpenPostgres(ctx, dsn, target)
-					} else {
-						s, err = OpenMySQL(ctx, dsn, target)
-					}
+					s, err := openCopy(ctx, d, dsn, target)
 					if err != nil {
 						t.Fatal(err)
 					}
