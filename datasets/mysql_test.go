@@ -86,6 +86,7 @@ func TestMySQLExec(t *testing.T) {
 	if r := mustExec(t, db, "SELECT nope FROM t", ExecOptions{}); r.Outcome != OutcomeError || !strings.Contains(r.Error, "Unknown column 'nope'") {
 		t.Errorf("engine error: %+v", r)
 	}
+	checkReadForms(t, db)
 	start := time.Now()
 	if r := mustExec(t, db, "SELECT SLEEP(60)", ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != OutcomeTimeout || time.Since(start) > 2*time.Second {
 		t.Errorf("SLEEP: %s after %s", r.Outcome, time.Since(start))

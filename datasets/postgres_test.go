@@ -61,6 +61,18 @@ func mustExec(t *testing.T, db DB, q string, opts ExecOptions) *Result {
 	return r
 }
 
+// checkReadForms runs the read statement forms screen lets through (EXPLAIN, comments, VALUES,
+// WITH, a trailing semicolon) on a DB holding table t(id).
+func checkReadForms(t *testing.T, db DB) {
+	t.Helper()
+	for _, q := range []string{"EXPLAIN SELECT * FROM t", "-- a comment\nSELECT 1", "SELECT 1 -- trailing comment", "VALUES (1), (2)",
+		"WITH c AS (SELECT id FROM t) SELECT count(*) FROM c", "SELECT 1;"} {
+		if r := mustExec(t, db, q, ExecOptions{}); !r.OK() {
+			t.Errorf("%q: %+v", q, r)
+		}
+	}
+}
+
 func TestPostgresExec(t *testing.T) {
 	admin := pgAdmin(t)
 	schema := pgSchema(t, admin,
@@ -100,6 +112,7 @@ func TestPostgresExec(t *testing.T) {
 	if r := mustExec(t, db, "SELECT current_schema()", ExecOptions{}); r.Rows[0][0] != schema {
 		t.Errorf("current_schema %v, want %s", r.Rows[0][0], schema)
 	}
+	checkReadForms(t, db)
 	start := time.Now()
 	if r := mustExec(t, db, "SELECT pg_sleep(60)", ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != OutcomeTimeout || time.Since(start) > 2*time.Second {
 		t.Errorf("pg_sleep: %s after %s", r.Outcome, time.Since(start))

@@ -199,7 +199,7 @@ var deniedWords = map[string]bool{}
 
 func init() {
 	for _, w := range strings.Fields(`
-		load_extension load_file outfile dumpfile writefile readfile fts3_tokenizer edit
+		load_extension load_file outfile dumpfile writefile readfile fts3_tokenizer
 		pg_read_file pg_read_binary_file pg_ls_dir pg_stat_file pg_file_write lo_import lo_export
 		lo_from_bytea lo_put lo_get pg_terminate_backend pg_cancel_backend pg_reload_conf
 		pg_rotate_logfile pg_promote set_config dblink dblink_exec dblink_connect
