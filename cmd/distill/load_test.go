@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,17 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	errb.Reset()
 	if code := run(args, &out, &errb); code != 0 || !strings.Contains(errb.String(), "skipped") {
 		t.Fatalf("second load: exit %d: %s", code, errb.String())
+	}
+	// The main job on the loaded copies: the oracle's gold SQL runs in PostgreSQL.
+	out.Reset()
+	errb.Reset()
+	runDir := filepath.Join(t.TempDir(), "pg")
+	if code := run([]string{"--teachers", "oracle", "--tasks", "spider:" + dev, "--limit", "10", "--dialects", "postgres",
+		"--pg-dsn", dsn, "--out", runDir, "--progress", "off"}, &out, &errb); code != 0 {
+		t.Fatalf("distill on postgres: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "10 done now") || !strings.Contains(out.String(), "postgres") || strings.Count(out.String(), "100.0%") != 3 {
+		t.Errorf("summary:\n%s", out.String())
 	}
 	tasks, err := datasets.LoadTasks("spider:"+dev, "")
 	if err != nil {
