@@ -19,8 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// copyFormat versions the copy: a completed copy made by another format is redone.
-const copyFormat = "chainedsql-copy/1"
+// copyFormat versions the copy: a completed copy made by another format is redone. Bump it
+// whenever the mapping of types, names or keys changes.
+const copyFormat = "chainedsql-copy/2"
 
 // mysqlMetaDB holds, on MySQL servers, the table of completed copies (MySQL has no database
 // comments to keep the marker in).
@@ -49,8 +50,10 @@ var targetName = regexp.MustCompile(`^[A-Za-z0-9_]{1,48}$`)
 // PostgreSQL schema target in the DSN's database, or MySQL database target on the DSN's server.
 // Tables and all rows are copied with types mapped from each column's declared type and the
 // values it really holds (integers: bigint/BIGINT; reals: double precision/DOUBLE; NUMERIC/
-// DECIMAL with fractions: numeric/DOUBLE; text, dates included: text/LONGTEXT, VARCHAR for MySQL
-// key columns; blobs: bytea/LONGBLOB; a column mixing text into numbers becomes text). Primary
+// DECIMAL with fractions: numeric/DOUBLE; text: text/LONGTEXT, VARCHAR for MySQL key columns;
+// blobs: bytea/LONGBLOB; a column mixing text into numbers becomes text; DATE/DATETIME/
+// TIMESTAMP columns holding only valid dates or date-times: date/DATE or timestamp/DATETIME,
+// else text). Primary
 // keys are added after the data, then foreign keys whose referents are the referenced table's
 // primary key; keys the data or types do not allow are left out with a note. The copy is built
 // under a temporary name and moved into place at the end with a marker holding the SHA-256 of
@@ -152,6 +155,8 @@ const (
 	kindDecimal
 	kindText
 	kindBlob
+	kindDate     // text that is all valid YYYY-MM-DD dates
+	kindDateTime // text that is all valid YYYY-MM-DD[ HH:MM:SS] date-times
 )
 
 // colPlan is one column of a table to copy.
@@ -221,6 +226,24 @@ func chooseKind(decl string, ints, reals, texts, blobs int64) colKind {
 	return kindText
 }
 
+// dateKind types a text column declared as a date or time (DATE, DATETIME, TIMESTAMP) whose
+// values (texts of them) are all valid dates (dates of them) or dates and date-times
+// (datetimes): gold SQL written for the servers uses their date functions on such columns.
+// Anything else stays text.
+func dateKind(decl string, texts, dates, datetimes int64) colKind {
+	u := strings.ToUpper(decl)
+	if texts == 0 || sqliteAffinity(decl) == "text" || !strings.Contains(u, "DATE") && !strings.Contains(u, "TIME") {
+		return kindText
+	}
+	switch {
+	case dates == texts:
+		return kindDate
+	case dates+datetimes == texts:
+		return kindDateTime
+	}
+	return kindText
+}
+
 // planTable reads a table's row count and each column's storage classes and longest value.
 func planTable(ctx context.Context, src *sql.DB, d Dialect, t Table) (tablePlan, error) {
 	p := tablePlan{table: t}
@@ -234,9 +257,15 @@ func planTable(ctx context.Context, src *sql.DB, d Dialect, t Table) (tablePlan,
 			exprs = append(exprs, fmt.Sprintf("coalesce(sum(typeof(%s) = '%s'), 0)", q, class))
 		}
 		exprs = append(exprs, fmt.Sprintf("coalesce(max(length(CASE WHEN typeof(%s) = 'blob' THEN %s ELSE CAST(%s AS TEXT) END)), 0)", q, q, q))
+		// Valid dates and date-times as SQLite's own date functions read them, years 1000 on
+		// (MySQL's DATE range; PostgreSQL has no year 0).
+		for _, f := range []string{"date", "datetime"} {
+			exprs = append(exprs, fmt.Sprintf("coalesce(sum(typeof(%s) = 'text' AND %s(%s) IS %s AND %s >= '1000'), 0)", q, f, q, q, q))
+		}
 	}
 	query := "SELECT count(*), " + strings.Join(exprs, ", ") + " FROM " + QuoteIdent(SQLite, t.Name)
-	vals := make([]int64, 1+5*len(t.Columns))
+	const per = 7 // statistics per column
+	vals := make([]int64, 1+per*len(t.Columns))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
@@ -247,8 +276,11 @@ func planTable(ctx context.Context, src *sql.DB, d Dialect, t Table) (tablePlan,
 	p.rows = vals[0]
 	keys := keyColumns(t)
 	for i, c := range t.Columns {
-		v := vals[1+5*i:]
+		v := vals[1+per*i:]
 		cp := colPlan{name: c.Name, kind: chooseKind(c.Type, v[0], v[1], v[2], v[3]), maxLen: v[4]}
+		if cp.kind == kindText {
+			cp.kind = dateKind(c.Type, v[2], v[5], v[6])
+		}
 		cp.typ = serverType(d, cp, keys[strings.ToLower(c.Name)])
 		p.cols = append(p.cols, cp)
 	}
@@ -276,7 +308,7 @@ const mysqlKeyChars = 768
 // need a bounded type to be indexable.
 func serverType(d Dialect, c colPlan, key bool) string {
 	if d == Postgres {
-		return [...]string{"bigint", "double precision", "numeric", "text", "bytea"}[c.kind]
+		return [...]string{"bigint", "double precision", "numeric", "text", "bytea", "date", "timestamp"}[c.kind]
 	}
 	switch {
 	case c.kind == kindText && key && c.maxLen <= mysqlKeyChars:
@@ -284,7 +316,7 @@ func serverType(d Dialect, c colPlan, key bool) string {
 	case c.kind == kindBlob && key && c.maxLen <= 3072:
 		return fmt.Sprintf("VARBINARY(%d)", max(c.maxLen, 64))
 	}
-	return [...]string{"BIGINT", "DOUBLE", "DOUBLE", "LONGTEXT", "LONGBLOB"}[c.kind]
+	return [...]string{"BIGINT", "DOUBLE", "DOUBLE", "LONGTEXT", "LONGBLOB", "DATE", "DATETIME"}[c.kind]
 }
 
 // selectExpr reads a column so the driver hands over the kind's Go type (casts keep
@@ -298,7 +330,7 @@ func selectExpr(c colPlan) string {
 		return "CAST(" + q + " AS REAL)"
 	case kindDecimal:
 		return "CAST(" + q + " AS NUMERIC)"
-	case kindText:
+	case kindText, kindDate, kindDateTime:
 		return "CAST(" + q + " AS TEXT)"
 	}
 	return q
@@ -398,6 +430,10 @@ func (c *copier) completed(ctx context.Context, marker string) (bool, error) {
 			return false, err
 		}
 		if err := c.exec(ctx, "CREATE TABLE IF NOT EXISTS "+mysqlMetaDB+".copies (target VARCHAR(64) PRIMARY KEY, marker VARCHAR(200) NOT NULL, copied_at DATETIME NOT NULL)"); err != nil {
+			return false, err
+		}
+		// Forget markers of databases dropped since (tests, hand clean-ups).
+		if err := c.exec(ctx, "DELETE FROM "+mysqlMetaDB+".copies WHERE target NOT IN (SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)"); err != nil {
 			return false, err
 		}
 		err = c.conn.QueryRowContext(ctx, "SELECT m.marker FROM "+mysqlMetaDB+".copies m JOIN information_schema.SCHEMATA s ON s.SCHEMA_NAME = m.target WHERE m.target = ?", c.target).Scan(&got)
@@ -536,6 +572,18 @@ func (cv *converter) row(vals []any) error {
 			if s, ok := v.(string); ok {
 				vals[i] = []byte(s)
 			}
+		case kindDate, kindDateTime:
+			if cv.d != Postgres {
+				continue // MySQL reads the text itself
+			}
+			s, _ := v.(string)
+			t, err := time.Parse(time.DateTime, s)
+			if err != nil {
+				if t, err = time.Parse(time.DateOnly, s); err != nil {
+					return fmt.Errorf("column %s: date %q: %w", cv.cols[i].name, s, err)
+				}
+			}
+			vals[i] = t
 		}
 	}
 	return nil

@@ -27,7 +27,9 @@ var chinookQueries = []struct {
 	{`SELECT count(*) - count(Composer) FROM Track`, false},
 	{`SELECT FirstName, Company, Fax, State FROM Customer WHERE Country = 'Brazil'`, false},
 	{`SELECT InvoiceDate, Total FROM Invoice WHERE InvoiceId IN (1, 2, 100)`, false},
-	{`SELECT substr(InvoiceDate, 1, 7) AS m, count(*) FROM Invoice GROUP BY substr(InvoiceDate, 1, 7) ORDER BY m`, true},
+	{chinookMonthSQL, true},
+	{`SELECT count(*) FROM Invoice WHERE InvoiceDate >= '2010-06-01' AND InvoiceDate < '2011-01-01'`, false},
+	{`SELECT min(InvoiceDate), max(HireDate) FROM Invoice, Employee`, false},
 	{`SELECT ar.Name, count(*) AS n FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId GROUP BY ar.ArtistId, ar.Name ORDER BY n DESC, ar.ArtistId LIMIT 5`, true},
 	{`SELECT e.FirstName, m.FirstName FROM Employee e LEFT JOIN Employee m ON e.ReportsTo = m.EmployeeId`, false},
 	{`SELECT BirthDate, HireDate FROM Employee ORDER BY EmployeeId`, true},
@@ -38,6 +40,16 @@ var chinookQueries = []struct {
 	{`SELECT round(sum(Total), 2), round(avg(Total), 4) FROM Invoice`, false},
 	{`SELECT Name FROM MediaType WHERE MediaTypeId NOT IN (SELECT MediaTypeId FROM Track) ORDER BY MediaTypeId`, true},
 	{`SELECT p.Name, count(pt.TrackId) FROM Playlist p LEFT JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId GROUP BY p.PlaylistId, p.Name`, false},
+}
+
+// chinookMonthSQL groups by month with SQLite's text functions on the DATETIME column.
+const chinookMonthSQL = `SELECT substr(InvoiceDate, 1, 7) AS m, count(*) FROM Invoice GROUP BY substr(InvoiceDate, 1, 7) ORDER BY m`
+
+// chinookDialectSQL rewrites the queries that need a dialect's own date functions (the
+// copies hold InvoiceDate as timestamp/DATETIME).
+var chinookDialectSQL = map[Dialect]map[string]string{
+	Postgres: {chinookMonthSQL: `SELECT to_char(InvoiceDate, 'YYYY-MM') AS m, count(*) FROM Invoice GROUP BY to_char(InvoiceDate, 'YYYY-MM') ORDER BY m`},
+	MySQL:    {chinookMonthSQL: `SELECT DATE_FORMAT(InvoiceDate, '%Y-%m') AS m, count(*) FROM Invoice GROUP BY DATE_FORMAT(InvoiceDate, '%Y-%m') ORDER BY m`},
 }
 
 // serverCounts reads the row count of every table of a copy.
@@ -144,9 +156,23 @@ func TestCopyChinookAcrossEngines(t *testing.T) {
 					t.Errorf("table %s: keys %v %v, source %v %v", tb.Name, tb.PrimaryKey, tb.ForeignKeys, srcSchema.Tables[i].PrimaryKey, srcSchema.Tables[i].ForeignKeys)
 				}
 			}
+			// Clean DATETIME text became a real type; clean NUMERIC(10,2) reals became numeric/DOUBLE.
+			types := map[string]string{}
+			for _, tb := range s.Tables {
+				for _, c := range tb.Columns {
+					types[strings.ToLower(tb.Name+"."+c.Name)] = strings.ToLower(c.Type)
+				}
+			}
+			wantTypes := map[Dialect][2]string{Postgres: {"timestamp without time zone", "numeric"}, MySQL: {"datetime", "double"}}[d]
+			if types["invoice.invoicedate"] != wantTypes[0] || types["invoice.total"] != wantTypes[1] {
+				t.Errorf("types: InvoiceDate %q, Total %q; want %q", types["invoice.invoicedate"], types["invoice.total"], wantTypes)
+			}
 			for _, q := range chinookQueries {
 				gold := mustExec(t, lite, q.sql, ExecOptions{})
 				sq := q.sql
+				if alt, ok := chinookDialectSQL[d][sq]; ok {
+					sq = alt
+				}
 				pred := mustExec(t, db, sq, ExecOptions{})
 				if !gold.OK() || gold.Total == 0 && !strings.Contains(q.sql, "NOT IN") {
 					t.Fatalf("gold %s: %+v", q.sql, gold)
@@ -364,6 +390,70 @@ func TestCopyManyDatabases(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d databases copied (row counts checked by CopySQLite), %d notes", d, len(paths), notes)
+		})
+	}
+}
+
+// TestCopyDates: date columns holding only valid dates get the servers' date types; dirty ones
+// (an impossible day, free text) stay text; either way results match SQLite's.
+func TestCopyDates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dates.sqlite")
+	w, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"CREATE TABLE d (id INTEGER PRIMARY KEY, day DATE, ts DATETIME, dirty DATE, txt TEXT)",
+		"INSERT INTO d VALUES (1, '2024-01-05', '2024-01-05 10:11:12', '2023-02-30', '2024-01-05'), (2, '1999-12-31', '1999-12-31', 'soon', NULL), (3, NULL, NULL, NULL, NULL)",
+	} {
+		if _, err := w.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	lite, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	ctx := context.Background()
+	want := map[Dialect]string{Postgres: "bigint date timestamp without time zone text text", MySQL: "bigint(20) date datetime longtext longtext"}
+	for _, d := range []Dialect{Postgres, MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			admin, dsn := copyServer(t, d)
+			target := srvName("cs_dates")
+			t.Cleanup(func() { dropCopy(admin, d, target) })
+			if _, err := CopySQLite(ctx, path, d, dsn, target); err != nil {
+				t.Fatal(err)
+			}
+			db, err := openCopy(ctx, d, dsn, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			s, err := Introspect(ctx, db, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, c := range s.Tables[0].Columns {
+				types = append(types, strings.ToLower(c.Type))
+			}
+			if got := strings.Join(types, " "); got != want[d] {
+				t.Errorf("types %q, want %q", got, want[d])
+			}
+			// Not "dirty": go-sqlite3 turns DATE-column text it cannot parse into the zero time.
+			q := "SELECT id, day, ts, txt FROM d ORDER BY id"
+			if g, p := mustExec(t, lite, q, ExecOptions{}), mustExec(t, db, q, ExecOptions{}); !Match(g, p, true) {
+				t.Errorf("sqlite %v\n%s %v", g.Rows, d, p.Rows)
+			}
+			q = "SELECT dirty FROM d WHERE dirty IS NOT NULL ORDER BY id"
+			if r := mustExec(t, db, q, ExecOptions{}); !r.OK() || fmt.Sprint(r.Rows) != "[[2023-02-30] [soon]]" {
+				t.Errorf("dirty dates kept as text: %+v", r)
+			}
+			if r := mustExec(t, db, "SELECT EXTRACT(YEAR FROM day) FROM d WHERE id = 1", ExecOptions{}); !r.OK() || RowKey(r.Rows[0]) != RowKey([]any{int64(2024)}) {
+				t.Errorf("EXTRACT on the typed column: %+v", r)
+			}
 		})
 	}
 }

@@ -131,8 +131,9 @@ var dateText = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\
 
 // dateKey returns s in timeText's form when it holds a valid date or date-time, so that
 // "2009-01-01 00:00:00", "2009-01-01T00:00:00Z", "2009-01-01" and a time.Time of that midnight
-// (SQLite's driver turns DATE/DATETIME column text into time.Time; the server copies keep
-// dates as text) all compare equal. Other text is returned as it is.
+// (SQLite's driver turns DATE/DATETIME column text into time.Time, the servers return their
+// date types as time.Time, and date functions and text-kept dates give text) all compare equal.
+// Other text is returned as it is.
 func dateKey(s string) string {
 	if len(s) < 10 || len(s) > 40 || !dateText.MatchString(s) {
 		return s
