@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -207,7 +208,11 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	}
 
 	parent := filepath.Dir(filepath.Clean(opts.Out))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(opts.Out))+".curate-*")
+	prefix := "." + filepath.Base(filepath.Clean(opts.Out)) + ".curate-"
+	if err := removeStale(parent, prefix); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, prefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
@@ -422,6 +427,25 @@ func checkOut(out string) error {
 	}
 	if len(ents) > 0 {
 		return fmt.Errorf("curate build: output %s exists and is not empty; remove it or choose another --out", out)
+	}
+	return nil
+}
+
+// removeStale removes the temporary directories (prefix*) that earlier builds of the same
+// output left in parent when they were killed before their deferred cleanup could run. Two
+// builds into the same output at once are not supported: the later one removes the earlier
+// one's temporary directory, which then fails instead of moving a dataset into place.
+func removeStale(parent, prefix string) error {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+			if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+				return fmt.Errorf("remove stale temporary %s: %w", filepath.Join(parent, e.Name()), err)
+			}
+		}
 	}
 	return nil
 }
