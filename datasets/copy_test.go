@@ -287,6 +287,8 @@ var hostileQueries = []string{
 	"SELECT count(*) FROM Track a, Track b, Track c",
 	"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
 	"LOCK TABLE Album", "CALL nothing()", "GRANT ALL ON Album TO PUBLIC",
+	"SELECT * FROM mysql.user", "SELECT * FROM `mysql`.`user`", "SELECT rolpassword FROM pg_authid",
+	"SELECT query FROM pg_stat_activity", "SELECT * FROM information_schema.processlist",
 }
 
 func TestHostileStatements(t *testing.T) {

@@ -193,7 +193,9 @@ func screen(query string) (string, string) {
 }
 
 // deniedWords are functions that reach outside the database (server files, extensions, other
-// sessions, settings, dynamic SQL) in one of the engines, and MySQL's file-writing INTO targets.
+// sessions, settings, dynamic SQL) in one of the engines, MySQL's file-writing INTO targets, and
+// catalogs holding credentials or other sessions' statements (the mysql schema is refused in
+// deniedText).
 // Read-only transactions do not stop them, so they are refused wherever they appear.
 var deniedWords = map[string]bool{}
 
@@ -204,7 +206,9 @@ func init() {
 		lo_from_bytea lo_put lo_get pg_terminate_backend pg_cancel_backend pg_reload_conf
 		pg_rotate_logfile pg_promote set_config dblink dblink_exec dblink_connect
 		query_to_xml query_to_xmlschema query_to_xml_and_xmlschema cursor_to_xml
-		pg_advisory_lock pg_advisory_xact_lock get_lock sys_exec sys_eval`) {
+		pg_advisory_lock pg_advisory_xact_lock get_lock sys_exec sys_eval
+		pg_authid pg_shadow pg_user_mappings pg_hba_file_rules pg_ident_file_mappings
+		pg_file_settings pg_stat_activity performance_schema processlist`) {
 		deniedWords[w] = true
 	}
 }
@@ -214,9 +218,9 @@ func init() {
 // a missed one could read a server file, so no dialect's quoting rules are trusted here.
 func deniedText(q string) string {
 	lower := strings.ToLower(q)
-	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'"} {
+	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'", "mysql.", "`mysql`."} {
 		if strings.Contains(lower, hidden) {
-			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
+			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers, the mysql schema) is not allowed", hidden)
 		}
 	}
 	words := strings.FieldsFunc(lower, func(r rune) bool {
