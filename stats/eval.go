@@ -1,6 +1,10 @@
 package stats
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // EvalResult is the part of one evaluated task that EvalSummary needs. It does not depend on
 // curate or distill: fill it from a distill.Trajectory (Correct, Converged, ExecOK,
@@ -122,4 +126,31 @@ func orderDifficulties(names []string) []string {
 		return names[i] < names[j]
 	})
 	return names
+}
+
+// FormatEX renders EX overall and per difficulty bucket, e.g.
+// "EX 12.84% (simple 17.73, moderate 6.25, challenging 2.76)". A run whose only bucket has no
+// difficulty prints the overall figure alone; a bucket without a name is called "other".
+func (s EvalSummary) FormatEX() string {
+	out := fmt.Sprintf("EX %.2f%%", 100*s.EX)
+	if len(s.ByDifficulty) == 0 || (len(s.ByDifficulty) == 1 && s.ByDifficulty[0].Difficulty == "") {
+		return out
+	}
+	parts := make([]string, len(s.ByDifficulty))
+	for i, b := range s.ByDifficulty {
+		name := b.Difficulty
+		if name == "" {
+			name = "other"
+		}
+		parts[i] = fmt.Sprintf("%s %.2f", name, 100*b.EX)
+	}
+	return out + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// Headline renders the summary on one line, e.g. "EX 12.84% (simple 17.73, moderate 6.25,
+// challenging 2.76), convergence 57.8%, exec-ok 60.2%, format violations 16.2%, 3.35 turns".
+// Format violations are violating turns over all turns.
+func (s EvalSummary) Headline() string {
+	return fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, %.2f turns",
+		s.FormatEX(), pct(s.Convergence), pct(s.ExecOK), pct(s.FormatViolationRate), s.AvgTurns)
 }

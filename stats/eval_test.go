@@ -1,0 +1,24 @@
+package stats
+
+import "testing"
+
+func TestEvalHeadline(t *testing.T) {
+	res := []EvalResult{
+		{Difficulty: "simple", Correct: true, Converged: true, ExecOK: true, Turns: 2},
+		{Difficulty: "simple", Converged: true, ExecOK: true, Turns: 2},
+		{Difficulty: "simple", Converged: true, ExecOK: true, Turns: 2},
+		{Difficulty: "challenging", Correct: true, ExecOK: true, Turns: 5, FormatViolations: 2},
+		{Difficulty: "moderate", Turns: 1, FormatViolations: 1},
+	}
+	got := SummarizeEval(res).Headline()
+	want := "EX 40.00% (simple 33.33, moderate 0.00, challenging 100.00), convergence 60.0%, exec-ok 80.0%, format violations 25.0%, 2.40 turns"
+	if got != want {
+		t.Errorf("headline\n got %q\nwant %q", got, want)
+	}
+	if got := SummarizeEval([]EvalResult{{Correct: true, Turns: 2}, {Turns: 2}}).FormatEX(); got != "EX 50.00%" {
+		t.Errorf("no difficulty: %q", got)
+	}
+	if got := SummarizeEval([]EvalResult{{Difficulty: "easy", Correct: true}, {}}).FormatEX(); got != "EX 50.00% (easy 100.00, other 0.00)" {
+		t.Errorf("other bucket: %q", got)
+	}
+}
