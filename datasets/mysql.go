@@ -138,7 +138,7 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 		return fail("connection id", err)
 	}
 	if m.mariadb {
-		stmt = fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", timeout.Seconds(), stmt)
+		stmt = fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", max(timeout.Seconds(), 0.001), stmt) // 0 would mean no limit
 	} else if _, err := conn.ExecContext(qctx, fmt.Sprintf("SET SESSION max_execution_time=%d", max(timeout.Milliseconds(), 1))); err != nil {
 		discard(conn)
 		return fail("set max_execution_time", err)

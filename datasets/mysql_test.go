@@ -94,6 +94,16 @@ func TestMySQLExec(t *testing.T) {
 	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(1) {
 		t.Errorf("after timeout: %+v", r)
 	}
+	// A limit under the server's resolution still limits (0 would mean none).
+	start = time.Now()
+	if r := mustExec(t, db, "SELECT SLEEP(5)", ExecOptions{Timeout: time.Microsecond}); r.Outcome != OutcomeTimeout || time.Since(start) > 2*time.Second {
+		t.Errorf("1µs limit: %s after %s", r.Outcome, time.Since(start))
+	}
+	for range 3 {
+		if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() {
+			t.Errorf("after a 1µs limit: %+v", r)
+		}
+	}
 	if _, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name+"_missing"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing database: %v", err)
 	}
