@@ -1,0 +1,156 @@
+package evaluate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/evaluate"
+)
+
+// slowSQL never finishes: it must be stopped by the timeout.
+const slowSQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT MAX(x) FROM c"
+
+// scoreCase is one task of the hand-computed scoring set with its prediction.
+type scoreCase struct {
+	gold, pred, diff string
+	db               string // the prediction's db_id ("" = the task's)
+	missing          bool
+	correct          bool
+	outcome          string
+}
+
+var scoreCases = []scoreCase{
+	{gold: "SELECT COUNT(*) FROM items", pred: "SELECT COUNT(id) FROM items", diff: "simple", correct: true, outcome: "ok"},
+	// Duplicate rows: BIRD compares sets (apple, pear, apple == apple, pear).
+	{gold: "SELECT name FROM items WHERE cat = 'fruit'", pred: "SELECT DISTINCT name FROM items WHERE cat = 'fruit'", diff: "simple", correct: true, outcome: "ok"},
+	// Column order is kept.
+	{gold: "SELECT name, price FROM items WHERE id = 1", pred: "SELECT price, name FROM items WHERE id = 1", diff: "simple", outcome: "ok"},
+	{gold: "SELECT MAX(price) FROM items", pred: "SELECT 3.25", diff: "simple", correct: true, outcome: "ok"},
+	// Floats compare exactly, as Python's: 0.1 + 0.2 != 0.3.
+	{gold: "SELECT 0.3", pred: "SELECT 0.1 + 0.2", diff: "simple", outcome: "ok"},
+	// An integer equals the float of the same value (5 == 5.0).
+	{gold: "SELECT COUNT(*) FROM items", pred: "SELECT 5.0", diff: "moderate", correct: true, outcome: "ok"},
+	// NULL equals NULL.
+	{gold: "SELECT price FROM items WHERE id = 4", pred: "SELECT NULL", diff: "moderate", correct: true, outcome: "ok"},
+	{gold: "SELECT name FROM items", pred: "SELECT nope FROM items", diff: "moderate", outcome: "error"},
+	{gold: "SELECT name FROM items", pred: slowSQL, diff: "moderate", outcome: "timeout"},
+	// Text is not a number ('5' != 5).
+	{gold: "SELECT COUNT(*) FROM items", pred: "SELECT '5'", diff: "moderate", outcome: "ok"},
+	// A DATE column (go-sqlite3 makes it a time) equals the same text from an expression.
+	{gold: "SELECT added FROM items WHERE id = 1", pred: "SELECT MIN(added) FROM items", diff: "challenging", correct: true, outcome: "ok"},
+	{gold: "SELECT name FROM items", missing: true, diff: "challenging", outcome: "missing"},
+	// Two empty results are equal sets.
+	{gold: "SELECT name FROM items WHERE 0", pred: "SELECT name FROM items WHERE price > 100", diff: "challenging", correct: true, outcome: "ok"},
+	{gold: "SELECT name FROM items", pred: "SELECT name FROM items", db: "school", diff: "challenging", outcome: "db_mismatch"},
+}
+
+// writeScoreSet writes the cases as a BIRD dataset and a predict_dev.json; it returns both paths.
+func writeScoreSet(tb testing.TB, cases []scoreCase) (devPath, predPath string) {
+	tb.Helper()
+	var entries []birdEntry
+	preds := map[string]string{}
+	for i, c := range cases {
+		entries = append(entries, birdEntry{QuestionID: i, DBID: "shop", Question: "q", SQL: c.gold, Difficulty: c.diff})
+		if c.missing {
+			continue
+		}
+		db := c.db
+		if db == "" {
+			db = "shop"
+		}
+		preds[strings.TrimSpace(jsonInt(i))] = c.pred + evaluate.BIRDSeparator + db
+	}
+	devPath = writeBIRD(tb, entries)
+	data, _ := json.Marshal(preds)
+	predPath = filepath.Join(tb.TempDir(), "predict_dev.json")
+	if err := os.WriteFile(predPath, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return devPath, predPath
+}
+
+func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestScoreHandComputed(t *testing.T) {
+	dev, predPath := writeScoreSet(t, scoreCases)
+	tasks := loadBIRD(t, dev)
+	preds, err := evaluate.ReadPredictions(predPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &datasets.Connector{}
+	defer conn.Close()
+	start := time.Now()
+	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("scoring took %s: the timeout did not stop the slow query", time.Since(start))
+	}
+	for i, c := range scoreCases {
+		it := rep.Items[i]
+		if it.Correct != c.correct || it.Outcome != c.outcome {
+			t.Errorf("case %d (%s vs %s): correct %v outcome %q (%s), want %v %q", i, c.pred, c.gold, it.Correct, it.Outcome, it.Error, c.correct, c.outcome)
+		}
+	}
+	// By hand: simple 3/5, moderate 2/5, challenging 2/4, total 7/14.
+	ex := map[string]float64{"": rep.EX.EX}
+	for _, b := range rep.EX.ByDifficulty {
+		ex[b.Difficulty] = b.EX
+	}
+	if !near(ex[""], 0.5) || !near(ex["simple"], 0.6) || !near(ex["moderate"], 0.4) || !near(ex["challenging"], 0.5) {
+		t.Errorf("EX %v", ex)
+	}
+	var out bytes.Buffer
+	rep.WriteText(&out)
+	if !strings.HasPrefix(out.String(), "EX 50.00% (simple 60.00, moderate 40.00, challenging 50.00) (bird style)") ||
+		!strings.Contains(out.String(), "count     5             5             4             14") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+func TestSpiderStyle(t *testing.T) {
+	gold := [][]any{{"a", int64(1)}, {"b", int64(2)}, {"b", int64(2)}}
+	perm := [][]any{{"b", int64(2)}, {"a", int64(1)}, {"b", 2.0}}
+	if !evaluate.SpiderMatch(gold, perm, false) {
+		t.Error("unordered: a permutation of the rows must match")
+	}
+	if evaluate.SpiderMatch(gold, perm, true) {
+		t.Error("ordered: a permutation must not match")
+	}
+	if evaluate.SpiderMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}, false) {
+		t.Error("unordered: a missing duplicate must not match (multiset)")
+	}
+	if !evaluate.BIRDMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}) {
+		t.Error("BIRD: duplicates are ignored")
+	}
+	if evaluate.BIRDMatch([][]any{{"x"}}, [][]any{{[]byte("x")}}) {
+		t.Error("BIRD: text and blob differ in Python")
+	}
+}
+
+func TestReadPredictionsErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"x": "SELECT 1\t----- bird -----\tshop"}`), 0o644)
+	if _, err := evaluate.ReadPredictions(bad); err == nil || !strings.Contains(err.Error(), `key "x"`) {
+		t.Errorf("bad key: %v", err)
+	}
+	odd := filepath.Join(dir, "odd.json")
+	os.WriteFile(odd, []byte(`{"0": 5, "1": "SELECT 1"}`), 0o644)
+	p, err := evaluate.ReadPredictions(odd)
+	if err != nil || p[0].Malformed == "" || p[1].Malformed == "" {
+		t.Errorf("malformed values: %+v, %v", p, err)
+	}
+	if _, err := evaluate.ReadPredictions(filepath.Join(dir, "none.json")); err == nil {
+		t.Error("missing file: no error")
+	}
+}
