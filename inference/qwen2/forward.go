@@ -211,7 +211,7 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 	}
 	m.attend(l, s, caches, spans)
 	cpu.MatMul(s.tmp, ly.o, s.att, T)
-	cpu.Add(s.x, s.tmp)
+	cpu.Add(s.x[:T*H], s.tmp)
 	for t := range T {
 		cpu.RMSNorm(s.xn[t*H:(t+1)*H], s.x[t*H:(t+1)*H], ly.mlpNorm, eps)
 	}
@@ -219,7 +219,7 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 	cpu.MatMul(s.up, ly.up, s.xn, T)
 	cpu.SiLUMul(s.gate[:T*I], s.gate, s.up)
 	cpu.MatMul(s.tmp, ly.down, s.gate, T)
-	cpu.Add(s.x, s.tmp)
+	cpu.Add(s.x[:T*H], s.tmp)
 }
 
 // rope rotates every head of row (heads × head_dim) by token t's position, in Hugging Face's
