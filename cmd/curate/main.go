@@ -116,6 +116,12 @@ func loadTokenizer(path string) (curate.Tokenizer, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("load tokenizer %s: %w", path, err)
 	}
+	// Checked here as well as in curate so that the error names the file.
+	for _, special := range []string{"<|im_start|>", "<|im_end|>"} {
+		if _, ok := tok.TokenID(special); !ok {
+			return nil, "", fmt.Errorf("tokenizer %s has no %s token: not a ChatML (Qwen2) tokenizer", path, special)
+		}
+	}
 	name := filepath.Base(filepath.Clean(path))
 	if name == "tokenizer.json" {
 		name = filepath.Base(filepath.Dir(filepath.Clean(path)))
