@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/teachers"
+)
+
+func init() {
+	register("eval", "evaluate a policy (the student, a teacher, the oracle) on benchmark tasks", runEval)
+}
+
+// exitInterrupted is the status after Ctrl-C (128 + SIGINT); the eval dir resumes.
+const exitInterrupted = 130
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("student eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		model       = fs.String("model", "", "student model directory (same as --policy student:DIR)")
+		policySpec  = fs.String("policy", "", "policy to evaluate: oracle, teacher:NAME (from --config), student:DIR")
+		configPath  = fs.String("config", "", "teachers config file (YAML) for teacher:NAME")
+		taskSpec    = fs.String("tasks", "", "tasks: bird:PATH/dev.json, minidev:PATH, spider:PATH, sample (required)")
+		dbRoot      = fs.String("db-root", "", "directory holding <db>/<db>.sqlite, overriding the task file's")
+		out         = fs.String("out", "", "eval dir (created, or resumed when it exists; default evals/POLICY)")
+		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per task")
+		limit       = fs.Int("limit", 0, "evaluate only the first N tasks (0 = all)")
+		backend     = fs.String("backend", "cpu", "student runtime backend: cpu (cuda is not built)")
+		batch       = fs.Int("batch", 0, "conversations in flight (0 = the policy's own, else 16)")
+		samples     = fs.Int("samples", 1, "trajectories per task (needs --temperature > 0 to differ)")
+		temperature = fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
+		vote        = fs.Bool("vote", false, "with --samples > 1: answer each task by majority over the samples' executed results")
+		maxTokens   = fs.Int("max-tokens", 0, "completion token limit per turn (0 = the policy's default)")
+		execTimeout = fs.Duration("exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement")
+		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
+		dtype       = fs.String("dtype", "", "student: weight type f32, bf16 or q8 (default: as stored)")
+		threads     = fs.Int("threads", 0, "student: CPU threads for the kernels (default: all cores)")
+		progress    = fs.String("progress", "auto", "progress output: auto, live, log, off")
+	)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "student eval: %v\n", err)
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	spec, err := evalPolicySpec(*model, *policySpec)
+	if err != nil {
+		return fail(err)
+	}
+	switch *backend {
+	case "cpu":
+	case "cuda":
+		return fail(errors.New("--backend cuda: this binary has no CUDA backend built; use --backend cpu"))
+	default:
+		return fail(fmt.Errorf("--backend %q: want cpu", *backend))
+	}
+	if *taskSpec == "" {
+		return fail(errors.New("--tasks is required (bird:PATH/dev.json, minidev:PATH, spider:PATH or sample)"))
+	}
+	if *limit < 0 || *batch < 0 || *samples < 1 || *maxTurns < 1 || *temperature < 0 {
+		return fail(fmt.Errorf("--limit %d, --batch %d, --samples %d, --max-turns %d, --temperature %g: out of range", *limit, *batch, *samples, *maxTurns, *temperature))
+	}
+	if *samples > 1 && *temperature == 0 {
+		return fail(fmt.Errorf("--samples %d at --temperature 0 repeats one greedy answer; set --temperature > 0", *samples))
+	}
+	if *vote && *samples < 2 {
+		return fail(errors.New("--vote needs --samples 2 or more"))
+	}
+	live, logw := false, io.Writer(stderr)
+	switch *progress {
+	case "auto":
+		f, ok := stderr.(*os.File)
+		live = ok && term.IsTerminal(int(f.Fd()))
+	case "live":
+		live = true
+	case "log":
+	case "off":
+		logw = nil
+	default:
+		return fail(fmt.Errorf("--progress %q: want auto, live, log or off", *progress))
+	}
+	// The student:DIR policy takes what its spec cannot carry from the environment.
+	for env, v := range map[string]string{policies.EnvStudentTokenizer: *tokenizer, policies.EnvStudentDType: *dtype} {
+		if v != "" {
+			os.Setenv(env, v)
+		}
+	}
+	if *threads > 0 {
+		os.Setenv(policies.EnvStudentThreads, strconv.Itoa(*threads))
+	}
+
+	tasks, err := datasets.LoadTasks(*taskSpec, *dbRoot)
+	if err != nil {
+		return fail(fmt.Errorf("tasks %s: %w", *taskSpec, err))
+	}
+	if *limit > 0 && *limit < len(tasks) {
+		tasks = tasks[:*limit]
+	}
+	var tcfg *teachers.Config
+	if *configPath != "" || strings.HasPrefix(spec, "teacher:") || !strings.Contains(spec, ":") && spec != distill.OracleName {
+		if tcfg, err = teachers.LoadConfig(*configPath); err != nil {
+			return fail(err)
+		}
+	}
+	h, err := policies.Resolve(spec, tcfg)
+	if err != nil {
+		return fail(err)
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join("evals", h.Name)
+	}
+	conn := &datasets.Connector{SQLiteRoot: *dbRoot}
+	defer conn.Close()
+
+	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
+	s, err := evaluate.Run(ctx, evaluate.Config{
+		Dir: dir, Tasks: tasks, TaskSpec: *taskSpec, Limit: *limit, Policy: h,
+		Samples: *samples, Vote: *vote, Batch: *batch, Opener: conn, Toolkit: toolkitVersion(),
+		Episode:  distill.EpisodeOptions{MaxTurns: *maxTurns, ExecTimeout: *execTimeout, Chat: opts},
+		Progress: logw, Interactive: live,
+	})
+	if s != nil {
+		for _, r := range s.Repairs {
+			fmt.Fprintf(stderr, "student eval: resume: %s\n", r)
+		}
+		fmt.Fprintf(stdout, "eval dir %s\n", dir)
+		s.WriteText(stdout)
+	}
+	if errors.Is(err, evaluate.ErrInterrupted) {
+		fmt.Fprintf(stderr, "student eval: %v\n", err)
+		return exitInterrupted
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// evalPolicySpec joins --model and --policy into one policy spec.
+func evalPolicySpec(model, policy string) (string, error) {
+	switch {
+	case model != "" && policy != "":
+		return "", errors.New("give --model DIR or --policy SPEC, not both")
+	case model != "":
+		return "student:" + model, nil
+	case policy != "":
+		return policy, nil
+	}
+	return "", errors.New("give --model DIR (the student) or --policy SPEC (oracle, teacher:NAME, student:DIR)")
+}
+
+// toolkitVersion is the module version, or the VCS revision of a development build.
+func toolkitVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
+			v = "devel-" + s.Value[:min(12, len(s.Value))]
+		}
+	}
+	return v
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+// birdDir writes a BIRD-layout dataset (dev.json, dev_databases/shop/shop.sqlite) with one
+// task per difficulty and returns the dev.json path.
+func birdDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "dev_databases", "shop", "shop.sqlite")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL);
+		INSERT INTO items VALUES (1, 'apple', 1.5), (2, 'pear', 2.0), (3, 'fig', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	entries := []map[string]any{
+		{"question_id": 0, "db_id": "shop", "question": "How many items?", "evidence": "", "SQL": "SELECT COUNT(*) FROM items", "difficulty": "simple"},
+		{"question_id": 1, "db_id": "shop", "question": "Which items cost more than 1?", "evidence": "", "SQL": "SELECT name FROM items WHERE price > 1", "difficulty": "moderate"},
+		{"question_id": 2, "db_id": "shop", "question": "Which item has no price?", "evidence": "", "SQL": "SELECT name FROM items WHERE price IS NULL", "difficulty": "challenging"},
+	}
+	data, _ := json.Marshal(entries)
+	path := filepath.Join(dir, "dev.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEvalScoreCompareOracle(t *testing.T) {
+	dev := birdDir(t)
+	a, b := filepath.Join(t.TempDir(), "oracle-a"), filepath.Join(t.TempDir(), "oracle-b")
+	for _, dir := range []string{a, b} {
+		code, out, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--out", dir, "--progress", "off")
+		if code != 0 || !strings.Contains(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%, exec-ok 100.0%, format violations 0.0%, 2.00 turns") {
+			t.Fatalf("eval: exit %d\n%s\n%s", code, out, errs)
+		}
+	}
+	code, out, errs := run(t, "score", "--predictions", filepath.Join(a, evaluate.PredictFile), "--tasks", "bird:"+dev)
+	if code != 0 || !strings.HasPrefix(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00) (bird style)") {
+		t.Fatalf("score: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = run(t, "compare", a, b)
+	if code != 0 || !strings.Contains(out, "oracle-a") || !strings.Contains(out, "oracle-b") || !strings.Contains(out, "100.00% (1/1)") {
+		t.Fatalf("compare: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestEvalFlagErrors(t *testing.T) {
+	dev := birdDir(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda"}, "no CUDA backend"},
+		{[]string{"--policy", "oracle", "--model", "x", "--tasks", "bird:" + dev}, "not both"},
+		{[]string{"--tasks", "bird:" + dev}, "--model DIR"},
+		{[]string{"--policy", "oracle"}, "--tasks is required"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--samples", "3"}, "--temperature"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--vote"}, "--vote needs"},
+		{[]string{"--policy", "nosuch:x", "--tasks", "bird:" + dev}, "unknown prefix"},
+	} {
+		code, _, errs := run(t, append([]string{"eval"}, c.args...)...)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("eval %v: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+	if code, _, errs := run(t, "score", "--tasks", "bird:"+dev); code == 0 || !strings.Contains(errs, "--predictions") {
+		t.Errorf("score without predictions: %d %q", code, errs)
+	}
+	if code, _, _ := run(t, "compare"); code != 2 {
+		t.Errorf("compare without dirs: exit %d", code)
+	}
+	if code, _, errs := run(t, "compare", t.TempDir()); code != 1 || !strings.Contains(errs, "summary.json") {
+		t.Errorf("compare of a dir without summary: %d %q", code, errs)
+	}
+}
+
+// TestEvalTinyStudent runs the bundled runtime with random weights end to end: it answers
+// nonsense, so the table shows format violations, and all four files are written and parse.
+func TestEvalTinyStudent(t *testing.T) {
+	if !slices.Contains(distill.RegisteredPrefixes(), "student") {
+		t.Skip("the student:DIR policy is not registered in this build")
+	}
+	model := shared.Path(t, "models/tiny-qwen2-f32/config.json")
+	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
+	dev := birdDir(t)
+	dir := filepath.Join(t.TempDir(), "tiny")
+	code, out, errs := run(t, "eval", "--model", filepath.Dir(model), "--tokenizer", tok, "--tasks", "bird:"+dev,
+		"--out", dir, "--max-turns", "2", "--max-tokens", "12", "--batch", "3", "--progress", "off")
+	if code != 0 {
+		t.Fatalf("eval: exit %d\n%s\n%s", code, out, errs)
+	}
+	s, err := evaluate.ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Eval.N != 3 || s.Eval.FormatViolationRate == 0 || s.Tokens.CompletionTokens == 0 || s.TurnTime.ModelMS <= 0 {
+		t.Errorf("tiny student summary: %+v tokens %+v turn time %+v", s.Eval, s.Tokens, s.TurnTime)
+	}
+	if !strings.Contains(out, "format violations") || strings.Contains(out, "format violations 0.0%") {
+		t.Errorf("the table does not show the violations:\n%s", out)
+	}
+	if r, err := evaluate.ReadResults(dir); err != nil || len(r) != 3 {
+		t.Errorf("results.jsonl: %d, %v", len(r), err)
+	}
+	if p, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile)); err != nil || len(p) != 3 {
+		t.Errorf("predict_dev.json: %d, %v", len(p), err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, evaluate.TrajectoriesFile))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if err != nil || len(lines) != 3 {
+		t.Fatalf("trajectories.jsonl: %d lines, %v", len(lines), err)
+	}
+	for _, l := range lines {
+		var tr distill.Trajectory
+		if err := json.Unmarshal([]byte(l), &tr); err != nil || len(tr.Turns) == 0 {
+			t.Errorf("trajectory line: %v", err)
+		}
+	}
+}
