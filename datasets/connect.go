@@ -18,14 +18,21 @@ type Connector struct {
 	// SQLiteRoot overrides the directory holding <db>/<db>.sqlite, when set.
 	SQLiteRoot string
 
-	mu     sync.Mutex
-	dbs    map[string]DB
-	pgPool *sql.DB // shared by the PostgreSQL DBs
+	mu      sync.Mutex
+	dbs     map[string]DB
+	pgPool  *sql.DB       // shared by the PostgreSQL DBs
+	mySlots chan struct{} // bounds MySQL executions in flight across databases
 }
+
+// mysqlInFlight bounds the MySQL executions one Connector runs at once: with up to 2 idle
+// connections kept per database, it stays under MariaDB's default max_connections (151) for
+// the usual few dozen databases.
+const mysqlInFlight = 64
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
 // must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
-// connection pool (each execution sets its search_path); MySQL gets a pool per database.
+// connection pool (each execution sets its search_path); MySQL gets a pool per database, with
+// at most mysqlInFlight executions in flight across them.
 func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -73,7 +80,12 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 		}
 		db, err = newPostgresDB(ctx, c.pgPool, c.PostgresDSN, t.DBID)
 	case MySQL:
-		db, err = OpenMySQL(ctx, c.MySQLDSN, t.DBID)
+		if c.mySlots == nil {
+			c.mySlots = make(chan struct{}, mysqlInFlight)
+		}
+		if db, err = OpenMySQL(ctx, c.MySQLDSN, t.DBID); err == nil {
+			db.(*mysqlDB).slots = c.mySlots
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)

@@ -22,6 +22,10 @@ type mysqlDB struct {
 	version  string
 	mariadb  bool
 
+	// slots, when set, bounds the executions in flight across all the MySQL DBs of one
+	// Connector, so that a pool per database cannot exceed the server's max_connections.
+	slots chan struct{}
+
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
 }
@@ -46,7 +50,7 @@ func OpenMySQL(ctx context.Context, dsn, database string) (DB, error) {
 	}
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(16)
-	pool.SetMaxIdleConns(4)
+	pool.SetMaxIdleConns(2)
 	pool.SetConnMaxIdleTime(time.Minute)
 	killer := sql.OpenDB(conn)
 	killer.SetMaxOpenConns(2)
@@ -127,8 +131,23 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 	fail := func(step string, err error) (*Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
 	}
+	if m.slots != nil {
+		wait := time.NewTimer(timeout)
+		defer wait.Stop()
+		select {
+		case m.slots <- struct{}{}:
+			defer func() { <-m.slots }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+		case <-wait.C:
+			return timedOut(timeout, time.Since(start)), nil
+		}
+	}
 	conn, err := m.pool.Conn(qctx)
 	if err != nil {
+		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
+			return timedOut(timeout, time.Since(start)), nil
+		}
 		return fail("connect", err)
 	}
 	defer conn.Close()

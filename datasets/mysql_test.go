@@ -144,3 +144,26 @@ func TestConnectorServers(t *testing.T) {
 		t.Errorf("unknown dialect: %v", err)
 	}
 }
+
+// TestMySQLSlots: with every in-flight slot taken, an execution waits, and at its deadline
+// reports a timeout rather than an error; freed slots let executions run again.
+func TestMySQLSlots(t *testing.T) {
+	name := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)")
+	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	m := db.(*mysqlDB)
+	m.slots = make(chan struct{}, 1)
+	m.slots <- struct{}{}
+	start := time.Now()
+	r := mustExec(t, db, "SELECT 1", ExecOptions{Timeout: 100 * time.Millisecond})
+	if r.Outcome != OutcomeTimeout || time.Since(start) > time.Second {
+		t.Errorf("slots taken: %s after %s", r.Outcome, time.Since(start))
+	}
+	<-m.slots
+	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() || len(m.slots) != 0 {
+		t.Errorf("slot free: %+v, %d slots held after", r, len(m.slots))
+	}
+}

@@ -119,6 +119,9 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Resul
 	defer cancel()
 	conn, err := p.pool.Conn(qctx)
 	if err != nil {
+		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
+			return timedOut(timeout, time.Since(start)), nil
+		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
 	defer conn.Close()
