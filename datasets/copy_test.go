@@ -289,6 +289,7 @@ var hostileQueries = []string{
 	"LOCK TABLE Album", "CALL nothing()", "GRANT ALL ON Album TO PUBLIC",
 	"SELECT * FROM mysql.user", "SELECT * FROM `mysql`.`user`", "SELECT rolpassword FROM pg_authid",
 	"SELECT query FROM pg_stat_activity", "SELECT * FROM information_schema.processlist",
+	"SELECT length(randomblob(1000000000))", "SELECT length(zeroblob(1000000000))",
 }
 
 func TestHostileStatements(t *testing.T) {

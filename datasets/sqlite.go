@@ -13,6 +13,21 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
+// sqliteMaxValue caps any one string or blob a statement may build or read (SQLite's
+// SQLITE_LIMIT_LENGTH, 1e9 by default), so SELECT randomblob(1e9) fails instead of moving a
+// gigabyte into the process.
+const sqliteMaxValue = 64 << 20
+
+// sqliteReadDriver is go-sqlite3 with sqliteMaxValue set on every connection.
+const sqliteReadDriver = "sqlite3-chainedsql-read"
+
+func init() {
+	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
+		return nil
+	}})
+}
+
 // sqliteDB is a SQLite file opened read-only and immutable.
 type sqliteDB struct {
 	db      *sql.DB
@@ -26,7 +41,7 @@ func OpenSQLite(path string) (DB, error) {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1"
-	db, err := sql.Open("sqlite3", dsn)
+	db, err := sql.Open(sqliteReadDriver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
