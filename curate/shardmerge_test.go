@@ -11,22 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// buildDistill compiles cmd/distill into a temporary directory and returns the binary's path.
-func buildDistill(t *testing.T) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build cmd/distill with")
-	}
-	bin := filepath.Join(t.TempDir(), "distill")
-	cmd := exec.Command(gobin, "build", "-o", bin, "../cmd/distill")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/distill: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
 
 // TestShardMerge runs distill as three shard processes (--shard i/3, each its own run dir) and
 // once unsharded, concurrently, with the oracle on the bundled sample on SQLite:
@@ -37,7 +24,7 @@ func TestShardMerge(t *testing.T) {
 		t.Skip("-short: builds and runs cmd/distill four times")
 	}
 	tok := loadTokenizer(t)
-	bin := buildDistill(t)
+	bin := testbin.Build(t, "../cmd/distill")
 	tmp := t.TempDir()
 	single := filepath.Join(tmp, "single")
 	shards := []string{filepath.Join(tmp, "shard0"), filepath.Join(tmp, "shard1"), filepath.Join(tmp, "shard2")}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
@@ -257,5 +258,40 @@ func TestRunRefusesOtherRunDir(t *testing.T) {
 	_, err := runEval(t, context.Background(), dir, "bird:"+path, tasks[:5], handle("scripted", newScripted(evalEntries, nil)), nil)
 	if err == nil || !strings.Contains(err.Error(), "different run") {
 		t.Fatalf("eval over another task set in the same dir: %v", err)
+	}
+}
+
+// failing errors on one question: the episode fails terminally and scores 0.
+type failing struct{ *scripted }
+
+func (f failing) Chat(ctx context.Context, msgs []chat.Message, o chat.Options) (chat.Reply, error) {
+	if question(msgs) == evalEntries[4].Question {
+		return chat.Reply{}, errors.New("endpoint said no")
+	}
+	return f.scripted.Chat(ctx, msgs, o)
+}
+
+func TestFailedEpisodeScoresZero(t *testing.T) {
+	path := writeBIRD(t, evalEntries)
+	tasks := loadBIRD(t, path)
+	dir := t.TempDir()
+	s, err := runEval(t, context.Background(), dir, "bird:"+path, tasks, handle("failing", failing{newScripted(evalEntries, nil)}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Complete || s.Failed != 1 || s.Eval.N != 10 || !near(s.Eval.EX, 0.9) || !near(exOf(s)["simple"], 0.8) {
+		t.Fatalf("summary: complete %v failed %d n %d EX %v", s.Complete, s.Failed, s.Eval.N, exOf(s))
+	}
+	res, err := evaluate.ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[4]; r.Outcome != evaluate.OutcomeFailed || r.Correct || !strings.Contains(r.Error, "endpoint said no") || r.Turns != 0 {
+		t.Errorf("failed task: %+v", r)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, evaluate.PredictFile))
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil || m["4"] != evaluate.BIRDSeparator+"shop" {
+		t.Errorf("failed task's prediction: %q, %v", m["4"], err)
 	}
 }

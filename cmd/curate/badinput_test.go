@@ -14,21 +14,8 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
-
-// buildBinary compiles the package's command into dir and returns its path.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary with")
-	}
-	bin := filepath.Join(dir, "curate")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // result is one run of the binary.
 type result struct {
@@ -116,7 +103,7 @@ func handRun(t *testing.T, dir string, lines ...string) {
 func TestBadInput(t *testing.T) {
 	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
 	tmp := t.TempDir()
-	bin := buildBinary(t, tmp)
+	bin := testbin.Build(t, ".")
 	good := filepath.Join(tmp, "good")
 	sampleRun(t, good)
 	trajLine := func() string {

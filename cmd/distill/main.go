@@ -138,6 +138,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if err := checkDatabases(context.Background(), conn, tasks, dialects); err != nil {
+		return fail(err)
+	}
+
 	var chatOpts chat.Options
 	if *temperature >= 0 {
 		chatOpts.Temperature = chat.Float(*temperature)

@@ -1,0 +1,28 @@
+// Package testbin builds a command of this module for tests that drive the real binary.
+package testbin
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Build compiles the package at pkg (a path relative to the test's package directory, e.g.
+// "." or "../cmd/distill") into a temporary directory of tb and returns the binary's path. It
+// skips the test when no go command is on PATH.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skip("no go command to build the binary with")
+	}
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bin := filepath.Join(tb.TempDir(), filepath.Base(abs))
+	if out, err := exec.Command(gobin, "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
