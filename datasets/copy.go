@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -111,6 +112,14 @@ func CopySQLite(ctx context.Context, sqlitePath string, d Dialect, dsn, target s
 	if err := c.createTemp(ctx); err != nil {
 		return st, wrap(err)
 	}
+	published := false
+	defer func() {
+		if !published { // best effort; the next copy drops it anyway
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			c.dropTemp(dctx)
+		}
+	}()
 	for i := range plans {
 		n, notes, err := c.copyTable(ctx, raw, &plans[i])
 		if err != nil {
@@ -129,6 +138,7 @@ func CopySQLite(ctx context.Context, sqlitePath string, d Dialect, dsn, target s
 	if err := c.publish(ctx, plans, st.Marker); err != nil {
 		return st, wrap(err)
 	}
+	published = true
 	st.Duration = time.Since(start)
 	return st, nil
 }
@@ -447,13 +457,21 @@ func (c *copier) completed(ctx context.Context, marker string) (bool, error) {
 	return got.Valid && got.String == marker, nil
 }
 
+// dropTemp drops the temporary schema/database, if there is one.
+func (c *copier) dropTemp(ctx context.Context) error {
+	if c.d == Postgres {
+		return c.exec(ctx, "DROP SCHEMA IF EXISTS "+c.temp+" CASCADE")
+	}
+	return c.exec(ctx, "DROP DATABASE IF EXISTS "+c.temp)
+}
+
 // createTemp drops what an interrupted copy left and creates the empty temporary place.
 func (c *copier) createTemp(ctx context.Context) error {
-	if c.d == Postgres {
-		return c.exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s", c.temp, c.temp))
-	}
-	if err := c.exec(ctx, "DROP DATABASE IF EXISTS "+c.temp); err != nil {
+	if err := c.dropTemp(ctx); err != nil {
 		return err
+	}
+	if c.d == Postgres {
+		return c.exec(ctx, "CREATE SCHEMA "+c.temp)
 	}
 	return c.exec(ctx, "CREATE DATABASE "+c.temp+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 }
@@ -550,9 +568,12 @@ func (cv *converter) row(vals []any) error {
 			continue
 		}
 		switch cv.cols[i].kind {
-		case kindFloat:
-			if x, ok := v.(int64); ok {
+		case kindFloat, kindDecimal:
+			if x, ok := v.(int64); ok && cv.cols[i].kind == kindFloat {
 				vals[i] = float64(x)
+			}
+			if x, ok := v.(float64); ok && math.IsInf(x, 0) && cv.d == MySQL {
+				return fmt.Errorf("column %s: value %v: MySQL DOUBLE has no infinity", cv.cols[i].name, x)
 			}
 		case kindText:
 			s, ok := v.(string)

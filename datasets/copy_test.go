@@ -460,3 +460,28 @@ func TestCopyDates(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyFailureCleansUp: a copy that fails part-way (MySQL has no infinity for DOUBLE) says
+// which table, leaves no temporary database behind, and publishes nothing.
+func TestCopyFailureCleansUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inf.sqlite")
+	w, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec("CREATE TABLE ok (x INTEGER); INSERT INTO ok VALUES (1); CREATE TABLE bad (r REAL); INSERT INTO bad VALUES (1e999)"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	admin, dsn := copyServer(t, MySQL)
+	target := srvName("cs_fail")
+	t.Cleanup(func() { dropCopy(admin, MySQL, target) })
+	_, err = CopySQLite(context.Background(), path, MySQL, dsn, target)
+	if err == nil || !strings.Contains(err.Error(), "table bad") || !strings.Contains(err.Error(), "no infinity") {
+		t.Fatalf("want an error naming table bad, got %v", err)
+	}
+	var n int
+	if err := admin.QueryRow("SELECT count(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN (?, ?)", target, tempName(target)).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d of target/temporary databases left: %v", n, err)
+	}
+}
