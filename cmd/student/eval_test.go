@@ -15,6 +15,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -145,6 +146,47 @@ func TestEvalTinyStudent(t *testing.T) {
 		var tr distill.Trajectory
 		if err := json.Unmarshal([]byte(l), &tr); err != nil || len(tr.Turns) == 0 {
 			t.Errorf("trajectory line: %v", err)
+		}
+	}
+}
+
+// TestEvalTeacherOverHTTP evaluates a teacher from a config file, served by a real HTTP server
+// speaking the OpenAI wire format, and compares it with the oracle on the same tasks.
+func TestEvalTeacherOverHTTP(t *testing.T) {
+	dev := birdDir(t)
+	gold := map[string]string{
+		"How many items?":               "SELECT COUNT(*) FROM items",
+		"Which items cost more than 1?": "SELECT name FROM items", // wrong: includes the unpriced fig
+		"Which item has no price?":      "SELECT name FROM items WHERE price IS NULL",
+	}
+	srv := oaitest.NewServer(t, func(r oaitest.Request) oaitest.Response {
+		for q, s := range gold {
+			if strings.Contains(r.FirstUser(), "Question: "+q) {
+				return oaitest.Response{Content: "<sql>" + s + "</sql>", ReasoningContent: "thinking"}
+			}
+		}
+		return oaitest.Response{Content: "no idea"}
+	})
+	cfg := filepath.Join(t.TempDir(), "teachers.yaml")
+	yaml := "teachers:\n  mock:\n    base_url: " + srv.BaseURL() + "\n    model: mock-model\n    max_retries: 1\n    api_key_env: \"\"\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tdir, odir := filepath.Join(t.TempDir(), "mock"), filepath.Join(t.TempDir(), "oracle")
+	code, out, errs := run(t, "eval", "--policy", "teacher:mock", "--config", cfg, "--tasks", "bird:"+dev, "--out", tdir, "--progress", "off")
+	if code != 0 || !strings.Contains(out, "EX 66.67% (simple 100.00, moderate 0.00, challenging 100.00), convergence 100.0%") {
+		t.Fatalf("teacher eval: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs = run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--out", odir, "--progress", "off"); code != 0 {
+		t.Fatalf("oracle eval: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = run(t, "compare", tdir, odir)
+	if code != 0 {
+		t.Fatalf("compare: exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{"mock-model", "66.67%", "100.00%", "0.00% (0/1)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compare output lacks %q:\n%s", want, out)
 		}
 	}
 }
