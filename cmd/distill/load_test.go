@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -96,5 +98,68 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 		if err1 != nil || err2 != nil || !datasets.Match(want, got, datasets.HasOrderBy(gold)) {
 			t.Errorf("%s: %s\nsqlite %+v\npostgres %+v %v %v", task.ID, gold, want, got, err1, err2)
 		}
+	}
+}
+
+// TestLoadIntoMySQL loads a Spider database under a db_id of its own (MySQL databases are
+// server-wide) and runs the main job on it in MySQL.
+func TestLoadIntoMySQL(t *testing.T) {
+	shared.SkipServers(t)
+	dev := shared.Path(t, "data/spider/dev.json")
+	b, err := os.ReadFile(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []map[string]any
+	if err := json.Unmarshal(b, &recs); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("cs_ld_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	var mine []map[string]any
+	for _, r := range recs {
+		if r["db_id"] == "concert_singer" {
+			r["db_id"] = id
+			mine = append(mine, r)
+		}
+	}
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(dev), "database", "concert_singer", "concert_singer.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "database", id), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "database", id, id+".sqlite"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(mine)
+	if err := os.WriteFile(filepath.Join(dir, "dev.json"), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", shared.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	defer func() {
+		admin.Exec("DROP DATABASE IF EXISTS " + id)
+		admin.Exec("DELETE FROM chainedsql_meta.copies WHERE target = ?", id)
+	}()
+	spec := "spider:" + filepath.Join(dir, "dev.json")
+	var out, errb bytes.Buffer
+	if code := run([]string{"load", "--tasks", spec, "--dialect", "mysql", "--dsn", shared.MySQLDSN()}, &out, &errb); code != 0 {
+		t.Fatalf("load: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), id+" → mysql: 4 tables") {
+		t.Errorf("progress:\n%s", errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"--teachers", "oracle", "--tasks", spec, "--dialects", "mysql", "--mysql-dsn", shared.MySQLDSN(),
+		"--out", filepath.Join(dir, "run"), "--progress", "off"}, &out, &errb); code != 0 {
+		t.Fatalf("distill on mysql: exit %d: %s", code, errb.String())
+	}
+	if want := fmt.Sprintf("%d done now", len(mine)); !strings.Contains(out.String(), want) || strings.Count(out.String(), "100.0%") != 3 {
+		t.Errorf("summary lacks %q or 100%% converged/exec-ok/correct:\n%s", want, out.String())
 	}
 }
