@@ -10,6 +10,7 @@
 //	summary.json        Summary: EX by difficulty, convergence, exec-ok, violations, throughput
 //	results.jsonl       one Result per task (per task and sample without --vote), in task order
 //	predict_dev.json    {"<index>": "SQL\t----- bird -----\tdb_id", ...}, BIRD's official format
+//	                    (sample 0's final SQL, or the vote's; "" when there is none)
 //	trajectories.jsonl  every committed trajectory, in the order they completed
 package evaluate
 

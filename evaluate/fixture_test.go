@@ -33,6 +33,9 @@ var fixtureDBs = map[string][]string{
 		`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL, cat TEXT, added DATE)`,
 		`INSERT INTO items VALUES (1, 'apple', 1.5, 'fruit', '2020-01-01'), (2, 'pear', 2.0, 'fruit', '2020-02-01'),
 			(3, 'bread', 3.25, 'bakery', '2020-03-15'), (4, 'milk', NULL, 'dairy', '2021-01-01'), (5, 'apple', 1.5, 'fruit', '2021-06-01')`,
+		// Years in a DATE column: go-sqlite3 can not parse them as times.
+		`CREATE TABLE events (id INTEGER PRIMARY KEY, year DATE, at DATETIME)`,
+		`INSERT INTO events VALUES (1, 'circa 1998', '2020-01-01 10:00:00'), (2, 'circa 1999', 1577872800)`,
 	},
 	"school": {
 		`CREATE TABLE students (id INTEGER PRIMARY KEY, name TEXT, grade INTEGER, class TEXT)`,

@@ -185,13 +185,68 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 		}
 		return it, nil
 	}
+	ordered := cfg.Style == StyleSpider && datasets.HasOrderBy(gold)
+	if !ordered {
+		if pred, err = rawValues(ctx, db, p.SQL, pred, deadline); err == nil {
+			gres, err = rawValues(ctx, db, gold, gres, deadline)
+		}
+		if err != nil {
+			return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)
+		}
+	}
 	it.Outcome = string(datasets.OutcomeOK)
 	if cfg.Style == StyleSpider {
-		it.Correct = SpiderMatch(gres.Rows, pred.Rows, datasets.HasOrderBy(gold))
+		it.Correct = SpiderMatch(gres.Rows, pred.Rows, ordered)
 	} else {
 		it.Correct = BIRDMatch(gres.Rows, pred.Rows)
 	}
 	return it, nil
+}
+
+// rawValues undoes go-sqlite3's conversion of DATE, DATETIME and TIMESTAMP columns into
+// time.Time (lossy: text it cannot parse becomes the zero time, integers become Unix times),
+// so values compare as the stored ones, like Python's sqlite3. When res holds a time.Time, the
+// query runs again as "WITH q(c1..cn) AS (query) SELECT +c1, ..., +cn FROM q": unary plus is a
+// no-op on every SQLite value but leaves the column without a declared type, so the driver
+// returns the stored text or integer. The rewrite can lose the query's row order, so it is used
+// only where order does not count; when it does not run, res is kept (and pyValueKey formats
+// the times as SQLite text).
+func rawValues(ctx context.Context, db datasets.DB, query string, res *datasets.Result, deadline time.Time) (*datasets.Result, error) {
+	if db.Dialect() != datasets.SQLite || !hasTime(res.Rows) || len(res.Columns) == 0 {
+		return res, nil
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return res, nil
+	}
+	cols := make([]string, len(res.Columns))
+	plus := make([]string, len(res.Columns))
+	for i := range cols {
+		cols[i] = fmt.Sprintf("c%d", i+1)
+		plus[i] = "+" + cols[i]
+	}
+	body := strings.TrimSuffix(strings.TrimSpace(query), ";")
+	wrapped := fmt.Sprintf("WITH chainedsql_raw(%s) AS (%s\n) SELECT %s FROM chainedsql_raw", strings.Join(cols, ", "), body, strings.Join(plus, ", "))
+	raw, err := db.Exec(ctx, wrapped, datasets.ExecOptions{Timeout: left})
+	if err != nil {
+		return nil, err
+	}
+	if !raw.OK() || raw.Total != res.Total {
+		return res, nil
+	}
+	raw.Columns = res.Columns
+	return raw, nil
+}
+
+func hasTime(rows [][]any) bool {
+	for _, r := range rows {
+		for _, v := range r {
+			if _, ok := v.(time.Time); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // BIRDMatch is BIRD's official comparison: set(pred) == set(gold) over rows as Python tuples.
@@ -261,9 +316,9 @@ func pyRowKey(row []any) string {
 // pyValueKey keys one value under Python's equality: int == float of the same value (1 == 1.0),
 // bool == int, floats exact, str != bytes, None == None.
 //
-// go-sqlite3 turns TEXT of columns declared DATE, DATETIME or TIMESTAMP into time.Time, where
-// Python returns the text; the text is rebuilt in SQLite's own layouts ("2006-01-02" for a
-// midnight value, "2006-01-02 15:04:05[.fff]" otherwise), which is what BIRD's databases hold.
+// A time.Time (go-sqlite3's reading of a DATE, DATETIME or TIMESTAMP column that rawValues could
+// not undo) is keyed as SQLite text: "2006-01-02" for a midnight value, "2006-01-02
+// 15:04:05[.fff]" otherwise, the layouts BIRD's databases hold.
 func pyValueKey(v any) string {
 	switch x := v.(type) {
 	case nil:

@@ -49,6 +49,12 @@ var scoreCases = []scoreCase{
 	// Two empty results are equal sets.
 	{gold: "SELECT name FROM items WHERE 0", pred: "SELECT name FROM items WHERE price > 100", diff: "challenging", correct: true, outcome: "ok"},
 	{gold: "SELECT name FROM items", pred: "SELECT name FROM items", db: "school", diff: "challenging", outcome: "db_mismatch"},
+	// Unparsable dates stay their text: 'circa 1998' != 'circa 1999' (go-sqlite3 alone reads both as the zero time).
+	{gold: "SELECT year FROM events WHERE id = 1", pred: "SELECT year FROM events WHERE id = 2", diff: "challenging", outcome: "ok"},
+	{gold: "SELECT year FROM events WHERE id = 1", pred: "SELECT 'circa 1998'", diff: "challenging", correct: true, outcome: "ok"},
+	// An integer in a DATETIME column is the integer, not a Unix time.
+	{gold: "SELECT at FROM events WHERE id = 2", pred: "SELECT 1577872800", diff: "challenging", correct: true, outcome: "ok"},
+	{gold: "SELECT at FROM events WHERE id = 2", pred: "SELECT '2020-01-01 10:00:00'", diff: "challenging", outcome: "ok"},
 }
 
 // writeScoreSet writes the cases as a BIRD dataset and a predict_dev.json; it returns both paths.
@@ -101,7 +107,7 @@ func TestScoreHandComputed(t *testing.T) {
 			t.Errorf("case %d (%s vs %s): correct %v outcome %q (%s), want %v %q", i, c.pred, c.gold, it.Correct, it.Outcome, it.Error, c.correct, c.outcome)
 		}
 	}
-	// By hand: simple 3/5, moderate 2/5, challenging 2/4, total 7/14.
+	// By hand: simple 3/5, moderate 2/5, challenging 4/8, total 9/18.
 	ex := map[string]float64{"": rep.EX.EX}
 	for _, b := range rep.EX.ByDifficulty {
 		ex[b.Difficulty] = b.EX
@@ -112,7 +118,7 @@ func TestScoreHandComputed(t *testing.T) {
 	var out bytes.Buffer
 	rep.WriteText(&out)
 	if !strings.HasPrefix(out.String(), "EX 50.00% (simple 60.00, moderate 40.00, challenging 50.00) (bird style)") ||
-		!strings.Contains(out.String(), "count     5             5             4             14") {
+		!strings.Contains(out.String(), "count     5             5             8             18") {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
