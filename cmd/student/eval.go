@@ -52,6 +52,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dtype       = fs.String("dtype", "", "student: weight type f32, bf16 or q8 (default: as stored)")
 		threads     = fs.Int("threads", 0, "student: CPU threads for the kernels (default: all cores)")
 		progress    = fs.String("progress", "auto", "progress output: auto, live, log, off")
+		dialect     = fs.String("dialect", "sqlite", "engine the tasks run on: sqlite, postgres (--pg-dsn) or mysql (--mysql-dsn)")
+		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
+		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -85,6 +88,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *vote && *samples < 2 {
 		return fail(errors.New("--vote needs --samples 2 or more"))
+	}
+	d := datasets.Dialect(strings.ToLower(*dialect))
+	switch {
+	case d == datasets.SQLite:
+	case d == datasets.Postgres && *pgDSN == "":
+		return fail(errors.New("--dialect postgres needs --pg-dsn (or $CHAINEDSQL_PG_DSN)"))
+	case d == datasets.MySQL && *myDSN == "":
+		return fail(errors.New("--dialect mysql needs --mysql-dsn (or $CHAINEDSQL_MYSQL_DSN)"))
+	case d != datasets.Postgres && d != datasets.MySQL:
+		return fail(fmt.Errorf("--dialect %q: want sqlite, postgres or mysql", *dialect))
 	}
 	live, logw := false, io.Writer(stderr)
 	switch *progress {
@@ -130,12 +143,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir = filepath.Join("evals", h.Name)
 	}
-	conn := &datasets.Connector{SQLiteRoot: *dbRoot}
+	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN}
 	defer conn.Close()
 
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
 	s, err := evaluate.Run(ctx, evaluate.Config{
-		Dir: dir, Tasks: tasks, TaskSpec: *taskSpec, Limit: *limit, Policy: h,
+		Dir: dir, Tasks: tasks, TaskSpec: *taskSpec, Limit: *limit, Policy: h, Dialect: d,
 		Samples: *samples, Vote: *vote, Batch: *batch, Opener: conn, Toolkit: toolkitVersion(),
 		Episode:  distill.EpisodeOptions{MaxTurns: *maxTurns, ExecTimeout: *execTimeout, Chat: opts},
 		Progress: logw, Interactive: live,

@@ -89,6 +89,7 @@ func TestEvalFlagErrors(t *testing.T) {
 		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--samples", "3"}, "--temperature"},
 		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--vote"}, "--vote needs"},
 		{[]string{"--policy", "nosuch:x", "--tasks", "bird:" + dev}, "unknown prefix"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--dialect", "oracle"}, "want sqlite, postgres or mysql"},
 	} {
 		code, _, errs := run(t, append([]string{"eval"}, c.args...)...)
 		if code == 0 || !strings.Contains(errs, c.want) {
