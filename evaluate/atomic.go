@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // atomicFile is a file written under a temp name in its directory and renamed over the target
@@ -18,7 +19,17 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	// A process killed between CreateTemp and the rename left its temp file behind; the derived
+	// files have a single writer (the eval dir's), so any such file is stale.
+	prefix := "." + filepath.Base(path) + ".tmp-"
+	if ents, err := os.ReadDir(filepath.Dir(path)); err == nil {
+		for _, e := range ents {
+			if !e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+			}
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), prefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
