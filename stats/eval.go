@@ -26,7 +26,8 @@ type EvalSummary struct {
 	Correct int     `json:"correct"`
 	EX      float64 `json:"ex"`
 	// ByDifficulty has one entry per difficulty found in the results: BIRD's simple, moderate,
-	// challenging first (when present), then any others by name; "" (no difficulty) last.
+	// challenging and Spider's easy, medium, hard, extra first (when present), then any others
+	// by name; "" (no difficulty) last.
 	ByDifficulty []DifficultyEX `json:"by_difficulty"`
 	Convergence  float64        `json:"convergence"`
 	ExecOK       float64        `json:"exec_ok"`
@@ -102,8 +103,8 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// orderDifficulties sorts difficulty names: simple, moderate, challenging, then others by
-// name, then "".
+// orderDifficulties sorts difficulty names: BIRD's simple, moderate, challenging, Spider's easy,
+// medium, hard, extra, then others by name, then "".
 func orderDifficulties(names []string) []string {
 	rank := func(s string) int {
 		switch s {
@@ -113,10 +114,18 @@ func orderDifficulties(names []string) []string {
 			return 1
 		case "challenging":
 			return 2
-		case "":
+		case "easy": // Spider's hardness levels
+			return 3
+		case "medium":
 			return 4
+		case "hard":
+			return 5
+		case "extra":
+			return 6
+		case "":
+			return 8
 		}
-		return 3
+		return 7
 	}
 	sort.Slice(names, func(i, j int) bool {
 		ri, rj := rank(names[i]), rank(names[j])

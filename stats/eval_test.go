@@ -18,7 +18,7 @@ func TestEvalHeadline(t *testing.T) {
 	if got := SummarizeEval([]EvalResult{{Correct: true, Turns: 2}, {Turns: 2}}).FormatEX(); got != "EX 50.00%" {
 		t.Errorf("no difficulty: %q", got)
 	}
-	if got := SummarizeEval([]EvalResult{{Difficulty: "easy", Correct: true}, {}}).FormatEX(); got != "EX 50.00% (easy 100.00, other 0.00)" {
+	if got := SummarizeEval([]EvalResult{{Difficulty: "extra"}, {Difficulty: "zz"}, {Difficulty: "easy", Correct: true}, {}, {Difficulty: "medium"}}).FormatEX(); got != "EX 20.00% (easy 100.00, medium 0.00, extra 0.00, zz 0.00, other 0.00)" {
 		t.Errorf("other bucket: %q", got)
 	}
 }
