@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,17 +26,9 @@ func runBinary(t *testing.T, bin string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), TokenizerEnv+"=") // only --tokenizer counts
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	code := 0
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	var r result
+	r.code, r.stdout, r.stderr = testbin.Run(t, cmd)
+	return r
 }
 
 // nothingAt fails unless out does not exist and no temporary directory of a build into it is

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
-	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -26,17 +24,8 @@ func runBinary(t *testing.T, bin string, args ...string) (int, string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), errb.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, errb.String()
+	code, _, stderr := testbin.Run(t, cmd)
+	return code, stderr
 }
 
 // birdFixture writes a BIRD-layout folder: dev.json with one question on db "tiny" and

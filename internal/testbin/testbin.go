@@ -2,6 +2,8 @@
 package testbin
 
 import (
+	"bytes"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -25,4 +27,21 @@ func Build(tb testing.TB, pkg string) string {
 		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// Run runs cmd to its end and returns its exit status, stdout and stderr. It fails the test
+// only when cmd could not be run at all.
+func Run(tb testing.TB, cmd *exec.Cmd) (code int, stdout, stderr string) {
+	tb.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return 0, out.String(), errb.String()
 }
