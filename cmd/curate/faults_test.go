@@ -1,0 +1,101 @@
+//go:build faults
+
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
+
+// TestFaultsCurateInterrupt sends SIGINT (Ctrl-C) to `curate build` at random moments: an
+// interrupted build exits 130 and leaves nothing at or beside --out; one that finished first
+// left a complete dataset.
+func TestFaultsCurateInterrupt(t *testing.T) {
+	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
+	bin := testbin.Build(t, ".")
+	tmp := t.TempDir()
+	run := filepath.Join(tmp, "run")
+	tasks, err := datasets.LoadTasks("sample", "")
+	if err != nil {
+		t.Skipf("the sample benchmark does not load: %v", err)
+	}
+	conn := &datasets.Connector{}
+	defer conn.Close()
+	if _, err := distill.Run(context.Background(), distill.RunConfig{
+		Dir: run, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
+		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
+		Samples:  40, Opener: conn, Toolkit: "test",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(tmp, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(work, "ds")
+	build := func() *exec.Cmd {
+		return exec.Command(bin, "build", run, "--tokenizer", tokPath, "--out", out, "--rows-per-shard", "200", "--quiet")
+	}
+	began := time.Now()
+	if b, err := build().CombinedOutput(); err != nil {
+		t.Fatalf("uncut build: %v\n%s", err, b)
+	}
+	full := time.Since(began)
+	os.RemoveAll(out)
+
+	rng := rand.New(rand.NewPCG(3, 4))
+	interrupted, finished := 0, 0
+	for attempt := 0; interrupted < 8 && attempt < 24; attempt++ {
+		cmd := build()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Not in the first 50 ms: a signal before main installs its handler kills the process,
+		// which is the Go runtime's behaviour, not curate's.
+		time.Sleep(50*time.Millisecond + time.Duration(rng.Int64N(int64(full))))
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			finished++
+			if _, err := os.Stat(filepath.Join(out, "README.md")); err != nil {
+				t.Fatalf("a build that exited 0 left no complete dataset: %v", err)
+			}
+			os.RemoveAll(out)
+			continue
+		case errors.As(err, &ee) && ee.ExitCode() == 130:
+			interrupted++
+		case errors.As(err, &ee) && !ee.Exited():
+			t.Fatalf("the SIGINT killed the process instead of stopping it (%v): it came before the handler was set", err)
+		default:
+			t.Fatalf("interrupted build: %v, want exit status 130", err)
+		}
+		ents, err := os.ReadDir(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			t.Errorf("after Ctrl-C: %s left in the output's directory", e.Name())
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	if interrupted < 8 {
+		t.Fatalf("only %d builds were interrupted (%d finished first)", interrupted, finished)
+	}
+	t.Logf("%d interrupted builds (exit 130, nothing written), %d finished before the signal; uncut build %v", interrupted, finished, full.Round(time.Millisecond))
+}
