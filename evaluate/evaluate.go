@@ -66,6 +66,9 @@ type Config struct {
 	// Batch is the number of conversations in flight (0: the policy's own, else distill's
 	// default).
 	Batch int
+	// Shard evaluates only part I of N of the tasks (by a hash of the task id, so all samples
+	// of a task stay in one part); Merge joins the parts' eval dirs.
+	Shard distill.Shard
 	// Opener gives the databases.
 	Opener distill.Opener
 	// Toolkit is the toolkit version recorded in the manifest.
@@ -176,6 +179,18 @@ func (cfg *Config) defaults() error {
 	}
 	if len(cfg.Tasks) == 0 {
 		return fmt.Errorf("evaluate: task spec %q has no tasks", cfg.TaskSpec)
+	}
+	if cfg.Shard.Count > 1 {
+		var part []datasets.Task
+		for _, t := range cfg.Tasks {
+			if cfg.Shard.Has(t.ID) {
+				part = append(part, t)
+			}
+		}
+		if len(part) == 0 {
+			return fmt.Errorf("evaluate: shard %s of task spec %q has no tasks (%d tasks in all)", cfg.Shard, cfg.TaskSpec, len(cfg.Tasks))
+		}
+		cfg.Tasks = part
 	}
 	if cfg.Opener == nil {
 		return errors.New("evaluate: no database opener")

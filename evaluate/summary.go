@@ -18,12 +18,14 @@ import (
 
 // Summary is summary.json: what was evaluated and how it scored.
 type Summary struct {
-	Protocol    string           `json:"protocol"`
-	Policy      string           `json:"policy"`
-	Spec        string           `json:"policy_spec"`
-	Model       string           `json:"model,omitempty"`
-	TaskSpec    string           `json:"tasks"`
-	Limit       int              `json:"limit,omitempty"`
+	Protocol string `json:"protocol"`
+	Policy   string `json:"policy"`
+	Spec     string `json:"policy_spec"`
+	Model    string `json:"model,omitempty"`
+	TaskSpec string `json:"tasks"`
+	Limit    int    `json:"limit,omitempty"`
+	// Shard is the part I/N of the tasks this eval dir holds ("" for all; Merge joins parts).
+	Shard       string           `json:"shard,omitempty"`
 	Dialect     datasets.Dialect `json:"dialect"`
 	Samples     int              `json:"samples"`
 	Vote        bool             `json:"vote,omitempty"`
@@ -85,7 +87,7 @@ func turnTimeOf(t turnTimes) TurnTime {
 func newSummary(cfg *Config, results []*Result) *Summary {
 	s := &Summary{
 		Protocol: distill.ProtocolVersion, Policy: cfg.Policy.Name, Spec: cfg.Policy.Spec, Model: cfg.Policy.Model,
-		TaskSpec: cfg.TaskSpec, Limit: cfg.Limit, Dialect: cfg.Dialect, Samples: cfg.Samples, Vote: cfg.Vote && cfg.Samples > 1,
+		TaskSpec: cfg.TaskSpec, Limit: cfg.Limit, Shard: cfg.Shard.String(), Dialect: cfg.Dialect, Samples: cfg.Samples, Vote: cfg.Vote && cfg.Samples > 1,
 		Temperature: *cfg.Episode.Chat.Temperature, MaxTurns: cfg.Episode.MaxTurns, Ordered: cfg.Episode.Ordered,
 		Loaded: len(cfg.Tasks), Counts: map[string]int{}, Updated: time.Now().UTC(),
 	}

@@ -43,6 +43,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		limit       = fs.Int("limit", 0, "evaluate only the first N tasks (0 = all)")
 		backend     = fs.String("backend", "cpu", "student runtime backend: cpu (cuda is not built)")
 		batch       = fs.Int("batch", 0, "conversations in flight (0 = the policy's own, else 16)")
+		shardSpec   = fs.String("shard", "", "evaluate only part I/N of the tasks (e.g. 0/4, one per machine); join the parts with student merge")
 		samples     = fs.Int("samples", 1, "trajectories per task (needs --temperature > 0 to differ)")
 		temperature = fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
 		vote        = fs.Bool("vote", false, "with --samples > 1: answer each task by majority over the samples' executed results")
@@ -88,6 +89,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *vote && *samples < 2 {
 		return fail(errors.New("--vote needs --samples 2 or more"))
+	}
+	shard, err := distill.ParseShard(*shardSpec)
+	if err != nil {
+		return fail(fmt.Errorf("--shard: %w", err))
 	}
 	d := datasets.Dialect(strings.ToLower(*dialect))
 	switch {
@@ -149,7 +154,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
 	s, err := evaluate.Run(ctx, evaluate.Config{
 		Dir: dir, Tasks: tasks, TaskSpec: *taskSpec, Limit: *limit, Policy: h, Dialect: d,
-		Samples: *samples, Vote: *vote, Batch: *batch, Opener: conn, Toolkit: toolkitVersion(),
+		Samples: *samples, Vote: *vote, Batch: *batch, Shard: shard, Opener: conn, Toolkit: toolkitVersion(),
 		Episode:  distill.EpisodeOptions{MaxTurns: *maxTurns, ExecTimeout: *execTimeout, Chat: opts},
 		Progress: logw, Interactive: live,
 	})
