@@ -138,7 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	if err := checkDatabases(context.Background(), conn, tasks, dialects); err != nil {
+	if err := distill.CheckDatabases(context.Background(), conn, tasks, dialects); err != nil {
 		return fail(err)
 	}
 

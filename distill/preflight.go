@@ -1,0 +1,35 @@
+package distill
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// PreflightTimeout bounds CheckDatabases.
+const PreflightTimeout = time.Minute
+
+// CheckDatabases opens every distinct database of tasks once in each dialect, so that a command
+// can refuse a missing SQLite file, an unreachable server or a bad DSN with one error naming
+// it before it creates a run dir (inside Run such a failure only becomes a failures.jsonl line
+// per key). A Connector keeps the pools it opened, so the run reuses them.
+func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialects []datasets.Dialect) error {
+	ctx, cancel := context.WithTimeout(ctx, PreflightTimeout)
+	defer cancel()
+	for _, d := range dialects {
+		seen := map[string]bool{}
+		for _, t := range tasks {
+			k := t.DBID + "\x00" + t.DBPath
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if _, err := o.Open(ctx, d, t); err != nil {
+				return fmt.Errorf("checking the %s databases: %w; nothing was run", d, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package distill
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+type countingOpener struct {
+	opened map[string]int
+	bad    string
+}
+
+func (o *countingOpener) Open(_ context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+	o.opened[string(d)+"/"+t.DBID]++
+	if t.DBID == o.bad {
+		return nil, errors.New("open " + t.DBID + ": no such database")
+	}
+	return nil, nil
+}
+
+func TestCheckDatabases(t *testing.T) {
+	tasks := []datasets.Task{{ID: "a/0", DBID: "shop"}, {ID: "a/1", DBID: "shop"}, {ID: "a/2", DBID: "school"}}
+	o := &countingOpener{opened: map[string]int{}}
+	if err := CheckDatabases(context.Background(), o, tasks, []datasets.Dialect{datasets.SQLite, datasets.Postgres}); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.opened) != 4 || o.opened["sqlite/shop"] != 1 || o.opened["postgres/school"] != 1 {
+		t.Fatalf("opened %v, want each (dialect, db) once", o.opened)
+	}
+	o = &countingOpener{opened: map[string]int{}, bad: "school"}
+	err := CheckDatabases(context.Background(), o, tasks, []datasets.Dialect{datasets.MySQL})
+	if err == nil || !strings.Contains(err.Error(), "mysql") || !strings.Contains(err.Error(), "open school: no such database") {
+		t.Fatalf("err = %v, want the dialect and the opener's error", err)
+	}
+}
