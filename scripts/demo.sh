@@ -35,9 +35,16 @@ bin/curate verify --tokenizer "$tok" "$out/dataset"
 echo "== curate stats"
 bin/curate stats --plots "$out/plots" "$out/dataset"
 
-if bin/student help 2>/dev/null | grep -q '^ *eval'; then
-	echo "== student eval: the oracle policy through the agentic loop"
-	rm -rf "$out/eval-oracle"
-	bin/student eval --policy oracle --tasks sample --out "$out/eval-oracle"
+echo "== student eval: the oracle policy through the agentic loop (the table student eval prints)"
+rm -rf "$out/eval-oracle"
+bin/student eval --policy oracle --tasks sample --out "$out/eval-oracle" --progress log
+
+tiny=$shared/models/tiny-qwen2-f32
+if [ -f "$tiny/config.json" ]; then
+	echo "== student eval: the bundled Go runtime on a tiny random-weight Qwen2 (expect format violations)"
+	rm -rf "$out/eval-tiny"
+	bin/student eval --model "$tiny" --tokenizer "$tok" --tasks sample --limit 8 --max-tokens 32 \
+		--out "$out/eval-tiny" --progress log
+	bin/student compare "$out/eval-oracle" "$out/eval-tiny"
 fi
-echo "== done: $out/run, $out/dataset, $out/plots"
+echo "== done: $out/run, $out/dataset, $out/plots, $out/eval-*"

@@ -173,6 +173,8 @@ func TestBadInput(t *testing.T) {
 		{"task file truncated", []string{"--policy", "oracle", "--tasks", "bird:" + truncatedDev}, []string{truncatedDev}},
 		{"task file wrong types", []string{"--policy", "oracle", "--tasks", "bird:" + wrongTypes}, []string{wrongTypes, "question_id"}},
 		{"task file missing", []string{"--policy", "oracle", "--tasks", "bird:" + filepath.Join(tmp, "nosuch.json")}, []string{filepath.Join(tmp, "nosuch.json")}},
+		{"database file missing", []string{"--policy", "oracle", "--tasks", "bird:" + dev, "--db-root", filepath.Join(tmp, "no-dbs")}, []string{filepath.Join(tmp, "no-dbs")}},
+		{"postgres DSN malformed", []string{"--policy", "oracle", "--tasks", "bird:" + dev, "--dialect", "postgres", "--pg-dsn", "postgres://%zz"}, []string{"postgres"}},
 	} {
 		t.Run("eval: "+c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "eval")

@@ -150,6 +150,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN}
 	defer conn.Close()
+	// A missing database or a bad DSN is one clear error, not a run of failed episodes.
+	if err := distill.CheckDatabases(ctx, conn, tasks, []datasets.Dialect{d}); err != nil {
+		return fail(err)
+	}
 
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
 	s, err := evaluate.Run(ctx, evaluate.Config{
