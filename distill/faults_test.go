@@ -50,28 +50,9 @@ func TestFaultsRates(t *testing.T) {
 		}
 		wall := time.Since(start)
 		want := len(tasks) * samples
-		done := committed(t, dir)
-		fails, err := distill.ReadFailures(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		for k := range done {
-			seen[k] = true
-		}
-		reasons := map[string]int{}
-		for _, f := range fails {
-			if seen[f.Key] {
-				t.Fatalf("rate %.2f: key %s both done and failed (or failed twice)", rate, f.Key)
-			}
-			if f.Reason == "" || f.Error == "" {
-				t.Fatalf("rate %.2f: failure without a reason: %+v", rate, f)
-			}
-			seen[f.Key] = true
-			reasons[f.Reason]++
-		}
-		if len(seen) != want || res.Done+res.Failed != want {
-			t.Fatalf("rate %.2f: %d keys accounted (%d done, %d failed), want %d: lost keys", rate, len(seen), len(done), len(fails), want)
+		done, fails, reasons := accounted(t, dir)
+		if len(done)+len(fails) != want || res.Done+res.Failed != want {
+			t.Fatalf("rate %.2f: %d keys accounted (%d done, %d failed), want %d: lost keys", rate, len(done)+len(fails), len(done), len(fails), want)
 		}
 		if lines := readShardLines(t, dir); len(lines) != len(done) {
 			t.Fatalf("rate %.2f: %d shard lines for %d keys: duplicates", rate, len(lines), len(done))

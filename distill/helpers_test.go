@@ -234,3 +234,31 @@ func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
 	}
 	return out
 }
+
+// accounted reads a run dir's trajectories and failures and checks that no key is both done and
+// failed (or failed twice) and that every failure has a reason; it returns them with the
+// failures counted by reason.
+func accounted(t *testing.T, dir string) (map[string]*distill.Trajectory, []distill.Failure, map[string]int) {
+	t.Helper()
+	done := committed(t, dir)
+	fails, err := distill.ReadFailures(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for k := range done {
+		seen[k] = true
+	}
+	reasons := map[string]int{}
+	for _, f := range fails {
+		if seen[f.Key] {
+			t.Fatalf("key %s both done and failed, or failed twice", f.Key)
+		}
+		if f.Reason == "" || f.Error == "" {
+			t.Fatalf("failure without a reason: %+v", f)
+		}
+		seen[f.Key] = true
+		reasons[f.Reason]++
+	}
+	return done, fails, reasons
+}
