@@ -1,14 +1,14 @@
 package curate
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 // BenchmarkBuild curates a synthetic run (realistic shapes, see synth) on GOMAXPROCS workers and
@@ -56,26 +56,7 @@ func BenchmarkBuild(b *testing.B) {
 	b.ReportMetric(float64(rep.Trajectories)/sec, "rows/s")
 	b.ReportMetric(float64(rep.Tokens.Sum)/sec, "tokens/s")
 	b.ReportMetric(rep.Tokens.Mean, "tokens/row")
-	if hwm := peakRSS(); hwm > 0 {
+	if hwm := shared.PeakRSS(); hwm > 0 {
 		b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
 	}
-}
-
-// peakRSS is the process's peak resident set (VmHWM) in bytes, 0 where /proc is unavailable.
-func peakRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
 }

@@ -3,7 +3,6 @@ package datasets
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,47 +68,6 @@ func TestSQLiteHostileAndCaps(t *testing.T) {
 	}
 	if sum(t, p) != before {
 		t.Fatal("database file changed")
-	}
-}
-
-func TestSpiderGoldExecutes(t *testing.T) {
-	dev := shared.Path(t, "data/spider/dev.json")
-	b, err := os.ReadFile(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []struct {
-		DBID  string `json:"db_id"`
-		Query string `json:"query"`
-	}
-	if err := json.Unmarshal(b, &recs); err != nil {
-		t.Fatal(err)
-	}
-	dbs := map[string]DB{}
-	ok := 0
-	for i, r := range recs {
-		db := dbs[r.DBID]
-		if db == nil {
-			db, err = OpenSQLite(filepath.Join(filepath.Dir(dev), "database", r.DBID, r.DBID+".sqlite"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			dbs[r.DBID] = db
-		}
-		res, err := db.Exec(context.Background(), r.Query, ExecOptions{Timeout: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.OK() {
-			ok++
-		} else {
-			t.Logf("record %d (%s): %s %s", i, r.DBID, res.Outcome, res.Error)
-		}
-	}
-	t.Logf("%d/%d Spider dev gold queries execute on SQLite", ok, len(recs))
-	if ok != len(recs) {
-		t.Errorf("%d/%d gold queries executed", ok, len(recs))
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +27,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -171,7 +171,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Shard:         shard,
 		Opener:        conn,
 		RetryFailed:   *retryFailed,
-		Toolkit:       toolkitVersion(),
+		Toolkit:       buildinfo.Version(),
 		MaxShardBytes: int64(*shardMB) << 20,
 		DrainTimeout:  *drain,
 		Abort:         abort,
@@ -271,25 +271,4 @@ func signals(stderr io.Writer) (stop, abort context.Context, release func()) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// toolkitVersion is the module version, or the VCS revision of a development build.
-func toolkitVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
-			v = "devel-" + s.Value
-			if len(s.Value) > 12 {
-				v = "devel-" + s.Value[:12]
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	return v
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -158,7 +158,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
 	s, err := evaluate.Run(ctx, evaluate.Config{
 		Dir: dir, Tasks: tasks, TaskSpec: *taskSpec, Limit: *limit, Policy: h, Dialect: d,
-		Samples: *samples, Vote: *vote, Batch: *batch, Shard: shard, Opener: conn, Toolkit: toolkitVersion(),
+		Samples: *samples, Vote: *vote, Batch: *batch, Shard: shard, Opener: conn, Toolkit: buildinfo.Version(),
 		Episode:  distill.EpisodeOptions{MaxTurns: *maxTurns, ExecTimeout: *execTimeout, Chat: opts},
 		Progress: logw, Interactive: live,
 	})
@@ -190,19 +190,4 @@ func evalPolicySpec(model, policy string) (string, error) {
 		return policy, nil
 	}
 	return "", errors.New("give --model DIR (the student) or --policy SPEC (oracle, teacher:NAME, student:DIR)")
-}
-
-// toolkitVersion is the module version, or the VCS revision of a development build.
-func toolkitVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
-			v = "devel-" + s.Value[:min(12, len(s.Value))]
-		}
-	}
-	return v
 }

@@ -1,20 +1,18 @@
 package qwen2
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 // The benchmarks run the Qwen2.5-0.5B shape with random bf16 weights, written once per test
@@ -64,25 +62,8 @@ func model05B(b *testing.B, wt WeightType) *Model {
 	return m
 }
 
-// procStatus returns a /proc/self/status field in MiB (0 where /proc is absent).
-func procStatus(field string) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 func reportMemory(b *testing.B) {
-	b.ReportMetric(procStatus("VmHWM"), "MiB-peak-RSS")
+	b.ReportMetric(float64(shared.PeakRSS())/(1<<20), "MiB-peak-RSS")
 }
 
 var weightTypes = []WeightType{F32, BF16, Q8}
