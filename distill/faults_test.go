@@ -9,7 +9,6 @@ package distill_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -85,34 +84,13 @@ func TestFaultsKillLoop(t *testing.T) {
 		resp.Delay = 10 * time.Millisecond
 		return resp
 	})
-	run := func(dir string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "DISTILL_KILL_DIR="+dir, "DISTILL_KILL_URL="+srv.BaseURL(), "DISTILL_KILL_DB="+path,
-			"DISTILL_KILL_SAMPLES=300")
-		return cmd
-	}
+	run := func(dir string) *exec.Cmd { return killChild(dir, srv.BaseURL(), path, "DISTILL_KILL_SAMPLES=300") }
 	ref := t.TempDir()
 	if out, err := run(ref).CombinedOutput(); err != nil {
 		t.Fatalf("uninterrupted run: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(3, 4))
-	kills := 0
-	for i := 0; i < 24; i++ {
-		cmd := run(dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond)
-		cmd.Process.Kill()
-		var ee *exec.ExitError
-		if err := cmd.Wait(); errors.As(err, &ee) && !ee.Exited() {
-			kills++
-		}
-	}
-	if out, err := run(dir).CombinedOutput(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, out)
-	}
+	kills := killLoop(t, 24, rand.New(rand.NewPCG(3, 4)), 100, 500, func() *exec.Cmd { return run(dir) })
 	got, want := committed(t, dir), committed(t, ref)
 	if len(got) != len(want) {
 		t.Fatalf("%d keys after the kill loop, %d in the uninterrupted run", len(got), len(want))

@@ -55,30 +55,7 @@ func TestKillAndResume(t *testing.T) {
 		return resp
 	})
 	dir := t.TempDir()
-	child := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "DISTILL_KILL_DIR="+dir, "DISTILL_KILL_URL="+srv.BaseURL(), "DISTILL_KILL_DB="+path)
-		return cmd
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	kills := 0
-	for i := 0; i < 6; i++ {
-		cmd := child()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(150+rng.IntN(400)) * time.Millisecond)
-		cmd.Process.Kill()
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && !ee.Exited() {
-			kills++
-		}
-	}
-	out, err := child().CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, out)
-	}
+	kills := killLoop(t, 6, rand.New(rand.NewPCG(1, 2)), 150, 400, func() *exec.Cmd { return killChild(dir, srv.BaseURL(), path) })
 	got := committed(t, dir)
 	want := map[string]bool{}
 	for _, task := range tasks {
@@ -103,4 +80,35 @@ func TestKillAndResume(t *testing.T) {
 	if kills == 0 {
 		t.Fatal("no run was killed mid-run: the test proved nothing")
 	}
+}
+
+// killChild is a command that runs this test binary as TestKillChild, distilling the shop
+// database at db into dir against the teacher at url; env adds variables (DISTILL_KILL_SAMPLES).
+func killChild(dir, url, db string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), "DISTILL_KILL_DIR="+dir, "DISTILL_KILL_URL="+url, "DISTILL_KILL_DB="+db), env...)
+	return cmd
+}
+
+// killLoop starts child n times, SIGKILLs each after lo plus up to spread milliseconds, then runs
+// it once more to completion. It returns how many runs the kill hit before they ended.
+func killLoop(t *testing.T, n int, rng *rand.Rand, lo, spread int, child func() *exec.Cmd) int {
+	t.Helper()
+	kills := 0
+	for range n {
+		cmd := child()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(lo+rng.IntN(spread)) * time.Millisecond)
+		cmd.Process.Kill()
+		var ee *exec.ExitError
+		if err := cmd.Wait(); errors.As(err, &ee) && !ee.Exited() {
+			kills++
+		}
+	}
+	if out, err := child().CombinedOutput(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	return kills
 }
