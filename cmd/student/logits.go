@@ -53,7 +53,7 @@ func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if mf.threads > 0 {
 		cpu.SetThreads(mf.threads)
 	}
-	m, err := qwen2.Load(mf.dir, qwen2.Options{DType: wt})
+	m, err := qwen2.Load(mf.dir, qwen2.Options{DType: wt, Mmap: mf.mmap})
 	if err != nil {
 		fmt.Fprintf(stderr, "student logits: %v\n", err)
 		return 1

@@ -13,6 +13,7 @@ import (
 type modelFlags struct {
 	dir, tokenizer, dtype string
 	threads               int
+	mmap                  bool
 }
 
 // newModelFlagSet returns the flag set of subcommand name, writing to stderr, with the model
@@ -25,6 +26,7 @@ func newModelFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *modelFlags)
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $CHAINEDSQL_TOKENIZER)")
 	fs.StringVar(&m.dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
 	fs.IntVar(&m.threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
+	fs.BoolVar(&m.mmap, "mmap", false, "use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
 	return fs, m
 }
 
@@ -42,5 +44,5 @@ func (m *modelFlags) options() student.Options {
 	if tok == "" {
 		tok = os.Getenv("CHAINEDSQL_TOKENIZER")
 	}
-	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads}
+	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads, Mmap: m.mmap}
 }

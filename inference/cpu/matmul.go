@@ -16,7 +16,7 @@ func MatVec(dst []float32, w *Matrix, x []float32) {
 // dst (n×Rows, row-major). It panics, naming the mismatch, when the slices are too short for the
 // shapes or the matrix data disagrees with its DType and shape.
 //
-// With Q8 weights and fewer than 6 input rows, the AVX-512 VNNI and AVX2 kernels round x to
+// With Q8 weights and fewer than 16 (mvMaxN) input rows, the AVX-512 VNNI and AVX2 kernels round x to
 // 8 bits per block of 32 (as llama.cpp's q8_0 does), which adds at most
 // Σ_blocks max|x_b|/254 · Σ_b |w| to each result; every other path computes in f32 from the
 // exact x.
@@ -33,9 +33,9 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 		matMulAVX2(dst, w, x, n)
 		return
 	}
-	if n < gemmN {
-		// Few input rows (decode, small batches): weights are streamed once; each group of 4
-		// rows stays in L1 while it meets every input row.
+	if n < mvMaxN {
+		// Few input rows (decode, decode batches, attention over a short cache): weights are
+		// streamed once; each group of 4 rows stays in L1 while it meets every input row.
 		in, release := prepareVec(w, x, n)
 		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, in, lo, hi) })
 		release()
@@ -222,7 +222,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 // q8QuantCols returns how many leading columns of x a Q8 product of n input rows quantises to
 // int8 (the VNNI and AVX2 integer kernels; 0 where x stays f32).
 func q8QuantCols(w *Matrix, n int) int {
-	if w.DType != Q8 || n >= gemmN || plainOff.Load() {
+	if w.DType != Q8 || n >= mvMaxN || plainOff.Load() {
 		return 0
 	}
 	switch {
@@ -321,7 +321,7 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 	}
 }
 
-// matVecRange computes dst[i, lo:hi] for the in.n (< gemmN) input rows, 4 weight rows at a time.
+// matVecRange computes dst[i, lo:hi] for the in.n (< mvMaxN) input rows, 4 weight rows at a time.
 func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	rows, n := w.Rows, in.n
 	var out [4]float32
@@ -342,7 +342,8 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 
 // Blocking of the matrix-matrix product (see matMulRange).
 const (
-	gemmN   = 6    // input rows per micro-kernel call; fewer input rows use matVecRange
+	gemmN   = 6    // input rows per micro-kernel call
+	mvMaxN  = 16   // fewer input rows use the matrix-vector kernels (see matMulRange)
 	gemmRB  = 64   // weight rows per packed block (64 × gemmKC × 4 bytes = 256 KiB, in L2)
 	gemmKC  = 1024 // largest column chunk: 6 input rows of it (24 KiB) stay in L1
 	gemmMax = gemmRB * gemmKC
@@ -350,7 +351,10 @@ const (
 
 var packPool = sync.Pool{New: func() any { b := make([]float32, gemmMax); return &b }}
 
-// matMulRange computes dst[:, lo:hi] for n >= gemmN input rows. Columns are cut into chunks of
+// matMulRange computes dst[:, lo:hi] for n >= mvMaxN input rows. (Below mvMaxN, widening and
+// packing each weight block costs more than the matrix-vector kernels' re-reads of it from L1
+// or L2 for every input row: measured on the AVX2 tier, a decode batch of 8 ran at 70 tok/s
+// through this path and 100 through the matrix-vector one; docs/BENCHMARKS.md.) Columns are cut into chunks of
 // at most gemmKC (multiples of 16), weight rows into blocks of gemmRB; each block is widened to f32
 // once (bf16/f16/q8; f32 weights are used in place) and then met by every group of 6 input rows,
 // 4 weight rows at a time, in the gemm4x6F32 micro-kernel: the 6 input rows stay in L1 across the

@@ -74,6 +74,12 @@ func F16ToF32(h uint16) float32 {
 // q = round(v/scale) (halves away from zero). Cols must be a multiple of Q8Block. Rows are
 // quantised in parallel (SetThreads).
 func Quantize8(w *Matrix) *Matrix {
+	return Quantize8Into(make([]int8, w.Rows*w.Cols), make([]float32, w.Rows*w.Cols/Q8Block), w)
+}
+
+// Quantize8Into is Quantize8 writing into q (Rows×Cols values, all zero on entry) and scales
+// (Rows×Cols/Q8Block values): memory the caller owns, such as huge-page weight buffers.
+func Quantize8Into(q8 []int8, scales []float32, w *Matrix) *Matrix {
 	c := w.Cols
 	if c%Q8Block != 0 {
 		panic(fmt.Sprintf("cpu: Quantize8: %d columns is not a multiple of %d", c, Q8Block))
@@ -81,7 +87,10 @@ func Quantize8(w *Matrix) *Matrix {
 	if err := w.check(); err != nil {
 		panic("cpu: Quantize8: " + err.Error())
 	}
-	q := &Matrix{DType: Q8, Rows: w.Rows, Cols: c, Q8: make([]int8, w.Rows*c), Scales: make([]float32, w.Rows*c/Q8Block)}
+	if len(q8) != w.Rows*c || len(scales) != w.Rows*c/Q8Block {
+		panic(fmt.Sprintf("cpu: Quantize8Into: %d values and %d scales for a %d×%d matrix", len(q8), len(scales), w.Rows, c))
+	}
+	q := &Matrix{DType: Q8, Rows: w.Rows, Cols: c, Q8: q8, Scales: scales}
 	parallelRows(w.Rows, 1, func(lo, hi int) {
 		buf := make([]float32, c)
 		for r := lo; r < hi; r++ {

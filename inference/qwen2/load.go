@@ -8,17 +8,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/hugemem"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 )
 
 // WeightType selects how weight matrices are held in memory.
 type WeightType string
 
-// Weight types. AsStored keeps each matrix in the file's dtype (bf16, f16 or f32) as a view of the
-// memory-mapped file, copying nothing.
+// Weight types. AsStored keeps each matrix in the file's dtype (bf16, f16 or f32).
 const (
 	AsStored WeightType = ""
 	F32      WeightType = "f32"
@@ -42,6 +41,11 @@ type Options struct {
 	// DType converts the weight matrices on load; AsStored (the zero value) keeps the file's.
 	// Norm weights and biases are always f32.
 	DType WeightType
+	// Mmap uses the matrices already in the wanted dtype in place, as views of the memory-mapped
+	// file: nothing is copied and processes loading one model share its pages through the page
+	// cache. By default (false) every matrix is copied or converted into memory mapped for huge
+	// pages (package hugemem), which decode streams faster: see docs/BENCHMARKS.md.
+	Mmap bool
 }
 
 // layer holds one decoder layer's weights.
@@ -63,6 +67,7 @@ type Model struct {
 	norm     []float32
 	lmHead   *cpu.Matrix
 	weights  *safetensors.Set // open while matrices view the mapped files
+	mem      *hugemem.Arena   // the weight memory of copied and converted matrices
 	invFreq  []float32
 	dir      string
 	wtype    cpu.DType
@@ -106,13 +111,15 @@ func Load(dir string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
 	}
-	l := &loader{set: set, dir: dir, want: opts.DType}
+	l := &loader{set: set, dir: dir, want: opts.DType, mmap: opts.Mmap, mem: new(hugemem.Arena)}
 	err = m.loadWeights(l)
 	if err == nil {
 		err = l.convertAll()
 	}
+	m.mem = l.mem
 	if err != nil {
 		set.Close()
+		m.mem.Free()
 		return nil, err
 	}
 	if l.views {
@@ -169,8 +176,10 @@ type loader struct {
 	set   *safetensors.Set
 	dir   string
 	want  WeightType
+	mmap  bool           // Options.Mmap
 	views bool           // some matrix views the mapped file
 	jobs  []func() error // pending conversions
+	mem   *hugemem.Arena // memory of the copied and converted matrices
 	err   error
 }
 
@@ -226,7 +235,8 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 	if w == nil {
 		return nil
 	}
-	if l.want == AsStored || (l.want == F32 && w.DType == cpu.F32) || (l.want == BF16 && w.DType == cpu.BF16) {
+	same := l.want == AsStored || (l.want == F32 && w.DType == cpu.F32) || (l.want == BF16 && w.DType == cpu.BF16)
+	if same && l.mmap {
 		l.views = true
 		return w
 	}
@@ -238,30 +248,34 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 	// pointers to it (a tied LM head) stay valid. f32 and bf16 are converted in blocks of rows
 	// straight into out; q8 one whole tensor per job, as cpu.Quantize8 allocates its result
 	// (quantizing blocks and copying them would leave as much garbage as the weights).
+	// Copies (same) are conversions to the stored dtype.
+	n := rows * cols
 	out := &cpu.Matrix{Rows: rows, Cols: cols}
-	switch l.want {
-	case F32:
-		out.DType, out.F32 = cpu.F32, make([]float32, rows*cols)
-	case BF16:
-		out.DType, out.U16 = cpu.BF16, make([]uint16, rows*cols)
-	case Q8:
+	switch {
+	case same && w.DType == cpu.F32, l.want == F32:
+		out.DType, out.F32 = cpu.F32, hugemem.Float32s(l.mem.Alloc(4*n), n)
+	case same:
+		out.DType, out.U16 = w.DType, hugemem.Uint16s(l.mem.Alloc(2*n), n)
+	case l.want == BF16:
+		out.DType, out.U16 = cpu.BF16, hugemem.Uint16s(l.mem.Alloc(2*n), n)
+	case l.want == Q8:
+		q8 := hugemem.Int8s(l.mem.Alloc(n), n)
+		scales := hugemem.Float32s(l.mem.Alloc(4*(n/cpu.Q8Block)), n/cpu.Q8Block)
 		l.jobs = append(l.jobs, func() error {
-			*out = *cpu.Quantize8(w)
+			*out = *cpu.Quantize8Into(q8, scales, w)
 			return t.Evict()
 		})
 		return out
 	}
+	// Each block's file pages are dropped once it is converted, so the file and the converted
+	// copy of a large tensor (the 272 MB embedding) are not resident together.
 	block := max(1, convertBlock/cols)
-	left := new(atomic.Int32)
-	left.Store(int32((rows + block - 1) / block))
+	rowBytes := len(t.Data) / rows
 	for r0 := 0; r0 < rows; r0 += block {
 		r1 := min(rows, r0+block)
 		l.jobs = append(l.jobs, func() error {
 			convertRows(out, w, r0, r1)
-			if left.Add(-1) == 0 {
-				return t.Evict()
-			}
-			return nil
+			return t.EvictRange(r0*rowBytes, r1*rowBytes)
 		})
 	}
 	return out
@@ -270,15 +284,20 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 // convertBlock is the number of values one conversion job handles (rounded to whole rows).
 const convertBlock = 1 << 22
 
-// convertRows writes rows [r0, r1) of w into out, converted to out's dtype (f32 or bf16).
+// convertRows writes rows [r0, r1) of w into out, converted to out's dtype (f32 or bf16; or
+// copied where the dtypes are the same).
 func convertRows(out, w *cpu.Matrix, r0, r1 int) {
 	cols := w.Cols
-	switch out.DType {
-	case cpu.F32:
+	switch {
+	case out.DType == w.DType && out.DType == cpu.F32:
+		copy(out.F32[r0*cols:r1*cols], w.F32[r0*cols:r1*cols])
+	case out.DType == w.DType:
+		copy(out.U16[r0*cols:r1*cols], w.U16[r0*cols:r1*cols])
+	case out.DType == cpu.F32:
 		for r := r0; r < r1; r++ {
 			cpu.RowF32(out.F32[r*cols:(r+1)*cols], w, r)
 		}
-	case cpu.BF16:
+	case out.DType == cpu.BF16:
 		row := make([]float32, cols)
 		for r := r0; r < r1; r++ {
 			cpu.RowF32(row, w, r)
@@ -351,15 +370,18 @@ func (m *Model) VocabSize() int { return m.cfg.VocabSize }
 // ContextLength returns max_position_embeddings, the most tokens one sequence may hold.
 func (m *Model) ContextLength() int { return m.cfg.MaxPositionEmbeddings }
 
-// Close releases the memory-mapped weight files; the model must not be used afterwards.
+// Close releases the weight memory and the memory-mapped weight files; the model must not be
+// used afterwards (nor while Close runs).
 func (m *Model) Close() error {
 	m.released = true
+	err := m.mem.Free()
 	if m.weights != nil {
 		w := m.weights
 		m.weights = nil
-		if err := w.Close(); err != nil {
-			return fmt.Errorf("qwen2 %s: %w", m.dir, err)
-		}
+		err = errors.Join(err, w.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("qwen2 %s: %w", m.dir, err)
 	}
 	return nil
 }

@@ -107,10 +107,21 @@ func TestReferenceLogits(t *testing.T) {
 	for i, name := range names {
 		wg.Go(func() { refs[i], errs[i] = readRef(filepath.Join(dir, name)) })
 	}
-	m := mustLoad(t, dir, Options{})
-	if m.WeightDType() != cpu.F32 || m.weights == nil || !m.weights.Mapped() {
-		t.Fatalf("f32 checkpoint: weights %v, want f32 views of the mapped file", m.WeightDType())
+	for _, mmap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mmap=%v", mmap), func(t *testing.T) {
+			m := mustLoad(t, dir, Options{Mmap: mmap})
+			if views := m.weights != nil && m.weights.Mapped(); m.WeightDType() != cpu.F32 || views != mmap {
+				t.Fatalf("f32 checkpoint: weights %v, views of the mapped file %v, want f32, %v", m.WeightDType(), views, mmap)
+			}
+			wg.Wait()
+			checkReference(t, m, names, refs, errs)
+		})
 	}
+}
+
+// checkReference compares m's logits for refIDs and its greedy continuation with the
+// reference files.
+func checkReference(t *testing.T, m *Model, names []string, refs []*refFile, errs []error) {
 	if !slices.Equal(m.EOS(), []int{151645, 151643}) || m.BOS() != 151643 {
 		t.Errorf("eos %v bos %d", m.EOS(), m.BOS())
 	}
@@ -120,7 +131,6 @@ func TestReferenceLogits(t *testing.T) {
 	if len(st.Logits) != len(refIDs)*V {
 		t.Fatalf("%d logits, want %d", len(st.Logits), len(refIDs)*V)
 	}
-	wg.Wait()
 	for i, name := range names {
 		if errs[i] != nil {
 			t.Fatal(errs[i])
@@ -417,19 +427,22 @@ func TestWeightTypes(t *testing.T) {
 		if m.WeightDType() != want {
 			t.Errorf("%q: weights %v, want %v", opts.DType, m.WeightDType(), want)
 		}
-		if views := m.weights != nil; views != (opts.DType == AsStored || opts.DType == BF16) {
+		if views := m.weights != nil; views != (opts.Mmap && (opts.DType == AsStored || opts.DType == BF16)) {
 			t.Errorf("%q: keeps the mapped file: %v", opts.DType, views)
 		}
 		return forward(t, m, generate.Step{Cache: newCache(t, m, 16), Tokens: ids, AllLogits: true})[0].Logits
 	}
-	stored := run(Options{}, cpu.BF16)
-	zc := mustLoad(t, dir, Options{})
+	stored := run(Options{Mmap: true}, cpu.BF16)
+	zc := mustLoad(t, dir, Options{Mmap: true})
 	emb, err := zc.weights.Tensor("model.embed_tokens.weight")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if &zc.embed.U16[0] != (*uint16)(unsafe.Pointer(&emb.Data[0])) {
-		t.Error("stored bf16 embedding is a copy, not a view of the mapped file")
+		t.Error("stored bf16 embedding with Mmap is a copy, not a view of the mapped file")
+	}
+	if d := maxAbsDiff(run(Options{}, cpu.BF16), stored); d != 0 {
+		t.Errorf("bf16 copied into huge-page memory differs from the mapped file by %.3g", d)
 	}
 	if d := maxAbsDiff(run(Options{DType: F32}, cpu.F32), stored); d > 2e-5 {
 		t.Errorf("bf16→f32 differs by %.3g", d)

@@ -185,3 +185,18 @@ func (t *Tensor) Evict() error {
 	}
 	return nil
 }
+
+// EvictRange is Evict for the bytes [lo, hi) of the tensor's data only (0 <= lo <= hi <=
+// len(Data)), for callers that convert a large tensor in parts.
+func (t *Tensor) EvictRange(lo, hi int) error {
+	if lo < 0 || hi > len(t.Data) || lo > hi {
+		return fmt.Errorf("safetensors %s: tensor %q: evict range [%d, %d) outside its %d bytes", t.File, t.Name, lo, hi, len(t.Data))
+	}
+	if !t.mapped || lo == hi {
+		return nil
+	}
+	if err := dropPages(t.Data[lo:hi]); err != nil {
+		return fmt.Errorf("safetensors %s: tensor %q: %w", t.File, t.Name, err)
+	}
+	return nil
+}

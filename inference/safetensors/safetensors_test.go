@@ -379,12 +379,25 @@ func TestEvictKeepsData(t *testing.T) {
 	if v[49999] != 49999*0.5 {
 		t.Fatal("bad data before Evict")
 	}
+	if err := tn.EvictRange(0, 100000); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range v {
+		if x != float32(i)*0.5 {
+			t.Fatalf("after EvictRange v[%d] = %v", i, x)
+		}
+	}
 	if err := tn.Evict(); err != nil {
 		t.Fatal(err)
 	}
 	for i, x := range v {
 		if x != float32(i)*0.5 {
 			t.Fatalf("after Evict v[%d] = %v", i, x)
+		}
+	}
+	for _, r := range [][2]int{{-1, 10}, {10, 5}, {0, len(tn.Data) + 1}} {
+		if err := tn.EvictRange(r[0], r[1]); err == nil || !strings.Contains(err.Error(), `"big"`) {
+			t.Errorf("EvictRange(%d, %d): %v, want an error naming the tensor", r[0], r[1], err)
 		}
 	}
 }

@@ -23,6 +23,9 @@ type Options struct {
 	DType string
 	// Threads, when > 0, sets the CPU kernels' thread count (cpu.SetThreads, process-wide).
 	Threads int
+	// Mmap uses weights already in the wanted type in place from the mapped files
+	// (qwen2.Options.Mmap) instead of copying them into huge-page memory.
+	Mmap bool
 	// ModelID names the model (default the directory's base name).
 	ModelID string
 	// Sampling holds the defaults for unset chat.Options (zero: greedy, 2048 max tokens).
@@ -54,7 +57,7 @@ func Open(dir string, opts Options) (*Student, error) {
 	if opts.Threads > 0 {
 		cpu.SetThreads(opts.Threads)
 	}
-	m, err := qwen2.Load(dir, qwen2.Options{DType: wt})
+	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap})
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}
