@@ -68,7 +68,9 @@ type PolicyHandle struct {
 	Close func() error
 }
 
-// PolicyFactory builds a policy from the argument after "PREFIX:" and returns its model id.
+// PolicyFactory builds a policy from the argument after "PREFIX:" and returns its model id. A
+// policy with a Close() error method is closed by the runner; one with ClientStats() any has
+// those counters written into usage.json as "client".
 type PolicyFactory func(arg string) (chat.Policy, string, error)
 
 var (
@@ -161,6 +163,9 @@ func ResolvePolicy(spec string, teacher TeacherFactory) (*PolicyHandle, error) {
 		h := &PolicyHandle{Name: prefix + "-" + sanitize(filepath.Base(filepath.Clean(arg))), Spec: spec, Model: model, Policy: p}
 		if c, ok := p.(interface{ Close() error }); ok {
 			h.Close = c.Close
+		}
+		if s, ok := p.(interface{ ClientStats() any }); ok {
+			h.Stats = s.ClientStats
 		}
 		return h, nil
 	}

@@ -2,6 +2,7 @@ package policies_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -28,6 +29,13 @@ func TestStudentPolicy(t *testing.T) {
 	r, err := h.Policy.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}, chat.Options{MaxTokens: 3})
 	if err != nil || r.Usage.PromptTokens == 0 || r.Model != "tiny-qwen2-f32" {
 		t.Fatalf("chat: %+v %v", r, err)
+	}
+	if h.Stats == nil {
+		t.Fatal("student handle has no Stats for usage.json")
+	}
+	b, err := json.Marshal(h.Stats())
+	if err != nil || !strings.Contains(string(b), `"requests":1,`) || !strings.Contains(string(b), `"generated":3,`) {
+		t.Fatalf("client stats %s (%v), want 1 request and 3 generated tokens", b, err)
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)

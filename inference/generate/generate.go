@@ -134,17 +134,17 @@ type Generator struct {
 
 // Stats are a Generator's counters since New.
 type Stats struct {
-	Requests       int   // requests admitted
-	Forwards       int   // Forward calls
-	ForwardTokens  int64 // tokens fed through Forward
-	MaxBatchSeen   int   // most sequences in one Forward
-	Active         int   // sequences in flight now
-	Waiting        int   // requests waiting for a place in the batch now
-	PromptTokens   int64 // prompt tokens of admitted requests
-	CachedTokens   int64 // prompt tokens served by a kept cache
-	Generated      int64 // tokens sampled
-	CachesKept     int   // caches in the reuse pool now
-	CacheTokensNow int   // the tokens they hold
+	Requests       int   `json:"requests"`         // requests admitted
+	Forwards       int   `json:"forwards"`         // Forward calls
+	ForwardTokens  int64 `json:"forward_tokens"`   // tokens fed through Forward
+	MaxBatchSeen   int   `json:"max_batch_seen"`   // most sequences in one Forward
+	Active         int   `json:"active"`           // sequences in flight now
+	Waiting        int   `json:"waiting"`          // requests waiting for a place in the batch now
+	PromptTokens   int64 `json:"prompt_tokens"`    // prompt tokens of admitted requests
+	CachedTokens   int64 `json:"cached_tokens"`    // prompt tokens served by a kept cache
+	Generated      int64 `json:"generated"`        // tokens sampled
+	CachesKept     int   `json:"caches_kept"`      // caches in the reuse pool now
+	CacheTokensNow int   `json:"cache_tokens_now"` // the tokens they hold
 }
 
 // entry is a kept cache and the tokens it holds.

@@ -96,6 +96,10 @@ func (s *Student) ModelID() string { return s.id }
 // Generator returns the student's generator (for its Stats).
 func (s *Student) Generator() *generate.Generator { return s.gen }
 
+// ClientStats returns the generator's counters (a generate.Stats), which distill writes into
+// usage.json as the student policy's "client" entry.
+func (s *Student) ClientStats() any { return s.gen.Stats() }
+
 // Tokenizer returns the student's tokenizer.
 func (s *Student) Tokenizer() Tokenizer { return s.tok }
 
