@@ -198,6 +198,24 @@ func parallelRows(rows, align int, f func(lo, hi int)) {
 		}
 	}
 	t.run()
-	<-t.done
+	join(t)
 	pool.cur.CompareAndSwap(t, nil)
+}
+
+// join waits for the workers' last chunks of t. It spins first (up to spinFor): the wait is
+// usually a fraction of one chunk, far shorter than parking the caller on t.done and having a
+// worker wake it, which costs tens of microseconds on a VM, paid ~170 times per decoded token
+// (measured, bf16 0.5B decode alternating the two per token in one process: 20.5-22.4 tok/s
+// parked, 23.0-25.5 spinning).
+func join(t *task) {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; t.finished.Load() != t.n; i++ {
+		if i%64 == 63 {
+			if time.Now().After(deadline) {
+				<-t.done
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 }

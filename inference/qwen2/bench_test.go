@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -22,10 +23,21 @@ import (
 //
 //	go test ./inference/qwen2 -run '^$' -bench 'Decode/bf16' -benchtime 1x -cpu 2
 
+// CHAINEDSQL_BENCH_05B=DIR keeps the checkpoint in DIR across processes (written there once), so
+// a series of one-type-per-process runs does not rewrite 1 GB each time.
 var bench05 struct {
 	once sync.Once
-	dir  string
+	dir  string // a temporary checkpoint, removed at exit
+	keep string // CHAINEDSQL_BENCH_05B's
 	err  error
+}
+
+// dir05B is the checkpoint directory in use.
+func dir05B() string {
+	if bench05.keep != "" {
+		return bench05.keep
+	}
+	return bench05.dir
 }
 
 func TestMain(m *testing.M) {
@@ -42,6 +54,30 @@ func model05BOpts(b *testing.B, opts Options) *Model {
 	b.Helper()
 	cpu.SetThreads(runtime.GOMAXPROCS(0)) // follow -cpu
 	bench05.once.Do(func() {
+		if dir := os.Getenv("CHAINEDSQL_BENCH_05B"); dir != "" {
+			// A kept checkpoint: written on first use, reused by later processes.
+			if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
+				bench05.keep = dir
+				return
+			}
+			if bench05.err = os.MkdirAll(dir, 0o755); bench05.err != nil {
+				return
+			}
+			tmp, err := os.MkdirTemp(dir, ".writing-*")
+			if err != nil {
+				bench05.err = err
+				return
+			}
+			writeCheckpoint(b, tmp, spec05B(safetensors.BF16))
+			for _, f := range []string{"config.json", "generation_config.json", "model.safetensors"} { // the weights last
+				if bench05.err = os.Rename(filepath.Join(tmp, f), filepath.Join(dir, f)); bench05.err != nil {
+					return
+				}
+			}
+			os.RemoveAll(tmp)
+			bench05.keep = dir
+			return
+		}
 		dir, err := os.MkdirTemp("", "qwen2-05b-*")
 		if err != nil {
 			bench05.err = err
@@ -56,7 +92,7 @@ func model05BOpts(b *testing.B, opts Options) *Model {
 	// Return the previous sub-benchmark's model to the OS first, so that peak RSS is one
 	// model's.
 	debug.FreeOSMemory()
-	m, err := Load(bench05.dir, opts)
+	m, err := Load(dir05B(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -169,7 +205,7 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			model05B(b, AsStored).Close() // write the checkpoint outside the timing
 			for b.Loop() {
-				m, err := Load(bench05.dir, Options{DType: wt})
+				m, err := Load(dir05B(), Options{DType: wt})
 				if err != nil {
 					b.Fatal(err)
 				}
