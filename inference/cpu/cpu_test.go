@@ -241,12 +241,13 @@ func TestMatMulShapes(t *testing.T) {
 // TestMatMulGemmShapes covers the matrix-matrix blocking: several column chunks, several
 // row blocks (32 rows for AVX-512; up to 8 panels of 16 for AVX2, 300 rows making a short last
 // block) with leftovers, full and padded groups of input rows, and both sides of
-// mvMaxN (15 input rows: matrix-vector kernels; 16: matrix-matrix).
+// mvMaxN (15 input rows: matrix-vector kernels; 16: matrix-matrix) and of mvMaxNPairs (AVX2
+// bf16: 23 and 24).
 func TestMatMulGemmShapes(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(13, 14))
 		defer withThreads(2)()
-		colsList, rowsList, ns := []int{300, 600}, []int{33, 70, 300}, []int{12, 13, 15, 16, 25}
+		colsList, rowsList, ns := []int{300, 600}, []int{33, 70, 300}, []int{12, 13, 15, 16, 23, 24, 25}
 		if raceEnabled {
 			colsList, rowsList, ns = []int{600}, []int{70}, []int{13}
 		}

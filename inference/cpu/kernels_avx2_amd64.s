@@ -1111,3 +1111,94 @@ bfpsum:
 	JGT     bfprows
 	VZEROUPPER
 	RET
+
+// BFP2ROW adds one row's 32 bf16 weights (16 at a0, 16 at a1) times two deinterleaved inputs
+// (R11 and R13: even values at 0 and 32, odd at 64 and 96) to the row's accumulators p (input 0)
+// and q (input 1). The weights are widened once for both inputs; x comes from L1 as FMA memory
+// operands, which leaves the registers for the eight accumulators.
+#define BFP2ROW(a0, a1, p, q) \
+	VMOVDQU     a0, Y13; \
+	VPSLLD      $16, Y13, Y14; \
+	VPAND       Y12, Y13, Y13; \
+	VFMADD231PS (R11), Y14, p; \
+	VFMADD231PS (R13), Y14, q; \
+	VFMADD231PS 64(R11), Y13, p; \
+	VFMADD231PS 64(R13), Y13, q; \
+	VMOVDQU     a1, Y13; \
+	VPSLLD      $16, Y13, Y14; \
+	VPAND       Y12, Y13, Y13; \
+	VFMADD231PS 32(R11), Y14, p; \
+	VFMADD231PS 32(R13), Y14, q; \
+	VFMADD231PS 96(R11), Y13, p; \
+	VFMADD231PS 96(R13), Y13, q
+
+// func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int)
+//
+// avx2MvBF16P for two input rows at once (decode batches): d0[j] = Σ w[j,c]·x0[c] and d1[j] the
+// same for x1, over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row), x0 and
+// x1 deinterleaved, k a multiple of 32. Each weight is loaded and widened once for both inputs,
+// so a batch pays the widening and the L1/L2 traffic of the weights half as often as with two
+// avx2MvBF16P calls. Registers: SI row group, AX/R9 rows 0 and 3 (R8 stride in bytes), R11/R13
+// the inputs, R10 columns left, DX/DI the outputs, BX rows left, R12 the prefetch pointer.
+TEXT ·avx2MvBF16P2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $1, R8
+	MOVQ k+32(FP), CX
+	MOVQ d0+40(FP), DX
+	MOVQ d1+48(FP), DI
+	MOVQ nrows+56(FP), BX
+	MOVL $0xFFFF0000, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+bfp2rows:
+	LEAQ 8192(SI), R12
+	MOVQ SI, AX
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ x0+16(FP), R11
+	MOVQ x1+24(FP), R13
+	MOVQ CX, R10
+	ZERO8
+	TESTQ R10, R10
+	JLE   bfp2sum
+
+bfp2loop:
+	PREFETCHT0  (R12)
+	PREFETCHT0  64(R12)
+	PREFETCHT0  128(R12)
+	PREFETCHT0  192(R12)
+	ADDQ        $256, R12
+	BFP2ROW((AX), 32(AX), Y0, Y4)
+	BFP2ROW((AX)(R8*1), 32(AX)(R8*1), Y1, Y5)
+	BFP2ROW((AX)(R8*2), 32(AX)(R8*2), Y2, Y6)
+	BFP2ROW((R9), 32(R9), Y3, Y7)
+	ADDQ        $64, AX
+	ADDQ        $64, R9
+	ADDQ        $128, R11
+	ADDQ        $128, R13
+	SUBQ        $32, R10
+	JGT         bfp2loop
+
+bfp2sum:
+	// Input 1's sums (Y4-Y7) wait in Y8-Y11 while HSUM4 folds input 0's.
+	VMOVAPS Y4, Y8
+	VMOVAPS Y5, Y9
+	VMOVAPS Y6, Y10
+	VMOVAPS Y7, Y11
+	HSUM4
+	VMOVUPS X0, (DX)
+	VMOVAPS Y8, Y0
+	VMOVAPS Y9, Y1
+	VMOVAPS Y10, Y2
+	VMOVAPS Y11, Y3
+	HSUM4
+	VMOVUPS X0, (DI)
+	ADDQ    $16, DX
+	ADDQ    $16, DI
+	LEAQ    (SI)(R8*4), SI
+	SUBQ    $4, BX
+	JGT     bfp2rows
+	VZEROUPPER
+	RET
