@@ -154,7 +154,7 @@ func BenchmarkDecodeMmap(b *testing.B) {
 // BenchmarkDecodeBatch is 32 decode steps of a batch of sequences in one Forward each (bf16);
 // tok/s counts the tokens of all sequences.
 func BenchmarkDecodeBatch(b *testing.B) {
-	for _, n := range []int{1, 4, 8} {
+	for _, n := range []int{1, 4, 8, 16} {
 		b.Run(fmt.Sprintf("bf16/batch=%d", n), func(b *testing.B) {
 			m := model05B(b, BF16)
 			benchDecode(b, m, n)
