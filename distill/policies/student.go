@@ -18,6 +18,9 @@ const (
 	EnvStudentDType = "CHAINEDSQL_STUDENT_DTYPE"
 	// EnvStudentThreads is the CPU kernels' thread count (default all cores).
 	EnvStudentThreads = "CHAINEDSQL_STUDENT_THREADS"
+	// EnvStudentMmap, when 1, uses the weights in place from the mapped files (shared page
+	// cache between processes) instead of copying them into huge-page memory.
+	EnvStudentMmap = "CHAINEDSQL_STUDENT_MMAP"
 )
 
 func init() {
@@ -27,6 +30,13 @@ func init() {
 // openStudent loads the bundled runtime on the model directory dir as a policy.
 func openStudent(dir string) (chat.Policy, string, error) {
 	opts := student.Options{Tokenizer: os.Getenv(EnvStudentTokenizer), DType: os.Getenv(EnvStudentDType)}
+	switch v := os.Getenv(EnvStudentMmap); v {
+	case "", "0":
+	case "1":
+		opts.Mmap = true
+	default:
+		return nil, "", fmt.Errorf("%s=%q: want 0 or 1", EnvStudentMmap, v)
+	}
 	if v := os.Getenv(EnvStudentThreads); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {

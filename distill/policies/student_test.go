@@ -19,6 +19,11 @@ func TestStudentPolicy(t *testing.T) {
 		t.Fatalf("bad thread count: %v", err)
 	}
 	t.Setenv(policies.EnvStudentThreads, "2")
+	t.Setenv(policies.EnvStudentMmap, "yes")
+	if _, err := policies.Resolve("student:"+dir, nil); err == nil || !strings.Contains(err.Error(), policies.EnvStudentMmap) {
+		t.Fatalf("bad mmap setting: %v", err)
+	}
+	t.Setenv(policies.EnvStudentMmap, "1")
 	h, err := policies.Resolve("student:"+dir, nil)
 	if err != nil {
 		t.Fatal(err)

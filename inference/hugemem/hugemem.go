@@ -31,11 +31,14 @@ func (b *Buffer) Huge() bool { return b != nil && b.huge }
 
 // Free releases the memory (a no-op for the fallback, which the GC collects, and on second call).
 func (b *Buffer) Free() error {
-	if b == nil || b.free == nil {
+	if b == nil {
 		return nil
 	}
 	f := b.free
 	b.free, b.Bytes = nil, nil
+	if f == nil {
+		return nil
+	}
 	return f()
 }
 

@@ -2,5 +2,8 @@
 
 package hugemem
 
+// thpMode is Linux's transparent huge page setting; there is none elsewhere.
+var thpMode string
+
 // allocHuge is Linux-only; elsewhere every Buffer is a Go slice.
 func allocHuge(int) *Buffer { return nil }

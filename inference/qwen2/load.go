@@ -125,6 +125,7 @@ func Load(dir string, opts Options) (*Model, error) {
 	if l.views {
 		m.weights = set
 	} else if err := set.Close(); err != nil {
+		m.mem.Free()
 		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
 	}
 	m.wtype = m.embed.DType
