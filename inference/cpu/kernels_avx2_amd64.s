@@ -1202,3 +1202,90 @@ bfp2sum:
 	JGT     bfp2rows
 	VZEROUPPER
 	RET
+
+// Q8I2ROW is Q8IROW for two inputs at once (x0 in Y8 with its lane scales at (DX), x1 in Y9
+// with its scales at (AX)): the row's weights are loaded, made absolute (Y14) and their scale
+// broadcast (Y12) once, then each input gets its signed copy, products and accumulator (p, q).
+#define Q8I2ROW(w, sc, p, q) \
+	VPABSB       w, Y14; \
+	VBROADCASTSS sc, Y12; \
+	VPSIGNB      w, Y8, Y11; \
+	VPMADDUBSW   Y11, Y14, Y10; \
+	VPMADDWD     Y13, Y10, Y10; \
+	VCVTDQ2PS    Y10, Y10; \
+	VMULPS       (DX), Y10, Y10; \
+	VFMADD231PS  Y12, Y10, p; \
+	VPSIGNB      w, Y9, Y11; \
+	VPMADDUBSW   Y11, Y14, Y10; \
+	VPMADDWD     Y13, Y10, Y10; \
+	VCVTDQ2PS    Y10, Y10; \
+	VMULPS       (AX), Y10, Y10; \
+	VFMADD231PS  Y12, Y10, q
+
+// func avx2Dot4Q8I2(w *int8, ldw int, scales *float32, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
+//
+// avx2Dot4Q8I for two quantised input rows (decode batches): out0 = four rows of w against
+// (xq0, xs0), out1 against (xq1, xs1). The loads, absolute values and scale broadcasts of the
+// weights are shared, 3 of the 9 ops per row and block. Registers as avx2Dot4Q8I's, plus R13 xq1
+// and AX xs1; accumulators Y0-Y3 (input 0) and Y4-Y7 (input 1).
+TEXT ·avx2Dot4Q8I2(SB), NOSPLIT, $0-88
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (BX)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ xq0+32(FP), DI
+	MOVQ xq1+40(FP), R13
+	MOVQ xs0+48(FP), DX
+	MOVQ k+64(FP), CX
+	LEAQ 8192(SI), R12
+	MOVL $0x00010001, AX
+	VMOVQ AX, X13
+	VPBROADCASTD X13, Y13
+	MOVQ xs1+56(FP), AX
+	ZERO8
+	TESTQ  CX, CX
+	JLE    q8i2done
+
+q8i2loop:
+	PREFETCHT2 (R12)
+	PREFETCHT2 64(R12)
+	VMOVDQU    (DI), Y8
+	VMOVDQU    (R13), Y9
+	Q8I2ROW((SI), (BX), Y0, Y4)
+	Q8I2ROW((SI)(R8*1), (BX)(R10*1), Y1, Y5)
+	Q8I2ROW((SI)(R8*2), (BX)(R10*2), Y2, Y6)
+	Q8I2ROW((R9), (R11), Y3, Y7)
+	ADDQ       $32, SI
+	ADDQ       $32, R9
+	ADDQ       $128, R12
+	ADDQ       $4, BX
+	ADDQ       $4, R11
+	ADDQ       $32, DI
+	ADDQ       $32, R13
+	ADDQ       $32, DX
+	ADDQ       $32, AX
+	SUBQ       $32, CX
+	JGT        q8i2loop
+
+q8i2done:
+	VMOVAPS Y4, Y8
+	VMOVAPS Y5, Y9
+	VMOVAPS Y6, Y10
+	VMOVAPS Y7, Y11
+	HSUM4
+	MOVQ    out0+72(FP), AX
+	VMOVUPS X0, (AX)
+	VMOVAPS Y8, Y0
+	VMOVAPS Y9, Y1
+	VMOVAPS Y10, Y2
+	VMOVAPS Y11, Y3
+	HSUM4
+	MOVQ    out1+80(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET

@@ -39,3 +39,6 @@ func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int) {
 	panic("cpu: no SIMD")
 }
+func avx2Dot4Q8I2(w *int8, ldw int, scales *float32, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32) {
+	panic("cpu: no SIMD")
+}

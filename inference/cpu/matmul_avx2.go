@@ -106,15 +106,32 @@ func mvTail(d []float32, w *Matrix, x []float32, kb, r0, r1 int) {
 }
 
 // mvRangeAVX2Q8 computes dst[i, lo:hi] for Q8 weights and every input row of in (x quantised
-// by prepareVec over all columns) with avx2Dot4Q8I, four weight rows at a time; each block of
-// mvBlock rows stays cached while it meets every input row.
+// by prepareVec over all columns) with avx2Dot4Q8I2 for pairs of input rows and avx2Dot4Q8I for
+// a last odd one, four weight rows at a time; each block of mvBlock rows stays cached while it
+// meets every input row.
 func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
-	var out [4]float32
+	var out, out1 [4]float32
 	for r0 := lo; r0 < hi; r0 += mvBlock {
 		r1 := min(r0+mvBlock, hi)
-		for i := range in.n {
+		for i := 0; i < in.n; i++ {
 			xq, xs := &in.xq[i*c], &in.xs[i*c/4]
+			if i+1 < in.n { // two input rows per pass
+				xq1, xs1 := &in.xq[(i+1)*c], &in.xs[(i+1)*c/4]
+				d0, d1 := dst[i*rows:(i+1)*rows], dst[(i+1)*rows:(i+2)*rows]
+				r := r0
+				for ; r+4 <= r1; r += 4 {
+					avx2Dot4Q8I2(&w.Q8[r*c], c, &w.Scales[r*nb], nb, xq, xq1, xs, xs1, c, &out, &out1)
+					copy(d0[r:r+4], out[:])
+					copy(d1[r:r+4], out1[:])
+				}
+				for ; r < r1; r++ {
+					avx2Dot4Q8I2(&w.Q8[r*c], 0, &w.Scales[r*nb], 0, xq, xq1, xs, xs1, c, &out, &out1)
+					d0[r], d1[r] = out[0], out1[0]
+				}
+				i++
+				continue
+			}
 			d := dst[i*rows : (i+1)*rows]
 			r := r0
 			for ; r+4 <= r1; r += 4 {
