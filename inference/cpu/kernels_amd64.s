@@ -14,6 +14,7 @@
 //     agree with it to rounding (see the tests for the bounds).
 
 #include "textflag.h"
+#include "kernels_amd64.h"
 
 // REDUCE4 sums each of the four zmm registers a, b, c, d (whose low ymm halves are ya..yd) into
 // X0 = [Σa, Σb, Σc, Σd]. Clobbers Y0-Y4; a..d may be Z0-Z3 but not Z4. VHADDPS has no EVEX
@@ -75,19 +76,6 @@
 #define STORE4ACC(arg) \
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
 	OUT4(arg)
-
-// Q8PTRS loads the row pointers of the Q8 kernels: SI, R9 rows 0 and 3 (R8 = row stride in
-// bytes), BX, R11 their scales (R10 = scale row stride in bytes).
-#define Q8PTRS \
-	MOVQ w+0(FP), SI; \
-	MOVQ ldw+8(FP), R8; \
-	LEAQ (SI)(R8*2), R9; \
-	ADDQ R8, R9; \
-	MOVQ scales+16(FP), BX; \
-	MOVQ lds+24(FP), R10; \
-	SHLQ $2, R10; \
-	LEAQ (BX)(R10*2), R11; \
-	ADDQ R10, R11
 
 // func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 //

@@ -16,6 +16,7 @@
 //     final tree), so results agree with it to rounding (see the tests for the bounds).
 
 #include "textflag.h"
+#include "kernels_amd64.h"
 
 // HSUM4 sums each of Y0..Y3 across its 8 lanes into X0 = [ΣY0, ΣY1, ΣY2, ΣY3]. Clobbers Y1, Y2.
 #define HSUM4 \
@@ -993,6 +994,29 @@ scaledone:
 	VBROADCASTSS sc, Y12; \
 	VFMADD231PS  Y12, Y10, acc
 
+// Q8IONES sets R12 to the prefetch pointer 8 KiB ahead of the rows and Y13 to 16-bit ones (for
+// VPMADDWD); clobbers AX.
+#define Q8IONES \
+	LEAQ 8192(SI), R12; \
+	MOVL $0x00010001, AX; \
+	VMOVQ AX, X13; \
+	VPBROADCASTD X13, Y13
+
+// HSUM8 folds two inputs' four-row sums: Y0-Y3 into X12 and Y4-Y7 into X0 (the pair kernels'
+// epilogue). Clobbers Y1-Y11.
+#define HSUM8 \
+	VMOVAPS Y4, Y8; \
+	VMOVAPS Y5, Y9; \
+	VMOVAPS Y6, Y10; \
+	VMOVAPS Y7, Y11; \
+	HSUM4; \
+	VMOVAPS X0, X12; \
+	VMOVAPS Y8, Y0; \
+	VMOVAPS Y9, Y1; \
+	VMOVAPS Y10, Y2; \
+	VMOVAPS Y11, Y3; \
+	HSUM4
+
 // func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)
 //
 // The AVX2 Q8 matrix-vector kernel on integer products: four rows of int8 weights (one scale per
@@ -1002,22 +1026,11 @@ scaledone:
 // (avx2MvQ8) takes thirteen, so more of the core's window is left for DRAM requests; the cost
 // is x rounded to 8 bits per block, as in dot4Q8VNNI. Prefetches 8 KiB ahead into L2.
 TEXT ·avx2Dot4Q8I(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ scales+16(FP), BX
-	MOVQ lds+24(FP), R10
-	SHLQ $2, R10
-	LEAQ (BX)(R10*2), R11
-	ADDQ R10, R11
+	Q8PTRS
 	MOVQ xq+32(FP), DI
 	MOVQ xs+40(FP), DX
 	MOVQ k+48(FP), CX
-	LEAQ 8192(SI), R12
-	MOVL $0x00010001, AX
-	VMOVQ AX, X13
-	VPBROADCASTD X13, Y13
+	Q8IONES
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -1148,11 +1161,11 @@ TEXT ·avx2MvBF16P2(SB), NOSPLIT, $0-64
 	MOVQ d0+40(FP), DX
 	MOVQ d1+48(FP), DI
 	MOVQ nrows+56(FP), BX
-	MOVL $0xFFFF0000, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
 
 bfp2rows:
+	MOVL $0xFFFF0000, AX // the mask, per group: HSUM8 below takes its register
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
 	LEAQ 8192(SI), R12
 	MOVQ SI, AX
 	LEAQ (SI)(R8*2), R9
@@ -1182,18 +1195,8 @@ bfp2loop:
 	JGT         bfp2loop
 
 bfp2sum:
-	// Input 1's sums (Y4-Y7) wait in Y8-Y11 while HSUM4 folds input 0's.
-	VMOVAPS Y4, Y8
-	VMOVAPS Y5, Y9
-	VMOVAPS Y6, Y10
-	VMOVAPS Y7, Y11
-	HSUM4
-	VMOVUPS X0, (DX)
-	VMOVAPS Y8, Y0
-	VMOVAPS Y9, Y1
-	VMOVAPS Y10, Y2
-	VMOVAPS Y11, Y3
-	HSUM4
+	HSUM8
+	VMOVUPS X12, (DX)
 	VMOVUPS X0, (DI)
 	ADDQ    $16, DX
 	ADDQ    $16, DI
@@ -1229,23 +1232,12 @@ bfp2sum:
 // weights are shared, 3 of the 9 ops per row and block. Registers as avx2Dot4Q8I's, plus R13 xq1
 // and AX xs1; accumulators Y0-Y3 (input 0) and Y4-Y7 (input 1).
 TEXT ·avx2Dot4Q8I2(SB), NOSPLIT, $0-88
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ scales+16(FP), BX
-	MOVQ lds+24(FP), R10
-	SHLQ $2, R10
-	LEAQ (BX)(R10*2), R11
-	ADDQ R10, R11
+	Q8PTRS
 	MOVQ xq0+32(FP), DI
 	MOVQ xq1+40(FP), R13
 	MOVQ xs0+48(FP), DX
 	MOVQ k+64(FP), CX
-	LEAQ 8192(SI), R12
-	MOVL $0x00010001, AX
-	VMOVQ AX, X13
-	VPBROADCASTD X13, Y13
+	Q8IONES
 	MOVQ xs1+56(FP), AX
 	ZERO8
 	TESTQ  CX, CX
@@ -1273,18 +1265,9 @@ q8i2loop:
 	JGT        q8i2loop
 
 q8i2done:
-	VMOVAPS Y4, Y8
-	VMOVAPS Y5, Y9
-	VMOVAPS Y6, Y10
-	VMOVAPS Y7, Y11
-	HSUM4
+	HSUM8
 	MOVQ    out0+72(FP), AX
-	VMOVUPS X0, (AX)
-	VMOVAPS Y8, Y0
-	VMOVAPS Y9, Y1
-	VMOVAPS Y10, Y2
-	VMOVAPS Y11, Y3
-	HSUM4
+	VMOVUPS X12, (AX)
 	MOVQ    out1+80(FP), AX
 	VMOVUPS X0, (AX)
 	VZEROUPPER

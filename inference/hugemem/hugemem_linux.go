@@ -5,14 +5,16 @@ package hugemem
 import (
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// thpMode is /sys/kernel/mm/transparent_hugepage/enabled's selected value ("always",
-// "madvise" or "never"; "" when unreadable).
-var thpMode = func() string {
+// thpMode returns /sys/kernel/mm/transparent_hugepage/enabled's selected value ("always",
+// "madvise" or "never"; "" when unreadable), read on first use rather than at start-up of every
+// binary that links the runtime.
+var thpMode = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {
 		return ""
@@ -24,13 +26,13 @@ var thpMode = func() string {
 		}
 	}
 	return ""
-}()
+})
 
 // allocHuge maps n bytes (rounded up to PageSize) at a PageSize-aligned address, marked
 // MADV_HUGEPAGE: it over-maps by one huge page and unmaps the unaligned head and tail. It
 // returns nil where THP is off or a call fails (the caller falls back to the Go heap).
 func allocHuge(n int) *Buffer {
-	if thpMode != "always" && thpMode != "madvise" || os.Getenv("CHAINEDSQL_NOHUGEPAGES") != "" {
+	if m := thpMode(); m != "always" && m != "madvise" || os.Getenv("CHAINEDSQL_NOHUGEPAGES") != "" {
 		return nil
 	}
 	size := (uintptr(n) + PageSize - 1) &^ (PageSize - 1)

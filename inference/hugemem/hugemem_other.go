@@ -3,7 +3,7 @@
 package hugemem
 
 // thpMode is Linux's transparent huge page setting; there is none elsewhere.
-var thpMode string
+func thpMode() string { return "" }
 
 // allocHuge is Linux-only; elsewhere every Buffer is a Go slice.
 func allocHuge(int) *Buffer { return nil }

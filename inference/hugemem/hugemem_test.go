@@ -48,8 +48,8 @@ func TestAllocZeroedAlignedWritable(t *testing.T) {
 // that touching it gives the process AnonHugePages (the kernel may lack free huge pages, so a
 // zero count only logs).
 func TestHugePagesUsed(t *testing.T) {
-	if runtime.GOOS != "linux" || (thpMode != "always" && thpMode != "madvise") || os.Getenv("CHAINEDSQL_NOHUGEPAGES") != "" {
-		t.Skipf("transparent huge pages not available (mode %q)", thpMode)
+	if m := thpMode(); runtime.GOOS != "linux" || (m != "always" && m != "madvise") || os.Getenv("CHAINEDSQL_NOHUGEPAGES") != "" {
+		t.Skipf("transparent huge pages not available (mode %q)", m)
 	}
 	before := anonHuge(t)
 	b := Alloc(8 * PageSize)
