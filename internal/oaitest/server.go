@@ -233,6 +233,14 @@ type Server struct {
 // test ends; hanging requests are released first.
 func NewServer(tb testing.TB, script Script, opts ...Option) *Server {
 	tb.Helper()
+	s := Start(script, opts...)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a server as NewServer does, outside a test (end-to-end scripts serve it from a
+// command); the caller closes it.
+func Start(script Script, opts ...Option) *Server {
 	s := &Server{
 		script:     script,
 		models:     []string{"test-model"},
@@ -252,7 +260,6 @@ func NewServer(tb testing.TB, script Script, opts ...Option) *Server {
 	mux.HandleFunc("/v1/models", s.listModels)
 	mux.HandleFunc("/models", s.listModels)
 	s.Server = httptest.NewServer(mux)
-	tb.Cleanup(s.Close)
 	return s
 }
 
