@@ -236,7 +236,11 @@ start_teacher teacher 100ms
 start_teacher teacher-slow 400ms
 
 # submit ARGS...: sbatch from the work directory (job logs land there); prints the job id.
-submit() { (cd "$tmp/work" && sbatch --parsable "$@") | cut -d';' -f1; }
+submit() {
+	local out
+	out=$(cd "$tmp/work" && sbatch --parsable "$@" 2>&1) || die "sbatch $*: $out"
+	echo "${out%%;*}"
+}
 # state JOB: the JobState of every task of a job, one per line ("PENDING" for unsplit tasks).
 states() { scontrol -o show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 # wait_done JOB: until no task of the job is pending or running, at most $WAIT s.
