@@ -237,7 +237,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	asMD := fs.Bool("markdown", false, "print Markdown tables")
-	plots := fs.String("plots", "", "write PNG plots (token lengths, turns per teacher) into DIR")
+	plots := fs.String("plots", "", "write PNG charts per teacher (token length, turns used, convergence/exec-ok/correct rates, format violations) into DIR")
 	epochs := fs.Int("epochs", 0, "multiply trainable tokens by N (default: the build's --epochs, else 1)")
 	pos, err := parse(fs, args)
 	if err != nil {
