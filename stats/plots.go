@@ -111,9 +111,9 @@ func (s *DatasetStats) Charts() ([]*Chart, error) {
 		func() (*Chart, error) {
 			return TokenLengthChart("Token length per teacher", "tokens per row (student tokenizer, chat template)", tokens)
 		},
-		func() (*Chart, error) { return TurnsChart(turns) },
-		func() (*Chart, error) { return RatesChart(outs) },
-		func() (*Chart, error) { return ViolationsChart(outs) },
+		func() (*Chart, error) { return TurnsChart("teacher", turns) },
+		func() (*Chart, error) { return RatesChart("teacher", outs) },
+		func() (*Chart, error) { return ViolationsChart("teacher", outs) },
 	} {
 		c, err := f()
 		if err != nil {
@@ -211,7 +211,7 @@ func TokenLengthChart(title, xlabel string, series []Series) (*Chart, error) {
 		p.X.Tick.Marker = logTicks{}
 		p.X.Label.Text += ", log scale"
 	} else {
-		step := niceStep(float64(hi-lo+1) / float64(bins))
+		step := nearStep(float64(hi-lo+1) / float64(bins))
 		start := math.Floor(float64(lo)/step) * step
 		for e := start; ; e += step {
 			edges = append(edges, e)
@@ -252,9 +252,10 @@ func TokenLengthChart(title, xlabel string, series []Series) (*Chart, error) {
 }
 
 // TurnsChart draws, per series, the number of rows that used each number of turns (grouped
-// bars, one group per turn count from 1 to the largest seen).
-func TurnsChart(series []Series) (*Chart, error) {
-	const title = "Turns used per teacher"
+// bars, one group per turn count from 1 to the largest seen). by names what a series is
+// ("teacher", "policy").
+func TurnsChart(by string, series []Series) (*Chart, error) {
+	title := "Turns used per " + by
 	p := newPlot(title, "assistant turns in the trajectory", "rows")
 	maxT := 0
 	for _, s := range series {
@@ -287,10 +288,11 @@ func TurnsChart(series []Series) (*Chart, error) {
 	return &Chart{Name: TurnsPlot, Title: title, p: p}, nil
 }
 
-// RatesChart draws convergence, exec-ok and correct rates (% of rows) per group.
-func RatesChart(groups []Outcomes) (*Chart, error) {
-	const title = "Convergence, execution and correctness per teacher"
-	p := newPlot(title, "teacher", "share of the teacher's rows (%)")
+// RatesChart draws convergence, exec-ok and correct rates (% of rows) per group; by names
+// what a group is ("teacher", "policy").
+func RatesChart(by string, groups []Outcomes) (*Chart, error) {
+	title := "Convergence, execution and correctness per " + by
+	p := newPlot(title, by, "share of the "+by+"'s rows (%)")
 	if len(groups) == 0 {
 		return emptyChart(RatesPlot, p, "no rows"), nil
 	}
@@ -314,10 +316,11 @@ func RatesChart(groups []Outcomes) (*Chart, error) {
 }
 
 // ViolationsChart draws, per group, the share of rows with at least one format violation and
-// the share of turns that were one. The y axis fits the largest share.
-func ViolationsChart(groups []Outcomes) (*Chart, error) {
-	const title = "Format violations per teacher"
-	p := newPlot(title, "teacher", "share (%)")
+// the share of turns that were one. The y axis fits the largest share. by names what a group
+// is ("teacher", "policy").
+func ViolationsChart(by string, groups []Outcomes) (*Chart, error) {
+	title := "Format violations per " + by
+	p := newPlot(title, by, "share (%)")
 	if len(groups) == 0 {
 		return emptyChart(ViolationsPlot, p, "no rows"), nil
 	}
@@ -553,6 +556,22 @@ func niceStep(x float64) float64 {
 		}
 	}
 	return 10 * p
+}
+
+// nearStep is the 1, 2 or 5 times a power of ten nearest to x (by ratio), at least 1: a bin
+// width close to the one asked for.
+func nearStep(x float64) float64 {
+	if x <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	best := p
+	for _, m := range []float64{1, 2, 5, 10} {
+		if math.Abs(math.Log(m*p/x)) < math.Abs(math.Log(best/x)) {
+			best = m * p
+		}
+	}
+	return best
 }
 
 // niceCeil rounds x up to a multiple of its 1-2-5 step (for an axis top).

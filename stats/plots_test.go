@@ -91,7 +91,7 @@ func TestChartsReadable(t *testing.T) {
 	}
 	checkIntTicks(t, "narrow x", narrow.p.X.Tick.Marker.Ticks(narrow.p.X.Min, narrow.p.X.Max))
 
-	uc, err := TurnsChart(turns)
+	uc, err := TurnsChart("teacher", turns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestChartsReadable(t *testing.T) {
 	checkIntTicks(t, "turns y", uc.p.Y.Tick.Marker.Ticks(uc.p.Y.Min, uc.p.Y.Max))
 	charts = append(charts, uc)
 
-	rc, err := RatesChart(outs)
+	rc, err := RatesChart("teacher", outs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestChartsReadable(t *testing.T) {
 		}
 	}
 	charts = append(charts, rc)
-	vc, err := ViolationsChart(outs)
+	vc, err := ViolationsChart("teacher", outs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +183,11 @@ func TestTickHelpers(t *testing.T) {
 	for x, want := range map[float64]float64{0.3: 0.5, 1: 1, 1.2: 2, 3: 5, 7: 10, 45: 50, 120: 200} {
 		if got := niceStep(x); got != want {
 			t.Errorf("niceStep(%v) = %v, want %v", x, got, want)
+		}
+	}
+	for x, want := range map[float64]float64{0.5: 1, 520: 500, 780: 1000, 140: 100, 160: 200} {
+		if got := nearStep(x); got != want {
+			t.Errorf("nearStep(%v) = %v, want %v", x, got, want)
 		}
 	}
 	if got := thousands(1234567); got != "1,234,567" {

@@ -136,7 +136,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	limit = min(limit, MaxLimit)
 	differ := v.Get("differ") == "1"
 	diff := v.Get("difficulty")
-	words := strings.Fields(strings.ToLower(v.Get("q")))
+	words := searchTerms(v.Get("q"))
 	page := ComparePage{Policies: policies, All: len(rows), Offset: offset, Rows: []CompareRow{}, Difficulties: []string{}}
 	seen := map[string]bool{}
 	var hits []CompareRow

@@ -173,7 +173,8 @@ type Query struct {
 	Violations string
 	// Turns and Tokens ranges, inclusive; 0 is open.
 	TurnsMin, TurnsMax, TokensMin, TokensMax int
-	// Text: every word must occur in the question, final SQL, gold SQL, db_id or key.
+	// Text: every word (or "quoted phrase") must occur, ignoring case, in the question, the
+	// final SQL, the gold SQL, db_id or the key.
 	Text string
 	// Sort: "" (row order), "tokens", "-tokens", "turns", "-turns".
 	Sort          string
@@ -286,6 +287,21 @@ type Page struct {
 	Facets map[string][]FacetCount `json:"facets"`
 }
 
+// searchTerms splits a search into lowercased words and "quoted phrases".
+func searchTerms(text string) []string {
+	var terms []string
+	for i, part := range strings.Split(strings.ToLower(text), `"`) {
+		if i%2 == 1 {
+			if p := strings.TrimSpace(part); p != "" {
+				terms = append(terms, p)
+			}
+			continue
+		}
+		terms = append(terms, strings.Fields(part)...)
+	}
+	return terms
+}
+
 // compiled is a Query with its facet values resolved to ids.
 type compiled struct {
 	q     Query
@@ -294,7 +310,7 @@ type compiled struct {
 }
 
 func (ix *index) compile(q Query) compiled {
-	c := compiled{q: q, words: strings.Fields(strings.ToLower(q.Text))}
+	c := compiled{q: q, words: searchTerms(q.Text)}
 	for f, vals := range q.Facets {
 		if vals == nil {
 			continue

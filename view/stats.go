@@ -112,10 +112,11 @@ func (s *Server) datasetStats(ctx context.Context, dir string) (StatsSection, []
 // runStats summarises the trajectories of the run or eval dirs per teacher (policy) with
 // stats' own summaries: the eval headline of each, its outcomes, and the charts.
 func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
-	sec := StatsSection{Title: "Trajectories per teacher"}
+	by := "teacher"
 	if s.kind == KindEval {
-		sec.Title = "Trajectories per policy"
+		by = "policy"
 	}
+	sec := StatsSection{Title: "Trajectories per " + by}
 	type group struct {
 		results []stats.EvalResult
 		out     stats.Outcomes
@@ -154,7 +155,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	}
 	slices.Sort(names)
 	head := stats.Table{Title: "Outcomes (from the trajectories read so far)",
-		Header: []string{"teacher", "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns"}}
+		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns"}}
 	var tokens, turns []stats.Series
 	var outs []stats.Outcomes
 	var exs []stats.PolicyEX
@@ -186,9 +187,9 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		func() (*stats.Chart, error) {
 			return stats.TokenLengthChart("Teacher completion tokens per trajectory", "completion tokens over the episode (teacher's count)", tokens)
 		},
-		func() (*stats.Chart, error) { return stats.TurnsChart(turns) },
-		func() (*stats.Chart, error) { return stats.RatesChart(outs) },
-		func() (*stats.Chart, error) { return stats.ViolationsChart(outs) },
+		func() (*stats.Chart, error) { return stats.TurnsChart(by, turns) },
+		func() (*stats.Chart, error) { return stats.RatesChart(by, outs) },
+		func() (*stats.Chart, error) { return stats.ViolationsChart(by, outs) },
 		func() (*stats.Chart, error) { return stats.EXChart(exs) },
 	} {
 		c, err := f()
