@@ -544,7 +544,9 @@ func TestMaskViewUTF16(t *testing.T) {
 	}
 }
 
-func tk(start, end, span int) curate.MaskToken { return curate.MaskToken{Start: start, End: end, Span: span} }
+func tk(start, end, span int) curate.MaskToken {
+	return curate.MaskToken{Start: start, End: end, Span: span}
+}
 
 func copyDir(tb testing.TB, src string) string {
 	tb.Helper()
