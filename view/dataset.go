@@ -62,7 +62,7 @@ type dataset struct {
 func openDataset(dir string) (*dataset, error) {
 	ds, err := curate.Open(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot open dataset %s: %w", dir, err)
 	}
 	d := &dataset{dir: dir, ds: ds, report: ds.Report}
 	next := 0
