@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -393,22 +394,25 @@ func (ix *index) Query(q Query) Page {
 			}
 		}
 	}
-	switch q.Sort {
-	case "tokens", "-tokens", "turns", "-turns":
-		key := func(i int32) int {
-			if strings.HasSuffix(q.Sort, "tokens") {
-				return int(ix.entries[i].tokens)
+	if q.Sort != "" {
+		// Sort (key, id) pairs: the keys sit next to each other, not behind an index lookup.
+		type kv struct{ k, id int32 }
+		kvs := make([]kv, len(hits))
+		byTokens := strings.HasSuffix(q.Sort, "tokens")
+		for j, i := range hits {
+			e := &ix.entries[i]
+			kvs[j] = kv{int32(e.turns), i}
+			if byTokens {
+				kvs[j].k = e.tokens
 			}
-			return int(ix.entries[i].turns)
+			if strings.HasPrefix(q.Sort, "-") {
+				kvs[j].k = -kvs[j].k
+			}
 		}
-		desc := strings.HasPrefix(q.Sort, "-")
-		slices.SortStableFunc(hits, func(a, b int32) int {
-			ka, kb := key(a), key(b)
-			if desc {
-				ka, kb = kb, ka
-			}
-			return ka - kb
-		})
+		slices.SortStableFunc(kvs, func(a, b kv) int { return cmp.Compare(a.k, b.k) })
+		for j := range kvs {
+			hits[j] = kvs[j].id
+		}
 	}
 	p := Page{Total: len(hits), All: len(ix.entries), Offset: q.Offset, Rows: []RowSummary{}, Facets: map[string][]FacetCount{}}
 	for _, i := range hits[min(q.Offset, len(hits)):min(q.Offset+q.Limit, len(hits))] {
