@@ -23,9 +23,9 @@ import (
 //
 // The tokenizer below is written here because remove_distinct's behaviour is that of one library
 // (sqlparse's lexer and statement splitter, Python only): which text is one token, where the first
-// statement ends. It follows sqlparse 0.4's lexer rules in their order; rules that can neither
-// produce a "distinct" token, change a token boundary before one, nor move the statement
-// splitter's nesting level are folded into the generic ones.
+// statement ends. It follows sqlparse 0.4's lexer rules in their order (the multi-word keyword
+// rules matter: "ORDER BY# x" is a keyword and a comment, "BY#" alone would be one word);
+// TestSpiderRemoveDistinctAgainstSqlparse compares it with the real sqlparse.
 
 // spiderPredText is how evaluation.py reads a prediction: stripped, "value" replaced by "1".
 func spiderPredText(sql string) string {
@@ -301,11 +301,43 @@ func lexAt(r []rune, pos int) (int, tokKind) {
 	if n := phrase(r, pos, "END"); n > 0 {
 		return n, tokKeyword
 	}
+	if n := phrase(r, pos, "NOT", "NULL"); n > 0 {
+		return n, tokKeyword
+	}
+	for _, next := range []string{"FIRST", "LAST"} {
+		if n := phrase(r, pos, "NULLS", next); n > 0 {
+			return n, tokKeyword
+		}
+	}
+	if n := phrase(r, pos, "UNION", "ALL"); n > 0 {
+		return n, tokKeyword
+	}
 	if n := phrase(r, pos, "CREATE", "OR", "REPLACE"); n > 0 {
 		return n, tokDDL
 	}
 	if n := phrase(r, pos, "CREATE"); n > 0 {
 		return n, tokDDL
+	}
+	for _, p := range [][]string{{"DOUBLE", "PRECISION"}, {"GROUP", "BY"}, {"ORDER", "BY"}, {"HANDLER", "FOR"}} {
+		if n := phrase(r, pos, p...); n > 0 {
+			return n, tokKeyword
+		}
+	}
+	for _, f := range []string{"EXPLODE", "INLINE", "PARSE_URL_TUPLE", "POSEXPLODE", "STACK"} {
+		if n := phrase(r, pos, "LATERAL", "VIEW", f); n > 0 {
+			return n, tokKeyword
+		}
+	}
+	if n := timeZoneCast(r, pos); n > 0 {
+		return n, tokKeyword
+	}
+	for _, op := range []string{"LIKE", "ILIKE", "RLIKE"} {
+		if n := phrase(r, pos, "NOT", op); n > 0 {
+			return n, tokOther
+		}
+		if n := phrase(r, pos, op); n > 0 {
+			return n, tokOther
+		}
 	}
 	if isWordStart(c) {
 		n := 1
@@ -353,6 +385,44 @@ func phrase(r []rune, pos int, words ...string) int {
 		return 0
 	}
 	return i - pos
+}
+
+// timeZoneCast is sqlparse's (AT|WITH')\s+TIME\s+ZONE\s+'[^']+' rule.
+func timeZoneCast(r []rune, pos int) int {
+	i := pos
+	switch {
+	case hasFold(r, i, "AT"):
+		i += 2
+	case hasFold(r, i, "WITH'"):
+		i += 5
+	default:
+		return 0
+	}
+	for _, w := range []string{"TIME", "ZONE"} {
+		j := i
+		for j < len(r) && pyIsSpace(r[j]) {
+			j++
+		}
+		if j == i || !hasFold(r, j, w) {
+			return 0
+		}
+		i = j + len(w)
+	}
+	j := i
+	for j < len(r) && pyIsSpace(r[j]) {
+		j++
+	}
+	if j == i || j >= len(r) || r[j] != '\'' {
+		return 0
+	}
+	k := j + 1
+	for k < len(r) && r[k] != '\'' {
+		k++
+	}
+	if k == j+1 || k >= len(r) {
+		return 0
+	}
+	return k + 1 - pos
 }
 
 // joinKeyword is sqlparse's JOIN rule: an optional LEFT/RIGHT/FULL, INNER/OUTER/STRAIGHT or

@@ -178,3 +178,62 @@ func verdictText(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// TestEvalMatchesOfficialSpider runs student eval's loop over Spider dev with a policy
+// answering each task's mixed-set prediction, and checks every task's Correct against the
+// official test-suite-sql-eval verdict: eval judges Spider tasks as student score does.
+func TestEvalMatchesOfficialSpider(t *testing.T) {
+	dev := shared.Path(t, "data/spider/dev.json")
+	all, err := datasets.LoadTasks("spider:"+dev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "official_verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table verdictTable
+	if err := json.Unmarshal(data, &table); err != nil {
+		t.Fatal(err)
+	}
+	items := mixedSet(all)
+	if len(table.Items) != len(items) {
+		t.Fatalf("verdict table has %d items, the mixed set %d", len(table.Items), len(items))
+	}
+	asked := map[string]int{}
+	for _, task := range all {
+		asked[task.Question]++
+	}
+	var tasks []datasets.Task
+	sqls := map[string][]string{}
+	want := map[int]string{}
+	for i := range all {
+		if asked[all[i].Question] > 1 {
+			continue // the policy tells tasks apart by their question
+		}
+		tasks = append(tasks, all[i])
+		sqls[all[i].Question] = []string{items[i].Pred}
+		want[all[i].Index] = verdictText(table.Items[i].Spider)
+	}
+	p := &variants{seen: map[string]int{}, sqls: sqls}
+	dir := filepath.Join(t.TempDir(), "eval")
+	if _, err := runEval(t, context.Background(), dir, "spider:"+dev, tasks, handle("mixed", p), nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := evaluate.ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(tasks) {
+		t.Fatalf("%d results for %d tasks", len(res), len(tasks))
+	}
+	wrong := 0
+	for _, r := range res {
+		got := map[bool]string{true: "1", false: "0"}[r.Correct]
+		if r.SQL != items[r.Index].Pred || got != want[r.Index] {
+			wrong++
+			t.Errorf("task %d (%s) %q: eval says %s (outcome %s, final %q), official %s", r.Index, items[r.Index].Kind, items[r.Index].Pred, got, r.Outcome, r.SQL, want[r.Index])
+		}
+	}
+	t.Logf("%d Spider tasks evaluated, %d differ from the official verdict", len(res), wrong)
+}
