@@ -23,7 +23,7 @@ const (
 	// time limit; any error scores 0.
 	StyleBIRD Style = "bird"
 	// StyleSpider is test-suite-sql-eval's evaluation.py --etype exec (the published Spider
-	// execution accuracy): the SQL rewrites of spiderPrepare (DISTINCT removed unless
+	// execution accuracy): the SQL rewrites of Judge.Prepare (DISTINCT removed unless
 	// KeepDistinct), rows ordered when the rewritten gold contains "order by" anywhere, else
 	// multisets, and the prediction's columns in any order (result_eq).
 	StyleSpider Style = "spider"
@@ -106,9 +106,15 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 // Run executes the gold and the predicted SQL on db and judges them. budget bounds both
 // statements together (zero: the style's DefaultTimeout). predRes, when not nil, is pred's
 // result from an earlier execution, reused when the style runs pred unchanged and the result is
-// complete (all rows kept) or a failure. The
-// error is non-nil only when the database itself failed (see DB.Exec).
+// complete (all rows kept) or a failure. The error is non-nil when the style is unknown or the
+// database itself failed (see DB.Exec).
 func (j Judge) Run(ctx context.Context, db DB, gold, pred string, predRes *Result, budget time.Duration) (Verdict, error) {
+	if j.Style == "" {
+		j.Style = StyleBIRD
+	}
+	if _, err := ParseStyle(string(j.Style)); err != nil {
+		return Verdict{}, fmt.Errorf("judge: %w", err)
+	}
 	if budget <= 0 {
 		budget = j.Style.DefaultTimeout()
 	}
@@ -214,8 +220,10 @@ func (j Judge) exec(ctx context.Context, db DB, q string, reuse *Result, timeout
 		if s, bad := invalidText(res.Rows); bad {
 			return &Result{Outcome: OutcomeError, Error: fmt.Sprintf("could not decode to UTF-8 the text %q (Python's sqlite3 fails the query on it)", s)}, nil
 		}
-	} else {
-		decodeIgnore(res.Rows)
+	} else if rows, changed := decodeIgnore(res.Rows); changed {
+		cp := *res
+		cp.Rows = rows
+		res = &cp
 	}
 	return res, nil
 }

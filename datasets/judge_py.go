@@ -422,15 +422,27 @@ func sqliteTimeText(t time.Time) string {
 }
 
 // decodeIgnore is test-suite-sql-eval's text_factory, bytes.decode(errors="ignore"): text loses
-// the bytes that are not valid UTF-8.
-func decodeIgnore(rows [][]any) {
-	for _, r := range rows {
-		for i, v := range r {
-			if s, ok := v.(string); ok && !utf8.ValidString(s) {
-				r[i] = strings.ToValidUTF8(s, "")
+// the bytes that are not valid UTF-8. rows is not changed: when some text must change, the
+// result is a copy (changed reports it).
+func decodeIgnore(rows [][]any) (out [][]any, changed bool) {
+	out = rows
+	for r, row := range rows {
+		copied := false
+		for i, v := range row {
+			s, ok := v.(string)
+			if !ok || utf8.ValidString(s) {
+				continue
 			}
+			if !changed {
+				out, changed = append([][]any(nil), rows...), true
+			}
+			if !copied {
+				out[r], copied = append([]any(nil), row...), true
+			}
+			out[r][i] = strings.ToValidUTF8(s, "")
 		}
 	}
+	return out, changed
 }
 
 // invalidText returns the first text value that is not valid UTF-8 (BIRD's sqlite3 connection

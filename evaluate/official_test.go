@@ -94,6 +94,29 @@ func writeMixed(t *testing.T, dir string, items []mixedItem) {
 	}
 }
 
+// loadVerdicts reads testdata/official_verdicts.json and checks it was made from items.
+func loadVerdicts(t *testing.T, items []mixedItem) verdictTable {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "official_verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table verdictTable
+	if err := json.Unmarshal(data, &table); err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Items) != len(items) {
+		t.Fatalf("verdict table has %d items, the mixed set %d", len(table.Items), len(items))
+	}
+	for i, it := range items {
+		e := table.Items[i]
+		if e.Index != i || e.Kind != it.Kind || e.SHA256 != predHash(it.Pred) {
+			t.Fatalf("item %d (%s): the table was made from another prediction (%d %s %s, now %s): regenerate it (testdata/official/README.md)", i, it.Kind, e.Index, e.Kind, e.SHA256, predHash(it.Pred))
+		}
+	}
+	return table
+}
+
 // TestOfficialVerdicts scores the mixed prediction set over Spider dev in the spider style
 // (with and without --keep-distinct) and the bird style, and checks every item against the
 // verdict the official evaluator gave it.
@@ -108,23 +131,9 @@ func TestOfficialVerdicts(t *testing.T) {
 		writeMixed(t, *mixedOut, items)
 		t.Logf("wrote the mixed set's %d items to %s", len(items), *mixedOut)
 	}
-	data, err := os.ReadFile(filepath.Join("testdata", "official_verdicts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table verdictTable
-	if err := json.Unmarshal(data, &table); err != nil {
-		t.Fatal(err)
-	}
-	if len(table.Items) != len(items) {
-		t.Fatalf("verdict table has %d items, the mixed set %d", len(table.Items), len(items))
-	}
+	table := loadVerdicts(t, items)
 	preds := make(map[int]evaluate.Prediction, len(items))
-	for i, it := range items {
-		e := table.Items[i]
-		if e.Index != i || e.Kind != it.Kind || e.SHA256 != predHash(it.Pred) {
-			t.Fatalf("item %d (%s): the table was made from another prediction (%d %s %s, now %s): regenerate it (testdata/official/README.md)", i, it.Kind, e.Index, e.Kind, e.SHA256, predHash(it.Pred))
-		}
+	for _, it := range items {
 		preds[it.Index] = evaluate.Prediction{Index: it.Index, SQL: it.Pred, DBID: it.DBID}
 	}
 	conn := &datasets.Connector{}
@@ -188,18 +197,8 @@ func TestEvalMatchesOfficialSpider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join("testdata", "official_verdicts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table verdictTable
-	if err := json.Unmarshal(data, &table); err != nil {
-		t.Fatal(err)
-	}
 	items := mixedSet(all)
-	if len(table.Items) != len(items) {
-		t.Fatalf("verdict table has %d items, the mixed set %d", len(table.Items), len(items))
-	}
+	table := loadVerdicts(t, items)
 	asked := map[string]int{}
 	for _, task := range all {
 		asked[task.Question]++
