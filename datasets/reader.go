@@ -181,7 +181,7 @@ func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") 
 
 // readerMissing is the ErrReader error for a reader that is not there.
 func readerMissing(where, what string) error {
-	return fmt.Errorf("%s: %s: %w (create it once with distill load, which also grants it the loaded databases; or pass --exec-as-dsn-user if the DSN's own user is already read-only)", where, what, ErrReader)
+	return fmt.Errorf("%s: %s: %w (distill load creates it and grants it what it loads; --exec-as-dsn-user runs as the DSN's own user instead)", where, what, ErrReader)
 }
 
 // readerUngranted is the ErrReader error for a task database the reader may not read.

@@ -333,16 +333,26 @@ func describeMySQLUser(ctx context.Context, dsn string) (string, error) {
 	}
 	defer closeConn()
 	var user string
-	var privs sql.NullString
-	err = conn.QueryRowContext(ctx, `SELECT CURRENT_USER(), (SELECT GROUP_CONCAT(DISTINCT PRIVILEGE_TYPE ORDER BY PRIVILEGE_TYPE SEPARATOR ', ')
-		FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE'
-		AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), ''''))`).Scan(&user, &privs)
+	if err := conn.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
+		return "", fmt.Errorf("mysql: describe the DSN's user: %w", err)
+	}
+	privs, err := strings1(ctx, conn, `SELECT DISTINCT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE'
+		AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')`)
 	if err != nil {
 		return "", fmt.Errorf("mysql: describe the DSN's user: %w", err)
 	}
 	what := "no global privilege (check its database grants yourself)"
-	if privs.Valid && privs.String != "" {
-		what = "global privileges " + privs.String
+	if len(privs) > 0 {
+		var worst []string // the ones that reach beyond the data
+		for _, p := range []string{"SUPER", "FILE", "PROCESS", "CREATE USER", "SHUTDOWN", "RELOAD", "INSERT", "DROP"} {
+			if slices.Contains(privs, p) {
+				worst = append(worst, p)
+			}
+		}
+		what = fmt.Sprintf("%d global privileges", len(privs))
+		if len(worst) > 0 {
+			what += ", among them " + strings.Join(worst, ", ")
+		}
 	}
 	return fmt.Sprintf("mysql user %q: %s", user, what), nil
 }

@@ -30,7 +30,7 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 			seen[k] = true
 			_, err := o.Open(ctx, d, t)
 			if errors.Is(err, datasets.ErrReader) {
-				return fmt.Errorf("checking the %s databases: %w; nothing was run (fix: distill load --dialect %s --dsn DSN --tasks SPEC, with this run's tasks, creates the reader and grants it their databases)", d, err, d)
+				return fmt.Errorf("checking the %s databases: %w; nothing was run: first run distill load --dialect %s --dsn DSN --tasks SPEC (this run's tasks)", d, err, d)
 			}
 			if err != nil {
 				return fmt.Errorf("checking the %s databases: %w; nothing was run", d, err)

@@ -116,16 +116,20 @@ func TestDistillHostileTeacherSuperuserDSNs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Close()
 	my, err := sql.Open("mysql", myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer my.Close()
 	t.Cleanup(func() {
+		defer pg.Close()
+		defer my.Close()
 		for _, task := range tasks {
-			pg.Exec("DROP SCHEMA IF EXISTS " + prefix + task.DBID + " CASCADE")
-			my.Exec("DROP DATABASE IF EXISTS " + prefix + task.DBID)
+			if _, err := pg.Exec("DROP SCHEMA IF EXISTS " + prefix + task.DBID + " CASCADE"); err != nil {
+				t.Errorf("drop the postgres copy: %v", err)
+			}
+			if _, err := my.Exec("DROP DATABASE IF EXISTS " + prefix + task.DBID); err != nil {
+				t.Errorf("drop the mysql copy: %v", err)
+			}
 			my.Exec("DELETE FROM chainedsql_meta.copies WHERE target = ?", prefix+task.DBID)
 		}
 		for d, dsn := range map[datasets.Dialect]string{datasets.Postgres: pgDSN, datasets.MySQL: myDSN} {
