@@ -457,9 +457,15 @@ func scanRelations(t *testing.T, db DB, rels, needles []string, patterns ...*reg
 			screened++
 			continue
 		}
+		if rel == "information_schema.element_types" {
+			continue // array element types only, and it takes over 10 s on a server with many schemas
+		}
 		r, err := db.(rawRunner).run(context.Background(), time.Now(), q, 10*time.Second, 0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r.Outcome == OutcomeTimeout {
+			t.Errorf("%s: timed out, so it was not checked", rel)
 		}
 		if !r.OK() {
 			continue // not readable by the reader
