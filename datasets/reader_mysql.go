@@ -236,8 +236,26 @@ func dropMySQLReader(ctx context.Context, dsn, name string) error {
 			return fail(err)
 		}
 	}
-	if _, err := conn.ExecContext(ctx, "DELETE FROM "+readerMeta+".readers WHERE name = ?", name); err != nil && myErrNo(err) != 1146 && myErrNo(err) != 1049 {
+	// Under the set-up lock, so that the last reader's table is not dropped under a new one.
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", mysqlReaderLock).Scan(&got); err != nil || got.Int64 != 1 {
+		return fail(fmt.Errorf("take the lock %s: %v (granted %v)", mysqlReaderLock, err, got.Int64 == 1))
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", mysqlReaderLock)
+	if _, err := conn.ExecContext(ctx, "DELETE FROM "+readerMeta+".readers WHERE name = ?", name); err != nil {
+		if n := myErrNo(err); n == 1146 || n == 1049 {
+			return nil
+		}
 		return fail(err)
+	}
+	var left int
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+readerMeta+".readers").Scan(&left); err != nil {
+		return fail(err)
+	}
+	if left == 0 { // the database itself also holds the copy markers: it stays
+		if _, err := conn.ExecContext(ctx, "DROP TABLE "+readerMeta+".readers"); err != nil {
+			return fail(err)
+		}
 	}
 	return nil
 }

@@ -231,8 +231,27 @@ func dropPGReader(ctx context.Context, dsn, name string) error {
 		return fail(err)
 	}
 	if meta.Valid {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+QuoteIdent(Postgres, readerMeta)+".readers WHERE name = $1", name); err != nil {
+		schema := QuoteIdent(Postgres, readerMeta)
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+schema+".readers WHERE name = $1", name); err != nil {
 			return fail(err)
+		}
+		// The last reader gone, the table and, when nothing else lives there, its schema go too.
+		var left, others int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+schema+".readers").Scan(&left); err != nil {
+			return fail(err)
+		}
+		if left == 0 {
+			if _, err := tx.ExecContext(ctx, "DROP TABLE "+schema+".readers"); err != nil {
+				return fail(err)
+			}
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = $1::regnamespace", readerMeta).Scan(&others); err != nil {
+				return fail(err)
+			}
+			if others == 0 {
+				if _, err := tx.ExecContext(ctx, "DROP SCHEMA "+schema); err != nil {
+					return fail(err)
+				}
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
