@@ -58,6 +58,13 @@ func TestPTXCurrent(t *testing.T) {
 	if got := sourceHash(t); got != recorded {
 		t.Fatalf("the embedded PTX is stale: kernel sources hash to %s, the PTX was built from %s; run go generate ./inference/cuda (needs nvcc)", got, recorded)
 	}
+	emu, err := os.ReadFile("emu_kernels.cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(emu), "// kernel sources: "+recorded+"\n") {
+		t.Fatalf("emu_kernels.cc does not carry the kernel sources' hash %s (go build would not recompile the emulated kernels); run go generate ./inference/cuda", recorded)
+	}
 	if !strings.Contains(ptxSource, ".target sm_80") {
 		t.Fatal("embedded PTX does not target sm_80 (compute_80)")
 	}

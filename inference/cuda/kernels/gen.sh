@@ -9,7 +9,12 @@ command -v nvcc >/dev/null || { echo "gen.sh: nvcc not found (apt-get install nv
 read -r -a flags < nvcc.flags
 nvcc -ptx "${flags[@]}" -o kernels.ptx.tmp kernels.cu
 mv kernels.ptx.tmp kernels.ptx
+sum=$(bash stamp.sh)
+# The emulator's translation unit carries the hash too: go build tracks the files of the
+# package directory, not the kernels/ sources it includes, so this line is what makes a
+# changed kernel recompile under -tags cudaemu.
+sed -i "s/^\/\/ kernel sources: .*/\/\/ kernel sources: $sum/" ../emu_kernels.cc
 {
-	echo "sources $(bash stamp.sh)"
+	echo "sources $sum"
 	echo "nvcc $(nvcc --version | tail -1)"
 } > kernels.ptx.stamp
