@@ -82,7 +82,9 @@ func TestEvalFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda"}, "no CUDA backend"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda"}, "--backend cuda: cuda: backend unavailable"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda-emulated"}, "-tags cudaemu"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "rocm"}, "want cpu, cuda or cuda-emulated"},
 		{[]string{"--policy", "oracle", "--model", "x", "--tasks", "bird:" + dev}, "not both"},
 		{[]string{"--tasks", "bird:" + dev}, "--model DIR"},
 		{[]string{"--policy", "oracle"}, "--tasks is required"},

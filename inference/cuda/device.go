@@ -82,7 +82,7 @@ const (
 
 // ErrUnavailable is wrapped by every error saying a backend cannot run here (no driver, no
 // device, a driver too old, a binary built without the emulator).
-var ErrUnavailable = errors.New("CUDA backend unavailable")
+var ErrUnavailable = errors.New("backend unavailable")
 
 // Open opens device 0 of backend: BackendCUDA (the NVIDIA driver) or BackendEmulated (the CPU
 // execution model, in binaries built with -tags cudaemu).
@@ -94,6 +94,16 @@ func Open(backend string) (Device, error) {
 		return openEmulator()
 	}
 	return nil, fmt.Errorf("cuda: backend %q: want %s or %s", backend, BackendCUDA, BackendEmulated)
+}
+
+// Check opens and closes backend's device: nil where the backend can run here, else Open's
+// error (one line, wrapping ErrUnavailable, for no driver, no device or a driver too old).
+func Check(backend string) error {
+	d, err := Open(backend)
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
 // argSlots packs kernel arguments into 8-byte slots (the layout both the driver's kernelParams

@@ -53,9 +53,10 @@ extern "C" const char *emu_name(int k) { return table()[k].name; }
 #if defined(__x86_64__)
 extern "C" void chainedsql_emu_swap(void **save, void *next);
 extern "C" void chainedsql_emu_trampoline(void);
-// Saves the callee-saved registers, MXCSR and the x87 control word on the current stack, stores
-// the stack pointer in *save, and resumes the stack next (a frame saved the same way, or a new
-// fiber's initial frame, whose return address is the trampoline).
+// Saves the callee-saved registers on the current stack, stores the stack pointer in *save,
+// and resumes the stack next (a frame saved the same way, or a new fiber's initial frame, whose
+// return address is the trampoline). MXCSR and the x87 control word are not switched: every
+// fiber of a thread runs with the thread's, and kernels do not change them.
 asm(R"(
 	.text
 	.globl chainedsql_emu_swap
@@ -68,14 +69,8 @@ chainedsql_emu_swap:
 	pushq %r13
 	pushq %r14
 	pushq %r15
-	subq $16, %rsp
-	stmxcsr 8(%rsp)
-	fnstcw (%rsp)
 	movq %rsp, (%rdi)
 	movq %rsi, %rsp
-	ldmxcsr 8(%rsp)
-	fldcw (%rsp)
-	addq $16, %rsp
 	popq %r15
 	popq %r14
 	popq %r13
@@ -180,10 +175,25 @@ static void put_runner(Runner *r) {
 
 static thread_local Runner *cur_runner;
 
+static inline void set_tid(int i);
+
+// to_sched suspends fiber f: it resumes the next ready fiber of the scheduler's round directly
+// (one switch instead of two through the scheduler), or the scheduler when there is none.
 static inline void to_sched(Runner *r, Fiber *f) {
+	int next = r->cur + 1;
+	while (next < r->n && r->f[next].state != READY)
+		next++;
 #if defined(__x86_64__)
+	if (next < r->n) {
+		r->cur = next;
+		set_tid(next);
+		chainedsql_emu_swap(&f->sp, r->f[next].sp);
+		return;
+	}
+	r->cur = r->n;
 	chainedsql_emu_swap(&f->sp, r->sched_sp);
 #else
+	(void)next;
 	swapcontext(&f->uc, &r->sched_uc);
 #endif
 }
@@ -212,22 +222,18 @@ static void start_fiber(Runner *r, Fiber *f) {
 	f->state = READY;
 	f->wgen = 0;
 #if defined(__x86_64__)
-	uintptr_t top = ((uintptr_t)(f->stack + kStack)) & ~(uintptr_t)15;
-	uint64_t *sp = (uint64_t *)(top - 88); // ≡ 8 mod 16: the trampoline starts 16-aligned
-	uint32_t mxcsr;
-	uint16_t fcw;
-	asm volatile("stmxcsr %0" : "=m"(mxcsr));
-	asm volatile("fnstcw %0" : "=m"(fcw));
-	memset(sp, 0, 88);
-	memcpy((char *)sp, &fcw, 2);
-	memcpy((char *)sp + 8, &mxcsr, 4);
-	sp[2] = 0;                                   // r15
-	sp[3] = 0;                                   // r14
-	sp[4] = (uint64_t)(uintptr_t)&fiber_main;     // r13: the function the trampoline calls
-	sp[5] = (uint64_t)(uintptr_t)r;               // r12: its argument
-	sp[6] = 0;                                   // rbx
-	sp[7] = 0;                                   // rbp
-	sp[8] = (uint64_t)(uintptr_t)&chainedsql_emu_trampoline;
+	// Stack tops are staggered by a cache line per fiber, so that the fibers' live frames do
+	// not all fall into the same L1 sets (the stacks are a multiple of 4 KiB apart).
+	int color = (int)(f - r->f.data()) % 48;
+	uintptr_t top = ((uintptr_t)(f->stack + kStack - 64 * color)) & ~(uintptr_t)15;
+	uint64_t *sp = (uint64_t *)(top - 72); // ≡ 8 mod 16: the trampoline starts 16-aligned
+	sp[0] = 0;                                   // r15
+	sp[1] = 0;                                   // r14
+	sp[2] = (uint64_t)(uintptr_t)&fiber_main;     // r13: the function the trampoline calls
+	sp[3] = (uint64_t)(uintptr_t)r;               // r12: its argument
+	sp[4] = 0;                                   // rbx
+	sp[5] = 0;                                   // rbp
+	sp[6] = (uint64_t)(uintptr_t)&chainedsql_emu_trampoline;
 	f->sp = sp;
 #else
 	getcontext(&f->uc);
@@ -238,7 +244,7 @@ static void start_fiber(Runner *r, Fiber *f) {
 #endif
 }
 
-static inline void set_tid(Runner *r, int i) {
+static inline void set_tid(int i) {
 	unsigned bx = emu_block_dim.x, by = emu_block_dim.y;
 	emu_thread_idx.x = i % bx;
 	emu_thread_idx.y = (i / bx) % by;
@@ -258,14 +264,27 @@ static bool run_block(Runner *r) {
 		start_fiber(r, &r->f[i]);
 	int nw = (n + 31) / 32;
 	for (;;) {
+#if defined(__x86_64__)
+		// One pass over the ready fibers: the first is resumed here, each hands on to the next
+		// (to_sched) and the last returns here.
+		for (int i = 0; i < n; i++) {
+			if (r->f[i].state == READY) {
+				r->cur = i;
+				set_tid(i);
+				to_fiber(r, &r->f[i]);
+				break;
+			}
+		}
+#else
 		for (int i = 0; i < n; i++) {
 			Fiber *f = &r->f[i];
 			if (f->state != READY)
 				continue;
 			r->cur = i;
-			set_tid(r, i);
+			set_tid(i);
 			to_fiber(r, f);
 		}
+#endif
 		if (!r->err.empty())
 			return false;
 		int done = 0, at_block = 0;

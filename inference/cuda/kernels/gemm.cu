@@ -6,7 +6,7 @@
 
 // GEMV_MAXT is the most input rows gemv_bf16 takes (decode and small decode batches); larger T
 // goes through gemm_bf16 (or cuBLAS).
-#define GEMV_MAXT 8
+#define GEMV_MAXT 8 // the butterfly reduction below is written for 8
 
 // gemv_bf16: one warp per weight row, streaming the row once for all T ≤ GEMV_MAXT input rows
 // (16-byte loads of 8 weights when K is a multiple of 8, else one weight per lane and step);
@@ -49,15 +49,44 @@ KERNEL void gemv_bf16(float *__restrict__ out, const float *__restrict__ x, cons
 					acc[t] += wv * x[(size_t)t * K + k];
 		}
 	}
+	float *o;
+	if (T == 1) {
+		float v = warp_sum(acc[0]);
+		o = out + n;
+		if (lane == 0)
+			*o = accumulate ? *o + v : v;
+		return;
+	}
+	// Reduce the 8 sums together, halving them at each of the first three steps (lanes keep the
+	// half their lane bit selects and add the partner's copy of it): 9 shuffles instead of 40.
+	// Lane l ends with the sum of row t = (l >> 2) & 7.
 #pragma unroll
-	for (int t = 0; t < GEMV_MAXT; t++) {
-		if (t < T) {
-			float v = warp_sum(acc[t]);
-			if (lane == 0) {
-				float *o = out + (size_t)t * ldo + n;
-				*o = accumulate ? *o + v : v;
-			}
-		}
+	for (int i = 0; i < 4; i++) {
+		bool hi = lane & 16;
+		float send = hi ? acc[i] : acc[4 + i];
+		float keep = hi ? acc[4 + i] : acc[i];
+		acc[i] = keep + __shfl_xor_sync(FULL_MASK, send, 16);
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		bool hi = lane & 8;
+		float send = hi ? acc[i] : acc[2 + i];
+		float keep = hi ? acc[2 + i] : acc[i];
+		acc[i] = keep + __shfl_xor_sync(FULL_MASK, send, 8);
+	}
+	{
+		bool hi = lane & 4;
+		float send = hi ? acc[0] : acc[1];
+		float keep = hi ? acc[1] : acc[0];
+		acc[0] = keep + __shfl_xor_sync(FULL_MASK, send, 4);
+	}
+	float v = acc[0];
+	v += __shfl_xor_sync(FULL_MASK, v, 2);
+	v += __shfl_xor_sync(FULL_MASK, v, 1);
+	int t = (lane >> 2) & 7;
+	if ((lane & 3) == 0 && t < T) {
+		o = out + (size_t)t * ldo + n;
+		*o = accumulate ? *o + v : v;
 	}
 }
 REGISTER(gemv_bf16);
