@@ -246,6 +246,10 @@ static void start_fiber(Runner *r, Fiber *f) {
 
 static inline void set_tid(int i) {
 	unsigned bx = emu_block_dim.x, by = emu_block_dim.y;
+	if (by == 1 && emu_block_dim.z == 1) { // the common 1-D block: no divisions
+		emu_thread_idx.x = i;
+		return;
+	}
 	emu_thread_idx.x = i % bx;
 	emu_thread_idx.y = (i / bx) % by;
 	emu_thread_idx.z = i / (bx * by);
@@ -470,6 +474,7 @@ extern "C" int emu_run(int k, uint64_t *slots, int nargs, unsigned gx, unsigned 
 	if (r->dyn.size() < shared)
 		r->dyn.resize(shared);
 	cur_runner = r;
+	emu_thread_idx = dim3{0, 0, 0};
 	emu_block_dim = dim3{bx, by, bz};
 	emu_grid_dim = dim3{gx, gy, gz};
 	long nblocks = (long)gx * gy * gz;

@@ -18,8 +18,8 @@ type rowOut struct{ step, at int }
 // graphKey names a captured decode step: T sequences of one token, with logits copied back
 // (sample false) or tokens sampled on the device (sample true; sampled when some row draws).
 type graphKey struct {
-	T              int
-	sample, draw   bool
+	T            int
+	sample, draw bool
 }
 
 // Sampling is how ForwardSample picks a step's next token on the device.

@@ -84,7 +84,7 @@ type Model struct {
 
 	// Activations of one pass (MaxPass rows each) and the LM head's output.
 	x, xn, qkv, q, att, gu, act, xbf Ptr
-	logits, toks, params, scratch   Ptr
+	logits, toks, params, scratch    Ptr
 
 	// The pass's metadata: host staging and its device copy (see metaLayout).
 	meta     Ptr

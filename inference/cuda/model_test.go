@@ -195,10 +195,10 @@ func greedy(t testing.TB, m generate.Model, p []int, n int) ([]int, [][]float32)
 func TestAgainstCPU(t *testing.T) {
 	m := loadTiny(t, Options{MaxPass: 40})
 	cm := loadCPU(t)
-	for _, n := range []int{1, 8, 9, 17, 70} {
+	for _, n := range []int{1, 9, 17, 70} {
 		p := prompt(n, n, m.VocabSize())
-		got, gl := greedy(t, m, p, 6)
-		want, wl := greedy(t, cm, p, 6)
+		got, gl := greedy(t, m, p, 3)
+		want, wl := greedy(t, cm, p, 3)
 		if !slices.Equal(got, want) {
 			t.Fatalf("prompt of %d: device %v, CPU %v", n, got, want)
 		}
@@ -214,8 +214,8 @@ func TestAgainstCPU(t *testing.T) {
 // the tokens and logits of each run alone.
 func TestBatchedDecode(t *testing.T) {
 	m := loadTiny(t, Options{})
-	lens := []int{3, 12, 1, 30, 17}
-	const n = 5
+	lens := []int{3, 30, 1, 17}
+	const n = 4
 	var alone [][]int
 	var aloneLogits [][][]float32
 	for i, l := range lens {
@@ -252,15 +252,15 @@ func TestBatchedDecode(t *testing.T) {
 func TestGraphsMatchDirect(t *testing.T) {
 	g := loadTiny(t, Options{})
 	d := loadTiny(t, Options{NoGraphs: true})
-	for _, B := range []int{1, 3, 1, 2} {
+	for _, B := range []int{1, 3, 2} {
 		sg := make([]generate.Step, B)
 		sd := make([]generate.Step, B)
 		for i := range B {
-			p := prompt(5+7*i, i, g.VocabSize())
+			p := prompt(9+5*i, i, g.VocabSize()) // decoding crosses the first block boundary
 			sg[i] = generate.Step{Cache: newCache(t, g, 64), Tokens: p}
 			sd[i] = generate.Step{Cache: newCache(t, d, 64), Tokens: p}
 		}
-		for k := range 20 {
+		for k := range 6 {
 			run(t, g, sg...)
 			run(t, d, sd...)
 			for i := range B {
@@ -297,7 +297,7 @@ func TestForwardSample(t *testing.T) {
 	}
 	how := []Sampling{{}, {Temperature: 0.8, TopP: 0.9}, {Temperature: 1.5}, {Temperature: 0.05, TopP: 0.5}}
 	out := make([]int, B)
-	for k := range 6 {
+	for k := range 4 {
 		for i := range how {
 			how[i].U = r.Float64()
 		}
@@ -342,10 +342,10 @@ func TestGenerator(t *testing.T) {
 	}
 	defer gc.Close()
 	var wg sync.WaitGroup
-	errs := make([]error, 6)
+	errs := make([]error, 5)
 	for i := range errs {
 		wg.Go(func() {
-			req := generate.Request{Prompt: prompt(5+9*i, 200+i, m.VocabSize()), MaxTokens: 6, IgnoreEOS: true}
+			req := generate.Request{Prompt: prompt(5+9*i, 200+i, m.VocabSize()), MaxTokens: 4, IgnoreEOS: true}
 			a, err := gd.Generate(context.Background(), req)
 			if err != nil {
 				errs[i] = err

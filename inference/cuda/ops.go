@@ -68,7 +68,9 @@ func (o *ops) matmul(out, x, w Ptr, T, N, K, ldo int, accumulate bool, xbf Ptr) 
 		acc = 1
 	}
 	if T <= gemvMaxT {
-		return o.launch("gemv_bf16", Dim{X: (N + gemvBlock/32 - 1) / (gemvBlock / 32)}, Dim{X: gemvBlock}, out, x, w, int32(T), int32(N), int32(K), int32(ldo), acc)
+		g := gemvLanes(K)
+		rows := gemvBlock / 32 * (32 / g)
+		return o.launch("gemv_bf16", Dim{X: (N + rows - 1) / rows}, Dim{X: gemvBlock}, out, x, w, int32(T), int32(N), int32(K), int32(ldo), acc, int32(g))
 	}
 	if xbf != 0 {
 		if err := o.toBF16(xbf, x, T*K); err != nil {
@@ -84,6 +86,20 @@ func (o *ops) matmul(out, x, w Ptr, T, N, K, ldo int, accumulate bool, xbf Ptr) 
 		}
 	}
 	return o.launch("gemm_bf16", Dim{X: (N + 63) / 64, Y: (T + 63) / 64}, Dim{X: gemmBlock}, out, x, w, int32(T), int32(N), int32(K), int32(ldo), acc)
+}
+
+// gemvLanes is the lanes gemv_bf16 gives one weight row of K values: 32, halved while half of
+// them would still have a load (8 weights, or one where K is not a multiple of 8) each.
+func gemvLanes(K int) int {
+	units := K
+	if K%8 == 0 {
+		units = K / 8
+	}
+	g := 32
+	for g > 1 && g/2 >= units {
+		g /= 2
+	}
+	return g
 }
 
 func (o *ops) toBF16(out, in Ptr, n int) error {

@@ -8,23 +8,28 @@
 // goes through gemm_bf16 (or cuBLAS).
 #define GEMV_MAXT 8 // the butterfly reduction below is written for 8
 
-// gemv_bf16: one warp per weight row, streaming the row once for all T ≤ GEMV_MAXT input rows
-// (16-byte loads of 8 weights when K is a multiple of 8, else one weight per lane and step);
-// grid ceil(N / warps per block).
+// gemv_bf16: G = glanes lanes per weight row (a power of two: 32 for rows of 256 weights or
+// more, fewer for short rows, so that lanes are not idle), 32/G rows per warp, each row streamed
+// once for all T ≤ GEMV_MAXT input rows (16-byte loads of 8 weights when K is a multiple of 8,
+// else one weight per lane and step); grid ceil(N / rows per block).
 KERNEL void gemv_bf16(float *__restrict__ out, const float *__restrict__ x, const bf16 *__restrict__ w, int T, int N,
-                      int K, int ldo, int accumulate) {
+                      int K, int ldo, int accumulate, int glanes) {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int n = blockIdx.x * (blockDim.x >> 5) + warp;
-	if (n >= N)
-		return;
-	const bf16 *wr = w + (size_t)n * K;
+	int first = (blockIdx.x * (blockDim.x >> 5) + warp) * (32 / glanes); // the warp's first row
+	if (first >= N)
+		return; // the whole warp: its lanes stay together for the shuffles below
+	int gl = lane & (glanes - 1);
+	int n = first + lane / glanes;
+	bool valid = n < N;
+	const bf16 *wr = w + (size_t)(valid ? n : first) * K;
 	float acc[GEMV_MAXT];
 #pragma unroll
 	for (int t = 0; t < GEMV_MAXT; t++)
 		acc[t] = 0;
-	if ((K & 7) == 0) {
+	if (!valid) {
+	} else if ((K & 7) == 0) {
 		const uint4 *w8 = (const uint4 *)wr;
-		for (int k8 = lane; k8 < K / 8; k8 += 32) {
+		for (int k8 = gl; k8 < K / 8; k8 += glanes) {
 			uint4 u = w8[k8];
 			float wf[8] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
 			               __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u),
@@ -41,13 +46,28 @@ KERNEL void gemv_bf16(float *__restrict__ out, const float *__restrict__ x, cons
 			}
 		}
 	} else {
-		for (int k = lane; k < K; k += 32) {
+		for (int k = gl; k < K; k += glanes) {
 			float wv = bf2f(wr[k]);
 #pragma unroll
 			for (int t = 0; t < GEMV_MAXT; t++)
 				if (t < T)
 					acc[t] += wv * x[(size_t)t * K + k];
 		}
+	}
+	if (glanes < 32) { // short rows: reduce each sum within its lane group
+#pragma unroll
+		for (int t = 0; t < GEMV_MAXT; t++) {
+			if (t < T) {
+				float v = acc[t];
+				for (int o = glanes / 2; o > 0; o >>= 1)
+					v += __shfl_xor_sync(FULL_MASK, v, o);
+				if (gl == 0 && valid) {
+					float *o = out + (size_t)t * ldo + n;
+					*o = accumulate ? *o + v : v;
+				}
+			}
+		}
+		return;
 	}
 	float *o;
 	if (T == 1) {
