@@ -148,6 +148,34 @@ func TestMatMulKernels(t *testing.T) {
 	}
 }
 
+// TestMatMulBLAS: the prefill path with room for bf16 activations (cuBLAS where the device has
+// it; the tiled kernel on the emulator) against the CPU product of the bf16-rounded input.
+func TestMatMulBLAS(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, c := range [][3]int{{9, 65, 64}, {64, 130, 264}, {130, 896, 896}, {17, 151, 4864}} {
+		T, N, K := c[0], c[1], c[2]
+		w := &cpu.Matrix{DType: cpu.BF16, Rows: N, Cols: K, U16: randBF16(r, N*K, 1)}
+		x := randF32(r, T*K, 1)
+		xr := make([]float32, len(x))
+		for i, v := range x {
+			xr[i] = cpu.BF16ToF32(cpu.F32ToBF16(v))
+		}
+		want := make([]float32, T*N)
+		cpu.MatMul(want, w, xr, T)
+		base := randF32(r, T*N, 1)
+		for i := range want {
+			want[i] += base[i]
+		}
+		out := upload(t, o.d, base)
+		xbf := upload(t, o.d, make([]uint16, T*K))
+		mustOK(t, o.matmul(out, upload(t, o.d, x), upload(t, o.d, w.U16), T, N, K, N, true, xbf))
+		// The tiled kernel multiplies the f32 input: against the rounded input it differs by
+		// the rounding, about 2⁻⁹·√K.
+		closeTo(t, fmt.Sprintf("T=%d N=%d K=%d", T, N, K), download[float32](t, o.d, out, T*N), want, 4e-3*math.Sqrt(float64(K)))
+	}
+}
+
 func TestSiLUMulKernel(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(7, 8))
