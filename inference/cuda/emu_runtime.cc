@@ -4,9 +4,9 @@
 // thread: the scheduler resumes each ready fiber in turn; a fiber runs until it reaches a
 // barrier (__syncthreads), a warp operation (shuffle, vote, __syncwarp) or its end. A block
 // barrier releases once every live thread of the block waits at one, a warp operation once
-// every live lane of the warp does. Threads that wait where no release can come (a barrier in
-// divergent code, lanes at different warp operations) are reported as a deadlock instead of
-// hanging. Written by hand rather than taken from a library because it must reproduce CUDA's
+// every live lane of the warp does (exited threads hold neither up, as on the hardware). Threads
+// that wait where no release can come (lanes of a warp split between a barrier and a warp
+// operation, lanes at different warp operations) are reported as a deadlock instead of hanging. Written by hand rather than taken from a library because it must reproduce CUDA's
 // barrier and warp semantics exactly and fast enough for whole forward passes on the CPU: a
 // fiber switch is a few instructions (an assembly stack swap on x86-64; ucontext elsewhere).
 #include <stdint.h>
