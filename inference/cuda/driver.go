@@ -151,6 +151,8 @@ func (d *driverDevice) openBLAS() {
 
 func (d *driverDevice) Name() string { return d.name }
 
+func (d *driverDevice) hasBLAS() bool { return d.blas != nil }
+
 func (d *driverDevice) Alloc(n int) (Ptr, error) {
 	var p C.cu_ptr
 	if err := check(fmt.Sprintf("allocating %d bytes", n), C.cud_alloc(d.ctx, &p, C.size_t(max(n, 1)))); err != nil {

@@ -244,16 +244,16 @@ func (m *Model) body(T int) error {
 		ly := &m.layers[l]
 		steps := []func() error{
 			func() error { return o.rmsnorm(m.xn, m.x, ly.attnNorm, 0, T, m.H, m.eps) },
-			func() error { return o.matmul(m.qkv, m.xn, ly.qkv, T, m.qkvW, m.H, m.qkvW, false, m.xbf) },
+			func() error { return o.matmul(m.qkv, m.xn, ly.qkv, T, m.qkvW, m.H, m.qkvW, false, m.bf16Scratch()) },
 			func() error {
 				return o.ropeKV(m.q, m.qkv, ly.qkvBias, m.cosT, m.sinT, mt, m.layerKV(l), T, g)
 			},
 			func() error { return o.attention(m.att, m.q, m.layerKV(l), mt, T, g, m.scale) },
-			func() error { return o.matmul(m.x, m.att, ly.o, T, m.H, m.qd, m.H, true, m.xbf) },
+			func() error { return o.matmul(m.x, m.att, ly.o, T, m.H, m.qd, m.H, true, m.bf16Scratch()) },
 			func() error { return o.rmsnorm(m.xn, m.x, ly.mlpNorm, 0, T, m.H, m.eps) },
-			func() error { return o.matmul(m.gu, m.xn, ly.gateUp, T, 2*m.I, m.H, 2*m.I, false, m.xbf) },
+			func() error { return o.matmul(m.gu, m.xn, ly.gateUp, T, 2*m.I, m.H, 2*m.I, false, m.bf16Scratch()) },
 			func() error { return o.siluMul(m.act, m.gu, T, m.I) },
-			func() error { return o.matmul(m.x, m.act, ly.down, T, m.H, m.I, m.H, true, m.xbf) },
+			func() error { return o.matmul(m.x, m.act, ly.down, T, m.H, m.I, m.H, true, m.bf16Scratch()) },
 		}
 		for _, f := range steps {
 			if err := f(); err != nil {
@@ -272,7 +272,7 @@ func (m *Model) head(r0, R int, sample, draw bool) error {
 	if err := o.rmsnorm(m.xn, m.x, m.norm, m.metaAt(m.ml.rows+r0), R, m.H, m.eps); err != nil {
 		return err
 	}
-	if err := o.matmul(m.logits, m.xn, m.lmHead, R, m.V, m.H, m.V, false, m.xbf); err != nil {
+	if err := o.matmul(m.logits, m.xn, m.lmHead, R, m.V, m.H, m.V, false, m.bf16Scratch()); err != nil {
 		return err
 	}
 	if !sample {

@@ -32,6 +32,9 @@ type Options struct {
 	CacheTokens int
 	// NoGraphs runs decode steps as direct launches instead of replaying captured graphs.
 	NoGraphs bool
+	// NoBLAS runs every product on the backend's own kernels even where cuBLAS is loaded (its
+	// prefill products round the activations to bf16; the own kernels keep them f32).
+	NoBLAS bool
 }
 
 func (o Options) withDefaults() Options {
@@ -97,6 +100,7 @@ type Model struct {
 	freeBlocks  []int32
 	maxBlocks   int // blocks one sequence may hold
 
+	blas   bool // products of more than gemvMaxT rows go to cuBLAS
 	graphs map[graphKey]Graph
 	allocs []Ptr
 	closed bool
@@ -150,6 +154,9 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if err := m.upload(host); err != nil {
 		m.free()
 		return nil, fmt.Errorf("cuda: %s: uploading the weights: %w", dir, err)
+	}
+	if d, ok := dev.(interface{ hasBLAS() bool }); ok && d.hasBLAS() && !opts.NoBLAS {
+		m.blas = true
 	}
 	if err := m.allocActivations(); err != nil {
 		m.free()
@@ -341,6 +348,17 @@ func (m *Model) free() {
 
 // Device returns the device's description.
 func (m *Model) Device() string { return m.dev.Name() }
+
+// BLAS reports whether the model's larger products run on cuBLAS.
+func (m *Model) BLAS() bool { return m.blas }
+
+// bf16Scratch is the bf16 activation buffer cuBLAS products use, or 0 (own kernels only).
+func (m *Model) bf16Scratch() Ptr {
+	if m.blas {
+		return m.xbf
+	}
+	return 0
+}
 
 // Config returns the model's configuration.
 func (m *Model) Config() qwen2.Config { return m.cfg }

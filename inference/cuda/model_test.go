@@ -64,7 +64,9 @@ var tinyRef = sync.OnceValues(func() (*refFile, error) {
 
 func tinyDir(t testing.TB) string { return shared.Path(t, "models/tiny-qwen2-f32") }
 
-func loadTiny(t testing.TB, opts Options) *Model {
+func loadTiny(t testing.TB, opts Options) *Model { return loadTinyBLAS(t, opts, false) }
+
+func loadTinyBLAS(t testing.TB, opts Options, blas bool) *Model {
 	t.Helper()
 	dir := tinyDir(t)
 	testDevice(t) // skips where the test backend cannot run
@@ -74,6 +76,11 @@ func loadTiny(t testing.TB, opts Options) *Model {
 	}
 	if opts.MaxRows == 0 {
 		opts.MaxRows = 16
+	}
+	if !blas {
+		// Parity with the CPU backend: f32 activations in every product (TestBLASPrefill checks
+		// the cuBLAS path on its own tolerance).
+		opts.NoBLAS = true
 	}
 	m, err := Load(dir, opts)
 	if err != nil {
@@ -407,4 +414,25 @@ func TestBadSteps(t *testing.T) {
 	c.Release()
 	c3 := newCache(t, m, 64)
 	run(t, m, generate.Step{Cache: c3, Tokens: prompt(64, 2, 1000)})
+}
+
+// TestBLASPrefill: where cuBLAS is loaded, a prefill through it (activations rounded to bf16)
+// stays within blasTol of the own kernels' logits, and the greedy continuation agrees.
+func TestBLASPrefill(t *testing.T) {
+	b := loadTinyBLAS(t, Options{}, true)
+	if !b.BLAS() {
+		t.Skipf("%s has no cuBLAS", b.Device())
+	}
+	own := loadTiny(t, Options{})
+	const blasTol = 3e-2
+	for _, n := range []int{9, 64, 200} {
+		p := prompt(n, 7, b.VocabSize())
+		sb := run(t, b, generate.Step{Cache: newCache(t, b, n), Tokens: p, AllLogits: true})[0]
+		so := run(t, own, generate.Step{Cache: newCache(t, own, n), Tokens: p, AllLogits: true})[0]
+		d := maxDiff(sb.Logits, so.Logits)
+		t.Logf("prompt of %d: cuBLAS and own kernels differ by %.3g", n, d)
+		if d > blasTol {
+			t.Fatalf("prompt of %d: cuBLAS prefill differs from the own kernels by %.3g (> %g)", n, d, blasTol)
+		}
+	}
 }
