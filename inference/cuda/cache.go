@@ -1,10 +1,6 @@
 package cuda
 
-import (
-	"fmt"
-
-	"github.com/chainedsql/chainedsql/inference/generate"
-)
+import "fmt"
 
 // Cache is one sequence's KV cache: the blocks of the model's device pool that hold its keys and
 // values (blockTokens positions each, every layer), in order. Blocks are taken from the pool as
@@ -16,11 +12,9 @@ type Cache struct {
 	released bool
 }
 
-var _ generate.Cache = (*Cache)(nil)
-
-// NewCache returns an empty cache for up to maxTokens tokens (1 ≤ maxTokens ≤ ContextLength).
+// newCache returns an empty cache for up to maxTokens tokens (1 ≤ maxTokens ≤ ContextLength).
 // It takes no pool memory until tokens are added.
-func (m *Model) NewCache(maxTokens int) (generate.Cache, error) {
+func (m *Model) newCache(maxTokens int) (*Cache, error) {
 	if maxTokens < 1 || maxTokens > m.cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("cuda: cache of %d tokens: want 1 to the context length %d", maxTokens, m.cfg.MaxPositionEmbeddings)
 	}

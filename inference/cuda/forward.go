@@ -3,10 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"math"
 	"unsafe"
-
-	"github.com/chainedsql/chainedsql/inference/generate"
 )
 
 // span is the tokens [lo, hi) of one step within a pass.
@@ -32,43 +29,30 @@ type Sampling struct {
 	U float64
 }
 
-// Forward appends each step's tokens to its cache and writes its logits (generate.Model). All
-// steps go through the layers together, as passes of up to Options.MaxPass tokens and
-// Options.MaxRows sequences; every layer of a pass runs on the device without a host round
-// trip, and only the logits asked for come back. A decode pass (one token per step) replays a
-// CUDA graph captured for its batch size. Forward checks every step before changing anything;
-// on an error or a done ctx no cache's length changes.
-func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
-	return m.forward(ctx, steps, nil, nil)
+// seq is one sequence's part of a forward: the tokens appended to its cache, whether every
+// token's logits are wanted (else the last one's), and where they go (grown as needed).
+type seq struct {
+	cache  *Cache
+	tokens []int
+	all    bool
+	logits []float32
 }
 
-// ForwardSample is Forward that samples each step's next token on the device, as how says,
-// and writes it to out (len(steps) ids), copying no logits back. Steps must not ask for
-// AllLogits, and their Logits are left as they are.
-func (m *Model) ForwardSample(ctx context.Context, steps []generate.Step, how []Sampling, out []int) error {
-	if len(how) != len(steps) || len(out) != len(steps) {
-		return fmt.Errorf("cuda: ForwardSample: %d steps, %d samplings, %d outputs", len(steps), len(how), len(out))
-	}
-	for i, s := range how {
-		if steps[i].AllLogits {
-			return fmt.Errorf("cuda: ForwardSample: step %d asks for all logits", i)
-		}
-		if s.Temperature < 0 || s.TopP < 0 || s.TopP > 1 || s.U < 0 || s.U >= 1 || math.IsNaN(s.Temperature+s.TopP+s.U) {
-			return fmt.Errorf("cuda: ForwardSample: step %d: sampling %+v out of range", i, s)
-		}
-	}
-	return m.forward(ctx, steps, how, out)
-}
-
-func (m *Model) forward(ctx context.Context, steps []generate.Step, how []Sampling, out []int) error {
+// forward runs seqs (checked by the caller) as passes of up to Options.MaxPass tokens and
+// Options.MaxRows sequences, delivering their logits, or with how their sampled tokens into out;
+// caches advance only when every pass is done.
+func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return errClosed
 	}
-	caches, T, err := m.checkSteps(steps)
-	if err != nil || T == 0 {
-		return err
+	caches := make([]*Cache, len(steps))
+	for i := range steps {
+		caches[i] = steps[i].cache
+		if caches[i].released {
+			return fmt.Errorf("cuda: step %d: cache was released", i)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cuda: forward: %w", err)
@@ -76,13 +60,13 @@ func (m *Model) forward(ctx context.Context, steps []generate.Step, how []Sampli
 	if how == nil {
 		for i := range steps {
 			n := m.V
-			if steps[i].AllLogits {
-				n *= len(steps[i].Tokens)
+			if steps[i].all {
+				n *= len(steps[i].tokens)
 			}
-			if cap(steps[i].Logits) < n {
-				steps[i].Logits = make([]float32, n)
+			if cap(steps[i].logits) < n {
+				steps[i].logits = make([]float32, n)
 			}
-			steps[i].Logits = steps[i].Logits[:n]
+			steps[i].logits = steps[i].logits[:n]
 		}
 	}
 	undo := func() {
@@ -91,7 +75,7 @@ func (m *Model) forward(ctx context.Context, steps []generate.Step, how []Sampli
 		}
 	}
 	for i, c := range caches {
-		if err := c.reserve(c.n + len(steps[i].Tokens)); err != nil {
+		if err := c.reserve(c.n + len(steps[i].tokens)); err != nil {
 			undo()
 			return err
 		}
@@ -99,7 +83,7 @@ func (m *Model) forward(ctx context.Context, steps []generate.Step, how []Sampli
 	var spans []span
 	count := 0
 	for i := range steps {
-		for lo, n := 0, len(steps[i].Tokens); lo < n; {
+		for lo, n := 0, len(steps[i].tokens); lo < n; {
 			hi := min(n, lo+m.opts.MaxPass-count)
 			spans = append(spans, span{step: i, lo: lo, hi: hi})
 			count += hi - lo
@@ -114,50 +98,15 @@ func (m *Model) forward(ctx context.Context, steps []generate.Step, how []Sampli
 		}
 	}
 	for i, c := range caches {
-		c.n += len(steps[i].Tokens)
+		c.n += len(steps[i].tokens)
 	}
 	return nil
-}
-
-// checkSteps validates steps and returns their caches and total token count.
-func (m *Model) checkSteps(steps []generate.Step) ([]*Cache, int, error) {
-	caches := make([]*Cache, len(steps))
-	T := 0
-	for i := range steps {
-		st := &steps[i]
-		ca, ok := st.Cache.(*Cache)
-		if !ok || ca == nil || ca.m != m {
-			return nil, 0, fmt.Errorf("cuda: step %d: cache %T is not one of this model's", i, st.Cache)
-		}
-		if ca.released {
-			return nil, 0, fmt.Errorf("cuda: step %d: cache was released", i)
-		}
-		if len(st.Tokens) == 0 {
-			return nil, 0, fmt.Errorf("cuda: step %d: no tokens", i)
-		}
-		if ca.n+len(st.Tokens) > ca.max {
-			return nil, 0, fmt.Errorf("cuda: step %d: %d tokens after %d exceed the cache's capacity of %d", i, len(st.Tokens), ca.n, ca.max)
-		}
-		for j, tok := range st.Tokens {
-			if tok < 0 || tok >= m.V {
-				return nil, 0, fmt.Errorf("cuda: step %d: token %d at index %d is outside the vocabulary of %d", i, tok, j, m.V)
-			}
-		}
-		for j := range i {
-			if caches[j] == ca {
-				return nil, 0, fmt.Errorf("cuda: steps %d and %d share one cache", j, i)
-			}
-		}
-		caches[i] = ca
-		T += len(st.Tokens)
-	}
-	return caches, T, nil
 }
 
 // pass runs the T tokens of spans through the model and delivers their logits (or, with how,
 // their sampled tokens). Positions follow each cache's length plus the span's offset (caches
 // are only advanced by forward, once every pass is done).
-func (m *Model) pass(ctx context.Context, steps []generate.Step, caches []*Cache, spans []span, T int, how []Sampling, out []int) error {
+func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []span, T int, how []Sampling, out []int) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cuda: forward: %w", err)
 	}
@@ -169,18 +118,18 @@ func (m *Model) pass(ctx context.Context, steps []generate.Step, caches []*Cache
 		h[l.tableOff+k] = int32(off)
 		off += copy(h[l.tables+off:], ca.blocks)
 		n := sp.hi - sp.lo
-		for j, tok := range st.Tokens[sp.lo:sp.hi] {
+		for j, tok := range st.tokens[sp.lo:sp.hi] {
 			h[l.toks+t+j] = int32(tok)
 			h[l.pos+t+j] = int32(ca.n + sp.lo + j)
 			h[l.seq+t+j] = int32(k)
 		}
 		switch {
-		case st.AllLogits:
+		case st.all:
 			for j := range n {
 				h[l.rows+len(outs)] = int32(t + j)
 				outs = append(outs, rowOut{step: sp.step, at: (sp.lo + j) * m.V})
 			}
-		case sp.hi == len(st.Tokens):
+		case sp.hi == len(st.tokens):
 			h[l.rows+len(outs)] = int32(t + n - 1)
 			outs = append(outs, rowOut{step: sp.step})
 		}
@@ -318,7 +267,7 @@ func (m *Model) setSampling(outs []rowOut, how []Sampling) error {
 
 // deliver copies the logits (or sampled tokens) of outs, the rows now in m.logits, to their
 // steps.
-func (m *Model) deliver(steps []generate.Step, outs []rowOut, how []Sampling, out []int) error {
+func (m *Model) deliver(steps []seq, outs []rowOut, how []Sampling, out []int) error {
 	R := len(outs)
 	if how != nil {
 		toks := make([]int32, 2*R)
@@ -335,7 +284,7 @@ func (m *Model) deliver(steps []generate.Step, outs []rowOut, how []Sampling, ou
 		return nil
 	}
 	for i, r := range outs {
-		dst := steps[r.step].Logits[r.at : r.at+m.V]
+		dst := steps[r.step].logits[r.at : r.at+m.V]
 		if err := m.dev.CopyOut(unsafe.Pointer(&dst[0]), m.logits+Ptr(4*i*m.V), 4*m.V); err != nil {
 			return err
 		}

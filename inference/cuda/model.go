@@ -10,11 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 )
-
-var _ generate.Model = (*Model)(nil)
 
 // Options configure Load.
 type Options struct {
@@ -62,9 +59,9 @@ type devLayer struct {
 	gateUp, down      Ptr // bf16 2I×H, H×I
 }
 
-// Model is a Qwen2 model on a CUDA device (or the emulator). It implements generate.Model:
-// Forward runs every step of a batch together through the layers, on the device, and copies
-// only the logits back. Weights are uploaded once, at Load; the KV caches live in one pool of
+// Model is a Qwen2 model on a CUDA device (or the emulator). It implements generate.Model
+// (adapter.go): Forward runs every step of a batch together through the layers, on the device,
+// and copies only the logits back. Weights are uploaded once, at Load; the KV caches live in one pool of
 // 16-token blocks on the device. Decode batches replay a CUDA graph captured for their size.
 // Methods are safe for concurrent use (they take turns on the device's one stream).
 type Model struct {
