@@ -91,7 +91,7 @@ func TestSelftest(t *testing.T) {
 	out := upload(t, d, make([]int32, G*64*8))
 	counter := upload(t, d, []int32{0})
 	fsum := upload(t, d, []float32{0})
-	mustLaunch(t, d, mustFunc(t, d, "selftest"), Dim{X: G}, Dim{X: 64}, 0, out, counter, fsum)
+	mustLaunch(t, d, mustFunc(t, d, "selftest"), Dim{X: G}, Dim{X: 64}, 64*4, out, counter, fsum)
 	got := download[int32](t, d, out, G*64*8)
 	for b := range G {
 		var oddBallot [2]int32

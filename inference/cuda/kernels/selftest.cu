@@ -8,10 +8,10 @@
 // out[v·8 + 0] = shfl_xor(v, 1), +1 = shfl_down(v, 3) (own value past the warp's end),
 // +2 = shfl(v, lane 5), +3 = ballot(v odd), +4 = any(v == b·64 + 40), +5 = all(v < 1e9),
 // +6 = the block's sum of v through shared memory and a barrier, +7 = this thread's value of
-// the reversed shared array (shared[63 - i]); counter gets atomicAdd(1) per thread and fsum
-// atomicAdd(0.5f).
+// the reversed shared array (shared[63 - i], in dynamic shared memory: launch with 256 bytes);
+// counter gets atomicAdd(1) per thread and fsum atomicAdd(0.5f).
 KERNEL void selftest(int *__restrict__ out, int *__restrict__ counter, float *__restrict__ fsum) {
-	__shared__ int sh[64];
+	DYN_SHARED(int, sh);
 	__shared__ int total;
 	int i = threadIdx.x, b = blockIdx.x, v = b * 64 + i;
 	int *o = out + (size_t)v * 8;
