@@ -4,7 +4,8 @@
 #   1. the parity tests of inference/cuda on the real device (the tests the emulator runs under
 #      -tags cudaemu elsewhere), cuBLAS's prefill against the own kernels, and the products with
 #      cuBLAS switched off;
-#   2. a random Qwen2.5-0.5B checkpoint (bf16), written by qwen2's benchmark writer;
+#   2. (first) a random Qwen2.5-0.5B checkpoint (bf16), written by qwen2's benchmark writer, which
+#      the parity tests also compare with the CPU backend (TestCheckpointAgainstCPU);
 #   3. the benchmarks: batch-1 decode, batched decode at 8/32/128, top-p decode, decode with
 #      logits copied back (the generate path), 512-token prefill;
 #   4. a BIRD-layout eval (the bundled sample benchmark written as dev.json + dev_databases)
@@ -34,17 +35,24 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 note "$(go version)"
 go build -o "$OUT/student" ./cmd/student || exit 1
 
+# The random 0.5B checkpoint (the parity tests use it too).
+CKPT=${GPU_CHECK_CKPT:-$OUT/q05b-bf16}
+if [ ! -f "$CKPT/model.safetensors" ]; then
+	note "== writing the random Qwen2.5-0.5B checkpoint to $CKPT"
+	CHAINEDSQL_BENCH_05B=$CKPT go test -count=1 -run '^$' -bench 'Load/stored' -benchtime 1x ./inference/qwen2 >"$OUT/ckpt.txt" 2>&1 || { note "writing the checkpoint failed (ckpt.txt)"; exit 1; }
+fi
+
 # 1. Parity on the device.
 if ! skip parity; then
 	note "== parity tests on the device (CHAINEDSQL_CUDA_TEST=cuda)"
-	if CHAINEDSQL_CUDA_TEST=cuda go test -count=1 -v -timeout 8m ./inference/cuda >"$OUT/parity.txt" 2>&1; then
+	if CHAINEDSQL_CUDA_TEST=cuda CHAINEDSQL_CUDA_PARITY_MODEL=$CKPT go test -count=1 -v -timeout 8m ./inference/cuda >"$OUT/parity.txt" 2>&1; then
 		note "parity: PASS ($(grep -c '^--- PASS' "$OUT/parity.txt") passed, $(grep -c '^--- SKIP' "$OUT/parity.txt") skipped)"
 	else
 		note "parity: FAIL"
 		grep -E '^(--- FAIL|\s+\S+_test.go)' "$OUT/parity.txt" | head -20 | tee -a "$SUMMARY"
 		status=1
 	fi
-	grep -E 'max abs error|device:' "$OUT/parity.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
+	grep -E 'max abs error|device:|differ from the CPU' "$OUT/parity.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
 	grep -E 'cuBLAS and own kernels differ' "$OUT/parity.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
 	# The model tests compare with the CPU on the own kernels; TestBLASPrefill and
 	# TestMatMulBLAS take cuBLAS where it loaded. Without it, the prefill product falls back to
@@ -55,13 +63,6 @@ if ! skip parity; then
 		note "parity without cuBLAS: FAIL (see parity-nocublas.txt)"
 		status=1
 	fi
-fi
-
-# 2. The random 0.5B checkpoint.
-CKPT=${GPU_CHECK_CKPT:-$OUT/q05b-bf16}
-if [ ! -f "$CKPT/model.safetensors" ]; then
-	note "== writing the random Qwen2.5-0.5B checkpoint to $CKPT"
-	CHAINEDSQL_BENCH_05B=$CKPT go test -count=1 -run '^$' -bench 'Load/stored' -benchtime 1x ./inference/qwen2 >"$OUT/ckpt.txt" 2>&1 || { note "writing the checkpoint failed (ckpt.txt)"; exit 1; }
 fi
 
 # 3. Benchmarks.
@@ -145,9 +146,9 @@ print("transformers", transformers.__version__, "torch", torch.__version__, torc
 V = cfg.vocab_size
 def decode(batch, steps=64):
     ids = torch.randint(0, V, (batch, 32), device="cuda")
-    m.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False)  # warm-up
+    m.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)  # warm-up
     torch.cuda.synchronize(); t = time.time()
-    m.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False)
+    m.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, pad_token_id=0)
     torch.cuda.synchronize()
     return batch * steps / (time.time() - t)
 for b in (1, 8, 32, 128):

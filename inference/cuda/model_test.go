@@ -436,3 +436,49 @@ func TestBLASPrefill(t *testing.T) {
 		}
 	}
 }
+
+// envParityModel names a checkpoint (e.g. gpu-check.sh's random Qwen2.5-0.5B) for
+// TestCheckpointAgainstCPU: the full-size shapes (head dim 64, 7 query heads per kv head, rows
+// of 896 and 4,864 weights) that the tiny model does not reach.
+const envParityModel = "CHAINEDSQL_CUDA_PARITY_MODEL"
+
+// TestCheckpointAgainstCPU: a prompt of 12 tokens (the tiled product) and 3 greedy decode steps
+// (the matrix-vector one) on the device against the CPU backend in bf16, logits and tokens.
+func TestCheckpointAgainstCPU(t *testing.T) {
+	dir := os.Getenv(envParityModel)
+	if dir == "" {
+		t.Skipf("set %s to a checkpoint directory", envParityModel)
+	}
+	testDevice(t)
+	m, err := Load(dir, Options{Backend: testBackend(), NoBLAS: true, CacheTokens: 4096, MaxRows: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cm, err := qwen2.Load(dir, qwen2.Options{DType: qwen2.BF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	p := prompt(12, 5, m.VocabSize())
+	got, gl := greedy(t, m, p, 3)
+	want, wl := greedy(t, cm, p, 3)
+	for i := range gl {
+		d := maxDiff(gl[i], wl[i])
+		t.Logf("%s: step %d: logits differ from the CPU backend's by %.3g (max |logit| %.3g)", m.Device(), i, d, maxAbs(wl[i]))
+		if d > 1e-2*max(1, maxAbs(wl[i])) {
+			t.Fatalf("step %d: logits differ by %.3g", i, d)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("greedy tokens %v, CPU %v", got, want)
+	}
+}
+
+func maxAbs(x []float32) float64 {
+	m := 0.0
+	for _, v := range x {
+		m = max(m, math.Abs(float64(v)))
+	}
+	return m
+}
