@@ -54,8 +54,8 @@ const (
 // TurnRender is one assistant turn rendered for training.
 type TurnRender struct {
 	// Text is the assistant message: "<think>REASONING</think>\n" then the answer, or the answer
-	// alone without a think block. A truncated turn whose reply stopped inside its reasoning
-	// (nothing after it) keeps the block open: "<think>REASONING", as the model was cut.
+	// alone without a think block ("<think>REASONING</think>" when there is no answer). A reply
+	// cut inside its reasoning keeps the block open: "<think>REASONING", as the model was cut.
 	Text string
 	// Source is ThinkFromField, ThinkFromInline or ThinkFromNone.
 	Source string
@@ -89,12 +89,16 @@ func RenderTurn(t distill.Turn, mode ThinkMode) TurnRender {
 		}
 		return r
 	}
-	cut := answer == "" && (t.Truncated || (r.Source == ThinkFromInline && !p.ThinkClosed))
-	if cut {
-		r.Text = distill.TagThinkOpen + r.Think
+	r.Text = distill.TagThinkOpen + r.Think
+	// A reply cut inside its reasoning keeps the block open, as the model left it: the field's
+	// text of a truncated turn with nothing after it, or an inline block without </think>.
+	if answer == "" && ((r.Source == ThinkFromField && t.Truncated) || (r.Source == ThinkFromInline && !p.ThinkClosed)) {
 		return r
 	}
-	r.Text = distill.TagThinkOpen + r.Think + distill.TagThinkClose + "\n" + answer
+	r.Text += distill.TagThinkClose
+	if answer != "" {
+		r.Text += "\n" + answer
+	}
 	return r
 }
 

@@ -16,6 +16,7 @@ func TestRenderTurn(t *testing.T) {
 	prefilled := distill.Turn{Content: "opened by the template</think>\n<sql>SELECT 5</sql>"}
 	cutField := distill.Turn{Content: "", Reasoning: "ran out of", FinishReason: chat.FinishLength, Truncated: true}
 	cutInline := distill.Turn{Content: "<think>ran out of", FinishReason: chat.FinishLength, Truncated: true}
+	closedInline := distill.Turn{Content: "<think>thought it through</think>\n", FinishReason: chat.FinishLength, Truncated: true}
 	cases := []struct {
 		name    string
 		turn    distill.Turn
@@ -38,6 +39,7 @@ func TestRenderTurn(t *testing.T) {
 		{"truncated in the field", cutField, ThinkAuto, "<think>ran out of", ThinkFromField, false},
 		{"truncated inline", cutInline, ThinkAuto, "<think>ran out of", ThinkFromInline, false},
 		{"truncated none", cutField, ThinkNone, "", ThinkFromNone, false},
+		{"truncated after its think", closedInline, ThinkAuto, "<think>thought it through</think>", ThinkFromInline, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

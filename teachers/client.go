@@ -617,6 +617,15 @@ func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionReque
 		if err != nil {
 			return err
 		}
+		if raw == nil {
+			// go-openai saw a `data: {"error": …}` event but could not decode it: it decodes
+			// every non-data line of the stream so far together with the event, and keep-alive
+			// comments (DeepSeek, OpenRouter) make that invalid JSON; it then returns (nil, nil).
+			return errStreamEvent
+		}
+		if len(raw) == 0 {
+			continue // an empty data line carries nothing
+		}
 		var w wireResponse
 		if err := json.Unmarshal(raw, &w); err != nil {
 			return &errDecode{err}
@@ -624,6 +633,9 @@ func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionReque
 		a.add(&w)
 	}
 }
+
+// errStreamEvent is an error event inside a 200 stream whose text go-openai lost.
+var errStreamEvent = errors.New("an error event in the stream")
 
 // policyField names the config field that decides each reply policy.
 var policyField = map[string]string{ReasonEmpty: "on_empty", ReasonLength: "on_length", ReasonContentFilter: "on_content_filter"}
@@ -645,6 +657,8 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	switch {
 	case errors.As(err, &de):
 		return &fault{reason: ReasonMalformed, status: cp.status, msg: de.Error(), retry: true}
+	case errors.Is(err, errStreamEvent):
+		return &fault{reason: ReasonServer, status: cp.status, msg: err.Error(), retry: true}
 	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode == 0:
 		// An error event inside a 200 stream (vLLM, OpenRouter send one when generation fails).
 		return &fault{reason: ReasonServer, status: cp.status, msg: "error event in the stream: " + apiErr.Message, retry: true}

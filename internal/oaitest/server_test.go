@@ -32,6 +32,13 @@ func post(t *testing.T, srv *Server, key string, body string) (*http.Response, [
 	return resp, b, err
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
+}
+
 func body(q string, turns ...string) string {
 	msgs := []Message{{Role: "system", Content: "sys"}, {Role: "user", Content: q}}
 	for _, a := range turns {
@@ -55,7 +62,7 @@ func TestWireFormatAndRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := out.Choices[0].Message
-	if out.Object != "chat.completion" || m.Role != "assistant" || m.Content != "<sql>SELECT 2</sql>" || m.ReasoningContent != "first" ||
+	if out.Object != "chat.completion" || m.Role != "assistant" || deref(m.Content) != "<sql>SELECT 2</sql>" || m.ReasoningContent != "first" ||
 		out.Choices[0].FinishReason != "stop" || out.Usage.TotalTokens != out.Usage.PromptTokens+out.Usage.CompletionTokens ||
 		out.Usage.CompletionTokensDetails.ReasoningTokens != EstimateTokens("first") {
 		t.Errorf("reply = %s", b)
@@ -113,8 +120,9 @@ func TestModelsAndAuth(t *testing.T) {
 	if resp, _, _ := post(t, srv, "k1", `{"model":`); resp.StatusCode != 400 {
 		t.Errorf("bad JSON: %d", resp.StatusCode)
 	}
-	if resp, _, _ := post(t, srv, "k1", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`); resp.StatusCode != 400 {
-		t.Errorf("stream: %d", resp.StatusCode)
+	if resp, b, _ := post(t, srv, "k1", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`); resp.StatusCode != 200 ||
+		resp.Header.Get("Content-Type") != "text/event-stream" || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		t.Errorf("stream: %d %q", resp.StatusCode, b)
 	}
 }
 
@@ -153,7 +161,7 @@ func TestFaultWire(t *testing.T) {
 			if err != nil || json.Unmarshal(b, &out) != nil || len(out.Choices) != wantChoices {
 				return fmt.Sprintf("want %d choices, got %q %v", wantChoices, b, err)
 			}
-			if wantChoices > 0 && (out.Choices[0].FinishReason != finish || !content(out.Choices[0].Message.Content)) {
+			if wantChoices > 0 && (out.Choices[0].FinishReason != finish || !content(deref(out.Choices[0].Message.Content))) {
 				return fmt.Sprintf("got %q", b)
 			}
 			return ""
@@ -178,6 +186,12 @@ func TestFaultWire(t *testing.T) {
 		ContentFilter:           reply("content_filter", 1, func(c string) bool { return c == "" }),
 		EmptyContent:            reply("stop", 1, func(c string) bool { return c == "" }),
 		Slow:                    reply("stop", 1, func(c string) bool { return c == DefaultReply }),
+		ProviderFault:           reply("error", 1, func(c string) bool { return c == DefaultReply[:len(DefaultReply)/2] }),
+		// On a plain request the stream faults become their plain counterparts.
+		StreamReset: transport,
+		StreamStall: transport,
+		StreamCut:   badJSON,
+		StreamError: status(500, ""),
 	}
 	if len(cases) != len(AllFaults) {
 		t.Fatalf("cases cover %d of %d faults", len(cases), len(AllFaults))
