@@ -317,3 +317,51 @@ func trajectories(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// TestRunDirFormatV1: run dirs written by the distill before the format change (testdata/v1,
+// made by that binary: the oracle, and a DeepSeek-shaped teacher whose reasoning came in
+// reasoning_content) still curate, each turn's think from the right source; the new distill
+// refuses to add to one, naming both versions.
+func TestRunDirFormatV1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	f := newProviderFixture(t)
+	tmp := t.TempDir()
+	ds := filepath.Join(tmp, "ds")
+	f.run(t, f.curate, "build", "--tokenizer", f.tok, "--out", ds, "--quiet", filepath.Join("testdata", "v1", "oracle"), filepath.Join("testdata", "v1", "deepseek"))
+	if out := f.run(t, f.curate, "verify", "--tokenizer", f.tok, ds); !strings.Contains(out, "5 of 5 rows agree (100.00%)") {
+		t.Errorf("verify: %s", out)
+	}
+	err := curate.ReadRows(context.Background(), ds, func(r *curate.Row) error {
+		for i, m := range r.Messages {
+			if m.Role != "assistant" {
+				continue
+			}
+			want, src := "<think>Field reasoning, ünï 🤔.</think>\n<sql>SELECT 1</sql>", curate.ThinkFromField
+			if r.Teacher == distill.OracleName {
+				want, src = "<think>The reference query answers the question.</think>\n<sql>"+strings.TrimSpace(r.GoldSQL)+"</sql>", curate.ThinkFromInline
+			}
+			if m.Content != want || r.ThinkSources[(i-2)/2] != src {
+				t.Errorf("%s message %d: %q from %v, want %q from %s", r.Key, i, m.Content, r.ThinkSources, want, src)
+			}
+		}
+		if len(r.Messages) != 5 || r.Messages[0].Role != "system" || !strings.HasPrefix(r.Messages[1].Content, "Question: ") {
+			t.Errorf("%s: conversation %+v", r.Key, r.Messages)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Resuming a v1 run dir with this distill is refused with both versions named.
+	run := filepath.Join(tmp, "v1")
+	if err := os.CopyFS(run, os.DirFS(filepath.Join("testdata", "v1", "oracle"))); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(f.distill, "--tasks", "sample", "--limit", "3", "--teachers", "oracle", "--out", run, "--progress", "off")
+	code, _, stderr := testbin.Run(t, cmd)
+	if code != 1 || !strings.Contains(stderr, distill.RunFormatV1) || !strings.Contains(stderr, distill.RunFormat) || !strings.Contains(stderr, "another --out") {
+		t.Errorf("resume of a v1 run dir: exit %d, %s", code, stderr)
+	}
+}
