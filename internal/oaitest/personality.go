@@ -52,8 +52,10 @@ type Personality struct {
 	// x-ratelimit-* headers; a request beyond it gets 429 with retry-after-ms.
 	RateLimit  int
 	RateWindow time.Duration
-	// ChunkBytes is the size of a stream's content and reasoning deltas (default 16).
+	// ChunkBytes is the size of a stream's content and reasoning deltas (default 8, about two
+	// tokens); ChunkDelay is waited before each chunk (a model's decode speed).
 	ChunkBytes int
+	ChunkDelay time.Duration
 }
 
 // Values of Personality.ReasoningField.

@@ -148,6 +148,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rp 
 		if i > 0 && i%8 == 0 {
 			keepAlive()
 		}
+		if s.p.ChunkDelay > 0 && !s.wait(r.Context(), s.p.ChunkDelay) {
+			return
+		}
 		io.WriteString(w, "data: ")
 		w.Write(c)
 		io.WriteString(w, "\n\n")
