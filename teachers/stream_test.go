@@ -2,7 +2,9 @@ package teachers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,4 +225,53 @@ func TestRateLimitHeadersPace(t *testing.T) {
 	if srv.RateLimited() != 0 || st.Retries != 0 || st.Paced < 2 || time.Since(start) < 400*time.Millisecond {
 		t.Errorf("429s %d, retries %d, paced %d in %v", srv.RateLimited(), st.Retries, st.Paced, time.Since(start))
 	}
+}
+
+// TestStreamFaultMix: 1,000 streamed conversations through a 30% mix of stream faults (resets,
+// clean cuts, error events, provider fault finishes, stalls past the idle timeout, 429s, 500s)
+// in DeepSeek's shape, keep-alives included. Every reply that comes back is whole: its reasoning
+// and content are exactly the scripted ones; every failure has a reason.
+func TestStreamFaultMix(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	kinds := append(append([]oaitest.Fault{}, oaitest.StreamFaults...), oaitest.StreamStall)
+	srv := oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(oaitest.Personalities["deepseek"]), oaitest.WithModels("test-model"),
+		oaitest.WithFaultRate(0.3, 7, kinds...), oaitest.WithoutBodies())
+	c := newClient(t, providerEndpoint(srv, teachers.ProviderDeepSeek, func(e *teachers.Endpoint) {
+		e.Stream, e.StreamIdleTimeout, e.MaxRetries, e.MaxConcurrency = true, 100*time.Millisecond, 4, 64
+	}))
+	var mu sync.Mutex
+	failed := map[string]int{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			msgs := []chat.Message{{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", i)}}
+			rep, err := c.Chat(context.Background(), msgs, chat.Options{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if teachers.Reason(err) == "" {
+					t.Errorf("call %d: error without a reason: %v", i, err)
+				}
+				failed[teachers.Reason(err)]++
+				return
+			}
+			if rep.Reasoning != thinkText || rep.Content != "<sql>SELECT count(*) FROM customer</sql>" || rep.FinishReason != chat.FinishStop {
+				t.Errorf("call %d: a partial reply was kept: %+v", i, rep)
+			}
+		}()
+	}
+	wg.Wait()
+	st := c.Stats()
+	if int(st.Succeeded)+int(st.Failed) != n || st.Retries == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Logf("%d streamed calls: %d succeeded, failed %v, retries %v", n, st.Succeeded, failed, st.RetriesByReason)
 }
