@@ -171,7 +171,9 @@ func TestPersonalityRules(t *testing.T) {
 
 func TestStreamFaultsOnTheWire(t *testing.T) {
 	for _, f := range []Fault{StreamReset, StreamCut, StreamError, ProviderFault} {
-		srv := NewServer(t, func(Request) Response { return Response{Think: strings.Repeat("t", 100), Content: strings.Repeat("c", 100)} },
+		srv := NewServer(t, func(Request) Response {
+			return Response{Think: strings.Repeat("t", 100), Content: strings.Repeat("c", 100)}
+		},
 			WithSequence(f))
 		resp, b, err := post(t, srv, "", streamBody(""))
 		switch f {
