@@ -12,7 +12,13 @@ import (
 	"time"
 )
 
+// post sends body with a 300 ms client timeout (the Hang fault's check relies on it).
 func post(t *testing.T, srv *Server, key string, body string) (*http.Response, []byte, error) {
+	t.Helper()
+	return postWithin(t, srv, key, body, 300*time.Millisecond)
+}
+
+func postWithin(t *testing.T, srv *Server, key string, body string, timeout time.Duration) (*http.Response, []byte, error) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.BaseURL()+"/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -22,7 +28,7 @@ func post(t *testing.T, srv *Server, key string, body string) (*http.Response, [
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	cl := &http.Client{Timeout: 300 * time.Millisecond}
+	cl := &http.Client{Timeout: timeout}
 	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -262,7 +268,7 @@ func TestConcurrentRequests(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			post(t, srv, "", body(fmt.Sprintf("q%d", i)))
+			postWithin(t, srv, "", body(fmt.Sprintf("q%d", i)), 30*time.Second) // 64 at once under -race on a loaded machine
 		}()
 	}
 	wg.Wait()
