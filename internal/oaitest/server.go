@@ -72,10 +72,14 @@ var StreamFaults = []Fault{StreamReset, StreamCut, StreamError, ProviderFault, R
 var TransientFaults = []Fault{RateLimit, RateLimitRetryAfter, ServerError, BadGateway, Unavailable,
 	Reset, ResetMidBody, Slow, Malformed, Truncated, EmptyChoices}
 
-// AllFaults lists every fault.
+// AllFaults lists every fault of a plain request as the server first had them.
 var AllFaults = []Fault{RateLimit, RateLimitRetryAfter, RateLimitRetryAfterDate, ServerError, BadGateway,
 	Unavailable, BadRequest, Unauthorized, Reset, ResetMidBody, Slow, Hang, Malformed, Truncated,
-	EmptyChoices, Length, ContentFilter, EmptyContent, ProviderFault, StreamReset, StreamStall, StreamCut, StreamError}
+	EmptyChoices, Length, ContentFilter, EmptyContent}
+
+// EveryFault is AllFaults plus the provider and stream faults (which AllFaults leaves out, so
+// that the fault suites built on it keep their mix).
+var EveryFault = append(append([]Fault{}, AllFaults...), ProviderFault, StreamReset, StreamStall, StreamCut, StreamError)
 
 // Message is one chat message of a request.
 type Message struct {

@@ -199,8 +199,8 @@ func TestFaultWire(t *testing.T) {
 		StreamCut:   badJSON,
 		StreamError: status(500, ""),
 	}
-	if len(cases) != len(AllFaults) {
-		t.Fatalf("cases cover %d of %d faults", len(cases), len(AllFaults))
+	if len(cases) != len(EveryFault) {
+		t.Fatalf("cases cover %d of %d faults", len(cases), len(EveryFault))
 	}
 	for f, ck := range cases {
 		srv := NewServer(t, nil, WithSequence(f))
