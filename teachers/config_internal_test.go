@@ -321,6 +321,22 @@ func TestRateLimitHeaders(t *testing.T) {
 	}
 }
 
+func TestPacerBlockNeedsHeaders(t *testing.T) {
+	var p pacer
+	p.block(time.Now().Add(time.Hour)) // a 429 from a server without rate-limit headers
+	if w, err := p.wait(context.Background(), 1); err != nil || w != 0 {
+		t.Fatalf("blocked without rate-limit headers: %v %v", w, err)
+	}
+	h := http.Header{}
+	h.Set("X-Ratelimit-Remaining-Requests", "50")
+	h.Set("X-Ratelimit-Reset-Requests", "1s")
+	p.observe(h, time.Now())
+	p.block(time.Now().Add(120 * time.Millisecond))
+	if w, err := p.wait(context.Background(), 1); err != nil || w < 100*time.Millisecond {
+		t.Fatalf("a 429's Retry-After from a provider with rate-limit headers must hold the others: %v %v", w, err)
+	}
+}
+
 func TestPacerHoldsBackAtZero(t *testing.T) {
 	var p pacer
 	h := http.Header{}

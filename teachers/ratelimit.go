@@ -13,12 +13,15 @@ import (
 // pacer holds requests back on what the provider's rate-limit headers say, before it has to
 // answer 429: OpenAI's x-ratelimit-remaining-requests / -tokens with x-ratelimit-reset-requests /
 // -tokens (also the unsuffixed x-ratelimit-remaining / x-ratelimit-reset some gateways send for
-// requests), and the Retry-After / retry-after-ms of a 429, which holds back every request of
-// the client, not only the one that got it. Each response replaces what is known; requests sent
+// requests). From a provider that sends such headers, a 429's Retry-After / retry-after-ms holds
+// back every request of the client, not only the one that got it: its limit is the account's.
+// Without them a 429 may be about that request alone (a gateway's concurrency cap, an injected
+// fault), and only that request waits. Each response replaces what is known; requests sent
 // since are counted against it, so concurrent requests do not all spend the last one. Once a
 // reset time passes, the budget is assumed refilled until the next response says otherwise.
 type pacer struct {
 	mu           sync.Mutex
+	seen         bool // the provider sent rate-limit headers
 	reqLeft      int
 	reqReset     time.Time // zero: nothing known
 	tokLeft      int
@@ -40,6 +43,7 @@ func (p *pacer) observe(h http.Header, now time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.seen = true
 	if reqOK && reqROK {
 		p.reqLeft, p.reqReset = reqLeft, reqReset
 	}
@@ -48,10 +52,11 @@ func (p *pacer) observe(h http.Header, now time.Time) {
 	}
 }
 
-// block holds every request back until t (a 429's Retry-After).
+// block holds every request back until t (a 429's Retry-After), when the provider sends
+// rate-limit headers.
 func (p *pacer) block(t time.Time) {
 	p.mu.Lock()
-	if t.After(p.blockedUntil) {
+	if p.seen && t.After(p.blockedUntil) {
 		p.blockedUntil = t
 	}
 	p.mu.Unlock()
