@@ -483,3 +483,25 @@ func TestBackoffBounds(t *testing.T) {
 		t.Errorf("Retry-After must win: %v", d)
 	}
 }
+
+// FuzzWireResponse feeds arbitrary bytes to the response decoding of plain bodies and stream
+// chunks: it never panics, and what it picks as reasoning is one of the fields' texts.
+func FuzzWireResponse(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning":"a","reasoning_details":[{"type":"reasoning.text","text":"b"}]},"finish_reason":null}],"usage":null}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":null,"reasoning":{"text":"x"}},"finish_reason":"length"}],"usage":{"prompt_cache_hit_tokens":3,"cost":1e-9}}`))
+	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"skip"}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w wireResponse
+		if json.Unmarshal(data, &w) != nil {
+			return
+		}
+		var a assembly
+		a.add(&w)
+		a.add(&w)
+		text, src := a.pickReasoning(fieldOrder)
+		if (text == "") != (src == "") {
+			t.Fatalf("reasoning %q from %q", text, src)
+		}
+		a.chatUsage()
+	})
+}
