@@ -164,7 +164,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 
 		converged := false
 		switch {
-		case Truncated(p, reply.FinishReason):
+		case Truncated(reply):
 			tu.Truncated = true
 			tr.TruncatedTurns++
 			tu.Observation = TruncatedObservation()

@@ -286,18 +286,25 @@ func FormatViolationObservation() string { return wrapObservation(FormatViolatio
 // TruncatedObservation is the observation for a truncated reply.
 func TruncatedObservation() string { return wrapObservation(TruncatedReplyText) }
 
-// Truncated reports whether a reply with finish reason finish was cut before its SQL was
-// complete: any finish other than stop (or none) with an <sql> block that has no </sql>, or
-// finish length with no usable statement at all (null or empty content, or reasoning that ran
-// out of tokens). Such a turn is not a format violation: the model was stopped, not wrong.
-func Truncated(p ParsedReply, finish string) bool {
-	if finish == "" || finish == chat.FinishStop {
+// Truncated reports whether a reply was cut before its SQL was complete: any finish other than
+// stop (or none) inside an <sql> block that has no </sql>; or finish length while the model was
+// still reasoning: content null or empty (the reasoning field, or hidden reasoning, used the
+// budget), or reasoning (a field, or an inline think block) and nothing after it. Such a turn is
+// not a format violation: the model was stopped, not wrong. A reply that ran to the limit with
+// anything else and no <sql> (whitespace included) is still a format violation.
+func Truncated(r chat.Reply) bool {
+	if r.FinishReason == "" || r.FinishReason == chat.FinishStop {
 		return false
 	}
+	p := ParseReply(r.Content)
 	if p.HasSQL && !p.SQLClosed {
 		return true
 	}
-	return finish == chat.FinishLength && !p.OK
+	if r.FinishReason != chat.FinishLength || p.OK {
+		return false
+	}
+	reasoned := p.HasThink || strings.TrimSpace(r.Reasoning) != ""
+	return r.Content == "" || (reasoned && p.Answer(r.Content) == "")
 }
 
 // RenderObservation renders an execution result as the protocol's observation: for a result set,

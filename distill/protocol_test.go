@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 )
@@ -53,22 +54,28 @@ func TestParseReply(t *testing.T) {
 
 func TestTruncated(t *testing.T) {
 	cases := []struct {
-		content, finish string
-		want            bool
+		content, reasoning, finish string
+		want                       bool
 	}{
-		{"", "length", true},                                     // content null: thinking used the budget
-		{"<think>still going", "length", true},                   // inline thinking cut
-		{"<think>a</think>\n<sql>SELECT a FROM", "length", true}, // cut inside <sql>
-		{"<think>a</think>\n<sql>SELECT 1", "content_filter", true},
-		{"<think>a</think>\n<sql>SELECT 1</sql>", "length", false}, // complete despite the limit
-		{"<think>a</think>\n<sql>SELECT 1", "stop", false},         // a stop sequence ate </sql>
-		{"", "stop", false},                                        // empty but stopped: a violation
-		{"no tags at all", "", false},
-		{"no tags at all", "length", true},
+		{"", "", "length", true},                                        // content null: hidden reasoning used the budget
+		{"", "field reasoning", "length", true},                         // content null after a reasoning field
+		{"\n\n", "field reasoning", "length", true},                     // nothing but whitespace after the reasoning
+		{"<think>still going", "", "length", true},                      // inline thinking cut
+		{"<think>done</think>\n", "", "length", true},                   // thought, then cut before answering
+		{"<think>a</think>\n<sql>SELECT a FROM", "", "length", true},    // cut inside <sql>
+		{"<think>a</think>\n<sql>SELECT 1", "", "content_filter", true}, // any non-stop finish inside <sql>
+		{"<think>a</think>\n<sql>SELECT 1</sql>", "", "length", false},  // complete despite the limit
+		{"<think>a</think>\n<sql>SELECT 1", "", "stop", false},          // a stop sequence ate </sql>
+		{"", "", "stop", false},                                         // empty but stopped: a violation
+		{"\n\n\n\n", "", "length", false},                               // whitespace to the limit: a violation
+		{"no tags at all", "", "length", false},                         // rambling to the limit: a violation
+		{"<think>done</think>\nand then some text", "", "length", false},
+		{"no tags at all", "", "", false},
 	}
 	for _, c := range cases {
-		if got := distill.Truncated(distill.ParseReply(c.content), c.finish); got != c.want {
-			t.Errorf("Truncated(%q, %q) = %v, want %v", c.content, c.finish, got, c.want)
+		r := chat.Reply{Content: c.content, Reasoning: c.reasoning, FinishReason: c.finish}
+		if got := distill.Truncated(r); got != c.want {
+			t.Errorf("Truncated(%q, reasoning %q, %q) = %v, want %v", c.content, c.reasoning, c.finish, got, c.want)
 		}
 	}
 }
