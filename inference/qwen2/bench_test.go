@@ -254,14 +254,11 @@ func BenchmarkAttendDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := gc.(*Cache)
-	c.reserve(n + 1)
+	c.prepare(n + 1)
 	r := rng(5)
-	for l := range sp.layers {
-		for i := range c.k[l] {
-			c.k[l][i] = r.uniform(1)
-		}
-		for i := range c.v[l] {
-			c.v[l][i] = r.uniform(1)
+	for _, blk := range c.blocks {
+		for i := range blk.data {
+			blk.data[i] = r.uniform(1)
 		}
 	}
 	c.n = n
