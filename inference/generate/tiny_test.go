@@ -37,15 +37,22 @@ func tinyGreedy(t *testing.T, dir string) []int {
 	return ref.Greedy.Tokens
 }
 
-// TestTinyModel drives the real Qwen2 forward pass: the reference greedy continuation, alone and
-// in a batch of four, stopping on eos, and a second turn served from the kept cache.
-func TestTinyModel(t *testing.T) {
+// loadTiny loads ../shared/models/tiny-qwen2-f32 (closed at the end of the test).
+func loadTiny(t *testing.T) (string, *qwen2.Model) {
+	t.Helper()
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
 	m, err := qwen2.Load(dir, qwen2.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return dir, m
+}
+
+// TestTinyModel drives the real Qwen2 forward pass: the reference greedy continuation, alone and
+// in a batch of four, stopping on eos, and a second turn served from the kept cache.
+func TestTinyModel(t *testing.T) {
+	dir, m := loadTiny(t)
 	want := tinyGreedy(t, dir)
 	g := newGen(t, m, generate.Config{StopIDs: m.EOS()})
 	ctx := context.Background()
@@ -134,12 +141,7 @@ func generateAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens
 // CacheTokens bound that evicts kept caches. The greedy outputs are identical both ways, the
 // prefix is computed once, and the KV blocks are all freed at the end.
 func TestTinySharedPrefix(t *testing.T) {
-	dir := shared.Path(t, "models/tiny-qwen2-f32")
-	m, err := qwen2.Load(dir, qwen2.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	_, m := loadTiny(t)
 	first := tinyShared(8, 600, 24)
 	second := tinyShared(16, 600, 40)[8:]
 	run := func(cacheTokens int) ([][]int, generate.Stats) {
