@@ -43,9 +43,11 @@ type Config struct {
 	// PrefillChunk is the most prompt tokens one sequence feeds per Forward (default 256), so a
 	// long prompt does not stall the others' decoding.
 	PrefillChunk int
-	// CacheTokens bounds the tokens held by the finished requests' KV caches kept for prefix
-	// reuse (default 65536), counting a prefix that several of them share once; the least
-	// recently used are released first. Negative disables reuse (also between running requests).
+	// CacheTokens bounds the finished requests' KV caches kept for prefix reuse (default 65536):
+	// the distinct tokens they hold (a prefix several of them share counts once) and, for a model
+	// that reports its KV blocks, the KV memory in use beyond the running requests' own tokens,
+	// in tokens (blocks rounded up). The least recently used go first. Negative disables reuse
+	// (also between running requests).
 	CacheTokens int
 	// Headroom is the capacity a new cache gets beyond what its request needs (default 1024),
 	// so that the conversation's next turn fits and can reuse it. (A model whose caches grow
@@ -170,7 +172,10 @@ type Stats struct {
 
 // kvReporter is implemented by models that report their KV memory (qwen2.Model).
 type kvReporter interface {
+	// KVBlocks returns the KV blocks alive and their bytes.
 	KVBlocks() (blocks int, bytes int64)
+	// KVBlockTokens returns the tokens per block.
+	KVBlockTokens() int
 }
 
 // New starts a Generator over m. Close it to stop its scheduler and release its caches.
@@ -699,7 +704,7 @@ func (g *Generator) keep(s *Sequence) {
 			}
 		}
 	}
-	for g.tree.tokens > g.cfg.CacheTokens {
+	for g.overBudget() {
 		old := g.tree.lru(n)
 		if old == nil {
 			break
@@ -710,6 +715,26 @@ func (g *Generator) keep(s *Sequence) {
 		g.statsMu.Unlock()
 	}
 	g.updatePoolStats()
+}
+
+// overBudget reports whether the kept caches hold more than CacheTokens: distinct tokens, or
+// KV memory (in tokens) beyond what the running requests hold.
+func (g *Generator) overBudget() bool {
+	if g.tree.tokens > g.cfg.CacheTokens {
+		return true
+	}
+	r, ok := g.model.(kvReporter)
+	if !ok {
+		return false
+	}
+	blocks, _ := r.KVBlocks()
+	mem := blocks * r.KVBlockTokens()
+	for _, a := range g.active {
+		if a.cache != nil { // not one that just ended
+			mem -= len(a.fed)
+		}
+	}
+	return mem > g.cfg.CacheTokens
 }
 
 func (g *Generator) updatePoolStats() {

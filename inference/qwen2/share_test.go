@@ -12,7 +12,8 @@ import (
 
 // TestGeneratorSharing runs one batch through the generator on a random small model (blocks of
 // 16 tokens) with prefix sharing and without: twelve requests over two 90-token prefixes, all
-// submitted at once, under a CacheTokens bound small enough to evict, then a second turn of each
+// submitted at once, under a CacheTokens bound small enough to evict (it bounds the KV blocks
+// kept, too), then a second turn of each
 // conversation. Greedy outputs are identical both ways and no KV block outlives the generator.
 func TestGeneratorSharing(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
@@ -56,8 +57,8 @@ func TestGeneratorSharing(t *testing.T) {
 			t.Fatalf("request %d: %v with sharing, %v without", i, got[i], want[i])
 		}
 	}
-	if st.PrefixHits < 20 || st.Evicted == 0 || st.CacheTokensNow > 400 {
-		t.Fatalf("stats %+v: want prefix hits and evictions", st)
+	if st.PrefixHits < 20 || st.Evicted == 0 || st.CacheTokensNow > 400 || st.KVBlocks*16 > 400 {
+		t.Fatalf("stats %+v: want prefix hits, evictions, and the kept caches within 400 tokens of KV memory", st)
 	}
 	if live, _ := m.KVBlocks(); live != 0 {
 		t.Fatalf("%d KV blocks alive after the generator closed", live)
