@@ -69,61 +69,71 @@ func pagedBlockLen(w *Paged) int {
 	return w.Rows * w.Block
 }
 
-// pagedRowsRange computes dst[i, lo:hi] for every input row i of a ByRows matrix: the rows of
-// each block in [lo, hi) meet every input row while they are in cache.
+// pagedRowsRange computes dst[i, lo:hi] for every input row i of a ByRows matrix, block by
+// block.
 func pagedRowsRange(dst []float32, w *Paged, x []float32, n, lo, hi int) {
 	c, B := w.Cols, w.Block
 	for b := lo / B; b*B < hi; b++ {
 		r0, r1 := max(lo, b*B), min(hi, (b+1)*B)
-		blk := w.Blocks[b][(r0-b*B)*c:]
-		for i := range n {
-			dotRows(dst[i*w.Rows+r0:i*w.Rows+r1], blk, c, x[i*c:(i+1)*c])
-		}
+		dotRows(dst[r0:], w.Rows, w.Blocks[b][(r0-b*B)*c:], c, r1-r0, x, c, n, c)
 	}
 }
 
 // pagedColsRange computes dst[i, lo:hi] for every input row i of a column-blocked matrix: per
 // block, the rows [lo, hi) of that block (Rows×Block) dotted with the block's slice of each input
-// row, added to the sums of the blocks before it. Rows go in groups of pagedGroup so the partial
-// sums stay on the stack.
+// row, added to the sums of the blocks before it. Rows go in groups of pagedGroup and inputs in
+// groups of pagedInputs so the partial sums fit a stack buffer.
 func pagedColsRange(dst []float32, w *Paged, x []float32, n, lo, hi int) {
 	B := w.Block
-	var tmp [pagedGroup]float32
-	for g0 := lo; g0 < hi; g0 += pagedGroup {
-		g1 := min(hi, g0+pagedGroup)
-		for b := 0; b*B < w.Cols; b++ {
-			k := min(B, w.Cols-b*B)
-			blk := w.Blocks[b][g0*B:]
-			for i := range n {
-				d := dst[i*w.Rows+g0 : i*w.Rows+g1]
-				xi := x[i*w.Cols+b*B : i*w.Cols+b*B+k]
+	var tmp [pagedInputs * pagedGroup]float32
+	for i0 := 0; i0 < n; i0 += pagedInputs {
+		ni := min(n-i0, pagedInputs)
+		for g0 := lo; g0 < hi; g0 += pagedGroup {
+			g := min(hi, g0+pagedGroup) - g0
+			for b := 0; b*B < w.Cols; b++ {
+				k := min(B, w.Cols-b*B)
+				blk := w.Blocks[b][g0*B:]
+				xb := x[i0*w.Cols+b*B:]
 				if b == 0 {
-					dotRows(d, blk, B, xi)
+					dotRows(dst[i0*w.Rows+g0:], w.Rows, blk, B, g, xb, w.Cols, ni, k)
 					continue
 				}
-				t := tmp[:g1-g0]
-				dotRows(t, blk, B, xi)
-				for j, v := range t {
-					d[j] += v
+				dotRows(tmp[:], g, blk, B, g, xb, w.Cols, ni, k)
+				for i := range ni {
+					d := dst[(i0+i)*w.Rows+g0 : (i0+i)*w.Rows+g0+g]
+					for j, v := range tmp[i*g : (i+1)*g] {
+						d[j] += v
+					}
 				}
 			}
 		}
 	}
 }
 
-// pagedGroup is how many rows of a column-blocked matrix one pass over its blocks handles.
-const pagedGroup = 64
+// pagedGroup and pagedInputs bound the rows and input rows of one partial-sum buffer of
+// pagedColsRange.
+const (
+	pagedGroup  = 64
+	pagedInputs = 16
+)
 
-// dotRows sets d[j] = Σ_{c<len(x)} w[j·ldw+c]·x[c] for every j < len(d): the f32 matrix-vector
-// kernel of the tier in use (four rows per call), the columns past its multiple of 16 (AVX-512)
-// or 8 (AVX2) in Go.
-func dotRows(d, w []float32, ldw int, x []float32) {
-	nr, k := len(d), len(x)
-	if nr == 0 {
+// dotRows sets dst[i·ldd+j] = Σ_{c<k} w[j·ldw+c]·x[i·ldx+c] for rows j < nr and input rows i < n:
+// the f32 matrix-vector kernel of the tier in use, each group of four weight rows (AVX-512) or of
+// up to 64 (AVX2, whose kernel takes many rows a call) meeting every input row while it is in L1,
+// as MatMul's matrix-vector path does; the columns past the kernel's multiple of 16 (AVX-512) or
+// 8 (AVX2) in Go.
+func dotRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx, n, k int) {
+	if nr == 0 || n == 0 {
 		return
 	}
 	if need := (nr-1)*ldw + k; len(w) < need {
 		panic(fmt.Sprintf("cpu: dotRows: %d weights, want %d", len(w), need))
+	}
+	if need := (n-1)*ldx + k; len(x) < need {
+		panic(fmt.Sprintf("cpu: dotRows: %d inputs, want %d", len(x), need))
+	}
+	if need := (n-1)*ldd + nr; len(dst) < need {
+		panic(fmt.Sprintf("cpu: dotRows: dst of %d, want %d", len(dst), need))
 	}
 	kb, tier := bulk(k)
 	var out [4]float32
@@ -131,34 +141,48 @@ func dotRows(d, w []float32, ldw int, x []float32) {
 	case tier512:
 		j := 0
 		for ; j+4 <= nr; j += 4 {
-			dot4F32(&w[j*ldw], ldw, &x[0], kb, &out)
-			d[j], d[j+1], d[j+2], d[j+3] = out[0], out[1], out[2], out[3]
+			for i := range n {
+				dot4F32(&w[j*ldw], ldw, &x[i*ldx], kb, &out)
+				copy(dst[i*ldd+j:i*ldd+j+4], out[:])
+			}
 		}
 		for ; j < nr; j++ {
-			dot4F32(&w[j*ldw], 0, &x[0], kb, &out)
-			d[j] = out[0]
+			for i := range n {
+				dot4F32(&w[j*ldw], 0, &x[i*ldx], kb, &out)
+				dst[i*ldd+j] = out[0]
+			}
 		}
 	case tierAVX2:
-		n4 := nr &^ 3
-		if n4 > 0 {
-			avx2MvF32(&w[0], ldw, &x[0], kb, &d[0], n4)
-		}
-		for j := n4; j < nr; j++ {
-			avx2MvF32(&w[j*ldw], 0, &x[0], kb, &out[0], 4)
-			d[j] = out[0]
+		for j0 := 0; j0 < nr; j0 += pagedGroup {
+			j1 := min(nr, j0+pagedGroup)
+			j4 := j0 + (j1-j0)&^3
+			for i := range n {
+				if j4 > j0 {
+					avx2MvF32(&w[j0*ldw], ldw, &x[i*ldx], kb, &dst[i*ldd+j0], j4-j0)
+				}
+				for j := j4; j < j1; j++ {
+					avx2MvF32(&w[j*ldw], 0, &x[i*ldx], kb, &out[0], 4)
+					dst[i*ldd+j] = out[0]
+				}
+			}
 		}
 	default:
-		clear(d)
+		for i := range n {
+			clear(dst[i*ldd : i*ldd+nr])
+		}
 	}
 	if kb == k {
 		return
 	}
-	for j := range d {
-		row := w[j*ldw : j*ldw+k]
-		s := d[j]
-		for c := kb; c < k; c++ {
-			s += row[c] * x[c]
+	for i := range n {
+		xi := x[i*ldx : i*ldx+k]
+		for j := range nr {
+			row := w[j*ldw : j*ldw+k]
+			s := dst[i*ldd+j]
+			for c := kb; c < k; c++ {
+				s += row[c] * xi[c]
+			}
+			dst[i*ldd+j] = s
 		}
-		d[j] = s
 	}
 }
