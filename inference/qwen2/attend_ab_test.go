@@ -212,4 +212,3 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 	slices.Sort(v)
 	return v[len(v)/2]
 }
-
