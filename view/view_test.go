@@ -481,6 +481,34 @@ func TestCompare(t *testing.T) {
 	if code := get(t, h, "/api/compare?good=7", nil); code != 400 {
 		t.Errorf("good=7: %d", code)
 	}
+	checkPaging(t, h, "/api/compare")
+}
+
+// checkPaging: offsets and limits from a URL, however large, give a page (empty past the end)
+// or a 400, never a panic.
+func checkPaging(t *testing.T, h http.Handler, path string) {
+	t.Helper()
+	for q, want := range map[string]int{
+		"offset=9223372036854775807": 200, "offset=9223372036854775807&limit=9223372036854775807": 200,
+		"offset=1&limit=9223372036854775807": 200, "offset=-5": 400, "limit=-1": 400, "offset=x": 400,
+		"offset=99999999999999999999": 400,
+	} {
+		var page struct {
+			Rows []json.RawMessage `json:"rows"`
+		}
+		code := get(t, h, path+"?"+q, &page)
+		if code != want {
+			t.Errorf("%s?%s: %d, want %d", path, q, code, want)
+		}
+		if code == 200 && strings.HasPrefix(q, "offset=922") && len(page.Rows) != 0 {
+			t.Errorf("%s?%s: %d rows past the end", path, q, len(page.Rows))
+		}
+	}
+}
+
+func TestRowsPaging(t *testing.T) {
+	fx := getFixture(t)
+	checkPaging(t, openServer(t, nil, fx.dataset).Handler("127.0.0.1:8080"), "/api/rows")
 }
 
 func TestHostCheck(t *testing.T) {
