@@ -94,7 +94,11 @@ func (s *Server) stats(ctx context.Context, key string) *cachedStats {
 	if c.section.Tables == nil {
 		c.section.Tables = []stats.Table{}
 	}
-	s.statsCache[key] = c
+	if ctx.Err() == nil {
+		// A section cut short by a request that went away is not kept: a dataset's is kept for
+		// good, and the next request must compute it whole.
+		s.statsCache[key] = c
+	}
 	return c
 }
 
@@ -210,11 +214,13 @@ func pct(r float64) string { return strconv.FormatFloat(100*r, 'f', 1, 64) + "%"
 
 func (s *Server) handleChart(w http.ResponseWriter, r *http.Request) {
 	key, name := r.URL.Query().Get("s"), r.URL.Query().Get("name")
-	if key != "runs" {
-		if i, err := strconv.Atoi(key); err != nil || i < 0 || i >= len(s.datasets) {
-			httpError(w, http.StatusNotFound, fmt.Errorf("no stats section %q", key))
-			return
-		}
+	known := false
+	for k := range s.statsKeys() {
+		known = known || k == key
+	}
+	if !known {
+		httpError(w, http.StatusNotFound, fmt.Errorf("no stats section %q", key))
+		return
 	}
 	c := s.stats(r.Context(), key)
 	s.statsMu.Lock()

@@ -25,6 +25,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/stats"
 )
 
 // get fetches path from the server's handler and decodes the JSON answer into v.
@@ -503,6 +504,25 @@ func checkPaging(t *testing.T, h http.Handler, path string) {
 		if code == 200 && strings.HasPrefix(q, "offset=922") && len(page.Rows) != 0 {
 			t.Errorf("%s?%s: %d rows past the end", path, q, len(page.Rows))
 		}
+	}
+}
+
+// TestStatsNotCachedWhenCancelled: a stats page whose request went away mid-computation is not
+// kept, so the next request gets the tables, not "context canceled" for good.
+func TestStatsNotCachedWhenCancelled(t *testing.T) {
+	fx := getFixture(t)
+	s := openServer(t, nil, fx.dataset)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c := s.stats(ctx, "0"); c.section.Error == "" {
+		t.Fatalf("stats under a cancelled context: no error (%d tables)", len(c.section.Tables))
+	}
+	if c := s.stats(context.Background(), "0"); c.section.Error != "" || len(c.section.Tables) == 0 {
+		t.Errorf("stats after a cancelled request: error %q, %d tables", c.section.Error, len(c.section.Tables))
+	}
+	h := s.Handler("127.0.0.1:8080")
+	if code := get(t, h, "/api/chart?s=runs&name="+stats.TokensPlot, nil); code != 404 {
+		t.Errorf("chart of section runs on a dataset: %d, want 404", code)
 	}
 }
 
