@@ -20,6 +20,8 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/chainedsql/chainedsql/curate"
 )
 
 // Chart file names (Chart.Name).
@@ -600,13 +602,15 @@ func thousands(n int) string {
 	return neg + s
 }
 
+// median is the p50 of the stats tables (curate.NearestRank), so the legend and the table
+// agree.
 func median(v []int) int {
-	if len(v) == 0 {
-		return 0
+	s := make([]int64, len(v))
+	for i, x := range v {
+		s[i] = int64(x)
 	}
-	s := slices.Clone(v)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return int(curate.NearestRank(s, 50))
 }
 
 func savePNG(c *Chart, path string) error {

@@ -203,3 +203,16 @@ func TestTickHelpers(t *testing.T) {
 		t.Errorf("log ticks: %s", got)
 	}
 }
+
+// TestLegendMedianIsTheTablesP50: the token chart's legend gives the p50 the tables print
+// (nearest rank), not another median.
+func TestLegendMedianIsTheTablesP50(t *testing.T) {
+	for _, c := range []struct {
+		v    []int
+		want int
+	}{{[]int{4, 1, 3, 2}, 2}, {[]int{5}, 5}, {[]int{3, 1, 2}, 2}, {nil, 0}} {
+		if got := median(c.v); got != c.want {
+			t.Errorf("median(%v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
