@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
@@ -76,12 +74,8 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	if *jsonOut != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonOut, append(data, '\n'), 0o644)
-		}
-		if err != nil {
-			return fail(fmt.Errorf("--json %s: %w", *jsonOut, err))
+		if err := rep.WriteJSON(*jsonOut); err != nil {
+			return fail(fmt.Errorf("--json: %w", err))
 		}
 	}
 	if err := rep.WriteText(stdout); err != nil {
