@@ -56,12 +56,19 @@ type facet struct {
 	ids   map[string]uint16
 }
 
+// lumpedValues names the last id of a facet with more distinct values than ids: every value
+// from there on shares it.
+const lumpedValues = "(further values)"
+
 func (f *facet) id(s string) uint16 {
 	if id, ok := f.ids[s]; ok {
 		return id
 	}
 	if len(f.names) == 1<<16-1 {
-		return uint16(len(f.names) - 1) // more distinct values than a table can show: lumped
+		return f.ids[lumpedValues]
+	}
+	if len(f.names) == 1<<16-2 {
+		s = lumpedValues
 	}
 	id := uint16(len(f.names))
 	f.names = append(f.names, s)

@@ -620,3 +620,16 @@ func copyDir(tb testing.TB, src string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFacetLumpsWhatItCannotNumber: past the ids a facet has, values share one named bucket
+// instead of taking the name of the last value numbered.
+func TestFacetLumpsWhatItCannotNumber(t *testing.T) {
+	f := facet{ids: map[string]uint16{}}
+	for i := 0; i < 1<<16-2; i++ {
+		f.id(strconv.Itoa(i))
+	}
+	a, b := f.id("a"), f.id("b")
+	if a != b || f.names[a] != lumpedValues || f.names[f.id("7")] != "7" || len(f.names) != 1<<16-1 {
+		t.Errorf("ids %d %d named %q, %d names", a, b, f.names[a], len(f.names))
+	}
+}
