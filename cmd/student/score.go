@@ -96,7 +96,9 @@ Styles:
                  ">="; rows compared in order when the gold contains "order by" anywhere
                  (subqueries too), else as multisets; the prediction's columns may come in
                  any order; an int equals the same float, except where the official
-                 per-row text sort tells them apart.
+                 per-row text sort tells them apart. One database per task
+                 (<db>/<db>.sqlite): not test-suite accuracy, which the official code
+                 computes over every *.sqlite* in that folder.
   spider-strict  the SQL as written; column order and DISTINCT count; rows in order only
                  when the gold's outermost query has ORDER BY, else multisets. Matches no
                  published figure.
