@@ -18,6 +18,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
@@ -284,6 +285,13 @@ func TestDamagedRowShowsItsError(t *testing.T) {
 // messages.content chunk; it returns the copy and the first row of that group.
 func damagedCopy(t *testing.T, dataset string) (string, int) {
 	t.Helper()
+	return damageColumn(t, dataset, "messages.list.element.content")
+}
+
+// damageColumn copies a dataset and overwrites the first page header of row group 1's chunk
+// of the leaf column at path (dot-joined); it returns the copy and the first row of the group.
+func damageColumn(t *testing.T, dataset, path string) (string, int) {
+	t.Helper()
 	dir := copyDir(t, dataset)
 	files, _ := filepath.Glob(filepath.Join(dir, curate.DataDir, "*.parquet"))
 	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
@@ -300,10 +308,17 @@ func damagedCopy(t *testing.T, dataset string) (string, int) {
 	if len(md.RowGroups) < 2 {
 		t.Fatalf("fixture dataset has %d row groups, want several", len(md.RowGroups))
 	}
-	// Leaf column 0 of the Row schema is messages.role, 1 messages.content.
-	col := md.RowGroups[1].Columns[1].MetaData
-	if !strings.Contains(strings.Join(col.PathInSchema, "."), "content") {
-		t.Fatalf("column 1 is %v", col.PathInSchema)
+	var col *format.ColumnMetaData
+	var paths []string
+	for i := range md.RowGroups[1].Columns {
+		c := &md.RowGroups[1].Columns[i].MetaData
+		paths = append(paths, strings.Join(c.PathInSchema, "."))
+		if paths[i] == path {
+			col = c
+		}
+	}
+	if col == nil {
+		t.Fatalf("no column %s among %v", path, paths)
 	}
 	junk := make([]byte, 24)
 	for i := range junk {
@@ -313,6 +328,48 @@ func damagedCopy(t *testing.T, dataset string) (string, int) {
 		t.Fatal(err)
 	}
 	return dir, int(md.RowGroups[0].NumRows)
+}
+
+// TestDamagedIndexColumn corrupts a column the index reads (question) in one row group: the
+// viewer still opens, the rows of that group are listed with the error (only while nothing
+// filters), their pages show it, and every other row is indexed as before.
+func TestDamagedIndexColumn(t *testing.T) {
+	fx := getFixture(t)
+	rows := readRows(t, fx.dataset)
+	dir, first := damageColumn(t, fx.dataset, "question")
+	s := openServer(t, fx.tok, dir)
+	if s.Rows() != len(rows) {
+		t.Fatalf("%d rows indexed, want %d", s.Rows(), len(rows))
+	}
+	h := s.Handler("127.0.0.1:8080")
+	var p Page
+	get(t, h, "/api/rows?limit=500", &p)
+	bad := 0
+	for _, r := range p.Rows {
+		if r.Error != "" {
+			bad++
+			if r.ID < first || !strings.Contains(r.Error, "row group 1") {
+				t.Errorf("row %d: error %q", r.ID, r.Error)
+			}
+		} else if r.Question != rows[r.ID].Question || r.Key != rows[r.ID].Key {
+			t.Errorf("row %d: %q %q, want %q %q", r.ID, r.Key, r.Question, rows[r.ID].Key, rows[r.ID].Question)
+		}
+	}
+	if bad == 0 {
+		t.Error("no row of the damaged group is listed with its error")
+	}
+	var d Detail
+	get(t, h, "/api/row?id="+itoa(first), &d)
+	if d.Error == "" {
+		t.Error("the damaged row's page has no error")
+	}
+	var f Page
+	get(t, h, "/api/rows?limit=500&correct=1", &f)
+	for _, r := range f.Rows {
+		if r.Error != "" {
+			t.Errorf("row %d with an error passes a filter", r.ID)
+		}
+	}
 }
 
 func TestDamagedParquetIsOneLine(t *testing.T) {
