@@ -77,7 +77,15 @@ async function pollLive() {
     await loadInfo();
     if (INFO.rows !== before) {
       const r = route();
-      if (r.parts.length === 0 || r.parts[0] === "stats" || r.parts[0] === "compare") render();
+      // Not while the user is typing into a filter (the redraw would drop the text), and at
+      // the same scroll position.
+      const el = document.activeElement;
+      const typing = el && el.closest("#main") && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName);
+      if (!typing && (r.parts.length === 0 || r.parts[0] === "stats" || r.parts[0] === "compare")) {
+        const y = window.scrollY;
+        await render();
+        window.scrollTo(0, y);
+      }
     }
   } catch (e) { /* the server went away; keep the page */ }
 }
