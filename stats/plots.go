@@ -221,6 +221,15 @@ func TokenLengthChart(title, xlabel string, series []Series) (*Chart, error) {
 				break
 			}
 		}
+		// Values all alike (a scripted teacher, a length limit) fill one or two bins: empty bins
+		// on both sides keep them off the plot's edges, so the outline reads as a bar.
+		for left := true; len(edges)-1 < 5; left = !left {
+			if left && edges[0]-step >= 0 {
+				edges = append([]float64{edges[0] - step}, edges...)
+			} else {
+				edges = append(edges, edges[len(edges)-1]+step)
+			}
+		}
 		p.X.Tick.Marker = intTicks{}
 	}
 	peak := 0

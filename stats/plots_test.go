@@ -91,6 +91,17 @@ func TestChartsReadable(t *testing.T) {
 	}
 	checkIntTicks(t, "narrow x", narrow.p.X.Tick.Marker.Ticks(narrow.p.X.Min, narrow.p.X.Max))
 
+	// Values all alike: the one full bin sits inside the axis, with empty bins either side.
+	for _, v := range []int{160, 0, 1} {
+		same, err := TokenLengthChart("same", "tokens", []Series{{Name: "scripted", Values: []int{v, v, v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := same.p.X.Min, same.p.X.Max; hi-lo < 5 || float64(v) < lo || float64(v)+1 > hi || (v > 0 && float64(v) == lo) || float64(v)+1 == hi || lo < 0 {
+			t.Errorf("values all %d: x %.0f..%.0f", v, lo, hi)
+		}
+	}
+
 	uc, err := TurnsChart("teacher", turns)
 	if err != nil {
 		t.Fatal(err)
