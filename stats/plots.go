@@ -477,11 +477,12 @@ func groupedBars(p *plot.Plot, cats, names []string, vals [][]float64, label fun
 	return nil
 }
 
-// emptyChart is a chart that says why it has no data.
+// emptyChart is a chart that says why it has no data: its axes and labels, no ticks (an axis
+// of 0.0 to 1.0 would read as data).
 func emptyChart(name string, p *plot.Plot, why string) *Chart {
 	p.Title.Text += " (" + why + ")"
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
-	p.Y.Tick.Marker = intTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(nil), plot.ConstantTicks(nil)
 	return &Chart{Name: name, Title: p.Title.Text, p: p}
 }
 

@@ -227,3 +227,30 @@ func TestLegendMedianIsTheTablesP50(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyChartsHaveNoTicks: a chart with no data says so in its title and draws no numbers
+// on its axes (0.0–1.0 would read as data).
+func TestEmptyChartsHaveNoTicks(t *testing.T) {
+	charts := []func() (*Chart, error){
+		func() (*Chart, error) { return TokenLengthChart("tokens", "tokens", nil) },
+		func() (*Chart, error) { return TurnsChart("teacher", nil) },
+		func() (*Chart, error) { return RatesChart("teacher", nil) },
+		func() (*Chart, error) { return ViolationsChart("teacher", nil) },
+		func() (*Chart, error) { return EXChart(nil) },
+	}
+	for _, f := range charts {
+		c, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(c.Title, "(no ") {
+			t.Errorf("%s: title %q does not say it is empty", c.Name, c.Title)
+		}
+		if n := len(c.p.X.Tick.Marker.Ticks(c.p.X.Min, c.p.X.Max)) + len(c.p.Y.Tick.Marker.Ticks(c.p.Y.Min, c.p.Y.Max)); n != 0 {
+			t.Errorf("%s: %d ticks on an empty chart", c.Name, n)
+		}
+		if _, err := c.PNG(); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+	}
+}
