@@ -69,6 +69,12 @@ func TestDetect(t *testing.T) {
 			t.Errorf("Detect(%s) = %q, %v; want %q", path, k, err, want)
 		}
 	}
+	// An eval dir before its first summary.json looks like a run dir; beside eval dirs it is one.
+	for _, paths := range [][]string{{fx.evalOracle, fx.run}, {fx.run, fx.evalOracle}} {
+		if k, err := detectAll(paths); err != nil || k != KindEval {
+			t.Errorf("detectAll(%v) = %q, %v; want eval", paths, k, err)
+		}
+	}
 	empty := t.TempDir()
 	file := filepath.Join(empty, "f.txt")
 	os.WriteFile(file, []byte("x"), 0o644)
@@ -81,6 +87,7 @@ func TestDetect(t *testing.T) {
 		{[]string{filepath.Join(empty, "nope")}, "no such file"},
 		{[]string{fx.dataset, fx.run}, "give PATHs of one kind"},
 		{nil, "no PATH"},
+		{[]string{fx.evalOracle, fx.dataset}, "give PATHs of one kind"},
 	} {
 		_, err := Open(context.Background(), Options{Paths: c.paths})
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
