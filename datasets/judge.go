@@ -413,47 +413,14 @@ func Match(gold, pred *Result, ordered bool) bool {
 		return false
 	}
 	if ordered {
-		if len(gold.Rows) != len(pred.Rows) {
-			return false
-		}
-		for i := range gold.Rows {
-			if RowKey(gold.Rows[i]) != RowKey(pred.Rows[i]) {
-				return false
-			}
-		}
-		return true
+		return listEqual(engineModel{}, gold.Rows, pred.Rows, true)
 	}
-	g, p := rowSet(gold.Rows), rowSet(pred.Rows)
-	if len(g) != len(p) {
-		return false
-	}
-	for k := range g {
-		if !p[k] {
-			return false
-		}
-	}
-	return true
-}
-
-func rowSet(rows [][]any) map[string]bool {
-	s := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		s[RowKey(r)] = true
-	}
-	return s
+	return setEqual(engineModel{}, gold.Rows, pred.Rows)
 }
 
 // RowKey is a canonical text of a row: equal keys mean equal rows under Match's value rules.
-func RowKey(row []any) string {
-	var b strings.Builder
-	for i, v := range row {
-		if i > 0 {
-			b.WriteByte(0x1f)
-		}
-		b.WriteString(valueKey(v))
-	}
-	return b.String()
-}
+// Values are length-prefixed, so no text can forge a column boundary.
+func RowKey(row []any) string { return rowKey(engineModel{}, row) }
 
 func valueKey(v any) string {
 	switch x := v.(type) {

@@ -32,6 +32,7 @@ func TestMatch(t *testing.T) {
 		{"time vs other time", res([]any{time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC)}), res([]any{"2009-01-03 04:05:07"}), false, false},
 		{"invalid date text kept", res([]any{"2009-13-45"}), res([]any{"2009-13-45 00:00:00"}), false, false},
 		{"extra row", res([]any{int64(1)}), res([]any{int64(1)}, []any{int64(2)}), false, false},
+		{"text holding a separator", res([]any{"a", "b"}), res([]any{"a\x1fsb"}), false, false},
 	}
 	for _, c := range cases {
 		if got := Match(c.gold, c.pred, c.ordered); got != c.eq {

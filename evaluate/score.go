@@ -166,6 +166,10 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	return it, nil
 }
 
+// WriteJSON writes the report, every task's outcome included, as indented JSON to path; the
+// file is replaced whole (written aside and renamed), so an interrupted write leaves the old one.
+func (r *ScoreReport) WriteJSON(path string) error { return writeJSONAtomic(path, r) }
+
 // WriteText prints the report as BIRD's evaluation does: counts and accuracy per difficulty and
 // in total, then the outcomes.
 func (r *ScoreReport) WriteText(w io.Writer) error {

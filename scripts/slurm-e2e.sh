@@ -82,14 +82,15 @@ cleanup() {
 	[ -f "$tmp/munge/munged.pid" ] && kill "$(cat "$tmp/munge/munged.pid")" 2>/dev/null
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 	# Anything still working in the temporary directory is a job step of this cluster.
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
+	local try
+	for try in 1 2 3 4 5 6 7 8 9 10; do
 		local left=()
 		for p in /proc/[0-9]*; do
 			case "$(readlink "$p/cwd" 2>/dev/null)" in "$tmp"/*) left+=("${p#/proc/}") ;; esac
 		done
 		[ -f "$tmp/munge/munged.pid" ] && kill -0 "$(cat "$tmp/munge/munged.pid")" 2>/dev/null && left+=("$(cat "$tmp/munge/munged.pid")")
 		[ ${#left[@]} = 0 ] && break
-		if [ "$_" = 10 ]; then
+		if [ "$try" = 10 ]; then
 			echo "slurm-e2e: killing leftover processes ${left[*]}" >&2
 			kill -9 "${left[@]}" 2>/dev/null
 		else

@@ -20,6 +20,8 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/chainedsql/chainedsql/curate"
 )
 
 // Chart file names (Chart.Name).
@@ -217,6 +219,15 @@ func TokenLengthChart(title, xlabel string, series []Series) (*Chart, error) {
 			edges = append(edges, e)
 			if e > float64(hi) {
 				break
+			}
+		}
+		// Values all alike (a scripted teacher, a length limit) fill one or two bins: empty bins
+		// on both sides keep them off the plot's edges, so the outline reads as a bar.
+		for left := true; len(edges)-1 < 5; left = !left {
+			if left && edges[0]-step >= 0 {
+				edges = append([]float64{edges[0] - step}, edges...)
+			} else {
+				edges = append(edges, edges[len(edges)-1]+step)
 			}
 		}
 		p.X.Tick.Marker = intTicks{}
@@ -466,11 +477,12 @@ func groupedBars(p *plot.Plot, cats, names []string, vals [][]float64, label fun
 	return nil
 }
 
-// emptyChart is a chart that says why it has no data.
+// emptyChart is a chart that says why it has no data: its axes and labels, no ticks (an axis
+// of 0.0 to 1.0 would read as data).
 func emptyChart(name string, p *plot.Plot, why string) *Chart {
 	p.Title.Text += " (" + why + ")"
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
-	p.Y.Tick.Marker = intTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(nil), plot.ConstantTicks(nil)
 	return &Chart{Name: name, Title: p.Title.Text, p: p}
 }
 
@@ -600,13 +612,15 @@ func thousands(n int) string {
 	return neg + s
 }
 
+// median is the p50 of the stats tables (curate.NearestRank), so the legend and the table
+// agree.
 func median(v []int) int {
-	if len(v) == 0 {
-		return 0
+	s := make([]int64, len(v))
+	for i, x := range v {
+		s[i] = int64(x)
 	}
-	s := slices.Clone(v)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return int(curate.NearestRank(s, 50))
 }
 
 func savePNG(c *Chart, path string) error {

@@ -91,6 +91,17 @@ func TestChartsReadable(t *testing.T) {
 	}
 	checkIntTicks(t, "narrow x", narrow.p.X.Tick.Marker.Ticks(narrow.p.X.Min, narrow.p.X.Max))
 
+	// Values all alike: the one full bin sits inside the axis, with empty bins either side.
+	for _, v := range []int{160, 0, 1} {
+		same, err := TokenLengthChart("same", "tokens", []Series{{Name: "scripted", Values: []int{v, v, v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := same.p.X.Min, same.p.X.Max; hi-lo < 5 || float64(v) < lo || float64(v)+1 > hi || (v > 0 && float64(v) == lo) || float64(v)+1 == hi || lo < 0 {
+			t.Errorf("values all %d: x %.0f..%.0f", v, lo, hi)
+		}
+	}
+
 	uc, err := TurnsChart("teacher", turns)
 	if err != nil {
 		t.Fatal(err)
@@ -201,5 +212,45 @@ func TestTickHelpers(t *testing.T) {
 	}
 	if got := strings.Join(labels, " "); got != "200 500 1,000 2,000 5,000 10,000 20,000" {
 		t.Errorf("log ticks: %s", got)
+	}
+}
+
+// TestLegendMedianIsTheTablesP50: the token chart's legend gives the p50 the tables print
+// (nearest rank), not another median.
+func TestLegendMedianIsTheTablesP50(t *testing.T) {
+	for _, c := range []struct {
+		v    []int
+		want int
+	}{{[]int{4, 1, 3, 2}, 2}, {[]int{5}, 5}, {[]int{3, 1, 2}, 2}, {nil, 0}} {
+		if got := median(c.v); got != c.want {
+			t.Errorf("median(%v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
+
+// TestEmptyChartsHaveNoTicks: a chart with no data says so in its title and draws no numbers
+// on its axes (0.0–1.0 would read as data).
+func TestEmptyChartsHaveNoTicks(t *testing.T) {
+	charts := []func() (*Chart, error){
+		func() (*Chart, error) { return TokenLengthChart("tokens", "tokens", nil) },
+		func() (*Chart, error) { return TurnsChart("teacher", nil) },
+		func() (*Chart, error) { return RatesChart("teacher", nil) },
+		func() (*Chart, error) { return ViolationsChart("teacher", nil) },
+		func() (*Chart, error) { return EXChart(nil) },
+	}
+	for _, f := range charts {
+		c, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(c.Title, "(no ") {
+			t.Errorf("%s: title %q does not say it is empty", c.Name, c.Title)
+		}
+		if n := len(c.p.X.Tick.Marker.Ticks(c.p.X.Min, c.p.X.Max)) + len(c.p.Y.Tick.Marker.Ticks(c.p.Y.Min, c.p.Y.Max)); n != 0 {
+			t.Errorf("%s: %d ticks on an empty chart", c.Name, n)
+		}
+		if _, err := c.PNG(); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
 	}
 }

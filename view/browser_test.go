@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
@@ -455,4 +457,80 @@ func atoi(t *testing.T, s string) int {
 		t.Fatalf("row id %q: %v", s, err)
 	}
 	return n
+}
+
+// hostile is teacher and dataset text that a page building HTML from strings would run: an
+// element with a handler, a script, an attribute break-out and an entity.
+const hostile = `<img src=x onerror="document.body.dataset.xss='img'"><script>document.body.dataset.xss='script'</script>` +
+	`" onmouseover="document.body.dataset.xss='attr' &amp; </pre></td>`
+
+// TestBrowserHostileText: a teacher whose question, evidence, reasoning (inline and in the
+// separate field), SQL, result cells and column names hold HTML is shown as that text on the
+// rows, trajectory and loss-mask pages of a dataset and on the pages of its run dir: no element
+// of it reaches the page.
+func TestBrowserHostileText(t *testing.T) {
+	tok := loadTokenizer(t)
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", filepath.Join(root, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks = tasks[:2]
+	for i := range tasks {
+		tasks[i].Question, tasks[i].Evidence = "Q"+hostile, "E"+hostile
+	}
+	lit := strings.ReplaceAll(hostile, "'", "''")
+	alias := strings.ReplaceAll(hostile, `"`, "")
+	policy := chat.PolicyFunc(func(context.Context, []chat.Message, chat.Options) (chat.Reply, error) {
+		return chat.Reply{Content: "<think>T" + hostile + "</think>\n<sql>SELECT '" + lit + `' AS "` + alias + `"</sql>`,
+			Reasoning: "R" + hostile, FinishReason: chat.FinishStop}, nil
+	})
+	conn := &datasets.Connector{SQLiteRoot: filepath.Join(root, "db")}
+	defer conn.Close()
+	run, ds := filepath.Join(root, "run"), filepath.Join(root, "dataset")
+	_, err = distill.Run(context.Background(), distill.RunConfig{
+		Dir: run, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
+		Policies: []*distill.PolicyHandle{{Name: "alpha", Spec: "hostile", Model: "m", Policy: policy}},
+		Episode:  distill.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}, Opener: conn, Toolkit: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := curate.Build(context.Background(), []string{run}, curate.BuildOptions{Tokenizer: tok, TokenizerName: "qwen2.5", Out: ds}); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing of the hostile text became an element, and it shows as text.
+	clean := func(b *browser, page string, wantText int) {
+		t.Helper()
+		if n := eval[int](b, `document.querySelectorAll("#main img, #main script, [onerror], [onmouseover]").length`); n != 0 {
+			b.shot("injected")
+			t.Errorf("%s: %d elements from the data's HTML", page, n)
+		}
+		if v := eval[string](b, `document.body.dataset.xss || ""`); v != "" {
+			t.Errorf("%s: the data's %s ran", page, v)
+		}
+		if n := eval[int](b, `document.querySelector("#main").textContent.split(`+strconv.Quote(hostile)+`).length - 1`); n < wantText {
+			t.Errorf("%s: the hostile text shows %d times as text, want at least %d", page, n, wantText)
+		}
+	}
+	b := newBrowser(t, openServer(t, tok, ds))
+	b.open("#/")
+	clean(b, "rows", 2) // both questions
+	b.open("#/row/0")
+	b.noErrors()
+	// question, evidence, think, SQL, observation cell and column, final SQL (the gold is the task's)
+	clean(b, "trajectory", 5)
+	b.shot("hostile-trajectory")
+	b.open("#/row/0?tab=mask")
+	b.noErrors()
+	clean(b, "mask", 0)
+	if got := eval[string](b, `[...document.querySelectorAll("#mask span.tok")].map(s => s.textContent).join("")`); !strings.Contains(got, "T"+hostile) {
+		t.Errorf("the mask does not spell the hostile think text")
+	}
+	b = newBrowser(t, openServer(t, tok, run))
+	b.open("#/")
+	clean(b, "run rows", 2)
+	b.open("#/row/0")
+	b.noErrors()
+	clean(b, "run trajectory", 5)
 }

@@ -128,9 +128,17 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	offset, _ := strconv.Atoi(v.Get("offset"))
-	limit, _ := strconv.Atoi(v.Get("limit"))
-	if limit <= 0 {
+	offset, err := wholeNumber(v, "offset")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := wholeNumber(v, "limit")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	if limit == 0 {
 		limit = 50
 	}
 	limit = min(limit, MaxLimit)
@@ -168,7 +176,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(page.Difficulties)
 	page.Total = len(hits)
-	page.Rows = append(page.Rows, hits[min(offset, len(hits)):min(offset+limit, len(hits))]...)
+	page.Rows = append(page.Rows, pageOf(hits, offset, limit)...)
 	writeJSON(w, page)
 }
 

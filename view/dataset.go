@@ -96,9 +96,11 @@ func (d *dataset) close() {
 	}
 }
 
-// scan reads the index columns of every row in order. A row group whose columns do not
-// decode is an error naming the file and group: the dataset is damaged.
-func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow)) error {
+// scan reads the index columns of every row in order, giving each row to fn. The rows of a row
+// group whose columns do not decode, from the first one not read, go to bad with the error
+// (naming the file and group), and the scan goes on with the next group: those rows show
+// their error, the rest of the dataset still works.
+func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow), bad func(i int, err error)) error {
 	buf := make([]indexRow, 256)
 	for _, df := range d.files {
 		for g, rg := range df.pf.RowGroups() {
@@ -106,6 +108,7 @@ func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow)) error {
 				return err
 			}
 			i := df.groupStart[g]
+			end := i + int(rg.NumRows())
 			err := guard(func() error {
 				r := parquet.NewGenericRowGroupReader[indexRow](rg)
 				defer r.Close()
@@ -125,7 +128,10 @@ func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow)) error {
 				}
 			})
 			if err != nil {
-				return fmt.Errorf("damaged Parquet file %s, row group %d: %w", df.path, g, err)
+				err = fmt.Errorf("damaged Parquet file %s, row group %d: %w", df.path, g, err)
+				for ; i < end; i++ {
+					bad(i, err)
+				}
 			}
 		}
 	}

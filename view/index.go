@@ -56,12 +56,19 @@ type facet struct {
 	ids   map[string]uint16
 }
 
+// lumpedValues names the last id of a facet with more distinct values than ids: every value
+// from there on shares it.
+const lumpedValues = "(further values)"
+
 func (f *facet) id(s string) uint16 {
 	if id, ok := f.ids[s]; ok {
 		return id
 	}
 	if len(f.names) == 1<<16-1 {
-		return uint16(len(f.names) - 1) // more distinct values than a table can show: lumped
+		return f.ids[lumpedValues]
+	}
+	if len(f.names) == 1<<16-2 {
+		s = lumpedValues
 	}
 	id := uint16(len(f.names))
 	f.names = append(f.names, s)
@@ -229,12 +236,8 @@ func ParseQuery(v url.Values) (Query, error) {
 		dst  *int
 	}{{"turns_min", &q.TurnsMin}, {"turns_max", &q.TurnsMax}, {"tokens_min", &q.TokensMin}, {"tokens_max", &q.TokensMax}, {"offset", &q.Offset}, {"limit", &q.Limit}}
 	for _, it := range ints {
-		if s := v.Get(it.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				return q, fmt.Errorf("%s=%q: want a whole number >= 0", it.name, s)
-			}
-			*it.dst = n
+		if *it.dst, err = wholeNumber(v, it.name); err != nil {
+			return q, err
 		}
 	}
 	if q.Limit == 0 {
@@ -248,6 +251,19 @@ func ParseQuery(v url.Values) (Query, error) {
 	}
 	q.Text = v.Get("q")
 	return q, nil
+}
+
+// wholeNumber reads parameter name as a number >= 0 (0 when absent).
+func wholeNumber(v url.Values, name string) (int, error) {
+	s := v.Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a whole number >= 0", name, s)
+	}
+	return n, nil
 }
 
 // RowSummary is one row of the table.
@@ -415,7 +431,7 @@ func (ix *index) Query(q Query) Page {
 		}
 	}
 	p := Page{Total: len(hits), All: len(ix.entries), Offset: q.Offset, Rows: []RowSummary{}, Facets: map[string][]FacetCount{}}
-	for _, i := range hits[min(q.Offset, len(hits)):min(q.Offset+q.Limit, len(hits))] {
+	for _, i := range pageOf(hits, q.Offset, q.Limit) {
 		p.Rows = append(p.Rows, ix.summary(int(i)))
 	}
 	for f, cs := range counts {
@@ -427,6 +443,13 @@ func (ix *index) Query(q Query) Page {
 		p.Facets[facetNames[f]] = fc
 	}
 	return p
+}
+
+// pageOf is s[offset:offset+limit] clipped to s, for any offset and limit >= 0 (a huge offset
+// from a URL must not overflow into a negative bound).
+func pageOf[T any](s []T, offset, limit int) []T {
+	lo := min(offset, len(s))
+	return s[lo : lo+min(limit, len(s)-lo)]
 }
 
 func (ix *index) summary(i int) RowSummary {

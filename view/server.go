@@ -55,7 +55,8 @@ type Server struct {
 // Open detects the kind of the paths, opens them and builds the index: a dataset's index
 // columns are read once; a run or eval dir's committed trajectories are read (Watch re-reads
 // them as they grow). Bad input (a path of none of the kinds, paths of mixed kinds, a
-// damaged Parquet file) is an error naming the path.
+// Parquet file whose footer does not read) is an error naming the path; the rows of a row
+// group whose index columns do not decode are indexed as unreadable, with the error.
 func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = 2 * time.Second
@@ -82,7 +83,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 					tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
 					key: r.Key, taskID: r.TaskID, question: r.Question, finalSQL: r.FinalSQL, goldSQL: r.GoldSQL,
 				})
-			})
+			}, func(i int, err error) { s.ix.addError(src, i, "", err.Error()) })
 			if err != nil {
 				s.Close()
 				return nil, err

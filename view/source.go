@@ -49,12 +49,16 @@ func Detect(path string) (Kind, error) {
 	return "", fmt.Errorf("%s is not a dataset dir (no %s/*.parquet), a run dir or an eval dir (no %s)", path, curate.DataDir, distill.ManifestFile)
 }
 
-// detectAll checks that every path is of one kind and returns it.
+// detectAll checks that every path is of one kind and returns it. Run dirs given with eval
+// dirs are eval dirs still in their first invocation (Detect cannot tell them from a distill
+// run until summary.json is written), so a live evaluation can be compared with finished ones.
 func detectAll(paths []string) (Kind, error) {
 	if len(paths) == 0 {
 		return "", errors.New("no PATH given: a dataset dir, a run dir or eval dirs")
 	}
 	var kind Kind
+	first := ""
+	article := map[Kind]string{KindDataset: "a", KindRun: "a", KindEval: "an"}
 	for _, p := range paths {
 		k, err := Detect(p)
 		if err != nil {
@@ -62,9 +66,12 @@ func detectAll(paths []string) (Kind, error) {
 		}
 		switch {
 		case kind == "":
-			kind = k
+			kind, first = k, p
+		case k == KindRun && kind == KindEval:
+		case k == KindEval && kind == KindRun:
+			kind = KindEval
 		case k != kind:
-			return "", fmt.Errorf("%s is a %s dir but %s is a %s dir: give PATHs of one kind", paths[0], kind, p, k)
+			return "", fmt.Errorf("%s is %s %s dir but %s is %s %s dir: give PATHs of one kind", first, article[kind], kind, p, article[k], k)
 		}
 	}
 	return kind, nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/stats"
@@ -94,7 +95,11 @@ func (s *Server) stats(ctx context.Context, key string) *cachedStats {
 	if c.section.Tables == nil {
 		c.section.Tables = []stats.Table{}
 	}
-	s.statsCache[key] = c
+	if ctx.Err() == nil {
+		// A section cut short by a request that went away is not kept: a dataset's is kept for
+		// good, and the next request must compute it whole.
+		s.statsCache[key] = c
+	}
 	return c
 }
 
@@ -149,7 +154,11 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 			if t.Correct {
 				g.out.Correct++
 			}
-			g.tokens = append(g.tokens, t.Usage.CompletionTokens)
+			if t.Usage.CompletionTokens > 0 {
+				// Zero means the endpoint reported no usage (the oracle, some providers): no
+				// length to plot.
+				g.tokens = append(g.tokens, t.Usage.CompletionTokens)
+			}
 			g.turns = append(g.turns, len(t.Turns))
 		}
 	}
@@ -164,7 +173,9 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		sum := stats.SummarizeEval(g.results)
 		head.Rows = append(head.Rows, []string{n, strconv.Itoa(sum.N), pct(sum.EX), sum.FormatEX(), pct(sum.Convergence), pct(sum.ExecOK),
 			pct(sum.FormatViolationRate), strconv.FormatFloat(sum.AvgTurns, 'f', 2, 64)})
-		tokens = append(tokens, stats.Series{Name: n, Values: g.tokens})
+		if len(g.tokens) > 0 {
+			tokens = append(tokens, stats.Series{Name: n, Values: g.tokens})
+		}
 		turns = append(turns, stats.Series{Name: n, Values: g.turns})
 		outs = append(outs, g.out)
 		exs = append(exs, stats.PolicyEX{Name: n, Summary: sum})
@@ -185,7 +196,8 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	var charts []*stats.Chart
 	for _, f := range []func() (*stats.Chart, error){
 		func() (*stats.Chart, error) {
-			return stats.TokenLengthChart("Teacher completion tokens per trajectory", "completion tokens over the episode (teacher's count)", tokens)
+			return stats.TokenLengthChart(strings.ToUpper(by[:1])+by[1:]+" completion tokens per trajectory",
+				"completion tokens over the episode (the "+by+"'s count; trajectories without usage left out)", tokens)
 		},
 		func() (*stats.Chart, error) { return stats.TurnsChart(by, turns) },
 		func() (*stats.Chart, error) { return stats.RatesChart(by, outs) },
@@ -210,11 +222,13 @@ func pct(r float64) string { return strconv.FormatFloat(100*r, 'f', 1, 64) + "%"
 
 func (s *Server) handleChart(w http.ResponseWriter, r *http.Request) {
 	key, name := r.URL.Query().Get("s"), r.URL.Query().Get("name")
-	if key != "runs" {
-		if i, err := strconv.Atoi(key); err != nil || i < 0 || i >= len(s.datasets) {
-			httpError(w, http.StatusNotFound, fmt.Errorf("no stats section %q", key))
-			return
-		}
+	known := false
+	for k := range s.statsKeys() {
+		known = known || k == key
+	}
+	if !known {
+		httpError(w, http.StatusNotFound, fmt.Errorf("no stats section %q", key))
+		return
 	}
 	c := s.stats(r.Context(), key)
 	s.statsMu.Lock()

@@ -18,6 +18,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
@@ -25,6 +26,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/stats"
 )
 
 // get fetches path from the server's handler and decodes the JSON answer into v.
@@ -67,6 +69,12 @@ func TestDetect(t *testing.T) {
 			t.Errorf("Detect(%s) = %q, %v; want %q", path, k, err, want)
 		}
 	}
+	// An eval dir before its first summary.json looks like a run dir; beside eval dirs it is one.
+	for _, paths := range [][]string{{fx.evalOracle, fx.run}, {fx.run, fx.evalOracle}} {
+		if k, err := detectAll(paths); err != nil || k != KindEval {
+			t.Errorf("detectAll(%v) = %q, %v; want eval", paths, k, err)
+		}
+	}
 	empty := t.TempDir()
 	file := filepath.Join(empty, "f.txt")
 	os.WriteFile(file, []byte("x"), 0o644)
@@ -79,6 +87,7 @@ func TestDetect(t *testing.T) {
 		{[]string{filepath.Join(empty, "nope")}, "no such file"},
 		{[]string{fx.dataset, fx.run}, "give PATHs of one kind"},
 		{nil, "no PATH"},
+		{[]string{fx.evalOracle, fx.dataset}, "give PATHs of one kind"},
 	} {
 		_, err := Open(context.Background(), Options{Paths: c.paths})
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
@@ -286,6 +295,13 @@ func TestDamagedRowShowsItsError(t *testing.T) {
 // messages.content chunk; it returns the copy and the first row of that group.
 func damagedCopy(t *testing.T, dataset string) (string, int) {
 	t.Helper()
+	return damageColumn(t, dataset, "messages.list.element.content")
+}
+
+// damageColumn copies a dataset and overwrites the first page header of row group 1's chunk
+// of the leaf column at path (dot-joined); it returns the copy and the first row of the group.
+func damageColumn(t *testing.T, dataset, path string) (string, int) {
+	t.Helper()
 	dir := copyDir(t, dataset)
 	files, _ := filepath.Glob(filepath.Join(dir, curate.DataDir, "*.parquet"))
 	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
@@ -302,10 +318,17 @@ func damagedCopy(t *testing.T, dataset string) (string, int) {
 	if len(md.RowGroups) < 2 {
 		t.Fatalf("fixture dataset has %d row groups, want several", len(md.RowGroups))
 	}
-	// Leaf column 0 of the Row schema is messages.role, 1 messages.content.
-	col := md.RowGroups[1].Columns[1].MetaData
-	if !strings.Contains(strings.Join(col.PathInSchema, "."), "content") {
-		t.Fatalf("column 1 is %v", col.PathInSchema)
+	var col *format.ColumnMetaData
+	var paths []string
+	for i := range md.RowGroups[1].Columns {
+		c := &md.RowGroups[1].Columns[i].MetaData
+		paths = append(paths, strings.Join(c.PathInSchema, "."))
+		if paths[i] == path {
+			col = c
+		}
+	}
+	if col == nil {
+		t.Fatalf("no column %s among %v", path, paths)
 	}
 	junk := make([]byte, 24)
 	for i := range junk {
@@ -315,6 +338,48 @@ func damagedCopy(t *testing.T, dataset string) (string, int) {
 		t.Fatal(err)
 	}
 	return dir, int(md.RowGroups[0].NumRows)
+}
+
+// TestDamagedIndexColumn corrupts a column the index reads (question) in one row group: the
+// viewer still opens, the rows of that group are listed with the error (only while nothing
+// filters), their pages show it, and every other row is indexed as before.
+func TestDamagedIndexColumn(t *testing.T) {
+	fx := getFixture(t)
+	rows := readRows(t, fx.dataset)
+	dir, first := damageColumn(t, fx.dataset, "question")
+	s := openServer(t, fx.tok, dir)
+	if s.Rows() != len(rows) {
+		t.Fatalf("%d rows indexed, want %d", s.Rows(), len(rows))
+	}
+	h := s.Handler("127.0.0.1:8080")
+	var p Page
+	get(t, h, "/api/rows?limit=500", &p)
+	bad := 0
+	for _, r := range p.Rows {
+		if r.Error != "" {
+			bad++
+			if r.ID < first || !strings.Contains(r.Error, "row group 1") {
+				t.Errorf("row %d: error %q", r.ID, r.Error)
+			}
+		} else if r.Question != rows[r.ID].Question || r.Key != rows[r.ID].Key {
+			t.Errorf("row %d: %q %q, want %q %q", r.ID, r.Key, r.Question, rows[r.ID].Key, rows[r.ID].Question)
+		}
+	}
+	if bad == 0 {
+		t.Error("no row of the damaged group is listed with its error")
+	}
+	var d Detail
+	get(t, h, "/api/row?id="+itoa(first), &d)
+	if d.Error == "" {
+		t.Error("the damaged row's page has no error")
+	}
+	var f Page
+	get(t, h, "/api/rows?limit=500&correct=1", &f)
+	for _, r := range f.Rows {
+		if r.Error != "" {
+			t.Errorf("row %d with an error passes a filter", r.ID)
+		}
+	}
 }
 
 func TestDamagedParquetIsOneLine(t *testing.T) {
@@ -484,6 +549,53 @@ func TestCompare(t *testing.T) {
 	if code := get(t, h, "/api/compare?good=7", nil); code != 400 {
 		t.Errorf("good=7: %d", code)
 	}
+	checkPaging(t, h, "/api/compare")
+}
+
+// checkPaging: offsets and limits from a URL, however large, give a page (empty past the end)
+// or a 400, never a panic.
+func checkPaging(t *testing.T, h http.Handler, path string) {
+	t.Helper()
+	for q, want := range map[string]int{
+		"offset=9223372036854775807": 200, "offset=9223372036854775807&limit=9223372036854775807": 200,
+		"offset=1&limit=9223372036854775807": 200, "offset=-5": 400, "limit=-1": 400, "offset=x": 400,
+		"offset=99999999999999999999": 400,
+	} {
+		var page struct {
+			Rows []json.RawMessage `json:"rows"`
+		}
+		code := get(t, h, path+"?"+q, &page)
+		if code != want {
+			t.Errorf("%s?%s: %d, want %d", path, q, code, want)
+		}
+		if code == 200 && strings.HasPrefix(q, "offset=922") && len(page.Rows) != 0 {
+			t.Errorf("%s?%s: %d rows past the end", path, q, len(page.Rows))
+		}
+	}
+}
+
+// TestStatsNotCachedWhenCancelled: a stats page whose request went away mid-computation is not
+// kept, so the next request gets the tables, not "context canceled" for good.
+func TestStatsNotCachedWhenCancelled(t *testing.T) {
+	fx := getFixture(t)
+	s := openServer(t, nil, fx.dataset)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c := s.stats(ctx, "0"); c.section.Error == "" {
+		t.Fatalf("stats under a cancelled context: no error (%d tables)", len(c.section.Tables))
+	}
+	if c := s.stats(context.Background(), "0"); c.section.Error != "" || len(c.section.Tables) == 0 {
+		t.Errorf("stats after a cancelled request: error %q, %d tables", c.section.Error, len(c.section.Tables))
+	}
+	h := s.Handler("127.0.0.1:8080")
+	if code := get(t, h, "/api/chart?s=runs&name="+stats.TokensPlot, nil); code != 404 {
+		t.Errorf("chart of section runs on a dataset: %d, want 404", code)
+	}
+}
+
+func TestRowsPaging(t *testing.T) {
+	fx := getFixture(t)
+	checkPaging(t, openServer(t, nil, fx.dataset).Handler("127.0.0.1:8080"), "/api/rows")
 }
 
 func TestHostCheck(t *testing.T) {
@@ -575,3 +687,16 @@ func copyDir(tb testing.TB, src string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFacetLumpsWhatItCannotNumber: past the ids a facet has, values share one named bucket
+// instead of taking the name of the last value numbered.
+func TestFacetLumpsWhatItCannotNumber(t *testing.T) {
+	f := facet{ids: map[string]uint16{}}
+	for i := 0; i < 1<<16-2; i++ {
+		f.id(strconv.Itoa(i))
+	}
+	a, b := f.id("a"), f.id("b")
+	if a != b || f.names[a] != lumpedValues || f.names[f.id("7")] != "7" || len(f.names) != 1<<16-1 {
+		t.Errorf("ids %d %d named %q, %d names", a, b, f.names[a], len(f.names))
+	}
+}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
@@ -76,12 +74,8 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	if *jsonOut != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonOut, append(data, '\n'), 0o644)
-		}
-		if err != nil {
-			return fail(fmt.Errorf("--json %s: %w", *jsonOut, err))
+		if err := rep.WriteJSON(*jsonOut); err != nil {
+			return fail(fmt.Errorf("--json: %w", err))
 		}
 	}
 	if err := rep.WriteText(stdout); err != nil {
@@ -102,7 +96,9 @@ Styles:
                  ">="; rows compared in order when the gold contains "order by" anywhere
                  (subqueries too), else as multisets; the prediction's columns may come in
                  any order; an int equals the same float, except where the official
-                 per-row text sort tells them apart.
+                 per-row text sort tells them apart. One database per task
+                 (<db>/<db>.sqlite): not test-suite accuracy, which the official code
+                 computes over every *.sqlite* in that folder.
   spider-strict  the SQL as written; column order and DISTINCT count; rows in order only
                  when the gold's outermost query has ORDER BY, else multisets. Matches no
                  published figure.

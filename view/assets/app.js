@@ -77,7 +77,15 @@ async function pollLive() {
     await loadInfo();
     if (INFO.rows !== before) {
       const r = route();
-      if (r.parts.length === 0 || r.parts[0] === "stats" || r.parts[0] === "compare") render();
+      // Not while the user is typing into a filter (the redraw would drop the text), and at
+      // the same scroll position.
+      const el = document.activeElement;
+      const typing = el && el.closest("#main") && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName);
+      if (!typing && (r.parts.length === 0 || r.parts[0] === "stats" || r.parts[0] === "compare")) {
+        const y = window.scrollY;
+        await render();
+        window.scrollTo(0, y);
+      }
     }
   } catch (e) { /* the server went away; keep the page */ }
 }
@@ -196,7 +204,7 @@ function turnCard(t, kind) {
   const tokens = [];
   if (t.trainable >= 0) tokens.push(`${fmt(t.trainable)} trainable student tokens`);
   if (t.completion_tokens || t.prompt_tokens) {
-    tokens.push(`teacher: ${fmt(t.prompt_tokens)} prompt, ${fmt(t.completion_tokens)} completion` +
+    tokens.push(`${kind === "eval" ? "policy" : "teacher"}: ${fmt(t.prompt_tokens)} prompt, ${fmt(t.completion_tokens)} completion` +
       (t.reasoning_tokens ? ` (${fmt(t.reasoning_tokens)} reasoning)` : ""));
   }
   if (t.latency_ms) tokens.push(`${t.latency_ms.toFixed(0)} ms`);
@@ -207,7 +215,8 @@ function turnCard(t, kind) {
   return h("article", {class: "turn", "data-turn": t.index},
     h("header", {}, h("h3", {}, `Turn ${t.index}`), ...badges, h("span", {class: "tokens"}, tokens.join(" · "))),
     think,
-    t.sql ? sqlBlock(t.sql, "turn-sql") : h("pre", {class: "reply-raw"}, t.reply || "(empty reply)"),
+    t.sql ? sqlBlock(t.sql, "turn-sql") : h("pre", {class: "reply-raw"}, t.reply.trim() ? t.reply :
+      t.reply ? `(whitespace only: ${fmt(t.reply.length)} characters, ${fmt(t.reply.split("\n").length - 1)} of them newlines)` : "(empty reply)"),
     h("details", {class: "raw"}, h("summary", {}, "reply as stored"), h("pre", {}, t.reply)),
     t.observation ? h("div", {class: "obs-wrap"}, h("h4", {}, "observation"), observationBlock(t.observation)) :
       (t.observation_absent ? h("p", {class: "muted small"}, t.observation_absent) : null));
