@@ -3,6 +3,7 @@
 //
 //	distill --teachers gpt-oss,deepseek,glm,qwen --tasks bird:PATH/dev.json --dialects sqlite,postgres --out runs/NAME
 //	distill load --tasks SPEC --dialect postgres|mysql --dsn DSN
+//	distill env serve --tasks SPEC [--dialects ...] [--addr 127.0.0.1:8090]
 //
 // With no flags it runs the bundled sample on SQLite with the oracle policy into runs/demo, which
 // needs no keys. Re-running the same command resumes; Ctrl-C stops after the episodes in flight
@@ -42,6 +43,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "load" {
 		return runLoad(args[1:], stderr)
 	}
+	if len(args) > 0 && args[0] == "env" {
+		return runEnv(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("distill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -70,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		shardMB     = fs.Int("shard-mb", distill.DefaultMaxShardBytes>>20, "rotate shard files at this size (MiB)")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: distill [flags]\n       distill load --tasks SPEC --dialect postgres|mysql --dsn DSN\n\nReal teachers: set CHAINEDSQL_BASE_URL and CHAINEDSQL_API_KEY (one OpenAI-compatible\nendpoint for all presets), or write a config file (teachers/example.yaml) and pass --config.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: distill [flags]\n       distill load --tasks SPEC --dialect postgres|mysql --dsn DSN\n       distill env serve --tasks SPEC [--dialects ...] [DSN flags] [--addr 127.0.0.1:8090]\n\nReal teachers: set CHAINEDSQL_BASE_URL and CHAINEDSQL_API_KEY (one OpenAI-compatible\nendpoint for all presets), or write a config file (teachers/example.yaml) and pass --config.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

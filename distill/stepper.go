@@ -1,0 +1,170 @@
+package distill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
+var ErrEpisodeDone = errors.New("distill: the episode is done")
+
+// Stepper is the chained-sql/v1 loop driven one assistant reply at a time: Episode drives it with
+// a Policy, and a caller that generates elsewhere (an RL trainer through env) feeds it replies.
+// A Stepper is not safe for concurrent use.
+type Stepper struct {
+	task    datasets.Task
+	db      datasets.DB
+	opts    EpisodeOptions
+	tr      *Trajectory
+	started time.Time
+	prevSQL string // SQL of the previous turn; "" after a violation
+	final   *datasets.Result
+	done    bool
+}
+
+// NewStepper starts an episode of task on db: it renders the prompt (system turn with the
+// schema, user turn with the question), which Messages returns. opts are those of Episode.
+func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Stepper, error) {
+	s := newStepper(task, db, opts)
+	if err := s.prompt(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Stepper {
+	opts = opts.withDefaults()
+	dialect := db.Dialect()
+	started := time.Now()
+	return &Stepper{task: task, db: db, opts: opts, started: started, tr: &Trajectory{
+		Protocol:   ProtocolVersion,
+		Key:        Key(task.ID, opts.Teacher, dialect, opts.Sample),
+		TaskID:     task.ID,
+		TaskIndex:  task.Index,
+		Source:     task.Source,
+		DBID:       task.DBID,
+		Question:   task.Question,
+		Evidence:   task.Evidence,
+		Difficulty: task.Difficulty,
+		Dialect:    dialect,
+		Teacher:    opts.Teacher,
+		Model:      opts.Model,
+		Sample:     opts.Sample,
+		Started:    started.UTC(),
+	}}
+}
+
+func (s *Stepper) prompt(ctx context.Context) error {
+	dialect := s.db.Dialect()
+	ddl, err := s.opts.Schemas.DDL(ctx, s.task, s.db)
+	if err != nil {
+		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, dialect, err)
+	}
+	s.tr.Messages = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
+		chat.Message{Role: chat.RoleSystem, Content: SystemPrompt(dialect, s.db.Version(), ddl)},
+		chat.Message{Role: chat.RoleUser, Content: UserPrompt(s.task)},
+	)
+	return nil
+}
+
+// Messages is the conversation so far, ending with the turn the next reply answers. The caller
+// must not modify it.
+func (s *Stepper) Messages() []chat.Message { return s.tr.Messages }
+
+// Done reports whether the episode has ended (converged or out of turns).
+func (s *Stepper) Done() bool { return s.done }
+
+// Trajectory is the episode so far; complete (judged, unless SkipGold) once Done. It is the
+// Stepper's own record: read it, do not modify it, and do not use it concurrently with Step.
+func (s *Stepper) Trajectory() *Trajectory { return s.tr }
+
+// Step plays one assistant reply: it parses it, executes its SQL (or answers a format
+// violation), checks convergence and, when the episode ends, judges the final SQL against the
+// gold (see Episode). It returns the recorded turn; its Observation is the next user turn unless
+// the episode is now Done. A database error (connection lost, context ended) leaves the Stepper
+// as it was, so the same reply can be stepped again. After the end it returns ErrEpisodeDone.
+func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
+	if s.done {
+		return Turn{}, ErrEpisodeDone
+	}
+	task, dialect, opts := s.task, s.db.Dialect(), s.opts
+	turn := len(s.tr.Turns) + 1
+	p := parseReply(reply.Content)
+	tu := Turn{
+		Index:        turn,
+		Raw:          reply.Content,
+		Reasoning:    reply.Reasoning,
+		Latency:      reply.Latency,
+		Usage:        reply.Usage,
+		FinishReason: reply.FinishReason,
+		Attempts:     reply.Attempts,
+	}
+	if tu.Reasoning == "" {
+		tu.Reasoning = p.think
+	}
+	var (
+		res       *datasets.Result
+		converged bool
+		prevSQL   string
+	)
+	switch {
+	case !p.ok || (!p.closed && reply.FinishReason == chat.FinishLength):
+		tu.FormatViolation = true
+		if p.ok {
+			tu.Observation = wrapObservation(TruncatedReplyText)
+		} else {
+			tu.Observation = FormatViolationObservation()
+		}
+	default:
+		tu.SQL = p.sql
+		var err error
+		res, err = s.db.Exec(ctx, p.sql, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		if err != nil {
+			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
+		}
+		tu.Exec = execRecord(res)
+		tu.Observation = RenderObservation(res, opts.Caps)
+		converged = SameSQL(s.prevSQL, p.sql)
+		prevSQL = p.sql
+	}
+	final, finalSQL := s.final, s.tr.FinalSQL
+	if res != nil {
+		final, finalSQL = res, p.sql
+	}
+	done := converged || turn >= opts.MaxTurns
+	var verdict Trajectory // the judge's fields, committed with the turn
+	if done && !opts.SkipGold {
+		verdict.FinalSQL = finalSQL
+		if err := judge(ctx, &verdict, task, s.db, final, opts); err != nil {
+			return Turn{}, err
+		}
+	}
+
+	// Commit: nothing above changed the Stepper.
+	tr := s.tr
+	if reply.Model != "" {
+		tr.Model = reply.Model
+	}
+	tr.Usage = tr.Usage.Add(reply.Usage)
+	tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply.Content, Reasoning: reply.Reasoning})
+	if tu.FormatViolation {
+		tr.FormatViolations++
+	}
+	tr.Turns = append(tr.Turns, tu)
+	s.prevSQL, s.final, tr.FinalSQL = prevSQL, final, finalSQL
+	tr.ExecOK = final.OK()
+	tr.Converged = converged
+	s.done = done
+	if done {
+		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
+	} else {
+		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+	}
+	tr.Duration = time.Since(s.started)
+	return tu, nil
+}
