@@ -185,7 +185,9 @@ func gold(t *testing.T, task datasets.Task, d datasets.Dialect) string {
 	return g
 }
 
-func answer(sql string) string { return "<think>the question asks for this</think>\n<sql>" + sql + "</sql>" }
+func answer(sql string) string {
+	return "<think>the question asks for this</think>\n<sql>" + sql + "</sql>"
+}
 
 func start(t *testing.T, url, taskID, dialect string) wireEpisode {
 	t.Helper()
