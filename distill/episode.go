@@ -179,6 +179,7 @@ type SchemaCache struct {
 
 	mu      sync.Mutex
 	entries map[string]*schemaEntry
+	prompts sync.Map // system prompts (see systemPrompt), one string per database for all episodes
 }
 
 type schemaEntry struct {

@@ -60,17 +60,39 @@ func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Steppe
 }
 
 func (s *Stepper) prompt(ctx context.Context) error {
-	dialect := s.db.Dialect()
-	ddl, err := s.opts.Schemas.DDL(ctx, s.task, s.db)
+	sys, err := s.opts.Schemas.systemPrompt(ctx, s.task, s.db)
 	if err != nil {
-		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, dialect, err)
+		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, s.db.Dialect(), err)
 	}
 	s.tr.Messages = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
-		chat.Message{Role: chat.RoleSystem, Content: SystemPrompt(dialect, s.db.Version(), ddl)},
+		chat.Message{Role: chat.RoleSystem, Content: sys},
 		chat.Message{Role: chat.RoleUser, Content: UserPrompt(s.task)},
 	)
 	return nil
 }
+
+// systemPrompt is SystemPrompt for task's database db, rendered once per database and engine
+// version and shared by its episodes (a schema of many KiB is then held once, not per live
+// episode).
+func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+	ddl, err := c.DDL(ctx, task, db)
+	if err != nil {
+		return "", err
+	}
+	if c == nil {
+		return SystemPrompt(db.Dialect(), db.Version(), ddl), nil
+	}
+	// The DDL cache's key, plus the version the prompt names.
+	key := string(db.Dialect()) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00" + db.Version()
+	if p, ok := c.prompts.Load(key); ok && p.(*cachedPrompt).ddl == ddl {
+		return p.(*cachedPrompt).text, nil
+	}
+	p := &cachedPrompt{ddl: ddl, text: SystemPrompt(db.Dialect(), db.Version(), ddl)}
+	c.prompts.Store(key, p)
+	return p.text, nil
+}
+
+type cachedPrompt struct{ ddl, text string }
 
 // Messages is the conversation so far, ending with the turn the next reply answers. The caller
 // must not modify it.
@@ -164,6 +186,13 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
 	} else {
 		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+		if final != nil && len(final.Rows) > 0 {
+			// Between turns the rows are dropped (a live episode holds no result set): when the
+			// episode ends on a later format violation, judge runs the final SQL again in full.
+			kept := *final
+			kept.Rows, kept.Truncated = nil, true
+			s.final = &kept
+		}
 	}
 	tr.Duration = time.Since(s.started)
 	return tu, nil

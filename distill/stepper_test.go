@@ -133,3 +133,27 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestStepperJudgesEarlierResult: the final SQL of an episode that ends on format violations is
+// judged in full, though a live episode keeps no rows between turns.
+func TestStepperJudgesEarlierResult(t *testing.T) {
+	if !matchReady() {
+		t.Skip("datasets.Match not built")
+	}
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	gold := tasks[0].Gold[datasets.SQLite]
+	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{MaxTurns: 3, Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"<think>x</think>\n<sql>" + gold + "</sql>", "no tags", "still none"} {
+		if _, err := st.Step(context.Background(), chat.Reply{Content: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := st.Trajectory()
+	if !st.Done() || tr.Converged || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
+		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Converged, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
+	}
+}

@@ -7,6 +7,9 @@ package env
 import (
 	"context"
 	"fmt"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
@@ -19,6 +22,9 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 	db, err := s.cfg.Opener.Open(ctx, d, task)
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s database %s of task %s: %w", d, task.DBID, task.ID, err)
+	}
+	if g, ok := task.GoldFor(d); ok {
+		db = &goldDB{DB: db, gold: g, key: string(d) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00" + g, cache: s.golds}
 	}
 	opts := s.cfg.Episode
 	opts.Schemas = s.cfg.Schemas
@@ -37,3 +43,64 @@ func play(ctx context.Context, st *distill.Stepper, r reply) (distill.Turn, erro
 // ordered is the judge's option as student eval sets it: Spider's tasks compare ordered results
 // when the gold SQL has ORDER BY; the others compare row sets (BIRD EX).
 func ordered(t datasets.Task) bool { return t.Source == datasets.SpecSpider }
+
+// maxGoldRows bounds the rows goldCache holds; past it, gold results are not kept.
+const maxGoldRows = 1 << 20
+
+// goldCache keeps the full result of each task's gold SQL per database and dialect, so the group
+// of rollouts a GRPO step plays on one task runs its gold once: the task databases are read-only,
+// so a gold result does not change. Concurrent misses of one gold share one execution. Only
+// results that ran are kept (a timeout under load may not repeat). Safe for concurrent use.
+type goldCache struct {
+	mu     sync.Mutex
+	m      map[string]*datasets.Result
+	rows   int
+	flight singleflight.Group
+}
+
+// goldDB is a task's database whose full executions of the task's gold SQL go through a
+// goldCache; every other execution goes to the database.
+type goldDB struct {
+	datasets.DB
+	gold, key string
+	cache     *goldCache
+}
+
+// Exec implements datasets.DB.
+func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptions) (*datasets.Result, error) {
+	if opts.MaxRows != 0 || query != g.gold {
+		return g.DB.Exec(ctx, query, opts)
+	}
+	c := g.cache
+	c.mu.Lock()
+	res, ok := c.m[g.key]
+	c.mu.Unlock()
+	if ok {
+		return res, nil
+	}
+	// The shared execution does not end with the context of whichever request started it.
+	ch := c.flight.DoChan(g.key, func() (any, error) {
+		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
+		if err == nil && res.OK() {
+			c.mu.Lock()
+			if c.rows+len(res.Rows) <= maxGoldRows {
+				if c.m == nil {
+					c.m = make(map[string]*datasets.Result)
+				}
+				c.m[g.key] = res
+				c.rows += len(res.Rows)
+			}
+			c.mu.Unlock()
+		}
+		return res, err
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*datasets.Result), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

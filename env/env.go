@@ -68,6 +68,7 @@ type Server struct {
 	splits   []string
 	dialects map[datasets.Dialect]bool
 	store    *store
+	golds    *goldCache
 	slots    *semaphore.Weighted
 	stop     context.CancelFunc
 	swept    chan struct{}
@@ -116,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
 		store:    newStore(cfg.TTL, cfg.MaxEpisodes),
+		golds:    &goldCache{},
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),
 	}

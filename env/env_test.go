@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func tasksOf(t *testing.T) []datasets.Task {
+func tasksOf(t testing.TB) []datasets.Task {
 	t.Helper()
 	tasks, err := sampleTasks()
 	if err != nil {
@@ -48,7 +49,7 @@ func tasksOf(t *testing.T) []datasets.Task {
 }
 
 // testServer serves cfg (the sample on SQLite unless cfg says otherwise) over httptest.
-func testServer(t *testing.T, cfg Config) (*Server, string) {
+func testServer(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
 	if cfg.Tasks == nil {
 		cfg.Tasks = tasksOf(t)
@@ -594,4 +595,63 @@ func TestIsolation(t *testing.T) {
 		t.Fatalf("after the cancelled step: %+v", s)
 	}
 	close(gate.release)
+}
+
+// countDB counts the executions of one statement.
+type countDB struct {
+	datasets.DB
+	sql string
+	n   *atomic.Int64
+}
+
+func (c countDB) Exec(ctx context.Context, q string, o datasets.ExecOptions) (*datasets.Result, error) {
+	if q == c.sql {
+		c.n.Add(1)
+	}
+	return c.DB.Exec(ctx, q, o)
+}
+
+type countOpener struct {
+	conn *datasets.Connector
+	sql  string
+	n    atomic.Int64
+}
+
+func (o *countOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+	db, err := o.conn.Open(ctx, d, t)
+	return countDB{DB: db, sql: o.sql, n: &o.n}, err
+}
+
+// TestGoldRunsOnce: a group of rollouts of one task (episodes and score completions) runs the
+// task's gold SQL once; each is still judged.
+func TestGoldRunsOnce(t *testing.T) {
+	conn := &datasets.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	task := tasksOf(t)[5]
+	g := gold(t, task, datasets.SQLite)
+	wrong := "SELECT 'not the gold'"
+	o := &countOpener{conn: conn, sql: g}
+	_, url := testServer(t, Config{Tasks: []datasets.Task{task}, Opener: o})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := g
+			if i%2 == 1 {
+				q = wrong
+			}
+			ep := start(t, url, task.ID, "")
+			step(t, url, ep.EpisodeID, answer(q))
+			end := step(t, url, ep.EpisodeID, answer(q))
+			if r := end.Rewards.four(t); !*end.Done || r[3] != 1-i%2 {
+				t.Errorf("rollout %d: rewards %v", i, r)
+			}
+		}()
+	}
+	wg.Wait()
+	// The 4 gold rollouts ran it twice each as their own SQL; the judge ran it once in all.
+	if n := o.n.Load(); n != 4*2+1 {
+		t.Fatalf("the gold SQL ran %d times, want %d", n, 4*2+1)
+	}
 }
