@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/distill"
-	"github.com/chainedsql/chainedsql/inference/chattmpl"
 )
 
 // Defaults of BuildOptions.
@@ -453,14 +452,13 @@ func removeStale(parent, prefix string) error {
 // process turns one trajectory into a row or an exclusion.
 func process(c *counter, it item, maxLength int) built {
 	t := it.t
-	if err := chattmpl.Check(t.Messages); err != nil {
+	msgs, text, spans, reason, err := renderTraining(t.Messages)
+	if err != nil {
 		return built{err: fmt.Errorf("curate build: trajectory %q at %s: %w", t.Key, it.loc, err)}
 	}
-	msgs := trainingMessages(t.Messages)
-	if markerInContent(msgs) {
-		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMarkerInContent}}
+	if reason != "" {
+		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: reason}}
 	}
-	text, spans := chattmpl.Render(msgs, false)
 	n, trainable := c.count(text, spans)
 	if n > maxLength {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMaxLength, NumTokens: n}}

@@ -33,8 +33,8 @@ type EpisodeOptions struct {
 	Model   string
 	// Sample is the sample index recorded in the trajectory (and part of its key).
 	Sample int
-	// Ordered compares results as ordered lists when the gold SQL has an ORDER BY (Spider style);
-	// otherwise BIRD EX (set equality).
+	// Ordered judges in datasets.StyleSpider (test-suite-sql-eval's rules: ordered rows when
+	// the gold has ORDER BY, columns in any order, DISTINCT removed); otherwise BIRD EX.
 	Ordered bool
 	// Schemas caches the rendered DDL per database; nil renders it for this episode alone.
 	Schemas *SchemaCache
@@ -86,7 +86,7 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // conversation is ready for SFT. A reply with no usable <sql> is a format violation: it gets the
 // format-error observation, breaks any convergence streak, and the loop goes on. FinalSQL is the
 // last statement that was executed (empty when no turn had one); ExecOK says it ran; Correct
-// compares its full result with the gold's (task.GoldFor(db.Dialect())) by datasets.Match.
+// is datasets.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
 //
 // A policy error ends the episode: the partial trajectory comes back with a *PolicyError. A
 // database error (connection lost, context ended) comes back wrapped, with the trajectory of the
@@ -123,7 +123,10 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 	return tr, nil
 }
 
-// judge executes the gold SQL and the final SQL in full and sets Correct.
+// judge sets Correct by datasets.Judge: the Spider style when opts.Ordered, else BIRD's, so
+// that student score on the eval dir's predictions gives the same verdicts. The judge decides
+// from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
+// turn's result when the SQL runs unchanged and the result is complete (or failed).
 func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
 	gold, ok := task.GoldFor(db.Dialect())
 	if !ok {
@@ -131,29 +134,16 @@ func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.
 		return nil
 	}
 	tr.GoldSQL = gold
-	gres, err := db.Exec(ctx, gold, datasets.ExecOptions{Timeout: opts.ExecTimeout})
+	j := datasets.Judge{Style: datasets.StyleBIRD}
+	if opts.Ordered {
+		j.Style = datasets.StyleSpider
+	}
+	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {
-		return fmt.Errorf("task %s: executing gold SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
+		return fmt.Errorf("task %s: judging on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
 	}
-	if !gres.OK() {
-		tr.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
-		return nil
-	}
-	if !final.OK() {
-		return nil
-	}
-	if final.Truncated || len(final.Rows) < final.Total {
-		// The turn's execution kept only the observation's rows: run the final SQL again in full.
-		full, err := db.Exec(ctx, tr.FinalSQL, datasets.ExecOptions{Timeout: opts.ExecTimeout})
-		if err != nil {
-			return fmt.Errorf("task %s: executing final SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
-		}
-		if !full.OK() {
-			return nil
-		}
-		final = full
-	}
-	tr.Correct = datasets.Match(gres, final, opts.Ordered && datasets.HasOrderBy(gold))
+	tr.GoldError = v.GoldError
+	tr.Correct = v.Correct
 	return nil
 }
 

@@ -123,26 +123,6 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 }
 
-func TestSpiderStyle(t *testing.T) {
-	gold := [][]any{{"a", int64(1)}, {"b", int64(2)}, {"b", int64(2)}}
-	perm := [][]any{{"b", int64(2)}, {"a", int64(1)}, {"b", 2.0}}
-	if !evaluate.SpiderMatch(gold, perm, false) {
-		t.Error("unordered: a permutation of the rows must match")
-	}
-	if evaluate.SpiderMatch(gold, perm, true) {
-		t.Error("ordered: a permutation must not match")
-	}
-	if evaluate.SpiderMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}, false) {
-		t.Error("unordered: a missing duplicate must not match (multiset)")
-	}
-	if !evaluate.BIRDMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}) {
-		t.Error("BIRD: duplicates are ignored")
-	}
-	if evaluate.BIRDMatch([][]any{{"x"}}, [][]any{{[]byte("x")}}) {
-		t.Error("BIRD: text and blob differ in Python")
-	}
-}
-
 func TestReadPredictionsErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")

@@ -98,6 +98,27 @@ func (s *DatasetStats) tables() []table {
 	}
 }
 
+// Table is one of the summary's tables as WriteText prints it: a title, a header and rows of
+// cells (for other renderers, such as curate view's stats page).
+type Table struct {
+	Title  string     `json:"title"`
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
+}
+
+// Tables returns the tables WriteText and WriteMarkdown print, in the same order.
+func (s *DatasetStats) Tables() []Table {
+	ts := s.tables()
+	out := make([]Table, len(ts))
+	for i, t := range ts {
+		out[i] = Table{Title: t.title, Header: t.header, Rows: t.rows}
+		if out[i].Rows == nil {
+			out[i].Rows = [][]string{}
+		}
+	}
+	return out
+}
+
 // WriteText writes the summary as aligned terminal tables.
 func (s *DatasetStats) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Dataset %s\n", s.Dir)

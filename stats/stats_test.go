@@ -136,7 +136,7 @@ func TestDatasetHandComputed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 2 {
+	if len(paths) != 4 {
 		t.Fatalf("plots %v", paths)
 	}
 	for _, p := range paths {

@@ -4,6 +4,7 @@
 //	curate build RUN_DIR... [--tokenizer PATH] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
 //	curate verify DATASET_DIR [--tokenizer PATH]
 //	curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
+//	curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
 package main
 
 import (
@@ -32,7 +33,10 @@ const usage = `usage:
   curate build RUN_DIR... --out DATASET_DIR [--tokenizer PATH] [--max-length 32768] [--rows-per-shard N] [--epochs N]
   curate verify DATASET_DIR [--tokenizer PATH]
   curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
+  curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
 
+curate view serves a web app over a dataset dir, a run dir (read live while distill writes
+it) or eval dirs (two or more: the compare view).
 --tokenizer is a tokenizer.json or a directory holding one. Without it curate uses
 $CHAINEDSQL_TOKENIZER, else ../shared/tokenizer/qwen2.5 when that directory exists.
 Run "curate COMMAND -h" for the flags of one command.
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return cmdStats(ctx, args[1:], stdout, stderr)
+	case "view":
+		return cmdView(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -237,7 +243,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	asMD := fs.Bool("markdown", false, "print Markdown tables")
-	plots := fs.String("plots", "", "write PNG plots (token lengths, turns per teacher) into DIR")
+	plots := fs.String("plots", "", "write PNG charts per teacher (token length, turns used, convergence/exec-ok/correct rates, format violations) into DIR")
 	epochs := fs.Int("epochs", 0, "multiply trainable tokens by N (default: the build's --epochs, else 1)")
 	pos, err := parse(fs, args)
 	if err != nil {

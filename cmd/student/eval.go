@@ -56,6 +56,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dialect     = fs.String("dialect", "sqlite", "engine the tasks run on: sqlite, postgres (--pg-dsn) or mysql (--mysql-dsn)")
 		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
 		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+		reader      = fs.String("reader", readerDefault(), "role/user (made by distill load) the statements run as on the servers; the DSN's user only looks up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSN's own user instead of the reader: UNSAFE unless you made that user read-only yourself")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -148,11 +150,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir = filepath.Join("evals", h.Name)
 	}
-	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN}
+	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN,
+		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
 	defer conn.Close()
 	// A missing database or a bad DSN is one clear error, not a run of failed episodes.
 	if err := distill.CheckDatabases(ctx, conn, tasks, []datasets.Dialect{d}); err != nil {
 		return fail(err)
+	}
+	for _, w := range conn.DSNUserWarnings(ctx, []datasets.Dialect{d}) {
+		fmt.Fprintf(stderr, "student eval: WARNING: %s\n", w)
 	}
 
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
@@ -190,4 +196,12 @@ func evalPolicySpec(model, policy string) (string, error) {
 		return policy, nil
 	}
 	return "", errors.New("give --model DIR (the student) or --policy SPEC (oracle, teacher:NAME, student:DIR)")
+}
+
+// readerDefault is --reader's default: $CHAINEDSQL_READER, else datasets.DefaultReader.
+func readerDefault() string {
+	if v := os.Getenv("CHAINEDSQL_READER"); v != "" {
+		return v
+	}
+	return datasets.DefaultReader
 }

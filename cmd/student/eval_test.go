@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,6 +105,23 @@ func TestEvalFlagErrors(t *testing.T) {
 	}
 	if code, _, errs := run(t, "compare", t.TempDir()); code != 1 || !strings.Contains(errs, "summary.json") {
 		t.Errorf("compare of a dir without summary: %d %q", code, errs)
+	}
+}
+
+// TestEvalNeedsReader: on a server, student eval runs as the reader distill load made; without
+// it, it stops before the first task, naming distill load, and writes no eval dir.
+func TestEvalNeedsReader(t *testing.T) {
+	shared.SkipServers(t)
+	dev := birdDir(t)
+	out := filepath.Join(t.TempDir(), "eval")
+	reader := "cs_rd_none_" + strconv.Itoa(os.Getpid())
+	code, _, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--dialect", "postgres",
+		"--pg-dsn", shared.PostgresDSN(), "--reader", reader, "--out", out, "--progress", "off")
+	if code != 1 || !strings.Contains(errs, "distill load") || !strings.Contains(errs, reader) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("eval dir created: %v", err)
 	}
 }
 
