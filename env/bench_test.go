@@ -26,9 +26,10 @@ import (
 
 var benchLive = flag.Int("env.live", 2000, "episodes in play at once in the env benchmarks")
 
-// freshPostgres loads the sample's databases into a new PostgreSQL database, dropped at the end,
-// and returns its DSN; it skips without servers.
-func freshPostgres(tb testing.TB, tasks []datasets.Task) string {
+// freshPostgres loads the sample's databases into a new PostgreSQL database and makes a reader
+// for them, both dropped at the end, and returns a Connector running statements as the reader
+// (as distill env serve does); it skips without servers.
+func freshPostgres(tb testing.TB, tasks []datasets.Task) *datasets.Connector {
 	tb.Helper()
 	shared.SkipServers(tb)
 	admin, err := sql.Open("pgx", shared.PostgresDSN())
@@ -36,6 +37,12 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { admin.Close() })
+	reader := fmt.Sprintf("cs_rd_envb%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	tb.Cleanup(func() { // after the database's drop below (cleanups run last first)
+		if err := datasets.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
+			tb.Errorf("drop reader %s: %v", reader, err)
+		}
+	})
 	name := fmt.Sprintf("cs_envb_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
 		tb.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
@@ -46,15 +53,20 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) string {
 		tb.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
 	}
 	done := map[string]bool{}
+	var ids []string
 	for _, t := range tasks {
 		if !done[t.DBID] {
 			done[t.DBID] = true
+			ids = append(ids, t.DBID)
 			if _, err := datasets.CopySQLite(context.Background(), t.DBPath, datasets.Postgres, dsn, t.DBID); err != nil {
 				tb.Fatal(err)
 			}
 		}
 	}
-	return dsn
+	if _, err := datasets.EnsureReader(context.Background(), datasets.Postgres, dsn, datasets.ReaderSetup{Name: reader}, ids); err != nil {
+		tb.Fatal(err)
+	}
+	return &datasets.Connector{PostgresDSN: dsn, Access: datasets.Access{Reader: reader}}
 }
 
 // benchClient is an HTTP client keeping a connection per episode in play.
@@ -94,7 +106,7 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(string(d), func(b *testing.B) {
 			conn := &datasets.Connector{}
 			if d == datasets.Postgres {
-				conn.PostgresDSN = freshPostgres(b, tasks)
+				conn = freshPostgres(b, tasks)
 			}
 			b.Cleanup(func() { conn.Close() })
 			_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive})

@@ -45,6 +45,8 @@ func runEnv(args []string, stderr io.Writer) int {
 		dialectList = fs.String("dialects", "sqlite", "comma-separated dialects served: sqlite, postgres, mysql (the first is the default)")
 		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
 		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+		reader      = fs.String("reader", envOr("CHAINEDSQL_READER", datasets.DefaultReader), "role/user (made by distill load) the statements run as on the servers; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per episode")
 		execTimeout = fs.Duration("exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement")
@@ -94,7 +96,8 @@ func runEnv(args []string, stderr io.Writer) int {
 		}
 		tasks = append(tasks, ts...)
 	}
-	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot}
+	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot,
+		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
 	defer conn.Close()
 	for _, d := range dialects {
 		if d == datasets.Postgres && conn.PostgresDSN == "" {
@@ -108,6 +111,9 @@ func runEnv(args []string, stderr io.Writer) int {
 	defer stop()
 	if err := distill.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
 		return fail(err)
+	}
+	for _, w := range conn.DSNUserWarnings(ctx, dialects) {
+		fmt.Fprintf(stderr, "distill env serve: WARNING: %s\n", w)
 	}
 	logger := log.New(stderr, "", log.LstdFlags)
 	srv, err := env.New(env.Config{

@@ -226,7 +226,7 @@ func TestEnvServePythonClient(t *testing.T) {
 }
 
 // TestEnvServePythonClientPostgres is the same on PostgreSQL: the sample loaded with `distill
-// load` into a fresh database, served beside SQLite.
+// load` into a fresh database, served beside SQLite, its statements run as the reader.
 func TestEnvServePythonClientPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	py := python3(t)
@@ -249,11 +249,16 @@ func TestEnvServePythonClientPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reader := testReader(t, datasets.Postgres, shared.PostgresDSN()) // dropped after the database
 	bin := testbin.Build(t, ".")
-	if code, _, stderr := testbin.Run(t, exec.Command(bin, "load", "--tasks", "sample", "--db-root", root, "--dialect", "postgres", "--dsn", dsn)); code != 0 {
+	// Without the reader the server refuses to start, and says what to do.
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, "env", "serve", "--tasks", "sample", "--db-root", root, "--dialects", "postgres", "--pg-dsn", dsn, "--reader", reader)); code != 1 || !strings.Contains(stderr, "distill load") {
+		t.Errorf("no reader yet: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, "load", "--tasks", "sample", "--db-root", root, "--dialect", "postgres", "--dsn", dsn, "--reader", reader)); code != 0 {
 		t.Fatalf("distill load: exit %d\n%s", code, stderr)
 	}
-	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--dialects", "postgres,sqlite", "--pg-dsn", dsn)
+	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--dialects", "postgres,sqlite", "--pg-dsn", dsn, "--reader", reader)
 	runClient(t, py, srv.url, tasks[9], datasets.Postgres)
 	srv.stop(t)
 }
