@@ -7,6 +7,7 @@ package env
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -24,7 +25,8 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 		return nil, fmt.Errorf("opening the %s database %s of task %s: %w", d, task.DBID, task.ID, err)
 	}
 	if g, ok := task.GoldFor(d); ok {
-		db = &goldDB{DB: db, gold: g, key: string(d) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00" + g, cache: s.golds}
+		core := strings.TrimSuffix(strings.TrimSpace(g), ";")
+		db = &goldDB{DB: db, core: core, prefix: string(d) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00", cache: s.golds}
 	}
 	opts := s.cfg.Episode
 	opts.Schemas = s.cfg.Schemas
@@ -59,27 +61,32 @@ type goldCache struct {
 }
 
 // goldDB is a task's database whose full executions of the task's gold SQL go through a
-// goldCache; every other execution goes to the database.
+// goldCache; every other execution goes to the database. The judge runs the gold as it is or
+// in forms of its own (a trailing ";" cut, wrapped in a CTE to read raw values), so every full
+// execution whose text holds the gold is cached, under its exact text: whatever is cached, a
+// read-only database gives the same result again.
 type goldDB struct {
 	datasets.DB
-	gold, key string
-	cache     *goldCache
+	core   string // the gold SQL, trimmed of space and a trailing ";"
+	prefix string // the database's part of the cache key
+	cache  *goldCache
 }
 
 // Exec implements datasets.DB.
 func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptions) (*datasets.Result, error) {
-	if opts.MaxRows != 0 || query != g.gold {
+	if opts.MaxRows != 0 || g.core == "" || !strings.Contains(query, g.core) {
 		return g.DB.Exec(ctx, query, opts)
 	}
+	key := g.prefix + query
 	c := g.cache
 	c.mu.Lock()
-	res, ok := c.m[g.key]
+	res, ok := c.m[key]
 	c.mu.Unlock()
 	if ok {
 		return res, nil
 	}
 	// The shared execution does not end with the context of whichever request started it.
-	ch := c.flight.DoChan(g.key, func() (any, error) {
+	ch := c.flight.DoChan(key, func() (any, error) {
 		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
 		if err == nil && res.OK() {
 			c.mu.Lock()
@@ -87,7 +94,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptio
 				if c.m == nil {
 					c.m = make(map[string]*datasets.Result)
 				}
-				c.m[g.key] = res
+				c.m[key] = res
 				c.rows += len(res.Rows)
 			}
 			c.mu.Unlock()
