@@ -108,12 +108,29 @@ func BenchmarkStep(b *testing.B) {
 			if d == datasets.Postgres {
 				conn = freshPostgres(b, tasks)
 			}
-			b.Cleanup(func() { conn.Close() })
-			_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive})
-			for _, mode := range []string{"single", "batch"} {
-				b.Run(mode, func(b *testing.B) { benchSteps(b, url, tasks, d, mode == "batch") })
-			}
+			benchSet(b, conn, tasks, d)
 		})
+	}
+}
+
+// BenchmarkStepSpider is BenchmarkStep/sqlite on Spider dev's first 300 tasks (../shared), whose
+// gold SQL (joins, grouping, nesting) runs longer than the sample's.
+func BenchmarkStepSpider(b *testing.B) {
+	tasks, err := datasets.LoadTasks("spider:"+shared.Path(b, "data/spider/dev.json"), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSet(b, &datasets.Connector{}, tasks[:min(300, len(tasks))], datasets.SQLite)
+}
+
+// benchSet serves tasks in dialect d through conn and runs the exec floor and both step modes.
+func benchSet(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
+	b.Cleanup(func() { conn.Close() })
+	_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive})
+	// The floor: the turns' statements executed directly, DefaultParallel at once.
+	b.Run("exec", func(b *testing.B) { benchExec(b, conn, tasks, d) })
+	for _, mode := range []string{"single", "batch"} {
+		b.Run(mode, func(b *testing.B) { benchSteps(b, url, tasks, d, mode == "batch") })
 	}
 }
 
@@ -200,14 +217,60 @@ func benchSteps(b *testing.B, url string, tasks []datasets.Task, d datasets.Dial
 	if e := failed.Load(); e != nil {
 		b.Fatal(*e)
 	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	if len(all) == 0 {
+	reportLatency(b, slices.Concat(lat...), elapsed, "steps/s")
+}
+
+// benchExec executes the tasks' gold SQL as a turn does (row cap 20), without the environment:
+// DefaultParallel callers, the server's bound on statements in flight.
+func benchExec(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
+	dbs := make([]datasets.DB, len(tasks))
+	for i, t := range tasks {
+		db, err := conn.Open(context.Background(), d, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dbs[i] = db
+	}
+	var next atomic.Int64
+	lat := make([][]time.Duration, DefaultParallel)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range DefaultParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				g, _ := tasks[i%len(tasks)].GoldFor(d)
+				t0 := time.Now()
+				res, err := dbs[i%len(tasks)].Exec(context.Background(), g, datasets.ExecOptions{Timeout: 30 * time.Second, MaxRows: 20})
+				if err != nil || !res.OK() {
+					b.Errorf("%s: %+v %v", g, res, err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatency(b, slices.Concat(lat...), elapsed, "execs/s")
+}
+
+// reportLatency reports the p50 and p99 of lat and the rate of len(lat) over elapsed.
+func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration, rate string) {
+	if len(lat) == 0 {
 		return
 	}
-	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "steps/s")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), rate)
 }
 
 // BenchmarkLiveEpisodeMemory starts b.N episodes (run it with -benchtime 5000x for five
@@ -215,7 +278,20 @@ func benchSteps(b *testing.B, url string, tasks []datasets.Task, d datasets.Dial
 // hold (after GC) per episode.
 func BenchmarkLiveEpisodeMemory(b *testing.B) {
 	tasks := tasksOf(b)
-	s, url := testServer(b, Config{Tasks: tasks, MaxEpisodes: b.N})
+	for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres} {
+		b.Run(string(d), func(b *testing.B) {
+			conn := &datasets.Connector{}
+			if d == datasets.Postgres {
+				conn = freshPostgres(b, tasks)
+			}
+			b.Cleanup(func() { conn.Close() })
+			benchMemory(b, conn, tasks, d)
+		})
+	}
+}
+
+func benchMemory(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
+	s, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: b.N})
 	client := benchClient(64)
 	// Warm the schema cache and the pools, so that only the episodes count.
 	for _, t := range tasks {
