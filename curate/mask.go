@@ -7,20 +7,18 @@ import (
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 )
 
-// renderTraining is the training text of a conversation as Build makes it: the messages cut
-// after the last assistant turn, rendered by the chat template without a generation prompt,
-// with the trainable spans. excluded names the exclusion reason when such a conversation
-// becomes no row (ReasonMarkerInContent); err is set when the template cannot render it.
-func renderTraining(all []chat.Message) (msgs []chat.Message, text string, spans []chattmpl.Span, excluded string, err error) {
+// renderTraining is the training text of a conversation whose assistant messages are already
+// rendered (Render's, or a dataset row's messages): the messages cut after the last assistant
+// turn, rendered by the chat template without a generation prompt, with the trainable spans.
+// err is set when the template cannot render it. Render and Mask both call it, so the mask
+// shown is the one Build counted.
+func renderTraining(all []chat.Message) (msgs []chat.Message, text string, spans []chattmpl.Span, err error) {
 	if err := chattmpl.Check(all); err != nil {
-		return nil, "", nil, "", err
+		return nil, "", nil, err
 	}
 	msgs = trainingMessages(all)
-	if markerInContent(msgs) {
-		return msgs, "", nil, ReasonMarkerInContent, nil
-	}
 	text, spans = chattmpl.Render(msgs, false)
-	return msgs, text, spans, "", nil
+	return msgs, text, spans, nil
 }
 
 // MaskToken is one token of a rendered conversation: its byte range [Start, End) in
@@ -42,7 +40,8 @@ type Masked struct {
 	Trainable int `json:"trainable"`
 }
 
-// Mask renders msgs as Build does and marks each token of the rendering with the span it
+// Mask renders msgs (assistant messages already rendered, as Render or a dataset row has
+// them) as Build does and marks each token of the rendering with the span it
 // overlaps, by the same code that computes num_tokens and num_trainable_tokens. It fails on
 // a conversation the template cannot render and on one Build excludes for ChatML marker text.
 func Mask(tok Tokenizer, msgs []chat.Message) (*Masked, error) {
@@ -50,12 +49,12 @@ func Mask(tok Tokenizer, msgs []chat.Message) (*Masked, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, text, spans, reason, err := renderTraining(msgs)
+	if markerInContent(trainingMessages(msgs)) {
+		return nil, fmt.Errorf("curate build excludes this conversation (%s): a message holds %s or %s text", ReasonMarkerInContent, chattmpl.ImStart, chattmpl.ImEnd)
+	}
+	_, text, spans, err := renderTraining(msgs)
 	if err != nil {
 		return nil, err
-	}
-	if reason != "" {
-		return nil, fmt.Errorf("curate build excludes this conversation (%s): a message holds %s or %s text", reason, chattmpl.ImStart, chattmpl.ImEnd)
 	}
 	m := &Masked{Text: text, Spans: spans}
 	c.walk(text, spans, func(start, end, span int) {

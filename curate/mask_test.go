@@ -17,12 +17,15 @@ func TestMaskMatchesCounts(t *testing.T) {
 	s := newSynth(7)
 	for i := 0; i < 40; i++ {
 		tr := s.trajectory(i)
-		m, err := Mask(tok, tr.Messages)
+		r, err := Render(tr, ThinkAuto)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs := trainingMessages(tr.Messages)
-		text, spans := chattmpl.Render(msgs, false)
+		m, err := Mask(tok, r.Messages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, spans := r.Text, r.Spans
 		if m.Text != text || len(m.Spans) != len(spans) {
 			t.Fatalf("trajectory %d: Mask renders %d bytes/%d spans, Build %d/%d", i, len(m.Text), len(m.Spans), len(text), len(spans))
 		}

@@ -143,7 +143,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 	byDialect := map[datasets.Dialect]int{}
 	for _, tr := range got {
 		byDialect[tr.Dialect]++
-		sys := tr.Messages[0].Content
+		sys := tr.Conversation()[0].Content
 		if !strings.Contains(sys, distill.EngineName(tr.Dialect)) || !strings.Contains(strings.ToUpper(sys), "CREATE TABLE") {
 			t.Fatalf("%s: system prompt does not name %s or carry the schema:\n%s", tr.Key, distill.EngineName(tr.Dialect), sys)
 		}
@@ -170,11 +170,11 @@ func TestRunSampleAllDialects(t *testing.T) {
 				}
 			}
 		}
-		last := tr.Messages[len(tr.Messages)-1]
+		last := tr.Conversation()[len(tr.Conversation())-1]
 		if last.Role != "assistant" {
 			t.Fatalf("%s: conversation ends with %s", tr.Key, last.Role)
 		}
-		for i, m := range tr.Messages[2:] {
+		for i, m := range tr.Conversation()[2:] {
 			wantRole := "assistant"
 			if i%2 == 1 {
 				wantRole = "user"

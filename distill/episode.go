@@ -80,11 +80,11 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Episode runs the chained-sql/v1 loop of policy on task against db and returns the trajectory.
 //
-// The conversation is system, user question, then assistant and observation turns alternating.
-// It ends with the assistant's last turn: the observation of the final turn (after convergence or
-// when the budget runs out) is recorded in Turn.Observation but not appended to Messages, so the
-// conversation is ready for SFT. A reply with no usable <sql> is a format violation: it gets the
-// format-error observation, breaks any convergence streak, and the loop goes on. FinalSQL is the
+// The conversation is system, user question, then assistant and observation turns alternating;
+// each turn is recorded once, as received (Trajectory.Conversation rebuilds what the policy
+// saw). A truncated reply (see Truncated) gets the truncation notice; a complete reply with no
+// usable <sql> is a format violation and gets the format-error observation. Either breaks any
+// convergence streak, and the loop goes on. FinalSQL is the
 // last statement that was executed (empty when no turn had one); ExecOK says it ran; Correct
 // is datasets.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
 //
@@ -109,7 +109,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 	}
 	for !s.done {
 		t0 := time.Now()
-		reply, err := policy.Chat(ctx, tr.Messages, s.opts.Chat)
+		reply, err := policy.Chat(ctx, s.msgs, s.opts.Chat)
 		if err != nil {
 			return tr, &PolicyError{Turn: len(tr.Turns) + 1, Err: err}
 		}

@@ -21,8 +21,9 @@ type Stepper struct {
 	db      datasets.DB
 	opts    EpisodeOptions
 	tr      *Trajectory
+	msgs    []chat.Message // the conversation the next reply answers
 	started time.Time
-	prevSQL string // SQL of the previous turn; "" after a violation
+	prevSQL string // SQL of the previous turn; "" after a violation or truncation
 	final   *datasets.Result
 	done    bool
 }
@@ -64,9 +65,10 @@ func (s *Stepper) prompt(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, s.db.Dialect(), err)
 	}
-	s.tr.Messages = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
-		chat.Message{Role: chat.RoleSystem, Content: sys},
-		chat.Message{Role: chat.RoleUser, Content: UserPrompt(s.task)},
+	s.tr.System, s.tr.Prompt = sys, UserPrompt(s.task)
+	s.msgs = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
+		chat.Message{Role: chat.RoleSystem, Content: s.tr.System},
+		chat.Message{Role: chat.RoleUser, Content: s.tr.Prompt},
 	)
 	return nil
 }
@@ -94,9 +96,10 @@ func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db d
 
 type cachedPrompt struct{ ddl, text string }
 
-// Messages is the conversation so far, ending with the turn the next reply answers. The caller
-// must not modify it.
-func (s *Stepper) Messages() []chat.Message { return s.tr.Messages }
+// Messages is the conversation so far as the policy sees it (Trajectory.Conversation plus the
+// last observation while the episode goes on), ending with the turn the next reply answers. The
+// caller must not modify it.
+func (s *Stepper) Messages() []chat.Message { return s.msgs }
 
 // Done reports whether the episode has ended (converged or out of turns).
 func (s *Stepper) Done() bool { return s.done }
@@ -105,29 +108,29 @@ func (s *Stepper) Done() bool { return s.done }
 // Stepper's own record: read it, do not modify it, and do not use it concurrently with Step.
 func (s *Stepper) Trajectory() *Trajectory { return s.tr }
 
-// Step plays one assistant reply: it parses it, executes its SQL (or answers a format
-// violation), checks convergence and, when the episode ends, judges the final SQL against the
-// gold (see Episode). It returns the recorded turn; its Observation is the next user turn unless
-// the episode is now Done. A database error (connection lost, context ended) leaves the Stepper
-// as it was, so the same reply can be stepped again. After the end it returns ErrEpisodeDone.
+// Step plays one assistant reply: it parses it, executes its SQL (or answers a truncation or a
+// format violation), checks convergence and, when the episode ends, judges the final SQL
+// against the gold (see Episode). It returns the recorded turn; its Observation is the next user
+// turn unless the episode is now Done. A database error (connection lost, context ended) leaves
+// the Stepper as it was, so the same reply can be stepped again. After the end it returns
+// ErrEpisodeDone.
 func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	if s.done {
 		return Turn{}, ErrEpisodeDone
 	}
 	task, dialect, opts := s.task, s.db.Dialect(), s.opts
 	turn := len(s.tr.Turns) + 1
-	p := parseReply(reply.Content)
+	p := ParseReply(reply.Content)
 	tu := Turn{
-		Index:        turn,
-		Raw:          reply.Content,
-		Reasoning:    reply.Reasoning,
-		Latency:      reply.Latency,
-		Usage:        reply.Usage,
-		FinishReason: reply.FinishReason,
-		Attempts:     reply.Attempts,
-	}
-	if tu.Reasoning == "" {
-		tu.Reasoning = p.think
+		Index:                turn,
+		Content:              reply.Content,
+		Reasoning:            reply.Reasoning,
+		ReasoningSource:      reply.ReasoningSource,
+		FinishReason:         reply.FinishReason,
+		ProviderFinishReason: reply.ProviderFinishReason,
+		Latency:              reply.Latency,
+		Usage:                reply.Usage,
+		Attempts:             reply.Attempts,
 	}
 	var (
 		res       *datasets.Result
@@ -135,28 +138,27 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		prevSQL   string
 	)
 	switch {
-	case !p.ok || (!p.closed && reply.FinishReason == chat.FinishLength):
+	case Truncated(reply):
+		tu.Truncated = true
+		tu.Observation = TruncatedObservation()
+	case !p.OK:
 		tu.FormatViolation = true
-		if p.ok {
-			tu.Observation = wrapObservation(TruncatedReplyText)
-		} else {
-			tu.Observation = FormatViolationObservation()
-		}
+		tu.Observation = FormatViolationObservation()
 	default:
-		tu.SQL = p.sql
+		tu.SQL = p.SQL
 		var err error
-		res, err = s.db.Exec(ctx, p.sql, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		res, err = s.db.Exec(ctx, p.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 		if err != nil {
 			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 		}
 		tu.Exec = execRecord(res)
 		tu.Observation = RenderObservation(res, opts.Caps)
-		converged = SameSQL(s.prevSQL, p.sql)
-		prevSQL = p.sql
+		converged = SameSQL(s.prevSQL, p.SQL)
+		prevSQL = p.SQL
 	}
 	final, finalSQL := s.final, s.tr.FinalSQL
 	if res != nil {
-		final, finalSQL = res, p.sql
+		final, finalSQL = res, p.SQL
 	}
 	done := converged || turn >= opts.MaxTurns
 	var verdict Trajectory // the judge's fields, committed with the turn
@@ -173,9 +175,12 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		tr.Model = reply.Model
 	}
 	tr.Usage = tr.Usage.Add(reply.Usage)
-	tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply.Content, Reasoning: reply.Reasoning})
+	s.msgs = append(s.msgs, chat.Message{Role: chat.RoleAssistant, Content: reply.Content})
 	if tu.FormatViolation {
 		tr.FormatViolations++
+	}
+	if tu.Truncated {
+		tr.TruncatedTurns++
 	}
 	tr.Turns = append(tr.Turns, tu)
 	s.prevSQL, s.final, tr.FinalSQL = prevSQL, final, finalSQL
@@ -185,10 +190,11 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	if done {
 		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
 	} else {
-		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+		s.msgs = append(s.msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
 		if final != nil && len(final.Rows) > 0 {
 			// Between turns the rows are dropped (a live episode holds no result set): when the
-			// episode ends on a later format violation, judge runs the final SQL again in full.
+			// episode ends on a later format violation or truncation, judge runs the final SQL
+			// again in full.
 			kept := *final
 			kept.Rows, kept.Truncated = nil, true
 			s.final = &kept

@@ -57,7 +57,7 @@ func TestStepperEqualsEpisode(t *testing.T) {
 		if st.Done() {
 			t.Fatalf("done before reply %d", i+1)
 		}
-		if !reflect.DeepEqual(st.Messages(), want.Messages[:len(st.Messages())]) {
+		if conv := want.Conversation(); !reflect.DeepEqual(st.Messages(), conv[:len(st.Messages())]) {
 			t.Fatalf("reply %d: the conversation so far differs from Episode's", i+1)
 		}
 		r.Usage = chat.Usage{PromptTokens: 10, CompletionTokens: 5} // as scripted sets it
@@ -101,14 +101,14 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 	r := chat.Reply{Content: "<think>x</think>\n<sql>SELECT count(*) FROM customer</sql>", Usage: chat.Usage{PromptTokens: 3}}
 	for turn := 1; turn <= 2; turn++ {
 		before := *st.Trajectory()
-		before.Messages = append([]chat.Message(nil), before.Messages...)
+		beforeMsgs := append([]chat.Message(nil), st.Messages()...)
 		// Turn 1 fails in its execution, turn 2 (which converges) in the gold's, after its own.
 		db.armed, db.skip = true, turn-1
 		if _, err := st.Step(context.Background(), r); !errors.Is(err, errConnLost) {
 			t.Fatalf("turn %d: want the database error, got %v", turn, err)
 		}
 		after := st.Trajectory()
-		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(after.Messages, before.Messages) || after.Usage != before.Usage || after.Converged {
+		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Converged {
 			t.Fatalf("turn %d: a failed step changed the episode: %+v", turn, after)
 		}
 		tu, err := st.Step(context.Background(), r)
@@ -117,8 +117,8 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 		}
 	}
 	tr := st.Trajectory()
-	if !st.Done() || !tr.Converged || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(tr.Messages) != 5 {
-		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Converged, tr.ExecOK, tr.Usage, len(tr.Messages))
+	if !st.Done() || !tr.Converged || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
+		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Converged, tr.ExecOK, tr.Usage, len(st.Messages()))
 	}
 	if matchReady() && !tr.Correct {
 		t.Fatalf("not judged correct after the retried judging (gold error %q)", tr.GoldError)

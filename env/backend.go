@@ -39,7 +39,11 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 
 // play feeds one assistant reply to st: parse, execute, converge, judge at the end.
 func play(ctx context.Context, st *distill.Stepper, r reply) (distill.Turn, error) {
-	return st.Step(ctx, chat.Reply{Content: *r.Content, Reasoning: r.Reasoning, FinishReason: r.FinishReason})
+	rep := chat.Reply{Content: *r.Content, Reasoning: r.Reasoning, FinishReason: r.FinishReason}
+	if rep.Reasoning != "" {
+		rep.ReasoningSource = chat.SourceReasoning // the request's "reasoning" field
+	}
+	return st.Step(ctx, rep)
 }
 
 // ordered is the judge's option as student eval sets it: Spider's tasks compare ordered results

@@ -655,3 +655,23 @@ func TestGoldRunsOnce(t *testing.T) {
 		t.Fatalf("the gold SQL ran %d times, want %d", n, 4*2+1)
 	}
 }
+
+// TestTruncatedReply: a reply the generator cut (finish_reason length) inside its <sql> block is
+// a truncated turn, as distill records it: the truncation notice, outcome truncated, format 0;
+// the same text finished normally runs.
+func TestTruncatedReply(t *testing.T) {
+	_, url := testServer(t, Config{})
+	task := tasksOf(t)[0]
+	ep := start(t, url, task.ID, "")
+	cut := "<think>count the poetry</think>\n<sql>SELECT COUNT(*) FROM book WHERE genre"
+	var st wireStep
+	if code := call(t, "POST", url+"/v1/episodes/"+ep.EpisodeID+"/step", map[string]string{"content": cut, "finish_reason": "length"}, &st); code != 200 {
+		t.Fatalf("%d %+v", code, st.Error)
+	}
+	if r := st.Rewards.four(t); st.Info.Outcome != "truncated" || r[0] != 0 || !strings.Contains(string(*st.Observation), "cut off by the length limit") {
+		t.Fatalf("truncated reply: %+v rewards %v", st, r)
+	}
+	if s := step(t, url, ep.EpisodeID, cut); s.Info.Outcome == "truncated" || s.Info.SQL == "" || s.Turn != 2 {
+		t.Fatalf("the same text without finish_reason: %+v", s.Info)
+	}
+}

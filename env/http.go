@@ -270,7 +270,7 @@ func (s *Server) rewardsOf(tr *distill.Trajectory) rewardsJSON {
 type stepInfo struct {
 	// SQL is the statement parsed from the reply; "" on a format violation.
 	SQL string `json:"sql"`
-	// Outcome is the execution's: ok, error, timeout, refused; or format_violation.
+	// Outcome is the execution's: ok, error, timeout, refused; or format_violation, truncated.
 	Outcome string `json:"outcome"`
 	// Error is the engine's error text, a refusal's reason, or the format error.
 	Error string `json:"error,omitempty"`
@@ -286,6 +286,9 @@ func infoOf(tu distill.Turn, tr *distill.Trajectory, done bool) stepInfo {
 	in := stepInfo{SQL: tu.SQL}
 	if tu.Exec == nil {
 		in.Outcome = "format_violation"
+		if tu.Truncated {
+			in.Outcome = "truncated"
+		}
 		in.Error = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(tu.Observation, "<observation>"), "</observation>"))
 	} else {
 		in.Outcome, in.Error = string(tu.Exec.Outcome), tu.Exec.Error
@@ -446,7 +449,7 @@ func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
 	defer e.mu.Unlock()
 	tr := e.st.Trajectory()
 	writeJSON(w, http.StatusOK, episodeJSON{EpisodeID: id, TaskID: e.task.ID, Dialect: string(e.dialect), Done: e.st.Done(),
-		Turns: len(tr.Turns), Messages: tr.Messages, Rewards: s.rewardsOf(tr), FinalSQL: tr.FinalSQL})
+		Turns: len(tr.Turns), Messages: e.st.Messages(), Rewards: s.rewardsOf(tr), FinalSQL: tr.FinalSQL})
 }
 
 func (s *Server) deleteEpisode(w http.ResponseWriter, r *http.Request) {

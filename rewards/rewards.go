@@ -14,9 +14,10 @@ import (
 
 // Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1.
 type Rewards struct {
-	// Format is 1 when the episode has turns and none was a format violation: every reply was
-	// <think>…</think>\n<sql>…</sql> as distill's parser accepts it (a non-blank <sql> block after
-	// the reasoning; a missing </sql> only when the reply was not cut by the length limit).
+	// Format is 1 when the episode has turns and each reply was a complete
+	// <think>…</think>\n<sql>…</sql> as distill.ParseReply accepts it: no format violation and no
+	// truncated turn (a reply the length limit cut before its SQL was complete; distill counts it
+	// apart, and a trainer should not reward it).
 	Format int `json:"format"`
 	// ExecOK is 1 when the final SQL (the last statement executed) ran: no error, timeout or
 	// refusal.
@@ -31,15 +32,15 @@ type Rewards struct {
 
 // Of returns the rewards of a trajectory, complete or partial.
 func Of(tr *distill.Trajectory) Rewards {
-	return From(len(tr.Turns), tr.FormatViolations, tr.ExecOK, tr.Converged, tr.Correct)
+	return From(len(tr.Turns), tr.FormatViolations, tr.TruncatedTurns, tr.ExecOK, tr.Converged, tr.Correct)
 }
 
 // From returns the rewards of an episode recorded elsewhere (a dataset row, an eval result):
-// turns played, format violations among them, and the trajectory's exec_ok, converged and
-// correct flags.
-func From(turns, formatViolations int, execOK, converged, correct bool) Rewards {
+// turns played, format violations and truncated turns among them, and the trajectory's exec_ok,
+// converged and correct flags.
+func From(turns, formatViolations, truncatedTurns int, execOK, converged, correct bool) Rewards {
 	return Rewards{
-		Format:    b2i(turns > 0 && formatViolations == 0),
+		Format:    b2i(turns > 0 && formatViolations == 0 && truncatedTurns == 0),
 		ExecOK:    b2i(execOK),
 		Converged: b2i(converged && execOK),
 		Correct:   b2i(correct),

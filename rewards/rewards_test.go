@@ -9,17 +9,18 @@ import (
 
 func TestFrom(t *testing.T) {
 	for _, c := range []struct {
-		turns, violations          int
-		execOK, converged, correct bool
-		want                       Rewards
+		turns, violations, truncated int
+		execOK, converged, correct   bool
+		want                         Rewards
 	}{
-		{2, 0, true, true, true, Rewards{1, 1, 1, 1}},
-		{3, 1, true, true, true, Rewards{0, 1, 1, 1}},
-		{2, 0, false, true, false, Rewards{1, 0, 0, 0}}, // a failing SQL repeated does not converge
-		{5, 0, true, false, false, Rewards{1, 1, 0, 0}},
-		{0, 0, false, false, false, Rewards{0, 0, 0, 0}}, // no turn, no format reward
+		{2, 0, 0, true, true, true, Rewards{1, 1, 1, 1}},
+		{3, 1, 0, true, true, true, Rewards{0, 1, 1, 1}},
+		{3, 0, 1, true, true, true, Rewards{0, 1, 1, 1}},   // a truncated turn is not well-formed
+		{2, 0, 0, false, true, false, Rewards{1, 0, 0, 0}}, // a failing SQL repeated does not converge
+		{5, 0, 0, true, false, false, Rewards{1, 1, 0, 0}},
+		{0, 0, 0, false, false, false, Rewards{0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		if got := From(c.turns, c.violations, c.execOK, c.converged, c.correct); got != c.want {
+		if got := From(c.turns, c.violations, c.truncated, c.execOK, c.converged, c.correct); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}
 	}

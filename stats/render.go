@@ -88,12 +88,34 @@ func (s *DatasetStats) excludedTable() table {
 	return t
 }
 
+// thinkTable counts, per teacher, where the assistant turns' think blocks came from, the inline
+// blocks left out, the truncated turns, and the teacher's reasoning tokens.
+func (s *DatasetStats) thinkTable() table {
+	mode := s.ThinkMode
+	if mode == "" {
+		mode = "unknown"
+	}
+	t := table{title: fmt.Sprintf("Think blocks (--think %s) and truncation, in assistant turns", mode),
+		header: []string{"teacher", "think field", "think inline", "no think", "inline dropped", "truncated turns", "rows truncated", "reasoning tokens", "rows estimated"}}
+	add := func(g *Group) {
+		t.rows = append(t.rows, []string{g.Name, fmt.Sprint(g.Think.Field), fmt.Sprint(g.Think.Inline), fmt.Sprint(g.Think.None),
+			fmt.Sprint(g.Think.InlineDropped), fmt.Sprint(g.Think.TruncatedTurns), fmt.Sprint(g.RowsTruncated),
+			fmt.Sprint(g.ReasoningTokens), fmt.Sprint(g.RowsReasoningEstimated)})
+	}
+	for i := range s.Teachers {
+		add(&s.Teachers[i])
+	}
+	add(&s.Overall)
+	return t
+}
+
 func (s *DatasetStats) tables() []table {
 	return []table{
 		groupTable(fmt.Sprintf("Per teacher (%d rows, trainable × %d epochs)", s.Overall.Rows, s.Epochs), "teacher", s.Teachers, &s.Overall),
 		groupTable("Per dialect", "dialect", s.Dialects, nil),
 		groupTable("Per difficulty", "difficulty", s.Difficulties, nil),
 		s.turnsTable(),
+		s.thinkTable(),
 		s.excludedTable(),
 	}
 }

@@ -289,7 +289,8 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 			continue
 		}
 		k++
-		think, sql, ok := distill.ParseReply(m.Content)
+		p := distill.ParseReply(m.Content)
+		think, sql, ok := p.Think, p.SQL, p.OK
 		sel := fmt.Sprintf(`article.turn[data-turn="%d"]`, k)
 		if ok {
 			if got := eval[string](b, `document.querySelector('`+sel+` pre.turn-sql').textContent`); got != sql {
@@ -298,10 +299,8 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 		} else if eval[int](b, `document.querySelectorAll('`+sel+` .tag.bad').length`) == 0 {
 			t.Errorf("%s turn %d: format violation not marked", r.Key, k)
 		}
+		// The row's message is the rendered training text: its think block is the page's.
 		wantThink := think
-		if wantThink == "" {
-			wantThink = strings.TrimSpace(r.Reasoning[k-1])
-		}
 		if wantThink != "" {
 			if got := eval[string](b, `document.querySelector('`+sel+` pre.think-text').textContent`); got != wantThink {
 				t.Errorf("%s turn %d: think %q, want %q", r.Key, k, got, wantThink)

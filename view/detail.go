@@ -75,16 +75,18 @@ type TurnView struct {
 
 // assistantParts splits an assistant message into what the trajectory page shows: the
 // reasoning with its source, and the SQL. It is the one place that knows how assistant text
-// and the separate reasoning field relate (curate's rendering of them is changing, issue 13).
-func assistantParts(content, reasoningField string) (think, source, sql string, ok bool) {
-	think, sql, ok = distill.ParseReply(content)
-	switch {
-	case think != "":
-		source = "content"
-	case strings.TrimSpace(reasoningField) != "":
-		think, source = strings.TrimSpace(reasoningField), "field"
+// and the separate reasoning field relate. A dataset row's message is already rendered
+// (curate.Render), so its think block is the training text's and source is the row's
+// think_sources entry; a run-dir turn is rendered here as curate build --think auto would.
+func assistantParts(content, source string) (think, src, sql string, ok bool) {
+	p := distill.ParseReply(content)
+	if p.HasThink {
+		think, src = p.Think, source
+		if src == "" {
+			src = curate.ThinkFromInline
+		}
 	}
-	return think, source, sql, ok
+	return think, src, p.SQL, p.OK
 }
 
 // detailOfRow builds the page of a dataset row.
@@ -103,11 +105,11 @@ func detailOfRow(r *curate.Row) *Detail {
 		if !ok {
 			break
 		}
-		reasoning := ""
-		if k < len(r.Reasoning) {
-			reasoning = r.Reasoning[k]
+		source := ""
+		if k < len(r.ThinkSources) {
+			source = r.ThinkSources[k]
 		}
-		tv := turnOf(k, a.Content, reasoning)
+		tv := turnOf(k, a.Content, source)
 		if o, ok := observationMessage(msgs, k); ok {
 			tv.Observation = parseObservation(o.Content)
 			tv.Truncated = strings.Contains(o.Content, distill.TruncatedReplyText)
@@ -128,20 +130,16 @@ func detailOfTrajectory(t *distill.Trajectory) *Detail {
 		Violations: t.FormatViolations, TeacherPrompt: t.Usage.PromptTokens, TeacherCompletion: t.Usage.CompletionTokens,
 		Turns: []TurnView{}, Notes: []string{},
 	}
-	d.System, d.User = head(t.Messages)
+	d.System, d.User = t.System, t.Prompt
 	for k, tu := range t.Turns {
-		content, obs := tu.Raw, tu.Observation
-		if a, ok := assistantMessage(t.Messages, k); ok && content == "" {
-			content = a.Content
+		rt := curate.RenderTurn(tu, curate.ThinkAuto)
+		tv := TurnView{Index: k + 1, Think: rt.Think, ThinkSource: rt.Source, Reply: tu.Content, Trainable: -1}
+		if rt.Source == curate.ThinkFromNone {
+			tv.Think, tv.ThinkSource = "", ""
 		}
-		if o, ok := observationMessage(t.Messages, k); ok && obs == "" {
-			obs = o.Content
-		}
-		tv := turnOf(k, content, tu.Reasoning)
 		// The recorded parse wins over a re-parse: it is what the episode acted on.
-		tv.SQL, tv.FormatViolation = tu.SQL, tu.FormatViolation
-		tv.Truncated = tu.FinishReason == chat.FinishLength
-		tv.Observation = parseObservation(obs)
+		tv.SQL, tv.FormatViolation, tv.Truncated = tu.SQL, tu.FormatViolation, tu.Truncated
+		tv.Observation = parseObservation(tu.Observation)
 		if tu.Exec != nil {
 			tv.Outcome = string(tu.Exec.Outcome)
 		}
@@ -153,8 +151,8 @@ func detailOfTrajectory(t *distill.Trajectory) *Detail {
 	return d
 }
 
-func turnOf(k int, content, reasoning string) TurnView {
-	think, source, sql, ok := assistantParts(content, reasoning)
+func turnOf(k int, content, source string) TurnView {
+	think, source, sql, ok := assistantParts(content, source)
 	return TurnView{Index: k + 1, Think: think, ThinkSource: source, SQL: sql, Reply: content, FormatViolation: !ok, Trainable: -1}
 }
 

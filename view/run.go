@@ -106,28 +106,15 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 	return added, readErr
 }
 
-// compact drops what a trajectory holds twice: a turn's Raw and Observation when the
-// messages carry the same text, and the system prompt's bytes when an earlier trajectory
-// had the same one. turnParts restores them.
+// compact drops the system prompt's bytes when an earlier trajectory had the same one.
 func (r *runDir) compact(t *distill.Trajectory) *distill.Trajectory {
-	if len(t.Messages) > 0 && t.Messages[0].Role == chat.RoleSystem {
-		r.mu.Lock()
-		if s, ok := r.systems[t.Messages[0].Content]; ok {
-			t.Messages[0].Content = s
-		} else {
-			r.systems[t.Messages[0].Content] = t.Messages[0].Content
-		}
-		r.mu.Unlock()
+	r.mu.Lock()
+	if s, ok := r.systems[t.System]; ok {
+		t.System = s
+	} else {
+		r.systems[t.System] = t.System
 	}
-	for k := range t.Turns {
-		tu := &t.Turns[k]
-		if a, ok := assistantMessage(t.Messages, k); ok && a.Content == tu.Raw {
-			tu.Raw = ""
-		}
-		if o, ok := observationMessage(t.Messages, k); ok && o.Content == tu.Observation {
-			tu.Observation = ""
-		}
-	}
+	r.mu.Unlock()
 	return t
 }
 

@@ -307,7 +307,12 @@ func (s *Server) load(e entry, id int) (*Detail, []chat.Message) {
 		d = detailOfTrajectory(t)
 		d.Kind = s.kind
 		d.Source = filepath.Base(filepath.Clean(s.runs[e.src].dir))
-		msgs = t.Messages
+		rendered, err := curate.Render(t, curate.ThinkAuto)
+		if err != nil {
+			d.Error = err.Error()
+			break
+		}
+		msgs = rendered.Messages
 	}
 	d.ID = id
 	return d, msgs

@@ -191,15 +191,18 @@ func TestDatasetDetailAndMask(t *testing.T) {
 			if m.Role != chat.RoleAssistant {
 				continue
 			}
-			think, sql, ok := distill.ParseReply(m.Content)
+			p := distill.ParseReply(m.Content)
+			think, sql, ok := p.Think, p.SQL, p.OK
 			tv := d.Turns[k]
 			if tv.SQL != sql || tv.FormatViolation == ok || tv.Reply != m.Content {
 				t.Errorf("row %d turn %d: %+v, want sql %q", id, k, tv, sql)
 			}
-			if think != "" && (tv.Think != think || tv.ThinkSource != "content") {
-				t.Errorf("row %d turn %d: think %q (%s), want %q", id, k, tv.Think, tv.ThinkSource, think)
+			// The row's message is the rendered training text: its think block is what the page
+			// shows, with the source the row records.
+			if think != "" && (tv.Think != think || tv.ThinkSource != row.ThinkSources[k]) {
+				t.Errorf("row %d turn %d: think %q (%s), want %q (%s)", id, k, tv.Think, tv.ThinkSource, think, row.ThinkSources[k])
 			}
-			if think == "" && row.Reasoning[k] != "" && (tv.ThinkSource != "field" || tv.Think != row.Reasoning[k]) {
+			if row.Reasoning[k] != "" && row.ThinkSources[k] == curate.ThinkFromField && tv.Think != strings.TrimSpace(row.Reasoning[k]) {
 				t.Errorf("row %d turn %d: field reasoning %q shown as %q (%s)", id, k, row.Reasoning[k], tv.Think, tv.ThinkSource)
 			}
 			if tv.Observation != nil {
@@ -423,7 +426,7 @@ func TestRunDetail(t *testing.T) {
 		}
 		for k, tu := range tr.Turns {
 			tv := d.Turns[k]
-			if tv.Reply != tu.Raw || tv.SQL != tu.SQL || tv.Observation == nil || tv.Observation.Text != strings.Trim(strings.TrimSuffix(strings.TrimPrefix(tu.Observation, "<observation>"), "</observation>"), "\n") {
+			if tv.Reply != tu.Content || tv.SQL != tu.SQL || tv.Observation == nil || tv.Observation.Text != strings.Trim(strings.TrimSuffix(strings.TrimPrefix(tu.Observation, "<observation>"), "</observation>"), "\n") {
 				t.Errorf("row %d turn %d: %+v", id, k, tv)
 			}
 			if tv.CompletionTokens != tu.Usage.CompletionTokens {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -83,7 +84,7 @@ func TestEvalFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda"}, "no CUDA backend"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "rocm"}, "want cpu, cuda or cuda-emulated"},
 		{[]string{"--policy", "oracle", "--model", "x", "--tasks", "bird:" + dev}, "not both"},
 		{[]string{"--tasks", "bird:" + dev}, "--model DIR"},
 		{[]string{"--policy", "oracle"}, "--tasks is required"},
@@ -95,6 +96,16 @@ func TestEvalFlagErrors(t *testing.T) {
 		code, _, errs := run(t, append([]string{"eval"}, c.args...)...)
 		if code == 0 || !strings.Contains(errs, c.want) {
 			t.Errorf("eval %v: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+	// A CUDA backend that cannot run here is refused before the run starts.
+	for _, b := range []string{cuda.BackendCUDA, cuda.BackendEmulated} {
+		if cuda.Check(b) == nil {
+			continue
+		}
+		code, _, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--backend", b)
+		if want := "--backend " + b + ": cuda: backend unavailable"; code == 0 || !strings.Contains(errs, want) {
+			t.Errorf("--backend %s: exit %d, stderr %q, want %q", b, code, errs, want)
 		}
 	}
 	if code, _, errs := run(t, "score", "--tasks", "bird:"+dev); code == 0 || !strings.Contains(errs, "--predictions") {

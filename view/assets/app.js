@@ -201,7 +201,7 @@ function turnCard(t, kind) {
   }
   if (t.latency_ms) tokens.push(`${t.latency_ms.toFixed(0)} ms`);
   const think = t.think ? h("details", {class: "think"},
-    h("summary", {}, "think", t.think_source === "field" ? h("span", {class: "tag warn", title: "The endpoint's separate reasoning field: curate build does not put it into the training text"}, "reasoning field, not in the training text") : "",
+    h("summary", {}, "think", t.think_source ? h("span", {class: "tag", title: "Where the think block of the training text comes from (curate build --think): the endpoint's separate reasoning field, or the <think> block the model wrote in its content"}, t.think_source === "field" ? "from the reasoning field" : "inline in the content") : "",
       h("span", {class: "preview"}, " " + t.think.slice(0, 120).replace(/\s+/g, " ") + (t.think.length > 120 ? "…" : ""))),
     h("pre", {class: "think-text"}, t.think)) : h("p", {class: "muted"}, "no reasoning");
   return h("article", {class: "turn", "data-turn": t.index},
