@@ -205,6 +205,26 @@ type createRequest struct {
 	Dialect string `json:"dialect"`
 }
 
+func (c *createRequest) target() (string, string) { return c.TaskID, c.Dialect }
+
+// targeted is a request naming a task and a dialect.
+type targeted interface{ target() (taskID, dialect string) }
+
+// decodeTarget decodes r's body into req and resolves the task and dialect it names; on an
+// error it answers it and returns false.
+func (s *Server) decodeTarget(w http.ResponseWriter, r *http.Request, req targeted) (*datasets.Task, datasets.Dialect, bool) {
+	if aerr := s.decode(w, r, req); aerr != nil {
+		writeError(w, aerr)
+		return nil, "", false
+	}
+	task, d, aerr := s.resolve(req.target())
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil, "", false
+	}
+	return task, d, true
+}
+
 type createResponse struct {
 	EpisodeID string         `json:"episode_id"`
 	TaskID    string         `json:"task_id"`
@@ -215,13 +235,8 @@ type createResponse struct {
 
 func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if aerr := s.decode(w, r, &req); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	task, d, aerr := s.resolve(req.TaskID, req.Dialect)
-	if aerr != nil {
-		writeError(w, aerr)
+	task, d, ok := s.decodeTarget(w, r, &req)
+	if !ok {
 		return
 	}
 	st, err := s.start(r.Context(), *task, d, 0)
@@ -467,6 +482,8 @@ type scoreRequest struct {
 	Completions []string `json:"completions"`
 }
 
+func (c *scoreRequest) target() (string, string) { return c.TaskID, c.Dialect }
+
 // scoreResult is the rewards of one completion played as a one-turn episode.
 type scoreResult struct {
 	Rewards rewardsJSON `json:"rewards"`
@@ -475,13 +492,8 @@ type scoreResult struct {
 
 func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 	var req scoreRequest
-	if aerr := s.decode(w, r, &req); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	task, d, aerr := s.resolve(req.TaskID, req.Dialect)
-	if aerr != nil {
-		writeError(w, aerr)
+	task, d, ok := s.decodeTarget(w, r, &req)
+	if !ok {
 		return
 	}
 	if len(req.Completions) == 0 {

@@ -38,15 +38,11 @@ func runEnv(args []string, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("distill env serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	db := addDBFlags(fs)
 	var specs specList
 	fs.Var(&specs, "tasks", "tasks to serve: sample, bird:PATH, minidev:PATH, spider:PATH; repeat for several (e.g. train and dev); default sample")
 	var (
-		dbRoot      = fs.String("db-root", "", "directory holding <db>/<db>.sqlite, overriding the task files'")
 		dialectList = fs.String("dialects", "sqlite", "comma-separated dialects served: sqlite, postgres, mysql (the first is the default)")
-		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
-		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
-		reader      = fs.String("reader", envOr("CHAINEDSQL_READER", datasets.DefaultReader), "role/user (made by distill load) the statements run as on the servers; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
-		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per episode")
 		execTimeout = fs.Duration("exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement")
@@ -90,31 +86,19 @@ func runEnv(args []string, stderr io.Writer) int {
 	}
 	var tasks []datasets.Task
 	for _, spec := range specs {
-		ts, err := datasets.LoadTasks(spec, *dbRoot)
+		ts, err := datasets.LoadTasks(spec, *db.root)
 		if err != nil {
 			return fail(fmt.Errorf("tasks %s: %w", spec, err))
 		}
 		tasks = append(tasks, ts...)
 	}
-	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot,
-		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
-	defer conn.Close()
-	for _, d := range dialects {
-		if d == datasets.Postgres && conn.PostgresDSN == "" {
-			return fail(errors.New("dialect postgres needs --pg-dsn (or $CHAINEDSQL_PG_DSN)"))
-		}
-		if d == datasets.MySQL && conn.MySQLDSN == "" {
-			return fail(errors.New("dialect mysql needs --mysql-dsn (or $CHAINEDSQL_MYSQL_DSN)"))
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := distill.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
+	conn, err := db.connect(ctx, tasks, dialects, stderr, "distill env serve")
+	if err != nil {
 		return fail(err)
 	}
-	for _, w := range conn.DSNUserWarnings(ctx, dialects) {
-		fmt.Fprintf(stderr, "distill env serve: WARNING: %s\n", w)
-	}
+	defer conn.Close()
 	logger := log.New(stderr, "", log.LstdFlags)
 	srv, err := env.New(env.Config{
 		Tasks: tasks, Dialects: dialects, Opener: conn, Weights: &w,
