@@ -208,7 +208,9 @@ type createRequest struct {
 func (c *createRequest) target() (string, string) { return c.TaskID, c.Dialect }
 
 // targeted is a request naming a task and a dialect.
-type targeted interface{ target() (taskID, dialect string) }
+type targeted interface {
+	target() (taskID, dialect string)
+}
 
 // decodeTarget decodes r's body into req and resolves the task and dialect it names; on an
 // error it answers it and returns false.
