@@ -89,120 +89,36 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // is datasets.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
 //
 // A policy error ends the episode: the partial trajectory comes back with a *PolicyError. A
-// database error (connection lost, context ended) comes back wrapped; SQL errors, timeouts and
-// refusals are observations.
+// database error (connection lost, context ended) comes back wrapped, with the trajectory of the
+// turns completed before it; SQL errors, timeouts and refusals are observations. Episode is a
+// Stepper driven by policy.
 func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Trajectory, error) {
-	opts = opts.withDefaults()
-	dialect := db.Dialect()
-	started := time.Now()
-	tr := &Trajectory{
-		Protocol:   ProtocolVersion,
-		Key:        Key(task.ID, opts.Teacher, dialect, opts.Sample),
-		TaskID:     task.ID,
-		TaskIndex:  task.Index,
-		Source:     task.Source,
-		DBID:       task.DBID,
-		Question:   task.Question,
-		Evidence:   task.Evidence,
-		Difficulty: task.Difficulty,
-		Dialect:    dialect,
-		Teacher:    opts.Teacher,
-		Model:      opts.Model,
-		Sample:     opts.Sample,
-		Started:    started.UTC(),
-	}
-	defer func() { tr.Duration = time.Since(started) }()
+	s := newStepper(task, db, opts)
+	tr := s.tr
+	defer func() { tr.Duration = time.Since(s.started) }()
 
 	if ta, ok := policy.(TaskAware); ok {
-		p, err := ta.ForTask(task, dialect)
+		p, err := ta.ForTask(task, db.Dialect())
 		if err != nil {
 			return tr, &PolicyError{Turn: 0, Err: err}
 		}
 		policy = p
 	}
-	ddl, err := opts.Schemas.DDL(ctx, task, db)
-	if err != nil {
-		return tr, fmt.Errorf("task %s: schema of %s (%s): %w", task.ID, task.DBID, dialect, err)
+	if err := s.prompt(ctx); err != nil {
+		return tr, err
 	}
-	tr.System = SystemPrompt(dialect, db.Version(), ddl)
-	tr.Prompt = UserPrompt(task)
-	msgs := append(make([]chat.Message, 0, 2+2*opts.MaxTurns),
-		chat.Message{Role: chat.RoleSystem, Content: tr.System},
-		chat.Message{Role: chat.RoleUser, Content: tr.Prompt},
-	)
-
-	var (
-		prevSQL  string // SQL of the previous turn; "" after a violation or truncation
-		finalRes *datasets.Result
-	)
-	for turn := 1; turn <= opts.MaxTurns; turn++ {
+	for !s.done {
 		t0 := time.Now()
-		reply, err := policy.Chat(ctx, msgs, opts.Chat)
+		reply, err := policy.Chat(ctx, s.msgs, s.opts.Chat)
 		if err != nil {
-			return tr, &PolicyError{Turn: turn, Err: err}
+			return tr, &PolicyError{Turn: len(tr.Turns) + 1, Err: err}
 		}
 		if reply.Latency == 0 {
 			reply.Latency = time.Since(t0)
 		}
-		if reply.Model != "" {
-			tr.Model = reply.Model
+		if _, err := s.Step(ctx, reply); err != nil {
+			return tr, err
 		}
-		p := ParseReply(reply.Content)
-		tu := Turn{
-			Index:                turn,
-			Content:              reply.Content,
-			Reasoning:            reply.Reasoning,
-			ReasoningSource:      reply.ReasoningSource,
-			FinishReason:         reply.FinishReason,
-			ProviderFinishReason: reply.ProviderFinishReason,
-			Latency:              reply.Latency,
-			Usage:                reply.Usage,
-			Attempts:             reply.Attempts,
-		}
-		tr.Usage = tr.Usage.Add(reply.Usage)
-		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: reply.Content})
-
-		converged := false
-		switch {
-		case Truncated(reply):
-			tu.Truncated = true
-			tr.TruncatedTurns++
-			tu.Observation = TruncatedObservation()
-			prevSQL = ""
-		case !p.OK:
-			tu.FormatViolation = true
-			tr.FormatViolations++
-			tu.Observation = FormatViolationObservation()
-			prevSQL = ""
-		default:
-			tu.SQL = p.SQL
-			res, err := db.Exec(ctx, p.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
-			if err != nil {
-				tr.Turns = append(tr.Turns, tu)
-				return tr, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
-			}
-			tu.Exec = execRecord(res)
-			tu.Observation = RenderObservation(res, opts.Caps)
-			converged = SameSQL(prevSQL, p.SQL)
-			prevSQL = p.SQL
-			tr.FinalSQL = p.SQL
-			finalRes = res
-		}
-		tr.Turns = append(tr.Turns, tu)
-		if converged {
-			tr.Converged = true
-			break
-		}
-		if turn < opts.MaxTurns {
-			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
-		}
-	}
-	tr.ExecOK = finalRes.OK()
-	if opts.SkipGold {
-		return tr, nil
-	}
-	if err := judge(ctx, tr, task, db, finalRes, opts); err != nil {
-		return tr, err
 	}
 	return tr, nil
 }
@@ -253,6 +169,7 @@ type SchemaCache struct {
 
 	mu      sync.Mutex
 	entries map[string]*schemaEntry
+	prompts sync.Map // system prompts (see systemPrompt), one string per database for all episodes
 }
 
 type schemaEntry struct {

@@ -31,6 +31,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rewards"
 )
 
 // Files an eval dir holds besides distill's run dir files.
@@ -394,7 +395,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 func resultOf(tr *distill.Trajectory) *Result {
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
-		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: tr.Converged && tr.ExecOK,
+		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rewards.Of(tr).Converged == 1,
 		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, GoldError: tr.GoldError, Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {

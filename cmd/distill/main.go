@@ -3,6 +3,7 @@
 //
 //	distill --teachers gpt-oss,deepseek,glm,qwen --tasks bird:PATH/dev.json --dialects sqlite,postgres --out runs/NAME
 //	distill load --tasks SPEC --dialect postgres|mysql --dsn DSN
+//	distill env serve --tasks SPEC [--dialects ...] [--addr 127.0.0.1:8090]
 //
 // With no flags it runs the bundled sample on SQLite with the oracle policy into runs/demo, which
 // needs no keys. Re-running the same command resumes; Ctrl-C stops after the episodes in flight
@@ -42,17 +43,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "load" {
 		return runLoad(args[1:], stderr)
 	}
+	if len(args) > 0 && args[0] == "env" {
+		return runEnv(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("distill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	db := addDBFlags(fs)
 	var (
 		teacherList = fs.String("teachers", distill.OracleName, "comma-separated policies: oracle, teacher names from the config (gpt-oss, deepseek, glm, qwen, ...), teacher:NAME, student:DIR")
 		taskSpec    = fs.String("tasks", "sample", "tasks: sample, bird:PATH, minidev:PATH, spider:PATH")
-		dbRoot      = fs.String("db-root", "", "directory holding <db>/<db>.sqlite, overriding the task file's")
 		dialectList = fs.String("dialects", "sqlite", "comma-separated dialects: sqlite, postgres, mysql")
-		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
-		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
-		reader      = fs.String("reader", envOr("CHAINEDSQL_READER", datasets.DefaultReader), "role/user (made by distill load) the statements run as on the servers; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
-		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 		samples     = fs.Int("samples", 1, "trajectories per (task, teacher, dialect)")
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per episode")
 		out         = fs.String("out", "runs/demo", "run dir (created, or resumed when it exists)")
@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		shardMB     = fs.Int("shard-mb", distill.DefaultMaxShardBytes>>20, "rotate shard files at this size (MiB)")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: distill [flags]\n       distill load --tasks SPEC --dialect postgres|mysql --dsn DSN\n\nReal teachers: set CHAINEDSQL_BASE_URL and CHAINEDSQL_API_KEY (one OpenAI-compatible\nendpoint for all presets), or write a config file (teachers/example.yaml) and pass --config.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: distill [flags]\n       distill load --tasks SPEC --dialect postgres|mysql --dsn DSN\n       distill env serve --tasks SPEC [--dialects ...] [DSN flags] [--addr 127.0.0.1:8090]\n\nReal teachers: set CHAINEDSQL_BASE_URL and CHAINEDSQL_API_KEY (one OpenAI-compatible\nendpoint for all presets), or write a config file (teachers/example.yaml) and pass --config.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	tasks, err := datasets.LoadTasks(*taskSpec, *dbRoot)
+	tasks, err := datasets.LoadTasks(*taskSpec, *db.root)
 	if err != nil {
 		return fail(fmt.Errorf("tasks %s: %w", *taskSpec, err))
 	}
@@ -129,24 +129,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *limit > 0 && *limit < len(tasks) {
 		tasks = tasks[:*limit]
 	}
-	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot,
-		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
-	defer conn.Close()
-	for _, d := range dialects {
-		if d == datasets.Postgres && conn.PostgresDSN == "" {
-			return fail(errors.New("dialect postgres needs --pg-dsn (or $CHAINEDSQL_PG_DSN)"))
-		}
-		if d == datasets.MySQL && conn.MySQLDSN == "" {
-			return fail(errors.New("dialect mysql needs --mysql-dsn (or $CHAINEDSQL_MYSQL_DSN)"))
-		}
-	}
-
-	if err := distill.CheckDatabases(context.Background(), conn, tasks, dialects); err != nil {
+	conn, err := db.connect(context.Background(), tasks, dialects, stderr, "distill")
+	if err != nil {
 		return fail(err)
 	}
-	for _, w := range conn.DSNUserWarnings(context.Background(), dialects) {
-		fmt.Fprintf(stderr, "distill: WARNING: %s\n", w)
-	}
+	defer conn.Close()
 
 	var chatOpts chat.Options
 	if *temperature >= 0 {

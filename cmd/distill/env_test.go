@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
+
+func TestEnvFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"env"}, "usage: distill env serve"},
+		{[]string{"env", "start"}, "usage: distill env serve"},
+		{[]string{"env", "serve", "--weights", "correct=x"}, "not a finite number"},
+		{[]string{"env", "serve", "--weights", "speed=1"}, "unknown weight"},
+		{[]string{"env", "serve", "--dialects", "oracle-sql"}, "unknown dialect"},
+		{[]string{"env", "serve", "--dialects", "postgres", "--pg-dsn", ""}, "needs --pg-dsn"},
+		{[]string{"env", "serve", "--tasks", "nosuch:x"}, "tasks nosuch:x"},
+		{[]string{"env", "serve", "--ttl", "0s"}, "must be positive"},
+		{[]string{"env", "serve", "extra"}, "unexpected argument"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q lacks %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// envServer is a running `distill env serve`.
+type envServer struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{}
+}
+
+var listening = regexp.MustCompile(`on (http://[^ ]+)/v1$`)
+
+// startEnv runs the built binary's env serve on a free port and waits until it listens.
+func startEnv(t *testing.T, bin string, args ...string) *envServer {
+	t.Helper()
+	s := &envServer{done: make(chan struct{})}
+	s.cmd = exec.Command(bin, append([]string{"env", "serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.log.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				urls <- m[1]
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+		}
+	})
+	select {
+	case s.url = <-urls:
+	case <-s.done:
+		s.cmd.Wait()
+		t.Fatalf("distill env serve exited before listening:\n%s", s.stderr())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("distill env serve did not listen within 2 minutes:\n%s", s.stderr())
+	}
+	return s
+}
+
+func (s *envServer) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// stop sends SIGINT and checks the server shuts down cleanly.
+func (s *envServer) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("after SIGINT: %v\n%s", err, s.stderr())
+	}
+	if !strings.Contains(s.stderr(), "distill env serve: stopped") {
+		t.Fatalf("no clean stop:\n%s", s.stderr())
+	}
+}
+
+// python3 is Debian's interpreter when installed, else the first on PATH.
+func python3(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: install Debian's python3 (apt-get install python3) to test the Python client of docs/ENV.md")
+	}
+	return p
+}
+
+// clientReport is what docs/env_client.py prints.
+type clientReport struct {
+	Tasks struct {
+		Total int      `json:"total"`
+		First []string `json:"first"`
+	} `json:"tasks"`
+	Episode struct {
+		Roles       []string           `json:"roles"`
+		Done        bool               `json:"done"`
+		Turn        int                `json:"turn"`
+		Rewards     map[string]float64 `json:"rewards"`
+		Observation *json.RawMessage   `json:"observation"`
+	} `json:"episode"`
+	Batch []struct {
+		Done        *bool              `json:"done"`
+		Rewards     map[string]float64 `json:"rewards"`
+		Outcome     string             `json:"outcome"`
+		Observation string             `json:"observation"`
+		Error       *struct {
+			Status int `json:"status"`
+		} `json:"error"`
+	} `json:"batch"`
+	Score   []map[string]float64 `json:"score"`
+	Unknown *struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+	} `json:"unknown"`
+}
+
+// runClient runs the doc's Python client against url on task with its gold SQL in dialect and
+// checks its report: the issue's "Done when" through the built binary.
+func runClient(t *testing.T, py, url string, task datasets.Task, d datasets.Dialect) {
+	t.Helper()
+	gold, ok := task.GoldFor(d)
+	if !ok {
+		t.Fatalf("task %s has no gold for %s", task.ID, d)
+	}
+	client := filepath.Join("..", "..", "docs", "env_client.py")
+	code, stdout, stderr := testbin.Run(t, exec.Command(py, client, url, task.ID, gold, string(d)))
+	var rep clientReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("client exit %d, output not JSON (%v):\n%s\n%s", code, err, stdout, stderr)
+	}
+	if code != 0 {
+		t.Errorf("client exit %d (its own checks failed):\n%s\n%s", code, stdout, stderr)
+	}
+	all1 := map[string]float64{"format": 1, "exec_ok": 1, "converged": 1, "correct": 1, "total": 1}
+	e := rep.Episode
+	if !e.Done || e.Turn != 2 || fmt.Sprint(e.Rewards) != fmt.Sprint(all1) || e.Observation != nil ||
+		strings.Join(e.Roles, ",") != "system,user,assistant,user,assistant" {
+		t.Errorf("gold twice: %+v", e)
+	}
+	if len(rep.Batch) != 3 {
+		t.Fatalf("batch: %+v", rep.Batch)
+	}
+	if b := rep.Batch[0]; b.Done == nil || *b.Done || b.Rewards["format"] != 0 || b.Outcome != "format_violation" || !strings.Contains(b.Observation, "Format error") {
+		t.Errorf("malformed reply in a batch: %+v", b)
+	}
+	if b := rep.Batch[1]; b.Done == nil || *b.Done || b.Rewards["format"] != 1 || b.Rewards["exec_ok"] != 1 || b.Outcome != "ok" {
+		t.Errorf("gold once in a batch: %+v", b)
+	}
+	if b := rep.Batch[2]; b.Error == nil || b.Error.Status != 404 {
+		t.Errorf("unknown episode in a batch: %+v", b)
+	}
+	if len(rep.Score) != 2 || rep.Score[0]["correct"] != 1 || rep.Score[0]["converged"] != 0 || rep.Score[1]["format"] != 0 {
+		t.Errorf("score: %+v", rep.Score)
+	}
+	if rep.Unknown == nil || rep.Unknown.Status != 404 || !strings.Contains(rep.Unknown.Message, "not found") {
+		t.Errorf("unknown episode: %+v", rep.Unknown)
+	}
+	if rep.Tasks.Total < 48 || len(rep.Tasks.First) != 3 {
+		t.Errorf("tasks: %+v", rep.Tasks)
+	}
+}
+
+// TestEnvServePythonClient starts the built `distill env serve` on the bundled sample (SQLite)
+// and runs the Python client of docs/ENV.md against it: one full episode (the gold SQL twice:
+// done, all four rewards 1), one batch step (a malformed reply: format 0), one score call; then
+// SIGINT stops the server cleanly.
+func TestEnvServePythonClient(t *testing.T) {
+	py := python3(t)
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testbin.Build(t, ".")
+	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root)
+	runClient(t, py, srv.url, tasks[3], datasets.SQLite)
+	srv.stop(t)
+}
+
+// TestEnvServePythonClientPostgres is the same on PostgreSQL: the sample loaded with `distill
+// load` into a fresh database, served beside SQLite, its statements run as the reader.
+func TestEnvServePythonClientPostgres(t *testing.T) {
+	shared.SkipServers(t)
+	py := python3(t)
+	admin, err := sql.Open("pgx", shared.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	name := fmt.Sprintf("cs_env_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
+	}
+	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
+	if dsn == shared.PostgresDSN() {
+		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
+	}
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := testReader(t, datasets.Postgres, shared.PostgresDSN()) // dropped after the database
+	bin := testbin.Build(t, ".")
+	// Without the reader the server refuses to start, and says what to do.
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, "env", "serve", "--tasks", "sample", "--db-root", root, "--dialects", "postgres", "--pg-dsn", dsn, "--reader", reader)); code != 1 || !strings.Contains(stderr, "distill load") {
+		t.Errorf("no reader yet: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, "load", "--tasks", "sample", "--db-root", root, "--dialect", "postgres", "--dsn", dsn, "--reader", reader)); code != 0 {
+		t.Fatalf("distill load: exit %d\n%s", code, stderr)
+	}
+	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--dialects", "postgres,sqlite", "--pg-dsn", dsn, "--reader", reader)
+	runClient(t, py, srv.url, tasks[9], datasets.Postgres)
+	srv.stop(t)
+}

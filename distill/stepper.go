@@ -1,0 +1,205 @@
+package distill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
+var ErrEpisodeDone = errors.New("distill: the episode is done")
+
+// Stepper is the chained-sql/v1 loop driven one assistant reply at a time: Episode drives it with
+// a Policy, and a caller that generates elsewhere (an RL trainer through env) feeds it replies.
+// A Stepper is not safe for concurrent use.
+type Stepper struct {
+	task    datasets.Task
+	db      datasets.DB
+	opts    EpisodeOptions
+	tr      *Trajectory
+	msgs    []chat.Message // the conversation the next reply answers
+	started time.Time
+	prevSQL string // SQL of the previous turn; "" after a violation or truncation
+	final   *datasets.Result
+	done    bool
+}
+
+// NewStepper starts an episode of task on db: it renders the prompt (system turn with the
+// schema, user turn with the question), which Messages returns. opts are those of Episode.
+func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Stepper, error) {
+	s := newStepper(task, db, opts)
+	if err := s.prompt(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Stepper {
+	opts = opts.withDefaults()
+	dialect := db.Dialect()
+	started := time.Now()
+	return &Stepper{task: task, db: db, opts: opts, started: started, tr: &Trajectory{
+		Protocol:   ProtocolVersion,
+		Key:        Key(task.ID, opts.Teacher, dialect, opts.Sample),
+		TaskID:     task.ID,
+		TaskIndex:  task.Index,
+		Source:     task.Source,
+		DBID:       task.DBID,
+		Question:   task.Question,
+		Evidence:   task.Evidence,
+		Difficulty: task.Difficulty,
+		Dialect:    dialect,
+		Teacher:    opts.Teacher,
+		Model:      opts.Model,
+		Sample:     opts.Sample,
+		Started:    started.UTC(),
+	}}
+}
+
+func (s *Stepper) prompt(ctx context.Context) error {
+	sys, err := s.opts.Schemas.systemPrompt(ctx, s.task, s.db)
+	if err != nil {
+		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, s.db.Dialect(), err)
+	}
+	s.tr.System, s.tr.Prompt = sys, UserPrompt(s.task)
+	s.msgs = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
+		chat.Message{Role: chat.RoleSystem, Content: s.tr.System},
+		chat.Message{Role: chat.RoleUser, Content: s.tr.Prompt},
+	)
+	return nil
+}
+
+// systemPrompt is SystemPrompt for task's database db, rendered once per database and engine
+// version and shared by its episodes (a schema of many KiB is then held once, not per live
+// episode).
+func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+	ddl, err := c.DDL(ctx, task, db)
+	if err != nil {
+		return "", err
+	}
+	if c == nil {
+		return SystemPrompt(db.Dialect(), db.Version(), ddl), nil
+	}
+	// The DDL cache's key, plus the version the prompt names.
+	key := string(db.Dialect()) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00" + db.Version()
+	if p, ok := c.prompts.Load(key); ok && p.(*cachedPrompt).ddl == ddl {
+		return p.(*cachedPrompt).text, nil
+	}
+	p := &cachedPrompt{ddl: ddl, text: SystemPrompt(db.Dialect(), db.Version(), ddl)}
+	c.prompts.Store(key, p)
+	return p.text, nil
+}
+
+type cachedPrompt struct{ ddl, text string }
+
+// Messages is the conversation so far as the policy sees it (Trajectory.Conversation plus the
+// last observation while the episode goes on), ending with the turn the next reply answers. The
+// caller must not modify it.
+func (s *Stepper) Messages() []chat.Message { return s.msgs }
+
+// Done reports whether the episode has ended (converged or out of turns).
+func (s *Stepper) Done() bool { return s.done }
+
+// Trajectory is the episode so far; complete (judged, unless SkipGold) once Done. It is the
+// Stepper's own record: read it, do not modify it, and do not use it concurrently with Step.
+func (s *Stepper) Trajectory() *Trajectory { return s.tr }
+
+// Step plays one assistant reply: it parses it, executes its SQL (or answers a truncation or a
+// format violation), checks convergence and, when the episode ends, judges the final SQL
+// against the gold (see Episode). It returns the recorded turn; its Observation is the next user
+// turn unless the episode is now Done. A database error (connection lost, context ended) leaves
+// the Stepper as it was, so the same reply can be stepped again. After the end it returns
+// ErrEpisodeDone.
+func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
+	if s.done {
+		return Turn{}, ErrEpisodeDone
+	}
+	task, dialect, opts := s.task, s.db.Dialect(), s.opts
+	turn := len(s.tr.Turns) + 1
+	p := ParseReply(reply.Content)
+	tu := Turn{
+		Index:                turn,
+		Content:              reply.Content,
+		Reasoning:            reply.Reasoning,
+		ReasoningSource:      reply.ReasoningSource,
+		FinishReason:         reply.FinishReason,
+		ProviderFinishReason: reply.ProviderFinishReason,
+		Latency:              reply.Latency,
+		Usage:                reply.Usage,
+		Attempts:             reply.Attempts,
+	}
+	var (
+		res       *datasets.Result
+		converged bool
+		prevSQL   string
+	)
+	switch {
+	case Truncated(reply):
+		tu.Truncated = true
+		tu.Observation = TruncatedObservation()
+	case !p.OK:
+		tu.FormatViolation = true
+		tu.Observation = FormatViolationObservation()
+	default:
+		tu.SQL = p.SQL
+		var err error
+		res, err = s.db.Exec(ctx, p.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		if err != nil {
+			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
+		}
+		tu.Exec = execRecord(res)
+		tu.Observation = RenderObservation(res, opts.Caps)
+		converged = SameSQL(s.prevSQL, p.SQL)
+		prevSQL = p.SQL
+	}
+	final, finalSQL := s.final, s.tr.FinalSQL
+	if res != nil {
+		final, finalSQL = res, p.SQL
+	}
+	done := converged || turn >= opts.MaxTurns
+	var verdict Trajectory // the judge's fields, committed with the turn
+	if done && !opts.SkipGold {
+		verdict.FinalSQL = finalSQL
+		if err := judge(ctx, &verdict, task, s.db, final, opts); err != nil {
+			return Turn{}, err
+		}
+	}
+
+	// Commit: nothing above changed the Stepper.
+	tr := s.tr
+	if reply.Model != "" {
+		tr.Model = reply.Model
+	}
+	tr.Usage = tr.Usage.Add(reply.Usage)
+	s.msgs = append(s.msgs, chat.Message{Role: chat.RoleAssistant, Content: reply.Content})
+	if tu.FormatViolation {
+		tr.FormatViolations++
+	}
+	if tu.Truncated {
+		tr.TruncatedTurns++
+	}
+	tr.Turns = append(tr.Turns, tu)
+	s.prevSQL, s.final, tr.FinalSQL = prevSQL, final, finalSQL
+	tr.ExecOK = final.OK()
+	tr.Converged = converged
+	s.done = done
+	if done {
+		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
+	} else {
+		s.msgs = append(s.msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+		if final != nil && len(final.Rows) > 0 {
+			// Between turns the rows are dropped (a live episode holds no result set): when the
+			// episode ends on a later format violation or truncation, judge runs the final SQL
+			// again in full.
+			kept := *final
+			kept.Rows, kept.Truncated = nil, true
+			s.final = &kept
+		}
+	}
+	tr.Duration = time.Since(s.started)
+	return tu, nil
+}

@@ -1,0 +1,159 @@
+package distill_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+)
+
+// flakyDB fails the execution after the next skip ones with a database error, when armed.
+type flakyDB struct {
+	datasets.DB
+	armed bool
+	skip  int
+}
+
+var errConnLost = errors.New("connection lost")
+
+func (f *flakyDB) Exec(ctx context.Context, q string, opts datasets.ExecOptions) (*datasets.Result, error) {
+	if f.armed {
+		if f.skip == 0 {
+			f.armed = false
+			return nil, errConnLost
+		}
+		f.skip--
+	}
+	return f.DB.Exec(ctx, q, opts)
+}
+
+// TestStepperEqualsEpisode: replies fed to a Stepper one by one give the trajectory Episode
+// gives for the same replies from a policy (timings aside).
+func TestStepperEqualsEpisode(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	replies := []chat.Reply{
+		{Content: "no tags at all", FinishReason: "stop"},
+		{Content: "<think>a</think>\n<sql>SELECT count(nme) FROM customer</sql>"},
+		{Content: "<think>b</think>\n<sql>SELECT count(*) FROM customer</sql>", Model: "m1"},
+		{Content: "<think>c</think>\n<sql>SELECT count(*) FROM customer</sql>"},
+	}
+	opts := distill.EpisodeOptions{Teacher: "t", Schemas: testSchemas()}
+	want, err := distill.Episode(context.Background(), scripted(replies...), tasks[0], db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := distill.NewStepper(context.Background(), tasks[0], db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range replies {
+		if st.Done() {
+			t.Fatalf("done before reply %d", i+1)
+		}
+		if conv := want.Conversation(); !reflect.DeepEqual(st.Messages(), conv[:len(st.Messages())]) {
+			t.Fatalf("reply %d: the conversation so far differs from Episode's", i+1)
+		}
+		r.Usage = chat.Usage{PromptTokens: 10, CompletionTokens: 5} // as scripted sets it
+		if _, err := st.Step(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !st.Done() {
+		t.Fatal("not done after convergence")
+	}
+	if _, err := st.Step(context.Background(), replies[0]); !errors.Is(err, distill.ErrEpisodeDone) {
+		t.Fatalf("step after the end: %v", err)
+	}
+	got := st.Trajectory()
+	clearTimes(got)
+	clearTimes(want)
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Fatalf("stepper trajectory\n%s\nepisode trajectory\n%s", g, w)
+	}
+}
+
+func clearTimes(tr *distill.Trajectory) {
+	tr.Started, tr.Duration = time.Time{}, 0
+	for i := range tr.Turns {
+		tr.Turns[i].Latency = 0
+		if e := tr.Turns[i].Exec; e != nil {
+			e.Duration = 0
+		}
+	}
+}
+
+// TestStepperDatabaseErrorChangesNothing: a step whose execution (or, at the end, whose judging)
+// fails with a database error leaves the episode as it was, and the same reply then succeeds.
+func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := &flakyDB{DB: openTestDB(t, path)}
+	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chat.Reply{Content: "<think>x</think>\n<sql>SELECT count(*) FROM customer</sql>", Usage: chat.Usage{PromptTokens: 3}}
+	for turn := 1; turn <= 2; turn++ {
+		before := *st.Trajectory()
+		beforeMsgs := append([]chat.Message(nil), st.Messages()...)
+		// Turn 1 fails in its execution, turn 2 (which converges) in the gold's, after its own.
+		db.armed, db.skip = true, turn-1
+		if _, err := st.Step(context.Background(), r); !errors.Is(err, errConnLost) {
+			t.Fatalf("turn %d: want the database error, got %v", turn, err)
+		}
+		after := st.Trajectory()
+		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Converged {
+			t.Fatalf("turn %d: a failed step changed the episode: %+v", turn, after)
+		}
+		tu, err := st.Step(context.Background(), r)
+		if err != nil || tu.Index != turn {
+			t.Fatalf("turn %d retried: %+v %v", turn, tu, err)
+		}
+	}
+	tr := st.Trajectory()
+	if !st.Done() || !tr.Converged || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
+		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Converged, tr.ExecOK, tr.Usage, len(st.Messages()))
+	}
+	if matchReady() && !tr.Correct {
+		t.Fatalf("not judged correct after the retried judging (gold error %q)", tr.GoldError)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestStepperJudgesEarlierResult: the final SQL of an episode that ends on format violations is
+// judged in full, though a live episode keeps no rows between turns.
+func TestStepperJudgesEarlierResult(t *testing.T) {
+	if !matchReady() {
+		t.Skip("datasets.Match not built")
+	}
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	gold := tasks[0].Gold[datasets.SQLite]
+	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{MaxTurns: 3, Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"<think>x</think>\n<sql>" + gold + "</sql>", "no tags", "still none"} {
+		if _, err := st.Step(context.Background(), chat.Reply{Content: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := st.Trajectory()
+	if !st.Done() || tr.Converged || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
+		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Converged, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
+	}
+}

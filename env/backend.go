@@ -1,0 +1,117 @@
+package env
+
+// This file is the environment's only contact with the protocol's reply parsing and with SQL
+// execution: everything else in the package goes through start and play, so a change of the
+// parser or of how statements reach a database is a change here.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+)
+
+// start opens task's database in dialect d and starts an episode of at most maxTurns turns on
+// it (0: the server's budget), with the prompt distill gives a teacher.
+func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Dialect, maxTurns int) (*distill.Stepper, error) {
+	db, err := s.cfg.Opener.Open(ctx, d, task)
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s database %s of task %s: %w", d, task.DBID, task.ID, err)
+	}
+	if g, ok := task.GoldFor(d); ok {
+		core := strings.TrimSuffix(strings.TrimSpace(g), ";")
+		db = &goldDB{DB: db, core: core, prefix: string(d) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00", cache: s.golds}
+	}
+	opts := s.cfg.Episode
+	opts.Schemas = s.cfg.Schemas
+	opts.Ordered = ordered(task)
+	if maxTurns > 0 {
+		opts.MaxTurns = maxTurns
+	}
+	return distill.NewStepper(ctx, task, db, opts)
+}
+
+// play feeds one assistant reply to st: parse, execute, converge, judge at the end.
+func play(ctx context.Context, st *distill.Stepper, r reply) (distill.Turn, error) {
+	rep := chat.Reply{Content: *r.Content, Reasoning: r.Reasoning, FinishReason: r.FinishReason}
+	if rep.Reasoning != "" {
+		rep.ReasoningSource = chat.SourceReasoning // the request's "reasoning" field
+	}
+	return st.Step(ctx, rep)
+}
+
+// ordered is the judge's option as student eval sets it: Spider's tasks compare ordered results
+// when the gold SQL has ORDER BY; the others compare row sets (BIRD EX).
+func ordered(t datasets.Task) bool { return t.Source == datasets.SpecSpider }
+
+// maxGoldRows bounds the rows goldCache holds; past it, gold results are not kept.
+const maxGoldRows = 1 << 20
+
+// goldCache keeps the full result of each task's gold SQL per database and dialect, so the group
+// of rollouts a GRPO step plays on one task runs its gold once: the task databases are read-only,
+// so a gold result does not change. Concurrent misses of one gold share one execution. Only
+// results that ran are kept (a timeout under load may not repeat). Safe for concurrent use.
+type goldCache struct {
+	mu     sync.Mutex
+	m      map[string]*datasets.Result
+	rows   int
+	flight singleflight.Group
+}
+
+// goldDB is a task's database whose full executions of the task's gold SQL go through a
+// goldCache; every other execution goes to the database. The judge runs the gold as it is or
+// in forms of its own (a trailing ";" cut, wrapped in a CTE to read raw values), so every full
+// execution whose text holds the gold is cached, under its exact text: whatever is cached, a
+// read-only database gives the same result again.
+type goldDB struct {
+	datasets.DB
+	core   string // the gold SQL, trimmed of space and a trailing ";"
+	prefix string // the database's part of the cache key
+	cache  *goldCache
+}
+
+// Exec implements datasets.DB.
+func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptions) (*datasets.Result, error) {
+	if opts.MaxRows != 0 || g.core == "" || !strings.Contains(query, g.core) {
+		return g.DB.Exec(ctx, query, opts)
+	}
+	key := g.prefix + query
+	c := g.cache
+	c.mu.Lock()
+	res, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return res, nil
+	}
+	// The shared execution does not end with the context of whichever request started it.
+	ch := c.flight.DoChan(key, func() (any, error) {
+		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
+		if err == nil && res.OK() {
+			c.mu.Lock()
+			if c.rows+len(res.Rows) <= maxGoldRows {
+				if c.m == nil {
+					c.m = make(map[string]*datasets.Result)
+				}
+				c.m[key] = res
+				c.rows += len(res.Rows)
+			}
+			c.mu.Unlock()
+		}
+		return res, err
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*datasets.Result), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

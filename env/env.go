@@ -1,0 +1,187 @@
+// Package env serves the chained-sql/v1 protocol as a reinforcement-learning environment over
+// HTTP/JSON: a trainer (TRL, verl, SkyRL, OpenRLHF) generates the assistant turns, the server
+// executes their SQL on the task's real database, answers with the observation and scores the
+// episode with the rewards of package rewards, judged exactly as student eval judges. See
+// docs/ENV.md for the endpoints and a Python client.
+package env
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rewards"
+)
+
+// Defaults of Config.
+const (
+	DefaultTTL         = 10 * time.Minute
+	DefaultMaxEpisodes = 20000
+	DefaultMaxBody     = 8 << 20
+	DefaultMaxBatch    = 1024
+	DefaultParallel    = 32
+)
+
+// Config configures a Server. Zero values take the defaults.
+type Config struct {
+	// Tasks are the tasks served; their ids must be unique.
+	Tasks []datasets.Task
+	// Dialects are the dialects served; the first is the default of a request naming none.
+	Dialects []datasets.Dialect
+	// Opener opens a task's database in a dialect (a *datasets.Connector).
+	Opener distill.Opener
+	// Episode carries the protocol options: MaxTurns, ExecTimeout, Caps. Schemas, Ordered and
+	// the policy fields are set by the server.
+	Episode distill.EpisodeOptions
+	// Schemas caches the schema DDL per database (default a new cache with
+	// distill.DefaultSchemaSamples values per column).
+	Schemas *distill.SchemaCache
+	// Weights weigh the rewards into "total"; nil means rewards.DefaultWeights.
+	Weights *rewards.Weights
+	// TTL drops an episode this long after its last step (default 10 minutes).
+	TTL time.Duration
+	// MaxEpisodes caps the episodes kept in memory (default 20000).
+	MaxEpisodes int
+	// MaxBody caps a request body in bytes (default 8 MiB).
+	MaxBody int64
+	// MaxBatch caps the steps of one batch-step request and the completions of one score
+	// request (default 1024).
+	MaxBatch int
+	// Parallel bounds the steps executing at once across all requests (default 32).
+	Parallel int
+	// Logger receives server errors (5xx); nil logs nothing.
+	Logger *log.Logger
+}
+
+// Server is the environment. Create it with New, serve Handler, and Close it when done.
+type Server struct {
+	cfg      Config
+	tasks    map[string]*datasets.Task
+	order    []*datasets.Task // Config.Tasks' order, for listing
+	splits   []string
+	dialects map[datasets.Dialect]bool
+	store    *store
+	golds    *goldCache
+	slots    *semaphore.Weighted
+	stop     context.CancelFunc
+	swept    chan struct{}
+}
+
+// New checks cfg and returns a Server; it starts a goroutine dropping expired episodes, which
+// Close stops. It does not open databases: run distill.CheckDatabases first for a clear error on
+// a missing one.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Tasks) == 0 {
+		return nil, errors.New("env: no tasks to serve")
+	}
+	if len(cfg.Dialects) == 0 {
+		return nil, errors.New("env: no dialects to serve")
+	}
+	if cfg.Opener == nil {
+		return nil, errors.New("env: no database opener")
+	}
+	if cfg.Schemas == nil {
+		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
+	}
+	if cfg.Weights == nil {
+		w := rewards.DefaultWeights
+		cfg.Weights = &w
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.MaxEpisodes <= 0 {
+		cfg.MaxEpisodes = DefaultMaxEpisodes
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.Episode.MaxTurns <= 0 {
+		cfg.Episode.MaxTurns = distill.DefaultMaxTurns
+	}
+	s := &Server{
+		cfg:      cfg,
+		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
+		dialects: map[datasets.Dialect]bool{},
+		store:    newStore(cfg.TTL, cfg.MaxEpisodes),
+		golds:    &goldCache{},
+		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
+		swept:    make(chan struct{}),
+	}
+	seenSplit := map[string]bool{}
+	for i := range cfg.Tasks {
+		t := &cfg.Tasks[i]
+		if t.ID == "" {
+			return nil, fmt.Errorf("env: task %d (db %s) has no id", i, t.DBID)
+		}
+		if _, dup := s.tasks[t.ID]; dup {
+			return nil, fmt.Errorf("env: task id %s appears twice (two task files of one benchmark?)", t.ID)
+		}
+		s.tasks[t.ID] = t
+		s.order = append(s.order, t)
+		if sp := SplitOf(t.ID); !seenSplit[sp] {
+			seenSplit[sp] = true
+			s.splits = append(s.splits, sp)
+		}
+	}
+	for _, d := range cfg.Dialects {
+		s.dialects[d] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.sweepLoop(ctx)
+	return s, nil
+}
+
+// SplitOf is the split a task id belongs to: the id up to its last "/" ("sample", "bird-dev",
+// "bird-train", "spider-dev", "minidev"), or "" for an id without one.
+func SplitOf(id string) string {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return id[:i]
+	}
+	return ""
+}
+
+// Close stops dropping expired episodes. It does not close the Opener.
+func (s *Server) Close() error {
+	s.stop()
+	<-s.swept
+	return nil
+}
+
+// Episodes returns how many episodes are stored and how many of them are still in play.
+func (s *Server) Episodes() (stored, live int) { return s.store.counts() }
+
+func (s *Server) sweepLoop(ctx context.Context) {
+	defer close(s.swept)
+	every := min(max(s.cfg.TTL/4, time.Second), time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.store.sweep()
+		}
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logger != nil {
+		s.cfg.Logger.Printf(format, args...)
+	}
+}

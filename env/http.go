@@ -1,0 +1,544 @@
+package env
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rewards"
+)
+
+// Handler returns the HTTP handler of the environment's API (docs/ENV.md):
+//
+//	GET    /v1/tasks?split=&limit=&offset=
+//	POST   /v1/episodes                 {"task_id", "dialect"}
+//	GET    /v1/episodes/{id}
+//	DELETE /v1/episodes/{id}
+//	POST   /v1/episodes/{id}/step       {"content", "reasoning", "finish_reason"}
+//	POST   /v1/episodes:batch-step      {"steps": [{"episode_id", "content", ...}, ...]}
+//	POST   /v1/score                    {"task_id", "dialect", "completions": [...]}
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	mux.HandleFunc("POST /v1/episodes", s.createEpisode)
+	mux.HandleFunc("GET /v1/episodes/{id}", s.getEpisode)
+	mux.HandleFunc("DELETE /v1/episodes/{id}", s.deleteEpisode)
+	mux.HandleFunc("POST /v1/episodes/{id}/step", s.stepEpisode)
+	mux.HandleFunc("POST /v1/episodes:batch-step", s.batchStep)
+	mux.HandleFunc("POST /v1/score", s.score)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("no route for %s %s (see docs/ENV.md: /v1/tasks, /v1/episodes, /v1/episodes/{id}/step, /v1/episodes:batch-step, /v1/score)", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// apiError is an error answered with its HTTP status.
+type apiError struct {
+	Status  int    `json:"status"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // the protocol's tags stay readable: <observation>, not \u003c
+	enc.Encode(v)            // a failed write means the client went away
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.Status, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// decode reads r's body as exactly one JSON object into v, refusing unknown fields, trailing
+// data and bodies over the size limit.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the JSON object")
+			var mbe *http.MaxBytesError
+			if errors.As(terr, &mbe) {
+				err = terr
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (the server's --max-body)", mbe.Limit)}
+	}
+	if errors.Is(err, io.EOF) {
+		return badRequest("empty request body: want a JSON object")
+	}
+	return badRequest("malformed request: %v", err)
+}
+
+// execError maps an error of a database or of the request's context to its answer.
+func (s *Server) execError(ctx context.Context, what string, err error) *apiError {
+	if ctx.Err() != nil {
+		return &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s: request cancelled: %v", what, ctx.Err())}
+	}
+	s.logf("env: %s: %v", what, err)
+	return &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s: %v (the episode is unchanged; retry the request)", what, err)}
+}
+
+// taskJSON is one entry of the task listing.
+type taskJSON struct {
+	TaskID     string `json:"task_id"`
+	DBID       string `json:"db_id"`
+	Difficulty string `json:"difficulty,omitempty"`
+	Split      string `json:"split"`
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "split" && k != "limit" && k != "offset" {
+			writeError(w, badRequest("unknown query parameter %q (want split, limit, offset)", k))
+			return
+		}
+	}
+	intParam := func(name string, def int) (int, *apiError) {
+		v := q.Get(name)
+		if v == "" {
+			return def, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, badRequest("%s=%q: want a non-negative integer", name, v)
+		}
+		return n, nil
+	}
+	limit, aerr := intParam("limit", 0)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	offset, aerr := intParam("offset", 0)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	split, hasSplit := q.Get("split"), q.Has("split")
+	if hasSplit && !containsString(s.splits, split) {
+		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("no split %q (have %s)", split, strings.Join(s.splits, ", "))})
+		return
+	}
+	var sel []*datasets.Task
+	for _, t := range s.order {
+		if !hasSplit || SplitOf(t.ID) == split {
+			sel = append(sel, t)
+		}
+	}
+	total := len(sel)
+	sel = sel[min(offset, total):]
+	if limit > 0 && limit < len(sel) {
+		sel = sel[:limit]
+	}
+	out := make([]taskJSON, len(sel))
+	for i, t := range sel {
+		out[i] = taskJSON{TaskID: t.ID, DBID: t.DBID, Difficulty: t.Difficulty, Split: SplitOf(t.ID)}
+	}
+	dialects := make([]string, len(s.cfg.Dialects))
+	for i, d := range s.cfg.Dialects {
+		dialects[i] = string(d)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total": total, "offset": offset, "tasks": out, "splits": s.splits, "dialects": dialects})
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve finds a request's task and dialect ("" is the server's first dialect).
+func (s *Server) resolve(taskID, dialect string) (*datasets.Task, datasets.Dialect, *apiError) {
+	if taskID == "" {
+		return nil, "", badRequest(`"task_id" is required`)
+	}
+	t, ok := s.tasks[taskID]
+	if !ok {
+		return nil, "", &apiError{http.StatusNotFound, fmt.Sprintf("no task %q (GET /v1/tasks lists them)", taskID)}
+	}
+	d := s.cfg.Dialects[0]
+	if dialect != "" {
+		d = datasets.Dialect(dialect)
+		if !s.dialects[d] {
+			served := make([]string, len(s.cfg.Dialects))
+			for i, x := range s.cfg.Dialects {
+				served[i] = string(x)
+			}
+			return nil, "", badRequest("dialect %q is not served (the server runs %s)", dialect, strings.Join(served, ", "))
+		}
+	}
+	return t, d, nil
+}
+
+type createRequest struct {
+	TaskID  string `json:"task_id"`
+	Dialect string `json:"dialect"`
+}
+
+func (c *createRequest) target() (string, string) { return c.TaskID, c.Dialect }
+
+// targeted is a request naming a task and a dialect.
+type targeted interface {
+	target() (taskID, dialect string)
+}
+
+// decodeTarget decodes r's body into req and resolves the task and dialect it names; on an
+// error it answers it and returns false.
+func (s *Server) decodeTarget(w http.ResponseWriter, r *http.Request, req targeted) (*datasets.Task, datasets.Dialect, bool) {
+	if aerr := s.decode(w, r, req); aerr != nil {
+		writeError(w, aerr)
+		return nil, "", false
+	}
+	task, d, aerr := s.resolve(req.target())
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil, "", false
+	}
+	return task, d, true
+}
+
+type createResponse struct {
+	EpisodeID string         `json:"episode_id"`
+	TaskID    string         `json:"task_id"`
+	Dialect   string         `json:"dialect"`
+	MaxTurns  int            `json:"max_turns"`
+	Messages  []chat.Message `json:"messages"`
+}
+
+func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	task, d, ok := s.decodeTarget(w, r, &req)
+	if !ok {
+		return
+	}
+	st, err := s.start(r.Context(), *task, d, 0)
+	if err != nil {
+		writeError(w, s.execError(r.Context(), "starting an episode of "+task.ID, err))
+		return
+	}
+	e := &episode{task: task, dialect: d, st: st}
+	if err := s.store.add(e); err != nil {
+		writeError(w, &apiError{http.StatusTooManyRequests, fmt.Sprintf("%d episodes in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.cfg.MaxEpisodes, s.cfg.TTL)})
+		return
+	}
+	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages()})
+}
+
+// reply is one assistant turn as a request carries it.
+type reply struct {
+	// Content is the assistant's text; required (an empty one is a format violation).
+	Content *string `json:"content"`
+	// Reasoning is reasoning that came in a separate field (reasoning_content), if any.
+	Reasoning string `json:"reasoning,omitempty"`
+	// FinishReason is the generator's ("stop", "length"); "length" makes a reply cut before its
+	// </sql> a format violation, as distill does.
+	FinishReason string `json:"finish_reason,omitempty"`
+}
+
+func (rp reply) check() *apiError {
+	if rp.Content == nil {
+		return badRequest(`"content" is required (the assistant's reply text)`)
+	}
+	return nil
+}
+
+// rewardsJSON is the rewards with their weighted total.
+type rewardsJSON struct {
+	rewards.Rewards
+	Total float64 `json:"total"`
+}
+
+func (s *Server) rewardsOf(tr *distill.Trajectory) rewardsJSON {
+	r := rewards.Of(tr)
+	return rewardsJSON{Rewards: r, Total: s.cfg.Weights.Total(r)}
+}
+
+// stepInfo describes the turn just played.
+type stepInfo struct {
+	// SQL is the statement parsed from the reply; "" on a format violation.
+	SQL string `json:"sql"`
+	// Outcome is the execution's: ok, error, timeout, refused; or format_violation, truncated.
+	Outcome string `json:"outcome"`
+	// Error is the engine's error text, a refusal's reason, or the format error.
+	Error string `json:"error,omitempty"`
+	// Rows is the result's total row count (outcome ok).
+	Rows *int `json:"rows,omitempty"`
+	// ExecMS is the statement's execution time in milliseconds.
+	ExecMS float64 `json:"exec_ms"`
+	// GoldError says why the episode could not be judged (its gold SQL failed), at the end.
+	GoldError string `json:"gold_error,omitempty"`
+}
+
+func infoOf(tu distill.Turn, tr *distill.Trajectory, done bool) stepInfo {
+	in := stepInfo{SQL: tu.SQL}
+	if tu.Exec == nil {
+		in.Outcome = "format_violation"
+		if tu.Truncated {
+			in.Outcome = "truncated"
+		}
+		in.Error = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(tu.Observation, "<observation>"), "</observation>"))
+	} else {
+		in.Outcome, in.Error = string(tu.Exec.Outcome), tu.Exec.Error
+		in.ExecMS = float64(tu.Exec.Duration.Microseconds()) / 1000
+		if tu.Exec.Outcome == datasets.OutcomeOK {
+			n := tu.Exec.Total
+			in.Rows = &n
+		}
+	}
+	if done {
+		in.GoldError = tr.GoldError
+	}
+	return in
+}
+
+type stepResponse struct {
+	EpisodeID string `json:"episode_id"`
+	Done      bool   `json:"done"`
+	// Observation is the next user turn; null once the episode is done.
+	Observation *chat.Message `json:"observation"`
+	Turn        int           `json:"turn"`
+	Rewards     rewardsJSON   `json:"rewards"`
+	Info        stepInfo      `json:"info"`
+}
+
+// step plays rp on episode id.
+func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, *apiError) {
+	if aerr := rp.check(); aerr != nil {
+		return nil, aerr
+	}
+	e, ok := s.store.get(id)
+	if !ok {
+		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)}
+	}
+	if !e.mu.TryLock() {
+		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s: a step is already in flight; step an episode one reply at a time", id)}
+	}
+	defer e.mu.Unlock()
+	if e.st.Done() {
+		tr := e.st.Trajectory()
+		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Converged)}
+	}
+	if err := s.slots.Acquire(ctx, 1); err != nil {
+		return nil, s.execError(ctx, "episode "+id, err)
+	}
+	tu, err := play(ctx, e.st, rp)
+	s.slots.Release(1)
+	if err != nil {
+		return nil, s.execError(ctx, "episode "+id, err)
+	}
+	done := e.st.Done()
+	s.store.touch(e, done)
+	tr := e.st.Trajectory()
+	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), Info: infoOf(tu, tr, done)}
+	if !done {
+		resp.Observation = &chat.Message{Role: chat.RoleUser, Content: tu.Observation}
+	}
+	return resp, nil
+}
+
+func (s *Server) stepEpisode(w http.ResponseWriter, r *http.Request) {
+	var rp reply
+	if aerr := s.decode(w, r, &rp); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	resp, aerr := s.step(r.Context(), r.PathValue("id"), rp)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type batchItem struct {
+	EpisodeID string `json:"episode_id"`
+	reply
+}
+
+type batchRequest struct {
+	Steps []batchItem `json:"steps"`
+}
+
+// batchResult is one step's answer: the step, or its error.
+type batchResult struct {
+	*stepResponse
+	EpisodeID string    `json:"episode_id"`
+	Error     *apiError `json:"error,omitempty"`
+}
+
+func (s *Server) batchStep(w http.ResponseWriter, r *http.Request) {
+	var req batchRequest
+	if aerr := s.decode(w, r, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if len(req.Steps) == 0 {
+		writeError(w, badRequest(`"steps" is required: a list of {"episode_id", "content"}`))
+		return
+	}
+	if len(req.Steps) > s.cfg.MaxBatch {
+		writeError(w, badRequest("%d steps in one batch; the server takes at most %d (--max-batch)", len(req.Steps), s.cfg.MaxBatch))
+		return
+	}
+	seen := make(map[string]int, len(req.Steps))
+	for i, it := range req.Steps {
+		if it.EpisodeID == "" {
+			writeError(w, badRequest(`steps[%d]: "episode_id" is required`, i))
+			return
+		}
+		if aerr := it.check(); aerr != nil {
+			writeError(w, badRequest("steps[%d]: %s", i, aerr.Message))
+			return
+		}
+		if j, dup := seen[it.EpisodeID]; dup {
+			writeError(w, badRequest("steps[%d] and steps[%d] both step episode %s: one reply per episode per batch", j, i, it.EpisodeID))
+			return
+		}
+		seen[it.EpisodeID] = i
+	}
+	out := make([]batchResult, len(req.Steps))
+	var wg sync.WaitGroup
+	for i, it := range req.Steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, aerr := s.step(r.Context(), it.EpisodeID, it.reply)
+			out[i] = batchResult{stepResponse: resp, EpisodeID: it.EpisodeID, Error: aerr}
+		}()
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}
+
+// episodeJSON is an episode as GET /v1/episodes/{id} shows it.
+type episodeJSON struct {
+	EpisodeID string         `json:"episode_id"`
+	TaskID    string         `json:"task_id"`
+	Dialect   string         `json:"dialect"`
+	Done      bool           `json:"done"`
+	Turns     int            `json:"turns"`
+	Messages  []chat.Message `json:"messages"`
+	Rewards   rewardsJSON    `json:"rewards"`
+	FinalSQL  string         `json:"final_sql,omitempty"`
+}
+
+func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	e, ok := s.store.get(id)
+	if !ok {
+		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
+		return
+	}
+	if !e.mu.TryLock() {
+		writeError(w, &apiError{http.StatusConflict, fmt.Sprintf("episode %s: a step is in flight; read it after the step", id)})
+		return
+	}
+	defer e.mu.Unlock()
+	tr := e.st.Trajectory()
+	writeJSON(w, http.StatusOK, episodeJSON{EpisodeID: id, TaskID: e.task.ID, Dialect: string(e.dialect), Done: e.st.Done(),
+		Turns: len(tr.Turns), Messages: e.st.Messages(), Rewards: s.rewardsOf(tr), FinalSQL: tr.FinalSQL})
+}
+
+func (s *Server) deleteEpisode(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !s.store.remove(id) {
+		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"episode_id": id, "deleted": true})
+}
+
+type scoreRequest struct {
+	TaskID      string   `json:"task_id"`
+	Dialect     string   `json:"dialect"`
+	Completions []string `json:"completions"`
+}
+
+func (c *scoreRequest) target() (string, string) { return c.TaskID, c.Dialect }
+
+// scoreResult is the rewards of one completion played as a one-turn episode.
+type scoreResult struct {
+	Rewards rewardsJSON `json:"rewards"`
+	Info    stepInfo    `json:"info"`
+}
+
+func (s *Server) score(w http.ResponseWriter, r *http.Request) {
+	var req scoreRequest
+	task, d, ok := s.decodeTarget(w, r, &req)
+	if !ok {
+		return
+	}
+	if len(req.Completions) == 0 {
+		writeError(w, badRequest(`"completions" is required: a list of assistant replies`))
+		return
+	}
+	if len(req.Completions) > s.cfg.MaxBatch {
+		writeError(w, badRequest("%d completions in one request; the server takes at most %d (--max-batch)", len(req.Completions), s.cfg.MaxBatch))
+		return
+	}
+	ctx := r.Context()
+	out := make([]scoreResult, len(req.Completions))
+	errs := make([]error, len(req.Completions))
+	var wg sync.WaitGroup
+	for i := range req.Completions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = s.scoreOne(ctx, *task, d, req.Completions[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		writeError(w, s.execError(ctx, "scoring "+task.ID, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": task.ID, "dialect": string(d), "results": out})
+}
+
+// scoreOne plays completion as the only turn of an episode (so converged is 0) and judges it.
+func (s *Server) scoreOne(ctx context.Context, task datasets.Task, d datasets.Dialect, completion string) (scoreResult, error) {
+	st, err := s.start(ctx, task, d, 1)
+	if err != nil {
+		return scoreResult{}, err
+	}
+	if err := s.slots.Acquire(ctx, 1); err != nil {
+		return scoreResult{}, err
+	}
+	defer s.slots.Release(1)
+	tu, err := play(ctx, st, reply{Content: &completion})
+	if err != nil {
+		return scoreResult{}, err
+	}
+	tr := st.Trajectory()
+	return scoreResult{Rewards: s.rewardsOf(tr), Info: infoOf(tu, tr, true)}, nil
+}
