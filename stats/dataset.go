@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/rewards"
 )
 
 // DatasetStats describes one dataset directory.
@@ -44,9 +45,11 @@ type Group struct {
 	// TurnsHistogram[k] counts rows with k turns (index 0 unused by real episodes).
 	TurnsHistogram []int   `json:"turns_histogram"`
 	AvgTurns       float64 `json:"avg_turns"`
-	Converged      int     `json:"converged"`
-	ExecOK         int     `json:"exec_ok"`
-	Correct        int     `json:"correct"`
+	// Converged counts rows that ended on the same SQL twice in a row, that SQL having run
+	// (rewards.Rewards.Converged, as student eval counts convergence).
+	Converged int `json:"converged"`
+	ExecOK    int `json:"exec_ok"`
+	Correct   int `json:"correct"`
 	// RowsWithViolation counts rows with any format violation; FormatViolations sums them.
 	RowsWithViolation int `json:"rows_with_violation"`
 	FormatViolations  int `json:"format_violations"`
@@ -84,7 +87,9 @@ func (g *Group) add(r *curate.Row) {
 	}
 	g.TurnsHistogram[t]++
 	g.turns += t
-	if r.Converged {
+	// Converged as student eval and the RL environment count it (rewards): the same SQL twice in
+	// a row, and that SQL ran.
+	if rewards.From(t, int(r.FormatViolations), int(r.TruncatedTurns), r.ExecOK, r.Converged, r.Correct).Converged == 1 {
 		g.Converged++
 	}
 	if r.ExecOK {
