@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,7 +136,9 @@ func TestRunManyInFlight(t *testing.T) {
 		return resp
 	}
 	srv = oaitest.NewServer(t, script, oaitest.WithoutBodies())
-	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
+	// A first-turn request can wait at the barrier for up to 30 s before its 1 s reply, so the
+	// attempt timeout must outlast both (the default 5 s failed episodes on a loaded machine).
+	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency, e.Timeout = inflight, 2*time.Minute })
 	conn := &datasets.Connector{}
 	defer conn.Close()
 	dir := t.TempDir()
@@ -174,9 +178,34 @@ func TestRunManyInFlight(t *testing.T) {
 	t.Logf("%d episodes, %d turns in %s (%.0f turns/s); server max in flight %d; peak heap in use %.1f MiB; goroutines after %d",
 		res.Done, turns, el.Round(time.Millisecond), float64(turns)/el.Seconds(), srv.MaxInFlight(), float64(peak.Load())/(1<<20), runtime.NumGoroutine())
 	if res.Done != len(shop)*200 {
-		t.Fatalf("%d done", res.Done)
+		t.Fatalf("%d of %d done; failures: %s", res.Done, len(shop)*200, failureReasons(t, dir))
 	}
 	if srv.MaxInFlight() < 1000 {
 		t.Fatalf("only %d requests in flight at once, want 1000+", srv.MaxInFlight())
 	}
+}
+
+// failureReasons summarises a run dir's failures.jsonl: each reason with its count.
+func failureReasons(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "failures.jsonl"))
+	if err != nil {
+		return err.Error()
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var f struct {
+			Reason string `json:"reason"`
+			Error  string `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &f) == nil {
+			counts[f.Reason+": "+f.Error]++
+		}
+	}
+	var out []string
+	for k, n := range counts {
+		out = append(out, fmt.Sprintf("%d× %s", n, k))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }
