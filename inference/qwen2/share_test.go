@@ -64,3 +64,24 @@ func TestGeneratorSharing(t *testing.T) {
 		t.Fatalf("%d KV blocks alive after the generator closed", live)
 	}
 }
+
+// TestGeneratorStatsKVMemory: the generator's KV memory counters are current once a request has
+// ended, with reuse off (its cache released) and on (its cache kept).
+func TestGeneratorStatsKVMemory(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	for _, cacheTokens := range []int{-1, 1000} {
+		g, err := generate.New(m, generate.Config{CacheTokens: cacheTokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Generate(context.Background(), generate.Request{Prompt: prompt(40, 1, m.VocabSize()), MaxTokens: 5, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+		st := g.Stats()
+		blocks, bytes := m.KVBlocks()
+		if st.KVBlocks != blocks || st.KVBytes != bytes || (cacheTokens < 0) != (blocks == 0) {
+			t.Errorf("CacheTokens %d: stats say %d KV blocks (%d bytes), the model holds %d (%d bytes)", cacheTokens, st.KVBlocks, st.KVBytes, blocks, bytes)
+		}
+		g.Close()
+	}
+}
