@@ -2,9 +2,12 @@ package qwen2
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
@@ -84,4 +87,86 @@ func TestGeneratorStatsKVMemory(t *testing.T) {
 		}
 		g.Close()
 	}
+}
+
+// TestGeneratorMemoryBounded runs waves of concurrent requests with distinct prompts through the
+// generator, as a long eval or a long-running server sees them (some over one of a few system
+// prompts, some follow-up turns, some sharing nothing, some cancelled midway): after every wave the
+// kept caches hold at most CacheTokens tokens and KV memory (blocks of 16 tokens, rounded up by
+// one block), however many requests went through, and nothing outlives the generator.
+func TestGeneratorMemoryBounded(t *testing.T) {
+	const bound = 320
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	g, err := generate.New(m, generate.Config{MaxBatch: 4, PrefillChunk: 24, StepTokens: 96, CacheTokens: bound, Headroom: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	toks := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = rng.IntN(V)
+		}
+		return out
+	}
+	systems := [][]int{toks(70), toks(45), toks(100)}
+	var history [][]int
+	peak := 0
+	for wave := range 30 {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var done [][]int
+		for range 6 {
+			var p []int
+			switch r := rng.IntN(10); {
+			case r < 6:
+				p = append(slices.Clone(systems[rng.IntN(len(systems))]), toks(1+rng.IntN(12))...)
+			case r < 8 && len(history) > 0: // the waves before this one's
+				p = append(slices.Clone(history[rng.IntN(len(history))]), toks(1+rng.IntN(6))...)
+			default:
+				p = toks(1 + rng.IntN(60))
+			}
+			if len(p) > 150 {
+				p = p[len(p)-150:]
+			}
+			cancelAfter := time.Duration(0)
+			if rng.IntN(5) == 0 {
+				cancelAfter = time.Duration(1+rng.IntN(3)) * time.Millisecond
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if cancelAfter > 0 {
+					time.AfterFunc(cancelAfter, cancel)
+				}
+				r, err := g.Generate(ctx, generate.Request{Prompt: p, MaxTokens: 1 + len(p)%8, IgnoreEOS: true})
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Error(err)
+				}
+				if err == nil {
+					mu.Lock()
+					done = append(done, append(slices.Clone(p), r.Tokens...))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		history = append(history, done...)
+		st := g.Stats()
+		blocks, _ := m.KVBlocks()
+		peak = max(peak, blocks)
+		if st.CacheTokensNow > bound || blocks*16 > bound+16 || st.KVBlocks != blocks {
+			t.Fatalf("wave %d: %d kept caches hold %d tokens in %d KV blocks (stats say %d), bound %d tokens", wave, st.CachesKept, st.CacheTokensNow, blocks, st.KVBlocks, bound)
+		}
+	}
+	st := g.Stats()
+	g.Close()
+	if live, _ := m.KVBlocks(); live != 0 {
+		t.Fatalf("%d KV blocks alive after Close", live)
+	}
+	if st.Requests < 150 || st.Evicted == 0 || st.PrefixHits == 0 {
+		t.Fatalf("stats %+v: want most of the 180 requests run, evictions and reuse", st)
+	}
+	t.Logf("%d requests, %d prefix hits, %d evicted, peak %d KV blocks", st.Requests, st.PrefixHits, st.Evicted, peak)
 }
