@@ -170,3 +170,64 @@ func TestGeneratorMemoryBounded(t *testing.T) {
 	}
 	t.Logf("%d requests, %d prefix hits, %d evicted, peak %d KV blocks", st.Requests, st.PrefixHits, st.Evicted, peak)
 }
+
+// TestGeneratorWholePromptCached: a prompt the kept caches hold in full, or a prefix of one ending
+// on a block boundary or inside a block, is forked at all but its last token, which is run for
+// the logits: outputs, greedy and sampled, are those of a generator that computes everything.
+// The forks write into the blocks they share with the kept caches (copying them first), and the
+// last requests read those kept caches again, past where the forks wrote. (Sampled requests are
+// what tell: a random model's greedy tokens hardly depend on the context; a fork writing into a
+// shared block without copying it fails this test only through them.)
+func TestGeneratorWholePromptCached(t *testing.T) {
+	// A large vocabulary makes a sample move with any change of the logits.
+	m := smallModel(t, safetensors.F32, Options{}, func(s *spec) { s.vocab = 32000 })
+	long := prompt(40, 3, m.VocabSize())
+	greedy := func(p []int) generate.Request { return generate.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true} }
+	sampled := func(p []int, seed int64) generate.Request {
+		return generate.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true, Temperature: 1, Seed: seed}
+	}
+	wantCached := []int{0, 39, 39, 32, 20, 0, 39, 43}
+	run := func(cacheTokens int) ([][]int, []int) {
+		g, err := generate.New(m, generate.Config{CacheTokens: cacheTokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		var out [][]int
+		var cached []int
+		for i := range wantCached {
+			var r generate.Request
+			switch i {
+			case 0, 1:
+				r = greedy(long) // 1: the whole prompt kept, forked at 39 (in a block)
+			case 2, 6:
+				r = sampled(long, int64(i))
+			case 3:
+				r = greedy(long[:33]) // forked at 32, a block boundary
+			case 4:
+				r = sampled(long[:21], 5) // forked at 20, in the block before
+			case 5:
+				r = greedy(long[:1])
+			case 7:
+				r = sampled(append(slices.Clone(long), out[0][:4]...), 7) // the first reply's cache, past 39
+			}
+			res, err := g.Generate(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, res.Tokens)
+			cached = append(cached, res.CachedTokens)
+		}
+		return out, cached
+	}
+	want, _ := run(-1)
+	got, cached := run(1000)
+	if !slices.Equal(cached, wantCached) {
+		t.Fatalf("cached tokens %v, want %v", cached, wantCached)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("request %d: %v from the kept caches, %v computed", i, got[i], want[i])
+		}
+	}
+}
