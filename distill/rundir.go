@@ -27,6 +27,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,7 +106,9 @@ type ManifestTasks struct {
 	Spec  string `json:"spec"`
 	Limit int    `json:"limit,omitempty"`
 	Count int    `json:"count"`
-	// Digest is a hash of the task ids in order, so a changed task file is noticed.
+	// Digest is a hash of the set of task ids (TasksDigest), so a changed task set is noticed.
+	// Run dirs made before it sorted the ids hold a hash of the ids in task order; resume
+	// accepts that too.
 	Digest string `json:"digest"`
 }
 
@@ -411,8 +414,9 @@ type runDir struct {
 	repairs []string
 }
 
-// openRunDir creates or resumes dir for manifest m.
-func openRunDir(dir string, m *Manifest, maxBytes int64, maxLines int) (*runDir, error) {
+// openRunDir creates or resumes dir for manifest m; a run dir whose manifest holds one of
+// olderDigests for the same tasks resumes as if it held m's.
+func openRunDir(dir string, m *Manifest, olderDigests []string, maxBytes int64, maxLines int) (*runDir, error) {
 	if err := os.MkdirAll(filepath.Join(dir, ShardsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("run dir %s: %w", dir, err)
 	}
@@ -424,6 +428,11 @@ func openRunDir(dir string, m *Manifest, maxBytes int64, maxLines int) (*runDir,
 		}
 		if f := old.format(); f != RunFormat {
 			return nil, fmt.Errorf("run dir %s has format %s, and this distill writes %s: it cannot add to it; use another --out (curate reads both formats)", dir, f, RunFormat)
+		}
+		if old.Tasks.Digest != m.Tasks.Digest && slices.Contains(olderDigests, old.Tasks.Digest) {
+			same := *m
+			same.Tasks.Digest = old.Tasks.Digest
+			m = &same
 		}
 		if d := old.Disagreement(m); d != "" {
 			return nil, fmt.Errorf("run dir %s was made by a different run (%s); use another --out, or repeat the original command to resume", dir, d)

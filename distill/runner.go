@@ -10,6 +10,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -43,6 +44,10 @@ type RunConfig struct {
 	Tasks    []datasets.Task
 	TaskSpec string
 	Limit    int
+	// ByDatabase starts the episodes grouped by database (GroupByDatabase) instead of in task
+	// order, so that a policy with a prefix cache (the bundled student) finds one database's
+	// system prompt in it from one task to the next. The run dir does not depend on the order.
+	ByDatabase bool
 	// Policies are the teachers (unique names).
 	Policies []*PolicyHandle
 	Dialects []datasets.Dialect
@@ -93,14 +98,62 @@ type RunResult struct {
 	Summary []SummaryRow
 }
 
-// TasksDigest hashes task ids in order (manifest.tasks.digest).
+// TasksDigest hashes the set of task ids (manifest.tasks.digest): the ids sorted, so that a run
+// dir resumes whatever the order of the task file (trajectories are keyed by task id) and a
+// changed task set is noticed.
 func TasksDigest(tasks []datasets.Task) string {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	slices.Sort(ids)
+	return idsDigest(ids)
+}
+
+// idsDigest hashes ids in the order given: the first 16 hex digits of SHA-256 over each id
+// followed by a 0 byte.
+func idsDigest(ids []string) string {
 	h := sha256.New()
-	for _, t := range tasks {
-		io.WriteString(h, t.ID)
+	for _, id := range ids {
+		io.WriteString(h, id)
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// orderedDigest is the digest of the task ids in the order given, which manifests written before
+// TasksDigest sorted them hold.
+func orderedDigest(tasks []datasets.Task) string {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	return idsDigest(ids)
+}
+
+// olderDigests are the task digests that earlier versions wrote for cfg's tasks and that resume
+// also accepts: the ids in task order, and (for ByDatabase, whose episodes ran in that order)
+// in the order GroupByDatabase gives.
+func olderDigests(cfg *RunConfig) []string {
+	out := []string{orderedDigest(cfg.Tasks)}
+	if cfg.ByDatabase {
+		out = append(out, orderedDigest(GroupByDatabase(cfg.Tasks)))
+	}
+	return out
+}
+
+// GroupByDatabase returns tasks grouped by database: the groups in the order their databases
+// first appear, each group in task order.
+func GroupByDatabase(tasks []datasets.Task) []datasets.Task {
+	first := map[string]int{}
+	for _, t := range tasks {
+		if _, ok := first[t.DBID]; !ok {
+			first[t.DBID] = len(first)
+		}
+	}
+	out := slices.Clone(tasks)
+	slices.SortStableFunc(out, func(a, b datasets.Task) int { return first[a.DBID] - first[b.DBID] })
+	return out
 }
 
 // manifestFor builds the manifest of cfg.
@@ -219,9 +272,12 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	}
 
 	m := manifestFor(&cfg)
-	rd, err := openRunDir(cfg.Dir, m, cfg.MaxShardBytes, cfg.MaxShardLines)
+	rd, err := openRunDir(cfg.Dir, m, olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ByDatabase {
+		cfg.Tasks = GroupByDatabase(cfg.Tasks)
 	}
 	defer rd.close()
 	res := &RunResult{Repairs: rd.repairs}

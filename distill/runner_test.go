@@ -414,3 +414,20 @@ func sortedKeys(m map[string]*distill.Trajectory) []string {
 
 var _ = json.Marshal
 var _ sync.Mutex
+
+// TestTasksDigestIgnoresOrder: the digest names the set of task ids, not their order; another
+// set gets another digest.
+func TestTasksDigestIgnoresOrder(t *testing.T) {
+	tasks := []datasets.Task{{ID: "b/2", DBID: "x"}, {ID: "a/1", DBID: "y"}, {ID: "c/3", DBID: "x"}}
+	rev := []datasets.Task{tasks[2], tasks[1], tasks[0]}
+	if d, r := distill.TasksDigest(tasks), distill.TasksDigest(rev); d != r {
+		t.Fatalf("digest %s, reversed %s", d, r)
+	}
+	if distill.TasksDigest(tasks) == distill.TasksDigest(tasks[:2]) {
+		t.Fatal("a smaller task set has the same digest")
+	}
+	got := distill.GroupByDatabase(tasks)
+	if got[0].ID != "b/2" || got[1].ID != "c/3" || got[2].ID != "a/1" || tasks[1].ID != "a/1" {
+		t.Fatalf("grouped %v (the input must stay as it was)", got)
+	}
+}

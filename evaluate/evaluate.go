@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -124,7 +123,8 @@ const (
 var ErrInterrupted = distill.ErrInterrupted
 
 // Run evaluates cfg.Policy on cfg.Tasks: distill.Run does the episodes (concurrent, resumable,
-// skipping keys done or failed before), then the four derived files are rebuilt from everything
+// skipping keys done or failed before; started grouped by database, so a student's KV cache keeps
+// one database's system prompt from one task to the next), then the four derived files are rebuilt from everything
 // the eval dir holds. It returns the summary also on ErrInterrupted.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.defaults(); err != nil {
@@ -136,7 +136,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	started := time.Now()
 	rr, err := distill.Run(ctx, distill.RunConfig{
 		Dir:          cfg.Dir,
-		Tasks:        byDatabase(cfg.Tasks),
+		Tasks:        cfg.Tasks,
+		ByDatabase:   true,
 		TaskSpec:     cfg.TaskSpec,
 		Limit:        cfg.Limit,
 		Policies:     []*distill.PolicyHandle{cfg.Policy},
@@ -228,23 +229,6 @@ func (cfg *Config) defaults() error {
 		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
 	}
 	return nil
-}
-
-// byDatabase returns tasks grouped by database: the groups in the order their databases first
-// appear, each group in task order. Episodes on one database then run back to back, so a student
-// policy finds that database's system prompt (schema, sample values, rules: most of every
-// prompt) in its KV cache instead of computing it again for each task. The order is a function
-// of the task list alone, so the run dir's task digest still identifies the task file.
-func byDatabase(tasks []datasets.Task) []datasets.Task {
-	first := map[string]int{}
-	for _, t := range tasks {
-		if _, ok := first[t.DBID]; !ok {
-			first[t.DBID] = len(first)
-		}
-	}
-	out := slices.Clone(tasks)
-	slices.SortStableFunc(out, func(a, b datasets.Task) int { return first[a.DBID] - first[b.DBID] })
-	return out
 }
 
 func allSpider(tasks []datasets.Task) bool {

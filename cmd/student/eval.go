@@ -54,6 +54,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
 		dtype       = fs.String("dtype", "", "student: weight type f32, bf16 or q8 (default: as stored)")
 		threads     = fs.Int("threads", 0, "student: CPU threads for the kernels (default: all cores)")
+		cacheTokens = fs.Int("cache-tokens", 65536, "student: tokens of finished conversations' KV caches kept for prefix reuse (a shared schema prompt, the previous turn); negative: none, every prompt computed in full")
 		progress    = fs.String("progress", "auto", "progress output: auto, live, log, off")
 		dialect     = fs.String("dialect", "sqlite", "engine the tasks run on: sqlite, postgres (--pg-dsn) or mysql (--mysql-dsn)")
 		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
@@ -131,6 +132,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *threads > 0 {
 		os.Setenv(policies.EnvStudentThreads, strconv.Itoa(*threads))
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "cache-tokens" {
+			os.Setenv(policies.EnvStudentCacheTokens, strconv.Itoa(*cacheTokens))
+		}
+	})
 
 	tasks, err := datasets.LoadTasks(*taskSpec, *dbRoot)
 	if err != nil {

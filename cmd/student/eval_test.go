@@ -14,7 +14,9 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
@@ -177,6 +179,50 @@ func TestEvalTinyStudent(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &tr); err != nil || len(tr.Turns) == 0 {
 			t.Errorf("trajectory line: %v", err)
 		}
+	}
+}
+
+// TestEvalCacheTokens: --cache-tokens -1 turns prefix reuse off (every prompt computed in full:
+// no cached tokens in usage.json) and the results are the same as with it on, where the tasks'
+// shared system prompt and each conversation's first turn are reused.
+func TestEvalCacheTokens(t *testing.T) {
+	if !slices.Contains(distill.RegisteredPrefixes(), "student") {
+		t.Skip("the student:DIR policy is not registered in this build")
+	}
+	t.Setenv(policies.EnvStudentCacheTokens, "") // restored after the flag sets it
+	model := shared.Path(t, "models/tiny-qwen2-f32/config.json")
+	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
+	dev := birdDir(t)
+	eval := func(extra ...string) (string, chat.Usage) {
+		dir := filepath.Join(t.TempDir(), "tiny")
+		args := append([]string{"eval", "--model", filepath.Dir(model), "--tokenizer", tok, "--tasks", "bird:" + dev,
+			"--out", dir, "--max-turns", "2", "--max-tokens", "12", "--batch", "3", "--progress", "off"}, extra...)
+		if code, out, errs := run(t, args...); code != 0 {
+			t.Fatalf("eval %v: exit %d\n%s\n%s", extra, code, out, errs)
+		}
+		u, err := distill.ReadUsage(dir)
+		if err != nil || len(u.Teachers) != 1 {
+			t.Fatalf("usage.json: %+v, %v", u, err)
+		}
+		res, err := os.ReadFile(filepath.Join(dir, evaluate.ResultsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tu := range u.Teachers {
+			return string(res), tu.Usage
+		}
+		return "", chat.Usage{}
+	}
+	on, uOn := eval()
+	off, uOff := eval("--cache-tokens", "-1")
+	if uOff.CachedTokens != 0 || uOn.CachedTokens == 0 || uOn.PromptTokens != uOff.PromptTokens {
+		t.Fatalf("usage with reuse %+v, without %+v", uOn, uOff)
+	}
+	if on != off {
+		t.Fatalf("results differ:\n%s\nwithout reuse:\n%s", on, off)
+	}
+	if code, _, errs := run(t, "eval", "--model", filepath.Dir(model), "--tasks", "bird:"+dev, "--cache-tokens", "x"); code != 2 || !strings.Contains(errs, "cache-tokens") {
+		t.Fatalf("--cache-tokens x: exit %d, %s", code, errs)
 	}
 }
 

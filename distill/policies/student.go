@@ -23,6 +23,9 @@ const (
 	EnvStudentMmap = "CHAINEDSQL_STUDENT_MMAP"
 	// EnvStudentBackend is the runtime backend: cpu (default), cuda or cuda-emulated.
 	EnvStudentBackend = "CHAINEDSQL_STUDENT_BACKEND"
+	// EnvStudentCacheTokens is the generator's CacheTokens: the tokens of finished
+	// conversations' KV caches kept for prefix reuse (default 65536; negative: no reuse).
+	EnvStudentCacheTokens = "CHAINEDSQL_STUDENT_CACHE_TOKENS"
 )
 
 func init() {
@@ -45,6 +48,13 @@ func openStudent(dir string) (chat.Policy, string, error) {
 			return nil, "", fmt.Errorf("%s=%q: want a positive thread count", EnvStudentThreads, v)
 		}
 		opts.Threads = n
+	}
+	if v := os.Getenv(EnvStudentCacheTokens); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s=%q: want a token count (negative: no prefix reuse)", EnvStudentCacheTokens, v)
+		}
+		opts.Generate.CacheTokens = n
 	}
 	s, err := student.Open(dir, opts)
 	if err != nil {

@@ -683,6 +683,7 @@ func (g *Generator) keep(s *Sequence) {
 	}
 	if g.cfg.CacheTokens < 0 || len(s.fed) > g.cfg.CacheTokens || len(s.fed) == 0 {
 		c.Release()
+		g.updatePoolStats()
 		return
 	}
 	g.clock++
@@ -807,9 +808,7 @@ func (g *Generator) step() {
 		}
 		err = fmt.Errorf("generate: forward of %d sequences, %d tokens: %w", len(steps), tokens, err)
 		for _, s := range seqs {
-			s.cache.Release()
-			s.cache = nil
-			s.end("", -1, err)
+			g.fail(s, err)
 		}
 		g.removeEnded()
 		return
@@ -824,10 +823,7 @@ func (g *Generator) step() {
 			continue // prompt not yet complete
 		}
 		if len(st.Logits) < g.vocab {
-			err := fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab)
-			s.cache.Release()
-			s.cache = nil
-			s.end("", -1, err)
+			g.fail(s, fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab))
 			continue
 		}
 		tok := s.sampler.sample(st.Logits[len(st.Logits)-g.vocab:])
@@ -855,6 +851,14 @@ func (g *Generator) step() {
 	g.stats.Generated += int64(generated)
 	g.statsMu.Unlock()
 	g.removeEnded()
+}
+
+// fail ends the active request s with err, releasing its cache.
+func (g *Generator) fail(s *Sequence, err error) {
+	s.cache.Release()
+	s.cache = nil
+	g.updatePoolStats()
+	s.end("", -1, err)
 }
 
 func isStop(stops []int, tok int) bool {

@@ -1,6 +1,8 @@
 package generate
 
 import (
+	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -69,5 +71,157 @@ func TestPrefixTree(t *testing.T) {
 	tr.prune(mid)
 	if len(tr.root.kids[4].edge) != 3 {
 		t.Fatal("prune did not merge the split point back")
+	}
+}
+
+// forkModel is a Model whose caches fork (by copying) and record their tokens, counting the
+// caches alive; its Forward only appends.
+type forkModel struct{ live int }
+
+func (m *forkModel) VocabSize() int     { return 1000 }
+func (m *forkModel) ContextLength() int { return 1 << 20 }
+func (m *forkModel) NewCache(int) (Cache, error) {
+	m.live++
+	return &forkCache{m: m}, nil
+}
+func (m *forkModel) Forward(_ context.Context, steps []Step) error {
+	for _, st := range steps {
+		c := st.Cache.(*forkCache)
+		c.toks = append(c.toks, st.Tokens...)
+	}
+	return nil
+}
+
+type forkCache struct {
+	m        *forkModel
+	toks     []int
+	released bool
+}
+
+func (c *forkCache) Len() int { return len(c.toks) }
+func (c *forkCache) Truncate(n int) {
+	if n < len(c.toks) {
+		c.toks = c.toks[:max(n, 0)]
+	}
+}
+func (c *forkCache) Release() {
+	if !c.released {
+		c.released = true
+		c.m.live--
+	}
+}
+func (c *forkCache) Fork(n, _ int) (Cache, error) {
+	c.m.live++
+	return &forkCache{m: c.m, toks: slices.Clone(c.toks[:n])}, nil
+}
+
+// checkTree verifies the prefix tree's invariants with forking caches: tokens is the sum of the
+// edges, only leaves keep caches and every leaf keeps one, each kept cache holds exactly its
+// path's tokens, no node but the root is a cacheless node with one child (so there are fewer
+// than two nodes per kept cache), and the kept list is the nodes holding caches.
+func checkTree(t *testing.T, tr *prefixTree) {
+	t.Helper()
+	nodes, tokens, holding := 0, 0, 0
+	var walk func(n *pnode, path []int)
+	walk = func(n *pnode, path []int) {
+		nodes++
+		tokens += len(n.edge)
+		path = append(path, n.edge...)
+		if n.depth != len(path) {
+			t.Fatalf("node at depth %d holds a path of %d tokens", n.depth, len(path))
+		}
+		if n != &tr.root {
+			if n.cache == nil && len(n.kids) < 2 {
+				t.Fatalf("cacheless node with %d children at depth %d", len(n.kids), n.depth)
+			}
+			if n.cache != nil && len(n.kids) > 0 {
+				t.Fatalf("a kept cache at depth %d has %d longer caches below it", n.depth, len(n.kids))
+			}
+		}
+		if n.cache != nil {
+			holding++
+			if c := n.cache.(*forkCache); c.released || !slices.Equal(c.toks, path) {
+				t.Fatalf("kept cache (released %v) holds %d tokens, its path %d", c.released, len(c.toks), len(path))
+			}
+		}
+		for first, k := range n.kids {
+			if k.parent != n || k.edge[0] != first {
+				t.Fatal("child linked under the wrong parent or key")
+			}
+			walk(k, path)
+		}
+	}
+	walk(&tr.root, nil)
+	if tokens != tr.tokens || holding != len(tr.kept) || nodes > 2*len(tr.kept)+1 {
+		t.Fatalf("tree: %d nodes, %d tokens on edges (counted %d), %d caches held, %d kept", nodes, tokens, tr.tokens, holding, len(tr.kept))
+	}
+}
+
+// TestPrefixTreeBounded drives attach and keep with thousands of distinct prompts, as a long eval
+// or a long-running server sees them: twenty system prompts, questions, follow-up turns of
+// earlier conversations and prompts sharing nothing. The tree's tokens stay within CacheTokens,
+// it never has more than two nodes per kept cache, no cache leaks, and every request starts from
+// the longest prefix the tree held (all but its last token at most).
+func TestPrefixTreeBounded(t *testing.T) {
+	const bound = 3000
+	m := &forkModel{}
+	g := &Generator{model: m, cfg: Config{CacheTokens: bound}.withDefaults(), vocab: m.VocabSize(), ctxLen: m.ContextLength(), forking: true}
+	rng := rand.New(rand.NewPCG(7, 7))
+	toks := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = rng.IntN(m.VocabSize())
+		}
+		return out
+	}
+	systems := make([][]int, 20)
+	for i := range systems {
+		systems[i] = toks(50 + rng.IntN(350))
+	}
+	var history [][]int
+	for i := range 4000 {
+		var p []int
+		switch r := rng.IntN(10); {
+		case r < 6:
+			p = append(slices.Clone(systems[rng.IntN(len(systems))]), toks(1+rng.IntN(40))...)
+		case r < 9 && len(history) > 0:
+			p = append(slices.Clone(history[rng.IntN(len(history))]), toks(1+rng.IntN(20))...)
+		default:
+			p = toks(1 + rng.IntN(300))
+		}
+		want, _ := g.tree.match(p)
+		want = min(want, len(p)-1)
+		s := &Sequence{ctx: context.Background(), req: Request{Prompt: p, MaxTokens: 10}}
+		if ready, err := g.attach(s); !ready || err != nil {
+			t.Fatalf("request %d: attach %v, %v", i, ready, err)
+		}
+		if s.cached != want || s.cache.Len() != want || !slices.Equal(s.fed, p[:want]) {
+			t.Fatalf("request %d: started from %d cached tokens (cache %d), the tree held %d", i, s.cached, s.cache.Len(), want)
+		}
+		// The prompt's rest and a reply of up to 10 tokens.
+		fed := append(slices.Clone(p[want:]), toks(1+rng.IntN(10))...)
+		if err := m.Forward(context.Background(), []Step{{Cache: s.cache, Tokens: fed}}); err != nil {
+			t.Fatal(err)
+		}
+		s.fed = append(s.fed, fed...)
+		if len(history) < 50 {
+			history = append(history, s.fed)
+		} else {
+			history[rng.IntN(len(history))] = s.fed
+		}
+		g.keep(s)
+		if g.tree.tokens > bound {
+			t.Fatalf("request %d: the tree holds %d tokens, bound %d", i, g.tree.tokens, bound)
+		}
+		if m.live != len(g.tree.kept) {
+			t.Fatalf("request %d: %d caches alive, %d kept", i, m.live, len(g.tree.kept))
+		}
+		if i%50 == 0 {
+			checkTree(t, &g.tree)
+		}
+	}
+	checkTree(t, &g.tree)
+	if st := g.Stats(); st.Evicted == 0 || st.PrefixHits < 1000 {
+		t.Fatalf("stats %+v: want evictions and reuse", st)
 	}
 }

@@ -2,6 +2,7 @@ package generate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -211,5 +212,62 @@ func TestNoForkSharesNothing(t *testing.T) {
 	}
 	if toy.Forks() != 0 {
 		t.Fatal("forked a cache that cannot fork")
+	}
+}
+
+// TestSharingStress: two hundred requests from forty goroutines over five system prompts (long
+// enough that requests arriving together wait for one another's prefix), some cancelled at a
+// random moment (leaders among them, mid-prefill), under a CacheTokens bound that evicts: every
+// request not cancelled gets the reference output, none hangs, and no cache leaks (run with
+// -race).
+func TestSharingStress(t *testing.T) {
+	toy := gentest.NewToy(64, 4096)
+	toy.Delay = 200 * time.Microsecond
+	g := newGen(t, toy, generate.Config{MaxBatch: 6, PrefillChunk: 16, StepTokens: 48, CacheTokens: 600})
+	var prefixes [][]int
+	for p := range 5 {
+		prefix := seq(p*7+1, 120+40*p)
+		prefix[0] = 50 + p
+		prefixes = append(prefixes, prefix)
+	}
+	var wg sync.WaitGroup
+	for w := range 40 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 5))
+			for i := range 5 {
+				p := append(slices.Clone(prefixes[rng.IntN(len(prefixes))]), seq(rng.IntN(50), 1+rng.IntN(20))...)
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.IntN(5) == 0 {
+					time.AfterFunc(time.Duration(rng.IntN(3000))*time.Microsecond, cancel)
+				}
+				res, err := g.Generate(ctx, generate.Request{Prompt: p, MaxTokens: 1 + rng.IntN(6), IgnoreEOS: true})
+				cancelled := ctx.Err() != nil
+				cancel()
+				switch {
+				case err != nil && !(cancelled && errors.Is(err, context.Canceled)):
+					t.Errorf("worker %d request %d: %v", w, i, err)
+				case err == nil && !slices.Equal(res.Tokens, refGreedy(toy, p, len(res.Tokens))):
+					t.Errorf("worker %d request %d: %v is not the reference", w, i, res.Tokens)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("requests still running after 2 minutes: %+v", g.Stats())
+	}
+	st := g.Stats()
+	if st.WaitedForPrefix == 0 || st.FromRunning == 0 || st.Evicted == 0 || st.CacheTokensNow > 600 {
+		t.Fatalf("stats %+v: want waits for running prefixes, forks of them and evictions within the bound", st)
+	}
+	if live := toy.LiveCaches(); live != st.CachesKept {
+		t.Fatalf("%d caches alive, %d kept", live, st.CachesKept)
+	}
+	g.Close()
+	if live := toy.LiveCaches(); live != 0 {
+		t.Fatalf("%d caches alive after Close", live)
 	}
 }

@@ -117,14 +117,15 @@ func tinyShared(n, pre, suf int) [][]int {
 	return out
 }
 
-// generateAll runs the prompts concurrently (greedy, max tokens each) and returns their results.
-func generateAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens int) []generate.Result {
+// generateAll runs the prompts concurrently (max tokens each, at temperature, request i seeded
+// with i) and returns their results.
+func generateAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens int, temperature float64) []generate.Result {
 	t.Helper()
 	res := make([]generate.Result, len(prompts))
 	var wg sync.WaitGroup
 	for i, p := range prompts {
 		wg.Go(func() {
-			r, err := g.Generate(context.Background(), generate.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true})
+			r, err := g.Generate(context.Background(), generate.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true, Temperature: temperature, Seed: int64(i)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -138,8 +139,12 @@ func generateAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens
 // TestTinySharedPrefix runs one batch on the tiny checkpoint with prefix sharing and without
 // (CacheTokens -1): eight requests with a 600-token common prefix (three KV blocks, the last one
 // partly filled and so copied on write) arriving together, then eight more after them, under a
-// CacheTokens bound that evicts kept caches. The greedy outputs are identical both ways, the
-// prefix is computed once, and the KV blocks are all freed at the end.
+// CacheTokens bound that evicts kept caches, each batch greedy and then sampled at temperature 1
+// (seeded). The outputs are identical both ways, the prefix is computed once, and the KV blocks
+// are all freed at the end. The sampled pass is what makes the test sensitive: the tiny
+// checkpoint's random weights make its greedy tokens depend little on the context (a fork
+// writing into the shared last block without copying it still gave the same greedy tokens),
+// while a sample drawn from its near-uniform distribution moves with any change of a logit.
 func TestTinySharedPrefix(t *testing.T) {
 	_, m := loadTiny(t)
 	first := tinyShared(8, 600, 24)
@@ -152,8 +157,10 @@ func TestTinySharedPrefix(t *testing.T) {
 		defer g.Close()
 		var out [][]int
 		for _, batch := range [][][]int{first, second} {
-			for _, r := range generateAll(t, g, batch, 12) {
-				out = append(out, r.Tokens)
+			for _, temp := range []float64{0, 1} {
+				for _, r := range generateAll(t, g, batch, 12, temp) {
+					out = append(out, r.Tokens)
+				}
 			}
 		}
 		return out, g.Stats()
