@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -338,5 +339,52 @@ func TestProviderWireDetails(t *testing.T) {
 	c = newClient(t, providerEndpoint(srv, teachers.ProviderOllama, func(e *teachers.Endpoint) { e.ReasoningEffort = "max" }))
 	if _, err := c.Chat(context.Background(), question, chat.Options{}); teachers.Reason(err) != teachers.ReasonClient || !strings.Contains(err.Error(), "invalid reasoning value") {
 		t.Errorf("ollama effort max: %v", err)
+	}
+}
+
+// TestStreamsLeaveNoGoroutines: streamed calls that finish, stall past the idle timeout, are
+// cut, reset, or cancelled by the caller mid-stream leave no goroutine behind once the client
+// and the server are closed (idle timers stopped, bodies closed).
+func TestStreamsLeaveNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		p := oaitest.Personalities["deepseek"]
+		p.ChunkBytes, p.ChunkDelay = 4, time.Millisecond
+		srv := oaitest.Start(reasoningScript, oaitest.WithPersonality(p), oaitest.WithModels("test-model"),
+			oaitest.WithFaultRate(0.5, 3, oaitest.StreamStall, oaitest.StreamCut, oaitest.StreamReset, oaitest.StreamError), oaitest.WithoutBodies())
+		defer srv.Close()
+		c, err := teachers.New(providerEndpoint(srv, teachers.ProviderDeepSeek, func(e *teachers.Endpoint) {
+			e.Stream, e.StreamIdleTimeout, e.MaxRetries, e.BackoffBase, e.BackoffMax = true, 50*time.Millisecond, 2, time.Millisecond, 2*time.Millisecond
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var wg sync.WaitGroup
+		for i := range 60 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if i%3 == 0 {
+					time.AfterFunc(time.Duration(i%7+1)*3*time.Millisecond, cancel) // mid-stream
+				}
+				msgs := []chat.Message{{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", i)}}
+				rep, err := c.Chat(ctx, msgs, chat.Options{})
+				if err == nil && (rep.Reasoning != thinkText || rep.Content != "<sql>SELECT count(*) FROM customer</sql>") {
+					t.Errorf("call %d: partial reply %+v", i, rep)
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
