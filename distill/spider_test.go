@@ -134,7 +134,9 @@ func TestRunManyInFlight(t *testing.T) {
 		return resp
 	}
 	srv = oaitest.NewServer(t, script, oaitest.WithoutBodies())
-	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
+	// The attempt timeout outlasts the barrier: under -race on a loaded machine the first
+	// requests wait there longer than fakeTeacher's 5 s, time out, and their episodes fail.
+	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency, e.Timeout = inflight, time.Minute })
 	conn := &datasets.Connector{}
 	defer conn.Close()
 	dir := t.TempDir()
