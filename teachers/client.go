@@ -175,7 +175,7 @@ func (c *Client) encodeBaseExtra() error {
 		m["top_p"] = mustJSON(*c.ep.TopP)
 	}
 	if c.ep.MaxTokens > 0 {
-		m["max_tokens"] = mustJSON(c.ep.MaxTokens)
+		m[c.prof.maxTokensKey()] = mustJSON(c.ep.MaxTokens)
 	}
 	thinking := prof.thinkingFields(c.ep)
 	for k, v := range prof.effortFields(c.ep) {
@@ -262,7 +262,7 @@ func (c *Client) requestExtra(o chat.Options) []byte {
 		m["top_k"] = mustJSON(o.TopK)
 	}
 	if o.MaxTokens > 0 {
-		m["max_tokens"] = mustJSON(o.MaxTokens)
+		m[c.prof.maxTokensKey()] = mustJSON(o.MaxTokens)
 	}
 	if o.Seed != nil {
 		m["seed"] = mustJSON(*o.Seed)

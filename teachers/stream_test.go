@@ -388,3 +388,24 @@ func TestStreamsLeaveNoGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestOpenAIMaxCompletionTokens: on OpenAI the completion budget goes as max_completion_tokens,
+// which its reasoning models require (they refuse max_tokens); other providers keep max_tokens.
+func TestOpenAIMaxCompletionTokens(t *testing.T) {
+	srv := oaitest.NewServer(t, nil, oaitest.WithPersonality(oaitest.Personalities["openai"]), oaitest.WithModels("test-model"))
+	c := newClient(t, providerEndpoint(srv, teachers.ProviderOpenAI, func(e *teachers.Endpoint) { e.MaxTokens = 512 }))
+	for _, o := range []chat.Options{{}, {MaxTokens: 64}} {
+		if _, err := c.Chat(context.Background(), question, o); err != nil {
+			t.Fatalf("options %+v: %v", o, err)
+		}
+	}
+	reqs := srv.Requests()
+	if string(reqs[0].Field("max_completion_tokens")) != "512" || string(reqs[1].Field("max_completion_tokens")) != "64" || reqs[1].Field("max_tokens") != nil {
+		t.Errorf("bodies %s / %s", reqs[0].Body, reqs[1].Body)
+	}
+	v := oaitest.NewServer(t, nil, oaitest.WithModels("test-model"))
+	c = newClient(t, providerEndpoint(v, teachers.ProviderVLLM, func(e *teachers.Endpoint) { e.MaxTokens = 512 }))
+	if _, err := c.Chat(context.Background(), question, chat.Options{}); err != nil || string(v.Requests()[0].Field("max_tokens")) != "512" {
+		t.Errorf("vllm: %v %s", err, v.Requests()[0].Body)
+	}
+}

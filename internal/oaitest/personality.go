@@ -219,6 +219,19 @@ func ollamaThinking(r Request) (bool, int, string) {
 	return true, http.StatusBadRequest, fmt.Sprintf(OllamaEffortMessage, effort)
 }
 
+// OpenAIMaxTokensMessage is OpenAI's refusal of max_tokens by its reasoning models.
+const OpenAIMaxTokensMessage = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+
+// openAIRule is OpenAI's rule for its reasoning models: max_tokens is refused with 400
+// unsupported_parameter (as many client trackers report for o1, o3, gpt-5, e.g.
+// teilomillet/gollm#33); max_completion_tokens is the budget.
+func openAIRule(r Request) (bool, int, string) {
+	if r.Field("max_tokens") != nil {
+		return true, http.StatusBadRequest, OpenAIMaxTokensMessage
+	}
+	return true, 0, ""
+}
+
 // Personalities are the providers' wire shapes, by the teachers package's provider names. Where
 // each shape comes from (providers' documentation and issue trackers, 2025-2026):
 //
@@ -249,7 +262,8 @@ func ollamaThinking(r Request) (bool, int, string) {
 //     refuses an effort other than high, medium, low and none with 400, has no usage details
 //     and answers an unknown model with 404 not_found_error (ollama/ollama openai/openai.go).
 //   - openai: x-ratelimit-limit/remaining/reset-requests and -tokens headers, 429 with
-//     retry-after-ms, strict model ids, no reasoning text in chat completions.
+//     retry-after-ms, strict model ids, no reasoning text in chat completions, 400 for
+//     max_tokens (its reasoning models take max_completion_tokens only).
 var Personalities = map[string]Personality{
 	"vllm": {Name: "vllm", ReasoningField: FieldReasoning, NullContent: true, NullUsageDetails: true,
 		StrictModels: true, NotFound: NotFoundVLLM, Thinking: templateThinking, FaultFinish: "abort"},
@@ -273,7 +287,7 @@ var Personalities = map[string]Personality{
 	"fireworks": {Name: "fireworks", ReasoningField: FieldReasoningContent, StrictModels: true, Thinking: effortThinking},
 	"ollama": {Name: "ollama", ReasoningField: FieldReasoning, NullUsageDetails: true, StrictModels: true, NotFound: NotFoundOllama,
 		Thinking: ollamaThinking},
-	"openai": {Name: "openai", ReasoningField: "", StrictModels: true, RateLimit: 600, RateWindow: time.Minute},
+	"openai": {Name: "openai", ReasoningField: "", StrictModels: true, RateLimit: 600, RateWindow: time.Minute, Thinking: openAIRule},
 }
 
 // notFound writes the provider's answer to an unknown model id.
