@@ -145,6 +145,9 @@ const (
 //
 //   - Tags are exactly <think>, </think>, <sql>, </sql>, matched without regard to ASCII case
 //     (<THINK> counts; "< think>" does not).
+//   - A reply that begins (after whitespace) with an <sql> block has no think tags inside
+//     that block: servers that split the reasoning into a field send just the answer, and a
+//     '</think>' in a string literal of its statement is SQL.
 //   - The think block ends at the first </think>, as the reasoning parsers of vLLM and SGLang
 //     split a reply. It begins at the first <think> before that; when there is none, at the
 //     start of the content (chat templates that put the opening tag into the prompt).
@@ -162,16 +165,24 @@ func ParseReply(content string) ParsedReply {
 	var p ParsedReply
 	lower := asciiLower(content) // the tags are ASCII; byte offsets stay those of content
 	answer := 0                  // offset where the answer region starts
-	if end := strings.Index(lower, TagThinkClose); end >= 0 {
+	// A reply that opens with its <sql> block (a server split the reasoning off into a field)
+	// has no think block in that statement: a '<think>' or '</think>' in a string literal
+	// there is SQL, not a tag. Think tags are looked for only after that block.
+	from := leadingSQLEnd(lower)
+	if end := strings.Index(lower[from:], TagThinkClose); end >= 0 {
+		end += from
 		start := 0
-		if open := strings.Index(lower[:end], TagThinkOpen); open >= 0 {
-			p.ThinkStart, start = open, open+len(TagThinkOpen)
+		if open := strings.Index(lower[from:end], TagThinkOpen); open >= 0 {
+			p.ThinkStart, start = from+open, from+open+len(TagThinkOpen)
+		} else if from > 0 {
+			p.ThinkStart, start = from, from // a lone </think> after the leading block
 		}
 		p.Think = strings.TrimSpace(content[start:end])
 		p.HasThink, p.ThinkClosed = true, true
 		answer = end + len(TagThinkClose)
 		p.ThinkEnd = answer
-	} else if open := strings.Index(lower, TagThinkOpen); open >= 0 {
+	} else if open := strings.Index(lower[from:], TagThinkOpen); open >= 0 {
+		open += from
 		start := open + len(TagThinkOpen)
 		p.HasThink, p.ThinkStart = true, open
 		if s := strings.Index(lower[start:], TagSQLOpen); s >= 0 {
@@ -196,6 +207,21 @@ func ParseReply(content string) ParsedReply {
 	}
 	p.WellFormed = wellFormed(lower)
 	return p
+}
+
+// leadingSQLEnd is the offset just past the </sql> of an <sql> block that begins the
+// (lowered) content after whitespace, the end of the content when that block is not closed,
+// and 0 when the content does not begin with <sql>.
+func leadingSQLEnd(lower string) int {
+	lead := len(lower) - len(strings.TrimLeft(lower, " \t\r\n"))
+	if !strings.HasPrefix(lower[lead:], TagSQLOpen) {
+		return 0
+	}
+	body := lead + len(TagSQLOpen)
+	if j := strings.Index(lower[body:], TagSQLClose); j >= 0 {
+		return body + j + len(TagSQLClose)
+	}
+	return len(lower)
 }
 
 // wellFormed checks the strict form on lowered content (see ParsedReply.WellFormed).

@@ -37,6 +37,8 @@ func TestParseReply(t *testing.T) {
 		{"empty", "", "", "", false, false, false, false, ""},
 		{"unicode before tags", "<think>Ünïcödé İ</think><sql>SELECT 'ß'</sql>", "Ünïcödé İ", "SELECT 'ß'", true, true, true, true, "<sql>SELECT 'ß'</sql>"},
 		{"mysql backticks kept", "<think>x</think><sql>SELECT `a` FROM `t`</sql>", "x", "SELECT `a` FROM `t`", true, true, true, true, "<sql>SELECT `a` FROM `t`</sql>"},
+		{"think tags in a literal of a leading sql block", "<sql>SELECT id FROM posts WHERE body LIKE '%</think>%'</sql>", "", "SELECT id FROM posts WHERE body LIKE '%</think>%'", true, false, false, false, "<sql>SELECT id FROM posts WHERE body LIKE '%</think>%'</sql>"},
+		{"open think tag in a literal of a leading sql block", "\n<sql>SELECT '<think>' AS t</sql>", "", "SELECT '<think>' AS t", true, false, false, false, "<sql>SELECT '<think>' AS t</sql>"},
 		{"spaced tag is text", "<think>x</think>< sql>SELECT 9</sql>", "x", "", false, true, true, false, "< sql>SELECT 9</sql>"},
 	}
 	for _, c := range cases {
@@ -159,7 +161,7 @@ func TestRenderObservation(t *testing.T) {
 // the same reasoning and statement, well-formed.
 func FuzzParseReply(f *testing.F) {
 	for _, s := range []string{"<think>a</think>\n<sql>SELECT 1</sql>", "<SQL>```sql\nx\n```", "</think><sql>", "<think><sql></sql>", "İ<sql>ß</sql>", "",
-		"a</think>b</think><sql>c", "<think>x<sql>y</sql></think><sql>z</sql>", "<ThInK>\n</tHiNk><Sql>1</sQL>"} {
+		"a</think>b</think><sql>c", "SELECT '</think>'", "x <think> y", "<think>x<sql>y</sql></think><sql>z</sql>", "<ThInK>\n</tHiNk><Sql>1</sQL>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -181,6 +183,14 @@ func FuzzParseReply(f *testing.F) {
 		}
 		if p.HasThink && !strings.Contains(s[p.ThinkStart:p.ThinkEnd], p.Think) {
 			t.Fatalf("think %q is not inside its block %q", p.Think, s[p.ThinkStart:p.ThinkEnd])
+		}
+		// A statement sent alone (the reasoning in a field) parses back whole, whatever think
+		// tags its literals hold.
+		if stmt := strings.TrimSpace(s); stmt != "" && !strings.Contains(strings.ToLower(s), "sql>") && !strings.HasPrefix(stmt, "```") {
+			q := distill.ParseReply("<sql>" + s + "</sql>")
+			if q.SQL != stmt || q.HasThink || !q.SQLClosed {
+				t.Fatalf("lone statement %q parses as %+v", s, q)
+			}
 		}
 		if p.OK && !strings.Contains(strings.ToLower(p.Think+p.SQL), "<") && !strings.Contains(p.SQL, "`") {
 			canon := "<think>" + p.Think + "</think>\n<sql>" + p.SQL + "</sql>"

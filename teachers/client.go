@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -174,14 +175,45 @@ func (c *Client) encodeBaseExtra() error {
 		m["top_p"] = mustJSON(*c.ep.TopP)
 	}
 	if c.ep.MaxTokens > 0 {
-		m["max_tokens"] = mustJSON(c.ep.MaxTokens)
+		m[c.prof.maxTokensKey()] = mustJSON(c.ep.MaxTokens)
 	}
+	thinking := prof.thinkingFields(c.ep)
 	for k, v := range prof.effortFields(c.ep) {
-		m[k] = mustJSON(v)
+		merged, err := mergeField(thinking[k], v)
+		if err != nil {
+			return fmt.Errorf("teacher %s: thinking: %v and reasoning_effort: %q both set the %s request field of provider %s (%v); drop one of them",
+				c.ep.Name, *c.ep.Thinking, c.ep.ReasoningEffort, k, prof.Name, err)
+		}
+		m[k] = mustJSON(merged)
 	}
 	c.baseExtra = m
 	c.baseJoin = joinFields(m)
 	return nil
+}
+
+// mergeField combines the thinking switch's value of a request field (nil when it sets none)
+// with the reasoning effort's: two objects are merged (OpenRouter's reasoning: {"enabled": …}
+// and {"effort": …}); other values must agree.
+func mergeField(thinking, effort any) (any, error) {
+	if thinking == nil {
+		return effort, nil
+	}
+	tm, ok1 := thinking.(map[string]any)
+	em, ok2 := effort.(map[string]any)
+	if ok1 && ok2 {
+		out := make(map[string]any, len(tm)+len(em))
+		for k, v := range tm {
+			out[k] = v
+		}
+		for k, v := range em {
+			out[k] = v
+		}
+		return out, nil
+	}
+	if reflect.DeepEqual(thinking, effort) {
+		return effort, nil
+	}
+	return nil, fmt.Errorf("%v against %v", thinking, effort)
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -230,7 +262,7 @@ func (c *Client) requestExtra(o chat.Options) []byte {
 		m["top_k"] = mustJSON(o.TopK)
 	}
 	if o.MaxTokens > 0 {
-		m["max_tokens"] = mustJSON(o.MaxTokens)
+		m[c.prof.maxTokensKey()] = mustJSON(o.MaxTokens)
 	}
 	if o.Seed != nil {
 		m["seed"] = mustJSON(*o.Seed)

@@ -52,7 +52,9 @@ const (
 //     PROCESSING" SSE comments.
 //   - Together, Fireworks, Ollama: OpenAI-compatible with reasoning_effort; Together and Ollama
 //     answer in message.reasoning, Fireworks in reasoning_content.
-//   - OpenAI: reasoning_effort; x-ratelimit-* headers and retry-after-ms; no reasoning text.
+//   - OpenAI: reasoning_effort; the budget as max_completion_tokens (its reasoning models
+//     refuse max_tokens with 400 unsupported_parameter); x-ratelimit-* headers and
+//     retry-after-ms; no reasoning text.
 type Profile struct {
 	Name string
 	// BaseURL is the provider's OpenAI-compatible base URL ("" keeps the endpoint's).
@@ -70,6 +72,16 @@ type Profile struct {
 	thinking func(family string, on bool) map[string]any
 	// effort renders a reasoning effort; nil sends top-level reasoning_effort.
 	effort func(effort string) map[string]any
+	// maxTokens is the request field of the completion budget ("" = max_tokens).
+	maxTokens string
+}
+
+// maxTokensKey is the request field carrying max_tokens on this provider.
+func (p Profile) maxTokensKey() string {
+	if p.maxTokens != "" {
+		return p.maxTokens
+	}
+	return "max_tokens"
 }
 
 // Model families, from the preset name or the model id.
@@ -177,8 +189,11 @@ var profiles = map[string]Profile{
 		},
 		ReasoningOrder: []string{chat.SourceReasoning, chat.SourceReasoningContent, chat.SourceReasoningDetails},
 		thinking:       effortNoneWhenOff},
+	// OpenAI's reasoning models refuse max_tokens ("Unsupported parameter: 'max_tokens' is not
+	// supported with this model. Use 'max_completion_tokens' instead."); every chat model
+	// takes max_completion_tokens.
 	ProviderOpenAI: {Name: ProviderOpenAI, BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY",
-		Models: map[string]string{}, ReasoningOrder: fieldOrder},
+		Models: map[string]string{}, ReasoningOrder: fieldOrder, maxTokens: "max_completion_tokens"},
 }
 
 // genericProfile is used without a provider: no thinking fields, reasoning_effort at the top.

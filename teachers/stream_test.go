@@ -2,7 +2,10 @@ package teachers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +83,9 @@ func TestStreamMatchesPlain(t *testing.T) {
 			p := oaitest.Personalities[name]
 			if !p.NullUsageDetails && (rep.Usage.CachedTokens != 60 || rep.Usage.ReasoningTokens != 25) {
 				t.Errorf("cached/reasoning tokens %+v", rep.Usage)
+			}
+			if p.TopLevelReasoningTokens && rep.Usage.ReasoningTokens != 25 {
+				t.Errorf("reasoning tokens from usage.reasoning_tokens: %+v", rep.Usage)
 			}
 			if p.CostPerToken > 0 && rep.Usage.CostUSD != p.CostPerToken*140 {
 				t.Errorf("reported cost %v", rep.Usage.CostUSD)
@@ -274,4 +280,132 @@ func TestStreamFaultMix(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	t.Logf("%d streamed calls: %d succeeded, failed %v, retries %v", n, st.Succeeded, failed, st.RetriesByReason)
+}
+
+// TestProviderWireDetails: the client against the wire details taken from the providers' own
+// sources (internal/oaitest.Personalities): OpenRouter's BYOK cost, a stream ending with a
+// message snapshot, each provider's refusal of an unknown model id, OpenRouter's one reasoning
+// object for thinking and effort, and Ollama's refusal of an effort it does not know.
+func TestProviderWireDetails(t *testing.T) {
+	// OpenRouter BYOK: usage.cost is only the fee; the upstream charge is billed to the key.
+	p := oaitest.Personalities["openrouter"]
+	p.BYOK = true
+	srv := oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(p), oaitest.WithModels("test-model"))
+	for _, stream := range []bool{false, true} {
+		c := newClient(t, providerEndpoint(srv, teachers.ProviderOpenRouter, func(e *teachers.Endpoint) { e.Stream = stream }))
+		rep, err := c.Chat(context.Background(), question, chat.Options{})
+		want := p.CostPerToken * 140 * (1 + oaitest.BYOKFee)
+		if err != nil || math.Abs(rep.Usage.CostUSD-want) > 1e-15 || math.Abs(c.Stats().CostUSD-want) > 1e-15 {
+			t.Errorf("BYOK stream=%v: cost %v, want %v (%v)", stream, rep.Usage.CostUSD, want, err)
+		}
+	}
+	// A gateway repeating the whole reply as a message on the finish chunk: kept once.
+	p = oaitest.Personalities["vllm"]
+	p.SnapshotOnFinish = true
+	srv = oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(p), oaitest.WithModels("test-model"))
+	c := newClient(t, providerEndpoint(srv, teachers.ProviderVLLM, func(e *teachers.Endpoint) { e.Stream = true }))
+	if rep, err := c.Chat(context.Background(), question, chat.Options{}); err != nil || rep.Content != "<sql>SELECT count(*) FROM customer</sql>" || rep.Reasoning != thinkText {
+		t.Errorf("snapshot on finish: %q / %q %v", rep.Content, rep.Reasoning, err)
+	}
+	// An unknown model id, in each provider's status and shape: a client error, not retried.
+	for _, name := range []string{"vllm", "deepseek", "zai", "ollama", "openai"} {
+		srv := oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(oaitest.Personalities[name]), oaitest.WithModels("test-model"))
+		c := newClient(t, providerEndpoint(srv, personalityProvider(name), func(e *teachers.Endpoint) { e.Model = "no-such-model" }))
+		_, err := c.Chat(context.Background(), question, chat.Options{})
+		var te *teachers.Error
+		if !errors.As(err, &te) || te.Reason != teachers.ReasonClient || te.Attempts != 1 || te.Message == "" {
+			t.Errorf("%s unknown model: %v", name, err)
+		}
+	}
+	// OpenRouter: thinking and an effort go into one reasoning object; neither is lost.
+	srv = oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(oaitest.Personalities["openrouter"]), oaitest.WithModels("test-model"))
+	for _, on := range []bool{true, false} {
+		c := newClient(t, providerEndpoint(srv, teachers.ProviderOpenRouter, func(e *teachers.Endpoint) { e.Thinking, e.ReasoningEffort = &on, "high" }))
+		rep, err := c.Chat(context.Background(), question, chat.Options{})
+		reqs := srv.Requests()
+		want := fmt.Sprintf(`{"effort":"high","enabled":%v}`, on)
+		if got := string(reqs[len(reqs)-1].Field("reasoning")); err != nil || got != want || (rep.Reasoning != "") == !on {
+			t.Errorf("thinking %v: reasoning %s, want %s; reply reasoning %q (%v)", on, got, want, rep.Reasoning, err)
+		}
+	}
+	// Fireworks turns thinking off with reasoning_effort "none": an effort as well contradicts it.
+	off := false
+	_, err := teachers.New(providerEndpoint(srv, teachers.ProviderFireworks, func(e *teachers.Endpoint) { e.Thinking, e.ReasoningEffort = &off, "high" }))
+	if err == nil || !strings.Contains(err.Error(), "reasoning_effort") || !strings.Contains(err.Error(), "drop one") {
+		t.Errorf("fireworks thinking off with an effort: %v", err)
+	}
+	// Ollama refuses an effort it does not know, at once and with its message.
+	srv = oaitest.NewServer(t, reasoningScript, oaitest.WithPersonality(oaitest.Personalities["ollama"]), oaitest.WithModels("test-model"))
+	c = newClient(t, providerEndpoint(srv, teachers.ProviderOllama, func(e *teachers.Endpoint) { e.ReasoningEffort = "max" }))
+	if _, err := c.Chat(context.Background(), question, chat.Options{}); teachers.Reason(err) != teachers.ReasonClient || !strings.Contains(err.Error(), "invalid reasoning value") {
+		t.Errorf("ollama effort max: %v", err)
+	}
+}
+
+// TestStreamsLeaveNoGoroutines: streamed calls that finish, stall past the idle timeout, are
+// cut, reset, or cancelled by the caller mid-stream leave no goroutine behind once the client
+// and the server are closed (idle timers stopped, bodies closed).
+func TestStreamsLeaveNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		p := oaitest.Personalities["deepseek"]
+		p.ChunkBytes, p.ChunkDelay = 4, time.Millisecond
+		srv := oaitest.Start(reasoningScript, oaitest.WithPersonality(p), oaitest.WithModels("test-model"),
+			oaitest.WithFaultRate(0.5, 3, oaitest.StreamStall, oaitest.StreamCut, oaitest.StreamReset, oaitest.StreamError), oaitest.WithoutBodies())
+		defer srv.Close()
+		c, err := teachers.New(providerEndpoint(srv, teachers.ProviderDeepSeek, func(e *teachers.Endpoint) {
+			e.Stream, e.StreamIdleTimeout, e.MaxRetries, e.BackoffBase, e.BackoffMax = true, 50*time.Millisecond, 2, time.Millisecond, 2*time.Millisecond
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var wg sync.WaitGroup
+		for i := range 60 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if i%3 == 0 {
+					time.AfterFunc(time.Duration(i%7+1)*3*time.Millisecond, cancel) // mid-stream
+				}
+				msgs := []chat.Message{{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", i)}}
+				rep, err := c.Chat(ctx, msgs, chat.Options{})
+				if err == nil && (rep.Reasoning != thinkText || rep.Content != "<sql>SELECT count(*) FROM customer</sql>") {
+					t.Errorf("call %d: partial reply %+v", i, rep)
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestOpenAIMaxCompletionTokens: on OpenAI the completion budget goes as max_completion_tokens,
+// which its reasoning models require (they refuse max_tokens); other providers keep max_tokens.
+func TestOpenAIMaxCompletionTokens(t *testing.T) {
+	srv := oaitest.NewServer(t, nil, oaitest.WithPersonality(oaitest.Personalities["openai"]), oaitest.WithModels("test-model"))
+	c := newClient(t, providerEndpoint(srv, teachers.ProviderOpenAI, func(e *teachers.Endpoint) { e.MaxTokens = 512 }))
+	for _, o := range []chat.Options{{}, {MaxTokens: 64}} {
+		if _, err := c.Chat(context.Background(), question, o); err != nil {
+			t.Fatalf("options %+v: %v", o, err)
+		}
+	}
+	reqs := srv.Requests()
+	if string(reqs[0].Field("max_completion_tokens")) != "512" || string(reqs[1].Field("max_completion_tokens")) != "64" || reqs[1].Field("max_tokens") != nil {
+		t.Errorf("bodies %s / %s", reqs[0].Body, reqs[1].Body)
+	}
+	v := oaitest.NewServer(t, nil, oaitest.WithModels("test-model"))
+	c = newClient(t, providerEndpoint(v, teachers.ProviderVLLM, func(e *teachers.Endpoint) { e.MaxTokens = 512 }))
+	if _, err := c.Chat(context.Background(), question, chat.Options{}); err != nil || string(v.Requests()[0].Field("max_tokens")) != "512" {
+		t.Errorf("vllm: %v %s", err, v.Requests()[0].Body)
+	}
 }

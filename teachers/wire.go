@@ -51,8 +51,17 @@ type wireUsage struct {
 	} `json:"completion_tokens_details"`
 	// PromptCacheHitTokens is DeepSeek's count of cached prompt tokens.
 	PromptCacheHitTokens *int `json:"prompt_cache_hit_tokens"`
-	// Cost is OpenRouter's charge for the request, in USD (credits).
-	Cost *float64 `json:"cost"`
+	// ReasoningTokens is SGLang's count of reasoning tokens, at the top of usage (its UsageInfo
+	// has no completion_tokens_details).
+	ReasoningTokens *int `json:"reasoning_tokens"`
+	// Cost is OpenRouter's charge for the request, in USD (credits). On a bring-your-own-key
+	// request (IsBYOK) it is only OpenRouter's fee: the upstream provider bills
+	// cost_details.upstream_inference_cost to the user's own key.
+	Cost        *float64 `json:"cost"`
+	IsBYOK      *bool    `json:"is_byok"`
+	CostDetails *struct {
+		UpstreamInferenceCost *float64 `json:"upstream_inference_cost"`
+	} `json:"cost_details"`
 }
 
 // wireResponse is a chat completion or one stream chunk.
@@ -87,9 +96,11 @@ func (a *assembly) add(r *wireResponse) {
 			continue // n > 1 is never requested
 		}
 		a.choices++
-		m := ch.Message
+		// A stream chunk's text is its delta. Some gateways end a stream with the whole reply
+		// again as a "message" beside an empty delta: appending that would double the reply.
+		m := ch.Delta
 		if m == nil {
-			m = ch.Delta
+			m = ch.Message
 		}
 		if m != nil {
 			if m.Content != nil {
@@ -161,8 +172,10 @@ func (a *assembly) pickReasoning(order []string) (text, source string) {
 	return "", ""
 }
 
-// usage converts the wire usage; cached prompt tokens come from prompt_tokens_details or
-// DeepSeek's prompt_cache_hit_tokens. reported is OpenRouter's usage.cost when present.
+// chatUsage converts the wire usage; cached prompt tokens come from prompt_tokens_details or
+// DeepSeek's prompt_cache_hit_tokens, reasoning tokens from completion_tokens_details or
+// SGLang's usage.reasoning_tokens. reported is OpenRouter's usage.cost when present, its
+// upstream charge added on a BYOK request.
 func (a *assembly) chatUsage() (u chat.Usage, reported *float64) {
 	w := a.usage
 	if w == nil {
@@ -172,11 +185,20 @@ func (a *assembly) chatUsage() (u chat.Usage, reported *float64) {
 	if d := w.CompletionTokensDetails; d != nil {
 		u.ReasoningTokens = d.ReasoningTokens
 	}
+	if w.ReasoningTokens != nil && u.ReasoningTokens == 0 {
+		u.ReasoningTokens = *w.ReasoningTokens
+	}
 	if d := w.PromptTokensDetails; d != nil {
 		u.CachedTokens = d.CachedTokens
 	}
 	if w.PromptCacheHitTokens != nil && u.CachedTokens == 0 {
 		u.CachedTokens = *w.PromptCacheHitTokens
+	}
+	if w.Cost != nil && w.IsBYOK != nil && *w.IsBYOK && w.CostDetails != nil && w.CostDetails.UpstreamInferenceCost != nil {
+		// What the request cost the user: OpenRouter's fee plus the upstream charge to the
+		// user's key (on OpenRouter's own credits upstream_inference_cost repeats cost).
+		total := *w.Cost + *w.CostDetails.UpstreamInferenceCost
+		return u, &total
 	}
 	return u, w.Cost
 }

@@ -31,13 +31,19 @@ type indexRow struct {
 	ExecOK           bool   `parquet:"exec_ok"`
 	Correct          bool   `parquet:"correct"`
 	FormatViolations int64  `parquet:"format_violations"`
-	NumTokens        int64  `parquet:"num_tokens"`
-	NumTrainable     int64  `parquet:"num_trainable_tokens"`
-	FinalSQL         string `parquet:"final_sql"`
-	GoldSQL          string `parquet:"gold_sql"`
-	SourceRun        string `parquet:"source_run"`
-	Key              string `parquet:"key"`
+	// TruncatedTurns is absent from datasets built before run-dir format v2 (read as 0;
+	// dataset.truncKnown says whether every shard has it).
+	TruncatedTurns int64  `parquet:"truncated_turns"`
+	NumTokens      int64  `parquet:"num_tokens"`
+	NumTrainable   int64  `parquet:"num_trainable_tokens"`
+	FinalSQL       string `parquet:"final_sql"`
+	GoldSQL        string `parquet:"gold_sql"`
+	SourceRun      string `parquet:"source_run"`
+	Key            string `parquet:"key"`
 }
+
+// truncatedColumn is the dataset column counting a row's truncated turns.
+const truncatedColumn = "truncated_turns"
 
 // datasetFile is one open Parquet shard.
 type datasetFile struct {
@@ -57,6 +63,8 @@ type dataset struct {
 	ds     *curate.Dataset
 	files  []*datasetFile
 	report *curate.BuildReport
+	// truncKnown: every shard has the truncated_turns column.
+	truncKnown bool
 }
 
 func openDataset(dir string) (*dataset, error) {
@@ -64,7 +72,7 @@ func openDataset(dir string) (*dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open dataset %s: %w", dir, err)
 	}
-	d := &dataset{dir: dir, ds: ds, report: ds.Report}
+	d := &dataset{dir: dir, ds: ds, report: ds.Report, truncKnown: true}
 	next := 0
 	for _, path := range ds.Files {
 		f, err := os.Open(path)
@@ -81,6 +89,9 @@ func openDataset(dir string) (*dataset, error) {
 		if err != nil {
 			d.close()
 			return nil, fmt.Errorf("damaged Parquet file %s: %w", path, err)
+		}
+		if _, ok := df.pf.Schema().Lookup(truncatedColumn); !ok {
+			d.truncKnown = false
 		}
 		for _, rg := range df.pf.RowGroups() {
 			df.groupStart = append(df.groupStart, next)

@@ -85,8 +85,8 @@ type index struct {
 	facets  [nFacets]facet
 	// version counts additions, for caches of derived pages.
 	version int64
-	// truncKnown is false when the rows carry no truncation mark (datasets before the
-	// run-dir format records one), so the filter is not offered.
+	// truncKnown is false when the rows carry no truncation mark (datasets built before the
+	// truncated_turns column), so the filter is not offered.
 	truncKnown bool
 }
 

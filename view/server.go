@@ -16,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/distill"
 )
 
 //go:embed assets
@@ -69,6 +70,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	began := time.Now()
 	switch kind {
 	case KindDataset:
+		s.ix.truncKnown = true
 		for src, p := range opts.Paths {
 			d, err := openDataset(p)
 			if err != nil {
@@ -76,11 +78,12 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 				return nil, err
 			}
 			s.datasets = append(s.datasets, d)
+			s.ix.truncKnown = s.ix.truncKnown && d.truncKnown
 			err = d.scan(ctx, func(i int, r *indexRow) {
 				s.ix.add(src, i, rowValues{
 					teacher: r.Teacher, dialect: r.Dialect, difficulty: r.Difficulty, db: r.DBID,
 					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.Converged, execOK: r.ExecOK, correct: r.Correct,
-					tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
+					truncated: r.TruncatedTurns > 0, tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
 					key: r.Key, taskID: r.TaskID, question: r.Question, finalSQL: r.FinalSQL, goldSQL: r.GoldSQL,
 				})
 			}, func(i int, err error) { s.ix.addError(src, i, "", err.Error()) })
@@ -128,7 +131,7 @@ func (s *Server) refresh(ctx context.Context) error {
 			t, _ := r.trajectory(pos)
 			truncated := false
 			for _, tu := range t.Turns {
-				truncated = truncated || tu.FinishReason == "length"
+				truncated = truncated || turnTruncated(tu)
 			}
 			id := s.ix.add(src, pos, rowValues{
 				teacher: t.Teacher, dialect: string(t.Dialect), difficulty: t.Difficulty, db: t.DBID,
@@ -395,4 +398,11 @@ func httpError(w http.ResponseWriter, code int, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+// turnTruncated reports a turn cut before its SQL was complete, as curate counts it in
+// truncated_turns: the mark the episode recorded, or, for run dirs of format v1, which did not
+// record one, distill.Truncated of the reply as received.
+func turnTruncated(tu distill.Turn) bool {
+	return tu.Truncated || distill.Truncated(chat.Reply{Content: tu.Content, Reasoning: tu.Reasoning, FinishReason: tu.FinishReason})
 }

@@ -473,11 +473,8 @@ func TestRunDetail(t *testing.T) {
 	get(t, h, "/api/rows?truncated=1&limit=500", &p)
 	want := 0
 	for _, tr := range trajs {
-		for _, tu := range tr.Turns {
-			if tu.FinishReason == chat.FinishLength {
-				want++
-				break
-			}
+		if tr.TruncatedTurns > 0 {
+			want++
 		}
 	}
 	if want == 0 || p.Total != want {
@@ -698,5 +695,63 @@ func TestFacetLumpsWhatItCannotNumber(t *testing.T) {
 	a, b := f.id("a"), f.id("b")
 	if a != b || f.names[a] != lumpedValues || f.names[f.id("7")] != "7" || len(f.names) != 1<<16-1 {
 		t.Errorf("ids %d %d named %q, %d names", a, b, f.names[a], len(f.names))
+	}
+}
+
+// TestDatasetTruncatedFilter: a dataset's truncated filter is its truncated_turns column (the
+// rows with a truncated turn, as curate counted them) and is offered; a dataset built before
+// that column still opens, with the filter greyed out and no row marked.
+func TestDatasetTruncatedFilter(t *testing.T) {
+	fx := getFixture(t)
+	s := openServer(t, fx.tok, fx.dataset)
+	h := s.Handler("127.0.0.1:8080")
+	var info Info
+	get(t, h, "/api/info", &info)
+	want := 0
+	for _, r := range readRows(t, fx.dataset) {
+		if r.TruncatedTurns > 0 {
+			want++
+		}
+	}
+	var p Page
+	get(t, h, "/api/rows?truncated=1&limit=500", &p)
+	if !info.TruncKnown || want == 0 || p.Total != want {
+		t.Errorf("trunc_known %v, %d truncated rows, want %d", info.TruncKnown, p.Total, want)
+	}
+	for _, r := range p.Rows {
+		if !r.Truncated {
+			t.Errorf("row %s listed as truncated without the mark", r.Key)
+		}
+	}
+	get(t, h, "/api/rows?truncated=0&limit=500", &p)
+	if p.Total != s.Rows()-want {
+		t.Errorf("untruncated rows %d, want %d", p.Total, s.Rows()-want)
+	}
+
+	// A shard without the column (the schema before it, as an older curate wrote it).
+	type oldRow struct {
+		Teacher          string `parquet:"teacher,dict"`
+		Dialect          string `parquet:"dialect,dict"`
+		Question         string `parquet:"question"`
+		Turns            int64  `parquet:"turns"`
+		FormatViolations int64  `parquet:"format_violations"`
+		Key              string `parquet:"key"`
+	}
+	old := t.TempDir()
+	if err := os.Mkdir(filepath.Join(old, curate.DataDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := parquet.WriteFile(filepath.Join(old, curate.DataDir, "train-00000.parquet"), []oldRow{
+		{Teacher: "t", Dialect: "sqlite", Question: "q1", Turns: 2, Key: "k1"},
+		{Teacher: "t", Dialect: "sqlite", Question: "q2", Turns: 3, FormatViolations: 1, Key: "k2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	so := openServer(t, fx.tok, old)
+	ho := so.Handler("127.0.0.1:8080")
+	get(t, ho, "/api/info", &info)
+	get(t, ho, "/api/rows?limit=10", &p)
+	if info.TruncKnown || so.Rows() != 2 || p.Total != 2 || p.Rows[0].Truncated || p.Rows[1].Truncated {
+		t.Errorf("old dataset: trunc_known %v, rows %d, page %+v", info.TruncKnown, so.Rows(), p)
 	}
 }

@@ -1,7 +1,8 @@
 // Command e2etool is test plumbing for the end-to-end scripts (scripts/slurm-e2e.sh); it is not
 // shipped. It serves a scripted teacher and reads a curated dataset back row by row:
 //
-//	e2etool teacher --url-file FILE [--delay 100ms]   # serve until SIGTERM; FILE gets the base URL
+//	e2etool teacher --url-file FILE [--delay 100ms] [--personality NAME --models IDS] [--cut]
+//	                                                  # serve until SIGTERM; FILE gets the base URL
 //	e2etool rows DATASET_DIR                          # one JSON row per line, sorted by key
 package main
 
@@ -17,10 +18,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 )
 
@@ -54,13 +57,26 @@ func serveTeacher(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("teacher", flag.ContinueOnError)
 	urlFile := fs.String("url-file", "", "write the base URL (http://127.0.0.1:PORT/v1) to this file once listening")
 	delay := fs.Duration("delay", 0, "wait this long before each reply (a teacher's latency)")
+	personality := fs.String("personality", "", "speak this provider's wire shape (an oaitest.Personalities name); the reasoning goes where that provider puts it")
+	models := fs.String("models", "scripted-teacher", "comma-separated model ids served (a strict personality refuses others)")
+	cut := fs.Bool("cut", false, "cut the first turn of every other question inside its reasoning (content null, finish length)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *urlFile == "" || fs.NArg() > 0 {
-		return errors.New("usage: e2etool teacher --url-file FILE [--delay D]")
+		return errors.New("usage: e2etool teacher --url-file FILE [--delay D] [--personality NAME --models IDS] [--cut]")
 	}
-	srv := oaitest.Start(explore(*delay), oaitest.WithModels("scripted-teacher"), oaitest.WithoutBodies())
+	opts := []oaitest.Option{oaitest.WithModels(strings.Split(*models, ",")...), oaitest.WithoutBodies()}
+	script := explore(*delay)
+	if *personality != "" {
+		p, ok := oaitest.Personalities[*personality]
+		if !ok {
+			return fmt.Errorf("teacher: unknown personality %q", *personality)
+		}
+		opts = append(opts, oaitest.WithPersonality(p))
+		script = exploreAs(script, *cut)
+	}
+	srv := oaitest.Start(script, opts...)
 	defer srv.Close()
 	// Written under a temporary name and renamed, so a script polling for the file never reads
 	// half of it.
@@ -102,6 +118,23 @@ func explore(delay time.Duration) oaitest.Script {
 			ReasoningContent: fmt.Sprintf("turn %d: %s", r.Turn(), think),
 			Delay:            delay,
 		}
+	}
+}
+
+// exploreAs turns explore's replies into abstract ones for a personality: the reasoning as
+// Response.Think (the personality puts it in its field, or inline), the content only the <sql>
+// block; with cut, the first turn of every question of even length is cut by the token limit
+// inside its reasoning.
+func exploreAs(base oaitest.Script, cut bool) oaitest.Script {
+	return func(r oaitest.Request) oaitest.Response {
+		resp := base(r)
+		p := distill.ParseReply(resp.Content)
+		resp.Think, resp.ReasoningContent = resp.ReasoningContent+"\n"+p.Think, ""
+		resp.Content = "<sql>" + p.SQL + "</sql>"
+		if cut && r.Turn() == 0 && len(r.FirstUser())%2 == 0 {
+			resp.Content, resp.FinishReason = "", "length"
+		}
+		return resp
 	}
 }
 

@@ -674,7 +674,15 @@ type wireUsage struct {
 	PromptTokensDetails     *wirePromptDetails     `json:"prompt_tokens_details,omitempty"`
 	PromptCacheHitTokens    *int                   `json:"prompt_cache_hit_tokens,omitempty"`
 	PromptCacheMissTokens   *int                   `json:"prompt_cache_miss_tokens,omitempty"`
+	ReasoningTokens         *int                   `json:"reasoning_tokens,omitempty"`
 	Cost                    *float64               `json:"cost,omitempty"`
+	IsBYOK                  *bool                  `json:"is_byok,omitempty"`
+	CostDetails             *wireCostDetails       `json:"cost_details,omitempty"`
+}
+
+// wireCostDetails is OpenRouter's usage.cost_details.
+type wireCostDetails struct {
+	UpstreamInferenceCost float64 `json:"upstream_inference_cost"`
 }
 
 type wireCompletion struct {
@@ -797,9 +805,16 @@ func (s *Server) usage(req Request, resp Response, rp *reply) wireUsage {
 		miss := u.PromptTokens - cached
 		u.PromptCacheHitTokens, u.PromptCacheMissTokens = &cached, &miss
 	}
+	if s.p.TopLevelReasoningTokens {
+		u.ReasoningTokens = &reasoningTokens
+	}
 	if s.p.CostPerToken > 0 {
-		c := s.p.CostPerToken * float64(u.TotalTokens)
-		u.Cost = &c
+		upstream := s.p.CostPerToken * float64(u.TotalTokens)
+		c, byok := upstream, s.p.BYOK
+		if byok {
+			c = upstream * BYOKFee
+		}
+		u.Cost, u.IsBYOK, u.CostDetails = &c, &byok, &wireCostDetails{UpstreamInferenceCost: upstream}
 	}
 	return u
 }

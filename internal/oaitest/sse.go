@@ -18,9 +18,10 @@ type streamDelta struct {
 }
 
 type streamChoice struct {
-	Index        int         `json:"index"`
-	Delta        streamDelta `json:"delta"`
-	FinishReason *string     `json:"finish_reason"`
+	Index        int          `json:"index"`
+	Delta        streamDelta  `json:"delta"`
+	Message      *wireMessage `json:"message,omitempty"`
+	FinishReason *string      `json:"finish_reason"`
 }
 
 type streamChunk struct {
@@ -74,10 +75,18 @@ func (s *Server) chunks(req Request, rp *reply) [][]byte {
 	if !rp.noChoices {
 		empty := ""
 		delta(streamDelta{Role: "assistant", Content: &empty})
+		both := rp.reasoning != "" && rp.reasoning == rp.reasoningContent
 		for _, p := range pieces(rp.reasoningContent, size) {
-			delta(streamDelta{ReasoningContent: p})
+			d := streamDelta{ReasoningContent: p}
+			if both {
+				d.Reasoning = p // one delta carries both fields (vLLM during the rename)
+			}
+			delta(d)
 		}
 		for _, p := range pieces(rp.reasoning, size) {
+			if both {
+				break
+			}
 			d := streamDelta{Reasoning: p}
 			if rp.details {
 				d.ReasoningDetails = []wireDetail{{Type: "reasoning.text", Text: p, Format: "unknown"}}
@@ -90,6 +99,10 @@ func (s *Server) chunks(req Request, rp *reply) [][]byte {
 		c := base()
 		fin := rp.finish
 		c.Choices = append(c.Choices, streamChoice{FinishReason: &fin})
+		if s.p.SnapshotOnFinish {
+			m := rp.completion().Choices[0].Message
+			c.Choices[0].Message = &m
+		}
 		if s.p.UsageOnFinish {
 			u := rp.usage
 			c.Usage = &u

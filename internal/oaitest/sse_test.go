@@ -204,3 +204,99 @@ func TestStreamFaultsOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderShapesFromSources: the wire details taken from the providers' own sources (see
+// Personalities): each provider's answer to an unknown model, SGLang's top-level reasoning
+// tokens, OpenRouter's BYOK cost split, vLLM's transition deltas carrying both reasoning
+// fields, Ollama's effort rule and Together's thinking switch.
+func TestProviderShapesFromSources(t *testing.T) {
+	script := func(Request) Response {
+		return Response{Think: "T", Content: "C", Usage: &Usage{PromptTokens: 10, CompletionTokens: 5, ReasoningTokens: 3}}
+	}
+	plain := `{"model":"m","messages":[{"role":"user","content":"q"}]}`
+	unknown := `{"model":"nope","messages":[{"role":"user","content":"q"}]}`
+	for name, want := range map[string]struct {
+		status int
+		body   string
+	}{
+		"vllm": {404, `"object":"error"`}, "deepseek": {400, `"message":"Model Not Exist"`},
+		"zai": {400, `"code":"1211"`}, "ollama": {404, `"type":"not_found_error"`}, "openai": {404, `"code":"model_not_found"`},
+	} {
+		srv := NewServer(t, script, WithPersonality(Personalities[name]), WithModels("m"))
+		if resp, b, _ := post(t, srv, "", unknown); resp.StatusCode != want.status || !strings.Contains(string(b), want.body) {
+			t.Errorf("%s unknown model: %d %s", name, resp.StatusCode, b)
+		}
+	}
+	// SGLang serves any model id and reports reasoning tokens at the top of usage.
+	sg := NewServer(t, script, WithPersonality(Personalities["sglang"]), WithModels("m"))
+	if resp, b, _ := post(t, sg, "", unknown); resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"reasoning_tokens":3`)) || bytes.Contains(b, []byte(`"completion_tokens_details":{`)) {
+		t.Errorf("sglang: %d %s", resp.StatusCode, b)
+	}
+	// OpenRouter: cost on its own credits equals the upstream cost; with BYOK it is the fee.
+	for _, byok := range []bool{false, true} {
+		p := Personalities["openrouter"]
+		p.BYOK = byok
+		srv := NewServer(t, script, WithPersonality(p), WithModels("m"))
+		_, b, _ := post(t, srv, "", plain)
+		var r struct {
+			Usage struct {
+				Cost        float64 `json:"cost"`
+				IsBYOK      bool    `json:"is_byok"`
+				CostDetails struct {
+					Upstream float64 `json:"upstream_inference_cost"`
+				} `json:"cost_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		up := p.CostPerToken * 15
+		want := up
+		if byok {
+			want = up * BYOKFee
+		}
+		if r.Usage.IsBYOK != byok || r.Usage.CostDetails.Upstream != up || r.Usage.Cost != want {
+			t.Errorf("openrouter byok=%v: usage %+v", byok, r.Usage)
+		}
+	}
+	// vLLM during the rename: every reasoning delta has both fields with the same text.
+	vt := NewServer(t, script, WithPersonality(Personalities["vllm-transition"]), WithModels("m"))
+	_, b, _ := post(t, vt, "", streamBody(""))
+	data, _, _ := sse(t, b)
+	deltas := 0
+	for _, c := range data {
+		for _, ch := range c["choices"].([]any) {
+			d := ch.(map[string]any)["delta"].(map[string]any)
+			if _, ok := d["reasoning"]; ok {
+				deltas++
+				if d["reasoning_content"] != d["reasoning"] {
+					t.Errorf("transition delta %v", d)
+				}
+			}
+		}
+	}
+	if deltas == 0 {
+		t.Errorf("no reasoning deltas in %s", b)
+	}
+	// Ollama: efforts other than high, medium, low, none are refused; none stops thinking.
+	ol := NewServer(t, script, WithPersonality(Personalities["ollama"]), WithModels("m"))
+	if resp, b, _ := post(t, ol, "", `{"model":"m","reasoning_effort":"max","messages":[{"role":"user","content":"q"}]}`); resp.StatusCode != 400 || !strings.Contains(string(b), "invalid reasoning value") {
+		t.Errorf("ollama effort max: %d %s", resp.StatusCode, b)
+	}
+	if _, b, _ := post(t, ol, "", `{"model":"m","reasoning_effort":"none","messages":[{"role":"user","content":"q"}]}`); bytes.Contains(b, []byte(`"reasoning"`)) {
+		t.Errorf("ollama effort none still reasons: %s", b)
+	}
+	// Together: reasoning.enabled false stops thinking.
+	tg := NewServer(t, script, WithPersonality(Personalities["together"]), WithModels("m"))
+	if _, b, _ := post(t, tg, "", `{"model":"m","reasoning":{"enabled":false},"messages":[{"role":"user","content":"q"}]}`); bytes.Contains(b, []byte(`"reasoning"`)) {
+		t.Errorf("together thinking off still reasons: %s", b)
+	}
+	// A gateway that ends a stream with the whole reply as a message snapshot.
+	p := Personalities["vllm"]
+	p.SnapshotOnFinish = true
+	sn := NewServer(t, script, WithPersonality(p), WithModels("m"))
+	_, b, _ = post(t, sn, "", streamBody(""))
+	if !bytes.Contains(b, []byte(`"message":{"role":"assistant","content":"C","reasoning":"T"}`)) {
+		t.Errorf("no snapshot on finish: %s", b)
+	}
+}
