@@ -130,3 +130,23 @@ func TestPTXAssembles(t *testing.T) {
 		}
 	}
 }
+
+// TestPTXSignatures: the launch check reads each kernel's parameters from the PTX as the
+// kernels declare them.
+func TestPTXSignatures(t *testing.T) {
+	sigs := ptxSignatures()
+	for _, k := range kernelNames {
+		if len(sigs[k]) == 0 {
+			t.Errorf("no parameters read for %s", k)
+		}
+	}
+	if got, want := strings.Join(sigs["rmsnorm"], " "), "u64 u64 u64 u64 u32 f32"; got != want {
+		t.Errorf("rmsnorm parameters %q, want %q", got, want)
+	}
+	if err := checkArgs("rmsnorm", []any{Ptr(1), Ptr(2), Ptr(3), Ptr(0), 64, float32(1e-6)}); err != nil {
+		t.Error(err)
+	}
+	if err := checkArgs("rmsnorm", []any{Ptr(1), Ptr(2), Ptr(3), Ptr(0), 64, 1e-6}); err == nil {
+		t.Error("a float64 argument passed the check")
+	}
+}
