@@ -22,6 +22,7 @@ static cu_result (*p_cuDevicePrimaryCtxRelease)(int);
 static cu_result (*p_cuCtxSetCurrent)(cu_handle);
 static cu_result (*p_cuModuleLoadDataEx)(cu_handle *, const void *, unsigned, int *, void **);
 static cu_result (*p_cuModuleGetFunction)(cu_handle *, cu_handle, const char *);
+static cu_result (*p_cuModuleUnload)(cu_handle);
 static cu_result (*p_cuMemAlloc)(cu_ptr *, size_t);
 static cu_result (*p_cuMemFree)(cu_ptr);
 static cu_result (*p_cuMemGetInfo)(size_t *, size_t *);
@@ -90,6 +91,7 @@ int cud_open(const char *path, char *err, int errlen) {
 	SYM(p_cuCtxSetCurrent, "cuCtxSetCurrent");
 	SYM(p_cuModuleLoadDataEx, "cuModuleLoadDataEx");
 	SYM(p_cuModuleGetFunction, "cuModuleGetFunction");
+	SYM(p_cuModuleUnload, "cuModuleUnload");
 	SYM(p_cuMemAlloc, "cuMemAlloc_v2");
 	SYM(p_cuMemFree, "cuMemFree_v2");
 	SYM(p_cuMemGetInfo, "cuMemGetInfo_v2");
@@ -159,8 +161,14 @@ cu_result cud_ctx(void **ctx, void **stream) {
 			return r_;                                   \
 	} while (0)
 
-cu_result cud_close(void *ctx, void *stream) {
+cu_result cud_close(void *ctx, void *stream, void *mod) {
 	CUR(ctx);
+	// The primary context may outlive this device (cuBLAS's runtime keeps a reference to it):
+	// release what this device made in it.
+	if (stream)
+		p_cuStreamSynchronize(stream);
+	if (mod)
+		p_cuModuleUnload(mod);
 	if (stream)
 		p_cuStreamDestroy(stream);
 	int dev;

@@ -266,8 +266,8 @@ func (d *driverDevice) Close() error {
 	}
 	C.cublas_close(d.ctx, d.blas)
 	d.Free(d.ws)
-	err := check("release context", C.cud_close(d.ctx, d.stream))
-	d.ctx, d.stream, d.blas = nil, nil, nil
+	err := check("release context", C.cud_close(d.ctx, d.stream, d.mod))
+	d.ctx, d.stream, d.blas, d.mod = nil, nil, nil, nil
 	C.free(unsafe.Pointer(d.slots))
 	return err
 }

@@ -20,7 +20,8 @@ void cud_error_text(cu_result r, char *buf, int len);
 
 // cud_ctx retains device 0's primary context and creates a non-blocking stream on it.
 cu_result cud_ctx(void **ctx, void **stream);
-cu_result cud_close(void *ctx, void *stream);
+// cud_close unloads mod, destroys stream and releases the primary context.
+cu_result cud_close(void *ctx, void *stream, void *mod);
 cu_result cud_module(void *ctx, const char *ptx, void **mod, char *log, int loglen);
 cu_result cud_func(void *ctx, void *mod, const char *name, void **fn);
 cu_result cud_alloc(void *ctx, cu_ptr *p, size_t n);
