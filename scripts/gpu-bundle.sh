@@ -4,7 +4,7 @@
 # test binaries of inference/cuda and inference/qwen2 and the student binary, built here without
 # the cudaemu tag, and the shared test data the CUDA tests and the eval read (the tiny
 # checkpoint and its reference logits, the Qwen2.5 tokenizer), xz-compressed into
-# .gpu/bundle.tar.xz (git-ignored; about 45 MB, under the 64 MiB a device run carries).
+# .gpu/bundle.tar.xz (git-ignored; about 40 MB, under the 64 MiB a device run carries).
 #
 #   scripts/gpu-bundle.sh            # then, on the device machine:
 #   bash scripts/gpu-check.sh        # with .gpu carried (run tool: carry [".gpu"])
@@ -36,7 +36,7 @@ chmod -R u+w "$stage/shared"
 	echo "built $(date -u +%FT%TZ) with $(go version) on glibc $(ldd --version | head -1 | awk '{print $NF}')"
 } >"$stage/BUNDLE"
 echo "gpu-bundle: compressing"
-tar -C "$stage" -cf - . | xz -T0 -6 >"$B/bundle.tar.xz.tmp"
+tar -C "$stage" -cf - . | xz -T0 -3 >"$B/bundle.tar.xz.tmp"
 mv "$B/bundle.tar.xz.tmp" "$B/bundle.tar.xz"
 size=$(stat -c %s "$B/bundle.tar.xz")
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')

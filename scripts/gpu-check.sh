@@ -166,8 +166,9 @@ if wanted parity; then
 		note "parity: $(outcome $rc): $pass passed, $fail failed, $(grep -c -- '^--- SKIP' "$OUT/parity.txt") skipped"
 		# A skip's reason is the log line just before its "--- SKIP".
 		awk '/^--- SKIP/ {print "  skip " $3 ": " prev} {sub(/^ +/, ""); prev = $0}' "$OUT/parity.txt" | head -5 | tee -a "$SUMMARY"
-		((rc != 0)) && status=1 && grep -E -- '^(--- FAIL|panic:|\s+\S+_test\.go:[0-9]+:)' "$OUT/parity.txt" | head -25 | tee -a "$SUMMARY"
-		grep -E 'device:|max abs error|differ from the CPU|cuBLAS and own kernels differ|differ by at most|registers' "$OUT/parity.txt" | grep -v sm_80 | sed 's/^ *//' | head -30 | tee -a "$SUMMARY"
+		# Each failure with the log line before it (its message), and any panic.
+		((rc != 0)) && status=1 && awk '/^ *--- FAIL/ {print "  " prev; print} /^panic:/ {print} {prev = $0}' "$OUT/parity.txt" | head -30 | tee -a "$SUMMARY"
+		grep -E '_test\.go:[0-9]+: (device: |.*(max abs error|differ from the CPU|cuBLAS and own kernels differ|differ by at most))|sm_90 .* registers' "$OUT/parity.txt" | sed 's/^ *//' | head -30 | tee -a "$SUMMARY"
 	fi
 fi
 
