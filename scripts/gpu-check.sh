@@ -1,87 +1,236 @@
 #!/usr/bin/env bash
-# The CUDA backend on a machine with an NVIDIA GPU (issue 15), in one run of about 10 minutes on
-# an H200:
-#   1. the parity tests of inference/cuda on the real device (the tests the emulator runs under
-#      -tags cudaemu elsewhere), cuBLAS's prefill against the own kernels, and the products with
-#      cuBLAS switched off;
-#   2. (first) a random Qwen2.5-0.5B checkpoint (bf16), written by qwen2's benchmark writer, which
-#      the parity tests also compare with the CPU backend (TestCheckpointAgainstCPU);
-#   3. the benchmarks: batch-1 decode, batched decode at 8/32/128, top-p decode, decode with
-#      logits copied back (the generate path), 512-token prefill;
-#   4. a BIRD-layout eval (the bundled sample benchmark written as dev.json + dev_databases)
-#      of that checkpoint through student eval --backend cuda, when a tokenizer is at hand;
-#   5. Hugging Face transformers on the same checkpoint (model built from its config.json, no
-#      download), where torch and transformers are installed.
-# Everything goes to $OUT (default /tmp/gpu-check); summary.txt collects the figures.
-# Env: CHAINEDSQL_SHARED (shared test data: the tiny checkpoint and the Qwen2.5 tokenizer;
-# ./shared or ../shared are found by themselves), GPU_CHECK_CKPT (a checkpoint directory to
-# reuse), GPU_CHECK_SKIP (words among parity, bench, eval, hf).
+# The CUDA backend on a machine with an NVIDIA GPU (issue 15), in one run that ends by itself
+# within GPU_CHECK_BUDGET seconds (default 450: one call of the device tool, with room left in
+# a 15-minute lease for a second, shorter one). Stages, most important first; each gets what is
+# left of the budget up to its own cap, and a hung one is stopped with a goroutine dump:
+#   setup    the bundle unpacked, nvidia-smi, which cuBLAS the loader will find;
+#   ckpt     a random Qwen2.5-0.5B checkpoint (bf16) written by qwen2's benchmark writer;
+#   parity   every test of inference/cuda on the device (CHAINEDSQL_CUDA_TEST=cuda): selftest,
+#            each kernel against the CPU op, the tiny checkpoint against the reference logits and
+#            the CPU backend, batched decode, graphs, device sampling, cuBLAS prefill, the PTX
+#            assembled by the machine's ptxas, and the 0.5B checkpoint against the CPU backend;
+#   bench    batch-1 decode, batched decode at 8/32/128, top-p decode, decode with logits copied
+#            back (the generate path), 512-token prefill;
+#   sanitize compute-sanitizer memcheck and racecheck over the kernel tests (what the emulator
+#            cannot show: out-of-bounds device accesses, shared-memory races);
+#   eval     student eval --backend cuda on the BIRD layout (the 56 sample questions as dev.json
+#            + dev_databases) with the random 0.5B checkpoint;
+#   hf       Hugging Face transformers on the same checkpoint (built from its config.json, no
+#            download), where torch and transformers see the GPU.
+# The lent machines have no Go toolchain and no ../shared: run scripts/gpu-bundle.sh first and
+# carry .gpu (prebuilt binaries and the shared test data); without a bundle the script builds
+# with go when go is on PATH. Results: $OUT (default /tmp/gpu-check) gets summary.txt and one log
+# per stage (7 files, all small); bulky files go to GPU_CHECK_WORK (default /tmp/gpu-check-work).
+# Env: GPU_CHECK_BUDGET (seconds), GPU_CHECK_ONLY / GPU_CHECK_SKIP (stage names, space-separated),
+# GPU_CHECK_RUN (a -test.run pattern for the parity stage, to rerun what failed), GPU_CHECK_CKPT
+# (a checkpoint directory to reuse), CHAINEDSQL_SHARED (shared data, when there is no bundle),
+# GPU_CHECK_BACKEND (cuda; cuda-emulated dry-runs the script on the CPU with a bundle built by
+# GPU_BUNDLE_TAGS=cudaemu scripts/gpu-bundle.sh).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
 OUT=${OUT:-/tmp/gpu-check}
-mkdir -p "$OUT"
-SUMMARY="$OUT/summary.txt"
+WORK=${GPU_CHECK_WORK:-/tmp/gpu-check-work}
+BUDGET=${GPU_CHECK_BUDGET:-450}
+mkdir -p "$OUT" "$WORK" || exit 1
+SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
-note() { echo "$*" | tee -a "$SUMMARY"; }
-skip() { [[ " ${GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
-if [ -z "${CHAINEDSQL_SHARED:-}" ] && [ -d shared ]; then
-	export CHAINEDSQL_SHARED=$PWD/shared
-fi
-SHARED=${CHAINEDSQL_SHARED:-$(cd .. && pwd)/shared}
+T0=$SECONDS
 status=0
+note() { echo "$*" | tee -a "$SUMMARY"; }
+stamp() { echo "[$((SECONDS - T0))s] $*"; }
+wanted() {
+	if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $1 "* ]]; then return 1; fi
+	[[ " ${GPU_CHECK_SKIP:-} " != *" $1 "* ]]
+}
+# budget CAP: seconds the next stage may take (the rest of the budget, at most CAP, less 10 s
+# for the summary); 0 when too little is left to start it.
+budget() {
+	local left=$((BUDGET - (SECONDS - T0) - 10)) c=$1
+	((left < c)) && c=$left
+	((c < 20)) && c=0
+	echo "$c"
+}
+# run SECONDS CMD...: CMD under timeout (SIGQUIT first, so a Go binary prints its goroutines;
+# exit status 124 when it ran out of time).
+run() {
+	local t=$1
+	shift
+	timeout -s QUIT -k 10 "$t" "$@"
+}
+# outcome RC: how a stage's command ended, for the summary.
+outcome() {
+	case $1 in
+	0) echo PASS ;;
+	124 | 137) echo "FAIL (out of time)" ;;
+	*) echo "FAIL (exit $1)" ;;
+	esac
+}
 
-note "== gpu-check $(date -u +%FT%TZ) on $(hostname)"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$SUMMARY" || true
-note "$(go version)"
-go build -o "$OUT/student" ./cmd/student || exit 1
+note "== gpu-check $(date -u +%FT%TZ) on $(hostname), budget ${BUDGET}s"
+[ -d /usr/local/cuda/bin ] && PATH=$PATH:/usr/local/cuda/bin
 
-# The random 0.5B checkpoint (the parity tests use it too).
-CKPT=${GPU_CHECK_CKPT:-$OUT/q05b-bf16}
+# ---- setup: binaries and shared data ----
+BIN=$WORK/bin
+if [ -f .gpu/bundle.tar.xz ]; then
+	rm -rf "$WORK/bundle" && mkdir -p "$WORK/bundle"
+	if command -v xz >/dev/null; then
+		xz -dc .gpu/bundle.tar.xz | tar -C "$WORK/bundle" -xf -
+	else
+		python3 -c '
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:  # Python before 3.12
+        t.extractall(sys.argv[2])' .gpu/bundle.tar.xz "$WORK/bundle"
+	fi || { note "setup: cannot unpack .gpu/bundle.tar.xz"; exit 1; }
+	BIN=$WORK/bundle/bin
+	export CHAINEDSQL_SHARED=$WORK/bundle/shared
+	note "bundle: $(tr '\n' ';' <"$WORK/bundle/BUNDLE")"
+elif command -v go >/dev/null; then
+	note "no .gpu/bundle.tar.xz: building with $(go version)"
+	mkdir -p "$BIN"
+	{ go test -c -o "$BIN/cuda.test" ./inference/cuda && go test -c -o "$BIN/qwen2.test" ./inference/qwen2 &&
+		go build -o "$BIN/student" ./cmd/student; } >"$OUT/setup.txt" 2>&1 || { note "setup: build failed (setup.txt)"; exit 1; }
+	if [ -z "${CHAINEDSQL_SHARED:-}" ]; then
+		for d in "$ROOT/shared" "$ROOT/../shared"; do
+			if [ -d "$d/models" ]; then
+				CHAINEDSQL_SHARED=$(cd "$d" && pwd)
+				export CHAINEDSQL_SHARED
+				break
+			fi
+		done
+	fi
+else
+	note "setup: no .gpu/bundle.tar.xz and no go on PATH: run scripts/gpu-bundle.sh here and carry .gpu"
+	exit 1
+fi
+SHARED=${CHAINEDSQL_SHARED:-}
+cuda_major=""
+if command -v nvidia-smi >/dev/null; then
+	{ echo "== nvidia-smi" && nvidia-smi; } >>"$OUT/setup.txt" 2>&1
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+	cuda_major=$(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9]*' | grep -o '[0-9]*$')
+else
+	note "no nvidia-smi"
+fi
+# The loader dlopens libcublas.so.13/.12/.11 by name; where none is on the library path (a
+# toolkit outside ld.so.conf, or only the pip wheel torch brought), point it at one and put its
+# directory (libcublasLt beside it) on LD_LIBRARY_PATH.
+if [ -z "${CHAINEDSQL_CUDA_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -qE 'libcublas\.so\.1[1-3] '; then
+	roots=(/usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu)
+	while read -r d; do roots+=("$d"); done < <(python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+	for v in 13 12 11; do
+		[ -n "$cuda_major" ] && ((v > cuda_major)) && continue
+		lib=$(find "${roots[@]}" -maxdepth 4 -name "libcublas.so.$v" 2>/dev/null | head -1)
+		if [ -n "$lib" ]; then
+			CHAINEDSQL_CUDA_CUBLAS=$lib
+			LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+			export CHAINEDSQL_CUDA_CUBLAS LD_LIBRARY_PATH
+			break
+		fi
+	done
+	echo "picked: ${CHAINEDSQL_CUDA_CUBLAS:-none}" >>"$OUT/setup.txt"
+fi
+note "cuBLAS: ${CHAINEDSQL_CUDA_CUBLAS:-by name from the library path} ($(ldconfig -p 2>/dev/null | grep -oE 'libcublas\.so\.1[1-3]' | sort -u | tr '\n' ' '))"
+note "ptxas: $(command -v ptxas >/dev/null && ptxas --version | tail -1 || echo none)"
+BACKEND=${GPU_CHECK_BACKEND:-cuda}
+export CHAINEDSQL_CUDA_TEST=$BACKEND
+PKG=$ROOT/inference/cuda # the tests read kernels/ relative to their package
+
+# ---- ckpt: the random 0.5B checkpoint ----
+CKPT=${GPU_CHECK_CKPT:-$WORK/q05b-bf16}
 if [ ! -f "$CKPT/model.safetensors" ]; then
-	note "== writing the random Qwen2.5-0.5B checkpoint to $CKPT"
-	CHAINEDSQL_BENCH_05B=$CKPT go test -count=1 -run '^$' -bench 'Load/stored' -benchtime 1x ./inference/qwen2 >"$OUT/ckpt.txt" 2>&1 || { note "writing the checkpoint failed (ckpt.txt)"; exit 1; }
-fi
-
-# 1. Parity on the device.
-if ! skip parity; then
-	note "== parity tests on the device (CHAINEDSQL_CUDA_TEST=cuda)"
-	if CHAINEDSQL_CUDA_TEST=cuda CHAINEDSQL_CUDA_PARITY_MODEL=$CKPT go test -count=1 -v -timeout 8m ./inference/cuda >"$OUT/parity.txt" 2>&1; then
-		note "parity: PASS ($(grep -c '^--- PASS' "$OUT/parity.txt") passed, $(grep -c '^--- SKIP' "$OUT/parity.txt") skipped)"
-	else
-		note "parity: FAIL"
-		grep -E '^(--- FAIL|\s+\S+_test.go)' "$OUT/parity.txt" | head -20 | tee -a "$SUMMARY"
-		status=1
-	fi
-	grep -E 'max abs error|device:|differ from the CPU' "$OUT/parity.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
-	grep -E 'cuBLAS and own kernels differ' "$OUT/parity.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
-	# The model tests compare with the CPU on the own kernels; TestBLASPrefill and
-	# TestMatMulBLAS take cuBLAS where it loaded. Without it, the prefill product falls back to
-	# the tiled kernel:
-	if CHAINEDSQL_CUDA_CUBLAS=off CHAINEDSQL_CUDA_TEST=cuda go test -count=1 -timeout 4m -run 'MatMul' ./inference/cuda >"$OUT/parity-nocublas.txt" 2>&1; then
-		note "products without cuBLAS (own GEMM kernel): PASS"
-	else
-		note "parity without cuBLAS: FAIL (see parity-nocublas.txt)"
+	t=$(budget 120)
+	stamp "writing the random Qwen2.5-0.5B checkpoint to $CKPT"
+	if ((t == 0)) || ! (cd "$ROOT/inference/qwen2" && CHAINEDSQL_BENCH_05B=$CKPT run "$t" "$BIN/qwen2.test" -test.run '^$' -test.bench 'Load/stored' -test.benchtime 1x) >>"$OUT/setup.txt" 2>&1; then
+		note "ckpt: writing the 0.5B checkpoint failed (setup.txt); the stages that need it are skipped"
+		CKPT=""
 		status=1
 	fi
 fi
+[ -n "$CKPT" ] && note "ckpt: $CKPT ($(du -sh "$CKPT" | cut -f1))"
 
-# 3. Benchmarks.
-if ! skip bench; then
-	note "== benchmarks (random 0.5B, bf16; tok/s)"
-	CHAINEDSQL_CUDA_TEST=cuda CHAINEDSQL_CUDA_BENCH_MODEL=$CKPT go test -count=1 -timeout 6m -run '^$' -bench . -benchtime 3x ./inference/cuda >"$OUT/bench.txt" 2>&1 || status=1
-	grep -E '^Benchmark' "$OUT/bench.txt" | awk '{print $1, $(NF-1), $NF}' | tee -a "$SUMMARY"
-	grep -m1 ' on ' "$OUT/bench.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
+# ---- parity ----
+if wanted parity; then
+	t=$(budget 200)
+	stamp "parity tests on the device (${t}s)"
+	if ((t == 0)); then
+		note "parity: skipped (out of time)"
+	else
+		(cd "$PKG" && CHAINEDSQL_CUDA_PARITY_MODEL=$CKPT run "$t" "$BIN/cuda.test" -test.v -test.count 1 \
+			-test.timeout "$((t - 5))s" -test.run "${GPU_CHECK_RUN:-.}") >"$OUT/parity.txt" 2>&1
+		rc=$?
+		pass=$(grep -c -- '^--- PASS' "$OUT/parity.txt") fail=$(grep -c -- '^--- FAIL' "$OUT/parity.txt")
+		note "parity: $(outcome $rc): $pass passed, $fail failed, $(grep -c -- '^--- SKIP' "$OUT/parity.txt") skipped"
+		# A skip's reason is the log line just before its "--- SKIP".
+		awk '/^--- SKIP/ {print "  skip " $3 ": " prev} {sub(/^ +/, ""); prev = $0}' "$OUT/parity.txt" | head -5 | tee -a "$SUMMARY"
+		# Each failure with the log line before it (its message), and any panic.
+		((rc != 0)) && status=1 && awk '/^ *--- FAIL/ {print "  " prev; print} /^panic:/ {print} {prev = $0}' "$OUT/parity.txt" | head -30 | tee -a "$SUMMARY"
+		grep -E '_test\.go:[0-9]+: (device: |.*(max abs error|differ from the CPU|cuBLAS and own kernels differ|differ by at most))|sm_90 .* registers' "$OUT/parity.txt" | sed 's/^ *//' | head -30 | tee -a "$SUMMARY"
+	fi
 fi
 
-# 4. A BIRD-layout eval through the built binary.
+# ---- bench ----
+if wanted bench && [ -n "$CKPT" ]; then
+	t=$(budget 150)
+	stamp "benchmarks (${t}s)"
+	if ((t == 0)); then
+		note "bench: skipped (out of time)"
+	else
+		note "== benchmarks (random 0.5B, bf16; tok/s)"
+		(cd "$PKG" && CHAINEDSQL_CUDA_BENCH_MODEL=$CKPT run "$t" "$BIN/cuda.test" -test.count 1 -test.timeout "$((t - 5))s" \
+			-test.run '^$' -test.bench . -test.benchtime 3x) >"$OUT/bench.txt" 2>&1
+		rc=$?
+		if ((rc != 0)); then
+			status=1
+			note "bench: $(outcome $rc) (bench.txt)"
+			grep -m3 -E '^(panic|SIGQUIT|\s+\S+_test\.go:[0-9]+:|--- FAIL)' "$OUT/bench.txt" | tee -a "$SUMMARY"
+		fi
+		grep -E '^Benchmark' "$OUT/bench.txt" | awk '{print $1, $(NF-1), $NF}' | tee -a "$SUMMARY"
+		grep -m1 ' on ' "$OUT/bench.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
+	fi
+fi
+
+# ---- sanitize ----
+if wanted sanitize; then
+	if ! command -v compute-sanitizer >/dev/null; then
+		note "sanitize: no compute-sanitizer"
+	else
+		: >"$OUT/sanitize.txt"
+		for tool in memcheck racecheck; do
+			t=$(budget 60)
+			((t == 0)) && { note "sanitize $tool: skipped (out of time)"; continue; }
+			stamp "compute-sanitizer $tool (${t}s)"
+			(cd "$PKG" && CHAINEDSQL_CUDA_CUBLAS=off run "$t" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+				"$BIN/cuda.test" -test.v -test.count 1 -test.timeout "$((t - 5))s" -test.run 'Kernel|Selftest') >"$WORK/sanitize-$tool.txt" 2>&1
+			rc=$?
+			{ echo "== $tool (exit $rc)"; cat "$WORK/sanitize-$tool.txt"; } >>"$OUT/sanitize.txt"
+			n=$(grep -c -- '^--- PASS' "$WORK/sanitize-$tool.txt")
+			if ! grep -q -- '^=== RUN' "$WORK/sanitize-$tool.txt"; then
+				note "sanitize $tool: the sanitizer could not run here (exit $rc): $(grep -m1 -v 'COMPUTE-SANITIZER' "$WORK/sanitize-$tool.txt")"
+				continue
+			fi
+			case $rc in
+			0) note "sanitize $tool: clean over $n passing tests" ;;
+			99) status=1 && note "sanitize $tool: ERRORS (sanitize.txt)" && grep -m6 -E '^========= +(Invalid|Error|Race|Program hit)' "$WORK/sanitize-$tool.txt" | tee -a "$SUMMARY" ;;
+			124 | 137) note "sanitize $tool: out of time after $n tests (sanitize.txt)" ;;
+			*) status=1 && note "sanitize $tool: tests failed under the sanitizer (exit $rc; sanitize.txt)" ;;
+			esac
+			grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/sanitize-$tool.txt" | tail -1 | tee -a "$SUMMARY"
+		done
+	fi
+fi
+
+# ---- eval ----
 TOK=""
-for d in "$SHARED/tokenizer/qwen2.5" "$CKPT"; do
-	[ -f "$d/tokenizer.json" ] && TOK=$d && break
-done
-if ! skip eval && [ -n "$TOK" ] && command -v python3 >/dev/null; then
-	note "== student eval --backend cuda, BIRD layout (the 56 sample questions), random 0.5B"
-	BIRD=$OUT/bird
-	python3 - "$BIRD" <<'EOF'
+[ -n "$SHARED" ] && [ -f "$SHARED/tokenizer/qwen2.5/tokenizer.json" ] && TOK=$SHARED/tokenizer/qwen2.5
+if wanted eval && [ -n "$CKPT" ] && [ -n "$TOK" ] && command -v python3 >/dev/null; then
+	t=$(budget 150)
+	stamp "student eval --backend $BACKEND (${t}s)"
+	BIRD=$WORK/bird
+	python3 - "$BIRD" <<'EOF' >"$OUT/eval.txt" 2>&1
 import json, os, sqlite3, sys
 out = sys.argv[1]
 src = "datasets/sample"
@@ -100,14 +249,17 @@ for db in sorted({q["db_id"] for q in qs}):
 dev = [{"question_id": i, "db_id": q["db_id"], "question": q["question"], "evidence": q.get("evidence", ""),
         "SQL": q["gold"]["sqlite"], "difficulty": q.get("difficulty", "simple")} for i, q in enumerate(qs)]
 json.dump(dev, open(os.path.join(out, "dev.json"), "w"), indent=1)
+print("wrote", len(dev), "tasks to", out)
 EOF
-	rm -rf "$OUT/eval"
-	start=$(date +%s.%N)
-	if "$OUT/student" eval --model "$CKPT" --tokenizer "$TOK" --tasks "bird:$BIRD/dev.json" --backend cuda \
-		--batch 56 --max-tokens 256 --progress log --out "$OUT/eval" >"$OUT/eval.txt" 2>&1; then
-		end=$(date +%s.%N)
-		note "eval: $(python3 -c "print(f'{$end-$start:.1f}')") s wall for 56 tasks"
-		python3 - "$OUT/eval/usage.json" <<'EOF' | tee -a "$SUMMARY"
+	rm -rf "$WORK/eval"
+	start=$SECONDS
+	rc=0
+	((t > 0)) && run "$t" "$BIN/student" eval --model "$CKPT" --tokenizer "$TOK" --tasks "bird:$BIRD/dev.json" --backend "$BACKEND" \
+		--batch 56 --max-tokens 256 --progress log --out "$WORK/eval" >>"$OUT/eval.txt" 2>&1
+	rc=$?
+	if ((t > 0 && rc == 0)); then
+		note "eval: $((SECONDS - start)) s wall for 56 tasks"
+		python3 - "$WORK/eval/usage.json" <<'EOF' 2>&1 | tee -a "$SUMMARY"
 import json, sys
 u = json.load(open(sys.argv[1]))
 def find(o):
@@ -125,34 +277,48 @@ if c:
 EOF
 		tail -12 "$OUT/eval.txt" >>"$SUMMARY"
 	else
-		note "eval: FAIL (eval.txt)"
-		tail -5 "$OUT/eval.txt" | tee -a "$SUMMARY"
-		status=1
+		if ((t == 0)); then
+			note "eval: skipped (out of time)"
+		else
+			note "eval: $(outcome "$rc") after $((SECONDS - start)) s (eval.txt)"
+			status=1
+			grep -E '^[0-9:]+ .* done [0-9]+/' "$OUT/eval.txt" | tail -1 | tee -a "$SUMMARY"
+			grep -m3 -E '^(panic|SIGQUIT|student|Error|error)' "$OUT/eval.txt" | tee -a "$SUMMARY"
+		fi
 	fi
-else
-	note "== eval skipped (no tokenizer.json under $SHARED/tokenizer/qwen2.5, or no python3, or GPU_CHECK_SKIP)"
+elif wanted eval; then
+	note "eval: skipped (no checkpoint, no tokenizer under ${SHARED:-the shared data}, or no python3)"
 fi
 
-# 5. Hugging Face transformers on the same checkpoint.
-if ! skip hf && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
-	note "== Hugging Face transformers, same checkpoint (bf16, greedy; tok/s)"
-	timeout 240 python3 - "$CKPT" <<'EOF' 2>"$OUT/hf.err" | tee -a "$SUMMARY"
+# ---- hf ----
+if wanted hf && [ -n "$CKPT" ] && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+	t=$(budget 120)
+	stamp "Hugging Face transformers (${t}s)"
+	note "== Hugging Face transformers, same checkpoint (bf16, greedy, eager; tok/s)"
+	((t == 0)) && t=1 # out of time: the script below is stopped at once and reported incomplete
+	PYTHONUNBUFFERED=1 run "$t" python3 - "$CKPT" <<'EOF' >"$OUT/hf.txt" 2>&1
 import sys, time, torch, transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 d = sys.argv[1]
 cfg = AutoConfig.from_pretrained(d)
-m = AutoModelForCausalLM.from_pretrained(d, config=cfg, torch_dtype=torch.bfloat16).cuda().eval()
-print("transformers", transformers.__version__, "torch", torch.__version__, torch.cuda.get_device_name())
+try:
+    m = AutoModelForCausalLM.from_pretrained(d, config=cfg, dtype=torch.bfloat16)
+except TypeError:  # transformers before 4.56 names it torch_dtype
+    m = AutoModelForCausalLM.from_pretrained(d, config=cfg, torch_dtype=torch.bfloat16)
+m = m.cuda().eval()
+print("transformers", transformers.__version__, "torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
 V = cfg.vocab_size
 def decode(batch, steps=64):
     ids = torch.randint(0, V, (batch, 32), device="cuda")
-    m.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)  # warm-up
+    mask = torch.ones_like(ids)
+    kw = dict(attention_mask=mask, do_sample=False, pad_token_id=0)
+    m.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)  # warm-up
     torch.cuda.synchronize(); t = time.time()
-    m.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, pad_token_id=0)
+    m.generate(ids, max_new_tokens=steps, min_new_tokens=steps, **kw)
     torch.cuda.synchronize()
     return batch * steps / (time.time() - t)
 for b in (1, 8, 32, 128):
-    print(f"hf decode batch={b} {decode(b):.1f} tok/s")
+    print(f"hf decode batch={b} {decode(b):.1f} tok/s", flush=True)
 ids = torch.randint(0, V, (1, 512), device="cuda")
 with torch.no_grad():
     m(ids); torch.cuda.synchronize(); t = time.time()
@@ -160,8 +326,11 @@ with torch.no_grad():
     torch.cuda.synchronize()
 print(f"hf prefill 512 {3 * 512 / (time.time() - t):.1f} tok/s")
 EOF
-else
-	note "== transformers not installed (or no CUDA torch): no side-by-side figures"
+	grep -E '^(hf |transformers )' "$OUT/hf.txt" | tee -a "$SUMMARY"
+	grep -qE '^hf prefill' "$OUT/hf.txt" || { note "hf: incomplete (hf.txt)"; tail -3 "$OUT/hf.txt" | tee -a "$SUMMARY"; }
+elif wanted hf; then
+	note "hf: skipped (no checkpoint, or no torch/transformers seeing a GPU)"
 fi
-note "== done: status $status; files in $OUT"
+
+note "== done in $((SECONDS - T0)) s: status $status; logs in $OUT"
 exit $status

@@ -22,6 +22,7 @@ static cu_result (*p_cuDevicePrimaryCtxRelease)(int);
 static cu_result (*p_cuCtxSetCurrent)(cu_handle);
 static cu_result (*p_cuModuleLoadDataEx)(cu_handle *, const void *, unsigned, int *, void **);
 static cu_result (*p_cuModuleGetFunction)(cu_handle *, cu_handle, const char *);
+static cu_result (*p_cuModuleUnload)(cu_handle);
 static cu_result (*p_cuMemAlloc)(cu_ptr *, size_t);
 static cu_result (*p_cuMemFree)(cu_ptr);
 static cu_result (*p_cuMemGetInfo)(size_t *, size_t *);
@@ -90,6 +91,7 @@ int cud_open(const char *path, char *err, int errlen) {
 	SYM(p_cuCtxSetCurrent, "cuCtxSetCurrent");
 	SYM(p_cuModuleLoadDataEx, "cuModuleLoadDataEx");
 	SYM(p_cuModuleGetFunction, "cuModuleGetFunction");
+	SYM(p_cuModuleUnload, "cuModuleUnload");
 	SYM(p_cuMemAlloc, "cuMemAlloc_v2");
 	SYM(p_cuMemFree, "cuMemFree_v2");
 	SYM(p_cuMemGetInfo, "cuMemGetInfo_v2");
@@ -159,8 +161,14 @@ cu_result cud_ctx(void **ctx, void **stream) {
 			return r_;                                   \
 	} while (0)
 
-cu_result cud_close(void *ctx, void *stream) {
+cu_result cud_close(void *ctx, void *stream, void *mod) {
 	CUR(ctx);
+	// The primary context may outlive this device (cuBLAS's runtime keeps a reference to it):
+	// release what this device made in it.
+	if (stream)
+		p_cuStreamSynchronize(stream);
+	if (mod)
+		p_cuModuleUnload(mod);
 	if (stream)
 		p_cuStreamDestroy(stream);
 	int dev;
@@ -284,18 +292,13 @@ enum {
 	CUBLAS_GEMM_DEFAULT = -1,
 };
 
-int cublas_open(void *ctx, void *stream, const char *path, cu_ptr workspace, size_t wsbytes, void **handle, char *err, int errlen) {
-	const char *names[] = {"libcublas.so.12", "libcublas.so.11", 0};
-	void *bl = 0;
-	if (path && path[0]) {
-		bl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	} else {
-		for (int i = 0; names[i] && !bl; i++)
-			bl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-	}
+// cublas_try opens one cuBLAS library and creates a handle on stream with the workspace; 0 on
+// success, else 1 with the library closed and a message in err.
+static int cublas_try(void *ctx, void *stream, const char *name, cu_ptr workspace, size_t wsbytes, void **handle, char *err, int errlen) {
+	void *bl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (!bl) {
 		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "no libcublas.so.12 or .11");
+		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
 		return 1;
 	}
 	*(void **)(&p_cublasCreate) = dlsym(bl, "cublasCreate_v2");
@@ -304,24 +307,60 @@ int cublas_open(void *ctx, void *stream, const char *path, cu_ptr workspace, siz
 	*(void **)(&p_cublasSetWorkspace) = dlsym(bl, "cublasSetWorkspace_v2");
 	*(void **)(&p_cublasGemmEx) = dlsym(bl, "cublasGemmEx");
 	if (!p_cublasCreate || !p_cublasDestroy || !p_cublasSetStream || !p_cublasSetWorkspace || !p_cublasGemmEx) {
-		snprintf(err, errlen, "libcublas lacks cublasCreate_v2, cublasSetStream_v2, cublasSetWorkspace_v2 or cublasGemmEx");
+		snprintf(err, errlen, "%s lacks cublasCreate_v2, cublasSetStream_v2, cublasSetWorkspace_v2 or cublasGemmEx", name);
+		dlclose(bl);
 		return 1;
 	}
 	if (p_cuCtxSetCurrent(ctx) != 0) {
 		snprintf(err, errlen, "cuCtxSetCurrent failed");
+		dlclose(bl);
 		return 1;
 	}
 	int s;
 	if ((s = p_cublasCreate(handle)) != 0) {
-		snprintf(err, errlen, "cublasCreate_v2: status %d", s);
+		// A library newer than the driver (libcublas.so.13 on a CUDA 12 driver) fails here.
+		snprintf(err, errlen, "%s: cublasCreate_v2: status %d", name, s);
+		dlclose(bl);
 		return 1;
 	}
+	// The stream first: cublasSetStream resets the workspace to the library's own.
 	if ((s = p_cublasSetStream(*handle, stream)) != 0 || (s = p_cublasSetWorkspace(*handle, (void *)workspace, wsbytes)) != 0) {
-		snprintf(err, errlen, "cublasSetStream/SetWorkspace: status %d", s);
+		snprintf(err, errlen, "%s: cublasSetStream/SetWorkspace: status %d", name, s);
 		p_cublasDestroy(*handle);
+		dlclose(bl);
 		return 1;
 	}
 	return 0;
+}
+
+int cublas_open(void *ctx, void *stream, const char *path, int driver_major, cu_ptr workspace, size_t wsbytes, void **handle, char *which, int whichlen, char *err, int errlen) {
+	if (path && path[0]) {
+		snprintf(which, whichlen, "%s", path);
+		return cublas_try(ctx, stream, path, workspace, wsbytes, handle, err, errlen);
+	}
+	// The newest the driver supports first (a CUDA 13 system has only libcublas.so.13; older
+	// libraries run on newer drivers).
+	static const struct {
+		const char *name;
+		int major;
+	} libs[] = {{"libcublas.so.13", 13}, {"libcublas.so.12", 12}, {"libcublas.so.11", 11}};
+	char e[256] = "";
+	int n = 0;
+	err[0] = 0;
+	for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+		if (libs[i].major > driver_major)
+			continue;
+		if (cublas_try(ctx, stream, libs[i].name, workspace, wsbytes, handle, e, sizeof e) == 0) {
+			snprintf(which, whichlen, "%s", libs[i].name);
+			return 0;
+		}
+		n += snprintf(err + n, n < errlen ? errlen - n : 0, "%s%s", n ? "; " : "", e);
+		if (n >= errlen)
+			n = errlen - 1;
+	}
+	if (!err[0])
+		snprintf(err, errlen, "no cuBLAS library for driver CUDA %d", driver_major);
+	return 1;
 }
 
 int cublas_gemm_bf16(void *ctx, void *handle, int N, int T, int K, cu_ptr w, cu_ptr x, cu_ptr out, int ldo, float beta) {

@@ -17,7 +17,8 @@ import (
 )
 
 // EnvDriver names a driver library to load instead of libcuda.so.1 (tests use it for fake
-// drivers); EnvCUBLAS a cuBLAS library ("off" runs the backend's own GEMM kernel everywhere).
+// drivers); EnvCUBLAS a cuBLAS library to load instead of the first of libcublas.so.13, .12
+// and .11 that works with the driver ("off" runs the backend's own GEMM kernel everywhere).
 const (
 	EnvDriver = "CHAINEDSQL_CUDA_DRIVER"
 	EnvCUBLAS = "CHAINEDSQL_CUDA_CUBLAS"
@@ -116,7 +117,7 @@ func openDriver() (Device, error) {
 		}
 		return nil, fmt.Errorf("cuda: loading the kernels' PTX: %s: %s", why, strings.TrimSpace(C.GoString((*C.char)(unsafe.Pointer(&log[0])))))
 	}
-	d.openBLAS()
+	d.openBLAS(int(version) / 1000)
 	return d, nil
 }
 
@@ -127,26 +128,31 @@ const maxArgs = 32
 // graph is captured).
 const cublasWorkspace = 32 << 20
 
-// openBLAS loads cuBLAS when present; without it Gemm reports false.
-func (d *driverDevice) openBLAS() {
+// openBLAS loads cuBLAS when present; without it Gemm reports false and the device's name
+// says why (the products then run on the backend's own kernels).
+func (d *driverDevice) openBLAS(driverMajor int) {
 	path := os.Getenv(EnvCUBLAS)
 	if path == "off" {
+		d.name += ", cuBLAS off"
 		return
 	}
 	ws, err := d.Alloc(cublasWorkspace)
 	if err != nil {
+		d.name += ", no cuBLAS: " + err.Error()
 		return
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	ebuf := make([]byte, 512)
-	if C.cublas_open(d.ctx, d.stream, cpath, C.cu_ptr(ws), cublasWorkspace, &d.blas, (*C.char)(unsafe.Pointer(&ebuf[0])), C.int(len(ebuf))) != 0 {
+	ebuf, which := make([]byte, 1024), make([]byte, 512)
+	if C.cublas_open(d.ctx, d.stream, cpath, C.int(driverMajor), C.cu_ptr(ws), cublasWorkspace, &d.blas,
+		(*C.char)(unsafe.Pointer(&which[0])), C.int(len(which)), (*C.char)(unsafe.Pointer(&ebuf[0])), C.int(len(ebuf))) != 0 {
 		d.blas = nil
 		d.Free(ws)
+		d.name += ", no cuBLAS (" + C.GoString((*C.char)(unsafe.Pointer(&ebuf[0]))) + ")"
 		return
 	}
 	d.ws = ws
-	d.name += ", cuBLAS"
+	d.name += ", cuBLAS " + C.GoString((*C.char)(unsafe.Pointer(&which[0])))
 }
 
 func (d *driverDevice) Name() string { return d.name }
@@ -207,6 +213,12 @@ func (d *driverDevice) Launch(f Func, grid, block Dim, shared int, args ...any) 
 	if len(args) > maxArgs {
 		return fmt.Errorf("cuda: kernel %s: %d arguments, at most %d", df.name, len(args), maxArgs)
 	}
+	if err := checkArgs(df.name, args); err != nil {
+		return err
+	}
+	if err := checkLaunch(df.name, grid, block); err != nil {
+		return err
+	}
 	var err error
 	if d.args, err = argSlots(d.args, args); err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", df.name, err)
@@ -254,8 +266,8 @@ func (d *driverDevice) Close() error {
 	}
 	C.cublas_close(d.ctx, d.blas)
 	d.Free(d.ws)
-	err := check("release context", C.cud_close(d.ctx, d.stream))
-	d.ctx, d.stream, d.blas = nil, nil, nil
+	err := check("release context", C.cud_close(d.ctx, d.stream, d.mod))
+	d.ctx, d.stream, d.blas, d.mod = nil, nil, nil, nil
 	C.free(unsafe.Pointer(d.slots))
 	return err
 }

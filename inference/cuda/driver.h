@@ -20,7 +20,8 @@ void cud_error_text(cu_result r, char *buf, int len);
 
 // cud_ctx retains device 0's primary context and creates a non-blocking stream on it.
 cu_result cud_ctx(void **ctx, void **stream);
-cu_result cud_close(void *ctx, void *stream);
+// cud_close unloads mod, destroys stream and releases the primary context.
+cu_result cud_close(void *ctx, void *stream, void *mod);
 cu_result cud_module(void *ctx, const char *ptx, void **mod, char *log, int loglen);
 cu_result cud_func(void *ctx, void *mod, const char *name, void **fn);
 cu_result cud_alloc(void *ctx, cu_ptr *p, size_t n);
@@ -39,9 +40,11 @@ cu_result cud_graph_launch(void *ctx, void *stream, void *exec);
 cu_result cud_graph_destroy(void *ctx, void *exec);
 cu_result cud_mem_info(void *ctx, size_t *free_bytes, size_t *total);
 
-// cublas_open loads libcublas (the .so.12, .so.11 or path) and creates a handle on stream with
-// the workspace given; 0 on success.
-int cublas_open(void *ctx, void *stream, const char *path, cu_ptr workspace, size_t wsbytes, void **handle, char *err, int errlen);
+// cublas_open loads libcublas (path, else the newest of .so.13, .so.12 and .so.11 that the
+// driver's CUDA major version supports and that creates a handle) and creates a handle on
+// stream with the workspace given; 0 on success with the library's name in which.
+int cublas_open(void *ctx, void *stream, const char *path, int driver_major, cu_ptr workspace, size_t wsbytes, void **handle,
+                char *which, int whichlen, char *err, int errlen);
 // cublas_gemm_bf16: see Device.Gemm. Returns the cublasStatus.
 int cublas_gemm_bf16(void *ctx, void *handle, int N, int T, int K, cu_ptr w, cu_ptr x, cu_ptr out, int ldo, float beta);
 void cublas_close(void *ctx, void *handle);

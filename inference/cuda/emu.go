@@ -23,12 +23,14 @@ import (
 // with a canary after every allocation, checked after each launch, so a kernel writing past a
 // buffer's end fails the launch instead of corrupting memory unseen; copies are checked to lie
 // inside one allocation. A failed launch makes every later operation fail, as a sticky CUDA
-// error does.
+// error does. While a graph is captured, what CUDA refuses in a capture (a copy between host
+// and device, a synchronisation, a free) fails and invalidates the capture, as it does there.
 type emuDevice struct {
-	allocs    map[Ptr]int // address → size
-	capturing bool
-	captured  []emuLaunch
-	err       error
+	allocs     map[Ptr]int // address → size
+	capturing  bool
+	captured   []emuLaunch
+	captureErr error // the first operation refused during the capture
+	err        error
 }
 
 type emuFunc struct {
@@ -38,11 +40,24 @@ type emuFunc struct {
 
 func (f *emuFunc) Name() string { return f.name }
 
+// emuLaunch is a kernel launch, or (f nil) a memset of n bytes at p, as a graph records them.
 type emuLaunch struct {
 	f           *emuFunc
 	grid, block Dim
 	shared      int
 	slots       []uint64
+	p           Ptr
+	n           int
+}
+
+// refuse fails an operation CUDA does not allow while the stream is captured, and invalidates
+// the capture.
+func (d *emuDevice) refuse(what string) error {
+	err := fmt.Errorf("cudaemu: %s while a graph is being captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", what)
+	if d.captureErr == nil {
+		d.captureErr = err
+	}
+	return err
 }
 
 func openEmulator() (Device, error) {
@@ -66,6 +81,10 @@ func (d *emuDevice) Alloc(n int) (Ptr, error) {
 }
 
 func (d *emuDevice) Free(p Ptr) {
+	if d.capturing {
+		d.refuse("free")
+		return
+	}
 	if _, ok := d.allocs[p]; ok {
 		delete(d.allocs, p)
 		C.emu_free(C.uint64_t(p))
@@ -86,6 +105,9 @@ func (d *emuDevice) span(p Ptr, n int) error {
 }
 
 func (d *emuDevice) CopyIn(p Ptr, src unsafe.Pointer, n int) error {
+	if d.capturing {
+		return d.refuse("copy to the device")
+	}
 	if err := d.span(p, n); err != nil {
 		return err
 	}
@@ -96,6 +118,9 @@ func (d *emuDevice) CopyIn(p Ptr, src unsafe.Pointer, n int) error {
 }
 
 func (d *emuDevice) CopyOut(dst unsafe.Pointer, p Ptr, n int) error {
+	if d.capturing {
+		return d.refuse("copy from the device")
+	}
 	if err := d.span(p, n); err != nil {
 		return err
 	}
@@ -108,6 +133,13 @@ func (d *emuDevice) CopyOut(dst unsafe.Pointer, p Ptr, n int) error {
 func (d *emuDevice) Zero(p Ptr, n int) error {
 	if err := d.span(p, n); err != nil {
 		return err
+	}
+	if d.capturing {
+		d.captured = append(d.captured, emuLaunch{p: p, n: n})
+		return nil
+	}
+	if d.err != nil {
+		return d.err
 	}
 	if n > 0 {
 		C.emu_zero(C.uint64_t(p), C.uint64_t(n))
@@ -139,6 +171,12 @@ func (d *emuDevice) Launch(f Func, grid, block Dim, shared int, args ...any) err
 	ef, ok := f.(*emuFunc)
 	if !ok {
 		return fmt.Errorf("cudaemu: launch of %T, not an emulator kernel", f)
+	}
+	if err := checkArgs(ef.name, args); err != nil {
+		return err
+	}
+	if err := checkLaunch(ef.name, grid, block); err != nil {
+		return err
 	}
 	slots, err := argSlots(nil, args)
 	if err != nil {
@@ -197,13 +235,18 @@ func (d *emuDevice) checkCanaries(kernel string) error {
 	return nil
 }
 
-func (d *emuDevice) Sync() error { return d.err }
+func (d *emuDevice) Sync() error {
+	if d.capturing {
+		return d.refuse("stream synchronisation")
+	}
+	return d.err
+}
 
 func (d *emuDevice) BeginCapture() error {
 	if d.capturing {
 		return errors.New("cudaemu: capture already in progress")
 	}
-	d.capturing, d.captured = true, nil
+	d.capturing, d.captured, d.captureErr = true, nil, nil
 	return nil
 }
 
@@ -212,7 +255,11 @@ func (d *emuDevice) EndCapture() (Graph, error) {
 		return nil, errors.New("cudaemu: no capture in progress")
 	}
 	g := &emuGraph{d: d, launches: d.captured}
-	d.capturing, d.captured = false, nil
+	err := d.captureErr
+	d.capturing, d.captured, d.captureErr = false, nil, nil
+	if err != nil {
+		return nil, fmt.Errorf("cudaemu: capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): %w", err)
+	}
 	return g, nil
 }
 
@@ -221,6 +268,7 @@ func (d *emuDevice) Gemm(N, T, K int, w, x, out Ptr, ldo int, beta float32) (boo
 }
 
 func (d *emuDevice) Close() error {
+	d.capturing = false
 	for p := range d.allocs {
 		d.Free(p)
 	}
@@ -238,7 +286,17 @@ func (g *emuGraph) Launch() error {
 	if g.launches == nil {
 		return errors.New("cudaemu: launch of a destroyed graph")
 	}
+	if g.d.capturing { // a graph launched into a capture becomes part of it
+		g.d.captured = append(g.d.captured, g.launches...)
+		return nil
+	}
 	for _, l := range g.launches {
+		if l.f == nil {
+			if err := g.d.Zero(l.p, l.n); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := g.d.run(l); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -94,7 +95,8 @@ func TestPTXEntries(t *testing.T) {
 }
 
 // TestPTXAssembles assembles the embedded PTX with ptxas for sm_80 and sm_90 when ptxas is on
-// PATH, and reports registers and spills per kernel; a spill in a kernel fails the test.
+// PATH, and reports registers, static shared memory and stack frame per kernel; a spill, or
+// more static shared memory than a block gets without opting in (48 KiB), fails the test.
 func TestPTXAssembles(t *testing.T) {
 	ptxas, err := exec.LookPath("ptxas")
 	if err != nil {
@@ -106,7 +108,8 @@ func TestPTXAssembles(t *testing.T) {
 	}
 	entry := regexp.MustCompile(`Compiling entry function '(\w+)' for '(\w+)'`)
 	spill := regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
-	regs := regexp.MustCompile(`Used (\d+) registers`)
+	regs := regexp.MustCompile(`Used (\d+) registers(?:, .*?(\d+) bytes smem)?`)
+	stack := regexp.MustCompile(`(\d+) bytes stack frame`)
 	for _, arch := range []string{"sm_80", "sm_90"} {
 		var out bytes.Buffer
 		cmd := exec.Command(ptxas, "-arch="+arch, "-v", src, "-o", os.DevNull)
@@ -124,9 +127,39 @@ func TestPTXAssembles(t *testing.T) {
 			if m := spill.FindStringSubmatch(line); m != nil && (m[1] != "0" || m[2] != "0") {
 				t.Errorf("%s %s: %s", arch, name, m[0])
 			}
+			if m := stack.FindStringSubmatch(line); m != nil && m[1] != "0" {
+				t.Logf("%s %s: %s bytes stack frame (local memory)", arch, name, m[1])
+			}
 			if m := regs.FindStringSubmatch(line); m != nil {
-				t.Logf("%s %-12s %s registers", arch, name, m[1])
+				smem := 0
+				if m[2] != "" {
+					smem, _ = strconv.Atoi(m[2])
+				}
+				t.Logf("%s %-12s %s registers, %d bytes static shared memory", arch, name, m[1], smem)
+				if smem > 48<<10 {
+					t.Errorf("%s %s: %d bytes of static shared memory, over the 48 KiB a block gets by default", arch, name, smem)
+				}
 			}
 		}
+	}
+}
+
+// TestPTXSignatures: the launch check reads each kernel's parameters from the PTX as the
+// kernels declare them.
+func TestPTXSignatures(t *testing.T) {
+	sigs := ptxSignatures()
+	for _, k := range kernelNames {
+		if len(sigs[k]) == 0 {
+			t.Errorf("no parameters read for %s", k)
+		}
+	}
+	if got, want := strings.Join(sigs["rmsnorm"], " "), "u64 u64 u64 u64 u32 f32"; got != want {
+		t.Errorf("rmsnorm parameters %q, want %q", got, want)
+	}
+	if err := checkArgs("rmsnorm", []any{Ptr(1), Ptr(2), Ptr(3), Ptr(0), 64, float32(1e-6)}); err != nil {
+		t.Error(err)
+	}
+	if err := checkArgs("rmsnorm", []any{Ptr(1), Ptr(2), Ptr(3), Ptr(0), 64, 1e-6}); err == nil {
+		t.Error("a float64 argument passed the check")
 	}
 }
