@@ -12,6 +12,10 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
 // hasVNNI reports whether AVX512_VNNI (VPDPBUSD) is there too, for dot4Q8VNNI.
 var hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 
+// hasBF16 reports whether AVX512_BF16 (VDPBF16PS, VCVTNE2PS2BF16) is there too, for the bf16
+// matrix-matrix kernel.
+var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+
 // Implemented in kernels_amd64.s; see the comments there. k and n are multiples of 16 (32 for
 // Q8); ld* are row strides in elements.
 

@@ -7,6 +7,7 @@ package cpu
 const (
 	hasAVX512 = false
 	hasVNNI   = false
+	hasBF16   = false
 )
 
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }

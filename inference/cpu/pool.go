@@ -44,6 +44,25 @@ func UseSIMD(on bool) (was bool) { return !simdOff.Swap(!on) }
 // not switched off.
 func SIMD() bool { return use512() || useAVX2() }
 
+// Kernels names the kernel tier in use: "avx512" (with "+vnni" and "+bf16" for the AVX512_VNNI
+// and AVX512_BF16 kernels), "avx2" or "go" (portable).
+func Kernels() string {
+	switch {
+	case use512():
+		s := "avx512"
+		if hasVNNI {
+			s += "+vnni"
+		}
+		if hasBF16 {
+			s += "+bf16"
+		}
+		return s
+	case useAVX2():
+		return "avx2"
+	}
+	return "go"
+}
+
 // use512 reports whether the AVX-512 kernels (kernels_amd64.s) are in use.
 func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
 
