@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -249,4 +250,45 @@ func BenchmarkQuantize8(b *testing.B) {
 	for b.Loop() {
 		Quantize8(w)
 	}
+}
+
+// BenchmarkGemmAB compares, in one process and interleaved (so machine noise hits both), the
+// dot-product matrix-matrix kernels (gemmQ8VNNI, gemmBF16) with the f32-widening path they
+// replace (plainOff), on the prefill product of BenchmarkMatMul; each iteration times one of
+// each, and the reported figures are the medians.
+func BenchmarkGemmAB(b *testing.B) {
+	const n = 512
+	x := fastMatrix(F32, n, qInter, 3).F32
+	dst := make([]float32, n*qInter)
+	for _, dt := range []DType{BF16, Q8} {
+		for _, sh := range [][2]int{{qInter, qHidden}, {qHidden, qInter}} {
+			w := fastMatrix(dt, sh[0], sh[1], 4)
+			b.Run(fmt.Sprintf("%v/%dx%dx%d", dt, n, sh[1], sh[0]), func(b *testing.B) {
+				var fast, plain []float64
+				flop := 2 * float64(n*sh[0]*sh[1])
+				for b.Loop() {
+					for _, off := range []bool{false, true} {
+						was := plainOff.Swap(off)
+						t0 := time.Now()
+						MatMul(dst, w, x, n)
+						g := flop / time.Since(t0).Seconds() / 1e9
+						plainOff.Store(was)
+						if off {
+							plain = append(plain, g)
+						} else {
+							fast = append(fast, g)
+						}
+					}
+				}
+				b.ReportMetric(median(fast), "GFLOP/s")
+				b.ReportMetric(median(plain), "plain-GFLOP/s")
+			})
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

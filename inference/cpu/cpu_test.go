@@ -100,6 +100,12 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 			xStep[b] = float64(float32(m) / 127)
 		}
 	}
+	// The bf16 matrix-matrix kernel rounds x to bf16 (8 significant bits): each product moves by
+	// at most 2^-8 of its size.
+	bfRel := 0.0
+	if useGemmBF16(&Matrix{DType: dt, Cols: cols}, n) {
+		bfRel = 1.0 / 256
+	}
 	wf := make([]float32, rows*cols) // the widened weights, for the error bounds
 	for r := range rows {
 		rowF32Ref(wf[r*cols:(r+1)*cols], w, r)
@@ -114,7 +120,7 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 					qerr += xStep[i*cols/Q8Block+c/Q8Block] / 2 * math.Abs(float64(v))
 				}
 			}
-			bound := tol*ad + 1e-6 + qerr*(1+1e-5)
+			bound := tol*ad + 1e-6 + qerr*(1+1e-5) + bfRel*ad
 			if d := math.Abs(float64(g - e)); !(d <= bound) {
 				t.Fatalf("%v %d×%d n=%d simd=%v: dst[%d,%d] = %g, ref %g (diff %g > %g)",
 					dt, rows, cols, n, SIMD(), i, r, g, e, d, bound)
@@ -154,11 +160,13 @@ func bothPaths(t *testing.T, f func(t *testing.T)) {
 }
 
 // TestQ8VNNIExact: with x exactly representable in int8 (integers, each block's largest 127),
-// the VNNI kernel's quantisation of x is exact and every weight value, -128 included, must give
-// Σ q·x·scale to f32 rounding (all partial sums are small integers times the scales).
+// the integer kernels' quantisation of x is exact and every weight value, -128 included, must
+// give Σ q·x·scale to f32 rounding (all partial sums are small integers times the scales): one
+// input row (matrix-vector kernels) and 23 (the matrix-matrix kernel, with a partial group of
+// input rows and 41 weight rows: a partial panel).
 func TestQ8VNNIExact(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
-		const rows, cols = 9, 192
+		const rows, cols = 41, 192
 		w := &Matrix{DType: Q8, Rows: rows, Cols: cols, Q8: make([]int8, rows*cols), Scales: make([]float32, rows*cols/Q8Block)}
 		for i := range w.Q8 {
 			w.Q8[i] = int8(i*37 + i/7) // covers -128..127
@@ -167,26 +175,30 @@ func TestQ8VNNIExact(t *testing.T) {
 		for i := range w.Scales {
 			w.Scales[i] = 0.25 * float32(1+i%3)
 		}
-		x := make([]float32, cols)
-		for c := range x {
-			x[c] = float32((c*29)%255 - 127)
-		}
-		for b := 0; b < cols/Q8Block; b++ {
-			x[b*Q8Block+3] = 127
-		}
-		dst := make([]float32, rows)
-		MatVec(dst, w, x)
-		for r := range rows {
-			var want float64
-			for b := 0; b < cols/Q8Block; b++ {
-				var s int64
-				for c := b * Q8Block; c < (b+1)*Q8Block; c++ {
-					s += int64(w.Q8[r*cols+c]) * int64(x[c])
-				}
-				want += float64(s) * float64(w.Scales[r*cols/Q8Block+b])
+		for _, n := range []int{1, 23} {
+			x := make([]float32, n*cols)
+			for c := range x {
+				x[c] = float32((c*29+c/cols)%255 - 127)
 			}
-			if d := math.Abs(float64(dst[r]) - want); d > 1e-6*math.Abs(want)+1e-3 {
-				t.Fatalf("row %d: got %g, want %g", r, dst[r], want)
+			for b := 0; b < n*cols/Q8Block; b++ {
+				x[b*Q8Block+3] = 127
+			}
+			dst := make([]float32, n*rows)
+			MatMul(dst, w, x, n)
+			for i := range n {
+				for r := range rows {
+					var want float64
+					for b := 0; b < cols/Q8Block; b++ {
+						var s int64
+						for c := b * Q8Block; c < (b+1)*Q8Block; c++ {
+							s += int64(w.Q8[r*cols+c]) * int64(x[i*cols+c])
+						}
+						want += float64(s) * float64(w.Scales[r*cols/Q8Block+b])
+					}
+					if d := math.Abs(float64(dst[i*rows+r]) - want); d > 1e-6*math.Abs(want)+1e-3 {
+						t.Fatalf("n=%d: dst[%d,%d] = %g, want %g", n, i, r, dst[i*rows+r], want)
+					}
+				}
 			}
 		}
 	})

@@ -6,10 +6,14 @@
 #define Q8PTRS \
 	MOVQ w+0(FP), SI; \
 	MOVQ ldw+8(FP), R8; \
-	LEAQ (SI)(R8*2), R9; \
-	ADDQ R8, R9; \
+	ROW3(SI, R8, R9); \
 	MOVQ scales+16(FP), BX; \
 	MOVQ lds+24(FP), R10; \
 	SHLQ $2, R10; \
-	LEAQ (BX)(R10*2), R11; \
-	ADDQ R10, R11
+	ROW3(BX, R10, R11)
+
+// ROW3 sets r to the address of row 3 from base b, s bytes per row (rows 1 and 2 are then
+// (b)(s*1) and (b)(s*2), rows 4 and 5 (r)(s*1) and (r)(s*2)).
+#define ROW3(b, s, r) \
+	LEAQ (b)(s*2), r; \
+	ADDQ s, r

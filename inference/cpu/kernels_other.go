@@ -33,3 +33,16 @@ func scaleF32(x *float32, s float32, n int)                       { panic("cpu: 
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }
+func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32) {
+	panic("cpu: no SIMD")
+}
+func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockSums int) {
+	panic("cpu: no SIMD")
+}
+func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, corr *int32, ldq, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int) {
+	panic("cpu: no SIMD")
+}
+func cvtX16(dst *uint16, src *float32, n int) { panic("cpu: no SIMD") }
+func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd int, masks uint64, acc int) {
+	panic("cpu: no SIMD")
+}

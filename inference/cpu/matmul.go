@@ -33,6 +33,10 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 		matMulAVX2(dst, w, x, n)
 		return
 	}
+	if useGemmQ8(w, n) || useGemmBF16(w, n) {
+		matMulGemm(dst, w, x, n)
+		return
+	}
 	if n < mvMaxN {
 		// Few input rows (decode, decode batches, attention over a short cache): weights are
 		// streamed once; each group of 4 rows stays in L1 while it meets every input row.
@@ -211,7 +215,11 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs.f = grow(in.bufs.f, n*k/4)
 		in.xq, in.corr, in.xs = in.bufs.q, in.bufs.c, in.bufs.f
 		for i := range n {
-			quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
+			if useVNNI() {
+				quantX8(&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], &x[i*c], k/Q8Block, 0)
+			} else {
+				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
+			}
 		}
 	default:
 		return in, func() {}
@@ -220,8 +228,11 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 }
 
 // q8QuantCols returns how many leading columns of x a Q8 product of n input rows quantises to
-// int8 (the VNNI and AVX2 integer kernels; 0 where x stays f32).
+// int8 (the VNNI and AVX2 integer kernels and gemmQ8VNNI; 0 where x stays f32).
 func q8QuantCols(w *Matrix, n int) int {
+	if useGemmQ8(w, n) {
+		return w.Cols
+	}
 	if w.DType != Q8 || n >= mvMaxN || plainOff.Load() {
 		return 0
 	}
