@@ -77,7 +77,7 @@ func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32)
 func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockSums int)
 
 //go:noescape
-func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, corr *int32, ldq, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
 
 //go:noescape
 func cvtX16(dst *uint16, src *float32, n int)

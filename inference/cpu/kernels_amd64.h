@@ -17,3 +17,17 @@
 #define ROW3(b, s, r) \
 	LEAQ (b)(s*2), r; \
 	ADDQ s, r
+
+// Q8GEMMPTRS loads the arguments the int8 matrix-matrix kernels share (wp, sp, xq, ldx, xs, ldq
+// at 0-40(FP)): SI packed weights, BX packed scales, DI and R9 input rows 0 and 3 (R8 = row
+// stride in bytes), DX and R12 their x scales (R13 = stride in bytes).
+#define Q8GEMMPTRS \
+	MOVQ wp+0(FP), SI; \
+	MOVQ sp+8(FP), BX; \
+	MOVQ xq+16(FP), DI; \
+	MOVQ ldx+24(FP), R8; \
+	ROW3(DI, R8, R9); \
+	MOVQ xs+32(FP), DX; \
+	MOVQ ldq+40(FP), R13; \
+	SHLQ $2, R13; \
+	ROW3(DX, R13, R12)

@@ -845,6 +845,7 @@ q8vdone:
 
 
 
+
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix kernels on int8 and bf16 dot products (prefill; see prefill.go). The weights of
 // a few 16-row panels are packed so that one 64-byte vector holds four bytes (4 int8 or 2 bf16
@@ -1044,7 +1045,7 @@ qxdone:
 	JZ        q8gdone; \
 	ADDQ      BX, DX
 
-// func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, corr *int32, ldq, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+// func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
 //
 // The int8 matrix-matrix micro-kernel: dst[i, j] (+)= Σ_c w[j, c]·x[i, c] for 32 weight rows j
 // (two packed 16-row panels) and m (1..6) input rows i, over nb blocks of 32 columns. wp holds
@@ -1059,16 +1060,8 @@ qxdone:
 // VPDPBUSD per 512 multiply-adds where f32 FMA needs 32. m0, m1 mask the lanes stored of each
 // panel (rows past the caller's range); acc = 1 adds to dst.
 TEXT ·gemmQ8VNNI(SB), NOSPLIT, $0-120
-	MOVQ   wp+0(FP), SI
-	MOVQ   sp+8(FP), BX
-	MOVQ   xq+16(FP), DI
-	MOVQ   ldx+24(FP), R8
-	ROW3(DI, R8, R9)
-	MOVQ   xs+32(FP), DX
-	MOVQ   ldq+48(FP), R13
-	SHLQ   $2, R13
-	ROW3(DX, R13, R12)
-	MOVQ   corr+40(FP), R10
+	Q8GEMMPTRS
+	MOVQ   corr+48(FP), R10
 	MOVQ   ldc+56(FP), AX
 	SHLQ   $2, AX
 	ROW3(R10, AX, R11)

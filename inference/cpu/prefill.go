@@ -27,10 +27,10 @@ const (
 	bfKC      = 256  // most columns per chunk: 64 rows of it are 32 KiB of bf16
 )
 
-// useGemmQ8 and useGemmBF16 report whether MatMul of n input rows takes the int8 or the bf16
-// dot-product kernels.
+// useGemmQ8 and useGemmBF16 report whether MatMul of n input rows takes the int8 (AVX512_VNNI,
+// or AVX2: avx2GemmQ8) or the bf16 dot-product kernels.
 func useGemmQ8(w *Matrix, n int) bool {
-	return n >= mvMaxN && w.DType == Q8 && useVNNI()
+	return n >= mvMaxN && w.DType == Q8 && (useVNNI() || useAVX2() && !plainOff.Load())
 }
 
 func useGemmBF16(w *Matrix, n int) bool {
@@ -44,7 +44,7 @@ func chunkCols(c, most, unit int) int {
 }
 
 // gemmIn holds the input rows of a dot-product matrix-matrix product, padded with zero rows to
-// a multiple of gemmRows6: quantised for q8 (xq, corr, xs as quantizeX lays them out, k
+// a multiple of gemmRows6 and avx2Q8M: quantised for q8 (xq, corr, xs as quantizeX lays them out, k
 // columns per row) or rounded to bf16 (xb, k columns per row, k a multiple of 32).
 type gemmIn struct {
 	k    int
@@ -56,11 +56,16 @@ type gemmIn struct {
 
 var gemmInPool = sync.Pool{New: func() any { return new(gemmIn) }}
 
-// quantRows quantises rows [lo, hi) of x (rows c apart, the first k columns) into in.
+// quantRows quantises rows [lo, hi) of x (rows c apart, the first k columns) into in (the AVX2
+// kernel needs no correction).
 func (in *gemmIn) quantRows(x []float32, c, lo, hi int) {
 	k := in.k
 	for i := lo; i < hi; i++ {
-		quantX8(&in.xq[i*k], &in.corr[i*k/Q8Block], &in.xs[i*k/4], &x[i*c], k/Q8Block, 1)
+		if useAVX2() {
+			avx2QuantX8(&in.xq[i*k], &in.xs[i*k/4], &x[i*c], k/Q8Block)
+		} else {
+			quantX8(&in.xq[i*k], &in.corr[i*k/Q8Block], &in.xs[i*k/4], &x[i*c], k/Q8Block, 1)
+		}
 	}
 }
 
@@ -68,7 +73,8 @@ func (in *gemmIn) quantRows(x []float32, c, lo, hi int) {
 func prepareGemm(w *Matrix, x []float32, n int) *gemmIn {
 	in := gemmInPool.Get().(*gemmIn)
 	c := w.Cols
-	np := (n + gemmRows6 - 1) / gemmRows6 * gemmRows6
+	const pad = 12 // a multiple of gemmRows6 and avx2Q8M
+	np := (n + pad - 1) / pad * pad
 	if w.DType == Q8 {
 		k := c
 		in.k = k
@@ -148,7 +154,7 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 			pack16((*byte)(unsafe.Pointer(&p.s[16*pn])), 128, (*byte)(unsafe.Pointer(&w.Scales[r0*nb+k0/Q8Block])), &sidx, kw/Q8Block, 0)
 		}
 		for i := 0; i < n; i += gemmRows6 {
-			gemmQ8VNNI(&p.w[0], &p.s[0], &in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], &in.corr[(i*c+k0)/Q8Block], c/4, nb,
+			gemmQ8VNNI(&p.w[0], &p.s[0], &in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,
 				kw/Q8Block, min(gemmRows6, n-i), &dst[i*rows+r0], rows, int(masks[0]), int(masks[1]), acc)
 		}
 	})
@@ -181,7 +187,11 @@ func gemmBF16Range(dst []float32, w *Matrix, x []float32, in *gemmIn, n, lo, hi 
 func matMulGemm(dst []float32, w *Matrix, x []float32, n int) {
 	in := prepareGemm(w, x, n)
 	defer gemmInPool.Put(in)
-	if w.DType == Q8 {
+	switch {
+	case w.DType == Q8 && useAVX2():
+		parallelWork(w.Rows*w.Cols*n, w.Rows, avx2Q8Rows, func(lo, hi int) { gemmQ8RangeAVX2(dst, w, in, n, lo, hi) })
+		return
+	case w.DType == Q8:
 		parallelWork(w.Rows*w.Cols*n, w.Rows, q8GroupR, func(lo, hi int) { gemmQ8Range(dst, w, in, n, lo, hi) })
 		return
 	}
