@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/chainedsql/chainedsql/inference/bench"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
@@ -21,6 +23,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var o bench.Options
 	var dtype string
 	var asJSON, quiet bool
+	var profile string
 	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
 	fs.StringVar(&dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
@@ -31,6 +34,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.Repeat, "repeat", 3, "timed runs of each test after its warm-up run")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	fs.BoolVar(&quiet, "quiet", false, "no per-run progress on stderr")
+	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: student bench --model DIR [--dtype f32|bf16|q8] [--prompt N] [--gen N] [--threads N] [--batch N] [--repeat N] [--json]")
 		fmt.Fprintln(stderr, "\nLoads the model, runs each test once untimed and then --repeat times, and prints the median and")
@@ -63,6 +67,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !quiet {
 		o.Progress = func(line string) { fmt.Fprintln(stderr, line) }
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			fmt.Fprintf(stderr, "student bench: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "student bench: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r, err := bench.Run(ctx, o)
 	if err != nil {

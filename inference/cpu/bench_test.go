@@ -292,3 +292,33 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// BenchmarkStreamRead is the machine's memory read bandwidth as the decode kernels see it: a
+// 1 GiB f32 buffer in huge-page memory (as the weights are held, so nothing is cache-resident)
+// summed with Dot in chunks over the worker pool (SetThreads); MB/s is bytes read. Decode
+// cannot stream weights faster than this.
+func BenchmarkStreamRead(b *testing.B) {
+	const n = 1 << 28 // 1 GiB of f32
+	var mem hugemem.Arena
+	defer mem.Free()
+	buf := hugemem.Float32s(mem.Alloc(4*n), n)
+	for i := range buf {
+		buf[i] = 1
+	}
+	const chunk = 1 << 16
+	sums := make([]float32, n/chunk)
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("t%d", th), func(b *testing.B) {
+			defer withThreads(th)()
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				parallelRows(n/chunk, 1, func(lo, hi int) {
+					for c := lo; c < hi; c++ {
+						s := buf[c*chunk : (c+1)*chunk]
+						sums[c] = Dot(s, s)
+					}
+				})
+			}
+		})
+	}
+}

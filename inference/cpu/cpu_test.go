@@ -278,6 +278,32 @@ func TestMatMulGemmShapes(t *testing.T) {
 	})
 }
 
+// TestGemmTails covers the dot-product matrix-matrix kernels (gemmQ8VNNI, gemmBF16,
+// avx2GemmQ8) at every column tail (bf16: c mod 32, the part added in scalar code; odd counts
+// take the f32 path), several column chunks (q8KC, bfKC), partial panels and panel groups of
+// weight rows (masked or tile stores) and partial groups of input rows (the padded rows).
+func TestGemmTails(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(15, 16))
+		defer withThreads(2)()
+		rowsList, ns := []int{1, 9, 16, 17, 33, 65, 80}, []int{16, 17, 18, 22, 23}
+		if raceEnabled {
+			rowsList, ns = []int{17, 65}, []int{17}
+		}
+		for cols := 32; cols <= 64; cols++ {
+			compareMatMul(t, rng, BF16, rowsList[rng.IntN(len(rowsList))], cols, ns[rng.IntN(len(ns))])
+		}
+		for _, cols := range []int{32, 96, 512, 1056, 2112} {
+			for _, rows := range rowsList {
+				for _, n := range ns {
+					compareMatMul(t, rng, Q8, rows, cols, n)
+					compareMatMul(t, rng, BF16, rows, cols+2, n)
+				}
+			}
+		}
+	})
+}
+
 func TestMatMulSmallCols(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
