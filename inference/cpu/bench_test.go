@@ -322,3 +322,52 @@ func BenchmarkStreamRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeFusedAB times one decode token's layer products (24 layers, no LM head) with
+// the projections that share an input fused (MatMuls: q, k, v and gate, up) against one MatMul
+// each, alternating per token in one process; tok/s figures are medians.
+func BenchmarkDecodeFusedAB(b *testing.B) {
+	for _, dt := range []DType{BF16, Q8} {
+		var mem hugemem.Arena
+		var layers [][]*Matrix
+		for l := range qLayers {
+			var ms []*Matrix
+			for _, m := range layerMats(dt, uint64(10*l+5)) {
+				ms = append(ms, hugeCopy(&mem, m))
+			}
+			layers = append(layers, ms)
+		}
+		x := fastMatrix(F32, 1, qInter, 5).F32
+		q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
+		g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
+		b.Run(dt.String(), func(b *testing.B) {
+			var fused, plain []float64
+			for b.Loop() {
+				for _, fuse := range []bool{true, false} {
+					t0 := time.Now()
+					for _, ly := range layers {
+						if fuse {
+							MatMuls([][]float32{q, k, v}, ly[:3], x[:qHidden], 1)
+							MatMul(o, ly[3], x[:qHidden], 1)
+							MatMuls([][]float32{g, u}, ly[4:6], x[:qHidden], 1)
+						} else {
+							for j, d := range [][]float32{q, k, v, o, g, u} {
+								MatMul(d, ly[j], x[:qHidden], 1)
+							}
+						}
+						MatMul(o, ly[6], x, 1)
+					}
+					tps := 1 / time.Since(t0).Seconds()
+					if fuse {
+						fused = append(fused, tps)
+					} else {
+						plain = append(plain, tps)
+					}
+				}
+			}
+			b.ReportMetric(median(fused), "tok/s")
+			b.ReportMetric(median(plain), "unfused-tok/s")
+		})
+		mem.Free()
+	}
+}

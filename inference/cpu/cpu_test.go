@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -490,4 +491,35 @@ func TestQ8ErrorBound(t *testing.T) {
 			t.Fatalf("row %d: q8 %g vs f32 %g differ by %g > bound %g", r, b[r], a[r], d, bound)
 		}
 	}
+}
+
+// TestMatMuls: the fused products (one pass over several matrices sharing x) equal MatMul of
+// each, bit for bit (the same kernels on the same rows), for every tier, fused or not (n past
+// the matrix-vector crossover, mixed dtypes).
+func TestMatMuls(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(17, 18))
+		defer withThreads(2)()
+		for _, dt := range []DType{F32, BF16, F16, Q8} {
+			for _, n := range []int{1, 3, 16} {
+				ws := []*Matrix{randMatrix(rng, dt, 70, 96), randMatrix(rng, dt, 17, 96), randMatrix(rng, dt, 33, 96)}
+				if n == 3 {
+					ws[1] = randMatrix(rng, (dt+1)%4, 17, 96) // mixed dtypes: not fused
+				}
+				x := randVec(rng, n*96)
+				dsts := make([][]float32, len(ws))
+				for j, w := range ws {
+					dsts[j] = make([]float32, n*w.Rows)
+				}
+				MatMuls(dsts, ws, x, n)
+				for j, w := range ws {
+					want := make([]float32, n*w.Rows)
+					MatMul(want, w, x, n)
+					if !slices.Equal(dsts[j], want) {
+						t.Fatalf("%v n=%d matrix %d: MatMuls differs from MatMul", dt, n, j)
+					}
+				}
+			}
+		}
+	})
 }

@@ -7,30 +7,8 @@ import (
 
 // The AVX2 tier of MatMul (CPUs without AVX-512; see kernels_avx2_amd64.s).
 
-// matMulAVX2 is MatMul with the AVX2 kernels: the mv* row kernels for fewer than mvMaxN input
-// rows, packed 16-row panels and the gemm16 micro-kernel for more.
-func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
-	if useGemmQ8(w, n) {
-		matMulGemm(dst, w, x, n)
-		return
-	}
-	if n < mvMaxN && q8QuantCols(w, n) > 0 {
-		in, release := prepareVec(w, x, n)
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) })
-		release()
-		return
-	}
-	if n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load()) {
-		in, release := &vecIn{x: x, n: n}, func() {}
-		if w.DType == BF16 && !plainOff.Load() {
-			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
-		}
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) })
-		release()
-		return
-	}
-	parallelWork(w.Rows*w.Cols*n, w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
-}
+// The matrix-vector route of this tier is in mvPlan (matmul.go); the matrix-matrix one is
+// gemmRangeAVX2 and, for q8, gemmQ8RangeAVX2.
 
 // mvMaxNPairs replaces mvMaxN for bf16 weights, whose matrix-vector path takes input rows two at
 // a time (avx2MvBF16P2): measured against the matrix-matrix path, interleaved in one process, the
