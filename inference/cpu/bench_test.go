@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 )
@@ -370,4 +371,41 @@ func BenchmarkDecodeFusedAB(b *testing.B) {
 		})
 		mem.Free()
 	}
+}
+
+// BenchmarkPackAB packs the panels of one 4864×896 q8 matrix for gemmQ8VNNI with packRows
+// (pack16T's transposes) against pack16's gathers alone, alternating in one process; MB/s
+// figures are medians of the weight bytes packed per second.
+func BenchmarkPackAB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only")
+	}
+	w := fastMatrix(Q8, qInter, qHidden, 4)
+	c := w.Cols
+	buf := make([]byte, 16*c)
+	var idx [16]int32
+	for j := range idx {
+		idx[j] = int32(j * c / 4)
+	}
+	var tr, ga []float64
+	for b.Loop() {
+		for _, gather := range []bool{false, true} {
+			t0 := time.Now()
+			for r := 0; r+16 <= w.Rows; r += 16 {
+				if gather {
+					pack16(&buf[0], 64, (*byte)(unsafe.Pointer(&w.Q8[r*c])), &idx, c/4, 0x80808080)
+				} else {
+					packRows(unsafe.Pointer(&buf[0]), 64, unsafe.Pointer(&w.Q8[0]), c, r, w.Rows-1, w.Rows, 0, c, 0x80808080)
+				}
+			}
+			v := float64(len(w.Q8)) / time.Since(t0).Seconds() / 1e6
+			if gather {
+				ga = append(ga, v)
+			} else {
+				tr = append(tr, v)
+			}
+		}
+	}
+	b.ReportMetric(median(tr), "transpose-MB/s")
+	b.ReportMetric(median(ga), "gather-MB/s")
 }

@@ -846,6 +846,7 @@ q8vdone:
 
 
 
+
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix kernels on int8 and bf16 dot products (prefill; see prefill.go). The weights of
 // a few 16-row panels are packed so that one 64-byte vector holds four bytes (4 int8 or 2 bf16
@@ -883,6 +884,173 @@ packloop:
 	JNZ        packloop
 
 packdone:
+	VZEROUPPER
+	RET
+
+// func pack16T(dst *byte, lddst int, rows *[16]*byte, n int, xor uint32)
+//
+// pack16 for whole 64-byte column chunks of 16 rows given by their addresses (a row may repeat:
+// a last panel's missing rows): n times, the 16 rows' next 64 bytes are loaded, XORed with xor
+// and transposed as a 16×16 matrix of 4-byte groups (dword, qword and two 128-bit-lane shuffle
+// stages), and group g of the chunk goes to dst + g·lddst. 64 shuffles per KiB where gathers
+// load every 4 bytes separately.
+TEXT ·pack16T(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), DI
+	MOVQ         lddst+8(FP), R8
+	MOVQ         rows+16(FP), BX
+	MOVQ         n+24(FP), DX
+	MOVL         xor+32(FP), AX
+	VPBROADCASTD AX, Z0
+	LEAQ         (R8)(R8*1), R9
+	SHLQ         $1, R9
+	LEAQ         (R9)(R9*1), R10
+	LEAQ         (R10)(R9*1), R11
+	XORQ         CX, CX
+	TESTQ        DX, DX
+	JLE          ptdone
+
+ptloop:
+	MOVQ      0(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z16
+	VPXORD    Z0, Z16, Z16
+	MOVQ      8(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z17
+	VPXORD    Z0, Z17, Z17
+	MOVQ      16(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z18
+	VPXORD    Z0, Z18, Z18
+	MOVQ      24(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z19
+	VPXORD    Z0, Z19, Z19
+	MOVQ      32(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z20
+	VPXORD    Z0, Z20, Z20
+	MOVQ      40(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z21
+	VPXORD    Z0, Z21, Z21
+	MOVQ      48(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z22
+	VPXORD    Z0, Z22, Z22
+	MOVQ      56(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z23
+	VPXORD    Z0, Z23, Z23
+	MOVQ      64(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z24
+	VPXORD    Z0, Z24, Z24
+	MOVQ      72(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z25
+	VPXORD    Z0, Z25, Z25
+	MOVQ      80(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z26
+	VPXORD    Z0, Z26, Z26
+	MOVQ      88(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z27
+	VPXORD    Z0, Z27, Z27
+	MOVQ      96(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z28
+	VPXORD    Z0, Z28, Z28
+	MOVQ      104(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z29
+	VPXORD    Z0, Z29, Z29
+	MOVQ      112(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z30
+	VPXORD    Z0, Z30, Z30
+	MOVQ      120(BX), R12
+	VMOVDQU32 (R12)(CX*1), Z31
+	VPXORD    Z0, Z31, Z31
+	MOVQ      DI, AX
+	VPUNPCKLDQ Z17, Z16, Z1
+	VPUNPCKHDQ Z17, Z16, Z16
+	VPUNPCKLDQ Z19, Z18, Z2
+	VPUNPCKHDQ Z19, Z18, Z18
+	VPUNPCKLDQ Z21, Z20, Z3
+	VPUNPCKHDQ Z21, Z20, Z20
+	VPUNPCKLDQ Z23, Z22, Z4
+	VPUNPCKHDQ Z23, Z22, Z22
+	VPUNPCKLDQ Z25, Z24, Z5
+	VPUNPCKHDQ Z25, Z24, Z24
+	VPUNPCKLDQ Z27, Z26, Z6
+	VPUNPCKHDQ Z27, Z26, Z26
+	VPUNPCKLDQ Z29, Z28, Z7
+	VPUNPCKHDQ Z29, Z28, Z28
+	VPUNPCKLDQ Z31, Z30, Z8
+	VPUNPCKHDQ Z31, Z30, Z30
+	VPUNPCKLQDQ Z2, Z1, Z9
+	VPUNPCKHQDQ Z2, Z1, Z1
+	VPUNPCKLQDQ Z18, Z16, Z11
+	VPUNPCKHQDQ Z18, Z16, Z16
+	VPUNPCKLQDQ Z4, Z3, Z12
+	VPUNPCKHQDQ Z4, Z3, Z3
+	VPUNPCKLQDQ Z22, Z20, Z14
+	VPUNPCKHQDQ Z22, Z20, Z20
+	VPUNPCKLQDQ Z6, Z5, Z17
+	VPUNPCKHQDQ Z6, Z5, Z5
+	VPUNPCKLQDQ Z26, Z24, Z21
+	VPUNPCKHQDQ Z26, Z24, Z24
+	VPUNPCKLQDQ Z8, Z7, Z23
+	VPUNPCKHQDQ Z8, Z7, Z7
+	VPUNPCKLQDQ Z30, Z28, Z27
+	VPUNPCKHQDQ Z30, Z28, Z28
+	VSHUFI32X4 $0x88, Z12, Z9, Z29
+	VSHUFI32X4 $0xdd, Z12, Z9, Z9
+	VSHUFI32X4 $0x88, Z23, Z17, Z31
+	VSHUFI32X4 $0xdd, Z23, Z17, Z17
+	VSHUFI32X4 $0x88, Z31, Z29, Z2
+	VSHUFI32X4 $0xdd, Z31, Z29, Z29
+	VSHUFI32X4 $0x88, Z17, Z9, Z31
+	VSHUFI32X4 $0xdd, Z17, Z9, Z9
+	VMOVDQU32 Z2, (AX)
+	VMOVDQU32 Z31, (AX)(R9*1)
+	VMOVDQU32 Z29, (AX)(R10*1)
+	VMOVDQU32 Z9, (AX)(R11*1)
+	ADDQ      R8, AX
+	VSHUFI32X4 $0x88, Z3, Z1, Z18
+	VSHUFI32X4 $0xdd, Z3, Z1, Z1
+	VSHUFI32X4 $0x88, Z7, Z5, Z10
+	VSHUFI32X4 $0xdd, Z7, Z5, Z5
+	VSHUFI32X4 $0x88, Z10, Z18, Z4
+	VSHUFI32X4 $0xdd, Z10, Z18, Z18
+	VSHUFI32X4 $0x88, Z5, Z1, Z10
+	VSHUFI32X4 $0xdd, Z5, Z1, Z1
+	VMOVDQU32 Z4, (AX)
+	VMOVDQU32 Z10, (AX)(R9*1)
+	VMOVDQU32 Z18, (AX)(R10*1)
+	VMOVDQU32 Z1, (AX)(R11*1)
+	ADDQ      R8, AX
+	VSHUFI32X4 $0x88, Z14, Z11, Z22
+	VSHUFI32X4 $0xdd, Z14, Z11, Z11
+	VSHUFI32X4 $0x88, Z27, Z21, Z13
+	VSHUFI32X4 $0xdd, Z27, Z21, Z21
+	VSHUFI32X4 $0x88, Z13, Z22, Z6
+	VSHUFI32X4 $0xdd, Z13, Z22, Z22
+	VSHUFI32X4 $0x88, Z21, Z11, Z13
+	VSHUFI32X4 $0xdd, Z21, Z11, Z11
+	VMOVDQU32 Z6, (AX)
+	VMOVDQU32 Z13, (AX)(R9*1)
+	VMOVDQU32 Z22, (AX)(R10*1)
+	VMOVDQU32 Z11, (AX)(R11*1)
+	ADDQ      R8, AX
+	VSHUFI32X4 $0x88, Z20, Z16, Z26
+	VSHUFI32X4 $0xdd, Z20, Z16, Z16
+	VSHUFI32X4 $0x88, Z28, Z24, Z19
+	VSHUFI32X4 $0xdd, Z28, Z24, Z24
+	VSHUFI32X4 $0x88, Z19, Z26, Z8
+	VSHUFI32X4 $0xdd, Z19, Z26, Z26
+	VSHUFI32X4 $0x88, Z24, Z16, Z19
+	VSHUFI32X4 $0xdd, Z24, Z16, Z16
+	VMOVDQU32 Z8, (AX)
+	VMOVDQU32 Z19, (AX)(R9*1)
+	VMOVDQU32 Z26, (AX)(R10*1)
+	VMOVDQU32 Z16, (AX)(R11*1)
+	ADDQ      R8, AX
+	ADDQ      $64, CX
+	MOVQ      R8, R13
+	SHLQ      $4, R13
+	ADDQ      R13, DI
+	DECQ      DX
+	JNZ       ptloop
+
+ptdone:
 	VZEROUPPER
 	RET
 

@@ -36,6 +36,7 @@ func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int3
 func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32) {
 	panic("cpu: no SIMD")
 }
+func pack16T(dst *byte, lddst int, rows *[16]*byte, n int, xor uint32) { panic("cpu: no SIMD") }
 func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockSums int) {
 	panic("cpu: no SIMD")
 }

@@ -12,7 +12,7 @@ import (
 // q8 (as the decode kernels and llama.cpp's q8_0 do), to bf16 for bf16 weights (each product
 // then has x's 8-bit mantissa instead of 24; sums stay f32).
 //
-// Both kernels take the weights as packed panels of 16 rows (pack16: four bytes of each row per
+// Both kernels take the weights as packed panels of 16 rows (packRows: four bytes of each row per
 // 64-byte vector) and the input rows as they are, four bytes broadcast at a time, so only the
 // weights are repacked per product (one pass over them, while the kernels pass over the packed
 // copy once per group of 6 input rows). Each worker takes whole panel groups of its row range
@@ -99,17 +99,29 @@ func prepareGemm(w *Matrix, x []float32, n int) *gemmIn {
 	return in
 }
 
-// packIdx returns pack16's row offsets (in 4-byte units from row r0) of the 16 rows from r (rows
-// past last repeat it: their lanes are computed but not stored) and the store mask of the rows
-// before end.
-func packIdx(idx *[16]int32, r0, r, last, end, rowWords int) uint64 {
+// packRows packs kwBytes bytes (a multiple of 4) from byte k0b of the 16 rows from r of a
+// matrix at data (rowBytes bytes per row; rows past last repeat it: their lanes are computed but
+// not stored) into dst for the matrix-matrix kernels: group g of four bytes of every row at
+// dst + g·lddst, XORed with xor. Whole 64-byte chunks go through pack16T's transposes, a last
+// partial chunk through pack16's gathers. It returns the store mask of the rows before end.
+func packRows(dst unsafe.Pointer, lddst int, data unsafe.Pointer, rowBytes, r, last, end, k0b, kwBytes int, xor uint32) uint64 {
+	var rows [16]*byte
+	var idx [16]int32
 	var mask uint64
 	for j := range 16 {
 		rr := min(r+j, last)
-		idx[j] = int32((rr - r0) * rowWords)
+		rows[j] = (*byte)(unsafe.Add(data, rr*rowBytes+k0b))
+		idx[j] = int32((rr - r) * rowBytes / 4)
 		if r+j < end {
 			mask |= 1 << j
 		}
+	}
+	n64 := kwBytes / 64
+	if n64 > 0 {
+		pack16T((*byte)(dst), lddst, &rows, n64, xor)
+	}
+	if rest := kwBytes - 64*n64; rest > 0 {
+		pack16((*byte)(unsafe.Add(dst, 16*n64*lddst)), lddst, (*byte)(unsafe.Add(unsafe.Pointer(rows[0]), 64*n64)), &idx, rest/4, xor)
 	}
 	return mask
 }
@@ -143,15 +155,13 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	p := gemmPackPool.Get().(*gemmPack)
 	defer gemmPackPool.Put(p)
-	var idx, sidx [16]int32
+	wq, ws := unsafe.Pointer(&w.Q8[0]), unsafe.Pointer(&w.Scales[0])
 	gemmBlocks(c, q8KC, Q8Block, lo, hi, q8GroupR, func(k0, kw, acc, r0 int) {
 		var masks [2]uint64
 		for pn := range 2 {
 			r := r0 + 16*pn
-			masks[pn] = packIdx(&idx, r0, r, hi-1, hi, c/4)
-			packIdx(&sidx, r0, r, hi-1, hi, nb)
-			pack16(&p.w[64*pn], 128, (*byte)(unsafe.Pointer(&w.Q8[r0*c+k0])), &idx, kw/4, 0x80808080)
-			pack16((*byte)(unsafe.Pointer(&p.s[16*pn])), 128, (*byte)(unsafe.Pointer(&w.Scales[r0*nb+k0/Q8Block])), &sidx, kw/Q8Block, 0)
+			masks[pn] = packRows(unsafe.Pointer(&p.w[64*pn]), 128, wq, c, r, hi-1, hi, k0, kw, 0x80808080)
+			packRows(unsafe.Pointer(&p.s[16*pn]), 128, ws, 4*nb, r, hi-1, hi, 4*(k0/Q8Block), 4*(kw/Q8Block), 0)
 		}
 		for i := 0; i < n; i += gemmRows6 {
 			gemmQ8VNNI(&p.w[0], &p.s[0], &in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,
@@ -167,12 +177,11 @@ func gemmBF16Range(dst []float32, w *Matrix, x []float32, in *gemmIn, n, lo, hi 
 	p := gemmPackPool.Get().(*gemmPack)
 	defer gemmPackPool.Put(p)
 	wp := unsafe.Slice((*uint16)(unsafe.Pointer(&p.w[0])), len(p.w)/2)
-	var idx [16]int32
+	wu := unsafe.Pointer(&w.U16[0])
 	gemmBlocks(k, bfKC, 32, lo, hi, bfGroupR, func(k0, kw, acc, r0 int) {
 		var masks uint64
 		for pn := range 4 {
-			masks |= packIdx(&idx, r0, r0+16*pn, hi-1, hi, c/2) << (16 * pn)
-			pack16(&p.w[64*pn], 256, (*byte)(unsafe.Pointer(&w.U16[r0*c+k0])), &idx, kw/2, 0)
+			masks |= packRows(unsafe.Pointer(&p.w[64*pn]), 256, wu, 2*c, r0+16*pn, hi-1, hi, 2*k0, 2*kw, 0) << (16 * pn)
 		}
 		for i := 0; i < n; i += gemmRows6 {
 			gemmBF16(&wp[0], &in.xb[i*k+k0], k, kw/2, min(gemmRows6, n-i), &dst[i*rows+r0], rows, masks, acc)
