@@ -523,3 +523,71 @@ func TestMatMuls(t *testing.T) {
 		}
 	})
 }
+
+// TestQuantX8: the SIMD quantisers of x (quantX8, both layouts of its correction, and
+// avx2QuantX8) against quantizeX: the same scales, the same int8 values but at exact ties (the
+// SIMD ones round half to even, quantizeX away from zero), corrections that match their values,
+// and an all-zero block quantised to zeros.
+func TestQuantX8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	const nb = 9
+	x := randVec(rng, nb*Q8Block)
+	clear(x[2*Q8Block : 3*Q8Block]) // all zero
+	for j := range Q8Block {        // ties: multiples of half a step
+		x[4*Q8Block+j] = float32(j%5) * 0.5
+	}
+	x[4*Q8Block+7] = 127
+	wq, wc, ws := make([]int8, len(x)), make([]int32, len(x)/4), make([]float32, len(x)/4)
+	quantizeX(wq, wc, ws, x)
+	check := func(name string, xq []int8, xs []float32) {
+		for b := range nb {
+			for l := range Q8Block / 4 {
+				got, want := xs[b*8+l], ws[b*8+l]
+				if got != want && !(want == 0 && got <= 1e-30) {
+					t.Fatalf("%s: block %d lane %d scale %g, want %g", name, b, l, got, want)
+				}
+			}
+			for j := b * Q8Block; j < (b+1)*Q8Block; j++ {
+				if xq[j] != wq[j] {
+					v := float64(x[j]) * float64(127/max(ws[b*8], 1e-30))
+					if d := math.Abs(v - math.Trunc(v)); d != 0.5 || absInt(int(xq[j])-int(wq[j])) != 1 {
+						t.Fatalf("%s: x[%d] = %g quantised to %d, want %d", name, j, x[j], xq[j], wq[j])
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case hasAVX512 && hasVNNI:
+		xq, corr, xs := make([]int8, len(x)), make([]int32, len(x)/4), make([]float32, len(x)/4)
+		quantX8(&xq[0], &corr[0], &xs[0], &x[0], nb, 0)
+		check("quantX8", xq, xs)
+		sums := make([]int32, nb)
+		quantX8(&xq[0], &sums[0], &xs[0], &x[0], nb, 1)
+		for b := range nb {
+			var blk int32
+			for l := range 8 {
+				var s int32
+				for j := range 4 {
+					s += int32(xq[b*Q8Block+4*l+j])
+				}
+				if corr[b*8+l] != -128*s {
+					t.Fatalf("quantX8: block %d lane %d correction %d, want %d", b, l, corr[b*8+l], -128*s)
+				}
+				blk += s
+			}
+			if sums[b] != -128*blk {
+				t.Fatalf("quantX8: block %d sum correction %d, want %d", b, sums[b], -128*blk)
+			}
+		}
+	default:
+		t.Log("CPU without AVX512_VNNI: quantX8 not tested")
+	}
+	if hasAVX2 {
+		xq, xs := make([]int8, len(x)), make([]float32, len(x)/4)
+		avx2QuantX8(&xq[0], &xs[0], &x[0], nb)
+		check("avx2QuantX8", xq, xs)
+	}
+}
+
+func absInt(v int) int { return max(v, -v) }

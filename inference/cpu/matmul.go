@@ -274,9 +274,12 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs.f = grow(in.bufs.f, n*k/4)
 		in.xq, in.corr, in.xs = in.bufs.q, in.bufs.c, in.bufs.f
 		for i := range n {
-			if useVNNI() {
+			switch {
+			case useVNNI():
 				quantX8(&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], &x[i*c], k/Q8Block, 0)
-			} else {
+			case useAVX2(): // avx2Dot4Q8I needs no correction
+				avx2QuantX8(&in.xq[i*k], &in.xs[i*k/4], &x[i*c], k/Q8Block)
+			default:
 				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
 			}
 		}
@@ -304,7 +307,8 @@ func q8QuantCols(w *Matrix, n int) int {
 	return 0
 }
 
-// quantizeX quantises x (a multiple of 32 values) for dot4Q8VNNI and avx2Dot4Q8I, by blocks of Q8Block: with
+// quantizeX quantises x (a multiple of 32 values) for dot4Q8VNNI and avx2Dot4Q8I, by blocks of Q8Block
+// (the portable definition; quantX8 and avx2QuantX8 are its SIMD forms, tested against it): with
 // s = max|x_b|/127, xq = round(x/s) in [-127, 127]. Per 32-bit output lane of the kernel (four
 // bytes; lanes 0-7 of each 64 hold the first block, 8-15 the second) xs is the block's s and corr
 // is -128 times the lane's Σ xq (the VNNI kernel's bias correction; corr may be nil).
