@@ -18,17 +18,20 @@ const (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
-	// Reasoning is the model's separate reasoning text, when the endpoint returns one
-	// (reasoning_content / reasoning fields). It is never sent back to a policy.
-	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // Usage counts tokens of one request or of many.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
-	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
-	CachedTokens     int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens is the part of CompletionTokens the provider reports as reasoning (0 when
+	// it reports none).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// CachedTokens is the part of PromptTokens served from the provider's prompt cache.
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// CostUSD is what the tokens cost: the provider's own figure when it reports one
+	// (OpenRouter's usage.cost), else computed from the endpoint's prices; 0 when neither.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // Add returns the element-wise sum of u and o.
@@ -38,26 +41,49 @@ func (u Usage) Add(o Usage) Usage {
 		CompletionTokens: u.CompletionTokens + o.CompletionTokens,
 		ReasoningTokens:  u.ReasoningTokens + o.ReasoningTokens,
 		CachedTokens:     u.CachedTokens + o.CachedTokens,
+		CostUSD:          u.CostUSD + o.CostUSD,
 	}
 }
 
 // Total is prompt plus completion tokens.
 func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
 
-// Finish reasons reported in Reply.FinishReason.
+// Finish reasons reported in Reply.FinishReason. Providers' own names for the same thing are
+// mapped onto these (Zhipu's "sensitive" is FinishContentFilter); other values pass through.
 const (
 	FinishStop          = "stop"
 	FinishLength        = "length"
 	FinishContentFilter = "content_filter"
 )
 
-// Reply is one answer of a policy.
+// Names of the response fields a separate reasoning text can come from (Reply.ReasoningSource).
+const (
+	// SourceReasoningContent is message.reasoning_content (DeepSeek, SGLang, older vLLM, DashScope,
+	// Z.ai, Fireworks).
+	SourceReasoningContent = "reasoning_content"
+	// SourceReasoning is message.reasoning (vLLM since the 2025 rename, OpenRouter, Ollama,
+	// Together).
+	SourceReasoning = "reasoning"
+	// SourceReasoningDetails is the text of OpenRouter's message.reasoning_details array.
+	SourceReasoningDetails = "reasoning_details"
+)
+
+// Reply is one answer of a policy, as received.
 type Reply struct {
-	Content      string        `json:"content"`
-	Reasoning    string        `json:"reasoning,omitempty"`
-	FinishReason string        `json:"finish_reason,omitempty"`
-	Usage        Usage         `json:"usage"`
-	Latency      time.Duration `json:"latency_ns"`
+	// Content is the message content exactly as received ("" for a null content). Reasoning the
+	// model wrote inline as <think>…</think> stays here.
+	Content string `json:"content"`
+	// Reasoning is the separate reasoning text exactly as received, "" when the reply had none;
+	// ReasoningSource names the field it came from (a Source* constant).
+	Reasoning       string `json:"reasoning,omitempty"`
+	ReasoningSource string `json:"reasoning_source,omitempty"`
+	// FinishReason is the finish reason in this package's vocabulary (Finish*, or the provider's
+	// value when it has no equivalent); ProviderFinishReason is the provider's own value when it
+	// differs ("sensitive").
+	FinishReason         string        `json:"finish_reason,omitempty"`
+	ProviderFinishReason string        `json:"provider_finish_reason,omitempty"`
+	Usage                Usage         `json:"usage"`
+	Latency              time.Duration `json:"latency_ns"`
 	// Model is the model id that answered, when known.
 	Model string `json:"model,omitempty"`
 	// Attempts is how many requests it took (1 without retries).

@@ -17,7 +17,11 @@ import (
 // teachers × 3 dialects, rounded as in the issue), CHAINEDSQL_BENCH_ROWS=N any size.
 //
 //	CHAINEDSQL_BENCH_FULL=1 go test -run '^$' -bench BenchmarkBuild -benchtime 1x -cpu 2 ./curate
+//
+// CHAINEDSQL_BENCH_KEEP=DIR keeps the run and the last dataset as DIR/run and DIR/dataset (the
+// viewer's benchmarks read them, see view/bench_test.go).
 func BenchmarkBuild(b *testing.B) {
+	keep := os.Getenv("CHAINEDSQL_BENCH_KEEP")
 	n := 3000
 	if os.Getenv("CHAINEDSQL_BENCH_FULL") == "1" {
 		n = 75858
@@ -49,8 +53,15 @@ func BenchmarkBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		os.RemoveAll(out)
+		if keep == "" {
+			os.RemoveAll(out)
+		}
 		b.StartTimer()
+	}
+	if keep != "" {
+		if err := keepOutputs(keep, run, filepath.Join(tmp, fmt.Sprintf("ds%d", i-1))); err != nil {
+			b.Fatal(err)
+		}
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(rep.Trajectories)/sec, "rows/s")
@@ -59,4 +70,18 @@ func BenchmarkBuild(b *testing.B) {
 	if hwm := shared.PeakRSS(); hwm > 0 {
 		b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
 	}
+}
+
+// keepOutputs moves the benchmark's run and dataset to dir/run and dir/dataset.
+func keepOutputs(dir, run, dataset string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, mv := range [][2]string{{run, filepath.Join(dir, "run")}, {dataset, filepath.Join(dir, "dataset")}} {
+		os.RemoveAll(mv[1])
+		if err := os.Rename(mv[0], mv[1]); err != nil {
+			return fmt.Errorf("CHAINEDSQL_BENCH_KEEP: %w", err)
+		}
+	}
+	return nil
 }

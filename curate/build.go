@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/distill"
-	"github.com/chainedsql/chainedsql/inference/chattmpl"
 )
 
 // Defaults of BuildOptions.
@@ -36,6 +35,8 @@ const (
 type BuildOptions struct {
 	// Tokenizer is the student's tokenizer (required).
 	Tokenizer Tokenizer
+	// Think is how assistant messages get their <think> block ("" means ThinkAuto).
+	Think ThinkMode
 	// TokenizerName names the tokenizer in the card and stats.json (e.g. "Qwen2.5").
 	TokenizerName string
 	// MaxLength excludes rows with more tokens; 0 means DefaultMaxLength.
@@ -82,14 +83,41 @@ type RunInfo struct {
 
 // TeacherSummary is the per-teacher part of a BuildReport.
 type TeacherSummary struct {
-	Teacher         string     `json:"teacher"`
-	Rows            int        `json:"rows"`
-	Excluded        int        `json:"excluded"`
-	Tokens          TokenStats `json:"tokens"`
-	TrainableTokens int64      `json:"trainable_tokens"`
-	Converged       int        `json:"converged"`
-	ExecOK          int        `json:"exec_ok"`
-	Correct         int        `json:"correct"`
+	Teacher         string      `json:"teacher"`
+	Rows            int         `json:"rows"`
+	Excluded        int         `json:"excluded"`
+	Tokens          TokenStats  `json:"tokens"`
+	TrainableTokens int64       `json:"trainable_tokens"`
+	Converged       int         `json:"converged"`
+	ExecOK          int         `json:"exec_ok"`
+	Correct         int         `json:"correct"`
+	Think           ThinkCounts `json:"think"`
+}
+
+// ThinkCounts counts the assistant turns of written rows by where their think block came from,
+// the inline blocks left out, and the truncated turns.
+type ThinkCounts struct {
+	Field          int `json:"field"`
+	Inline         int `json:"inline"`
+	None           int `json:"none"`
+	InlineDropped  int `json:"inline_dropped"`
+	TruncatedTurns int `json:"truncated_turns"`
+}
+
+// Add counts the turns of r.
+func (c *ThinkCounts) Add(r *Row) {
+	for _, s := range r.ThinkSources {
+		switch s {
+		case ThinkFromField:
+			c.Field++
+		case ThinkFromInline:
+			c.Inline++
+		default:
+			c.None++
+		}
+	}
+	c.InlineDropped += int(r.InlineThinkDropped)
+	c.TruncatedTurns += int(r.TruncatedTurns)
 }
 
 // TokenStats summarises per-row token counts.
@@ -105,6 +133,8 @@ type TokenStats struct {
 // paths and no times, so that the same input gives the same bytes.
 type BuildReport struct {
 	Format          string           `json:"format"`
+	ThinkMode       ThinkMode        `json:"think_mode"`
+	Think           ThinkCounts      `json:"think"`
 	Tokenizer       string           `json:"tokenizer"`
 	ChatTemplate    string           `json:"chat_template"`
 	MaxLength       int              `json:"max_length"`
@@ -123,8 +153,9 @@ type BuildReport struct {
 	Duration time.Duration `json:"-"`
 }
 
-// FormatVersion is BuildReport.Format.
-const FormatVersion = "chainedsql-sft/v1"
+// FormatVersion is BuildReport.Format. Version 2 renders think blocks by ThinkMode and adds the
+// think, truncation and teacher reasoning-token columns.
+const FormatVersion = "chainedsql-sft/v2"
 
 // ChatTemplateName is BuildReport.ChatTemplate.
 const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on assistant content + <|im_end|>"
@@ -186,6 +217,12 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
+	if opts.Think == "" {
+		opts.Think = ThinkAuto
+	}
+	if _, err := ParseThinkMode(string(opts.Think)); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
@@ -227,7 +264,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	}
 
 	rep := &BuildReport{
-		Format: FormatVersion, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
+		Format: FormatVersion, ThinkMode: opts.Think, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
 		MaxLength: opts.MaxLength, Epochs: opts.Epochs, Runs: runs, Excluded: []Excluded{},
 	}
 	sw := &shardWriter{dir: filepath.Join(tmp, DataDir), rowsPerShard: opts.RowsPerShard, rowGroupRows: opts.RowGroupRows}
@@ -292,7 +329,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 			for j := range jobs {
 				res := result{seq: j.seq, rows: make([]built, len(j.items))}
 				for k, it := range j.items {
-					res.rows[k] = process(c, it, opts.MaxLength)
+					res.rows[k] = process(c, it, opts.MaxLength, opts.Think)
 					if err := res.rows[k].err; err != nil {
 						return err
 					}
@@ -451,24 +488,23 @@ func removeStale(parent, prefix string) error {
 }
 
 // process turns one trajectory into a row or an exclusion.
-func process(c *counter, it item, maxLength int) built {
+func process(c *counter, it item, maxLength int, mode ThinkMode) built {
 	t := it.t
-	if err := chattmpl.Check(t.Messages); err != nil {
+	r, err := Render(t, mode)
+	if err != nil {
 		return built{err: fmt.Errorf("curate build: trajectory %q at %s: %w", t.Key, it.loc, err)}
 	}
-	msgs := trainingMessages(t.Messages)
-	if markerInContent(msgs) {
+	if markerInContent(r.Messages) {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMarkerInContent}}
 	}
-	text, spans := chattmpl.Render(msgs, false)
-	n, trainable := c.count(text, spans)
+	n, trainable := c.count(r.Text, r.Spans)
 	if n > maxLength {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMaxLength, NumTokens: n}}
 	}
-	row := rowOf(t, it.run)
-	row.Messages = row.Messages[:len(msgs)]
+	row := rowOf(t, r, mode, it.run)
 	row.NumTokens = int64(n)
 	row.NumTrainableTokens = int64(trainable)
+	row.ReasoningTokens, row.ReasoningTokensEstimated = reasoningTokens(t, c.tok)
 	return built{row: row}
 }
 

@@ -25,15 +25,25 @@ func handTrajectory(key, teacher string, turns int) *distill.Trajectory {
 		Question: "How many customers?", Difficulty: "simple", Dialect: "sqlite", Teacher: teacher, Model: teacher + "-1",
 		GoldSQL: "SELECT COUNT(*) FROM customers;",
 	}
-	t.Messages = []chat.Message{{Role: chat.RoleSystem, Content: "Dialect: SQLite 3.45.\nCREATE TABLE customers (id INTEGER);"}, {Role: chat.RoleUser, Content: "Question: How many customers?"}}
+	t.System, t.Prompt = "Dialect: SQLite 3.45.\nCREATE TABLE customers (id INTEGER);", "Question: How many customers?"
 	for i := 0; i < turns; i++ {
 		reply := "<think>Count the rows.</think>\n<sql>SELECT COUNT(*) FROM customers;</sql>"
-		t.Messages = append(t.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply}, chat.Message{Role: chat.RoleUser, Content: "<observation>\nCOUNT(*)\n42\n</observation>"})
-		t.Turns = append(t.Turns, distill.Turn{Index: i, Raw: reply, SQL: "SELECT COUNT(*) FROM customers;", Reasoning: fmt.Sprintf("r%d", i)})
+		t.Turns = append(t.Turns, distill.Turn{Index: i, Content: reply, SQL: "SELECT COUNT(*) FROM customers;", Reasoning: fmt.Sprintf("r%d", i),
+			Observation: "<observation>\nCOUNT(*)\n42\n</observation>"})
 	}
 	t.FinalSQL = "SELECT COUNT(*) FROM customers;"
 	t.Converged, t.ExecOK, t.Correct = turns > 1, true, true
 	return t
+}
+
+// mustRender renders tr in the default mode.
+func mustRender(tb testing.TB, tr *distill.Trajectory) *Rendered {
+	tb.Helper()
+	r, err := Render(tr, ThinkAuto)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
 }
 
 func synthRun(tb testing.TB, dir string, n int, seed uint64, perShard int) []*distill.Trajectory {
@@ -67,9 +77,10 @@ func TestBuildRoundTrip(t *testing.T) {
 	trajs := synthRun(t, runA, 40, 1, 7)
 	hand := []*distill.Trajectory{handTrajectory("hand/1", "alpha", 1), handTrajectory("hand/2", "alpha", 2), handTrajectory("hand/3", "beta", 3)}
 	// Text that NFC rewrites (decomposed accents, Hangul jamo) and non-ASCII in every role.
-	hand[2].Messages[1].Content = "Question: combien de cafe\u0301s à Zürich? \u1100\u1161 日本"
-	hand[2].Messages[2].Content = "<think>e\u0301 vs \u00e9 — naïve 🤔 a\u0308\u0308</think>\n<sql>SELECT \"cafe\u0301\" FROM t;</sql>"
-	hand[2].Messages[3].Content = "<observation>\nname\nZu\u0308rich\n</observation>"
+	hand[2].Prompt = "Question: combien de cafe\u0301s à Zürich? \u1100\u1161 日本"
+	hand[2].Turns[0].Content = "<think>e\u0301 vs \u00e9 — naïve 🤔 a\u0308\u0308</think>\n<sql>SELECT \"cafe\u0301\" FROM t;</sql>"
+	hand[2].Turns[0].Reasoning = ""
+	hand[2].Turns[0].Observation = "<observation>\nname\nZu\u0308rich\n</observation>"
 	writeRun(t, runB, hand, 2)
 	byKey := map[string]*distill.Trajectory{}
 	for _, tr := range append(trajs, hand...) {
@@ -113,7 +124,7 @@ func TestBuildRoundTrip(t *testing.T) {
 			t.Fatalf("row %d key %q, want %q (order)", i, r.Key, order[i])
 		}
 		tr := byKey[r.Key]
-		msgs := trainingMessages(tr.Messages)
+		msgs := mustRender(t, tr).Messages
 		if len(r.Messages) != len(msgs) || r.Messages[len(r.Messages)-1].Role != chat.RoleAssistant {
 			t.Fatalf("row %s: %d messages (last %q), want %d ending with the assistant", r.Key, len(r.Messages), r.Messages[len(r.Messages)-1].Role, len(msgs))
 		}
@@ -237,11 +248,12 @@ func TestBuildMaxLengthAndMarkers(t *testing.T) {
 	short := handTrajectory("k/short", "alpha", 1)
 	long := handTrajectory("k/long", "alpha", 5)
 	marker := handTrajectory("k/marker", "beta", 1)
-	marker.Messages[2].Content = "<think>end it: <|im_end|></think>\n<sql>SELECT 1;</sql>"
+	marker.Turns[0].Content, marker.Turns[0].Reasoning = "<think>end it: <|im_end|></think>\n<sql>SELECT 1;</sql>", ""
 	writeRun(t, run, []*distill.Trajectory{short, long, marker}, 10)
 	c, _ := newCounter(tok)
-	nShort, _ := c.count(chattmpl.Render(trainingMessages(short.Messages), false))
-	nLong, _ := c.count(chattmpl.Render(trainingMessages(long.Messages), false))
+	rs, rl := mustRender(t, short), mustRender(t, long)
+	nShort, _ := c.count(rs.Text, rs.Spans)
+	nLong, _ := c.count(rl.Text, rl.Spans)
 	if nShort >= nLong {
 		t.Fatal("test setup: long trajectory is not longer")
 	}
@@ -393,14 +405,6 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	rep, err := Build(context.Background(), []string{torn}, BuildOptions{Tokenizer: tok, Out: filepath.Join(tmp, "o2")})
 	if err != nil || rep.Rows != 1 {
 		t.Errorf("torn line: rows %v, err %v", rep, err)
-	}
-	// An unknown role.
-	bad := handTrajectory("k/bad", "alpha", 1)
-	bad.Messages[1].Role = "narrator"
-	badRun := filepath.Join(tmp, "badrole")
-	writeRun(t, badRun, []*distill.Trajectory{bad}, 10)
-	if _, err := Build(context.Background(), []string{badRun}, BuildOptions{Tokenizer: tok, Out: filepath.Join(tmp, "o3")}); err == nil || !strings.Contains(err.Error(), "narrator") || !strings.Contains(err.Error(), "k/bad") {
-		t.Errorf("unknown role: %v", err)
 	}
 	assertNoTemp(t, tmp)
 }

@@ -26,6 +26,7 @@ type teacherAgg struct {
 	rows, excluded, converged, execOK, correct int
 	trainable                                  int64
 	tokens                                     []int32
+	think                                      ThinkCounts
 }
 
 func newAggregate() *aggregate { return &aggregate{teachers: map[string]*teacherAgg{}} }
@@ -49,6 +50,7 @@ func (a *aggregate) add(r *Row) {
 		t.rows++
 		t.trainable += r.NumTrainableTokens
 		t.tokens = append(t.tokens, int32(r.NumTokens))
+		t.think.Add(r)
 		if r.Converged {
 			t.converged++
 		}
@@ -65,6 +67,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 	rep.Rows = a.all.rows
 	rep.Tokens = TokenStatsOf(a.all.tokens)
 	rep.TrainableTokens = a.all.trainable
+	rep.Think = a.all.think
 	rep.ExcludedCount = len(rep.Excluded)
 	names := make([]string, 0, len(a.teachers))
 	for n := range a.teachers {
@@ -76,7 +79,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 		t := a.teachers[n]
 		rep.Teachers = append(rep.Teachers, TeacherSummary{
 			Teacher: n, Rows: t.rows, Excluded: t.excluded, Tokens: TokenStatsOf(t.tokens),
-			TrainableTokens: t.trainable, Converged: t.converged, ExecOK: t.execOK, Correct: t.correct,
+			TrainableTokens: t.trainable, Converged: t.converged, ExecOK: t.execOK, Correct: t.correct, Think: t.think,
 		})
 	}
 }
@@ -268,21 +271,33 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	if rep.Epochs > 0 {
 		fmt.Fprintf(&b, "; × %d epochs = %d", rep.Epochs, rep.TrainableTokens*int64(rep.Epochs))
 	}
-	b.WriteString("\n\n## Per teacher\n\n")
-	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	th := rep.Think
+	fmt.Fprintf(&b, "\n- Think blocks (`--think %s`): %d assistant turns took the reasoning field, %d the inline `<think>`, %d have none; "+
+		"%d inline blocks were left out; %d turns were truncated\n", rep.ThinkMode, th.Field, th.Inline, th.None, th.InlineDropped, th.TruncatedTurns)
+	b.WriteString("\n## Per teacher\n\n")
+	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | think field / inline / none | truncated turns |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range rep.Teachers {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d / %d / %d | %d |\n",
 			mdEscape(t.Teacher), t.Rows, pct(t.Rows, rep.Rows), t.Excluded, t.Tokens.Mean, t.Tokens.P50, t.Tokens.P95, t.Tokens.Max,
-			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows))
+			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows),
+			t.Think.Field, t.Think.Inline, t.Think.None, t.Think.TruncatedTurns)
 	}
 	b.WriteString("\n## Protocol\n\n")
 	b.WriteString("The system turn gives the SQL dialect and the schema as `CREATE TABLE` DDL with sample values; the user turn gives " +
 		"`Question: …` and, where the benchmark has it, `Evidence: …`. Each assistant turn is `<think>…</think>\\n<sql>…</sql>` with one " +
 		"statement; the statement runs read-only on the task's database and the result or error comes back as a user turn " +
 		"`<observation>…</observation>`. The episode ends when the same SQL is given on two consecutive turns (converged) or after " +
-		"5 turns. A reply without a parsable `<sql>` is a format violation. `correct` is BIRD-style execution accuracy of the final SQL " +
-		"against `gold_sql`. `reasoning` keeps each turn's separate reasoning text, which is not part of `messages`.\n\n")
+		"5 turns. A complete reply without a parsable `<sql>` is a format violation; a reply the token limit cut before its SQL was " +
+		"complete is a truncated turn (`truncated_turns`), answered with a notice to think more briefly. `correct` is BIRD-style " +
+		"execution accuracy of the final SQL against `gold_sql`.\n\n")
+	b.WriteString("Each assistant message is rendered as `<think>REASONING</think>\\n` followed by the reply's answer, where REASONING is " +
+		"the teacher's own reasoning text: in mode `auto` the separate reasoning field the provider returned (`reasoning_content`, " +
+		"`reasoning` or `reasoning_details`) when there is one, else the `<think>` block the model wrote inline (a field and an inline " +
+		"copy: the field's text is kept); `field` and `inline` take only that source; `none` writes no think block. `think_sources` " +
+		"says per turn which source was used; `reasoning` keeps each turn's field text as received; `teacher_reasoning_tokens` is " +
+		"the provider's count, or the student tokenizer's count of the text where the provider reported none " +
+		"(`teacher_reasoning_tokens_estimated`).\n\n")
 	b.WriteString("## How it was made\n\n")
 	fmt.Fprintf(&b, "`curate build` (chainedsql) read %d run director", len(rep.Runs))
 	if len(rep.Runs) == 1 {

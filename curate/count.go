@@ -79,15 +79,29 @@ func newCounter(tok Tokenizer) (*counter, error) {
 // span ends, only a span whose content starts with whitespace has such a token: the
 // pre-tokenizer joins the header's "\n" with the content's leading newlines.
 func (c *counter) count(text string, spans []chattmpl.Span) (tokens, trainable int) {
+	c.walk(text, spans, func(_, _, span int) {
+		tokens++
+		if span >= 0 {
+			trainable++
+		}
+	})
+	return tokens, trainable
+}
+
+// walk feeds every token of text to fn in order: its byte range and the index of the span it
+// overlaps (-1 when it overlaps none, i.e. carries no loss). count and Mask both take their
+// marks from here, so the viewer's loss mask is the one Build counts.
+func (c *counter) walk(text string, spans []chattmpl.Span, fn func(start, end, span int)) {
 	si := 0
 	add := func(start, end int) {
-		tokens++
 		for si < len(spans) && spans[si].End <= start {
 			si++
 		}
 		if si < len(spans) && start < spans[si].End && end > spans[si].Start {
-			trainable++
+			fn(start, end, si)
+			return
 		}
+		fn(start, end, -1)
 	}
 	pos := 0
 	for pos < len(text) {
@@ -101,7 +115,6 @@ func (c *counter) count(text string, spans []chattmpl.Span) (tokens, trainable i
 		add(next, next+mlen)
 		pos = next + mlen
 	}
-	return tokens, trainable
 }
 
 // nextMarker finds the first "<|im_start|>" or "<|im_end|>" at or after from; it returns

@@ -91,6 +91,9 @@ func TestParquetGenericReader(t *testing.T) {
 		{"reasoning", "", "REQUIRED", "LIST", 1},
 		{"list", "", "REPEATED", "", 1},
 		{"element", "BYTE_ARRAY", "REQUIRED", "STRING", 0},
+		{"think_sources", "", "REQUIRED", "LIST", 1},
+		{"list", "", "REPEATED", "", 1},
+		{"element", "BYTE_ARRAY", "REQUIRED", "STRING", 0},
 	}
 	for i, w := range want {
 		if i >= len(got) || got[i] != w {
@@ -101,19 +104,20 @@ func TestParquetGenericReader(t *testing.T) {
 	for _, e := range got[len(want):] {
 		types[e.name] = e
 	}
-	for _, f := range Features[2:] {
+	const lists = 3 // messages, reasoning, think_sources
+	for _, f := range Features[lists:] {
 		e, ok := types[f.Name]
 		if !ok {
 			t.Errorf("column %s missing from the file", f.Name)
 			continue
 		}
-		wantPhys := map[string]string{"string": "BYTE_ARRAY", "int64": "INT64", "bool": "BOOLEAN"}[f.Type]
+		wantPhys := map[string]string{"string": "BYTE_ARRAY", "int64": "INT64", "bool": "BOOLEAN", "float64": "DOUBLE"}[f.Type]
 		if e.leafType != wantPhys || e.rep != "REQUIRED" || (f.Type == "string") != (e.logical == "STRING") {
 			t.Errorf("column %s = %+v, declared %s", f.Name, e, f.Type)
 		}
 	}
-	if len(types) != len(Features)-2 {
-		t.Errorf("file has %d scalar columns, Features declares %d", len(types), len(Features)-2)
+	if len(types) != len(Features)-lists {
+		t.Errorf("file has %d scalar columns, Features declares %d", len(types), len(Features)-lists)
 	}
 	for _, rg := range md.RowGroups {
 		for _, c := range rg.Columns {
@@ -162,7 +166,7 @@ func TestParquetGenericReader(t *testing.T) {
 			}
 		}
 		tr := trajs[i]
-		msgs := trainingMessages(tr.Messages)
+		msgs := mustRender(t, tr).Messages
 		if key != tr.Key || ev != tr.Evidence || turns != int64(len(tr.Turns)) || ntok <= 0 || len(roles) != len(msgs) || len(contents) != len(msgs) {
 			t.Fatalf("row %d: key %q ev %q turns %d tokens %d roles %v", i, key, ev, turns, ntok, roles)
 		}

@@ -5,6 +5,8 @@
 package curate
 
 import (
+	"strings"
+
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
 )
@@ -19,28 +21,38 @@ type Message struct {
 // Row is one dataset row; its field tags define the Parquet schema. Integers are int64, flags are
 // booleans, everything else is a UTF-8 string (empty when unknown).
 type Row struct {
-	// Messages is the training text: system, user question, then assistant replies
-	// (<think>…</think>\n<sql>…</sql> as recorded) and observation turns.
+	// Messages is the training text: system, user question, then assistant replies rendered by
+	// Render under ThinkMode (<think>…</think>\n<sql>…</sql>) and observation turns.
 	Messages []Message `parquet:"messages,list" json:"messages"`
-	// Reasoning holds each assistant turn's separate reasoning text (reasoning_content), in turn
-	// order, empty where the endpoint gave none. It is not part of Messages.
-	Reasoning        []string `parquet:"reasoning,list" json:"reasoning"`
-	Teacher          string   `parquet:"teacher,dict" json:"teacher"`
-	Model            string   `parquet:"model,dict" json:"model"`
-	Dialect          string   `parquet:"dialect,dict" json:"dialect"`
-	DBID             string   `parquet:"db_id,dict" json:"db_id"`
-	TaskID           string   `parquet:"task_id" json:"task_id"`
-	TaskIndex        int64    `parquet:"task_index" json:"task_index"`
-	Sample           int64    `parquet:"sample" json:"sample"`
-	Source           string   `parquet:"source,dict" json:"source"`
-	Difficulty       string   `parquet:"difficulty,dict" json:"difficulty"`
-	Question         string   `parquet:"question" json:"question"`
-	Evidence         string   `parquet:"evidence" json:"evidence"`
-	Turns            int64    `parquet:"turns" json:"turns"`
-	Converged        bool     `parquet:"converged" json:"converged"`
-	ExecOK           bool     `parquet:"exec_ok" json:"exec_ok"`
-	Correct          bool     `parquet:"correct" json:"correct"`
-	FormatViolations int64    `parquet:"format_violations" json:"format_violations"`
+	// Reasoning holds each assistant turn's separate reasoning text exactly as received
+	// (reasoning_content, reasoning or reasoning_details), in turn order, empty where the
+	// endpoint gave none.
+	Reasoning []string `parquet:"reasoning,list" json:"reasoning"`
+	// ThinkMode is the --think mode the row was rendered with; ThinkSources says, per assistant
+	// turn, where its think block came from (field, inline, none); InlineThinkDropped counts
+	// turns whose inline <think> was left out.
+	ThinkSources       []string `parquet:"think_sources,list" json:"think_sources"`
+	ThinkMode          string   `parquet:"think_mode,dict" json:"think_mode"`
+	InlineThinkDropped int64    `parquet:"inline_think_dropped" json:"inline_think_dropped"`
+	Teacher            string   `parquet:"teacher,dict" json:"teacher"`
+	Model              string   `parquet:"model,dict" json:"model"`
+	Dialect            string   `parquet:"dialect,dict" json:"dialect"`
+	DBID               string   `parquet:"db_id,dict" json:"db_id"`
+	TaskID             string   `parquet:"task_id" json:"task_id"`
+	TaskIndex          int64    `parquet:"task_index" json:"task_index"`
+	Sample             int64    `parquet:"sample" json:"sample"`
+	Source             string   `parquet:"source,dict" json:"source"`
+	Difficulty         string   `parquet:"difficulty,dict" json:"difficulty"`
+	Question           string   `parquet:"question" json:"question"`
+	Evidence           string   `parquet:"evidence" json:"evidence"`
+	Turns              int64    `parquet:"turns" json:"turns"`
+	Converged          bool     `parquet:"converged" json:"converged"`
+	ExecOK             bool     `parquet:"exec_ok" json:"exec_ok"`
+	Correct            bool     `parquet:"correct" json:"correct"`
+	FormatViolations   int64    `parquet:"format_violations" json:"format_violations"`
+	// TruncatedTurns counts turns cut by the token limit (or another non-stop finish) before
+	// their SQL was complete; they are not format violations.
+	TruncatedTurns int64 `parquet:"truncated_turns" json:"truncated_turns"`
 	// NumTokens is the length of the tokenized rendering (chat template, no generation prompt).
 	NumTokens int64 `parquet:"num_tokens" json:"num_tokens"`
 	// NumTrainableTokens counts the tokens in assistant spans (content plus <|im_end|>).
@@ -49,7 +61,14 @@ type Row struct {
 	GoldSQL            string `parquet:"gold_sql" json:"gold_sql"`
 	PromptTokens       int64  `parquet:"teacher_prompt_tokens" json:"teacher_prompt_tokens"`
 	CompletionTokens   int64  `parquet:"teacher_completion_tokens" json:"teacher_completion_tokens"`
-	Protocol           string `parquet:"protocol,dict" json:"protocol"`
+	CachedTokens       int64  `parquet:"teacher_cached_prompt_tokens" json:"teacher_cached_prompt_tokens"`
+	// ReasoningTokens are the teacher's reasoning tokens: as the provider reported them, and
+	// for turns whose provider reported none but which have reasoning text, that text counted
+	// with the student tokenizer (ReasoningTokensEstimated is then true).
+	ReasoningTokens          int64   `parquet:"teacher_reasoning_tokens" json:"teacher_reasoning_tokens"`
+	ReasoningTokensEstimated bool    `parquet:"teacher_reasoning_tokens_estimated" json:"teacher_reasoning_tokens_estimated"`
+	CostUSD                  float64 `parquet:"teacher_cost_usd" json:"teacher_cost_usd"`
+	Protocol                 string  `parquet:"protocol,dict" json:"protocol"`
 	// SourceRun is the run directory's base name; Key is the trajectory's unique key in it.
 	SourceRun string `parquet:"source_run,dict" json:"source_run"`
 	Key       string `parquet:"key" json:"key"`
@@ -60,13 +79,15 @@ type Row struct {
 var Features = []Feature{
 	{"messages", "list<struct<role:string,content:string>>"},
 	{"reasoning", "list<string>"},
+	{"think_sources", "list<string>"}, {"think_mode", "string"}, {"inline_think_dropped", "int64"},
 	{"teacher", "string"}, {"model", "string"}, {"dialect", "string"}, {"db_id", "string"},
 	{"task_id", "string"}, {"task_index", "int64"}, {"sample", "int64"}, {"source", "string"},
 	{"difficulty", "string"}, {"question", "string"}, {"evidence", "string"}, {"turns", "int64"},
 	{"converged", "bool"}, {"exec_ok", "bool"}, {"correct", "bool"},
-	{"format_violations", "int64"}, {"num_tokens", "int64"}, {"num_trainable_tokens", "int64"},
+	{"format_violations", "int64"}, {"truncated_turns", "int64"}, {"num_tokens", "int64"}, {"num_trainable_tokens", "int64"},
 	{"final_sql", "string"}, {"gold_sql", "string"},
-	{"teacher_prompt_tokens", "int64"}, {"teacher_completion_tokens", "int64"},
+	{"teacher_prompt_tokens", "int64"}, {"teacher_completion_tokens", "int64"}, {"teacher_cached_prompt_tokens", "int64"},
+	{"teacher_reasoning_tokens", "int64"}, {"teacher_reasoning_tokens_estimated", "bool"}, {"teacher_cost_usd", "float64"},
 	{"protocol", "string"}, {"source_run", "string"}, {"key", "string"},
 }
 
@@ -85,11 +106,13 @@ func (r *Row) ChatMessages() []chat.Message {
 	return out
 }
 
-// rowOf fills the metadata of a row from a trajectory (token counts are set by the caller).
-func rowOf(t *distill.Trajectory, run string) Row {
-	r := Row{
-		Messages:         make([]Message, len(t.Messages)),
+// rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).
+func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
+	row := Row{
+		Messages:         make([]Message, len(r.Messages)),
 		Reasoning:        make([]string, 0, len(t.Turns)),
+		ThinkMode:        string(mode),
+		ThinkSources:     make([]string, 0, len(t.Turns)),
 		Teacher:          t.Teacher,
 		Model:            t.Model,
 		Dialect:          string(t.Dialect),
@@ -106,19 +129,47 @@ func rowOf(t *distill.Trajectory, run string) Row {
 		ExecOK:           t.ExecOK,
 		Correct:          t.Correct,
 		FormatViolations: int64(t.FormatViolations),
+		TruncatedTurns:   int64(t.TruncatedTurns),
 		FinalSQL:         t.FinalSQL,
 		GoldSQL:          t.GoldSQL,
 		PromptTokens:     int64(t.Usage.PromptTokens),
 		CompletionTokens: int64(t.Usage.CompletionTokens),
+		CachedTokens:     int64(t.Usage.CachedTokens),
+		CostUSD:          t.Usage.CostUSD,
 		Protocol:         t.Protocol,
 		SourceRun:        run,
 		Key:              t.Key,
 	}
-	for i, m := range t.Messages {
-		r.Messages[i] = Message{Role: m.Role, Content: m.Content}
+	for i, m := range r.Messages {
+		row.Messages[i] = Message{Role: m.Role, Content: m.Content}
 	}
-	for _, turn := range t.Turns {
-		r.Reasoning = append(r.Reasoning, turn.Reasoning)
+	for i, turn := range t.Turns {
+		row.Reasoning = append(row.Reasoning, turn.Reasoning)
+		row.ThinkSources = append(row.ThinkSources, r.Turns[i].Source)
+		if r.Turns[i].InlineDropped {
+			row.InlineThinkDropped++
+		}
 	}
-	return r
+	return row
+}
+
+// reasoningTokens is the teacher's reasoning token count of t: per turn the provider's figure,
+// or, when it reported none and the turn has reasoning text (its field, else its inline block),
+// that text's length under the student tokenizer; estimated reports any such turn.
+func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated bool) {
+	for _, tu := range t.Turns {
+		if tu.Usage.ReasoningTokens > 0 {
+			n += int64(tu.Usage.ReasoningTokens)
+			continue
+		}
+		text := strings.TrimSpace(tu.Reasoning)
+		if text == "" {
+			text = distill.ParseReply(tu.Content).Think
+		}
+		if text != "" {
+			n += int64(len(tok.Encode(text)))
+			estimated = true
+		}
+	}
+	return n, estimated
 }

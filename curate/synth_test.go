@@ -50,7 +50,7 @@ func newRunWriter(tb testing.TB, dir string, perShard int) *runWriter {
 	if err := os.MkdirAll(filepath.Join(dir, "shards"), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	man := map[string]any{"protocol": distill.ProtocolVersion, "toolkit": "test"}
+	man := map[string]any{"format": distill.RunFormat, "protocol": distill.ProtocolVersion, "toolkit": "test"}
 	b, _ := json.Marshal(man)
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
 		tb.Fatal(err)
@@ -205,7 +205,7 @@ func (s *synth) trajectory(i int) *distill.Trajectory {
 	if t.Evidence != "" {
 		user += "\nEvidence: " + t.Evidence
 	}
-	t.Messages = []chat.Message{{Role: chat.RoleSystem, Content: s.system(db, d)}, {Role: chat.RoleUser, Content: user}}
+	t.System, t.Prompt = s.system(db, d), user
 	turns := []int{1, 2, 2, 2, 3, 3, 4, 5}[s.rng.IntN(8)]
 	last := ""
 	for k := 0; k < turns; k++ {
@@ -214,16 +214,15 @@ func (s *synth) trajectory(i int) *distill.Trajectory {
 			sql = last
 		}
 		reply := "<think>" + s.words(60+s.rng.IntN(200)) + "</think>\n<sql>" + sql + "</sql>"
-		turn := distill.Turn{Index: k, Raw: reply, SQL: sql, Reasoning: s.words(s.rng.IntN(3) * 20)}
+		turn := distill.Turn{Index: k, Content: reply, SQL: sql, Reasoning: s.words(s.rng.IntN(3) * 20)}
 		if s.rng.IntN(25) == 0 {
 			reply = s.words(40) // no <sql>: a format violation
-			turn.Raw, turn.SQL, turn.FormatViolation = reply, "", true
+			turn.Content, turn.SQL, turn.FormatViolation = reply, "", true
 			t.FormatViolations++
 		} else {
 			turn.Exec = &distill.ExecRecord{Outcome: datasets.OutcomeOK, Total: 3}
 		}
 		turn.Observation = s.observation()
-		t.Messages = append(t.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply}, chat.Message{Role: chat.RoleUser, Content: turn.Observation})
 		t.Turns = append(t.Turns, turn)
 		last = sql
 	}

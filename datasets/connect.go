@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Connector opens task databases per dialect and keeps one pool per (dialect, database).
@@ -17,10 +19,14 @@ type Connector struct {
 	MySQLDSN    string
 	// SQLiteRoot overrides the directory holding <db>/<db>.sqlite, when set.
 	SQLiteRoot string
+	// Access says whom statements run as on the servers: by default the reader EnsureReader
+	// made (DefaultReader), whose password the DSNs' users look up; see Access.
+	Access Access
 
 	mu      sync.Mutex
 	dbs     map[string]DB
 	pgPool  *sql.DB       // shared by the PostgreSQL DBs
+	myCfg   *mysql.Config // the MySQL login statements run as, resolved once
 	mySlots chan struct{} // bounds MySQL executions in flight across databases
 }
 
@@ -32,7 +38,9 @@ const mysqlInFlight = 64
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
 // must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
 // connection pool (each execution sets its search_path); MySQL gets a pool per database, with
-// at most mysqlInFlight executions in flight across them.
+// at most mysqlInFlight executions in flight across them. On a server, the first Open looks up
+// and checks the reader (errors wrap ErrReader when it is missing or holds more than reads) and
+// each Open checks that the reader may read the task's schema or database.
 func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -74,17 +82,24 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 		db, err = OpenSQLite(name)
 	case Postgres:
 		if c.pgPool == nil {
-			if c.pgPool, err = openPostgresPool(c.PostgresDSN); err != nil {
+			if c.pgPool, err = openPostgresExecPool(ctx, c.PostgresDSN, c.Access); err != nil {
 				return nil, fmt.Errorf("task %s: %w", t.ID, err)
 			}
 		}
-		db, err = newPostgresDB(ctx, c.pgPool, c.PostgresDSN, t.DBID)
+		db, err = newPostgresDB(ctx, c.pgPool, c.PostgresDSN, t.DBID, c.Access)
 	case MySQL:
 		if c.mySlots == nil {
 			c.mySlots = make(chan struct{}, mysqlInFlight)
 		}
-		if db, err = OpenMySQL(ctx, c.MySQLDSN, t.DBID); err == nil {
-			db.(*mysqlDB).slots = c.mySlots
+		if c.myCfg == nil {
+			if c.myCfg, err = mysqlExecConfig(ctx, c.MySQLDSN, c.Access); err != nil {
+				return nil, fmt.Errorf("task %s: %w", t.ID, err)
+			}
+		}
+		var m *mysqlDB
+		if m, err = openMySQLConfig(ctx, c.myCfg, t.DBID, c.Access); err == nil {
+			m.slots = c.mySlots
+			db = m
 		}
 	}
 	if err != nil {
@@ -95,6 +110,24 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	}
 	c.dbs[key] = db
 	return db, nil
+}
+
+// DSNUserWarnings returns, when c.Access.AsDSNUser, a warning for each server dialect of
+// dialects naming the DSN's user the statements run as and what it may do; nil otherwise.
+func (c *Connector) DSNUserWarnings(ctx context.Context, dialects []Dialect) []string {
+	if !c.Access.AsDSNUser {
+		return nil
+	}
+	var out []string
+	for _, d := range dialects {
+		switch {
+		case d == Postgres && c.PostgresDSN != "":
+			out = append(out, asDSNUserWarning(ctx, d, c.PostgresDSN))
+		case d == MySQL && c.MySQLDSN != "":
+			out = append(out, asDSNUserWarning(ctx, d, c.MySQLDSN))
+		}
+	}
+	return out
 }
 
 // Close closes every pool the Connector opened.

@@ -47,6 +47,18 @@ type CopyStats struct {
 // targetName is what CopySQLite accepts as a schema/database name.
 var targetName = regexp.MustCompile(`^[A-Za-z0-9_]{1,48}$`)
 
+// reservedTarget reports whether name is a schema or database CopySQLite must never replace
+// (its publish step drops the target first): the servers' own, the toolkit's metadata (which
+// the reader must never be granted) and the copies' temporary names.
+func reservedTarget(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case readerMeta, "mysql", "information_schema", "performance_schema", "sys", "public":
+		return true
+	}
+	return strings.HasPrefix(n, "pg_") || strings.HasPrefix(n, "cs_tmp_")
+}
+
 // CopySQLite copies the SQLite database at sqlitePath into dialect d on the server of dsn:
 // PostgreSQL schema target in the DSN's database, or MySQL database target on the DSN's server.
 // Tables and all rows are copied with types mapped from each column's declared type and the
@@ -70,6 +82,9 @@ func CopySQLite(ctx context.Context, sqlitePath string, d Dialect, dsn, target s
 	}
 	if !targetName.MatchString(target) {
 		return st, fmt.Errorf("copy %s: target name %q: want 1-48 letters, digits or '_'", sqlitePath, target)
+	}
+	if reservedTarget(target) {
+		return st, fmt.Errorf("copy %s: target name %q is reserved (a server's own schema or database, or the toolkit's): rename the database", sqlitePath, target)
 	}
 	sum, err := fileSHA256(sqlitePath)
 	if err != nil {

@@ -33,7 +33,7 @@ func benchDB(b *testing.B, d Dialect) DB {
 	var db DB
 	_, err := CopySQLite(ctx, src, d, dsn, target)
 	if err == nil {
-		db, err = openCopy(ctx, d, dsn, target)
+		db, err = openCopy(b, ctx, d, dsn, target)
 	}
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,8 @@
 package datasets
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -30,6 +32,7 @@ func TestMatch(t *testing.T) {
 		{"time vs other time", res([]any{time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC)}), res([]any{"2009-01-03 04:05:07"}), false, false},
 		{"invalid date text kept", res([]any{"2009-13-45"}), res([]any{"2009-13-45 00:00:00"}), false, false},
 		{"extra row", res([]any{int64(1)}), res([]any{int64(1)}, []any{int64(2)}), false, false},
+		{"text holding a separator", res([]any{"a", "b"}), res([]any{"a\x1fsb"}), false, false},
 	}
 	for _, c := range cases {
 		if got := Match(c.gold, c.pred, c.ordered); got != c.eq {
@@ -53,5 +56,116 @@ func TestHasOrderBy(t *testing.T) {
 		if got := HasOrderBy(q); got != want {
 			t.Errorf("HasOrderBy(%q) = %v, want %v", q, got, want)
 		}
+	}
+}
+
+// bruteResultEq is result_eq with every column permutation tried, as the official code does
+// up to 3 columns.
+func bruteResultEq(gold, pred [][]any, ordered bool) bool {
+	m := pyModel{}
+	if len(gold) == 0 && len(pred) == 0 {
+		return true
+	}
+	if len(gold) != len(pred) || len(gold[0]) != len(pred[0]) {
+		return false
+	}
+	gu, pu := unorderedRows(m, gold), unorderedRows(m, pred)
+	if ordered && !slices.Equal(gu, pu) || !ordered && !sameSet(gu, pu) {
+		return false
+	}
+	n := len(gold[0])
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	var try func(k int) bool
+	try = func(k int) bool {
+		if k == n {
+			p := make([][]any, len(pred))
+			for r, row := range pred {
+				p[r] = make([]any, n)
+				for c := range perm {
+					p[r][c] = row[perm[c]]
+				}
+			}
+			return listEqual(m, gold, p, ordered)
+		}
+		for i := k; i < n; i++ {
+			perm[k], perm[i] = perm[i], perm[k]
+			if try(k + 1) {
+				return true
+			}
+			perm[k], perm[i] = perm[i], perm[k]
+		}
+		return false
+	}
+	return try(0)
+}
+
+// TestSpiderResultEqAgainstBruteForce checks the pruned permutation search against trying every
+// permutation, on small random tables with many repeated values, ints and equal floats.
+func TestSpiderResultEqAgainstBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	vals := []any{int64(1), 1.0, int64(2), int64(12), "1", "a", nil, 2.5}
+	matched := 0
+	for iter := 0; iter < 20000; iter++ {
+		n, rows := 1+rng.IntN(5), rng.IntN(5)
+		gold := make([][]any, rows)
+		for r := range gold {
+			gold[r] = make([]any, n)
+			for c := range gold[r] {
+				gold[r][c] = vals[rng.IntN(3+rng.IntN(len(vals)-2))]
+			}
+		}
+		// The prediction: gold with its columns and rows shuffled, sometimes a cell changed.
+		cols, order := rng.Perm(n), rng.Perm(rows)
+		pred := make([][]any, rows)
+		for r := range pred {
+			pred[r] = make([]any, n)
+			for c := range cols {
+				pred[r][c] = gold[order[r]][cols[c]]
+			}
+		}
+		if rows > 0 && rng.IntN(3) == 0 {
+			pred[rng.IntN(rows)][rng.IntN(n)] = vals[rng.IntN(len(vals))]
+		}
+		ordered := rng.IntN(2) == 0
+		want := bruteResultEq(gold, pred, ordered)
+		if got := spiderResultEq(pyModel{}, gold, pred, ordered); got != want {
+			t.Fatalf("gold %v pred %v ordered %v: %v, every permutation tried gives %v", gold, pred, ordered, got, want)
+		}
+		if want {
+			matched++
+		}
+	}
+	if matched < 2000 || matched > 18000 {
+		t.Errorf("%d of 20000 matched: the cases do not exercise both verdicts", matched)
+	}
+}
+
+// TestSpiderResultEqWide: a 12-column table whose columns all hold the same values in other
+// arrangements (every column multiset equal) is decided without trying 12! permutations.
+func TestSpiderResultEqWide(t *testing.T) {
+	const n, rows = 12, 300
+	gold := make([][]any, rows)
+	for r := range gold {
+		gold[r] = make([]any, n)
+		for c := range gold[r] {
+			gold[r][c] = int64((r*(c+1) + c) % rows)
+		}
+	}
+	pred := make([][]any, rows)
+	for r := range pred {
+		pred[r] = make([]any, n)
+		for c := range pred[r] {
+			pred[r][c] = gold[rows-1-r][n-1-c]
+		}
+	}
+	if !spiderResultEq(pyModel{}, gold, pred, false) {
+		t.Error("reversed columns and rows: no match found")
+	}
+	pred[0][0], pred[1][0] = pred[1][0], pred[0][0]
+	if spiderResultEq(pyModel{}, gold, pred, false) {
+		t.Error("two cells swapped within a column: matched")
 	}
 }

@@ -31,18 +31,26 @@ type mysqlDB struct {
 }
 
 // OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
-// "root@tcp(127.0.0.1:3306)/"; its database part is replaced). Each Exec runs in a READ ONLY
-// transaction under a statement time limit (MariaDB: SET STATEMENT max_statement_time ... FOR;
-// MySQL: max_execution_time), and a KILL QUERY from a second connection stops it at the deadline
-// if the server has not.
-func OpenMySQL(ctx context.Context, dsn, database string) (DB, error) {
+// "root@tcp(127.0.0.1:3306)/"; its database part is replaced), executing as acc says: by default
+// in a pool of its own logged in as the reader made by EnsureReader, whose password is looked up
+// with the DSN's user. Each Exec runs in a READ ONLY transaction under a statement time limit
+// (MariaDB: SET STATEMENT max_statement_time ... FOR; MySQL: max_execution_time), and a KILL
+// QUERY from a second connection of the same user stops it at the deadline if the server has not.
+func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error) {
 	if database == "" {
 		return nil, fmt.Errorf("mysql: empty database name")
 	}
-	cfg, err := mysqlConfig(dsn, database)
+	cfg, err := mysqlExecConfig(ctx, dsn, acc)
 	if err != nil {
 		return nil, err
 	}
+	return openMySQLConfig(ctx, cfg, database, acc)
+}
+
+// openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig).
+func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc Access) (*mysqlDB, error) {
+	cfg := base.Clone()
+	cfg.DBName = database
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -59,9 +67,13 @@ func OpenMySQL(ctx context.Context, dsn, database string) (DB, error) {
 	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		pool.Close()
 		killer.Close()
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1049 {
+		switch myErrNo(err) {
+		case 1049:
 			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
+		case 1044: // a reader is told this whether or not the database exists
+			if !acc.AsDSNUser {
+				return nil, readerUngranted(where, acc.name(), "database", database)
+			}
 		}
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
@@ -122,10 +134,15 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 
 func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, opts)
+	stmt, timeout, refused := startExec(query, MySQL, opts)
 	if refused != nil {
 		return refused, nil
 	}
+	return m.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// run executes stmt, already screened, in a read-only transaction of its own.
+func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
 	defer cancel()
 	fail := func(step string, err error) (*Result, error) {
@@ -176,7 +193,7 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
 	})
 	qstart := time.Now()
-	res, qerr := collect(qctx, conn, stmt, opts.MaxRows, mysqlNormaliser)
+	res, qerr := collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
 	overran := time.Since(qstart) >= timeout

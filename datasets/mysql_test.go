@@ -57,7 +57,8 @@ func TestMySQLExec(t *testing.T) {
 			ts DATETIME, u BIGINT UNSIGNED, b LONGBLOB, s LONGTEXT, v VARCHAR(20), tm TIME)`,
 		`INSERT INTO t VALUES (1, 12.50, 0.1, 2.5, '2009-01-03', '2009-01-03 04:05:06', 18446744073709551615, x'0102', 'x', 'é', '01:02:03'),
 			(2, 7, NULL, NULL, NULL, NULL, 5, NULL, NULL, NULL, NULL), (3, 3, 1, 1, NULL, NULL, NULL, NULL, 'z', NULL, NULL)`)
-	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name)
+	acc := testReader(t, MySQL, name)
+	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name, acc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestMySQLExec(t *testing.T) {
 			t.Errorf("after a 1µs limit: %+v", r)
 		}
 	}
-	if _, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name+"_missing"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name+"_missing", Access{AsDSNUser: true}); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing database: %v", err)
 	}
 }
@@ -112,7 +113,10 @@ func TestMySQLExec(t *testing.T) {
 func TestConnectorServers(t *testing.T) {
 	my := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1), (2)")
 	pg := pgSchema(t, pgAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1), (2), (3)")
-	c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN()}
+	reader := testReaderName()
+	grantReader(t, MySQL, reader, my)
+	grantReader(t, Postgres, reader, pg)
+	c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: Access{Reader: reader}}
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -149,7 +153,7 @@ func TestConnectorServers(t *testing.T) {
 // reports a timeout rather than an error; freed slots let executions run again.
 func TestMySQLSlots(t *testing.T) {
 	name := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)")
-	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name)
+	db, err := OpenMySQL(context.Background(), shared.MySQLDSN(), name, testReader(t, MySQL, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,15 +32,17 @@ type pgDB struct {
 	version string
 }
 
-// OpenPostgres opens the PostgreSQL database of dsn (a pgx URL or keyword/value string) and
-// executes in schema, which must exist. Each Exec runs in a READ ONLY transaction with
-// SET LOCAL statement_timeout and search_path = schema.
-func OpenPostgres(ctx context.Context, dsn, schema string) (DB, error) {
-	pool, err := openPostgresPool(dsn)
+// OpenPostgres opens schema (which must exist) in the PostgreSQL database of dsn (a pgx URL or
+// keyword/value string), executing as acc says: by default logged in as the reader made by
+// EnsureReader, whose password is looked up with the DSN's user. Each Exec runs in a READ ONLY
+// transaction with SET LOCAL statement_timeout, idle_in_transaction_session_timeout and
+// search_path = schema.
+func OpenPostgres(ctx context.Context, dsn, schema string, acc Access) (DB, error) {
+	pool, err := openPostgresExecPool(ctx, dsn, acc)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newPostgresDB(ctx, pool, dsn, schema)
+	db, err := newPostgresDB(ctx, pool, dsn, schema, acc)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -49,14 +51,41 @@ func OpenPostgres(ctx context.Context, dsn, schema string) (DB, error) {
 	return db, nil
 }
 
-// openPostgresPool opens a database/sql pool over pgx. Queries use the extended protocol
-// without a named prepared statement (QueryExecModeExec): one round trip, and the server
-// refuses a text holding several statements.
+// openPostgresExecPool opens the pool statements run on (see pgExecConfig) and, for a reader,
+// checks that it logs in and holds nothing beyond a plain login.
+func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB, error) {
+	cfg, err := pgExecConfig(ctx, dsn, acc)
+	if err != nil {
+		return nil, err
+	}
+	if !acc.AsDSNUser {
+		// Backstops for any statement outside Exec's own transaction.
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	}
+	pool := pgPool(cfg)
+	if !acc.AsDSNUser {
+		if err := checkPGReader(ctx, pool, pgTarget(dsn), acc.name()); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
+// openPostgresPool opens a pool logged in as the DSN's own user (loading, administration).
 func openPostgresPool(dsn string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
 	}
+	return pgPool(cfg), nil
+}
+
+// pgPool opens a database/sql pool over pgx. Queries use the extended protocol without a
+// named prepared statement (QueryExecModeExec): one round trip, and the server refuses a text
+// holding several statements.
+func pgPool(cfg *pgx.ConnConfig) *sql.DB {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
@@ -66,7 +95,7 @@ func openPostgresPool(dsn string) (*sql.DB, error) {
 	pool.SetMaxOpenConns(32)
 	pool.SetMaxIdleConns(8)
 	pool.SetConnMaxIdleTime(time.Minute)
-	return pool, nil
+	return pool
 }
 
 // pgTarget names the server and database of dsn for error messages, without credentials.
@@ -78,20 +107,37 @@ func pgTarget(dsn string) string {
 	return fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }
 
-func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string) (*pgDB, error) {
+// newPostgresDB checks that schema exists and, unless acc.AsDSNUser, that the pool's reader
+// may use it and read each of its tables.
+func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string, acc Access) (*pgDB, error) {
+	where := pgTarget(dsn)
 	if schema == "" {
-		return nil, fmt.Errorf("%s: empty schema name", pgTarget(dsn))
+		return nil, fmt.Errorf("%s: empty schema name", where)
 	}
 	var v string
 	if err := pool.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
-		return nil, fmt.Errorf("%s: connect: %w", pgTarget(dsn), err)
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
 	var n int
 	if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
-		return nil, fmt.Errorf("%s: look up schema %q: %w", pgTarget(dsn), schema, err)
+		return nil, fmt.Errorf("%s: look up schema %q: %w", where, schema, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%s: schema %q does not exist (copy the SQLite database first: distill load --dialect postgres)", pgTarget(dsn), schema)
+		return nil, fmt.Errorf("%s: schema %q does not exist (copy the SQLite database first: distill load --dialect postgres)", where, schema)
+	}
+	if !acc.AsDSNUser {
+		var usable bool
+		var unreadable int
+		err := pool.QueryRowContext(ctx, `SELECT has_schema_privilege($1::text, 'USAGE'),
+			(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname::text = $1::text AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT has_table_privilege(c.oid, 'SELECT'))`,
+			schema).Scan(&usable, &unreadable)
+		if err != nil {
+			return nil, fmt.Errorf("%s: check the reader's grants on schema %q: %w", where, schema, err)
+		}
+		if !usable || unreadable > 0 {
+			return nil, readerUngranted(where, acc.name(), "schema", schema)
+		}
 	}
 	if f := strings.Fields(v); len(f) > 0 {
 		v = f[0]
@@ -111,10 +157,15 @@ func (p *pgDB) Close() error {
 
 func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, opts)
+	stmt, timeout, refused := startExec(query, Postgres, opts)
 	if refused != nil {
 		return refused, nil
 	}
+	return p.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// run executes stmt, already screened, in a read-only transaction of its own.
+func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
 	defer cancel()
 	conn, err := p.pool.Conn(qctx)
@@ -126,14 +177,17 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Resul
 	}
 	defer conn.Close()
 	ms := max(timeout.Milliseconds(), 1)
-	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL search_path = %s", ms, QuoteIdent(Postgres, p.schema))
+	idle := (timeout + serverGrace + cleanupTimeout).Milliseconds() // the client is gone by then
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
+		ms, idle, QuoteIdent(Postgres, p.schema))
 	if _, err := conn.ExecContext(qctx, begin); err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
-	res, qerr := collect(qctx, conn, stmt, opts.MaxRows, pgNormaliser)
+	res, qerr := collect(qctx, conn, stmt, maxRows, pgNormaliser)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
+	// Advisory locks are the one thing a reader's read-only transaction can hold past its end.
+	_, rerr := conn.ExecContext(rctx, "ROLLBACK; SELECT pg_advisory_unlock_all()")
 	rcancel()
 	if rerr != nil {
 		discard(conn)

@@ -80,7 +80,8 @@ func TestPostgresExec(t *testing.T) {
 			ts timestamp, ok boolean, b bytea, j json, s text)`,
 		`INSERT INTO t VALUES (1, 12.50, 0.1, 2.5, '2009-01-03', '2009-01-03 04:05:06', true, '\x0102', '{"a": 1}', 'x'),
 			(2, 7, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL), (3, 3, 1, 1, NULL, NULL, NULL, NULL, NULL, 'z')`)
-	db, err := OpenPostgres(context.Background(), shared.PostgresDSN(), schema)
+	acc := testReader(t, Postgres, schema)
+	db, err := OpenPostgres(context.Background(), shared.PostgresDSN(), schema, acc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestPostgresExec(t *testing.T) {
 	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() {
 		t.Errorf("after timeout: %+v", r)
 	}
-	if _, err := OpenPostgres(context.Background(), shared.PostgresDSN(), schema+"_missing"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := OpenPostgres(context.Background(), shared.PostgresDSN(), schema+"_missing", acc); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing schema: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// FuzzScreen: screen never panics, and what it accepts is one read statement with no denied
-// word, which screening again accepts unchanged.
+// FuzzScreen: screen never panics in any dialect, and what it accepts is one read statement
+// with no denied word, which screening again accepts unchanged.
 func FuzzScreen(f *testing.F) {
 	for _, q := range hostileQueries {
 		f.Add(q)
@@ -18,21 +18,28 @@ func FuzzScreen(f *testing.F) {
 	f.Add("/* x; */ WITH a AS (SELECT 1) SELECT * FROM a;")
 	f.Add(`SELECT "x""y", [a;b], ` + "`c;d`" + ` FROM t`)
 	f.Fuzz(func(t *testing.T, q string) {
-		stmt, reason := screen(q)
-		if reason != "" {
-			if stmt != "" || !strings.HasPrefix(reason, "refused: ") {
-				t.Fatalf("refusal %q with statement %q", reason, stmt)
-			}
-			return
-		}
-		if _, rest := splitFirst(stmt); strings.TrimSpace(rest) != "" {
-			t.Fatalf("accepted %q holds a second statement %q", stmt, rest)
-		}
-		if d := deniedText(stmt); d != "" {
-			t.Fatalf("accepted %q: %s", stmt, d)
-		}
-		if again, r := screen(stmt); r != "" || again != stmt {
-			t.Fatalf("screen(%q) = %q, %q; want it unchanged", stmt, again, r)
+		for _, d := range []Dialect{SQLite, Postgres, MySQL} {
+			screenOnce(t, q, d)
 		}
 	})
+}
+
+// screenOnce checks one screening of q in dialect d.
+func screenOnce(t *testing.T, q string, d Dialect) {
+	stmt, reason := screen(q, d)
+	if reason != "" {
+		if stmt != "" || !strings.HasPrefix(reason, "refused: ") {
+			t.Fatalf("%s: refusal %q with statement %q", d, reason, stmt)
+		}
+		return
+	}
+	if _, rest := splitFirst(stmt); strings.TrimSpace(rest) != "" {
+		t.Fatalf("%s: accepted %q holds a second statement %q", d, stmt, rest)
+	}
+	if why := deniedText(stmt, d); why != "" {
+		t.Fatalf("%s: accepted %q: %s", d, stmt, why)
+	}
+	if again, r := screen(stmt, d); r != "" || again != stmt {
+		t.Fatalf("%s: screen(%q) = %q, %q; want it unchanged", d, stmt, again, r)
+	}
 }

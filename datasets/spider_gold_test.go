@@ -103,7 +103,7 @@ func TestSpiderGoldAcrossEngines(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					s, err := openCopy(ctx, d, dsn, target)
+					s, err := openCopy(t, ctx, d, dsn, target)
 					if err != nil {
 						t.Fatal(err)
 					}

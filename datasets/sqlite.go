@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -59,7 +58,7 @@ func (s *sqliteDB) Close() error     { return s.db.Close() }
 
 func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, opts)
+	stmt, timeout, refused := startExec(query, SQLite, opts)
 	if refused != nil {
 		return refused, nil
 	}
@@ -80,11 +79,11 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*R
 	return &Result{Outcome: OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
 
-// startExec screens query and resolves the timeout (zero means 30 s); a non-nil Result is
-// the refusal to return.
-func startExec(query string, opts ExecOptions) (string, time.Duration, *Result) {
+// startExec screens query for dialect d and resolves the timeout (zero means 30 s); a non-nil
+// Result is the refusal to return.
+func startExec(query string, d Dialect, opts ExecOptions) (string, time.Duration, *Result) {
 	start := time.Now()
-	stmt, reason := screen(query)
+	stmt, reason := screen(query, d)
 	if reason != "" {
 		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
 	}
@@ -173,141 +172,4 @@ func normalise(v any) any {
 		return append([]byte(nil), x...)
 	}
 	return v
-}
-
-// readPrefixes are the first keywords of statements that only read.
-var readPrefixes = []string{"select", "with", "values", "explain"}
-
-// screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
-// returns it trimmed, or a reason to refuse it. Hand-written because no library splits SQL of
-// three dialects; it respects quotes and comments.
-func screen(query string) (string, string) {
-	q := strings.TrimSpace(query)
-	body, rest := splitFirst(q)
-	if strings.TrimSpace(rest) != "" {
-		return "", "refused: only one statement per query is allowed"
-	}
-	body = strings.TrimSpace(body)
-	if body == "" {
-		return "", "refused: empty statement"
-	}
-	lower := strings.ToLower(stripLeadingComments(body))
-	ok := false
-	for _, p := range readPrefixes {
-		if strings.HasPrefix(lower, p) && (len(lower) == len(p) || !isWord(lower[len(p)])) {
-			ok = true
-		}
-	}
-	if !ok {
-		return "", "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"
-	}
-	if reason := deniedText(body); reason != "" {
-		return "", reason
-	}
-	return body, ""
-}
-
-// deniedWords are functions that reach outside the database (server files, extensions, other
-// sessions, settings, dynamic SQL) in one of the engines, MySQL's file-writing INTO targets, and
-// catalogs holding credentials or other sessions' statements (the mysql schema is refused in
-// deniedText).
-// Read-only transactions do not stop them, so they are refused wherever they appear.
-var deniedWords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`
-		load_extension load_file outfile dumpfile writefile readfile fts3_tokenizer
-		pg_read_file pg_read_binary_file pg_ls_dir pg_stat_file pg_file_write lo_import lo_export
-		lo_from_bytea lo_put lo_get pg_terminate_backend pg_cancel_backend pg_reload_conf
-		pg_rotate_logfile pg_promote set_config dblink dblink_exec dblink_connect
-		query_to_xml query_to_xmlschema query_to_xml_and_xmlschema cursor_to_xml
-		pg_advisory_lock pg_advisory_xact_lock get_lock sys_exec sys_eval
-		pg_authid pg_shadow pg_user_mappings pg_hba_file_rules pg_ident_file_mappings
-		pg_file_settings pg_stat_activity performance_schema processlist`) {
-		deniedWords[w] = true
-	}
-}
-
-// deniedText refuses query text that calls a denied function or hides code from screening.
-// It scans the raw text, strings and comments included: a false refusal costs one turn,
-// a missed one could read a server file, so no dialect's quoting rules are trusted here.
-func deniedText(q string) string {
-	lower := strings.ToLower(q)
-	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'", "mysql.", "`mysql`."} {
-		if strings.Contains(lower, hidden) {
-			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers, the mysql schema) is not allowed", hidden)
-		}
-	}
-	words := strings.FieldsFunc(lower, func(r rune) bool {
-		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	})
-	for _, w := range words {
-		if deniedWords[w] {
-			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the database)", w)
-		}
-	}
-	return ""
-}
-
-func isWord(b byte) bool {
-	return b == '_' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
-}
-
-func stripLeadingComments(s string) string {
-	for {
-		s = strings.TrimSpace(s)
-		switch {
-		case strings.HasPrefix(s, "--"):
-			if i := strings.IndexByte(s, '\n'); i >= 0 {
-				s = s[i+1:]
-			} else {
-				return ""
-			}
-		case strings.HasPrefix(s, "/*"):
-			if i := strings.Index(s, "*/"); i >= 0 {
-				s = s[i+2:]
-			} else {
-				return ""
-			}
-		default:
-			return s
-		}
-	}
-}
-
-// splitFirst splits q at the first semicolon outside quotes and comments.
-func splitFirst(q string) (string, string) {
-	for i := 0; i < len(q); i++ {
-		switch c := q[i]; c {
-		case '\'', '"', '`':
-			j := i + 1
-			for j < len(q) && q[j] != c {
-				j++
-			}
-			i = j
-		case '[':
-			if j := strings.IndexByte(q[i:], ']'); j >= 0 {
-				i += j
-			}
-		case '-':
-			if i+1 < len(q) && q[i+1] == '-' {
-				j := strings.IndexByte(q[i:], '\n')
-				if j < 0 {
-					return q, ""
-				}
-				i += j
-			}
-		case '/':
-			if i+1 < len(q) && q[i+1] == '*' {
-				j := strings.Index(q[i+2:], "*/")
-				if j < 0 {
-					return q, ""
-				}
-				i += j + 3
-			}
-		case ';':
-			return q[:i], q[i+1:]
-		}
-	}
-	return q, ""
 }

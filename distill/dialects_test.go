@@ -21,9 +21,10 @@ import (
 var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
 
 // loadServers copies the SQLite database of every task into PostgreSQL (a schema) and MariaDB (a
-// database) under a name unique to this test process, renames the tasks' db_id to it, and drops
-// the copies when the test ends.
-func loadServers(t *testing.T, tasks []datasets.Task) []datasets.Task {
+// database) under a name unique to this test process, renames the tasks' db_id to it, creates a
+// reader of its own granted the copies (returned as the Access to execute with), and drops the
+// copies and the reader when the test ends.
+func loadServers(t *testing.T, tasks []datasets.Task) ([]datasets.Task, datasets.Access) {
 	t.Helper()
 	shared.SkipServers(t)
 	ctx := context.Background()
@@ -62,7 +63,26 @@ func loadServers(t *testing.T, tasks []datasets.Task) []datasets.Task {
 		task.DBID = name
 		out[i] = task
 	}
-	return out
+	reader := fmt.Sprintf("cs_rd_dt%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	names := make([]string, 0, len(done))
+	for _, n := range done {
+		names = append(names, n)
+	}
+	for _, d := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
+		dsn := shared.PostgresDSN()
+		if d == datasets.MySQL {
+			dsn = shared.MySQLDSN()
+		}
+		t.Cleanup(func() {
+			if err := datasets.DropReader(context.Background(), d, dsn, reader); err != nil {
+				t.Errorf("drop reader: %v", err)
+			}
+		})
+		if _, err := datasets.EnsureReader(ctx, d, dsn, datasets.ReaderSetup{Name: reader}, names); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, datasets.Access{Reader: reader}
 }
 
 // dialectOf tells which engine a conversation's system prompt names.
@@ -103,9 +123,9 @@ func TestRunSampleAllDialects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks = loadServers(t, tasks)
+	tasks, access := loadServers(t, tasks)
 	srv := oaitest.NewServer(t, dialectTeacher(tasks))
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN()}
+	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: allDialects,
@@ -123,7 +143,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 	byDialect := map[datasets.Dialect]int{}
 	for _, tr := range got {
 		byDialect[tr.Dialect]++
-		sys := tr.Messages[0].Content
+		sys := tr.Conversation()[0].Content
 		if !strings.Contains(sys, distill.EngineName(tr.Dialect)) || !strings.Contains(strings.ToUpper(sys), "CREATE TABLE") {
 			t.Fatalf("%s: system prompt does not name %s or carry the schema:\n%s", tr.Key, distill.EngineName(tr.Dialect), sys)
 		}
@@ -150,11 +170,11 @@ func TestRunSampleAllDialects(t *testing.T) {
 				}
 			}
 		}
-		last := tr.Messages[len(tr.Messages)-1]
+		last := tr.Conversation()[len(tr.Conversation())-1]
 		if last.Role != "assistant" {
 			t.Fatalf("%s: conversation ends with %s", tr.Key, last.Role)
 		}
-		for i, m := range tr.Messages[2:] {
+		for i, m := range tr.Conversation()[2:] {
 			wantRole := "assistant"
 			if i%2 == 1 {
 				wantRole = "user"
@@ -180,8 +200,8 @@ func TestRunSampleAllDialects(t *testing.T) {
 // runs must be judged correct against itself (ties under LIMIT aside).
 func TestRunSpiderServers(t *testing.T) {
 	tasks := spiderTasks(t, 40)
-	tasks = loadServers(t, tasks)
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN()}
+	tasks, access := loadServers(t, tasks)
+	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: allDialects,

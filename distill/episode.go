@@ -33,8 +33,8 @@ type EpisodeOptions struct {
 	Model   string
 	// Sample is the sample index recorded in the trajectory (and part of its key).
 	Sample int
-	// Ordered compares results as ordered lists when the gold SQL has an ORDER BY (Spider style);
-	// otherwise BIRD EX (set equality).
+	// Ordered judges in datasets.StyleSpider (test-suite-sql-eval's rules: ordered rows when
+	// the gold has ORDER BY, columns in any order, DISTINCT removed); otherwise BIRD EX.
 	Ordered bool
 	// Schemas caches the rendered DDL per database; nil renders it for this episode alone.
 	Schemas *SchemaCache
@@ -80,13 +80,13 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Episode runs the chained-sql/v1 loop of policy on task against db and returns the trajectory.
 //
-// The conversation is system, user question, then assistant and observation turns alternating.
-// It ends with the assistant's last turn: the observation of the final turn (after convergence or
-// when the budget runs out) is recorded in Turn.Observation but not appended to Messages, so the
-// conversation is ready for SFT. A reply with no usable <sql> is a format violation: it gets the
-// format-error observation, breaks any convergence streak, and the loop goes on. FinalSQL is the
+// The conversation is system, user question, then assistant and observation turns alternating;
+// each turn is recorded once, as received (Trajectory.Conversation rebuilds what the policy
+// saw). A truncated reply (see Truncated) gets the truncation notice; a complete reply with no
+// usable <sql> is a format violation and gets the format-error observation. Either breaks any
+// convergence streak, and the loop goes on. FinalSQL is the
 // last statement that was executed (empty when no turn had one); ExecOK says it ran; Correct
-// compares its full result with the gold's (task.GoldFor(db.Dialect())) by datasets.Match.
+// is datasets.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
 //
 // A policy error ends the episode: the partial trajectory comes back with a *PolicyError. A
 // database error (connection lost, context ended) comes back wrapped; SQL errors, timeouts and
@@ -124,18 +124,20 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 	if err != nil {
 		return tr, fmt.Errorf("task %s: schema of %s (%s): %w", task.ID, task.DBID, dialect, err)
 	}
-	tr.Messages = append(make([]chat.Message, 0, 2+2*opts.MaxTurns),
-		chat.Message{Role: chat.RoleSystem, Content: SystemPrompt(dialect, db.Version(), ddl)},
-		chat.Message{Role: chat.RoleUser, Content: UserPrompt(task)},
+	tr.System = SystemPrompt(dialect, db.Version(), ddl)
+	tr.Prompt = UserPrompt(task)
+	msgs := append(make([]chat.Message, 0, 2+2*opts.MaxTurns),
+		chat.Message{Role: chat.RoleSystem, Content: tr.System},
+		chat.Message{Role: chat.RoleUser, Content: tr.Prompt},
 	)
 
 	var (
-		prevSQL  string // SQL of the previous turn; "" after a violation
+		prevSQL  string // SQL of the previous turn; "" after a violation or truncation
 		finalRes *datasets.Result
 	)
 	for turn := 1; turn <= opts.MaxTurns; turn++ {
 		t0 := time.Now()
-		reply, err := policy.Chat(ctx, tr.Messages, opts.Chat)
+		reply, err := policy.Chat(ctx, msgs, opts.Chat)
 		if err != nil {
 			return tr, &PolicyError{Turn: turn, Err: err}
 		}
@@ -145,45 +147,45 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 		if reply.Model != "" {
 			tr.Model = reply.Model
 		}
-		p := parseReply(reply.Content)
+		p := ParseReply(reply.Content)
 		tu := Turn{
-			Index:        turn,
-			Raw:          reply.Content,
-			Reasoning:    reply.Reasoning,
-			Latency:      reply.Latency,
-			Usage:        reply.Usage,
-			FinishReason: reply.FinishReason,
-			Attempts:     reply.Attempts,
-		}
-		if tu.Reasoning == "" {
-			tu.Reasoning = p.think
+			Index:                turn,
+			Content:              reply.Content,
+			Reasoning:            reply.Reasoning,
+			ReasoningSource:      reply.ReasoningSource,
+			FinishReason:         reply.FinishReason,
+			ProviderFinishReason: reply.ProviderFinishReason,
+			Latency:              reply.Latency,
+			Usage:                reply.Usage,
+			Attempts:             reply.Attempts,
 		}
 		tr.Usage = tr.Usage.Add(reply.Usage)
-		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleAssistant, Content: reply.Content, Reasoning: reply.Reasoning})
+		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: reply.Content})
 
 		converged := false
 		switch {
-		case !p.ok || (!p.closed && reply.FinishReason == chat.FinishLength):
+		case Truncated(reply):
+			tu.Truncated = true
+			tr.TruncatedTurns++
+			tu.Observation = TruncatedObservation()
+			prevSQL = ""
+		case !p.OK:
 			tu.FormatViolation = true
 			tr.FormatViolations++
-			if p.ok {
-				tu.Observation = wrapObservation(TruncatedReplyText)
-			} else {
-				tu.Observation = FormatViolationObservation()
-			}
+			tu.Observation = FormatViolationObservation()
 			prevSQL = ""
 		default:
-			tu.SQL = p.sql
-			res, err := db.Exec(ctx, p.sql, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+			tu.SQL = p.SQL
+			res, err := db.Exec(ctx, p.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 			if err != nil {
 				tr.Turns = append(tr.Turns, tu)
 				return tr, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 			}
 			tu.Exec = execRecord(res)
 			tu.Observation = RenderObservation(res, opts.Caps)
-			converged = SameSQL(prevSQL, p.sql)
-			prevSQL = p.sql
-			tr.FinalSQL = p.sql
+			converged = SameSQL(prevSQL, p.SQL)
+			prevSQL = p.SQL
+			tr.FinalSQL = p.SQL
 			finalRes = res
 		}
 		tr.Turns = append(tr.Turns, tu)
@@ -192,7 +194,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 			break
 		}
 		if turn < opts.MaxTurns {
-			tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
 		}
 	}
 	tr.ExecOK = finalRes.OK()
@@ -205,7 +207,10 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 	return tr, nil
 }
 
-// judge executes the gold SQL and the final SQL in full and sets Correct.
+// judge sets Correct by datasets.Judge: the Spider style when opts.Ordered, else BIRD's, so
+// that student score on the eval dir's predictions gives the same verdicts. The judge decides
+// from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
+// turn's result when the SQL runs unchanged and the result is complete (or failed).
 func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
 	gold, ok := task.GoldFor(db.Dialect())
 	if !ok {
@@ -213,29 +218,16 @@ func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.
 		return nil
 	}
 	tr.GoldSQL = gold
-	gres, err := db.Exec(ctx, gold, datasets.ExecOptions{Timeout: opts.ExecTimeout})
+	j := datasets.Judge{Style: datasets.StyleBIRD}
+	if opts.Ordered {
+		j.Style = datasets.StyleSpider
+	}
+	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {
-		return fmt.Errorf("task %s: executing gold SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
+		return fmt.Errorf("task %s: judging on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
 	}
-	if !gres.OK() {
-		tr.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
-		return nil
-	}
-	if !final.OK() {
-		return nil
-	}
-	if final.Truncated || len(final.Rows) < final.Total {
-		// The turn's execution kept only the observation's rows: run the final SQL again in full.
-		full, err := db.Exec(ctx, tr.FinalSQL, datasets.ExecOptions{Timeout: opts.ExecTimeout})
-		if err != nil {
-			return fmt.Errorf("task %s: executing final SQL on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
-		}
-		if !full.OK() {
-			return nil
-		}
-		final = full
-	}
-	tr.Correct = datasets.Match(gres, final, opts.Ordered && datasets.HasOrderBy(gold))
+	tr.GoldError = v.GoldError
+	tr.Correct = v.Correct
 	return nil
 }
 

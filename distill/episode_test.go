@@ -29,10 +29,10 @@ func scripted(replies ...chat.Reply) chat.Policy {
 
 func checkAlternation(t *testing.T, tr *distill.Trajectory) {
 	t.Helper()
-	if len(tr.Messages) < 3 || tr.Messages[0].Role != chat.RoleSystem || tr.Messages[1].Role != chat.RoleUser {
-		t.Fatalf("conversation does not start system, user: %+v", tr.Messages)
+	if len(tr.Conversation()) < 3 || tr.Conversation()[0].Role != chat.RoleSystem || tr.Conversation()[1].Role != chat.RoleUser {
+		t.Fatalf("conversation does not start system, user: %+v", tr.Conversation())
 	}
-	for i, m := range tr.Messages[2:] {
+	for i, m := range tr.Conversation()[2:] {
 		want := chat.RoleAssistant
 		if i%2 == 1 {
 			want = chat.RoleUser
@@ -41,14 +41,14 @@ func checkAlternation(t *testing.T, tr *distill.Trajectory) {
 			t.Fatalf("message %d is %s, want %s", i+2, m.Role, want)
 		}
 	}
-	if last := tr.Messages[len(tr.Messages)-1]; last.Role != chat.RoleAssistant {
+	if last := tr.Conversation()[len(tr.Conversation())-1]; last.Role != chat.RoleAssistant {
 		t.Fatalf("conversation ends with %s, want the assistant's last turn", last.Role)
 	}
-	if got, want := len(tr.Messages), 2+2*len(tr.Turns)-1; got != want {
+	if got, want := len(tr.Conversation()), 2+2*len(tr.Turns)-1; got != want {
 		t.Fatalf("%d messages for %d turns, want %d", got, len(tr.Turns), want)
 	}
 	for i, tu := range tr.Turns[:len(tr.Turns)-1] {
-		if tr.Messages[3+2*i].Content != tu.Observation {
+		if tr.Conversation()[3+2*i].Content != tu.Observation {
 			t.Fatalf("turn %d observation not in the conversation", i+1)
 		}
 	}
@@ -70,8 +70,8 @@ func TestEpisodeOracle(t *testing.T) {
 		if matchReady() && !tr.Correct {
 			t.Fatalf("%s: oracle not correct (gold error %q)", task.ID, tr.GoldError)
 		}
-		if !strings.Contains(tr.Messages[0].Content, "CREATE TABLE") || !strings.Contains(tr.Messages[0].Content, "SQLite 3.") {
-			t.Fatalf("system prompt lacks schema or version:\n%s", tr.Messages[0].Content)
+		if !strings.Contains(tr.Conversation()[0].Content, "CREATE TABLE") || !strings.Contains(tr.Conversation()[0].Content, "SQLite 3.") {
+			t.Fatalf("system prompt lacks schema or version:\n%s", tr.Conversation()[0].Content)
 		}
 		if tr.Key != task.ID+"|oracle|sqlite|0" {
 			t.Fatalf("key %q", tr.Key)
@@ -103,7 +103,7 @@ func TestEpisodeScripted(t *testing.T) {
 	if t2.Exec == nil || t2.Exec.Outcome != datasets.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
 		t.Errorf("turn 2: %+v", t2)
 	}
-	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || t3.Reasoning != "fix the column" {
+	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || distill.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
 		t.Errorf("turn 3: %+v", t3)
 	}
 	if t4.SQL != t3.SQL {
@@ -123,20 +123,37 @@ func TestEpisodeBudgetAndTruncation(t *testing.T) {
 	var n atomic.Int64
 	pol := chat.PolicyFunc(func(ctx context.Context, msgs []chat.Message, _ chat.Options) (chat.Reply, error) {
 		i := n.Add(1)
-		if i == 2 {
+		switch i {
+		case 2: // cut inside <sql>
 			return chat.Reply{Content: "<think>long</think>\n<sql>SELECT id FROM cust", FinishReason: chat.FinishLength}, nil
+		case 3: // the reasoning used the whole budget: content null
+			return chat.Reply{Reasoning: "thinking and thinking", ReasoningSource: chat.SourceReasoningContent, FinishReason: chat.FinishLength}, nil
+		case 4: // a complete reply without SQL: a format violation
+			return chat.Reply{Content: "I give up", FinishReason: chat.FinishStop}, nil
 		}
 		return chat.Reply{Content: "<sql>SELECT " + strings.Repeat("1+", int(i)) + "0</sql>", FinishReason: "stop"}, nil
 	})
-	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "t", MaxTurns: 4, Schemas: testSchemas()})
+	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "t", MaxTurns: 5, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAlternation(t, tr)
-	if len(tr.Turns) != 4 || tr.Converged || tr.FormatViolations != 1 || !tr.Turns[1].FormatViolation || !strings.Contains(tr.Turns[1].Observation, "length limit") {
-		t.Fatalf("turns=%d converged=%v violations=%d turn2=%+v", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.Turns[1])
+	if len(tr.Turns) != 5 || tr.Converged || tr.FormatViolations != 1 || tr.TruncatedTurns != 2 {
+		t.Fatalf("turns=%d converged=%v violations=%d truncated=%d", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.TruncatedTurns)
 	}
-	if tr.FinalSQL != "SELECT 1+1+1+1+0" || !tr.ExecOK || tr.Correct {
+	for _, i := range []int{1, 2} {
+		tu := tr.Turns[i]
+		if !tu.Truncated || tu.FormatViolation || tu.Exec != nil || tu.Observation != distill.TruncatedObservation() {
+			t.Errorf("turn %d: %+v", i+1, tu)
+		}
+	}
+	if tu := tr.Turns[2]; tu.Reasoning != "thinking and thinking" || tu.ReasoningSource != chat.SourceReasoningContent || tu.Content != "" {
+		t.Errorf("turn 3 not kept as received: %+v", tu)
+	}
+	if tu := tr.Turns[3]; !tu.FormatViolation || tu.Truncated || tu.Observation != distill.FormatViolationObservation() {
+		t.Errorf("turn 4: %+v", tu)
+	}
+	if tr.FinalSQL != "SELECT 1+1+1+1+1+0" || !tr.ExecOK || tr.Correct {
 		t.Fatalf("final %q exec_ok %v correct %v", tr.FinalSQL, tr.ExecOK, tr.Correct)
 	}
 }

@@ -27,7 +27,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks = loadServers(t, tasks)
+	tasks, access := loadServers(t, tasks)
 	const inflight = 2000
 	srv := oaitest.NewServer(t, func(r oaitest.Request) oaitest.Response {
 		resp := dialectTeacher(tasks)(r)
@@ -35,7 +35,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 		return resp
 	}, oaitest.WithoutBodies())
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN()}
+	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
 	defer conn.Close()
 	cfg := distill.RunConfig{Dir: t.TempDir(), Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.Postgres},
 		Policies: []*distill.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: distill.NewSchemaCache(3), Concurrency: inflight}

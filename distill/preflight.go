@@ -2,6 +2,7 @@ package distill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,9 +13,10 @@ import (
 const PreflightTimeout = time.Minute
 
 // CheckDatabases opens every distinct database of tasks once in each dialect, so that a command
-// can refuse a missing SQLite file, an unreachable server or a bad DSN with one error naming
-// it before it creates a run dir (inside Run such a failure only becomes a failures.jsonl line
-// per key). A Connector keeps the pools it opened, so the run reuses them.
+// can refuse a missing SQLite file, an unreachable server, a bad DSN, or a reader that is missing
+// or not granted a database (datasets.ErrReader) with one error naming it before it creates a run
+// dir (inside Run such a failure only becomes a failures.jsonl line per key). A Connector keeps
+// the pools it opened, so the run reuses them.
 func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialects []datasets.Dialect) error {
 	ctx, cancel := context.WithTimeout(ctx, PreflightTimeout)
 	defer cancel()
@@ -26,7 +28,11 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 				continue
 			}
 			seen[k] = true
-			if _, err := o.Open(ctx, d, t); err != nil {
+			_, err := o.Open(ctx, d, t)
+			if errors.Is(err, datasets.ErrReader) {
+				return fmt.Errorf("checking the %s databases: %w; nothing was run: first run distill load --dialect %s --dsn DSN --tasks SPEC (this run's tasks)", d, err, d)
+			}
+			if err != nil {
 				return fmt.Errorf("checking the %s databases: %w; nothing was run", d, err)
 			}
 		}

@@ -3,6 +3,7 @@ package distill
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -18,6 +19,9 @@ func (o *countingOpener) Open(_ context.Context, d datasets.Dialect, t datasets.
 	o.opened[string(d)+"/"+t.DBID]++
 	if t.DBID == o.bad {
 		return nil, errors.New("open " + t.DBID + ": no such database")
+	}
+	if t.DBID == "noreader" {
+		return nil, fmt.Errorf("reader role %q does not exist: %w", "r", datasets.ErrReader)
 	}
 	return nil, nil
 }
@@ -35,5 +39,9 @@ func TestCheckDatabases(t *testing.T) {
 	err := CheckDatabases(context.Background(), o, tasks, []datasets.Dialect{datasets.MySQL})
 	if err == nil || !strings.Contains(err.Error(), "mysql") || !strings.Contains(err.Error(), "open school: no such database") {
 		t.Fatalf("err = %v, want the dialect and the opener's error", err)
+	}
+	err = CheckDatabases(context.Background(), o, []datasets.Task{{ID: "b/0", DBID: "noreader"}}, []datasets.Dialect{datasets.Postgres})
+	if !errors.Is(err, datasets.ErrReader) || !strings.Contains(err.Error(), "distill load --dialect postgres") || !strings.Contains(err.Error(), "nothing was run") {
+		t.Fatalf("missing reader: %v", err)
 	}
 }

@@ -92,65 +92,138 @@ func UserPrompt(t datasets.Task) string {
 	return s
 }
 
-// parsed is the full outcome of parsing one reply.
-type parsed struct {
-	think  string
-	sql    string
-	ok     bool
-	closed bool // the <sql> block had its closing tag
+// ParsedReply is an assistant reply taken apart under the chained-sql/v1 format rule (see
+// ParseReply). Byte offsets index the content that was parsed.
+type ParsedReply struct {
+	// Think is the text of the think block, trimmed of surrounding whitespace; "" when there is
+	// no block.
+	Think string
+	// HasThink reports a think block: an opening <think>, or a lone </think> that ends
+	// reasoning a chat template opened in the prompt. ThinkClosed reports its </think>.
+	HasThink, ThinkClosed bool
+	// ThinkStart and ThinkEnd delimit the block in the content, its tags included: cutting
+	// content[ThinkStart:ThinkEnd] out leaves the answer. Both are 0 without a block.
+	ThinkStart, ThinkEnd int
+	// SQL is the statement of the answer's last <sql> block, trimmed, a Markdown fence around it
+	// removed; "" when there is none or it is blank.
+	SQL string
+	// HasSQL reports an <sql> tag after the think block; SQLClosed its </sql>.
+	HasSQL, SQLClosed bool
+	// OK reports a usable statement (SQL != "").
+	OK bool
+	// WellFormed reports the strict protocol form, which a format reward checks: optional
+	// whitespace, <think>reasoning</think>, optional whitespace, <sql>statement</sql>, optional
+	// whitespace, each tag exactly once, no tag inside the reasoning or the statement, and a
+	// non-blank statement.
+	WellFormed bool
 }
 
-// ParseReply extracts the reasoning and the SQL of an assistant reply.
+// Answer returns the content without its think block: the text before the block and the text
+// after it, each trimmed, joined by a newline when both are non-empty.
+func (p ParsedReply) Answer(content string) string {
+	if !p.HasThink {
+		return strings.TrimSpace(content)
+	}
+	before := strings.TrimSpace(content[:p.ThinkStart])
+	after := strings.TrimSpace(content[p.ThinkEnd:])
+	if before != "" && after != "" {
+		return before + "\n" + after
+	}
+	return before + after
+}
+
+// Protocol tags. They are matched without regard to ASCII case.
+const (
+	TagThinkOpen  = "<think>"
+	TagThinkClose = "</think>"
+	TagSQLOpen    = "<sql>"
+	TagSQLClose   = "</sql>"
+)
+
+// ParseReply takes an assistant reply apart. It is the one parser of the protocol: the episode
+// loop, curate's rendering and the RL environment all use it. The rules:
 //
-// Rules (chained-sql/v1): tags are matched case-insensitively. Everything up to the last
-// </think> is reasoning (an opening <think> is optional, since some chat templates pre-fill it),
-// and <sql> blocks are looked for only after it, so drafts inside the reasoning are ignored. A
-// reply with <think> but no </think> has its reasoning end at the first <sql>. Of several <sql>
-// blocks the last one counts (the model's final answer). A missing </sql> is accepted (stop
-// sequences cut it); the SQL then runs to the end of the reply. A Markdown code fence around the
-// statement inside <sql> is removed. ok is false when there is no <sql> or the statement is blank.
-// Replies of reasoning models whose reasoning came in a separate field simply have no <think>.
-func ParseReply(content string) (think, sql string, ok bool) {
-	p := parseReply(content)
-	return p.think, p.sql, p.ok
-}
-
-func parseReply(content string) parsed {
-	var p parsed
+//   - Tags are exactly <think>, </think>, <sql>, </sql>, matched without regard to ASCII case
+//     (<THINK> counts; "< think>" does not).
+//   - The think block ends at the first </think>, as the reasoning parsers of vLLM and SGLang
+//     split a reply. It begins at the first <think> before that; when there is none, at the
+//     start of the content (chat templates that put the opening tag into the prompt).
+//   - Without any </think>, a <think> opens a block that ends where the first <sql> after it
+//     begins, or at the end of the content (a reply cut by the token limit). Such a block is
+//     not closed (ThinkClosed false).
+//   - <sql> is looked for only after the think block, so drafts inside the reasoning never run.
+//     Of several <sql> blocks the last one counts (the model's final answer). Its statement runs
+//     to the first </sql> after it, or to the end of the content when there is none (stop
+//     sequences cut it; SQLClosed false). A Markdown code fence around the statement is removed.
+//   - Text outside the blocks is ignored; WellFormed reports whether there was any.
+//
+// ParseReply never fails: a reply with no usable statement has OK false.
+func ParseReply(content string) ParsedReply {
+	var p ParsedReply
 	lower := asciiLower(content) // the tags are ASCII; byte offsets stay those of content
 	answer := 0                  // offset where the answer region starts
-	if end := strings.LastIndex(lower, "</think>"); end >= 0 {
+	if end := strings.Index(lower, TagThinkClose); end >= 0 {
 		start := 0
-		if open := strings.Index(lower[:end], "<think>"); open >= 0 {
-			start = open + len("<think>")
+		if open := strings.Index(lower[:end], TagThinkOpen); open >= 0 {
+			p.ThinkStart, start = open, open+len(TagThinkOpen)
 		}
-		p.think = strings.TrimSpace(content[start:end])
-		answer = end + len("</think>")
-	} else if open := strings.Index(lower, "<think>"); open >= 0 {
-		start := open + len("<think>")
-		rest := lower[start:]
-		if s := strings.Index(rest, "<sql>"); s >= 0 {
-			p.think = strings.TrimSpace(content[start : start+s])
+		p.Think = strings.TrimSpace(content[start:end])
+		p.HasThink, p.ThinkClosed = true, true
+		answer = end + len(TagThinkClose)
+		p.ThinkEnd = answer
+	} else if open := strings.Index(lower, TagThinkOpen); open >= 0 {
+		start := open + len(TagThinkOpen)
+		p.HasThink, p.ThinkStart = true, open
+		if s := strings.Index(lower[start:], TagSQLOpen); s >= 0 {
 			answer = start + s
 		} else {
-			p.think = strings.TrimSpace(content[start:])
-			return p
+			answer = len(content)
 		}
+		p.Think = strings.TrimSpace(content[start:answer])
+		p.ThinkEnd = answer
 	}
 	region := lower[answer:]
-	i := strings.LastIndex(region, "<sql>")
-	if i < 0 {
-		return p
+	if i := strings.LastIndex(region, TagSQLOpen); i >= 0 {
+		p.HasSQL = true
+		body := answer + i + len(TagSQLOpen)
+		stmt := content[body:]
+		if j := strings.Index(lower[body:], TagSQLClose); j >= 0 {
+			stmt = content[body : body+j]
+			p.SQLClosed = true
+		}
+		p.SQL = stripFence(strings.TrimSpace(stmt))
+		p.OK = p.SQL != ""
 	}
-	body := answer + i + len("<sql>")
-	stmt := content[body:]
-	if j := strings.Index(lower[body:], "</sql>"); j >= 0 {
-		stmt = content[body : body+j]
-		p.closed = true
-	}
-	p.sql = stripFence(strings.TrimSpace(stmt))
-	p.ok = p.sql != ""
+	p.WellFormed = wellFormed(lower)
 	return p
+}
+
+// wellFormed checks the strict form on lowered content (see ParsedReply.WellFormed).
+func wellFormed(lower string) bool {
+	s := strings.TrimSpace(lower)
+	rest, ok := strings.CutPrefix(s, TagThinkOpen)
+	if !ok {
+		return false
+	}
+	think, rest, ok := strings.Cut(rest, TagThinkClose)
+	if !ok || hasTag(think) {
+		return false
+	}
+	rest, ok = strings.CutPrefix(strings.TrimSpace(rest), TagSQLOpen)
+	if !ok {
+		return false
+	}
+	stmt, rest, ok := strings.Cut(rest, TagSQLClose)
+	return ok && strings.TrimSpace(rest) == "" && strings.TrimSpace(stmt) != "" && !hasTag(stmt)
+}
+
+func hasTag(s string) bool {
+	for _, t := range []string{TagThinkOpen, TagThinkClose, TagSQLOpen, TagSQLClose} {
+		if strings.Contains(s, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // asciiLower lowers ASCII letters only, keeping byte offsets identical to s (strings.ToLower may
@@ -197,8 +270,9 @@ const (
 	ObsEmpty = "Empty result set"
 	// FormatViolationText is the observation answering a reply with no parsable <sql> block.
 	FormatViolationText = "Format error: your reply has no <sql>...</sql> block with a statement. Reply with <think>your reasoning</think> then, on a new line, <sql>one SQL statement</sql>."
-	// TruncatedReplyText answers a reply cut by the token limit before its </sql>.
-	TruncatedReplyText = "Format error: your reply was cut off by the length limit before </sql>. Think more briefly and reply with <think>your reasoning</think> then, on a new line, <sql>one SQL statement</sql>."
+	// TruncatedReplyText answers a truncated reply: one the token limit (or another non-stop
+	// finish) cut before its SQL was complete. It is not a format violation.
+	TruncatedReplyText = "Your reply was cut off by the length limit before it finished its <sql> block. Think more briefly and reply with <think>your reasoning</think> then, on a new line, <sql>one SQL statement</sql>."
 )
 
 // wrapObservation puts body into the observation tags.
@@ -208,6 +282,30 @@ func wrapObservation(body string) string {
 
 // FormatViolationObservation is the observation for a reply without a usable <sql> block.
 func FormatViolationObservation() string { return wrapObservation(FormatViolationText) }
+
+// TruncatedObservation is the observation for a truncated reply.
+func TruncatedObservation() string { return wrapObservation(TruncatedReplyText) }
+
+// Truncated reports whether a reply was cut before its SQL was complete: any finish other than
+// stop (or none) inside an <sql> block that has no </sql>; or finish length while the model was
+// still reasoning: content null or empty (the reasoning field, or hidden reasoning, used the
+// budget), or reasoning (a field, or an inline think block) and nothing after it. Such a turn is
+// not a format violation: the model was stopped, not wrong. A reply that ran to the limit with
+// anything else and no <sql> (whitespace included) is still a format violation.
+func Truncated(r chat.Reply) bool {
+	if r.FinishReason == "" || r.FinishReason == chat.FinishStop {
+		return false
+	}
+	p := ParseReply(r.Content)
+	if p.HasSQL && !p.SQLClosed {
+		return true
+	}
+	if r.FinishReason != chat.FinishLength || p.OK {
+		return false
+	}
+	reasoned := p.HasThink || strings.TrimSpace(r.Reasoning) != ""
+	return r.Content == "" || (reasoned && p.Answer(r.Content) == "")
+}
 
 // RenderObservation renders an execution result as the protocol's observation: for a result set,
 // the column header line, the first rows in their real order (duplicates kept) with cells joined
@@ -350,14 +448,4 @@ func oneLineCap(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// AssistantText is the canonical protocol form of an assistant message for training:
-// "<think>REASONING</think>\n<sql>SQL</sql>" when the content has no <think> of its own and the
-// reasoning came in a separate field; the content as it is otherwise.
-func AssistantText(m chat.Message) string {
-	if m.Reasoning == "" || strings.Contains(asciiLower(m.Content), "</think>") {
-		return m.Content
-	}
-	return "<think>" + strings.TrimSpace(m.Reasoning) + "</think>\n" + strings.TrimLeft(m.Content, " \t\r\n")
 }

@@ -14,33 +14,69 @@ import (
 func TestParseReply(t *testing.T) {
 	cases := []struct {
 		name, in, think, sql string
-		ok                   bool
+		ok, hasThink, closed bool
+		wellFormed           bool
+		answer               string
 	}{
-		{"plain", "<think>count them</think>\n<sql>SELECT count(*) FROM t</sql>", "count them", "SELECT count(*) FROM t", true},
-		{"upper case tags", "<THINK>x</THINK>\n<SQL> SELECT 1 </SQL>", "x", "SELECT 1", true},
-		{"fence inside", "<think>a</think>\n<sql>\n```sql\nSELECT a\nFROM t\n```\n</sql>", "a", "SELECT a\nFROM t", true},
-		{"fence no info", "<think>a</think><sql>```\nSELECT 2\n```</sql>", "a", "SELECT 2", true},
-		{"last of several blocks", "<think>t</think>\n<sql>SELECT 1</sql>\nor better\n<sql>SELECT 2</sql>", "t", "SELECT 2", true},
-		{"draft inside think ignored", "<think>maybe <sql>SELECT draft</sql></think>\n<sql>SELECT final</sql>", "maybe <sql>SELECT draft</sql>", "SELECT final", true},
-		{"only draft inside think", "<think>maybe <sql>SELECT draft</sql></think>\nno answer", "maybe <sql>SELECT draft</sql>", "", false},
-		{"missing closing sql tag", "<think>t</think>\n<sql>SELECT 3", "t", "SELECT 3", true},
-		{"pre-filled think", "reasoning here</think>\n<sql>SELECT 4</sql>", "reasoning here", "SELECT 4", true},
-		{"think stripped by server", "\n\n<sql>SELECT 5</sql>", "", "SELECT 5", true},
-		{"unclosed think then sql", "<think>forgot to close\n<sql>SELECT 6</sql>", "forgot to close", "SELECT 6", true},
-		{"unclosed think only", "<think>still thinking", "still thinking", "", false},
-		{"no tags", "SELECT 7", "", "", false},
-		{"empty sql", "<think>x</think><sql>  </sql>", "x", "", false},
-		{"empty", "", "", "", false},
-		{"unicode before tags", "<think>Ünïcödé İ</think><sql>SELECT 'ß'</sql>", "Ünïcödé İ", "SELECT 'ß'", true},
-		{"mysql backticks kept", "<think>x</think><sql>SELECT `a` FROM `t`</sql>", "x", "SELECT `a` FROM `t`", true},
+		{"plain", "<think>count them</think>\n<sql>SELECT count(*) FROM t</sql>", "count them", "SELECT count(*) FROM t", true, true, true, true, "<sql>SELECT count(*) FROM t</sql>"},
+		{"upper case tags", "<THINK>x</THINK>\n<SQL> SELECT 1 </SQL>", "x", "SELECT 1", true, true, true, true, "<SQL> SELECT 1 </SQL>"},
+		{"fence inside", "<think>a</think>\n<sql>\n```sql\nSELECT a\nFROM t\n```\n</sql>", "a", "SELECT a\nFROM t", true, true, true, true, "<sql>\n```sql\nSELECT a\nFROM t\n```\n</sql>"},
+		{"fence no info", "<think>a</think><sql>```\nSELECT 2\n```</sql>", "a", "SELECT 2", true, true, true, true, "<sql>```\nSELECT 2\n```</sql>"},
+		{"last of several blocks", "<think>t</think>\n<sql>SELECT 1</sql>\nor better\n<sql>SELECT 2</sql>", "t", "SELECT 2", true, true, true, false, "<sql>SELECT 1</sql>\nor better\n<sql>SELECT 2</sql>"},
+		{"draft inside think ignored", "<think>maybe <sql>SELECT draft</sql></think>\n<sql>SELECT final</sql>", "maybe <sql>SELECT draft</sql>", "SELECT final", true, true, true, false, "<sql>SELECT final</sql>"},
+		{"only draft inside think", "<think>maybe <sql>SELECT draft</sql></think>\nno answer", "maybe <sql>SELECT draft</sql>", "", false, true, true, false, "no answer"},
+		{"first close ends the block", "<think>a</think>\n<sql>SELECT 1</sql> then </think> <sql>SELECT 2</sql>", "a", "SELECT 2", true, true, true, false, "<sql>SELECT 1</sql> then </think> <sql>SELECT 2</sql>"},
+		{"missing closing sql tag", "<think>t</think>\n<sql>SELECT 3", "t", "SELECT 3", true, true, true, false, "<sql>SELECT 3"},
+		{"pre-filled think", "reasoning here</think>\n<sql>SELECT 4</sql>", "reasoning here", "SELECT 4", true, true, true, false, "<sql>SELECT 4</sql>"},
+		{"think stripped by server", "\n\n<sql>SELECT 5</sql>", "", "SELECT 5", true, false, false, false, "<sql>SELECT 5</sql>"},
+		{"unclosed think then sql", "<think>forgot to close\n<sql>SELECT 6</sql>", "forgot to close", "SELECT 6", true, true, false, false, "<sql>SELECT 6</sql>"},
+		{"unclosed think only", "<think>still thinking", "still thinking", "", false, true, false, false, ""},
+		{"preamble kept in answer", "Sure. <think>x</think> <sql>SELECT 8</sql>", "x", "SELECT 8", true, true, true, false, "Sure.\n<sql>SELECT 8</sql>"},
+		{"no tags", "SELECT 7", "", "", false, false, false, false, "SELECT 7"},
+		{"empty sql", "<think>x</think><sql>  </sql>", "x", "", false, true, true, false, "<sql>  </sql>"},
+		{"empty", "", "", "", false, false, false, false, ""},
+		{"unicode before tags", "<think>Ünïcödé İ</think><sql>SELECT 'ß'</sql>", "Ünïcödé İ", "SELECT 'ß'", true, true, true, true, "<sql>SELECT 'ß'</sql>"},
+		{"mysql backticks kept", "<think>x</think><sql>SELECT `a` FROM `t`</sql>", "x", "SELECT `a` FROM `t`", true, true, true, true, "<sql>SELECT `a` FROM `t`</sql>"},
+		{"spaced tag is text", "<think>x</think>< sql>SELECT 9</sql>", "x", "", false, true, true, false, "< sql>SELECT 9</sql>"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			think, sql, ok := distill.ParseReply(c.in)
-			if think != c.think || sql != c.sql || ok != c.ok {
-				t.Errorf("ParseReply(%q) = (%q, %q, %v), want (%q, %q, %v)", c.in, think, sql, ok, c.think, c.sql, c.ok)
+			p := distill.ParseReply(c.in)
+			if p.Think != c.think || p.SQL != c.sql || p.OK != c.ok || p.HasThink != c.hasThink || p.ThinkClosed != c.closed || p.WellFormed != c.wellFormed {
+				t.Errorf("ParseReply(%q) = %+v, want think %q sql %q ok %v think %v/%v well-formed %v", c.in, p, c.think, c.sql, c.ok, c.hasThink, c.closed, c.wellFormed)
+			}
+			if got := p.Answer(c.in); got != c.answer {
+				t.Errorf("Answer(%q) = %q, want %q", c.in, got, c.answer)
 			}
 		})
+	}
+}
+
+func TestTruncated(t *testing.T) {
+	cases := []struct {
+		content, reasoning, finish string
+		want                       bool
+	}{
+		{"", "", "length", true},                                        // content null: hidden reasoning used the budget
+		{"", "field reasoning", "length", true},                         // content null after a reasoning field
+		{"\n\n", "field reasoning", "length", true},                     // nothing but whitespace after the reasoning
+		{"<think>still going", "", "length", true},                      // inline thinking cut
+		{"<think>done</think>\n", "", "length", true},                   // thought, then cut before answering
+		{"<think>a</think>\n<sql>SELECT a FROM", "", "length", true},    // cut inside <sql>
+		{"<think>a</think>\n<sql>SELECT 1", "", "content_filter", true}, // any non-stop finish inside <sql>
+		{"<think>a</think>\n<sql>SELECT 1</sql>", "", "length", false},  // complete despite the limit
+		{"<think>a</think>\n<sql>SELECT 1", "", "stop", false},          // a stop sequence ate </sql>
+		{"", "", "stop", false},                                         // empty but stopped: a violation
+		{"\n\n\n\n", "", "length", false},                               // whitespace to the limit: a violation
+		{"no tags at all", "", "length", false},                         // rambling to the limit: a violation
+		{"<think>done</think>\nand then some text", "", "length", false},
+		{"no tags at all", "", "", false},
+	}
+	for _, c := range cases {
+		r := chat.Reply{Content: c.content, Reasoning: c.reasoning, FinishReason: c.finish}
+		if got := distill.Truncated(r); got != c.want {
+			t.Errorf("Truncated(%q, reasoning %q, %q) = %v, want %v", c.content, c.reasoning, c.finish, got, c.want)
+		}
 	}
 }
 
@@ -117,37 +153,40 @@ func TestRenderObservation(t *testing.T) {
 	}
 }
 
-func TestAssistantText(t *testing.T) {
-	m := chat.Message{Role: "assistant", Content: "\n<sql>SELECT 1</sql>", Reasoning: " because "}
-	if got := distill.AssistantText(m); got != "<think>because</think>\n<sql>SELECT 1</sql>" {
-		t.Errorf("AssistantText = %q", got)
-	}
-	m = chat.Message{Role: "assistant", Content: "<think>a</think>\n<sql>SELECT 1</sql>", Reasoning: "a"}
-	if got := distill.AssistantText(m); got != m.Content {
-		t.Errorf("content with its own think changed: %q", got)
-	}
-}
-
+// FuzzParseReply checks the parser's invariants on any input: it never panics; outputs are
+// trimmed and come from the input; the block offsets are in range and the block starts with its
+// tag; a well-formed reply is also OK; and the canonical form of what was parsed parses back to
+// the same reasoning and statement, well-formed.
 func FuzzParseReply(f *testing.F) {
-	for _, s := range []string{"<think>a</think>\n<sql>SELECT 1</sql>", "<SQL>```sql\nx\n```", "</think><sql>", "<think><sql></sql>", "İ<sql>ß</sql>", ""} {
+	for _, s := range []string{"<think>a</think>\n<sql>SELECT 1</sql>", "<SQL>```sql\nx\n```", "</think><sql>", "<think><sql></sql>", "İ<sql>ß</sql>", "",
+		"a</think>b</think><sql>c", "<think>x<sql>y</sql></think><sql>z</sql>", "<ThInK>\n</tHiNk><Sql>1</sQL>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		think, sql, ok := distill.ParseReply(s)
-		if ok != (sql != "") {
-			t.Fatalf("ok=%v with sql %q", ok, sql)
+		p := distill.ParseReply(s)
+		if p.OK != (p.SQL != "") || (p.WellFormed && !p.OK) || (p.OK && !p.HasSQL) || (p.ThinkClosed && !p.HasThink) {
+			t.Fatalf("inconsistent flags %+v", p)
 		}
-		if sql != strings.TrimSpace(sql) || think != strings.TrimSpace(think) {
-			t.Fatalf("untrimmed output %q / %q", think, sql)
+		if p.SQL != strings.TrimSpace(p.SQL) || p.Think != strings.TrimSpace(p.Think) {
+			t.Fatalf("untrimmed output %+v", p)
 		}
-		if !strings.Contains(s, sql) && !strings.Contains(strings.ReplaceAll(s, "```", ""), sql) {
-			t.Fatalf("sql %q is not from the input", sql)
+		if !strings.Contains(s, p.SQL) && !strings.Contains(strings.ReplaceAll(s, "```", ""), p.SQL) {
+			t.Fatalf("sql %q is not from the input", p.SQL)
 		}
-		if ok && !strings.Contains(sql+think, "<") && !strings.Contains(sql, "`") {
-			// The canonical form parses back to the same statement and reasoning.
-			think2, sql2, ok2 := distill.ParseReply("<think>" + think + "</think>\n<sql>" + sql + "</sql>")
-			if !ok2 || sql2 != sql || think2 != think {
-				t.Fatalf("canonical form of (%q, %q) parses as (%q, %q, %v)", think, sql, think2, sql2, ok2)
+		if !strings.Contains(s, p.Think) {
+			t.Fatalf("think %q is not from the input", p.Think)
+		}
+		if p.ThinkStart < 0 || p.ThinkStart > p.ThinkEnd || p.ThinkEnd > len(s) {
+			t.Fatalf("block [%d,%d) out of range for %d bytes", p.ThinkStart, p.ThinkEnd, len(s))
+		}
+		if p.HasThink && !strings.Contains(s[p.ThinkStart:p.ThinkEnd], p.Think) {
+			t.Fatalf("think %q is not inside its block %q", p.Think, s[p.ThinkStart:p.ThinkEnd])
+		}
+		if p.OK && !strings.Contains(strings.ToLower(p.Think+p.SQL), "<") && !strings.Contains(p.SQL, "`") {
+			canon := "<think>" + p.Think + "</think>\n<sql>" + p.SQL + "</sql>"
+			q := distill.ParseReply(canon)
+			if !q.OK || q.SQL != p.SQL || q.Think != p.Think || !q.WellFormed {
+				t.Fatalf("canonical form %q parses as %+v", canon, q)
 			}
 		}
 	})

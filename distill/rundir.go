@@ -109,8 +109,22 @@ type ManifestTasks struct {
 	Digest string `json:"digest"`
 }
 
+// Run-dir format versions (Manifest.Format). A manifest without the field is RunFormatV1.
+const (
+	// RunFormatV1 is the first format: every trajectory line has the whole conversation in
+	// "messages" and each turn again in "turns" (raw content, reasoning that may be a copy of
+	// the inline <think>).
+	RunFormatV1 = "chainedsql-run/v1"
+	// RunFormat is the format this package writes: each turn stored once, exactly as received
+	// (content, reasoning text and the field it came from, finish reason as the provider sent
+	// it, truncation), the system prompt and question in "system" and "prompt".
+	RunFormat = "chainedsql-run/v2"
+)
+
 // Manifest is manifest.json.
 type Manifest struct {
+	// Format is the run-dir format version (RunFormat; "" in run dirs of format v1).
+	Format      string             `json:"format,omitempty"`
 	Protocol    string             `json:"protocol"`
 	Toolkit     string             `json:"toolkit_version"`
 	Created     time.Time          `json:"created"`
@@ -156,6 +170,14 @@ func (m *Manifest) Disagreement(o *Manifest) string {
 		}
 	}
 	return ""
+}
+
+// format is the manifest's format version, RunFormatV1 when the field is absent.
+func (m *Manifest) format() string {
+	if m.Format == "" {
+		return RunFormatV1
+	}
+	return m.Format
 }
 
 // ReadManifest reads dir's manifest.json.
@@ -399,6 +421,9 @@ func openRunDir(dir string, m *Manifest, maxBytes int64, maxLines int) (*runDir,
 		old, err := ReadManifest(dir)
 		if err != nil {
 			return nil, err
+		}
+		if f := old.format(); f != RunFormat {
+			return nil, fmt.Errorf("run dir %s has format %s, and this distill writes %s: it cannot add to it; use another --out (curate reads both formats)", dir, f, RunFormat)
 		}
 		if d := old.Disagreement(m); d != "" {
 			return nil, fmt.Errorf("run dir %s was made by a different run (%s); use another --out, or repeat the original command to resume", dir, d)
@@ -790,6 +815,21 @@ func Trajectories(dir string) iter.Seq2[*Trajectory, error] {
 			yield(nil, fmt.Errorf("%s is not a run dir: %w", dir, err))
 			return
 		}
+		man, err := ReadManifest(dir)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var decode func([]byte, *Trajectory) error
+		switch f := man.format(); f {
+		case RunFormat:
+			decode = func(line []byte, tr *Trajectory) error { return json.Unmarshal(line, tr) }
+		case RunFormatV1:
+			decode = decodeV1
+		default:
+			yield(nil, fmt.Errorf("run dir %s has format %s; this build reads %s and %s: update chainedsql", dir, f, RunFormatV1, RunFormat))
+			return
+		}
 		js, err := readJournal(dir)
 		if err != nil {
 			yield(nil, err)
@@ -811,7 +851,7 @@ func Trajectories(dir string) iter.Seq2[*Trajectory, error] {
 			_, torn, err := readJSONL(path, end, func(line []byte) error {
 				lineNo++
 				tr := new(Trajectory)
-				if err := json.Unmarshal(line, tr); err != nil {
+				if err := decode(line, tr); err != nil {
 					return fmt.Errorf("%s line %d: %w", path, lineNo, err)
 				}
 				if !yield(tr, nil) {

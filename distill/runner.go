@@ -106,6 +106,7 @@ func TasksDigest(tasks []datasets.Task) string {
 // manifestFor builds the manifest of cfg.
 func manifestFor(cfg *RunConfig) *Manifest {
 	m := &Manifest{
+		Format:      RunFormat,
 		Protocol:    ProtocolVersion,
 		Toolkit:     cfg.Toolkit,
 		Created:     time.Now().UTC(),

@@ -128,7 +128,7 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 			t1 := tr.Turns[0]
 			switch len(strings.TrimSpace(tr.Question)) % 3 {
 			case 0:
-				if t1.Reasoning != "Let me try a column." || t1.Exec == nil || t1.Exec.Outcome != datasets.OutcomeError || !strings.Contains(t1.Observation, "Error:") {
+				if t1.Reasoning != "Let me try a column." || t1.ReasoningSource != "reasoning_content" || t1.Exec == nil || t1.Exec.Outcome != datasets.OutcomeError || !strings.Contains(t1.Observation, "Error:") {
 					t.Errorf("%s turn 1 (wrong SQL): %+v", tr.Key, t1)
 				}
 			case 1:
@@ -136,11 +136,11 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 					t.Errorf("%s turn 1 (no tags): %+v", tr.Key, t1)
 				}
 			default:
-				if !t1.FormatViolation || t1.FinishReason != "length" || !strings.Contains(t1.Observation, "length limit") {
+				if !t1.Truncated || t1.FormatViolation || tr.FormatViolations != 0 || tr.TruncatedTurns != 1 || t1.FinishReason != "length" || !strings.Contains(t1.Observation, "length limit") {
 					t.Errorf("%s turn 1 (length): %+v", tr.Key, t1)
 				}
 			}
-			if tr.Turns[1].Reasoning != "Fixed it." || tr.Turns[1].SQL != tr.GoldSQL || tr.FinalSQL != tr.GoldSQL {
+			if tr.Turns[1].Reasoning != "Fixed it." || tr.Turns[1].ReasoningSource != "reasoning" || tr.Turns[1].SQL != tr.GoldSQL || tr.FinalSQL != tr.GoldSQL {
 				t.Errorf("%s turn 2: %+v", tr.Key, tr.Turns[1])
 			}
 			if tr.Usage.Total() == 0 || tr.Turns[0].Latency <= 0 {

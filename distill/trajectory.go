@@ -13,20 +13,34 @@ import (
 // ProtocolVersion names the protocol this package speaks.
 const ProtocolVersion = "chained-sql/v1"
 
-// Turn records one assistant turn and what came of it.
+// Turn records one assistant turn exactly as the policy returned it, and what came of it. It is
+// the only copy of the turn in a run dir: the conversation is rebuilt from the turns
+// (Trajectory.Conversation).
 type Turn struct {
-	Index     int    `json:"index"`
-	Raw       string `json:"raw"`
-	Reasoning string `json:"reasoning,omitempty"`
-	// SQL is the parsed statement; empty on a format violation.
-	SQL             string `json:"sql,omitempty"`
-	FormatViolation bool   `json:"format_violation,omitempty"`
-	// Outcome of executing SQL; nil on a format violation.
-	Exec         *ExecRecord   `json:"exec,omitempty"`
-	Observation  string        `json:"observation"`
-	Latency      time.Duration `json:"latency_ns"`
-	Usage        chat.Usage    `json:"usage"`
-	FinishReason string        `json:"finish_reason,omitempty"`
+	Index int `json:"index"`
+	// Content is the reply's content exactly as received (an inline <think> block included).
+	Content string `json:"content"`
+	// Reasoning is the reply's separate reasoning text exactly as received, "" when the reply
+	// had none; ReasoningSource names its field (chat.Source*). Inline reasoning is not copied
+	// here: ParseReply(Content) finds it.
+	Reasoning       string `json:"reasoning,omitempty"`
+	ReasoningSource string `json:"reasoning_source,omitempty"`
+	// FinishReason is the reply's finish reason (chat vocabulary); ProviderFinishReason the
+	// provider's own value when it differs.
+	FinishReason         string `json:"finish_reason,omitempty"`
+	ProviderFinishReason string `json:"provider_finish_reason,omitempty"`
+	// SQL is the parsed statement that was executed; empty on a format violation or truncation.
+	SQL string `json:"sql,omitempty"`
+	// FormatViolation marks a complete reply without a usable <sql> block.
+	FormatViolation bool `json:"format_violation,omitempty"`
+	// Truncated marks a reply cut before its SQL was complete (see Truncated): the teacher got
+	// the truncation notice; it is not a format violation.
+	Truncated bool `json:"truncated,omitempty"`
+	// Exec is the outcome of executing SQL; nil when nothing ran.
+	Exec        *ExecRecord   `json:"exec,omitempty"`
+	Observation string        `json:"observation"`
+	Latency     time.Duration `json:"latency_ns"`
+	Usage       chat.Usage    `json:"usage"`
 	// Attempts is how many requests the reply took (1 without retries; 0 when unknown).
 	Attempts int `json:"attempts,omitempty"`
 }
@@ -57,18 +71,37 @@ type Trajectory struct {
 	Teacher    string           `json:"teacher"`
 	Model      string           `json:"model,omitempty"`
 	Sample     int              `json:"sample"`
-	// Messages is the whole conversation: system, user question, then assistant and
-	// observation turns alternating, as a trainer would see it.
-	Messages         []chat.Message `json:"messages"`
-	Turns            []Turn         `json:"turns"`
-	FinalSQL         string         `json:"final_sql,omitempty"`
-	Converged        bool           `json:"converged"`
-	ExecOK           bool           `json:"exec_ok"`
-	Correct          bool           `json:"correct"`
-	GoldSQL          string         `json:"gold_sql,omitempty"`
-	GoldError        string         `json:"gold_error,omitempty"`
-	FormatViolations int            `json:"format_violations"`
-	Usage            chat.Usage     `json:"usage"`
-	Started          time.Time      `json:"started"`
-	Duration         time.Duration  `json:"duration_ns"`
+	// System and Prompt are the conversation's first two turns: the system prompt and the user
+	// turn with the question.
+	System string `json:"system"`
+	Prompt string `json:"prompt"`
+	// Turns are the assistant turns in order.
+	Turns            []Turn        `json:"turns"`
+	FinalSQL         string        `json:"final_sql,omitempty"`
+	Converged        bool          `json:"converged"`
+	ExecOK           bool          `json:"exec_ok"`
+	Correct          bool          `json:"correct"`
+	GoldSQL          string        `json:"gold_sql,omitempty"`
+	GoldError        string        `json:"gold_error,omitempty"`
+	FormatViolations int           `json:"format_violations"`
+	TruncatedTurns   int           `json:"truncated_turns,omitempty"`
+	Usage            chat.Usage    `json:"usage"`
+	Started          time.Time     `json:"started"`
+	Duration         time.Duration `json:"duration_ns"`
+}
+
+// Conversation is the conversation the policy saw, ending with its last reply: system, user
+// question, then each turn's content and, between turns, its observation as a user turn. The
+// last turn's observation is not included (nothing answered it). Assistant messages carry the
+// content as received; rendering them for training (think blocks) is curate's job.
+func (t *Trajectory) Conversation() []chat.Message {
+	msgs := make([]chat.Message, 0, 2+2*len(t.Turns))
+	msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: t.System}, chat.Message{Role: chat.RoleUser, Content: t.Prompt})
+	for i, tu := range t.Turns {
+		if i > 0 {
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Turns[i-1].Observation})
+		}
+		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: tu.Content})
+	}
+	return msgs
 }

@@ -33,6 +33,13 @@ func createAtomic(path string) (*atomicFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
+	// CreateTemp makes the file 0600; results are read by others (a merge job, a colleague on
+	// the cluster's shared disk), as os.Create's files are.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
 	return &atomicFile{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
 }
 

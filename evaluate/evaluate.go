@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	started := time.Now()
 	rr, err := distill.Run(ctx, distill.RunConfig{
 		Dir:          cfg.Dir,
-		Tasks:        cfg.Tasks,
+		Tasks:        byDatabase(cfg.Tasks),
 		TaskSpec:     cfg.TaskSpec,
 		Limit:        cfg.Limit,
 		Policies:     []*distill.PolicyHandle{cfg.Policy},
@@ -226,6 +227,23 @@ func (cfg *Config) defaults() error {
 		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
 	}
 	return nil
+}
+
+// byDatabase returns tasks grouped by database: the groups in the order their databases first
+// appear, each group in task order. Episodes on one database then run back to back, so a student
+// policy finds that database's system prompt (schema, sample values, rules: most of every
+// prompt) in its KV cache instead of computing it again for each task. The order is a function
+// of the task list alone, so the run dir's task digest still identifies the task file.
+func byDatabase(tasks []datasets.Task) []datasets.Task {
+	first := map[string]int{}
+	for _, t := range tasks {
+		if _, ok := first[t.DBID]; !ok {
+			first[t.DBID] = len(first)
+		}
+	}
+	out := slices.Clone(tasks)
+	slices.SortStableFunc(out, func(a, b datasets.Task) int { return first[a.DBID] - first[b.DBID] })
+	return out
 }
 
 func allSpider(tasks []datasets.Task) bool {

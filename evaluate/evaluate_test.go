@@ -108,7 +108,7 @@ func TestOracleBIRD(t *testing.T) {
 	conn := &datasets.Connector{}
 	defer conn.Close()
 	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.EX.EX != 1 || rep.Style != evaluate.StyleBIRD {
+	if err != nil || rep.EX.EX != 1 || rep.Style != datasets.StyleBIRD {
 		t.Fatalf("score of the oracle's predictions: %+v, %v", rep, err)
 	}
 }

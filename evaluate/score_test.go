@@ -123,26 +123,6 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 }
 
-func TestSpiderStyle(t *testing.T) {
-	gold := [][]any{{"a", int64(1)}, {"b", int64(2)}, {"b", int64(2)}}
-	perm := [][]any{{"b", int64(2)}, {"a", int64(1)}, {"b", 2.0}}
-	if !evaluate.SpiderMatch(gold, perm, false) {
-		t.Error("unordered: a permutation of the rows must match")
-	}
-	if evaluate.SpiderMatch(gold, perm, true) {
-		t.Error("ordered: a permutation must not match")
-	}
-	if evaluate.SpiderMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}, false) {
-		t.Error("unordered: a missing duplicate must not match (multiset)")
-	}
-	if !evaluate.BIRDMatch(gold, [][]any{{"a", int64(1)}, {"b", int64(2)}}) {
-		t.Error("BIRD: duplicates are ignored")
-	}
-	if evaluate.BIRDMatch([][]any{{"x"}}, [][]any{{[]byte("x")}}) {
-		t.Error("BIRD: text and blob differ in Python")
-	}
-}
-
 func TestReadPredictionsErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -158,5 +138,35 @@ func TestReadPredictionsErrors(t *testing.T) {
 	}
 	if _, err := evaluate.ReadPredictions(filepath.Join(dir, "none.json")); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+// TestScoreWriteJSON: the report file is replaced whole, readable by others (0644, not
+// CreateTemp's 0600), and reads back as the report; a failed write leaves the old file.
+func TestScoreWriteJSON(t *testing.T) {
+	rep := &evaluate.ScoreReport{Style: datasets.StyleBIRD, Items: []evaluate.ScoreItem{{Index: 3, ID: "t/3", Outcome: "ok", Correct: true}},
+		Outcomes: map[string]int{"ok": 1}}
+	path := filepath.Join(t.TempDir(), "items.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("stat: %v, mode %v", err, st.Mode())
+	}
+	var back evaluate.ScoreReport
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &back); err != nil || len(back.Items) != 1 || back.Items[0].ID != "t/3" {
+		t.Fatalf("read back: %v %s", err, data)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Errorf("%d files beside the report, want none", len(ents)-1)
+	}
+	if err := rep.WriteJSON(filepath.Join(path, "sub")); err == nil {
+		t.Error("writing under a file: no error")
 	}
 }

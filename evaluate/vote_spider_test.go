@@ -117,7 +117,7 @@ func TestSpiderDevOracle(t *testing.T) {
 	conn := &datasets.Connector{}
 	defer conn.Close()
 	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.Style != evaluate.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
+	if err != nil || rep.Style != datasets.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
 		t.Fatalf("score: %+v, %v", rep, err)
 	}
 }

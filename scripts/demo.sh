@@ -48,3 +48,4 @@ if [ -f "$tiny/config.json" ]; then
 	bin/student compare "$out/eval-oracle" "$out/eval-tiny"
 fi
 echo "== done: $out/run, $out/dataset, $out/plots, $out/eval-*"
+echo "   browse them: bin/curate view $out/dataset (or $out/run, or $out/eval-oracle $out/eval-tiny)"

@@ -21,6 +21,8 @@ type DatasetStats struct {
 	Teachers     []Group `json:"teachers"`
 	Dialects     []Group `json:"dialects"`
 	Difficulties []Group `json:"difficulties"`
+	// ThinkMode is the --think mode the dataset was built with (from stats.json, else the rows).
+	ThinkMode string `json:"think_mode"`
 	// MaxTurns is the largest turn count of any row (the width of the turn histograms).
 	MaxTurns int           `json:"max_turns"`
 	Excluded ExcludedStats `json:"excluded"`
@@ -48,6 +50,14 @@ type Group struct {
 	// RowsWithViolation counts rows with any format violation; FormatViolations sums them.
 	RowsWithViolation int `json:"rows_with_violation"`
 	FormatViolations  int `json:"format_violations"`
+	// Think counts assistant turns by the source of their think block (field, inline, none),
+	// inline blocks left out, and truncated turns; RowsTruncated counts rows with any.
+	Think         curate.ThinkCounts `json:"think"`
+	RowsTruncated int                `json:"rows_truncated"`
+	// ReasoningTokens sums the teacher's reasoning tokens; RowsReasoningEstimated counts rows
+	// where some were counted with the student tokenizer (the provider reported none).
+	ReasoningTokens        int64 `json:"teacher_reasoning_tokens"`
+	RowsReasoningEstimated int   `json:"rows_reasoning_tokens_estimated"`
 
 	tokens []int32
 	turns  int
@@ -87,6 +97,14 @@ func (g *Group) add(r *curate.Row) {
 		g.RowsWithViolation++
 	}
 	g.FormatViolations += int(r.FormatViolations)
+	g.Think.Add(r)
+	if r.TruncatedTurns > 0 {
+		g.RowsTruncated++
+	}
+	g.ReasoningTokens += r.ReasoningTokens
+	if r.ReasoningTokensEstimated {
+		g.RowsReasoningEstimated++
+	}
 }
 
 func (g *Group) finish(total, maxTurns int) {
@@ -121,6 +139,9 @@ func Dataset(ctx context.Context, dir string) (*DatasetStats, error) {
 		return g
 	}
 	err = ds.Rows(ctx, func(r *curate.Row) error {
+		if st.ThinkMode == "" {
+			st.ThinkMode = r.ThinkMode
+		}
 		st.Overall.add(r)
 		group(teachers, r.Teacher).add(r)
 		group(dialects, r.Dialect).add(r)
@@ -158,6 +179,9 @@ func Dataset(ctx context.Context, dir string) (*DatasetStats, error) {
 		}
 		if ds.Report.Epochs > 0 {
 			st.Epochs = ds.Report.Epochs
+		}
+		if ds.Report.ThinkMode != "" {
+			st.ThinkMode = string(ds.Report.ThinkMode)
 		}
 	}
 	st.SetEpochs(st.Epochs)

@@ -88,14 +88,57 @@ func (s *DatasetStats) excludedTable() table {
 	return t
 }
 
+// thinkTable counts, per teacher, where the assistant turns' think blocks came from, the inline
+// blocks left out, the truncated turns, and the teacher's reasoning tokens.
+func (s *DatasetStats) thinkTable() table {
+	mode := s.ThinkMode
+	if mode == "" {
+		mode = "unknown"
+	}
+	t := table{title: fmt.Sprintf("Think blocks (--think %s) and truncation, in assistant turns", mode),
+		header: []string{"teacher", "think field", "think inline", "no think", "inline dropped", "truncated turns", "rows truncated", "reasoning tokens", "rows estimated"}}
+	add := func(g *Group) {
+		t.rows = append(t.rows, []string{g.Name, fmt.Sprint(g.Think.Field), fmt.Sprint(g.Think.Inline), fmt.Sprint(g.Think.None),
+			fmt.Sprint(g.Think.InlineDropped), fmt.Sprint(g.Think.TruncatedTurns), fmt.Sprint(g.RowsTruncated),
+			fmt.Sprint(g.ReasoningTokens), fmt.Sprint(g.RowsReasoningEstimated)})
+	}
+	for i := range s.Teachers {
+		add(&s.Teachers[i])
+	}
+	add(&s.Overall)
+	return t
+}
+
 func (s *DatasetStats) tables() []table {
 	return []table{
 		groupTable(fmt.Sprintf("Per teacher (%d rows, trainable × %d epochs)", s.Overall.Rows, s.Epochs), "teacher", s.Teachers, &s.Overall),
 		groupTable("Per dialect", "dialect", s.Dialects, nil),
 		groupTable("Per difficulty", "difficulty", s.Difficulties, nil),
 		s.turnsTable(),
+		s.thinkTable(),
 		s.excludedTable(),
 	}
+}
+
+// Table is one of the summary's tables as WriteText prints it: a title, a header and rows of
+// cells (for other renderers, such as curate view's stats page).
+type Table struct {
+	Title  string     `json:"title"`
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
+}
+
+// Tables returns the tables WriteText and WriteMarkdown print, in the same order.
+func (s *DatasetStats) Tables() []Table {
+	ts := s.tables()
+	out := make([]Table, len(ts))
+	for i, t := range ts {
+		out[i] = Table{Title: t.title, Header: t.header, Rows: t.rows}
+		if out[i].Rows == nil {
+			out[i].Rows = [][]string{}
+		}
+	}
+	return out
 }
 
 // WriteText writes the summary as aligned terminal tables.

@@ -136,7 +136,7 @@ func TestDatasetHandComputed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 2 {
+	if len(paths) != 4 {
 		t.Fatalf("plots %v", paths)
 	}
 	for _, p := range paths {
@@ -201,5 +201,33 @@ func TestSummarizeEval(t *testing.T) {
 	}
 	if z := SummarizeEval(nil); z.N != 0 || z.EX != 0 || len(z.ByDifficulty) != 0 {
 		t.Errorf("empty summary %+v", z)
+	}
+}
+
+func TestDatasetThinkCounts(t *testing.T) {
+	rows := handRows()
+	rows[0].ThinkMode, rows[0].ThinkSources = "auto", []string{"field"}
+	rows[1].ThinkSources, rows[1].InlineThinkDropped, rows[1].TruncatedTurns = []string{"field", "inline"}, 1, 1
+	rows[3].ThinkSources, rows[3].TruncatedTurns = []string{"none", "none", "inline", "inline", "inline"}, 2
+	rows[3].ReasoningTokens, rows[3].ReasoningTokensEstimated = 77, true
+	rows[4].ReasoningTokens = 23
+	st, err := Dataset(context.Background(), writeDataset(t, rows, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := st.Overall
+	want := curate.ThinkCounts{Field: 2, Inline: 4, None: 2, InlineDropped: 1, TruncatedTurns: 3}
+	if o.Think != want || o.RowsTruncated != 2 || o.ReasoningTokens != 100 || o.RowsReasoningEstimated != 1 || st.ThinkMode != "auto" {
+		t.Errorf("think %+v rows truncated %d reasoning %d/%d mode %q", o.Think, o.RowsTruncated, o.ReasoningTokens, o.RowsReasoningEstimated, st.ThinkMode)
+	}
+	if b := st.Teachers[1]; b.Name != "beta" || b.Think.Inline != 3 || b.Think.TruncatedTurns != 2 {
+		t.Errorf("beta %+v", b.Think)
+	}
+	var text bytes.Buffer
+	if err := st.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "Think blocks (--think auto) and truncation") {
+		t.Errorf("text lacks the think table:\n%s", text.String())
 	}
 }

@@ -41,8 +41,13 @@ type Client struct {
 	tpm      *rate.Limiter // nil = unlimited
 	tpmBurst int
 
-	// baseExtra holds the pre-encoded request fields of the endpoint (extra_body, sampling
-	// settings, reasoning_effort), merged into every request body by the doer.
+	// pace holds requests back on the provider's rate-limit headers.
+	pace pacer
+	// prof is the endpoint's provider profile.
+	prof Profile
+
+	// baseExtra holds the pre-encoded request fields of the endpoint (thinking, extra_body,
+	// sampling settings, reasoning effort), merged into every request body by the doer.
 	baseExtra map[string]json.RawMessage
 	baseJoin  []byte
 
@@ -71,8 +76,13 @@ type Stats struct {
 	FinishReasons map[string]int64 `json:"finish_reasons,omitempty"`
 	// Usage is every token billed, responses that were retried or rejected included.
 	Usage chat.Usage `json:"usage"`
-	// CostUSD is Usage priced with the endpoint's prices.
+	// CostUSD is the cost of Usage: the provider's reported cost where it gave one, else the
+	// endpoint's prices.
 	CostUSD float64 `json:"cost_usd"`
+	// Paced counts requests held back by the provider's rate-limit headers (or a 429's
+	// Retry-After) before they were sent; PacedFor is the time they waited in all.
+	Paced    int64         `json:"paced,omitempty"`
+	PacedFor time.Duration `json:"paced_ns,omitempty"`
 	// MaxInFlight is the most requests this client had in flight at once.
 	MaxInFlight int64 `json:"max_in_flight"`
 	inFlight    int64
@@ -107,6 +117,9 @@ func New(e Endpoint) (*Client, error) {
 	cfg := openai.DefaultConfig(key)
 	cfg.BaseURL = strings.TrimRight(e.BaseURL, "/")
 	cfg.HTTPClient = &doer{hc: hc}
+	// go-openai fails a stream after this many non-data lines in a row; keep-alive comments
+	// (DeepSeek, OpenRouter) are such lines, and the idle and attempt timeouts bound them instead.
+	cfg.EmptyMessagesLimit = math.MaxUint32
 	c := &Client{
 		ep:  e,
 		key: key,
@@ -134,10 +147,19 @@ func New(e Endpoint) (*Client, error) {
 	return c, nil
 }
 
-// encodeBaseExtra pre-encodes the endpoint-level request fields. Precedence, lowest first:
-// extra_body, the typed endpoint fields; chat.Options override both per call.
+// encodeBaseExtra pre-encodes the endpoint-level request fields. Precedence, lowest first: the
+// provider's thinking fields, extra_body, the typed endpoint fields (the reasoning effort in the
+// provider's form among them); chat.Options override all per call.
 func (c *Client) encodeBaseExtra() error {
+	prof, err := ProfileOf(c.ep.Provider)
+	if err != nil {
+		return fmt.Errorf("teacher %s: %w", c.ep.Name, err)
+	}
+	c.prof = prof
 	m := make(map[string]json.RawMessage, len(c.ep.ExtraBody)+4)
+	for k, v := range prof.thinkingFields(c.ep) {
+		m[k] = mustJSON(v)
+	}
 	for k, v := range c.ep.ExtraBody {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -154,8 +176,8 @@ func (c *Client) encodeBaseExtra() error {
 	if c.ep.MaxTokens > 0 {
 		m["max_tokens"] = mustJSON(c.ep.MaxTokens)
 	}
-	if c.ep.ReasoningEffort != "" {
-		m["reasoning_effort"] = mustJSON(c.ep.ReasoningEffort)
+	for k, v := range prof.effortFields(c.ep) {
+		m[k] = mustJSON(v)
 	}
 	c.baseExtra = m
 	c.baseJoin = joinFields(m)
@@ -165,7 +187,7 @@ func (c *Client) encodeBaseExtra() error {
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("teachers: encoding %T: %v", v, err)) // only numbers and strings reach here
+		panic(fmt.Sprintf("teachers: encoding %T: %v", v, err)) // only numbers, strings and maps of them reach here
 	}
 	return b
 }
@@ -295,9 +317,12 @@ type fault struct {
 }
 
 // Chat sends msgs and returns the assistant's reply, retrying transient faults. Reply.Content is
-// the content exactly as returned; Reply.Reasoning comes from reasoning_content, else a reasoning
-// field, else an inline <think>…</think> block in the content. Reply.Usage is the usage of the
-// answering response; Stats.Usage also counts responses that were retried. A failure is an *Error.
+// the content exactly as returned (an inline <think> block stays there); Reply.Reasoning is the
+// separate reasoning text of the first field of the profile's ReasoningOrder that has one
+// (reasoning_content, reasoning, reasoning_details), and Reply.ReasoningSource names it. A
+// streamed reply is assembled from its deltas and returned only when complete. Reply.Usage is
+// the usage of the answering response, Usage.CostUSD its cost; Stats.Usage also counts
+// responses that were retried. A failure is an *Error.
 func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Options) (chat.Reply, error) {
 	start := time.Now()
 	c.mu.Lock()
@@ -412,9 +437,21 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 			return chat.Reply{}, c.canceled(ctx, "waiting for the TPM limit", err)
 		}
 	}
-	actx, cancel := context.WithTimeout(ctx, c.ep.Timeout)
-	defer cancel()
-	cp := &capture{extra: extra, emptyContent: emptyContent}
+	waited, err := c.pace.wait(ctx, est)
+	if err != nil {
+		return chat.Reply{}, c.canceled(ctx, "waiting for the provider's rate limit to reset", err)
+	}
+	if waited > 0 {
+		c.mu.Lock()
+		c.st.Paced++
+		c.st.PacedFor += waited
+		c.mu.Unlock()
+	}
+	tctx, cancelTimeout := context.WithTimeout(ctx, c.ep.Timeout)
+	defer cancelTimeout()
+	actx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	cp := &capture{extra: extra, emptyContent: emptyContent, stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
 	actx = context.WithValue(actx, captureKey{}, cp)
 
 	c.mu.Lock()
@@ -424,24 +461,34 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 		c.st.MaxInFlight = c.st.inFlight
 	}
 	c.mu.Unlock()
-	resp, err := c.oc.CreateChatCompletion(actx, *req)
+	var a assembly
+	if c.ep.Stream {
+		err = c.sendStream(actx, req, cp, &a)
+	} else {
+		err = c.sendPlain(actx, req, cp, &a)
+	}
 	c.mu.Lock()
 	c.st.inFlight--
 	c.mu.Unlock()
+	now := time.Now()
+	c.pace.observe(cp.header, now)
 	if err != nil {
-		return chat.Reply{}, c.classify(ctx, actx, err, cp)
+		f := c.classify(ctx, actx, err, cp)
+		if f.reason == ReasonRateLimited && f.retryAfter > 0 {
+			c.pace.block(now.Add(f.retryAfter))
+		}
+		return chat.Reply{}, f
 	}
 
-	u := chat.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
-	if d := resp.Usage.CompletionTokensDetails; d != nil {
-		u.ReasoningTokens = d.ReasoningTokens
-	}
-	if d := resp.Usage.PromptTokensDetails; d != nil {
-		u.CachedTokens = d.CachedTokens
+	u, reported := a.chatUsage()
+	if reported != nil {
+		u.CostUSD = *reported
+	} else {
+		u.CostUSD = c.price(u)
 	}
 	c.mu.Lock()
 	c.st.Usage = c.st.Usage.Add(u)
-	c.st.CostUSD += (float64(u.PromptTokens)*c.ep.PricePromptPerM + float64(u.CompletionTokens)*c.ep.PriceCompletionPerM) / 1e6
+	c.st.CostUSD += u.CostUSD
 	c.mu.Unlock()
 	if c.tpm != nil {
 		// Charge what the estimate missed (the completion, a denser prompt) as debt on later
@@ -452,26 +499,26 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 		}
 	}
 
-	if len(resp.Choices) == 0 {
+	if a.choices == 0 {
 		msg := "the response has no choices"
 		if em := errorField(cp.body); em != "" {
 			msg += "; its error: " + em // some gateways answer 200 with an error object
 		}
 		return chat.Reply{}, &fault{reason: ReasonEmptyChoices, status: cp.status, msg: msg, retry: true}
 	}
-	ch := resp.Choices[0]
-	rep := chat.Reply{
-		Content:      ch.Message.Content,
-		Reasoning:    ch.Message.ReasoningContent,
-		FinishReason: string(ch.FinishReason),
-		Usage:        u,
-		Model:        resp.Model,
+	if c.ep.Stream && !a.finished {
+		// The stream ended cleanly but before the reply did: never keep half a reply.
+		return chat.Reply{}, &fault{reason: ReasonIncomplete, status: cp.status, retry: true,
+			msg: fmt.Sprintf("the stream ended after %d bytes of content without a finish_reason", a.content.Len())}
 	}
-	if rep.Reasoning == "" {
-		rep.Reasoning = reasoningField(cp.body)
-	}
-	if rep.Reasoning == "" {
-		rep.Reasoning = InlineThink(rep.Content)
+	rep := chat.Reply{Content: a.content.String(), FinishReason: a.finish, Usage: u, Model: a.model}
+	rep.Reasoning, rep.ReasoningSource = a.pickReasoning(c.prof.ReasoningOrder)
+	if rule, ok := finishRules[a.finish]; ok {
+		if rule.reason != "" {
+			return chat.Reply{}, &fault{reason: rule.reason, status: cp.status, retry: true,
+				msg: fmt.Sprintf("the provider ended the reply with finish_reason %q", a.finish)}
+		}
+		rep.FinishReason, rep.ProviderFinishReason = rule.norm, a.finish
 	}
 	if rep.Model == "" {
 		rep.Model = c.ep.Model
@@ -479,9 +526,9 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 
 	var reason, policy string
 	switch {
-	case ch.FinishReason == openai.FinishReasonContentFilter:
+	case rep.FinishReason == chat.FinishContentFilter:
 		reason, policy = ReasonContentFilter, c.ep.OnContentFilter
-	case ch.FinishReason == openai.FinishReasonLength:
+	case rep.FinishReason == chat.FinishLength:
 		reason, policy = ReasonLength, c.ep.OnLength
 	case strings.TrimSpace(rep.Content) == "":
 		reason, policy = ReasonEmpty, c.ep.OnEmpty
@@ -501,6 +548,95 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 	}
 }
 
+// Cost is what u cost: its CostUSD when set (reported by the provider or priced by Chat), else
+// u priced with the endpoint's prices.
+func (c *Client) Cost(u chat.Usage) float64 {
+	if u.CostUSD > 0 {
+		return u.CostUSD
+	}
+	return c.price(u)
+}
+
+// price prices u: cached prompt tokens at price_cached_prompt_per_m (else the prompt price).
+func (c *Client) price(u chat.Usage) float64 {
+	cachedPrice := c.ep.PricePromptPerM
+	if c.ep.PriceCachedPromptPerM != nil {
+		cachedPrice = *c.ep.PriceCachedPromptPerM
+	}
+	cached := max(0, min(u.CachedTokens, u.PromptTokens))
+	return (float64(u.PromptTokens-cached)*c.ep.PricePromptPerM + float64(cached)*cachedPrice +
+		float64(u.CompletionTokens)*c.ep.PriceCompletionPerM) / 1e6
+}
+
+// errDecode marks a 2xx body or stream chunk that is not the JSON it should be.
+type errDecode struct{ err error }
+
+func (e *errDecode) Error() string { return "decoding the response: " + e.err.Error() }
+
+// sendPlain sends a non-streaming request and folds the response into a. go-openai decodes and
+// validates the body; the doer kept it, and it is decoded once more here for the fields
+// go-openai does not know (see wire.go).
+func (c *Client) sendPlain(ctx context.Context, req *openai.ChatCompletionRequest, cp *capture, a *assembly) error {
+	if _, err := c.oc.CreateChatCompletion(ctx, *req); err != nil {
+		return err
+	}
+	var w wireResponse
+	if err := json.Unmarshal(cp.body, &w); err != nil {
+		return &errDecode{err}
+	}
+	a.add(&w)
+	return nil
+}
+
+// sendStream sends a streaming request through go-openai's stream API and folds every chunk
+// into a. The chunks are read with RecvRaw and decoded here, since go-openai's delta type drops
+// reasoning, reasoning_details and the usage extras (see wire.go). A server that answers a
+// stream request with one JSON completion (ignoring stream) is read as that completion.
+func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionRequest, cp *capture, a *assembly) error {
+	r := *req
+	r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	st, err := c.oc.CreateChatCompletionStream(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cp.plainJSON {
+		var w wireResponse
+		if err := json.Unmarshal(cp.body, &w); err != nil {
+			return &errDecode{err}
+		}
+		a.add(&w)
+		a.finished = true
+		return nil
+	}
+	for {
+		raw, err := st.RecvRaw()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if raw == nil {
+			// go-openai saw a `data: {"error": …}` event but could not decode it: it decodes
+			// every non-data line of the stream so far together with the event, and keep-alive
+			// comments (DeepSeek, OpenRouter) make that invalid JSON; it then returns (nil, nil).
+			return errStreamEvent
+		}
+		if len(raw) == 0 {
+			continue // an empty data line carries nothing
+		}
+		var w wireResponse
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return &errDecode{err}
+		}
+		a.add(&w)
+	}
+}
+
+// errStreamEvent is an error event inside a 200 stream whose text go-openai lost.
+var errStreamEvent = errors.New("an error event in the stream")
+
 // policyField names the config field that decides each reply policy.
 var policyField = map[string]string{ReasonEmpty: "on_empty", ReasonLength: "on_length", ReasonContentFilter: "on_content_filter"}
 
@@ -509,11 +645,23 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	if ctx.Err() != nil {
 		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: ctx.Err().Error()}
 	}
+	if errors.Is(context.Cause(actx), errStreamIdle) {
+		return &fault{reason: ReasonStreamIdle, status: cp.status, retry: true,
+			msg: fmt.Sprintf("the stream sent nothing for %v (stream_idle_timeout)", c.ep.StreamIdleTimeout)}
+	}
 	status := 0
 	msg := ""
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
+	var de *errDecode
 	switch {
+	case errors.As(err, &de):
+		return &fault{reason: ReasonMalformed, status: cp.status, msg: de.Error(), retry: true}
+	case errors.Is(err, errStreamEvent):
+		return &fault{reason: ReasonServer, status: cp.status, msg: err.Error(), retry: true}
+	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode == 0:
+		// An error event inside a 200 stream (vLLM, OpenRouter send one when generation fails).
+		return &fault{reason: ReasonServer, status: cp.status, msg: "error event in the stream: " + apiErr.Message, retry: true}
 	case errors.As(err, &apiErr):
 		status, msg = apiErr.HTTPStatusCode, apiErr.Message
 	case errors.As(err, &reqErr):
@@ -576,30 +724,6 @@ func retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// reasoningField reads choices[0].message.reasoning from a raw response body. go-openai's
-// ChatCompletionMessage only knows reasoning_content, so servers that use the `reasoning` name
-// (vLLM's newer reasoning parsers, OpenRouter, some gpt-oss hosts) need this second decode.
-func reasoningField(body []byte) string {
-	if !bytes.Contains(body, []byte(`"reasoning"`)) {
-		return ""
-	}
-	var r struct {
-		Choices []struct {
-			Message struct {
-				Reasoning json.RawMessage `json:"reasoning"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(r.Choices[0].Message.Reasoning, &s) != nil {
-		return "" // an object or array (provider-specific details), not text
-	}
-	return s
-}
-
 // errorField reads error.message from a raw body, "" when absent.
 func errorField(body []byte) string {
 	if !bytes.Contains(body, []byte(`"error"`)) {
@@ -619,24 +743,6 @@ func errorField(body []byte) string {
 	return r.Error.Message
 }
 
-// InlineThink returns the text of the first <think>…</think> block of content, trimmed. An
-// unterminated block (a reply cut by length) yields the rest of the content; a lone </think>
-// (templates that put the opening tag into the prompt) yields everything before it.
-func InlineThink(content string) string {
-	const open, closing = "<think>", "</think>"
-	if i := strings.Index(content, open); i >= 0 {
-		rest := content[i+len(open):]
-		if j := strings.Index(rest, closing); j >= 0 {
-			return strings.TrimSpace(rest[:j])
-		}
-		return strings.TrimSpace(rest)
-	}
-	if j := strings.Index(content, closing); j >= 0 {
-		return strings.TrimSpace(content[:j])
-	}
-	return ""
-}
-
 // captureKey is the context key of an attempt's capture.
 type captureKey struct{}
 
@@ -646,20 +752,30 @@ type capture struct {
 	// emptyContent: some message has empty content, which go-openai omits (omitempty); the doer
 	// puts `"content":""` back, since servers refuse an assistant message without content.
 	emptyContent bool
-	status       int
-	header       http.Header
-	body         []byte
-	bodyRead     bool // a complete body was read
+	// stream: the request streams; the doer hands the body over unread, watched for idleness
+	// (idle) by a timer that ends the attempt through cancel.
+	stream bool
+	idle   time.Duration
+	cancel context.CancelCauseFunc
+	status int
+	header http.Header
+	body   []byte
+	// bodyRead: a complete 2xx body was read; plainJSON: a stream request got one anyway.
+	bodyRead, plainJSON bool
 }
+
+// errStreamIdle is the cause an idle stream's attempt is cancelled with.
+var errStreamIdle = errors.New("stream idle")
 
 var roleOnly = regexp.MustCompile(`\{"role":"([a-z_]+)"\}`)
 
 // doer is the HTTP layer under go-openai. go-openai v1.43 cannot add arbitrary fields to a chat
 // request (its extra-body option is internal and only applies to map bodies; Temperature is a
-// float32 with omitempty, so 0 and exact values cannot be sent), does not expose a `reasoning`
-// response field, and drops response headers on errors. The doer therefore splices pre-encoded
-// fields into the request JSON, reads the whole response body within the attempt's deadline,
-// and keeps status, headers and body for the client.
+// float32 with omitempty, so 0 and exact values cannot be sent), does not expose the response
+// fields of reasoning models (see wire.go), drops response headers on errors, and has no idle
+// timeout for streams. The doer therefore splices pre-encoded fields into the request JSON,
+// keeps status and headers, reads a plain response's whole body within the attempt's deadline
+// and keeps it, and hands a stream's body over behind an idle timer and a size limit.
 type doer struct{ hc *http.Client }
 
 // Do implements openai.HTTPDoer.
@@ -696,6 +812,14 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if cp != nil {
+		cp.status, cp.header = resp.StatusCode, resp.Header
+		if cp.stream && ok && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			resp.Body = newIdleBody(resp.Body, cp.idle, func() { cp.cancel(errStreamIdle) })
+			return resp, nil
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	resp.Body.Close()
 	if err != nil {
@@ -705,11 +829,47 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		body = body[:maxResponseBytes] // decoding fails: reported as malformed
 	}
 	if cp != nil {
-		cp.status, cp.header, cp.body = resp.StatusCode, resp.Header, body
-		cp.bodyRead = resp.StatusCode >= 200 && resp.StatusCode < 300
+		cp.body, cp.bodyRead = body, ok
+		if cp.stream && ok {
+			cp.plainJSON = true
+			body = nil // go-openai's stream reader sees an empty stream; sendStream decodes cp.body
+		}
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
+}
+
+// idleBody is a stream's response body that cancels the attempt when no byte arrives for d
+// (keep-alive comments count: they show the provider is alive, and the attempt's timeout
+// bounds the whole wait) and fails past maxResponseBytes.
+type idleBody struct {
+	rc io.ReadCloser
+	t  *time.Timer
+	d  time.Duration
+	n  int64
+}
+
+func newIdleBody(rc io.ReadCloser, d time.Duration, onIdle func()) *idleBody {
+	return &idleBody{rc: rc, d: d, t: time.AfterFunc(d, onIdle)}
+}
+
+// Read implements io.Reader.
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.t.Reset(b.d)
+		b.n += int64(n)
+		if b.n > maxResponseBytes {
+			return n, fmt.Errorf("the stream is longer than %d bytes", maxResponseBytes)
+		}
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *idleBody) Close() error {
+	b.t.Stop()
+	return b.rc.Close()
 }
 
 var _ chat.Policy = (*Client)(nil)

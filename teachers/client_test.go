@@ -61,7 +61,7 @@ func TestChatBasic(t *testing.T) {
 	if rep.Content != "<think>count them</think>\n<sql>SELECT count(*) FROM singer</sql>" {
 		t.Errorf("content changed: %q", rep.Content)
 	}
-	if rep.Reasoning != "count them" || rep.FinishReason != chat.FinishStop || rep.Attempts != 1 || rep.Model != "test-model" {
+	if rep.Reasoning != "" || rep.ReasoningSource != "" || rep.FinishReason != chat.FinishStop || rep.Attempts != 1 || rep.Model != "test-model" {
 		t.Errorf("reply = %+v", rep)
 	}
 	if rep.Usage.PromptTokens == 0 || rep.Usage.CompletionTokens == 0 || rep.Latency <= 0 {
@@ -279,15 +279,14 @@ func TestEmptyRetriesExhausted(t *testing.T) {
 
 func TestReasoningExtraction(t *testing.T) {
 	cases := []struct {
-		name string
-		resp oaitest.Response
-		want string
+		name, want, source string
+		resp               oaitest.Response
 	}{
-		{"reasoning_content", oaitest.Response{Content: "<sql>SELECT 1</sql>", ReasoningContent: "from the field"}, "from the field"},
-		{"reasoning", oaitest.Response{Content: "<sql>SELECT 1</sql>", Reasoning: "from the other field"}, "from the other field"},
-		{"inline", oaitest.Response{Content: "<think>inline thoughts</think>\n<sql>SELECT 1</sql>"}, "inline thoughts"},
-		{"field wins over inline", oaitest.Response{Content: "<think>inline</think><sql>SELECT 1</sql>", ReasoningContent: "field"}, "field"},
-		{"none", oaitest.Response{Content: "<sql>SELECT 1</sql>"}, ""},
+		{"reasoning_content", "from the field", chat.SourceReasoningContent, oaitest.Response{Content: "<sql>SELECT 1</sql>", ReasoningContent: "from the field"}},
+		{"reasoning", "from the other field", chat.SourceReasoning, oaitest.Response{Content: "<sql>SELECT 1</sql>", Reasoning: "from the other field"}},
+		{"inline stays in the content", "", "", oaitest.Response{Content: "<think>inline thoughts</think>\n<sql>SELECT 1</sql>"}},
+		{"field next to inline", "field", chat.SourceReasoningContent, oaitest.Response{Content: "<think>inline</think><sql>SELECT 1</sql>", ReasoningContent: "field"}},
+		{"none", "", "", oaitest.Response{Content: "<sql>SELECT 1</sql>"}},
 	}
 	for _, tc := range cases {
 		srv := oaitest.NewServer(t, func(oaitest.Request) oaitest.Response { return tc.resp })
@@ -296,10 +295,10 @@ func TestReasoningExtraction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Reasoning != tc.want || rep.Content != tc.resp.Content {
-			t.Errorf("%s: reasoning %q content %q", tc.name, rep.Reasoning, rep.Content)
+		if rep.Reasoning != tc.want || rep.ReasoningSource != tc.source || rep.Content != tc.resp.Content {
+			t.Errorf("%s: reasoning %q from %q, content %q", tc.name, rep.Reasoning, rep.ReasoningSource, rep.Content)
 		}
-		if tc.want != "" && tc.name != "inline" && rep.Usage.ReasoningTokens != oaitest.EstimateTokens(tc.want) {
+		if tc.want != "" && rep.Usage.ReasoningTokens != oaitest.EstimateTokens(tc.want) {
 			t.Errorf("%s: reasoning tokens %d", tc.name, rep.Usage.ReasoningTokens)
 		}
 	}
@@ -309,24 +308,27 @@ func TestUsageAndCost(t *testing.T) {
 	srv := oaitest.NewServer(t, func(r oaitest.Request) oaitest.Response {
 		return oaitest.Response{Content: "<sql>SELECT 1</sql>", Usage: &oaitest.Usage{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 200, CachedTokens: 100}}
 	}, oaitest.WithSequence(oaitest.EmptyContent)) // the first reply is billed, then retried
+	cached := 0.05
 	c := newClient(t, endpoint(srv, func(e *teachers.Endpoint) {
-		e.PricePromptPerM, e.PriceCompletionPerM = 0.5, 2
+		e.PricePromptPerM, e.PriceCompletionPerM, e.PriceCachedPromptPerM = 0.5, 2, &cached
 	}))
 	for range 3 {
 		rep, err := c.Chat(context.Background(), question, chat.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Usage != (chat.Usage{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 200, CachedTokens: 100}) {
+		// 900 uncached prompt tokens at 0.5, 100 cached at 0.05, 300 completion at 2 (per 1M).
+		if u := rep.Usage; u.PromptTokens != 1000 || u.CompletionTokens != 300 || u.ReasoningTokens != 200 || u.CachedTokens != 100 ||
+			math.Abs(u.CostUSD-(900*0.5+100*0.05+300*2)/1e6) > 1e-15 {
 			t.Errorf("reply usage = %+v", rep.Usage)
 		}
 	}
 	st := c.Stats()
 	// 4 billed responses: 3 answers and the rejected empty one.
-	if st.Usage != (chat.Usage{PromptTokens: 4000, CompletionTokens: 1200, ReasoningTokens: 800, CachedTokens: 400}) {
+	if u := st.Usage; u.PromptTokens != 4000 || u.CompletionTokens != 1200 || u.ReasoningTokens != 800 || u.CachedTokens != 400 {
 		t.Errorf("stats usage = %+v", st.Usage)
 	}
-	want := (4000*0.5 + 1200*2) / 1e6
+	want := 4 * (900*0.5 + 100*0.05 + 300*2) / 1e6
 	if math.Abs(st.CostUSD-want) > 1e-12 {
 		t.Errorf("cost = %v, want %v", st.CostUSD, want)
 	}

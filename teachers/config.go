@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -27,26 +28,31 @@ type Config struct {
 
 // patch is one layer of overrides: nil fields leave the value below unchanged.
 type patch struct {
-	BaseURL             *string        `yaml:"base_url"`
-	Model               *string        `yaml:"model"`
-	APIKeyEnv           *string        `yaml:"api_key_env"`
-	MaxConcurrency      *int           `yaml:"max_concurrency"`
-	RPM                 *int           `yaml:"rpm"`
-	TPM                 *int           `yaml:"tpm"`
-	Temperature         *float64       `yaml:"temperature"`
-	TopP                *float64       `yaml:"top_p"`
-	MaxTokens           *int           `yaml:"max_tokens"`
-	ReasoningEffort     *string        `yaml:"reasoning_effort"`
-	ExtraBody           map[string]any `yaml:"extra_body"`
-	Timeout             *time.Duration `yaml:"timeout"`
-	MaxRetries          *int           `yaml:"max_retries"`
-	BackoffBase         *time.Duration `yaml:"backoff_base"`
-	BackoffMax          *time.Duration `yaml:"backoff_max"`
-	PricePromptPerM     *float64       `yaml:"price_prompt_per_m"`
-	PriceCompletionPerM *float64       `yaml:"price_completion_per_m"`
-	OnEmpty             *string        `yaml:"on_empty"`
-	OnLength            *string        `yaml:"on_length"`
-	OnContentFilter     *string        `yaml:"on_content_filter"`
+	BaseURL               *string        `yaml:"base_url"`
+	Model                 *string        `yaml:"model"`
+	APIKeyEnv             *string        `yaml:"api_key_env"`
+	Provider              *string        `yaml:"provider"`
+	Stream                *bool          `yaml:"stream"`
+	StreamIdleTimeout     *time.Duration `yaml:"stream_idle_timeout"`
+	Thinking              *bool          `yaml:"thinking"`
+	PriceCachedPromptPerM *float64       `yaml:"price_cached_prompt_per_m"`
+	MaxConcurrency        *int           `yaml:"max_concurrency"`
+	RPM                   *int           `yaml:"rpm"`
+	TPM                   *int           `yaml:"tpm"`
+	Temperature           *float64       `yaml:"temperature"`
+	TopP                  *float64       `yaml:"top_p"`
+	MaxTokens             *int           `yaml:"max_tokens"`
+	ReasoningEffort       *string        `yaml:"reasoning_effort"`
+	ExtraBody             map[string]any `yaml:"extra_body"`
+	Timeout               *time.Duration `yaml:"timeout"`
+	MaxRetries            *int           `yaml:"max_retries"`
+	BackoffBase           *time.Duration `yaml:"backoff_base"`
+	BackoffMax            *time.Duration `yaml:"backoff_max"`
+	PricePromptPerM       *float64       `yaml:"price_prompt_per_m"`
+	PriceCompletionPerM   *float64       `yaml:"price_completion_per_m"`
+	OnEmpty               *string        `yaml:"on_empty"`
+	OnLength              *string        `yaml:"on_length"`
+	OnContentFilter       *string        `yaml:"on_content_filter"`
 }
 
 // fileConfig is the YAML document.
@@ -80,17 +86,24 @@ func (p *patch) apply(e *Endpoint) {
 	set(&e.BaseURL, p.BaseURL)
 	set(&e.Model, p.Model)
 	set(&e.APIKeyEnv, p.APIKeyEnv)
+	set(&e.Provider, p.Provider)
+	if p.Stream != nil {
+		e.Stream = *p.Stream
+	}
+	setd(&e.StreamIdleTimeout, p.StreamIdleTimeout)
+	for _, f := range []struct{ dst, src **bool }{{&e.Thinking, &p.Thinking}} {
+		if *f.src != nil {
+			*f.dst = clonePtr(*f.src)
+		}
+	}
+	for _, f := range []struct{ dst, src **float64 }{{&e.PriceCachedPromptPerM, &p.PriceCachedPromptPerM}, {&e.Temperature, &p.Temperature}, {&e.TopP, &p.TopP}} {
+		if *f.src != nil {
+			*f.dst = clonePtr(*f.src)
+		}
+	}
 	seti(&e.MaxConcurrency, p.MaxConcurrency)
 	seti(&e.RPM, p.RPM)
 	seti(&e.TPM, p.TPM)
-	if p.Temperature != nil {
-		v := *p.Temperature
-		e.Temperature = &v
-	}
-	if p.TopP != nil {
-		v := *p.TopP
-		e.TopP = &v
-	}
 	seti(&e.MaxTokens, p.MaxTokens)
 	set(&e.ReasoningEffort, p.ReasoningEffort)
 	if len(p.ExtraBody) > 0 {
@@ -118,6 +131,29 @@ func (p *patch) apply(e *Endpoint) {
 	set(&e.OnContentFilter, p.OnContentFilter)
 }
 
+// merge sets into p every field o sets (o wins), so that one patch stands for a stack of
+// layers. ExtraBody keys are merged, a nil value kept so that apply still deletes the key.
+func (p *patch) merge(o patch) {
+	eb := p.ExtraBody
+	if len(o.ExtraBody) > 0 {
+		merged := make(map[string]any, len(eb)+len(o.ExtraBody))
+		for k, v := range eb {
+			merged[k] = v
+		}
+		for k, v := range o.ExtraBody {
+			merged[k] = v
+		}
+		eb = merged
+	}
+	pv, ov := reflect.ValueOf(p).Elem(), reflect.ValueOf(o)
+	for i := 0; i < ov.NumField(); i++ {
+		if f := ov.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			pv.Field(i).Set(f)
+		}
+	}
+	p.ExtraBody = eb
+}
+
 // envField is one field settable from the environment.
 type envField struct {
 	suffix string
@@ -136,6 +172,17 @@ func envInt(dst func(p *patch) **int) func(*patch, string) error {
 			return fmt.Errorf("want an integer, got %q", v)
 		}
 		*dst(p) = &n
+		return nil
+	}
+}
+
+func envBool(dst func(p *patch) **bool) func(*patch, string) error {
+	return func(p *patch, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		*dst(p) = &b
 		return nil
 	}
 }
@@ -166,6 +213,10 @@ var envFields = []envField{
 	{"BASE_URL", envString(func(p *patch) **string { return &p.BaseURL }), true},
 	{"MODEL", envString(func(p *patch) **string { return &p.Model }), false},
 	{"API_KEY_ENV", envString(func(p *patch) **string { return &p.APIKeyEnv }), true},
+	{"PROVIDER", envString(func(p *patch) **string { return &p.Provider }), true},
+	{"STREAM", envBool(func(p *patch) **bool { return &p.Stream }), true},
+	{"STREAM_IDLE_TIMEOUT", envDuration(func(p *patch) **time.Duration { return &p.StreamIdleTimeout }), true},
+	{"THINKING", envBool(func(p *patch) **bool { return &p.Thinking }), true},
 	{"MAX_CONCURRENCY", envInt(func(p *patch) **int { return &p.MaxConcurrency }), true},
 	{"RPM", envInt(func(p *patch) **int { return &p.RPM }), true},
 	{"TPM", envInt(func(p *patch) **int { return &p.TPM }), true},
@@ -179,6 +230,7 @@ var envFields = []envField{
 	{"BACKOFF_MAX", envDuration(func(p *patch) **time.Duration { return &p.BackoffMax }), true},
 	{"PRICE_PROMPT_PER_M", envFloat(func(p *patch) **float64 { return &p.PricePromptPerM }), false},
 	{"PRICE_COMPLETION_PER_M", envFloat(func(p *patch) **float64 { return &p.PriceCompletionPerM }), false},
+	{"PRICE_CACHED_PROMPT_PER_M", envFloat(func(p *patch) **float64 { return &p.PriceCachedPromptPerM }), false},
 	{"ON_EMPTY", envString(func(p *patch) **string { return &p.OnEmpty }), true},
 	{"ON_LENGTH", envString(func(p *patch) **string { return &p.OnLength }), true},
 	{"ON_CONTENT_FILTER", envString(func(p *patch) **string { return &p.OnContentFilter }), true},
@@ -254,11 +306,6 @@ func loadConfig(path string, lookup func(string) (string, bool)) (*Config, error
 		if !ok {
 			e = Endpoint{Name: n, APIKeyEnv: DefaultAPIKeyEnv, MaxRetries: DefaultMaxRetries}
 		}
-		global.apply(&e)
-		fc.Defaults.apply(&e)
-		if p, ok := fc.Teachers[n]; ok {
-			p.apply(&e)
-		}
 		prefix := EnvPrefix + en + "_"
 		own, err := envPatch(prefix, false, lookup)
 		if err != nil {
@@ -270,7 +317,23 @@ func loadConfig(path string, lookup func(string) (string, bool)) (*Config, error
 				own.APIKeyEnv = &keyVar
 			}
 		}
-		own.apply(&e)
+		// The layers are merged first so that the provider profile (named by any of them) goes
+		// under all explicit fields, whichever layer set them.
+		var layers patch
+		layers.merge(global)
+		layers.merge(fc.Defaults)
+		if p, ok := fc.Teachers[n]; ok {
+			layers.merge(p)
+		}
+		layers.merge(own)
+		if layers.Provider != nil {
+			prof, err := ProfileOf(*layers.Provider)
+			if err != nil {
+				return nil, fmt.Errorf("teacher %s: %w", n, err)
+			}
+			prof.applyDefaults(&e, n)
+		}
+		layers.apply(&e)
 		e.Name = n
 		eps[n] = e.withDefaults()
 	}

@@ -1,11 +1,17 @@
 package teachers
 
 import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -220,17 +226,219 @@ func TestLoadConfigRealEnv(t *testing.T) {
 	}
 }
 
-func TestInlineThink(t *testing.T) {
-	cases := map[string]string{
-		"<think>a b</think>\n<sql>SELECT 1</sql>": "a b",
-		"pre <think>\nx\n</think> post":           "x",
-		"<think>cut off mid-thought":              "cut off mid-thought",
-		"template opened it</think><sql>S</sql>":  "template opened it",
-		"<sql>SELECT 1</sql>":                     "",
+func TestWireReasoningForms(t *testing.T) {
+	cases := []struct {
+		name, body, order, want, source string
+	}{
+		{"deepseek reasoning_content", `{"choices":[{"message":{"content":"<sql>S</sql>","reasoning_content":"R1"}}]}`, "", "R1", chat.SourceReasoningContent},
+		{"vllm reasoning, content null", `{"choices":[{"message":{"content":null,"reasoning":"R2"}}]}`, "", "R2", chat.SourceReasoning},
+		{"both fields, same text", `{"choices":[{"message":{"content":"x","reasoning_content":"R3","reasoning":"R3"}}]}`, "", "R3", chat.SourceReasoningContent},
+		{"reasoning null, content only", `{"choices":[{"message":{"content":"<think>i</think>x","reasoning":null,"reasoning_content":null}}]}`, "", "", ""},
+		{"reasoning object", `{"choices":[{"message":{"content":"x","reasoning":{"text":"R4"}}}]}`, "", "R4", chat.SourceReasoning},
+		{"openrouter details only", `{"choices":[{"message":{"content":"x","reasoning":null,"reasoning_details":[{"type":"reasoning.text","text":"R5a"},{"type":"reasoning.encrypted","data":"zz"},{"type":"reasoning.text","text":"R5b"}]}}]}`, "openrouter", "R5aR5b", chat.SourceReasoningDetails},
+		{"openrouter both", `{"choices":[{"message":{"content":"x","reasoning":"R6","reasoning_details":[{"type":"reasoning.text","text":"R6"}]}}]}`, "openrouter", "R6", chat.SourceReasoning},
+		{"blank field ignored", `{"choices":[{"message":{"content":"x","reasoning_content":"  ","reasoning":"R7"}}]}`, "", "R7", chat.SourceReasoning},
 	}
-	for in, want := range cases {
-		if got := InlineThink(in); got != want {
-			t.Errorf("InlineThink(%q) = %q, want %q", in, got, want)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var w wireResponse
+			if err := json.Unmarshal([]byte(c.body), &w); err != nil {
+				t.Fatal(err)
+			}
+			var a assembly
+			a.add(&w)
+			prof, _ := ProfileOf(c.order)
+			got, src := a.pickReasoning(prof.ReasoningOrder)
+			if got != c.want || src != c.source {
+				t.Errorf("reasoning %q from %q, want %q from %q", got, src, c.want, c.source)
+			}
+		})
+	}
+}
+
+func TestWireUsageForms(t *testing.T) {
+	cases := []struct {
+		name, usage string
+		want        chat.Usage
+		cost        float64
+	}{
+		{"null details (vLLM)", `{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":null,"completion_tokens_details":null}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5}, -1},
+		{"openai details", `{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":3}}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5, CachedTokens: 4, ReasoningTokens: 3}, -1},
+		{"deepseek cache fields", `{"prompt_tokens":10,"completion_tokens":5,"prompt_cache_hit_tokens":6,"prompt_cache_miss_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5, CachedTokens: 6, ReasoningTokens: 2}, -1},
+		{"openrouter cost", `{"prompt_tokens":10,"completion_tokens":5,"cost":0.00042}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5}, 0.00042},
+	}
+	for _, c := range cases {
+		var w wireResponse
+		if err := json.Unmarshal([]byte(`{"choices":[],"usage":`+c.usage+`}`), &w); err != nil {
+			t.Fatal(err)
+		}
+		var a assembly
+		a.add(&w)
+		u, cost := a.chatUsage()
+		if u != c.want || (cost == nil) != (c.cost < 0) || (cost != nil && *cost != c.cost) {
+			t.Errorf("%s: usage %+v cost %v", c.name, u, cost)
+		}
+	}
+}
+
+func TestPrice(t *testing.T) {
+	cached := 0.1
+	c := &Client{ep: Endpoint{PricePromptPerM: 1, PriceCompletionPerM: 2, PriceCachedPromptPerM: &cached}}
+	u := chat.Usage{PromptTokens: 1_000_000, CachedTokens: 400_000, CompletionTokens: 500_000}
+	if got, want := c.price(u), 0.6+0.04+1.0; math.Abs(got-want) > 1e-12 {
+		t.Errorf("price %v, want %v", got, want)
+	}
+	c.ep.PriceCachedPromptPerM = nil
+	if got := c.price(u); math.Abs(got-2.0) > 1e-12 {
+		t.Errorf("cached at the prompt price: %v", got)
+	}
+	if got := c.Cost(chat.Usage{PromptTokens: 5, CostUSD: 0.5}); got != 0.5 {
+		t.Errorf("reported cost must win: %v", got)
+	}
+}
+
+func TestRateLimitHeaders(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := http.Header{}
+	h.Set("X-Ratelimit-Reset-Requests", "1m30.5s")
+	if at, ok := headerReset(h, now, "X-Ratelimit-Reset-Requests"); !ok || at != now.Add(90500*time.Millisecond) {
+		t.Errorf("Go duration: %v %v", at, ok)
+	}
+	h.Set("X-Ratelimit-Reset-Requests", "20ms")
+	if at, _ := headerReset(h, now, "X-Ratelimit-Reset-Requests"); at != now.Add(20*time.Millisecond) {
+		t.Errorf("ms: %v", at)
+	}
+	h.Set("X-Ratelimit-Reset", "2.5")
+	if at, _ := headerReset(h, now, "X-Ratelimit-Reset"); at != now.Add(2500*time.Millisecond) {
+		t.Errorf("seconds: %v", at)
+	}
+	h.Set("X-Ratelimit-Reset", "1767323045000")
+	if at, _ := headerReset(h, now, "X-Ratelimit-Reset"); !at.Equal(time.UnixMilli(1767323045000)) {
+		t.Errorf("epoch ms: %v", at)
+	}
+	if _, ok := headerReset(http.Header{"X-Ratelimit-Reset": {"soon"}}, now, "X-Ratelimit-Reset"); ok {
+		t.Error("garbage accepted")
+	}
+}
+
+func TestPacerBlockNeedsHeaders(t *testing.T) {
+	var p pacer
+	p.block(time.Now().Add(time.Hour)) // a 429 from a server without rate-limit headers
+	if w, err := p.wait(context.Background(), 1); err != nil || w != 0 {
+		t.Fatalf("blocked without rate-limit headers: %v %v", w, err)
+	}
+	h := http.Header{}
+	h.Set("X-Ratelimit-Remaining-Requests", "50")
+	h.Set("X-Ratelimit-Reset-Requests", "1s")
+	p.observe(h, time.Now())
+	p.block(time.Now().Add(120 * time.Millisecond))
+	if w, err := p.wait(context.Background(), 1); err != nil || w < 100*time.Millisecond {
+		t.Fatalf("a 429's Retry-After from a provider with rate-limit headers must hold the others: %v %v", w, err)
+	}
+}
+
+func TestPacerHoldsBackAtZero(t *testing.T) {
+	var p pacer
+	h := http.Header{}
+	h.Set("X-Ratelimit-Remaining-Requests", "1")
+	h.Set("X-Ratelimit-Reset-Requests", "150ms")
+	p.observe(h, time.Now())
+	ctx := context.Background()
+	if w, err := p.wait(ctx, 10); err != nil || w != 0 {
+		t.Fatalf("first request must go at once: %v %v", w, err)
+	}
+	start := time.Now()
+	w, err := p.wait(ctx, 10) // the budget is spent: wait for the reset
+	if err != nil || w < 100*time.Millisecond || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("second request waited %v (%v)", w, err)
+	}
+	h = http.Header{}
+	h.Set("X-Ratelimit-Remaining-Tokens", "100")
+	h.Set("X-Ratelimit-Reset-Tokens", "10s")
+	p.observe(h, time.Now())
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.wait(cctx, 500); err == nil {
+		t.Fatal("a request larger than the token budget went before the reset")
+	}
+	if w, err := p.wait(ctx, 50); err != nil || w != 0 {
+		t.Fatalf("a request within the token budget must go: %v %v", w, err)
+	}
+}
+
+func TestProviderLayering(t *testing.T) {
+	env := map[string]string{"CHAINEDSQL_GLM_MODEL": "glm-custom"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	os.WriteFile(path, []byte(`
+defaults:
+  provider: vllm
+teachers:
+  qwen:
+    provider: dashscope
+  deepseek:
+    provider: deepseek
+    base_url: http://127.0.0.1:9/v1
+    stream: true
+  glm:
+    provider: zai
+  gpt-oss:
+    thinking: false
+    extra_body:
+      chat_template_kwargs: {custom: 1}
+`), 0o644)
+	c, err := loadConfig(path, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := c.Endpoint("qwen")
+	if q.Provider != ProviderDashScope || q.Model != "qwen3.5-35b-a3b" || !q.Stream || q.APIKeyEnv != "DASHSCOPE_API_KEY" || !strings.Contains(q.BaseURL, "dashscope") {
+		t.Errorf("qwen on dashscope: %+v", q)
+	}
+	d, _ := c.Endpoint("deepseek")
+	if d.BaseURL != "http://127.0.0.1:9/v1" || d.Model != "deepseek-v4-flash" || !d.Stream || d.APIKeyEnv != "DEEPSEEK_API_KEY" {
+		t.Errorf("explicit fields must win over the profile: %+v", d)
+	}
+	g, _ := c.Endpoint("glm")
+	if g.Model != "glm-custom" || g.Provider != ProviderZAI {
+		t.Errorf("per-teacher env must win: %+v", g)
+	}
+	o, _ := c.Endpoint("gpt-oss")
+	if o.Provider != ProviderVLLM || o.Model != "openai/gpt-oss-120b" || o.APIKeyEnv != "" || o.Stream || o.BaseURL != "http://127.0.0.1:8000/v1" {
+		t.Errorf("gpt-oss on vllm from defaults: %+v", o)
+	}
+	os.WriteFile(path, []byte("teachers:\n  qwen:\n    provider: nosuch\n"), 0o644)
+	if _, err := loadConfig(path, lookup); err == nil || !strings.Contains(err.Error(), "nosuch") || !strings.Contains(err.Error(), "dashscope") {
+		t.Errorf("unknown provider: %v", err)
+	}
+}
+
+func TestThinkingFields(t *testing.T) {
+	on, off := true, false
+	cases := []struct {
+		provider, name, model, effort string
+		thinking                      *bool
+		want                          string
+	}{
+		{ProviderVLLM, "qwen", "Qwen/Qwen3.5-35B-A3B", "", &on, `{"chat_template_kwargs":{"enable_thinking":true}}`},
+		{ProviderSGLang, "deepseek", "deepseek-ai/DeepSeek-V4-Flash", "", &on, `{"chat_template_kwargs":{"thinking":true}}`},
+		{ProviderVLLM, "gpt-oss", "openai/gpt-oss-120b", "high", &on, `{"reasoning_effort":"high"}`},
+		{ProviderDashScope, "qwen", "qwen3.5-35b-a3b", "", &on, `{"enable_thinking":true}`},
+		{ProviderZAI, "glm", "glm-4.7-flash", "", &off, `{"thinking":{"type":"disabled"}}`},
+		{ProviderDeepSeek, "deepseek", "deepseek-v4-flash", "", &on, `{"thinking":{"type":"enabled"}}`},
+		{ProviderOpenRouter, "gpt-oss", "openai/gpt-oss-120b", "low", &on, `{"reasoning":{"effort":"low"}}`},
+		{ProviderOpenRouter, "glm", "z-ai/glm-4.7-flash", "", &on, `{"reasoning":{"enabled":true}}`},
+		{"", "qwen", "x", "medium", &on, `{"reasoning_effort":"medium"}`},
+		{ProviderVLLM, "my-model", "Qwen/Qwen3-8B", "", nil, `{}`},
+	}
+	for _, c := range cases {
+		e := Endpoint{Name: c.name, BaseURL: "http://x/v1", Model: c.model, Provider: c.provider, Thinking: c.thinking, ReasoningEffort: c.effort}
+		cl := &Client{ep: e.withDefaults()}
+		if err := cl.encodeBaseExtra(); err != nil {
+			t.Fatal(err)
+		}
+		if got := "{" + string(cl.baseJoin) + "}"; got != c.want {
+			t.Errorf("%s/%s: %s, want %s", c.provider, c.name, got, c.want)
 		}
 	}
 }
@@ -274,4 +482,26 @@ func TestBackoffBounds(t *testing.T) {
 	if d := c.backoff(1, time.Second); d != time.Second {
 		t.Errorf("Retry-After must win: %v", d)
 	}
+}
+
+// FuzzWireResponse feeds arbitrary bytes to the response decoding of plain bodies and stream
+// chunks: it never panics, and what it picks as reasoning is one of the fields' texts.
+func FuzzWireResponse(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning":"a","reasoning_details":[{"type":"reasoning.text","text":"b"}]},"finish_reason":null}],"usage":null}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":null,"reasoning":{"text":"x"}},"finish_reason":"length"}],"usage":{"prompt_cache_hit_tokens":3,"cost":1e-9}}`))
+	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"skip"}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w wireResponse
+		if json.Unmarshal(data, &w) != nil {
+			return
+		}
+		var a assembly
+		a.add(&w)
+		a.add(&w)
+		text, src := a.pickReasoning(fieldOrder)
+		if (text == "") != (src == "") {
+			t.Fatalf("reasoning %q from %q", text, src)
+		}
+		a.chatUsage()
+	})
 }

@@ -2,10 +2,12 @@
 // (hosted APIs, vLLM, SGLang, `student serve`) through github.com/sashabaranov/go-openai.
 //
 // A Client implements chat.Policy. It limits itself (a concurrency semaphore, RPM and TPM rate
-// limiters), retries transient faults with exponential backoff and full jitter (honouring
-// Retry-After), extracts reasoning text (reasoning_content, reasoning, or inline <think>), applies the
-// configured policy to empty replies and to finish_reason length/content_filter, and accounts
-// usage and cost. API keys are read from the environment when a Client is built and never appear in
+// limiters, and the provider's x-ratelimit-* headers), retries transient faults with exponential
+// backoff and full jitter (honouring Retry-After and retry-after-ms), sends plain or streamed
+// (SSE) requests, returns each reply as received (content, the separate reasoning text and the
+// field it came from, the finish reason), applies the configured policy to empty replies and to
+// finish_reason length/content_filter, and accounts usage and cost. Provider profiles (Profile)
+// carry each provider's conventions. API keys are read from the environment when a Client is built and never appear in
 // an error, a log line, an Endpoint or Stats.
 //
 // # Configuration
@@ -32,13 +34,19 @@
 //	rpm, tpm            RPM, TPM            requests / tokens per minute; 0 = unlimited
 //	temperature, top_p  TEMPERATURE, TOP_P  sampling; unset = the server's default
 //	max_tokens          MAX_TOKENS          completion budget; 0 = the server's default
-//	reasoning_effort    REASONING_EFFORT    sent as reasoning_effort when set
+//	provider            PROVIDER            provider profile: vllm, sglang, openrouter, deepseek, zai,
+//	                                        dashscope, together, fireworks, ollama, openai (see Profile)
+//	stream              STREAM              true: stream every request (SSE)
+//	stream_idle_timeout STREAM_IDLE_TIMEOUT longest silence inside a stream (default 2m)
+//	thinking            THINKING            true/false: ask for thinking in the provider's way
+//	reasoning_effort    REASONING_EFFORT    sent as reasoning_effort (OpenRouter: reasoning.effort)
 //	extra_body          (file only)         fields merged into the request JSON
 //	timeout             TIMEOUT             per attempt, Go duration ("90s", "10m")
 //	max_retries         MAX_RETRIES         retries after the first attempt
 //	backoff_base        BACKOFF_BASE        first backoff ceiling (doubles per retry)
 //	backoff_max         BACKOFF_MAX         backoff ceiling
 //	price_prompt_per_m  PRICE_PROMPT_PER_M  USD per 1M prompt tokens (per-teacher env only)
+//	price_cached_prompt_per_m PRICE_CACHED_PROMPT_PER_M  USD per 1M cached prompt tokens
 //	price_completion_per_m PRICE_COMPLETION_PER_M  USD per 1M completion tokens (per-teacher env only)
 //	on_empty, on_length, on_content_filter  ON_EMPTY, ON_LENGTH, ON_CONTENT_FILTER: keep|retry|fail
 //
@@ -66,14 +74,16 @@ const (
 
 // Defaults applied by New (and by Config.Endpoint) to zero fields of an Endpoint.
 const (
-	DefaultMaxConcurrency  = 16
-	DefaultTimeout         = 10 * time.Minute
-	DefaultBackoffBase     = 500 * time.Millisecond
-	DefaultBackoffMax      = 30 * time.Second
-	DefaultMaxRetries      = 6 // the presets' value; an Endpoint built by hand keeps its own (0 = no retries)
-	DefaultOnEmpty         = OnRetry
-	DefaultOnLength        = OnKeep
-	DefaultOnContentFilter = OnFail
+	DefaultMaxConcurrency = 16
+	DefaultTimeout        = 10 * time.Minute
+	DefaultBackoffBase    = 500 * time.Millisecond
+	DefaultBackoffMax     = 30 * time.Second
+	DefaultMaxRetries     = 6 // the presets' value; an Endpoint built by hand keeps its own (0 = no retries)
+	// DefaultStreamIdleTimeout is the longest silence a streamed attempt waits through.
+	DefaultStreamIdleTimeout = 2 * time.Minute
+	DefaultOnEmpty           = OnRetry
+	DefaultOnLength          = OnKeep
+	DefaultOnContentFilter   = OnFail
 	// DefaultAPIKeyEnv is the key variable of the presets and of the file's defaults.
 	DefaultAPIKeyEnv = "CHAINEDSQL_API_KEY"
 )
@@ -90,6 +100,19 @@ type Endpoint struct {
 	// APIKeyEnv names the environment variable holding the API key; "" means no key (a local
 	// server). The variable is read by New.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// Provider names the provider profile whose conventions apply (Providers lists them; ""
+	// for none): how thinking and reasoning effort are requested and which response field
+	// carries the reasoning. Config loading also takes the profile's base URL, key variable,
+	// model ids and streaming default below the explicit fields.
+	Provider string `json:"provider,omitempty"`
+	// Stream makes every request stream (SSE), usage included through stream_options.
+	Stream bool `json:"stream,omitempty"`
+	// StreamIdleTimeout fails a streamed attempt that receives nothing for this long, keep-alive
+	// comments included (0 → DefaultStreamIdleTimeout). Timeout still bounds the whole attempt.
+	StreamIdleTimeout time.Duration `json:"stream_idle_timeout_ns,omitempty"`
+	// Thinking, when set, asks the model to think (or not) in the provider's way; nil sends
+	// nothing and leaves the model's default.
+	Thinking *bool `json:"thinking,omitempty"`
 
 	// MaxConcurrency bounds requests in flight (0 → DefaultMaxConcurrency).
 	MaxConcurrency int `json:"max_concurrency"`
@@ -102,7 +125,8 @@ type Endpoint struct {
 	TopP        *float64 `json:"top_p,omitempty"`
 	// MaxTokens is sent as max_tokens when > 0 (a chat.Options value wins).
 	MaxTokens int `json:"max_tokens,omitempty"`
-	// ReasoningEffort is sent as reasoning_effort when set ("low", "medium", "high", …).
+	// ReasoningEffort is sent when set ("low", "medium", "high", …): as reasoning_effort, or
+	// in the provider's own form (OpenRouter: reasoning.effort).
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// ExtraBody fields are merged into the request JSON (e.g. chat_template_kwargs). They may not
 	// name model, messages or stream.
@@ -117,9 +141,13 @@ type Endpoint struct {
 	BackoffBase time.Duration `json:"backoff_base_ns"`
 	BackoffMax  time.Duration `json:"backoff_max_ns"`
 
-	// PricePromptPerM and PriceCompletionPerM are USD per 1M tokens, for Stats.CostUSD.
-	PricePromptPerM     float64 `json:"price_prompt_per_m,omitempty"`
-	PriceCompletionPerM float64 `json:"price_completion_per_m,omitempty"`
+	// PricePromptPerM and PriceCompletionPerM are USD per 1M tokens, for Stats.CostUSD;
+	// PriceCachedPromptPerM prices prompt tokens served from the provider's cache (nil: at
+	// PricePromptPerM). A provider-reported cost (OpenRouter's usage.cost) is used instead when
+	// there is one.
+	PricePromptPerM       float64  `json:"price_prompt_per_m,omitempty"`
+	PriceCachedPromptPerM *float64 `json:"price_cached_prompt_per_m,omitempty"`
+	PriceCompletionPerM   float64  `json:"price_completion_per_m,omitempty"`
 
 	// OnEmpty applies to a reply whose content is blank ("" → DefaultOnEmpty, retry).
 	// OnLength applies to finish_reason "length" ("" → DefaultOnLength, keep).
@@ -140,11 +168,14 @@ const (
 
 // Presets returns the built-in teachers: gpt-oss (gpt-oss-120b), deepseek (deepseek-v4-flash),
 // glm (glm-4.7-flash) and qwen (qwen3.5-35b-a3b). They have no base URL of their own (set
-// CHAINEDSQL_BASE_URL or base_url), read their key from CHAINEDSQL_API_KEY, and carry no prices
-// (set price_*_per_m to get costs). The map is a fresh copy.
+// CHAINEDSQL_BASE_URL or base_url, or a provider), read their key from CHAINEDSQL_API_KEY
+// unless a provider names another, ask for thinking (sent only where a provider says how), and
+// carry no prices (set price_*_per_m to get costs). The map is a fresh copy.
 func Presets() map[string]Endpoint {
 	mk := func(name, model string) Endpoint {
+		on := true
 		return Endpoint{
+			Thinking:       &on,
 			Name:           name,
 			Model:          model,
 			APIKeyEnv:      DefaultAPIKeyEnv,
@@ -164,7 +195,7 @@ func Presets() map[string]Endpoint {
 }
 
 // reservedBodyKeys are request fields ExtraBody may not replace: the client sets them itself.
-var reservedBodyKeys = []string{"model", "messages", "stream"}
+var reservedBodyKeys = []string{"model", "messages", "stream", "stream_options"}
 
 // withDefaults returns e with defaults filled into zero fields.
 func (e Endpoint) withDefaults() Endpoint {
@@ -189,10 +220,25 @@ func (e Endpoint) withDefaults() Endpoint {
 	if e.OnContentFilter == "" {
 		e.OnContentFilter = DefaultOnContentFilter
 	}
+	if e.StreamIdleTimeout == 0 {
+		e.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
 	if e.ExtraBody != nil {
 		e.ExtraBody = maps.Clone(e.ExtraBody)
 	}
+	e.Thinking = clonePtr(e.Thinking)
+	e.PriceCachedPromptPerM = clonePtr(e.PriceCachedPromptPerM)
 	return e
+}
+
+// clonePtr returns a pointer to a copy of *p, nil for nil, so that copies of an Endpoint do not
+// share their optional fields.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // Validate reports the first problem of e (after defaults), naming the teacher and the field.
@@ -230,8 +276,13 @@ func (e Endpoint) Validate() error {
 		return bad("max_retries %d is negative", e.MaxRetries)
 	case e.BackoffBase < 0 || e.BackoffMax < 0:
 		return bad("backoff durations must not be negative")
-	case e.PricePromptPerM < 0 || e.PriceCompletionPerM < 0:
+	case e.PricePromptPerM < 0 || e.PriceCompletionPerM < 0 || (e.PriceCachedPromptPerM != nil && *e.PriceCachedPromptPerM < 0):
 		return bad("prices must not be negative")
+	case e.StreamIdleTimeout < 0:
+		return bad("stream_idle_timeout %v is negative", e.StreamIdleTimeout)
+	}
+	if _, err := ProfileOf(e.Provider); err != nil {
+		return bad("%v", err)
 	}
 	for field, v := range map[string]string{"on_empty": e.OnEmpty, "on_length": e.OnLength, "on_content_filter": e.OnContentFilter} {
 		if v != OnKeep && v != OnRetry && v != OnFail {

@@ -13,6 +13,9 @@ const (
 	ReasonConnection    = "connection"     // refused, reset, EOF, other transport errors
 	ReasonMalformed     = "malformed_json" // a 2xx body that is not a chat completion (invalid or truncated JSON)
 	ReasonEmptyChoices  = "empty_choices"  // a completion with no choices
+	ReasonStreamIdle    = "stream_idle"    // a stream sent nothing for Endpoint.StreamIdleTimeout
+	ReasonIncomplete    = "incomplete"     // a stream ended before the reply's finish_reason
+	ReasonProviderFault = "provider_fault" // a provider finish reason that means the reply was cut by a fault (DeepSeek insufficient_system_resource, Zhipu network_error)
 	ReasonEmpty         = "empty_content"  // blank content (Endpoint.OnEmpty)
 	ReasonLength        = "length"         // finish_reason length (Endpoint.OnLength)
 	ReasonContentFilter = "content_filter" // finish_reason content_filter (Endpoint.OnContentFilter)
@@ -67,7 +70,8 @@ func Reason(err error) string {
 // retryableReason reports whether a fault of this reason is worth another attempt.
 func retryableReason(r string) bool {
 	switch r {
-	case ReasonRateLimited, ReasonServer, ReasonTimeout, ReasonConnection, ReasonMalformed, ReasonEmptyChoices:
+	case ReasonRateLimited, ReasonServer, ReasonTimeout, ReasonConnection, ReasonMalformed, ReasonEmptyChoices,
+		ReasonStreamIdle, ReasonIncomplete, ReasonProviderFault:
 		return true
 	}
 	return false

@@ -1,9 +1,10 @@
 // Command curate turns distill run directories into a Parquet training dataset, verifies its
 // token counts and prints its statistics.
 //
-//	curate build RUN_DIR... [--tokenizer PATH] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
+//	curate build RUN_DIR... [--tokenizer PATH] [--think auto|field|inline|none] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
 //	curate verify DATASET_DIR [--tokenizer PATH]
 //	curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
+//	curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
 package main
 
 import (
@@ -29,10 +30,13 @@ import (
 const TokenizerEnv = "CHAINEDSQL_TOKENIZER"
 
 const usage = `usage:
-  curate build RUN_DIR... --out DATASET_DIR [--tokenizer PATH] [--max-length 32768] [--rows-per-shard N] [--epochs N]
+  curate build RUN_DIR... --out DATASET_DIR [--tokenizer PATH] [--think auto|field|inline|none] [--max-length 32768] [--rows-per-shard N] [--epochs N]
   curate verify DATASET_DIR [--tokenizer PATH]
   curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
+  curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
 
+curate view serves a web app over a dataset dir, a run dir (read live while distill writes
+it) or eval dirs (two or more: the compare view).
 --tokenizer is a tokenizer.json or a directory holding one. Without it curate uses
 $CHAINEDSQL_TOKENIZER, else ../shared/tokenizer/qwen2.5 when that directory exists.
 Run "curate COMMAND -h" for the flags of one command.
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return cmdStats(ctx, args[1:], stdout, stderr)
+	case "view":
+		return cmdView(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -137,6 +143,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("curate build", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tokPath := tokenizerFlag(fs)
+	think := fs.String("think", string(curate.ThinkAuto), "where assistant messages' <think> comes from: auto (the reasoning field, else the inline block), field, inline, none")
 	maxLen := fs.Int("max-length", curate.DefaultMaxLength, "exclude rows with more tokens than this")
 	out := fs.String("out", "", "dataset directory to create (must not exist, or be empty)")
 	perShard := fs.Int("rows-per-shard", curate.DefaultRowsPerShard, "rows per Parquet file")
@@ -153,6 +160,10 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *out == "" {
 		return errors.New("build: --out DATASET_DIR is required")
 	}
+	mode, err := curate.ParseThinkMode(*think)
+	if err != nil {
+		return fmt.Errorf("build: --think: %w", err)
+	}
 	tok, name, err := loadTokenizer(*tokPath)
 	if err != nil {
 		return err
@@ -160,7 +171,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	began := time.Now()
 	last := began
 	opts := curate.BuildOptions{
-		Tokenizer: tok, TokenizerName: name, MaxLength: *maxLen, Out: *out, RowsPerShard: *perShard,
+		Tokenizer: tok, TokenizerName: name, Think: mode, MaxLength: *maxLen, Out: *out, RowsPerShard: *perShard,
 		Epochs: *epochs, Workers: *workers,
 	}
 	if !*quiet {
@@ -179,6 +190,8 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d rows in %d shards (%d trajectories, %d excluded), %d tokens (%d trainable), %s\n",
 		rep.Dir, rep.Rows, len(rep.Shards), rep.Trajectories, rep.ExcludedCount, rep.Tokens.Sum, rep.TrainableTokens, rep.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "think %s: %d turns from the reasoning field, %d inline, %d none; %d inline blocks left out; %d truncated turns\n",
+		rep.ThinkMode, rep.Think.Field, rep.Think.Inline, rep.Think.None, rep.Think.InlineDropped, rep.Think.TruncatedTurns)
 	for i, e := range rep.Excluded {
 		if i == 20 {
 			fmt.Fprintf(stdout, "  … %d more in %s\n", len(rep.Excluded)-20, filepath.Join(rep.Dir, curate.StatsFile))
@@ -237,7 +250,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	asMD := fs.Bool("markdown", false, "print Markdown tables")
-	plots := fs.String("plots", "", "write PNG plots (token lengths, turns per teacher) into DIR")
+	plots := fs.String("plots", "", "write PNG charts per teacher (token length, turns used, convergence/exec-ok/correct rates, format violations) into DIR")
 	epochs := fs.Int("epochs", 0, "multiply trainable tokens by N (default: the build's --epochs, else 1)")
 	pos, err := parse(fs, args)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // runLoad copies the SQLite database of every distinct db_id of a task spec into PostgreSQL
-// (schema = db_id) or MySQL (database = db_id), where distill's Connector finds them.
+// (schema = db_id) or MySQL (database = db_id), where distill's Connector finds them, and
+// creates or updates the reader that statements run as, granted read access to each of them.
 func runLoad(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("distill load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -24,6 +26,8 @@ func runLoad(args []string, stderr io.Writer) int {
 	dialect := fs.String("dialect", "", "target: postgres or mysql")
 	dsn := fs.String("dsn", "", "DSN of the target server")
 	limit := fs.Int("limit", 0, "only the databases of the first N tasks (0 = all)")
+	reader := fs.String("reader", envOr("CHAINEDSQL_READER", datasets.DefaultReader), "role (postgres) or user (mysql) created or updated to run the statements as, granted read access to the loaded databases; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+	readerHosts := fs.String("reader-hosts", strings.Join(datasets.DefaultReaderHosts, ","), "mysql: comma-separated hosts the reader user is created for (the host this machine connects from must be one)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,6 +66,13 @@ func runLoad(args []string, stderr io.Writer) int {
 	sort.Strings(ids)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var hosts []string
+	for _, h := range strings.Split(*readerHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	setup := datasets.ReaderSetup{Name: *reader, Hosts: hosts}
 	for i, id := range ids {
 		st, err := datasets.CopySQLite(ctx, paths[id], d, *dsn, id)
 		if err != nil {
@@ -75,6 +86,22 @@ func runLoad(args []string, stderr io.Writer) int {
 		for _, n := range st.Notes {
 			fmt.Fprintf(stderr, "    note: %s\n", n)
 		}
+	}
+	rep, err := datasets.EnsureReader(ctx, d, *dsn, setup, ids)
+	if err != nil {
+		return fail(fmt.Errorf("the reader statements run as: %w", err))
+	}
+	what := "updated"
+	if rep.Created {
+		what = "created"
+	}
+	kind := map[datasets.Dialect]string{datasets.Postgres: "schema", datasets.MySQL: "database"}[d]
+	if len(rep.Granted) != 1 {
+		kind += "s"
+	}
+	fmt.Fprintf(stderr, "reader %s %s: may read the %d loaded %s, nothing else (its password is kept on the server, in chainedsql_meta)\n", rep.Name, what, len(rep.Granted), kind)
+	for _, c := range rep.Changes {
+		fmt.Fprintf(stderr, "    reset: %s\n", c)
 	}
 	return 0
 }

@@ -18,6 +18,19 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
+// testReader returns a reader name unique to this test run, dropped from dialect d's test
+// server (through dsn) when the test ends.
+func testReader(t *testing.T, d datasets.Dialect, dsn string) string {
+	t.Helper()
+	name := fmt.Sprintf("cs_rd_ld%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		if err := datasets.DropReader(context.Background(), d, dsn, name); err != nil {
+			t.Errorf("drop reader %s: %v", name, err)
+		}
+	})
+	return name
+}
+
 func TestLoadFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -54,12 +67,20 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	if dsn == shared.PostgresDSN() {
 		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
 	}
-	args := []string{"load", "--tasks", "spider:" + dev, "--limit", "10", "--dialect", "postgres", "--dsn", dsn}
+	reader := testReader(t, datasets.Postgres, shared.PostgresDSN()) // dropped after the database
+	args := []string{"load", "--tasks", "spider:" + dev, "--limit", "10", "--dialect", "postgres", "--dsn", dsn, "--reader", reader}
 	var out, errb bytes.Buffer
+	// Before the load, the run stops at once and says what to do.
+	if code := run([]string{"--teachers", "oracle", "--tasks", "spider:" + dev, "--limit", "10", "--dialects", "postgres",
+		"--pg-dsn", dsn, "--reader", reader, "--out", filepath.Join(t.TempDir(), "none"), "--progress", "off"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "distill load") || !strings.Contains(errb.String(), reader) || !strings.Contains(errb.String(), "nothing was run") {
+		t.Errorf("no reader yet: exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
 	if code := run(args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(errb.String(), "concert_singer → postgres: 4 tables") {
+	if !strings.Contains(errb.String(), "concert_singer → postgres: 4 tables") || !strings.Contains(errb.String(), "reader "+reader+" created: may read the 1 loaded schema,") {
 		t.Errorf("progress:\n%s", errb.String())
 	}
 	errb.Reset()
@@ -71,7 +92,7 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	errb.Reset()
 	runDir := filepath.Join(t.TempDir(), "pg")
 	if code := run([]string{"--teachers", "oracle", "--tasks", "spider:" + dev, "--limit", "10", "--dialects", "postgres",
-		"--pg-dsn", dsn, "--out", runDir, "--progress", "off"}, &out, &errb); code != 0 {
+		"--pg-dsn", dsn, "--reader", reader, "--out", runDir, "--progress", "off"}, &out, &errb); code != 0 {
 		t.Fatalf("distill on postgres: exit %d: %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), "10 done now") || !strings.Contains(out.String(), "postgres") || strings.Count(out.String(), "100.0%") != 3 {
@@ -81,7 +102,7 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &datasets.Connector{PostgresDSN: dsn}
+	c := &datasets.Connector{PostgresDSN: dsn, Access: datasets.Access{Reader: reader}}
 	defer c.Close()
 	for _, task := range tasks[:10] {
 		pg, err := c.Open(context.Background(), datasets.Postgres, task)
@@ -147,15 +168,16 @@ func TestLoadIntoMySQL(t *testing.T) {
 		admin.Exec("DELETE FROM chainedsql_meta.copies WHERE target = ?", id)
 	}()
 	spec := "spider:" + filepath.Join(dir, "dev.json")
+	reader := testReader(t, datasets.MySQL, shared.MySQLDSN())
 	var out, errb bytes.Buffer
-	if code := run([]string{"load", "--tasks", spec, "--dialect", "mysql", "--dsn", shared.MySQLDSN()}, &out, &errb); code != 0 {
+	if code := run([]string{"load", "--tasks", spec, "--dialect", "mysql", "--dsn", shared.MySQLDSN(), "--reader", reader}, &out, &errb); code != 0 {
 		t.Fatalf("load: exit %d: %s", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), id+" → mysql: 4 tables") {
 		t.Errorf("progress:\n%s", errb.String())
 	}
 	out.Reset()
-	if code := run([]string{"--teachers", "oracle", "--tasks", spec, "--dialects", "mysql", "--mysql-dsn", shared.MySQLDSN(),
+	if code := run([]string{"--teachers", "oracle", "--tasks", spec, "--dialects", "mysql", "--mysql-dsn", shared.MySQLDSN(), "--reader", reader,
 		"--out", filepath.Join(dir, "run"), "--progress", "off"}, &out, &errb); code != 0 {
 		t.Fatalf("distill on mysql: exit %d: %s", code, errb.String())
 	}

@@ -51,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dialectList = fs.String("dialects", "sqlite", "comma-separated dialects: sqlite, postgres, mysql")
 		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
 		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+		reader      = fs.String("reader", envOr("CHAINEDSQL_READER", datasets.DefaultReader), "role/user (made by distill load) the statements run as on the servers; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 		samples     = fs.Int("samples", 1, "trajectories per (task, teacher, dialect)")
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per episode")
 		out         = fs.String("out", "runs/demo", "run dir (created, or resumed when it exists)")
@@ -127,7 +129,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *limit > 0 && *limit < len(tasks) {
 		tasks = tasks[:*limit]
 	}
-	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot}
+	conn := &datasets.Connector{PostgresDSN: *pgDSN, MySQLDSN: *myDSN, SQLiteRoot: *dbRoot,
+		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
 	defer conn.Close()
 	for _, d := range dialects {
 		if d == datasets.Postgres && conn.PostgresDSN == "" {
@@ -140,6 +143,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	if err := distill.CheckDatabases(context.Background(), conn, tasks, dialects); err != nil {
 		return fail(err)
+	}
+	for _, w := range conn.DSNUserWarnings(context.Background(), dialects) {
+		fmt.Fprintf(stderr, "distill: WARNING: %s\n", w)
 	}
 
 	var chatOpts chat.Options
@@ -198,6 +204,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	return 0
+}
+
+// envOr returns the environment variable key, or def when it is empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 // needsTeachers reports whether any spec of list may name a configured teacher.

@@ -18,6 +18,8 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/inference/cuda"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -41,7 +43,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		out         = fs.String("out", "", "eval dir (created, or resumed when it exists; default evals/POLICY)")
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per task")
 		limit       = fs.Int("limit", 0, "evaluate only the first N tasks (0 = all)")
-		backend     = fs.String("backend", "cpu", "student runtime backend: cpu (cuda is not built)")
+		backend     = fs.String("backend", "cpu", "student runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 		batch       = fs.Int("batch", 0, "conversations in flight (0 = the policy's own, else 16)")
 		shardSpec   = fs.String("shard", "", "evaluate only part I/N of the tasks (e.g. 0/4, one per machine); join the parts with student merge")
 		samples     = fs.Int("samples", 1, "trajectories per task (needs --temperature > 0 to differ)")
@@ -56,6 +58,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dialect     = fs.String("dialect", "sqlite", "engine the tasks run on: sqlite, postgres (--pg-dsn) or mysql (--mysql-dsn)")
 		pgDSN       = fs.String("pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
 		myDSN       = fs.String("mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+		reader      = fs.String("reader", readerDefault(), "role/user (made by distill load) the statements run as on the servers; the DSN's user only looks up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+		asDSNUser   = fs.Bool("exec-as-dsn-user", false, "run the statements as the DSN's own user instead of the reader: UNSAFE unless you made that user read-only yourself")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -71,12 +75,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	switch *backend {
-	case "cpu":
-	case "cuda":
-		return fail(errors.New("--backend cuda: this binary has no CUDA backend built; use --backend cpu"))
-	default:
-		return fail(fmt.Errorf("--backend %q: want cpu", *backend))
+	// A backend that cannot run here is one clear line before anything starts.
+	if b, err := student.ParseBackend(*backend); err != nil {
+		return fail(fmt.Errorf("--%w", err))
+	} else if b != student.BackendCPU {
+		if err := cuda.Check(b); err != nil {
+			return fail(fmt.Errorf("--backend %s: %w", b, err))
+		}
 	}
 	if *taskSpec == "" {
 		return fail(errors.New("--tasks is required (bird:PATH/dev.json, minidev:PATH, spider:PATH or sample)"))
@@ -118,7 +123,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--progress %q: want auto, live, log or off", *progress))
 	}
 	// The student:DIR policy takes what its spec cannot carry from the environment.
-	for env, v := range map[string]string{policies.EnvStudentTokenizer: *tokenizer, policies.EnvStudentDType: *dtype} {
+	for env, v := range map[string]string{policies.EnvStudentTokenizer: *tokenizer, policies.EnvStudentDType: *dtype, policies.EnvStudentBackend: *backend} {
 		if v != "" {
 			os.Setenv(env, v)
 		}
@@ -148,11 +153,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir = filepath.Join("evals", h.Name)
 	}
-	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN}
+	conn := &datasets.Connector{SQLiteRoot: *dbRoot, PostgresDSN: *pgDSN, MySQLDSN: *myDSN,
+		Access: datasets.Access{Reader: *reader, AsDSNUser: *asDSNUser}}
 	defer conn.Close()
 	// A missing database or a bad DSN is one clear error, not a run of failed episodes.
 	if err := distill.CheckDatabases(ctx, conn, tasks, []datasets.Dialect{d}); err != nil {
 		return fail(err)
+	}
+	for _, w := range conn.DSNUserWarnings(ctx, []datasets.Dialect{d}) {
+		fmt.Fprintf(stderr, "student eval: WARNING: %s\n", w)
 	}
 
 	opts := chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
@@ -190,4 +199,12 @@ func evalPolicySpec(model, policy string) (string, error) {
 		return policy, nil
 	}
 	return "", errors.New("give --model DIR (the student) or --policy SPEC (oracle, teacher:NAME, student:DIR)")
+}
+
+// readerDefault is --reader's default: $CHAINEDSQL_READER, else datasets.DefaultReader.
+func readerDefault() string {
+	if v := os.Getenv("CHAINEDSQL_READER"); v != "" {
+		return v
+	}
+	return datasets.DefaultReader
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -82,7 +84,7 @@ func TestEvalFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "cuda"}, "no CUDA backend"},
+		{[]string{"--policy", "oracle", "--tasks", "bird:" + dev, "--backend", "rocm"}, "want cpu, cuda or cuda-emulated"},
 		{[]string{"--policy", "oracle", "--model", "x", "--tasks", "bird:" + dev}, "not both"},
 		{[]string{"--tasks", "bird:" + dev}, "--model DIR"},
 		{[]string{"--policy", "oracle"}, "--tasks is required"},
@@ -96,6 +98,16 @@ func TestEvalFlagErrors(t *testing.T) {
 			t.Errorf("eval %v: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
 		}
 	}
+	// A CUDA backend that cannot run here is refused before the run starts.
+	for _, b := range []string{cuda.BackendCUDA, cuda.BackendEmulated} {
+		if cuda.Check(b) == nil {
+			continue
+		}
+		code, _, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--backend", b)
+		if want := "--backend " + b + ": cuda: backend unavailable"; code == 0 || !strings.Contains(errs, want) {
+			t.Errorf("--backend %s: exit %d, stderr %q, want %q", b, code, errs, want)
+		}
+	}
 	if code, _, errs := run(t, "score", "--tasks", "bird:"+dev); code == 0 || !strings.Contains(errs, "--predictions") {
 		t.Errorf("score without predictions: %d %q", code, errs)
 	}
@@ -104,6 +116,23 @@ func TestEvalFlagErrors(t *testing.T) {
 	}
 	if code, _, errs := run(t, "compare", t.TempDir()); code != 1 || !strings.Contains(errs, "summary.json") {
 		t.Errorf("compare of a dir without summary: %d %q", code, errs)
+	}
+}
+
+// TestEvalNeedsReader: on a server, student eval runs as the reader distill load made; without
+// it, it stops before the first task, naming distill load, and writes no eval dir.
+func TestEvalNeedsReader(t *testing.T) {
+	shared.SkipServers(t)
+	dev := birdDir(t)
+	out := filepath.Join(t.TempDir(), "eval")
+	reader := "cs_rd_none_" + strconv.Itoa(os.Getpid())
+	code, _, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--dialect", "postgres",
+		"--pg-dsn", shared.PostgresDSN(), "--reader", reader, "--out", out, "--progress", "off")
+	if code != 1 || !strings.Contains(errs, "distill load") || !strings.Contains(errs, reader) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("eval dir created: %v", err)
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/inference/student"
 )
 
 func init() {
@@ -24,7 +24,7 @@ func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	idList := fs.String("ids", "", "comma-separated token ids, e.g. 151644,872,198 (required)")
 	top := fs.Int("top", 0, "print only the N largest logits of each position as [id, logit] pairs (0: all)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: student logits --model DIR --ids 1,2,3 [--top N] [--dtype ...] [--threads N]")
+		fmt.Fprintln(stderr, "usage: student logits --model DIR --ids 1,2,3 [--top N] [--dtype ...] [--threads N] [--backend cpu|cuda|cuda-emulated]")
 		fmt.Fprintln(stderr, "\nOne forward pass over the ids; prints {\"model\", \"dtype\", \"ids\", \"vocab_size\", \"positions\": [...]}")
 		fmt.Fprintln(stderr, "where each position has its \"logits\" (or \"top\" with --top), \"max\" and \"argmax\".")
 		fs.PrintDefaults()
@@ -45,15 +45,15 @@ func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "student logits: --top must be >= 0")
 		return 2
 	}
-	wt, err := qwen2.ParseWeightType(mf.dtype)
-	if err != nil {
+	if _, err := qwen2.ParseWeightType(mf.dtype); err != nil {
 		fmt.Fprintf(stderr, "student logits: %v\n", err)
 		return 2
 	}
-	if mf.threads > 0 {
-		cpu.SetThreads(mf.threads)
+	if _, err := student.ParseBackend(mf.backend); err != nil {
+		fmt.Fprintf(stderr, "student logits: --%v\n", err)
+		return 2
 	}
-	m, err := qwen2.Load(mf.dir, qwen2.Options{DType: wt, Mmap: mf.mmap})
+	m, err := student.LoadModel(mf.dir, mf.options())
 	if err != nil {
 		fmt.Fprintf(stderr, "student logits: %v\n", err)
 		return 1

@@ -12,6 +12,7 @@ import (
 // modelFlags are the flags every model-loading subcommand shares.
 type modelFlags struct {
 	dir, tokenizer, dtype string
+	backend               string
 	threads               int
 	mmap                  bool
 }
@@ -26,6 +27,7 @@ func newModelFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *modelFlags)
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $CHAINEDSQL_TOKENIZER)")
 	fs.StringVar(&m.dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
 	fs.IntVar(&m.threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
+	fs.StringVar(&m.backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	fs.BoolVar(&m.mmap, "mmap", false, "use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
 	return fs, m
 }
@@ -44,5 +46,5 @@ func (m *modelFlags) options() student.Options {
 	if tok == "" {
 		tok = os.Getenv("CHAINEDSQL_TOKENIZER")
 	}
-	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads, Mmap: m.mmap}
+	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -73,17 +72,14 @@ func FromEndpoint(ep teachers.Endpoint) (*distill.PolicyHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	pp, pc := ep.PricePromptPerM, ep.PriceCompletionPerM
 	return &distill.PolicyHandle{
 		Name:        ep.Name,
 		Model:       ep.Model,
 		Policy:      c,
 		Concurrency: ep.MaxConcurrency,
 		Stats:       func() any { return c.Stats() },
-		Cost: func(u chat.Usage) float64 {
-			return (float64(u.PromptTokens)*pp + float64(u.CompletionTokens)*pc) / 1e6
-		},
-		Reason: teachers.Reason,
-		Close:  func() error { c.Close(); return nil },
+		Cost:        c.Cost,
+		Reason:      teachers.Reason,
+		Close:       func() error { c.Close(); return nil },
 	}, nil
 }

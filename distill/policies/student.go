@@ -21,6 +21,8 @@ const (
 	// EnvStudentMmap, when 1, uses the weights in place from the mapped files (shared page
 	// cache between processes) instead of copying them into huge-page memory.
 	EnvStudentMmap = "CHAINEDSQL_STUDENT_MMAP"
+	// EnvStudentBackend is the runtime backend: cpu (default), cuda or cuda-emulated.
+	EnvStudentBackend = "CHAINEDSQL_STUDENT_BACKEND"
 )
 
 func init() {
@@ -29,7 +31,7 @@ func init() {
 
 // openStudent loads the bundled runtime on the model directory dir as a policy.
 func openStudent(dir string) (chat.Policy, string, error) {
-	opts := student.Options{Tokenizer: os.Getenv(EnvStudentTokenizer), DType: os.Getenv(EnvStudentDType)}
+	opts := student.Options{Tokenizer: os.Getenv(EnvStudentTokenizer), DType: os.Getenv(EnvStudentDType), Backend: os.Getenv(EnvStudentBackend)}
 	switch v := os.Getenv(EnvStudentMmap); v {
 	case "", "0":
 	case "1":

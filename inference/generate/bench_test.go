@@ -3,6 +3,8 @@ package generate_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -80,4 +82,51 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 		toy.ResetCalls()
 	}
 	b.ReportMetric(float64(b.N*16*64)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkSharedPrompt is eight requests with a common 1,024-token prompt prefix and their own
+// 32-token suffixes, arriving together, 8 greedy tokens each, with prefix sharing and without
+// (CacheTokens -1): on the tiny checkpoint, and on the 0.5B checkpoint that the qwen2 benchmarks
+// keep in $CHAINEDSQL_BENCH_05B when that is set. req/s is requests completed per second.
+func BenchmarkSharedPrompt(b *testing.B) {
+	models := []string{shared.Path(b, "models/tiny-qwen2-f32")}
+	if dir := os.Getenv("CHAINEDSQL_BENCH_05B"); dir != "" {
+		models = append(models, dir)
+	}
+	for _, dir := range models {
+		m, err := qwen2.Load(dir, qwen2.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prompts := tinyShared(8, 1024, 32)
+		for _, share := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/share=%v", filepath.Base(dir), share), func(b *testing.B) {
+				cfg := generate.Config{MaxBatch: 8}
+				if !share {
+					cfg.CacheTokens = -1
+				}
+				var st generate.Stats
+				for b.Loop() {
+					g, err := generate.New(m, cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var wg sync.WaitGroup
+					for _, p := range prompts {
+						wg.Go(func() {
+							if _, err := g.Generate(context.Background(), generate.Request{Prompt: p, MaxTokens: 8, IgnoreEOS: true}); err != nil {
+								b.Error(err)
+							}
+						})
+					}
+					wg.Wait()
+					st = g.Stats()
+					g.Close()
+				}
+				b.ReportMetric(float64(len(prompts)*b.N)/b.Elapsed().Seconds(), "req/s")
+				b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "cached-share")
+			})
+		}
+		m.Close()
+	}
 }

@@ -1,9 +1,13 @@
 // Package generate turns a Model into a text generator: sampling (greedy, temperature, top-k,
 // top-p, seeded per request), stop tokens and length limits, a scheduler that batches the decode
 // steps of every active sequence into one Forward (continuous batching: requests join and leave
-// between steps, prompts are prefilled in chunks), per-request cancellation, and reuse of the KV
-// caches of finished requests for later prompts that extend them (a conversation re-sending its
-// whole history prefills only its new tokens).
+// between steps, prompts are prefilled in chunks), per-request cancellation, and prefix caching:
+// the KV caches of finished requests are kept in a radix tree over their token ids (prefix.go),
+// and a new request starts from the longest prefix of its prompt that a kept or running request
+// holds, prefilling only the rest. With caches that fork (Forker: a paged cache sharing blocks by
+// reference) many requests share one computed prefix, such as a system prompt, and requests that
+// arrive together with a common prefix wait for the first of them to compute it; a conversation
+// re-sending its history prefills only its new tokens either way.
 package generate
 
 import (
@@ -39,9 +43,11 @@ type Config struct {
 	// PrefillChunk is the most prompt tokens one sequence feeds per Forward (default 256), so a
 	// long prompt does not stall the others' decoding.
 	PrefillChunk int
-	// CacheTokens bounds the tokens held by the finished requests' KV caches kept for prefix
-	// reuse (default 65536); the least recently used are released first. Negative disables
-	// reuse.
+	// CacheTokens bounds the finished requests' KV caches kept for prefix reuse (default 65536):
+	// the distinct tokens they hold (a prefix several of them share counts once) and, for a model
+	// that reports its KV blocks, the KV memory in use beyond the running requests' own tokens,
+	// in tokens (blocks rounded up). The least recently used go first. Negative disables reuse
+	// (also between running requests).
 	CacheTokens int
 	// Headroom is the capacity a new cache gets beyond what its request needs (default 1024),
 	// so that the conversation's next turn fits and can reuse it. (A model whose caches grow
@@ -127,33 +133,49 @@ type Generator struct {
 	// Owned by the scheduler goroutine.
 	waiting []*Sequence
 	active  []*Sequence
-	pool    []*entry
-	idle    int // tokens held by the pool's caches
+	tree    prefixTree // the kept caches
 	clock   uint64
+	forking bool // the model's caches implement Forker
 }
 
 // Stats are a Generator's counters since New.
 type Stats struct {
-	Requests       int   `json:"requests"`         // requests admitted
-	Forwards       int   `json:"forwards"`         // Forward calls
-	ForwardTokens  int64 `json:"forward_tokens"`   // tokens fed through Forward
-	MaxBatchSeen   int   `json:"max_batch_seen"`   // most sequences in one Forward
-	Active         int   `json:"active"`           // sequences in flight now
-	Waiting        int   `json:"waiting"`          // requests waiting for a place in the batch now
-	PromptTokens   int64 `json:"prompt_tokens"`    // prompt tokens of admitted requests
-	CachedTokens   int64 `json:"cached_tokens"`    // prompt tokens served by a kept cache
-	Generated      int64 `json:"generated"`        // tokens sampled
-	CachesKept     int   `json:"caches_kept"`      // caches in the reuse pool now
-	CacheTokensNow int   `json:"cache_tokens_now"` // the tokens they hold
+	Requests      int   `json:"requests"`       // requests admitted
+	Forwards      int   `json:"forwards"`       // Forward calls
+	ForwardTokens int64 `json:"forward_tokens"` // tokens fed through Forward
+	MaxBatchSeen  int   `json:"max_batch_seen"` // most sequences in one Forward
+	Active        int   `json:"active"`         // sequences in flight now
+	Waiting       int   `json:"waiting"`        // requests not yet admitted now
+	PromptTokens  int64 `json:"prompt_tokens"`  // prompt tokens of admitted requests
+	// CachedTokens of them were not computed for the request: they came from a kept cache or
+	// from a running request's (SharedTokens of them from another request than the same
+	// conversation's previous turn, i.e. a prefix the request did not extend in full).
+	CachedTokens int64 `json:"cached_tokens"`
+	SharedTokens int64 `json:"shared_tokens"`
+	// PrefixHits requests started from a cached prefix, FromRunning of them from a running
+	// request's cache; WaitedForPrefix requests waited for a running request to compute the
+	// prefix they share with it.
+	PrefixHits      int   `json:"prefix_hits"`
+	FromRunning     int   `json:"from_running"`
+	WaitedForPrefix int   `json:"waited_for_prefix"`
+	Generated       int64 `json:"generated"` // tokens sampled
+	CachesKept      int   `json:"caches_kept"`
+	// CacheTokensNow is the distinct tokens the kept caches hold (what CacheTokens bounds);
+	// Evicted counts kept caches released to stay within it.
+	CacheTokensNow int `json:"cache_tokens_now"`
+	Evicted        int `json:"evicted"`
+	// KVBlocks and KVBytes are the model's KV memory in use now (running and kept caches), for
+	// models that report it (a paged cache: blocks shared by several caches count once).
+	KVBlocks int   `json:"kv_blocks,omitempty"`
+	KVBytes  int64 `json:"kv_bytes,omitempty"`
 }
 
-// entry is a kept cache and the tokens it holds.
-type entry struct {
-	cache    Cache
-	toks     []int
-	prompt   int // how many of toks were the request's prompt
-	capacity int
-	used     uint64
+// kvReporter is implemented by models that report their KV memory (qwen2.Model).
+type kvReporter interface {
+	// KVBlocks returns the KV blocks alive and their bytes.
+	KVBlocks() (blocks int, bytes int64)
+	// KVBlockTokens returns the tokens per block.
+	KVBlockTokens() int
 }
 
 // New starts a Generator over m. Close it to stop its scheduler and release its caches.
@@ -170,6 +192,10 @@ func New(m Model, cfg Config) (*Generator, error) {
 		if id < 0 || id >= g.vocab {
 			return nil, fmt.Errorf("generate: stop id %d outside the vocabulary [0, %d)", id, g.vocab)
 		}
+	}
+	if c, err := m.NewCache(1); err == nil {
+		_, g.forking = c.(Forker)
+		c.Release()
 	}
 	g.submit = make(chan *Sequence)
 	g.ctx, g.stop = context.WithCancel(context.Background())
@@ -290,6 +316,9 @@ type Sequence struct {
 	logits   []float32
 	cached   int
 	first    time.Time
+	leader   *Sequence // a running request computing the prefix this one waits for
+	waitFor  int       // the length of that prefix
+	waited   bool
 
 	mu     sync.Mutex
 	toks   []int
@@ -343,6 +372,15 @@ func (s *Sequence) Wait() (Result, error) {
 
 // Done is closed when the sequence has ended.
 func (s *Sequence) Done() <-chan struct{} { return s.doneCh }
+
+func (s *Sequence) isEnded() bool {
+	select {
+	case <-s.doneCh:
+		return true
+	default:
+		return false
+	}
+}
 
 func (s *Sequence) emit(tok int) {
 	s.mu.Lock()
@@ -432,14 +470,16 @@ func (g *Generator) shutdown() {
 	}
 	g.waiting, g.active = nil, nil
 	g.updateQueueStats()
-	for _, e := range g.pool {
-		e.cache.Release()
+	for _, n := range g.tree.kept {
+		n.cache.Release()
 	}
-	g.pool, g.idle = nil, 0
+	g.tree = prefixTree{}
 	g.updatePoolStats()
 }
 
-// admit moves waiting requests into the active set while there is room.
+// admit moves waiting requests into the active set while there is room, in order; a request
+// that waits for a running one to compute their common prefix stays behind without holding up
+// those after it.
 func (g *Generator) admit() {
 	keep := g.waiting[:0]
 	for _, s := range g.waiting {
@@ -451,8 +491,13 @@ func (g *Generator) admit() {
 			keep = append(keep, s)
 			continue
 		}
-		if err := g.attach(s); err != nil {
+		ready, err := g.attach(s)
+		if err != nil {
 			s.end("", -1, err)
+			continue
+		}
+		if !ready {
+			keep = append(keep, s)
 			continue
 		}
 		g.active = append(g.active, s)
@@ -464,81 +509,172 @@ func (g *Generator) admit() {
 	}
 	clear(g.waiting[len(keep):])
 	g.waiting = keep
+	g.updatePoolStats()
 }
 
-// attach gives s a cache: a kept one holding a prefix of its prompt where that pays, else a new
-// one.
-func (g *Generator) attach(s *Sequence) error {
+// shareMin is the fewest tokens beyond what the kept caches offer that make a request start
+// from a running request's prefix, or wait for it to be computed.
+const shareMin = 32
+
+// attach gives s a cache holding the longest prefix of its prompt that can be had (forked from
+// a kept or a running request's cache, or a kept cache taken over), else a new one. It returns
+// false, with no cache, when s is to wait for a running request to compute a longer common
+// prefix first.
+func (g *Generator) attach(s *Sequence) (bool, error) {
 	prompt := s.req.Prompt
 	need := len(prompt) + s.req.MaxTokens
-	if i, common := g.lookup(prompt, need); i >= 0 {
-		e := g.pool[i]
-		g.pool = append(g.pool[:i], g.pool[i+1:]...)
-		g.idle -= len(e.toks)
-		g.updatePoolStats()
-		if common >= len(prompt) {
-			common = len(prompt) - 1 // feed at least one token to get logits
-		}
-		e.cache.Truncate(common)
-		s.cache, s.capacity = e.cache, e.capacity
-		s.fed = append(e.toks[:0:0], prompt[:common]...)
-		s.todo = prompt[common:]
-		s.cached = common
-		return nil
-	}
 	capacity := min(g.ctxLen, need+g.cfg.Headroom)
+	limit := len(prompt) - 1 // feed at least one token to get logits
+	if a := s.leader; a != nil {
+		s.leader = nil
+		if a.cache != nil && !a.isEnded() {
+			if len(a.fed) < s.waitFor {
+				s.leader = a
+				return false, nil
+			}
+			return true, g.fork(s, a.cache, s.waitFor, capacity, true)
+		}
+	}
+	if g.cfg.CacheTokens < 0 {
+		return true, g.fresh(s, capacity)
+	}
+	c, at := g.tree.match(prompt)
+	c = min(c, limit)
+	if !g.forking {
+		return true, g.takeOver(s, c, at, need, capacity)
+	}
+	if a, ca := g.running(prompt); a != nil && min(ca, limit) >= c+shareMin {
+		ca = min(ca, limit)
+		if len(a.fed) >= ca {
+			return true, g.fork(s, a.cache, ca, capacity, true)
+		}
+		s.leader, s.waitFor = a, ca
+		if !s.waited {
+			s.waited = true
+			g.statsMu.Lock()
+			g.stats.WaitedForPrefix++
+			g.statsMu.Unlock()
+		}
+		return false, nil
+	}
+	if c > 0 {
+		src := g.tree.source(at)
+		g.clock++
+		g.tree.touch(src, g.clock)
+		return true, g.fork(s, src.cache, c, capacity, c < src.prompt-reuseSlack)
+	}
+	return true, g.fresh(s, capacity)
+}
+
+// fresh gives s a new cache.
+func (g *Generator) fresh(s *Sequence, capacity int) error {
 	c, err := g.model.NewCache(capacity)
 	if err != nil {
 		return fmt.Errorf("generate: new KV cache for %d tokens: %w", capacity, err)
 	}
 	s.cache, s.capacity = c, capacity
-	s.todo = prompt
+	s.todo = s.req.Prompt
 	return nil
 }
 
-// lookup finds the kept cache to reuse for prompt, or -1. A cache whose whole prompt starts
-// prompt (the same conversation one turn on, even where the re-sent reply tokenizes differently
-// from how it was generated, or the same prompt again) is preferred; one that only shares a
-// shorter prefix is taken only when the pool is full, since truncating it destroys another
-// conversation's cache.
-func (g *Generator) lookup(prompt []int, need int) (int, int) {
-	best, bestCommon, bestFull := -1, 0, false
-	for i, e := range g.pool {
-		if e.capacity < need {
-			continue
-		}
-		c := commonPrefix(e.toks, prompt)
-		if c == 0 {
-			continue
-		}
-		// A few tokens of slack: BPE can merge the generation prompt's last token with the
-		// start of the re-sent reply (Qwen's "assistant\n" + "\n\n" becomes "assistant", "\n\n\n").
-		full := c+reuseSlack >= e.prompt || c == len(prompt)
-		if best < 0 || (full && !bestFull) || (full == bestFull && c > bestCommon) {
-			best, bestCommon, bestFull = i, c, full
+// fork gives s a fork of src holding the first n tokens of its prompt; shared says whether they
+// are another request's prefix rather than its own conversation's history.
+func (g *Generator) fork(s *Sequence, src Cache, n, capacity int, shared bool) error {
+	c, err := src.(Forker).Fork(n, capacity)
+	if err != nil {
+		return fmt.Errorf("generate: KV cache of %d tokens forked at %d: %w", capacity, n, err)
+	}
+	s.cache, s.capacity = c, capacity
+	s.fed = slices.Clone(s.req.Prompt[:n])
+	s.todo = s.req.Prompt[n:]
+	s.cached = n
+	g.statsMu.Lock()
+	g.stats.PrefixHits++
+	if shared {
+		g.stats.SharedTokens += int64(n)
+	}
+	if g.isRunning(src) {
+		g.stats.FromRunning++
+	}
+	g.statsMu.Unlock()
+	return nil
+}
+
+// isRunning reports whether c is an active sequence's cache.
+func (g *Generator) isRunning(c Cache) bool {
+	for _, a := range g.active {
+		if a.cache == c {
+			return true
 		}
 	}
-	if best >= 0 && !bestFull && g.idle+len(prompt) <= g.cfg.CacheTokens {
-		return -1, 0
+	return false
+}
+
+// running returns the active sequence sharing the longest prefix with prompt, and its length.
+func (g *Generator) running(prompt []int) (*Sequence, int) {
+	var best *Sequence
+	bestN := 0
+	for _, a := range g.active {
+		if a.cache == nil {
+			continue
+		}
+		toks := a.req.Prompt
+		if len(a.fed) > len(toks) {
+			toks = a.fed
+		}
+		if n := commonPrefix(toks, prompt); n > bestN {
+			best, bestN = a, n
+		}
 	}
-	return best, bestCommon
+	return best, bestN
+}
+
+// takeOver is attach for caches that do not fork: s takes a kept cache over (truncating it to
+// the common prefix) when it holds the same conversation's earlier turn, i.e. the prompt parts
+// from it no more than reuseSlack tokens before the end of that turn's prompt, or repeats it.
+func (g *Generator) takeOver(s *Sequence, c int, at *pnode, need, capacity int) error {
+	prompt := s.req.Prompt
+	var best *pnode
+	consider := func(n *pnode) {
+		if n == nil || n.cache == nil || n.capacity < need {
+			return
+		}
+		if min(c, n.depth)+reuseSlack < n.prompt && c < len(prompt)-1 {
+			return
+		}
+		if best == nil || n.depth > best.depth {
+			best = n
+		}
+	}
+	consider(g.tree.source(at))
+	for n := at; n != nil; n = n.parent {
+		consider(n)
+	}
+	if c == 0 || best == nil {
+		return g.fresh(s, capacity)
+	}
+	common := min(c, best.depth)
+	capacity = best.capacity
+	cache := g.tree.detach(best)
+	cache.Truncate(common)
+	s.cache, s.capacity = cache, capacity
+	s.fed = slices.Clone(prompt[:common])
+	s.todo = prompt[common:]
+	s.cached = common
+	g.statsMu.Lock()
+	g.stats.PrefixHits++
+	g.statsMu.Unlock()
+	return nil
 }
 
 // reuseSlack is how many tokens before the end of a kept cache's prompt a new prompt may part
-// from it and still count as the same conversation.
+// from it and still count as the same conversation: BPE can merge the generation prompt's last
+// token with the start of the re-sent reply (Qwen's "assistant\n" + "\n\n" becomes "assistant",
+// "\n\n\n").
 const reuseSlack = 4
 
-func commonPrefix(a, b []int) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
-// keep puts s's cache into the reuse pool (or releases it).
+// keep puts s's cache into the prefix tree (or releases it), then releases the least recently
+// used kept caches while they hold more than CacheTokens tokens.
 func (g *Generator) keep(s *Sequence) {
 	c := s.cache
 	s.cache = nil
@@ -550,27 +686,64 @@ func (g *Generator) keep(s *Sequence) {
 		return
 	}
 	g.clock++
-	g.pool = append(g.pool, &entry{cache: c, toks: s.fed, prompt: min(len(s.req.Prompt), len(s.fed)), capacity: s.capacity, used: g.clock})
-	g.idle += len(s.fed)
-	for g.idle > g.cfg.CacheTokens {
-		oldest := 0
-		for i, e := range g.pool {
-			if e.used < g.pool[oldest].used {
-				oldest = i
+	n := g.tree.insert(s.fed)
+	g.tree.touch(n, g.clock)
+	switch {
+	case n.cache != nil, g.forking && len(n.kids) > 0:
+		// The tokens are kept already (a fork of the longer cache gives them).
+		c.Release()
+		g.tree.prune(n)
+	default:
+		g.tree.hold(n, c, s.capacity, min(len(s.req.Prompt), len(s.fed)))
+		if g.forking {
+			// Shorter kept caches on the path are redundant now.
+			for a := n.parent; a != nil; a = a.parent {
+				if a.cache != nil {
+					g.tree.detach(a).Release()
+				}
 			}
 		}
-		e := g.pool[oldest]
-		e.cache.Release()
-		g.idle -= len(e.toks)
-		g.pool = append(g.pool[:oldest], g.pool[oldest+1:]...)
+	}
+	for g.overBudget() {
+		old := g.tree.lru(n)
+		if old == nil {
+			break
+		}
+		g.tree.detach(old).Release()
+		g.statsMu.Lock()
+		g.stats.Evicted++
+		g.statsMu.Unlock()
 	}
 	g.updatePoolStats()
 }
 
+// overBudget reports whether the kept caches hold more than CacheTokens: distinct tokens, or
+// KV memory (in tokens) beyond what the running requests hold.
+func (g *Generator) overBudget() bool {
+	if g.tree.tokens > g.cfg.CacheTokens {
+		return true
+	}
+	r, ok := g.model.(kvReporter)
+	if !ok {
+		return false
+	}
+	blocks, _ := r.KVBlocks()
+	mem := blocks * r.KVBlockTokens()
+	for _, a := range g.active {
+		if a.cache != nil { // not one that just ended
+			mem -= len(a.fed)
+		}
+	}
+	return mem > g.cfg.CacheTokens
+}
+
 func (g *Generator) updatePoolStats() {
 	g.statsMu.Lock()
-	g.stats.CachesKept = len(g.pool)
-	g.stats.CacheTokensNow = g.idle
+	g.stats.CachesKept = len(g.tree.kept)
+	g.stats.CacheTokensNow = g.tree.tokens
+	if r, ok := g.model.(kvReporter); ok {
+		g.stats.KVBlocks, g.stats.KVBytes = r.KVBlocks()
+	}
 	g.statsMu.Unlock()
 }
 

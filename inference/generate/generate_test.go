@@ -241,8 +241,17 @@ func TestMaxBatchQueues(t *testing.T) {
 	}
 }
 
+// TestPrefixReuseAcrossTurns: a conversation re-sending its history prefills only its new tokens,
+// with caches that fork and with caches that can only be taken over.
 func TestPrefixReuseAcrossTurns(t *testing.T) {
+	for _, fork := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fork=%v", fork), func(t *testing.T) { testPrefixReuseAcrossTurns(t, fork) })
+	}
+}
+
+func testPrefixReuseAcrossTurns(t *testing.T, fork bool) {
 	toy := gentest.NewToy(64, 4096)
+	toy.NoFork = !fork
 	const eos = 63
 	g := newGen(t, toy, generate.Config{StopIDs: []int{eos}, PrefillChunk: 1000, StepTokens: 1000})
 	history := seq(1, 40)
@@ -277,15 +286,22 @@ func TestPrefixReuseAcrossTurns(t *testing.T) {
 		// Next turn: history + reply + an end marker + a new user message of 10 tokens.
 		history = append(append(append(history, res.Tokens...), eos), seq(turn+9, 10)...)
 	}
-	// A prompt that shares only a prefix with the kept cache does not steal it while the pool
-	// has room, and still gets the right answer.
+	// A prompt that shares only a prefix with the kept cache gets a fork of that prefix; where
+	// caches do not fork it computes everything rather than destroy the conversation's cache.
 	branch := append(slices.Clone(history[:30]), 7, 7, 7)
 	res, err := g.Generate(context.Background(), generate.Request{Prompt: branch, MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.CachedTokens != 0 || !slices.Equal(res.Tokens, refGreedy(toy, branch, 5, eos)) {
-		t.Fatalf("branch: cached %d, tokens %v", res.CachedTokens, res.Tokens)
+	wantBranch := 0
+	if fork {
+		wantBranch = 30
+	}
+	if res.CachedTokens != wantBranch || !slices.Equal(res.Tokens, refGreedy(toy, branch, 5, eos)) {
+		t.Fatalf("branch: cached %d, want %d, tokens %v", res.CachedTokens, wantBranch, res.Tokens)
+	}
+	if s := g.Stats(); s.CachesKept != 2 {
+		t.Fatalf("%d caches kept, want the conversation's and the branch's", s.CachesKept)
 	}
 	// The same prompt again (a second sample) reuses all but its last token.
 	res, err = g.Generate(context.Background(), generate.Request{Prompt: branch, MaxTokens: 5})

@@ -41,3 +41,15 @@ type Step struct {
 	// enough and allocates otherwise.
 	Logits []float32
 }
+
+// Forker is implemented by caches whose memory can be shared between sequences (a paged KV cache
+// whose blocks are reference counted). The Generator uses it to start a request from the KV of a
+// cached or running prefix instead of computing that prefix again; a cache without it is reused
+// only by taking it over when its own conversation continues.
+type Forker interface {
+	// Fork returns a new cache of capacity maxTokens holding the first n tokens of the receiver
+	// (0 ≤ n ≤ Len(), n ≤ maxTokens ≤ ContextLength). Their memory is shared; writes to either
+	// cache never change the other. The receiver is unchanged; both are released separately.
+	// Fork is never called during a Forward that uses the receiver.
+	Fork(n, maxTokens int) (Cache, error)
+}

@@ -37,15 +37,22 @@ func tinyGreedy(t *testing.T, dir string) []int {
 	return ref.Greedy.Tokens
 }
 
-// TestTinyModel drives the real Qwen2 forward pass: the reference greedy continuation, alone and
-// in a batch of four, stopping on eos, and a second turn served from the kept cache.
-func TestTinyModel(t *testing.T) {
+// loadTiny loads ../shared/models/tiny-qwen2-f32 (closed at the end of the test).
+func loadTiny(t *testing.T) (string, *qwen2.Model) {
+	t.Helper()
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
 	m, err := qwen2.Load(dir, qwen2.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return dir, m
+}
+
+// TestTinyModel drives the real Qwen2 forward pass: the reference greedy continuation, alone and
+// in a batch of four, stopping on eos, and a second turn served from the kept cache.
+func TestTinyModel(t *testing.T) {
+	dir, m := loadTiny(t)
 	want := tinyGreedy(t, dir)
 	g := newGen(t, m, generate.Config{StopIDs: m.EOS()})
 	ctx := context.Background()
@@ -90,5 +97,81 @@ func TestTinyModel(t *testing.T) {
 	}
 	if res.CachedTokens < len(tinyIDs) || !slices.Equal(res.Tokens, want[8:]) {
 		t.Fatalf("second turn: cached %d, tokens %v, want %v", res.CachedTokens, res.Tokens, want[8:])
+	}
+}
+
+// tinyShared returns n prompts of the tiny checkpoint's vocabulary: a common prefix of pre
+// tokens and distinct suffixes of suf tokens.
+func tinyShared(n, pre, suf int) [][]int {
+	out := make([][]int, n)
+	for i := range out {
+		p := make([]int, 0, pre+suf)
+		for j := range pre {
+			p = append(p, (j*7919+13)%150000)
+		}
+		for j := range suf {
+			p = append(p, (i*104729+j*31+1)%150000)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// generateAll runs the prompts concurrently (greedy, max tokens each) and returns their results.
+func generateAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens int) []generate.Result {
+	t.Helper()
+	res := make([]generate.Result, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() {
+			r, err := g.Generate(context.Background(), generate.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true})
+			if err != nil {
+				t.Error(err)
+			}
+			res[i] = r
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// TestTinySharedPrefix runs one batch on the tiny checkpoint with prefix sharing and without
+// (CacheTokens -1): eight requests with a 600-token common prefix (three KV blocks, the last one
+// partly filled and so copied on write) arriving together, then eight more after them, under a
+// CacheTokens bound that evicts kept caches. The greedy outputs are identical both ways, the
+// prefix is computed once, and the KV blocks are all freed at the end.
+func TestTinySharedPrefix(t *testing.T) {
+	_, m := loadTiny(t)
+	first := tinyShared(8, 600, 24)
+	second := tinyShared(16, 600, 40)[8:]
+	run := func(cacheTokens int) ([][]int, generate.Stats) {
+		g, err := generate.New(m, generate.Config{MaxBatch: 8, PrefillChunk: 128, StepTokens: 1024, CacheTokens: cacheTokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		var out [][]int
+		for _, batch := range [][][]int{first, second} {
+			for _, r := range generateAll(t, g, batch, 12) {
+				out = append(out, r.Tokens)
+			}
+		}
+		return out, g.Stats()
+	}
+	want, plain := run(-1)
+	got, st := run(1200)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("request %d: %v with sharing, %v without", i, got[i], want[i])
+		}
+	}
+	if plain.CachedTokens != 0 || st.CachedTokens < 15*600 || st.ForwardTokens > plain.ForwardTokens-15*600 {
+		t.Fatalf("cached %d, forward tokens %d (%d without sharing): the prefix was not computed once", st.CachedTokens, st.ForwardTokens, plain.ForwardTokens)
+	}
+	if st.Evicted == 0 || st.CacheTokensNow > 1200 {
+		t.Fatalf("stats %+v: want evictions under the 1200-token bound", st)
+	}
+	if live, _ := m.KVBlocks(); live != 0 {
+		t.Fatalf("%d KV blocks alive after the generators closed", live)
 	}
 }

@@ -243,25 +243,33 @@ func BenchmarkDecodeLong(b *testing.B) {
 
 // BenchmarkAttendDecode is the attention of one decode step over a cache of 2048 tokens, all 24
 // layers of the 0.5B shape (no weights involved): the per-token cost a long context adds.
-func BenchmarkAttendDecode(b *testing.B) {
+func BenchmarkAttendDecode(b *testing.B) { benchAttendDecode(b, 0) }
+
+// BenchmarkAttendDecodeBlocks is BenchmarkAttendDecode with KV blocks of 16, 64 and 256 tokens:
+// decode's P·V makes one kernel call per four value rows per block, so small blocks cost calls.
+func BenchmarkAttendDecodeBlocks(b *testing.B) {
+	for _, blk := range []int{16, 64, 256} {
+		b.Run(fmt.Sprintf("block=%d", blk), func(b *testing.B) { benchAttendDecode(b, blk) })
+	}
+}
+
+func benchAttendDecode(b *testing.B, block int) {
 	cpu.SetThreads(runtime.GOMAXPROCS(0))
 	sp := spec05B(safetensors.BF16)
 	m := &Model{cfg: Config{HiddenSize: sp.hidden, IntermediateSize: sp.inter, NumHiddenLayers: sp.layers,
 		NumAttentionHeads: sp.heads, NumKeyValueHeads: sp.kv, HeadDim: sp.hidden / sp.heads, VocabSize: sp.vocab, MaxPositionEmbeddings: sp.maxPos}}
+	m.kv.block = block
 	const n = 2048
 	gc, err := m.NewCache(n + 1)
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := gc.(*Cache)
-	c.reserve(n + 1)
+	c.prepare(n + 1)
 	r := rng(5)
-	for l := range sp.layers {
-		for i := range c.k[l] {
-			c.k[l][i] = r.uniform(1)
-		}
-		for i := range c.v[l] {
-			c.v[l][i] = r.uniform(1)
+	for _, blk := range c.blocks {
+		for i := range blk.data {
+			blk.data[i] = r.uniform(1)
 		}
 	}
 	c.n = n

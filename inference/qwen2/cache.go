@@ -2,37 +2,107 @@ package qwen2
 
 import (
 	"fmt"
+	"sync/atomic"
 
+	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
 )
 
-// Cache is one sequence's KV cache: per layer, the RoPE-rotated keys and the values of every
-// token so far, in f32. Keys are laid out [kv head][token][head dim], so one head's keys are a
-// tokens × head-dim matrix for the scores; values are transposed, [kv head][head dim][vs], so
-// one head's values are a head-dim × vs matrix for P·V and a decode step appends a column
-// instead of transposing the whole cache. vs is the capacity plus vPad: a row stride that is not
-// a multiple of 4 KiB, so the strided column writes do not all land in one cache set. Memory
-// grows (doubling) as tokens are added, up to the capacity given to NewCache.
+// The paged KV cache. A sequence's keys and values live in fixed-size blocks of B tokens
+// (DefaultKVBlock) and its Cache is a block table: block i holds positions [i·B, (i+1)·B). One
+// block holds those tokens for every layer, each layer's part laid out as
+//
+//	K  [kv head][B][head dim]   RoPE-rotated keys, a token per row
+//	Vt [kv head][head dim][B]   values transposed, a token per column
+//
+// (layer l's part starts at l·2·nkv·B·hd floats, its Vt at nkv·B·hd past that), so one head's keys
+// in a block are a B × head-dim matrix for the scores and its values a head-dim × B matrix for
+// P·V, and a decode step writes one row and one column. Blocks are reference counted: Fork gives
+// a new cache the blocks of a prefix of another by reference, and a block shared by several caches
+// is copied before one of them writes into it (only a partly filled last block ever is: the others
+// hold positions before every sharer's length). A block is freed when its last cache drops it.
+// docs/DESIGN.md ("Paged KV cache") has the layout for other backends.
+
+// DefaultKVBlock is the number of tokens per KV block. Decode's P·V runs one matrix-vector kernel
+// call per four value rows per block, so blocks much smaller than this cost kernel-call overhead
+// against a contiguous cache; larger ones waste more memory in each sequence's last block and copy
+// more when a shared last block is written.
+const DefaultKVBlock = 256
+
+// kvBlock is one block of B tokens' keys and values for every layer, shared by refs caches.
+type kvBlock struct {
+	data []float32
+	refs atomic.Int32
+}
+
+// kvStore is a model's block bookkeeping: the block size and the blocks alive.
+type kvStore struct {
+	block int // tokens per block; 0 means DefaultKVBlock
+	live  atomic.Int64
+}
+
+// Cache is one sequence's KV cache: a block table over the model's KV blocks, holding n tokens of
+// at most max. It grows a block at a time as tokens are added.
 type Cache struct {
 	m        *Model
 	n, max   int
-	cap, vs  int         // tokens the buffers hold; value row stride
-	k, v     [][]float32 // per layer: keys nkv×cap×hd, values nkv×hd×vs
+	blocks   []*kvBlock
 	released bool
 }
 
-// vPad is added to the capacity to give the value row stride.
-const vPad = 16
+var (
+	_ generate.Cache  = (*Cache)(nil)
+	_ generate.Forker = (*Cache)(nil)
+)
 
-var _ generate.Cache = (*Cache)(nil)
+// blockLen is the model's tokens per KV block.
+func (m *Model) blockLen() int {
+	if m.kv.block > 0 {
+		return m.kv.block
+	}
+	return DefaultKVBlock
+}
+
+// blockFloats is the size of one block in floats.
+func (m *Model) blockFloats() int {
+	c := &m.cfg
+	return c.NumHiddenLayers * 2 * c.NumKeyValueHeads * m.blockLen() * c.HeadDim
+}
+
+// KVBlocks returns the number of KV blocks alive (held by at least one cache) and the bytes they
+// take.
+func (m *Model) KVBlocks() (blocks int, bytes int64) {
+	n := m.kv.live.Load()
+	return int(n), n * int64(m.blockFloats()) * 4
+}
+
+// KVBlockTokens returns the number of tokens per KV block.
+func (m *Model) KVBlockTokens() int { return m.blockLen() }
+
+func (m *Model) newBlock() *kvBlock {
+	b := &kvBlock{data: make([]float32, m.blockFloats())}
+	b.refs.Store(1)
+	m.kv.live.Add(1)
+	return b
+}
+
+// unref drops one reference to b, freeing it with the last.
+func (m *Model) unref(b *kvBlock) {
+	switch r := b.refs.Add(-1); {
+	case r == 0:
+		b.data = nil
+		m.kv.live.Add(-1)
+	case r < 0:
+		panic("qwen2: KV block released more often than referenced")
+	}
+}
 
 // NewCache returns an empty cache for up to maxTokens tokens (1 ≤ maxTokens ≤ ContextLength).
 func (m *Model) NewCache(maxTokens int) (generate.Cache, error) {
 	if maxTokens < 1 || maxTokens > m.cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("qwen2: cache of %d tokens: want 1 to the context length %d", maxTokens, m.cfg.MaxPositionEmbeddings)
 	}
-	L := m.cfg.NumHiddenLayers
-	return &Cache{m: m, max: maxTokens, k: make([][]float32, L), v: make([][]float32, L)}, nil
+	return &Cache{m: m, max: maxTokens}, nil
 }
 
 // Len returns the number of tokens held.
@@ -41,54 +111,149 @@ func (c *Cache) Len() int { return c.n }
 // Cap returns the most tokens the cache may hold.
 func (c *Cache) Cap() int { return c.max }
 
-// Truncate keeps the first n tokens (n ≥ Len() changes nothing; n < 0 empties the cache).
+// Blocks returns the number of KV blocks in the cache's table.
+func (c *Cache) Blocks() int { return len(c.blocks) }
+
+// Truncate keeps the first n tokens (n ≥ Len() changes nothing; n < 0 empties the cache), dropping
+// the blocks past them.
 func (c *Cache) Truncate(n int) {
-	if n < c.n {
-		c.n = max(n, 0)
-	}
-}
-
-// Release frees the cache's memory; the cache must not be used afterwards.
-func (c *Cache) Release() {
-	c.released = true
-	c.n, c.cap, c.vs = 0, 0, 0
-	c.k, c.v = nil, nil
-}
-
-// reserve grows the buffers to hold need tokens (need ≤ max), keeping the first n tokens.
-func (c *Cache) reserve(need int) {
-	if need <= c.cap {
+	if n >= c.n {
 		return
 	}
-	nc := min(c.max, max(need, 2*c.cap, 64))
-	nvs := nc + vPad
-	nkv, hd := c.m.cfg.NumKeyValueHeads, c.m.cfg.HeadDim
-	for l := range c.k {
-		k := make([]float32, nkv*nc*hd)
-		v := make([]float32, nkv*hd*nvs)
-		if c.n > 0 {
-			for kh := range nkv {
-				copy(k[kh*nc*hd:], c.k[l][kh*c.cap*hd:(kh*c.cap+c.n)*hd])
-			}
-			for r := range nkv * hd {
-				copy(v[r*nvs:], c.v[l][r*c.vs:r*c.vs+c.n])
-			}
-		}
-		c.k[l], c.v[l] = k, v
+	c.n = max(n, 0)
+	c.dropFrom(c.blocksFor(c.n))
+}
+
+// Release frees the cache's blocks (those no other cache holds); the cache must not be used
+// afterwards.
+func (c *Cache) Release() {
+	if c.released {
+		return
 	}
-	c.cap, c.vs = nc, nvs
+	c.dropFrom(0)
+	c.released = true
+	c.n = 0
+}
+
+// Fork returns a new cache of capacity maxTokens holding the first n tokens of c (0 ≤ n ≤ Len()
+// and n ≤ maxTokens ≤ ContextLength): the blocks holding them are shared by reference, and the
+// last one, when partly filled, is copied by whichever cache writes into it first. c is unchanged.
+func (c *Cache) Fork(n, maxTokens int) (generate.Cache, error) {
+	switch {
+	case c.released:
+		return nil, fmt.Errorf("qwen2: fork of a released cache")
+	case n < 0 || n > c.n:
+		return nil, fmt.Errorf("qwen2: fork of %d tokens from a cache holding %d", n, c.n)
+	case maxTokens < max(n, 1) || maxTokens > c.m.cfg.MaxPositionEmbeddings:
+		return nil, fmt.Errorf("qwen2: fork of %d tokens into a cache of %d: want %d to the context length %d", n, maxTokens, max(n, 1), c.m.cfg.MaxPositionEmbeddings)
+	}
+	nb := c.blocksFor(n)
+	f := &Cache{m: c.m, n: n, max: maxTokens, blocks: make([]*kvBlock, nb, c.blocksFor(maxTokens))}
+	for i, b := range c.blocks[:nb] {
+		b.refs.Add(1)
+		f.blocks[i] = b
+	}
+	return f, nil
+}
+
+// blocksFor is the number of blocks holding n tokens.
+func (c *Cache) blocksFor(n int) int {
+	B := c.m.blockLen()
+	return (n + B - 1) / B
+}
+
+// dropFrom unreferences blocks i and after.
+func (c *Cache) dropFrom(i int) {
+	if i >= len(c.blocks) {
+		return
+	}
+	for _, b := range c.blocks[i:] {
+		c.m.unref(b)
+	}
+	clear(c.blocks[i:])
+	c.blocks = c.blocks[:i]
+}
+
+// prepare makes positions [n, need) writable (need ≤ max): the partly filled block holding
+// position n is copied when another cache shares it, and blocks are added up to need.
+func (c *Cache) prepare(need int) {
+	B := c.m.blockLen()
+	if i := c.n / B; c.n%B != 0 {
+		if b := c.blocks[i]; b.refs.Load() > 1 {
+			own := c.m.newBlock()
+			copy(own.data, b.data)
+			c.m.unref(b)
+			c.blocks[i] = own
+		}
+	}
+	for len(c.blocks)*B < need {
+		c.blocks = append(c.blocks, c.m.newBlock())
+	}
 }
 
 // store writes one token's keys and values (kvDim each, heads concatenated) of layer l at
-// position p (< cap).
+// position p (< the prepared length).
 func (c *Cache) store(l, p int, k, v []float32) {
-	hd := c.m.cfg.HeadDim
-	K, V := c.k[l], c.v[l]
-	for kh := range c.m.cfg.NumKeyValueHeads {
-		o := (kh*c.cap + p) * hd
-		copy(K[o:o+hd], k[kh*hd:(kh+1)*hd])
+	cf := &c.m.cfg
+	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	blk := c.blocks[p/B].data
+	o := p % B
+	base := l * 2 * nkv * B * hd
+	for kh := range nkv {
+		ko := base + (kh*B+o)*hd
+		copy(blk[ko:ko+hd], k[kh*hd:(kh+1)*hd])
+		vo := base + (nkv+kh)*hd*B + o
 		for d, x := range v[kh*hd : (kh+1)*hd] {
-			V[(kh*hd+d)*c.vs+p] = x
+			blk[vo+d*B] = x
+		}
+	}
+}
+
+// keys sets w to the first n keys of kv head kh in layer l: a ByRows paged matrix (n × head dim)
+// over the cache's blocks, reusing w.Blocks' capacity.
+func (c *Cache) keys(w *cpu.Paged, l, kh, n int) {
+	cf := &c.m.cfg
+	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	off := l*2*nkv*B*hd + kh*B*hd
+	*w = cpu.Paged{Rows: n, Cols: hd, Block: B, ByRows: true, Blocks: w.Blocks[:0]}
+	for _, b := range c.blocks[:c.blocksFor(n)] {
+		w.Blocks = append(w.Blocks, b.data[off:off+B*hd])
+	}
+}
+
+// values sets w to the values of the first n tokens of kv head kh in layer l, transposed: a
+// column-blocked paged matrix (head dim × n) over the cache's blocks, reusing w.Blocks' capacity.
+func (c *Cache) values(w *cpu.Paged, l, kh, n int) {
+	cf := &c.m.cfg
+	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	off := l*2*nkv*B*hd + (nkv+kh)*hd*B
+	*w = cpu.Paged{Rows: hd, Cols: n, Block: B, Blocks: w.Blocks[:0]}
+	for _, b := range c.blocks[:c.blocksFor(n)] {
+		w.Blocks = append(w.Blocks, b.data[off:off+hd*B])
+	}
+}
+
+// gatherKeys copies the first n keys of kv head kh in layer l into dst (n × head dim, row-major).
+func (c *Cache) gatherKeys(dst []float32, l, kh, n int) {
+	cf := &c.m.cfg
+	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	off := l*2*nkv*B*hd + kh*B*hd
+	for i, b := range c.blocks[:c.blocksFor(n)] {
+		k := min(B, n-i*B)
+		copy(dst[i*B*hd:(i*B+k)*hd], b.data[off:off+k*hd])
+	}
+}
+
+// gatherValues copies the values of the first n tokens of kv head kh in layer l, transposed, into
+// dst (head dim × n, row-major).
+func (c *Cache) gatherValues(dst []float32, l, kh, n int) {
+	cf := &c.m.cfg
+	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	off := l*2*nkv*B*hd + (nkv+kh)*hd*B
+	for i, b := range c.blocks[:c.blocksFor(n)] {
+		k := min(B, n-i*B)
+		for d := range hd {
+			copy(dst[d*n+i*B:d*n+i*B+k], b.data[off+d*B:off+d*B+k])
 		}
 	}
 }

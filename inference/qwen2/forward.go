@@ -18,7 +18,8 @@ type scratch struct {
 	x, xn, q, k, v, att, tmp, gate, up []float32
 	cos, sin                           []float32
 	sel, logits                        []float32
-	qg, sc, pp, vt, og                 []float32 // attention: queries, scores, probabilities, Vᵀ, output
+	qg, sc, kg, vt, og                 []float32 // attention: queries, scores, gathered K and Vᵀ, output
+	pk, pv                             cpu.Paged // attention: one head's keys and values through the block table
 	pos, seq                           []int
 }
 
@@ -86,7 +87,7 @@ func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 			n *= len(steps[i].Tokens)
 		}
 		steps[i].Logits = grow(steps[i].Logits, n)
-		caches[i].reserve(caches[i].n + len(steps[i].Tokens))
+		caches[i].prepare(caches[i].n + len(steps[i].Tokens))
 	}
 	s := m.getScratch(min(T, maxPass))
 	defer m.scratch.Put(s)
@@ -236,10 +237,14 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 }
 
 // attend computes s.att from s.q and the caches' keys and values of layer l (causal: token t sees
-// positions 0..pos[t] of its own sequence). For each span and kv head, the query rows of the heads
-// sharing that kv head go through two cpu.MatMul calls: scores = Q·Kᵀ over the cached keys, then
-// out = P·V against the cache's transposed values (Vᵀ). Query rows are taken in chunks so the score matrix stays bounded;
-// each chunk's scores only cover the keys it can see.
+// positions 0..pos[t] of its own sequence), read through each cache's block table. For each span
+// and kv head, the query rows of the heads sharing that kv head are taken in chunks, so the score
+// matrix stays bounded and each chunk's scores cover only the keys it can see: scores = Q·Kᵀ, a
+// softmax per row, then out = P·V against the transposed values. A chunk of fewer than pagedRows
+// query rows (decode) multiplies against the blocks in place (cpu.MatMulPaged, the matrix-vector
+// kernels, which is what a contiguous cache would run); a larger one (prefill) first copies the
+// keys and values it sees out of the blocks into contiguous scratch for cpu.MatMul's
+// matrix-matrix kernels: the copy is 1/rows of the product's multiply-adds.
 func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	c := &m.cfg
 	nkv, hd := c.NumKeyValueHeads, c.HeadDim
@@ -251,13 +256,12 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 		ca := caches[sp.step]
 		nt := sp.hi - sp.lo
 		p0 := ca.n + sp.lo
-		vs := ca.vs
+		last := p0 + nt // keys visible to the span's last token
 		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
 		// keys they cannot see, and at most attnScores probabilities (at least one token).
-		chunk := max(1, min(nt, attnChunk, attnScores/(group*vs)))
+		chunk := max(1, min(nt, attnChunk, attnScores/(group*last)))
 		for kh := range nkv {
-			kBase, vBase := kh*ca.cap*hd, kh*hd*vs
-			Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: vs, F32: ca.v[l][vBase : vBase+hd*vs]}
+			gathered := false // s.kg holds this head's first last keys
 			for j0 := 0; j0 < nt; j0 += chunk {
 				j1 := min(nt, j0+chunk)
 				n := p0 + j1 // keys visible to the chunk's last token
@@ -270,38 +274,36 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 						dst[e] = x * scale
 					}
 				}
-				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: ca.k[l][kBase : kBase+n*hd]}
 				s.sc = grow(s.sc, rows*n)
-				cpu.MatMul(s.sc, K, s.qg, rows)
-				// P·V: against the cache's Vᵀ in place when its row stride vs wastes little
-				// (decode, where n is near the capacity), else against a compact copy of the
-				// first n values of each Vᵀ row (contiguous copies: early prefill chunks).
-				V, P := Vt, s.pp
-				inPlace := vs-n <= n/4
-				if inPlace {
-					s.pp = grow(s.pp, rows*vs)
-					P = s.pp
+				paged := rows < pagedRows
+				if paged {
+					ca.keys(&s.pk, l, kh, n)
+					cpu.MatMulPaged(s.sc, &s.pk, s.qg, rows)
 				} else {
-					s.vt = grow(s.vt, hd*n)
-					for d := range hd {
-						copy(s.vt[d*n:(d+1)*n], Vt.F32[d*vs:d*vs+n])
+					if !gathered {
+						s.kg = grow(s.kg, last*hd)
+						ca.gatherKeys(s.kg, l, kh, last)
+						gathered = true
 					}
-					V = &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
-					P = s.sc
+					K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: s.kg[:n*hd]}
+					cpu.MatMul(s.sc, K, s.qg, rows)
 				}
 				for r := range rows {
 					see := p0 + j0 + r/group + 1
-					row := s.sc[r*n : r*n+see]
-					cpu.Softmax(row)
-					if inPlace {
-						copy(P[r*vs:], row)
-						clear(P[r*vs+see : (r+1)*vs])
-					} else {
-						clear(s.sc[r*n+see : (r+1)*n])
-					}
+					row := s.sc[r*n : (r+1)*n]
+					cpu.Softmax(row[:see])
+					clear(row[see:])
 				}
 				s.og = grow(s.og, rows*hd)
-				cpu.MatMul(s.og, V, P, rows)
+				if paged {
+					ca.values(&s.pv, l, kh, n)
+					cpu.MatMulPaged(s.og, &s.pv, s.sc, rows)
+				} else {
+					s.vt = grow(s.vt, hd*n)
+					ca.gatherValues(s.vt, l, kh, n)
+					V := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
+					cpu.MatMul(s.og, V, s.sc, rows)
+				}
 				for j := j0; j < j1; j++ {
 					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
 					copy(dst, s.og[(j-j0)*group*hd:])
@@ -311,6 +313,10 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 		t0 += nt
 	}
 }
+
+// pagedRows is the most query rows of an attention chunk that multiply against the KV blocks in
+// place: below it cpu.MatMul would use its matrix-vector kernels too (its crossover).
+const pagedRows = 16
 
 // attnScores bounds the probability matrix of one attention chunk (4 Mi values, 16 MiB); a variable
 // so tests can force many chunks.

@@ -72,6 +72,7 @@ type Model struct {
 	dir      string
 	wtype    cpu.DType
 	scratch  sync.Pool
+	kv       kvStore // the paged KV cache's blocks (cache.go)
 	released bool
 }
 

@@ -184,7 +184,9 @@ func smallModel(t testing.TB, dtype safetensors.DType, opts Options, edit func(*
 	}
 	dir := t.TempDir()
 	writeCheckpoint(t, dir, sp)
-	return mustLoad(t, dir, opts)
+	m := mustLoad(t, dir, opts)
+	m.kv.block = 16 // prompts of the tests span several KV blocks
+	return m
 }
 
 func prompt(n, seed, vocab int) []int {
@@ -245,7 +247,7 @@ func TestAttentionChunks(t *testing.T) {
 	}
 	want := run()
 	old := attnScores
-	attnScores = 2 * 80 * 2 // 2 tokens × 2 heads per kv head × value stride 80 (capacity 64 + 16)
+	attnScores = 2 * 2 * 43 // 2 tokens × 2 heads per kv head × the 43 keys of the last token
 	defer func() { attnScores = old }()
 	if d := maxAbsDiff(run(), want); d > 1e-6 {
 		t.Errorf("chunked attention differs by %.3g", d)
@@ -367,10 +369,11 @@ func TestConcurrentForward(t *testing.T) {
 	}
 }
 
-// TestCacheGrowth: a cache that grows twice while decoding (64 → 128 → 200 tokens) keeps its
-// contents: the logits match one prefill into a cache allocated at full size.
+// TestCacheGrowth: a cache that grows block by block while decoding (blocks of 16 tokens, 10 →
+// 150 tokens) keeps its contents: the logits match one prefill.
 func TestCacheGrowth(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
+	m.kv.block = 16
 	V := m.VocabSize()
 	ids := prompt(150, 3, V)
 	all := forward(t, m, generate.Step{Cache: newCache(t, m, 150), Tokens: ids, AllLogits: true})[0].Logits
@@ -381,8 +384,8 @@ func TestCacheGrowth(t *testing.T) {
 		lg := forward(t, m, generate.Step{Cache: c, Tokens: ids[i : i+1]})[0].Logits
 		worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
 	}
-	if cc := c.(*Cache); cc.cap != 200 {
-		t.Errorf("capacity %d after 150 tokens, want 200 (grown from 64 via 128)", cc.cap)
+	if cc := c.(*Cache); cc.Blocks() != 10 || cc.Cap() != 200 {
+		t.Errorf("%d blocks of capacity %d after 150 tokens, want 10 blocks of 16 and capacity 200", cc.Blocks(), cc.Cap())
 	}
 	if worst > 2e-5 {
 		t.Errorf("grown cache differs by %.3g", worst)

@@ -293,3 +293,46 @@ func TestClientDisconnectStopsGeneration(t *testing.T) {
 		t.Fatalf("%d tokens generated for a client that left", g)
 	}
 }
+
+// TestSharedSystemPrompt: many clients at once with one long system prompt and their own
+// questions: the server computes the system prompt once (the student's generator shares its KV
+// blocks), every reply is right, and prompt_tokens_details.cached_tokens reports the reuse.
+func TestSharedSystemPrompt(t *testing.T) {
+	srv, st := newServer(t, 2*time.Millisecond)
+	system := strings.Repeat("You answer with one SQLite statement over the schema below. ", 8)
+	const clients = 8
+	cached := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			body, _ := json.Marshal(map[string]any{"messages": []map[string]string{
+				{"role": "system", "content": system},
+				{"role": "user", "content": strings.Repeat("How many rows? ", i+1)},
+			}})
+			code, out := post(t, srv.URL, string(body))
+			if code != 200 {
+				t.Errorf("client %d: status %d: %v", i, code, out)
+				return
+			}
+			if c := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"]; c != reply {
+				t.Errorf("client %d: reply %q", i, c)
+			}
+			u := out["usage"].(map[string]any)
+			cached[i] = int(u["prompt_tokens_details"].(map[string]any)["cached_tokens"].(float64))
+		})
+	}
+	wg.Wait()
+	total, zero := 0, 0
+	for _, c := range cached {
+		total += c
+		if c == 0 {
+			zero++
+		}
+	}
+	if zero != 1 || total < (clients-1)*len(system) {
+		t.Fatalf("cached tokens per client %v: want the system prompt (%d bytes) computed by one client only", cached, len(system))
+	}
+	if s := st.Generator().Stats(); s.CachedTokens != int64(total) || s.PrefixHits != clients-1 {
+		t.Fatalf("generator stats %+v, cached tokens reported %d", s, total)
+	}
+}

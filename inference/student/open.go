@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
@@ -26,6 +27,9 @@ type Options struct {
 	// Mmap uses weights already in the wanted type in place from the mapped files
 	// (qwen2.Options.Mmap) instead of copying them into huge-page memory.
 	Mmap bool
+	// Backend runs the model on "cpu" (the default), "cuda" (an NVIDIA GPU through the driver)
+	// or "cuda-emulated" (the CUDA kernels on the CPU, in binaries built with -tags cudaemu).
+	Backend string
 	// ModelID names the model (default the directory's base name).
 	ModelID string
 	// Sampling holds the defaults for unset chat.Options (zero: greedy, 2048 max tokens).
@@ -50,16 +54,9 @@ func Open(dir string, opts Options) (*Student, error) {
 		}
 		tokPath = opts.Tokenizer
 	}
-	wt, err := qwen2.ParseWeightType(opts.DType)
+	m, err := LoadModel(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("student: %w", err)
-	}
-	if opts.Threads > 0 {
-		cpu.SetThreads(opts.Threads)
-	}
-	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap})
-	if err != nil {
-		return nil, fmt.Errorf("student: %w", err)
+		return nil, err
 	}
 	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
@@ -91,4 +88,62 @@ func Open(dir string, opts Options) (*Student, error) {
 	}
 	s.closers = append(s.closers, m.Close)
 	return s, nil
+}
+
+// Model is a loaded model on any backend.
+type Model interface {
+	generate.Model
+	// EOS returns the end-of-sequence token ids.
+	EOS() []int
+	// WeightDType is the dtype the weights are held in.
+	WeightDType() cpu.DType
+	// Close releases the model's memory.
+	Close() error
+}
+
+// Backends, as Options.Backend takes them.
+const (
+	BackendCPU = "cpu"
+)
+
+// ParseBackend checks a backend name: cpu, cuda or cuda-emulated ("" is cpu).
+func ParseBackend(s string) (string, error) {
+	switch s {
+	case "", BackendCPU:
+		return BackendCPU, nil
+	case cuda.BackendCUDA, cuda.BackendEmulated:
+		return s, nil
+	}
+	return "", fmt.Errorf("backend %q: want %s, %s or %s", s, BackendCPU, cuda.BackendCUDA, cuda.BackendEmulated)
+}
+
+// LoadModel loads the model in dir on opts.Backend (the weight and thread options apply to
+// the CPU backend; the CUDA backends hold the weights in bf16).
+func LoadModel(dir string, opts Options) (Model, error) {
+	backend, err := ParseBackend(opts.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	wt, err := qwen2.ParseWeightType(opts.DType)
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	if opts.Threads > 0 {
+		cpu.SetThreads(opts.Threads)
+	}
+	if backend != BackendCPU {
+		if wt != qwen2.AsStored && wt != qwen2.BF16 {
+			return nil, fmt.Errorf("student: --backend %s holds the weights in bf16; weight type %s is for the cpu backend", backend, wt)
+		}
+		m, err := cuda.Load(dir, cuda.Options{Backend: backend})
+		if err != nil {
+			return nil, fmt.Errorf("student: %w", err)
+		}
+		return m, nil
+	}
+	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap})
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
+	return m, nil
 }

@@ -1,7 +1,8 @@
 // Package student is the bundled student runtime as a chat.Policy: it renders a conversation with
 // the Qwen2.5 chat template, tokenizes it, generates through a generate.Generator (batched with
-// every other request in flight, reusing the KV cache of the conversation's previous turn) and
-// decodes the reply.
+// every other request in flight, starting from the longest prefix of the prompt already in a KV
+// cache: the conversation's previous turn, or the system prompt another conversation on the same
+// database computed) and decodes the reply. Reply.Usage.CachedTokens is the prompt tokens reused.
 package student
 
 import (
@@ -96,8 +97,9 @@ func (s *Student) ModelID() string { return s.id }
 // Generator returns the student's generator (for its Stats).
 func (s *Student) Generator() *generate.Generator { return s.gen }
 
-// ClientStats returns the generator's counters (a generate.Stats), which distill writes into
-// usage.json as the student policy's "client" entry.
+// ClientStats returns the generator's counters (a generate.Stats: prompt, cached, shared and
+// computed tokens, prefix hits, requests that waited for a shared prefix, evictions, KV memory),
+// which distill writes into usage.json as the student policy's "client" entry.
 func (s *Student) ClientStats() any { return s.gen.Stats() }
 
 // Tokenizer returns the student's tokenizer.

@@ -1,8 +1,11 @@
 // Package oaitest is a fake OpenAI-compatible chat-completions server for tests: it speaks
-// POST /v1/chat/completions (non-streaming) and GET /v1/models in the OpenAI wire format, checks
-// the Authorization header when given a key, answers through a Script (a function of the request,
-// so a test can answer per question and per turn), injects faults from a per-request sequence, from
-// the Script, or at a seeded rate, and records every request.
+// POST /v1/chat/completions (plain JSON, or SSE when the request streams) and GET /v1/models,
+// checks the Authorization header when given a key, answers through a Script (a function of the
+// request, so a test can answer per question and per turn), injects faults from a per-request
+// sequence, from the Script, or at a seeded rate, and records every request. A Personality makes
+// it speak one provider's wire shape (Personalities: vLLM, DeepSeek, DashScope, OpenRouter, …):
+// where the reasoning goes, null fields, keep-alive lines, provider finish reasons, the
+// provider's own request rules and error bodies, rate-limit headers.
 //
 // It is built for fault suites over thousands of requests: one mutex-guarded append per request,
 // no goroutines of its own, and fault draws that depend only on (seed, conversation, attempt), so a
@@ -24,6 +27,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Fault is a kind of misbehaviour the server can inject instead of (or into) a normal reply.
@@ -50,16 +54,32 @@ const (
 	Length                  Fault = "length"               // content cut in half, finish_reason length
 	ContentFilter           Fault = "content_filter"       // empty content, finish_reason content_filter
 	EmptyContent            Fault = "empty_content"        // empty content, finish_reason stop
+	// ProviderFault ends the reply half-way with the personality's FaultFinish reason (DeepSeek
+	// insufficient_system_resource, Zhipu network_error, vLLM abort; default "error").
+	ProviderFault Fault = "provider_fault"
+	// Stream faults act half-way through a stream's chunks (on a plain request: ResetMidBody,
+	// Hang, Truncated and a 500 respectively).
+	StreamReset Fault = "stream_reset" // the connection is reset
+	StreamStall Fault = "stream_stall" // nothing more is sent until the client gives up
+	StreamCut   Fault = "stream_cut"   // the stream ends cleanly without finish_reason or [DONE]
+	StreamError Fault = "stream_error" // an error event (data: {"error": …}) ends the stream
 )
+
+// StreamFaults are the faults of a stream, for WithFaultRate in streaming fault suites.
+var StreamFaults = []Fault{StreamReset, StreamCut, StreamError, ProviderFault, RateLimit, ServerError, Reset}
 
 // TransientFaults are the faults a well-behaved client retries; the default mix for WithFaultRate.
 var TransientFaults = []Fault{RateLimit, RateLimitRetryAfter, ServerError, BadGateway, Unavailable,
 	Reset, ResetMidBody, Slow, Malformed, Truncated, EmptyChoices}
 
-// AllFaults lists every fault.
+// AllFaults lists every fault of a plain request as the server first had them.
 var AllFaults = []Fault{RateLimit, RateLimitRetryAfter, RateLimitRetryAfterDate, ServerError, BadGateway,
 	Unavailable, BadRequest, Unauthorized, Reset, ResetMidBody, Slow, Hang, Malformed, Truncated,
 	EmptyChoices, Length, ContentFilter, EmptyContent}
+
+// EveryFault is AllFaults plus the provider and stream faults (which AllFaults leaves out, so
+// that the fault suites built on it keep their mix).
+var EveryFault = append(append([]Fault{}, AllFaults...), ProviderFault, StreamReset, StreamStall, StreamCut, StreamError)
 
 // Message is one chat message of a request.
 type Message struct {
@@ -80,8 +100,10 @@ type Request struct {
 	Fault    Fault
 	Model    string
 	Messages []Message
-	Stream   bool
-	Header   http.Header
+	// Stream is the request's stream flag; IncludeUsage its stream_options.include_usage.
+	Stream       bool
+	IncludeUsage bool
+	Header       http.Header
 	// Body is the raw request JSON (nil in records made WithoutBodies).
 	Body []byte
 }
@@ -132,6 +154,9 @@ type Usage struct {
 // Response is what a Script answers.
 type Response struct {
 	Content string
+	// Think is the reply's reasoning, placed where the server's Personality puts it (by default
+	// reasoning_content), and dropped when the request turned thinking off.
+	Think string
 	// ReasoningContent is sent as message.reasoning_content (DeepSeek, vLLM).
 	ReasoningContent string
 	// Reasoning is sent as message.reasoning (OpenRouter, newer vLLM).
@@ -219,6 +244,7 @@ type Server struct {
 	noBodies   bool
 	closing    chan struct{}
 	closeOnce  sync.Once
+	p          Personality
 
 	inFlight, maxInFlight atomic.Int64
 
@@ -227,12 +253,24 @@ type Server struct {
 	attempts map[uint64]int
 	records  []Request
 	faults   map[Fault]int
+	// the personality's rate-limit window
+	windowStart time.Time
+	windowUsed  int
+	limited     int
 }
 
 // NewServer starts a server answering through script (nil: DefaultReply) and closes it when the
 // test ends; hanging requests are released first.
 func NewServer(tb testing.TB, script Script, opts ...Option) *Server {
 	tb.Helper()
+	s := Start(script, opts...)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a server as NewServer does, outside a test (end-to-end scripts serve it from a
+// command); the caller closes it.
+func Start(script Script, opts ...Option) *Server {
 	s := &Server{
 		script:     script,
 		models:     []string{"test-model"},
@@ -252,7 +290,6 @@ func NewServer(tb testing.TB, script Script, opts ...Option) *Server {
 	mux.HandleFunc("/v1/models", s.listModels)
 	mux.HandleFunc("/models", s.listModels)
 	s.Server = httptest.NewServer(mux)
-	tb.Cleanup(s.Close)
 	return s
 }
 
@@ -369,24 +406,24 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Model    string    `json:"model"`
-		Messages []Message `json:"messages"`
-		Stream   bool      `json:"stream"`
+		Model         string    `json:"model"`
+		Messages      []Message `json:"messages"`
+		Stream        bool      `json:"stream"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not valid JSON: "+err.Error())
-		return
-	}
-	if in.Stream {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "oaitest does not stream")
 		return
 	}
 	if len(in.Messages) == 0 {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages must not be empty")
 		return
 	}
-	req := Request{Model: in.Model, Messages: in.Messages, Header: r.Header.Clone(), Body: body,
+	req := Request{Model: in.Model, Messages: in.Messages, Stream: in.Stream, Header: r.Header.Clone(), Body: body,
 		Hash: conversationHash(in.Model, in.Messages)}
+	req.IncludeUsage = in.StreamOptions != nil && in.StreamOptions.IncludeUsage
 	s.mu.Lock()
 	req.Seq = s.seq
 	s.seq++
@@ -394,11 +431,35 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.attempts[req.Hash]++
 	s.mu.Unlock()
 
+	if s.p.StrictModels && !s.knownModel(in.Model) {
+		s.record(req, None)
+		s.notFound(w, in.Model)
+		return
+	}
+	thinking := true
+	if s.p.Thinking != nil {
+		on, refuse, msg := s.p.Thinking(req)
+		if refuse != 0 {
+			s.record(req, None)
+			w.Header().Set("Content-Type", "application/json")
+			writeJSON(w, refuse, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": "invalid_parameter_error"}})
+			return
+		}
+		thinking = on
+	}
+	if !s.rateLimit(w) {
+		s.record(req, RateLimit)
+		return
+	}
+
 	var resp Response
 	if s.script != nil {
 		resp = s.script(req)
 	} else {
 		resp = Response{Content: DefaultReply}
+	}
+	if !thinking {
+		resp.Think = ""
 	}
 	f := resp.Fault
 	if req.Seq < len(s.sequence) && s.sequence[req.Seq] != None {
@@ -410,20 +471,34 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			f = s.kinds[mix(x)%uint64(len(s.kinds))]
 		}
 	}
-	req.Fault = f
-	rec := req
-	if s.noBodies {
-		rec.Body, rec.Messages, rec.Header = nil, nil, nil
-	}
-	s.mu.Lock()
-	s.records = append(s.records, rec)
-	s.faults[f]++
-	s.mu.Unlock()
+	s.record(req, f)
 
 	if resp.Delay > 0 && !s.wait(r.Context(), resp.Delay) {
 		return
 	}
 	s.serve(w, r, req, resp, f)
+}
+
+// knownModel reports whether id is one of the server's models.
+func (s *Server) knownModel(id string) bool {
+	for _, m := range s.models {
+		if m == id {
+			return true
+		}
+	}
+	return false
+}
+
+// record appends req with what the server did with it.
+func (s *Server) record(req Request, f Fault) {
+	req.Fault = f
+	if s.noBodies {
+		req.Body, req.Messages, req.Header = nil, nil, nil
+	}
+	s.mu.Lock()
+	s.records = append(s.records, req)
+	s.faults[f]++
+	s.mu.Unlock()
 }
 
 // wait sleeps d; false when the client left or the server is closing first.
@@ -441,6 +516,18 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp Response, f Fault) {
+	if !req.Stream {
+		switch f {
+		case StreamReset:
+			f = ResetMidBody
+		case StreamStall:
+			f = Hang
+		case StreamCut:
+			f = Truncated
+		case StreamError:
+			f = ServerError
+		}
+	}
 	switch f {
 	case RateLimit:
 		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached (oaitest).")
@@ -489,18 +576,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp
 		if !s.wait(r.Context(), s.slow) {
 			return
 		}
-	case Length:
-		resp.Content = resp.Content[:len(resp.Content)/2]
-		resp.FinishReason = "length"
-	case ContentFilter:
-		resp.Content = ""
-		resp.FinishReason = "content_filter"
-	case EmptyContent:
-		resp.Content = ""
-		resp.FinishReason = "stop"
 	}
-	out := s.completion(req, resp, f == EmptyChoices)
-	b, err := json.Marshal(out)
+	rep := s.build(req, resp, f)
+	if req.Stream {
+		s.stream(w, r, req, rep, f)
+		return
+	}
+	b, err := json.Marshal(rep.completion())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "server_error", "oaitest: encoding the reply: "+err.Error())
 		return
@@ -513,6 +595,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if s.p.BlankLines {
+		// DeepSeek sends empty lines while a plain request waits, so no Content-Length.
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "\n\n")
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		w.Write(b)
+		return
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
@@ -545,11 +637,19 @@ func resetConn(w http.ResponseWriter, body []byte) {
 	conn.Close()
 }
 
+type wireDetail struct {
+	Type   string `json:"type"`
+	Text   string `json:"text"`
+	Format string `json:"format,omitempty"`
+	Index  int    `json:"index"`
+}
+
 type wireMessage struct {
-	Role             string `json:"role"`
-	Content          string `json:"content"`
-	ReasoningContent string `json:"reasoning_content,omitempty"`
-	Reasoning        string `json:"reasoning,omitempty"`
+	Role             string       `json:"role"`
+	Content          *string      `json:"content"`
+	ReasoningContent string       `json:"reasoning_content,omitempty"`
+	Reasoning        string       `json:"reasoning,omitempty"`
+	ReasoningDetails []wireDetail `json:"reasoning_details,omitempty"`
 }
 
 type wireChoice struct {
@@ -558,16 +658,23 @@ type wireChoice struct {
 	FinishReason string      `json:"finish_reason"`
 }
 
+type wireCompletionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+type wirePromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
 type wireUsage struct {
-	PromptTokens            int `json:"prompt_tokens"`
-	CompletionTokens        int `json:"completion_tokens"`
-	TotalTokens             int `json:"total_tokens"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens            int                    `json:"prompt_tokens"`
+	CompletionTokens        int                    `json:"completion_tokens"`
+	TotalTokens             int                    `json:"total_tokens"`
+	CompletionTokensDetails *wireCompletionDetails `json:"completion_tokens_details"`
+	PromptTokensDetails     *wirePromptDetails     `json:"prompt_tokens_details,omitempty"`
+	PromptCacheHitTokens    *int                   `json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheMissTokens   *int                   `json:"prompt_cache_miss_tokens,omitempty"`
+	Cost                    *float64               `json:"cost,omitempty"`
 }
 
 type wireCompletion struct {
@@ -582,46 +689,136 @@ type wireCompletion struct {
 // EstimateTokens is the server's default token count of a text: ceil(bytes/4).
 func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
 
-func (s *Server) completion(req Request, resp Response, emptyChoices bool) wireCompletion {
-	model := resp.Model
-	if model == "" {
-		model = req.Model
+// reply is one answer in the server's own terms, before it is written as a completion or as
+// stream chunks.
+type reply struct {
+	id                          string
+	created                     int64
+	model                       string
+	content                     string
+	nullContent                 bool
+	reasoningContent, reasoning string
+	details                     bool // repeat reasoning as reasoning_details
+	finish                      string
+	usage                       wireUsage
+	noChoices                   bool
+}
+
+// build applies the fault and the personality to a scripted response.
+func (s *Server) build(req Request, resp Response, f Fault) *reply {
+	rp := &reply{id: fmt.Sprintf("chatcmpl-oaitest-%d", req.Seq), created: time.Now().Unix(), model: resp.Model,
+		content: resp.Content, reasoningContent: resp.ReasoningContent, reasoning: resp.Reasoning, finish: resp.FinishReason,
+		noChoices: f == EmptyChoices}
+	if rp.model == "" {
+		rp.model = req.Model
 	}
+	if t := resp.Think; t != "" {
+		switch s.p.ReasoningField {
+		case FieldReasoning:
+			rp.reasoning += t
+		case FieldBoth:
+			rp.reasoning += t
+			rp.reasoningContent += t
+		case FieldDetails:
+			rp.reasoning += t
+			rp.details = true
+		case FieldInline:
+			rp.content = "<think>" + t + "</think>\n" + rp.content
+		default:
+			rp.reasoningContent += t
+		}
+	}
+	switch f {
+	case Length:
+		rp.content = halfRunes(rp.content)
+		rp.finish = "length"
+	case ContentFilter:
+		rp.content = ""
+		rp.finish = nameOr(s.p.FilterFinish, "content_filter")
+	case EmptyContent:
+		rp.content = ""
+		rp.finish = "stop"
+	case ProviderFault:
+		rp.content = halfRunes(rp.content)
+		rp.finish = nameOr(s.p.FaultFinish, "error")
+	}
+	if rp.finish == "" {
+		rp.finish = "stop"
+	}
+	rp.nullContent = s.p.NullContent && rp.content == ""
+	rp.usage = s.usage(req, resp, rp)
+	return rp
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// halfRunes cuts s to about half its bytes on a rune boundary.
+func halfRunes(s string) string {
+	i := len(s) / 2
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+// usage is the reply's usage in the personality's shape.
+func (s *Server) usage(req Request, resp Response, rp *reply) wireUsage {
 	var u wireUsage
+	var reasoningTokens, cached int
 	if resp.Usage != nil {
 		u.PromptTokens, u.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
-		u.CompletionTokensDetails.ReasoningTokens = resp.Usage.ReasoningTokens
-		u.PromptTokensDetails.CachedTokens = resp.Usage.CachedTokens
+		reasoningTokens, cached = resp.Usage.ReasoningTokens, resp.Usage.CachedTokens
 	} else {
 		var b strings.Builder
 		for _, m := range req.Messages {
 			b.WriteString(m.Content)
 		}
-		reasoning := resp.ReasoningContent + resp.Reasoning
+		reasoning := rp.reasoningContent
+		if reasoning == "" {
+			reasoning = rp.reasoning
+		}
 		u.PromptTokens = EstimateTokens(b.String())
-		u.CompletionTokens = EstimateTokens(resp.Content) + EstimateTokens(reasoning)
-		u.CompletionTokensDetails.ReasoningTokens = EstimateTokens(reasoning)
+		u.CompletionTokens = EstimateTokens(rp.content) + EstimateTokens(reasoning)
+		reasoningTokens = EstimateTokens(reasoning)
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	finish := resp.FinishReason
-	if finish == "" {
-		finish = "stop"
+	if !s.p.NullUsageDetails {
+		u.CompletionTokensDetails = &wireCompletionDetails{ReasoningTokens: reasoningTokens}
+		if !s.p.DeepSeekCache {
+			u.PromptTokensDetails = &wirePromptDetails{CachedTokens: cached}
+		}
 	}
-	out := wireCompletion{
-		ID:      fmt.Sprintf("chatcmpl-oaitest-%d", req.Seq),
-		Object:  "chat.completion",
-		Created: time.Now().Unix(),
-		Model:   model,
-		Choices: []wireChoice{},
-		Usage:   u,
+	if s.p.DeepSeekCache {
+		miss := u.PromptTokens - cached
+		u.PromptCacheHitTokens, u.PromptCacheMissTokens = &cached, &miss
 	}
-	if !emptyChoices {
-		out.Choices = append(out.Choices, wireChoice{
-			Message: wireMessage{Role: "assistant", Content: resp.Content,
-				ReasoningContent: resp.ReasoningContent, Reasoning: resp.Reasoning},
-			FinishReason: finish,
-		})
+	if s.p.CostPerToken > 0 {
+		c := s.p.CostPerToken * float64(u.TotalTokens)
+		u.Cost = &c
 	}
+	return u
+}
+
+// completion is the reply as one chat.completion object.
+func (rp *reply) completion() wireCompletion {
+	out := wireCompletion{ID: rp.id, Object: "chat.completion", Created: rp.created, Model: rp.model, Choices: []wireChoice{}, Usage: rp.usage}
+	if rp.noChoices {
+		return out
+	}
+	m := wireMessage{Role: "assistant", ReasoningContent: rp.reasoningContent, Reasoning: rp.reasoning}
+	if !rp.nullContent {
+		c := rp.content
+		m.Content = &c
+	}
+	if rp.details {
+		m.ReasoningDetails = []wireDetail{{Type: "reasoning.text", Text: rp.reasoning, Format: "unknown"}}
+	}
+	out.Choices = append(out.Choices, wireChoice{Message: m, FinishReason: rp.finish})
 	return out
 }
 

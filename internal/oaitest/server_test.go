@@ -12,7 +12,13 @@ import (
 	"time"
 )
 
+// post sends body with a 300 ms client timeout (the Hang fault's check relies on it).
 func post(t *testing.T, srv *Server, key string, body string) (*http.Response, []byte, error) {
+	t.Helper()
+	return postWithin(t, srv, key, body, 300*time.Millisecond)
+}
+
+func postWithin(t *testing.T, srv *Server, key string, body string, timeout time.Duration) (*http.Response, []byte, error) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.BaseURL()+"/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -22,7 +28,7 @@ func post(t *testing.T, srv *Server, key string, body string) (*http.Response, [
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	cl := &http.Client{Timeout: 300 * time.Millisecond}
+	cl := &http.Client{Timeout: timeout}
 	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -30,6 +36,13 @@ func post(t *testing.T, srv *Server, key string, body string) (*http.Response, [
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp, b, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
 }
 
 func body(q string, turns ...string) string {
@@ -55,7 +68,7 @@ func TestWireFormatAndRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := out.Choices[0].Message
-	if out.Object != "chat.completion" || m.Role != "assistant" || m.Content != "<sql>SELECT 2</sql>" || m.ReasoningContent != "first" ||
+	if out.Object != "chat.completion" || m.Role != "assistant" || deref(m.Content) != "<sql>SELECT 2</sql>" || m.ReasoningContent != "first" ||
 		out.Choices[0].FinishReason != "stop" || out.Usage.TotalTokens != out.Usage.PromptTokens+out.Usage.CompletionTokens ||
 		out.Usage.CompletionTokensDetails.ReasoningTokens != EstimateTokens("first") {
 		t.Errorf("reply = %s", b)
@@ -113,8 +126,9 @@ func TestModelsAndAuth(t *testing.T) {
 	if resp, _, _ := post(t, srv, "k1", `{"model":`); resp.StatusCode != 400 {
 		t.Errorf("bad JSON: %d", resp.StatusCode)
 	}
-	if resp, _, _ := post(t, srv, "k1", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`); resp.StatusCode != 400 {
-		t.Errorf("stream: %d", resp.StatusCode)
+	if resp, b, _ := post(t, srv, "k1", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`); resp.StatusCode != 200 ||
+		resp.Header.Get("Content-Type") != "text/event-stream" || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		t.Errorf("stream: %d %q", resp.StatusCode, b)
 	}
 }
 
@@ -153,7 +167,7 @@ func TestFaultWire(t *testing.T) {
 			if err != nil || json.Unmarshal(b, &out) != nil || len(out.Choices) != wantChoices {
 				return fmt.Sprintf("want %d choices, got %q %v", wantChoices, b, err)
 			}
-			if wantChoices > 0 && (out.Choices[0].FinishReason != finish || !content(out.Choices[0].Message.Content)) {
+			if wantChoices > 0 && (out.Choices[0].FinishReason != finish || !content(deref(out.Choices[0].Message.Content))) {
 				return fmt.Sprintf("got %q", b)
 			}
 			return ""
@@ -178,9 +192,15 @@ func TestFaultWire(t *testing.T) {
 		ContentFilter:           reply("content_filter", 1, func(c string) bool { return c == "" }),
 		EmptyContent:            reply("stop", 1, func(c string) bool { return c == "" }),
 		Slow:                    reply("stop", 1, func(c string) bool { return c == DefaultReply }),
+		ProviderFault:           reply("error", 1, func(c string) bool { return c == DefaultReply[:len(DefaultReply)/2] }),
+		// On a plain request the stream faults become their plain counterparts.
+		StreamReset: transport,
+		StreamStall: transport,
+		StreamCut:   badJSON,
+		StreamError: status(500, ""),
 	}
-	if len(cases) != len(AllFaults) {
-		t.Fatalf("cases cover %d of %d faults", len(cases), len(AllFaults))
+	if len(cases) != len(EveryFault) {
+		t.Fatalf("cases cover %d of %d faults", len(cases), len(EveryFault))
 	}
 	for f, ck := range cases {
 		srv := NewServer(t, nil, WithSequence(f))
@@ -248,7 +268,7 @@ func TestConcurrentRequests(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			post(t, srv, "", body(fmt.Sprintf("q%d", i)))
+			postWithin(t, srv, "", body(fmt.Sprintf("q%d", i)), 30*time.Second) // 64 at once under -race on a loaded machine
 		}()
 	}
 	wg.Wait()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,10 +25,14 @@ type Toy struct {
 	Favor func(toks []int) (id int, ok bool)
 	// Delay is slept in every Forward call, to give concurrent requests time to join a batch.
 	Delay time.Duration
+	// NoFork makes NewCache return caches without Fork (generate.Forker), as a model whose
+	// caches cannot share memory.
+	NoFork bool
 
 	mu    sync.Mutex
 	calls []Call
 	live  int
+	forks int
 }
 
 // Call records one Forward: the tokens of each step.
@@ -67,6 +72,13 @@ func (t *Toy) ResetCalls() {
 	t.mu.Unlock()
 }
 
+// Forks is the number of caches made by Fork.
+func (t *Toy) Forks() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forks
+}
+
 // LiveCaches is the number of caches made and not yet released.
 func (t *Toy) LiveCaches() int {
 	t.mu.Lock()
@@ -91,6 +103,39 @@ func (c *toyCache) Truncate(n int) {
 	c.toks, c.hashes = c.toks[:n], c.hashes[:n]
 }
 
+// Fork implements generate.Forker: the new cache holds a copy of the first n tokens.
+func (c *toyCache) Fork(n, maxTokens int) (generate.Cache, error) {
+	if c.released {
+		return nil, errors.New("gentest: Fork of a released cache")
+	}
+	if n < 0 || n > len(c.toks) || maxTokens < max(n, 1) || maxTokens > c.t.Context {
+		return nil, fmt.Errorf("gentest: Fork(%d, %d) of a cache holding %d tokens", n, maxTokens, len(c.toks))
+	}
+	c.t.mu.Lock()
+	c.t.live++
+	c.t.forks++
+	c.t.mu.Unlock()
+	return &toyCache{t: c.t, toks: slices.Clone(c.toks[:n]), hashes: slices.Clone(c.hashes[:n]), capacity: maxTokens}, nil
+}
+
+// plainCache is a toyCache without Fork.
+type plainCache struct{ c *toyCache }
+
+func (p plainCache) Len() int       { return p.c.Len() }
+func (p plainCache) Truncate(n int) { p.c.Truncate(n) }
+func (p plainCache) Release()       { p.c.Release() }
+
+// unwrap returns the toyCache behind c, or nil.
+func unwrap(c generate.Cache) *toyCache {
+	switch c := c.(type) {
+	case *toyCache:
+		return c
+	case plainCache:
+		return c.c
+	}
+	return nil
+}
+
 func (c *toyCache) Release() {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
@@ -109,7 +154,11 @@ func (t *Toy) NewCache(maxTokens int) (generate.Cache, error) {
 	t.mu.Lock()
 	t.live++
 	t.mu.Unlock()
-	return &toyCache{t: t, capacity: maxTokens}, nil
+	c := &toyCache{t: t, capacity: maxTokens}
+	if t.NoFork {
+		return plainCache{c}, nil
+	}
+	return c, nil
 }
 
 func mix(h uint64) uint64 {
@@ -151,8 +200,8 @@ func (t *Toy) Forward(ctx context.Context, steps []generate.Step) error {
 	}
 	rec := Call{Steps: make([][]int, len(steps))}
 	for i, st := range steps {
-		c, ok := st.Cache.(*toyCache)
-		if !ok || c.t != t {
+		c := unwrap(st.Cache)
+		if c == nil || c.t != t {
 			return fmt.Errorf("gentest: step %d: cache not made by this model", i)
 		}
 		if c.released {
@@ -185,7 +234,7 @@ func (t *Toy) Forward(ctx context.Context, steps []generate.Step) error {
 	}
 	for i := range steps {
 		st := &steps[i]
-		c := st.Cache.(*toyCache)
+		c := unwrap(st.Cache)
 		rows := 1
 		if st.AllLogits {
 			rows = len(st.Tokens)

@@ -1,0 +1,362 @@
+package datasets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgReaderLock serialises reader set-ups on one PostgreSQL cluster (role names are cluster-wide).
+const pgReaderLock = "SELECT pg_advisory_xact_lock(hashtext('chainedsql-reader'))"
+
+// pgReaderTempLimit caps the temporary files one reader session may write (sorts and hashes
+// spilling to disk), so a hostile cross join cannot fill the server's disk before its timeout.
+const pgReaderTempLimit = "4GB"
+
+// pgRoleAttrs are the attributes of a role that matter to least privilege.
+type pgRoleAttrs struct {
+	super, replication, bypassRLS, createRole, createDB, login bool
+}
+
+// extras names the attributes beyond a plain login.
+func (a pgRoleAttrs) extras() []string {
+	var out []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{a.super, "SUPERUSER"}, {a.replication, "REPLICATION"}, {a.bypassRLS, "BYPASSRLS"}, {a.createRole, "CREATEROLE"}, {a.createDB, "CREATEDB"}} {
+		if x.on {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+// pgQueryer is what the role look-ups run on: *sql.DB, *sql.Conn or *sql.Tx.
+type pgQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// pgRole reads the attributes and role memberships of role; ok is false when it does not exist.
+func pgRole(ctx context.Context, q pgQueryer, role string) (a pgRoleAttrs, memberOf []string, ok bool, err error) {
+	err = q.QueryRowContext(ctx, `SELECT rolsuper, rolreplication, rolbypassrls, rolcreaterole, rolcreatedb, rolcanlogin
+		FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&a.super, &a.replication, &a.bypassRLS, &a.createRole, &a.createDB, &a.login)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, nil, false, nil
+	}
+	if err != nil {
+		return a, nil, false, fmt.Errorf("look up role %s: %w", role, err)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT g.rolname::text FROM pg_catalog.pg_auth_members m
+		JOIN pg_catalog.pg_roles g ON g.oid = m.roleid JOIN pg_catalog.pg_roles u ON u.oid = m.member
+		WHERE u.rolname = $1 ORDER BY 1`, role)
+	if err != nil {
+		return a, nil, true, fmt.Errorf("look up the memberships of role %s: %w", role, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return a, nil, true, err
+		}
+		memberOf = append(memberOf, g)
+	}
+	return a, memberOf, true, rows.Err()
+}
+
+// pgReaderTx opens a transaction as the DSN's user holding the reader set-up lock; done rolls
+// back what was not committed and closes the pool.
+func pgReaderTx(ctx context.Context, dsn string) (tx *sql.Tx, done func(), err error) {
+	pool, err := openPostgresPool(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tx, err = pool.BeginTx(ctx, nil); err == nil {
+		if _, err = tx.ExecContext(ctx, pgReaderLock); err == nil {
+			return tx, func() { tx.Rollback(); pool.Close() }, nil
+		}
+		tx.Rollback()
+	}
+	pool.Close()
+	return nil, nil, fmt.Errorf("connect and take the reader lock: %w", err)
+}
+
+func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (ReaderReport, error) {
+	rep := ReaderReport{Name: name}
+	where := pgTarget(dsn)
+	fail := func(err error) (ReaderReport, error) {
+		return rep, fmt.Errorf("%s: set up reader %s: %w", where, name, err)
+	}
+	tx, done, err := pgReaderTx(ctx, dsn)
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	exec := func(q string, args ...any) error {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			q, _, _ = strings.Cut(q, " PASSWORD ") // never echo the password
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+		return nil
+	}
+	role := QuoteIdent(Postgres, name)
+	meta := QuoteIdent(Postgres, readerMeta)
+	for _, q := range []string{
+		"CREATE SCHEMA IF NOT EXISTS " + meta,
+		"REVOKE ALL ON SCHEMA " + meta + " FROM PUBLIC",
+		"CREATE TABLE IF NOT EXISTS " + meta + ".readers (name text PRIMARY KEY, password text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",
+		"REVOKE ALL ON " + meta + ".readers FROM PUBLIC",
+	} {
+		if err := exec(q); err != nil {
+			return fail(err)
+		}
+	}
+	var stored sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT password FROM "+meta+".readers WHERE name = $1", name).Scan(&stored); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fail(fmt.Errorf("read the stored password: %w", err))
+	}
+	password := stored.String
+	if !stored.Valid {
+		if password, err = newPassword(); err != nil {
+			return fail(err)
+		}
+	}
+	attrs, memberOf, exists, err := pgRole(ctx, tx, name)
+	if err != nil {
+		return fail(err)
+	}
+	const plain = " LOGIN NOSUPERUSER NOREPLICATION NOBYPASSRLS NOCREATEROLE NOCREATEDB INHERIT"
+	if !exists {
+		if err := exec("CREATE ROLE " + role + plain + " PASSWORD " + sqlString(password)); err != nil {
+			return fail(err)
+		}
+		rep.Created = true
+	} else {
+		if x := attrs.extras(); len(x) > 0 || !attrs.login {
+			rep.Changes = append(rep.Changes, fmt.Sprintf("attributes reset to LOGIN only (had %s)", strings.Join(append(x, fmt.Sprintf("login=%v", attrs.login)), ", ")))
+		}
+		if !stored.Valid {
+			rep.Changes = append(rep.Changes, "password reset (none was stored in this database)")
+		}
+		// The stored password is set again every time: another database of this cluster may
+		// have reset it.
+		if err := exec("ALTER ROLE " + role + plain + " PASSWORD " + sqlString(password)); err != nil {
+			return fail(err)
+		}
+		for _, g := range memberOf {
+			if err := exec("REVOKE " + QuoteIdent(Postgres, g) + " FROM " + role); err != nil {
+				return fail(err)
+			}
+			rep.Changes = append(rep.Changes, "removed from role "+g)
+		}
+	}
+	var superuser bool
+	if err := tx.QueryRowContext(ctx, "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user").Scan(&superuser); err != nil {
+		return fail(err)
+	}
+	settings := []string{
+		"ALTER ROLE " + role + " RESET ALL",
+		"ALTER ROLE " + role + " SET default_transaction_read_only = on",
+		"ALTER ROLE " + role + " SET idle_in_transaction_session_timeout = '1min'",
+	}
+	if superuser { // only a superuser may set it
+		settings = append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'")
+	}
+	for _, q := range settings {
+		if err := exec(q); err != nil {
+			return fail(err)
+		}
+	}
+	var db string
+	var canConnect bool
+	if err := tx.QueryRowContext(ctx, "SELECT current_database(), has_database_privilege($1, current_database(), 'CONNECT')", name).Scan(&db, &canConnect); err != nil {
+		return fail(err)
+	}
+	if !canConnect {
+		if err := exec("GRANT CONNECT ON DATABASE " + QuoteIdent(Postgres, db) + " TO " + role); err != nil {
+			return fail(err)
+		}
+	}
+	for _, t := range targets {
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", t).Scan(&n); err != nil {
+			return fail(err)
+		}
+		if n == 0 {
+			return fail(fmt.Errorf("schema %q does not exist (load it first)", t))
+		}
+		s := QuoteIdent(Postgres, t)
+		if err := exec("GRANT USAGE ON SCHEMA " + s + " TO " + role); err != nil {
+			return fail(err)
+		}
+		if err := exec("GRANT SELECT ON ALL TABLES IN SCHEMA " + s + " TO " + role); err != nil {
+			return fail(err)
+		}
+		rep.Granted = append(rep.Granted, t)
+	}
+	if err := exec("INSERT INTO "+meta+".readers (name, password) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET password = EXCLUDED.password, updated_at = now()", name, password); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(fmt.Errorf("commit: %w", err))
+	}
+	return rep, nil
+}
+
+func dropPGReader(ctx context.Context, dsn, name string) error {
+	fail := func(err error) error { return fmt.Errorf("%s: drop reader %s: %w", pgTarget(dsn), name, err) }
+	tx, done, err := pgReaderTx(ctx, dsn)
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = $1", name).Scan(&n); err != nil {
+		return fail(err)
+	}
+	role := QuoteIdent(Postgres, name)
+	if n > 0 {
+		if _, err := tx.ExecContext(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
+			return fail(err)
+		}
+	}
+	var meta sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT to_regclass('"+readerMeta+".readers')::text").Scan(&meta); err != nil {
+		return fail(err)
+	}
+	if meta.Valid {
+		schema := QuoteIdent(Postgres, readerMeta)
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+schema+".readers WHERE name = $1", name); err != nil {
+			return fail(err)
+		}
+		// The last reader gone, the table and, when nothing else lives there, its schema go too.
+		var left, others int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+schema+".readers").Scan(&left); err != nil {
+			return fail(err)
+		}
+		if left == 0 {
+			if _, err := tx.ExecContext(ctx, "DROP TABLE "+schema+".readers"); err != nil {
+				return fail(err)
+			}
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = $1::regnamespace", readerMeta).Scan(&others); err != nil {
+				return fail(err)
+			}
+			if others == 0 {
+				if _, err := tx.ExecContext(ctx, "DROP SCHEMA "+schema); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// pgExecConfig returns the connection settings statements run under: the DSN's own when
+// acc.AsDSNUser or when the DSN already names the reader, else the DSN's server and database
+// logged in as the reader with its stored password. The DSN's user is used only for the look-up.
+func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	if acc.AsDSNUser {
+		return cfg, nil
+	}
+	name := acc.name()
+	if err := checkReaderName(name); err != nil {
+		return nil, err
+	}
+	if cfg.User == name {
+		return cfg, nil
+	}
+	where := pgTarget(dsn)
+	admin, err := openPostgresPool(dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	var exists bool
+	if err := admin.QueryRowContext(ctx, "SELECT count(*) > 0 FROM pg_catalog.pg_roles WHERE rolname = $1", name).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
+	}
+	if !exists {
+		return nil, readerMissing(where, fmt.Sprintf("reader role %q does not exist", name))
+	}
+	var password string
+	err = admin.QueryRowContext(ctx, "SELECT password FROM "+QuoteIdent(Postgres, readerMeta)+".readers WHERE name = $1", name).Scan(&password)
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // no row, table or schema
+		return nil, readerMissing(where, fmt.Sprintf("no password for reader role %q is stored in this database", name))
+	case errors.As(err, &pe) && pe.Code == "42501":
+		return nil, fmt.Errorf("%s: the DSN's user %q may not read the reader's password (%s.readers): pass the DSN distill load used, or a DSN of the reader itself: %w", where, cfg.User, readerMeta, err)
+	case err != nil:
+		return nil, fmt.Errorf("%s: read the reader's password: %w", where, err)
+	}
+	rc := cfg.Copy()
+	rc.User = name
+	rc.Password = password
+	return rc, nil
+}
+
+// checkPGReader checks, on a connection of the reader itself, that it is who it should be and
+// holds no attribute or membership beyond a plain login.
+func checkPGReader(ctx context.Context, pool *sql.DB, where, name string) error {
+	var user string
+	if err := pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
+			return fmt.Errorf("%s: log in as reader %s: %v: %w (run distill load again to reset its stored password; pg_hba.conf must let it log in with a password)", where, name, err, ErrReader)
+		}
+		return fmt.Errorf("%s: log in as reader %s: %w", where, name, err)
+	}
+	if user != name {
+		return fmt.Errorf("%s: logged in as %q, want reader %s", where, user, name)
+	}
+	attrs, memberOf, _, err := pgRole(ctx, pool, name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	extra := attrs.extras()
+	for _, g := range memberOf {
+		extra = append(extra, "member of "+g)
+	}
+	if len(extra) > 0 {
+		return readerPrivileged(where, name, extra)
+	}
+	return nil
+}
+
+func describePGUser(ctx context.Context, dsn string) (string, error) {
+	pool, err := openPostgresPool(dsn)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	var user string
+	if err := pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user); err != nil {
+		return "", fmt.Errorf("%s: connect: %w", pgTarget(dsn), err)
+	}
+	attrs, memberOf, _, err := pgRole(ctx, pool, user)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", pgTarget(dsn), err)
+	}
+	extra := attrs.extras()
+	for _, g := range memberOf {
+		extra = append(extra, "member of "+g)
+	}
+	what := "no attribute beyond login (check its grants yourself)"
+	if len(extra) > 0 {
+		what = strings.Join(extra, ", ")
+	}
+	return fmt.Sprintf("%s user %q: %s", pgTarget(dsn), user, what), nil
+}

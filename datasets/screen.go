@@ -1,0 +1,240 @@
+package datasets
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The screen is the second layer of execution security (docs/DESIGN.md, "Execution security"):
+// statements run as a least-privileged reader in a read-only transaction, and before that the
+// screen refuses, by their text, statements that are not one read, and the functions and catalogs
+// that reach outside the task's data even for a reader (server files, WAL, replication slots,
+// logs, settings, other sessions, credentials). A false refusal costs one turn; a miss is caught
+// by the reader's permissions where the server has any.
+
+// readPrefixes are the first keywords of statements that only read.
+var readPrefixes = []string{"select", "with", "values", "explain"}
+
+// screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
+// returns it trimmed, or a reason to refuse it. d selects the dialect's own refusals (MySQL's
+// @@ system variables); everything else applies to every dialect. Hand-written because no
+// library splits SQL of three dialects; it respects quotes and comments.
+func screen(query string, d Dialect) (string, string) {
+	q := strings.TrimSpace(query)
+	body, rest := splitFirst(q)
+	if strings.TrimSpace(rest) != "" {
+		return "", "refused: only one statement per query is allowed"
+	}
+	body = strings.TrimSpace(body)
+	if body == "" {
+		return "", "refused: empty statement"
+	}
+	lower := strings.ToLower(stripLeadingComments(body))
+	ok := false
+	for _, p := range readPrefixes {
+		if strings.HasPrefix(lower, p) && (len(lower) == len(p) || !isWord(lower[len(p)])) {
+			ok = true
+		}
+	}
+	if !ok {
+		return "", "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"
+	}
+	if reason := deniedText(body, d); reason != "" {
+		return "", reason
+	}
+	return body, ""
+}
+
+// deniedWords are names that reach outside the task's data in one of the engines: server files,
+// extensions, other sessions and backends, settings (which hold server paths), WAL, replication
+// slots and origins, logs, locks held past the statement, dynamic SQL, credentials catalogs,
+// MySQL's file-writing INTO targets and its variables tables. deniedPrefixes cover the
+// PostgreSQL function families whose members grow with each release. They are refused wherever
+// they appear, since a read-only transaction does not stop them.
+var (
+	deniedWords    = map[string]bool{}
+	deniedPrefixes = strings.Fields(`
+		pg_read_ pg_ls_ pg_stat_ pg_file pg_wal pg_current_wal pg_last_wal pg_get_wal pg_switch_
+		pg_is_wal pg_control_ pg_create_ pg_drop_ pg_copy_ pg_logical_ pg_replication_
+		pg_get_replication pg_backup_ pg_advisory_ pg_try_advisory_ pg_current_xact_id
+		pg_settings pg_show_all_settings pg_current_logfile pg_rotate_logfile pg_log_backend`)
+)
+
+func init() {
+	for _, w := range strings.Fields(`
+		load_extension load_file outfile dumpfile writefile readfile fts3_tokenizer
+		pg_start_backup pg_stop_backup pg_terminate_backend pg_cancel_backend pg_signal_backend
+		pg_reload_conf pg_promote pg_export_snapshot pg_import_system_collations
+		pg_tablespace_location pg_relation_filepath pg_blocking_pids pg_safe_snapshot_blocking_pids
+		pg_lock_status pg_locks pg_config
+		set_config current_setting txid_current txid_current_if_assigned
+		lo_import lo_export lo_from_bytea lo_put lo_get lo_creat lo_create lo_open lo_unlink
+		lo_truncate lo_truncate64 lo_write lowrite loread
+		dblink dblink_exec dblink_connect
+		query_to_xml query_to_xmlschema query_to_xml_and_xmlschema cursor_to_xml
+		cursor_to_xmlschema database_to_xml database_to_xmlschema database_to_xml_and_xmlschema
+		schema_to_xml schema_to_xmlschema schema_to_xml_and_xmlschema ts_stat ts_rewrite
+		inet_server_addr inet_server_port inet_client_addr inet_client_port
+		pg_authid pg_shadow pg_user_mappings pg_hba_file_rules pg_ident_file_mappings
+		get_lock release_lock release_all_locks is_free_lock is_used_lock master_pos_wait
+		source_pos_wait master_gtid_wait sys_exec sys_eval
+		performance_schema processlist global_variables session_variables system_variables
+		global_status session_status user_statistics client_statistics`) {
+		deniedWords[w] = true
+	}
+}
+
+// deniedText refuses query text that calls a denied function, names a denied catalog, reaches
+// the mysql schema, or hides code from screening. It scans the raw text, strings and comments
+// included: no dialect's quoting rules are trusted here.
+func deniedText(q string, d Dialect) string {
+	lower := strings.ToLower(q)
+	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'"} {
+		if strings.Contains(lower, hidden) {
+			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
+		}
+	}
+	if mysqlSchemaRef(lower) {
+		return "refused: the mysql schema (server accounts and settings) is not part of the task's data"
+	}
+	if d == MySQL && strings.Contains(lower, "@@") {
+		return "refused: @@ system variables describe the server, not the task's data"
+	}
+	words := strings.FieldsFunc(lower, func(r rune) bool {
+		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	})
+	for _, w := range words {
+		if deniedWord(w) {
+			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the task's data)", w)
+		}
+	}
+	return ""
+}
+
+// deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
+func deniedWord(w string) bool {
+	if deniedWords[w] {
+		return true
+	}
+	for _, p := range deniedPrefixes {
+		if strings.HasPrefix(w, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// mysqlSchemaRef reports whether lower (lower-cased SQL) qualifies a name with the mysql schema
+// however it is spelled: `mysql`.user, "mysql".user, mysql .user, mysql/**/.user, mysql -- x
+// (newline) .user, mysql # x (newline) .user. It skips, between the word and the dot, anything
+// MySQL allows there (spaces, closing quotes, comments), without regard to whether the word sits
+// inside a string: a string that merely mentions mysql.x is refused too.
+func mysqlSchemaRef(lower string) bool {
+	const word = "mysql"
+	for i := 0; ; i++ {
+		k := strings.Index(lower[i:], word)
+		if k < 0 {
+			return false
+		}
+		i += k
+		j := i + len(word)
+		if i > 0 && isIdentByte(lower[i-1]) || j < len(lower) && isIdentByte(lower[j]) {
+			continue
+		}
+		if j = skipGap(lower, j); j < len(lower) && lower[j] == '.' {
+			return true
+		}
+	}
+}
+
+// skipGap returns the index of the first byte at or after i that is not a space, a quote
+// character or inside a comment (/* */, -- and # to the end of the line).
+func skipGap(s string, i int) int {
+	for i < len(s) {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c == '`' || c == '"':
+			i++
+		case strings.HasPrefix(s[i:], "/*"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return len(s)
+			}
+			i += end + 4
+		case strings.HasPrefix(s[i:], "--") || c == '#':
+			end := strings.IndexByte(s[i:], '\n')
+			if end < 0 {
+				return len(s)
+			}
+			i += end + 1
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// isIdentByte reports whether b can continue an unquoted identifier (MySQL allows $).
+func isIdentByte(b byte) bool { return isWord(b) || b == '$' || b >= 0x80 }
+
+func isWord(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
+}
+
+func stripLeadingComments(s string) string {
+	for {
+		s = strings.TrimSpace(s)
+		switch {
+		case strings.HasPrefix(s, "--"):
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				s = s[i+1:]
+			} else {
+				return ""
+			}
+		case strings.HasPrefix(s, "/*"):
+			if i := strings.Index(s, "*/"); i >= 0 {
+				s = s[i+2:]
+			} else {
+				return ""
+			}
+		default:
+			return s
+		}
+	}
+}
+
+// splitFirst splits q at the first semicolon outside quotes and comments.
+func splitFirst(q string) (string, string) {
+	for i := 0; i < len(q); i++ {
+		switch c := q[i]; c {
+		case '\'', '"', '`':
+			j := i + 1
+			for j < len(q) && q[j] != c {
+				j++
+			}
+			i = j
+		case '[':
+			if j := strings.IndexByte(q[i:], ']'); j >= 0 {
+				i += j
+			}
+		case '-':
+			if i+1 < len(q) && q[i+1] == '-' {
+				j := strings.IndexByte(q[i:], '\n')
+				if j < 0 {
+					return q, ""
+				}
+				i += j
+			}
+		case '/':
+			if i+1 < len(q) && q[i+1] == '*' {
+				j := strings.Index(q[i+2:], "*/")
+				if j < 0 {
+					return q, ""
+				}
+				i += j + 3
+			}
+		case ';':
+			return q[:i], q[i+1:]
+		}
+	}
+	return q, ""
+}

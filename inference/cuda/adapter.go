@@ -1,0 +1,100 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/chainedsql/chainedsql/inference/generate"
+)
+
+// The generate.Model adapter: everything that depends on inference/generate's interface is in
+// this file (the forward pass itself works on seq).
+
+var (
+	_ generate.Model = (*Model)(nil)
+	_ generate.Cache = (*Cache)(nil)
+)
+
+// NewCache returns an empty KV cache for up to maxTokens tokens (1 ≤ maxTokens ≤
+// ContextLength); it takes blocks of the device pool only as tokens are added.
+func (m *Model) NewCache(maxTokens int) (generate.Cache, error) { return m.newCache(maxTokens) }
+
+// Forward appends each step's tokens to its cache and writes its logits (generate.Model). All
+// steps go through the layers together, as passes of up to Options.MaxPass tokens and
+// Options.MaxRows sequences; every layer of a pass runs on the device without a host round
+// trip, and only the logits asked for come back. A decode pass (one token per step) replays a
+// CUDA graph captured for its batch size. Forward checks every step before changing anything;
+// on an error or a done ctx no cache's length changes.
+func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
+	seqs, err := m.seqsOf(steps)
+	if err != nil || len(seqs) == 0 {
+		return err
+	}
+	for i := range steps {
+		seqs[i].logits = steps[i].Logits
+	}
+	if err := m.forward(ctx, seqs, nil, nil); err != nil {
+		return err
+	}
+	for i := range steps {
+		steps[i].Logits = seqs[i].logits
+	}
+	return nil
+}
+
+// ForwardSample is Forward that samples each step's next token on the device, as how says,
+// and writes it to out (len(steps) ids), copying no logits back. Steps must not ask for
+// AllLogits, and their Logits are left as they are.
+func (m *Model) ForwardSample(ctx context.Context, steps []generate.Step, how []Sampling, out []int) error {
+	if len(how) != len(steps) || len(out) != len(steps) {
+		return fmt.Errorf("cuda: ForwardSample: %d steps, %d samplings, %d outputs", len(steps), len(how), len(out))
+	}
+	for i, s := range how {
+		if steps[i].AllLogits {
+			return fmt.Errorf("cuda: ForwardSample: step %d asks for all logits", i)
+		}
+		if s.Temperature < 0 || s.TopP < 0 || s.TopP > 1 || s.U < 0 || s.U >= 1 || math.IsNaN(s.Temperature+s.TopP+s.U) {
+			return fmt.Errorf("cuda: ForwardSample: step %d: sampling %+v out of range", i, s)
+		}
+	}
+	seqs, err := m.seqsOf(steps)
+	if err != nil || len(seqs) == 0 {
+		return err
+	}
+	return m.forward(ctx, seqs, how, out)
+}
+
+// seqsOf validates steps: caches of this model, not released nor shared, tokens in the
+// vocabulary and within each cache's capacity.
+func (m *Model) seqsOf(steps []generate.Step) ([]seq, error) {
+	seqs := make([]seq, len(steps))
+	for i := range steps {
+		st := &steps[i]
+		ca, ok := st.Cache.(*Cache)
+		if !ok || ca == nil || ca.m != m {
+			return nil, fmt.Errorf("cuda: step %d: cache %T is not one of this model's", i, st.Cache)
+		}
+		if ca.released {
+			return nil, fmt.Errorf("cuda: step %d: cache was released", i)
+		}
+		if len(st.Tokens) == 0 {
+			return nil, fmt.Errorf("cuda: step %d: no tokens", i)
+		}
+		if ca.n+len(st.Tokens) > ca.max {
+			return nil, fmt.Errorf("cuda: step %d: %d tokens after %d exceed the cache's capacity of %d", i, len(st.Tokens), ca.n, ca.max)
+		}
+		for j, tok := range st.Tokens {
+			if tok < 0 || tok >= m.V {
+				return nil, fmt.Errorf("cuda: step %d: token %d at index %d is outside the vocabulary of %d", i, tok, j, m.V)
+			}
+		}
+		for j := range i {
+			if seqs[j].cache == ca {
+				return nil, fmt.Errorf("cuda: steps %d and %d share one cache", j, i)
+			}
+		}
+		seqs[i] = seq{cache: ca, tokens: st.Tokens, all: st.AllLogits}
+	}
+	return seqs, nil
+}

@@ -1,0 +1,135 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+)
+
+// EnvTestBackend selects the device the kernel and model tests run on: cuda-emulated (the
+// default; skipped in builds without -tags cudaemu) or cuda (the real device:
+// scripts/gpu-check.sh sets it).
+const EnvTestBackend = "CHAINEDSQL_CUDA_TEST"
+
+func testBackend() string {
+	if b := os.Getenv(EnvTestBackend); b != "" {
+		return b
+	}
+	return BackendEmulated
+}
+
+// testDevice opens the test backend's device, skipping where it cannot run.
+func testDevice(t testing.TB) Device {
+	t.Helper()
+	d, err := Open(testBackend())
+	if errors.Is(err, ErrUnavailable) && os.Getenv(EnvTestBackend) == "" {
+		t.Skipf("%v (run go test -tags cudaemu, or set %s=cuda on a GPU machine)", err, EnvTestBackend)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// buf is a device buffer of n values of type T, for tests.
+func upload[T any](t testing.TB, d Device, v []T) Ptr {
+	t.Helper()
+	var z T
+	n := len(v) * int(unsafe.Sizeof(z))
+	p, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Free(p) })
+	if n > 0 {
+		if err := d.CopyIn(p, unsafe.Pointer(&v[0]), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func download[T any](t testing.TB, d Device, p Ptr, n int) []T {
+	t.Helper()
+	out := make([]T, n)
+	var z T
+	if n > 0 {
+		if err := d.CopyOut(unsafe.Pointer(&out[0]), p, n*int(unsafe.Sizeof(z))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func mustFunc(t testing.TB, d Device, name string) Func {
+	t.Helper()
+	f, err := d.Func(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func mustLaunch(t testing.TB, d Device, f Func, grid, block Dim, shared int, args ...any) {
+	t.Helper()
+	if err := d.Launch(f, grid, block, shared, args...); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSelftest checks barriers, shared memory, every shuffle, the votes and atomics against
+// their CUDA definitions: on the emulator that checks the execution model, on a GPU the
+// assumptions the emulator makes.
+func TestSelftest(t *testing.T) {
+	d := testDevice(t)
+	const G = 5
+	out := upload(t, d, make([]int32, G*64*8))
+	counter := upload(t, d, []int32{0})
+	fsum := upload(t, d, []float32{0})
+	mustLaunch(t, d, mustFunc(t, d, "selftest"), Dim{X: G}, Dim{X: 64}, 64*4, out, counter, fsum)
+	got := download[int32](t, d, out, G*64*8)
+	for b := range G {
+		var oddBallot [2]int32
+		for w := range 2 {
+			var m uint32
+			for l := range 32 {
+				if (b*64+w*32+l)&1 == 1 {
+					m |= 1 << l
+				}
+			}
+			oddBallot[w] = int32(m)
+		}
+		sum := int32(0)
+		for i := range 64 {
+			sum += int32(b*64 + i)
+		}
+		for i := range 64 {
+			v, lane, w := b*64+i, i&31, i>>5
+			down := v
+			if lane+3 < 32 {
+				down = v + 3
+			}
+			any := int32(0)
+			if w == 1 {
+				any = 1
+			}
+			want := []int32{int32(v ^ 1), int32(down), int32(b*64 + w*32 + 5), oddBallot[w], any, 1, sum, int32(b*64 + 63 - i)}
+			for k, x := range want {
+				if g := got[v*8+k]; g != x {
+					t.Fatalf("block %d thread %d item %d: %d, want %d", b, i, k, g, x)
+				}
+			}
+		}
+	}
+	if c := download[int32](t, d, counter, 1)[0]; c != G*64 {
+		t.Errorf("atomic counter %d, want %d", c, G*64)
+	}
+	if s := download[float32](t, d, fsum, 1)[0]; s != G*64*0.5 {
+		t.Errorf("atomic float sum %v, want %v", s, G*64*0.5)
+	}
+}

@@ -1,0 +1,330 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+)
+
+// span is the tokens [lo, hi) of one step within a pass.
+type span struct{ step, lo, hi int }
+
+// rowOut is where a logit row of a pass goes: steps[step].Logits[at:at+V].
+type rowOut struct{ step, at int }
+
+// graphKey names a captured decode step: T sequences of one token, with logits copied back
+// (sample false) or tokens sampled on the device (sample true; sampled when some row draws).
+type graphKey struct {
+	T            int
+	sample, draw bool
+}
+
+// Sampling is how ForwardSample picks a step's next token on the device.
+type Sampling struct {
+	// Temperature 0 is greedy (argmax, the lowest index on ties).
+	Temperature float64
+	// TopP keeps the smallest most-likely set holding this much probability (0 or 1: off).
+	TopP float64
+	// U is the step's uniform draw in [0, 1) (from the request's seeded source).
+	U float64
+}
+
+// seq is one sequence's part of a forward: the tokens appended to its cache, whether every
+// token's logits are wanted (else the last one's), and where they go (grown as needed).
+type seq struct {
+	cache  *Cache
+	tokens []int
+	all    bool
+	logits []float32
+}
+
+// forward runs seqs (checked by the caller) as passes of up to Options.MaxPass tokens and
+// Options.MaxRows sequences, delivering their logits, or with how their sampled tokens into out;
+// caches advance only when every pass is done.
+func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	caches := make([]*Cache, len(steps))
+	for i := range steps {
+		caches[i] = steps[i].cache
+		if caches[i].released {
+			return fmt.Errorf("cuda: step %d: cache was released", i)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cuda: forward: %w", err)
+	}
+	if how == nil {
+		for i := range steps {
+			n := m.V
+			if steps[i].all {
+				n *= len(steps[i].tokens)
+			}
+			if cap(steps[i].logits) < n {
+				steps[i].logits = make([]float32, n)
+			}
+			steps[i].logits = steps[i].logits[:n]
+		}
+	}
+	undo := func() {
+		for _, c := range caches {
+			c.trim(c.n)
+		}
+	}
+	for i, c := range caches {
+		if err := c.reserve(c.n + len(steps[i].tokens)); err != nil {
+			undo()
+			return err
+		}
+	}
+	var spans []span
+	count := 0
+	for i := range steps {
+		for lo, n := 0, len(steps[i].tokens); lo < n; {
+			hi := min(n, lo+m.opts.MaxPass-count)
+			spans = append(spans, span{step: i, lo: lo, hi: hi})
+			count += hi - lo
+			lo = hi
+			if count == m.opts.MaxPass || len(spans) == m.opts.MaxRows || (i == len(steps)-1 && lo == n) {
+				if err := m.pass(ctx, steps, caches, spans, count, how, out); err != nil {
+					undo()
+					return err
+				}
+				spans, count = spans[:0], 0
+			}
+		}
+	}
+	for i, c := range caches {
+		c.n += len(steps[i].tokens)
+	}
+	return nil
+}
+
+// pass runs the T tokens of spans through the model and delivers their logits (or, with how,
+// their sampled tokens). Positions follow each cache's length plus the span's offset (caches
+// are only advanced by forward, once every pass is done).
+func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []span, T int, how []Sampling, out []int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cuda: forward: %w", err)
+	}
+	l, h := m.ml, m.metaHost
+	t, off := 0, 0
+	var outs []rowOut
+	for k, sp := range spans {
+		st, ca := &steps[sp.step], caches[sp.step]
+		h[l.tableOff+k] = int32(off)
+		off += copy(h[l.tables+off:], ca.blocks)
+		n := sp.hi - sp.lo
+		for j, tok := range st.tokens[sp.lo:sp.hi] {
+			h[l.toks+t+j] = int32(tok)
+			h[l.pos+t+j] = int32(ca.n + sp.lo + j)
+			h[l.seq+t+j] = int32(k)
+		}
+		switch {
+		case st.all:
+			for j := range n {
+				h[l.rows+len(outs)] = int32(t + j)
+				outs = append(outs, rowOut{step: sp.step, at: (sp.lo + j) * m.V})
+			}
+		case sp.hi == len(st.tokens):
+			h[l.rows+len(outs)] = int32(t + n - 1)
+			outs = append(outs, rowOut{step: sp.step})
+		}
+		t += n
+	}
+	if err := m.dev.CopyIn(m.meta, unsafe.Pointer(&h[0]), 4*(l.tables+off)); err != nil {
+		return err
+	}
+	decode := len(spans) == T && len(outs) == T && T <= m.opts.MaxRows
+	sample := how != nil
+	draw := false
+	if sample {
+		for i := range outs {
+			draw = draw || how[outs[i].step].Temperature > 0
+		}
+		if err := m.setSampling(outs, how); err != nil {
+			return err
+		}
+	}
+	R := min(len(outs), m.opts.MaxRows)
+	if decode && !graphsOff(m.opts) {
+		if err := m.replay(graphKey{T: T, sample: sample, draw: draw}); err != nil {
+			return err
+		}
+	} else {
+		if err := m.body(T); err != nil {
+			return err
+		}
+		if R > 0 {
+			if err := m.head(0, R, sample, draw); err != nil {
+				return err
+			}
+		}
+	}
+	for r0 := 0; r0 < len(outs); r0 += m.opts.MaxRows {
+		R := min(len(outs)-r0, m.opts.MaxRows)
+		if r0 > 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("cuda: forward: %w", err)
+			}
+			if err := m.head(r0, R, sample, draw); err != nil {
+				return err
+			}
+		}
+		if err := m.deliver(steps, outs[r0:r0+R], how, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// body launches the embedding and every decoder layer for the pass's T tokens, leaving the
+// residual stream in m.x.
+func (m *Model) body(T int) error {
+	o, g := m.op, m.geo
+	mt := meta{pos: m.metaAt(m.ml.pos), seq: m.metaAt(m.ml.seq), tables: m.metaAt(m.ml.tables), tableOff: m.metaAt(m.ml.tableOff)}
+	if err := o.embed(m.x, m.embed, m.metaAt(m.ml.toks), T, m.H); err != nil {
+		return err
+	}
+	for l := range m.layers {
+		ly := &m.layers[l]
+		steps := []func() error{
+			func() error { return o.rmsnorm(m.xn, m.x, ly.attnNorm, 0, T, m.H, m.eps) },
+			func() error { return o.matmul(m.qkv, m.xn, ly.qkv, T, m.qkvW, m.H, m.qkvW, false, m.bf16Scratch()) },
+			func() error {
+				return o.ropeKV(m.q, m.qkv, ly.qkvBias, m.cosT, m.sinT, mt, m.layerKV(l), T, g)
+			},
+			func() error { return o.attention(m.att, m.q, m.layerKV(l), mt, T, g, m.scale) },
+			func() error { return o.matmul(m.x, m.att, ly.o, T, m.H, m.qd, m.H, true, m.bf16Scratch()) },
+			func() error { return o.rmsnorm(m.xn, m.x, ly.mlpNorm, 0, T, m.H, m.eps) },
+			func() error { return o.matmul(m.gu, m.xn, ly.gateUp, T, 2*m.I, m.H, 2*m.I, false, m.bf16Scratch()) },
+			func() error { return o.siluMul(m.act, m.gu, T, m.I) },
+			func() error { return o.matmul(m.x, m.act, ly.down, T, m.H, m.I, m.H, true, m.bf16Scratch()) },
+		}
+		for _, f := range steps {
+			if err := f(); err != nil {
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
+		}
+	}
+	return nil
+}
+
+// head launches the final norm and the LM head for the R logit rows from row r0 of the pass's
+// row list, into m.logits; with sample, the greedy tokens (m.toks[0:R]) and, with draw, the
+// sampled ones (m.toks[R:2R]) too.
+func (m *Model) head(r0, R int, sample, draw bool) error {
+	o := m.op
+	if err := o.rmsnorm(m.xn, m.x, m.norm, m.metaAt(m.ml.rows+r0), R, m.H, m.eps); err != nil {
+		return err
+	}
+	if err := o.matmul(m.logits, m.xn, m.lmHead, R, m.V, m.H, m.V, false, m.bf16Scratch()); err != nil {
+		return err
+	}
+	if !sample {
+		return nil
+	}
+	if err := o.argmax(m.toks, m.logits, R, m.V); err != nil {
+		return err
+	}
+	if !draw {
+		return nil
+	}
+	if m.scratch == 0 {
+		p, err := m.alloc(4 * m.opts.MaxRows * m.V)
+		if err != nil {
+			return fmt.Errorf("sampling scratch: %w", err)
+		}
+		m.scratch = p
+	}
+	return o.sample(m.toks+Ptr(4*R), m.logits, m.params, m.scratch, R, m.V)
+}
+
+func (m *Model) metaAt(i int) Ptr { return m.meta + Ptr(4*i) }
+
+// setSampling uploads each logit row's (1/temperature, top_p, u).
+func (m *Model) setSampling(outs []rowOut, how []Sampling) error {
+	p := make([]float32, 3*len(outs))
+	for i, r := range outs {
+		s := how[r.step]
+		inv, top := 1.0, s.TopP
+		if s.Temperature > 0 {
+			inv = 1 / s.Temperature
+		}
+		if top <= 0 {
+			top = 1
+		}
+		p[3*i], p[3*i+1], p[3*i+2] = float32(inv), float32(top), float32(s.U)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return m.dev.CopyIn(m.params, unsafe.Pointer(&p[0]), 4*len(p))
+}
+
+// deliver copies the logits (or sampled tokens) of outs, the rows now in m.logits, to their
+// steps.
+func (m *Model) deliver(steps []seq, outs []rowOut, how []Sampling, out []int) error {
+	R := len(outs)
+	if how != nil {
+		toks := make([]int32, 2*R)
+		if err := m.dev.CopyOut(unsafe.Pointer(&toks[0]), m.toks, 4*2*R); err != nil {
+			return err
+		}
+		for i, r := range outs {
+			if how[r.step].Temperature > 0 {
+				out[r.step] = int(toks[R+i])
+			} else {
+				out[r.step] = int(toks[i])
+			}
+		}
+		return nil
+	}
+	for i, r := range outs {
+		dst := steps[r.step].logits[r.at : r.at+m.V]
+		if err := m.dev.CopyOut(unsafe.Pointer(&dst[0]), m.logits+Ptr(4*i*m.V), 4*m.V); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay launches the graph of a decode pass of key.T sequences, capturing it first: the
+// body and the head read everything that changes between steps (tokens, positions, block
+// tables, sampling settings) from device buffers at fixed addresses, so one capture serves
+// every later step of that batch size.
+func (m *Model) replay(key graphKey) error {
+	g := m.graphs[key]
+	if g == nil {
+		if key.draw && m.scratch == 0 {
+			p, err := m.alloc(4 * m.opts.MaxRows * m.V)
+			if err != nil {
+				return fmt.Errorf("sampling scratch: %w", err)
+			}
+			m.scratch = p
+		}
+		if err := m.dev.BeginCapture(); err != nil {
+			return err
+		}
+		err := m.body(key.T)
+		if err == nil {
+			err = m.head(0, key.T, key.sample, key.draw)
+		}
+		graph, cerr := m.dev.EndCapture()
+		if err != nil {
+			if graph != nil {
+				graph.Destroy()
+			}
+			return err
+		}
+		if cerr != nil {
+			return cerr
+		}
+		g = graph
+		m.graphs[key] = g
+	}
+	return g.Launch()
+}

@@ -1,0 +1,485 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
+)
+
+// The kernels against the CPU backend's ops (inference/cpu) on random inputs, with ragged
+// sizes that reach every tail of the kernels' loops (K modulo 8 and 256 for the vector loads,
+// T around the matrix-vector limit and the 64-row tiles, head dimensions below and above a
+// warp's 32 lanes).
+
+func testOps(t *testing.T) *ops {
+	t.Helper()
+	o, err := newOps(testDevice(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func randF32(r *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (r.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+func randBF16(r *rand.Rand, n int, scale float32) []uint16 {
+	v := make([]uint16, n)
+	for i := range v {
+		v[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * scale)
+	}
+	return v
+}
+
+// closeTo fails when got and want differ by more than tol·(1 + |want|) anywhere.
+func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.Abs(g-w) > tol*(1+math.Abs(w)) {
+			t.Fatalf("%s: [%d] = %v, want %v (tolerance %g)", what, i, g, w, tol)
+		}
+	}
+}
+
+func TestEmbedKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, H := range []int{1, 31, 64, 129, 300} {
+		V := 50
+		w := &cpu.Matrix{DType: cpu.BF16, Rows: V, Cols: H, U16: randBF16(r, V*H, 1)}
+		toks := []int32{0, 49, 7, 7, 23}
+		out := upload(t, o.d, make([]float32, len(toks)*H))
+		mustOK(t, o.embed(out, upload(t, o.d, w.U16), upload(t, o.d, toks), len(toks), H))
+		want := make([]float32, len(toks)*H)
+		for i, tok := range toks {
+			cpu.RowF32(want[i*H:(i+1)*H], w, int(tok))
+		}
+		closeTo(t, fmt.Sprintf("H=%d", H), download[float32](t, o.d, out, len(want)), want, 0)
+	}
+}
+
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRMSNormKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, H := range []int{1, 2, 31, 32, 33, 64, 127, 128, 129, 896, 1000} {
+		T := 5
+		x := randF32(r, T*H, 3)
+		w := randF32(r, H, 2)
+		// rows picks rows out of order, twice one of them (the LM head's row selection).
+		rows := []int32{4, 0, 2, 2}
+		out := upload(t, o.d, make([]float32, len(rows)*H))
+		mustOK(t, o.rmsnorm(out, upload(t, o.d, x), upload(t, o.d, w), upload(t, o.d, rows), len(rows), H, 1e-6))
+		want := make([]float32, len(rows)*H)
+		for i, row := range rows {
+			cpu.RMSNorm(want[i*H:(i+1)*H], x[int(row)*H:(int(row)+1)*H], w, 1e-6)
+		}
+		closeTo(t, fmt.Sprintf("H=%d", H), download[float32](t, o.d, out, len(want)), want, 2e-6)
+		// rows = 0: row r itself.
+		out2 := upload(t, o.d, make([]float32, T*H))
+		mustOK(t, o.rmsnorm(out2, upload(t, o.d, x), upload(t, o.d, w), 0, T, H, 1e-6))
+		want2 := make([]float32, T*H)
+		for i := range T {
+			cpu.RMSNorm(want2[i*H:(i+1)*H], x[i*H:(i+1)*H], w, 1e-6)
+		}
+		closeTo(t, fmt.Sprintf("H=%d, all rows", H), download[float32](t, o.d, out2, T*H), want2, 2e-6)
+	}
+}
+
+func TestMatMulKernels(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	Ks := []int{1, 7, 8, 9, 16, 17, 63, 64, 255, 256, 257, 264}
+	Ns := []int{1, 3, 4, 5, 63, 64, 65, 130}
+	Ts := []int{1, 2, 7, 8, 9, 16, 63, 64, 65, 130}
+	if testing.Short() {
+		Ks, Ns, Ts = []int{7, 8, 257}, []int{5, 65}, []int{1, 8, 9, 65}
+	}
+	for _, K := range Ks {
+		for _, N := range Ns {
+			for _, T := range Ts {
+				if T*N*K > 3<<20 {
+					continue
+				}
+				w := &cpu.Matrix{DType: cpu.BF16, Rows: N, Cols: K, U16: randBF16(r, N*K, 1)}
+				x := randF32(r, T*K, 1)
+				base := randF32(r, T*(N+3), 1)
+				want := make([]float32, T*N)
+				cpu.MatMul(want, w, x, T)
+				wp, xp := upload(t, o.d, w.U16), upload(t, o.d, x)
+				for _, acc := range []bool{false, true} {
+					// ldo = N+3: rows of out are strided, as the logits of a chunk are not.
+					out := upload(t, o.d, base)
+					mustOK(t, o.matmul(out, xp, wp, T, N, K, N+3, acc, 0))
+					got := download[float32](t, o.d, out, T*(N+3))
+					exp := slices.Clone(base)
+					for tt := range T {
+						for n := range N {
+							v := want[tt*N+n]
+							if acc {
+								v += base[tt*(N+3)+n]
+							}
+							exp[tt*(N+3)+n] = v
+						}
+					}
+					closeTo(t, fmt.Sprintf("T=%d N=%d K=%d accumulate=%v", T, N, K, acc), got, exp, 1e-5*math.Sqrt(float64(K)))
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulBLAS: the prefill path with room for bf16 activations (cuBLAS where the device has
+// it; the tiled kernel on the emulator) against the CPU product of the bf16-rounded input.
+func TestMatMulBLAS(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, c := range [][3]int{{9, 65, 64}, {64, 130, 264}, {130, 896, 896}, {17, 151, 4864}} {
+		T, N, K := c[0], c[1], c[2]
+		w := &cpu.Matrix{DType: cpu.BF16, Rows: N, Cols: K, U16: randBF16(r, N*K, 1)}
+		x := randF32(r, T*K, 1)
+		xr := make([]float32, len(x))
+		for i, v := range x {
+			xr[i] = cpu.BF16ToF32(cpu.F32ToBF16(v))
+		}
+		want := make([]float32, T*N)
+		cpu.MatMul(want, w, xr, T)
+		base := randF32(r, T*N, 1)
+		for i := range want {
+			want[i] += base[i]
+		}
+		out := upload(t, o.d, base)
+		xbf := upload(t, o.d, make([]uint16, T*K))
+		mustOK(t, o.matmul(out, upload(t, o.d, x), upload(t, o.d, w.U16), T, N, K, N, true, xbf))
+		// The tiled kernel multiplies the f32 input: against the rounded input it differs by
+		// the rounding, about 2⁻⁹·√K.
+		closeTo(t, fmt.Sprintf("T=%d N=%d K=%d", T, N, K), download[float32](t, o.d, out, T*N), want, 4e-3*math.Sqrt(float64(K)))
+	}
+}
+
+func TestSiLUMulKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range [][2]int{{1, 1}, {3, 17}, {5, 128}, {2, 4864}} {
+		T, I := c[0], c[1]
+		gu := randF32(r, T*2*I, 6)
+		out := upload(t, o.d, make([]float32, T*I))
+		mustOK(t, o.siluMul(out, upload(t, o.d, gu), T, I))
+		want := make([]float32, T*I)
+		for tt := range T {
+			cpu.SiLUMul(want[tt*I:(tt+1)*I], gu[tt*2*I:tt*2*I+I], gu[tt*2*I+I:(tt+1)*2*I])
+		}
+		closeTo(t, fmt.Sprintf("T=%d I=%d", T, I), download[float32](t, o.d, out, T*I), want, 1e-6)
+	}
+}
+
+// pagedCase is a batch of sequences over a shuffled block pool: per token its sequence and
+// position, per sequence its block table.
+type pagedCase struct {
+	g        kvLayout
+	nblocks  int
+	lens     []int // tokens already cached per sequence
+	newToks  []int // tokens of this pass per sequence
+	tables   [][]int32
+	pos, seq []int32
+}
+
+func newPagedCase(r *rand.Rand, g kvLayout, lens, newToks []int) *pagedCase {
+	c := &pagedCase{g: g, lens: lens, newToks: newToks}
+	total := 0
+	for i := range lens {
+		total += (lens[i] + newToks[i] + g.bs - 1) / g.bs
+	}
+	c.nblocks = total + 3
+	perm := r.Perm(c.nblocks)
+	next := 0
+	for i := range lens {
+		n := (lens[i] + newToks[i] + g.bs - 1) / g.bs
+		var tab []int32
+		for range n {
+			tab = append(tab, int32(perm[next]))
+			next++
+		}
+		c.tables = append(c.tables, tab)
+		for j := range newToks[i] {
+			c.pos = append(c.pos, int32(lens[i]+j))
+			c.seq = append(c.seq, int32(i))
+		}
+	}
+	return c
+}
+
+// upload returns the pass's metadata on the device.
+func (c *pagedCase) upload(t *testing.T, d Device) meta {
+	var flat, off []int32
+	for _, tab := range c.tables {
+		off = append(off, int32(len(flat)))
+		flat = append(flat, tab...)
+	}
+	return meta{pos: upload(t, d, c.pos), seq: upload(t, d, c.seq), tables: upload(t, d, flat), tableOff: upload(t, d, off)}
+}
+
+// slot returns the offset (in values) of the K (v=0) or V (v=1) row of kv head kh at position
+// p of sequence s.
+func (c *pagedCase) slot(s, p, v, kh int) int {
+	g := c.g
+	blk := int(c.tables[s][p/g.bs])
+	return ((blk*2+v)*g.nkv+kh)*g.bs*g.hd + (p%g.bs)*g.hd
+}
+
+func (c *pagedCase) poolSize() int { return c.nblocks * 2 * c.g.nkv * c.g.bs * c.g.hd }
+
+func TestRopeKVKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, g := range []kvLayout{{nh: 4, nkv: 2, hd: 16, bs: 16}, {nh: 14, nkv: 2, hd: 64, bs: 16}, {nh: 3, nkv: 3, hd: 80, bs: 5}} {
+		c := newPagedCase(r, g, []int{0, 21, 3}, []int{5, 1, 17})
+		T, half := len(c.pos), g.hd/2
+		width := (g.nh + 2*g.nkv) * g.hd
+		qkv := randF32(r, T*width, 2)
+		bias := randF32(r, width, 1)
+		maxPos := 64
+		cosT, sinT := make([]float32, maxPos*half), make([]float32, maxPos*half)
+		for p := range maxPos {
+			for f := range half {
+				a := float64(float32(p) * float32(math.Pow(1e6, -float64(2*f)/float64(g.hd))))
+				cosT[p*half+f], sinT[p*half+f] = float32(math.Cos(a)), float32(math.Sin(a))
+			}
+		}
+		pool := make([]uint16, c.poolSize())
+		for i := range pool {
+			pool[i] = 0x7fc1 // NaN: every slot the kernel should not write stays NaN
+		}
+		kv := upload(t, o.d, pool)
+		q := upload(t, o.d, make([]float32, T*g.nh*g.hd))
+		mustOK(t, o.ropeKV(q, upload(t, o.d, qkv), upload(t, o.d, bias), upload(t, o.d, cosT), upload(t, o.d, sinT), c.upload(t, o.d), kv, T, g))
+		gotQ := download[float32](t, o.d, q, T*g.nh*g.hd)
+		gotKV := download[uint16](t, o.d, kv, len(pool))
+		wantQ := make([]float32, 0, T*g.nh*g.hd)
+		wantKV := slices.Clone(pool)
+		for tt := range T {
+			row := slices.Clone(qkv[tt*width : (tt+1)*width])
+			cpu.Add(row, bias)
+			p := int(c.pos[tt])
+			cs, sn := cosT[p*half:(p+1)*half], sinT[p*half:(p+1)*half]
+			for h := range g.nh + g.nkv {
+				x := row[h*g.hd : (h+1)*g.hd]
+				for f := range half {
+					a, b := x[f], x[f+half]
+					x[f], x[f+half] = a*cs[f]-b*sn[f], b*cs[f]+a*sn[f]
+				}
+			}
+			wantQ = append(wantQ, row[:g.nh*g.hd]...)
+			for kh := range g.nkv {
+				for d := range g.hd {
+					wantKV[c.slot(int(c.seq[tt]), p, 0, kh)+d] = cpu.F32ToBF16(row[(g.nh+kh)*g.hd+d])
+					wantKV[c.slot(int(c.seq[tt]), p, 1, kh)+d] = cpu.F32ToBF16(row[(g.nh+g.nkv+kh)*g.hd+d])
+				}
+			}
+		}
+		closeTo(t, fmt.Sprintf("%+v q", g), gotQ, wantQ, 1e-6)
+		for i := range wantKV {
+			if gotKV[i] != wantKV[i] {
+				// One bf16 ulp: the rotation's products may round differently (fused multiply-add).
+				if d := int(gotKV[i]) - int(wantKV[i]); wantKV[i] == 0x7fc1 || d > 1 || d < -1 {
+					t.Fatalf("%+v: cache value %d = %#x, want %#x", g, i, gotKV[i], wantKV[i])
+				}
+			}
+		}
+	}
+}
+
+func TestAttentionKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	cases := []struct {
+		g          kvLayout
+		lens, news []int
+	}{
+		{kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}},           // prefill and decode, hd < 32
+		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, []int{40, 0, 17}, []int{1, 33, 1}}, // Qwen2.5-0.5B heads
+		{kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{9, 2}},           // hd not a multiple of 32
+		{kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{3}},              // 4 dims per lane
+		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}},     // the largest head
+		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}},                 // one key
+	}
+	for _, tc := range cases {
+		g := tc.g
+		c := newPagedCase(r, g, tc.lens, tc.news)
+		T := len(c.pos)
+		pool := make([]uint16, c.poolSize())
+		for i := range pool {
+			pool[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * 2)
+		}
+		qd := g.nh * g.hd
+		qv := randF32(r, T*qd, 1.5)
+		out := upload(t, o.d, make([]float32, T*qd))
+		scale := float32(1 / math.Sqrt(float64(g.hd)))
+		mustOK(t, o.attention(out, upload(t, o.d, qv), upload(t, o.d, pool), c.upload(t, o.d), T, g, scale))
+		got := download[float32](t, o.d, out, T*qd)
+		want := make([]float32, T*qd)
+		group := g.nh / g.nkv
+		for tt := range T {
+			s, p := int(c.seq[tt]), int(c.pos[tt])
+			for h := range g.nh {
+				kh := h / group
+				q := make([]float32, g.hd)
+				for d := range g.hd {
+					q[d] = qv[tt*qd+h*g.hd+d] * scale
+				}
+				sc := make([]float32, p+1)
+				k := make([]float32, g.hd)
+				for j := range p + 1 {
+					for d := range g.hd {
+						k[d] = cpu.BF16ToF32(pool[c.slot(s, j, 0, kh)+d])
+					}
+					sc[j] = cpu.Dot(q, k)
+				}
+				cpu.Softmax(sc)
+				o := want[tt*qd+h*g.hd : tt*qd+(h+1)*g.hd]
+				for j, pj := range sc {
+					for d := range g.hd {
+						o[d] += pj * cpu.BF16ToF32(pool[c.slot(s, j, 1, kh)+d])
+					}
+				}
+			}
+		}
+		closeTo(t, fmt.Sprintf("%+v lens %v new %v", g, tc.lens, tc.news), got, want, 2e-5)
+	}
+}
+
+// hostArgmax is generate's greedy rule: the lowest index of the largest value, NaNs ignored.
+func hostArgmax(x []float32) int {
+	best, found := 0, false
+	for i, v := range x {
+		if v != v {
+			continue
+		}
+		if !found || v > x[best] {
+			best, found = i, true
+		}
+	}
+	return best
+}
+
+func TestArgmaxKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	nan := float32(math.NaN())
+	for _, V := range []int{1, 2, 31, 128, 129, 1000, 151936} {
+		rows := [][]float32{randF32(r, V, 5), randF32(r, V, 5), make([]float32, V), randF32(r, V, 5)}
+		for i := range rows[2] {
+			rows[2][i] = nan // all NaN: index 0
+		}
+		// ties: the largest value at several places, NaNs among them
+		m := float32(9)
+		for _, i := range []int{V - 1, V / 2, V / 3} {
+			rows[3][i] = m
+		}
+		rows[3][0] = nan
+		var flat []float32
+		for _, row := range rows {
+			flat = append(flat, row...)
+		}
+		out := upload(t, o.d, make([]int32, len(rows)))
+		mustOK(t, o.argmax(out, upload(t, o.d, flat), len(rows), V))
+		got := download[int32](t, o.d, out, len(rows))
+		for i, row := range rows {
+			if want := hostArgmax(row); int(got[i]) != want {
+				t.Fatalf("V=%d row %d: argmax %d, want %d", V, i, got[i], want)
+			}
+		}
+	}
+}
+
+// refSample is sample_rows' rule in float64: the kept set {p ≥ τ} for the largest τ among
+// the p values whose kept mass reaches top_p, then the first index whose running kept mass
+// exceeds u times the kept total. It also returns how close u·kept came to a boundary
+// between tokens (relative to the kept mass), where the kernel's f32 sums may choose the
+// neighbour.
+func refSample(l []float32, invT, topP, u float64) (int, float64) {
+	mx := math.Inf(-1)
+	for _, v := range l {
+		mx = max(mx, float64(v))
+	}
+	p := make([]float64, len(l))
+	z := 0.0
+	for i, v := range l {
+		p[i] = math.Exp((float64(v) - mx) * invT)
+		z += p[i]
+	}
+	tau := 0.0
+	if topP < 1 {
+		sorted := slices.Clone(p)
+		slices.Sort(sorted)
+		slices.Reverse(sorted)
+		cum := 0.0
+		for _, v := range sorted {
+			cum += v
+			tau = v
+			if cum >= topP*z {
+				break
+			}
+		}
+	}
+	kept := 0.0
+	for _, v := range p {
+		if v >= tau {
+			kept += v
+		}
+	}
+	target, run := u*kept, 0.0
+	for i, v := range p {
+		if v < tau {
+			continue
+		}
+		run += v
+		if run > target {
+			return i, min(run-target, target-(run-v)) / kept
+		}
+	}
+	return len(l) - 1, 0
+}
+
+func TestSampleKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, V := range []int{1, 5, 300, 4097} {
+		params := [][3]float32{{1, 1, 0.5}, {1 / 0.7, 0.9, 0.3}, {1, 0.5, 0.99}, {2, 0.05, 0.1}, {1 / 1.3, 0.95, 0}, {1, 1, 0.999}}
+		R := len(params)
+		logits := randF32(r, R*V, 4)
+		var flat []float32
+		for _, p := range params {
+			flat = append(flat, p[:]...)
+		}
+		out := upload(t, o.d, make([]int32, R))
+		scratch := upload(t, o.d, make([]float32, R*V))
+		mustOK(t, o.sample(out, upload(t, o.d, logits), upload(t, o.d, flat), scratch, R, V))
+		got := download[int32](t, o.d, out, R)
+		for i, p := range params {
+			want, margin := refSample(logits[i*V:(i+1)*V], float64(p[0]), float64(p[1]), float64(p[2]))
+			if int(got[i]) != want && margin > 1e-5 {
+				t.Fatalf("V=%d row %d (1/T %v, top_p %v, u %v): token %d, want %d", V, i, p[0], p[1], p[2], got[i], want)
+			}
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package cuda
+
+import "fmt"
+
+// kernelNames are the kernels the backend launches (all in the embedded PTX).
+var kernelNames = []string{
+	"embed_bf16", "rmsnorm", "silu_mul", "to_bf16", "rope_kv",
+	"gemv_bf16", "gemm_bf16", "attention", "argmax_rows", "sample_rows",
+}
+
+// gemvMaxT is GEMV_MAXT of gemm.cu: the most input rows of the matrix-vector kernel.
+const gemvMaxT = 8
+
+// Block sizes of the launches. Multiples of 32 as the reductions need; small enough that the
+// emulator's fibers per block stay cheap.
+const (
+	rowBlock    = 128 // per-row kernels: embedding, RMSNorm, RoPE, argmax
+	gemvBlock   = 128 // 4 warps: 4 weight rows per block
+	gemmBlock   = 256 // 64×64 tile, 4×4 per thread
+	attnBlock   = 128 // ATT_WARPS warps
+	sampleBlock = 256
+	elemBlock   = 256
+	maxHeadDim  = 256 // ATT_MAXD·32
+)
+
+// ops launches the kernels with the grids and blocks they are written for; the model and the
+// kernel tests both go through it, so the tests check the launches the forward pass makes.
+type ops struct {
+	d Device
+	f map[string]Func
+}
+
+func newOps(d Device) (*ops, error) {
+	o := &ops{d: d, f: map[string]Func{}}
+	for _, n := range kernelNames {
+		f, err := d.Func(n)
+		if err != nil {
+			return nil, err
+		}
+		o.f[n] = f
+	}
+	return o, nil
+}
+
+func (o *ops) launch(name string, grid, block Dim, args ...any) error {
+	if err := o.d.Launch(o.f[name], grid, block, 0, args...); err != nil {
+		return fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	return nil
+}
+
+// embed writes the rows of table (bf16, V×H) for the T token ids at toks into out (f32 T×H).
+func (o *ops) embed(out, table, toks Ptr, T, H int) error {
+	return o.launch("embed_bf16", Dim{X: T}, Dim{X: rowBlock}, out, table, toks, int32(H))
+}
+
+// rmsnorm normalises R rows of x (rows[r] of x when rows is not 0) into out.
+func (o *ops) rmsnorm(out, x, w, rows Ptr, R, H int, eps float32) error {
+	return o.launch("rmsnorm", Dim{X: R}, Dim{X: rowBlock}, out, x, w, rows, int32(H), eps)
+}
+
+// matmul computes out[t][n] (+)= Σ_k x[t][k]·w[n][k] for T rows: the matrix-vector kernel for
+// T ≤ gemvMaxT, else cuBLAS on the bf16-rounded activations (xbf, room for T×K bf16) where the
+// device has it and xbf is not 0, else the backend's tiled kernel.
+func (o *ops) matmul(out, x, w Ptr, T, N, K, ldo int, accumulate bool, xbf Ptr) error {
+	acc := int32(0)
+	if accumulate {
+		acc = 1
+	}
+	if T <= gemvMaxT {
+		g := gemvLanes(K)
+		rows := gemvBlock / 32 * (32 / g)
+		return o.launch("gemv_bf16", Dim{X: (N + rows - 1) / rows}, Dim{X: gemvBlock}, out, x, w, int32(T), int32(N), int32(K), int32(ldo), acc, int32(g))
+	}
+	if xbf != 0 {
+		if err := o.toBF16(xbf, x, T*K); err != nil {
+			return err
+		}
+		beta := float32(0)
+		if accumulate {
+			beta = 1
+		}
+		ok, err := o.d.Gemm(N, T, K, w, xbf, out, ldo, beta)
+		if ok || err != nil {
+			return err
+		}
+	}
+	return o.launch("gemm_bf16", Dim{X: (N + 63) / 64, Y: (T + 63) / 64}, Dim{X: gemmBlock}, out, x, w, int32(T), int32(N), int32(K), int32(ldo), acc)
+}
+
+// gemvLanes is the lanes gemv_bf16 gives one weight row of K values: 32, halved while half of
+// them would still have a load (8 weights, or one where K is not a multiple of 8) each.
+func gemvLanes(K int) int {
+	units := K
+	if K%8 == 0 {
+		units = K / 8
+	}
+	g := 32
+	for g > 1 && g/2 >= units {
+		g /= 2
+	}
+	return g
+}
+
+func (o *ops) toBF16(out, in Ptr, n int) error {
+	return o.launch("to_bf16", Dim{X: min((n+elemBlock-1)/elemBlock, 4096)}, Dim{X: elemBlock}, out, in, int32(n))
+}
+
+// siluMul computes out (T×I) from the fused gate/up rows gu (T×2I).
+func (o *ops) siluMul(out, gu Ptr, T, I int) error {
+	return o.launch("silu_mul", Dim{X: min((T*I+elemBlock-1)/elemBlock, 4096)}, Dim{X: elemBlock}, out, gu, int32(T), int32(I))
+}
+
+// kvLayout is the paged KV cache's geometry.
+type kvLayout struct {
+	nh, nkv, hd, bs int
+}
+
+// meta points at the per-token and per-sequence arrays of a pass (device int32 arrays).
+type meta struct {
+	pos, seq, tables, tableOff Ptr
+}
+
+// ropeKV: see rope_kv in ops.cu.
+func (o *ops) ropeKV(q, qkv, bias, cos, sin Ptr, mt meta, kv Ptr, T int, g kvLayout) error {
+	return o.launch("rope_kv", Dim{X: T}, Dim{X: rowBlock}, q, qkv, bias, cos, sin, mt.pos, mt.seq, mt.tables, mt.tableOff, kv, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs))
+}
+
+// attention: see attention.cu.
+func (o *ops) attention(out, q, kv Ptr, mt meta, T int, g kvLayout, scale float32) error {
+	return o.launch("attention", Dim{X: T, Y: g.nh}, Dim{X: attnBlock}, out, q, kv, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+}
+
+// argmax writes the greedy token of each of R logit rows to out (int32).
+func (o *ops) argmax(out, logits Ptr, R, V int) error {
+	return o.launch("argmax_rows", Dim{X: R}, Dim{X: rowBlock}, out, logits, int32(V))
+}
+
+// sample draws a token per row (params: R × (1/temperature, top_p, u); scratch R×V f32).
+func (o *ops) sample(out, logits, params, scratch Ptr, R, V int) error {
+	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, logits, params, scratch, int32(V))
+}

@@ -1,0 +1,214 @@
+package qwen2
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
+)
+
+// The A/B of the paged KV cache against the contiguous one it replaced (main at 82d1e87): that
+// cache and its attention are kept here, verbatim but for names, so one benchmark process can
+// alternate the two on the same keys and values, iteration by iteration, and the load of a
+// shared machine hits both alike.
+
+// contigCache is the replaced cache: per layer, keys nkv×cap×hd and values transposed nkv×hd×vs
+// with vs = cap+16.
+type contigCache struct {
+	n, cap, vs int
+	k, v       [][]float32
+}
+
+func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []span) {
+	c := &m.cfg
+	nkv, hd := c.NumKeyValueHeads, c.HeadDim
+	group := c.NumAttentionHeads / nkv
+	qd := c.NumAttentionHeads * hd
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	t0 := 0
+	var pp []float32
+	for _, sp := range spans {
+		ca := caches[sp.step]
+		nt := sp.hi - sp.lo
+		p0 := ca.n + sp.lo
+		vs := ca.vs
+		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
+		// keys they cannot see, and at most attnScores probabilities (at least one token).
+		chunk := max(1, min(nt, attnChunk, attnScores/(group*vs)))
+		for kh := range nkv {
+			kBase, vBase := kh*ca.cap*hd, kh*hd*vs
+			Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: vs, F32: ca.v[l][vBase : vBase+hd*vs]}
+			for j0 := 0; j0 < nt; j0 += chunk {
+				j1 := min(nt, j0+chunk)
+				n := p0 + j1 // keys visible to the chunk's last token
+				rows := (j1 - j0) * group
+				s.qg = grow(s.qg, rows*hd)
+				for j := j0; j < j1; j++ {
+					src := s.q[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
+					dst := s.qg[(j-j0)*group*hd : (j-j0+1)*group*hd]
+					for e, x := range src {
+						dst[e] = x * scale
+					}
+				}
+				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: ca.k[l][kBase : kBase+n*hd]}
+				s.sc = grow(s.sc, rows*n)
+				cpu.MatMul(s.sc, K, s.qg, rows)
+				// P·V: against the cache's Vᵀ in place when its row stride vs wastes little
+				// (decode, where n is near the capacity), else against a compact copy of the
+				// first n values of each Vᵀ row (contiguous copies: early prefill chunks).
+				V, P := Vt, pp
+				inPlace := vs-n <= n/4
+				if inPlace {
+					pp = grow(pp, rows*vs)
+					P = pp
+				} else {
+					s.vt = grow(s.vt, hd*n)
+					for d := range hd {
+						copy(s.vt[d*n:(d+1)*n], Vt.F32[d*vs:d*vs+n])
+					}
+					V = &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
+					P = s.sc
+				}
+				for r := range rows {
+					see := p0 + j0 + r/group + 1
+					row := s.sc[r*n : r*n+see]
+					cpu.Softmax(row)
+					if inPlace {
+						copy(P[r*vs:], row)
+						clear(P[r*vs+see : (r+1)*vs])
+					} else {
+						clear(s.sc[r*n+see : (r+1)*n])
+					}
+				}
+				s.og = grow(s.og, rows*hd)
+				cpu.MatMul(s.og, V, P, rows)
+				for j := j0; j < j1; j++ {
+					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
+					copy(dst, s.og[(j-j0)*group*hd:])
+				}
+			}
+		}
+		t0 += nt
+	}
+}
+
+// abCase is one attention workload: seqs sequences, each with cached keys before a span of nt new
+// tokens.
+type abCase struct {
+	name           string
+	seqs, past, nt int
+}
+
+// BenchmarkAttendAB alternates the paged attention (blocks of DefaultKVBlock) and the contiguous
+// one per iteration over the same data, all 24 layers of the 0.5B shape, and reports the median
+// time of each and the median of the per-iteration ratios (paged/contiguous: each pair ran back
+// to back, so a change of load hits both). It also checks that both give the
+// same attention output within rounding.
+func BenchmarkAttendAB(b *testing.B) {
+	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	for _, tc := range []abCase{
+		{"decode-2048", 1, 2048, 1},
+		{"decode-batch8-1024", 8, 1024, 1},
+		{"prefill-512", 1, 0, 512},
+		{"suffix-64-after-2048", 1, 2048, 64},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchAttendAB(b, tc) })
+	}
+}
+
+func benchAttendAB(b *testing.B, tc abCase) {
+	sp := spec05B(safetensors.BF16)
+	m := &Model{cfg: Config{HiddenSize: sp.hidden, IntermediateSize: sp.inter, NumHiddenLayers: sp.layers,
+		NumAttentionHeads: sp.heads, NumKeyValueHeads: sp.kv, HeadDim: sp.hidden / sp.heads, VocabSize: sp.vocab, MaxPositionEmbeddings: sp.maxPos}}
+	c := &m.cfg
+	nkv, hd, L := c.NumKeyValueHeads, c.HeadDim, c.NumHiddenLayers
+	total := tc.past + tc.nt
+	r := rng(9)
+	var paged []*Cache
+	var contig []*contigCache
+	var spans []span
+	for i := range tc.seqs {
+		gc, _ := m.NewCache(total)
+		pc := gc.(*Cache)
+		pc.prepare(total)
+		cc := &contigCache{n: tc.past, cap: total, vs: total + 16, k: make([][]float32, L), v: make([][]float32, L)}
+		for l := range L {
+			cc.k[l] = make([]float32, nkv*total*hd)
+			cc.v[l] = make([]float32, nkv*hd*cc.vs)
+			for p := range total {
+				k, v := make([]float32, nkv*hd), make([]float32, nkv*hd)
+				for j := range k {
+					k[j], v[j] = r.uniform(1), r.uniform(1)
+				}
+				pc.store(l, p, k, v)
+				for kh := range nkv {
+					copy(cc.k[l][(kh*total+p)*hd:], k[kh*hd:(kh+1)*hd])
+					for d := range hd {
+						cc.v[l][(kh*hd+d)*cc.vs+p] = v[kh*hd+d]
+					}
+				}
+			}
+		}
+		pc.n = tc.past
+		paged, contig = append(paged, pc), append(contig, cc)
+		spans = append(spans, span{step: i, lo: 0, hi: tc.nt})
+	}
+	T := tc.seqs * tc.nt
+	sa, sb := m.getScratch(T), m.getScratch(T)
+	for i := range sa.q {
+		sa.q[i] = r.uniform(1)
+	}
+	copy(sb.q, sa.q)
+	// Both compute the same attention output.
+	m.attend(0, sa, paged, spans)
+	m.attendContig(0, sb, contig, spans)
+	for i := range sa.att[:T*c.NumAttentionHeads*hd] {
+		if d := math.Abs(float64(sa.att[i] - sb.att[i])); d > 1e-4 {
+			b.Fatalf("paged and contiguous attention differ by %g at %d", d, i)
+		}
+	}
+	var tp, tcg []time.Duration
+	runPaged := func() {
+		t := time.Now()
+		for l := range L {
+			m.attend(l, sa, paged, spans)
+		}
+		tp = append(tp, time.Since(t))
+	}
+	runContig := func() {
+		t := time.Now()
+		for l := range L {
+			m.attendContig(l, sb, contig, spans)
+		}
+		tcg = append(tcg, time.Since(t))
+	}
+	i := 0
+	for b.Loop() {
+		// Which goes first alternates, so neither always finds the other's data in cache.
+		if i%2 == 0 {
+			runPaged()
+			runContig()
+		} else {
+			runContig()
+			runPaged()
+		}
+		i++
+	}
+	ratios := make([]float64, len(tp))
+	for i := range tp {
+		ratios[i] = float64(tp[i]) / float64(tcg[i])
+	}
+	b.ReportMetric(float64(median(tp).Microseconds())/1000, "ms-paged")
+	b.ReportMetric(float64(median(tcg).Microseconds())/1000, "ms-contig")
+	b.ReportMetric(median(ratios), "paged/contig")
+}
+
+// median returns the median of v (which it sorts).
+func median[T int64 | float64 | time.Duration](v []T) T {
+	slices.Sort(v)
+	return v[len(v)/2]
+}

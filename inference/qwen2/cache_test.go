@@ -1,0 +1,152 @@
+package qwen2
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
+)
+
+// TestForkIdentical: a cache forked from another at a block boundary and in the middle of a block
+// gives, for the same suffix, exactly the logits of a cache that computed the whole prompt itself
+// (the same Forward calls); the source keeps its own results while the fork writes into the
+// shared last block (copy on write), and the fork still works after the source is released.
+func TestForkIdentical(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	ids := prompt(45, 2, V)
+	suffix := prompt(9, 3, V)
+	for _, at := range []int{32, 37, 45, 0} {
+		// The reference: the prefix fed as the source is fed (one Forward of 45 tokens, cut to
+		// at by Truncate), then the suffix.
+		ref := newCache(t, m, 80)
+		forward(t, m, generate.Step{Cache: ref, Tokens: ids})
+		ref.Truncate(at)
+		want := slices.Clone(forward(t, m, generate.Step{Cache: ref, Tokens: suffix, AllLogits: true})[0].Logits)
+		alone := newCache(t, m, 80)
+		forward(t, m, generate.Step{Cache: alone, Tokens: ids})
+		srcWant := slices.Clone(forward(t, m, generate.Step{Cache: alone, Tokens: suffix[:3]})[0].Logits)
+		alone.Release()
+
+		src := newCache(t, m, 80).(*Cache)
+		forward(t, m, generate.Step{Cache: src, Tokens: ids})
+		fc, err := src.Fork(at, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fc.(*Cache)
+		if f.Len() != at || f.Cap() != 60 {
+			t.Fatalf("fork at %d: Len %d Cap %d", at, f.Len(), f.Cap())
+		}
+		for i := range at / 16 {
+			if f.blocks[i] != src.blocks[i] {
+				t.Fatalf("fork at %d: full block %d not shared", at, i)
+			}
+		}
+		// The source writes first when the fork point is at its end; else the fork does.
+		var got []float32
+		if at == len(ids) {
+			if lg := forward(t, m, generate.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+				t.Fatalf("fork at %d: the source's next logits changed", at)
+			}
+			got = forward(t, m, generate.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+		} else {
+			got = forward(t, m, generate.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+			if lg := forward(t, m, generate.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+				t.Fatalf("fork at %d: the fork's writes changed the source (max diff %.3g)", at, maxAbsDiff(lg, srcWant))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("fork at %d: logits differ from computing the prefix (max diff %.3g)", at, maxAbsDiff(got, want))
+		}
+		if at%16 != 0 && f.blocks[at/16] == src.blocks[at/16] {
+			t.Fatalf("fork at %d: the partly filled block is still shared after both wrote", at)
+		}
+		// The first owner finishes; the fork goes on over the shared blocks.
+		src.Release()
+		next := forward(t, m, generate.Step{Cache: f, Tokens: []int{5}})[0].Logits
+		refNext := forward(t, m, generate.Step{Cache: ref, Tokens: []int{5}})[0].Logits
+		if !slices.Equal(next, refNext) {
+			t.Fatalf("fork at %d after the source's release: logits differ by %.3g", at, maxAbsDiff(next, refNext))
+		}
+		f.Release()
+		ref.Release()
+	}
+	if live, _ := m.KVBlocks(); live != 0 {
+		t.Errorf("%d KV blocks alive after every cache was released", live)
+	}
+}
+
+// TestForkChain: forks of forks, truncation below a shared block, and releases in any order keep
+// the reference counts right: every block is freed exactly when its last cache drops it.
+func TestForkChain(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	a := newCache(t, m, 100).(*Cache)
+	forward(t, m, generate.Step{Cache: a, Tokens: prompt(50, 1, V)}) // 4 blocks
+	bc, _ := a.Fork(40, 100)
+	b := bc.(*Cache)
+	cc, _ := b.Fork(20, 100)
+	c := cc.(*Cache)
+	if live, _ := m.KVBlocks(); live != 4 {
+		t.Fatalf("%d blocks alive, want 4 (all shared)", live)
+	}
+	forward(t, m, generate.Step{Cache: c, Tokens: prompt(30, 2, V)}) // copies block 1, adds 2
+	if live, _ := m.KVBlocks(); live != 7 {
+		t.Fatalf("%d blocks alive, want 7", live)
+	}
+	a.Truncate(10) // drops its refs to blocks 1-3
+	a.Release()
+	if live, _ := m.KVBlocks(); live != 6 {
+		t.Fatalf("%d blocks alive after the first cache's release, want 6 (block 3 freed)", live)
+	}
+	b.Release()
+	if live, _ := m.KVBlocks(); live != 4 {
+		t.Fatalf("%d blocks alive, want c's 4", live)
+	}
+	c.Release()
+	c.Release() // a second Release is harmless
+	if live, _ := m.KVBlocks(); live != 0 {
+		t.Fatalf("%d blocks alive after all releases", live)
+	}
+}
+
+func TestForkErrors(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	c := newCache(t, m, 20).(*Cache)
+	forward(t, m, generate.Step{Cache: c, Tokens: []int{1, 2, 3}})
+	for _, tc := range [][2]int{{4, 10}, {-1, 10}, {3, 2}, {3, 257}, {0, 0}} {
+		if _, err := c.Fork(tc[0], tc[1]); err == nil {
+			t.Errorf("Fork(%d, %d) succeeded", tc[0], tc[1])
+		}
+	}
+	c.Release()
+	if _, err := c.Fork(0, 5); err == nil {
+		t.Error("Fork of a released cache succeeded")
+	}
+}
+
+// TestBlockSizes: the logits do not depend on the KV block size beyond rounding (the P·V partial
+// sums are added block by block), for prefill and decode.
+func TestBlockSizes(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{}, nil)
+	V := m.VocabSize()
+	ids := prompt(70, 4, V)
+	run := func(block int) []float32 {
+		m.kv.block = block
+		c := newCache(t, m, 80)
+		defer c.Release()
+		out := slices.Clone(forward(t, m, generate.Step{Cache: c, Tokens: ids[:60], AllLogits: true})[0].Logits)
+		for _, id := range ids[60:] {
+			out = append(out, forward(t, m, generate.Step{Cache: c, Tokens: []int{id}})[0].Logits...)
+		}
+		return out
+	}
+	want := run(256)
+	for _, b := range []int{1, 7, 16, 64} {
+		if d := maxAbsDiff(run(b), want); d > 2e-5 {
+			t.Errorf("blocks of %d: logits differ from blocks of 256 by %.3g", b, d)
+		}
+	}
+}

@@ -1,0 +1,419 @@
+// curate view: the page. Routes live in the URL hash (#/ rows, #/row/ID, #/stats,
+// #/compare, #/task/ID) with filters as its query, so Back and bookmarks work. Every value
+// from the data is set as text, never as HTML.
+"use strict";
+
+let INFO = null;
+
+// h builds an element: h("div", {class: "x", onclick: f}, child, "text", ...).
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === undefined || k === null || k === false) continue;
+    el.appendChild(typeof k === "string" || typeof k === "number" ? document.createTextNode(String(k)) : k);
+  }
+  return el;
+}
+
+const fmt = (n) => Number(n).toLocaleString("en-US");
+const yesno = (b, yes, no) => h("span", {class: b ? "ok" : "bad"}, b ? (yes || "yes") : (no || "no"));
+
+async function api(path) {
+  const r = await fetch(path, {cache: "no-store"});
+  const body = await r.json().catch(() => ({error: `HTTP ${r.status}`}));
+  if (!r.ok) throw new Error(body.error || `HTTP ${r.status}`);
+  return body;
+}
+
+function route() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  return {parts: path.split("/").filter(Boolean), params: new URLSearchParams(query || "")};
+}
+
+function setMain(...kids) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...kids);
+}
+
+function showError(err) {
+  setMain(h("div", {class: "error"}, String(err.message || err)));
+}
+
+async function loadInfo() {
+  INFO = await api("/api/info");
+  const nav = document.getElementById("nav");
+  const links = [["#/", "Rows"], ["#/stats", "Stats"]];
+  if (INFO.compare) links.push(["#/compare", "Compare"]);
+  nav.replaceChildren(...links.map(([href, text]) => h("a", {href, "data-nav": text.toLowerCase()}, text)));
+  document.getElementById("source").replaceChildren(
+    h("span", {class: "kind"}, INFO.kind),
+    " ", INFO.paths.map((p) => p.path).join(", "));
+  updateLive();
+  const errs = INFO.paths.filter((p) => p.error);
+  const banner = document.getElementById("banner");
+  banner.hidden = errs.length === 0;
+  banner.replaceChildren(...errs.map((p) => h("div", {}, `${p.name}: ${p.error} (rows before it are shown)`)));
+}
+
+function updateLive() {
+  const live = document.getElementById("live");
+  live.replaceChildren(h("span", {id: "rowcount"}, `${fmt(INFO.rows)} rows`),
+    INFO.live ? h("span", {class: "livedot", title: "re-read while it grows"}, " live") : "");
+}
+
+// Live run and eval dirs: poll the row count; a grown index refreshes the rows table.
+let lastRows = -1;
+async function pollLive() {
+  if (!INFO || !INFO.live) return;
+  try {
+    const before = INFO.rows;
+    await loadInfo();
+    if (INFO.rows !== before) {
+      const r = route();
+      // Not while the user is typing into a filter (the redraw would drop the text), and at
+      // the same scroll position.
+      const el = document.activeElement;
+      const typing = el && el.closest("#main") && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName);
+      if (!typing && (r.parts.length === 0 || r.parts[0] === "stats" || r.parts[0] === "compare")) {
+        const y = window.scrollY;
+        await render();
+        window.scrollTo(0, y);
+      }
+    }
+  } catch (e) { /* the server went away; keep the page */ }
+}
+
+// ---- rows table ------------------------------------------------------------------------
+
+const TRI = [["", "any"], ["1", "yes"], ["0", "no"]];
+
+function filterPanel(params, facets) {
+  const form = h("form", {id: "filters", onsubmit: (e) => { e.preventDefault(); apply(); }});
+  const apply = (resetOffset = true) => {
+    const p = new URLSearchParams();
+    for (const el of form.elements) {
+      if (!el.name) continue;
+      if (el.type === "checkbox") { if (el.checked) p.append(el.name, el.value); }
+      else if (el.value !== "") p.set(el.name, el.value);
+    }
+    if (!resetOffset && params.get("offset")) p.set("offset", params.get("offset"));
+    location.hash = "#/?" + p.toString();
+  };
+  const group = (title, ...kids) => h("fieldset", {}, h("legend", {}, title), ...kids);
+  form.appendChild(group("Search", h("input", {type: "search", name: "q", id: "f-q", value: params.get("q") || "",
+    placeholder: "question, SQL, db, key", onchange: () => apply()})));
+  for (const name of ["teacher", "dialect", "difficulty", "db_id"]) {
+    const values = facets[name] || [];
+    if (values.length === 0) continue;
+    const chosen = new Set(params.getAll(name));
+    const boxes = values.map((f) => h("label", {class: "facet"},
+      h("input", {type: "checkbox", name, value: f.value, checked: chosen.has(f.value), onchange: () => apply(),
+        "data-facet": name}),
+      " ", f.value === "" ? "(none)" : f.value, " ", h("span", {class: "count"}, fmt(f.count))));
+    const box = h("div", {class: values.length > 8 ? "facets scroll" : "facets"}, ...boxes);
+    form.appendChild(group(name === "db_id" ? "database" : name, box));
+  }
+  const tri = (name, label, disabled) => h("label", {class: "tri"}, label, " ",
+    h("select", {name, id: "f-" + name, disabled, onchange: () => apply()},
+      ...TRI.map(([v, t]) => h("option", {value: v, selected: (params.get(name) || "") === v}, t))));
+  form.appendChild(group("Outcome",
+    tri("converged", "converged"), tri("exec_ok", "final SQL ran"), tri("correct", "correct"),
+    tri("truncated", "truncated turn", !INFO.trunc_known),
+    h("label", {class: "tri"}, "format violations ", h("select", {name: "violations", id: "f-violations", onchange: () => apply()},
+      ...[["", "any"], ["none", "none"], ["some", "some"]].map(([v, t]) =>
+        h("option", {value: v, selected: (params.get("violations") || "") === v}, t))))));
+  if (!INFO.trunc_known) form.appendChild(h("p", {class: "hint"}, "This dataset's rows carry no truncation mark."));
+  const num = (name, ph) => h("input", {type: "number", min: "0", name, id: "f-" + name, value: params.get(name) || "",
+    placeholder: ph, onchange: () => apply()});
+  form.appendChild(group("Turns", h("div", {class: "range"}, num("turns_min", "min"), "–", num("turns_max", "max"))));
+  form.appendChild(group(INFO.tokens_name, h("div", {class: "range"}, num("tokens_min", "min"), "–", num("tokens_max", "max"))));
+  form.appendChild(group("Order", h("select", {name: "sort", id: "f-sort", onchange: () => apply()},
+    ...[["", "row order"], ["-tokens", "most tokens first"], ["tokens", "fewest tokens first"], ["-turns", "most turns first"],
+      ["turns", "fewest turns first"]].map(([v, t]) => h("option", {value: v, selected: (params.get("sort") || "") === v}, t)))));
+  form.appendChild(h("div", {class: "buttons"}, h("a", {href: "#/", class: "button"}, "Clear filters")));
+  return form;
+}
+
+function pager(total, offset, limit, go) {
+  const from = total === 0 ? 0 : offset + 1, to = Math.min(offset + limit, total);
+  return h("div", {class: "pager"},
+    h("button", {disabled: offset === 0, onclick: () => go(Math.max(0, offset - limit)), id: "prev"}, "‹ prev"),
+    h("span", {id: "range"}, `${fmt(from)}–${fmt(to)} of ${fmt(total)}`),
+    h("button", {disabled: to >= total, onclick: () => go(offset + limit), id: "next"}, "next ›"));
+}
+
+async function renderRows(params) {
+  const page = await api("/api/rows?" + params.toString());
+  const limit = Number(params.get("limit") || 50);
+  const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/?" + p.toString(); };
+  const head = ["#", "teacher", "dialect", "difficulty", "database", "question", "turns", "converged", "ran", "correct",
+    "violations", INFO.kind === "dataset" ? "tokens" : "teacher tokens", ...(INFO.kind === "dataset" ? ["trainable"] : [])];
+  const rows = page.rows.map((r) => {
+    const link = "#/row/" + r.id;
+    if (r.error) {
+      return h("tr", {class: "rowerr", "data-id": r.id}, h("td", {}, h("a", {href: link}, r.id)),
+        h("td", {colspan: head.length - 1}, `cannot read ${r.key || "this row"}: ${r.error}`));
+    }
+    return h("tr", {"data-id": r.id, onclick: (e) => { if (e.target.tagName !== "A") location.hash = link; }},
+      h("td", {}, h("a", {href: link}, r.id)), h("td", {}, r.teacher), h("td", {}, r.dialect), h("td", {}, r.difficulty),
+      h("td", {}, r.db_id), h("td", {class: "q"}, r.question), h("td", {class: "n"}, r.turns),
+      h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)), h("td", {}, yesno(r.correct)),
+      h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
+      h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
+  });
+  const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((x) => h("th", {}, x)))),
+    h("tbody", {}, ...rows));
+  const summary = h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} rows match`);
+  setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets)),
+    h("section", {class: "content"}, summary, pager(page.total, page.offset, limit, go), table,
+      page.rows.length === 0 ? h("p", {class: "muted"}, "No rows match these filters.") : "",
+      pager(page.total, page.offset, limit, go))));
+}
+
+// ---- trajectory page ---------------------------------------------------------------------
+
+function sqlBlock(sql, cls) {
+  return h("pre", {class: "sql " + (cls || "")}, highlightSQL(sql || ""));
+}
+
+function observationBlock(o) {
+  if (!o) return null;
+  if (o.kind === "table") {
+    return h("div", {class: "obs"}, h("table", {class: "obs-table"},
+      h("thead", {}, h("tr", {}, ...o.columns.map((c) => h("th", {}, c)))),
+      h("tbody", {}, ...o.rows.map((r) => h("tr", {}, ...r.map((c) => h("td", {class: c === "NULL" ? "null" : ""}, c)))))),
+      h("div", {class: "obs-footer"}, o.footer));
+  }
+  const cls = {empty: "obs-empty", error: "obs-error", timeout: "obs-error", refused: "obs-error", format: "obs-error"}[o.kind] || "obs-text";
+  return h("div", {class: "obs"}, h("pre", {class: cls}, o.text),
+    o.kind === "empty" && o.columns ? h("div", {class: "obs-footer"}, "columns: " + o.columns.join(", ")) : null);
+}
+
+function turnCard(t, kind) {
+  const badges = [];
+  if (t.format_violation) badges.push(h("span", {class: "tag bad"}, "format violation"));
+  if (t.truncated) badges.push(h("span", {class: "tag warn"}, "truncated" + (t.finish_reason ? ` (${t.finish_reason})` : "")));
+  if (t.outcome) badges.push(h("span", {class: "tag " + (t.outcome === "ok" ? "good" : "bad")}, "exec " + t.outcome));
+  const tokens = [];
+  if (t.trainable >= 0) tokens.push(`${fmt(t.trainable)} trainable student tokens`);
+  if (t.completion_tokens || t.prompt_tokens) {
+    tokens.push(`${kind === "eval" ? "policy" : "teacher"}: ${fmt(t.prompt_tokens)} prompt, ${fmt(t.completion_tokens)} completion` +
+      (t.reasoning_tokens ? ` (${fmt(t.reasoning_tokens)} reasoning)` : ""));
+  }
+  if (t.latency_ms) tokens.push(`${t.latency_ms.toFixed(0)} ms`);
+  const think = t.think ? h("details", {class: "think"},
+    h("summary", {}, "think", t.think_source ? h("span", {class: "tag", title: "Where the think block of the training text comes from (curate build --think): the endpoint's separate reasoning field, or the <think> block the model wrote in its content"}, t.think_source === "field" ? "from the reasoning field" : "inline in the content") : "",
+      h("span", {class: "preview"}, " " + t.think.slice(0, 120).replace(/\s+/g, " ") + (t.think.length > 120 ? "…" : ""))),
+    h("pre", {class: "think-text"}, t.think)) : h("p", {class: "muted"}, "no reasoning");
+  return h("article", {class: "turn", "data-turn": t.index},
+    h("header", {}, h("h3", {}, `Turn ${t.index}`), ...badges, h("span", {class: "tokens"}, tokens.join(" · "))),
+    think,
+    t.sql ? sqlBlock(t.sql, "turn-sql") : h("pre", {class: "reply-raw"}, t.reply.trim() ? t.reply :
+      t.reply ? `(whitespace only: ${fmt(t.reply.length)} characters, ${fmt(t.reply.split("\n").length - 1)} of them newlines)` : "(empty reply)"),
+    h("details", {class: "raw"}, h("summary", {}, "reply as stored"), h("pre", {}, t.reply)),
+    t.observation ? h("div", {class: "obs-wrap"}, h("h4", {}, "observation"), observationBlock(t.observation)) :
+      (t.observation_absent ? h("p", {class: "muted small"}, t.observation_absent) : null));
+}
+
+function metaLine(d) {
+  const chips = [["teacher", d.teacher], ["model", d.model], ["dialect", d.dialect], ["database", d.db_id],
+    ["task", d.task_id], ["difficulty", d.difficulty], ["sample", d.sample], ["source", d.source]];
+  return h("dl", {class: "meta"}, ...chips.filter(([, v]) => v !== "" && v !== undefined).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
+}
+
+function outcomeBlock(d) {
+  const tok = [];
+  if (d.kind === "dataset") tok.push(`${fmt(d.num_tokens)} tokens, ${fmt(d.num_trainable_tokens)} trainable (stored)`);
+  if (d.teacher_prompt_tokens || d.teacher_completion_tokens) tok.push(`teacher ${fmt(d.teacher_prompt_tokens)} prompt + ${fmt(d.teacher_completion_tokens)} completion tokens`);
+  return h("section", {class: "outcome", id: "outcome"},
+    h("h3", {}, "Judged outcome"),
+    h("p", {}, "correct: ", yesno(d.correct), " · converged: ", yesno(d.converged), " · final SQL ran: ", yesno(d.exec_ok),
+      " · format violations: ", String(d.format_violations), " · turns: ", String(d.turns.length)),
+    tok.length ? h("p", {class: "muted"}, tok.join(" · ")) : null,
+    h("h4", {}, "final SQL"), d.final_sql ? sqlBlock(d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
+    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"));
+}
+
+function trajectoryBody(d) {
+  if (d.error) return h("div", {class: "error", id: "row-error"}, `This row cannot be read: ${d.error}`);
+  return h("div", {class: "trajectory"},
+    h("h2", {class: "question"}, d.question),
+    d.evidence ? h("p", {class: "evidence"}, h("b", {}, "Evidence: "), d.evidence) : null,
+    metaLine(d),
+    ...d.notes.map((n) => h("p", {class: "note"}, n)),
+    h("details", {class: "system"}, h("summary", {}, `system prompt (${fmt(d.system.length)} characters)`), h("pre", {}, d.system)),
+    h("details", {class: "user"}, h("summary", {}, "user prompt"), h("pre", {}, d.user)),
+    h("div", {class: "turns"}, ...d.turns.map((t) => turnCard(t, d.kind))),
+    outcomeBlock(d));
+}
+
+async function renderRow(id, params) {
+  const tab = params.get("tab") || "turns";
+  const d = await api("/api/row?id=" + encodeURIComponent(id));
+  const tabs = h("div", {class: "tabs"},
+    h("a", {href: `#/row/${id}`, class: tab === "turns" ? "active" : "", id: "tab-turns"}, "Turns"),
+    h("a", {href: `#/row/${id}?tab=mask`, class: tab === "mask" ? "active" : "", id: "tab-mask"}, "Loss mask"),
+    h("span", {class: "spacer"}),
+    Number(id) > 0 ? h("a", {href: `#/row/${Number(id) - 1}${tab === "mask" ? "?tab=mask" : ""}`}, "‹ previous row") : null,
+    Number(id) + 1 < INFO.rows ? h("a", {href: `#/row/${Number(id) + 1}${tab === "mask" ? "?tab=mask" : ""}`}, "next row ›") : null,
+    h("a", {href: "#/", onclick: (e) => { if (history.length > 1) { e.preventDefault(); history.back(); } }}, "back to rows"));
+  const title = h("h1", {class: "rowtitle"}, `Row ${id}`, h("span", {class: "key"}, d.key || ""));
+  if (tab === "mask") {
+    setMain(title, tabs, await maskBody(id, d));
+  } else {
+    setMain(title, tabs, trajectoryBody(d));
+  }
+}
+
+// ---- loss mask -------------------------------------------------------------------------
+
+async function maskBody(id, d) {
+  const m = await api("/api/mask?id=" + encodeURIComponent(id));
+  if (m.error) return h("div", {class: "error", id: "mask-error"}, m.error);
+  // The system turn (schema and rules, no loss, often most of the tokens) is folded; the
+  // tokens stay in the page, so every token of the rendering is there to inspect.
+  const pre = h("pre", {class: "mask", id: "mask"});
+  const sysBody = h("span", {class: "sys-body"});
+  const sysFold = h("details", {class: "sys-fold", id: "mask-system"}, h("summary", {}, ""), sysBody);
+  pre.appendChild(sysFold);
+  let target = sysBody, starts = 0, sysTokens = 0, alt = 0;
+  for (const [s, e, span] of m.tokens) {
+    const text = m.text.slice(s, e);
+    const special = text === "<|im_start|>" || text === "<|im_end|>";
+    if (text === "<|im_start|>" && ++starts === 2) target = pre;
+    if (target === sysBody) sysTokens++;
+    const cls = "tok " + (span >= 0 ? "on" : "off") + (alt++ % 2 ? " b" : " a") + (special ? " special" : "") + (s === e ? " partial" : "");
+    target.appendChild(h("span", {class: cls, "data-span": span}, text));
+  }
+  sysFold.firstChild.textContent = `system turn: ${fmt(sysTokens)} tokens, no loss (show)`;
+  const agree = m.has_stored ? (m.tokens.length === m.stored_tokens && m.trainable === m.stored_trainable) : null;
+  const counts = h("p", {class: "mask-counts", id: "mask-counts"},
+    `${fmt(m.tokens.length)} tokens, ${fmt(m.trainable)} trainable in ${m.spans} assistant spans`,
+    m.tokenizer ? ` (tokenizer ${m.tokenizer})` : "",
+    m.has_stored ? h("span", {class: agree ? "ok" : "bad"}, agree ? " — matches the row's num_tokens / num_trainable_tokens" :
+      ` — the row stores ${fmt(m.stored_tokens)} / ${fmt(m.stored_trainable)}: built with another tokenizer?`) : "");
+  return h("div", {class: "maskview"},
+    h("p", {class: "legend"}, h("span", {class: "tok on a"}, "trainable token"), " ", h("span", {class: "tok off a"}, "no loss"), " ",
+      h("span", {class: "tok off a special"}, "<|special|>"),
+      " — the rendered chat template exactly as curate build tokenises it; token boundaries alternate in shade."),
+    counts, pre);
+}
+
+// ---- stats -----------------------------------------------------------------------------
+
+function statsTable(t) {
+  return h("div", {class: "stats-table"}, h("h3", {}, t.title),
+    !t.rows || t.rows.length === 0 ? h("p", {class: "muted"}, "(none)") :
+      h("table", {class: "stats"}, h("thead", {}, h("tr", {}, ...t.header.map((x) => h("th", {}, x)))),
+        h("tbody", {}, ...t.rows.map((r) => h("tr", {}, ...r.map((c, i) => h("td", {class: i ? "n" : ""}, c)))))));
+}
+
+async function renderStats() {
+  const page = await api("/api/stats");
+  setMain(h("div", {class: "statspage"}, ...page.sections.map((s) => h("section", {class: "stats-section"},
+    h("h2", {}, s.title), s.error ? h("div", {class: "error"}, s.error) : null,
+    h("div", {class: "charts"}, ...s.charts.map((c) => h("figure", {}, h("img", {src: c.url, alt: c.title, loading: "lazy"})))),
+    ...s.tables.map(statsTable)))));
+}
+
+// ---- compare ---------------------------------------------------------------------------
+
+async function renderCompare(params) {
+  const page = await api("/api/compare?" + params.toString());
+  const form = h("form", {id: "compare-filters", class: "inline", onsubmit: (e) => { e.preventDefault(); apply(); }});
+  const apply = () => {
+    const p = new URLSearchParams();
+    for (const el of form.elements) {
+      if (!el.name) continue;
+      if (el.type === "checkbox") { if (el.checked) p.set(el.name, "1"); }
+      else if (el.value !== "") p.set(el.name, el.value);
+    }
+    location.hash = "#/compare?" + p.toString();
+  };
+  const polSelect = (name, label) => h("label", {}, label, " ", h("select", {name, id: "c-" + name, onchange: apply},
+    h("option", {value: ""}, "any policy"),
+    ...page.policies.map((p, i) => h("option", {value: String(i), selected: params.get(name) === String(i)}, p))));
+  form.append(polSelect("good", "correct:"), " ", polSelect("bad", "wrong:"), " ",
+    h("label", {}, h("input", {type: "checkbox", name: "differ", id: "c-differ", checked: params.get("differ") === "1", onchange: apply}), " outcomes differ"), " ",
+    h("label", {}, "difficulty ", h("select", {name: "difficulty", id: "c-difficulty", onchange: apply}, h("option", {value: ""}, "any"),
+      ...page.difficulties.map((d) => h("option", {value: d, selected: params.get("difficulty") === d}, d || "(none)")))), " ",
+    h("input", {type: "search", name: "q", value: params.get("q") || "", placeholder: "question or db", onchange: apply}));
+  const presets = h("p", {class: "presets"}, "Quick filters: ",
+    ...page.policies.flatMap((p, i) => page.policies.map((q, j) => i === j ? null :
+      h("a", {href: `#/compare?good=${i}&bad=${j}`, class: "button small"}, `${p} correct, ${q} wrong`))).filter(Boolean));
+  const limit = Number(params.get("limit") || 50);
+  const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/compare?" + p.toString(); };
+  const table = h("table", {class: "rows compare", id: "compare"},
+    h("thead", {}, h("tr", {}, h("th", {}, "task"), h("th", {}, "difficulty"), h("th", {}, "database"), h("th", {}, "question"),
+      ...page.policies.map((p) => h("th", {}, p)))),
+    h("tbody", {}, ...page.rows.map((r) => h("tr", {onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.task_id); }},
+      h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.task_id)}, r.task_id)), h("td", {}, r.difficulty), h("td", {}, r.db_id),
+      h("td", {class: "q"}, r.question),
+      ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
+        [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
+          c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
+  setMain(h("section", {class: "content wide"}, h("h2", {}, "Compare policies task by task"), form, presets,
+    h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} tasks match`),
+    pager(page.total, page.offset, limit, go), table));
+}
+
+async function renderTask(id) {
+  const page = await api("/api/task?id=" + encodeURIComponent(id));
+  const t = page.task;
+  const cols = page.policies.map((p, i) => {
+    const d = page.details[i], c = t.cells[i];
+    return h("div", {class: "policy-col", "data-policy": p},
+      h("h3", {}, p, " ", c.present ? yesno(c.correct, "✓ correct", "✗ wrong") : h("span", {class: "muted"}, "no trajectory")),
+      d ? h("div", {}, d.id !== undefined ? h("p", {}, h("a", {href: "#/row/" + d.id}, "open as a row")) : null,
+        d.error ? h("div", {class: "error"}, d.error) : h("div", {class: "turns"}, ...d.turns.map((tv) => turnCard(tv, d.kind))),
+        d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql")) : null);
+  });
+  const gold = page.details.find((d) => d && d.gold_sql);
+  setMain(h("section", {class: "content wide"},
+    h("p", {}, h("a", {href: "#/compare"}, "‹ compare")),
+    h("h2", {class: "question"}, t.question),
+    h("dl", {class: "meta"}, h("dt", {}, "task"), h("dd", {}, t.task_id), h("dt", {}, "database"), h("dd", {}, t.db_id),
+      h("dt", {}, "difficulty"), h("dd", {}, t.difficulty)),
+    gold ? h("div", {}, h("h4", {}, "gold SQL"), sqlBlock(gold.gold_sql, "gold-sql")) : null,
+    h("div", {class: "side-by-side", id: "side-by-side"}, ...cols)));
+}
+
+// ---- router ----------------------------------------------------------------------------
+
+async function render() {
+  const r = route();
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.classList.toggle("active", (r.parts[0] || "rows") === a.dataset.nav ||
+      (r.parts[0] === "row" && a.dataset.nav === "rows") || (r.parts[0] === "task" && a.dataset.nav === "compare"));
+  }
+  try {
+    if (r.parts.length === 0) await renderRows(r.params);
+    else if (r.parts[0] === "row") await renderRow(r.parts[1], r.params);
+    else if (r.parts[0] === "stats") await renderStats();
+    else if (r.parts[0] === "compare") await renderCompare(r.params);
+    else if (r.parts[0] === "task") await renderTask(decodeURIComponent(r.parts.slice(1).join("/")));
+    else showError(new Error("no such page: " + location.hash));
+  } catch (e) {
+    showError(e);
+  }
+  document.body.dataset.ready = location.hash || "#/";
+}
+
+window.addEventListener("hashchange", () => { document.body.dataset.ready = ""; render(); window.scrollTo(0, 0); });
+(async () => {
+  try {
+    await loadInfo();
+  } catch (e) {
+    showError(e);
+    return;
+  }
+  await render();
+  setInterval(pollLive, 3000);
+})();

@@ -1,0 +1,235 @@
+package view
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CompareCell is how one policy did on one task.
+type CompareCell struct {
+	// Present is false when the policy's eval dir has no trajectory for the task (yet).
+	Present bool `json:"present"`
+	// ID is the row id of the policy's trajectory (sample 0), -1 when absent.
+	ID         int    `json:"id"`
+	Correct    bool   `json:"correct"`
+	Converged  bool   `json:"converged"`
+	ExecOK     bool   `json:"exec_ok"`
+	Turns      int    `json:"turns"`
+	Violations int    `json:"format_violations"`
+	Outcome    string `json:"outcome,omitempty"`
+	SQL        string `json:"sql"`
+}
+
+// CompareRow is one task across the policies, in the order of the eval dirs given.
+type CompareRow struct {
+	TaskID     string        `json:"task_id"`
+	Index      int           `json:"index"`
+	DBID       string        `json:"db_id"`
+	Difficulty string        `json:"difficulty"`
+	Question   string        `json:"question"`
+	Cells      []CompareCell `json:"cells"`
+}
+
+// ComparePage is the compare view's table.
+type ComparePage struct {
+	Policies []string     `json:"policies"`
+	Total    int          `json:"total"`
+	All      int          `json:"all"`
+	Offset   int          `json:"offset"`
+	Rows     []CompareRow `json:"rows"`
+	// Difficulties lists the buckets present, for the filter.
+	Difficulties []string `json:"difficulties"`
+}
+
+// compareRows joins the eval dirs task by task. A task's cell comes from the policy's
+// sample-0 trajectory; where results.jsonl has the task (after a vote, say), its outcome wins.
+func (s *Server) compareRows() ([]string, []CompareRow) {
+	policies := make([]string, len(s.runs))
+	byTask := map[string]*CompareRow{}
+	var order []*CompareRow
+	s.idsMu.RLock()
+	ids := make([][]int, len(s.ids))
+	for i := range s.ids {
+		ids[i] = slices.Clone(s.ids[i])
+	}
+	s.idsMu.RUnlock()
+	for p, r := range s.runs {
+		policies[p] = r.policyName()
+		_, results := r.evalFiles()
+		for pos, t := range r.snapshot() {
+			row := byTask[t.TaskID]
+			if row == nil {
+				row = &CompareRow{TaskID: t.TaskID, Index: t.TaskIndex, DBID: t.DBID, Difficulty: t.Difficulty, Question: t.Question,
+					Cells: make([]CompareCell, len(s.runs))}
+				for k := range row.Cells {
+					row.Cells[k].ID = -1
+				}
+				byTask[t.TaskID] = row
+				order = append(order, row)
+			}
+			c := &row.Cells[p]
+			if c.Present && t.Sample != 0 {
+				continue
+			}
+			*c = CompareCell{Present: true, ID: -1, Correct: t.Correct, Converged: t.Converged, ExecOK: t.ExecOK, Turns: len(t.Turns),
+				Violations: t.FormatViolations, SQL: t.FinalSQL}
+			if pos < len(ids[p]) {
+				c.ID = ids[p][pos]
+			}
+			for k := len(t.Turns) - 1; k >= 0; k-- {
+				if e := t.Turns[k].Exec; e != nil {
+					c.Outcome = string(e.Outcome)
+					break
+				}
+			}
+			if res, ok := results[t.TaskID]; ok {
+				c.Correct, c.Outcome, c.SQL = res.Correct, res.Outcome, res.SQL
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b *CompareRow) int { return a.Index - b.Index })
+	rows := make([]CompareRow, len(order))
+	for i, r := range order {
+		rows[i] = *r
+	}
+	return policies, rows
+}
+
+// handleCompare answers the compare table. Parameters: good=P (policy P correct), bad=P
+// (policy P wrong), differ=1 (the policies disagree on correctness), difficulty, q (words
+// of the question or db_id), offset, limit.
+func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
+	if s.kind != KindEval {
+		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
+		return
+	}
+	v := r.URL.Query()
+	policies, rows := s.compareRows()
+	pol := func(name string) (int, error) {
+		if v.Get(name) == "" {
+			return -1, nil
+		}
+		p, err := strconv.Atoi(v.Get(name))
+		if err != nil || p < 0 || p >= len(policies) {
+			return 0, fmt.Errorf("%s=%q: want a policy number from 0 to %d", name, v.Get(name), len(policies)-1)
+		}
+		return p, nil
+	}
+	good, err := pol("good")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	bad, err := pol("bad")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	offset, err := wholeNumber(v, "offset")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := wholeNumber(v, "limit")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	limit = min(limit, MaxLimit)
+	differ := v.Get("differ") == "1"
+	diff := v.Get("difficulty")
+	words := searchTerms(v.Get("q"))
+	page := ComparePage{Policies: policies, All: len(rows), Offset: offset, Rows: []CompareRow{}, Difficulties: []string{}}
+	seen := map[string]bool{}
+	var hits []CompareRow
+	for _, row := range rows {
+		if !seen[row.Difficulty] {
+			seen[row.Difficulty] = true
+			page.Difficulties = append(page.Difficulties, row.Difficulty)
+		}
+		if good >= 0 && !(row.Cells[good].Present && row.Cells[good].Correct) {
+			continue
+		}
+		if bad >= 0 && !(row.Cells[bad].Present && !row.Cells[bad].Correct) {
+			continue
+		}
+		if differ && !disagree(row.Cells) {
+			continue
+		}
+		if diff != "" && row.Difficulty != diff {
+			continue
+		}
+		text := strings.ToLower(row.Question + "\x00" + row.DBID + "\x00" + row.TaskID)
+		match := true
+		for _, w := range words {
+			match = match && strings.Contains(text, w)
+		}
+		if match {
+			hits = append(hits, row)
+		}
+	}
+	slices.Sort(page.Difficulties)
+	page.Total = len(hits)
+	page.Rows = append(page.Rows, pageOf(hits, offset, limit)...)
+	writeJSON(w, page)
+}
+
+// disagree reports whether the present cells differ in correctness.
+func disagree(cells []CompareCell) bool {
+	var first *bool
+	for i := range cells {
+		if !cells[i].Present {
+			continue
+		}
+		if first == nil {
+			first = &cells[i].Correct
+		} else if *first != cells[i].Correct {
+			return true
+		}
+	}
+	return false
+}
+
+// TaskPage is one task across the policies: each policy's trajectory beside the others.
+type TaskPage struct {
+	Task     CompareRow `json:"task"`
+	Policies []string   `json:"policies"`
+	// Details holds each policy's trajectory page (nil where the policy has none).
+	Details []*Detail `json:"details"`
+}
+
+func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
+	if s.kind != KindEval {
+		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
+		return
+	}
+	id := r.URL.Query().Get("id")
+	policies, rows := s.compareRows()
+	for _, row := range rows {
+		if row.TaskID != id {
+			continue
+		}
+		page := TaskPage{Task: row, Policies: policies, Details: make([]*Detail, len(policies))}
+		for p, c := range row.Cells {
+			if c.ID < 0 {
+				continue
+			}
+			if e, ok := s.ix.get(c.ID); ok {
+				d, msgs := s.load(e, c.ID)
+				if d.Error == "" {
+					s.addTrainable(d, msgs)
+				}
+				page.Details[p] = d
+			}
+		}
+		writeJSON(w, page)
+		return
+	}
+	httpError(w, http.StatusNotFound, fmt.Errorf("no task %q in these eval dirs", id))
+}

@@ -1,0 +1,465 @@
+package view
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Facets: the categorical columns the table filters on, with their value counts.
+const (
+	facetTeacher = iota
+	facetDialect
+	facetDifficulty
+	facetDB
+	nFacets
+)
+
+var facetNames = [nFacets]string{"teacher", "dialect", "difficulty", "db_id"}
+
+// Entry flags.
+const (
+	flagConverged = 1 << iota
+	flagExecOK
+	flagCorrect
+	flagTruncated
+)
+
+// entry is what the index keeps of one row: the filterable values, a lowercased search text
+// and where the whole row is (source and position in it). About 100 bytes plus the texts.
+type entry struct {
+	src, pos   int32
+	facet      [nFacets]uint16
+	turns      int16
+	violations int16
+	flags      uint8
+	tokens     int32
+	trainable  int32
+	taskIndex  int32
+	sample     int32
+	key        string
+	taskID     string
+	question   string
+	// search is question, final SQL, gold SQL, db_id and key, lowercased, joined by "\x00".
+	search string
+	// err is set for a row that could not be read; it matches only unfiltered queries.
+	err string
+}
+
+// facet interns the values of one categorical column.
+type facet struct {
+	names []string
+	ids   map[string]uint16
+}
+
+// lumpedValues names the last id of a facet with more distinct values than ids: every value
+// from there on shares it.
+const lumpedValues = "(further values)"
+
+func (f *facet) id(s string) uint16 {
+	if id, ok := f.ids[s]; ok {
+		return id
+	}
+	if len(f.names) == 1<<16-1 {
+		return f.ids[lumpedValues]
+	}
+	if len(f.names) == 1<<16-2 {
+		s = lumpedValues
+	}
+	id := uint16(len(f.names))
+	f.names = append(f.names, s)
+	f.ids[s] = id
+	return id
+}
+
+// index holds the entries of every row, appended as rows are read (a live run grows it), and
+// answers filtered, sorted, paged queries by scanning them: 75,858 rows scan in a few
+// milliseconds (docs/BENCHMARKS.md), so no per-column structures are kept.
+type index struct {
+	mu      sync.RWMutex
+	entries []entry
+	facets  [nFacets]facet
+	// version counts additions, for caches of derived pages.
+	version int64
+	// truncKnown is false when the rows carry no truncation mark (datasets before the
+	// run-dir format records one), so the filter is not offered.
+	truncKnown bool
+}
+
+func newIndex() *index {
+	ix := &index{}
+	for i := range ix.facets {
+		ix.facets[i].ids = map[string]uint16{}
+	}
+	return ix
+}
+
+// rowValues are the values of one row as the sources give them to the index.
+type rowValues struct {
+	teacher, dialect, difficulty, db string
+	turns, violations                int
+	converged, execOK, correct       bool
+	truncated                        bool
+	tokens, trainable                int
+	taskIndex, sample                int
+	key, taskID, question            string
+	finalSQL, goldSQL                string
+}
+
+// add appends one row and returns its id.
+func (ix *index) add(src, pos int, v rowValues) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	e := entry{
+		src: int32(src), pos: int32(pos), turns: int16(min(v.turns, 1<<15-1)), violations: int16(min(v.violations, 1<<15-1)),
+		tokens: int32(v.tokens), trainable: int32(v.trainable), taskIndex: int32(v.taskIndex), sample: int32(v.sample),
+		key: v.key, taskID: v.taskID, question: v.question,
+		search: strings.ToLower(strings.Join([]string{v.question, v.finalSQL, v.goldSQL, v.db, v.key}, "\x00")),
+	}
+	e.facet[facetTeacher] = ix.facets[facetTeacher].id(v.teacher)
+	e.facet[facetDialect] = ix.facets[facetDialect].id(v.dialect)
+	e.facet[facetDifficulty] = ix.facets[facetDifficulty].id(v.difficulty)
+	e.facet[facetDB] = ix.facets[facetDB].id(v.db)
+	if v.converged {
+		e.flags |= flagConverged
+	}
+	if v.execOK {
+		e.flags |= flagExecOK
+	}
+	if v.correct {
+		e.flags |= flagCorrect
+	}
+	if v.truncated {
+		e.flags |= flagTruncated
+	}
+	ix.entries = append(ix.entries, e)
+	ix.version++
+	return len(ix.entries) - 1
+}
+
+// addError appends a row that could not be read, with the reason.
+func (ix *index) addError(src, pos int, key, err string) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	e := entry{src: int32(src), pos: int32(pos), key: key, err: err}
+	for f := range e.facet {
+		e.facet[f] = ix.facets[f].id("")
+	}
+	ix.entries = append(ix.entries, e)
+	ix.version++
+	return len(ix.entries) - 1
+}
+
+// get returns the entry with id i.
+func (ix *index) get(i int) (entry, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if i < 0 || i >= len(ix.entries) {
+		return entry{}, false
+	}
+	return ix.entries[i], true
+}
+
+func (ix *index) len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.entries)
+}
+
+// Query is a table request: filters, text search, order and page.
+type Query struct {
+	// Facet values to keep (any of them), per facet; nil keeps all. In URLs a facet's name is
+	// repeated once per value (teacher=a&teacher=b).
+	Facets [nFacets][]string
+	// Tri-state flags: nil any, else the wanted value.
+	Converged, ExecOK, Correct, Truncated *bool
+	// Violations: "" any, "none" or "some".
+	Violations string
+	// Turns and Tokens ranges, inclusive; 0 is open.
+	TurnsMin, TurnsMax, TokensMin, TokensMax int
+	// Text: every word (or "quoted phrase") must occur, ignoring case, in the question, the
+	// final SQL, the gold SQL, db_id or the key.
+	Text string
+	// Sort: "" (row order), "tokens", "-tokens", "turns", "-turns".
+	Sort          string
+	Offset, Limit int
+}
+
+// MaxLimit bounds Query.Limit.
+const MaxLimit = 500
+
+// ParseQuery reads a Query from URL parameters (the names of the page's filter controls).
+func ParseQuery(v url.Values) (Query, error) {
+	var q Query
+	for f, name := range facetNames {
+		if vals := v[name]; len(vals) > 0 {
+			q.Facets[f] = vals
+		}
+	}
+	tri := func(name string) (*bool, error) {
+		switch v.Get(name) {
+		case "":
+			return nil, nil
+		case "1", "true", "yes":
+			t := true
+			return &t, nil
+		case "0", "false", "no":
+			f := false
+			return &f, nil
+		}
+		return nil, fmt.Errorf("%s=%q: want 1 or 0", name, v.Get(name))
+	}
+	var err error
+	if q.Converged, err = tri("converged"); err != nil {
+		return q, err
+	}
+	if q.ExecOK, err = tri("exec_ok"); err != nil {
+		return q, err
+	}
+	if q.Correct, err = tri("correct"); err != nil {
+		return q, err
+	}
+	if q.Truncated, err = tri("truncated"); err != nil {
+		return q, err
+	}
+	switch q.Violations = v.Get("violations"); q.Violations {
+	case "", "none", "some":
+	default:
+		return q, fmt.Errorf("violations=%q: want none or some", q.Violations)
+	}
+	ints := []struct {
+		name string
+		dst  *int
+	}{{"turns_min", &q.TurnsMin}, {"turns_max", &q.TurnsMax}, {"tokens_min", &q.TokensMin}, {"tokens_max", &q.TokensMax}, {"offset", &q.Offset}, {"limit", &q.Limit}}
+	for _, it := range ints {
+		if *it.dst, err = wholeNumber(v, it.name); err != nil {
+			return q, err
+		}
+	}
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	q.Limit = min(q.Limit, MaxLimit)
+	switch q.Sort = v.Get("sort"); q.Sort {
+	case "", "tokens", "-tokens", "turns", "-turns":
+	default:
+		return q, fmt.Errorf("sort=%q: want tokens, -tokens, turns or -turns", q.Sort)
+	}
+	q.Text = v.Get("q")
+	return q, nil
+}
+
+// wholeNumber reads parameter name as a number >= 0 (0 when absent).
+func wholeNumber(v url.Values, name string) (int, error) {
+	s := v.Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a whole number >= 0", name, s)
+	}
+	return n, nil
+}
+
+// RowSummary is one row of the table.
+type RowSummary struct {
+	ID         int    `json:"id"`
+	Key        string `json:"key"`
+	Teacher    string `json:"teacher"`
+	Dialect    string `json:"dialect"`
+	Difficulty string `json:"difficulty"`
+	DBID       string `json:"db_id"`
+	TaskID     string `json:"task_id"`
+	Question   string `json:"question"`
+	Turns      int    `json:"turns"`
+	Converged  bool   `json:"converged"`
+	ExecOK     bool   `json:"exec_ok"`
+	Correct    bool   `json:"correct"`
+	Violations int    `json:"format_violations"`
+	Truncated  bool   `json:"truncated"`
+	Tokens     int    `json:"tokens"`
+	Trainable  int    `json:"trainable"`
+	Error      string `json:"error,omitempty"`
+}
+
+// FacetCount is one facet value and how many matching rows have it.
+type FacetCount struct {
+	Value string `json:"value"`
+	Count int    `json:"count"`
+}
+
+// Page is the answer to a Query.
+type Page struct {
+	Total  int          `json:"total"`
+	All    int          `json:"all"`
+	Offset int          `json:"offset"`
+	Rows   []RowSummary `json:"rows"`
+	// Facets counts, per facet, the matching rows of each value when that facet's own filter
+	// is left out (so the choices that would widen the selection stay visible).
+	Facets map[string][]FacetCount `json:"facets"`
+}
+
+// searchTerms splits a search into lowercased words and "quoted phrases".
+func searchTerms(text string) []string {
+	var terms []string
+	for i, part := range strings.Split(strings.ToLower(text), `"`) {
+		if i%2 == 1 {
+			if p := strings.TrimSpace(part); p != "" {
+				terms = append(terms, p)
+			}
+			continue
+		}
+		terms = append(terms, strings.Fields(part)...)
+	}
+	return terms
+}
+
+// compiled is a Query with its facet values resolved to ids.
+type compiled struct {
+	q     Query
+	words []string
+	keep  [nFacets][]bool // nil: any
+}
+
+func (ix *index) compile(q Query) compiled {
+	c := compiled{q: q, words: searchTerms(q.Text)}
+	for f, vals := range q.Facets {
+		if vals == nil {
+			continue
+		}
+		keep := make([]bool, len(ix.facets[f].names))
+		for _, v := range vals {
+			if id, ok := ix.facets[f].ids[v]; ok {
+				keep[id] = true
+			}
+		}
+		c.keep[f] = keep
+	}
+	return c
+}
+
+// match reports whether e passes every filter except facet skip (-1: none skipped).
+func (c *compiled) match(e *entry, skip int) bool {
+	for f := range c.keep {
+		if f != skip && c.keep[f] != nil && !c.keep[f][e.facet[f]] {
+			return false
+		}
+	}
+	q := &c.q
+	if e.err != "" {
+		// An unreadable row has no values to filter on: it shows only when nothing filters.
+		return q.Converged == nil && q.ExecOK == nil && q.Correct == nil && q.Truncated == nil && q.Violations == "" &&
+			q.TurnsMin == 0 && q.TurnsMax == 0 && q.TokensMin == 0 && q.TokensMax == 0 && len(c.words) == 0
+	}
+	flag := func(want *bool, bit uint8) bool { return want == nil || *want == (e.flags&bit != 0) }
+	if !flag(q.Converged, flagConverged) || !flag(q.ExecOK, flagExecOK) || !flag(q.Correct, flagCorrect) || !flag(q.Truncated, flagTruncated) {
+		return false
+	}
+	switch q.Violations {
+	case "none":
+		if e.violations != 0 {
+			return false
+		}
+	case "some":
+		if e.violations == 0 {
+			return false
+		}
+	}
+	if (q.TurnsMin > 0 && int(e.turns) < q.TurnsMin) || (q.TurnsMax > 0 && int(e.turns) > q.TurnsMax) {
+		return false
+	}
+	if (q.TokensMin > 0 && int(e.tokens) < q.TokensMin) || (q.TokensMax > 0 && int(e.tokens) > q.TokensMax) {
+		return false
+	}
+	for _, w := range c.words {
+		if !strings.Contains(e.search, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// Query answers q.
+func (ix *index) Query(q Query) Page {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	c := ix.compile(q)
+	var hits []int32
+	var counts [nFacets][]int
+	for f := range counts {
+		counts[f] = make([]int, len(ix.facets[f].names))
+	}
+	for i := range ix.entries {
+		e := &ix.entries[i]
+		if c.match(e, -1) {
+			hits = append(hits, int32(i))
+			for f := range counts {
+				counts[f][e.facet[f]]++
+			}
+			continue
+		}
+		// A row failing only one facet filter still counts for that facet's choices.
+		for f := range counts {
+			if c.keep[f] != nil && !c.keep[f][e.facet[f]] && c.match(e, f) {
+				counts[f][e.facet[f]]++
+			}
+		}
+	}
+	if q.Sort != "" {
+		// Sort (key, id) pairs: the keys sit next to each other, not behind an index lookup.
+		type kv struct{ k, id int32 }
+		kvs := make([]kv, len(hits))
+		byTokens := strings.HasSuffix(q.Sort, "tokens")
+		for j, i := range hits {
+			e := &ix.entries[i]
+			kvs[j] = kv{int32(e.turns), i}
+			if byTokens {
+				kvs[j].k = e.tokens
+			}
+			if strings.HasPrefix(q.Sort, "-") {
+				kvs[j].k = -kvs[j].k
+			}
+		}
+		slices.SortStableFunc(kvs, func(a, b kv) int { return cmp.Compare(a.k, b.k) })
+		for j := range kvs {
+			hits[j] = kvs[j].id
+		}
+	}
+	p := Page{Total: len(hits), All: len(ix.entries), Offset: q.Offset, Rows: []RowSummary{}, Facets: map[string][]FacetCount{}}
+	for _, i := range pageOf(hits, q.Offset, q.Limit) {
+		p.Rows = append(p.Rows, ix.summary(int(i)))
+	}
+	for f, cs := range counts {
+		var fc []FacetCount
+		for id, n := range cs {
+			fc = append(fc, FacetCount{Value: ix.facets[f].names[id], Count: n})
+		}
+		slices.SortFunc(fc, func(a, b FacetCount) int { return strings.Compare(a.Value, b.Value) })
+		p.Facets[facetNames[f]] = fc
+	}
+	return p
+}
+
+// pageOf is s[offset:offset+limit] clipped to s, for any offset and limit >= 0 (a huge offset
+// from a URL must not overflow into a negative bound).
+func pageOf[T any](s []T, offset, limit int) []T {
+	lo := min(offset, len(s))
+	return s[lo : lo+min(limit, len(s)-lo)]
+}
+
+func (ix *index) summary(i int) RowSummary {
+	e := &ix.entries[i]
+	name := func(f int) string { return ix.facets[f].names[e.facet[f]] }
+	return RowSummary{
+		ID: i, Key: e.key, Teacher: name(facetTeacher), Dialect: name(facetDialect), Difficulty: name(facetDifficulty),
+		DBID: name(facetDB), TaskID: e.taskID, Question: e.question, Turns: int(e.turns),
+		Converged: e.flags&flagConverged != 0, ExecOK: e.flags&flagExecOK != 0, Correct: e.flags&flagCorrect != 0,
+		Truncated: e.flags&flagTruncated != 0, Violations: int(e.violations), Tokens: int(e.tokens), Trainable: int(e.trainable),
+		Error: e.err,
+	}
+}
