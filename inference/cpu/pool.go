@@ -70,9 +70,10 @@ func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
 // there, AVX-512 not.
 func useAVX2() bool { return hasAVX2 && !simdOff.Load() && !use512() }
 
-// plainOff switches the Q8 kernels that quantise x (dot4Q8VNNI, avx2Dot4Q8I) and the AVX2
-// shift/mask bf16 kernel (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8 and
-// avx2MvBF16 too.
+// plainOff switches the kernels that round x (the Q8 ones that quantise it: dot4Q8VNNI,
+// avx2Dot4Q8I, gemmQ8VNNI, avx2GemmQ8; gemmBF16) and the AVX2 shift/mask bf16 kernel
+// (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8, avx2MvBF16 and the f32-widening
+// matrix-matrix path too, and BenchmarkGemmAB to compare with that path.
 var plainOff atomic.Bool
 
 // useVNNI reports whether Q8 matrix-vector products may quantise x and use dot4Q8VNNI.
