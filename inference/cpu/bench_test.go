@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 )
@@ -249,4 +251,161 @@ func BenchmarkQuantize8(b *testing.B) {
 	for b.Loop() {
 		Quantize8(w)
 	}
+}
+
+// BenchmarkGemmAB compares, in one process and interleaved (so machine noise hits both), the
+// dot-product matrix-matrix kernels (gemmQ8VNNI, gemmBF16) with the f32-widening path they
+// replace (plainOff), on the prefill product of BenchmarkMatMul; each iteration times one of
+// each, and the reported figures are the medians.
+func BenchmarkGemmAB(b *testing.B) {
+	const n = 512
+	x := fastMatrix(F32, n, qInter, 3).F32
+	dst := make([]float32, n*qInter)
+	for _, dt := range []DType{BF16, Q8} {
+		for _, sh := range [][2]int{{qInter, qHidden}, {qHidden, qInter}} {
+			w := fastMatrix(dt, sh[0], sh[1], 4)
+			b.Run(fmt.Sprintf("%v/%dx%dx%d", dt, n, sh[1], sh[0]), func(b *testing.B) {
+				var fast, plain []float64
+				flop := 2 * float64(n*sh[0]*sh[1])
+				for b.Loop() {
+					for _, off := range []bool{false, true} {
+						was := plainOff.Swap(off)
+						t0 := time.Now()
+						MatMul(dst, w, x, n)
+						g := flop / time.Since(t0).Seconds() / 1e9
+						plainOff.Store(was)
+						if off {
+							plain = append(plain, g)
+						} else {
+							fast = append(fast, g)
+						}
+					}
+				}
+				b.ReportMetric(median(fast), "GFLOP/s")
+				b.ReportMetric(median(plain), "plain-GFLOP/s")
+			})
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkStreamRead is the machine's memory read bandwidth as the decode kernels see it: a
+// 1 GiB f32 buffer in huge-page memory (as the weights are held, so nothing is cache-resident)
+// summed with Dot in chunks over the worker pool (SetThreads); MB/s is bytes read. Decode
+// cannot stream weights faster than this.
+func BenchmarkStreamRead(b *testing.B) {
+	const n = 1 << 28 // 1 GiB of f32
+	var mem hugemem.Arena
+	defer mem.Free()
+	buf := hugemem.Float32s(mem.Alloc(4*n), n)
+	for i := range buf {
+		buf[i] = 1
+	}
+	const chunk = 1 << 16
+	sums := make([]float32, n/chunk)
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("t%d", th), func(b *testing.B) {
+			defer withThreads(th)()
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				parallelRows(n/chunk, 1, func(lo, hi int) {
+					for c := lo; c < hi; c++ {
+						s := buf[c*chunk : (c+1)*chunk]
+						sums[c] = Dot(s, s)
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeFusedAB times one decode token's layer products (24 layers, no LM head) with
+// the projections that share an input fused (MatMuls: q, k, v and gate, up) against one MatMul
+// each, alternating per token in one process; tok/s figures are medians.
+func BenchmarkDecodeFusedAB(b *testing.B) {
+	for _, dt := range []DType{BF16, Q8} {
+		var mem hugemem.Arena
+		var layers [][]*Matrix
+		for l := range qLayers {
+			var ms []*Matrix
+			for _, m := range layerMats(dt, uint64(10*l+5)) {
+				ms = append(ms, hugeCopy(&mem, m))
+			}
+			layers = append(layers, ms)
+		}
+		x := fastMatrix(F32, 1, qInter, 5).F32
+		q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
+		g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
+		b.Run(dt.String(), func(b *testing.B) {
+			var fused, plain []float64
+			for b.Loop() {
+				for _, fuse := range []bool{true, false} {
+					t0 := time.Now()
+					for _, ly := range layers {
+						if fuse {
+							MatMuls([][]float32{q, k, v}, ly[:3], x[:qHidden], 1)
+							MatMul(o, ly[3], x[:qHidden], 1)
+							MatMuls([][]float32{g, u}, ly[4:6], x[:qHidden], 1)
+						} else {
+							for j, d := range [][]float32{q, k, v, o, g, u} {
+								MatMul(d, ly[j], x[:qHidden], 1)
+							}
+						}
+						MatMul(o, ly[6], x, 1)
+					}
+					tps := 1 / time.Since(t0).Seconds()
+					if fuse {
+						fused = append(fused, tps)
+					} else {
+						plain = append(plain, tps)
+					}
+				}
+			}
+			b.ReportMetric(median(fused), "tok/s")
+			b.ReportMetric(median(plain), "unfused-tok/s")
+		})
+		mem.Free()
+	}
+}
+
+// BenchmarkPackAB packs the panels of one 4864×896 q8 matrix for gemmQ8VNNI with packRows
+// (pack16T's transposes) against pack16's gathers alone, alternating in one process; MB/s
+// figures are medians of the weight bytes packed per second.
+func BenchmarkPackAB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only")
+	}
+	w := fastMatrix(Q8, qInter, qHidden, 4)
+	c := w.Cols
+	buf := make([]byte, 16*c)
+	var idx [16]int32
+	for j := range idx {
+		idx[j] = int32(j * c / 4)
+	}
+	var tr, ga []float64
+	for b.Loop() {
+		for _, gather := range []bool{false, true} {
+			t0 := time.Now()
+			for r := 0; r+16 <= w.Rows; r += 16 {
+				if gather {
+					pack16(&buf[0], 64, (*byte)(unsafe.Pointer(&w.Q8[r*c])), &idx, c/4, 0x80808080)
+				} else {
+					packRows(unsafe.Pointer(&buf[0]), 64, unsafe.Pointer(&w.Q8[0]), c, r, w.Rows-1, w.Rows, 0, c, 0x80808080)
+				}
+			}
+			v := float64(len(w.Q8)) / time.Since(t0).Seconds() / 1e6
+			if gather {
+				ga = append(ga, v)
+			} else {
+				tr = append(tr, v)
+			}
+		}
+	}
+	b.ReportMetric(median(tr), "transpose-MB/s")
+	b.ReportMetric(median(ga), "gather-MB/s")
 }

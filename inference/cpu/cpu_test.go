@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,6 +101,12 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 			xStep[b] = float64(float32(m) / 127)
 		}
 	}
+	// The bf16 matrix-matrix kernel rounds x to bf16 (8 significant bits): each product moves by
+	// at most 2^-8 of its size.
+	bfRel := 0.0
+	if useGemmBF16(&Matrix{DType: dt, Cols: cols}, n) {
+		bfRel = 1.0 / 256
+	}
 	wf := make([]float32, rows*cols) // the widened weights, for the error bounds
 	for r := range rows {
 		rowF32Ref(wf[r*cols:(r+1)*cols], w, r)
@@ -114,7 +121,7 @@ func compareMatMul(t *testing.T, rng *rand.Rand, dt DType, rows, cols, n int) {
 					qerr += xStep[i*cols/Q8Block+c/Q8Block] / 2 * math.Abs(float64(v))
 				}
 			}
-			bound := tol*ad + 1e-6 + qerr*(1+1e-5)
+			bound := tol*ad + 1e-6 + qerr*(1+1e-5) + bfRel*ad
 			if d := math.Abs(float64(g - e)); !(d <= bound) {
 				t.Fatalf("%v %d×%d n=%d simd=%v: dst[%d,%d] = %g, ref %g (diff %g > %g)",
 					dt, rows, cols, n, SIMD(), i, r, g, e, d, bound)
@@ -154,11 +161,13 @@ func bothPaths(t *testing.T, f func(t *testing.T)) {
 }
 
 // TestQ8VNNIExact: with x exactly representable in int8 (integers, each block's largest 127),
-// the VNNI kernel's quantisation of x is exact and every weight value, -128 included, must give
-// Σ q·x·scale to f32 rounding (all partial sums are small integers times the scales).
+// the integer kernels' quantisation of x is exact and every weight value, -128 included, must
+// give Σ q·x·scale to f32 rounding (all partial sums are small integers times the scales): one
+// input row (matrix-vector kernels) and 23 (the matrix-matrix kernel, with a partial group of
+// input rows and 41 weight rows: a partial panel).
 func TestQ8VNNIExact(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
-		const rows, cols = 9, 192
+		const rows, cols = 41, 192
 		w := &Matrix{DType: Q8, Rows: rows, Cols: cols, Q8: make([]int8, rows*cols), Scales: make([]float32, rows*cols/Q8Block)}
 		for i := range w.Q8 {
 			w.Q8[i] = int8(i*37 + i/7) // covers -128..127
@@ -167,26 +176,30 @@ func TestQ8VNNIExact(t *testing.T) {
 		for i := range w.Scales {
 			w.Scales[i] = 0.25 * float32(1+i%3)
 		}
-		x := make([]float32, cols)
-		for c := range x {
-			x[c] = float32((c*29)%255 - 127)
-		}
-		for b := 0; b < cols/Q8Block; b++ {
-			x[b*Q8Block+3] = 127
-		}
-		dst := make([]float32, rows)
-		MatVec(dst, w, x)
-		for r := range rows {
-			var want float64
-			for b := 0; b < cols/Q8Block; b++ {
-				var s int64
-				for c := b * Q8Block; c < (b+1)*Q8Block; c++ {
-					s += int64(w.Q8[r*cols+c]) * int64(x[c])
-				}
-				want += float64(s) * float64(w.Scales[r*cols/Q8Block+b])
+		for _, n := range []int{1, 23} {
+			x := make([]float32, n*cols)
+			for c := range x {
+				x[c] = float32((c*29+c/cols)%255 - 127)
 			}
-			if d := math.Abs(float64(dst[r]) - want); d > 1e-6*math.Abs(want)+1e-3 {
-				t.Fatalf("row %d: got %g, want %g", r, dst[r], want)
+			for b := 0; b < n*cols/Q8Block; b++ {
+				x[b*Q8Block+3] = 127
+			}
+			dst := make([]float32, n*rows)
+			MatMul(dst, w, x, n)
+			for i := range n {
+				for r := range rows {
+					var want float64
+					for b := 0; b < cols/Q8Block; b++ {
+						var s int64
+						for c := b * Q8Block; c < (b+1)*Q8Block; c++ {
+							s += int64(w.Q8[r*cols+c]) * int64(x[i*cols+c])
+						}
+						want += float64(s) * float64(w.Scales[r*cols/Q8Block+b])
+					}
+					if d := math.Abs(float64(dst[i*rows+r]) - want); d > 1e-6*math.Abs(want)+1e-3 {
+						t.Fatalf("n=%d: dst[%d,%d] = %g, want %g", n, i, r, dst[i*rows+r], want)
+					}
+				}
 			}
 		}
 	})
@@ -260,6 +273,32 @@ func TestMatMulGemmShapes(t *testing.T) {
 					for _, n := range ns {
 						compareMatMul(t, rng, dt, rows, cols, n)
 					}
+				}
+			}
+		}
+	})
+}
+
+// TestGemmTails covers the dot-product matrix-matrix kernels (gemmQ8VNNI, gemmBF16,
+// avx2GemmQ8) at every column tail (bf16: c mod 32, the part added in scalar code; odd counts
+// take the f32 path), several column chunks (q8KC, bfKC), partial panels and panel groups of
+// weight rows (masked or tile stores) and partial groups of input rows (the padded rows).
+func TestGemmTails(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(15, 16))
+		defer withThreads(2)()
+		rowsList, ns := []int{1, 9, 16, 17, 33, 65, 80}, []int{16, 17, 18, 22, 23}
+		if raceEnabled {
+			rowsList, ns = []int{17, 65}, []int{17}
+		}
+		for cols := 32; cols <= 64; cols++ {
+			compareMatMul(t, rng, BF16, rowsList[rng.IntN(len(rowsList))], cols, ns[rng.IntN(len(ns))])
+		}
+		for _, cols := range []int{32, 96, 512, 1056, 2112} {
+			for _, rows := range rowsList {
+				for _, n := range ns {
+					compareMatMul(t, rng, Q8, rows, cols, n)
+					compareMatMul(t, rng, BF16, rows, cols+2, n)
 				}
 			}
 		}
@@ -453,3 +492,102 @@ func TestQ8ErrorBound(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMuls: the fused products (one pass over several matrices sharing x) equal MatMul of
+// each, bit for bit (the same kernels on the same rows), for every tier, fused or not (n past
+// the matrix-vector crossover, mixed dtypes).
+func TestMatMuls(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(17, 18))
+		defer withThreads(2)()
+		for _, dt := range []DType{F32, BF16, F16, Q8} {
+			for _, n := range []int{1, 3, 16} {
+				ws := []*Matrix{randMatrix(rng, dt, 70, 96), randMatrix(rng, dt, 17, 96), randMatrix(rng, dt, 33, 96)}
+				if n == 3 {
+					ws[1] = randMatrix(rng, (dt+1)%4, 17, 96) // mixed dtypes: not fused
+				}
+				x := randVec(rng, n*96)
+				dsts := make([][]float32, len(ws))
+				for j, w := range ws {
+					dsts[j] = make([]float32, n*w.Rows)
+				}
+				MatMuls(dsts, ws, x, n)
+				for j, w := range ws {
+					want := make([]float32, n*w.Rows)
+					MatMul(want, w, x, n)
+					if !slices.Equal(dsts[j], want) {
+						t.Fatalf("%v n=%d matrix %d: MatMuls differs from MatMul", dt, n, j)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestQuantX8: the SIMD quantisers of x (quantX8, both layouts of its correction, and
+// avx2QuantX8) against quantizeX: the same scales, the same int8 values but at exact ties (the
+// SIMD ones round half to even, quantizeX away from zero), corrections that match their values,
+// and an all-zero block quantised to zeros.
+func TestQuantX8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	const nb = 9
+	x := randVec(rng, nb*Q8Block)
+	clear(x[2*Q8Block : 3*Q8Block]) // all zero
+	for j := range Q8Block {        // ties: multiples of half a step
+		x[4*Q8Block+j] = float32(j%5) * 0.5
+	}
+	x[4*Q8Block+7] = 127
+	wq, wc, ws := make([]int8, len(x)), make([]int32, len(x)/4), make([]float32, len(x)/4)
+	quantizeX(wq, wc, ws, x)
+	check := func(name string, xq []int8, xs []float32) {
+		for b := range nb {
+			for l := range Q8Block / 4 {
+				got, want := xs[b*8+l], ws[b*8+l]
+				if got != want && !(want == 0 && got <= 1e-30) {
+					t.Fatalf("%s: block %d lane %d scale %g, want %g", name, b, l, got, want)
+				}
+			}
+			for j := b * Q8Block; j < (b+1)*Q8Block; j++ {
+				if xq[j] != wq[j] {
+					v := float64(x[j]) * float64(127/max(ws[b*8], 1e-30))
+					if d := math.Abs(v - math.Trunc(v)); d != 0.5 || absInt(int(xq[j])-int(wq[j])) != 1 {
+						t.Fatalf("%s: x[%d] = %g quantised to %d, want %d", name, j, x[j], xq[j], wq[j])
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case hasAVX512 && hasVNNI:
+		xq, corr, xs := make([]int8, len(x)), make([]int32, len(x)/4), make([]float32, len(x)/4)
+		quantX8(&xq[0], &corr[0], &xs[0], &x[0], nb, 0)
+		check("quantX8", xq, xs)
+		sums := make([]int32, nb)
+		quantX8(&xq[0], &sums[0], &xs[0], &x[0], nb, 1)
+		for b := range nb {
+			var blk int32
+			for l := range 8 {
+				var s int32
+				for j := range 4 {
+					s += int32(xq[b*Q8Block+4*l+j])
+				}
+				if corr[b*8+l] != -128*s {
+					t.Fatalf("quantX8: block %d lane %d correction %d, want %d", b, l, corr[b*8+l], -128*s)
+				}
+				blk += s
+			}
+			if sums[b] != -128*blk {
+				t.Fatalf("quantX8: block %d sum correction %d, want %d", b, sums[b], -128*blk)
+			}
+		}
+	default:
+		t.Log("CPU without AVX512_VNNI: quantX8 not tested")
+	}
+	if hasAVX2 {
+		xq, xs := make([]int8, len(x)), make([]float32, len(x)/4)
+		avx2QuantX8(&xq[0], &xs[0], &x[0], nb)
+		check("avx2QuantX8", xq, xs)
+	}
+}
+
+func absInt(v int) int { return max(v, -v) }

@@ -12,6 +12,10 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
 // hasVNNI reports whether AVX512_VNNI (VPDPBUSD) is there too, for dot4Q8VNNI.
 var hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 
+// hasBF16 reports whether AVX512_BF16 (VDPBF16PS, VCVTNE2PS2BF16) is there too, for the bf16
+// matrix-matrix kernel.
+var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+
 // Implemented in kernels_amd64.s; see the comments there. k and n are multiples of 16 (32 for
 // Q8); ld* are row strides in elements.
 
@@ -65,3 +69,21 @@ func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
 
 //go:noescape
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+
+//go:noescape
+func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32)
+
+//go:noescape
+func pack16T(dst *byte, lddst int, rows *[16]*byte, n int, xor uint32)
+
+//go:noescape
+func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockSums int)
+
+//go:noescape
+func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+
+//go:noescape
+func cvtX16(dst *uint16, src *float32, n int)
+
+//go:noescape
+func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd int, masks uint64, acc int)

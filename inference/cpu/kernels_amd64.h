@@ -6,10 +6,28 @@
 #define Q8PTRS \
 	MOVQ w+0(FP), SI; \
 	MOVQ ldw+8(FP), R8; \
-	LEAQ (SI)(R8*2), R9; \
-	ADDQ R8, R9; \
+	ROW3(SI, R8, R9); \
 	MOVQ scales+16(FP), BX; \
 	MOVQ lds+24(FP), R10; \
 	SHLQ $2, R10; \
-	LEAQ (BX)(R10*2), R11; \
-	ADDQ R10, R11
+	ROW3(BX, R10, R11)
+
+// ROW3 sets r to the address of row 3 from base b, s bytes per row (rows 1 and 2 are then
+// (b)(s*1) and (b)(s*2), rows 4 and 5 (r)(s*1) and (r)(s*2)).
+#define ROW3(b, s, r) \
+	LEAQ (b)(s*2), r; \
+	ADDQ s, r
+
+// Q8GEMMPTRS loads the arguments the int8 matrix-matrix kernels share (wp, sp, xq, ldx, xs, ldq
+// at 0-40(FP)): SI packed weights, BX packed scales, DI and R9 input rows 0 and 3 (R8 = row
+// stride in bytes), DX and R12 their x scales (R13 = stride in bytes).
+#define Q8GEMMPTRS \
+	MOVQ wp+0(FP), SI; \
+	MOVQ sp+8(FP), BX; \
+	MOVQ xq+16(FP), DI; \
+	MOVQ ldx+24(FP), R8; \
+	ROW3(DI, R8, R9); \
+	MOVQ xs+32(FP), DX; \
+	MOVQ ldq+40(FP), R13; \
+	SHLQ $2, R13; \
+	ROW3(DX, R13, R12)

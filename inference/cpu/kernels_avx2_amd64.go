@@ -74,3 +74,12 @@ func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, n
 
 //go:noescape
 func avx2Dot4Q8I2(w *int8, ldw int, scales *float32, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
+
+//go:noescape
+func avx2Pack8(dst *byte, lddst int, src *byte, idx *[8]int32, n int, abs int)
+
+//go:noescape
+func avx2QuantX8(xq *int8, xs *float32, x *float32, nblocks int)
+
+//go:noescape
+func avx2GemmQ8(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, nb int, m int, dst *float32, ldd int)

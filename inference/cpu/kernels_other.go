@@ -7,6 +7,7 @@ package cpu
 const (
 	hasAVX512 = false
 	hasVNNI   = false
+	hasBF16   = false
 )
 
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
@@ -30,5 +31,19 @@ func expSumF32(x *float32, n int, m float32) float32              { panic("cpu: 
 func siluMulF32(dst, gate, up *float32, n int)                    { panic("cpu: no SIMD") }
 func scaleF32(x *float32, s float32, n int)                       { panic("cpu: no SIMD") }
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32) {
+	panic("cpu: no SIMD")
+}
+func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32) {
+	panic("cpu: no SIMD")
+}
+func pack16T(dst *byte, lddst int, rows *[16]*byte, n int, xor uint32) { panic("cpu: no SIMD") }
+func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockSums int) {
+	panic("cpu: no SIMD")
+}
+func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int) {
+	panic("cpu: no SIMD")
+}
+func cvtX16(dst *uint16, src *float32, n int) { panic("cpu: no SIMD") }
+func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd int, masks uint64, acc int) {
 	panic("cpu: no SIMD")
 }

@@ -16,32 +16,95 @@ func MatVec(dst []float32, w *Matrix, x []float32) {
 // dst (n×Rows, row-major). It panics, naming the mismatch, when the slices are too short for the
 // shapes or the matrix data disagrees with its DType and shape.
 //
-// With Q8 weights and fewer than 16 (mvMaxN) input rows, the AVX-512 VNNI and AVX2 kernels round x to
-// 8 bits per block of 32 (as llama.cpp's q8_0 does), which adds at most
-// Σ_blocks max|x_b|/254 · Σ_b |w| to each result; every other path computes in f32 from the
-// exact x.
+// With Q8 weights the AVX-512 VNNI and AVX2 kernels round x to 8 bits per block of 32 (as
+// llama.cpp's q8_0 does; the AVX-512 tier without VNNI keeps x exact below 16 input rows), which
+// adds at most Σ_blocks max|x_b|/254 · Σ_b |w| to each result; with bf16 weights and 16 or more
+// input rows the AVX512_BF16 kernel rounds x to bf16 (at most 2^-8 of each product); every other
+// path computes in f32 from the exact x.
 func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	checkMatMul(dst, w, x, n)
 	if n == 0 || w.Rows == 0 {
 		return
 	}
-	if !SIMD() || w.Cols < 16 {
-		matMulRef(dst, w, x, n)
-		return
-	}
-	if useAVX2() {
-		matMulAVX2(dst, w, x, n)
-		return
-	}
-	if n < mvMaxN {
-		// Few input rows (decode, decode batches, attention over a short cache): weights are
-		// streamed once; each group of 4 rows stays in L1 while it meets every input row.
-		in, release := prepareVec(w, x, n)
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matVecRange(dst, w, in, lo, hi) })
+	if run, release, ok := mvPlan(w, x, n); ok {
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { run(dst, w, lo, hi) })
 		release()
 		return
 	}
-	parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
+	switch {
+	case !SIMD() || w.Cols < 16:
+		matMulRef(dst, w, x, n)
+	case useGemmQ8(w, n) || useGemmBF16(w, n):
+		matMulGemm(dst, w, x, n)
+	case useAVX2():
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
+	default:
+		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { matMulRange(dst, w, x, n, lo, hi) })
+	}
+}
+
+// MatMuls runs MatMul(dsts[j], ws[j], x, n) for every matrix of ws, all applied to the same
+// input rows x (the projections of one normed hidden state). Where the matrices share dtype and
+// width and MatMul would take the matrix-vector kernels (decode, small decode batches), x is
+// prepared once and all their rows are one parallel pass: one hand-off to the workers instead
+// of one per matrix, which costs tens of microseconds each on a busy VM.
+func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
+	if len(dsts) != len(ws) {
+		panic(fmt.Sprintf("cpu: MatMuls: %d outputs for %d matrices", len(dsts), len(ws)))
+	}
+	fused := len(ws) > 1 && n > 0
+	total := 0
+	for j, w := range ws {
+		checkMatMul(dsts[j], w, x, n)
+		fused = fused && w.DType == ws[0].DType && w.Cols == ws[0].Cols
+		total += w.Rows
+	}
+	var run func(dst []float32, w *Matrix, lo, hi int)
+	var release func()
+	if fused {
+		run, release, fused = mvPlan(ws[0], x, n)
+	}
+	if !fused {
+		for j, w := range ws {
+			MatMul(dsts[j], w, x, n)
+		}
+		return
+	}
+	parallelWork(total*ws[0].Cols*n, total, 4, func(lo, hi int) {
+		off := 0
+		for j, w := range ws {
+			if a, b := max(lo-off, 0), min(hi-off, w.Rows); a < b {
+				run(dsts[j], w, a, b)
+			}
+			off += w.Rows
+		}
+	})
+	release()
+}
+
+// mvPlan returns MatMul's matrix-vector route for n input rows x against w, when it takes one:
+// run computes dst[:, lo:hi] (for w or any matrix of w's dtype and width), release returns the
+// buffers of x's prepared copy. Few input rows (decode, decode batches, attention over a short
+// cache) stream the weights once; each group of 4 rows stays in L1 while it meets every input
+// row.
+func mvPlan(w *Matrix, x []float32, n int) (run func(dst []float32, w *Matrix, lo, hi int), release func(), ok bool) {
+	switch {
+	case !SIMD() || w.Cols < 16 || useGemmQ8(w, n) || useGemmBF16(w, n):
+		return nil, nil, false
+	case useAVX2() && n < mvMaxN && q8QuantCols(w, n) > 0:
+		in, release := prepareVec(w, x, n)
+		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, true
+	case useAVX2() && (n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load())):
+		in, release := &vecIn{x: x, n: n}, func() {}
+		if w.DType == BF16 && !plainOff.Load() {
+			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
+		}
+		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, true
+	case !useAVX2() && n < mvMaxN:
+		in, release := prepareVec(w, x, n)
+		return func(dst []float32, w *Matrix, lo, hi int) { matVecRange(dst, w, in, lo, hi) }, release, true
+	}
+	return nil, nil, false
 }
 
 func checkMatMul(dst []float32, w *Matrix, x []float32, n int) {
@@ -211,7 +274,14 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs.f = grow(in.bufs.f, n*k/4)
 		in.xq, in.corr, in.xs = in.bufs.q, in.bufs.c, in.bufs.f
 		for i := range n {
-			quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
+			switch {
+			case useVNNI():
+				quantX8(&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], &x[i*c], k/Q8Block, 0)
+			case useAVX2(): // avx2Dot4Q8I needs no correction
+				avx2QuantX8(&in.xq[i*k], &in.xs[i*k/4], &x[i*c], k/Q8Block)
+			default:
+				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
+			}
 		}
 	default:
 		return in, func() {}
@@ -220,8 +290,11 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 }
 
 // q8QuantCols returns how many leading columns of x a Q8 product of n input rows quantises to
-// int8 (the VNNI and AVX2 integer kernels; 0 where x stays f32).
+// int8 (the VNNI and AVX2 integer kernels and gemmQ8VNNI; 0 where x stays f32).
 func q8QuantCols(w *Matrix, n int) int {
+	if useGemmQ8(w, n) {
+		return w.Cols
+	}
 	if w.DType != Q8 || n >= mvMaxN || plainOff.Load() {
 		return 0
 	}
@@ -234,7 +307,8 @@ func q8QuantCols(w *Matrix, n int) int {
 	return 0
 }
 
-// quantizeX quantises x (a multiple of 32 values) for dot4Q8VNNI and avx2Dot4Q8I, by blocks of Q8Block: with
+// quantizeX quantises x (a multiple of 32 values) for dot4Q8VNNI and avx2Dot4Q8I, by blocks of Q8Block
+// (the portable definition; quantX8 and avx2QuantX8 are its SIMD forms, tested against it): with
 // s = max|x_b|/127, xq = round(x/s) in [-127, 127]. Per 32-bit output lane of the kernel (four
 // bytes; lanes 0-7 of each 64 hold the first block, 8-15 the second) xs is the block's s and corr
 // is -128 times the lane's Σ xq (the VNNI kernel's bias correction; corr may be nil).

@@ -1,29 +1,14 @@
 package cpu
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // The AVX2 tier of MatMul (CPUs without AVX-512; see kernels_avx2_amd64.s).
 
-// matMulAVX2 is MatMul with the AVX2 kernels: the mv* row kernels for fewer than mvMaxN input
-// rows, packed 16-row panels and the gemm16 micro-kernel for more.
-func matMulAVX2(dst []float32, w *Matrix, x []float32, n int) {
-	if n < mvMaxN && q8QuantCols(w, n) > 0 {
-		in, release := prepareVec(w, x, n)
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) })
-		release()
-		return
-	}
-	if n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load()) {
-		in, release := &vecIn{x: x, n: n}, func() {}
-		if w.DType == BF16 && !plainOff.Load() {
-			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
-		}
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) })
-		release()
-		return
-	}
-	parallelWork(w.Rows*w.Cols*n, w.Rows, 16, func(lo, hi int) { gemmRangeAVX2(dst, w, x, n, lo, hi) })
-}
+// The matrix-vector route of this tier is in mvPlan (matmul.go); the matrix-matrix one is
+// gemmRangeAVX2 and, for q8, gemmQ8RangeAVX2.
 
 // mvMaxNPairs replaces mvMaxN for bf16 weights, whose matrix-vector path takes input rows two at
 // a time (avx2MvBF16P2): measured against the matrix-matrix path, interleaved in one process, the
@@ -240,5 +225,62 @@ func gemmRangeAVX2(dst []float32, w *Matrix, x []float32, n, lo, hi int) {
 	}
 	if r0 < hi {
 		mvRangeAVX2(dst, w, &vecIn{x: x, n: n}, r0, hi)
+	}
+}
+
+// avx2Q8Rows is the number of weight rows (four 8-row panels of avx2GemmQ8) packed at once and
+// met by each group of 6 input rows: x, the larger operand at long prompts, is then read from
+// L2/L3 once per 32 weight rows instead of once per panel; four panels of the 0.5B shapes'
+// longest rows (4864 columns, 78 KiB each with the absolute values) stay in L2.
+const avx2Q8Rows = 32
+
+// avx2Q8M is the number of input rows per avx2GemmQ8 call.
+const avx2Q8M = 4
+
+// avx2Q8Pack is the packing buffer of gemmQ8RangeAVX2.
+type avx2Q8Pack struct {
+	w    []byte    // per panel: per group of 4 columns, 32 bytes of weights and 32 of |w|
+	s    []float32 // per panel: per block, 8 scales
+	tile [avx2Q8M * 8]float32
+}
+
+var avx2Q8Pool = sync.Pool{New: func() any { return new(avx2Q8Pack) }}
+
+// gemmQ8RangeAVX2 computes dst[:, lo:hi] for q8 weights and the n quantised input rows of in
+// with avx2GemmQ8 (see avx2Q8Rows); a last panel of fewer than 8 rows is computed into a tile
+// and copied.
+func gemmQ8RangeAVX2(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
+	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
+	pk := avx2Q8Pool.Get().(*avx2Q8Pack)
+	defer avx2Q8Pool.Put(pk)
+	wStride, sStride := 16*c, 8*nb // bytes and floats per packed panel
+	pk.w = grow(pk.w, avx2Q8Rows/8*wStride)
+	pk.s = grow(pk.s, avx2Q8Rows/8*sStride)
+	var idx, sidx [8]int32
+	for r0 := lo; r0 < hi; r0 += avx2Q8Rows {
+		np := min(avx2Q8Rows, hi-r0+7) / 8
+		for p := range np {
+			r := r0 + 8*p
+			for j := range 8 {
+				rr := min(r+j, hi-1) - r
+				idx[j], sidx[j] = int32(rr*c/4), int32(rr*nb)
+			}
+			avx2Pack8(&pk.w[p*wStride], 64, (*byte)(unsafe.Pointer(&w.Q8[r*c])), &idx, c/4, 1)
+			avx2Pack8((*byte)(unsafe.Pointer(&pk.s[p*sStride])), 32, (*byte)(unsafe.Pointer(&w.Scales[r*nb])), &sidx, nb, 0)
+		}
+		for i := 0; i < n; i += avx2Q8M {
+			m := min(avx2Q8M, n-i)
+			for p := range np {
+				r := r0 + 8*p
+				if r+8 <= hi {
+					avx2GemmQ8(&pk.w[p*wStride], &pk.s[p*sStride], &in.xq[i*c], c, &in.xs[i*c/4], c/4, nb, m, &dst[i*rows+r], rows)
+					continue
+				}
+				avx2GemmQ8(&pk.w[p*wStride], &pk.s[p*sStride], &in.xq[i*c], c, &in.xs[i*c/4], c/4, nb, m, &pk.tile[0], 8)
+				for ii := range m {
+					copy(dst[(i+ii)*rows+r:(i+ii)*rows+hi], pk.tile[ii*8:])
+				}
+			}
+		}
 	}
 }

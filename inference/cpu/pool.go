@@ -44,6 +44,25 @@ func UseSIMD(on bool) (was bool) { return !simdOff.Swap(!on) }
 // not switched off.
 func SIMD() bool { return use512() || useAVX2() }
 
+// Kernels names the kernel tier in use: "avx512" (with "+vnni" and "+bf16" for the AVX512_VNNI
+// and AVX512_BF16 kernels), "avx2" or "go" (portable).
+func Kernels() string {
+	switch {
+	case use512():
+		s := "avx512"
+		if hasVNNI {
+			s += "+vnni"
+		}
+		if hasBF16 {
+			s += "+bf16"
+		}
+		return s
+	case useAVX2():
+		return "avx2"
+	}
+	return "go"
+}
+
 // use512 reports whether the AVX-512 kernels (kernels_amd64.s) are in use.
 func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
 
@@ -51,9 +70,10 @@ func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
 // there, AVX-512 not.
 func useAVX2() bool { return hasAVX2 && !simdOff.Load() && !use512() }
 
-// plainOff switches the Q8 kernels that quantise x (dot4Q8VNNI, avx2Dot4Q8I) and the AVX2
-// shift/mask bf16 kernel (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8 and
-// avx2MvBF16 too.
+// plainOff switches the kernels that round x (the Q8 ones that quantise it: dot4Q8VNNI,
+// avx2Dot4Q8I, gemmQ8VNNI, avx2GemmQ8; gemmBF16) and the AVX2 shift/mask bf16 kernel
+// (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8, avx2MvBF16 and the f32-widening
+// matrix-matrix path too, and BenchmarkGemmAB to compare with that path.
 var plainOff atomic.Bool
 
 // useVNNI reports whether Q8 matrix-vector products may quantise x and use dot4Q8VNNI.

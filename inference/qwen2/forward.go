@@ -197,9 +197,7 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 	for t := range T {
 		cpu.RMSNorm(s.xn[t*H:(t+1)*H], s.x[t*H:(t+1)*H], ly.attnNorm, eps)
 	}
-	cpu.MatMul(s.q, ly.q, s.xn, T)
-	cpu.MatMul(s.k, ly.k, s.xn, T)
-	cpu.MatMul(s.v, ly.v, s.xn, T)
+	cpu.MatMuls([][]float32{s.q, s.k, s.v}, []*cpu.Matrix{ly.q, ly.k, ly.v}, s.xn, T)
 	for t := range T {
 		q, k, v := s.q[t*qd:(t+1)*qd], s.k[t*kvd:(t+1)*kvd], s.v[t*kvd:(t+1)*kvd]
 		cpu.Add(q, ly.qb)
@@ -216,8 +214,7 @@ func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache,
 	for t := range T {
 		cpu.RMSNorm(s.xn[t*H:(t+1)*H], s.x[t*H:(t+1)*H], ly.mlpNorm, eps)
 	}
-	cpu.MatMul(s.gate, ly.gate, s.xn, T)
-	cpu.MatMul(s.up, ly.up, s.xn, T)
+	cpu.MatMuls([][]float32{s.gate, s.up}, []*cpu.Matrix{ly.gate, ly.up}, s.xn, T)
 	cpu.SiLUMul(s.gate[:T*I], s.gate, s.up)
 	cpu.MatMul(s.tmp, ly.down, s.gate, T)
 	cpu.Add(s.x[:T*H], s.tmp)

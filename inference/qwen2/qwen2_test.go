@@ -197,8 +197,19 @@ func prompt(n, seed, vocab int) []int {
 	return out
 }
 
+// xRoundTol is how far two runs of the small test model over the same tokens may differ when
+// only one went through cpu.MatMul's matrix-matrix path (16 or more rows): with bf16 weights
+// that path rounds x to bf16 (cpu's AVX512_BF16 kernel; 2^-8 of each product at most), f32
+// weights are multiplied in f32 on every path.
+func xRoundTol(dt safetensors.DType) float64 {
+	if dt == safetensors.BF16 {
+		return 4e-3 // measured 1.5e-3 on the AVX512_BF16 path
+	}
+	return 2e-5
+}
+
 // TestPrefillMatchesDecode: a prompt in one Forward (matrix-matrix path) and token by token
-// (matrix-vector path) give the same logits at every position.
+// (matrix-vector path) give the same logits at every position (within xRoundTol).
 func TestPrefillMatchesDecode(t *testing.T) {
 	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.BF16} {
 		t.Run(string(dt), func(t *testing.T) {
@@ -212,8 +223,8 @@ func TestPrefillMatchesDecode(t *testing.T) {
 				lg := forward(t, m, generate.Step{Cache: c, Tokens: []int{id}})[0].Logits
 				worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
 			}
-			if worst > 2e-5 {
-				t.Errorf("prefill vs decode: max abs difference %.3g", worst)
+			if tol := xRoundTol(dt); worst > tol {
+				t.Errorf("prefill vs decode: max abs difference %.3g > %.3g", worst, tol)
 			}
 			// The logits must depend on the context: position 19's differ from a fresh start
 			// with the same token.
@@ -313,8 +324,8 @@ func TestBatchMatchesSeparate(t *testing.T) {
 		if len(steps[i].Logits) != len(want[i]) {
 			t.Fatalf("step %d: %d logits, want %d", i, len(steps[i].Logits), len(want[i]))
 		}
-		if d := maxAbsDiff(steps[i].Logits, want[i]); d > 2e-5 {
-			t.Errorf("sequence %d: batched vs separate differ by %.3g", i, d)
+		if d, tol := maxAbsDiff(steps[i].Logits, want[i]), xRoundTol(safetensors.BF16); d > tol {
+			t.Errorf("sequence %d: batched vs separate differ by %.3g > %.3g", i, d, tol)
 		}
 		if caches[i].Len() != len(prompts[i])+len(next[i]) {
 			t.Errorf("sequence %d: cache length %d", i, caches[i].Len())

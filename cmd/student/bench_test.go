@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
+
+// TestBenchCommand runs `student bench` through the built binary on the tiny checkpoint: the
+// JSON object and the table, each weight type, a batched test, and bad input.
+func TestBenchCommand(t *testing.T) {
+	model := shared.Path(t, "models/tiny-qwen2-f32")
+	bin := testbin.Build(t, ".")
+	small := []string{"--model", model, "--prompt", "40", "--gen", "6", "--repeat", "2", "--threads", "2"}
+
+	for _, dt := range []string{"f32", "bf16", "q8"} {
+		t.Run("json/"+dt, func(t *testing.T) {
+			args := append([]string{"bench", "--json", "--dtype", dt, "--batch", "3"}, small...)
+			code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				DType       string  `json:"dtype"`
+				Kernels     string  `json:"kernels"`
+				Threads     int     `json:"threads"`
+				Prefill     float64 `json:"prefill_tok_s"`
+				Decode      float64 `json:"decode_tok_s"`
+				DecodeGBs   float64 `json:"decode_gb_s"`
+				BatchDecode float64 `json:"batch_decode_tok_s"`
+				RSS         float64 `json:"peak_rss_mib"`
+				Load        float64 `json:"load_s"`
+				PerToken    int64   `json:"decode_bytes_per_token"`
+				Samples     struct {
+					Samples []float64 `json:"samples"`
+				} `json:"decode"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+				t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+			}
+			if strings.Count(strings.TrimSpace(stdout), "\n") != 0 {
+				t.Errorf("stdout has more than one line:\n%s", stdout)
+			}
+			if r.DType != dt || r.Threads != 2 || r.Kernels == "" {
+				t.Errorf("dtype %q threads %d kernels %q", r.DType, r.Threads, r.Kernels)
+			}
+			if !(r.Prefill > 0 && r.Decode > 0 && r.BatchDecode > 0 && r.DecodeGBs > 0 && r.RSS > 10 && r.Load > 0) {
+				t.Errorf("figures missing: %+v", r)
+			}
+			if len(r.Samples.Samples) != 2 {
+				t.Errorf("%d decode samples, want --repeat 2", len(r.Samples.Samples))
+			}
+			// tiny: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads, vocab 151936, tied.
+			elems := int64(2*(64*64+2*64*32+64*64+3*64*128) + 151936*64)
+			want := map[string]int64{"f32": 4 * elems, "bf16": 2 * elems, "q8": elems + elems/8}[dt]
+			if r.PerToken != want {
+				t.Errorf("decode bytes per token %d, want %d", r.PerToken, want)
+			}
+			if !strings.Contains(stderr, "decode 6 x3 run 2") {
+				t.Errorf("no progress lines on stderr: %q", stderr)
+			}
+		})
+	}
+
+	t.Run("table", func(t *testing.T) {
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench", "--quiet"}, small...)...))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{"prefill 40", "decode 6", "peak RSS", "GB/s", "median of 2 runs"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("table lacks %q:\n%s", want, stdout)
+			}
+		}
+		if stderr != "" {
+			t.Errorf("--quiet wrote to stderr: %q", stderr)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		cases := []struct {
+			args []string
+			code int
+			msg  string
+		}{
+			{[]string{}, 2, "--model DIR is required"},
+			{[]string{"--model", model, "--dtype", "int4"}, 2, `weight type "int4"`},
+			{[]string{"--model", model, "--prompt", "-1"}, 2, "must be >= 0"},
+			{[]string{"--model", model, "--prompt", "0", "--gen", "0"}, 2, "nothing to measure"},
+			{[]string{"--model", model, "--repeat", "0"}, 2, "repeat 0"},
+			{[]string{"--model", model, "--batch", "4", "--gen", "0"}, 2, "needs gen > 0"},
+			{[]string{"--model", model, "--threads", "-3"}, 2, "threads -3"},
+			{[]string{"--model", model, "extra"}, 2, `unexpected argument "extra"`},
+			{[]string{"--model", model, "--prompt", "x"}, 2, "invalid value"},
+			{[]string{"--model", filepath.Join(t.TempDir(), "none")}, 1, "config.json"},
+			{[]string{"--model", model, "--prompt", "40000"}, 1, "exceed the model's context length of 32768"},
+		}
+		for _, c := range cases {
+			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))
+			if code != c.code || !strings.Contains(stderr, c.msg) {
+				t.Errorf("bench %v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.msg)
+			}
+			if stdout != "" {
+				t.Errorf("bench %v: stdout %q, want nothing", c.args, stdout)
+			}
+		}
+	})
+}
