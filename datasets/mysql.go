@@ -19,6 +19,7 @@ type mysqlDB struct {
 	pool     *sql.DB
 	killer   *sql.DB // a separate small pool for KILL QUERY, so a full pool cannot block it
 	database string
+	role     string // the task role each connection enables (mysqlTaskRole); "" as the DSN's user
 	version  string
 	mariadb  bool
 
@@ -33,7 +34,7 @@ type mysqlDB struct {
 // OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
 // "root@tcp(127.0.0.1:3306)/"; its database part is replaced), executing as acc says: by default
 // in a pool of its own logged in as the reader made by EnsureReader, whose password is looked up
-// with the DSN's user. Each Exec runs in a READ ONLY transaction under a statement time limit
+// with the DSN's user, each connection under the database's task role. Each Exec runs in a READ ONLY transaction under a statement time limit
 // (MariaDB: SET STATEMENT max_statement_time ... FOR; MySQL: max_execution_time), and a KILL
 // QUERY from a second connection of the same user stops it at the deadline if the server has not.
 func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error) {
@@ -48,9 +49,15 @@ func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error
 }
 
 // openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig).
+// As a reader, connections log in with no database (the login itself may use none), enable
+// the database's task role and then USE it.
 func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc Access) (*mysqlDB, error) {
 	cfg := base.Clone()
-	cfg.DBName = database
+	if acc.AsDSNUser {
+		cfg.DBName = database
+	} else {
+		cfg.DBName = ""
+	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -63,27 +70,42 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	killer := sql.OpenDB(conn)
 	killer.SetMaxOpenConns(2)
 	killer.SetMaxIdleConns(1)
-	var v string
-	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	db := &mysqlDB{pool: pool, killer: killer, database: database, ids: map[any]int64{}}
+	fail := func(err error) (*mysqlDB, error) {
 		pool.Close()
 		killer.Close()
 		switch myErrNo(err) {
 		case 1049:
 			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
-		case 1044: // a reader is told this whether or not the database exists
+		case 1044, 1959: // a reader is told this whether or not the database exists; 1959: no such role
 			if !acc.AsDSNUser {
 				return nil, readerUngranted(where, acc.name(), "database", database)
 			}
 		}
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
-	db := &mysqlDB{pool: pool, killer: killer, database: database, ids: map[any]int64{}}
+	var v string
+	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return fail(err)
+	}
 	num, _, _ := strings.Cut(v, "-")
 	if strings.Contains(v, "MariaDB") {
 		db.mariadb = true
 		db.version = "MariaDB " + num
 	} else {
 		db.version = "MySQL " + num
+	}
+	if !acc.AsDSNUser {
+		db.role = mysqlTaskRole(acc.name(), database, db.mariadb)
+	}
+	c, err := pool.Conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = db.connID(ctx, c)
+	c.Close()
+	if err != nil {
+		return fail(err)
 	}
 	return db, nil
 }
@@ -110,7 +132,8 @@ func (m *mysqlDB) Close() error {
 	return errors.Join(m.pool.Close(), m.killer.Close())
 }
 
-// connID returns the server's id of conn, cached per driver connection.
+// connID returns the server's id of conn, cached per driver connection. A connection seen for
+// the first time first enables the task role and uses the database.
 func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var key any
 	_ = conn.Raw(func(dc any) error { key = dc; return nil })
@@ -119,6 +142,14 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 	m.mu.Unlock()
 	if ok {
 		return id, nil
+	}
+	if m.role != "" {
+		for _, q := range []string{"SET ROLE " + sqlString(m.role), "USE " + QuoteIdent(MySQL, m.database)} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				discard(conn)
+				return 0, err
+			}
+		}
 	}
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 		return 0, err
@@ -204,7 +235,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
 	rcancel()
-	if rerr != nil {
+	if rerr != nil || mysqlSessionState(stmt) {
 		discard(conn)
 	}
 	res.Duration = time.Since(start)
@@ -225,6 +256,27 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return fail("query", errors.Join(qerr, rerr))
 	}
 	return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// mysqlSessionWords are the functions through which a MySQL SELECT leaves state in its session
+// that ROLLBACK keeps: LAST_INSERT_ID(x), named locks, sequences.
+var mysqlSessionWords = []string{"last_insert_id", "get_lock", "nextval", "lastval", "setval"}
+
+// mysqlSessionState reports whether stmt may leave session state that outlives its
+// transaction (user variables, set with @v := x or INTO @v, or one of mysqlSessionWords): its
+// connection is then closed rather than pooled, so that no later execution sees it. The driver
+// has no COM_RESET_CONNECTION; a text test that errs towards closing costs only a reconnect.
+func mysqlSessionState(stmt string) bool {
+	if strings.Contains(stmt, "@") {
+		return true
+	}
+	lower := strings.ToLower(stmt)
+	for _, w := range mysqlSessionWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // mysqlNormaliser maps go-sql-driver/mysql's values by column type: text types ([]byte) to
