@@ -39,6 +39,8 @@ func hostileFor(tag string) []string {
 		"SELECT rolpassword FROM pg_authid",
 		"SELECT query FROM pg_stat_activity", "SELECT * FROM information_schema.processlist",
 		"SELECT length(randomblob(1000000000))", "SELECT length(zeroblob(1000000000))",
+		// SQLite's list of attached files names the task file's path on this machine.
+		"SELECT file FROM pragma_database_list", "SELECT * FROM main.PRAGMA_DATABASE_LIST",
 	}
 	slot := "cs_slot_" + tag
 	file := "/tmp/cs_pwn_" + tag
