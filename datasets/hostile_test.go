@@ -626,3 +626,59 @@ func TestCrossTaskIsolation(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileResultSize: a statement whose result would bring more than maxResultBytes into
+// the process (many rows, as a judged prediction keeps them all, or one huge row) gets an
+// error saying so, in one line, instead of the memory; the database still answers after.
+func TestHostileResultSize(t *testing.T) {
+	ctx := context.Background()
+	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	lite, err := OpenSQLite(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	dbs := []DB{lite}
+	if os.Getenv("CHAINEDSQL_NO_SERVERS") == "" {
+		pgs := pgSchema(t, pgAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)")
+		pg, err := OpenPostgres(ctx, shared.PostgresDSN(), pgs, testReader(t, Postgres, pgs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pg.Close()
+		mys := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1)")
+		my, err := OpenMySQL(ctx, shared.MySQLDSN(), mys, testReader(t, MySQL, mys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer my.Close()
+		dbs = append(dbs, pg, my)
+	}
+	rows := "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 300) "
+	cols := func(n int, expr string) string {
+		c := make([]string, n)
+		for i := range c {
+			c[i] = fmt.Sprintf(expr, i)
+		}
+		return strings.Join(c, ", ")
+	}
+	big := map[Dialect][]string{
+		SQLite:   {rows + "SELECT zeroblob(1000000) FROM c", "SELECT " + cols(6, "zeroblob(60000000 + %d)"), "SELECT " + cols(20, "zeroblob(60000000 + %d)")},
+		Postgres: {rows + "SELECT repeat('x', 1000000) FROM c", "SELECT " + cols(3, "repeat('x', 90000000 + %d)")},
+		MySQL:    {rows + "SELECT REPEAT('x', 1000000) FROM c", "SELECT " + cols(20, "REPEAT('x', 16000000 + %d)")},
+	}
+	for _, db := range dbs {
+		d := db.Dialect()
+		for _, q := range big[d] {
+			start := time.Now()
+			r := mustExec(t, db, q, ExecOptions{Timeout: 60 * time.Second})
+			t.Logf("%s %.60q: %s in %s: %s", d, q, r.Outcome, time.Since(start).Round(time.Millisecond), r.Error)
+			if r.Outcome != OutcomeError || strings.ContainsAny(r.Error, "\r\n") || !strings.Contains(r.Error, "larger than") && !strings.Contains(r.Error, "out of memory") {
+				t.Errorf("%s %.60q: %s (%d rows) %q, want an error saying the result is too large", d, q, r.Outcome, len(r.Rows), r.Error)
+			}
+			if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() {
+				t.Errorf("%s: after %.60q: %+v", d, q, r)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,11 @@ type mysqlDB struct {
 
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
+
+	// cut counts the replies cut at maxResultBytes (replyLimitConn). The driver reports such a
+	// cut as a lost connection; one counted during an execution that lost its connection is
+	// taken to be its own.
+	cut atomic.Int64
 }
 
 // OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
@@ -59,6 +65,12 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		cfg.DBName = ""
 	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
+	db := &mysqlDB{database: database, ids: map[any]int64{}}
+	dial := dialFunc(cfg.DialFunc)
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	cfg.DialFunc = limitReplies(dial, &db.cut)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -70,7 +82,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	killer := sql.OpenDB(conn)
 	killer.SetMaxOpenConns(2)
 	killer.SetMaxIdleConns(1)
-	db := &mysqlDB{pool: pool, killer: killer, database: database, ids: map[any]int64{}}
+	db.pool, db.killer = pool, killer
 	fail := func(err error) (*mysqlDB, error) {
 		pool.Close()
 		killer.Close()
@@ -224,6 +236,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
 	})
 	qstart := time.Now()
+	cuts := m.cut.Load()
 	res, qerr := collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
@@ -247,6 +260,10 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	var me *mysql.MySQLError
 	isMy := errors.As(qerr, &me)
+	if isTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
+		discard(conn)
+		return tooLarge(res), nil
+	}
 	switch {
 	case killed.Load(), overran, qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
 		return timedOut(timeout, res.Duration), nil

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,7 @@ func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB,
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	}
+	cfg.DialFunc = pgconn.DialFunc(limitReplies(dialFunc(cfg.DialFunc), new(atomic.Int64)))
 	pool := pgPool(cfg)
 	if !acc.AsDSNUser {
 		if err := checkPGReader(ctx, pool, pgTarget(dsn), acc.name()); err != nil {
@@ -209,6 +211,10 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
+	}
+	if isTooLarge(qerr) {
+		discard(conn) // the rest of the reply is still on the wire
+		return tooLarge(res), nil
 	}
 	var pe *pgconn.PgError
 	switch {

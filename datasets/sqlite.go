@@ -23,7 +23,8 @@ const sqliteReadDriver = "sqlite3-chainedsql-read"
 func init() {
 	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
-		return nil
+		_, err := c.Exec(fmt.Sprintf("PRAGMA hard_heap_limit = %d", sqliteHeapLimit), nil)
+		return err
 	}})
 }
 
@@ -72,6 +73,9 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*R
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
 	}
+	if isTooLarge(err) {
+		return tooLarge(res), nil
+	}
 	var se sqlite3.Error
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return timedOut(timeout, res.Duration), nil
@@ -109,7 +113,8 @@ type queryer interface {
 type columnNormaliser func(cols []*sql.ColumnType) []func(any) any
 
 // collect runs query and gathers columns, capped rows and the exact total. norm maps driver
-// values per column; nil means normalise.
+// values per column; nil means normalise. Rows kept past maxResultBytes end it with
+// errResultTooLarge.
 func collect(ctx context.Context, db queryer, query string, maxRows int, norm columnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
@@ -133,6 +138,7 @@ func collect(ctx context.Context, db queryer, query string, maxRows int, norm co
 		}
 		conv = norm(types)
 	}
+	kept := 0
 	for rows.Next() {
 		res.Total++
 		if maxRows > 0 && len(res.Rows) >= maxRows {
@@ -149,6 +155,10 @@ func collect(ctx context.Context, db queryer, query string, maxRows int, norm co
 		}
 		for i, v := range vals {
 			vals[i] = conv[i](v)
+			kept += cellSize(vals[i])
+		}
+		if kept > maxResultBytes {
+			return res, errResultTooLarge
 		}
 		res.Rows = append(res.Rows, vals)
 	}
