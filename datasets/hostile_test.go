@@ -122,6 +122,17 @@ func pgServerStatements(slot, file, role string) []string {
 	}
 }
 
+// sqliteServerStatements reach past the SQLite file (other files, extensions, the file's path,
+// settings): run unscreened, SQLite's authorizer must refuse each.
+func sqliteServerStatements(file string) []string {
+	return []string{
+		"ATTACH DATABASE '" + file + ".db' AS x", "ATTACH DATABASE ':memory:' AS m", "VACUUM INTO '" + file + ".db'",
+		"PRAGMA writable_schema = 1", "PRAGMA query_only = 0", "PRAGMA temp_store_directory = '/tmp'",
+		"SELECT load_extension('/usr/lib/x86_64-linux-gnu/libc.so.6')", "SELECT fts3_tokenizer('simple')",
+		"SELECT file FROM pragma_database_list", "CREATE TEMP TABLE pwned (x)", "DELETE FROM Album", "BEGIN IMMEDIATE",
+	}
+}
+
 // mysqlServerStatements are pgServerStatements for MySQL/MariaDB.
 func mysqlServerStatements(file, user string) []string {
 	return []string{
@@ -177,8 +188,11 @@ type rawRunner interface {
 // was refused by the read-only transaction.
 func permissionError(d Dialect, msg string) bool {
 	m := strings.ToLower(msg)
-	if d == Postgres {
+	switch d {
+	case Postgres:
 		return strings.Contains(m, "sqlstate 42501") || strings.Contains(m, "sqlstate 25006")
+	case SQLite:
+		return strings.Contains(m, "not authorized") || strings.Contains(m, "authorization denied")
 	}
 	for _, s := range []string{"denied", "read only", "read-only", "you need"} {
 		if strings.Contains(m, s) {
@@ -190,7 +204,8 @@ func permissionError(d Dialect, msg string) bool {
 
 // TestHostileStatements runs the hostile suite on Chinook in SQLite, and in PostgreSQL and
 // MariaDB as a reader: every statement is refused, fails or stops at its deadline, in one line;
-// the statements that reach the server fail with a permission error even unscreened; no
+// the statements that reach the server (on SQLite: past the file) fail with a permission error
+// even unscreened; no
 // replication slot, role, user or file appears; the reader stays a reader; the data is intact.
 func TestHostileStatements(t *testing.T) {
 	const deadline = 2 * time.Second
@@ -244,6 +259,8 @@ func TestHostileStatements(t *testing.T) {
 				server = pgServerStatements("cs_slot_"+tag, file, "cs_pwn_"+tag)
 			case MySQL:
 				server = mysqlServerStatements(file, "cs_pwn_"+tag)
+			case SQLite:
+				server = sqliteServerStatements(file)
 			}
 			for _, q := range server {
 				r, err := db.(rawRunner).run(ctx, time.Now(), q, deadline, 10)
@@ -292,7 +309,7 @@ func TestHostileStatements(t *testing.T) {
 		if sum(t, src) != before {
 			t.Error("the SQLite file changed")
 		}
-		for _, p := range []string{"/tmp/pwned.txt", "/tmp/pwned", file, file + "_d"} {
+		for _, p := range []string{"/tmp/pwned.txt", "/tmp/pwned", file, file + "_d", file + ".db"} {
 			if _, err := os.Stat(p); err == nil {
 				t.Errorf("%s was written", p)
 			}
