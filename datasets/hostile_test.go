@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"regexp"
@@ -38,6 +39,8 @@ func hostileFor(tag string) []string {
 		"SELECT rolpassword FROM pg_authid",
 		"SELECT query FROM pg_stat_activity", "SELECT * FROM information_schema.processlist",
 		"SELECT length(randomblob(1000000000))", "SELECT length(zeroblob(1000000000))",
+		// SQLite's list of attached files names the task file's path on this machine.
+		"SELECT file FROM pragma_database_list", "SELECT * FROM main.PRAGMA_DATABASE_LIST",
 	}
 	slot := "cs_slot_" + tag
 	file := "/tmp/cs_pwn_" + tag
@@ -112,6 +115,21 @@ func pgServerStatements(slot, file, role string) []string {
 		"SELECT * FROM ts_stat('SELECT to_tsvector(set_config(''role'', ''postgres'', false))')",
 		"SELECT rolpassword FROM pg_authid",
 		"SELECT * FROM " + readerMeta + ".readers",
+		// The task role is not the login's: the reader's other sessions (another run's
+		// episodes, this one's own backend) are out of its reach.
+		"SELECT pg_cancel_backend(pg_backend_pid())",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = session_user",
+	}
+}
+
+// sqliteServerStatements reach past the SQLite file (other files, extensions, the file's path,
+// settings): run unscreened, SQLite's authorizer must refuse each.
+func sqliteServerStatements(file string) []string {
+	return []string{
+		"ATTACH DATABASE '" + file + ".db' AS x", "ATTACH DATABASE ':memory:' AS m", "VACUUM INTO '" + file + ".db'",
+		"PRAGMA writable_schema = 1", "PRAGMA query_only = 0", "PRAGMA temp_store_directory = '/tmp'",
+		"SELECT load_extension('/usr/lib/x86_64-linux-gnu/libc.so.6')", "SELECT fts3_tokenizer('simple')",
+		"SELECT file FROM pragma_database_list", "CREATE TEMP TABLE pwned (x)", "DELETE FROM Album", "BEGIN IMMEDIATE",
 	}
 }
 
@@ -170,8 +188,11 @@ type rawRunner interface {
 // was refused by the read-only transaction.
 func permissionError(d Dialect, msg string) bool {
 	m := strings.ToLower(msg)
-	if d == Postgres {
+	switch d {
+	case Postgres:
 		return strings.Contains(m, "sqlstate 42501") || strings.Contains(m, "sqlstate 25006")
+	case SQLite:
+		return strings.Contains(m, "not authorized") || strings.Contains(m, "authorization denied")
 	}
 	for _, s := range []string{"denied", "read only", "read-only", "you need"} {
 		if strings.Contains(m, s) {
@@ -183,7 +204,8 @@ func permissionError(d Dialect, msg string) bool {
 
 // TestHostileStatements runs the hostile suite on Chinook in SQLite, and in PostgreSQL and
 // MariaDB as a reader: every statement is refused, fails or stops at its deadline, in one line;
-// the statements that reach the server fail with a permission error even unscreened; no
+// the statements that reach the server (on SQLite: past the file) fail with a permission error
+// even unscreened; no
 // replication slot, role, user or file appears; the reader stays a reader; the data is intact.
 func TestHostileStatements(t *testing.T) {
 	const deadline = 2 * time.Second
@@ -237,6 +259,8 @@ func TestHostileStatements(t *testing.T) {
 				server = pgServerStatements("cs_slot_"+tag, file, "cs_pwn_"+tag)
 			case MySQL:
 				server = mysqlServerStatements(file, "cs_pwn_"+tag)
+			case SQLite:
+				server = sqliteServerStatements(file)
 			}
 			for _, q := range server {
 				r, err := db.(rawRunner).run(ctx, time.Now(), q, deadline, 10)
@@ -263,9 +287,10 @@ func TestHostileStatements(t *testing.T) {
 				}
 			}
 			if d == Postgres {
-				// Logged in as the reader, there is no other role to go back to.
+				// Logged in as the reader, there is no other role to go back to; the statement
+				// runs as the task's own role.
 				r, _ := db.(rawRunner).run(ctx, time.Now(), "SELECT session_user, current_user, set_config('role', 'none', false), (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)", deadline, 10)
-				if !r.OK() || r.Rows[0][0] == "postgres" || r.Rows[0][0] != r.Rows[0][1] || r.Rows[0][3] != false {
+				if !r.OK() || r.Rows[0][0] == "postgres" || r.Rows[0][1] != pgTaskRole(fmt.Sprint(r.Rows[0][0]), db.(*pgDB).schema) || r.Rows[0][3] != false {
 					t.Errorf("reset role: %+v", r)
 				}
 			}
@@ -284,7 +309,7 @@ func TestHostileStatements(t *testing.T) {
 		if sum(t, src) != before {
 			t.Error("the SQLite file changed")
 		}
-		for _, p := range []string{"/tmp/pwned.txt", "/tmp/pwned", file, file + "_d"} {
+		for _, p := range []string{"/tmp/pwned.txt", "/tmp/pwned", file, file + "_d", file + ".db"} {
 			if _, err := os.Stat(p); err == nil {
 				t.Errorf("%s was written", p)
 			}
@@ -476,4 +501,201 @@ func scanRelations(t *testing.T, db DB, rels, needles []string, patterns ...*reg
 		}
 	}
 	t.Logf("%d catalog relations read by the reader, %d refused by the screen", read, screened)
+}
+
+// TestCrossTaskIsolation: one reader granted two tasks' databases (as distill load leaves it
+// after loading a benchmark), executing for task A in a Connector that also serves task B.
+// Statements of A, run unscreened, cannot read B's rows (directly, quoted, or through a regclass
+// built at run time), see B's statement text while it runs, or leave session state (user
+// variables, LAST_INSERT_ID, named and advisory locks) that a later execution on the pooled
+// connection sees.
+func TestCrossTaskIsolation(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []Dialect{Postgres, MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			var a, b string
+			if d == Postgres {
+				admin := pgAdmin(t)
+				a = pgSchema(t, admin, "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)")
+				b = pgSchema(t, admin, "CREATE TABLE secret (x int)", "INSERT INTO secret VALUES (4242)")
+			} else {
+				admin := myAdmin(t)
+				a = myDatabase(t, admin, "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1)")
+				b = myDatabase(t, admin, "CREATE TABLE secret (x INT)", "INSERT INTO secret VALUES (4242)")
+			}
+			acc := testReader(t, d, a, b)
+			c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: acc}
+			defer c.Close()
+			dbA, err := c.Open(ctx, d, Task{ID: "a", DBID: a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dbB, err := c.Open(ctx, d, Task{ID: "b", DBID: b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := func(db DB, q string) *Result {
+				t.Helper()
+				r, err := db.(rawRunner).run(ctx, time.Now(), q, 5*time.Second, 10)
+				if err != nil {
+					t.Fatalf("%q: %v", q, err)
+				}
+				return r
+			}
+			if r := raw(dbB, "SELECT x FROM secret"); !r.OK() || r.Rows[0][0] != int64(4242) {
+				t.Fatalf("task B reads its own table: %+v", r)
+			}
+			if r := raw(dbA, "SELECT x FROM t"); !r.OK() {
+				t.Fatalf("task A reads its own table: %+v", r)
+			}
+			q := QuoteIdent(d, b)
+			reads := []string{"SELECT x FROM " + b + ".secret", "SELECT x FROM " + q + "." + QuoteIdent(d, "secret"),
+				"SELECT * FROM (SELECT x FROM " + b + ".secret) s"}
+			if d == Postgres {
+				reads = append(reads,
+					"SELECT table_to_xml('"+b+".secret'::regclass, true, true, '')",
+					"SELECT table_to_xml((SELECT oid FROM pg_class WHERE relname = 'secret' AND relnamespace = '"+b+"'::regnamespace)::regclass, true, true, '')",
+					"SELECT table_to_xml((SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = concat('"+b[:4]+"', '"+b[4:]+"') AND c.relname = 'secret')::regclass, true, true, '')")
+			}
+			for _, s := range reads {
+				r := raw(dbA, s)
+				if r.Outcome != OutcomeError || !permissionError(d, r.Error) {
+					t.Errorf("task A, unscreened: %q: %s %q %v, want a permission error", s, r.Outcome, r.Error, r.Rows)
+				}
+				if r := mustExec(t, dbA, s, ExecOptions{}); r.OK() {
+					t.Errorf("task A: %q ran: %v", s, r.Rows)
+				}
+			}
+
+			// B's statement text, while it runs, is not visible to A.
+			marker := fmt.Sprintf("cs_marker_%d", time.Now().UnixNano())
+			sleep := map[Dialect]string{Postgres: "SELECT pg_sleep(60), '" + marker + "'", MySQL: "SELECT SLEEP(60), '" + marker + "'"}[d]
+			bctx, stopB := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); dbB.Exec(bctx, sleep, ExecOptions{Timeout: time.Minute}) }()
+			running := map[Dialect]string{Postgres: "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+				MySQL: "SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE CONCAT('%', ?, '%') AND ID <> CONNECTION_ID()"}[d]
+			admin := map[Dialect]func(testing.TB) *sql.DB{Postgres: pgAdmin, MySQL: myAdmin}[d](t)
+			for n := 0; n == 0; time.Sleep(50 * time.Millisecond) {
+				if err := admin.QueryRow(running, marker).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var rels []string
+			if d == Postgres {
+				rels, err = strings1(ctx, pgAdmin(t), `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+					WHERE n.nspname IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'v', 'm') AND c.relname <> 'element_types' ORDER BY 1`)
+				rels = append(rels, "pg_stat_get_activity(NULL)")
+			} else {
+				rels, err = strings1(ctx, myAdmin(t), "SELECT CONCAT('information_schema.', TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'information_schema'")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for _, rel := range rels {
+				s := "SELECT * FROM " + rel
+				var r *Result
+				if d == Postgres {
+					r = raw(dbA, s) // PostgreSQL: the privileges alone
+				} else {
+					r = mustExec(t, dbA, s, ExecOptions{Timeout: 5 * time.Second}) // MariaDB shows a user its own threads: the screen
+				}
+				if r.OK() {
+					seen++
+					if leak := leaks(r, []string{marker}); leak != "" {
+						t.Errorf("task A sees task B's running statement in %s", rel)
+					}
+				}
+			}
+			stopB()
+			<-done
+			t.Logf("%d catalog relations read by task A while task B ran", seen)
+
+			// Session state set by one execution is gone in the next.
+			var set, get []string
+			if d == Postgres {
+				set = []string{"SELECT pg_advisory_lock(4242)", "SELECT set_config('work_mem', '1GB', false), set_config('search_path', 'cs_elsewhere', false)"}
+				get = []string{"SELECT current_setting('work_mem') <> '1GB' AND current_setting('search_path') <> 'cs_elsewhere', (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND pid = pg_backend_pid()) = 0"}
+			} else {
+				set = []string{"SELECT 4242 INTO @cs_leak", "SELECT @cs_leak2 := 4242", "SELECT LAST_INSERT_ID(4242)", "SELECT GET_LOCK('" + marker + "', 0)"}
+				get = []string{"SELECT @cs_leak IS NULL AND @cs_leak2 IS NULL AND LAST_INSERT_ID() = 0, IS_USED_LOCK('" + marker + "') IS NULL"}
+			}
+			for _, db := range []DB{dbA, dbB} {
+				for i := 0; i < 8; i++ { // over the pool's connections
+					for _, s := range set {
+						raw(db, s)
+					}
+					for _, s := range get {
+						// A closed MySQL connection's locks go as the server reaps it: allow it a moment.
+						r := raw(db, s)
+						for try := 0; try < 20 && r.OK() && fmt.Sprint(r.Rows[0][1]) == "0"; try++ {
+							time.Sleep(50 * time.Millisecond)
+							r = raw(db, s)
+						}
+						truth := func(v any) bool { return v == true || v == int64(1) }
+						if !r.OK() || !truth(r.Rows[0][0]) || !truth(r.Rows[0][1]) {
+							t.Fatalf("after %q, %q: %+v: the state of one execution reached the next", set, s, r)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestHostileResultSize: a statement whose result would bring more than maxResultBytes into
+// the process (many rows, as a judged prediction keeps them all, or one huge row) gets an
+// error saying so, in one line, instead of the memory; the database still answers after.
+func TestHostileResultSize(t *testing.T) {
+	ctx := context.Background()
+	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	lite, err := OpenSQLite(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	dbs := []DB{lite}
+	if os.Getenv("CHAINEDSQL_NO_SERVERS") == "" {
+		pgs := pgSchema(t, pgAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)")
+		pg, err := OpenPostgres(ctx, shared.PostgresDSN(), pgs, testReader(t, Postgres, pgs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pg.Close()
+		mys := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1)")
+		my, err := OpenMySQL(ctx, shared.MySQLDSN(), mys, testReader(t, MySQL, mys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer my.Close()
+		dbs = append(dbs, pg, my)
+	}
+	rows := "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 300) "
+	cols := func(n int, expr string) string {
+		c := make([]string, n)
+		for i := range c {
+			c[i] = fmt.Sprintf(expr, i)
+		}
+		return strings.Join(c, ", ")
+	}
+	big := map[Dialect][]string{
+		SQLite:   {rows + "SELECT zeroblob(1000000) FROM c", "SELECT " + cols(6, "zeroblob(60000000 + %d)"), "SELECT " + cols(20, "zeroblob(60000000 + %d)")},
+		Postgres: {rows + "SELECT repeat('x', 1000000) FROM c", "SELECT " + cols(3, "repeat('x', 90000000 + %d)")},
+		MySQL:    {rows + "SELECT REPEAT('x', 1000000) FROM c", "SELECT " + cols(20, "REPEAT('x', 16000000 + %d)")},
+	}
+	for _, db := range dbs {
+		d := db.Dialect()
+		for _, q := range big[d] {
+			start := time.Now()
+			r := mustExec(t, db, q, ExecOptions{Timeout: 60 * time.Second})
+			t.Logf("%s %.60q: %s in %s: %s", d, q, r.Outcome, time.Since(start).Round(time.Millisecond), r.Error)
+			if r.Outcome != OutcomeError || strings.ContainsAny(r.Error, "\r\n") || !strings.Contains(r.Error, "larger than") && !strings.Contains(r.Error, "out of memory") {
+				t.Errorf("%s %.60q: %s (%d rows) %q, want an error saying the result is too large", d, q, r.Outcome, len(r.Rows), r.Error)
+			}
+			if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() {
+				t.Errorf("%s: after %.60q: %+v", d, q, r)
+			}
+		}
+	}
 }

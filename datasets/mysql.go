@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ type mysqlDB struct {
 	pool     *sql.DB
 	killer   *sql.DB // a separate small pool for KILL QUERY, so a full pool cannot block it
 	database string
+	role     string // the task role each connection enables (mysqlTaskRole); "" as the DSN's user
 	version  string
 	mariadb  bool
 
@@ -28,12 +30,17 @@ type mysqlDB struct {
 
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
+
+	// cut counts the replies cut at maxResultBytes (replyLimitConn). The driver reports such a
+	// cut as a lost connection; one counted during an execution that lost its connection is
+	// taken to be its own.
+	cut atomic.Int64
 }
 
 // OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
 // "root@tcp(127.0.0.1:3306)/"; its database part is replaced), executing as acc says: by default
 // in a pool of its own logged in as the reader made by EnsureReader, whose password is looked up
-// with the DSN's user. Each Exec runs in a READ ONLY transaction under a statement time limit
+// with the DSN's user, each connection under the database's task role. Each Exec runs in a READ ONLY transaction under a statement time limit
 // (MariaDB: SET STATEMENT max_statement_time ... FOR; MySQL: max_execution_time), and a KILL
 // QUERY from a second connection of the same user stops it at the deadline if the server has not.
 func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error) {
@@ -48,10 +55,22 @@ func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error
 }
 
 // openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig).
+// As a reader, connections log in with no database (the login itself may use none), enable
+// the database's task role and then USE it.
 func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc Access) (*mysqlDB, error) {
 	cfg := base.Clone()
-	cfg.DBName = database
+	if acc.AsDSNUser {
+		cfg.DBName = database
+	} else {
+		cfg.DBName = ""
+	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
+	db := &mysqlDB{database: database, ids: map[any]int64{}}
+	dial := dialFunc(cfg.DialFunc)
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	cfg.DialFunc = limitReplies(dial, &db.cut)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -63,27 +82,42 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	killer := sql.OpenDB(conn)
 	killer.SetMaxOpenConns(2)
 	killer.SetMaxIdleConns(1)
-	var v string
-	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	db.pool, db.killer = pool, killer
+	fail := func(err error) (*mysqlDB, error) {
 		pool.Close()
 		killer.Close()
 		switch myErrNo(err) {
 		case 1049:
 			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
-		case 1044: // a reader is told this whether or not the database exists
+		case 1044, 1959: // a reader is told this whether or not the database exists; 1959: no such role
 			if !acc.AsDSNUser {
 				return nil, readerUngranted(where, acc.name(), "database", database)
 			}
 		}
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
-	db := &mysqlDB{pool: pool, killer: killer, database: database, ids: map[any]int64{}}
+	var v string
+	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return fail(err)
+	}
 	num, _, _ := strings.Cut(v, "-")
 	if strings.Contains(v, "MariaDB") {
 		db.mariadb = true
 		db.version = "MariaDB " + num
 	} else {
 		db.version = "MySQL " + num
+	}
+	if !acc.AsDSNUser {
+		db.role = mysqlTaskRole(acc.name(), database, db.mariadb)
+	}
+	c, err := pool.Conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = db.connID(ctx, c)
+	c.Close()
+	if err != nil {
+		return fail(err)
 	}
 	return db, nil
 }
@@ -110,7 +144,8 @@ func (m *mysqlDB) Close() error {
 	return errors.Join(m.pool.Close(), m.killer.Close())
 }
 
-// connID returns the server's id of conn, cached per driver connection.
+// connID returns the server's id of conn, cached per driver connection. A connection seen for
+// the first time first enables the task role and uses the database.
 func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var key any
 	_ = conn.Raw(func(dc any) error { key = dc; return nil })
@@ -119,6 +154,14 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 	m.mu.Unlock()
 	if ok {
 		return id, nil
+	}
+	if m.role != "" {
+		for _, q := range []string{"SET ROLE " + sqlString(m.role), "USE " + QuoteIdent(MySQL, m.database)} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				discard(conn)
+				return 0, err
+			}
+		}
 	}
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 		return 0, err
@@ -193,6 +236,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
 	})
 	qstart := time.Now()
+	cuts := m.cut.Load()
 	res, qerr := collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
@@ -204,7 +248,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
 	rcancel()
-	if rerr != nil {
+	if rerr != nil || mysqlSessionState(stmt) {
 		discard(conn)
 	}
 	res.Duration = time.Since(start)
@@ -216,6 +260,10 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	var me *mysql.MySQLError
 	isMy := errors.As(qerr, &me)
+	if isTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
+		discard(conn)
+		return tooLarge(res), nil
+	}
 	switch {
 	case killed.Load(), overran, qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
 		return timedOut(timeout, res.Duration), nil
@@ -225,6 +273,27 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return fail("query", errors.Join(qerr, rerr))
 	}
 	return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// mysqlSessionWords are the functions through which a MySQL SELECT leaves state in its session
+// that ROLLBACK keeps: LAST_INSERT_ID(x), named locks, sequences.
+var mysqlSessionWords = []string{"last_insert_id", "get_lock", "nextval", "lastval", "setval"}
+
+// mysqlSessionState reports whether stmt may leave session state that outlives its
+// transaction (user variables, set with @v := x or INTO @v, or one of mysqlSessionWords): its
+// connection is then closed rather than pooled, so that no later execution sees it. The driver
+// has no COM_RESET_CONNECTION; a text test that errs towards closing costs only a reconnect.
+func mysqlSessionState(stmt string) bool {
+	if strings.Contains(stmt, "@") {
+		return true
+	}
+	lower := strings.ToLower(stmt)
+	for _, w := range mysqlSessionWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // mysqlNormaliser maps go-sql-driver/mysql's values by column type: text types ([]byte) to

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,14 +30,15 @@ type pgDB struct {
 	pool    *sql.DB
 	owned   bool // Close closes pool
 	schema  string
+	role    string // the task role each execution takes (pgTaskRole); "" as the DSN's user
 	version string
 }
 
 // OpenPostgres opens schema (which must exist) in the PostgreSQL database of dsn (a pgx URL or
 // keyword/value string), executing as acc says: by default logged in as the reader made by
 // EnsureReader, whose password is looked up with the DSN's user. Each Exec runs in a READ ONLY
-// transaction with SET LOCAL statement_timeout, idle_in_transaction_session_timeout and
-// search_path = schema.
+// transaction with SET LOCAL statement_timeout, idle_in_transaction_session_timeout,
+// search_path = schema and, as the reader, ROLE = the schema's task role.
 func OpenPostgres(ctx context.Context, dsn, schema string, acc Access) (DB, error) {
 	pool, err := openPostgresExecPool(ctx, dsn, acc)
 	if err != nil {
@@ -63,6 +65,7 @@ func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB,
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	}
+	cfg.DialFunc = pgconn.DialFunc(limitReplies(dialFunc(cfg.DialFunc), new(atomic.Int64)))
 	pool := pgPool(cfg)
 	if !acc.AsDSNUser {
 		if err := checkPGReader(ctx, pool, pgTarget(dsn), acc.name()); err != nil {
@@ -125,24 +128,30 @@ func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string, acc Ac
 	if n == 0 {
 		return nil, fmt.Errorf("%s: schema %q does not exist (copy the SQLite database first: distill load --dialect postgres)", where, schema)
 	}
+	role := ""
 	if !acc.AsDSNUser {
-		var usable bool
+		role = pgTaskRole(acc.name(), schema)
+		var member, usable bool
 		var unreadable int
-		err := pool.QueryRowContext(ctx, `SELECT has_schema_privilege($1::text, 'USAGE'),
-			(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-				WHERE n.nspname::text = $1::text AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT has_table_privilege(c.oid, 'SELECT'))`,
-			schema).Scan(&usable, &unreadable)
+		err := pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+				JOIN pg_catalog.pg_roles u ON u.oid = m.member WHERE g.rolname = $1 AND u.rolname = current_user)`, role).Scan(&member)
+		if err == nil && member {
+			err = pool.QueryRowContext(ctx, `SELECT has_schema_privilege($2::text, $1::text, 'USAGE'),
+				(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+					WHERE n.nspname::text = $1::text AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT has_table_privilege($2::text, c.oid, 'SELECT'))`,
+				schema, role).Scan(&usable, &unreadable)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: check the reader's grants on schema %q: %w", where, schema, err)
 		}
-		if !usable || unreadable > 0 {
+		if !member || !usable || unreadable > 0 {
 			return nil, readerUngranted(where, acc.name(), "schema", schema)
 		}
 	}
 	if f := strings.Fields(v); len(f) > 0 {
 		v = f[0]
 	}
-	return &pgDB{pool: pool, schema: schema, version: "PostgreSQL " + v}, nil
+	return &pgDB{pool: pool, schema: schema, role: role, version: "PostgreSQL " + v}, nil
 }
 
 func (p *pgDB) Dialect() Dialect { return Postgres }
@@ -180,6 +189,10 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	idle := (timeout + serverGrace + cleanupTimeout).Milliseconds() // the client is gone by then
 	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
 		ms, idle, QuoteIdent(Postgres, p.schema))
+	if p.role != "" {
+		// The task's own role: no other task's schema, no session of the login's.
+		begin += "; SET LOCAL ROLE " + QuoteIdent(Postgres, p.role)
+	}
 	if _, err := conn.ExecContext(qctx, begin); err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
@@ -198,6 +211,10 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
+	}
+	if isTooLarge(qerr) {
+		discard(conn) // the rest of the reply is still on the wire
+		return tooLarge(res), nil
 	}
 	var pe *pgconn.PgError
 	switch {

@@ -87,12 +87,15 @@ func checkReaderName(name string) error {
 // it read access to each of targets (schemas in the DSN's PostgreSQL database, or MySQL
 // databases), keeping the grants it already has.
 //
-// PostgreSQL: a LOGIN role with no superuser, replication, BYPASSRLS, CREATEDB or CREATEROLE,
-// member of no role (so none of pg_read_all_settings, pg_monitor, ...), defaulting to read-only
-// transactions, with USAGE on each target schema and SELECT on its tables; CONNECT on the
-// database only when PUBLIC lacks it. MySQL: a user per host with SELECT on each target database
-// only (the name's _ and % escaped so they match no other database), every other privilege and
-// role revoked. The password is generated on creation and kept in the chainedsql_meta schema or
+// The reader's login holds no grant itself: each target gets a task role (pgTaskRole,
+// mysqlTaskRole) holding its reads, which executions in that target take, so that a statement
+// of one task reads no other. PostgreSQL: a LOGIN NOINHERIT role with no superuser,
+// replication, BYPASSRLS, CREATEDB or CREATEROLE, member of its task roles only (so none of
+// pg_read_all_settings, pg_monitor, ...), defaulting to read-only transactions; each task role
+// NOLOGIN with USAGE on its schema and SELECT on its tables; CONNECT on the database only when
+// PUBLIC lacks it. MySQL: a user per host with no privilege, granted its task roles, each with
+// SELECT on its database only (the name's _ and % escaped so they match no other database);
+// every other privilege and role revoked, from the login and from the task roles. The password is generated on creation and kept in the chainedsql_meta schema or
 // database, which only administrators can read; it never leaves the servers. Safe to run again
 // and from several processes at once (a server-side lock serialises them).
 func EnsureReader(ctx context.Context, d Dialect, dsn string, setup ReaderSetup, targets []string) (ReaderReport, error) {

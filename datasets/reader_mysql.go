@@ -2,9 +2,12 @@ package datasets
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -16,6 +19,41 @@ const mysqlReaderLock = "chainedsql-reader"
 
 // mysqlAccount is the quoted 'user'@'host' of a reader account (names are checked plain).
 func mysqlAccount(name, host string) string { return "'" + name + "'@'" + host + "'" }
+
+// mysqlTaskRole is the role holding reader's SELECT on one loaded database: "reader/database",
+// or, past the server's longest role name (MariaDB 128, MySQL 32), that cut short with a hash of
+// database. Each connection of an execution pool enables its database's role (SET ROLE) and
+// nothing else: the login itself holds no grant, so a statement of one task reads no other
+// task's database. Reader names never hold "/", so the prefix "reader/" is its own.
+func mysqlTaskRole(reader, database string, mariadb bool) string {
+	r, limit := reader+"/"+database, 32
+	if mariadb {
+		limit = 128
+	}
+	if len(r) <= limit {
+		return r
+	}
+	h := sha256.Sum256([]byte(database))
+	return r[:limit-9] + "~" + hex.EncodeToString(h[:4])
+}
+
+// mysqlRoleHost is the host part a role's grants are listed under: MariaDB's roles have none,
+// MySQL's are accounts at '%'.
+func mysqlRoleHost(mariadb bool) string {
+	if mariadb {
+		return ""
+	}
+	return "%"
+}
+
+// isMariaDB reports whether the server of conn is MariaDB.
+func isMariaDB(ctx context.Context, conn *sql.Conn) (bool, error) {
+	var v string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return false, err
+	}
+	return strings.Contains(v, "MariaDB"), nil
+}
 
 // mysqlGrantDB is database as a GRANT names it: backquoted with _ and % escaped, since GRANT
 // reads them as wildcards (`a_b`.* would also cover a database called aXb).
@@ -125,11 +163,18 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 	if len(existing) > 0 && !stored {
 		rep.Changes = append(rep.Changes, "password reset (none was stored)")
 	}
-	// Every account of that name is brought back to least privilege, not only those of hosts.
+	mariadb, err := isMariaDB(ctx, conn)
+	if err != nil {
+		return fail(err)
+	}
+	prefix := name + "/"
+	// Every account of that name is brought back to least privilege, not only those of hosts:
+	// no privilege of its own, no role but its task roles.
 	all := slices.Clone(hosts)
 	for _, h := range existing {
 		all = addUnique(all, h)
 	}
+	taskRoles := map[string]bool{}
 	for _, h := range all {
 		acct := mysqlAccount(name, h)
 		if !slices.Contains(existing, h) {
@@ -146,22 +191,33 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 		if err != nil {
 			return fail(err)
 		}
-		if len(extra) > 0 {
-			if err := exec("REVOKE ALL PRIVILEGES, GRANT OPTION FROM " + acct); err != nil {
-				return fail(err)
-			}
-			for _, db := range keep { // as GRANT stored them: already escaped
-				if err := exec("GRANT SELECT ON `" + strings.ReplaceAll(db, "`", "``") + "`.* TO " + acct); err != nil {
-					return fail(err)
-				}
-			}
-			rep.Changes = append(rep.Changes, fmt.Sprintf("%s: revoked %s", acct, strings.Join(extra, ", ")))
-		}
 		for _, r := range roles {
-			if err := exec("REVOKE " + QuoteIdent(MySQL, r) + " FROM " + acct); err != nil {
+			if strings.HasPrefix(r, prefix) {
+				taskRoles[r] = true
+				continue
+			}
+			if err := exec("REVOKE " + sqlString(r) + " FROM " + acct); err != nil {
 				return fail(err)
 			}
 			rep.Changes = append(rep.Changes, fmt.Sprintf("%s: removed role %s", acct, r))
+		}
+		if len(extra) > 0 || len(keep) > 0 {
+			if err := exec("REVOKE ALL PRIVILEGES, GRANT OPTION FROM " + acct); err != nil {
+				return fail(err)
+			}
+			for _, r := range roles { // MariaDB's REVOKE ALL takes the roles too
+				if strings.HasPrefix(r, prefix) {
+					if err := exec("GRANT " + sqlString(r) + " TO " + acct); err != nil {
+						return fail(err)
+					}
+				}
+			}
+			if len(extra) > 0 {
+				rep.Changes = append(rep.Changes, fmt.Sprintf("%s: revoked %s", acct, strings.Join(extra, ", ")))
+			}
+			if len(keep) > 0 { // as an earlier version granted them: now its task roles' only
+				rep.Changes = append(rep.Changes, fmt.Sprintf("%s: SELECT on %s revoked from the login itself", acct, strings.Join(keep, ", ")))
+			}
 		}
 	}
 	for _, t := range targets {
@@ -172,17 +228,76 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 		if n == 0 {
 			return fail(fmt.Errorf("database %q does not exist (load it first)", t))
 		}
+		role := mysqlTaskRole(name, t, mariadb)
+		if err := ensureMySQLTaskRole(ctx, conn, exec, role, mariadb, t, &rep); err != nil {
+			return fail(err)
+		}
+		delete(taskRoles, role)
+		if err := exec("GRANT SELECT ON " + mysqlGrantDB(t) + ".* TO " + sqlString(role)); err != nil {
+			return fail(err)
+		}
 		for _, h := range all {
-			if err := exec("GRANT SELECT ON " + mysqlGrantDB(t) + ".* TO " + mysqlAccount(name, h)); err != nil {
+			if err := exec("GRANT " + sqlString(role) + " TO " + mysqlAccount(name, h)); err != nil {
 				return fail(err)
 			}
 		}
 		rep.Granted = append(rep.Granted, t)
 	}
+	// The task roles of databases not named this time are brought back to least privilege too.
+	for role := range taskRoles {
+		if err := ensureMySQLTaskRole(ctx, conn, exec, role, mariadb, "", &rep); err != nil {
+			return fail(err)
+		}
+	}
 	if err := exec("REPLACE INTO "+readerMeta+".readers (name, password, updated_at) VALUES (?, ?, UTC_TIMESTAMP())", name, password); err != nil {
 		return fail(err)
 	}
 	return rep, nil
+}
+
+// ensureMySQLTaskRole creates role, or brings it back to SELECT on database only (on its one
+// database when database is "", the role of a database not named this time), noting what it
+// reset in rep.
+func ensureMySQLTaskRole(ctx context.Context, conn *sql.Conn, exec func(string, ...any) error, role string, mariadb bool, database string, rep *ReaderReport) error {
+	if err := exec("CREATE ROLE IF NOT EXISTS " + sqlString(role)); err != nil {
+		return err
+	}
+	extra, keep, roles, err := mysqlExtraPrivileges(ctx, conn, role, mysqlRoleHost(mariadb))
+	if err != nil {
+		return err
+	}
+	want := ""
+	if database != "" {
+		want = mysqlGrantDB(database)
+		want = want[1 : len(want)-1] // as SCHEMA_PRIVILEGES shows it: escaped, unquoted
+	} else if len(keep) == 1 {
+		want = keep[0]
+	}
+	var revoked []string
+	revoked = append(revoked, extra...)
+	for _, k := range keep {
+		if k != want {
+			revoked = append(revoked, "SELECT ON "+k)
+		}
+	}
+	if len(revoked) > 0 {
+		if err := exec("REVOKE ALL PRIVILEGES, GRANT OPTION FROM " + sqlString(role)); err != nil {
+			return err
+		}
+		if want != "" {
+			if err := exec("GRANT SELECT ON `" + strings.ReplaceAll(want, "`", "``") + "`.* TO " + sqlString(role)); err != nil {
+				return err
+			}
+		}
+		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: revoked %s", role, strings.Join(revoked, ", ")))
+	}
+	for _, r := range roles {
+		if err := exec("REVOKE " + sqlString(r) + " FROM " + sqlString(role)); err != nil {
+			return err
+		}
+		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: removed role %s", role, r))
+	}
+	return nil
 }
 
 // mysqlExtraPrivileges lists what account name@host holds beyond SELECT on whole databases
@@ -233,6 +348,15 @@ func dropMySQLReader(ctx context.Context, dsn, name string) error {
 	}
 	for _, h := range hosts {
 		if _, err := conn.ExecContext(ctx, "DROP USER "+mysqlAccount(name, h)); err != nil {
+			return fail(err)
+		}
+	}
+	roles, err := strings1(ctx, conn, "SELECT DISTINCT User FROM mysql.user WHERE User LIKE ?", strings.ReplaceAll(name, "_", `\_`)+"/%")
+	if err != nil {
+		return fail(err)
+	}
+	for _, r := range roles {
+		if _, err := conn.ExecContext(ctx, "DROP ROLE "+sqlString(r)); err != nil {
 			return fail(err)
 		}
 	}
@@ -308,8 +432,13 @@ func mysqlExecConfig(ctx context.Context, dsn string, acc Access) (*mysql.Config
 	return cfg, nil
 }
 
-// checkMySQLReader checks, on a connection of the reader itself, that it logs in and holds
-// nothing beyond SELECT on whole databases.
+// mysqlRoleGrant matches the lines SHOW GRANTS may list for a task role: its USAGE and its
+// SELECT on one database (MySQL adds @`%` to the role).
+var mysqlRoleGrant = regexp.MustCompile("^GRANT (USAGE ON \\*\\.\\*|SELECT ON `(?:[^`]|``)+`\\.\\*) TO `[^`]+`(@`%`)?$")
+
+// checkMySQLReader checks, on a connection of the reader itself, that it logs in, holds no
+// privilege of its own, and has no role but its task roles, each holding SELECT on one
+// database only.
 func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) error {
 	var user string
 	if err := pool.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
@@ -324,10 +453,10 @@ func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) err
 	var extra []string
 	for _, q := range []string{
 		"SELECT CONCAT('global ', PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE' OR IS_GRANTABLE = 'YES'",
-		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA) FROM information_schema.SCHEMA_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'SELECT' OR IS_GRANTABLE = 'YES'",
+		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA, ' held by the login itself') FROM information_schema.SCHEMA_PRIVILEGES",
 		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLE_PRIVILEGES",
 		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA, '.', TABLE_NAME, '.', COLUMN_NAME) FROM information_schema.COLUMN_PRIVILEGES",
-		"SELECT CONCAT('role ', ROLE_NAME) FROM information_schema.APPLICABLE_ROLES",
+		"SELECT CONCAT('role ', ROLE_NAME, ' with its admin option') FROM information_schema.APPLICABLE_ROLES WHERE IS_GRANTABLE = 'YES'",
 	} {
 		got, err := strings1(ctx, pool, q)
 		if myErrNo(err) == 1109 { // no such information_schema table on this server
@@ -337,6 +466,45 @@ func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) err
 			return fmt.Errorf("%s: read the privileges of reader %s: %w", where, name, err)
 		}
 		extra = append(extra, got...)
+	}
+	roles, err := strings1(ctx, pool, "SELECT DISTINCT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")
+	if err != nil && myErrNo(err) != 1109 {
+		return fmt.Errorf("%s: read the roles of reader %s: %w", where, name, err)
+	}
+	conn, err := pool.Conn(ctx) // a role's grants show only where it is enabled
+	if err != nil {
+		return fmt.Errorf("%s: read the roles of reader %s: %w", where, name, err)
+	}
+	defer conn.Close()
+	defer discard(conn)
+	for _, r := range roles {
+		if !strings.HasPrefix(r, name+"/") {
+			extra = append(extra, "role "+r)
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, "SET ROLE "+sqlString(r)); err != nil {
+			return fmt.Errorf("%s: enable role %s: %w", where, r, err)
+		}
+		grants, err := strings1(ctx, conn, "SHOW GRANTS FOR "+sqlString(r))
+		if n := myErrNo(err); n == 1044 || n == 1142 || n == 1227 {
+			continue // MySQL shows no grants but the user's own: EnsureReader resets the roles
+		}
+		if err != nil {
+			return fmt.Errorf("%s: read the grants of role %s: %w", where, r, err)
+		}
+		dbs := 0
+		for _, g := range grants {
+			if m := mysqlRoleGrant.FindStringSubmatch(g); m != nil {
+				if strings.HasPrefix(m[1], "SELECT") {
+					dbs++
+				}
+				continue
+			}
+			extra = append(extra, "role "+r+": "+g)
+		}
+		if dbs > 1 {
+			extra = append(extra, fmt.Sprintf("role %s: SELECT on %d databases", r, dbs))
+		}
 	}
 	if len(extra) > 0 {
 		return readerPrivileged(where, name, extra)

@@ -2,7 +2,9 @@ package datasets
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,8 +22,25 @@ const pgReaderTempLimit = "4GB"
 
 // pgRoleAttrs are the attributes of a role that matter to least privilege.
 type pgRoleAttrs struct {
-	super, replication, bypassRLS, createRole, createDB, login bool
+	super, replication, bypassRLS, createRole, createDB, login, inherit bool
 }
+
+// pgTaskRole is the NOLOGIN role holding reader's grants on one loaded schema: "reader/schema",
+// or, past PostgreSQL's 63-byte names, that cut short with a hash of schema. A reader's names
+// never hold "/", so the prefix "reader/" is its own. Every execution in schema runs under
+// SET LOCAL ROLE of it: a statement of one task can read no other task's schema, and no
+// session of the reader's login (another execution's statement text, its backend) is its.
+func pgTaskRole(reader, schema string) string {
+	r := reader + "/" + schema
+	if len(r) <= 63 {
+		return r
+	}
+	h := sha256.Sum256([]byte(schema))
+	return r[:63-9] + "~" + hex.EncodeToString(h[:4])
+}
+
+// pgTaskRolePrefix is what the names of reader's task roles start with.
+func pgTaskRolePrefix(reader string) string { return reader + "/" }
 
 // extras names the attributes beyond a plain login.
 func (a pgRoleAttrs) extras() []string {
@@ -45,8 +64,8 @@ type pgQueryer interface {
 
 // pgRole reads the attributes and role memberships of role; ok is false when it does not exist.
 func pgRole(ctx context.Context, q pgQueryer, role string) (a pgRoleAttrs, memberOf []string, ok bool, err error) {
-	err = q.QueryRowContext(ctx, `SELECT rolsuper, rolreplication, rolbypassrls, rolcreaterole, rolcreatedb, rolcanlogin
-		FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&a.super, &a.replication, &a.bypassRLS, &a.createRole, &a.createDB, &a.login)
+	err = q.QueryRowContext(ctx, `SELECT rolsuper, rolreplication, rolbypassrls, rolcreaterole, rolcreatedb, rolcanlogin, rolinherit
+		FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&a.super, &a.replication, &a.bypassRLS, &a.createRole, &a.createDB, &a.login, &a.inherit)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, nil, false, nil
 	}
@@ -131,15 +150,18 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 	if err != nil {
 		return fail(err)
 	}
-	const plain = " LOGIN NOSUPERUSER NOREPLICATION NOBYPASSRLS NOCREATEROLE NOCREATEDB INHERIT"
+	// NOINHERIT: the login itself holds none of its task roles' grants; an execution takes one
+	// of them with SET LOCAL ROLE.
+	const plain = " LOGIN NOSUPERUSER NOREPLICATION NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT"
+	taskRoles := map[string]bool{} // the reader's task roles it is a member of
 	if !exists {
 		if err := exec("CREATE ROLE " + role + plain + " PASSWORD " + sqlString(password)); err != nil {
 			return fail(err)
 		}
 		rep.Created = true
 	} else {
-		if x := attrs.extras(); len(x) > 0 || !attrs.login {
-			rep.Changes = append(rep.Changes, fmt.Sprintf("attributes reset to LOGIN only (had %s)", strings.Join(append(x, fmt.Sprintf("login=%v", attrs.login)), ", ")))
+		if x := attrs.extras(); len(x) > 0 || !attrs.login || attrs.inherit {
+			rep.Changes = append(rep.Changes, fmt.Sprintf("attributes reset to LOGIN NOINHERIT only (had %s)", strings.Join(append(x, fmt.Sprintf("login=%v", attrs.login), fmt.Sprintf("inherit=%v", attrs.inherit)), ", ")))
 		}
 		if !stored.Valid {
 			rep.Changes = append(rep.Changes, "password reset (none was stored in this database)")
@@ -150,10 +172,26 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 			return fail(err)
 		}
 		for _, g := range memberOf {
+			if strings.HasPrefix(g, pgTaskRolePrefix(name)) {
+				taskRoles[g] = true
+				continue
+			}
 			if err := exec("REVOKE " + QuoteIdent(Postgres, g) + " FROM " + role); err != nil {
 				return fail(err)
 			}
 			rep.Changes = append(rep.Changes, "removed from role "+g)
+		}
+		// Grants an earlier version (or a person) gave the login itself move to task roles.
+		direct, err := strings1(ctx, tx, pgDirectGrants, name)
+		if err != nil {
+			return fail(fmt.Errorf("look up the grants held by %s itself: %w", name, err))
+		}
+		for _, sch := range direct {
+			s := QuoteIdent(Postgres, sch)
+			if err := exec("REVOKE ALL ON ALL TABLES IN SCHEMA " + s + " FROM " + role + "; REVOKE ALL ON SCHEMA " + s + " FROM " + role); err != nil {
+				return fail(err)
+			}
+			rep.Changes = append(rep.Changes, fmt.Sprintf("grants on schema %s revoked from the login itself", sch))
 		}
 	}
 	var superuser bool
@@ -191,14 +229,31 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 		if n == 0 {
 			return fail(fmt.Errorf("schema %q does not exist (load it first)", t))
 		}
-		s := QuoteIdent(Postgres, t)
-		if err := exec("GRANT USAGE ON SCHEMA " + s + " TO " + role); err != nil {
+		tr := pgTaskRole(name, t)
+		if err := ensurePGTaskRole(ctx, tx, exec, tr, &rep); err != nil {
 			return fail(err)
 		}
-		if err := exec("GRANT SELECT ON ALL TABLES IN SCHEMA " + s + " TO " + role); err != nil {
+		qtr := QuoteIdent(Postgres, tr)
+		if !taskRoles[tr] {
+			if err := exec("GRANT " + qtr + " TO " + role); err != nil {
+				return fail(err)
+			}
+			taskRoles[tr] = true
+		}
+		s := QuoteIdent(Postgres, t)
+		if err := exec("GRANT USAGE ON SCHEMA " + s + " TO " + qtr); err != nil {
+			return fail(err)
+		}
+		if err := exec("GRANT SELECT ON ALL TABLES IN SCHEMA " + s + " TO " + qtr); err != nil {
 			return fail(err)
 		}
 		rep.Granted = append(rep.Granted, t)
+	}
+	// Task roles of schemas not named this time are brought back to least privilege too.
+	for tr := range taskRoles {
+		if err := ensurePGTaskRole(ctx, tx, exec, tr, &rep); err != nil {
+			return fail(err)
+		}
 	}
 	if err := exec("INSERT INTO "+meta+".readers (name, password) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET password = EXCLUDED.password, updated_at = now()", name, password); err != nil {
 		return fail(err)
@@ -207,6 +262,41 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 		return fail(fmt.Errorf("commit: %w", err))
 	}
 	return rep, nil
+}
+
+// pgDirectGrants lists the schemas of the current database on which role $1 itself (not
+// through a role) holds a privilege, on the schema or on one of its relations.
+const pgDirectGrants = `SELECT n.nspname::text FROM pg_catalog.pg_namespace n
+	WHERE EXISTS (SELECT 1 FROM aclexplode(n.nspacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee WHERE r.rolname = $1)
+	   OR EXISTS (SELECT 1 FROM pg_catalog.pg_class c, aclexplode(c.relacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+			WHERE c.relnamespace = n.oid AND r.rolname = $1)
+	ORDER BY 1`
+
+// ensurePGTaskRole creates the task role tr, or brings it back to a plain NOLOGIN role that is
+// a member of no role, noting what it reset in rep.
+func ensurePGTaskRole(ctx context.Context, tx *sql.Tx, exec func(string, ...any) error, tr string, rep *ReaderReport) error {
+	q := QuoteIdent(Postgres, tr)
+	attrs, memberOf, exists, err := pgRole(ctx, tx, tr)
+	if err != nil {
+		return err
+	}
+	const plain = " NOLOGIN NOSUPERUSER NOREPLICATION NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT"
+	if !exists {
+		return exec("CREATE ROLE " + q + plain)
+	}
+	if x := attrs.extras(); len(x) > 0 || attrs.login {
+		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: attributes reset to NOLOGIN (had %s)", tr, strings.Join(append(x, fmt.Sprintf("login=%v", attrs.login)), ", ")))
+	}
+	if err := exec("ALTER ROLE " + q + plain + " PASSWORD NULL"); err != nil {
+		return err
+	}
+	for _, g := range memberOf {
+		if err := exec("REVOKE " + QuoteIdent(Postgres, g) + " FROM " + q); err != nil {
+			return err
+		}
+		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: removed from role %s", tr, g))
+	}
+	return nil
 }
 
 func dropPGReader(ctx context.Context, dsn, name string) error {
@@ -223,6 +313,16 @@ func dropPGReader(ctx context.Context, dsn, name string) error {
 	role := QuoteIdent(Postgres, name)
 	if n > 0 {
 		if _, err := tx.ExecContext(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
+			return fail(err)
+		}
+	}
+	taskRoles, err := strings1(ctx, tx, "SELECT rolname::text FROM pg_catalog.pg_roles WHERE starts_with(rolname, $1)", pgTaskRolePrefix(name))
+	if err != nil {
+		return fail(err)
+	}
+	for _, tr := range taskRoles {
+		q := QuoteIdent(Postgres, tr)
+		if _, err := tx.ExecContext(ctx, "DROP OWNED BY "+q+"; DROP ROLE "+q); err != nil {
 			return fail(err)
 		}
 	}
@@ -308,8 +408,9 @@ func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig,
 	return rc, nil
 }
 
-// checkPGReader checks, on a connection of the reader itself, that it is who it should be and
-// holds no attribute or membership beyond a plain login.
+// checkPGReader checks, on a connection of the reader itself, that it is who it should be, a
+// plain NOINHERIT login holding no grant on any schema itself, member only of its own task
+// roles, each a plain NOLOGIN role member of no role.
 func checkPGReader(ctx context.Context, pool *sql.DB, where, name string) error {
 	var user string
 	if err := pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user); err != nil {
@@ -327,8 +428,35 @@ func checkPGReader(ctx context.Context, pool *sql.DB, where, name string) error 
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	extra := attrs.extras()
+	if attrs.inherit {
+		extra = append(extra, "INHERIT")
+	}
 	for _, g := range memberOf {
-		extra = append(extra, "member of "+g)
+		if !strings.HasPrefix(g, pgTaskRolePrefix(name)) {
+			extra = append(extra, "member of "+g)
+			continue
+		}
+		ta, tm, _, err := pgRole(ctx, pool, g)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		x := ta.extras()
+		if ta.login {
+			x = append(x, "LOGIN")
+		}
+		for _, h := range tm {
+			x = append(x, "member of "+h)
+		}
+		for _, a := range x {
+			extra = append(extra, "role "+g+": "+a)
+		}
+	}
+	direct, err := strings1(ctx, pool, pgDirectGrants, name)
+	if err != nil {
+		return fmt.Errorf("%s: look up the grants held by reader %s itself: %w", where, name, err)
+	}
+	for _, sch := range direct {
+		extra = append(extra, "grants on schema "+sch+" held by the login itself")
 	}
 	if len(extra) > 0 {
 		return readerPrivileged(where, name, extra)

@@ -121,7 +121,7 @@ func TestPostgresReaderRole(t *testing.T) {
 		Scan(&super, &repl, &bypass, &createRole, &createDB, &login, &members); err != nil {
 		t.Fatal(err)
 	}
-	if super || repl || bypass || createRole || createDB || !login || members != 0 {
+	if super || repl || bypass || createRole || createDB || !login || members != 1 {
 		t.Errorf("attributes: super %v repl %v bypassrls %v createrole %v createdb %v login %v, %d memberships", super, repl, bypass, createRole, createDB, login, members)
 	}
 	pw := storedPassword(t, admin, name)
@@ -138,7 +138,17 @@ func TestPostgresReaderRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if r := mustExec(t, db, "SELECT current_user, count(*) FROM t GROUP BY 1", ExecOptions{}); !r.OK() || r.Rows[0][0] != name || r.Rows[0][1] != int64(2) {
+	// The login is a member of its task role only, and holds nothing itself.
+	var inherit bool
+	var taskMember, direct int
+	if err := admin.QueryRow(`SELECT r.rolinherit, (SELECT count(*) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid AND g.rolname = $2 AND NOT g.rolcanlogin),
+		(SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a WHERE a.grantee = r.oid) FROM pg_roles r WHERE r.rolname = $1`, name, pgTaskRole(name, target)).Scan(&inherit, &taskMember, &direct); err != nil {
+		t.Fatal(err)
+	}
+	if inherit || taskMember != 1 || direct != 0 {
+		t.Errorf("login: inherit %v, member of its task role %d, %d schema grants of its own", inherit, taskMember, direct)
+	}
+	if r := mustExec(t, db, "SELECT session_user, current_user, count(*) FROM t GROUP BY 1, 2", ExecOptions{}); !r.OK() || r.Rows[0][0] != name || r.Rows[0][1] != pgTaskRole(name, target) || r.Rows[0][2] != int64(2) {
 		t.Errorf("reader reads its schema: %+v", r)
 	}
 	raw := db.(*pgDB)
@@ -170,17 +180,25 @@ func TestPostgresReaderRole(t *testing.T) {
 	}
 
 	// An existing role given more is brought back; the stored password stays.
-	if _, err := admin.Exec("ALTER ROLE " + name + " SUPERUSER REPLICATION CREATEDB; GRANT pg_read_all_settings, pg_monitor TO " + name); err != nil {
+	// So are grants on the login itself (an INHERIT login with grants of its own, as an earlier
+	// version made it) and a task role given a login or a membership.
+	task := QuoteIdent(Postgres, pgTaskRole(name, target))
+	if _, err := admin.Exec("ALTER ROLE " + name + " SUPERUSER REPLICATION CREATEDB INHERIT; GRANT pg_read_all_settings, pg_monitor TO " + name +
+		"; GRANT USAGE ON SCHEMA " + other + " TO " + name + "; GRANT SELECT ON ALL TABLES IN SCHEMA " + other + " TO " + name +
+		"; ALTER ROLE " + task + " LOGIN; GRANT pg_read_all_data TO " + task); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenPostgres(ctx, shared.PostgresDSN(), target, Access{Reader: name}); !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), "SUPERUSER") || !strings.Contains(err.Error(), "pg_monitor") {
-		t.Errorf("privileged reader opened: %v", err)
+	_, err = OpenPostgres(ctx, shared.PostgresDSN(), target, Access{Reader: name})
+	for _, want := range []string{"SUPERUSER", "pg_monitor", "INHERIT", "grants on schema " + other, "LOGIN", "pg_read_all_data"} {
+		if !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), want) {
+			t.Errorf("privileged reader opened (want %q named): %v", want, err)
+		}
 	}
 	rep, err = EnsureReader(ctx, Postgres, shared.PostgresDSN(), ReaderSetup{Name: name}, []string{target})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Created || len(rep.Changes) != 3 {
+	if rep.Created || len(rep.Changes) != 6 {
 		t.Errorf("update report %+v", rep)
 	}
 	if storedPassword(t, admin, name) != pw {
@@ -278,19 +296,31 @@ func TestMySQLReaderUser(t *testing.T) {
 		t.Errorf("ungranted database: %v", err)
 	}
 
-	// An account given more is brought back to SELECT on its databases.
-	if _, err := admin.Exec("GRANT FILE, PROCESS ON *.* TO '" + name + "'@'127.0.0.1'; GRANT INSERT ON " + lookalike + ".* TO '" + name + "'@'127.0.0.1'"); err != nil {
+	// The login holds nothing itself: its task role holds the SELECT.
+	role := mysqlTaskRole(name, target, true)
+	if got, err := strings1(ctx, admin, "SELECT CONCAT(GRANTEE, ' ', TABLE_SCHEMA, ' ', PRIVILEGE_TYPE) FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE LIKE ? ORDER BY 1", "'"+name+"%"); err != nil ||
+		len(got) != 1 || got[0] != "'"+role+"'@'' "+strings.ReplaceAll(target, "_", `\_`)+" SELECT" {
+		t.Errorf("database grants: %q %v", got, err)
+	}
+
+	// An account given more is brought back to its task roles, and a task role given more to
+	// SELECT on its database.
+	if _, err := admin.Exec("GRANT FILE, PROCESS ON *.* TO '" + name + "'@'127.0.0.1'; GRANT INSERT ON " + lookalike + ".* TO '" + name + "'@'127.0.0.1'" +
+		"; GRANT SELECT ON " + lookalike + ".* TO '" + name + "'@'localhost'; GRANT INSERT ON " + lookalike + ".* TO '" + role + "'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenMySQL(ctx, shared.MySQLDSN(), target, Access{Reader: name}); !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), "FILE") {
-		t.Errorf("privileged reader opened: %v", err)
+	_, err = OpenMySQL(ctx, shared.MySQLDSN(), target, Access{Reader: name})
+	for _, want := range []string{"FILE", "role " + role + ": GRANT INSERT"} {
+		if !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), want) {
+			t.Errorf("privileged reader opened (want %q named): %v", want, err)
+		}
 	}
 	pw := storedPassword(t, admin, name)
 	rep, err = EnsureReader(ctx, MySQL, shared.MySQLDSN(), ReaderSetup{Name: name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Created || len(rep.Changes) != 1 || !strings.Contains(rep.Changes[0], "FILE") {
+	if rep.Created || len(rep.Changes) != 3 || !strings.Contains(strings.Join(rep.Changes, "; "), "FILE") {
 		t.Errorf("update report %+v", rep)
 	}
 	if storedPassword(t, admin, name) != pw {

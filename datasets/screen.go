@@ -45,8 +45,9 @@ func screen(query string, d Dialect) (string, string) {
 	return body, ""
 }
 
-// deniedWords are names that reach outside the task's data in one of the engines: server files,
-// extensions, other sessions and backends, settings (which hold server paths), WAL, replication
+// deniedWords are names that reach outside the task's data in one of the engines: server files
+// (and SQLite's list of its files' paths), extensions (dblink's connections to other servers
+// and sessions), other sessions and backends, settings (which hold server paths), WAL, replication
 // slots and origins, logs, locks held past the statement, dynamic SQL, credentials catalogs,
 // MySQL's file-writing INTO targets and its variables tables. deniedPrefixes cover the
 // PostgreSQL function families whose members grow with each release. They are refused wherever
@@ -57,7 +58,8 @@ var (
 		pg_read_ pg_ls_ pg_stat_ pg_file pg_wal pg_current_wal pg_last_wal pg_get_wal pg_switch_
 		pg_is_wal pg_control_ pg_create_ pg_drop_ pg_copy_ pg_logical_ pg_replication_
 		pg_get_replication pg_backup_ pg_advisory_ pg_try_advisory_ pg_current_xact_id
-		pg_settings pg_show_all_settings pg_current_logfile pg_rotate_logfile pg_log_backend`)
+		pg_settings pg_show_all_settings pg_current_logfile pg_rotate_logfile pg_log_backend
+		dblink`)
 )
 
 func init() {
@@ -70,7 +72,7 @@ func init() {
 		set_config current_setting txid_current txid_current_if_assigned
 		lo_import lo_export lo_from_bytea lo_put lo_get lo_creat lo_create lo_open lo_unlink
 		lo_truncate lo_truncate64 lo_write lowrite loread
-		dblink dblink_exec dblink_connect
+		pragma_database_list
 		query_to_xml query_to_xmlschema query_to_xml_and_xmlschema cursor_to_xml
 		cursor_to_xmlschema database_to_xml database_to_xmlschema database_to_xml_and_xmlschema
 		schema_to_xml schema_to_xmlschema schema_to_xml_and_xmlschema ts_stat ts_rewrite

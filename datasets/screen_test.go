@@ -25,6 +25,8 @@ func TestScreenServerReach(t *testing.T) {
 		"SELECT a FROM t WHERE b IN (SELECT user FROM mysql.db)",
 		"SELECT * FROM information_schema.SYSTEM_VARIABLES", "SELECT * FROM information_schema.global_variables",
 		"SELECT GET_LOCK('x', 1)",
+		"SELECT dblink_send_query('c', 'SELECT 1')", "SELECT * FROM dblink_get_result('c') AS t(x int)", "SELECT dblink_connect_u('c', 'dbname=x')",
+		"SELECT file FROM pragma_database_list",
 	} {
 		for _, d := range dialects {
 			if _, reason := screen(q, d); reason == "" {
@@ -41,6 +43,7 @@ func TestScreenServerReach(t *testing.T) {
 		"SELECT lower(name), log(2), upper(x) FROM t", "SELECT * FROM settings", "SELECT mysql_version FROM t",
 		"SELECT a.mysql FROM t AS a", "SELECT * FROM mysqlx.t", "SELECT 'mysql' AS engine", "SELECT count(*) FROM wal_entries",
 		"SELECT slot FROM parking WHERE lot = 1", "SELECT backend_name FROM services",
+		"SELECT name, type FROM pragma_table_info('t')", "SELECT * FROM database_list",
 	} {
 		for _, d := range dialects {
 			if _, reason := screen(q, d); reason != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -17,14 +18,51 @@ import (
 // gigabyte into the process.
 const sqliteMaxValue = 64 << 20
 
-// sqliteReadDriver is go-sqlite3 with sqliteMaxValue set on every connection.
+// sqliteReadDriver is go-sqlite3 with, on every connection, sqliteMaxValue, no attached
+// databases, SQLite's heap capped (sqliteHeapLimit) and sqliteAuthorize as its authorizer.
 const sqliteReadDriver = "sqlite3-chainedsql-read"
 
 func init() {
 	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
+		c.SetLimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+		if _, err := c.Exec(fmt.Sprintf("PRAGMA hard_heap_limit = %d", sqliteHeapLimit), nil); err != nil {
+			return err
+		}
+		c.RegisterAuthorizer(sqliteAuthorize)
 		return nil
 	}})
+}
+
+// sqliteDeniedFunctions are the SQL functions a read may not call: they reach files and the
+// process beyond the database (where they are compiled in).
+var sqliteDeniedFunctions = map[string]bool{"load_extension": true, "fts3_tokenizer": true, "readfile": true, "writefile": true, "edit": true}
+
+// sqliteRecursive is SQLITE_RECURSIVE (a recursive CTE), which go-sqlite3 does not export.
+const sqliteRecursive = 33
+
+// sqliteAuthorize is SQLite's counterpart of the servers' reader (the first layer, before the
+// screen): statements are prepared only from reads (SELECT, column reads, recursive CTEs,
+// functions but sqliteDeniedFunctions); ATTACH, PRAGMA statements, writes, schema changes and
+// transactions fail to prepare with "not authorized". The pragma table-valued functions
+// (pragma_table_info) are authorised as their pragma: only those describing tables and keys
+// pass (not pragma_database_list, which shows the file's path).
+func sqliteAuthorize(op int, arg1, arg2, _ string) int {
+	switch op {
+	case sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqliteRecursive:
+		return sqlite3.SQLITE_OK
+	case sqlite3.SQLITE_FUNCTION:
+		if sqliteDeniedFunctions[strings.ToLower(arg2)] {
+			return sqlite3.SQLITE_DENY
+		}
+		return sqlite3.SQLITE_OK
+	case sqlite3.SQLITE_PRAGMA: // arg2 is the pragma's argument: these only read, whatever it is
+		switch strings.ToLower(arg1) {
+		case "table_info", "table_xinfo", "table_list", "foreign_key_list", "index_list", "index_info", "index_xinfo":
+			return sqlite3.SQLITE_OK
+		}
+	}
+	return sqlite3.SQLITE_DENY
 }
 
 // sqliteDB is a SQLite file opened read-only and immutable.
@@ -62,15 +100,23 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*R
 	if refused != nil {
 		return refused, nil
 	}
+	return s.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// run executes stmt, already screened.
+func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := collect(qctx, s.db, stmt, opts.MaxRows, nil)
+	res, err := collect(qctx, s.db, stmt, maxRows, nil)
 	res.Duration = time.Since(start)
 	if err == nil {
 		return res, nil
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+	}
+	if isTooLarge(err) {
+		return tooLarge(res), nil
 	}
 	var se sqlite3.Error
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
@@ -109,7 +155,8 @@ type queryer interface {
 type columnNormaliser func(cols []*sql.ColumnType) []func(any) any
 
 // collect runs query and gathers columns, capped rows and the exact total. norm maps driver
-// values per column; nil means normalise.
+// values per column; nil means normalise. Rows kept past maxResultBytes end it with
+// errResultTooLarge.
 func collect(ctx context.Context, db queryer, query string, maxRows int, norm columnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
@@ -133,6 +180,7 @@ func collect(ctx context.Context, db queryer, query string, maxRows int, norm co
 		}
 		conv = norm(types)
 	}
+	kept := 0
 	for rows.Next() {
 		res.Total++
 		if maxRows > 0 && len(res.Rows) >= maxRows {
@@ -149,6 +197,10 @@ func collect(ctx context.Context, db queryer, query string, maxRows int, norm co
 		}
 		for i, v := range vals {
 			vals[i] = conv[i](v)
+			kept += cellSize(vals[i])
+		}
+		if kept > maxResultBytes {
+			return res, errResultTooLarge
 		}
 		res.Rows = append(res.Rows, vals)
 	}
