@@ -77,7 +77,8 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	}
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(16)
-	pool.SetMaxIdleConns(2)
+	pool.SetMaxIdleConns(16) // as PostgreSQL's pool: no new login per burst
+
 	pool.SetConnMaxIdleTime(time.Minute)
 	killer := sql.OpenDB(conn)
 	killer.SetMaxOpenConns(2)

@@ -95,8 +95,11 @@ func pgPool(cfg *pgx.ConnConfig) *sql.DB {
 	}
 	cfg.RuntimeParams["application_name"] = "chainedsql"
 	pool := stdlib.OpenDB(*cfg)
+	// Idle connections are kept up to the open limit: bursts (an RL trainer's batch steps)
+	// would otherwise log in again each time (46 against 1,187 steps/s at 16 episodes in play,
+	// docs/BENCHMARKS.md); a minute's idleness still closes them.
 	pool.SetMaxOpenConns(32)
-	pool.SetMaxIdleConns(8)
+	pool.SetMaxIdleConns(32)
 	pool.SetConnMaxIdleTime(time.Minute)
 	return pool
 }
