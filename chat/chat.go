@@ -88,6 +88,10 @@ type Reply struct {
 	Model string `json:"model,omitempty"`
 	// Attempts is how many requests it took (1 without retries).
 	Attempts int `json:"attempts,omitempty"`
+	// ThinkOpened reports that the policy's chat template ended the prompt with an opening
+	// <think> (Qwen3.5's, QwQ's, DeepSeek-R1's thinking templates): Content begins inside the
+	// reasoning, and a reply cut before its </think> carries no tag at all.
+	ThinkOpened bool `json:"think_opened,omitempty"`
 }
 
 // Options are per-request sampling settings. Zero values mean "the policy's default".

@@ -37,6 +37,8 @@ type BuildOptions struct {
 	Tokenizer Tokenizer
 	// Think is how assistant messages get their <think> block ("" means ThinkAuto).
 	Think ThinkMode
+	// Truncated is what becomes of a trajectory with a truncated turn ("" means TruncatedKeep).
+	Truncated TruncatedPolicy
 	// TokenizerName names the tokenizer in the card and stats.json (e.g. "Qwen2.5").
 	TokenizerName string
 	// MaxLength excludes rows with more tokens; 0 means DefaultMaxLength.
@@ -71,6 +73,34 @@ type Excluded struct {
 	Reason    string `json:"reason"`
 	// NumTokens is the rendered length (for max_length exclusions).
 	NumTokens int `json:"num_tokens,omitempty"`
+	// TruncatedTurns is the trajectory's count of truncated turns (for truncated exclusions).
+	TruncatedTurns int `json:"truncated_turns,omitempty"`
+}
+
+// TruncatedPolicy is what Build does with a trajectory that has a truncated turn (curate build
+// --truncated). Such a turn's assistant message ends where the teacher was cut (an open
+// <think>, an unfinished <sql>, or nothing under --think field|none) and then <|im_end|>, inside
+// the loss mask: trained on, it teaches the student to stop mid-reply.
+type TruncatedPolicy string
+
+// Truncated policies.
+const (
+	// TruncatedKeep writes the row like any other (the default: the dataset is unfiltered); the
+	// card warns and counts the rows, and truncated_turns lets a trainer filter them.
+	TruncatedKeep TruncatedPolicy = "keep"
+	// TruncatedExclude leaves the row out and lists it in Excluded with ReasonTruncated.
+	TruncatedExclude TruncatedPolicy = "exclude"
+)
+
+// ParseTruncatedPolicy parses a --truncated value; "" is TruncatedKeep.
+func ParseTruncatedPolicy(s string) (TruncatedPolicy, error) {
+	switch p := TruncatedPolicy(s); p {
+	case "":
+		return TruncatedKeep, nil
+	case TruncatedKeep, TruncatedExclude:
+		return p, nil
+	}
+	return "", fmt.Errorf("truncated policy %q: want keep or exclude", s)
 }
 
 // RunInfo describes one input run directory.
@@ -86,6 +116,7 @@ type TeacherSummary struct {
 	Teacher         string      `json:"teacher"`
 	Rows            int         `json:"rows"`
 	Excluded        int         `json:"excluded"`
+	TruncatedRows   int         `json:"truncated_rows"`
 	Tokens          TokenStats  `json:"tokens"`
 	TrainableTokens int64       `json:"trainable_tokens"`
 	Converged       int         `json:"converged"`
@@ -148,6 +179,10 @@ type BuildReport struct {
 	Teachers        []TeacherSummary `json:"teachers"`
 	ExcludedCount   int              `json:"excluded_count"`
 	Excluded        []Excluded       `json:"excluded"`
+	// Truncated is the --truncated policy; TruncatedRows counts the written rows with a
+	// truncated turn (Think.TruncatedTurns counts the turns).
+	Truncated     TruncatedPolicy `json:"truncated"`
+	TruncatedRows int             `json:"truncated_rows"`
 	// Dir and Duration describe this build only and are not written to stats.json.
 	Dir      string        `json:"-"`
 	Duration time.Duration `json:"-"`
@@ -223,6 +258,10 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	if _, err := ParseThinkMode(string(opts.Think)); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
+	var err error
+	if opts.Truncated, err = ParseTruncatedPolicy(string(opts.Truncated)); err != nil {
+		return nil, fmt.Errorf("curate build: %w", err)
+	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
@@ -264,7 +303,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	}
 
 	rep := &BuildReport{
-		Format: FormatVersion, ThinkMode: opts.Think, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
+		Format: FormatVersion, ThinkMode: opts.Think, Truncated: opts.Truncated, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
 		MaxLength: opts.MaxLength, Epochs: opts.Epochs, Runs: runs, Excluded: []Excluded{},
 	}
 	sw := &shardWriter{dir: filepath.Join(tmp, DataDir), rowsPerShard: opts.RowsPerShard, rowGroupRows: opts.RowGroupRows}
@@ -329,7 +368,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 			for j := range jobs {
 				res := result{seq: j.seq, rows: make([]built, len(j.items))}
 				for k, it := range j.items {
-					res.rows[k] = process(c, it, opts.MaxLength, opts.Think)
+					res.rows[k] = process(c, it, opts)
 					if err := res.rows[k].err; err != nil {
 						return err
 					}
@@ -488,8 +527,8 @@ func removeStale(parent, prefix string) error {
 }
 
 // process turns one trajectory into a row or an exclusion.
-func process(c *counter, it item, maxLength int, mode ThinkMode) built {
-	t := it.t
+func process(c *counter, it item, opts BuildOptions) built {
+	t, mode := it.t, opts.Think
 	r, err := Render(t, mode)
 	if err != nil {
 		return built{err: fmt.Errorf("curate build: trajectory %q at %s: %w", t.Key, it.loc, err)}
@@ -497,8 +536,11 @@ func process(c *counter, it item, maxLength int, mode ThinkMode) built {
 	if markerInContent(r.Messages) {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMarkerInContent}}
 	}
+	if opts.Truncated == TruncatedExclude && t.TruncatedTurns > 0 {
+		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonTruncated, TruncatedTurns: t.TruncatedTurns}}
+	}
 	n, trainable := c.count(r.Text, r.Spans)
-	if n > maxLength {
+	if n > opts.MaxLength {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMaxLength, NumTokens: n}}
 	}
 	row := rowOf(t, r, mode, it.run)

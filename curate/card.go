@@ -23,10 +23,10 @@ type aggregate struct {
 }
 
 type teacherAgg struct {
-	rows, excluded, converged, execOK, correct int
-	trainable                                  int64
-	tokens                                     []int32
-	think                                      ThinkCounts
+	rows, excluded, converged, execOK, correct, truncated int
+	trainable                                             int64
+	tokens                                                []int32
+	think                                                 ThinkCounts
 }
 
 func newAggregate() *aggregate { return &aggregate{teachers: map[string]*teacherAgg{}} }
@@ -51,6 +51,9 @@ func (a *aggregate) add(r *Row) {
 		t.trainable += r.NumTrainableTokens
 		t.tokens = append(t.tokens, int32(r.NumTokens))
 		t.think.Add(r)
+		if r.TruncatedTurns > 0 {
+			t.truncated++
+		}
 		if r.Converged {
 			t.converged++
 		}
@@ -68,6 +71,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 	rep.Tokens = TokenStatsOf(a.all.tokens)
 	rep.TrainableTokens = a.all.trainable
 	rep.Think = a.all.think
+	rep.TruncatedRows = a.all.truncated
 	rep.ExcludedCount = len(rep.Excluded)
 	names := make([]string, 0, len(a.teachers))
 	for n := range a.teachers {
@@ -78,7 +82,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 	for _, n := range names {
 		t := a.teachers[n]
 		rep.Teachers = append(rep.Teachers, TeacherSummary{
-			Teacher: n, Rows: t.rows, Excluded: t.excluded, Tokens: TokenStatsOf(t.tokens),
+			Teacher: n, Rows: t.rows, Excluded: t.excluded, TruncatedRows: t.truncated, Tokens: TokenStatsOf(t.tokens),
 			TrainableTokens: t.trainable, Converged: t.converged, ExecOK: t.execOK, Correct: t.correct, Think: t.think,
 		})
 	}
@@ -259,10 +263,23 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	b.Write(y.Bytes())
 	b.WriteString("---\n\n")
 	b.WriteString("# chained-sql distilled Text-to-SQL trajectories\n\n")
+	except := fmt.Sprintf("those longer than %d tokens", rep.MaxLength)
+	if rep.Truncated == TruncatedExclude {
+		except += " and those with a truncated turn (`--truncated exclude`)"
+	}
 	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
 		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
-		"correct or not, except those longer than %d tokens (use `correct`, `converged`, `exec_ok` and `format_violations` to filter).\n\n",
-		distill.ProtocolVersion, rep.MaxLength)
+		"correct or not, except %s (use `correct`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
+		distill.ProtocolVersion, except)
+	if rep.TruncatedRows > 0 {
+		// The warning a trainer must not miss: these rows teach stopping mid-reply.
+		fmt.Fprintf(&b, "> **Warning: %d rows (%s) hold %d truncated turns.** A truncated turn is a teacher reply the token limit cut "+
+			"before its SQL was complete; its assistant message ends where the teacher was cut (an open `<think>`, an unfinished "+
+			"`<sql>`, or nothing at all under `--think field|none`), followed by `<|im_end|>`. Under `assistant_only_loss` that "+
+			"message is trained on like any other, so a student learns to stop mid-thought. Keep only `truncated_turns == 0` "+
+			"(`ds.filter(lambda r: r[\"truncated_turns\"] == 0)`) or rebuild with `curate build --truncated exclude`.\n\n",
+			rep.TruncatedRows, pct(rep.TruncatedRows, rep.Rows), rep.Think.TruncatedTurns)
+	}
 	fmt.Fprintf(&b, "- Rows: %d (%d trajectories read, %d excluded)\n", rep.Rows, rep.Trajectories, rep.ExcludedCount)
 	fmt.Fprintf(&b, "- Shards: %d Parquet files (zstd) under `%s/`\n", len(rep.Shards), DataDir)
 	fmt.Fprintf(&b, "- Tokens (%s): %d in all; per row mean %.1f, p50 %d, p95 %d, max %d\n",
@@ -273,15 +290,20 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	}
 	th := rep.Think
 	fmt.Fprintf(&b, "\n- Think blocks (`--think %s`): %d assistant turns took the reasoning field, %d the inline `<think>`, %d have none; "+
-		"%d inline blocks were left out; %d turns were truncated\n", rep.ThinkMode, th.Field, th.Inline, th.None, th.InlineDropped, th.TruncatedTurns)
+		"%d inline blocks were left out\n", rep.ThinkMode, th.Field, th.Inline, th.None, th.InlineDropped)
+	fmt.Fprintf(&b, "- Truncated turns (`--truncated %s`): %d turns in %d rows", rep.Truncated, th.TruncatedTurns, rep.TruncatedRows)
+	if n := excludedFor(rep, ReasonTruncated); n > 0 {
+		fmt.Fprintf(&b, "; %d rows with truncated turns excluded", n)
+	}
+	b.WriteString("\n")
 	b.WriteString("\n## Per teacher\n\n")
-	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | think field / inline / none | truncated turns |\n")
+	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | think field / inline / none | truncated rows / turns |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range rep.Teachers {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d / %d / %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d / %d / %d | %d / %d |\n",
 			mdEscape(t.Teacher), t.Rows, pct(t.Rows, rep.Rows), t.Excluded, t.Tokens.Mean, t.Tokens.P50, t.Tokens.P95, t.Tokens.Max,
 			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows),
-			t.Think.Field, t.Think.Inline, t.Think.None, t.Think.TruncatedTurns)
+			t.Think.Field, t.Think.Inline, t.Think.None, t.TruncatedRows, t.Think.TruncatedTurns)
 	}
 	b.WriteString("\n## Protocol\n\n")
 	b.WriteString("The system turn gives the SQL dialect and the schema as `CREATE TABLE` DDL with sample values; the user turn gives " +
@@ -343,6 +365,17 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 		"`teacher` and `model`; their providers' terms of use may restrict training on outputs. Check both before redistributing " +
 		"or training; `license: other` above stands for this mix.\n")
 	return b.Bytes(), nil
+}
+
+// excludedFor counts the report's exclusions for reason.
+func excludedFor(rep *BuildReport, reason string) int {
+	n := 0
+	for _, e := range rep.Excluded {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 func nameOr(s, def string) string {

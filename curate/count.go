@@ -16,6 +16,9 @@ const (
 	// which the tokenizer turns into ChatML control tokens; the row's turn structure (and so its
 	// loss mask) would be ambiguous.
 	ReasonMarkerInContent = "chatml_marker_in_content"
+	// ReasonTruncated: the trajectory has a truncated turn and the build ran with
+	// --truncated exclude (TruncatedExclude).
+	ReasonTruncated = "truncated"
 )
 
 // trainingMessages returns msgs cut after the last assistant message: what follows it (the

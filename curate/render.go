@@ -68,9 +68,12 @@ type TurnRender struct {
 
 // RenderTurn renders one turn's assistant message under mode. The answer is the content without
 // its inline think block (distill.ParsedReply.Answer); the reasoning text is used exactly as
-// received, trimmed of surrounding whitespace.
+// received, trimmed of surrounding whitespace. A reply cut inside reasoning its chat template
+// opened in the prompt (distill.CutInOpenedThink) is read with that <think> in front: its whole
+// content is an inline block left open.
 func RenderTurn(t distill.Turn, mode ThinkMode) TurnRender {
-	p := distill.ParseReply(t.Content)
+	content := distill.ReplyContent(t.Reply())
+	p := distill.ParseReply(content)
 	field := strings.TrimSpace(t.Reasoning)
 	r := TurnRender{Source: ThinkFromNone}
 	switch {
@@ -80,12 +83,12 @@ func RenderTurn(t distill.Turn, mode ThinkMode) TurnRender {
 		r.Source, r.Think = ThinkFromInline, p.Think
 	}
 	r.InlineDropped = p.HasThink && r.Source != ThinkFromInline
-	answer := p.Answer(t.Content)
+	answer := p.Answer(content)
 	if r.Source == ThinkFromNone {
 		if p.HasThink {
 			r.Text = answer
 		} else {
-			r.Text = strings.TrimSpace(t.Content)
+			r.Text = strings.TrimSpace(content)
 		}
 		return r
 	}

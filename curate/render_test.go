@@ -17,6 +17,9 @@ func TestRenderTurn(t *testing.T) {
 	cutField := distill.Turn{Content: "", Reasoning: "ran out of", FinishReason: chat.FinishLength, Truncated: true}
 	cutInline := distill.Turn{Content: "<think>ran out of", FinishReason: chat.FinishLength, Truncated: true}
 	closedInline := distill.Turn{Content: "<think>thought it through</think>\n", FinishReason: chat.FinishLength, Truncated: true}
+	// Cut inside reasoning the template opened in the prompt: the content has no tag at all.
+	cutOpened := distill.Turn{Content: "opened by the template, ran out of", FinishReason: chat.FinishLength, Truncated: true, ThinkOpened: true}
+	rambling := distill.Turn{Content: "no tags, ran to the limit", FinishReason: chat.FinishLength, FormatViolation: true}
 	cases := []struct {
 		name    string
 		turn    distill.Turn
@@ -40,6 +43,11 @@ func TestRenderTurn(t *testing.T) {
 		{"truncated inline", cutInline, ThinkAuto, "<think>ran out of", ThinkFromInline, false},
 		{"truncated none", cutField, ThinkNone, "", ThinkFromNone, false},
 		{"truncated after its think", closedInline, ThinkAuto, "<think>thought it through</think>", ThinkFromInline, false},
+		{"truncated in opened think auto", cutOpened, ThinkAuto, "<think>opened by the template, ran out of", ThinkFromInline, false},
+		{"truncated in opened think inline", cutOpened, ThinkInline, "<think>opened by the template, ran out of", ThinkFromInline, false},
+		{"truncated in opened think field", cutOpened, ThinkField, "", ThinkFromNone, true},
+		{"truncated in opened think none", cutOpened, ThinkNone, "", ThinkFromNone, true},
+		{"tagless violation", rambling, ThinkAuto, "no tags, ran to the limit", ThinkFromNone, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

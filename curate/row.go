@@ -164,7 +164,7 @@ func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated b
 		}
 		text := strings.TrimSpace(tu.Reasoning)
 		if text == "" {
-			text = distill.ParseReply(tu.Content).Think
+			text = distill.ParseReply(distill.ReplyContent(tu.Reply())).Think
 		}
 		if text != "" {
 			n += int64(len(tok.Encode(text)))

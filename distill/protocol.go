@@ -315,9 +315,11 @@ func TruncatedObservation() string { return wrapObservation(TruncatedReplyText) 
 // Truncated reports whether a reply was cut before its SQL was complete: any finish other than
 // stop (or none) inside an <sql> block that has no </sql>; or finish length while the model was
 // still reasoning: content null or empty (the reasoning field, or hidden reasoning, used the
-// budget), or reasoning (a field, or an inline think block) and nothing after it. Such a turn is
-// not a format violation: the model was stopped, not wrong. A reply that ran to the limit with
-// anything else and no <sql> (whitespace included) is still a format violation.
+// budget), reasoning (a field, or an inline think block) and nothing after it, or, when the chat
+// template opened the think block in the prompt (Reply.ThinkOpened), content with no protocol
+// tag at all (see CutInOpenedThink). Such a turn is not a format violation: the model was
+// stopped, not wrong. A reply that ran to the limit with anything else and no <sql>
+// (whitespace included) is still a format violation.
 func Truncated(r chat.Reply) bool {
 	if r.FinishReason == "" || r.FinishReason == chat.FinishStop {
 		return false
@@ -330,7 +332,33 @@ func Truncated(r chat.Reply) bool {
 		return false
 	}
 	reasoned := p.HasThink || strings.TrimSpace(r.Reasoning) != ""
-	return r.Content == "" || (reasoned && p.Answer(r.Content) == "")
+	return r.Content == "" || (reasoned && p.Answer(r.Content) == "") || CutInOpenedThink(r)
+}
+
+// CutInOpenedThink reports a reply the token limit cut inside reasoning that the chat template
+// opened in the prompt: Reply.ThinkOpened, finish length, no separate reasoning text (a server
+// that split one off returned the answer part as content), and non-blank content with no
+// <think>, </think> or <sql> tag. By the template's construction all of that content is
+// reasoning: the model never reached its </think>. Without ThinkOpened the same text is a reply
+// that ran to the limit without any <sql>, a format violation: a student's or an RL trainer's
+// reply is never read this way, nor one of a teacher whose template writes no <think> into the
+// prompt.
+func CutInOpenedThink(r chat.Reply) bool {
+	if !r.ThinkOpened || r.FinishReason != chat.FinishLength || strings.TrimSpace(r.Reasoning) != "" || strings.TrimSpace(r.Content) == "" {
+		return false
+	}
+	p := ParseReply(r.Content)
+	return !p.HasThink && !p.HasSQL
+}
+
+// ReplyContent is r's content as the model generated it: for a reply cut inside reasoning its
+// template opened (CutInOpenedThink), with that opening <think> put back in front, so that
+// ParseReply sees an unclosed think block; otherwise the content as received.
+func ReplyContent(r chat.Reply) string {
+	if CutInOpenedThink(r) {
+		return TagThinkOpen + r.Content
+	}
+	return r.Content
 }
 
 // RenderObservation renders an execution result as the protocol's observation: for a result set,

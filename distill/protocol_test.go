@@ -82,6 +82,44 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
+// TestCutInOpenedThink: with a chat template that opened <think> in the prompt, a reply the
+// token limit cut before </think> has no tag at all and is truncated, not a format violation;
+// the same text without ThinkOpened (a student, or a template that opens nothing) stays one.
+func TestCutInOpenedThink(t *testing.T) {
+	cases := []struct {
+		content, reasoning, finish string
+		opened, cut, truncated     bool
+	}{
+		{"still reasoning about the join", "", "length", true, true, true},
+		{"still reasoning about the join", "", "length", false, false, false}, // rambling to the limit
+		{"still reasoning about the join", "", "stop", true, false, false},    // stopped inside its reasoning
+		{"still reasoning about the join", "", "content_filter", true, false, false},
+		{"the answer part, cut", "the field's reasoning", "length", true, false, false}, // a parser split the reasoning off
+		{"done</think>\nan answer without sql", "", "length", true, false, false},       // reached </think>: a violation
+		{"done</think>\n", "", "length", true, false, true},                             // cut right after its reasoning
+		{"draft <sql>SELECT 1</sql> and more", "", "length", true, false, false},        // a closed <sql> runs, as before
+		{"thinking <sql>SELECT a FROM", "", "length", true, false, true},                // cut inside <sql>
+		{"", "", "length", true, false, true},                                           // content null: nothing to put back
+		{"\n\n", "", "length", true, false, false},                                      // whitespace to the limit
+	}
+	for _, c := range cases {
+		r := chat.Reply{Content: c.content, Reasoning: c.reasoning, FinishReason: c.finish, ThinkOpened: c.opened}
+		if got := distill.CutInOpenedThink(r); got != c.cut {
+			t.Errorf("CutInOpenedThink(%q, reasoning %q, %s, opened %v) = %v, want %v", c.content, c.reasoning, c.finish, c.opened, got, c.cut)
+		}
+		if got := distill.Truncated(r); got != c.truncated {
+			t.Errorf("Truncated(%q, reasoning %q, %s, opened %v) = %v, want %v", c.content, c.reasoning, c.finish, c.opened, got, c.truncated)
+		}
+		want := c.content
+		if c.cut {
+			want = "<think>" + c.content
+		}
+		if got := distill.ReplyContent(r); got != want {
+			t.Errorf("ReplyContent(%q) = %q, want %q", c.content, got, want)
+		}
+	}
+}
+
 func TestSameSQL(t *testing.T) {
 	if !distill.SameSQL(" SELECT 1\n", "SELECT 1") {
 		t.Error("whitespace around must not matter")

@@ -131,6 +131,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		Latency:              reply.Latency,
 		Usage:                reply.Usage,
 		Attempts:             reply.Attempts,
+		ThinkOpened:          reply.ThinkOpened,
 	}
 	var (
 		res       *datasets.Result

@@ -43,6 +43,15 @@ type Turn struct {
 	Usage       chat.Usage    `json:"usage"`
 	// Attempts is how many requests the reply took (1 without retries; 0 when unknown).
 	Attempts int `json:"attempts,omitempty"`
+	// ThinkOpened records chat.Reply.ThinkOpened: the teacher's chat template opened the
+	// <think> block in the prompt, so the content began inside the reasoning.
+	ThinkOpened bool `json:"think_opened,omitempty"`
+}
+
+// Reply is the turn's reply as the policy returned it.
+func (t Turn) Reply() chat.Reply {
+	return chat.Reply{Content: t.Content, Reasoning: t.Reasoning, ReasoningSource: t.ReasoningSource, FinishReason: t.FinishReason,
+		ProviderFinishReason: t.ProviderFinishReason, Usage: t.Usage, Latency: t.Latency, Attempts: t.Attempts, ThinkOpened: t.ThinkOpened}
 }
 
 // ExecRecord is the part of a datasets.Result kept in a trajectory (no rows beyond the

@@ -24,6 +24,9 @@ type DatasetStats struct {
 	Difficulties []Group `json:"difficulties"`
 	// ThinkMode is the --think mode the dataset was built with (from stats.json, else the rows).
 	ThinkMode string `json:"think_mode"`
+	// Truncated is the --truncated policy the dataset was built with (from stats.json; "" when
+	// it does not say).
+	Truncated string `json:"truncated"`
 	// MaxTurns is the largest turn count of any row (the width of the turn histograms).
 	MaxTurns int           `json:"max_turns"`
 	Excluded ExcludedStats `json:"excluded"`
@@ -188,6 +191,7 @@ func Dataset(ctx context.Context, dir string) (*DatasetStats, error) {
 		if ds.Report.ThinkMode != "" {
 			st.ThinkMode = string(ds.Report.ThinkMode)
 		}
+		st.Truncated = string(ds.Report.Truncated)
 	}
 	st.SetEpochs(st.Epochs)
 	return st, nil

@@ -95,7 +95,11 @@ func (s *DatasetStats) thinkTable() table {
 	if mode == "" {
 		mode = "unknown"
 	}
-	t := table{title: fmt.Sprintf("Think blocks (--think %s) and truncation, in assistant turns", mode),
+	title := fmt.Sprintf("Think blocks (--think %s) and truncation, in assistant turns", mode)
+	if s.Truncated != "" {
+		title = fmt.Sprintf("Think blocks (--think %s) and truncation (--truncated %s), in assistant turns", mode, s.Truncated)
+	}
+	t := table{title: title,
 		header: []string{"teacher", "think field", "think inline", "no think", "inline dropped", "truncated turns", "rows truncated", "reasoning tokens", "rows estimated"}}
 	add := func(g *Group) {
 		t.rows = append(t.rows, []string{g.Name, fmt.Sprint(g.Think.Field), fmt.Sprint(g.Think.Inline), fmt.Sprint(g.Think.None),

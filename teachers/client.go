@@ -543,7 +543,8 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 		return chat.Reply{}, &fault{reason: ReasonIncomplete, status: cp.status, retry: true,
 			msg: fmt.Sprintf("the stream ended after %d bytes of content without a finish_reason", a.content.Len())}
 	}
-	rep := chat.Reply{Content: a.content.String(), FinishReason: a.finish, Usage: u, Model: a.model}
+	rep := chat.Reply{Content: a.content.String(), FinishReason: a.finish, Usage: u, Model: a.model,
+		ThinkOpened: c.ep.TemplateOpensThink && (c.ep.Thinking == nil || *c.ep.Thinking)}
 	rep.Reasoning, rep.ReasoningSource = a.pickReasoning(c.prof.ReasoningOrder)
 	if rule, ok := finishRules[a.finish]; ok {
 		if rule.reason != "" {

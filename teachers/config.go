@@ -35,6 +35,7 @@ type patch struct {
 	Stream                *bool          `yaml:"stream"`
 	StreamIdleTimeout     *time.Duration `yaml:"stream_idle_timeout"`
 	Thinking              *bool          `yaml:"thinking"`
+	TemplateOpensThink    *bool          `yaml:"template_opens_think"`
 	PriceCachedPromptPerM *float64       `yaml:"price_cached_prompt_per_m"`
 	MaxConcurrency        *int           `yaml:"max_concurrency"`
 	RPM                   *int           `yaml:"rpm"`
@@ -91,6 +92,9 @@ func (p *patch) apply(e *Endpoint) {
 		e.Stream = *p.Stream
 	}
 	setd(&e.StreamIdleTimeout, p.StreamIdleTimeout)
+	if p.TemplateOpensThink != nil {
+		e.TemplateOpensThink = *p.TemplateOpensThink
+	}
 	for _, f := range []struct{ dst, src **bool }{{&e.Thinking, &p.Thinking}} {
 		if *f.src != nil {
 			*f.dst = clonePtr(*f.src)
@@ -217,6 +221,7 @@ var envFields = []envField{
 	{"STREAM", envBool(func(p *patch) **bool { return &p.Stream }), true},
 	{"STREAM_IDLE_TIMEOUT", envDuration(func(p *patch) **time.Duration { return &p.StreamIdleTimeout }), true},
 	{"THINKING", envBool(func(p *patch) **bool { return &p.Thinking }), true},
+	{"TEMPLATE_OPENS_THINK", envBool(func(p *patch) **bool { return &p.TemplateOpensThink }), true},
 	{"MAX_CONCURRENCY", envInt(func(p *patch) **int { return &p.MaxConcurrency }), true},
 	{"RPM", envInt(func(p *patch) **int { return &p.RPM }), true},
 	{"TPM", envInt(func(p *patch) **int { return &p.TPM }), true},

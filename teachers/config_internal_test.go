@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -507,4 +508,54 @@ func FuzzWireResponse(f *testing.F) {
 		}
 		a.chatUsage()
 	})
+}
+
+// TestTemplateOpensThink: the qwen preset declares that its template opens <think> in the
+// prompt, the file and the environment set it for any teacher, and a reply carries
+// chat.Reply.ThinkOpened unless thinking is turned off.
+func TestTemplateOpensThink(t *testing.T) {
+	path := writeFile(t, "t.yaml", "teachers:\n  glm:\n    template_opens_think: true\n  qwen:\n    thinking: false\n")
+	c, err := loadConfig(path, envMap(map[string]string{"CHAINEDSQL_DEEPSEEK_TEMPLATE_OPENS_THINK": "true", "CHAINEDSQL_BASE_URL": "http://x/v1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"gpt-oss": false, "deepseek": true, "glm": true, "qwen": true}
+	opened := map[string]bool{"gpt-oss": false, "deepseek": true, "glm": true, "qwen": false} // qwen: thinking off
+	for name, w := range want {
+		e, err := c.Endpoint(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.TemplateOpensThink != w {
+			t.Errorf("%s: template_opens_think %v, want %v", name, e.TemplateOpensThink, w)
+		}
+		srv := httpReply(t, `{"choices":[{"message":{"content":"cut inside the reasoning"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		e.BaseURL, e.APIKeyEnv, e.MaxRetries = srv, "", 0
+		cl, err := New(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := cl.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ThinkOpened != opened[name] {
+			t.Errorf("%s: reply think_opened %v, want %v", name, rep.ThinkOpened, opened[name])
+		}
+	}
+	if _, err := loadConfig("", envMap(map[string]string{"CHAINEDSQL_GLM_TEMPLATE_OPENS_THINK": "maybe"})); err == nil || !strings.Contains(err.Error(), "TEMPLATE_OPENS_THINK") {
+		t.Errorf("bad TEMPLATE_OPENS_THINK: %v", err)
+	}
+}
+
+// httpReply serves body to every request and returns the server's base URL.
+func httpReply(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
 }

@@ -39,6 +39,8 @@
 //	stream              STREAM              true: stream every request (SSE)
 //	stream_idle_timeout STREAM_IDLE_TIMEOUT longest silence inside a stream (default 2m)
 //	thinking            THINKING            true/false: ask for thinking in the provider's way
+//	template_opens_think TEMPLATE_OPENS_THINK true: the model's chat template ends the prompt with
+//	                                        <think> (the qwen preset's default; see Endpoint)
 //	reasoning_effort    REASONING_EFFORT    sent as reasoning_effort (OpenRouter: reasoning.effort)
 //	extra_body          (file only)         fields merged into the request JSON
 //	timeout             TIMEOUT             per attempt, Go duration ("90s", "10m")
@@ -113,6 +115,13 @@ type Endpoint struct {
 	// Thinking, when set, asks the model to think (or not) in the provider's way; nil sends
 	// nothing and leaves the model's default.
 	Thinking *bool `json:"thinking,omitempty"`
+	// TemplateOpensThink declares that the model's chat template ends the generation prompt with
+	// an opening <think> when it thinks (Qwen3.5's, QwQ's, DeepSeek-R1's templates), so that a
+	// server without a reasoning parser returns the reasoning without that tag. Replies then carry
+	// chat.Reply.ThinkOpened (unless Thinking is false), and a reply the token limit cut inside
+	// that reasoning, which has no tag at all, is read as truncated rather than as a format
+	// violation (distill.CutInOpenedThink). The qwen preset sets it.
+	TemplateOpensThink bool `json:"template_opens_think,omitempty"`
 
 	// MaxConcurrency bounds requests in flight (0 → DefaultMaxConcurrency).
 	MaxConcurrency int `json:"max_concurrency"`
@@ -186,11 +195,14 @@ func Presets() map[string]Endpoint {
 			BackoffMax:     DefaultBackoffMax,
 		}
 	}
+	// Qwen3.5's thinking template (35B-A3B ships it) ends the generation prompt with "<think>\n".
+	qwen := mk(PresetQwen, "qwen3.5-35b-a3b")
+	qwen.TemplateOpensThink = true
 	return map[string]Endpoint{
 		PresetGPTOSS:   mk(PresetGPTOSS, "gpt-oss-120b"),
 		PresetDeepSeek: mk(PresetDeepSeek, "deepseek-v4-flash"),
 		PresetGLM:      mk(PresetGLM, "glm-4.7-flash"),
-		PresetQwen:     mk(PresetQwen, "qwen3.5-35b-a3b"),
+		PresetQwen:     qwen,
 	}
 }
 

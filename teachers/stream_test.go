@@ -68,7 +68,7 @@ func TestStreamMatchesPlain(t *testing.T) {
 			}
 			rep := replies[1]
 			wantReasoning := thinkText
-			if name == "vllm-inline" {
+			if name == "vllm-inline" || name == "vllm-opened" {
 				wantReasoning = "" // no reasoning parser: the block stays in the content
 			}
 			if rep.Reasoning != wantReasoning {
@@ -76,6 +76,9 @@ func TestStreamMatchesPlain(t *testing.T) {
 			}
 			if name == "vllm-inline" && !strings.HasPrefix(rep.Content, "<think>"+thinkText+"</think>") {
 				t.Errorf("inline content %q", rep.Content)
+			}
+			if name == "vllm-opened" && !strings.HasPrefix(rep.Content, thinkText+"</think>") {
+				t.Errorf("opened content %q", rep.Content)
 			}
 			if rep.Usage.PromptTokens != 100 || rep.Usage.CompletionTokens != 40 {
 				t.Errorf("usage %+v", rep.Usage)

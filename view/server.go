@@ -404,5 +404,5 @@ func httpError(w http.ResponseWriter, code int, err error) {
 // truncated_turns: the mark the episode recorded, or, for run dirs of format v1, which did not
 // record one, distill.Truncated of the reply as received.
 func turnTruncated(tu distill.Turn) bool {
-	return tu.Truncated || distill.Truncated(chat.Reply{Content: tu.Content, Reasoning: tu.Reasoning, FinishReason: tu.FinishReason})
+	return tu.Truncated || distill.Truncated(tu.Reply())
 }

@@ -1,7 +1,7 @@
 // Command curate turns distill run directories into a Parquet training dataset, verifies its
 // token counts and prints its statistics.
 //
-//	curate build RUN_DIR... [--tokenizer PATH] [--think auto|field|inline|none] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
+//	curate build RUN_DIR... [--tokenizer PATH] [--think auto|field|inline|none] [--truncated keep|exclude] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
 //	curate verify DATASET_DIR [--tokenizer PATH]
 //	curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
 //	curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
@@ -30,7 +30,7 @@ import (
 const TokenizerEnv = "CHAINEDSQL_TOKENIZER"
 
 const usage = `usage:
-  curate build RUN_DIR... --out DATASET_DIR [--tokenizer PATH] [--think auto|field|inline|none] [--max-length 32768] [--rows-per-shard N] [--epochs N]
+  curate build RUN_DIR... --out DATASET_DIR [--tokenizer PATH] [--think auto|field|inline|none] [--truncated keep|exclude] [--max-length 32768] [--rows-per-shard N] [--epochs N]
   curate verify DATASET_DIR [--tokenizer PATH]
   curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
   curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
@@ -144,6 +144,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	tokPath := tokenizerFlag(fs)
 	think := fs.String("think", string(curate.ThinkAuto), "where assistant messages' <think> comes from: auto (the reasoning field, else the inline block), field, inline, none")
+	truncated := fs.String("truncated", string(curate.TruncatedKeep), "rows with a turn the token limit cut: keep (they teach stopping mid-reply; the card warns) or exclude (listed as excluded)")
 	maxLen := fs.Int("max-length", curate.DefaultMaxLength, "exclude rows with more tokens than this")
 	out := fs.String("out", "", "dataset directory to create (must not exist, or be empty)")
 	perShard := fs.Int("rows-per-shard", curate.DefaultRowsPerShard, "rows per Parquet file")
@@ -164,6 +165,10 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("build: --think: %w", err)
 	}
+	trunc, err := curate.ParseTruncatedPolicy(*truncated)
+	if err != nil {
+		return fmt.Errorf("build: --truncated: %w", err)
+	}
 	tok, name, err := loadTokenizer(*tokPath)
 	if err != nil {
 		return err
@@ -171,7 +176,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	began := time.Now()
 	last := began
 	opts := curate.BuildOptions{
-		Tokenizer: tok, TokenizerName: name, Think: mode, MaxLength: *maxLen, Out: *out, RowsPerShard: *perShard,
+		Tokenizer: tok, TokenizerName: name, Think: mode, Truncated: trunc, MaxLength: *maxLen, Out: *out, RowsPerShard: *perShard,
 		Epochs: *epochs, Workers: *workers,
 	}
 	if !*quiet {
@@ -190,8 +195,13 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d rows in %d shards (%d trajectories, %d excluded), %d tokens (%d trainable), %s\n",
 		rep.Dir, rep.Rows, len(rep.Shards), rep.Trajectories, rep.ExcludedCount, rep.Tokens.Sum, rep.TrainableTokens, rep.Duration.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "think %s: %d turns from the reasoning field, %d inline, %d none; %d inline blocks left out; %d truncated turns\n",
-		rep.ThinkMode, rep.Think.Field, rep.Think.Inline, rep.Think.None, rep.Think.InlineDropped, rep.Think.TruncatedTurns)
+	fmt.Fprintf(stdout, "think %s: %d turns from the reasoning field, %d inline, %d none; %d inline blocks left out\n",
+		rep.ThinkMode, rep.Think.Field, rep.Think.Inline, rep.Think.None, rep.Think.InlineDropped)
+	fmt.Fprintf(stdout, "truncated %s: %d truncated turns in %d rows", rep.Truncated, rep.Think.TruncatedTurns, rep.TruncatedRows)
+	if rep.TruncatedRows > 0 {
+		fmt.Fprint(stdout, " (their messages end where the teacher was cut and teach stopping mid-reply; filter truncated_turns == 0 or build with --truncated exclude)")
+	}
+	fmt.Fprintln(stdout)
 	for i, e := range rep.Excluded {
 		if i == 20 {
 			fmt.Fprintf(stdout, "  … %d more in %s\n", len(rep.Excluded)-20, filepath.Join(rep.Dir, curate.StatsFile))
@@ -200,6 +210,9 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "  excluded %s (%s, %s", e.Key, e.SourceRun, e.Reason)
 		if e.NumTokens > 0 {
 			fmt.Fprintf(stdout, ", %d tokens", e.NumTokens)
+		}
+		if e.TruncatedTurns > 0 {
+			fmt.Fprintf(stdout, ", %d truncated turns", e.TruncatedTurns)
 		}
 		fmt.Fprintln(stdout, ")")
 	}

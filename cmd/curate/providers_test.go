@@ -151,14 +151,15 @@ func presetModels(t *testing.T, provider string) map[string]string {
 // for, through the built distill and curate binaries. The Parquet rows' assistant messages must
 // begin with <think> holding exactly the scripted teacher's reasoning (byte for byte), the
 // DashScope teacher must complete (it has to stream), a length-truncated turn must be counted
-// as truncated and not as a format violation, and curate verify must agree on every row.
+// as truncated and not as a format violation (also where the template opened <think> in the
+// prompt and the cut reply has no tag at all), and curate verify must agree on every row.
 func TestProvidersThinkEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs both binaries per provider")
 	}
 	f := newProviderFixture(t)
 	cut := strings.TrimSpace(f.tasks[0].Question)
-	shapes := []string{"vllm", "vllm-legacy", "vllm-transition", "vllm-inline", "sglang", "deepseek", "zai", "dashscope",
+	shapes := []string{"vllm", "vllm-legacy", "vllm-transition", "vllm-inline", "vllm-opened", "sglang", "deepseek", "zai", "dashscope",
 		"openrouter", "together", "fireworks", "ollama"}
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
@@ -172,13 +173,17 @@ func TestProvidersThinkEndToEnd(t *testing.T) {
 			srv := oaitest.NewServer(t, providerScript(f.gold, cut), oaitest.WithPersonality(p), oaitest.WithModels(ids...))
 			tmp := t.TempDir()
 			run, ds := filepath.Join(tmp, "run"), filepath.Join(tmp, "ds")
-			f.distillRun(t, srv, p.Name, presets, "", run)
+			extra := ""
+			if p.ReasoningField == oaitest.FieldOpened {
+				extra = "  template_opens_think: true\n" // every preset served by a template that opens <think>
+			}
+			f.distillRun(t, srv, p.Name, presets, extra, run)
 			f.run(t, f.curate, "build", "--tokenizer", f.tok, "--out", ds, "--quiet", run)
 			if out := f.run(t, f.curate, "verify", "--tokenizer", f.tok, ds); !strings.Contains(out, "(100.00%)") {
 				t.Errorf("verify: %s", out)
 			}
 			wantSource := curate.ThinkFromField
-			if p.ReasoningField == oaitest.FieldInline {
+			if p.ReasoningField == oaitest.FieldInline || p.ReasoningField == oaitest.FieldOpened {
 				wantSource = curate.ThinkFromInline
 			}
 			rows := 0
@@ -198,9 +203,6 @@ func TestProvidersThinkEndToEnd(t *testing.T) {
 					want := "<think>" + think + "</think>\n<sql>" + f.gold[q] + "</sql>"
 					if q == cut && turn == 0 {
 						want = "<think>" + think // cut inside the reasoning: the block stays open
-						if p.ReasoningField == oaitest.FieldInline {
-							want += "</think>" // the inline model closed it before the cut
-						}
 					}
 					if m.Content != want {
 						t.Errorf("%s turn %d:\n got %q\nwant %q", r.Key, turn, m.Content, want)

@@ -57,15 +57,18 @@ func TestOfficialNodeClient(t *testing.T) {
 					t.Fatalf("%q: %v", sc.Text(), err)
 				}
 				wantContent := content
-				if p.ReasoningField == FieldInline {
+				switch p.ReasoningField {
+				case FieldInline:
 					wantContent = "<think>" + think + "</think>\n" + content
+				case FieldOpened:
+					wantContent = think + "</think>\n" + content
 				}
 				field := map[string]*string{FieldReasoningContent: got.ReasoningContent, "": got.ReasoningContent,
 					FieldReasoning: got.Reasoning, FieldBoth: got.Reasoning, FieldDetails: got.Reasoning}[p.ReasoningField]
 				if got.Content == nil || *got.Content != wantContent || got.Finish != "stop" || got.Usage == nil {
 					t.Errorf("%s: %s", got.Mode, sc.Text())
 				}
-				if p.ReasoningField != FieldInline && (field == nil || *field != think) {
+				if p.ReasoningField != FieldInline && p.ReasoningField != FieldOpened && (field == nil || *field != think) {
 					t.Errorf("%s: reasoning not in %q: %s", got.Mode, p.ReasoningField, sc.Text())
 				}
 				if got.Mode == "stream" && got.Chunks < 5 {

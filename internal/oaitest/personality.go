@@ -80,6 +80,11 @@ const (
 	FieldBoth             = "both"    // reasoning_content and reasoning, the same text (vLLM during the rename)
 	FieldDetails          = "details" // reasoning and reasoning_details (OpenRouter)
 	FieldInline           = "inline"  // <think>…</think> in front of the content (no reasoning parser)
+	// FieldOpened is the reasoning then </think> in front of the content, without the opening
+	// tag: no reasoning parser, and a chat template that ended the prompt with <think>
+	// (Qwen3.5's). With FieldInline and FieldOpened, a reply whose reasoning used the budget
+	// (no content, finish length) ends inside the reasoning: no </think>.
+	FieldOpened = "opened"
 )
 
 // Values of Personality.NotFound: how a provider answers an unknown model id.
@@ -242,7 +247,8 @@ func openAIRule(r Request) (bool, int, string) {
 //     (reasoning_content), "vllm-transition" one sending both fields with the same text in
 //     every message and delta (its DeltaMessage copied reasoning into reasoning_content),
 //     "vllm-inline" one started without --reasoning-parser (the <think> block stays in the
-//     content).
+//     content), "vllm-opened" one without a parser serving a template that opens <think> in
+//     the prompt (Qwen3.5's chat_template.jinja: the content starts inside the reasoning).
 //   - sglang: reasoning_content, null usage details with the reasoning tokens in
 //     usage.reasoning_tokens, chat_template_kwargs, any model id served, finish reason abort.
 //   - deepseek: reasoning_content; prompt_cache_hit_tokens / prompt_cache_miss_tokens; ": keep-alive"
@@ -272,6 +278,8 @@ var Personalities = map[string]Personality{
 	"vllm-transition": {Name: "vllm", ReasoningField: FieldBoth, NullContent: true, NullUsageDetails: true,
 		StrictModels: true, NotFound: NotFoundVLLM, Thinking: templateThinking},
 	"vllm-inline": {Name: "vllm", ReasoningField: FieldInline, NullUsageDetails: true,
+		StrictModels: true, NotFound: NotFoundVLLM, Thinking: templateThinking},
+	"vllm-opened": {Name: "vllm", ReasoningField: FieldOpened, NullUsageDetails: true,
 		StrictModels: true, NotFound: NotFoundVLLM, Thinking: templateThinking},
 	"sglang": {Name: "sglang", ReasoningField: FieldReasoningContent, NullContent: true, NullUsageDetails: true,
 		TopLevelReasoningTokens: true, Thinking: templateThinking, FaultFinish: "abort"},

@@ -730,8 +730,16 @@ func (s *Server) build(req Request, resp Response, f Fault) *reply {
 		case FieldDetails:
 			rp.reasoning += t
 			rp.details = true
-		case FieldInline:
-			rp.content = "<think>" + t + "</think>\n" + rp.content
+		case FieldInline, FieldOpened:
+			open := "<think>"
+			if s.p.ReasoningField == FieldOpened {
+				open = "" // the chat template put it into the prompt
+			}
+			if rp.content == "" && rp.finish == "length" {
+				rp.content = open + t // the budget ran out inside the reasoning: no </think>
+			} else {
+				rp.content = open + t + "</think>\n" + rp.content
+			}
 		default:
 			rp.reasoningContent += t
 		}
