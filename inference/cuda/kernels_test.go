@@ -105,6 +105,23 @@ func TestRMSNormKernel(t *testing.T) {
 	}
 }
 
+// refMatMulBF16 is the exact product of bf16 weights and f32 inputs, summed in float64. It is
+// not cpu.MatMul: from 16 input rows that rounds x to bf16 where the CPU has AVX512_BF16, and
+// the kernels under test multiply the f32 input.
+func refMatMulBF16(w *cpu.Matrix, x []float32, T int) []float32 {
+	out := make([]float32, T*w.Rows)
+	for tt := range T {
+		for n := range w.Rows {
+			var s float64
+			for k := range w.Cols {
+				s += float64(cpu.BF16ToF32(w.U16[n*w.Cols+k])) * float64(x[tt*w.Cols+k])
+			}
+			out[tt*w.Rows+n] = float32(s)
+		}
+	}
+	return out
+}
+
 func TestMatMulKernels(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -123,8 +140,7 @@ func TestMatMulKernels(t *testing.T) {
 				w := &cpu.Matrix{DType: cpu.BF16, Rows: N, Cols: K, U16: randBF16(r, N*K, 1)}
 				x := randF32(r, T*K, 1)
 				base := randF32(r, T*(N+3), 1)
-				want := make([]float32, T*N)
-				cpu.MatMul(want, w, x, T)
+				want := refMatMulBF16(w, x, T)
 				wp, xp := upload(t, o.d, w.U16), upload(t, o.d, x)
 				for _, acc := range []bool{false, true} {
 					// ldo = N+3: rows of out are strided, as the logits of a chunk are not.
@@ -161,8 +177,7 @@ func TestMatMulBLAS(t *testing.T) {
 		for i, v := range x {
 			xr[i] = cpu.BF16ToF32(cpu.F32ToBF16(v))
 		}
-		want := make([]float32, T*N)
-		cpu.MatMul(want, w, xr, T)
+		want := refMatMulBF16(w, xr, T)
 		base := randF32(r, T*N, 1)
 		for i := range want {
 			want[i] += base[i]
