@@ -41,7 +41,7 @@ packloop:
 packdone:
 	VZEROUPPER
 	RET
-''' + open('/tmp/pack16t.s').read() + r'''
+
 DATA q8xc<>+0(SB)/4, $0x7fffffff  // |x| mask
 DATA q8xc<>+4(SB)/4, $0x42fe0000  // 127
 DATA q8xc<>+8(SB)/4, $0x0da24260  // 1e-30, the smallest block maximum
