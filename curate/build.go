@@ -189,8 +189,10 @@ type BuildReport struct {
 }
 
 // FormatVersion is BuildReport.Format. Version 2 renders think blocks by ThinkMode and adds the
-// think, truncation and teacher reasoning-token columns.
-const FormatVersion = "chainedsql-sft/v2"
+// think, truncation and teacher reasoning-token columns; version 3 counts num_trainable_tokens
+// over TRL's Qwen2.5 training spans (the header's "\n" through the "\n" after <|im_end|>, two
+// tokens per assistant message more than version 2's content plus <|im_end|>).
+const FormatVersion = "chainedsql-sft/v3"
 
 // ChatTemplateName is BuildReport.ChatTemplate.
 const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on assistant content + <|im_end|>"

@@ -153,8 +153,8 @@ func TestBuildRoundTrip(t *testing.T) {
 			t.Errorf("row %s source_run %q, want %q", r.Key, r.SourceRun, wantRun)
 		}
 		// A third route to the counts: whole-text encoding for num_tokens; for the loss, every
-		// assistant content here starts with a non-space, so its tokens are those of the content
-		// alone, plus one <|im_end|>.
+		// assistant content here starts with a non-space, so its tokens are the header's "\n",
+		// those of the content alone, <|im_end|> and the "\n" after it (TRL's training template).
 		text, _ := chattmpl.Render(msgs, false)
 		if n := int64(len(tok.Encode(text))); r.NumTokens != n {
 			t.Errorf("row %s num_tokens %d, whole-text encoding gives %d", r.Key, r.NumTokens, n)
@@ -162,7 +162,7 @@ func TestBuildRoundTrip(t *testing.T) {
 		var want int64
 		for _, m := range msgs {
 			if m.Role == chat.RoleAssistant {
-				want += int64(len(tok.Encode(m.Content))) + 1
+				want += 1 + int64(len(tok.Encode(m.Content))) + 1 + 1
 			}
 		}
 		if r.NumTrainableTokens != want {
@@ -457,15 +457,16 @@ func TestVerifyFindsWrongCounts(t *testing.T) {
 	}
 }
 
-func TestCountStraddlingToken(t *testing.T) {
+func TestCountJoinedHeaderNewline(t *testing.T) {
 	tok := loadTokenizer(t)
 	c, err := newCounter(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc, _ := newScanner(tok)
-	// Content starting with newlines: the pre-tokenizer joins the header's "\n" with them, so
-	// one token straddles the span start; both routes count it as trainable.
+	// Content starting with newlines: the pre-tokenizer joins the header's "\n" with them into
+	// one token, which lies inside the span (it starts at that "\n"); both routes count it, and
+	// no token straddles a span edge.
 	msgs := []chat.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "\n\nSELECT 1"}, {Role: "user", Content: "o"}, {Role: "assistant", Content: ""}}
 	text, spans := chattmpl.Render(msgs, false)
 	n, trainable := c.count(text, spans)
@@ -477,20 +478,17 @@ func TestCountStraddlingToken(t *testing.T) {
 	if problem != "" || blocks != 2 || st != trainable {
 		t.Fatalf("scanner %d (%d blocks, %q), offsets %d", st, blocks, problem, trainable)
 	}
-	// The second (empty) assistant message trains on <|im_end|> alone.
 	_, offs := tok.EncodeOffsets(text)
-	straddle := 0
 	for _, o := range offs {
 		for _, s := range spans {
-			if o.Start < s.Start && o.End > s.Start {
-				straddle++
+			if o.Start < s.Start && o.End > s.Start || o.Start < s.End && o.End > s.End {
+				t.Errorf("token [%d,%d) straddles span [%d,%d)", o.Start, o.End, s.Start, s.End)
 			}
 		}
 	}
-	if straddle != 1 {
-		t.Errorf("expected one straddling token, found %d", straddle)
-	}
-	if want := len(tok.Encode("\n\n\n")) + len(tok.Encode("SELECT 1")) + 2; trainable != want {
-		t.Errorf("trainable = %d, want %d (straddling newline token, content, two <|im_end|>)", trainable, want)
+	// The first message: the joined "\n\n\n", the content, <|im_end|>, "\n"; the second (empty)
+	// trains on "\n", <|im_end|>, "\n".
+	if want := len(tok.Encode("\n\n\n")) + len(tok.Encode("SELECT 1")) + 2 + 3; trainable != want {
+		t.Errorf("trainable = %d, want %d (joined newline token, content, <|im_end|> and \"\\n\" twice, one \"\\n\" header)", trainable, want)
 	}
 }

@@ -337,8 +337,9 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	b.WriteString("), rendered each conversation up to its last assistant turn with the Qwen2.5 chat template " +
 		"(`add_generation_prompt=false`, default system message when none is given), and tokenised it. `num_tokens` is the " +
 		"length of that rendering; `num_trainable_tokens` counts the tokens in the assistant spans: each assistant message's " +
-		"content plus its `<|im_end|>` (not the `<|im_start|>assistant\\n` header, not the newline after `<|im_end|>`), the " +
-		"`{% generation %}` regions TRL's `assistant_only_loss` trains on. `curate verify` recomputes both per row by scanning token ids. " +
+		"the `\\n` that ends its `<|im_start|>assistant` header, its content, `<|im_end|>` and the `\\n` after it: the " +
+		"`{% generation %}` regions of TRL's Qwen2.5 training template (`trl/chat_templates/qwen2_5_training.jinja`), which " +
+		"`SFTTrainer` uses for `assistant_only_loss=True` since Qwen2.5's own template has no generation blocks. `curate verify` recomputes both per row by scanning token ids. " +
 		"`stats.json` has these figures and the list of excluded rows.\n\n")
 	if rep.ExcludedCount > 0 {
 		reasons := map[string]int{}

@@ -78,9 +78,9 @@ func newCounter(tok Tokenizer) (*counter, error) {
 // count returns the number of tokens of text and how many of them overlap a span. A token
 // that overlaps a span only in part counts as trainable, as in Hugging Face's
 // return_assistant_tokens_mask (which marks every token from the one holding a span's first
-// character to the one holding its last). With the Qwen2.5 template and its special tokens at
-// span ends, only a span whose content starts with whitespace has such a token: the
-// pre-tokenizer joins the header's "\n" with the content's leading newlines.
+// character to the one holding its last). With the Qwen2.5 training spans (from the header's
+// "\n" through the "\n" after <|im_end|>) the pieces split at span ends, so no token of a
+// rendering overlaps a span in part; the rule only matters for spans drawn elsewhere.
 func (c *counter) count(text string, spans []chattmpl.Span) (tokens, trainable int) {
 	c.walk(text, spans, func(_, _, span int) {
 		tokens++

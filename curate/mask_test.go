@@ -58,8 +58,8 @@ func TestMaskMatchesCounts(t *testing.T) {
 			if covered[k] != sp.Len() {
 				t.Errorf("trajectory %d span %d: %d of %d bytes in trainable tokens", i, k, covered[k], sp.Len())
 			}
-			if !strings.HasSuffix(text[sp.Start:sp.End], chattmpl.ImEnd) {
-				t.Errorf("span %d does not end in %s", k, chattmpl.ImEnd)
+			if !strings.HasPrefix(text[sp.Start:sp.End], "\n") || !strings.HasSuffix(text[sp.Start:sp.End], chattmpl.ImEnd+"\n") {
+				t.Errorf("span %d is not \"\\n\" + content + %s + \"\\n\"", k, chattmpl.ImEnd)
 			}
 		}
 	}

@@ -114,8 +114,9 @@ type Rendered struct {
 	// Turns are the assistant turns' renderings, in order.
 	Turns []TurnRender
 	// Text is Messages through the student's chat template (chattmpl.Render, no generation
-	// prompt); Spans are its trainable spans: each assistant message's content plus its
-	// <|im_end|>, the loss mask TRL's assistant_only_loss applies.
+	// prompt); Spans are its trainable spans (chattmpl.Render): per assistant message the
+	// header's "\n", the content, <|im_end|> and the "\n" after it, the region TRL's
+	// assistant_only_loss trains on.
 	Text  string
 	Spans []chattmpl.Span
 }

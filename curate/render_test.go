@@ -85,7 +85,7 @@ func TestRenderConversation(t *testing.T) {
 			t.Errorf("message %d = %+v, want %+v", i, r.Messages[i], want[i])
 		}
 	}
-	if len(r.Spans) != 2 || r.Text[r.Spans[0].Start:r.Spans[0].End] != want[2].Content+"<|im_end|>" {
+	if len(r.Spans) != 2 || r.Text[r.Spans[0].Start:r.Spans[0].End] != "\n"+want[2].Content+"<|im_end|>\n" {
 		t.Errorf("spans %+v over %q", r.Spans, r.Text)
 	}
 	// The trajectory is not changed by rendering.

@@ -55,7 +55,7 @@ type Row struct {
 	TruncatedTurns int64 `parquet:"truncated_turns" json:"truncated_turns"`
 	// NumTokens is the length of the tokenized rendering (chat template, no generation prompt).
 	NumTokens int64 `parquet:"num_tokens" json:"num_tokens"`
-	// NumTrainableTokens counts the tokens in assistant spans (content plus <|im_end|>).
+	// NumTrainableTokens counts the tokens in assistant spans ("\n", content, <|im_end|>, "\n").
 	NumTrainableTokens int64  `parquet:"num_trainable_tokens" json:"num_trainable_tokens"`
 	FinalSQL           string `parquet:"final_sql" json:"final_sql"`
 	GoldSQL            string `parquet:"gold_sql" json:"gold_sql"`

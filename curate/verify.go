@@ -47,10 +47,9 @@ type RowCheck struct {
 // VerifyWith recomputes num_tokens and num_trainable_tokens of every row by a route independent
 // of Build's: it encodes the whole rendering at once (Build encodes the pieces between ChatML
 // markers, with a cache), checks that the ids decode back to the text, and finds the trainable
-// tokens by scanning token ids for <|im_start|> followed by tokens spelling "assistant\n", then
-// counting every token up to and including the next <|im_end|> (Build intersects token byte
-// offsets with the template's character spans). A token that spells the end of the header and
-// the start of the content at once counts as trainable, as Build's overlap rule does. workers
+// tokens by scanning token ids for <|im_start|> followed by tokens spelling "assistant", then
+// counting every token from the header's "\n" through the next <|im_end|> and the "\n" after it
+// (Build intersects token byte offsets with the template's character spans). workers
 // <= 0 means GOMAXPROCS.
 func VerifyWith(ctx context.Context, dir string, tok Tokenizer, workers int) (*VerifyReport, error) {
 	ds, err := Open(dir)
@@ -113,7 +112,7 @@ func VerifyWith(ctx context.Context, dir string, tok Tokenizer, workers int) (*V
 type scanner struct {
 	tok            Tokenizer
 	imStart, imEnd int
-	header         string
+	role           string
 }
 
 func newScanner(tok Tokenizer) (*scanner, error) {
@@ -122,7 +121,7 @@ func newScanner(tok Tokenizer) (*scanner, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("tokenizer has no %s/%s tokens: not a ChatML (Qwen2) tokenizer", chattmpl.ImStart, chattmpl.ImEnd)
 	}
-	return &scanner{tok: tok, imStart: s, imEnd: e, header: chat.RoleAssistant + "\n"}, nil
+	return &scanner{tok: tok, imStart: s, imEnd: e, role: chat.RoleAssistant}, nil
 }
 
 func (s *scanner) check(r *Row) RowCheck {
@@ -161,32 +160,27 @@ func (s *scanner) check(r *Row) RowCheck {
 	return chk
 }
 
-// trainable counts tokens of assistant blocks: after <|im_start|> and the tokens spelling
-// "assistant\n", every token through the closing <|im_end|>.
+// trainable counts the tokens of assistant blocks as TRL's Qwen2.5 training template marks them:
+// after <|im_start|> and the tokens spelling "assistant", every token from the one holding the
+// header's "\n" through the closing <|im_end|>, and the "\n" token after it.
 func (s *scanner) trainable(ids []int) (n, blocks int, problem string) {
 	for i := 0; i < len(ids); i++ {
 		if ids[i] != s.imStart {
 			continue
 		}
-		// Read the role header token by token.
+		// Read the role token by token; the first token past it must start with the header's
+		// "\n" (alone, or joined with the content's leading newlines).
 		acc := ""
 		j := i + 1
 		assistant := false
 		for ; j < len(ids) && ids[j] != s.imEnd && ids[j] != s.imStart; j++ {
 			t := s.tok.Decode(ids[j : j+1])
-			if len(acc)+len(t) <= len(s.header) && strings.HasPrefix(s.header, acc+t) {
+			if len(acc) < len(s.role) && strings.HasPrefix(s.role, acc+t) {
 				acc += t
-				if acc == s.header {
-					assistant = true
-					j++
-					break
-				}
 				continue
 			}
-			// A token running past the header: header end and content start in one token.
-			if strings.HasPrefix(acc+t, s.header) {
-				assistant = true
-			}
+			assistant = acc == s.role && strings.HasPrefix(t, "\n") ||
+				len(acc) < len(s.role) && strings.HasPrefix(acc+t, s.role+"\n")
 			break
 		}
 		if !assistant {
@@ -204,6 +198,10 @@ func (s *scanner) trainable(ids []int) (n, blocks int, problem string) {
 			return n, blocks, fmt.Sprintf("assistant block at token %d has no %s", i, chattmpl.ImEnd)
 		}
 		n += k - j + 1
+		if k+1 < len(ids) && ids[k+1] != s.imStart && strings.HasPrefix(s.tok.Decode(ids[k+1:k+2]), "\n") {
+			n++
+			k++
+		}
 		i = k
 	}
 	return n, blocks, ""

@@ -4,8 +4,10 @@
 Renders a corpus of conversations with Jinja2 in the environment Hugging Face transformers uses
 for chat templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 raise_exception, tojson), once with the template as shipped (the golden text) and once with a
-patched copy that wraps every assistant message's content plus its <|im_end|> in sentinel
-markers, the {% generation %} region that TRL's assistant_only_loss trains on. The sentinels give
+patched copy that puts sentinel markers around the {% generation %} region of TRL's Qwen2.5
+training template (trl/chat_templates/qwen2_5_training.jinja, which TRL's SFTTrainer swaps in for
+assistant_only_loss): after '<|im_start|>assistant', the '\n', the content, '<|im_end|>' and the
+'\n' after it (for messages without tool calls, the only kind the Go renderer knows). The sentinels give
 the golden spans as UTF-8 byte offsets, independently of the Go code. The patched text with the
 sentinels removed must equal the unpatched text, or the script fails.
 
@@ -33,7 +35,7 @@ END = "\x00GEN_END\x00"
 ORIG_LINE = "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
 PATCHED_LINE = (
     "{%- if message.role == 'assistant' %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + '" + START + "' + message.content + '<|im_end|>' + '" + END + "' + '\\n' }}"
+    "{{- '<|im_start|>' + message.role + '" + START + "' + '\\n' + message.content + '<|im_end|>' + '\\n' + '" + END + "' }}"
     "{%- else %}" + ORIG_LINE + "{%- endif %}"
 )
 

@@ -64,10 +64,11 @@ func Check(msgs []chat.Message) error {
 // Render renders msgs as the Qwen2.5 template does with no tools and returns the text and the
 // trainable spans, one per assistant message, in order.
 //
-// A span covers the assistant message's content plus its closing "<|im_end|>"; it does not
-// cover the "<|im_start|>assistant\n" header nor the "\n" that follows "<|im_end|>". This is
-// the {% generation %} region of the Qwen chat templates patched for TRL's assistant_only_loss
-// (content + <|im_end|>): the model learns to stop, not to emit the separator. The generation
+// A span is the {% generation %} region of TRL's Qwen2.5 training template
+// (trl/chat_templates/qwen2_5_training.jinja, which SFTTrainer swaps in for assistant_only_loss
+// when the tokenizer's template has no generation blocks, as Qwen2.5's has not): the "\n" that
+// ends the "<|im_start|>assistant" header, the content, "<|im_end|>" and the "\n" after it. The
+// text is the shipped template's; only the spans come from the training variant. The generation
 // prompt added by addGenerationPrompt is not a span (nothing has been generated yet).
 //
 // Messages with roles the template does not know are skipped, as the template skips them. An
@@ -114,12 +115,12 @@ func AppendRender(b *strings.Builder, msgs []chat.Message, addGenerationPrompt b
 			// chat.Message has no tool calls, so only the template's first assistant branch applies.
 			b.WriteString(ImStart)
 			b.WriteString(m.Role)
-			b.WriteString("\n")
 			start := b.Len()
+			b.WriteString("\n")
 			b.WriteString(m.Content)
 			b.WriteString(ImEnd)
-			spans = append(spans, Span{Start: start, End: b.Len()})
 			b.WriteString("\n")
+			spans = append(spans, Span{Start: start, End: b.Len()})
 		case m.Role == RoleTool:
 			if i == 0 || msgs[i-1].Role != RoleTool {
 				b.WriteString(ImStart)

@@ -66,8 +66,8 @@ func TestGoldenJinja(t *testing.T) {
 				if s.Start != g.Spans[i][0] || s.End != g.Spans[i][1] {
 					t.Errorf("span %d = [%d,%d), want [%d,%d)", i, s.Start, s.End, g.Spans[i][0], g.Spans[i][1])
 				}
-				if !strings.HasSuffix(text[s.Start:s.End], ImEnd) {
-					t.Errorf("span %d %q does not end with %s", i, text[s.Start:s.End], ImEnd)
+				if sp := text[s.Start:s.End]; !strings.HasPrefix(sp, "\n") || !strings.HasSuffix(sp, ImEnd+"\n") {
+					t.Errorf("span %d %q is not \"\\n\" + content + %s + \"\\n\"", i, sp, ImEnd)
 				}
 			}
 		})
@@ -83,20 +83,23 @@ func TestSpansCoverAssistantContent(t *testing.T) {
 		{Role: chat.RoleAssistant, Content: "a2 ✓"},
 	}
 	text, spans := Render(msgs, false)
-	want := []string{"a1" + ImEnd, "a2 ✓" + ImEnd}
+	// TRL's qwen2_5_training.jinja: '<|im_start|>assistant' then {% generation %}'\n' + content +
+	// '<|im_end|>\n'{% endgeneration %}.
+	want := []string{"\na1" + ImEnd + "\n", "\na2 ✓" + ImEnd + "\n"}
 	if len(spans) != 2 {
 		t.Fatalf("spans = %v", spans)
 	}
+	header := ImStart + chat.RoleAssistant
 	for i, s := range spans {
 		if got := text[s.Start:s.End]; got != want[i] {
 			t.Errorf("span %d = %q, want %q", i, got, want[i])
 		}
-		if text[s.Start-len(GenerationPrompt):s.Start] != GenerationPrompt {
+		if text[s.Start-len(header):s.Start] != header {
 			t.Errorf("span %d is not preceded by the assistant header", i)
 		}
-		if text[s.End] != '\n' {
-			t.Errorf("span %d is not followed by the newline separator", i)
-		}
+	}
+	if spans[1].End != len(text) {
+		t.Errorf("the last span ends at %d, the text at %d: the newline after the last %s is trained on too", spans[1].End, len(text), ImEnd)
 	}
 	var b strings.Builder
 	b.WriteString("prefix")
