@@ -89,15 +89,19 @@ func TestFaultsEvalKill(t *testing.T) {
 		cmd.Env = append(os.Environ(), "EVAL_KILL_DEV="+dev, "EVAL_KILL_DIR="+dir)
 		return cmd
 	}
-	// An uncut child run gives the process's duration; it is then thrown away.
-	began := time.Now()
-	if b, err := child().CombinedOutput(); err != nil {
-		t.Fatalf("uncut child: %v\n%s", err, b)
-	}
-	full := time.Since(began)
-	sameEval(t, "uncut child", dir, ref)
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
+	// Uncut child runs give the process's duration, the shortest of three (the first may run
+	// while go test still compiles other packages); they are then thrown away.
+	full := time.Duration(1<<63 - 1)
+	for i := 0; i < 3; i++ {
+		began := time.Now()
+		if b, err := child().CombinedOutput(); err != nil {
+			t.Fatalf("uncut child: %v\n%s", err, b)
+		}
+		full = min(full, time.Since(began))
+		sameEval(t, "uncut child", dir, ref)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	rng := rand.New(rand.NewPCG(8, 20))
