@@ -265,7 +265,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	if err != nil {
 		return nil, err
 	}
-	defer trajOut.abort()
+	defer trajOut.Abort()
 
 	name := cfg.Policy.Name
 	byKey := map[string]*Result{}
@@ -283,7 +283,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		if err != nil {
 			return nil, fmt.Errorf("eval dir %s: trajectory %s: %w", dir, tr.Key, err)
 		}
-		if err := trajOut.writeLine(line); err != nil {
+		if err := writeLine(trajOut, line); err != nil {
 			return nil, err
 		}
 		byKey[tr.Key] = resultOf(tr)
@@ -343,7 +343,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		predictions[fmt.Sprint(t.Index)] = per[0].SQL + BIRDSeparator + t.DBID
 	}
 
-	if err := trajOut.commit(); err != nil {
+	if err := trajOut.Commit(); err != nil {
 		return nil, err
 	}
 	if err := writeResults(filepath.Join(dir, ResultsFile), results); err != nil {
@@ -396,17 +396,17 @@ func writeResults(path string, results []*Result) error {
 	if err != nil {
 		return err
 	}
-	defer f.abort()
+	defer f.Abort()
 	for _, r := range results {
 		line, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := f.writeLine(line); err != nil {
+		if err := writeLine(f, line); err != nil {
 			return err
 		}
 	}
-	return f.commit()
+	return f.Commit()
 }
 
 // ReadResults reads an eval dir's results.jsonl.

@@ -183,7 +183,7 @@ func concatTrajectories(out string, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	defer f.abort()
+	defer f.Abort()
 	for _, d := range dirs {
 		data, err := os.ReadFile(filepath.Join(d, TrajectoriesFile))
 		if err != nil {
@@ -193,7 +193,7 @@ func concatTrajectories(out string, dirs []string) error {
 			return err
 		}
 	}
-	return f.commit()
+	return f.Commit()
 }
 
 // sameDir reports whether a and b name the same directory.
