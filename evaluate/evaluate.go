@@ -274,6 +274,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		times            turnTimes
 		usage            chat.Usage
 		nowDone, nowToks int
+		nowCached        int
 	)
 	for tr, err := range distill.Trajectories(dir) {
 		if err != nil {
@@ -293,6 +294,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		if !tr.Started.Before(started) {
 			nowDone++
 			nowToks += tr.Usage.Total()
+			nowCached += tr.Usage.CachedTokens
 		}
 	}
 	failures, err := distill.ReadFailures(dir)
@@ -358,11 +360,8 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	s.Complete = pending == 0
 	s.Tokens = usage
 	s.TurnTime = turnTimeOf(times)
-	s.Throughput = Throughput{Trajectories: nowDone, Seconds: wall.Seconds(), Tokens: nowToks}
-	if wall > 0 {
-		s.Throughput.TasksPerSec = float64(nowDone) / float64(cfg.Samples) / wall.Seconds()
-		s.Throughput.TokensPerSec = float64(nowToks) / wall.Seconds()
-	}
+	s.Throughput = Throughput{Trajectories: nowDone, Seconds: wall.Seconds(), Tokens: nowToks, CachedTokens: nowCached}
+	s.Throughput.setRates(cfg.Samples)
 	if nowDone == 0 {
 		// Nothing ran this time: keep the figures of the invocation that did the work.
 		if old, err := ReadSummary(dir); err == nil {
