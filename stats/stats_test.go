@@ -267,4 +267,15 @@ func TestDatasetThinkCounts(t *testing.T) {
 	if !strings.Contains(text.String(), "Think blocks (--think auto) and truncation") {
 		t.Errorf("text lacks the think table:\n%s", text.String())
 	}
+	// No excluded rows: a "(none)" line, not a header over nothing, in text and Markdown.
+	if !strings.HasSuffix(text.String(), "\nExcluded rows: 0\n(none)\n") {
+		t.Errorf("text's empty excluded table:\n%s", text.String())
+	}
+	var md bytes.Buffer
+	if err := st.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "## Excluded rows: 0\n\n(none)\n") || strings.Contains(md.String(), "| reason |") {
+		t.Errorf("markdown's empty excluded table:\n%s", md.String())
+	}
 }
