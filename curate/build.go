@@ -16,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
 
 // Defaults of BuildOptions.
@@ -575,7 +576,7 @@ func (s *shardWriter) open() error {
 	s.w = parquet.NewGenericWriter[Row](f,
 		parquet.Compression(&parquet.Zstd),
 		parquet.MaxRowsPerRowGroup(int64(s.rowGroupRows)),
-		parquet.CreatedBy("chainedsql curate", FormatVersion, ""),
+		parquet.CreatedBy("chainedsql curate", FormatVersion, buildinfo.Version()),
 		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
 	)
 	s.parts = append(s.parts, name)
