@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
 
 // Defaults of BuildOptions.
@@ -456,13 +458,13 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	if err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
-	if err := writeFileSync(filepath.Join(tmp, CardFile), card); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(tmp, CardFile), card, outputPerm); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
-	if err := syncDir(filepath.Join(tmp, DataDir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Join(tmp, DataDir)); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -476,7 +478,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 		return nil, fmt.Errorf("curate build: move dataset into place: %w", err)
 	}
 	done = true
-	if err := syncDir(parent); err != nil {
+	if err := atomicfile.SyncDir(parent); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
 	rep.Dir = opts.Out
@@ -566,7 +568,7 @@ type shardWriter struct {
 
 func (s *shardWriter) open() error {
 	name := filepath.Join(s.dir, fmt.Sprintf("part-%05d.parquet", len(s.parts)))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, outputPerm)
 	if err != nil {
 		return err
 	}
@@ -574,7 +576,7 @@ func (s *shardWriter) open() error {
 	s.w = parquet.NewGenericWriter[Row](f,
 		parquet.Compression(&parquet.Zstd),
 		parquet.MaxRowsPerRowGroup(int64(s.rowGroupRows)),
-		parquet.CreatedBy("chainedsql curate", FormatVersion, ""),
+		parquet.CreatedBy("chainedsql curate", FormatVersion, buildinfo.Version()),
 		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
 	)
 	s.parts = append(s.parts, name)

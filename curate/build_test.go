@@ -9,13 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
 
 // handTrajectory is a short trajectory whose token counts the tests recompute a third way.
@@ -71,6 +74,8 @@ func expectedOrder(tb testing.TB, dirs []string) []string {
 }
 
 func TestBuildRoundTrip(t *testing.T) {
+	old := syscall.Umask(0o022) // for the file modes checked below
+	t.Cleanup(func() { syscall.Umask(old) })
 	tok := loadTokenizer(t)
 	tmp := t.TempDir()
 	runA, runB := filepath.Join(tmp, "runA"), filepath.Join(tmp, "runB")
@@ -98,10 +103,32 @@ func TestBuildRoundTrip(t *testing.T) {
 	if fmt.Sprint(rep.Shards) != fmt.Sprint(wantShards) {
 		t.Fatalf("shards = %v, want %v", rep.Shards, wantShards)
 	}
-	for _, s := range wantShards {
-		if _, err := os.Stat(filepath.Join(out, s)); err != nil {
+	// Every output is 0644 (less the umask), not CreateTemp's 0600.
+	for _, s := range append(wantShards, CardFile, StatsFile) {
+		st, err := os.Stat(filepath.Join(out, s))
+		if err != nil {
 			t.Fatal(err)
 		}
+		if st.Mode().Perm() != 0o644 {
+			t.Errorf("%s has mode %v, want 0644", s, st.Mode().Perm())
+		}
+	}
+	// created_by names the toolkit build, never an empty "(build )".
+	f, err := os.Open(filepath.Join(out, wantShards[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fst, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, fst.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cb, want := pf.Metadata().CreatedBy, "chainedsql curate version "+FormatVersion+"(build "+buildinfo.Version()+")"; cb != want || strings.Contains(cb, "(build )") {
+		t.Errorf("created_by %q, want %q", cb, want)
 	}
 	ents, _ := os.ReadDir(tmp)
 	for _, e := range ents {

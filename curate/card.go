@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 )
 
 // aggregate collects what the card and stats.json need while rows stream past: counts, and the
@@ -119,42 +120,15 @@ func NearestRank(sorted []int64, p float64) int64 {
 	return sorted[rank-1]
 }
 
+// outputPerm is the mode of the dataset's files (less the umask).
+const outputPerm = 0o644
+
 func writeStats(path string, rep *BuildReport) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileSync(path, append(b, '\n'))
-}
-
-// writeFileSync writes a new file and fsyncs it. Callers write into the build's temporary
-// directory, which is renamed into place as a whole.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, append(b, '\n'), outputPerm)
 }
 
 // CardFront is the YAML front matter of the dataset card, in the layout the Hugging Face hub

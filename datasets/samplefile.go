@@ -14,6 +14,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the SQLite driver materialising the sample databases
 
 	"github.com/chainedsql/chainedsql/datasets/sample"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 )
 
 const (
@@ -112,28 +113,19 @@ func materialise(ctx context.Context, root, db, version string, script func(stri
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("sample database %s: %w", db, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+db+".*.sqlite.tmp")
+	// The database is built under a temporary name and renamed into place, so that a process
+	// killed part way leaves no half-built file at path. Mode 0600, as it has always been.
+	tmp, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("sample database %s: %w", db, err)
 	}
-	tmpPath := tmp.Name()
-	tmp.Close()
-	defer func() {
-		os.Remove(tmpPath)
-		os.Remove(tmpPath + "-journal")
-	}()
-	if err := buildSQLite(ctx, tmpPath, text, stamp); err != nil {
+	defer tmp.Abort()
+	defer os.Remove(tmp.TempName() + "-journal")
+	if err := buildSQLite(ctx, tmp.TempName(), text, stamp); err != nil {
 		return "", fmt.Errorf("sample database %s: %w", db, err)
 	}
-	if err := syncFile(tmpPath); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return "", fmt.Errorf("sample database %s: %w", db, err)
-	}
-	if err := os.Rename(tmpPath, path); err != nil {
-		return "", fmt.Errorf("sample database %s: %w", db, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return path, nil
 }
@@ -179,18 +171,6 @@ func readStamp(ctx context.Context, path string) (app, version int32, err error)
 	}
 	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version)
 	return app, version, err
-}
-
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // sqliteURI is a go-sqlite3 file: URI for path with the query options.

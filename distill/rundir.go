@@ -36,6 +36,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 )
 
 // File names inside a run dir.
@@ -682,7 +683,7 @@ func (rd *runDir) shardFor(teacher string, d datasets.Dialect, n int64) (*shardF
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", name, err)
 	}
-	if err := syncDir(filepath.Join(rd.dir, ShardsDir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Join(rd.dir, ShardsDir)); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -729,42 +730,10 @@ func (rd *runDir) close() error {
 	return errors.Join(errs...)
 }
 
-// writeFileAtomic writes data to path through a temp file in the same directory: write, fsync,
-// rename, fsync the directory.
+// writeFileAtomic writes a run-dir file (manifest, usage) through atomicfile, mode 0644 less
+// the umask like the shards and journals.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o644)
 }
 
 // ReadUsage reads dir's usage.json; a missing file is an empty Usage.

@@ -265,7 +265,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	if err != nil {
 		return nil, err
 	}
-	defer trajOut.abort()
+	defer trajOut.Abort()
 
 	name := cfg.Policy.Name
 	byKey := map[string]*Result{}
@@ -274,6 +274,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		times            turnTimes
 		usage            chat.Usage
 		nowDone, nowToks int
+		nowCached        int
 	)
 	for tr, err := range distill.Trajectories(dir) {
 		if err != nil {
@@ -283,7 +284,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		if err != nil {
 			return nil, fmt.Errorf("eval dir %s: trajectory %s: %w", dir, tr.Key, err)
 		}
-		if err := trajOut.writeLine(line); err != nil {
+		if err := writeLine(trajOut, line); err != nil {
 			return nil, err
 		}
 		byKey[tr.Key] = resultOf(tr)
@@ -293,6 +294,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		if !tr.Started.Before(started) {
 			nowDone++
 			nowToks += tr.Usage.Total()
+			nowCached += tr.Usage.CachedTokens
 		}
 	}
 	failures, err := distill.ReadFailures(dir)
@@ -343,7 +345,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		predictions[fmt.Sprint(t.Index)] = per[0].SQL + BIRDSeparator + t.DBID
 	}
 
-	if err := trajOut.commit(); err != nil {
+	if err := trajOut.Commit(); err != nil {
 		return nil, err
 	}
 	if err := writeResults(filepath.Join(dir, ResultsFile), results); err != nil {
@@ -358,11 +360,8 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	s.Complete = pending == 0
 	s.Tokens = usage
 	s.TurnTime = turnTimeOf(times)
-	s.Throughput = Throughput{Trajectories: nowDone, Seconds: wall.Seconds(), Tokens: nowToks}
-	if wall > 0 {
-		s.Throughput.TasksPerSec = float64(nowDone) / float64(cfg.Samples) / wall.Seconds()
-		s.Throughput.TokensPerSec = float64(nowToks) / wall.Seconds()
-	}
+	s.Throughput = Throughput{Trajectories: nowDone, Seconds: wall.Seconds(), Tokens: nowToks, CachedTokens: nowCached}
+	s.Throughput.setRates(cfg.Samples)
 	if nowDone == 0 {
 		// Nothing ran this time: keep the figures of the invocation that did the work.
 		if old, err := ReadSummary(dir); err == nil {
@@ -396,17 +395,17 @@ func writeResults(path string, results []*Result) error {
 	if err != nil {
 		return err
 	}
-	defer f.abort()
+	defer f.Abort()
 	for _, r := range results {
 		line, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := f.writeLine(line); err != nil {
+		if err := writeLine(f, line); err != nil {
 			return err
 		}
 	}
-	return f.commit()
+	return f.Commit()
 }
 
 // ReadResults reads an eval dir's results.jsonl.

@@ -152,6 +152,19 @@ func TestScriptedWrongAnswers(t *testing.T) {
 	if s.Tokens.Total() != 24*15 || s.Throughput.Trajectories != 10 || s.Throughput.TasksPerSec <= 0 || s.TurnTime.Turns != 24 {
 		t.Errorf("tokens %+v throughput %+v turn time %+v", s.Tokens, s.Throughput, s.TurnTime)
 	}
+	// Cache hits are counted apart: 14 later turns of 6 cached prompt tokens each; the computed
+	// rate leaves them out, tokens_per_sec keeps its meaning (every token).
+	if th := s.Throughput; th.Tokens != 24*15 || th.CachedTokens != 14*6 || th.Seconds <= 0 ||
+		!near(th.TokensPerSec, float64(24*15)/th.Seconds) || !near(th.ComputedTokensPerSec, float64(24*15-14*6)/th.Seconds) {
+		t.Errorf("throughput %+v: want 360 tokens, 84 cached, rates over seconds", th)
+	}
+	var text strings.Builder
+	if err := s.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), " computed tokens/s, 84 prompt tokens from cache (10 trajectories in ") {
+		t.Errorf("summary text has no computed rate and cache-hit count:\n%s", text.String())
+	}
 	res, err := evaluate.ReadResults(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -168,7 +168,12 @@ func (s *scripted) Chat(ctx context.Context, msgs []chat.Message, _ chat.Options
 	} else {
 		return chat.Reply{}, fmt.Errorf("scripted: unknown question %q", q)
 	}
-	return chat.Reply{Content: content, FinishReason: chat.FinishStop, Usage: chat.Usage{PromptTokens: 10, CompletionTokens: 5}, Attempts: 1}, nil
+	// After the first turn, 6 prompt tokens come from a prefix cache, as the runtime reports.
+	u := chat.Usage{PromptTokens: 10, CompletionTokens: 5}
+	if turn > 0 {
+		u.CachedTokens = 6
+	}
+	return chat.Reply{Content: content, FinishReason: chat.FinishStop, Usage: u, Attempts: 1}, nil
 }
 
 func handle(name string, p chat.Policy) *distill.PolicyHandle {

@@ -62,6 +62,7 @@ func Merge(out string, dirs []string) (*Summary, error) {
 		m.Tokens = m.Tokens.Add(s.Tokens)
 		m.Throughput.Trajectories += s.Throughput.Trajectories
 		m.Throughput.Tokens += s.Throughput.Tokens
+		m.Throughput.CachedTokens += s.Throughput.CachedTokens
 		m.Throughput.Seconds = max(m.Throughput.Seconds, s.Throughput.Seconds)
 		m.TurnTime = addTurnTime(m.TurnTime, s.TurnTime)
 		if s.Updated.After(m.Updated) {
@@ -100,10 +101,7 @@ func Merge(out string, dirs []string) (*Summary, error) {
 		}
 		return results[a].Sample < results[b].Sample
 	})
-	if m.Throughput.Seconds > 0 {
-		m.Throughput.TasksPerSec = float64(m.Throughput.Trajectories) / float64(max(1, m.Samples)) / m.Throughput.Seconds
-		m.Throughput.TokensPerSec = float64(m.Throughput.Tokens) / m.Throughput.Seconds
-	}
+	m.Throughput.setRates(m.Samples)
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
 		er[i] = stats.EvalResult{Difficulty: r.Difficulty, Correct: r.Correct, Converged: r.Converged, ExecOK: r.ExecOK,
@@ -183,7 +181,7 @@ func concatTrajectories(out string, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	defer f.abort()
+	defer f.Abort()
 	for _, d := range dirs {
 		data, err := os.ReadFile(filepath.Join(d, TrajectoriesFile))
 		if err != nil {
@@ -193,7 +191,7 @@ func concatTrajectories(out string, dirs []string) error {
 			return err
 		}
 	}
-	return f.commit()
+	return f.Commit()
 }
 
 // sameDir reports whether a and b name the same directory.

@@ -52,13 +52,30 @@ type Summary struct {
 
 // Throughput is the speed of the invocation that did the work.
 type Throughput struct {
-	// Trajectories were completed in Seconds of wall time, using Tokens tokens.
+	// Trajectories were completed in Seconds of wall time, using Tokens tokens (prompt plus
+	// completion, every turn). CachedTokens of them are prompt tokens served from a prefix
+	// cache (the bundled runtime's, or the provider's where it reports one) and not computed;
+	// summaries written before it was recorded read 0.
 	Trajectories int     `json:"trajectories"`
 	Seconds      float64 `json:"seconds"`
 	Tokens       int     `json:"tokens"`
-	// TasksPerSec counts tasks (trajectories over samples per task).
-	TasksPerSec  float64 `json:"tasks_per_sec"`
-	TokensPerSec float64 `json:"tokens_per_sec"`
+	CachedTokens int     `json:"cached_tokens"`
+	// TasksPerSec counts tasks (trajectories over samples per task). TokensPerSec is Tokens
+	// over Seconds, cache hits included; ComputedTokensPerSec is Tokens less CachedTokens over
+	// Seconds, the work the model did.
+	TasksPerSec          float64 `json:"tasks_per_sec"`
+	TokensPerSec         float64 `json:"tokens_per_sec"`
+	ComputedTokensPerSec float64 `json:"computed_tokens_per_sec"`
+}
+
+// setRates fills the per-second figures from the counts, over tasks of samples each.
+func (t *Throughput) setRates(samples int) {
+	if t.Seconds <= 0 {
+		return
+	}
+	t.TasksPerSec = float64(t.Trajectories) / float64(max(1, samples)) / t.Seconds
+	t.TokensPerSec = float64(t.Tokens) / t.Seconds
+	t.ComputedTokensPerSec = float64(t.Tokens-t.CachedTokens) / t.Seconds
 }
 
 // TurnTime is the average time per turn over every trajectory, split into the model's reply,
@@ -155,8 +172,8 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Sprintf("%s on %s (%s), %s", s.Policy, s.TaskSpec, s.Dialect, state),
 		s.Eval.Headline(),
 		fmt.Sprintf("tasks %s; results %d, failed episodes %d", countsLine(s.Counts, s.Loaded), s.Eval.N, s.Failed),
-		fmt.Sprintf("throughput %.2f tasks/s, %.0f tokens/s (%d trajectories in %.1f s)",
-			s.Throughput.TasksPerSec, s.Throughput.TokensPerSec, s.Throughput.Trajectories, s.Throughput.Seconds),
+		fmt.Sprintf("throughput %.2f tasks/s, %.0f computed tokens/s, %d prompt tokens from cache (%d trajectories in %.1f s)",
+			s.Throughput.TasksPerSec, s.Throughput.ComputedTokensPerSec, s.Throughput.CachedTokens, s.Throughput.Trajectories, s.Throughput.Seconds),
 		fmt.Sprintf("per turn %.2f ms: model %.2f ms, SQL %.2f ms, overhead %.2f ms (%d turns)",
 			s.TurnTime.TotalMS, s.TurnTime.ModelMS, s.TurnTime.SQLMS, s.TurnTime.OverheadMS, s.TurnTime.Turns),
 	}
@@ -238,7 +255,8 @@ func Compare(w io.Writer, dirs []string) error {
 			return fmt.Sprint(s.Samples)
 		}},
 		row{"tasks/s", func(s *Summary) string { return fmt.Sprintf("%.2f", s.Throughput.TasksPerSec) }},
-		row{"tokens/s", func(s *Summary) string { return fmt.Sprintf("%.0f", s.Throughput.TokensPerSec) }},
+		row{"computed tokens/s", func(s *Summary) string { return fmt.Sprintf("%.0f", s.Throughput.ComputedTokensPerSec) }},
+		row{"cache-hit tokens", func(s *Summary) string { return fmt.Sprint(s.Throughput.CachedTokens) }},
 		row{"model ms/turn", func(s *Summary) string { return fmt.Sprintf("%.2f", s.TurnTime.ModelMS) }},
 		row{"SQL ms/turn", func(s *Summary) string { return fmt.Sprintf("%.2f", s.TurnTime.SQLMS) }},
 		row{"overhead ms/turn", func(s *Summary) string { return fmt.Sprintf("%.2f", s.TurnTime.OverheadMS) }},

@@ -1,7 +1,9 @@
 package stats
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -33,9 +35,47 @@ type EvalSummary struct {
 	ExecOK       float64        `json:"exec_ok"`
 	// FormatViolationRate is format-violating turns over all turns.
 	FormatViolationRate float64 `json:"format_violation_rate"`
-	// RowsWithViolation is the share of results with at least one format violation.
-	RowsWithViolation float64 `json:"rows_with_violation"`
-	AvgTurns          float64 `json:"avg_turns"`
+	// RowsWithViolation counts the results with at least one format violation, as
+	// rows_with_violation does in dataset stats; RowsWithViolationShare is their share of N.
+	// (Summaries written before the share had its own name hold the share under
+	// rows_with_violation; UnmarshalJSON reads both.)
+	RowsWithViolation      int     `json:"rows_with_violation"`
+	RowsWithViolationShare float64 `json:"rows_with_violation_share"`
+	AvgTurns               float64 `json:"avg_turns"`
+}
+
+// UnmarshalJSON reads an EvalSummary. A summary without rows_with_violation_share is of the
+// older layout, whose rows_with_violation is the share: the count is then that share of N,
+// rounded.
+func (s *EvalSummary) UnmarshalJSON(data []byte) error {
+	type plain EvalSummary // without the method
+	var aux struct {
+		plain
+		RowsWithViolation      json.Number `json:"rows_with_violation"`
+		RowsWithViolationShare *float64    `json:"rows_with_violation_share"`
+	}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	*s = EvalSummary(aux.plain)
+	if aux.RowsWithViolation == "" {
+		aux.RowsWithViolation = "0"
+	}
+	if aux.RowsWithViolationShare != nil {
+		n, err := aux.RowsWithViolation.Int64()
+		if err != nil {
+			return fmt.Errorf("eval summary: rows_with_violation %s is not a count: %w", aux.RowsWithViolation, err)
+		}
+		s.RowsWithViolation, s.RowsWithViolationShare = int(n), *aux.RowsWithViolationShare
+		return nil
+	}
+	share, err := aux.RowsWithViolation.Float64()
+	if err != nil {
+		return fmt.Errorf("eval summary: rows_with_violation %s: %w", aux.RowsWithViolation, err)
+	}
+	s.RowsWithViolationShare = share
+	s.RowsWithViolation = int(math.Round(share * float64(s.N)))
+	return nil
 }
 
 // DifficultyEX is EX within one difficulty bucket.
@@ -77,7 +117,8 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 	s.EX = ratio(s.Correct, s.N)
 	s.Convergence = ratio(converged, s.N)
 	s.ExecOK = ratio(execOK, s.N)
-	s.RowsWithViolation = ratio(withViolation, s.N)
+	s.RowsWithViolation = withViolation
+	s.RowsWithViolationShare = ratio(withViolation, s.N)
 	s.FormatViolationRate = ratio(violations, turns)
 	s.AvgTurns = ratio(turns, s.N)
 	for _, name := range orderDifficulties(keys(buckets)) {

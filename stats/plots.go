@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 )
 
 // Chart file names (Chart.Name).
@@ -623,29 +623,18 @@ func median(v []int) int {
 	return int(curate.NearestRank(s, 50))
 }
 
+// savePNG writes c to path as a PNG through atomicfile, mode 0644 less the umask.
 func savePNG(c *Chart, path string) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	bw := bufio.NewWriter(f)
-	err = c.WritePNG(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	defer f.Abort()
+	if err := c.WritePNG(f); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
 }

@@ -145,11 +145,18 @@ func (s *DatasetStats) Tables() []Table {
 	return out
 }
 
-// WriteText writes the summary as aligned terminal tables.
+// WriteText writes the summary as aligned terminal tables; a table without rows is "(none)".
 func (s *DatasetStats) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Dataset %s\n", s.Dir)
 	for _, t := range s.tables() {
 		fmt.Fprintf(w, "\n%s\n", t.title)
+		if len(t.rows) == 0 {
+			// No header over nothing, as WriteMarkdown and curate view do.
+			if _, err := fmt.Fprintln(w, "(none)"); err != nil {
+				return err
+			}
+			continue
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, strings.Join(t.header, "\t")+"\t")
 		for _, r := range t.rows {

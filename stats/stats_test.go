@@ -193,7 +193,7 @@ func TestSummarizeEval(t *testing.T) {
 	}
 	s := SummarizeEval(res)
 	if s.N != 4 || s.Correct != 2 || s.EX != 0.5 || s.Convergence != 0.5 || s.ExecOK != 0.75 || s.AvgTurns != 2.5 ||
-		s.FormatViolationRate != 0.3 || s.RowsWithViolation != 0.5 {
+		s.FormatViolationRate != 0.3 || s.RowsWithViolation != 2 || s.RowsWithViolationShare != 0.5 {
 		t.Errorf("summary %+v", s)
 	}
 	if len(s.ByDifficulty) != 3 || s.ByDifficulty[0].Difficulty != "simple" || s.ByDifficulty[0].EX != 0.5 ||
@@ -202,6 +202,42 @@ func TestSummarizeEval(t *testing.T) {
 	}
 	if z := SummarizeEval(nil); z.N != 0 || z.EX != 0 || len(z.ByDifficulty) != 0 {
 		t.Errorf("empty summary %+v", z)
+	}
+}
+
+// TestEvalSummaryJSON: rows_with_violation is the count in both dataset stats and the eval
+// summary, the share has its own name, and a summary of the older layout (the share under
+// rows_with_violation, no rows_with_violation_share) still reads, the count recovered from N.
+func TestEvalSummaryJSON(t *testing.T) {
+	s := SummarizeEval([]EvalResult{{Turns: 1, FormatViolations: 1}, {Turns: 1}, {Turns: 1, FormatViolations: 3}, {Turns: 1}, {Turns: 1}})
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["rows_with_violation"] != 2.0 || m["rows_with_violation_share"] != 0.4 {
+		t.Fatalf("rows_with_violation %v, rows_with_violation_share %v; want 2 and 0.4", m["rows_with_violation"], m["rows_with_violation_share"])
+	}
+	var back EvalSummary
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.RowsWithViolation != 2 || back.RowsWithViolationShare != 0.4 || back.N != 5 || back.AvgTurns != 1 {
+		t.Fatalf("round trip %+v", back)
+	}
+
+	var old EvalSummary
+	if err := json.Unmarshal([]byte(`{"n": 7, "correct": 3, "ex": 0.42857142857142855, "rows_with_violation": 0.42857142857142855, "avg_turns": 2}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.RowsWithViolation != 3 || old.RowsWithViolationShare != 0.42857142857142855 || old.N != 7 || old.Correct != 3 || old.AvgTurns != 2 {
+		t.Fatalf("older layout read as %+v", old)
+	}
+	if err := json.Unmarshal([]byte(`{"n": 2, "rows_with_violation": 0.5, "rows_with_violation_share": 0.25}`), &old); err == nil {
+		t.Fatal("a fractional count next to a share was accepted")
 	}
 }
 
@@ -230,5 +266,16 @@ func TestDatasetThinkCounts(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "Think blocks (--think auto) and truncation") {
 		t.Errorf("text lacks the think table:\n%s", text.String())
+	}
+	// No excluded rows: a "(none)" line, not a header over nothing, in text and Markdown.
+	if !strings.HasSuffix(text.String(), "\nExcluded rows: 0\n(none)\n") {
+		t.Errorf("text's empty excluded table:\n%s", text.String())
+	}
+	var md bytes.Buffer
+	if err := st.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "## Excluded rows: 0\n\n(none)\n") || strings.Contains(md.String(), "| reason |") {
+		t.Errorf("markdown's empty excluded table:\n%s", md.String())
 	}
 }

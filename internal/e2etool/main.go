@@ -24,6 +24,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 )
 
@@ -78,13 +79,8 @@ func serveTeacher(ctx context.Context, args []string) error {
 	}
 	srv := oaitest.Start(script, opts...)
 	defer srv.Close()
-	// Written under a temporary name and renamed, so a script polling for the file never reads
-	// half of it.
-	tmp := *urlFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(srv.BaseURL()+"\n"), 0o644); err != nil {
-		return fmt.Errorf("teacher: %w", err)
-	}
-	if err := os.Rename(tmp, *urlFile); err != nil {
+	// Written atomically, so a script polling for the file never reads half of it.
+	if err := atomicfile.WriteFile(*urlFile, []byte(srv.BaseURL()+"\n"), 0o644); err != nil {
 		return fmt.Errorf("teacher: %w", err)
 	}
 	<-ctx.Done()
