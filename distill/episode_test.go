@@ -231,26 +231,35 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 }
 
 func TestResolvePolicy(t *testing.T) {
-	h, err := distill.ResolvePolicy("oracle", nil)
+	h, err := distill.ResolvePolicy("oracle", nil, nil)
 	if err != nil || h.Name != "oracle" {
 		t.Fatalf("%v %+v", err, h)
 	}
-	if _, err := distill.ResolvePolicy("gpt-oss", nil); err == nil || !strings.Contains(err.Error(), "no teachers") {
+	if _, err := distill.ResolvePolicy("gpt-oss", nil, nil); err == nil || !strings.Contains(err.Error(), "no teachers") {
 		t.Fatalf("bare name without teachers: %v", err)
 	}
-	if _, err := distill.ResolvePolicy("nosuch:x", nil); err == nil || !strings.Contains(err.Error(), "unknown prefix") {
-		t.Fatalf("unknown prefix: %v", err)
+	prefixes := map[string]distill.PolicyFactory{
+		"testpol": func(arg string) (chat.Policy, string, error) {
+			return scripted(chat.Reply{Content: "<sql>SELECT 1</sql>"}), "m-" + arg, nil
+		},
+		distill.OracleName: func(string) (chat.Policy, string, error) { return nil, "", errors.New("reserved") },
 	}
-	distill.RegisterPolicy("testpol", func(arg string) (chat.Policy, string, error) {
-		return scripted(chat.Reply{Content: "<sql>SELECT 1</sql>"}), "m-" + arg, nil
-	})
-	h, err = distill.ResolvePolicy("testpol:/models/My Model", nil)
+	for _, spec := range []string{"nosuch:x", "oracle:x"} {
+		_, err := distill.ResolvePolicy(spec, nil, prefixes)
+		if err == nil || !strings.Contains(err.Error(), "unknown prefix") || !strings.Contains(err.Error(), "(known: teacher, testpol)") {
+			t.Fatalf("%s: %v", spec, err)
+		}
+	}
+	h, err = distill.ResolvePolicy("testpol:/models/My Model", nil, prefixes)
 	if err != nil || h.Name != "testpol-My_Model" || h.Model != "m-/models/My Model" || !distill.ValidName(h.Name) {
 		t.Fatalf("%v %+v", err, h)
 	}
+	if _, err := distill.ResolvePolicy("testpol:/models/x", nil, nil); err == nil || !strings.Contains(err.Error(), "unknown prefix") {
+		t.Fatalf("a prefix not passed in resolved: %v", err)
+	}
 	h, err = distill.ResolvePolicy("teacher:glm", func(name string) (*distill.PolicyHandle, error) {
 		return &distill.PolicyHandle{Name: name, Model: "glm-x", Policy: distill.Oracle{}}, nil
-	})
+	}, nil)
 	if err != nil || h.Name != "glm" || h.Spec != "teacher:glm" {
 		t.Fatalf("%v %+v", err, h)
 	}

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -73,37 +72,6 @@ type PolicyHandle struct {
 // those counters written into usage.json as "client".
 type PolicyFactory func(arg string) (chat.Policy, string, error)
 
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]PolicyFactory{}
-)
-
-// RegisterPolicy makes specs "prefix:ARG" resolve through f (the runtime registers "student").
-// Registering a prefix twice, "teacher", or "oracle" panics: it is a programming error.
-func RegisterPolicy(prefix string, f PolicyFactory) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if prefix == "" || prefix == "teacher" || prefix == OracleName || strings.Contains(prefix, ":") {
-		panic(fmt.Sprintf("distill.RegisterPolicy: reserved or invalid prefix %q", prefix))
-	}
-	if _, dup := registry[prefix]; dup {
-		panic(fmt.Sprintf("distill.RegisterPolicy: prefix %q registered twice", prefix))
-	}
-	registry[prefix] = f
-}
-
-// RegisteredPrefixes lists the registered policy prefixes in order.
-func RegisteredPrefixes() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for p := range registry {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TeacherFactory resolves a teacher name (from a teachers config) into a handle.
 type TeacherFactory func(name string) (*PolicyHandle, error)
 
@@ -133,10 +101,11 @@ func sanitize(s string) string {
 	return out
 }
 
-// ResolvePolicy turns a policy spec into a handle: "oracle"; "PREFIX:ARG" for a registered
-// prefix (named PREFIX-BASENAME(ARG)); "teacher:NAME" or a bare NAME through teacher (which may
-// be nil when no teachers are configured).
-func ResolvePolicy(spec string, teacher TeacherFactory) (*PolicyHandle, error) {
+// ResolvePolicy turns a policy spec into a handle: "oracle"; "PREFIX:ARG" for a prefix of
+// prefixes (named PREFIX-BASENAME(ARG); "teacher" and "oracle" are reserved); "teacher:NAME" or
+// a bare NAME through teacher (which may be nil when no teachers are configured). prefixes may
+// be nil.
+func ResolvePolicy(spec string, teacher TeacherFactory, prefixes map[string]PolicyFactory) (*PolicyHandle, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
 		return nil, errors.New("empty policy name")
@@ -146,11 +115,15 @@ func ResolvePolicy(spec string, teacher TeacherFactory) (*PolicyHandle, error) {
 	}
 	prefix, arg, hasPrefix := strings.Cut(spec, ":")
 	if hasPrefix && prefix != "teacher" {
-		registryMu.RLock()
-		f, ok := registry[prefix]
-		registryMu.RUnlock()
-		if !ok {
-			known := append([]string{"teacher"}, RegisteredPrefixes()...)
+		f, ok := prefixes[prefix]
+		if !ok || prefix == OracleName {
+			known := []string{"teacher"}
+			for p := range prefixes {
+				if p != "teacher" && p != OracleName {
+					known = append(known, p)
+				}
+			}
+			sort.Strings(known[1:])
 			return nil, fmt.Errorf("policy %q: unknown prefix %q (known: %s)", spec, prefix, strings.Join(known, ", "))
 		}
 		if arg == "" {

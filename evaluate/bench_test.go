@@ -3,13 +3,13 @@ package evaluate_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -26,13 +26,13 @@ func benchEntries(n int) []birdEntry {
 	return out
 }
 
-func benchEval(b *testing.B, spec string, tasksN int, batch int, mod func(*evaluate.Config)) {
+func benchEval(b *testing.B, spec string, popts policies.Options, tasksN int, batch int, mod func(*evaluate.Config)) {
 	path := writeBIRD(b, benchEntries(tasksN))
 	tasks := loadBIRD(b, path)
 	var last *evaluate.Summary
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		h, err := policies.Resolve(spec, nil)
+		h, err := policies.Resolve(spec, popts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,23 +56,17 @@ func benchEval(b *testing.B, spec string, tasksN int, batch int, mod func(*evalu
 }
 
 // BenchmarkEvalOracle is the whole eval loop (episodes, run dir, derived files) on 100 tasks.
-func BenchmarkEvalOracle(b *testing.B) { benchEval(b, distill.OracleName, 10, 8, nil) }
+func BenchmarkEvalOracle(b *testing.B) {
+	benchEval(b, distill.OracleName, policies.Options{}, 10, 8, nil)
+}
 
 // BenchmarkEvalTinyStudent is the loop with the tiny random-weight Qwen2 on 10 tasks, 2 turns
 // of at most 16 tokens.
 func BenchmarkEvalTinyStudent(b *testing.B) {
 	model := filepath.Dir(shared.Path(b, "models/tiny-qwen2-f32/config.json"))
 	tok := shared.Path(b, "tokenizer/qwen2.5/tokenizer.json")
-	old, had := os.LookupEnv(policies.EnvStudentTokenizer)
-	os.Setenv(policies.EnvStudentTokenizer, tok)
-	defer func() {
-		if had {
-			os.Setenv(policies.EnvStudentTokenizer, old)
-		} else {
-			os.Unsetenv(policies.EnvStudentTokenizer)
-		}
-	}()
-	benchEval(b, "student:"+model, 1, 10, func(c *evaluate.Config) {
+	popts := policies.Options{Student: student.Options{Tokenizer: tok}}
+	benchEval(b, "student:"+model, popts, 1, 10, func(c *evaluate.Config) {
 		c.Episode.MaxTurns = 2
 		c.Episode.Chat.MaxTokens = 16
 	})

@@ -43,7 +43,7 @@ func TestOracleBIRD(t *testing.T) {
 	path := writeBIRD(t, evalEntries)
 	tasks := loadBIRD(t, path)
 	dir := filepath.Join(t.TempDir(), "eval")
-	h, err := distill.ResolvePolicy("oracle", nil)
+	h, err := distill.ResolvePolicy("oracle", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

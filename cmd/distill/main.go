@@ -115,7 +115,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	handles, err := policies.ResolveList(*teacherList, tcfg)
+	popts := policies.Options{Teachers: tcfg}
+	if strings.Contains(*teacherList, "student:") {
+		// student:DIR takes what its spec cannot carry from the documented environment.
+		if popts.Student, err = policies.StudentEnv(os.Getenv); err != nil {
+			return fail(err)
+		}
+	}
+	handles, err := policies.ResolveList(*teacherList, popts)
 	if err != nil {
 		return fail(err)
 	}

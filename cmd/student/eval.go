@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/term"
@@ -44,7 +43,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		maxTurns    = fs.Int("max-turns", distill.DefaultMaxTurns, "turn budget per task")
 		limit       = fs.Int("limit", 0, "evaluate only the first N tasks (0 = all)")
 		backend     = fs.String("backend", "cpu", "student runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
-		batch       = fs.Int("batch", 0, "conversations in flight (0 = the policy's own, else 16)")
+		batch       = fs.Int("batch", 0, "conversations in flight, for student:DIR also the most decoded together (0 = the policy's own, else 16)")
 		shardSpec   = fs.String("shard", "", "evaluate only part I/N of the tasks (e.g. 0/4, one per machine); join the parts with student merge")
 		samples     = fs.Int("samples", 1, "trajectories per task (needs --temperature > 0 to differ)")
 		temperature = fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
@@ -54,6 +53,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
 		dtype       = fs.String("dtype", "", "student: weight type f32, bf16 or q8 (default: as stored)")
 		threads     = fs.Int("threads", 0, "student: CPU threads for the kernels (default: all cores)")
+		mmap        = fs.Bool("mmap", false, "student: use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
 		cacheTokens = fs.Int("cache-tokens", 65536, "student: tokens of finished conversations' KV caches kept for prefix reuse (a shared schema prompt, the previous turn); negative: none, every prompt computed in full")
 		progress    = fs.String("progress", "auto", "progress output: auto, live, log, off")
 		dialect     = fs.String("dialect", "sqlite", "engine the tasks run on: sqlite, postgres (--pg-dsn) or mysql (--mysql-dsn)")
@@ -123,20 +123,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		return fail(fmt.Errorf("--progress %q: want auto, live, log or off", *progress))
 	}
-	// The student:DIR policy takes what its spec cannot carry from the environment.
-	for env, v := range map[string]string{policies.EnvStudentTokenizer: *tokenizer, policies.EnvStudentDType: *dtype, policies.EnvStudentBackend: *backend} {
-		if v != "" {
-			os.Setenv(env, v)
-		}
-	}
-	if *threads > 0 {
-		os.Setenv(policies.EnvStudentThreads, strconv.Itoa(*threads))
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "cache-tokens" {
-			os.Setenv(policies.EnvStudentCacheTokens, strconv.Itoa(*cacheTokens))
-		}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	sopts, err := evalStudentOptions(os.Getenv, set, evalStudentFlags{
+		tokenizer: *tokenizer, dtype: *dtype, backend: *backend, threads: *threads, mmap: *mmap, cacheTokens: *cacheTokens, batch: *batch,
 	})
+	if err != nil && strings.HasPrefix(spec, "student:") {
+		return fail(err)
+	}
 
 	tasks, err := datasets.LoadTasks(*taskSpec, *dbRoot)
 	if err != nil {
@@ -151,7 +145,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	h, err := policies.Resolve(spec, tcfg)
+	h, err := policies.Resolve(spec, policies.Options{Teachers: tcfg, Student: sopts})
 	if err != nil {
 		return fail(err)
 	}
@@ -213,4 +207,46 @@ func readerDefault() string {
 		return v
 	}
 	return datasets.DefaultReader
+}
+
+// evalStudentFlags are eval's flags for the student:DIR policy.
+type evalStudentFlags struct {
+	tokenizer, dtype, backend string
+	threads, cacheTokens      int
+	batch                     int
+	mmap                      bool
+}
+
+// evalStudentOptions builds the student:DIR policy's options: the documented
+// CHAINEDSQL_STUDENT_* environment (policies.StudentEnv) first, then the flags the user gave
+// (set names those that count only when given; the string flags and --threads count when
+// non-empty or positive), and
+// --batch as the generator's MaxBatch so that the conversations in flight decode together.
+func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalStudentFlags) (student.Options, error) {
+	opts, err := policies.StudentEnv(getenv)
+	if err != nil {
+		return opts, err
+	}
+	if f.tokenizer != "" {
+		opts.Tokenizer = f.tokenizer
+	}
+	if f.dtype != "" {
+		opts.DType = f.dtype
+	}
+	if f.backend != "" {
+		opts.Backend = f.backend // --backend (default cpu) wins over the environment, as it always has
+	}
+	if f.threads > 0 {
+		opts.Threads = f.threads
+	}
+	if set["mmap"] {
+		opts.Mmap = f.mmap
+	}
+	if set["cache-tokens"] {
+		opts.Generate.CacheTokens = f.cacheTokens
+	}
+	if f.batch > 0 {
+		opts.Generate.MaxBatch = f.batch
+	}
+	return opts, nil
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
-	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
@@ -141,9 +139,6 @@ func TestEvalNeedsReader(t *testing.T) {
 // TestEvalTinyStudent runs the bundled runtime with random weights end to end: it answers
 // nonsense, so the table shows format violations, and all four files are written and parse.
 func TestEvalTinyStudent(t *testing.T) {
-	if !slices.Contains(distill.RegisteredPrefixes(), "student") {
-		t.Skip("the student:DIR policy is not registered in this build")
-	}
 	model := shared.Path(t, "models/tiny-qwen2-f32/config.json")
 	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
 	dev := birdDir(t)
@@ -186,10 +181,6 @@ func TestEvalTinyStudent(t *testing.T) {
 // no cached tokens in usage.json) and the results are the same as with it on, where the tasks'
 // shared system prompt and each conversation's first turn are reused.
 func TestEvalCacheTokens(t *testing.T) {
-	if !slices.Contains(distill.RegisteredPrefixes(), "student") {
-		t.Skip("the student:DIR policy is not registered in this build")
-	}
-	t.Setenv(policies.EnvStudentCacheTokens, "") // restored after the flag sets it
 	model := shared.Path(t, "models/tiny-qwen2-f32/config.json")
 	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
 	dev := birdDir(t)

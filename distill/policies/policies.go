@@ -1,30 +1,42 @@
 // Package policies resolves policy specs for cmd/distill and cmd/student: the built-in oracle,
-// teachers from a teachers.Config ("NAME" or "teacher:NAME"), and prefixes registered with
-// distill.RegisterPolicy (the runtime's "student:DIR"). It is the one place that joins distill
-// and teachers, so distill itself imports neither teachers nor the runtime.
+// teachers from a teachers.Config ("NAME" or "teacher:NAME"), and the bundled runtime
+// ("student:DIR"), each from explicit Options. It is the one place that joins distill, teachers
+// and the runtime, so distill itself imports neither.
 package policies
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
-// Resolve turns one spec into a handle. cfg may be nil (then only the oracle and registered
-// prefixes resolve).
-func Resolve(spec string, cfg *teachers.Config) (*distill.PolicyHandle, error) {
+// Options is everything a spec cannot carry.
+type Options struct {
+	// Teachers resolves "NAME" and "teacher:NAME"; nil: no teachers configured.
+	Teachers *teachers.Config
+	// Student opens every "student:DIR" policy.
+	Student student.Options
+}
+
+// Resolve turns one spec into a handle with opts.
+func Resolve(spec string, opts Options) (*distill.PolicyHandle, error) {
 	var tf distill.TeacherFactory
-	if cfg != nil {
+	if cfg := opts.Teachers; cfg != nil {
 		tf = func(name string) (*distill.PolicyHandle, error) { return Teacher(cfg, name) }
 	}
-	return distill.ResolvePolicy(spec, tf)
+	prefixes := map[string]distill.PolicyFactory{
+		"student": func(dir string) (chat.Policy, string, error) { return openStudent(dir, opts.Student) },
+	}
+	return distill.ResolvePolicy(spec, tf, prefixes)
 }
 
 // ResolveList resolves a comma-separated list of specs, refusing duplicates. On error the
 // handles built so far are closed.
-func ResolveList(list string, cfg *teachers.Config) ([]*distill.PolicyHandle, error) {
+func ResolveList(list string, opts Options) ([]*distill.PolicyHandle, error) {
 	var out []*distill.PolicyHandle
 	seen := map[string]string{}
 	fail := func(err error) ([]*distill.PolicyHandle, error) {
@@ -40,7 +52,7 @@ func ResolveList(list string, cfg *teachers.Config) ([]*distill.PolicyHandle, er
 		if spec == "" {
 			continue
 		}
-		h, err := Resolve(spec, cfg)
+		h, err := Resolve(spec, opts)
 		if err != nil {
 			return fail(err)
 		}

@@ -2,15 +2,15 @@ package policies
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/student"
 )
 
-// Environment variables read by the "student:DIR" policy, for what a spec cannot carry.
+// Environment variables a command may read into Options.Student with StudentEnv, for the
+// "student:DIR" policy's settings that a spec cannot carry (the documented forms; the library
+// itself reads no environment).
 const (
 	// EnvStudentTokenizer is the tokenizer.json (or its directory) used when DIR has none.
 	EnvStudentTokenizer = "CHAINEDSQL_STUDENT_TOKENIZER"
@@ -28,34 +28,37 @@ const (
 	EnvStudentCacheTokens = "CHAINEDSQL_STUDENT_CACHE_TOKENS"
 )
 
-func init() {
-	distill.RegisterPolicy("student", openStudent)
-}
-
-// openStudent loads the bundled runtime on the model directory dir as a policy.
-func openStudent(dir string) (chat.Policy, string, error) {
-	opts := student.Options{Tokenizer: os.Getenv(EnvStudentTokenizer), DType: os.Getenv(EnvStudentDType), Backend: os.Getenv(EnvStudentBackend)}
-	switch v := os.Getenv(EnvStudentMmap); v {
+// StudentEnv reads the EnvStudent* variables through getenv (os.Getenv in a command) into
+// student options; unset variables leave their fields zero. A malformed value is an error
+// naming the variable.
+func StudentEnv(getenv func(string) string) (student.Options, error) {
+	opts := student.Options{Tokenizer: getenv(EnvStudentTokenizer), DType: getenv(EnvStudentDType), Backend: getenv(EnvStudentBackend)}
+	switch v := getenv(EnvStudentMmap); v {
 	case "", "0":
 	case "1":
 		opts.Mmap = true
 	default:
-		return nil, "", fmt.Errorf("%s=%q: want 0 or 1", EnvStudentMmap, v)
+		return opts, fmt.Errorf("%s=%q: want 0 or 1", EnvStudentMmap, v)
 	}
-	if v := os.Getenv(EnvStudentThreads); v != "" {
+	if v := getenv(EnvStudentThreads); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return nil, "", fmt.Errorf("%s=%q: want a positive thread count", EnvStudentThreads, v)
+			return opts, fmt.Errorf("%s=%q: want a positive thread count", EnvStudentThreads, v)
 		}
 		opts.Threads = n
 	}
-	if v := os.Getenv(EnvStudentCacheTokens); v != "" {
+	if v := getenv(EnvStudentCacheTokens); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s=%q: want a token count (negative: no prefix reuse)", EnvStudentCacheTokens, v)
+			return opts, fmt.Errorf("%s=%q: want a token count (negative: no prefix reuse)", EnvStudentCacheTokens, v)
 		}
 		opts.Generate.CacheTokens = n
 	}
+	return opts, nil
+}
+
+// openStudent loads the bundled runtime on the model directory dir with opts as a policy.
+func openStudent(dir string, opts student.Options) (chat.Policy, string, error) {
 	s, err := student.Open(dir, opts)
 	if err != nil {
 		return nil, "", err

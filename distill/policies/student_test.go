@@ -13,18 +13,12 @@ import (
 
 func TestStudentPolicy(t *testing.T) {
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
-	t.Setenv(policies.EnvStudentTokenizer, shared.Path(t, "tokenizer/qwen2.5"))
-	t.Setenv(policies.EnvStudentThreads, "zero")
-	if _, err := policies.Resolve("student:"+dir, nil); err == nil || !strings.Contains(err.Error(), policies.EnvStudentThreads) {
-		t.Fatalf("bad thread count: %v", err)
+	env := map[string]string{policies.EnvStudentTokenizer: shared.Path(t, "tokenizer/qwen2.5"), policies.EnvStudentThreads: "2", policies.EnvStudentMmap: "1"}
+	sopts, err := policies.StudentEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv(policies.EnvStudentThreads, "2")
-	t.Setenv(policies.EnvStudentMmap, "yes")
-	if _, err := policies.Resolve("student:"+dir, nil); err == nil || !strings.Contains(err.Error(), policies.EnvStudentMmap) {
-		t.Fatalf("bad mmap setting: %v", err)
-	}
-	t.Setenv(policies.EnvStudentMmap, "1")
-	h, err := policies.Resolve("student:"+dir, nil)
+	h, err := policies.Resolve("student:"+dir, policies.Options{Student: sopts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +45,39 @@ func TestStudentPolicy(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := policies.Resolve("student:"+t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "config.json") {
+	if _, err := policies.Resolve("student:"+t.TempDir(), policies.Options{Student: sopts}); err == nil || !strings.Contains(err.Error(), "config.json") {
 		t.Fatalf("directory without a model: %v", err)
+	}
+}
+
+// TestStudentEnv: every documented CHAINEDSQL_STUDENT_* form lands in its option, unset ones
+// leave it zero, and a malformed value is an error naming its variable.
+func TestStudentEnv(t *testing.T) {
+	env := map[string]string{
+		policies.EnvStudentTokenizer: "/tok", policies.EnvStudentDType: "q8", policies.EnvStudentThreads: "3",
+		policies.EnvStudentMmap: "1", policies.EnvStudentBackend: "cuda", policies.EnvStudentCacheTokens: "-1",
+	}
+	o, err := policies.StudentEnv(func(k string) string { return env[k] })
+	if err != nil || o.Tokenizer != "/tok" || o.DType != "q8" || o.Threads != 3 || !o.Mmap || o.Backend != "cuda" || o.Generate.CacheTokens != -1 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if o, err := policies.StudentEnv(func(string) string { return "" }); err != nil || o.Tokenizer != "" || o.Threads != 0 || o.Mmap || o.Generate.CacheTokens != 0 {
+		t.Fatalf("unset: %+v %v", o, err)
+	}
+	env[policies.EnvStudentMmap] = "0"
+	if o, err := policies.StudentEnv(func(k string) string { return env[k] }); err != nil || o.Mmap {
+		t.Fatalf("mmap 0: %+v %v", o, err)
+	}
+	for k, v := range map[string]string{policies.EnvStudentThreads: "zero", policies.EnvStudentMmap: "yes", policies.EnvStudentCacheTokens: "lots"} {
+		bad := map[string]string{k: v}
+		if _, err := policies.StudentEnv(func(k string) string { return bad[k] }); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+	if _, err := policies.Resolve("student:/x", policies.Options{}); err == nil {
+		t.Error("student:/x resolved without a model")
+	}
+	if _, err := policies.Resolve("gpt-oss", policies.Options{}); err == nil || !strings.Contains(err.Error(), "no teachers") {
+		t.Errorf("a teacher without a config: %v", err)
 	}
 }
