@@ -143,11 +143,18 @@ munged --key-file="$tmp/munge/munge.key" --socket="$tmp/munge/socket" --pid-file
 	--log-file="$tmp/log/munged.log" --seed-file="$tmp/munge/seed" || die "munged did not start: $(tail -n 5 "$tmp/log/munged.log")"
 munge -n -S "$tmp/munge/socket" | unmunge -S "$tmp/munge/socket" >/dev/null || die "munge credentials do not round-trip"
 
-# Two free TCP ports (nothing accepts a connection on them).
+# Two free TCP ports (nothing accepts a connection on them), outside the kernel's ephemeral
+# range: a port inside it can be taken as the local end of an outgoing connection (the daemons'
+# own, between this check and their bind), which failed a run with "Address already in use".
+read -r eph_lo eph_hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { eph_lo=32768; eph_hi=60999; }
 free_port() {
 	local p
 	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 40000))
+		if [ "$eph_lo" -gt 11024 ]; then
+			p=$((10000 + RANDOM % (eph_lo - 10000)))
+		else
+			p=$((eph_hi + 1 + RANDOM % (65535 - eph_hi)))
+		fi
 		if [ "$p" != "${1:-}" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
