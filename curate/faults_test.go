@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
 // Crash safety of Build (issue 8): run with `go test -tags faults -run '^TestFaults' ./curate`.
@@ -79,18 +81,15 @@ func TestFaultsCurateKill(t *testing.T) {
 	// shorter still when a child finishes before its kill: the first ran while go test was still
 	// compiling other packages, several times slower), and that it gives the same bytes as the
 	// in-process build.
-	full := time.Duration(1<<63 - 1)
-	for i := 0; i < 3; i++ {
-		began := time.Now()
+	full := testbin.Shortest(3, func() {
 		if b, err := child().CombinedOutput(); err != nil {
 			t.Fatalf("uncut child: %v\n%s", err, b)
 		}
-		full = min(full, time.Since(began))
 		sameTree(t, "uncut child build", readTree(t, out), want)
 		if err := os.RemoveAll(out); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 
 	rng := rand.New(rand.NewPCG(20, 26))
 	var kills, absent, complete, midWrite int

@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
 // Crash safety of evaluate.Run (issue 8): run with `go test -tags faults -run '^TestFaults' ./evaluate`.
@@ -91,18 +92,15 @@ func TestFaultsEvalKill(t *testing.T) {
 	}
 	// Uncut child runs give the process's duration, the shortest of three (the first may run
 	// while go test still compiles other packages); they are then thrown away.
-	full := time.Duration(1<<63 - 1)
-	for i := 0; i < 3; i++ {
-		began := time.Now()
+	full := testbin.Shortest(3, func() {
 		if b, err := child().CombinedOutput(); err != nil {
 			t.Fatalf("uncut child: %v\n%s", err, b)
 		}
-		full = min(full, time.Since(began))
 		sameEval(t, "uncut child", dir, ref)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 
 	rng := rand.New(rand.NewPCG(8, 20))
 	kills, finished := 0, 0

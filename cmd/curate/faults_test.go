@@ -51,15 +51,12 @@ func TestFaultsCurateInterrupt(t *testing.T) {
 	// The signal falls within the length of an uncut build: the shortest of three, and shorter
 	// still when a build finishes before its signal (the first ran while go test was still
 	// compiling other packages on a cold cache, several times slower than the later ones).
-	full := time.Duration(1<<63 - 1)
-	for i := 0; i < 3; i++ {
-		began := time.Now()
+	full := testbin.Shortest(3, func() {
 		if b, err := build().CombinedOutput(); err != nil {
 			t.Fatalf("uncut build: %v\n%s", err, b)
 		}
-		full = min(full, time.Since(began))
 		os.RemoveAll(out)
-	}
+	})
 
 	rng := rand.New(rand.NewPCG(3, 4))
 	interrupted, finished := 0, 0
