@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/student"
 )
@@ -72,7 +72,7 @@ func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	defer c.Release()
-	steps := []generate.Step{{Cache: c, Tokens: ids, AllLogits: true}}
+	steps := []lm.Step{{Cache: c, Tokens: ids, AllLogits: true}}
 	if err := m.Forward(ctx, steps); err != nil {
 		fmt.Fprintf(stderr, "student logits: %v\n", err)
 		return 1
