@@ -14,14 +14,19 @@ import (
 	"time"
 )
 
+// configPath writes file to a temporary c.yaml and returns its path; "" for "" (no file).
+func configPath(t *testing.T, file string) string {
+	t.Helper()
+	if file == "" {
+		return ""
+	}
+	return writeFile(t, "c.yaml", file)
+}
+
 // loadForms loads the presets, file (when not "") and env.
 func loadForms(t *testing.T, file string, env map[string]string) (*Config, error) {
 	t.Helper()
-	path := ""
-	if file != "" {
-		path = writeFile(t, "teachers.yaml", file)
-	}
-	return loadConfig(path, envMap(env))
+	return loadConfig(configPath(t, file), envMap(env))
 }
 
 // mustLoad is loadForms that fails the test on an error.
@@ -585,10 +590,7 @@ func TestFormsErrorMessages(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := ""
-			if tc.file != "" {
-				path = writeFile(t, "c.yaml", tc.file)
-			}
+			path := configPath(t, tc.file)
 			_, err := loadConfig(path, envMap(tc.env))
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
