@@ -654,9 +654,8 @@ func TestFormsErrorMessages(t *testing.T) {
 	}
 }
 
-// TestFormsEndpointCopies: each Endpoint call returns its own copy of ExtraBody and Thinking
-// (Temperature and TopP are not copied by Endpoint today, so they are left out), and teachers
-// never share them.
+// TestFormsEndpointCopies: each Endpoint call returns its own copy of ExtraBody, Thinking,
+// Temperature and TopP, and teachers never share them.
 func TestFormsEndpointCopies(t *testing.T) {
 	c := mustLoad(t, "defaults:\n  base_url: http://x/v1\n  temperature: 0.5\n  extra_body: {a: 1}\n", nil)
 	e, err := c.Endpoint("glm")
@@ -665,11 +664,11 @@ func TestFormsEndpointCopies(t *testing.T) {
 	}
 	e.ExtraBody["a"] = 2
 	*e.Thinking = false
+	*e.Temperature = 9
 	e2, _ := c.Endpoint("glm")
-	if e2.ExtraBody["a"] != 1 || !*e2.Thinking {
+	if e2.ExtraBody["a"] != 1 || !*e2.Thinking || *e2.Temperature != 0.5 {
 		t.Errorf("Endpoint shares memory between calls: %+v", e2)
 	}
-	*e.Temperature = 9
 	d, _ := c.Endpoint("deepseek")
 	if d.ExtraBody["a"] != 1 || *d.Temperature != 0.5 || !*d.Thinking {
 		t.Errorf("teachers share memory: %+v", d)

@@ -243,6 +243,8 @@ func (e Endpoint) withDefaults() Endpoint {
 		e.ExtraBody = maps.Clone(e.ExtraBody)
 	}
 	e.Thinking = clonePtr(e.Thinking)
+	e.Temperature = clonePtr(e.Temperature)
+	e.TopP = clonePtr(e.TopP)
 	e.PriceCachedPromptPerM = clonePtr(e.PriceCachedPromptPerM)
 	return e
 }
