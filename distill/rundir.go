@@ -40,6 +40,8 @@ type (
 	Usage = rundir.Usage
 )
 
+// Shard selects part I of N of a run's keys (by a stable hash of the key). The zero value is the
+// whole run.
 type Shard struct {
 	Index int `json:"index"`
 	Count int `json:"count"`

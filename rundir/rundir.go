@@ -149,7 +149,7 @@ func ShardFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
-// Check reports whether dir is a run dir (it has a manifest.json).
+// Check returns an error naming dir unless it is a run dir (it holds a manifest.json).
 func Check(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
 		return fmt.Errorf("%s is not a run dir: %w", dir, err)
