@@ -38,7 +38,10 @@ type vecTier struct {
 	cvtQ8    func(dst *float32, src *int8, scales *float32, nblocks int) // blocks of Q8Block
 }
 
-// vecTiers are the tables of kernels_avx2_amd64.s and kernels_amd64.s, indexed by tier.
+// vecTiers are the tables of the two assembly tiers, indexed by tier. Their kernels are
+// generated from one description (asmgen/vecgen) into kernels_vec_amd64.s.
+//
+//go:generate go run asmgen/vecgen/main.go
 var vecTiers = [...]vecTier{
 	tierGo: {id: tierGo},
 	tierAVX2: {id: tierAVX2, mask: -8,
