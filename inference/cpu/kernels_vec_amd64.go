@@ -28,6 +28,12 @@ func addF32(dst *float32, x *float32, n int)
 //go:noescape
 func mulScaleF32(dst *float32, x *float32, w *float32, s float32, n int)
 
+// x *= s in place (softmax normalisation).
+// n is a multiple of 16.
+//
+//go:noescape
+func scaleF32(x *float32, s float32, n int)
+
 // The largest of x[0:n], n > 0.
 // n is a multiple of 16.
 //
@@ -45,12 +51,6 @@ func expSumF32(x *float32, n int, m float32) float32
 //
 //go:noescape
 func siluMulF32(dst *float32, gate *float32, up *float32, n int)
-
-// x *= s in place (softmax normalisation).
-// n is a multiple of 16.
-//
-//go:noescape
-func scaleF32(x *float32, s float32, n int)
 
 // Widens bf16 to f32 (zero-extend, shift into the high half).
 // n is a multiple of 16.
@@ -93,6 +93,12 @@ func avx2AddF32(dst *float32, x *float32, n int)
 //go:noescape
 func avx2MulScaleF32(dst *float32, x *float32, w *float32, s float32, n int)
 
+// x *= s in place (softmax normalisation).
+// n is a multiple of 8.
+//
+//go:noescape
+func avx2ScaleF32(x *float32, s float32, n int)
+
 // The largest of x[0:n], n > 0.
 // n is a multiple of 8.
 //
@@ -110,12 +116,6 @@ func avx2ExpSumF32(x *float32, n int, m float32) float32
 //
 //go:noescape
 func avx2SiluMulF32(dst *float32, gate *float32, up *float32, n int)
-
-// x *= s in place (softmax normalisation).
-// n is a multiple of 8.
-//
-//go:noescape
-func avx2ScaleF32(x *float32, s float32, n int)
 
 // Widens bf16 to f32 (zero-extend, shift into the high half).
 // n is a multiple of 8.

@@ -242,6 +242,28 @@ mulsdone:
 	VZEROUPPER
 	RET
 
+// func scaleF32(x *float32, s float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·scaleF32(SB), NOSPLIT, $0-24
+	// x *= s in place (softmax normalisation).
+	// n is a multiple of 16.
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS s+8(FP), Z1
+	MOVQ         n+16(FP), CX
+	TESTQ        CX, CX
+	JLE          scaledone
+
+scaleloop:
+	VMULPS  (DI), Z1, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $0x40, DI
+	SUBQ    $0x10, CX
+	JGT     scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET
+
 // func maxF32(x *float32, n int) float32
 // Requires: AVX, AVX512F
 TEXT ·maxF32(SB), NOSPLIT, $0-20
@@ -388,28 +410,6 @@ silumloop:
 	JGT          silumloop
 
 silumdone:
-	VZEROUPPER
-	RET
-
-// func scaleF32(x *float32, s float32, n int)
-// Requires: AVX, AVX512F
-TEXT ·scaleF32(SB), NOSPLIT, $0-24
-	// x *= s in place (softmax normalisation).
-	// n is a multiple of 16.
-	MOVQ         x+0(FP), DI
-	VBROADCASTSS s+8(FP), Z1
-	MOVQ         n+16(FP), CX
-	TESTQ        CX, CX
-	JLE          scaledone
-
-scaleloop:
-	VMULPS  (DI), Z1, Z0
-	VMOVUPS Z0, (DI)
-	ADDQ    $0x40, DI
-	SUBQ    $0x10, CX
-	JGT     scaleloop
-
-scaledone:
 	VZEROUPPER
 	RET
 
@@ -619,6 +619,28 @@ mulsdone:
 	VZEROUPPER
 	RET
 
+// func avx2ScaleF32(x *float32, s float32, n int)
+// Requires: AVX
+TEXT ·avx2ScaleF32(SB), NOSPLIT, $0-24
+	// x *= s in place (softmax normalisation).
+	// n is a multiple of 8.
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS s+8(FP), Y1
+	MOVQ         n+16(FP), CX
+	TESTQ        CX, CX
+	JLE          scaledone
+
+scaleloop:
+	VMULPS  (DI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x20, DI
+	SUBQ    $0x08, CX
+	JGT     scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET
+
 // func avx2MaxF32(x *float32, n int) float32
 // Requires: AVX
 TEXT ·avx2MaxF32(SB), NOSPLIT, $0-20
@@ -748,28 +770,6 @@ silumloop:
 	JGT          silumloop
 
 silumdone:
-	VZEROUPPER
-	RET
-
-// func avx2ScaleF32(x *float32, s float32, n int)
-// Requires: AVX
-TEXT ·avx2ScaleF32(SB), NOSPLIT, $0-24
-	// x *= s in place (softmax normalisation).
-	// n is a multiple of 8.
-	MOVQ         x+0(FP), DI
-	VBROADCASTSS s+8(FP), Y1
-	MOVQ         n+16(FP), CX
-	TESTQ        CX, CX
-	JLE          scaledone
-
-scaleloop:
-	VMULPS  (DI), Y1, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $0x20, DI
-	SUBQ    $0x08, CX
-	JGT     scaleloop
-
-scaledone:
 	VZEROUPPER
 	RET
 

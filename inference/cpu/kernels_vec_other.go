@@ -11,10 +11,10 @@ func dotF32(a *float32, b *float32, n int) float32                           { p
 func axpyF32(dst *float32, a float32, x *float32, n int)                     { panic("cpu: no SIMD") }
 func addF32(dst *float32, x *float32, n int)                                 { panic("cpu: no SIMD") }
 func mulScaleF32(dst *float32, x *float32, w *float32, s float32, n int)     { panic("cpu: no SIMD") }
+func scaleF32(x *float32, s float32, n int)                                  { panic("cpu: no SIMD") }
 func maxF32(x *float32, n int) float32                                       { panic("cpu: no SIMD") }
 func expSumF32(x *float32, n int, m float32) float32                         { panic("cpu: no SIMD") }
 func siluMulF32(dst *float32, gate *float32, up *float32, n int)             { panic("cpu: no SIMD") }
-func scaleF32(x *float32, s float32, n int)                                  { panic("cpu: no SIMD") }
 func cvtBF16(dst *float32, src *uint16, n int)                               { panic("cpu: no SIMD") }
 func cvtF16(dst *float32, src *uint16, n int)                                { panic("cpu: no SIMD") }
 func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)            { panic("cpu: no SIMD") }
@@ -22,10 +22,10 @@ func avx2DotF32(a *float32, b *float32, n int) float32                       { p
 func avx2AxpyF32(dst *float32, a float32, x *float32, n int)                 { panic("cpu: no SIMD") }
 func avx2AddF32(dst *float32, x *float32, n int)                             { panic("cpu: no SIMD") }
 func avx2MulScaleF32(dst *float32, x *float32, w *float32, s float32, n int) { panic("cpu: no SIMD") }
+func avx2ScaleF32(x *float32, s float32, n int)                              { panic("cpu: no SIMD") }
 func avx2MaxF32(x *float32, n int) float32                                   { panic("cpu: no SIMD") }
 func avx2ExpSumF32(x *float32, n int, m float32) float32                     { panic("cpu: no SIMD") }
 func avx2SiluMulF32(dst *float32, gate *float32, up *float32, n int)         { panic("cpu: no SIMD") }
-func avx2ScaleF32(x *float32, s float32, n int)                              { panic("cpu: no SIMD") }
 func avx2CvtBF16(dst *float32, src *uint16, n int)                           { panic("cpu: no SIMD") }
 func avx2CvtF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
 func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)        { panic("cpu: no SIMD") }

@@ -150,13 +150,10 @@ func Files() (map[string][]byte, error) {
 	for _, t := range ts {
 		g.t = t
 		g.dot()
-		g.axpy()
-		g.add()
-		g.mulScale()
+		g.streams()
 		g.max()
 		g.expSum()
 		g.siluMul()
-		g.scale()
 		g.cvt16("cvtBF16", "Widens bf16 to f32 (zero-extend, shift into the high half).")
 		g.cvt16("cvtF16", "Widens IEEE half to f32 with VCVTPH2PS.")
 		g.cvtQ8()
@@ -451,55 +448,47 @@ func (g *gen) dot() {
 	g.done()
 }
 
-// axpy: dst += a·x.
-func (g *gen) axpy() {
+// streams writes the kernels that are one stream loop and nothing else: each with its
+// parameters (as load takes them), the pointers the loop advances and the body for one vector.
+func (g *gen) streams() {
 	t := g.t
-	g.fn("axpyF32", "func(dst *float32, a float32, x *float32, n int)", "dst += a·x (attention's weighted sum of values).")
-	g.load("dst", reg.RDI, "a", t.v(1), "x", reg.RSI, "n", reg.RCX)
-	g.stream("axpy", func() {
-		g.VMOVUPS(operand.Mem{Base: reg.RSI}, t.v(0))
-		g.VFMADD213PS(operand.Mem{Base: reg.RDI}, t.v(1), t.v(0))
-		g.VMOVUPS(t.v(0), operand.Mem{Base: reg.RDI})
-	}, reg.RSI, reg.RDI)
-	g.done()
-}
-
-// add: dst += x.
-func (g *gen) add() {
-	t := g.t
-	g.fn("addF32", "func(dst, x *float32, n int)", "dst += x (residual connections).")
-	g.load("dst", reg.RDI, "x", reg.RSI, "n", reg.RCX)
-	g.stream("add", func() {
-		g.VMOVUPS(operand.Mem{Base: reg.RDI}, t.v(0))
-		g.VADDPS(operand.Mem{Base: reg.RSI}, t.v(0), t.v(0))
-		g.VMOVUPS(t.v(0), operand.Mem{Base: reg.RDI})
-	}, reg.RSI, reg.RDI)
-	g.done()
-}
-
-// mulScale: dst = x·s·w.
-func (g *gen) mulScale() {
-	t := g.t
-	g.fn("mulScaleF32", "func(dst, x, w *float32, s float32, n int)", "dst = x·s·w elementwise (the second half of RMSNorm).")
-	g.load("dst", reg.RDI, "x", reg.RSI, "w", reg.RBX, "s", t.v(1), "n", reg.RCX)
-	g.stream("muls", func() {
-		g.VMULPS(operand.Mem{Base: reg.RSI}, t.v(1), t.v(0))
-		g.VMULPS(operand.Mem{Base: reg.RBX}, t.v(0), t.v(0))
-		g.VMOVUPS(t.v(0), operand.Mem{Base: reg.RDI})
-	}, reg.RSI, reg.RBX, reg.RDI)
-	g.done()
-}
-
-// scale: x *= s.
-func (g *gen) scale() {
-	t := g.t
-	g.fn("scaleF32", "func(x *float32, s float32, n int)", "x *= s in place (softmax normalisation).")
-	g.load("x", reg.RDI, "s", t.v(1), "n", reg.RCX)
-	g.stream("scale", func() {
-		g.VMULPS(operand.Mem{Base: reg.RDI}, t.v(1), t.v(0))
-		g.VMOVUPS(t.v(0), operand.Mem{Base: reg.RDI})
-	}, reg.RDI)
-	g.done()
+	v0, v1 := t.v(0), t.v(1)
+	at := func(r reg.Register) operand.Mem { return operand.Mem{Base: r} }
+	for _, k := range []struct {
+		base, sig, doc, label string
+		args                  []any
+		ptrs                  []reg.Register
+		body                  func()
+	}{
+		{"axpyF32", "func(dst *float32, a float32, x *float32, n int)", "dst += a·x (attention's weighted sum of values).",
+			"axpy", []any{"dst", reg.RDI, "a", v1, "x", reg.RSI, "n", reg.RCX}, []reg.Register{reg.RSI, reg.RDI}, func() {
+				g.VMOVUPS(at(reg.RSI), v0)
+				g.VFMADD213PS(at(reg.RDI), v1, v0)
+				g.VMOVUPS(v0, at(reg.RDI))
+			}},
+		{"addF32", "func(dst, x *float32, n int)", "dst += x (residual connections).",
+			"add", []any{"dst", reg.RDI, "x", reg.RSI, "n", reg.RCX}, []reg.Register{reg.RSI, reg.RDI}, func() {
+				g.VMOVUPS(at(reg.RDI), v0)
+				g.VADDPS(at(reg.RSI), v0, v0)
+				g.VMOVUPS(v0, at(reg.RDI))
+			}},
+		{"mulScaleF32", "func(dst, x, w *float32, s float32, n int)", "dst = x·s·w elementwise (the second half of RMSNorm).",
+			"muls", []any{"dst", reg.RDI, "x", reg.RSI, "w", reg.RBX, "s", v1, "n", reg.RCX}, []reg.Register{reg.RSI, reg.RBX, reg.RDI}, func() {
+				g.VMULPS(at(reg.RSI), v1, v0)
+				g.VMULPS(at(reg.RBX), v0, v0)
+				g.VMOVUPS(v0, at(reg.RDI))
+			}},
+		{"scaleF32", "func(x *float32, s float32, n int)", "x *= s in place (softmax normalisation).",
+			"scale", []any{"x", reg.RDI, "s", v1, "n", reg.RCX}, []reg.Register{reg.RDI}, func() {
+				g.VMULPS(at(reg.RDI), v1, v0)
+				g.VMOVUPS(v0, at(reg.RDI))
+			}},
+	} {
+		g.fn(k.base, k.sig, k.doc)
+		g.load(k.args...)
+		g.stream(k.label, k.body, k.ptrs...)
+		g.done()
+	}
 }
 
 // max: the largest of x, n > 0; the halves are folded with the upper half as VMAXPS's first
