@@ -1,19 +1,36 @@
 package cpu
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/cpu/asmgen/vecgen"
 )
 
 // TestAsmGenCurrent checks that the generators in asmgen/ still print what the assembly files
-// hold: gen512.py's and gen2.py's whole output verbatim, gentr.py's shuffle sequence line by line.
+// hold: vecgen's files (the elementwise kernels of both tiers) byte for byte, gen512.py's and
+// gen2.py's whole output verbatim, gentr.py's shuffle sequence line by line.
 func TestAsmGenCurrent(t *testing.T) {
+	files, err := vecgen.Files()
+	if err != nil {
+		t.Fatalf("asmgen/vecgen: %v", err)
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what asmgen/vecgen generates: run go generate ./inference/cpu", name)
+		}
+	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not found: the asmgen generators cannot be checked")
+		t.Skip("python3 not found: the Python asmgen generators cannot be checked")
 	}
 	run := func(gen string) string {
 		cmd := exec.Command(py, gen)

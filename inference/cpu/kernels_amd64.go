@@ -32,39 +32,6 @@ func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 
 //go:noescape
-func cvtBF16(dst *float32, src *uint16, n int)
-
-//go:noescape
-func cvtF16(dst *float32, src *uint16, n int)
-
-//go:noescape
-func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
-
-//go:noescape
-func dotF32(a, b *float32, n int) float32
-
-//go:noescape
-func axpyF32(dst *float32, a float32, x *float32, n int)
-
-//go:noescape
-func addF32(dst, x *float32, n int)
-
-//go:noescape
-func mulScaleF32(dst, x, w *float32, s float32, n int)
-
-//go:noescape
-func maxF32(x *float32, n int) float32
-
-//go:noescape
-func expSumF32(x *float32, n int, m float32) float32
-
-//go:noescape
-func siluMulF32(dst, gate, up *float32, n int)
-
-//go:noescape
-func scaleF32(x *float32, s float32, n int)
-
-//go:noescape
 func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
 
 //go:noescape

@@ -31,39 +31,6 @@ func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32,
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
 
 //go:noescape
-func avx2CvtBF16(dst *float32, src *uint16, n int)
-
-//go:noescape
-func avx2CvtF16(dst *float32, src *uint16, n int)
-
-//go:noescape
-func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
-
-//go:noescape
-func avx2DotF32(a, b *float32, n int) float32
-
-//go:noescape
-func avx2AxpyF32(dst *float32, a float32, x *float32, n int)
-
-//go:noescape
-func avx2AddF32(dst, x *float32, n int)
-
-//go:noescape
-func avx2MulScaleF32(dst, x, w *float32, s float32, n int)
-
-//go:noescape
-func avx2MaxF32(x *float32, n int) float32
-
-//go:noescape
-func avx2ExpSumF32(x *float32, n int, m float32) float32
-
-//go:noescape
-func avx2SiluMulF32(dst, gate, up *float32, n int)
-
-//go:noescape
-func avx2ScaleF32(x *float32, s float32, n int)
-
-//go:noescape
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)
 
 //go:noescape

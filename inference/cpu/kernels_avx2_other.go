@@ -18,18 +18,7 @@ func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst
 func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }
-func avx2Transpose16(panel *float32, src *float32, lds int, kc int)   { panic("cpu: no SIMD") }
-func avx2CvtBF16(dst *float32, src *uint16, n int)                    { panic("cpu: no SIMD") }
-func avx2CvtF16(dst *float32, src *uint16, n int)                     { panic("cpu: no SIMD") }
-func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int) { panic("cpu: no SIMD") }
-func avx2DotF32(a, b *float32, n int) float32                         { panic("cpu: no SIMD") }
-func avx2AxpyF32(dst *float32, a float32, x *float32, n int)          { panic("cpu: no SIMD") }
-func avx2AddF32(dst, x *float32, n int)                               { panic("cpu: no SIMD") }
-func avx2MulScaleF32(dst, x, w *float32, s float32, n int)            { panic("cpu: no SIMD") }
-func avx2MaxF32(x *float32, n int) float32                            { panic("cpu: no SIMD") }
-func avx2ExpSumF32(x *float32, n int, m float32) float32              { panic("cpu: no SIMD") }
-func avx2SiluMulF32(dst, gate, up *float32, n int)                    { panic("cpu: no SIMD") }
-func avx2ScaleF32(x *float32, s float32, n int)                       { panic("cpu: no SIMD") }
+func avx2Transpose16(panel *float32, src *float32, lds int, kc int) { panic("cpu: no SIMD") }
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }

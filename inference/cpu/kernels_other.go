@@ -19,17 +19,6 @@ func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }
-func cvtBF16(dst *float32, src *uint16, n int)                    { panic("cpu: no SIMD") }
-func cvtF16(dst *float32, src *uint16, n int)                     { panic("cpu: no SIMD") }
-func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int) { panic("cpu: no SIMD") }
-func dotF32(a, b *float32, n int) float32                         { panic("cpu: no SIMD") }
-func axpyF32(dst *float32, a float32, x *float32, n int)          { panic("cpu: no SIMD") }
-func addF32(dst, x *float32, n int)                               { panic("cpu: no SIMD") }
-func mulScaleF32(dst, x, w *float32, s float32, n int)            { panic("cpu: no SIMD") }
-func maxF32(x *float32, n int) float32                            { panic("cpu: no SIMD") }
-func expSumF32(x *float32, n int, m float32) float32              { panic("cpu: no SIMD") }
-func siluMulF32(dst, gate, up *float32, n int)                    { panic("cpu: no SIMD") }
-func scaleF32(x *float32, s float32, n int)                       { panic("cpu: no SIMD") }
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }

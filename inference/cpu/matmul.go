@@ -167,37 +167,25 @@ func RowF32(dst []float32, w *Matrix, r int) {
 // widen writes w[r, k0:k0+k] as f32 to dst (k0 a multiple of 16, and of 32 for Q8; SIMD only).
 func widen(dst *float32, w *Matrix, r, k0, k int) {
 	c := w.Cols
-	avx2 := useAVX2()
-	kb := k &^ 15
-	if avx2 {
-		kb = k &^ 7
-	}
+	t := vec.Load()
+	kb := k & t.mask
 	off := r*c + k0
 	switch w.DType {
 	case F32:
 		copy(unsafe.Slice(dst, k), w.F32[off:off+k])
 		return
 	case BF16:
-		switch {
-		case kb > 0 && avx2:
-			avx2CvtBF16(dst, &w.U16[off], kb)
-		case kb > 0:
-			cvtBF16(dst, &w.U16[off], kb)
+		if kb > 0 {
+			t.cvtBF16(dst, &w.U16[off], kb)
 		}
 	case F16:
-		switch {
-		case kb > 0 && avx2:
-			avx2CvtF16(dst, &w.U16[off], kb)
-		case kb > 0:
-			cvtF16(dst, &w.U16[off], kb)
+		if kb > 0 {
+			t.cvtF16(dst, &w.U16[off], kb)
 		}
 	case Q8:
-		kb = k &^ 31
-		switch {
-		case kb > 0 && avx2:
-			avx2CvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
-		case kb > 0:
-			cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
+		kb = k & t.mask &^ (Q8Block - 1)
+		if kb > 0 {
+			t.cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
 		}
 	}
 	d := unsafe.Slice(dst, k)

@@ -10,8 +10,8 @@ import (
 
 var (
 	nthreads  atomic.Int32
-	simdOff   atomic.Bool // set by UseSIMD(false) or CHAINEDSQL_NOSIMD=1
-	avx512Off atomic.Bool // set by CHAINEDSQL_NOAVX512=1 (and tests): the AVX2 tier instead
+	simdOff   tierSwitch // set by UseSIMD(false) or CHAINEDSQL_NOSIMD=1
+	avx512Off tierSwitch // set by CHAINEDSQL_NOAVX512=1 (and tests): the AVX2 tier instead
 )
 
 func init() {
