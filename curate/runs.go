@@ -7,27 +7,28 @@ import (
 	"path/filepath"
 
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
-// shardFiles lists a run directory's shard files in distill's order, refusing a directory that
-// is not a run dir or has no shards.
+// shardFiles lists a run directory's shard files in their reading order (rundir.ShardFiles),
+// refusing a directory that is not a run dir or has no shards.
 func shardFiles(dir string) ([]string, error) {
-	if _, err := os.Stat(filepath.Join(dir, distill.ManifestFile)); err != nil {
-		return nil, fmt.Errorf("run dir %s: no %s (is it a distill run dir?): %w", dir, distill.ManifestFile, err)
+	if _, err := os.Stat(filepath.Join(dir, rundir.ManifestFile)); err != nil {
+		return nil, fmt.Errorf("run dir %s: no %s (is it a distill run dir?): %w", dir, rundir.ManifestFile, err)
 	}
-	files, err := distill.ShardFiles(dir)
+	files, err := rundir.ShardFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("run dir %s: no shards in %s/", dir, distill.ShardsDir)
+		return nil, fmt.Errorf("run dir %s: no shards in %s/", dir, rundir.ShardsDir)
 	}
 	return files, nil
 }
 
-// readRun streams the committed trajectories of one run directory in distill's order (shard
-// files by teacher, dialect and sequence; lines in order) through distill.Trajectories, which
-// reads only the journaled prefix of each shard: a run that is still going, or crashed and was
+// readRun streams the committed trajectories of one run directory in shard order (files by
+// teacher, dialect and sequence; lines in order) through distill.Trajectories, which decodes
+// rundir.Lines, the journaled prefix of each shard: a run that is still going, or crashed and was
 // not resumed, is read correctly. fn gets each trajectory (freshly allocated, it may be kept)
 // and its position ("trajectory N" of the run, counting from 1).
 func readRun(ctx context.Context, dir string, fn func(t *distill.Trajectory, loc string) error) error {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
@@ -272,17 +272,17 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	}
 
 	m := manifestFor(&cfg)
-	rd, err := openRunDir(cfg.Dir, m, olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
+	rd, err := openRun(cfg.Dir, m, olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.ByDatabase {
 		cfg.Tasks = GroupByDatabase(cfg.Tasks)
 	}
-	defer rd.close()
-	res := &RunResult{Repairs: rd.repairs}
+	defer rd.Close()
+	res := &RunResult{Repairs: rd.Repairs()}
 
-	usage, err := ReadUsage(cfg.Dir)
+	usage, err := rundir.ReadUsage(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	for _, p := range cfg.Policies {
 		todo, skipped := 0, 0
 		forKeys(&cfg, p, func(j job) bool {
-			if rd.skip(j.key, cfg.RetryFailed) {
+			if skip(rd, j.key, cfg.RetryFailed) {
 				skipped++
 			} else {
 				todo++
@@ -344,7 +344,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		g.Go(func() error {
 			defer close(jobs)
 			forKeys(&cfg, p, func(j job) bool {
-				if rd.skipLocked(j.key, cfg.RetryFailed) {
+				if skip(rd, j.key, cfg.RetryFailed) {
 					return true
 				}
 				select {
@@ -408,7 +408,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		remaining := 0
 		for _, p := range cfg.Policies {
 			forKeys(&cfg, p, func(j job) bool {
-				if !rd.skip(j.key, cfg.RetryFailed) {
+				if !skip(rd, j.key, cfg.RetryFailed) {
 					remaining++
 				}
 				return true
@@ -495,27 +495,33 @@ func reasonOf(p *PolicyHandle, err error) string {
 	return ""
 }
 
-// skipLocked is skip under the writer's lock (producers run beside the writer).
-func (rd *runDir) skipLocked(key string, retryFailed bool) bool {
-	rd.mu.Lock()
-	defer rd.mu.Unlock()
-	return rd.skip(key, retryFailed)
+// pending is one result waiting for the writer: a trajectory and its JSON line (no newline), or
+// a failure.
+type pending struct {
+	tr   *Trajectory
+	line []byte
+	fail *Failure
+}
+
+// record is p as the run dir's writer takes it.
+func (p pending) record() rundir.Record {
+	if p.fail != nil {
+		return rundir.Record{Failure: p.fail}
+	}
+	return rundir.Record{
+		Entry: rundir.JournalEntry{Key: p.tr.Key, Task: p.tr.TaskID, Teacher: p.tr.Teacher, Dialect: p.tr.Dialect, Sample: p.tr.Sample},
+		Line:  p.line,
+	}
 }
 
 // skip reports whether key needs no work: done, or failed before and not retried.
-func (rd *runDir) skip(key string, retryFailed bool) bool {
-	if _, ok := rd.done[key]; ok {
-		return true
-	}
-	if _, ok := rd.failed[key]; ok && !retryFailed {
-		return true
-	}
-	return false
+func skip(rd *rundir.Writer, key string, retryFailed bool) bool {
+	return rd.Done(key) || (!retryFailed && rd.Failed(key))
 }
 
 // writeLoop commits results in batches until results closes. On a write error it cancels the
 // work and keeps draining so no worker blocks.
-func writeLoop(cfg *RunConfig, rd *runDir, usage *Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
+func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
 	var werr error
 	lastUsage := time.Now()
 	retried := map[string]bool{} // failed keys that this invocation retries: counted once
@@ -536,19 +542,30 @@ func writeLoop(cfg *RunConfig, rd *runDir, usage *Usage, results <-chan pending,
 		if werr != nil {
 			continue
 		}
-		rd.mu.Lock()
-		done, failed, err := rd.commit(batch)
-		rd.mu.Unlock()
+		records := make([]rundir.Record, len(batch))
+		for i, p := range batch {
+			records[i] = p.record()
+		}
+		committed, err := rd.Commit(records)
 		if err != nil {
 			werr = fmt.Errorf("run dir %s: %w", cfg.Dir, err)
 			cancel(werr)
 			continue
 		}
+		var done []*Trajectory
+		var failed []*Failure
+		for _, i := range committed {
+			if f := batch[i].fail; f != nil {
+				failed = append(failed, f)
+			} else {
+				done = append(done, batch[i].tr)
+			}
+		}
 		for _, tr := range done {
 			res.Done++
-			u := usage.teacher(tr.Teacher, tr.Model)
+			u := teacherUsage(usage, tr.Teacher, tr.Model)
 			u.Trajectories++
-			if _, ok := rd.failed[tr.Key]; ok && !retried[tr.Key] {
+			if rd.Failed(tr.Key) && !retried[tr.Key] {
 				u.Failed-- // a retried failure that now succeeded
 				retried[tr.Key] = true
 			}
@@ -557,7 +574,7 @@ func writeLoop(cfg *RunConfig, rd *runDir, usage *Usage, results <-chan pending,
 		}
 		for _, f := range failed {
 			res.Failed++
-			u := usage.teacher(f.Teacher, "")
+			u := teacherUsage(usage, f.Teacher, "")
 			if !retried[f.Key] {
 				u.Failed++
 			}
@@ -577,7 +594,8 @@ func writeLoop(cfg *RunConfig, rd *runDir, usage *Usage, results <-chan pending,
 	return writeUsage(cfg, usage)
 }
 
-func (u *Usage) teacher(name, model string) *TeacherUsage {
+// teacherUsage returns name's entry of u, creating it; a non-empty model is recorded.
+func teacherUsage(u *Usage, name, model string) *TeacherUsage {
 	t := u.Teachers[name]
 	if t == nil {
 		t = &TeacherUsage{}
@@ -605,16 +623,13 @@ func addTrajectoryUsage(u *TeacherUsage, tr *Trajectory, cfg *RunConfig) {
 	}
 }
 
+// writeUsage records each policy's own counters in u and writes usage.json.
 func writeUsage(cfg *RunConfig, u *Usage) error {
 	for _, p := range cfg.Policies {
 		if p.Stats != nil {
-			u.teacher(p.Name, p.Model).Client = p.Stats()
+			teacherUsage(u, p.Name, p.Model).Client = p.Stats()
 		}
 	}
 	u.Updated = time.Now().UTC()
-	data, err := json.MarshalIndent(u, "", "  ")
-	if err != nil {
-		return fmt.Errorf("usage: %w", err)
-	}
-	return writeFileAtomic(filepath.Join(cfg.Dir, UsageFile), append(data, '\n'))
+	return rundir.WriteUsage(cfg.Dir, u)
 }

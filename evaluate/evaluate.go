@@ -31,6 +31,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Files an eval dir holds besides distill's run dir files.
@@ -297,11 +298,11 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 			nowCached += tr.Usage.CachedTokens
 		}
 	}
-	failures, err := distill.ReadFailures(dir)
+	failures, err := rundir.ReadFailures(dir)
 	if err != nil {
 		return nil, fmt.Errorf("eval dir %s: %w", dir, err)
 	}
-	failed := map[string]distill.Failure{}
+	failed := map[string]rundir.Failure{}
 	for _, f := range failures {
 		failed[f.Key] = f
 	}

@@ -26,238 +26,221 @@ type Config struct {
 	endpoints map[string]Endpoint
 }
 
-// patch is one layer of overrides: nil fields leave the value below unchanged.
-type patch struct {
-	BaseURL               *string        `yaml:"base_url"`
-	Model                 *string        `yaml:"model"`
-	APIKeyEnv             *string        `yaml:"api_key_env"`
-	Provider              *string        `yaml:"provider"`
-	Stream                *bool          `yaml:"stream"`
-	StreamIdleTimeout     *time.Duration `yaml:"stream_idle_timeout"`
-	Thinking              *bool          `yaml:"thinking"`
-	TemplateOpensThink    *bool          `yaml:"template_opens_think"`
-	PriceCachedPromptPerM *float64       `yaml:"price_cached_prompt_per_m"`
-	MaxConcurrency        *int           `yaml:"max_concurrency"`
-	RPM                   *int           `yaml:"rpm"`
-	TPM                   *int           `yaml:"tpm"`
-	Temperature           *float64       `yaml:"temperature"`
-	TopP                  *float64       `yaml:"top_p"`
-	MaxTokens             *int           `yaml:"max_tokens"`
-	ReasoningEffort       *string        `yaml:"reasoning_effort"`
-	ExtraBody             map[string]any `yaml:"extra_body"`
-	Timeout               *time.Duration `yaml:"timeout"`
-	MaxRetries            *int           `yaml:"max_retries"`
-	BackoffBase           *time.Duration `yaml:"backoff_base"`
-	BackoffMax            *time.Duration `yaml:"backoff_max"`
-	PricePromptPerM       *float64       `yaml:"price_prompt_per_m"`
-	PriceCompletionPerM   *float64       `yaml:"price_completion_per_m"`
-	OnEmpty               *string        `yaml:"on_empty"`
-	OnLength              *string        `yaml:"on_length"`
-	OnContentFilter       *string        `yaml:"on_content_filter"`
-}
-
 // fileConfig is the YAML document.
 type fileConfig struct {
-	Defaults patch            `yaml:"defaults"`
-	Teachers map[string]patch `yaml:"teachers"`
+	Defaults layer            `yaml:"defaults"`
+	Teachers map[string]layer `yaml:"teachers"`
 }
 
-// apply overrides e with the set fields of p. ExtraBody keys are merged (a null value deletes).
-func (p *patch) apply(e *Endpoint) {
-	set := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
+// A layer is one source of an endpoint's settings (the environment's globals, the file's
+// defaults, a teacher's block, the teacher's environment): the values it gives, held in an
+// Endpoint, and which fields it gives. A field it does not give leaves the layer below.
+type layer struct {
+	values Endpoint
+	set    []bool // by index into fields; nil: sets nothing
+}
+
+// field is one configurable Endpoint field as its struct tags declare it (see Endpoint).
+type field struct {
+	index  int    // in Endpoint
+	key    string // the YAML key
+	env    string // the environment suffix, the key upper-cased; "" for a file-only field
+	global bool   // also read as CHAINEDSQL_<SUFFIX>, a default for every teacher
+}
+
+// fields are the configurable fields in Endpoint's order, read once from its tags;
+// providerField and apiKeyEnvField index the two that loadConfig handles itself.
+var (
+	fields         = endpointFields()
+	providerField  = fieldIndex("provider")
+	apiKeyEnvField = fieldIndex("api_key_env")
+)
+
+// endpointFields reads the fields from Endpoint's tags.
+func endpointFields() []field {
+	t := reflect.TypeFor[Endpoint]()
+	var fs []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		key, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			continue
 		}
-	}
-	seti := func(dst *int, src *int) {
-		if src != nil {
-			*dst = *src
+		f := field{index: i, key: key, env: strings.ToUpper(key), global: true}
+		switch sf.Tag.Get("env") {
+		case "-":
+			f.env, f.global = "", false
+		case "teacher":
+			f.global = false
+		case "":
+		default:
+			panic("teachers: Endpoint." + sf.Name + ": unknown env tag " + sf.Tag.Get("env"))
 		}
-	}
-	setd := func(dst *time.Duration, src *time.Duration) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	setf := func(dst *float64, src *float64) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	set(&e.BaseURL, p.BaseURL)
-	set(&e.Model, p.Model)
-	set(&e.APIKeyEnv, p.APIKeyEnv)
-	set(&e.Provider, p.Provider)
-	if p.Stream != nil {
-		e.Stream = *p.Stream
-	}
-	setd(&e.StreamIdleTimeout, p.StreamIdleTimeout)
-	if p.TemplateOpensThink != nil {
-		e.TemplateOpensThink = *p.TemplateOpensThink
-	}
-	for _, f := range []struct{ dst, src **bool }{{&e.Thinking, &p.Thinking}} {
-		if *f.src != nil {
-			*f.dst = clonePtr(*f.src)
-		}
-	}
-	for _, f := range []struct{ dst, src **float64 }{{&e.PriceCachedPromptPerM, &p.PriceCachedPromptPerM}, {&e.Temperature, &p.Temperature}, {&e.TopP, &p.TopP}} {
-		if *f.src != nil {
-			*f.dst = clonePtr(*f.src)
-		}
-	}
-	seti(&e.MaxConcurrency, p.MaxConcurrency)
-	seti(&e.RPM, p.RPM)
-	seti(&e.TPM, p.TPM)
-	seti(&e.MaxTokens, p.MaxTokens)
-	set(&e.ReasoningEffort, p.ReasoningEffort)
-	if len(p.ExtraBody) > 0 {
-		merged := make(map[string]any, len(e.ExtraBody)+len(p.ExtraBody))
-		for k, v := range e.ExtraBody {
-			merged[k] = v
-		}
-		for k, v := range p.ExtraBody {
-			if v == nil {
-				delete(merged, k)
-			} else {
-				merged[k] = v
+		if f.env != "" {
+			// A type parseEnv cannot read fails here, at start-up, rather than on use.
+			if err := parseEnv(reflect.New(sf.Type).Elem(), "0"); errors.Is(err, errUnsupported) {
+				panic("teachers: Endpoint." + sf.Name + ": " + err.Error())
 			}
 		}
-		e.ExtraBody = merged
+		fs = append(fs, f)
 	}
-	setd(&e.Timeout, p.Timeout)
-	seti(&e.MaxRetries, p.MaxRetries)
-	setd(&e.BackoffBase, p.BackoffBase)
-	setd(&e.BackoffMax, p.BackoffMax)
-	setf(&e.PricePromptPerM, p.PricePromptPerM)
-	setf(&e.PriceCompletionPerM, p.PriceCompletionPerM)
-	set(&e.OnEmpty, p.OnEmpty)
-	set(&e.OnLength, p.OnLength)
-	set(&e.OnContentFilter, p.OnContentFilter)
+	return fs
 }
 
-// merge sets into p every field o sets (o wins), so that one patch stands for a stack of
-// layers. ExtraBody keys are merged, a nil value kept so that apply still deletes the key.
-func (p *patch) merge(o patch) {
-	eb := p.ExtraBody
-	if len(o.ExtraBody) > 0 {
-		merged := make(map[string]any, len(eb)+len(o.ExtraBody))
-		for k, v := range eb {
-			merged[k] = v
-		}
-		for k, v := range o.ExtraBody {
-			merged[k] = v
-		}
-		eb = merged
-	}
-	pv, ov := reflect.ValueOf(p).Elem(), reflect.ValueOf(o)
-	for i := 0; i < ov.NumField(); i++ {
-		if f := ov.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
-			pv.Field(i).Set(f)
+// fieldIndex is the index in fields of the field with YAML key key.
+func fieldIndex(key string) int {
+	for i, f := range fields {
+		if f.key == key {
+			return i
 		}
 	}
-	p.ExtraBody = eb
+	panic("teachers: no Endpoint field with yaml key " + key)
 }
 
-// envField is one field settable from the environment.
-type envField struct {
-	suffix string
-	set    func(p *patch, v string) error
-	global bool // also read as CHAINEDSQL_<SUFFIX> (a default for every teacher)
+// has reports whether l gives fields[i].
+func (l *layer) has(i int) bool { return i < len(l.set) && l.set[i] }
+
+// mark records that l gives fields[i].
+func (l *layer) mark(i int) {
+	if l.set == nil {
+		l.set = make([]bool, len(fields))
+	}
+	l.set[i] = true
 }
 
-func envString(dst func(p *patch) **string) func(*patch, string) error {
-	return func(p *patch, v string) error { *dst(p) = &v; return nil }
-}
-
-func envInt(dst func(p *patch) **int) func(*patch, string) error {
-	return func(p *patch, v string) error {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return fmt.Errorf("want an integer, got %q", v)
+// UnmarshalYAML decodes a block straight onto l.values and records which keys it gives a value:
+// not a key whose value is null (nor one a merge key brings in under an explicit null, which
+// yaml.v3 lets win). It is yaml.v3's older form of the hook on purpose: its unmarshal runs in the
+// file's own decoder, so an unknown key is still refused (KnownFields) and reported with its
+// line, where a yaml.Node's Decode would accept any key.
+func (l *layer) UnmarshalYAML(unmarshal func(any) error) error {
+	if err := unmarshal(&l.values); err != nil {
+		return err
+	}
+	var keys map[string]yaml.Node // the block's keys, merge keys resolved as for l.values
+	if err := unmarshal(&keys); err != nil {
+		return err
+	}
+	for i, f := range fields {
+		if v, ok := keys[f.key]; ok && !isNull(&v) {
+			l.mark(i)
 		}
-		*dst(p) = &n
+	}
+	return nil
+}
+
+// isNull reports whether n, followed through aliases, is a null.
+func isNull(n *yaml.Node) bool {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n.ShortTag() == "!!null"
+}
+
+// apply overrides e with the fields l gives. ExtraBody keys are merged (a null value deletes
+// one); pointer fields are copied, so that endpoints never share them.
+func (l *layer) apply(e *Endpoint) {
+	dst, src := reflect.ValueOf(e).Elem(), reflect.ValueOf(&l.values).Elem()
+	for i, f := range fields {
+		if !l.has(i) {
+			continue
+		}
+		d, s := dst.Field(f.index), src.Field(f.index)
+		switch {
+		case s.Kind() == reflect.Map:
+			if s.Len() == 0 {
+				continue
+			}
+			merged := reflect.MakeMapWithSize(d.Type(), d.Len()+s.Len())
+			for it := d.MapRange(); it.Next(); {
+				merged.SetMapIndex(it.Key(), it.Value())
+			}
+			for it := s.MapRange(); it.Next(); {
+				if v := it.Value(); v.IsNil() {
+					merged.SetMapIndex(it.Key(), reflect.Value{})
+				} else {
+					merged.SetMapIndex(it.Key(), v)
+				}
+			}
+			d.Set(merged)
+		case s.Kind() == reflect.Pointer && !s.IsNil():
+			c := reflect.New(s.Type().Elem())
+			c.Elem().Set(s.Elem())
+			d.Set(c)
+		default:
+			d.Set(s)
+		}
+	}
+}
+
+// errUnsupported marks a field type parseEnv cannot read.
+var errUnsupported = errors.New("type not readable from the environment")
+
+// parseEnv sets dst from the environment value v: strings as they are; numbers, booleans and
+// durations trimmed; pointers to a new value.
+func parseEnv(dst reflect.Value, v string) error {
+	if dst.Kind() == reflect.Pointer {
+		p := reflect.New(dst.Type().Elem())
+		if err := parseEnv(p.Elem(), v); err != nil {
+			return err
+		}
+		dst.Set(p)
 		return nil
 	}
-}
-
-func envBool(dst func(p *patch) **bool) func(*patch, string) error {
-	return func(p *patch, v string) error {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return fmt.Errorf("want true or false, got %q", v)
-		}
-		*dst(p) = &b
-		return nil
-	}
-}
-
-func envFloat(dst func(p *patch) **float64) func(*patch, string) error {
-	return func(p *patch, v string) error {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return fmt.Errorf("want a number, got %q", v)
-		}
-		*dst(p) = &f
-		return nil
-	}
-}
-
-func envDuration(dst func(p *patch) **time.Duration) func(*patch, string) error {
-	return func(p *patch, v string) error {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
+	t := strings.TrimSpace(v)
+	switch {
+	case dst.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(t)
 		if err != nil {
 			return fmt.Errorf("want a Go duration such as 90s or 10m, got %q", v)
 		}
-		*dst(p) = &d
-		return nil
+		dst.SetInt(int64(d))
+	case dst.Kind() == reflect.String:
+		dst.SetString(v)
+	case dst.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(t)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		dst.SetBool(b)
+	case dst.Kind() == reflect.Int:
+		n, err := strconv.Atoi(t)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		dst.SetInt(int64(n))
+	case dst.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(t, 64)
+		if err != nil {
+			return fmt.Errorf("want a number, got %q", v)
+		}
+		dst.SetFloat(f)
+	default:
+		return fmt.Errorf("%w: %s", errUnsupported, dst.Type())
 	}
+	return nil
 }
 
-var envFields = []envField{
-	{"BASE_URL", envString(func(p *patch) **string { return &p.BaseURL }), true},
-	{"MODEL", envString(func(p *patch) **string { return &p.Model }), false},
-	{"API_KEY_ENV", envString(func(p *patch) **string { return &p.APIKeyEnv }), true},
-	{"PROVIDER", envString(func(p *patch) **string { return &p.Provider }), true},
-	{"STREAM", envBool(func(p *patch) **bool { return &p.Stream }), true},
-	{"STREAM_IDLE_TIMEOUT", envDuration(func(p *patch) **time.Duration { return &p.StreamIdleTimeout }), true},
-	{"THINKING", envBool(func(p *patch) **bool { return &p.Thinking }), true},
-	{"TEMPLATE_OPENS_THINK", envBool(func(p *patch) **bool { return &p.TemplateOpensThink }), true},
-	{"MAX_CONCURRENCY", envInt(func(p *patch) **int { return &p.MaxConcurrency }), true},
-	{"RPM", envInt(func(p *patch) **int { return &p.RPM }), true},
-	{"TPM", envInt(func(p *patch) **int { return &p.TPM }), true},
-	{"TEMPERATURE", envFloat(func(p *patch) **float64 { return &p.Temperature }), true},
-	{"TOP_P", envFloat(func(p *patch) **float64 { return &p.TopP }), true},
-	{"MAX_TOKENS", envInt(func(p *patch) **int { return &p.MaxTokens }), true},
-	{"REASONING_EFFORT", envString(func(p *patch) **string { return &p.ReasoningEffort }), true},
-	{"TIMEOUT", envDuration(func(p *patch) **time.Duration { return &p.Timeout }), true},
-	{"MAX_RETRIES", envInt(func(p *patch) **int { return &p.MaxRetries }), true},
-	{"BACKOFF_BASE", envDuration(func(p *patch) **time.Duration { return &p.BackoffBase }), true},
-	{"BACKOFF_MAX", envDuration(func(p *patch) **time.Duration { return &p.BackoffMax }), true},
-	{"PRICE_PROMPT_PER_M", envFloat(func(p *patch) **float64 { return &p.PricePromptPerM }), false},
-	{"PRICE_COMPLETION_PER_M", envFloat(func(p *patch) **float64 { return &p.PriceCompletionPerM }), false},
-	{"PRICE_CACHED_PROMPT_PER_M", envFloat(func(p *patch) **float64 { return &p.PriceCachedPromptPerM }), false},
-	{"ON_EMPTY", envString(func(p *patch) **string { return &p.OnEmpty }), true},
-	{"ON_LENGTH", envString(func(p *patch) **string { return &p.OnLength }), true},
-	{"ON_CONTENT_FILTER", envString(func(p *patch) **string { return &p.OnContentFilter }), true},
-}
-
-// envPatch reads the variables prefix+SUFFIX into a patch. Empty values count as unset.
-func envPatch(prefix string, global bool, lookup func(string) (string, bool)) (patch, error) {
-	var p patch
-	for _, f := range envFields {
-		if global && !f.global {
+// envLayer reads the variables prefix+SUFFIX of the fields (only the global ones when global).
+// Empty values count as unset.
+func envLayer(prefix string, global bool, lookup func(string) (string, bool)) (layer, error) {
+	var l layer
+	dst := reflect.ValueOf(&l.values).Elem()
+	for i, f := range fields {
+		if f.env == "" || (global && !f.global) {
 			continue
 		}
-		name := prefix + f.suffix
+		name := prefix + f.env
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			continue
 		}
-		if err := f.set(&p, v); err != nil {
-			return p, fmt.Errorf("environment variable %s: %w", name, err)
+		if err := parseEnv(dst.Field(f.index), v); err != nil {
+			return l, fmt.Errorf("environment variable %s: %w", name, err)
 		}
+		l.mark(i)
 	}
-	return p, nil
+	return l, nil
 }
 
 // LoadConfig builds the configuration from the presets, the YAML file at path ("" = none) and the
@@ -287,7 +270,7 @@ func loadConfig(path string, lookup func(string) (string, bool)) (*Config, error
 			}
 		}
 	}
-	global, err := envPatch(EnvPrefix, true, lookup)
+	global, err := envLayer(EnvPrefix, true, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -312,33 +295,32 @@ func loadConfig(path string, lookup func(string) (string, bool)) (*Config, error
 			e = Endpoint{Name: n, APIKeyEnv: DefaultAPIKeyEnv, MaxRetries: DefaultMaxRetries}
 		}
 		prefix := EnvPrefix + en + "_"
-		own, err := envPatch(prefix, false, lookup)
+		own, err := envLayer(prefix, false, lookup)
 		if err != nil {
 			return nil, err
 		}
-		if own.APIKeyEnv == nil {
+		if !own.has(apiKeyEnvField) {
 			if v, ok := lookup(prefix + "API_KEY"); ok && v != "" {
-				keyVar := prefix + "API_KEY"
-				own.APIKeyEnv = &keyVar
+				own.values.APIKeyEnv = prefix + "API_KEY"
+				own.mark(apiKeyEnvField)
 			}
 		}
-		// The layers are merged first so that the provider profile (named by any of them) goes
-		// under all explicit fields, whichever layer set them.
-		var layers patch
-		layers.merge(global)
-		layers.merge(fc.Defaults)
-		if p, ok := fc.Teachers[n]; ok {
-			layers.merge(p)
-		}
-		layers.merge(own)
-		if layers.Provider != nil {
-			prof, err := ProfileOf(*layers.Provider)
-			if err != nil {
-				return nil, fmt.Errorf("teacher %s: %w", n, err)
+		layers := []layer{global, fc.Defaults, fc.Teachers[n], own} // general to specific
+		// The provider profile, named by the most specific layer that names one, goes under
+		// all explicit fields, whichever layer set them.
+		for i := len(layers) - 1; i >= 0; i-- {
+			if layers[i].has(providerField) {
+				prof, err := ProfileOf(layers[i].values.Provider)
+				if err != nil {
+					return nil, fmt.Errorf("teacher %s: %w", n, err)
+				}
+				prof.applyDefaults(&e, n)
+				break
 			}
-			prof.applyDefaults(&e, n)
 		}
-		layers.apply(&e)
+		for i := range layers {
+			layers[i].apply(&e)
+		}
 		e.Name = n
 		eps[n] = e.withDefaults()
 	}

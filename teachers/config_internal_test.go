@@ -173,11 +173,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := ""
-			if tc.file != "" {
-				path = writeFile(t, "c.yaml", tc.file)
-			}
-			_, err := loadConfig(path, envMap(tc.env))
+			_, err := loadConfig(configPath(t, tc.file), envMap(tc.env))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want error mentioning %q, got %v", tc.want, err)
 			}

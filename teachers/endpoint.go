@@ -92,79 +92,83 @@ const (
 
 // Endpoint is one named teacher endpoint. It holds the name of the environment variable with the
 // API key, never the key, so it is safe to write into a manifest.
+//
+// The struct tags declare the configuration (LoadConfig): a field's yaml tag is its key in the
+// file, and that key upper-cased its environment suffix, read per teacher and as a global
+// default; env:"teacher" reads a field per teacher only, env:"-" from the file only.
 type Endpoint struct {
 	// Name identifies the teacher in run dirs, stats and errors.
-	Name string `json:"name"`
+	Name string `json:"name" yaml:"-"`
 	// BaseURL is the OpenAI-compatible base URL including /v1, e.g. http://127.0.0.1:8000/v1.
-	BaseURL string `json:"base_url"`
+	BaseURL string `json:"base_url" yaml:"base_url"`
 	// Model is the model id sent with every request.
-	Model string `json:"model"`
+	Model string `json:"model" yaml:"model" env:"teacher"`
 	// APIKeyEnv names the environment variable holding the API key; "" means no key (a local
 	// server). The variable is read by New.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
+	APIKeyEnv string `json:"api_key_env,omitempty" yaml:"api_key_env"`
 	// Provider names the provider profile whose conventions apply (Providers lists them; ""
 	// for none): how thinking and reasoning effort are requested and which response field
 	// carries the reasoning. Config loading also takes the profile's base URL, key variable,
 	// model ids and streaming default below the explicit fields.
-	Provider string `json:"provider,omitempty"`
+	Provider string `json:"provider,omitempty" yaml:"provider"`
 	// Stream makes every request stream (SSE), usage included through stream_options.
-	Stream bool `json:"stream,omitempty"`
+	Stream bool `json:"stream,omitempty" yaml:"stream"`
 	// StreamIdleTimeout fails a streamed attempt that receives nothing for this long, keep-alive
 	// comments included (0 → DefaultStreamIdleTimeout). Timeout still bounds the whole attempt.
-	StreamIdleTimeout time.Duration `json:"stream_idle_timeout_ns,omitempty"`
+	StreamIdleTimeout time.Duration `json:"stream_idle_timeout_ns,omitempty" yaml:"stream_idle_timeout"`
 	// Thinking, when set, asks the model to think (or not) in the provider's way; nil sends
 	// nothing and leaves the model's default.
-	Thinking *bool `json:"thinking,omitempty"`
+	Thinking *bool `json:"thinking,omitempty" yaml:"thinking"`
 	// TemplateOpensThink declares that the model's chat template ends the generation prompt with
 	// an opening <think> when it thinks (Qwen3.5's, QwQ's, DeepSeek-R1's templates), so that a
 	// server without a reasoning parser returns the reasoning without that tag. Replies then carry
 	// chat.Reply.ThinkOpened (unless Thinking is false), and a reply the token limit cut inside
 	// that reasoning, which has no tag at all, is read as truncated rather than as a format
 	// violation (distill.CutInOpenedThink). The qwen preset sets it.
-	TemplateOpensThink bool `json:"template_opens_think,omitempty"`
+	TemplateOpensThink bool `json:"template_opens_think,omitempty" yaml:"template_opens_think"`
 
 	// MaxConcurrency bounds requests in flight (0 → DefaultMaxConcurrency).
-	MaxConcurrency int `json:"max_concurrency"`
+	MaxConcurrency int `json:"max_concurrency" yaml:"max_concurrency"`
 	// RPM and TPM bound requests and tokens per minute; 0 means unlimited. Retries count.
-	RPM int `json:"rpm,omitempty"`
-	TPM int `json:"tpm,omitempty"`
+	RPM int `json:"rpm,omitempty" yaml:"rpm"`
+	TPM int `json:"tpm,omitempty" yaml:"tpm"`
 
 	// Temperature and TopP are sent when set (a chat.Options value wins).
-	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"top_p,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty" yaml:"temperature"`
+	TopP        *float64 `json:"top_p,omitempty" yaml:"top_p"`
 	// MaxTokens is sent as max_tokens when > 0 (a chat.Options value wins).
-	MaxTokens int `json:"max_tokens,omitempty"`
+	MaxTokens int `json:"max_tokens,omitempty" yaml:"max_tokens"`
 	// ReasoningEffort is sent when set ("low", "medium", "high", …): as reasoning_effort, or
 	// in the provider's own form (OpenRouter: reasoning.effort).
-	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty" yaml:"reasoning_effort"`
 	// ExtraBody fields are merged into the request JSON (e.g. chat_template_kwargs). They may not
 	// name model, messages or stream.
-	ExtraBody map[string]any `json:"extra_body,omitempty"`
+	ExtraBody map[string]any `json:"extra_body,omitempty" yaml:"extra_body" env:"-"`
 
 	// Timeout bounds one attempt, reading the whole body included (0 → DefaultTimeout).
-	Timeout time.Duration `json:"timeout_ns"`
+	Timeout time.Duration `json:"timeout_ns" yaml:"timeout"`
 	// MaxRetries is the number of retries after the first attempt.
-	MaxRetries int `json:"max_retries"`
+	MaxRetries int `json:"max_retries" yaml:"max_retries"`
 	// BackoffBase and BackoffMax shape the backoff: attempt n sleeps a uniform random duration in
 	// [0, min(BackoffMax, BackoffBase·2^n)), or at least what Retry-After asks.
-	BackoffBase time.Duration `json:"backoff_base_ns"`
-	BackoffMax  time.Duration `json:"backoff_max_ns"`
+	BackoffBase time.Duration `json:"backoff_base_ns" yaml:"backoff_base"`
+	BackoffMax  time.Duration `json:"backoff_max_ns" yaml:"backoff_max"`
 
 	// PricePromptPerM and PriceCompletionPerM are USD per 1M tokens, for Stats.CostUSD;
 	// PriceCachedPromptPerM prices prompt tokens served from the provider's cache (nil: at
 	// PricePromptPerM). A provider-reported cost (OpenRouter's usage.cost) is used instead when
 	// there is one.
-	PricePromptPerM       float64  `json:"price_prompt_per_m,omitempty"`
-	PriceCachedPromptPerM *float64 `json:"price_cached_prompt_per_m,omitempty"`
-	PriceCompletionPerM   float64  `json:"price_completion_per_m,omitempty"`
+	PricePromptPerM       float64  `json:"price_prompt_per_m,omitempty" yaml:"price_prompt_per_m" env:"teacher"`
+	PriceCachedPromptPerM *float64 `json:"price_cached_prompt_per_m,omitempty" yaml:"price_cached_prompt_per_m" env:"teacher"`
+	PriceCompletionPerM   float64  `json:"price_completion_per_m,omitempty" yaml:"price_completion_per_m" env:"teacher"`
 
 	// OnEmpty applies to a reply whose content is blank ("" → DefaultOnEmpty, retry).
 	// OnLength applies to finish_reason "length" ("" → DefaultOnLength, keep).
 	// OnContentFilter applies to finish_reason "content_filter" ("" → DefaultOnContentFilter, fail).
 	// Finish reasons are checked first: an empty reply cut by length falls under OnLength.
-	OnEmpty         string `json:"on_empty,omitempty"`
-	OnLength        string `json:"on_length,omitempty"`
-	OnContentFilter string `json:"on_content_filter,omitempty"`
+	OnEmpty         string `json:"on_empty,omitempty" yaml:"on_empty"`
+	OnLength        string `json:"on_length,omitempty" yaml:"on_length"`
+	OnContentFilter string `json:"on_content_filter,omitempty" yaml:"on_content_filter"`
 }
 
 // Preset names.
@@ -239,6 +243,8 @@ func (e Endpoint) withDefaults() Endpoint {
 		e.ExtraBody = maps.Clone(e.ExtraBody)
 	}
 	e.Thinking = clonePtr(e.Thinking)
+	e.Temperature = clonePtr(e.Temperature)
+	e.TopP = clonePtr(e.TopP)
 	e.PriceCachedPromptPerM = clonePtr(e.PriceCachedPromptPerM)
 	return e
 }

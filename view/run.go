@@ -11,17 +11,18 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // runDir is a run or eval dir read live: refresh re-reads it through distill.Trajectories
-// (which stops at the journaled end of each shard, so a line being written is never seen)
+// (rundir.Lines, which stops at the journaled end of each shard, so a line being written is
+// never seen)
 // whenever the journal has grown, and keeps the trajectories it had not seen.
 //
 // Trajectories are kept in memory, system prompts interned (one per database and dialect)
 // and the copies of each turn's reply and observation that the messages already hold
-// dropped. A re-read decodes the whole run again: distill offers no reader that resumes
-// at an offset (the run-dir package of issue 18 is where one belongs), so the viewer
-// polls less often as runs grow (see Server.watch).
+// dropped. A re-read decodes the whole run again: rundir.Lines does not resume at an
+// offset, so the viewer polls less often as runs grow (see Server.watch).
 type runDir struct {
 	dir  string
 	kind Kind
@@ -49,7 +50,7 @@ func newRunDir(dir string, kind Kind) *runDir {
 
 // changed reports whether the journal differs from the last re-read.
 func (r *runDir) changed() bool {
-	st, err := os.Stat(filepath.Join(r.dir, distill.JournalFile))
+	st, err := os.Stat(filepath.Join(r.dir, rundir.JournalFile))
 	if err != nil {
 		return r.journalSize != 0
 	}
@@ -68,7 +69,7 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 	}
 	var size int64
 	var mod time.Time
-	if st, err := os.Stat(filepath.Join(r.dir, distill.JournalFile)); err == nil {
+	if st, err := os.Stat(filepath.Join(r.dir, rundir.JournalFile)); err == nil {
 		size, mod = st.Size(), st.ModTime()
 	}
 	var fresh []*distill.Trajectory

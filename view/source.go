@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Kind is what a PATH given to the viewer holds.
@@ -36,7 +36,7 @@ func Detect(path string) (Kind, error) {
 	if files, _ := filepath.Glob(filepath.Join(path, curate.DataDir, "*.parquet")); len(files) > 0 {
 		return KindDataset, nil
 	}
-	if _, err := os.Stat(filepath.Join(path, distill.ManifestFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(path, rundir.ManifestFile)); err == nil {
 		// An eval dir gets its summary and results at the end of each invocation; during the
 		// first one it looks like a run dir, and is shown as one.
 		for _, f := range []string{evaluate.SummaryFile, evaluate.ResultsFile} {
@@ -46,7 +46,7 @@ func Detect(path string) (Kind, error) {
 		}
 		return KindRun, nil
 	}
-	return "", fmt.Errorf("%s is not a dataset dir (no %s/*.parquet), a run dir or an eval dir (no %s)", path, curate.DataDir, distill.ManifestFile)
+	return "", fmt.Errorf("%s is not a dataset dir (no %s/*.parquet), a run dir or an eval dir (no %s)", path, curate.DataDir, rundir.ManifestFile)
 }
 
 // detectAll checks that every path is of one kind and returns it. Run dirs given with eval

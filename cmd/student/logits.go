@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
@@ -54,7 +54,7 @@ func setupLogits(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer cache.Release()
-		steps := []generate.Step{{Cache: cache, Tokens: ids, AllLogits: true}}
+		steps := []lm.Step{{Cache: cache, Tokens: ids, AllLogits: true}}
 		if err := m.Forward(ctx, steps); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/internal/rss"
 )
@@ -193,13 +193,13 @@ func prompt(n, seq, vocab int) []int {
 }
 
 // prefill times one Forward over an n-token prompt in a fresh cache; returns tokens/s.
-func prefill(ctx context.Context, m generate.Model, n int) (float64, error) {
+func prefill(ctx context.Context, m lm.Model, n int) (float64, error) {
 	c, err := m.NewCache(n)
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
 	defer c.Release()
-	steps := []generate.Step{{Cache: c, Tokens: prompt(n, 1, m.VocabSize())}}
+	steps := []lm.Step{{Cache: c, Tokens: prompt(n, 1, m.VocabSize())}}
 	t0 := time.Now()
 	if err := m.Forward(ctx, steps); err != nil {
 		return 0, fmt.Errorf("bench: prefill: %w", err)
@@ -209,15 +209,15 @@ func prefill(ctx context.Context, m generate.Model, n int) (float64, error) {
 
 // decode times gen greedy decode steps of batch sequences (one Forward per step carrying all of
 // them) after an untimed decodePrompt-token prompt each; returns tokens/s over the batch.
-func decode(ctx context.Context, m generate.Model, batch, gen int) (float64, error) {
-	steps := make([]generate.Step, batch)
+func decode(ctx context.Context, m lm.Model, batch, gen int) (float64, error) {
+	steps := make([]lm.Step, batch)
 	for i := range steps {
 		c, err := m.NewCache(decodePrompt + gen)
 		if err != nil {
 			return 0, fmt.Errorf("bench: %w", err)
 		}
 		defer c.Release()
-		steps[i] = generate.Step{Cache: c, Tokens: prompt(decodePrompt, i, m.VocabSize())}
+		steps[i] = lm.Step{Cache: c, Tokens: prompt(decodePrompt, i, m.VocabSize())}
 	}
 	if err := m.Forward(ctx, steps); err != nil {
 		return 0, fmt.Errorf("bench: decode prompt: %w", err)

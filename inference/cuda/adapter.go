@@ -5,28 +5,28 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
-// The generate.Model adapter: everything that depends on inference/generate's interface is in
+// The lm.Model adapter: everything that depends on inference/lm's interface is in
 // this file (the forward pass itself works on seq).
 
 var (
-	_ generate.Model = (*Model)(nil)
-	_ generate.Cache = (*Cache)(nil)
+	_ lm.Model = (*Model)(nil)
+	_ lm.Cache = (*Cache)(nil)
 )
 
 // NewCache returns an empty KV cache for up to maxTokens tokens (1 ≤ maxTokens ≤
 // ContextLength); it takes blocks of the device pool only as tokens are added.
-func (m *Model) NewCache(maxTokens int) (generate.Cache, error) { return m.newCache(maxTokens) }
+func (m *Model) NewCache(maxTokens int) (lm.Cache, error) { return m.newCache(maxTokens) }
 
-// Forward appends each step's tokens to its cache and writes its logits (generate.Model). All
+// Forward appends each step's tokens to its cache and writes its logits (lm.Model). All
 // steps go through the layers together, as passes of up to Options.MaxPass tokens and
 // Options.MaxRows sequences; every layer of a pass runs on the device without a host round
 // trip, and only the logits asked for come back. A decode pass (one token per step) replays a
 // CUDA graph captured for its batch size. Forward checks every step before changing anything;
 // on an error or a done ctx no cache's length changes.
-func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
+func (m *Model) Forward(ctx context.Context, steps []lm.Step) error {
 	seqs, err := m.seqsOf(steps)
 	if err != nil || len(seqs) == 0 {
 		return err
@@ -46,7 +46,7 @@ func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
 // ForwardSample is Forward that samples each step's next token on the device, as how says,
 // and writes it to out (len(steps) ids), copying no logits back. Steps must not ask for
 // AllLogits, and their Logits are left as they are.
-func (m *Model) ForwardSample(ctx context.Context, steps []generate.Step, how []Sampling, out []int) error {
+func (m *Model) ForwardSample(ctx context.Context, steps []lm.Step, how []Sampling, out []int) error {
 	if len(how) != len(steps) || len(out) != len(steps) {
 		return fmt.Errorf("cuda: ForwardSample: %d steps, %d samplings, %d outputs", len(steps), len(how), len(out))
 	}
@@ -67,7 +67,7 @@ func (m *Model) ForwardSample(ctx context.Context, steps []generate.Step, how []
 
 // seqsOf validates steps: caches of this model, not released nor shared, tokens in the
 // vocabulary and within each cache's capacity.
-func (m *Model) seqsOf(steps []generate.Step) ([]seq, error) {
+func (m *Model) seqsOf(steps []lm.Step) ([]seq, error) {
 	seqs := make([]seq, len(steps))
 	for i := range steps {
 		st := &steps[i]

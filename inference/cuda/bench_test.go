@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // Benchmarks of the model on the test backend (CHAINEDSQL_CUDA_TEST=cuda for the GPU). The
@@ -48,7 +48,7 @@ func benchModel(b *testing.B) *Model {
 func decodeRun(b *testing.B, m *Model, batch, promptLen, steps int, how Sampling) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	st := make([]generate.Step, batch)
+	st := make([]lm.Step, batch)
 	hows := make([]Sampling, batch)
 	out := make([]int, batch)
 	for i := range st {
@@ -57,7 +57,7 @@ func decodeRun(b *testing.B, m *Model, batch, promptLen, steps int, how Sampling
 			b.Fatal(err)
 		}
 		defer c.Release()
-		st[i] = generate.Step{Cache: c, Tokens: prompt(promptLen, i, m.VocabSize())}
+		st[i] = lm.Step{Cache: c, Tokens: prompt(promptLen, i, m.VocabSize())}
 		hows[i] = how
 	}
 	if err := m.ForwardSample(ctx, st, hows, out); err != nil {
@@ -126,7 +126,7 @@ func BenchmarkDecodeLogits(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		st := []generate.Step{{Cache: c, Tokens: prompt(32, 1, m.VocabSize())}}
+		st := []lm.Step{{Cache: c, Tokens: prompt(32, 1, m.VocabSize())}}
 		if err := m.Forward(ctx, st); err != nil {
 			b.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		if err := m.Forward(ctx, []generate.Step{{Cache: c, Tokens: p}}); err != nil {
+		if err := m.Forward(ctx, []lm.Step{{Cache: c, Tokens: p}}); err != nil {
 			b.Fatal(err)
 		}
 		total += time.Since(start)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -104,7 +105,7 @@ func loadCPU(t testing.TB) *qwen2.Model {
 	return m
 }
 
-func newCache(t testing.TB, m generate.Model, n int) generate.Cache {
+func newCache(t testing.TB, m lm.Model, n int) lm.Cache {
 	t.Helper()
 	c, err := m.NewCache(n)
 	if err != nil {
@@ -113,7 +114,7 @@ func newCache(t testing.TB, m generate.Model, n int) generate.Cache {
 	return c
 }
 
-func run(t testing.TB, m generate.Model, steps ...generate.Step) []generate.Step {
+func run(t testing.TB, m lm.Model, steps ...lm.Step) []lm.Step {
 	t.Helper()
 	if err := m.Forward(context.Background(), steps); err != nil {
 		t.Fatal(err)
@@ -140,8 +141,8 @@ func TestTinyReference(t *testing.T) {
 	cm := loadCPU(t)
 	V := m.VocabSize()
 	c := newCache(t, m, 64)
-	st := run(t, m, generate.Step{Cache: c, Tokens: refIDs, AllLogits: true})[0]
-	cst := run(t, cm, generate.Step{Cache: newCache(t, cm, 64), Tokens: refIDs, AllLogits: true})[0]
+	st := run(t, m, lm.Step{Cache: c, Tokens: refIDs, AllLogits: true})[0]
+	cst := run(t, cm, lm.Step{Cache: newCache(t, cm, 64), Tokens: refIDs, AllLogits: true})[0]
 	worstRef := 0.0
 	for p, pos := range ref.Positions {
 		for i, want := range pos.Logits {
@@ -155,7 +156,7 @@ func TestTinyReference(t *testing.T) {
 	}
 	last := st.Logits[(len(refIDs)-1)*V:]
 	var got []int
-	step := generate.Step{Cache: c}
+	step := lm.Step{Cache: c}
 	for range ref.Greedy.Tokens {
 		tok := hostArgmax(last)
 		got = append(got, tok)
@@ -181,18 +182,18 @@ func prompt(n, seed, vocab int) []int {
 
 // greedy decodes n tokens after prompt one sequence at a time, returning the tokens and the
 // logits of each decode step.
-func greedy(t testing.TB, m generate.Model, p []int, n int) ([]int, [][]float32) {
+func greedy(t testing.TB, m lm.Model, p []int, n int) ([]int, [][]float32) {
 	t.Helper()
 	c := newCache(t, m, len(p)+n+1)
 	defer c.Release()
-	st := run(t, m, generate.Step{Cache: c, Tokens: p})[0]
+	st := run(t, m, lm.Step{Cache: c, Tokens: p})[0]
 	var toks []int
 	var logits [][]float32
 	for range n {
 		tok := hostArgmax(st.Logits)
 		toks = append(toks, tok)
 		logits = append(logits, slices.Clone(st.Logits))
-		st = run(t, m, generate.Step{Cache: c, Tokens: []int{tok}, Logits: st.Logits})[0]
+		st = run(t, m, lm.Step{Cache: c, Tokens: []int{tok}, Logits: st.Logits})[0]
 	}
 	return toks, logits
 }
@@ -230,9 +231,9 @@ func TestBatchedDecode(t *testing.T) {
 		alone = append(alone, toks)
 		aloneLogits = append(aloneLogits, logits)
 	}
-	steps := make([]generate.Step, len(lens))
+	steps := make([]lm.Step, len(lens))
 	for i, l := range lens {
-		steps[i] = generate.Step{Cache: newCache(t, m, 64), Tokens: prompt(l, 100+i, m.VocabSize())}
+		steps[i] = lm.Step{Cache: newCache(t, m, 64), Tokens: prompt(l, 100+i, m.VocabSize())}
 	}
 	got := make([][]int, len(lens))
 	worst := 0.0
@@ -264,12 +265,12 @@ func TestGraphsMatchDirect(t *testing.T) {
 	g := loadTiny(t, Options{})
 	d := loadTiny(t, Options{NoGraphs: true})
 	for _, B := range []int{1, 3, 2} {
-		sg := make([]generate.Step, B)
-		sd := make([]generate.Step, B)
+		sg := make([]lm.Step, B)
+		sd := make([]lm.Step, B)
 		for i := range B {
 			p := prompt(9+5*i, i, g.VocabSize()) // decoding crosses the first block boundary
-			sg[i] = generate.Step{Cache: newCache(t, g, 64), Tokens: p}
-			sd[i] = generate.Step{Cache: newCache(t, d, 64), Tokens: p}
+			sg[i] = lm.Step{Cache: newCache(t, g, 64), Tokens: p}
+			sd[i] = lm.Step{Cache: newCache(t, d, 64), Tokens: p}
 		}
 		for k := range 6 {
 			run(t, g, sg...)
@@ -303,12 +304,12 @@ func TestGraphsBLAS(t *testing.T) {
 	}
 	d := loadTinyBLAS(t, Options{NoGraphs: true}, true)
 	const B = gemvMaxT + 4
-	sg := make([]generate.Step, B)
-	sd := make([]generate.Step, B)
+	sg := make([]lm.Step, B)
+	sd := make([]lm.Step, B)
 	for i := range B {
 		p := prompt(5+3*i, 50+i, g.VocabSize())
-		sg[i] = generate.Step{Cache: newCache(t, g, 64), Tokens: p}
-		sd[i] = generate.Step{Cache: newCache(t, d, 64), Tokens: p}
+		sg[i] = lm.Step{Cache: newCache(t, g, 64), Tokens: p}
+		sd[i] = lm.Step{Cache: newCache(t, d, 64), Tokens: p}
 	}
 	worst := 0.0
 	for k := range 5 {
@@ -340,12 +341,12 @@ func TestForwardSample(t *testing.T) {
 	ref := loadTiny(t, Options{})
 	r := rand.New(rand.NewPCG(21, 22))
 	B := 4
-	ss := make([]generate.Step, B)
-	sr := make([]generate.Step, B)
+	ss := make([]lm.Step, B)
+	sr := make([]lm.Step, B)
 	for i := range B {
 		p := prompt(4+i, 50+i, m.VocabSize())
-		ss[i] = generate.Step{Cache: newCache(t, m, 64), Tokens: p}
-		sr[i] = generate.Step{Cache: newCache(t, ref, 64), Tokens: p}
+		ss[i] = lm.Step{Cache: newCache(t, m, 64), Tokens: p}
+		sr[i] = lm.Step{Cache: newCache(t, ref, 64), Tokens: p}
 	}
 	how := []Sampling{{}, {Temperature: 0.8, TopP: 0.9}, {Temperature: 1.5}, {Temperature: 0.05, TopP: 0.5}}
 	out := make([]int, B)
@@ -427,20 +428,20 @@ func TestBadSteps(t *testing.T) {
 	m := loadTiny(t, Options{CacheTokens: 64})
 	cm := loadCPU(t)
 	c := newCache(t, m, 200)
-	run(t, m, generate.Step{Cache: c, Tokens: []int{1, 2, 3}})
+	run(t, m, lm.Step{Cache: c, Tokens: []int{1, 2, 3}})
 	other := newCache(t, cm, 10)
 	released := newCache(t, m, 10)
 	released.Release()
 	for _, c2 := range []struct {
-		steps []generate.Step
+		steps []lm.Step
 		want  string
 	}{
-		{[]generate.Step{{Cache: c, Tokens: []int{m.VocabSize()}}}, "outside the vocabulary"},
-		{[]generate.Step{{Cache: c}}, "no tokens"},
-		{[]generate.Step{{Cache: other, Tokens: []int{1}}}, "not one of this model's"},
-		{[]generate.Step{{Cache: released, Tokens: []int{1}}}, "released"},
-		{[]generate.Step{{Cache: c, Tokens: []int{1}}, {Cache: c, Tokens: []int{2}}}, "share one cache"},
-		{[]generate.Step{{Cache: c, Tokens: prompt(100, 1, 1000)}}, "pool is full"},
+		{[]lm.Step{{Cache: c, Tokens: []int{m.VocabSize()}}}, "outside the vocabulary"},
+		{[]lm.Step{{Cache: c}}, "no tokens"},
+		{[]lm.Step{{Cache: other, Tokens: []int{1}}}, "not one of this model's"},
+		{[]lm.Step{{Cache: released, Tokens: []int{1}}}, "released"},
+		{[]lm.Step{{Cache: c, Tokens: []int{1}}, {Cache: c, Tokens: []int{2}}}, "share one cache"},
+		{[]lm.Step{{Cache: c, Tokens: prompt(100, 1, 1000)}}, "pool is full"},
 	} {
 		err := m.Forward(context.Background(), c2.steps)
 		if err == nil || !strings.Contains(err.Error(), c2.want) {
@@ -452,13 +453,13 @@ func TestBadSteps(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := m.Forward(ctx, []generate.Step{{Cache: c, Tokens: []int{5}}}); !errors.Is(err, context.Canceled) || c.Len() != 3 {
+	if err := m.Forward(ctx, []lm.Step{{Cache: c, Tokens: []int{5}}}); !errors.Is(err, context.Canceled) || c.Len() != 3 {
 		t.Fatalf("cancelled forward: %v, length %d", err, c.Len())
 	}
 	// The pool is whole again: a released cache's blocks come back.
 	c.Release()
 	c3 := newCache(t, m, 64)
-	run(t, m, generate.Step{Cache: c3, Tokens: prompt(64, 2, 1000)})
+	run(t, m, lm.Step{Cache: c3, Tokens: prompt(64, 2, 1000)})
 }
 
 // TestBLASPrefill: where cuBLAS is loaded, a prefill through it (activations rounded to bf16)
@@ -472,8 +473,8 @@ func TestBLASPrefill(t *testing.T) {
 	const blasTol = 3e-2
 	for _, n := range []int{9, 64, 200} {
 		p := prompt(n, 7, b.VocabSize())
-		sb := run(t, b, generate.Step{Cache: newCache(t, b, n), Tokens: p, AllLogits: true})[0]
-		so := run(t, own, generate.Step{Cache: newCache(t, own, n), Tokens: p, AllLogits: true})[0]
+		sb := run(t, b, lm.Step{Cache: newCache(t, b, n), Tokens: p, AllLogits: true})[0]
+		so := run(t, own, lm.Step{Cache: newCache(t, own, n), Tokens: p, AllLogits: true})[0]
 		d := maxDiff(sb.Logits, so.Logits)
 		t.Logf("prompt of %d: cuBLAS and own kernels differ by %.3g", n, d)
 		if d > blasTol {

@@ -18,6 +18,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // Finish reasons of a Result.
@@ -117,7 +119,7 @@ type Result struct {
 
 // Generator schedules requests over one Model. It is safe for concurrent use.
 type Generator struct {
-	model  Model
+	model  lm.Model
 	cfg    Config
 	vocab  int
 	ctxLen int
@@ -179,7 +181,7 @@ type kvReporter interface {
 }
 
 // New starts a Generator over m. Close it to stop its scheduler and release its caches.
-func New(m Model, cfg Config) (*Generator, error) {
+func New(m lm.Model, cfg Config) (*Generator, error) {
 	if m == nil {
 		return nil, errors.New("generate: nil model")
 	}
@@ -194,7 +196,7 @@ func New(m Model, cfg Config) (*Generator, error) {
 		}
 	}
 	if c, err := m.NewCache(1); err == nil {
-		_, g.forking = c.(Forker)
+		_, g.forking = c.(lm.Forker)
 		c.Release()
 	}
 	g.submit = make(chan *Sequence)
@@ -205,7 +207,7 @@ func New(m Model, cfg Config) (*Generator, error) {
 }
 
 // Model returns the model g drives.
-func (g *Generator) Model() Model { return g.model }
+func (g *Generator) Model() lm.Model { return g.model }
 
 // Stats returns a snapshot of g's counters.
 func (g *Generator) Stats() Stats {
@@ -309,7 +311,7 @@ type Sequence struct {
 	start   time.Time
 
 	// Scheduler state.
-	cache    Cache
+	cache    lm.Cache
 	capacity int
 	fed      []int // tokens in cache
 	todo     []int // tokens still to feed
@@ -579,8 +581,8 @@ func (g *Generator) fresh(s *Sequence, capacity int) error {
 
 // fork gives s a fork of src holding the first n tokens of its prompt; shared says whether they
 // are another request's prefix rather than its own conversation's history.
-func (g *Generator) fork(s *Sequence, src Cache, n, capacity int, shared bool) error {
-	c, err := src.(Forker).Fork(n, capacity)
+func (g *Generator) fork(s *Sequence, src lm.Cache, n, capacity int, shared bool) error {
+	c, err := src.(lm.Forker).Fork(n, capacity)
 	if err != nil {
 		return fmt.Errorf("generate: KV cache of %d tokens forked at %d: %w", capacity, n, err)
 	}
@@ -601,7 +603,7 @@ func (g *Generator) fork(s *Sequence, src Cache, n, capacity int, shared bool) e
 }
 
 // isRunning reports whether c is an active sequence's cache.
-func (g *Generator) isRunning(c Cache) bool {
+func (g *Generator) isRunning(c lm.Cache) bool {
 	for _, a := range g.active {
 		if a.cache == c {
 			return true
@@ -766,13 +768,13 @@ func (g *Generator) dropCancelled() {
 // step runs one Forward over all active sequences and samples where a prompt or a decode step
 // completed.
 func (g *Generator) step() {
-	steps := make([]Step, 0, len(g.active))
+	steps := make([]lm.Step, 0, len(g.active))
 	seqs := make([]*Sequence, 0, len(g.active))
 	budget := g.cfg.StepTokens
 	// Decoding sequences first: one token each, always.
 	for _, s := range g.active {
 		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
-			steps = append(steps, Step{Cache: s.cache, Tokens: s.todo, Logits: s.logits})
+			steps = append(steps, lm.Step{Cache: s.cache, Tokens: s.todo, Logits: s.logits})
 			seqs = append(seqs, s)
 			budget--
 		}
@@ -788,7 +790,7 @@ func (g *Generator) step() {
 			}
 			n = min(len(s.todo), g.cfg.PrefillChunk)
 		}
-		steps = append(steps, Step{Cache: s.cache, Tokens: s.todo[:n], Logits: s.logits})
+		steps = append(steps, lm.Step{Cache: s.cache, Tokens: s.todo[:n], Logits: s.logits})
 		seqs = append(seqs, s)
 		budget -= n
 	}

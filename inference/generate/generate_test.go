@@ -13,6 +13,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/generate/gentest"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // refGreedy is greedy decoding straight from the toy's logits, with no cache and no scheduler.
@@ -36,7 +37,7 @@ func refGreedy(toy *gentest.Toy, prompt []int, n int, stops ...int) []int {
 	return out
 }
 
-func newGen(t *testing.T, m generate.Model, cfg generate.Config) *generate.Generator {
+func newGen(t *testing.T, m lm.Model, cfg generate.Config) *generate.Generator {
 	t.Helper()
 	g, err := generate.New(m, cfg)
 	if err != nil {
@@ -446,7 +447,7 @@ func TestBadRequests(t *testing.T) {
 
 type failing struct{ *gentest.Toy }
 
-func (f failing) Forward(ctx context.Context, steps []generate.Step) error {
+func (f failing) Forward(ctx context.Context, steps []lm.Step) error {
 	for _, s := range steps {
 		if len(s.Tokens) > 1 {
 			return fmt.Errorf("boom")

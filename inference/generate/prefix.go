@@ -1,5 +1,7 @@
 package generate
 
+import "github.com/chainedsql/chainedsql/inference/lm"
+
 // prefixTree is a radix tree over the token ids of the kept KV caches (finished requests' caches
 // held for reuse): every path from the root spells a token sequence some kept cache holds, edges
 // carry runs of tokens, and a node where a kept cache's tokens end holds that cache. A new
@@ -23,7 +25,7 @@ type pnode struct {
 	kids   map[int]*pnode
 	// cache holds exactly the depth tokens of the path (nil on branch points); capacity is its
 	// capacity and prompt how many of its tokens were its request's prompt.
-	cache    Cache
+	cache    lm.Cache
 	capacity int
 	prompt   int
 	used     uint64 // clock of the last use of this node's subtree (for LRU and for choosing a source)
@@ -103,14 +105,14 @@ func (t *prefixTree) touch(n *pnode, clock uint64) {
 }
 
 // hold makes n keep cache c.
-func (t *prefixTree) hold(n *pnode, c Cache, capacity, prompt int) {
+func (t *prefixTree) hold(n *pnode, c lm.Cache, capacity, prompt int) {
 	n.cache, n.capacity, n.prompt = c, capacity, prompt
 	t.kept = append(t.kept, n)
 }
 
 // detach takes n's cache out of the tree (the caller releases or reuses it) and removes the
 // tokens no other kept cache holds.
-func (t *prefixTree) detach(n *pnode) Cache {
+func (t *prefixTree) detach(n *pnode) lm.Cache {
 	c := n.cache
 	n.cache = nil
 	for i, k := range t.kept {

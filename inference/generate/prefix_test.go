@@ -5,15 +5,17 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // fakeCache is a Cache that records its release.
 type fakeCache struct{ released *int }
 
-func (fakeCache) Len() int                     { return 0 }
-func (fakeCache) Truncate(int)                 {}
-func (c fakeCache) Release()                   { *c.released++ }
-func (fakeCache) Fork(int, int) (Cache, error) { return nil, nil }
+func (fakeCache) Len() int                        { return 0 }
+func (fakeCache) Truncate(int)                    {}
+func (c fakeCache) Release()                      { *c.released++ }
+func (fakeCache) Fork(int, int) (lm.Cache, error) { return nil, nil }
 
 // TestPrefixTree: insertion splits edges, match finds the longest common prefix, token counts
 // follow insertions and removals, and pruning merges a branch point left with one child.
@@ -80,11 +82,11 @@ type forkModel struct{ live int }
 
 func (m *forkModel) VocabSize() int     { return 1000 }
 func (m *forkModel) ContextLength() int { return 1 << 20 }
-func (m *forkModel) NewCache(int) (Cache, error) {
+func (m *forkModel) NewCache(int) (lm.Cache, error) {
 	m.live++
 	return &forkCache{m: m}, nil
 }
-func (m *forkModel) Forward(_ context.Context, steps []Step) error {
+func (m *forkModel) Forward(_ context.Context, steps []lm.Step) error {
 	for _, st := range steps {
 		c := st.Cache.(*forkCache)
 		c.toks = append(c.toks, st.Tokens...)
@@ -110,7 +112,7 @@ func (c *forkCache) Release() {
 		c.m.live--
 	}
 }
-func (c *forkCache) Fork(n, _ int) (Cache, error) {
+func (c *forkCache) Fork(n, _ int) (lm.Cache, error) {
 	c.m.live++
 	return &forkCache{m: c.m, toks: slices.Clone(c.toks[:n])}, nil
 }
@@ -200,7 +202,7 @@ func TestPrefixTreeBounded(t *testing.T) {
 		}
 		// The prompt's rest and a reply of up to 10 tokens.
 		fed := append(slices.Clone(p[want:]), toks(1+rng.IntN(10))...)
-		if err := m.Forward(context.Background(), []Step{{Cache: s.cache, Tokens: fed}}); err != nil {
+		if err := m.Forward(context.Background(), []lm.Step{{Cache: s.cache, Tokens: fed}}); err != nil {
 			t.Fatal(err)
 		}
 		s.fed = append(s.fed, fed...)

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -115,13 +115,13 @@ func BenchmarkPrefill512(b *testing.B) {
 			m := model05B(b, wt)
 			ids := prompt(512, 1, m.VocabSize())
 			warm, _ := m.NewCache(512)
-			if err := m.Forward(context.Background(), []generate.Step{{Cache: warm, Tokens: ids}}); err != nil {
+			if err := m.Forward(context.Background(), []lm.Step{{Cache: warm, Tokens: ids}}); err != nil {
 				b.Fatal(err)
 			}
 			warm.Release()
 			for b.Loop() {
 				c, _ := m.NewCache(512)
-				if err := m.Forward(context.Background(), []generate.Step{{Cache: c, Tokens: ids}}); err != nil {
+				if err := m.Forward(context.Background(), []lm.Step{{Cache: c, Tokens: ids}}); err != nil {
 					b.Fatal(err)
 				}
 				c.Release()
@@ -170,10 +170,10 @@ func benchDecode(b *testing.B, m *Model, batch int) {
 	}
 	for b.Loop() {
 		b.StopTimer()
-		steps := make([]generate.Step, batch)
+		steps := make([]lm.Step, batch)
 		for i := range steps {
 			c, _ := m.NewCache(8 + gen)
-			steps[i] = generate.Step{Cache: c, Tokens: prompt(8, i, m.VocabSize())}
+			steps[i] = lm.Step{Cache: c, Tokens: prompt(8, i, m.VocabSize())}
 		}
 		if err := m.Forward(ctx, steps); err != nil {
 			b.Fatal(err)
@@ -224,7 +224,7 @@ func BenchmarkDecodeLong(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		c, _ := m.NewCache(ctxLen + gen)
-		st := []generate.Step{{Cache: c, Tokens: prompt(ctxLen, 1, m.VocabSize())}}
+		st := []lm.Step{{Cache: c, Tokens: prompt(ctxLen, 1, m.VocabSize())}}
 		if err := m.Forward(ctx, st); err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // The paged KV cache. A sequence's keys and values live in fixed-size blocks of B tokens
@@ -51,8 +51,8 @@ type Cache struct {
 }
 
 var (
-	_ generate.Cache  = (*Cache)(nil)
-	_ generate.Forker = (*Cache)(nil)
+	_ lm.Cache  = (*Cache)(nil)
+	_ lm.Forker = (*Cache)(nil)
 )
 
 // blockLen is the model's tokens per KV block.
@@ -98,7 +98,7 @@ func (m *Model) unref(b *kvBlock) {
 }
 
 // NewCache returns an empty cache for up to maxTokens tokens (1 ≤ maxTokens ≤ ContextLength).
-func (m *Model) NewCache(maxTokens int) (generate.Cache, error) {
+func (m *Model) NewCache(maxTokens int) (lm.Cache, error) {
 	if maxTokens < 1 || maxTokens > m.cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("qwen2: cache of %d tokens: want 1 to the context length %d", maxTokens, m.cfg.MaxPositionEmbeddings)
 	}
@@ -138,7 +138,7 @@ func (c *Cache) Release() {
 // Fork returns a new cache of capacity maxTokens holding the first n tokens of c (0 ≤ n ≤ Len()
 // and n ≤ maxTokens ≤ ContextLength): the blocks holding them are shared by reference, and the
 // last one, when partly filled, is copied by whichever cache writes into it first. c is unchanged.
-func (c *Cache) Fork(n, maxTokens int) (generate.Cache, error) {
+func (c *Cache) Fork(n, maxTokens int) (lm.Cache, error) {
 	switch {
 	case c.released:
 		return nil, fmt.Errorf("qwen2: fork of a released cache")

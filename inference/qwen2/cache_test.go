@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 )
 
@@ -21,16 +21,16 @@ func TestForkIdentical(t *testing.T) {
 		// The reference: the prefix fed as the source is fed (one Forward of 45 tokens, cut to
 		// at by Truncate), then the suffix.
 		ref := newCache(t, m, 80)
-		forward(t, m, generate.Step{Cache: ref, Tokens: ids})
+		forward(t, m, lm.Step{Cache: ref, Tokens: ids})
 		ref.Truncate(at)
-		want := slices.Clone(forward(t, m, generate.Step{Cache: ref, Tokens: suffix, AllLogits: true})[0].Logits)
+		want := slices.Clone(forward(t, m, lm.Step{Cache: ref, Tokens: suffix, AllLogits: true})[0].Logits)
 		alone := newCache(t, m, 80)
-		forward(t, m, generate.Step{Cache: alone, Tokens: ids})
-		srcWant := slices.Clone(forward(t, m, generate.Step{Cache: alone, Tokens: suffix[:3]})[0].Logits)
+		forward(t, m, lm.Step{Cache: alone, Tokens: ids})
+		srcWant := slices.Clone(forward(t, m, lm.Step{Cache: alone, Tokens: suffix[:3]})[0].Logits)
 		alone.Release()
 
 		src := newCache(t, m, 80).(*Cache)
-		forward(t, m, generate.Step{Cache: src, Tokens: ids})
+		forward(t, m, lm.Step{Cache: src, Tokens: ids})
 		fc, err := src.Fork(at, 60)
 		if err != nil {
 			t.Fatal(err)
@@ -47,13 +47,13 @@ func TestForkIdentical(t *testing.T) {
 		// The source writes first when the fork point is at its end; else the fork does.
 		var got []float32
 		if at == len(ids) {
-			if lg := forward(t, m, generate.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+			if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
 				t.Fatalf("fork at %d: the source's next logits changed", at)
 			}
-			got = forward(t, m, generate.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+			got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
 		} else {
-			got = forward(t, m, generate.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
-			if lg := forward(t, m, generate.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+			got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+			if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
 				t.Fatalf("fork at %d: the fork's writes changed the source (max diff %.3g)", at, maxAbsDiff(lg, srcWant))
 			}
 		}
@@ -65,8 +65,8 @@ func TestForkIdentical(t *testing.T) {
 		}
 		// The first owner finishes; the fork goes on over the shared blocks.
 		src.Release()
-		next := forward(t, m, generate.Step{Cache: f, Tokens: []int{5}})[0].Logits
-		refNext := forward(t, m, generate.Step{Cache: ref, Tokens: []int{5}})[0].Logits
+		next := forward(t, m, lm.Step{Cache: f, Tokens: []int{5}})[0].Logits
+		refNext := forward(t, m, lm.Step{Cache: ref, Tokens: []int{5}})[0].Logits
 		if !slices.Equal(next, refNext) {
 			t.Fatalf("fork at %d after the source's release: logits differ by %.3g", at, maxAbsDiff(next, refNext))
 		}
@@ -84,7 +84,7 @@ func TestForkChain(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
 	V := m.VocabSize()
 	a := newCache(t, m, 100).(*Cache)
-	forward(t, m, generate.Step{Cache: a, Tokens: prompt(50, 1, V)}) // 4 blocks
+	forward(t, m, lm.Step{Cache: a, Tokens: prompt(50, 1, V)}) // 4 blocks
 	bc, _ := a.Fork(40, 100)
 	b := bc.(*Cache)
 	cc, _ := b.Fork(20, 100)
@@ -92,7 +92,7 @@ func TestForkChain(t *testing.T) {
 	if live, _ := m.KVBlocks(); live != 4 {
 		t.Fatalf("%d blocks alive, want 4 (all shared)", live)
 	}
-	forward(t, m, generate.Step{Cache: c, Tokens: prompt(30, 2, V)}) // copies block 1, adds 2
+	forward(t, m, lm.Step{Cache: c, Tokens: prompt(30, 2, V)}) // copies block 1, adds 2
 	if live, _ := m.KVBlocks(); live != 7 {
 		t.Fatalf("%d blocks alive, want 7", live)
 	}
@@ -115,7 +115,7 @@ func TestForkChain(t *testing.T) {
 func TestForkErrors(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
 	c := newCache(t, m, 20).(*Cache)
-	forward(t, m, generate.Step{Cache: c, Tokens: []int{1, 2, 3}})
+	forward(t, m, lm.Step{Cache: c, Tokens: []int{1, 2, 3}})
 	for _, tc := range [][2]int{{4, 10}, {-1, 10}, {3, 2}, {3, 257}, {0, 0}} {
 		if _, err := c.Fork(tc[0], tc[1]); err == nil {
 			t.Errorf("Fork(%d, %d) succeeded", tc[0], tc[1])
@@ -137,9 +137,9 @@ func TestBlockSizes(t *testing.T) {
 		m.kv.block = block
 		c := newCache(t, m, 80)
 		defer c.Release()
-		out := slices.Clone(forward(t, m, generate.Step{Cache: c, Tokens: ids[:60], AllLogits: true})[0].Logits)
+		out := slices.Clone(forward(t, m, lm.Step{Cache: c, Tokens: ids[:60], AllLogits: true})[0].Logits)
 		for _, id := range ids[60:] {
-			out = append(out, forward(t, m, generate.Step{Cache: c, Tokens: []int{id}})[0].Logits...)
+			out = append(out, forward(t, m, lm.Step{Cache: c, Tokens: []int{id}})[0].Logits...)
 		}
 		return out
 	}

@@ -7,10 +7,10 @@ import (
 	"math"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
-var _ generate.Model = (*Model)(nil)
+var _ lm.Model = (*Model)(nil)
 
 // scratch holds one Forward call's activations, T tokens at a time; kept in a pool so decode
 // does not allocate per token.
@@ -69,7 +69,7 @@ var errReleased = errors.New("qwen2: model is closed")
 // weights. Batches of more than maxPass tokens run as several passes, splitting long prompts, so
 // activation memory stays bounded. Forward checks every step before changing anything; on an
 // error or a done ctx no cache's length changes.
-func (m *Model) Forward(ctx context.Context, steps []generate.Step) error {
+func (m *Model) Forward(ctx context.Context, steps []lm.Step) error {
 	if m.released {
 		return errReleased
 	}
@@ -121,7 +121,7 @@ type span struct{ step, lo, hi int }
 
 // pass runs the T tokens of spans through the model: their positions follow the cache's length
 // plus the span's offset (caches are only advanced by Forward, once every pass is done).
-func (m *Model) pass(ctx context.Context, s *scratch, steps []generate.Step, caches []*Cache, spans []span, T int) error {
+func (m *Model) pass(ctx context.Context, s *scratch, steps []lm.Step, caches []*Cache, spans []span, T int) error {
 	c := &m.cfg
 	H, half := c.HiddenSize, c.HeadDim/2
 	t := 0
@@ -153,7 +153,7 @@ func (m *Model) pass(ctx context.Context, s *scratch, steps []generate.Step, cac
 }
 
 // checkSteps validates steps and returns their caches and total token count.
-func (m *Model) checkSteps(steps []generate.Step) ([]*Cache, int, error) {
+func (m *Model) checkSteps(steps []lm.Step) ([]*Cache, int, error) {
 	caches := make([]*Cache, len(steps))
 	T := 0
 	for i := range steps {
@@ -188,7 +188,7 @@ func (m *Model) checkSteps(steps []generate.Step) ([]*Cache, int, error) {
 }
 
 // layer runs decoder layer l over the T tokens of spans in s.x.
-func (m *Model) layer(l int, s *scratch, steps []generate.Step, caches []*Cache, spans []span, T int) {
+func (m *Model) layer(l int, s *scratch, steps []lm.Step, caches []*Cache, spans []span, T int) {
 	c := &m.cfg
 	ly := &m.layers[l]
 	H, I := c.HiddenSize, c.IntermediateSize
@@ -328,7 +328,7 @@ const attnChunk = 128
 // logits applies the final norm and the LM head to the rows the steps ask for. The last rows of
 // steps that want only those go through one MatMul together (a decode batch streams the LM head
 // once); spans that want all their rows are written straight into their step's Logits.
-func (m *Model) logits(s *scratch, steps []generate.Step, spans []span) {
+func (m *Model) logits(s *scratch, steps []lm.Step, spans []span) {
 	c := &m.cfg
 	H, V := c.HiddenSize, c.VocabSize
 	eps := float32(c.RMSNormEps)
@@ -340,7 +340,7 @@ func (m *Model) logits(s *scratch, steps []generate.Step, spans []span) {
 	}
 	s.sel = grow(s.sel, max(last, 1)*H)
 	r, t := 0, 0
-	var one *generate.Step
+	var one *lm.Step
 	for _, sp := range spans {
 		st := &steps[sp.step]
 		n := sp.hi - sp.lo

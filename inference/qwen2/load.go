@@ -56,7 +56,7 @@ type layer struct {
 	gate, up, down    *cpu.Matrix
 }
 
-// Model is a loaded Qwen2 model. It implements generate.Model; Forward may run concurrently on
+// Model is a loaded Qwen2 model. It implements lm.Model; Forward may run concurrently on
 // distinct caches.
 type Model struct {
 	cfg      Config

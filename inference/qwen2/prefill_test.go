@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 )
 
@@ -31,7 +31,7 @@ func TestPrefillDTypes(t *testing.T) {
 	ids := prompt(48, 3, sp.vocab)
 	run := func(wt WeightType) []float32 {
 		m := mustLoad(t, dir, Options{DType: wt})
-		return forward(t, m, generate.Step{Cache: newCache(t, m, 64), Tokens: ids, AllLogits: true})[0].Logits
+		return forward(t, m, lm.Step{Cache: newCache(t, m, 64), Tokens: ids, AllLogits: true})[0].Logits
 	}
 	ref := run(F32)
 	var scale float64
@@ -52,7 +52,7 @@ func TestPrefillDTypes(t *testing.T) {
 		cache := newCache(t, m, 64)
 		var last []float32
 		for _, id := range ids {
-			last = forward(t, m, generate.Step{Cache: cache, Tokens: []int{id}})[0].Logits
+			last = forward(t, m, lm.Step{Cache: cache, Tokens: []int{id}})[0].Logits
 		}
 		V := sp.vocab
 		if d := maxAbsDiff(last, got[(len(ids)-1)*V:]) / scale; d > c.tol {

@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -61,7 +61,7 @@ func mustLoad(t testing.TB, dir string, opts Options) *Model {
 	return m
 }
 
-func newCache(t testing.TB, m *Model, n int) generate.Cache {
+func newCache(t testing.TB, m *Model, n int) lm.Cache {
 	t.Helper()
 	c, err := m.NewCache(n)
 	if err != nil {
@@ -70,7 +70,7 @@ func newCache(t testing.TB, m *Model, n int) generate.Cache {
 	return c
 }
 
-func forward(t testing.TB, m *Model, steps ...generate.Step) []generate.Step {
+func forward(t testing.TB, m *Model, steps ...lm.Step) []lm.Step {
 	t.Helper()
 	if err := m.Forward(context.Background(), steps); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func checkReference(t *testing.T, m *Model, names []string, refs []*refFile, err
 		t.Errorf("eos %v bos %d", m.EOS(), m.BOS())
 	}
 	c := newCache(t, m, 64)
-	st := forward(t, m, generate.Step{Cache: c, Tokens: refIDs, AllLogits: true})[0]
+	st := forward(t, m, lm.Step{Cache: c, Tokens: refIDs, AllLogits: true})[0]
 	V := m.VocabSize()
 	if len(st.Logits) != len(refIDs)*V {
 		t.Fatalf("%d logits, want %d", len(st.Logits), len(refIDs)*V)
@@ -157,7 +157,7 @@ func checkReference(t *testing.T, m *Model, names []string, refs []*refFile, err
 	}
 	last := st.Logits[(len(refIDs)-1)*V:]
 	var got []int
-	step := generate.Step{Cache: c}
+	step := lm.Step{Cache: c}
 	for i := range ref.Greedy.N {
 		tok := argmax(last)
 		if d := math.Abs(float64(last[tok]) - ref.Greedy.MaxLogits[i]); d >= 1e-4 {
@@ -216,11 +216,11 @@ func TestPrefillMatchesDecode(t *testing.T) {
 			m := smallModel(t, dt, Options{}, nil)
 			V := m.VocabSize()
 			ids := prompt(20, 1, V)
-			all := forward(t, m, generate.Step{Cache: newCache(t, m, 32), Tokens: ids, AllLogits: true})[0].Logits
+			all := forward(t, m, lm.Step{Cache: newCache(t, m, 32), Tokens: ids, AllLogits: true})[0].Logits
 			c := newCache(t, m, 32)
 			var worst float64
 			for i, id := range ids {
-				lg := forward(t, m, generate.Step{Cache: c, Tokens: []int{id}})[0].Logits
+				lg := forward(t, m, lm.Step{Cache: c, Tokens: []int{id}})[0].Logits
 				worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
 			}
 			if tol := xRoundTol(dt); worst > tol {
@@ -228,7 +228,7 @@ func TestPrefillMatchesDecode(t *testing.T) {
 			}
 			// The logits must depend on the context: position 19's differ from a fresh start
 			// with the same token.
-			fresh := forward(t, m, generate.Step{Cache: newCache(t, m, 4), Tokens: ids[19:]})[0].Logits
+			fresh := forward(t, m, lm.Step{Cache: newCache(t, m, 4), Tokens: ids[19:]})[0].Logits
 			if maxAbsDiff(fresh, all[19*V:]) < 1e-3 {
 				t.Error("logits do not depend on earlier tokens")
 			}
@@ -242,8 +242,8 @@ func TestAttentionChunks(t *testing.T) {
 	ids := prompt(40, 9, m.VocabSize())
 	run := func() []float32 {
 		c := newCache(t, m, 64)
-		forward(t, m, generate.Step{Cache: c, Tokens: ids[:3]})
-		return forward(t, m, generate.Step{Cache: c, Tokens: ids[3:], AllLogits: true})[0].Logits
+		forward(t, m, lm.Step{Cache: c, Tokens: ids[:3]})
+		return forward(t, m, lm.Step{Cache: c, Tokens: ids[3:], AllLogits: true})[0].Logits
 	}
 	want := run()
 	old := attnScores
@@ -260,9 +260,9 @@ func TestPasses(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
 	V := m.VocabSize()
 	run := func() [][]float32 {
-		var steps []generate.Step
+		var steps []lm.Step
 		for i, n := range []int{5, 11, 1, 3} {
-			steps = append(steps, generate.Step{Cache: newCache(t, m, 32), Tokens: prompt(n, i, V), AllLogits: i%2 == 1})
+			steps = append(steps, lm.Step{Cache: newCache(t, m, 32), Tokens: prompt(n, i, V), AllLogits: i%2 == 1})
 		}
 		forward(t, m, steps...)
 		var out [][]float32
@@ -302,14 +302,14 @@ func TestBatchMatchesSeparate(t *testing.T) {
 	var want [][]float32
 	for i, p := range prompts {
 		c := newCache(t, m, 32)
-		forward(t, m, generate.Step{Cache: c, Tokens: p})
-		lg := forward(t, m, generate.Step{Cache: c, Tokens: next[i], AllLogits: true})[0].Logits
+		forward(t, m, lm.Step{Cache: c, Tokens: p})
+		lg := forward(t, m, lm.Step{Cache: c, Tokens: next[i], AllLogits: true})[0].Logits
 		want = append(want, slices.Clone(lg))
 	}
-	caches := []generate.Cache{newCache(t, m, 32), newCache(t, m, 32), newCache(t, m, 32)}
-	steps := make([]generate.Step, 3)
+	caches := []lm.Cache{newCache(t, m, 32), newCache(t, m, 32), newCache(t, m, 32)}
+	steps := make([]lm.Step, 3)
 	for i := range steps {
-		steps[i] = generate.Step{Cache: caches[i], Tokens: prompts[i]}
+		steps[i] = lm.Step{Cache: caches[i], Tokens: prompts[i]}
 	}
 	forward(t, m, steps...)
 	for i := range steps {
@@ -341,7 +341,7 @@ func TestConcurrentForward(t *testing.T) {
 	const n = 4
 	want := make([][]float32, n)
 	for i := range n {
-		want[i] = forward(t, m, generate.Step{Cache: newCache(t, m, 32), Tokens: prompt(6+i, i, V), AllLogits: true})[0].Logits
+		want[i] = forward(t, m, lm.Step{Cache: newCache(t, m, 32), Tokens: prompt(6+i, i, V), AllLogits: true})[0].Logits
 	}
 	got := make([][]float32, n)
 	errs := make([]error, n)
@@ -353,7 +353,7 @@ func TestConcurrentForward(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			st := []generate.Step{{Cache: c, Tokens: prompt(6+i, i, V), AllLogits: true}}
+			st := []lm.Step{{Cache: c, Tokens: prompt(6+i, i, V), AllLogits: true}}
 			errs[i] = m.Forward(context.Background(), st)
 			got[i] = st[0].Logits
 		})
@@ -376,12 +376,12 @@ func TestCacheGrowth(t *testing.T) {
 	m.kv.block = 16
 	V := m.VocabSize()
 	ids := prompt(150, 3, V)
-	all := forward(t, m, generate.Step{Cache: newCache(t, m, 150), Tokens: ids, AllLogits: true})[0].Logits
+	all := forward(t, m, lm.Step{Cache: newCache(t, m, 150), Tokens: ids, AllLogits: true})[0].Logits
 	c := newCache(t, m, 200)
-	forward(t, m, generate.Step{Cache: c, Tokens: ids[:10]})
+	forward(t, m, lm.Step{Cache: c, Tokens: ids[:10]})
 	var worst float64
 	for i := 10; i < len(ids); i++ {
-		lg := forward(t, m, generate.Step{Cache: c, Tokens: ids[i : i+1]})[0].Logits
+		lg := forward(t, m, lm.Step{Cache: c, Tokens: ids[i : i+1]})[0].Logits
 		worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
 	}
 	if cc := c.(*Cache); cc.Blocks() != 10 || cc.Cap() != 200 {
@@ -396,12 +396,12 @@ func TestCacheGrowth(t *testing.T) {
 func TestLogitsReused(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{}, nil)
 	buf := make([]float32, 3*m.VocabSize())
-	st := forward(t, m, generate.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, Logits: buf})[0]
+	st := forward(t, m, lm.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, Logits: buf})[0]
 	if len(st.Logits) != m.VocabSize() || &st.Logits[0] != &buf[0] {
 		t.Errorf("logits len %d, reused %v", len(st.Logits), &st.Logits[0] == &buf[0])
 	}
 	small := make([]float32, 10)
-	st = forward(t, m, generate.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, AllLogits: true, Logits: small})[0]
+	st = forward(t, m, lm.Step{Cache: newCache(t, m, 8), Tokens: []int{1, 2}, AllLogits: true, Logits: small})[0]
 	if len(st.Logits) != 2*m.VocabSize() {
 		t.Errorf("all logits len %d", len(st.Logits))
 	}
@@ -414,7 +414,7 @@ func TestTruncateReuse(t *testing.T) {
 	V := m.VocabSize()
 	a, b := prompt(12, 4, V), prompt(5, 5, V)
 	c := newCache(t, m, 40)
-	forward(t, m, generate.Step{Cache: c, Tokens: a})
+	forward(t, m, lm.Step{Cache: c, Tokens: a})
 	c.Truncate(7)
 	if c.Len() != 7 {
 		t.Fatalf("Len after Truncate(7) = %d", c.Len())
@@ -423,8 +423,8 @@ func TestTruncateReuse(t *testing.T) {
 	if c.Len() != 7 {
 		t.Fatalf("Truncate beyond Len changed it to %d", c.Len())
 	}
-	got := forward(t, m, generate.Step{Cache: c, Tokens: b})[0].Logits
-	want := forward(t, m, generate.Step{Cache: newCache(t, m, 40), Tokens: append(slices.Clone(a[:7]), b...)})[0].Logits
+	got := forward(t, m, lm.Step{Cache: c, Tokens: b})[0].Logits
+	want := forward(t, m, lm.Step{Cache: newCache(t, m, 40), Tokens: append(slices.Clone(a[:7]), b...)})[0].Logits
 	if d := maxAbsDiff(got, want); d > 2e-5 {
 		t.Errorf("prefix reuse differs by %.3g", d)
 	}
@@ -444,7 +444,7 @@ func TestWeightTypes(t *testing.T) {
 		if views := m.weights != nil; views != (opts.Mmap && (opts.DType == AsStored || opts.DType == BF16)) {
 			t.Errorf("%q: keeps the mapped file: %v", opts.DType, views)
 		}
-		return forward(t, m, generate.Step{Cache: newCache(t, m, 16), Tokens: ids, AllLogits: true})[0].Logits
+		return forward(t, m, lm.Step{Cache: newCache(t, m, 16), Tokens: ids, AllLogits: true})[0].Logits
 	}
 	stored := run(Options{Mmap: true}, cpu.BF16)
 	zc := mustLoad(t, dir, Options{Mmap: true})
@@ -473,12 +473,12 @@ func TestWeightTypes(t *testing.T) {
 	dir32 := t.TempDir()
 	writeCheckpoint(t, dir32, smallSpec(safetensors.F32))
 	m32 := mustLoad(t, dir32, Options{})
-	f32 := forward(t, m32, generate.Step{Cache: newCache(t, m32, 16), Tokens: ids})[0].Logits
+	f32 := forward(t, m32, lm.Step{Cache: newCache(t, m32, 16), Tokens: ids})[0].Logits
 	mb := mustLoad(t, dir32, Options{DType: BF16})
 	if mb.WeightDType() != cpu.BF16 || mb.weights != nil {
 		t.Errorf("f32→bf16: %v, views %v", mb.WeightDType(), mb.weights != nil)
 	}
-	bf := forward(t, mb, generate.Step{Cache: newCache(t, mb, 16), Tokens: ids})[0].Logits
+	bf := forward(t, mb, lm.Step{Cache: newCache(t, mb, 16), Tokens: ids})[0].Logits
 	if d := maxAbsDiff(bf, f32); d > 0.01 || d == 0 {
 		t.Errorf("f32→bf16 differs by %.3g", d)
 	}
@@ -493,8 +493,8 @@ func TestF16(t *testing.T) {
 		t.Fatalf("f16 checkpoint held as %v", h.WeightDType())
 	}
 	f := smallModel(t, safetensors.F32, Options{}, nil)
-	a := forward(t, h, generate.Step{Cache: newCache(t, h, 8), Tokens: ids})[0].Logits
-	b := forward(t, f, generate.Step{Cache: newCache(t, f, 8), Tokens: ids})[0].Logits
+	a := forward(t, h, lm.Step{Cache: newCache(t, h, 8), Tokens: ids})[0].Logits
+	b := forward(t, f, lm.Step{Cache: newCache(t, f, 8), Tokens: ids})[0].Logits
 	if d := maxAbsDiff(a, b); d > 5e-3 || d == 0 {
 		t.Errorf("f16 vs f32 differ by %.3g", d)
 	}
@@ -517,8 +517,8 @@ func TestSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := prompt(6, 7, 300)
-	a := forward(t, one, generate.Step{Cache: newCache(t, one, 8), Tokens: ids})[0].Logits
-	b := forward(t, three, generate.Step{Cache: newCache(t, three, 8), Tokens: ids})[0].Logits
+	a := forward(t, one, lm.Step{Cache: newCache(t, one, 8), Tokens: ids})[0].Logits
+	b := forward(t, three, lm.Step{Cache: newCache(t, three, 8), Tokens: ids})[0].Logits
 	if !slices.Equal(a, b) {
 		t.Errorf("sharded logits differ by %.3g", maxAbsDiff(a, b))
 	}
@@ -529,22 +529,22 @@ func TestForwardErrors(t *testing.T) {
 	other := smallModel(t, safetensors.F32, Options{}, nil)
 	ctx := context.Background()
 	c := newCache(t, m, 8)
-	forward(t, m, generate.Step{Cache: c, Tokens: []int{1, 2}})
+	forward(t, m, lm.Step{Cache: c, Tokens: []int{1, 2}})
 	released := newCache(t, m, 8)
 	released.Release()
 	cases := []struct {
 		name  string
-		steps []generate.Step
+		steps []lm.Step
 		want  string
 	}{
-		{"foreign cache", []generate.Step{{Cache: newCache(t, other, 8), Tokens: []int{1}}}, "not one of this model's"},
-		{"nil cache", []generate.Step{{Tokens: []int{1}}}, "not one of this model's"},
-		{"released", []generate.Step{{Cache: released, Tokens: []int{1}}}, "released"},
-		{"no tokens", []generate.Step{{Cache: c}}, "step 0: no tokens"},
-		{"bad token", []generate.Step{{Cache: c, Tokens: []int{1, 300}}}, "token 300 at index 1 is outside the vocabulary of 300"},
-		{"negative token", []generate.Step{{Cache: c, Tokens: []int{-1}}}, "token -1"},
-		{"over capacity", []generate.Step{{Cache: c, Tokens: make([]int, 7)}}, "7 tokens after 2 exceed the cache's capacity of 8"},
-		{"shared cache", []generate.Step{{Cache: c, Tokens: []int{1}}, {Cache: c, Tokens: []int{2}}}, "steps 0 and 1 share one cache"},
+		{"foreign cache", []lm.Step{{Cache: newCache(t, other, 8), Tokens: []int{1}}}, "not one of this model's"},
+		{"nil cache", []lm.Step{{Tokens: []int{1}}}, "not one of this model's"},
+		{"released", []lm.Step{{Cache: released, Tokens: []int{1}}}, "released"},
+		{"no tokens", []lm.Step{{Cache: c}}, "step 0: no tokens"},
+		{"bad token", []lm.Step{{Cache: c, Tokens: []int{1, 300}}}, "token 300 at index 1 is outside the vocabulary of 300"},
+		{"negative token", []lm.Step{{Cache: c, Tokens: []int{-1}}}, "token -1"},
+		{"over capacity", []lm.Step{{Cache: c, Tokens: make([]int, 7)}}, "7 tokens after 2 exceed the cache's capacity of 8"},
+		{"shared cache", []lm.Step{{Cache: c, Tokens: []int{1}}, {Cache: c, Tokens: []int{2}}}, "steps 0 and 1 share one cache"},
 	}
 	for _, cs := range cases {
 		err := m.Forward(ctx, cs.steps)
@@ -554,7 +554,7 @@ func TestForwardErrors(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := m.Forward(cctx, []generate.Step{{Cache: c, Tokens: []int{3}}}); err == nil || !strings.Contains(err.Error(), "canceled") {
+	if err := m.Forward(cctx, []lm.Step{{Cache: c, Tokens: []int{3}}}); err == nil || !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("cancelled: %v", err)
 	}
 	if c.Len() != 2 {
@@ -569,7 +569,7 @@ func TestForwardErrors(t *testing.T) {
 		}
 	}
 	m.Close()
-	if err := m.Forward(ctx, []generate.Step{{Cache: c, Tokens: []int{3}}}); err == nil {
+	if err := m.Forward(ctx, []lm.Step{{Cache: c, Tokens: []int{3}}}); err == nil {
 		t.Error("Forward after Close succeeded")
 	}
 }

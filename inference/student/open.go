@@ -11,6 +11,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 )
@@ -92,7 +93,7 @@ func Open(dir string, opts Options) (*Student, error) {
 
 // Model is a loaded model on any backend.
 type Model interface {
-	generate.Model
+	lm.Model
 	// EOS returns the end-of-sequence token ids.
 	EOS() []int
 	// WeightDType is the dtype the weights are held in.

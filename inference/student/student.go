@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // Tokenizer is what the student needs of a tokenizer (*tokenizer.Tokenizer is one).
@@ -62,7 +63,7 @@ type Student struct {
 }
 
 // New builds a Student over m and tok and starts its generator.
-func New(m generate.Model, tok Tokenizer, cfg Config) (*Student, error) {
+func New(m lm.Model, tok Tokenizer, cfg Config) (*Student, error) {
 	if tok == nil {
 		return nil, errors.New("student: nil tokenizer")
 	}

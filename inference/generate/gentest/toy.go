@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // Toy is a deterministic toy language model. The logits at a position are a hash of every token
@@ -25,7 +25,7 @@ type Toy struct {
 	Favor func(toks []int) (id int, ok bool)
 	// Delay is slept in every Forward call, to give concurrent requests time to join a batch.
 	Delay time.Duration
-	// NoFork makes NewCache return caches without Fork (generate.Forker), as a model whose
+	// NoFork makes NewCache return caches without Fork (lm.Forker), as a model whose
 	// caches cannot share memory.
 	NoFork bool
 
@@ -52,10 +52,10 @@ func (c Call) Tokens() int {
 // NewToy returns a Toy with the given vocabulary size and context length.
 func NewToy(vocab, context int) *Toy { return &Toy{Vocab: vocab, Context: context} }
 
-// VocabSize implements generate.Model.
+// VocabSize implements lm.Model.
 func (t *Toy) VocabSize() int { return t.Vocab }
 
-// ContextLength implements generate.Model.
+// ContextLength implements lm.Model.
 func (t *Toy) ContextLength() int { return t.Context }
 
 // Calls returns the Forward calls so far.
@@ -103,8 +103,8 @@ func (c *toyCache) Truncate(n int) {
 	c.toks, c.hashes = c.toks[:n], c.hashes[:n]
 }
 
-// Fork implements generate.Forker: the new cache holds a copy of the first n tokens.
-func (c *toyCache) Fork(n, maxTokens int) (generate.Cache, error) {
+// Fork implements lm.Forker: the new cache holds a copy of the first n tokens.
+func (c *toyCache) Fork(n, maxTokens int) (lm.Cache, error) {
 	if c.released {
 		return nil, errors.New("gentest: Fork of a released cache")
 	}
@@ -126,7 +126,7 @@ func (p plainCache) Truncate(n int) { p.c.Truncate(n) }
 func (p plainCache) Release()       { p.c.Release() }
 
 // unwrap returns the toyCache behind c, or nil.
-func unwrap(c generate.Cache) *toyCache {
+func unwrap(c lm.Cache) *toyCache {
 	switch c := c.(type) {
 	case *toyCache:
 		return c
@@ -146,8 +146,8 @@ func (c *toyCache) Release() {
 	c.t.live--
 }
 
-// NewCache implements generate.Model.
-func (t *Toy) NewCache(maxTokens int) (generate.Cache, error) {
+// NewCache implements lm.Model.
+func (t *Toy) NewCache(maxTokens int) (lm.Cache, error) {
 	if maxTokens <= 0 || maxTokens > t.Context {
 		return nil, fmt.Errorf("gentest: cache of %d tokens outside (0, %d]", maxTokens, t.Context)
 	}
@@ -193,8 +193,8 @@ func (t *Toy) fill(dst []float32, h uint64, toks []int) {
 	}
 }
 
-// Forward implements generate.Model.
-func (t *Toy) Forward(ctx context.Context, steps []generate.Step) error {
+// Forward implements lm.Model.
+func (t *Toy) Forward(ctx context.Context, steps []lm.Step) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

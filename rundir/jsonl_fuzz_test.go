@@ -1,4 +1,4 @@
-package distill
+package rundir
 
 import (
 	"bytes"

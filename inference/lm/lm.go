@@ -1,10 +1,13 @@
-package generate
+// Package lm holds the interface between a causal language model backend (qwen2 on the CPU, cuda)
+// and what drives it (the generate scheduler, bench, the student logits command): Model, its
+// per-sequence KV Cache, the Step of a Forward batch, and Forker for caches that share memory.
+package lm
 
 import "context"
 
-// Model is a causal language model that the Generator drives: it appends tokens to KV caches and
-// returns next-token logits. Implementations must be safe for concurrent use of distinct caches;
-// the Generator calls Forward from one goroutine at a time.
+// Model is a causal language model: it appends tokens to KV caches and returns next-token logits.
+// Implementations must be safe for concurrent use of distinct caches; a caller (generate's
+// Generator) calls Forward from one goroutine at a time.
 type Model interface {
 	// VocabSize is the number of logits per position.
 	VocabSize() int
@@ -43,9 +46,9 @@ type Step struct {
 }
 
 // Forker is implemented by caches whose memory can be shared between sequences (a paged KV cache
-// whose blocks are reference counted). The Generator uses it to start a request from the KV of a
-// cached or running prefix instead of computing that prefix again; a cache without it is reused
-// only by taking it over when its own conversation continues.
+// whose blocks are reference counted). generate's Generator uses it to start a request from the KV
+// of a cached or running prefix instead of computing that prefix again; a cache without it is
+// reused only by taking it over when its own conversation continues.
 type Forker interface {
 	// Fork returns a new cache of capacity maxTokens holding the first n tokens of the receiver
 	// (0 ≤ n ≤ Len(), n ≤ maxTokens ≤ ContextLength). Their memory is shared; writes to either

@@ -1,0 +1,140 @@
+package rundir
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+)
+
+// journalState is what the journal says about a run dir.
+type journalState struct {
+	done      map[string]struct{}
+	shardEnds map[string]int64
+	valid     int64
+	torn      bool
+}
+
+// readJournal reads dir's journal up to its torn tail, if any.
+func readJournal(dir string) (*journalState, error) {
+	st := &journalState{done: map[string]struct{}{}, shardEnds: map[string]int64{}}
+	var e JournalEntry
+	valid, torn, err := readJSONL(filepath.Join(dir, JournalFile), -1, func(line []byte) error {
+		e = JournalEntry{}
+		if err := decodeInto(&e)(line); err != nil {
+			return err
+		}
+		if e.Key == "" || e.Shard == "" || e.End <= 0 {
+			return &decodeError{fmt.Errorf("journal entry without key, shard or end")}
+		}
+		st.done[e.Key] = struct{}{}
+		if e.End > st.shardEnds[e.Shard] {
+			st.shardEnds[e.Shard] = e.End
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run dir %s: journal: %w", dir, err)
+	}
+	st.valid, st.torn = valid, torn
+	return st, nil
+}
+
+// Line is one committed shard line.
+type Line struct {
+	// Shard is the shard file's name, Path its path; N counts the shard's lines from 1.
+	Shard string
+	Path  string
+	N     int
+	// Data is the line without its newline, a copy the caller may keep.
+	Data []byte
+}
+
+// Lines streams the committed lines of a run dir: every shard up to the end of its last
+// journaled line, in shard order (ShardFiles), one line in memory at a time. A journaled part
+// that ends inside a line is an error (the run dir is damaged); a torn tail past it is not read.
+func Lines(dir string) iter.Seq2[Line, error] {
+	return func(yield func(Line, error) bool) {
+		if err := Check(dir); err != nil {
+			yield(Line{}, err)
+			return
+		}
+		js, err := readJournal(dir)
+		if err != nil {
+			yield(Line{}, err)
+			return
+		}
+		names, err := ShardFiles(dir)
+		if err != nil {
+			yield(Line{}, err)
+			return
+		}
+		stop := errors.New("stop")
+		for _, name := range names {
+			end, ok := js.shardEnds[name]
+			if !ok {
+				continue
+			}
+			path := filepath.Join(dir, ShardsDir, name)
+			n := 0
+			_, torn, err := readJSONL(path, end, func(data []byte) error {
+				n++
+				if !yield(Line{Shard: name, Path: path, N: n, Data: data}, nil) {
+					return stop
+				}
+				return nil
+			})
+			if errors.Is(err, stop) {
+				return
+			}
+			if err == nil && torn {
+				err = fmt.Errorf("%s: the journaled part ends inside a line: the run dir is damaged", path)
+			}
+			if err != nil {
+				yield(Line{}, err)
+				return
+			}
+		}
+	}
+}
+
+// ReadFailures returns the failures of a run dir whose keys were not committed later (by a
+// --retry-failed run), in file order, the latest record per key.
+func ReadFailures(dir string) ([]Failure, error) {
+	js, err := readJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]int{}
+	var out []Failure
+	var fl Failure
+	_, _, err = readJSONL(filepath.Join(dir, FailuresFile), -1, func(line []byte) error {
+		fl = Failure{}
+		if err := decodeInto(&fl)(line); err != nil {
+			return err
+		}
+		if _, ok := js.done[fl.Key]; ok {
+			return nil
+		}
+		if i, ok := latest[fl.Key]; ok {
+			out[i] = fl
+			return nil
+		}
+		latest[fl.Key] = len(out)
+		out = append(out, fl)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// DoneKeys returns the committed keys of a run dir.
+func DoneKeys(dir string) (map[string]struct{}, error) {
+	js, err := readJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	return js.done, nil
+}
