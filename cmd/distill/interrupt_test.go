@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,24 +16,6 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a process writing and a test reading.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestInterrupt: with a teacher that never answers in time, the first Ctrl-C lets the episodes
 // in flight drain (distill keeps running), the second abandons them with a note, and distill
@@ -59,8 +39,17 @@ func TestInterrupt(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	logPath := filepath.Join(t.TempDir(), "stderr")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile
+	stderr := func() string {
+		b, _ := os.ReadFile(logPath)
+		return string(b)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +58,13 @@ func TestInterrupt(t *testing.T) {
 	defer cmd.Process.Kill() // when the test failed before its end
 	for deadline := time.Now().Add(time.Minute); requests.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no request reached the teacher in a minute:\n%s", stderr.String())
+			t.Fatalf("no request reached the teacher in a minute:\n%s", stderr())
 		}
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-done:
-		t.Fatalf("exited on the first Ctrl-C (%v) instead of draining:\n%s", err, stderr.String())
+		t.Fatalf("exited on the first Ctrl-C (%v) instead of draining:\n%s", err, stderr())
 	case <-time.After(500 * time.Millisecond):
 	}
 	cmd.Process.Signal(syscall.SIGINT)
@@ -83,12 +72,12 @@ func TestInterrupt(t *testing.T) {
 	case err := <-done:
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitInterrupted {
-			t.Fatalf("after the second Ctrl-C: %v, want exit status 130:\n%s", err, stderr.String())
+			t.Fatalf("after the second Ctrl-C: %v, want exit status 130:\n%s", err, stderr())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30 s after the second Ctrl-C:\n%s", stderr.String())
+		t.Fatalf("still running 30 s after the second Ctrl-C:\n%s", stderr())
 	}
-	if !strings.Contains(stderr.String(), "distill: abandoning the episodes in flight\n") {
-		t.Errorf("stderr has no note of the abandoned episodes:\n%s", stderr.String())
+	if !strings.Contains(stderr(), "distill: abandoning the episodes in flight\n") {
+		t.Errorf("stderr has no note of the abandoned episodes:\n%s", stderr())
 	}
 }

@@ -118,8 +118,8 @@ func Usage(err error) error {
 	return &usageError{err.Error()}
 }
 
-// IsUsage reports whether err is a usage error.
-func IsUsage(err error) bool {
+// isUsage reports whether err is a usage error.
+func isUsage(err error) bool {
 	var u *usageError
 	return errors.As(err, &u)
 }
@@ -218,7 +218,7 @@ func (p *Program) exec(ctx context.Context, sig *interrupts, name string, c *Com
 	switch {
 	case err == nil:
 		return ExitOK
-	case IsUsage(err):
+	case isUsage(err):
 		return usageFail(stderr, name, err)
 	}
 	fmt.Fprintln(stderr, prefixed(name, err))

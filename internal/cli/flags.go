@@ -267,7 +267,7 @@ func (d *Dialects) placeholder() string {
 // Set parses the flag's value.
 func (d *Dialects) Set(v string) error {
 	if d.multi {
-		list, err := ParseDialects(v)
+		list, err := parseDialects(v)
 		if err != nil {
 			return err
 		}
@@ -284,8 +284,8 @@ func (d *Dialects) Set(v string) error {
 	return fmt.Errorf("want %s", dialectNames(d.allowed, " or "))
 }
 
-// ParseDialects parses a comma-separated list of dialect names (any case, blanks ignored).
-func ParseDialects(list string) ([]datasets.Dialect, error) {
+// parseDialects parses a comma-separated list of dialect names (any case, blanks ignored).
+func parseDialects(list string) ([]datasets.Dialect, error) {
 	var out []datasets.Dialect
 	for _, s := range strings.Split(list, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))

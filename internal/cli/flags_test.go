@@ -79,7 +79,7 @@ func TestTasks(t *testing.T) {
 	if err := fs.Parse([]string{"--tasks", "bird:a", "--tasks", "spider:b", "--limit", "-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if one.Spec() != "spider:b" || len(one.Specs()) != 1 || !IsUsage(one.Check()) {
+	if one.Spec() != "spider:b" || len(one.Specs()) != 1 || !isUsage(one.Check()) {
 		t.Fatalf("the last --tasks counts: %q; --limit -1: %v", one.Specs(), one.Check())
 	}
 
@@ -97,7 +97,7 @@ func TestTasks(t *testing.T) {
 
 	fs = newFlagSet()
 	req := AddTasks(fs, TaskOptions{Required: true, Limit: true})
-	if err := req.Check(); !IsUsage(err) || !strings.Contains(err.Error(), "--tasks is required") {
+	if err := req.Check(); !isUsage(err) || !strings.Contains(err.Error(), "--tasks is required") {
 		t.Fatalf("required: %v", err)
 	}
 	if err := fs.Parse([]string{"--tasks", "sample", "--limit", "2"}); err != nil {
@@ -110,7 +110,7 @@ func TestTasks(t *testing.T) {
 	if len(tasks) != 2 {
 		t.Fatalf("--limit 2: %d tasks", len(tasks))
 	}
-	if _, err := (&Tasks{specs: specList{list: []string{"nosuch:x"}}}).Load(); err == nil || IsUsage(err) || !strings.Contains(err.Error(), "tasks nosuch:x") {
+	if _, err := (&Tasks{specs: specList{list: []string{"nosuch:x"}}}).Load(); err == nil || isUsage(err) || !strings.Contains(err.Error(), "tasks nosuch:x") {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestDSNsCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, x := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
-		if err := d.Check([]datasets.Dialect{datasets.SQLite, x}); !IsUsage(err) || !strings.Contains(err.Error(), "needs --") {
+		if err := d.Check([]datasets.Dialect{datasets.SQLite, x}); !isUsage(err) || !strings.Contains(err.Error(), "needs --") {
 			t.Errorf("%s without a DSN: %v", x, err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestDSNsCheck(t *testing.T) {
 func TestOutAndTeachers(t *testing.T) {
 	fs := newFlagSet()
 	out := AddOut(fs, "", "the dir", true)
-	if err := out.Check(); !IsUsage(err) {
+	if err := out.Check(); !isUsage(err) {
 		t.Fatalf("required --out missing: %v", err)
 	}
 	if !strings.HasSuffix(fs.Lookup("out").Usage, "(required)") {
