@@ -12,6 +12,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/cli/clitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
@@ -25,7 +27,7 @@ type result struct {
 func runBinary(t *testing.T, bin string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), TokenizerEnv+"=") // only --tokenizer counts
+	cmd.Env = append(os.Environ(), cli.TokenizerEnv+"=") // only --tokenizer counts
 	var r result
 	r.code, r.stdout, r.stderr = testbin.Run(t, cmd)
 	return r
@@ -290,4 +292,9 @@ func TestBadInput(t *testing.T) {
 			t.Logf("exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 		})
 	}
+}
+
+// TestConventions: help, --version and usage errors of every command, through the built binary.
+func TestConventions(t *testing.T) {
+	clitest.Conventions(t, testbin.Build(t, "."), program)
 }

@@ -129,7 +129,6 @@ func TestView(t *testing.T) {
 		{"mixed kinds", []string{"view", ds, run}, "give PATHs of one kind"},
 		{"damaged Parquet", []string{"view", damaged}, parts[0]},
 		{"port in use", []string{"view", ds, "--addr", busy.Addr().String()}, busy.Addr().String() + " is in use"},
-		{"no PATH", []string{"view"}, "no PATH"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runBinary(t, bin, c.args...)

@@ -27,8 +27,8 @@ func TestEnvFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"env"}, "usage: distill env serve"},
-		{[]string{"env", "start"}, "usage: distill env serve"},
+		{[]string{"env"}, "distill env: no command given (want serve)\nrun 'distill env -h' for usage\n"},
+		{[]string{"env", "start"}, "distill env: unknown command \"start\"\nrun 'distill env -h' for usage\n"},
 		{[]string{"env", "serve", "--weights", "correct=x"}, "not a finite number"},
 		{[]string{"env", "serve", "--weights", "speed=1"}, "unknown weight"},
 		{[]string{"env", "serve", "--dialects", "oracle-sql"}, "unknown dialect"},

@@ -2,42 +2,45 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/cli/clitest"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
+
+// run runs the program in-process and returns its exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	return program.Run(context.Background(), args, stdout, stderr)
+}
 
 func TestFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--dialects", "oracle-sql"}, "unknown dialect"},
-		{[]string{"--shard", "2/2"}, "shard"},
-		{[]string{"--progress", "fancy"}, "--progress"},
-		{[]string{"--teachers", "nosuch:x"}, "unknown prefix"},
-		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--dialects", "oracle-sql"}, 2, `invalid value "oracle-sql" for --dialects: unknown dialect`},
+		{[]string{"--shard", "2/2"}, 2, "shard"},
+		{[]string{"--progress", "fancy"}, 2, "--progress"},
+		{[]string{"--limit", "-1"}, 2, "--limit -1 is negative"},
+		{[]string{"--nosuch"}, 2, "flag provided but not defined: --nosuch"},
+		{[]string{"--teachers", "nosuch:x"}, 1, "unknown prefix"},
+		{[]string{"extra"}, 2, `unknown command "extra"`},
+		{[]string{"--progress", "off", "extra"}, 2, `unexpected argument "extra"`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb)
-		if code == 0 {
-			t.Errorf("%v: exit 0", c.args)
+		if code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errb.String(), c.code, c.want)
 		}
-		if c.want != "" && !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v: stderr %q lacks %q", c.args, errb.String(), c.want)
+		if lines := strings.Count(errb.String(), "\n"); code == 2 && (lines != 2 || !strings.HasSuffix(errb.String(), "run 'distill -h' for usage\n")) {
+			t.Errorf("%v: a usage error in %d lines, want its line and the hint: %q", c.args, lines, errb.String())
 		}
-	}
-}
-
-func TestNeedsTeachers(t *testing.T) {
-	if needsTeachers("oracle") || needsTeachers("oracle,student:/m") || !needsTeachers("oracle,glm") || !needsTeachers("teacher:qwen") {
-		t.Fatal("needsTeachers")
-	}
-	ds, err := parseDialects("SQLite, postgres")
-	if err != nil || len(ds) != 2 || ds[1] != datasets.Postgres {
-		t.Fatalf("%v %v", ds, err)
 	}
 }
 
@@ -58,4 +61,9 @@ func TestMainJob(t *testing.T) {
 	if code := run([]string{"--teachers", "oracle", "--tasks", "sample", "--dialects", "sqlite", "--out", dir, "--progress", "off"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "0 done now") {
 		t.Fatalf("resume: exit %d: %s", code, out.String())
 	}
+}
+
+// TestConventions: help, --version and usage errors of every command, through the built binary.
+func TestConventions(t *testing.T) {
+	clitest.Conventions(t, testbin.Build(t, "."), program)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestBackendRefused: a CUDA backend that cannot run here fails with one line, and bad backend
-// flags are usage errors.
+// flags are usage errors: their line and the hint to -h.
 func TestBackendRefused(t *testing.T) {
 	t.Parallel()
 	args := tinyArgs(t)
@@ -40,8 +40,8 @@ func TestBackendRefused(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := dispatch(context.Background(), append(append([]string{"logits", "--ids", "1,2"}, args...), c.args...), &stdout, &stderr)
 		msg := stderr.String()
-		if code != c.code || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 || stdout.Len() != 0 {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line containing %q", c.args, code, msg, c.code, c.want)
+		if code != c.code || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != c.code || stdout.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %d lines containing %q", c.args, code, msg, c.code, c.code, c.want)
 		}
 	}
 }

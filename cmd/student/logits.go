@@ -3,87 +3,68 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/inference/lm"
-	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/internal/cli"
 )
 
-func init() {
-	register("logits", "print the logits of every position for given token ids as JSON (parity checks)", runLogits)
+var logitsCmd = &cli.Command{
+	Name:    "logits",
+	Summary: "print the logits of every position for given token ids as JSON (parity checks)",
+	Help: `One forward pass over the ids; prints {"model", "dtype", "ids", "vocab_size", "positions": [...]}
+where each position has its "logits" (or "top" with --top), "max" and "argmax".`,
+	Setup: setupLogits,
 }
 
-func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, mf := newModelFlagSet("logits", stderr)
+func setupLogits(fs *flag.FlagSet) cli.Func {
+	mf := addModelFlags(fs)
 	idList := fs.String("ids", "", "comma-separated token ids, e.g. 151644,872,198 (required)")
 	top := fs.Int("top", 0, "print only the N largest logits of each position as [id, logit] pairs (0: all)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: student logits --model DIR --ids 1,2,3 [--top N] [--dtype ...] [--threads N] [--backend cpu|cuda|cuda-emulated]")
-		fmt.Fprintln(stderr, "\nOne forward pass over the ids; prints {\"model\", \"dtype\", \"ids\", \"vocab_size\", \"positions\": [...]}")
-		fmt.Fprintln(stderr, "where each position has its \"logits\" (or \"top\" with --top), \"max\" and \"argmax\".")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
-	}
-	if err := mf.check("logits"); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	ids, err := parseIDs(*idList)
-	if err != nil {
-		fmt.Fprintf(stderr, "student logits: --ids: %v\n", err)
-		return 2
-	}
-	if *top < 0 {
-		fmt.Fprintln(stderr, "student logits: --top must be >= 0")
-		return 2
-	}
-	if _, err := qwen2.ParseWeightType(mf.dtype); err != nil {
-		fmt.Fprintf(stderr, "student logits: %v\n", err)
-		return 2
-	}
-	if _, err := student.ParseBackend(mf.backend); err != nil {
-		fmt.Fprintf(stderr, "student logits: --%v\n", err)
-		return 2
-	}
-	m, err := student.LoadModel(mf.dir, mf.options())
-	if err != nil {
-		fmt.Fprintf(stderr, "student logits: %v\n", err)
-		return 1
-	}
-	defer m.Close()
-	V := m.VocabSize()
-	for i, id := range ids {
-		if id >= V {
-			fmt.Fprintf(stderr, "student logits: --ids: id %d (position %d) outside the vocabulary of %d\n", id, i, V)
-			return 2
+	return func(ctx context.Context, c *cli.Call) error {
+		if err := mf.check(); err != nil {
+			return err
 		}
+		ids, err := parseIDs(*idList)
+		if err != nil {
+			return cli.Usagef("--ids: %v", err)
+		}
+		if *top < 0 {
+			return cli.Usagef("--top must be >= 0")
+		}
+		m, err := student.LoadModel(mf.dir, mf.options())
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		V := m.VocabSize()
+		for i, id := range ids {
+			if id >= V {
+				return cli.Usagef("--ids: id %d (position %d) outside the vocabulary of %d", id, i, V)
+			}
+		}
+		cache, err := m.NewCache(len(ids))
+		if err != nil {
+			return err
+		}
+		defer cache.Release()
+		steps := []lm.Step{{Cache: cache, Tokens: ids, AllLogits: true}}
+		if err := m.Forward(ctx, steps); err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(c.Stdout, 1<<20)
+		writeLogits(w, mf.dir, m.WeightDType().String(), ids, V, steps[0].Logits, *top)
+		if err := w.Flush(); err != nil {
+			return fmt.Errorf("writing: %w", err)
+		}
+		return nil
 	}
-	c, err := m.NewCache(len(ids))
-	if err != nil {
-		fmt.Fprintf(stderr, "student logits: %v\n", err)
-		return 1
-	}
-	defer c.Release()
-	steps := []lm.Step{{Cache: c, Tokens: ids, AllLogits: true}}
-	if err := m.Forward(ctx, steps); err != nil {
-		fmt.Fprintf(stderr, "student logits: %v\n", err)
-		return 1
-	}
-	w := bufio.NewWriterSize(stdout, 1<<20)
-	writeLogits(w, mf.dir, m.WeightDType().String(), ids, V, steps[0].Logits, *top)
-	if err := w.Flush(); err != nil {
-		fmt.Fprintf(stderr, "student logits: writing: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 func parseIDs(s string) ([]int, error) {

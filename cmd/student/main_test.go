@@ -3,33 +3,42 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/chainedsql/chainedsql/internal/cli/clitest"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 	"io"
 	"strings"
 	"testing"
 )
+
+// dispatch runs the program in-process and returns its exit status.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return program.Run(ctx, args, stdout, stderr)
+}
 
 func TestDispatchUnknownAndHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := dispatch(context.Background(), []string{"nope"}, &out, &errb); code != 2 {
 		t.Fatalf("unknown command: exit %d, want 2", code)
 	}
-	if !strings.Contains(errb.String(), `unknown command "nope"`) {
-		t.Fatalf("stderr %q does not name the command", errb.String())
+	if want := "student: unknown command \"nope\"\nrun 'student -h' for usage\n"; errb.String() != want {
+		t.Fatalf("stderr %q, want %q", errb.String(), want)
 	}
-	if code := dispatch(context.Background(), nil, &out, &errb); code != 2 {
-		t.Fatalf("no command: exit %d, want 2", code)
-	}
-	out.Reset()
-	register("zz-test", "a test command", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		io.WriteString(stdout, strings.Join(args, ","))
-		return 7
-	})
-	defer delete(commands, "zz-test")
-	if code := dispatch(context.Background(), []string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "zz-test") {
-		t.Fatalf("help: exit %d, output %q", code, out.String())
+	errb.Reset()
+	if code := dispatch(context.Background(), nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "commands:") {
+		t.Fatalf("no command: exit %d, stderr %q", code, errb.String())
 	}
 	out.Reset()
-	if code := dispatch(context.Background(), []string{"zz-test", "a", "b"}, &out, &errb); code != 7 || out.String() != "a,b" {
-		t.Fatalf("dispatch: exit %d, output %q", code, out.String())
+	if code := dispatch(context.Background(), []string{"help"}, &out, &errb); code != 0 {
+		t.Fatalf("help: exit %d", code)
 	}
+	for _, c := range program.Commands {
+		if !strings.Contains(out.String(), "  "+c.Name+" ") || !strings.Contains(out.String(), c.Summary) {
+			t.Errorf("help does not list %s: %s", c.Name, out.String())
+		}
+	}
+}
+
+// TestConventions: help, --version and usage errors of every command, through the built binary.
+func TestConventions(t *testing.T) {
+	clitest.Conventions(t, testbin.Build(t, "."), program)
 }

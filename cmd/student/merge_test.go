@@ -20,7 +20,7 @@ func TestEvalShardsAndMerge(t *testing.T) {
 		parts = append(parts, dir)
 	}
 	merged := filepath.Join(root, "merged")
-	code, out, errs := run(t, append([]string{"merge", "--out", merged}, parts...)...)
+	code, out, errs := run(t, append(append([]string{"merge"}, parts...), "--out", merged)...) // flags after the arguments
 	if code != 0 || !strings.Contains(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%") {
 		t.Fatalf("merge: exit %d\n%s\n%s", code, out, errs)
 	}

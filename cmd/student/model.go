@@ -2,11 +2,11 @@ package main
 
 import (
 	"flag"
-	"fmt"
-	"io"
 	"os"
 
+	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/internal/cli"
 )
 
 // modelFlags are the flags every model-loading subcommand shares.
@@ -17,25 +17,34 @@ type modelFlags struct {
 	mmap                  bool
 }
 
-// newModelFlagSet returns the flag set of subcommand name, writing to stderr, with the model
-// flags added.
-func newModelFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *modelFlags) {
-	fs := flag.NewFlagSet("student "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// addModelFlags defines the model flags on fs.
+func addModelFlags(fs *flag.FlagSet) *modelFlags {
 	m := &modelFlags{}
 	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
-	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $CHAINEDSQL_TOKENIZER)")
-	fs.StringVar(&m.dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
-	fs.IntVar(&m.threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
+	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $"+cli.TokenizerEnv+")")
+	addWeightFlags(fs, &m.dtype, &m.threads, &m.mmap)
 	fs.StringVar(&m.backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
-	fs.BoolVar(&m.mmap, "mmap", false, "use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
-	return fs, m
+	return m
 }
 
-// check reports a missing --model.
-func (m *modelFlags) check(cmd string) error {
+// addWeightFlags defines --dtype, --threads and --mmap, the flags of how the weights are held
+// and multiplied.
+func addWeightFlags(fs *flag.FlagSet, dtype *string, threads *int, mmap *bool) {
+	fs.StringVar(dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
+	fs.IntVar(threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
+	fs.BoolVar(mmap, "mmap", false, "use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
+}
+
+// check returns the usage error of a missing --model, a bad --dtype or a bad --backend.
+func (m *modelFlags) check() error {
 	if m.dir == "" {
-		return fmt.Errorf("student %s: --model DIR is required", cmd)
+		return cli.Usagef("--model DIR is required")
+	}
+	if _, err := qwen2.ParseWeightType(m.dtype); err != nil {
+		return cli.Usagef("--dtype: %v", err)
+	}
+	if _, err := student.ParseBackend(m.backend); err != nil {
+		return cli.Usagef("--%v", err)
 	}
 	return nil
 }
@@ -44,7 +53,7 @@ func (m *modelFlags) check(cmd string) error {
 func (m *modelFlags) options() student.Options {
 	tok := m.tokenizer
 	if tok == "" {
-		tok = os.Getenv("CHAINEDSQL_TOKENIZER")
+		tok = os.Getenv(cli.TokenizerEnv)
 	}
 	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
 }

@@ -10,78 +10,41 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/cli"
 )
-
-// tokenizerEnv names the environment variable holding the default tokenizer path.
-const tokenizerEnv = "CHAINEDSQL_TOKENIZER"
 
 // stdin is what tokenize reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-func init() {
-	register("tokenize", `encode JSONL {"text": ...} from stdin to {"ids": [...]} on stdout`, runTokenize)
+var tokenizeCmd = &cli.Command{
+	Name:    "tokenize",
+	Summary: `encode JSONL {"text": ...} from stdin to {"ids": [...]} on stdout`,
+	Help: `Reads stdin and writes stdout: student tokenize < in.jsonl > out.jsonl. Each input line is a
+JSON object with a string field "text"; each output line is {"ids": [...]}, the ids Hugging
+Face's tokenizers give for encode(text, add_special_tokens=False).`,
+	Setup: setupTokenize,
 }
 
-// defaultTokenizerPath is $CHAINEDSQL_TOKENIZER, else ../shared/tokenizer/qwen2.5 when it
-// exists, else "".
-func defaultTokenizerPath() string {
-	if p := os.Getenv(tokenizerEnv); p != "" {
-		return p
-	}
-	if p := filepath.Join("..", "shared", "tokenizer", "qwen2.5"); fileExists(p) {
-		return p
-	}
-	return ""
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-func runTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("student tokenize", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("tokenizer", "", "tokenizer.json or its directory (default $"+tokenizerEnv+", else ../shared/tokenizer/qwen2.5 when present)")
+func setupTokenize(fs *flag.FlagSet) cli.Func {
+	path := cli.AddTokenizer(fs, "")
 	offsets := fs.Bool("offsets", false, `also write "offsets": [[start, end], ...], byte ranges of each token in the text`)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: student tokenize [--tokenizer PATH] [--offsets] < in.jsonl > out.jsonl")
-		fmt.Fprintln(stderr, "\nEach input line is a JSON object with a string field \"text\"; each output line is")
-		fmt.Fprintln(stderr, "{\"ids\": [...]}, the ids Hugging Face's tokenizers give for encode(text, add_special_tokens=False).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return func(ctx context.Context, c *cli.Call) error {
+		p := *path
+		if p == "" {
+			p = cli.DefaultTokenizer()
 		}
-		return 2
+		if p == "" {
+			return cli.Usagef("no tokenizer: pass --tokenizer PATH (a tokenizer.json or its directory) or set %s", cli.TokenizerEnv)
+		}
+		tok, err := tokenizer.Load(p)
+		if err != nil {
+			return err
+		}
+		return tokenizeLines(ctx, tok, stdin, c.Stdout, *offsets)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "student tokenize: unexpected argument %q (input comes from stdin)\n", fs.Arg(0))
-		return 2
-	}
-	p := *path
-	if p == "" {
-		p = defaultTokenizerPath()
-	}
-	if p == "" {
-		fmt.Fprintf(stderr, "student tokenize: no tokenizer: pass --tokenizer PATH (a tokenizer.json or its directory) or set %s\n", tokenizerEnv)
-		return 2
-	}
-	tok, err := tokenizer.Load(p)
-	if err != nil {
-		fmt.Fprintf(stderr, "student tokenize: %v\n", err)
-		return 1
-	}
-	if err := tokenizeLines(ctx, tok, stdin, stdout, *offsets); err != nil {
-		fmt.Fprintf(stderr, "student tokenize: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 // tokenizeLines reads JSONL {"text": ...} from in and writes one {"ids": [...]} line per input

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -50,7 +51,7 @@ func TestTokenizeGolden(t *testing.T) {
 	}
 	// The golden file itself is valid input: the extra "ids" field is ignored. The tokenizer
 	// comes from the environment variable.
-	t.Setenv(tokenizerEnv, dir)
+	t.Setenv(cli.TokenizerEnv, dir)
 	code, out, errs := runTok(t, string(golden), "--offsets")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -117,7 +118,7 @@ func TestTokenizeInputs(t *testing.T) {
 	if err := tokenizeLines(ctx, tok, strings.NewReader(`{"text":"a"}`), &bytes.Buffer{}, false); err == nil {
 		t.Error("tokenizeLines ignored a cancelled context")
 	}
-	t.Setenv(tokenizerEnv, "")
+	t.Setenv(cli.TokenizerEnv, "")
 	t.Chdir(t.TempDir()) // no ../shared here
 	if code, _, errs := runTok(t, ""); code != 2 || !strings.Contains(errs, "no tokenizer") {
 		t.Errorf("no tokenizer: exit %d, stderr %q", code, errs)
