@@ -14,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // writeRun writes trajectories as a distill run dir: shards/TEACHER.DIALECT.NNNN.jsonl with
@@ -55,7 +56,7 @@ func newRunWriter(tb testing.TB, dir string, perShard int) *runWriter {
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	j, err := os.Create(filepath.Join(dir, distill.JournalFile))
+	j, err := os.Create(filepath.Join(dir, rundir.JournalFile))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func (w *runWriter) add(t *distill.Trajectory) {
 			w.closeFile(sf)
 			next = sf.next + 1
 		}
-		name := distill.ShardName(t.Teacher, t.Dialect, next)
+		name := rundir.ShardName(t.Teacher, t.Dialect, next)
 		f, err := os.Create(filepath.Join(w.dir, "shards", name))
 		if err != nil {
 			w.tb.Fatal(err)
@@ -87,7 +88,7 @@ func (w *runWriter) add(t *distill.Trajectory) {
 	sf.bw.WriteByte('\n')
 	sf.n++
 	sf.end += int64(len(b)) + 1
-	je, _ := json.Marshal(distill.JournalEntry{Key: t.Key, Task: t.TaskID, Teacher: t.Teacher, Dialect: t.Dialect, Sample: t.Sample, Shard: sf.name, End: sf.end})
+	je, _ := json.Marshal(rundir.JournalEntry{Key: t.Key, Task: t.TaskID, Teacher: t.Teacher, Dialect: t.Dialect, Sample: t.Sample, Shard: sf.name, End: sf.end})
 	w.jw.Write(je)
 	w.jw.WriteByte('\n')
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // testDB is a read-only SQLite datasets.DB for these tests, used where the datasets execution
@@ -211,13 +212,13 @@ func shopTasks(path string) []datasets.Task {
 // readShards decodes every line of every shard file (not only the journaled part).
 func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
 	tb.Helper()
-	names, err := distill.ShardFiles(dir)
+	names, err := rundir.ShardFiles(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var out []distill.Trajectory
 	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join(dir, distill.ShardsDir, n))
+		data, err := os.ReadFile(filepath.Join(dir, rundir.ShardsDir, n))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -238,10 +239,10 @@ func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
 // accounted reads a run dir's trajectories and failures and checks that no key is both done and
 // failed (or failed twice) and that every failure has a reason; it returns them with the
 // failures counted by reason.
-func accounted(t *testing.T, dir string) (map[string]*distill.Trajectory, []distill.Failure, map[string]int) {
+func accounted(t *testing.T, dir string) (map[string]*distill.Trajectory, []rundir.Failure, map[string]int) {
 	t.Helper()
 	done := committed(t, dir)
-	fails, err := distill.ReadFailures(dir)
+	fails, err := rundir.ReadFailures(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

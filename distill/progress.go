@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // progress counts per teacher and renders either a live display (redrawn in place on a
@@ -245,7 +246,7 @@ func Summarize(dir string) ([]SummaryRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	fails, err := ReadFailures(dir)
+	fails, err := rundir.ReadFailures(dir)
 	if err != nil {
 		return nil, err
 	}

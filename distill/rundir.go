@@ -19,27 +19,6 @@ import (
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
-// File names inside a run dir (rundir's, kept here for distill's callers).
-const (
-	ManifestFile = rundir.ManifestFile
-	JournalFile  = rundir.JournalFile
-	FailuresFile = rundir.FailuresFile
-	UsageFile    = rundir.UsageFile
-	ShardsDir    = rundir.ShardsDir
-)
-
-// The run dir's records, as rundir defines them.
-type (
-	// JournalEntry is rundir.JournalEntry.
-	JournalEntry = rundir.JournalEntry
-	// Failure is rundir.Failure, one line of failures.jsonl.
-	Failure = rundir.Failure
-	// TeacherUsage is rundir.TeacherUsage, one teacher's entry of usage.json.
-	TeacherUsage = rundir.TeacherUsage
-	// Usage is rundir.Usage, usage.json.
-	Usage = rundir.Usage
-)
-
 // Shard selects part I of N of a run's keys (by a stable hash of the key). The zero value is the
 // whole run.
 type Shard struct {
@@ -210,23 +189,6 @@ func openRun(dir string, m *Manifest, olderDigests []string, maxBytes int64, max
 		},
 	})
 }
-
-// ShardName is rundir.ShardName: the file name of shard seq of (teacher, dialect).
-func ShardName(teacher string, d datasets.Dialect, seq int) string {
-	return rundir.ShardName(teacher, d, seq)
-}
-
-// ShardFiles is rundir.ShardFiles: the shard files of dir in order (teacher, dialect, sequence).
-func ShardFiles(dir string) ([]string, error) { return rundir.ShardFiles(dir) }
-
-// ReadUsage is rundir.ReadUsage: dir's usage.json, empty when missing.
-func ReadUsage(dir string) (*Usage, error) { return rundir.ReadUsage(dir) }
-
-// ReadFailures is rundir.ReadFailures: the failures of dir whose keys were not committed later.
-func ReadFailures(dir string) ([]Failure, error) { return rundir.ReadFailures(dir) }
-
-// DoneKeys is rundir.DoneKeys: the committed keys of dir.
-func DoneKeys(dir string) (map[string]struct{}, error) { return rundir.DoneKeys(dir) }
 
 // Trajectories streams the committed trajectories of a run dir (rundir.Lines: every shard up to
 // the end of its last journaled line, in shard order), decoding each line by the manifest's

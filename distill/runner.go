@@ -446,7 +446,7 @@ func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending
 		if ctx.Err() != nil {
 			return pending{}
 		}
-		return pending{fail: &Failure{Key: j.key, Task: j.task.ID, Teacher: p.Name, Dialect: j.dialect, Sample: j.sample, Reason: reason, Error: err.Error(), Turns: turns, Time: time.Now().UTC()}}
+		return pending{fail: &rundir.Failure{Key: j.key, Task: j.task.ID, Teacher: p.Name, Dialect: j.dialect, Sample: j.sample, Reason: reason, Error: err.Error(), Turns: turns, Time: time.Now().UTC()}}
 	}
 	db, err := cfg.Opener.Open(ctx, j.dialect, j.task)
 	if err != nil {
@@ -500,7 +500,7 @@ func reasonOf(p *PolicyHandle, err error) string {
 type pending struct {
 	tr   *Trajectory
 	line []byte
-	fail *Failure
+	fail *rundir.Failure
 }
 
 // record is p as the run dir's writer takes it.
@@ -521,7 +521,7 @@ func skip(rd *rundir.Writer, key string, retryFailed bool) bool {
 
 // writeLoop commits results in batches until results closes. On a write error it cancels the
 // work and keeps draining so no worker blocks.
-func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
+func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
 	var werr error
 	lastUsage := time.Now()
 	retried := map[string]bool{} // failed keys that this invocation retries: counted once
@@ -553,7 +553,7 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *Usage, results <-chan p
 			continue
 		}
 		var done []*Trajectory
-		var failed []*Failure
+		var failed []*rundir.Failure
 		for _, i := range committed {
 			if f := batch[i].fail; f != nil {
 				failed = append(failed, f)
@@ -595,10 +595,10 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *Usage, results <-chan p
 }
 
 // teacherUsage returns name's entry of u, creating it; a non-empty model is recorded.
-func teacherUsage(u *Usage, name, model string) *TeacherUsage {
+func teacherUsage(u *rundir.Usage, name, model string) *rundir.TeacherUsage {
 	t := u.Teachers[name]
 	if t == nil {
-		t = &TeacherUsage{}
+		t = &rundir.TeacherUsage{}
 		u.Teachers[name] = t
 	}
 	if model != "" {
@@ -607,7 +607,7 @@ func teacherUsage(u *Usage, name, model string) *TeacherUsage {
 	return t
 }
 
-func addTrajectoryUsage(u *TeacherUsage, tr *Trajectory, cfg *RunConfig) {
+func addTrajectoryUsage(u *rundir.TeacherUsage, tr *Trajectory, cfg *RunConfig) {
 	u.Turns += len(tr.Turns)
 	u.Usage = u.Usage.Add(tr.Usage)
 	for _, p := range cfg.Policies {
@@ -624,7 +624,7 @@ func addTrajectoryUsage(u *TeacherUsage, tr *Trajectory, cfg *RunConfig) {
 }
 
 // writeUsage records each policy's own counters in u and writes usage.json.
-func writeUsage(cfg *RunConfig, u *Usage) error {
+func writeUsage(cfg *RunConfig, u *rundir.Usage) error {
 	for _, p := range cfg.Policies {
 		if p.Stats != nil {
 			teacherUsage(u, p.Name, p.Model).Client = p.Stats()

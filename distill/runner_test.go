@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -151,7 +152,7 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 			t.Errorf("%s: not correct", tr.Key)
 		}
 	}
-	u, err := distill.ReadUsage(dir)
+	u, err := rundir.ReadUsage(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,15 +192,15 @@ func TestRunTornTailsAreCut(t *testing.T) {
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	names, _ := distill.ShardFiles(dir)
+	names, _ := rundir.ShardFiles(dir)
 	if len(names) != 1 {
 		t.Fatalf("shards %v", names)
 	}
-	shard := filepath.Join(dir, distill.ShardsDir, names[0])
+	shard := filepath.Join(dir, rundir.ShardsDir, names[0])
 	data, _ := os.ReadFile(shard)
 	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
 	// Simulate a crash: the journal lost its last entry (torn), and the shard has a torn line.
-	jpath := filepath.Join(dir, distill.JournalFile)
+	jpath := filepath.Join(dir, rundir.JournalFile)
 	jdata, _ := os.ReadFile(jpath)
 	jl := strings.SplitAfter(strings.TrimSuffix(string(jdata), "\n"), "\n")
 	os.WriteFile(jpath, []byte(strings.Join(jl[:len(jl)-1], "")+jl[len(jl)-1][:10]), 0o644)
@@ -388,7 +389,7 @@ func TestRunRotatesShards(t *testing.T) {
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	names, _ := distill.ShardFiles(dir)
+	names, _ := rundir.ShardFiles(dir)
 	if len(names) != 5 || names[0] != "oracle.sqlite.0000.jsonl" || names[4] != "oracle.sqlite.0004.jsonl" {
 		t.Fatalf("shards %v", names)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func runEval(tb testing.TB, ctx context.Context, dir, spec string, tasks []datasets.Task, h *distill.PolicyHandle, mod func(*evaluate.Config)) (*evaluate.Summary, error) {
@@ -209,11 +210,11 @@ func TestResumeAfterCancel(t *testing.T) {
 	firstN := s.Eval.N
 
 	// A torn line at the end of a shard (a crash mid-write) is cut on resume.
-	shards, err := distill.ShardFiles(dir)
+	shards, err := rundir.ShardFiles(dir)
 	if err != nil || len(shards) != 1 {
 		t.Fatalf("shards %v, %v", shards, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, distill.ShardsDir, shards[0]), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(filepath.Join(dir, rundir.ShardsDir, shards[0]), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

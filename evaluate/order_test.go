@@ -15,8 +15,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // recorder answers with the gold SQL and records the order of the questions' first turns.
@@ -82,7 +82,7 @@ func orderedDigest(tasks []datasets.Task) string {
 // setDigest rewrites dir's manifest.tasks.digest.
 func setDigest(t *testing.T, dir, digest string) {
 	t.Helper()
-	path := filepath.Join(dir, distill.ManifestFile)
+	path := filepath.Join(dir, rundir.ManifestFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -416,7 +417,7 @@ func TestRunDirLive(t *testing.T) {
 	go func() { done <- run() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if ks, err := distill.DoneKeys(dir); err == nil && len(ks) > 0 {
+		if ks, err := rundir.DoneKeys(dir); err == nil && len(ks) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -448,8 +449,8 @@ func TestRunDirLive(t *testing.T) {
 		t.Errorf("%d distinct keys, want %d", len(keys), len(fx.tasks))
 	}
 	// A torn line after the journaled end (a writer killed mid-line) is not shown.
-	shards, _ := distill.ShardFiles(dir)
-	fh, _ := os.OpenFile(filepath.Join(dir, distill.ShardsDir, shards[0]), os.O_APPEND|os.O_WRONLY, 0)
+	shards, _ := rundir.ShardFiles(dir)
+	fh, _ := os.OpenFile(filepath.Join(dir, rundir.ShardsDir, shards[0]), os.O_APPEND|os.O_WRONLY, 0)
 	fh.WriteString(`{"key":"torn","question":"half`)
 	fh.Close()
 	if _, err := s.runs[0].refresh(context.Background()); err != nil || s.Rows() != len(fx.tasks) {

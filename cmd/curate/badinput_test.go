@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/cli/clitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // result is one run of the binary.
@@ -70,23 +71,23 @@ func sampleRun(t *testing.T, dir string) {
 // handRun writes a run dir whose one shard holds lines, each journaled as committed.
 func handRun(t *testing.T, dir string, lines ...string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, distill.ShardsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, rundir.ShardsDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, distill.ManifestFile), []byte(`{"protocol":"`+distill.ProtocolVersion+`"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.ManifestFile), []byte(`{"protocol":"`+distill.ProtocolVersion+`"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	shard := distill.ShardName("oracle", datasets.SQLite, 0)
+	shard := rundir.ShardName("oracle", datasets.SQLite, 0)
 	var data, journal bytes.Buffer
 	for i, l := range lines {
 		data.WriteString(l + "\n")
-		e, _ := json.Marshal(distill.JournalEntry{Key: "k" + string(rune('0'+i)), Task: "t", Teacher: "oracle", Dialect: datasets.SQLite, Shard: shard, End: int64(data.Len())})
+		e, _ := json.Marshal(rundir.JournalEntry{Key: "k" + string(rune('0'+i)), Task: "t", Teacher: "oracle", Dialect: datasets.SQLite, Shard: shard, End: int64(data.Len())})
 		journal.Write(append(e, '\n'))
 	}
-	if err := os.WriteFile(filepath.Join(dir, distill.ShardsDir, shard), data.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.ShardsDir, shard), data.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, distill.JournalFile), journal.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.JournalFile), journal.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -134,8 +135,8 @@ func TestBadInput(t *testing.T) {
 		os.WriteFile(filepath.Join(d, "notes.txt"), []byte("hello"), 0o644)
 	})
 	noShards := mk("noshards", func(d string) {
-		os.MkdirAll(filepath.Join(d, distill.ShardsDir), 0o755)
-		os.WriteFile(filepath.Join(d, distill.ManifestFile), []byte(`{}`), 0o644)
+		os.MkdirAll(filepath.Join(d, rundir.ShardsDir), 0o755)
+		os.WriteFile(filepath.Join(d, rundir.ManifestFile), []byte(`{}`), 0o644)
 	})
 	truncated := mk("truncated", func(d string) { handRun(t, d, trajLine[:len(trajLine)/2]) })
 	wrongTypes := mk("wrongtypes", func(d string) { handRun(t, d, `{"key":"k","turns":"five","messages":7}`) })
@@ -143,8 +144,8 @@ func TestBadInput(t *testing.T) {
 	badJournal := mk("badjournal", func(d string) {
 		handRun(t, d, trajLine)
 		// A bad last line is taken for a torn write (distill's crash rule); one in the middle is not.
-		j, _ := os.ReadFile(filepath.Join(d, distill.JournalFile))
-		os.WriteFile(filepath.Join(d, distill.JournalFile), append([]byte("{not json\n"), j...), 0o644)
+		j, _ := os.ReadFile(filepath.Join(d, rundir.JournalFile))
+		os.WriteFile(filepath.Join(d, rundir.JournalFile), append([]byte("{not json\n"), j...), 0o644)
 	})
 
 	tokDir := filepath.Join(tmp, "tok")
@@ -243,7 +244,7 @@ func TestBadInput(t *testing.T) {
 			t.Skip("running as root, which reads files whatever their mode")
 		}
 		locked := mk("locked", func(d string) { handRun(t, d, trajLine) })
-		shard := filepath.Join(locked, distill.ShardsDir, distill.ShardName("oracle", datasets.SQLite, 0))
+		shard := filepath.Join(locked, rundir.ShardsDir, rundir.ShardName("oracle", datasets.SQLite, 0))
 		lockedTok := writeTok("locked", string(realTok))
 		for _, p := range []string{shard, lockedTok} {
 			if err := os.Chmod(p, 0); err != nil {

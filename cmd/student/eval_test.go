@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // birdDir writes a BIRD-layout dataset (dev.json, dev_databases/shop/shop.sqlite) with one
@@ -191,7 +192,7 @@ func TestEvalCacheTokens(t *testing.T) {
 		if code, out, errs := run(t, args...); code != 0 {
 			t.Fatalf("eval %v: exit %d\n%s\n%s", extra, code, out, errs)
 		}
-		u, err := distill.ReadUsage(dir)
+		u, err := rundir.ReadUsage(dir)
 		if err != nil || len(u.Teachers) != 1 {
 			t.Fatalf("usage.json: %+v, %v", u, err)
 		}
