@@ -66,11 +66,27 @@ func TestFaultsCurateInterrupt(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Not in the first 50 ms: a signal before main installs its handler kills the process,
-		// which is the Go runtime's behaviour, not curate's.
-		time.Sleep(50*time.Millisecond + time.Duration(rng.Int64N(int64(full))))
-		cmd.Process.Signal(syscall.SIGINT)
-		err := cmd.Wait()
+		// Not before the build's temporary directory appears beside --out: a signal before
+		// main installs its handler kills the process, which is the Go runtime's behaviour,
+		// not curate's (and the start-up before the handler takes 50-80 ms under -race on a
+		// busy machine). From then on, at a random point of the rest of an uncut build.
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		var err error
+		waited := false
+		for !waited {
+			select {
+			case err = <-exited:
+				waited = true
+			case <-time.After(time.Millisecond):
+				if ents, _ := os.ReadDir(work); len(ents) == 0 {
+					continue
+				}
+				time.Sleep(time.Duration(rng.Int64N(int64(max(full-time.Since(began), time.Millisecond)))))
+				cmd.Process.Signal(syscall.SIGINT)
+				err, waited = <-exited, true
+			}
+		}
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
