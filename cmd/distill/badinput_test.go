@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
@@ -159,8 +160,14 @@ func TestBadInput(t *testing.T) {
 				before = snapshot(t, args[len(args)-1])
 			}
 			code, stderr := runBinary(t, bin, args...)
-			if code == 0 {
-				t.Fatalf("exit 0; stderr %q", stderr)
+			// A flag's value that is wrong whatever the files say is a usage error (2); one
+			// that names a file or server that turns out bad is a runtime failure (1).
+			want := cli.ExitFailure
+			if c.name == "unknown task kind" || c.name == "postgres without DSN" {
+				want = cli.ExitUsage
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d; stderr %q", code, want, stderr)
 			}
 			t.Logf("exit %d: %s", code, strings.TrimSpace(stderr))
 			for _, w := range c.want {

@@ -33,7 +33,7 @@ func TestEnvFlagErrors(t *testing.T) {
 		{[]string{"env", "serve", "--weights", "speed=1"}, "unknown weight"},
 		{[]string{"env", "serve", "--dialects", "oracle-sql"}, "unknown dialect"},
 		{[]string{"env", "serve", "--dialects", "postgres", "--pg-dsn", ""}, "needs --pg-dsn"},
-		{[]string{"env", "serve", "--tasks", "nosuch:x"}, "tasks nosuch:x"},
+		{[]string{"env", "serve", "--tasks", "nosuch:x"}, `unknown task spec "nosuch:x"`},
 		{[]string{"env", "serve", "--ttl", "0s"}, "must be positive"},
 		{[]string{"env", "serve", "extra"}, "unexpected argument"},
 	} {

@@ -38,7 +38,7 @@ func TestLoadFlagErrors(t *testing.T) {
 	}{
 		{[]string{"load", "--dialect", "sqlite", "--dsn", "x"}, "want postgres or mysql"},
 		{[]string{"load", "--dialect", "postgres"}, "--dsn is required"},
-		{[]string{"load", "--dialect", "mysql", "--dsn", "x", "--tasks", "nosuch:x"}, "tasks nosuch:x"},
+		{[]string{"load", "--dialect", "mysql", "--dsn", "x", "--tasks", "nosuch:x"}, `unknown task spec "nosuch:x"`},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {

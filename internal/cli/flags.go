@@ -130,7 +130,12 @@ func (l *specList) String() string { return strings.Join(l.list, " ") }
 
 func (l *specList) placeholder() string { return "SPEC" }
 
+// Set takes one spec, refusing a form ParseSpec does not know (a usage error, before any file
+// is read); whether its path loads is Load's to find out.
 func (l *specList) Set(v string) error {
+	if _, err := datasets.ParseSpec(v); err != nil {
+		return err
+	}
 	if !l.repeat {
 		l.list = l.list[:0]
 	}
