@@ -12,7 +12,7 @@ import (
 )
 
 // TestAsmGenCurrent checks that the generators in asmgen/ still print what the assembly files
-// hold: vecgen's files (the elementwise kernels of both tiers) byte for byte, gen512.py's and
+// hold: vecgen's files (the elementwise and matrix-vector kernels of both tiers) byte for byte, gen512.py's and
 // gen2.py's whole output verbatim, gentr.py's shuffle sequence line by line.
 func TestAsmGenCurrent(t *testing.T) {
 	files, err := vecgen.Files()

@@ -20,19 +20,7 @@ var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 // Q8); ld* are row strides in elements.
 
 //go:noescape
-func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
-
-//go:noescape
-func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
-
-//go:noescape
-func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
-
-//go:noescape
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
-
-//go:noescape
-func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
 
 //go:noescape
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)

@@ -1,7 +1,8 @@
 //go:build amd64 && !purego
 
-// AVX-512 kernels of the student runtime; the elementwise ones (dotF32 ... cvtQ8) are generated
-// with their AVX2 forms into kernels_vec_amd64.s by asmgen/vecgen. Why assembly: Go 1.26 has no
+// AVX-512 kernels of the student runtime; the elementwise ones (dotF32 ... cvtQ8) and the f32,
+// f16, bf16 and exact-q8 matrix-vector ones (dot4F32 ... dot4Q8) are generated with their AVX2
+// forms into kernels_vec_amd64.s by asmgen/vecgen. Why assembly: Go 1.26 has no
 // SIMD in the stable language; simd/archsimd exists in go1.26 only behind GOEXPERIMENT=simd,
 // which a library cannot require of its users. The portable Go code in ref.go is the fallback
 // and the test oracle.
@@ -36,27 +37,12 @@
 	VEXTRACTF128  $1, Y0, X1; \
 	VADDPS        X1, X0, X0
 
-// ZERO4ACC and ZERO8ACC clear the accumulators of the four-row kernels (Z0-Z3; and Z16-Z19).
+// ZERO4ACC clears the accumulators of the four-row kernels (Z0-Z3).
 #define ZERO4ACC \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z2, Z2, Z2; \
 	VPXORD Z3, Z3, Z3
-
-#define ZERO8ACC \
-	ZERO4ACC; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19
-
-// FOLD8ACC adds Z16-Z19 to Z0-Z3 and reduces the four rows into X0.
-#define FOLD8ACC \
-	VADDPS Z16, Z0, Z0; \
-	VADDPS Z17, Z1, Z1; \
-	VADDPS Z18, Z2, Z2; \
-	VADDPS Z19, Z3, Z3; \
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
 
 // OUT4 stores X0 to the four floats at *arg (an out+N(FP) argument) and returns; STORE4ACC
 // reduces Z0-Z3 into X0 first.
@@ -69,184 +55,6 @@
 #define STORE4ACC(arg) \
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
 	OUT4(arg)
-
-// func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
-//
-// Four rows of an f32 matrix (w, w+ldw, w+2ldw, w+3ldw; ldw in elements, 0 repeats one row) dotted
-// with one vector x: the matrix-vector kernel. x is loaded once per 16 columns for four rows, the
-// weights are streamed straight into FMA memory operands, and the loop is unrolled twice with eight
-// independent accumulators so FMA latency never limits a memory-bound stream.
-TEXT ·dot4F32(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $2, R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ x+16(FP), DI
-	MOVQ k+24(FP), CX
-	ZERO8ACC
-	CMPQ CX, $32
-	JLT  f32tail
-
-f32loop:
-	VMOVUPS     (DI), Z4
-	VMOVUPS     64(DI), Z5
-	VFMADD231PS (SI), Z4, Z0
-	VFMADD231PS 64(SI), Z5, Z16
-	VFMADD231PS (SI)(R8*1), Z4, Z1
-	VFMADD231PS 64(SI)(R8*1), Z5, Z17
-	VFMADD231PS (SI)(R8*2), Z4, Z2
-	VFMADD231PS 64(SI)(R8*2), Z5, Z18
-	VFMADD231PS (R9), Z4, Z3
-	VFMADD231PS 64(R9), Z5, Z19
-	ADDQ        $128, SI
-	ADDQ        $128, R9
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	CMPQ        CX, $32
-	JGE         f32loop
-
-f32tail:
-	CMPQ        CX, $16
-	JLT         f32done
-	VMOVUPS     (DI), Z4
-	VFMADD231PS (SI), Z4, Z0
-	VFMADD231PS (SI)(R8*1), Z4, Z1
-	VFMADD231PS (SI)(R8*2), Z4, Z2
-	VFMADD231PS (R9), Z4, Z3
-
-f32done:
-	FOLD8ACC
-	OUT4(out+32(FP))
-
-// func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
-//
-// As dot4F32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C, 16 at a time in AVX-512),
-// with dot4BF16P's L2 prefetch 8 KiB ahead.
-TEXT ·dot4F16(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $1, R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ x+16(FP), DI
-	MOVQ k+24(FP), CX
-	LEAQ 8192(SI), R10
-	ZERO8ACC
-	CMPQ CX, $32
-	JLT  f16tail
-
-f16loop:
-	PREFETCHT2  (R10)
-	PREFETCHT2  64(R10)
-	PREFETCHT2  128(R10)
-	PREFETCHT2  192(R10)
-	ADDQ        $256, R10
-	VMOVUPS     (DI), Z4
-	VMOVUPS     64(DI), Z5
-	VCVTPH2PS   (SI), Z6
-	VCVTPH2PS   32(SI), Z7
-	VCVTPH2PS   (SI)(R8*1), Z8
-	VCVTPH2PS   32(SI)(R8*1), Z9
-	VCVTPH2PS   (SI)(R8*2), Z10
-	VCVTPH2PS   32(SI)(R8*2), Z11
-	VCVTPH2PS   (R9), Z12
-	VCVTPH2PS   32(R9), Z13
-	VFMADD231PS Z6, Z4, Z0
-	VFMADD231PS Z7, Z5, Z16
-	VFMADD231PS Z8, Z4, Z1
-	VFMADD231PS Z9, Z5, Z17
-	VFMADD231PS Z10, Z4, Z2
-	VFMADD231PS Z11, Z5, Z18
-	VFMADD231PS Z12, Z4, Z3
-	VFMADD231PS Z13, Z5, Z19
-	ADDQ        $64, SI
-	ADDQ        $64, R9
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	CMPQ        CX, $32
-	JGE         f16loop
-
-f16tail:
-	CMPQ        CX, $16
-	JLT         f16done
-	VMOVUPS     (DI), Z4
-	VCVTPH2PS   (SI), Z6
-	VCVTPH2PS   (SI)(R8*1), Z8
-	VCVTPH2PS   (SI)(R8*2), Z10
-	VCVTPH2PS   (R9), Z12
-	VFMADD231PS Z6, Z4, Z0
-	VFMADD231PS Z8, Z4, Z1
-	VFMADD231PS Z10, Z4, Z2
-	VFMADD231PS Z12, Z4, Z3
-
-f16done:
-	FOLD8ACC
-	OUT4(out+32(FP))
-
-// func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
-//
-// Four rows of Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in elements)
-// dotted with an f32 vector; k is a multiple of 32. Per block and row: VPMOVSXBD + VCVTDQ2PS widen
-// the int8 values exactly to f32, the block's partial sum is a VMULPS plus an FMA against x, and
-// one FMA with the broadcast scale adds it to the row's accumulator. Everything after widening is
-// f32, so the result equals ref.go's up to summation order. The CPUs with AVX512_VNNI use
-// dot4Q8VNNI instead (x quantised, a third of the ops, 1.8× the streaming rate measured); this
-// kernel serves the AVX-512 CPUs without it.
-TEXT ·dot4Q8(SB), NOSPLIT, $0-56
-	Q8PTRS
-	MOVQ x+32(FP), DI
-	MOVQ k+40(FP), CX
-	ZERO4ACC
-	CMPQ CX, $32
-	JLT  q8done
-
-q8loop:
-	VMOVUPS     (DI), Z4
-	VMOVUPS     64(DI), Z5
-	VPMOVSXBD   (SI), Z6
-	VPMOVSXBD   16(SI), Z7
-	VPMOVSXBD   (SI)(R8*1), Z8
-	VPMOVSXBD   16(SI)(R8*1), Z9
-	VPMOVSXBD   (SI)(R8*2), Z10
-	VPMOVSXBD   16(SI)(R8*2), Z11
-	VPMOVSXBD   (R9), Z12
-	VPMOVSXBD   16(R9), Z13
-	VCVTDQ2PS   Z6, Z6
-	VCVTDQ2PS   Z7, Z7
-	VCVTDQ2PS   Z8, Z8
-	VCVTDQ2PS   Z9, Z9
-	VCVTDQ2PS   Z10, Z10
-	VCVTDQ2PS   Z11, Z11
-	VCVTDQ2PS   Z12, Z12
-	VCVTDQ2PS   Z13, Z13
-	VMULPS      Z4, Z6, Z6
-	VMULPS      Z4, Z8, Z8
-	VMULPS      Z4, Z10, Z10
-	VMULPS      Z4, Z12, Z12
-	VFMADD231PS Z5, Z7, Z6
-	VFMADD231PS Z5, Z9, Z8
-	VFMADD231PS Z5, Z11, Z10
-	VFMADD231PS Z5, Z13, Z12
-	VBROADCASTSS (BX), Z16
-	VBROADCASTSS (BX)(R10*1), Z17
-	VBROADCASTSS (BX)(R10*2), Z18
-	VBROADCASTSS (R11), Z19
-	VFMADD231PS Z16, Z6, Z0
-	VFMADD231PS Z17, Z8, Z1
-	VFMADD231PS Z18, Z10, Z2
-	VFMADD231PS Z19, Z12, Z3
-	ADDQ        $32, SI
-	ADDQ        $32, R9
-	ADDQ        $4, BX
-	ADDQ        $4, R11
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	CMPQ        CX, $32
-	JGE         q8loop
-
-q8done:
-	STORE4ACC(out+48(FP))
 
 // GEMMROW accumulates row x (16 columns in zmm xr) times the four weight vectors Z0-Z3 into the
 // accumulators a, b, c, d.
@@ -349,90 +157,6 @@ gemmloop:
 	GEMMSTORE(Z27, Z28, Z29, Z30, Y27, Y28, Y29, Y30)
 	VZEROUPPER
 	RET
-
-// BFROW adds one row's 32 bf16 weights at addr (even/odd halves against x in xe, xo) to the
-// accumulators ae, ao; te, to are temporaries.
-#define BFROW(addr, xe, xo, ae, ao, te, to) \
-	VPSLLD      $16, addr, te; \
-	VPANDD      addr, Z20, to; \
-	VFMADD231PS xe, te, ae; \
-	VFMADD231PS xo, to, ao
-
-// func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32)
-//
-// The bf16 matrix-vector kernel (decode): four rows of bf16 weights dotted with x, k a multiple
-// of 32. Decode streams every weight from DRAM once, so the kernel must spend as few
-// instructions as possible per byte. A 64-byte load holds 32 bf16 weights; in 32-bit lane i sit
-// weight 2i (low half) and 2i+1 (high half). VPSLLD $16 turns the lane into weight 2i as an exact
-// f32, VPANDD with 0xFFFF0000 into weight 2i+1: two single-cycle ops per 32 weights, no shuffle
-// (VPMOVZXWD needs the shuffle port for every 16). So the caller passes xp, x with each block of
-// 32 deinterleaved (x[0], x[2], ..., x[30], x[1], x[3], ..., x[31]; see deinterleave32), and the
-// even and odd halves go to separate accumulators (eight chains for four rows hide the FMA
-// latency). The products are the same f32 arithmetic as ref.go's, in another order.
-// The loop takes 64 columns per pass (the x loads and loop overhead are shared by more work)
-// and software-prefetches 8 KiB ahead into L2: decode matrices have short rows (1.8 KiB at 896
-// columns), too short for the hardware prefetcher to ramp up on each, and the prefetches give the
-// core more DRAM requests in flight than its out-of-order window would (measured: 6.6 GB/s for
-// the VPMOVZXWD kernel, 7.7 for this one without prefetch, 10.3 with it, same run).
-// (AVX512_BF16's VDPBF16PS would take one op per 32 weights but rounds x to bf16: the result
-// would no longer be the f32 product the tests and the f32 reference path agree on.)
-TEXT ·dot4BF16P(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $1, R8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9
-	MOVQ xp+16(FP), DI
-	MOVQ k+24(FP), CX
-	LEAQ 8192(SI), R10
-	MOVL $0xFFFF0000, AX
-	VPBROADCASTD AX, Z20
-	ZERO8ACC
-	CMPQ  CX, $64
-	JLT   bfptail
-
-bfploop:
-	PREFETCHT2  (R10)
-	PREFETCHT2  64(R10)
-	PREFETCHT2  128(R10)
-	PREFETCHT2  192(R10)
-	PREFETCHT2  256(R10)
-	PREFETCHT2  320(R10)
-	PREFETCHT2  384(R10)
-	PREFETCHT2  448(R10)
-	VMOVUPS     (DI), Z4
-	VMOVUPS     64(DI), Z5
-	VMOVUPS     128(DI), Z21
-	VMOVUPS     192(DI), Z22
-	BFROW((SI), Z4, Z5, Z0, Z16, Z6, Z7)
-	BFROW((SI)(R8*1), Z4, Z5, Z1, Z17, Z8, Z9)
-	BFROW((SI)(R8*2), Z4, Z5, Z2, Z18, Z10, Z11)
-	BFROW((R9), Z4, Z5, Z3, Z19, Z12, Z13)
-	BFROW(64(SI), Z21, Z22, Z0, Z16, Z6, Z7)
-	BFROW(64(SI)(R8*1), Z21, Z22, Z1, Z17, Z8, Z9)
-	BFROW(64(SI)(R8*2), Z21, Z22, Z2, Z18, Z10, Z11)
-	BFROW(64(R9), Z21, Z22, Z3, Z19, Z12, Z13)
-	ADDQ        $128, SI
-	ADDQ        $128, R9
-	ADDQ        $512, R10
-	ADDQ        $256, DI
-	SUBQ        $64, CX
-	CMPQ        CX, $64
-	JGE         bfploop
-
-bfptail:
-	TESTQ       CX, CX
-	JLE         bfpdone
-	VMOVUPS     (DI), Z4
-	VMOVUPS     64(DI), Z5
-	BFROW((SI), Z4, Z5, Z0, Z16, Z6, Z7)
-	BFROW((SI)(R8*1), Z4, Z5, Z1, Z17, Z8, Z9)
-	BFROW((SI)(R8*2), Z4, Z5, Z2, Z18, Z10, Z11)
-	BFROW((R9), Z4, Z5, Z3, Z19, Z12, Z13)
-
-bfpdone:
-	FOLD8ACC
-	OUT4(out+32(FP))
 
 // Q8ROW adds one row's 64 int8 weights at w (two blocks of 32; their scales at sc) to acc:
 // t = w XOR 0x80 = w+128 as unsigned bytes; VPDPBUSD adds Σ (w+128)·xq over each group of four

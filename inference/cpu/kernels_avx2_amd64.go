@@ -13,18 +13,6 @@ var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 // results to dst.
 
 //go:noescape
-func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
-
-//go:noescape
-func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
-
-//go:noescape
-func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
-
-//go:noescape
-func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
-
-//go:noescape
 func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 
 //go:noescape
@@ -32,9 +20,6 @@ func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
 
 //go:noescape
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)
-
-//go:noescape
-func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 
 //go:noescape
 func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int)

@@ -2,10 +2,11 @@
 
 // AVX2 + FMA kernels (x86-64-v3: every x86 CPU since Haswell / Zen 1): the tier used where the
 // CPU lacks AVX-512 (kernels_amd64.s), e.g. most AMD and desktop Intel CI machines, selected at
-// run time in pool.go. The elementwise kernels (avx2DotF32 ... avx2CvtQ8) are generated with
-// their AVX-512 forms into kernels_vec_amd64.s by asmgen/vecgen. Why assembly: Go 1.26 has no SIMD in the stable language;
-// simd/archsimd exists only behind GOEXPERIMENT=simd, which a library cannot require of its
-// users. The portable Go code in ref.go and ops.go is the fallback and the tests' oracle.
+// run time in pool.go. The elementwise kernels (avx2DotF32 ... avx2CvtQ8) and the f32, f16, bf16
+// and exact-q8 matrix-vector ones (avx2MvF32 ... avx2MvQ8) are generated with their AVX-512 forms
+// into kernels_vec_amd64.s by asmgen/vecgen. Why assembly: Go 1.26 has no SIMD in the stable
+// language; simd/archsimd exists only behind GOEXPERIMENT=simd, which a library cannot require of
+// its users. The portable Go code in ref.go and ops.go is the fallback and the tests' oracle.
 //
 // Conventions (all functions ABI0, arguments on the stack):
 //   - Column counts passed to a kernel are multiples of 8 (32 for Q8); the Go caller handles the
@@ -36,279 +37,6 @@
 	VXORPS Y5, Y5, Y5; \
 	VXORPS Y6, Y6, Y6; \
 	VXORPS Y7, Y7, Y7
-
-// MVARGS loads the arguments of the mv kernels (shift: log2 of the weight size): SI weights,
-// R8 row stride in bytes, DI x, CX columns, DX dst, BX rows.
-#define MVARGS(shift) \
-	MOVQ w+0(FP), SI; \
-	MOVQ ldw+8(FP), R8; \
-	SHLQ shift, R8; \
-	MOVQ x+16(FP), DI; \
-	MOVQ k+24(FP), CX; \
-	MOVQ dst+32(FP), DX; \
-	MOVQ nrows+40(FP), BX
-
-// MVROW starts a group of four rows: AX, R9 rows 0 and 3, R11 x, R10 columns left, sums zeroed,
-// R12 the L2 prefetch pointer 8 KiB ahead (see MV16).
-#define MVROW \
-	LEAQ 8192(SI), R12; \
-	MOVQ SI, AX; \
-	LEAQ (SI)(R8*2), R9; \
-	ADDQ R8, R9; \
-	MOVQ DI, R11; \
-	MOVQ CX, R10; \
-	ZERO8
-
-// MVSUM folds the two accumulators per row, stores the group's four sums, moves to the next
-// group and counts it off BX (the caller's JGT loops).
-#define MVSUM \
-	VADDPS  Y4, Y0, Y0; \
-	VADDPS  Y5, Y1, Y1; \
-	VADDPS  Y6, Y2, Y2; \
-	VADDPS  Y7, Y3, Y3; \
-	HSUM4; \
-	VMOVUPS X0, (DX); \
-	ADDQ    $16, DX; \
-	LEAQ    (SI)(R8*4), SI; \
-	SUBQ    $4, BX
-
-// ---------------------------------------------------------------------------------------------
-// Matrix-vector kernels (decode). Each computes dst[j] = Σ_{c<k} w[j, c]·x[c] for nrows rows
-// (a multiple of 4) of a row-major matrix with row stride ldw elements, 4 rows at a time: x is
-// loaded once per 8 or 16 columns for 4 rows, weights are streamed from memory exactly once, and
-// 8 independent accumulators (4 rows × 2) hide the FMA latency, so the loop runs at memory speed.
-// ldw = 0 with nrows = 4 computes one row four times (the caller's last rows).
-// Registers: SI row group, AX/R9 rows 0 and 3 (rows 1, 2 via R8 = stride in bytes), R11 x,
-// R10 columns left, DX dst, BX rows left.
-// ---------------------------------------------------------------------------------------------
-
-// func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
-TEXT ·avx2MvF32(SB), NOSPLIT, $0-48
-	MVARGS($2)
-
-mvf32rows:
-	MVROW
-	CMPQ R10, $16
-	JLT  mvf32tail
-
-mvf32loop:
-	VMOVUPS     (R11), Y8
-	VMOVUPS     32(R11), Y9
-	VFMADD231PS (AX), Y8, Y0
-	VFMADD231PS 32(AX), Y9, Y4
-	VFMADD231PS (AX)(R8*1), Y8, Y1
-	VFMADD231PS 32(AX)(R8*1), Y9, Y5
-	VFMADD231PS (AX)(R8*2), Y8, Y2
-	VFMADD231PS 32(AX)(R8*2), Y9, Y6
-	VFMADD231PS (R9), Y8, Y3
-	VFMADD231PS 32(R9), Y9, Y7
-	ADDQ        $64, AX
-	ADDQ        $64, R9
-	ADDQ        $64, R11
-	SUBQ        $16, R10
-	CMPQ        R10, $16
-	JGE         mvf32loop
-
-mvf32tail:
-	CMPQ        R10, $8
-	JLT         mvf32sum
-	VMOVUPS     (R11), Y8
-	VFMADD231PS (AX), Y8, Y0
-	VFMADD231PS (AX)(R8*1), Y8, Y1
-	VFMADD231PS (AX)(R8*2), Y8, Y2
-	VFMADD231PS (R9), Y8, Y3
-
-mvf32sum:
-	MVSUM
-	JGT     mvf32rows
-	VZEROUPPER
-	RET
-
-// WIDEN16BF converts 8 bf16 values at addr to f32 in y: a bf16 is the high half of an f32, so
-// zero-extending to 32 bits and shifting left by 16 is exact.
-#define WIDEN16BF(addr, y) \
-	VPMOVZXWD addr, y; \
-	VPSLLD    $16, y, y
-
-// WIDEN16H converts 8 IEEE halves at addr to f32 in y (F16C).
-#define WIDEN16H(addr, y) VCVTPH2PS addr, y
-
-// MV16 is one pass of the 16-bit-weight row kernels over 16 columns of a group of four rows,
-// widening with W (WIDEN16BF or WIDEN16H); it ends with the compare for the loop's JGE. MV8 is
-// the 8-column tail. Each pass also prefetches into L2 the 128 bytes 8 KiB ahead of the group
-// (the four rows are contiguous, so this runs through the next groups at the rate the pass
-// consumes weights): as in the AVX-512 kernels, short decode rows (1.8 KiB) leave the hardware
-// prefetcher too little stream to ramp up on.
-#define MV16(W) \
-	PREFETCHT2  (R12); \
-	PREFETCHT2  64(R12); \
-	ADDQ        $128, R12; \
-	VMOVUPS     (R11), Y8; \
-	VMOVUPS     32(R11), Y9; \
-	W((AX), Y10); \
-	W(16(AX), Y11); \
-	W((AX)(R8*1), Y12); \
-	W(16(AX)(R8*1), Y13); \
-	VFMADD231PS Y10, Y8, Y0; \
-	VFMADD231PS Y11, Y9, Y4; \
-	VFMADD231PS Y12, Y8, Y1; \
-	VFMADD231PS Y13, Y9, Y5; \
-	W((AX)(R8*2), Y10); \
-	W(16(AX)(R8*2), Y11); \
-	W((R9), Y12); \
-	W(16(R9), Y13); \
-	VFMADD231PS Y10, Y8, Y2; \
-	VFMADD231PS Y11, Y9, Y6; \
-	VFMADD231PS Y12, Y8, Y3; \
-	VFMADD231PS Y13, Y9, Y7; \
-	ADDQ        $32, AX; \
-	ADDQ        $32, R9; \
-	ADDQ        $64, R11; \
-	SUBQ        $16, R10; \
-	CMPQ        R10, $16
-
-#define MV8(W) \
-	VMOVUPS     (R11), Y8; \
-	W((AX), Y10); \
-	W((AX)(R8*1), Y11); \
-	W((AX)(R8*2), Y12); \
-	W((R9), Y13); \
-	VFMADD231PS Y10, Y8, Y0; \
-	VFMADD231PS Y11, Y8, Y1; \
-	VFMADD231PS Y12, Y8, Y2; \
-	VFMADD231PS Y13, Y8, Y3
-
-// func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
-//
-// As avx2MvF32 for bfloat16 weights, widened exactly (two integer ops per 8 weights), so the
-// products and sums are the same f32 arithmetic as for f32 weights at half the memory traffic.
-TEXT ·avx2MvBF16(SB), NOSPLIT, $0-48
-	MVARGS($1)
-
-mvbf16rows:
-	MVROW
-	CMPQ R10, $16
-	JLT  mvbf16tail
-
-mvbf16loop:
-	MV16(WIDEN16BF)
-	JGE         mvbf16loop
-
-mvbf16tail:
-	CMPQ        R10, $8
-	JLT         mvbf16sum
-	MV8(WIDEN16BF)
-
-mvbf16sum:
-	MVSUM
-	JGT     mvbf16rows
-	VZEROUPPER
-	RET
-
-// func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
-//
-// As avx2MvF32 for IEEE half weights, widened exactly by VCVTPH2PS (F16C).
-TEXT ·avx2MvF16(SB), NOSPLIT, $0-48
-	MVARGS($1)
-
-mvf16rows:
-	MVROW
-	CMPQ R10, $16
-	JLT  mvf16tail
-
-mvf16loop:
-	MV16(WIDEN16H)
-	JGE         mvf16loop
-
-mvf16tail:
-	CMPQ        R10, $8
-	JLT         mvf16sum
-	MV8(WIDEN16H)
-
-mvf16sum:
-	MVSUM
-	JGT     mvf16rows
-	VZEROUPPER
-	RET
-
-// Q8BLOCK adds one row's block of 32 int8 weights (at a0..a3, 8 each) times x (Y8-Y11) times the
-// block's scale (at sc) to acc: VPMOVSXBD + VCVTDQ2PS widen exactly, two partial sums (Y12,
-// Y13) keep the dependency chains short.
-#define Q8BLOCK(a0, a1, a2, a3, sc, acc) \
-	VPMOVSXBD    a0, Y12; \
-	VPMOVSXBD    a1, Y13; \
-	VCVTDQ2PS    Y12, Y12; \
-	VCVTDQ2PS    Y13, Y13; \
-	VMULPS       Y8, Y12, Y12; \
-	VMULPS       Y9, Y13, Y13; \
-	VPMOVSXBD    a2, Y14; \
-	VCVTDQ2PS    Y14, Y14; \
-	VFMADD231PS  Y10, Y14, Y12; \
-	VPMOVSXBD    a3, Y14; \
-	VCVTDQ2PS    Y14, Y14; \
-	VFMADD231PS  Y11, Y14, Y13; \
-	VADDPS       Y13, Y12, Y12; \
-	VBROADCASTSS sc, Y14; \
-	VFMADD231PS  Y14, Y12, acc
-
-// func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
-//
-// As avx2MvF32 for Q8 weights (int8, one f32 scale per block of 32 of a row; ldw and lds in
-// elements; k a multiple of 32), widened exactly by VPMOVSXBD + VCVTDQ2PS. x stays f32, so the
-// result is the f32 product of the stored weights. Decode uses avx2Dot4Q8I instead (integer
-// products against x quantised to int8, 1.9× the streaming rate measured); this kernel is the
-// exact one, for the matrix-matrix path's leftover rows and with plainOff (tests). Registers:
-// AX/R9 rows 0 and 3, R10/R11 their scales (R8, R12 strides in bytes), DI x, CX columns left; SI,
-// BX (row group and its scales), DX, R13 (rows left) outer.
-TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	MOVQ scales+16(FP), BX
-	MOVQ lds+24(FP), R12
-	SHLQ $2, R12
-	MOVQ dst+48(FP), DX
-	MOVQ nrows+56(FP), R13
-
-q8rows:
-	MOVQ   SI, AX
-	LEAQ   (SI)(R8*2), R9
-	ADDQ   R8, R9
-	MOVQ   BX, R10
-	LEAQ   (BX)(R12*2), R11
-	ADDQ   R12, R11
-	MOVQ   x+32(FP), DI
-	MOVQ   k+40(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-
-q8loop:
-	VMOVUPS (DI), Y8
-	VMOVUPS 32(DI), Y9
-	VMOVUPS 64(DI), Y10
-	VMOVUPS 96(DI), Y11
-	Q8BLOCK((AX), 8(AX), 16(AX), 24(AX), (R10), Y0)
-	Q8BLOCK((AX)(R8*1), 8(AX)(R8*1), 16(AX)(R8*1), 24(AX)(R8*1), (R10)(R12*1), Y1)
-	Q8BLOCK((AX)(R8*2), 8(AX)(R8*2), 16(AX)(R8*2), 24(AX)(R8*2), (R10)(R12*2), Y2)
-	Q8BLOCK((R9), 8(R9), 16(R9), 24(R9), (R11), Y3)
-	ADDQ    $32, AX
-	ADDQ    $32, R9
-	ADDQ    $4, R10
-	ADDQ    $4, R11
-	ADDQ    $128, DI
-	SUBQ    $32, CX
-	JGT     q8loop
-
-	HSUM4
-	VMOVUPS X0, (DX)
-	ADDQ    $16, DX
-	LEAQ    (SI)(R8*4), SI
-	LEAQ    (BX)(R12*4), BX
-	SUBQ    $4, R13
-	JGT     q8rows
-	VZEROUPPER
-	RET
 
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix micro-kernel (prefill, batched decode).
@@ -585,6 +313,11 @@ trloop:
 	VZEROUPPER
 	RET
 
+// ---------------------------------------------------------------------------------------------
+// Matrix-vector kernels (decode) on int8 products, and for two input rows at once; the f32, f16,
+// bf16 and exact-q8 ones (avx2MvF32 ...) are generated into kernels_vec_amd64.s.
+// ---------------------------------------------------------------------------------------------
+
 // Q8IROW adds one row's block of 32 int8 weights at w (its scale at sc) to acc, against x
 // quantised to int8 in Y8 (its scale per lane in Y9): Y10 = |w| as unsigned bytes, Y11 = x with
 // w's sign, so VPMADDUBSW's u8×s8 pairs are w·x (at most 2·128·127 in magnitude, no saturation,
@@ -668,67 +401,6 @@ q8idone:
 	HSUM4
 	MOVQ    out+56(FP), AX
 	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
-
-// BFPROW adds one row's 32 bf16 weights (16 at a0, 16 at a1 = a0 + 32 bytes) to the even (ae)
-// and odd (ao) accumulators: in each 32-bit lane of a 32-byte load sit weights 2i (low half)
-// and 2i+1 (high half); VPSLLD $16 makes the first an exact f32 and VPAND with 0xFFFF0000 (Y12)
-// the second, against x deinterleaved by blocks of 32 (Y8, Y9 its even-indexed values, Y10,
-// Y11 the odd; see deinterleave32).
-#define BFPROW(a0, a1, ae, ao) \
-	VMOVDQU     a0, Y13; \
-	VPSLLD      $16, Y13, Y14; \
-	VPAND       Y12, Y13, Y13; \
-	VFMADD231PS Y8, Y14, ae; \
-	VFMADD231PS Y10, Y13, ao; \
-	VMOVDQU     a1, Y13; \
-	VPSLLD      $16, Y13, Y14; \
-	VPAND       Y12, Y13, Y13; \
-	VFMADD231PS Y9, Y14, ae; \
-	VFMADD231PS Y11, Y13, ao
-
-// func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
-//
-// As avx2MvBF16 with the widening of dot4BF16P: shift and mask instead of VPMOVZXWD (a shuffle)
-// plus shift, so three ops per 8 weights become two and a half; x is the deinterleaved copy
-// (xp), k a multiple of 32. 32 columns per pass, prefetch 8 KiB ahead into all cache levels
-// (PREFETCHT0: on Zen 3, 1-4% faster than PREFETCHT2 in an interleaved A/B of the 0.5B decode
-// products, 21.6-22.8 vs 21.1-22.4 tok/s; 4 KiB and 16 KiB ahead, and no prefetch, were slower).
-TEXT ·avx2MvBF16P(SB), NOSPLIT, $0-48
-	MVARGS($1)
-	MOVL $0xFFFF0000, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
-
-bfprows:
-	MVROW
-	TESTQ R10, R10
-	JLE   bfpsum
-
-bfploop:
-	PREFETCHT0  (R12)
-	PREFETCHT0  64(R12)
-	PREFETCHT0  128(R12)
-	PREFETCHT0  192(R12)
-	ADDQ        $256, R12
-	VMOVUPS     (R11), Y8
-	VMOVUPS     32(R11), Y9
-	VMOVUPS     64(R11), Y10
-	VMOVUPS     96(R11), Y11
-	BFPROW((AX), 32(AX), Y0, Y4)
-	BFPROW((AX)(R8*1), 32(AX)(R8*1), Y1, Y5)
-	BFPROW((AX)(R8*2), 32(AX)(R8*2), Y2, Y6)
-	BFPROW((R9), 32(R9), Y3, Y7)
-	ADDQ        $64, AX
-	ADDQ        $64, R9
-	ADDQ        $128, R11
-	SUBQ        $32, R10
-	JGT         bfploop
-
-bfpsum:
-	MVSUM
-	JGT     bfprows
 	VZEROUPPER
 	RET
 

@@ -5,24 +5,11 @@ package cpu
 // Without amd64 assembly the AVX2 tier does not exist; these are never called.
 const hasAVX2 = false
 
-func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int) {
-	panic("cpu: no SIMD")
-}
-func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) {
-	panic("cpu: no SIMD")
-}
-func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) { panic("cpu: no SIMD") }
-func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int) {
-	panic("cpu: no SIMD")
-}
 func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int) { panic("cpu: no SIMD") }
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
-	panic("cpu: no SIMD")
-}
-func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) {
 	panic("cpu: no SIMD")
 }
 func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int) {

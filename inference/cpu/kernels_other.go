@@ -10,12 +10,6 @@ const (
 	hasBF16   = false
 )
 
-func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
-func dot4BF16P(w *uint16, ldw int, xp *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
-func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
-func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32) {
-	panic("cpu: no SIMD")
-}
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }

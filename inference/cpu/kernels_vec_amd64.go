@@ -69,6 +69,49 @@ func cvtF16(dst *float32, src *uint16, n int)
 //go:noescape
 func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
 
+// The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
+// (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
+// for the four rows, two accumulators per row.
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
+
+// As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS
+// (F16C), with an L2 prefetch 8 KiB ahead.
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+
+// The bf16 matrix-vector kernel (decode), k a multiple of 32, x deinterleaved by blocks of 32
+// (x[0], x[2], ..., x[30], x[1], ..., x[31]; see deinterleave32). In 32-bit lane i of a load sit
+// weights 2i (low half) and 2i+1: VPSLLD $16 makes the first an exact f32, an AND with 0xFFFF0000
+// the second, two single-cycle ops and no shuffle (VPMOVZXWD needs the shuffle port); even and
+// odd weights go to separate accumulators. The products are ref.go's f32 arithmetic in another
+// order. Software prefetch 8 KiB ahead: decode rows (1.8 KiB at 896 columns) are too short for
+// the hardware prefetcher to ramp up on each (AVX-512, measured: 6.6 GB/s with VPMOVZXWD, 7.7
+// with this widening, 10.3 with the prefetch too). AVX-512 takes 64 columns per pass and
+// PREFETCHT2; AVX2 32 and PREFETCHT0 (on Zen 3 1-4% faster than PREFETCHT2 in an interleaved A/B
+// of 0.5B decode, 21.6-22.8 against 21.1-22.4 tok/s; 4 and 16 KiB ahead were slower).
+// VDPBF16PS would be one op per 32 weights but rounds x to bf16.
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+
+// The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
+// (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;
+// per block and row the vectors' products with x are summed (one chain on AVX-512, two on AVX2)
+// and added to the row times the block's scale, so the result is the f32 product of the stored
+// weights up to order. Decode uses the integer kernels (dot4Q8VNNI 1.8×, avx2Dot4Q8I 1.9× the
+// streaming rate measured, x rounded to 8 bits per block); this one serves AVX-512 CPUs without
+// VNNI, the matrix-matrix path's leftover rows and plainOff (tests).
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
+
 // A plain dot product (attention scores, RMSNorm), four accumulators.
 // n is a multiple of 8.
 //
@@ -133,3 +176,54 @@ func avx2CvtF16(dst *float32, src *uint16, n int)
 //
 //go:noescape
 func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
+
+// The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
+// (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
+// for the four rows, two accumulators per row.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
+
+// As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS
+// (F16C), with an L2 prefetch 8 KiB ahead.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+// As avx2MvF32 for bfloat16 weights, widened exactly (zero-extend, shift into the high half):
+// the same f32 arithmetic at half the memory traffic. Decode uses avx2MvBF16P (x deinterleaved,
+// one op fewer per 8 weights); this one serves callers without the deinterleaved copy.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+// The bf16 matrix-vector kernel (decode), k a multiple of 32, x deinterleaved by blocks of 32
+// (x[0], x[2], ..., x[30], x[1], ..., x[31]; see deinterleave32). In 32-bit lane i of a load sit
+// weights 2i (low half) and 2i+1: VPSLLD $16 makes the first an exact f32, an AND with 0xFFFF0000
+// the second, two single-cycle ops and no shuffle (VPMOVZXWD needs the shuffle port); even and
+// odd weights go to separate accumulators. The products are ref.go's f32 arithmetic in another
+// order. Software prefetch 8 KiB ahead: decode rows (1.8 KiB at 896 columns) are too short for
+// the hardware prefetcher to ramp up on each (AVX-512, measured: 6.6 GB/s with VPMOVZXWD, 7.7
+// with this widening, 10.3 with the prefetch too). AVX-512 takes 64 columns per pass and
+// PREFETCHT2; AVX2 32 and PREFETCHT0 (on Zen 3 1-4% faster than PREFETCHT2 in an interleaved A/B
+// of 0.5B decode, 21.6-22.8 against 21.1-22.4 tok/s; 4 and 16 KiB ahead were slower).
+// VDPBF16PS would be one op per 32 weights but rounds x to bf16.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+// The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
+// (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;
+// per block and row the vectors' products with x are summed (one chain on AVX-512, two on AVX2)
+// and added to the row times the block's scale, so the result is the f32 product of the stored
+// weights up to order. Decode uses the integer kernels (dot4Q8VNNI 1.8×, avx2Dot4Q8I 1.9× the
+// streaming rate measured, x rounded to 8 bits per block); this one serves AVX-512 CPUs without
+// VNNI, the matrix-matrix path's leftover rows and plainOff (tests).
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)

@@ -491,6 +491,398 @@ cvtqdone:
 	VZEROUPPER
 	RET
 
+// func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
+// Requires: AVX, AVX512F
+TEXT ·dot4F32(SB), NOSPLIT, $0-40
+	// The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
+	// (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
+	// for the four rows, two accumulators per row.
+	// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	SHLQ   $0x02, R8
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   x+16(FP), DI
+	MOVQ   k+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	CMPQ   CX, $0x20
+	JLT    mvtail
+
+mvloop:
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z16
+	VFMADD231PS (SI)(R8*1), Z4, Z1
+	VFMADD231PS 64(SI)(R8*1), Z5, Z17
+	VFMADD231PS (SI)(R8*2), Z4, Z2
+	VFMADD231PS 64(SI)(R8*2), Z5, Z18
+	VFMADD231PS (R9), Z4, Z3
+	VFMADD231PS 64(R9), Z5, Z19
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R9
+	ADDQ        $0x80, DI
+	SUBQ        $0x20, CX
+	CMPQ        CX, $0x20
+	JGE         mvloop
+
+mvtail:
+	CMPQ        CX, $0x10
+	JLT         mvdone
+	VMOVUPS     (DI), Z4
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS (SI)(R8*1), Z4, Z1
+	VFMADD231PS (SI)(R8*2), Z4, Z2
+	VFMADD231PS (R9), Z4, Z3
+
+mvdone:
+	VADDPS        Z16, Z0, Z0
+	VADDPS        Z17, Z1, Z1
+	VADDPS        Z18, Z2, Z2
+	VADDPS        Z19, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	MOVQ          out+32(FP), AX
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dot4F16(SB), NOSPLIT, $0-40
+	// As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS
+	// (F16C), with an L2 prefetch 8 KiB ahead.
+	// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	SHLQ   $0x01, R8
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   x+16(FP), DI
+	MOVQ   k+24(FP), CX
+	LEAQ   8192(SI), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	CMPQ   CX, $0x20
+	JLT    mvtail
+
+mvloop:
+	PREFETCHT2  (R10)
+	PREFETCHT2  64(R10)
+	PREFETCHT2  128(R10)
+	PREFETCHT2  192(R10)
+	ADDQ        $0x00000100, R10
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VCVTPH2PS   (SI), Z6
+	VCVTPH2PS   32(SI), Z7
+	VCVTPH2PS   (SI)(R8*1), Z8
+	VCVTPH2PS   32(SI)(R8*1), Z9
+	VCVTPH2PS   (SI)(R8*2), Z10
+	VCVTPH2PS   32(SI)(R8*2), Z11
+	VCVTPH2PS   (R9), Z12
+	VCVTPH2PS   32(R9), Z13
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z7, Z5, Z16
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z9, Z5, Z17
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z11, Z5, Z18
+	VFMADD231PS Z12, Z4, Z3
+	VFMADD231PS Z13, Z5, Z19
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, R9
+	ADDQ        $0x80, DI
+	SUBQ        $0x20, CX
+	CMPQ        CX, $0x20
+	JGE         mvloop
+
+mvtail:
+	CMPQ        CX, $0x10
+	JLT         mvdone
+	VMOVUPS     (DI), Z4
+	VCVTPH2PS   (SI), Z6
+	VCVTPH2PS   (SI)(R8*1), Z8
+	VCVTPH2PS   (SI)(R8*2), Z10
+	VCVTPH2PS   (R9), Z12
+	VFMADD231PS Z6, Z4, Z0
+	VFMADD231PS Z8, Z4, Z1
+	VFMADD231PS Z10, Z4, Z2
+	VFMADD231PS Z12, Z4, Z3
+
+mvdone:
+	VADDPS        Z16, Z0, Z0
+	VADDPS        Z17, Z1, Z1
+	VADDPS        Z18, Z2, Z2
+	VADDPS        Z19, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	MOVQ          out+32(FP), AX
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dot4BF16P(SB), NOSPLIT, $0-40
+	// The bf16 matrix-vector kernel (decode), k a multiple of 32, x deinterleaved by blocks of 32
+	// (x[0], x[2], ..., x[30], x[1], ..., x[31]; see deinterleave32). In 32-bit lane i of a load sit
+	// weights 2i (low half) and 2i+1: VPSLLD $16 makes the first an exact f32, an AND with 0xFFFF0000
+	// the second, two single-cycle ops and no shuffle (VPMOVZXWD needs the shuffle port); even and
+	// odd weights go to separate accumulators. The products are ref.go's f32 arithmetic in another
+	// order. Software prefetch 8 KiB ahead: decode rows (1.8 KiB at 896 columns) are too short for
+	// the hardware prefetcher to ramp up on each (AVX-512, measured: 6.6 GB/s with VPMOVZXWD, 7.7
+	// with this widening, 10.3 with the prefetch too). AVX-512 takes 64 columns per pass and
+	// PREFETCHT2; AVX2 32 and PREFETCHT0 (on Zen 3 1-4% faster than PREFETCHT2 in an interleaved A/B
+	// of 0.5B decode, 21.6-22.8 against 21.1-22.4 tok/s; 4 and 16 KiB ahead were slower).
+	// VDPBF16PS would be one op per 32 weights but rounds x to bf16.
+	// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+	MOVQ         w+0(FP), SI
+	MOVQ         ldw+8(FP), R8
+	SHLQ         $0x01, R8
+	LEAQ         (SI)(R8*2), R9
+	ADDQ         R8, R9
+	MOVQ         x+16(FP), DI
+	MOVQ         k+24(FP), CX
+	LEAQ         8192(SI), R10
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z20
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	CMPQ         CX, $0x40
+	JLT          bfptail
+
+bfploop:
+	PREFETCHT2  (R10)
+	PREFETCHT2  64(R10)
+	PREFETCHT2  128(R10)
+	PREFETCHT2  192(R10)
+	PREFETCHT2  256(R10)
+	PREFETCHT2  320(R10)
+	PREFETCHT2  384(R10)
+	PREFETCHT2  448(R10)
+	ADDQ        $0x00000200, R10
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VMOVUPS     128(DI), Z21
+	VMOVUPS     192(DI), Z22
+	VPSLLD      $0x10, (SI), Z6
+	VPANDD      (SI), Z20, Z7
+	VFMADD231PS Z4, Z6, Z0
+	VFMADD231PS Z5, Z7, Z16
+	VPSLLD      $0x10, (SI)(R8*1), Z8
+	VPANDD      (SI)(R8*1), Z20, Z9
+	VFMADD231PS Z4, Z8, Z1
+	VFMADD231PS Z5, Z9, Z17
+	VPSLLD      $0x10, (SI)(R8*2), Z10
+	VPANDD      (SI)(R8*2), Z20, Z11
+	VFMADD231PS Z4, Z10, Z2
+	VFMADD231PS Z5, Z11, Z18
+	VPSLLD      $0x10, (R9), Z12
+	VPANDD      (R9), Z20, Z13
+	VFMADD231PS Z4, Z12, Z3
+	VFMADD231PS Z5, Z13, Z19
+	VPSLLD      $0x10, 64(SI), Z6
+	VPANDD      64(SI), Z20, Z7
+	VFMADD231PS Z21, Z6, Z0
+	VFMADD231PS Z22, Z7, Z16
+	VPSLLD      $0x10, 64(SI)(R8*1), Z8
+	VPANDD      64(SI)(R8*1), Z20, Z9
+	VFMADD231PS Z21, Z8, Z1
+	VFMADD231PS Z22, Z9, Z17
+	VPSLLD      $0x10, 64(SI)(R8*2), Z10
+	VPANDD      64(SI)(R8*2), Z20, Z11
+	VFMADD231PS Z21, Z10, Z2
+	VFMADD231PS Z22, Z11, Z18
+	VPSLLD      $0x10, 64(R9), Z12
+	VPANDD      64(R9), Z20, Z13
+	VFMADD231PS Z21, Z12, Z3
+	VFMADD231PS Z22, Z13, Z19
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R9
+	ADDQ        $0x00000100, DI
+	SUBQ        $0x40, CX
+	CMPQ        CX, $0x40
+	JGE         bfploop
+
+bfptail:
+	CMPQ        CX, $0x20
+	JLT         bfpdone
+	VMOVUPS     (DI), Z4
+	VMOVUPS     64(DI), Z5
+	VPSLLD      $0x10, (SI), Z6
+	VPANDD      (SI), Z20, Z7
+	VFMADD231PS Z4, Z6, Z0
+	VFMADD231PS Z5, Z7, Z16
+	VPSLLD      $0x10, (SI)(R8*1), Z8
+	VPANDD      (SI)(R8*1), Z20, Z9
+	VFMADD231PS Z4, Z8, Z1
+	VFMADD231PS Z5, Z9, Z17
+	VPSLLD      $0x10, (SI)(R8*2), Z10
+	VPANDD      (SI)(R8*2), Z20, Z11
+	VFMADD231PS Z4, Z10, Z2
+	VFMADD231PS Z5, Z11, Z18
+	VPSLLD      $0x10, (R9), Z12
+	VPANDD      (R9), Z20, Z13
+	VFMADD231PS Z4, Z12, Z3
+	VFMADD231PS Z5, Z13, Z19
+
+bfpdone:
+	VADDPS        Z16, Z0, Z0
+	VADDPS        Z17, Z1, Z1
+	VADDPS        Z18, Z2, Z2
+	VADDPS        Z19, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	MOVQ          out+32(FP), AX
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
+// Requires: AVX, AVX512F
+TEXT ·dot4Q8(SB), NOSPLIT, $0-56
+	// The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
+	// (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;
+	// per block and row the vectors' products with x are summed (one chain on AVX-512, two on AVX2)
+	// and added to the row times the block's scale, so the result is the f32 product of the stored
+	// weights up to order. Decode uses the integer kernels (dot4Q8VNNI 1.8×, avx2Dot4Q8I 1.9× the
+	// streaming rate measured, x rounded to 8 bits per block); this one serves AVX-512 CPUs without
+	// VNNI, the matrix-matrix path's leftover rows and plainOff (tests).
+	// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   scales+16(FP), BX
+	MOVQ   lds+24(FP), R10
+	SHLQ   $0x02, R10
+	LEAQ   (BX)(R10*2), R11
+	ADDQ   R10, R11
+	MOVQ   x+32(FP), DI
+	MOVQ   k+40(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ  CX, CX
+	JLE    q8done
+
+q8loop:
+	VMOVUPS      (DI), Z4
+	VMOVUPS      64(DI), Z5
+	VPMOVSXBD    (SI), Z6
+	VPMOVSXBD    16(SI), Z7
+	VPMOVSXBD    (SI)(R8*1), Z8
+	VPMOVSXBD    16(SI)(R8*1), Z9
+	VPMOVSXBD    (SI)(R8*2), Z10
+	VPMOVSXBD    16(SI)(R8*2), Z11
+	VPMOVSXBD    (R9), Z12
+	VPMOVSXBD    16(R9), Z13
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VCVTDQ2PS    Z11, Z11
+	VCVTDQ2PS    Z12, Z12
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z4, Z6, Z6
+	VMULPS       Z4, Z8, Z8
+	VMULPS       Z4, Z10, Z10
+	VMULPS       Z4, Z12, Z12
+	VFMADD231PS  Z5, Z7, Z6
+	VFMADD231PS  Z5, Z9, Z8
+	VFMADD231PS  Z5, Z11, Z10
+	VFMADD231PS  Z5, Z13, Z12
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS (BX)(R10*1), Z17
+	VBROADCASTSS (BX)(R10*2), Z18
+	VBROADCASTSS (R11), Z19
+	VFMADD231PS  Z16, Z6, Z0
+	VFMADD231PS  Z17, Z8, Z1
+	VFMADD231PS  Z18, Z10, Z2
+	VFMADD231PS  Z19, Z12, Z3
+	ADDQ         $0x20, SI
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, R11
+	ADDQ         $0x80, DI
+	SUBQ         $0x20, CX
+	JGT          q8loop
+
+q8done:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	MOVQ          out+48(FP), AX
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
 // func avx2DotF32(a *float32, b *float32, n int) float32
 // Requires: AVX, FMA3
 TEXT ·avx2DotF32(SB), NOSPLIT, $0-28
@@ -856,5 +1248,520 @@ cvtqloop:
 	JGT          cvtqloop
 
 cvtqdone:
+	VZEROUPPER
+	RET
+
+// func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, FMA3
+TEXT ·avx2MvF32(SB), NOSPLIT, $0-48
+	// The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
+	// (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
+	// for the four rows, two accumulators per row.
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $0x02, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+avx2MvF32rows:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   DI, R11
+	MOVQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	CMPQ   R10, $0x10
+	JLT    mvtail
+
+mvloop:
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS 32(AX), Y9, Y4
+	VFMADD231PS (AX)(R8*1), Y8, Y1
+	VFMADD231PS 32(AX)(R8*1), Y9, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y2
+	VFMADD231PS 32(AX)(R8*2), Y9, Y6
+	VFMADD231PS (R9), Y8, Y3
+	VFMADD231PS 32(R9), Y9, Y7
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
+	SUBQ        $0x10, R10
+	CMPQ        R10, $0x10
+	JGE         mvloop
+
+mvtail:
+	CMPQ        R10, $0x08
+	JLT         mvdone
+	VMOVUPS     (R11), Y8
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(R8*1), Y8, Y1
+	VFMADD231PS (AX)(R8*2), Y8, Y2
+	VFMADD231PS (R9), Y8, Y3
+
+mvdone:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	SUBQ         $0x04, BX
+	JGT          avx2MvF32rows
+	VZEROUPPER
+	RET
+
+// func avx2MvF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·avx2MvF16(SB), NOSPLIT, $0-48
+	// As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS
+	// (F16C), with an L2 prefetch 8 KiB ahead.
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $0x01, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+avx2MvF16rows:
+	LEAQ   8192(SI), R12
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   DI, R11
+	MOVQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	CMPQ   R10, $0x10
+	JLT    mvtail
+
+mvloop:
+	PREFETCHT2  (R12)
+	PREFETCHT2  64(R12)
+	ADDQ        $0x80, R12
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VCVTPH2PS   (AX), Y10
+	VCVTPH2PS   16(AX), Y11
+	VCVTPH2PS   (AX)(R8*1), Y12
+	VCVTPH2PS   16(AX)(R8*1), Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y4
+	VFMADD231PS Y12, Y8, Y1
+	VFMADD231PS Y13, Y9, Y5
+	VCVTPH2PS   (AX)(R8*2), Y10
+	VCVTPH2PS   16(AX)(R8*2), Y11
+	VCVTPH2PS   (R9), Y12
+	VCVTPH2PS   16(R9), Y13
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y6
+	VFMADD231PS Y12, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, R9
+	ADDQ        $0x40, R11
+	SUBQ        $0x10, R10
+	CMPQ        R10, $0x10
+	JGE         mvloop
+
+mvtail:
+	CMPQ        R10, $0x08
+	JLT         mvdone
+	VMOVUPS     (R11), Y8
+	VCVTPH2PS   (AX), Y10
+	VCVTPH2PS   (AX)(R8*1), Y11
+	VCVTPH2PS   (AX)(R8*2), Y12
+	VCVTPH2PS   (R9), Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y13, Y8, Y3
+
+mvdone:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	SUBQ         $0x04, BX
+	JGT          avx2MvF16rows
+	VZEROUPPER
+	RET
+
+// func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·avx2MvBF16(SB), NOSPLIT, $0-48
+	// As avx2MvF32 for bfloat16 weights, widened exactly (zero-extend, shift into the high half):
+	// the same f32 arithmetic at half the memory traffic. Decode uses avx2MvBF16P (x deinterleaved,
+	// one op fewer per 8 weights); this one serves callers without the deinterleaved copy.
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $0x01, R8
+	MOVQ x+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ nrows+40(FP), BX
+
+avx2MvBF16rows:
+	LEAQ   8192(SI), R12
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   DI, R11
+	MOVQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	CMPQ   R10, $0x10
+	JLT    mvtail
+
+mvloop:
+	PREFETCHT2  (R12)
+	PREFETCHT2  64(R12)
+	ADDQ        $0x80, R12
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VPMOVZXWD   (AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VPMOVZXWD   16(AX), Y11
+	VPSLLD      $0x10, Y11, Y11
+	VPMOVZXWD   (AX)(R8*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VPMOVZXWD   16(AX)(R8*1), Y13
+	VPSLLD      $0x10, Y13, Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y9, Y4
+	VFMADD231PS Y12, Y8, Y1
+	VFMADD231PS Y13, Y9, Y5
+	VPMOVZXWD   (AX)(R8*2), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VPMOVZXWD   16(AX)(R8*2), Y11
+	VPSLLD      $0x10, Y11, Y11
+	VPMOVZXWD   (R9), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VPMOVZXWD   16(R9), Y13
+	VPSLLD      $0x10, Y13, Y13
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y11, Y9, Y6
+	VFMADD231PS Y12, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, R9
+	ADDQ        $0x40, R11
+	SUBQ        $0x10, R10
+	CMPQ        R10, $0x10
+	JGE         mvloop
+
+mvtail:
+	CMPQ        R10, $0x08
+	JLT         mvdone
+	VMOVUPS     (R11), Y8
+	VPMOVZXWD   (AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VPMOVZXWD   (AX)(R8*1), Y11
+	VPSLLD      $0x10, Y11, Y11
+	VPMOVZXWD   (AX)(R8*2), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VPMOVZXWD   (R9), Y13
+	VPSLLD      $0x10, Y13, Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y13, Y8, Y3
+
+mvdone:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	SUBQ         $0x04, BX
+	JGT          avx2MvBF16rows
+	VZEROUPPER
+	RET
+
+// func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·avx2MvBF16P(SB), NOSPLIT, $0-48
+	// The bf16 matrix-vector kernel (decode), k a multiple of 32, x deinterleaved by blocks of 32
+	// (x[0], x[2], ..., x[30], x[1], ..., x[31]; see deinterleave32). In 32-bit lane i of a load sit
+	// weights 2i (low half) and 2i+1: VPSLLD $16 makes the first an exact f32, an AND with 0xFFFF0000
+	// the second, two single-cycle ops and no shuffle (VPMOVZXWD needs the shuffle port); even and
+	// odd weights go to separate accumulators. The products are ref.go's f32 arithmetic in another
+	// order. Software prefetch 8 KiB ahead: decode rows (1.8 KiB at 896 columns) are too short for
+	// the hardware prefetcher to ramp up on each (AVX-512, measured: 6.6 GB/s with VPMOVZXWD, 7.7
+	// with this widening, 10.3 with the prefetch too). AVX-512 takes 64 columns per pass and
+	// PREFETCHT2; AVX2 32 and PREFETCHT0 (on Zen 3 1-4% faster than PREFETCHT2 in an interleaved A/B
+	// of 0.5B decode, 21.6-22.8 against 21.1-22.4 tok/s; 4 and 16 KiB ahead were slower).
+	// VDPBF16PS would be one op per 32 weights but rounds x to bf16.
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ         w+0(FP), SI
+	MOVQ         ldw+8(FP), R8
+	SHLQ         $0x01, R8
+	MOVQ         x+16(FP), DI
+	MOVQ         k+24(FP), CX
+	MOVQ         dst+32(FP), DX
+	MOVQ         nrows+40(FP), BX
+	MOVL         $0xffff0000, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+
+avx2MvBF16Prows:
+	LEAQ   8192(SI), R12
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   DI, R11
+	MOVQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  R10, R10
+	JLE    bfpdone
+
+bfploop:
+	PREFETCHT0  (R12)
+	PREFETCHT0  64(R12)
+	PREFETCHT0  128(R12)
+	PREFETCHT0  192(R12)
+	ADDQ        $0x00000100, R12
+	VMOVUPS     (R11), Y8
+	VMOVUPS     32(R11), Y9
+	VMOVUPS     64(R11), Y10
+	VMOVUPS     96(R11), Y11
+	VMOVDQU     (AX), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y8, Y14, Y0
+	VFMADD231PS Y10, Y13, Y4
+	VMOVDQU     32(AX), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y9, Y14, Y0
+	VFMADD231PS Y11, Y13, Y4
+	VMOVDQU     (AX)(R8*1), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y8, Y14, Y1
+	VFMADD231PS Y10, Y13, Y5
+	VMOVDQU     32(AX)(R8*1), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y9, Y14, Y1
+	VFMADD231PS Y11, Y13, Y5
+	VMOVDQU     (AX)(R8*2), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y8, Y14, Y2
+	VFMADD231PS Y10, Y13, Y6
+	VMOVDQU     32(AX)(R8*2), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y9, Y14, Y2
+	VFMADD231PS Y11, Y13, Y6
+	VMOVDQU     (R9), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y8, Y14, Y3
+	VFMADD231PS Y10, Y13, Y7
+	VMOVDQU     32(R9), Y13
+	VPSLLD      $0x10, Y13, Y14
+	VPAND       Y12, Y13, Y13
+	VFMADD231PS Y9, Y14, Y3
+	VFMADD231PS Y11, Y13, Y7
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, R9
+	ADDQ        $0x80, R11
+	SUBQ        $0x20, R10
+	JGT         bfploop
+
+bfpdone:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	SUBQ         $0x04, BX
+	JGT          avx2MvBF16Prows
+	VZEROUPPER
+	RET
+
+// func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·avx2MvQ8(SB), NOSPLIT, $0-64
+	// The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
+	// (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;
+	// per block and row the vectors' products with x are summed (one chain on AVX-512, two on AVX2)
+	// and added to the row times the block's scale, so the result is the f32 product of the stored
+	// weights up to order. Decode uses the integer kernels (dot4Q8VNNI 1.8×, avx2Dot4Q8I 1.9× the
+	// streaming rate measured, x rounded to 8 bits per block); this one serves AVX-512 CPUs without
+	// VNNI, the matrix-matrix path's leftover rows and plainOff (tests).
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R12
+	SHLQ $0x02, R12
+	MOVQ dst+48(FP), DX
+	MOVQ nrows+56(FP), R13
+
+avx2MvQ8rows:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   BX, R10
+	LEAQ   (BX)(R12*2), R11
+	ADDQ   R12, R11
+	MOVQ   x+32(FP), DI
+	MOVQ   k+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  CX, CX
+	JLE    q8done
+
+q8loop:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VMOVUPS      64(DI), Y10
+	VMOVUPS      96(DI), Y11
+	VPMOVSXBD    (AX), Y12
+	VPMOVSXBD    8(AX), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VPMOVSXBD    (AX)(R8*1), Y12
+	VPMOVSXBD    8(AX)(R8*1), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX)(R8*1), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX)(R8*1), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VBROADCASTSS (R10)(R12*1), Y14
+	VFMADD231PS  Y14, Y12, Y1
+	VPMOVSXBD    (AX)(R8*2), Y12
+	VPMOVSXBD    8(AX)(R8*2), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX)(R8*2), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX)(R8*2), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VBROADCASTSS (R10)(R12*2), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VPMOVSXBD    (R9), Y12
+	VPMOVSXBD    8(R9), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(R9), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(R9), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y14, Y12, Y3
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	ADDQ         $0x80, DI
+	SUBQ         $0x20, CX
+	JGT          q8loop
+
+q8done:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	LEAQ         (BX)(R12*4), BX
+	SUBQ         $0x04, R13
+	JGT          avx2MvQ8rows
 	VZEROUPPER
 	RET

@@ -10,6 +10,10 @@
 // machine code is the same but for the addresses of the exp constants, the results the same to
 // the bit.
 //
+// It also generates the matrix-vector kernels that are one algorithm at two widths (mv.go: f32,
+// f16, bf16 against a deinterleaved x, exact q8), in each tier's frame: one group of four rows per
+// call on AVX-512 (dot4F32 ...), the row loop in assembly on AVX2 (avx2MvF32 ...).
+//
 // Files returns the assembly and its two Go declaration files; asmgen/vecgen/main.go writes them
 // (go generate in inference/cpu) and TestAsmGenCurrent fails when the checked-in copies differ.
 package vecgen
@@ -157,6 +161,9 @@ func Files() (map[string][]byte, error) {
 		g.cvt16("cvtBF16", "Widens bf16 to f32 (zero-extend, shift into the high half).")
 		g.cvt16("cvtF16", "Widens IEEE half to f32 with VCVTPH2PS.")
 		g.cvtQ8()
+		for _, k := range mvKernels() {
+			g.mv(k)
+		}
 	}
 	f, err := c.Result()
 	if err != nil {
