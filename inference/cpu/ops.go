@@ -62,14 +62,15 @@ var (
 func init() { pickTier() }
 
 // pickTier sets vec to the table of the tier the CPU features and the off switches select: at
-// start-up and whenever a tierSwitch changes.
+// start-up and whenever a tierSwitch changes. Every route reads the choice from vec (use512,
+// useAVX2), so the features and switches are looked at here only.
 func pickTier() {
 	pickMu.Lock()
 	defer pickMu.Unlock()
-	switch {
-	case use512():
+	switch simd := !simdOff.Load(); {
+	case simd && hasAVX512 && !avx512Off.Load():
 		vec.Store(&vecTiers[tier512])
-	case useAVX2():
+	case simd && hasAVX2:
 		vec.Store(&vecTiers[tierAVX2])
 	default:
 		vec.Store(&vecTiers[tierGo])

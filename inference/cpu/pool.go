@@ -63,12 +63,13 @@ func Kernels() string {
 	return "go"
 }
 
-// use512 reports whether the AVX-512 kernels (kernels_amd64.s) are in use.
-func use512() bool { return hasAVX512 && !simdOff.Load() && !avx512Off.Load() }
+// use512 reports whether the AVX-512 kernels (kernels_amd64.s) are in use: the tier pickTier
+// chose.
+func use512() bool { return vec.Load().id == tier512 }
 
 // useAVX2 reports whether the AVX2 kernels (kernels_avx2_amd64.s) are in use: SIMD on, AVX2
-// there, AVX-512 not.
-func useAVX2() bool { return hasAVX2 && !simdOff.Load() && !use512() }
+// there, AVX-512 not or switched off (the tier pickTier chose).
+func useAVX2() bool { return vec.Load().id == tierAVX2 }
 
 // plainOff switches the kernels that round x (the Q8 ones that quantise it: dot4Q8VNNI,
 // avx2Dot4Q8I, gemmQ8VNNI, avx2GemmQ8; gemmBF16) and the AVX2 shift/mask bf16 kernel
