@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"path/filepath"
 )
 
@@ -40,6 +41,17 @@ func readJournal(dir string) (*journalState, error) {
 	return st, nil
 }
 
+// missingShard is the error of a shard the journal records but dir lacks (the run dir is
+// damaged), nil when every one is there.
+func (st *journalState) missingShard(dir string) error {
+	for name := range st.shardEnds {
+		if _, err := os.Stat(filepath.Join(dir, ShardsDir, name)); err != nil {
+			return fmt.Errorf("run dir %s: the journal records shard %s, which is missing: the run dir is damaged", dir, name)
+		}
+	}
+	return nil
+}
+
 // Line is one committed shard line.
 type Line struct {
 	// Shard is the shard file's name, Path its path; N counts the shard's lines from 1.
@@ -52,7 +64,8 @@ type Line struct {
 
 // Lines streams the committed lines of a run dir: every shard up to the end of its last
 // journaled line, in shard order (ShardFiles), one line in memory at a time. A journaled part
-// that ends inside a line is an error (the run dir is damaged); a torn tail past it is not read.
+// that ends inside a line, or a journaled shard that is missing, is an error (the run dir is
+// damaged); a torn tail past it is not read.
 func Lines(dir string) iter.Seq2[Line, error] {
 	return func(yield func(Line, error) bool) {
 		if err := Check(dir); err != nil {
@@ -60,6 +73,9 @@ func Lines(dir string) iter.Seq2[Line, error] {
 			return
 		}
 		js, err := readJournal(dir)
+		if err == nil {
+			err = js.missingShard(dir)
+		}
 		if err != nil {
 			yield(Line{}, err)
 			return

@@ -204,6 +204,13 @@ func TestOpenRefusals(t *testing.T) {
 	if _, err := Open(dir, opts); err == nil || !strings.Contains(err.Error(), "which is missing") {
 		t.Fatalf("Open with a missing shard: %v", err)
 	}
+	lerr = nil
+	for _, err := range Lines(dir) {
+		lerr = err
+	}
+	if lerr == nil || !strings.Contains(lerr.Error(), "which is missing") {
+		t.Fatalf("Lines with a missing shard: %v", lerr)
+	}
 }
 
 // TestLinesNotARunDir: a dir without a manifest is refused by name; a stop ends the stream.

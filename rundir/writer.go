@@ -129,11 +129,9 @@ func Open(dir string, o Options) (*Writer, error) {
 			}
 		}
 	}
-	for name := range js.shardEnds {
-		if _, err := os.Stat(filepath.Join(dir, ShardsDir, name)); err != nil {
-			w.Close()
-			return nil, fmt.Errorf("run dir %s: the journal records shard %s, which is missing: the run dir is damaged", dir, name)
-		}
+	if err := js.missingShard(dir); err != nil {
+		w.Close()
+		return nil, err
 	}
 
 	fpath := filepath.Join(dir, FailuresFile)
