@@ -93,7 +93,7 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		conn, err := dsns.Connect(context.Background(), tasks.DBRoot, ts, dialects.List(), c.Stderr, c.Name)
+		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects.List(), c.Stderr, c.Name)
 		if err != nil {
 			return err
 		}

@@ -114,6 +114,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 			Dir: dir, Tasks: ts, TaskSpec: tasks.Spec(), Limit: tasks.Limit, Policy: h, Dialect: dialect.One(),
 			Samples: *samples, Vote: *vote, Batch: *batch, Shard: shard.Shard, Opener: conn, Toolkit: buildinfo.Version(),
 			Episode: ep, Progress: logw, Interactive: live,
+			Abort: c.Abort("abandoning the episodes in flight"),
 		})
 		if s != nil {
 			for _, r := range s.Repairs {

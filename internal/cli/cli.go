@@ -125,8 +125,9 @@ func isUsage(err error) bool {
 }
 
 // Main runs the program on os.Args with Ctrl-C and SIGTERM cancelling the context, and exits
-// with its status. The signal handler stays until the exit: a signal after the command ended
-// does not kill the process with the signal instead of its status.
+// with its status. The signal handler is never removed on the way to the exit, so a signal
+// after the command ended does not kill the process with the signal instead of its status; it
+// is removed only after the signal past which the next one should kill (see interrupts).
 func (p *Program) Main() {
 	sig := newInterrupts()
 	os.Exit(p.run(sig.ctx, sig, os.Args[1:], os.Stdout, os.Stderr))
@@ -292,6 +293,7 @@ func (s *interrupts) loop() {
 	s.abortNote()
 	s.abortCancel()
 	s.mu.Unlock()
+	signal.Stop(s.ch) // a third one kills at once, should abandoning hang
 }
 
 func (s *interrupts) abort(note func()) context.Context {
