@@ -124,11 +124,7 @@ func NearestRank(sorted []int64, p float64) int64 {
 const outputPerm = 0o644
 
 func writeStats(path string, rep *BuildReport) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'), outputPerm)
+	return atomicfile.WriteJSON(path, rep, outputPerm)
 }
 
 // CardFront is the YAML front matter of the dataset card, in the layout the Hugging Face hub

@@ -1,9 +1,6 @@
 package evaluate
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 )
 
@@ -11,15 +8,17 @@ import (
 // others, a merge job or a colleague on the cluster's shared disk.
 const outputPerm = 0o644
 
-// createAtomic starts a new version of path (see atomicfile), first removing the temporary
-// files that a process killed before its commit left: the derived files have a single writer
-// (the eval dir's), so any such file is stale.
+// createAtomic starts a new version of path (see atomicfile), first removing, as far as it can,
+// the temporary files that a process killed before its commit left: the derived files have a
+// single writer (the eval dir's), so any such file is stale, and one that cannot be removed
+// does not stop the new version.
 func createAtomic(path string) (*atomicfile.File, error) {
-	if err := atomicfile.RemoveStale(path); err != nil {
-		return nil, err
-	}
+	removeStale(path)
 	return atomicfile.Create(path, outputPerm)
 }
+
+// removeStale is atomicfile.RemoveStale, best effort.
+func removeStale(path string) { _ = atomicfile.RemoveStale(path) }
 
 // writeLine writes line and a newline to f.
 func writeLine(f *atomicfile.File, line []byte) error {
@@ -30,19 +29,9 @@ func writeLine(f *atomicfile.File, line []byte) error {
 	return err
 }
 
-// writeJSONAtomic writes v as indented JSON and a newline to path atomically.
+// writeJSONAtomic writes v as indented JSON and a newline to path atomically (removing stale
+// temporary files first, as createAtomic does).
 func writeJSONAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	f, err := createAtomic(path)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if err := writeLine(f, data); err != nil {
-		return err
-	}
-	return f.Commit()
+	removeStale(path)
+	return atomicfile.WriteJSON(path, v, outputPerm)
 }

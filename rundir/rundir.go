@@ -188,17 +188,10 @@ func ReadUsage(dir string) (*Usage, error) {
 	return u, nil
 }
 
+// filePerm is the mode of the files a run dir holds, less the umask.
+const filePerm = 0o644
+
 // WriteUsage replaces dir's usage.json with u (indented JSON), atomically.
 func WriteUsage(dir string, u *Usage) error {
-	return writeJSON(filepath.Join(dir, UsageFile), "usage", u)
-}
-
-// writeJSON writes v as indented JSON and a newline to path through atomicfile, mode 0644 less
-// the umask like the shards and journals; what names v in a marshalling error.
-func writeJSON(path, what string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return atomicfile.WriteFile(path, append(data, '\n'), 0o644)
+	return atomicfile.WriteJSON(filepath.Join(dir, UsageFile), u, filePerm)
 }

@@ -67,7 +67,7 @@ func Open(dir string, o Options) (*Writer, error) {
 			}
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
-		if err := writeJSON(mpath, "manifest", o.Manifest); err != nil {
+		if err := atomicfile.WriteJSON(mpath, o.Manifest, filePerm); err != nil {
 			return nil, err
 		}
 	} else {
@@ -81,7 +81,7 @@ func Open(dir string, o Options) (*Writer, error) {
 	}
 	w.done = js.done
 	jpath := filepath.Join(dir, JournalFile)
-	w.journal, err = os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, 0o644)
+	w.journal, err = os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("run dir %s: journal: %w", dir, err)
 	}
@@ -116,7 +116,7 @@ func Open(dir string, o Options) (*Writer, error) {
 			w.Close()
 			return nil, fmt.Errorf("run dir %s: shard %s has %d bytes but the journal records %d: the run dir is damaged", dir, de.Name(), info.Size(), end)
 		case info.Size() > end:
-			f, err := os.OpenFile(filepath.Join(dir, ShardsDir, de.Name()), os.O_RDWR, 0o644)
+			f, err := os.OpenFile(filepath.Join(dir, ShardsDir, de.Name()), os.O_RDWR, filePerm)
 			if err != nil {
 				w.Close()
 				return nil, fmt.Errorf("run dir %s: %w", dir, err)
@@ -148,7 +148,7 @@ func Open(dir string, o Options) (*Writer, error) {
 		w.Close()
 		return nil, fmt.Errorf("run dir %s: %w", dir, err)
 	}
-	w.failures, err = os.OpenFile(fpath, os.O_RDWR|os.O_CREATE, 0o644)
+	w.failures, err = os.OpenFile(fpath, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("run dir %s: %w", dir, err)
@@ -319,7 +319,7 @@ func (w *Writer) shardFor(teacher string, d datasets.Dialect, n int64) (*shardFi
 				return nil, err
 			}
 			if lines < w.maxLines {
-				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
 				if err != nil {
 					return nil, fmt.Errorf("shard %s: %w", name, err)
 				}
@@ -330,7 +330,7 @@ func (w *Writer) shardFor(teacher string, d datasets.Dialect, n int64) (*shardFi
 		}
 	}
 	name := ShardName(teacher, d, seq)
-	f, err := os.OpenFile(filepath.Join(w.dir, ShardsDir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(filepath.Join(w.dir, ShardsDir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", name, err)
 	}

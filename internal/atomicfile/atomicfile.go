@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,6 +115,16 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	return f.Commit()
+}
+
+// WriteJSON writes v to path atomically as indented JSON and a newline, the file created with
+// perm (less the umask).
+func WriteJSON(path string, v any, perm fs.FileMode) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return WriteFile(path, append(data, '\n'), perm)
 }
 
 // RemoveStale removes the temporary files that a process killed between Create and Commit left

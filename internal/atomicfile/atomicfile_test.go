@@ -198,3 +198,21 @@ func TestRemoveStale(t *testing.T) {
 		t.Fatalf("missing directory: %v", err)
 	}
 }
+
+// TestWriteJSON: indented JSON and a newline, with the mode asked for; a value JSON cannot hold
+// is an error naming the path, and the old file stays.
+func TestWriteJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.json")
+	if err := WriteJSON(path, map[string]int{"a": 1}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "{\n  \"a\": 1\n}\n" {
+		t.Fatalf("wrote %q (%v)", b, err)
+	}
+	if err := WriteJSON(path, func() {}, 0o644); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("unmarshallable value: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{\n  \"a\": 1\n}\n" {
+		t.Fatalf("old file changed: %q", b)
+	}
+}
