@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"runtime/pprof"
 
 	"github.com/chainedsql/chainedsql/inference/bench"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
 
@@ -53,18 +53,24 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 		if !quiet {
 			o.Progress = func(line string) { fmt.Fprintln(c.Stderr, line) }
 		}
+		var prof *atomicfile.File
 		if profile != "" {
-			f, err := os.Create(profile)
-			if err != nil {
+			var err error
+			if prof, err = atomicfile.Create(profile, 0o644); err != nil {
 				return fmt.Errorf("--cpuprofile: %w", err)
 			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
+			defer prof.Abort()
+			if err := pprof.StartCPUProfile(prof); err != nil {
 				return fmt.Errorf("--cpuprofile: %w", err)
 			}
-			defer pprof.StopCPUProfile()
 		}
 		r, err := bench.Run(ctx, o)
+		if prof != nil {
+			pprof.StopCPUProfile()
+			if cerr := prof.Commit(); err == nil && cerr != nil {
+				err = fmt.Errorf("--cpuprofile: %w", cerr)
+			}
+		}
 		if err != nil {
 			return err
 		}

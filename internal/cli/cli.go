@@ -101,21 +101,26 @@ func (c *Call) Abort(note string) context.Context {
 }
 
 // usageError is an error the user made on the command line.
-type usageError struct{ msg string }
+type usageError struct {
+	msg   string
+	cause error // what Usage wrapped, nil from Usagef
+}
 
 func (e *usageError) Error() string { return e.msg }
 
+func (e *usageError) Unwrap() error { return e.cause }
+
 // Usagef returns a usage error: the binary prints it with a hint to -h and exits ExitUsage.
 func Usagef(format string, a ...any) error {
-	return &usageError{fmt.Sprintf(format, a...)}
+	return &usageError{msg: fmt.Sprintf(format, a...)}
 }
 
-// Usage wraps err as a usage error (nil stays nil).
+// Usage wraps err as a usage error (nil stays nil); errors.Is and errors.As still see err.
 func Usage(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &usageError{err.Error()}
+	return &usageError{msg: err.Error(), cause: err}
 }
 
 // isUsage reports whether err is a usage error.

@@ -194,3 +194,15 @@ func TestParse(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 }
+
+// TestUsageWraps: Usage keeps the cause for errors.Is, prints its text, and stays a usage error.
+func TestUsageWraps(t *testing.T) {
+	cause := errors.New("bad value")
+	err := fmt.Errorf("--x: %w", Usage(cause))
+	if !errors.Is(err, cause) || !isUsage(err) || err.Error() != "--x: bad value" {
+		t.Fatalf("Usage(cause) wrapped: %v (is cause %v, usage %v)", err, errors.Is(err, cause), isUsage(err))
+	}
+	if Usage(nil) != nil || errors.Unwrap(Usagef("plain")) != nil {
+		t.Fatal("Usage(nil) or Usagef has a cause")
+	}
+}
