@@ -3,8 +3,6 @@ package curate
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rundir"
@@ -13,8 +11,8 @@ import (
 // shardFiles lists a run directory's shard files in their reading order (rundir.ShardFiles),
 // refusing a directory that is not a run dir or has no shards.
 func shardFiles(dir string) ([]string, error) {
-	if _, err := os.Stat(filepath.Join(dir, rundir.ManifestFile)); err != nil {
-		return nil, fmt.Errorf("run dir %s: no %s (is it a distill run dir?): %w", dir, rundir.ManifestFile, err)
+	if err := rundir.Check(dir); err != nil {
+		return nil, err
 	}
 	files, err := rundir.ShardFiles(dir)
 	if err != nil {
