@@ -37,14 +37,12 @@ $CHAINEDSQL_TOKENIZER, else ../shared/tokenizer/qwen2.5 when that directory exis
 
 func main() { program.Main() }
 
-// loadTokenizer loads the tokenizer at path (cli.DefaultTokenizer when empty) and returns it
+// loadTokenizer loads the tokenizer at path (cli.TokenizerPath) and returns it
 // with its name, the file's directory.
 func loadTokenizer(path string) (curate.Tokenizer, string, error) {
-	if path == "" {
-		path = cli.DefaultTokenizer()
-	}
-	if path == "" {
-		return nil, "", fmt.Errorf("no tokenizer: pass --tokenizer PATH (a tokenizer.json or its directory) or set %s", cli.TokenizerEnv)
+	path, err := cli.TokenizerPath(path)
+	if err != nil {
+		return nil, "", err
 	}
 	tok, err := tokenizer.Load(path)
 	if err != nil {

@@ -30,9 +30,8 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	return func(ctx context.Context, c *cli.Call) error {
 		var tok curate.Tokenizer
 		var tokName string
-		if *tokPath != "" || cli.DefaultTokenizer() != "" {
-			var err error
-			if tok, tokName, err = loadTokenizer(*tokPath); err != nil {
+		if p, err := cli.TokenizerPath(*tokPath); err == nil { // none: the mask view says so
+			if tok, tokName, err = loadTokenizer(p); err != nil {
 				return err
 			}
 		}

@@ -32,12 +32,9 @@ func setupTokenize(fs *flag.FlagSet) cli.Func {
 	path := cli.AddTokenizer(fs, "")
 	offsets := fs.Bool("offsets", false, `also write "offsets": [[start, end], ...], byte ranges of each token in the text`)
 	return func(ctx context.Context, c *cli.Call) error {
-		p := *path
-		if p == "" {
-			p = cli.DefaultTokenizer()
-		}
-		if p == "" {
-			return cli.Usagef("no tokenizer: pass --tokenizer PATH (a tokenizer.json or its directory) or set %s", cli.TokenizerEnv)
+		p, err := cli.TokenizerPath(*path)
+		if err != nil {
+			return err
 		}
 		tok, err := tokenizer.Load(p)
 		if err != nil {

@@ -460,6 +460,18 @@ func DefaultTokenizer() string {
 	return ""
 }
 
+// TokenizerPath is the tokenizer to load: flag (--tokenizer) when given, else DefaultTokenizer;
+// neither is a usage error saying how to name one.
+func TokenizerPath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if p := DefaultTokenizer(); p != "" {
+		return p, nil
+	}
+	return "", Usagef("no tokenizer: pass --tokenizer PATH (a tokenizer.json or its directory) or set %s", TokenizerEnv)
+}
+
 // AddTokenizer defines --tokenizer on fs, defaulting (when empty) to DefaultTokenizer.
 func AddTokenizer(fs *flag.FlagSet, note string) *string {
 	return fs.String("tokenizer", "", withNote("tokenizer.json or its directory (default $"+TokenizerEnv+", else ../shared/tokenizer/qwen2.5 when present)", note))
