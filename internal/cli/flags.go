@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,7 +273,7 @@ func (d *Dialects) placeholder() string {
 // Set parses the flag's value.
 func (d *Dialects) Set(v string) error {
 	if d.multi {
-		list, err := parseDialects(v)
+		list, err := parseDialects(v, d.allowed)
 		if err != nil {
 			return err
 		}
@@ -289,20 +290,20 @@ func (d *Dialects) Set(v string) error {
 	return fmt.Errorf("want %s", dialectNames(d.allowed, " or "))
 }
 
-// parseDialects parses a comma-separated list of dialect names (any case, blanks ignored).
-func parseDialects(list string) ([]datasets.Dialect, error) {
+// parseDialects parses a comma-separated list of dialect names (any case, blanks ignored), each
+// one of allowed.
+func parseDialects(list string, allowed []datasets.Dialect) ([]datasets.Dialect, error) {
 	var out []datasets.Dialect
 	for _, s := range strings.Split(list, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))
 		if s == "" {
 			continue
 		}
-		switch d := datasets.Dialect(s); d {
-		case datasets.SQLite, datasets.Postgres, datasets.MySQL:
-			out = append(out, d)
-		default:
-			return nil, fmt.Errorf("unknown dialect %q (want sqlite, postgres, mysql)", s)
+		d := datasets.Dialect(s)
+		if !slices.Contains(allowed, d) {
+			return nil, fmt.Errorf("unknown dialect %q (want %s)", s, dialectNames(allowed, ", "))
 		}
+		out = append(out, d)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%q names no dialect", list)
@@ -310,11 +311,17 @@ func parseDialects(list string) ([]datasets.Dialect, error) {
 	return out, nil
 }
 
+// dialectNames lists ds, the last two joined by last (" or ", or ", ").
 func dialectNames(ds []datasets.Dialect, last string) string {
 	names := make([]string, len(ds))
 	for i, d := range ds {
 		names[i] = string(d)
 	}
+	return joinLast(names, last)
+}
+
+// joinLast joins names with ", ", the last two with last: "a, b or c".
+func joinLast(names []string, last string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}

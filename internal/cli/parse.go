@@ -143,10 +143,7 @@ func commandNames(cmds []*Command) string {
 	for _, c := range cmds {
 		names = append(names, c.Name)
 	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return joinLast(names, " or ")
 }
 
 // writeFlags lists the flags of fs as flag.PrintDefaults does, with two dashes.
