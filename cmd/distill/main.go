@@ -85,10 +85,6 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 				return err
 			}
 		}
-		handles, err := policies.ResolveList(*teacherList, popts)
-		if err != nil {
-			return err
-		}
 		ts, err := tasks.Load()
 		if err != nil {
 			return err
@@ -98,6 +94,11 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer conn.Close()
+		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
+		handles, err := policies.ResolveList(*teacherList, popts)
+		if err != nil {
+			return err
+		}
 
 		ep := episode.Options()
 		if *temperature >= 0 {
@@ -128,7 +129,7 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		})
 		if res != nil {
 			for _, r := range res.Repairs {
-				fmt.Fprintf(c.Stderr, "distill: resume: %s\n", r)
+				fmt.Fprintf(c.Stderr, "%s: resume: %s\n", c.Name, r)
 			}
 		}
 		if err != nil && !errors.Is(err, distill.ErrInterrupted) {

@@ -94,6 +94,12 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
+		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
 		h, err := policies.Resolve(spec, policies.Options{Teachers: cfg, Student: sopts})
 		if err != nil {
 			return err
@@ -102,11 +108,6 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		if dir == "" {
 			dir = filepath.Join("evals", h.Name)
 		}
-		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
 
 		ep := episode.Options()
 		ep.Chat = chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
