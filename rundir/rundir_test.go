@@ -167,6 +167,9 @@ func TestWriterCommitRotateReadResume(t *testing.T) {
 // journaled shard that is missing is damage, for the writer and the reader alike.
 func TestOpenRefusals(t *testing.T) {
 	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "nolimits"), Options{Manifest: struct{}{}, MaxShardBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "must be positive") {
+		t.Fatalf("Open without a line limit: %v", err)
+	}
 	opts := Options{Manifest: struct{}{}, MaxShardBytes: 1 << 20, MaxShardLines: 10}
 	w, err := Open(dir, opts)
 	if err != nil {

@@ -56,6 +56,9 @@ type Writer struct {
 // cuts every shard back to the end of its last journaled line, reads the failures (cutting their
 // torn tail) and opens the journal and failures for appending.
 func Open(dir string, o Options) (*Writer, error) {
+	if o.MaxShardBytes <= 0 || o.MaxShardLines <= 0 {
+		return nil, fmt.Errorf("run dir %s: shard limits must be positive (MaxShardBytes %d, MaxShardLines %d)", dir, o.MaxShardBytes, o.MaxShardLines)
+	}
 	if err := os.MkdirAll(filepath.Join(dir, ShardsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("run dir %s: %w", dir, err)
 	}
