@@ -552,16 +552,17 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <
 			cancel(werr)
 			continue
 		}
-		var done []*Trajectory
-		var failed []*rundir.Failure
 		for _, i := range committed {
 			if f := batch[i].fail; f != nil {
-				failed = append(failed, f)
-			} else {
-				done = append(done, batch[i].tr)
+				res.Failed++
+				u := teacherUsage(usage, f.Teacher, "")
+				if !retried[f.Key] {
+					u.Failed++
+				}
+				prog.failed(f.Teacher)
+				continue
 			}
-		}
-		for _, tr := range done {
+			tr := batch[i].tr
 			res.Done++
 			u := teacherUsage(usage, tr.Teacher, tr.Model)
 			u.Trajectories++
@@ -571,14 +572,6 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <
 			}
 			addTrajectoryUsage(u, tr, cfg)
 			prog.done(tr)
-		}
-		for _, f := range failed {
-			res.Failed++
-			u := teacherUsage(usage, f.Teacher, "")
-			if !retried[f.Key] {
-				u.Failed++
-			}
-			prog.failed(f.Teacher)
 		}
 		if time.Since(lastUsage) > 5*time.Second {
 			if err := writeUsage(cfg, usage); err != nil {
