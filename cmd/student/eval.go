@@ -45,11 +45,14 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		vote        = fs.Bool("vote", false, "with --samples > 1: answer each task by majority over the samples' executed results")
 		maxTokens   = fs.Int("max-tokens", 0, "completion token limit per turn (0 = the policy's default)")
 		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
-		dtype       = fs.String("dtype", "", "student: weight type f32, bf16 or q8 (default: as stored)")
-		threads     = fs.Int("threads", 0, "student: CPU threads for the kernels (default: all cores)")
-		mmap        = fs.Bool("mmap", false, "student: use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
 		cacheTokens = fs.Int("cache-tokens", 65536, "student: tokens of finished conversations' KV caches kept for prefix reuse (a shared schema prompt, the previous turn); negative: none, every prompt computed in full")
 	)
+	var (
+		dtype   string
+		threads int
+		mmap    bool
+	)
+	addWeightFlags(fs, "student: ", &dtype, &threads, &mmap)
 	return func(ctx context.Context, c *cli.Call) error {
 		spec, err := evalPolicySpec(*model, *policySpec)
 		if err != nil {
@@ -81,7 +84,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		}
 		live, logw := progress.Writers(c.Stderr)
 		sopts, err := evalStudentOptions(os.Getenv, c.Given(), evalStudentFlags{
-			tokenizer: *tokenizer, dtype: *dtype, backend: *backend, threads: *threads, mmap: *mmap, cacheTokens: *cacheTokens, batch: *batch,
+			tokenizer: *tokenizer, dtype: dtype, backend: *backend, threads: threads, mmap: mmap, cacheTokens: *cacheTokens, batch: *batch,
 		})
 		if err != nil && strings.HasPrefix(spec, "student:") {
 			return err

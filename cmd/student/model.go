@@ -22,17 +22,17 @@ func addModelFlags(fs *flag.FlagSet) *modelFlags {
 	m := &modelFlags{}
 	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $"+cli.TokenizerEnv+")")
-	addWeightFlags(fs, &m.dtype, &m.threads, &m.mmap)
+	addWeightFlags(fs, "", &m.dtype, &m.threads, &m.mmap)
 	fs.StringVar(&m.backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	return m
 }
 
 // addWeightFlags defines --dtype, --threads and --mmap, the flags of how the weights are held
-// and multiplied.
-func addWeightFlags(fs *flag.FlagSet, dtype *string, threads *int, mmap *bool) {
-	fs.StringVar(dtype, "dtype", "", "weight type: f32, bf16 or q8 (default: as stored)")
-	fs.IntVar(threads, "threads", 0, "CPU threads for the kernels (default: all cores)")
-	fs.BoolVar(mmap, "mmap", false, "use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
+// and multiplied; prefix starts their help ("student: " where other policies share the command).
+func addWeightFlags(fs *flag.FlagSet, prefix string, dtype *string, threads *int, mmap *bool) {
+	fs.StringVar(dtype, "dtype", "", prefix+"weight type: f32, bf16 or q8 (default: as stored)")
+	fs.IntVar(threads, "threads", 0, prefix+"CPU threads for the kernels (default: all cores)")
+	fs.BoolVar(mmap, "mmap", false, prefix+"use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
 }
 
 // check returns the usage error of a missing --model, a bad --dtype or a bad --backend.
