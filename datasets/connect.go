@@ -2,7 +2,6 @@ package datasets
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -25,7 +24,7 @@ type Connector struct {
 
 	mu      sync.Mutex
 	dbs     map[string]DB
-	pgPool  *sql.DB       // shared by the PostgreSQL DBs
+	pgSrv   *pgServer     // shared by the PostgreSQL DBs
 	myCfg   *mysql.Config // the MySQL login statements run as, resolved once
 	mySlots chan struct{} // bounds MySQL executions in flight across databases
 }
@@ -37,7 +36,8 @@ const mysqlInFlight = 64
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
 // must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
-// connection pool (each execution sets its search_path); MySQL gets a pool per database, with
+// server handle, at most pgMaxStatements statements in flight (each execution sets its
+// search_path); MySQL gets a pool per database, with
 // at most mysqlInFlight executions in flight across them. On a server, the first Open looks up
 // and checks the reader (errors wrap ErrReader when it is missing or holds more than reads) and
 // each Open checks that the reader may read the task's schema or database.
@@ -81,12 +81,12 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	case SQLite:
 		db, err = OpenSQLite(name)
 	case Postgres:
-		if c.pgPool == nil {
-			if c.pgPool, err = openPostgresExecPool(ctx, c.PostgresDSN, c.Access); err != nil {
+		if c.pgSrv == nil {
+			if c.pgSrv, err = openPostgresServer(ctx, c.PostgresDSN, c.Access); err != nil {
 				return nil, fmt.Errorf("task %s: %w", t.ID, err)
 			}
 		}
-		db, err = newPostgresDB(ctx, c.pgPool, c.PostgresDSN, t.DBID, c.Access)
+		db, err = newPostgresDB(ctx, c.pgSrv, c.PostgresDSN, t.DBID, c.Access)
 	case MySQL:
 		if c.mySlots == nil {
 			c.mySlots = make(chan struct{}, mysqlInFlight)
@@ -110,6 +110,17 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	}
 	c.dbs[key] = db
 	return db, nil
+}
+
+// PostgresRunaways returns the runaway backends counted on the PostgreSQL server (statements
+// that outlived their deadline, the cancel and the terminate); zero before the first Open.
+func (c *Connector) PostgresRunaways() PostgresRunaways {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pgSrv == nil {
+		return PostgresRunaways{}
+	}
+	return c.pgSrv.runaways()
 }
 
 // DSNUserWarnings returns, when c.Access.AsDSNUser, a warning for each server dialect of
@@ -139,9 +150,9 @@ func (c *Connector) Close() error {
 		errs = append(errs, db.Close())
 		delete(c.dbs, k)
 	}
-	if c.pgPool != nil {
-		errs = append(errs, c.pgPool.Close())
-		c.pgPool = nil
+	if c.pgSrv != nil {
+		errs = append(errs, c.pgSrv.closeAll())
+		c.pgSrv = nil
 	}
 	return errors.Join(errs...)
 }

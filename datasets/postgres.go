@@ -25,10 +25,10 @@ const serverGrace = 2 * time.Second
 const cleanupTimeout = 5 * time.Second
 
 // pgDB executes in one schema of a PostgreSQL database. Several pgDBs of one Connector share
-// a pool: each execution sets its own search_path.
+// a server handle (its pool and statement slots): each execution sets its own search_path.
 type pgDB struct {
-	pool    *sql.DB
-	owned   bool // Close closes pool
+	srv     *pgServer
+	owned   bool // Close closes srv
 	schema  string
 	role    string // the task role each execution takes (pgTaskRole); "" as the DSN's user
 	version string
@@ -38,24 +38,25 @@ type pgDB struct {
 // keyword/value string), executing as acc says: by default logged in as the reader made by
 // EnsureReader, whose password is looked up with the DSN's user. Each Exec runs in a READ ONLY
 // transaction with SET LOCAL statement_timeout, idle_in_transaction_session_timeout,
-// search_path = schema and, as the reader, ROLE = the schema's task role.
+// search_path = schema and, as the reader, ROLE = the schema's task role; at most
+// pgMaxStatements run at once (see pgServer).
 func OpenPostgres(ctx context.Context, dsn, schema string, acc Access) (DB, error) {
-	pool, err := openPostgresExecPool(ctx, dsn, acc)
+	srv, err := openPostgresServer(ctx, dsn, acc)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newPostgresDB(ctx, pool, dsn, schema, acc)
+	db, err := newPostgresDB(ctx, srv, dsn, schema, acc)
 	if err != nil {
-		pool.Close()
+		srv.closeAll()
 		return nil, err
 	}
 	db.owned = true
 	return db, nil
 }
 
-// openPostgresExecPool opens the pool statements run on (see pgExecConfig) and, for a reader,
-// checks that it logs in and holds nothing beyond a plain login.
-func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB, error) {
+// openPostgresServer opens the server handle statements run through (see pgExecConfig and
+// pgServer) and, for a reader, checks that it logs in and holds nothing beyond a plain login.
+func openPostgresServer(ctx context.Context, dsn string, acc Access) (*pgServer, error) {
 	cfg, err := pgExecConfig(ctx, dsn, acc)
 	if err != nil {
 		return nil, err
@@ -65,6 +66,7 @@ func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB,
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	}
+	ctlCfg := cfg.Copy()
 	cfg.DialFunc = pgconn.DialFunc(limitReplies(dialFunc(cfg.DialFunc), new(atomic.Int64)))
 	pool := pgPool(cfg)
 	if !acc.AsDSNUser {
@@ -73,7 +75,12 @@ func openPostgresExecPool(ctx context.Context, dsn string, acc Access) (*sql.DB,
 			return nil, err
 		}
 	}
-	return pool, nil
+	srv, err := newPGServer(ctx, pool, pgPool(ctlCfg), pgTarget(dsn))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return srv, nil
 }
 
 // openPostgresPool opens a pool logged in as the DSN's own user (loading, administration).
@@ -97,7 +104,7 @@ func pgPool(cfg *pgx.ConnConfig) *sql.DB {
 	pool := stdlib.OpenDB(*cfg)
 	// Idle connections are kept up to the open limit: bursts (an RL trainer's batch steps)
 	// would otherwise log in again each time (46 against 1,187 steps/s at 16 episodes in play,
-	// docs/BENCHMARKS.md); a minute's idleness still closes them.
+	// docs/BENCHMARKS.md); a minute's idleness still closes them. A pgServer narrows both.
 	pool.SetMaxOpenConns(32)
 	pool.SetMaxIdleConns(32)
 	pool.SetConnMaxIdleTime(time.Minute)
@@ -115,7 +122,8 @@ func pgTarget(dsn string) string {
 
 // newPostgresDB checks that schema exists and, unless acc.AsDSNUser, that the pool's reader
 // may use it and read each of its tables.
-func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string, acc Access) (*pgDB, error) {
+func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc Access) (*pgDB, error) {
+	pool := srv.pool
 	where := pgTarget(dsn)
 	if schema == "" {
 		return nil, fmt.Errorf("%s: empty schema name", where)
@@ -154,7 +162,7 @@ func newPostgresDB(ctx context.Context, pool *sql.DB, dsn, schema string, acc Ac
 	if f := strings.Fields(v); len(f) > 0 {
 		v = f[0]
 	}
-	return &pgDB{pool: pool, schema: schema, role: role, version: "PostgreSQL " + v}, nil
+	return &pgDB{srv: srv, schema: schema, role: role, version: "PostgreSQL " + v}, nil
 }
 
 func (p *pgDB) Dialect() Dialect { return Postgres }
@@ -162,7 +170,7 @@ func (p *pgDB) Version() string  { return p.version }
 
 func (p *pgDB) Close() error {
 	if p.owned {
-		return p.pool.Close()
+		return p.srv.closeAll()
 	}
 	return nil
 }
@@ -176,18 +184,45 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Resul
 	return p.run(ctx, start, stmt, timeout, opts.MaxRows)
 }
 
-// run executes stmt, already screened, in a read-only transaction of its own.
+// pgResetSession is what ends each execution: the rollback, then everything DISCARD ALL does
+// (which cannot share a message with the ROLLBACK), so that nothing of one execution's session
+// state (settings, advisory locks, prepared statements, cursors, LISTEN, temporary objects,
+// sequence state) reaches the next execution on the pooled connection, whatever its task.
+const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; " +
+	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+
+// run executes stmt, already screened, in a read-only transaction of its own, holding one of
+// the server's statement slots. A statement still running pgCancelAfter past its deadline
+// (statement_timeout did not stop it) loses its connection, and its backend is cancelled,
+// terminated and, if it survives, counted, while it keeps the slot (pgServer.stop).
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
-	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
+	deadline := start.Add(timeout)
+	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
 	defer cancel()
-	conn, err := p.pool.Conn(qctx)
+	if err := p.srv.acquire(qctx); err != nil {
+		if ctx.Err() == nil { // every slot busy until the deadline
+			return timedOut(timeout, time.Since(start)), nil
+		}
+		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, ctx.Err())
+	}
+	conn, err := p.srv.pool.Conn(qctx)
 	if err != nil {
+		p.srv.release()
 		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
 			return timedOut(timeout, time.Since(start)), nil
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
-	defer conn.Close()
+	pid := backendPID(conn)
+	dropped := false // the connection was dropped while its backend may still work
+	defer func() {
+		conn.Close()
+		if dropped {
+			p.srv.stop(pid, deadline)
+		} else {
+			p.srv.release()
+		}
+	}()
 	ms := max(timeout.Milliseconds(), 1)
 	idle := (timeout + serverGrace + cleanupTimeout).Milliseconds() // the client is gone by then
 	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
@@ -198,15 +233,25 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if _, err := conn.ExecContext(qctx, begin); err != nil {
 		discard(conn)
+		dropped = true
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return timedOut(timeout, time.Since(start)), nil
+		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
 	res, qerr := collect(qctx, conn, stmt, maxRows, pgNormaliser)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	// Advisory locks are the one thing a reader's read-only transaction can hold past its end.
-	_, rerr := conn.ExecContext(rctx, "ROLLBACK; SELECT pg_advisory_unlock_all()")
-	rcancel()
+	var rerr error
+	if qctx.Err() != nil {
+		// pgx broke the connection at the deadline: the backend may still be at work.
+		rerr = qctx.Err()
+	} else {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, rerr = conn.ExecContext(rctx, pgResetSession)
+		rcancel()
+	}
 	if rerr != nil {
 		discard(conn)
+		dropped = true
 	}
 	res.Duration = time.Since(start)
 	if qerr == nil {
@@ -217,6 +262,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if isTooLarge(qerr) {
 		discard(conn) // the rest of the reply is still on the wire
+		dropped = true
 		return tooLarge(res), nil
 	}
 	var pe *pgconn.PgError

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -110,7 +111,84 @@ func deniedText(q string, d Dialect) string {
 			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the task's data)", w)
 		}
 	}
+	if d == Postgres {
+		if reason := pgOtherTasks(words); reason != "" {
+			return reason
+		}
+		return pgUninterruptible(lower, words)
+	}
 	return ""
+}
+
+// pgAllowed are the pg_ names a PostgreSQL statement may use: the schema qualifying built-in
+// functions, and functions of values only.
+var pgAllowed = map[string]bool{"pg_catalog": true, "pg_typeof": true, "pg_column_size": true, "pg_sleep": true,
+	"pg_client_encoding": true, "pg_size_pretty": true}
+
+// pgCatalogWords are the other PostgreSQL names that show every schema's objects to any role:
+// the reg* types that turn an oid into a qualified name and back (an existence test too), the
+// functions that describe an object by its oid or name, and the information_schema views that
+// list the row types of every table.
+var pgCatalogWords = map[string]bool{
+	"regclass": true, "regnamespace": true, "regtype": true, "regproc": true, "regprocedure": true, "regoper": true,
+	"regoperator": true, "regrole": true, "regcollation": true, "regconfig": true, "regdictionary": true,
+	"format_type": true, "udt_privileges": true, "role_udt_grants": true,
+}
+
+// pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system
+// catalogs every role may read list every schema's tables, columns, indexes and types (pg_class,
+// pg_attribute, pg_tables, pg_type, ...), and the statistics views their reads, row counts and
+// sizes (pg_stat_*, pg_statio_*), with no regard to privileges. By catalog, not by prefix: every
+// relation and function of pg_catalog is named pg_..., and all of them are refused but pgAllowed;
+// information_schema shows a role only what it may use, and TestPostgresCatalogIsolation reads
+// every relation of both schemas the screen passes as a task role and checks that none shows
+// another task's names. Text-to-SQL needs none of it: information_schema describes the task's
+// own tables.
+func pgOtherTasks(words []string) string {
+	for _, w := range words {
+		switch {
+		case strings.HasPrefix(w, "pg_") && !pgAllowed[w], pgCatalogWords[w], strings.HasPrefix(w, "to_reg"),
+			strings.HasSuffix(w, "_description"), strings.HasPrefix(w, "has_") && strings.HasSuffix(w, "_privilege"):
+			return fmt.Sprintf("refused: %s is not allowed on PostgreSQL (the system catalogs show every task's tables; information_schema shows this task's)", w)
+		}
+	}
+	return ""
+}
+
+// pgArrayTypes are the internal names of PostgreSQL's array types ('{1,2}'::_int4).
+var pgArrayTypes = regexp.MustCompile(`^_(int[248]|float[48]|numeric|text|varchar|bpchar|char|bool|date|time|timetz|timestamp|timestamptz|interval|bytea|json|jsonb|oid|name|uuid|money)$`)
+
+// pgEmptyBrackets matches an array type's brackets (int[], text [ ]).
+var pgEmptyBrackets = regexp.MustCompile(`\[\s*\]`)
+
+// pgUninterruptible refuses the PostgreSQL functions that neither statement_timeout nor
+// pg_terminate_backend can stop, because they run without checking for interrupts, and whose
+// cost is not bounded by a small multiple of the size of their input, measured on PostgreSQL
+// 15 (datasets/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
+// document ran 13 s past a 1 s timeout, and longer after pg_terminate_backend), and arrays,
+// whose constructors build tens of millions of elements in a second and whose functions and
+// operators then loop over them unchecked (array_remove 20 s, && quadratic, array_in and
+// array_out over a cast). lower is the statement in lower case, words its words.
+func pgUninterruptible(lower string, words []string) string {
+	why := ""
+	for _, w := range words {
+		switch {
+		case w == "xml", strings.HasPrefix(w, "xml"), strings.HasPrefix(w, "xpath"), strings.Contains(w, "_xml"):
+			why = w + " (XML and XPath run in libxml2, which never checks for interrupts)"
+		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts", pgArrayTypes.MatchString(w):
+			why = w + " (array functions loop over every element without checking for interrupts)"
+		}
+		if why != "" {
+			break
+		}
+	}
+	if why == "" && pgEmptyBrackets.MatchString(lower) {
+		why = "array types (array functions loop over every element without checking for interrupts)"
+	}
+	if why == "" {
+		return ""
+	}
+	return "refused: " + why + " cannot be stopped at the deadline on PostgreSQL, so it is not allowed"
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
