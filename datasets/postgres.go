@@ -9,7 +9,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,19 +65,15 @@ func openPostgresServer(ctx context.Context, dsn string, acc Access) (*pgServer,
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	}
-	ctlCfg := cfg.Copy()
-	cfg.DialFunc = pgconn.DialFunc(limitReplies(dialFunc(cfg.DialFunc), new(atomic.Int64)))
-	pool := pgPool(cfg)
+	srv, err := newPGServer(ctx, cfg, pgTarget(dsn))
+	if err != nil {
+		return nil, err
+	}
 	if !acc.AsDSNUser {
-		if err := checkPGReader(ctx, pool, pgTarget(dsn), acc.name()); err != nil {
-			pool.Close()
+		if err := checkPGReader(ctx, srv.pool, pgTarget(dsn), acc.name()); err != nil {
+			srv.closeAll()
 			return nil, err
 		}
-	}
-	srv, err := newPGServer(ctx, pool, pgPool(ctlCfg), pgTarget(dsn))
-	if err != nil {
-		pool.Close()
-		return nil, err
 	}
 	return srv, nil
 }
@@ -96,11 +91,7 @@ func openPostgresPool(dsn string) (*sql.DB, error) {
 // named prepared statement (QueryExecModeExec): one round trip, and the server refuses a text
 // holding several statements.
 func pgPool(cfg *pgx.ConnConfig) *sql.DB {
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = "chainedsql"
+	pgConfigure(cfg)
 	pool := stdlib.OpenDB(*cfg)
 	// Idle connections are kept up to the open limit: bursts (an RL trainer's batch steps)
 	// would otherwise log in again each time (46 against 1,187 steps/s at 16 episodes in play,
@@ -109,6 +100,15 @@ func pgPool(cfg *pgx.ConnConfig) *sql.DB {
 	pool.SetMaxIdleConns(32)
 	pool.SetConnMaxIdleTime(time.Minute)
 	return pool
+}
+
+// pgConfigure sets what every pool's connections share: the query mode and application_name.
+func pgConfigure(cfg *pgx.ConnConfig) {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "chainedsql"
 }
 
 // pgTarget names the server and database of dsn for error messages, without credentials.
@@ -191,38 +191,38 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Resul
 const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; " +
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 
-// run executes stmt, already screened, in a read-only transaction of its own, holding one of
-// the server's statement slots. A statement still running pgCancelAfter past its deadline
-// (statement_timeout did not stop it) loses its connection, and its backend is cancelled,
-// terminated and, if it survives, counted, while it keeps the slot (pgServer.stop).
+// catalogExecer is a DB that runs the toolkit's own catalog statements (never a policy's)
+// past the screen, which refuses the system catalogs to policies.
+type catalogExecer interface {
+	execCatalog(ctx context.Context, sql string, opts ExecOptions) (*Result, error)
+}
+
+// execCatalog runs q, the toolkit's own statement, as Exec does but unscreened: as the task
+// role, read-only, within the timeout and a statement slot.
+func (p *pgDB) execCatalog(ctx context.Context, q string, opts ExecOptions) (*Result, error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return p.run(ctx, time.Now(), q, timeout, opts.MaxRows)
+}
+
+// run executes stmt, already screened, in a read-only transaction of its own on one of the
+// server's capped connections. A statement still running pgCancelAfter past its deadline
+// (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
+// terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop).
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	deadline := start.Add(timeout)
 	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
 	defer cancel()
-	if err := p.srv.acquire(qctx); err != nil {
-		if ctx.Err() == nil { // every slot busy until the deadline
-			return timedOut(timeout, time.Since(start)), nil
-		}
-		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, ctx.Err())
-	}
 	conn, err := p.srv.pool.Conn(qctx)
 	if err != nil {
-		p.srv.release()
 		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
 			return timedOut(timeout, time.Since(start)), nil
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
-	pid := backendPID(conn)
-	dropped := false // the connection was dropped while its backend may still work
-	defer func() {
-		conn.Close()
-		if dropped {
-			p.srv.stop(pid, deadline)
-		} else {
-			p.srv.release()
-		}
-	}()
+	defer conn.Close()
 	ms := max(timeout.Milliseconds(), 1)
 	idle := (timeout + serverGrace + cleanupTimeout).Milliseconds() // the client is gone by then
 	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
@@ -233,7 +233,6 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if _, err := conn.ExecContext(qctx, begin); err != nil {
 		discard(conn)
-		dropped = true
 		if ctx.Err() == nil && qctx.Err() != nil {
 			return timedOut(timeout, time.Since(start)), nil
 		}
@@ -243,6 +242,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	var rerr error
 	if qctx.Err() != nil {
 		// pgx broke the connection at the deadline: the backend may still be at work.
+		hangUp(conn)
 		rerr = qctx.Err()
 	} else {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -251,7 +251,6 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if rerr != nil {
 		discard(conn)
-		dropped = true
 	}
 	res.Duration = time.Since(start)
 	if qerr == nil {
@@ -262,7 +261,6 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	if isTooLarge(qerr) {
 		discard(conn) // the rest of the reply is still on the wire
-		dropped = true
 		return tooLarge(res), nil
 	}
 	var pe *pgconn.PgError
