@@ -31,22 +31,8 @@ func TestSalvageDamagedRun(t *testing.T) {
 	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
 	bin := testbin.Build(t, ".")
 	tmp := t.TempDir()
-	run := filepath.Join(tmp, "run")
-	tasks, err := datasets.LoadTasks("sample", "")
-	if err != nil {
-		t.Skipf("the sample benchmark does not load: %v", err)
-	}
-	tasks = tasks[:6]
-	conn := &datasets.Connector{}
-	defer conn.Close()
-	cfg := distill.RunConfig{
-		Dir: run, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
-		Samples:  1, Opener: conn, Toolkit: "test",
-	}
-	if _, err := distill.Run(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := oracleRun(t, filepath.Join(tmp, "run"), 6, 1)
+	run, tasks := cfg.Dir, cfg.Tasks
 
 	// Damage it as an earlier version would have: two more lines in the last shard, journaled.
 	shards, err := rundir.ShardFiles(run)
@@ -152,4 +138,28 @@ func TestSalvageDamagedRun(t *testing.T) {
 	if res.Done != 0 || before.Size() != after.Size() || len(res.BadLines) != 2 || res.Summary[0].Trajectories != len(tasks) {
 		t.Fatalf("resume: done %d, shard %d → %d bytes, bad lines %v, summary %+v", res.Done, before.Size(), after.Size(), res.BadLines, res.Summary)
 	}
+}
+
+// oracleRun distils the first n tasks of the sample (all of them when n is 0) with the oracle
+// on SQLite, samples times each, into dir, and returns the run's config (to resume it).
+func oracleRun(t *testing.T, dir string, n, samples int) distill.RunConfig {
+	t.Helper()
+	tasks, err := datasets.LoadTasks("sample", "")
+	if err != nil {
+		t.Skipf("the sample benchmark does not load: %v", err)
+	}
+	if n > 0 {
+		tasks = tasks[:n]
+	}
+	conn := &datasets.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	cfg := distill.RunConfig{
+		Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
+		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
+		Samples:  samples, Opener: conn, Toolkit: "test",
+	}
+	if _, err := distill.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
