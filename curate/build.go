@@ -17,6 +17,8 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
+	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Defaults of BuildOptions.
@@ -55,8 +57,24 @@ type BuildOptions struct {
 	Epochs int
 	// Workers tokenise in parallel; 0 means GOMAXPROCS. Output does not depend on it.
 	Workers int
+	// Salvage builds from run dirs with damaged lines (a line over rundir.MaxLine that an
+	// earlier distill wrote, or one that is not a trajectory): each is skipped and listed in
+	// BuildReport.Salvaged instead of failing the build.
+	Salvage bool
 	// Progress, when set, is called from the writing goroutine after each batch.
 	Progress func(BuildProgress)
+}
+
+// Salvaged is a damaged run-dir line that a --salvage build skipped.
+type Salvaged struct {
+	SourceRun string `json:"source_run"`
+	// File is the shard's name, Line its line number (from 1), Bytes its length.
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Bytes int64  `json:"bytes"`
+	// Key is the key the run's journal records for the line, "" when none.
+	Key   string `json:"key,omitempty"`
+	Error string `json:"error"`
 }
 
 // BuildProgress is a snapshot passed to BuildOptions.Progress.
@@ -181,6 +199,8 @@ type BuildReport struct {
 	Teachers        []TeacherSummary `json:"teachers"`
 	ExcludedCount   int              `json:"excluded_count"`
 	Excluded        []Excluded       `json:"excluded"`
+	// Salvaged lists the damaged lines a --salvage build skipped.
+	Salvaged []Salvaged `json:"salvaged,omitempty"`
 	// Truncated is the --truncated policy; TruncatedRows counts the written rows with a
 	// truncated turn (Think.TruncatedTurns counts the turns).
 	Truncated     TruncatedPolicy `json:"truncated"`
@@ -342,7 +362,14 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 		}
 		for i, d := range runDirs {
 			name := runs[i].Name
-			err := readRun(gctx, d, func(t *distill.Trajectory, loc string) error {
+			var salvage func(*rundir.BadLine) error
+			if opts.Salvage {
+				salvage = func(b *rundir.BadLine) error {
+					rep.Salvaged = append(rep.Salvaged, Salvaged{SourceRun: name, File: b.File, Line: b.N, Bytes: b.Bytes, Key: b.Key, Error: textcap.Cut(b.Err.Error(), textcap.Error)})
+					return nil
+				}
+			}
+			err := readRun(gctx, d, salvage, func(t *distill.Trajectory, loc string) error {
 				if prev, ok := keys[t.Key]; ok {
 					return fmt.Errorf("curate build: duplicate key %q: in run %s (%s) and in run %s (%s); curate each trajectory once (merging shards of a split run? pass each part once)",
 						t.Key, prev.run, prev.loc, d, loc)

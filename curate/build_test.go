@@ -63,7 +63,7 @@ func synthRun(tb testing.TB, dir string, n int, seed uint64, perShard int) []*di
 func expectedOrder(tb testing.TB, dirs []string) []string {
 	var keys []string
 	for _, d := range dirs {
-		if err := readRun(context.Background(), d, func(t *distill.Trajectory, _ string) error {
+		if err := readRun(context.Background(), d, nil, func(t *distill.Trajectory, _ string) error {
 			keys = append(keys, t.Key)
 			return nil
 		}); err != nil {

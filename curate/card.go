@@ -251,6 +251,9 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 			rep.TruncatedRows, pct(rep.TruncatedRows, rep.Rows), rep.Think.TruncatedTurns)
 	}
 	fmt.Fprintf(&b, "- Rows: %d (%d trajectories read, %d excluded)\n", rep.Rows, rep.Trajectories, rep.ExcludedCount)
+	if n := len(rep.Salvaged); n > 0 {
+		fmt.Fprintf(&b, "- Salvaged (`--salvage`): %d damaged run-dir lines skipped (over the readers' line limit, or not a trajectory), listed under `salvaged` in `%s`\n", n, StatsFile)
+	}
 	fmt.Fprintf(&b, "- Shards: %d Parquet files (zstd) under `%s/`\n", len(rep.Shards), DataDir)
 	fmt.Fprintf(&b, "- Tokens (%s): %d in all; per row mean %.1f, p50 %d, p95 %d, max %d\n",
 		nameOr(rep.Tokenizer, "student tokenizer"), rep.Tokens.Sum, rep.Tokens.Mean, rep.Tokens.P50, rep.Tokens.P95, rep.Tokens.Max)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // Defaults of EpisodeOptions.
@@ -40,6 +41,9 @@ type EpisodeOptions struct {
 	Schemas *SchemaCache
 	// SkipGold leaves Correct false and runs no gold SQL (prediction-only runs).
 	SkipGold bool
+	// ReplyCap bounds each text of a reply kept in the trajectory and the conversation (content,
+	// reasoning), cut by textcap.Cut after the whole reply was parsed (default textcap.Reply).
+	ReplyCap int
 }
 
 func (o EpisodeOptions) withDefaults() EpisodeOptions {
@@ -50,6 +54,9 @@ func (o EpisodeOptions) withDefaults() EpisodeOptions {
 		o.ExecTimeout = DefaultExecTimeout
 	}
 	o.Caps = o.Caps.WithDefaults()
+	if o.ReplyCap <= 0 {
+		o.ReplyCap = textcap.Reply
+	}
 	return o
 }
 
@@ -142,9 +149,17 @@ func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.
 	if err != nil {
 		return fmt.Errorf("task %s: judging on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
 	}
-	tr.GoldError = v.GoldError
+	tr.GoldError = textcap.Cut(v.GoldError, textcap.Error)
 	tr.Correct = v.Correct
 	return nil
+}
+
+// boundResult cuts the texts of r that came from the database or the statement, its error and
+// its column names (textcap.Error, textcap.CutList), in place: the Stepper keeps the final
+// Result between turns, and a trajectory keeps both.
+func boundResult(r *datasets.Result) {
+	r.Error = textcap.Cut(r.Error, textcap.Error)
+	r.Columns = textcap.CutList(r.Columns)
 }
 
 func execRecord(r *datasets.Result) *ExecRecord {

@@ -214,8 +214,9 @@ type SummaryRow struct {
 }
 
 // Summarize reads a run dir (streaming) and aggregates it per teacher and dialect, failures
-// that were not redone included.
-func Summarize(dir string) ([]SummaryRow, error) {
+// that were not redone included. Damaged lines (rundir.BadLine: over rundir.MaxLine or not
+// decoding, in a shard or in failures.jsonl) are skipped and returned.
+func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 	rows := map[[2]string]*SummaryRow{}
 	get := func(t string, d datasets.Dialect) *SummaryRow {
 		k := [2]string{t, string(d)}
@@ -226,7 +227,15 @@ func Summarize(dir string) ([]SummaryRow, error) {
 		}
 		return r
 	}
-	err := ReadRun(dir, func(tr *Trajectory) error {
+	var bad []*rundir.BadLine
+	for tr, err := range Trajectories(dir) {
+		if b, ok := SkipBad(err); ok {
+			bad = append(bad, b)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
 		r := get(tr.Teacher, tr.Dialect)
 		r.Trajectories++
 		if tr.Converged {
@@ -241,15 +250,12 @@ func Summarize(dir string) ([]SummaryRow, error) {
 		r.FormatViolations += tr.FormatViolations
 		r.Turns += len(tr.Turns)
 		r.Tokens += tr.Usage.Total()
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	fails, err := rundir.ReadFailures(dir)
+	fails, badFails, err := rundir.ReadFailures(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	bad = append(bad, badFails...)
 	for _, f := range fails {
 		get(f.Teacher, f.Dialect).Failed++
 	}
@@ -263,7 +269,7 @@ func Summarize(dir string) ([]SummaryRow, error) {
 		}
 		return out[i].Dialect < out[j].Dialect
 	})
-	return out, nil
+	return out, bad, nil
 }
 
 // WriteSummary prints rows as a table: trajectories, failures, converged %, exec-ok %,

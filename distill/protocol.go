@@ -10,6 +10,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // DefaultMaxTurns is the protocol's turn budget.
@@ -23,7 +24,8 @@ type ObsCaps struct {
 	// (default 100).
 	MaxCellChars int `json:"max_cell_chars"`
 	// MaxChars bounds the rendered table body; rows past it are counted in the truncation line
-	// instead of shown (default 8000).
+	// instead of shown. The header line, the first row and an error text are each cut to it
+	// (default 8000).
 	MaxChars int `json:"max_chars"`
 }
 
@@ -366,7 +368,11 @@ func ReplyContent(r chat.Reply) string {
 // by " | ", then either "(N rows)" or "… N more rows (M total)"; "Empty result set" (with the
 // columns); "Error: <engine text>"; a timeout line; or "Refused: <why>". Cells longer than
 // caps.MaxCellChars are cut and end in "…"; NULL is "NULL"; newlines and tabs inside cells are
-// escaped so each row stays one line.
+// escaped so each row stays one line. The header line, the first row and an error or refusal
+// text are each cut to caps.MaxChars bytes (textcap.Cut, "…[truncated N bytes]"); rows after the
+// first are shown while the body stays within caps.MaxChars, so the body is at most about
+// twice caps.MaxChars. A refusal's reason is shown after one "Refused: " (the screen's own
+// "refused: " prefix is dropped).
 func RenderObservation(res *datasets.Result, caps ObsCaps) string {
 	caps = caps.WithDefaults()
 	if res == nil {
@@ -382,7 +388,11 @@ func RenderObservation(res *datasets.Result, caps ObsCaps) string {
 		}
 		return wrapObservation(msg)
 	case datasets.OutcomeRefused:
-		why := res.Error
+		// The screen's reasons begin with "refused: " themselves; the observation says it once.
+		why := strings.TrimSpace(res.Error)
+		if len(why) >= len(refusedPrefix) && strings.EqualFold(why[:len(refusedPrefix)], refusedPrefix) {
+			why = why[len(refusedPrefix):]
+		}
 		if why == "" {
 			why = "only one read-only statement is allowed"
 		}
@@ -408,7 +418,7 @@ func RenderObservation(res *datasets.Result, caps ObsCaps) string {
 		}
 		return wrapObservation(b.String())
 	}
-	b.WriteString(strings.Join(header, " | "))
+	b.WriteString(textcap.Cut(strings.Join(header, " | "), caps.MaxChars))
 	shown := 0
 	cells := make([]string, 0, len(res.Columns))
 	for _, row := range res.Rows {
@@ -420,8 +430,11 @@ func RenderObservation(res *datasets.Result, caps ObsCaps) string {
 			cells = append(cells, cutCell(FormatValue(v), caps.MaxCellChars))
 		}
 		line := strings.Join(cells, " | ")
-		if shown > 0 && b.Len()+1+len(line) > caps.MaxChars {
-			break
+		if b.Len()+1+len(line) > caps.MaxChars {
+			if shown > 0 {
+				break
+			}
+			line = textcap.Cut(line, caps.MaxChars) // the first row is shown, cut if need be
 		}
 		b.WriteByte('\n')
 		b.WriteString(line)
@@ -491,15 +504,11 @@ func cutCell(s string, max int) string {
 	return s
 }
 
-// oneLineCap trims s and cuts it to max bytes on a rune boundary, marking the cut with "…".
+// refusedPrefix begins the reasons the screen gives (datasets); RenderObservation drops it.
+const refusedPrefix = "refused: "
+
+// oneLineCap trims s and cuts it to max bytes (textcap.Cut: on a rune boundary, the marker
+// included).
 func oneLineCap(s string, max int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return textcap.Cut(strings.TrimSpace(s), max)
 }

@@ -178,6 +178,12 @@ func TestRenderObservation(t *testing.T) {
 			distill.ObsCaps{}, "<observation>\nTimeout: the statement ran longer than 30s and was stopped\n</observation>"},
 		{"refused", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "writes are not allowed"},
 			distill.ObsCaps{}, "<observation>\nRefused: writes are not allowed\n</observation>"},
+		{"refused by the screen", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"},
+			distill.ObsCaps{}, "<observation>\nRefused: only read-only queries (SELECT, WITH, VALUES) are allowed\n</observation>"},
+		{"huge error", &datasets.Result{Outcome: datasets.OutcomeError, Error: "invalid input syntax for type integer: \"" + strings.Repeat("9", 1<<20) + "\""},
+			distill.ObsCaps{MaxChars: 100}, "<observation>\nError: invalid input syntax for type integer: \"" + strings.Repeat("9", 32) + "…[truncated 1048545 bytes]\n</observation>"}, // 100 bytes
+		{"wide header and first row", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{strings.Repeat("h", 60), strings.Repeat("i", 60)}, Rows: [][]any{{strings.Repeat("a", 60), strings.Repeat("b", 60)}, {"c", "d"}}, Total: 2},
+			distill.ObsCaps{MaxChars: 80}, "<observation>\n" + strings.Repeat("h", 56) + "…[truncated 67 bytes]\n" + strings.Repeat("a", 56) + "…[truncated 67 bytes]\n… 1 more rows (2 total)\n</observation>"},
 		{"char cap", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"s"}, Rows: [][]any{{strings.Repeat("a", 50)}, {strings.Repeat("b", 50)}, {strings.Repeat("c", 50)}}, Total: 3},
 			distill.ObsCaps{MaxChars: 80}, "<observation>\ns\n" + strings.Repeat("a", 50) + "\n… 2 more rows (3 total)\n</observation>"},
 	}

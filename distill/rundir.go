@@ -7,6 +7,7 @@ package distill
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -192,8 +193,11 @@ func openRun(dir string, m *Manifest, olderDigests []string, maxBytes int64, max
 
 // Trajectories streams the committed trajectories of a run dir (rundir.Lines: every shard up to
 // the end of its last journaled line, in shard order), decoding each line by the manifest's
-// format, one trajectory in memory at a time. A line that does not decode inside the committed
-// prefix is an error naming the shard and line.
+// format, one trajectory in memory at a time. A line that does not decode, or is over
+// rundir.MaxLine, is yielded as a *rundir.BadLine error (naming the shard, the line and the key
+// the journal records for it) and the sequence goes on when the consumer's loop does: a reader
+// of damaged run dirs skips it (SkipBad), one that must not lose a line stops there. Any other
+// error ends the sequence.
 func Trajectories(dir string) iter.Seq2[*Trajectory, error] {
 	return func(yield func(*Trajectory, error) bool) {
 		if err := rundir.Check(dir); err != nil {
@@ -217,13 +221,22 @@ func Trajectories(dir string) iter.Seq2[*Trajectory, error] {
 		}
 		for l, err := range rundir.Lines(dir) {
 			if err != nil {
+				if _, bad := SkipBad(err); bad {
+					if !yield(nil, err) {
+						return
+					}
+					continue
+				}
 				yield(nil, err)
 				return
 			}
 			tr := new(Trajectory)
 			if err := decode(l.Data, tr); err != nil {
-				yield(nil, fmt.Errorf("%s line %d: %w", l.Path, l.N, err))
-				return
+				err = &rundir.BadLine{File: l.Shard, Path: l.Path, N: l.N, Bytes: int64(len(l.Data)) + 1, Key: l.Key, Err: fmt.Errorf("not a trajectory: %w", err)}
+				if !yield(nil, err) {
+					return
+				}
+				continue
 			}
 			if !yield(tr, nil) {
 				return
@@ -232,8 +245,16 @@ func Trajectories(dir string) iter.Seq2[*Trajectory, error] {
 	}
 }
 
+// SkipBad reports whether err, an error of Trajectories, is a damaged line that a reader may
+// skip, and returns it.
+func SkipBad(err error) (*rundir.BadLine, bool) {
+	var b *rundir.BadLine
+	ok := errors.As(err, &b)
+	return b, ok
+}
+
 // ReadRun calls fn for every committed trajectory of the run dir (see Trajectories), stopping at
-// the first error.
+// the first error, a damaged line included.
 func ReadRun(dir string, fn func(*Trajectory) error) error {
 	for tr, err := range Trajectories(dir) {
 		if err != nil {

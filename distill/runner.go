@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -94,8 +95,10 @@ type RunResult struct {
 	Done, Failed, Abandoned int
 	// Repairs lists what resume cut from the run dir.
 	Repairs []string
-	// Summary covers the whole run dir (every invocation).
-	Summary []SummaryRow
+	// Summary covers the whole run dir (every invocation); BadLines are the damaged lines it
+	// skipped (left by an earlier version, see rundir.BadLine).
+	Summary  []SummaryRow
+	BadLines []*rundir.BadLine
 }
 
 // TasksDigest hashes the set of task ids (manifest.tasks.digest): the ids sorted, so that a run
@@ -399,7 +402,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if gerr != nil && !errors.Is(gerr, context.Canceled) {
 		return res, gerr
 	}
-	res.Summary, err = Summarize(cfg.Dir)
+	res.Summary, res.BadLines, err = Summarize(cfg.Dir)
 	if err != nil {
 		return res, err
 	}
@@ -470,11 +473,30 @@ func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending
 		}
 		return fail(reason, err, turns)
 	}
-	line, err := json.Marshal(tr)
+	line, err := encodeLine(tr)
 	if err != nil {
 		return fail("encode", err, len(tr.Turns))
 	}
 	return pending{tr: tr, line: line}
+}
+
+// encodeLine is tr's shard line. The texts of a trajectory are bounded (internal/textcap), but
+// JSON escaping can grow a text six times and the turn budget is a flag: a line that would
+// still be over rundir.MaxLine has its reply texts cut further, each time to a quarter of the
+// previous limit (textcap.Cut marks each cut), until it fits. One that cannot fit is an error.
+func encodeLine(tr *Trajectory) ([]byte, error) {
+	line, err := json.Marshal(tr)
+	for limit := textcap.Reply / 4; err == nil && len(line)+1 > rundir.MaxLine; limit /= 4 {
+		if limit < 1<<10 {
+			return nil, fmt.Errorf("trajectory %s: a line of %d bytes is over the run dir's limit of %d bytes", tr.Key, len(line)+1, rundir.MaxLine)
+		}
+		for i := range tr.Turns {
+			t := &tr.Turns[i]
+			t.Content, t.Reasoning = textcap.Cut(t.Content, limit), textcap.Cut(t.Reasoning, limit)
+		}
+		line, err = json.Marshal(tr)
+	}
+	return line, err
 }
 
 // reasonOf extracts a short reason from a policy error: the handle's Reason function, else a

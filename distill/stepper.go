@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
@@ -121,10 +123,11 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	task, dialect, opts := s.task, s.db.Dialect(), s.opts
 	turn := len(s.tr.Turns) + 1
 	p := ParseReply(reply.Content)
+	// The reply is parsed whole; what is kept of it is bounded (EpisodeOptions.ReplyCap).
 	tu := Turn{
 		Index:                turn,
-		Content:              reply.Content,
-		Reasoning:            reply.Reasoning,
+		Content:              textcap.Cut(reply.Content, opts.ReplyCap),
+		Reasoning:            textcap.Cut(reply.Reasoning, opts.ReplyCap),
 		ReasoningSource:      reply.ReasoningSource,
 		FinishReason:         reply.FinishReason,
 		ProviderFinishReason: reply.ProviderFinishReason,
@@ -145,21 +148,28 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	case !p.OK:
 		tu.FormatViolation = true
 		tu.Observation = FormatViolationObservation()
+	case len(p.SQL) > textcap.SQL:
+		// Refused unrun, and never a convergence: the statement kept is cut.
+		tu.SQL = textcap.Cut(p.SQL, textcap.SQL)
+		res = &datasets.Result{Outcome: datasets.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
+		tu.Exec = execRecord(res)
+		tu.Observation = RenderObservation(res, opts.Caps)
 	default:
-		tu.SQL = p.SQL
+		tu.SQL = strings.Clone(p.SQL) // p.SQL is part of the whole reply: keep only the statement
 		var err error
-		res, err = s.db.Exec(ctx, p.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		res, err = s.db.Exec(ctx, tu.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 		if err != nil {
 			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 		}
+		boundResult(res)
 		tu.Exec = execRecord(res)
 		tu.Observation = RenderObservation(res, opts.Caps)
-		converged = SameSQL(s.prevSQL, p.SQL)
-		prevSQL = p.SQL
+		converged = SameSQL(s.prevSQL, tu.SQL)
+		prevSQL = tu.SQL
 	}
 	final, finalSQL := s.final, s.tr.FinalSQL
 	if res != nil {
-		final, finalSQL = res, p.SQL
+		final, finalSQL = res, tu.SQL
 	}
 	done := converged || turn >= opts.MaxTurns
 	var verdict Trajectory // the judge's fields, committed with the turn
@@ -176,7 +186,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		tr.Model = reply.Model
 	}
 	tr.Usage = tr.Usage.Add(reply.Usage)
-	s.msgs = append(s.msgs, chat.Message{Role: chat.RoleAssistant, Content: reply.Content})
+	s.msgs = append(s.msgs, chat.Message{Role: chat.RoleAssistant, Content: tu.Content})
 	if tu.FormatViolation {
 		tr.FormatViolations++
 	}
@@ -190,6 +200,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	s.done = done
 	if done {
 		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
+		s.final = nil // judged: its rows are not needed any more
 	} else {
 		s.msgs = append(s.msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})
 		if final != nil && len(final.Rows) > 0 {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // flakyDB fails the execution after the next skip ones with a database error, when armed.
@@ -155,5 +159,55 @@ func TestStepperJudgesEarlierResult(t *testing.T) {
 	tr := st.Trajectory()
 	if !st.Done() || tr.Converged || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
 		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Converged, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
+	}
+}
+
+// TestStepperBoundsTexts: what a Stepper keeps of a reply and of an execution is bounded
+// (internal/textcap): the reply's content and reasoning after it was parsed whole, the engine's
+// error, a statement over the limit (refused unrun); and a refusal says "Refused" once.
+func TestStepperBoundsTexts(t *testing.T) {
+	path, tasks := makeShopDB(t)
+	db := openTestDB(t, path)
+	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{Teacher: "t", Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("é", 1<<20) // 2 MiB
+	missing := `SELECT * FROM "` + strings.Repeat("n", 60000) + `"`
+	tu, err := st.Step(context.Background(), chat.Reply{Content: "<think>" + big + "</think>\n<sql>" + missing + "</sql>", Reasoning: big, FinishReason: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tu.SQL != missing || tu.Exec == nil || tu.Exec.Outcome != datasets.OutcomeError {
+		t.Fatalf("turn 1 ran %.40q: %+v", tu.SQL, tu.Exec)
+	}
+	for name, s := range map[string]string{"content": tu.Content, "reasoning": tu.Reasoning} {
+		if len(s) > textcap.Reply || !strings.HasSuffix(s, " bytes]") || !utf8.ValidString(s) {
+			t.Errorf("%s kept: %d bytes, ends %q", name, len(s), s[max(0, len(s)-30):])
+		}
+	}
+	if n := len(tu.Exec.Error); n > textcap.Error || n < textcap.Error-100 || !strings.HasPrefix(tu.Exec.Error, "no such table: nnn") {
+		t.Errorf("error kept: %d bytes: %.60q", n, tu.Exec.Error)
+	}
+	if msgs := st.Messages(); msgs[2].Content != tu.Content {
+		t.Error("the conversation holds another copy of the reply than the turn")
+	}
+
+	long := "SELECT 1 -- " + strings.Repeat("x", textcap.SQL)
+	tu, err = st.Step(context.Background(), chat.Reply{Content: "<think>a</think>\n<sql>" + long + "</sql>", FinishReason: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tu.Exec == nil || tu.Exec.Outcome != datasets.OutcomeRefused || len(tu.SQL) > textcap.SQL ||
+		!strings.Contains(tu.Observation, fmt.Sprintf("Refused: the statement is %d bytes long; at most %d are run", len(long), textcap.SQL)) {
+		t.Errorf("a statement over the limit: sql %d bytes, exec %+v, %s", len(tu.SQL), tu.Exec, tu.Observation)
+	}
+
+	tu, err = st.Step(context.Background(), chat.Reply{Content: "<think>a</think>\n<sql>DELETE FROM customer</sql>", FinishReason: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tu.Observation, "<observation>\nRefused: ") || strings.Count(strings.ToLower(tu.Observation), "refused") != 1 {
+		t.Errorf("refusal observation %q", tu.Observation)
 	}
 }

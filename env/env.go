@@ -17,6 +17,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rewards"
 )
 
@@ -37,8 +38,8 @@ type Config struct {
 	Dialects []datasets.Dialect
 	// Opener opens a task's database in a dialect (a *datasets.Connector).
 	Opener distill.Opener
-	// Episode carries the protocol options: MaxTurns, ExecTimeout, Caps. Schemas, Ordered and
-	// the policy fields are set by the server.
+	// Episode carries the protocol options: MaxTurns, ExecTimeout, Caps, ReplyCap (default
+	// textcap.EnvReply). Schemas, Ordered and the policy fields are set by the server.
 	Episode distill.EpisodeOptions
 	// Schemas caches the schema DDL per database (default a new cache with
 	// distill.DefaultSchemaSamples values per column).
@@ -111,6 +112,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Episode.MaxTurns <= 0 {
 		cfg.Episode.MaxTurns = distill.DefaultMaxTurns
+	}
+	if cfg.Episode.ReplyCap <= 0 {
+		cfg.Episode.ReplyCap = textcap.EnvReply // the episode parses the whole reply, keeps this much
 	}
 	s := &Server{
 		cfg:      cfg,

@@ -277,7 +277,18 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		nowDone, nowToks int
 		nowCached        int
 	)
+	var damaged []rundir.Failure // lines an earlier version left over the readers' limit, or broken
 	for tr, err := range distill.Trajectories(dir) {
+		if b, bad := distill.SkipBad(err); bad {
+			// The journal has the key done, so no resume redoes it: it counts as failed.
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "eval dir %s: skipped a damaged line: %v\n", dir, b)
+			}
+			if b.Key != "" {
+				damaged = append(damaged, rundir.Failure{Key: b.Key, Reason: "damaged", Error: b.Error()})
+			}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("eval dir %s: %w", dir, err)
 		}
@@ -298,12 +309,17 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 			nowCached += tr.Usage.CachedTokens
 		}
 	}
-	failures, err := rundir.ReadFailures(dir)
+	failures, badFailures, err := rundir.ReadFailures(dir)
 	if err != nil {
 		return nil, fmt.Errorf("eval dir %s: %w", dir, err)
 	}
+	for _, b := range badFailures {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "eval dir %s: skipped a damaged line: %v\n", dir, b)
+		}
+	}
 	failed := map[string]rundir.Failure{}
-	for _, f := range failures {
+	for _, f := range append(failures, damaged...) {
 		failed[f.Key] = f
 	}
 

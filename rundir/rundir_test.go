@@ -131,8 +131,8 @@ func TestWriterCommitRotateReadResume(t *testing.T) {
 	if got := readLines(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("lines with torn tails\n%s", strings.Join(got, "\n"))
 	}
-	fails, err := ReadFailures(dir)
-	if err != nil || len(fails) != 2 || fails[0].Key != "f1" || fails[0].Error != "second" || fails[1].Key != "f2" {
+	fails, skipped, err := ReadFailures(dir)
+	if err != nil || len(skipped) != 0 || len(fails) != 2 || fails[0].Key != "f1" || fails[0].Error != "second" || fails[1].Key != "f2" {
 		t.Fatalf("failures %+v, %v", fails, err)
 	}
 
@@ -242,5 +242,79 @@ func TestLinesNotARunDir(t *testing.T) {
 	var m map[string]any
 	if n != 1 || ReadManifest(dir, &m) != nil || len(m) != 0 {
 		t.Fatalf("stopped after %d lines; manifest %v", n, m)
+	}
+}
+
+// TestLongLines: Commit refuses a line over MaxLine (nothing is written) and keeps a failure's
+// error text bounded; Lines skips a journaled line over MaxLine (an earlier version's),
+// yielding it as a *BadLine with its key and reading on, and ReadFailures skips a failure line
+// that does not decode. The writer resumes such a run dir without cutting either.
+func TestLongLines(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Manifest: map[string]string{"v": "1"}, MaxShardBytes: 1 << 40, MaxShardLines: 1000}
+	w, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := rec("huge", "a", datasets.SQLite)
+	huge.Line = []byte(`{"key":"huge","x":"` + strings.Repeat("x", MaxLine) + `"}`)
+	if _, err := w.Commit([]Record{huge}); err == nil || !strings.Contains(err.Error(), "over the readers' limit") {
+		t.Fatalf("commit of a line over MaxLine: %v", err)
+	}
+	fail := &Failure{Key: "f", Reason: "database", Error: strings.Repeat("e", 1<<20)}
+	if _, err := w.Commit([]Record{rec("k1", "a", datasets.SQLite), {Failure: fail}}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	shard := filepath.Join(dir, ShardsDir, ShardName("a", datasets.SQLite, 0))
+	if got := size(t, shard); got != int64(len(line("k1"))+1) {
+		t.Fatalf("shard of %d bytes", got)
+	}
+
+	// An earlier version wrote a line over the limit, journaled, then a good one.
+	end := size(t, shard)
+	for _, l := range []string{string(huge.Line), string(line("k3"))} {
+		appendTo(t, shard, l+"\n")
+		end += int64(len(l) + 1)
+		key := "k3"
+		if strings.HasPrefix(l, `{"key":"huge"`) {
+			key = "huge"
+		}
+		appendTo(t, filepath.Join(dir, JournalFile), fmt.Sprintf(`{"key":%q,"shard":%q,"end":%d}`+"\n", key, filepath.Base(shard), end))
+	}
+	appendTo(t, filepath.Join(dir, FailuresFile), "not json\n"+`{"key":"f2","reason":"x"}`+"\n")
+
+	var got []string
+	var bad []*BadLine
+	for l, err := range Lines(dir) {
+		var b *BadLine
+		if errors.As(err, &b) {
+			bad = append(bad, b)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:%s:%s", l.N, l.Key, l.Data))
+	}
+	if want := []string{`1:k1:{"key":"k1"}`, `3:k3:{"key":"k3"}`}; !slices.Equal(got, want) {
+		t.Fatalf("lines %q, want %q", got, want)
+	}
+	if len(bad) != 1 || bad[0].N != 2 || bad[0].Key != "huge" || bad[0].Bytes != int64(len(huge.Line)+1) || !errors.Is(bad[0], errTooLong) {
+		t.Fatalf("bad lines %+v", bad)
+	}
+	fails, skipped, err := ReadFailures(dir)
+	if err != nil || len(fails) != 2 || len(fails[0].Error) > 16<<10 || fails[1].Key != "f2" || len(skipped) != 1 || skipped[0].N != 2 {
+		t.Fatalf("failures %d (first error %d bytes), skipped %+v, %v", len(fails), len(fails[0].Error), skipped, err)
+	}
+
+	before := size(t, shard)
+	w, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if size(t, shard) != before || !w.Done("huge") || !w.Failed("f2") || len(w.Repairs()) != 1 {
+		t.Fatalf("resume: shard %d → %d bytes, repairs %q", before, size(t, shard), w.Repairs())
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // Options say how Open creates or resumes a run dir.
@@ -78,7 +79,7 @@ func Open(dir string, o Options) (*Writer, error) {
 	}
 
 	w := &Writer{dir: dir, failed: map[string]struct{}{}, shards: map[string]*shardFile{}, nextSeq: map[string]int{}, maxBytes: o.MaxShardBytes, maxLines: o.MaxShardLines}
-	js, err := readJournal(dir)
+	js, err := readJournal(dir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +140,16 @@ func Open(dir string, o Options) (*Writer, error) {
 
 	fpath := filepath.Join(dir, FailuresFile)
 	var fl Failure
-	fvalid, _, err := readJSONL(fpath, -1, func(line []byte) error {
+	fvalid, _, err := readJSONL(fpath, -1, func(line []byte, end int64) error {
 		fl = Failure{}
-		if err := decodeInto(&fl)(line); err != nil {
+		if err := decodeInto(&fl)(line, end); err != nil {
 			return err
 		}
 		w.failed[fl.Key] = struct{}{}
+		return nil
+	}, func(b *BadLine) error {
+		// Kept in the file; its key, if any, is not known as failed and is run again.
+		w.repairs = append(w.repairs, fmt.Sprintf("skipped %s line %d (%d bytes): %v", FailuresFile, b.N, b.Bytes, b.Err))
 		return nil
 	})
 	if err != nil {
@@ -228,7 +233,9 @@ func (w *Writer) Commit(batch []Record) (committed []int, err error) {
 			if _, ok := w.done[r.Failure.Key]; ok {
 				continue
 			}
-			line, err := json.Marshal(r.Failure)
+			f := *r.Failure
+			f.Error = textcap.Cut(f.Error, textcap.Error)
+			line, err := json.Marshal(&f)
 			if err != nil {
 				return nil, fmt.Errorf("failure record: %w", err)
 			}
@@ -241,6 +248,9 @@ func (w *Writer) Commit(batch []Record) (committed []int, err error) {
 		e := r.Entry
 		if _, ok := w.done[e.Key]; ok {
 			continue
+		}
+		if len(r.Line)+1 > MaxLine {
+			return nil, fmt.Errorf("key %s: a line of %d bytes is over the readers' limit of %d bytes: not written", e.Key, len(r.Line)+1, MaxLine)
 		}
 		sf, err := w.shardFor(e.Teacher, e.Dialect, int64(len(r.Line)+1))
 		if err != nil {

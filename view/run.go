@@ -3,8 +3,10 @@ package view
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +32,10 @@ type runDir struct {
 	mu    sync.RWMutex
 	trajs []*distill.Trajectory
 	keys  map[string]struct{}
-	// readErr is the last re-read's error (a damaged shard line); what came before it is kept.
+	// readErr is the last re-read's error; what came before it is kept. skipped are the
+	// damaged lines (rundir.BadLine) the last re-read skipped.
 	readErr error
+	skipped []string
 	// journal is the journal's size and time at the last re-read.
 	journalSize int64
 	journalTime time.Time
@@ -74,8 +78,13 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 	}
 	var fresh []*distill.Trajectory
 	var readErr error
+	var skipped []string
 	n := 0
 	for t, err := range distill.Trajectories(r.dir) {
+		if b, bad := distill.SkipBad(err); bad {
+			skipped = append(skipped, b.Error())
+			continue
+		}
 		if err != nil {
 			readErr = err
 			break
@@ -100,7 +109,7 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 		added = append(added, len(r.trajs))
 		r.trajs = append(r.trajs, t)
 	}
-	r.readErr = readErr
+	r.readErr, r.skipped = readErr, skipped
 	if readErr == nil {
 		r.journalSize, r.journalTime = size, mod
 	}
@@ -138,6 +147,9 @@ func (r *runDir) snapshot() []*distill.Trajectory {
 func (r *runDir) status() (n int, err error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.readErr == nil && len(r.skipped) > 0 {
+		return len(r.trajs), fmt.Errorf("skipped %d damaged lines: %s", len(r.skipped), strings.Join(r.skipped, "; "))
+	}
 	return len(r.trajs), r.readErr
 }
 

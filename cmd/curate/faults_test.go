@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
@@ -26,20 +23,7 @@ func TestFaultsCurateInterrupt(t *testing.T) {
 	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
 	bin := testbin.Build(t, ".")
 	tmp := t.TempDir()
-	run := filepath.Join(tmp, "run")
-	tasks, err := datasets.LoadTasks("sample", "")
-	if err != nil {
-		t.Skipf("the sample benchmark does not load: %v", err)
-	}
-	conn := &datasets.Connector{}
-	defer conn.Close()
-	if _, err := distill.Run(context.Background(), distill.RunConfig{
-		Dir: run, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
-		Samples:  40, Opener: conn, Toolkit: "test",
-	}); err != nil {
-		t.Fatal(err)
-	}
+	run := oracleRun(t, filepath.Join(tmp, "run"), 0, 40).Dir
 	work := filepath.Join(tmp, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Command curate turns distill run directories into a Parquet training dataset, verifies its
 // token counts and prints its statistics.
 //
-//	curate build RUN_DIR... [--tokenizer PATH] [--think auto|field|inline|none] [--truncated keep|exclude] [--max-length 32768] --out DATASET_DIR [--rows-per-shard N]
+//	curate build RUN_DIR... [--tokenizer PATH] [--think auto|field|inline|none] [--truncated keep|exclude] [--max-length 32768] [--salvage] --out DATASET_DIR [--rows-per-shard N]
 //	curate verify DATASET_DIR [--tokenizer PATH]
 //	curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
 //	curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
@@ -78,6 +78,7 @@ func setupBuild(fs *flag.FlagSet) cli.Func {
 	epochs := fs.Int("epochs", 0, "show trainable tokens × epochs in the card")
 	workers := fs.Int("workers", 0, "tokenising workers (default GOMAXPROCS; output does not depend on it)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	salvage := fs.Bool("salvage", false, "build from damaged run dirs: skip lines over the readers' limit or not a trajectory, and list them (stderr, stats.json)")
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := out.Check(); err != nil {
 			return err
@@ -98,7 +99,7 @@ func setupBuild(fs *flag.FlagSet) cli.Func {
 		last := began
 		opts := curate.BuildOptions{
 			Tokenizer: tok, TokenizerName: name, Think: mode, Truncated: trunc, MaxLength: *maxLen, Out: out.Dir, RowsPerShard: *perShard,
-			Epochs: *epochs, Workers: *workers,
+			Epochs: *epochs, Workers: *workers, Salvage: *salvage,
 		}
 		if !*quiet {
 			opts.Progress = func(p curate.BuildProgress) {
@@ -123,6 +124,13 @@ func setupBuild(fs *flag.FlagSet) cli.Func {
 			fmt.Fprint(c.Stdout, " (their messages end where the teacher was cut and teach stopping mid-reply; filter truncated_turns == 0 or build with --truncated exclude)")
 		}
 		fmt.Fprintln(c.Stdout)
+		for _, sv := range rep.Salvaged {
+			key := ""
+			if sv.Key != "" {
+				key = ", key " + sv.Key
+			}
+			fmt.Fprintf(c.Stderr, "%s: salvage: skipped %s %s line %d (%d bytes%s): %s\n", c.Name, sv.SourceRun, sv.File, sv.Line, sv.Bytes, key, sv.Error)
+		}
 		for i, e := range rep.Excluded {
 			if i == 20 {
 				fmt.Fprintf(c.Stdout, "  … %d more in %s\n", len(rep.Excluded)-20, filepath.Join(rep.Dir, curate.StatsFile))

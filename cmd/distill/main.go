@@ -141,6 +141,9 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 			if len(res.Summary) > 0 {
 				distill.WriteSummary(c.Stdout, res.Summary)
 			}
+			for _, b := range res.BadLines {
+				fmt.Fprintf(c.Stderr, "%s: skipped a damaged run-dir line: %v\n", c.Name, b)
+			}
 		}
 		return err
 	}

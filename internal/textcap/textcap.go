@@ -1,0 +1,92 @@
+// Package textcap bounds the texts that come from a database or a model (error messages, reply
+// contents and reasoning, statements, column names) before they are stored or returned: a
+// PostgreSQL error echoes the value that failed a cast, so one statement's error can be
+// hundreds of megabytes, and a reply is whatever its sender chose to send. The limits are
+// here, in one place (docs/DESIGN.md, "Bounded texts"); Cut applies them.
+package textcap
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Limits in bytes. A text cut by Cut is at most its limit long, the marker included.
+const (
+	// Error bounds an error text kept or returned: a statement's (the engine's message, a
+	// refusal's reason), the gold's, a failure's.
+	Error = 16 << 10
+	// Reply bounds each text of a reply kept in a trajectory (its content, its separate
+	// reasoning) by distill and student eval: far above what a teacher's token limit lets it
+	// write, so training data is never cut.
+	Reply = 1 << 20
+	// EnvReply bounds each text of a reply an RL episode keeps (distill env serve): the
+	// environment parses the whole reply, then keeps this much of it for GET /v1/episodes.
+	EnvReply = 64 << 10
+	// SQL bounds a statement that is executed: a longer one is refused unrun (every benchmark's
+	// gold SQL is under 4 KiB), so the statement kept as the turn's and the final SQL is whole.
+	SQL = 64 << 10
+	// Name bounds one column name kept in a record; Names bounds all of a result's names
+	// together (SQLite takes an alias of any length, and a statement may have thousands of
+	// columns).
+	Name  = 256
+	Names = 16 << 10
+)
+
+// A cut text ends in markerHead, the number of bytes left out, markerTail.
+const markerHead, markerTail = "…[truncated ", " bytes]"
+
+// Cut returns s when it is at most limit bytes long; otherwise its longest prefix that, followed
+// by the marker "…[truncated N bytes]" (N the bytes left out), is at most limit bytes long,
+// ending on a UTF-8 character boundary, with the marker. The result is a new string (it does
+// not keep s's memory alive). A limit shorter than the marker gives the marker alone.
+func Cut(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	// The marker's length depends on N: reserve room for the longest (nothing kept); the N
+	// of the prefix kept is no longer.
+	keep := max(limit-markerLen(len(s)), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	buf := make([]byte, 0, keep+markerLen(len(s)-keep))
+	buf = append(buf, s[:keep]...)
+	buf = append(buf, markerHead...)
+	buf = strconv.AppendInt(buf, int64(len(s)-keep), 10)
+	buf = append(buf, markerTail...)
+	return string(buf)
+}
+
+// markerLen is the length of the marker for n bytes left out.
+func markerLen(n int) int {
+	return len(markerHead) + len(strconv.Itoa(n)) + len(markerTail)
+}
+
+// CutList cuts each of names to Name bytes and keeps them while their total is at most Names
+// bytes; when some are left out, a last entry "…[N more]" counts them. It returns names itself
+// when nothing is cut.
+func CutList(names []string) []string {
+	total, ok := 0, true
+	for _, n := range names {
+		total += len(n)
+		if len(n) > Name || total > Names {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return names
+	}
+	out := make([]string, 0, min(len(names), Names/8))
+	total = 0
+	for i, n := range names {
+		n = Cut(n, Name)
+		if total+len(n) > Names {
+			out = append(out, "…["+strconv.Itoa(len(names)-i)+" more]")
+			break
+		}
+		total += len(n)
+		out = append(out, n)
+	}
+	return out
+}

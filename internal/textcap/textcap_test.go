@@ -1,0 +1,65 @@
+package textcap
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCut(t *testing.T) {
+	if got := Cut("short", 10); got != "short" {
+		t.Fatalf("Cut kept %q", got)
+	}
+	long := strings.Repeat("é", 1000) // 2000 bytes, two per character
+	for _, limit := range []int{40, 41, 100, 1001, 1999} {
+		got := Cut(long, limit)
+		if len(got) > limit {
+			t.Errorf("limit %d: %d bytes", limit, len(got))
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("limit %d: invalid UTF-8 %q", limit, got)
+		}
+		prefix, ok := strings.CutSuffix(got, " bytes]")
+		i := strings.LastIndex(prefix, "…[truncated ")
+		if !ok || i < 0 {
+			t.Fatalf("limit %d: no marker in %q", limit, got)
+		}
+		kept := prefix[:i]
+		if n := prefix[i+len("…[truncated "):]; n != strconv.Itoa(len(long)-len(kept)) {
+			t.Errorf("limit %d: marker says %s bytes left out, %d were", limit, n, len(long)-len(kept))
+		}
+		if !strings.HasPrefix(long, kept) || len(kept) < limit-30 {
+			t.Errorf("limit %d: kept %d bytes", limit, len(kept))
+		}
+	}
+	if got := Cut(long, 3); got != "…[truncated 2000 bytes]" {
+		t.Errorf("a limit below the marker: %q", got)
+	}
+}
+
+func TestCutList(t *testing.T) {
+	few := []string{"a", "b"}
+	if got := CutList(few); &got[0] != &few[0] {
+		t.Fatal("CutList copied a list within the limits")
+	}
+	many := make([]string, 5000)
+	for i := range many {
+		many[i] = strings.Repeat("c", 10)
+	}
+	many[0] = strings.Repeat("x", 1<<20)
+	got := CutList(many)
+	total := 0
+	for _, n := range got[:len(got)-1] {
+		if len(n) > Name {
+			t.Fatalf("a name of %d bytes", len(n))
+		}
+		total += len(n)
+	}
+	if total > Names {
+		t.Fatalf("%d bytes of names", total)
+	}
+	if last := got[len(got)-1]; last != "…["+strconv.Itoa(5000-(len(got)-1))+" more]" {
+		t.Fatalf("last entry %q of %d", last, len(got))
+	}
+}
