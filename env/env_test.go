@@ -464,7 +464,7 @@ func TestScore(t *testing.T) {
 // TestStoreTTLAndCap: an idle episode expires (404); a full store drops finished episodes first
 // and refuses a new one (429) when all are in play.
 func TestStoreTTLAndCap(t *testing.T) {
-	s, url := testServer(t, Config{MaxEpisodes: 3, TTL: time.Hour})
+	s, url := testServer(t, Config{MaxEpisodes: 3, MaxEpisodesPerClient: 3, TTL: time.Hour})
 	now := time.Now()
 	var mu sync.Mutex
 	s.store.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
