@@ -271,7 +271,7 @@ func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) bool {
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyWait)) == nil // a ResponseRecorder has none
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
 	if deadline {
-		rc.SetReadDeadline(time.Time{}) // the handler may run long; the body is in
+		rc.SetReadDeadline(time.Time{}) // the handler may run long (net/http clears it too once the body ends)
 	}
 	var tooBig *http.MaxBytesError
 	var ne net.Error
