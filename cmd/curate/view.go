@@ -28,6 +28,9 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	poll := fs.Duration("poll", 2*time.Second, "shortest period between re-reads of live run and eval dirs")
 	guard := cli.AddGuard(fs, false)
 	return func(ctx context.Context, c *cli.Call) error {
+		if err := guard.Check(); err != nil {
+			return err
+		}
 		var tok curate.Tokenizer
 		var tokName string
 		if p, err := cli.TokenizerPath(*tokPath); err == nil { // none: the mask view says so

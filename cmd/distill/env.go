@@ -51,6 +51,9 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if *perClient < 0 || *perClient > *maxEpisodes {
 			return cli.Usagef("--max-episodes-per-client %d: want 0 (half of --max-episodes) up to --max-episodes (%d)", *perClient, *maxEpisodes)
 		}
+		if err := guard.Check(); err != nil {
+			return err
+		}
 		w, err := rewards.ParseWeights(*weights)
 		if err != nil {
 			return cli.Usagef("--weights: %v", err)

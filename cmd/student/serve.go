@@ -37,6 +37,9 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		if *maxBatch < 1 || *maxTokens < 1 {
 			return cli.Usagef("--max-batch and --max-tokens must be at least 1")
 		}
+		if err := guard.Check(); err != nil {
+			return err
+		}
 		opts := mf.options()
 		opts.ModelID = *id
 		opts.Sampling = student.Sampling{MaxTokens: *maxTokens}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,36 +41,52 @@ func Serve(ctx context.Context, hs *http.Server, ln net.Listener, drain time.Dur
 	return nil
 }
 
-// Guard is the flags --allow-host and, for a server that takes one, --api-key: who a server
-// answers (package httpguard).
+// Guard is the flags --allow-host, --body-timeout and, for a server that takes one, --api-key:
+// whom a server answers and how long it waits for a body (package httpguard).
 type Guard struct {
-	hosts  names
-	keys   names
-	apiKey bool
+	hosts       names
+	keys        names
+	apiKey      bool
+	bodyTimeout time.Duration
 }
 
-// AddGuard defines --allow-host on fs, and --api-key when apiKey is true.
+// AddGuard defines --allow-host and --body-timeout on fs, and --api-key when apiKey is true.
 func AddGuard(fs *flag.FlagSet, apiKey bool) *Guard {
 	g := &Guard{hosts: names{what: "NAME"}, keys: names{what: "KEY", secret: true}, apiKey: apiKey}
 	fs.Var(&g.hosts, "allow-host", "also answer requests whose Host is NAME, on any port (repeatable or comma-separated; * for any): by default only localhost, 127.0.0.1 and [::1] with the listening port are answered, so that no web page can drive the server")
+	fs.DurationVar(&g.bodyTimeout, "body-timeout", httpguard.DefaultBodyTimeout, "longest wait for a request body (408 past it); request headers get "+httpguard.HeaderTimeout.String())
 	if apiKey {
 		fs.Var(&g.keys, "api-key", "require \"Authorization: Bearer KEY\" on every request (repeatable or comma-separated: each key is its own client; default $"+httpguard.KeyEnv+")")
 	}
 	return g
 }
 
-// New returns the guard of a server named name listening on ln, taking the API keys from
-// --api-key, else from $CHAINEDSQL_API_KEY when the command has --api-key. It writes a warning
-// to stderr when ln is not on loopback: the names clients use must be allowed, and without a
-// key anyone who reaches the port can use the server.
-func (g *Guard) New(ln net.Listener, name string, maxBody int64, stderr io.Writer) (*httpguard.Guard, error) {
-	keys := g.keys.list
+// Check refuses a --body-timeout that is not positive and an empty key in --api-key or
+// $CHAINEDSQL_API_KEY, before the server opens anything.
+func (g *Guard) Check() error {
+	if g.bodyTimeout <= 0 {
+		return Usagef("--body-timeout must be positive")
+	}
 	if g.apiKey && !g.keys.set {
 		if v := os.Getenv(httpguard.KeyEnv); v != "" {
-			keys = splitNames(v)
+			g.keys.list = splitNames(v)
+			if slices.Contains(g.keys.list, "") {
+				return fmt.Errorf("$%s: an empty key in %d comma-separated ones", httpguard.KeyEnv, len(g.keys.list))
+			}
 		}
 	}
-	hg, err := httpguard.New(ln.Addr(), httpguard.Options{Name: name, AllowHosts: g.hosts.list, APIKeys: keys, MaxBody: maxBody})
+	return nil
+}
+
+// New returns the guard of a server named name listening on ln, with the API keys of
+// --api-key, else of $CHAINEDSQL_API_KEY (Check reads it). It writes a warning to stderr when
+// ln is not on loopback: the names clients use must be allowed, and without a key anyone who
+// reaches the port can use the server.
+func (g *Guard) New(ln net.Listener, name string, maxBody int64, stderr io.Writer) (*httpguard.Guard, error) {
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	hg, err := httpguard.New(ln.Addr(), httpguard.Options{Name: name, AllowHosts: g.hosts.list, APIKeys: g.keys.list, MaxBody: maxBody, BodyTimeout: g.bodyTimeout})
 	if err != nil {
 		return nil, Usage(err)
 	}
