@@ -19,16 +19,7 @@ import (
 // does, on a real loopback listener.
 func guarded(t *testing.T, cfg Config, keys ...string) (*Server, string) {
 	t.Helper()
-	cfg.Tasks = tasksOf(t)
-	cfg.Dialects = []datasets.Dialect{datasets.SQLite}
-	conn := &datasets.Connector{}
-	t.Cleanup(func() { conn.Close() })
-	cfg.Opener = conn
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testEnv(t, cfg)
 	ts := httptest.NewUnstartedServer(nil)
 	g, err := httpguard.New(ts.Listener.Addr(), httpguard.Options{Name: "distill env serve", APIKeys: keys, MaxBody: cfg.MaxBody})
 	if err != nil {
@@ -115,10 +106,7 @@ func TestGuardedEnv(t *testing.T) {
 // a store full of episodes in play refuses every client.
 func TestEpisodesPerClient(t *testing.T) {
 	s, url := guarded(t, Config{MaxEpisodes: 5, MaxEpisodesPerClient: 2, TTL: time.Hour}, "a-key", "b-key", "c-key")
-	now := time.Now()
-	var mu sync.Mutex
-	s.store.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	advance := fakeClock(s.store)
 	task := tasksOf(t)[0]
 	g := answer(gold(t, task, datasets.SQLite))
 	create := `{"task_id": "` + task.ID + `"}`
@@ -190,14 +178,7 @@ func TestEpisodesPerClient(t *testing.T) {
 // TestClientIsRemoteAddress: without keys, a client is its remote address, so a trainer on
 // another host is not locked out by the ones on this one.
 func TestClientIsRemoteAddress(t *testing.T) {
-	conn := &datasets.Connector{}
-	defer conn.Close()
-	s, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: conn, MaxEpisodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	h := s.Handler()
+	h := testEnv(t, Config{MaxEpisodes: 2}).Handler()
 	task := tasksOf(t)[0]
 	for i, want := range []struct {
 		addr string
@@ -211,4 +192,12 @@ func TestClientIsRemoteAddress(t *testing.T) {
 			t.Errorf("%d: from %s: %d %s, want %d", i, want.addr, w.Code, w.Body, want.code)
 		}
 	}
+}
+
+// fakeClock makes st's clock stand still and returns what moves it on.
+func fakeClock(st *store) (advance func(time.Duration)) {
+	now := time.Now()
+	var mu sync.Mutex
+	st.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	return func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
