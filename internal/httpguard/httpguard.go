@@ -13,8 +13,9 @@
 //   - 413 when its body is over Options.MaxBody, 408 when the body does not arrive within
 //     Options.BodyTimeout.
 //
-// Server sets the header, idle and body timeouts on an http.Server. Any package serving HTTP may
-// import this one; Client names the client a request comes from, for per-client limits.
+// Server puts a handler behind the guard on an http.Server with header and idle timeouts.
+// Client names the client a request comes from, for per-client limits. Any package serving HTTP
+// may import this one.
 package httpguard
 
 import (
