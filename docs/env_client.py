@@ -6,12 +6,16 @@
     last["rewards"]   # {"format", "exec_ok", "converged", "correct", "total"}
     env.score("sample/0", [text1, text2])                 # single-turn rewards
 
+A server started with --api-key wants its key: EnvClient(url, api_key=KEY), or $CHAINEDSQL_API_KEY
+(its first key when it lists several).
+
 Run as a script it checks a server end to end (one full episode, one batch step, one score call)
 and prints what it saw as JSON:
 
     python3 env_client.py URL TASK_ID GOLD_SQL [DIALECT]
 """
 import json
+import os
 import sys
 import urllib.error
 import urllib.parse
@@ -30,14 +34,19 @@ class EnvError(Exception):
 class EnvClient:
     """The environment's HTTP/JSON API."""
 
-    def __init__(self, url, timeout=120.0):
+    def __init__(self, url, timeout=120.0, api_key=None):
         self.url = url.rstrip("/")
         self.timeout = timeout
+        if api_key is None:
+            api_key = os.environ.get("CHAINEDSQL_API_KEY", "").split(",")[0].strip()
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = "Bearer " + api_key
 
     def _call(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers=self.headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.load(resp)

@@ -126,7 +126,7 @@ func BenchmarkStepSpider(b *testing.B) {
 // benchSet serves tasks in dialect d through conn and runs the exec floor and both step modes.
 func benchSet(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
 	b.Cleanup(func() { conn.Close() })
-	_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive})
+	_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive, MaxEpisodesPerClient: 2 * *benchLive})
 	// The floor: the turns' statements executed directly, DefaultParallel at once.
 	b.Run("exec", func(b *testing.B) { benchExec(b, conn, tasks, d) })
 	for _, mode := range []string{"single", "batch"} {
@@ -291,7 +291,7 @@ func BenchmarkLiveEpisodeMemory(b *testing.B) {
 }
 
 func benchMemory(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
-	s, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: b.N})
+	s, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: b.N, MaxEpisodesPerClient: b.N})
 	client := benchClient(64)
 	// Warm the schema cache and the pools, so that only the episodes count.
 	for _, t := range tasks {

@@ -50,6 +50,10 @@ type Config struct {
 	TTL time.Duration
 	// MaxEpisodes caps the episodes kept in memory (default 20000).
 	MaxEpisodes int
+	// MaxEpisodesPerClient caps the episodes in play (not done) of one client, as
+	// httpguard.Client names it (default half of MaxEpisodes, so that one client cannot fill the
+	// store).
+	MaxEpisodesPerClient int
 	// MaxBody caps a request body in bytes (default 8 MiB).
 	MaxBody int64
 	// MaxBatch caps the steps of one batch-step request and the completions of one score
@@ -101,6 +105,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxEpisodes <= 0 {
 		cfg.MaxEpisodes = DefaultMaxEpisodes
 	}
+	if cfg.MaxEpisodesPerClient <= 0 {
+		cfg.MaxEpisodesPerClient = max(1, cfg.MaxEpisodes/2)
+	}
+	if cfg.MaxEpisodesPerClient > cfg.MaxEpisodes {
+		return nil, fmt.Errorf("env: %d episodes per client is over the %d of the store", cfg.MaxEpisodesPerClient, cfg.MaxEpisodes)
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -120,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:      cfg,
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
-		store:    newStore(cfg.TTL, cfg.MaxEpisodes),
+		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient),
 		golds:    &goldCache{},
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),

@@ -51,6 +51,16 @@ func tasksOf(t testing.TB) []datasets.Task {
 // testServer serves cfg (the sample on SQLite unless cfg says otherwise) over httptest.
 func testServer(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
+	s := testEnv(t, cfg)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return s, hs.URL
+}
+
+// testEnv is the env of cfg (the sample on SQLite unless cfg says otherwise), closed when the
+// test ends.
+func testEnv(t testing.TB, cfg Config) *Server {
+	t.Helper()
 	if cfg.Tasks == nil {
 		cfg.Tasks = tasksOf(t)
 	}
@@ -67,9 +77,7 @@ func testServer(t testing.TB, cfg Config) (*Server, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return s, hs.URL
+	return s
 }
 
 // call sends body (a string or a value to encode) and decodes the JSON answer into out, which
@@ -464,11 +472,8 @@ func TestScore(t *testing.T) {
 // TestStoreTTLAndCap: an idle episode expires (404); a full store drops finished episodes first
 // and refuses a new one (429) when all are in play.
 func TestStoreTTLAndCap(t *testing.T) {
-	s, url := testServer(t, Config{MaxEpisodes: 3, TTL: time.Hour})
-	now := time.Now()
-	var mu sync.Mutex
-	s.store.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s, url := testServer(t, Config{MaxEpisodes: 3, MaxEpisodesPerClient: 3, TTL: time.Hour})
+	advance := fakeClock(s.store)
 	task := tasksOf(t)[0]
 	g := answer(gold(t, task, datasets.SQLite))
 	a := start(t, url, task.ID, "")

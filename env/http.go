@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/rewards"
 )
 
@@ -246,9 +248,15 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.execError(r.Context(), "starting an episode of "+task.ID, err))
 		return
 	}
-	e := &episode{task: task, dialect: d, st: st}
-	if err := s.store.add(e); err != nil {
-		writeError(w, &apiError{http.StatusTooManyRequests, fmt.Sprintf("%d episodes in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.cfg.MaxEpisodes, s.cfg.TTL)})
+	e := &episode{task: task, dialect: d, st: st, client: httpguard.Client(r)}
+	if retry, err := s.store.add(e); err != nil {
+		// Retry-After: when the first episode in the way expires, unless one is finished first.
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
+		msg := fmt.Sprintf("%d episodes in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.cfg.MaxEpisodes, s.cfg.TTL)
+		if errors.Is(err, errClientFull) {
+			msg = fmt.Sprintf("client %s has %d episodes in play, its cap (--max-episodes-per-client): finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, s.cfg.MaxEpisodesPerClient, s.cfg.TTL)
+		}
+		writeError(w, &apiError{http.StatusTooManyRequests, msg})
 		return
 	}
 	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages()})

@@ -14,11 +14,17 @@ import (
 // errFull is store.add's refusal when every slot holds an episode still in play.
 var errFull = errors.New("env: episode store full")
 
+// errClientFull is store.add's refusal when the episode's client already has its cap of
+// episodes in play.
+var errClientFull = errors.New("env: the client's episodes are at its cap")
+
 // episode is one live episode.
 type episode struct {
 	id      string
 	task    *datasets.Task
 	dialect datasets.Dialect
+	// client is who started it (httpguard.Client), for the per-client cap.
+	client string
 
 	// mu is held by the step in flight; a second step of the same episode is refused rather
 	// than queued, since its reply was generated without the first one's observation.
@@ -31,18 +37,21 @@ type episode struct {
 }
 
 // store keeps the live episodes in memory, each until ttl passes without a step, at most max of
-// them. Safe for concurrent use.
+// them and at most perClient in play (not done) per client. Safe for concurrent use.
 type store struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
+	ttl       time.Duration
+	max       int
+	perClient int
+	now       func() time.Time
 
 	mu sync.Mutex
 	m  map[string]*episode
+	// inPlay counts each client's stored episodes that are not done.
+	inPlay map[string]int
 }
 
-func newStore(ttl time.Duration, max int) *store {
-	return &store{ttl: ttl, max: max, now: time.Now, m: make(map[string]*episode)}
+func newStore(ttl time.Duration, max, perClient int) *store {
+	return &store{ttl: ttl, max: max, perClient: perClient, now: time.Now, m: make(map[string]*episode), inPlay: map[string]int{}}
 }
 
 // newID returns a random episode id: 128 bits, so one trainer cannot guess another's episodes.
@@ -54,14 +63,19 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// add stores e under a new id. When the store is full it first drops the expired episodes, then
-// the finished one closest to expiry; with every slot in play it returns errFull.
-func (s *store) add(e *episode) error {
+// add stores e under a new id. With e's client at its cap of episodes in play, or the store
+// full, it first drops the expired episodes; then a full store drops the finished one closest
+// to expiry. Still at the client's cap it returns errClientFull, with every slot in play
+// errFull; retry is how long until the first episode in the way expires.
+func (s *store) add(e *episode) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if len(s.m) >= s.max {
+	if len(s.m) >= s.max || s.inPlay[e.client] >= s.perClient {
 		s.sweepLocked(now)
+	}
+	if s.inPlay[e.client] >= s.perClient {
+		return s.firstExpiryLocked(now, e.client), errClientFull
 	}
 	if len(s.m) >= s.max {
 		var oldest *episode
@@ -71,14 +85,45 @@ func (s *store) add(e *episode) error {
 			}
 		}
 		if oldest == nil {
-			return errFull
+			return s.firstExpiryLocked(now, ""), errFull
 		}
-		delete(s.m, oldest.id)
+		s.dropLocked(oldest)
 	}
 	e.id = newID()
 	e.expires = now.Add(s.ttl)
 	s.m[e.id] = e
-	return nil
+	s.inPlay[e.client]++
+	return 0, nil
+}
+
+// firstExpiryLocked is how long until the first episode in play of client ("": of any client)
+// expires.
+func (s *store) firstExpiryLocked(now time.Time, client string) time.Duration {
+	var first time.Time
+	for _, o := range s.m {
+		if !o.done && (client == "" || o.client == client) && (first.IsZero() || o.expires.Before(first)) {
+			first = o.expires
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return first.Sub(now)
+}
+
+// dropLocked removes e from the store and from its client's count.
+func (s *store) dropLocked(e *episode) {
+	delete(s.m, e.id)
+	if !e.done {
+		s.doneLocked(e)
+	}
+}
+
+// doneLocked takes e out of its client's count of episodes in play.
+func (s *store) doneLocked(e *episode) {
+	if s.inPlay[e.client]--; s.inPlay[e.client] <= 0 {
+		delete(s.inPlay, e.client)
+	}
 }
 
 // get returns the episode id when it is stored and not expired.
@@ -90,7 +135,7 @@ func (s *store) get(id string) (*episode, bool) {
 		return nil, false
 	}
 	if !s.now().Before(e.expires) {
-		delete(s.m, id)
+		s.dropLocked(e)
 		return nil, false
 	}
 	return e, true
@@ -101,6 +146,9 @@ func (s *store) touch(e *episode, done bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.expires = s.now().Add(s.ttl)
+	if done && !e.done {
+		s.doneLocked(e)
+	}
 	e.done = done
 }
 
@@ -108,8 +156,10 @@ func (s *store) touch(e *episode, done bool) {
 func (s *store) remove(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[id]
-	delete(s.m, id)
+	e, ok := s.m[id]
+	if ok {
+		s.dropLocked(e)
+	}
 	return ok
 }
 
@@ -122,9 +172,9 @@ func (s *store) sweep() int {
 
 func (s *store) sweepLocked(now time.Time) int {
 	n := 0
-	for id, e := range s.m {
+	for _, e := range s.m {
 		if !now.Before(e.expires) {
-			delete(s.m, id)
+			s.dropLocked(e)
 			n++
 		}
 	}

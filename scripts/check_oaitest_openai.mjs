@@ -1,7 +1,9 @@
 // The official OpenAI Node client (npm `openai`) against internal/oaitest: one plain and one
 // streamed chat completion, printed as one JSON line each, so that the fake server's wire shapes
 // are checked by a real client, not only by ours. Driven by internal/oaitest's
-// TestOfficialNodeClient, which starts the servers; not part of CI (it needs the npm package):
+// TestOfficialNodeClient, which starts the servers, and by inference/serve's TestGuardedOfficialNodeClient
+// against `student serve`'s handler behind its API key ($CHAINEDSQL_API_KEY, sent as the bearer
+// token); not part of CI (it needs the npm package):
 //
 //   npm install openai          # in any folder, e.g. /tmp/npmopenai
 //   CHAINEDSQL_NODE_MODULES=/tmp/npmopenai/node_modules go test -run OfficialNodeClient ./internal/oaitest
@@ -11,7 +13,7 @@ const require = createRequire(import.meta.url);
 const OpenAI = require("openai").default ?? require("openai");
 
 const [baseURL, model] = process.argv.slice(2);
-const client = new OpenAI({ baseURL, apiKey: "none", maxRetries: 0 });
+const client = new OpenAI({ baseURL, apiKey: process.env.CHAINEDSQL_API_KEY || "none", maxRetries: 0 });
 const messages = [{ role: "user", content: "Question: how many?" }];
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 

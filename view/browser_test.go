@@ -20,6 +20,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/internal/httpguard"
 )
 
 // ChromiumEnv names a Chromium or Chrome binary for the browser tests; without it they look
@@ -57,7 +58,11 @@ func newBrowser(t *testing.T, s *Server) *browser {
 	t.Helper()
 	exe := findChromium(t)
 	ts := httptest.NewServer(nil)
-	ts.Config.Handler = s.Handler(ts.Listener.Addr().String())
+	g, err := httpguard.New(ts.Listener.Addr(), httpguard.Options{Name: "curate view"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = g.Handler(s.Handler())
 	t.Cleanup(ts.Close)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,

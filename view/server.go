@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -170,10 +169,10 @@ func (s *Server) Watch(ctx context.Context) {
 	}
 }
 
-// Handler serves the app and its JSON API. When listenAddr is a loopback address, requests
-// must name a loopback host (localhost, 127.0.0.1, [::1]), so that a web page elsewhere
-// cannot reach the data through a DNS name pointed at 127.0.0.1.
-func (s *Server) Handler(listenAddr string) http.Handler {
+// Handler serves the app and its JSON API. Serve it behind an httpguard.Guard, which answers
+// only requests for the server's own origin: the data must not reach a web page elsewhere
+// through a DNS name pointed at 127.0.0.1.
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /", http.FileServerFS(static))
@@ -185,29 +184,11 @@ func (s *Server) Handler(listenAddr string) http.Handler {
 	mux.HandleFunc("GET /api/chart", s.handleChart)
 	mux.HandleFunc("GET /api/compare", s.handleCompare)
 	mux.HandleFunc("GET /api/task", s.handleTask)
-	loopback := isLoopback(listenAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if loopback && !isLoopback(r.Host) {
-			http.Error(w, "curate view answers only requests for localhost", http.StatusForbidden)
-			return
-		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// isLoopback reports whether a host or host:port names the loopback interface.
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // PathInfo describes one PATH on the info endpoint.

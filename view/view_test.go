@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,6 +27,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
@@ -103,7 +105,7 @@ func TestDatasetRowsAndFilters(t *testing.T) {
 	fx := getFixture(t)
 	rows := readRows(t, fx.dataset)
 	s := openServer(t, fx.tok, fx.dataset)
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	count := func(keep func(r *curate.Row) bool) int {
 		n := 0
 		for i := range rows {
@@ -188,7 +190,7 @@ func TestDatasetRowsAndFilters(t *testing.T) {
 func TestDatasetDetailAndMask(t *testing.T) {
 	fx := getFixture(t)
 	rows := readRows(t, fx.dataset)
-	h := openServer(t, fx.tok, fx.dataset).Handler("127.0.0.1:8080")
+	h := openServer(t, fx.tok, fx.dataset).Handler()
 	kinds := map[string]int{}
 	for id, row := range rows {
 		var d Detail
@@ -275,7 +277,7 @@ func TestDamagedRowShowsItsError(t *testing.T) {
 	fx := getFixture(t)
 	dir, first := damagedCopy(t, fx.dataset)
 	s := openServer(t, fx.tok, dir)
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	var bad, good Detail
 	get(t, h, "/api/row?id="+itoa(first), &bad)
 	if bad.Error == "" || !strings.Contains(bad.Error, "row group 1") {
@@ -352,7 +354,7 @@ func TestDamagedIndexColumn(t *testing.T) {
 	if s.Rows() != len(rows) {
 		t.Fatalf("%d rows indexed, want %d", s.Rows(), len(rows))
 	}
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	var p Page
 	get(t, h, "/api/rows?limit=500", &p)
 	bad := 0
@@ -440,7 +442,7 @@ func TestRunDirLive(t *testing.T) {
 		t.Fatalf("rows: %d at open, %d at the end; want fewer, then %d", firstSeen, s.Rows(), len(fx.tasks))
 	}
 	var p Page
-	get(t, s.Handler("127.0.0.1:8080"), "/api/rows?limit=500", &p)
+	get(t, s.Handler(), "/api/rows?limit=500", &p)
 	keys := map[string]bool{}
 	for _, r := range p.Rows {
 		keys[r.Key] = true
@@ -462,7 +464,7 @@ func TestRunDirLive(t *testing.T) {
 func TestRunDetail(t *testing.T) {
 	fx := getFixture(t)
 	s := openServer(t, fx.tok, fx.run)
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	var trajs []*distill.Trajectory
 	if err := distill.ReadRun(fx.run, func(t *distill.Trajectory) error { trajs = append(trajs, t); return nil }); err != nil {
 		t.Fatal(err)
@@ -515,7 +517,7 @@ func TestRunDetail(t *testing.T) {
 func TestCompare(t *testing.T) {
 	fx := getFixture(t)
 	s := openServer(t, fx.tok, fx.evalStudent, fx.evalOracle)
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	student, err := evaluate.ReadResults(fx.evalStudent)
 	if err != nil {
 		t.Fatal(err)
@@ -585,7 +587,7 @@ func TestStatsNotCachedWhenCancelled(t *testing.T) {
 	if c := s.stats(context.Background(), "0"); c.section.Error != "" || len(c.section.Tables) == 0 {
 		t.Errorf("stats after a cancelled request: error %q, %d tables", c.section.Error, len(c.section.Tables))
 	}
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	if code := get(t, h, "/api/chart?s=runs&name="+stats.TokensPlot, nil); code != 404 {
 		t.Errorf("chart of section runs on a dataset: %d, want 404", code)
 	}
@@ -593,13 +595,19 @@ func TestStatsNotCachedWhenCancelled(t *testing.T) {
 
 func TestRowsPaging(t *testing.T) {
 	fx := getFixture(t)
-	checkPaging(t, openServer(t, nil, fx.dataset).Handler("127.0.0.1:8080"), "/api/rows")
+	checkPaging(t, openServer(t, nil, fx.dataset).Handler(), "/api/rows")
 }
 
+// TestHostCheck: behind its guard, as curate view serves it, the viewer answers loopback names
+// with its port and refuses another Host, a request from another origin and a non-JSON body.
 func TestHostCheck(t *testing.T) {
 	fx := getFixture(t)
-	h := openServer(t, nil, fx.dataset).Handler("127.0.0.1:8080")
-	for host, want := range map[string]int{"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:8080": 200, "evil.example:8080": 403} {
+	g, err := httpguard.New(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, httpguard.Options{Name: "curate view"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Handler(openServer(t, nil, fx.dataset).Handler())
+	for host, want := range map[string]int{"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:8080": 200, "evil.example:8080": 403, "localhost:9999": 403} {
 		req := httptest.NewRequest("GET", "/api/info", nil)
 		req.Host = host
 		w := httptest.NewRecorder()
@@ -608,10 +616,19 @@ func TestHostCheck(t *testing.T) {
 			t.Errorf("Host %s: %d, want %d", host, w.Code, want)
 		}
 	}
-	// The page itself is embedded.
-	req := httptest.NewRequest("GET", "/", nil)
-	req.Host = "localhost"
+	req := httptest.NewRequest("POST", "/api/info", strings.NewReader("{}"))
+	req.Host = "localhost:8080"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "other origins") {
+		t.Errorf("a cross-site POST: %d %s", w.Code, w.Body)
+	}
+	// The page itself is embedded.
+	req = httptest.NewRequest("GET", "/", nil)
+	req.Host = "localhost:8080"
+	w = httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	body, _ := io.ReadAll(w.Body)
 	if w.Code != 200 || !strings.Contains(string(body), "app.js") {
@@ -705,7 +722,7 @@ func TestFacetLumpsWhatItCannotNumber(t *testing.T) {
 func TestDatasetTruncatedFilter(t *testing.T) {
 	fx := getFixture(t)
 	s := openServer(t, fx.tok, fx.dataset)
-	h := s.Handler("127.0.0.1:8080")
+	h := s.Handler()
 	var info Info
 	get(t, h, "/api/info", &info)
 	want := 0
@@ -749,7 +766,7 @@ func TestDatasetTruncatedFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	so := openServer(t, fx.tok, old)
-	ho := so.Handler("127.0.0.1:8080")
+	ho := so.Handler()
 	get(t, ho, "/api/info", &info)
 	get(t, ho, "/api/rows?limit=10", &p)
 	if info.TruncKnown || so.Rows() != 2 || p.Total != 2 || p.Rows[0].Truncated || p.Rows[1].Truncated {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"syscall"
 	"time"
 
@@ -27,7 +26,11 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (loopback unless told otherwise; port 0 picks a free one)")
 	tokPath := cli.AddTokenizer(fs, "for the loss-mask view")
 	poll := fs.Duration("poll", 2*time.Second, "shortest period between re-reads of live run and eval dirs")
+	guard := cli.AddGuard(fs, false)
 	return func(ctx context.Context, c *cli.Call) error {
+		if err := guard.Check(); err != nil {
+			return err
+		}
 		var tok curate.Tokenizer
 		var tokName string
 		if p, err := cli.TokenizerPath(*tokPath); err == nil { // none: the mask view says so
@@ -49,15 +52,17 @@ func setupView(fs *flag.FlagSet) cli.Func {
 			return fmt.Errorf("listen on %s: %w", *addr, err)
 		}
 		host := ln.Addr().String()
-		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-			fmt.Fprintf(c.Stderr, "%s: listening on %s, which is not loopback: anyone who can reach it can read the data (there is no login)\n", c.Name, host)
+		g, err := guard.New(ln, c.Name, 0, c.Stderr)
+		if err != nil {
+			ln.Close()
+			return err
 		}
 		if tok == nil {
 			fmt.Fprintf(c.Stderr, "%s: no tokenizer (--tokenizer or $%s): the loss-mask view is off\n", c.Name, cli.TokenizerEnv)
 		}
 		fmt.Fprintf(c.Stdout, "%s: %d rows of %s %v indexed in %s; serving http://%s/\n",
 			c.Name, srv.Rows(), srv.Kind(), c.Args, time.Since(began).Round(time.Millisecond), host)
-		hs := &http.Server{Handler: srv.Handler(host), ReadHeaderTimeout: 10 * time.Second}
+		hs := g.Server(srv.Handler(), nil)
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go srv.Watch(wctx)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -33,11 +32,13 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	dsns := cli.AddDSNs(fs)
 	dialects := cli.AddDialects(fs, "served; the first is the default")
 	episode := cli.AddEpisode(fs, true)
+	guard := cli.AddGuard(fs, true)
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		weights     = fs.String("weights", rewards.DefaultWeights.String(), "weights of the rewards in \"total\" (names not listed weigh 0)")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
+		perClient   = fs.Int("max-episodes-per-client", 0, "most episodes in play for one client (an API key, else a remote address); 0: half of --max-episodes")
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
 		maxBatch    = fs.Int("max-batch", env.DefaultMaxBatch, "most steps in one batch-step request, completions in one score request")
 		parallel    = fs.Int("parallel", env.DefaultParallel, "steps executing at once")
@@ -46,6 +47,12 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	return func(ctx context.Context, c *cli.Call) error {
 		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 {
 			return cli.Usagef("--max-turns, --max-episodes, --max-body, --max-batch, --parallel, --ttl and --exec-timeout must be positive")
+		}
+		if *perClient < 0 || *perClient > *maxEpisodes {
+			return cli.Usagef("--max-episodes-per-client %d: want 0 (half of --max-episodes) up to --max-episodes (%d)", *perClient, *maxEpisodes)
+		}
+		if err := guard.Check(); err != nil {
+			return err
 		}
 		w, err := rewards.ParseWeights(*weights)
 		if err != nil {
@@ -67,7 +74,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w,
 			Episode: episode.Options(),
-			TTL:     *ttl, MaxEpisodes: *maxEpisodes, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
+			TTL:     *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			Logger: logger,
 		})
 		if err != nil {
@@ -78,7 +85,12 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
+		g, err := guard.New(ln, c.Name, *maxBody, c.Stderr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		hs := g.Server(srv.Handler(), logger)
 		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, on http://%s/v1\n",
 			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -30,12 +29,16 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 	cacheTokens := fs.Int("cache-tokens", 65536, "tokens of finished conversations' KV caches kept for prefix reuse (negative: none)")
 	maxTokens := fs.Int("max-tokens", 2048, "default max_tokens of a reply")
 	quiet := fs.Bool("quiet", false, "no request log on stderr")
+	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
 			return err
 		}
 		if *maxBatch < 1 || *maxTokens < 1 {
 			return cli.Usagef("--max-batch and --max-tokens must be at least 1")
+		}
+		if err := guard.Check(); err != nil {
+			return err
 		}
 		opts := mf.options()
 		opts.ModelID = *id
@@ -54,7 +57,12 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		if !*quiet {
 			logger = log.New(c.Stderr, "", log.LstdFlags)
 		}
-		srv := &http.Server{Handler: serve.Handler(st, logger), ReadHeaderTimeout: 30 * time.Second}
+		g, err := guard.New(ln, c.Name, serve.MaxBodyBytes, c.Stderr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		srv := g.Server(serve.Handler(st, logger), logger)
 		fmt.Fprintf(c.Stderr, "%s: model %s on http://%s/v1\n", c.Name, st.ModelID(), ln.Addr())
 		return cli.Serve(ctx, srv, ln, 30*time.Second, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (waiting up to 30s for requests in flight)\n", c.Name)

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
+
+// TestServeGuard drives the built `student serve --api-key` on the tiny model: the OpenAI client
+// with the key gets a completion; without it 401, a text/plain body 415, a foreign Host 403, a
+// body that stalls 408 after --body-timeout; SIGINT still stops it cleanly.
+func TestServeGuard(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), "--addr", "127.0.0.1:0", "--model-id", "tiny", "--max-tokens", "4",
+		"--api-key", "sk-one,sk-two", "--body-timeout", "500ms", "--quiet")...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var base string
+	for sc.Scan() {
+		if m := regexp.MustCompile(`on (http://[0-9.:]+)/v1`).FindStringSubmatch(sc.Text()); m != nil {
+			base = m[1]
+			break
+		}
+	}
+	if base == "" {
+		t.Fatalf("serve never listened: %v", sc.Err())
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	ctx := context.Background()
+	client := func(key string) *openai.Client {
+		cfg := openai.DefaultConfig(key)
+		cfg.BaseURL = base + "/v1"
+		return openai.NewClientWithConfig(cfg)
+	}
+	req := openai.ChatCompletionRequest{Model: "tiny", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Hello"}}}
+	if resp, err := client("sk-two").CreateChatCompletion(ctx, req); err != nil || resp.Usage.CompletionTokens == 0 {
+		t.Fatalf("with the key: %+v %v", resp, err)
+	}
+	_, err = client("").CreateChatCompletion(ctx, req)
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 401 {
+		t.Errorf("without the key: %v", err)
+	}
+	body := `{"messages":[{"role":"user","content":"Hello"}]}`
+	for _, c := range []struct {
+		name, host, ct string
+		status         int
+	}{
+		{"text/plain", "", "text/plain", 415},
+		{"a foreign Host", "attacker.example", "application/json", 403},
+	} {
+		r, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer sk-one")
+		r.Header.Set("Content-Type", c.ct)
+		if c.host != "" {
+			r.Host = c.host
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.status)
+		}
+	}
+	u, _ := url.Parse(base)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer sk-one\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", u.Host, len(body))
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	conn.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("a stalled body: %d", resp.StatusCode)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGINT: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("no exit a minute after SIGINT")
+	}
+}

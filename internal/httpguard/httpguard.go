@@ -1,0 +1,320 @@
+// Package httpguard is the front door of the toolkit's HTTP servers (distill env serve, student
+// serve, curate view): it answers only requests for the server's own origin, so that a web page
+// in the user's browser can neither drive a server on localhost nor read its replies through a
+// DNS name pointed at 127.0.0.1. In order, a request is refused
+//
+//   - 403 when its Host is not a loopback name with the listening port (localhost, 127.0.0.1,
+//     [::1]) nor a name of Options.AllowHosts;
+//   - 403 when a browser says it comes from another origin (Sec-Fetch-Site, else Origin) on a
+//     method that is not GET, HEAD or OPTIONS;
+//   - 401 when Options.APIKeys are set and it lacks "Authorization: Bearer KEY" with one of them;
+//   - 415 when it carries a body (POST, PUT, PATCH, or any method with one) whose Content-Type is
+//     not application/json (a browser sends text/plain across origins without asking first);
+//   - 413 when its body is over Options.MaxBody, 408 when the body does not arrive within
+//     Options.BodyTimeout.
+//
+// Server puts a handler behind the guard on an http.Server with header and idle timeouts.
+// Client names the client a request comes from, for per-client limits. Any package serving HTTP
+// may import this one.
+package httpguard
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KeyEnv is the environment variable holding the servers' API keys (comma-separated) when
+// --api-key is not given.
+const KeyEnv = "CHAINEDSQL_API_KEY"
+
+// Defaults of Options and of Server's timeouts.
+const (
+	DefaultMaxBody     = 8 << 20
+	DefaultBodyTimeout = 60 * time.Second
+	// HeaderTimeout bounds reading a request's line and headers.
+	HeaderTimeout = 10 * time.Second
+	// IdleTimeout closes a kept-alive connection idle this long.
+	IdleTimeout = 2 * time.Minute
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 64 << 10
+)
+
+// Options configure New.
+type Options struct {
+	// Name is the server's name in refusals ("distill env serve").
+	Name string
+	// AllowHosts are host names answered beside the loopback names, on any port ("*": every
+	// host). A name is compared case-insensitively, without its port; an IPv6 address is
+	// written without brackets or with them.
+	AllowHosts []string
+	// APIKeys, when not empty, are the bearer tokens a request must carry; each key is its
+	// own client (Client).
+	APIKeys []string
+	// MaxBody caps a request body in bytes (default DefaultMaxBody).
+	MaxBody int64
+	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
+	BodyTimeout time.Duration
+}
+
+// Guard checks requests before a handler sees them. Create it with New.
+type Guard struct {
+	name     string
+	port     string
+	anyHost  bool
+	hosts    map[string]bool
+	keys     [][sha256.Size]byte
+	maxBody  int64
+	bodyWait time.Duration
+	cross    *http.CrossOriginProtection
+}
+
+// New returns the guard of a server listening on addr (its port is the one loopback names must
+// carry). It refuses an empty API key or host name.
+func New(addr net.Addr, o Options) (*Guard, error) {
+	g := &Guard{name: o.Name, hosts: map[string]bool{}, maxBody: o.MaxBody, bodyWait: o.BodyTimeout, cross: http.NewCrossOriginProtection()}
+	if g.name == "" {
+		g.name = "this server"
+	}
+	if g.maxBody <= 0 {
+		g.maxBody = DefaultMaxBody
+	}
+	if g.bodyWait <= 0 {
+		g.bodyWait = DefaultBodyTimeout
+	}
+	if addr != nil {
+		if _, port, err := net.SplitHostPort(addr.String()); err == nil {
+			g.port = port
+		}
+	}
+	for _, h := range o.AllowHosts {
+		h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(h), "["), "]"))
+		switch {
+		case h == "":
+			return nil, errors.New("httpguard: an empty host name in the allowed hosts")
+		case h == "*":
+			g.anyHost = true
+		case strings.ContainsAny(h, "/ "):
+			return nil, fmt.Errorf("httpguard: allowed host %q: want a host name or address, without scheme or path", h)
+		}
+		g.hosts[h] = true
+	}
+	for i, k := range o.APIKeys {
+		if k == "" {
+			return nil, fmt.Errorf("httpguard: API key %d is empty", i+1)
+		}
+		g.keys = append(g.keys, sha256.Sum256([]byte(k)))
+	}
+	g.cross.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.refuse(w, http.StatusForbidden, "cross_origin", fmt.Sprintf("%s refuses %s requests from other origins (Origin %q, Sec-Fetch-Site %q): a web page cannot drive it",
+			g.name, r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")))
+	}))
+	return g, nil
+}
+
+// Keys reports whether the guard requires an API key.
+func (g *Guard) Keys() bool { return len(g.keys) > 0 }
+
+// Loopback reports whether addr is on the loopback interface (so that the loopback names are
+// the ones its clients use).
+func Loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// Server returns an http.Server serving h behind g, with the header, idle and header-size
+// limits of this package. Writes have no deadline: a streamed reply may take minutes.
+func (g *Guard) Server(h http.Handler, logger *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           g.Handler(h),
+		ReadHeaderTimeout: HeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          logger,
+	}
+}
+
+type clientKey struct{}
+
+// Client names the client r comes from, for per-client limits: "key N" for the Nth API key
+// (counted from 1) when the guard requires keys, else the remote IP address. A name a request
+// gives itself (a header) is not used: it would let one client pass for many.
+func Client(r *http.Request) string {
+	if c, ok := r.Context().Value(clientKey{}).(string); ok {
+		return c
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Handler returns h behind the checks of the package comment. The body h reads has been read
+// whole, within the body timeout and the size limit.
+func (g *Guard) Handler(h http.Handler) http.Handler {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client, ok := g.authorize(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="chainedsql"`)
+			msg := fmt.Sprintf("%s needs \"Authorization: Bearer KEY\" with a key given by --api-key or $%s", g.name, KeyEnv)
+			if r.Header.Get("Authorization") != "" {
+				msg = fmt.Sprintf("%s: the bearer token is not one of its keys (--api-key or $%s)", g.name, KeyEnv)
+			}
+			g.refuse(w, http.StatusUnauthorized, "unauthorized", msg)
+			return
+		}
+		if hasBody(r) {
+			if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+				g.refuse(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: %s takes application/json request bodies", ct, g.name))
+				return
+			}
+			if !g.readBody(w, r) {
+				return
+			}
+		}
+		if client != "" {
+			r = r.WithContext(context.WithValue(r.Context(), clientKey{}, client))
+		}
+		h.ServeHTTP(w, r)
+	})
+	protected := g.cross.Handler(inner)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hostAllowed(r.Host) {
+			g.refuse(w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("%s answers only requests for localhost:%s, 127.0.0.1:%s or [::1]:%s, not Host %q: start it with --allow-host NAME to answer another name",
+				g.name, g.port, g.port, g.port, r.Host))
+			return
+		}
+		protected.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether a Host header names this server.
+func (g *Guard) hostAllowed(hostport string) bool {
+	if g.anyHost {
+		return true
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, "80"
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if g.hosts[host] {
+		return true
+	}
+	if host != "localhost" {
+		ip := net.ParseIP(host)
+		if ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return g.port == "" || port == g.port
+}
+
+// authorize checks r's bearer token and returns the client it names ("" without keys).
+func (g *Guard) authorize(r *http.Request) (string, bool) {
+	if len(g.keys) == 0 {
+		return "", true
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	found := 0
+	for i, k := range g.keys {
+		// Every key is compared, in constant time, so the time taken says nothing of which.
+		if subtle.ConstantTimeCompare(sum[:], k[:]) == 1 && found == 0 {
+			found = i + 1
+		}
+	}
+	if found == 0 {
+		return "", false
+	}
+	return "key " + strconv.Itoa(found), true
+}
+
+// hasBody reports whether r carries a body or is a method that does.
+func hasBody(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return true
+	}
+	return r.ContentLength > 0 || (r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody)
+}
+
+// isJSON reports whether a Content-Type is application/json, with any parameters.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// readBody reads r's body whole within the body timeout and the size limit and gives it back to
+// r; on failure it answers the request and returns false.
+func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > g.maxBody {
+		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body of %d bytes is over %s's limit of %d", r.ContentLength, g.name, g.maxBody))
+		return false
+	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyWait)) == nil // a ResponseRecorder has none
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	if deadline {
+		rc.SetReadDeadline(time.Time{}) // the handler may run long (net/http clears it too once the body ends)
+	}
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over %s's limit of %d bytes", g.name, g.maxBody))
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		g.refuse(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("request body not received within %s", g.bodyWait))
+		return false
+	case err != nil:
+		g.refuse(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("reading the request body: %v", err))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return true
+}
+
+// refusal is the body of a refused request: the fields of both OpenAI's error shape (message,
+// type, code) and the env's (status, message), so every client of the servers reads it.
+type refusal struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Status  int    `json:"status"`
+	} `json:"error"`
+}
+
+func (g *Guard) refuse(w http.ResponseWriter, status int, code, msg string) {
+	var e refusal
+	e.Error.Message, e.Error.Code, e.Error.Status = msg, code, status
+	e.Error.Type = "invalid_request_error"
+	if status == http.StatusUnauthorized {
+		e.Error.Type = "authentication_error"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(e) // a failed write means the client went away
+}

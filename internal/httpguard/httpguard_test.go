@@ -1,0 +1,229 @@
+package httpguard
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echo answers the client and the body it read; slow makes it wait before answering and report
+// whether its request was cancelled meanwhile.
+func echo(slow time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		select {
+		case <-time.After(slow):
+		case <-r.Context().Done():
+		}
+		json.NewEncoder(w).Encode(map[string]any{"client": Client(r), "body": string(body), "cancelled": r.Context().Err() != nil})
+	})
+}
+
+// serve runs h behind a guard of o on a real loopback listener and returns its port.
+func serve(t *testing.T, o Options, h http.Handler) (*httptest.Server, string) {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	g, err := New(ts.Listener.Addr(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config = g.Server(h, nil)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	return ts, port
+}
+
+// probe is one request and what it must get.
+type probe struct {
+	name, method, host, body string
+	header                   map[string]string
+	status                   int
+	says                     string // in the answer's body
+}
+
+func (p probe) run(t *testing.T, ts *httptest.Server) map[string]any {
+	t.Helper()
+	var body io.Reader
+	if p.body != "" {
+		body = strings.NewReader(p.body)
+	}
+	req, err := http.NewRequest(p.method, ts.URL+"/x", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.host != "" {
+		req.Host = p.host
+	}
+	for k, v := range p.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != p.status || !strings.Contains(string(raw), p.says) {
+		t.Errorf("%s: %d %s, want %d with %q", p.name, resp.StatusCode, raw, p.status, p.says)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	if resp.StatusCode != 200 && p.status != 200 {
+		e, _ := out["error"].(map[string]any)
+		if e["message"] == nil || e["status"] != float64(p.status) {
+			t.Errorf("%s: refusal %s lacks error.message and error.status", p.name, raw)
+		}
+	}
+	return out
+}
+
+func TestGuardOrigin(t *testing.T) {
+	ts, port := serve(t, Options{Name: "test server"}, echo(0))
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	for _, p := range []probe{
+		{name: "127.0.0.1", method: "POST", body: "{}", header: jsonCT, status: 200, says: `"body":"{}"`},
+		{name: "localhost", method: "GET", host: "localhost:" + port, status: 200},
+		{name: "LOCALHOST", method: "GET", host: "LOCALHOST:" + port, status: 200},
+		{name: "[::1]", method: "GET", host: "[::1]:" + port, status: 200},
+		{name: "a foreign name", method: "POST", host: "attacker.example:" + port, body: "{}", header: jsonCT, status: 403, says: "--allow-host"},
+		{name: "a rebound name", method: "GET", host: "rebind.attacker.example", status: 403, says: "localhost:" + port},
+		{name: "another port", method: "GET", host: "localhost:1", status: 403, says: "--allow-host"},
+		{name: "no port", method: "GET", host: "localhost", status: 403},
+		{name: "a cross-site POST", method: "POST", body: "{}", header: map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, status: 403, says: "other origins"},
+		{name: "a same-site POST (another port)", method: "POST", body: "{}", header: map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-site"}, status: 403, says: "other origins"},
+		{name: "a foreign Origin", method: "POST", body: "{}", header: map[string]string{"Content-Type": "application/json", "Origin": "http://attacker.example"}, status: 403, says: "other origins"},
+		{name: "its own origin", method: "POST", body: "{}", header: map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"}, status: 200},
+		{name: "text/plain", method: "POST", body: "{}", header: map[string]string{"Content-Type": "text/plain"}, status: 415, says: "application/json"},
+		{name: "form", method: "POST", body: "a=1", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 415},
+		{name: "no content type", method: "POST", body: "{}", status: 415},
+		{name: "JSON with a charset", method: "POST", body: "{}", header: map[string]string{"Content-Type": "application/json; charset=utf-8"}, status: 200},
+		{name: "a GET with a text body", method: "GET", body: "x", header: map[string]string{"Content-Type": "text/plain"}, status: 415},
+		{name: "a DELETE without a body", method: "DELETE", status: 200},
+	} {
+		p.run(t, ts)
+	}
+}
+
+func TestGuardAllowHosts(t *testing.T) {
+	ts, _ := serve(t, Options{AllowHosts: []string{"Env.Internal", "[fd00::1]"}}, echo(0))
+	for _, p := range []probe{
+		{name: "an allowed name, any port", method: "GET", host: "env.internal:80", status: 200},
+		{name: "an allowed name, no port", method: "GET", host: "env.internal", status: 200},
+		{name: "an allowed address", method: "GET", host: "[fd00::1]:9000", status: 200},
+		{name: "another name", method: "GET", host: "other.internal", status: 403},
+	} {
+		p.run(t, ts)
+	}
+	ts, _ = serve(t, Options{AllowHosts: []string{"*"}}, echo(0))
+	probe{name: "any", method: "GET", host: "whatever.example", status: 200}.run(t, ts)
+	// A page elsewhere still cannot drive a server answering any host.
+	probe{name: "any, cross-site", method: "POST", host: "whatever.example", body: "{}", header: map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, status: 403}.run(t, ts)
+	for _, bad := range [][]string{{""}, {"http://x"}, {"a/b"}} {
+		if _, err := New(nil, Options{AllowHosts: bad}); err == nil {
+			t.Errorf("allowed hosts %q: no error", bad)
+		}
+	}
+	if _, err := New(nil, Options{APIKeys: []string{"k", ""}}); err == nil || !strings.Contains(err.Error(), "key 2 is empty") {
+		t.Errorf("an empty key: %v", err)
+	}
+}
+
+func TestGuardAPIKey(t *testing.T) {
+	ts, port := serve(t, Options{APIKeys: []string{"first-key", "second-key"}}, echo(0))
+	bearer := func(k string) map[string]string {
+		return map[string]string{"Authorization": k, "Content-Type": "application/json"}
+	}
+	for _, p := range []probe{
+		{name: "no key", method: "GET", status: 401, says: "Authorization: Bearer"},
+		{name: "a wrong key", method: "GET", header: bearer("Bearer first-keyX"), status: 401, says: "not one of its keys"},
+		{name: "a prefix of a key", method: "GET", header: bearer("Bearer first"), status: 401},
+		{name: "basic auth", method: "GET", header: bearer("Basic Zmlyc3Qta2V5"), status: 401},
+		{name: "no key and text/plain: 401 first", method: "POST", body: "x", header: map[string]string{"Content-Type": "text/plain"}, status: 401},
+		{name: "a key from a foreign Host: 403 first", method: "GET", host: "attacker.example:" + port, header: bearer("Bearer first-key"), status: 403},
+		{name: "the second key", method: "POST", body: "{}", header: bearer("bearer second-key"), status: 200, says: `"client":"key 2"`},
+		{name: "the first key", method: "GET", header: bearer("Bearer first-key"), status: 200, says: `"client":"key 1"`},
+	} {
+		p.run(t, ts)
+	}
+	resp, err := http.Get(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+		t.Errorf("WWW-Authenticate %q", got)
+	}
+	// Without keys a client is its remote address.
+	ts, _ = serve(t, Options{}, echo(0))
+	probe{name: "no keys", method: "GET", status: 200, says: `"client":"127.0.0.1"`}.run(t, ts)
+}
+
+func TestGuardBody(t *testing.T) {
+	ts, _ := serve(t, Options{MaxBody: 10, BodyTimeout: 300 * time.Millisecond}, echo(600*time.Millisecond))
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	probe{name: "over the limit", method: "POST", body: `{"a":"0123456789"}`, header: jsonCT, status: 413, says: "limit of 10"}.run(t, ts)
+	// A handler running past the body timeout is not cancelled by it.
+	out := probe{name: "a slow handler", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+	if out["cancelled"] != false {
+		t.Errorf("a handler running past the body timeout: %v", out)
+	}
+
+	// A body sent slower than the timeout is refused with 408 soon after it.
+	addr := ts.Listener.Addr().String()
+	for _, chunked := range []bool{false, true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := "POST /x HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n"
+		if chunked {
+			fmt.Fprintf(conn, "%sTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", head)
+		} else {
+			fmt.Fprintf(conn, "%sContent-Length: 8\r\n\r\n{", head)
+		}
+		began := time.Now()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		took := time.Since(began)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("chunked %v: %v", chunked, err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "within 300ms") {
+			t.Errorf("chunked %v: a stalled body: %d %s", chunked, resp.StatusCode, raw)
+		}
+		if took > 5*time.Second {
+			t.Errorf("chunked %v: answered after %v, want about 300ms", chunked, took)
+		}
+	}
+
+	// Headers not finished within HeaderTimeout: the server closes the connection.
+	if testing.Short() {
+		return
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /x HTTP/1.1\r\nHost: %s\r\n", addr)
+	conn.SetReadDeadline(time.Now().Add(HeaderTimeout + 10*time.Second))
+	began := time.Now()
+	_, err = io.ReadAll(conn)
+	if took := time.Since(began); err != nil || took < HeaderTimeout-time.Second || took > HeaderTimeout+5*time.Second {
+		t.Errorf("stalled headers: closed after %v (%v), want %v", took, err, HeaderTimeout)
+	}
+}
