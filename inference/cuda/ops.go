@@ -5,7 +5,7 @@ import "fmt"
 // kernelNames are the kernels the backend launches (all in the embedded PTX).
 var kernelNames = []string{
 	"embed_bf16", "rmsnorm", "silu_mul", "to_bf16", "rope_kv",
-	"gemv_bf16", "gemm_bf16", "attention", "argmax_rows", "sample_rows",
+	"gemv_bf16", "gemm_bf16", "attention", "attn_split", "attn_merge", "argmax_rows", "sample_rows",
 }
 
 // gemvMaxT is GEMV_MAXT of gemm.cu: the most input rows of the matrix-vector kernel.
@@ -17,10 +17,19 @@ const (
 	rowBlock    = 128 // per-row kernels: embedding, RMSNorm, RoPE, argmax
 	gemvBlock   = 128 // 4 warps: 4 weight rows per block
 	gemmBlock   = 256 // 64×64 tile, 4×4 per thread
-	attnBlock   = 128 // ATT_WARPS warps
+	attnBlock   = 128 // ATT_WARPS warps; attn_split's block too
+	mergeBlock  = 64  // attn_merge: a thread per head dimension (looping past 64)
 	sampleBlock = 256
 	elemBlock   = 256
 	maxHeadDim  = 256 // ATT_MAXD·32
+	// maxGroupDims is the most (query head, dimension) pairs of one KV head's group that
+	// attn_split holds: ATTS_ACC accumulators per thread of attnBlock.
+	maxGroupDims = 16 * attnBlock
+	// maxSplits is ATTM_MAXS of attention.cu: the most key splits attn_merge combines.
+	maxSplits = 1024
+	// minSplitKeys is the fewest keys a split of decode attention takes (two cache blocks):
+	// below that the merge and the per-block setup cost more than the keys.
+	minSplitKeys = 2 * blockTokens
 )
 
 // ops launches the kernels with the grids and blocks they are written for; the model and the
@@ -129,6 +138,46 @@ func (o *ops) ropeKV(q, qkv, bias, cos, sin Ptr, mt meta, kv Ptr, T int, g kvLay
 // attention: see attention.cu.
 func (o *ops) attention(out, q, kv Ptr, mt meta, T int, g kvLayout, scale float32) error {
 	return o.launch("attention", Dim{X: T, Y: g.nh}, Dim{X: attnBlock}, out, q, kv, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+}
+
+// attnSplitShared is attn_split's dynamic shared memory in bytes: the group's queries, one
+// cache block of keys or values (rows padded by one float against bank conflicts), the
+// group's scores and three floats of softmax state per head.
+func attnSplitShared(g kvLayout) int {
+	group := g.nh / g.nkv
+	return 4 * (group*g.hd + g.bs*(g.hd+1) + group*g.bs + 3*group)
+}
+
+// attnSplit runs decode attention with each token's keys split S ways (see attn_split in
+// attention.cu): chunk points at the keys per split on the device (a multiple of g.bs); part
+// and ml hold T·nh·S·hd and T·nh·S·2 floats of partial results when S > 1, merged into out by
+// attn_merge.
+func (o *ops) attnSplit(out, part, ml, q, kv Ptr, mt meta, chunk Ptr, T, S int, g kvLayout, scale float32) error {
+	err := o.d.Launch(o.f["attn_split"], Dim{X: T, Y: g.nkv, Z: S}, Dim{X: attnBlock}, attnSplitShared(g),
+		out, part, ml, q, kv, mt.pos, mt.seq, mt.tables, mt.tableOff, chunk, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+	if err != nil {
+		return fmt.Errorf("cuda: attn_split: %w", err)
+	}
+	if S == 1 {
+		return nil
+	}
+	return o.launch("attn_merge", Dim{X: T, Y: g.nh}, Dim{X: mergeBlock}, out, part, ml, mt.pos, chunk, int32(g.nh), int32(g.hd), int32(S))
+}
+
+// decodeSplits is the number of key splits of a decode pass of T tokens (the grid's z extent,
+// fixed per batch size so that a captured graph serves every depth): enough blocks that
+// T·nkv·S fills each of the device's sms multiprocessors twice, at most one split per
+// minSplitKeys keys of the context length ctxLen and at most maxSplits.
+func decodeSplits(T, nkv, sms, ctxLen int) int {
+	want := (2*sms + T*nkv - 1) / (T * nkv)
+	return max(1, min(want, maxSplits, (ctxLen+minSplitKeys-1)/minSplitKeys))
+}
+
+// splitChunk is the keys per split of a pass whose longest context is maxCtx tokens, split S
+// ways: the share of each, at least minSplitKeys, rounded up to whole cache blocks of bs.
+func splitChunk(maxCtx, S, bs int) int {
+	c := max(minSplitKeys, (maxCtx+S-1)/S)
+	return (c + bs - 1) / bs * bs
 }
 
 // argmax writes the greedy token of each of R logit rows to out (int32).
