@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 1f2722c222327fd31e0e11d41bfcb289fafc27b3c0ada4d7a8df1e3f01c4c1fb
+// kernel sources: 37a2a65d0a3edf40bfc0bc5ca502fad314809dd5b268d15c524c24ae71f6d6cf
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

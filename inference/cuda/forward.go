@@ -144,6 +144,9 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 			ctx = max(ctx, int(h[l.pos+k])+1)
 		}
 		h[l.chunk] = int32(splitChunk(ctx, m.splits(T), m.geo.bs))
+	} else {
+		tiles := prefillTiles(h[l.tiles:l.tiles], h[l.seq:l.seq+T], h[l.pos:l.pos+T], m.qt)
+		m.nTiles = len(tiles) / 2
 	}
 	if err := m.dev.CopyIn(m.meta, unsafe.Pointer(&h[0]), 4*(l.tables+off)); err != nil {
 		return err
@@ -193,7 +196,7 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 
 // body launches the embedding and every decoder layer for the pass's T tokens, leaving the
 // residual stream in m.x. With single (one token per sequence) attention splits each token's
-// keys (attn_split); otherwise it runs the per-token kernel (attention).
+// keys (attn_split); otherwise it runs over the pass's query tiles (attn_prefill, m.nTiles).
 func (m *Model) body(T int, single bool) error {
 	o, g := m.op, m.geo
 	mt := meta{pos: m.metaAt(m.ml.pos), seq: m.metaAt(m.ml.seq), tables: m.metaAt(m.ml.tables), tableOff: m.metaAt(m.ml.tableOff)}
@@ -212,7 +215,7 @@ func (m *Model) body(T int, single bool) error {
 				if single {
 					return o.attnSplit(m.att, m.part, m.partML, m.q, m.layerKV(l), mt, m.metaAt(m.ml.chunk), T, m.splits(T), g, m.scale)
 				}
-				return o.attention(m.att, m.q, m.layerKV(l), mt, T, g, m.scale)
+				return o.attnPrefill(m.att, m.q, m.layerKV(l), m.metaAt(m.ml.tiles), mt, m.nTiles, m.qt, g, m.scale)
 			},
 			func() error { return o.matmul(m.x, m.att, ly.o, T, m.H, m.qd, m.H, true, m.bf16Scratch()) },
 			func() error { return o.rmsnorm(m.xn, m.x, ly.mlpNorm, 0, T, m.H, m.eps) },

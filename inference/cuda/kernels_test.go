@@ -243,6 +243,15 @@ func newPagedCase(r *rand.Rand, g kvLayout, lens, newToks []int) *pagedCase {
 	return c
 }
 
+// sharePrefix makes every sequence's first n blocks (as many as it has) those of sequence 0,
+// as caches forked from one prefix share them.
+func (c *pagedCase) sharePrefix(n int) {
+	for i := 1; i < len(c.tables); i++ {
+		k := min(n, len(c.tables[i]), len(c.tables[0]))
+		copy(c.tables[i][:k], c.tables[0][:k])
+	}
+}
+
 // upload returns the pass's metadata on the device.
 func (c *pagedCase) upload(t *testing.T, d Device) meta {
 	var flat, off []int32
@@ -323,33 +332,67 @@ func TestRopeKVKernel(t *testing.T) {
 	}
 }
 
+// TestAttentionKernel: tiled prefill attention (attn_prefill) against the CPU ops: prompts
+// from one token to several tiles, after no context or a deep one (past 2,048), mixed with
+// decoding sequences, over block tables sharing a prefix, for head dims below a warp to 256.
 func TestAttentionKernel(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(11, 12))
+	qwen := kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}
 	cases := []struct {
 		g          kvLayout
 		lens, news []int
+		shared     int // leading blocks of sequence 0's table that the other sequences share
 	}{
-		{kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}},           // prefill and decode, hd < 32
-		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, []int{40, 0, 17}, []int{1, 33, 1}}, // Qwen2.5-0.5B heads
-		{kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{9, 2}},           // hd not a multiple of 32
-		{kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{3}},              // 4 dims per lane
-		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}},     // the largest head
-		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}},                 // one key
+		{kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}, 0},       // prefill and decode, hd < 32
+		{qwen, []int{40, 0, 17}, []int{1, 33, 1}, 0},                                 // Qwen2.5-0.5B heads
+		{qwen, []int{0, 100, 2050}, []int{40, 30, 20}, 0},                            // several tiles, at depth
+		{qwen, []int{64, 64, 80}, []int{19, 1, 10}, 4},                               // a shared prefix
+		{kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{9, 2}, 0},       // hd not a multiple of 32
+		{kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{3}, 0},          // group 4
+		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}, 0}, // the largest head
+		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}, 0},             // one key
+		{kvLayout{nh: 16, nkv: 1, hd: 64, bs: 16}, []int{5}, []int{11}, 0},           // group 16: tiles of 4 tokens
 	}
 	for _, tc := range cases {
 		g := tc.g
 		c := newPagedCase(r, g, tc.lens, tc.news)
+		c.sharePrefix(tc.shared)
 		T := len(c.pos)
 		pool := c.randPool(r)
 		qd := g.nh * g.hd
 		qv := randF32(r, T*qd, 1.5)
 		out := upload(t, o.d, make([]float32, T*qd))
 		scale := float32(1 / math.Sqrt(float64(g.hd)))
-		mustOK(t, o.attention(out, upload(t, o.d, qv), upload(t, o.d, pool), c.upload(t, o.d), T, g, scale))
+		qt := prefillTileTokens(g)
+		tiles := prefillTiles(nil, c.seq, c.pos, qt)
+		mustOK(t, o.attnPrefill(out, upload(t, o.d, qv), upload(t, o.d, pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, scale))
 		got := download[float32](t, o.d, out, T*qd)
 		want := c.refAttention(pool, qv, scale)
-		closeTo(t, fmt.Sprintf("%+v lens %v new %v", g, tc.lens, tc.news), got, want, 2e-5)
+		closeTo(t, fmt.Sprintf("%+v lens %v new %v, %d tiles of up to %d tokens", g, tc.lens, tc.news, len(tiles)/2, qt), got, want, 2e-5)
+	}
+}
+
+// TestPrefillTiles: tiles follow the runs of consecutive positions of one sequence, at most qt
+// tokens each; the tile size fits the rows and the shared memory.
+func TestPrefillTiles(t *testing.T) {
+	seq := []int32{0, 0, 0, 0, 0, 1, 2, 2, 2, 3}
+	pos := []int32{5, 6, 7, 8, 9, 40, 0, 1, 2, 7}
+	want := []int32{0, 2, 2, 2, 4, 1, 5, 1, 6, 2, 8, 1, 9, 1}
+	if got := prefillTiles(nil, seq, pos, 2); !slices.Equal(got, want) {
+		t.Errorf("tiles %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		g    kvLayout
+		want int
+	}{
+		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, 9}, {kvLayout{nh: 16, nkv: 2, hd: 128, bs: 16}, 4},
+		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 16}, 15}, {kvLayout{nh: 16, nkv: 1, hd: 128, bs: 16}, 2},
+	} {
+		qt := prefillTileTokens(c.g)
+		if qt != c.want || attnPrefillShared(c.g, qt) > maxShared {
+			t.Errorf("%+v: tiles of %d tokens (%d bytes of shared memory), want %d", c.g, qt, attnPrefillShared(c.g, qt), c.want)
+		}
 	}
 }
 
@@ -427,10 +470,7 @@ func TestAttnSplitKernel(t *testing.T) {
 	for _, tc := range cases {
 		g := tc.g
 		c := newPagedCase(r, g, tc.lens, tc.news)
-		for i := 1; i < len(c.tables); i++ {
-			n := min(tc.shared, len(c.tables[i]), len(c.tables[0]))
-			copy(c.tables[i][:n], c.tables[0][:n])
-		}
+		c.sharePrefix(tc.shared)
 		T := len(c.pos)
 		pool := c.randPool(r)
 		qd := g.nh * g.hd

@@ -92,6 +92,8 @@ type Model struct {
 	// Partial results of split decode attention: outputs, then (max, sum) pairs.
 	part, partML Ptr
 	sms          int // the device's multiprocessors (decodeSplits)
+	qt           int // query tokens per attn_prefill tile
+	nTiles       int // attn_prefill tiles of the pass being run
 
 	// The pass's metadata: host staging and its device copy (see metaLayout).
 	meta     Ptr
@@ -113,7 +115,7 @@ type Model struct {
 // metaLayout places the per-pass int32 arrays in one buffer, at fixed offsets so that captured
 // graphs, whose kernel parameters are fixed, find each step's values at the same addresses.
 type metaLayout struct {
-	toks, pos, seq, rows, tableOff, chunk, tables, size int
+	toks, pos, seq, rows, tableOff, chunk, tiles, tables, size int
 }
 
 // Load reads the Hugging Face model directory dir as qwen2.Load does, converts the weights to
@@ -151,8 +153,8 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if m.geo.hd > maxHeadDim || m.geo.hd%2 != 0 {
 		return nil, fmt.Errorf("cuda: %s: head_dim %d: the attention kernel takes even head dims up to %d", dir, m.geo.hd, maxHeadDim)
 	}
-	if m.geo.nkv < 1 || m.geo.nh%m.geo.nkv != 0 || m.qd/m.geo.nkv > maxGroupDims || attnSplitShared(m.geo) > 48<<10 {
-		return nil, fmt.Errorf("cuda: %s: %d query heads over %d kv heads of %d dims: decode attention takes up to %d (query head, dim) pairs per kv head", dir, m.geo.nh, m.geo.nkv, m.geo.hd, maxGroupDims)
+	if m.geo.nkv < 1 || m.geo.nh%m.geo.nkv != 0 || m.qd/m.geo.nkv > maxGroupDims || attnSplitShared(m.geo) > maxShared || prefillTileTokens(m.geo) == 0 {
+		return nil, fmt.Errorf("cuda: %s: %d query heads over %d kv heads of %d dims: the attention kernels take up to %d (query head, dim) pairs per kv head", dir, m.geo.nh, m.geo.nkv, m.geo.hd, maxGroupDims)
 	}
 	m.sms = 1
 	if d, ok := dev.(interface{ multiprocessors() int }); ok {
@@ -161,6 +163,7 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if opts.sms > 0 {
 		m.sms = opts.sms
 	}
+	m.qt = prefillTileTokens(m.geo)
 	var err error
 	if m.op, err = newOps(dev); err != nil {
 		return nil, err
@@ -307,7 +310,8 @@ func (m *Model) allocActivations() error {
 		*s.p = p
 	}
 	m.maxBlocks = (m.cfg.MaxPositionEmbeddings + blockTokens - 1) / blockTokens
-	l := metaLayout{toks: 0, pos: P, seq: 2 * P, rows: 3 * P, tableOff: 4 * P, chunk: 4*P + R, tables: 4*P + R + 1}
+	l := metaLayout{toks: 0, pos: P, seq: 2 * P, rows: 3 * P, tableOff: 4 * P, chunk: 4*P + R, tiles: 4*P + R + 1}
+	l.tables = l.tiles + 2*(P+R) // a tile per token at most
 	l.size = l.tables + R*m.maxBlocks
 	m.ml = l
 	m.metaHost = make([]int32, l.size)

@@ -1,88 +1,100 @@
-// Attention over the paged KV cache, prefill and decode alike: token t of sequence tok_seq[t]
-// at position tok_pos[t] attends to positions 0..tok_pos[t] of its sequence (causal), query
-// head h to kv head h / (nh / nkv) (grouped-query attention).
+// Attention over the paged KV cache: token t of sequence tok_seq[t] at position tok_pos[t]
+// attends to positions 0..tok_pos[t] of its sequence (causal), query head h to kv head
+// h / (nh / nkv) (grouped-query attention), reading the layer's block pool as rope_kv writes it
+// through the sequence's block table.
 #pragma once
 #include "common.cuh"
 
-#define ATT_WARPS 4
-#define ATT_MAXD 8 // head_dim ≤ 256: up to 8 dimensions per lane
-
-// attention: grid (T, nh), block 32·ATT_WARPS. Each warp takes every ATT_WARPS-th key with an
-// online softmax (running max, sum and weighted values; lane l holds dimensions l, l+32, ...),
-// then warp 0 merges the warps' partial results. q rows are nh·hd, out likewise; kv is the
-// layer's block pool as rope_kv writes it.
-KERNEL void attention(float *__restrict__ out, const float *__restrict__ q, const bf16 *__restrict__ kv,
-                      const int *__restrict__ tok_pos, const int *__restrict__ tok_seq, const int *__restrict__ tables,
-                      const int *__restrict__ table_off, int nh, int nkv, int hd, int bs, float scale) {
-	__shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
-	__shared__ float sacc[ATT_WARPS][ATT_MAXD * 32];
-	int t = blockIdx.x, h = blockIdx.y, kh = h / (nh / nkv);
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int pos = tok_pos[t];
-	const int *tab = tables + table_off[tok_seq[t]];
-	const float *qr = q + (size_t)t * nh * hd + (size_t)h * hd;
-	float qv[ATT_MAXD], acc[ATT_MAXD];
-#pragma unroll
-	for (int i = 0; i < ATT_MAXD; i++) {
-		int d = lane + 32 * i;
-		qv[i] = d < hd ? qr[d] * scale : 0.0f;
-		acc[i] = 0;
+// Tiled attention for prefill (and every pass that is not one token per sequence),
+// FlashAttention-2 style with plain f32 FMAs (no mma: the emulator has none, see docs/DESIGN.md).
+// Block (tile i, kv head kh) of grid (tiles, nkv) takes the tile's n ≤ qt consecutive query
+// tokens of one sequence (tiles[2i] the first, tiles[2i+1] the count: a span of the pass cut
+// into pieces of qt) with the group = nh/nkv query heads of kh: rows = n·group query rows,
+// row r = (token r / group, head r % group). It walks the keys 0..(the last token's position) a
+// cache block (bs ≤ 32 positions) at a time, reading each key and value once for all its rows:
+// keys into shared memory as f32, a score per (row, key) masked causally, an online softmax per
+// row (a thread per row), values into the same tile, then the accumulators (in shared memory,
+// rows × hd) rescaled and added to. Dynamic shared memory: attnPrefillShared floats (ops.go).
+KERNEL void attn_prefill(float *__restrict__ out, const float *__restrict__ q, const bf16 *__restrict__ kv,
+                         const int *__restrict__ tiles, const int *__restrict__ tok_pos,
+                         const int *__restrict__ tok_seq, const int *__restrict__ tables,
+                         const int *__restrict__ table_off, int qt, int nh, int nkv, int hd, int bs, float scale) {
+	DYN_SHARED(float, attn_sh);
+	int kh = blockIdx.y, t0 = tiles[2 * blockIdx.x], n = tiles[2 * blockIdx.x + 1];
+	int group = nh / nkv, rows = n * group, hp = hd + 1;
+	float *sq = attn_sh;                 // rows × hd: the queries, scaled
+	float *sacc = sq + qt * group * hd;  // rows × hd: the unnormalised outputs
+	float *skv = sacc + qt * group * hd; // bs × (hd + 1): one cache block's keys, then its values
+	float *sp = skv + bs * hp;           // rows × bs: scores, then weights
+	float *sm = sp + qt * group * bs;    // rows: running max
+	float *sl = sm + qt * group;         // rows: running sum
+	float *sc = sl + qt * group;         // rows: this block's correction of the accumulators
+	for (int i = threadIdx.x; i < rows * hd; i += blockDim.x) {
+		int r = i / hd, d = i % hd;
+		sq[i] = q[(size_t)(t0 + r / group) * nh * hd + (size_t)(kh * group + r % group) * hd + d] * scale;
+		sacc[i] = 0;
 	}
-	float m = -INFINITY, l = 0;
+	for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+		sm[r] = -INFINITY;
+		sl[r] = 0;
+	}
+	const int *tab = tables + table_off[tok_seq[t0]];
+	int p0 = tok_pos[t0], last = tok_pos[t0 + n - 1];
 	size_t head = (size_t)kh * bs * hd, vofs = (size_t)nkv * bs * hd;
-	for (int j = warp; j <= pos; j += ATT_WARPS) {
-		const bf16 *kp = kv + (size_t)tab[j / bs] * 2 * nkv * bs * hd + head + (size_t)(j % bs) * hd;
-		const bf16 *vp = kp + vofs;
-		float s = 0;
-#pragma unroll
-		for (int i = 0; i < ATT_MAXD; i++) {
-			int d = lane + 32 * i;
-			if (d < hd)
-				s += qv[i] * bf2f(kp[d]);
-		}
-		s = warp_sum(s);
-		float mn = fmaxf(m, s);
-		float corr = expf(m - mn), p = expf(s - mn);
-		l = l * corr + p;
-#pragma unroll
-		for (int i = 0; i < ATT_MAXD; i++) {
-			int d = lane + 32 * i;
-			if (d < hd)
-				acc[i] = acc[i] * corr + p * bf2f(vp[d]);
-		}
-		m = mn;
-	}
-	if (lane == 0) {
-		sm[warp] = m;
-		sl[warp] = l;
-	}
-#pragma unroll
-	for (int i = 0; i < ATT_MAXD; i++)
-		sacc[warp][lane + 32 * i] = acc[i];
-	__syncthreads();
-	if (warp == 0) {
-		float M = sm[0];
-		for (int w = 1; w < ATT_WARPS; w++)
-			M = fmaxf(M, sm[w]);
-		float L = 0, f[ATT_WARPS];
-		for (int w = 0; w < ATT_WARPS; w++) {
-			f[w] = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - M);
-			L += sl[w] * f[w];
-		}
-		float *o = out + (size_t)t * nh * hd + (size_t)h * hd;
-#pragma unroll
-		for (int i = 0; i < ATT_MAXD; i++) {
-			int d = lane + 32 * i;
-			if (d < hd) {
-				float v = 0;
-				for (int w = 0; w < ATT_WARPS; w++)
-					v += sacc[w][d] * f[w];
-				o[d] = v / L;
+	for (int j0 = 0; j0 <= last; j0 += bs) {
+		int nk = min(bs, last + 1 - j0);
+		const bf16 *kp = kv + (size_t)tab[j0 / bs] * 2 * nkv * bs * hd + head;
+		__syncthreads(); // the previous block's values and weights are used
+		for (int i = threadIdx.x; i < nk * hd; i += blockDim.x)
+			skv[(i / hd) * hp + i % hd] = bf2f(kp[i]);
+		__syncthreads();
+		for (int i = threadIdx.x; i < rows * nk; i += blockDim.x) {
+			int r = i / nk, j = i % nk;
+			float v = -INFINITY;
+			if (j0 + j <= p0 + r / group) {
+				const float *qr = sq + r * hd, *kj = skv + j * hp;
+				v = 0;
+				for (int d = 0; d < hd; d++)
+					v += qr[d] * kj[d];
 			}
+			sp[r * bs + j] = v;
 		}
+		__syncthreads();
+		for (int i = threadIdx.x; i < nk * hd; i += blockDim.x)
+			skv[(i / hd) * hp + i % hd] = bf2f(kp[vofs + i]);
+		for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+			float *pr = sp + r * bs;
+			float mo = sm[r], mn = mo;
+			for (int j = 0; j < nk; j++)
+				mn = fmaxf(mn, pr[j]);
+			float sum = 0;
+			for (int j = 0; j < nk; j++) {
+				float e = expf(pr[j] - mn); // a masked key: exp(-inf) = 0
+				pr[j] = e;
+				sum += e;
+			}
+			float c = expf(mo - mn);
+			sc[r] = c;
+			sl[r] = sl[r] * c + sum;
+			sm[r] = mn;
+		}
+		__syncthreads();
+		for (int i = threadIdx.x; i < rows * hd; i += blockDim.x) {
+			int r = i / hd, d = i % hd;
+			const float *pr = sp + r * bs;
+			float v = sacc[i] * sc[r];
+			for (int j = 0; j < nk; j++)
+				v += pr[j] * skv[j * hp + d];
+			sacc[i] = v;
+		}
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < rows * hd; i += blockDim.x) {
+		int r = i / hd, d = i % hd;
+		out[(size_t)(t0 + r / group) * nh * hd + (size_t)(kh * group + r % group) * hd + d] = sacc[i] / sl[r];
 	}
 }
-REGISTER(attention);
+REGISTER(attn_prefill);
 
 // Split-key decode attention (flash-decoding). Block (t, kv head kh, split s) of grid (T, nkv, S)
 // takes the keys [s·chunk, (s+1)·chunk) ∩ [0, pos] of token t (the last split also takes any
