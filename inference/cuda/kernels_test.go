@@ -356,20 +356,13 @@ func TestAttentionKernel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := tc.g
-		c := newPagedCase(r, g, tc.lens, tc.news)
-		c.sharePrefix(tc.shared)
-		T := len(c.pos)
-		pool := c.randPool(r)
-		qd := g.nh * g.hd
-		qv := randF32(r, T*qd, 1.5)
-		out := upload(t, o.d, make([]float32, T*qd))
-		scale := float32(1 / math.Sqrt(float64(g.hd)))
+		c := newAttnCase(r, g, tc.lens, tc.news, tc.shared)
+		n := len(c.want)
+		out := upload(t, o.d, make([]float32, n))
 		qt := prefillTileTokens(g)
 		tiles := prefillTiles(nil, c.seq, c.pos, qt)
-		mustOK(t, o.attnPrefill(out, upload(t, o.d, qv), upload(t, o.d, pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, scale))
-		got := download[float32](t, o.d, out, T*qd)
-		want := c.refAttention(pool, qv, scale)
-		closeTo(t, fmt.Sprintf("%+v lens %v new %v, %d tiles of up to %d tokens", g, tc.lens, tc.news, len(tiles)/2, qt), got, want, 2e-5)
+		mustOK(t, o.attnPrefill(out, upload(t, o.d, c.q), upload(t, o.d, c.pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, c.scale))
+		closeTo(t, fmt.Sprintf("%+v lens %v new %v, %d tiles of up to %d tokens", g, tc.lens, tc.news, len(tiles)/2, qt), download[float32](t, o.d, out, n), c.want, 2e-5)
 	}
 }
 
@@ -430,6 +423,26 @@ func (c *pagedCase) refAttention(pool []uint16, qv []float32, scale float32) []f
 	return want
 }
 
+// attnCase is a paged case with a random pool and queries, and the CPU's attention of them.
+type attnCase struct {
+	*pagedCase
+	pool  []uint16
+	q     []float32
+	scale float32
+	want  []float32
+}
+
+// newAttnCase makes the sequences of lens cached and news new tokens, the first shared blocks
+// of sequence 0's table shared by the others.
+func newAttnCase(r *rand.Rand, g kvLayout, lens, news []int, shared int) *attnCase {
+	c := newPagedCase(r, g, lens, news)
+	c.sharePrefix(shared)
+	a := &attnCase{pagedCase: c, pool: c.randPool(r), scale: float32(1 / math.Sqrt(float64(g.hd)))}
+	a.q = randF32(r, len(c.pos)*g.nh*g.hd, 1.5)
+	a.want = c.refAttention(a.pool, a.q, a.scale)
+	return a
+}
+
 // randPool is a KV block pool of random bf16 values in [-2, 2).
 func (c *pagedCase) randPool(r *rand.Rand) []uint16 {
 	pool := make([]uint16, c.poolSize())
@@ -469,20 +482,14 @@ func TestAttnSplitKernel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := tc.g
-		c := newPagedCase(r, g, tc.lens, tc.news)
-		c.sharePrefix(tc.shared)
-		T := len(c.pos)
-		pool := c.randPool(r)
-		qd := g.nh * g.hd
-		qv := randF32(r, T*qd, 1.5)
-		scale := float32(1 / math.Sqrt(float64(g.hd)))
-		want := c.refAttention(pool, qv, scale)
+		c := newAttnCase(r, g, tc.lens, tc.news, tc.shared)
+		T, qd := len(c.pos), g.nh*g.hd
 		maxCtx := 0
 		for _, p := range c.pos {
 			maxCtx = max(maxCtx, int(p)+1)
 		}
 		mt := c.upload(t, o.d)
-		qp, kv := upload(t, o.d, qv), upload(t, o.d, pool)
+		qp, kv := upload(t, o.d, c.q), upload(t, o.d, c.pool)
 		for _, S := range tc.splits {
 			chunk := tc.chunk
 			if chunk == 0 {
@@ -491,8 +498,8 @@ func TestAttnSplitKernel(t *testing.T) {
 			out := upload(t, o.d, make([]float32, T*qd))
 			part := upload(t, o.d, make([]float32, T*g.nh*S*g.hd))
 			ml := upload(t, o.d, make([]float32, T*g.nh*S*2))
-			mustOK(t, o.attnSplit(out, part, ml, qp, kv, mt, upload(t, o.d, []int32{int32(chunk)}), T, S, g, scale))
-			closeTo(t, fmt.Sprintf("%s: %+v lens %v, %d splits of %d keys", tc.name, g, tc.lens, S, chunk), download[float32](t, o.d, out, T*qd), want, 2e-5)
+			mustOK(t, o.attnSplit(out, part, ml, qp, kv, mt, upload(t, o.d, []int32{int32(chunk)}), T, S, g, c.scale))
+			closeTo(t, fmt.Sprintf("%s: %+v lens %v, %d splits of %d keys", tc.name, g, tc.lens, S, chunk), download[float32](t, o.d, out, T*qd), c.want, 2e-5)
 		}
 	}
 }

@@ -5,6 +5,14 @@
 #pragma once
 #include "common.cuh"
 
+// block_to_shared widens n rows of hd bf16 values (one kv head's keys or values of a cache
+// block, contiguous) into dst as f32 rows of hd + 1 (the pad keeps a column's reads on distinct
+// banks), the whole block's threads taking turns.
+__device__ __forceinline__ void block_to_shared(float *dst, const bf16 *src, int n, int hd) {
+	for (int i = threadIdx.x; i < n * hd; i += blockDim.x)
+		dst[(i / hd) * (hd + 1) + i % hd] = bf2f(src[i]);
+}
+
 // Tiled attention for prefill (and every pass that is not one token per sequence),
 // FlashAttention-2 style with plain f32 FMAs (no mma: the emulator has none, see docs/DESIGN.md).
 // Block (tile i, kv head kh) of grid (tiles, nkv) takes the tile's n ≤ qt consecutive query
@@ -45,8 +53,7 @@ KERNEL void attn_prefill(float *__restrict__ out, const float *__restrict__ q, c
 		int nk = min(bs, last + 1 - j0);
 		const bf16 *kp = kv + (size_t)tab[j0 / bs] * 2 * nkv * bs * hd + head;
 		__syncthreads(); // the previous block's values and weights are used
-		for (int i = threadIdx.x; i < nk * hd; i += blockDim.x)
-			skv[(i / hd) * hp + i % hd] = bf2f(kp[i]);
+		block_to_shared(skv, kp, nk, hd);
 		__syncthreads();
 		for (int i = threadIdx.x; i < rows * nk; i += blockDim.x) {
 			int r = i / nk, j = i % nk;
@@ -60,8 +67,7 @@ KERNEL void attn_prefill(float *__restrict__ out, const float *__restrict__ q, c
 			sp[r * bs + j] = v;
 		}
 		__syncthreads();
-		for (int i = threadIdx.x; i < nk * hd; i += blockDim.x)
-			skv[(i / hd) * hp + i % hd] = bf2f(kp[vofs + i]);
+		block_to_shared(skv, kp + vofs, nk, hd);
 		for (int r = threadIdx.x; r < rows; r += blockDim.x) {
 			float *pr = sp + r * bs;
 			float mo = sm[r], mn = mo;
@@ -146,8 +152,7 @@ KERNEL void attn_split(float *__restrict__ out, float *__restrict__ part, float 
 		int n = min(hi, (j0 / bs + 1) * bs) - j0;
 		const bf16 *kp = kv + (size_t)tab[j0 / bs] * 2 * nkv * bs * hd + head + (size_t)(j0 % bs) * hd;
 		__syncthreads(); // the previous block's values and weights are used
-		for (int i = threadIdx.x; i < n * hd; i += blockDim.x)
-			skv[(i / hd) * hp + i % hd] = bf2f(kp[i]);
+		block_to_shared(skv, kp, n, hd);
 		__syncthreads();
 		for (int i = threadIdx.x; i < group * n; i += blockDim.x) {
 			int g = i / n, j = i % n;
@@ -158,8 +163,7 @@ KERNEL void attn_split(float *__restrict__ out, float *__restrict__ part, float 
 			sp[g * bs + j] = v;
 		}
 		__syncthreads();
-		for (int i = threadIdx.x; i < n * hd; i += blockDim.x)
-			skv[(i / hd) * hp + i % hd] = bf2f(kp[vofs + i]);
+		block_to_shared(skv, kp + vofs, n, hd);
 		for (int g = warp; g < group; g += nwarps) {
 			float v = lane < n ? sp[g * bs + lane] : -INFINITY;
 			float mo = sm[g], mn = fmaxf(mo, warp_max(v));
