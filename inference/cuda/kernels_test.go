@@ -509,8 +509,8 @@ func TestAttnSplitKernel(t *testing.T) {
 // context in whole cache blocks.
 func TestDecodeSplits(t *testing.T) {
 	for _, c := range []struct{ T, nkv, sms, ctx, want int }{
-		{1, 2, 132, 32768, 132}, {8, 2, 132, 32768, 17}, {64, 2, 132, 32768, 3}, {256, 2, 132, 32768, 1},
-		{1, 2, 132, 100, 4}, {1, 1, 4096, 1 << 20, maxSplits}, {3, 8, 1, 32768, 1},
+		{1, 2, 132, 32768, 264}, {8, 2, 132, 32768, 33}, {64, 2, 132, 32768, 5}, {256, 2, 132, 32768, 2},
+		{264, 2, 132, 32768, 1}, {1, 2, 132, 100, 4}, {1, 1, 4096, 1 << 20, maxSplits}, {3, 8, 1, 32768, 1},
 	} {
 		if got := decodeSplits(c.T, c.nkv, c.sms, c.ctx); got != c.want {
 			t.Errorf("decodeSplits(T %d, nkv %d, %d SMs, context %d) = %d, want %d", c.T, c.nkv, c.sms, c.ctx, got, c.want)

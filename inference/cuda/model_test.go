@@ -219,11 +219,11 @@ func TestAgainstCPU(t *testing.T) {
 }
 
 // TestSplitDecodeAgainstCPU: a decode batch at depths from one token to past several cache
-// blocks, with the keys split many ways (the multiprocessor count raised so that up to 40
-// splits of 32 keys run), gives the CPU backend's greedy tokens and logits for each sequence
+// blocks, with the keys split many ways (the multiprocessor count raised so that 10 splits of
+// 32 keys are launched, up to 5 of them holding keys), gives the CPU backend's greedy tokens and logits for each sequence
 // decoded alone.
 func TestSplitDecodeAgainstCPU(t *testing.T) {
-	m := loadTiny(t, Options{sms: 40})
+	m := loadTiny(t, Options{sms: 20})
 	cm := loadCPU(t)
 	lens := []int{1, 16, 33, 150}
 	if S := m.splits(len(lens)); S != 10 || splitChunk(151, S, blockTokens) != 32 {

@@ -35,6 +35,9 @@ const (
 	// minSplitKeys is the fewest keys a split of decode attention takes (two cache blocks):
 	// below that the merge and the per-block setup cost more than the keys.
 	minSplitKeys = 2 * blockTokens
+	// splitBlocksPerSM is the blocks per multiprocessor decodeSplits aims at (attn_split's 65
+	// to 79 registers per thread leave room for about 7 resident blocks of 128 threads).
+	splitBlocksPerSM = 4
 )
 
 // ops launches the kernels with the grids and blocks they are written for; the model and the
@@ -207,11 +210,12 @@ func (o *ops) attnSplit(out, part, ml, q, kv Ptr, mt meta, chunk Ptr, T, S int, 
 }
 
 // decodeSplits is the number of key splits of a decode pass of T tokens (the grid's z extent,
-// fixed per batch size so that a captured graph serves every depth): enough blocks that
-// T·nkv·S fills each of the device's sms multiprocessors twice, at most one split per
-// minSplitKeys keys of the context length ctxLen and at most maxSplits.
+// fixed per batch size so that a captured graph serves every depth): enough that T·nkv·S
+// blocks give each of the device's sms multiprocessors about splitBlocksPerSM (more than one
+// resident block each, so that one block's key loads overlap another's arithmetic), at most
+// one split per minSplitKeys keys of the context length ctxLen and at most maxSplits.
 func decodeSplits(T, nkv, sms, ctxLen int) int {
-	want := (2*sms + T*nkv - 1) / (T * nkv)
+	want := (splitBlocksPerSM*sms + T*nkv - 1) / (T * nkv)
 	return max(1, min(want, maxSplits, (ctxLen+minSplitKeys-1)/minSplitKeys))
 }
 
