@@ -11,6 +11,9 @@
 #            assembled by the machine's ptxas, and the 0.5B checkpoint against the CPU backend;
 #   bench    batch-1 decode, batched decode at 8/32/128, top-p decode, decode with logits copied
 #            back (the generate path), 512-token prefill;
+#   depth    student bench --backend cuda --depth D for D in 0, 2048, 4096 (GPU_CHECK_DEPTHS):
+#            decode at batch 1 and at 8/64/256 (GPU_CHECK_BATCHES) with D tokens already in each
+#            cache, and a 512-token prefill after D (llama-bench's -d); one line per depth;
 #   sanitize compute-sanitizer memcheck and racecheck over the kernel tests (what the emulator
 #            cannot show: out-of-bounds device accesses, shared-memory races);
 #   eval     student eval --backend cuda on the BIRD layout (the 56 sample questions as dev.json
@@ -20,12 +23,14 @@
 # The lent machines have no Go toolchain and no ../shared: run scripts/gpu-bundle.sh first and
 # carry .gpu (prebuilt binaries and the shared test data); without a bundle the script builds
 # with go when go is on PATH. Results: $OUT (default /tmp/gpu-check) gets summary.txt and one log
-# per stage (7 files, all small); bulky files go to GPU_CHECK_WORK (default /tmp/gpu-check-work).
+# per stage (8 files, all small); bulky files go to GPU_CHECK_WORK (default /tmp/gpu-check-work).
 # Env: GPU_CHECK_BUDGET (seconds), GPU_CHECK_ONLY / GPU_CHECK_SKIP (stage names, space-separated),
 # GPU_CHECK_RUN (a -test.run pattern for the parity stage, to rerun what failed), GPU_CHECK_CKPT
 # (a checkpoint directory to reuse), CHAINEDSQL_SHARED (shared data, when there is no bundle),
 # GPU_CHECK_BACKEND (cuda; cuda-emulated dry-runs the script on the CPU with a bundle built by
-# GPU_BUNDLE_TAGS=cudaemu scripts/gpu-bundle.sh).
+# GPU_BUNDLE_TAGS=cudaemu scripts/gpu-bundle.sh), GPU_CHECK_DEPTHS and GPU_CHECK_BATCHES (the
+# depth stage's depths and batch sizes), GPU_CHECK_DEPTH_ARGS (more student bench flags for it,
+# which win: "--gen 2 --repeat 1 --prompt 8" makes a dry run on the emulator short).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -174,7 +179,7 @@ fi
 
 # ---- bench ----
 if wanted bench && [ -n "$CKPT" ]; then
-	t=$(budget 150)
+	t=$(budget 100)
 	stamp "benchmarks (${t}s)"
 	if ((t == 0)); then
 		note "bench: skipped (out of time)"
@@ -191,6 +196,44 @@ if wanted bench && [ -n "$CKPT" ]; then
 		grep -E '^Benchmark' "$OUT/bench.txt" | awk '{print $1, $(NF-1), $NF}' | tee -a "$SUMMARY"
 		grep -m1 ' on ' "$OUT/bench.txt" | sed 's/^ *//' | tee -a "$SUMMARY"
 	fi
+fi
+
+# ---- depth: decode and prefill after D tokens in the cache ----
+if wanted depth && [ -n "$CKPT" ] && command -v python3 >/dev/null; then
+	note "== student bench --depth D (random 0.5B, bf16; tok/s: prefill of 512 after D, decode at batch 1 and each batch)"
+	: >"$OUT/depth.txt"
+	stage_end=$((SECONDS + $(budget 150))) # the whole stage; each run of student bench at most 60 s
+	for depth in ${GPU_CHECK_DEPTHS:-0 2048 4096}; do
+		line="depth $depth:"
+		first=1 # the first run of a depth also times the prefill and batch-1 decode
+		for batch in ${GPU_CHECK_BATCHES:-8 64 256}; do
+			t=$(budget $((stage_end - SECONDS < 60 ? stage_end - SECONDS : 60)))
+			((t == 0)) && { line+=" (no time left)"; break; }
+			stamp "student bench --depth $depth --batch $batch (${t}s)"
+			prompt=0
+			((first)) && prompt=512
+			# 32 greedy steps per run, the median of 2 runs after a warm-up; the depth's tokens
+			# are computed once per run of student bench, untimed.
+			run "$t" "$BIN/student" bench --backend "$BACKEND" --model "$CKPT" --json --quiet --depth "$depth" \
+				--batch "$batch" --prompt "$prompt" --gen 32 --repeat 2 ${GPU_CHECK_DEPTH_ARGS:-} >"$WORK/depth.json" 2>>"$OUT/depth.txt"
+			rc=$?
+			{ echo "== depth $depth batch $batch: exit $rc" && cat "$WORK/depth.json"; } >>"$OUT/depth.txt"
+			if ((rc != 0)); then
+				status=1
+				line+=" b$batch $(outcome $rc)"
+			else
+				line+=$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = " prefill %.0f, b1 %.0f, " % (r["prefill_tok_s"], r["decode_tok_s"]) if sys.argv[2] == "1" else ", "
+print(s + "b%d %.0f" % (r["batch"], r["batch_decode_tok_s"]), end="")' "$WORK/depth.json" "$first")
+			fi
+			first=0
+		done
+		note "$line"
+	done
+elif wanted depth; then
+	note "depth: skipped (no checkpoint or no python3)"
 fi
 
 # ---- sanitize ----

@@ -82,6 +82,32 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("depth", func(t *testing.T) {
+		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--batch", "3", "--prompt", "20", "--gen", "5", "--repeat", "1", "--threads", "2"}
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r struct {
+			Depth       int     `json:"depth"`
+			Backend     string  `json:"backend"`
+			Prefill     float64 `json:"prefill_tok_s"`
+			Decode      float64 `json:"decode_tok_s"`
+			BatchDecode float64 `json:"batch_decode_tok_s"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+		}
+		if r.Depth != 100 || r.Backend != "cpu" || !(r.Prefill > 0 && r.Decode > 0 && r.BatchDecode > 0) {
+			t.Errorf("result %+v", r)
+		}
+		for _, want := range []string{"prefill 20 @ 100 run 1", "decode 5 @ 100 run 1", "decode 5 x3 @ 100 run 1"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("no %q on stderr: %q", want, stderr)
+			}
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		cases := []struct {
 			args []string
@@ -99,6 +125,10 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--prompt", "x"}, 2, "invalid value"},
 			{[]string{"--model", filepath.Join(t.TempDir(), "none")}, 1, "config.json"},
 			{[]string{"--model", model, "--prompt", "40000"}, 1, "exceed the model's context length of 32768"},
+			{[]string{"--model", model, "--depth", "-1"}, 2, "depth -1 must be >= 0"},
+			{[]string{"--model", model, "--depth", "32700", "--gen", "100", "--prompt", "0"}, 1, "32800 tokens exceed the model's context length"},
+			{[]string{"--model", model, "--backend", "tpu"}, 2, `backend "tpu"`},
+			{[]string{"--model", model, "--backend", "cuda", "--dtype", "q8"}, 2, "holds the weights in bf16"},
 		}
 		for _, c := range cases {
 			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))

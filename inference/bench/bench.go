@@ -2,7 +2,8 @@
 // loaded once, each test runs once untimed (warm-up) and then Repeat times, and the figures are
 // the median and range of those runs. Tests: prefill (one Forward over a Prompt-token prompt,
 // logits of the last token), decode (Gen greedy one-token steps) and batched decode (Gen steps
-// of Batch sequences, all in one Forward per step). `student bench` prints its Result.
+// of Batch sequences, all in one Forward per step), each after Depth tokens already in every
+// cache (llama-bench's -d). `student bench` prints its Result.
 package bench
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/internal/rss"
@@ -24,20 +26,31 @@ import (
 // Options select the model and the tests.
 type Options struct {
 	Model   string           // Hugging Face model directory
-	DType   qwen2.WeightType // weight type to load as (AsStored: the file's)
+	Backend string           // "" or "cpu" (qwen2), cuda.BackendCUDA or cuda.BackendEmulated
+	DType   qwen2.WeightType // weight type to load as (AsStored: the file's; bf16 on CUDA)
 	Mmap    bool             // qwen2.Options.Mmap
 	Threads int              // kernel threads (cpu.SetThreads); 0 keeps cpu.Threads()
 	Prompt  int              // prefill test's prompt length; 0 skips it
 	Gen     int              // decode tests' generated tokens; 0 skips them
 	Batch   int              // > 1 adds the batched decode test of Batch sequences
+	Depth   int              // tokens in each cache before the timed tokens (0: decodePrompt for decode)
 	Repeat  int              // timed runs of each test after the warm-up (at least 1)
 	// Progress, when set, receives a line per finished run (for a terminal).
 	Progress func(line string)
 }
 
-// decodePrompt is the untimed prompt before the decode tests' first timed step (as the qwen2
-// decode benchmarks; llama-bench's tg starts from an empty context, a few tokens' difference).
+// decodePrompt is the untimed prompt before the decode tests' first timed step where Depth is
+// 0 (as the qwen2 decode benchmarks; llama-bench's tg starts from an empty context, a few
+// tokens' difference).
 const decodePrompt = 8
+
+// Model is what the tests need of a loaded model (qwen2.Model and cuda.Model are ones).
+type Model interface {
+	lm.Model
+	Config() qwen2.Config
+	WeightDType() cpu.DType
+	Close() error
+}
 
 // Figure is one test's tokens/s over the timed runs.
 type Figure struct {
@@ -52,12 +65,14 @@ type Figure struct {
 // the machine's memory bandwidth by that measure.
 type Result struct {
 	Model       string  `json:"model"`
+	Backend     string  `json:"backend"`
 	DType       string  `json:"dtype"`
 	Kernels     string  `json:"kernels"`
 	Threads     int     `json:"threads"`
 	Prompt      int     `json:"prompt"`
 	Gen         int     `json:"gen"`
 	Batch       int     `json:"batch"`
+	Depth       int     `json:"depth"`
 	Repeat      int     `json:"repeat"`
 	LoadSeconds float64 `json:"load_s"`
 	WeightMiB   float64 `json:"weights_mib"`
@@ -81,8 +96,8 @@ func (o *Options) Check() error {
 	switch {
 	case o.Model == "":
 		return errors.New("bench: no model directory")
-	case o.Prompt < 0 || o.Gen < 0:
-		return fmt.Errorf("bench: prompt %d and gen %d must be >= 0", o.Prompt, o.Gen)
+	case o.Prompt < 0 || o.Gen < 0 || o.Depth < 0:
+		return fmt.Errorf("bench: prompt %d, gen %d and depth %d must be >= 0", o.Prompt, o.Gen, o.Depth)
 	case o.Prompt == 0 && o.Gen == 0:
 		return errors.New("bench: nothing to measure: prompt and gen are both 0")
 	case o.Batch < 0:
@@ -94,10 +109,36 @@ func (o *Options) Check() error {
 	case o.Threads < 0:
 		return fmt.Errorf("bench: threads %d must be >= 0", o.Threads)
 	}
-	if _, err := qwen2.ParseWeightType(string(o.DType)); err != nil {
+	wt, err := qwen2.ParseWeightType(string(o.DType))
+	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	switch o.Backend {
+	case "", "cpu":
+	case cuda.BackendCUDA, cuda.BackendEmulated:
+		if wt != qwen2.AsStored && wt != qwen2.BF16 {
+			return fmt.Errorf("bench: backend %s holds the weights in bf16, not %s", o.Backend, wt)
+		}
+	default:
+		return fmt.Errorf("bench: backend %q: want cpu, %s or %s", o.Backend, cuda.BackendCUDA, cuda.BackendEmulated)
+	}
 	return nil
+}
+
+// load loads the model on o's backend, returning it with the name of the kernels it runs.
+func (o *Options) load() (Model, string, error) {
+	if o.Backend == cuda.BackendCUDA || o.Backend == cuda.BackendEmulated {
+		m, err := cuda.Load(o.Model, cuda.Options{Backend: o.Backend})
+		if err != nil {
+			return nil, "", err
+		}
+		return m, m.Device(), nil
+	}
+	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap})
+	if err != nil {
+		return nil, "", err
+	}
+	return m, cpu.Kernels(), nil
 }
 
 // Run loads the model and runs the tests. ctx cancels between Forward calls.
@@ -108,19 +149,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Threads > 0 {
 		cpu.SetThreads(o.Threads)
 	}
-	r := &Result{Model: o.Model, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Repeat: o.Repeat}
+	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat}
+	if r.Backend == "" {
+		r.Backend = "cpu"
+	}
 	r.LoadAvg[0] = loadAvg()
 	t0 := time.Now()
-	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap})
+	m, kernels, err := o.load()
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer m.Close()
 	r.LoadSeconds = time.Since(t0).Seconds()
-	r.DType, r.Kernels = m.WeightDType().String(), cpu.Kernels()
+	r.DType, r.Kernels = m.WeightDType().String(), kernels
 	weights, perToken := weightBytes(m.Config(), m.WeightDType())
 	r.WeightMiB, r.DecodeBytes = float64(weights)/(1<<20), perToken
-	if need := max(o.Prompt, decodePrompt+o.Gen); need > m.ContextLength() {
+	ctxDecode := o.Depth
+	if ctxDecode == 0 {
+		ctxDecode = decodePrompt
+	}
+	if need := max(o.Depth+o.Prompt, ctxDecode+o.Gen); need > m.ContextLength() {
 		return nil, fmt.Errorf("bench: %d tokens exceed the model's context length of %d", need, m.ContextLength())
 	}
 	progress := func(test string, run int, v float64) {
@@ -148,20 +196,38 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return fig, nil
 	}
 	if o.Prompt > 0 {
-		if r.Prefill, err = series(fmt.Sprintf("prefill %d", o.Prompt), func() (float64, error) { return prefill(ctx, m, o.Prompt) }); err != nil {
+		f, err := newFill(ctx, m, 1, o.Depth, o.Depth+o.Prompt)
+		if err != nil {
+			return nil, err
+		}
+		r.Prefill, err = series("prefill "+r.testName(o.Prompt, 1), func() (float64, error) { return f.prefill(ctx, o.Prompt) })
+		f.release()
+		if err != nil {
 			return nil, err
 		}
 		r.PrefillTokS = r.Prefill.Median
 	}
 	if o.Gen > 0 {
-		if r.Decode, err = series(fmt.Sprintf("decode %d", o.Gen), func() (float64, error) { return decode(ctx, m, 1, o.Gen) }); err != nil {
+		f, err := newFill(ctx, m, 1, ctxDecode, ctxDecode+o.Gen)
+		if err != nil {
+			return nil, err
+		}
+		r.Decode, err = series("decode "+r.testName(o.Gen, 1), func() (float64, error) { return f.decode(ctx, o.Gen) })
+		f.release()
+		if err != nil {
 			return nil, err
 		}
 		r.DecodeTokS = r.Decode.Median
 		r.DecodeGBs = r.DecodeTokS * float64(perToken) / 1e9
 	}
 	if o.Batch > 1 {
-		if r.BatchDecode, err = series(fmt.Sprintf("decode %d x%d", o.Gen, o.Batch), func() (float64, error) { return decode(ctx, m, o.Batch, o.Gen) }); err != nil {
+		f, err := newFill(ctx, m, o.Batch, ctxDecode, ctxDecode+o.Gen)
+		if err != nil {
+			return nil, err
+		}
+		r.BatchDecode, err = series("decode "+r.testName(o.Gen, o.Batch), func() (float64, error) { return f.decode(ctx, o.Gen) })
+		f.release()
+		if err != nil {
 			return nil, err
 		}
 		r.BatchDecodeTok = r.BatchDecode.Median
@@ -192,40 +258,93 @@ func prompt(n, seq, vocab int) []int {
 	return out
 }
 
-// prefill times one Forward over an n-token prompt in a fresh cache; returns tokens/s.
-func prefill(ctx context.Context, m lm.Model, n int) (float64, error) {
-	c, err := m.NewCache(n)
-	if err != nil {
-		return 0, fmt.Errorf("bench: %w", err)
+// testName names a test of n timed tokens per sequence in the progress lines: "N", "N xB",
+// "N @ D" at depth D.
+func (r *Result) testName(n, batch int) string {
+	s := fmt.Sprint(n)
+	if batch > 1 {
+		s += fmt.Sprintf(" x%d", batch)
 	}
-	defer c.Release()
-	steps := []lm.Step{{Cache: c, Tokens: prompt(n, 1, m.VocabSize())}}
+	if r.Depth > 0 {
+		s += fmt.Sprintf(" @ %d", r.Depth)
+	}
+	return s
+}
+
+// fill is a test's caches, one per sequence, each holding depth untimed tokens: filled once
+// (in one Forward) and cut back to depth before every run, so that the warm-up and the timed
+// runs start from the same context without computing it again.
+type fill struct {
+	m      lm.Model
+	caches []lm.Cache
+	depth  int
+	steps  []lm.Step
+}
+
+// newFill makes batch caches of capacity maxTokens holding depth prompt tokens each.
+func newFill(ctx context.Context, m lm.Model, batch, depth, maxTokens int) (*fill, error) {
+	f := &fill{m: m, depth: depth}
+	for i := range batch {
+		c, err := m.NewCache(maxTokens)
+		if err != nil {
+			f.release()
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		f.caches = append(f.caches, c)
+		if depth > 0 {
+			f.steps = append(f.steps, lm.Step{Cache: c, Tokens: prompt(depth, i, m.VocabSize())})
+		}
+	}
+	if len(f.steps) > 0 {
+		if err := m.Forward(ctx, f.steps); err != nil {
+			f.release()
+			return nil, fmt.Errorf("bench: filling %d caches with %d tokens: %w", batch, depth, err)
+		}
+	}
+	return f, nil
+}
+
+func (f *fill) release() {
+	for _, c := range f.caches {
+		c.Release()
+	}
+}
+
+// reset cuts every cache back to the fill's depth.
+func (f *fill) reset() {
+	for _, c := range f.caches {
+		c.Truncate(f.depth)
+	}
+}
+
+// prefill times one Forward over an n-token prompt after the fill's context (one sequence);
+// returns tokens/s.
+func (f *fill) prefill(ctx context.Context, n int) (float64, error) {
+	f.reset()
+	steps := []lm.Step{{Cache: f.caches[0], Tokens: prompt(n, 1, f.m.VocabSize())}}
 	t0 := time.Now()
-	if err := m.Forward(ctx, steps); err != nil {
+	if err := f.m.Forward(ctx, steps); err != nil {
 		return 0, fmt.Errorf("bench: prefill: %w", err)
 	}
 	return float64(n) / time.Since(t0).Seconds(), nil
 }
 
-// decode times gen greedy decode steps of batch sequences (one Forward per step carrying all of
-// them) after an untimed decodePrompt-token prompt each; returns tokens/s over the batch.
-func decode(ctx context.Context, m lm.Model, batch, gen int) (float64, error) {
+// decode times gen greedy decode steps of the fill's sequences (one Forward per step carrying
+// all of them) after its context; returns tokens/s over the batch. The first step's token is
+// the sequence's last context token (the fill's logits are not kept).
+func (f *fill) decode(ctx context.Context, gen int) (float64, error) {
+	f.reset()
+	m, batch := f.m, len(f.caches)
 	steps := make([]lm.Step, batch)
-	for i := range steps {
-		c, err := m.NewCache(decodePrompt + gen)
-		if err != nil {
-			return 0, fmt.Errorf("bench: %w", err)
-		}
-		defer c.Release()
-		steps[i] = lm.Step{Cache: c, Tokens: prompt(decodePrompt, i, m.VocabSize())}
-	}
-	if err := m.Forward(ctx, steps); err != nil {
-		return 0, fmt.Errorf("bench: decode prompt: %w", err)
+	for i, c := range f.caches {
+		steps[i] = lm.Step{Cache: c, Tokens: []int{prompt(f.depth+1, i, m.VocabSize())[f.depth]}}
 	}
 	t0 := time.Now()
-	for range gen {
-		for i := range steps {
-			steps[i].Tokens = append(steps[i].Tokens[:0], argmax(steps[i].Logits))
+	for k := range gen {
+		if k > 0 {
+			for i := range steps {
+				steps[i].Tokens = append(steps[i].Tokens[:0], argmax(steps[i].Logits))
+			}
 		}
 		if err := m.Forward(ctx, steps); err != nil {
 			return 0, fmt.Errorf("bench: decode: %w", err)
@@ -285,11 +404,11 @@ func loadAvg() float64 {
 // WriteText prints r as a short table (the figures of --json in words).
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model    %s\n", r.Model)
+	fmt.Fprintf(&b, "model    %s (backend %s)\n", r.Model, r.Backend)
 	fmt.Fprintf(&b, "weights  %s, %.1f MiB (%.1f MB streamed per decoded token); kernels %s, %d threads\n",
 		r.DType, r.WeightMiB, float64(r.DecodeBytes)/1e6, r.Kernels, r.Threads)
 	fmt.Fprintf(&b, "load     %.2f s; peak RSS %.0f MiB; load average %.2f -> %.2f\n", r.LoadSeconds, r.PeakRSSMiB, r.LoadAvg[0], r.LoadAvg[1])
-	fmt.Fprintf(&b, "\n%-16s %10s %21s %8s\n", "test", "tok/s", "[min - max]", "GB/s")
+	fmt.Fprintf(&b, "\n%-24s %10s %21s %8s\n", "test", "tok/s", "[min - max]", "GB/s")
 	row := func(name string, f *Figure, gbs float64) {
 		if f == nil {
 			return
@@ -298,11 +417,11 @@ func (r *Result) WriteText(w io.Writer) error {
 		if gbs > 0 {
 			g = fmt.Sprintf("%.1f", gbs)
 		}
-		fmt.Fprintf(&b, "%-16s %10.2f %21s %8s\n", name, f.Median, fmt.Sprintf("[%.2f - %.2f]", f.Min, f.Max), g)
+		fmt.Fprintf(&b, "%-24s %10.2f %21s %8s\n", name, f.Median, fmt.Sprintf("[%.2f - %.2f]", f.Min, f.Max), g)
 	}
-	row(fmt.Sprintf("prefill %d", r.Prompt), r.Prefill, 0)
-	row(fmt.Sprintf("decode %d", r.Gen), r.Decode, r.DecodeGBs)
-	row(fmt.Sprintf("decode %d x%d", r.Gen, r.Batch), r.BatchDecode, r.BatchDecodeGBs)
+	row("prefill "+r.testName(r.Prompt, 1), r.Prefill, 0)
+	row("decode "+r.testName(r.Gen, 1), r.Decode, r.DecodeGBs)
+	row("decode "+r.testName(r.Gen, r.Batch), r.BatchDecode, r.BatchDecodeGBs)
 	fmt.Fprintf(&b, "(median of %d runs after one warm-up)\n", r.Repeat)
 	_, err := io.WriteString(w, b.String())
 	return err

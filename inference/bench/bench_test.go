@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 func TestFigureMedian(t *testing.T) {
@@ -61,5 +63,65 @@ func TestCheck(t *testing.T) {
 	}
 	if err := ok.Check(); err != nil {
 		t.Errorf("valid options: %v", err)
+	}
+}
+
+// TestFillDepth: a depth test's caches hold the depth tokens, each run starts from them again
+// (a second run fits capacity only because the first was cut back), and a run computes what
+// one sequence fed the same tokens computes.
+func TestFillDepth(t *testing.T) {
+	m, err := qwen2.Load(shared.Path(t, "models/tiny-qwen2-f32"), qwen2.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	const depth, gen = 40, 5
+	f, err := newFill(ctx, m, 2, depth, depth+gen+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.release()
+	for _, c := range f.caches {
+		if c.Len() != depth {
+			t.Fatalf("filled cache holds %d tokens, want %d", c.Len(), depth)
+		}
+	}
+	for run := range 3 {
+		if _, err := f.decode(ctx, gen); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		for _, c := range f.caches {
+			if c.Len() != depth+gen {
+				t.Fatalf("run %d: cache holds %d tokens, want %d", run, c.Len(), depth+gen)
+			}
+		}
+	}
+	// Sequence 1 alone: its first depth+1 prompt tokens, then greedy steps; then one more
+	// token on both.
+	c, err := m.NewCache(depth + gen + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	st := []lm.Step{{Cache: c, Tokens: prompt(depth+1, 1, m.VocabSize())}}
+	for c.Len() < depth+gen {
+		if err := m.Forward(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		st[0].Tokens = []int{argmax(st[0].Logits)}
+	}
+	st[0].Tokens = []int{7}
+	got := []lm.Step{{Cache: f.caches[1], Tokens: []int{7}}}
+	if err := m.Forward(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Forward(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range st[0].Logits {
+		if d := got[0].Logits[i] - v; d > 1e-4 || d < -1e-4 {
+			t.Fatalf("logit %d after the run: %v, alone %v", i, got[0].Logits[i], v)
+		}
 	}
 }

@@ -46,6 +46,7 @@ static cu_result (*p_cuGetErrorString)(cu_result, const char **);
 
 // Values from the driver API's public enums.
 enum {
+	ATTR_SM_COUNT = 16,
 	ATTR_CC_MAJOR = 75,
 	ATTR_CC_MINOR = 76,
 	FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
@@ -112,7 +113,7 @@ int cud_open(const char *path, char *err, int errlen) {
 	return 0;
 }
 
-cu_result cud_init(int *count, int *version, char *name, int namelen, int *major, int *minor, size_t *mem) {
+cu_result cud_init(int *count, int *version, char *name, int namelen, int *major, int *minor, int *sms, size_t *mem) {
 	cu_result r;
 	*count = 0;
 	if ((r = p_cuDriverGetVersion(version)) != 0)
@@ -129,6 +130,8 @@ cu_result cud_init(int *count, int *version, char *name, int namelen, int *major
 	if ((r = p_cuDeviceGetAttribute(major, ATTR_CC_MAJOR, dev)) != 0)
 		return r;
 	if ((r = p_cuDeviceGetAttribute(minor, ATTR_CC_MINOR, dev)) != 0)
+		return r;
+	if ((r = p_cuDeviceGetAttribute(sms, ATTR_SM_COUNT, dev)) != 0)
 		return r;
 	return p_cuDeviceTotalMem(mem, dev);
 }

@@ -40,6 +40,7 @@ type driverDevice struct {
 	ws     Ptr
 	args   []uint64
 	mem    int // bytes of device memory
+	sms    int // streaming multiprocessors
 }
 
 type driverFunc struct {
@@ -79,10 +80,10 @@ func openDriver() (Device, error) {
 		}
 		return nil, fmt.Errorf("cuda: %w: no NVIDIA driver: cannot load %s (%s)", ErrUnavailable, lib, msg)
 	}
-	var count, version, major, minor C.int
+	var count, version, major, minor, sms C.int
 	var mem C.size_t
 	name := make([]byte, 256)
-	r := C.cud_init(&count, &version, (*C.char)(unsafe.Pointer(&name[0])), C.int(len(name)), &major, &minor, &mem)
+	r := C.cud_init(&count, &version, (*C.char)(unsafe.Pointer(&name[0])), C.int(len(name)), &major, &minor, &sms, &mem)
 	if version > 0 && version < minDriver {
 		return nil, fmt.Errorf("cuda: %w: NVIDIA driver too old: it supports CUDA %d.%d, the kernels need %d.%d or later", ErrUnavailable, version/1000, version%1000/10, minDriver/1000, minDriver%1000/10)
 	}
@@ -101,6 +102,7 @@ func openDriver() (Device, error) {
 		funcs: map[string]*driverFunc{},
 		slots: (*C.uint64_t)(C.malloc(C.size_t(8 * maxArgs))),
 		mem:   int(mem),
+		sms:   int(sms),
 	}
 	if err := check("primary context", C.cud_ctx(&d.ctx, &d.stream)); err != nil {
 		C.free(unsafe.Pointer(d.slots))
@@ -156,6 +158,8 @@ func (d *driverDevice) openBLAS(driverMajor int) {
 }
 
 func (d *driverDevice) Name() string { return d.name }
+
+func (d *driverDevice) multiprocessors() int { return d.sms }
 
 func (d *driverDevice) hasBLAS() bool { return d.blas != nil }
 

@@ -13,8 +13,8 @@ typedef unsigned long long cu_ptr;
 // It returns 0, or 1 with a message in err (no library or a symbol missing: a driver too old).
 int cud_open(const char *path, char *err, int errlen);
 // cud_init runs cuInit, counts devices and, for device 0, fills name, compute capability,
-// total memory and the driver's CUDA version. It returns the CUresult.
-cu_result cud_init(int *count, int *version, char *name, int namelen, int *major, int *minor, size_t *mem);
+// multiprocessor count, total memory and the driver's CUDA version. It returns the CUresult.
+cu_result cud_init(int *count, int *version, char *name, int namelen, int *major, int *minor, int *sms, size_t *mem);
 // cud_error_text names a CUresult ("CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected").
 void cud_error_text(cu_result r, char *buf, int len);
 

@@ -64,6 +64,10 @@ func openEmulator() (Device, error) {
 	return &emuDevice{allocs: map[Ptr]int{}}, nil
 }
 
+// multiprocessors is the OS threads the emulator runs blocks on, its counterpart of a
+// device's multiprocessors.
+func (d *emuDevice) multiprocessors() int { return runtime.GOMAXPROCS(0) }
+
 func (d *emuDevice) Name() string {
 	return fmt.Sprintf("cudaemu (the kernels compiled for the CPU, %d threads)", runtime.GOMAXPROCS(0))
 }

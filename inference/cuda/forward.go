@@ -135,10 +135,23 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 		}
 		t += n
 	}
+	// A pass of one token per sequence runs split-key decode attention; the keys per split
+	// follow from its longest context.
+	single := len(spans) == T
+	if single {
+		ctx := 0
+		for k := range spans {
+			ctx = max(ctx, int(h[l.pos+k])+1)
+		}
+		h[l.chunk] = int32(splitChunk(ctx, m.splits(T), m.geo.bs))
+	} else {
+		tiles := prefillTiles(h[l.tiles:l.tiles], h[l.seq:l.seq+T], h[l.pos:l.pos+T], m.qt)
+		m.nTiles = len(tiles) / 2
+	}
 	if err := m.dev.CopyIn(m.meta, unsafe.Pointer(&h[0]), 4*(l.tables+off)); err != nil {
 		return err
 	}
-	decode := len(spans) == T && len(outs) == T && T <= m.opts.MaxRows
+	decode := single && len(outs) == T && T <= m.opts.MaxRows
 	sample := how != nil
 	draw := false
 	if sample {
@@ -155,7 +168,7 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 			return err
 		}
 	} else {
-		if err := m.body(T); err != nil {
+		if err := m.body(T, single); err != nil {
 			return err
 		}
 		if R > 0 {
@@ -182,8 +195,9 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 }
 
 // body launches the embedding and every decoder layer for the pass's T tokens, leaving the
-// residual stream in m.x.
-func (m *Model) body(T int) error {
+// residual stream in m.x. With single (one token per sequence) attention splits each token's
+// keys (attn_split); otherwise it runs over the pass's query tiles (attn_prefill, m.nTiles).
+func (m *Model) body(T int, single bool) error {
 	o, g := m.op, m.geo
 	mt := meta{pos: m.metaAt(m.ml.pos), seq: m.metaAt(m.ml.seq), tables: m.metaAt(m.ml.tables), tableOff: m.metaAt(m.ml.tableOff)}
 	if err := o.embed(m.x, m.embed, m.metaAt(m.ml.toks), T, m.H); err != nil {
@@ -197,7 +211,12 @@ func (m *Model) body(T int) error {
 			func() error {
 				return o.ropeKV(m.q, m.qkv, ly.qkvBias, m.cosT, m.sinT, mt, m.layerKV(l), T, g)
 			},
-			func() error { return o.attention(m.att, m.q, m.layerKV(l), mt, T, g, m.scale) },
+			func() error {
+				if single {
+					return o.attnSplit(m.att, m.part, m.partML, m.q, m.layerKV(l), mt, m.metaAt(m.ml.chunk), T, m.splits(T), g, m.scale)
+				}
+				return o.attnPrefill(m.att, m.q, m.layerKV(l), m.metaAt(m.ml.tiles), mt, m.nTiles, m.qt, g, m.scale)
+			},
 			func() error { return o.matmul(m.x, m.att, ly.o, T, m.H, m.qd, m.H, true, m.bf16Scratch()) },
 			func() error { return o.rmsnorm(m.xn, m.x, ly.mlpNorm, 0, T, m.H, m.eps) },
 			func() error { return o.matmul(m.gu, m.xn, ly.gateUp, T, 2*m.I, m.H, 2*m.I, false, m.bf16Scratch()) },
@@ -309,7 +328,7 @@ func (m *Model) replay(key graphKey) error {
 		if err := m.dev.BeginCapture(); err != nil {
 			return err
 		}
-		err := m.body(key.T)
+		err := m.body(key.T, true)
 		if err == nil {
 			err = m.head(0, key.T, key.sample, key.draw)
 		}

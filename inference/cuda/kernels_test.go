@@ -243,6 +243,15 @@ func newPagedCase(r *rand.Rand, g kvLayout, lens, newToks []int) *pagedCase {
 	return c
 }
 
+// sharePrefix makes every sequence's first n blocks (as many as it has) those of sequence 0,
+// as caches forked from one prefix share them.
+func (c *pagedCase) sharePrefix(n int) {
+	for i := 1; i < len(c.tables); i++ {
+		k := min(n, len(c.tables[i]), len(c.tables[0]))
+		copy(c.tables[i][:k], c.tables[0][:k])
+	}
+}
+
 // upload returns the pass's metadata on the device.
 func (c *pagedCase) upload(t *testing.T, d Device) meta {
 	var flat, off []int32
@@ -323,62 +332,197 @@ func TestRopeKVKernel(t *testing.T) {
 	}
 }
 
+// TestAttentionKernel: tiled prefill attention (attn_prefill) against the CPU ops: prompts
+// from one token to several tiles, after no context or a deep one (past 2,048), mixed with
+// decoding sequences, over block tables sharing a prefix, for head dims below a warp to 256.
 func TestAttentionKernel(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(11, 12))
+	qwen := kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}
 	cases := []struct {
 		g          kvLayout
 		lens, news []int
+		shared     int // leading blocks of sequence 0's table that the other sequences share
 	}{
-		{kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}},           // prefill and decode, hd < 32
-		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, []int{40, 0, 17}, []int{1, 33, 1}}, // Qwen2.5-0.5B heads
-		{kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{9, 2}},           // hd not a multiple of 32
-		{kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{3}},              // 4 dims per lane
-		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}},     // the largest head
-		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}},                 // one key
+		{kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}, 0},       // prefill and decode, hd < 32
+		{qwen, []int{40, 0, 17}, []int{1, 33, 1}, 0},                                 // Qwen2.5-0.5B heads
+		{qwen, []int{0, 100, 2050}, []int{40, 30, 20}, 0},                            // several tiles, at depth
+		{qwen, []int{64, 64, 80}, []int{19, 1, 10}, 4},                               // a shared prefix
+		{kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{9, 2}, 0},       // hd not a multiple of 32
+		{kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{3}, 0},          // group 4
+		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}, 0}, // the largest head
+		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}, 0},             // one key
+		{kvLayout{nh: 16, nkv: 1, hd: 64, bs: 16}, []int{5}, []int{11}, 0},           // group 16: tiles of 4 tokens
 	}
 	for _, tc := range cases {
 		g := tc.g
-		c := newPagedCase(r, g, tc.lens, tc.news)
-		T := len(c.pos)
-		pool := make([]uint16, c.poolSize())
-		for i := range pool {
-			pool[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * 2)
+		c := newAttnCase(r, g, tc.lens, tc.news, tc.shared)
+		n := len(c.want)
+		out := upload(t, o.d, make([]float32, n))
+		qt := prefillTileTokens(g)
+		tiles := prefillTiles(nil, c.seq, c.pos, qt)
+		mustOK(t, o.attnPrefill(out, upload(t, o.d, c.q), upload(t, o.d, c.pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, c.scale))
+		closeTo(t, fmt.Sprintf("%+v lens %v new %v, %d tiles of up to %d tokens", g, tc.lens, tc.news, len(tiles)/2, qt), download[float32](t, o.d, out, n), c.want, 2e-5)
+	}
+}
+
+// TestPrefillTiles: tiles follow the runs of consecutive positions of one sequence, at most qt
+// tokens each; the tile size fits the rows and the shared memory.
+func TestPrefillTiles(t *testing.T) {
+	seq := []int32{0, 0, 0, 0, 0, 1, 2, 2, 2, 3}
+	pos := []int32{5, 6, 7, 8, 9, 40, 0, 1, 2, 7}
+	want := []int32{0, 2, 2, 2, 4, 1, 5, 1, 6, 2, 8, 1, 9, 1}
+	if got := prefillTiles(nil, seq, pos, 2); !slices.Equal(got, want) {
+		t.Errorf("tiles %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		g    kvLayout
+		want int
+	}{
+		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, 9}, {kvLayout{nh: 16, nkv: 2, hd: 128, bs: 16}, 4},
+		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 16}, 15}, {kvLayout{nh: 16, nkv: 1, hd: 128, bs: 16}, 2},
+	} {
+		qt := prefillTileTokens(c.g)
+		if qt != c.want || attnPrefillShared(c.g, qt) > maxShared {
+			t.Errorf("%+v: tiles of %d tokens (%d bytes of shared memory), want %d", c.g, qt, attnPrefillShared(c.g, qt), c.want)
 		}
-		qd := g.nh * g.hd
-		qv := randF32(r, T*qd, 1.5)
-		out := upload(t, o.d, make([]float32, T*qd))
-		scale := float32(1 / math.Sqrt(float64(g.hd)))
-		mustOK(t, o.attention(out, upload(t, o.d, qv), upload(t, o.d, pool), c.upload(t, o.d), T, g, scale))
-		got := download[float32](t, o.d, out, T*qd)
-		want := make([]float32, T*qd)
-		group := g.nh / g.nkv
-		for tt := range T {
-			s, p := int(c.seq[tt]), int(c.pos[tt])
-			for h := range g.nh {
-				kh := h / group
-				q := make([]float32, g.hd)
+	}
+}
+
+// refAttention is causal grouped-query attention of the case's tokens over the pool, from
+// the CPU backend's ops: token t's query head h against positions 0..pos[t] of its sequence's
+// keys and values of kv head h/(nh/nkv).
+func (c *pagedCase) refAttention(pool []uint16, qv []float32, scale float32) []float32 {
+	g := c.g
+	T, qd, group := len(c.pos), g.nh*g.hd, g.nh/g.nkv
+	want := make([]float32, T*qd)
+	q, k := make([]float32, g.hd), make([]float32, g.hd)
+	for tt := range T {
+		s, p := int(c.seq[tt]), int(c.pos[tt])
+		for h := range g.nh {
+			kh := h / group
+			for d := range g.hd {
+				q[d] = qv[tt*qd+h*g.hd+d] * scale
+			}
+			sc := make([]float32, p+1)
+			for j := range p + 1 {
 				for d := range g.hd {
-					q[d] = qv[tt*qd+h*g.hd+d] * scale
+					k[d] = cpu.BF16ToF32(pool[c.slot(s, j, 0, kh)+d])
 				}
-				sc := make([]float32, p+1)
-				k := make([]float32, g.hd)
-				for j := range p + 1 {
-					for d := range g.hd {
-						k[d] = cpu.BF16ToF32(pool[c.slot(s, j, 0, kh)+d])
-					}
-					sc[j] = cpu.Dot(q, k)
-				}
-				cpu.Softmax(sc)
-				o := want[tt*qd+h*g.hd : tt*qd+(h+1)*g.hd]
-				for j, pj := range sc {
-					for d := range g.hd {
-						o[d] += pj * cpu.BF16ToF32(pool[c.slot(s, j, 1, kh)+d])
-					}
+				sc[j] = cpu.Dot(q, k)
+			}
+			cpu.Softmax(sc)
+			o := want[tt*qd+h*g.hd : tt*qd+(h+1)*g.hd]
+			for j, pj := range sc {
+				for d := range g.hd {
+					o[d] += pj * cpu.BF16ToF32(pool[c.slot(s, j, 1, kh)+d])
 				}
 			}
 		}
-		closeTo(t, fmt.Sprintf("%+v lens %v new %v", g, tc.lens, tc.news), got, want, 2e-5)
+	}
+	return want
+}
+
+// attnCase is a paged case with a random pool and queries, and the CPU's attention of them.
+type attnCase struct {
+	*pagedCase
+	pool  []uint16
+	q     []float32
+	scale float32
+	want  []float32
+}
+
+// newAttnCase makes the sequences of lens cached and news new tokens, the first shared blocks
+// of sequence 0's table shared by the others.
+func newAttnCase(r *rand.Rand, g kvLayout, lens, news []int, shared int) *attnCase {
+	c := newPagedCase(r, g, lens, news)
+	c.sharePrefix(shared)
+	a := &attnCase{pagedCase: c, pool: c.randPool(r), scale: float32(1 / math.Sqrt(float64(g.hd)))}
+	a.q = randF32(r, len(c.pos)*g.nh*g.hd, 1.5)
+	a.want = c.refAttention(a.pool, a.q, a.scale)
+	return a
+}
+
+// randPool is a KV block pool of random bf16 values in [-2, 2).
+func (c *pagedCase) randPool(r *rand.Rand) []uint16 {
+	pool := make([]uint16, c.poolSize())
+	for i := range pool {
+		pool[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * 2)
+	}
+	return pool
+}
+
+// TestAttnSplitKernel: split-key decode attention (attn_split, attn_merge) against the CPU
+// ops at depths from one key to past 2,048, across cache block boundaries, with prefixes of
+// block tables shared between sequences (as forked caches share them), for split counts from
+// one (no merge) to more than the keys need (empty splits), and chunks that do and do not
+// cover the context (the last split takes the rest).
+func TestAttnSplitKernel(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	qwen := kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}
+	cases := []struct {
+		name       string
+		g          kvLayout
+		lens, news []int
+		shared     int // leading blocks of sequence 0's table that the other sequences share
+		splits     []int
+		chunk      int // 0: splitChunk's
+	}{
+		{"depth 1", qwen, []int{0}, []int{1}, 0, []int{1, 4}, 0},
+		{"block boundaries", qwen, []int{15, 16, 17, 31, 32}, []int{1, 1, 1, 1, 1}, 0, []int{1, 2, 3}, 0},
+		{"depth 2100", qwen, []int{2100, 3}, []int{1, 1}, 0, []int{1, 5, 66}, 0},
+		{"shared prefix", qwen, []int{100, 70, 300}, []int{1, 1, 1}, 4, []int{1, 3, 8}, 0},
+		{"small chunk", qwen, []int{200}, []int{1}, 0, []int{3}, 16},
+		{"several tokens", kvLayout{nh: 4, nkv: 2, hd: 16, bs: 16}, []int{0, 5}, []int{8, 1}, 0, []int{1, 2}, 0},
+		{"hd 80, bs 7", kvLayout{nh: 6, nkv: 3, hd: 80, bs: 7}, []int{3, 60}, []int{1, 1}, 0, []int{1, 4}, 0},
+		{"group 4, hd 128", kvLayout{nh: 4, nkv: 1, hd: 128, bs: 16}, []int{130}, []int{1}, 0, []int{2}, 0},
+		{"hd 256, bs 3", kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 40}, []int{1, 1, 1}, 0, []int{1, 3}, 0},
+		{"group 16", kvLayout{nh: 16, nkv: 1, hd: 64, bs: 16}, []int{90}, []int{1}, 0, []int{2}, 0},
+	}
+	for _, tc := range cases {
+		g := tc.g
+		c := newAttnCase(r, g, tc.lens, tc.news, tc.shared)
+		T, qd := len(c.pos), g.nh*g.hd
+		maxCtx := 0
+		for _, p := range c.pos {
+			maxCtx = max(maxCtx, int(p)+1)
+		}
+		mt := c.upload(t, o.d)
+		qp, kv := upload(t, o.d, c.q), upload(t, o.d, c.pool)
+		for _, S := range tc.splits {
+			chunk := tc.chunk
+			if chunk == 0 {
+				chunk = splitChunk(maxCtx, S, g.bs)
+			}
+			out := upload(t, o.d, make([]float32, T*qd))
+			part := upload(t, o.d, make([]float32, T*g.nh*S*g.hd))
+			ml := upload(t, o.d, make([]float32, T*g.nh*S*2))
+			mustOK(t, o.attnSplit(out, part, ml, qp, kv, mt, upload(t, o.d, []int32{int32(chunk)}), T, S, g, c.scale))
+			closeTo(t, fmt.Sprintf("%s: %+v lens %v, %d splits of %d keys", tc.name, g, tc.lens, S, chunk), download[float32](t, o.d, out, T*qd), c.want, 2e-5)
+		}
+	}
+}
+
+// TestDecodeSplits: the split count fills the device at small batches, is one at large ones,
+// and never makes splits shorter than minSplitKeys of the context length; splitChunk covers the
+// context in whole cache blocks.
+func TestDecodeSplits(t *testing.T) {
+	for _, c := range []struct{ T, nkv, sms, ctx, want int }{
+		{1, 2, 132, 32768, 264}, {8, 2, 132, 32768, 33}, {64, 2, 132, 32768, 5}, {256, 2, 132, 32768, 2},
+		{264, 2, 132, 32768, 1}, {1, 2, 132, 100, 4}, {1, 1, 4096, 1 << 20, maxSplits}, {3, 8, 1, 32768, 1},
+	} {
+		if got := decodeSplits(c.T, c.nkv, c.sms, c.ctx); got != c.want {
+			t.Errorf("decodeSplits(T %d, nkv %d, %d SMs, context %d) = %d, want %d", c.T, c.nkv, c.sms, c.ctx, got, c.want)
+		}
+	}
+	for _, c := range []struct{ maxCtx, S, bs, want int }{
+		{1, 1, 16, 32}, {2048, 132, 16, 32}, {2048, 17, 16, 128}, {4097, 3, 16, 1376}, {100, 3, 7, 35},
+	} {
+		got := splitChunk(c.maxCtx, c.S, c.bs)
+		if got != c.want || got%c.bs != 0 || got*c.S < c.maxCtx {
+			t.Errorf("splitChunk(%d, %d, %d) = %d, want %d", c.maxCtx, c.S, c.bs, got, c.want)
+		}
 	}
 }
 

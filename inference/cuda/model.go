@@ -32,6 +32,10 @@ type Options struct {
 	// NoBLAS runs every product on the backend's own kernels even where cuBLAS is loaded (its
 	// prefill products round the activations to bf16; the own kernels keep them f32).
 	NoBLAS bool
+
+	// sms, when positive, stands in for the device's multiprocessor count in the choice of
+	// decode attention's key splits (tests: many splits on the emulator's few threads).
+	sms int
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +89,11 @@ type Model struct {
 	// Activations of one pass (MaxPass rows each) and the LM head's output.
 	x, xn, qkv, q, att, gu, act, xbf Ptr
 	logits, toks, params, scratch    Ptr
+	// Partial results of split decode attention: outputs, then (max, sum) pairs.
+	part, partML Ptr
+	sms          int // the device's multiprocessors (decodeSplits)
+	qt           int // query tokens per attn_prefill tile
+	nTiles       int // attn_prefill tiles of the pass being run
 
 	// The pass's metadata: host staging and its device copy (see metaLayout).
 	meta     Ptr
@@ -106,7 +115,7 @@ type Model struct {
 // metaLayout places the per-pass int32 arrays in one buffer, at fixed offsets so that captured
 // graphs, whose kernel parameters are fixed, find each step's values at the same addresses.
 type metaLayout struct {
-	toks, pos, seq, rows, tableOff, tables, size int
+	toks, pos, seq, rows, tableOff, chunk, tiles, tables, size int
 }
 
 // Load reads the Hugging Face model directory dir as qwen2.Load does, converts the weights to
@@ -144,6 +153,17 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if m.geo.hd > maxHeadDim || m.geo.hd%2 != 0 {
 		return nil, fmt.Errorf("cuda: %s: head_dim %d: the attention kernel takes even head dims up to %d", dir, m.geo.hd, maxHeadDim)
 	}
+	if m.geo.nkv < 1 || m.geo.nh%m.geo.nkv != 0 || m.qd/m.geo.nkv > maxGroupDims || attnSplitShared(m.geo) > maxShared || prefillTileTokens(m.geo) == 0 {
+		return nil, fmt.Errorf("cuda: %s: %d query heads over %d kv heads of %d dims: the attention kernels take up to %d (query head, dim) pairs per kv head", dir, m.geo.nh, m.geo.nkv, m.geo.hd, maxGroupDims)
+	}
+	m.sms = 1
+	if d, ok := dev.(interface{ multiprocessors() int }); ok {
+		m.sms = max(1, d.multiprocessors())
+	}
+	if opts.sms > 0 {
+		m.sms = opts.sms
+	}
+	m.qt = prefillTileTokens(m.geo)
 	var err error
 	if m.op, err = newOps(dev); err != nil {
 		return nil, err
@@ -280,7 +300,7 @@ func (m *Model) allocActivations() error {
 		{&m.x, 4 * P * m.H}, {&m.xn, 4 * max(P, R) * m.H}, {&m.qkv, 4 * P * m.qkvW},
 		{&m.q, 4 * P * m.qd}, {&m.att, 4 * P * m.qd}, {&m.gu, 4 * P * 2 * m.I}, {&m.act, 4 * P * m.I},
 		{&m.xbf, 2 * max(P, R) * max(m.H, m.qd, m.I)}, {&m.logits, 4 * R * m.V}, {&m.toks, 4 * 2 * R},
-		{&m.params, 4 * 3 * R},
+		{&m.params, 4 * 3 * R}, {&m.part, 4 * m.maxSplitRows() * m.qd}, {&m.partML, 4 * m.maxSplitRows() * m.geo.nh * 2},
 	}
 	for _, s := range sizes {
 		p, err := m.alloc(s.n)
@@ -290,13 +310,30 @@ func (m *Model) allocActivations() error {
 		*s.p = p
 	}
 	m.maxBlocks = (m.cfg.MaxPositionEmbeddings + blockTokens - 1) / blockTokens
-	l := metaLayout{toks: 0, pos: P, seq: 2 * P, rows: 3 * P, tableOff: 4 * P, tables: 4*P + R}
+	l := metaLayout{toks: 0, pos: P, seq: 2 * P, rows: 3 * P, tableOff: 4 * P, chunk: 4*P + R, tiles: 4*P + R + 1}
+	l.tables = l.tiles + 2*(P+R) // a tile per token at most
 	l.size = l.tables + R*m.maxBlocks
 	m.ml = l
 	m.metaHost = make([]int32, l.size)
 	var err error
 	m.meta, err = m.alloc(4 * l.size)
 	return err
+}
+
+// splits is the key splits of decode attention for a decode pass of T sequences.
+func (m *Model) splits(T int) int {
+	return decodeSplits(T, m.geo.nkv, m.sms, m.cfg.MaxPositionEmbeddings)
+}
+
+// maxSplitRows is the most (token, split) pairs of a decode pass: T·splits(T) at its largest.
+func (m *Model) maxSplitRows() int {
+	n := 0
+	for T := 1; T <= m.opts.MaxRows; T++ {
+		if S := m.splits(T); S > 1 {
+			n = max(n, T*S)
+		}
+	}
+	return max(n, 1)
 }
 
 // defaultCacheTokens is the pool's size where Options.CacheTokens is 0.

@@ -218,6 +218,41 @@ func TestAgainstCPU(t *testing.T) {
 	}
 }
 
+// TestSplitDecodeAgainstCPU: a decode batch at depths from one token to past several cache
+// blocks, with the keys split many ways (the multiprocessor count raised so that 10 splits of
+// 32 keys are launched, up to 5 of them holding keys), gives the CPU backend's greedy tokens and logits for each sequence
+// decoded alone.
+func TestSplitDecodeAgainstCPU(t *testing.T) {
+	m := loadTiny(t, Options{sms: 20})
+	cm := loadCPU(t)
+	lens := []int{1, 16, 33, 150}
+	if S := m.splits(len(lens)); S != 10 || splitChunk(151, S, blockTokens) != 32 {
+		t.Fatalf("%d splits of %d keys for a batch of %d, want 10 of 32", S, splitChunk(151, S, blockTokens), len(lens))
+	}
+	const n = 4 // the prefill's logits, then three decode steps
+	var want [][]int
+	var wantLogits [][][]float32
+	steps := make([]lm.Step, len(lens))
+	for i, l := range lens {
+		p := prompt(l, 200+i, m.VocabSize())
+		toks, logits := greedy(t, cm, p, n)
+		want, wantLogits = append(want, toks), append(wantLogits, logits)
+		steps[i] = lm.Step{Cache: newCache(t, m, l+n+1), Tokens: p}
+	}
+	for k := range n {
+		run(t, m, steps...)
+		for i, l := range lens {
+			if tok := hostArgmax(steps[i].Logits); tok != want[i][k] {
+				t.Fatalf("sequence %d (depth %d) step %d: token %d, CPU %d", i, l, k, tok, want[i][k])
+			}
+			if d := maxDiff(steps[i].Logits, wantLogits[i][k]); d > logitTol {
+				t.Fatalf("sequence %d (depth %d) step %d: logits differ from the CPU's by %.3g", i, l, k, d)
+			}
+			steps[i].Tokens = []int{want[i][k]}
+		}
+	}
+}
+
 // TestBatchedDecode: several conversations prefilled and decoded in one Forward per step give
 // the tokens and logits of each run alone.
 func TestBatchedDecode(t *testing.T) {

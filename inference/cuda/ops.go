@@ -5,7 +5,7 @@ import "fmt"
 // kernelNames are the kernels the backend launches (all in the embedded PTX).
 var kernelNames = []string{
 	"embed_bf16", "rmsnorm", "silu_mul", "to_bf16", "rope_kv",
-	"gemv_bf16", "gemm_bf16", "attention", "argmax_rows", "sample_rows",
+	"gemv_bf16", "gemm_bf16", "attn_prefill", "attn_split", "attn_merge", "argmax_rows", "sample_rows",
 }
 
 // gemvMaxT is GEMV_MAXT of gemm.cu: the most input rows of the matrix-vector kernel.
@@ -14,13 +14,30 @@ const gemvMaxT = 8
 // Block sizes of the launches. Multiples of 32 as the reductions need; small enough that the
 // emulator's fibers per block stay cheap.
 const (
-	rowBlock    = 128 // per-row kernels: embedding, RMSNorm, RoPE, argmax
-	gemvBlock   = 128 // 4 warps: 4 weight rows per block
-	gemmBlock   = 256 // 64×64 tile, 4×4 per thread
-	attnBlock   = 128 // ATT_WARPS warps
-	sampleBlock = 256
-	elemBlock   = 256
-	maxHeadDim  = 256 // ATT_MAXD·32
+	rowBlock     = 128 // per-row kernels: embedding, RMSNorm, RoPE, argmax
+	gemvBlock    = 128 // 4 warps: 4 weight rows per block
+	gemmBlock    = 256 // 64×64 tile, 4×4 per thread
+	attnBlock    = 128 // attn_split: 4 warps
+	prefillBlock = 256
+	mergeBlock   = 64 // attn_merge: a thread per head dimension (looping past 64)
+	sampleBlock  = 256
+	elemBlock    = 256
+	maxHeadDim   = 256 // the largest head the kernels are tested with
+	// maxTileRows is the most query rows (tokens × the group's heads) of one attn_prefill block.
+	maxTileRows = 64
+	// maxShared is the dynamic shared memory a kernel may take without opting in.
+	maxShared = 48 << 10
+	// maxGroupDims is the most (query head, dimension) pairs of one KV head's group that
+	// attn_split holds: ATTS_ACC accumulators per thread of attnBlock.
+	maxGroupDims = 16 * attnBlock
+	// maxSplits is ATTM_MAXS of attention.cu: the most key splits attn_merge combines.
+	maxSplits = 1024
+	// minSplitKeys is the fewest keys a split of decode attention takes (two cache blocks):
+	// below that the merge and the per-block setup cost more than the keys.
+	minSplitKeys = 2 * blockTokens
+	// splitBlocksPerSM is the blocks per multiprocessor decodeSplits aims at (attn_split's 65
+	// to 79 registers per thread leave room for about 7 resident blocks of 128 threads).
+	splitBlocksPerSM = 4
 )
 
 // ops launches the kernels with the grids and blocks they are written for; the model and the
@@ -43,7 +60,12 @@ func newOps(d Device) (*ops, error) {
 }
 
 func (o *ops) launch(name string, grid, block Dim, args ...any) error {
-	if err := o.d.Launch(o.f[name], grid, block, 0, args...); err != nil {
+	return o.launchShared(name, grid, block, 0, args...)
+}
+
+// launchShared is launch with shared bytes of dynamic shared memory.
+func (o *ops) launchShared(name string, grid, block Dim, shared int, args ...any) error {
+	if err := o.d.Launch(o.f[name], grid, block, shared, args...); err != nil {
 		return fmt.Errorf("cuda: %s: %w", name, err)
 	}
 	return nil
@@ -126,9 +148,82 @@ func (o *ops) ropeKV(q, qkv, bias, cos, sin Ptr, mt meta, kv Ptr, T int, g kvLay
 	return o.launch("rope_kv", Dim{X: T}, Dim{X: rowBlock}, q, qkv, bias, cos, sin, mt.pos, mt.seq, mt.tables, mt.tableOff, kv, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs))
 }
 
-// attention: see attention.cu.
-func (o *ops) attention(out, q, kv Ptr, mt meta, T int, g kvLayout, scale float32) error {
-	return o.launch("attention", Dim{X: T, Y: g.nh}, Dim{X: attnBlock}, out, q, kv, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+// attnPrefillShared is attn_prefill's dynamic shared memory in bytes for tiles of qt tokens:
+// queries and accumulators (rows × hd each), one cache block of keys or values (rows padded
+// by one float), the rows' scores and three floats of softmax state per row.
+func attnPrefillShared(g kvLayout, qt int) int {
+	rows := qt * (g.nh / g.nkv)
+	return 4 * (2*rows*g.hd + g.bs*(g.hd+1) + rows*g.bs + 3*rows)
+}
+
+// prefillTileTokens is the query tokens per attn_prefill tile: as many as keep the rows at
+// most maxTileRows and the shared memory within maxShared (0 where not even one fits).
+func prefillTileTokens(g kvLayout) int {
+	qt := max(1, maxTileRows/(g.nh/g.nkv))
+	for qt > 0 && attnPrefillShared(g, qt) > maxShared {
+		qt--
+	}
+	return qt
+}
+
+// prefillTiles cuts a pass's tokens (each one's sequence and position) into attn_prefill's
+// tiles, appended to dst as (first token, count) pairs: runs of consecutive positions of one
+// sequence, at most qt tokens each.
+func prefillTiles(dst []int32, seq, pos []int32, qt int) []int32 {
+	for t := 0; t < len(seq); {
+		n := 1
+		for n < qt && t+n < len(seq) && seq[t+n] == seq[t] && pos[t+n] == pos[t]+int32(n) {
+			n++
+		}
+		dst = append(dst, int32(t), int32(n))
+		t += n
+	}
+	return dst
+}
+
+// attnPrefill runs attn_prefill over the pass's tiles (nTiles pairs at tiles on the device, of
+// at most qt tokens; see prefillTiles).
+func (o *ops) attnPrefill(out, q, kv, tiles Ptr, mt meta, nTiles, qt int, g kvLayout, scale float32) error {
+	return o.launchShared("attn_prefill", Dim{X: nTiles, Y: g.nkv}, Dim{X: prefillBlock}, attnPrefillShared(g, qt),
+		out, q, kv, tiles, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(qt), int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+}
+
+// attnSplitShared is attn_split's dynamic shared memory in bytes: the group's queries, one
+// cache block of keys or values (rows padded by one float against bank conflicts), the
+// group's scores and three floats of softmax state per head.
+func attnSplitShared(g kvLayout) int {
+	group := g.nh / g.nkv
+	return 4 * (group*g.hd + g.bs*(g.hd+1) + group*g.bs + 3*group)
+}
+
+// attnSplit runs decode attention with each token's keys split S ways (see attn_split in
+// attention.cu): chunk points at the keys per split on the device (a multiple of g.bs); part
+// and ml hold T·nh·S·hd and T·nh·S·2 floats of partial results when S > 1, merged into out by
+// attn_merge.
+func (o *ops) attnSplit(out, part, ml, q, kv Ptr, mt meta, chunk Ptr, T, S int, g kvLayout, scale float32) error {
+	err := o.launchShared("attn_split", Dim{X: T, Y: g.nkv, Z: S}, Dim{X: attnBlock}, attnSplitShared(g),
+		out, part, ml, q, kv, mt.pos, mt.seq, mt.tables, mt.tableOff, chunk, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+	if err != nil || S == 1 {
+		return err
+	}
+	return o.launch("attn_merge", Dim{X: T, Y: g.nh}, Dim{X: mergeBlock}, out, part, ml, mt.pos, chunk, int32(g.nh), int32(g.hd), int32(S))
+}
+
+// decodeSplits is the number of key splits of a decode pass of T tokens (the grid's z extent,
+// fixed per batch size so that a captured graph serves every depth): enough that T·nkv·S
+// blocks give each of the device's sms multiprocessors about splitBlocksPerSM (more than one
+// resident block each, so that one block's key loads overlap another's arithmetic), at most
+// one split per minSplitKeys keys of the context length ctxLen and at most maxSplits.
+func decodeSplits(T, nkv, sms, ctxLen int) int {
+	want := (splitBlocksPerSM*sms + T*nkv - 1) / (T * nkv)
+	return max(1, min(want, maxSplits, (ctxLen+minSplitKeys-1)/minSplitKeys))
+}
+
+// splitChunk is the keys per split of a pass whose longest context is maxCtx tokens, split S
+// ways: the share of each, at least minSplitKeys, rounded up to whole cache blocks of bs.
+func splitChunk(maxCtx, S, bs int) int {
+	c := max(minSplitKeys, (maxCtx+S-1)/S)
+	return (c + bs - 1) / bs * bs
 }
 
 // argmax writes the greedy token of each of R logit rows to out (int32).
