@@ -37,18 +37,21 @@ const (
 const sqliteReadDriver = "sqlite3-chainedsql-read"
 
 func init() {
-	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
-		c.SetLimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, sqliteMaxSQL)
-		c.SetLimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, sqliteMaxPattern)
-		c.SetLimit(sqlite3.SQLITE_LIMIT_FUNCTION_ARG, sqliteMaxArgs)
-		c.SetLimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-		if _, err := c.Exec(fmt.Sprintf("PRAGMA hard_heap_limit = %d", sqliteHeapLimit), nil); err != nil {
-			return err
-		}
-		c.RegisterAuthorizer(sqliteAuthorize)
-		return guardSQLite(c)
-	}})
+	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: prepareSQLiteConn})
+}
+
+// prepareSQLiteConn readies a new connection of sqliteReadDriver.
+func prepareSQLiteConn(c *sqlite3.SQLiteConn) error {
+	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, sqliteMaxSQL)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, sqliteMaxPattern)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_FUNCTION_ARG, sqliteMaxArgs)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+	if _, err := c.Exec(fmt.Sprintf("PRAGMA hard_heap_limit = %d", sqliteHeapLimit), nil); err != nil {
+		return err
+	}
+	c.RegisterAuthorizer(sqliteAuthorize)
+	return guardSQLite(c)
 }
 
 // sqliteDeniedFunctions are the SQL functions a read may not call: they reach files and the
