@@ -24,7 +24,7 @@ import (
 // pattern (50,000 by default) and sqliteMaxArgs a function's arguments (1,000). Benchmark cells
 // are kilobytes, benchmark SQL a few kilobytes.
 const (
-	sqliteMaxValue   = 16 << 20
+	sqliteMaxValue   = 8 << 20
 	sqliteMaxSQL     = 100_000
 	sqliteMaxPattern = 1_000
 	sqliteMaxArgs    = 100
@@ -85,13 +85,14 @@ func sqliteAuthorize(op int, arg1, arg2, _ string) int {
 	return sqlite3.SQLITE_DENY
 }
 
-// A statement whose interrupt has not stopped it sqliteGrace after its deadline is abandoned:
-// Exec returns its timeout at once and the connection is closed when the statement returns.
-// Abandoned statements still use a core each, so at most sqliteRunawaysPerDB of them per
-// database and sqliteRunaways in the process may be outstanding; past either, a new statement
-// on that database is an error result until one ends.
+// A statement that its deadline has not stopped sqliteGrace after it is abandoned, so that Exec
+// returns within the deadline plus 1 s: Exec returns its timeout at once and the connection is
+// closed when the statement returns. Abandoned
+// statements still use a core each, so at most sqliteRunawaysPerDB of them per database and
+// sqliteRunaways in the process are outstanding: while either is full, a new statement on that
+// database is an error result, and one already running that outlives its deadline is waited for.
 const (
-	sqliteGrace         = time.Second
+	sqliteGrace         = 900 * time.Millisecond
 	sqliteRunawaysPerDB = 2
 	sqliteRunaways      = 8
 )
@@ -162,23 +163,12 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		res, err := collect(qctx, conn, stmt, maxRows, nil)
 		done <- sqliteOutcome{res, err}
 	}()
-	grace := time.NewTimer(timeout + sqliteGrace)
-	defer grace.Stop()
-	var o sqliteOutcome
-	select {
-	case o = <-done:
-		releaseSQLite(conn, false)
-	case <-grace.C:
-		s.abandon(conn, done)
-		return timedOut(timeout, time.Since(start)), nil
-	case <-ctx.Done():
-		select {
-		case o = <-done:
-			releaseSQLite(conn, false)
-		case <-time.After(sqliteGrace):
-			s.abandon(conn, done)
+	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)
+	if abandoned {
+		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
 		}
+		return timedOut(timeout, time.Since(start)), nil
 	}
 	res, err := o.res, o.err
 	res.Duration = time.Since(start)
@@ -198,6 +188,35 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	return &Result{Outcome: OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
 
+// await waits for the statement on conn to send on done, and releases conn. It abandons the
+// statement instead (see sqliteGrace) if it has not sent by limit, or sqliteGrace after ctx is
+// done, reporting true.
+func (s *sqliteDB) await(ctx context.Context, conn *sql.Conn, done <-chan sqliteOutcome, limit time.Duration) (sqliteOutcome, bool) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var o sqliteOutcome
+	select {
+	case o = <-done:
+		releaseSQLite(conn, false)
+		return o, false
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Reset(sqliteGrace)
+		select {
+		case o = <-done:
+			releaseSQLite(conn, false)
+			return o, false
+		case <-timer.C:
+		}
+	}
+	if s.abandon(conn, done) {
+		return o, true
+	}
+	o = <-done
+	releaseSQLite(conn, false)
+	return o, false
+}
+
 // sqliteOutcome is what collect returned for one statement.
 type sqliteOutcome struct {
 	res *Result
@@ -205,16 +224,36 @@ type sqliteOutcome struct {
 }
 
 // abandon counts the statement on conn as a runaway until it sends on done, then closes conn
-// without returning it to the pool.
-func (s *sqliteDB) abandon(conn *sql.Conn, done <-chan sqliteOutcome) {
-	s.runaways.Add(1)
-	sqliteRunawaysNow.Add(1)
+// without returning it to the pool. It reports false, and leaves the statement to its caller,
+// when the database or the process already has its most runaways.
+func (s *sqliteDB) abandon(conn *sql.Conn, done <-chan sqliteOutcome) bool {
+	if !reserve(&s.runaways, sqliteRunawaysPerDB) {
+		return false
+	}
+	if !reserve(&sqliteRunawaysNow, sqliteRunaways) {
+		s.runaways.Add(-1)
+		return false
+	}
 	go func() {
 		<-done
 		releaseSQLite(conn, true)
 		s.runaways.Add(-1)
 		sqliteRunawaysNow.Add(-1)
 	}()
+	return true
+}
+
+// reserve adds one to n unless that would pass limit.
+func reserve(n *atomic.Int64, limit int64) bool {
+	for {
+		v := n.Load()
+		if v >= limit {
+			return false
+		}
+		if n.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
 }
 
 // releaseSQLite clears conn's deadline and gives it back to the pool, or closes it (discard).
