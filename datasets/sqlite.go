@@ -87,10 +87,10 @@ func sqliteAuthorize(op int, arg1, arg2, _ string) int {
 
 // A statement that its deadline has not stopped sqliteGrace after it is abandoned, so that Exec
 // returns within the deadline plus 1 s: Exec returns its timeout at once and the connection is
-// closed when the statement returns. Abandoned
-// statements still use a core each, so at most sqliteRunawaysPerDB of them per database and
-// sqliteRunaways in the process are outstanding: while either is full, a new statement on that
-// database is an error result, and one already running that outlives its deadline is waited for.
+// closed when the statement returns. Abandoned statements still use a core each, so at most
+// sqliteRunawaysPerDB of them per database and sqliteRunaways in the process are outstanding:
+// while either is full, a new statement on that database is an error result, and one already
+// running that outlives its deadline is waited for.
 const (
 	sqliteGrace         = 900 * time.Millisecond
 	sqliteRunawaysPerDB = 2
