@@ -680,7 +680,7 @@ func TestHostileResultSize(t *testing.T) {
 		return strings.Join(c, ", ")
 	}
 	big := map[Dialect][]string{
-		SQLite:   {rows + "SELECT zeroblob(1000000) FROM c", "SELECT " + cols(6, "zeroblob(60000000 + %d)"), "SELECT " + cols(20, "zeroblob(60000000 + %d)")},
+		SQLite:   {rows + "SELECT zeroblob(1000000) FROM c", "SELECT " + cols(40, "zeroblob(7000000 + %d)")},
 		Postgres: {rows + "SELECT repeat('x', 1000000) FROM c", "SELECT " + cols(3, "repeat('x', 90000000 + %d)")},
 		MySQL:    {rows + "SELECT REPEAT('x', 1000000) FROM c", "SELECT " + cols(20, "REPEAT('x', 16000000 + %d)")},
 	}
