@@ -30,6 +30,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
@@ -340,7 +341,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 				}
 				nfailed++
 				r = &Result{ID: t.ID, Index: t.Index, DBID: t.DBID, Difficulty: t.Difficulty, Sample: s,
-					Outcome: OutcomeFailed, Error: f.Reason + ": " + f.Error, Turns: f.Turns}
+					Outcome: OutcomeFailed, Error: textcap.Cut(f.Reason+": "+f.Error, textcap.Error), Turns: f.Turns}
 			}
 			per = append(per, r)
 		}
@@ -396,11 +397,12 @@ func resultOf(tr *distill.Trajectory) *Result {
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
 		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rewards.Of(tr).Converged == 1,
-		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, GoldError: tr.GoldError, Tokens: tr.Usage.Total(),
+		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {
 		if e := tr.Turns[i].Exec; e != nil {
-			r.Outcome, r.Error = string(e.Outcome), e.Error
+			// Cut again: a run dir of an earlier version kept errors whole.
+			r.Outcome, r.Error = string(e.Outcome), textcap.Cut(e.Error, textcap.Error)
 			break
 		}
 	}

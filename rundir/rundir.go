@@ -20,6 +20,11 @@
 // in the shards twice and nothing journaled is lost. Readers (Lines) read only the journaled
 // prefix of every shard, so they are correct even on a run dir that crashed and was not resumed
 // yet, or one that is still being written.
+//
+// No line is longer than MaxLine: Commit refuses one. The readers skip a line over it (left by
+// an earlier version) and a failures.jsonl line that does not decode, reporting each as a
+// BadLine; a journal line that does not decode (before its last) stays an error, since the
+// journal alone says what is committed (docs/DESIGN.md, "Bounded texts").
 package rundir
 
 import (

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -52,20 +51,7 @@ func nothingAt(t *testing.T, out string) {
 // sampleRun distils the bundled sample with the oracle into dir (in-process, real SQLite).
 func sampleRun(t *testing.T, dir string) {
 	t.Helper()
-	tasks, err := datasets.LoadTasks("sample", "")
-	if err != nil {
-		t.Skipf("the sample benchmark does not load: %v", err)
-	}
-	conn := &datasets.Connector{}
-	defer conn.Close()
-	_, err = distill.Run(context.Background(), distill.RunConfig{
-		Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
-		Samples:  1, Opener: conn, Toolkit: "test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	oracleRun(t, dir, 0, 1)
 }
 
 // handRun writes a run dir whose one shard holds lines, each journaled as committed.

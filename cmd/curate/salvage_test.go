@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,7 +25,8 @@ import (
 // 70 MiB (a statement's error stored whole, over the readers' 64 MiB limit) and a journaled
 // line that is not JSON, through the built curate binary. A plain build refuses it, naming the
 // line and --salvage; a --salvage build writes every other trajectory and lists both lines
-// (stderr, stats.json, the card). distill resumes the run dir without touching the damaged
+// (stderr, stats.json, the card); curate view serves the other trajectories and names the
+// damaged lines. distill resumes the run dir without touching the damaged
 // lines, reporting them, and its summary counts the rest.
 func TestSalvageDamagedRun(t *testing.T) {
 	if testing.Short() {
@@ -126,6 +130,34 @@ func TestSalvageDamagedRun(t *testing.T) {
 	card, err := os.ReadFile(filepath.Join(ds, curate.CardFile))
 	if err != nil || !strings.Contains(string(card), "Salvaged (`--salvage`): 2 damaged run-dir lines") {
 		t.Errorf("the card does not mention the salvaged lines: %v", err)
+	}
+
+	// curate view serves the rest, the damaged lines as the run's error line.
+	cmd := exec.Command(bin, "view", run, "--addr", "127.0.0.1:0")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	start, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`: (\d+) rows of .*serving (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(start)
+	if err != nil || m == nil || m[1] != fmt.Sprint(len(tasks)) {
+		t.Fatalf("curate view start line %q: %v", start, err)
+	}
+	resp, err := http.Get(m[2] + "/api/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Paths []struct {
+			Rows  int    `json:"rows"`
+			Error string `json:"error"`
+		} `json:"paths"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil || len(info.Paths) != 1 || info.Paths[0].Rows != len(tasks) || !strings.HasPrefix(info.Paths[0].Error, "skipped 2 damaged lines: ") {
+		t.Fatalf("curate view info: %+v, %v", info, err)
 	}
 
 	// distill resumes: nothing to redo, the damaged lines stay as they are and are reported.

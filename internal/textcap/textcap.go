@@ -22,8 +22,8 @@ const (
 	// EnvReply bounds each text of a reply an RL episode keeps (distill env serve): the
 	// environment parses the whole reply, then keeps this much of it for GET /v1/episodes.
 	EnvReply = 64 << 10
-	// SQL bounds a statement that is executed: a longer one is refused unrun (every benchmark's
-	// gold SQL is under 4 KiB), so the statement kept as the turn's and the final SQL is whole.
+	// SQL bounds a statement that is executed: a longer one is refused unrun (far above any
+	// benchmark's gold SQL), so every statement kept as a turn's or the final SQL ran whole.
 	SQL = 64 << 10
 	// Name bounds one column name kept in a record; Names bounds all of a result's names
 	// together (SQLite takes an alias of any length, and a statement may have thousands of
@@ -37,7 +37,7 @@ const markerHead, markerTail = "…[truncated ", " bytes]"
 
 // Cut returns s when it is at most limit bytes long; otherwise its longest prefix that, followed
 // by the marker "…[truncated N bytes]" (N the bytes left out), is at most limit bytes long,
-// ending on a UTF-8 character boundary, with the marker. The result is a new string (it does
+// ending on a UTF-8 character boundary, with the marker. A cut text is a new string (it does
 // not keep s's memory alive). A limit shorter than the marker gives the marker alone.
 func Cut(s string, limit int) string {
 	if len(s) <= limit {
