@@ -427,6 +427,14 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 	if refused == 0 || read == 0 {
 		t.Errorf("%d refused, %d read: want both", refused, read)
 	}
+	// The toolkit's own introspection passes, and shows A's tables only; the same statement
+	// pointed at B is refused.
+	if sch, err := Introspect(context.Background(), dbA, 0); err != nil || len(sch.Tables) != 1 || sch.Tables[0].Name != "t" {
+		t.Errorf("introspect task A: %v %+v", err, sch)
+	}
+	if r := mustExec(t, dbA, strings.ReplaceAll(pgCatalog.columns, "current_schema()", "'"+b+"'"), ExecOptions{}); r.Outcome != OutcomeRefused {
+		t.Errorf("the introspection statement pointed at task B: %s %v", r.Outcome, r.Rows)
+	}
 	// Oracles by name or oid: refused, though the server answers them unscreened.
 	oracles := []string{
 		"SELECT relname, heap_blks_read + heap_blks_hit FROM pg_statio_all_tables WHERE relname = '" + secret + "'",
