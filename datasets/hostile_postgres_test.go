@@ -54,6 +54,16 @@ func i26Connector(t *testing.T, schemas []string) (*Connector, string, []DB) {
 	return c, reader, dbs
 }
 
+// rawRun runs q on db unscreened (the server's permissions alone) with a 5 s deadline.
+func rawRun(t *testing.T, db DB, q string) *Result {
+	t.Helper()
+	r, err := db.(rawRunner).run(context.Background(), time.Now(), q, 5*time.Second, 10)
+	if err != nil {
+		t.Fatalf("%q: %v", q, err)
+	}
+	return r
+}
+
 // pgServerState is what a test of untrusted statements must leave as it found it on the
 // server, read as superuser: the roles and schemas of this file's tests, the reader's settings
 // and memberships, replication slots and large objects.
@@ -248,17 +258,9 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 // on the pooled connection, which keeps its task's search_path.
 func TestPostgresSessionReset(t *testing.T) {
 	admin := pgAdmin(t)
-	ctx := context.Background()
 	schemas := i26Schemas(t, admin, 2)
 	_, _, dbs := i26Connector(t, schemas)
-	raw := func(db DB, q string) *Result {
-		t.Helper()
-		r, err := db.(rawRunner).run(ctx, time.Now(), q, 5*time.Second, 10)
-		if err != nil {
-			t.Fatalf("%q: %v", q, err)
-		}
-		return r
-	}
+	raw := func(db DB, q string) *Result { t.Helper(); return rawRun(t, db, q) }
 	for i := 0; i < 2*pgMaxStatements; i++ { // over the pool's connections
 		db := dbs[i%2]
 		if r := raw(db, "PREPARE i26pg_p AS SELECT 1"); !r.OK() && !strings.Contains(r.Error, "already exists") {
@@ -377,7 +379,6 @@ func TestPostgresConnectionCap(t *testing.T) {
 // the same reads unscreened do show B's table (the screen, not the server, stops them).
 func TestPostgresCatalogIsolation(t *testing.T) {
 	admin := pgAdmin(t)
-	ctx := context.Background()
 	schemas := i26Schemas(t, admin, 2)
 	b := schemas[1]
 	secret := i26Name("secret")
@@ -426,6 +427,14 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 	if refused == 0 || read == 0 {
 		t.Errorf("%d refused, %d read: want both", refused, read)
 	}
+	// The toolkit's own introspection passes, and shows A's tables only; the same statement
+	// pointed at B is refused.
+	if sch, err := Introspect(context.Background(), dbA, 0); err != nil || len(sch.Tables) != 1 || sch.Tables[0].Name != "t" {
+		t.Errorf("introspect task A: %v %+v", err, sch)
+	}
+	if r := mustExec(t, dbA, strings.ReplaceAll(pgCatalog.columns, "current_schema()", "'"+b+"'"), ExecOptions{}); r.Outcome != OutcomeRefused {
+		t.Errorf("the introspection statement pointed at task B: %s %v", r.Outcome, r.Rows)
+	}
 	// Oracles by name or oid: refused, though the server answers them unscreened.
 	oracles := []string{
 		"SELECT relname, heap_blks_read + heap_blks_hit FROM pg_statio_all_tables WHERE relname = '" + secret + "'",
@@ -442,8 +451,7 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 			t.Errorf("%.70q: %s %v, want it refused", q, r.Outcome, r.Rows)
 		}
 	}
-	r, err := dbA.(rawRunner).run(ctx, time.Now(), oracles[0], 5*time.Second, 10)
-	if err != nil || !r.OK() || leaks(r, []string{secret}) == "" {
-		t.Errorf("unscreened, pg_statio_all_tables: %v %+v, want it to show B's table (what the screen is for)", err, r)
+	if r := rawRun(t, dbA, oracles[0]); !r.OK() || leaks(r, []string{secret}) == "" {
+		t.Errorf("unscreened, pg_statio_all_tables: %+v, want it to show B's table (what the screen is for)", r)
 	}
 }

@@ -191,22 +191,6 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Resul
 const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; " +
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 
-// catalogExecer is a DB that runs the toolkit's own catalog statements (never a policy's)
-// past the screen, which refuses the system catalogs to policies.
-type catalogExecer interface {
-	execCatalog(ctx context.Context, sql string, opts ExecOptions) (*Result, error)
-}
-
-// execCatalog runs q, the toolkit's own statement, as Exec does but unscreened: as the task
-// role, read-only, within the timeout and a statement slot.
-func (p *pgDB) execCatalog(ctx context.Context, q string, opts ExecOptions) (*Result, error) {
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	return p.run(ctx, time.Now(), q, timeout, opts.MaxRows)
-}
-
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,

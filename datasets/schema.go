@@ -95,14 +95,8 @@ func Introspect(ctx context.Context, db DB, samples int) (*Schema, error) {
 }
 
 // catalogQuery runs one catalog statement; refusals, engine errors and timeouts become errors.
-// On a DB whose screen refuses its system catalogs to policies (catalogExecer), the toolkit's
-// own statement skips it.
 func catalogQuery(ctx context.Context, db DB, sql string) (*Result, error) {
-	exec := db.Exec
-	if c, ok := db.(catalogExecer); ok {
-		exec = c.execCatalog
-	}
-	res, err := exec(ctx, sql, ExecOptions{Timeout: catalogTimeout})
+	res, err := db.Exec(ctx, sql, ExecOptions{Timeout: catalogTimeout})
 	if err != nil {
 		return nil, err
 	}

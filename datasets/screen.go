@@ -114,7 +114,7 @@ func deniedText(q string, d Dialect) string {
 			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
 		}
 	}
-	if d == Postgres {
+	if d == Postgres && !pgOwnCatalog(q) {
 		if reason := pgOtherTasks(words); reason != "" {
 			return reason
 		}
@@ -136,6 +136,14 @@ var pgCatalogWords = map[string]bool{
 	"regclass": true, "regnamespace": true, "regtype": true, "regproc": true, "regprocedure": true, "regoper": true,
 	"regoperator": true, "regrole": true, "regcollation": true, "regconfig": true, "regdictionary": true,
 	"format_type": true, "udt_privileges": true, "role_udt_grants": true,
+}
+
+// pgOwnCatalog reports whether q is one of the toolkit's own catalog statements (schema
+// introspection, pgCatalog), which read the system catalogs for the current schema only: the
+// task's own, whoever sends them.
+func pgOwnCatalog(q string) bool {
+	q = strings.TrimSpace(q)
+	return q == strings.TrimSpace(pgCatalog.columns) || q == strings.TrimSpace(pgCatalog.keys)
 }
 
 // pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system
