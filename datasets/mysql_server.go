@@ -35,6 +35,8 @@ const (
 	mysqlKillGrace = 400 * time.Millisecond
 	// mysqlRunawayPoll is how often a runaway thread is looked for in PROCESSLIST.
 	mysqlRunawayPoll = 250 * time.Millisecond
+	// mysqlFullPoll is how often a dial waiting in a full share closes idle connections again.
+	mysqlFullPoll = 20 * time.Millisecond
 )
 
 // Runaways counts the server threads a Connector's statements left running after their
@@ -144,16 +146,13 @@ func (s *mysqlServer) closeIdle() {
 	}
 }
 
-// dial wraps dial so that each connection takes one unit of the share until it closes; when
-// the share is full it first closes the pools' idle connections, then waits (bounded by ctx,
-// the statement's deadline).
+// dial wraps dial so that each connection takes one unit of the share until it closes; while
+// the share is full it closes the pools' idle connections and waits (bounded by ctx, the
+// statement's deadline).
 func (s *mysqlServer) dial(dial dialFunc) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if !s.conns.tryAcquire() {
-			s.closeIdle()
-			if err := s.conns.acquire(ctx); err != nil {
-				return nil, fmt.Errorf("wait for one of the %d connections of this run's share: %w", s.limit, err)
-			}
+		if err := s.conns.acquire(ctx, s.closeIdle); err != nil {
+			return nil, fmt.Errorf("wait for one of the %d connections of this run's share: %w", s.limit, err)
 		}
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -234,17 +233,10 @@ type connBudget struct {
 	freed chan struct{} // closed and replaced at each release
 }
 
-func (b *connBudget) tryAcquire() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used < b.limit {
-		b.used++
-		return true
-	}
-	return false
-}
-
-func (b *connBudget) acquire(ctx context.Context) error {
+// acquire takes a unit, calling full each time it finds none (to have some freed) and then
+// waiting for a release, at most mysqlFullPoll (units held by idle connections are freed by
+// full, not released on their own), until ctx ends.
+func (b *connBudget) acquire(ctx context.Context, full func()) error {
 	for {
 		b.mu.Lock()
 		if b.used < b.limit {
@@ -257,11 +249,16 @@ func (b *connBudget) acquire(ctx context.Context) error {
 		}
 		freed := b.freed
 		b.mu.Unlock()
+		full()
+		t := time.NewTimer(mysqlFullPoll)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		case <-freed:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
