@@ -207,10 +207,11 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 
 // run executes stmt, already screened, in a read-only transaction of its own, within a slot
-// of the server's share, on a session reset by mysqlResetSession. At the deadline it sends KILL QUERY; a statement still running
-// mysqlKillGrace later has its connection killed (KILL CONNECTION) and abandoned, and a thread
-// still on the server another mysqlKillGrace later is a runaway (mysqlServer.runaway): it keeps
-// its slot and connection until it ends. A cancelled ctx kills the thread the same way.
+// of the server's share, on a session reset by mysqlResetSession. At the deadline it sends
+// KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
+// CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
+// runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
+// ctx kills the thread the same way.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
 	defer cancel()
