@@ -22,23 +22,20 @@ type Connector struct {
 	// made (DefaultReader), whose password the DSNs' users look up; see Access.
 	Access Access
 
-	mu      sync.Mutex
-	dbs     map[string]DB
-	pgSrv   *pgServer     // shared by the PostgreSQL DBs
-	myCfg   *mysql.Config // the MySQL login statements run as, resolved once
-	mySlots chan struct{} // bounds MySQL executions in flight across databases
+	mu    sync.Mutex
+	dbs   map[string]DB
+	pgSrv *pgServer     // shared by the PostgreSQL DBs
+	myCfg *mysql.Config // the MySQL login statements run as, resolved once
+	mySrv *mysqlServer  // the MySQL server's share of connections, across databases
+	// myShare caps the MySQL share below the server's (tests on a shared server); 0: none.
+	myShare int
 }
-
-// mysqlInFlight bounds the MySQL executions one Connector runs at once: with up to 2 idle
-// connections kept per database, it stays under MariaDB's default max_connections (151) for
-// the usual few dozen databases.
-const mysqlInFlight = 64
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
 // must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
 // server handle, at most pgMaxStatements statements in flight (each execution sets its
-// search_path); MySQL gets a pool per database, with
-// at most mysqlInFlight executions in flight across them. On a server, the first Open looks up
+// search_path); MySQL gets a pool per database, all within one share of the server's
+// max_connections (mysqlServer). On a server, the first Open looks up
 // and checks the reader (errors wrap ErrReader when it is missing or holds more than reads) and
 // each Open checks that the reader may read the task's schema or database.
 func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
@@ -88,19 +85,17 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 		}
 		db, err = newPostgresDB(ctx, c.pgSrv, c.PostgresDSN, t.DBID, c.Access)
 	case MySQL:
-		if c.mySlots == nil {
-			c.mySlots = make(chan struct{}, mysqlInFlight)
-		}
 		if c.myCfg == nil {
 			if c.myCfg, err = mysqlExecConfig(ctx, c.MySQLDSN, c.Access); err != nil {
 				return nil, fmt.Errorf("task %s: %w", t.ID, err)
 			}
 		}
-		var m *mysqlDB
-		if m, err = openMySQLConfig(ctx, c.myCfg, t.DBID, c.Access); err == nil {
-			m.slots = c.mySlots
-			db = m
+		if c.mySrv == nil {
+			if c.mySrv, err = newMySQLServer(ctx, c.myCfg, c.myShare); err != nil {
+				return nil, fmt.Errorf("task %s: %w", t.ID, err)
+			}
 		}
+		db, err = openMySQLConfig(ctx, c.myCfg, t.DBID, c.Access, c.mySrv)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
@@ -154,5 +149,20 @@ func (c *Connector) Close() error {
 		errs = append(errs, c.pgSrv.closeAll())
 		c.pgSrv = nil
 	}
+	if c.mySrv != nil {
+		errs = append(errs, c.mySrv.close())
+		c.mySrv = nil
+	}
 	return errors.Join(errs...)
+}
+
+// MySQLRunaways returns the MySQL server threads this Connector's statements left running
+// past their deadline and both KILLs (zero before the first MySQL Open).
+func (c *Connector) MySQLRunaways() Runaways {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mySrv == nil {
+		return Runaways{}
+	}
+	return c.mySrv.Runaways()
 }

@@ -14,18 +14,18 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
-// i26Name returns a schema or role name of this file's tests, unique to one run.
-func i26Name(kind string) string {
+// pgHostileName returns a schema or role name of this file's tests, unique to one run.
+func pgHostileName(kind string) string {
 	return fmt.Sprintf("i26pg_%s_%d_%d_%d", kind, os.Getpid()%100000, time.Now().UnixNano()%1_000_000, testSeq.Add(1))
 }
 
-// i26Schemas creates n schemas each holding table t (three rows) and, in the first, also a
+// pgHostileSchemas creates n schemas each holding table t (three rows) and, in the first, also a
 // table named secret; all are dropped when the test ends.
-func i26Schemas(t *testing.T, admin *sql.DB, n int) []string {
+func pgHostileSchemas(t *testing.T, admin *sql.DB, n int) []string {
 	t.Helper()
 	var out []string
 	for i := 0; i < n; i++ {
-		s := i26Name("s")
+		s := pgHostileName("s")
 		if _, err := admin.Exec("CREATE SCHEMA " + s + "; CREATE TABLE " + s + ".t (id int); INSERT INTO " + s + ".t VALUES (1), (2), (3)"); err != nil {
 			t.Fatal(err)
 		}
@@ -35,9 +35,9 @@ func i26Schemas(t *testing.T, admin *sql.DB, n int) []string {
 	return out
 }
 
-// i26Connector grants a fresh reader (dropped after) the schemas and returns a Connector
+// pgHostileConnector grants a fresh reader (dropped after) the schemas and returns a Connector
 // logged in as it, closed when the test ends, with the DB of each schema.
-func i26Connector(t *testing.T, schemas []string) (*Connector, string, []DB) {
+func pgHostileConnector(t *testing.T, schemas []string) (*Connector, string, []DB) {
 	t.Helper()
 	reader := fmt.Sprintf("i26pg_rd_%d_%d", os.Getpid()%100000, testSeq.Add(1)+time.Now().UnixNano()%1_000_000)
 	grantReader(t, Postgres, reader, schemas...)
@@ -126,8 +126,8 @@ func xpathRunaway(n int) string {
 func TestPostgresHostileDeadlines(t *testing.T) {
 	admin := pgAdmin(t)
 	ctx := context.Background()
-	schemas := i26Schemas(t, admin, 1)
-	c, reader, dbs := i26Connector(t, schemas)
+	schemas := pgHostileSchemas(t, admin, 1)
+	c, reader, dbs := pgHostileConnector(t, schemas)
 	db := dbs[0]
 	before := pgServerState(t, admin, reader)
 	const deadline = time.Second
@@ -258,8 +258,8 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 // on the pooled connection, which keeps its task's search_path.
 func TestPostgresSessionReset(t *testing.T) {
 	admin := pgAdmin(t)
-	schemas := i26Schemas(t, admin, 2)
-	_, _, dbs := i26Connector(t, schemas)
+	schemas := pgHostileSchemas(t, admin, 2)
+	_, _, dbs := pgHostileConnector(t, schemas)
 	raw := func(db DB, q string) *Result { t.Helper(); return rawRun(t, db, q) }
 	for i := 0; i < 2*pgMaxStatements; i++ { // over the pool's connections
 		db := dbs[i%2]
@@ -282,8 +282,8 @@ func TestPostgresSessionReset(t *testing.T) {
 func TestPostgresConnectionCap(t *testing.T) {
 	admin := pgAdmin(t)
 	ctx := context.Background()
-	schemas := i26Schemas(t, admin, 24)
-	c, reader, dbs := i26Connector(t, schemas)
+	schemas := pgHostileSchemas(t, admin, 24)
+	c, reader, dbs := pgHostileConnector(t, schemas)
 	srv := dbs[0].(*pgDB).srv
 	limit := srv.capacity() + pgControlConns
 	if srv.capacity() > pgMaxStatements {
@@ -379,13 +379,13 @@ func TestPostgresConnectionCap(t *testing.T) {
 // the same reads unscreened do show B's table (the screen, not the server, stops them).
 func TestPostgresCatalogIsolation(t *testing.T) {
 	admin := pgAdmin(t)
-	schemas := i26Schemas(t, admin, 2)
+	schemas := pgHostileSchemas(t, admin, 2)
 	b := schemas[1]
-	secret := i26Name("secret")
+	secret := pgHostileName("secret")
 	if _, err := admin.Exec("CREATE TABLE " + b + "." + secret + " (x int); INSERT INTO " + b + "." + secret + " VALUES (4242); CREATE INDEX ON " + b + "." + secret + " (x); ANALYZE " + b + "." + secret); err != nil {
 		t.Fatal(err)
 	}
-	_, _, dbs := i26Connector(t, schemas)
+	_, _, dbs := pgHostileConnector(t, schemas)
 	dbA, dbB := dbs[0], dbs[1]
 	if r := mustExec(t, dbB, "SELECT x FROM "+secret, ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(4242) {
 		t.Fatalf("task B reads its table: %+v", r)

@@ -689,6 +689,12 @@ func TestHostileResultSize(t *testing.T) {
 		for _, q := range big[d] {
 			start := time.Now()
 			r := mustExec(t, db, q, ExecOptions{Timeout: 60 * time.Second})
+			if d == MySQL { // the screen refuses REPEAT (see mysqlDeniedCalls): the cap, unscreened
+				var err error
+				if r, err = db.(rawRunner).run(ctx, time.Now(), q, 60*time.Second, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
 			t.Logf("%s %.60q: %s in %s: %s", d, q, r.Outcome, time.Since(start).Round(time.Millisecond), r.Error)
 			if r.Outcome != OutcomeError || strings.ContainsAny(r.Error, "\r\n") || !strings.Contains(r.Error, "larger than") && !strings.Contains(r.Error, "out of memory") {
 				t.Errorf("%s %.60q: %s (%d rows) %q, want an error saying the result is too large", d, q, r.Outcome, len(r.Rows), r.Error)

@@ -18,15 +18,15 @@ import (
 // mysqlDB executes in one database of a MySQL or MariaDB server.
 type mysqlDB struct {
 	pool     *sql.DB
-	killer   *sql.DB // a separate small pool for KILL QUERY, so a full pool cannot block it
 	database string
 	role     string // the task role each connection enables (mysqlTaskRole); "" as the DSN's user
 	version  string
 	mariadb  bool
 
-	// slots, when set, bounds the executions in flight across all the MySQL DBs of one
-	// Connector, so that a pool per database cannot exceed the server's max_connections.
-	slots chan struct{}
+	// srv is the server's share of connections, killer pool and runaway count, shared by the
+	// MySQL DBs of one Connector; owned (closed with the DB) when opened alone.
+	srv    *mysqlServer
+	ownSrv bool
 
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
@@ -40,9 +40,11 @@ type mysqlDB struct {
 // OpenMySQL opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
 // "root@tcp(127.0.0.1:3306)/"; its database part is replaced), executing as acc says: by default
 // in a pool of its own logged in as the reader made by EnsureReader, whose password is looked up
-// with the DSN's user, each connection under the database's task role. Each Exec runs in a READ ONLY transaction under a statement time limit
-// (MariaDB: SET STATEMENT max_statement_time ... FOR; MySQL: max_execution_time), and a KILL
-// QUERY from a second connection of the same user stops it at the deadline if the server has not.
+// with the DSN's user, each connection under the database's task role. Each Exec runs in a
+// READ ONLY transaction under a statement time limit (MariaDB: SET STATEMENT
+// max_statement_time ... FOR; MySQL: max_execution_time), backed at the deadline by KILL QUERY
+// and then KILL CONNECTION from a second connection of the same user (see mysqlServer for the
+// share of connections it holds and the threads that outlive both).
 func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error) {
 	if database == "" {
 		return nil, fmt.Errorf("mysql: empty database name")
@@ -51,13 +53,23 @@ func OpenMySQL(ctx context.Context, dsn, database string, acc Access) (DB, error
 	if err != nil {
 		return nil, err
 	}
-	return openMySQLConfig(ctx, cfg, database, acc)
+	srv, err := newMySQLServer(ctx, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openMySQLConfig(ctx, cfg, database, acc, srv)
+	if err != nil {
+		srv.close()
+		return nil, err
+	}
+	db.ownSrv = true
+	return db, nil
 }
 
-// openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig).
-// As a reader, connections log in with no database (the login itself may use none), enable
-// the database's task role and then USE it.
-func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc Access) (*mysqlDB, error) {
+// openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig),
+// within the share of srv. As a reader, connections log in with no database (the login itself
+// may use none), enable the database's task role and then USE it.
+func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc Access, srv *mysqlServer) (*mysqlDB, error) {
 	cfg := base.Clone()
 	if acc.AsDSNUser {
 		cfg.DBName = database
@@ -65,28 +77,25 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		cfg.DBName = ""
 	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
-	db := &mysqlDB{database: database, ids: map[any]int64{}}
+	db := &mysqlDB{database: database, ids: map[any]int64{}, srv: srv}
 	dial := dialFunc(cfg.DialFunc)
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 	}
-	cfg.DialFunc = limitReplies(dial, &db.cut)
+	cfg.DialFunc = limitReplies(srv.dial(dial), &db.cut)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	pool := sql.OpenDB(conn)
-	pool.SetMaxOpenConns(16)
-	pool.SetMaxIdleConns(16) // as PostgreSQL's pool: no new login per burst
-
-	pool.SetConnMaxIdleTime(time.Minute)
-	killer := sql.OpenDB(conn)
-	killer.SetMaxOpenConns(2)
-	killer.SetMaxIdleConns(1)
-	db.pool, db.killer = pool, killer
+	pool.SetMaxOpenConns(min(mysqlOpenPerDB, srv.limit))
+	pool.SetMaxIdleConns(mysqlIdlePerDB)
+	pool.SetConnMaxIdleTime(mysqlIdleTime)
+	db.pool = pool
+	srv.addPool(pool)
 	fail := func(err error) (*mysqlDB, error) {
+		srv.dropPool(pool)
 		pool.Close()
-		killer.Close()
 		switch myErrNo(err) {
 		case 1049:
 			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
@@ -142,7 +151,12 @@ func (m *mysqlDB) Dialect() Dialect { return MySQL }
 func (m *mysqlDB) Version() string  { return m.version }
 
 func (m *mysqlDB) Close() error {
-	return errors.Join(m.pool.Close(), m.killer.Close())
+	m.srv.dropPool(m.pool)
+	err := m.pool.Close()
+	if m.ownSrv {
+		err = errors.Join(err, m.srv.close())
+	}
+	return err
 }
 
 // connID returns the server's id of conn, cached per driver connection. A connection seen for
@@ -185,25 +199,41 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Re
 	return m.run(ctx, start, stmt, timeout, opts.MaxRows)
 }
 
-// run executes stmt, already screened, in a read-only transaction of its own.
+// mysqlResetSession, run before each execution's transaction, leaves nothing of what the
+// session ran before (another episode's statement, the pool's own queries) for it to read:
+// FOUND_ROWS() 0, ROW_COUNT() 0 after START TRANSACTION, no warnings (a statement over a table,
+// the derived one here, clears them; one over DUAL does not). The driver has no
+// COM_RESET_CONNECTION.
+const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
+
+// run executes stmt, already screened, in a read-only transaction of its own, within a slot
+// of the server's share, on a session reset by mysqlResetSession. At the deadline it sends
+// KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
+// CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
+// runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
+// ctx kills the thread the same way.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
 	defer cancel()
 	fail := func(step string, err error) (*Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
 	}
-	if m.slots != nil {
-		wait := time.NewTimer(timeout)
-		defer wait.Stop()
-		select {
-		case m.slots <- struct{}{}:
-			defer func() { <-m.slots }()
-		case <-ctx.Done():
-			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
-		case <-wait.C:
-			return timedOut(timeout, time.Since(start)), nil
-		}
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
+	select {
+	case m.srv.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+	case <-wait.C:
+		return timedOut(timeout, time.Since(start)), nil
 	}
+	releaseSlot := func() { <-m.srv.slots }
+	slotHeld := true
+	defer func() {
+		if slotHeld {
+			releaseSlot()
+		}
+	}()
 	conn, err := m.pool.Conn(qctx)
 	if err != nil {
 		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
@@ -223,28 +253,73 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		discard(conn)
 		return fail("set max_execution_time", err)
 	}
+	if err := conn.QueryRowContext(qctx, mysqlResetSession).Scan(new(int)); !errors.Is(err, sql.ErrNoRows) {
+		discard(conn)
+		return fail("reset the session", err)
+	}
 	if _, err := conn.ExecContext(qctx, "START TRANSACTION READ ONLY"); err != nil {
 		discard(conn)
 		return fail("begin", err)
 	}
-	var killed atomic.Bool
-	killDone := make(chan struct{})
-	kill := time.AfterFunc(timeout, func() {
+	var killed, dropped atomic.Bool
+	stop, killDone := make(chan struct{}), make(chan struct{})
+	go func() {
 		defer close(killDone)
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
 		killed.Store(true)
-		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer kcancel()
-		_, _ = m.killer.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
-	})
+		m.srv.kill(ctx, "KILL QUERY", id)
+		t.Reset(mysqlKillGrace)
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		// The thread may outlive its connection: a unit of the share stands for it from now
+		// on, given back below if it ends, else kept by the runaway.
+		m.srv.conns.force()
+		dropped.Store(true)
+		m.srv.kill(ctx, "KILL", id)
+		cancel() // the driver closes the connection
+	}()
 	qstart := time.Now()
 	cuts := m.cut.Load()
 	res, qerr := collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
 	overran := time.Since(qstart) >= timeout
-	if !kill.Stop() {
-		// The kill fired; let it finish before the connection runs anything else.
-		<-killDone
+	close(stop)
+	<-killDone
+	if ctx.Err() != nil && !dropped.Load() {
+		// The caller gave up and the driver closed the connection: the thread is killed too.
+		m.srv.conns.force()
+		dropped.Store(true)
+		m.srv.kill(ctx, "KILL", id)
+	}
+	res.Duration = time.Since(start)
+	if dropped.Load() {
+		discard(conn)
+		runaway := !m.srv.ended(ctx, id)
+		if runaway {
+			slotHeld = false
+			m.srv.runaway(id, releaseSlot)
+		} else {
+			m.srv.conns.release()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+		case runaway:
+			return &Result{Outcome: OutcomeTimeout, Duration: time.Since(start),
+				Error: fmt.Sprintf("statement stopped after %s, but the server could not interrupt it and runs it on (counted as a runaway)", timeout)}, nil
+		}
+		return timedOut(timeout, time.Since(start)), nil
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
@@ -252,7 +327,6 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	if rerr != nil || mysqlSessionState(stmt) {
 		discard(conn)
 	}
-	res.Duration = time.Since(start)
 	if qerr == nil && !killed.Load() && !overran {
 		return res, nil
 	}

@@ -159,15 +159,18 @@ func TestMySQLSlots(t *testing.T) {
 	}
 	defer db.Close()
 	m := db.(*mysqlDB)
-	m.slots = make(chan struct{}, 1)
-	m.slots <- struct{}{}
+	for range cap(m.srv.slots) {
+		m.srv.slots <- struct{}{}
+	}
 	start := time.Now()
 	r := mustExec(t, db, "SELECT 1", ExecOptions{Timeout: 100 * time.Millisecond})
 	if r.Outcome != OutcomeTimeout || time.Since(start) > time.Second {
 		t.Errorf("slots taken: %s after %s", r.Outcome, time.Since(start))
 	}
-	<-m.slots
-	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() || len(m.slots) != 0 {
-		t.Errorf("slot free: %+v, %d slots held after", r, len(m.slots))
+	for range cap(m.srv.slots) {
+		<-m.srv.slots
+	}
+	if r := mustExec(t, db, "SELECT 1", ExecOptions{}); !r.OK() || len(m.srv.slots) != 0 {
+		t.Errorf("slot free: %+v, %d slots held after", r, len(m.srv.slots))
 	}
 }
