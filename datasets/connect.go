@@ -107,15 +107,21 @@ func (c *Connector) Open(ctx context.Context, d Dialect, t Task) (DB, error) {
 	return db, nil
 }
 
-// PostgresRunaways returns the runaway backends counted on the PostgreSQL server (statements
-// that outlived their deadline, the cancel and the terminate); zero before the first Open.
-func (c *Connector) PostgresRunaways() PostgresRunaways {
+// Runaways returns the statements of dialect d that outlived their deadline and what should
+// have stopped them there (see Runaways): on the servers, those of this Connector (zero before
+// its first Open of d); on SQLite, those of the process.
+func (c *Connector) Runaways(d Dialect) Runaways {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pgSrv == nil {
-		return PostgresRunaways{}
+	switch {
+	case d == SQLite:
+		return Runaways{Total: sqliteRunawaysTotal.Load(), Running: sqliteRunawaysNow.Load()}
+	case d == Postgres && c.pgSrv != nil:
+		return c.pgSrv.runaways()
+	case d == MySQL && c.mySrv != nil:
+		return c.mySrv.Runaways()
 	}
-	return c.pgSrv.runaways()
+	return Runaways{}
 }
 
 // DSNUserWarnings returns, when c.Access.AsDSNUser, a warning for each server dialect of
@@ -154,15 +160,4 @@ func (c *Connector) Close() error {
 		c.mySrv = nil
 	}
 	return errors.Join(errs...)
-}
-
-// MySQLRunaways returns the MySQL server threads this Connector's statements left running
-// past their deadline and both KILLs (zero before the first MySQL Open).
-func (c *Connector) MySQLRunaways() Runaways {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mySrv == nil {
-		return Runaways{}
-	}
-	return c.mySrv.Runaways()
 }

@@ -51,3 +51,14 @@ type DB interface {
 	Exec(ctx context.Context, sql string, opts ExecOptions) (*Result, error)
 	Close() error
 }
+
+// Runaways counts the statements of one dialect that outlived their deadline and everything
+// meant to stop them at it (SQLite: the progress handler and the interrupt, then abandoned;
+// PostgreSQL: cancel and terminate; MariaDB: KILL QUERY and KILL): work the engine could not
+// interrupt. Each running one holds a slot of its engine's cap until it ends.
+type Runaways struct {
+	// Total is how many were counted since the Connector opened (SQLite: the process started).
+	Total int64 `json:"total"`
+	// Running is how many still run now.
+	Running int64 `json:"running"`
+}

@@ -202,13 +202,13 @@ func TestMySQLRunaway(t *testing.T) {
 	if r.Outcome != OutcomeTimeout || !strings.Contains(r.Error, "runaway") || took > deadline+time.Second {
 		t.Fatalf("%s %q after %s, want a timeout naming the runaway within the deadline + 1 s", r.Outcome, r.Error, took)
 	}
-	got := c.MySQLRunaways()
+	got := c.Runaways(MySQL)
 	_, busy := myThreads(t, admin, reader)
 	if got.Total != 1 || got.Running != 1 || len(m.srv.slots) != 1 || busy != 1 {
 		t.Errorf("counted %+v, %d slots held, %d threads busy on the server; want one runaway holding one slot", got, len(m.srv.slots), busy)
 	}
 	held := m.srv.conns.inUse()
-	for c.MySQLRunaways().Running != 0 {
+	for c.Runaways(MySQL).Running != 0 {
 		if time.Since(start) > 2*time.Minute {
 			t.Fatal("the runaway thread did not end in 2 minutes")
 		}
@@ -218,8 +218,8 @@ func TestMySQLRunaway(t *testing.T) {
 		t.Errorf("after the runaway ended: %d threads busy, %d slots held, %d connections counted (was %d)", busy, len(m.srv.slots), m.srv.conns.inUse(), held)
 	}
 	t.Logf("the runaway thread ended %s after the call", time.Since(start))
-	if r := mustExec(t, m, "SELECT count(*) FROM t", ExecOptions{}); !r.OK() || c.MySQLRunaways().Total != 1 {
-		t.Errorf("after the runaway: %+v, %+v", r, c.MySQLRunaways())
+	if r := mustExec(t, m, "SELECT count(*) FROM t", ExecOptions{}); !r.OK() || c.Runaways(MySQL).Total != 1 {
+		t.Errorf("after the runaway: %+v, %+v", r, c.Runaways(MySQL))
 	}
 }
 

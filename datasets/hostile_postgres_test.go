@@ -207,10 +207,10 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	// A runaway past the screen (here: the screen skipped): counted, reported, and holding a
 	// slot until its backend ends.
 	// On a loaded machine a backend slow to unwind may have been counted already.
-	base := c.PostgresRunaways()
+	base := c.Runaways(Postgres)
 	for end := time.Now().Add(time.Minute); time.Now().Before(end) && base.Running > 0; {
 		time.Sleep(100 * time.Millisecond)
-		base = c.PostgresRunaways()
+		base = c.Runaways(Postgres)
 	}
 	pdb := db.(*pgDB)
 	start := time.Now()
@@ -221,7 +221,7 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	seen := base
 	for time.Since(start) < deadline+3*time.Second && seen.Total == base.Total {
 		time.Sleep(50 * time.Millisecond)
-		seen = c.PostgresRunaways()
+		seen = c.Runaways(Postgres)
 	}
 	_, active := backendsOf(t, admin, reader, "i26pg_runaway")
 	t.Logf("runaway: %+v, %d backend still active %s after its start", seen, active, time.Since(start).Round(time.Millisecond))
@@ -234,11 +234,11 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 			t.Errorf("%d slots held while the runaway runs, %d backends of the reader: want the runaway's among the slots", held, all)
 		}
 	}
-	for time.Since(start) < 5*time.Minute && c.PostgresRunaways().Running > 0 {
+	for time.Since(start) < 5*time.Minute && c.Runaways(Postgres).Running > 0 {
 		time.Sleep(200 * time.Millisecond)
 	}
 	_, active = backendsOf(t, admin, reader, "i26pg_runaway")
-	got := c.PostgresRunaways()
+	got := c.Runaways(Postgres)
 	t.Logf("runaway ended after %s: %+v", time.Since(start).Round(time.Millisecond), got)
 	if got.Running != 0 || got.Total != base.Total+1 || active != 0 {
 		t.Errorf("after the runaway ended: %+v, %d active", got, active)
@@ -349,14 +349,14 @@ func TestPostgresConnectionCap(t *testing.T) {
 	}
 	wg.Wait()
 	<-runaway
-	for end := time.Now().Add(time.Minute); c.PostgresRunaways().Running > 0 && time.Now().Before(end); {
+	for end := time.Now().Add(time.Minute); c.Runaways(Postgres).Running > 0 && time.Now().Before(end); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	close(stop)
 	sampler.Wait()
 	all, _ := backendsOf(t, admin, reader, "")
 	t.Logf("24 databases, 48 workers: %d ok, %d timed out; peak %d connections of the reader over %d samples (cap %d statements + %d control); %d left idle; runaways %+v",
-		oks.Load(), timeouts.Load(), peak.Load(), samples.Load(), srv.capacity(), pgControlConns, all, c.PostgresRunaways())
+		oks.Load(), timeouts.Load(), peak.Load(), samples.Load(), srv.capacity(), pgControlConns, all, c.Runaways(Postgres))
 	if p := peak.Load(); p > int64(limit) {
 		t.Errorf("peak %d connections, over the cap of %d", p, limit)
 	} else if p < int64(srv.capacity()/2) {

@@ -39,13 +39,6 @@ const (
 	mysqlFullPoll = 20 * time.Millisecond
 )
 
-// Runaways counts the server threads a Connector's statements left running after their
-// deadline, KILL QUERY and KILL CONNECTION: functions the server does not interrupt.
-type Runaways struct {
-	Total   int64 // since the Connector opened
-	Running int64 // still on the server now; each holds one of the share's connections
-}
-
 // mysqlServer is what the MySQL databases of one Connector share on one server: the share of
 // its connections (statements in flight, pooled connections, runaway threads), the killer pool
 // and the runaway count. Pools are per database (each connection enables its task role and

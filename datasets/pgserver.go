@@ -49,17 +49,6 @@ const (
 	pgWatchEvery = time.Second
 )
 
-// PostgresRunaways counts the backends whose statement outlived its deadline, the cancel and
-// the terminate (a function PostgreSQL cannot interrupt, such as a long chain of string
-// functions over a huge value, that the screen lets through).
-type PostgresRunaways struct {
-	// Total is how many were counted since the server was opened.
-	Total int64 `json:"total"`
-	// Running is how many still run on the server, each holding one of the statement slots
-	// until it ends.
-	Running int64 `json:"running"`
-}
-
 // pgServer is one PostgreSQL server as statements reach it: the pool they run on, a control
 // connection, and the slots that bound the backends of the pool, runaways included. A slot is
 // taken when a connection is dialled and given back only once its backend is gone from the
@@ -198,8 +187,8 @@ func asSlotConn(c net.Conn) *slotConn {
 func (s *pgServer) release() { <-s.slots }
 
 // runaways returns the runaway counts.
-func (s *pgServer) runaways() PostgresRunaways {
-	return PostgresRunaways{Total: s.total.Load(), Running: s.running.Load()}
+func (s *pgServer) runaways() Runaways {
+	return Runaways{Total: s.total.Load(), Running: s.running.Load()}
 }
 
 // stop makes sure the backend pid, whose connection was closed (idle, or dropped with its

@@ -97,8 +97,9 @@ const (
 	sqliteRunaways      = 8
 )
 
-// sqliteRunawaysNow counts the abandoned statements of the process.
-var sqliteRunawaysNow atomic.Int64
+// sqliteRunawaysNow counts the abandoned statements of the process still running,
+// sqliteRunawaysTotal all it abandoned.
+var sqliteRunawaysNow, sqliteRunawaysTotal atomic.Int64
 
 // sqliteDB is a SQLite file opened read-only and immutable.
 type sqliteDB struct {
@@ -234,6 +235,7 @@ func (s *sqliteDB) abandon(conn *sql.Conn, done <-chan sqliteOutcome) bool {
 		s.runaways.Add(-1)
 		return false
 	}
+	sqliteRunawaysTotal.Add(1)
 	go func() {
 		<-done
 		releaseSQLite(conn, true)

@@ -69,7 +69,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
+		defer cli.Disconnect(conn, dialects.List(), c.Stderr, c.Name)
 		logger := log.New(c.Stderr, "", log.LstdFlags)
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w,

@@ -93,7 +93,7 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
+		defer cli.Disconnect(conn, dialects.List(), c.Stderr, c.Name)
 		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
 		handles, err := policies.ResolveList(*teacherList, popts)
 		if err != nil {

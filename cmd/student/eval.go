@@ -101,7 +101,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
+		defer cli.Disconnect(conn, dialects, c.Stderr, c.Name)
 		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
 		h, err := policies.Resolve(spec, policies.Options{Teachers: cfg, Student: sopts})
 		if err != nil {

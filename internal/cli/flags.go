@@ -210,6 +210,18 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 	return conn, nil
 }
 
+// Disconnect prints, after name, a warning for each of dialects whose statements outlived their
+// deadline and what should have stopped them there (datasets.Runaways), then closes conn.
+func Disconnect(conn *datasets.Connector, dialects []datasets.Dialect, stderr io.Writer, name string) {
+	for _, d := range dialects {
+		if r := conn.Runaways(d); r.Total > 0 {
+			fmt.Fprintf(stderr, "%s: WARNING: %d %s statement(s) ran on past their deadline where the engine could not stop them (%d still running); see \"Execution security\" in docs/DESIGN.md\n",
+				name, r.Total, d, r.Running)
+		}
+	}
+	conn.Close()
+}
+
 // Dialects is a --dialects list or a --dialect flag, checked as it is parsed.
 type Dialects struct {
 	list    []datasets.Dialect
