@@ -109,6 +109,18 @@ function filterPanel(params, facets) {
   const group = (title, ...kids) => h("fieldset", {}, h("legend", {}, title), ...kids);
   form.appendChild(group("Search", h("input", {type: "search", name: "q", id: "f-q", value: params.get("q") || "",
     placeholder: "question, SQL, db, key", onchange: () => apply()})));
+  const st = INFO.search || {};
+  form.appendChild(group("Full text",
+    h("input", {type: "search", name: "text", id: "f-text", value: params.get("text") || "",
+      placeholder: "words in the messages ( / )", onchange: () => apply()}),
+    h("label", {class: "tri"}, "in ", h("select", {name: "in", id: "f-in", onchange: () => apply()},
+      ...[["", "all messages"], ["reasoning", "reasoning"], ["sql", "SQL"], ["observation", "observations"]].map(([v, t]) =>
+        h("option", {value: v, selected: (params.get("in") || "") === v}, t)))),
+    h("p", {class: "hint", id: "search-status"}, st.ready ? "Each word matches the words it begins, in any order." :
+      st.error ? "Full-text index failed: " + st.error : `Building the full-text index: ${fmt(st.rows || 0)} of ${fmt(st.total || 0)} rows…`)));
+  for (const name of ["sort", "limit"]) {
+    if (params.get(name)) form.appendChild(h("input", {type: "hidden", name, value: params.get(name)}));
+  }
   for (const name of ["teacher", "dialect", "difficulty", "db_id"]) {
     const values = facets[name] || [];
     if (values.length === 0) continue;
@@ -134,29 +146,106 @@ function filterPanel(params, facets) {
     placeholder: ph, onchange: () => apply()});
   form.appendChild(group("Turns", h("div", {class: "range"}, num("turns_min", "min"), "–", num("turns_max", "max"))));
   form.appendChild(group(INFO.tokens_name, h("div", {class: "range"}, num("tokens_min", "min"), "–", num("tokens_max", "max"))));
-  form.appendChild(group("Order", h("select", {name: "sort", id: "f-sort", onchange: () => apply()},
-    ...[["", "row order"], ["-tokens", "most tokens first"], ["tokens", "fewest tokens first"], ["-turns", "most turns first"],
-      ["turns", "fewest turns first"]].map(([v, t]) => h("option", {value: v, selected: (params.get("sort") || "") === v}, t)))));
   form.appendChild(h("div", {class: "buttons"}, h("a", {href: "#/", class: "button"}, "Clear filters")));
+  if (INFO.kind === "dataset") {
+    // The export takes the filters only: every matching row, in dataset order.
+    const f = new URLSearchParams(params);
+    for (const k of ["sort", "offset", "limit"]) f.delete(k);
+    const link = (format, text) => h("a", {href: `/api/export?format=${format}${f.toString() ? "&" + f : ""}`, class: "button",
+      id: "export-" + format, download: true}, text);
+    form.appendChild(group("Export the matching rows", h("div", {class: "buttons"}, link("parquet", "Parquet"), " ", link("jsonl", "JSONL"))));
+  }
   return form;
 }
 
-function pager(total, offset, limit, go) {
+// pager is the paging bar; with setLimit it also offers the page size and a page to jump to.
+function pager(total, offset, limit, go, setLimit) {
   const from = total === 0 ? 0 : offset + 1, to = Math.min(offset + limit, total);
+  const pages = Math.max(1, Math.ceil(total / limit));
+  const extra = !setLimit ? [] : [
+    h("label", {}, "page ", h("input", {type: "number", id: "page-jump", min: "1", max: String(pages), value: String(Math.floor(offset / limit) + 1),
+      onchange: (e) => { const n = Math.min(pages, Math.max(1, Number(e.target.value) || 1)); go((n - 1) * limit); }}), ` of ${fmt(pages)}`),
+    h("label", {}, "rows per page ", h("select", {id: "page-size", onchange: (e) => setLimit(Number(e.target.value))},
+      ...[25, 50, 100, 200, 500].map((n) => h("option", {value: String(n), selected: n === limit}, String(n)))))];
   return h("div", {class: "pager"},
     h("button", {disabled: offset === 0, onclick: () => go(Math.max(0, offset - limit)), id: "prev"}, "‹ prev"),
     h("span", {id: "range"}, `${fmt(from)}–${fmt(to)} of ${fmt(total)}`),
-    h("button", {disabled: to >= total, onclick: () => go(offset + limit), id: "next"}, "next ›"));
+    h("button", {disabled: to >= total, onclick: () => go(offset + limit), id: "next"}, "next ›"), ...extra);
 }
+
+// The table's columns: header text and the column /api/rows sorts by.
+function rowColumns() {
+  return [["#", "id"], ["teacher", "teacher"], ["dialect", "dialect"], ["difficulty", "difficulty"], ["database", "db_id"],
+    ["question", "question"], ["turns", "turns"], ["converged", "converged"], ["ran", "exec_ok"], ["correct", "correct"],
+    ["violations", "format_violations"], [INFO.kind === "dataset" ? "tokens" : "teacher tokens", "tokens"],
+    ...(INFO.kind === "dataset" ? [["trainable", "trainable"]] : [])];
+}
+
+// sortHeader is a column header that sorts by it: ascending, then descending, then row order.
+function sortHeader(params, [text, col]) {
+  const cur = params.get("sort") || "";
+  const next = cur === col ? "-" + col : cur === "-" + col ? "" : col;
+  const p = new URLSearchParams(params);
+  p.delete("offset");
+  if (next) p.set("sort", next); else p.delete("sort");
+  const mark = cur === col ? " ▲" : cur === "-" + col ? " ▼" : "";
+  return h("th", {"data-sort": col, class: mark ? "sorted" : "", title: "sort by " + text},
+    h("a", {href: "#/?" + p.toString()}, text, mark));
+}
+
+// Keyboard navigation of the rows table: j/k move the selection, Enter opens the row, /
+// goes to the full-text search box.
+let selected = -1;
+function selectRow(i) {
+  const trs = [...document.querySelectorAll("#rows tbody tr[data-id]")];
+  if (trs.length === 0) return;
+  selected = Math.max(0, Math.min(trs.length - 1, i));
+  trs.forEach((tr, k) => tr.classList.toggle("sel", k === selected));
+  trs[selected].scrollIntoView({block: "nearest"});
+}
+document.addEventListener("keydown", (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const el = document.activeElement;
+  if (el && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName)) {
+    if (e.key === "Escape") el.blur();
+    return;
+  }
+  if (!document.querySelector("#rows")) return;
+  if (e.key === "j") selectRow(selected + 1);
+  else if (e.key === "k") selectRow(selected - 1);
+  else if (e.key === "Enter" && selected >= 0) {
+    const a = document.querySelectorAll("#rows tbody tr[data-id]")[selected].querySelector("a");
+    if (a) location.hash = a.getAttribute("href");
+  } else if (e.key === "/") {
+    const box = document.querySelector("#f-text");
+    if (box) {
+      e.preventDefault();
+      box.focus();
+      box.select();
+      // Some input paths (DevTools' key events) still deliver the "/" as a character.
+      const at = Date.now();
+      box.addEventListener("beforeinput", (ev) => { if (ev.data === "/" && Date.now() - at < 200) ev.preventDefault(); }, {once: true});
+    }
+  } else return;
+  e.preventDefault();
+});
 
 async function renderRows(params) {
   const page = await api("/api/rows?" + params.toString());
   const limit = Number(params.get("limit") || 50);
   const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/?" + p.toString(); };
-  const head = ["#", "teacher", "dialect", "difficulty", "database", "question", "turns", "converged", "ran", "correct",
-    "violations", INFO.kind === "dataset" ? "tokens" : "teacher tokens", ...(INFO.kind === "dataset" ? ["trainable"] : [])];
+  const setLimit = (n) => {
+    const p = new URLSearchParams(params);
+    // Keep the first row shown on the new page.
+    p.set("offset", Math.floor(Number(params.get("offset") || 0) / n) * n);
+    p.set("limit", n);
+    location.hash = "#/?" + p.toString();
+  };
+  const head = rowColumns();
+  const hl = params.get("text") ? "?hl=" + encodeURIComponent(params.get("text")) : "";
+  selected = -1;
   const rows = page.rows.map((r) => {
-    const link = "#/row/" + r.id;
+    const link = "#/row/" + r.id + hl;
     if (r.error) {
       return h("tr", {class: "rowerr", "data-id": r.id}, h("td", {}, h("a", {href: link}, r.id)),
         h("td", {colspan: head.length - 1}, `cannot read ${r.key || "this row"}: ${r.error}`));
@@ -168,11 +257,11 @@ async function renderRows(params) {
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
   });
-  const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((x) => h("th", {}, x)))),
+  const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((c) => sortHeader(params, c)))),
     h("tbody", {}, ...rows));
   const summary = h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} rows match`);
   setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets)),
-    h("section", {class: "content"}, summary, pager(page.total, page.offset, limit, go), table,
+    h("section", {class: "content"}, summary, pager(page.total, page.offset, limit, go, setLimit), table,
       page.rows.length === 0 ? h("p", {class: "muted"}, "No rows match these filters.") : "",
       pager(page.total, page.offset, limit, go))));
 }
@@ -268,8 +357,62 @@ async function renderRow(id, params) {
   if (tab === "mask") {
     setMain(title, tabs, await maskBody(id, d));
   } else {
-    setMain(title, tabs, trajectoryBody(d));
+    const body = trajectoryBody(d);
+    const words = queryWords(params.get("hl") || "");
+    let bar = null;
+    if (words.length) {
+      const n = highlight(body.querySelector(".turns"), words) + highlight(body.querySelector("#outcome"), words);
+      for (const m of body.querySelectorAll("details mark.hit")) {
+        for (let el = m.closest("details"); el; el = el.parentElement.closest("details")) el.open = true;
+      }
+      bar = h("p", {class: "hl-bar", id: "hl-count"}, `${fmt(n)} ${n === 1 ? "match" : "matches"} of ${words.join(", ")} highlighted`);
+    }
+    setMain(title, tabs, bar, body);
   }
+}
+
+// ---- full-text match highlighting ------------------------------------------------------------
+
+const CJK = "\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Hangul}";
+
+// queryWords splits a full-text query as the server's index does: runs of letters, digits and
+// '_', lowercased, each CJK character on its own.
+function queryWords(text) {
+  const out = [];
+  for (const w of text.toLowerCase().match(new RegExp(`[${CJK}]|(?:(?![${CJK}])[\\p{L}\\p{N}_])+`, "gu")) || []) {
+    if (!out.includes(w)) out.push(w);
+  }
+  return out;
+}
+
+// highlight wraps each place in root's text where a word of the text begins with one of words
+// in <mark class="hit">, and returns how many.
+function highlight(root, words) {
+  if (!root || words.length === 0) return 0;
+  const esc = (w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const re = new RegExp(words.map((w) => new RegExp(`[${CJK}]`, "u").test(w) ? esc(w) :
+    `(?<![\\p{L}\\p{N}_](?<![${CJK}]))${esc(w)}`).join("|"), "giu");
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  let n = 0;
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    let last = 0, m;
+    const frag = document.createDocumentFragment();
+    re.lastIndex = 0;
+    while ((m = re.exec(text))) {
+      if (m[0] === "") { re.lastIndex++; continue; }
+      frag.append(text.slice(last, m.index), h("mark", {class: "hit"}, m[0]));
+      last = m.index + m[0].length;
+      n++;
+    }
+    if (last > 0) {
+      frag.append(text.slice(last));
+      node.replaceWith(frag);
+    }
+  }
+  return n;
 }
 
 // ---- loss mask -------------------------------------------------------------------------
