@@ -43,6 +43,7 @@ type entry struct {
 	key        string
 	taskID     string
 	question   string
+	finalSQL   string
 	// search is question, final SQL, gold SQL, db_id and key, lowercased, joined by "\x00".
 	search string
 	// err is set for a row that could not be read; it matches only unfiltered queries.
@@ -116,7 +117,7 @@ func (ix *index) add(src, pos int, v rowValues) int {
 	e := entry{
 		src: int32(src), pos: int32(pos), turns: int16(min(v.turns, 1<<15-1)), violations: int16(min(v.violations, 1<<15-1)),
 		tokens: int32(v.tokens), trainable: int32(v.trainable), taskIndex: int32(v.taskIndex), sample: int32(v.sample),
-		key: v.key, taskID: v.taskID, question: v.question,
+		key: v.key, taskID: v.taskID, question: v.question, finalSQL: v.finalSQL,
 		search: strings.ToLower(strings.Join([]string{v.question, v.finalSQL, v.goldSQL, v.db, v.key}, "\x00")),
 	}
 	e.facet[facetTeacher] = ix.facets[facetTeacher].id(v.teacher)

@@ -245,7 +245,7 @@ type Info struct {
 	Rows  int        `json:"rows"`
 	// Live is true for run and eval dirs, which are re-read as they grow.
 	Live bool `json:"live"`
-	// Compare is true with two or more eval dirs.
+	// Compare is true with two or more eval dirs, or a dataset of two or more teachers.
 	Compare    bool   `json:"compare"`
 	Tokenizer  string `json:"tokenizer"`
 	TokensName string `json:"tokens_name"`
@@ -257,7 +257,7 @@ type Info struct {
 
 // Info returns the server's description.
 func (s *Server) Info() Info {
-	in := Info{Kind: s.kind, Rows: s.ix.len(), Live: s.kind != KindDataset, Compare: s.kind == KindEval && len(s.runs) > 1,
+	in := Info{Kind: s.kind, Rows: s.ix.len(), Live: s.kind != KindDataset, Compare: s.kind == KindEval && len(s.runs) > 1 || s.kind == KindDataset && s.teachers() > 1,
 		TruncKnown: s.ix.truncKnown, BuiltMS: s.Built.Milliseconds(), TokensName: "student tokens", Search: s.text.status()}
 	if s.opts.Tokenizer != nil {
 		in.Tokenizer = s.opts.TokenizerName

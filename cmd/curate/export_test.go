@@ -22,15 +22,8 @@ import (
 // as Parquet (read back with parquet-go, and by DuckDB when CHAINEDSQL_NODE_MODULES holds
 // @duckdb/node-api) and JSONL; bad input is a usage error or one line and exit 1.
 func TestExport(t *testing.T) {
-	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
-	bin := testbin.Build(t, ".")
-	tmp := t.TempDir()
-	run := filepath.Join(tmp, "run")
-	sampleRun(t, run)
-	ds := filepath.Join(tmp, "ds")
-	if r := runBinary(t, bin, "build", run, "--tokenizer", tokPath, "--out", ds, "--quiet"); r.code != 0 {
-		t.Fatalf("build: %d %s", r.code, r.stderr)
-	}
+	sd := newSampleDataset(t)
+	bin, tmp, run, ds := sd.bin, sd.tmp, sd.run, sd.ds
 	var rows []curate.Row
 	if err := curate.ReadRows(t.Context(), ds, func(r *curate.Row) error { rows = append(rows, *r); return nil }); err != nil {
 		t.Fatal(err)
@@ -123,6 +116,21 @@ func TestExport(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(tmp, ".x.jsonl.tmp-*")); len(m) != 0 {
 		t.Errorf("temporary files left: %v", m)
 	}
+}
+
+// sampleDataset is the built binary, the sample run (oracle, SQLite) in tmp/run and the
+// dataset the binary builds from it with the shared tokenizer in tmp/ds.
+type sampleDataset struct{ tok, bin, tmp, run, ds string }
+
+func newSampleDataset(t *testing.T) sampleDataset {
+	t.Helper()
+	sd := sampleDataset{tok: shared.Path(t, "tokenizer/qwen2.5/tokenizer.json"), bin: testbin.Build(t, "."), tmp: t.TempDir()}
+	sd.run, sd.ds = filepath.Join(sd.tmp, "run"), filepath.Join(sd.tmp, "ds")
+	sampleRun(t, sd.run)
+	if r := runBinary(t, sd.bin, "build", sd.run, "--tokenizer", sd.tok, "--out", sd.ds, "--quiet"); r.code != 0 {
+		t.Fatalf("build: %d %s", r.code, r.stderr)
+	}
+	return sd
 }
 
 // duckRows has DuckDB count the rows of a Parquet file, when CHAINEDSQL_NODE_MODULES names a

@@ -49,9 +49,9 @@ function showError(err) {
 async function loadInfo() {
   INFO = await api("/api/info");
   const nav = document.getElementById("nav");
-  const links = [["#/", "Rows"], ["#/stats", "Stats"]];
-  if (INFO.compare) links.push(["#/compare", "Compare"]);
-  nav.replaceChildren(...links.map(([href, text]) => h("a", {href, "data-nav": text.toLowerCase()}, text)));
+  const links = [["#/", "Rows", "rows"], ["#/stats", "Stats", "stats"]];
+  if (INFO.compare) links.push(["#/compare", INFO.kind === "dataset" ? "By task" : "Compare", "compare"]);
+  nav.replaceChildren(...links.map(([href, text, name]) => h("a", {href, "data-nav": name}, text)));
   document.getElementById("source").replaceChildren(
     h("span", {class: "kind"}, INFO.kind),
     " ", INFO.paths.map((p) => p.path).join(", "));
@@ -327,7 +327,33 @@ function outcomeBlock(d) {
       " · format violations: ", String(d.format_violations), " · turns: ", String(d.turns.length)),
     tok.length ? h("p", {class: "muted"}, tok.join(" · ")) : null,
     h("h4", {}, "final SQL"), d.final_sql ? sqlBlock(d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
-    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"));
+    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"),
+    d.final_sql && d.gold_sql ? [h("h4", {}, "final SQL against gold"), sqlDiff(d.final_sql, d.gold_sql)] : null);
+}
+
+// sqlDiff shows how the final SQL differs from the gold, word by word (case and white space
+// aside): words only in the final SQL struck out, words only in the gold underlined.
+function sqlDiff(final, gold) {
+  const toks = (s) => s.match(/'(?:[^']|'')*'|"[^"]*"|`[^`]*`|[\p{L}\p{N}_.]+|\S/gu) || [];
+  const a = toks(final), b = toks(gold);
+  const key = (t) => /^['"`]/.test(t) ? t : t.toLowerCase();
+  if (a.length * b.length > 4e6) return h("p", {class: "muted"}, "too long to compare");
+  // Longest common subsequence over the words.
+  const L = Array.from({length: a.length + 1}, () => new Uint32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      L[i][j] = key(a[i]) === key(b[j]) ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0, same = true;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && key(a[i]) === key(b[j])) { out.push(a[i++] + " "); j++; }
+    else if (j >= b.length || (i < a.length && L[i + 1][j] >= L[i][j + 1])) { out.push(h("del", {title: "only in the final SQL"}, a[i++])); out.push(" "); same = false; }
+    else { out.push(h("ins", {title: "only in the gold SQL"}, b[j++])); out.push(" "); same = false; }
+  }
+  return h("div", {class: "sql-diff-wrap"}, same ? h("p", {class: "ok small sql-same"}, "the same words as the gold") : null,
+    h("pre", {class: "sql-diff"}, ...out));
 }
 
 function trajectoryBody(d) {
@@ -485,26 +511,41 @@ async function renderCompare(params) {
     ...page.policies.map((p, i) => h("option", {value: String(i), selected: params.get(name) === String(i)}, p))));
   form.append(polSelect("good", "correct:"), " ", polSelect("bad", "wrong:"), " ",
     h("label", {}, h("input", {type: "checkbox", name: "differ", id: "c-differ", checked: params.get("differ") === "1", onchange: apply}), " outcomes differ"), " ",
+    h("label", {}, h("input", {type: "checkbox", name: "allwrong", id: "c-allwrong", checked: params.get("allwrong") === "1", onchange: apply}), " all wrong"), " ",
+    h("label", {}, h("input", {type: "checkbox", name: "sqldiffer", id: "c-sqldiffer", checked: params.get("sqldiffer") === "1", onchange: apply}), " final SQL differs"), " ",
+    page.rows.some((r) => r.dialect) || params.get("dialect") ? h("label", {}, "dialect ", h("input", {type: "search", name: "dialect", id: "c-dialect", size: "8",
+      value: params.get("dialect") || "", onchange: apply})) : "", " ",
     h("label", {}, "difficulty ", h("select", {name: "difficulty", id: "c-difficulty", onchange: apply}, h("option", {value: ""}, "any"),
       ...page.difficulties.map((d) => h("option", {value: d, selected: params.get("difficulty") === d}, d || "(none)")))), " ",
     h("input", {type: "search", name: "q", value: params.get("q") || "", placeholder: "question or db", onchange: apply}));
+  const who = INFO.kind === "dataset" ? "teachers" : "policies";
   const presets = h("p", {class: "presets"}, "Quick filters: ",
+    h("a", {href: "#/compare?allwrong=1", class: "button small", id: "preset-allwrong"}, `all ${who} wrong`),
+    h("a", {href: "#/compare?differ=1", class: "button small", id: "preset-differ"}, `${who} disagree`),
     ...page.policies.flatMap((p, i) => page.policies.map((q, j) => i === j ? null :
       h("a", {href: `#/compare?good=${i}&bad=${j}`, class: "button small"}, `${p} correct, ${q} wrong`))).filter(Boolean));
   const limit = Number(params.get("limit") || 50);
   const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/compare?" + p.toString(); };
+  const dialects = page.rows.some((r) => r.dialect);
   const table = h("table", {class: "rows compare", id: "compare"},
-    h("thead", {}, h("tr", {}, h("th", {}, "task"), h("th", {}, "difficulty"), h("th", {}, "database"), h("th", {}, "question"),
-      ...page.policies.map((p) => h("th", {}, p)))),
-    h("tbody", {}, ...page.rows.map((r) => h("tr", {onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.task_id); }},
-      h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.task_id)}, r.task_id)), h("td", {}, r.difficulty), h("td", {}, r.db_id),
-      h("td", {class: "q"}, r.question),
+    h("thead", {}, h("tr", {}, h("th", {}, "task"), dialects ? h("th", {}, "dialect") : null, h("th", {}, "difficulty"), h("th", {}, "database"),
+      h("th", {}, "question"), h("th", {}, "agreement"), ...page.policies.map((p) => h("th", {}, p)))),
+    h("tbody", {}, ...page.rows.map((r) => h("tr", {"data-key": r.key, onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.key); }},
+      h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.key)}, r.task_id)), dialects ? h("td", {}, r.dialect) : null,
+      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question), agreementCell(r),
       ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
         [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
           c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
-  setMain(h("section", {class: "content wide"}, h("h2", {}, "Compare policies task by task"), form, presets,
+  setMain(h("section", {class: "content wide"}, h("h2", {}, INFO.kind === "dataset" ? "Teachers task by task" : "Compare policies task by task"), form, presets,
     h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} tasks match`),
     pager(page.total, page.offset, limit, go), table));
+}
+
+// agreementCell says how many present policies are right and how many final SQLs they wrote.
+function agreementCell(r) {
+  const present = r.cells.filter((c) => c.present).length;
+  return h("td", {class: "agree small"}, h("span", {class: r.correct === 0 ? "bad" : r.correct === present ? "ok" : "warn"},
+    `${r.correct}/${present} correct`), ` · ${r.distinct_sql === 1 ? "same SQL" : `${r.distinct_sql} different SQL`}`);
 }
 
 async function renderTask(id) {
@@ -516,14 +557,16 @@ async function renderTask(id) {
       h("h3", {}, p, " ", c.present ? yesno(c.correct, "✓ correct", "✗ wrong") : h("span", {class: "muted"}, "no trajectory")),
       d ? h("div", {}, d.id !== undefined ? h("p", {}, h("a", {href: "#/row/" + d.id}, "open as a row")) : null,
         d.error ? h("div", {class: "error"}, d.error) : h("div", {class: "turns"}, ...d.turns.map((tv) => turnCard(tv, d.kind))),
-        d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql")) : null);
+        d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql"),
+        d.error || !d.final_sql || !d.gold_sql ? null : [h("h4", {}, "against gold"), sqlDiff(d.final_sql, d.gold_sql)]) : null);
   });
   const gold = page.details.find((d) => d && d.gold_sql);
   setMain(h("section", {class: "content wide"},
-    h("p", {}, h("a", {href: "#/compare"}, "‹ compare")),
+    h("p", {}, h("a", {href: "#/compare"}, INFO.kind === "dataset" ? "‹ by task" : "‹ compare")),
     h("h2", {class: "question"}, t.question),
-    h("dl", {class: "meta"}, h("dt", {}, "task"), h("dd", {}, t.task_id), h("dt", {}, "database"), h("dd", {}, t.db_id),
-      h("dt", {}, "difficulty"), h("dd", {}, t.difficulty)),
+    h("dl", {class: "meta"}, h("dt", {}, "task"), h("dd", {}, t.task_id), t.dialect ? [h("dt", {}, "dialect"), h("dd", {}, t.dialect)] : null,
+      h("dt", {}, "database"), h("dd", {}, t.db_id), h("dt", {}, "difficulty"), h("dd", {}, t.difficulty),
+      h("dt", {}, "agreement"), h("dd", {id: "task-agreement"}, agreementCell(t).textContent)),
     gold ? h("div", {}, h("h4", {}, "gold SQL"), sqlBlock(gold.gold_sql, "gold-sql")) : null,
     h("div", {class: "side-by-side", id: "side-by-side"}, ...cols)));
 }
