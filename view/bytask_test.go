@@ -52,7 +52,9 @@ func TestDatasetByTask(t *testing.T) {
 		return n
 	}
 	differ := count(func(m map[string]curate.Row) bool { return m["alpha"].Correct != m["oracle"].Correct })
-	sqlDiffer := count(func(m map[string]curate.Row) bool { return normSQL(m["alpha"].FinalSQL) != normSQL(m["oracle"].FinalSQL) })
+	sqlDiffer := count(func(m map[string]curate.Row) bool {
+		return normSQL(m["alpha"].FinalSQL) != normSQL(m["oracle"].FinalSQL)
+	})
 	if differ == 0 || sqlDiffer == 0 {
 		t.Fatalf("the fixture has %d tasks where the teachers disagree and %d with different SQL: the test checks nothing", differ, sqlDiffer)
 	}
