@@ -202,6 +202,7 @@ func (s *Server) Handler(listenAddr string) http.Handler {
 	mux.HandleFunc("GET /api/compare", s.handleCompare)
 	mux.HandleFunc("GET /api/task", s.handleTask)
 	mux.HandleFunc("GET /api/export", s.handleExport)
+	mux.HandleFunc("GET /api/charts", s.handleCharts)
 	loopback := isLoopback(listenAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopback && !isLoopback(r.Host) {

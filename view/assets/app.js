@@ -260,10 +260,66 @@ async function renderRows(params) {
   const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((c) => sortHeader(params, c)))),
     h("tbody", {}, ...rows));
   const summary = h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} rows match`);
+  const charts = h("details", {id: "charts", open: localStorage.getItem("charts") !== "closed",
+    ontoggle: (e) => localStorage.setItem("charts", e.target.open ? "open" : "closed")},
+    h("summary", {}, "charts of the matching rows"), h("div", {class: "minicharts", id: "minicharts"}, h("p", {class: "muted"}, "…")));
   setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets)),
-    h("section", {class: "content"}, summary, pager(page.total, page.offset, limit, go, setLimit), table,
+    h("section", {class: "content"}, summary, charts, pager(page.total, page.offset, limit, go, setLimit), table,
       page.rows.length === 0 ? h("p", {class: "muted"}, "No rows match these filters.") : "",
       pager(page.total, page.offset, limit, go))));
+  await renderCharts(params);
+}
+
+// ---- charts of the matching rows ----------------------------------------------------------
+
+function svg(tag, attrs, ...kids) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const k of kids) el.appendChild(typeof k === "string" ? document.createTextNode(k) : k);
+  return el;
+}
+
+// renderCharts draws the charts of /api/charts for the filter params; a bar's click narrows
+// the table to it.
+async function renderCharts(params) {
+  const box = document.getElementById("minicharts");
+  if (!box) return;
+  const p = new URLSearchParams(params);
+  for (const k of ["sort", "offset", "limit"]) p.delete(k);
+  let page;
+  try { page = await api("/api/charts?" + p.toString()); } catch (e) { box.replaceChildren(h("p", {class: "error"}, String(e.message))); return; }
+  box.replaceChildren(...page.charts.map((c) => miniChart(c, params)));
+}
+
+function miniChart(c, params) {
+  const W = 260, H = 90, n = Math.max(1, c.bars.length), bw = W / n;
+  // An all-zero chart still has an axis of one row.
+  const top = Math.max(1, ...c.bars.map((b) => b.count));
+  const facet = ["teacher", "dialect", "difficulty"].includes(c.name);
+  const g = svg("svg", {viewBox: `0 0 ${W} ${H + 14}`, width: W, height: H + 14, class: "minichart-svg"});
+  c.bars.forEach((b, i) => {
+    const bh = Math.round((b.count / top) * H);
+    const ex = b.count ? (100 * b.correct / b.count).toFixed(1) : "0.0";
+    const r = svg("rect", {x: (i * bw + 1).toFixed(1), y: H - bh, width: Math.max(1, bw - 2).toFixed(1), height: Math.max(bh, b.count ? 1 : 0),
+      class: "bar" + (b.filter ? " link" : ""), "data-label": b.label, "data-count": b.count},
+      svg("title", {}, `${b.label}: ${fmt(b.count)} rows, ${fmt(b.correct)} correct (EX ${ex}%)`));
+    if (b.filter) {
+      r.addEventListener("click", () => {
+        const q = new URLSearchParams(params);
+        q.delete("offset");
+        for (const [k, v] of new URLSearchParams(b.filter)) q.delete(k);
+        for (const [k, v] of new URLSearchParams(b.filter)) q.append(k, v);
+        location.hash = "#/?" + q.toString();
+      });
+    }
+    g.appendChild(r);
+    if (facet && bw > 30) g.appendChild(svg("text", {x: (i * bw + bw / 2).toFixed(1), y: H + 11, class: "barlabel"}, `${b.label} ${ex}%`));
+  });
+  if (!facet && c.bars.length) {
+    g.appendChild(svg("text", {x: 0, y: H + 11, class: "barlabel start"}, c.bars[0].label.split("–")[0]));
+    g.appendChild(svg("text", {x: W, y: H + 11, class: "barlabel end"}, c.bars[c.bars.length - 1].label.split("–").pop()));
+  }
+  return h("figure", {class: "minichart", "data-chart": c.name}, h("figcaption", {}, c.title, " ", h("span", {class: "muted small"}, `(max ${fmt(top)})`)), g);
 }
 
 // ---- trajectory page ---------------------------------------------------------------------
