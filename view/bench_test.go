@@ -199,3 +199,24 @@ func BenchmarkExport(b *testing.B) {
 	// CPU seconds per export: the machine is shared, and wall time counts the others' load.
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 }
+
+// BenchmarkCharts computes the charts of the rows page over the dataset's index: no filter,
+// and a teacher with a range of turns.
+func BenchmarkCharts(b *testing.B) {
+	s, err := Open(context.Background(), Options{Paths: []string{benchPath(b, "dataset")}, NoFullText: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct{ name, query string }{{"all", ""}, {"filtered", "teacher=glm&turns_min=2"}} {
+		v, _ := url.ParseQuery(c.query)
+		q, _ := ParseQuery(v)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Charts(q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

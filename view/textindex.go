@@ -85,8 +85,8 @@ func isCJK(r rune) bool {
 
 func isWordRune(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// eachWord calls fn with each lowercased word of s (see textIndex); the string passed may be
-// reused after fn returns.
+// eachWord calls fn with each lowercased word of s (see textIndex); fn must copy the string to
+// keep it, since it may share s's memory.
 func eachWord(s string, fn func(string)) {
 	var buf []byte
 	for i := 0; i < len(s); {
@@ -96,16 +96,23 @@ func eachWord(s string, fn func(string)) {
 			fn(s[i : i+n])
 			i += n
 		case isWordRune(r):
+			start, lower := i, true
 			buf = buf[:0]
 			for i < len(s) {
 				r, n = utf8.DecodeRuneInString(s[i:])
 				if !isWordRune(r) || isCJK(r) {
 					break
 				}
-				buf = utf8.AppendRune(buf, unicode.ToLower(r))
+				l := unicode.ToLower(r)
+				lower = lower && l == r
+				buf = utf8.AppendRune(buf, l)
 				i += n
 			}
-			fn(string(buf))
+			if lower {
+				fn(s[start:i]) // most words: no copy
+			} else {
+				fn(string(buf))
+			}
 		default:
 			i += n
 		}
