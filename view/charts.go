@@ -113,16 +113,4 @@ func (s *Server) Charts(q Query) (ChartsPage, error) {
 	return page, nil
 }
 
-func (s *Server) handleCharts(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r.URL.Query())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	p, err := s.Charts(q)
-	if err != nil {
-		httpError(w, searchErrorStatus(err), err)
-		return
-	}
-	writeJSON(w, p)
-}
+func (s *Server) handleCharts(w http.ResponseWriter, r *http.Request) { serveQuery(w, r, s.Charts) }

@@ -135,6 +135,22 @@ func (s *Server) textHits(q Query) ([]uint64, error) {
 	return s.text.match(q.FullText, q.In, s.ix.len())
 }
 
+// serveQuery answers a request whose parameters are a Query (400 when they are not one) with
+// what answer makes of it.
+func serveQuery[T any](w http.ResponseWriter, r *http.Request, answer func(Query) (T, error)) {
+	q, err := ParseQuery(r.URL.Query())
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	v, err := answer(q)
+	if err != nil {
+		httpError(w, searchErrorStatus(err), err)
+		return
+	}
+	writeJSON(w, v)
+}
+
 // searchErrorStatus is the HTTP status of a query's error: 503 while the index is built.
 func searchErrorStatus(err error) int {
 	if errors.Is(err, errSearchNotReady) {

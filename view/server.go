@@ -288,19 +288,7 @@ func (s *Server) Info() Info {
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Info()) }
 
-func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r.URL.Query())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	p, err := s.Query(q)
-	if err != nil {
-		httpError(w, searchErrorStatus(err), err)
-		return
-	}
-	writeJSON(w, p)
-}
+func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) { serveQuery(w, r, s.Query) }
 
 // rowID reads the id parameter.
 func (s *Server) rowID(r *http.Request) (entry, int, error) {
