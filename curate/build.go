@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -581,6 +582,21 @@ func process(c *counter, it item, opts BuildOptions) built {
 	return built{row: row}
 }
 
+// NewParquetWriter returns the writer of dataset Parquet files over w: curate.Row's schema,
+// zstd, row groups of at most rowGroupRows rows (0: DefaultRowGroupRows), the toolkit and the
+// format in the footer. Close it to write the footer.
+func NewParquetWriter(w io.Writer, rowGroupRows int) *parquet.GenericWriter[Row] {
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
+	}
+	return parquet.NewGenericWriter[Row](w,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(int64(rowGroupRows)),
+		parquet.CreatedBy("chainedsql curate", FormatVersion, buildinfo.Version()),
+		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
+	)
+}
+
 // shardWriter writes rows into part files of at most rowsPerShard rows.
 type shardWriter struct {
 	dir          string
@@ -600,12 +616,7 @@ func (s *shardWriter) open() error {
 		return err
 	}
 	s.f = f
-	s.w = parquet.NewGenericWriter[Row](f,
-		parquet.Compression(&parquet.Zstd),
-		parquet.MaxRowsPerRowGroup(int64(s.rowGroupRows)),
-		parquet.CreatedBy("chainedsql curate", FormatVersion, buildinfo.Version()),
-		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
-	)
+	s.w = NewParquetWriter(f, s.rowGroupRows)
 	s.parts = append(s.parts, name)
 	s.inShard = 0
 	return nil

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -23,14 +24,22 @@ type CompareCell struct {
 	SQL        string `json:"sql"`
 }
 
-// CompareRow is one task across the policies, in the order of the eval dirs given.
+// CompareRow is one task across the policies, in the order of the eval dirs given; in a
+// dataset, one task in one dialect across the teachers.
 type CompareRow struct {
+	// Key names the row for /api/task: the task id, and for a dataset "|" and the dialect.
+	Key        string        `json:"key"`
 	TaskID     string        `json:"task_id"`
+	Dialect    string        `json:"dialect,omitempty"`
 	Index      int           `json:"index"`
 	DBID       string        `json:"db_id"`
 	Difficulty string        `json:"difficulty"`
 	Question   string        `json:"question"`
 	Cells      []CompareCell `json:"cells"`
+	// Correct counts the present cells that are correct; DistinctSQL the different final
+	// SQL statements among them (case and runs of white space aside): 1 when all agree.
+	Correct     int `json:"correct"`
+	DistinctSQL int `json:"distinct_sql"`
 }
 
 // ComparePage is the compare view's table.
@@ -44,9 +53,87 @@ type ComparePage struct {
 	Difficulties []string `json:"difficulties"`
 }
 
-// compareRows joins the eval dirs task by task. A task's cell comes from the policy's
-// sample-0 trajectory; where results.jsonl has the task (after a vote, say), its outcome wins.
+// canCompare reports whether the compare view applies: eval dirs, or a dataset (teachers).
+func (s *Server) canCompare() bool { return s.kind == KindEval || s.kind == KindDataset }
+
+// teachers is the number of teachers in the index.
+func (s *Server) teachers() int {
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	return len(s.ix.facets[facetTeacher].names)
+}
+
+// compareRows joins the eval dirs task by task, or a dataset's teachers task and dialect by
+// task and dialect, and counts each row's agreement.
 func (s *Server) compareRows() ([]string, []CompareRow) {
+	var policies []string
+	var rows []CompareRow
+	if s.kind == KindDataset {
+		policies, rows = s.datasetCompareRows()
+	} else {
+		policies, rows = s.evalCompareRows()
+	}
+	for i := range rows {
+		r := &rows[i]
+		sqls := map[string]bool{}
+		for _, c := range r.Cells {
+			if c.Present {
+				sqls[strings.Join(strings.Fields(strings.ToLower(c.SQL)), " ")] = true
+				if c.Correct {
+					r.Correct++
+				}
+			}
+		}
+		r.DistinctSQL = len(sqls)
+	}
+	return policies, rows
+}
+
+// datasetCompareRows groups a dataset's rows by task and dialect, a cell per teacher (its
+// sample-0 row, else its first).
+func (s *Server) datasetCompareRows() ([]string, []CompareRow) {
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	teachers := slices.Clone(s.ix.facets[facetTeacher].names)
+	slices.Sort(teachers)
+	col := map[string]int{}
+	for i, t := range teachers {
+		col[t] = i
+	}
+	byKey := map[string]int{}
+	var rows []CompareRow
+	for id := range s.ix.entries {
+		e := &s.ix.entries[id]
+		if e.err != "" {
+			continue
+		}
+		name := func(f int) string { return s.ix.facets[f].names[e.facet[f]] }
+		key := e.taskID + "|" + name(facetDialect)
+		k, ok := byKey[key]
+		if !ok {
+			k = len(rows)
+			byKey[key] = k
+			cells := make([]CompareCell, len(teachers))
+			for j := range cells {
+				cells[j].ID = -1
+			}
+			rows = append(rows, CompareRow{Key: key, TaskID: e.taskID, Dialect: name(facetDialect), Index: int(e.taskIndex), DBID: name(facetDB),
+				Difficulty: name(facetDifficulty), Question: e.question, Cells: cells})
+		}
+		c := &rows[k].Cells[col[name(facetTeacher)]]
+		if c.Present && e.sample != 0 {
+			continue
+		}
+		*c = CompareCell{Present: true, ID: id, Correct: e.flags&flagCorrect != 0, Converged: e.flags&flagConverged != 0,
+			ExecOK: e.flags&flagExecOK != 0, Turns: int(e.turns), Violations: int(e.violations), SQL: e.finalSQL}
+	}
+	slices.SortStableFunc(rows, func(a, b CompareRow) int { return cmp.Or(a.Index-b.Index, strings.Compare(a.Dialect, b.Dialect)) })
+	return teachers, rows
+}
+
+// evalCompareRows joins the eval dirs task by task. A task's cell comes from the policy's
+// sample-0 trajectory; where results.jsonl has the task (after a vote, say), its outcome wins.
+func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 	policies := make([]string, len(s.runs))
 	byTask := map[string]*CompareRow{}
 	var order []*CompareRow
@@ -62,7 +149,7 @@ func (s *Server) compareRows() ([]string, []CompareRow) {
 		for pos, t := range r.snapshot() {
 			row := byTask[t.TaskID]
 			if row == nil {
-				row = &CompareRow{TaskID: t.TaskID, Index: t.TaskIndex, DBID: t.DBID, Difficulty: t.Difficulty, Question: t.Question,
+				row = &CompareRow{Key: t.TaskID, TaskID: t.TaskID, Index: t.TaskIndex, DBID: t.DBID, Difficulty: t.Difficulty, Question: t.Question,
 					Cells: make([]CompareCell, len(s.runs))}
 				for k := range row.Cells {
 					row.Cells[k].ID = -1
@@ -99,10 +186,11 @@ func (s *Server) compareRows() ([]string, []CompareRow) {
 }
 
 // handleCompare answers the compare table. Parameters: good=P (policy P correct), bad=P
-// (policy P wrong), differ=1 (the policies disagree on correctness), difficulty, q (words
+// (policy P wrong), differ=1 (the policies disagree on correctness), allwrong=1 (every
+// present policy wrong), sqldiffer=1 (their final SQL differs), difficulty, dialect, q (words
 // of the question or db_id), offset, limit.
 func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
-	if s.kind != KindEval {
+	if !s.canCompare() {
 		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
 		return
 	}
@@ -142,8 +230,8 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		limit = 50
 	}
 	limit = min(limit, MaxLimit)
-	differ := v.Get("differ") == "1"
-	diff := v.Get("difficulty")
+	differ, allWrong, sqlDiffer := v.Get("differ") == "1", v.Get("allwrong") == "1", v.Get("sqldiffer") == "1"
+	diff, dialect := v.Get("difficulty"), v.Get("dialect")
 	words := searchTerms(v.Get("q"))
 	page := ComparePage{Policies: policies, All: len(rows), Offset: offset, Rows: []CompareRow{}, Difficulties: []string{}}
 	seen := map[string]bool{}
@@ -162,7 +250,10 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		if differ && !disagree(row.Cells) {
 			continue
 		}
-		if diff != "" && row.Difficulty != diff {
+		if diff != "" && row.Difficulty != diff || dialect != "" && row.Dialect != dialect {
+			continue
+		}
+		if allWrong && row.Correct > 0 || sqlDiffer && row.DistinctSQL < 2 {
 			continue
 		}
 		text := strings.ToLower(row.Question + "\x00" + row.DBID + "\x00" + row.TaskID)
@@ -205,14 +296,14 @@ type TaskPage struct {
 }
 
 func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
-	if s.kind != KindEval {
+	if !s.canCompare() {
 		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
 		return
 	}
 	id := r.URL.Query().Get("id")
 	policies, rows := s.compareRows()
 	for _, row := range rows {
-		if row.TaskID != id {
+		if row.Key != id {
 			continue
 		}
 		page := TaskPage{Task: row, Policies: policies, Details: make([]*Detail, len(policies))}

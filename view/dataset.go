@@ -107,12 +107,13 @@ func (d *dataset) close() {
 	}
 }
 
-// scan reads the index columns of every row in order, giving each row to fn. The rows of a row
+// scan reads the columns of T of every row in order, giving each row to fn. The rows of a row
 // group whose columns do not decode, from the first one not read, go to bad with the error
 // (naming the file and group), and the scan goes on with the next group: those rows show
 // their error, the rest of the dataset still works.
-func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow), bad func(i int, err error)) error {
-	buf := make([]indexRow, 256)
+// T is a projection of curate.Row (indexRow, textRow).
+func scan[T any](ctx context.Context, d *dataset, fn func(i int, r *T), bad func(i int, err error)) error {
+	buf := make([]T, 256)
 	for _, df := range d.files {
 		for g, rg := range df.pf.RowGroups() {
 			if err := ctx.Err(); err != nil {
@@ -121,7 +122,7 @@ func (d *dataset) scan(ctx context.Context, fn func(i int, r *indexRow), bad fun
 			i := df.groupStart[g]
 			end := i + int(rg.NumRows())
 			err := guard(func() error {
-				r := parquet.NewGenericRowGroupReader[indexRow](rg)
+				r := parquet.NewGenericRowGroupReader[T](rg)
 				defer r.Close()
 				for {
 					clear(buf)

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -44,6 +43,7 @@ type entry struct {
 	key        string
 	taskID     string
 	question   string
+	finalSQL   string
 	// search is question, final SQL, gold SQL, db_id and key, lowercased, joined by "\x00".
 	search string
 	// err is set for a row that could not be read; it matches only unfiltered queries.
@@ -117,7 +117,7 @@ func (ix *index) add(src, pos int, v rowValues) int {
 	e := entry{
 		src: int32(src), pos: int32(pos), turns: int16(min(v.turns, 1<<15-1)), violations: int16(min(v.violations, 1<<15-1)),
 		tokens: int32(v.tokens), trainable: int32(v.trainable), taskIndex: int32(v.taskIndex), sample: int32(v.sample),
-		key: v.key, taskID: v.taskID, question: v.question,
+		key: v.key, taskID: v.taskID, question: v.question, finalSQL: v.finalSQL,
 		search: strings.ToLower(strings.Join([]string{v.question, v.finalSQL, v.goldSQL, v.db, v.key}, "\x00")),
 	}
 	e.facet[facetTeacher] = ix.facets[facetTeacher].id(v.teacher)
@@ -184,7 +184,12 @@ type Query struct {
 	// Text: every word (or "quoted phrase") must occur, ignoring case, in the question, the
 	// final SQL, the gold SQL, db_id or the key.
 	Text string
-	// Sort: "" (row order), "tokens", "-tokens", "turns", "-turns".
+	// FullText (URL: text): every word must begin a word of the messages' fields In (URL: in,
+	// comma-separated; empty: all), through the full-text index (textIndex).
+	FullText string
+	In       []int
+	// Sort is a column of RowSummary by its JSON name (id, teacher, …, tokens, trainable), "-"
+	// before it for descending order; "" is row order.
 	Sort          string
 	Offset, Limit int
 }
@@ -244,12 +249,16 @@ func ParseQuery(v url.Values) (Query, error) {
 		q.Limit = 50
 	}
 	q.Limit = min(q.Limit, MaxLimit)
-	switch q.Sort = v.Get("sort"); q.Sort {
-	case "", "tokens", "-tokens", "turns", "-turns":
-	default:
-		return q, fmt.Errorf("sort=%q: want tokens, -tokens, turns or -turns", q.Sort)
+	if q.Sort = v.Get("sort"); q.Sort != "" {
+		if _, ok := sortKeys[strings.TrimPrefix(q.Sort, "-")]; !ok {
+			return q, fmt.Errorf("sort=%q: want a column (%s), - before it for descending order", q.Sort, strings.Join(sortColumns(), ", "))
+		}
 	}
 	q.Text = v.Get("q")
+	q.FullText = v.Get("text")
+	if q.In, err = parseFields(v.Get("in")); err != nil {
+		return q, err
+	}
 	return q, nil
 }
 
@@ -324,10 +333,12 @@ type compiled struct {
 	q     Query
 	words []string
 	keep  [nFacets][]bool // nil: any
+	// text is the bitmap of the rows the full-text query matches; nil: no such query.
+	text []uint64
 }
 
-func (ix *index) compile(q Query) compiled {
-	c := compiled{q: q, words: searchTerms(q.Text)}
+func (ix *index) compile(q Query, text []uint64) compiled {
+	c := compiled{q: q, words: searchTerms(q.Text), text: text}
 	for f, vals := range q.Facets {
 		if vals == nil {
 			continue
@@ -343,8 +354,8 @@ func (ix *index) compile(q Query) compiled {
 	return c
 }
 
-// match reports whether e passes every filter except facet skip (-1: none skipped).
-func (c *compiled) match(e *entry, skip int) bool {
+// match reports whether e, row id, passes every filter except facet skip (-1: none skipped).
+func (c *compiled) match(id int, e *entry, skip int) bool {
 	for f := range c.keep {
 		if f != skip && c.keep[f] != nil && !c.keep[f][e.facet[f]] {
 			return false
@@ -354,7 +365,10 @@ func (c *compiled) match(e *entry, skip int) bool {
 	if e.err != "" {
 		// An unreadable row has no values to filter on: it shows only when nothing filters.
 		return q.Converged == nil && q.ExecOK == nil && q.Correct == nil && q.Truncated == nil && q.Violations == "" &&
-			q.TurnsMin == 0 && q.TurnsMax == 0 && q.TokensMin == 0 && q.TokensMax == 0 && len(c.words) == 0
+			q.TurnsMin == 0 && q.TurnsMax == 0 && q.TokensMin == 0 && q.TokensMax == 0 && len(c.words) == 0 && c.text == nil
+	}
+	if c.text != nil && (id/64 >= len(c.text) || c.text[id/64]&(1<<(id%64)) == 0) {
+		return false
 	}
 	flag := func(want *bool, bit uint8) bool { return want == nil || *want == (e.flags&bit != 0) }
 	if !flag(q.Converged, flagConverged) || !flag(q.ExecOK, flagExecOK) || !flag(q.Correct, flagCorrect) || !flag(q.Truncated, flagTruncated) {
@@ -384,52 +398,11 @@ func (c *compiled) match(e *entry, skip int) bool {
 	return true
 }
 
-// Query answers q.
-func (ix *index) Query(q Query) Page {
+// Query answers q; text is the full-text match of q.FullText (nil: none).
+func (ix *index) Query(q Query, text []uint64) Page {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	c := ix.compile(q)
-	var hits []int32
-	var counts [nFacets][]int
-	for f := range counts {
-		counts[f] = make([]int, len(ix.facets[f].names))
-	}
-	for i := range ix.entries {
-		e := &ix.entries[i]
-		if c.match(e, -1) {
-			hits = append(hits, int32(i))
-			for f := range counts {
-				counts[f][e.facet[f]]++
-			}
-			continue
-		}
-		// A row failing only one facet filter still counts for that facet's choices.
-		for f := range counts {
-			if c.keep[f] != nil && !c.keep[f][e.facet[f]] && c.match(e, f) {
-				counts[f][e.facet[f]]++
-			}
-		}
-	}
-	if q.Sort != "" {
-		// Sort (key, id) pairs: the keys sit next to each other, not behind an index lookup.
-		type kv struct{ k, id int32 }
-		kvs := make([]kv, len(hits))
-		byTokens := strings.HasSuffix(q.Sort, "tokens")
-		for j, i := range hits {
-			e := &ix.entries[i]
-			kvs[j] = kv{int32(e.turns), i}
-			if byTokens {
-				kvs[j].k = e.tokens
-			}
-			if strings.HasPrefix(q.Sort, "-") {
-				kvs[j].k = -kvs[j].k
-			}
-		}
-		slices.SortStableFunc(kvs, func(a, b kv) int { return cmp.Compare(a.k, b.k) })
-		for j := range kvs {
-			hits[j] = kvs[j].id
-		}
-	}
+	hits, counts := ix.matches(q, text)
 	p := Page{Total: len(hits), All: len(ix.entries), Offset: q.Offset, Rows: []RowSummary{}, Facets: map[string][]FacetCount{}}
 	for _, i := range pageOf(hits, q.Offset, q.Limit) {
 		p.Rows = append(p.Rows, ix.summary(int(i)))
@@ -443,6 +416,35 @@ func (ix *index) Query(q Query) Page {
 		p.Facets[facetNames[f]] = fc
 	}
 	return p
+}
+
+// matches returns the ids of the rows matching q in its order, and the facet counts; the
+// caller holds ix.mu.
+func (ix *index) matches(q Query, text []uint64) ([]int32, [nFacets][]int) {
+	c := ix.compile(q, text)
+	var hits []int32
+	var counts [nFacets][]int
+	for f := range counts {
+		counts[f] = make([]int, len(ix.facets[f].names))
+	}
+	for i := range ix.entries {
+		e := &ix.entries[i]
+		if c.match(i, e, -1) {
+			hits = append(hits, int32(i))
+			for f := range counts {
+				counts[f][e.facet[f]]++
+			}
+			continue
+		}
+		// A row failing only one facet filter still counts for that facet's choices.
+		for f := range counts {
+			if c.keep[f] != nil && !c.keep[f][e.facet[f]] && c.match(i, e, f) {
+				counts[f][e.facet[f]]++
+			}
+		}
+	}
+	ix.sortHits(hits, q.Sort)
+	return hits, counts
 }
 
 // pageOf is s[offset:offset+limit] clipped to s, for any offset and limit >= 0 (a huge offset

@@ -32,6 +32,8 @@ type Options struct {
 	TokenizerName string
 	// Poll is the shortest period between re-reads of live run and eval dirs (default 2 s).
 	Poll time.Duration
+	// NoFullText leaves a dataset's full-text index unbuilt: queries with full text fail.
+	NoFullText bool
 }
 
 // Server is the viewer: the index over every row of its PATHs and the web app answering
@@ -50,6 +52,12 @@ type Server struct {
 
 	statsMu    sync.Mutex
 	statsCache map[string]*cachedStats
+
+	// text is the full-text index; textDone closes when a dataset's is complete, stopText
+	// stops its build.
+	text     *textIndex
+	textDone chan struct{}
+	stopText context.CancelFunc
 }
 
 // Open detects the kind of the paths, opens them and builds the index: a dataset's index
@@ -65,7 +73,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, kind: kind, ix: newIndex(), statsCache: map[string]*cachedStats{}}
+	s := &Server{opts: opts, kind: kind, ix: newIndex(), statsCache: map[string]*cachedStats{}, text: newTextIndex(), textDone: make(chan struct{})}
 	began := time.Now()
 	switch kind {
 	case KindDataset:
@@ -78,7 +86,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 			}
 			s.datasets = append(s.datasets, d)
 			s.ix.truncKnown = s.ix.truncKnown && d.truncKnown
-			err = d.scan(ctx, func(i int, r *indexRow) {
+			err = scan(ctx, d, func(i int, r *indexRow) {
 				s.ix.add(src, i, rowValues{
 					teacher: r.Teacher, dialect: r.Dialect, difficulty: r.Difficulty, db: r.DBID,
 					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.Converged, execOK: r.ExecOK, correct: r.Correct,
@@ -91,7 +99,10 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 				return nil, err
 			}
 		}
+		s.startText(ctx)
 	default:
+		s.text.ready = true
+		close(s.textDone)
 		s.ix.truncKnown = true
 		for _, p := range opts.Paths {
 			s.runs = append(s.runs, newRunDir(p, kind))
@@ -107,6 +118,10 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 
 // Close releases the open files.
 func (s *Server) Close() {
+	if s.stopText != nil {
+		s.stopText()
+		<-s.textDone
+	}
 	for _, d := range s.datasets {
 		d.close()
 	}
@@ -138,6 +153,7 @@ func (s *Server) refresh(ctx context.Context) error {
 				truncated: truncated, tokens: t.Usage.CompletionTokens, taskIndex: t.TaskIndex, sample: t.Sample,
 				key: t.Key, taskID: t.TaskID, question: t.Question, finalSQL: t.FinalSQL, goldSQL: t.GoldSQL,
 			})
+			s.text.add(id, textOfTrajectory(t))
 			s.idsMu.Lock()
 			for len(s.ids[src]) <= pos {
 				s.ids[src] = append(s.ids[src], -1)
@@ -184,6 +200,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chart", s.handleChart)
 	mux.HandleFunc("GET /api/compare", s.handleCompare)
 	mux.HandleFunc("GET /api/task", s.handleTask)
+	mux.HandleFunc("GET /api/export", s.handleExport)
+	mux.HandleFunc("GET /api/charts", s.handleCharts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
@@ -209,18 +227,20 @@ type Info struct {
 	Rows  int        `json:"rows"`
 	// Live is true for run and eval dirs, which are re-read as they grow.
 	Live bool `json:"live"`
-	// Compare is true with two or more eval dirs.
+	// Compare is true with two or more eval dirs, or a dataset of two or more teachers.
 	Compare    bool   `json:"compare"`
 	Tokenizer  string `json:"tokenizer"`
 	TokensName string `json:"tokens_name"`
 	TruncKnown bool   `json:"trunc_known"`
 	BuiltMS    int64  `json:"built_ms"`
+	// Search is the state of the full-text index.
+	Search SearchStatus `json:"search"`
 }
 
 // Info returns the server's description.
 func (s *Server) Info() Info {
-	in := Info{Kind: s.kind, Rows: s.ix.len(), Live: s.kind != KindDataset, Compare: s.kind == KindEval && len(s.runs) > 1,
-		TruncKnown: s.ix.truncKnown, BuiltMS: s.Built.Milliseconds(), TokensName: "student tokens"}
+	in := Info{Kind: s.kind, Rows: s.ix.len(), Live: s.kind != KindDataset, Compare: s.kind == KindEval && len(s.runs) > 1 || s.kind == KindDataset && s.teachers() > 1,
+		TruncKnown: s.ix.truncKnown, BuiltMS: s.Built.Milliseconds(), TokensName: "student tokens", Search: s.text.status()}
 	if s.opts.Tokenizer != nil {
 		in.Tokenizer = s.opts.TokenizerName
 		if in.Tokenizer == "" {
@@ -249,14 +269,7 @@ func (s *Server) Info() Info {
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Info()) }
 
-func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r.URL.Query())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	writeJSON(w, s.ix.Query(q))
-}
+func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) { serveQuery(w, r, s.Query) }
 
 // rowID reads the id parameter.
 func (s *Server) rowID(r *http.Request) (entry, int, error) {

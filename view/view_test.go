@@ -53,14 +53,15 @@ func TestIndexRowMatchesSchema(t *testing.T) {
 	for _, f := range full.Fields() {
 		byName[f.Name()] = f
 	}
-	for _, f := range parquet.SchemaOf(indexRow{}).Fields() {
+	fields := append(parquet.SchemaOf(indexRow{}).Fields(), parquet.SchemaOf(textRow{}).Fields()...)
+	for _, f := range fields {
 		g, ok := byName[f.Name()]
 		if !ok {
-			t.Errorf("indexRow column %q is not a curate.Row column", f.Name())
+			t.Errorf("indexRow or textRow column %q is not a curate.Row column", f.Name())
 			continue
 		}
-		if f.Type().Kind() != g.Type().Kind() || f.Optional() != g.Optional() || f.Repeated() != g.Repeated() {
-			t.Errorf("column %q: indexRow %v, curate.Row %v", f.Name(), f.Type(), g.Type())
+		if f.Leaf() && f.Type().Kind() != g.Type().Kind() || !f.Leaf() && !parquet.SameNodes(f, g) || f.Optional() != g.Optional() || f.Repeated() != g.Repeated() {
+			t.Errorf("column %q: projection %v, curate.Row %v", f.Name(), f.Type(), g.Type())
 		}
 	}
 }

@@ -5,6 +5,7 @@
 //	curate verify DATASET_DIR [--tokenizer PATH]
 //	curate stats DATASET_DIR [--json] [--markdown] [--plots DIR] [--epochs N]
 //	curate view PATH... [--addr 127.0.0.1:8080] [--tokenizer PATH]
+//	curate export DATASET_DIR [--where FILTER] --out FILE.parquet|FILE.jsonl
 //
 // Flags may come before or after the positional arguments. The exit status is 0 on success, 1
 // on a failure, 2 on a usage error and 130 after Ctrl-C (internal/cli).
@@ -32,7 +33,7 @@ var program = &cli.Program{
 it) or eval dirs (two or more: the compare view).
 --tokenizer is a tokenizer.json or a directory holding one. Without it curate uses
 $CHAINEDSQL_TOKENIZER, else ../shared/tokenizer/qwen2.5 when that directory exists.`,
-	Commands: []*cli.Command{buildCmd, verifyCmd, statsCmd, viewCmd},
+	Commands: []*cli.Command{buildCmd, verifyCmd, statsCmd, viewCmd, exportCmd},
 }
 
 func main() { program.Main() }

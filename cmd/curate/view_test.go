@@ -14,24 +14,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/chainedsql/chainedsql/internal/shared"
-	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
 // TestView drives the built binary: curate view serves a dataset (rows, a trajectory, the loss
 // mask, the embedded page), refuses requests for other hosts, stops on SIGINT; bad input (a
 // directory of none of the kinds, a damaged Parquet file, a port in use) is one line and exit 1.
 func TestView(t *testing.T) {
-	tokPath := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
-	bin := testbin.Build(t, ".")
-	tmp := t.TempDir()
-	run := filepath.Join(tmp, "run")
-	sampleRun(t, run)
-	ds := filepath.Join(tmp, "ds")
-	if r := runBinary(t, bin, "build", run, "--tokenizer", tokPath, "--out", ds, "--quiet"); r.code != 0 {
-		t.Fatalf("build: %d %s", r.code, r.stderr)
-	}
+	sd := newSampleDataset(t)
+	tokPath, bin, tmp, run, ds := sd.tok, sd.bin, sd.tmp, sd.run, sd.ds
 
 	t.Run("serves", func(t *testing.T) {
 		cmd := exec.Command(bin, "view", ds, "--addr", "127.0.0.1:0", "--tokenizer", tokPath)

@@ -49,9 +49,9 @@ function showError(err) {
 async function loadInfo() {
   INFO = await api("/api/info");
   const nav = document.getElementById("nav");
-  const links = [["#/", "Rows"], ["#/stats", "Stats"]];
-  if (INFO.compare) links.push(["#/compare", "Compare"]);
-  nav.replaceChildren(...links.map(([href, text]) => h("a", {href, "data-nav": text.toLowerCase()}, text)));
+  const links = [["#/", "Rows", "rows"], ["#/stats", "Stats", "stats"]];
+  if (INFO.compare) links.push(["#/compare", INFO.kind === "dataset" ? "By task" : "Compare", "compare"]);
+  nav.replaceChildren(...links.map(([href, text, name]) => h("a", {href, "data-nav": name}, text)));
   document.getElementById("source").replaceChildren(
     h("span", {class: "kind"}, INFO.kind),
     " ", INFO.paths.map((p) => p.path).join(", "));
@@ -109,6 +109,18 @@ function filterPanel(params, facets) {
   const group = (title, ...kids) => h("fieldset", {}, h("legend", {}, title), ...kids);
   form.appendChild(group("Search", h("input", {type: "search", name: "q", id: "f-q", value: params.get("q") || "",
     placeholder: "question, SQL, db, key", onchange: () => apply()})));
+  const st = INFO.search || {};
+  form.appendChild(group("Full text",
+    h("input", {type: "search", name: "text", id: "f-text", value: params.get("text") || "",
+      placeholder: "words in the messages ( / )", onchange: () => apply()}),
+    h("label", {class: "tri"}, "in ", h("select", {name: "in", id: "f-in", onchange: () => apply()},
+      ...[["", "all messages"], ["reasoning", "reasoning"], ["sql", "SQL"], ["observation", "observations"]].map(([v, t]) =>
+        h("option", {value: v, selected: (params.get("in") || "") === v}, t)))),
+    h("p", {class: "hint", id: "search-status"}, st.ready ? "Each word matches the words it begins, in any order." :
+      st.error ? "Full-text index failed: " + st.error : `Building the full-text index: ${fmt(st.rows || 0)} of ${fmt(st.total || 0)} rows…`)));
+  for (const name of ["sort", "limit"]) {
+    if (params.get(name)) form.appendChild(h("input", {type: "hidden", name, value: params.get(name)}));
+  }
   for (const name of ["teacher", "dialect", "difficulty", "db_id"]) {
     const values = facets[name] || [];
     if (values.length === 0) continue;
@@ -134,29 +146,106 @@ function filterPanel(params, facets) {
     placeholder: ph, onchange: () => apply()});
   form.appendChild(group("Turns", h("div", {class: "range"}, num("turns_min", "min"), "–", num("turns_max", "max"))));
   form.appendChild(group(INFO.tokens_name, h("div", {class: "range"}, num("tokens_min", "min"), "–", num("tokens_max", "max"))));
-  form.appendChild(group("Order", h("select", {name: "sort", id: "f-sort", onchange: () => apply()},
-    ...[["", "row order"], ["-tokens", "most tokens first"], ["tokens", "fewest tokens first"], ["-turns", "most turns first"],
-      ["turns", "fewest turns first"]].map(([v, t]) => h("option", {value: v, selected: (params.get("sort") || "") === v}, t)))));
   form.appendChild(h("div", {class: "buttons"}, h("a", {href: "#/", class: "button"}, "Clear filters")));
+  if (INFO.kind === "dataset") {
+    // The export takes the filters only: every matching row, in dataset order.
+    const f = new URLSearchParams(params);
+    for (const k of ["sort", "offset", "limit"]) f.delete(k);
+    const link = (format, text) => h("a", {href: `/api/export?format=${format}${f.toString() ? "&" + f : ""}`, class: "button",
+      id: "export-" + format, download: true}, text);
+    form.appendChild(group("Export the matching rows", h("div", {class: "buttons"}, link("parquet", "Parquet"), " ", link("jsonl", "JSONL"))));
+  }
   return form;
 }
 
-function pager(total, offset, limit, go) {
+// pager is the paging bar; with setLimit it also offers the page size and a page to jump to.
+function pager(total, offset, limit, go, setLimit) {
   const from = total === 0 ? 0 : offset + 1, to = Math.min(offset + limit, total);
+  const pages = Math.max(1, Math.ceil(total / limit));
+  const extra = !setLimit ? [] : [
+    h("label", {}, "page ", h("input", {type: "number", id: "page-jump", min: "1", max: String(pages), value: String(Math.floor(offset / limit) + 1),
+      onchange: (e) => { const n = Math.min(pages, Math.max(1, Number(e.target.value) || 1)); go((n - 1) * limit); }}), ` of ${fmt(pages)}`),
+    h("label", {}, "rows per page ", h("select", {id: "page-size", onchange: (e) => setLimit(Number(e.target.value))},
+      ...[25, 50, 100, 200, 500].map((n) => h("option", {value: String(n), selected: n === limit}, String(n)))))];
   return h("div", {class: "pager"},
     h("button", {disabled: offset === 0, onclick: () => go(Math.max(0, offset - limit)), id: "prev"}, "‹ prev"),
     h("span", {id: "range"}, `${fmt(from)}–${fmt(to)} of ${fmt(total)}`),
-    h("button", {disabled: to >= total, onclick: () => go(offset + limit), id: "next"}, "next ›"));
+    h("button", {disabled: to >= total, onclick: () => go(offset + limit), id: "next"}, "next ›"), ...extra);
 }
+
+// The table's columns: header text and the column /api/rows sorts by.
+function rowColumns() {
+  return [["#", "id"], ["teacher", "teacher"], ["dialect", "dialect"], ["difficulty", "difficulty"], ["database", "db_id"],
+    ["question", "question"], ["turns", "turns"], ["converged", "converged"], ["ran", "exec_ok"], ["correct", "correct"],
+    ["violations", "format_violations"], [INFO.kind === "dataset" ? "tokens" : "teacher tokens", "tokens"],
+    ...(INFO.kind === "dataset" ? [["trainable", "trainable"]] : [])];
+}
+
+// sortHeader is a column header that sorts by it: ascending, then descending, then row order.
+function sortHeader(params, [text, col]) {
+  const cur = params.get("sort") || "";
+  const next = cur === col ? "-" + col : cur === "-" + col ? "" : col;
+  const p = new URLSearchParams(params);
+  p.delete("offset");
+  if (next) p.set("sort", next); else p.delete("sort");
+  const mark = cur === col ? " ▲" : cur === "-" + col ? " ▼" : "";
+  return h("th", {"data-sort": col, class: mark ? "sorted" : "", title: "sort by " + text},
+    h("a", {href: "#/?" + p.toString()}, text, mark));
+}
+
+// Keyboard navigation of the rows table: j/k move the selection, Enter opens the row, /
+// goes to the full-text search box.
+let selected = -1;
+function selectRow(i) {
+  const trs = [...document.querySelectorAll("#rows tbody tr[data-id]")];
+  if (trs.length === 0) return;
+  selected = Math.max(0, Math.min(trs.length - 1, i));
+  trs.forEach((tr, k) => tr.classList.toggle("sel", k === selected));
+  trs[selected].scrollIntoView({block: "nearest"});
+}
+document.addEventListener("keydown", (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const el = document.activeElement;
+  if (el && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName)) {
+    if (e.key === "Escape") el.blur();
+    return;
+  }
+  if (!document.querySelector("#rows")) return;
+  if (e.key === "j") selectRow(selected + 1);
+  else if (e.key === "k") selectRow(selected - 1);
+  else if (e.key === "Enter" && selected >= 0) {
+    const a = document.querySelectorAll("#rows tbody tr[data-id]")[selected].querySelector("a");
+    if (a) location.hash = a.getAttribute("href");
+  } else if (e.key === "/") {
+    const box = document.querySelector("#f-text");
+    if (box) {
+      e.preventDefault();
+      box.focus();
+      box.select();
+      // Some input paths (DevTools' key events) still deliver the "/" as a character.
+      const at = Date.now();
+      box.addEventListener("beforeinput", (ev) => { if (ev.data === "/" && Date.now() - at < 200) ev.preventDefault(); }, {once: true});
+    }
+  } else return;
+  e.preventDefault();
+});
 
 async function renderRows(params) {
   const page = await api("/api/rows?" + params.toString());
   const limit = Number(params.get("limit") || 50);
   const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/?" + p.toString(); };
-  const head = ["#", "teacher", "dialect", "difficulty", "database", "question", "turns", "converged", "ran", "correct",
-    "violations", INFO.kind === "dataset" ? "tokens" : "teacher tokens", ...(INFO.kind === "dataset" ? ["trainable"] : [])];
+  const setLimit = (n) => {
+    const p = new URLSearchParams(params);
+    // Keep the first row shown on the new page.
+    p.set("offset", Math.floor(Number(params.get("offset") || 0) / n) * n);
+    p.set("limit", n);
+    location.hash = "#/?" + p.toString();
+  };
+  const head = rowColumns();
+  const hl = params.get("text") ? "?hl=" + encodeURIComponent(params.get("text")) : "";
+  selected = -1;
   const rows = page.rows.map((r) => {
-    const link = "#/row/" + r.id;
+    const link = "#/row/" + r.id + hl;
     if (r.error) {
       return h("tr", {class: "rowerr", "data-id": r.id}, h("td", {}, h("a", {href: link}, r.id)),
         h("td", {colspan: head.length - 1}, `cannot read ${r.key || "this row"}: ${r.error}`));
@@ -168,13 +257,69 @@ async function renderRows(params) {
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
   });
-  const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((x) => h("th", {}, x)))),
+  const table = h("table", {class: "rows", id: "rows"}, h("thead", {}, h("tr", {}, ...head.map((c) => sortHeader(params, c)))),
     h("tbody", {}, ...rows));
   const summary = h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} rows match`);
+  const charts = h("details", {id: "charts", open: localStorage.getItem("charts") !== "closed",
+    ontoggle: (e) => localStorage.setItem("charts", e.target.open ? "open" : "closed")},
+    h("summary", {}, "charts of the matching rows"), h("div", {class: "minicharts", id: "minicharts"}, h("p", {class: "muted"}, "…")));
   setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets)),
-    h("section", {class: "content"}, summary, pager(page.total, page.offset, limit, go), table,
+    h("section", {class: "content"}, summary, charts, pager(page.total, page.offset, limit, go, setLimit), table,
       page.rows.length === 0 ? h("p", {class: "muted"}, "No rows match these filters.") : "",
       pager(page.total, page.offset, limit, go))));
+  await renderCharts(params);
+}
+
+// ---- charts of the matching rows ----------------------------------------------------------
+
+function svg(tag, attrs, ...kids) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const k of kids) el.appendChild(typeof k === "string" ? document.createTextNode(k) : k);
+  return el;
+}
+
+// renderCharts draws the charts of /api/charts for the filter params; a bar's click narrows
+// the table to it.
+async function renderCharts(params) {
+  const box = document.getElementById("minicharts");
+  if (!box) return;
+  const p = new URLSearchParams(params);
+  for (const k of ["sort", "offset", "limit"]) p.delete(k);
+  let page;
+  try { page = await api("/api/charts?" + p.toString()); } catch (e) { box.replaceChildren(h("p", {class: "error"}, String(e.message))); return; }
+  box.replaceChildren(...page.charts.map((c) => miniChart(c, params)));
+}
+
+function miniChart(c, params) {
+  const W = 260, H = 90, n = Math.max(1, c.bars.length), bw = W / n;
+  // An all-zero chart still has an axis of one row.
+  const top = Math.max(1, ...c.bars.map((b) => b.count));
+  const facet = ["teacher", "dialect", "difficulty"].includes(c.name);
+  const g = svg("svg", {viewBox: `0 0 ${W} ${H + 14}`, width: W, height: H + 14, class: "minichart-svg"});
+  c.bars.forEach((b, i) => {
+    const bh = Math.round((b.count / top) * H);
+    const ex = b.count ? (100 * b.correct / b.count).toFixed(1) : "0.0";
+    const r = svg("rect", {x: (i * bw + 1).toFixed(1), y: H - bh, width: Math.max(1, bw - 2).toFixed(1), height: Math.max(bh, b.count ? 1 : 0),
+      class: "bar" + (b.filter ? " link" : ""), "data-label": b.label, "data-count": b.count},
+      svg("title", {}, `${b.label}: ${fmt(b.count)} rows, ${fmt(b.correct)} correct (EX ${ex}%)`));
+    if (b.filter) {
+      r.addEventListener("click", () => {
+        const q = new URLSearchParams(params);
+        q.delete("offset");
+        for (const [k, v] of new URLSearchParams(b.filter)) q.delete(k);
+        for (const [k, v] of new URLSearchParams(b.filter)) q.append(k, v);
+        location.hash = "#/?" + q.toString();
+      });
+    }
+    g.appendChild(r);
+    if (facet && bw > 30) g.appendChild(svg("text", {x: (i * bw + bw / 2).toFixed(1), y: H + 11, class: "barlabel"}, `${b.label} ${ex}%`));
+  });
+  if (!facet && c.bars.length) {
+    g.appendChild(svg("text", {x: 0, y: H + 11, class: "barlabel start"}, c.bars[0].label.split("–")[0]));
+    g.appendChild(svg("text", {x: W, y: H + 11, class: "barlabel end"}, c.bars[c.bars.length - 1].label.split("–").pop()));
+  }
+  return h("figure", {class: "minichart", "data-chart": c.name}, h("figcaption", {}, c.title, " ", h("span", {class: "muted small"}, `(max ${fmt(top)})`)), g);
 }
 
 // ---- trajectory page ---------------------------------------------------------------------
@@ -238,7 +383,33 @@ function outcomeBlock(d) {
       " · format violations: ", String(d.format_violations), " · turns: ", String(d.turns.length)),
     tok.length ? h("p", {class: "muted"}, tok.join(" · ")) : null,
     h("h4", {}, "final SQL"), d.final_sql ? sqlBlock(d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
-    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"));
+    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"),
+    d.final_sql && d.gold_sql ? [h("h4", {}, "final SQL against gold"), sqlDiff(d.final_sql, d.gold_sql)] : null);
+}
+
+// sqlDiff shows how the final SQL differs from the gold, word by word (case and white space
+// aside): words only in the final SQL struck out, words only in the gold underlined.
+function sqlDiff(final, gold) {
+  const toks = (s) => s.match(/'(?:[^']|'')*'|"[^"]*"|`[^`]*`|[\p{L}\p{N}_.]+|\S/gu) || [];
+  const a = toks(final), b = toks(gold);
+  const key = (t) => /^['"`]/.test(t) ? t : t.toLowerCase();
+  if (a.length * b.length > 4e6) return h("p", {class: "muted"}, "too long to compare");
+  // Longest common subsequence over the words.
+  const L = Array.from({length: a.length + 1}, () => new Uint32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      L[i][j] = key(a[i]) === key(b[j]) ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0, same = true;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && key(a[i]) === key(b[j])) { out.push(a[i++] + " "); j++; }
+    else if (j >= b.length || (i < a.length && L[i + 1][j] >= L[i][j + 1])) { out.push(h("del", {title: "only in the final SQL"}, a[i++])); out.push(" "); same = false; }
+    else { out.push(h("ins", {title: "only in the gold SQL"}, b[j++])); out.push(" "); same = false; }
+  }
+  return h("div", {class: "sql-diff-wrap"}, same ? h("p", {class: "ok small sql-same"}, "the same words as the gold") : null,
+    h("pre", {class: "sql-diff"}, ...out));
 }
 
 function trajectoryBody(d) {
@@ -268,8 +439,62 @@ async function renderRow(id, params) {
   if (tab === "mask") {
     setMain(title, tabs, await maskBody(id, d));
   } else {
-    setMain(title, tabs, trajectoryBody(d));
+    const body = trajectoryBody(d);
+    const words = queryWords(params.get("hl") || "");
+    let bar = null;
+    if (words.length) {
+      const n = highlight(body.querySelector(".turns"), words) + highlight(body.querySelector("#outcome"), words);
+      for (const m of body.querySelectorAll("details mark.hit")) {
+        for (let el = m.closest("details"); el; el = el.parentElement.closest("details")) el.open = true;
+      }
+      bar = h("p", {class: "hl-bar", id: "hl-count"}, `${fmt(n)} ${n === 1 ? "match" : "matches"} of ${words.join(", ")} highlighted`);
+    }
+    setMain(title, tabs, bar, body);
   }
+}
+
+// ---- full-text match highlighting ------------------------------------------------------------
+
+const CJK = "\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Hangul}";
+
+// queryWords splits a full-text query as the server's index does: runs of letters, digits and
+// '_', lowercased, each CJK character on its own.
+function queryWords(text) {
+  const out = [];
+  for (const w of text.toLowerCase().match(new RegExp(`[${CJK}]|(?:(?![${CJK}])[\\p{L}\\p{N}_])+`, "gu")) || []) {
+    if (!out.includes(w)) out.push(w);
+  }
+  return out;
+}
+
+// highlight wraps each place in root's text where a word of the text begins with one of words
+// in <mark class="hit">, and returns how many.
+function highlight(root, words) {
+  if (!root || words.length === 0) return 0;
+  const esc = (w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const re = new RegExp(words.map((w) => new RegExp(`[${CJK}]`, "u").test(w) ? esc(w) :
+    `(?<![\\p{L}\\p{N}_](?<![${CJK}]))${esc(w)}`).join("|"), "giu");
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  let n = 0;
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    let last = 0, m;
+    const frag = document.createDocumentFragment();
+    re.lastIndex = 0;
+    while ((m = re.exec(text))) {
+      if (m[0] === "") { re.lastIndex++; continue; }
+      frag.append(text.slice(last, m.index), h("mark", {class: "hit"}, m[0]));
+      last = m.index + m[0].length;
+      n++;
+    }
+    if (last > 0) {
+      frag.append(text.slice(last));
+      node.replaceWith(frag);
+    }
+  }
+  return n;
 }
 
 // ---- loss mask -------------------------------------------------------------------------
@@ -342,26 +567,41 @@ async function renderCompare(params) {
     ...page.policies.map((p, i) => h("option", {value: String(i), selected: params.get(name) === String(i)}, p))));
   form.append(polSelect("good", "correct:"), " ", polSelect("bad", "wrong:"), " ",
     h("label", {}, h("input", {type: "checkbox", name: "differ", id: "c-differ", checked: params.get("differ") === "1", onchange: apply}), " outcomes differ"), " ",
+    h("label", {}, h("input", {type: "checkbox", name: "allwrong", id: "c-allwrong", checked: params.get("allwrong") === "1", onchange: apply}), " all wrong"), " ",
+    h("label", {}, h("input", {type: "checkbox", name: "sqldiffer", id: "c-sqldiffer", checked: params.get("sqldiffer") === "1", onchange: apply}), " final SQL differs"), " ",
+    page.rows.some((r) => r.dialect) || params.get("dialect") ? h("label", {}, "dialect ", h("input", {type: "search", name: "dialect", id: "c-dialect", size: "8",
+      value: params.get("dialect") || "", onchange: apply})) : "", " ",
     h("label", {}, "difficulty ", h("select", {name: "difficulty", id: "c-difficulty", onchange: apply}, h("option", {value: ""}, "any"),
       ...page.difficulties.map((d) => h("option", {value: d, selected: params.get("difficulty") === d}, d || "(none)")))), " ",
     h("input", {type: "search", name: "q", value: params.get("q") || "", placeholder: "question or db", onchange: apply}));
+  const who = INFO.kind === "dataset" ? "teachers" : "policies";
   const presets = h("p", {class: "presets"}, "Quick filters: ",
+    h("a", {href: "#/compare?allwrong=1", class: "button small", id: "preset-allwrong"}, `all ${who} wrong`),
+    h("a", {href: "#/compare?differ=1", class: "button small", id: "preset-differ"}, `${who} disagree`),
     ...page.policies.flatMap((p, i) => page.policies.map((q, j) => i === j ? null :
       h("a", {href: `#/compare?good=${i}&bad=${j}`, class: "button small"}, `${p} correct, ${q} wrong`))).filter(Boolean));
   const limit = Number(params.get("limit") || 50);
   const go = (off) => { const p = new URLSearchParams(params); p.set("offset", off); location.hash = "#/compare?" + p.toString(); };
+  const dialects = page.rows.some((r) => r.dialect);
   const table = h("table", {class: "rows compare", id: "compare"},
-    h("thead", {}, h("tr", {}, h("th", {}, "task"), h("th", {}, "difficulty"), h("th", {}, "database"), h("th", {}, "question"),
-      ...page.policies.map((p) => h("th", {}, p)))),
-    h("tbody", {}, ...page.rows.map((r) => h("tr", {onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.task_id); }},
-      h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.task_id)}, r.task_id)), h("td", {}, r.difficulty), h("td", {}, r.db_id),
-      h("td", {class: "q"}, r.question),
+    h("thead", {}, h("tr", {}, h("th", {}, "task"), dialects ? h("th", {}, "dialect") : null, h("th", {}, "difficulty"), h("th", {}, "database"),
+      h("th", {}, "question"), h("th", {}, "agreement"), ...page.policies.map((p) => h("th", {}, p)))),
+    h("tbody", {}, ...page.rows.map((r) => h("tr", {"data-key": r.key, onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.key); }},
+      h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.key)}, r.task_id)), dialects ? h("td", {}, r.dialect) : null,
+      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question), agreementCell(r),
       ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
         [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
           c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
-  setMain(h("section", {class: "content wide"}, h("h2", {}, "Compare policies task by task"), form, presets,
+  setMain(h("section", {class: "content wide"}, h("h2", {}, INFO.kind === "dataset" ? "Teachers task by task" : "Compare policies task by task"), form, presets,
     h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} tasks match`),
     pager(page.total, page.offset, limit, go), table));
+}
+
+// agreementCell says how many present policies are right and how many final SQLs they wrote.
+function agreementCell(r) {
+  const present = r.cells.filter((c) => c.present).length;
+  return h("td", {class: "agree small"}, h("span", {class: r.correct === 0 ? "bad" : r.correct === present ? "ok" : "warn"},
+    `${r.correct}/${present} correct`), ` · ${r.distinct_sql === 1 ? "same SQL" : `${r.distinct_sql} different SQL`}`);
 }
 
 async function renderTask(id) {
@@ -373,14 +613,16 @@ async function renderTask(id) {
       h("h3", {}, p, " ", c.present ? yesno(c.correct, "✓ correct", "✗ wrong") : h("span", {class: "muted"}, "no trajectory")),
       d ? h("div", {}, d.id !== undefined ? h("p", {}, h("a", {href: "#/row/" + d.id}, "open as a row")) : null,
         d.error ? h("div", {class: "error"}, d.error) : h("div", {class: "turns"}, ...d.turns.map((tv) => turnCard(tv, d.kind))),
-        d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql")) : null);
+        d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql"),
+        d.error || !d.final_sql || !d.gold_sql ? null : [h("h4", {}, "against gold"), sqlDiff(d.final_sql, d.gold_sql)]) : null);
   });
   const gold = page.details.find((d) => d && d.gold_sql);
   setMain(h("section", {class: "content wide"},
-    h("p", {}, h("a", {href: "#/compare"}, "‹ compare")),
+    h("p", {}, h("a", {href: "#/compare"}, INFO.kind === "dataset" ? "‹ by task" : "‹ compare")),
     h("h2", {class: "question"}, t.question),
-    h("dl", {class: "meta"}, h("dt", {}, "task"), h("dd", {}, t.task_id), h("dt", {}, "database"), h("dd", {}, t.db_id),
-      h("dt", {}, "difficulty"), h("dd", {}, t.difficulty)),
+    h("dl", {class: "meta"}, h("dt", {}, "task"), h("dd", {}, t.task_id), t.dialect ? [h("dt", {}, "dialect"), h("dd", {}, t.dialect)] : null,
+      h("dt", {}, "database"), h("dd", {}, t.db_id), h("dt", {}, "difficulty"), h("dd", {}, t.difficulty),
+      h("dt", {}, "agreement"), h("dd", {id: "task-agreement"}, agreementCell(t).textContent)),
     gold ? h("div", {}, h("h4", {}, "gold SQL"), sqlBlock(gold.gold_sql, "gold-sql")) : null,
     h("div", {class: "side-by-side", id: "side-by-side"}, ...cols)));
 }
