@@ -3,7 +3,8 @@
 
     env = EnvClient("http://127.0.0.1:8090")
     messages, last = rollout(env, "sample/0", generate)   # generate(messages) -> assistant text
-    last["rewards"]   # {"format", "exec_ok", "converged", "correct", "total"}
+    last["final_reward"], last["turn_rewards"]   # the episode's return, per turn
+    last["rewards"]   # {"format", "exec_ok", "converged", "correct", "malformed_turns", "total"}
     env.score("sample/0", [text1, text2])                 # single-turn rewards
 
 Run as a script it checks a server end to end (one full episode, one batch step, one score call)
@@ -61,7 +62,8 @@ class EnvClient:
         return self._call("POST", "/v1/episodes", body)
 
     def step(self, episode_id, content, finish_reason=None):
-        """Plays one assistant turn: {"done", "observation", "turn", "rewards", "info"}."""
+        """Plays one assistant turn: {"done", "observation", "turn", "rewards", "reward",
+        "turn_rewards", "final_reward", "info"}."""
         body = {"content": content}
         if finish_reason:
             body["finish_reason"] = finish_reason

@@ -45,6 +45,8 @@ type Config struct {
 	Schemas *distill.SchemaCache
 	// Weights weigh the rewards into "total"; nil means rewards.DefaultWeights.
 	Weights *rewards.Weights
+	// RewardMode spreads an episode's total over its turns (default rewards.ModeFinal).
+	RewardMode rewards.Mode
 	// TTL drops an episode this long after its last step (default 10 minutes).
 	TTL time.Duration
 	// MaxEpisodes caps the episodes kept in memory (default 20000).
@@ -93,6 +95,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Weights == nil {
 		w := rewards.DefaultWeights
 		cfg.Weights = &w
+	}
+	if cfg.RewardMode == "" {
+		cfg.RewardMode = rewards.ModeFinal
+	}
+	if _, err := rewards.ParseMode(string(cfg.RewardMode)); err != nil {
+		return nil, fmt.Errorf("env: %w", err)
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL

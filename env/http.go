@@ -327,8 +327,11 @@ type stepResponse struct {
 	// Observation is the next user turn; null once the episode is done.
 	Observation *chat.Message `json:"observation"`
 	Turn        int           `json:"turn"`
-	Rewards     rewardsJSON   `json:"rewards"`
-	Info        stepInfo      `json:"info"`
+	// Rewards is the running snapshot of the four rewards (final at done); do not sum it over
+	// steps: Reward is the step's share under the reward mode (see turnRewards).
+	Rewards rewardsJSON `json:"rewards"`
+	stepRewards
+	Info stepInfo `json:"info"`
 }
 
 // step plays rp on episode id.
@@ -359,7 +362,7 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	done := e.st.Done()
 	s.store.touch(e, done)
 	tr := e.st.Trajectory()
-	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), Info: infoOf(tu, tr, done)}
+	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), stepRewards: s.turnRewards(tr, done), Info: infoOf(tu, tr, done)}
 	if !done {
 		resp.Observation = &chat.Message{Role: chat.RoleUser, Content: tu.Observation}
 	}

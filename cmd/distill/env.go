@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -36,6 +37,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		weights     = fs.String("weights", rewards.DefaultWeights.String(), "weights of the rewards in \"total\" (names not listed weigh 0)")
+		penalty     = fs.Float64("format-penalty", 0, "subtracted from \"total\" once per malformed reply")
+		rewardMode  = fs.String("reward-mode", string(rewards.ModeFinal), "how an episode's total is spread over its steps: final (all on the last) or delta (each step's change; they sum to the final reward)")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
@@ -51,6 +54,14 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return cli.Usagef("--weights: %v", err)
 		}
+		if math.IsNaN(*penalty) || math.IsInf(*penalty, 0) {
+			return cli.Usagef("--format-penalty must be a finite number")
+		}
+		w.FormatPenalty = *penalty
+		mode, err := rewards.ParseMode(*rewardMode)
+		if err != nil {
+			return cli.Usagef("--reward-mode: %v", err)
+		}
 		if err := dsns.Check(dialects.List()); err != nil {
 			return err
 		}
@@ -65,7 +76,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		defer conn.Close()
 		logger := log.New(c.Stderr, "", log.LstdFlags)
 		srv, err := env.New(env.Config{
-			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w,
+			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w, RewardMode: mode,
 			Episode: episode.Options(),
 			TTL:     *ttl, MaxEpisodes: *maxEpisodes, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			Logger: logger,
@@ -79,8 +90,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
-		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, on http://%s/v1\n",
-			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, ln.Addr())
+		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, format penalty %g, reward mode %s, on http://%s/v1\n",
+			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, w.FormatPenalty, mode, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (requests in flight may finish within %s)\n", c.Name, *drain)
 		})
