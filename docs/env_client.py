@@ -121,6 +121,7 @@ def main(argv):
     messages, last = rollout(env, task_id, lambda msgs: answer, dialect)
     out["episode"] = {"roles": [m["role"] for m in messages], "done": last["done"],
                       "turn": last["turn"], "rewards": last["rewards"],
+                      "final_reward": last["final_reward"], "turn_rewards": last["turn_rewards"],
                       "observation": last["observation"]}
 
     a, b = env.start(task_id, dialect), env.start(task_id, dialect)
@@ -142,6 +143,7 @@ def main(argv):
     json.dump(out, sys.stdout, indent=1)
     print()
     ok = (last["done"] and all(last["rewards"][k] == 1 for k in ("format", "exec_ok", "converged", "correct"))
+          and abs(sum(last["turn_rewards"]) - last["final_reward"]) < 1e-9
           and out["batch"][0]["rewards"]["format"] == 0 and out["batch"][1]["rewards"]["format"] == 1
           and out["batch"][2]["error"]["status"] == 404
           and out["score"][0]["correct"] == 1 and out["score"][1]["format"] == 0

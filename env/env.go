@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 // Defaults of Config.
@@ -45,6 +46,9 @@ type Config struct {
 	Schemas *distill.SchemaCache
 	// Weights weigh the rewards into "total"; nil means rewards.DefaultWeights.
 	Weights *rewards.Weights
+	// Tokenizer, when set, adds token ids and loss masks to the chat-template texts of each
+	// episode's prompt and steps (package turns); nil gives the texts alone.
+	Tokenizer turns.Encoder
 	// RewardMode spreads an episode's total over its turns (default rewards.ModeFinal).
 	RewardMode rewards.Mode
 	// TTL drops an episode this long after its last step (default 10 minutes).

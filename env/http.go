@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 // Handler returns the HTTP handler of the environment's API (docs/ENV.md):
@@ -233,6 +234,8 @@ type createResponse struct {
 	Dialect   string         `json:"dialect"`
 	MaxTurns  int            `json:"max_turns"`
 	Messages  []chat.Message `json:"messages"`
+	// Tokens is the prompt in the student's chat template (docs/ENV.md, "Token-level turns").
+	Tokens turns.Piece `json:"tokens"`
 }
 
 func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +254,7 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusTooManyRequests, fmt.Sprintf("%d episodes in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.cfg.MaxEpisodes, s.cfg.TTL)})
 		return
 	}
-	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages()})
+	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages(), Tokens: s.promptTokens(st.Messages())})
 }
 
 // reply is one assistant turn as a request carries it.
@@ -332,6 +335,9 @@ type stepResponse struct {
 	Rewards rewardsJSON `json:"rewards"`
 	stepRewards
 	Info stepInfo `json:"info"`
+	// Tokens is what follows the reply in the student's chat template: the wrapped observation
+	// and the next generation prompt, or at done the reply's closing.
+	Tokens turns.Piece `json:"tokens"`
 }
 
 // step plays rp on episode id.
@@ -362,7 +368,8 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	done := e.st.Done()
 	s.store.touch(e, done)
 	tr := e.st.Trajectory()
-	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), stepRewards: s.turnRewards(tr, done), Info: infoOf(tu, tr, done)}
+	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), stepRewards: s.turnRewards(tr, done), Info: infoOf(tu, tr, done),
+		Tokens: s.stepTokens(tu.Observation, done)}
 	if !done {
 		resp.Observation = &chat.Message{Role: chat.RoleUser, Content: tu.Observation}
 	}

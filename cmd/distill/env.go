@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/env"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 var envCmd = &cli.Command{
@@ -34,6 +36,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	dsns := cli.AddDSNs(fs)
 	dialects := cli.AddDialects(fs, "served; the first is the default")
 	episode := cli.AddEpisode(fs, true)
+	tokPath := cli.AddTokenizer(fs, "the student's, for token ids and loss masks in the responses (none found: texts only)")
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		weights     = fs.String("weights", rewards.DefaultWeights.String(), "weights of the rewards in \"total\" (names not listed weigh 0)")
@@ -62,6 +65,12 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return cli.Usagef("--reward-mode: %v", err)
 		}
+		var tok *tokenizer.Tokenizer
+		if p, perr := cli.TokenizerPath(*tokPath); perr == nil {
+			if tok, err = loadChatMLTokenizer(p); err != nil {
+				return err
+			}
+		}
 		if err := dsns.Check(dialects.List()); err != nil {
 			return err
 		}
@@ -77,8 +86,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		logger := log.New(c.Stderr, "", log.LstdFlags)
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w, RewardMode: mode,
-			Episode: episode.Options(),
-			TTL:     *ttl, MaxEpisodes: *maxEpisodes, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
+			Episode: episode.Options(), Tokenizer: encoderOf(tok),
+			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			Logger: logger,
 		})
 		if err != nil {
@@ -90,8 +99,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
-		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, format penalty %g, reward mode %s, on http://%s/v1\n",
-			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, w.FormatPenalty, mode, ln.Addr())
+		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
+			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (requests in flight may finish within %s)\n", c.Name, *drain)
 		})
@@ -102,4 +111,28 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		fmt.Fprintf(c.Stderr, "%s: stopped; %d episodes dropped (%d in play)\n", c.Name, stored, live)
 		return nil
 	}
+}
+
+// loadChatMLTokenizer loads the tokenizer at path and checks it has the ChatML markers the
+// student's chat template is made of.
+func loadChatMLTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+	}
+	for _, special := range []string{"<|im_start|>", "<|im_end|>"} {
+		if _, ok := tok.TokenID(special); !ok {
+			return nil, fmt.Errorf("tokenizer %s has no %s token: not a ChatML (Qwen2) tokenizer", path, special)
+		}
+	}
+	return tok, nil
+}
+
+// encoderOf is tok as the environment's encoder; nil (a nil interface, not a nil pointer)
+// without one.
+func encoderOf(tok *tokenizer.Tokenizer) turns.Encoder {
+	if tok == nil {
+		return nil
+	}
+	return tok
 }
