@@ -165,3 +165,22 @@ func (s *sampler) draw(p []float64, cand []int, total float64) int {
 	}
 	return cand[len(cand)-1]
 }
+
+// logProb is tok's log-probability under the softmax of logits divided by the temperature (1
+// when decoding greedily), over the whole vocabulary: before top-k and top-p. NaN logits count
+// as impossible. It is <= 0.
+func (s *sampler) logProb(logits []float32, tok int) float32 {
+	t := s.temperature
+	if t <= 0 {
+		t = 1
+	}
+	m := logits[argmax(logits)]
+	sum := 0.0
+	for _, v := range logits {
+		if v == v {
+			sum += math.Exp(float64(v-m) / t)
+		}
+	}
+	lp := float64(logits[tok]-m)/t - math.Log(sum)
+	return float32(min(lp, 0))
+}
