@@ -129,6 +129,14 @@ func TestLogProb(t *testing.T) {
 			t.Errorf("T=%g: the larger logit has log-prob %v <= %v", temp, a, b)
 		}
 	}
+	// After a draw, the draw's own softmax gives the same numbers.
+	for _, temp := range []float64{0.6, 1.3} {
+		s := newSampler(temp, 0.9, 0, 5)
+		tok := s.sample(logits)
+		if got, want := s.logProb(logits, tok), newSampler(temp, 1, 0, 1).logProb(logits, tok); math.Abs(float64(got-want)) > 1e-6 {
+			t.Errorf("T=%g: log-prob %v after the draw, %v computed afresh", temp, got, want)
+		}
+	}
 	// Temperature 2 flattens: the top token's log-prob is lower than at 0.6.
 	if hot, cold := newSampler(2, 1, 0, 1).logProb(logits, 3), newSampler(0.6, 1, 0, 1).logProb(logits, 3); !(hot < cold) {
 		t.Errorf("top token: %v at T=2, %v at T=0.6", hot, cold)
