@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/chainedsql/chainedsql/env"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
-	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -36,12 +34,10 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	dsns := cli.AddDSNs(fs)
 	dialects := cli.AddDialects(fs, "served; the first is the default")
 	episode := cli.AddEpisode(fs, true)
+	rw := cli.AddRewards(fs)
 	tokPath := cli.AddTokenizer(fs, "the student's, for token ids and loss masks in the responses (none found: texts only)")
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
-		weights     = fs.String("weights", rewards.DefaultWeights.String(), "weights of the rewards in \"total\" (names not listed weigh 0)")
-		penalty     = fs.Float64("format-penalty", 0, "subtracted from \"total\" once per malformed reply")
-		rewardMode  = fs.String("reward-mode", string(rewards.ModeFinal), "how an episode's total is spread over its steps: final (all on the last) or delta (each step's change; they sum to the final reward)")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
@@ -53,17 +49,9 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 {
 			return cli.Usagef("--max-turns, --max-episodes, --max-body, --max-batch, --parallel, --ttl and --exec-timeout must be positive")
 		}
-		w, err := rewards.ParseWeights(*weights)
+		w, mode, err := rw.Parse()
 		if err != nil {
-			return cli.Usagef("--weights: %v", err)
-		}
-		if math.IsNaN(*penalty) || math.IsInf(*penalty, 0) {
-			return cli.Usagef("--format-penalty must be a finite number")
-		}
-		w.FormatPenalty = *penalty
-		mode, err := rewards.ParseMode(*rewardMode)
-		if err != nil {
-			return cli.Usagef("--reward-mode: %v", err)
+			return err
 		}
 		var tok *tokenizer.Tokenizer
 		if p, perr := cli.TokenizerPath(*tokPath); perr == nil {
