@@ -52,7 +52,10 @@ type Config struct {
 	Group int
 	// Temperature (0: greedy), TopP (0 or 1: off), TopK (0: off) and Seed are the sampling;
 	// each turn of each episode draws from its own seed derived from Seed, the task's index,
-	// the sample and the turn, so a rollout is reproducible whatever the scheduling.
+	// the sample and the turn, whatever the scheduling. The logits themselves differ in their
+	// last bits with how many rows a step carries (the kernels' accumulation order), so a
+	// rollout repeats bit for bit only when decoded one sequence at a time without prefix
+	// reuse (generate.Config MaxBatch 1, CacheTokens -1).
 	Temperature, TopP float64
 	TopK              int
 	Seed              int64
@@ -324,7 +327,7 @@ func (s *sequence) ids32() []int32 {
 
 // SetAdvantages sets the advantage of each row of one group: (r - mean) / (std + eps) over the
 // group's final rewards, std the sample standard deviation (n - 1, as torch.std and so TRL's
-// GRPOTrainer compute it; 0 for a group of one).
+// GRPOTrainer compute it; 0 for a group of one). A group whose rewards are all equal gets 0.
 func SetAdvantages(group []Row, eps float64) {
 	n := float64(len(group))
 	mean := 0.0
@@ -341,5 +344,8 @@ func SetAdvantages(group []Row, eps float64) {
 	}
 	for i := range group {
 		group[i].Advantage = (group[i].Reward - mean) / (std + eps)
+		if ss == 0 {
+			group[i].Advantage = 0 // all equal: no signal, not the rounding of the mean over eps
+		}
 	}
 }

@@ -156,15 +156,21 @@ func checkMask(t *testing.T, tok Tokenizer, r Row) {
 	}
 }
 
-// TestRolloutReproducible: the same seed gives the same episodes whatever else is batched.
+// TestRolloutReproducible: each turn draws from its own seed, so with one sequence decoded at a
+// time and no prefix reuse (every logit computed the same way) a rollout repeats bit for bit
+// whatever order its episodes run in; another seed gives other episodes.
 func TestRolloutReproducible(t *testing.T) {
-	s := tiny(t, 16)
-	cfg := sampleConfig(t, s, 2, 3)
+	s, err := student.Open(shared.Path(t, "models/tiny-qwen2-f32"), student.Options{
+		Tokenizer: shared.Path(t, "tokenizer/qwen2.5"), Generate: generate.Config{MaxBatch: 1, CacheTokens: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cfg := sampleConfig(t, s, 2, 2)
 	a, _, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tasks = append(cfg.Tasks, cfg.Tasks[0]) // more beside them in the batch
 	b, _, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +180,9 @@ func TestRolloutReproducible(t *testing.T) {
 			t.Fatalf("row %d differs between runs", i)
 		}
 	}
+	if slices.Equal(a[0].TokenIDs, a[1].TokenIDs) {
+		t.Error("two samples of one task are the same episode")
+	}
 	cfg.Seed++
 	c, _, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -181,5 +190,27 @@ func TestRolloutReproducible(t *testing.T) {
 	}
 	if slices.Equal(a[0].TokenIDs, c[0].TokenIDs) {
 		t.Error("another seed gave the same episode")
+	}
+}
+
+func TestSetAdvantages(t *testing.T) {
+	g := []Row{{Reward: 1}, {Reward: 0}, {Reward: 0}, {Reward: 1}}
+	SetAdvantages(g, 1e-4)
+	want := 0.5 / (math.Sqrt(1.0/3) + 1e-4) // sample std of {1, 0, 0, 1}: sqrt(1/3)
+	for i, r := range g {
+		w := want
+		if r.Reward == 0 {
+			w = -want
+		}
+		if math.Abs(r.Advantage-w) > 1e-12 {
+			t.Errorf("row %d: advantage %v, want %v", i, r.Advantage, w)
+		}
+	}
+	same := []Row{{Reward: -0.1}, {Reward: -0.1}, {Reward: -0.1}}
+	SetAdvantages(same, 1e-4)
+	one := []Row{{Reward: 0.7}}
+	SetAdvantages(one, 1e-4)
+	if same[0].Advantage != 0 || same[2].Advantage != 0 || one[0].Advantage != 0 {
+		t.Errorf("equal rewards %v, a group of one %v: want 0", same, one[0].Advantage)
 	}
 }

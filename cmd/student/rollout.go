@@ -34,7 +34,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		temperature = fs.Float64("temperature", 1, "sampling temperature (0 = greedy)")
 		topP        = fs.Float64("top-p", 1, "nucleus sampling mass (1 = off)")
 		topK        = fs.Int("top-k", 0, "keep the k most likely tokens (0 = off)")
-		seed        = fs.Int64("seed", 0, "seed of the sampling (each turn of each episode draws from its own seed derived from it)")
+		seed        = fs.Int64("seed", 0, "seed of the sampling (each turn of each episode draws from its own seed derived from it; bit-for-bit repeats need --batch 1 --cache-tokens -1)")
 		maxTokens   = fs.Int("max-tokens", 1024, "completion token limit per turn")
 		batch       = fs.Int("batch", 256, "most sequences decoded together")
 		cacheTokens = fs.Int("cache-tokens", 65536, "tokens of finished requests' KV caches kept for prefix reuse (negative: none)")
