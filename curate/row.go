@@ -9,6 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rewards"
 )
 
 // Message is one element of the messages column: list<struct<role: string, content: string>>,
@@ -53,6 +54,10 @@ type Row struct {
 	// TruncatedTurns counts turns cut by the token limit (or another non-stop finish) before
 	// their SQL was complete; they are not format violations.
 	TruncatedTurns int64 `parquet:"truncated_turns" json:"truncated_turns"`
+	// MalformedTurns counts the replies that were not well-formed under the format reward's
+	// rule (rewards.TurnWellFormed: exactly one <think>…</think> then one <sql>…</sql>); the
+	// row's format reward is 1 when it is 0. Datasets built before the column read 0.
+	MalformedTurns int64 `parquet:"malformed_turns" json:"malformed_turns"`
 	// NumTokens is the length of the tokenized rendering (chat template, no generation prompt).
 	NumTokens int64 `parquet:"num_tokens" json:"num_tokens"`
 	// NumTrainableTokens counts the tokens in assistant spans ("\n", content, <|im_end|>, "\n").
@@ -84,7 +89,7 @@ var Features = []Feature{
 	{"task_id", "string"}, {"task_index", "int64"}, {"sample", "int64"}, {"source", "string"},
 	{"difficulty", "string"}, {"question", "string"}, {"evidence", "string"}, {"turns", "int64"},
 	{"converged", "bool"}, {"exec_ok", "bool"}, {"correct", "bool"},
-	{"format_violations", "int64"}, {"truncated_turns", "int64"}, {"num_tokens", "int64"}, {"num_trainable_tokens", "int64"},
+	{"format_violations", "int64"}, {"truncated_turns", "int64"}, {"malformed_turns", "int64"}, {"num_tokens", "int64"}, {"num_trainable_tokens", "int64"},
 	{"final_sql", "string"}, {"gold_sql", "string"},
 	{"teacher_prompt_tokens", "int64"}, {"teacher_completion_tokens", "int64"}, {"teacher_cached_prompt_tokens", "int64"},
 	{"teacher_reasoning_tokens", "int64"}, {"teacher_reasoning_tokens_estimated", "bool"}, {"teacher_cost_usd", "float64"},
@@ -130,6 +135,7 @@ func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 		Correct:          t.Correct,
 		FormatViolations: int64(t.FormatViolations),
 		TruncatedTurns:   int64(t.TruncatedTurns),
+		MalformedTurns:   int64(rewards.Malformed(t.Turns)),
 		FinalSQL:         t.FinalSQL,
 		GoldSQL:          t.GoldSQL,
 		PromptTokens:     int64(t.Usage.PromptTokens),

@@ -3,7 +3,8 @@
 
     env = EnvClient("http://127.0.0.1:8090")
     messages, last = rollout(env, "sample/0", generate)   # generate(messages) -> assistant text
-    last["rewards"]   # {"format", "exec_ok", "converged", "correct", "total"}
+    last["final_reward"], last["turn_rewards"]   # the episode's return, per turn
+    last["rewards"]   # {"format", "exec_ok", "converged", "correct", "malformed_turns", "total"}
     env.score("sample/0", [text1, text2])                 # single-turn rewards
 
 A server started with --api-key wants its key: EnvClient(url, api_key=KEY), or $CHAINEDSQL_API_KEY
@@ -70,7 +71,8 @@ class EnvClient:
         return self._call("POST", "/v1/episodes", body)
 
     def step(self, episode_id, content, finish_reason=None):
-        """Plays one assistant turn: {"done", "observation", "turn", "rewards", "info"}."""
+        """Plays one assistant turn: {"done", "observation", "turn", "rewards", "reward",
+        "turn_rewards", "final_reward", "info"}."""
         body = {"content": content}
         if finish_reason:
             body["finish_reason"] = finish_reason
@@ -128,6 +130,7 @@ def main(argv):
     messages, last = rollout(env, task_id, lambda msgs: answer, dialect)
     out["episode"] = {"roles": [m["role"] for m in messages], "done": last["done"],
                       "turn": last["turn"], "rewards": last["rewards"],
+                      "final_reward": last["final_reward"], "turn_rewards": last["turn_rewards"],
                       "observation": last["observation"]}
 
     a, b = env.start(task_id, dialect), env.start(task_id, dialect)
@@ -149,6 +152,7 @@ def main(argv):
     json.dump(out, sys.stdout, indent=1)
     print()
     ok = (last["done"] and all(last["rewards"][k] == 1 for k in ("format", "exec_ok", "converged", "correct"))
+          and abs(sum(last["turn_rewards"]) - last["final_reward"]) < 1e-9
           and out["batch"][0]["rewards"]["format"] == 0 and out["batch"][1]["rewards"]["format"] == 1
           and out["batch"][2]["error"]["status"] == 404
           and out["score"][0]["correct"] == 1 and out["score"][1]["format"] == 0

@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 // Defaults of Config.
@@ -46,6 +47,11 @@ type Config struct {
 	Schemas *distill.SchemaCache
 	// Weights weigh the rewards into "total"; nil means rewards.DefaultWeights.
 	Weights *rewards.Weights
+	// Tokenizer, when set, adds token ids and loss masks to the chat-template texts of each
+	// episode's prompt and steps (package turns); nil gives the texts alone.
+	Tokenizer turns.Encoder
+	// RewardMode spreads an episode's total over its turns (default rewards.ModeFinal).
+	RewardMode rewards.Mode
 	// TTL drops an episode this long after its last step (default 10 minutes).
 	TTL time.Duration
 	// MaxEpisodes caps the episodes kept in memory (default 20000).
@@ -98,6 +104,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Weights == nil {
 		w := rewards.DefaultWeights
 		cfg.Weights = &w
+	}
+	if cfg.RewardMode == "" {
+		cfg.RewardMode = rewards.ModeFinal
+	}
+	if _, err := rewards.ParseMode(string(cfg.RewardMode)); err != nil {
+		return nil, fmt.Errorf("env: %w", err)
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL

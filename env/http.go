@@ -17,6 +17,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 // Handler returns the HTTP handler of the environment's API (docs/ENV.md):
@@ -235,6 +236,8 @@ type createResponse struct {
 	Dialect   string         `json:"dialect"`
 	MaxTurns  int            `json:"max_turns"`
 	Messages  []chat.Message `json:"messages"`
+	// Tokens is the prompt in the student's chat template (docs/ENV.md, "Token-level turns").
+	Tokens turns.Piece `json:"tokens"`
 }
 
 func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +262,7 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusTooManyRequests, msg})
 		return
 	}
-	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages()})
+	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages(), Tokens: s.promptTokens(st.Messages())})
 }
 
 // reply is one assistant turn as a request carries it.
@@ -335,8 +338,14 @@ type stepResponse struct {
 	// Observation is the next user turn; null once the episode is done.
 	Observation *chat.Message `json:"observation"`
 	Turn        int           `json:"turn"`
-	Rewards     rewardsJSON   `json:"rewards"`
-	Info        stepInfo      `json:"info"`
+	// Rewards is the running snapshot of the four rewards (final at done); do not sum it over
+	// steps: Reward is the step's share under the reward mode (see turnRewards).
+	Rewards rewardsJSON `json:"rewards"`
+	stepRewards
+	Info stepInfo `json:"info"`
+	// Tokens is what follows the reply in the student's chat template: the wrapped observation
+	// and the next generation prompt, or at done the reply's closing.
+	Tokens turns.Piece `json:"tokens"`
 }
 
 // step plays rp on episode id.
@@ -367,7 +376,8 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	done := e.st.Done()
 	s.store.touch(e, done)
 	tr := e.st.Trajectory()
-	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), Info: infoOf(tu, tr, done)}
+	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), stepRewards: s.turnRewards(tr, done), Info: infoOf(tu, tr, done),
+		Tokens: s.stepTokens(tu.Observation, done)}
 	if !done {
 		resp.Observation = &chat.Message{Role: chat.RoleUser, Content: tu.Observation}
 	}

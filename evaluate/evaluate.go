@@ -103,10 +103,13 @@ type Result struct {
 	Correct bool   `json:"correct"`
 	Turns   int    `json:"turns"`
 	// Converged means the same SQL came twice in a row and it ran.
-	Converged        bool   `json:"converged"`
-	ExecOK           bool   `json:"exec_ok"`
-	FormatViolations int    `json:"format_violations"`
-	GoldError        string `json:"gold_error,omitempty"`
+	Converged        bool `json:"converged"`
+	ExecOK           bool `json:"exec_ok"`
+	FormatViolations int  `json:"format_violations"`
+	// MalformedTurns counts the replies that were not well-formed (rewards.TurnWellFormed,
+	// the format reward's rule: format_violations are those without a usable statement).
+	MalformedTurns int    `json:"malformed_turns"`
+	GoldError      string `json:"gold_error,omitempty"`
 	// Votes is the size of the winning group and Samples the samples voting (Vote only).
 	Votes   int `json:"votes,omitempty"`
 	Samples int `json:"samples,omitempty"`
@@ -394,10 +397,11 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 
 // resultOf turns a trajectory into its Result.
 func resultOf(tr *distill.Trajectory) *Result {
+	rw := rewards.Of(tr)
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
-		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rewards.Of(tr).Converged == 1,
-		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
+		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rw.Converged == 1,
+		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, MalformedTurns: rw.Malformed, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {
 		if e := tr.Turns[i].Exec; e != nil {

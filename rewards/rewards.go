@@ -1,6 +1,7 @@
 // Package rewards defines the rewards of a chained-sql/v1 episode once, for the RL environment
-// (package env), student eval and curate stats: format, exec_ok, converged and correct, each 0 or
-// 1, and their weighted total.
+// (package env), student eval, student rollout and curate stats: format, exec_ok, converged and
+// correct, each 0 or 1, their weighted total with a format penalty, and how that total is spread
+// over the turns (Mode).
 package rewards
 
 import (
@@ -9,15 +10,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 )
 
-// Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1.
+// Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1, and
+// the count of malformed turns the format penalty is charged on.
 type Rewards struct {
-	// Format is 1 when the episode has turns and each reply was a complete
-	// <think>…</think>\n<sql>…</sql> as distill.ParseReply accepts it: no format violation and no
-	// truncated turn (a reply the length limit cut before its SQL was complete; distill counts it
-	// apart, and a trainer should not reward it).
+	// Format is 1 when the episode has turns and every reply was well-formed (TurnWellFormed):
+	// exactly one <think>…</think> then one <sql>…</sql> and nothing else.
 	Format int `json:"format"`
 	// ExecOK is 1 when the final SQL (the last statement executed) ran: no error, timeout or
 	// refusal.
@@ -28,23 +29,79 @@ type Rewards struct {
 	// Correct is 1 when the final SQL's full result matches the gold's (distill's judge,
 	// datasets.Match); 0 until the episode is judged.
 	Correct int `json:"correct"`
+	// Malformed counts the replies that were not well-formed.
+	Malformed int `json:"malformed_turns"`
+}
+
+// TurnWellFormed reports whether tu's reply has the protocol's strict form
+// (distill.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
+// whitespace, <sql>one non-blank statement</sql>, optional whitespace, each tag once, no tag
+// inside either block, no other text) and was neither truncated nor a format violation. The
+// reply is taken as the model produced it: reasoning that came in a separate field is put back
+// as the think block in front of the content, and so is the <think> a chat template opened in
+// the prompt (distill.Turn.ThinkOpened).
+func TurnWellFormed(tu distill.Turn) bool {
+	if tu.Truncated || tu.FormatViolation {
+		return false
+	}
+	content := tu.Content
+	if strings.TrimSpace(tu.Reasoning) != "" {
+		content = distill.TagThinkOpen + tu.Reasoning + distill.TagThinkClose + "\n" + content
+	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), distill.TagThinkOpen) {
+		content = distill.TagThinkOpen + content
+	}
+	return distill.ParseReply(content).WellFormed
 }
 
 // Of returns the rewards of a trajectory, complete or partial.
 func Of(tr *distill.Trajectory) Rewards {
-	return From(len(tr.Turns), tr.FormatViolations, tr.TruncatedTurns, tr.ExecOK, tr.Converged, tr.Correct)
+	return From(len(tr.Turns), Malformed(tr.Turns), tr.ExecOK, tr.Converged, tr.Correct)
+}
+
+// Malformed counts the turns that are not well-formed (TurnWellFormed).
+func Malformed(turns []distill.Turn) int {
+	n := 0
+	for _, tu := range turns {
+		if !TurnWellFormed(tu) {
+			n++
+		}
+	}
+	return n
 }
 
 // From returns the rewards of an episode recorded elsewhere (a dataset row, an eval result):
-// turns played, format violations and truncated turns among them, and the trajectory's exec_ok,
-// converged and correct flags.
-func From(turns, formatViolations, truncatedTurns int, execOK, converged, correct bool) Rewards {
+// turns played, malformed turns among them (Malformed), and the trajectory's exec_ok, converged
+// and correct flags.
+func From(turns, malformed int, execOK, converged, correct bool) Rewards {
 	return Rewards{
-		Format:    b2i(turns > 0 && formatViolations == 0 && truncatedTurns == 0),
+		Format:    b2i(turns > 0 && malformed == 0),
 		ExecOK:    b2i(execOK),
 		Converged: b2i(converged && execOK),
 		Correct:   b2i(correct),
+		Malformed: malformed,
 	}
+}
+
+// Prefixes returns the rewards of tr as they stood after each of its turns: element k-1 is the
+// episode of the first k turns, the last one Of(tr). Before the last turn an episode has not
+// converged and is not judged (converged and correct 0), and its exec_ok is that of the last
+// statement executed so far, as the environment reported it at each step.
+func Prefixes(tr *distill.Trajectory) []Rewards {
+	out := make([]Rewards, len(tr.Turns))
+	execOK, malformed := false, 0
+	for k, tu := range tr.Turns {
+		if tu.Exec != nil {
+			execOK = tu.Exec.Outcome == datasets.OutcomeOK
+		}
+		if !TurnWellFormed(tu) {
+			malformed++
+		}
+		out[k] = From(k+1, malformed, execOK, false, false)
+	}
+	if n := len(out); n > 0 {
+		out[n-1] = Of(tr)
+	}
+	return out
 }
 
 func b2i(b bool) int {
@@ -60,20 +117,25 @@ type Weights struct {
 	ExecOK    float64 `json:"exec_ok"`
 	Converged float64 `json:"converged"`
 	Correct   float64 `json:"correct"`
+	// FormatPenalty is subtracted from the total once per malformed turn (0 by default).
+	FormatPenalty float64 `json:"format_penalty"`
 }
 
 // DefaultWeights put most of the total on correctness and keep it in [0, 1].
 var DefaultWeights = Weights{Format: 0.1, ExecOK: 0.1, Converged: 0.1, Correct: 0.7}
 
-// Total is the weighted sum of r, rounded to 12 decimals so that 0.1+0.1+0.1+0.7 reads 1, not
-// 1.0000000000000002.
+// Total is the weighted sum of r less FormatPenalty per malformed turn, rounded to 12 decimals
+// so that 0.1+0.1+0.1+0.7 reads 1, not 1.0000000000000002.
 func (w Weights) Total(r Rewards) float64 {
 	t := w.Format*float64(r.Format) + w.ExecOK*float64(r.ExecOK) +
-		w.Converged*float64(r.Converged) + w.Correct*float64(r.Correct)
-	return math.Round(t*1e12) / 1e12
+		w.Converged*float64(r.Converged) + w.Correct*float64(r.Correct) - w.FormatPenalty*float64(r.Malformed)
+	return round12(t)
 }
 
-// String renders w in the form ParseWeights reads.
+func round12(x float64) float64 { return math.Round(x*1e12) / 1e12 }
+
+// String renders the four weights in the form ParseWeights reads (FormatPenalty is a flag of
+// its own).
 func (w Weights) String() string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return "format=" + f(w.Format) + ",exec_ok=" + f(w.ExecOK) + ",converged=" + f(w.Converged) + ",correct=" + f(w.Correct)
@@ -81,7 +143,7 @@ func (w Weights) String() string {
 
 // ParseWeights reads "NAME=VALUE,…" with names format, exec_ok, converged and correct; names
 // not listed weigh 0. An empty string is DefaultWeights. Values are finite numbers, negative
-// ones included (a penalty).
+// ones included (a penalty). FormatPenalty is left 0.
 func ParseWeights(s string) (Weights, error) {
 	if strings.TrimSpace(s) == "" {
 		return DefaultWeights, nil
@@ -116,4 +178,54 @@ func ParseWeights(s string) (Weights, error) {
 		}
 	}
 	return w, nil
+}
+
+// Mode says how an episode's total is spread over its turns (TurnRewards). Either way the
+// turn rewards sum to the final reward, so a trainer that sums step rewards (OpenRLHF) and one
+// that takes the last (TRL, verl) see the same return.
+type Mode string
+
+// The reward modes.
+const (
+	// ModeFinal gives every turn 0 and the last one the episode's total.
+	ModeFinal Mode = "final"
+	// ModeDelta gives each turn the change of the running total it caused (Prefixes): format
+	// and exec_ok are credited when earned and taken back when lost.
+	ModeDelta Mode = "delta"
+)
+
+// ParseMode reads "final" or "delta"; "" is ModeFinal.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case "", ModeFinal:
+		return ModeFinal, nil
+	case ModeDelta:
+		return ModeDelta, nil
+	}
+	return "", fmt.Errorf("rewards: reward mode %q: want final or delta", s)
+}
+
+// TurnRewards returns the reward of each turn of tr under mode, and the total of the episode
+// as played (its final reward once done). The turn rewards of a done episode sum to that total
+// up to float rounding (each is rounded to 12 decimals); those of an episode still in play are
+// the ones the finished episode will start with (all 0 under ModeFinal).
+func (w Weights) TurnRewards(tr *distill.Trajectory, done bool, mode Mode) (turns []float64, total float64) {
+	pre := Prefixes(tr)
+	turns = make([]float64, len(pre))
+	if len(pre) == 0 {
+		return turns, w.Total(Of(tr))
+	}
+	total = w.Total(pre[len(pre)-1])
+	switch {
+	case mode == ModeDelta:
+		prev := 0.0
+		for k, r := range pre {
+			t := w.Total(r)
+			turns[k] = round12(t - prev)
+			prev = t
+		}
+	case done:
+		turns[len(turns)-1] = total
+	}
+	return turns, total
 }

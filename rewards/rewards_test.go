@@ -1,37 +1,142 @@
 package rewards
 
 import (
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 )
 
 func TestFrom(t *testing.T) {
 	for _, c := range []struct {
-		turns, violations, truncated int
-		execOK, converged, correct   bool
-		want                         Rewards
+		turns, malformed           int
+		execOK, converged, correct bool
+		want                       Rewards
 	}{
-		{2, 0, 0, true, true, true, Rewards{1, 1, 1, 1}},
-		{3, 1, 0, true, true, true, Rewards{0, 1, 1, 1}},
-		{3, 0, 1, true, true, true, Rewards{0, 1, 1, 1}},   // a truncated turn is not well-formed
-		{2, 0, 0, false, true, false, Rewards{1, 0, 0, 0}}, // a failing SQL repeated does not converge
-		{5, 0, 0, true, false, false, Rewards{1, 1, 0, 0}},
-		{0, 0, 0, false, false, false, Rewards{0, 0, 0, 0}}, // no turn, no format reward
+		{2, 0, true, true, true, Rewards{1, 1, 1, 1, 0}},
+		{3, 1, true, true, true, Rewards{0, 1, 1, 1, 1}},
+		{2, 0, false, true, false, Rewards{1, 0, 0, 0, 0}}, // a failing SQL repeated does not converge
+		{5, 0, true, false, false, Rewards{1, 1, 0, 0, 0}},
+		{0, 0, false, false, false, Rewards{0, 0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		if got := From(c.turns, c.violations, c.truncated, c.execOK, c.converged, c.correct); got != c.want {
+		if got := From(c.turns, c.malformed, c.execOK, c.converged, c.correct); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}
 	}
-	tr := &distill.Trajectory{Turns: make([]distill.Turn, 2), ExecOK: true, Converged: true, Correct: true}
-	if Of(tr) != (Rewards{1, 1, 1, 1}) {
-		t.Errorf("Of: %+v", Of(tr))
+}
+
+// turn is a turn with content whose statement ran (ok) or not.
+func turn(content string, ok bool) distill.Turn {
+	p := distill.ParseReply(content)
+	tu := distill.Turn{Content: content}
+	if !p.OK {
+		tu.FormatViolation = true
+		return tu
+	}
+	tu.SQL = p.SQL
+	tu.Exec = &distill.ExecRecord{Outcome: datasets.OutcomeOK}
+	if !ok {
+		tu.Exec.Outcome = datasets.OutcomeError
+	}
+	return tu
+}
+
+// TestTurnWellFormed: the format reward is the documented form and nothing else; each reply
+// below is one a loose parser accepts (it has a usable statement) but the format rule does not.
+func TestTurnWellFormed(t *testing.T) {
+	good := []string{
+		"<think>count them</think>\n<sql>SELECT 1</sql>",
+		"  <THINK>count</Think><SQL>SELECT 1</sql>\n",
+		"<think></think>\n<sql>SELECT '<b>'</sql>",
+	}
+	bad := map[string]string{
+		"no think":             "<sql>SELECT 1</sql>",
+		"prose before":         "Sure! <think>x</think>\n<sql>SELECT 1</sql>",
+		"prose after":          "<think>x</think>\n<sql>SELECT 1</sql>\nHope this helps.",
+		"prose between":        "<think>x</think>\nSo:\n<sql>SELECT 1</sql>",
+		"two sql blocks":       "<think>x</think>\n<sql>SELECT 1</sql>\n<sql>SELECT 2</sql>",
+		"unclosed sql":         "<think>x</think>\n<sql>SELECT 1",
+		"unclosed think":       "<think>x\n<sql>SELECT 1</sql>",
+		"sql drafted in think": "<think>maybe <sql>SELECT 0</sql></think>\n<sql>SELECT 1</sql>",
+		"two think blocks":     "<think>x</think><think>y</think>\n<sql>SELECT 1</sql>",
+		"blank statement":      "<think>x</think>\n<sql>  </sql>",
+		"sql before think":     "<sql>SELECT 1</sql><think>x</think>",
+	}
+	for _, c := range good {
+		if tu := turn(c, true); !TurnWellFormed(tu) {
+			t.Errorf("%q: not well-formed", c)
+		}
+	}
+	for why, c := range bad {
+		if tu := turn(c, true); TurnWellFormed(tu) {
+			t.Errorf("%s: %q well-formed", why, c)
+		}
+	}
+	// Reasoning in a field, or opened by the template, is the think block.
+	field := distill.Turn{Content: "<sql>SELECT 1</sql>", Reasoning: "count them", ReasoningSource: "reasoning_content"}
+	opened := distill.Turn{Content: "count them</think>\n<sql>SELECT 1</sql>", ThinkOpened: true}
+	if !TurnWellFormed(field) || !TurnWellFormed(opened) {
+		t.Errorf("field %v, opened %v: want both well-formed", TurnWellFormed(field), TurnWellFormed(opened))
+	}
+	field.Content = "<think>again</think><sql>SELECT 1</sql>"
+	if TurnWellFormed(field) {
+		t.Error("a reasoning field and an inline think block: two think blocks, well-formed")
+	}
+	cut := turn("<think>x</think>\n<sql>SELECT 1</sql>", true)
+	cut.Truncated = true
+	if TurnWellFormed(cut) {
+		t.Error("a truncated turn is well-formed")
+	}
+}
+
+// FuzzTurnWellFormed: whatever the text, a well-formed reply is one think block then one sql
+// block with a statement, each tag exactly once, nothing else around it.
+func FuzzTurnWellFormed(f *testing.F) {
+	for _, s := range []string{"<think>a</think>\n<sql>SELECT 1</sql>", "<sql>x</sql>", "<think>a</think>b<sql>c</sql>d", "<think><sql>x</sql></think>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !TurnWellFormed(distill.Turn{Content: s}) {
+			return
+		}
+		low := strings.ToLower(strings.TrimSpace(s))
+		for _, tag := range []string{distill.TagThinkOpen, distill.TagThinkClose, distill.TagSQLOpen, distill.TagSQLClose} {
+			if n := strings.Count(low, tag); n != 1 {
+				t.Fatalf("%q well-formed with %d %s", s, n, tag)
+			}
+		}
+		if !strings.HasPrefix(low, distill.TagThinkOpen) || !strings.HasSuffix(low, distill.TagSQLClose) {
+			t.Fatalf("%q well-formed with text around the blocks", s)
+		}
+		between := low[strings.Index(low, distill.TagThinkClose)+len(distill.TagThinkClose) : strings.Index(low, distill.TagSQLOpen)]
+		if strings.TrimSpace(between) != "" {
+			t.Fatalf("%q well-formed with %q between the blocks", s, between)
+		}
+		if p := distill.ParseReply(s); !p.OK {
+			t.Fatalf("%q well-formed without a statement", s)
+		}
+	})
+}
+
+func TestOfNoThink(t *testing.T) {
+	tr := &distill.Trajectory{Turns: []distill.Turn{turn("<sql>SELECT 1</sql>", true), turn("<sql>SELECT 1</sql>", true)},
+		ExecOK: true, Converged: true, Correct: true}
+	r := Of(tr)
+	if r != (Rewards{Format: 0, ExecOK: 1, Converged: 1, Correct: 1, Malformed: 2}) {
+		t.Fatalf("a reply without <think>: %+v, want format 0", r)
+	}
+	w := DefaultWeights
+	w.FormatPenalty = 0.25
+	if got := w.Total(r); got != 0.9-0.5 {
+		t.Errorf("total with a penalty of 0.25 per malformed turn: %v", got)
 	}
 }
 
 func TestWeights(t *testing.T) {
-	if got := DefaultWeights.Total(Rewards{1, 1, 1, 1}); got != 1 {
+	all := Rewards{1, 1, 1, 1, 0}
+	if got := DefaultWeights.Total(all); got != 1 {
 		t.Errorf("default total of all ones: %v", got)
 	}
 	w, err := ParseWeights(DefaultWeights.String())
@@ -39,7 +144,7 @@ func TestWeights(t *testing.T) {
 		t.Fatalf("round trip: %+v %v", w, err)
 	}
 	w, err = ParseWeights(" correct = 2, format=-0.5 ")
-	if err != nil || w != (Weights{Correct: 2, Format: -0.5}) || w.Total(Rewards{0, 1, 1, 1}) != 2 || w.Total(Rewards{1, 0, 0, 0}) != -0.5 {
+	if err != nil || w != (Weights{Correct: 2, Format: -0.5}) || w.Total(Rewards{0, 1, 1, 1, 0}) != 2 || w.Total(Rewards{1, 0, 0, 0, 0}) != -0.5 {
 		t.Fatalf("%+v %v", w, err)
 	}
 	if w, err := ParseWeights(""); err != nil || w != DefaultWeights {
@@ -58,4 +163,76 @@ func TestWeights(t *testing.T) {
 			t.Errorf("%q: %v, want %q", in, err, says)
 		}
 	}
+}
+
+// TestTurnRewards: in both modes the turn rewards sum to the final reward; in delta mode each
+// turn gets what it changed, so the OpenRLHF-style sum no longer ranks an episode that never
+// converges above the oracle.
+func TestTurnRewards(t *testing.T) {
+	gold := "<think>x</think>\n<sql>SELECT 1</sql>"
+	oracle := &distill.Trajectory{Turns: []distill.Turn{turn(gold, true), turn(gold, true)}, ExecOK: true, Converged: true, Correct: true}
+	never := &distill.Trajectory{Turns: []distill.Turn{
+		turn("<think>a</think><sql>SELECT 2</sql>", true), turn("<think>a</think><sql>SELECT 3</sql>", true),
+		turn("<think>a</think><sql>SELECT 4</sql>", true), turn("<think>a</think><sql>SELECT 5</sql>", true),
+		turn("<think>a</think><sql>SELECT 6</sql>", true)}, ExecOK: true}
+	mixed := &distill.Trajectory{Turns: []distill.Turn{
+		turn("no sql here", false), turn("<sql>SELECT x</sql>", false), turn("<think>a</think><sql>SELECT 1</sql>", true),
+		turn("<think>a</think><sql>SELECT 1</sql>", true)}, ExecOK: true, Converged: true, Correct: true}
+	w := DefaultWeights
+	w.FormatPenalty = 0.05
+	sum := func(v []float64) float64 {
+		s := 0.0
+		for _, x := range v {
+			s += x
+		}
+		return s
+	}
+	for name, tr := range map[string]*distill.Trajectory{"oracle": oracle, "never": never, "mixed": mixed} {
+		for _, mode := range []Mode{ModeFinal, ModeDelta} {
+			turns, final := w.TurnRewards(tr, true, mode)
+			if final != w.Total(Of(tr)) || len(turns) != len(tr.Turns) {
+				t.Fatalf("%s %s: final %v, want %v; %d turn rewards", name, mode, final, w.Total(Of(tr)), len(turns))
+			}
+			if math.Abs(sum(turns)-final) > 1e-9 {
+				t.Errorf("%s %s: turn rewards %v sum to %v, final %v", name, mode, turns, sum(turns), final)
+			}
+			// A prefix's turn rewards are the full episode's first ones.
+			part := *tr
+			part.Turns, part.Converged, part.Correct = tr.Turns[:1], false, false
+			part.ExecOK = tr.Turns[0].Exec != nil && tr.Turns[0].Exec.Outcome == datasets.OutcomeOK
+			if p, _ := w.TurnRewards(&part, false, mode); (mode == ModeDelta && p[0] != turns[0]) || (mode == ModeFinal && p[0] != 0) {
+				t.Errorf("%s %s: first turn %v as played, %v at the end", name, mode, p[0], turns[0])
+			}
+		}
+	}
+	o, _ := w.TurnRewards(oracle, true, ModeDelta)
+	n, _ := w.TurnRewards(never, true, ModeDelta)
+	if !(sum(o) > sum(n)) || o[0] != 0.2 || n[1] != 0 {
+		t.Errorf("delta: oracle %v (sum %v), never converging %v (sum %v)", o, sum(o), n, sum(n))
+	}
+	m, _ := w.TurnRewards(mixed, true, ModeDelta)
+	if want := []float64{-0.05, -0.05, 0.1, 0.8}; !equal(m, want) {
+		t.Errorf("mixed delta rewards %v, want %v", m, want)
+	}
+	if f, _ := w.TurnRewards(mixed, true, ModeFinal); !equal(f, []float64{0, 0, 0, 0.8}) {
+		t.Errorf("mixed final rewards %v", f)
+	}
+	if _, err := ParseMode("sum"); err == nil {
+		t.Error("mode sum accepted")
+	}
+	if m, err := ParseMode(""); err != nil || m != ModeFinal {
+		t.Errorf("empty mode: %v %v", m, err)
+	}
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-12 {
+			return false
+		}
+	}
+	return true
 }

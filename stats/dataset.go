@@ -92,7 +92,7 @@ func (g *Group) add(r *curate.Row) {
 	g.turns += t
 	// Converged as student eval and the RL environment count it (rewards): the same SQL twice in
 	// a row, and that SQL ran.
-	if rewards.From(t, int(r.FormatViolations), int(r.TruncatedTurns), r.ExecOK, r.Converged, r.Correct).Converged == 1 {
+	if rewards.From(t, int(r.FormatViolations+r.TruncatedTurns), r.ExecOK, r.Converged, r.Correct).Converged == 1 {
 		g.Converged++
 	}
 	if r.ExecOK {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/env"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
-	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 var envCmd = &cli.Command{
@@ -33,9 +34,10 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 	dialects := cli.AddDialects(fs, "served; the first is the default")
 	episode := cli.AddEpisode(fs, true)
 	guard := cli.AddGuard(fs, true)
+	rw := cli.AddRewards(fs)
+	tokPath := cli.AddTokenizer(fs, "the student's, for token ids and loss masks in the responses (none found: texts only)")
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
-		weights     = fs.String("weights", rewards.DefaultWeights.String(), "weights of the rewards in \"total\" (names not listed weigh 0)")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
 		perClient   = fs.Int("max-episodes-per-client", 0, "most episodes in play for one client (an API key, else a remote address); 0: half of --max-episodes")
@@ -54,9 +56,15 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err := guard.Check(); err != nil {
 			return err
 		}
-		w, err := rewards.ParseWeights(*weights)
+		w, mode, err := rw.Parse()
 		if err != nil {
-			return cli.Usagef("--weights: %v", err)
+			return err
+		}
+		var tok *tokenizer.Tokenizer
+		if p, perr := cli.TokenizerPath(*tokPath); perr == nil {
+			if tok, err = loadChatMLTokenizer(p); err != nil {
+				return err
+			}
 		}
 		if err := dsns.Check(dialects.List()); err != nil {
 			return err
@@ -72,9 +80,9 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		defer cli.Disconnect(conn, dialects.List(), c.Stderr, c.Name)
 		logger := log.New(c.Stderr, "", log.LstdFlags)
 		srv, err := env.New(env.Config{
-			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w,
-			Episode: episode.Options(),
-			TTL:     *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
+			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w, RewardMode: mode,
+			Episode: episode.Options(), Tokenizer: encoderOf(tok),
+			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			Logger: logger,
 		})
 		if err != nil {
@@ -91,8 +99,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		hs := g.Server(srv.Handler(), logger)
-		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, on http://%s/v1\n",
-			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, ln.Addr())
+		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
+			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (requests in flight may finish within %s)\n", c.Name, *drain)
 		})
@@ -103,4 +111,28 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		fmt.Fprintf(c.Stderr, "%s: stopped; %d episodes dropped (%d in play)\n", c.Name, stored, live)
 		return nil
 	}
+}
+
+// loadChatMLTokenizer loads the tokenizer at path and checks it has the ChatML markers the
+// student's chat template is made of.
+func loadChatMLTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+	}
+	for _, special := range []string{"<|im_start|>", "<|im_end|>"} {
+		if _, ok := tok.TokenID(special); !ok {
+			return nil, fmt.Errorf("tokenizer %s has no %s token: not a ChatML (Qwen2) tokenizer", path, special)
+		}
+	}
+	return tok, nil
+}
+
+// encoderOf is tok as the environment's encoder; nil (a nil interface, not a nil pointer)
+// without one.
+func encoderOf(tok *tokenizer.Tokenizer) turns.Encoder {
+	if tok == nil {
+		return nil
+	}
+	return tok
 }

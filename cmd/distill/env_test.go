@@ -35,6 +35,9 @@ func TestEnvFlagErrors(t *testing.T) {
 		{[]string{"env", "serve", "--dialects", "postgres", "--pg-dsn", ""}, "needs --pg-dsn"},
 		{[]string{"env", "serve", "--tasks", "nosuch:x"}, `unknown task spec "nosuch:x"`},
 		{[]string{"env", "serve", "--ttl", "0s"}, "must be positive"},
+		{[]string{"env", "serve", "--reward-mode", "sum"}, `reward mode "sum": want final or delta`},
+		{[]string{"env", "serve", "--format-penalty", "NaN"}, "--format-penalty must be a finite number"},
+		{[]string{"env", "serve", "--tokenizer", "/nonexistent/tok"}, "load tokenizer /nonexistent/tok"},
 		{[]string{"env", "serve", "extra"}, "unexpected argument"},
 	} {
 		var out, errb bytes.Buffer
@@ -145,6 +148,8 @@ type clientReport struct {
 		Turn        int                `json:"turn"`
 		Rewards     map[string]float64 `json:"rewards"`
 		Observation *json.RawMessage   `json:"observation"`
+		FinalReward *float64           `json:"final_reward"`
+		TurnRewards []float64          `json:"turn_rewards"`
 	} `json:"episode"`
 	Batch []struct {
 		Done        *bool              `json:"done"`
@@ -179,10 +184,11 @@ func runClient(t *testing.T, py, url string, task datasets.Task, d datasets.Dial
 	if code != 0 {
 		t.Errorf("client exit %d (its own checks failed):\n%s\n%s", code, stdout, stderr)
 	}
-	all1 := map[string]float64{"format": 1, "exec_ok": 1, "converged": 1, "correct": 1, "total": 1}
+	all1 := map[string]float64{"format": 1, "exec_ok": 1, "converged": 1, "correct": 1, "malformed_turns": 0, "total": 1}
 	e := rep.Episode
 	if !e.Done || e.Turn != 2 || fmt.Sprint(e.Rewards) != fmt.Sprint(all1) || e.Observation != nil ||
-		strings.Join(e.Roles, ",") != "system,user,assistant,user,assistant" {
+		strings.Join(e.Roles, ",") != "system,user,assistant,user,assistant" || e.FinalReward == nil || *e.FinalReward != 1 ||
+		fmt.Sprint(e.TurnRewards) != "[0 1]" {
 		t.Errorf("gold twice: %+v", e)
 	}
 	if len(rep.Batch) != 3 {

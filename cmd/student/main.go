@@ -10,7 +10,7 @@ import "github.com/chainedsql/chainedsql/internal/cli"
 var program = &cli.Program{
 	Name:     "student",
 	Summary:  "Run, serve and evaluate the bundled Qwen2 student runtime.",
-	Commands: []*cli.Command{benchCmd, chatCmd, compareCmd, evalCmd, logitsCmd, mergeCmd, scoreCmd, serveCmd, tokenizeCmd},
+	Commands: []*cli.Command{benchCmd, chatCmd, compareCmd, evalCmd, logitsCmd, mergeCmd, rolloutCmd, scoreCmd, serveCmd, tokenizeCmd},
 }
 
 func main() { program.Main() }

@@ -99,6 +99,8 @@ type Request struct {
 	StopIDs []int
 	// IgnoreEOS drops Config.StopIDs for this request (for parity checks against a reference).
 	IgnoreEOS bool
+	// LogProbs records each sampled token's log-probability (Result.LogProbs).
+	LogProbs bool
 }
 
 // Result is what a finished request produced.
@@ -109,6 +111,11 @@ type Result struct {
 	FinishReason string
 	// StopID is the stop token sampled, or -1.
 	StopID int
+	// LogProbs (with Request.LogProbs) are the log-probabilities of Tokens and then, when a stop
+	// token ended the request, of StopID: the log-softmax of the logits divided by the
+	// temperature (1 for greedy decoding), over the whole vocabulary, so before top-k and top-p
+	// (the distribution a trainer recomputes from logits/T). Each is <= 0.
+	LogProbs []float32
 	// PromptTokens is len(Prompt); CachedTokens of them came from a kept cache.
 	PromptTokens int
 	CachedTokens int
@@ -322,14 +329,15 @@ type Sequence struct {
 	waitFor  int       // the length of that prefix
 	waited   bool
 
-	mu     sync.Mutex
-	toks   []int
-	read   int
-	ended  bool
-	res    Result
-	err    error
-	notify chan struct{}
-	doneCh chan struct{}
+	mu       sync.Mutex
+	toks     []int
+	logprobs []float32 // with req.LogProbs: one per sampled token, the stop token included
+	read     int
+	ended    bool
+	res      Result
+	err      error
+	notify   chan struct{}
+	doneCh   chan struct{}
 }
 
 // Cancel ends the request early; Wait then returns context.Canceled.
@@ -402,6 +410,7 @@ func (s *Sequence) end(reason string, stopID int, err error) {
 		Tokens:       append([]int(nil), s.toks...),
 		FinishReason: reason,
 		StopID:       stopID,
+		LogProbs:     s.logprobs,
 		PromptTokens: len(s.req.Prompt),
 		CachedTokens: s.cached,
 		Duration:     time.Since(s.start),
@@ -828,7 +837,14 @@ func (g *Generator) step() {
 			g.fail(s, fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab))
 			continue
 		}
-		tok := s.sampler.sample(st.Logits[len(st.Logits)-g.vocab:])
+		logits := st.Logits[len(st.Logits)-g.vocab:]
+		tok := s.sampler.sample(logits)
+		if s.req.LogProbs {
+			lp := s.sampler.logProb(logits, tok)
+			s.mu.Lock()
+			s.logprobs = append(s.logprobs, lp)
+			s.mu.Unlock()
+		}
 		generated++
 		if s.first.IsZero() {
 			s.first = time.Now()

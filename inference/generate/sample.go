@@ -18,6 +18,10 @@ type sampler struct {
 
 	probs []float64 // scratch: unnormalised probabilities
 	cand  []int     // scratch: candidate ids
+
+	// The last draw's softmax, for logProb: its largest logit and sum of exponentials.
+	lastMax   float32
+	lastTotal float64
 }
 
 func newSampler(temperature, topP float64, topK int, seed int64) *sampler {
@@ -54,6 +58,7 @@ func (s *sampler) sample(logits []float32) int {
 		return argmax(logits)
 	}
 	m := logits[argmax(logits)]
+	s.lastMax, s.lastTotal = m, 0
 	if cap(s.probs) < len(logits) {
 		s.probs = make([]float64, len(logits))
 	}
@@ -69,6 +74,7 @@ func (s *sampler) sample(logits []float32) int {
 		p[i] = e
 		total += e
 	}
+	s.lastTotal = total
 	k := s.topK
 	if k >= len(p) {
 		k = 0
@@ -164,4 +170,26 @@ func (s *sampler) draw(p []float64, cand []int, total float64) int {
 		}
 	}
 	return cand[len(cand)-1]
+}
+
+// logProb is tok's log-probability under the softmax of logits divided by the temperature (1
+// when decoding greedily), over the whole vocabulary: before top-k and top-p. NaN logits count
+// as impossible. It is <= 0. Called right after sample(logits) drew tok, it reuses that
+// draw's sum of exponentials.
+func (s *sampler) logProb(logits []float32, tok int) float32 {
+	t := s.temperature
+	if t <= 0 {
+		t = 1
+	} else if s.topK != 1 && s.lastTotal > 0 && len(s.probs) == len(logits) {
+		// sample computed this softmax (it computes none when greedy)
+		return float32(min(float64(logits[tok]-s.lastMax)/t-math.Log(s.lastTotal), 0))
+	}
+	m := logits[argmax(logits)]
+	sum := 0.0
+	for _, v := range logits {
+		if v == v {
+			sum += math.Exp(float64(v-m) / t)
+		}
+	}
+	return float32(min(float64(logits[tok]-m)/t-math.Log(sum), 0))
 }

@@ -104,3 +104,41 @@ func TestSamplerGreedyAndSeed(t *testing.T) {
 		}
 	}
 }
+
+// TestLogProb: the recorded log-probabilities are a distribution over the whole vocabulary at
+// the request's temperature (1 when greedy), whatever top-k and top-p cut.
+func TestLogProb(t *testing.T) {
+	logits := []float32{2, -1, 0.5, 7, float32(math.NaN()), 3, -20}
+	for _, temp := range []float64{0, 0.6, 1, 2} {
+		s := newSampler(temp, 0.5, 2, 1)
+		sum := 0.0
+		for id := range logits {
+			if id == 4 {
+				continue
+			}
+			lp := s.logProb(logits, id)
+			if lp > 0 {
+				t.Fatalf("T=%g: log-prob %v of %d > 0", temp, lp, id)
+			}
+			sum += math.Exp(float64(lp))
+		}
+		if math.Abs(sum-1) > 1e-5 {
+			t.Errorf("T=%g: probabilities sum to %v", temp, sum)
+		}
+		if a, b := s.logProb(logits, 3), s.logProb(logits, 5); !(a > b) {
+			t.Errorf("T=%g: the larger logit has log-prob %v <= %v", temp, a, b)
+		}
+	}
+	// After a draw, the draw's own softmax gives the same numbers.
+	for _, temp := range []float64{0.6, 1.3} {
+		s := newSampler(temp, 0.9, 0, 5)
+		tok := s.sample(logits)
+		if got, want := s.logProb(logits, tok), newSampler(temp, 1, 0, 1).logProb(logits, tok); math.Abs(float64(got-want)) > 1e-6 {
+			t.Errorf("T=%g: log-prob %v after the draw, %v computed afresh", temp, got, want)
+		}
+	}
+	// Temperature 2 flattens: the top token's log-prob is lower than at 0.6.
+	if hot, cold := newSampler(2, 1, 0, 1).logProb(logits, 3), newSampler(0.6, 1, 0, 1).logProb(logits, 3); !(hot < cold) {
+		t.Errorf("top token: %v at T=2, %v at T=0.6", hot, cold)
+	}
+}

@@ -66,8 +66,23 @@ func TestTinyModel(t *testing.T) {
 	}
 	// With eos ids on, the first token (151645, <|im_end|>) ends the request.
 	res, err = g.Generate(ctx, generate.Request{Prompt: tinyIDs, MaxTokens: 16})
-	if err != nil || len(res.Tokens) != 0 || res.FinishReason != generate.FinishStop || res.StopID != 151645 {
+	if err != nil || len(res.Tokens) != 0 || res.FinishReason != generate.FinishStop || res.StopID != 151645 || res.LogProbs != nil {
 		t.Fatalf("eos stop: %+v %v", res, err)
+	}
+	// Log-probs: one per token, the stop token's last; sampled ones are <= 0 and, greedy, the
+	// same whatever ran beside them.
+	lp, err := g.Generate(ctx, generate.Request{Prompt: tinyIDs, MaxTokens: 16, LogProbs: true})
+	if err != nil || len(lp.LogProbs) != 1 || lp.LogProbs[0] > 0 {
+		t.Fatalf("eos stop with log-probs: %+v %v", lp, err)
+	}
+	lp, err = g.Generate(ctx, generate.Request{Prompt: tinyIDs, MaxTokens: 16, IgnoreEOS: true, LogProbs: true, Temperature: 0.8, Seed: 3})
+	if err != nil || len(lp.LogProbs) != len(lp.Tokens) || lp.FinishReason != generate.FinishLength {
+		t.Fatalf("sampled with log-probs: %+v %v", lp, err)
+	}
+	for i, v := range lp.LogProbs {
+		if v > 0 || v != v {
+			t.Fatalf("log-prob %d of %d: %v", i, lp.Tokens[i], v)
+		}
 	}
 
 	var wg sync.WaitGroup
