@@ -89,7 +89,7 @@ func TestSQLiteHostileBuiltins(t *testing.T) {
 		{"LIKE in a scan, every row", "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c WHERE printf('%.2000c', 'a') || n LIKE '%' || printf('%.60c', 'a') || 'b'", OutcomeTimeout, "", false, false},
 		{"json of a large text", big + "SELECT json_array_length(json_group_array(a)) FROM s, (SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5)", OutcomeError, "too big", false, false},
 		{"json_each over a large array", "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000000) SELECT count(*) FROM (SELECT json_group_array(n) j FROM c), json_each(j) a, json_each(j) b", OutcomeTimeout, "", false, false},
-		{"chain of 100 hex over 4 MB", "WITH s(a) AS MATERIALIZED (SELECT randomblob(4000000)) SELECT " + strings.Repeat("length(hex(a)) + ", 100) + "0 FROM s", OutcomeTimeout, "", false, true},
+		{"chain of 400 hex over 4 MB", "WITH s(a) AS MATERIALIZED (SELECT randomblob(4000000)) SELECT " + strings.Repeat("length(hex(a)) + ", 400) + "0 FROM s", OutcomeTimeout, "", false, true},
 		{"unhex skipping a large set", big + "SELECT unhex(a, 'b' || a) FROM s", OutcomeRefused, "cannot stop it", false, false},
 		{"json_patch of large objects", "SELECT json_patch('{\"a\":1}', '{\"b\":2}')", OutcomeRefused, "cannot stop it", false, false},
 		{"jsonb_patch", "SELECT JSONB_PATCH('{}', '{}')", OutcomeRefused, "cannot stop it", false, false},
@@ -101,7 +101,9 @@ func TestSQLiteHostileBuiltins(t *testing.T) {
 		took := time.Since(start)
 		work := waitRunaways(t, db, 5*time.Minute)
 		t.Logf("%-40s %-8s %5dms (+%dms abandoned) %.80s", p.name, r.Outcome, took.Milliseconds(), work.Milliseconds(), r.Error)
-		if (r.Outcome != p.want || !strings.Contains(r.Error, p.text)) && !(p.orTimeout && r.Outcome == OutcomeTimeout) {
+		// A chain may also finish within the deadline on a fast core (100 links took 1.07 s on a
+		// Zen 5 core against 2 s): what it must never do is hold the caller past deadline + 1 s.
+		if (r.Outcome != p.want || !strings.Contains(r.Error, p.text)) && !(p.orTimeout && r.Outcome == OutcomeTimeout) && !(p.chain && r.OK()) {
 			t.Errorf("%s: %s %q, want %s %q", p.name, r.Outcome, r.Error, p.want, p.text)
 		}
 		if took > deadline+time.Second {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -213,7 +214,8 @@ func TestRunSpiderServers(t *testing.T) {
 	}
 	got := committed(t, dir)
 	if want := len(tasks) * len(allDialects); len(got) != want {
-		t.Fatalf("%d trajectories, want %d (failed %d)", len(got), want, res.Failed)
+		b, _ := os.ReadFile(filepath.Join(dir, "failures.jsonl"))
+		t.Fatalf("%d trajectories, want %d (failed %d): %s", len(got), want, res.Failed, b)
 	}
 	ok, ran := map[datasets.Dialect]int{}, map[datasets.Dialect]int{}
 	for _, tr := range got {

@@ -29,7 +29,8 @@ func TestEpisodeMemoryBound(t *testing.T) {
 			// A statement whose error is huge: SQLite names the missing table, PostgreSQL
 			// echoes the value that failed the cast (40 MB).
 			hugeError := `SELECT * FROM "` + strings.Repeat("n", 60000) + `"`
-			wide := `SELECT printf('%.*c', 10000000, 'x') AS "` + strings.Repeat("c", 30000) + `", 2 AS "` + strings.Repeat("d", 30000) + `"`
+			// (8 MB: under the 8 MiB a SQLite value may hold, datasets.sqliteMaxValue.)
+			wide := `SELECT printf('%.*c', 8000000, 'x') AS "` + strings.Repeat("c", 30000) + `", 2 AS "` + strings.Repeat("d", 30000) + `"`
 			if d == datasets.Postgres {
 				cfg.Opener = freshPostgres(t, tasks)
 				hugeError = `SELECT repeat('9', 40000000)::int`
