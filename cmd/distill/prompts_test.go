@@ -135,7 +135,8 @@ func TestEnvPromptsAndAsyncClient(t *testing.T) {
 	py := python3(t)
 	task := tasks[3]
 	gold, _ := task.GoldFor(datasets.SQLite)
-	cmd := exec.Command(py, filepath.Join("..", "..", "docs", "env_client_async.py"), srv.url, task.ID, gold)
+	// -B: importing env_client.py writes no __pycache__ into docs/.
+	cmd := exec.Command(py, "-B", filepath.Join("..", "..", "docs", "env_client_async.py"), srv.url, task.ID, gold)
 	cmd.Env = append(os.Environ(), "CHAINEDSQL_API_KEY="+key)
 	code, stdout, stderr := testbin.Run(t, cmd)
 	var rep asyncReport
