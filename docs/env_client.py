@@ -6,6 +6,9 @@
     last["final_reward"], last["turn_rewards"]   # the episode's return, per turn
     last["rewards"]   # {"format", "exec_ok", "converged", "correct", "malformed_turns", "total"}
     env.score("sample/0", [text1, text2])                 # single-turn rewards
+    env.tasks(subset="train")    # the training tasks; subset_of(task_id, fraction, seed) is the same split
+
+env_client_async.py beside this file is the same client for asyncio.
 
 A server started with --api-key wants its key: EnvClient(url, api_key=KEY), or $CHAINEDSQL_API_KEY
 (its first key when it lists several).
@@ -15,12 +18,21 @@ and prints what it saw as JSON:
 
     python3 env_client.py URL TASK_ID GOLD_SQL [DIALECT]
 """
+import hashlib
 import json
 import os
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+
+
+def subset_of(task_id, val_fraction, seed):
+    """The task's subset, "train" or "val", as the server's --val-fraction and --seed assign it:
+    the first 8 bytes of SHA-256("SEED:TASK_ID"), cut to 53 bits, as a fraction of 1."""
+    h = hashlib.sha256(f"{seed}:{task_id}".encode()).digest()
+    u = (int.from_bytes(h[:8], "big") >> 11) / 2**53
+    return "val" if u < val_fraction else "train"
 
 
 class EnvError(Exception):
@@ -58,9 +70,11 @@ class EnvClient:
             except (ValueError, KeyError, TypeError):
                 raise EnvError(e.code, e.reason) from None
 
-    def tasks(self, split=None, limit=None, offset=None):
-        """Task ids, db ids, difficulties: {"total", "tasks": [...], "splits", "dialects"}."""
-        q = {k: v for k, v in (("split", split), ("limit", limit), ("offset", offset)) if v is not None}
+    def tasks(self, split=None, limit=None, offset=None, subset=None):
+        """Task ids, db ids, difficulties, splits, subsets ("train", "val"): {"total", "tasks":
+        [...], "splits", "dialects", "val_fraction", "seed"}."""
+        q = {k: v for k, v in (("split", split), ("subset", subset), ("limit", limit), ("offset", offset))
+             if v is not None}
         return self._call("GET", "/v1/tasks" + ("?" + urllib.parse.urlencode(q) if q else ""))
 
     def start(self, task_id, dialect=None):

@@ -52,6 +52,8 @@ type Config struct {
 	Tokenizer turns.Encoder
 	// RewardMode spreads an episode's total over its turns (default rewards.ModeFinal).
 	RewardMode rewards.Mode
+	// Subsets assigns the tasks to train and validation; nil means DefaultSubsets.
+	Subsets *Subsets
 	// TTL drops an episode this long after its last step (default 10 minutes).
 	TTL time.Duration
 	// MaxEpisodes caps the episodes kept in memory (default 20000).
@@ -104,6 +106,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Weights == nil {
 		w := rewards.DefaultWeights
 		cfg.Weights = &w
+	}
+	if cfg.Subsets == nil {
+		sub := DefaultSubsets
+		cfg.Subsets = &sub
+	}
+	if err := cfg.Subsets.Check(); err != nil {
+		return nil, fmt.Errorf("env: %w", err)
 	}
 	if cfg.RewardMode == "" {
 		cfg.RewardMode = rewards.ModeFinal

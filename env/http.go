@@ -22,7 +22,7 @@ import (
 
 // Handler returns the HTTP handler of the environment's API (docs/ENV.md):
 //
-//	GET    /v1/tasks?split=&limit=&offset=
+//	GET    /v1/tasks?split=&subset=&limit=&offset=
 //	POST   /v1/episodes                 {"task_id", "dialect"}
 //	GET    /v1/episodes/{id}
 //	DELETE /v1/episodes/{id}
@@ -113,13 +113,15 @@ type taskJSON struct {
 	DBID       string `json:"db_id"`
 	Difficulty string `json:"difficulty,omitempty"`
 	Split      string `json:"split"`
+	// Subset is SubsetTrain or SubsetVal (Config.Subsets).
+	Subset string `json:"subset"`
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
-		if k != "split" && k != "limit" && k != "offset" {
-			writeError(w, badRequest("unknown query parameter %q (want split, limit, offset)", k))
+		if k != "split" && k != "subset" && k != "limit" && k != "offset" {
+			writeError(w, badRequest("unknown query parameter %q (want split, subset, limit, offset)", k))
 			return
 		}
 	}
@@ -149,9 +151,14 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("no split %q (have %s)", split, strings.Join(s.splits, ", "))})
 		return
 	}
+	subset, hasSubset := q.Get("subset"), q.Has("subset")
+	if hasSubset && subset != SubsetTrain && subset != SubsetVal {
+		writeError(w, badRequest("subset=%q: want %s or %s", subset, SubsetTrain, SubsetVal))
+		return
+	}
 	var sel []*datasets.Task
 	for _, t := range s.order {
-		if !hasSplit || SplitOf(t.ID) == split {
+		if (!hasSplit || SplitOf(t.ID) == split) && (!hasSubset || s.cfg.Subsets.Of(t.ID) == subset) {
 			sel = append(sel, t)
 		}
 	}
@@ -162,13 +169,14 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]taskJSON, len(sel))
 	for i, t := range sel {
-		out[i] = taskJSON{TaskID: t.ID, DBID: t.DBID, Difficulty: t.Difficulty, Split: SplitOf(t.ID)}
+		out[i] = taskJSON{TaskID: t.ID, DBID: t.DBID, Difficulty: t.Difficulty, Split: SplitOf(t.ID), Subset: s.cfg.Subsets.Of(t.ID)}
 	}
 	dialects := make([]string, len(s.cfg.Dialects))
 	for i, d := range s.cfg.Dialects {
 		dialects[i] = string(d)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total": total, "offset": offset, "tasks": out, "splits": s.splits, "dialects": dialects})
+	writeJSON(w, http.StatusOK, map[string]any{"total": total, "offset": offset, "tasks": out, "splits": s.splits, "dialects": dialects,
+		"val_fraction": s.cfg.Subsets.ValFraction, "seed": s.cfg.Subsets.Seed})
 }
 
 func containsString(list []string, s string) bool {

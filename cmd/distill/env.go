@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/env"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
@@ -18,7 +19,7 @@ import (
 var envCmd = &cli.Command{
 	Name:     "env",
 	Summary:  "the protocol as an HTTP/JSON RL environment (docs/ENV.md)",
-	Commands: []*cli.Command{envServeCmd},
+	Commands: []*cli.Command{envServeCmd, envPromptsCmd},
 }
 
 var envServeCmd = &cli.Command{
@@ -28,14 +29,71 @@ var envServeCmd = &cli.Command{
 	Setup:   setupEnvServe,
 }
 
+// envFlags are the flags env serve and env prompts share: the tasks, their databases in each
+// dialect, the student's tokenizer and the train/validation subsets.
+type envFlags struct {
+	tasks    *cli.Tasks
+	dsns     *cli.DSNs
+	dialects *cli.Dialects
+	tokPath  *string
+	subsets  env.Subsets
+}
+
+// addEnvFlags defines the shared flags on fs; what says what is done with the tasks, tokNote
+// what the tokenizer is for.
+func addEnvFlags(fs *flag.FlagSet, what, tokNote string) *envFlags {
+	f := &envFlags{
+		tasks:    cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Repeat: true, Note: what}),
+		dsns:     cli.AddDSNs(fs),
+		dialects: cli.AddDialects(fs, what+"; the first is the default"),
+		tokPath:  cli.AddTokenizer(fs, tokNote),
+		subsets:  env.DefaultSubsets,
+	}
+	fs.Float64Var(&f.subsets.ValFraction, "val-fraction", env.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --seed (docs/ENV.md)")
+	fs.Int64Var(&f.subsets.Seed, "seed", env.DefaultSubsets.Seed, "seed of the train/validation assignment")
+	return f
+}
+
+// open checks the flags, loads the tokenizer (a missing one is an error when needTok, else
+// nil) and the tasks, and connects to their databases, which the caller disconnects.
+func (f *envFlags) open(ctx context.Context, c *cli.Call, needTok bool) ([]datasets.Task, *datasets.Connector, *tokenizer.Tokenizer, error) {
+	if err := f.subsets.Check(); err != nil {
+		return nil, nil, nil, cli.Usagef("--val-fraction: %v", err)
+	}
+	var tok *tokenizer.Tokenizer
+	p, err := cli.TokenizerPath(*f.tokPath)
+	switch {
+	case err == nil:
+		if tok, err = loadChatMLTokenizer(p); err != nil {
+			return nil, nil, nil, err
+		}
+	case needTok:
+		return nil, nil, nil, err
+	}
+	if err := f.dsns.Check(f.dialects.List()); err != nil {
+		return nil, nil, nil, err
+	}
+	ts, err := f.tasks.Load()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := f.dsns.Connect(ctx, f.tasks.DBRoot, ts, f.dialects.List(), c.Stderr, c.Name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ts, conn, tok, nil
+}
+
+// close disconnects conn.
+func (f *envFlags) close(conn *datasets.Connector, c *cli.Call) {
+	cli.Disconnect(conn, f.dialects.List(), c.Stderr, c.Name)
+}
+
 func setupEnvServe(fs *flag.FlagSet) cli.Func {
-	tasks := cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Repeat: true, Note: "served"})
-	dsns := cli.AddDSNs(fs)
-	dialects := cli.AddDialects(fs, "served; the first is the default")
+	ef := addEnvFlags(fs, "served", "the student's, for token ids and loss masks in the responses (none found: texts only)")
 	episode := cli.AddEpisode(fs, true)
 	guard := cli.AddGuard(fs, true)
 	rw := cli.AddRewards(fs)
-	tokPath := cli.AddTokenizer(fs, "the student's, for token ids and loss masks in the responses (none found: texts only)")
 	var (
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
@@ -60,27 +118,14 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		var tok *tokenizer.Tokenizer
-		if p, perr := cli.TokenizerPath(*tokPath); perr == nil {
-			if tok, err = loadChatMLTokenizer(p); err != nil {
-				return err
-			}
-		}
-		if err := dsns.Check(dialects.List()); err != nil {
-			return err
-		}
-		ts, err := tasks.Load()
+		ts, conn, tok, err := ef.open(ctx, c, false)
 		if err != nil {
 			return err
 		}
-		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects.List(), c.Stderr, c.Name)
-		if err != nil {
-			return err
-		}
-		defer cli.Disconnect(conn, dialects.List(), c.Stderr, c.Name)
+		defer ef.close(conn, c)
 		logger := log.New(c.Stderr, "", log.LstdFlags)
 		srv, err := env.New(env.Config{
-			Tasks: ts, Dialects: dialects.List(), Opener: conn, Weights: &w, RewardMode: mode,
+			Tasks: ts, Dialects: ef.dialects.List(), Opener: conn, Weights: &w, RewardMode: mode, Subsets: &ef.subsets,
 			Episode: episode.Options(), Tokenizer: encoderOf(tok),
 			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			Logger: logger,
@@ -99,8 +144,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		hs := g.Server(srv.Handler(), logger)
-		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
-			c.Name, len(ts), strings.Join(tasks.Specs(), ", "), dialects, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
+		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, validation fraction %g (seed %d), weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
+			c.Name, len(ts), strings.Join(ef.tasks.Specs(), ", "), ef.dialects, ef.subsets.ValFraction, ef.subsets.Seed, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (requests in flight may finish within %s)\n", c.Name, *drain)
 		})

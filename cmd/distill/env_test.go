@@ -27,7 +27,7 @@ func TestEnvFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"env"}, "distill env: no command given (want serve)\nrun 'distill env -h' for usage\n"},
+		{[]string{"env"}, "distill env: no command given (want serve or prompts)\nrun 'distill env -h' for usage\n"},
 		{[]string{"env", "start"}, "distill env: unknown command \"start\"\nrun 'distill env -h' for usage\n"},
 		{[]string{"env", "serve", "--weights", "correct=x"}, "not a finite number"},
 		{[]string{"env", "serve", "--weights", "speed=1"}, "unknown weight"},
@@ -39,6 +39,11 @@ func TestEnvFlagErrors(t *testing.T) {
 		{[]string{"env", "serve", "--format-penalty", "NaN"}, "--format-penalty must be a finite number"},
 		{[]string{"env", "serve", "--tokenizer", "/nonexistent/tok"}, "load tokenizer /nonexistent/tok"},
 		{[]string{"env", "serve", "extra"}, "unexpected argument"},
+		{[]string{"env", "serve", "--val-fraction", "-0.5"}, "--val-fraction: validation fraction -0.5: want a number from 0 to 1"},
+		{[]string{"env", "prompts"}, "--out FILE is required"},
+		{[]string{"env", "prompts", "--out", "p.parquet", "--val-fraction", "NaN"}, "want a number from 0 to 1"},
+		{[]string{"env", "prompts", "--out", "p.parquet", "--tokenizer", "/nonexistent/tok"}, "load tokenizer /nonexistent/tok"},
+		{[]string{"env", "prompts", "--out", "p.parquet", "--tasks", "nosuch:x"}, `unknown task spec "nosuch:x"`},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
