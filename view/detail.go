@@ -45,6 +45,8 @@ type Detail struct {
 	MaskError string `json:"mask_error,omitempty"`
 	// Error is set when the row could not be read; the other fields are then mostly empty.
 	Error string `json:"error,omitempty"`
+	// Annotation is the row's note and labels (datasets only; Rev 0 when it has none yet).
+	Annotation *Annotation `json:"annotation,omitempty"`
 }
 
 // TurnView is one assistant turn.
