@@ -28,6 +28,9 @@ type Detail struct {
 	GoldSQL    string `json:"gold_sql"`
 	GoldError  string `json:"gold_error,omitempty"`
 	FinalSQL   string `json:"final_sql"`
+	// FinalSQLFormatted and GoldSQLFormatted are the two laid out by formatSQL.
+	FinalSQLFormatted string `json:"final_sql_formatted"`
+	GoldSQLFormatted  string `json:"gold_sql_formatted"`
 	Converged  bool   `json:"converged"`
 	ExecOK     bool   `json:"exec_ok"`
 	Correct    bool   `json:"correct"`

@@ -326,6 +326,7 @@ func (s *Server) load(e entry, id int) (*Detail, []chat.Message) {
 		msgs = rendered.Messages
 	}
 	d.ID = id
+	d.FinalSQLFormatted, d.GoldSQLFormatted = formatSQL(d.FinalSQL), formatSQL(d.GoldSQL)
 	return d, msgs
 }
 
