@@ -31,10 +31,10 @@ type Detail struct {
 	// FinalSQLFormatted and GoldSQLFormatted are the two laid out by formatSQL.
 	FinalSQLFormatted string `json:"final_sql_formatted"`
 	GoldSQLFormatted  string `json:"gold_sql_formatted"`
-	Converged  bool   `json:"converged"`
-	ExecOK     bool   `json:"exec_ok"`
-	Correct    bool   `json:"correct"`
-	Violations int    `json:"format_violations"`
+	Converged         bool   `json:"converged"`
+	ExecOK            bool   `json:"exec_ok"`
+	Correct           bool   `json:"correct"`
+	Violations        int    `json:"format_violations"`
 	// NumTokens and NumTrainable are the dataset's stored counts (0 for run dirs).
 	NumTokens    int64 `json:"num_tokens"`
 	NumTrainable int64 `json:"num_trainable_tokens"`
