@@ -271,10 +271,17 @@ func (s *Server) handleAnnotate(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.ix.mu.Lock()
-	s.ix.version++ // derived pages (label counts) are stale
-	s.ix.mu.Unlock()
 	writeJSON(w, an)
+}
+
+// annotated reports whether a row of the datasets has an annotation.
+func (s *Server) annotated() bool {
+	for _, a := range s.notes {
+		if m, _ := a.snapshot(); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // labelHits is the bitmap of the rows carrying one of q's labels; nil when q has none.

@@ -121,6 +121,9 @@ func TestAnnotations(t *testing.T) {
 	if p.Total != 2 || len(p.Rows) != 2 || p.Rows[0].ID != 3 || p.Rows[1].ID != 7 {
 		t.Errorf("label=good: %d rows %+v", p.Total, p.Rows)
 	}
+	if !slices.Equal(p.Rows[0].Labels, []string{"good", "hard"}) || !p.Rows[0].Noted || p.Rows[1].Noted {
+		t.Errorf("label=good rows' annotations: %+v", p.Rows)
+	}
 	if fmt.Sprint(p.Labels) != "[{good 2} {hard 1}]" {
 		t.Errorf("label counts %v", p.Labels)
 	}

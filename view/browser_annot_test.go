@@ -61,6 +61,9 @@ func TestBrowserAnnotations(t *testing.T) {
 	if ids := tableIDs(b); fmt.Sprint(ids) != fmt.Sprint([]int{id}) {
 		t.Errorf("label=checked shows rows %v", ids)
 	}
+	if got := eval[string](b, `[...document.querySelectorAll("#rows tbody td.q .tag")].map(e => e.textContent).join("|")`); got != "good|checked|note" {
+		t.Errorf("the row's tags in the table: %q", got)
+	}
 	b.noErrors()
 	b.shot("label-filter")
 

@@ -297,6 +297,9 @@ type RowSummary struct {
 	Tokens     int    `json:"tokens"`
 	Trainable  int    `json:"trainable"`
 	Error      string `json:"error,omitempty"`
+	// Labels and Noted are the row's annotation: its labels, and whether it has a note.
+	Labels []string `json:"labels,omitempty"`
+	Noted  bool     `json:"noted,omitempty"`
 }
 
 // FacetCount is one facet value and how many matching rows have it.

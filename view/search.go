@@ -126,13 +126,21 @@ func (s *Server) Query(q Query) (Page, error) {
 		return Page{}, err
 	}
 	p := s.ix.Query(q, intersect(text, s.labelHits(q)))
-	if s.kind == KindDataset {
+	if s.annotated() {
 		wide := q
 		wide.Labels, wide.Sort = nil, ""
 		s.ix.mu.RLock()
 		hits, _ := s.ix.matches(wide, text)
 		p.Labels = s.labelCounts(hits)
 		s.ix.mu.RUnlock()
+		for i := range p.Rows {
+			r := &p.Rows[i]
+			if e, ok := s.ix.get(r.ID); ok {
+				if an, ok := s.annotationOf(e); ok {
+					r.Labels, r.Noted = an.Labels, an.Note != ""
+				}
+			}
+		}
 	}
 	return p, nil
 }

@@ -274,7 +274,8 @@ async function renderRows(params) {
     }
     return h("tr", {"data-id": r.id, onclick: (e) => { if (e.target.tagName !== "A") location.hash = link; }},
       h("td", {}, h("a", {href: link}, r.id)), h("td", {}, r.teacher), h("td", {}, r.dialect), h("td", {}, r.difficulty),
-      h("td", {}, r.db_id), h("td", {class: "q"}, r.question), h("td", {class: "n"}, r.turns),
+      h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
+        r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), h("td", {class: "n"}, r.turns),
       h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)), h("td", {}, yesno(r.correct)),
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
@@ -665,7 +666,8 @@ async function renderCompare(params) {
       h("th", {}, "question"), h("th", {}, "agreement"), ...page.policies.map((p) => h("th", {}, p)))),
     h("tbody", {}, ...page.rows.map((r) => h("tr", {"data-key": r.key, onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.key); }},
       h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.key)}, r.task_id)), dialects ? h("td", {}, r.dialect) : null,
-      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question), agreementCell(r),
+      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
+        r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), agreementCell(r),
       ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
         [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
           c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
