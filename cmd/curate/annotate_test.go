@@ -19,23 +19,31 @@ import (
 	"github.com/chainedsql/chainedsql/view"
 )
 
+// startView starts curate view on a free loopback port with args, and returns it and its
+// start line; the process is killed when the test ends.
+func startView(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"view", "--addr", "127.0.0.1:0"}, args...)...)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no start line: %v", err)
+	}
+	return cmd, line
+}
+
 // TestViewAnnotate drives the built binary: curate view saves a row's labels and note into
 // the dataset's annotations.jsonl through its guard (a foreign Host or a page of another
 // origin is refused), and curate export --where label=… selects the row and writes the labels
 // and note columns, in JSONL and Parquet.
 func TestViewAnnotate(t *testing.T) {
 	sd := newSampleDataset(t)
-	cmd := exec.Command(sd.bin, "view", sd.ds, "--addr", "127.0.0.1:0")
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no start line: %v", err)
-	}
+	cmd, line := startView(t, sd.bin, sd.ds)
 	m := regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("start line %q", line)
