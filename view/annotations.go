@@ -23,7 +23,8 @@ import (
 
 // AnnotationsFile is the name of a dataset's sidecar file of row notes and labels, in the
 // dataset dir beside dataset_card.md: one JSON object (Annotation) per annotated row, sorted
-// by key. curate build never writes it, so it survives a rebuild into the same dir.
+// by key. Keyed by row key, it applies as well to a rebuild of the same runs (copy it into the
+// new dataset dir); lines whose key is not in the dataset stay in the file, unused.
 const AnnotationsFile = "annotations.jsonl"
 
 // Limits on one row's annotation.
@@ -129,22 +130,28 @@ func (a *annotations) snapshot() (map[string]Annotation, bool) {
 }
 
 // save stores an.Labels and an.Note (as cleanAnnotation gives them) for an.Key when the
-// stored revision is an.Rev (0: none yet), and returns the stored annotation with its new
-// revision; errConflict and the stored one otherwise.
+// stored revision is an.Rev (0: none), and returns the stored annotation with its new
+// revision (0 again when both are empty: the row leaves the file); errConflict and the stored
+// one otherwise.
 func (a *annotations) save(an Annotation) (Annotation, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.read(); err != nil {
 		return Annotation{}, err
 	}
-	cur := a.rows[an.Key]
+	cur, ok := a.rows[an.Key]
+	if !ok {
+		cur = Annotation{Key: an.Key, Labels: []string{}}
+	}
 	if cur.Rev != an.Rev {
 		return cur, errConflict
 	}
 	next := Annotation{Key: an.Key, Labels: an.Labels, Note: an.Note, Rev: cur.Rev + 1, Updated: time.Now().UTC().Truncate(time.Second)}
 	rows := maps.Clone(a.rows)
 	if next.empty() {
+		// The row leaves the file, so its revision is 0 again.
 		delete(rows, an.Key)
+		next.Rev = 0
 	} else {
 		rows[an.Key] = next
 	}

@@ -186,7 +186,7 @@ func TestAnnotations(t *testing.T) {
 	}
 
 	// Clearing a row's labels and note takes its line out; a reopened server reads the rest.
-	if code, an := save(7, 1, "   "); code != 200 || an.Rev != 2 {
+	if code, an := save(7, 1, "   "); code != 200 || an.Rev != 0 {
 		t.Errorf("clearing row 7: %d %+v", code, an)
 	}
 	s2 := openServer(t, nil, dir)
@@ -196,6 +196,12 @@ func TestAnnotations(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, AnnotationsFile)); strings.Count(string(data), "\n") != 2 {
 		t.Errorf("sidecar after clearing row 7:\n%s", data)
+	}
+	if code, an := save(7, 0, "", "again"); code != 200 || an.Rev != 1 {
+		t.Errorf("a save after clearing row 7: %d %+v", code, an)
+	}
+	if code, _ := save(7, 1, ""); code != 200 {
+		t.Errorf("clearing row 7 again: %d", code)
 	}
 
 	// The guard, as curate view runs it, and bad bodies.

@@ -339,7 +339,8 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 			}
 		}
 	}
-	if got := eval[string](b, `document.querySelector("pre.gold-sql").textContent`); got != r.GoldSQL {
+	// Formatted by default (TestBrowserSQLFormat checks the toggle to the SQL as written).
+	if got := eval[string](b, `document.querySelector("pre.gold-sql").textContent`); got != formatSQL(r.GoldSQL) {
 		t.Errorf("%s: gold SQL %q", r.Key, got)
 	}
 	outcome := eval[string](b, `document.querySelector("#outcome").textContent`)
