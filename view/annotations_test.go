@@ -131,6 +131,11 @@ func TestAnnotations(t *testing.T) {
 	if wantN := map[bool]int{true: 2, false: 1}[rows[3].Teacher == rows[7].Teacher]; p.Total != wantN {
 		t.Errorf("label=hard|good and teacher %s: %d rows, want %d", rows[7].Teacher, p.Total, wantN)
 	}
+	var charts ChartsPage
+	get(t, h, "/api/charts?label=good", &charts)
+	if charts.Total != 2 {
+		t.Errorf("charts of label=good: %d rows", charts.Total)
+	}
 	get(t, h, "/api/rows?label=nothing", &p)
 	if p.Total != 0 {
 		t.Errorf("label=nothing: %d rows", p.Total)

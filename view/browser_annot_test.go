@@ -48,6 +48,8 @@ func TestBrowserAnnotations(t *testing.T) {
 	if got := eval[string](b, `document.querySelector("#annot-note").value`); got != "from the other tab" {
 		t.Errorf("after a conflict the note shows %q, want the stored one", got)
 	}
+	// The dataset's labels are offered as suggestions.
+	b.wait(`[...document.querySelectorAll("#annot-known option")].map(o => o.value).join("|") === "good|needs review"`)
 	b.do(chromedp.SendKeys(chromedp.CSS("#annot-label-input"), "checked\r"), chromedp.Click(chromedp.CSS("#annot-save")))
 	b.wait(`document.querySelector("#annot-status").textContent.startsWith("saved")`)
 

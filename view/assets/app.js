@@ -462,7 +462,10 @@ function annotationPanel(d) {
   let an = d.annotation;
   let labels = [...an.labels];
   const chips = h("span", {id: "annot-labels"});
-  const input = h("input", {type: "text", id: "annot-label-input", placeholder: "add a label (Enter)", size: "18",
+  // The dataset's labels so far, offered as the input's suggestions.
+  const known = h("datalist", {id: "annot-known"});
+  api("/api/rows?limit=1").then((p) => known.replaceChildren(...(p.labels || []).map((f) => h("option", {value: f.value})))).catch(() => {});
+  const input = h("input", {type: "text", id: "annot-label-input", list: "annot-known", placeholder: "add a label (Enter)", size: "18",
     onkeydown: (e) => {
       if (e.key === "Enter" || e.key === ",") { e.preventDefault(); addLabel(input.value); input.value = ""; }
     }});
@@ -498,7 +501,7 @@ function annotationPanel(d) {
   };
   drawChips();
   return h("section", {class: "annot", id: "annot"},
-    h("div", {class: "annot-row"}, h("b", {}, "labels "), chips, " ", input),
+    h("div", {class: "annot-row"}, h("b", {}, "labels "), chips, " ", input, known),
     note,
     h("div", {class: "annot-row"}, h("button", {type: "button", id: "annot-save", onclick: save}, "Save note and labels"), " ", status));
 }
