@@ -127,7 +127,9 @@ func TestViewAnnotate(t *testing.T) {
 			got = got[:n]
 			pr.Close()
 			f.Close()
-			duckRows(t, out, 1)
+			if got, ok := duckQuery(t, "select labels, note from read_parquet('"+out+"')"); ok && got != `[{"labels":["keep","hard"],"note":"ok"}]` {
+				t.Errorf("DuckDB reads the labels and note of %s as %s", out, got)
+			}
 		}
 		if len(got) != 1 || got[0].Key != key || !slices.Equal(got[0].Labels, []string{"keep", "hard"}) || got[0].Note != "ok" || len(got[0].Messages) == 0 {
 			t.Errorf("%s export of label=keep: %+v", ext, got)
