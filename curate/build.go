@@ -583,18 +583,24 @@ func process(c *counter, it item, opts BuildOptions) built {
 }
 
 // NewParquetWriter returns the writer of dataset Parquet files over w: curate.Row's schema,
-// zstd, row groups of at most rowGroupRows rows (0: DefaultRowGroupRows), the toolkit and the
-// format in the footer. Close it to write the footer.
+// with the options of ParquetOptions. Close it to write the footer.
 func NewParquetWriter(w io.Writer, rowGroupRows int) *parquet.GenericWriter[Row] {
+	return parquet.NewGenericWriter[Row](w, ParquetOptions(rowGroupRows)...)
+}
+
+// ParquetOptions are the writer options of dataset Parquet files: zstd, row groups of at most
+// rowGroupRows rows (0: DefaultRowGroupRows), the toolkit and the format in the footer. A
+// writer of curate.Row with further columns (the viewer's export of annotations) uses them.
+func ParquetOptions(rowGroupRows int) []parquet.WriterOption {
 	if rowGroupRows <= 0 {
 		rowGroupRows = DefaultRowGroupRows
 	}
-	return parquet.NewGenericWriter[Row](w,
+	return []parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
 		parquet.MaxRowsPerRowGroup(int64(rowGroupRows)),
 		parquet.CreatedBy("chainedsql curate", FormatVersion, buildinfo.Version()),
 		parquet.KeyValueMetadata("chainedsql.format", FormatVersion),
-	)
+	}
 }
 
 // shardWriter writes rows into part files of at most rowsPerShard rows.

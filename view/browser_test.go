@@ -52,11 +52,9 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-// newBrowser starts headless Chromium with the flags that work on the project's machines and
-// a fresh profile, pointed at the server s.
-func newBrowser(t *testing.T, s *Server) *browser {
+// serveGuarded serves s on a loopback port behind its guard, as curate view does.
+func serveGuarded(t *testing.T, s *Server) *httptest.Server {
 	t.Helper()
-	exe := findChromium(t)
 	ts := httptest.NewServer(nil)
 	g, err := httpguard.New(ts.Listener.Addr(), httpguard.Options{Name: "curate view"})
 	if err != nil {
@@ -64,6 +62,15 @@ func newBrowser(t *testing.T, s *Server) *browser {
 	}
 	ts.Config.Handler = g.Handler(s.Handler())
 	t.Cleanup(ts.Close)
+	return ts
+}
+
+// newBrowser starts headless Chromium with the flags that work on the project's machines and
+// a fresh profile, pointed at the server s.
+func newBrowser(t *testing.T, s *Server) *browser {
+	t.Helper()
+	exe := findChromium(t)
+	ts := serveGuarded(t, s)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
@@ -332,7 +339,8 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 			}
 		}
 	}
-	if got := eval[string](b, `document.querySelector("pre.gold-sql").textContent`); got != r.GoldSQL {
+	// Formatted by default (TestBrowserSQLFormat checks the toggle to the SQL as written).
+	if got := eval[string](b, `document.querySelector("pre.gold-sql").textContent`); got != formatSQL(r.GoldSQL) {
 		t.Errorf("%s: gold SQL %q", r.Key, got)
 	}
 	outcome := eval[string](b, `document.querySelector("#outcome").textContent`)

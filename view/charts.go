@@ -38,7 +38,7 @@ const histBuckets = 20
 // tokens, trainable tokens (datasets) and turns; rows and correct rows by teacher, dialect and
 // difficulty (the page shows the share correct, EX, beside each).
 func (s *Server) Charts(q Query) (ChartsPage, error) {
-	text, err := s.textHits(q)
+	text, err := s.preHits(q)
 	if err != nil {
 		return ChartsPage{}, err
 	}

@@ -28,10 +28,13 @@ type Detail struct {
 	GoldSQL    string `json:"gold_sql"`
 	GoldError  string `json:"gold_error,omitempty"`
 	FinalSQL   string `json:"final_sql"`
-	Converged  bool   `json:"converged"`
-	ExecOK     bool   `json:"exec_ok"`
-	Correct    bool   `json:"correct"`
-	Violations int    `json:"format_violations"`
+	// FinalSQLFormatted and GoldSQLFormatted are the two laid out by formatSQL.
+	FinalSQLFormatted string `json:"final_sql_formatted"`
+	GoldSQLFormatted  string `json:"gold_sql_formatted"`
+	Converged         bool   `json:"converged"`
+	ExecOK            bool   `json:"exec_ok"`
+	Correct           bool   `json:"correct"`
+	Violations        int    `json:"format_violations"`
 	// NumTokens and NumTrainable are the dataset's stored counts (0 for run dirs).
 	NumTokens    int64 `json:"num_tokens"`
 	NumTrainable int64 `json:"num_trainable_tokens"`
@@ -45,6 +48,8 @@ type Detail struct {
 	MaskError string `json:"mask_error,omitempty"`
 	// Error is set when the row could not be read; the other fields are then mostly empty.
 	Error string `json:"error,omitempty"`
+	// Annotation is the row's note and labels (datasets only; Rev 0 when it has none yet).
+	Annotation *Annotation `json:"annotation,omitempty"`
 }
 
 // TurnView is one assistant turn.

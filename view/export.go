@@ -37,7 +37,9 @@ func FormatOf(name string) (string, error) {
 }
 
 // Export writes every dataset row matching q (its filters; its order, offset and limit are
-// left out: rows come in dataset order) to w in format, and returns how many. A full-text
+// left out: rows come in dataset order) to w in format, and returns how many. When a dataset
+// has annotations (its AnnotationsFile), the rows are AnnotatedRows: two more columns, labels
+// and note. A full-text
 // query waits for the full-text index. Only datasets export: a run dir's trajectories have
 // no token counts until curate build gives them some.
 func (s *Server) Export(ctx context.Context, q Query, format string, w io.Writer) (int, error) {
@@ -52,7 +54,7 @@ func (s *Server) Export(ctx context.Context, q Query, format string, w io.Writer
 			return 0, err
 		}
 	}
-	text, err := s.textHits(q)
+	text, err := s.preHits(q)
 	if err != nil {
 		return 0, err
 	}
@@ -67,23 +69,27 @@ func (s *Server) Export(ctx context.Context, q Query, format string, w io.Writer
 	}
 	s.ix.mu.RUnlock()
 
-	var put func(*curate.Row) error
-	var finish func() error
-	switch format {
-	case FormatParquet:
-		pw := curate.NewParquetWriter(w, 0)
-		put = func(r *curate.Row) error { _, err := pw.Write([]curate.Row{*r}); return err }
-		finish = pw.Close
-	case FormatJSONL:
-		bw := bufio.NewWriterSize(w, 1<<16)
-		enc := json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
-		put = func(r *curate.Row) error { return enc.Encode(r) }
-		finish = bw.Flush
+	// With annotations (a dataset with its sidecar file), each row gets its labels and note.
+	var snaps []map[string]Annotation
+	annotated := false
+	for _, a := range s.notes {
+		m, exists := a.snapshot()
+		snaps = append(snaps, m)
+		annotated = annotated || exists
+	}
+	put, finish := exportWriter[curate.Row](w, format, func(_ int, r *curate.Row) curate.Row { return *r })
+	if annotated {
+		put, finish = exportWriter[AnnotatedRow](w, format, func(src int, r *curate.Row) AnnotatedRow {
+			an := snaps[src][r.Key]
+			if an.Labels == nil {
+				an.Labels = []string{}
+			}
+			return AnnotatedRow{Row: *r, Labels: an.Labels, Note: an.Note}
+		})
 	}
 	n := 0
 	for src, d := range s.datasets {
-		if err := d.rows(ctx, pos[src], func(r *curate.Row) error { n++; return put(r) }); err != nil {
+		if err := d.rows(ctx, pos[src], func(r *curate.Row) error { n++; return put(src, r) }); err != nil {
 			return n, err
 		}
 	}
@@ -91,6 +97,27 @@ func (s *Server) Export(ctx context.Context, q Query, format string, w io.Writer
 		return n, fmt.Errorf("export: %w", err)
 	}
 	return n, nil
+}
+
+// AnnotatedRow is an exported row of an annotated dataset: curate.Row's columns, then the
+// row's labels and note from the dataset's sidecar file (empty when it has none).
+type AnnotatedRow struct {
+	curate.Row
+	Labels []string `parquet:"labels,list" json:"labels"`
+	Note   string   `parquet:"note" json:"note"`
+}
+
+// exportWriter returns the functions writing rows of type T, made by conv from a dataset row
+// of source src, to w in format, and finishing the file.
+func exportWriter[T any](w io.Writer, format string, conv func(src int, r *curate.Row) T) (put func(int, *curate.Row) error, finish func() error) {
+	if format == FormatParquet {
+		pw := parquet.NewGenericWriter[T](w, curate.ParquetOptions(0)...)
+		return func(src int, r *curate.Row) error { _, err := pw.Write([]T{conv(src, r)}); return err }, pw.Close
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return func(src int, r *curate.Row) error { return enc.Encode(conv(src, r)) }, bw.Flush
 }
 
 // rows reads the whole rows at the ascending positions, in order, giving each to fn: each row
@@ -164,7 +191,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("export reads dataset dirs, not %s dirs", s.kind))
 		return
 	}
-	if _, err := s.textHits(q); err != nil {
+	if _, err := s.preHits(q); err != nil {
 		httpError(w, searchErrorStatus(err), err)
 		return
 	}

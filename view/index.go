@@ -188,6 +188,8 @@ type Query struct {
 	// comma-separated; empty: all), through the full-text index (textIndex).
 	FullText string
 	In       []int
+	// Labels (URL: label, repeated): keep the rows annotated with any of them.
+	Labels []string
 	// Sort is a column of RowSummary by its JSON name (id, teacher, …, tokens, trainable), "-"
 	// before it for descending order; "" is row order.
 	Sort          string
@@ -255,6 +257,7 @@ func ParseQuery(v url.Values) (Query, error) {
 		}
 	}
 	q.Text = v.Get("q")
+	q.Labels = v["label"]
 	q.FullText = v.Get("text")
 	if q.In, err = parseFields(v.Get("in")); err != nil {
 		return q, err
@@ -294,6 +297,9 @@ type RowSummary struct {
 	Tokens     int    `json:"tokens"`
 	Trainable  int    `json:"trainable"`
 	Error      string `json:"error,omitempty"`
+	// Labels and Noted are the row's annotation: its labels, and whether it has a note.
+	Labels []string `json:"labels,omitempty"`
+	Noted  bool     `json:"noted,omitempty"`
 }
 
 // FacetCount is one facet value and how many matching rows have it.
@@ -311,6 +317,9 @@ type Page struct {
 	// Facets counts, per facet, the matching rows of each value when that facet's own filter
 	// is left out (so the choices that would widen the selection stay visible).
 	Facets map[string][]FacetCount `json:"facets"`
+	// Labels counts the matching rows of each label of the dataset's annotations, the label
+	// filter left out; absent when no row has a label.
+	Labels []FacetCount `json:"labels,omitempty"`
 }
 
 // searchTerms splits a search into lowercased words and "quoted phrases".

@@ -118,13 +118,31 @@ func (s *Server) WaitSearch(ctx context.Context) error {
 }
 
 // Query answers a table query, through the full-text index when q has a full-text part (an
-// error wrapping errSearchNotReady while that index is being built).
+// error wrapping errSearchNotReady while that index is being built). The page counts the
+// labels of the rows matching q without its label filter, as for a facet.
 func (s *Server) Query(q Query) (Page, error) {
 	text, err := s.textHits(q)
 	if err != nil {
 		return Page{}, err
 	}
-	return s.ix.Query(q, text), nil
+	p := s.ix.Query(q, intersect(text, s.labelHits(q)))
+	if s.annotated() {
+		wide := q
+		wide.Labels, wide.Sort = nil, ""
+		s.ix.mu.RLock()
+		hits, _ := s.ix.matches(wide, text)
+		p.Labels = s.labelCounts(hits)
+		s.ix.mu.RUnlock()
+		for i := range p.Rows {
+			r := &p.Rows[i]
+			if e, ok := s.ix.get(r.ID); ok {
+				if an, ok := s.annotationOf(e); ok {
+					r.Labels, r.Noted = an.Labels, an.Note != ""
+				}
+			}
+		}
+	}
+	return p, nil
 }
 
 // textHits is the bitmap of the rows q's full-text part matches; nil when it has none.
@@ -133,6 +151,16 @@ func (s *Server) textHits(q Query) ([]uint64, error) {
 		return nil, nil
 	}
 	return s.text.match(q.FullText, q.In, s.ix.len())
+}
+
+// preHits is the bitmap of the rows q's full-text and label filters keep; nil when it has
+// neither.
+func (s *Server) preHits(q Query) ([]uint64, error) {
+	text, err := s.textHits(q)
+	if err != nil {
+		return nil, err
+	}
+	return intersect(text, s.labelHits(q)), nil
 }
 
 // serveQuery answers a request whose parameters are a Query (400 when they are not one) with

@@ -43,7 +43,9 @@ type Server struct {
 	kind     Kind
 	ix       *index
 	datasets []*dataset
-	runs     []*runDir
+	// notes[src] is the annotations sidecar of datasets[src].
+	notes []*annotations
+	runs  []*runDir
 	// ids[src][pos] is the index id of a run's trajectory at pos.
 	idsMu sync.RWMutex
 	ids   [][]int
@@ -85,6 +87,12 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 				return nil, err
 			}
 			s.datasets = append(s.datasets, d)
+			notes, err := loadAnnotations(p)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.notes = append(s.notes, notes)
 			s.ix.truncKnown = s.ix.truncKnown && d.truncKnown
 			err = scan(ctx, d, func(i int, r *indexRow) {
 				s.ix.add(src, i, rowValues{
@@ -202,6 +210,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/task", s.handleTask)
 	mux.HandleFunc("GET /api/export", s.handleExport)
 	mux.HandleFunc("GET /api/charts", s.handleCharts)
+	mux.HandleFunc("POST /api/annotate", s.handleAnnotate)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
@@ -235,12 +244,16 @@ type Info struct {
 	BuiltMS    int64  `json:"built_ms"`
 	// Search is the state of the full-text index.
 	Search SearchStatus `json:"search"`
+	// Annotations is true when rows take notes and labels (datasets: the sidecar file
+	// AnnotationsFile in each dataset dir).
+	Annotations bool `json:"annotations"`
 }
 
 // Info returns the server's description.
 func (s *Server) Info() Info {
 	in := Info{Kind: s.kind, Rows: s.ix.len(), Live: s.kind != KindDataset, Compare: s.kind == KindEval && len(s.runs) > 1 || s.kind == KindDataset && s.teachers() > 1,
-		TruncKnown: s.ix.truncKnown, BuiltMS: s.Built.Milliseconds(), TokensName: "student tokens", Search: s.text.status()}
+		TruncKnown: s.ix.truncKnown, BuiltMS: s.Built.Milliseconds(), TokensName: "student tokens", Search: s.text.status(),
+		Annotations: s.kind == KindDataset}
 	if s.opts.Tokenizer != nil {
 		in.Tokenizer = s.opts.TokenizerName
 		if in.Tokenizer == "" {
@@ -313,6 +326,7 @@ func (s *Server) load(e entry, id int) (*Detail, []chat.Message) {
 		msgs = rendered.Messages
 	}
 	d.ID = id
+	d.FinalSQLFormatted, d.GoldSQLFormatted = formatSQL(d.FinalSQL), formatSQL(d.GoldSQL)
 	return d, msgs
 }
 
@@ -330,6 +344,9 @@ func (s *Server) handleRow(w http.ResponseWriter, r *http.Request) {
 	d, msgs := s.load(e, id)
 	if d.Error == "" {
 		s.addTrainable(d, msgs)
+	}
+	if an, ok := s.annotationOf(e); ok {
+		d.Annotation = &an
 	}
 	writeJSON(w, d)
 }

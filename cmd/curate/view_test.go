@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,17 +22,7 @@ func TestView(t *testing.T) {
 	tokPath, bin, tmp, run, ds := sd.tok, sd.bin, sd.tmp, sd.run, sd.ds
 
 	t.Run("serves", func(t *testing.T) {
-		cmd := exec.Command(bin, "view", ds, "--addr", "127.0.0.1:0", "--tokenizer", tokPath)
-		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill()
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err != nil {
-			t.Fatalf("no start line: %v", err)
-		}
+		cmd, line := startView(t, bin, ds, "--tokenizer", tokPath)
 		m := regexp.MustCompile(`(\d+) rows of dataset .* serving (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(line)
 		if m == nil || m[1] != "56" {
 			t.Fatalf("start line %q", line)

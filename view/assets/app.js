@@ -31,6 +31,20 @@ async function api(path) {
   return body;
 }
 
+// apiPost sends body as JSON; a refusal throws an Error carrying the status and the answer.
+async function apiPost(path, body) {
+  const r = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body), cache: "no-store"});
+  const answer = await r.json().catch(() => ({error: `HTTP ${r.status}`}));
+  if (!r.ok) {
+    const err = answer.error;
+    const e = new Error(typeof err === "string" ? err : (err && err.message) || `HTTP ${r.status}`);
+    e.status = r.status;
+    e.answer = answer;
+    throw e;
+  }
+  return answer;
+}
+
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
@@ -39,7 +53,7 @@ function route() {
 
 function setMain(...kids) {
   const main = document.getElementById("main");
-  main.replaceChildren(...kids);
+  main.replaceChildren(...kids.filter((k) => k !== null && k !== undefined));
 }
 
 function showError(err) {
@@ -94,7 +108,7 @@ async function pollLive() {
 
 const TRI = [["", "any"], ["1", "yes"], ["0", "no"]];
 
-function filterPanel(params, facets) {
+function filterPanel(params, facets, labels) {
   const form = h("form", {id: "filters", onsubmit: (e) => { e.preventDefault(); apply(); }});
   const apply = (resetOffset = true) => {
     const p = new URLSearchParams();
@@ -131,6 +145,14 @@ function filterPanel(params, facets) {
       " ", f.value === "" ? "(none)" : f.value, " ", h("span", {class: "count"}, fmt(f.count))));
     const box = h("div", {class: values.length > 8 ? "facets scroll" : "facets"}, ...boxes);
     form.appendChild(group(name === "db_id" ? "database" : name, box));
+  }
+  if (labels && labels.length) {
+    // A row's annotations: any of the chosen labels (the counts leave this filter out).
+    const chosen = new Set(params.getAll("label"));
+    form.appendChild(group("labels", h("div", {class: labels.length > 8 ? "facets scroll" : "facets", id: "f-labels"},
+      ...labels.map((f) => h("label", {class: "facet"},
+        h("input", {type: "checkbox", name: "label", value: f.value, checked: chosen.has(f.value), onchange: () => apply(), "data-facet": "label"}),
+        " ", h("span", {class: "tag label"}, f.value), " ", h("span", {class: "count"}, fmt(f.count)))))));
   }
   const tri = (name, label, disabled) => h("label", {class: "tri"}, label, " ",
     h("select", {name, id: "f-" + name, disabled, onchange: () => apply()},
@@ -252,7 +274,8 @@ async function renderRows(params) {
     }
     return h("tr", {"data-id": r.id, onclick: (e) => { if (e.target.tagName !== "A") location.hash = link; }},
       h("td", {}, h("a", {href: link}, r.id)), h("td", {}, r.teacher), h("td", {}, r.dialect), h("td", {}, r.difficulty),
-      h("td", {}, r.db_id), h("td", {class: "q"}, r.question), h("td", {class: "n"}, r.turns),
+      h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
+        r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), h("td", {class: "n"}, r.turns),
       h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)), h("td", {}, yesno(r.correct)),
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
@@ -263,7 +286,7 @@ async function renderRows(params) {
   const charts = h("details", {id: "charts", open: localStorage.getItem("charts") !== "closed",
     ontoggle: (e) => localStorage.setItem("charts", e.target.open ? "open" : "closed")},
     h("summary", {}, "charts of the matching rows"), h("div", {class: "minicharts", id: "minicharts"}, h("p", {class: "muted"}, "…")));
-  setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets)),
+  setMain(h("div", {class: "layout"}, h("aside", {}, filterPanel(params, page.facets, page.labels)),
     h("section", {class: "content"}, summary, charts, pager(page.total, page.offset, limit, go, setLimit), table,
       page.rows.length === 0 ? h("p", {class: "muted"}, "No rows match these filters.") : "",
       pager(page.total, page.offset, limit, go))));
@@ -373,6 +396,10 @@ function metaLine(d) {
   return h("dl", {class: "meta"}, ...chips.filter(([, v]) => v !== "" && v !== undefined).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
 }
 
+// sqlFormatted says whether the row page shows final and gold SQL formatted (the default) or
+// as written; the choice is kept in the browser.
+const sqlFormatted = () => localStorage.getItem("sqlfmt") !== "raw";
+
 function outcomeBlock(d) {
   const tok = [];
   if (d.kind === "dataset") tok.push(`${fmt(d.num_tokens)} tokens, ${fmt(d.num_trainable_tokens)} trainable (stored)`);
@@ -382,8 +409,12 @@ function outcomeBlock(d) {
     h("p", {}, "correct: ", yesno(d.correct), " · converged: ", yesno(d.converged), " · final SQL ran: ", yesno(d.exec_ok),
       " · format violations: ", String(d.format_violations), " · turns: ", String(d.turns.length)),
     tok.length ? h("p", {class: "muted"}, tok.join(" · ")) : null,
-    h("h4", {}, "final SQL"), d.final_sql ? sqlBlock(d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
-    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"),
+    h("h4", {}, "final SQL ", h("button", {type: "button", class: "small", id: "sql-format",
+      title: "formatted: each clause on its own line, subqueries indented; only white space differs from the SQL as written",
+      onclick: () => { localStorage.setItem("sqlfmt", sqlFormatted() ? "raw" : "formatted"); document.getElementById("outcome").replaceWith(outcomeBlock(d)); }},
+      sqlFormatted() ? "show as written" : "show formatted")),
+    d.final_sql ? sqlBlock(sqlFormatted() ? d.final_sql_formatted : d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
+    h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(sqlFormatted() ? d.gold_sql_formatted : d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"),
     d.final_sql && d.gold_sql ? [h("h4", {}, "final SQL against gold"), sqlDiff(d.final_sql, d.gold_sql)] : null);
 }
 
@@ -418,11 +449,61 @@ function trajectoryBody(d) {
     h("h2", {class: "question"}, d.question),
     d.evidence ? h("p", {class: "evidence"}, h("b", {}, "Evidence: "), d.evidence) : null,
     metaLine(d),
+    d.annotation && INFO.annotations ? annotationPanel(d) : null,
     ...d.notes.map((n) => h("p", {class: "note"}, n)),
     h("details", {class: "system"}, h("summary", {}, `system prompt (${fmt(d.system.length)} characters)`), h("pre", {}, d.system)),
     h("details", {class: "user"}, h("summary", {}, "user prompt"), h("pre", {}, d.user)),
     h("div", {class: "turns"}, ...d.turns.map((t) => turnCard(t, d.kind))),
     outcomeBlock(d));
+}
+
+// annotationPanel edits the row's labels and note, saved beside the dataset (annotations.jsonl).
+function annotationPanel(d) {
+  let an = d.annotation;
+  let labels = [...an.labels];
+  const chips = h("span", {id: "annot-labels"});
+  // The dataset's labels so far, offered as the input's suggestions.
+  const known = h("datalist", {id: "annot-known"});
+  api("/api/rows?limit=1").then((p) => known.replaceChildren(...(p.labels || []).map((f) => h("option", {value: f.value})))).catch(() => {});
+  const input = h("input", {type: "text", id: "annot-label-input", list: "annot-known", placeholder: "add a label (Enter)", size: "18",
+    onkeydown: (e) => {
+      if (e.key === "Enter" || e.key === ",") { e.preventDefault(); addLabel(input.value); input.value = ""; }
+    }});
+  const note = h("textarea", {id: "annot-note", rows: "3", placeholder: "a note on this row (Ctrl+Enter saves)",
+    onkeydown: (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); save(); } }});
+  note.value = an.note;
+  const status = h("span", {class: "muted small", id: "annot-status"}, an.rev ? `saved ${an.updated.replace("T", " ").replace("Z", " UTC")}` : "");
+  const drawChips = () => chips.replaceChildren(...labels.map((l) => h("span", {class: "tag label", "data-label": l}, l, " ",
+    h("button", {type: "button", class: "chip-x", title: "remove " + l, onclick: () => { labels = labels.filter((x) => x !== l); drawChips(); }}, "×"))));
+  const addLabel = (text) => {
+    for (const l of text.split(",").map((x) => x.trim()).filter(Boolean)) if (!labels.includes(l)) labels.push(l);
+    drawChips();
+  };
+  const save = async () => {
+    if (input.value.trim()) { addLabel(input.value); input.value = ""; }
+    status.textContent = "saving…";
+    status.className = "muted small";
+    try {
+      an = await apiPost("/api/annotate", {id: d.id, labels, note: note.value, rev: an.rev});
+      status.textContent = `saved ${an.updated.replace("T", " ").replace("Z", " UTC")}`;
+      status.className = "ok small";
+    } catch (e) {
+      if (e.status === 409 && e.answer.annotation) {
+        // Another tab or viewer saved first: show what is stored now.
+        an = e.answer.annotation;
+        labels = [...(an.labels || [])];
+        note.value = an.note || "";
+        drawChips();
+      }
+      status.textContent = e.status === 409 ? "changed meanwhile in another tab or viewer: its version is shown; edit and save again" : "not saved: " + e.message;
+      status.className = "bad small";
+    }
+  };
+  drawChips();
+  return h("section", {class: "annot", id: "annot"},
+    h("div", {class: "annot-row"}, h("b", {}, "labels "), chips, " ", input, known),
+    note,
+    h("div", {class: "annot-row"}, h("button", {type: "button", id: "annot-save", onclick: save}, "Save note and labels"), " ", status));
 }
 
 async function renderRow(id, params) {
@@ -588,7 +669,8 @@ async function renderCompare(params) {
       h("th", {}, "question"), h("th", {}, "agreement"), ...page.policies.map((p) => h("th", {}, p)))),
     h("tbody", {}, ...page.rows.map((r) => h("tr", {"data-key": r.key, onclick: () => { location.hash = "#/task/" + encodeURIComponent(r.key); }},
       h("td", {}, h("a", {href: "#/task/" + encodeURIComponent(r.key)}, r.task_id)), dialects ? h("td", {}, r.dialect) : null,
-      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question), agreementCell(r),
+      h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
+        r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), agreementCell(r),
       ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
         [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
           c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
