@@ -342,7 +342,7 @@ func TestReloadRefusals(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name, key, body, want string
-		status             int
+		status                int
 	}{
 		{"without the key", "", pathBody(other), "Authorization", 401},
 		{"another key", "sk-other", pathBody(other), "bearer token", 401},
