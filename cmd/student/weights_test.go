@@ -26,26 +26,7 @@ import (
 func TestServeReloadsWeights(t *testing.T) {
 	bin := testbin.Build(t, ".")
 	other := studenttest.Perturbed(t, shared.Path(t, "models/tiny-qwen2-f32"), "model.norm.weight", nil)
-	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), "--addr", "127.0.0.1:0", "--model-id", "tiny", "--max-tokens", "8", "--api-key", "sk-train")...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var base string
-	for sc.Scan() {
-		if m := regexp.MustCompile(`on (http://[0-9.:]+)/v1`).FindStringSubmatch(sc.Text()); m != nil {
-			base = m[1]
-			break
-		}
-	}
-	if base == "" {
-		t.Fatalf("serve never listened: %v", sc.Err())
-	}
+	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train")
 	logged := make(chan string, 1)
 	go func() {
 		var b strings.Builder
@@ -117,4 +98,29 @@ func TestServeReloadsWeights(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGINT: %v", err)
 	}
+}
+
+// startServe starts the built student binary bin as `serve` on the tiny model, model id tiny, on
+// a free loopback port with the extra flags args; it returns the process (killed at the end of
+// the test), its base URL (without /v1) and its stderr past the listening line.
+func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), append([]string{"--addr", "127.0.0.1:0", "--model-id", "tiny"}, args...)...)...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`on (http://[0-9.:]+)/v1`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			return cmd, m[1], sc
+		}
+	}
+	t.Fatalf("serve never listened: %v", sc.Err())
+	return nil, "", nil
 }

@@ -62,21 +62,7 @@ func complete(t *testing.T, url, prompt string) (string, string) {
 
 func reload(t *testing.T, url, key, body string) (int, map[string]any) {
 	t.Helper()
-	r, _ := http.NewRequest("POST", url+"/v1/weights", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		r.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("status %d: body is not JSON: %v", resp.StatusCode, err)
-	}
-	return resp.StatusCode, out
+	return postJSON(t, url+"/v1/weights", key, body)
 }
 
 func pathBody(dir string) string {
