@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -326,6 +329,27 @@ func TestReloadRefusals(t *testing.T) {
 	wide := studenttest.Perturbed(t, dir, "model.norm.weight", func(c []byte) []byte {
 		return bytes.Replace(c, []byte(`"hidden_size": 64`), []byte(`"hidden_size": 128`), 1)
 	})
+	// The trainer's tokenizer.json beside its weights: the server's own one is accepted, one
+	// with a token more is not.
+	tokJSON, err := os.ReadFile(shared.Path(t, "tokenizer/qwen2.5/tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "tokenizer.json"), tokJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var tj map[string]any
+	if err := json.Unmarshal(tokJSON, &tj); err != nil {
+		t.Fatal(err)
+	}
+	added := tj["added_tokens"].([]any)
+	extra := maps.Clone(added[len(added)-1].(map[string]any))
+	extra["id"], extra["content"] = extra["id"].(float64)+1, "<|policy_extra|>"
+	tj["added_tokens"] = append(added, extra)
+	moreTokens := flipped(t, dir)
+	if b, err := json.Marshal(tj); err != nil || os.WriteFile(filepath.Join(moreTokens, "tokenizer.json"), b, 0o644) != nil {
+		t.Fatal("writing a tokenizer.json with a token more")
+	}
 	for _, c := range []struct {
 		name, key, body, want string
 		status                int
@@ -335,6 +359,7 @@ func TestReloadRefusals(t *testing.T) {
 		{"a missing directory", key, pathBody(dir + "-nope"), "no such file", 422},
 		{"another rope_theta", key, pathBody(rope), "rope_theta is 10000, serving 1e+06", 422},
 		{"weights of another shape", key, pathBody(wide), "config.json implies [151936 128]", 422},
+		{"another tokenizer", key, pathBody(moreTokens), "151666 tokens, serving 151665", 422},
 		{"no path", key, `{}`, "path", 400},
 		{"an unknown field", key, `{"path":"x","dtype":"q8"}`, "dtype", 400},
 	} {
