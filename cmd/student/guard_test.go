@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,27 +23,7 @@ import (
 // body that stalls 408 after --body-timeout; SIGINT still stops it cleanly.
 func TestServeGuard(t *testing.T) {
 	bin := testbin.Build(t, ".")
-	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), "--addr", "127.0.0.1:0", "--model-id", "tiny", "--max-tokens", "4",
-		"--api-key", "sk-one,sk-two", "--body-timeout", "500ms", "--quiet")...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var base string
-	for sc.Scan() {
-		if m := regexp.MustCompile(`on (http://[0-9.:]+)/v1`).FindStringSubmatch(sc.Text()); m != nil {
-			base = m[1]
-			break
-		}
-	}
-	if base == "" {
-		t.Fatalf("serve never listened: %v", sc.Err())
-	}
+	cmd, base, sc := startServe(t, bin, "--max-tokens", "4", "--api-key", "sk-one,sk-two", "--body-timeout", "500ms", "--quiet")
 	go func() {
 		for sc.Scan() {
 		}
@@ -60,7 +38,7 @@ func TestServeGuard(t *testing.T) {
 	if resp, err := client("sk-two").CreateChatCompletion(ctx, req); err != nil || resp.Usage.CompletionTokens == 0 {
 		t.Fatalf("with the key: %+v %v", resp, err)
 	}
-	_, err = client("").CreateChatCompletion(ctx, req)
+	_, err := client("").CreateChatCompletion(ctx, req)
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 401 {
 		t.Errorf("without the key: %v", err)

@@ -16,9 +16,12 @@ import (
 
 var serveCmd = &cli.Command{
 	Name:    "serve",
-	Summary: "serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models)",
-	Help:    "Ctrl-C stops taking requests, waits up to 30s for those in flight and exits 0; a second one kills at once.",
-	Setup:   setupServe,
+	Summary: "serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /v1/weights)",
+	Help: "POST /v1/weights {\"path\": DIR} reloads the weights from DIR (a trainer's save_pretrained directory of the same model) while serving: " +
+		"they load fully first (a bad or mismatched checkpoint is refused and the old weights keep serving), requests running finish on the old weights, " +
+		"which are released after the last of them; GET /v1/weights says which serve. " +
+		"Ctrl-C stops taking requests, waits up to 30s for those in flight and exits 0; a second one kills at once.",
+	Setup: setupServe,
 }
 
 func setupServe(fs *flag.FlagSet) cli.Func {
@@ -48,7 +51,10 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		defer st.Close()
+		sw := serve.NewSwap(st, mf.dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
+			return cur.Successor(dir, opts)
+		})
+		defer sw.Close()
 		ln, err := net.Listen("tcp", *addr)
 		if err != nil {
 			return err
@@ -62,7 +68,7 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 			ln.Close()
 			return err
 		}
-		srv := g.Server(serve.Handler(st, logger), logger)
+		srv := g.Server(serve.Handler(sw, logger), logger)
 		fmt.Fprintf(c.Stderr, "%s: model %s on http://%s/v1\n", c.Name, st.ModelID(), ln.Addr())
 		return cli.Serve(ctx, srv, ln, 30*time.Second, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (waiting up to 30s for requests in flight)\n", c.Name)

@@ -1,8 +1,9 @@
 // Package serve exposes a chat backend (the student runtime) over the OpenAI chat-completions
 // HTTP API: POST /v1/chat/completions, non-streaming and streaming (server-sent events ending
-// with "data: [DONE]"), and GET /v1/models. Errors use OpenAI's JSON error shape. Every request
-// runs in its own goroutine; the backend batches them (the student's generator decodes all
-// requests in flight together).
+// with "data: [DONE]"), and GET /v1/models; a Swap backend adds POST /v1/weights (reload the
+// weights from a directory while serving) and GET /v1/weights. Errors use OpenAI's JSON error
+// shape. Every request runs in its own goroutine; the backend batches them (the student's
+// generator decodes all requests in flight together).
 package serve
 
 import (
@@ -34,21 +35,37 @@ type Backend interface {
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 32 << 20
 
-// Handler returns the HTTP handler serving b. logger may be nil (no request log).
+// Handler returns the HTTP handler serving b. logger may be nil (no request log). When b is a
+// *Swap it also serves /v1/weights, and each reply's system_fingerprint names the weights
+// version that computed it (Fingerprint).
 func Handler(b Backend, logger *log.Logger) http.Handler {
 	s := &server{b: b, log: logger, created: time.Now().Unix()}
+	s.rl, _ = b.(reloader)
+	routes := "/v1/chat/completions and /v1/models"
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.completions)
 	mux.HandleFunc("/v1/models", s.models)
 	mux.HandleFunc("/v1/models/{id}", s.model)
+	if s.rl != nil {
+		mux.HandleFunc("/v1/weights", s.weights)
+		routes = "/v1/chat/completions, /v1/models and /v1/weights"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route for %s %s (serving /v1/chat/completions and /v1/models)", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route for %s %s (serving %s)", r.Method, r.URL.Path, routes))
 	})
 	return mux
 }
 
+// reloader is a backend whose weights can be replaced while serving (*Swap).
+type reloader interface {
+	use() (Backend, int64, func(), error)
+	Weights() WeightsInfo
+	Reload(ctx context.Context, dir string) (WeightsInfo, error)
+}
+
 type server struct {
 	b       Backend
+	rl      reloader // nil unless b is one
 	log     *log.Logger
 	created int64
 }
@@ -253,12 +270,13 @@ type msgOut struct {
 }
 
 type completion struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []choice `json:"choices"`
-	Usage   *usage   `json:"usage,omitempty"`
+	ID                string   `json:"id"`
+	Object            string   `json:"object"`
+	Created           int64    `json:"created"`
+	Model             string   `json:"model"`
+	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
+	Choices           []choice `json:"choices"`
+	Usage             *usage   `json:"usage,omitempty"`
 }
 
 func newID() string {
@@ -290,8 +308,18 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, created := newID(), time.Now().Unix()
+	b, fp := s.b, ""
+	if s.rl != nil {
+		cur, version, release, err := s.rl.use()
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "server_error", "", err.Error())
+			return
+		}
+		defer release() // the weights stay open until the reply is written
+		b, fp = cur, Fingerprint(version)
+	}
 	if !req.Stream {
-		rep, err := s.b.Stream(r.Context(), msgs, opts, nil)
+		rep, err := b.Stream(r.Context(), msgs, opts, nil)
 		if err != nil {
 			st, typ := status(r.Context(), err)
 			writeError(w, st, typ, "", err.Error())
@@ -301,20 +329,22 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		fr := rep.FinishReason
 		content := rep.Content
 		writeJSON(w, http.StatusOK, completion{
-			ID: id, Object: "chat.completion", Created: created, Model: s.b.ModelID(),
+			ID: id, Object: "chat.completion", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
 			Choices: []choice{{Index: 0, Message: &msgOut{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr}},
 			Usage:   toUsage(rep.Usage),
 		})
 		s.logf("chat %s: %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
 		return
 	}
-	s.stream(w, r, req, msgs, opts, id, created, start)
+	s.stream(w, r, b, req, msgs, opts, completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
 }
 
 // stream answers with server-sent events: a role chunk, content chunks, a finish chunk, the
 // usage chunk when asked for, and "data: [DONE]". An error after the first byte is sent as an
-// error event (the status line is already out).
-func (s *server) stream(w http.ResponseWriter, r *http.Request, req *request, msgs []chat.Message, opts chat.Options, id string, created int64, start time.Time) {
+// error event (the status line is already out). b computes the reply; head is the envelope of
+// every chunk.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head completion, start time.Time) {
+	id := head.ID
 	flusher, _ := w.(http.Flusher)
 	started := false
 	begin := func() {
@@ -343,12 +373,13 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, req *request, ms
 		return nil
 	}
 	chunk := func(d *msgOut, fr *string) completion {
-		return completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(),
-			Choices: []choice{{Index: 0, Delta: d, FinishReason: fr}}}
+		c := head
+		c.Choices = []choice{{Index: 0, Delta: d, FinishReason: fr}}
+		return c
 	}
 	empty := ""
 	first := true
-	rep, err := s.b.Stream(r.Context(), msgs, opts, func(delta string) error {
+	rep, err := b.Stream(r.Context(), msgs, opts, func(delta string) error {
 		if first {
 			first = false
 			if err := send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
@@ -379,7 +410,8 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, req *request, ms
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(), Choices: []choice{}, Usage: toUsage(rep.Usage)}
+		u := head
+		u.Choices, u.Usage = []choice{}, toUsage(rep.Usage)
 		if send(u) != nil {
 			return
 		}
@@ -395,4 +427,47 @@ func (s *server) logf(format string, args ...any) {
 	if s.log != nil {
 		s.log.Printf(format, args...)
 	}
+}
+
+// weights answers GET /v1/weights (the weights serving) and POST /v1/weights {"path": DIR}
+// (reload them from DIR; the reply is the new weights' description).
+func (s *server) weights(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		writeJSON(w, http.StatusOK, s.rl.Weights())
+		return
+	case http.MethodPost:
+	default:
+		methodNotAllowed(w, r, "GET, POST")
+		return
+	}
+	var req struct {
+		Path string `json:"path"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(`request body is not {"path": "DIR"}: %v`, err))
+		return
+	}
+	if req.Path == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", `path: the weights directory is required ({"path": "DIR"})`)
+		return
+	}
+	s.logf("weights: loading %s", req.Path)
+	info, err := s.rl.Reload(r.Context(), req.Path)
+	if err != nil {
+		st, code := http.StatusUnprocessableEntity, "weights_not_loaded"
+		switch {
+		case errors.Is(err, ErrReloading):
+			st, code = http.StatusConflict, "reload_in_progress"
+		case errors.Is(err, ErrClosed):
+			st, code = http.StatusServiceUnavailable, "closing"
+		}
+		s.logf("weights: %s not loaded (%d): %v", req.Path, st, err)
+		writeError(w, st, "invalid_request_error", code, fmt.Sprintf("%v (still serving weights version %d from %s)", err, s.rl.Weights().Version, s.rl.Weights().Path))
+		return
+	}
+	s.logf("weights: version %d from %s in %.2fs", info.Version, info.Path, info.LoadSeconds)
+	writeJSON(w, http.StatusOK, info)
 }

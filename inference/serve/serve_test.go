@@ -40,7 +40,19 @@ func newServer(t *testing.T, delay time.Duration) (*httptest.Server, *student.St
 
 func post(t *testing.T, url, body string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	return postJSON(t, url+"/v1/chat/completions", "", body)
+}
+
+// postJSON posts a JSON body to url, with "Authorization: Bearer key" when key is set, and
+// returns the status and the JSON body of the answer.
+func postJSON(t *testing.T, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	r, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
 		t.Fatal(err)
 	}

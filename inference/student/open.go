@@ -68,12 +68,7 @@ func Open(dir string, opts Options) (*Student, error) {
 		m.Close()
 		return nil, fmt.Errorf("student: tokenizer %s has %d tokens, more than the %d rows of the model in %s", tokPath, tok.VocabSize(), m.VocabSize(), dir)
 	}
-	stops := m.EOS()
-	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.TokenID(t); ok && !slices.Contains(stops, id) {
-			stops = append(stops, id)
-		}
-	}
+	stops := stopIDs(m, tok)
 	id := opts.ModelID
 	if id == "" {
 		abs, err := filepath.Abs(dir)
@@ -89,6 +84,17 @@ func Open(dir string, opts Options) (*Student, error) {
 	}
 	s.closers = append(s.closers, m.Close)
 	return s, nil
+}
+
+// stopIDs are m's eos ids plus tok's <|im_end|> and <|endoftext|>.
+func stopIDs(m Model, tok Tokenizer) []int {
+	stops := m.EOS()
+	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
+		if id, ok := tok.TokenID(t); ok && !slices.Contains(stops, id) {
+			stops = append(stops, id)
+		}
+	}
+	return stops
 }
 
 // Model is a loaded model on any backend.

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/chainedsql/chainedsql/inference/student/studenttest"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
+)
+
+// TestServeReloadsWeights drives the built `student serve --api-key` on the tiny model: a
+// greedy reply, POST /v1/weights of a changed checkpoint (401 without the key, 422 for a
+// missing directory), then another reply for the same prompt from the new weights, with the
+// version in system_fingerprint and GET /v1/weights; SIGINT still stops it cleanly.
+func TestServeReloadsWeights(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	other := studenttest.Perturbed(t, shared.Path(t, "models/tiny-qwen2-f32"), "model.norm.weight", nil)
+	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train")
+	logged := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		logged <- b.String()
+	}()
+	cfg := openai.DefaultConfig("sk-train")
+	cfg.BaseURL = base + "/v1"
+	oc := openai.NewClientWithConfig(cfg)
+	ask := func() openai.ChatCompletionResponse {
+		t.Helper()
+		resp, err := oc.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "tiny", Temperature: 0,
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "How many concerts?"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	weights := func(method, key, body string) (int, map[string]any) {
+		t.Helper()
+		r, _ := http.NewRequest(method, base+"/v1/weights", strings.NewReader(body))
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	first := ask()
+	if first.SystemFingerprint != "weights-v1" {
+		t.Fatalf("fingerprint %q", first.SystemFingerprint)
+	}
+	body, _ := json.Marshal(map[string]string{"path": other})
+	if code, out := weights("POST", "", string(body)); code != 401 {
+		t.Fatalf("reload without the key: %d %v", code, out)
+	}
+	if code, out := weights("POST", "sk-train", `{"path":"/nonexistent/checkpoint"}`); code != 422 {
+		t.Fatalf("reload of a missing directory: %d %v", code, out)
+	}
+	if code, out := weights("POST", "sk-train", string(body)); code != 200 || out["version"] != 2.0 || out["path"] != other {
+		t.Fatalf("reload: %d %v", code, out)
+	}
+	second := ask()
+	if second.SystemFingerprint != "weights-v2" || second.Choices[0].Message.Content == first.Choices[0].Message.Content {
+		t.Fatalf("after the reload: %q (%s); before %q", second.Choices[0].Message.Content, second.SystemFingerprint, first.Choices[0].Message.Content)
+	}
+	if code, out := weights("GET", "sk-train", ""); code != 200 || out["version"] != 2.0 || out["draining"] != 0.0 {
+		t.Fatalf("GET /v1/weights: %d %v", code, out)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select { // the log is read to its end (the process exited) before Wait
+	case log := <-logged:
+		if !strings.Contains(log, "weights: version 2 from "+other) {
+			t.Errorf("no reload in the log:\n%s", log)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no exit a minute after SIGINT")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGINT: %v", err)
+	}
+}
+
+// startServe starts the built student binary bin as `serve` on the tiny model, model id tiny, on
+// a free loopback port with the extra flags args; it returns the process (killed at the end of
+// the test), its base URL (without /v1) and its stderr past the listening line.
+func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), append([]string{"--addr", "127.0.0.1:0", "--model-id", "tiny"}, args...)...)...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`on (http://[0-9.:]+)/v1`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			return cmd, m[1], sc
+		}
+	}
+	t.Fatalf("serve never listened: %v", sc.Err())
+	return nil, "", nil
+}

@@ -1,0 +1,215 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+)
+
+// Model is a Backend holding memory that Close releases (*student.Student is one).
+type Model interface {
+	Backend
+	// Close releases the backend; requests still running in it fail.
+	Close() error
+}
+
+// Loader loads the weights in dir as a model to replace cur, or says why they cannot replace it
+// (*student.Student's Successor is one, wrapped).
+type Loader[M Model] func(ctx context.Context, dir string, cur M) (M, error)
+
+// Errors of Swap.Reload besides the loader's.
+var (
+	// ErrReloading is returned while another reload is loading.
+	ErrReloading = errors.New("serve: a weights reload is already running; retry when it ends")
+	// ErrClosed is returned by a Swap that was closed.
+	ErrClosed = errors.New("serve: the server is closing")
+)
+
+// WeightsInfo describes the weights a Swap serves.
+type WeightsInfo struct {
+	// Object is "weights".
+	Object string `json:"object"`
+	// Model is the model id.
+	Model string `json:"model"`
+	// Path is the absolute weights directory.
+	Path string `json:"path"`
+	// Version counts the weights served, from 1 (the ones the server started with).
+	Version int64 `json:"version"`
+	// LoadedAt is when the weights started serving (Unix seconds).
+	LoadedAt int64 `json:"loaded_at"`
+	// LoadSeconds is how long loading them took (0 for the first weights).
+	LoadSeconds float64 `json:"load_seconds"`
+	// Draining counts earlier weights still finishing requests that started on them.
+	Draining int `json:"draining"`
+}
+
+// Fingerprint is the system_fingerprint of replies computed with weights version v.
+func Fingerprint(v int64) string { return fmt.Sprintf("weights-v%d", v) }
+
+// Swap is a Backend whose weights can be replaced while it serves (POST /v1/weights): Reload
+// loads the new weights fully before it swaps them in; requests that started on the old ones
+// finish on them, and the old ones are closed when the last of those ends. Swap is safe for
+// concurrent use.
+type Swap[M Model] struct {
+	load    Loader[M]
+	loading sync.Mutex // held by the one reload allowed at a time
+
+	mu       sync.Mutex
+	cur      *weights[M]
+	draining map[*weights[M]]bool
+	closed   bool
+}
+
+// weights is one version of the served weights and the requests running on it.
+type weights[M Model] struct {
+	m       M
+	info    WeightsInfo
+	refs    int
+	retired bool
+	done    bool // m was closed
+}
+
+// NewSwap serves m, loaded from dir, until a Reload replaces it through load.
+func NewSwap[M Model](m M, dir string, load Loader[M]) *Swap[M] {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	w := &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: m.ModelID(), Path: abs, Version: 1, LoadedAt: time.Now().Unix()}}
+	return &Swap[M]{load: load, cur: w, draining: map[*weights[M]]bool{}}
+}
+
+// acquire returns the current weights, counted as in use until release.
+func (s *Swap[M]) acquire() (*weights[M], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.cur.refs++
+	return s.cur, nil
+}
+
+// release ends a use of w; the last use of retired weights closes them.
+func (s *Swap[M]) release(w *weights[M]) {
+	s.mu.Lock()
+	w.refs--
+	last := w.retired && w.refs == 0 && !w.done
+	if last {
+		w.done = true
+		delete(s.draining, w)
+	}
+	s.mu.Unlock()
+	if last {
+		w.m.Close()
+	}
+}
+
+// ModelID is the model's name.
+func (s *Swap[M]) ModelID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.info.Model
+}
+
+// Stream answers msgs with the current weights (see Backend).
+func (s *Swap[M]) Stream(ctx context.Context, msgs []chat.Message, opts chat.Options, fn func(delta string) error) (chat.Reply, error) {
+	b, _, release, err := s.use()
+	if err != nil {
+		return chat.Reply{}, err
+	}
+	defer release()
+	return b.Stream(ctx, msgs, opts, fn)
+}
+
+// use returns the current weights' backend and version, in use until release is called.
+func (s *Swap[M]) use() (Backend, int64, func(), error) {
+	w, err := s.acquire()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return w.m, w.info.Version, func() { s.release(w) }, nil
+}
+
+// Weights describes the weights serving new requests.
+func (s *Swap[M]) Weights() WeightsInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := s.cur.info
+	info.Draining = len(s.draining)
+	return info
+}
+
+// Reload loads the weights in dir and, once they are loaded, serves new requests with them;
+// requests running on the old weights finish on them. On any error (a bad or incompatible
+// checkpoint, ErrReloading, ErrClosed, ctx done before the swap) the old weights keep serving.
+func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
+	if !s.loading.TryLock() {
+		return WeightsInfo{}, ErrReloading
+	}
+	defer s.loading.Unlock()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return WeightsInfo{}, fmt.Errorf("serve: weights directory %q: %w", dir, err)
+	}
+	cur, err := s.acquire() // held through the load, so that the weights compared against stay open
+	if err != nil {
+		return WeightsInfo{}, err
+	}
+	start := time.Now()
+	m, err := s.load(ctx, abs, cur.m)
+	if err == nil && ctx.Err() != nil {
+		m.Close()
+		err = fmt.Errorf("serve: reload of %s abandoned: %w", abs, ctx.Err())
+	}
+	if err != nil {
+		s.release(cur)
+		return WeightsInfo{}, err
+	}
+	took := time.Since(start)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.release(cur)
+		m.Close()
+		return WeightsInfo{}, ErrClosed
+	}
+	s.cur = &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: cur.info.Model, Path: abs, Version: cur.info.Version + 1, LoadedAt: time.Now().Unix(), LoadSeconds: took.Seconds()}}
+	cur.retired = true
+	s.draining[cur] = true
+	s.mu.Unlock()
+	s.release(cur) // closes the old weights now when no request runs on them
+	return s.Weights(), nil
+}
+
+// Close refuses new requests and reloads and closes every version of the weights at once:
+// requests still running fail.
+func (s *Swap[M]) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var ms []M
+	for _, w := range append([]*weights[M]{s.cur}, slices.Collect(maps.Keys(s.draining))...) {
+		if !w.done {
+			w.done, w.retired = true, true
+			ms = append(ms, w.m)
+		}
+	}
+	clear(s.draining)
+	s.mu.Unlock()
+	var err error
+	for _, m := range ms {
+		err = errors.Join(err, m.Close())
+	}
+	return err
+}

@@ -1,0 +1,391 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/serve"
+	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/inference/student/studenttest"
+	"github.com/chainedsql/chainedsql/internal/httpguard"
+	"github.com/chainedsql/chainedsql/internal/shared"
+)
+
+// tinySwap serves ../shared/models/tiny-qwen2-f32 through a Swap whose reloads use
+// Student.Successor, as `student serve` does; it returns the swap and the original directory.
+func tinySwap(t *testing.T) (*serve.Swap[*student.Student], string) {
+	t.Helper()
+	dir := shared.Path(t, "models/tiny-qwen2-f32")
+	opts := student.Options{Tokenizer: shared.Path(t, "tokenizer/qwen2.5"), ModelID: "tiny", Generate: generate.Config{MaxBatch: 8}}
+	st, err := student.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := serve.NewSwap(st, dir, func(_ context.Context, d string, cur *student.Student) (*student.Student, error) {
+		return cur.Successor(d, opts)
+	})
+	t.Cleanup(func() { sw.Close() })
+	return sw, dir
+}
+
+// flipped is the tiny checkpoint with its final norm negated: every logit changes sign, so
+// greedy decoding picks other tokens.
+func flipped(t *testing.T, dir string) string {
+	return studenttest.Perturbed(t, dir, "model.norm.weight", nil)
+}
+
+func chatBody(prompt string, stream bool) string {
+	b, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": prompt}}, "temperature": 0, "max_tokens": 12, "stream": stream})
+	return string(b)
+}
+
+// complete returns a non-streamed greedy reply and its system_fingerprint.
+func complete(t *testing.T, url, prompt string) (string, string) {
+	t.Helper()
+	code, out := post(t, url, chatBody(prompt, false))
+	if code != 200 {
+		t.Fatalf("chat: %d %v", code, out)
+	}
+	fp, _ := out["system_fingerprint"].(string)
+	return out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string), fp
+}
+
+func reload(t *testing.T, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	return postJSON(t, url+"/v1/weights", key, body)
+}
+
+func pathBody(dir string) string {
+	b, _ := json.Marshal(map[string]string{"path": dir})
+	return string(b)
+}
+
+// TestReloadChangesOutputs: the same greedy prompt before and after POST /v1/weights gets the
+// reply of each checkpoint (equal to a server started on it), the response and GET /v1/weights
+// give the path, load time and version, and reloading the first checkpoint brings its reply back.
+func TestReloadChangesOutputs(t *testing.T) {
+	sw, dir := tinySwap(t)
+	srv := httptest.NewServer(serve.Handler(sw, nil))
+	defer srv.Close()
+	other := flipped(t, dir)
+	const prompt = "How many singers are there?"
+	before, fp := complete(t, srv.URL, prompt)
+	if fp != "weights-v1" {
+		t.Fatalf("fingerprint %q before any reload", fp)
+	}
+	code, out := reload(t, srv.URL, "", pathBody(other))
+	if code != 200 || out["path"] != other || out["version"] != 2.0 || out["object"] != "weights" || out["model"] != "tiny" || !(out["load_seconds"].(float64) > 0) {
+		t.Fatalf("reload: %d %v", code, out)
+	}
+	after, fp := complete(t, srv.URL, prompt)
+	if fp != "weights-v2" || after == before {
+		t.Fatalf("after the reload: %q (%s), before %q", after, fp, before)
+	}
+	// The reply is the one a server started on the new checkpoint gives.
+	ref, err := student.Open(other, student.Options{Tokenizer: shared.Path(t, "tokenizer/qwen2.5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	want, err := ref.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: prompt}}, chat.Options{Temperature: chat.Float(0), MaxTokens: 12})
+	if err != nil || want.Content != after {
+		t.Fatalf("a student opened on the new weights says %q (%v), the reloaded server %q", want.Content, err, after)
+	}
+	resp, err := http.Get(srv.URL + "/v1/weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info serve.WeightsInfo
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if info.Version != 2 || info.Path != other || info.Draining != 0 {
+		t.Fatalf("GET /v1/weights: %+v", info)
+	}
+	if code, out := reload(t, srv.URL, "", pathBody(dir)); code != 200 || out["version"] != 3.0 {
+		t.Fatalf("reload back: %d %v", code, out)
+	}
+	if again, fp := complete(t, srv.URL, prompt); again != before || fp != "weights-v3" {
+		t.Fatalf("back on the first weights: %q (%s), first %q", again, fp, before)
+	}
+}
+
+// TestReloadDrainsInFlight: requests running when the weights are replaced finish on the old
+// weights, which stay open until the last of them ends and are closed then; new requests get
+// the new weights.
+func TestReloadDrainsInFlight(t *testing.T) {
+	sw, dir := tinySwap(t)
+	other := flipped(t, dir)
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "List the stadiums."}}
+	opts := chat.Options{Temperature: chat.Float(0), MaxTokens: 12}
+	ctx := context.Background()
+	refOld, err := sw.Stream(ctx, msgs, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four requests stop at their first piece of text until the reload is done.
+	gate := make(chan struct{})
+	var started, wg sync.WaitGroup
+	replies := make([]chat.Reply, 4)
+	errs := make([]error, 4)
+	for i := range replies {
+		started.Add(1)
+		wg.Go(func() {
+			first := true
+			replies[i], errs[i] = sw.Stream(ctx, msgs, opts, func(string) error {
+				if first {
+					first = false
+					started.Done()
+					<-gate
+				}
+				return nil
+			})
+		})
+	}
+	started.Wait()
+	info, err := sw.Reload(ctx, other)
+	if err != nil || info.Version != 2 || info.Draining != 1 {
+		t.Fatalf("reload with 4 requests running: %+v %v", info, err)
+	}
+	newRep, err := sw.Stream(ctx, msgs, opts, nil)
+	if err != nil || newRep.Content == refOld.Content {
+		t.Fatalf("a new request after the reload: %q %v (old weights said %q)", newRep.Content, err, refOld.Content)
+	}
+	close(gate)
+	wg.Wait()
+	for i, r := range replies {
+		if errs[i] != nil || r.Content != refOld.Content {
+			t.Errorf("in-flight request %d: %q %v, want the old weights' %q", i, r.Content, errs[i], refOld.Content)
+		}
+	}
+	if d := sw.Weights().Draining; d != 0 {
+		t.Fatalf("%d old weights still held after their requests ended", d)
+	}
+}
+
+// TestReloadUnderLoad: clients keep sending streamed and plain requests over HTTP while the
+// weights flip four times; every request completes, and each reply is the one of the weights
+// its system_fingerprint names.
+func TestReloadUnderLoad(t *testing.T) {
+	sw, dir := tinySwap(t)
+	srv := httptest.NewServer(serve.Handler(sw, nil))
+	defer srv.Close()
+	other := flipped(t, dir)
+	const prompt = "Which singer is the oldest?"
+	want := map[bool]string{} // by "odd version" (the first checkpoint)
+	want[true], _ = complete(t, srv.URL, prompt)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	stopClients := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopClients()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	versions := map[string]bool{}
+	for c := range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				text, fp, err := streamOrNot(srv.URL, prompt, c%2 == 0)
+				if err != nil {
+					t.Errorf("client %d: %v", c, err)
+					return
+				}
+				mu.Lock()
+				seen[fp+"\x00"+text]++
+				versions[fp] = true
+				mu.Unlock()
+			}
+		})
+	}
+	// Each version serves some requests before the next reload.
+	waitFor := func(fp string) {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			ok := versions[fp]
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no reply from %s within a minute", fp)
+			}
+		}
+	}
+	for i := range 4 {
+		waitFor(serve.Fingerprint(int64(i + 1)))
+		d := other
+		if i%2 == 1 {
+			d = dir
+		}
+		if code, out := reload(t, srv.URL, "", pathBody(d)); code != 200 {
+			t.Fatalf("reload %d: %d %v", i, code, out)
+		}
+		if i == 0 {
+			want[false], _ = complete(t, srv.URL, prompt)
+		}
+	}
+	waitFor(serve.Fingerprint(5))
+	stopClients()
+	for k, n := range seen {
+		fp, text, _ := strings.Cut(k, "\x00")
+		var v int
+		if _, err := fmt.Sscanf(fp, "weights-v%d", &v); err != nil {
+			t.Fatalf("%d replies with fingerprint %q", n, fp)
+		}
+		if text != want[v%2 == 1] {
+			t.Errorf("%d replies on %s said %q, want %q", n, fp, text, want[v%2 == 1])
+		}
+	}
+	if len(versions) != 5 || sw.Weights().Version != 5 || sw.Weights().Draining != 0 {
+		t.Fatalf("replies came from %v; weights now %+v", versions, sw.Weights())
+	}
+}
+
+// streamOrNot sends one greedy request, streamed or not, and returns its text and fingerprint.
+func streamOrNot(url, prompt string, stream bool) (string, string, error) {
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(prompt, stream)))
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return "", "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if !stream {
+		var c struct {
+			SystemFingerprint string `json:"system_fingerprint"`
+			Choices           []struct{ Message struct{ Content string } }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+			return "", "", err
+		}
+		return c.Choices[0].Message.Content, c.SystemFingerprint, nil
+	}
+	var body bytes.Buffer
+	body.ReadFrom(resp.Body)
+	var text strings.Builder
+	fp, done := "", false
+	for l := range strings.SplitSeq(body.String(), "\n") {
+		if l == "data: [DONE]" {
+			done = true
+			continue
+		}
+		if !strings.HasPrefix(l, "data: ") {
+			continue
+		}
+		var c struct {
+			SystemFingerprint string `json:"system_fingerprint"`
+			Choices           []struct{ Delta struct{ Content string } }
+		}
+		if err := json.Unmarshal([]byte(l[6:]), &c); err != nil || len(c.Choices) == 0 {
+			return "", "", fmt.Errorf("bad event %q", l)
+		}
+		if fp != "" && c.SystemFingerprint != fp {
+			return "", "", fmt.Errorf("fingerprints %s and %s in one stream", fp, c.SystemFingerprint)
+		}
+		fp = c.SystemFingerprint
+		text.WriteString(c.Choices[0].Delta.Content)
+	}
+	if !done {
+		return "", "", fmt.Errorf("stream without [DONE]: %q", body.String())
+	}
+	return text.String(), fp, nil
+}
+
+// TestReloadRefusals: a missing directory, a checkpoint of another architecture, one that does
+// not load, a bad body and a second reload while one loads are refused with the old weights
+// still serving; a guarded server wants the key for a reload.
+func TestReloadRefusals(t *testing.T) {
+	sw, dir := tinySwap(t)
+	ts := httptest.NewUnstartedServer(nil)
+	g, err := httpguard.New(ts.Listener.Addr(), httpguard.Options{Name: "student serve", APIKeys: []string{"sk-reload"}, MaxBody: serve.MaxBodyBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config = g.Server(serve.Handler(sw, nil), nil)
+	ts.Start()
+	defer ts.Close()
+	const key = "sk-reload"
+	other := flipped(t, dir)
+	rope := studenttest.Perturbed(t, dir, "model.norm.weight", func(c []byte) []byte {
+		return bytes.Replace(c, []byte(`"rope_theta": 1000000.0`), []byte(`"rope_theta": 10000.0`), 1)
+	})
+	wide := studenttest.Perturbed(t, dir, "model.norm.weight", func(c []byte) []byte {
+		return bytes.Replace(c, []byte(`"hidden_size": 64`), []byte(`"hidden_size": 128`), 1)
+	})
+	// The trainer's tokenizer.json beside its weights: the server's own one is accepted, one
+	// with a token more is not.
+	tokJSON, err := os.ReadFile(shared.Path(t, "tokenizer/qwen2.5/tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "tokenizer.json"), tokJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var tj map[string]any
+	if err := json.Unmarshal(tokJSON, &tj); err != nil {
+		t.Fatal(err)
+	}
+	added := tj["added_tokens"].([]any)
+	extra := maps.Clone(added[len(added)-1].(map[string]any))
+	extra["id"], extra["content"] = extra["id"].(float64)+1, "<|policy_extra|>"
+	tj["added_tokens"] = append(added, extra)
+	moreTokens := flipped(t, dir)
+	if b, err := json.Marshal(tj); err != nil || os.WriteFile(filepath.Join(moreTokens, "tokenizer.json"), b, 0o644) != nil {
+		t.Fatal("writing a tokenizer.json with a token more")
+	}
+	for _, c := range []struct {
+		name, key, body, want string
+		status                int
+	}{
+		{"without the key", "", pathBody(other), "Authorization", 401},
+		{"another key", "sk-other", pathBody(other), "bearer token", 401},
+		{"a missing directory", key, pathBody(dir + "-nope"), "no such file", 422},
+		{"another rope_theta", key, pathBody(rope), "rope_theta is 10000, serving 1e+06", 422},
+		{"weights of another shape", key, pathBody(wide), "config.json implies [151936 128]", 422},
+		{"another tokenizer", key, pathBody(moreTokens), "151666 tokens, serving 151665", 422},
+		{"no path", key, `{}`, "path", 400},
+		{"an unknown field", key, `{"path":"x","dtype":"q8"}`, "dtype", 400},
+	} {
+		code, out := reload(t, ts.URL, c.key, c.body)
+		e, _ := out["error"].(map[string]any)
+		if code != c.status || e == nil || !strings.Contains(e["message"].(string), c.want) {
+			t.Errorf("%s: %d %v; want %d mentioning %q", c.name, code, out, c.status, c.want)
+		}
+		if w := sw.Weights(); w.Version != 1 || w.Path != dir {
+			t.Fatalf("%s: now serving %+v", c.name, w)
+		}
+	}
+	r, _ := http.NewRequest("GET", ts.URL+"/v1/weights", nil)
+	if resp, err := http.DefaultClient.Do(r); err != nil || resp.StatusCode != 401 {
+		t.Errorf("GET /v1/weights without the key: %v %v", resp, err)
+	}
+	if code, out := reload(t, ts.URL, key, pathBody(other)); code != 200 || out["version"] != 2.0 {
+		t.Fatalf("with the key: %d %v", code, out)
+	}
+}
+
+// A backend that is not a Swap has no /v1/weights.
+func TestNoWeightsRouteWithoutSwap(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	code, out := reload(t, srv.URL, "", `{"path":"/tmp"}`)
+	if code != 404 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "/v1/models") {
+		t.Fatalf("%d %v", code, out)
+	}
+}
