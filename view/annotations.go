@@ -291,28 +291,42 @@ func (s *Server) annotated() bool {
 	return false
 }
 
-// labelHits is the bitmap of the rows carrying one of q's labels; nil when q has none.
-func (s *Server) labelHits(q Query) []uint64 {
-	if len(q.Labels) == 0 {
+// annotationHits is the bitmap of the rows whose annotation passes q's annotation filters
+// (any of q.Labels, q.Noted, q.Labelled); nil when q has none. Rows of run and eval dirs,
+// which take no annotations, count as having neither note nor label.
+func (s *Server) annotationHits(q Query) []uint64 {
+	if len(q.Labels) == 0 && q.Noted == nil && q.Labelled == nil {
 		return nil
 	}
 	s.ix.mu.RLock()
 	defer s.ix.mu.RUnlock()
 	bits := make([]uint64, (len(s.ix.entries)+63)/64)
-	if s.kind != KindDataset {
-		return bits
-	}
 	snaps := make([]map[string]Annotation, len(s.notes))
 	for i, a := range s.notes {
 		snaps[i], _ = a.snapshot()
 	}
 	for id := range s.ix.entries {
 		e := &s.ix.entries[id]
-		if an, ok := snaps[e.src][e.key]; ok && e.key != "" && slices.ContainsFunc(an.Labels, func(l string) bool { return slices.Contains(q.Labels, l) }) {
+		var an Annotation
+		if s.kind == KindDataset && e.key != "" {
+			an = snaps[e.src][e.key]
+		}
+		if annotationPasses(q, an) {
 			bits[id/64] |= 1 << (id % 64)
 		}
 	}
 	return bits
+}
+
+// annotationPasses reports whether a row annotated an passes q's annotation filters.
+func annotationPasses(q Query, an Annotation) bool {
+	if len(q.Labels) > 0 && !slices.ContainsFunc(an.Labels, func(l string) bool { return slices.Contains(q.Labels, l) }) {
+		return false
+	}
+	if q.Noted != nil && *q.Noted != (an.Note != "") {
+		return false
+	}
+	return q.Labelled == nil || *q.Labelled == (len(an.Labels) > 0)
 }
 
 // labelCounts counts the labels of the rows hits (every label of the annotations, 0 for those

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,6 +140,34 @@ func TestAnnotations(t *testing.T) {
 	get(t, h, "/api/rows?label=nothing", &p)
 	if p.Total != 0 {
 		t.Errorf("label=nothing: %d rows", p.Total)
+	}
+	// Rows 3 and 9 have a note, 3 and 7 labels.
+	ids := func(query string) string {
+		t.Helper()
+		get(t, h, "/api/rows?limit=500&"+query, &p)
+		var out []string
+		for _, r := range p.Rows {
+			out = append(out, fmt.Sprint(r.ID))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct{ query, want string }{
+		{"noted=1", "3,9"}, {"labelled=1", "3,7"}, {"noted=1&labelled=0", "9"}, {"noted=0&labelled=1", "7"},
+		{"noted=1&label=good", "3"}, {"label=good&labelled=0", ""},
+	} {
+		if got := ids(c.query); got != c.want {
+			t.Errorf("%s: rows %s, want %s", c.query, got, c.want)
+		}
+	}
+	if got := ids("labelled=0"); p.Total != len(rows)-2 || strings.Contains(","+got+",", ",3,") || strings.Contains(","+got+",", ",7,") {
+		t.Errorf("labelled=0: %d rows (%s), want the %d without a label", p.Total, got, len(rows)-2)
+	}
+	// The label counts keep the note filter: of the noted rows, only 3 has labels.
+	if ids("noted=1"); fmt.Sprint(p.Labels) != "[{good 1} {hard 1}]" {
+		t.Errorf("label counts of noted=1: %v", p.Labels)
+	}
+	if _, err := ParseQuery(url.Values{"noted": {"maybe"}}); err == nil || !strings.Contains(err.Error(), "noted") {
+		t.Errorf("noted=maybe: %v", err)
 	}
 
 	// The export has the two columns, in JSONL and in Parquet.

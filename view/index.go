@@ -190,6 +190,9 @@ type Query struct {
 	In       []int
 	// Labels (URL: label, repeated): keep the rows annotated with any of them.
 	Labels []string
+	// Noted and Labelled (URL: noted, labelled; 1 or 0) keep the rows with or without a note,
+	// with or without a label; nil any.
+	Noted, Labelled *bool
 	// Sort is a column of RowSummary by its JSON name (id, teacher, …, tokens, trainable), "-"
 	// before it for descending order; "" is row order.
 	Sort          string
@@ -231,6 +234,12 @@ func ParseQuery(v url.Values) (Query, error) {
 		return q, err
 	}
 	if q.Truncated, err = tri("truncated"); err != nil {
+		return q, err
+	}
+	if q.Noted, err = tri("noted"); err != nil {
+		return q, err
+	}
+	if q.Labelled, err = tri("labelled"); err != nil {
 		return q, err
 	}
 	switch q.Violations = v.Get("violations"); q.Violations {

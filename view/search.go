@@ -119,18 +119,20 @@ func (s *Server) WaitSearch(ctx context.Context) error {
 
 // Query answers a table query, through the full-text index when q has a full-text part (an
 // error wrapping errSearchNotReady while that index is being built). The page counts the
-// labels of the rows matching q without its label filter, as for a facet.
+// labels of the rows matching q without its label filter, as for a facet (its note and
+// labelled filters kept).
 func (s *Server) Query(q Query) (Page, error) {
 	text, err := s.textHits(q)
 	if err != nil {
 		return Page{}, err
 	}
-	p := s.ix.Query(q, intersect(text, s.labelHits(q)))
+	p := s.ix.Query(q, intersect(text, s.annotationHits(q)))
 	if s.annotated() {
 		wide := q
 		wide.Labels, wide.Sort = nil, ""
+		pre := intersect(text, s.annotationHits(wide))
 		s.ix.mu.RLock()
-		hits, _ := s.ix.matches(wide, text)
+		hits, _ := s.ix.matches(wide, pre)
 		p.Labels = s.labelCounts(hits)
 		s.ix.mu.RUnlock()
 		for i := range p.Rows {
@@ -153,14 +155,14 @@ func (s *Server) textHits(q Query) ([]uint64, error) {
 	return s.text.match(q.FullText, q.In, s.ix.len())
 }
 
-// preHits is the bitmap of the rows q's full-text and label filters keep; nil when it has
-// neither.
+// preHits is the bitmap of the rows q's full-text and annotation filters keep; nil when it
+// has neither.
 func (s *Server) preHits(q Query) ([]uint64, error) {
 	text, err := s.textHits(q)
 	if err != nil {
 		return nil, err
 	}
-	return intersect(text, s.labelHits(q)), nil
+	return intersect(text, s.annotationHits(q)), nil
 }
 
 // serveQuery answers a request whose parameters are a Query (400 when they are not one) with

@@ -146,6 +146,13 @@ function filterPanel(params, facets, labels) {
     const box = h("div", {class: values.length > 8 ? "facets scroll" : "facets"}, ...boxes);
     form.appendChild(group(name === "db_id" ? "database" : name, box));
   }
+  const tri = (name, label, disabled) => h("label", {class: "tri"}, label, " ",
+    h("select", {name, id: "f-" + name, disabled, onchange: () => apply()},
+      ...TRI.map(([v, t]) => h("option", {value: v, selected: (params.get(name) || "") === v}, t))));
+  if (INFO.annotations) {
+    // Rows with or without a note, with or without a label (unlabelled: "no").
+    form.appendChild(group("Notes", tri("noted", "has a note"), tri("labelled", "labelled")));
+  }
   if (labels && labels.length) {
     // A row's annotations: any of the chosen labels (the counts leave this filter out).
     const chosen = new Set(params.getAll("label"));
@@ -154,9 +161,6 @@ function filterPanel(params, facets, labels) {
         h("input", {type: "checkbox", name: "label", value: f.value, checked: chosen.has(f.value), onchange: () => apply(), "data-facet": "label"}),
         " ", h("span", {class: "tag label"}, f.value), " ", h("span", {class: "count"}, fmt(f.count)))))));
   }
-  const tri = (name, label, disabled) => h("label", {class: "tri"}, label, " ",
-    h("select", {name, id: "f-" + name, disabled, onchange: () => apply()},
-      ...TRI.map(([v, t]) => h("option", {value: v, selected: (params.get(name) || "") === v}, t))));
   form.appendChild(group("Outcome",
     tri("converged", "converged"), tri("exec_ok", "final SQL ran"), tri("correct", "correct"),
     tri("truncated", "truncated turn", !INFO.trunc_known),
@@ -415,7 +419,22 @@ function outcomeBlock(d) {
       sqlFormatted() ? "show as written" : "show formatted")),
     d.final_sql ? sqlBlock(sqlFormatted() ? d.final_sql_formatted : d.final_sql, "final-sql") : h("p", {class: "muted"}, "none"),
     h("h4", {}, "gold SQL"), d.gold_sql ? sqlBlock(sqlFormatted() ? d.gold_sql_formatted : d.gold_sql, "gold-sql") : h("p", {class: "muted"}, d.gold_error || "none"),
-    d.final_sql && d.gold_sql ? [h("h4", {}, "final SQL against gold"), sqlDiff(d.final_sql, d.gold_sql)] : null);
+    d.final_sql && d.gold_sql ? [h("h4", {}, "final SQL against gold"), sqlDiff(d.final_sql, d.gold_sql)] : null,
+    resultsBlock(d));
+}
+
+// resultsBlock shows the final SQL's result beside the gold SQL's, both run by the viewer on
+// the task's database (GET /api/results; kept by the server, so a re-render asks again cheaply).
+function resultsBlock(d) {
+  const box = h("div", {class: "results-pair", id: "results"}, h("p", {class: "muted small"}, "running the final and gold SQL…"));
+  const col = (title, v, id) => h("div", {class: "result-col", id},
+    h("h4", {}, title, v.engine ? h("span", {class: "muted small"}, ` ${v.engine} · ${fmt(v.total)} rows · ${v.duration_ms.toFixed(1)} ms${v.cached ? " · kept" : ""}`) : null),
+    v.absent ? h("p", {class: "muted small absent"}, v.absent) : observationBlock(v.observation));
+  api(`/api/results?id=${d.id}`).then((r) => {
+    box.replaceChildren(col("final SQL's result", r.final, "result-final"), col("gold result", r.gold, "result-gold"),
+      ...r.notes.map((n) => h("p", {class: "note"}, n)));
+  }).catch((e) => box.replaceChildren(h("p", {class: "error", id: "results-error"}, "results: " + e.message)));
+  return [h("h4", {}, "results on the task's database"), box];
 }
 
 // sqlDiff shows how the final SQL differs from the gold, word by word (case and white space
