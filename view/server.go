@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -60,6 +61,9 @@ type Server struct {
 	text     *textIndex
 	textDone chan struct{}
 	stopText context.CancelFunc
+
+	// exec runs rows' gold and final SQL (SetExecutor); nil without one.
+	exec atomic.Pointer[executor]
 }
 
 // Open detects the kind of the paths, opens them and builds the index: a dataset's index
@@ -211,6 +215,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/export", s.handleExport)
 	mux.HandleFunc("GET /api/charts", s.handleCharts)
 	mux.HandleFunc("POST /api/annotate", s.handleAnnotate)
+	mux.HandleFunc("GET /api/results", s.handleResults)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")

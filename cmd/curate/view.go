@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/view"
 )
@@ -27,9 +29,15 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	tokPath := cli.AddTokenizer(fs, "for the loss-mask view")
 	poll := fs.Duration("poll", 2*time.Second, "shortest period between re-reads of live run and eval dirs")
 	guard := cli.AddGuard(fs, false)
+	tasks := cli.AddTasks(fs, cli.TaskOptions{Repeat: true, Note: "the row pages run each row's gold SQL and final SQL on its task's database and show both results; without it they say why they are absent"})
+	dsns := cli.AddDSNs(fs)
+	execTimeout := fs.Duration("exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement the row pages run (with --tasks)")
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := guard.Check(); err != nil {
 			return err
+		}
+		if *execTimeout <= 0 {
+			return cli.Usagef("--exec-timeout %s: want a positive duration", *execTimeout)
 		}
 		var tok curate.Tokenizer
 		var tokName string
@@ -44,6 +52,13 @@ func setupView(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer srv.Close()
+		if len(tasks.Specs()) > 0 {
+			conn, dialects, err := connectTasks(ctx, c, srv, tasks, dsns, *execTimeout)
+			if err != nil {
+				return err
+			}
+			defer cli.Disconnect(conn, dialects, c.Stderr, c.Name)
+		}
 		ln, err := net.Listen("tcp", *addr)
 		if err != nil {
 			if errors.Is(err, syscall.EADDRINUSE) {
@@ -68,4 +83,39 @@ func setupView(fs *flag.FlagSet) cli.Func {
 		go srv.Watch(wctx)
 		return cli.Serve(ctx, hs, ln, 5*time.Second, nil)
 	}
+}
+
+// connectTasks loads the tasks of --tasks, opens their databases in the dialects of the
+// viewed rows that the flags reach (SQLite always, PostgreSQL with --pg-dsn, MySQL with
+// --mysql-dsn; a live dir without rows yet: all of those) through the screened, bounded
+// execution distill uses, and gives them to srv for the row pages' results.
+func connectTasks(ctx context.Context, c *cli.Call, srv *view.Server, tasks *cli.Tasks, dsns *cli.DSNs, timeout time.Duration) (*datasets.Connector, []datasets.Dialect, error) {
+	ts, err := tasks.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	reach := func(d datasets.Dialect) bool {
+		return d == datasets.SQLite || d == datasets.Postgres && dsns.Postgres != "" || d == datasets.MySQL && dsns.MySQL != ""
+	}
+	want := srv.Dialects()
+	if len(want) == 0 {
+		want = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
+	}
+	var dialects, missed []datasets.Dialect
+	for _, d := range want {
+		if reach(d) {
+			dialects = append(dialects, d)
+		} else {
+			missed = append(missed, d)
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(c.Stderr, "%s: no DSN for the %v rows (--pg-dsn, --mysql-dsn): their pages show no results\n", c.Name, missed)
+	}
+	conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv.SetExecutor(view.Executor{Tasks: ts, Opener: conn, Dialects: dialects, Timeout: timeout})
+	return conn, dialects, nil
 }
