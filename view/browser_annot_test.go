@@ -3,6 +3,7 @@ package view
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,8 +12,8 @@ import (
 
 // TestBrowserAnnotations: a label and a note typed on a row page and saved are there after a
 // reload; a save from a revision another tab overwrote shows the stored version; the rows
-// page's label facet narrows the table to the labelled row; the page's export carries the
-// labels and note columns.
+// page's label facet narrows the table to the labelled row, the note filter to the noted row,
+// "labelled: no" to the others; the page's export carries the labels and note columns.
 func TestBrowserAnnotations(t *testing.T) {
 	dir := annotatedCopy(t)
 	rows := readRows(t, dir)
@@ -68,6 +69,31 @@ func TestBrowserAnnotations(t *testing.T) {
 	}
 	b.noErrors()
 	b.shot("label-filter")
+
+	// The note and labelled filters: the one annotated row has both; "labelled: no" keeps
+	// every other row.
+	choose := func(sel, value string) {
+		t.Helper()
+		b.do(chromedp.SetValue(chromedp.CSS(sel), value))
+		eval[bool](b, `document.querySelector("`+sel+`").dispatchEvent(new Event("change")), true`)
+	}
+	b.open("#/")
+	choose("#f-noted", "1")
+	b.ready("#/?noted=1")
+	if ids := tableIDs(b); fmt.Sprint(ids) != fmt.Sprint([]int{id}) {
+		t.Errorf("noted=1 shows rows %v", ids)
+	}
+	b.open("#/")
+	choose("#f-labelled", "0")
+	b.ready("#/?labelled=0")
+	if n := eval[string](b, `document.querySelector("#summary").textContent`); !strings.HasPrefix(n, fmt.Sprintf("%d of ", len(rows)-1)) {
+		t.Errorf("labelled=0: %q, want %d rows", n, len(rows)-1)
+	}
+	if ids := tableIDs(b); slices.Contains(ids, id) || len(ids) == 0 {
+		t.Errorf("labelled=0 shows rows %v (the labelled row is %d)", ids, id)
+	}
+	b.shot("unlabelled")
+	b.open("#/?noted=1&label=checked")
 
 	text := evalAsync[string](b, `fetch(document.querySelector("#export-jsonl").href).then(r => r.text())`)
 	lines := strings.Split(strings.TrimSpace(text), "\n")

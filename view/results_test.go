@@ -9,6 +9,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
+
+	"github.com/chromedp/chromedp"
 )
 
 // countingOpener counts the statements run through its databases.
@@ -149,5 +151,49 @@ func TestResults(t *testing.T) {
 	}
 	if code := get(t, h, "/api/results?id=100000", nil); code != 404 {
 		t.Errorf("unknown row: %d", code)
+	}
+}
+
+// TestBrowserResults: a row page shows the final SQL's result beside the gold result, as
+// tables, once the viewer runs them; without an executor it says how to get them.
+func TestBrowserResults(t *testing.T) {
+	fx := getFixture(t)
+	rows := readRows(t, fx.dataset)
+	same, wrong := resultRows(t, rows)
+	s := openServer(t, nil, fx.dataset)
+	b := newBrowser(t, s)
+	b.open(fmt.Sprintf("#/row/%d", same))
+	b.wait(`document.querySelector("#results .result-col") !== null`)
+	if got := eval[string](b, `document.querySelector("#result-gold .absent").textContent`); got != noExecutor {
+		t.Errorf("without an executor the gold column says %q", got)
+	}
+
+	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	t.Cleanup(func() { conn.Close() })
+	s.SetExecutor(Executor{Tasks: fx.tasks, Opener: conn, Dialects: []datasets.Dialect{datasets.SQLite}})
+	for _, id := range []int{same, wrong} {
+		b.do(chromedp.Navigate("about:blank"))
+		b.open(fmt.Sprintf("#/row/%d", id))
+		b.wait(`document.querySelector("#result-gold .obs") !== null && document.querySelector("#result-final .obs") !== null`)
+		var rr RowResults
+		get(t, s.Handler(), fmt.Sprintf("/api/results?id=%d", id), &rr)
+		for _, c := range []struct {
+			col string
+			v   ExecView
+		}{{"#result-final", rr.Final}, {"#result-gold", rr.Gold}} {
+			cells := eval[[]string](b, `[...document.querySelectorAll("`+c.col+` .obs-table td")].map(td => td.textContent)`)
+			var want []string
+			for _, r := range c.v.Observation.Rows {
+				want = append(want, r...)
+			}
+			if c.v.Observation.Kind != "table" || fmt.Sprint(cells) != fmt.Sprint(want) {
+				t.Errorf("row %d %s shows %q, want %q", id, c.col, cells, want)
+			}
+			if head := eval[string](b, `document.querySelector("`+c.col+` h4").textContent`); !strings.Contains(head, fmt.Sprintf("· %d row", c.v.Total)) {
+				t.Errorf("row %d %s heading %q", id, c.col, head)
+			}
+		}
+		b.noErrors()
+		b.shot(fmt.Sprintf("results-%d", id))
 	}
 }

@@ -428,7 +428,7 @@ function outcomeBlock(d) {
 function resultsBlock(d) {
   const box = h("div", {class: "results-pair", id: "results"}, h("p", {class: "muted small"}, "running the final and gold SQL…"));
   const col = (title, v, id) => h("div", {class: "result-col", id},
-    h("h4", {}, title, v.engine ? h("span", {class: "muted small"}, ` ${v.engine} · ${fmt(v.total)} rows · ${v.duration_ms.toFixed(1)} ms${v.cached ? " · kept" : ""}`) : null),
+    h("h4", {}, title, v.engine ? h("span", {class: "muted small"}, ` ${v.engine} · ${fmt(v.total)} row${v.total === 1 ? "" : "s"} · ${v.duration_ms.toFixed(1)} ms${v.cached ? " · kept" : ""}`) : null),
     v.absent ? h("p", {class: "muted small absent"}, v.absent) : observationBlock(v.observation));
   api(`/api/results?id=${d.id}`).then((r) => {
     box.replaceChildren(col("final SQL's result", r.final, "result-final"), col("gold result", r.gold, "result-gold"),
