@@ -15,8 +15,9 @@ import (
 )
 
 // TestView drives the built binary: curate view serves a dataset (rows, a trajectory, the loss
-// mask, the embedded page), refuses requests for other hosts, stops on SIGINT; bad input (a
-// directory of none of the kinds, a damaged Parquet file, a port in use) is one line and exit 1.
+// mask, the embedded page, with --tasks a row's final and gold results), refuses requests for
+// other hosts, stops on SIGINT; bad input (a directory of none of the kinds, a damaged Parquet
+// file, tasks that do not load, a port in use) is one line and exit 1.
 func TestView(t *testing.T) {
 	sd := newSampleDataset(t)
 	tokPath, bin, tmp, run, ds := sd.tok, sd.bin, sd.tmp, sd.run, sd.ds
@@ -83,6 +84,35 @@ func TestView(t *testing.T) {
 		}
 	})
 
+	t.Run("results", func(t *testing.T) {
+		// With --tasks the row pages' final and gold SQL run on the task's database.
+		_, line := startView(t, bin, ds, "--tasks", "sample", "--exec-timeout", "5s")
+		m := regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("start line %q", line)
+		}
+		type view struct {
+			SQL         string          `json:"sql"`
+			Outcome     string          `json:"outcome"`
+			Total       int             `json:"total"`
+			Observation json.RawMessage `json:"observation"`
+			Absent      string          `json:"absent"`
+		}
+		var rr struct{ Final, Gold view }
+		resp, err := http.Get(m[1] + "/api/results?id=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&rr); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("results: %d %v", resp.StatusCode, err)
+		}
+		// The oracle's final SQL is the gold: the two results are one.
+		if rr.Gold.Outcome != "ok" || rr.Gold.SQL == "" || rr.Gold.SQL != rr.Final.SQL || string(rr.Gold.Observation) != string(rr.Final.Observation) || rr.Gold.Absent != "" {
+			t.Errorf("results of the oracle's row: %+v", rr)
+		}
+	})
+
 	damaged := filepath.Join(tmp, "damaged")
 	if err := os.CopyFS(damaged, os.DirFS(ds)); err != nil {
 		t.Fatal(err)
@@ -106,6 +136,7 @@ func TestView(t *testing.T) {
 		{"a file", []string{"view", tokPath}, "is a file"},
 		{"mixed kinds", []string{"view", ds, run}, "give PATHs of one kind"},
 		{"damaged Parquet", []string{"view", damaged}, parts[0]},
+		{"tasks that do not load", []string{"view", ds, "--tasks", "bird:" + filepath.Join(empty, "dev.json")}, "dev.json"},
 		{"port in use", []string{"view", ds, "--addr", busy.Addr().String()}, busy.Addr().String() + " is in use"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
