@@ -33,13 +33,13 @@ const ScreenshotsEnv = "CHAINEDSQL_SCREENSHOTS"
 
 // browser drives one headless Chromium tab.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	base string
 	dir  string
 }
 
-func findChromium(t *testing.T) string {
+func findChromium(t testing.TB) string {
 	if p := os.Getenv(ChromiumEnv); p != "" {
 		return p
 	}
@@ -53,7 +53,7 @@ func findChromium(t *testing.T) string {
 }
 
 // serveGuarded serves s on a loopback port behind its guard, as curate view does.
-func serveGuarded(t *testing.T, s *Server) *httptest.Server {
+func serveGuarded(t testing.TB, s *Server) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(nil)
 	g, err := httpguard.New(ts.Listener.Addr(), httpguard.Options{Name: "curate view"})
@@ -67,7 +67,7 @@ func serveGuarded(t *testing.T, s *Server) *httptest.Server {
 
 // newBrowser starts headless Chromium with the flags that work on the project's machines and
 // a fresh profile, pointed at the server s.
-func newBrowser(t *testing.T, s *Server) *browser {
+func newBrowser(t testing.TB, s *Server) *browser {
 	t.Helper()
 	exe := findChromium(t)
 	ts := serveGuarded(t, s)
@@ -464,7 +464,7 @@ func commas(n int64) string {
 	return s
 }
 
-func atoi(t *testing.T, s string) int {
+func atoi(t testing.TB, s string) int {
 	var n int
 	if _, err := fmt.Sscan(s, &n); err != nil {
 		t.Fatalf("row id %q: %v", s, err)
