@@ -135,4 +135,11 @@ func TestViewAnnotate(t *testing.T) {
 			t.Errorf("%s export of label=keep: %+v", ext, got)
 		}
 	}
+	// The note and labelled filters: the one annotated row, and the others.
+	for where, want := range map[string]string{"noted=1": "1 of 56 rows written", "labelled=0": "55 of 56 rows written", "noted=0&labelled=1": "0 of 56 rows written"} {
+		r := runBinary(t, sd.bin, "export", sd.ds, "--where", where, "--out", filepath.Join(sd.tmp, "where.jsonl"))
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("export --where %s: exit %d, %q %q, want %q", where, r.code, r.stdout, r.stderr, want)
+		}
+	}
 }

@@ -17,14 +17,14 @@ var exportCmd = &cli.Command{
 	Summary: "write the rows of a dataset that a filter selects as Parquet (the dataset's schema) or JSONL",
 	Args:    "DATASET_DIR",
 	Help: `--where is the viewer's filter as its URL gives it (the part after "#/?" when a filter is set
-in curate view), e.g. 'teacher=glm&correct=0&text=wait&in=reasoning' or 'label=good'. Rows come in
-dataset order. A dataset with notes and labels (its annotations.jsonl) exports two more columns,
-labels and note.`,
+in curate view), e.g. 'teacher=glm&correct=0&text=wait&in=reasoning', 'label=good', 'noted=1'
+(rows with a note) or 'labelled=0' (rows without a label). Rows come in dataset order. A dataset
+with notes and labels (its annotations.jsonl) exports two more columns, labels and note.`,
 	Setup: setupExport,
 }
 
 func setupExport(fs *flag.FlagSet) cli.Func {
-	where := fs.String("where", "", "filter in the viewer's URL form: teacher=A&dialect=B&correct=0&violations=some&turns_min=2&q=WORDS&text=WORDS&in=reasoning,sql,observation&label=L (empty: every row)")
+	where := fs.String("where", "", "filter in the viewer's URL form: teacher=A&dialect=B&correct=0&violations=some&turns_min=2&q=WORDS&text=WORDS&in=reasoning,sql,observation&label=L&noted=1&labelled=0 (empty: every row)")
 	out := fs.String("out", "", "file to write: NAME.parquet or NAME.jsonl (required)")
 	format := fs.String("format", "", "parquet or jsonl (default: from --out's extension)")
 	return func(ctx context.Context, c *cli.Call) error {
