@@ -77,14 +77,6 @@ func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
 //go:noescape
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 
-// dot4F32 with a software prefetch 8 KiB ahead of the four rows (PREFETCHT2, as the bf16 and
-// f16 kernels): the same instructions otherwise, so the same results to the bit. The decode
-// plan (DecodePlan) takes it where AVX-512 runs at its full width.
-// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
-//
-//go:noescape
-func dot4F32PF(w *float32, ldw int, x *float32, k int, out *[4]float32)
-
 // As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS
 // (F16C), with an L2 prefetch 8 KiB ahead.
 // One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.

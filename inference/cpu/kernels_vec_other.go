@@ -19,7 +19,6 @@ func cvtBF16(dst *float32, src *uint16, n int)                           { panic
 func cvtF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
 func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)        { panic("cpu: no SIMD") }
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
-func dot4F32PF(w *float32, ldw int, x *float32, k int, out *[4]float32)  { panic("cpu: no SIMD") }
 func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)     { panic("cpu: no SIMD") }
 func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32) {

@@ -45,21 +45,15 @@ func sizeStr(n int) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
-// Plan is the decode kernel choice made for the Machine at start-up.
+// Plan is the decode kernel choice made for the Machine at start-up: the CPU class it was made
+// for and the kernels that class runs.
 type Plan struct {
-	Name string `json:"name"` // the CPU class it was chosen for ("zen5", "zen4", "avx512", "avx2", "go")
-	// F32Prefetch selects dot4F32PF (software prefetch 8 KiB ahead) over dot4F32 for f32 decode.
-	F32Prefetch bool `json:"f32_prefetch"`
+	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
+	Kernels string `json:"kernels"` // Kernels() of the tier in use
 }
 
 // String is the plan in one line, as `student bench` logs it.
-func (p Plan) String() string {
-	pf := "dot4F32"
-	if p.F32Prefetch {
-		pf = "dot4F32PF"
-	}
-	return fmt.Sprintf("%s: kernels %s, f32 decode %s", p.Name, Kernels(), pf)
-}
+func (p Plan) String() string { return p.Name + ": kernels " + p.Kernels }
 
 var machineOnce = sync.OnceValue(readMachine)
 
@@ -80,32 +74,25 @@ func DecodePlan() Plan {
 	return p
 }
 
-// planFor chooses the plan of machine m with kernel tier tier. Decode is a read of every
-// weight once per token; what differs between CPUs is how fast they widen and multiply the
-// stream, and the hardware prefetcher's reach:
-//   - f32 rows (3.5 KiB at 896 columns) are longer than the bf16 ones whose kernel already
-//     prefetches; with a full 512-bit datapath (Zen 5, Intel AVX-512) the FMAs keep up with the
-//     loads and the limit is how early the lines arrive, so the prefetching variant is taken
-//     (measured on Zen 5, docs/BENCHMARKS.md). On Zen 4 (AVX-512 split into two 256-bit halves) and
-//     on the AVX2 tier the plain kernel is kept: no measurement there says otherwise.
+// planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
+// kernels as they are: the one variant tried, an f32 decode kernel with software prefetch (8 KiB
+// ahead, or the next group of four rows), was 5-15% slower than the plain one on Zen 5
+// (docs/BENCHMARKS.md), and no other CPU was there to measure, so no class takes it.
 func planFor(m Machine, tier int) Plan {
-	var p Plan
+	p := Plan{Kernels: tierKernels(tier)}
 	switch {
 	case tier == tierGo:
 		p.Name = "go"
 	case tier == tierAVX2:
 		p.Name = "avx2"
-	case m.Uarch == "zen4" || m.Datapath512 == 256:
+	case m.Uarch == "zen4":
 		p.Name = "zen4"
-		if m.Uarch != "zen4" {
-			p.Name = "avx512-256"
-		}
+	case m.Datapath512 == 256:
+		p.Name = "avx512-256"
+	case m.Uarch == "zen5":
+		p.Name = "zen5"
 	default:
 		p.Name = "avx512"
-		if m.Uarch == "zen5" {
-			p.Name = "zen5"
-		}
-		p.F32Prefetch = true
 	}
 	return p
 }

@@ -220,9 +220,7 @@ type vecIn struct {
 	corr []int32
 	xs   []float32
 	k64  int // columns handled by dot4Q8VNNI (a multiple of 64)
-	// f32pf: f32 weights go through dot4F32PF (the decode plan's choice) instead of dot4F32.
-	f32pf bool
-	bufs  *vecBufs
+	bufs *vecBufs
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -245,7 +243,7 @@ func grow[T any](s []T, n int) []T {
 // prepareVec builds the vecIn of x for w; release returns its buffers.
 func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	c := w.Cols
-	in = &vecIn{x: x, n: n, f32pf: w.DType == F32 && use512() && DecodePlan().F32Prefetch}
+	in = &vecIn{x: x, n: n}
 	switch {
 	case w.DType == BF16 && c >= 32:
 		in.k32 = c &^ 31
@@ -353,11 +351,7 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 	k16 := c &^ 15
 	switch w.DType {
 	case F32:
-		if in.f32pf {
-			dot4F32PF(&w.F32[off], ld, &x[0], k16, out)
-		} else {
-			dot4F32(&w.F32[off], ld, &x[0], k16, out)
-		}
+		dot4F32(&w.F32[off], ld, &x[0], k16, out)
 	case BF16:
 		k16 = in.k32
 		if k16 > 0 {

@@ -282,19 +282,13 @@ func mvKernels() []*mvKernel {
 				"The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns",
 				"(a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass",
 				"for the four rows, two accumulators per row."},
-			loop: func(g *gen, r *mvRegs) { g.mvWide(r, 4, false, nil) }},
-		{name512: "dot4F32PF", wtype: "float32", shift: 2, twoAcc: true, prefetch: true,
-			doc: []string{
-				"dot4F32 with a software prefetch 8 KiB ahead of the four rows (PREFETCHT2, as the bf16 and",
-				"f16 kernels): the same instructions otherwise, so the same results to the bit. The decode",
-				"plan (DecodePlan) takes it where AVX-512 runs at its full width."},
-			loop: func(g *gen, r *mvRegs) { g.mvWide(r, 4, true, nil) }},
+			loop: func(g *gen, r *mvRegs) { g.mvWide(r, 4, nil) }},
 		{name512: "dot4F16", name2: "avx2MvF16", wtype: "uint16", shift: 1, twoAcc: true, prefetch: true,
 			doc: []string{
 				"As the f32 kernel (dot4F32, avx2MvF32) for IEEE half weights, widened exactly by VCVTPH2PS",
 				"(F16C), with an L2 prefetch 8 KiB ahead."},
 			loop: func(g *gen, r *mvRegs) {
-				g.mvWide(r, 2, true, func(m operand.Mem, d reg.Register) { g.VCVTPH2PS(m, d) })
+				g.mvWide(r, 2, func(m operand.Mem, d reg.Register) { g.VCVTPH2PS(m, d) })
 			}},
 		{name2: "avx2MvBF16", wtype: "uint16", shift: 1, twoAcc: true, prefetch: true,
 			doc: []string{
@@ -302,7 +296,7 @@ func mvKernels() []*mvKernel {
 				"the same f32 arithmetic at half the memory traffic. Decode uses avx2MvBF16P (x deinterleaved,",
 				"one op fewer per 8 weights); this one serves callers without the deinterleaved copy."},
 			loop: func(g *gen, r *mvRegs) {
-				g.mvWide(r, 2, true, func(m operand.Mem, d reg.Register) {
+				g.mvWide(r, 2, func(m operand.Mem, d reg.Register) {
 					g.VPMOVZXWD(m, d)
 					g.VPSLLD(operand.U8(16), d, d)
 				})
@@ -336,12 +330,11 @@ func mvKernels() []*mvKernel {
 }
 
 // mvWide is the loop of the kernels whose weights are whole vectors of one f32 each after
-// widening (f32: none, the weights are FMA memory operands; f16, bf16: widen into a temporary),
-// with prefetch the four rows' bytes of each pass 8 KiB ahead.
+// widening (f32: none, the weights are FMA memory operands; f16, bf16: widen into a temporary).
 // A pass takes two vectors per row (into the row's two accumulators), the tail one. The widened
 // weights are in Z6-Z13 on AVX-512 (all four rows widened, then their FMAs), Y10-Y13 on AVX2
 // (two rows at a time).
-func (g *gen) mvWide(r *mvRegs, wsize int, prefetch bool, widen func(operand.Mem, reg.Register)) {
+func (g *gen) mvWide(r *mvRegs, wsize int, widen func(operand.Mem, reg.Register)) {
 	t := g.t
 	var xv, tmp []reg.Register
 	if t.lanes == 16 {
@@ -356,7 +349,7 @@ func (g *gen) mvWide(r *mvRegs, wsize int, prefetch bool, widen func(operand.Mem
 	wvec := t.lanes * wsize // bytes of one vector of weights
 	g.mvLoop("mv", r, 2*t.lanes, t.lanes, func(cols int, advance bool) {
 		nv := cols / t.lanes // vectors per row: 2 in a pass, 1 in the tail
-		if advance && prefetch {
+		if advance && widen != nil {
 			g.prefetchPass(r, 4*nv*wvec, func(m operand.Op) { g.PREFETCHT2(m) })
 		}
 		for v := range nv {
