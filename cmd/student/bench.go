@@ -19,9 +19,12 @@ var benchCmd = &cli.Command{
 	Help: `Loads the model, runs each test once untimed and then --repeat times, and prints the median and
 range of tokens/s: prefill (one forward over the prompt), decode (greedy tokens one at a time after
 an 8-token prompt) and, with --batch N, N sequences decoded together; plus load time, peak RSS and
-the decode GB/s of weights streamed. With --depth D every test starts with D tokens already in each
+the decode GB/s of weights streamed; on the CPU backend, the CPU (CPUID family, model, caches,
+AVX-512 width) and the decode kernel plan chosen for it. --roofline measures the read bandwidth
+over a buffer larger than L3 after the tests and prints decode GB/s against it. With --depth D every test starts with D tokens already in each
 sequence's cache (llama-bench's -d; computed once, untimed). --json fields: prefill_tok_s,
-decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, backend, load_s, peak_rss_mib, ... (the
+decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, backend, load_s, peak_rss_mib, cpu, plan,
+read_gb_s, roofline_pct, ... (the
 medians; samples under prefill, decode, batch_decode).`,
 	Setup: setupBench,
 }
@@ -39,6 +42,7 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.Depth, "depth", 0, "tokens already in each cache before the timed prefill and decode (0: the decode tests start after 8)")
 	fs.StringVar(&o.Backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	fs.IntVar(&o.Repeat, "repeat", 3, "timed runs of each test after its warm-up run")
+	fs.BoolVar(&o.Roofline, "roofline", false, "also measure the memory read bandwidth and print decode GB/s against it (cpu backend)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	fs.BoolVar(&quiet, "quiet", false, "no per-run progress on stderr")
 	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")

@@ -82,6 +82,46 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("roofline", func(t *testing.T) {
+		args := append([]string{"bench", "--roofline", "--prompt", "0"}, small[2:]...)
+		args = append(args, "--model", model)
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{"cpu      ", "decode plan ", "roofline decode ", "GB/s measured read bandwidth ("} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("table lacks %q:\n%s", want, stdout)
+			}
+		}
+		for _, want := range []string{"cpu: ", "read bandwidth: "} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("no %q on stderr: %q", want, stderr)
+			}
+		}
+		code, stdout, stderr = testbin.Run(t, exec.Command(bin, append(args, "--json")...))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r struct {
+			ReadGBs  float64 `json:"read_gb_s"`
+			Roofline float64 `json:"roofline_pct"`
+			CPU      struct {
+				Vendor string `json:"vendor"`
+				Uarch  string `json:"uarch"`
+			} `json:"cpu"`
+			Plan struct {
+				Name string `json:"name"`
+			} `json:"plan"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+		}
+		if !(r.ReadGBs > 0 && r.Roofline > 0) || r.CPU.Vendor == "" || r.CPU.Uarch == "" || r.Plan.Name == "" {
+			t.Errorf("result %+v", r)
+		}
+	})
+
 	t.Run("depth", func(t *testing.T) {
 		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--batch", "3", "--prompt", "20", "--gen", "5", "--repeat", "1", "--threads", "2"}
 		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
@@ -129,6 +169,8 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--depth", "32700", "--gen", "100", "--prompt", "0"}, 1, "32800 tokens exceed the model's context length"},
 			{[]string{"--model", model, "--backend", "tpu"}, 2, `backend "tpu"`},
 			{[]string{"--model", model, "--backend", "cuda", "--dtype", "q8"}, 2, "holds the weights in bf16"},
+			{[]string{"--model", model, "--roofline", "--gen", "0"}, 2, "roofline needs the decode test"},
+			{[]string{"--model", model, "--roofline", "--backend", "cuda"}, 2, "backend cuda has none"},
 		}
 		for _, c := range cases {
 			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))

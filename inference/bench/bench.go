@@ -35,6 +35,9 @@ type Options struct {
 	Batch   int              // > 1 adds the batched decode test of Batch sequences
 	Depth   int              // tokens in each cache before the timed tokens (0: decodePrompt for decode)
 	Repeat  int              // timed runs of each test after the warm-up (at least 1)
+	// Roofline adds a measurement of the memory read bandwidth (cpu.ReadBandwidth) after the
+	// tests, to set the decode GB/s against (cpu backend only).
+	Roofline bool
 	// Progress, when set, receives a line per finished run (for a terminal).
 	Progress func(line string)
 }
@@ -89,6 +92,14 @@ type Result struct {
 
 	PeakRSSMiB float64    `json:"peak_rss_mib"`
 	LoadAvg    [2]float64 `json:"load_avg"` // 1-minute load average before and after the tests
+
+	// CPU and Plan are the machine and the decode kernel choice made for it (cpu backend).
+	CPU  *cpu.Machine `json:"cpu,omitempty"`
+	Plan *cpu.Plan    `json:"plan,omitempty"`
+	// ReadGBs is the measured read bandwidth (Options.Roofline), RooflinePct DecodeGBs as a
+	// percentage of it.
+	ReadGBs     float64 `json:"read_gb_s,omitempty"`
+	RooflinePct float64 `json:"roofline_pct,omitempty"`
 }
 
 // Check reports the first invalid option.
@@ -108,6 +119,8 @@ func (o *Options) Check() error {
 		return fmt.Errorf("bench: repeat %d must be >= 1", o.Repeat)
 	case o.Threads < 0:
 		return fmt.Errorf("bench: threads %d must be >= 0", o.Threads)
+	case o.Roofline && o.Gen == 0:
+		return errors.New("bench: the roofline needs the decode test (gen > 0)")
 	}
 	wt, err := qwen2.ParseWeightType(string(o.DType))
 	if err != nil {
@@ -121,6 +134,9 @@ func (o *Options) Check() error {
 		}
 	default:
 		return fmt.Errorf("bench: backend %q: want cpu, %s or %s", o.Backend, cuda.BackendCUDA, cuda.BackendEmulated)
+	}
+	if o.Roofline && o.Backend != "" && o.Backend != "cpu" {
+		return fmt.Errorf("bench: the roofline measures the CPU's read bandwidth; backend %s has none", o.Backend)
 	}
 	return nil
 }
@@ -162,6 +178,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer m.Close()
 	r.LoadSeconds = time.Since(t0).Seconds()
 	r.DType, r.Kernels = m.WeightDType().String(), kernels
+	if r.Backend == "cpu" {
+		mc, p := cpu.CPU(), cpu.DecodePlan()
+		r.CPU, r.Plan = &mc, &p
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("cpu: %s; decode plan %s", mc, p))
+		}
+	}
 	weights, perToken := weightBytes(m.Config(), m.WeightDType())
 	r.WeightMiB, r.DecodeBytes = float64(weights)/(1<<20), perToken
 	ctxDecode := o.Depth
@@ -234,6 +257,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.BatchDecodeGBs = r.BatchDecodeTok / float64(o.Batch) * float64(perToken) / 1e9
 	}
 	r.PeakRSSMiB = float64(rss.Peak()) / (1 << 20)
+	if o.Roofline {
+		bw, err := cpu.ReadBandwidth(ctx, 0, 3)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		r.ReadGBs = bw / 1e9
+		r.RooflinePct = 100 * r.DecodeGBs / r.ReadGBs
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("read bandwidth: %.1f GB/s", r.ReadGBs))
+		}
+	}
 	r.LoadAvg[1] = loadAvg()
 	return r, nil
 }
@@ -407,6 +441,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "model    %s (backend %s)\n", r.Model, r.Backend)
 	fmt.Fprintf(&b, "weights  %s, %.1f MiB (%.1f MB streamed per decoded token); kernels %s, %d threads\n",
 		r.DType, r.WeightMiB, float64(r.DecodeBytes)/1e6, r.Kernels, r.Threads)
+	if r.CPU != nil && r.Plan != nil {
+		fmt.Fprintf(&b, "cpu      %s\n         decode plan %s\n", r.CPU, r.Plan)
+	}
 	fmt.Fprintf(&b, "load     %.2f s; peak RSS %.0f MiB; load average %.2f -> %.2f\n", r.LoadSeconds, r.PeakRSSMiB, r.LoadAvg[0], r.LoadAvg[1])
 	fmt.Fprintf(&b, "\n%-24s %10s %21s %8s\n", "test", "tok/s", "[min - max]", "GB/s")
 	row := func(name string, f *Figure, gbs float64) {
@@ -423,6 +460,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	row("decode "+r.testName(r.Gen, 1), r.Decode, r.DecodeGBs)
 	row("decode "+r.testName(r.Gen, r.Batch), r.BatchDecode, r.BatchDecodeGBs)
 	fmt.Fprintf(&b, "(median of %d runs after one warm-up)\n", r.Repeat)
+	if r.ReadGBs > 0 {
+		fmt.Fprintf(&b, "roofline decode %.1f GB/s of %.1f GB/s measured read bandwidth (%.0f%%)\n", r.DecodeGBs, r.ReadGBs, r.RooflinePct)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -51,6 +51,10 @@ func TestCheck(t *testing.T) {
 		"threads":   func(o *Options) { o.Threads = -1 },
 		"bad dtype": func(o *Options) { o.DType = "int4" },
 		"batch -1":  func(o *Options) { o.Batch = -1; o.Gen = 1 },
+		"roofline":  func(o *Options) { o.Roofline = true },
+		"roofline on cuda": func(o *Options) {
+			o.Roofline, o.Gen, o.Backend = true, 1, "cuda"
+		},
 	} {
 		o := ok
 		edit(&o)

@@ -46,9 +46,12 @@ func SIMD() bool { return use512() || useAVX2() }
 
 // Kernels names the kernel tier in use: "avx512" (with "+vnni" and "+bf16" for the AVX512_VNNI
 // and AVX512_BF16 kernels), "avx2" or "go" (portable).
-func Kernels() string {
-	switch {
-	case use512():
+func Kernels() string { return tierKernels(vec.Load().id) }
+
+// tierKernels is Kernels for tier.
+func tierKernels(tier int) string {
+	switch tier {
+	case tier512:
 		s := "avx512"
 		if hasVNNI {
 			s += "+vnni"
@@ -57,7 +60,7 @@ func Kernels() string {
 			s += "+bf16"
 		}
 		return s
-	case useAVX2():
+	case tierAVX2:
 		return "avx2"
 	}
 	return "go"

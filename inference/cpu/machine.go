@@ -1,0 +1,213 @@
+package cpu
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Machine is the CPU as CPUID describes it at start-up: vendor, family and model, the
+// microarchitecture they name, the cache sizes and how wide AVX-512 runs in practice. The decode
+// plan (Plan) is chosen from it.
+type Machine struct {
+	Vendor string `json:"vendor"` // "AMD", "Intel", another CPUID vendor string or "unknown"
+	Family int    `json:"family"` // display family (base plus extended)
+	Model  int    `json:"model"`  // display model (extended model for families 6, 15 and up)
+	Uarch  string `json:"uarch"`  // "zen2", "zen3", "zen4", "zen5", "intel", "other"
+	L1D    int    `json:"l1d_bytes"`
+	L2     int    `json:"l2_bytes"`
+	L3     int    `json:"l3_bytes"` // the whole L3 one core sees (0: none reported)
+	// Datapath512 is the width in bits an AVX-512 instruction executes at: 512, 256 (split in
+	// two, as on Zen 4), 0 without the AVX-512 tier. Measured at start-up (see probeDatapath).
+	Datapath512 int `json:"avx512_datapath_bits"`
+}
+
+// String is the machine in one line, as `student bench` logs it.
+func (m Machine) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s family %d model %d (%s)", m.Vendor, m.Family, m.Model, m.Uarch)
+	fmt.Fprintf(&b, ", L1d %s, L2 %s per core, L3 %s", sizeStr(m.L1D), sizeStr(m.L2), sizeStr(m.L3))
+	if m.Datapath512 > 0 {
+		fmt.Fprintf(&b, ", AVX-512 at %d bits", m.Datapath512)
+	}
+	return b.String()
+}
+
+func sizeStr(n int) string {
+	switch {
+	case n == 0:
+		return "?"
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// Plan is the decode kernel choice made for the Machine at start-up: the CPU class it was made
+// for and the kernels that class runs.
+type Plan struct {
+	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
+	Kernels string `json:"kernels"` // Kernels() of the tier in use
+}
+
+// String is the plan in one line, as `student bench` logs it.
+func (p Plan) String() string { return p.Name + ": kernels " + p.Kernels }
+
+var machineOnce = sync.OnceValue(readMachine)
+
+// CPU returns the Machine, read once.
+func CPU() Machine { return machineOnce() }
+
+// plans caches the plan of each tier (the tier can be switched: UseSIMD, CHAINEDSQL_NOAVX512).
+var plans [tier512 + 1]atomic.Pointer[Plan]
+
+// DecodePlan returns the plan the kernels follow: chosen once from CPU() for the tier in use.
+func DecodePlan() Plan {
+	id := vec.Load().id
+	if p := plans[id].Load(); p != nil {
+		return *p
+	}
+	p := planFor(CPU(), id)
+	plans[id].Store(&p)
+	return p
+}
+
+// planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
+// kernels as they are: the one variant tried, an f32 decode kernel with software prefetch (8 KiB
+// ahead, or the next group of four rows), was 5-15% slower than the plain one on Zen 5
+// (docs/BENCHMARKS.md), and no other CPU was there to measure, so no class takes it.
+func planFor(m Machine, tier int) Plan {
+	p := Plan{Kernels: tierKernels(tier)}
+	switch {
+	case tier == tierGo:
+		p.Name = "go"
+	case tier == tierAVX2:
+		p.Name = "avx2"
+	case m.Uarch == "zen4":
+		p.Name = "zen4"
+	case m.Datapath512 == 256:
+		p.Name = "avx512-256"
+	case m.Uarch == "zen5":
+		p.Name = "zen5"
+	default:
+		p.Name = "avx512"
+	}
+	return p
+}
+
+// readMachine reads the Machine with CPUID.
+func readMachine() Machine {
+	m := Machine{Vendor: "unknown", Uarch: "other"}
+	if !hasCPUID {
+		return m
+	}
+	maxLeaf, b, c, d := cpuid(0, 0)
+	v := string(le32(b)) + string(le32(d)) + string(le32(c))
+	switch v {
+	case "AuthenticAMD":
+		m.Vendor = "AMD"
+	case "GenuineIntel":
+		m.Vendor = "Intel"
+	default:
+		m.Vendor = strings.TrimSpace(v)
+	}
+	if maxLeaf >= 1 {
+		a, _, _, _ := cpuid(1, 0)
+		fam := int(a>>8) & 0xf
+		model := int(a>>4) & 0xf
+		if fam == 0xf {
+			fam += int(a>>20) & 0xff
+		}
+		if fam == 6 || fam >= 0xf {
+			model += int(a>>16) & 0xf << 4
+		}
+		m.Family, m.Model = fam, model
+	}
+	m.Uarch = uarch(m.Vendor, m.Family, m.Model)
+	m.L1D, m.L2, m.L3 = caches(m.Vendor, maxLeaf)
+	if use512() {
+		m.Datapath512 = probeDatapath()
+	}
+	return m
+}
+
+// le32 returns the four bytes of v, low first (CPUID's vendor string order).
+func le32(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+
+// uarch names the microarchitecture of an AMD family and model ("intel" for Intel: the
+// kernels treat its AVX-512 and AVX2 parts by their features).
+func uarch(vendor string, fam, model int) string {
+	switch {
+	case vendor == "Intel":
+		return "intel"
+	case vendor != "AMD":
+		return "other"
+	case fam == 0x17 && model >= 0x30:
+		return "zen2"
+	case fam == 0x19 && (model >= 0x10 && model <= 0x1f || model >= 0x60 && model <= 0x7f || model >= 0xa0 && model <= 0xaf):
+		return "zen4"
+	case fam == 0x19:
+		return "zen3"
+	case fam == 0x1a:
+		return "zen5"
+	}
+	return "other"
+}
+
+// caches returns the L1 data, L2 and L3 sizes from the deterministic cache parameters leaf
+// (4 on Intel, 0x8000001D on AMD; the same layout): for each cache, ways × partitions × line
+// size × sets.
+func caches(vendor string, maxLeaf uint32) (l1d, l2, l3 int) {
+	leaf := uint32(4)
+	if vendor == "AMD" {
+		if maxExt, _, _, _ := cpuid(0x80000000, 0); maxExt < 0x8000001d {
+			return 0, 0, 0
+		}
+		leaf = 0x8000001d
+	} else if maxLeaf < 4 {
+		return 0, 0, 0
+	}
+	for i := uint32(0); i < 16; i++ {
+		a, b, c, _ := cpuid(leaf, i)
+		typ, level := a&0x1f, (a>>5)&7
+		if typ == 0 {
+			break
+		}
+		size := int((b>>22)+1) * int((b>>12)&0x3ff+1) * int(b&0xfff+1) * int(c+1)
+		switch {
+		case level == 1 && typ == 1:
+			l1d = size
+		case level == 2 && typ != 2:
+			l2 = size
+		case level == 3 && typ != 2:
+			l3 = size
+		}
+	}
+	return l1d, l2, l3
+}
+
+// probeDatapath measures how wide AVX-512 runs: the same number of independent register FMAs on
+// zmm and on ymm registers, best of several timings each. Where a zmm instruction takes as long
+// as a ymm one (Zen 5, Intel with two 512-bit FMA units) it runs at 512 bits; where it takes
+// about twice as long (Zen 4, which splits it into two 256-bit halves) at 256.
+func probeDatapath() int {
+	best := func(f func(n int)) time.Duration {
+		var min time.Duration
+		for range 9 {
+			t := time.Now()
+			f(4096) // 49,152 FMAs: about 25 µs at two a cycle
+			if d := time.Since(t); min == 0 || d < min {
+				min = d
+			}
+		}
+		return min
+	}
+	t256 := best(fmaLoop256)
+	t512 := best(fmaLoop512)
+	if float64(t512) < 1.4*float64(t256) {
+		return 512
+	}
+	return 256
+}
