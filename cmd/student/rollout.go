@@ -48,6 +48,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		cacheTokens = fs.Int("cache-tokens", 65536, "tokens of finished requests' KV caches kept for prefix reuse (negative: none)")
 		addr        = fs.String("serve", "", "listen on ADDR and run rollouts on request (POST /v1/rollouts), reloading weights between them (POST /v1/weights); --out is then the default file")
 		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
+		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
 	)
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
@@ -131,7 +132,15 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			})
 		}
 		defer st.Close()
+		stop, abort, err := startProfile(*profile)
+		if err != nil {
+			return err
+		}
+		defer abort()
 		rep, err := run(ctx, st, *out, *seed)
+		if cerr := stop(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
