@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"runtime/pprof"
 
 	"github.com/chainedsql/chainedsql/inference/bench"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
-	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
 
@@ -61,23 +59,14 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 		if !quiet {
 			o.Progress = func(line string) { fmt.Fprintln(c.Stderr, line) }
 		}
-		var prof *atomicfile.File
-		if profile != "" {
-			var err error
-			if prof, err = atomicfile.Create(profile, 0o644); err != nil {
-				return fmt.Errorf("--cpuprofile: %w", err)
-			}
-			defer prof.Abort()
-			if err := pprof.StartCPUProfile(prof); err != nil {
-				return fmt.Errorf("--cpuprofile: %w", err)
-			}
+		stop, abort, err := startProfile(profile)
+		if err != nil {
+			return err
 		}
+		defer abort()
 		r, err := bench.Run(ctx, o)
-		if prof != nil {
-			pprof.StopCPUProfile()
-			if cerr := prof.Commit(); err == nil && cerr != nil {
-				err = fmt.Errorf("--cpuprofile: %w", cerr)
-			}
+		if cerr := stop(); err == nil {
+			err = cerr
 		}
 		if err != nil {
 			return err

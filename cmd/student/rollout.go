@@ -1,14 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log"
+	"net/http"
+	"sync"
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/serve"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/rollout"
@@ -17,8 +22,11 @@ import (
 var rolloutCmd = &cli.Command{
 	Name:    "rollout",
 	Summary: "GRPO groups: G episodes per task from the student, to Parquet with token ids, masks, log-probs, rewards and advantages (docs/ROLLOUT.md)",
-	Help:    "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing.",
-	Setup:   setupRollout,
+	Help: "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing. " +
+		"With --serve ADDR it runs no rollout at start but listens: POST /v1/rollouts {\"out\": FILE, \"seed\": N} runs one with the flags' settings and answers its report, " +
+		"POST /v1/weights {\"path\": DIR} reloads the weights between rollouts (a rollout runs wholly on the weights serving when it starts), " +
+		"and the rest of student serve's API answers too. Ctrl-C stops it.",
+	Setup: setupRollout,
 }
 
 func setupRollout(fs *flag.FlagSet) cli.Func {
@@ -38,13 +46,20 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		maxTokens   = fs.Int("max-tokens", 1024, "completion token limit per turn")
 		batch       = fs.Int("batch", 256, "most sequences decoded together")
 		cacheTokens = fs.Int("cache-tokens", 65536, "tokens of finished requests' KV caches kept for prefix reuse (negative: none)")
+		addr        = fs.String("serve", "", "listen on ADDR and run rollouts on request (POST /v1/rollouts), reloading weights between them (POST /v1/weights); --out is then the default file")
+		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
+		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
 	)
+	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
 			return err
 		}
-		if *out == "" {
+		if *out == "" && *addr == "" {
 			return cli.Usagef("--out FILE is required")
+		}
+		if err := guard.Check(); err != nil {
+			return err
 		}
 		if *group < 1 || *maxTokens < 1 || *batch < 1 || episode.MaxTurns < 1 || *temperature < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
 			return cli.Usagef("--group %d, --max-tokens %d, --batch %d, --max-turns %d, --temperature %g, --top-p %g, --top-k %d: out of range",
@@ -84,23 +99,126 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
+		// run plays one rollout on st and writes it to file.
+		run := func(ctx context.Context, st *student.Student, file string, seed int64) (*rollout.Report, error) {
+			rows, rep, err := rollout.Run(ctx, rollout.Config{
+				Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
+				Generator: st.Generator(), Tokenizer: st.Tokenizer(), Model: st.ModelID(),
+				Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: seed, MaxTokens: *maxTokens,
+				Weights: &w, Mode: mode,
+			})
+			if err != nil {
+				return nil, err
+			}
+			if err := rollout.Write(file, rows); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(c.Stderr, "%s: %d episodes (%d tasks × %d) to %s; %d tokens generated at %.1f tokens/s, mean reward %.4g\n",
+				c.Name, rep.Episodes, len(ts), *group, file, rep.GeneratedTokens, rep.DecodeTokensPerSec, rep.MeanReward)
+			return rep, nil
+		}
+		if *addr != "" {
+			sw := serve.NewSwap(st, mf.dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
+				return cur.Successor(dir, opts)
+			})
+			defer sw.Close()
+			rs := &rolloutServer{swap: sw, out: *out, seed: *seed, run: run}
+			return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler {
+				rs.log = logger
+				mux := http.NewServeMux()
+				mux.HandleFunc("/v1/rollouts", rs.rollouts)
+				mux.Handle("/", serve.Handler(sw, logger))
+				return mux
+			})
+		}
 		defer st.Close()
-		rows, rep, err := rollout.Run(ctx, rollout.Config{
-			Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
-			Generator: st.Generator(), Tokenizer: st.Tokenizer(), Model: st.ModelID(),
-			Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: *seed, MaxTokens: *maxTokens,
-			Weights: &w, Mode: mode,
-		})
+		stop, abort, err := startProfile(*profile)
 		if err != nil {
 			return err
 		}
-		if err := rollout.Write(*out, rows); err != nil {
+		defer abort()
+		rep, err := run(ctx, st, *out, *seed)
+		if cerr := stop(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.Stderr, "%s: %d episodes (%d tasks × %d) to %s; %d tokens generated at %.1f tokens/s, mean reward %.4g\n",
-			c.Name, rep.Episodes, len(ts), *group, *out, rep.GeneratedTokens, rep.DecodeTokensPerSec, rep.MeanReward)
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", " ")
 		return enc.Encode(rep)
+	}
+}
+
+// rolloutServer answers POST /v1/rollouts for student rollout --serve: one rollout at a time,
+// on the weights serving when it starts.
+type rolloutServer struct {
+	swap    *serve.Swap[*student.Student]
+	out     string // the default file
+	seed    int64  // the default seed
+	run     func(ctx context.Context, st *student.Student, file string, seed int64) (*rollout.Report, error)
+	running sync.Mutex
+	log     *log.Logger // nil: no log
+}
+
+// rolloutReply is POST /v1/rollouts' answer.
+type rolloutReply struct {
+	Object string `json:"object"` // "rollout"
+	Out    string `json:"out"`
+	Seed   int64  `json:"seed"`
+	// Weights are the weights every episode of the rollout was decoded with.
+	Weights serve.WeightsInfo `json:"weights"`
+	*rollout.Report
+}
+
+func (rs *rolloutServer) rollouts(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		serve.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/rollouts: method not allowed (use POST)")
+		return
+	}
+	var req struct {
+		Out  string `json:"out"`
+		Seed *int64 `json:"seed"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		serve.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf(`request body is not {"out": "FILE", "seed": N}: %v`, err))
+		return
+	}
+	reply := rolloutReply{Object: "rollout", Out: cmp.Or(req.Out, rs.out), Seed: rs.seed}
+	if req.Seed != nil {
+		reply.Seed = *req.Seed
+	}
+	if reply.Out == "" {
+		serve.WriteError(w, http.StatusBadRequest, "", `out: the Parquet file to write is required ({"out": "FILE"}; the server has no --out)`)
+		return
+	}
+	if !rs.running.TryLock() {
+		serve.WriteError(w, http.StatusConflict, "rollout_in_progress", "a rollout is already running; retry when it ends")
+		return
+	}
+	defer rs.running.Unlock()
+	st, info, release, err := rs.swap.Acquire()
+	if err != nil {
+		serve.WriteError(w, http.StatusServiceUnavailable, "closing", err.Error())
+		return
+	}
+	defer release()
+	reply.Weights = info
+	rs.logf("rollouts: seed %d to %s on weights version %d", reply.Seed, reply.Out, info.Version)
+	reply.Report, err = rs.run(r.Context(), st, reply.Out, reply.Seed)
+	if err != nil {
+		rs.logf("rollouts: %s failed: %v", reply.Out, err)
+		serve.WriteError(w, http.StatusInternalServerError, "rollout_failed", err.Error())
+		return
+	}
+	serve.WriteJSON(w, http.StatusOK, reply)
+}
+
+func (rs *rolloutServer) logf(format string, args ...any) {
+	if rs.log != nil {
+		rs.log.Printf(format, args...)
 	}
 }

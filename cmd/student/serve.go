@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -55,23 +56,30 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 			return cur.Successor(dir, opts)
 		})
 		defer sw.Close()
-		ln, err := net.Listen("tcp", *addr)
-		if err != nil {
-			return err
-		}
-		var logger *log.Logger
-		if !*quiet {
-			logger = log.New(c.Stderr, "", log.LstdFlags)
-		}
-		g, err := guard.New(ln, c.Name, serve.MaxBodyBytes, c.Stderr)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		srv := g.Server(serve.Handler(sw, logger), logger)
-		fmt.Fprintf(c.Stderr, "%s: model %s on http://%s/v1\n", c.Name, st.ModelID(), ln.Addr())
-		return cli.Serve(ctx, srv, ln, 30*time.Second, func() {
-			fmt.Fprintf(c.Stderr, "%s: shutting down (waiting up to 30s for requests in flight)\n", c.Name)
-		})
+		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler { return serve.Handler(sw, logger) })
 	}
+}
+
+// serveHTTP serves handler(logger) on addr behind guard's checks until ctx ends (Ctrl-C), then
+// waits up to 30s for requests in flight. logger writes the request log to stderr (nil when
+// quiet).
+func serveHTTP(ctx context.Context, c *cli.Call, addr string, guard *cli.Guard, quiet bool, model string, handler func(logger *log.Logger) http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	var logger *log.Logger
+	if !quiet {
+		logger = log.New(c.Stderr, "", log.LstdFlags)
+	}
+	g, err := guard.New(ln, c.Name, serve.MaxBodyBytes, c.Stderr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := g.Server(handler(logger), logger)
+	fmt.Fprintf(c.Stderr, "%s: model %s on http://%s/v1\n", c.Name, model, ln.Addr())
+	return cli.Serve(ctx, srv, ln, 30*time.Second, func() {
+		fmt.Fprintf(c.Stderr, "%s: shutting down (waiting up to 30s for requests in flight)\n", c.Name)
+	})
 }

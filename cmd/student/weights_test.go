@@ -27,14 +27,7 @@ func TestServeReloadsWeights(t *testing.T) {
 	bin := testbin.Build(t, ".")
 	other := studenttest.Perturbed(t, shared.Path(t, "models/tiny-qwen2-f32"), "model.norm.weight", nil)
 	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train")
-	logged := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-		}
-		logged <- b.String()
-	}()
+	logged := collect(sc)
 	cfg := openai.DefaultConfig("sk-train")
 	cfg.BaseURL = base + "/v1"
 	oc := openai.NewClientWithConfig(cfg)
@@ -105,7 +98,14 @@ func TestServeReloadsWeights(t *testing.T) {
 // the test), its base URL (without /v1) and its stderr past the listening line.
 func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve"}, append(tinyArgs(t), append([]string{"--addr", "127.0.0.1:0", "--model-id", "tiny"}, args...)...)...)...)
+	return startListening(t, bin, "serve", append([]string{"--addr", "127.0.0.1:0", "--model-id", "tiny"}, args...)...)
+}
+
+// startListening starts the built student binary bin as command sub on the tiny model with
+// the extra flags args (one of which makes it listen on a free loopback port), as startServe.
+func startListening(t *testing.T, bin, sub string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{sub}, append(tinyArgs(t), args...)...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +121,19 @@ func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *b
 			return cmd, m[1], sc
 		}
 	}
-	t.Fatalf("serve never listened: %v", sc.Err())
+	t.Fatalf("%s never listened: %v", sub, sc.Err())
 	return nil, "", nil
+}
+
+// collect reads sc to its end (the process exited) and sends what it read.
+func collect(sc *bufio.Scanner) <-chan string {
+	logged := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		logged <- b.String()
+	}()
+	return logged
 }

@@ -75,18 +75,34 @@ func (s *sampler) sample(logits []float32) int {
 		total += e
 	}
 	s.lastTotal = total
+	u := s.rng.Float64() // the one random number of this draw
 	k := s.topK
 	if k >= len(p) {
 		k = 0
 	}
 	if k == 0 && s.topP >= 1 {
-		return s.draw(p, nil, total)
+		return s.draw(p, nil, total, u)
 	}
+	if k == 0 {
+		if id, ok := s.nucleusDraw(p, total, u); ok {
+			return id
+		}
+	}
+	return s.sortedDraw(p, k, total, u)
+}
+
+// sortedDraw is the rule that defines the draw: the candidates sorted by falling probability
+// (lower id first on ties), cut to the k most likely, then to the shortest prefix whose mass,
+// summed in that order, reaches top-p of what is left; u times the kept mass is then walked
+// down the same order. Only the k kept tokens are sorted; without top-k, nucleusDraw gives
+// its result in linear time and this runs only when a sum lands within rounding of a boundary.
+func (s *sampler) sortedDraw(p []float64, k int, total, u float64) int {
 	cand := s.candidates(p, k, total)
-	// Keep the k most likely, then the smallest prefix whose mass reaches top-p of what is left.
 	if k > 0 && len(cand) > k {
+		selectTop(p, cand, k)
 		cand = cand[:k]
 	}
+	sortRank(p, cand)
 	// The nucleus is measured against the mass left after top-k (all of it without top-k).
 	kept := total
 	if k > 0 {
@@ -109,15 +125,129 @@ func (s *sampler) sample(logits []float32) int {
 			kept += p[id]
 		}
 	}
-	return s.draw(p, cand, kept)
+	return s.draw(p, cand, kept, u)
 }
 
-// candidates returns, sorted by falling probability (lower id first on ties), a set of ids that
-// surely holds the top-k tokens (k > 0) or the top-p nucleus (k == 0). Rather than sorting the
-// whole vocabulary (151,936 entries for Qwen2) for every token, it collects the ids above a
-// threshold that it lowers sixteen-fold until the set is provably large enough: the kept tokens
-// are always the most likely ones, so once the ids above the threshold number k (or carry
-// top-p of the mass) every kept token is among them.
+// nucleusDraw draws from the top-p nucleus (no top-k) without sorting it: a weighted
+// quickselect finds the token at which the mass, in falling probability order, reaches top-p,
+// and then the one at which it passes u times the nucleus's mass. Its sums are added in
+// another order than sortedDraw's, so they differ from them by rounding, at most about n·2⁻⁵³
+// of the total each for n tokens; when both boundaries are further than sixteen times that
+// from the value placed between them, sortedDraw would cut and draw the same tokens, and the
+// result is returned with ok. Otherwise (a flat distribution cut exactly at a tie, a draw
+// within rounding of a boundary) ok is false and sortedDraw decides.
+func (s *sampler) nucleusDraw(p []float64, total, u float64) (id int, ok bool) {
+	cand := s.candidates(p, 0, total)
+	tol := 16 * float64(len(p)) * 0x1p-53 * total
+	need := s.topP * total
+	j, before, ok := selectMass(p, cand, need)
+	if !ok || need-before <= tol || before+p[cand[j]]-need <= tol {
+		return 0, false
+	}
+	nucleus := cand[:j+1] // the tokens ranked before cand[j], then cand[j]
+	kept := 0.0
+	for _, id := range nucleus {
+		kept += p[id]
+	}
+	x := u * kept
+	j, before, ok = selectMass(p, nucleus, x)
+	if !ok || x-before <= tol || before+p[nucleus[j]]-x <= tol {
+		return 0, false
+	}
+	return nucleus[j], true
+}
+
+// ranksBefore reports whether id a comes before id b in falling probability order, the lower
+// id first on ties: a strict total order on ids.
+func ranksBefore(p []float64, a, b int) bool {
+	return p[a] > p[b] || (p[a] == p[b] && a < b)
+}
+
+// sortRank sorts ids by falling probability, the lower id first on ties.
+func sortRank(p []float64, ids []int) {
+	slices.SortFunc(ids, func(a, b int) int {
+		switch {
+		case p[a] > p[b]:
+			return -1
+		case p[a] < p[b]:
+			return 1
+		}
+		return a - b
+	})
+}
+
+// partition rearranges ids[lo:hi] (hi > lo) around a pivot, the median of its first, middle
+// and last entries: it returns the pivot's new place m, every id of ids[lo:m] ranked before it
+// and every one of ids[m+1:hi] after, and the probability mass of ids[lo:m].
+func partition(p []float64, ids []int, lo, hi int) (m int, mass float64) {
+	a, b, c := lo, lo+(hi-lo)/2, hi-1
+	if ranksBefore(p, ids[b], ids[a]) {
+		a, b = b, a
+	}
+	if ranksBefore(p, ids[c], ids[b]) {
+		b = c
+		if ranksBefore(p, ids[b], ids[a]) {
+			b = a
+		}
+	}
+	ids[b], ids[hi-1] = ids[hi-1], ids[b]
+	pv := ids[hi-1]
+	m = lo
+	for i := lo; i < hi-1; i++ {
+		if id := ids[i]; ranksBefore(p, id, pv) {
+			ids[i], ids[m] = ids[m], id
+			mass += p[id]
+			m++
+		}
+	}
+	ids[m], ids[hi-1] = pv, ids[m]
+	return m, mass
+}
+
+// selectTop rearranges ids so that ids[:k] are the k that rank first (in no order).
+func selectTop(p []float64, ids []int, k int) {
+	lo, hi := 0, len(ids)
+	for hi-lo > 1 {
+		m, _ := partition(p, ids, lo, hi)
+		switch {
+		case m == k:
+			return
+		case m > k:
+			hi = m
+		default:
+			lo = m + 1
+		}
+	}
+}
+
+// selectMass finds, in expected linear time, the token at which the probability mass of ids,
+// summed in falling probability order, first exceeds x: it rearranges ids so that ids[j] is
+// that token and ids[:j] the ones ranked before it, and returns j and their mass. ok is false
+// when the whole mass does not exceed x.
+func selectMass(p []float64, ids []int, x float64) (j int, before float64, ok bool) {
+	lo, hi := 0, len(ids)
+	for lo < hi {
+		m, left := partition(p, ids, lo, hi)
+		if x < before+left {
+			hi = m
+			continue
+		}
+		before += left
+		if x < before+p[ids[m]] {
+			return m, before, true
+		}
+		before += p[ids[m]]
+		lo = m + 1
+	}
+	return 0, before, false
+}
+
+// candidates returns, in no order, a set of ids that surely holds the top-k tokens (k > 0) or
+// the top-p nucleus (k == 0). Rather than ranking the whole vocabulary (151,936 entries for
+// Qwen2) for every token, it collects the ids above a threshold that it lowers sixteen-fold
+// until the set is provably large enough: the kept tokens are always the most likely ones, so
+// once the ids above the threshold number k (or carry top-p of the mass) every kept token is
+// among them.
 func (s *sampler) candidates(p []float64, k int, total float64) []int {
 	need := s.topP * total
 	for t := 1.0 / 16; ; t /= 16 {
@@ -134,21 +264,14 @@ func (s *sampler) candidates(p []float64, k int, total float64) []int {
 			break
 		}
 	}
-	slices.SortFunc(s.cand, func(a, b int) int {
-		switch {
-		case p[a] > p[b]:
-			return -1
-		case p[a] < p[b]:
-			return 1
-		}
-		return a - b
-	})
 	return s.cand
 }
 
-// draw samples an id with probability p[id]/total among cand (all ids when cand is nil).
-func (s *sampler) draw(p []float64, cand []int, total float64) int {
-	u := s.rng.Float64() * total
+// draw returns the id at which u·total, less the probabilities p[id] of cand in order (all
+// ids in id order when cand is nil), falls below zero: a draw with probability p[id]/total
+// for u uniform in [0, 1).
+func (s *sampler) draw(p []float64, cand []int, total, u float64) int {
+	u *= total
 	if cand == nil {
 		last := 0
 		for i, v := range p {

@@ -80,6 +80,15 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// WriteError writes an error reply in OpenAI's shape (type invalid_request_error), for routes
+// that other commands serve beside Handler's.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeError(w, status, "invalid_request_error", code, msg)
+}
+
+// WriteJSON writes v as a JSON reply with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	var e errorBody
 	e.Error.Message, e.Error.Type = msg, typ

@@ -131,11 +131,22 @@ func (s *Swap[M]) Stream(ctx context.Context, msgs []chat.Message, opts chat.Opt
 
 // use returns the current weights' backend and version, in use until release is called.
 func (s *Swap[M]) use() (Backend, int64, func(), error) {
-	w, err := s.acquire()
+	m, info, release, err := s.Acquire()
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	return w.m, w.info.Version, func() { s.release(w) }, nil
+	return m, info.Version, release, nil
+}
+
+// Acquire returns the weights serving now and their description, held open until release is
+// called (once): a Reload meanwhile serves new requests with its weights, and these close
+// after the last holder releases them. A rollout holds one version from start to end.
+func (s *Swap[M]) Acquire() (m M, info WeightsInfo, release func(), err error) {
+	w, err := s.acquire()
+	if err != nil {
+		return m, WeightsInfo{}, nil, err
+	}
+	return w.m, w.info, func() { s.release(w) }, nil
 }
 
 // Weights describes the weights serving new requests.

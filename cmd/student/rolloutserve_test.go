@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/inference/student/studenttest"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/rollout"
+)
+
+// TestRolloutServeReloads drives the built `student rollout --serve` on the tiny model, decoding
+// one sequence at a time without prefix reuse so that a rollout repeats bit for bit: a rollout,
+// a reload of a changed checkpoint, the same rollout again (other tokens: the new weights), a
+// reload of the first checkpoint and the rollout once more (the first one's tokens). A rollout
+// running while the weights flip finishes, whole, on the weights it started with, and chat
+// requests sent meanwhile are all answered.
+func TestRolloutServeReloads(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	base := shared.Path(t, "models/tiny-qwen2-f32")
+	other := studenttest.Perturbed(t, base, "model.norm.weight", nil)
+	dir := t.TempDir()
+	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--api-key", "sk-rl",
+		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "2", "--max-turns", "2", "--max-tokens", "6",
+		"--seed", "9", "--batch", "1", "--cache-tokens", "-1")
+	logged := collect(sc)
+	post := func(route, key string, body any) (int, map[string]any) {
+		t.Helper()
+		data, _ := json.Marshal(body)
+		r, _ := http.NewRequest("POST", url+route, bytes.NewReader(data))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Error(err)
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	// play runs a rollout to name and returns the weights version it ran on and its token ids.
+	play := func(name string) (float64, [][]int32) {
+		t.Helper()
+		file := filepath.Join(dir, name)
+		code, out := post("/v1/rollouts", "sk-rl", map[string]any{"out": file})
+		if code != 200 || out["episodes"] != 4.0 || out["out"] != file {
+			t.Fatalf("rollout %s: %d %v", name, code, out)
+		}
+		rows, err := rollout.Read(file)
+		if err != nil || len(rows) != 4 {
+			t.Fatalf("%s: %d rows, %v", name, len(rows), err)
+		}
+		var ids [][]int32
+		for _, r := range rows {
+			ids = append(ids, r.TokenIDs)
+		}
+		return out["weights"].(map[string]any)["version"].(float64), ids
+	}
+	reload := func(path string, version float64) {
+		t.Helper()
+		if code, out := post("/v1/weights", "sk-rl", map[string]string{"path": path}); code != 200 || out["version"] != version {
+			t.Fatalf("reload of %s: %d %v", path, code, out)
+		}
+	}
+	if code, _ := post("/v1/rollouts", "", map[string]any{"out": filepath.Join(dir, "x.parquet")}); code != 401 {
+		t.Fatalf("a rollout without the key: %d", code)
+	}
+	if code, out := post("/v1/rollouts", "sk-rl", map[string]any{"seed": 1}); code != 400 {
+		t.Fatalf("a rollout without out: %d %v", code, out)
+	}
+	v, first := play("a.parquet")
+	if v != 1 {
+		t.Fatalf("first rollout on weights %v", v)
+	}
+	reload(other, 2)
+	v, second := play("b.parquet")
+	if v != 2 || slices.EqualFunc(first, second, slices.Equal) {
+		t.Fatalf("after the reload: version %v, the same tokens %v", v, slices.EqualFunc(first, second, slices.Equal))
+	}
+	reload(base, 3)
+	if v, again := play("c.parquet"); v != 3 || !slices.EqualFunc(first, again, slices.Equal) {
+		t.Fatalf("back on the first weights (version %v): other tokens", v)
+	}
+	// A rollout and chat requests while the weights flip twice: none is lost, and the rollout's
+	// tokens are those of the weights it names.
+	var wg sync.WaitGroup
+	var during [][]int32
+	var dv float64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dv, during = play("d.parquet")
+	}()
+	chats := make([]int, 4)
+	for i := range chats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			chats[i], _ = post("/v1/chat/completions", "sk-rl", map[string]any{"model": "tiny-qwen2-f32", "max_tokens": 4,
+				"messages": []map[string]string{{"role": "user", "content": "How many singers?"}}})
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	reload(other, 4)
+	reload(base, 5)
+	wg.Wait()
+	want := first // versions 3 and 5 are the first checkpoint, 4 the other
+	if dv == 4 {
+		want = second
+	}
+	if !slices.EqualFunc(during, want, slices.Equal) {
+		t.Errorf("the rollout during the reloads names weights %v but has other tokens", dv)
+	}
+	if slices.ContainsFunc(chats, func(c int) bool { return c != 200 }) {
+		t.Errorf("chat requests during the reloads: %v", chats)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case log := <-logged:
+		if !strings.Contains(log, "rollouts: seed 9 to "+filepath.Join(dir, "b.parquet")+" on weights version 2") {
+			t.Errorf("no rollout in the log:\n%s", log)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no exit a minute after SIGINT")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGINT: %v", err)
+	}
+}

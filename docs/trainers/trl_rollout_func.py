@@ -1,0 +1,120 @@
+"""TRL GRPOTrainer(rollout_func=...) playing multi-turn episodes of `distill env serve`.
+
+Written against huggingface/trl at f2cd57710ae345ea6428ae95363267fcf38a3dc8:
+trl/trainer/grpo_trainer.py (RolloutFunc = Callable[[list, GRPOTrainer], dict]; `_generate`
+checks the keys prompt_ids, completion_ids, logprobs, pops env_mask as the tool mask and passes
+every other key to the reward functions) and trl/generation/vllm_generation.py
+(VLLMGeneration.generate(prompts=token id lists, images, num_generations) returns
+(prompt_ids, completion_ids, logprobs, logprob_token_ids), logprobs[i][t][0] the sampled token's).
+
+The dataset is `distill env prompts --out prompts.parquet` (docs/ENV.md "Prompt export"): its
+`prompt` column is what the trainer hands this function, so the user message tells which task
+to play (PromptIndex). Each prompt gets num_generations episodes; each turn generates for all
+episodes still playing in one vLLM call, from the episode's running token list (the env's ids,
+never re-tokenised, docs/ENV.md "Token-level turns"):
+
+    from trl import GRPOConfig, GRPOTrainer
+    index = PromptIndex.from_parquet("prompts.parquet")
+    rollout = EnvRollout(EnvClient("http://127.0.0.1:8090"), index, max_turns=5)
+    trainer = GRPOTrainer(model=..., args=GRPOConfig(use_vllm=True, num_generations=8, ...),
+                          reward_funcs=[env_reward], train_dataset=..., rollout_func=rollout)
+
+The generate call is collective across the trainer's processes (vLLM server mode gathers the
+prompts), so every process makes max_turns calls, with an empty list once its episodes are done.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from env_client import EnvClient  # noqa: E402  (docs/env_client.py)
+
+IM_END = "<|im_end|>"
+
+
+class PromptIndex:
+    """Finds the task of a prompt (its messages) by the text of its last user message."""
+
+    def __init__(self, rows):
+        self._by_question = {}
+        for row in rows:
+            self._by_question[row["prompt"][-1]["content"]] = (row["task_id"], row.get("dialect"))
+
+    @classmethod
+    def from_parquet(cls, path):
+        import pyarrow.parquet as pq  # only here: the adapter imports without it
+        return cls(pq.read_table(path, columns=["task_id", "dialect", "prompt"]).to_pylist())
+
+    def task(self, prompt):
+        """(task_id, dialect) of a prompt as the trainer passes it (a list of messages)."""
+        try:
+            return self._by_question[prompt[-1]["content"]]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError("a prompt that is not a row of the exported prompts") from None
+
+
+class _Episode:
+    def __init__(self, env, task_id, dialect):
+        ep = env.start(task_id, dialect)
+        self.id = ep["episode_id"]
+        self.prompt_ids = list(ep["tokens"]["ids"])
+        self.ids, self.logprobs, self.mask = [], [], []  # after the prompt, aligned
+        self.last, self.done = None, False  # the last step's answer; whether it ended the episode
+
+    def running(self):
+        return self.prompt_ids + self.ids
+
+
+class EnvRollout:
+    """The rollout_func: call it as trainer(prompts) would."""
+
+    def __init__(self, env, index, max_turns=5, reward_key="final_reward"):
+        self.env, self.index, self.max_turns, self.reward_key = env, index, max_turns, reward_key
+
+    def __call__(self, prompts, trainer):
+        g = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+        tok = trainer.processing_class
+        im_end = tok.convert_tokens_to_ids(IM_END)
+        eos = {im_end, tok.eos_token_id}
+        eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
+        try:
+            for _ in range(self.max_turns):
+                playing = [e for e in eps if not e.done]
+                outs = trainer.vllm_generation.generate(
+                    prompts=[e.running() for e in playing], images=None, num_generations=1)
+                _, completion_ids, logprobs, _ = outs
+                for e, ids, lps in zip(playing, completion_ids, logprobs):
+                    self._turn(e, list(ids), [lp[0] for lp in lps], eos, tok)
+        finally:
+            for e in eps:
+                if not e.done:
+                    self.env.delete(e.id)
+        return {
+            "prompt_ids": [e.prompt_ids for e in eps],
+            "completion_ids": [e.ids for e in eps],
+            "logprobs": [e.logprobs for e in eps],
+            "env_mask": [e.mask for e in eps],
+            # for reward functions (keyword arguments of the same names)
+            "env_reward": [float(e.last[self.reward_key] or 0) if e.done else 0.0 for e in eps],
+            "env_rewards": [e.last["rewards"] if e.last else None for e in eps],
+        }
+
+    def _turn(self, e, ids, lps, eos, tok):
+        stopped = bool(ids) and ids[-1] in eos
+        reply, reply_lps = (ids[:-1], lps[:-1]) if stopped else (ids, lps)
+        text = tok.decode(reply, skip_special_tokens=True)
+        e.last = step = self.env.step(e.id, text, finish_reason=None if stopped else "length")
+        e.ids += reply
+        e.logprobs += reply_lps
+        e.mask += [1] * len(reply)
+        # The step's text starts with the <|im_end|> the reply stopped on (the policy's token:
+        # it keeps its log-prob and mask 1), then the template and the observation (mask 0).
+        after = list(step["tokens"]["ids"])
+        e.ids += after
+        e.logprobs += [lps[-1] if stopped else 0.0] + [0.0] * (len(after) - 1)
+        e.mask += [1 if stopped else 0] + [0] * (len(after) - 1)
+        e.done = step["done"]
+
+
+def env_reward(completions, env_reward, **kwargs):
+    """A TRL reward function: the episode's final reward from the environment."""
+    return list(env_reward)

@@ -1,0 +1,78 @@
+package env
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestTrainerAdapters: the trainer adapters in docs/trainers compile (python3 -m py_compile,
+// which needs none of the trainers installed), call only methods the clients of docs/ define,
+// and the clients call only routes the server registers.
+func TestTrainerAdapters(t *testing.T) {
+	adapters, err := filepath.Glob(filepath.Join("..", "docs", "trainers", "*.py"))
+	if err != nil || len(adapters) < 3 {
+		t.Fatalf("adapters %v: %v", adapters, err)
+	}
+	clients := ""
+	for _, name := range []string{"env_client.py", "env_client_async.py"} {
+		b, err := os.ReadFile(filepath.Join("..", "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients += string(b)
+	}
+	defined := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^    (?:async )?def (\w+)\(`).FindAllStringSubmatch(clients, -1) {
+		defined[m[1]] = true
+	}
+	calls := regexp.MustCompile(`\b(?:self\.client|self\.env|env)\.(\w+)\(`)
+	for _, a := range adapters {
+		src, err := os.ReadFile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range calls.FindAllStringSubmatch(string(src), -1) {
+			n++
+			if !defined[m[1]] {
+				t.Errorf("%s calls the client's %s, which docs/env_client*.py do not define", a, m[1])
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s calls no client method", a)
+		}
+	}
+	// The routes: each _call("METHOD", "/v1/...") of the client against the server's patterns.
+	server, err := os.ReadFile("http.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]bool{}
+	for _, m := range regexp.MustCompile(`HandleFunc\("([A-Z]+ /v1/[^"]*)"`).FindAllStringSubmatch(string(server), -1) {
+		routes[m[1]] = true
+	}
+	used := regexp.MustCompile(`_call\("([A-Z]+)", f?"(/v1/[^"?]*)`).FindAllStringSubmatch(clients, -1)
+	if len(used) < 6 {
+		t.Fatalf("found %d client calls", len(used))
+	}
+	param := regexp.MustCompile(`\{\w+\}`)
+	for _, m := range used {
+		if r := m[1] + " " + param.ReplaceAllString(m[2], "{id}"); !routes[r] {
+			t.Errorf("the client calls %s, which the server does not route (%v)", r, routes)
+		}
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to compile the adapters")
+	}
+	for _, a := range adapters {
+		cmd := exec.Command(py, "-c", "import sys, py_compile; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)", a, filepath.Join(t.TempDir(), "x.pyc"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not compile: %v\n%s", a, err, strings.TrimSpace(string(out)))
+		}
+	}
+}
