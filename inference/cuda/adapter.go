@@ -98,3 +98,11 @@ func (m *Model) seqsOf(steps []lm.Step) ([]seq, error) {
 	}
 	return seqs, nil
 }
+
+// ForwardGreedy is Forward that writes each step's greedy next token (the argmax of its last
+// logits, the lowest index on ties, NaNs ignored, as generate's host sampler picks it) to out
+// (len(steps) ids), copying no logits back: the generate scheduler's path for greedy requests.
+// Steps must not ask for AllLogits.
+func (m *Model) ForwardGreedy(ctx context.Context, steps []lm.Step, out []int) error {
+	return m.ForwardSample(ctx, steps, make([]Sampling, len(steps)), out)
+}
