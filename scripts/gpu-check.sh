@@ -293,6 +293,7 @@ evalstage() {
 		return
 	fi
 	fig "${name}_s" "$wall"
+	fig "${name}_n" "$n"
 	python3 - "$WORK/$name/usage.json" "$name" "$wall" "$n" "$batch" "$WORK/figures" <<'EOF' 2>&1 | tee -a "$SUMMARY"
 import json, sys
 u = json.load(open(sys.argv[1]))
@@ -353,8 +354,10 @@ def static_cache(batch, n):
 def decode(batch, warm=8, steps=32):
     cache = static_cache(batch, depth + warm + steps + 1)
     ids = torch.randint(0, V, (batch, depth), device="cuda")
-    out = m(input_ids=ids, cache_position=torch.arange(depth, device="cuda"), past_key_values=cache, use_cache=True)
-    tok = out.logits[:, -1:].argmax(-1)
+    # The base model, then the LM head on the last position only (logits of every prompt
+    # position would take batch x depth x vocab values).
+    h = m.model(input_ids=ids, cache_position=torch.arange(depth, device="cuda"), past_key_values=cache, use_cache=True)
+    tok = m.lm_head(h.last_hidden_state[:, -1:]).argmax(-1)
     pos = depth
     def one():
         nonlocal tok, pos
@@ -372,7 +375,12 @@ def decode(batch, warm=8, steps=32):
     torch.cuda.synchronize()
     return batch * steps / (time.time() - t)
 for b in batches:
-    r = decode(b)
+    try:
+        r = decode(b)
+    except Exception as e:  # a transformers version whose forward breaks the graph
+        print(f"hf: fullgraph compile failed ({type(e).__name__}: {e}); compiling without fullgraph", flush=True)
+        step = torch.compile(m.forward, mode="reduce-overhead")
+        r = decode(b)
     print(f"hf decode depth={depth} batch={b} {r:.1f} tok/s", flush=True)
     with open(figs, "a") as f:
         f.write(f"hf_b{b}_d{depth} {r:.1f}\n")
@@ -450,8 +458,8 @@ rows = [
     ("decode b1 at depth 2048, tok/s", "b1_d2048", "hf_b1_d2048", ">= 1,200"),
     ("decode b64 at depth 2048, tok/s", "b64_d2048", "hf_b64_d2048", ">= 25,000"),
     ("decode b256 at depth 2048, tok/s", "b256_d2048", "", ">= 60,000"),
-    ("eval 56 tasks at batch 56, s wall", "eval_s", "", "<= 5"),
-    ("eval 1,534 tasks (5 turns x 256) at batch 256, s wall", "eval-bird_s", "", "<= 90"),
+    ("eval %s tasks at batch 56, s wall" % g("eval_n"), "eval_s", "", "<= 5 (56 tasks)"),
+    ("eval-bird %s tasks (5 turns x 256) at batch 256, s wall" % g("eval-bird_n"), "eval-bird_s", "", "<= 90 (1,534 tasks)"),
 ]
 for what, ours, peer, goal in rows:
     print("%-55s %10s %10s   goal %s" % (what, g(ours), g(peer) if peer else "-", goal))
@@ -460,7 +468,7 @@ for ev, b in (("eval", 64), ("eval-bird", 256)):
     for d in (0, 2048):
         ref = "b%d_d%d" % (b, d)
         if k in f and ref in f and f[ref] > 0:
-            print("%-55s %9.0f%% %10s   goal >= 85%%" % ("%s generated tok/s over bench b%d depth %d" % (ev, b, d), 100 * f[k] / f[ref], "-"))
+            print("%-55s %9.0f%% %10s   goal >= 85%% (of bench at eval's batch and depth)" % ("%s generated tok/s (wall) / bench b%d depth %d" % (ev, b, d), 100 * f[k] / f[ref], "-"))
 EOF
 fi
 
