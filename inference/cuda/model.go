@@ -66,7 +66,7 @@ type devLayer struct {
 // Model is a Qwen2 model on a CUDA device (or the emulator). It implements lm.Model
 // (adapter.go): Forward runs every step of a batch together through the layers, on the device,
 // and copies only the logits back. Weights are uploaded once, at Load; the KV caches live in one pool of
-// 16-token blocks on the device. Decode batches replay a CUDA graph captured for their size.
+// 16-token blocks on the device. Decode batches replay a CUDA graph captured for their bucket of sizes.
 // Methods are safe for concurrent use (they take turns on the device's one stream).
 type Model struct {
 	mu   sync.Mutex
