@@ -24,7 +24,7 @@ func (m *Model) NewCache(maxTokens int) (lm.Cache, error) { return m.newCache(ma
 // steps go through the layers together, as passes of up to Options.MaxPass tokens and
 // Options.MaxRows sequences; every layer of a pass runs on the device without a host round
 // trip, and only the logits asked for come back. A decode pass (one token per step) replays a
-// CUDA graph captured for its batch size. Forward checks every step before changing anything;
+// CUDA graph captured for its bucket of batch sizes (decodeBucket). Forward checks every step before changing anything;
 // on an error or a done ctx no cache's length changes.
 func (m *Model) Forward(ctx context.Context, steps []lm.Step) error {
 	seqs, err := m.seqsOf(steps)
@@ -97,4 +97,12 @@ func (m *Model) seqsOf(steps []lm.Step) ([]seq, error) {
 		seqs[i] = seq{cache: ca, tokens: st.Tokens, all: st.AllLogits}
 	}
 	return seqs, nil
+}
+
+// ForwardGreedy is Forward that writes each step's greedy next token (the argmax of its last
+// logits, the lowest index on ties, NaNs ignored, as generate's host sampler picks it) to out
+// (len(steps) ids), copying no logits back: the generate scheduler's path for greedy requests.
+// Steps must not ask for AllLogits.
+func (m *Model) ForwardGreedy(ctx context.Context, steps []lm.Step, out []int) error {
+	return m.ForwardSample(ctx, steps, make([]Sampling, len(steps)), out)
 }

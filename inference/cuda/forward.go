@@ -80,15 +80,34 @@ func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []
 			return err
 		}
 	}
+	// With graphs, the one-token steps (decoding sequences) run as passes of their own, ahead
+	// of the prompt chunks, so that a step mixing both replays the decode graph for the former
+	// and launches directly only for the latter.
+	order := make([]int, 0, len(steps))
+	split := !graphsOff(m.opts)
+	for i := range steps {
+		if !split || len(steps[i].tokens) == 1 {
+			order = append(order, i)
+		}
+	}
+	if split {
+		for i := range steps {
+			if len(steps[i].tokens) > 1 {
+				order = append(order, i)
+			}
+		}
+	}
 	var spans []span
 	count := 0
-	for i := range steps {
+	for k, i := range order {
 		for lo, n := 0, len(steps[i].tokens); lo < n; {
 			hi := min(n, lo+m.opts.MaxPass-count)
 			spans = append(spans, span{step: i, lo: lo, hi: hi})
 			count += hi - lo
 			lo = hi
-			if count == m.opts.MaxPass || len(spans) == m.opts.MaxRows || (i == len(steps)-1 && lo == n) {
+			last := k == len(order)-1
+			kindEnds := split && !last && n == 1 && len(steps[order[k+1]].tokens) > 1
+			if count == m.opts.MaxPass || len(spans) == m.opts.MaxRows || (lo == n && (last || kindEnds)) {
 				if err := m.pass(ctx, steps, caches, spans, count, how, out); err != nil {
 					undo()
 					return err
@@ -101,6 +120,28 @@ func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []
 		c.n += len(steps[i].tokens)
 	}
 	return nil
+}
+
+// decodeBucket is the batch size whose graph a decode pass of T sequences replays: T up to 2,
+// then powers of two up to 8, multiples of 8 up to 64 and of 32 beyond (at most limit), so
+// that a batch shrinking as its requests finish reuses at most 17 graphs (up to 256) instead of
+// capturing one per size; the padding, at most 7 rows up to 64 and 31 beyond, costs little
+// where the products are bound by reading the weights.
+func decodeBucket(T, limit int) int {
+	var b int
+	switch {
+	case T <= 2:
+		b = T
+	case T <= 4:
+		b = 4
+	case T <= 8:
+		b = 8
+	case T <= 64:
+		b = (T + 7) / 8 * 8
+	default:
+		b = (T + 31) / 32 * 32
+	}
+	return max(T, min(b, limit))
 }
 
 // pass runs the T tokens of spans through the model and delivers their logits (or, with how,
@@ -136,8 +177,21 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 		t += n
 	}
 	// A pass of one token per sequence runs split-key decode attention; the keys per split
-	// follow from its longest context.
+	// follow from its longest context. With graphs it replays the graph of its bucket
+	// (decodeBucket), the rows past T padding: token 0 at position 0 of the pad block, outputs
+	// unused.
 	single := len(spans) == T
+	decode := single && len(outs) == T && T <= m.opts.MaxRows && !graphsOff(m.opts)
+	B := T
+	if decode {
+		B = decodeBucket(T, min(m.opts.MaxRows, m.opts.MaxPass))
+		for k := T; k < B; k++ {
+			h[l.tableOff+k] = int32(off)
+			h[l.tables+off] = m.padBlock
+			off++
+			h[l.toks+k], h[l.pos+k], h[l.seq+k], h[l.rows+k] = 0, 0, int32(k), int32(k)
+		}
+	}
 	if single {
 		ctx := 0
 		for k := range spans {
@@ -151,20 +205,21 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 	if err := m.dev.CopyIn(m.meta, unsafe.Pointer(&h[0]), 4*(l.tables+off)); err != nil {
 		return err
 	}
-	decode := single && len(outs) == T && T <= m.opts.MaxRows
 	sample := how != nil
 	draw := false
 	if sample {
 		for i := range outs {
 			draw = draw || how[outs[i].step].Temperature > 0
 		}
-		if err := m.setSampling(outs, how); err != nil {
-			return err
+		if draw {
+			if err := m.setSampling(outs, how, B-T); err != nil {
+				return err
+			}
 		}
 	}
 	R := min(len(outs), m.opts.MaxRows)
-	if decode && !graphsOff(m.opts) {
-		if err := m.replay(graphKey{T: T, sample: sample, draw: draw}); err != nil {
+	if decode {
+		if err := m.replay(graphKey{T: B, sample: sample, draw: draw}); err != nil {
 			return err
 		}
 	} else {
@@ -264,9 +319,13 @@ func (m *Model) head(r0, R int, sample, draw bool) error {
 
 func (m *Model) metaAt(i int) Ptr { return m.meta + Ptr(4*i) }
 
-// setSampling uploads each logit row's (1/temperature, top_p, u).
-func (m *Model) setSampling(outs []rowOut, how []Sampling) error {
-	p := make([]float32, 3*len(outs))
+// setSampling uploads each logit row's (1/temperature, top_p, u), then pad rows of greedy
+// settings (the padding rows of a bucketed decode pass).
+func (m *Model) setSampling(outs []rowOut, how []Sampling, pad int) error {
+	p := make([]float32, 3*(len(outs)+pad))
+	for i := len(outs); i < len(outs)+pad; i++ {
+		p[3*i], p[3*i+1] = 1, 1
+	}
 	for i, r := range outs {
 		s := how[r.step]
 		inv, top := 1.0, s.TopP
@@ -314,7 +373,7 @@ func (m *Model) deliver(steps []seq, outs []rowOut, how []Sampling, out []int) e
 // replay launches the graph of a decode pass of key.T sequences, capturing it first: the
 // body and the head read everything that changes between steps (tokens, positions, block
 // tables, sampling settings) from device buffers at fixed addresses, so one capture serves
-// every later step of that batch size.
+// every later step of that batch size (and, padded, of the smaller sizes of its bucket).
 func (m *Model) replay(key graphKey) error {
 	g := m.graphs[key]
 	if g == nil {

@@ -66,7 +66,7 @@ type devLayer struct {
 // Model is a Qwen2 model on a CUDA device (or the emulator). It implements lm.Model
 // (adapter.go): Forward runs every step of a batch together through the layers, on the device,
 // and copies only the logits back. Weights are uploaded once, at Load; the KV caches live in one pool of
-// 16-token blocks on the device. Decode batches replay a CUDA graph captured for their size.
+// 16-token blocks on the device. Decode batches replay a CUDA graph captured for their bucket of sizes.
 // Methods are safe for concurrent use (they take turns on the device's one stream).
 type Model struct {
 	mu   sync.Mutex
@@ -103,6 +103,7 @@ type Model struct {
 	kv          Ptr // the block pool: L layers × blocks × [2][nkv][bs][hd] bf16
 	layerStride int // values per layer of the pool
 	nblocks     int
+	padBlock    int32 // a block no cache holds: the padding rows of a bucketed decode pass write and read it
 	freeBlocks  []int32
 	maxBlocks   int // blocks one sequence may hold
 
@@ -320,9 +321,12 @@ func (m *Model) allocActivations() error {
 	return err
 }
 
-// splits is the key splits of decode attention for a decode pass of T sequences.
+// splits is the key splits of decode attention for a decode pass of T sequences: those of its
+// bucket (decodeBucket), so that a pass padded to its bucket's graph and the same pass launched
+// directly split the keys alike and agree exactly.
 func (m *Model) splits(T int) int {
-	return decodeSplits(T, m.geo.nkv, m.sms, m.cfg.MaxPositionEmbeddings)
+	B := decodeBucket(T, min(m.opts.MaxRows, m.opts.MaxPass))
+	return decodeSplits(B, m.geo.nkv, m.sms, m.cfg.MaxPositionEmbeddings)
 }
 
 // maxSplitRows is the most (token, split) pairs of a decode pass: T·splits(T) at its largest.
@@ -353,7 +357,8 @@ func (m *Model) allocPool() error {
 		tokens = m.defaultCacheTokens(perToken)
 	}
 	m.nblocks = max(1, tokens/blockTokens)
-	m.layerStride = m.nblocks * 2 * m.kvd * blockTokens
+	m.padBlock = int32(m.nblocks) // one more block than the caches share
+	m.layerStride = (m.nblocks + 1) * 2 * m.kvd * blockTokens
 	p, err := m.alloc(m.L * m.layerStride * 2)
 	if err != nil {
 		return fmt.Errorf("KV cache pool of %d tokens (%d MiB): %w", m.nblocks*blockTokens, (m.L*m.layerStride*2)>>20, err)

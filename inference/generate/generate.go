@@ -146,7 +146,20 @@ type Generator struct {
 	active  []*Sequence
 	tree    prefixTree // the kept caches
 	clock   uint64
-	forking bool // the model's caches implement Forker
+	forking bool        // the model's caches implement Forker
+	greedy  GreedyModel // the model, where it picks greedy tokens itself
+	picked  []int       // scratch: a step's greedy tokens
+}
+
+// GreedyModel is implemented by models that pick the greedy next token themselves (the CUDA
+// backend, on the device). The scheduler calls ForwardGreedy instead of Forward for a step
+// whose sequences are all greedy (temperature 0 or top-k 1) and want no log-probabilities,
+// so that one id per sequence comes back instead of a row of logits.
+type GreedyModel interface {
+	// ForwardGreedy is Forward writing each step's argmax next token (the lowest index on
+	// ties, NaNs ignored, as the host sampler's greedy pick) to out (len(steps) ids) instead
+	// of its logits.
+	ForwardGreedy(ctx context.Context, steps []lm.Step, out []int) error
 }
 
 // Stats are a Generator's counters since New.
@@ -204,6 +217,7 @@ func New(m lm.Model, cfg Config) (*Generator, error) {
 			return nil, fmt.Errorf("generate: stop id %d outside the vocabulary [0, %d)", id, g.vocab)
 		}
 	}
+	g.greedy, _ = m.(GreedyModel)
 	if c, err := m.NewCache(1); err == nil {
 		_, g.forking = c.(lm.Forker)
 		c.Release()
@@ -809,7 +823,19 @@ func (g *Generator) step() {
 	for _, st := range steps {
 		tokens += len(st.Tokens)
 	}
-	err := g.model.Forward(g.ctx, steps)
+	// Greedy requests that want no log-probabilities need only the argmax: a model that picks
+	// it on the device copies back one id per sequence instead of a row of logits.
+	greedy := g.greedy != nil
+	for _, s := range seqs {
+		greedy = greedy && s.deviceGreedy()
+	}
+	var err error
+	if greedy {
+		g.picked = slices.Grow(g.picked[:0], len(steps))[:len(steps)]
+		err = g.greedy.ForwardGreedy(g.ctx, steps, g.picked)
+	} else {
+		err = g.model.Forward(g.ctx, steps)
+	}
 	g.statsMu.Lock()
 	g.stats.Forwards++
 	g.stats.ForwardTokens += int64(tokens)
@@ -826,7 +852,10 @@ func (g *Generator) step() {
 		g.removeEnded()
 		return
 	}
-	drawn := g.sampleAll(seqs, steps)
+	var drawn []draw
+	if !greedy {
+		drawn = g.sampleAll(seqs, steps)
+	}
 	generated := 0
 	for i, s := range seqs {
 		st := steps[i]
@@ -836,15 +865,24 @@ func (g *Generator) step() {
 		if len(s.todo) > 0 {
 			continue // prompt not yet complete
 		}
-		if len(st.Logits) < g.vocab {
-			g.fail(s, fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab))
-			continue
-		}
-		tok := drawn[i].tok
-		if s.req.LogProbs {
-			s.mu.Lock()
-			s.logprobs = append(s.logprobs, drawn[i].logProb)
-			s.mu.Unlock()
+		var tok int
+		if greedy {
+			tok = g.picked[i]
+			if tok < 0 || tok >= g.vocab {
+				g.fail(s, fmt.Errorf("generate: model picked token %d outside the vocabulary of %d", tok, g.vocab))
+				continue
+			}
+		} else {
+			if len(st.Logits) < g.vocab {
+				g.fail(s, fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab))
+				continue
+			}
+			tok = drawn[i].tok
+			if s.req.LogProbs {
+				s.mu.Lock()
+				s.logprobs = append(s.logprobs, drawn[i].logProb)
+				s.mu.Unlock()
+			}
 		}
 		generated++
 		if s.first.IsZero() {
@@ -916,6 +954,12 @@ func (g *Generator) sampleAll(seqs []*Sequence, steps []lm.Step) []draw {
 	}
 	wg.Wait()
 	return drawn
+}
+
+// deviceGreedy reports whether s's next token is the argmax of its logits (as sampler.sample
+// picks at temperature 0 or top-k 1) and s wants no log-probabilities.
+func (s *Sequence) deviceGreedy() bool {
+	return (s.req.Temperature <= 0 || s.req.TopK == 1) && !s.req.LogProbs
 }
 
 // fail ends the active request s with err, releasing its cache.
