@@ -128,33 +128,91 @@ func (s *sampler) sortedDraw(p []float64, k int, total, u float64) int {
 	return s.draw(p, cand, kept, u)
 }
 
-// nucleusDraw draws from the top-p nucleus (no top-k) without sorting it: a weighted
-// quickselect finds the token at which the mass, in falling probability order, reaches top-p,
-// and then the one at which it passes u times the nucleus's mass. Its sums are added in
-// another order than sortedDraw's, so they differ from them by rounding, at most about n·2⁻⁵³
-// of the total each for n tokens; when both boundaries are further than sixteen times that
-// from the value placed between them, sortedDraw would cut and draw the same tokens, and the
-// result is returned with ok. Otherwise (a flat distribution cut exactly at a tie, a draw
+// nucleusDraw draws from the top-p nucleus (no top-k) without sorting it. One pass buckets the
+// probabilities by their leading bits (bucketOf: a higher bucket holds only higher
+// probabilities) and sums each bucket's mass; the bucket where the mass in rank order reaches
+// top-p, and then the one where it passes u times the nucleus's mass, are found from the sums,
+// and a weighted quickselect over that bucket's ids alone finds the token. Its sums are added
+// in another order than sortedDraw's, so they differ from them by rounding, at most about
+// n·2⁻⁵³ of the total each for n tokens; when both boundaries are further than sixteen times
+// that from the value placed between them, sortedDraw would cut and draw the same tokens, and
+// the result is returned with ok. Otherwise (a flat distribution cut exactly at a tie, a draw
 // within rounding of a boundary) ok is false and sortedDraw decides.
 func (s *sampler) nucleusDraw(p []float64, total, u float64) (id int, ok bool) {
-	cand := s.candidates(p, 0, total)
+	var count [numBuckets]int32
+	var mass [numBuckets]float64
+	for _, v := range p {
+		if v > 0 {
+			b := bucketOf(v)
+			count[b]++
+			mass[b] += v
+		}
+	}
 	tol := 16 * float64(len(p)) * 0x1p-53 * total
 	need := s.topP * total
-	j, before, ok := selectMass(p, cand, need)
-	if !ok || need-before <= tol || before+p[cand[j]]-need <= tol {
+	// cut: the bucket holding the nucleus's last token, and the mass of the buckets above it.
+	cut, above := crossing(&mass, need)
+	if cut < 0 {
 		return 0, false
 	}
-	nucleus := cand[:j+1] // the tokens ranked before cand[j], then cand[j]
-	kept := 0.0
-	for _, id := range nucleus {
-		kept += p[id]
+	ids := s.bucket(p, cut, int(count[cut]))
+	j, before, ok := selectMass(p, ids, need-above)
+	before += above
+	if !ok || need-before <= tol || before+p[ids[j]]-need <= tol {
+		return 0, false
 	}
+	kept := before + p[ids[j]]
 	x := u * kept
-	j, before, ok = selectMass(p, nucleus, x)
-	if !ok || x-before <= tol || before+p[nucleus[j]]-x <= tol {
+	at, aboveAt := crossing(&mass, x)
+	if at < cut || at < 0 { // at == cut: within the nucleus's part of the cut bucket
 		return 0, false
 	}
-	return nucleus[j], true
+	if at == cut {
+		ids = ids[:j+1]
+	} else {
+		ids = s.bucket(p, at, int(count[at]))
+	}
+	j, before, ok = selectMass(p, ids, x-aboveAt)
+	before += aboveAt
+	if !ok || x-before <= tol || before+p[ids[j]]-x <= tol {
+		return 0, false
+	}
+	return ids[j], true
+}
+
+// numBuckets is how many buckets bucketOf sorts probabilities into.
+const numBuckets = 1 + 65<<4
+
+// bucketOf is the bucket of a probability v in (0, 1]: its exponent and four leading mantissa
+// bits, so buckets rise with v, each spanning a sixteenth of a binade; everything below 2⁻⁶⁴
+// shares bucket 0.
+func bucketOf(v float64) int {
+	const low = (1023 - 64) << 4 // 2⁻⁶⁴'s exponent and leading bits
+	b := int(math.Float64bits(v)>>48) - low + 1
+	return min(max(b, 0), numBuckets-1)
+}
+
+// crossing returns the highest-first bucket at which the mass summed from the top bucket down
+// first exceeds x, and the mass of the buckets above it; -1 when the whole mass does not.
+func crossing(mass *[numBuckets]float64, x float64) (b int, above float64) {
+	for b = numBuckets - 1; b >= 0; b-- {
+		if x < above+mass[b] {
+			return b, above
+		}
+		above += mass[b]
+	}
+	return -1, above
+}
+
+// bucket collects the n ids of p in bucket b (into the sampler's scratch).
+func (s *sampler) bucket(p []float64, b, n int) []int {
+	s.cand = slices.Grow(s.cand[:0], n)
+	for i, v := range p {
+		if v > 0 && bucketOf(v) == b {
+			s.cand = append(s.cand, i)
+		}
+	}
+	return s.cand
 }
 
 // ranksBefore reports whether id a comes before id b in falling probability order, the lower
