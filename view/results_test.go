@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/curate"
@@ -151,6 +152,39 @@ func TestResults(t *testing.T) {
 	}
 	if code := get(t, h, "/api/results?id=100000", nil); code != 404 {
 		t.Errorf("unknown row: %d", code)
+	}
+}
+
+// TestResultsConcurrent: requests for one row at once run its statements once between them,
+// and each gets the same result.
+func TestResultsConcurrent(t *testing.T) {
+	fx := getFixture(t)
+	rows := readRows(t, fx.dataset)
+	_, wrong := resultRows(t, rows)
+	s := openServer(t, nil, fx.dataset)
+	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	t.Cleanup(func() { conn.Close() })
+	op := &countingOpener{conn: conn, execs: make(chan string, 100)}
+	s.SetExecutor(Executor{Tasks: fx.tasks, Opener: op, Dialects: []datasets.Dialect{datasets.SQLite}})
+	const n = 8
+	got := make([]*RowResults, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = s.Results(context.Background(), wrong)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || fmt.Sprint(got[i].Gold.Observation, got[i].Final.Observation) != fmt.Sprint(got[0].Gold.Observation, got[0].Final.Observation) {
+			t.Errorf("request %d: %v %+v", i, errs[i], got[i])
+		}
+	}
+	if len(op.execs) != 2 {
+		t.Errorf("%d requests at once ran %d statements, want 2 (final and gold)", n, len(op.execs))
 	}
 }
 
