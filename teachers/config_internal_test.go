@@ -429,7 +429,10 @@ func TestThinkingFields(t *testing.T) {
 		{ProviderOllama, "qwen", "q", "none", &off, `{"reasoning_effort":"none"}`},
 		{ProviderOpenRouter, "glm", "z-ai/glm-4.7-flash", "", &on, `{"reasoning":{"enabled":true}}`},
 		{"", "qwen", "x", "medium", &on, `{"reasoning_effort":"medium"}`},
-		{ProviderVLLM, "my-model", "Qwen/Qwen3-8B", "", nil, `{}`},
+		// A teacher of one's own thinks unless told not to (thinking: false).
+		{ProviderVLLM, "my-model", "Qwen/Qwen3-8B", "", nil, `{"chat_template_kwargs":{"enable_thinking":true}}`},
+		{ProviderDashScope, "mine", "qwen3-235b-a22b", "", nil, `{"enable_thinking":true}`},
+		{ProviderDashScope, "mine", "qwen3-235b-a22b", "", &off, `{"enable_thinking":false}`},
 	}
 	for _, c := range cases {
 		e := Endpoint{Name: c.name, BaseURL: "http://x/v1", Model: c.model, Provider: c.provider, Thinking: c.thinking, ReasoningEffort: c.effort}

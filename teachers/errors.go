@@ -3,6 +3,7 @@ package teachers
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Reasons name why a request was retried or a Chat call failed (Error.Reason, Stats maps).
@@ -53,6 +54,30 @@ func (e *Error) Error() string {
 		s += ": " + e.Message
 	}
 	return s
+}
+
+// Permanent reports whether the same request would fail again whatever the timing: an
+// authentication or client error (HTTP 4xx other than 408 and 429). distill stops a run whose
+// first episodes of a teacher all fail with one (distill.StopAfterSameErrors).
+func (e *Error) Permanent() bool { return e.Reason == ReasonAuth || e.Reason == ReasonClient }
+
+// Hint says how to fix a permanent error in the teachers config, "" for other errors.
+func (e *Error) Hint() string {
+	if !e.Permanent() {
+		return ""
+	}
+	msg := strings.ToLower(e.Message)
+	switch {
+	case e.Reason == ReasonAuth:
+		return fmt.Sprintf("check teacher %s's API key (the variable api_key_env names, or CHAINEDSQL_%s_API_KEY) and that it may use its model", e.Teacher, EnvName(e.Teacher))
+	case strings.Contains(msg, "enable_thinking") && strings.Contains(msg, "stream"):
+		return fmt.Sprintf("set stream: true for teacher %s (the provider takes thinking requests only streamed), or thinking: false to turn thinking off", e.Teacher)
+	case strings.Contains(msg, "max_completion_tokens"):
+		return fmt.Sprintf("set provider: openai for teacher %s (it sends the budget as max_completion_tokens)", e.Teacher)
+	case e.Status == 404 || strings.Contains(msg, "model"):
+		return fmt.Sprintf("check teacher %s's model id against the provider's model list (model:, or the provider: profile's ids)", e.Teacher)
+	}
+	return fmt.Sprintf("check teacher %s's provider, model, thinking, stream and extra_body in the teachers config against what the provider's message asks", e.Teacher)
 }
 
 // Unwrap returns the context error when the caller's context ended, else nil.
