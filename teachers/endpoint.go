@@ -38,7 +38,7 @@
 //	                                        dashscope, together, fireworks, ollama, openai (see Profile)
 //	stream              STREAM              true: stream every request (SSE)
 //	stream_idle_timeout STREAM_IDLE_TIMEOUT longest silence inside a stream (default 2m)
-//	thinking            THINKING            true/false: ask for thinking in the provider's way
+//	thinking            THINKING            true (default)/false: ask for thinking in the provider's way
 //	template_opens_think TEMPLATE_OPENS_THINK true: the model's chat template ends the prompt with
 //	                                        <think> (the qwen preset's default; see Endpoint)
 //	reasoning_effort    REASONING_EFFORT    sent as reasoning_effort (OpenRouter: reasoning.effort)
