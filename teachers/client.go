@@ -24,6 +24,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // maxResponseBytes bounds a response body; a larger one is treated as malformed.
@@ -613,7 +614,7 @@ func (c *Client) sendPlain(ctx context.Context, req *openai.ChatCompletionReques
 	if _, err := c.oc.CreateChatCompletion(ctx, *req); err != nil {
 		return err
 	}
-	var w wireResponse
+	var w oai.Completion
 	if err := json.Unmarshal(cp.body, &w); err != nil {
 		return &errDecode{err}
 	}
@@ -634,7 +635,7 @@ func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionReque
 	}
 	defer st.Close()
 	if cp.plainJSON {
-		var w wireResponse
+		var w oai.Completion
 		if err := json.Unmarshal(cp.body, &w); err != nil {
 			return &errDecode{err}
 		}
@@ -659,7 +660,7 @@ func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionReque
 		if len(raw) == 0 {
 			continue // an empty data line carries nothing
 		}
-		var w wireResponse
+		var w oai.Completion
 		if err := json.Unmarshal(raw, &w); err != nil {
 			return &errDecode{err}
 		}
@@ -762,6 +763,8 @@ func errorField(body []byte) string {
 	if !bytes.Contains(body, []byte(`"error"`)) {
 		return ""
 	}
+	// Only the message: providers send code as a string or a number (OpenRouter), so
+	// oai.ErrorBody would refuse some of them.
 	var r struct {
 		Error struct {
 			Message string `json:"message"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -238,7 +239,7 @@ func TestWireReasoningForms(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var w wireResponse
+			var w oai.Completion
 			if err := json.Unmarshal([]byte(c.body), &w); err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +266,7 @@ func TestWireUsageForms(t *testing.T) {
 		{"openrouter cost", `{"prompt_tokens":10,"completion_tokens":5,"cost":0.00042}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5}, 0.00042},
 	}
 	for _, c := range cases {
-		var w wireResponse
+		var w oai.Completion
 		if err := json.Unmarshal([]byte(`{"choices":[],"usage":`+c.usage+`}`), &w); err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +495,7 @@ func FuzzWireResponse(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":{"content":null,"reasoning":{"text":"x"}},"finish_reason":"length"}],"usage":{"prompt_cache_hit_tokens":3,"cost":1e-9}}`))
 	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"skip"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var w wireResponse
+		var w oai.Completion
 		if json.Unmarshal(data, &w) != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // request is the part of a chat-completions request the backend honours.
@@ -57,7 +58,7 @@ type apiError struct {
 }
 
 func (e *apiError) write(w http.ResponseWriter) {
-	var b errorBody
+	var b oai.ErrorBody
 	b.Error.Message, b.Error.Type = e.msg, "invalid_request_error"
 	if e.param != "" {
 		b.Error.Param = &e.param

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // Backend answers conversations, streaming the reply's text (*student.Student is one).
@@ -69,18 +70,8 @@ type server struct {
 	created int64
 }
 
-// errorBody is OpenAI's error shape.
-type errorBody struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	var e errorBody
+	var e oai.ErrorBody
 	e.Error.Message, e.Error.Type = msg, typ
 	if code != "" {
 		e.Error.Code = &code
@@ -130,43 +121,13 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, allow))
 }
 
-type usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+func toUsage(u chat.Usage) *oai.Usage {
+	return &oai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(),
+		PromptTokensDetails: &oai.PromptDetails{CachedTokens: u.CachedTokens}}
 }
 
-func toUsage(u chat.Usage) *usage {
-	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
-	out.PromptTokensDetails.CachedTokens = u.CachedTokens
-	return out
-}
-
-type choice struct {
-	Index        int      `json:"index"`
-	Message      *msgOut  `json:"message,omitempty"`
-	Delta        *msgOut  `json:"delta,omitempty"`
-	FinishReason *string  `json:"finish_reason"`
-	Logprobs     *float64 `json:"logprobs"`
-}
-
-type msgOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
-}
-
-type completion struct {
-	ID                string   `json:"id"`
-	Object            string   `json:"object"`
-	Created           int64    `json:"created"`
-	Model             string   `json:"model"`
-	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
-	Choices           []choice `json:"choices"`
-	Usage             *usage   `json:"usage,omitempty"`
-}
+// nullLogprobs is choice.logprobs as OpenAI writes it when none were asked for.
+var nullLogprobs = json.RawMessage("null")
 
 func newID() string {
 	var b [12]byte
@@ -223,22 +184,22 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		fr := rep.FinishReason
 		content := rep.Content
-		writeJSON(w, http.StatusOK, completion{
-			ID: id, Object: "chat.completion", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
-			Choices: []choice{{Index: 0, Message: &msgOut{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr}},
+		writeJSON(w, http.StatusOK, oai.Completion{
+			ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
+			Choices: []oai.Choice{{Index: 0, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr, Logprobs: nullLogprobs}},
 			Usage:   toUsage(rep.Usage),
 		})
 		s.logf("chat %s: %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
 		return
 	}
-	s.stream(w, r, b, req, msgs, opts, completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
+	s.stream(w, r, b, req, msgs, opts, oai.Completion{ID: id, Object: oai.ObjectChunk, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
 }
 
 // stream answers with server-sent events: a role chunk, content chunks, a finish chunk, the
 // usage chunk when asked for, and "data: [DONE]". An error after the first byte is sent as an
 // error event (the status line is already out). b computes the reply; head is the envelope of
 // every chunk.
-func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head completion, start time.Time) {
+func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head oai.Completion, start time.Time) {
 	id := head.ID
 	flusher, _ := w.(http.Flusher)
 	started := false
@@ -267,9 +228,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 		}
 		return nil
 	}
-	chunk := func(d *msgOut, fr *string) completion {
+	chunk := func(d *oai.Delta, fr *string) oai.Completion {
 		c := head
-		c.Choices = []choice{{Index: 0, Delta: d, FinishReason: fr}}
+		c.Choices = []oai.Choice{{Index: 0, Delta: d, FinishReason: fr, Logprobs: nullLogprobs}}
 		return c
 	}
 	empty := ""
@@ -277,11 +238,11 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 	rep, err := b.Stream(r.Context(), msgs, opts, func(delta string) error {
 		if first {
 			first = false
-			if err := send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
+			if err := send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
 				return err
 			}
 		}
-		return send(chunk(&msgOut{Content: &delta}, nil))
+		return send(chunk(&oai.Delta{Content: &delta}, nil))
 	})
 	if err != nil {
 		st, typ := status(r.Context(), err)
@@ -290,23 +251,23 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 			writeError(w, st, typ, "", clientMessage(err))
 			return
 		}
-		var e errorBody
+		var e oai.ErrorBody
 		e.Error.Message, e.Error.Type = clientMessage(err), typ
 		send(e)
 		return
 	}
 	if first {
-		if send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
+		if send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
 			return
 		}
 	}
 	fr := rep.FinishReason
-	if send(chunk(&msgOut{}, &fr)) != nil {
+	if send(chunk(&oai.Delta{}, &fr)) != nil {
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := head
-		u.Choices, u.Usage = []choice{}, toUsage(rep.Usage)
+		u.Choices, u.Usage = []oai.Choice{}, toUsage(rep.Usage)
 		if send(u) != nil {
 			return
 		}
