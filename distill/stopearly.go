@@ -67,5 +67,5 @@ func (s *earlyStop) done(policy string, p pending) error {
 	if p.hint != "" {
 		msg += "; fix: " + p.hint
 	}
-	return errors.New(msg + "; then run the same command with --retry-failed to redo the failed keys")
+	return errors.New(msg + "; then rerun with --retry-failed (distill) or into a new --out (student eval) to redo the failed keys")
 }
