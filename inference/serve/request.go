@@ -16,20 +16,18 @@ import (
 
 // request is the part of a chat-completions request the backend honours.
 type request struct {
-	Model               string          `json:"model"`
-	Messages            []message       `json:"messages"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                int             `json:"top_k"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N *int `json:"n"`
+	Model               string             `json:"model"`
+	Messages            []message          `json:"messages"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	TopK                int                `json:"top_k"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Seed                *int64             `json:"seed"`
+	Stop                json.RawMessage    `json:"stop"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *oai.StreamOptions `json:"stream_options"`
+	N                   *int               `json:"n"`
 }
 
 // honoured are the request fields this server reads (the fields of request).

@@ -1,6 +1,6 @@
 // Package oai is the OpenAI chat-completions wire format, typed once: the reply (a completion
-// or a stream chunk) with every provider's reasoning fields and usage extras, and the error
-// body. The teacher client decodes it (teachers), student serve (inference/serve) and the test
+// or a stream chunk) with every provider's reasoning fields and usage extras, the error body, and
+// the request's stream options. The teacher client decodes it (teachers), student serve (inference/serve) and the test
 // server (internal/oaitest) encode it. Optional fields are pointers or omitempty so that an
 // encoder says exactly which keys a reply has: a completion's content is present even when
 // null (vLLM, DeepSeek: the reasoning used the budget), a chunk's only when it carries text.
@@ -14,6 +14,12 @@ const (
 	ObjectCompletion = "chat.completion"
 	ObjectChunk      = "chat.completion.chunk"
 )
+
+// StreamOptions is a request's stream_options: include_usage asks for a last chunk carrying the
+// request's usage.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
 
 // Completion is a chat completion, or one stream chunk (Object says which; a chunk's choices
 // carry Delta, a completion's Message).

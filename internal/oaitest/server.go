@@ -408,12 +408,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Model         string    `json:"model"`
-		Messages      []Message `json:"messages"`
-		Stream        bool      `json:"stream"`
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+		Model         string             `json:"model"`
+		Messages      []Message          `json:"messages"`
+		Stream        bool               `json:"stream"`
+		StreamOptions *oai.StreamOptions `json:"stream_options"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not valid JSON: "+err.Error())
