@@ -313,7 +313,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	if err := removeStale(parent, prefix); err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, prefix+"*")
+	tmp, err := mkdirTemp(parent, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("curate build: %w", err)
 	}

@@ -471,7 +471,11 @@ func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending
 				reason += ":" + r
 			}
 		}
-		return fail(reason, err, turns)
+		out := fail(reason, err, turns)
+		if pe != nil {
+			out.permanent, out.hint = permanentText(pe.Err)
+		}
+		return out
 	}
 	line, err := encodeLine(tr)
 	if err != nil {
@@ -523,6 +527,8 @@ type pending struct {
 	tr   *Trajectory
 	line []byte
 	fail *rundir.Failure
+	// permanent is the error of a failure every request would meet (see earlyStop), hint its fix.
+	permanent, hint string
 }
 
 // record is p as the run dir's writer takes it.
@@ -547,6 +553,8 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <
 	var werr error
 	lastUsage := time.Now()
 	retried := map[string]bool{} // failed keys that this invocation retries: counted once
+	stop := newEarlyStop()
+	stopped := false // werr is the early stop's: the usage of what was written is still saved
 	for p := range results {
 		batch := []pending{p}
 	more:
@@ -582,9 +590,14 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <
 					u.Failed++
 				}
 				prog.failed(f.Teacher)
+				if err := stop.done(f.Teacher, batch[i]); err != nil && werr == nil {
+					werr, stopped = err, true
+					cancel(werr)
+				}
 				continue
 			}
 			tr := batch[i].tr
+			stop.done(tr.Teacher, batch[i])
 			res.Done++
 			u := teacherUsage(usage, tr.Teacher, tr.Model)
 			u.Trajectories++
@@ -604,6 +617,11 @@ func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <
 		}
 	}
 	if werr != nil {
+		if stopped {
+			if err := writeUsage(cfg, usage); err != nil {
+				return err
+			}
+		}
 		return werr
 	}
 	return writeUsage(cfg, usage)

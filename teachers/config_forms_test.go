@@ -413,6 +413,7 @@ func TestFormsBaseEndpoints(t *testing.T) {
 		MaxConcurrency: DefaultMaxConcurrency, Timeout: DefaultTimeout, BackoffBase: DefaultBackoffBase,
 		BackoffMax: DefaultBackoffMax, StreamIdleTimeout: DefaultStreamIdleTimeout,
 		OnEmpty: DefaultOnEmpty, OnLength: DefaultOnLength, OnContentFilter: DefaultOnContentFilter,
+		Thinking: ptr(true), // asks for thinking like the presets
 	})
 	q := raw(t, c, "qwen")
 	if !q.TemplateOpensThink || q.Thinking == nil || !*q.Thinking {
@@ -697,7 +698,7 @@ func TestFormsExampleValues(t *testing.T) {
 	q := base
 	q.Name, q.Model, q.TemplateOpensThink = "qwen", "qwen3.5-35b-a3b", true
 	l := base
-	l.Name, l.BaseURL, l.Model, l.APIKeyEnv, l.MaxConcurrency, l.Temperature, l.Thinking = "local-vllm", "http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B", "", 64, ptr(0.6), nil
+	l.Name, l.BaseURL, l.Model, l.APIKeyEnv, l.MaxConcurrency, l.Temperature, l.Thinking = "local-vllm", "http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B", "", 64, ptr(0.6), ptr(true)
 	l.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}
 	for _, want := range []Endpoint{g, ds, glm, q, l} {
 		e, err := c.Endpoint(want.Name)

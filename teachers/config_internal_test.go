@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -238,7 +239,7 @@ func TestWireReasoningForms(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var w wireResponse
+			var w oai.Completion
 			if err := json.Unmarshal([]byte(c.body), &w); err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +266,7 @@ func TestWireUsageForms(t *testing.T) {
 		{"openrouter cost", `{"prompt_tokens":10,"completion_tokens":5,"cost":0.00042}`, chat.Usage{PromptTokens: 10, CompletionTokens: 5}, 0.00042},
 	}
 	for _, c := range cases {
-		var w wireResponse
+		var w oai.Completion
 		if err := json.Unmarshal([]byte(`{"choices":[],"usage":`+c.usage+`}`), &w); err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +430,10 @@ func TestThinkingFields(t *testing.T) {
 		{ProviderOllama, "qwen", "q", "none", &off, `{"reasoning_effort":"none"}`},
 		{ProviderOpenRouter, "glm", "z-ai/glm-4.7-flash", "", &on, `{"reasoning":{"enabled":true}}`},
 		{"", "qwen", "x", "medium", &on, `{"reasoning_effort":"medium"}`},
-		{ProviderVLLM, "my-model", "Qwen/Qwen3-8B", "", nil, `{}`},
+		// A teacher of one's own thinks unless told not to (thinking: false).
+		{ProviderVLLM, "my-model", "Qwen/Qwen3-8B", "", nil, `{"chat_template_kwargs":{"enable_thinking":true}}`},
+		{ProviderDashScope, "mine", "qwen3-235b-a22b", "", nil, `{"enable_thinking":true}`},
+		{ProviderDashScope, "mine", "qwen3-235b-a22b", "", &off, `{"enable_thinking":false}`},
 	}
 	for _, c := range cases {
 		e := Endpoint{Name: c.name, BaseURL: "http://x/v1", Model: c.model, Provider: c.provider, Thinking: c.thinking, ReasoningEffort: c.effort}
@@ -491,7 +495,7 @@ func FuzzWireResponse(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":{"content":null,"reasoning":{"text":"x"}},"finish_reason":"length"}],"usage":{"prompt_cache_hit_tokens":3,"cost":1e-9}}`))
 	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"skip"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var w wireResponse
+		var w oai.Completion
 		if json.Unmarshal(data, &w) != nil {
 			return
 		}

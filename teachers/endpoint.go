@@ -38,7 +38,7 @@
 //	                                        dashscope, together, fireworks, ollama, openai (see Profile)
 //	stream              STREAM              true: stream every request (SSE)
 //	stream_idle_timeout STREAM_IDLE_TIMEOUT longest silence inside a stream (default 2m)
-//	thinking            THINKING            true/false: ask for thinking in the provider's way
+//	thinking            THINKING            true (default)/false: ask for thinking in the provider's way
 //	template_opens_think TEMPLATE_OPENS_THINK true: the model's chat template ends the prompt with
 //	                                        <think> (the qwen preset's default; see Endpoint)
 //	reasoning_effort    REASONING_EFFORT    sent as reasoning_effort (OpenRouter: reasoning.effort)
@@ -116,8 +116,9 @@ type Endpoint struct {
 	// StreamIdleTimeout fails a streamed attempt that receives nothing for this long, keep-alive
 	// comments included (0 → DefaultStreamIdleTimeout). Timeout still bounds the whole attempt.
 	StreamIdleTimeout time.Duration `json:"stream_idle_timeout_ns,omitempty" yaml:"stream_idle_timeout"`
-	// Thinking, when set, asks the model to think (or not) in the provider's way; nil sends
-	// nothing and leaves the model's default.
+	// Thinking asks the model to think (or not) in the provider's way, sent only where the
+	// provider says how (Profile). Unset means true, for every teacher, a preset or one of the
+	// config's own names: `thinking: false` turns it off.
 	Thinking *bool `json:"thinking,omitempty" yaml:"thinking"`
 	// TemplateOpensThink declares that the model's chat template ends the generation prompt with
 	// an opening <think> when it thinks (Qwen3.5's, QwQ's, DeepSeek-R1's templates), so that a
@@ -241,6 +242,10 @@ func (e Endpoint) withDefaults() Endpoint {
 	}
 	if e.ExtraBody != nil {
 		e.ExtraBody = maps.Clone(e.ExtraBody)
+	}
+	if e.Thinking == nil {
+		on := true // a reasoning-distillation teacher thinks unless told not to
+		e.Thinking = &on
 	}
 	e.Thinking = clonePtr(e.Thinking)
 	e.Temperature = clonePtr(e.Temperature)

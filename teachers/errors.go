@@ -1,8 +1,16 @@
 package teachers
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // Reasons name why a request was retried or a Chat call failed (Error.Reason, Stats maps).
@@ -55,6 +63,30 @@ func (e *Error) Error() string {
 	return s
 }
 
+// Permanent reports whether the same request would fail again whatever the timing: an
+// authentication or client error (HTTP 4xx other than 408 and 429). distill stops a run whose
+// first episodes of a teacher all fail with one (distill.StopAfterSameErrors).
+func (e *Error) Permanent() bool { return e.Reason == ReasonAuth || e.Reason == ReasonClient }
+
+// Hint says how to fix a permanent error in the teachers config, "" for other errors.
+func (e *Error) Hint() string {
+	if !e.Permanent() {
+		return ""
+	}
+	msg := strings.ToLower(e.Message)
+	switch {
+	case e.Reason == ReasonAuth:
+		return fmt.Sprintf("check teacher %s's API key (the variable api_key_env names, or CHAINEDSQL_%s_API_KEY) and that it may use its model", e.Teacher, EnvName(e.Teacher))
+	case strings.Contains(msg, "enable_thinking") && strings.Contains(msg, "stream"):
+		return fmt.Sprintf("set stream: true for teacher %s (the provider takes thinking requests only streamed), or thinking: false to turn thinking off", e.Teacher)
+	case strings.Contains(msg, "max_completion_tokens"):
+		return fmt.Sprintf("set provider: openai for teacher %s (it sends the budget as max_completion_tokens)", e.Teacher)
+	case e.Status == 404 || strings.Contains(msg, "model"):
+		return fmt.Sprintf("check teacher %s's model id against the provider's model list (model:, or the provider: profile's ids)", e.Teacher)
+	}
+	return fmt.Sprintf("check teacher %s's provider, model, thinking, stream and extra_body in the teachers config against what the provider's message asks", e.Teacher)
+}
+
 // Unwrap returns the context error when the caller's context ended, else nil.
 func (e *Error) Unwrap() error { return e.cause }
 
@@ -75,4 +107,91 @@ func retryableReason(r string) bool {
 		return true
 	}
 	return false
+}
+
+// errDecode marks a 2xx body or stream chunk that is not the JSON it should be.
+type errDecode struct{ err error }
+
+func (e *errDecode) Error() string { return "decoding the response: " + e.err.Error() }
+
+// errStreamEvent is an error event inside a 200 stream whose text go-openai lost.
+var errStreamEvent = errors.New("an error event in the stream")
+
+// classify turns an error of CreateChatCompletion into a fault.
+func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fault {
+	if ctx.Err() != nil {
+		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: ctx.Err().Error()}
+	}
+	if errors.Is(context.Cause(actx), errStreamIdle) {
+		return &fault{reason: ReasonStreamIdle, status: cp.status, retry: true,
+			msg: fmt.Sprintf("the stream sent nothing for %v (stream_idle_timeout)", c.ep.StreamIdleTimeout)}
+	}
+	status := 0
+	msg := ""
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	var de *errDecode
+	switch {
+	case errors.As(err, &de):
+		return &fault{reason: ReasonMalformed, status: cp.status, msg: de.Error(), retry: true}
+	case errors.Is(err, errStreamEvent):
+		return &fault{reason: ReasonServer, status: cp.status, msg: err.Error(), retry: true}
+	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode == 0:
+		// An error event inside a 200 stream (vLLM, OpenRouter send one when generation fails).
+		return &fault{reason: ReasonServer, status: cp.status, msg: "error event in the stream: " + apiErr.Message, retry: true}
+	case errors.As(err, &apiErr):
+		status, msg = apiErr.HTTPStatusCode, apiErr.Message
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+		msg = strings.TrimSpace(string(reqErr.Body))
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		if msg == "" {
+			msg = reqErr.HTTPStatus
+		}
+	}
+	if status != 0 {
+		f := &fault{status: status, msg: msg, retryAfter: retryAfter(cp.header)}
+		switch {
+		case status == http.StatusTooManyRequests:
+			f.reason, f.retry = ReasonRateLimited, true
+		case status >= 500 || status == http.StatusRequestTimeout:
+			f.reason, f.retry = ReasonServer, true
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			f.reason = ReasonAuth
+		default:
+			f.reason = ReasonClient
+		}
+		return f
+	}
+	var ne net.Error
+	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &fault{reason: ReasonTimeout, status: cp.status, msg: fmt.Sprintf("no complete response within %v", c.ep.Timeout), retry: true}
+	}
+	if cp.bodyRead {
+		return &fault{reason: ReasonMalformed, status: cp.status, msg: fmt.Sprintf("decoding the %d-byte response: %v", len(cp.body), err), retry: true}
+	}
+	return &fault{reason: ReasonConnection, msg: err.Error(), retry: true}
+}
+
+// errorField reads error.message from a raw body, "" when absent.
+func errorField(body []byte) string {
+	if !bytes.Contains(body, []byte(`"error"`)) {
+		return ""
+	}
+	// Only the message: providers send code as a string or a number (OpenRouter), so
+	// oai.ErrorBody would refuse some of them.
+	var r struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return ""
+	}
+	if len(r.Error.Message) > 500 {
+		return r.Error.Message[:500] + "…"
+	}
+	return r.Error.Message
 }

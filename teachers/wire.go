@@ -6,70 +6,15 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
-// The response shapes below are decoded by this package rather than through go-openai's types:
+// The response shapes are internal/oai's, decoded here rather than through go-openai's types:
 // go-openai v1.43 knows message.reasoning_content only, so it drops message.reasoning (vLLM
 // since its 2025 rename, OpenRouter, Ollama, Together), reasoning_details (OpenRouter),
 // usage.prompt_cache_hit_tokens (DeepSeek) and usage.cost (OpenRouter), in plain responses and
-// in stream deltas alike. One set of structs serves both: a completion's choices carry
-// "message", a stream chunk's carry "delta".
-
-// wireMessage is a choice's message or delta. Content is null in replies whose reasoning used
-// the whole budget (vLLM, DeepSeek); reasoning may be a string, null or an object.
-type wireMessage struct {
-	Content          *string         `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content"`
-	Reasoning        json.RawMessage `json:"reasoning"`
-	ReasoningDetails []wireDetail    `json:"reasoning_details"`
-}
-
-// wireDetail is one entry of OpenRouter's reasoning_details: reasoning.text carries text,
-// reasoning.summary a summary, reasoning.encrypted only opaque data (no text to keep).
-type wireDetail struct {
-	Type    string `json:"type"`
-	Text    string `json:"text"`
-	Summary string `json:"summary"`
-}
-
-type wireChoice struct {
-	Index        int          `json:"index"`
-	Message      *wireMessage `json:"message"`
-	Delta        *wireMessage `json:"delta"`
-	FinishReason *string      `json:"finish_reason"`
-}
-
-// wireUsage is usage with every provider's extras; details may be null (vLLM, SGLang).
-type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-	// PromptCacheHitTokens is DeepSeek's count of cached prompt tokens.
-	PromptCacheHitTokens *int `json:"prompt_cache_hit_tokens"`
-	// ReasoningTokens is SGLang's count of reasoning tokens, at the top of usage (its UsageInfo
-	// has no completion_tokens_details).
-	ReasoningTokens *int `json:"reasoning_tokens"`
-	// Cost is OpenRouter's charge for the request, in USD (credits). On a bring-your-own-key
-	// request (IsBYOK) it is only OpenRouter's fee: the upstream provider bills
-	// cost_details.upstream_inference_cost to the user's own key.
-	Cost        *float64 `json:"cost"`
-	IsBYOK      *bool    `json:"is_byok"`
-	CostDetails *struct {
-		UpstreamInferenceCost *float64 `json:"upstream_inference_cost"`
-	} `json:"cost_details"`
-}
-
-// wireResponse is a chat completion or one stream chunk.
-type wireResponse struct {
-	Model   string       `json:"model"`
-	Choices []wireChoice `json:"choices"`
-	Usage   *wireUsage   `json:"usage"`
-}
+// in stream deltas alike. oai.Completion serves both: a completion's choices carry "message",
+// a stream chunk's carry "delta".
 
 // assembly gathers one reply: a whole completion, or a stream's chunks in order.
 type assembly struct {
@@ -79,11 +24,11 @@ type assembly struct {
 	reasoning [3]strings.Builder // by fieldOrder index
 	finish    string
 	finished  bool // a finish_reason arrived
-	usage     *wireUsage
+	usage     *oai.Usage
 }
 
 // add folds one completion or chunk into a.
-func (a *assembly) add(r *wireResponse) {
+func (a *assembly) add(r *oai.Completion) {
 	if r.Model != "" {
 		a.model = r.Model
 	}
@@ -98,7 +43,7 @@ func (a *assembly) add(r *wireResponse) {
 		a.choices++
 		// A stream chunk's text is its delta. Some gateways end a stream with the whole reply
 		// again as a "message" beside an empty delta: appending that would double the reply.
-		m := ch.Delta
+		m := (*oai.Message)(ch.Delta)
 		if m == nil {
 			m = ch.Message
 		}

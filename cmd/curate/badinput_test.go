@@ -104,6 +104,22 @@ func TestBadInput(t *testing.T) {
 	if r := runBinary(t, bin, "build", good, "--tokenizer", tokPath, "--out", okOut, "--quiet"); r.code != 0 {
 		t.Fatalf("good run: exit %d: %s", r.code, r.stderr)
 	}
+	// The dataset dir gets the mode of every other output dir (0755 less the umask), not the
+	// 0700 of a temporary directory.
+	ref := filepath.Join(tmp, "ok", "ref")
+	if err := os.Mkdir(ref, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{okOut, filepath.Join(okOut, "data")} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.Stat(ref)
+		if fi.Mode().Perm() != want.Mode().Perm() {
+			t.Errorf("%s: mode %v, want %v like every output dir", d, fi.Mode().Perm(), want.Mode().Perm())
+		}
+	}
 	hand := filepath.Join(tmp, "hand")
 	handRun(t, hand, trajLine)
 	if r := runBinary(t, bin, "build", hand, "--tokenizer", tokPath, "--out", filepath.Join(tmp, "ok", "hand-ds"), "--quiet"); r.code != 0 {

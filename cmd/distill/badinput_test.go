@@ -116,6 +116,11 @@ func TestBadInput(t *testing.T) {
 	writeFile(t, unknownKey, "teachers:\n  glm:\n    base_urll: http://x\n")
 	aFile := filepath.Join(tmp, "afile")
 	writeFile(t, aFile, "not a run dir")
+	notes := filepath.Join(tmp, "notes")
+	writeFile(t, filepath.Join(notes, "todo.md"), "my notes\n")
+	dataset := filepath.Join(tmp, "dataset")
+	writeFile(t, filepath.Join(dataset, "data", "train-00000-of-00001.parquet"), "PAR1")
+	writeFile(t, filepath.Join(dataset, "README.md"), "---\n---\n")
 
 	pgDown := "postgres://nobody:secretpw@127.0.0.1:1/test?connect_timeout=5"
 	pgNoDB := "postgres://postgres@127.0.0.1:5432/chainedsql_no_such_db_h?connect_timeout=5"
@@ -148,6 +153,10 @@ func TestBadInput(t *testing.T) {
 		{"teachers config unknown key", []string{"--tasks", "sample", "--config", unknownKey}, []string{unknownKey, "base_urll"}, true},
 		{"out is a file", []string{"--tasks", "sample", "--out", aFile}, []string{aFile}, false},
 		{"out is another task set's run dir", []string{"--tasks", "sample", "--out", goodOut}, []string{goodOut}, false},
+		{"out is a folder of notes", []string{"--tasks", "sample", "--out", notes}, []string{notes, "not a run dir to resume", "todo.md"}, false},
+		{"out is a dataset dir", []string{"--tasks", "sample", "--out", dataset}, []string{dataset, "not a run dir to resume"}, false},
+		{"max turns 0", []string{"--tasks", "sample", "--max-turns", "0"}, []string{"--max-turns 0"}, true},
+		{"samples negative", []string{"--tasks", "sample", "--samples", "-1"}, []string{"--samples -1"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"--progress", "off"}, c.args...)
@@ -163,7 +172,8 @@ func TestBadInput(t *testing.T) {
 			// A flag's value that is wrong whatever the files say is a usage error (2); one
 			// that names a file or server that turns out bad is a runtime failure (1).
 			want := cli.ExitFailure
-			if c.name == "unknown task kind" || c.name == "postgres without DSN" {
+			switch c.name {
+			case "unknown task kind", "postgres without DSN", "max turns 0", "samples negative":
 				want = cli.ExitUsage
 			}
 			if code != want {

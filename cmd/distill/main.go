@@ -70,7 +70,14 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		if err := tasks.Check(); err != nil {
 			return err
 		}
+		if *samples < 1 || episode.MaxTurns < 1 || *concurrency < 0 || *maxTokens < 0 {
+			return cli.Usagef("--samples %d, --max-turns %d, --concurrency %d, --max-tokens %d: out of range (--samples and --max-turns at least 1)",
+				*samples, episode.MaxTurns, *concurrency, *maxTokens)
+		}
 		if err := dsns.Check(dialects.List()); err != nil {
+			return err
+		}
+		if err := cli.CheckRunDir(out.Dir, "a run dir"); err != nil {
 			return err
 		}
 		live, logw := progress.Writers(c.Stderr)

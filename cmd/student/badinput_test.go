@@ -192,4 +192,27 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s overwritten: %q", aFile, b)
 		}
 	})
+	// A non-empty folder that is not an eval dir (a dataset, notes) is refused, left as it was;
+	// an eval dir of the same run resumes.
+	t.Run("eval: out is a folder of notes", func(t *testing.T) {
+		notes := filepath.Join(t.TempDir(), "notes")
+		note := filepath.Join(notes, "todo.md")
+		if err := os.MkdirAll(notes, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(note, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := runStudent(t, bin, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--out", notes, "--progress", "off")
+		check(t, code, stderr, []string{notes, "not an eval dir to resume", "todo.md"})
+		if ents, _ := os.ReadDir(notes); len(ents) != 1 {
+			t.Errorf("%s: %d entries after the refusal, want 1", notes, len(ents))
+		}
+		resumed := filepath.Join(t.TempDir(), "eval")
+		for i := range 2 {
+			if code, stderr := runStudent(t, bin, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--out", resumed, "--progress", "off"); code != 0 {
+				t.Fatalf("run %d into an eval dir: exit %d: %s", i, code, stderr)
+			}
+		}
+	})
 }

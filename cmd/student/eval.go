@@ -82,6 +82,11 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		if err := dsns.Check(dialects); err != nil {
 			return err
 		}
+		if out.Dir != "" { // checked before a model loads; evals/POLICY once the policy is known
+			if err := cli.CheckRunDir(out.Dir, "an eval dir"); err != nil {
+				return err
+			}
+		}
 		live, logw := progress.Writers(c.Stderr)
 		sopts, err := evalStudentOptions(os.Getenv, c.Given(), evalStudentFlags{
 			tokenizer: *tokenizer, dtype: dtype, backend: *backend, threads: threads, mmap: mmap, cacheTokens: *cacheTokens, batch: *batch,
@@ -110,6 +115,9 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		dir := out.Dir
 		if dir == "" {
 			dir = filepath.Join("evals", h.Name)
+			if err := cli.CheckRunDir(dir, "an eval dir"); err != nil {
+				return err
+			}
 		}
 
 		ep := episode.Options()

@@ -16,11 +16,11 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // Backend answers conversations, streaming the reply's text (*student.Student is one).
@@ -70,16 +70,6 @@ type server struct {
 	created int64
 }
 
-// errorBody is OpenAI's error shape.
-type errorBody struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 // WriteError writes an error reply in OpenAI's shape (type invalid_request_error), for routes
 // that other commands serve beside Handler's.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
@@ -90,7 +80,7 @@ func WriteError(w http.ResponseWriter, status int, code, msg string) {
 func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
 
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	var e errorBody
+	var e oai.ErrorBody
 	e.Error.Message, e.Error.Type = msg, typ
 	if code != "" {
 		e.Error.Code = &code
@@ -140,153 +130,13 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, allow))
 }
 
-// request is the part of a chat-completions request the backend honours.
-type request struct {
-	Model               string          `json:"model"`
-	Messages            []message       `json:"messages"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                int             `json:"top_k"`
-	MaxTokens           int             `json:"max_tokens"`
-	MaxCompletionTokens int             `json:"max_completion_tokens"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N *int `json:"n"`
+func toUsage(u chat.Usage) *oai.Usage {
+	return &oai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(),
+		PromptTokensDetails: &oai.PromptDetails{CachedTokens: u.CachedTokens}}
 }
 
-type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// content reads a message's content: a string, null, or a list of {"type":"text","text":...}
-// parts.
-func (m message) content(i int) (string, error) {
-	raw := strings.TrimSpace(string(m.Content))
-	if raw == "" || raw == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("messages[%d].content: want a string or a list of text parts", i)
-	}
-	var b strings.Builder
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("messages[%d].content[%d]: part type %q is not supported (only text)", i, j, p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
-// parse validates the request and converts it; the error message names the bad field.
-func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, int, string, error) {
-	var req request
-	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, nil, chat.Options{}, http.StatusRequestEntityTooLarge, "", fmt.Errorf("request body over %d bytes", MaxBodyBytes)
-		}
-		return nil, nil, chat.Options{}, http.StatusBadRequest, "", fmt.Errorf("request body is not a valid chat-completions JSON object: %w", err)
-	}
-	if req.Model != "" && req.Model != s.b.ModelID() {
-		return nil, nil, chat.Options{}, http.StatusNotFound, "model_not_found", fmt.Errorf("the model %q does not exist (serving %q)", req.Model, s.b.ModelID())
-	}
-	if len(req.Messages) == 0 {
-		return nil, nil, chat.Options{}, http.StatusBadRequest, "", errors.New("messages: at least one message is required")
-	}
-	if req.N != nil && *req.N != 1 {
-		return nil, nil, chat.Options{}, http.StatusBadRequest, "", fmt.Errorf("n: only 1 is supported, got %d", *req.N)
-	}
-	msgs := make([]chat.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		c, err := m.content(i)
-		if err != nil {
-			return nil, nil, chat.Options{}, http.StatusBadRequest, "", err
-		}
-		msgs[i] = chat.Message{Role: m.Role, Content: c}
-	}
-	opts := chat.Options{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, MaxTokens: req.MaxTokens, Seed: req.Seed}
-	if req.MaxCompletionTokens > 0 {
-		opts.MaxTokens = req.MaxCompletionTokens
-	}
-	switch {
-	case opts.MaxTokens < 0:
-		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("max_tokens: %d is negative", opts.MaxTokens)
-	case opts.Temperature != nil && (*opts.Temperature < 0 || *opts.Temperature > 2):
-		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("temperature: %v is outside [0, 2]", *opts.Temperature)
-	case opts.TopP != nil && (*opts.TopP <= 0 || *opts.TopP > 1):
-		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("top_p: %v is outside (0, 1]", *opts.TopP)
-	case opts.TopK < 0:
-		return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("top_k: %d is negative", opts.TopK)
-	}
-	if raw := strings.TrimSpace(string(req.Stop)); raw != "" && raw != "null" {
-		var one string
-		if err := json.Unmarshal(req.Stop, &one); err == nil {
-			opts.Stop = []string{one}
-		} else if err := json.Unmarshal(req.Stop, &opts.Stop); err != nil {
-			return nil, nil, opts, http.StatusBadRequest, "", errors.New("stop: want a string or a list of strings")
-		}
-		for i, st := range opts.Stop {
-			if st == "" {
-				return nil, nil, opts, http.StatusBadRequest, "", fmt.Errorf("stop[%d]: empty string", i)
-			}
-		}
-	}
-	return &req, msgs, opts, 0, "", nil
-}
-
-type usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-func toUsage(u chat.Usage) *usage {
-	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
-	out.PromptTokensDetails.CachedTokens = u.CachedTokens
-	return out
-}
-
-type choice struct {
-	Index        int      `json:"index"`
-	Message      *msgOut  `json:"message,omitempty"`
-	Delta        *msgOut  `json:"delta,omitempty"`
-	FinishReason *string  `json:"finish_reason"`
-	Logprobs     *float64 `json:"logprobs"`
-}
-
-type msgOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
-}
-
-type completion struct {
-	ID                string   `json:"id"`
-	Object            string   `json:"object"`
-	Created           int64    `json:"created"`
-	Model             string   `json:"model"`
-	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
-	Choices           []choice `json:"choices"`
-	Usage             *usage   `json:"usage,omitempty"`
-}
+// nullLogprobs is choice.logprobs as OpenAI writes it when none were asked for.
+var nullLogprobs = json.RawMessage("null")
 
 func newID() string {
 	var b [12]byte
@@ -311,9 +161,10 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	req, msgs, opts, code, ecode, err := s.parse(r)
-	if err != nil {
-		writeError(w, code, "invalid_request_error", ecode, err.Error())
+	req, msgs, opts, aerr := s.parse(r)
+	if aerr != nil {
+		aerr.write(w)
+		s.logf("chat: %d %s", aerr.status, aerr.msg)
 		return
 	}
 	id, created := newID(), time.Now().Unix()
@@ -327,32 +178,37 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		defer release() // the weights stay open until the reply is written
 		b, fp = cur, Fingerprint(version)
 	}
+	if aerr := checkRoom(b, msgs, opts); aerr != nil {
+		aerr.write(w)
+		s.logf("chat: %d %s", aerr.status, aerr.msg)
+		return
+	}
 	if !req.Stream {
 		rep, err := b.Stream(r.Context(), msgs, opts, nil)
 		if err != nil {
 			st, typ := status(r.Context(), err)
-			writeError(w, st, typ, "", err.Error())
+			writeError(w, st, typ, "", clientMessage(err))
 			s.logf("chat %s: %d %v", id, st, err)
 			return
 		}
 		fr := rep.FinishReason
 		content := rep.Content
-		writeJSON(w, http.StatusOK, completion{
-			ID: id, Object: "chat.completion", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
-			Choices: []choice{{Index: 0, Message: &msgOut{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr}},
+		writeJSON(w, http.StatusOK, oai.Completion{
+			ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
+			Choices: []oai.Choice{{Index: 0, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr, Logprobs: nullLogprobs}},
 			Usage:   toUsage(rep.Usage),
 		})
 		s.logf("chat %s: %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
 		return
 	}
-	s.stream(w, r, b, req, msgs, opts, completion{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
+	s.stream(w, r, b, req, msgs, opts, oai.Completion{ID: id, Object: oai.ObjectChunk, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
 }
 
 // stream answers with server-sent events: a role chunk, content chunks, a finish chunk, the
 // usage chunk when asked for, and "data: [DONE]". An error after the first byte is sent as an
 // error event (the status line is already out). b computes the reply; head is the envelope of
 // every chunk.
-func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head completion, start time.Time) {
+func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head oai.Completion, start time.Time) {
 	id := head.ID
 	flusher, _ := w.(http.Flusher)
 	started := false
@@ -381,9 +237,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 		}
 		return nil
 	}
-	chunk := func(d *msgOut, fr *string) completion {
+	chunk := func(d *oai.Delta, fr *string) oai.Completion {
 		c := head
-		c.Choices = []choice{{Index: 0, Delta: d, FinishReason: fr}}
+		c.Choices = []oai.Choice{{Index: 0, Delta: d, FinishReason: fr, Logprobs: nullLogprobs}}
 		return c
 	}
 	empty := ""
@@ -391,36 +247,36 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 	rep, err := b.Stream(r.Context(), msgs, opts, func(delta string) error {
 		if first {
 			first = false
-			if err := send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
+			if err := send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
 				return err
 			}
 		}
-		return send(chunk(&msgOut{Content: &delta}, nil))
+		return send(chunk(&oai.Delta{Content: &delta}, nil))
 	})
 	if err != nil {
 		st, typ := status(r.Context(), err)
 		s.logf("chat %s (stream): %d %v", id, st, err)
 		if !started {
-			writeError(w, st, typ, "", err.Error())
+			writeError(w, st, typ, "", clientMessage(err))
 			return
 		}
-		var e errorBody
-		e.Error.Message, e.Error.Type = err.Error(), typ
+		var e oai.ErrorBody
+		e.Error.Message, e.Error.Type = clientMessage(err), typ
 		send(e)
 		return
 	}
 	if first {
-		if send(chunk(&msgOut{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
+		if send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
 			return
 		}
 	}
 	fr := rep.FinishReason
-	if send(chunk(&msgOut{}, &fr)) != nil {
+	if send(chunk(&oai.Delta{}, &fr)) != nil {
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := head
-		u.Choices, u.Usage = []choice{}, toUsage(rep.Usage)
+		u.Choices, u.Usage = []oai.Choice{}, toUsage(rep.Usage)
 		if send(u) != nil {
 			return
 		}

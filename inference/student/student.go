@@ -131,6 +131,16 @@ func (s *Student) Prompt(msgs []chat.Message) ([]int, error) {
 	return s.tok.Encode(text), nil
 }
 
+// Room returns the length of msgs' prompt and how many tokens the model's context leaves
+// after it for the reply (serve.Room: student serve refuses a max_tokens over it).
+func (s *Student) Room(msgs []chat.Message) (prompt, room int, err error) {
+	ids, err := s.Prompt(msgs)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(ids), max(s.gen.Model().ContextLength()-len(ids), 0), nil
+}
+
 // Request turns opts into a generation request for prompt, filling unset fields from the
 // student's defaults. Without a seed, the seed is a hash of the prompt, so the same
 // conversation gets the same reply.

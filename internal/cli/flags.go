@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -459,6 +461,33 @@ func AddOut(fs *flag.FlagSet, def, what string, required bool) *Out {
 func (o *Out) Check() error {
 	if o.required && o.Dir == "" {
 		return Usagef("--out DIR is required")
+	}
+	return nil
+}
+
+// CheckRunDir returns an error unless dir may be written as a run dir of the given kind ("a run
+// dir", "an eval dir"): missing, empty, a run dir to resume (it holds a manifest.json), or the
+// empty shards folder an interrupted first start leaves. Anything else, a Parquet dataset or a
+// folder of notes, is refused untouched.
+func CheckRunDir(dir, kind string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, rundir.ManifestFile)); err == nil {
+		return nil
+	}
+	for _, e := range entries {
+		if e.Name() == rundir.ShardsDir && e.IsDir() {
+			if sub, err := os.ReadDir(filepath.Join(dir, e.Name())); err == nil && len(sub) == 0 {
+				continue
+			}
+		}
+		return fmt.Errorf("--out %s is not empty and is not %s to resume (it has %s and no %s); remove it or choose another --out",
+			dir, kind, e.Name(), rundir.ManifestFile)
 	}
 	return nil
 }

@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // Fault is a kind of misbehaviour the server can inject instead of (or into) a normal reply.
@@ -406,12 +408,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Model         string    `json:"model"`
-		Messages      []Message `json:"messages"`
-		Stream        bool      `json:"stream"`
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+		Model         string             `json:"model"`
+		Messages      []Message          `json:"messages"`
+		Stream        bool               `json:"stream"`
+		StreamOptions *oai.StreamOptions `json:"stream_options"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not valid JSON: "+err.Error())
@@ -637,63 +637,6 @@ func resetConn(w http.ResponseWriter, body []byte) {
 	conn.Close()
 }
 
-type wireDetail struct {
-	Type   string `json:"type"`
-	Text   string `json:"text"`
-	Format string `json:"format,omitempty"`
-	Index  int    `json:"index"`
-}
-
-type wireMessage struct {
-	Role             string       `json:"role"`
-	Content          *string      `json:"content"`
-	ReasoningContent string       `json:"reasoning_content,omitempty"`
-	Reasoning        string       `json:"reasoning,omitempty"`
-	ReasoningDetails []wireDetail `json:"reasoning_details,omitempty"`
-}
-
-type wireChoice struct {
-	Index        int         `json:"index"`
-	Message      wireMessage `json:"message"`
-	FinishReason string      `json:"finish_reason"`
-}
-
-type wireCompletionDetails struct {
-	ReasoningTokens int `json:"reasoning_tokens"`
-}
-
-type wirePromptDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-type wireUsage struct {
-	PromptTokens            int                    `json:"prompt_tokens"`
-	CompletionTokens        int                    `json:"completion_tokens"`
-	TotalTokens             int                    `json:"total_tokens"`
-	CompletionTokensDetails *wireCompletionDetails `json:"completion_tokens_details"`
-	PromptTokensDetails     *wirePromptDetails     `json:"prompt_tokens_details,omitempty"`
-	PromptCacheHitTokens    *int                   `json:"prompt_cache_hit_tokens,omitempty"`
-	PromptCacheMissTokens   *int                   `json:"prompt_cache_miss_tokens,omitempty"`
-	ReasoningTokens         *int                   `json:"reasoning_tokens,omitempty"`
-	Cost                    *float64               `json:"cost,omitempty"`
-	IsBYOK                  *bool                  `json:"is_byok,omitempty"`
-	CostDetails             *wireCostDetails       `json:"cost_details,omitempty"`
-}
-
-// wireCostDetails is OpenRouter's usage.cost_details.
-type wireCostDetails struct {
-	UpstreamInferenceCost float64 `json:"upstream_inference_cost"`
-}
-
-type wireCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []wireChoice `json:"choices"`
-	Usage   wireUsage    `json:"usage"`
-}
-
 // EstimateTokens is the server's default token count of a text: ceil(bytes/4).
 func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
 
@@ -708,7 +651,7 @@ type reply struct {
 	reasoningContent, reasoning string
 	details                     bool // repeat reasoning as reasoning_details
 	finish                      string
-	usage                       wireUsage
+	usage                       oai.Usage
 	noChoices                   bool
 }
 
@@ -783,8 +726,8 @@ func halfRunes(s string) string {
 }
 
 // usage is the reply's usage in the personality's shape.
-func (s *Server) usage(req Request, resp Response, rp *reply) wireUsage {
-	var u wireUsage
+func (s *Server) usage(req Request, resp Response, rp *reply) oai.Usage {
+	var u oai.Usage
 	var reasoningTokens, cached int
 	if resp.Usage != nil {
 		u.PromptTokens, u.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
@@ -804,9 +747,9 @@ func (s *Server) usage(req Request, resp Response, rp *reply) wireUsage {
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if !s.p.NullUsageDetails {
-		u.CompletionTokensDetails = &wireCompletionDetails{ReasoningTokens: reasoningTokens}
+		u.CompletionTokensDetails = &oai.CompletionDetails{ReasoningTokens: reasoningTokens}
 		if !s.p.DeepSeekCache {
-			u.PromptTokensDetails = &wirePromptDetails{CachedTokens: cached}
+			u.PromptTokensDetails = &oai.PromptDetails{CachedTokens: cached}
 		}
 	}
 	if s.p.DeepSeekCache {
@@ -822,26 +765,28 @@ func (s *Server) usage(req Request, resp Response, rp *reply) wireUsage {
 		if byok {
 			c = upstream * BYOKFee
 		}
-		u.Cost, u.IsBYOK, u.CostDetails = &c, &byok, &wireCostDetails{UpstreamInferenceCost: upstream}
+		u.Cost, u.IsBYOK, u.CostDetails = &c, &byok, &oai.CostDetails{UpstreamInferenceCost: &upstream}
 	}
 	return u
 }
 
 // completion is the reply as one chat.completion object.
-func (rp *reply) completion() wireCompletion {
-	out := wireCompletion{ID: rp.id, Object: "chat.completion", Created: rp.created, Model: rp.model, Choices: []wireChoice{}, Usage: rp.usage}
+func (rp *reply) completion() oai.Completion {
+	u := rp.usage
+	out := oai.Completion{ID: rp.id, Object: oai.ObjectCompletion, Created: rp.created, Model: rp.model, Choices: []oai.Choice{}, Usage: &u}
 	if rp.noChoices {
 		return out
 	}
-	m := wireMessage{Role: "assistant", ReasoningContent: rp.reasoningContent, Reasoning: rp.reasoning}
+	m := oai.Message{Role: "assistant", ReasoningContent: oai.Str(rp.reasoningContent), Reasoning: oai.Text(rp.reasoning)}
 	if !rp.nullContent {
 		c := rp.content
 		m.Content = &c
 	}
 	if rp.details {
-		m.ReasoningDetails = []wireDetail{{Type: "reasoning.text", Text: rp.reasoning, Format: "unknown"}}
+		m.ReasoningDetails = []oai.Detail{{Type: "reasoning.text", Text: rp.reasoning, Format: "unknown"}}
 	}
-	out.Choices = append(out.Choices, wireChoice{Message: m, FinishReason: rp.finish})
+	fin := rp.finish
+	out.Choices = append(out.Choices, oai.Choice{Message: &m, FinishReason: &fin})
 	return out
 }
 
@@ -864,5 +809,5 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	} else if status == http.StatusTooManyRequests {
 		typ = "rate_limit_error"
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
+	writeJSON(w, status, oai.ErrorBody{Error: oai.Error{Message: msg, Type: typ, Code: oai.Str(code)}})
 }

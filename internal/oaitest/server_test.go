@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // post sends body with a 300 ms client timeout (the Hang fault's check relies on it).
@@ -63,13 +65,13 @@ func TestWireFormatAndRecording(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("status %v err %v", resp, err)
 	}
-	var out wireCompletion
+	var out oai.Completion
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
 	m := out.Choices[0].Message
-	if out.Object != "chat.completion" || m.Role != "assistant" || deref(m.Content) != "<sql>SELECT 2</sql>" || m.ReasoningContent != "first" ||
-		out.Choices[0].FinishReason != "stop" || out.Usage.TotalTokens != out.Usage.PromptTokens+out.Usage.CompletionTokens ||
+	if out.Object != "chat.completion" || m.Role != "assistant" || deref(m.Content) != "<sql>SELECT 2</sql>" || deref(m.ReasoningContent) != "first" ||
+		deref(out.Choices[0].FinishReason) != "stop" || out.Usage.TotalTokens != out.Usage.PromptTokens+out.Usage.CompletionTokens ||
 		out.Usage.CompletionTokensDetails.ReasoningTokens != EstimateTokens("first") {
 		t.Errorf("reply = %s", b)
 	}
@@ -163,11 +165,11 @@ func TestFaultWire(t *testing.T) {
 	}
 	reply := func(finish string, wantChoices int, content func(string) bool) check {
 		return func(resp *http.Response, b []byte, err error) string {
-			var out wireCompletion
+			var out oai.Completion
 			if err != nil || json.Unmarshal(b, &out) != nil || len(out.Choices) != wantChoices {
 				return fmt.Sprintf("want %d choices, got %q %v", wantChoices, b, err)
 			}
-			if wantChoices > 0 && (out.Choices[0].FinishReason != finish || !content(deref(out.Choices[0].Message.Content))) {
+			if wantChoices > 0 && (deref(out.Choices[0].FinishReason) != finish || !content(deref(out.Choices[0].Message.Content))) {
 				return fmt.Sprintf("got %q", b)
 			}
 			return ""

@@ -5,33 +5,9 @@ import (
 	"io"
 	"net/http"
 	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
-
-// streamDelta is a chunk's delta. Fields a chunk does not carry are absent, as vLLM and the
-// others send them (a reasoning delta has no content key).
-type streamDelta struct {
-	Role             string       `json:"role,omitempty"`
-	Content          *string      `json:"content,omitempty"`
-	ReasoningContent string       `json:"reasoning_content,omitempty"`
-	Reasoning        string       `json:"reasoning,omitempty"`
-	ReasoningDetails []wireDetail `json:"reasoning_details,omitempty"`
-}
-
-type streamChoice struct {
-	Index        int          `json:"index"`
-	Delta        streamDelta  `json:"delta"`
-	Message      *wireMessage `json:"message,omitempty"`
-	FinishReason *string      `json:"finish_reason"`
-}
-
-type streamChunk struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []streamChoice `json:"choices"`
-	Usage   *wireUsage     `json:"usage,omitempty"`
-}
 
 // pieces splits s into pieces of about n bytes on rune boundaries (a split rune would turn into
 // U+FFFD in JSON and change the text).
@@ -56,30 +32,30 @@ func (s *Server) chunks(req Request, rp *reply) [][]byte {
 	if size <= 0 {
 		size = 8
 	}
-	base := func() streamChunk {
-		return streamChunk{ID: rp.id, Object: "chat.completion.chunk", Created: rp.created, Model: rp.model, Choices: []streamChoice{}}
+	base := func() oai.Completion {
+		return oai.Completion{ID: rp.id, Object: oai.ObjectChunk, Created: rp.created, Model: rp.model, Choices: []oai.Choice{}}
 	}
 	var out [][]byte
-	add := func(c streamChunk) {
+	add := func(c oai.Completion) {
 		b, err := json.Marshal(c)
 		if err != nil {
 			panic("oaitest: encoding a chunk: " + err.Error())
 		}
 		out = append(out, b)
 	}
-	delta := func(d streamDelta) {
+	delta := func(d oai.Delta) {
 		c := base()
-		c.Choices = append(c.Choices, streamChoice{Delta: d})
+		c.Choices = append(c.Choices, oai.Choice{Delta: &d})
 		add(c)
 	}
 	if !rp.noChoices {
 		empty := ""
-		delta(streamDelta{Role: "assistant", Content: &empty})
+		delta(oai.Delta{Role: "assistant", Content: &empty})
 		both := rp.reasoning != "" && rp.reasoning == rp.reasoningContent
 		for _, p := range pieces(rp.reasoningContent, size) {
-			d := streamDelta{ReasoningContent: p}
+			d := oai.Delta{ReasoningContent: oai.Str(p)}
 			if both {
-				d.Reasoning = p // one delta carries both fields (vLLM during the rename)
+				d.Reasoning = oai.Text(p) // one delta carries both fields (vLLM during the rename)
 			}
 			delta(d)
 		}
@@ -87,21 +63,20 @@ func (s *Server) chunks(req Request, rp *reply) [][]byte {
 			if both {
 				break
 			}
-			d := streamDelta{Reasoning: p}
+			d := oai.Delta{Reasoning: oai.Text(p)}
 			if rp.details {
-				d.ReasoningDetails = []wireDetail{{Type: "reasoning.text", Text: p, Format: "unknown"}}
+				d.ReasoningDetails = []oai.Detail{{Type: "reasoning.text", Text: p, Format: "unknown"}}
 			}
 			delta(d)
 		}
 		for _, p := range pieces(rp.content, size) {
-			delta(streamDelta{Content: &p})
+			delta(oai.Delta{Content: &p})
 		}
 		c := base()
 		fin := rp.finish
-		c.Choices = append(c.Choices, streamChoice{FinishReason: &fin})
+		c.Choices = append(c.Choices, oai.Choice{Delta: &oai.Delta{}, FinishReason: &fin})
 		if s.p.SnapshotOnFinish {
-			m := rp.completion().Choices[0].Message
-			c.Choices[0].Message = &m
+			c.Choices[0].Message = rp.completion().Choices[0].Message
 		}
 		if s.p.UsageOnFinish {
 			u := rp.usage

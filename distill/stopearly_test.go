@@ -1,0 +1,51 @@
+package distill
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/rundir"
+)
+
+// TestEarlyStop: only StopAfterSameErrors permanent failures in a row with one error, from a
+// policy's first results, stop a run; a success, another error or a transient failure first
+// clears the policy for good, and each policy is counted on its own.
+func TestEarlyStop(t *testing.T) {
+	fail := func(perm string) pending {
+		return pending{fail: &rundir.Failure{}, permanent: perm, hint: "fix it"}
+	}
+	ok := pending{tr: &Trajectory{}}
+	for _, c := range []struct {
+		name  string
+		seq   []pending
+		stops int // index of the result that stops, -1 for none
+	}{
+		{"same error", []pending{fail("400 x"), fail("400 x"), fail("400 x"), fail("400 x")}, StopAfterSameErrors - 1},
+		{"success first", []pending{ok, fail("400 x"), fail("400 x"), fail("400 x")}, -1},
+		{"success between", []pending{fail("400 x"), ok, fail("400 x"), fail("400 x"), fail("400 x")}, -1},
+		{"two errors", []pending{fail("400 x"), fail("400 y"), fail("400 x"), fail("400 x")}, -1},
+		{"transient first", []pending{fail(""), fail("400 x"), fail("400 x"), fail("400 x")}, -1},
+	} {
+		s := newEarlyStop()
+		stopped := -1
+		for i, p := range c.seq {
+			if err := s.done("t", p); err != nil && stopped < 0 {
+				stopped = i
+				if !strings.Contains(err.Error(), "400 x") || !strings.Contains(err.Error(), "fix: fix it") {
+					t.Errorf("%s: %v", c.name, err)
+				}
+			}
+		}
+		if stopped != c.stops {
+			t.Errorf("%s: stopped at %d, want %d", c.name, stopped, c.stops)
+		}
+	}
+	s := newEarlyStop()
+	for range StopAfterSameErrors - 1 {
+		s.done("a", fail("401"))
+		s.done("b", fail("401"))
+	}
+	if s.done("a", fail("401")) == nil {
+		t.Error("policy a not stopped: b's failures were counted with a's")
+	}
+}

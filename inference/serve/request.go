@@ -1,0 +1,269 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/internal/oai"
+)
+
+// request is the part of a chat-completions request the backend honours.
+type request struct {
+	Model               string             `json:"model"`
+	Messages            []message          `json:"messages"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	TopK                int                `json:"top_k"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Seed                *int64             `json:"seed"`
+	Stop                json.RawMessage    `json:"stop"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *oai.StreamOptions `json:"stream_options"`
+	N                   *int               `json:"n"`
+}
+
+// honoured are the request fields this server reads (the fields of request).
+var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
+	"seed", "stop", "stream", "stream_options", "n"}
+
+// unsupported are OpenAI request fields whose meaning the server cannot give: a request that
+// sets one is refused (400, code unsupported_parameter) rather than answered as if it had not.
+// Any other field is ignored and named in the server's log, as vLLM and llama.cpp's server do.
+var unsupported = map[string]string{
+	"tools":               "tools are not supported: the student answers in text only",
+	"tool_choice":         "tool_choice is not supported: the student answers in text only",
+	"functions":           "functions are not supported: the student answers in text only",
+	"function_call":       "function_call is not supported: the student answers in text only",
+	"parallel_tool_calls": "parallel_tool_calls is not supported: the student answers in text only",
+	"response_format":     "response_format is not supported: the student answers in plain text",
+	"logprobs":            "logprobs are not supported",
+	"top_logprobs":        "top_logprobs are not supported",
+}
+
+// apiError is a refusal in OpenAI's error shape: its status, message, and the param and code
+// fields ("" for null).
+type apiError struct {
+	status           int
+	msg, param, code string
+}
+
+func (e *apiError) write(w http.ResponseWriter) {
+	var b oai.ErrorBody
+	b.Error.Message, b.Error.Type = e.msg, "invalid_request_error"
+	if e.param != "" {
+		b.Error.Param = &e.param
+	}
+	if e.code != "" {
+		b.Error.Code = &e.code
+	}
+	writeJSON(w, e.status, b)
+}
+
+// invalid is a 400 about param.
+func invalid(param, code, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, param: param, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// content reads a message's content: a string, null, or a list of {"type":"text","text":...}
+// parts.
+func (m message) content(i int) (string, error) {
+	raw := strings.TrimSpace(string(m.Content))
+	if raw == "" || raw == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(m.Content, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("messages[%d].content: want a string or a list of text parts", i)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("messages[%d].content[%d]: part type %q is not supported (only text)", i, j, p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// parse validates the request and converts it; the error names the bad field.
+func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, *apiError) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, nil, chat.Options{}, err
+	}
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, nil, chat.Options{}, invalid("", "", "request body is not a valid chat-completions JSON object: %v", err)
+	}
+	if aerr := s.checkFields(body); aerr != nil {
+		return nil, nil, chat.Options{}, aerr
+	}
+	if req.Model != "" && req.Model != s.b.ModelID() {
+		return nil, nil, chat.Options{}, &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("the model %q does not exist (serving %q)", req.Model, s.b.ModelID())}
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, chat.Options{}, invalid("messages", "", "messages: at least one message is required")
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, nil, chat.Options{}, invalid("n", "", "n: only 1 is supported, got %d", *req.N)
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		c, err := m.content(i)
+		if err != nil {
+			return nil, nil, chat.Options{}, invalid(fmt.Sprintf("messages[%d].content", i), "", "%v", err)
+		}
+		msgs[i] = chat.Message{Role: m.Role, Content: c}
+	}
+	opts, aerr := options(&req)
+	return &req, msgs, opts, aerr
+}
+
+// readBody reads the request body whole, under MaxBodyBytes.
+func readBody(r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body over %d bytes", MaxBodyBytes)}
+		}
+		return nil, invalid("", "", "reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+// checkFields refuses a field in unsupported that is set (not null, false or empty) and logs
+// the fields the server ignores.
+func (s *server) checkFields(body []byte) *apiError {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return invalid("", "", "request body is not a JSON object: %v", err)
+	}
+	var ignored []string
+	for k, v := range fields {
+		if slices.Contains(honoured, k) {
+			continue
+		}
+		why, refused := unsupported[k]
+		switch strings.TrimSpace(string(v)) {
+		case "null", "false", "[]", "{}", `{"type":"text"}`:
+			refused = false // the default, asking for nothing
+		}
+		if refused {
+			return invalid(k, "unsupported_parameter", "%s", why)
+		}
+		ignored = append(ignored, k)
+	}
+	if len(ignored) > 0 {
+		slices.Sort(ignored)
+		s.logf("chat: fields ignored: %s", strings.Join(ignored, ", "))
+	}
+	return nil
+}
+
+// options converts the sampling fields, checking their ranges as OpenAI does.
+func options(req *request) (chat.Options, *apiError) {
+	opts := chat.Options{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", req.MaxTokens}, {"max_completion_tokens", req.MaxCompletionTokens}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return opts, invalid(f.name, "integer_below_min_value", "%s: %d is below the minimum of 1", f.name, *f.v)
+		}
+		opts.MaxTokens = *f.v // max_completion_tokens, later in the list, wins
+	}
+	switch {
+	case opts.Temperature != nil && (*opts.Temperature < 0 || *opts.Temperature > 2):
+		return opts, invalid("temperature", "", "temperature: %v is outside [0, 2]", *opts.Temperature)
+	case opts.TopP != nil && (*opts.TopP <= 0 || *opts.TopP > 1):
+		return opts, invalid("top_p", "", "top_p: %v is outside (0, 1]", *opts.TopP)
+	case opts.TopK < 0:
+		return opts, invalid("top_k", "", "top_k: %d is negative", opts.TopK)
+	}
+	if raw := strings.TrimSpace(string(req.Stop)); raw != "" && raw != "null" {
+		var one string
+		if err := json.Unmarshal(req.Stop, &one); err == nil {
+			opts.Stop = []string{one}
+		} else if err := json.Unmarshal(req.Stop, &opts.Stop); err != nil {
+			return opts, invalid("stop", "", "stop: want a string or a list of strings")
+		}
+		for i, st := range opts.Stop {
+			if st == "" {
+				return opts, invalid("stop", "", "stop[%d]: empty string", i)
+			}
+		}
+	}
+	return opts, nil
+}
+
+// Room is implemented by a backend that can say how long a conversation's prompt is and how
+// many tokens the model's context leaves after it (*student.Student): a max_tokens beyond that
+// room is refused with 400 as OpenAI and vLLM refuse it, rather than quietly cut to it.
+type Room interface {
+	Room(msgs []chat.Message) (prompt, room int, err error)
+}
+
+// checkRoom refuses opts.MaxTokens over what b's context leaves after msgs.
+func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
+	rb, ok := b.(Room)
+	if !ok || opts.MaxTokens == 0 {
+		return nil
+	}
+	prompt, room, err := rb.Room(msgs)
+	if err != nil {
+		return invalid("messages", "", "%s", clientMessage(err))
+	}
+	if opts.MaxTokens > room {
+		return invalid("max_tokens", "context_length_exceeded",
+			"max_tokens: %d is more than the %d tokens the model's context of %d leaves after the prompt's %d; ask for at most %d",
+			opts.MaxTokens, room, prompt+room, prompt, room)
+	}
+	return nil
+}
+
+// clientMessage is err's text for a client: what follows the last "invalid request: " (the
+// request's own fault) or the whole text, without the runtime's package prefixes ("student: ",
+// "generate: ").
+func clientMessage(err error) string {
+	msg := err.Error()
+	marker := generate.ErrInvalidRequest.Error() + ": "
+	if i := strings.LastIndex(msg, marker); i >= 0 {
+		msg = msg[i+len(marker):]
+	}
+	for {
+		cut := false
+		for _, p := range []string{"student: ", "generate: ", "chattmpl: ", "cuda: ", "cpu: "} {
+			if rest, ok := strings.CutPrefix(msg, p); ok {
+				msg, cut = rest, true
+			}
+		}
+		if !cut {
+			return msg
+		}
+	}
+}

@@ -1,0 +1,144 @@
+// Package oai is the OpenAI chat-completions wire format, typed once: the reply (a completion
+// or a stream chunk) with every provider's reasoning fields and usage extras, the error body, and
+// the request's stream options. The teacher client decodes it (teachers), student serve (inference/serve) and the test
+// server (internal/oaitest) encode it. Optional fields are pointers or omitempty so that an
+// encoder says exactly which keys a reply has: a completion's content is present even when
+// null (vLLM, DeepSeek: the reasoning used the budget), a chunk's only when it carries text.
+// Stdlib only; any package may import it.
+package oai
+
+import "encoding/json"
+
+// Object names.
+const (
+	ObjectCompletion = "chat.completion"
+	ObjectChunk      = "chat.completion.chunk"
+)
+
+// StreamOptions is a request's stream_options: include_usage asks for a last chunk carrying the
+// request's usage.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Completion is a chat completion, or one stream chunk (Object says which; a chunk's choices
+// carry Delta, a completion's Message).
+type Completion struct {
+	ID                string   `json:"id,omitempty"`
+	Object            string   `json:"object,omitempty"`
+	Created           int64    `json:"created,omitempty"`
+	Model             string   `json:"model"`
+	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
+	Choices           []Choice `json:"choices"`
+	Usage             *Usage   `json:"usage,omitempty"`
+}
+
+// Choice is one choice. FinishReason is null until the reply ends (in a stream, on its last
+// content chunk). Logprobs, when set, is written as is (student serve sends null, as OpenAI
+// does); nothing decodes it.
+type Choice struct {
+	Index        int             `json:"index"`
+	Message      *Message        `json:"message,omitempty"`
+	Delta        *Delta          `json:"delta,omitempty"`
+	FinishReason *string         `json:"finish_reason"`
+	Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+}
+
+// Message is a completion's message. Content is always written, null when nil; reasoning may
+// come in reasoning_content (DeepSeek, SGLang, vLLM before its rename), reasoning (vLLM since
+// vllm-project/vllm#27752, OpenRouter, Ollama, Together: a string, null, or an object some
+// gateways send) or reasoning_details (OpenRouter).
+type Message struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        json.RawMessage `json:"reasoning,omitempty"`
+	ReasoningDetails []Detail        `json:"reasoning_details,omitempty"`
+}
+
+// Delta is a stream chunk's delta: Message's fields, with content absent when the chunk carries
+// none (a reasoning delta has no content key). (*Message)(d) reads it as a Message.
+type Delta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        json.RawMessage `json:"reasoning,omitempty"`
+	ReasoningDetails []Detail        `json:"reasoning_details,omitempty"`
+}
+
+// Detail is one entry of OpenRouter's reasoning_details: reasoning.text carries Text,
+// reasoning.summary a Summary, reasoning.encrypted only opaque data.
+type Detail struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Summary string `json:"summary,omitempty"`
+	Format  string `json:"format,omitempty"`
+	Index   int    `json:"index"`
+}
+
+// Usage is a request's token usage with every provider's extras. The details may be null
+// (vLLM, SGLang); completion_tokens_details is always written, null when nil.
+type Usage struct {
+	PromptTokens            int                `json:"prompt_tokens"`
+	CompletionTokens        int                `json:"completion_tokens"`
+	TotalTokens             int                `json:"total_tokens"`
+	CompletionTokensDetails *CompletionDetails `json:"completion_tokens_details"`
+	PromptTokensDetails     *PromptDetails     `json:"prompt_tokens_details,omitempty"`
+	// PromptCacheHitTokens and PromptCacheMissTokens are DeepSeek's cache counts.
+	PromptCacheHitTokens  *int `json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheMissTokens *int `json:"prompt_cache_miss_tokens,omitempty"`
+	// ReasoningTokens is SGLang's count of reasoning tokens, at the top of usage (its UsageInfo
+	// has no completion_tokens_details).
+	ReasoningTokens *int `json:"reasoning_tokens,omitempty"`
+	// Cost is OpenRouter's charge for the request, in USD (credits). On a bring-your-own-key
+	// request (IsBYOK) it is only OpenRouter's fee: the upstream provider bills
+	// CostDetails.UpstreamInferenceCost to the user's own key.
+	Cost        *float64     `json:"cost,omitempty"`
+	IsBYOK      *bool        `json:"is_byok,omitempty"`
+	CostDetails *CostDetails `json:"cost_details,omitempty"`
+}
+
+// CompletionDetails is usage.completion_tokens_details.
+type CompletionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// PromptDetails is usage.prompt_tokens_details.
+type PromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// CostDetails is OpenRouter's usage.cost_details.
+type CostDetails struct {
+	UpstreamInferenceCost *float64 `json:"upstream_inference_cost"`
+}
+
+// ErrorBody is OpenAI's error shape, {"error": {...}}; Param and Code are null when nil.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is the body's error object.
+type Error struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// Str returns a pointer to s, nil for "": an optional text field that is absent when empty.
+func Str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Text returns s as a JSON string for a raw field (reasoning), nil for "" (absent).
+func Text(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
