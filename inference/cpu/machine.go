@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Machine is the CPU as CPUID describes it at start-up: vendor, family and model, the
+// Machine is the CPU as CPUID describes it (read once, on first use): vendor, family and model, the
 // microarchitecture they name, the cache sizes and how wide AVX-512 runs in practice. The decode
 // plan (Plan) is chosen from it.
 type Machine struct {
