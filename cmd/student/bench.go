@@ -19,11 +19,11 @@ range of tokens/s: prefill (one forward over the prompt), decode (greedy tokens 
 an 8-token prompt) and, with --batch N, N sequences decoded together; plus load time, peak RSS and
 the decode GB/s of weights streamed; on the CPU backend, the CPU (CPUID family, model, caches,
 AVX-512 width) and the decode kernel plan chosen for it. --roofline measures the read bandwidth
-over a buffer larger than L3 after the tests and prints decode GB/s against it. With --depth D every test starts with D tokens already in each
-sequence's cache (llama-bench's -d; computed once, untimed). --json fields: prefill_tok_s,
-decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, backend, load_s, peak_rss_mib, cpu, plan,
-read_gb_s, roofline_pct, ... (the
-medians; samples under prefill, decode, batch_decode).`,
+over a buffer larger than L3 after the tests and prints decode GB/s against it. With --depth D
+every test starts with D tokens already in each sequence's cache (llama-bench's -d; computed once,
+untimed). --json fields: prefill_tok_s, decode_tok_s, decode_gb_s, batch_decode_tok_s, depth,
+backend, load_s, peak_rss_mib, cpu, plan, read_gb_s, roofline_pct, ... (the medians; samples
+under prefill, decode, batch_decode).`,
 	Setup: setupBench,
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Machine is the CPU as CPUID describes it at start-up: vendor, family and model, the
+// Machine is the CPU as CPUID describes it (read once, on first use): vendor, family and model, the
 // microarchitecture they name, the cache sizes and how wide AVX-512 runs in practice. The decode
 // plan (Plan) is chosen from it.
 type Machine struct {
@@ -20,7 +20,8 @@ type Machine struct {
 	L2     int    `json:"l2_bytes"`
 	L3     int    `json:"l3_bytes"` // the whole L3 one core sees (0: none reported)
 	// Datapath512 is the width in bits an AVX-512 instruction executes at: 512, 256 (split in
-	// two, as on Zen 4), 0 without the AVX-512 tier. Measured at start-up (see probeDatapath).
+	// two, as on Zen 4), 0 where the CPU lacks what the AVX-512 kernels need. Measured when first
+	// read (see probeDatapath), whichever tier is switched on.
 	Datapath512 int `json:"avx512_datapath_bits"`
 }
 
@@ -127,7 +128,7 @@ func readMachine() Machine {
 	}
 	m.Uarch = uarch(m.Vendor, m.Family, m.Model)
 	m.L1D, m.L2, m.L3 = caches(m.Vendor, maxLeaf)
-	if use512() {
+	if hasAVX512 {
 		m.Datapath512 = probeDatapath()
 	}
 	return m

@@ -70,8 +70,8 @@ func TestCPU(t *testing.T) {
 	if m.L1D > 0 && (m.L2 > 0 && m.L2 < m.L1D || m.L3 > 0 && m.L3 < m.L2) {
 		t.Errorf("CPU() = %+v: caches not growing with the level", m)
 	}
-	if use512() != (m.Datapath512 > 0) {
-		t.Errorf("CPU() = %+v with use512() %v", m, use512())
+	if hasAVX512 != (m.Datapath512 > 0) {
+		t.Errorf("CPU() = %+v with hasAVX512 %v", m, hasAVX512)
 	}
 	if m.Datapath512 != 0 && m.Datapath512 != 256 && m.Datapath512 != 512 {
 		t.Errorf("Datapath512 = %d", m.Datapath512)
