@@ -214,11 +214,13 @@ type BuildReport struct {
 // FormatVersion is BuildReport.Format. Version 2 renders think blocks by ThinkMode and adds the
 // think, truncation and teacher reasoning-token columns; version 3 counts num_trainable_tokens
 // over TRL's Qwen2.5 training spans (the header's "\n" through the "\n" after <|im_end|>, two
-// tokens per assistant message more than version 2's content plus <|im_end|>).
-const FormatVersion = "chainedsql-sft/v3"
+// tokens per assistant message more than version 2's content plus <|im_end|>); version 4's
+// converged column is rundir.Outcome.Converged (the same SQL twice in a row, and it ran), where
+// earlier versions held the raw repeat (Row.Outcome reads both alike).
+const FormatVersion = "chainedsql-sft/v4"
 
 // ChatTemplateName is BuildReport.ChatTemplate.
-const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on assistant content + <|im_end|>"
+const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on the assistant spans (header's \n, content, <|im_end|>, \n)"
 
 type item struct {
 	t   *distill.Trajectory

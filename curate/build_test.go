@@ -36,7 +36,7 @@ func handTrajectory(key, teacher string, turns int) *distill.Trajectory {
 			Observation: "<observation>\nCOUNT(*)\n42\n</observation>"})
 	}
 	t.FinalSQL = "SELECT COUNT(*) FROM customers;"
-	t.Converged, t.ExecOK, t.Correct = turns > 1, true, true
+	t.Repeated, t.ExecOK, t.Correct = turns > 1, true, true
 	return t
 }
 
@@ -163,7 +163,7 @@ func TestBuildRoundTrip(t *testing.T) {
 		}
 		if r.Teacher != tr.Teacher || r.Model != tr.Model || r.Dialect != string(tr.Dialect) || r.DBID != tr.DBID || r.TaskID != tr.TaskID ||
 			r.Difficulty != tr.Difficulty || r.Question != tr.Question || r.Evidence != tr.Evidence || r.Turns != int64(len(tr.Turns)) ||
-			r.Converged != tr.Converged || r.ExecOK != tr.ExecOK || r.Correct != tr.Correct || r.FormatViolations != int64(tr.FormatViolations) ||
+			r.Converged != tr.Outcome().Converged || r.ExecOK != tr.ExecOK || r.Correct != tr.Correct || r.FormatViolations != int64(tr.FormatViolations) ||
 			r.MalformedTurns != int64(rewards.Malformed(tr.Turns)) || r.MalformedTurns < r.FormatViolations ||
 			r.FinalSQL != tr.FinalSQL || r.GoldSQL != tr.GoldSQL || r.Source != tr.Source || r.Protocol != tr.Protocol ||
 			r.PromptTokens != int64(tr.Usage.PromptTokens) || len(r.Reasoning) != len(tr.Turns) {

@@ -228,7 +228,7 @@ func (s *synth) trajectory(i int) *distill.Trajectory {
 		last = sql
 	}
 	t.FinalSQL = last
-	t.Converged = turns > 1 && s.rng.IntN(5) > 0
+	t.Repeated = turns > 1 && s.rng.IntN(5) > 0
 	t.ExecOK = s.rng.IntN(10) > 0
 	t.Correct = t.ExecOK && s.rng.IntN(2) == 0
 	t.Usage = chat.Usage{PromptTokens: 1000 * turns, CompletionTokens: 300 * turns}

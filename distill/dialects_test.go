@@ -148,8 +148,8 @@ func TestRunSampleAllDialects(t *testing.T) {
 		if !strings.Contains(sys, distill.EngineName(tr.Dialect)) || !strings.Contains(strings.ToUpper(sys), "CREATE TABLE") {
 			t.Fatalf("%s: system prompt does not name %s or carry the schema:\n%s", tr.Key, distill.EngineName(tr.Dialect), sys)
 		}
-		if !tr.Correct || !tr.Converged || !tr.ExecOK {
-			t.Fatalf("%s: correct %v converged %v exec_ok %v, final %q", tr.Key, tr.Correct, tr.Converged, tr.ExecOK, tr.FinalSQL)
+		if !tr.Correct || !tr.Repeated || !tr.ExecOK {
+			t.Fatalf("%s: correct %v converged %v exec_ok %v, final %q", tr.Key, tr.Correct, tr.Repeated, tr.ExecOK, tr.FinalSQL)
 		}
 		switch tr.Teacher {
 		case "oracle":

@@ -64,8 +64,8 @@ func TestEpisodeOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkAlternation(t, tr)
-		if !tr.Converged || len(tr.Turns) != 2 || !tr.ExecOK || tr.FinalSQL != task.Gold[datasets.SQLite] || tr.FormatViolations != 0 {
-			t.Fatalf("%s: converged=%v turns=%d exec_ok=%v final=%q", task.ID, tr.Converged, len(tr.Turns), tr.ExecOK, tr.FinalSQL)
+		if !tr.Repeated || len(tr.Turns) != 2 || !tr.ExecOK || tr.FinalSQL != task.Gold[datasets.SQLite] || tr.FormatViolations != 0 {
+			t.Fatalf("%s: converged=%v turns=%d exec_ok=%v final=%q", task.ID, tr.Repeated, len(tr.Turns), tr.ExecOK, tr.FinalSQL)
 		}
 		if matchReady() && !tr.Correct {
 			t.Fatalf("%s: oracle not correct (gold error %q)", task.ID, tr.GoldError)
@@ -93,8 +93,8 @@ func TestEpisodeScripted(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAlternation(t, tr)
-	if len(tr.Turns) != 4 || !tr.Converged || tr.FormatViolations != 1 || !tr.ExecOK || tr.FinalSQL != "SELECT count(*) FROM customer" {
-		t.Fatalf("turns=%d converged=%v violations=%d exec_ok=%v final=%q", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.ExecOK, tr.FinalSQL)
+	if len(tr.Turns) != 4 || !tr.Repeated || tr.FormatViolations != 1 || !tr.ExecOK || tr.FinalSQL != "SELECT count(*) FROM customer" {
+		t.Fatalf("turns=%d converged=%v violations=%d exec_ok=%v final=%q", len(tr.Turns), tr.Repeated, tr.FormatViolations, tr.ExecOK, tr.FinalSQL)
 	}
 	t1, t2, t3, t4 := tr.Turns[0], tr.Turns[1], tr.Turns[2], tr.Turns[3]
 	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != distill.FormatViolationObservation() {
@@ -138,8 +138,8 @@ func TestEpisodeBudgetAndTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAlternation(t, tr)
-	if len(tr.Turns) != 5 || tr.Converged || tr.FormatViolations != 1 || tr.TruncatedTurns != 2 {
-		t.Fatalf("turns=%d converged=%v violations=%d truncated=%d", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.TruncatedTurns)
+	if len(tr.Turns) != 5 || tr.Repeated || tr.FormatViolations != 1 || tr.TruncatedTurns != 2 {
+		t.Fatalf("turns=%d converged=%v violations=%d truncated=%d", len(tr.Turns), tr.Repeated, tr.FormatViolations, tr.TruncatedTurns)
 	}
 	for _, i := range []int{1, 2} {
 		tu := tr.Turns[i]

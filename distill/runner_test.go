@@ -119,12 +119,12 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 	for _, tr := range got {
 		switch tr.Teacher {
 		case "oracle":
-			if len(tr.Turns) != 2 || !tr.Converged {
-				t.Errorf("%s: oracle turns %d converged %v", tr.Key, len(tr.Turns), tr.Converged)
+			if len(tr.Turns) != 2 || !tr.Repeated {
+				t.Errorf("%s: oracle turns %d converged %v", tr.Key, len(tr.Turns), tr.Repeated)
 			}
 		case "fake":
-			if len(tr.Turns) != 3 || !tr.Converged || !tr.ExecOK || tr.Model != "test-model" {
-				t.Fatalf("%s: turns %d converged %v exec_ok %v model %q", tr.Key, len(tr.Turns), tr.Converged, tr.ExecOK, tr.Model)
+			if len(tr.Turns) != 3 || !tr.Repeated || !tr.ExecOK || tr.Model != "test-model" {
+				t.Fatalf("%s: turns %d converged %v exec_ok %v model %q", tr.Key, len(tr.Turns), tr.Repeated, tr.ExecOK, tr.Model)
 			}
 			t1 := tr.Turns[0]
 			switch len(strings.TrimSpace(tr.Question)) % 3 {

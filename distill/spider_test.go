@@ -73,8 +73,8 @@ func TestRunSpiderSQLite(t *testing.T) {
 		if tr.Teacher == "fake" {
 			want = 3
 		}
-		if !tr.Converged || !tr.ExecOK || len(tr.Turns) != want || tr.GoldError != "" {
-			t.Errorf("%s: converged %v exec_ok %v turns %d gold error %q", tr.Key, tr.Converged, tr.ExecOK, len(tr.Turns), tr.GoldError)
+		if !tr.Repeated || !tr.ExecOK || len(tr.Turns) != want || tr.GoldError != "" {
+			t.Errorf("%s: converged %v exec_ok %v turns %d gold error %q", tr.Key, tr.Repeated, tr.ExecOK, len(tr.Turns), tr.GoldError)
 		}
 		if matchReady() && !tr.Correct {
 			t.Errorf("%s: not correct", tr.Key)

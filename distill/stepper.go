@@ -196,7 +196,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	tr.Turns = append(tr.Turns, tu)
 	s.prevSQL, s.final, tr.FinalSQL = prevSQL, final, finalSQL
 	tr.ExecOK = final.OK()
-	tr.Converged = converged
+	tr.Repeated = converged
 	s.done = done
 	if done {
 		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct

@@ -112,7 +112,7 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 			t.Fatalf("turn %d: want the database error, got %v", turn, err)
 		}
 		after := st.Trajectory()
-		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Converged {
+		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Repeated {
 			t.Fatalf("turn %d: a failed step changed the episode: %+v", turn, after)
 		}
 		tu, err := st.Step(context.Background(), r)
@@ -121,8 +121,8 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 		}
 	}
 	tr := st.Trajectory()
-	if !st.Done() || !tr.Converged || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
-		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Converged, tr.ExecOK, tr.Usage, len(st.Messages()))
+	if !st.Done() || !tr.Repeated || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
+		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Repeated, tr.ExecOK, tr.Usage, len(st.Messages()))
 	}
 	if matchReady() && !tr.Correct {
 		t.Fatalf("not judged correct after the retried judging (gold error %q)", tr.GoldError)
@@ -157,8 +157,8 @@ func TestStepperJudgesEarlierResult(t *testing.T) {
 		}
 	}
 	tr := st.Trajectory()
-	if !st.Done() || tr.Converged || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
-		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Converged, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
+	if !st.Done() || tr.Repeated || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
+		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Repeated, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
 	}
 }
 

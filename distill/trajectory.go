@@ -8,6 +8,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // ProtocolVersion names the protocol this package speaks.
@@ -85,9 +86,12 @@ type Trajectory struct {
 	System string `json:"system"`
 	Prompt string `json:"prompt"`
 	// Turns are the assistant turns in order.
-	Turns            []Turn        `json:"turns"`
-	FinalSQL         string        `json:"final_sql,omitempty"`
-	Converged        bool          `json:"converged"`
+	Turns    []Turn `json:"turns"`
+	FinalSQL string `json:"final_sql,omitempty"`
+	// Repeated says the episode ended because the same SQL came on two consecutive turns,
+	// whether or not it ran (the stop rule; kept under its old JSON name "converged"). The
+	// convergence metric is Outcome().Converged.
+	Repeated         bool          `json:"converged"`
 	ExecOK           bool          `json:"exec_ok"`
 	Correct          bool          `json:"correct"`
 	GoldSQL          string        `json:"gold_sql,omitempty"`
@@ -113,4 +117,10 @@ func (t *Trajectory) Conversation() []chat.Message {
 		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: tu.Content})
 	}
 	return msgs
+}
+
+// Outcome returns what the episode came to (rundir.Outcome): the one definition of converged,
+// exec-ok, correct, format violations and truncated turns that every count uses.
+func (t *Trajectory) Outcome() rundir.Outcome {
+	return rundir.NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns)
 }

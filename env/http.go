@@ -371,7 +371,7 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	defer e.mu.Unlock()
 	if e.st.Done() {
 		tr := e.st.Trajectory()
-		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Converged)}
+		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Outcome().Converged)}
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return nil, s.execError(ctx, "episode "+id, err)

@@ -102,7 +102,8 @@ type Result struct {
 	Error   string `json:"error,omitempty"`
 	Correct bool   `json:"correct"`
 	Turns   int    `json:"turns"`
-	// Converged means the same SQL came twice in a row and it ran.
+	// Correct, Turns, Converged, ExecOK and FormatViolations are the episode's rundir.Outcome
+	// (EpisodeOutcome): converged means the same SQL came twice in a row and it ran.
 	Converged        bool `json:"converged"`
 	ExecOK           bool `json:"exec_ok"`
 	FormatViolations int  `json:"format_violations"`
@@ -395,13 +396,19 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	return s, nil
 }
 
+// EpisodeOutcome returns the result's outcome (rundir.NewOutcome: a converged flag written with the raw
+// meaning reads as converged AND exec_ok). Truncated turns are not in a Result.
+func (r *Result) EpisodeOutcome() rundir.Outcome {
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0)
+}
+
 // resultOf turns a trajectory into its Result.
 func resultOf(tr *distill.Trajectory) *Result {
-	rw := rewards.Of(tr)
+	o := tr.Outcome()
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
-		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rw.Converged == 1,
-		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, MalformedTurns: rw.Malformed, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
+		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: o.Correct, Turns: o.Turns, Converged: o.Converged,
+		ExecOK: o.ExecOK, FormatViolations: o.FormatViolations, MalformedTurns: rewards.Malformed(tr.Turns), GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {
 		if e := tr.Turns[i].Exec; e != nil {

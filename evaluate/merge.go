@@ -104,8 +104,7 @@ func Merge(out string, dirs []string) (*Summary, error) {
 	m.Throughput.setRates(m.Samples)
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResult{Difficulty: r.Difficulty, Correct: r.Correct, Converged: r.Converged, ExecOK: r.ExecOK,
-			Turns: r.Turns, FormatViolations: r.FormatViolations}
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	m.Eval = stats.SummarizeEval(er)
 

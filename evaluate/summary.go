@@ -113,8 +113,7 @@ func newSummary(cfg *Config, results []*Result) *Summary {
 	}
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResult{Difficulty: r.Difficulty, Correct: r.Correct, Converged: r.Converged, ExecOK: r.ExecOK,
-			Turns: r.Turns, FormatViolations: r.FormatViolations}
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	s.Eval = stats.SummarizeEval(er)
 	return s

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1, and
@@ -23,8 +24,8 @@ type Rewards struct {
 	// ExecOK is 1 when the final SQL (the last statement executed) ran: no error, timeout or
 	// refusal.
 	ExecOK int `json:"exec_ok"`
-	// Converged is 1 when the episode ended by the same SQL twice in a row and that SQL ran;
-	// repeating a failing statement does not converge.
+	// Converged is 1 when the episode converged (rundir.Outcome.Converged: the same SQL twice in
+	// a row, and that SQL ran; repeating a failing statement does not converge).
 	Converged int `json:"converged"`
 	// Correct is 1 when the final SQL's full result matches the gold's (distill's judge,
 	// datasets.Match); 0 until the episode is judged.
@@ -55,7 +56,7 @@ func TurnWellFormed(tu distill.Turn) bool {
 
 // Of returns the rewards of a trajectory, complete or partial.
 func Of(tr *distill.Trajectory) Rewards {
-	return From(len(tr.Turns), Malformed(tr.Turns), tr.ExecOK, tr.Converged, tr.Correct)
+	return From(tr.Outcome(), Malformed(tr.Turns))
 }
 
 // Malformed counts the turns that are not well-formed (TurnWellFormed).
@@ -69,15 +70,15 @@ func Malformed(turns []distill.Turn) int {
 	return n
 }
 
-// From returns the rewards of an episode recorded elsewhere (a dataset row, an eval result):
-// turns played, malformed turns among them (Malformed), and the trajectory's exec_ok, converged
-// and correct flags.
-func From(turns, malformed int, execOK, converged, correct bool) Rewards {
+// From returns the rewards of an episode from its outcome (Trajectory.Outcome, or one read back
+// from a dataset row or an eval result) and the count of its malformed turns (Malformed): exec_ok,
+// converged and correct are the outcome's, format is 1 when it has turns and none is malformed.
+func From(o rundir.Outcome, malformed int) Rewards {
 	return Rewards{
-		Format:    b2i(turns > 0 && malformed == 0),
-		ExecOK:    b2i(execOK),
-		Converged: b2i(converged && execOK),
-		Correct:   b2i(correct),
+		Format:    b2i(o.Turns > 0 && malformed == 0),
+		ExecOK:    b2i(o.ExecOK),
+		Converged: b2i(o.Converged),
+		Correct:   b2i(o.Correct),
 		Malformed: malformed,
 	}
 }
@@ -96,7 +97,7 @@ func Prefixes(tr *distill.Trajectory) []Rewards {
 		if !TurnWellFormed(tu) {
 			malformed++
 		}
-		out[k] = From(k+1, malformed, execOK, false, false)
+		out[k] = From(rundir.Outcome{Turns: k + 1, ExecOK: execOK}, malformed)
 	}
 	if n := len(out); n > 0 {
 		out[n-1] = Of(tr)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func TestFrom(t *testing.T) {
@@ -21,7 +22,8 @@ func TestFrom(t *testing.T) {
 		{5, 0, true, false, false, Rewards{1, 1, 0, 0, 0}},
 		{0, 0, false, false, false, Rewards{0, 0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		if got := From(c.turns, c.malformed, c.execOK, c.converged, c.correct); got != c.want {
+		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0)
+		if got := From(o, c.malformed); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}
 	}
@@ -122,7 +124,7 @@ func FuzzTurnWellFormed(f *testing.F) {
 
 func TestOfNoThink(t *testing.T) {
 	tr := &distill.Trajectory{Turns: []distill.Turn{turn("<sql>SELECT 1</sql>", true), turn("<sql>SELECT 1</sql>", true)},
-		ExecOK: true, Converged: true, Correct: true}
+		ExecOK: true, Repeated: true, Correct: true}
 	r := Of(tr)
 	if r != (Rewards{Format: 0, ExecOK: 1, Converged: 1, Correct: 1, Malformed: 2}) {
 		t.Fatalf("a reply without <think>: %+v, want format 0", r)
@@ -170,14 +172,14 @@ func TestWeights(t *testing.T) {
 // converges above the oracle.
 func TestTurnRewards(t *testing.T) {
 	gold := "<think>x</think>\n<sql>SELECT 1</sql>"
-	oracle := &distill.Trajectory{Turns: []distill.Turn{turn(gold, true), turn(gold, true)}, ExecOK: true, Converged: true, Correct: true}
+	oracle := &distill.Trajectory{Turns: []distill.Turn{turn(gold, true), turn(gold, true)}, ExecOK: true, Repeated: true, Correct: true}
 	never := &distill.Trajectory{Turns: []distill.Turn{
 		turn("<think>a</think><sql>SELECT 2</sql>", true), turn("<think>a</think><sql>SELECT 3</sql>", true),
 		turn("<think>a</think><sql>SELECT 4</sql>", true), turn("<think>a</think><sql>SELECT 5</sql>", true),
 		turn("<think>a</think><sql>SELECT 6</sql>", true)}, ExecOK: true}
 	mixed := &distill.Trajectory{Turns: []distill.Turn{
 		turn("no sql here", false), turn("<sql>SELECT x</sql>", false), turn("<think>a</think><sql>SELECT 1</sql>", true),
-		turn("<think>a</think><sql>SELECT 1</sql>", true)}, ExecOK: true, Converged: true, Correct: true}
+		turn("<think>a</think><sql>SELECT 1</sql>", true)}, ExecOK: true, Repeated: true, Correct: true}
 	w := DefaultWeights
 	w.FormatPenalty = 0.05
 	sum := func(v []float64) float64 {
@@ -198,7 +200,7 @@ func TestTurnRewards(t *testing.T) {
 			}
 			// A prefix's turn rewards are the full episode's first ones.
 			part := *tr
-			part.Turns, part.Converged, part.Correct = tr.Turns[:1], false, false
+			part.Turns, part.Repeated, part.Correct = tr.Turns[:1], false, false
 			part.ExecOK = tr.Turns[0].Exec != nil && tr.Turns[0].Exec.Outcome == datasets.OutcomeOK
 			if p, _ := w.TurnRewards(&part, false, mode); (mode == ModeDelta && p[0] != turns[0]) || (mode == ModeFinal && p[0] != 0) {
 				t.Errorf("%s %s: first turn %v as played, %v at the end", name, mode, p[0], turns[0])

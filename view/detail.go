@@ -99,7 +99,7 @@ func detailOfRow(r *curate.Row) *Detail {
 	d := &Detail{
 		Kind: KindDataset, Source: r.SourceRun, Key: r.Key, Teacher: r.Teacher, Model: r.Model, Dialect: r.Dialect, DBID: r.DBID,
 		TaskID: r.TaskID, Difficulty: r.Difficulty, Sample: int(r.Sample), Question: r.Question, Evidence: r.Evidence,
-		GoldSQL: r.GoldSQL, FinalSQL: r.FinalSQL, Converged: r.Converged, ExecOK: r.ExecOK, Correct: r.Correct,
+		GoldSQL: r.GoldSQL, FinalSQL: r.FinalSQL, Converged: r.Outcome().Converged, ExecOK: r.ExecOK, Correct: r.Correct,
 		Violations: int(r.FormatViolations), NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens,
 		TeacherPrompt: int(r.PromptTokens), TeacherCompletion: int(r.CompletionTokens), Turns: []TurnView{}, Notes: []string{},
 	}
@@ -131,7 +131,7 @@ func detailOfTrajectory(t *distill.Trajectory) *Detail {
 	d := &Detail{
 		Kind: KindRun, Key: t.Key, Teacher: t.Teacher, Model: t.Model, Dialect: string(t.Dialect), DBID: t.DBID,
 		TaskID: t.TaskID, Difficulty: t.Difficulty, Sample: t.Sample, Question: t.Question, Evidence: t.Evidence,
-		GoldSQL: t.GoldSQL, GoldError: t.GoldError, FinalSQL: t.FinalSQL, Converged: t.Converged, ExecOK: t.ExecOK, Correct: t.Correct,
+		GoldSQL: t.GoldSQL, GoldError: t.GoldError, FinalSQL: t.FinalSQL, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Correct: t.Correct,
 		Violations: t.FormatViolations, TeacherPrompt: t.Usage.PromptTokens, TeacherCompletion: t.Usage.CompletionTokens,
 		Turns: []TurnView{}, Notes: []string{},
 	}

@@ -97,7 +97,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 			err = scan(ctx, d, func(i int, r *indexRow) {
 				s.ix.add(src, i, rowValues{
 					teacher: r.Teacher, dialect: r.Dialect, difficulty: r.Difficulty, db: r.DBID,
-					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.Converged, execOK: r.ExecOK, correct: r.Correct,
+					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.outcome().Converged, execOK: r.ExecOK, correct: r.Correct,
 					truncated: r.TruncatedTurns > 0, tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
 					key: r.Key, taskID: r.TaskID, question: r.Question, finalSQL: r.FinalSQL, goldSQL: r.GoldSQL,
 				})
@@ -157,7 +157,7 @@ func (s *Server) refresh(ctx context.Context) error {
 			}
 			id := s.ix.add(src, pos, rowValues{
 				teacher: t.Teacher, dialect: string(t.Dialect), difficulty: t.Difficulty, db: t.DBID,
-				turns: len(t.Turns), violations: t.FormatViolations, converged: t.Converged, execOK: t.ExecOK, correct: t.Correct,
+				turns: len(t.Turns), violations: t.FormatViolations, converged: t.Outcome().Converged, execOK: t.ExecOK, correct: t.Correct,
 				truncated: truncated, tokens: t.Usage.CompletionTokens, taskIndex: t.TaskIndex, sample: t.Sample,
 				key: t.Key, taskID: t.TaskID, question: t.Question, finalSQL: t.FinalSQL, goldSQL: t.GoldSQL,
 			})
