@@ -15,7 +15,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/textcap"
@@ -223,7 +222,7 @@ const FormatVersion = "chainedsql-sft/v4"
 const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on the assistant spans (header's \n, content, <|im_end|>, \n)"
 
 type item struct {
-	t   *distill.Trajectory
+	t   *rundir.Trajectory
 	run string // run name
 	dir string // run directory
 	loc string // file:line
@@ -372,7 +371,7 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 					return nil
 				}
 			}
-			err := readRun(gctx, d, salvage, func(t *distill.Trajectory, loc string) error {
+			err := readRun(gctx, d, salvage, func(t *rundir.Trajectory, loc string) error {
 				if prev, ok := keys[t.Key]; ok {
 					return fmt.Errorf("curate build: duplicate key %q: in run %s (%s) and in run %s (%s); curate each trajectory once (merging shards of a split run? pass each part once)",
 						t.Key, prev.run, prev.loc, d, loc)

@@ -12,8 +12,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -230,7 +230,7 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
 		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
 		"correct or not, except %s (use `correct`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
-		distill.ProtocolVersion, except)
+		protocol.ProtocolVersion, except)
 	if rep.TruncatedRows > 0 {
 		// The warning a trainer must not miss: these rows teach stopping mid-reply.
 		fmt.Fprintf(&b, "> **Warning: %d rows (%s) hold %d truncated turns.** A truncated turn is a teacher reply the token limit cut "+

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
@@ -122,7 +122,7 @@ func (r *Row) ChatMessages() []chat.Message {
 }
 
 // rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).
-func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
+func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 	o := t.Outcome()
 	row := Row{
 		Messages:         make([]Message, len(r.Messages)),
@@ -173,7 +173,7 @@ func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 // reasoningTokens is the teacher's reasoning token count of t: per turn the provider's figure,
 // or, when it reported none and the turn has reasoning text (its field, else its inline block),
 // that text's length under the student tokenizer; estimated reports any such turn.
-func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated bool) {
+func reasoningTokens(t *rundir.Trajectory, tok Tokenizer) (n int64, estimated bool) {
 	for _, tu := range t.Turns {
 		if tu.Usage.ReasoningTokens > 0 {
 			n += int64(tu.Usage.ReasoningTokens)
@@ -181,7 +181,7 @@ func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated b
 		}
 		text := strings.TrimSpace(tu.Reasoning)
 		if text == "" {
-			text = distill.ParseReply(distill.ReplyContent(tu.Reply())).Think
+			text = protocol.ParseReply(protocol.ReplyContent(tu.Reply())).Think
 		}
 		if text != "" {
 			n += int64(len(tok.Encode(text)))

@@ -62,7 +62,7 @@ func (p *progress) add(name string, todo, skipped int) {
 	t.skipped += skipped
 }
 
-func (p *progress) done(tr *Trajectory) {
+func (p *progress) done(tr *rundir.Trajectory) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.get(tr.Teacher)
@@ -232,8 +232,8 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 		return r
 	}
 	var bad []*rundir.BadLine
-	for tr, err := range Trajectories(dir) {
-		if b, ok := SkipBad(err); ok {
+	for tr, err := range rundir.Trajectories(dir) {
+		if b, ok := rundir.SkipBad(err); ok {
 			bad = append(bad, b)
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 	"github.com/chainedsql/chainedsql/view"
 )
@@ -67,7 +68,7 @@ func TestOutcomeAgrees(t *testing.T) {
 	// The trajectories: the crafted cases are there, and the raw repeat counts one more than
 	// convergence.
 	var repeated, converged, rw, truncated, violations int
-	for tr, err := range distill.Trajectories(dir) {
+	for tr, err := range rundir.Trajectories(dir) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -137,7 +137,7 @@ func checkParts(dirs []string, sums []*Summary) error {
 		if key(s) != key(first) {
 			return fmt.Errorf("merge: %s is another evaluation than %s:\n  %s\n  %s", dirs[i], dirs[0], key(s), key(first))
 		}
-		sh, err := distill.ParseShard(s.Shard)
+		sh, err := rundir.ParseShard(s.Shard)
 		if err != nil {
 			return fmt.Errorf("merge: %s: %w", dirs[i], err)
 		}

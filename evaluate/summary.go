@@ -12,7 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -103,7 +103,7 @@ func turnTimeOf(t turnTimes) TurnTime {
 
 func newSummary(cfg *Config, results []*Result) *Summary {
 	s := &Summary{
-		Protocol: distill.ProtocolVersion, Policy: cfg.Policy.Name, Spec: cfg.Policy.Spec, Model: cfg.Policy.Model,
+		Protocol: protocol.ProtocolVersion, Policy: cfg.Policy.Name, Spec: cfg.Policy.Spec, Model: cfg.Policy.Model,
 		TaskSpec: cfg.TaskSpec, Limit: cfg.Limit, Shard: cfg.Shard.String(), Dialect: cfg.Dialect, Samples: cfg.Samples, Vote: cfg.Vote && cfg.Samples > 1,
 		Temperature: *cfg.Episode.Chat.Temperature, MaxTurns: cfg.Episode.MaxTurns, Ordered: cfg.Episode.Ordered,
 		Loaded: len(cfg.Tasks), Counts: map[string]int{}, Updated: time.Now().UTC(),

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -35,32 +35,32 @@ type Rewards struct {
 }
 
 // TurnWellFormed reports whether tu's reply has the protocol's strict form
-// (distill.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
+// (protocol.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
 // whitespace, <sql>one non-blank statement</sql>, optional whitespace, each tag once, no tag
 // inside either block, no other text) and was neither truncated nor a format violation. The
 // reply is taken as the model produced it: reasoning that came in a separate field is put back
 // as the think block in front of the content, and so is the <think> a chat template opened in
-// the prompt (distill.Turn.ThinkOpened).
-func TurnWellFormed(tu distill.Turn) bool {
+// the prompt (rundir.Turn.ThinkOpened).
+func TurnWellFormed(tu rundir.Turn) bool {
 	if tu.Truncated || tu.FormatViolation {
 		return false
 	}
 	content := tu.Content
 	if strings.TrimSpace(tu.Reasoning) != "" {
-		content = distill.TagThinkOpen + tu.Reasoning + distill.TagThinkClose + "\n" + content
-	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), distill.TagThinkOpen) {
-		content = distill.TagThinkOpen + content
+		content = protocol.TagThinkOpen + tu.Reasoning + protocol.TagThinkClose + "\n" + content
+	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), protocol.TagThinkOpen) {
+		content = protocol.TagThinkOpen + content
 	}
-	return distill.ParseReply(content).WellFormed
+	return protocol.ParseReply(content).WellFormed
 }
 
 // Of returns the rewards of a trajectory, complete or partial.
-func Of(tr *distill.Trajectory) Rewards {
+func Of(tr *rundir.Trajectory) Rewards {
 	return From(tr.Outcome(), Malformed(tr.Turns))
 }
 
 // Malformed counts the turns that are not well-formed (TurnWellFormed).
-func Malformed(turns []distill.Turn) int {
+func Malformed(turns []rundir.Turn) int {
 	n := 0
 	for _, tu := range turns {
 		if !TurnWellFormed(tu) {
@@ -87,7 +87,7 @@ func From(o rundir.Outcome, malformed int) Rewards {
 // episode of the first k turns, the last one Of(tr). Before the last turn an episode has not
 // converged and is not judged (converged and correct 0), and its exec_ok is that of the last
 // statement executed so far, as the environment reported it at each step.
-func Prefixes(tr *distill.Trajectory) []Rewards {
+func Prefixes(tr *rundir.Trajectory) []Rewards {
 	out := make([]Rewards, len(tr.Turns))
 	execOK, malformed := false, 0
 	for k, tu := range tr.Turns {
@@ -210,7 +210,7 @@ func ParseMode(s string) (Mode, error) {
 // as played (its final reward once done). The turn rewards of a done episode sum to that total
 // up to float rounding (each is rounded to 12 decimals); those of an episode still in play are
 // the ones the finished episode will start with (all 0 under ModeFinal).
-func (w Weights) TurnRewards(tr *distill.Trajectory, done bool, mode Mode) (turns []float64, total float64) {
+func (w Weights) TurnRewards(tr *rundir.Trajectory, done bool, mode Mode) (turns []float64, total float64) {
 	pre := Prefixes(tr)
 	turns = make([]float64, len(pre))
 	if len(pre) == 0 {

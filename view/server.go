@@ -15,7 +15,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 //go:embed assets
@@ -413,7 +414,7 @@ func httpError(w http.ResponseWriter, code int, err error) {
 
 // turnTruncated reports a turn cut before its SQL was complete, as curate counts it in
 // truncated_turns: the mark the episode recorded, or, for run dirs of format v1, which did not
-// record one, distill.Truncated of the reply as received.
-func turnTruncated(tu distill.Turn) bool {
-	return tu.Truncated || distill.Truncated(tu.Reply())
+// record one, protocol.Truncated of the reply as received.
+func turnTruncated(tu rundir.Turn) bool {
+	return tu.Truncated || protocol.Truncated(tu.Reply())
 }

@@ -1,18 +1,11 @@
-// Package distill runs the chained-sql/v1 protocol: the prompt, the reply parser, observations,
-// convergence, the Episode loop for any chat.Policy, and the concurrent resumable runner that
-// writes run directories.
-package distill
+package rundir
 
 import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/rundir"
 )
-
-// ProtocolVersion names the protocol this package speaks.
-const ProtocolVersion = "chained-sql/v1"
 
 // Turn records one assistant turn exactly as the policy returned it, and what came of it. It is
 // the only copy of the turn in a run dir: the conversation is rebuilt from the turns
@@ -119,8 +112,8 @@ func (t *Trajectory) Conversation() []chat.Message {
 	return msgs
 }
 
-// Outcome returns what the episode came to (rundir.Outcome): the one definition of converged,
+// Outcome returns what the episode came to (Outcome): the one definition of converged,
 // exec-ok, correct, format violations and truncated turns that every count uses.
-func (t *Trajectory) Outcome() rundir.Outcome {
-	return rundir.NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns)
+func (t *Trajectory) Outcome() Outcome {
+	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns)
 }
