@@ -15,7 +15,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/textcap"
@@ -214,14 +213,16 @@ type BuildReport struct {
 // FormatVersion is BuildReport.Format. Version 2 renders think blocks by ThinkMode and adds the
 // think, truncation and teacher reasoning-token columns; version 3 counts num_trainable_tokens
 // over TRL's Qwen2.5 training spans (the header's "\n" through the "\n" after <|im_end|>, two
-// tokens per assistant message more than version 2's content plus <|im_end|>).
-const FormatVersion = "chainedsql-sft/v3"
+// tokens per assistant message more than version 2's content plus <|im_end|>); version 4's
+// converged column is rundir.Outcome.Converged (the same SQL twice in a row, and it ran), where
+// earlier versions held the raw repeat (Row.Outcome reads both alike).
+const FormatVersion = "chainedsql-sft/v4"
 
 // ChatTemplateName is BuildReport.ChatTemplate.
-const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on assistant content + <|im_end|>"
+const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on the assistant spans (header's \n, content, <|im_end|>, \n)"
 
 type item struct {
-	t   *distill.Trajectory
+	t   *rundir.Trajectory
 	run string // run name
 	dir string // run directory
 	loc string // file:line
@@ -254,16 +255,101 @@ const batchSize = 64
 // per row (for the card's percentiles). A key seen twice, in one run or across runs, is an
 // error naming both places. The dataset is written into a temporary directory beside Out and
 // renamed into place only when complete: a failure or cancellation leaves nothing at Out.
+// The steps, in order: check (the options), prepare (shard lists, token counters), stage (the
+// temporary directory), the pipeline (read, work, write), finish (stats.json, the card), place.
 func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildReport, error) {
 	began := time.Now()
+	if err := opts.check(runDirs); err != nil {
+		return nil, err
+	}
+	runs, counters, err := prepare(runDirs, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	tmp, err := stage(opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	rep := &BuildReport{
+		Format: FormatVersion, ThinkMode: opts.Think, Truncated: opts.Truncated, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
+		MaxLength: opts.MaxLength, Epochs: opts.Epochs, Runs: runs, Excluded: []Excluded{},
+	}
+	sw := &shardWriter{dir: filepath.Join(tmp, DataDir), rowsPerShard: opts.RowsPerShard, rowGroupRows: opts.RowGroupRows}
+	agg := newAggregate()
+
+	pl := &pipeline{opts: opts, runDirs: runDirs, runs: runs, rep: rep, agg: agg, sw: sw}
+	if err := pl.run(ctx, counters); err != nil {
+		sw.abort()
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		sw.abort()
+		return nil, err
+	}
+	if err := finish(ctx, tmp, rep, sw, agg, runs); err != nil {
+		return nil, err
+	}
+	if err := place(tmp, opts.Out); err != nil {
+		return nil, err
+	}
+	done = true
+	rep.Dir = opts.Out
+	rep.Duration = time.Since(began)
+	return rep, nil
+}
+
+// stage creates the staging dir beside out (.NAME.curate-*, with its data dir), removing the
+// ones a killed build left.
+func stage(out string) (string, error) {
+	parent := filepath.Dir(filepath.Clean(out))
+	prefix := "." + filepath.Base(filepath.Clean(out)) + ".curate-"
+	if err := removeStale(parent, prefix); err != nil {
+		return "", fmt.Errorf("curate build: %w", err)
+	}
+	tmp, err := mkdirTemp(parent, prefix)
+	if err != nil {
+		return "", fmt.Errorf("curate build: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, DataDir), 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("curate build: %w", err)
+	}
+	return tmp, nil
+}
+
+// place renames the complete staging dir tmp to out: an empty directory at out (checked before
+// the build) is replaced; anything else was refused.
+func place(tmp, out string) error {
+	if err := os.Remove(out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("curate build: replace empty %s: %w", out, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("curate build: move dataset into place: %w", err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(filepath.Clean(out))); err != nil {
+		return fmt.Errorf("curate build: %w", err)
+	}
+	return nil
+}
+
+// check refuses options Build cannot work with and fills the defaults.
+func (opts *BuildOptions) check(runDirs []string) error {
 	if opts.Tokenizer == nil {
-		return nil, errors.New("curate build: no tokenizer")
+		return errors.New("curate build: no tokenizer")
 	}
 	if len(runDirs) == 0 {
-		return nil, errors.New("curate build: no run directories")
+		return errors.New("curate build: no run directories")
 	}
 	if opts.Out == "" {
-		return nil, errors.New("curate build: no output directory")
+		return errors.New("curate build: no output directory")
 	}
 	if opts.MaxLength <= 0 {
 		opts.MaxLength = DefaultMaxLength
@@ -281,132 +367,140 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 		opts.Think = ThinkAuto
 	}
 	if _, err := ParseThinkMode(string(opts.Think)); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	var err error
 	if opts.Truncated, err = ParseTruncatedPolicy(string(opts.Truncated)); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	if err := checkOut(opts.Out); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
+
+// prepare lists the run dirs' shards and creates one token counter per worker (up front, so
+// that a tokenizer without ChatML tokens fails early).
+func prepare(runDirs []string, opts BuildOptions) ([]RunInfo, []*counter, error) {
 	runs := make([]RunInfo, len(runDirs))
 	for i, d := range runDirs {
 		files, err := shardFiles(d)
 		if err != nil {
-			return nil, fmt.Errorf("curate build: %w", err)
+			return nil, nil, fmt.Errorf("curate build: %w", err)
 		}
 		runs[i] = RunInfo{Name: filepath.Base(filepath.Clean(d)), Shards: len(files)}
 	}
-	// Counters are created up front so that a tokenizer without ChatML tokens fails early.
 	counters := make([]*counter, opts.Workers)
 	for i := range counters {
 		c, err := newCounter(opts.Tokenizer)
 		if err != nil {
-			return nil, fmt.Errorf("curate build: %w", err)
+			return nil, nil, fmt.Errorf("curate build: %w", err)
 		}
 		counters[i] = c
 	}
+	return runs, counters, nil
+}
 
-	parent := filepath.Dir(filepath.Clean(opts.Out))
-	prefix := "." + filepath.Base(filepath.Clean(opts.Out)) + ".curate-"
-	if err := removeStale(parent, prefix); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
-	}
-	tmp, err := mkdirTemp(parent, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			os.RemoveAll(tmp)
-		}
-	}()
-	if err := os.Mkdir(filepath.Join(tmp, DataDir), 0o755); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
-	}
+// pipeline is Build's row pipeline: read (the run dirs' trajectories, in batches, in order),
+// work (render, tokenise and check each batch on opts.Workers workers), write (the batches back
+// in read order, into the Parquet shards, the report and the aggregate). inflight bounds the
+// batches between read and write, the reorder buffer included.
+type pipeline struct {
+	opts     BuildOptions
+	runDirs  []string
+	runs     []RunInfo
+	rep      *BuildReport
+	agg      *aggregate
+	sw       *shardWriter
+	jobs     chan job
+	results  chan result
+	inflight chan struct{}
+}
 
-	rep := &BuildReport{
-		Format: FormatVersion, ThinkMode: opts.Think, Truncated: opts.Truncated, Tokenizer: opts.TokenizerName, ChatTemplate: ChatTemplateName,
-		MaxLength: opts.MaxLength, Epochs: opts.Epochs, Runs: runs, Excluded: []Excluded{},
-	}
-	sw := &shardWriter{dir: filepath.Join(tmp, DataDir), rowsPerShard: opts.RowsPerShard, rowGroupRows: opts.RowGroupRows}
-	agg := newAggregate()
-
+// run runs the three steps until every row is written or one fails.
+func (p *pipeline) run(ctx context.Context, counters []*counter) error {
+	p.jobs = make(chan job)
+	p.results = make(chan result, p.opts.Workers)
+	p.inflight = make(chan struct{}, 2*p.opts.Workers+2)
 	g, gctx := errgroup.WithContext(ctx)
-	jobs := make(chan job)
-	results := make(chan result, opts.Workers)
-	// inflight bounds the batches between the reader and the writer, reorder buffer included.
-	inflight := make(chan struct{}, 2*opts.Workers+2)
+	g.Go(func() error { return p.read(gctx) })
+	g.Go(func() error { return p.work(gctx, counters) })
+	g.Go(func() error { return p.write(gctx) })
+	return g.Wait()
+}
 
-	g.Go(func() error {
-		defer close(jobs)
-		type seen struct{ run, loc string }
-		keys := map[string]seen{}
-		seq := 0
-		var batch []item
-		send := func() error {
-			select {
-			case inflight <- struct{}{}:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			select {
-			case jobs <- job{seq: seq, items: batch}:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			seq++
-			batch = nil
-			return nil
+// read sends the trajectories of every run dir, in order, in batches of batchSize, refusing a
+// key seen before.
+func (p *pipeline) read(ctx context.Context) error {
+	defer close(p.jobs)
+	type seen struct{ run, loc string }
+	keys := map[string]seen{}
+	seq := 0
+	var batch []item
+	send := func() error {
+		select {
+		case p.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		for i, d := range runDirs {
-			name := runs[i].Name
-			var salvage func(*rundir.BadLine) error
-			if opts.Salvage {
-				salvage = func(b *rundir.BadLine) error {
-					rep.Salvaged = append(rep.Salvaged, Salvaged{SourceRun: name, File: b.File, Line: b.N, Bytes: b.Bytes, Key: b.Key, Error: textcap.Cut(b.Err.Error(), textcap.Error)})
-					return nil
-				}
-			}
-			err := readRun(gctx, d, salvage, func(t *distill.Trajectory, loc string) error {
-				if prev, ok := keys[t.Key]; ok {
-					return fmt.Errorf("curate build: duplicate key %q: in run %s (%s) and in run %s (%s); curate each trajectory once (merging shards of a split run? pass each part once)",
-						t.Key, prev.run, prev.loc, d, loc)
-				}
-				keys[t.Key] = seen{run: d, loc: loc}
-				runs[i].Trajectories++
-				batch = append(batch, item{t: t, run: name, dir: d, loc: loc})
-				if len(batch) == batchSize {
-					return send()
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+		select {
+		case p.jobs <- job{seq: seq, items: batch}:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if len(batch) > 0 {
-			return send()
-		}
+		seq++
+		batch = nil
 		return nil
-	})
+	}
+	for i, d := range p.runDirs {
+		name := p.runs[i].Name
+		var salvage func(*rundir.BadLine) error
+		if p.opts.Salvage {
+			salvage = func(b *rundir.BadLine) error {
+				p.rep.Salvaged = append(p.rep.Salvaged, Salvaged{SourceRun: name, File: b.File, Line: b.N, Bytes: b.Bytes, Key: b.Key, Error: textcap.Cut(b.Err.Error(), textcap.Error)})
+				return nil
+			}
+		}
+		err := readRun(ctx, d, salvage, func(t *rundir.Trajectory, loc string) error {
+			if prev, ok := keys[t.Key]; ok {
+				return fmt.Errorf("curate build: duplicate key %q: in run %s (%s) and in run %s (%s); curate each trajectory once (merging shards of a split run? pass each part once)",
+					t.Key, prev.run, prev.loc, d, loc)
+			}
+			keys[t.Key] = seen{run: d, loc: loc}
+			p.runs[i].Trajectories++
+			batch = append(batch, item{t: t, run: name, dir: d, loc: loc})
+			if len(batch) == batchSize {
+				return send()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(batch) > 0 {
+		return send()
+	}
+	return nil
+}
 
-	workers, wctx := errgroup.WithContext(gctx)
-	for w := 0; w < opts.Workers; w++ {
+// work renders, tokenises and checks the batches on opts.Workers workers; it closes results
+// when they are done.
+func (p *pipeline) work(ctx context.Context, counters []*counter) error {
+	workers, wctx := errgroup.WithContext(ctx)
+	for w := 0; w < p.opts.Workers; w++ {
 		c := counters[w]
 		workers.Go(func() error {
-			for j := range jobs {
+			for j := range p.jobs {
 				res := result{seq: j.seq, rows: make([]built, len(j.items))}
 				for k, it := range j.items {
-					res.rows[k] = process(c, it, opts)
+					res.rows[k] = process(c, it, p.opts)
 					if err := res.rows[k].err; err != nil {
 						return err
 					}
 				}
 				select {
-				case results <- res:
+				case p.results <- res:
 				case <-wctx.Done():
 					return wctx.Err()
 				}
@@ -414,65 +508,61 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 			return nil
 		})
 	}
-	g.Go(func() error {
-		err := workers.Wait()
-		close(results)
-		return err
-	})
+	err := workers.Wait()
+	close(p.results)
+	return err
 
-	g.Go(func() error {
-		pending := map[int]result{}
-		next := 0
-		var prog BuildProgress
-		for res := range results {
-			pending[res.seq] = res
-			for {
-				r, ok := pending[next]
-				if !ok {
-					break
-				}
-				delete(pending, next)
-				next++
-				<-inflight
-				rows := make([]Row, 0, len(r.rows))
-				for _, b := range r.rows {
-					prog.Read++
-					if b.excluded != nil {
-						rep.Excluded = append(rep.Excluded, *b.excluded)
-						agg.exclude(b.excluded.Teacher)
-						prog.Excluded++
-						continue
-					}
-					rows = append(rows, b.row)
-					agg.add(&b.row)
-					prog.Rows++
-					prog.Tokens += b.row.NumTokens
-				}
-				if err := sw.write(rows); err != nil {
-					return err
-				}
-				if opts.Progress != nil {
-					opts.Progress(prog)
-				}
+}
+
+// write takes the batches back in read order and writes their rows, counting them in the
+// report and the aggregate.
+func (p *pipeline) write(ctx context.Context) error {
+	pending := map[int]result{}
+	next := 0
+	var prog BuildProgress
+	for res := range p.results {
+		pending[res.seq] = res
+		for {
+			r, ok := pending[next]
+			if !ok {
+				break
 			}
-			if err := gctx.Err(); err != nil {
+			delete(pending, next)
+			next++
+			<-p.inflight
+			rows := make([]Row, 0, len(r.rows))
+			for _, b := range r.rows {
+				prog.Read++
+				if b.excluded != nil {
+					p.rep.Excluded = append(p.rep.Excluded, *b.excluded)
+					p.agg.exclude(b.excluded.Teacher)
+					prog.Excluded++
+					continue
+				}
+				rows = append(rows, b.row)
+				p.agg.add(&b.row)
+				prog.Rows++
+				prog.Tokens += b.row.NumTokens
+			}
+			if err := p.sw.write(rows); err != nil {
 				return err
 			}
+			if p.opts.Progress != nil {
+				p.opts.Progress(prog)
+			}
 		}
-		return nil
-	})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	if err := g.Wait(); err != nil {
-		sw.abort()
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		sw.abort()
-		return nil, err
-	}
+// finish closes the shards and writes stats.json and the card into the staging dir tmp.
+func finish(ctx context.Context, tmp string, rep *BuildReport, sw *shardWriter, agg *aggregate, runs []RunInfo) error {
 	shards, err := sw.finish()
 	if err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	rep.Shards = shards
 	for _, r := range runs {
@@ -480,38 +570,25 @@ func Build(ctx context.Context, runDirs []string, opts BuildOptions) (*BuildRepo
 	}
 	agg.fill(rep)
 	if err := writeStats(filepath.Join(tmp, StatsFile), rep); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	card, err := renderCard(rep, sw.bytes)
 	if err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	if err := atomicfile.WriteFile(filepath.Join(tmp, CardFile), card, outputPerm); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	if err := atomicfile.SyncDir(filepath.Join(tmp, DataDir)); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	if err := atomicfile.SyncDir(tmp); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
+		return fmt.Errorf("curate build: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	// An empty directory at Out (checked above) is replaced; anything else was refused.
-	if err := os.Remove(opts.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("curate build: replace empty %s: %w", opts.Out, err)
-	}
-	if err := os.Rename(tmp, opts.Out); err != nil {
-		return nil, fmt.Errorf("curate build: move dataset into place: %w", err)
-	}
-	done = true
-	if err := atomicfile.SyncDir(parent); err != nil {
-		return nil, fmt.Errorf("curate build: %w", err)
-	}
-	rep.Dir = opts.Out
-	rep.Duration = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 // checkOut refuses an output path that exists and is not an empty directory.

@@ -16,32 +16,33 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // handTrajectory is a short trajectory whose token counts the tests recompute a third way.
-func handTrajectory(key, teacher string, turns int) *distill.Trajectory {
-	t := &distill.Trajectory{
-		Protocol: distill.ProtocolVersion, Key: key, TaskID: "sample/1", Source: "sample", DBID: "shop",
+func handTrajectory(key, teacher string, turns int) *rundir.Trajectory {
+	t := &rundir.Trajectory{
+		Protocol: protocol.ProtocolVersion, Key: key, TaskID: "sample/1", Source: "sample", DBID: "shop",
 		Question: "How many customers?", Difficulty: "simple", Dialect: "sqlite", Teacher: teacher, Model: teacher + "-1",
 		GoldSQL: "SELECT COUNT(*) FROM customers;",
 	}
 	t.System, t.Prompt = "Dialect: SQLite 3.45.\nCREATE TABLE customers (id INTEGER);", "Question: How many customers?"
 	for i := 0; i < turns; i++ {
 		reply := "<think>Count the rows.</think>\n<sql>SELECT COUNT(*) FROM customers;</sql>"
-		t.Turns = append(t.Turns, distill.Turn{Index: i, Content: reply, SQL: "SELECT COUNT(*) FROM customers;", Reasoning: fmt.Sprintf("r%d", i),
+		t.Turns = append(t.Turns, rundir.Turn{Index: i, Content: reply, SQL: "SELECT COUNT(*) FROM customers;", Reasoning: fmt.Sprintf("r%d", i),
 			Observation: "<observation>\nCOUNT(*)\n42\n</observation>"})
 	}
 	t.FinalSQL = "SELECT COUNT(*) FROM customers;"
-	t.Converged, t.ExecOK, t.Correct = turns > 1, true, true
+	t.Repeated, t.ExecOK, t.Correct = turns > 1, true, true
 	return t
 }
 
 // mustRender renders tr in the default mode.
-func mustRender(tb testing.TB, tr *distill.Trajectory) *Rendered {
+func mustRender(tb testing.TB, tr *rundir.Trajectory) *Rendered {
 	tb.Helper()
 	r, err := Render(tr, ThinkAuto)
 	if err != nil {
@@ -50,9 +51,9 @@ func mustRender(tb testing.TB, tr *distill.Trajectory) *Rendered {
 	return r
 }
 
-func synthRun(tb testing.TB, dir string, n int, seed uint64, perShard int) []*distill.Trajectory {
+func synthRun(tb testing.TB, dir string, n int, seed uint64, perShard int) []*rundir.Trajectory {
 	s := newSynth(seed)
-	trajs := make([]*distill.Trajectory, n)
+	trajs := make([]*rundir.Trajectory, n)
 	for i := range trajs {
 		trajs[i] = s.trajectory(i)
 	}
@@ -64,7 +65,7 @@ func synthRun(tb testing.TB, dir string, n int, seed uint64, perShard int) []*di
 func expectedOrder(tb testing.TB, dirs []string) []string {
 	var keys []string
 	for _, d := range dirs {
-		if err := readRun(context.Background(), d, nil, func(t *distill.Trajectory, _ string) error {
+		if err := readRun(context.Background(), d, nil, func(t *rundir.Trajectory, _ string) error {
 			keys = append(keys, t.Key)
 			return nil
 		}); err != nil {
@@ -81,14 +82,14 @@ func TestBuildRoundTrip(t *testing.T) {
 	tmp := t.TempDir()
 	runA, runB := filepath.Join(tmp, "runA"), filepath.Join(tmp, "runB")
 	trajs := synthRun(t, runA, 40, 1, 7)
-	hand := []*distill.Trajectory{handTrajectory("hand/1", "alpha", 1), handTrajectory("hand/2", "alpha", 2), handTrajectory("hand/3", "beta", 3)}
+	hand := []*rundir.Trajectory{handTrajectory("hand/1", "alpha", 1), handTrajectory("hand/2", "alpha", 2), handTrajectory("hand/3", "beta", 3)}
 	// Text that NFC rewrites (decomposed accents, Hangul jamo) and non-ASCII in every role.
 	hand[2].Prompt = "Question: combien de cafe\u0301s à Zürich? \u1100\u1161 日本"
 	hand[2].Turns[0].Content = "<think>e\u0301 vs \u00e9 — naïve 🤔 a\u0308\u0308</think>\n<sql>SELECT \"cafe\u0301\" FROM t;</sql>"
 	hand[2].Turns[0].Reasoning = ""
 	hand[2].Turns[0].Observation = "<observation>\nname\nZu\u0308rich\n</observation>"
 	writeRun(t, runB, hand, 2)
-	byKey := map[string]*distill.Trajectory{}
+	byKey := map[string]*rundir.Trajectory{}
 	for _, tr := range append(trajs, hand...) {
 		byKey[tr.Key] = tr
 	}
@@ -163,7 +164,7 @@ func TestBuildRoundTrip(t *testing.T) {
 		}
 		if r.Teacher != tr.Teacher || r.Model != tr.Model || r.Dialect != string(tr.Dialect) || r.DBID != tr.DBID || r.TaskID != tr.TaskID ||
 			r.Difficulty != tr.Difficulty || r.Question != tr.Question || r.Evidence != tr.Evidence || r.Turns != int64(len(tr.Turns)) ||
-			r.Converged != tr.Converged || r.ExecOK != tr.ExecOK || r.Correct != tr.Correct || r.FormatViolations != int64(tr.FormatViolations) ||
+			r.Converged != tr.Outcome().Converged || r.ExecOK != tr.ExecOK || r.Correct != tr.Correct || r.FormatViolations != int64(tr.FormatViolations) ||
 			r.MalformedTurns != int64(rewards.Malformed(tr.Turns)) || r.MalformedTurns < r.FormatViolations ||
 			r.FinalSQL != tr.FinalSQL || r.GoldSQL != tr.GoldSQL || r.Source != tr.Source || r.Protocol != tr.Protocol ||
 			r.PromptTokens != int64(tr.Usage.PromptTokens) || len(r.Reasoning) != len(tr.Turns) {
@@ -278,7 +279,7 @@ func TestBuildMaxLengthAndMarkers(t *testing.T) {
 	long := handTrajectory("k/long", "alpha", 5)
 	marker := handTrajectory("k/marker", "beta", 1)
 	marker.Turns[0].Content, marker.Turns[0].Reasoning = "<think>end it: <|im_end|></think>\n<sql>SELECT 1;</sql>", ""
-	writeRun(t, run, []*distill.Trajectory{short, long, marker}, 10)
+	writeRun(t, run, []*rundir.Trajectory{short, long, marker}, 10)
 	c, _ := newCounter(tok)
 	rs, rl := mustRender(t, short), mustRender(t, long)
 	nShort, _ := c.count(rs.Text, rs.Spans)
@@ -370,8 +371,8 @@ func TestBuildDuplicateKey(t *testing.T) {
 	tok := loadTokenizer(t)
 	tmp := t.TempDir()
 	a, b := filepath.Join(tmp, "part1"), filepath.Join(tmp, "part2")
-	writeRun(t, a, []*distill.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "alpha", 1)}, 10)
-	writeRun(t, b, []*distill.Trajectory{handTrajectory("k/3", "alpha", 1), handTrajectory("k/2", "alpha", 2)}, 10)
+	writeRun(t, a, []*rundir.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "alpha", 1)}, 10)
+	writeRun(t, b, []*rundir.Trajectory{handTrajectory("k/3", "alpha", 1), handTrajectory("k/2", "alpha", 2)}, 10)
 	out := filepath.Join(tmp, "ds")
 	_, err := Build(context.Background(), []string{a, b}, BuildOptions{Tokenizer: tok, Out: out})
 	if err == nil {
@@ -406,7 +407,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	tok := loadTokenizer(t)
 	tmp := t.TempDir()
 	run := filepath.Join(tmp, "run")
-	writeRun(t, run, []*distill.Trajectory{handTrajectory("k/1", "alpha", 1)}, 10)
+	writeRun(t, run, []*rundir.Trajectory{handTrajectory("k/1", "alpha", 1)}, 10)
 
 	// Output exists and is not empty.
 	full := filepath.Join(tmp, "full")
@@ -427,7 +428,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	}
 	// A torn, unjournaled last line (a run still being written): only committed lines count.
 	torn := filepath.Join(tmp, "torn")
-	writeRun(t, torn, []*distill.Trajectory{handTrajectory("k/1", "alpha", 1)}, 10)
+	writeRun(t, torn, []*rundir.Trajectory{handTrajectory("k/1", "alpha", 1)}, 10)
 	f, _ := os.OpenFile(filepath.Join(torn, "shards", "alpha.sqlite.0000.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"key":"k/2","messa`)
 	f.Close()
@@ -463,7 +464,7 @@ func TestVerifyFindsWrongCounts(t *testing.T) {
 	tok := loadTokenizer(t)
 	tmp := t.TempDir()
 	run := filepath.Join(tmp, "run")
-	writeRun(t, run, []*distill.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "alpha", 2)}, 10)
+	writeRun(t, run, []*rundir.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "alpha", 2)}, 10)
 	out := filepath.Join(tmp, "ds")
 	if _, err := Build(context.Background(), []string{run}, BuildOptions{Tokenizer: tok, Out: out}); err != nil {
 		t.Fatal(err)

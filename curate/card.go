@@ -12,8 +12,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // aggregate collects what the card and stats.json need while rows stream past: counts, and the
@@ -24,10 +25,11 @@ type aggregate struct {
 }
 
 type teacherAgg struct {
-	rows, excluded, converged, execOK, correct, truncated int
-	trainable                                             int64
-	tokens                                                []int32
-	think                                                 ThinkCounts
+	excluded  int
+	out       rundir.Tally
+	trainable int64
+	tokens    []int32
+	think     ThinkCounts
 }
 
 func newAggregate() *aggregate { return &aggregate{teachers: map[string]*teacherAgg{}} }
@@ -48,31 +50,19 @@ func (a *aggregate) exclude(teacher string) {
 
 func (a *aggregate) add(r *Row) {
 	for _, t := range []*teacherAgg{&a.all, a.teacher(r.Teacher)} {
-		t.rows++
+		t.out.Add(r.Outcome())
 		t.trainable += r.NumTrainableTokens
 		t.tokens = append(t.tokens, int32(r.NumTokens))
 		t.think.Add(r)
-		if r.TruncatedTurns > 0 {
-			t.truncated++
-		}
-		if r.Converged {
-			t.converged++
-		}
-		if r.ExecOK {
-			t.execOK++
-		}
-		if r.Correct {
-			t.correct++
-		}
 	}
 }
 
 func (a *aggregate) fill(rep *BuildReport) {
-	rep.Rows = a.all.rows
+	rep.Rows = a.all.out.N
 	rep.Tokens = TokenStatsOf(a.all.tokens)
 	rep.TrainableTokens = a.all.trainable
 	rep.Think = a.all.think
-	rep.TruncatedRows = a.all.truncated
+	rep.TruncatedRows = a.all.out.RowsTruncated
 	rep.ExcludedCount = len(rep.Excluded)
 	names := make([]string, 0, len(a.teachers))
 	for n := range a.teachers {
@@ -83,8 +73,8 @@ func (a *aggregate) fill(rep *BuildReport) {
 	for _, n := range names {
 		t := a.teachers[n]
 		rep.Teachers = append(rep.Teachers, TeacherSummary{
-			Teacher: n, Rows: t.rows, Excluded: t.excluded, TruncatedRows: t.truncated, Tokens: TokenStatsOf(t.tokens),
-			TrainableTokens: t.trainable, Converged: t.converged, ExecOK: t.execOK, Correct: t.correct, Think: t.think,
+			Teacher: n, Rows: t.out.N, Excluded: t.excluded, TruncatedRows: t.out.RowsTruncated, Tokens: TokenStatsOf(t.tokens),
+			TrainableTokens: t.trainable, Converged: t.out.Converged, ExecOK: t.out.ExecOK, Correct: t.out.Correct, Think: t.think,
 		})
 	}
 }
@@ -240,7 +230,7 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
 		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
 		"correct or not, except %s (use `correct`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
-		distill.ProtocolVersion, except)
+		protocol.ProtocolVersion, except)
 	if rep.TruncatedRows > 0 {
 		// The warning a trainer must not miss: these rows teach stopping mid-reply.
 		fmt.Fprintf(&b, "> **Warning: %d rows (%s) hold %d truncated turns.** A truncated turn is a teacher reply the token limit cut "+
@@ -257,7 +247,7 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	fmt.Fprintf(&b, "- Shards: %d Parquet files (zstd) under `%s/`\n", len(rep.Shards), DataDir)
 	fmt.Fprintf(&b, "- Tokens (%s): %d in all; per row mean %.1f, p50 %d, p95 %d, max %d\n",
 		nameOr(rep.Tokenizer, "student tokenizer"), rep.Tokens.Sum, rep.Tokens.Mean, rep.Tokens.P50, rep.Tokens.P95, rep.Tokens.Max)
-	fmt.Fprintf(&b, "- Trainable tokens (assistant content + `<|im_end|>`): %d", rep.TrainableTokens)
+	fmt.Fprintf(&b, "- Trainable tokens (`num_trainable_tokens`: each assistant span, the `\\n` ending its header, its content, `<|im_end|>` and the `\\n` after it): %d", rep.TrainableTokens)
 	if rep.Epochs > 0 {
 		fmt.Fprintf(&b, "; × %d epochs = %d", rep.Epochs, rep.TrainableTokens*int64(rep.Epochs))
 	}
@@ -282,10 +272,12 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	b.WriteString("The system turn gives the SQL dialect and the schema as `CREATE TABLE` DDL with sample values; the user turn gives " +
 		"`Question: …` and, where the benchmark has it, `Evidence: …`. Each assistant turn is `<think>…</think>\\n<sql>…</sql>` with one " +
 		"statement; the statement runs read-only on the task's database and the result or error comes back as a user turn " +
-		"`<observation>…</observation>`. The episode ends when the same SQL is given on two consecutive turns (converged) or after " +
+		"`<observation>…</observation>`. The episode ends when the same SQL is given on two consecutive turns or after " +
 		"5 turns. A complete reply without a parsable `<sql>` is a format violation; a reply the token limit cut before its SQL was " +
 		"complete is a truncated turn (`truncated_turns`), answered with a notice to think more briefly. `correct` is BIRD-style " +
-		"execution accuracy of the final SQL against `gold_sql`.\n\n")
+		"execution accuracy of the final SQL against `gold_sql`. `converged` is true when the episode ended on the same SQL twice " +
+		"in a row and that SQL ran (`exec_ok`): a failing statement given twice ends the episode but has not converged. Datasets " +
+		"before `chainedsql-sft/v4` set `converged` on any repeat; read `converged and exec_ok` there, as `curate stats` does.\n\n")
 	b.WriteString("Each assistant message is rendered as `<think>REASONING</think>\\n` followed by the reply's answer, where REASONING is " +
 		"the teacher's own reasoning text: in mode `auto` the separate reasoning field the provider returned (`reasoning_content`, " +
 		"`reasoning` or `reasoning_details`) when there is one, else the `<think>` block the model wrote inline (a field and an inline " +

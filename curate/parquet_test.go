@@ -10,7 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // rewrite replaces a shard with rows (to plant wrong counts for verify).
@@ -37,7 +37,7 @@ func TestParquetGenericReader(t *testing.T) {
 	tok := loadTokenizer(t)
 	tmp := t.TempDir()
 	run := filepath.Join(tmp, "run")
-	trajs := []*distill.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "beta", 3)}
+	trajs := []*rundir.Trajectory{handTrajectory("k/1", "alpha", 1), handTrajectory("k/2", "beta", 3)}
 	trajs[1].Evidence = "ünïcode évidence"
 	writeRun(t, run, trajs, 10)
 	out := filepath.Join(tmp, "ds")

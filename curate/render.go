@@ -5,8 +5,9 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // ThinkMode chooses where the <think> block of each rendered assistant message comes from
@@ -67,13 +68,13 @@ type TurnRender struct {
 }
 
 // RenderTurn renders one turn's assistant message under mode. The answer is the content without
-// its inline think block (distill.ParsedReply.Answer); the reasoning text is used exactly as
+// its inline think block (protocol.ParsedReply.Answer); the reasoning text is used exactly as
 // received, trimmed of surrounding whitespace. A reply cut inside reasoning its chat template
-// opened in the prompt (distill.CutInOpenedThink) is read with that <think> in front: its whole
+// opened in the prompt (protocol.CutInOpenedThink) is read with that <think> in front: its whole
 // content is an inline block left open.
-func RenderTurn(t distill.Turn, mode ThinkMode) TurnRender {
-	content := distill.ReplyContent(t.Reply())
-	p := distill.ParseReply(content)
+func RenderTurn(t rundir.Turn, mode ThinkMode) TurnRender {
+	content := protocol.ReplyContent(t.Reply())
+	p := protocol.ParseReply(content)
 	field := strings.TrimSpace(t.Reasoning)
 	r := TurnRender{Source: ThinkFromNone}
 	switch {
@@ -92,13 +93,13 @@ func RenderTurn(t distill.Turn, mode ThinkMode) TurnRender {
 		}
 		return r
 	}
-	r.Text = distill.TagThinkOpen + r.Think
+	r.Text = protocol.TagThinkOpen + r.Think
 	// A reply cut inside its reasoning keeps the block open, as the model left it: the field's
 	// text of a truncated turn with nothing after it, or an inline block without </think>.
 	if answer == "" && ((r.Source == ThinkFromField && t.Truncated) || (r.Source == ThinkFromInline && !p.ThinkClosed)) {
 		return r
 	}
-	r.Text += distill.TagThinkClose
+	r.Text += protocol.TagThinkClose
 	if answer != "" {
 		r.Text += "\n" + answer
 	}
@@ -125,7 +126,7 @@ type Rendered struct {
 // curate build writes its Messages and counts tokens over its Text and Spans; viewers call it to
 // show the <think> blocks and the loss mask exactly as the dataset has them. It fails when the
 // conversation does not pass chattmpl.Check.
-func Render(t *distill.Trajectory, mode ThinkMode) (*Rendered, error) {
+func Render(t *rundir.Trajectory, mode ThinkMode) (*Rendered, error) {
 	conv := t.Conversation()
 	r := &Rendered{Messages: conv, Turns: make([]TurnRender, len(t.Turns))}
 	k := 0

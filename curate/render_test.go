@@ -5,24 +5,25 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func TestRenderTurn(t *testing.T) {
-	field := distill.Turn{Content: "\n<sql>SELECT 1</sql>", Reasoning: "\n  The field's\nreasoning.\n", ReasoningSource: chat.SourceReasoningContent}
-	inline := distill.Turn{Content: "<think>\nInline thoughts.\n</think>\n\n<sql>SELECT 2</sql>\n"}
-	both := distill.Turn{Content: "<think>copy</think>\n<sql>SELECT 3</sql>", Reasoning: "original", ReasoningSource: chat.SourceReasoning}
-	bare := distill.Turn{Content: "<sql>SELECT 4</sql>"}
-	prefilled := distill.Turn{Content: "opened by the template</think>\n<sql>SELECT 5</sql>"}
-	cutField := distill.Turn{Content: "", Reasoning: "ran out of", FinishReason: chat.FinishLength, Truncated: true}
-	cutInline := distill.Turn{Content: "<think>ran out of", FinishReason: chat.FinishLength, Truncated: true}
-	closedInline := distill.Turn{Content: "<think>thought it through</think>\n", FinishReason: chat.FinishLength, Truncated: true}
+	field := rundir.Turn{Content: "\n<sql>SELECT 1</sql>", Reasoning: "\n  The field's\nreasoning.\n", ReasoningSource: chat.SourceReasoningContent}
+	inline := rundir.Turn{Content: "<think>\nInline thoughts.\n</think>\n\n<sql>SELECT 2</sql>\n"}
+	both := rundir.Turn{Content: "<think>copy</think>\n<sql>SELECT 3</sql>", Reasoning: "original", ReasoningSource: chat.SourceReasoning}
+	bare := rundir.Turn{Content: "<sql>SELECT 4</sql>"}
+	prefilled := rundir.Turn{Content: "opened by the template</think>\n<sql>SELECT 5</sql>"}
+	cutField := rundir.Turn{Content: "", Reasoning: "ran out of", FinishReason: chat.FinishLength, Truncated: true}
+	cutInline := rundir.Turn{Content: "<think>ran out of", FinishReason: chat.FinishLength, Truncated: true}
+	closedInline := rundir.Turn{Content: "<think>thought it through</think>\n", FinishReason: chat.FinishLength, Truncated: true}
 	// Cut inside reasoning the template opened in the prompt: the content has no tag at all.
-	cutOpened := distill.Turn{Content: "opened by the template, ran out of", FinishReason: chat.FinishLength, Truncated: true, ThinkOpened: true}
-	rambling := distill.Turn{Content: "no tags, ran to the limit", FinishReason: chat.FinishLength, FormatViolation: true}
+	cutOpened := rundir.Turn{Content: "opened by the template, ran out of", FinishReason: chat.FinishLength, Truncated: true, ThinkOpened: true}
+	rambling := rundir.Turn{Content: "no tags, ran to the limit", FinishReason: chat.FinishLength, FormatViolation: true}
 	cases := []struct {
 		name    string
-		turn    distill.Turn
+		turn    rundir.Turn
 		mode    ThinkMode
 		text    string
 		source  string
@@ -63,7 +64,7 @@ func TestRenderTurn(t *testing.T) {
 }
 
 func TestRenderConversation(t *testing.T) {
-	tr := &distill.Trajectory{System: "sys", Prompt: "Question: q", Turns: []distill.Turn{
+	tr := &rundir.Trajectory{System: "sys", Prompt: "Question: q", Turns: []rundir.Turn{
 		{Content: "<sql>SELECT 1</sql>", Reasoning: "first", Observation: "<observation>\n1\n</observation>"},
 		{Content: "<think>second</think><sql>SELECT 1</sql>", Observation: "<observation>\nlast, not shown\n</observation>"},
 	}}
@@ -115,8 +116,8 @@ func FuzzRenderTurn(f *testing.F) {
 	f.Add("x</think><sql>s", "", false)
 	f.Add("<think>only", "r", true)
 	f.Fuzz(func(t *testing.T, content, reasoning string, truncated bool) {
-		tu := distill.Turn{Content: content, Reasoning: reasoning, Truncated: truncated}
-		sql := distill.ParseReply(content).SQL
+		tu := rundir.Turn{Content: content, Reasoning: reasoning, Truncated: truncated}
+		sql := protocol.ParseReply(content).SQL
 		for _, m := range ThinkModes {
 			r := RenderTurn(tu, m)
 			if r.Source != ThinkFromNone {

@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Message is one element of the messages column: list<struct<role: string, content: string>>,
@@ -47,10 +48,13 @@ type Row struct {
 	Question           string   `parquet:"question" json:"question"`
 	Evidence           string   `parquet:"evidence" json:"evidence"`
 	Turns              int64    `parquet:"turns" json:"turns"`
-	Converged          bool     `parquet:"converged" json:"converged"`
-	ExecOK             bool     `parquet:"exec_ok" json:"exec_ok"`
-	Correct            bool     `parquet:"correct" json:"correct"`
-	FormatViolations   int64    `parquet:"format_violations" json:"format_violations"`
+	// Converged, ExecOK and Correct are the trajectory's rundir.Outcome. Converged is the same
+	// SQL twice in a row and that SQL ran; datasets before chainedsql-sft/v4 hold the raw repeat
+	// (a failing statement given twice included), which Outcome reads as converged AND exec_ok.
+	Converged        bool  `parquet:"converged" json:"converged"`
+	ExecOK           bool  `parquet:"exec_ok" json:"exec_ok"`
+	Correct          bool  `parquet:"correct" json:"correct"`
+	FormatViolations int64 `parquet:"format_violations" json:"format_violations"`
 	// TruncatedTurns counts turns cut by the token limit (or another non-stop finish) before
 	// their SQL was complete; they are not format violations.
 	TruncatedTurns int64 `parquet:"truncated_turns" json:"truncated_turns"`
@@ -102,6 +106,12 @@ type Feature struct {
 	Type string
 }
 
+// Outcome returns the row's outcome as its columns record it, read alike from datasets of every
+// format version (rundir.NewOutcome: converged counts only where exec_ok is set).
+func (r *Row) Outcome() rundir.Outcome {
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns))
+}
+
 // ChatMessages returns the row's messages as chat messages.
 func (r *Row) ChatMessages() []chat.Message {
 	out := make([]chat.Message, len(r.Messages))
@@ -112,7 +122,8 @@ func (r *Row) ChatMessages() []chat.Message {
 }
 
 // rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).
-func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
+func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
+	o := t.Outcome()
 	row := Row{
 		Messages:         make([]Message, len(r.Messages)),
 		Reasoning:        make([]string, 0, len(t.Turns)),
@@ -130,11 +141,11 @@ func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 		Question:         t.Question,
 		Evidence:         t.Evidence,
 		Turns:            int64(len(t.Turns)),
-		Converged:        t.Converged,
-		ExecOK:           t.ExecOK,
-		Correct:          t.Correct,
-		FormatViolations: int64(t.FormatViolations),
-		TruncatedTurns:   int64(t.TruncatedTurns),
+		Converged:        o.Converged,
+		ExecOK:           o.ExecOK,
+		Correct:          o.Correct,
+		FormatViolations: int64(o.FormatViolations),
+		TruncatedTurns:   int64(o.TruncatedTurns),
 		MalformedTurns:   int64(rewards.Malformed(t.Turns)),
 		FinalSQL:         t.FinalSQL,
 		GoldSQL:          t.GoldSQL,
@@ -162,7 +173,7 @@ func rowOf(t *distill.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 // reasoningTokens is the teacher's reasoning token count of t: per turn the provider's figure,
 // or, when it reported none and the turn has reasoning text (its field, else its inline block),
 // that text's length under the student tokenizer; estimated reports any such turn.
-func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated bool) {
+func reasoningTokens(t *rundir.Trajectory, tok Tokenizer) (n int64, estimated bool) {
 	for _, tu := range t.Turns {
 		if tu.Usage.ReasoningTokens > 0 {
 			n += int64(tu.Usage.ReasoningTokens)
@@ -170,7 +181,7 @@ func reasoningTokens(t *distill.Trajectory, tok Tokenizer) (n int64, estimated b
 		}
 		text := strings.TrimSpace(tu.Reasoning)
 		if text == "" {
-			text = distill.ParseReply(distill.ReplyContent(tu.Reply())).Think
+			text = protocol.ParseReply(protocol.ReplyContent(tu.Reply())).Think
 		}
 		if text != "" {
 			n += int64(len(tok.Encode(text)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -25,16 +24,16 @@ func shardFiles(dir string) ([]string, error) {
 }
 
 // readRun streams the committed trajectories of one run directory in shard order (files by
-// teacher, dialect and sequence; lines in order) through distill.Trajectories, which decodes
+// teacher, dialect and sequence; lines in order) through rundir.Trajectories, which decodes
 // rundir.Lines, the journaled prefix of each shard: a run that is still going, or crashed and was
 // not resumed, is read correctly. fn gets each trajectory (freshly allocated, it may be kept)
 // and its position ("trajectory N" of the run, counting from 1). A damaged line (over
 // rundir.MaxLine, or not a trajectory) goes to salvage, which returns nil to skip it; with a nil
 // salvage it is an error that points to --salvage.
-func readRun(ctx context.Context, dir string, salvage func(*rundir.BadLine) error, fn func(t *distill.Trajectory, loc string) error) error {
+func readRun(ctx context.Context, dir string, salvage func(*rundir.BadLine) error, fn func(t *rundir.Trajectory, loc string) error) error {
 	n := 0
-	for t, err := range distill.Trajectories(dir) {
-		if b, bad := distill.SkipBad(err); bad {
+	for t, err := range rundir.Trajectories(dir) {
+		if b, bad := rundir.SkipBad(err); bad {
 			if salvage == nil {
 				return fmt.Errorf("read run %s: %w: the run dir is damaged; curate build --salvage builds without its damaged lines and lists them", dir, err)
 			}

@@ -13,13 +13,13 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // writeRun writes trajectories as a distill run dir: shards/TEACHER.DIALECT.NNNN.jsonl with
 // perShard lines each, the journal of committed lines, and a manifest.
-func writeRun(tb testing.TB, dir string, trajs []*distill.Trajectory, perShard int) {
+func writeRun(tb testing.TB, dir string, trajs []*rundir.Trajectory, perShard int) {
 	tb.Helper()
 	w := newRunWriter(tb, dir, perShard)
 	for _, t := range trajs {
@@ -51,7 +51,7 @@ func newRunWriter(tb testing.TB, dir string, perShard int) *runWriter {
 	if err := os.MkdirAll(filepath.Join(dir, "shards"), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	man := map[string]any{"format": distill.RunFormat, "protocol": distill.ProtocolVersion, "toolkit": "test"}
+	man := map[string]any{"format": rundir.RunFormat, "protocol": protocol.ProtocolVersion, "toolkit": "test"}
 	b, _ := json.Marshal(man)
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
 		tb.Fatal(err)
@@ -63,7 +63,7 @@ func newRunWriter(tb testing.TB, dir string, perShard int) *runWriter {
 	return &runWriter{tb: tb, dir: dir, perShard: perShard, files: map[string]*shardFile{}, journal: j, jw: bufio.NewWriter(j)}
 }
 
-func (w *runWriter) add(t *distill.Trajectory) {
+func (w *runWriter) add(t *rundir.Trajectory) {
 	prefix := t.Teacher + "." + string(t.Dialect)
 	sf := w.files[prefix]
 	if sf == nil || sf.n == w.perShard {
@@ -187,13 +187,13 @@ func (s *synth) observation() string {
 }
 
 // trajectory makes the i-th trajectory of a synthetic run.
-func (s *synth) trajectory(i int) *distill.Trajectory {
+func (s *synth) trajectory(i int) *rundir.Trajectory {
 	teacher := synthTeachers[i%len(synthTeachers)]
 	d := synthDialects[(i/len(synthTeachers))%len(synthDialects)]
 	task := i / (len(synthTeachers) * len(synthDialects))
 	db := synthDBs[task%len(synthDBs)]
-	t := &distill.Trajectory{
-		Protocol: distill.ProtocolVersion, Key: fmt.Sprintf("bird-dev/%d/%s/%s/0", task, teacher, d),
+	t := &rundir.Trajectory{
+		Protocol: protocol.ProtocolVersion, Key: fmt.Sprintf("bird-dev/%d/%s/%s/0", task, teacher, d),
 		TaskID: fmt.Sprintf("bird-dev/%d", task), TaskIndex: task, Source: "bird-dev", DBID: db,
 		Question: s.words(12+s.rng.IntN(20)) + "?", Difficulty: synthDiff[s.rng.IntN(3)], Dialect: d,
 		Teacher: teacher, Model: teacher + "-model", Sample: 0,
@@ -215,20 +215,20 @@ func (s *synth) trajectory(i int) *distill.Trajectory {
 			sql = last
 		}
 		reply := "<think>" + s.words(60+s.rng.IntN(200)) + "</think>\n<sql>" + sql + "</sql>"
-		turn := distill.Turn{Index: k, Content: reply, SQL: sql, Reasoning: s.words(s.rng.IntN(3) * 20)}
+		turn := rundir.Turn{Index: k, Content: reply, SQL: sql, Reasoning: s.words(s.rng.IntN(3) * 20)}
 		if s.rng.IntN(25) == 0 {
 			reply = s.words(40) // no <sql>: a format violation
 			turn.Content, turn.SQL, turn.FormatViolation = reply, "", true
 			t.FormatViolations++
 		} else {
-			turn.Exec = &distill.ExecRecord{Outcome: datasets.OutcomeOK, Total: 3}
+			turn.Exec = &rundir.ExecRecord{Outcome: datasets.OutcomeOK, Total: 3}
 		}
 		turn.Observation = s.observation()
 		t.Turns = append(t.Turns, turn)
 		last = sql
 	}
 	t.FinalSQL = last
-	t.Converged = turns > 1 && s.rng.IntN(5) > 0
+	t.Repeated = turns > 1 && s.rng.IntN(5) > 0
 	t.ExecOK = s.rng.IntN(10) > 0
 	t.Correct = t.ExecOK && s.rng.IntN(2) == 0
 	t.Usage = chat.Usage{PromptTokens: 1000 * turns, CompletionTokens: 300 * turns}

@@ -15,8 +15,10 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
@@ -130,8 +132,8 @@ func TestRunSampleAllDialects(t *testing.T) {
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: allDialects,
-		Policies: []*distill.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}, fakeTeacher(t, "fake", srv, nil)},
-		Opener:   conn, Schemas: distill.NewSchemaCache(3)}
+		Policies: []*episode.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}, fakeTeacher(t, "fake", srv, nil)},
+		Opener:   conn, Schemas: episode.NewSchemaCache(3)}
 	res, err := distill.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -145,11 +147,11 @@ func TestRunSampleAllDialects(t *testing.T) {
 	for _, tr := range got {
 		byDialect[tr.Dialect]++
 		sys := tr.Conversation()[0].Content
-		if !strings.Contains(sys, distill.EngineName(tr.Dialect)) || !strings.Contains(strings.ToUpper(sys), "CREATE TABLE") {
-			t.Fatalf("%s: system prompt does not name %s or carry the schema:\n%s", tr.Key, distill.EngineName(tr.Dialect), sys)
+		if !strings.Contains(sys, protocol.EngineName(tr.Dialect)) || !strings.Contains(strings.ToUpper(sys), "CREATE TABLE") {
+			t.Fatalf("%s: system prompt does not name %s or carry the schema:\n%s", tr.Key, protocol.EngineName(tr.Dialect), sys)
 		}
-		if !tr.Correct || !tr.Converged || !tr.ExecOK {
-			t.Fatalf("%s: correct %v converged %v exec_ok %v, final %q", tr.Key, tr.Correct, tr.Converged, tr.ExecOK, tr.FinalSQL)
+		if !tr.Correct || !tr.Repeated || !tr.ExecOK {
+			t.Fatalf("%s: correct %v converged %v exec_ok %v, final %q", tr.Key, tr.Correct, tr.Repeated, tr.ExecOK, tr.FinalSQL)
 		}
 		switch tr.Teacher {
 		case "oracle":
@@ -206,8 +208,8 @@ func TestRunSpiderServers(t *testing.T) {
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: allDialects,
-		Policies: []*distill.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}},
-		Opener:   conn, Schemas: distill.NewSchemaCache(3)}
+		Policies: []*episode.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}},
+		Opener:   conn, Schemas: episode.NewSchemaCache(3)}
 	res, err := distill.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func scripted(replies ...chat.Reply) chat.Policy {
@@ -27,7 +29,7 @@ func scripted(replies ...chat.Reply) chat.Policy {
 	})
 }
 
-func checkAlternation(t *testing.T, tr *distill.Trajectory) {
+func checkAlternation(t *testing.T, tr *rundir.Trajectory) {
 	t.Helper()
 	if len(tr.Conversation()) < 3 || tr.Conversation()[0].Role != chat.RoleSystem || tr.Conversation()[1].Role != chat.RoleUser {
 		t.Fatalf("conversation does not start system, user: %+v", tr.Conversation())
@@ -59,13 +61,13 @@ func TestEpisodeOracle(t *testing.T) {
 	db := openTestDB(t, path)
 	schemas := testSchemas()
 	for _, task := range tasks {
-		tr, err := distill.Episode(context.Background(), distill.Oracle{}, task, db, distill.EpisodeOptions{Teacher: "oracle", Schemas: schemas})
+		tr, err := episode.Episode(context.Background(), episode.Oracle{}, task, db, episode.EpisodeOptions{Teacher: "oracle", Schemas: schemas})
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkAlternation(t, tr)
-		if !tr.Converged || len(tr.Turns) != 2 || !tr.ExecOK || tr.FinalSQL != task.Gold[datasets.SQLite] || tr.FormatViolations != 0 {
-			t.Fatalf("%s: converged=%v turns=%d exec_ok=%v final=%q", task.ID, tr.Converged, len(tr.Turns), tr.ExecOK, tr.FinalSQL)
+		if !tr.Repeated || len(tr.Turns) != 2 || !tr.ExecOK || tr.FinalSQL != task.Gold[datasets.SQLite] || tr.FormatViolations != 0 {
+			t.Fatalf("%s: converged=%v turns=%d exec_ok=%v final=%q", task.ID, tr.Repeated, len(tr.Turns), tr.ExecOK, tr.FinalSQL)
 		}
 		if matchReady() && !tr.Correct {
 			t.Fatalf("%s: oracle not correct (gold error %q)", task.ID, tr.GoldError)
@@ -88,22 +90,22 @@ func TestEpisodeScripted(t *testing.T) {
 		chat.Reply{Content: "<think>fix the column</think>\n<sql>SELECT count(*) FROM customer</sql>", FinishReason: "stop"},
 		chat.Reply{Content: "<think>done</think>\n<sql> SELECT count(*) FROM customer \n</sql>", FinishReason: "stop"},
 	)
-	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "fake", Sample: 2, Schemas: testSchemas()})
+	tr, err := episode.Episode(context.Background(), pol, tasks[0], db, episode.EpisodeOptions{Teacher: "fake", Sample: 2, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAlternation(t, tr)
-	if len(tr.Turns) != 4 || !tr.Converged || tr.FormatViolations != 1 || !tr.ExecOK || tr.FinalSQL != "SELECT count(*) FROM customer" {
-		t.Fatalf("turns=%d converged=%v violations=%d exec_ok=%v final=%q", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.ExecOK, tr.FinalSQL)
+	if len(tr.Turns) != 4 || !tr.Repeated || tr.FormatViolations != 1 || !tr.ExecOK || tr.FinalSQL != "SELECT count(*) FROM customer" {
+		t.Fatalf("turns=%d converged=%v violations=%d exec_ok=%v final=%q", len(tr.Turns), tr.Repeated, tr.FormatViolations, tr.ExecOK, tr.FinalSQL)
 	}
 	t1, t2, t3, t4 := tr.Turns[0], tr.Turns[1], tr.Turns[2], tr.Turns[3]
-	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != distill.FormatViolationObservation() {
+	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != protocol.FormatViolationObservation() {
 		t.Errorf("turn 1: %+v", t1)
 	}
 	if t2.Exec == nil || t2.Exec.Outcome != datasets.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
 		t.Errorf("turn 2: %+v", t2)
 	}
-	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || distill.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
+	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || protocol.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
 		t.Errorf("turn 3: %+v", t3)
 	}
 	if t4.SQL != t3.SQL {
@@ -133,24 +135,24 @@ func TestEpisodeBudgetAndTruncation(t *testing.T) {
 		}
 		return chat.Reply{Content: "<sql>SELECT " + strings.Repeat("1+", int(i)) + "0</sql>", FinishReason: "stop"}, nil
 	})
-	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Teacher: "t", MaxTurns: 5, Schemas: testSchemas()})
+	tr, err := episode.Episode(context.Background(), pol, tasks[0], db, episode.EpisodeOptions{Teacher: "t", MaxTurns: 5, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAlternation(t, tr)
-	if len(tr.Turns) != 5 || tr.Converged || tr.FormatViolations != 1 || tr.TruncatedTurns != 2 {
-		t.Fatalf("turns=%d converged=%v violations=%d truncated=%d", len(tr.Turns), tr.Converged, tr.FormatViolations, tr.TruncatedTurns)
+	if len(tr.Turns) != 5 || tr.Repeated || tr.FormatViolations != 1 || tr.TruncatedTurns != 2 {
+		t.Fatalf("turns=%d converged=%v violations=%d truncated=%d", len(tr.Turns), tr.Repeated, tr.FormatViolations, tr.TruncatedTurns)
 	}
 	for _, i := range []int{1, 2} {
 		tu := tr.Turns[i]
-		if !tu.Truncated || tu.FormatViolation || tu.Exec != nil || tu.Observation != distill.TruncatedObservation() {
+		if !tu.Truncated || tu.FormatViolation || tu.Exec != nil || tu.Observation != protocol.TruncatedObservation() {
 			t.Errorf("turn %d: %+v", i+1, tu)
 		}
 	}
 	if tu := tr.Turns[2]; tu.Reasoning != "thinking and thinking" || tu.ReasoningSource != chat.SourceReasoningContent || tu.Content != "" {
 		t.Errorf("turn 3 not kept as received: %+v", tu)
 	}
-	if tu := tr.Turns[3]; !tu.FormatViolation || tu.Truncated || tu.Observation != distill.FormatViolationObservation() {
+	if tu := tr.Turns[3]; !tu.FormatViolation || tu.Truncated || tu.Observation != protocol.FormatViolationObservation() {
 		t.Errorf("turn 4: %+v", tu)
 	}
 	if tr.FinalSQL != "SELECT 1+1+1+1+1+0" || !tr.ExecOK || tr.Correct {
@@ -166,7 +168,7 @@ func TestEpisodeRowsBeyondCapJudgedInFull(t *testing.T) {
 	db := openTestDB(t, path)
 	task := tasks[0]
 	task.Gold = map[datasets.Dialect]string{datasets.SQLite: "SELECT id FROM orders"}
-	tr, err := distill.Episode(context.Background(), distill.Oracle{}, task, db, distill.EpisodeOptions{Teacher: "oracle", Schemas: testSchemas(), Caps: distill.ObsCaps{MaxRows: 5}})
+	tr, err := episode.Episode(context.Background(), episode.Oracle{}, task, db, episode.EpisodeOptions{Teacher: "oracle", Schemas: testSchemas(), Caps: protocol.ObsCaps{MaxRows: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +188,12 @@ func TestEpisodePolicyError(t *testing.T) {
 		}
 		return chat.Reply{Content: "<sql>SELECT 1</sql>"}, nil
 	})
-	tr, err := distill.Episode(context.Background(), pol, tasks[0], db, distill.EpisodeOptions{Schemas: testSchemas()})
-	var pe *distill.PolicyError
+	tr, err := episode.Episode(context.Background(), pol, tasks[0], db, episode.EpisodeOptions{Schemas: testSchemas()})
+	var pe *episode.PolicyError
 	if !errors.As(err, &pe) || pe.Turn != 2 || !errors.Is(err, boom) || tr == nil || len(tr.Turns) != 1 {
 		t.Fatalf("err=%v trajectory=%+v", err, tr)
 	}
-	if _, err := (distill.Oracle{}).Chat(context.Background(), nil, chat.Options{}); err == nil {
+	if _, err := (episode.Oracle{}).Chat(context.Background(), nil, chat.Options{}); err == nil {
 		t.Fatal("oracle without a task must fail")
 	}
 }
@@ -200,7 +202,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
 	var renders atomic.Int64
-	c := &distill.SchemaCache{Render: func(ctx context.Context, db datasets.DB, samples int) (string, error) {
+	c := &episode.SchemaCache{Render: func(ctx context.Context, db datasets.DB, samples int) (string, error) {
 		renders.Add(1)
 		return testRender(ctx, db, samples)
 	}}
@@ -219,7 +221,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 		t.Fatalf("%d renders for one database", renders.Load())
 	}
 	fails := 0
-	bad := &distill.SchemaCache{Render: func(context.Context, datasets.DB, int) (string, error) {
+	bad := &episode.SchemaCache{Render: func(context.Context, datasets.DB, int) (string, error) {
 		fails++
 		return "", errors.New("broken")
 	}}
@@ -231,34 +233,34 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 }
 
 func TestResolvePolicy(t *testing.T) {
-	h, err := distill.ResolvePolicy("oracle", nil, nil)
+	h, err := episode.ResolvePolicy("oracle", nil, nil)
 	if err != nil || h.Name != "oracle" {
 		t.Fatalf("%v %+v", err, h)
 	}
-	if _, err := distill.ResolvePolicy("gpt-oss", nil, nil); err == nil || !strings.Contains(err.Error(), "no teachers") {
+	if _, err := episode.ResolvePolicy("gpt-oss", nil, nil); err == nil || !strings.Contains(err.Error(), "no teachers") {
 		t.Fatalf("bare name without teachers: %v", err)
 	}
-	prefixes := map[string]distill.PolicyFactory{
+	prefixes := map[string]episode.PolicyFactory{
 		"testpol": func(arg string) (chat.Policy, string, error) {
 			return scripted(chat.Reply{Content: "<sql>SELECT 1</sql>"}), "m-" + arg, nil
 		},
-		distill.OracleName: func(string) (chat.Policy, string, error) { return nil, "", errors.New("reserved") },
+		episode.OracleName: func(string) (chat.Policy, string, error) { return nil, "", errors.New("reserved") },
 	}
 	for _, spec := range []string{"nosuch:x", "oracle:x"} {
-		_, err := distill.ResolvePolicy(spec, nil, prefixes)
+		_, err := episode.ResolvePolicy(spec, nil, prefixes)
 		if err == nil || !strings.Contains(err.Error(), "unknown prefix") || !strings.Contains(err.Error(), "(known: teacher, testpol)") {
 			t.Fatalf("%s: %v", spec, err)
 		}
 	}
-	h, err = distill.ResolvePolicy("testpol:/models/My Model", nil, prefixes)
-	if err != nil || h.Name != "testpol-My_Model" || h.Model != "m-/models/My Model" || !distill.ValidName(h.Name) {
+	h, err = episode.ResolvePolicy("testpol:/models/My Model", nil, prefixes)
+	if err != nil || h.Name != "testpol-My_Model" || h.Model != "m-/models/My Model" || !episode.ValidName(h.Name) {
 		t.Fatalf("%v %+v", err, h)
 	}
-	if _, err := distill.ResolvePolicy("testpol:/models/x", nil, nil); err == nil || !strings.Contains(err.Error(), "unknown prefix") {
+	if _, err := episode.ResolvePolicy("testpol:/models/x", nil, nil); err == nil || !strings.Contains(err.Error(), "unknown prefix") {
 		t.Fatalf("a prefix not passed in resolved: %v", err)
 	}
-	h, err = distill.ResolvePolicy("teacher:glm", func(name string) (*distill.PolicyHandle, error) {
-		return &distill.PolicyHandle{Name: name, Model: "glm-x", Policy: distill.Oracle{}}, nil
+	h, err = episode.ResolvePolicy("teacher:glm", func(name string) (*episode.PolicyHandle, error) {
+		return &episode.PolicyHandle{Name: name, Model: "glm-x", Policy: episode.Oracle{}}, nil
 	}, nil)
 	if err != nil || h.Name != "glm" || h.Spec != "teacher:glm" {
 		t.Fatalf("%v %+v", err, h)

@@ -57,7 +57,7 @@ func TestFaultsRates(t *testing.T) {
 			t.Fatalf("rate %.2f: %d shard lines for %d keys: duplicates", rate, len(lines), len(done))
 		}
 		// At most max-turns turns per episode, each at most 1+maxRetries attempts.
-		if max := want * distill.DefaultMaxTurns * (1 + maxRetries); srv.Count() > max {
+		if max := want * protocol.DefaultMaxTurns * (1 + maxRetries); srv.Count() > max {
 			t.Fatalf("rate %.2f: %d requests, over the retry bound %d", rate, srv.Count(), max)
 		}
 		// Every request ends within the client timeout plus backoff; with 128 in flight the run
@@ -117,7 +117,7 @@ func TestFaultsKillLoop(t *testing.T) {
 }
 
 // content is what a trajectory says, without timings, latencies and attempt counts.
-func content(t *testing.T, tr *distill.Trajectory) map[string]any {
+func content(t *testing.T, tr *rundir.Trajectory) map[string]any {
 	t.Helper()
 	b, err := json.Marshal(tr)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -153,8 +153,8 @@ func testRender(ctx context.Context, db datasets.DB, samples int) (string, error
 	return b.String(), nil
 }
 
-func testSchemas() *distill.SchemaCache {
-	return &distill.SchemaCache{Render: testRender}
+func testSchemas() *episode.SchemaCache {
+	return &episode.SchemaCache{Render: testRender}
 }
 
 // matchReady reports whether datasets.Match is built (it judges identical results equal).
@@ -210,13 +210,13 @@ func shopTasks(path string) []datasets.Task {
 }
 
 // readShards decodes every line of every shard file (not only the journaled part).
-func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
+func readShardLines(tb testing.TB, dir string) []rundir.Trajectory {
 	tb.Helper()
 	names, err := rundir.ShardFiles(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var out []distill.Trajectory
+	var out []rundir.Trajectory
 	for _, n := range names {
 		data, err := os.ReadFile(filepath.Join(dir, rundir.ShardsDir, n))
 		if err != nil {
@@ -226,7 +226,7 @@ func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
 			if line == "" {
 				continue
 			}
-			var tr distill.Trajectory
+			var tr rundir.Trajectory
 			if err := json.Unmarshal([]byte(line), &tr); err != nil {
 				tb.Fatalf("shard %s: %v", n, err)
 			}
@@ -239,7 +239,7 @@ func readShardLines(tb testing.TB, dir string) []distill.Trajectory {
 // accounted reads a run dir's trajectories and failures and checks that no key is both done and
 // failed (or failed twice) and that every failure has a reason; it returns them with the
 // failures counted by reason.
-func accounted(t *testing.T, dir string) (map[string]*distill.Trajectory, []rundir.Failure, map[string]int) {
+func accounted(t *testing.T, dir string) (map[string]*rundir.Trajectory, []rundir.Failure, map[string]int) {
 	t.Helper()
 	done := committed(t, dir)
 	fails, skipped, err := rundir.ReadFailures(dir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -34,7 +35,7 @@ func TestKillChild(t *testing.T) {
 		MaxRetries: 3, BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, Timeout: 5 * time.Second}
 	h := fakeTeacherEP(t, ep)
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}},
+		Policies: []*episode.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}},
 		Samples:  samples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestKillAndResume(t *testing.T) {
 	for _, task := range tasks {
 		for _, teacher := range []string{"fake", "oracle"} {
 			for s := 0; s < killSamples; s++ {
-				want[distill.Key(task.ID, teacher, datasets.SQLite, s)] = true
+				want[episode.Key(task.ID, teacher, datasets.SQLite, s)] = true
 			}
 		}
 	}

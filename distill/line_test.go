@@ -13,9 +13,9 @@ import (
 // texts cut further until the line fits; the rest of it is unchanged.
 func TestEncodeLineFits(t *testing.T) {
 	text := strings.Repeat("\x01", 1<<20) // 6 MiB as JSON
-	tr := &Trajectory{Key: "k", Question: "q", FinalSQL: "SELECT 1"}
+	tr := &rundir.Trajectory{Key: "k", Question: "q", FinalSQL: "SELECT 1"}
 	for i := range 6 {
-		tr.Turns = append(tr.Turns, Turn{Index: i + 1, Content: text, Reasoning: text, SQL: "SELECT 1"})
+		tr.Turns = append(tr.Turns, rundir.Turn{Index: i + 1, Content: text, Reasoning: text, SQL: "SELECT 1"})
 	}
 	if whole, _ := json.Marshal(tr); len(whole) <= rundir.MaxLine {
 		t.Fatalf("the test's trajectory is only %d bytes", len(whole))
@@ -27,7 +27,7 @@ func TestEncodeLineFits(t *testing.T) {
 	if len(line)+1 > rundir.MaxLine {
 		t.Fatalf("a line of %d bytes", len(line))
 	}
-	var back Trajectory
+	var back rundir.Trajectory
 	if err := json.Unmarshal(line, &back); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
 	defer conn.Close()
 	cfg := distill.RunConfig{Dir: t.TempDir(), Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.Postgres},
-		Policies: []*distill.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: distill.NewSchemaCache(3), Concurrency: inflight}
+		Policies: []*episode.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: episode.NewSchemaCache(3), Concurrency: inflight}
 
 	type window struct {
 		requests int

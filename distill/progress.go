@@ -62,7 +62,7 @@ func (p *progress) add(name string, todo, skipped int) {
 	t.skipped += skipped
 }
 
-func (p *progress) done(tr *Trajectory) {
+func (p *progress) done(tr *rundir.Trajectory) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.get(tr.Teacher)
@@ -201,16 +201,20 @@ func humanCount(n int) string {
 
 // SummaryRow aggregates the trajectories of one (teacher, dialect) of a run dir.
 type SummaryRow struct {
-	Teacher          string           `json:"teacher"`
-	Dialect          datasets.Dialect `json:"dialect"`
-	Trajectories     int              `json:"trajectories"`
-	Failed           int              `json:"failed"`
-	Converged        int              `json:"converged"`
-	ExecOK           int              `json:"exec_ok"`
-	Correct          int              `json:"correct"`
-	FormatViolations int              `json:"format_violations"`
-	Turns            int              `json:"turns"`
-	Tokens           int              `json:"tokens"`
+	Teacher      string           `json:"teacher"`
+	Dialect      datasets.Dialect `json:"dialect"`
+	Trajectories int              `json:"trajectories"`
+	Failed       int              `json:"failed"`
+	// Converged, ExecOK, Correct, FormatViolations and Turns count as rundir.Tally does
+	// (Trajectory.Outcome).
+	Converged        int `json:"converged"`
+	ExecOK           int `json:"exec_ok"`
+	Correct          int `json:"correct"`
+	FormatViolations int `json:"format_violations"`
+	Turns            int `json:"turns"`
+	Tokens           int `json:"tokens"`
+
+	tally rundir.Tally
 }
 
 // Summarize reads a run dir (streaming) and aggregates it per teacher and dialect, failures
@@ -228,8 +232,8 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 		return r
 	}
 	var bad []*rundir.BadLine
-	for tr, err := range Trajectories(dir) {
-		if b, ok := SkipBad(err); ok {
+	for tr, err := range rundir.Trajectories(dir) {
+		if b, ok := rundir.SkipBad(err); ok {
 			bad = append(bad, b)
 			continue
 		}
@@ -237,18 +241,7 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 			return nil, nil, err
 		}
 		r := get(tr.Teacher, tr.Dialect)
-		r.Trajectories++
-		if tr.Converged {
-			r.Converged++
-		}
-		if tr.ExecOK {
-			r.ExecOK++
-		}
-		if tr.Correct {
-			r.Correct++
-		}
-		r.FormatViolations += tr.FormatViolations
-		r.Turns += len(tr.Turns)
+		r.tally.Add(tr.Outcome())
 		r.Tokens += tr.Usage.Total()
 	}
 	fails, badFails, err := rundir.ReadFailures(dir)
@@ -261,6 +254,8 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 	}
 	out := make([]SummaryRow, 0, len(rows))
 	for _, r := range rows {
+		t := r.tally
+		r.Trajectories, r.Converged, r.ExecOK, r.Correct, r.FormatViolations, r.Turns = t.N, t.Converged, t.ExecOK, t.Correct, t.FormatViolations, t.Turns
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -1,3 +1,6 @@
+// Package distill is the executor: the concurrent, resumable runner that plays episodes
+// (package episode) for many tasks, policies, dialects and samples into a run dir (package
+// rundir), with retries, the resume check, progress and the run's summary.
 package distill
 
 import (
@@ -15,15 +18,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
-
-// Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
-// owned by the Opener (pooled, closed by it).
-type Opener interface {
-	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error)
-}
 
 // Runner defaults.
 const (
@@ -50,19 +49,19 @@ type RunConfig struct {
 	// system prompt in it from one task to the next. The run dir does not depend on the order.
 	ByDatabase bool
 	// Policies are the teachers (unique names).
-	Policies []*PolicyHandle
+	Policies []*episode.PolicyHandle
 	Dialects []datasets.Dialect
 	// Samples is the number of trajectories per (task, teacher, dialect) (default 1).
 	Samples int
 	// Episode carries MaxTurns, ExecTimeout, Caps, Chat and Ordered for every episode; the
 	// runner sets Teacher, Model, Sample and Schemas.
-	Episode EpisodeOptions
+	Episode episode.EpisodeOptions
 	// Concurrency is the number of episodes in flight per policy; 0 takes the policy's own
 	// (PolicyHandle.Concurrency), else DefaultConcurrency.
 	Concurrency int
-	Shard       Shard
+	Shard       rundir.Shard
 	// Opener gives the databases.
-	Opener Opener
+	Opener episode.Opener
 	// RetryFailed runs keys again that failed in an earlier invocation; by default they are
 	// skipped (a failure is terminal: retries already happened in the client).
 	RetryFailed bool
@@ -83,7 +82,7 @@ type RunConfig struct {
 	// ProgressInterval is the period of log lines (default 10 s; the display redraws each second).
 	ProgressInterval time.Duration
 	// Schemas caches DDL across episodes; nil makes one.
-	Schemas *SchemaCache
+	Schemas *episode.SchemaCache
 }
 
 // RunResult is what one invocation did.
@@ -160,13 +159,13 @@ func GroupByDatabase(tasks []datasets.Task) []datasets.Task {
 }
 
 // manifestFor builds the manifest of cfg.
-func manifestFor(cfg *RunConfig) *Manifest {
-	m := &Manifest{
-		Format:      RunFormat,
-		Protocol:    ProtocolVersion,
+func manifestFor(cfg *RunConfig) *rundir.Manifest {
+	m := &rundir.Manifest{
+		Format:      rundir.RunFormat,
+		Protocol:    protocol.ProtocolVersion,
 		Toolkit:     cfg.Toolkit,
 		Created:     time.Now().UTC(),
-		Tasks:       ManifestTasks{Spec: cfg.TaskSpec, Limit: cfg.Limit, Count: len(cfg.Tasks), Digest: TasksDigest(cfg.Tasks)},
+		Tasks:       rundir.ManifestTasks{Spec: cfg.TaskSpec, Limit: cfg.Limit, Count: len(cfg.Tasks), Digest: TasksDigest(cfg.Tasks)},
 		Dialects:    cfg.Dialects,
 		Samples:     cfg.Samples,
 		MaxTurns:    cfg.Episode.MaxTurns,
@@ -177,10 +176,10 @@ func manifestFor(cfg *RunConfig) *Manifest {
 		Chat:        cfg.Episode.Chat,
 	}
 	if m.Shard.Count <= 1 {
-		m.Shard = Shard{}
+		m.Shard = rundir.Shard{}
 	}
 	for _, p := range cfg.Policies {
-		m.Teachers = append(m.Teachers, ManifestTeacher{Name: p.Name, Spec: p.Spec, Model: p.Model})
+		m.Teachers = append(m.Teachers, rundir.ManifestTeacher{Name: p.Name, Spec: p.Spec, Model: p.Model})
 	}
 	return m
 }
@@ -203,7 +202,7 @@ func (cfg *RunConfig) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range cfg.Policies {
-		if !ValidName(p.Name) {
+		if !episode.ValidName(p.Name) {
 			return fmt.Errorf("distill: teacher name %q can not label shard files", p.Name)
 		}
 		if seen[p.Name] {
@@ -253,7 +252,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if cfg.Samples == 0 {
 		cfg.Samples = 1
 	}
-	cfg.Episode = cfg.Episode.withDefaults()
+	cfg.Episode = cfg.Episode.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -267,7 +266,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	if cfg.Schemas == nil {
-		cfg.Schemas = NewSchemaCache(DefaultSchemaSamples)
+		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
 	abort := cfg.Abort
 	if abort == nil {
@@ -339,7 +338,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		}
 		if n <= 0 {
 			n = DefaultConcurrency
-			if p.Name == OracleName {
+			if p.Name == episode.OracleName {
 				n = 2 * runtime.GOMAXPROCS(0)
 			}
 		}
@@ -426,11 +425,11 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 
 // forKeys calls fn for every key of policy p in this shard, tasks outermost; fn returns false to
 // stop.
-func forKeys(cfg *RunConfig, p *PolicyHandle, fn func(job) bool) {
+func forKeys(cfg *RunConfig, p *episode.PolicyHandle, fn func(job) bool) {
 	for _, t := range cfg.Tasks {
 		for _, d := range cfg.Dialects {
 			for s := range cfg.Samples {
-				k := Key(t.ID, p.Name, d, s)
+				k := episode.Key(t.ID, p.Name, d, s)
 				if !cfg.Shard.Has(k) {
 					continue
 				}
@@ -444,7 +443,7 @@ func forKeys(cfg *RunConfig, p *PolicyHandle, fn func(job) bool) {
 
 // runOne runs one episode and returns what to write: a trajectory, a failure, or neither when
 // the episode was abandoned by cancellation.
-func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending {
+func runOne(ctx context.Context, cfg *RunConfig, p *episode.PolicyHandle, j job) pending {
 	fail := func(reason string, err error, turns int) pending {
 		if ctx.Err() != nil {
 			return pending{}
@@ -457,13 +456,13 @@ func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending
 	}
 	opts := cfg.Episode
 	opts.Teacher, opts.Model, opts.Sample, opts.Schemas = p.Name, p.Model, j.sample, cfg.Schemas
-	tr, err := Episode(ctx, p.Policy, j.task, db, opts)
+	tr, err := episode.Episode(ctx, p.Policy, j.task, db, opts)
 	if err != nil {
 		turns := 0
 		if tr != nil {
 			turns = len(tr.Turns)
 		}
-		var pe *PolicyError
+		var pe *episode.PolicyError
 		reason := "database"
 		if errors.As(err, &pe) {
 			reason = "policy"
@@ -488,7 +487,7 @@ func runOne(ctx context.Context, cfg *RunConfig, p *PolicyHandle, j job) pending
 // JSON escaping can grow a text six times and the turn budget is a flag: a line that would
 // still be over rundir.MaxLine has its reply texts cut further, each time to a quarter of the
 // previous limit (textcap.Cut marks each cut), until it fits. One that cannot fit is an error.
-func encodeLine(tr *Trajectory) ([]byte, error) {
+func encodeLine(tr *rundir.Trajectory) ([]byte, error) {
 	line, err := json.Marshal(tr)
 	for limit := textcap.Reply / 4; err == nil && len(line)+1 > rundir.MaxLine; limit /= 4 {
 		if limit < 1<<10 {
@@ -505,7 +504,7 @@ func encodeLine(tr *Trajectory) ([]byte, error) {
 
 // reasonOf extracts a short reason from a policy error: the handle's Reason function, else a
 // FailureReason method somewhere in the error chain.
-func reasonOf(p *PolicyHandle, err error) string {
+func reasonOf(p *episode.PolicyHandle, err error) string {
 	if p.Reason != nil {
 		if r := p.Reason(err); r != "" {
 			return r
@@ -524,7 +523,7 @@ func reasonOf(p *PolicyHandle, err error) string {
 // pending is one result waiting for the writer: a trajectory and its JSON line (no newline), or
 // a failure.
 type pending struct {
-	tr   *Trajectory
+	tr   *rundir.Trajectory
 	line []byte
 	fail *rundir.Failure
 	// permanent is the error of a failure every request would meet (see earlyStop), hint its fix.
@@ -640,7 +639,7 @@ func teacherUsage(u *rundir.Usage, name, model string) *rundir.TeacherUsage {
 	return t
 }
 
-func addTrajectoryUsage(u *rundir.TeacherUsage, tr *Trajectory, cfg *RunConfig) {
+func addTrajectoryUsage(u *rundir.TeacherUsage, tr *rundir.Trajectory, cfg *RunConfig) {
 	u.Turns += len(tr.Turns)
 	u.Usage = u.Usage.Add(tr.Usage)
 	for _, p := range cfg.Policies {

@@ -17,6 +17,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
@@ -54,7 +55,7 @@ func goldByQuestion(tasks []datasets.Task) map[string]string {
 	return m
 }
 
-func fakeTeacher(t testing.TB, name string, srv *oaitest.Server, mod func(*teachers.Endpoint)) *distill.PolicyHandle {
+func fakeTeacher(t testing.TB, name string, srv *oaitest.Server, mod func(*teachers.Endpoint)) *episode.PolicyHandle {
 	t.Helper()
 	ep := teachers.Endpoint{Name: name, BaseURL: srv.BaseURL(), Model: "test-model", MaxConcurrency: 8,
 		MaxRetries: 3, BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, Timeout: 5 * time.Second}
@@ -64,7 +65,7 @@ func fakeTeacher(t testing.TB, name string, srv *oaitest.Server, mod func(*teach
 	return fakeTeacherEP(t, ep)
 }
 
-func fakeTeacherEP(t testing.TB, ep teachers.Endpoint) *distill.PolicyHandle {
+func fakeTeacherEP(t testing.TB, ep teachers.Endpoint) *episode.PolicyHandle {
 	t.Helper()
 	h, err := policies.FromEndpoint(ep)
 	if err != nil {
@@ -73,17 +74,17 @@ func fakeTeacherEP(t testing.TB, ep teachers.Endpoint) *distill.PolicyHandle {
 	return h
 }
 
-func baseConfig(t testing.TB, dir string, tasks []datasets.Task, hs ...*distill.PolicyHandle) distill.RunConfig {
+func baseConfig(t testing.TB, dir string, tasks []datasets.Task, hs ...*episode.PolicyHandle) distill.RunConfig {
 	return distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Policies: hs, Dialects: []datasets.Dialect{datasets.SQLite},
 		Opener: &testOpener{tb: t}, Schemas: testSchemas(), Toolkit: "test"}
 }
 
 // committed returns the keys of a run dir's trajectories, failing on duplicates, and checks the
 // shard files hold exactly the journaled lines.
-func committed(t *testing.T, dir string) map[string]*distill.Trajectory {
+func committed(t *testing.T, dir string) map[string]*rundir.Trajectory {
 	t.Helper()
-	out := map[string]*distill.Trajectory{}
-	err := distill.ReadRun(dir, func(tr *distill.Trajectory) error {
+	out := map[string]*rundir.Trajectory{}
+	err := rundir.ReadRun(dir, func(tr *rundir.Trajectory) error {
 		if _, dup := out[tr.Key]; dup {
 			return fmt.Errorf("key %s twice", tr.Key)
 		}
@@ -101,7 +102,7 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 	srv := oaitest.NewServer(t, teacherScript(goldByQuestion(tasks)))
 	dir := t.TempDir()
 	var log bytes.Buffer
-	cfg := baseConfig(t, dir, tasks, fakeTeacher(t, "fake", srv, nil), &distill.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: distill.Oracle{}})
+	cfg := baseConfig(t, dir, tasks, fakeTeacher(t, "fake", srv, nil), &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}})
 	cfg.Samples = 2
 	cfg.Progress = &log
 	res, err := distill.Run(context.Background(), cfg)
@@ -119,12 +120,12 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 	for _, tr := range got {
 		switch tr.Teacher {
 		case "oracle":
-			if len(tr.Turns) != 2 || !tr.Converged {
-				t.Errorf("%s: oracle turns %d converged %v", tr.Key, len(tr.Turns), tr.Converged)
+			if len(tr.Turns) != 2 || !tr.Repeated {
+				t.Errorf("%s: oracle turns %d converged %v", tr.Key, len(tr.Turns), tr.Repeated)
 			}
 		case "fake":
-			if len(tr.Turns) != 3 || !tr.Converged || !tr.ExecOK || tr.Model != "test-model" {
-				t.Fatalf("%s: turns %d converged %v exec_ok %v model %q", tr.Key, len(tr.Turns), tr.Converged, tr.ExecOK, tr.Model)
+			if len(tr.Turns) != 3 || !tr.Repeated || !tr.ExecOK || tr.Model != "test-model" {
+				t.Fatalf("%s: turns %d converged %v exec_ok %v model %q", tr.Key, len(tr.Turns), tr.Repeated, tr.ExecOK, tr.Model)
 			}
 			t1 := tr.Turns[0]
 			switch len(strings.TrimSpace(tr.Question)) % 3 {
@@ -188,7 +189,7 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 func TestRunTornTailsAreCut(t *testing.T) {
 	_, tasks := makeShopDB(t)
 	dir := t.TempDir()
-	cfg := baseConfig(t, dir, tasks[:3], &distill.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}})
+	cfg := baseConfig(t, dir, tasks[:3], &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}})
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestRunCancelDrainsAndResumes(t *testing.T) {
 
 func TestRunShardsPartitionKeys(t *testing.T) {
 	_, tasks := makeShopDB(t)
-	oracle := &distill.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}
+	oracle := &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}
 	full := t.TempDir()
 	cfg := baseConfig(t, full, tasks, oracle)
 	cfg.Samples = 5
@@ -352,11 +353,11 @@ func TestRunShardsPartitionKeys(t *testing.T) {
 		d := t.TempDir()
 		c := cfg
 		c.Dir = d
-		c.Shard = distill.Shard{Index: i, Count: 3}
+		c.Shard = rundir.Shard{Index: i, Count: 3}
 		if _, err := distill.Run(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
-		m, _ := distill.ReadManifest(d)
+		m, _ := rundir.ReadManifest(d)
 		if m.Shard != c.Shard {
 			t.Fatalf("manifest shard %+v", m.Shard)
 		}
@@ -375,7 +376,7 @@ func TestRunShardsPartitionKeys(t *testing.T) {
 			t.Fatalf("key %s in no shard", k)
 		}
 	}
-	if _, err := distill.ParseShard("3/3"); err == nil {
+	if _, err := rundir.ParseShard("3/3"); err == nil {
 		t.Fatal("3/3 accepted")
 	}
 }
@@ -383,7 +384,7 @@ func TestRunShardsPartitionKeys(t *testing.T) {
 func TestRunRotatesShards(t *testing.T) {
 	_, tasks := makeShopDB(t)
 	dir := t.TempDir()
-	cfg := baseConfig(t, dir, tasks, &distill.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}})
+	cfg := baseConfig(t, dir, tasks, &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}})
 	cfg.Samples = 4
 	cfg.MaxShardLines = 5
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
@@ -404,7 +405,7 @@ func TestRunRotatesShards(t *testing.T) {
 }
 
 // sortedKeys is a helper for failure messages.
-func sortedKeys(m map[string]*distill.Trajectory) []string {
+func sortedKeys(m map[string]*rundir.Trajectory) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/teachers"
@@ -57,7 +58,7 @@ func TestRunSpiderSQLite(t *testing.T) {
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}, fakeTeacher(t, "fake", srv, nil)},
+		Policies: []*episode.PolicyHandle{{Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}, fakeTeacher(t, "fake", srv, nil)},
 		Opener:   conn, Schemas: testSchemas()}
 	res, err := distill.Run(context.Background(), cfg)
 	if err != nil {
@@ -73,8 +74,8 @@ func TestRunSpiderSQLite(t *testing.T) {
 		if tr.Teacher == "fake" {
 			want = 3
 		}
-		if !tr.Converged || !tr.ExecOK || len(tr.Turns) != want || tr.GoldError != "" {
-			t.Errorf("%s: converged %v exec_ok %v turns %d gold error %q", tr.Key, tr.Converged, tr.ExecOK, len(tr.Turns), tr.GoldError)
+		if !tr.Repeated || !tr.ExecOK || len(tr.Turns) != want || tr.GoldError != "" {
+			t.Errorf("%s: converged %v exec_ok %v turns %d gold error %q", tr.Key, tr.Repeated, tr.ExecOK, len(tr.Turns), tr.GoldError)
 		}
 		if matchReady() && !tr.Correct {
 			t.Errorf("%s: not correct", tr.Key)
@@ -99,7 +100,7 @@ func BenchmarkRunTurns(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
 		cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: []datasets.Dialect{datasets.SQLite},
-			Policies: []*distill.PolicyHandle{h}, Samples: 4, Opener: conn, Schemas: testSchemas(), Concurrency: 32}
+			Policies: []*episode.PolicyHandle{h}, Samples: 4, Opener: conn, Schemas: testSchemas(), Concurrency: 32}
 		res, err := distill.Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -143,7 +144,7 @@ func TestRunManyInFlight(t *testing.T) {
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: shop, TaskSpec: "shop", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{h}, Samples: 200, Opener: conn, Schemas: testSchemas(), Concurrency: inflight}
+		Policies: []*episode.PolicyHandle{h}, Samples: 200, Opener: conn, Schemas: testSchemas(), Concurrency: inflight}
 	var peak atomic.Uint64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -13,8 +13,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // flakyDB fails the execution after the next skip ones with a database error, when armed.
@@ -48,12 +49,12 @@ func TestStepperEqualsEpisode(t *testing.T) {
 		{Content: "<think>b</think>\n<sql>SELECT count(*) FROM customer</sql>", Model: "m1"},
 		{Content: "<think>c</think>\n<sql>SELECT count(*) FROM customer</sql>"},
 	}
-	opts := distill.EpisodeOptions{Teacher: "t", Schemas: testSchemas()}
-	want, err := distill.Episode(context.Background(), scripted(replies...), tasks[0], db, opts)
+	opts := episode.EpisodeOptions{Teacher: "t", Schemas: testSchemas()}
+	want, err := episode.Episode(context.Background(), scripted(replies...), tasks[0], db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := distill.NewStepper(context.Background(), tasks[0], db, opts)
+	st, err := episode.NewStepper(context.Background(), tasks[0], db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestStepperEqualsEpisode(t *testing.T) {
 	if !st.Done() {
 		t.Fatal("not done after convergence")
 	}
-	if _, err := st.Step(context.Background(), replies[0]); !errors.Is(err, distill.ErrEpisodeDone) {
+	if _, err := st.Step(context.Background(), replies[0]); !errors.Is(err, episode.ErrEpisodeDone) {
 		t.Fatalf("step after the end: %v", err)
 	}
 	got := st.Trajectory()
@@ -83,7 +84,7 @@ func TestStepperEqualsEpisode(t *testing.T) {
 	}
 }
 
-func clearTimes(tr *distill.Trajectory) {
+func clearTimes(tr *rundir.Trajectory) {
 	tr.Started, tr.Duration = time.Time{}, 0
 	for i := range tr.Turns {
 		tr.Turns[i].Latency = 0
@@ -98,7 +99,7 @@ func clearTimes(tr *distill.Trajectory) {
 func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := &flakyDB{DB: openTestDB(t, path)}
-	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{Schemas: testSchemas()})
+	st, err := episode.NewStepper(context.Background(), tasks[0], db, episode.EpisodeOptions{Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 			t.Fatalf("turn %d: want the database error, got %v", turn, err)
 		}
 		after := st.Trajectory()
-		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Converged {
+		if st.Done() || len(after.Turns) != len(before.Turns) || !reflect.DeepEqual(st.Messages(), beforeMsgs) || after.Usage != before.Usage || after.Repeated {
 			t.Fatalf("turn %d: a failed step changed the episode: %+v", turn, after)
 		}
 		tu, err := st.Step(context.Background(), r)
@@ -121,8 +122,8 @@ func TestStepperDatabaseErrorChangesNothing(t *testing.T) {
 		}
 	}
 	tr := st.Trajectory()
-	if !st.Done() || !tr.Converged || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
-		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Converged, tr.ExecOK, tr.Usage, len(st.Messages()))
+	if !st.Done() || !tr.Repeated || !tr.ExecOK || tr.Usage.PromptTokens != 6 || len(st.Messages()) != 5 || len(tr.Conversation()) != 5 {
+		t.Fatalf("done=%v converged=%v exec_ok=%v usage=%+v messages=%d", st.Done(), tr.Repeated, tr.ExecOK, tr.Usage, len(st.Messages()))
 	}
 	if matchReady() && !tr.Correct {
 		t.Fatalf("not judged correct after the retried judging (gold error %q)", tr.GoldError)
@@ -147,7 +148,7 @@ func TestStepperJudgesEarlierResult(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
 	gold := tasks[0].Gold[datasets.SQLite]
-	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{MaxTurns: 3, Schemas: testSchemas()})
+	st, err := episode.NewStepper(context.Background(), tasks[0], db, episode.EpisodeOptions{MaxTurns: 3, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +158,8 @@ func TestStepperJudgesEarlierResult(t *testing.T) {
 		}
 	}
 	tr := st.Trajectory()
-	if !st.Done() || tr.Converged || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
-		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Converged, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
+	if !st.Done() || tr.Repeated || !tr.ExecOK || tr.FinalSQL != gold || !tr.Correct || tr.FormatViolations != 2 {
+		t.Fatalf("done %v converged %v exec_ok %v final %q correct %v violations %d", st.Done(), tr.Repeated, tr.ExecOK, tr.FinalSQL, tr.Correct, tr.FormatViolations)
 	}
 }
 
@@ -168,7 +169,7 @@ func TestStepperJudgesEarlierResult(t *testing.T) {
 func TestStepperBoundsTexts(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
-	st, err := distill.NewStepper(context.Background(), tasks[0], db, distill.EpisodeOptions{Teacher: "t", Schemas: testSchemas()})
+	st, err := episode.NewStepper(context.Background(), tasks[0], db, episode.EpisodeOptions{Teacher: "t", Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}

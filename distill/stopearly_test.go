@@ -14,7 +14,7 @@ func TestEarlyStop(t *testing.T) {
 	fail := func(perm string) pending {
 		return pending{fail: &rundir.Failure{}, permanent: perm, hint: "fix it"}
 	}
-	ok := pending{tr: &Trajectory{}}
+	ok := pending{tr: &rundir.Trajectory{}}
 	for _, c := range []struct {
 		name  string
 		seq   []pending

@@ -14,12 +14,13 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // start opens task's database in dialect d and starts an episode of at most maxTurns turns on
 // it (0: the server's budget), with the prompt distill gives a teacher.
-func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Dialect, maxTurns int) (*distill.Stepper, error) {
+func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Dialect, maxTurns int) (*episode.Stepper, error) {
 	db, err := s.cfg.Opener.Open(ctx, d, task)
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s database %s of task %s: %w", d, task.DBID, task.ID, err)
@@ -34,11 +35,11 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 	if maxTurns > 0 {
 		opts.MaxTurns = maxTurns
 	}
-	return distill.NewStepper(ctx, task, db, opts)
+	return episode.NewStepper(ctx, task, db, opts)
 }
 
 // play feeds one assistant reply to st: parse, execute, converge, judge at the end.
-func play(ctx context.Context, st *distill.Stepper, r reply) (distill.Turn, error) {
+func play(ctx context.Context, st *episode.Stepper, r reply) (rundir.Turn, error) {
 	rep := chat.Reply{Content: *r.Content, Reasoning: r.Reasoning, FinishReason: r.FinishReason}
 	if rep.Reasoning != "" {
 		rep.ReasoningSource = chat.SourceReasoning // the request's "reasoning" field

@@ -16,8 +16,9 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/turns"
 )
@@ -38,13 +39,13 @@ type Config struct {
 	// Dialects are the dialects served; the first is the default of a request naming none.
 	Dialects []datasets.Dialect
 	// Opener opens a task's database in a dialect (a *datasets.Connector).
-	Opener distill.Opener
+	Opener episode.Opener
 	// Episode carries the protocol options: MaxTurns, ExecTimeout, Caps, ReplyCap (default
 	// textcap.EnvReply). Schemas, Ordered and the policy fields are set by the server.
-	Episode distill.EpisodeOptions
+	Episode episode.EpisodeOptions
 	// Schemas caches the schema DDL per database (default a new cache with
-	// distill.DefaultSchemaSamples values per column).
-	Schemas *distill.SchemaCache
+	// episode.DefaultSchemaSamples values per column).
+	Schemas *episode.SchemaCache
 	// Weights weigh the rewards into "total"; nil means rewards.DefaultWeights.
 	Weights *rewards.Weights
 	// Tokenizer, when set, adds token ids and loss masks to the chat-template texts of each
@@ -88,7 +89,7 @@ type Server struct {
 }
 
 // New checks cfg and returns a Server; it starts a goroutine dropping expired episodes, which
-// Close stops. It does not open databases: run distill.CheckDatabases first for a clear error on
+// Close stops. It does not open databases: run episode.CheckDatabases first for a clear error on
 // a missing one.
 func New(cfg Config) (*Server, error) {
 	if len(cfg.Tasks) == 0 {
@@ -101,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("env: no database opener")
 	}
 	if cfg.Schemas == nil {
-		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
+		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
 	if cfg.Weights == nil {
 		w := rewards.DefaultWeights
@@ -142,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Parallel = DefaultParallel
 	}
 	if cfg.Episode.MaxTurns <= 0 {
-		cfg.Episode.MaxTurns = distill.DefaultMaxTurns
+		cfg.Episode.MaxTurns = protocol.DefaultMaxTurns
 	}
 	if cfg.Episode.ReplyCap <= 0 {
 		cfg.Episode.ReplyCap = textcap.EnvReply // the episode parses the whole reply, keeps this much

@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 // sampleRoot is the db root of the sample, built once per test binary (TestMain removes it).
@@ -223,10 +224,10 @@ func TestGoldTwiceMalformedOnce(t *testing.T) {
 	_, url := testServer(t, Config{})
 	task := tasksOf(t)[3]
 	ep := start(t, url, task.ID, "")
-	if len(ep.Messages) != 2 || ep.Messages[0].Role != "system" || ep.Messages[1].Role != "user" || ep.MaxTurns != distill.DefaultMaxTurns {
+	if len(ep.Messages) != 2 || ep.Messages[0].Role != "system" || ep.Messages[1].Role != "user" || ep.MaxTurns != protocol.DefaultMaxTurns {
 		t.Fatalf("episode start: %+v", ep)
 	}
-	if !strings.Contains(ep.Messages[0].Content, "CREATE TABLE") || ep.Messages[1].Content != distill.UserPrompt(task) {
+	if !strings.Contains(ep.Messages[0].Content, "CREATE TABLE") || ep.Messages[1].Content != protocol.UserPrompt(task) {
 		t.Fatalf("not distill's prompt:\n%s\n%s", ep.Messages[0].Content, ep.Messages[1].Content)
 	}
 
@@ -261,7 +262,7 @@ func TestGoldTwiceMalformedOnce(t *testing.T) {
 	// A malformed reply, then the gold twice: converged and correct, but not a clean format.
 	ep = start(t, url, task.ID, "sqlite")
 	m := step(t, url, ep.EpisodeID, "SELECT the answer, no tags")
-	if *m.Done || m.Info.Outcome != "format_violation" || !strings.Contains(string(*m.Observation), distill.FormatViolationText) {
+	if *m.Done || m.Info.Outcome != "format_violation" || !strings.Contains(string(*m.Observation), protocol.FormatViolationText) {
 		t.Fatalf("malformed: %+v", m)
 	}
 	if r := m.Rewards.four(t); r[0] != 0 {
@@ -302,7 +303,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 // TestBudgetAndWrongAnswer: distinct replies run out the turn budget (done, not converged);
 // a wrong final answer is not correct; a failing SQL repeated twice is not converged.
 func TestBudgetAndWrongAnswer(t *testing.T) {
-	_, url := testServer(t, Config{Episode: distill.EpisodeOptions{MaxTurns: 3}})
+	_, url := testServer(t, Config{Episode: episode.EpisodeOptions{MaxTurns: 3}})
 	task := tasksOf(t)[0]
 	ep := start(t, url, task.ID, "")
 	if ep.MaxTurns != 3 {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -259,7 +259,7 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.execError(r.Context(), "starting an episode of "+task.ID, err))
 		return
 	}
-	e := &episode{task: task, dialect: d, st: st, client: httpguard.Client(r)}
+	e := &liveEpisode{task: task, dialect: d, st: st, client: httpguard.Client(r)}
 	if retry, err := s.store.add(e); err != nil {
 		// Retry-After: when the first episode in the way expires, unless one is finished first.
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
@@ -297,7 +297,7 @@ type rewardsJSON struct {
 	Total float64 `json:"total"`
 }
 
-func (s *Server) rewardsOf(tr *distill.Trajectory) rewardsJSON {
+func (s *Server) rewardsOf(tr *rundir.Trajectory) rewardsJSON {
 	r := rewards.Of(tr)
 	return rewardsJSON{Rewards: r, Total: s.cfg.Weights.Total(r)}
 }
@@ -318,7 +318,7 @@ type stepInfo struct {
 	GoldError string `json:"gold_error,omitempty"`
 }
 
-func infoOf(tu distill.Turn, tr *distill.Trajectory, done bool) stepInfo {
+func infoOf(tu rundir.Turn, tr *rundir.Trajectory, done bool) stepInfo {
 	in := stepInfo{SQL: tu.SQL}
 	if tu.Exec == nil {
 		in.Outcome = "format_violation"
@@ -371,7 +371,7 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	defer e.mu.Unlock()
 	if e.st.Done() {
 		tr := e.st.Trajectory()
-		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Converged)}
+		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Outcome().Converged)}
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return nil, s.execError(ctx, "episode "+id, err)

@@ -1,8 +1,8 @@
 package env
 
 import (
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // stepRewards are a step's rewards as a trainer sums or stores them (docs/ENV.md, "Rewards"):
@@ -19,7 +19,7 @@ type stepRewards struct {
 }
 
 // turnRewards spreads tr's total over its turns under the server's reward mode.
-func (s *Server) turnRewards(tr *distill.Trajectory, done bool) stepRewards {
+func (s *Server) turnRewards(tr *rundir.Trajectory, done bool) stepRewards {
 	turns, total := s.cfg.Weights.TurnRewards(tr, done, s.cfg.RewardMode)
 	out := stepRewards{TurnRewards: turns, RewardMode: s.cfg.RewardMode}
 	if n := len(turns); n > 0 {

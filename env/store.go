@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 )
 
 // errFull is store.add's refusal when every slot holds an episode still in play.
@@ -18,8 +18,8 @@ var errFull = errors.New("env: episode store full")
 // episodes in play.
 var errClientFull = errors.New("env: the client's episodes are at its cap")
 
-// episode is one live episode.
-type episode struct {
+// liveEpisode is one episode in play.
+type liveEpisode struct {
 	id      string
 	task    *datasets.Task
 	dialect datasets.Dialect
@@ -29,7 +29,7 @@ type episode struct {
 	// mu is held by the step in flight; a second step of the same episode is refused rather
 	// than queued, since its reply was generated without the first one's observation.
 	mu sync.Mutex
-	st *distill.Stepper
+	st *episode.Stepper
 
 	// Guarded by store.mu.
 	expires time.Time
@@ -45,13 +45,13 @@ type store struct {
 	now       func() time.Time
 
 	mu sync.Mutex
-	m  map[string]*episode
+	m  map[string]*liveEpisode
 	// inPlay counts each client's stored episodes that are not done.
 	inPlay map[string]int
 }
 
 func newStore(ttl time.Duration, max, perClient int) *store {
-	return &store{ttl: ttl, max: max, perClient: perClient, now: time.Now, m: make(map[string]*episode), inPlay: map[string]int{}}
+	return &store{ttl: ttl, max: max, perClient: perClient, now: time.Now, m: make(map[string]*liveEpisode), inPlay: map[string]int{}}
 }
 
 // newID returns a random episode id: 128 bits, so one trainer cannot guess another's episodes.
@@ -67,7 +67,7 @@ func newID() string {
 // full, it first drops the expired episodes; then a full store drops the finished one closest
 // to expiry. Still at the client's cap it returns errClientFull, with every slot in play
 // errFull; retry is how long until the first episode in the way expires.
-func (s *store) add(e *episode) (retry time.Duration, err error) {
+func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -78,7 +78,7 @@ func (s *store) add(e *episode) (retry time.Duration, err error) {
 		return s.firstExpiryLocked(now, e.client), errClientFull
 	}
 	if len(s.m) >= s.max {
-		var oldest *episode
+		var oldest *liveEpisode
 		for _, o := range s.m {
 			if o.done && (oldest == nil || o.expires.Before(oldest.expires)) {
 				oldest = o
@@ -112,7 +112,7 @@ func (s *store) firstExpiryLocked(now time.Time, client string) time.Duration {
 }
 
 // dropLocked removes e from the store and from its client's count.
-func (s *store) dropLocked(e *episode) {
+func (s *store) dropLocked(e *liveEpisode) {
 	delete(s.m, e.id)
 	if !e.done {
 		s.doneLocked(e)
@@ -120,14 +120,14 @@ func (s *store) dropLocked(e *episode) {
 }
 
 // doneLocked takes e out of its client's count of episodes in play.
-func (s *store) doneLocked(e *episode) {
+func (s *store) doneLocked(e *liveEpisode) {
 	if s.inPlay[e.client]--; s.inPlay[e.client] <= 0 {
 		delete(s.inPlay, e.client)
 	}
 }
 
 // get returns the episode id when it is stored and not expired.
-func (s *store) get(id string) (*episode, bool) {
+func (s *store) get(id string) (*liveEpisode, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
@@ -142,7 +142,7 @@ func (s *store) get(id string) (*episode, bool) {
 }
 
 // touch restarts e's TTL after a step and records whether it is done.
-func (s *store) touch(e *episode, done bool) {
+func (s *store) touch(e *liveEpisode, done bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.expires = s.now().Add(s.ttl)

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/shared"
@@ -57,7 +57,7 @@ func benchEval(b *testing.B, spec string, popts policies.Options, tasksN int, ba
 
 // BenchmarkEvalOracle is the whole eval loop (episodes, run dir, derived files) on 100 tasks.
 func BenchmarkEvalOracle(b *testing.B) {
-	benchEval(b, distill.OracleName, policies.Options{}, 10, 8, nil)
+	benchEval(b, episode.OracleName, policies.Options{}, 10, 8, nil)
 }
 
 // BenchmarkEvalTinyStudent is the loop with the tiny random-weight Qwen2 on 10 tasks, 2 turns

@@ -1,5 +1,5 @@
-// Package evaluate runs a policy over benchmark tasks through distill.Episode and writes an eval
-// dir (summary, per-task results, BIRD-format predictions, trajectories); it also scores
+// Package evaluate writes and reads an eval dir (package evalrun runs its episodes through distill)
+// (summary, per-task results, BIRD-format predictions, trajectories); it also scores
 // prediction files the way BIRD's official evaluation (and Spider's) does, and compares eval
 // dirs side by side.
 //
@@ -29,8 +29,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
@@ -56,7 +57,7 @@ type Config struct {
 	TaskSpec string
 	Limit    int
 	// Policy answers the conversations; it is closed when Run returns.
-	Policy *distill.PolicyHandle
+	Policy *episode.PolicyHandle
 	// Dialect is the engine the tasks run on (default sqlite).
 	Dialect datasets.Dialect
 	// Samples is the number of trajectories per task (default 1).
@@ -65,15 +66,15 @@ type Config struct {
 	Vote bool
 	// Episode carries MaxTurns, ExecTimeout, Caps, Chat and Ordered. A nil Chat.Temperature
 	// means greedy decoding (0). Ordered is switched on when every task comes from Spider.
-	Episode distill.EpisodeOptions
+	Episode episode.EpisodeOptions
 	// Batch is the number of conversations in flight (0: the policy's own, else distill's
 	// default).
 	Batch int
 	// Shard evaluates only part I of N of the tasks (by a hash of the task id, so all samples
 	// of a task stay in one part); Merge joins the parts' eval dirs.
-	Shard distill.Shard
+	Shard rundir.Shard
 	// Opener gives the databases.
-	Opener distill.Opener
+	Opener episode.Opener
 	// Toolkit is the toolkit version recorded in the manifest.
 	Toolkit string
 	// Progress receives distill's live display or log lines; nil is silent.
@@ -83,7 +84,7 @@ type Config struct {
 	DrainTimeout time.Duration
 	Abort        context.Context
 	// Schemas caches the rendered schemas; nil makes one.
-	Schemas *distill.SchemaCache
+	Schemas *episode.SchemaCache
 }
 
 // Result is one line of results.jsonl: how a task (or one sample of it) ended.
@@ -102,7 +103,8 @@ type Result struct {
 	Error   string `json:"error,omitempty"`
 	Correct bool   `json:"correct"`
 	Turns   int    `json:"turns"`
-	// Converged means the same SQL came twice in a row and it ran.
+	// Correct, Turns, Converged, ExecOK and FormatViolations are the episode's rundir.Outcome
+	// (EpisodeOutcome): converged means the same SQL came twice in a row and it ran.
 	Converged        bool `json:"converged"`
 	ExecOK           bool `json:"exec_ok"`
 	FormatViolations int  `json:"format_violations"`
@@ -123,59 +125,22 @@ const (
 	OutcomeFailed = "failed"
 )
 
-// ErrInterrupted is returned by Run when its context ended before every task was done; the
-// eval dir holds what was done (Summary.Complete false) and the same command resumes it.
-var ErrInterrupted = distill.ErrInterrupted
-
-// Run evaluates cfg.Policy on cfg.Tasks: distill.Run does the episodes (concurrent, resumable,
-// skipping keys done or failed before; started grouped by database, so a student's KV cache keeps
-// one database's system prompt from one task to the next), then the four derived files are rebuilt from everything
-// the eval dir holds. It returns the summary also on ErrInterrupted.
-func Run(ctx context.Context, cfg Config) (*Summary, error) {
+// Prepare checks cfg and fills its defaults; evalrun.Run calls it before the episodes. On error
+// it closes cfg.Policy.
+func (cfg *Config) Prepare() error {
 	if err := cfg.defaults(); err != nil {
 		if cfg.Policy != nil && cfg.Policy.Close != nil {
 			cfg.Policy.Close()
 		}
-		return nil, err
+		return err
 	}
-	started := time.Now()
-	rr, err := distill.Run(ctx, distill.RunConfig{
-		Dir:          cfg.Dir,
-		Tasks:        cfg.Tasks,
-		ByDatabase:   true,
-		TaskSpec:     cfg.TaskSpec,
-		Limit:        cfg.Limit,
-		Policies:     []*distill.PolicyHandle{cfg.Policy},
-		Dialects:     []datasets.Dialect{cfg.Dialect},
-		Samples:      cfg.Samples,
-		Episode:      cfg.Episode,
-		Concurrency:  cfg.Batch,
-		Opener:       cfg.Opener,
-		Toolkit:      cfg.Toolkit,
-		DrainTimeout: cfg.DrainTimeout,
-		Abort:        cfg.Abort,
-		Progress:     cfg.Progress,
-		Interactive:  cfg.Interactive,
-		Schemas:      cfg.Schemas,
-	})
-	interrupted := errors.Is(err, distill.ErrInterrupted)
-	if err != nil && !interrupted {
-		return nil, fmt.Errorf("eval dir %s: %w", cfg.Dir, err)
-	}
-	wall := time.Since(started)
-	// The derived files are rebuilt even after an interruption; vote queries then run on their
-	// own (each bounded by the exec timeout) so the files match what was done.
-	s, berr := build(context.WithoutCancel(ctx), &cfg, started, wall)
-	if berr != nil {
-		return nil, berr
-	}
-	if rr != nil {
-		s.Repairs = rr.Repairs
-	}
-	if interrupted {
-		return s, ErrInterrupted
-	}
-	return s, nil
+	return nil
+}
+
+// Finish rebuilds the four derived files of cfg.Dir from everything the eval dir holds, after
+// the episodes that started at started and took wall (evalrun.Run), and returns the summary.
+func Finish(ctx context.Context, cfg *Config, started time.Time, wall time.Duration) (*Summary, error) {
+	return build(ctx, cfg, started, wall)
 }
 
 func (cfg *Config) defaults() error {
@@ -222,16 +187,16 @@ func (cfg *Config) defaults() error {
 		return fmt.Errorf("evaluate: temperature %g is negative", *cfg.Episode.Chat.Temperature)
 	}
 	if cfg.Episode.MaxTurns <= 0 {
-		cfg.Episode.MaxTurns = distill.DefaultMaxTurns
+		cfg.Episode.MaxTurns = protocol.DefaultMaxTurns
 	}
 	if cfg.Episode.ExecTimeout <= 0 {
-		cfg.Episode.ExecTimeout = distill.DefaultExecTimeout
+		cfg.Episode.ExecTimeout = episode.DefaultExecTimeout
 	}
 	if allSpider(cfg.Tasks) {
 		cfg.Episode.Ordered = true
 	}
 	if cfg.Schemas == nil {
-		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
+		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
 	return nil
 }
@@ -252,7 +217,7 @@ type turnTimes struct {
 	model, sql, duration time.Duration
 }
 
-func (a *turnTimes) add(tr *distill.Trajectory) {
+func (a *turnTimes) add(tr *rundir.Trajectory) {
 	a.turns += len(tr.Turns)
 	a.duration += tr.Duration
 	for _, t := range tr.Turns {
@@ -282,8 +247,8 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		nowCached        int
 	)
 	var damaged []rundir.Failure // lines an earlier version left over the readers' limit, or broken
-	for tr, err := range distill.Trajectories(dir) {
-		if b, bad := distill.SkipBad(err); bad {
+	for tr, err := range rundir.Trajectories(dir) {
+		if b, bad := rundir.SkipBad(err); bad {
 			// The journal has the key done, so no resume redoes it: it counts as failed.
 			if cfg.Progress != nil {
 				fmt.Fprintf(cfg.Progress, "eval dir %s: skipped a damaged line: %v\n", dir, b)
@@ -334,7 +299,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	for _, t := range cfg.Tasks {
 		var per []*Result
 		for s := range cfg.Samples {
-			k := distill.Key(t.ID, name, cfg.Dialect, s)
+			k := episode.Key(t.ID, name, cfg.Dialect, s)
 			r := byKey[k]
 			if r == nil {
 				f, ok := failed[k]
@@ -354,7 +319,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 		if cfg.Vote && cfg.Samples > 1 {
 			keys := make([]string, len(per))
 			for i, r := range per {
-				keys[i] = distill.Key(t.ID, name, cfg.Dialect, r.Sample)
+				keys[i] = episode.Key(t.ID, name, cfg.Dialect, r.Sample)
 			}
 			w, err := votes.vote(ctx, t, per, keys, finals)
 			if err != nil {
@@ -395,13 +360,19 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 	return s, nil
 }
 
+// EpisodeOutcome returns the result's outcome (rundir.NewOutcome: a converged flag written with the raw
+// meaning reads as converged AND exec_ok). Truncated turns are not in a Result.
+func (r *Result) EpisodeOutcome() rundir.Outcome {
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0)
+}
+
 // resultOf turns a trajectory into its Result.
-func resultOf(tr *distill.Trajectory) *Result {
-	rw := rewards.Of(tr)
+func resultOf(tr *rundir.Trajectory) *Result {
+	o := tr.Outcome()
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
-		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: tr.Correct, Turns: len(tr.Turns), Converged: rw.Converged == 1,
-		ExecOK: tr.ExecOK, FormatViolations: tr.FormatViolations, MalformedTurns: rw.Malformed, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
+		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: o.Correct, Turns: o.Turns, Converged: o.Converged,
+		ExecOK: o.ExecOK, FormatViolations: o.FormatViolations, MalformedTurns: rewards.Malformed(tr.Turns), GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {
 		if e := tr.Turns[i].Exec; e != nil {

@@ -14,12 +14,13 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/evaluate/evalrun"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
-func runEval(tb testing.TB, ctx context.Context, dir, spec string, tasks []datasets.Task, h *distill.PolicyHandle, mod func(*evaluate.Config)) (*evaluate.Summary, error) {
+func runEval(tb testing.TB, ctx context.Context, dir, spec string, tasks []datasets.Task, h *episode.PolicyHandle, mod func(*evaluate.Config)) (*evaluate.Summary, error) {
 	tb.Helper()
 	conn := &datasets.Connector{}
 	tb.Cleanup(func() { conn.Close() })
@@ -27,7 +28,7 @@ func runEval(tb testing.TB, ctx context.Context, dir, spec string, tasks []datas
 	if mod != nil {
 		mod(&cfg)
 	}
-	return evaluate.Run(ctx, cfg)
+	return evalrun.Run(ctx, cfg)
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -44,7 +45,7 @@ func TestOracleBIRD(t *testing.T) {
 	path := writeBIRD(t, evalEntries)
 	tasks := loadBIRD(t, path)
 	dir := filepath.Join(t.TempDir(), "eval")
-	h, err := distill.ResolvePolicy("oracle", nil, nil)
+	h, err := episode.ResolvePolicy("oracle", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestResumeAfterCancel(t *testing.T) {
 		}
 	}
 	s, err := runEval(t, ctx, dir, "bird:"+path, tasks, handle("scripted", p), func(c *evaluate.Config) { c.Batch = 1 })
-	if !errors.Is(err, evaluate.ErrInterrupted) {
+	if !errors.Is(err, evalrun.ErrInterrupted) {
 		t.Fatalf("cancelled run: %v, want ErrInterrupted", err)
 	}
 	if s.Complete || s.Pending == 0 || s.Eval.N == 0 || s.Eval.N >= 10 {

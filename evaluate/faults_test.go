@@ -35,7 +35,7 @@ const (
 type slowOracle struct{}
 
 func (slowOracle) ForTask(t datasets.Task, d datasets.Dialect) (chat.Policy, error) {
-	p, err := distill.Oracle{}.ForTask(t, d)
+	p, err := episode.Oracle{}.ForTask(t, d)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (slowOracle) Chat(context.Context, []chat.Message, chat.Options) (chat.Repl
 }
 
 func killEval(tb testing.TB, dev, dir string) (*evaluate.Summary, error) {
-	h := &distill.PolicyHandle{Name: distill.OracleName, Spec: distill.OracleName, Model: distill.OracleName, Policy: slowOracle{}}
+	h := &episode.PolicyHandle{Name: episode.OracleName, Spec: episode.OracleName, Model: episode.OracleName, Policy: slowOracle{}}
 	return runEval(tb, context.Background(), dir, "bird:"+dev, loadBIRD(tb, dev), h, func(c *evaluate.Config) { c.Samples = evalSamples })
 }
 

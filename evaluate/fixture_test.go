@@ -15,7 +15,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 )
 
 // birdEntry is one dev.json record of BIRD's layout.
@@ -176,8 +176,8 @@ func (s *scripted) Chat(ctx context.Context, msgs []chat.Message, _ chat.Options
 	return chat.Reply{Content: content, FinishReason: chat.FinishStop, Usage: u, Attempts: 1}, nil
 }
 
-func handle(name string, p chat.Policy) *distill.PolicyHandle {
-	return &distill.PolicyHandle{Name: name, Spec: name, Model: name + "-model", Policy: p}
+func handle(name string, p chat.Policy) *episode.PolicyHandle {
+	return &episode.PolicyHandle{Name: name, Spec: name, Model: name + "-model", Policy: p}
 }
 
 func readJSONL(tb testing.TB, path string) []map[string]any {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -104,8 +104,7 @@ func Merge(out string, dirs []string) (*Summary, error) {
 	m.Throughput.setRates(m.Samples)
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResult{Difficulty: r.Difficulty, Correct: r.Correct, Converged: r.Converged, ExecOK: r.ExecOK,
-			Turns: r.Turns, FormatViolations: r.FormatViolations}
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	m.Eval = stats.SummarizeEval(er)
 
@@ -138,7 +137,7 @@ func checkParts(dirs []string, sums []*Summary) error {
 		if key(s) != key(first) {
 			return fmt.Errorf("merge: %s is another evaluation than %s:\n  %s\n  %s", dirs[i], dirs[0], key(s), key(first))
 		}
-		sh, err := distill.ParseShard(s.Shard)
+		sh, err := rundir.ParseShard(s.Shard)
 		if err != nil {
 			return fmt.Errorf("merge: %s: %w", dirs[i], err)
 		}

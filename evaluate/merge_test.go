@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // TestShardsMergeToSingleRun splits the scripted evaluation into 3 parts, merges them, and gets
@@ -19,7 +20,7 @@ func TestShardsMergeToSingleRun(t *testing.T) {
 	path := writeBIRD(t, evalEntries)
 	tasks := loadBIRD(t, path)
 	root := t.TempDir()
-	policy := func() *distill.PolicyHandle { return handle("scripted", newScripted(evalEntries, wrongReplies)) }
+	policy := func() *episode.PolicyHandle { return handle("scripted", newScripted(evalEntries, wrongReplies)) }
 	single, err := runEval(t, context.Background(), filepath.Join(root, "single"), "bird:"+path, tasks, policy(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -29,12 +30,12 @@ func TestShardsMergeToSingleRun(t *testing.T) {
 	for i := range 3 {
 		dir := filepath.Join(root, "part", string(rune('0'+i)))
 		s, err := runEval(t, context.Background(), dir, "bird:"+path, tasks, policy(), func(c *evaluate.Config) {
-			c.Shard = distill.Shard{Index: i, Count: 3}
+			c.Shard = rundir.Shard{Index: i, Count: 3}
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (distill.Shard{Index: i, Count: 3}).String(); s.Shard != want {
+		if want := (rundir.Shard{Index: i, Count: 3}).String(); s.Shard != want {
 			t.Fatalf("part %d summary shard %q", i, s.Shard)
 		}
 		total += s.Loaded

@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/evaluate/evalrun"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -126,7 +127,7 @@ func TestResumeWhateverTheTaskOrder(t *testing.T) {
 					cancel()
 				}
 			}
-			if _, err := runEval(t, ctx, dir, "bird:"+path, tasks, handle("scripted", p), func(c *evaluate.Config) { c.Batch = 1 }); !errors.Is(err, evaluate.ErrInterrupted) {
+			if _, err := runEval(t, ctx, dir, "bird:"+path, tasks, handle("scripted", p), func(c *evaluate.Config) { c.Batch = 1 }); !errors.Is(err, evalrun.ErrInterrupted) {
 				t.Fatalf("first run: %v, want ErrInterrupted", err)
 			}
 			if c.digest != "" {

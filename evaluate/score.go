@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -30,7 +30,7 @@ type ScoreConfig struct {
 	// DefaultTimeout); a timeout scores 0.
 	Timeout time.Duration
 	Dialect datasets.Dialect
-	Opener  distill.Opener
+	Opener  episode.Opener
 	// Jobs is the number of tasks scored at once (default 8).
 	Jobs int
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -103,7 +103,7 @@ func turnTimeOf(t turnTimes) TurnTime {
 
 func newSummary(cfg *Config, results []*Result) *Summary {
 	s := &Summary{
-		Protocol: distill.ProtocolVersion, Policy: cfg.Policy.Name, Spec: cfg.Policy.Spec, Model: cfg.Policy.Model,
+		Protocol: protocol.ProtocolVersion, Policy: cfg.Policy.Name, Spec: cfg.Policy.Spec, Model: cfg.Policy.Model,
 		TaskSpec: cfg.TaskSpec, Limit: cfg.Limit, Shard: cfg.Shard.String(), Dialect: cfg.Dialect, Samples: cfg.Samples, Vote: cfg.Vote && cfg.Samples > 1,
 		Temperature: *cfg.Episode.Chat.Temperature, MaxTurns: cfg.Episode.MaxTurns, Ordered: cfg.Episode.Ordered,
 		Loaded: len(cfg.Tasks), Counts: map[string]int{}, Updated: time.Now().UTC(),
@@ -113,8 +113,7 @@ func newSummary(cfg *Config, results []*Result) *Summary {
 	}
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResult{Difficulty: r.Difficulty, Correct: r.Correct, Converged: r.Converged, ExecOK: r.ExecOK,
-			Turns: r.Turns, FormatViolations: r.FormatViolations}
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	s.Eval = stats.SummarizeEval(er)
 	return s

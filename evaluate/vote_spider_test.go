@@ -8,7 +8,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -83,7 +83,7 @@ func TestSpiderDevOracle(t *testing.T) {
 	for i := 0; i < len(all); i += 26 {
 		tasks = append(tasks, all[i])
 	}
-	h, _ := distill.ResolvePolicy("oracle", nil, nil)
+	h, _ := episode.ResolvePolicy("oracle", nil, nil)
 	dir := filepath.Join(t.TempDir(), "spider")
 	s, err := runEval(t, context.Background(), dir, "spider:"+dev, tasks, h, nil)
 	if err != nil {

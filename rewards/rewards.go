@@ -11,7 +11,8 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1, and
@@ -23,8 +24,8 @@ type Rewards struct {
 	// ExecOK is 1 when the final SQL (the last statement executed) ran: no error, timeout or
 	// refusal.
 	ExecOK int `json:"exec_ok"`
-	// Converged is 1 when the episode ended by the same SQL twice in a row and that SQL ran;
-	// repeating a failing statement does not converge.
+	// Converged is 1 when the episode converged (rundir.Outcome.Converged: the same SQL twice in
+	// a row, and that SQL ran; repeating a failing statement does not converge).
 	Converged int `json:"converged"`
 	// Correct is 1 when the final SQL's full result matches the gold's (distill's judge,
 	// datasets.Match); 0 until the episode is judged.
@@ -34,32 +35,32 @@ type Rewards struct {
 }
 
 // TurnWellFormed reports whether tu's reply has the protocol's strict form
-// (distill.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
+// (protocol.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
 // whitespace, <sql>one non-blank statement</sql>, optional whitespace, each tag once, no tag
 // inside either block, no other text) and was neither truncated nor a format violation. The
 // reply is taken as the model produced it: reasoning that came in a separate field is put back
 // as the think block in front of the content, and so is the <think> a chat template opened in
-// the prompt (distill.Turn.ThinkOpened).
-func TurnWellFormed(tu distill.Turn) bool {
+// the prompt (rundir.Turn.ThinkOpened).
+func TurnWellFormed(tu rundir.Turn) bool {
 	if tu.Truncated || tu.FormatViolation {
 		return false
 	}
 	content := tu.Content
 	if strings.TrimSpace(tu.Reasoning) != "" {
-		content = distill.TagThinkOpen + tu.Reasoning + distill.TagThinkClose + "\n" + content
-	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), distill.TagThinkOpen) {
-		content = distill.TagThinkOpen + content
+		content = protocol.TagThinkOpen + tu.Reasoning + protocol.TagThinkClose + "\n" + content
+	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), protocol.TagThinkOpen) {
+		content = protocol.TagThinkOpen + content
 	}
-	return distill.ParseReply(content).WellFormed
+	return protocol.ParseReply(content).WellFormed
 }
 
 // Of returns the rewards of a trajectory, complete or partial.
-func Of(tr *distill.Trajectory) Rewards {
-	return From(len(tr.Turns), Malformed(tr.Turns), tr.ExecOK, tr.Converged, tr.Correct)
+func Of(tr *rundir.Trajectory) Rewards {
+	return From(tr.Outcome(), Malformed(tr.Turns))
 }
 
 // Malformed counts the turns that are not well-formed (TurnWellFormed).
-func Malformed(turns []distill.Turn) int {
+func Malformed(turns []rundir.Turn) int {
 	n := 0
 	for _, tu := range turns {
 		if !TurnWellFormed(tu) {
@@ -69,15 +70,15 @@ func Malformed(turns []distill.Turn) int {
 	return n
 }
 
-// From returns the rewards of an episode recorded elsewhere (a dataset row, an eval result):
-// turns played, malformed turns among them (Malformed), and the trajectory's exec_ok, converged
-// and correct flags.
-func From(turns, malformed int, execOK, converged, correct bool) Rewards {
+// From returns the rewards of an episode from its outcome (Trajectory.Outcome, or one read back
+// from a dataset row or an eval result) and the count of its malformed turns (Malformed): exec_ok,
+// converged and correct are the outcome's, format is 1 when it has turns and none is malformed.
+func From(o rundir.Outcome, malformed int) Rewards {
 	return Rewards{
-		Format:    b2i(turns > 0 && malformed == 0),
-		ExecOK:    b2i(execOK),
-		Converged: b2i(converged && execOK),
-		Correct:   b2i(correct),
+		Format:    b2i(o.Turns > 0 && malformed == 0),
+		ExecOK:    b2i(o.ExecOK),
+		Converged: b2i(o.Converged),
+		Correct:   b2i(o.Correct),
 		Malformed: malformed,
 	}
 }
@@ -86,7 +87,7 @@ func From(turns, malformed int, execOK, converged, correct bool) Rewards {
 // episode of the first k turns, the last one Of(tr). Before the last turn an episode has not
 // converged and is not judged (converged and correct 0), and its exec_ok is that of the last
 // statement executed so far, as the environment reported it at each step.
-func Prefixes(tr *distill.Trajectory) []Rewards {
+func Prefixes(tr *rundir.Trajectory) []Rewards {
 	out := make([]Rewards, len(tr.Turns))
 	execOK, malformed := false, 0
 	for k, tu := range tr.Turns {
@@ -96,7 +97,7 @@ func Prefixes(tr *distill.Trajectory) []Rewards {
 		if !TurnWellFormed(tu) {
 			malformed++
 		}
-		out[k] = From(k+1, malformed, execOK, false, false)
+		out[k] = From(rundir.Outcome{Turns: k + 1, ExecOK: execOK}, malformed)
 	}
 	if n := len(out); n > 0 {
 		out[n-1] = Of(tr)
@@ -209,7 +210,7 @@ func ParseMode(s string) (Mode, error) {
 // as played (its final reward once done). The turn rewards of a done episode sum to that total
 // up to float rounding (each is rounded to 12 decimals); those of an episode still in play are
 // the ones the finished episode will start with (all 0 under ModeFinal).
-func (w Weights) TurnRewards(tr *distill.Trajectory, done bool, mode Mode) (turns []float64, total float64) {
+func (w Weights) TurnRewards(tr *rundir.Trajectory, done bool, mode Mode) (turns []float64, total float64) {
 	pre := Prefixes(tr)
 	turns = make([]float64, len(pre))
 	if len(pre) == 0 {

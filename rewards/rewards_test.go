@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func TestFrom(t *testing.T) {
@@ -21,22 +22,23 @@ func TestFrom(t *testing.T) {
 		{5, 0, true, false, false, Rewards{1, 1, 0, 0, 0}},
 		{0, 0, false, false, false, Rewards{0, 0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		if got := From(c.turns, c.malformed, c.execOK, c.converged, c.correct); got != c.want {
+		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0)
+		if got := From(o, c.malformed); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}
 	}
 }
 
 // turn is a turn with content whose statement ran (ok) or not.
-func turn(content string, ok bool) distill.Turn {
-	p := distill.ParseReply(content)
-	tu := distill.Turn{Content: content}
+func turn(content string, ok bool) rundir.Turn {
+	p := protocol.ParseReply(content)
+	tu := rundir.Turn{Content: content}
 	if !p.OK {
 		tu.FormatViolation = true
 		return tu
 	}
 	tu.SQL = p.SQL
-	tu.Exec = &distill.ExecRecord{Outcome: datasets.OutcomeOK}
+	tu.Exec = &rundir.ExecRecord{Outcome: datasets.OutcomeOK}
 	if !ok {
 		tu.Exec.Outcome = datasets.OutcomeError
 	}
@@ -75,8 +77,8 @@ func TestTurnWellFormed(t *testing.T) {
 		}
 	}
 	// Reasoning in a field, or opened by the template, is the think block.
-	field := distill.Turn{Content: "<sql>SELECT 1</sql>", Reasoning: "count them", ReasoningSource: "reasoning_content"}
-	opened := distill.Turn{Content: "count them</think>\n<sql>SELECT 1</sql>", ThinkOpened: true}
+	field := rundir.Turn{Content: "<sql>SELECT 1</sql>", Reasoning: "count them", ReasoningSource: "reasoning_content"}
+	opened := rundir.Turn{Content: "count them</think>\n<sql>SELECT 1</sql>", ThinkOpened: true}
 	if !TurnWellFormed(field) || !TurnWellFormed(opened) {
 		t.Errorf("field %v, opened %v: want both well-formed", TurnWellFormed(field), TurnWellFormed(opened))
 	}
@@ -98,31 +100,31 @@ func FuzzTurnWellFormed(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !TurnWellFormed(distill.Turn{Content: s}) {
+		if !TurnWellFormed(rundir.Turn{Content: s}) {
 			return
 		}
 		low := strings.ToLower(strings.TrimSpace(s))
-		for _, tag := range []string{distill.TagThinkOpen, distill.TagThinkClose, distill.TagSQLOpen, distill.TagSQLClose} {
+		for _, tag := range []string{protocol.TagThinkOpen, protocol.TagThinkClose, protocol.TagSQLOpen, protocol.TagSQLClose} {
 			if n := strings.Count(low, tag); n != 1 {
 				t.Fatalf("%q well-formed with %d %s", s, n, tag)
 			}
 		}
-		if !strings.HasPrefix(low, distill.TagThinkOpen) || !strings.HasSuffix(low, distill.TagSQLClose) {
+		if !strings.HasPrefix(low, protocol.TagThinkOpen) || !strings.HasSuffix(low, protocol.TagSQLClose) {
 			t.Fatalf("%q well-formed with text around the blocks", s)
 		}
-		between := low[strings.Index(low, distill.TagThinkClose)+len(distill.TagThinkClose) : strings.Index(low, distill.TagSQLOpen)]
+		between := low[strings.Index(low, protocol.TagThinkClose)+len(protocol.TagThinkClose) : strings.Index(low, protocol.TagSQLOpen)]
 		if strings.TrimSpace(between) != "" {
 			t.Fatalf("%q well-formed with %q between the blocks", s, between)
 		}
-		if p := distill.ParseReply(s); !p.OK {
+		if p := protocol.ParseReply(s); !p.OK {
 			t.Fatalf("%q well-formed without a statement", s)
 		}
 	})
 }
 
 func TestOfNoThink(t *testing.T) {
-	tr := &distill.Trajectory{Turns: []distill.Turn{turn("<sql>SELECT 1</sql>", true), turn("<sql>SELECT 1</sql>", true)},
-		ExecOK: true, Converged: true, Correct: true}
+	tr := &rundir.Trajectory{Turns: []rundir.Turn{turn("<sql>SELECT 1</sql>", true), turn("<sql>SELECT 1</sql>", true)},
+		ExecOK: true, Repeated: true, Correct: true}
 	r := Of(tr)
 	if r != (Rewards{Format: 0, ExecOK: 1, Converged: 1, Correct: 1, Malformed: 2}) {
 		t.Fatalf("a reply without <think>: %+v, want format 0", r)
@@ -170,14 +172,14 @@ func TestWeights(t *testing.T) {
 // converges above the oracle.
 func TestTurnRewards(t *testing.T) {
 	gold := "<think>x</think>\n<sql>SELECT 1</sql>"
-	oracle := &distill.Trajectory{Turns: []distill.Turn{turn(gold, true), turn(gold, true)}, ExecOK: true, Converged: true, Correct: true}
-	never := &distill.Trajectory{Turns: []distill.Turn{
+	oracle := &rundir.Trajectory{Turns: []rundir.Turn{turn(gold, true), turn(gold, true)}, ExecOK: true, Repeated: true, Correct: true}
+	never := &rundir.Trajectory{Turns: []rundir.Turn{
 		turn("<think>a</think><sql>SELECT 2</sql>", true), turn("<think>a</think><sql>SELECT 3</sql>", true),
 		turn("<think>a</think><sql>SELECT 4</sql>", true), turn("<think>a</think><sql>SELECT 5</sql>", true),
 		turn("<think>a</think><sql>SELECT 6</sql>", true)}, ExecOK: true}
-	mixed := &distill.Trajectory{Turns: []distill.Turn{
+	mixed := &rundir.Trajectory{Turns: []rundir.Turn{
 		turn("no sql here", false), turn("<sql>SELECT x</sql>", false), turn("<think>a</think><sql>SELECT 1</sql>", true),
-		turn("<think>a</think><sql>SELECT 1</sql>", true)}, ExecOK: true, Converged: true, Correct: true}
+		turn("<think>a</think><sql>SELECT 1</sql>", true)}, ExecOK: true, Repeated: true, Correct: true}
 	w := DefaultWeights
 	w.FormatPenalty = 0.05
 	sum := func(v []float64) float64 {
@@ -187,7 +189,7 @@ func TestTurnRewards(t *testing.T) {
 		}
 		return s
 	}
-	for name, tr := range map[string]*distill.Trajectory{"oracle": oracle, "never": never, "mixed": mixed} {
+	for name, tr := range map[string]*rundir.Trajectory{"oracle": oracle, "never": never, "mixed": mixed} {
 		for _, mode := range []Mode{ModeFinal, ModeDelta} {
 			turns, final := w.TurnRewards(tr, true, mode)
 			if final != w.Total(Of(tr)) || len(turns) != len(tr.Turns) {
@@ -198,7 +200,7 @@ func TestTurnRewards(t *testing.T) {
 			}
 			// A prefix's turn rewards are the full episode's first ones.
 			part := *tr
-			part.Turns, part.Converged, part.Correct = tr.Turns[:1], false, false
+			part.Turns, part.Repeated, part.Correct = tr.Turns[:1], false, false
 			part.ExecOK = tr.Turns[0].Exec != nil && tr.Turns[0].Exec.Outcome == datasets.OutcomeOK
 			if p, _ := w.TurnRewards(&part, false, mode); (mode == ModeDelta && p[0] != turns[0]) || (mode == ModeFinal && p[0] != 0) {
 				t.Errorf("%s %s: first turn %v as played, %v at the end", name, mode, p[0], turns[0])

@@ -18,9 +18,10 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/turns"
 )
@@ -41,9 +42,9 @@ type Config struct {
 	Tasks []datasets.Task
 	// Dialect is the engine the tasks run on; Opener opens their databases.
 	Dialect datasets.Dialect
-	Opener  distill.Opener
+	Opener  episode.Opener
 	// Episode carries MaxTurns, ExecTimeout and Caps (Schemas and Ordered are set here).
-	Episode distill.EpisodeOptions
+	Episode episode.EpisodeOptions
 	// Generator decodes with the student; Tokenizer is the student's; Model names it.
 	Generator *generate.Generator
 	Tokenizer Tokenizer
@@ -67,7 +68,7 @@ type Config struct {
 	// Epsilon is added to the group's standard deviation (default DefaultEpsilon).
 	Epsilon float64
 	// Schemas caches the schema prompts (default a new cache).
-	Schemas *distill.SchemaCache
+	Schemas *episode.SchemaCache
 }
 
 // Report sums up a rollout.
@@ -183,10 +184,10 @@ func (cfg *Config) check() error {
 		cfg.Epsilon = DefaultEpsilon
 	}
 	if cfg.Schemas == nil {
-		cfg.Schemas = distill.NewSchemaCache(distill.DefaultSchemaSamples)
+		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
 	if cfg.Episode.MaxTurns <= 0 {
-		cfg.Episode.MaxTurns = distill.DefaultMaxTurns
+		cfg.Episode.MaxTurns = protocol.DefaultMaxTurns
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
 	opts := cfg.Episode
 	opts.Schemas = cfg.Schemas
 	opts.Ordered = task.Source == datasets.SpecSpider // as student eval and the env judge
-	st, err := distill.NewStepper(ctx, task, db, opts)
+	st, err := episode.NewStepper(ctx, task, db, opts)
 	if err != nil {
 		return Row{}, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/student"
@@ -48,7 +48,7 @@ func sampleConfig(t *testing.T, s *student.Student, tasks int, group int) Config
 	w.FormatPenalty = 0.05
 	return Config{Tasks: ts[:tasks], Dialect: datasets.SQLite, Opener: conn, Generator: s.Generator(), Tokenizer: s.Tokenizer(),
 		Model: "tiny", Group: group, Temperature: 1, TopP: 1, Seed: 7, MaxTokens: 8, Weights: &w, Mode: rewards.ModeDelta,
-		Episode: distill.EpisodeOptions{MaxTurns: 2}}
+		Episode: episode.EpisodeOptions{MaxTurns: 2}}
 }
 
 // TestRolloutTiny is the check: 16 sample tasks × G=8 from the tiny checkpoint, written

@@ -17,7 +17,7 @@ import (
 const MaxLine = 64 << 20
 
 // BadLine is a line a reader skipped: longer than MaxLine, or, where the reader decodes its
-// lines, not JSON of the expected shape. Lines and distill.Trajectories yield it as their error
+// lines, not JSON of the expected shape. Lines and rundir.Trajectories yield it as their error
 // and go on to the next line when the consumer does: a consumer that reads damaged run dirs
 // counts and reports it (with errors.As) and continues; one that must not lose a line stops.
 type BadLine struct {

@@ -1,8 +1,8 @@
-// Package rundir holds the run-dir layout that distill writes and curate, evaluate and the viewer
-// read: the file names, manifest.json created or checked once, the journal of committed lines,
-// torn-tail JSONL reading, the shard writer (commit, rotation, resume repair) and the readers.
-// It deals in raw shard lines; what a line holds (a distill.Trajectory, in either format) is
-// distill's business.
+// Package rundir holds the run dir that distill writes and curate, evaluate and the viewer read:
+// what a line holds (Trajectory, decoded in either format by Trajectories) and what it came to
+// (Outcome), the manifest, and below them the layout: the file names, manifest.json created or
+// checked once, the journal of committed lines, torn-tail JSONL reading, the shard writer
+// (commit, rotation, resume repair) and the raw line readers.
 //
 // Layout (docs/DESIGN.md, "Files on disk"):
 //
@@ -162,8 +162,8 @@ func Check(dir string) error {
 	return nil
 }
 
-// ReadManifest decodes dir's manifest.json into v.
-func ReadManifest(dir string, v any) error {
+// readManifest decodes dir's manifest.json into v.
+func readManifest(dir string, v any) error {
 	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return fmt.Errorf("run dir %s: %w", dir, err)

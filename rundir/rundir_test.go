@@ -240,7 +240,7 @@ func TestLinesNotARunDir(t *testing.T) {
 		break
 	}
 	var m map[string]any
-	if n != 1 || ReadManifest(dir, &m) != nil || len(m) != 0 {
+	if n != 1 || readManifest(dir, &m) != nil || len(m) != 0 {
 		t.Fatalf("stopped after %d lines; manifest %v", n, m)
 	}
 }

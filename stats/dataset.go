@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // DatasetStats describes one dataset directory.
@@ -48,8 +48,9 @@ type Group struct {
 	// TurnsHistogram[k] counts rows with k turns (index 0 unused by real episodes).
 	TurnsHistogram []int   `json:"turns_histogram"`
 	AvgTurns       float64 `json:"avg_turns"`
-	// Converged counts rows that ended on the same SQL twice in a row, that SQL having run
-	// (rewards.Rewards.Converged, as student eval counts convergence).
+	// Converged, ExecOK, Correct, RowsWithViolation, FormatViolations and RowsTruncated count
+	// the rows' outcomes (curate.Row.Outcome, summed by rundir.Tally): converged is the same SQL
+	// twice in a row and that SQL ran, in datasets of every format version.
 	Converged int `json:"converged"`
 	ExecOK    int `json:"exec_ok"`
 	Correct   int `json:"correct"`
@@ -66,7 +67,7 @@ type Group struct {
 	RowsReasoningEstimated int   `json:"rows_reasoning_tokens_estimated"`
 
 	tokens []int32
-	turns  int
+	out    rundir.Tally
 }
 
 // ExcludedStats summarises the rows Build left out (from stats.json).
@@ -89,26 +90,11 @@ func (g *Group) add(r *curate.Row) {
 		g.TurnsHistogram = append(g.TurnsHistogram, 0)
 	}
 	g.TurnsHistogram[t]++
-	g.turns += t
-	// Converged as student eval and the RL environment count it (rewards): the same SQL twice in
-	// a row, and that SQL ran.
-	if rewards.From(t, int(r.FormatViolations+r.TruncatedTurns), r.ExecOK, r.Converged, r.Correct).Converged == 1 {
-		g.Converged++
-	}
-	if r.ExecOK {
-		g.ExecOK++
-	}
-	if r.Correct {
-		g.Correct++
-	}
-	if r.FormatViolations > 0 {
-		g.RowsWithViolation++
-	}
-	g.FormatViolations += int(r.FormatViolations)
+	g.out.Add(r.Outcome())
+	o := &g.out
+	g.Converged, g.ExecOK, g.Correct, g.RowsWithViolation, g.FormatViolations, g.RowsTruncated =
+		o.Converged, o.ExecOK, o.Correct, o.RowsWithViolation, o.FormatViolations, o.RowsTruncated
 	g.Think.Add(r)
-	if r.TruncatedTurns > 0 {
-		g.RowsTruncated++
-	}
 	g.ReasoningTokens += r.ReasoningTokens
 	if r.ReasoningTokensEstimated {
 		g.RowsReasoningEstimated++
@@ -119,7 +105,7 @@ func (g *Group) finish(total, maxTurns int) {
 	g.Share = ratio(g.Rows, total)
 	g.Tokens = curate.TokenStatsOf(g.tokens)
 	g.tokens = nil
-	g.AvgTurns = ratio(g.turns, g.Rows)
+	g.AvgTurns = ratio(g.out.Turns, g.Rows)
 	for len(g.TurnsHistogram) <= maxTurns {
 		g.TurnsHistogram = append(g.TurnsHistogram, 0)
 	}

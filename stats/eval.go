@@ -6,11 +6,13 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
-// EvalResult is the part of one evaluated task that EvalSummary needs. It does not depend on
-// curate or distill: fill it from a distill.Trajectory (Correct, Converged, ExecOK,
-// len(Turns), FormatViolations, Difficulty) or from any other record.
+// EvalResult is the part of one evaluated task that EvalSummary needs: its difficulty and its
+// outcome (EvalResultOf a rundir.Outcome; Converged is the outcome's, and a converged flag
+// recorded with the raw meaning is read as converged AND exec_ok).
 type EvalResult struct {
 	Difficulty       string `json:"difficulty"`
 	Correct          bool   `json:"correct"`
@@ -86,10 +88,21 @@ type DifficultyEX struct {
 	EX         float64 `json:"ex"`
 }
 
-// SummarizeEval computes an EvalSummary from results.
+// EvalResultOf returns the EvalResult of an outcome.
+func EvalResultOf(difficulty string, o rundir.Outcome) EvalResult {
+	return EvalResult{Difficulty: difficulty, Correct: o.Correct, Converged: o.Converged, ExecOK: o.ExecOK, Turns: o.Turns,
+		FormatViolations: o.FormatViolations}
+}
+
+// Outcome returns the result's outcome.
+func (r EvalResult) Outcome() rundir.Outcome {
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0)
+}
+
+// SummarizeEval computes an EvalSummary from results, counting their outcomes with rundir.Tally.
 func SummarizeEval(results []EvalResult) EvalSummary {
 	s := EvalSummary{N: len(results), ByDifficulty: []DifficultyEX{}}
-	var converged, execOK, violations, withViolation, turns int
+	var all rundir.Tally
 	buckets := map[string]*DifficultyEX{}
 	for _, r := range results {
 		b := buckets[r.Difficulty]
@@ -97,30 +110,21 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 			b = &DifficultyEX{Difficulty: r.Difficulty}
 			buckets[r.Difficulty] = b
 		}
+		o := r.Outcome()
+		all.Add(o)
 		b.N++
-		if r.Correct {
-			s.Correct++
+		if o.Correct {
 			b.Correct++
 		}
-		if r.Converged {
-			converged++
-		}
-		if r.ExecOK {
-			execOK++
-		}
-		if r.FormatViolations > 0 {
-			withViolation++
-		}
-		violations += r.FormatViolations
-		turns += r.Turns
 	}
+	s.Correct = all.Correct
 	s.EX = ratio(s.Correct, s.N)
-	s.Convergence = ratio(converged, s.N)
-	s.ExecOK = ratio(execOK, s.N)
-	s.RowsWithViolation = withViolation
-	s.RowsWithViolationShare = ratio(withViolation, s.N)
-	s.FormatViolationRate = ratio(violations, turns)
-	s.AvgTurns = ratio(turns, s.N)
+	s.Convergence = ratio(all.Converged, s.N)
+	s.ExecOK = ratio(all.ExecOK, s.N)
+	s.RowsWithViolation = all.RowsWithViolation
+	s.RowsWithViolationShare = ratio(all.RowsWithViolation, s.N)
+	s.FormatViolationRate = ratio(all.FormatViolations, all.Turns)
+	s.AvgTurns = ratio(all.Turns, s.N)
 	for _, name := range orderDifficulties(keys(buckets)) {
 		b := buckets[name]
 		b.EX = ratio(b.Correct, b.N)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Chart file names (Chart.Name).
@@ -89,6 +90,12 @@ type Outcomes struct {
 	Violations int
 }
 
+// OutcomesOf returns the Outcomes of a group named name from its tally.
+func OutcomesOf(name string, t rundir.Tally) Outcomes {
+	return Outcomes{Name: name, Rows: t.N, Converged: t.Converged, ExecOK: t.ExecOK, Correct: t.Correct,
+		RowsWithViolation: t.RowsWithViolation, Turns: t.Turns, Violations: t.FormatViolations}
+}
+
 // PolicyEX is one policy's evaluation, for EXChart.
 type PolicyEX struct {
 	Name    string
@@ -127,14 +134,7 @@ func (s *DatasetStats) Charts() ([]*Chart, error) {
 }
 
 // Outcomes returns the group's counts as Outcomes.
-func (g *Group) Outcomes() Outcomes {
-	turns := 0
-	for k, n := range g.TurnsHistogram {
-		turns += k * n
-	}
-	return Outcomes{Name: g.Name, Rows: g.Rows, Converged: g.Converged, ExecOK: g.ExecOK, Correct: g.Correct,
-		RowsWithViolation: g.RowsWithViolation, Turns: turns, Violations: g.FormatViolations}
-}
+func (g *Group) Outcomes() Outcomes { return OutcomesOf(g.Name, g.out) }
 
 // WritePlots writes the dataset's charts (Charts) as PNG files into dir (created if needed) and
 // returns the paths written. Each file is written to a temporary name and renamed.

@@ -18,9 +18,11 @@ import (
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 // ChromiumEnv names a Chromium or Chrome binary for the browser tests; without it they look
@@ -303,7 +305,7 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 			continue
 		}
 		k++
-		p := distill.ParseReply(m.Content)
+		p := protocol.ParseReply(m.Content)
 		think, sql, ok := p.Think, p.SQL, p.OK
 		sel := fmt.Sprintf(`article.turn[data-turn="%d"]`, k)
 		if ok {
@@ -503,8 +505,8 @@ func TestBrowserHostileText(t *testing.T) {
 	run, ds := filepath.Join(root, "run"), filepath.Join(root, "dataset")
 	_, err = distill.Run(context.Background(), distill.RunConfig{
 		Dir: run, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: "alpha", Spec: "hostile", Model: "m", Policy: policy}},
-		Episode:  distill.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}, Opener: conn, Toolkit: "test",
+		Policies: []*episode.PolicyHandle{{Name: "alpha", Spec: "hostile", Model: "m", Policy: policy}},
+		Episode:  episode.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}, Opener: conn, Toolkit: "test",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -161,7 +161,7 @@ func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 			if c.Present && t.Sample != 0 {
 				continue
 			}
-			*c = CompareCell{Present: true, ID: -1, Correct: t.Correct, Converged: t.Converged, ExecOK: t.ExecOK, Turns: len(t.Turns),
+			*c = CompareCell{Present: true, ID: -1, Correct: t.Correct, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Turns: len(t.Turns),
 				Violations: t.FormatViolations, SQL: t.FinalSQL}
 			if pos < len(ids[p]) {
 				c.ID = ids[p][pos]

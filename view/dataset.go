@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // indexRow is the projection of curate.Row that the index reads: every column but messages
@@ -193,4 +194,9 @@ func guard(fn func() error) (err error) {
 		}
 	}()
 	return fn()
+}
+
+// outcome returns the row's outcome as curate.Row.Outcome reads it.
+func (r *indexRow) outcome() rundir.Outcome {
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns))
 }

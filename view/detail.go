@@ -5,7 +5,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Detail is the trajectory page of one row.
@@ -84,7 +85,7 @@ type TurnView struct {
 // (curate.Render), so its think block is the training text's and source is the row's
 // think_sources entry; a run-dir turn is rendered here as curate build --think auto would.
 func assistantParts(content, source string) (think, src, sql string, ok bool) {
-	p := distill.ParseReply(content)
+	p := protocol.ParseReply(content)
 	if p.HasThink {
 		think, src = p.Think, source
 		if src == "" {
@@ -99,7 +100,7 @@ func detailOfRow(r *curate.Row) *Detail {
 	d := &Detail{
 		Kind: KindDataset, Source: r.SourceRun, Key: r.Key, Teacher: r.Teacher, Model: r.Model, Dialect: r.Dialect, DBID: r.DBID,
 		TaskID: r.TaskID, Difficulty: r.Difficulty, Sample: int(r.Sample), Question: r.Question, Evidence: r.Evidence,
-		GoldSQL: r.GoldSQL, FinalSQL: r.FinalSQL, Converged: r.Converged, ExecOK: r.ExecOK, Correct: r.Correct,
+		GoldSQL: r.GoldSQL, FinalSQL: r.FinalSQL, Converged: r.Outcome().Converged, ExecOK: r.ExecOK, Correct: r.Correct,
 		Violations: int(r.FormatViolations), NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens,
 		TeacherPrompt: int(r.PromptTokens), TeacherCompletion: int(r.CompletionTokens), Turns: []TurnView{}, Notes: []string{},
 	}
@@ -117,7 +118,7 @@ func detailOfRow(r *curate.Row) *Detail {
 		tv := turnOf(k, a.Content, source)
 		if o, ok := observationMessage(msgs, k); ok {
 			tv.Observation = parseObservation(o.Content)
-			tv.Truncated = strings.Contains(o.Content, distill.TruncatedReplyText)
+			tv.Truncated = strings.Contains(o.Content, protocol.TruncatedReplyText)
 		} else {
 			tv.ObservationAbsent = "the observation after the last reply is not part of the training text, so the dataset does not keep it"
 		}
@@ -127,11 +128,11 @@ func detailOfRow(r *curate.Row) *Detail {
 }
 
 // detailOfTrajectory builds the page of a run-dir trajectory.
-func detailOfTrajectory(t *distill.Trajectory) *Detail {
+func detailOfTrajectory(t *rundir.Trajectory) *Detail {
 	d := &Detail{
 		Kind: KindRun, Key: t.Key, Teacher: t.Teacher, Model: t.Model, Dialect: string(t.Dialect), DBID: t.DBID,
 		TaskID: t.TaskID, Difficulty: t.Difficulty, Sample: t.Sample, Question: t.Question, Evidence: t.Evidence,
-		GoldSQL: t.GoldSQL, GoldError: t.GoldError, FinalSQL: t.FinalSQL, Converged: t.Converged, ExecOK: t.ExecOK, Correct: t.Correct,
+		GoldSQL: t.GoldSQL, GoldError: t.GoldError, FinalSQL: t.FinalSQL, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Correct: t.Correct,
 		Violations: t.FormatViolations, TeacherPrompt: t.Usage.PromptTokens, TeacherCompletion: t.Usage.CompletionTokens,
 		Turns: []TurnView{}, Notes: []string{},
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/evaluate/evalrun"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
@@ -139,10 +141,10 @@ func buildFixture(tok curate.Tokenizer) (*fixture, error) {
 	conn := &datasets.Connector{SQLiteRoot: filepath.Join(root, "db")}
 	defer conn.Close()
 	ctx := context.Background()
-	ep := distill.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}
+	ep := episode.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}
 	_, err = distill.Run(ctx, distill.RunConfig{
 		Dir: f.run, Tasks: f.tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: "alpha", Spec: "scripted", Model: "alpha-1", Policy: scripted{}}, {Name: "oracle", Spec: "oracle", Model: "oracle", Policy: distill.Oracle{}}},
+		Policies: []*episode.PolicyHandle{{Name: "alpha", Spec: "scripted", Model: "alpha-1", Policy: scripted{}}, {Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}}},
 		Episode:  ep, Opener: conn, Toolkit: "test",
 	})
 	if err != nil {
@@ -153,12 +155,12 @@ func buildFixture(tok curate.Tokenizer) (*fixture, error) {
 	}
 	for _, e := range []struct {
 		dir string
-		p   *distill.PolicyHandle
+		p   *episode.PolicyHandle
 	}{
-		{f.evalStudent, &distill.PolicyHandle{Name: "student", Spec: "scripted", Model: "student-1", Policy: scripted{}}},
-		{f.evalOracle, &distill.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: distill.Oracle{}}},
+		{f.evalStudent, &episode.PolicyHandle{Name: "student", Spec: "scripted", Model: "student-1", Policy: scripted{}}},
+		{f.evalOracle, &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}}},
 	} {
-		_, err := evaluate.Run(ctx, evaluate.Config{Dir: e.dir, Tasks: f.tasks, TaskSpec: "sample", Policy: e.p,
+		_, err := evalrun.Run(ctx, evaluate.Config{Dir: e.dir, Tasks: f.tasks, TaskSpec: "sample", Policy: e.p,
 			Dialect: datasets.SQLite, Episode: ep, Opener: conn, Toolkit: "test"})
 		if err != nil {
 			return nil, fmt.Errorf("eval %s: %w", e.dir, err)

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 // Observation is an observation turn read back into its parts, for display as a table.
@@ -27,7 +27,7 @@ var notices = []struct{ prefix, kind string }{
 
 var footerRE = regexp.MustCompile(`^(\(\d+ rows?\)|… \d+ more rows \(\d+ total\))$`)
 
-// parseObservation reads an observation as distill.RenderObservation writes it: a header
+// parseObservation reads an observation as protocol.RenderObservation writes it: a header
 // line, rows with cells joined by " | ", a count line; or an empty-result, error, timeout,
 // refusal or format notice. A table whose rows do not split into the header's number of
 // cells (a cell holding " | ") is shown as text.
@@ -40,7 +40,7 @@ func parseObservation(s string) *Observation {
 	switch {
 	case body == "":
 		return o
-	case strings.HasPrefix(body, distill.ObsEmpty):
+	case strings.HasPrefix(body, protocol.ObsEmpty):
 		o.Kind = "empty"
 		if _, cols, ok := strings.Cut(body, "\nColumns: "); ok {
 			o.Columns = strings.Split(cols, " | ")

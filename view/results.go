@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 // Executor runs a row's gold SQL and final SQL on its task's database, for the results shown
@@ -20,16 +21,16 @@ type Executor struct {
 	// Tasks are the tasks the rows were made from, found by the rows' task_id.
 	Tasks []datasets.Task
 	// Opener opens a task's database in a dialect (a datasets.Connector).
-	Opener distill.Opener
+	Opener episode.Opener
 	// Dialects are the dialects Opener serves; a row of another dialect has no results, with
 	// the reason.
 	Dialects []datasets.Dialect
-	// Timeout bounds each statement (default distill.DefaultExecTimeout).
+	// Timeout bounds each statement (default episode.DefaultExecTimeout).
 	Timeout time.Duration
 }
 
 // resultCaps are the bounds of a shown result: distill's observation, 50 rows.
-var resultCaps = distill.ObsCaps{MaxRows: 50}.WithDefaults()
+var resultCaps = protocol.ObsCaps{MaxRows: 50}.WithDefaults()
 
 // maxCachedResults bounds the results kept; past it, results are run again each time.
 const maxCachedResults = 8192
@@ -61,7 +62,7 @@ type execCall struct {
 
 func newExecutor(x Executor) *executor {
 	if x.Timeout <= 0 {
-		x.Timeout = distill.DefaultExecTimeout
+		x.Timeout = episode.DefaultExecTimeout
 	}
 	e := &executor{x: x, tasks: map[string]*datasets.Task{}, slots: make(chan struct{}, maxParallelExecs), results: map[execKey]*execCall{}}
 	for i := range x.Tasks {
@@ -97,7 +98,7 @@ func (s *Server) Dialects() []datasets.Dialect {
 // ExecView is one statement's result on the row's task database, as an observation shows it.
 type ExecView struct {
 	SQL string `json:"sql,omitempty"`
-	// Observation is the result as distill.RenderObservation writes it, read back.
+	// Observation is the result as protocol.RenderObservation writes it, read back.
 	Observation *Observation `json:"observation,omitempty"`
 	Outcome     string       `json:"outcome,omitempty"`
 	// Total is the number of result rows (the observation shows at most 50).
@@ -245,7 +246,7 @@ func (x *executor) exec(ctx context.Context, db datasets.DB, sql string) (ExecVi
 	if err != nil {
 		return ExecView{}, fmt.Errorf("running on the %s database: %w", db.Dialect(), err)
 	}
-	return ExecView{SQL: sql, Observation: parseObservation(distill.RenderObservation(res, resultCaps)), Outcome: string(res.Outcome),
+	return ExecView{SQL: sql, Observation: parseObservation(protocol.RenderObservation(res, resultCaps)), Outcome: string(res.Outcome),
 		Total: res.Total, DurationMS: float64(res.Duration.Microseconds()) / 1000, Engine: db.Version()}, nil
 }
 

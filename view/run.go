@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
-// runDir is a run or eval dir read live: refresh re-reads it through distill.Trajectories
+// runDir is a run or eval dir read live: refresh re-reads it through rundir.Trajectories
 // (rundir.Lines, which stops at the journaled end of each shard, so a line being written is
 // never seen)
 // whenever the journal has grown, and keeps the trajectories it had not seen.
@@ -30,7 +29,7 @@ type runDir struct {
 	kind Kind
 
 	mu    sync.RWMutex
-	trajs []*distill.Trajectory
+	trajs []*rundir.Trajectory
 	keys  map[string]struct{}
 	// readErr is the last re-read's error; what came before it is kept. skipped are the
 	// damaged lines (rundir.BadLine) the last re-read skipped.
@@ -76,12 +75,12 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 	if st, err := os.Stat(filepath.Join(r.dir, rundir.JournalFile)); err == nil {
 		size, mod = st.Size(), st.ModTime()
 	}
-	var fresh []*distill.Trajectory
+	var fresh []*rundir.Trajectory
 	var readErr error
 	var skipped []string
 	n := 0
-	for t, err := range distill.Trajectories(r.dir) {
-		if b, bad := distill.SkipBad(err); bad {
+	for t, err := range rundir.Trajectories(r.dir) {
+		if b, bad := rundir.SkipBad(err); bad {
 			skipped = append(skipped, b.Error())
 			continue
 		}
@@ -117,7 +116,7 @@ func (r *runDir) refresh(ctx context.Context) (added []int, err error) {
 }
 
 // compact drops the system prompt's bytes when an earlier trajectory had the same one.
-func (r *runDir) compact(t *distill.Trajectory) *distill.Trajectory {
+func (r *runDir) compact(t *rundir.Trajectory) *rundir.Trajectory {
 	r.mu.Lock()
 	if s, ok := r.systems[t.System]; ok {
 		t.System = s
@@ -129,7 +128,7 @@ func (r *runDir) compact(t *distill.Trajectory) *distill.Trajectory {
 }
 
 // trajectory returns the trajectory at position pos.
-func (r *runDir) trajectory(pos int) (*distill.Trajectory, bool) {
+func (r *runDir) trajectory(pos int) (*rundir.Trajectory, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if pos < 0 || pos >= len(r.trajs) {
@@ -138,7 +137,7 @@ func (r *runDir) trajectory(pos int) (*distill.Trajectory, bool) {
 	return r.trajs[pos], true
 }
 
-func (r *runDir) snapshot() []*distill.Trajectory {
+func (r *runDir) snapshot() []*rundir.Trajectory {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.trajs[:len(r.trajs):len(r.trajs)]
@@ -193,7 +192,7 @@ func (r *runDir) policyName() string {
 	if s, _ := r.evalFiles(); s != nil && s.Policy != "" {
 		return s.Policy
 	}
-	if m, err := distill.ReadManifest(r.dir); err == nil && len(m.Teachers) == 1 {
+	if m, err := rundir.ReadManifest(r.dir); err == nil && len(m.Teachers) == 1 {
 		return m.Teachers[0].Name
 	}
 	return filepath.Base(filepath.Clean(r.dir))

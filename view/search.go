@@ -6,7 +6,8 @@ import (
 	"net/http"
 
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // textRow is the projection of curate.Row that the full-text index reads: the messages, the
@@ -43,7 +44,7 @@ func textOfRow(r *textRow) *rowText {
 // addReply adds an assistant reply: its think block as reasoning and its SQL, or all of it
 // as reasoning when it does not parse.
 func addReply(rt *rowText, content string) {
-	p := distill.ParseReply(content)
+	p := protocol.ParseReply(content)
 	rt.add(fieldReasoning, p.Think)
 	rt.add(fieldSQL, p.SQL)
 	if !p.OK {
@@ -53,10 +54,10 @@ func addReply(rt *rowText, content string) {
 
 // textOfTrajectory collects the words of a run-dir trajectory as textOfRow does for the row
 // curate would build from it, plus the observation after the last turn.
-func textOfTrajectory(t *distill.Trajectory) *rowText {
+func textOfTrajectory(t *rundir.Trajectory) *rowText {
 	rt := newRowText()
 	for _, tu := range t.Turns {
-		addReply(rt, distill.ReplyContent(tu.Reply()))
+		addReply(rt, protocol.ReplyContent(tu.Reply()))
 		rt.add(fieldReasoning, tu.Reasoning)
 		rt.add(fieldSQL, tu.SQL)
 		rt.add(fieldObservation, tu.Observation)

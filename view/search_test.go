@@ -23,7 +23,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // fieldTexts is the reference split of a dataset row's text into the full-text fields, by
@@ -138,8 +138,8 @@ func TestFullTextSearch(t *testing.T) {
 // TestFullTextSearchRun: a run dir's trajectories are searchable as they are read.
 func TestFullTextSearchRun(t *testing.T) {
 	fx := getFixture(t)
-	var trajs []*distill.Trajectory
-	if err := distill.ReadRun(fx.run, func(t *distill.Trajectory) error { trajs = append(trajs, t); return nil }); err != nil {
+	var trajs []*rundir.Trajectory
+	if err := rundir.ReadRun(fx.run, func(t *rundir.Trajectory) error { trajs = append(trajs, t); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	s := openServer(t, nil, fx.run)

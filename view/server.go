@@ -16,7 +16,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 //go:embed assets
@@ -101,7 +102,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 			err = scan(ctx, d, func(i int, r *indexRow) {
 				s.ix.add(src, i, rowValues{
 					teacher: r.Teacher, dialect: r.Dialect, difficulty: r.Difficulty, db: r.DBID,
-					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.Converged, execOK: r.ExecOK, correct: r.Correct,
+					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.outcome().Converged, execOK: r.ExecOK, correct: r.Correct,
 					truncated: r.TruncatedTurns > 0, tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
 					key: r.Key, taskID: r.TaskID, question: r.Question, finalSQL: r.FinalSQL, goldSQL: r.GoldSQL,
 				})
@@ -161,7 +162,7 @@ func (s *Server) refresh(ctx context.Context) error {
 			}
 			id := s.ix.add(src, pos, rowValues{
 				teacher: t.Teacher, dialect: string(t.Dialect), difficulty: t.Difficulty, db: t.DBID,
-				turns: len(t.Turns), violations: t.FormatViolations, converged: t.Converged, execOK: t.ExecOK, correct: t.Correct,
+				turns: len(t.Turns), violations: t.FormatViolations, converged: t.Outcome().Converged, execOK: t.ExecOK, correct: t.Correct,
 				truncated: truncated, tokens: t.Usage.CompletionTokens, taskIndex: t.TaskIndex, sample: t.Sample,
 				key: t.Key, taskID: t.TaskID, question: t.Question, finalSQL: t.FinalSQL, goldSQL: t.GoldSQL,
 			})
@@ -418,7 +419,7 @@ func httpError(w http.ResponseWriter, code int, err error) {
 
 // turnTruncated reports a turn cut before its SQL was complete, as curate counts it in
 // truncated_turns: the mark the episode recorded, or, for run dirs of format v1, which did not
-// record one, distill.Truncated of the reply as received.
-func turnTruncated(tu distill.Turn) bool {
-	return tu.Truncated || distill.Truncated(tu.Reply())
+// record one, protocol.Truncated of the reply as received.
+func turnTruncated(tu rundir.Turn) bool {
+	return tu.Truncated || protocol.Truncated(tu.Reply())
 }

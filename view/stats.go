@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -124,7 +124,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	sec := StatsSection{Title: "Trajectories per " + by}
 	type group struct {
 		results []stats.EvalResult
-		out     stats.Outcomes
+		out     rundir.Tally
 		tokens  []int
 		turns   []int
 	}
@@ -134,26 +134,13 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		for _, t := range r.snapshot() {
 			g := groups[t.Teacher]
 			if g == nil {
-				g = &group{out: stats.Outcomes{Name: t.Teacher}}
+				g = &group{}
 				groups[t.Teacher] = g
 				names = append(names, t.Teacher)
 			}
-			g.results = append(g.results, evalResultOf(t))
-			g.out.Rows++
-			g.out.Turns += len(t.Turns)
-			g.out.Violations += t.FormatViolations
-			if t.FormatViolations > 0 {
-				g.out.RowsWithViolation++
-			}
-			if t.Converged {
-				g.out.Converged++
-			}
-			if t.ExecOK {
-				g.out.ExecOK++
-			}
-			if t.Correct {
-				g.out.Correct++
-			}
+			o := t.Outcome()
+			g.results = append(g.results, stats.EvalResultOf(t.Difficulty, o))
+			g.out.Add(o)
 			if t.Usage.CompletionTokens > 0 {
 				// Zero means the endpoint reported no usage (the oracle, some providers): no
 				// length to plot.
@@ -177,7 +164,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 			tokens = append(tokens, stats.Series{Name: n, Values: g.tokens})
 		}
 		turns = append(turns, stats.Series{Name: n, Values: g.turns})
-		outs = append(outs, g.out)
+		outs = append(outs, stats.OutcomesOf(n, g.out))
 		exs = append(exs, stats.PolicyEX{Name: n, Summary: sum})
 	}
 	sec.Tables = append(sec.Tables, head)
@@ -211,11 +198,6 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		charts = append(charts, c)
 	}
 	return sec, charts, nil
-}
-
-func evalResultOf(t *distill.Trajectory) stats.EvalResult {
-	return stats.EvalResult{Difficulty: t.Difficulty, Correct: t.Correct, Converged: t.Converged, ExecOK: t.ExecOK,
-		Turns: len(t.Turns), FormatViolations: t.FormatViolations}
 }
 
 func pct(r float64) string { return strconv.FormatFloat(100*r, 'f', 1, 64) + "%" }

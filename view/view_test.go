@@ -25,9 +25,11 @@ import (
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/stats"
 )
@@ -204,7 +206,7 @@ func TestDatasetDetailAndMask(t *testing.T) {
 			if m.Role != chat.RoleAssistant {
 				continue
 			}
-			p := distill.ParseReply(m.Content)
+			p := protocol.ParseReply(m.Content)
 			think, sql, ok := p.Think, p.SQL, p.OK
 			tv := d.Turns[k]
 			if tv.SQL != sql || tv.FormatViolation == ok || tv.Reply != m.Content {
@@ -411,8 +413,8 @@ func TestRunDirLive(t *testing.T) {
 	})
 	run := func() error {
 		_, err := distill.Run(context.Background(), distill.RunConfig{Dir: dir, Tasks: fx.tasks, TaskSpec: "sample",
-			Dialects: []datasets.Dialect{datasets.SQLite}, Policies: []*distill.PolicyHandle{{Name: "slow", Policy: slow}},
-			Episode: distill.EpisodeOptions{MaxTurns: 3}, Opener: conn, Toolkit: "test", Concurrency: 2})
+			Dialects: []datasets.Dialect{datasets.SQLite}, Policies: []*episode.PolicyHandle{{Name: "slow", Policy: slow}},
+			Episode: episode.EpisodeOptions{MaxTurns: 3}, Opener: conn, Toolkit: "test", Concurrency: 2})
 		return err
 	}
 	// The first trajectories make it a run dir; the viewer opens it mid-run.
@@ -466,8 +468,8 @@ func TestRunDetail(t *testing.T) {
 	fx := getFixture(t)
 	s := openServer(t, fx.tok, fx.run)
 	h := s.Handler()
-	var trajs []*distill.Trajectory
-	if err := distill.ReadRun(fx.run, func(t *distill.Trajectory) error { trajs = append(trajs, t); return nil }); err != nil {
+	var trajs []*rundir.Trajectory
+	if err := rundir.ReadRun(fx.run, func(t *rundir.Trajectory) error { trajs = append(trajs, t); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if s.Rows() != len(trajs) {
@@ -648,7 +650,7 @@ func TestParseObservation(t *testing.T) {
 		{"<observation>\nid\n1\n2\n… 48 more rows (50 total)\n</observation>", "table", 2},
 		{"<observation>\nEmpty result set\nColumns: a | b\n</observation>", "empty", 0},
 		{"<observation>\nError: no such column: x\n</observation>", "error", 0},
-		{"<observation>\n" + distill.FormatViolationText + "\n</observation>", "format", 0},
+		{"<observation>\n" + protocol.FormatViolationText + "\n</observation>", "format", 0},
 		{"<observation>\na | b\nx | y | z\n(1 row)\n</observation>", "text", 0},
 		{"free text", "text", 0},
 	}

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/cli/clitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -60,7 +60,7 @@ func handRun(t *testing.T, dir string, lines ...string) {
 	if err := os.MkdirAll(filepath.Join(dir, rundir.ShardsDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, rundir.ManifestFile), []byte(`{"protocol":"`+distill.ProtocolVersion+`"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.ManifestFile), []byte(`{"protocol":"`+protocol.ProtocolVersion+`"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	shard := rundir.ShardName("oracle", datasets.SQLite, 0)
@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 	good := filepath.Join(tmp, "good")
 	sampleRun(t, good)
 	trajLine := func() string {
-		for tr, err := range distill.Trajectories(good) {
+		for tr, err := range rundir.Trajectories(good) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,10 +15,11 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -299,7 +300,7 @@ func TestStreamedAndPlainRunsAgree(t *testing.T) {
 func trajectories(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	err := distill.ReadRun(dir, func(tr *distill.Trajectory) error {
+	err := rundir.ReadRun(dir, func(tr *rundir.Trajectory) error {
 		tr.Started, tr.Duration = time.Time{}, 0
 		for i := range tr.Turns {
 			tr.Turns[i].Latency = 0
@@ -341,7 +342,7 @@ func TestRunDirFormatV1(t *testing.T) {
 				continue
 			}
 			want, src := "<think>Field reasoning, ünï 🤔.</think>\n<sql>SELECT 1</sql>", curate.ThinkFromField
-			if r.Teacher == distill.OracleName {
+			if r.Teacher == episode.OracleName {
 				want, src = "<think>The reference query answers the question.</think>\n<sql>"+strings.TrimSpace(r.GoldSQL)+"</sql>", curate.ThinkFromInline
 			}
 			if m.Content != want || r.ThinkSources[(i-2)/2] != src {
@@ -363,7 +364,7 @@ func TestRunDirFormatV1(t *testing.T) {
 	}
 	cmd := exec.Command(f.distill, "--tasks", "sample", "--limit", "3", "--teachers", "oracle", "--out", run, "--progress", "off")
 	code, _, stderr := testbin.Run(t, cmd)
-	if code != 1 || !strings.Contains(stderr, distill.RunFormatV1) || !strings.Contains(stderr, distill.RunFormat) || !strings.Contains(stderr, "another --out") {
+	if code != 1 || !strings.Contains(stderr, rundir.RunFormatV1) || !strings.Contains(stderr, rundir.RunFormat) || !strings.Contains(stderr, "another --out") {
 		t.Errorf("resume of a v1 run dir: exit %d, %s", code, stderr)
 	}
 }

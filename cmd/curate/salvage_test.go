@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/rundir"
@@ -80,7 +81,7 @@ func TestSalvageDamagedRun(t *testing.T) {
 		}
 		end += int64(len(line)) + 1
 		key := []string{"damaged|big", "damaged|garbage"}[i]
-		e, _ := json.Marshal(rundir.JournalEntry{Key: key, Task: key, Teacher: distill.OracleName, Dialect: datasets.SQLite, Sample: 0, Shard: name, End: end})
+		e, _ := json.Marshal(rundir.JournalEntry{Key: key, Task: key, Teacher: episode.OracleName, Dialect: datasets.SQLite, Sample: 0, Shard: name, End: end})
 		if _, err := j.Write(append(e, '\n')); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func oracleRun(t *testing.T, dir string, n, samples int) distill.RunConfig {
 	t.Cleanup(func() { conn.Close() })
 	cfg := distill.RunConfig{
 		Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},
-		Policies: []*distill.PolicyHandle{{Name: distill.OracleName, Spec: distill.OracleName, Policy: distill.Oracle{}}},
+		Policies: []*episode.PolicyHandle{{Name: episode.OracleName, Spec: episode.OracleName, Policy: episode.Oracle{}}},
 		Samples:  samples, Opener: conn, Toolkit: "test",
 	}
 	if _, err := distill.Run(context.Background(), cfg); err != nil {

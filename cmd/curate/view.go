@@ -11,7 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/view"
 )
@@ -31,7 +31,7 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	guard := cli.AddGuard(fs, false)
 	tasks := cli.AddTasks(fs, cli.TaskOptions{Repeat: true, Note: "the row pages run each row's gold SQL and final SQL on its task's database and show both results; without it they say why they are absent"})
 	dsns := cli.AddDSNs(fs)
-	execTimeout := fs.Duration("exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement the row pages run (with --tasks)")
+	execTimeout := fs.Duration("exec-timeout", episode.DefaultExecTimeout, "timeout of each SQL statement the row pages run (with --tasks)")
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := guard.Check(); err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
@@ -50,13 +51,13 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 	tasks := cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Limit: true})
 	dsns := cli.AddDSNs(fs)
 	dialects := cli.AddDialects(fs, "")
-	episode := cli.AddEpisode(fs, true)
+	episodeFlags := cli.AddEpisode(fs, true)
 	progress := cli.AddProgress(fs)
 	shard := cli.AddShard(fs, "the keys (by hash)", "each part writes its own run dir; curate build merges them")
 	out := cli.AddOut(fs, "runs/demo", "run dir (created, or resumed when it exists)", false)
 	tcfg := cli.AddTeachers(fs)
 	var (
-		teacherList = fs.String("teachers", distill.OracleName, "comma-separated policies: oracle, teacher names from the config (gpt-oss, deepseek, glm, qwen, ...), teacher:NAME, student:DIR")
+		teacherList = fs.String("teachers", episode.OracleName, "comma-separated policies: oracle, teacher names from the config (gpt-oss, deepseek, glm, qwen, ...), teacher:NAME, student:DIR")
 		samples     = fs.Int("samples", 1, "trajectories per (task, teacher, dialect)")
 		concurrency = fs.Int("concurrency", 0, "episodes in flight per teacher (0 = the teacher's max_concurrency)")
 		retryFailed = fs.Bool("retry-failed", false, "retry keys that failed terminally in an earlier invocation")
@@ -70,9 +71,9 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		if err := tasks.Check(); err != nil {
 			return err
 		}
-		if *samples < 1 || episode.MaxTurns < 1 || *concurrency < 0 || *maxTokens < 0 {
+		if *samples < 1 || episodeFlags.MaxTurns < 1 || *concurrency < 0 || *maxTokens < 0 {
 			return cli.Usagef("--samples %d, --max-turns %d, --concurrency %d, --max-tokens %d: out of range (--samples and --max-turns at least 1)",
-				*samples, episode.MaxTurns, *concurrency, *maxTokens)
+				*samples, episodeFlags.MaxTurns, *concurrency, *maxTokens)
 		}
 		if err := dsns.Check(dialects.List()); err != nil {
 			return err
@@ -107,7 +108,7 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 
-		ep := episode.Options()
+		ep := episodeFlags.Options()
 		if *temperature >= 0 {
 			ep.Chat.Temperature = chat.Float(*temperature)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/evaluate/evalrun"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
@@ -122,7 +123,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 
 		ep := episode.Options()
 		ep.Chat = chat.Options{Temperature: chat.Float(*temperature), MaxTokens: *maxTokens}
-		s, err := evaluate.Run(ctx, evaluate.Config{
+		s, err := evalrun.Run(ctx, evaluate.Config{
 			Dir: dir, Tasks: ts, TaskSpec: tasks.Spec(), Limit: tasks.Limit, Policy: h, Dialect: dialect.One(),
 			Samples: *samples, Vote: *vote, Batch: *batch, Shard: shard.Shard, Opener: conn, Toolkit: buildinfo.Version(),
 			Episode: ep, Progress: logw, Interactive: live,

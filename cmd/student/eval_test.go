@@ -14,7 +14,6 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
@@ -171,7 +170,7 @@ func TestEvalTinyStudent(t *testing.T) {
 		t.Fatalf("trajectories.jsonl: %d lines, %v", len(lines), err)
 	}
 	for _, l := range lines {
-		var tr distill.Trajectory
+		var tr rundir.Trajectory
 		if err := json.Unmarshal([]byte(l), &tr); err != nil || len(tr.Turns) == 0 {
 			t.Errorf("trajectory line: %v", err)
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -23,23 +23,23 @@ type Options struct {
 }
 
 // Resolve turns one spec into a handle with opts.
-func Resolve(spec string, opts Options) (*distill.PolicyHandle, error) {
-	var tf distill.TeacherFactory
+func Resolve(spec string, opts Options) (*episode.PolicyHandle, error) {
+	var tf episode.TeacherFactory
 	if cfg := opts.Teachers; cfg != nil {
-		tf = func(name string) (*distill.PolicyHandle, error) { return Teacher(cfg, name) }
+		tf = func(name string) (*episode.PolicyHandle, error) { return Teacher(cfg, name) }
 	}
-	prefixes := map[string]distill.PolicyFactory{
+	prefixes := map[string]episode.PolicyFactory{
 		"student": func(dir string) (chat.Policy, string, error) { return openStudent(dir, opts.Student) },
 	}
-	return distill.ResolvePolicy(spec, tf, prefixes)
+	return episode.ResolvePolicy(spec, tf, prefixes)
 }
 
 // ResolveList resolves a comma-separated list of specs, refusing duplicates. On error the
 // handles built so far are closed.
-func ResolveList(list string, opts Options) ([]*distill.PolicyHandle, error) {
-	var out []*distill.PolicyHandle
+func ResolveList(list string, opts Options) ([]*episode.PolicyHandle, error) {
+	var out []*episode.PolicyHandle
 	seen := map[string]string{}
-	fail := func(err error) ([]*distill.PolicyHandle, error) {
+	fail := func(err error) ([]*episode.PolicyHandle, error) {
 		for _, h := range out {
 			if h.Close != nil {
 				h.Close()
@@ -70,7 +70,7 @@ func ResolveList(list string, opts Options) ([]*distill.PolicyHandle, error) {
 
 // Teacher builds the handle of the named teacher of cfg: a teachers.Client with its own
 // concurrency, rate limits and retries; Concurrency is the endpoint's max_concurrency.
-func Teacher(cfg *teachers.Config, name string) (*distill.PolicyHandle, error) {
+func Teacher(cfg *teachers.Config, name string) (*episode.PolicyHandle, error) {
 	ep, err := cfg.Endpoint(name)
 	if err != nil {
 		return nil, err
@@ -79,12 +79,12 @@ func Teacher(cfg *teachers.Config, name string) (*distill.PolicyHandle, error) {
 }
 
 // FromEndpoint builds the handle of one endpoint (see Teacher).
-func FromEndpoint(ep teachers.Endpoint) (*distill.PolicyHandle, error) {
+func FromEndpoint(ep teachers.Endpoint) (*episode.PolicyHandle, error) {
 	c, err := teachers.New(ep)
 	if err != nil {
 		return nil, err
 	}
-	return &distill.PolicyHandle{
+	return &episode.PolicyHandle{
 		Name:        ep.Name,
 		Model:       ep.Model,
 		Policy:      c,

@@ -15,7 +15,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -193,7 +194,7 @@ func (d *DSNs) Check(dialects []datasets.Dialect) error {
 }
 
 // Connect returns the Connector for the flags and sqliteRoot after Check and opening every
-// task database once in each dialect (distill.CheckDatabases: a missing database or a bad DSN
+// task database once in each dialect (episode.CheckDatabases: a missing database or a bad DSN
 // is one error, not a run of failed episodes); it prints the warnings of --exec-as-dsn-user to
 // stderr after name. The caller closes the Connector.
 func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*datasets.Connector, error) {
@@ -202,7 +203,7 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 	}
 	conn := &datasets.Connector{PostgresDSN: d.Postgres, MySQLDSN: d.MySQL, SQLiteRoot: sqliteRoot,
 		Access: datasets.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
-	if err := distill.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
+	if err := episode.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -390,7 +391,7 @@ func (p *Progress) Writers(stderr io.Writer) (live bool, log io.Writer) {
 // Shard is the --shard flag: part I/N of the work.
 type Shard struct {
 	// Shard is the part parsed (the zero value: all of it).
-	distill.Shard
+	rundir.Shard
 }
 
 // AddShard defines --shard on fs; what names what is split ("the tasks").
@@ -404,7 +405,7 @@ func (s *Shard) placeholder() string { return "I/N" }
 
 // Set parses the flag's value.
 func (s *Shard) Set(v string) error {
-	sh, err := distill.ParseShard(v)
+	sh, err := rundir.ParseShard(v)
 	if err != nil {
 		return err
 	}
@@ -423,20 +424,20 @@ type Episode struct {
 
 // AddEpisode defines the episode group on fs; obs adds the observation caps.
 func AddEpisode(fs *flag.FlagSet, obs bool) *Episode {
-	e := &Episode{ObsRows: distill.DefaultObsRows, ObsCell: distill.DefaultObsCellChars}
-	fs.IntVar(&e.MaxTurns, "max-turns", distill.DefaultMaxTurns, "turn budget per episode")
-	fs.DurationVar(&e.ExecTimeout, "exec-timeout", distill.DefaultExecTimeout, "timeout of each SQL statement")
+	e := &Episode{ObsRows: protocol.DefaultObsRows, ObsCell: protocol.DefaultObsCellChars}
+	fs.IntVar(&e.MaxTurns, "max-turns", protocol.DefaultMaxTurns, "turn budget per episode")
+	fs.DurationVar(&e.ExecTimeout, "exec-timeout", episode.DefaultExecTimeout, "timeout of each SQL statement")
 	if obs {
-		fs.IntVar(&e.ObsRows, "obs-rows", distill.DefaultObsRows, "rows shown in an observation")
-		fs.IntVar(&e.ObsCell, "obs-cell", distill.DefaultObsCellChars, "widest cell shown in an observation (characters)")
+		fs.IntVar(&e.ObsRows, "obs-rows", protocol.DefaultObsRows, "rows shown in an observation")
+		fs.IntVar(&e.ObsCell, "obs-cell", protocol.DefaultObsCellChars, "widest cell shown in an observation (characters)")
 	}
 	return e
 }
 
-// Options are the flags as distill.EpisodeOptions.
-func (e *Episode) Options() distill.EpisodeOptions {
-	return distill.EpisodeOptions{MaxTurns: e.MaxTurns, ExecTimeout: e.ExecTimeout,
-		Caps: distill.ObsCaps{MaxRows: e.ObsRows, MaxCellChars: e.ObsCell}}
+// Options are the flags as episode.EpisodeOptions.
+func (e *Episode) Options() episode.EpisodeOptions {
+	return episode.EpisodeOptions{MaxTurns: e.MaxTurns, ExecTimeout: e.ExecTimeout,
+		Caps: protocol.ObsCaps{MaxRows: e.ObsRows, MaxCellChars: e.ObsCell}}
 }
 
 // Out is the --out flag, the directory a command writes.
@@ -552,7 +553,7 @@ func (t *Teachers) Load(specs string) (*teachers.Config, error) {
 func NeedsTeachers(specs string) bool {
 	for _, s := range strings.Split(specs, ",") {
 		s = strings.TrimSpace(s)
-		if s == "" || s == distill.OracleName {
+		if s == "" || s == episode.OracleName {
 			continue
 		}
 		if p, _, ok := strings.Cut(s, ":"); ok && p != "teacher" {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 func newFlagSet() *flag.FlagSet {
@@ -48,13 +48,13 @@ func TestProgressAndShard(t *testing.T) {
 	fs := newFlagSet()
 	p := AddProgress(fs)
 	s := AddShard(fs, "the tasks", "")
-	if live, log := p.Writers(new(bytes.Buffer)); live || log == nil || s.Shard != (distill.Shard{}) {
+	if live, log := p.Writers(new(bytes.Buffer)); live || log == nil || s.Shard != (rundir.Shard{}) {
 		t.Fatalf("defaults: auto on a buffer is log lines (live %t, log %v); shard %v", live, log, s.Shard)
 	}
 	if err := fs.Parse([]string{"--progress", "off", "--shard", "1/4"}); err != nil {
 		t.Fatal(err)
 	}
-	if live, log := p.Writers(new(bytes.Buffer)); live || log != nil || s.Shard != (distill.Shard{Index: 1, Count: 4}) {
+	if live, log := p.Writers(new(bytes.Buffer)); live || log != nil || s.Shard != (rundir.Shard{Index: 1, Count: 4}) {
 		t.Fatalf("off: live %t, log %v; shard %v", live, log, s.Shard)
 	}
 	if err := fs.Parse([]string{"--progress", "live"}); err != nil {

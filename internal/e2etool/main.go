@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/curate"
-	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 func main() {
@@ -124,7 +124,7 @@ func explore(delay time.Duration) oaitest.Script {
 func exploreAs(base oaitest.Script, cut bool) oaitest.Script {
 	return func(r oaitest.Request) oaitest.Response {
 		resp := base(r)
-		p := distill.ParseReply(resp.Content)
+		p := protocol.ParseReply(resp.Content)
 		resp.Think, resp.ReasoningContent = resp.ReasoningContent+"\n"+p.Think, ""
 		resp.Content = "<sql>" + p.SQL + "</sql>"
 		if cut && r.Turn() == 0 && len(r.FirstUser())%2 == 0 {

@@ -1,4 +1,4 @@
-package distill
+package episode
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (Oracle) ForTask(t datasets.Task, d datasets.Dialect) (chat.Policy, error) 
 
 // Chat implements chat.Policy; the oracle needs its task, so this always fails.
 func (Oracle) Chat(context.Context, []chat.Message, chat.Options) (chat.Reply, error) {
-	return chat.Reply{}, errors.New("oracle: needs the task; run it through distill.Episode")
+	return chat.Reply{}, errors.New("oracle: needs the task; run it through episode.Episode")
 }
 
 // PolicyHandle is a resolved policy with what the runner needs to name, limit and account it.

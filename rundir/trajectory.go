@@ -1,7 +1,4 @@
-// Package distill runs the chained-sql/v1 protocol: the prompt, the reply parser, observations,
-// convergence, the Episode loop for any chat.Policy, and the concurrent resumable runner that
-// writes run directories.
-package distill
+package rundir
 
 import (
 	"time"
@@ -9,9 +6,6 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 )
-
-// ProtocolVersion names the protocol this package speaks.
-const ProtocolVersion = "chained-sql/v1"
 
 // Turn records one assistant turn exactly as the policy returned it, and what came of it. It is
 // the only copy of the turn in a run dir: the conversation is rebuilt from the turns
@@ -85,9 +79,12 @@ type Trajectory struct {
 	System string `json:"system"`
 	Prompt string `json:"prompt"`
 	// Turns are the assistant turns in order.
-	Turns            []Turn        `json:"turns"`
-	FinalSQL         string        `json:"final_sql,omitempty"`
-	Converged        bool          `json:"converged"`
+	Turns    []Turn `json:"turns"`
+	FinalSQL string `json:"final_sql,omitempty"`
+	// Repeated says the episode ended because the same SQL came on two consecutive turns,
+	// whether or not it ran (the stop rule; kept under its old JSON name "converged"). The
+	// convergence metric is Outcome().Converged.
+	Repeated         bool          `json:"converged"`
 	ExecOK           bool          `json:"exec_ok"`
 	Correct          bool          `json:"correct"`
 	GoldSQL          string        `json:"gold_sql,omitempty"`
@@ -113,4 +110,10 @@ func (t *Trajectory) Conversation() []chat.Message {
 		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: tu.Content})
 	}
 	return msgs
+}
+
+// Outcome returns what the episode came to (Outcome): the one definition of converged,
+// exec-ok, correct, format violations and truncated turns that every count uses.
+func (t *Trajectory) Outcome() Outcome {
+	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns)
 }

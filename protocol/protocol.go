@@ -1,4 +1,7 @@
-package distill
+// Package protocol is the chained-sql/v1 protocol itself: the prompts, the reply tags and their
+// parser, convergence's SQL comparison, truncation, and the observations. It runs nothing: the
+// episode loop is package episode's, the record of an episode package rundir's.
+package protocol
 
 import (
 	"encoding/hex"
@@ -12,6 +15,9 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 )
+
+// ProtocolVersion names the protocol this package speaks.
+const ProtocolVersion = "chained-sql/v1"
 
 // DefaultMaxTurns is the protocol's turn budget.
 const DefaultMaxTurns = 5

@@ -1,4 +1,4 @@
-package distill
+package episode
 
 import (
 	"context"
@@ -38,4 +38,10 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 		}
 	}
 	return nil
+}
+
+// Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
+// owned by the Opener (pooled, closed by it).
+type Opener interface {
+	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error)
 }

@@ -1,4 +1,4 @@
-package distill_test
+package protocol_test
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 func TestParseReply(t *testing.T) {
@@ -43,7 +43,7 @@ func TestParseReply(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := distill.ParseReply(c.in)
+			p := protocol.ParseReply(c.in)
 			if p.Think != c.think || p.SQL != c.sql || p.OK != c.ok || p.HasThink != c.hasThink || p.ThinkClosed != c.closed || p.WellFormed != c.wellFormed {
 				t.Errorf("ParseReply(%q) = %+v, want think %q sql %q ok %v think %v/%v well-formed %v", c.in, p, c.think, c.sql, c.ok, c.hasThink, c.closed, c.wellFormed)
 			}
@@ -76,7 +76,7 @@ func TestTruncated(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := chat.Reply{Content: c.content, Reasoning: c.reasoning, FinishReason: c.finish}
-		if got := distill.Truncated(r); got != c.want {
+		if got := protocol.Truncated(r); got != c.want {
 			t.Errorf("Truncated(%q, reasoning %q, %q) = %v, want %v", c.content, c.reasoning, c.finish, got, c.want)
 		}
 	}
@@ -104,43 +104,43 @@ func TestCutInOpenedThink(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := chat.Reply{Content: c.content, Reasoning: c.reasoning, FinishReason: c.finish, ThinkOpened: c.opened}
-		if got := distill.CutInOpenedThink(r); got != c.cut {
+		if got := protocol.CutInOpenedThink(r); got != c.cut {
 			t.Errorf("CutInOpenedThink(%q, reasoning %q, %s, opened %v) = %v, want %v", c.content, c.reasoning, c.finish, c.opened, got, c.cut)
 		}
-		if got := distill.Truncated(r); got != c.truncated {
+		if got := protocol.Truncated(r); got != c.truncated {
 			t.Errorf("Truncated(%q, reasoning %q, %s, opened %v) = %v, want %v", c.content, c.reasoning, c.finish, c.opened, got, c.truncated)
 		}
 		want := c.content
 		if c.cut {
 			want = "<think>" + c.content
 		}
-		if got := distill.ReplyContent(r); got != want {
+		if got := protocol.ReplyContent(r); got != want {
 			t.Errorf("ReplyContent(%q) = %q, want %q", c.content, got, want)
 		}
 	}
 }
 
 func TestSameSQL(t *testing.T) {
-	if !distill.SameSQL(" SELECT 1\n", "SELECT 1") {
+	if !protocol.SameSQL(" SELECT 1\n", "SELECT 1") {
 		t.Error("whitespace around must not matter")
 	}
-	if distill.SameSQL("SELECT 1", "select 1") || distill.SameSQL("SELECT 1;", "SELECT 1") || distill.SameSQL("", "") {
+	if protocol.SameSQL("SELECT 1", "select 1") || protocol.SameSQL("SELECT 1;", "SELECT 1") || protocol.SameSQL("", "") {
 		t.Error("case, semicolons and empty statements must count")
 	}
 }
 
 func TestPrompts(t *testing.T) {
-	sp := distill.SystemPrompt(datasets.Postgres, "PostgreSQL 16.4", "CREATE TABLE t (a int); -- a: 1, 2")
+	sp := protocol.SystemPrompt(datasets.Postgres, "PostgreSQL 16.4", "CREATE TABLE t (a int); -- a: 1, 2")
 	for _, want := range []string{"PostgreSQL 16.4", "CREATE TABLE t (a int); -- a: 1, 2", "<think>", "<sql>", "<observation>", "exactly the same SQL", "read-only"} {
 		if !strings.Contains(sp, want) {
 			t.Errorf("system prompt lacks %q:\n%s", want, sp)
 		}
 	}
-	up := distill.UserPrompt(datasets.Task{Question: " How many? ", Evidence: "many = count"})
+	up := protocol.UserPrompt(datasets.Task{Question: " How many? ", Evidence: "many = count"})
 	if up != "Question: How many?\nEvidence: many = count" {
 		t.Errorf("user prompt %q", up)
 	}
-	if up := distill.UserPrompt(datasets.Task{Question: "Q"}); up != "Question: Q" {
+	if up := protocol.UserPrompt(datasets.Task{Question: "Q"}); up != "Question: Q" {
 		t.Errorf("user prompt without evidence %q", up)
 	}
 }
@@ -157,44 +157,44 @@ func TestRenderObservation(t *testing.T) {
 	cases := []struct {
 		name string
 		res  *datasets.Result
-		caps distill.ObsCaps
+		caps protocol.ObsCaps
 		want string
 	}{
 		{"small", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"id", "name"}, Rows: [][]any{{int64(1), "a"}, {int64(1), "a"}, {nil, 2.5}}, Total: 3},
-			distill.ObsCaps{}, "<observation>\nid | name\n1 | a\n1 | a\nNULL | 2.5\n(3 rows)\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nid | name\n1 | a\n1 | a\nNULL | 2.5\n(3 rows)\n</observation>"},
 		{"one row", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"n"}, Rows: [][]any{{int64(7)}}, Total: 1},
-			distill.ObsCaps{}, "<observation>\nn\n7\n(1 row)\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nn\n7\n(1 row)\n</observation>"},
 		{"row cap with exact total", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"i", "s"}, Rows: rows(5), Total: 35, Truncated: true},
-			distill.ObsCaps{MaxRows: 3}, "<observation>\ni | s\n0 | x\n1 | x\n2 | x\n… 32 more rows (35 total)\n</observation>"},
+			protocol.ObsCaps{MaxRows: 3}, "<observation>\ni | s\n0 | x\n1 | x\n2 | x\n… 32 more rows (35 total)\n</observation>"},
 		{"cell cut", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{long}}, Total: 1},
-			distill.ObsCaps{MaxCellChars: 10}, "<observation>\nt\nééééééééé…\n(1 row)\n</observation>"},
+			protocol.ObsCaps{MaxCellChars: 10}, "<observation>\nt\nééééééééé…\n(1 row)\n</observation>"},
 		{"newline in cell", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{"a\nb\tc"}}, Total: 1},
-			distill.ObsCaps{}, "<observation>\nt\na\\nb\\tc\n(1 row)\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nt\na\\nb\\tc\n(1 row)\n</observation>"},
 		{"empty", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"a", "b"}},
-			distill.ObsCaps{}, "<observation>\nEmpty result set\nColumns: a | b\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nEmpty result set\nColumns: a | b\n</observation>"},
 		{"error", &datasets.Result{Outcome: datasets.OutcomeError, Error: "no such column: nme"},
-			distill.ObsCaps{}, "<observation>\nError: no such column: nme\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nError: no such column: nme\n</observation>"},
 		{"timeout", &datasets.Result{Outcome: datasets.OutcomeTimeout, Duration: 30 * time.Second},
-			distill.ObsCaps{}, "<observation>\nTimeout: the statement ran longer than 30s and was stopped\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nTimeout: the statement ran longer than 30s and was stopped\n</observation>"},
 		{"refused", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "writes are not allowed"},
-			distill.ObsCaps{}, "<observation>\nRefused: writes are not allowed\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nRefused: writes are not allowed\n</observation>"},
 		{"refused by the screen", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"},
-			distill.ObsCaps{}, "<observation>\nRefused: only read-only queries (SELECT, WITH, VALUES) are allowed\n</observation>"},
+			protocol.ObsCaps{}, "<observation>\nRefused: only read-only queries (SELECT, WITH, VALUES) are allowed\n</observation>"},
 		{"huge error", &datasets.Result{Outcome: datasets.OutcomeError, Error: "invalid input syntax for type integer: \"" + strings.Repeat("9", 1<<20) + "\""},
-			distill.ObsCaps{MaxChars: 100}, "<observation>\nError: invalid input syntax for type integer: \"" + strings.Repeat("9", 32) + "…[truncated 1048545 bytes]\n</observation>"}, // 100 bytes
+			protocol.ObsCaps{MaxChars: 100}, "<observation>\nError: invalid input syntax for type integer: \"" + strings.Repeat("9", 32) + "…[truncated 1048545 bytes]\n</observation>"}, // 100 bytes
 		{"wide header and first row", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{strings.Repeat("h", 60), strings.Repeat("i", 60)}, Rows: [][]any{{strings.Repeat("a", 60), strings.Repeat("b", 60)}, {"c", "d"}}, Total: 2},
-			distill.ObsCaps{MaxChars: 80}, "<observation>\n" + strings.Repeat("h", 56) + "…[truncated 67 bytes]\n" + strings.Repeat("a", 56) + "…[truncated 67 bytes]\n… 1 more rows (2 total)\n</observation>"},
+			protocol.ObsCaps{MaxChars: 80}, "<observation>\n" + strings.Repeat("h", 56) + "…[truncated 67 bytes]\n" + strings.Repeat("a", 56) + "…[truncated 67 bytes]\n… 1 more rows (2 total)\n</observation>"},
 		{"char cap", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"s"}, Rows: [][]any{{strings.Repeat("a", 50)}, {strings.Repeat("b", 50)}, {strings.Repeat("c", 50)}}, Total: 3},
-			distill.ObsCaps{MaxChars: 80}, "<observation>\ns\n" + strings.Repeat("a", 50) + "\n… 2 more rows (3 total)\n</observation>"},
+			protocol.ObsCaps{MaxChars: 80}, "<observation>\ns\n" + strings.Repeat("a", 50) + "\n… 2 more rows (3 total)\n</observation>"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := distill.RenderObservation(c.res, c.caps); got != c.want {
+			if got := protocol.RenderObservation(c.res, c.caps); got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
 		})
 	}
-	if got := distill.FormatViolationObservation(); !strings.HasPrefix(got, "<observation>\nFormat error") {
+	if got := protocol.FormatViolationObservation(); !strings.HasPrefix(got, "<observation>\nFormat error") {
 		t.Errorf("format violation observation %q", got)
 	}
 }
@@ -209,7 +209,7 @@ func FuzzParseReply(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p := distill.ParseReply(s)
+		p := protocol.ParseReply(s)
 		if p.OK != (p.SQL != "") || (p.WellFormed && !p.OK) || (p.OK && !p.HasSQL) || (p.ThinkClosed && !p.HasThink) {
 			t.Fatalf("inconsistent flags %+v", p)
 		}
@@ -231,14 +231,14 @@ func FuzzParseReply(f *testing.F) {
 		// A statement sent alone (the reasoning in a field) parses back whole, whatever think
 		// tags its literals hold.
 		if stmt := strings.TrimSpace(s); stmt != "" && !strings.Contains(strings.ToLower(s), "sql>") && !strings.HasPrefix(stmt, "```") {
-			q := distill.ParseReply("<sql>" + s + "</sql>")
+			q := protocol.ParseReply("<sql>" + s + "</sql>")
 			if q.SQL != stmt || q.HasThink || !q.SQLClosed {
 				t.Fatalf("lone statement %q parses as %+v", s, q)
 			}
 		}
 		if p.OK && !strings.Contains(strings.ToLower(p.Think+p.SQL), "<") && !strings.Contains(p.SQL, "`") {
 			canon := "<think>" + p.Think + "</think>\n<sql>" + p.SQL + "</sql>"
-			q := distill.ParseReply(canon)
+			q := protocol.ParseReply(canon)
 			if !q.OK || q.SQL != p.SQL || q.Think != p.Think || !q.WellFormed {
 				t.Fatalf("canonical form %q parses as %+v", canon, q)
 			}
@@ -263,8 +263,8 @@ func FuzzRenderObservation(f *testing.F) {
 		maxRows %= 50
 		maxCell %= 300
 		res := &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{col, "n", "f", "z", "b"}, Rows: rows, Total: total}
-		caps := distill.ObsCaps{MaxRows: maxRows, MaxCellChars: maxCell}
-		out := distill.RenderObservation(res, caps)
+		caps := protocol.ObsCaps{MaxRows: maxRows, MaxCellChars: maxCell}
+		out := protocol.RenderObservation(res, caps)
 		if !strings.HasPrefix(out, "<observation>\n") || !strings.HasSuffix(out, "\n</observation>") {
 			t.Fatalf("not wrapped: %q", out)
 		}
@@ -274,7 +274,7 @@ func FuzzRenderObservation(f *testing.F) {
 		c := caps.WithDefaults()
 		body := strings.Split(strings.TrimSuffix(strings.TrimPrefix(out, "<observation>\n"), "\n</observation>"), "\n")
 		if total == 0 {
-			if body[0] != distill.ObsEmpty {
+			if body[0] != protocol.ObsEmpty {
 				t.Fatalf("empty result rendered %q", out)
 			}
 			return

@@ -1,4 +1,8 @@
-package distill
+// Package episode plays one chained-sql/v1 episode: the Stepper (one reply in, one turn out,
+// for the RL environment and rollouts), the Episode loop that drives it with any chat.Policy,
+// judging, the schema cache, policy handles and specs (the oracle included), and the database
+// preflight. What it records is a rundir.Trajectory; the protocol is package protocol's.
+package episode
 
 import (
 	"context"
@@ -10,6 +14,8 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Defaults of EpisodeOptions.
@@ -25,7 +31,7 @@ type EpisodeOptions struct {
 	// ExecTimeout bounds each statement, the gold's included (default 30 s).
 	ExecTimeout time.Duration
 	// Caps bound the observations.
-	Caps ObsCaps
+	Caps protocol.ObsCaps
 	// Chat is passed to every policy call (sampling settings).
 	Chat chat.Options
 	// Teacher is the policy's name recorded in the trajectory; Model its model id when known
@@ -46,9 +52,9 @@ type EpisodeOptions struct {
 	ReplyCap int
 }
 
-func (o EpisodeOptions) withDefaults() EpisodeOptions {
+func (o EpisodeOptions) WithDefaults() EpisodeOptions {
 	if o.MaxTurns <= 0 {
-		o.MaxTurns = DefaultMaxTurns
+		o.MaxTurns = protocol.DefaultMaxTurns
 	}
 	if o.ExecTimeout <= 0 {
 		o.ExecTimeout = DefaultExecTimeout
@@ -99,7 +105,7 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // database error (connection lost, context ended) comes back wrapped, with the trajectory of the
 // turns completed before it; SQL errors, timeouts and refusals are observations. Episode is a
 // Stepper driven by policy.
-func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Trajectory, error) {
+func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*rundir.Trajectory, error) {
 	s := newStepper(task, db, opts)
 	tr := s.tr
 	defer func() { tr.Duration = time.Since(s.started) }()
@@ -134,7 +140,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 // that student score on the eval dir's predictions gives the same verdicts. The judge decides
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
 // turn's result when the SQL runs unchanged and the result is complete (or failed).
-func judge(ctx context.Context, tr *Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
+func judge(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
 	gold, ok := task.GoldFor(db.Dialect())
 	if !ok {
 		tr.GoldError = fmt.Sprintf("task has no gold SQL for %s", db.Dialect())
@@ -162,8 +168,8 @@ func boundResult(r *datasets.Result) {
 	r.Columns = textcap.CutList(r.Columns)
 }
 
-func execRecord(r *datasets.Result) *ExecRecord {
-	return &ExecRecord{
+func execRecord(r *datasets.Result) *rundir.ExecRecord {
+	return &rundir.ExecRecord{
 		Outcome:   r.Outcome,
 		Columns:   r.Columns,
 		Total:     r.Total,

@@ -1,10 +1,11 @@
-package distill
+package rundir
 
 import (
 	"encoding/json"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/protocol"
 )
 
 // v1Trajectory is a shard line of a run dir of format v1 (RunFormatV1): the conversation in
@@ -45,7 +46,7 @@ func decodeV1(line []byte, tr *Trajectory) error {
 		t := vt.Turn
 		t.Content = vt.Raw
 		if r := strings.TrimSpace(t.Reasoning); r != "" {
-			p := ParseReply(t.Content)
+			p := protocol.ParseReply(t.Content)
 			if p.HasThink && (r == p.Think || strings.Contains(t.Content, r)) {
 				t.Reasoning = ""
 			}

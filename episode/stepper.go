@@ -1,4 +1,4 @@
-package distill
+package episode
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
@@ -22,7 +24,7 @@ type Stepper struct {
 	task    datasets.Task
 	db      datasets.DB
 	opts    EpisodeOptions
-	tr      *Trajectory
+	tr      *rundir.Trajectory
 	msgs    []chat.Message // the conversation the next reply answers
 	started time.Time
 	prevSQL string // SQL of the previous turn; "" after a violation or truncation
@@ -41,11 +43,11 @@ func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts Ep
 }
 
 func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Stepper {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	dialect := db.Dialect()
 	started := time.Now()
-	return &Stepper{task: task, db: db, opts: opts, started: started, tr: &Trajectory{
-		Protocol:   ProtocolVersion,
+	return &Stepper{task: task, db: db, opts: opts, started: started, tr: &rundir.Trajectory{
+		Protocol:   protocol.ProtocolVersion,
 		Key:        Key(task.ID, opts.Teacher, dialect, opts.Sample),
 		TaskID:     task.ID,
 		TaskIndex:  task.Index,
@@ -67,7 +69,7 @@ func (s *Stepper) prompt(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("task %s: schema of %s (%s): %w", s.task.ID, s.task.DBID, s.db.Dialect(), err)
 	}
-	s.tr.System, s.tr.Prompt = sys, UserPrompt(s.task)
+	s.tr.System, s.tr.Prompt = sys, protocol.UserPrompt(s.task)
 	s.msgs = append(make([]chat.Message, 0, 2+2*s.opts.MaxTurns),
 		chat.Message{Role: chat.RoleSystem, Content: s.tr.System},
 		chat.Message{Role: chat.RoleUser, Content: s.tr.Prompt},
@@ -84,14 +86,14 @@ func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db d
 		return "", err
 	}
 	if c == nil {
-		return SystemPrompt(db.Dialect(), db.Version(), ddl), nil
+		return protocol.SystemPrompt(db.Dialect(), db.Version(), ddl), nil
 	}
 	// The DDL cache's key, plus the version the prompt names.
 	key := string(db.Dialect()) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00" + db.Version()
 	if p, ok := c.prompts.Load(key); ok && p.(*cachedPrompt).ddl == ddl {
 		return p.(*cachedPrompt).text, nil
 	}
-	p := &cachedPrompt{ddl: ddl, text: SystemPrompt(db.Dialect(), db.Version(), ddl)}
+	p := &cachedPrompt{ddl: ddl, text: protocol.SystemPrompt(db.Dialect(), db.Version(), ddl)}
 	c.prompts.Store(key, p)
 	return p.text, nil
 }
@@ -108,7 +110,7 @@ func (s *Stepper) Done() bool { return s.done }
 
 // Trajectory is the episode so far; complete (judged, unless SkipGold) once Done. It is the
 // Stepper's own record: read it, do not modify it, and do not use it concurrently with Step.
-func (s *Stepper) Trajectory() *Trajectory { return s.tr }
+func (s *Stepper) Trajectory() *rundir.Trajectory { return s.tr }
 
 // Step plays one assistant reply: it parses it, executes its SQL (or answers a truncation or a
 // format violation), checks convergence and, when the episode ends, judges the final SQL
@@ -116,15 +118,15 @@ func (s *Stepper) Trajectory() *Trajectory { return s.tr }
 // turn unless the episode is now Done. A database error (connection lost, context ended) leaves
 // the Stepper as it was, so the same reply can be stepped again. After the end it returns
 // ErrEpisodeDone.
-func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
+func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, error) {
 	if s.done {
-		return Turn{}, ErrEpisodeDone
+		return rundir.Turn{}, ErrEpisodeDone
 	}
 	task, dialect, opts := s.task, s.db.Dialect(), s.opts
 	turn := len(s.tr.Turns) + 1
-	p := ParseReply(reply.Content)
+	p := protocol.ParseReply(reply.Content)
 	// The reply is parsed whole; what is kept of it is bounded (EpisodeOptions.ReplyCap).
-	tu := Turn{
+	tu := rundir.Turn{
 		Index:                turn,
 		Content:              textcap.Cut(reply.Content, opts.ReplyCap),
 		Reasoning:            textcap.Cut(reply.Reasoning, opts.ReplyCap),
@@ -142,29 +144,29 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		prevSQL   string
 	)
 	switch {
-	case Truncated(reply):
+	case protocol.Truncated(reply):
 		tu.Truncated = true
-		tu.Observation = TruncatedObservation()
+		tu.Observation = protocol.TruncatedObservation()
 	case !p.OK:
 		tu.FormatViolation = true
-		tu.Observation = FormatViolationObservation()
+		tu.Observation = protocol.FormatViolationObservation()
 	case len(p.SQL) > textcap.SQL:
 		// Refused unrun, and never a convergence: the statement kept is cut.
 		tu.SQL = textcap.Cut(p.SQL, textcap.SQL)
 		res = &datasets.Result{Outcome: datasets.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
 		tu.Exec = execRecord(res)
-		tu.Observation = RenderObservation(res, opts.Caps)
+		tu.Observation = protocol.RenderObservation(res, opts.Caps)
 	default:
 		tu.SQL = strings.Clone(p.SQL) // p.SQL is part of the whole reply: keep only the statement
 		var err error
 		res, err = s.db.Exec(ctx, tu.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 		if err != nil {
-			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
+			return rundir.Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 		}
 		boundResult(res)
 		tu.Exec = execRecord(res)
-		tu.Observation = RenderObservation(res, opts.Caps)
-		converged = SameSQL(s.prevSQL, tu.SQL)
+		tu.Observation = protocol.RenderObservation(res, opts.Caps)
+		converged = protocol.SameSQL(s.prevSQL, tu.SQL)
 		prevSQL = tu.SQL
 	}
 	final, finalSQL := s.final, s.tr.FinalSQL
@@ -172,11 +174,11 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		final, finalSQL = res, tu.SQL
 	}
 	done := converged || turn >= opts.MaxTurns
-	var verdict Trajectory // the judge's fields, committed with the turn
+	var verdict rundir.Trajectory // the judge's fields, committed with the turn
 	if done && !opts.SkipGold {
 		verdict.FinalSQL = finalSQL
 		if err := judge(ctx, &verdict, task, s.db, final, opts); err != nil {
-			return Turn{}, err
+			return rundir.Turn{}, err
 		}
 	}
 
@@ -196,7 +198,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	tr.Turns = append(tr.Turns, tu)
 	s.prevSQL, s.final, tr.FinalSQL = prevSQL, final, finalSQL
 	tr.ExecOK = final.OK()
-	tr.Converged = converged
+	tr.Repeated = converged
 	s.done = done
 	if done {
 		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct

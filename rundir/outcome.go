@@ -1,0 +1,64 @@
+package rundir
+
+// Outcome is what one episode came to, defined once: the dataset's Parquet columns and card,
+// curate stats, the eval summary, the viewer, the distill summary and the rewards all count
+// these fields and nothing else.
+type Outcome struct {
+	// Converged is the seed's metric: the episode ended on the same SQL twice in a row and that
+	// SQL ran. Repeating a failing statement ends the episode but does not converge.
+	Converged bool `json:"converged"`
+	// ExecOK says the final SQL (the last statement executed) ran: no error, timeout or refusal.
+	ExecOK bool `json:"exec_ok"`
+	// Correct says the final SQL's result matched the gold's (false when not judged).
+	Correct bool `json:"correct"`
+	// Turns counts the assistant turns; FormatViolations those that were complete replies
+	// without a usable <sql> block; TruncatedTurns those cut before their SQL was complete.
+	Turns            int `json:"turns"`
+	FormatViolations int `json:"format_violations"`
+	TruncatedTurns   int `json:"truncated_turns"`
+}
+
+// NewOutcome returns the outcome of an episode from its recorded flags. repeated is the
+// episode's stop reason as a run dir records it (Trajectory.Converged: the same SQL twice in a
+// row, whether or not it ran); a converged flag that already means Outcome.Converged (a dataset
+// column or an eval result written since) gives the same outcome, so records of either age read
+// alike.
+func NewOutcome(repeated, execOK, correct bool, turns, formatViolations, truncatedTurns int) Outcome {
+	return Outcome{Converged: repeated && execOK, ExecOK: execOK, Correct: correct, Turns: turns,
+		FormatViolations: formatViolations, TruncatedTurns: truncatedTurns}
+}
+
+// Truncated reports whether any turn was truncated.
+func (o Outcome) Truncated() bool { return o.TruncatedTurns > 0 }
+
+// Tally counts outcomes: the one place a group of episodes is summed.
+type Tally struct {
+	// N counts the outcomes added; Converged, ExecOK and Correct those with the flag.
+	N, Converged, ExecOK, Correct int
+	// Turns sums the turns.
+	Turns int
+	// RowsWithViolation counts outcomes with a format violation; FormatViolations sums them.
+	RowsWithViolation, FormatViolations int
+	// RowsTruncated counts outcomes with a truncated turn; TruncatedTurns sums them.
+	RowsTruncated, TruncatedTurns int
+}
+
+// Add counts o.
+func (t *Tally) Add(o Outcome) {
+	t.N++
+	t.Converged += b2i(o.Converged)
+	t.ExecOK += b2i(o.ExecOK)
+	t.Correct += b2i(o.Correct)
+	t.Turns += o.Turns
+	t.FormatViolations += o.FormatViolations
+	t.RowsWithViolation += b2i(o.FormatViolations > 0)
+	t.TruncatedTurns += o.TruncatedTurns
+	t.RowsTruncated += b2i(o.Truncated())
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
