@@ -71,6 +71,18 @@ func (c *Cache) Fork(n, maxTokens int) (lm.Cache, error) {
 	return f, nil
 }
 
+// KVBlocks returns the number of the pool's blocks held by at least one cache and the bytes they
+// take (every layer's keys and values).
+func (m *Model) KVBlocks() (blocks int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nblocks - len(m.freeBlocks)
+	return n, int64(n) * int64(m.L*m.blockBytes())
+}
+
+// KVBlockTokens returns the number of tokens per KV block.
+func (m *Model) KVBlockTokens() int { return blockTokens }
+
 // blocksFor is the number of blocks holding n tokens.
 func blocksFor(n int) int { return (n + blockTokens - 1) / blockTokens }
 
@@ -132,6 +144,9 @@ func (c *Cache) reserve(need int) error {
 	return nil
 }
 
+// blockBytes is the bytes of one block in one layer: (K, V) × kv dims × positions × bf16.
+func (m *Model) blockBytes() int { return 2 * 2 * m.kvd * blockTokens }
+
 // takeBlock takes a free block from the pool with one reference (the lock held; one is free).
 func (m *Model) takeBlock() int32 {
 	last := len(m.freeBlocks) - 1
@@ -150,7 +165,7 @@ func (m *Model) unref(b int32) {
 
 // copyBlock queues device copies of block src's keys and values, every layer, into block dst.
 func (m *Model) copyBlock(dst, src int32) error {
-	per := 2 * 2 * m.kvd * blockTokens // bytes of one block in one layer: (K, V) × kv dims × bf16
+	per := m.blockBytes()
 	for l := range m.L {
 		base := m.layerKV(l)
 		if err := m.dev.Copy(base+Ptr(int(dst)*per), base+Ptr(int(src)*per), per); err != nil {
