@@ -214,3 +214,38 @@ func TestForkGenerator(t *testing.T) {
 	}
 	t.Logf("prefill tokens saved by forking: %d of %d prompt tokens (%d forward tokens)", st.CachedTokens, st.PromptTokens, st.ForwardTokens)
 }
+
+// TestDeviceCopy: Device.Copy copies device memory on the stream, directly and replayed from a
+// captured graph (the values at launch time, not at capture).
+func TestDeviceCopy(t *testing.T) {
+	d := testDevice(t)
+	src := upload(t, d, []int32{1, 2, 3, 4, 5, 6})
+	dst := upload(t, d, make([]int32, 6))
+	if err := d.Copy(dst+4, src, 12); err != nil {
+		t.Fatal(err)
+	}
+	if got := download[int32](t, d, dst, 6); !slices.Equal(got, []int32{0, 1, 2, 3, 0, 0}) {
+		t.Fatalf("after the copy: %v, want [0 1 2 3 0 0]", got)
+	}
+	if err := d.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	cerr := d.Copy(dst, src+12, 12)
+	g, err := d.EndCapture()
+	if cerr != nil || err != nil {
+		t.Fatalf("copy in a capture: %v, %v", cerr, err)
+	}
+	defer g.Destroy()
+	if got := download[int32](t, d, dst, 6); got[0] != 0 {
+		t.Fatalf("the captured copy ran at capture: %v", got)
+	}
+	if err := d.Copy(src+12, src, 12); err != nil { // changes what the graph will copy
+		t.Fatal(err)
+	}
+	if err := g.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if got := download[int32](t, d, dst, 6); !slices.Equal(got, []int32{1, 2, 3, 3, 0, 0}) {
+		t.Fatalf("after the graph: %v, want [1 2 3 3 0 0]", got)
+	}
+}
