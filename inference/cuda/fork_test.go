@@ -52,20 +52,27 @@ func TestForkExact(t *testing.T) {
 				if fa.Len() != n || sa.Len() != P {
 					t.Fatalf("fork holds %d tokens and its source %d; want %d and %d", fa.Len(), sa.Len(), n, P)
 				}
-				sb, fb := newCache(t, b, 64), newCache(t, b, 64)
+				ga, err := sa.(lm.Forker).Fork(n, 64) // a sibling: three caches share the prefix
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb, fb, gb := newCache(t, b, 64), newCache(t, b, 64), newCache(t, b, 64)
 				run(t, b, lm.Step{Cache: sb, Tokens: src})
 				if n > 0 {
 					run(t, b, lm.Step{Cache: fb, Tokens: src[:n]})
+					run(t, b, lm.Step{Cache: gb, Tokens: src[:n]})
 				}
-				// Both branches write next: the source its continuation, the fork its own suffix.
-				stA := []lm.Step{{Cache: sa, Tokens: prompt(3, 2, V)}, {Cache: fa, Tokens: prompt(suf, 3, V)}}
-				stB := []lm.Step{{Cache: sb, Tokens: prompt(3, 2, V)}, {Cache: fb, Tokens: prompt(suf, 3, V)}}
+				// Every branch writes next: the source its continuation, the forks their own
+				// suffixes; where decode graphs are bucketed, three sequences pad the pass to a
+				// bucket of four, so a padding row runs beside the shared blocks.
+				stA := []lm.Step{{Cache: sa, Tokens: prompt(3, 2, V)}, {Cache: fa, Tokens: prompt(suf, 3, V)}, {Cache: ga, Tokens: prompt(2, 10, V)}}
+				stB := []lm.Step{{Cache: sb, Tokens: prompt(3, 2, V)}, {Cache: fb, Tokens: prompt(suf, 3, V)}, {Cache: gb, Tokens: prompt(2, 10, V)}}
 				for k := range dec {
 					run(t, a, stA...)
 					run(t, b, stB...)
 					for i := range stA {
 						if !slices.Equal(stA[i].Logits, stB[i].Logits) {
-							t.Fatalf("step %d, %s: forked and from-scratch logits differ by %.3g", k, []string{"source", "fork"}[i], maxDiff(stA[i].Logits, stB[i].Logits))
+							t.Fatalf("step %d, %s: forked and from-scratch logits differ by %.3g", k, []string{"source", "fork", "sibling"}[i], maxDiff(stA[i].Logits, stB[i].Logits))
 						}
 						tok := hostArgmax(stA[i].Logits)
 						stA[i].Tokens, stB[i].Tokens = []int{tok}, []int{tok}
@@ -83,7 +90,7 @@ func TestForkExact(t *testing.T) {
 				if !slices.Equal(x.Logits, y.Logits) {
 					t.Fatalf("truncated fork of a fork: logits differ by %.3g", maxDiff(x.Logits, y.Logits))
 				}
-				for _, c := range []lm.Cache{sa, fa, ff, sb, fb} {
+				for _, c := range []lm.Cache{sa, fa, ga, ff, sb, fb, gb} {
 					c.Release()
 				}
 				if free, held := poolState(a); free != free0 || held != 0 {
