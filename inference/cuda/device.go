@@ -44,6 +44,8 @@ type Device interface {
 	CopyIn(p Ptr, src unsafe.Pointer, n int) error
 	// CopyOut waits for the stream and copies n bytes at p to host memory at dst.
 	CopyOut(dst unsafe.Pointer, p Ptr, n int) error
+	// Copy queues a copy of n bytes from src to dst, both device memory, not overlapping.
+	Copy(dst, src Ptr, n int) error
 	// Zero sets n bytes at p to zero.
 	Zero(p Ptr, n int) error
 	// Func looks a kernel up by name.

@@ -28,6 +28,7 @@ static cu_result (*p_cuMemFree)(cu_ptr);
 static cu_result (*p_cuMemGetInfo)(size_t *, size_t *);
 static cu_result (*p_cuMemcpyHtoDAsync)(cu_ptr, const void *, size_t, cu_handle);
 static cu_result (*p_cuMemcpyDtoHAsync)(void *, cu_ptr, size_t, cu_handle);
+static cu_result (*p_cuMemcpyDtoDAsync)(cu_ptr, cu_ptr, size_t, cu_handle);
 static cu_result (*p_cuMemsetD8Async)(cu_ptr, unsigned char, size_t, cu_handle);
 static cu_result (*p_cuStreamCreate)(cu_handle *, unsigned);
 static cu_result (*p_cuStreamDestroy)(cu_handle);
@@ -98,6 +99,7 @@ int cud_open(const char *path, char *err, int errlen) {
 	SYM(p_cuMemGetInfo, "cuMemGetInfo_v2");
 	SYM(p_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	SYM(p_cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	SYM(p_cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
 	SYM(p_cuMemsetD8Async, "cuMemsetD8Async");
 	SYM(p_cuStreamCreate, "cuStreamCreate");
 	SYM(p_cuStreamDestroy, "cuStreamDestroy_v2");
@@ -224,6 +226,11 @@ cu_result cud_dtoh(void *ctx, void *stream, void *dst, cu_ptr src, size_t n) {
 	if (r != 0)
 		return r;
 	return p_cuStreamSynchronize(stream);
+}
+
+cu_result cud_dtod(void *ctx, void *stream, cu_ptr dst, cu_ptr src, size_t n) {
+	CUR(ctx);
+	return p_cuMemcpyDtoDAsync(dst, src, n, stream);
 }
 
 cu_result cud_zero(void *ctx, void *stream, cu_ptr dst, size_t n) {

@@ -191,6 +191,13 @@ func (d *driverDevice) CopyOut(dst unsafe.Pointer, p Ptr, n int) error {
 	return check("copy from device", C.cud_dtoh(d.ctx, d.stream, dst, C.cu_ptr(p), C.size_t(n)))
 }
 
+func (d *driverDevice) Copy(dst, src Ptr, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return check("device-to-device copy", C.cud_dtod(d.ctx, d.stream, C.cu_ptr(dst), C.cu_ptr(src), C.size_t(n)))
+}
+
 func (d *driverDevice) Zero(p Ptr, n int) error {
 	return check("memset", C.cud_zero(d.ctx, d.stream, C.cu_ptr(p), C.size_t(n)))
 }

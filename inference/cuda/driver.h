@@ -28,6 +28,8 @@ cu_result cud_alloc(void *ctx, cu_ptr *p, size_t n);
 cu_result cud_free(void *ctx, cu_ptr p);
 cu_result cud_htod(void *ctx, void *stream, cu_ptr dst, const void *src, size_t n);
 cu_result cud_dtoh(void *ctx, void *stream, void *dst, cu_ptr src, size_t n);
+// cud_dtod queues a copy of n bytes from src to dst (both device memory) on stream.
+cu_result cud_dtod(void *ctx, void *stream, cu_ptr dst, cu_ptr src, size_t n);
 cu_result cud_zero(void *ctx, void *stream, cu_ptr dst, size_t n);
 cu_result cud_sync(void *ctx, void *stream);
 // cud_launch launches fn with nargs parameters, parameter i read from slots[i].

@@ -26,7 +26,7 @@ API(cuDeviceGetCount)(int *n) { *n = 0; return 0; }
 STUB(cuDeviceGet) STUB(cuDeviceGetName) STUB(cuDeviceGetAttribute) STUB(cuDeviceTotalMem_v2)
 STUB(cuDevicePrimaryCtxRetain) STUB(cuDevicePrimaryCtxRelease_v2) STUB(cuCtxSetCurrent)
 STUB(cuModuleLoadDataEx) STUB(cuModuleGetFunction) STUB(cuModuleUnload) STUB(cuMemAlloc_v2) STUB(cuMemFree_v2)
-STUB(cuMemGetInfo_v2) STUB(cuMemcpyHtoDAsync_v2) STUB(cuMemcpyDtoHAsync_v2) STUB(cuMemsetD8Async)
+STUB(cuMemGetInfo_v2) STUB(cuMemcpyHtoDAsync_v2) STUB(cuMemcpyDtoHAsync_v2) STUB(cuMemcpyDtoDAsync_v2) STUB(cuMemsetD8Async)
 STUB(cuStreamCreate) STUB(cuStreamDestroy_v2) STUB(cuStreamSynchronize) STUB(cuLaunchKernel)
 STUB(cuFuncSetAttribute) STUB(cuStreamBeginCapture_v2) STUB(cuStreamEndCapture)
 STUB(cuGraphLaunch) STUB(cuGraphExecDestroy) STUB(cuGraphDestroy)

@@ -40,13 +40,14 @@ type emuFunc struct {
 
 func (f *emuFunc) Name() string { return f.name }
 
-// emuLaunch is a kernel launch, or (f nil) a memset of n bytes at p, as a graph records them.
+// emuLaunch is a kernel launch, or (f nil) a memset of n bytes at p (src 0) or a copy of n
+// bytes from src to p, as a graph records them.
 type emuLaunch struct {
 	f           *emuFunc
 	grid, block Dim
 	shared      int
 	slots       []uint64
-	p           Ptr
+	p, src      Ptr
 	n           int
 }
 
@@ -147,6 +148,29 @@ func (d *emuDevice) Zero(p Ptr, n int) error {
 	}
 	if n > 0 {
 		C.emu_zero(C.uint64_t(p), C.uint64_t(n))
+	}
+	return nil
+}
+
+func (d *emuDevice) Copy(dst, src Ptr, n int) error {
+	if err := d.span(dst, n); err != nil {
+		return err
+	}
+	if err := d.span(src, n); err != nil {
+		return err
+	}
+	if n > 0 && uint64(dst) < uint64(src)+uint64(n) && uint64(src) < uint64(dst)+uint64(n) {
+		return fmt.Errorf("cudaemu: copy of %d bytes from %#x to %#x: the ranges overlap", n, uint64(src), uint64(dst))
+	}
+	if d.capturing {
+		d.captured = append(d.captured, emuLaunch{p: dst, src: src, n: n})
+		return nil
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if n > 0 {
+		C.emu_copy(C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n))
 	}
 	return nil
 }
@@ -296,7 +320,11 @@ func (g *emuGraph) Launch() error {
 	}
 	for _, l := range g.launches {
 		if l.f == nil {
-			if err := g.d.Zero(l.p, l.n); err != nil {
+			op := func() error { return g.d.Zero(l.p, l.n) }
+			if l.src != 0 {
+				op = func() error { return g.d.Copy(l.p, l.src, l.n) }
+			}
+			if err := op(); err != nil {
 				return err
 			}
 			continue

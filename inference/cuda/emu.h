@@ -19,6 +19,7 @@ void emu_free(uint64_t p);
 int emu_canary_ok(uint64_t p, uint64_t n);
 void emu_copy_in(uint64_t dst, const void *src, uint64_t n);
 void emu_copy_out(void *dst, uint64_t src, uint64_t n);
+void emu_copy(uint64_t dst, uint64_t src, uint64_t n);
 void emu_zero(uint64_t dst, uint64_t n);
 #ifdef __cplusplus
 }

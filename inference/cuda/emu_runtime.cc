@@ -521,4 +521,7 @@ extern "C" int emu_canary_ok(uint64_t p, uint64_t n) {
 
 extern "C" void emu_copy_in(uint64_t dst, const void *src, uint64_t n) { memcpy((void *)(uintptr_t)dst, src, n); }
 extern "C" void emu_copy_out(void *dst, uint64_t src, uint64_t n) { memcpy(dst, (const void *)(uintptr_t)src, n); }
+extern "C" void emu_copy(uint64_t dst, uint64_t src, uint64_t n) {
+	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+}
 extern "C" void emu_zero(uint64_t dst, uint64_t n) { memset((void *)(uintptr_t)dst, 0, n); }

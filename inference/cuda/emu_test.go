@@ -126,3 +126,29 @@ func TestEmulatorCaptureRules(t *testing.T) {
 		t.Fatalf("after the graph's memset: %v, want [0 0 3 4]", got)
 	}
 }
+
+// TestEmulatorCopyChecks: a device-to-device copy outside one allocation or between overlapping
+// ranges fails.
+func TestEmulatorCopyChecks(t *testing.T) {
+	d, err := Open(BackendEmulated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a := upload(t, d, make([]int32, 4))
+	b := upload(t, d, make([]int32, 4))
+	for _, c := range []struct {
+		name     string
+		dst, src Ptr
+		n        int
+		want     string
+	}{
+		{"past the source", b, a + 8, 16, "not inside one allocation"},
+		{"past the destination", b + 4, a, 16, "not inside one allocation"},
+		{"overlapping", a + 4, a, 8, "overlap"},
+	} {
+		if err := d.Copy(c.dst, c.src, c.n); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}

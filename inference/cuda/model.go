@@ -105,7 +105,8 @@ type Model struct {
 	nblocks     int
 	padBlock    int32 // a block no cache holds: the padding rows of a bucketed decode pass write and read it
 	freeBlocks  []int32
-	maxBlocks   int // blocks one sequence may hold
+	refs        []int32 // per block: the caches holding it (0: free)
+	maxBlocks   int     // blocks one sequence may hold
 
 	blas   bool // products of more than gemvMaxT rows go to cuBLAS
 	graphs map[graphKey]Graph
@@ -365,6 +366,7 @@ func (m *Model) allocPool() error {
 	}
 	m.kv = p
 	m.freeBlocks = make([]int32, m.nblocks)
+	m.refs = make([]int32, m.nblocks)
 	for i := range m.freeBlocks {
 		m.freeBlocks[i] = int32(m.nblocks - 1 - i)
 	}
