@@ -11,6 +11,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 func scripted(replies ...chat.Reply) chat.Policy {
@@ -100,10 +101,10 @@ func TestEpisodeScripted(t *testing.T) {
 	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != distill.FormatViolationObservation() {
 		t.Errorf("turn 1: %+v", t1)
 	}
-	if t2.Exec == nil || t2.Exec.Outcome != datasets.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
+	if t2.Exec == nil || t2.Exec.Outcome != sandbox.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
 		t.Errorf("turn 2: %+v", t2)
 	}
-	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || distill.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
+	if t3.Exec == nil || !(t3.Exec.Outcome == sandbox.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || distill.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
 		t.Errorf("turn 3: %+v", t3)
 	}
 	if t4.SQL != t3.SQL {
@@ -160,7 +161,7 @@ func TestEpisodeBudgetAndTruncation(t *testing.T) {
 
 func TestEpisodeRowsBeyondCapJudgedInFull(t *testing.T) {
 	if !matchReady() {
-		t.Skip("datasets.Match is not built yet")
+		t.Skip("judge.Match is not built yet")
 	}
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
@@ -200,7 +201,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
 	var renders atomic.Int64
-	c := &distill.SchemaCache{Render: func(ctx context.Context, db datasets.DB, samples int) (string, error) {
+	c := &distill.SchemaCache{Render: func(ctx context.Context, db sandbox.DB, samples int) (string, error) {
 		renders.Add(1)
 		return testRender(ctx, db, samples)
 	}}
@@ -219,7 +220,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 		t.Fatalf("%d renders for one database", renders.Load())
 	}
 	fails := 0
-	bad := &distill.SchemaCache{Render: func(context.Context, datasets.DB, int) (string, error) {
+	bad := &distill.SchemaCache{Render: func(context.Context, sandbox.DB, int) (string, error) {
 		fails++
 		return "", errors.New("broken")
 	}}

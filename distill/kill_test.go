@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -35,7 +36,7 @@ func TestKillChild(t *testing.T) {
 	h := fakeTeacherEP(t, ep)
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.SQLite},
 		Policies: []*distill.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: distill.Oracle{}}},
-		Samples:  samples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
+		Samples:  samples, Opener: &sandbox.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}

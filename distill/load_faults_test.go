@@ -14,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -35,7 +36,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 		return resp
 	}, oaitest.WithoutBodies())
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
+	conn := &sandbox.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
 	defer conn.Close()
 	cfg := distill.RunConfig{Dir: t.TempDir(), Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.Postgres},
 		Policies: []*distill.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: distill.NewSchemaCache(3), Concurrency: inflight}

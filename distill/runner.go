@@ -17,12 +17,13 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
-// Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
+// Opener opens a task's database in a dialect; *sandbox.Connector is one. The returned DB stays
 // owned by the Opener (pooled, closed by it).
 type Opener interface {
-	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error)
+	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error)
 }
 
 // Runner defaults.

@@ -10,6 +10,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
@@ -20,19 +21,19 @@ var ErrEpisodeDone = errors.New("distill: the episode is done")
 // A Stepper is not safe for concurrent use.
 type Stepper struct {
 	task    datasets.Task
-	db      datasets.DB
+	db      sandbox.DB
 	opts    EpisodeOptions
 	tr      *Trajectory
 	msgs    []chat.Message // the conversation the next reply answers
 	started time.Time
 	prevSQL string // SQL of the previous turn; "" after a violation or truncation
-	final   *datasets.Result
+	final   *sandbox.Result
 	done    bool
 }
 
 // NewStepper starts an episode of task on db: it renders the prompt (system turn with the
 // schema, user turn with the question), which Messages returns. opts are those of Episode.
-func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Stepper, error) {
+func NewStepper(ctx context.Context, task datasets.Task, db sandbox.DB, opts EpisodeOptions) (*Stepper, error) {
 	s := newStepper(task, db, opts)
 	if err := s.prompt(ctx); err != nil {
 		return nil, err
@@ -40,7 +41,7 @@ func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts Ep
 	return s, nil
 }
 
-func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Stepper {
+func newStepper(task datasets.Task, db sandbox.DB, opts EpisodeOptions) *Stepper {
 	opts = opts.withDefaults()
 	dialect := db.Dialect()
 	started := time.Now()
@@ -78,7 +79,7 @@ func (s *Stepper) prompt(ctx context.Context) error {
 // systemPrompt is SystemPrompt for task's database db, rendered once per database and engine
 // version and shared by its episodes (a schema of many KiB is then held once, not per live
 // episode).
-func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db sandbox.DB) (string, error) {
 	ddl, err := c.DDL(ctx, task, db)
 	if err != nil {
 		return "", err
@@ -137,7 +138,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 		ThinkOpened:          reply.ThinkOpened,
 	}
 	var (
-		res       *datasets.Result
+		res       *sandbox.Result
 		converged bool
 		prevSQL   string
 	)
@@ -151,13 +152,13 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	case len(p.SQL) > textcap.SQL:
 		// Refused unrun, and never a convergence: the statement kept is cut.
 		tu.SQL = textcap.Cut(p.SQL, textcap.SQL)
-		res = &datasets.Result{Outcome: datasets.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
+		res = &sandbox.Result{Outcome: sandbox.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
 		tu.Exec = execRecord(res)
 		tu.Observation = RenderObservation(res, opts.Caps)
 	default:
 		tu.SQL = strings.Clone(p.SQL) // p.SQL is part of the whole reply: keep only the statement
 		var err error
-		res, err = s.db.Exec(ctx, tu.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		res, err = s.db.Exec(ctx, tu.SQL, sandbox.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 		if err != nil {
 			return Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 		}
@@ -175,7 +176,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (Turn, error) {
 	var verdict Trajectory // the judge's fields, committed with the turn
 	if done && !opts.SkipGold {
 		verdict.FinalSQL = finalSQL
-		if err := judge(ctx, &verdict, task, s.db, final, opts); err != nil {
+		if err := judgeFinal(ctx, &verdict, task, s.db, final, opts); err != nil {
 			return Turn{}, err
 		}
 	}

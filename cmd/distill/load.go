@@ -11,6 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var loadCmd = &cli.Command{
@@ -28,7 +29,7 @@ func setupLoad(fs *flag.FlagSet) cli.Func {
 	dsn := fs.String("dsn", "", "DSN of the target server (required)")
 	var reader string
 	cli.AddReader(fs, &reader)
-	readerHosts := fs.String("reader-hosts", strings.Join(datasets.DefaultReaderHosts, ","), "mysql: comma-separated hosts the reader user is created for (the host this machine connects from must be one)")
+	readerHosts := fs.String("reader-hosts", strings.Join(sandbox.DefaultReaderHosts, ","), "mysql: comma-separated hosts the reader user is created for (the host this machine connects from must be one)")
 	return func(ctx context.Context, c *cli.Call) error {
 		d := dialect.One()
 		if d == "" {
@@ -68,9 +69,9 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 			hosts = append(hosts, h)
 		}
 	}
-	setup := datasets.ReaderSetup{Name: reader, Hosts: hosts}
+	setup := sandbox.ReaderSetup{Name: reader, Hosts: hosts}
 	for i, id := range ids {
-		st, err := datasets.CopySQLite(ctx, paths[id], d, dsn, id)
+		st, err := sandbox.CopySQLite(ctx, paths[id], d, dsn, id)
 		if err != nil {
 			return fmt.Errorf("copying %s into %s: %w", id, d, err)
 		}
@@ -83,7 +84,7 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 			fmt.Fprintf(stderr, "    note: %s\n", n)
 		}
 	}
-	rep, err := datasets.EnsureReader(ctx, d, dsn, setup, ids)
+	rep, err := sandbox.EnsureReader(ctx, d, dsn, setup, ids)
 	if err != nil {
 		return fmt.Errorf("the reader statements run as: %w", err)
 	}

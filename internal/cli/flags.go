@@ -15,6 +15,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -144,17 +145,17 @@ func (l *specList) Set(v string) error {
 	return nil
 }
 
-// ReaderDefault is --reader's default: $CHAINEDSQL_READER, else datasets.DefaultReader.
+// ReaderDefault is --reader's default: $CHAINEDSQL_READER, else sandbox.DefaultReader.
 func ReaderDefault() string {
 	if v := os.Getenv("CHAINEDSQL_READER"); v != "" {
 		return v
 	}
-	return datasets.DefaultReader
+	return sandbox.DefaultReader
 }
 
 // AddReader defines --reader on fs.
 func AddReader(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "reader", ReaderDefault(), "role (PostgreSQL) or user (MySQL) the statements run as on the servers: distill load creates or updates it and grants it read access to the loaded databases; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+	fs.StringVar(p, "reader", ReaderDefault(), "role (PostgreSQL) or user (MySQL) the statements run as on the servers: distill load creates or updates it and grants it read access to the loaded databases; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+sandbox.DefaultReader)
 }
 
 // DSNs are the database server flags: --pg-dsn, --mysql-dsn, --reader, --exec-as-dsn-user.
@@ -194,12 +195,12 @@ func (d *DSNs) Check(dialects []datasets.Dialect) error {
 // task database once in each dialect (distill.CheckDatabases: a missing database or a bad DSN
 // is one error, not a run of failed episodes); it prints the warnings of --exec-as-dsn-user to
 // stderr after name. The caller closes the Connector.
-func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*datasets.Connector, error) {
+func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*sandbox.Connector, error) {
 	if err := d.Check(dialects); err != nil {
 		return nil, err
 	}
-	conn := &datasets.Connector{PostgresDSN: d.Postgres, MySQLDSN: d.MySQL, SQLiteRoot: sqliteRoot,
-		Access: datasets.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
+	conn := &sandbox.Connector{PostgresDSN: d.Postgres, MySQLDSN: d.MySQL, SQLiteRoot: sqliteRoot,
+		Access: sandbox.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
 	if err := distill.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
 		conn.Close()
 		return nil, err
@@ -211,8 +212,8 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 }
 
 // Disconnect prints, after name, a warning for each of dialects whose statements outlived their
-// deadline and what should have stopped them there (datasets.Runaways), then closes conn.
-func Disconnect(conn *datasets.Connector, dialects []datasets.Dialect, stderr io.Writer, name string) {
+// deadline and what should have stopped them there (sandbox.Runaways), then closes conn.
+func Disconnect(conn *sandbox.Connector, dialects []datasets.Dialect, stderr io.Writer, name string) {
 	for _, d := range dialects {
 		if r := conn.Runaways(d); r.Total > 0 {
 			fmt.Fprintf(stderr, "%s: WARNING: %d %s statement(s) ran on past their deadline where the engine could not stop them (%d still running); see \"Execution security\" in docs/DESIGN.md\n",
