@@ -127,7 +127,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 	}
 	tasks, access := loadServers(t, tasks)
 	srv := oaitest.NewServer(t, dialectTeacher(tasks))
-	conn := &sandbox.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: allDialects,
@@ -203,7 +203,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 func TestRunSpiderServers(t *testing.T) {
 	tasks := spiderTasks(t, 40)
 	tasks, access := loadServers(t, tasks)
-	conn := &sandbox.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: allDialects,

@@ -36,7 +36,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 		return resp
 	}, oaitest.WithoutBodies())
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
-	conn := &sandbox.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: access}
 	defer conn.Close()
 	cfg := distill.RunConfig{Dir: t.TempDir(), Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.Postgres},
 		Policies: []*distill.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: distill.NewSchemaCache(3), Concurrency: inflight}

@@ -51,18 +51,9 @@ func (c ObsCaps) WithDefaults() ObsCaps {
 	return c
 }
 
-// EngineName is the human name of a dialect's engine ("SQLite", "PostgreSQL", "MySQL").
-func EngineName(d datasets.Dialect) string {
-	switch d {
-	case datasets.SQLite:
-		return "SQLite"
-	case datasets.Postgres:
-		return "PostgreSQL"
-	case datasets.MySQL:
-		return "MySQL"
-	}
-	return string(d)
-}
+// EngineName is the human name of a dialect's engine ("SQLite", "PostgreSQL", "MySQL"):
+// sandbox.EngineName.
+func EngineName(d datasets.Dialect) string { return sandbox.EngineName(d) }
 
 // SystemPrompt is the protocol's system turn: the dialect and engine version, the schema as that
 // dialect's DDL (sample values as comments, as sandbox.Schema.DDL renders them) and the rules.

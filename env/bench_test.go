@@ -67,7 +67,7 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) *sandbox.Connector {
 	if _, err := sandbox.EnsureReader(context.Background(), datasets.Postgres, dsn, sandbox.ReaderSetup{Name: reader}, ids); err != nil {
 		tb.Fatal(err)
 	}
-	return &sandbox.Connector{PostgresDSN: dsn, Access: sandbox.Access{Reader: reader}}
+	return &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{Reader: reader}}
 }
 
 // benchClient is an HTTP client keeping a connection per episode in play.

@@ -4,101 +4,76 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/chainedsql/chainedsql/datasets"
 )
 
-// Connector opens task databases per dialect and keeps one pool per (dialect, database).
-// SQLite tasks open Task.DBPath; PostgreSQL uses schema = db_id inside the database of
-// PostgresDSN; MySQL uses database = db_id on the server of MySQLDSN.
+// Connector opens task databases per dialect and keeps one DB per (dialect, database), through
+// each dialect's Engine (Dialect.Connect): SQLite tasks open Task.DBPath; PostgreSQL uses
+// schema = db_id inside the database of DSN["postgres"]; MySQL uses database = db_id on the
+// server of DSN["mysql"].
 type Connector struct {
-	PostgresDSN string
-	MySQLDSN    string
+	// DSN holds each server dialect's DSN by name.
+	DSN map[datasets.Dialect]string
 	// SQLiteRoot overrides the directory holding <db>/<db>.sqlite, when set.
 	SQLiteRoot string
 	// Access says whom statements run as on the servers: by default the reader EnsureReader
 	// made (DefaultReader), whose password the DSNs' users look up; see Access.
 	Access Access
 
-	mu    sync.Mutex
-	dbs   map[string]DB
-	pgSrv *pgServer     // shared by the PostgreSQL DBs
-	myCfg *mysql.Config // the MySQL login statements run as, resolved once
-	mySrv *mysqlServer  // the MySQL server's share of connections, across databases
+	mu      sync.Mutex
+	dbs     map[string]DB
+	engines map[datasets.Dialect]Engine
 	// myShare caps the MySQL share below the server's (tests on a shared server); 0: none.
 	myShare int
 }
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
-// must not Close it (Connector.Close does). PostgreSQL databases of one Connector share one
-// server handle, at most pgMaxStatements statements in flight (each execution sets its
-// search_path); MySQL gets a pool per database, all within one share of the server's
-// max_connections (mysqlServer). On a server, the first Open looks up
-// and checks the reader (errors wrap ErrReader when it is missing or holds more than reads) and
-// each Open checks that the reader may read the task's schema or database.
+// must not Close it (Connector.Close does). The first Open of a dialect connects its Engine
+// (Dialect.Connect), which the dialect's DBs share: on PostgreSQL one server handle with at most
+// pgMaxStatements statements in flight, on MySQL one share of the server's max_connections
+// (mysqlServer). On a server, the first Open looks up and checks the reader (errors wrap
+// ErrReader when it is missing or holds more than reads) and each Open checks that the reader
+// may read the task's schema or database.
 func (c *Connector) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (DB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var name string // the SQLite path, or the db_id on a server
-	switch d {
-	case datasets.SQLite:
-		path := t.DBPath
-		if c.SQLiteRoot != "" {
-			path = filepath.Join(c.SQLiteRoot, t.DBID, t.DBID+".sqlite")
-		}
-		if path == "" {
-			return nil, fmt.Errorf("open sqlite database of task %s: no database path (set the db root)", t.ID)
-		}
-		name = path
-	case datasets.Postgres, datasets.MySQL:
+	dl, ok := Lookup(d)
+	if !ok {
+		return nil, fmt.Errorf("open database of task %s: unknown dialect %q (want %s)", t.ID, d, NameList(Names(), " or "))
+	}
+	if srv := dl.Server(); srv != nil {
 		if t.DBID == "" {
 			return nil, fmt.Errorf("open %s database of task %s: the task has no db_id", d, t.ID)
 		}
-		if d == datasets.Postgres && c.PostgresDSN == "" || d == datasets.MySQL && c.MySQLDSN == "" {
+		if c.DSN[d] == "" {
 			return nil, fmt.Errorf("open %s database %s of task %s: no %s DSN configured", d, t.DBID, t.ID, d)
 		}
-		name = t.DBID
-	default:
-		return nil, fmt.Errorf("open database of task %s: unknown dialect %q (want sqlite, postgres or mysql)", t.ID, d)
 	}
-	key := string(d) + "\x00" + name
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	eng := c.engines[d]
+	if eng == nil {
+		var err error
+		if eng, err = dl.Connect(ctx, c); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if c.engines == nil {
+			c.engines = map[datasets.Dialect]Engine{}
+		}
+		c.engines[d] = eng
+	}
+	name, err := eng.Key(t)
+	if err != nil {
+		return nil, err
+	}
+	key := string(d) + "\x00" + name
 	if db, ok := c.dbs[key]; ok {
 		return db, nil
 	}
-	var (
-		db  DB
-		err error
-	)
-	switch d {
-	case datasets.SQLite:
-		db, err = OpenSQLite(name)
-	case datasets.Postgres:
-		if c.pgSrv == nil {
-			if c.pgSrv, err = openPostgresServer(ctx, c.PostgresDSN, c.Access); err != nil {
-				return nil, fmt.Errorf("task %s: %w", t.ID, err)
-			}
-		}
-		db, err = newPostgresDB(ctx, c.pgSrv, c.PostgresDSN, t.DBID, c.Access)
-	case datasets.MySQL:
-		if c.myCfg == nil {
-			if c.myCfg, err = mysqlExecConfig(ctx, c.MySQLDSN, c.Access); err != nil {
-				return nil, fmt.Errorf("task %s: %w", t.ID, err)
-			}
-		}
-		if c.mySrv == nil {
-			if c.mySrv, err = newMySQLServer(ctx, c.myCfg, c.myShare); err != nil {
-				return nil, fmt.Errorf("task %s: %w", t.ID, err)
-			}
-		}
-		db, err = openMySQLConfig(ctx, c.myCfg, t.DBID, c.Access, c.mySrv)
-	}
+	db, err := eng.Open(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
@@ -114,16 +89,19 @@ func (c *Connector) Open(ctx context.Context, d datasets.Dialect, t datasets.Tas
 // its first Open of d); on SQLite, those of the process.
 func (c *Connector) Runaways(d datasets.Dialect) Runaways {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case d == datasets.SQLite:
-		return Runaways{Total: sqliteRunawaysTotal.Load(), Running: sqliteRunawaysNow.Load()}
-	case d == datasets.Postgres && c.pgSrv != nil:
-		return c.pgSrv.runaways()
-	case d == datasets.MySQL && c.mySrv != nil:
-		return c.mySrv.Runaways()
+	eng := c.engines[d]
+	c.mu.Unlock()
+	if eng == nil {
+		if dl, ok := Lookup(d); ok && dl.Server() == nil {
+			// A file engine counts per process: ask a fresh share of it.
+			if e, err := dl.Connect(context.Background(), c); err == nil {
+				defer e.Close()
+				return e.Runaways()
+			}
+		}
+		return Runaways{}
 	}
-	return Runaways{}
+	return eng.Runaways()
 }
 
 // DSNUserWarnings returns, when c.Access.AsDSNUser, a warning for each server dialect of
@@ -134,17 +112,14 @@ func (c *Connector) DSNUserWarnings(ctx context.Context, dialects []datasets.Dia
 	}
 	var out []string
 	for _, d := range dialects {
-		switch {
-		case d == datasets.Postgres && c.PostgresDSN != "":
-			out = append(out, asDSNUserWarning(ctx, d, c.PostgresDSN))
-		case d == datasets.MySQL && c.MySQLDSN != "":
-			out = append(out, asDSNUserWarning(ctx, d, c.MySQLDSN))
+		if dl, ok := Lookup(d); ok && dl.Server() != nil && c.DSN[d] != "" {
+			out = append(out, asDSNUserWarning(ctx, d, c.DSN[d]))
 		}
 	}
 	return out
 }
 
-// Close closes every pool the Connector opened.
+// Close closes every DB and Engine the Connector opened.
 func (c *Connector) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -153,13 +128,9 @@ func (c *Connector) Close() error {
 		errs = append(errs, db.Close())
 		delete(c.dbs, k)
 	}
-	if c.pgSrv != nil {
-		errs = append(errs, c.pgSrv.closeAll())
-		c.pgSrv = nil
-	}
-	if c.mySrv != nil {
-		errs = append(errs, c.mySrv.close())
-		c.mySrv = nil
+	for d, e := range c.engines {
+		errs = append(errs, e.Close())
+		delete(c.engines, d)
 	}
 	return errors.Join(errs...)
 }

@@ -39,7 +39,7 @@ func myHostileSetup(t *testing.T, n, share int) (*sql.DB, string, *Connector, []
 	}
 	reader := myHostileName("rd")
 	grantReader(t, datasets.MySQL, reader, names...)
-	c := &Connector{MySQLDSN: shared.MySQLDSN(), Access: Access{Reader: reader}, myShare: share}
+	c := &Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: shared.MySQLDSN()}, Access: Access{Reader: reader}, myShare: share}
 	t.Cleanup(func() { c.Close() })
 	var dbs []DB
 	for i, name := range names {
@@ -236,7 +236,7 @@ func TestMySQLConnectionShare(t *testing.T) {
 	if err := admin.QueryRow("SELECT @@max_connections").Scan(&maxConns); err != nil {
 		t.Fatal(err)
 	}
-	if srv, err := newMySQLServer(context.Background(), c.myCfg, 0); err != nil || srv.share != maxConns/mysqlShareDiv {
+	if srv, err := newMySQLServer(context.Background(), c.engines[datasets.MySQL].(*mysqlEngine).cfg, 0); err != nil || srv.share != maxConns/mysqlShareDiv {
 		t.Errorf("default share: %v, want max_connections %d / %d", err, maxConns, mysqlShareDiv)
 	} else {
 		srv.close()

@@ -42,7 +42,7 @@ func pgHostileConnector(t *testing.T, schemas []string) (*Connector, string, []D
 	t.Helper()
 	reader := fmt.Sprintf("i26pg_rd_%d_%d", os.Getpid()%100000, testSeq.Add(1)+time.Now().UnixNano()%1_000_000)
 	grantReader(t, datasets.Postgres, reader, schemas...)
-	c := &Connector{PostgresDSN: shared.PostgresDSN(), Access: Access{Reader: reader}}
+	c := &Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: Access{Reader: reader}}
 	t.Cleanup(func() { c.Close() })
 	var dbs []DB
 	for _, s := range schemas {

@@ -525,7 +525,7 @@ func TestCrossTaskIsolation(t *testing.T) {
 				b = myDatabase(t, admin, "CREATE TABLE secret (x INT)", "INSERT INTO secret VALUES (4242)")
 			}
 			acc := testReader(t, d, a, b)
-			c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: acc}
+			c := &Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: acc}
 			defer c.Close()
 			dbA, err := c.Open(ctx, d, datasets.Task{ID: "a", DBID: a})
 			if err != nil {

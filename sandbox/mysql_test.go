@@ -118,7 +118,7 @@ func TestConnectorServers(t *testing.T) {
 	reader := testReaderName()
 	grantReader(t, datasets.MySQL, reader, my)
 	grantReader(t, datasets.Postgres, reader, pg)
-	c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: Access{Reader: reader}}
+	c := &Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: Access{Reader: reader}}
 	defer c.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -114,25 +114,27 @@ func EnsureReader(ctx context.Context, d datasets.Dialect, dsn string, setup Rea
 			return rep, fmt.Errorf("reader %s: target %q: want 1-48 letters, digits or '_'", name, t)
 		}
 	}
-	switch d {
-	case datasets.Postgres:
-		return ensurePGReader(ctx, dsn, name, targets)
-	case datasets.MySQL:
-		hosts := setup.Hosts
-		if hosts == nil {
-			hosts = DefaultReaderHosts
-		}
-		if len(hosts) == 0 {
-			return rep, fmt.Errorf("reader %s: no hosts to create the MySQL user for", name)
-		}
-		for _, h := range hosts {
-			if !readerHost.MatchString(h) {
-				return rep, fmt.Errorf("reader %s: host %q: want a host name, an address or a %% pattern", name, h)
-			}
-		}
-		return ensureMySQLReader(ctx, dsn, name, hosts, targets)
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return rep, fmt.Errorf("reader %s: %w", name, err)
 	}
-	return rep, fmt.Errorf("reader %s: dialect %q: want postgres or mysql", name, d)
+	return admin.EnsureReader(ctx, dsn, name, setup, targets)
+}
+
+// readerAdmin returns dialect d's ReaderAdmin, or an error naming the dialects that have one.
+func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) {
+	var with []datasets.Dialect
+	for _, x := range Dialects() {
+		if _, ok := x.(ReaderAdmin); ok {
+			with = append(with, x.Name())
+		}
+	}
+	if x, ok := Lookup(d); ok {
+		if a, ok := x.(ReaderAdmin); ok {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("dialect %q: want %s", d, NameList(with, " or "))
 }
 
 // DropReader removes the reader name of dialect d from the server of dsn, with its grants and
@@ -141,25 +143,21 @@ func DropReader(ctx context.Context, d datasets.Dialect, dsn, name string) error
 	if err := checkReaderName(name); err != nil {
 		return err
 	}
-	switch d {
-	case datasets.Postgres:
-		return dropPGReader(ctx, dsn, name)
-	case datasets.MySQL:
-		return dropMySQLReader(ctx, dsn, name)
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return fmt.Errorf("drop reader %s: %w", name, err)
 	}
-	return fmt.Errorf("drop reader %s: dialect %q: want postgres or mysql", name, d)
+	return admin.DropReader(ctx, dsn, name)
 }
 
 // DescribeDSNUser names the user of dsn on its server and what it may do beyond reading, for
 // the warning a command prints when statements run as the DSN's own user.
 func DescribeDSNUser(ctx context.Context, d datasets.Dialect, dsn string) (string, error) {
-	switch d {
-	case datasets.Postgres:
-		return describePGUser(ctx, dsn)
-	case datasets.MySQL:
-		return describeMySQLUser(ctx, dsn)
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return "", fmt.Errorf("describe the DSN's user: %w", err)
 	}
-	return "", fmt.Errorf("describe the DSN's user: dialect %q: want postgres or mysql", d)
+	return admin.DescribeDSNUser(ctx, dsn)
 }
 
 // asDSNUserWarning is the warning a command prints when statements run as the DSN's own user

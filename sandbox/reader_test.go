@@ -220,13 +220,13 @@ func TestReaderMissing(t *testing.T) {
 	my := myDatabase(t, myAdmin(t), "CREATE TABLE t (x INT)")
 	for _, d := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
 		target := map[datasets.Dialect]string{datasets.Postgres: pg, datasets.MySQL: my}[d]
-		c := &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: Access{Reader: testReaderName()}}
+		c := &Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: Access{Reader: testReaderName()}}
 		_, err := c.Open(ctx, d, datasets.Task{ID: "t1", DBID: target})
 		if !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), "distill load") || !strings.Contains(err.Error(), c.Access.Reader) {
 			t.Errorf("%s: %v", d, err)
 		}
 		c.Close()
-		c = &Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: Access{AsDSNUser: true}}
+		c = &Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: Access{AsDSNUser: true}}
 		db, err := c.Open(ctx, d, datasets.Task{ID: "t1", DBID: target})
 		if err != nil {
 			t.Fatalf("%s as the DSN's user: %v", d, err)

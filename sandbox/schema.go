@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/chainedsql/chainedsql/datasets"
 )
 
 // Column is one column of a table.
@@ -66,16 +64,11 @@ func Introspect(ctx context.Context, db DB, samples int) (*Schema, error) {
 		s   *Schema
 		err error
 	)
-	switch d := db.Dialect(); d {
-	case datasets.SQLite:
-		s, err = introspectSQLite(ctx, db)
-	case datasets.Postgres:
-		s, err = introspectCatalog(ctx, db, pgCatalog)
-	case datasets.MySQL:
-		s, err = introspectCatalog(ctx, db, mysqlCatalog)
-	default:
-		return nil, fmt.Errorf("datasets: introspect: unknown dialect %q", d)
+	d, ok := Lookup(db.Dialect())
+	if !ok {
+		return nil, fmt.Errorf("datasets: introspect: unknown dialect %q", db.Dialect())
 	}
+	s, err = d.Introspect(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: introspect %s database: %w", db.Dialect(), err)
 	}

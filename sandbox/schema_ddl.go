@@ -82,13 +82,13 @@ func sampleLiteral(typ, v string) string {
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 }
 
-// QuoteIdent returns name as an identifier of dialect d, quoted (SQLite and PostgreSQL: double
-// quotes; MySQL: backticks) only when needed: characters other than letters, digits and '_', a
-// leading digit, a reserved word, or, for PostgreSQL, upper-case letters (which it would fold).
-func QuoteIdent(d datasets.Dialect, name string) string {
+// quoteIdent returns name as an identifier, quoted in q (its own q doubled) only when needed:
+// characters other than letters, digits and '_', a leading digit, a reserved word, or, when
+// foldsUpper (PostgreSQL), upper-case letters the engine would fold.
+func quoteIdent(name string, foldsUpper bool, q string) string {
 	plain := name != ""
 	for i, r := range name {
-		ok := r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9' || d != datasets.Postgres && r >= 'A' && r <= 'Z'
+		ok := r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9' || !foldsUpper && r >= 'A' && r <= 'Z'
 		if !ok {
 			plain = false
 			break
@@ -97,10 +97,7 @@ func QuoteIdent(d datasets.Dialect, name string) string {
 	if plain && !reservedWords[strings.ToLower(name)] {
 		return name
 	}
-	if d == datasets.MySQL {
-		return "`" + strings.ReplaceAll(name, "`", "``") + "`"
-	}
-	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+	return q + strings.ReplaceAll(name, q, q+q) + q
 }
 
 // reservedWords are words reserved as identifiers in at least one of SQLite, PostgreSQL and

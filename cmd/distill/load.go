@@ -25,7 +25,7 @@ updates the reader that statements run as, granted read access to each of them.`
 
 func setupLoad(fs *flag.FlagSet) cli.Func {
 	tasks := cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Limit: true, Note: "their databases are loaded"})
-	dialect := cli.AddDialect(fs, "", "the server to load into (required)", datasets.Postgres, datasets.MySQL)
+	dialect := cli.AddDialect(fs, "", "the server to load into (required)", serverDialects()...)
 	dsn := fs.String("dsn", "", "DSN of the target server (required)")
 	var reader string
 	cli.AddReader(fs, &reader)
@@ -33,7 +33,7 @@ func setupLoad(fs *flag.FlagSet) cli.Func {
 	return func(ctx context.Context, c *cli.Call) error {
 		d := dialect.One()
 		if d == "" {
-			return cli.Usagef("--dialect is required: want postgres or mysql")
+			return cli.Usagef("--dialect is required: want %s", sandbox.NameList(serverDialects(), " or "))
 		}
 		if *dsn == "" {
 			return cli.Usagef("--dsn is required")
@@ -44,6 +44,17 @@ func setupLoad(fs *flag.FlagSet) cli.Func {
 		}
 		return load(ctx, c.Stderr, ts, d, *dsn, reader, *readerHosts)
 	}
+}
+
+// serverDialects are the registered dialects on a server: those distill load loads into.
+func serverDialects() []datasets.Dialect {
+	var out []datasets.Dialect
+	for _, d := range sandbox.Dialects() {
+		if d.Server() != nil {
+			out = append(out, d.Name())
+		}
+	}
+	return out
 }
 
 // load copies the databases of tasks into dialect d's server at dsn and sets up the reader.
@@ -92,7 +103,10 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 	if rep.Created {
 		what = "created"
 	}
-	kind := map[datasets.Dialect]string{datasets.Postgres: "schema", datasets.MySQL: "database"}[d]
+	kind := "database"
+	if dl, ok := sandbox.Lookup(d); ok && dl.Server() != nil {
+		kind = dl.Server().Namespace
+	}
 	if len(rep.Granted) != 1 {
 		kind += "s"
 	}

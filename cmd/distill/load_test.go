@@ -105,7 +105,7 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &sandbox.Connector{PostgresDSN: dsn, Access: sandbox.Access{Reader: reader}}
+	c := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{Reader: reader}}
 	defer c.Close()
 	for _, task := range tasks[:10] {
 		pg, err := c.Open(context.Background(), datasets.Postgres, task)

@@ -158,21 +158,25 @@ func AddReader(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "reader", ReaderDefault(), "role (PostgreSQL) or user (MySQL) the statements run as on the servers: distill load creates or updates it and grants it read access to the loaded databases; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+sandbox.DefaultReader)
 }
 
-// DSNs are the database server flags: --pg-dsn, --mysql-dsn, --reader, --exec-as-dsn-user.
+// DSNs are the database server flags: a DSN flag per server dialect (--pg-dsn, --mysql-dsn),
+// --reader, --exec-as-dsn-user.
 type DSNs struct {
-	// Postgres and MySQL are the servers' DSNs.
-	Postgres, MySQL string
+	// DSN holds each server dialect's DSN flag value by dialect.
+	DSN map[datasets.Dialect]*string
 	// Reader is the role or user statements run as.
 	Reader string
 	// AsDSNUser runs the statements as the DSNs' own users.
 	AsDSNUser bool
 }
 
-// AddDSNs defines the DSN group on fs.
+// AddDSNs defines the DSN group on fs: the DSN flag of every registered server dialect.
 func AddDSNs(fs *flag.FlagSet) *DSNs {
-	d := &DSNs{}
-	fs.StringVar(&d.Postgres, "pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
-	fs.StringVar(&d.MySQL, "mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+	d := &DSNs{DSN: map[datasets.Dialect]*string{}}
+	for _, x := range sandbox.Dialects() {
+		if srv := x.Server(); srv != nil {
+			d.DSN[x.Name()] = fs.String(srv.Flag, os.Getenv(srv.Env), srv.Usage+"; default $"+srv.Env)
+		}
+	}
 	AddReader(fs, &d.Reader)
 	fs.BoolVar(&d.AsDSNUser, "exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 	return d
@@ -181,11 +185,12 @@ func AddDSNs(fs *flag.FlagSet) *DSNs {
 // Check returns the usage error of a server dialect without its DSN.
 func (d *DSNs) Check(dialects []datasets.Dialect) error {
 	for _, x := range dialects {
-		if x == datasets.Postgres && d.Postgres == "" {
-			return Usagef("dialect postgres needs --pg-dsn (or $CHAINEDSQL_PG_DSN)")
+		dl, ok := sandbox.Lookup(x)
+		if !ok || dl.Server() == nil {
+			continue
 		}
-		if x == datasets.MySQL && d.MySQL == "" {
-			return Usagef("dialect mysql needs --mysql-dsn (or $CHAINEDSQL_MYSQL_DSN)")
+		if p := d.DSN[x]; p == nil || *p == "" {
+			return Usagef("dialect %s needs --%s (or $%s)", x, dl.Server().Flag, dl.Server().Env)
 		}
 	}
 	return nil
@@ -199,7 +204,11 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 	if err := d.Check(dialects); err != nil {
 		return nil, err
 	}
-	conn := &sandbox.Connector{PostgresDSN: d.Postgres, MySQLDSN: d.MySQL, SQLiteRoot: sqliteRoot,
+	dsn := map[datasets.Dialect]string{}
+	for x, p := range d.DSN {
+		dsn[x] = *p
+	}
+	conn := &sandbox.Connector{DSN: dsn, SQLiteRoot: sqliteRoot,
 		Access: sandbox.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
 	if err := distill.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
 		conn.Close()
@@ -230,12 +239,10 @@ type Dialects struct {
 	allowed []datasets.Dialect
 }
 
-var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
-
 // AddDialects defines --dialects, a comma-separated list defaulting to sqlite.
 func AddDialects(fs *flag.FlagSet, note string) *Dialects {
-	d := &Dialects{list: []datasets.Dialect{datasets.SQLite}, multi: true, allowed: allDialects}
-	fs.Var(d, "dialects", withNote("comma-separated dialects: sqlite, postgres (--pg-dsn), mysql (--mysql-dsn)", note))
+	d := &Dialects{list: []datasets.Dialect{datasets.SQLite}, multi: true, allowed: sandbox.Names()}
+	fs.Var(d, "dialects", withNote("comma-separated dialects: "+dialectFlags(), note))
 	return d
 }
 
@@ -243,7 +250,7 @@ func AddDialects(fs *flag.FlagSet, note string) *Dialects {
 // ("" for none).
 func AddDialect(fs *flag.FlagSet, def datasets.Dialect, note string, allowed ...datasets.Dialect) *Dialects {
 	if len(allowed) == 0 {
-		allowed = allDialects
+		allowed = sandbox.Names()
 	}
 	d := &Dialects{allowed: allowed}
 	if def != "" {
@@ -322,6 +329,20 @@ func parseDialects(list string, allowed []datasets.Dialect) ([]datasets.Dialect,
 		return nil, fmt.Errorf("%q names no dialect", list)
 	}
 	return out, nil
+}
+
+// dialectFlags lists the registered dialects, each server one with its DSN flag:
+// "sqlite, postgres (--pg-dsn), mysql (--mysql-dsn)".
+func dialectFlags() string {
+	var out []string
+	for _, x := range sandbox.Dialects() {
+		if srv := x.Server(); srv != nil {
+			out = append(out, fmt.Sprintf("%s (--%s)", x.Name(), srv.Flag))
+		} else {
+			out = append(out, string(x.Name()))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // dialectNames lists ds, the last two joined by last (" or ", or ", ").
