@@ -9,8 +9,6 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 )
 
-func init() { Register(mysqlDialect{}) }
-
 // mysqlDialect is MySQL and MariaDB: one database per task database on the DSN's server.
 type mysqlDialect struct{}
 

@@ -6,8 +6,6 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 )
 
-func init() { Register(postgresDialect{}) }
-
 // postgresDialect is PostgreSQL: one schema per task database in the DSN's database.
 type postgresDialect struct{}
 

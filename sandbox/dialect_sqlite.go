@@ -8,8 +8,6 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 )
 
-func init() { Register(sqliteDialect{}) }
-
 // sqliteDialect is SQLite: the task's own file, opened read-only.
 type sqliteDialect struct{}
 
