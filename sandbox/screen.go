@@ -241,7 +241,7 @@ var pgEmptyBrackets = regexp.MustCompile(`\[\s*\]`)
 // pgUninterruptible refuses the PostgreSQL functions that neither statement_timeout nor
 // pg_terminate_backend can stop, because they run without checking for interrupts, and whose
 // cost is not bounded by a small multiple of the size of their input, measured on PostgreSQL
-// 15 (datasets/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
+// 15 (sandbox/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
 // document ran 13 s past a 1 s timeout, and longer after pg_terminate_backend), and arrays,
 // whose constructors build tens of millions of elements in a second and whose functions and
 // operators then loop over them unchecked (array_remove 20 s, && quadratic, array_in and
