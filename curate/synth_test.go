@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // writeRun writes trajectories as a distill run dir: shards/TEACHER.DIALECT.NNNN.jsonl with
@@ -221,7 +222,7 @@ func (s *synth) trajectory(i int) *rundir.Trajectory {
 			turn.Content, turn.SQL, turn.FormatViolation = reply, "", true
 			t.FormatViolations++
 		} else {
-			turn.Exec = &rundir.ExecRecord{Outcome: datasets.OutcomeOK, Total: 3}
+			turn.Exec = &rundir.ExecRecord{Outcome: sandbox.OutcomeOK, Total: 3}
 		}
 		turn.Observation = s.observation()
 		t.Turns = append(t.Turns, turn)

@@ -1,6 +1,6 @@
-// Package datasets holds benchmark tasks and their databases: loaders (BIRD, BIRD mini-dev,
-// Spider, the bundled sample), schema introspection and DDL rendering, read-only execution in
-// SQLite, PostgreSQL and MySQL, copying SQLite databases into the server engines, and EX judging.
+// Package datasets holds benchmark tasks: the Task, the dialect names its gold SQL is keyed by,
+// and the loaders (BIRD, BIRD mini-dev, Spider, the bundled sample with its SQLite databases).
+// Running statements is package sandbox's, judging them package judge's.
 package datasets
 
 // Dialect names a SQL engine.

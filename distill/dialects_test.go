@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
@@ -27,7 +28,7 @@ var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, dataset
 // database) under a name unique to this test process, renames the tasks' db_id to it, creates a
 // reader of its own granted the copies (returned as the Access to execute with), and drops the
 // copies and the reader when the test ends.
-func loadServers(t *testing.T, tasks []datasets.Task) ([]datasets.Task, datasets.Access) {
+func loadServers(t *testing.T, tasks []datasets.Task) ([]datasets.Task, sandbox.Access) {
 	t.Helper()
 	shared.SkipServers(t)
 	ctx := context.Background()
@@ -53,7 +54,7 @@ func loadServers(t *testing.T, tasks []datasets.Task) ([]datasets.Task, datasets
 				if d == datasets.MySQL {
 					dsn = shared.MySQLDSN()
 				}
-				if _, err := datasets.CopySQLite(ctx, task.DBPath, d, dsn, name); err != nil {
+				if _, err := sandbox.CopySQLite(ctx, task.DBPath, d, dsn, name); err != nil {
 					t.Fatalf("copy %s into %s: %v (is the server up? set CHAINEDSQL_NO_SERVERS=1 to skip)", task.DBID, d, err)
 				}
 			}
@@ -77,15 +78,15 @@ func loadServers(t *testing.T, tasks []datasets.Task) ([]datasets.Task, datasets
 			dsn = shared.MySQLDSN()
 		}
 		t.Cleanup(func() {
-			if err := datasets.DropReader(context.Background(), d, dsn, reader); err != nil {
+			if err := sandbox.DropReader(context.Background(), d, dsn, reader); err != nil {
 				t.Errorf("drop reader: %v", err)
 			}
 		})
-		if _, err := datasets.EnsureReader(ctx, d, dsn, datasets.ReaderSetup{Name: reader}, names); err != nil {
+		if _, err := sandbox.EnsureReader(ctx, d, dsn, sandbox.ReaderSetup{Name: reader}, names); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return out, datasets.Access{Reader: reader}
+	return out, sandbox.Access{Reader: reader}
 }
 
 // dialectOf tells which engine a conversation's system prompt names.
@@ -128,7 +129,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 	}
 	tasks, access := loadServers(t, tasks)
 	srv := oaitest.NewServer(t, dialectTeacher(tasks))
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: allDialects,
@@ -164,11 +165,11 @@ func TestRunSampleAllDialects(t *testing.T) {
 				t.Fatalf("%s: %d turns, want 3", tr.Key, len(tr.Turns))
 			}
 			first := tr.Turns[0]
-			if first.Exec != nil && first.Exec.Outcome == datasets.OutcomeOK {
+			if first.Exec != nil && first.Exec.Outcome == sandbox.OutcomeOK {
 				t.Fatalf("%s: the wrong first turn ran: %+v", tr.Key, first)
 			}
 			for _, turn := range tr.Turns[1:] {
-				if turn.Exec == nil || turn.Exec.Outcome != datasets.OutcomeOK {
+				if turn.Exec == nil || turn.Exec.Outcome != sandbox.OutcomeOK {
 					t.Fatalf("%s: gold turn did not run: %+v", tr.Key, turn)
 				}
 			}
@@ -204,7 +205,7 @@ func TestRunSampleAllDialects(t *testing.T) {
 func TestRunSpiderServers(t *testing.T) {
 	tasks := spiderTasks(t, 40)
 	tasks, access := loadServers(t, tasks)
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), MySQLDSN: shared.MySQLDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN(), datasets.MySQL: shared.MySQLDSN()}, Access: access}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: allDialects,

@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 func scripted(replies ...chat.Reply) chat.Policy {
@@ -102,10 +103,10 @@ func TestEpisodeScripted(t *testing.T) {
 	if !t1.FormatViolation || t1.Exec != nil || t1.Observation != protocol.FormatViolationObservation() {
 		t.Errorf("turn 1: %+v", t1)
 	}
-	if t2.Exec == nil || t2.Exec.Outcome != datasets.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
+	if t2.Exec == nil || t2.Exec.Outcome != sandbox.OutcomeError || !strings.HasPrefix(t2.Observation, "<observation>\nError: ") || !strings.Contains(t2.Observation, "nme") || t2.Reasoning != "count names" {
 		t.Errorf("turn 2: %+v", t2)
 	}
-	if t3.Exec == nil || !(t3.Exec.Outcome == datasets.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || protocol.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
+	if t3.Exec == nil || !(t3.Exec.Outcome == sandbox.OutcomeOK) || t3.Observation != "<observation>\ncount(*)\n40\n(1 row)\n</observation>" || protocol.ParseReply(t3.Content).Think != "fix the column" || t3.Reasoning != "" {
 		t.Errorf("turn 3: %+v", t3)
 	}
 	if t4.SQL != t3.SQL {
@@ -162,7 +163,7 @@ func TestEpisodeBudgetAndTruncation(t *testing.T) {
 
 func TestEpisodeRowsBeyondCapJudgedInFull(t *testing.T) {
 	if !matchReady() {
-		t.Skip("datasets.Match is not built yet")
+		t.Skip("judge.Match is not built yet")
 	}
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
@@ -202,7 +203,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
 	var renders atomic.Int64
-	c := &episode.SchemaCache{Render: func(ctx context.Context, db datasets.DB, samples int) (string, error) {
+	c := &episode.SchemaCache{Render: func(ctx context.Context, db sandbox.DB, samples int) (string, error) {
 		renders.Add(1)
 		return testRender(ctx, db, samples)
 	}}
@@ -221,7 +222,7 @@ func TestSchemaCacheOncePerDB(t *testing.T) {
 		t.Fatalf("%d renders for one database", renders.Load())
 	}
 	fails := 0
-	bad := &episode.SchemaCache{Render: func(context.Context, datasets.DB, int) (string, error) {
+	bad := &episode.SchemaCache{Render: func(context.Context, sandbox.DB, int) (string, error) {
 		fails++
 		return "", errors.New("broken")
 	}}

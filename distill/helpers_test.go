@@ -17,10 +17,12 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
-// testDB is a read-only SQLite datasets.DB for these tests, used where the datasets execution
+// testDB is a read-only SQLite sandbox.DB for these tests, used where the datasets execution
 // layer is not available. It normalises values like the contract says (int64, float64, string,
 // []byte, nil) and counts rows past MaxRows.
 type testDB struct {
@@ -46,11 +48,11 @@ func (d *testDB) Dialect() datasets.Dialect { return datasets.SQLite }
 func (d *testDB) Version() string           { return d.version }
 func (d *testDB) Close() error              { return nil }
 
-func (d *testDB) Exec(ctx context.Context, q string, opts datasets.ExecOptions) (*datasets.Result, error) {
+func (d *testDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	start := time.Now()
 	low := strings.ToLower(strings.TrimSpace(q))
 	if !strings.HasPrefix(low, "select") && !strings.HasPrefix(low, "with") {
-		return &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "only SELECT statements are allowed"}, nil
+		return &sandbox.Result{Outcome: sandbox.OutcomeRefused, Error: "only SELECT statements are allowed"}, nil
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
@@ -63,13 +65,13 @@ func (d *testDB) Exec(ctx context.Context, q string, opts datasets.ExecOptions) 
 			return nil, ctx.Err()
 		}
 		if qctx.Err() != nil {
-			return &datasets.Result{Outcome: datasets.OutcomeTimeout, Duration: time.Since(start)}, nil
+			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Duration: time.Since(start)}, nil
 		}
-		return &datasets.Result{Outcome: datasets.OutcomeError, Error: err.Error(), Duration: time.Since(start)}, nil
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: time.Since(start)}, nil
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
-	res := &datasets.Result{Outcome: datasets.OutcomeOK, Columns: cols}
+	res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: cols}
 	for rows.Next() {
 		res.Total++
 		if opts.MaxRows > 0 && len(res.Rows) >= opts.MaxRows {
@@ -99,9 +101,9 @@ func (d *testDB) Exec(ctx context.Context, q string, opts datasets.ExecOptions) 
 			return nil, ctx.Err()
 		}
 		if qctx.Err() != nil {
-			return &datasets.Result{Outcome: datasets.OutcomeTimeout, Duration: time.Since(start)}, nil
+			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Duration: time.Since(start)}, nil
 		}
-		return &datasets.Result{Outcome: datasets.OutcomeError, Error: err.Error(), Duration: time.Since(start)}, nil
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: time.Since(start)}, nil
 	}
 	res.Duration = time.Since(start)
 	return res, nil
@@ -114,7 +116,7 @@ type testOpener struct {
 	m  map[string]*testDB
 }
 
-func (o *testOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+func (o *testOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
 	if d != datasets.SQLite {
 		return nil, fmt.Errorf("test opener: only sqlite")
 	}
@@ -134,12 +136,12 @@ func (o *testOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Ta
 	return db, nil
 }
 
-// testRender renders a SQLite schema from sqlite_master when datasets.Introspect is not built.
-func testRender(ctx context.Context, db datasets.DB, samples int) (string, error) {
-	if s, err := datasets.Introspect(ctx, db, samples); err == nil {
+// testRender renders a SQLite schema from sqlite_master when sandbox.Introspect is not built.
+func testRender(ctx context.Context, db sandbox.DB, samples int) (string, error) {
+	if s, err := sandbox.Introspect(ctx, db, samples); err == nil {
 		return s.DDL(db.Dialect()), nil
 	}
-	res, err := db.Exec(ctx, "select sql from sqlite_master where type='table' and sql is not null order by name", datasets.ExecOptions{})
+	res, err := db.Exec(ctx, "select sql from sqlite_master where type='table' and sql is not null order by name", sandbox.ExecOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -157,10 +159,10 @@ func testSchemas() *episode.SchemaCache {
 	return &episode.SchemaCache{Render: testRender}
 }
 
-// matchReady reports whether datasets.Match is built (it judges identical results equal).
+// matchReady reports whether judge.Match is built (it judges identical results equal).
 func matchReady() bool {
-	r := &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"a"}, Rows: [][]any{{int64(1)}}, Total: 1}
-	return datasets.Match(r, r, false)
+	r := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"a"}, Rows: [][]any{{int64(1)}}, Total: 1}
+	return judge.Match(r, r, false)
 }
 
 // makeShopDB writes a small SQLite database and returns its path and tasks over it.

@@ -14,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -36,7 +37,7 @@ func TestKillChild(t *testing.T) {
 	h := fakeTeacherEP(t, ep)
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.SQLite},
 		Policies: []*episode.PolicyHandle{h, {Name: "oracle", Spec: "oracle", Policy: episode.Oracle{}}},
-		Samples:  samples, Opener: &datasets.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
+		Samples:  samples, Opener: &sandbox.Connector{}, Schemas: testSchemas(), Concurrency: 4, MaxShardLines: 37}
 	if _, err := distill.Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,10 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -35,7 +37,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 		return resp
 	}, oaitest.WithoutBodies())
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = inflight })
-	conn := &datasets.Connector{PostgresDSN: shared.PostgresDSN(), Access: access}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: access}
 	defer conn.Close()
 	cfg := distill.RunConfig{Dir: t.TempDir(), Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.Postgres},
 		Policies: []*episode.PolicyHandle{h}, Samples: 400, Opener: conn, Schemas: episode.NewSchemaCache(3), Concurrency: inflight}

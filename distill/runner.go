@@ -22,6 +22,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // Runner defaults.
@@ -212,10 +213,8 @@ func (cfg *RunConfig) validate() error {
 	}
 	ds := map[datasets.Dialect]bool{}
 	for _, d := range cfg.Dialects {
-		switch d {
-		case datasets.SQLite, datasets.Postgres, datasets.MySQL:
-		default:
-			return fmt.Errorf("distill: unknown dialect %q (want sqlite, postgres or mysql)", d)
+		if _, err := sandbox.Check(d); err != nil {
+			return fmt.Errorf("distill: %w", err)
 		}
 		if ds[d] {
 			return fmt.Errorf("distill: dialect %q given twice", d)

@@ -20,6 +20,7 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -130,7 +131,7 @@ func TestRunScriptedTeacherAndResume(t *testing.T) {
 			t1 := tr.Turns[0]
 			switch len(strings.TrimSpace(tr.Question)) % 3 {
 			case 0:
-				if t1.Reasoning != "Let me try a column." || t1.ReasoningSource != "reasoning_content" || t1.Exec == nil || t1.Exec.Outcome != datasets.OutcomeError || !strings.Contains(t1.Observation, "Error:") {
+				if t1.Reasoning != "Let me try a column." || t1.ReasoningSource != "reasoning_content" || t1.Exec == nil || t1.Exec.Outcome != sandbox.OutcomeError || !strings.Contains(t1.Observation, "Error:") {
 					t.Errorf("%s turn 1 (wrong SQL): %+v", tr.Key, t1)
 				}
 			case 1:

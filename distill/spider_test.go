@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -54,7 +55,7 @@ func spiderTasks(tb testing.TB, n int) []datasets.Task {
 func TestRunSpiderSQLite(t *testing.T) {
 	tasks := spiderTasks(t, 60)
 	srv := oaitest.NewServer(t, teacherScript(goldByQuestion(tasks)))
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "spider:dev", Dialects: []datasets.Dialect{datasets.SQLite},
@@ -91,7 +92,7 @@ func TestRunSpiderSQLite(t *testing.T) {
 func BenchmarkRunTurns(b *testing.B) {
 	tasks := spiderTasks(b, 50)
 	srv := oaitest.NewServer(b, teacherScript(goldByQuestion(tasks)), oaitest.WithoutBodies())
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	h := fakeTeacher(b, "bench", srv, func(e *teachers.Endpoint) { e.MaxConcurrency = 64 })
 	b.ResetTimer()
@@ -140,7 +141,7 @@ func TestRunManyInFlight(t *testing.T) {
 	// A first-turn request can wait at the barrier for up to 30 s before its 1 s reply, so the
 	// attempt timeout must outlast both (the default 5 s failed episodes on a loaded machine).
 	h := fakeTeacher(t, "wide", srv, func(e *teachers.Endpoint) { e.MaxConcurrency, e.Timeout = inflight, 2*time.Minute })
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	dir := t.TempDir()
 	cfg := distill.RunConfig{Dir: dir, Tasks: shop, TaskSpec: "shop", Dialects: []datasets.Dialect{datasets.SQLite},

@@ -16,18 +16,19 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // flakyDB fails the execution after the next skip ones with a database error, when armed.
 type flakyDB struct {
-	datasets.DB
+	sandbox.DB
 	armed bool
 	skip  int
 }
 
 var errConnLost = errors.New("connection lost")
 
-func (f *flakyDB) Exec(ctx context.Context, q string, opts datasets.ExecOptions) (*datasets.Result, error) {
+func (f *flakyDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	if f.armed {
 		if f.skip == 0 {
 			f.armed = false
@@ -143,7 +144,7 @@ func mustJSON(t *testing.T, v any) string {
 // judged in full, though a live episode keeps no rows between turns.
 func TestStepperJudgesEarlierResult(t *testing.T) {
 	if !matchReady() {
-		t.Skip("datasets.Match not built")
+		t.Skip("judge.Match not built")
 	}
 	path, tasks := makeShopDB(t)
 	db := openTestDB(t, path)
@@ -179,7 +180,7 @@ func TestStepperBoundsTexts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tu.SQL != missing || tu.Exec == nil || tu.Exec.Outcome != datasets.OutcomeError {
+	if tu.SQL != missing || tu.Exec == nil || tu.Exec.Outcome != sandbox.OutcomeError {
 		t.Fatalf("turn 1 ran %.40q: %+v", tu.SQL, tu.Exec)
 	}
 	for name, s := range map[string]string{"content": tu.Content, "reasoning": tu.Reasoning} {
@@ -199,7 +200,7 @@ func TestStepperBoundsTexts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tu.Exec == nil || tu.Exec.Outcome != datasets.OutcomeRefused || len(tu.SQL) > textcap.SQL ||
+	if tu.Exec == nil || tu.Exec.Outcome != sandbox.OutcomeRefused || len(tu.SQL) > textcap.SQL ||
 		!strings.Contains(tu.Observation, fmt.Sprintf("Refused: the statement is %d bytes long; at most %d are run", len(long), textcap.SQL)) {
 		t.Errorf("a statement over the limit: sql %d bytes, exec %+v, %s", len(tu.SQL), tu.Exec, tu.Observation)
 	}

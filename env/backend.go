@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // start opens task's database in dialect d and starts an episode of at most maxTurns turns on
@@ -60,7 +61,7 @@ const maxGoldRows = 1 << 20
 // results that ran are kept (a timeout under load may not repeat). Safe for concurrent use.
 type goldCache struct {
 	mu     sync.Mutex
-	m      map[string]*datasets.Result
+	m      map[string]*sandbox.Result
 	rows   int
 	flight singleflight.Group
 }
@@ -71,14 +72,14 @@ type goldCache struct {
 // execution whose text holds the gold is cached, under its exact text: whatever is cached, a
 // read-only database gives the same result again.
 type goldDB struct {
-	datasets.DB
+	sandbox.DB
 	core   string // the gold SQL, trimmed of space and a trailing ";"
 	prefix string // the database's part of the cache key
 	cache  *goldCache
 }
 
-// Exec implements datasets.DB.
-func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptions) (*datasets.Result, error) {
+// Exec implements sandbox.DB.
+func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	if opts.MaxRows != 0 || g.core == "" || !strings.Contains(query, g.core) {
 		return g.DB.Exec(ctx, query, opts)
 	}
@@ -97,7 +98,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptio
 			c.mu.Lock()
 			if c.rows+len(res.Rows) <= maxGoldRows {
 				if c.m == nil {
-					c.m = make(map[string]*datasets.Result)
+					c.m = make(map[string]*sandbox.Result)
 				}
 				c.m[key] = res
 				c.rows += len(res.Rows)
@@ -111,7 +112,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts datasets.ExecOptio
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		return r.Val.(*datasets.Result), nil
+		return r.Val.(*sandbox.Result), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var benchLive = flag.Int("env.live", 2000, "episodes in play at once in the env benchmarks")
@@ -29,7 +30,7 @@ var benchLive = flag.Int("env.live", 2000, "episodes in play at once in the env 
 // freshPostgres loads the sample's databases into a new PostgreSQL database and makes a reader
 // for them, both dropped at the end, and returns a Connector running statements as the reader
 // (as distill env serve does); it skips without servers.
-func freshPostgres(tb testing.TB, tasks []datasets.Task) *datasets.Connector {
+func freshPostgres(tb testing.TB, tasks []datasets.Task) *sandbox.Connector {
 	tb.Helper()
 	shared.SkipServers(tb)
 	admin, err := sql.Open("pgx", shared.PostgresDSN())
@@ -39,7 +40,7 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) *datasets.Connector {
 	tb.Cleanup(func() { admin.Close() })
 	reader := fmt.Sprintf("cs_rd_envb%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	tb.Cleanup(func() { // after the database's drop below (cleanups run last first)
-		if err := datasets.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
+		if err := sandbox.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
 			tb.Errorf("drop reader %s: %v", reader, err)
 		}
 	})
@@ -58,15 +59,15 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) *datasets.Connector {
 		if !done[t.DBID] {
 			done[t.DBID] = true
 			ids = append(ids, t.DBID)
-			if _, err := datasets.CopySQLite(context.Background(), t.DBPath, datasets.Postgres, dsn, t.DBID); err != nil {
+			if _, err := sandbox.CopySQLite(context.Background(), t.DBPath, datasets.Postgres, dsn, t.DBID); err != nil {
 				tb.Fatal(err)
 			}
 		}
 	}
-	if _, err := datasets.EnsureReader(context.Background(), datasets.Postgres, dsn, datasets.ReaderSetup{Name: reader}, ids); err != nil {
+	if _, err := sandbox.EnsureReader(context.Background(), datasets.Postgres, dsn, sandbox.ReaderSetup{Name: reader}, ids); err != nil {
 		tb.Fatal(err)
 	}
-	return &datasets.Connector{PostgresDSN: dsn, Access: datasets.Access{Reader: reader}}
+	return &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{Reader: reader}}
 }
 
 // benchClient is an HTTP client keeping a connection per episode in play.
@@ -104,7 +105,7 @@ func BenchmarkStep(b *testing.B) {
 	tasks := tasksOf(b)
 	for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres} {
 		b.Run(string(d), func(b *testing.B) {
-			conn := &datasets.Connector{}
+			conn := &sandbox.Connector{}
 			if d == datasets.Postgres {
 				conn = freshPostgres(b, tasks)
 			}
@@ -120,11 +121,11 @@ func BenchmarkStepSpider(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSet(b, &datasets.Connector{}, tasks[:min(300, len(tasks))], datasets.SQLite)
+	benchSet(b, &sandbox.Connector{}, tasks[:min(300, len(tasks))], datasets.SQLite)
 }
 
 // benchSet serves tasks in dialect d through conn and runs the exec floor and both step modes.
-func benchSet(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
+func benchSet(b *testing.B, conn *sandbox.Connector, tasks []datasets.Task, d datasets.Dialect) {
 	b.Cleanup(func() { conn.Close() })
 	_, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: 2 * *benchLive, MaxEpisodesPerClient: 2 * *benchLive})
 	// The floor: the turns' statements executed directly, DefaultParallel at once.
@@ -222,8 +223,8 @@ func benchSteps(b *testing.B, url string, tasks []datasets.Task, d datasets.Dial
 
 // benchExec executes the tasks' gold SQL as a turn does (row cap 20), without the environment:
 // DefaultParallel callers, the server's bound on statements in flight.
-func benchExec(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
-	dbs := make([]datasets.DB, len(tasks))
+func benchExec(b *testing.B, conn *sandbox.Connector, tasks []datasets.Task, d datasets.Dialect) {
+	dbs := make([]sandbox.DB, len(tasks))
 	for i, t := range tasks {
 		db, err := conn.Open(context.Background(), d, t)
 		if err != nil {
@@ -247,7 +248,7 @@ func benchExec(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d 
 				}
 				g, _ := tasks[i%len(tasks)].GoldFor(d)
 				t0 := time.Now()
-				res, err := dbs[i%len(tasks)].Exec(context.Background(), g, datasets.ExecOptions{Timeout: 30 * time.Second, MaxRows: 20})
+				res, err := dbs[i%len(tasks)].Exec(context.Background(), g, sandbox.ExecOptions{Timeout: 30 * time.Second, MaxRows: 20})
 				if err != nil || !res.OK() {
 					b.Errorf("%s: %+v %v", g, res, err)
 					return
@@ -280,7 +281,7 @@ func BenchmarkLiveEpisodeMemory(b *testing.B) {
 	tasks := tasksOf(b)
 	for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres} {
 		b.Run(string(d), func(b *testing.B) {
-			conn := &datasets.Connector{}
+			conn := &sandbox.Connector{}
 			if d == datasets.Postgres {
 				conn = freshPostgres(b, tasks)
 			}
@@ -290,7 +291,7 @@ func BenchmarkLiveEpisodeMemory(b *testing.B) {
 	}
 }
 
-func benchMemory(b *testing.B, conn *datasets.Connector, tasks []datasets.Task, d datasets.Dialect) {
+func benchMemory(b *testing.B, conn *sandbox.Connector, tasks []datasets.Task, d datasets.Dialect) {
 	s, url := testServer(b, Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, Opener: conn, MaxEpisodes: b.N, MaxEpisodesPerClient: b.N})
 	client := benchClient(64)
 	// Warm the schema cache and the pools, so that only the episodes count.

@@ -38,7 +38,7 @@ type Config struct {
 	Tasks []datasets.Task
 	// Dialects are the dialects served; the first is the default of a request naming none.
 	Dialects []datasets.Dialect
-	// Opener opens a task's database in a dialect (a *datasets.Connector).
+	// Opener opens a task's database in a dialect (a *sandbox.Connector).
 	Opener episode.Opener
 	// Episode carries the protocol options: MaxTurns, ExecTimeout, Caps, ReplyCap (default
 	// textcap.EnvReply). Schemas, Ordered and the policy fields are set by the server.

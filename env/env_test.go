@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // sampleRoot is the db root of the sample, built once per test binary (TestMain removes it).
@@ -69,7 +70,7 @@ func testEnv(t testing.TB, cfg Config) *Server {
 		cfg.Dialects = []datasets.Dialect{datasets.SQLite}
 	}
 	if cfg.Opener == nil {
-		conn := &datasets.Connector{}
+		conn := &sandbox.Connector{}
 		t.Cleanup(func() { conn.Close() })
 		cfg.Opener = conn
 	}
@@ -508,12 +509,12 @@ func TestStoreTTLAndCap(t *testing.T) {
 
 // gateDB holds every execution of a statement containing "gate" until release is closed.
 type gateDB struct {
-	datasets.DB
+	sandbox.DB
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (g *gateDB) Exec(ctx context.Context, q string, o datasets.ExecOptions) (*datasets.Result, error) {
+func (g *gateDB) Exec(ctx context.Context, q string, o sandbox.ExecOptions) (*sandbox.Result, error) {
 	if strings.Contains(q, "gate") {
 		g.entered <- struct{}{}
 		select {
@@ -526,12 +527,12 @@ func (g *gateDB) Exec(ctx context.Context, q string, o datasets.ExecOptions) (*d
 }
 
 type gateOpener struct {
-	conn *datasets.Connector
+	conn *sandbox.Connector
 	gate *gateDB
 	once sync.Once
 }
 
-func (o *gateOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+func (o *gateOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
 	db, err := o.conn.Open(ctx, d, t)
 	if err != nil {
 		return nil, err
@@ -543,7 +544,7 @@ func (o *gateOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Ta
 // TestIsolation: while one episode's statement is stuck, a second step of it is refused (409),
 // other episodes step on, and a client that gives up leaves the stuck episode unchanged.
 func TestIsolation(t *testing.T) {
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	t.Cleanup(func() { conn.Close() })
 	tasks := tasksOf(t)[:1] // one database, so the gate wraps it
 	gate := &gateDB{entered: make(chan struct{}, 1), release: make(chan struct{})}
@@ -605,12 +606,12 @@ func TestIsolation(t *testing.T) {
 
 // countDB counts the executions of one statement.
 type countDB struct {
-	datasets.DB
+	sandbox.DB
 	sql string
 	n   *atomic.Int64
 }
 
-func (c countDB) Exec(ctx context.Context, q string, o datasets.ExecOptions) (*datasets.Result, error) {
+func (c countDB) Exec(ctx context.Context, q string, o sandbox.ExecOptions) (*sandbox.Result, error) {
 	if q == c.sql {
 		c.n.Add(1)
 	}
@@ -618,12 +619,12 @@ func (c countDB) Exec(ctx context.Context, q string, o datasets.ExecOptions) (*d
 }
 
 type countOpener struct {
-	conn *datasets.Connector
+	conn *sandbox.Connector
 	sql  string
 	n    atomic.Int64
 }
 
-func (o *countOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+func (o *countOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
 	db, err := o.conn.Open(ctx, d, t)
 	return countDB{DB: db, sql: o.sql, n: &o.n}, err
 }
@@ -631,7 +632,7 @@ func (o *countOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.T
 // TestGoldRunsOnce: a group of rollouts of one task (episodes and score completions) runs the
 // task's gold SQL once; each is still judged.
 func TestGoldRunsOnce(t *testing.T) {
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	t.Cleanup(func() { conn.Close() })
 	task := tasksOf(t)[5]
 	g := gold(t, task, datasets.SQLite)

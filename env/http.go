@@ -17,6 +17,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -329,7 +330,7 @@ func infoOf(tu rundir.Turn, tr *rundir.Trajectory, done bool) stepInfo {
 	} else {
 		in.Outcome, in.Error = string(tu.Exec.Outcome), tu.Exec.Error
 		in.ExecMS = float64(tu.Exec.Duration.Microseconds()) / 1000
-		if tu.Exec.Outcome == datasets.OutcomeOK {
+		if tu.Exec.Outcome == sandbox.OutcomeOK {
 			n := tu.Exec.Total
 			in.Rows = &n
 		}

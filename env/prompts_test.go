@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // TestSubsetsAssignment: the assignment is a function of the id and the seed alone (adding
@@ -60,7 +61,7 @@ func TestSubsetsAssignment(t *testing.T) {
 		if err := (Subsets{ValFraction: f}).Check(); err == nil {
 			t.Errorf("fraction %g accepted", f)
 		}
-		if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &datasets.Connector{}, Subsets: &Subsets{ValFraction: f}}); err == nil {
+		if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &sandbox.Connector{}, Subsets: &Subsets{ValFraction: f}}); err == nil {
 			t.Errorf("New with fraction %g: no error", f)
 		}
 	}

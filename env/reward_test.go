@@ -7,6 +7,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // wireStepRewards is a step's reward fields as a client decodes them.
@@ -78,7 +79,7 @@ func TestRewardModes(t *testing.T) {
 			t.Errorf("delta mode: first step (runs, malformed) %v, want exec_ok less the penalty", got[0])
 		}
 	}
-	if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &datasets.Connector{}, RewardMode: "sum"}); err == nil {
+	if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &sandbox.Connector{}, RewardMode: "sum"}); err == nil {
 		t.Error("reward mode sum accepted")
 	}
 }

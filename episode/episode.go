@@ -14,8 +14,10 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // Defaults of EpisodeOptions.
@@ -40,7 +42,7 @@ type EpisodeOptions struct {
 	Model   string
 	// Sample is the sample index recorded in the trajectory (and part of its key).
 	Sample int
-	// Ordered judges in datasets.StyleSpider (test-suite-sql-eval's rules: ordered rows when
+	// Ordered judges in judge.StyleSpider (test-suite-sql-eval's rules: ordered rows when
 	// the gold has ORDER BY, columns in any order, DISTINCT removed); otherwise BIRD EX.
 	Ordered bool
 	// Schemas caches the rendered DDL per database; nil renders it for this episode alone.
@@ -99,13 +101,13 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // usable <sql> is a format violation and gets the format-error observation. Either breaks any
 // convergence streak, and the loop goes on. FinalSQL is the
 // last statement that was executed (empty when no turn had one); ExecOK says it ran; Correct
-// is datasets.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
+// is judge.Judge's verdict on it against task.GoldFor(db.Dialect()) (see judge).
 //
 // A policy error ends the episode: the partial trajectory comes back with a *PolicyError. A
 // database error (connection lost, context ended) comes back wrapped, with the trajectory of the
 // turns completed before it; SQL errors, timeouts and refusals are observations. Episode is a
 // Stepper driven by policy.
-func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*rundir.Trajectory, error) {
+func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db sandbox.DB, opts EpisodeOptions) (*rundir.Trajectory, error) {
 	s := newStepper(task, db, opts)
 	tr := s.tr
 	defer func() { tr.Duration = time.Since(s.started) }()
@@ -136,20 +138,20 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db dat
 	return tr, nil
 }
 
-// judge sets Correct by datasets.Judge: the Spider style when opts.Ordered, else BIRD's, so
+// judgeFinal sets Correct by judge.Judge: the Spider style when opts.Ordered, else BIRD's, so
 // that student score on the eval dir's predictions gives the same verdicts. The judge decides
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
 // turn's result when the SQL runs unchanged and the result is complete (or failed).
-func judge(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db datasets.DB, final *datasets.Result, opts EpisodeOptions) error {
+func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db sandbox.DB, final *sandbox.Result, opts EpisodeOptions) error {
 	gold, ok := task.GoldFor(db.Dialect())
 	if !ok {
 		tr.GoldError = fmt.Sprintf("task has no gold SQL for %s", db.Dialect())
 		return nil
 	}
 	tr.GoldSQL = gold
-	j := datasets.Judge{Style: datasets.StyleBIRD}
+	j := judge.Judge{Style: judge.StyleBIRD}
 	if opts.Ordered {
-		j.Style = datasets.StyleSpider
+		j.Style = judge.StyleSpider
 	}
 	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {
@@ -163,12 +165,12 @@ func judge(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db da
 // boundResult cuts the texts of r that came from the database or the statement, its error and
 // its column names (textcap.Error, textcap.CutList), in place: the Stepper keeps the final
 // Result between turns, and a trajectory keeps both.
-func boundResult(r *datasets.Result) {
+func boundResult(r *sandbox.Result) {
 	r.Error = textcap.Cut(r.Error, textcap.Error)
 	r.Columns = textcap.CutList(r.Columns)
 }
 
-func execRecord(r *datasets.Result) *rundir.ExecRecord {
+func execRecord(r *sandbox.Result) *rundir.ExecRecord {
 	return &rundir.ExecRecord{
 		Outcome:   r.Outcome,
 		Columns:   r.Columns,
@@ -185,8 +187,8 @@ func execRecord(r *datasets.Result) *rundir.ExecRecord {
 type SchemaCache struct {
 	// Samples is the number of sample values per column (default 3).
 	Samples int
-	// Render replaces the default rendering (datasets.Introspect, then Schema.DDL of the dialect).
-	Render func(ctx context.Context, db datasets.DB, samples int) (string, error)
+	// Render replaces the default rendering (sandbox.Introspect, then Schema.DDL of the dialect).
+	Render func(ctx context.Context, db sandbox.DB, samples int) (string, error)
 
 	mu      sync.Mutex
 	entries map[string]*schemaEntry
@@ -202,9 +204,9 @@ type schemaEntry struct {
 // NewSchemaCache returns an empty cache with samples values per column.
 func NewSchemaCache(samples int) *SchemaCache { return &SchemaCache{Samples: samples} }
 
-func (c *SchemaCache) render(ctx context.Context, db datasets.DB) (string, error) {
+func (c *SchemaCache) render(ctx context.Context, db sandbox.DB) (string, error) {
 	samples := DefaultSchemaSamples
-	var render func(context.Context, datasets.DB, int) (string, error)
+	var render func(context.Context, sandbox.DB, int) (string, error)
 	if c != nil {
 		if c.Samples > 0 {
 			samples = c.Samples
@@ -214,7 +216,7 @@ func (c *SchemaCache) render(ctx context.Context, db datasets.DB) (string, error
 	if render != nil {
 		return render(ctx, db, samples)
 	}
-	s, err := datasets.Introspect(ctx, db, samples)
+	s, err := sandbox.Introspect(ctx, db, samples)
 	if err != nil {
 		return "", err
 	}
@@ -223,7 +225,7 @@ func (c *SchemaCache) render(ctx context.Context, db datasets.DB) (string, error
 
 // DDL returns the schema DDL of task's database db, rendering it on first use. The cache key is
 // (dialect, db_id, SQLite path), so equal db_ids of different benchmarks do not collide.
-func (c *SchemaCache) DDL(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+func (c *SchemaCache) DDL(ctx context.Context, task datasets.Task, db sandbox.DB) (string, error) {
 	if c == nil {
 		return c.render(ctx, db)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // PreflightTimeout bounds CheckDatabases.
@@ -14,7 +15,7 @@ const PreflightTimeout = time.Minute
 
 // CheckDatabases opens every distinct database of tasks once in each dialect, so that a command
 // can refuse a missing SQLite file, an unreachable server, a bad DSN, or a reader that is missing
-// or not granted a database (datasets.ErrReader) with one error naming it before it creates a run
+// or not granted a database (sandbox.ErrReader) with one error naming it before it creates a run
 // dir (inside Run such a failure only becomes a failures.jsonl line per key). A Connector keeps
 // the pools it opened, so the run reuses them.
 func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialects []datasets.Dialect) error {
@@ -29,7 +30,7 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 			}
 			seen[k] = true
 			_, err := o.Open(ctx, d, t)
-			if errors.Is(err, datasets.ErrReader) {
+			if errors.Is(err, sandbox.ErrReader) {
 				return fmt.Errorf("checking the %s databases: %w; nothing was run: first run distill load --dialect %s --dsn DSN --tasks SPEC (this run's tasks)", d, err, d)
 			}
 			if err != nil {
@@ -40,8 +41,8 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 	return nil
 }
 
-// Opener opens a task's database in a dialect; *datasets.Connector is one. The returned DB stays
+// Opener opens a task's database in a dialect; *sandbox.Connector is one. The returned DB stays
 // owned by the Opener (pooled, closed by it).
 type Opener interface {
-	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error)
+	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error)
 }

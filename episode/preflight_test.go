@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 type countingOpener struct {
@@ -15,13 +16,13 @@ type countingOpener struct {
 	bad    string
 }
 
-func (o *countingOpener) Open(_ context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+func (o *countingOpener) Open(_ context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
 	o.opened[string(d)+"/"+t.DBID]++
 	if t.DBID == o.bad {
 		return nil, errors.New("open " + t.DBID + ": no such database")
 	}
 	if t.DBID == "noreader" {
-		return nil, fmt.Errorf("reader role %q does not exist: %w", "r", datasets.ErrReader)
+		return nil, fmt.Errorf("reader role %q does not exist: %w", "r", sandbox.ErrReader)
 	}
 	return nil, nil
 }
@@ -41,7 +42,7 @@ func TestCheckDatabases(t *testing.T) {
 		t.Fatalf("err = %v, want the dialect and the opener's error", err)
 	}
 	err = CheckDatabases(context.Background(), o, []datasets.Task{{ID: "b/0", DBID: "noreader"}}, []datasets.Dialect{datasets.Postgres})
-	if !errors.Is(err, datasets.ErrReader) || !strings.Contains(err.Error(), "distill load --dialect postgres") || !strings.Contains(err.Error(), "nothing was run") {
+	if !errors.Is(err, sandbox.ErrReader) || !strings.Contains(err.Error(), "distill load --dialect postgres") || !strings.Contains(err.Error(), "nothing was run") {
 		t.Fatalf("missing reader: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // ErrEpisodeDone is returned by Stepper.Step after the episode has ended.
@@ -22,19 +23,19 @@ var ErrEpisodeDone = errors.New("distill: the episode is done")
 // A Stepper is not safe for concurrent use.
 type Stepper struct {
 	task    datasets.Task
-	db      datasets.DB
+	db      sandbox.DB
 	opts    EpisodeOptions
 	tr      *rundir.Trajectory
 	msgs    []chat.Message // the conversation the next reply answers
 	started time.Time
 	prevSQL string // SQL of the previous turn; "" after a violation or truncation
-	final   *datasets.Result
+	final   *sandbox.Result
 	done    bool
 }
 
 // NewStepper starts an episode of task on db: it renders the prompt (system turn with the
 // schema, user turn with the question), which Messages returns. opts are those of Episode.
-func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts EpisodeOptions) (*Stepper, error) {
+func NewStepper(ctx context.Context, task datasets.Task, db sandbox.DB, opts EpisodeOptions) (*Stepper, error) {
 	s := newStepper(task, db, opts)
 	if err := s.prompt(ctx); err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func NewStepper(ctx context.Context, task datasets.Task, db datasets.DB, opts Ep
 	return s, nil
 }
 
-func newStepper(task datasets.Task, db datasets.DB, opts EpisodeOptions) *Stepper {
+func newStepper(task datasets.Task, db sandbox.DB, opts EpisodeOptions) *Stepper {
 	opts = opts.WithDefaults()
 	dialect := db.Dialect()
 	started := time.Now()
@@ -80,7 +81,7 @@ func (s *Stepper) prompt(ctx context.Context) error {
 // systemPrompt is SystemPrompt for task's database db, rendered once per database and engine
 // version and shared by its episodes (a schema of many KiB is then held once, not per live
 // episode).
-func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db datasets.DB) (string, error) {
+func (c *SchemaCache) systemPrompt(ctx context.Context, task datasets.Task, db sandbox.DB) (string, error) {
 	ddl, err := c.DDL(ctx, task, db)
 	if err != nil {
 		return "", err
@@ -139,7 +140,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 		ThinkOpened:          reply.ThinkOpened,
 	}
 	var (
-		res       *datasets.Result
+		res       *sandbox.Result
 		converged bool
 		prevSQL   string
 	)
@@ -153,13 +154,13 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	case len(p.SQL) > textcap.SQL:
 		// Refused unrun, and never a convergence: the statement kept is cut.
 		tu.SQL = textcap.Cut(p.SQL, textcap.SQL)
-		res = &datasets.Result{Outcome: datasets.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
+		res = &sandbox.Result{Outcome: sandbox.OutcomeRefused, Error: fmt.Sprintf("the statement is %d bytes long; at most %d are run", len(p.SQL), textcap.SQL)}
 		tu.Exec = execRecord(res)
 		tu.Observation = protocol.RenderObservation(res, opts.Caps)
 	default:
 		tu.SQL = strings.Clone(p.SQL) // p.SQL is part of the whole reply: keep only the statement
 		var err error
-		res, err = s.db.Exec(ctx, tu.SQL, datasets.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
+		res, err = s.db.Exec(ctx, tu.SQL, sandbox.ExecOptions{Timeout: opts.ExecTimeout, MaxRows: opts.Caps.MaxRows})
 		if err != nil {
 			return rundir.Turn{}, fmt.Errorf("task %s turn %d: executing on %s (%s): %w", task.ID, turn, task.DBID, dialect, err)
 		}
@@ -177,7 +178,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	var verdict rundir.Trajectory // the judge's fields, committed with the turn
 	if done && !opts.SkipGold {
 		verdict.FinalSQL = finalSQL
-		if err := judge(ctx, &verdict, task, s.db, final, opts); err != nil {
+		if err := judgeFinal(ctx, &verdict, task, s.db, final, opts); err != nil {
 			return rundir.Turn{}, err
 		}
 	}

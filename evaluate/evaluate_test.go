@@ -17,12 +17,14 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/evaluate/evalrun"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 func runEval(tb testing.TB, ctx context.Context, dir, spec string, tasks []datasets.Task, h *episode.PolicyHandle, mod func(*evaluate.Config)) (*evaluate.Summary, error) {
 	tb.Helper()
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	tb.Cleanup(func() { conn.Close() })
 	cfg := evaluate.Config{Dir: dir, Tasks: tasks, TaskSpec: spec, Policy: h, Opener: conn, Batch: 4}
 	if mod != nil {
@@ -107,10 +109,10 @@ func TestOracleBIRD(t *testing.T) {
 	}
 
 	// The oracle's predictions score 100% under the official rules.
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.EX.EX != 1 || rep.Style != datasets.StyleBIRD {
+	if err != nil || rep.EX.EX != 1 || rep.Style != judge.StyleBIRD {
 		t.Fatalf("score of the oracle's predictions: %+v, %v", rep, err)
 	}
 }

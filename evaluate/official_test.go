@@ -15,6 +15,8 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var mixedOut = flag.String("mixed-out", "", "TestOfficialVerdicts: write the mixed prediction set's files for the official evaluators to this directory")
@@ -136,17 +138,17 @@ func TestOfficialVerdicts(t *testing.T) {
 	for _, it := range items {
 		preds[it.Index] = evaluate.Prediction{Index: it.Index, SQL: it.Pred, DBID: it.DBID}
 	}
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	for _, mode := range []struct {
 		name  string
-		style datasets.Style
+		style judge.Style
 		keep  bool
 		want  func(verdictEntry) any
 	}{
-		{"spider", datasets.StyleSpider, false, func(e verdictEntry) any { return e.Spider }},
-		{"spider --keep-distinct", datasets.StyleSpider, true, func(e verdictEntry) any { return e.SpiderKeep }},
-		{"bird", datasets.StyleBIRD, false, func(e verdictEntry) any { return e.BIRD }},
+		{"spider", judge.StyleSpider, false, func(e verdictEntry) any { return e.Spider }},
+		{"spider --keep-distinct", judge.StyleSpider, true, func(e verdictEntry) any { return e.SpiderKeep }},
+		{"bird", judge.StyleBIRD, false, func(e verdictEntry) any { return e.BIRD }},
 	} {
 		rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Style: mode.style, KeepDistinct: mode.keep, Opener: conn})
 		if err != nil {
@@ -157,7 +159,7 @@ func TestOfficialVerdicts(t *testing.T) {
 			want := verdictText(mode.want(table.Items[i]))
 			got := "0"
 			switch {
-			case it.Outcome == datasets.OutcomeGoldError && mode.style == datasets.StyleSpider:
+			case it.Outcome == judge.OutcomeGoldError && mode.style == judge.StyleSpider:
 				got = "gold_error"
 			case it.Correct:
 				got = "1"

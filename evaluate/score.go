@@ -14,6 +14,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -21,9 +22,9 @@ import (
 type ScoreConfig struct {
 	Tasks       []datasets.Task
 	Predictions map[int]Prediction
-	// Style is the judging style; "" takes datasets.StyleSpider when every task comes from
-	// Spider, else datasets.StyleBIRD.
-	Style datasets.Style
+	// Style is the judging style; "" takes judge.StyleSpider when every task comes from
+	// Spider, else judge.StyleBIRD.
+	Style judge.Style
 	// KeepDistinct keeps DISTINCT in the Spider style (the official --keep_distinct).
 	KeepDistinct bool
 	// Timeout bounds the prediction and the gold SQL of one task together (default: the style's
@@ -56,16 +57,16 @@ type ScoreItem struct {
 
 // ScoreReport is the outcome of Score.
 type ScoreReport struct {
-	Style        datasets.Style `json:"style"`
-	KeepDistinct bool           `json:"keep_distinct,omitempty"`
-	Items        []ScoreItem    `json:"items"`
+	Style        judge.Style `json:"style"`
+	KeepDistinct bool        `json:"keep_distinct,omitempty"`
+	Items        []ScoreItem `json:"items"`
 	// EX is the accuracy overall and per difficulty (only its EX fields are meaningful).
 	EX stats.EvalSummary `json:"ex"`
 	// Outcomes counts the items by outcome.
 	Outcomes map[string]int `json:"outcomes"`
 }
 
-// Score executes every task's prediction and gold SQL and judges them with datasets.Judge in
+// Score executes every task's prediction and gold SQL and judges them with judge.Judge in
 // the configured style (the way BIRD's evaluation.py, or test-suite-sql-eval's exec evaluation
 // for Spider, does). Tasks without a prediction score 0.
 func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
@@ -82,16 +83,16 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 		cfg.Jobs = 8
 	}
 	if cfg.Style == "" {
-		cfg.Style = datasets.StyleBIRD
+		cfg.Style = judge.StyleBIRD
 		if allSpider(cfg.Tasks) {
-			cfg.Style = datasets.StyleSpider
+			cfg.Style = judge.StyleSpider
 		}
 	}
-	if _, err := datasets.ParseStyle(string(cfg.Style)); err != nil {
+	if _, err := judge.ParseStyle(string(cfg.Style)); err != nil {
 		return nil, fmt.Errorf("score: %w", err)
 	}
-	if cfg.KeepDistinct && cfg.Style != datasets.StyleSpider {
-		return nil, fmt.Errorf("score: keep-distinct applies to the %s style only, not %s", datasets.StyleSpider, cfg.Style)
+	if cfg.KeepDistinct && cfg.Style != judge.StyleSpider {
+		return nil, fmt.Errorf("score: keep-distinct applies to the %s style only, not %s", judge.StyleSpider, cfg.Style)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Style.DefaultTimeout()
@@ -154,7 +155,7 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	if err != nil {
 		return it, fmt.Errorf("score task %s: opening %s: %w", t.ID, t.DBID, err)
 	}
-	judge := datasets.Judge{Style: cfg.Style, KeepDistinct: cfg.KeepDistinct}
+	judge := judge.Judge{Style: cfg.Style, KeepDistinct: cfg.KeepDistinct}
 	v, err := judge.Run(ctx, db, gold, p.SQL, nil, cfg.Timeout)
 	if err != nil {
 		return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)

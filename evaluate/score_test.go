@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // slowSQL never finishes: it must be stopped by the timeout.
@@ -91,7 +92,7 @@ func TestScoreHandComputed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	start := time.Now()
 	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn, Timeout: 300 * time.Millisecond})
@@ -144,7 +145,7 @@ func TestReadPredictionsErrors(t *testing.T) {
 // TestScoreWriteJSON: the report file is replaced whole, readable by others (0644, not
 // CreateTemp's 0600), and reads back as the report; a failed write leaves the old file.
 func TestScoreWriteJSON(t *testing.T) {
-	rep := &evaluate.ScoreReport{Style: datasets.StyleBIRD, Items: []evaluate.ScoreItem{{Index: 3, ID: "t/3", Outcome: "ok", Correct: true}},
+	rep := &evaluate.ScoreReport{Style: judge.StyleBIRD, Items: []evaluate.ScoreItem{{Index: 3, ID: "t/3", Outcome: "ok", Correct: true}},
 		Outcomes: map[string]int{"ok": 1}}
 	path := filepath.Join(t.TempDir(), "items.json")
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {

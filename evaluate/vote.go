@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // voter picks each task's answer among its samples by majority over executed results
@@ -31,7 +33,7 @@ func (v *voter) fingerprint(ctx context.Context, t datasets.Task, sql string) (s
 	if err != nil {
 		return "", fmt.Errorf("vote on task %s: opening %s: %w", t.ID, t.DBID, err)
 	}
-	res, err := db.Exec(ctx, sql, datasets.ExecOptions{Timeout: v.cfg.Episode.ExecTimeout})
+	res, err := db.Exec(ctx, sql, sandbox.ExecOptions{Timeout: v.cfg.Episode.ExecTimeout})
 	if err != nil {
 		return "", fmt.Errorf("vote on task %s: executing on %s: %w", t.ID, t.DBID, err)
 	}
@@ -39,7 +41,7 @@ func (v *voter) fingerprint(ctx context.Context, t datasets.Task, sql string) (s
 	if res.OK() {
 		set := map[string]bool{}
 		for _, r := range res.Rows {
-			set[datasets.RowKey(r)] = true
+			set[judge.RowKey(r)] = true
 		}
 		keys := make([]string, 0, len(set))
 		for k := range set {

@@ -11,6 +11,8 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // variants answers the n-th conversation of a question with its n-th variant and then repeats
@@ -114,10 +116,10 @@ func TestSpiderDevOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	defer conn.Close()
 	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.Style != datasets.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
+	if err != nil || rep.Style != judge.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
 		t.Fatalf("score: %+v, %v", rep, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // ProtocolVersion names the protocol this package speaks.
@@ -56,21 +57,12 @@ func (c ObsCaps) WithDefaults() ObsCaps {
 	return c
 }
 
-// EngineName is the human name of a dialect's engine ("SQLite", "PostgreSQL", "MySQL").
-func EngineName(d datasets.Dialect) string {
-	switch d {
-	case datasets.SQLite:
-		return "SQLite"
-	case datasets.Postgres:
-		return "PostgreSQL"
-	case datasets.MySQL:
-		return "MySQL"
-	}
-	return string(d)
-}
+// EngineName is the human name of a dialect's engine ("SQLite", "PostgreSQL", "MySQL"):
+// sandbox.EngineName.
+func EngineName(d datasets.Dialect) string { return sandbox.EngineName(d) }
 
 // SystemPrompt is the protocol's system turn: the dialect and engine version, the schema as that
-// dialect's DDL (sample values as comments, as datasets.Schema.DDL renders them) and the rules.
+// dialect's DDL (sample values as comments, as sandbox.Schema.DDL renders them) and the rules.
 func SystemPrompt(dialect datasets.Dialect, version, ddl string) string {
 	engine := EngineName(dialect)
 	if version == "" {
@@ -379,21 +371,21 @@ func ReplyContent(r chat.Reply) string {
 // first are shown while the body stays within caps.MaxChars, so the body is at most about
 // twice caps.MaxChars. A refusal's reason is shown after one "Refused: " (the screen's own
 // "refused: " prefix is dropped).
-func RenderObservation(res *datasets.Result, caps ObsCaps) string {
+func RenderObservation(res *sandbox.Result, caps ObsCaps) string {
 	caps = caps.WithDefaults()
 	if res == nil {
 		return wrapObservation("Error: no result")
 	}
 	switch res.Outcome {
-	case datasets.OutcomeError:
+	case sandbox.OutcomeError:
 		return wrapObservation("Error: " + oneLineCap(res.Error, caps.MaxChars))
-	case datasets.OutcomeTimeout:
+	case sandbox.OutcomeTimeout:
 		msg := "Timeout: the statement ran too long and was stopped"
 		if res.Duration > 0 {
 			msg = fmt.Sprintf("Timeout: the statement ran longer than %s and was stopped", res.Duration.Round(time.Millisecond))
 		}
 		return wrapObservation(msg)
-	case datasets.OutcomeRefused:
+	case sandbox.OutcomeRefused:
 		// The screen's reasons begin with "refused: " themselves; the observation says it once.
 		why := strings.TrimSpace(res.Error)
 		if len(why) >= len(refusedPrefix) && strings.EqualFold(why[:len(refusedPrefix)], refusedPrefix) {
@@ -403,7 +395,7 @@ func RenderObservation(res *datasets.Result, caps ObsCaps) string {
 			why = "only one read-only statement is allowed"
 		}
 		return wrapObservation("Refused: " + oneLineCap(why, caps.MaxChars))
-	case datasets.OutcomeOK:
+	case sandbox.OutcomeOK:
 	default:
 		return wrapObservation(fmt.Sprintf("Error: unknown outcome %q", res.Outcome))
 	}

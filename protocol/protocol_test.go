@@ -9,6 +9,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 func TestParseReply(t *testing.T) {
@@ -156,35 +157,35 @@ func TestRenderObservation(t *testing.T) {
 	long := strings.Repeat("é", 150)
 	cases := []struct {
 		name string
-		res  *datasets.Result
+		res  *sandbox.Result
 		caps protocol.ObsCaps
 		want string
 	}{
-		{"small", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"id", "name"}, Rows: [][]any{{int64(1), "a"}, {int64(1), "a"}, {nil, 2.5}}, Total: 3},
+		{"small", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"id", "name"}, Rows: [][]any{{int64(1), "a"}, {int64(1), "a"}, {nil, 2.5}}, Total: 3},
 			protocol.ObsCaps{}, "<observation>\nid | name\n1 | a\n1 | a\nNULL | 2.5\n(3 rows)\n</observation>"},
-		{"one row", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"n"}, Rows: [][]any{{int64(7)}}, Total: 1},
+		{"one row", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"n"}, Rows: [][]any{{int64(7)}}, Total: 1},
 			protocol.ObsCaps{}, "<observation>\nn\n7\n(1 row)\n</observation>"},
-		{"row cap with exact total", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"i", "s"}, Rows: rows(5), Total: 35, Truncated: true},
+		{"row cap with exact total", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"i", "s"}, Rows: rows(5), Total: 35, Truncated: true},
 			protocol.ObsCaps{MaxRows: 3}, "<observation>\ni | s\n0 | x\n1 | x\n2 | x\n… 32 more rows (35 total)\n</observation>"},
-		{"cell cut", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{long}}, Total: 1},
+		{"cell cut", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{long}}, Total: 1},
 			protocol.ObsCaps{MaxCellChars: 10}, "<observation>\nt\nééééééééé…\n(1 row)\n</observation>"},
-		{"newline in cell", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{"a\nb\tc"}}, Total: 1},
+		{"newline in cell", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"t"}, Rows: [][]any{{"a\nb\tc"}}, Total: 1},
 			protocol.ObsCaps{}, "<observation>\nt\na\\nb\\tc\n(1 row)\n</observation>"},
-		{"empty", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"a", "b"}},
+		{"empty", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"a", "b"}},
 			protocol.ObsCaps{}, "<observation>\nEmpty result set\nColumns: a | b\n</observation>"},
-		{"error", &datasets.Result{Outcome: datasets.OutcomeError, Error: "no such column: nme"},
+		{"error", &sandbox.Result{Outcome: sandbox.OutcomeError, Error: "no such column: nme"},
 			protocol.ObsCaps{}, "<observation>\nError: no such column: nme\n</observation>"},
-		{"timeout", &datasets.Result{Outcome: datasets.OutcomeTimeout, Duration: 30 * time.Second},
+		{"timeout", &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Duration: 30 * time.Second},
 			protocol.ObsCaps{}, "<observation>\nTimeout: the statement ran longer than 30s and was stopped\n</observation>"},
-		{"refused", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "writes are not allowed"},
+		{"refused", &sandbox.Result{Outcome: sandbox.OutcomeRefused, Error: "writes are not allowed"},
 			protocol.ObsCaps{}, "<observation>\nRefused: writes are not allowed\n</observation>"},
-		{"refused by the screen", &datasets.Result{Outcome: datasets.OutcomeRefused, Error: "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"},
+		{"refused by the screen", &sandbox.Result{Outcome: sandbox.OutcomeRefused, Error: "refused: only read-only queries (SELECT, WITH, VALUES) are allowed"},
 			protocol.ObsCaps{}, "<observation>\nRefused: only read-only queries (SELECT, WITH, VALUES) are allowed\n</observation>"},
-		{"huge error", &datasets.Result{Outcome: datasets.OutcomeError, Error: "invalid input syntax for type integer: \"" + strings.Repeat("9", 1<<20) + "\""},
+		{"huge error", &sandbox.Result{Outcome: sandbox.OutcomeError, Error: "invalid input syntax for type integer: \"" + strings.Repeat("9", 1<<20) + "\""},
 			protocol.ObsCaps{MaxChars: 100}, "<observation>\nError: invalid input syntax for type integer: \"" + strings.Repeat("9", 32) + "…[truncated 1048545 bytes]\n</observation>"}, // 100 bytes
-		{"wide header and first row", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{strings.Repeat("h", 60), strings.Repeat("i", 60)}, Rows: [][]any{{strings.Repeat("a", 60), strings.Repeat("b", 60)}, {"c", "d"}}, Total: 2},
+		{"wide header and first row", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{strings.Repeat("h", 60), strings.Repeat("i", 60)}, Rows: [][]any{{strings.Repeat("a", 60), strings.Repeat("b", 60)}, {"c", "d"}}, Total: 2},
 			protocol.ObsCaps{MaxChars: 80}, "<observation>\n" + strings.Repeat("h", 56) + "…[truncated 67 bytes]\n" + strings.Repeat("a", 56) + "…[truncated 67 bytes]\n… 1 more rows (2 total)\n</observation>"},
-		{"char cap", &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{"s"}, Rows: [][]any{{strings.Repeat("a", 50)}, {strings.Repeat("b", 50)}, {strings.Repeat("c", 50)}}, Total: 3},
+		{"char cap", &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"s"}, Rows: [][]any{{strings.Repeat("a", 50)}, {strings.Repeat("b", 50)}, {strings.Repeat("c", 50)}}, Total: 3},
 			protocol.ObsCaps{MaxChars: 80}, "<observation>\ns\n" + strings.Repeat("a", 50) + "\n… 2 more rows (3 total)\n</observation>"},
 	}
 	for _, c := range cases {
@@ -262,7 +263,7 @@ func FuzzRenderObservation(f *testing.F) {
 		}
 		maxRows %= 50
 		maxCell %= 300
-		res := &datasets.Result{Outcome: datasets.OutcomeOK, Columns: []string{col, "n", "f", "z", "b"}, Rows: rows, Total: total}
+		res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{col, "n", "f", "z", "b"}, Rows: rows, Total: total}
 		caps := protocol.ObsCaps{MaxRows: maxRows, MaxCellChars: maxCell}
 		out := protocol.RenderObservation(res, caps)
 		if !strings.HasPrefix(out, "<observation>\n") || !strings.HasSuffix(out, "\n</observation>") {

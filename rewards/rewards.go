@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1, and
@@ -28,7 +28,7 @@ type Rewards struct {
 	// a row, and that SQL ran; repeating a failing statement does not converge).
 	Converged int `json:"converged"`
 	// Correct is 1 when the final SQL's full result matches the gold's (distill's judge,
-	// datasets.Match); 0 until the episode is judged.
+	// judge.Match); 0 until the episode is judged.
 	Correct int `json:"correct"`
 	// Malformed counts the replies that were not well-formed.
 	Malformed int `json:"malformed_turns"`
@@ -92,7 +92,7 @@ func Prefixes(tr *rundir.Trajectory) []Rewards {
 	execOK, malformed := false, 0
 	for k, tu := range tr.Turns {
 		if tu.Exec != nil {
-			execOK = tu.Exec.Outcome == datasets.OutcomeOK
+			execOK = tu.Exec.Outcome == sandbox.OutcomeOK
 		}
 		if !TurnWellFormed(tu) {
 			malformed++

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 func TestFrom(t *testing.T) {
@@ -38,9 +38,9 @@ func turn(content string, ok bool) rundir.Turn {
 		return tu
 	}
 	tu.SQL = p.SQL
-	tu.Exec = &rundir.ExecRecord{Outcome: datasets.OutcomeOK}
+	tu.Exec = &rundir.ExecRecord{Outcome: sandbox.OutcomeOK}
 	if !ok {
-		tu.Exec.Outcome = datasets.OutcomeError
+		tu.Exec.Outcome = sandbox.OutcomeError
 	}
 	return tu
 }
@@ -201,7 +201,7 @@ func TestTurnRewards(t *testing.T) {
 			// A prefix's turn rewards are the full episode's first ones.
 			part := *tr
 			part.Turns, part.Repeated, part.Correct = tr.Turns[:1], false, false
-			part.ExecOK = tr.Turns[0].Exec != nil && tr.Turns[0].Exec.Outcome == datasets.OutcomeOK
+			part.ExecOK = tr.Turns[0].Exec != nil && tr.Turns[0].Exec.Outcome == sandbox.OutcomeOK
 			if p, _ := w.TurnRewards(&part, false, mode); (mode == ModeDelta && p[0] != turns[0]) || (mode == ModeFinal && p[0] != 0) {
 				t.Errorf("%s %s: first turn %v as played, %v at the end", name, mode, p[0], turns[0])
 			}

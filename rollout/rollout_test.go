@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // tiny opens ../shared/models/tiny-qwen2-f32 with the Qwen2.5 tokenizer.
@@ -42,7 +43,7 @@ func sampleConfig(t *testing.T, s *student.Student, tasks int, group int) Config
 	if len(ts) < tasks {
 		t.Fatalf("the sample has %d tasks, want %d", len(ts), tasks)
 	}
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	t.Cleanup(func() { conn.Close() })
 	w := rewards.DefaultWeights
 	w.FormatPenalty = 0.05

@@ -5,6 +5,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // Turn records one assistant turn exactly as the policy returned it, and what came of it. It is
@@ -48,15 +49,15 @@ func (t Turn) Reply() chat.Reply {
 		ProviderFinishReason: t.ProviderFinishReason, Usage: t.Usage, Latency: t.Latency, Attempts: t.Attempts, ThinkOpened: t.ThinkOpened}
 }
 
-// ExecRecord is the part of a datasets.Result kept in a trajectory (no rows beyond the
+// ExecRecord is the part of a sandbox.Result kept in a trajectory (no rows beyond the
 // observation, which already shows them).
 type ExecRecord struct {
-	Outcome   datasets.Outcome `json:"outcome"`
-	Columns   []string         `json:"columns,omitempty"`
-	Total     int              `json:"total"`
-	Truncated bool             `json:"truncated,omitempty"`
-	Error     string           `json:"error,omitempty"`
-	Duration  time.Duration    `json:"duration_ns"`
+	Outcome   sandbox.Outcome `json:"outcome"`
+	Columns   []string        `json:"columns,omitempty"`
+	Total     int             `json:"total"`
+	Truncated bool            `json:"truncated,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Duration  time.Duration   `json:"duration_ns"`
 }
 
 // Trajectory is one complete episode: one line of a shard.

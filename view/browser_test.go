@@ -23,6 +23,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // ChromiumEnv names a Chromium or Chrome binary for the browser tests; without it they look
@@ -500,7 +501,7 @@ func TestBrowserHostileText(t *testing.T) {
 		return chat.Reply{Content: "<think>T" + hostile + "</think>\n<sql>SELECT '" + lit + `' AS "` + alias + `"</sql>`,
 			Reasoning: "R" + hostile, FinishReason: chat.FinishStop}, nil
 	})
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(root, "db")}
 	defer conn.Close()
 	run, ds := filepath.Join(root, "run"), filepath.Join(root, "dataset")
 	_, err = distill.Run(context.Background(), distill.RunConfig{

@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/evaluate/evalrun"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // fixture is what the tests view: a run dir distilled from the bundled sample on SQLite by two
@@ -138,7 +139,7 @@ func buildFixture(tok curate.Tokenizer) (*fixture, error) {
 	if f.tasks, err = datasets.LoadTasks("sample", filepath.Join(root, "db")); err != nil {
 		return nil, err
 	}
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(root, "db")}
 	defer conn.Close()
 	ctx := context.Background()
 	ep := episode.EpisodeOptions{MaxTurns: 5, ExecTimeout: 10 * time.Second}

@@ -12,6 +12,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // Executor runs a row's gold SQL and final SQL on its task's database, for the results shown
@@ -20,7 +21,7 @@ import (
 type Executor struct {
 	// Tasks are the tasks the rows were made from, found by the rows' task_id.
 	Tasks []datasets.Task
-	// Opener opens a task's database in a dialect (a datasets.Connector).
+	// Opener opens a task's database in a dialect (a sandbox.Connector).
 	Opener episode.Opener
 	// Dialects are the dialects Opener serves; a row of another dialect has no results, with
 	// the reason.
@@ -198,7 +199,7 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 
 // run executes sql on db, or waits for the same execution already under way, or returns the
 // kept result. A database that cannot be used is an error and is not kept.
-func (x *executor) run(ctx context.Context, db datasets.DB, task, sql string) (ExecView, error) {
+func (x *executor) run(ctx context.Context, db sandbox.DB, task, sql string) (ExecView, error) {
 	k := execKey{string(db.Dialect()), task, sql}
 	x.mu.Lock()
 	if c, ok := x.results[k]; ok {
@@ -235,14 +236,14 @@ func (x *executor) run(ctx context.Context, db datasets.DB, task, sql string) (E
 }
 
 // exec runs one statement, at most maxParallelExecs at once.
-func (x *executor) exec(ctx context.Context, db datasets.DB, sql string) (ExecView, error) {
+func (x *executor) exec(ctx context.Context, db sandbox.DB, sql string) (ExecView, error) {
 	select {
 	case x.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ExecView{}, ctx.Err()
 	}
 	defer func() { <-x.slots }()
-	res, err := db.Exec(ctx, sql, datasets.ExecOptions{Timeout: x.x.Timeout, MaxRows: resultCaps.MaxRows})
+	res, err := db.Exec(ctx, sql, sandbox.ExecOptions{Timeout: x.x.Timeout, MaxRows: resultCaps.MaxRows})
 	if err != nil {
 		return ExecView{}, fmt.Errorf("running on the %s database: %w", db.Dialect(), err)
 	}

@@ -10,17 +10,18 @@ import (
 
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 
 	"github.com/chromedp/chromedp"
 )
 
 // countingOpener counts the statements run through its databases.
 type countingOpener struct {
-	conn  *datasets.Connector
+	conn  *sandbox.Connector
 	execs chan string
 }
 
-func (o *countingOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (datasets.DB, error) {
+func (o *countingOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
 	db, err := o.conn.Open(ctx, d, t)
 	if err != nil {
 		return nil, err
@@ -29,11 +30,11 @@ func (o *countingOpener) Open(ctx context.Context, d datasets.Dialect, t dataset
 }
 
 type countingDB struct {
-	datasets.DB
+	sandbox.DB
 	execs chan string
 }
 
-func (c countingDB) Exec(ctx context.Context, sql string, opts datasets.ExecOptions) (*datasets.Result, error) {
+func (c countingDB) Exec(ctx context.Context, sql string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	c.execs <- sql
 	return c.DB.Exec(ctx, sql, opts)
 }
@@ -81,7 +82,7 @@ func TestResults(t *testing.T) {
 		t.Errorf("without an executor: %+v", rr)
 	}
 
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
 	t.Cleanup(func() { conn.Close() })
 	op := &countingOpener{conn: conn, execs: make(chan string, 100)}
 	s.SetExecutor(Executor{Tasks: fx.tasks, Opener: op, Dialects: []datasets.Dialect{datasets.SQLite}})
@@ -91,12 +92,12 @@ func TestResults(t *testing.T) {
 		t.Fatalf("gold result of row %d: %+v", same, g)
 	}
 	// The row count, asked of the database on its own.
-	db, err := datasets.OpenSQLite(filepath.Join(fx.root, "db", rows[same].DBID, rows[same].DBID+".sqlite"))
+	db, err := sandbox.OpenSQLite(filepath.Join(fx.root, "db", rows[same].DBID, rows[same].DBID+".sqlite"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	n, err := db.Exec(context.Background(), "SELECT COUNT(*) FROM ("+strings.TrimSuffix(strings.TrimSpace(rows[same].GoldSQL), ";")+")", datasets.ExecOptions{})
+	n, err := db.Exec(context.Background(), "SELECT COUNT(*) FROM ("+strings.TrimSuffix(strings.TrimSpace(rows[same].GoldSQL), ";")+")", sandbox.ExecOptions{})
 	if err != nil || !n.OK() || fmt.Sprint(n.Rows[0][0]) != fmt.Sprint(g.Total) {
 		t.Errorf("gold total %d, the database counts %v (%v)", g.Total, n, err)
 	}
@@ -162,7 +163,7 @@ func TestResultsConcurrent(t *testing.T) {
 	rows := readRows(t, fx.dataset)
 	_, wrong := resultRows(t, rows)
 	s := openServer(t, nil, fx.dataset)
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
 	t.Cleanup(func() { conn.Close() })
 	op := &countingOpener{conn: conn, execs: make(chan string, 100)}
 	s.SetExecutor(Executor{Tasks: fx.tasks, Opener: op, Dialects: []datasets.Dialect{datasets.SQLite}})
@@ -202,7 +203,7 @@ func TestBrowserResults(t *testing.T) {
 		t.Errorf("without an executor the gold column says %q", got)
 	}
 
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
 	t.Cleanup(func() { conn.Close() })
 	s.SetExecutor(Executor{Tasks: fx.tasks, Opener: conn, Dialects: []datasets.Dialect{datasets.SQLite}})
 	for _, id := range []int{same, wrong} {

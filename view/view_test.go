@@ -31,6 +31,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/httpguard"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -405,7 +406,7 @@ func TestDamagedParquetIsOneLine(t *testing.T) {
 func TestRunDirLive(t *testing.T) {
 	fx := getFixture(t)
 	dir := filepath.Join(t.TempDir(), "live")
-	conn := &datasets.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
+	conn := &sandbox.Connector{SQLiteRoot: filepath.Join(fx.root, "db")}
 	defer conn.Close()
 	slow := chat.PolicyFunc(func(ctx context.Context, msgs []chat.Message, o chat.Options) (chat.Reply, error) {
 		time.Sleep(15 * time.Millisecond)

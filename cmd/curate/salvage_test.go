@@ -20,6 +20,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // TestSalvageDamagedRun: a run dir that an earlier distill damaged, with a journaled line of
@@ -184,7 +185,7 @@ func oracleRun(t *testing.T, dir string, n, samples int) distill.RunConfig {
 	if n > 0 {
 		tasks = tasks[:n]
 	}
-	conn := &datasets.Connector{}
+	conn := &sandbox.Connector{}
 	t.Cleanup(func() { conn.Close() })
 	cfg := distill.RunConfig{
 		Dir: dir, Tasks: tasks, TaskSpec: "sample", Dialects: []datasets.Dialect{datasets.SQLite},

@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/view"
 )
 
@@ -86,20 +87,28 @@ func setupView(fs *flag.FlagSet) cli.Func {
 }
 
 // connectTasks loads the tasks of --tasks, opens their databases in the dialects of the
-// viewed rows that the flags reach (SQLite always, PostgreSQL with --pg-dsn, MySQL with
-// --mysql-dsn; a live dir without rows yet: all of those) through the screened, bounded
+// viewed rows that the flags reach (a file engine such as SQLite always, a server dialect with
+// its DSN flag; a live dir without rows yet: every registered dialect) through the screened, bounded
 // execution distill uses, and gives them to srv for the row pages' results.
-func connectTasks(ctx context.Context, c *cli.Call, srv *view.Server, tasks *cli.Tasks, dsns *cli.DSNs, timeout time.Duration) (*datasets.Connector, []datasets.Dialect, error) {
+func connectTasks(ctx context.Context, c *cli.Call, srv *view.Server, tasks *cli.Tasks, dsns *cli.DSNs, timeout time.Duration) (*sandbox.Connector, []datasets.Dialect, error) {
 	ts, err := tasks.Load()
 	if err != nil {
 		return nil, nil, err
 	}
 	reach := func(d datasets.Dialect) bool {
-		return d == datasets.SQLite || d == datasets.Postgres && dsns.Postgres != "" || d == datasets.MySQL && dsns.MySQL != ""
+		x, ok := sandbox.Lookup(d)
+		if !ok {
+			return false
+		}
+		if x.Server() == nil {
+			return true // a file engine: the databases are under --db-root
+		}
+		p := dsns.DSN[d]
+		return p != nil && *p != ""
 	}
 	want := srv.Dialects()
 	if len(want) == 0 {
-		want = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
+		want = sandbox.Names()
 	}
 	var dialects, missed []datasets.Dialect
 	for _, d := range want {

@@ -13,6 +13,7 @@ import (
 	"github.com/chainedsql/chainedsql/env"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -56,7 +57,7 @@ func addEnvFlags(fs *flag.FlagSet, what, tokNote string) *envFlags {
 
 // open checks the flags, loads the tokenizer (a missing one is an error when needTok, else
 // nil) and the tasks, and connects to their databases, which the caller disconnects.
-func (f *envFlags) open(ctx context.Context, c *cli.Call, needTok bool) ([]datasets.Task, *datasets.Connector, *tokenizer.Tokenizer, error) {
+func (f *envFlags) open(ctx context.Context, c *cli.Call, needTok bool) ([]datasets.Task, *sandbox.Connector, *tokenizer.Tokenizer, error) {
 	if err := f.subsets.Check(); err != nil {
 		return nil, nil, nil, cli.Usagef("--val-fraction: %v", err)
 	}
@@ -85,7 +86,7 @@ func (f *envFlags) open(ctx context.Context, c *cli.Call, needTok bool) ([]datas
 }
 
 // close disconnects conn.
-func (f *envFlags) close(conn *datasets.Connector, c *cli.Call) {
+func (f *envFlags) close(conn *sandbox.Connector, c *cli.Call) {
 	cli.Disconnect(conn, f.dialects.List(), c.Stderr, c.Name)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oaitest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // writeSampleMiniDev writes the bundled sample as a mini-dev folder (one file of gold per
@@ -133,7 +134,7 @@ func TestDistillHostileTeacherSuperuserDSNs(t *testing.T) {
 			my.Exec("DELETE FROM chainedsql_meta.copies WHERE target = ?", prefix+task.DBID)
 		}
 		for d, dsn := range map[datasets.Dialect]string{datasets.Postgres: pgDSN, datasets.MySQL: myDSN} {
-			if err := datasets.DropReader(context.Background(), d, dsn, reader); err != nil {
+			if err := sandbox.DropReader(context.Background(), d, dsn, reader); err != nil {
 				t.Errorf("drop reader: %v", err)
 			}
 		}
@@ -243,7 +244,7 @@ func TestDistillHostileTeacherSuperuserDSNs(t *testing.T) {
 		for _, turn := range tr.Turns {
 			seen[turn.SQL] = true
 			body := strings.TrimSuffix(strings.TrimPrefix(turn.Observation, "<observation>\n"), "\n</observation>")
-			if turn.Exec == nil || turn.Exec.Outcome == datasets.OutcomeOK {
+			if turn.Exec == nil || turn.Exec.Outcome == sandbox.OutcomeOK {
 				t.Errorf("%s: %q ran: %q", tr.Dialect, turn.SQL, body)
 			}
 			if strings.Contains(body, "\n") || !strings.HasPrefix(body, "Refused: ") && !strings.HasPrefix(body, "Error: ") {
@@ -279,7 +280,7 @@ type trajectoryLine struct {
 		SQL         string `json:"sql"`
 		Observation string `json:"observation"`
 		Exec        *struct {
-			Outcome datasets.Outcome `json:"outcome"`
+			Outcome sandbox.Outcome `json:"outcome"`
 		} `json:"exec"`
 	} `json:"turns"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var loadCmd = &cli.Command{
@@ -24,15 +25,15 @@ updates the reader that statements run as, granted read access to each of them.`
 
 func setupLoad(fs *flag.FlagSet) cli.Func {
 	tasks := cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Limit: true, Note: "their databases are loaded"})
-	dialect := cli.AddDialect(fs, "", "the server to load into (required)", datasets.Postgres, datasets.MySQL)
+	dialect := cli.AddDialect(fs, "", "the server to load into (required)", serverDialects()...)
 	dsn := fs.String("dsn", "", "DSN of the target server (required)")
 	var reader string
 	cli.AddReader(fs, &reader)
-	readerHosts := fs.String("reader-hosts", strings.Join(datasets.DefaultReaderHosts, ","), "mysql: comma-separated hosts the reader user is created for (the host this machine connects from must be one)")
+	readerHosts := fs.String("reader-hosts", strings.Join(sandbox.DefaultReaderHosts, ","), "mysql: comma-separated hosts the reader user is created for (the host this machine connects from must be one)")
 	return func(ctx context.Context, c *cli.Call) error {
 		d := dialect.One()
 		if d == "" {
-			return cli.Usagef("--dialect is required: want postgres or mysql")
+			return cli.Usagef("--dialect is required: want %s", sandbox.NameList(serverDialects(), " or "))
 		}
 		if *dsn == "" {
 			return cli.Usagef("--dsn is required")
@@ -43,6 +44,17 @@ func setupLoad(fs *flag.FlagSet) cli.Func {
 		}
 		return load(ctx, c.Stderr, ts, d, *dsn, reader, *readerHosts)
 	}
+}
+
+// serverDialects are the registered dialects on a server: those distill load loads into.
+func serverDialects() []datasets.Dialect {
+	var out []datasets.Dialect
+	for _, d := range sandbox.Dialects() {
+		if d.Server() != nil {
+			out = append(out, d.Name())
+		}
+	}
+	return out
 }
 
 // load copies the databases of tasks into dialect d's server at dsn and sets up the reader.
@@ -68,9 +80,9 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 			hosts = append(hosts, h)
 		}
 	}
-	setup := datasets.ReaderSetup{Name: reader, Hosts: hosts}
+	setup := sandbox.ReaderSetup{Name: reader, Hosts: hosts}
 	for i, id := range ids {
-		st, err := datasets.CopySQLite(ctx, paths[id], d, dsn, id)
+		st, err := sandbox.CopySQLite(ctx, paths[id], d, dsn, id)
 		if err != nil {
 			return fmt.Errorf("copying %s into %s: %w", id, d, err)
 		}
@@ -83,7 +95,7 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 			fmt.Fprintf(stderr, "    note: %s\n", n)
 		}
 	}
-	rep, err := datasets.EnsureReader(ctx, d, dsn, setup, ids)
+	rep, err := sandbox.EnsureReader(ctx, d, dsn, setup, ids)
 	if err != nil {
 		return fmt.Errorf("the reader statements run as: %w", err)
 	}
@@ -91,7 +103,10 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 	if rep.Created {
 		what = "created"
 	}
-	kind := map[datasets.Dialect]string{datasets.Postgres: "schema", datasets.MySQL: "database"}[d]
+	kind := "database"
+	if dl, ok := sandbox.Lookup(d); ok && dl.Server() != nil {
+		kind = dl.Server().Namespace
+	}
 	if len(rep.Granted) != 1 {
 		kind += "s"
 	}

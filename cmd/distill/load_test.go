@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/internal/shared"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // testReader returns a reader name unique to this test run, dropped from dialect d's test
@@ -24,7 +27,7 @@ func testReader(t *testing.T, d datasets.Dialect, dsn string) string {
 	t.Helper()
 	name := fmt.Sprintf("cs_rd_ld%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() {
-		if err := datasets.DropReader(context.Background(), d, dsn, name); err != nil {
+		if err := sandbox.DropReader(context.Background(), d, dsn, name); err != nil {
 			t.Errorf("drop reader %s: %v", name, err)
 		}
 	})
@@ -102,7 +105,7 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &datasets.Connector{PostgresDSN: dsn, Access: datasets.Access{Reader: reader}}
+	c := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{Reader: reader}}
 	defer c.Close()
 	for _, task := range tasks[:10] {
 		pg, err := c.Open(context.Background(), datasets.Postgres, task)
@@ -114,9 +117,9 @@ func TestLoadSpiderIntoPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		gold, _ := task.GoldFor(datasets.SQLite)
-		want, err1 := lite.Exec(context.Background(), gold, datasets.ExecOptions{})
-		got, err2 := pg.Exec(context.Background(), gold, datasets.ExecOptions{})
-		if err1 != nil || err2 != nil || !datasets.Match(want, got, datasets.HasOrderBy(gold)) {
+		want, err1 := lite.Exec(context.Background(), gold, sandbox.ExecOptions{})
+		got, err2 := pg.Exec(context.Background(), gold, sandbox.ExecOptions{})
+		if err1 != nil || err2 != nil || !judge.Match(want, got, judge.HasOrderBy(gold)) {
 			t.Errorf("%s: %s\nsqlite %+v\npostgres %+v %v %v", task.ID, gold, want, got, err1, err2)
 		}
 	}

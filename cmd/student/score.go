@@ -5,9 +5,10 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var scoreCmd = &cli.Command{
@@ -34,10 +35,10 @@ func setupScore(fs *flag.FlagSet) cli.Func {
 		if *jobs < 1 || *timeout < 0 {
 			return cli.Usagef("--jobs %d, --timeout %s: out of range", *jobs, *timeout)
 		}
-		var st datasets.Style
+		var st judge.Style
 		if *style != "" {
 			var err error
-			if st, err = datasets.ParseStyle(*style); err != nil {
+			if st, err = judge.ParseStyle(*style); err != nil {
 				return cli.Usagef("--style: %v", err)
 			}
 		}
@@ -49,7 +50,7 @@ func setupScore(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		conn := &datasets.Connector{SQLiteRoot: tasks.DBRoot}
+		conn := &sandbox.Connector{SQLiteRoot: tasks.DBRoot}
 		defer conn.Close()
 		rep, err := evaluate.Score(ctx, evaluate.ScoreConfig{Tasks: ts, Predictions: preds, Style: st, KeepDistinct: *keepDist, Timeout: *timeout, Opener: conn, Jobs: *jobs})
 		if err != nil {

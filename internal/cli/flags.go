@@ -18,6 +18,7 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -147,34 +148,38 @@ func (l *specList) Set(v string) error {
 	return nil
 }
 
-// ReaderDefault is --reader's default: $CHAINEDSQL_READER, else datasets.DefaultReader.
+// ReaderDefault is --reader's default: $CHAINEDSQL_READER, else sandbox.DefaultReader.
 func ReaderDefault() string {
 	if v := os.Getenv("CHAINEDSQL_READER"); v != "" {
 		return v
 	}
-	return datasets.DefaultReader
+	return sandbox.DefaultReader
 }
 
 // AddReader defines --reader on fs.
 func AddReader(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "reader", ReaderDefault(), "role (PostgreSQL) or user (MySQL) the statements run as on the servers: distill load creates or updates it and grants it read access to the loaded databases; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+datasets.DefaultReader)
+	fs.StringVar(p, "reader", ReaderDefault(), "role (PostgreSQL) or user (MySQL) the statements run as on the servers: distill load creates or updates it and grants it read access to the loaded databases; the DSNs' users only look up its password; default $CHAINEDSQL_READER or "+sandbox.DefaultReader)
 }
 
-// DSNs are the database server flags: --pg-dsn, --mysql-dsn, --reader, --exec-as-dsn-user.
+// DSNs are the database server flags: a DSN flag per server dialect (--pg-dsn, --mysql-dsn),
+// --reader, --exec-as-dsn-user.
 type DSNs struct {
-	// Postgres and MySQL are the servers' DSNs.
-	Postgres, MySQL string
+	// DSN holds each server dialect's DSN flag value by dialect.
+	DSN map[datasets.Dialect]*string
 	// Reader is the role or user statements run as.
 	Reader string
 	// AsDSNUser runs the statements as the DSNs' own users.
 	AsDSNUser bool
 }
 
-// AddDSNs defines the DSN group on fs.
+// AddDSNs defines the DSN group on fs: the DSN flag of every registered server dialect.
 func AddDSNs(fs *flag.FlagSet) *DSNs {
-	d := &DSNs{}
-	fs.StringVar(&d.Postgres, "pg-dsn", os.Getenv("CHAINEDSQL_PG_DSN"), "PostgreSQL DSN (databases loaded with distill load); default $CHAINEDSQL_PG_DSN")
-	fs.StringVar(&d.MySQL, "mysql-dsn", os.Getenv("CHAINEDSQL_MYSQL_DSN"), "MySQL/MariaDB DSN in go-sql-driver form; default $CHAINEDSQL_MYSQL_DSN")
+	d := &DSNs{DSN: map[datasets.Dialect]*string{}}
+	for _, x := range sandbox.Dialects() {
+		if srv := x.Server(); srv != nil {
+			d.DSN[x.Name()] = fs.String(srv.Flag, os.Getenv(srv.Env), srv.Usage+"; default $"+srv.Env)
+		}
+	}
 	AddReader(fs, &d.Reader)
 	fs.BoolVar(&d.AsDSNUser, "exec-as-dsn-user", false, "run the statements as the DSNs' own users instead of the reader: UNSAFE unless you made those users read-only yourself")
 	return d
@@ -183,11 +188,12 @@ func AddDSNs(fs *flag.FlagSet) *DSNs {
 // Check returns the usage error of a server dialect without its DSN.
 func (d *DSNs) Check(dialects []datasets.Dialect) error {
 	for _, x := range dialects {
-		if x == datasets.Postgres && d.Postgres == "" {
-			return Usagef("dialect postgres needs --pg-dsn (or $CHAINEDSQL_PG_DSN)")
+		dl, ok := sandbox.Lookup(x)
+		if !ok || dl.Server() == nil {
+			continue
 		}
-		if x == datasets.MySQL && d.MySQL == "" {
-			return Usagef("dialect mysql needs --mysql-dsn (or $CHAINEDSQL_MYSQL_DSN)")
+		if p := d.DSN[x]; p == nil || *p == "" {
+			return Usagef("dialect %s needs --%s (or $%s)", x, dl.Server().Flag, dl.Server().Env)
 		}
 	}
 	return nil
@@ -197,12 +203,16 @@ func (d *DSNs) Check(dialects []datasets.Dialect) error {
 // task database once in each dialect (episode.CheckDatabases: a missing database or a bad DSN
 // is one error, not a run of failed episodes); it prints the warnings of --exec-as-dsn-user to
 // stderr after name. The caller closes the Connector.
-func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*datasets.Connector, error) {
+func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*sandbox.Connector, error) {
 	if err := d.Check(dialects); err != nil {
 		return nil, err
 	}
-	conn := &datasets.Connector{PostgresDSN: d.Postgres, MySQLDSN: d.MySQL, SQLiteRoot: sqliteRoot,
-		Access: datasets.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
+	dsn := map[datasets.Dialect]string{}
+	for x, p := range d.DSN {
+		dsn[x] = *p
+	}
+	conn := &sandbox.Connector{DSN: dsn, SQLiteRoot: sqliteRoot,
+		Access: sandbox.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
 	if err := episode.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
 		conn.Close()
 		return nil, err
@@ -214,8 +224,8 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 }
 
 // Disconnect prints, after name, a warning for each of dialects whose statements outlived their
-// deadline and what should have stopped them there (datasets.Runaways), then closes conn.
-func Disconnect(conn *datasets.Connector, dialects []datasets.Dialect, stderr io.Writer, name string) {
+// deadline and what should have stopped them there (sandbox.Runaways), then closes conn.
+func Disconnect(conn *sandbox.Connector, dialects []datasets.Dialect, stderr io.Writer, name string) {
 	for _, d := range dialects {
 		if r := conn.Runaways(d); r.Total > 0 {
 			fmt.Fprintf(stderr, "%s: WARNING: %d %s statement(s) ran on past their deadline where the engine could not stop them (%d still running); see \"Execution security\" in docs/DESIGN.md\n",
@@ -232,12 +242,10 @@ type Dialects struct {
 	allowed []datasets.Dialect
 }
 
-var allDialects = []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
-
 // AddDialects defines --dialects, a comma-separated list defaulting to sqlite.
 func AddDialects(fs *flag.FlagSet, note string) *Dialects {
-	d := &Dialects{list: []datasets.Dialect{datasets.SQLite}, multi: true, allowed: allDialects}
-	fs.Var(d, "dialects", withNote("comma-separated dialects: sqlite, postgres (--pg-dsn), mysql (--mysql-dsn)", note))
+	d := &Dialects{list: []datasets.Dialect{datasets.SQLite}, multi: true, allowed: sandbox.Names()}
+	fs.Var(d, "dialects", withNote("comma-separated dialects: "+dialectFlags(), note))
 	return d
 }
 
@@ -245,7 +253,7 @@ func AddDialects(fs *flag.FlagSet, note string) *Dialects {
 // ("" for none).
 func AddDialect(fs *flag.FlagSet, def datasets.Dialect, note string, allowed ...datasets.Dialect) *Dialects {
 	if len(allowed) == 0 {
-		allowed = allDialects
+		allowed = sandbox.Names()
 	}
 	d := &Dialects{allowed: allowed}
 	if def != "" {
@@ -324,6 +332,20 @@ func parseDialects(list string, allowed []datasets.Dialect) ([]datasets.Dialect,
 		return nil, fmt.Errorf("%q names no dialect", list)
 	}
 	return out, nil
+}
+
+// dialectFlags lists the registered dialects, each server one with its DSN flag:
+// "sqlite, postgres (--pg-dsn), mysql (--mysql-dsn)".
+func dialectFlags() string {
+	var out []string
+	for _, x := range sandbox.Dialects() {
+		if srv := x.Server(); srv != nil {
+			out = append(out, fmt.Sprintf("%s (--%s)", x.Name(), srv.Flag))
+		} else {
+			out = append(out, string(x.Name()))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // dialectNames lists ds, the last two joined by last (" or ", or ", ").

@@ -1,0 +1,524 @@
+package judge
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// Style is a rule set for judging execution accuracy (EX).
+type Style string
+
+// Judging styles.
+const (
+	// StyleBIRD is BIRD's evaluation.py: set(pred rows) == set(gold rows); row order and
+	// duplicates ignored, column order kept; the prediction runs first, then the gold, under one
+	// time limit; any error scores 0.
+	StyleBIRD Style = "bird"
+	// StyleSpider is test-suite-sql-eval's evaluation.py --etype exec (the published Spider
+	// execution accuracy): the SQL rewrites of Judge.Prepare (DISTINCT removed unless
+	// KeepDistinct), rows ordered when the rewritten gold contains "order by" anywhere, else
+	// multisets, and the prediction's columns in any order (result_eq).
+	StyleSpider Style = "spider"
+	// StyleSpiderStrict is Spider's comparison with nothing forgiven: the SQL as written,
+	// column order and DISTINCT count, rows ordered only when the gold's outermost query has an
+	// ORDER BY, else multisets.
+	StyleSpiderStrict Style = "spider-strict"
+)
+
+// Styles are the styles ParseStyle accepts.
+var Styles = []Style{StyleBIRD, StyleSpider, StyleSpiderStrict}
+
+// ParseStyle returns the style named s.
+func ParseStyle(s string) (Style, error) {
+	for _, st := range Styles {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("style %q: want bird, spider or spider-strict", s)
+}
+
+// DefaultTimeout is the time limit for one prediction and its gold SQL together: BIRD's
+// meta_time_out (30 s) for BIRD; test-suite-sql-eval's TIMEOUT (60 s) for the Spider styles.
+// (That one never stops a query: its asyncio.wait_for wraps a call that blocks the event loop,
+// so the result comes back however long it took. A query running past 60 s here scores 0.)
+func (s Style) DefaultTimeout() time.Duration {
+	if s == StyleBIRD {
+		return 30 * time.Second
+	}
+	return 60 * time.Second
+}
+
+// OutcomeGoldError is a Verdict's outcome when the gold SQL did not run.
+const OutcomeGoldError = "gold_error"
+
+// Judge judges predictions against gold SQL in one Style. On SQLite values compare as Python's
+// sqlite3 returns them (the official evaluators' view); on PostgreSQL and MySQL, where no
+// official evaluator runs, by Match's cross-engine value rule. The zero Judge is BIRD's.
+type Judge struct {
+	Style Style
+	// KeepDistinct keeps DISTINCT in StyleSpider (test-suite-sql-eval's --keep_distinct).
+	KeepDistinct bool
+}
+
+// Verdict is how one prediction was judged.
+type Verdict struct {
+	Correct bool
+	// Outcome is "ok" (both ran; Correct says whether they matched), the prediction's "error",
+	// "timeout" or "refused", or OutcomeGoldError. BIRD reports the prediction's failure first
+	// (it runs first); Spider the gold's (its evaluator stops on a gold that fails).
+	Outcome string
+	Error   string
+	// GoldError is why the gold SQL failed ("" when it ran or was not reached).
+	GoldError string
+	// PredSQL and GoldSQL are the statements executed, after the style's rewrites.
+	PredSQL, GoldSQL string
+	// Ordered says rows were compared in order.
+	Ordered bool
+}
+
+// Prepare returns the gold and predicted SQL as the style's official evaluator executes them,
+// and whether rows compare in order. ok is false when the prediction holds no statement.
+func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok bool) {
+	switch j.Style {
+	case StyleSpider:
+		g, p := spiderPostprocess(pyStrip(gold)), spiderPostprocess(spiderPredText(pred))
+		ok = p != ""
+		if !j.KeepDistinct {
+			g, _ = spiderRemoveDistinct(g)
+			p, ok = spiderRemoveDistinct(p)
+		}
+		return spiderCurYear(g), spiderCurYear(p), spiderOrdered(g), ok
+	case StyleSpiderStrict:
+		return gold, pred, HasOrderBy(gold), strings.TrimSpace(pred) != ""
+	}
+	return gold, pred, false, true
+}
+
+// Run executes the gold and the predicted SQL on db and judges them. budget bounds both
+// statements together (zero: the style's DefaultTimeout). predRes, when not nil, is pred's
+// result from an earlier execution, reused when the style runs pred unchanged and the result is
+// complete (all rows kept) or a failure. The error is non-nil when the style is unknown or the
+// database itself failed (see DB.Exec).
+func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
+	if j.Style == "" {
+		j.Style = StyleBIRD
+	}
+	if _, err := ParseStyle(string(j.Style)); err != nil {
+		return Verdict{}, fmt.Errorf("judge: %w", err)
+	}
+	if budget <= 0 {
+		budget = j.Style.DefaultTimeout()
+	}
+	g, p, ordered, ok := j.Prepare(gold, pred)
+	v := Verdict{PredSQL: p, GoldSQL: g, Ordered: ordered}
+	if predRes != nil && (p != pred || predRes.OK() && (predRes.Truncated || len(predRes.Rows) < predRes.Total)) {
+		predRes = nil
+	}
+	deadline := time.Now().Add(budget)
+	run := func(q string, reuse *sandbox.Result) (*sandbox.Result, error) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: fmt.Sprintf("the time limit of %s for the prediction and its gold together was used up", budget)}, nil
+		}
+		return j.exec(ctx, db, q, reuse, left)
+	}
+	var gres, pres *sandbox.Result
+	var err error
+	if j.Style == StyleBIRD {
+		if pres, err = run(p, predRes); err == nil {
+			gres, err = run(g, nil)
+		}
+	} else {
+		if gres, err = run(g, nil); err == nil && ok {
+			pres, err = run(p, predRes)
+		}
+	}
+	if err != nil {
+		return v, err
+	}
+	if !gres.OK() && gres.Outcome != sandbox.OutcomeTimeout {
+		v.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
+	}
+	goldFailed := func() {
+		if gres.Outcome == sandbox.OutcomeTimeout {
+			v.Outcome, v.Error = string(sandbox.OutcomeTimeout), "the gold SQL ran past the time left: "+gres.Error
+		} else {
+			v.Outcome, v.Error = OutcomeGoldError, v.GoldError
+		}
+	}
+	switch {
+	case j.Style != StyleBIRD && !gres.OK():
+		goldFailed()
+	case !ok:
+		v.Outcome, v.Error = string(sandbox.OutcomeError), "the prediction holds no SQL statement"
+	case !pres.OK():
+		v.Outcome, v.Error = string(pres.Outcome), pres.Error
+	case !gres.OK():
+		goldFailed()
+	default:
+		v.Outcome = string(sandbox.OutcomeOK)
+		v.Correct = j.equal(db.Dialect(), gres.Rows, pres.Rows, ordered)
+	}
+	return v, nil
+}
+
+// equal compares two results' rows under the style.
+func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool {
+	var m valueModel = engineModel{}
+	if d == datasets.SQLite {
+		m = pyModel{}
+	}
+	switch j.Style {
+	case StyleSpider:
+		return spiderResultEq(m, gold, pred, ordered)
+	case StyleSpiderStrict:
+		return listEqual(m, gold, pred, ordered)
+	}
+	return setEqual(m, gold, pred)
+}
+
+// exec runs q and returns its rows as the style's evaluator would see them: on SQLite, as
+// Python's sqlite3 executes a string (leading empty statements skipped, nothing but comments
+// after the statement, no statement at all giving no rows), with the stored values (rawValues)
+// and text decoded as the evaluator decodes it. reuse, when not nil, is q's result already.
+func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox.Result, timeout time.Duration) (*sandbox.Result, error) {
+	if db.Dialect() != datasets.SQLite {
+		if reuse != nil {
+			return reuse, nil
+		}
+		return db.Exec(ctx, q, sandbox.ExecOptions{Timeout: timeout})
+	}
+	start := time.Now()
+	stmt, empty := pyStatement(q)
+	if empty {
+		return &sandbox.Result{Outcome: sandbox.OutcomeOK}, nil
+	}
+	res := reuse
+	if res == nil || stmt != strings.TrimSuffix(strings.TrimSpace(q), ";") {
+		var err error
+		if res, err = db.Exec(ctx, stmt, sandbox.ExecOptions{Timeout: timeout}); err != nil {
+			return nil, err
+		}
+	}
+	if !res.OK() {
+		return res, nil
+	}
+	res, err := rawValues(ctx, db, stmt, res, timeout-time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	if j.Style == StyleBIRD {
+		if s, bad := invalidText(res.Rows); bad {
+			return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: fmt.Sprintf("could not decode to UTF-8 the text %q (Python's sqlite3 fails the query on it)", s)}, nil
+		}
+	} else if rows, changed := decodeIgnore(res.Rows); changed {
+		cp := *res
+		cp.Rows = rows
+		res = &cp
+	}
+	return res, nil
+}
+
+// pyStatement returns the statement Python's sqlite3 runs for q: empty statements (";") and
+// comments before it skipped, and whitespace and comments after its ";" dropped (Python accepts
+// them, the executor's screening would not). empty means q holds no statement: Python runs
+// nothing and returns no rows. Anything else after the first statement is left for the executor
+// to refuse (Python raises "You can only execute one statement at a time").
+func pyStatement(q string) (stmt string, empty bool) {
+	i := 0
+	for {
+		i = skipSpaceComments(q, i)
+		if i < len(q) && q[i] == ';' {
+			i++
+			continue
+		}
+		break
+	}
+	if i >= len(q) {
+		return "", true
+	}
+	body, rest := sandbox.SplitFirst(q[i:])
+	if skipSpaceComments(rest, 0) == len(rest) {
+		return body, false
+	}
+	return q, false
+}
+
+// skipSpaceComments returns the index after the whitespace and SQL comments at q[i:]; an
+// unterminated /* comment runs to the end, as SQLite reads it.
+func skipSpaceComments(q string, i int) int {
+	for i < len(q) {
+		switch {
+		case q[i] == ' ' || q[i] == '\t' || q[i] == '\n' || q[i] == '\r' || q[i] == '\f':
+			i++
+		case strings.HasPrefix(q[i:], "--"):
+			j := strings.IndexByte(q[i:], '\n')
+			if j < 0 {
+				return len(q)
+			}
+			i += j + 1
+		case strings.HasPrefix(q[i:], "/*"):
+			j := strings.Index(q[i+2:], "*/")
+			if j < 0 {
+				return len(q)
+			}
+			i += j + 4
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// rawValues undoes go-sqlite3's conversions of declared column types (DATE, DATETIME and
+// TIMESTAMP values into time.Time, lossy: text it cannot parse becomes the zero time, integers
+// become Unix times; BOOLEAN integers into bool), so values compare as the stored ones, as
+// Python's sqlite3 returns them. When res holds such a value, the query runs again as
+// "WITH q(c1..cn) AS (query) SELECT +c1, ..., +cn FROM q": unary plus is a no-op on every SQLite
+// value but leaves the column without a declared type, so the driver returns what is stored.
+// The second run is used only when it reads back as res (the same rows, in the same order when
+// the order counts, else as a multiset); otherwise res is kept and pyValueKey formats times as
+// SQLite text.
+func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Result, timeout time.Duration) (*sandbox.Result, error) {
+	if !converted(res.Rows) || len(res.Columns) == 0 || timeout <= 0 {
+		return res, nil
+	}
+	cols := make([]string, len(res.Columns))
+	plus := make([]string, len(res.Columns))
+	for i := range cols {
+		cols[i] = fmt.Sprintf("c%d", i+1)
+		plus[i] = "+" + cols[i]
+	}
+	body := strings.TrimSuffix(strings.TrimSpace(query), ";")
+	wrapped := fmt.Sprintf("WITH chainedsql_raw(%s) AS (%s\n) SELECT %s FROM chainedsql_raw", strings.Join(cols, ", "), body, strings.Join(plus, ", "))
+	raw, err := db.Exec(ctx, wrapped, sandbox.ExecOptions{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	if !raw.OK() || raw.Total != res.Total || len(raw.Rows) != len(res.Rows) {
+		return res, nil
+	}
+	same := true
+	for i := range raw.Rows {
+		if driverKey(raw.Rows[i], res.Rows[i]) != pyRowKey(res.Rows[i]) {
+			same = false
+			break
+		}
+	}
+	if !same {
+		// The rows may have come back in another order: accept them as a multiset.
+		a, b := make([]string, len(raw.Rows)), make([]string, len(res.Rows))
+		for i := range raw.Rows {
+			a[i], b[i] = driverKeyAny(raw.Rows[i], res.Rows), pyRowKey(res.Rows[i])
+		}
+		if !sameMultiset(a, b) {
+			return res, nil
+		}
+	}
+	raw.Columns = res.Columns
+	raw.Duration += res.Duration
+	return raw, nil
+}
+
+// converted reports whether rows hold a value go-sqlite3 converted from a declared type.
+func converted(rows [][]any) bool {
+	for _, r := range rows {
+		for _, v := range r {
+			switch v.(type) {
+			case time.Time, bool:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// driverKey keys the raw row as go-sqlite3 would have converted it under the declared types
+// whose conversions the row like shows (a time.Time or bool in like's column).
+func driverKey(raw, like []any) string {
+	conv := make([]any, len(raw))
+	for i, v := range raw {
+		conv[i] = v
+		if i < len(like) {
+			conv[i] = driverConvert(v, like[i])
+		}
+	}
+	return pyRowKey(conv)
+}
+
+// driverKeyAny is driverKey with the column conversions read off any of rows.
+func driverKeyAny(raw []any, rows [][]any) string {
+	like := make([]any, len(raw))
+	for _, r := range rows {
+		for i, v := range r {
+			switch v.(type) {
+			case time.Time, bool:
+				if i < len(like) {
+					like[i] = v
+				}
+			}
+		}
+	}
+	return driverKey(raw, like)
+}
+
+// driverConvert is go-sqlite3's reading of a stored value v in a column declared as the type
+// like shows: DATE/DATETIME/TIMESTAMP (like is a time.Time) or BOOLEAN (like is a bool).
+func driverConvert(v, like any) any {
+	switch like.(type) {
+	case time.Time:
+		switch x := v.(type) {
+		case int64:
+			if x > 1e12 || x < -1e12 {
+				return time.Unix(0, x*int64(time.Millisecond)).UTC()
+			}
+			return time.Unix(x, 0).UTC()
+		case string:
+			s := strings.TrimSuffix(x, "Z")
+			for _, f := range sqlite3.SQLiteTimestampFormats {
+				if t, err := time.ParseInLocation(f, s, time.UTC); err == nil {
+					return t
+				}
+			}
+			return time.Time{}
+		}
+	case bool:
+		if x, ok := v.(int64); ok {
+			return x > 0
+		}
+	}
+	return v
+}
+
+// pyRowKey is rowKey under Python's equality.
+func pyRowKey(row []any) string { return rowKey(pyModel{}, row) }
+
+// Match reports whether pred answers the same as gold across engines: set equality of rows
+// (column order kept) when ordered is false; ordered comparison of row lists when true. It is
+// the value rule Judge uses on PostgreSQL and MySQL, where no official evaluator runs. Values
+// that are the same across engines compare equal: integers and floats equal as numbers, floats after
+// rounding to 10 significant digits, []byte equal to the same text, bools as 0/1, and times
+// equal to text holding the same date or date-time (see dateKey). Both results must have run.
+func Match(gold, pred *sandbox.Result, ordered bool) bool {
+	if !gold.OK() || !pred.OK() {
+		return false
+	}
+	if ordered {
+		return listEqual(engineModel{}, gold.Rows, pred.Rows, true)
+	}
+	return setEqual(engineModel{}, gold.Rows, pred.Rows)
+}
+
+// RowKey is a canonical text of a row: equal keys mean equal rows under Match's value rules.
+// Values are length-prefixed, so no text can forge a column boundary.
+func RowKey(row []any) string { return rowKey(engineModel{}, row) }
+
+func valueKey(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "\x00null"
+	case int64:
+		return "n" + strconv.FormatInt(x, 10)
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return "n" + strconv.FormatInt(int64(x), 10)
+		}
+		return "n" + strconv.FormatFloat(x, 'g', 10, 64)
+	case bool:
+		if x {
+			return "n1"
+		}
+		return "n0"
+	case []byte:
+		return "s" + dateKey(string(x))
+	case string:
+		return "s" + dateKey(x)
+	case time.Time:
+		return "s" + timeText(x)
+	}
+	return "s" + fmt.Sprint(v)
+}
+
+// HasOrderBy reports whether the outermost query of sql has an ORDER BY clause (ORDER BY inside
+// parentheses, strings and comments does not count).
+func HasOrderBy(sql string) bool {
+	depth := 0
+	var top bytes.Buffer
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for j < len(sql) && sql[j] != c {
+				j++
+			}
+			i = j
+			top.WriteByte(' ')
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			for i < len(sql) && sql[i] != '\n' {
+				i++
+			}
+			top.WriteByte(' ')
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case depth == 0:
+			top.WriteByte(c)
+		}
+	}
+	f := strings.Fields(strings.ToLower(top.String()))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "order" && f[i+1] == "by" {
+			return true
+		}
+	}
+	return false
+}
+
+// dateText matches text holding a date or a date-time without a zone other than UTC, the forms
+// SQLite stores dates in and the servers print them in.
+var dateText = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]00:?00)?$`)
+
+// dateKey returns s in timeText's form when it holds a valid date or date-time, so that
+// "2009-01-01 00:00:00", "2009-01-01T00:00:00Z", "2009-01-01" and a time.Time of that midnight
+// (SQLite's driver turns DATE/DATETIME column text into time.Time, the servers return their
+// date types as time.Time, and date functions and text-kept dates give text) all compare equal.
+// Other text is returned as it is.
+func dateKey(s string) string {
+	if len(s) < 10 || len(s) > 40 || !dateText.MatchString(s) {
+		return s
+	}
+	body := strings.TrimSuffix(s, "Z")
+	if i := strings.LastIndexAny(body, "+-"); i > 10 {
+		body = body[:i]
+	}
+	body = strings.Replace(body, "T", " ", 1)
+	for _, layout := range []string{time.DateOnly, "2006-01-02 15:04", time.DateTime, "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, body); err == nil {
+			return timeText(t)
+		}
+	}
+	return s
+}
+
+// timeText renders t's wall clock (its zone ignored) as "2006-01-02" at midnight, else as
+// "2006-01-02 15:04:05" with any fraction of a second.
+func timeText(t time.Time) string {
+	if t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 && t.Nanosecond() == 0 {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format("2006-01-02 15:04:05.999999999")
+}

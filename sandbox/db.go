@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// Outcome classifies one execution.
+type Outcome string
+
+// Execution outcomes.
+const (
+	OutcomeOK      Outcome = "ok"
+	OutcomeError   Outcome = "error"   // the engine rejected the statement; Result.Error has its text
+	OutcomeTimeout Outcome = "timeout" // the deadline passed; the statement was stopped
+	OutcomeRefused Outcome = "refused" // the toolkit refused it (writes, several statements, ATTACH, ...)
+)
+
+// ExecOptions bound one execution.
+type ExecOptions struct {
+	// Timeout stops the statement; zero means 30 s.
+	Timeout time.Duration
+	// MaxRows caps the rows kept in Result.Rows; zero means no cap. Counting continues past the
+	// cap so Result.Total is exact (bounded by the timeout).
+	MaxRows int
+}
+
+// Result is the outcome of one statement. Values are normalised Go values: nil, int64, float64,
+// string, []byte, bool, or time.Time.
+type Result struct {
+	Outcome   Outcome  `json:"outcome"`
+	Columns   []string `json:"columns,omitempty"`
+	Rows      [][]any  `json:"rows,omitempty"`
+	Total     int      `json:"total"`
+	Truncated bool     `json:"truncated,omitempty"`
+	// Error is the engine's own error text (OutcomeError), or why the statement was refused.
+	Error    string        `json:"error,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// OK reports whether the statement ran.
+func (r *Result) OK() bool { return r != nil && r.Outcome == OutcomeOK }
+
+// DB is one task database in one dialect, executing statements read-only. Safe for concurrent use.
+// Exec returns a non-nil error only when the database itself cannot be used (connection lost,
+// context cancelled); SQL errors, timeouts and refusals are Results.
+type DB interface {
+	Dialect() datasets.Dialect
+	// Version is the engine and version, e.g. "SQLite 3.46.1" or "PostgreSQL 15.19".
+	Version() string
+	Exec(ctx context.Context, sql string, opts ExecOptions) (*Result, error)
+	Close() error
+}
+
+// Runaways counts the statements of one dialect that outlived their deadline and everything
+// meant to stop them at it (SQLite: the progress handler and the interrupt, then abandoned;
+// PostgreSQL: cancel and terminate; MariaDB: KILL QUERY and KILL): work the engine could not
+// interrupt. Each running one holds a slot of its engine's cap until it ends.
+type Runaways struct {
+	// Total is how many were counted since the Connector opened (SQLite: the process started).
+	Total int64 `json:"total"`
+	// Running is how many still run now.
+	Running int64 `json:"running"`
+}

@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// DefaultReader is the PostgreSQL role and MySQL user that statements run as, unless told
+// otherwise (Access.Reader, distill --reader).
+const DefaultReader = "chainedsql_reader"
+
+// DefaultReaderHosts are the hosts the MySQL reader user is created for: a client on the
+// server's own machine connects as one of them.
+var DefaultReaderHosts = []string{"localhost", "127.0.0.1"}
+
+// ErrReader marks the errors that say the reader is missing, lacks a grant on a task's
+// database, or holds more than reads. distill load (EnsureReader) fixes each of them.
+var ErrReader = errors.New("reader not set up")
+
+// readerMeta is where the reader's generated password is kept, readable only by the server's
+// administrators: a schema (PostgreSQL) or database (MySQL, where it also holds the copy
+// markers) the reader is never granted.
+const readerMeta = mysqlMetaDB
+
+// Access says whom statements run as on PostgreSQL and MySQL. The zero value runs them as
+// DefaultReader.
+type Access struct {
+	// Reader is the role/user made by EnsureReader that statements run as; "" means
+	// DefaultReader. The DSN handed to the Connector is used only to look up its password.
+	Reader string
+	// AsDSNUser runs statements as the DSN's own user instead of a reader, guarded only by the
+	// read-only transaction and the screen: for users who manage their own read-only accounts.
+	AsDSNUser bool
+}
+
+// name returns the reader's name.
+func (a Access) name() string {
+	if a.Reader == "" {
+		return DefaultReader
+	}
+	return a.Reader
+}
+
+// ReaderSetup describes the reader EnsureReader creates or updates.
+type ReaderSetup struct {
+	// Name is the role/user; "" means DefaultReader.
+	Name string
+	// Hosts are the MySQL hosts the user is created for; nil means DefaultReaderHosts.
+	// PostgreSQL ignores it.
+	Hosts []string
+}
+
+// ReaderReport says what EnsureReader did.
+type ReaderReport struct {
+	Name string `json:"name"`
+	// Created is true when the role/user did not exist before.
+	Created bool `json:"created,omitempty"`
+	// Changes name what was reset on an existing reader (attributes, memberships, privileges
+	// beyond SELECT, its password).
+	Changes []string `json:"changes,omitempty"`
+	// Granted are the schemas/databases the reader may now read.
+	Granted []string `json:"granted"`
+}
+
+// readerName is what a reader may be called: unquoted-safe in both servers, at most 32
+// characters (MySQL's limit).
+var readerName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,31}$`)
+
+// readerHost is what a MySQL host part may be (names, addresses, % and _ wildcards).
+var readerHost = regexp.MustCompile(`^[A-Za-z0-9_.%:-]{1,255}$`)
+
+func checkReaderName(name string) error {
+	if !readerName.MatchString(name) {
+		return fmt.Errorf("reader name %q: want 1-32 lower-case letters, digits or '_', not starting with a digit", name)
+	}
+	return nil
+}
+
+// EnsureReader creates, or brings back to least privilege, the reader of dialect d on the
+// server of dsn (a superuser's, or one allowed to create roles and grant on targets), and grants
+// it read access to each of targets (schemas in the DSN's PostgreSQL database, or MySQL
+// databases), keeping the grants it already has.
+//
+// The reader's login holds no grant itself: each target gets a task role (pgTaskRole,
+// mysqlTaskRole) holding its reads, which executions in that target take, so that a statement
+// of one task reads no other. PostgreSQL: a LOGIN NOINHERIT role with no superuser,
+// replication, BYPASSRLS, CREATEDB or CREATEROLE, member of its task roles only (so none of
+// pg_read_all_settings, pg_monitor, ...), defaulting to read-only transactions; each task role
+// NOLOGIN with USAGE on its schema and SELECT on its tables; CONNECT on the database only when
+// PUBLIC lacks it. MySQL: a user per host with no privilege, granted its task roles, each with
+// SELECT on its database only (the name's _ and % escaped so they match no other database);
+// every other privilege and role revoked, from the login and from the task roles. The password is generated on creation and kept in the chainedsql_meta schema or
+// database, which only administrators can read; it never leaves the servers. Safe to run again
+// and from several processes at once (a server-side lock serialises them).
+func EnsureReader(ctx context.Context, d datasets.Dialect, dsn string, setup ReaderSetup, targets []string) (ReaderReport, error) {
+	name := setup.Name
+	if name == "" {
+		name = DefaultReader
+	}
+	rep := ReaderReport{Name: name}
+	if err := checkReaderName(name); err != nil {
+		return rep, err
+	}
+	for _, t := range targets {
+		if !targetName.MatchString(t) {
+			return rep, fmt.Errorf("reader %s: target %q: want 1-48 letters, digits or '_'", name, t)
+		}
+	}
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return rep, fmt.Errorf("reader %s: %w", name, err)
+	}
+	return admin.EnsureReader(ctx, dsn, name, setup, targets)
+}
+
+// readerAdmin returns dialect d's ReaderAdmin, or an error naming the dialects that have one.
+func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) {
+	var with []datasets.Dialect
+	for _, x := range Dialects() {
+		if _, ok := x.(ReaderAdmin); ok {
+			with = append(with, x.Name())
+		}
+	}
+	if x, ok := Lookup(d); ok {
+		if a, ok := x.(ReaderAdmin); ok {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("dialect %q: want %s", d, NameList(with, " or "))
+}
+
+// DropReader removes the reader name of dialect d from the server of dsn, with its grants and
+// its stored password. A reader that does not exist is not an error.
+func DropReader(ctx context.Context, d datasets.Dialect, dsn, name string) error {
+	if err := checkReaderName(name); err != nil {
+		return err
+	}
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return fmt.Errorf("drop reader %s: %w", name, err)
+	}
+	return admin.DropReader(ctx, dsn, name)
+}
+
+// DescribeDSNUser names the user of dsn on its server and what it may do beyond reading, for
+// the warning a command prints when statements run as the DSN's own user.
+func DescribeDSNUser(ctx context.Context, d datasets.Dialect, dsn string) (string, error) {
+	admin, err := readerAdmin(d)
+	if err != nil {
+		return "", fmt.Errorf("describe the DSN's user: %w", err)
+	}
+	return admin.DescribeDSNUser(ctx, dsn)
+}
+
+// asDSNUserWarning is the warning a command prints when statements run as the DSN's own user
+// (Access.AsDSNUser): who that user is, what it may do, and what still guards the server.
+func asDSNUserWarning(ctx context.Context, d datasets.Dialect, dsn string) string {
+	who, err := DescribeDSNUser(ctx, d, dsn)
+	if err != nil {
+		who = fmt.Sprintf("the %s DSN's own user (%v)", d, err)
+	}
+	return fmt.Sprintf("--exec-as-dsn-user: every statement the policies write runs as %s, with only a read-only transaction and a text screen in its way; use this only with a user you made read-only yourself", who)
+}
+
+// newPassword returns a random password of 48 hex digits.
+func newPassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate the reader's password: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// sqlString quotes s as a standard SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// readerMissing is the ErrReader error for a reader that is not there.
+func readerMissing(where, what string) error {
+	return fmt.Errorf("%s: %s: %w (distill load creates it and grants it what it loads; --exec-as-dsn-user runs as the DSN's own user instead)", where, what, ErrReader)
+}
+
+// readerUngranted is the ErrReader error for a task database the reader may not read.
+func readerUngranted(where, reader, kind, target string) error {
+	return fmt.Errorf("%s: reader %s may not read %s %q: %w (run distill load for these tasks; it grants the reader each database it loads)", where, reader, kind, target, ErrReader)
+}
+
+// readerPrivileged is the ErrReader error for a reader holding more than reads.
+func readerPrivileged(where, reader string, extra []string) error {
+	return fmt.Errorf("%s: reader %s holds more than read access (%s): %w (run distill load to reset it)", where, reader, strings.Join(extra, ", "), ErrReader)
+}
+
+// addUnique appends s to list unless it is there.
+func addUnique(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}

@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// FuzzScreen: screen never panics in any dialect, and what it accepts is one read statement
+// with no denied word, which screening again accepts unchanged.
+func FuzzScreen(f *testing.F) {
+	for _, q := range hostileQueries {
+		f.Add(q)
+	}
+	for _, q := range chinookQueries {
+		f.Add(q.SQL)
+	}
+	f.Add("SELECT 'a;b' -- c;\n")
+	f.Add("/* x; */ WITH a AS (SELECT 1) SELECT * FROM a;")
+	f.Add(`SELECT "x""y", [a;b], ` + "`c;d`" + ` FROM t`)
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL} {
+			screenOnce(t, q, d)
+		}
+	})
+}
+
+// screenOnce checks one screening of q in dialect d.
+func screenOnce(t *testing.T, q string, d datasets.Dialect) {
+	stmt, reason := screen(q, d)
+	if reason != "" {
+		if stmt != "" || !strings.HasPrefix(reason, "refused: ") {
+			t.Fatalf("%s: refusal %q with statement %q", d, reason, stmt)
+		}
+		return
+	}
+	if _, rest := SplitFirst(stmt); strings.TrimSpace(rest) != "" {
+		t.Fatalf("%s: accepted %q holds a second statement %q", d, stmt, rest)
+	}
+	if why := deniedText(stmt, d); why != "" {
+		t.Fatalf("%s: accepted %q: %s", d, stmt, why)
+	}
+	if again, r := screen(stmt, d); r != "" || again != stmt {
+		t.Fatalf("%s: screen(%q) = %q, %q; want it unchanged", d, stmt, again, r)
+	}
+}
