@@ -52,6 +52,9 @@ func OpenLog(dir string, m *Manifest) (*Log, error) {
 	return &Log{w: w, dir: dir}, nil
 }
 
+// Dir is the run dir's path.
+func (l *Log) Dir() string { return l.dir }
+
 // Repairs lists what opening the log cut or fixed, for the log output.
 func (l *Log) Repairs() []string { return l.w.Repairs() }
 
