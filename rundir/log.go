@@ -52,6 +52,9 @@ func OpenLog(dir string, m *Manifest) (*Log, error) {
 	return &Log{w: w, dir: dir}, nil
 }
 
+// Done reports whether key is in the run dir.
+func (l *Log) Done(key string) bool { return l.w.Done(key) }
+
 // Dir is the run dir's path.
 func (l *Log) Dir() string { return l.dir }
 

@@ -5,19 +5,24 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rollout"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 var rolloutCmd = &cli.Command{
 	Name:    "rollout",
 	Summary: "GRPO groups: G episodes per task from the student, to Parquet with token ids, masks, log-probs, rewards and advantages (docs/ROLLOUT.md)",
-	Help:    "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing.",
+	Help:    "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing. --log-dir also writes every episode to a run dir (curate build, stats and view read it), appending to one of the same tasks and options.",
 	Setup:   setupRollout,
 }
 
@@ -38,6 +43,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		maxTokens   = fs.Int("max-tokens", 1024, "completion token limit per turn")
 		batch       = fs.Int("batch", 256, "most sequences decoded together")
 		cacheTokens = fs.Int("cache-tokens", 65536, "tokens of finished requests' KV caches kept for prefix reuse (negative: none)")
+		logDir      = fs.String("log-dir", "", "also write every episode as a trajectory to this run dir, keyed TASK/seedSEED/gGROUP/sSAMPLE (a run dir of the same tasks and options is appended to)")
 	)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
@@ -85,11 +91,28 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer st.Close()
+		var runLog *rundir.Log
+		if *logDir != "" {
+			eo := episode.Options()
+			runLog, err = rundir.OpenLog(*logDir, &rundir.Manifest{
+				Format: rundir.RunFormat, Protocol: protocol.ProtocolVersion, Toolkit: buildinfo.Version(), Created: time.Now().UTC(),
+				Tasks:    rundir.ManifestTasks{Spec: tasks.Spec(), Limit: tasks.Limit, Count: len(ts), Digest: distill.TasksDigest(ts)},
+				Teachers: []rundir.ManifestTeacher{{Name: rollout.LogTeacher, Spec: "student rollout", Model: st.ModelID()}},
+				Dialects: dialects, Samples: *group, MaxTurns: eo.MaxTurns, Caps: eo.Caps, ExecTimeout: eo.ExecTimeout,
+			})
+			if err != nil {
+				return err
+			}
+			defer runLog.Close()
+			for _, r := range runLog.Repairs() {
+				fmt.Fprintf(c.Stderr, "%s: %s: %s\n", c.Name, *logDir, r)
+			}
+		}
 		rows, rep, err := rollout.Run(ctx, rollout.Config{
 			Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
 			Generator: st.Generator(), Tokenizer: st.Tokenizer(), Model: st.ModelID(),
 			Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: *seed, MaxTokens: *maxTokens,
-			Weights: &w, Mode: mode,
+			Weights: &w, Mode: mode, Log: runLog,
 		})
 		if err != nil {
 			return err
