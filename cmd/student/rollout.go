@@ -97,7 +97,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			runLog, err = rundir.OpenLog(*logDir, &rundir.Manifest{
 				Format: rundir.RunFormat, Protocol: protocol.ProtocolVersion, Toolkit: buildinfo.Version(), Created: time.Now().UTC(),
 				Tasks:    rundir.ManifestTasks{Spec: tasks.Spec(), Limit: tasks.Limit, Count: len(ts), Digest: distill.TasksDigest(ts)},
-				Teachers: []rundir.ManifestTeacher{{Name: rollout.LogTeacher, Spec: "student rollout", Model: st.ModelID()}},
+				Teachers: []rundir.ManifestTeacher{{Name: rollout.LogTeacher, Spec: "student rollout"}},
 				Dialects: dialects, Samples: *group, MaxTurns: eo.MaxTurns, Caps: eo.Caps, ExecTimeout: eo.ExecTimeout,
 			})
 			if err != nil {
