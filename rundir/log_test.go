@@ -1,7 +1,9 @@
 package rundir
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -48,5 +50,37 @@ func TestLog(t *testing.T) {
 	var keys []string
 	if err := ReadRun(dir, func(tr *Trajectory) error { keys = append(keys, tr.Key); return nil }); err != nil || strings.Join(keys, ",") != "a,b" {
 		t.Errorf("read back %v: %v", keys, err)
+	}
+}
+
+// TestLogConcurrent adds from many goroutines at once (group commits), one key twice, and reads
+// back every key once.
+func TestLogConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir, &Manifest{Format: RunFormat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 101)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = l.Add(&Trajectory{Key: fmt.Sprint(i % 100), Teacher: "env", Dialect: datasets.SQLite})
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	keys := map[string]bool{}
+	err = ReadRun(dir, func(tr *Trajectory) error { keys[tr.Key] = true; return nil })
+	if err != nil || failed != 1 || len(keys) != 100 {
+		t.Fatalf("%v: %d failed Adds, %d keys; want 1, 100", err, failed, len(keys))
 	}
 }
