@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
@@ -155,4 +157,81 @@ func TestEnvServeLogDir(t *testing.T) {
 			t.Errorf("view %s: %v, %d rows; want 4", p, err, page.Total)
 		}
 	}
+}
+
+// tryPost is envPost that returns its failure (a server going down) instead of failing the test.
+func tryPost(url string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// TestEnvServeLogDirInterrupt stops the built server with SIGINT while eight clients finish
+// episodes as fast as they can: every episode whose last step was answered is in the run dir,
+// at most one more per client (a step answered after its line was committed but lost in the
+// shutdown), the dir reads without a damaged line, and a new server resumes it.
+func TestEnvServeLogDirInterrupt(t *testing.T) {
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testbin.Build(t, ".")
+	logDir := filepath.Join(t.TempDir(), "log")
+	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--log-dir", logDir)
+	const clients = 8
+	answered := make([]int, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				task := tasks[(c+i)%len(tasks)]
+				g, _ := task.GoldFor(datasets.SQLite)
+				var ep struct {
+					EpisodeID string `json:"episode_id"`
+				}
+				if tryPost(srv.url+"/v1/episodes", map[string]string{"task_id": task.ID}, &ep) != nil {
+					return
+				}
+				var st struct {
+					Done bool `json:"done"`
+				}
+				for range 2 {
+					if tryPost(srv.url+"/v1/episodes/"+ep.EpisodeID+"/step", map[string]string{"content": "<sql>" + g + "</sql>"}, &st) != nil {
+						return
+					}
+				}
+				if st.Done {
+					answered[c]++
+				}
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	srv.stop(t)
+	wg.Wait()
+	total := 0
+	for _, n := range answered {
+		total += n
+	}
+	logged := 0
+	if err := rundir.ReadRun(logDir, func(*rundir.Trajectory) error { logged++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d episodes answered done, %d logged", total, logged)
+	if total == 0 || logged < total || logged > total+clients {
+		t.Fatalf("%d episodes answered done, %d logged", total, logged)
+	}
+	srv = startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--log-dir", logDir)
+	srv.stop(t)
 }
