@@ -22,6 +22,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
@@ -132,6 +133,29 @@ func benchSet(b *testing.B, conn *sandbox.Connector, tasks []datasets.Task, d da
 	b.Run("exec", func(b *testing.B) { benchExec(b, conn, tasks, d) })
 	for _, mode := range []string{"single", "batch"} {
 		b.Run(mode, func(b *testing.B) { benchSteps(b, url, tasks, d, mode == "batch") })
+	}
+}
+
+// BenchmarkStepLog is BenchmarkStep/sqlite without and with --log-dir (a run dir in the test's
+// temporary directory): the cost of committing each finished episode (a shard line and a
+// journal line, each fsynced) inside its last step.
+func BenchmarkStepLog(b *testing.B) {
+	tasks := tasksOf(b)
+	for _, logged := range []bool{false, true} {
+		cfg := Config{Tasks: tasks, Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &sandbox.Connector{}, MaxEpisodes: 2 * *benchLive, MaxEpisodesPerClient: 2 * *benchLive}
+		name := "nolog"
+		if logged {
+			lg, err := rundir.OpenLog(b.TempDir(), &rundir.Manifest{Format: rundir.RunFormat})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { lg.Close() })
+			cfg.Log, name = lg, "log"
+		}
+		_, url := testServer(b, cfg)
+		for _, mode := range []string{"single", "batch"} {
+			b.Run(name+"/"+mode, func(b *testing.B) { benchSteps(b, url, tasks, datasets.SQLite, mode == "batch") })
+		}
 	}
 }
 

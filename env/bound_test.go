@@ -8,6 +8,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // episodeBound is the most an episode of five turns may keep (docs/ENV.md): per turn the
@@ -25,7 +26,13 @@ func TestEpisodeMemoryBound(t *testing.T) {
 	tasks := tasksOf(t)[:1]
 	for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres} {
 		t.Run(string(d), func(t *testing.T) {
-			cfg := Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, MaxBody: 16 << 20}
+			// With the episode log on: logging the finished episode keeps nothing of it.
+			lg, err := rundir.OpenLog(t.TempDir(), &rundir.Manifest{Format: rundir.RunFormat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lg.Close()
+			cfg := Config{Tasks: tasks, Dialects: []datasets.Dialect{d}, MaxBody: 16 << 20, Log: lg}
 			// A statement whose error is huge: SQLite names the missing table, PostgreSQL
 			// echoes the value that failed the cast (40 MB).
 			hugeError := `SELECT * FROM "` + strings.Repeat("n", 60000) + `"`
@@ -89,6 +96,16 @@ func TestEpisodeMemoryBound(t *testing.T) {
 			}
 			if stored, _ := s.Episodes(); stored != 0 {
 				t.Fatalf("%d episodes stored after the delete", stored)
+			}
+			n := 0
+			for tr, err := range rundir.Trajectories(lg.Dir()) {
+				if err != nil || len(tr.Turns) != 5 {
+					t.Fatalf("the log: %v", err)
+				}
+				n++
+			}
+			if n != 1 {
+				t.Errorf("the log holds %d episodes, want 1", n)
 			}
 		})
 	}

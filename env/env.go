@@ -7,6 +7,8 @@ package env
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -20,6 +22,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -72,7 +75,16 @@ type Config struct {
 	Parallel int
 	// Logger receives server errors (5xx); nil logs nothing.
 	Logger *log.Logger
+	// Log, when set, receives every episode that finishes (its last step played), as one
+	// trajectory of teacher LogTeacher keyed TASK/DIALECT/ID (ID: a digest of the episode id) with the client in Model
+	// (docs/ENV.md, "Logging episodes"). Episodes deleted or expired before done are not logged.
+	// The caller opens and closes it.
+	Log *rundir.Log
 }
+
+// LogTeacher is the teacher name of the env's logged episodes (their shard files are
+// env.DIALECT.NNNN.jsonl).
+const LogTeacher = "env"
 
 // Server is the environment. Create it with New, serve Handler, and Close it when done.
 type Server struct {
@@ -213,6 +225,22 @@ func (s *Server) sweepLoop(ctx context.Context) {
 		case <-tick.C:
 			s.store.sweep()
 		}
+	}
+}
+
+// logEpisode writes episode e, just done, to the log. A failure is logged, not answered: the
+// step's reply stands.
+func (s *Server) logEpisode(e *liveEpisode) {
+	if s.cfg.Log == nil {
+		return
+	}
+	tr := *e.st.Trajectory()
+	// The id is the episode's capability: the key carries a digest of it, not the id.
+	sum := sha256.Sum256([]byte(e.id))
+	tr.Key = tr.TaskID + "/" + string(tr.Dialect) + "/" + hex.EncodeToString(sum[:8])
+	tr.Teacher, tr.Model = LogTeacher, e.client
+	if err := s.cfg.Log.Add(&tr); err != nil {
+		s.logf("env: logging episode %s: %v", e.id, err)
 	}
 }
 

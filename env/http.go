@@ -384,6 +384,9 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	}
 	done := e.st.Done()
 	s.store.touch(e, done)
+	if done {
+		s.logEpisode(e)
+	}
 	tr := e.st.Trajectory()
 	resp := &stepResponse{EpisodeID: id, Done: done, Turn: tu.Index, Rewards: s.rewardsOf(tr), stepRewards: s.turnRewards(tr, done), Info: infoOf(tu, tr, done),
 		Tokens: s.stepTokens(tu.Observation, done)}

@@ -23,6 +23,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -69,6 +70,20 @@ type Config struct {
 	Epsilon float64
 	// Schemas caches the schema prompts (default a new cache).
 	Schemas *episode.SchemaCache
+	// Log, when set, receives every episode as a trajectory of teacher LogTeacher keyed by Key,
+	// once all of them are done (a rollout that fails or is cancelled logs nothing, as it writes
+	// no table). A key already in the log refuses the rollout before it starts.
+	Log *rundir.Log
+}
+
+// LogTeacher is the teacher name of logged rollout episodes (shard files
+// rollout.DIALECT.NNNN.jsonl).
+const LogTeacher = "rollout"
+
+// Key is the log key of sample g of group (task index) ti of a rollout of seed:
+// TASK_ID/seedSEED/gGROUP/sSAMPLE, unique across the rollouts of other seeds in one log.
+func Key(taskID string, seed int64, group, sample int) string {
+	return fmt.Sprintf("%s/seed%d/g%d/s%d", taskID, seed, group, sample)
 }
 
 // Report sums up a rollout.
@@ -98,19 +113,33 @@ func Run(ctx context.Context, cfg Config) ([]Row, *Report, error) {
 	defer cancel()
 	rows := make([]Row, len(cfg.Tasks)*cfg.Group)
 	errs := make([]error, len(rows))
+	var trs []*rundir.Trajectory
+	if cfg.Log != nil {
+		trs = make([]*rundir.Trajectory, len(rows))
+		for ti, t := range cfg.Tasks {
+			for g := range cfg.Group {
+				if k := Key(t.ID, cfg.Seed, ti, g); cfg.Log.Done(k) {
+					return nil, nil, fmt.Errorf("rollout: %s already holds %s: this rollout (seed %d) was logged there; use another --seed or log dir", cfg.Log.Dir(), k, cfg.Seed)
+				}
+			}
+		}
+	}
 	began := time.Now()
 	var wg sync.WaitGroup
 	for ti := range cfg.Tasks {
 		for g := 0; g < cfg.Group; g++ {
 			i := ti*cfg.Group + g
 			wg.Go(func() {
-				r, err := cfg.episode(ctx, ti, g, imEnd)
+				r, tr, err := cfg.episode(ctx, ti, g, imEnd)
 				if err != nil {
 					errs[i] = fmt.Errorf("rollout: task %s sample %d: %w", cfg.Tasks[ti].ID, g, err)
 					cancel() // one failure ends the rollout: a group with a hole is no group
 					return
 				}
 				rows[i] = r
+				if trs != nil {
+					trs[i] = tr
+				}
 			})
 		}
 	}
@@ -133,6 +162,11 @@ func Run(ctx context.Context, cfg Config) ([]Row, *Report, error) {
 	}
 	for ti := range cfg.Tasks {
 		SetAdvantages(rows[ti*cfg.Group:(ti+1)*cfg.Group], cfg.Epsilon)
+	}
+	for _, tr := range trs {
+		if err := cfg.Log.Add(tr); err != nil {
+			return nil, nil, fmt.Errorf("rollout: logging: %w", err)
+		}
 	}
 	return rows, rep, nil
 }
@@ -205,20 +239,20 @@ func seed(base int64, task, sample, turn int) int64 {
 	return int64(x)
 }
 
-// episode plays sample g of task ti.
-func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
+// episode plays sample g of task ti; with a log it returns the trajectory too, keyed for it.
+func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.Trajectory, error) {
 	task := cfg.Tasks[ti]
 	began := time.Now()
 	db, err := cfg.Opener.Open(ctx, cfg.Dialect, task)
 	if err != nil {
-		return Row{}, fmt.Errorf("opening the %s database %s: %w", cfg.Dialect, task.DBID, err)
+		return Row{}, nil, fmt.Errorf("opening the %s database %s: %w", cfg.Dialect, task.DBID, err)
 	}
 	opts := cfg.Episode
 	opts.Schemas = cfg.Schemas
 	opts.Ordered = task.Source == datasets.SpecSpider // as student eval and the env judge
 	st, err := episode.NewStepper(ctx, task, db, opts)
 	if err != nil {
-		return Row{}, err
+		return Row{}, nil, err
 	}
 	seq := newSequence(turns.Prompt(st.Messages()).Encode(cfg.Tokenizer))
 	row := Row{TaskID: task.ID, TaskIndex: int64(ti), DBID: task.DBID, Dialect: string(cfg.Dialect), Difficulty: task.Difficulty,
@@ -231,7 +265,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
 			Seed: seed(cfg.Seed, ti, g, turn), LogProbs: true,
 		})
 		if err != nil {
-			return Row{}, fmt.Errorf("turn %d: generating: %w", turn, err)
+			return Row{}, nil, fmt.Errorf("turn %d: generating: %w", turn, err)
 		}
 		genTime += res.Duration
 		row.GeneratedTokens += int64(len(res.LogProbs))
@@ -244,7 +278,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
 		content := cfg.Tokenizer.Decode(res.Tokens)
 		tu, err := st.Step(ctx, chat.Reply{Content: content, FinishReason: finish, Model: cfg.Model})
 		if err != nil {
-			return Row{}, fmt.Errorf("turn %d: %w", turn, err)
+			return Row{}, nil, fmt.Errorf("turn %d: %w", turn, err)
 		}
 		row.FinishReasons = append(row.FinishReasons, finish)
 		seq.sampled(res.Tokens, res.LogProbs)
@@ -254,7 +288,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
 		}
 		next = next.Encode(cfg.Tokenizer)
 		if len(next.IDs) == 0 || next.IDs[0] != imEnd {
-			return Row{}, fmt.Errorf("turn %d: the template's piece after a reply does not start with %s", turn, chattmpl.ImEnd)
+			return Row{}, nil, fmt.Errorf("turn %d: the template's piece after a reply does not start with %s", turn, chattmpl.ImEnd)
 		}
 		at := len(seq.ids)
 		seq.add(next)
@@ -281,7 +315,12 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, error) {
 	}
 	row.GenerateMS = float64(genTime.Microseconds()) / 1000
 	row.DurationMS = float64(time.Since(began).Microseconds()) / 1000
-	return row, nil
+	if cfg.Log == nil {
+		return row, nil, nil
+	}
+	tr.Key, tr.Teacher, tr.Sample = Key(task.ID, cfg.Seed, ti, g), LogTeacher, g
+	tr.TaskIndex = ti
+	return row, tr, nil
 }
 
 // sequence is an episode's token list as it grows.

@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/env"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/turns"
 )
@@ -104,6 +108,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		maxBatch    = fs.Int("max-batch", env.DefaultMaxBatch, "most steps in one batch-step request, completions in one score request")
 		parallel    = fs.Int("parallel", env.DefaultParallel, "steps executing at once")
 		drain       = fs.Duration("drain-timeout", 30*time.Second, "after Ctrl-C, how long requests in flight may finish")
+		logDir      = fs.String("log-dir", "", "write every finished episode to this run dir (curate build, stats and view read it); an existing one of the same tasks and options is appended to")
 	)
 	return func(ctx context.Context, c *cli.Call) error {
 		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 {
@@ -125,11 +130,28 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		}
 		defer ef.close(conn, c)
 		logger := log.New(c.Stderr, "", log.LstdFlags)
+		var runLog *rundir.Log
+		if *logDir != "" {
+			opts := episode.Options()
+			runLog, err = rundir.OpenLog(*logDir, &rundir.Manifest{
+				Format: rundir.RunFormat, Protocol: protocol.ProtocolVersion, Toolkit: buildinfo.Version(), Created: time.Now().UTC(),
+				Tasks:    rundir.ManifestTasks{Spec: strings.Join(ef.tasks.Specs(), ","), Count: len(ts), Digest: distill.TasksDigest(ts)},
+				Teachers: []rundir.ManifestTeacher{{Name: env.LogTeacher, Spec: "distill env serve"}},
+				Dialects: ef.dialects.List(), Samples: 1, MaxTurns: opts.MaxTurns, Caps: opts.Caps, ExecTimeout: opts.ExecTimeout,
+			})
+			if err != nil {
+				return err
+			}
+			defer runLog.Close()
+			for _, r := range runLog.Repairs() {
+				fmt.Fprintf(c.Stderr, "%s: %s: %s\n", c.Name, *logDir, r)
+			}
+		}
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: ef.dialects.List(), Opener: conn, Weights: &w, RewardMode: mode, Subsets: &ef.subsets,
 			Episode: episode.Options(), Tokenizer: encoderOf(tok),
 			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
-			Logger: logger,
+			Logger: logger, Log: runLog,
 		})
 		if err != nil {
 			return err

@@ -9,14 +9,19 @@ import (
 	"log"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/inference/cuda"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/serve"
 	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rollout"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 var rolloutCmd = &cli.Command{
@@ -25,7 +30,8 @@ var rolloutCmd = &cli.Command{
 	Help: "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing. " +
 		"With --serve ADDR it runs no rollout at start but listens: POST /v1/rollouts {\"out\": FILE, \"seed\": N} runs one with the flags' settings and answers its report, " +
 		"POST /v1/weights {\"path\": DIR} reloads the weights between rollouts (a rollout runs wholly on the weights serving when it starts), " +
-		"and the rest of student serve's API answers too. Ctrl-C stops it.",
+		"and the rest of student serve's API answers too. Ctrl-C stops it. " +
+		"--log-dir also writes every episode to a run dir (curate build, stats and view read it), appending to one of the same tasks and options.",
 	Setup: setupRollout,
 }
 
@@ -49,6 +55,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		addr        = fs.String("serve", "", "listen on ADDR and run rollouts on request (POST /v1/rollouts), reloading weights between them (POST /v1/weights); --out is then the default file")
 		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
 		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
+		logDir      = fs.String("log-dir", "", "also write every episode as a trajectory to this run dir, keyed TASK/seedSEED/gGROUP/sSAMPLE (a run dir of the same tasks and options is appended to)")
 	)
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
@@ -99,13 +106,30 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		// run plays one rollout on st and writes it to file.
+		var runLog *rundir.Log
+		if *logDir != "" {
+			eo := episode.Options()
+			runLog, err = rundir.OpenLog(*logDir, &rundir.Manifest{
+				Format: rundir.RunFormat, Protocol: protocol.ProtocolVersion, Toolkit: buildinfo.Version(), Created: time.Now().UTC(),
+				Tasks:    rundir.ManifestTasks{Spec: tasks.Spec(), Limit: tasks.Limit, Count: len(ts), Digest: distill.TasksDigest(ts)},
+				Teachers: []rundir.ManifestTeacher{{Name: rollout.LogTeacher, Spec: "student rollout"}},
+				Dialects: dialects, Samples: *group, MaxTurns: eo.MaxTurns, Caps: eo.Caps, ExecTimeout: eo.ExecTimeout,
+			})
+			if err != nil {
+				return err
+			}
+			defer runLog.Close()
+			for _, r := range runLog.Repairs() {
+				fmt.Fprintf(c.Stderr, "%s: %s: %s\n", c.Name, *logDir, r)
+			}
+		}
+		// run plays one rollout on st and writes it to file (and to the log, with --log-dir).
 		run := func(ctx context.Context, st *student.Student, file string, seed int64) (*rollout.Report, error) {
 			rows, rep, err := rollout.Run(ctx, rollout.Config{
 				Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
 				Generator: st.Generator(), Tokenizer: st.Tokenizer(), Model: st.ModelID(),
 				Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: seed, MaxTokens: *maxTokens,
-				Weights: &w, Mode: mode,
+				Weights: &w, Mode: mode, Log: runLog,
 			})
 			if err != nil {
 				return nil, err

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/rollout"
+	"github.com/chainedsql/chainedsql/rundir"
+	"github.com/chainedsql/chainedsql/view"
 )
 
 func TestRolloutUsage(t *testing.T) {
@@ -52,5 +57,95 @@ func TestRolloutCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRolloutLogDir runs the built `student rollout --log-dir` twice on one dir (seeds 5 and 6),
+// checks that a repeat of seed 5 and a rollout of another group size are refused, and that the
+// built `curate build` and `curate stats` and the viewer read the dir with the counts of the two
+// Parquet tables.
+func TestRolloutLogDir(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	curateBin := testbin.Build(t, "../curate")
+	tok := shared.Path(t, "tokenizer/qwen2.5")
+	tmp := t.TempDir()
+	logDir := filepath.Join(tmp, "log")
+	roll := func(seed, group string, out string) (int, string) {
+		code, _, stderr := testbin.Run(t, exec.Command(bin, "rollout", "--model", shared.Path(t, "models/tiny-qwen2-f32"), "--tokenizer", tok,
+			"--tasks", "sample", "--db-root", filepath.Join(tmp, "db"), "--limit", "2", "--group", group, "--max-turns", "1", "--max-tokens", "4",
+			"--seed", seed, "--out", out, "--log-dir", logDir))
+		return code, stderr
+	}
+	var played []rollout.Row
+	for _, seed := range []string{"5", "6"} {
+		out := filepath.Join(tmp, "r"+seed+".parquet")
+		if code, stderr := roll(seed, "3", out); code != 0 {
+			t.Fatalf("seed %s: exit %d: %s", seed, code, stderr)
+		}
+		rows, err := rollout.Read(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		played = append(played, rows...)
+	}
+	if code, stderr := roll("5", "3", filepath.Join(tmp, "again.parquet")); code != 1 || !strings.Contains(stderr, "seed 5") {
+		t.Errorf("seed 5 again: exit %d: %s", code, stderr)
+	}
+	if code, stderr := roll("7", "2", filepath.Join(tmp, "g2.parquet")); code != 1 || !strings.Contains(stderr, "samples") {
+		t.Errorf("--group 2 on a dir of groups of 3: exit %d: %s", code, stderr)
+	}
+
+	correct, converged := 0, 0
+	keys := map[string]bool{}
+	for _, r := range played {
+		if r.Correct {
+			correct++
+		}
+		if r.Converged {
+			converged++
+		}
+		keys[rollout.Key(r.TaskID, r.Seed, int(r.Group), int(r.Sample))] = true
+	}
+	n := 0
+	err := rundir.ReadRun(logDir, func(tr *rundir.Trajectory) error {
+		if !keys[tr.Key] || tr.Teacher != rollout.LogTeacher || tr.Model == "" {
+			return fmt.Errorf("trajectory %s (teacher %s, model %q) is not one of the rows played", tr.Key, tr.Teacher, tr.Model)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != 12 || len(played) != 12 {
+		t.Fatalf("log: %v; %d trajectories of %d rows, want 12", err, n, len(played))
+	}
+
+	ds := filepath.Join(tmp, "ds")
+	if code, _, stderr := testbin.Run(t, exec.Command(curateBin, "build", logDir, "--tokenizer", tok, "--out", ds, "--quiet")); code != 0 {
+		t.Fatalf("curate build: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := testbin.Run(t, exec.Command(curateBin, "stats", "--json", ds))
+	if code != 0 {
+		t.Fatalf("curate stats: exit %d\n%s", code, stderr)
+	}
+	var st struct {
+		Overall struct {
+			Rows, Correct, Converged int
+		} `json:"overall"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Overall.Rows != 12 || st.Overall.Correct != correct || st.Overall.Converged != converged {
+		t.Errorf("curate stats: %+v; want 12 rows, %d correct, %d converged", st.Overall, correct, converged)
+	}
+	for _, p := range []string{logDir, ds} {
+		vs, err := view.Open(context.Background(), view.Options{Paths: []string{p}})
+		if err != nil {
+			t.Fatalf("view %s: %v", p, err)
+		}
+		page, err := vs.Query(view.Query{})
+		vs.Close()
+		if err != nil || page.Total != 12 {
+			t.Errorf("view %s: %v, %d rows; want 12", p, err, page.Total)
+		}
 	}
 }
