@@ -268,11 +268,28 @@ func TestRunFaults(t *testing.T) {
 	}
 }
 
+// TestRunNoKeyInRunDir checks that the API key reaches the teacher and never the run dir: once
+// with transient faults (episodes done), once against a server that refuses the key (every
+// episode a 401 failure, the run stopped early with the error), the key nowhere on disk.
 func TestRunNoKeyInRunDir(t *testing.T) {
 	_, tasks := makeShopDB(t)
 	const key = "sk-test-SECRET-0123456789abcdef"
 	t.Setenv("DISTILL_TEST_KEY", key)
-	srv := oaitest.NewServer(t, teacherScript(goldByQuestion(tasks)), oaitest.WithAPIKey(key), oaitest.WithFaultRate(0.2, 3, oaitest.Unauthorized, oaitest.ServerError))
+	noKey := func(dir string) {
+		t.Helper()
+		filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return err
+			}
+			data, _ := os.ReadFile(p)
+			if bytes.Contains(data, []byte(key)) || bytes.Contains(data, []byte("SECRET")) {
+				t.Errorf("%s contains the API key", p)
+			}
+			return nil
+		})
+	}
+
+	srv := oaitest.NewServer(t, teacherScript(goldByQuestion(tasks)), oaitest.WithAPIKey(key), oaitest.WithFaultRate(0.2, 3, oaitest.ServerError))
 	dir := t.TempDir()
 	h := fakeTeacher(t, "keyed", srv, func(e *teachers.Endpoint) { e.APIKeyEnv = "DISTILL_TEST_KEY" })
 	cfg := baseConfig(t, dir, tasks, h)
@@ -283,16 +300,16 @@ func TestRunNoKeyInRunDir(t *testing.T) {
 	if len(committed(t, dir)) == 0 {
 		t.Fatal("nothing committed: the key was not sent")
 	}
-	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		data, _ := os.ReadFile(p)
-		if bytes.Contains(data, []byte(key)) || bytes.Contains(data, []byte("SECRET")) {
-			t.Errorf("%s contains the API key", p)
-		}
-		return nil
-	})
+	noKey(dir)
+
+	refusing := oaitest.NewServer(t, teacherScript(goldByQuestion(tasks)), oaitest.WithAPIKey("sk-another-key"))
+	dir = t.TempDir()
+	h = fakeTeacher(t, "keyed", refusing, func(e *teachers.Endpoint) { e.APIKeyEnv = "DISTILL_TEST_KEY" })
+	cfg = baseConfig(t, dir, tasks, h)
+	if _, err := distill.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a refused key: %v, want the run stopped with the 401", err)
+	}
+	noKey(dir)
 }
 
 func TestRunCancelDrainsAndResumes(t *testing.T) {
