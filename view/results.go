@@ -151,11 +151,8 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 	dialect := datasets.Dialect(d.Dialect)
 	if !slices.Contains(x.x.Dialects, dialect) {
 		why := fmt.Sprintf("the viewer has no %s databases", dialect)
-		switch dialect {
-		case datasets.Postgres:
-			why += " (start it with --pg-dsn)"
-		case datasets.MySQL:
-			why += " (start it with --mysql-dsn)"
+		if dl, ok := sandbox.Lookup(dialect); ok && dl.Server() != nil {
+			why += " (start it with --" + dl.Server().Flag + ")"
 		}
 		return absent(why)
 	}
