@@ -194,7 +194,7 @@ type Stats struct {
 	KVBytes  int64 `json:"kv_bytes,omitempty"`
 }
 
-// kvReporter is implemented by models that report their KV memory (qwen2.Model).
+// kvReporter is implemented by models that report their KV memory (qwen2.Model, cuda.Model).
 type kvReporter interface {
 	// KVBlocks returns the KV blocks alive and their bytes.
 	KVBlocks() (blocks int, bytes int64)
