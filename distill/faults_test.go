@@ -20,6 +20,8 @@ import (
 
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
