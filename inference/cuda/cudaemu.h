@@ -48,6 +48,9 @@ unsigned __shfl_down_sync(unsigned mask, unsigned v, unsigned delta, int width =
 unsigned __ballot_sync(unsigned mask, int pred);
 int __any_sync(unsigned mask, int pred);
 int __all_sync(unsigned mask, int pred);
+// emu_mma_bf16 is mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (see mma_bf16 in
+// kernels/common.cuh): a warp operation of all 32 lanes, each posting its fragments of a and b.
+void emu_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
 
 inline float atomicAdd(float *p, float v) {
 	uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), want;

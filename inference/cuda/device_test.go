@@ -2,9 +2,13 @@ package cuda
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"unsafe"
+
+	"github.com/chainedsql/chainedsql/inference/cpu"
 )
 
 // EnvTestBackend selects the device the kernel and model tests run on: cuda-emulated (the
@@ -132,4 +136,63 @@ func TestSelftest(t *testing.T) {
 	if s := download[float32](t, d, fsum, 1)[0]; s != G*64*0.5 {
 		t.Errorf("atomic float sum %v, want %v", s, G*64*0.5)
 	}
+}
+
+// TestMMA checks mma_bf16, the warp's tensor-core product (on the emulator its model in
+// emu_runtime.cc, on a GPU the hardware), lane by lane: mma_selftest loads each lane's
+// fragments with the PTX ISA's m16n8k16 formulas, and each of a lane's four results must be
+// its (row, column) of a·b + c, then of a·b + (a·b + c), computed here in float64 from the
+// whole matrices, for 6 random sets (two warps per block, three blocks) with some zeros,
+// negative zeros and exact cancellations among them.
+//
+// Tolerance: products of two bf16 are exact in f32, so the only error is the f32 summation of
+// 17 terms, at most 17·2^-24 of Σ|terms|; the hardware's order and internal precision are not
+// specified, so the bound allowed is 2^-18 of Σ|terms| (a misplaced element costs O(1)).
+func TestMMA(t *testing.T) {
+	d := testDevice(t)
+	const G, sets = 3, 6
+	r := rand.New(rand.NewPCG(16, 8))
+	a := randBF16Values(r, sets*256)
+	b := randBF16Values(r, sets*128)
+	c := make([]float32, sets*128)
+	for i := range c {
+		c[i] = (r.Float32()*2 - 1) * 8
+	}
+	a[3], b[5], c[7] = 0, 0x8000, 0 // a zero, a negative zero
+	b[8], b[16] = cpu.F32ToBF16(1), cpu.F32ToBF16(1)
+	a[0], a[1] = cpu.F32ToBF16(3), cpu.F32ToBF16(-3) // row 0, columns 0 and 1 cancel
+	out := upload(t, d, make([]float32, sets*32*8))
+	mustLaunch(t, d, mustFunc(t, d, "mma_selftest"), Dim{X: G}, Dim{X: 64}, 0, out, upload(t, d, a), upload(t, d, b), upload(t, d, c))
+	got := download[float32](t, d, out, sets*32*8)
+	for m := range sets {
+		for lane := range 32 {
+			gid, tig := lane>>2, lane&3
+			for i := range 4 {
+				row, col := gid+8*(i>>1), 2*tig+i&1
+				ab, mag := 0.0, 0.0
+				for k := range 16 {
+					p := float64(cpu.BF16ToF32(a[m*256+row*16+k])) * float64(cpu.BF16ToF32(b[m*128+k*8+col]))
+					ab += p
+					mag += math.Abs(p)
+				}
+				cv := float64(c[m*128+row*8+col])
+				for j, want := range []float64{ab + cv, 2*ab + cv} {
+					g := float64(got[(m*32+lane)*8+4*j+i])
+					tol := math.Ldexp(float64(j+1)*mag+math.Abs(cv), -18)
+					if math.IsNaN(g) || math.Abs(g-want) > tol {
+						t.Fatalf("set %d lane %d d[%d] (row %d, col %d), product %d: %v, want %v (tolerance %.3g)", m, lane, i, row, col, j+1, g, want, tol)
+					}
+				}
+			}
+		}
+	}
+}
+
+// randBF16Values is n bf16 values in (-4, 4) with all their mantissa bits used.
+func randBF16Values(r *rand.Rand, n int) []uint16 {
+	v := make([]uint16, n)
+	for i := range v {
+		v[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * 4)
+	}
+	return v
 }

@@ -108,8 +108,9 @@ struct Fiber {
 };
 
 struct Warp {
-	uint64_t buf[2][32]; // values posted at a warp operation, by parity of its generation
-	unsigned live[2];    // lanes alive when that operation released
+	uint64_t buf[2][32];     // values posted at a warp operation, by parity of its generation
+	unsigned live[2];        // lanes alive when that operation released
+	uint32_t frag[2][32][6]; // each lane's a and b fragments posted at an mma, by the same parity
 };
 
 static const size_t kStack = 64 << 10;
@@ -441,6 +442,59 @@ int __all_sync(unsigned mask, int pred) {
 		if ((live >> l & 1) && !w->buf[g][l])
 			return 0;
 	return 1;
+}
+
+// emu_mma_bf16: the lanes post their fragments of a (4 words) and b (2 words) with a tag no
+// shuffle or vote posts (their values are at most 32 bits), so lanes meeting at the same
+// generation but at different warp operations are reported. After the release each lane reads
+// the elements it needs from the posting lanes. a(r, k) sits in lane (r % 8)·4 + (k % 8) / 2,
+// word (r / 8) + 2·(k / 8), half k % 2; b(k, n) in lane n·4 + (k % 8) / 2, word k / 8, half
+// k % 2 (the inverse of the PTX ISA's m16n8k16 layouts quoted at mma_bf16 in common.cuh). The
+// products of two bf16 are exact in f32; they are summed in f32 in k order and c added last
+// (the tensor core's summation order and internal precision are not specified, so a test of it
+// allows f32 rounding).
+static const uint64_t kMmaTag = 0x6d6d61ull << 40;
+
+static inline float frag_bf16(const uint32_t *lane_frag, int word, int half) {
+	return __uint_as_float((lane_frag[word] >> (16 * half)) << 16);
+}
+
+void emu_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+	Runner *r = cur_runner;
+	int i = r->cur;
+	Fiber *f = &r->f[i];
+	Warp *w = &r->w[i >> 5];
+	uint32_t *mine = w->frag[f->wgen & 1][i & 31];
+	for (int k = 0; k < 4; k++)
+		mine[k] = a[k];
+	mine[4] = b[0];
+	mine[5] = b[1];
+	int lane, g;
+	warp_op(kMmaTag, 0xffffffffu, &lane, &g);
+	if (w->live[g] != 0xffffffffu) {
+		fail(r, "mma with fewer than 32 live lanes");
+		return;
+	}
+	for (int l = 0; l < 32; l++)
+		if (w->buf[g][l] != kMmaTag) {
+			fail(r, "lanes of one warp at different warp operations (an mma and a shuffle or vote)");
+			return;
+		}
+	uint32_t(*fr)[6] = w->frag[g];
+	int gid = lane >> 2, tig = lane & 3;
+	float out[4];
+	for (int e = 0; e < 4; e++) {
+		int row = gid + 8 * (e >> 1), col = 2 * tig + (e & 1);
+		float s = 0;
+		for (int k = 0; k < 16; k++) {
+			float x = frag_bf16(fr[(row & 7) * 4 + ((k & 7) >> 1)], (row >> 3) + 2 * (k >> 3), k & 1);
+			float y = frag_bf16(fr[col * 4 + ((k & 7) >> 1)] + 4, k >> 3, k & 1);
+			s += x * y;
+		}
+		out[e] = s + c[e];
+	}
+	for (int e = 0; e < 4; e++)
+		d[e] = out[e];
 }
 
 // ---- launches ----
