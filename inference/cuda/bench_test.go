@@ -150,11 +150,16 @@ func BenchmarkPrefill(b *testing.B) {
 	if m.H < 256 {
 		n = 64
 	}
+	prefillRun(b, m, prompt(n, 3, m.VocabSize()))
+}
+
+// prefillRun times prompt p in one Forward per iteration, each into a new cache, and reports
+// prompt tokens per second.
+func prefillRun(b *testing.B, m *Model, p []int) {
 	ctx := context.Background()
-	p := prompt(n, 3, m.VocabSize())
 	var total time.Duration
 	for b.Loop() {
-		c, err := m.NewCache(n)
+		c, err := m.NewCache(len(p))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -165,5 +170,34 @@ func BenchmarkPrefill(b *testing.B) {
 		total += time.Since(start)
 		c.Release()
 	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "tok/s")
+	b.ReportMetric(float64(len(p)*b.N)/total.Seconds(), "tok/s")
+}
+
+// BenchmarkPrefillLong: a 2,048-token prompt (a long schema prompt) in one Forward, four passes
+// of MaxPass 512 whose attention reaches all the earlier keys, with prefill attention on the
+// tensor cores (kernel=mma: attn_mma64/128) and on f32 FMAs (kernel=f32: attn_prefill); the
+// tiny model on the emulator takes 256 tokens, a smoke run.
+func BenchmarkPrefillLong(b *testing.B) {
+	m := benchModel(b)
+	n := 2048
+	if m.H < 256 {
+		n = 256
+	}
+	p := prompt(n, 5, m.VocabSize())
+	defer m.setMMA(true)
+	for _, kernel := range []string{"mma", "f32"} {
+		b.Run("kernel="+kernel, func(b *testing.B) {
+			m.setMMA(kernel == "mma")
+			prefillRun(b, m, p)
+		})
+	}
+}
+
+// setMMA selects the prefill attention kernel of m's later passes: attn_mma where it takes
+// the model's heads (on) or attn_prefill (off), with the tile size that goes with it.
+func (m *Model) setMMA(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.op.noMMA = !on
+	m.qt = m.op.prefillTileTokens(m.geo)
 }

@@ -332,9 +332,12 @@ func TestRopeKVKernel(t *testing.T) {
 	}
 }
 
-// TestAttentionKernel: tiled prefill attention (attn_prefill) against the CPU ops: prompts
-// from one token to several tiles, after no context or a deep one (past 2,048), mixed with
-// decoding sequences, over block tables sharing a prefix, for head dims below a warp to 256.
+// TestAttentionKernel: tiled prefill attention against the CPU ops, on both kernels (attn_prefill
+// for every geometry, attn_mma where it takes the head size): prompts from one token to
+// several tiles, after no context or a deep one (past 2,048), mixed with decoding sequences,
+// over block tables sharing a prefix, for head dims below a warp to 256 and block sizes that
+// are not a multiple of the mma's key steps. Both kernels are held to the f32 kernel's
+// tolerance (see TestAttentionMMA for why the tensor-core one meets it).
 func TestAttentionKernel(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(11, 12))
@@ -353,16 +356,71 @@ func TestAttentionKernel(t *testing.T) {
 		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 3}, []int{0, 1, 2}, []int{1, 1, 4}, 0}, // the largest head
 		{kvLayout{nh: 8, nkv: 8, hd: 32, bs: 16}, []int{0}, []int{1}, 0},             // one key
 		{kvLayout{nh: 16, nkv: 1, hd: 64, bs: 16}, []int{5}, []int{11}, 0},           // group 16: tiles of 4 tokens
+		{kvLayout{nh: 4, nkv: 2, hd: 96, bs: 5}, []int{31, 2}, []int{40, 3}, 0},      // blocks across the mma's key steps
 	}
 	for _, tc := range cases {
-		g := tc.g
-		c := newAttnCase(r, g, tc.lens, tc.news, tc.shared)
-		n := len(c.want)
-		out := upload(t, o.d, make([]float32, n))
-		qt := prefillTileTokens(g)
-		tiles := prefillTiles(nil, c.seq, c.pos, qt)
-		mustOK(t, o.attnPrefill(out, upload(t, o.d, c.q), upload(t, o.d, c.pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, c.scale))
-		closeTo(t, fmt.Sprintf("%+v lens %v new %v, %d tiles of up to %d tokens", g, tc.lens, tc.news, len(tiles)/2, qt), download[float32](t, o.d, out, n), c.want, 2e-5)
+		c := newAttnCase(r, tc.g, tc.lens, tc.news, tc.shared)
+		for _, noMMA := range []bool{true, false} {
+			o.noMMA = noMMA
+			if !noMMA && !o.useMMA(tc.g) {
+				continue
+			}
+			what := fmt.Sprintf("%+v lens %v new %v", tc.g, tc.lens, tc.news)
+			got := c.runPrefill(t, o, what)
+			closeTo(t, what, got, c.want, 2e-5)
+		}
+	}
+}
+
+// runPrefill runs the case's attention through o.attnPrefill (the kernel o picks) and returns
+// the output, logging the kernel and the tiles in what.
+func (c *attnCase) runPrefill(t *testing.T, o *ops, what string) []float32 {
+	t.Helper()
+	g, n := c.g, len(c.want)
+	out := upload(t, o.d, make([]float32, n))
+	qt := o.prefillTileTokens(g)
+	tiles := prefillTiles(nil, c.seq, c.pos, qt)
+	mustOK(t, o.attnPrefill(out, upload(t, o.d, c.q), upload(t, o.d, c.pool), upload(t, o.d, tiles), c.upload(t, o.d), len(tiles)/2, qt, g, c.scale))
+	return download[float32](t, o.d, out, n)
+}
+
+// TestAttentionMMA: the tensor-core prefill attention (attn_mma64, attn_mma128) against the CPU
+// ops for prompts of 1, 17, 64 and 333 tokens, from an empty cache and after a cached prefix
+// (ending inside a cache block, so the prompt's keys cross blocks from its first step), for
+// Qwen2.5-0.5B's heads (7 query heads per kv head: rows of 9 tokens × 7), group 2 of head 16
+// (the tiny checkpoint's) and group 4 of head 128, with a prompt beside a decoding sequence.
+//
+// Tolerance: the products take keys and values as they are (bf16 in the cache) and queries and
+// softmax weights as two bf16 terms each, which hold them to 2^-17 of themselves (split_bf16),
+// with f32 accumulation. That moves a score by at most 2^-17·scale·Σ|q·k| (1.8e-4 in the worst
+// case here: hd 64, |q| ≤ 1.5, |k| ≤ 2; the terms' errors have random signs, so about 1e-6 in
+// practice) and an output by about twice that times max|v|: the f32 kernel's own bound of 2e-5
+// holds (1.1e-5 the worst measured), so the two kernels are interchangeable. One bf16 term, the
+// rounding cuBLAS's prefill and the CPU backend's AVX512_BF16 products apply to activations
+// (2^-9 of each value), measured 2.1e-3 on these cases: a kernel that dropped the second terms
+// fails here.
+func TestAttentionMMA(t *testing.T) {
+	o := testOps(t)
+	o.noMMA = false // whatever CHAINEDSQL_CUDA_NOMMA says
+	r := rand.New(rand.NewPCG(27, 2))
+	for _, g := range []kvLayout{{nh: 14, nkv: 2, hd: 64, bs: 16}, {nh: 4, nkv: 2, hd: 16, bs: 16}, {nh: 8, nkv: 2, hd: 128, bs: 16}} {
+		if !o.useMMA(g) {
+			t.Fatalf("%+v: attn_mma does not take it", g)
+		}
+		for _, n := range []int{1, 17, 64, 333} {
+			for _, cached := range []int{0, 37} {
+				lens, news := []int{cached, 20}, []int{n, 1}
+				c := newAttnCase(r, g, lens, news, 0)
+				what := fmt.Sprintf("%+v: %d tokens after %d", g, n, cached)
+				got := c.runPrefill(t, o, what)
+				worst := 0.0
+				for i := range got {
+					worst = max(worst, math.Abs(float64(got[i])-float64(c.want[i])))
+				}
+				t.Logf("%s: max abs error %.2g", what, worst)
+				closeTo(t, what, got, c.want, 2e-5)
+			}
+		}
 	}
 }
 
@@ -382,7 +440,7 @@ func TestPrefillTiles(t *testing.T) {
 		{kvLayout{nh: 14, nkv: 2, hd: 64, bs: 16}, 9}, {kvLayout{nh: 16, nkv: 2, hd: 128, bs: 16}, 4},
 		{kvLayout{nh: 2, nkv: 2, hd: 256, bs: 16}, 15}, {kvLayout{nh: 16, nkv: 1, hd: 128, bs: 16}, 2},
 	} {
-		qt := prefillTileTokens(c.g)
+		qt := f32TileTokens(c.g)
 		if qt != c.want || attnPrefillShared(c.g, qt) > maxShared {
 			t.Errorf("%+v: tiles of %d tokens (%d bytes of shared memory), want %d", c.g, qt, attnPrefillShared(c.g, qt), c.want)
 		}

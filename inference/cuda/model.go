@@ -92,8 +92,8 @@ type Model struct {
 	// Partial results of split decode attention: outputs, then (max, sum) pairs.
 	part, partML Ptr
 	sms          int // the device's multiprocessors (decodeSplits)
-	qt           int // query tokens per attn_prefill tile
-	nTiles       int // attn_prefill tiles of the pass being run
+	qt           int // query tokens per prefill attention tile (ops.prefillTileTokens)
+	nTiles       int // prefill attention tiles of the pass being run
 
 	// The pass's metadata: host staging and its device copy (see metaLayout).
 	meta     Ptr
@@ -155,7 +155,7 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if m.geo.hd > maxHeadDim || m.geo.hd%2 != 0 {
 		return nil, fmt.Errorf("cuda: %s: head_dim %d: the attention kernel takes even head dims up to %d", dir, m.geo.hd, maxHeadDim)
 	}
-	if m.geo.nkv < 1 || m.geo.nh%m.geo.nkv != 0 || m.qd/m.geo.nkv > maxGroupDims || attnSplitShared(m.geo) > maxShared || prefillTileTokens(m.geo) == 0 {
+	if m.geo.nkv < 1 || m.geo.nh%m.geo.nkv != 0 || m.qd/m.geo.nkv > maxGroupDims || attnSplitShared(m.geo) > maxShared || f32TileTokens(m.geo) == 0 {
 		return nil, fmt.Errorf("cuda: %s: %d query heads over %d kv heads of %d dims: the attention kernels take up to %d (query head, dim) pairs per kv head", dir, m.geo.nh, m.geo.nkv, m.geo.hd, maxGroupDims)
 	}
 	m.sms = 1
@@ -165,11 +165,11 @@ func newModel(dev Device, host *qwen2.Model, dir string, opts Options) (*Model, 
 	if opts.sms > 0 {
 		m.sms = opts.sms
 	}
-	m.qt = prefillTileTokens(m.geo)
 	var err error
 	if m.op, err = newOps(dev); err != nil {
 		return nil, err
 	}
+	m.qt = m.op.prefillTileTokens(m.geo)
 	if err := m.upload(host); err != nil {
 		m.free()
 		return nil, fmt.Errorf("cuda: %s: uploading the weights: %w", dir, err)

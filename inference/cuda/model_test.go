@@ -207,13 +207,20 @@ func TestAgainstCPU(t *testing.T) {
 		p := prompt(n, n, m.VocabSize())
 		got, gl := greedy(t, m, p, 3)
 		want, wl := greedy(t, cm, p, 3)
-		if !slices.Equal(got, want) {
-			t.Fatalf("prompt of %d: device %v, CPU %v", n, got, want)
-		}
-		for i := range gl {
-			if d := maxDiff(gl[i], wl[i]); d > logitTol {
-				t.Fatalf("prompt of %d, step %d: logits differ by %.3g", n, i, d)
-			}
+		sameGreedy(t, fmt.Sprintf("prompt of %d", n), got, want, gl, wl)
+	}
+}
+
+// sameGreedy fails unless the device's greedy tokens got are the CPU backend's want and the
+// logits of each step (gl, wl) are within logitTol.
+func sameGreedy(t *testing.T, what string, got, want []int, gl, wl [][]float32) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: device %v, CPU %v", what, got, want)
+	}
+	for i := range gl {
+		if d := maxDiff(gl[i], wl[i]); d > logitTol {
+			t.Fatalf("%s, step %d: logits differ by %.3g", what, i, d)
 		}
 	}
 }
@@ -562,4 +569,33 @@ func maxAbs(x []float32) float64 {
 		m = max(m, math.Abs(float64(v)))
 	}
 	return m
+}
+
+// TestLongPromptKernels: a 333-token prompt (21 cache blocks, passes of MaxPass 128) on the
+// tiny checkpoint with prefill attention on the tensor cores and on f32 FMAs: the two give the
+// same logits to 1e-5 (the split bf16 products are as exact as f32 ones, TestAttentionMMA),
+// and both decode the CPU backend's greedy tokens with logits within logitTol of its.
+func TestLongPromptKernels(t *testing.T) {
+	m := loadTiny(t, Options{MaxPass: 128})
+	if !m.op.useMMA(m.geo) {
+		t.Fatalf("attn_mma does not take the tiny checkpoint's heads %+v", m.geo)
+	}
+	defer m.setMMA(true)
+	p := prompt(333, 27, m.VocabSize())
+	want, wl := greedy(t, loadCPU(t), p, 3)
+	var logits [2][][]float32
+	for i, on := range []bool{true, false} {
+		m.setMMA(on)
+		got, gl := greedy(t, m, p, 3)
+		sameGreedy(t, fmt.Sprintf("mma %v", on), got, want, gl, wl)
+		logits[i] = gl
+	}
+	worst := 0.0
+	for k := range logits[0] {
+		worst = max(worst, maxDiff(logits[0][k], logits[1][k]))
+	}
+	t.Logf("tensor-core and f32 prefill attention: logits differ by at most %.3g", worst)
+	if worst > 1e-5 {
+		t.Fatalf("tensor-core and f32 prefill attention differ by %.3g (> 1e-5)", worst)
+	}
 }

@@ -1,11 +1,18 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
+
+// envNoMMA, when 1, runs prefill attention on the f32 kernel (attn_prefill) for every head
+// size, instead of the tensor-core one (attn_mma64, attn_mma128) where it applies.
+const envNoMMA = "CHAINEDSQL_CUDA_NOMMA"
 
 // kernelNames are the kernels the backend launches (all in the embedded PTX).
 var kernelNames = []string{
 	"embed_bf16", "rmsnorm", "silu_mul", "to_bf16", "rope_kv",
-	"gemv_bf16", "gemm_bf16", "attn_prefill", "attn_split", "attn_merge", "argmax_rows", "sample_rows",
+	"gemv_bf16", "gemm_bf16", "attn_prefill", "attn_mma64", "attn_mma128", "attn_split", "attn_merge", "argmax_rows", "sample_rows",
 }
 
 // gemvMaxT is GEMV_MAXT of gemm.cu: the most input rows of the matrix-vector kernel.
@@ -19,7 +26,8 @@ const (
 	gemmBlock    = 256 // 64×64 tile, 4×4 per thread
 	attnBlock    = 128 // attn_split: 4 warps
 	prefillBlock = 256
-	mergeBlock   = 64 // attn_merge: a thread per head dimension (looping past 64)
+	mmaBlock     = 128 // attn_mma*: 4 warps of 16 query rows each
+	mergeBlock   = 64  // attn_merge: a thread per head dimension (looping past 64)
 	sampleBlock  = 256
 	elemBlock    = 256
 	maxHeadDim   = 256 // the largest head the kernels are tested with
@@ -45,10 +53,13 @@ const (
 type ops struct {
 	d Device
 	f map[string]Func
+	// noMMA runs prefill attention on attn_prefill where attn_mma would take it
+	// (CHAINEDSQL_CUDA_NOMMA=1; the benchmarks and tests compare the two).
+	noMMA bool
 }
 
 func newOps(d Device) (*ops, error) {
-	o := &ops{d: d, f: map[string]Func{}}
+	o := &ops{d: d, f: map[string]Func{}, noMMA: os.Getenv(envNoMMA) == "1"}
 	for _, n := range kernelNames {
 		f, err := d.Func(n)
 		if err != nil {
@@ -156,9 +167,47 @@ func attnPrefillShared(g kvLayout, qt int) int {
 	return 4 * (2*rows*g.hd + g.bs*(g.hd+1) + rows*g.bs + 3*rows)
 }
 
-// prefillTileTokens is the query tokens per attn_prefill tile: as many as keep the rows at
-// most maxTileRows and the shared memory within maxShared (0 where not even one fits).
-func prefillTileTokens(g kvLayout) int {
+// mmaKernel is the tensor-core prefill attention kernel for g (attention.cu: attn_mma64 for
+// head dims up to 64, attn_mma128 up to 128, a multiple of 16 either way, and at most
+// maxTileRows query heads per kv head) and its keys per step; "" where neither takes g.
+func mmaKernel(g kvLayout) (name string, keys int) {
+	if g.hd%16 != 0 || g.nh/g.nkv > maxTileRows {
+		return "", 0
+	}
+	switch {
+	case g.hd <= 64:
+		return "attn_mma64", 64
+	case g.hd <= 128:
+		return "attn_mma128", 32
+	}
+	return "", 0
+}
+
+// attnMMAShared is attn_mma's dynamic shared memory in bytes for steps of kc keys: the keys
+// (kc rows of hd + 8 bf16) and the values transposed (hd rows of kc + 8 bf16).
+func attnMMAShared(g kvLayout, kc int) int {
+	return 2 * (kc*(g.hd+8) + g.hd*(kc+8))
+}
+
+// useMMA reports whether prefill attention for g runs on attn_mma.
+func (o *ops) useMMA(g kvLayout) bool {
+	name, kc := mmaKernel(g)
+	return name != "" && !o.noMMA && attnMMAShared(g, kc) <= maxShared
+}
+
+// prefillTileTokens is the query tokens per prefill attention tile: for attn_mma as many as
+// keep the rows (tokens × query heads per kv head) at most maxTileRows, its 4 warps of 16;
+// for attn_prefill f32TileTokens.
+func (o *ops) prefillTileTokens(g kvLayout) int {
+	if o.useMMA(g) {
+		return max(1, maxTileRows/(g.nh/g.nkv))
+	}
+	return f32TileTokens(g)
+}
+
+// f32TileTokens is the query tokens per attn_prefill tile: as many as keep the rows at most
+// maxTileRows and the shared memory within maxShared (0 where not even one fits).
+func f32TileTokens(g kvLayout) int {
 	qt := max(1, maxTileRows/(g.nh/g.nkv))
 	for qt > 0 && attnPrefillShared(g, qt) > maxShared {
 		qt--
@@ -166,9 +215,9 @@ func prefillTileTokens(g kvLayout) int {
 	return qt
 }
 
-// prefillTiles cuts a pass's tokens (each one's sequence and position) into attn_prefill's
-// tiles, appended to dst as (first token, count) pairs: runs of consecutive positions of one
-// sequence, at most qt tokens each.
+// prefillTiles cuts a pass's tokens (each one's sequence and position) into prefill
+// attention's tiles, appended to dst as (first token, count) pairs: runs of consecutive
+// positions of one sequence, at most qt tokens each.
 func prefillTiles(dst []int32, seq, pos []int32, qt int) []int32 {
 	for t := 0; t < len(seq); {
 		n := 1
@@ -181,9 +230,15 @@ func prefillTiles(dst []int32, seq, pos []int32, qt int) []int32 {
 	return dst
 }
 
-// attnPrefill runs attn_prefill over the pass's tiles (nTiles pairs at tiles on the device, of
-// at most qt tokens; see prefillTiles).
+// attnPrefill runs prefill attention over the pass's tiles (nTiles pairs at tiles on the
+// device, of at most qt = o.prefillTileTokens(g) tokens; see prefillTiles): attn_mma where it
+// takes g (useMMA), else attn_prefill.
 func (o *ops) attnPrefill(out, q, kv, tiles Ptr, mt meta, nTiles, qt int, g kvLayout, scale float32) error {
+	if o.useMMA(g) {
+		name, kc := mmaKernel(g)
+		return o.launchShared(name, Dim{X: nTiles, Y: g.nkv}, Dim{X: mmaBlock}, attnMMAShared(g, kc),
+			out, q, kv, tiles, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
+	}
 	return o.launchShared("attn_prefill", Dim{X: nTiles, Y: g.nkv}, Dim{X: prefillBlock}, attnPrefillShared(g, qt),
 		out, q, kv, tiles, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(qt), int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
 }

@@ -13,8 +13,8 @@ __device__ __forceinline__ void block_to_shared(float *dst, const bf16 *src, int
 		dst[(i / hd) * (hd + 1) + i % hd] = bf2f(src[i]);
 }
 
-// Tiled attention for prefill (and every pass that is not one token per sequence),
-// FlashAttention-2 style with plain f32 FMAs (no mma: the emulator has none, see docs/DESIGN.md).
+// Tiled attention for prefill (and every pass that is not one token per sequence) with plain f32
+// FMAs: the passes of head dims attn_mma does not take (not a multiple of 16, or above 128).
 // Block (tile i, kv head kh) of grid (tiles, nkv) takes the tile's n ≤ qt consecutive query
 // tokens of one sequence (tiles[2i] the first, tiles[2i+1] the count: a span of the pass cut
 // into pieces of qt) with the group = nh/nkv query heads of kh: rows = n·group query rows,
@@ -101,6 +101,188 @@ KERNEL void attn_prefill(float *__restrict__ out, const float *__restrict__ q, c
 	}
 }
 REGISTER(attn_prefill);
+
+// attn_mma: prefill attention on tensor cores (mma_bf16), FlashAttention-2 style. Same grid,
+// tiles and rows as attn_prefill: block (tile i, kv head kh) of grid (tiles, nkv), 128 threads,
+// row r = (token r / group, head r % group) of the tile's n ≤ 64 / group tokens; warp w owns
+// rows 16w..16w+15 as the m dimension of its products. Per step of KC keys (all threads): the
+// keys as bf16 rows (padded by 8 against bank conflicts) and the values transposed (dim-major,
+// so a lane's b fragment is one word), read from the pool through the block table; keys past
+// the tile's last position are zeros. Per warp, skipping steps wholly past its rows' last
+// position: S = Q·Kᵀ (16 × KC, f32 in registers), scaled and masked causally, the online
+// softmax of each row (its max and sum shared by the row's 4 lanes through shuffles; each lane
+// keeps a partial sum, added up at the end), the accumulators O (16 × hd, registers) rescaled,
+// and O += P·V with the S fragments reused as P's a fragments (the accumulator layout of two
+// n tiles is the a layout of one k step). Queries and weights enter the products split into
+// two bf16 terms (split_bf16: q ≈ q_hi + q_lo to 2^-17), keys and values are bf16 already, so
+// the products are as exact as f32 ones at twice the mma count; a single bf16 term would move
+// scores by up to 2^-9 of Σ|q·k|. MAXHD bounds hd (a multiple of 16) for the register arrays.
+// Dynamic shared memory: attnMMAShared bytes (ops.go).
+template <int MAXHD, int KC>
+__device__ __forceinline__ void attn_mma(float *__restrict__ out, const float *__restrict__ q,
+                                         const bf16 *__restrict__ kv, const int *__restrict__ tiles,
+                                         const int *__restrict__ tok_pos, const int *__restrict__ tok_seq,
+                                         const int *__restrict__ tables, const int *__restrict__ table_off, int nh,
+                                         int nkv, int hd, int bs, float scale) {
+	DYN_SHARED(unsigned, mma_sh);
+	int kh = blockIdx.y, t0 = tiles[2 * blockIdx.x], n = tiles[2 * blockIdx.x + 1];
+	int group = nh / nkv, rows = n * group;
+	int kp = hd + 8, vp = KC + 8;
+	bf16 *sk = (bf16 *)mma_sh; // KC × (hd + 8): keys
+	bf16 *svt = sk + KC * kp; // hd × (KC + 8): values, transposed
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	int r0 = warp * 16 + gid, r1 = r0 + 8;
+	bool active = warp * 16 < rows;
+	int p0 = tok_pos[t0], last = tok_pos[t0 + n - 1];
+	int pos0 = p0 + r0 / group, pos1 = p0 + r1 / group;
+	int wlast = active ? min(last, p0 + (min(rows, warp * 16 + 16) - 1) / group) : -1;
+	const float *q0 = r0 < rows ? q + (size_t)(t0 + r0 / group) * nh * hd + (size_t)(kh * group + r0 % group) * hd : nullptr;
+	const float *q1 = r1 < rows ? q + (size_t)(t0 + r1 / group) * nh * hd + (size_t)(kh * group + r1 % group) * hd : nullptr;
+	unsigned qh[MAXHD / 16][4], ql[MAXHD / 16][4];
+#pragma unroll
+	for (int ks = 0; ks < MAXHD / 16; ks++)
+		if (ks * 16 < hd) {
+			int c = ks * 16 + 2 * tig;
+			split_bf16(q0 ? q0[c] : 0.0f, q0 ? q0[c + 1] : 0.0f, &qh[ks][0], &ql[ks][0]);
+			split_bf16(q1 ? q1[c] : 0.0f, q1 ? q1[c + 1] : 0.0f, &qh[ks][1], &ql[ks][1]);
+			split_bf16(q0 ? q0[c + 8] : 0.0f, q0 ? q0[c + 9] : 0.0f, &qh[ks][2], &ql[ks][2]);
+			split_bf16(q1 ? q1[c + 8] : 0.0f, q1 ? q1[c + 9] : 0.0f, &qh[ks][3], &ql[ks][3]);
+		}
+	float o[MAXHD / 8][4];
+#pragma unroll
+	for (int dn = 0; dn < MAXHD / 8; dn++)
+		o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0;
+	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
+	const int *tab = tables + table_off[tok_seq[t0]];
+	size_t head = (size_t)kh * bs * hd, vofs = (size_t)nkv * bs * hd, blk = (size_t)2 * nkv * bs * hd;
+	int hd2 = hd / 2;
+	for (int j0 = 0; j0 <= last; j0 += KC) {
+		__syncthreads(); // the previous step's keys and values are used
+		for (int i = threadIdx.x; i < KC * hd2; i += blockDim.x) {
+			int j = i / hd2, d = (i % hd2) * 2, p = j0 + j;
+			unsigned w = 0;
+			if (p <= last)
+				w = *(const unsigned *)(kv + (size_t)tab[p / bs] * blk + head + (size_t)(p % bs) * hd + d);
+			*(unsigned *)(sk + j * kp + d) = w;
+		}
+		for (int i = threadIdx.x; i < KC / 2 * hd2; i += blockDim.x) {
+			int j = (i / hd2) * 2, d = (i % hd2) * 2, p = j0 + j;
+			unsigned va = 0, vb = 0; // (v[p][d], v[p][d+1]) and (v[p+1][d], v[p+1][d+1])
+			if (p <= last)
+				va = *(const unsigned *)(kv + (size_t)tab[p / bs] * blk + vofs + head + (size_t)(p % bs) * hd + d);
+			if (p + 1 <= last)
+				vb = *(const unsigned *)(kv + (size_t)tab[(p + 1) / bs] * blk + vofs + head + (size_t)((p + 1) % bs) * hd + d);
+			*(unsigned *)(svt + d * vp + j) = (va & 0xffffu) | (vb << 16);
+			*(unsigned *)(svt + (d + 1) * vp + j) = (va >> 16) | (vb & 0xffff0000u);
+		}
+		__syncthreads();
+		if (j0 > wlast)
+			continue; // every key of the step is past this warp's rows (or it has none)
+		float s[KC / 8][4];
+#pragma unroll
+		for (int nt = 0; nt < KC / 8; nt++) {
+			s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+#pragma unroll
+			for (int ks = 0; ks < MAXHD / 16; ks++)
+				if (ks * 16 < hd) {
+					const bf16 *kr = sk + (nt * 8 + gid) * kp + ks * 16 + 2 * tig;
+					unsigned b[2] = {*(const unsigned *)kr, *(const unsigned *)(kr + 8)};
+					mma_bf16(s[nt], qh[ks], b, s[nt]);
+					mma_bf16(s[nt], ql[ks], b, s[nt]);
+				}
+		}
+		float mx0 = m0, mx1 = m1;
+#pragma unroll
+		for (int nt = 0; nt < KC / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int key = j0 + nt * 8 + 2 * tig + (e & 1);
+				float v = key <= (e < 2 ? pos0 : pos1) ? s[nt][e] * scale : -INFINITY;
+				s[nt][e] = v;
+				if (e < 2)
+					mx0 = fmaxf(mx0, v);
+				else
+					mx1 = fmaxf(mx1, v);
+			}
+		mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 1));
+		mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, 2));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 1));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, 2));
+		// Key 0 is in every row's first step, so the maxima are finite from then on.
+		float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1), ls0 = 0, ls1 = 0;
+		m0 = mx0;
+		m1 = mx1;
+#pragma unroll
+		for (int nt = 0; nt < KC / 8; nt++) {
+			s[nt][0] = expf(s[nt][0] - mx0); // a masked key: exp(-inf) = 0
+			s[nt][1] = expf(s[nt][1] - mx0);
+			s[nt][2] = expf(s[nt][2] - mx1);
+			s[nt][3] = expf(s[nt][3] - mx1);
+			ls0 += s[nt][0] + s[nt][1];
+			ls1 += s[nt][2] + s[nt][3];
+		}
+		l0 = l0 * c0 + ls0;
+		l1 = l1 * c1 + ls1;
+#pragma unroll
+		for (int dn = 0; dn < MAXHD / 8; dn++) {
+			o[dn][0] *= c0;
+			o[dn][1] *= c0;
+			o[dn][2] *= c1;
+			o[dn][3] *= c1;
+		}
+#pragma unroll
+		for (int kk = 0; kk < KC / 16; kk++) {
+			unsigned ph[4], pl[4];
+			split_bf16(s[2 * kk][0], s[2 * kk][1], &ph[0], &pl[0]);
+			split_bf16(s[2 * kk][2], s[2 * kk][3], &ph[1], &pl[1]);
+			split_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1], &ph[2], &pl[2]);
+			split_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3], &ph[3], &pl[3]);
+#pragma unroll
+			for (int dn = 0; dn < MAXHD / 8; dn++)
+				if (dn * 8 < hd) {
+					const bf16 *vr = svt + (dn * 8 + gid) * vp + kk * 16 + 2 * tig;
+					unsigned b[2] = {*(const unsigned *)vr, *(const unsigned *)(vr + 8)};
+					mma_bf16(o[dn], ph, b, o[dn]);
+					mma_bf16(o[dn], pl, b, o[dn]);
+				}
+		}
+	}
+	if (!active)
+		return;
+	l0 += __shfl_xor_sync(FULL_MASK, l0, 1);
+	l0 += __shfl_xor_sync(FULL_MASK, l0, 2);
+	l1 += __shfl_xor_sync(FULL_MASK, l1, 1);
+	l1 += __shfl_xor_sync(FULL_MASK, l1, 2);
+	float *o0 = r0 < rows ? out + (size_t)(t0 + r0 / group) * nh * hd + (size_t)(kh * group + r0 % group) * hd : nullptr;
+	float *o1 = r1 < rows ? out + (size_t)(t0 + r1 / group) * nh * hd + (size_t)(kh * group + r1 % group) * hd : nullptr;
+#pragma unroll
+	for (int dn = 0; dn < MAXHD / 8; dn++)
+		if (dn * 8 < hd) {
+			int c = dn * 8 + 2 * tig;
+			if (o0) {
+				o0[c] = o[dn][0] / l0;
+				o0[c + 1] = o[dn][1] / l0;
+			}
+			if (o1) {
+				o1[c] = o[dn][2] / l1;
+				o1[c + 1] = o[dn][3] / l1;
+			}
+		}
+}
+
+// attn_mma64 and attn_mma128: attn_mma for head dims up to 64 (steps of 64 keys) and up to
+// 128 (steps of 32 keys, bounding the registers the larger accumulators take).
+#define ATTN_MMA_KERNEL(name, MAXHD, KC)                                                                          \
+	KERNEL void __launch_bounds__(128)                                                                            \
+	    name(float *__restrict__ out, const float *__restrict__ q, const bf16 *__restrict__ kv,                   \
+	         const int *__restrict__ tiles, const int *__restrict__ tok_pos, const int *__restrict__ tok_seq,     \
+	         const int *__restrict__ tables, const int *__restrict__ table_off, int nh, int nkv, int hd, int bs, \
+	         float scale) {                                                                                       \
+		attn_mma<MAXHD, KC>(out, q, kv, tiles, tok_pos, tok_seq, tables, table_off, nh, nkv, hd, bs, scale);      \
+	}                                                                                                             \
+	REGISTER(name)
+ATTN_MMA_KERNEL(attn_mma64, 64, 64);
+ATTN_MMA_KERNEL(attn_mma128, 128, 32);
 
 // Split-key decode attention (flash-decoding). Block (t, kv head kh, split s) of grid (T, nkv, S)
 // takes the keys [s·chunk, (s+1)·chunk) ∩ [0, pos] of token t (the last split also takes any
