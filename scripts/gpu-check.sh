@@ -23,9 +23,11 @@
 #            under torch.compile (reduce-overhead), decode after a 2,048-token prompt at batch 1
 #            and 64 (GPU_CHECK_HF_DEPTH, GPU_CHECK_HF_BATCHES);
 #   bench    the inference/cuda benchmarks: batch-1 decode, batched decode at 8/32/128, top-p
-#            decode, decode with logits copied back, 512-token prefill;
-#   sanitize compute-sanitizer memcheck and racecheck over the kernel tests (what the emulator
-#            cannot show: out-of-bounds device accesses, shared-memory races).
+#            decode, decode with logits copied back, 512-token prefill, and a 2,048-token prefill
+#            with prefill attention on the tensor cores and on f32 FMAs (PrefillLong/kernel=mma
+#            and kernel=f32);
+#   sanitize compute-sanitizer memcheck and racecheck over the kernel tests and TestMMA (what the
+#            emulator cannot show: out-of-bounds device accesses, shared-memory races).
 # The summary ends with the issue's figures: ours, transformers' and the goal on each line. One
 # run of the default budget reaches hf; bench and sanitize then want a second run
 # (GPU_CHECK_ONLY="bench sanitize").
@@ -423,7 +425,7 @@ if wanted sanitize; then
 			((t == 0)) && { note "sanitize $tool: skipped (out of time)"; continue; }
 			stamp "compute-sanitizer $tool (${t}s)"
 			(cd "$PKG" && CHAINEDSQL_CUDA_CUBLAS=off run "$t" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-				"$BIN/cuda.test" -test.v -test.count 1 -test.timeout "$((t - 5))s" -test.run 'Kernel|Selftest') >"$WORK/sanitize-$tool.txt" 2>&1
+				"$BIN/cuda.test" -test.v -test.count 1 -test.timeout "$((t - 5))s" -test.run 'Kernel|Selftest|^TestMMA$') >"$WORK/sanitize-$tool.txt" 2>&1
 			rc=$?
 			{ echo "== $tool (exit $rc)"; cat "$WORK/sanitize-$tool.txt"; } >>"$OUT/sanitize.txt"
 			n=$(grep -c -- '^--- PASS' "$WORK/sanitize-$tool.txt")
