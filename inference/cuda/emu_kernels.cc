@@ -32,3 +32,27 @@ KERNEL void emu_overrun(int *out, int n) {
 		out[n] = 7;
 }
 REGISTER(emu_overrun);
+
+// emu_mma_shuffle: half a warp calls mma_bf16 while the other half shuffles, at the same count
+// of warp operations.
+KERNEL void emu_mma_shuffle(float *out) {
+	unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+	float d[4] = {0, 0, 0, 0};
+	if ((threadIdx.x & 31) < 16)
+		mma_bf16(d, a, b, d);
+	else
+		d[0] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+	out[threadIdx.x] = d[0];
+}
+REGISTER(emu_mma_shuffle);
+
+// emu_mma_partial: half of each warp has exited when the other half calls mma_bf16.
+KERNEL void emu_mma_partial(float *out) {
+	if ((threadIdx.x & 31) >= 16)
+		return;
+	unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+	float d[4] = {0, 0, 0, 0};
+	mma_bf16(d, a, b, d);
+	out[threadIdx.x] = d[0];
+}
+REGISTER(emu_mma_partial);

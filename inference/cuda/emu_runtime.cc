@@ -470,11 +470,9 @@ void emu_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const fl
 	mine[4] = b[0];
 	mine[5] = b[1];
 	int lane, g;
-	warp_op(kMmaTag, 0xffffffffu, &lane, &g);
-	if (w->live[g] != 0xffffffffu) {
-		fail(r, "mma with fewer than 32 live lanes");
-		return;
-	}
+	warp_op(kMmaTag, 0xffffffffu, &lane, &g); // the whole warp, as mma.sync.aligned takes it
+	if (w->live[g] != 0xffffffffu)
+		return; // warp_op reported the exited lanes
 	for (int l = 0; l < 32; l++)
 		if (w->buf[g][l] != kMmaTag) {
 			fail(r, "lanes of one warp at different warp operations (an mma and a shuffle or vote)");

@@ -9,9 +9,9 @@ import (
 )
 
 // TestEmulatorChecks: the emulator reports lanes that wait at a shuffle while others of their
-// warp wait at a barrier, a shuffle mask that leaves out lanes taking part, and a write past a
-// buffer's end, instead of hanging or corrupting
-// memory, and fails later work as a sticky CUDA error does.
+// warp wait at a barrier, a shuffle mask that leaves out lanes taking part, a write past a
+// buffer's end, lanes of a warp meeting at an mma and a shuffle, and an mma with exited lanes,
+// instead of hanging or corrupting memory, and fails later work as a sticky CUDA error does.
 func TestEmulatorChecks(t *testing.T) {
 	for _, c := range []struct {
 		kernel string
@@ -21,6 +21,8 @@ func TestEmulatorChecks(t *testing.T) {
 		{"emu_partial_mask", func(d Device) []any { return []any{upload(t, d, make([]int32, 64))} }, "mask does not name exactly the warp's live lanes"},
 		{"emu_divergent_shuffle", func(d Device) []any { return []any{upload(t, d, make([]int32, 64))} }, "deadlock"},
 		{"emu_overrun", func(d Device) []any { return []any{upload(t, d, make([]int32, 10)), int32(10)} }, "wrote past the end of a 40-byte buffer"},
+		{"emu_mma_shuffle", func(d Device) []any { return []any{upload(t, d, make([]float32, 64))} }, "an mma and a shuffle or vote"},
+		{"emu_mma_partial", func(d Device) []any { return []any{upload(t, d, make([]float32, 64))} }, "mask does not name exactly the warp's live lanes"},
 	} {
 		d, err := Open(BackendEmulated)
 		if err != nil {
