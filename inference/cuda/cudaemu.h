@@ -83,6 +83,12 @@ inline unsigned __float_as_uint(float f) {
 	memcpy(&u, &f, 4);
 	return u;
 }
+// __double2hiint is the upper 32 bits of d's encoding.
+inline int __double2hiint(double d) {
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return (int)(uint32_t)(u >> 32);
+}
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }

@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 258bfeefa26aa3f34ec6797c30dfcbb2431dacf36a9406afcd45b6b4c45d0564
+// kernel sources: 61949620409bee68fa44d9ec5265f41e5f5015221dab6ac1948a842849822378
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);
