@@ -29,6 +29,7 @@ extern thread_local void *emu_dyn_shared;
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
 

@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 61949620409bee68fa44d9ec5265f41e5f5015221dab6ac1948a842849822378
+// kernel sources: 414837f3d909b279b50a9c4e50fd24e4895fecfdbc920e44e9e4604d94d12349
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

@@ -126,8 +126,9 @@ struct sample_shared {
 // or mass, and returns the first token at which the sum passes target (sum > target with
 // strict, else sum ≥ target), or -1 when the whole sum does not. A bisection on the hiword
 // (30 passes) finds the bucket of equal hiwords that holds it; that bucket's tokens are then
-// ranked exactly and summed one by one after the mass of the buckets above it.
-__device__ int sample_search(const double *p, int V, double vc, int ic, bool count, bool strict, double target,
+// ranked exactly and summed one by one after the mass of the buckets above it. Not inlined:
+// sample_rows calls it up to four times, and one copy keeps the PTX small.
+__device__ __noinline__ int sample_search(const double *p, int V, double vc, int ic, bool count, bool strict, double target,
                              sample_shared *sh) {
 	unsigned lo = 0, hi = hiword(1.0);
 	while (lo < hi) {
