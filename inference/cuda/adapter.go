@@ -34,7 +34,7 @@ func (m *Model) Forward(ctx context.Context, steps []lm.Step) error {
 	for i := range steps {
 		seqs[i].logits = steps[i].Logits
 	}
-	if err := m.forward(ctx, seqs, nil, nil); err != nil {
+	if err := m.forward(ctx, seqs, nil, nil, nil); err != nil {
 		return err
 	}
 	for i := range steps {
@@ -44,17 +44,21 @@ func (m *Model) Forward(ctx context.Context, steps []lm.Step) error {
 }
 
 // ForwardSample is Forward that samples each step's next token on the device, as how says,
-// and writes it to out (len(steps) ids), copying no logits back. Steps must not ask for
-// AllLogits, and their Logits are left as they are.
-func (m *Model) ForwardSample(ctx context.Context, steps []lm.Step, how []Sampling, out []int) error {
-	if len(how) != len(steps) || len(out) != len(steps) {
-		return fmt.Errorf("cuda: ForwardSample: %d steps, %d samplings, %d outputs", len(steps), len(how), len(out))
+// and writes it to out (len(steps) ids), copying no logits back; with logProbs (len(steps)
+// values, else nil) it also writes each token's log-probability as generate's host sampler
+// reports it. Steps must not ask for AllLogits, and their Logits are left as they are
+// (generate.SamplingModel). The draw follows the host sampler's rule (sample_rows, in f64), so
+// for the same uniforms it picks the same tokens except where a sum lands within rounding of
+// a boundary between two tokens.
+func (m *Model) ForwardSample(ctx context.Context, steps []lm.Step, how []Sampling, out []int, logProbs []float32) error {
+	if len(how) != len(steps) || len(out) != len(steps) || (logProbs != nil && len(logProbs) != len(steps)) {
+		return fmt.Errorf("cuda: ForwardSample: %d steps, %d samplings, %d outputs, %d log-probabilities", len(steps), len(how), len(out), len(logProbs))
 	}
 	for i, s := range how {
 		if steps[i].AllLogits {
 			return fmt.Errorf("cuda: ForwardSample: step %d asks for all logits", i)
 		}
-		if s.Temperature < 0 || s.TopP < 0 || s.TopP > 1 || s.U < 0 || s.U >= 1 || math.IsNaN(s.Temperature+s.TopP+s.U) {
+		if s.Temperature < 0 || s.TopP < 0 || s.TopP > 1 || s.TopK < 0 || s.U < 0 || s.U >= 1 || math.IsNaN(s.Temperature+s.TopP+s.U) {
 			return fmt.Errorf("cuda: ForwardSample: step %d: sampling %+v out of range", i, s)
 		}
 	}
@@ -62,7 +66,7 @@ func (m *Model) ForwardSample(ctx context.Context, steps []lm.Step, how []Sampli
 	if err != nil || len(seqs) == 0 {
 		return err
 	}
-	return m.forward(ctx, seqs, how, out)
+	return m.forward(ctx, seqs, how, out, logProbs)
 }
 
 // seqsOf validates steps: caches of this model, not released nor shared, tokens in the
@@ -104,5 +108,5 @@ func (m *Model) seqsOf(steps []lm.Step) ([]seq, error) {
 // (len(steps) ids), copying no logits back: the generate scheduler's path for greedy requests.
 // Steps must not ask for AllLogits.
 func (m *Model) ForwardGreedy(ctx context.Context, steps []lm.Step, out []int) error {
-	return m.ForwardSample(ctx, steps, make([]Sampling, len(steps)), out)
+	return m.ForwardSample(ctx, steps, make([]Sampling, len(steps)), out, nil)
 }

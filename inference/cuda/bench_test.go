@@ -60,7 +60,7 @@ func decodeRun(b *testing.B, m *Model, batch, promptLen, steps int, how Sampling
 		st[i] = lm.Step{Cache: c, Tokens: prompt(promptLen, i, m.VocabSize())}
 		hows[i] = how
 	}
-	if err := m.ForwardSample(ctx, st, hows, out); err != nil {
+	if err := m.ForwardSample(ctx, st, hows, out, nil); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
@@ -68,7 +68,7 @@ func decodeRun(b *testing.B, m *Model, batch, promptLen, steps int, how Sampling
 		for i := range st {
 			st[i].Tokens = []int{out[i]}
 		}
-		if err := m.ForwardSample(ctx, st, hows, out); err != nil {
+		if err := m.ForwardSample(ctx, st, hows, out, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -29,6 +29,7 @@ extern thread_local void *emu_dyn_shared;
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
 
@@ -85,6 +86,12 @@ inline unsigned __float_as_uint(float f) {
 	unsigned u;
 	memcpy(&u, &f, 4);
 	return u;
+}
+// __double2hiint is the upper 32 bits of d's encoding.
+inline int __double2hiint(double d) {
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return (int)(uint32_t)(u >> 32);
 }
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }

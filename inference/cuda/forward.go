@@ -3,7 +3,10 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"math"
 	"unsafe"
+
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // span is the tokens [lo, hi) of one step within a pass.
@@ -13,21 +16,18 @@ type span struct{ step, lo, hi int }
 type rowOut struct{ step, at int }
 
 // graphKey names a captured decode step: T sequences of one token, with logits copied back
-// (sample false) or tokens sampled on the device (sample true; sampled when some row draws).
+// (sample false) or tokens picked on the device (sample true; with draw, sample_rows runs too:
+// some row draws or log-probabilities are wanted).
 type graphKey struct {
 	T            int
 	sample, draw bool
 }
 
-// Sampling is how ForwardSample picks a step's next token on the device.
-type Sampling struct {
-	// Temperature 0 is greedy (argmax, the lowest index on ties).
-	Temperature float64
-	// TopP keeps the smallest most-likely set holding this much probability (0 or 1: off).
-	TopP float64
-	// U is the step's uniform draw in [0, 1) (from the request's seeded source).
-	U float64
-}
+// Sampling is how ForwardSample picks a step's next token on the device (lm.Sampling).
+type Sampling = lm.Sampling
+
+// draws reports whether s draws a token at random (else its token is the argmax).
+func draws(s Sampling) bool { return s.Temperature > 0 && s.TopK != 1 }
 
 // seq is one sequence's part of a forward: the tokens appended to its cache, whether every
 // token's logits are wanted (else the last one's), and where they go (grown as needed).
@@ -39,9 +39,9 @@ type seq struct {
 }
 
 // forward runs seqs (checked by the caller) as passes of up to Options.MaxPass tokens and
-// Options.MaxRows sequences, delivering their logits, or with how their sampled tokens into out;
-// caches advance only when every pass is done.
-func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []int) error {
+// Options.MaxRows sequences, delivering their logits, or with how their sampled tokens into out
+// (and, with lps, their log-probabilities); caches advance only when every pass is done.
+func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []int, lps []float32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -108,7 +108,7 @@ func (m *Model) forward(ctx context.Context, steps []seq, how []Sampling, out []
 			last := k == len(order)-1
 			kindEnds := split && !last && n == 1 && len(steps[order[k+1]].tokens) > 1
 			if count == m.opts.MaxPass || len(spans) == m.opts.MaxRows || (lo == n && (last || kindEnds)) {
-				if err := m.pass(ctx, steps, caches, spans, count, how, out); err != nil {
+				if err := m.pass(ctx, steps, caches, spans, count, how, out, lps); err != nil {
 					undo()
 					return err
 				}
@@ -145,9 +145,9 @@ func decodeBucket(T, limit int) int {
 }
 
 // pass runs the T tokens of spans through the model and delivers their logits (or, with how,
-// their sampled tokens). Positions follow each cache's length plus the span's offset (caches
-// are only advanced by forward, once every pass is done).
-func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []span, T int, how []Sampling, out []int) error {
+// their sampled tokens and, with lps, log-probabilities). Positions follow each cache's length
+// plus the span's offset (caches are only advanced by forward, once every pass is done).
+func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []span, T int, how []Sampling, out []int, lps []float32) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cuda: forward: %w", err)
 	}
@@ -206,10 +206,10 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 		return err
 	}
 	sample := how != nil
-	draw := false
+	draw := sample && lps != nil
 	if sample {
 		for i := range outs {
-			draw = draw || how[outs[i].step].Temperature > 0
+			draw = draw || draws(how[outs[i].step])
 		}
 		if draw {
 			if err := m.setSampling(outs, how, B-T); err != nil {
@@ -242,7 +242,11 @@ func (m *Model) pass(ctx context.Context, steps []seq, caches []*Cache, spans []
 				return err
 			}
 		}
-		if err := m.deliver(steps, outs[r0:r0+R], how, out); err != nil {
+		rows := R // the rows head ran over: a decode pass's graph runs its whole bucket
+		if decode {
+			rows = B
+		}
+		if err := m.deliver(steps, outs[r0:r0+R], rows, how, out, lps); err != nil {
 			return err
 		}
 	}
@@ -289,7 +293,7 @@ func (m *Model) body(T int, single bool) error {
 
 // head launches the final norm and the LM head for the R logit rows from row r0 of the pass's
 // row list, into m.logits; with sample, the greedy tokens (m.toks[0:R]) and, with draw, the
-// sampled ones (m.toks[R:2R]) too.
+// sampled ones (m.toks[R:2R]) and their log-probabilities (f32 bits, m.toks[2R:3R]) too.
 func (m *Model) head(r0, R int, sample, draw bool) error {
 	o := m.op
 	if err := o.rmsnorm(m.xn, m.x, m.norm, m.metaAt(m.ml.rows+r0), R, m.H, m.eps); err != nil {
@@ -307,56 +311,89 @@ func (m *Model) head(r0, R int, sample, draw bool) error {
 	if !draw {
 		return nil
 	}
-	if m.scratch == 0 {
-		p, err := m.alloc(4 * m.opts.MaxRows * m.V)
-		if err != nil {
-			return fmt.Errorf("sampling scratch: %w", err)
-		}
-		m.scratch = p
+	if err := m.allocScratch(); err != nil {
+		return err
 	}
-	return o.sample(m.toks+Ptr(4*R), m.logits, m.params, m.scratch, R, m.V)
+	return o.sample(m.toks+Ptr(4*R), m.toks+Ptr(8*R), m.toks, m.logits, m.params, m.scratch, R, m.V)
+}
+
+// allocScratch allocates sample_rows' scratch (a row of V f64 per logit row) on first use.
+func (m *Model) allocScratch() error {
+	if m.scratch != 0 {
+		return nil
+	}
+	p, err := m.alloc(8 * m.opts.MaxRows * m.V)
+	if err != nil {
+		return fmt.Errorf("sampling scratch: %w", err)
+	}
+	m.scratch = p
+	return nil
 }
 
 func (m *Model) metaAt(i int) Ptr { return m.meta + Ptr(4*i) }
 
-// setSampling uploads each logit row's (1/temperature, top_p, u), then pad rows of greedy
-// settings (the padding rows of a bucketed decode pass).
+// setSampling uploads each logit row's (1/temperature, top_p, u, top_k) as sample_rows reads
+// them (top_k 1 for a greedy row, whose 1/temperature only scales its log-probability: 1 at
+// temperature 0, as the host sampler reports it), then pad rows of greedy settings (the
+// padding rows of a bucketed decode pass).
 func (m *Model) setSampling(outs []rowOut, how []Sampling, pad int) error {
-	p := make([]float32, 3*(len(outs)+pad))
+	p := make([]float64, 4*(len(outs)+pad))
 	for i := len(outs); i < len(outs)+pad; i++ {
-		p[3*i], p[3*i+1] = 1, 1
+		p[4*i], p[4*i+1], p[4*i+3] = 1, 1, 1
 	}
 	for i, r := range outs {
-		s := how[r.step]
-		inv, top := 1.0, s.TopP
-		if s.Temperature > 0 {
-			inv = 1 / s.Temperature
-		}
-		if top <= 0 {
-			top = 1
-		}
-		p[3*i], p[3*i+1], p[3*i+2] = float32(inv), float32(top), float32(s.U)
+		q := samplingParams(how[r.step])
+		copy(p[4*i:], q[:])
 	}
 	if len(p) == 0 {
 		return nil
 	}
-	return m.dev.CopyIn(m.params, unsafe.Pointer(&p[0]), 4*len(p))
+	return m.dev.CopyIn(m.params, unsafe.Pointer(&p[0]), 8*len(p))
 }
 
-// deliver copies the logits (or sampled tokens) of outs, the rows now in m.logits, to their
-// steps.
-func (m *Model) deliver(steps []seq, outs []rowOut, how []Sampling, out []int) error {
+// samplingParams is s as sample_rows reads it: (1/temperature, top_p, u, top_k).
+func samplingParams(s Sampling) [4]float64 {
+	inv, top, k := 1.0, s.TopP, float64(s.TopK)
+	if s.Temperature > 0 {
+		inv = 1 / s.Temperature
+	}
+	if top <= 0 {
+		top = 1
+	}
+	if !draws(s) {
+		k = 1
+	}
+	return [4]float64{inv, top, s.U, k}
+}
+
+// deliver copies the logits (or sampled tokens, and with lps their log-probabilities) of
+// outs, the rows now in m.logits, to their steps. head ran over rows rows (at least len(outs)):
+// m.toks holds rows greedy ids, then rows sampled ids, then rows log-probabilities, and one
+// copy brings back the part that holds what is wanted.
+func (m *Model) deliver(steps []seq, outs []rowOut, rows int, how []Sampling, out []int, lps []float32) error {
 	R := len(outs)
 	if how != nil {
-		toks := make([]int32, 2*R)
-		if err := m.dev.CopyOut(unsafe.Pointer(&toks[0]), m.toks, 4*2*R); err != nil {
+		n := R // greedy ids
+		for _, r := range outs {
+			if draws(how[r.step]) {
+				n = rows + R // sampled ids too
+			}
+		}
+		if lps != nil {
+			n = 2*rows + R
+		}
+		toks := make([]int32, n)
+		if err := m.dev.CopyOut(unsafe.Pointer(&toks[0]), m.toks, 4*n); err != nil {
 			return err
 		}
 		for i, r := range outs {
-			if how[r.step].Temperature > 0 {
-				out[r.step] = int(toks[R+i])
+			if draws(how[r.step]) {
+				out[r.step] = int(toks[rows+i])
 			} else {
 				out[r.step] = int(toks[i])
+			}
+			if lps != nil {
+				lps[r.step] = math.Float32frombits(uint32(toks[2*rows+i]))
 			}
 		}
 		return nil
@@ -377,12 +414,10 @@ func (m *Model) deliver(steps []seq, outs []rowOut, how []Sampling, out []int) e
 func (m *Model) replay(key graphKey) error {
 	g := m.graphs[key]
 	if g == nil {
-		if key.draw && m.scratch == 0 {
-			p, err := m.alloc(4 * m.opts.MaxRows * m.V)
-			if err != nil {
-				return fmt.Errorf("sampling scratch: %w", err)
+		if key.draw {
+			if err := m.allocScratch(); err != nil {
+				return err
 			}
-			m.scratch = p
 		}
 		if err := m.dev.BeginCapture(); err != nil {
 			return err

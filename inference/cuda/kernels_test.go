@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // The kernels against the CPU backend's ops (inference/cpu) on random inputs, with ragged
@@ -628,74 +630,51 @@ func TestArgmaxKernel(t *testing.T) {
 	}
 }
 
-// refSample is sample_rows' rule in float64: the kept set {p ≥ τ} for the largest τ among
-// the p values whose kept mass reaches top_p, then the first index whose running kept mass
-// exceeds u times the kept total. It also returns how close u·kept came to a boundary
-// between tokens (relative to the kept mass), where the kernel's f32 sums may choose the
-// neighbour.
-func refSample(l []float32, invT, topP, u float64) (int, float64) {
-	mx := math.Inf(-1)
-	for _, v := range l {
-		mx = max(mx, float64(v))
-	}
-	p := make([]float64, len(l))
-	z := 0.0
-	for i, v := range l {
-		p[i] = math.Exp((float64(v) - mx) * invT)
-		z += p[i]
-	}
-	tau := 0.0
-	if topP < 1 {
-		sorted := slices.Clone(p)
-		slices.Sort(sorted)
-		slices.Reverse(sorted)
-		cum := 0.0
-		for _, v := range sorted {
-			cum += v
-			tau = v
-			if cum >= topP*z {
-				break
-			}
-		}
-	}
-	kept := 0.0
-	for _, v := range p {
-		if v >= tau {
-			kept += v
-		}
-	}
-	target, run := u*kept, 0.0
-	for i, v := range p {
-		if v < tau {
-			continue
-		}
-		run += v
-		if run > target {
-			return i, min(run-target, target-(run-v)) / kept
-		}
-	}
-	return len(l) - 1, 0
-}
-
+// TestSampleKernel: sample_rows picks generate's token (gentest.Sample), except within 1e-9
+// of the kept mass of a boundary, over temperatures, top-p and top-k settings, rows of tied
+// logits (ties taken in id order, and a bucket of equal values too large to list), a NaN and
+// greedy rows, and reports its log-probability within 1e-6.
 func TestSampleKernel(t *testing.T) {
 	o := testOps(t)
 	r := rand.New(rand.NewPCG(15, 16))
-	for _, V := range []int{1, 5, 300, 4097} {
-		params := [][3]float32{{1, 1, 0.5}, {1 / 0.7, 0.9, 0.3}, {1, 0.5, 0.99}, {2, 0.05, 0.1}, {1 / 1.3, 0.95, 0}, {1, 1, 0.999}}
-		R := len(params)
+	for _, V := range []int{1, 5, 300, 1000, 4097} {
+		cases := []lm.Sampling{
+			{Temperature: 1, U: 0.5}, {Temperature: 0.7, TopP: 0.9, U: 0.3}, {Temperature: 1, TopP: 0.5, U: 0.99},
+			{Temperature: 0.5, TopP: 0.05, U: 0.1}, {Temperature: 1.3, TopP: 0.95}, {Temperature: 1, U: 0.999},
+			{Temperature: 1, TopK: 3, U: 0.4}, {Temperature: 0.8, TopP: 0.9, TopK: 50, U: 0.7},
+			{Temperature: 1, TopP: 0.3, TopK: 2, U: 0.2}, {Temperature: 1.5, TopK: V, U: 0.6},
+			{}, {Temperature: 0.5, TopK: 1}, {Temperature: 1, TopP: 0.7, U: 0.95}, {Temperature: 1, TopK: 7, U: 0.5},
+		}
+		R := len(cases)
 		logits := randF32(r, R*V, 4)
-		var flat []float32
-		for _, p := range params {
-			flat = append(flat, p[:]...)
+		// Row 12: few distinct values (ties everywhere); row 13: all equal (one bucket of V).
+		for i := range V {
+			logits[12*V+i] = float32(i % 3)
+			logits[13*V+i] = 0.25
+		}
+		if V > 1 {
+			logits[5*V+V/2] = float32(math.NaN())
+		}
+		var params []float64
+		greedy := make([]int32, R)
+		for i, c := range cases {
+			q := samplingParams(c)
+			params = append(params, q[:]...)
+			greedy[i] = int32(hostArgmax(logits[i*V : (i+1)*V]))
 		}
 		out := upload(t, o.d, make([]int32, R))
-		scratch := upload(t, o.d, make([]float32, R*V))
-		mustOK(t, o.sample(out, upload(t, o.d, logits), upload(t, o.d, flat), scratch, R, V))
+		lp := upload(t, o.d, make([]float32, R))
+		scratch := upload(t, o.d, make([]float64, R*V))
+		mustOK(t, o.sample(out, lp, upload(t, o.d, greedy), upload(t, o.d, logits), upload(t, o.d, params), scratch, R, V))
 		got := download[int32](t, o.d, out, R)
-		for i, p := range params {
-			want, margin := refSample(logits[i*V:(i+1)*V], float64(p[0]), float64(p[1]), float64(p[2]))
-			if int(got[i]) != want && margin > 1e-5 {
-				t.Fatalf("V=%d row %d (1/T %v, top_p %v, u %v): token %d, want %d", V, i, p[0], p[1], p[2], got[i], want)
+		gotLP := download[float32](t, o.d, lp, R)
+		for i, c := range cases {
+			want, margin, wantLP := gentest.Sample(logits[i*V:(i+1)*V], c)
+			if int(got[i]) != want && margin > 1e-9 {
+				t.Fatalf("V=%d row %d (%+v): token %d, want %d (margin %.3g)", V, i, c, got[i], want, margin)
+			}
+			if int(got[i]) == want && math.Abs(float64(gotLP[i])-wantLP) > 1e-6 {
+				t.Fatalf("V=%d row %d (%+v): log-probability %v, want %v", V, i, c, gotLP[i], wantLP)
 			}
 		}
 	}

@@ -129,7 +129,7 @@ func TestDecodeBucket(t *testing.T) {
 // TestLaunchesPerStep holds the generate path's device work per step to what it is meant to be
 // (a regression fails here, not only in the timings): after its first step, a greedy decode
 // step of a batch replays one graph, launches nothing directly, copies the metadata in once
-// and one id per sequence out; batch sizes within one bucket share its graph; a step mixing a
+// and one id per sequence out (4 bytes each); batch sizes within one bucket share its graph; a step mixing a
 // prompt chunk with decoding sequences replays the decode graph and launches directly only
 // what a pass of the chunk alone launches. The tokens are those of the same steps launched
 // directly without graphs.
@@ -172,7 +172,7 @@ func TestLaunchesPerStep(t *testing.T) {
 	step("first decode step of 5 (captures the graph of 8)", B)
 	for k := range 3 {
 		c := step("decode step of 5", B)
-		want := counts{replays: 1, copyIns: 1, copyOuts: 1, outBytes: 4 * 2 * B}
+		want := counts{replays: 1, copyIns: 1, copyOuts: 1, outBytes: 4 * B}
 		if c != want {
 			t.Fatalf("decode step %d of a batch of 5: %+v, want %+v", k, c, want)
 		}
@@ -198,7 +198,7 @@ func TestLaunchesPerStep(t *testing.T) {
 	if mixed.replays != 1 || mixed.captures != 0 || mixed.launches != alone {
 		t.Fatalf("mixed step: %+v; want one replay, no capture and the %d launches of the prompts' pass", mixed, alone)
 	}
-	if mixed.outBytes > 2*4*7*2 {
+	if mixed.outBytes > 4*7 {
 		t.Fatalf("mixed step copied %d bytes back", mixed.outBytes)
 	}
 	c := step("decode step of 7 (the graph of 8)", 7)
@@ -217,5 +217,56 @@ func TestLaunchesPerStep(t *testing.T) {
 	slices.Sort(keys)
 	if !slices.Equal(keys, []int{4, 8}) {
 		t.Fatalf("graphs of batch sizes %v, want [4 8]", keys)
+	}
+}
+
+// TestSampledStepCopies holds the sampled decode step to the greedy one's device work: after
+// its first step, a batch drawing with temperature, top-p and top-k and asking for
+// log-probabilities replays one graph, launches nothing directly, copies the metadata and the
+// sampling settings in and the ids and log-probabilities out in one copy (no logit row: the
+// greedy ids of the graph's bucket of 4 rows, its sampled ids and the 3 log-probabilities),
+// and gives the tokens of the same steps launched directly without graphs.
+func TestSampledStepCopies(t *testing.T) {
+	m, d := loadCounting(t, Options{})
+	ref := loadTiny(t, Options{NoGraphs: true, MaxRows: 64})
+	ctx := context.Background()
+	const B = 3
+	seqs := make([]lm.Step, B)
+	refs := make([]lm.Step, B)
+	out, refOut := make([]int, B), make([]int, B)
+	lps, refLPs := make([]float32, B), make([]float32, B)
+	how := []Sampling{{Temperature: 0.8, TopP: 0.9}, {Temperature: 1.1, TopK: 30}, {Temperature: 0.7, TopK: 1}}
+	for i := range B {
+		p := prompt(4+5*i, 500+i, m.VocabSize())
+		seqs[i] = lm.Step{Cache: newCache(t, m, 64), Tokens: p}
+		refs[i] = lm.Step{Cache: newCache(t, ref, 64), Tokens: p}
+	}
+	for k := range 4 {
+		for i := range how {
+			how[i].U = float64(k*B+i) / 12
+		}
+		before := d.snap()
+		if err := m.ForwardSample(ctx, seqs, how, out, lps); err != nil {
+			t.Fatal(err)
+		}
+		c := d.snap().minus(before)
+		if err := ref.ForwardSample(ctx, refs, how, refOut, refLPs); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out, refOut) || !slices.Equal(lps, refLPs) {
+			t.Fatalf("step %d: tokens %v (log-probabilities %v), without graphs %v (%v)", k, out, lps, refOut, refLPs)
+		}
+		t.Logf("step %d: %+v", k, c)
+		if c.outBytes >= 4*m.VocabSize() {
+			t.Fatalf("step %d copied %d bytes back", k, c.outBytes)
+		}
+		if k >= 2 {
+			if want := (counts{replays: 1, copyIns: 2, copyOuts: 1, outBytes: 4 * (2*decodeBucket(B, 64) + B)}); c != want {
+				t.Fatalf("sampled decode step %d of a batch of %d: %+v, want %+v", k, B, c, want)
+			}
+		}
+		for i := range B {
+			seqs[i].Tokens, refs[i].Tokens = []int{out[i]}, []int{out[i]}
+		}
 	}
 }

@@ -88,7 +88,8 @@ type Model struct {
 
 	// Activations of one pass (MaxPass rows each) and the LM head's output.
 	x, xn, qkv, q, att, gu, act, xbf Ptr
-	logits, toks, params, scratch    Ptr
+	// toks: R greedy ids, R sampled ids, R log-probabilities (f32); params: R × 4 f64.
+	logits, toks, params, scratch Ptr
 	// Partial results of split decode attention: outputs, then (max, sum) pairs.
 	part, partML Ptr
 	sms          int // the device's multiprocessors (decodeSplits)
@@ -301,8 +302,8 @@ func (m *Model) allocActivations() error {
 	}{
 		{&m.x, 4 * P * m.H}, {&m.xn, 4 * max(P, R) * m.H}, {&m.qkv, 4 * P * m.qkvW},
 		{&m.q, 4 * P * m.qd}, {&m.att, 4 * P * m.qd}, {&m.gu, 4 * P * 2 * m.I}, {&m.act, 4 * P * m.I},
-		{&m.xbf, 2 * max(P, R) * max(m.H, m.qd, m.I)}, {&m.logits, 4 * R * m.V}, {&m.toks, 4 * 2 * R},
-		{&m.params, 4 * 3 * R}, {&m.part, 4 * m.maxSplitRows() * m.qd}, {&m.partML, 4 * m.maxSplitRows() * m.geo.nh * 2},
+		{&m.xbf, 2 * max(P, R) * max(m.H, m.qd, m.I)}, {&m.logits, 4 * R * m.V}, {&m.toks, 4 * 3 * R},
+		{&m.params, 8 * 4 * R}, {&m.part, 4 * m.maxSplitRows() * m.qd}, {&m.partML, 4 * m.maxSplitRows() * m.geo.nh * 2},
 	}
 	for _, s := range sizes {
 		p, err := m.alloc(s.n)

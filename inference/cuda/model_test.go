@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/internal/shared"
@@ -377,7 +378,8 @@ func TestGraphsBLAS(t *testing.T) {
 }
 
 // TestForwardSample: tokens sampled on the device are the greedy tokens of Forward's logits at
-// temperature 0 and sample_rows' rule applied to them otherwise.
+// temperature 0 (or top-k 1) and the host sampler's rule (gentest.Sample) applied to them otherwise,
+// with its log-probabilities.
 func TestForwardSample(t *testing.T) {
 	m := loadTiny(t, Options{})
 	ref := loadTiny(t, Options{})
@@ -390,33 +392,28 @@ func TestForwardSample(t *testing.T) {
 		ss[i] = lm.Step{Cache: newCache(t, m, 64), Tokens: p}
 		sr[i] = lm.Step{Cache: newCache(t, ref, 64), Tokens: p}
 	}
-	how := []Sampling{{}, {Temperature: 0.8, TopP: 0.9}, {Temperature: 1.5}, {Temperature: 0.05, TopP: 0.5}}
-	out := make([]int, B)
+	how := []Sampling{{}, {Temperature: 0.8, TopP: 0.9}, {Temperature: 1.5, TopK: 40}, {Temperature: 0.05, TopP: 0.5, TopK: 1}}
+	out, lps := make([]int, B), make([]float32, B)
 	for k := range 4 {
 		for i := range how {
 			how[i].U = r.Float64()
 		}
-		if err := m.ForwardSample(context.Background(), ss, how, out); err != nil {
+		if err := m.ForwardSample(context.Background(), ss, how, out, lps); err != nil {
 			t.Fatal(err)
 		}
 		run(t, ref, sr...)
 		for i := range B {
-			l := sr[i].Logits
-			want, margin := hostArgmax(l), 1.0
-			if how[i].Temperature > 0 {
-				top := how[i].TopP
-				if top == 0 {
-					top = 1
-				}
-				want, margin = refSample(l, 1/how[i].Temperature, top, how[i].U)
-			}
-			if out[i] != want && margin > 1e-5 {
+			want, margin, wantLP := gentest.Sample(sr[i].Logits, how[i])
+			if out[i] != want && margin > 1e-9 {
 				t.Fatalf("step %d sequence %d (%+v): sampled %d, want %d", k, i, how[i], out[i], want)
+			}
+			if out[i] == want && math.Abs(float64(lps[i])-wantLP) > 1e-6 {
+				t.Fatalf("step %d sequence %d (%+v): log-probability %v, want %v", k, i, how[i], lps[i], wantLP)
 			}
 			ss[i].Tokens, sr[i].Tokens = []int{out[i]}, []int{out[i]}
 		}
 	}
-	if err := m.ForwardSample(context.Background(), ss[:1], []Sampling{{U: 1}}, out[:1]); err == nil {
+	if err := m.ForwardSample(context.Background(), ss[:1], []Sampling{{Temperature: 1, U: 1}}, out[:1], nil); err == nil {
 		t.Fatal("u = 1 accepted")
 	}
 }
@@ -462,6 +459,75 @@ func TestGenerator(t *testing.T) {
 	}
 	if s := gd.Stats(); s.MaxBatchSeen < 2 {
 		t.Errorf("the generator never batched: %+v", s)
+	}
+}
+
+// logitsOnly hides a model's device sampling from generate: its generator samples on the host
+// from the logits Forward copies back.
+type logitsOnly struct{ lm.Model }
+
+// TestGeneratorSampling: generate's scheduler over the model samples on the device (no logit
+// row comes back) and gives, for the same seeds, the tokens the host sampler draws from the same
+// model's logits, over temperatures, top-p and top-k settings and greedy requests, and their
+// log-probabilities within 1e-6 (the kernel sums in f64 in another order; the f32 results
+// differ by at most an ulp or two). Requests run one at a time so that both generators make
+// the same passes, and so the same logits.
+func TestGeneratorSampling(t *testing.T) {
+	m, d := loadCounting(t, Options{})
+	cfg := generate.Config{MaxBatch: 4, PrefillChunk: 16}
+	gd, err := generate.New(m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gd.Close()
+	gh, err := generate.New(logitsOnly{m}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	var reqs []generate.Request
+	for seed := range int64(2) {
+		for _, r := range []generate.Request{
+			{Temperature: 1, LogProbs: true}, {Temperature: 0.7, TopP: 0.9, LogProbs: true}, {Temperature: 1.2, TopK: 20},
+			{Temperature: 0.8, TopP: 0.8, TopK: 100, LogProbs: true}, {Temperature: 0.6, TopK: 1, LogProbs: true},
+			{Temperature: 0.05, TopP: 0.5, LogProbs: true},
+		} {
+			r.Prompt, r.MaxTokens, r.IgnoreEOS = prompt(3+len(reqs)%7, 600+len(reqs), m.VocabSize()), 4, true
+			r.Seed = seed*1000 + int64(len(reqs))
+			reqs = append(reqs, r)
+		}
+	}
+	reqs = append(reqs, generate.Request{Prompt: prompt(9, 700, m.VocabSize()), MaxTokens: 4, IgnoreEOS: true, LogProbs: true})
+	runAll := func(g *generate.Generator) []generate.Result {
+		out := make([]generate.Result, len(reqs))
+		for i, r := range reqs {
+			res, err := g.Generate(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = res
+		}
+		return out
+	}
+	before := d.snap()
+	got := runAll(gd)
+	c := d.snap().minus(before)
+	if c.outBytes >= 4*m.VocabSize() {
+		t.Fatalf("the device-sampled requests copied %d bytes back (a logit row is %d): %+v", c.outBytes, 4*m.VocabSize(), c)
+	}
+	want := runAll(gh)
+	for i, r := range reqs {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Fatalf("request %d (T %v, top-p %v, top-k %d, seed %d): device %v, host %v", i, r.Temperature, r.TopP, r.TopK, r.Seed, got[i].Tokens, want[i].Tokens)
+		}
+		if len(got[i].LogProbs) != len(want[i].LogProbs) {
+			t.Fatalf("request %d: %d log-probabilities, host %d", i, len(got[i].LogProbs), len(want[i].LogProbs))
+		}
+		for j, lp := range got[i].LogProbs {
+			if math.Abs(float64(lp-want[i].LogProbs[j])) > 1e-6 {
+				t.Fatalf("request %d token %d: log-probability %v, host %v", i, j, lp, want[i].LogProbs[j])
+			}
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ const (
 	prefillBlock = 256
 	mmaBlock     = 128 // attn_mma*: 4 warps of 16 query rows each
 	mergeBlock   = 64  // attn_merge: a thread per head dimension (looping past 64)
-	sampleBlock  = 256
+	sampleBlock  = 256 // SAMPLE_BLOCK of sample.cu
 	elemBlock    = 256
 	maxHeadDim   = 256 // the largest head the kernels are tested with
 	// maxTileRows is the most query rows (tokens × the group's heads) of one attn_prefill block.
@@ -286,7 +286,8 @@ func (o *ops) argmax(out, logits Ptr, R, V int) error {
 	return o.launch("argmax_rows", Dim{X: R}, Dim{X: rowBlock}, out, logits, int32(V))
 }
 
-// sample draws a token per row (params: R × (1/temperature, top_p, u); scratch R×V f32).
-func (o *ops) sample(out, logits, params, scratch Ptr, R, V int) error {
-	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, logits, params, scratch, int32(V))
+// sample picks a token per row and its log-probability (params: R × (1/temperature, top_p,
+// u, top_k) f64; greedy: the rows' argmax tokens; lp: R f32; scratch R×V f64).
+func (o *ops) sample(out, lp, greedy, logits, params, scratch Ptr, R, V int) error {
+	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, lp, greedy, logits, params, scratch, int32(V))
 }

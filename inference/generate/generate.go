@@ -149,6 +149,12 @@ type Generator struct {
 	forking bool        // the model's caches implement Forker
 	greedy  GreedyModel // the model, where it picks greedy tokens itself
 	picked  []int       // scratch: a step's greedy tokens
+
+	// The model, where it samples tokens itself (forwardSample: its picks go to picked), and
+	// scratch for a step's sampling settings and its tokens' log-probabilities.
+	sampling SamplingModel
+	how      []lm.Sampling
+	lps      []float32
 }
 
 // GreedyModel is implemented by models that pick the greedy next token themselves (the CUDA
@@ -160,6 +166,31 @@ type GreedyModel interface {
 	// ties, NaNs ignored, as the host sampler's greedy pick) to out (len(steps) ids) instead
 	// of its logits.
 	ForwardGreedy(ctx context.Context, steps []lm.Step, out []int) error
+}
+
+// SamplingModel is implemented by models that sample the next token themselves (the CUDA
+// backend, on the device). The scheduler calls ForwardSample instead of Forward for every step
+// that GreedyModel does not take, so that one id (and, for requests that want them, one
+// log-probability) per sequence comes back instead of a row of logits; the host sampler runs
+// only for models without it. The Generator never asks for logits itself, and no request
+// setting (there are no penalties) needs the host, so every step qualifies.
+//
+// The contract: for each step, out[i] is the token generate's host sampler would pick from the
+// step's last logits with how[i]'s settings and uniform draw: the argmax (lowest index on ties,
+// NaNs ignored) at temperature 0 or top-k 1; else the first token, in index order without a
+// cut (top-k 0 or at least the vocabulary, top-p 1) and in falling-probability order (the
+// lower id first on ties) with one, at which the probability mass of softmax(logits/T), cut to
+// the top-k tokens and then to the shortest prefix holding top-p of what is left, summed
+// so far, exceeds U times the mass kept. Sums in another order or precision may pick a
+// neighbour when U lands within rounding of a boundary between two tokens, and nowhere else.
+// With logProbs non-nil, logProbs[i] is out[i]'s log-probability as Result.LogProbs defines
+// it, within float32 rounding. The uniform of a step whose prompt is not complete is unused
+// (its pick is ignored). Steps, caches and errors are as for Forward; Logits are left alone.
+type SamplingModel interface {
+	// ForwardSample is Forward writing each step's next token, picked as how says, to out
+	// (len(steps) ids) and, with logProbs (len(steps) values, else nil), its log-probability,
+	// instead of its logits.
+	ForwardSample(ctx context.Context, steps []lm.Step, how []lm.Sampling, out []int, logProbs []float32) error
 }
 
 // Stats are a Generator's counters since New.
@@ -218,6 +249,7 @@ func New(m lm.Model, cfg Config) (*Generator, error) {
 		}
 	}
 	g.greedy, _ = m.(GreedyModel)
+	g.sampling, _ = m.(SamplingModel)
 	if c, err := m.NewCache(1); err == nil {
 		_, g.forking = c.(lm.Forker)
 		c.Release()
@@ -829,11 +861,16 @@ func (g *Generator) step() {
 	for _, s := range seqs {
 		greedy = greedy && s.deviceGreedy()
 	}
+	// Otherwise a model that samples on the device does so (forwardSample).
+	sampled := !greedy && g.sampling != nil
 	var err error
-	if greedy {
+	switch {
+	case greedy:
 		g.picked = slices.Grow(g.picked[:0], len(steps))[:len(steps)]
 		err = g.greedy.ForwardGreedy(g.ctx, steps, g.picked)
-	} else {
+	case sampled:
+		err = g.forwardSample(seqs, steps)
+	default:
 		err = g.model.Forward(g.ctx, steps)
 	}
 	g.statsMu.Lock()
@@ -853,7 +890,7 @@ func (g *Generator) step() {
 		return
 	}
 	var drawn []draw
-	if !greedy {
+	if !greedy && !sampled {
 		drawn = g.sampleAll(seqs, steps)
 	}
 	generated := 0
@@ -866,11 +903,16 @@ func (g *Generator) step() {
 			continue // prompt not yet complete
 		}
 		var tok int
-		if greedy {
+		if greedy || sampled {
 			tok = g.picked[i]
 			if tok < 0 || tok >= g.vocab {
 				g.fail(s, fmt.Errorf("generate: model picked token %d outside the vocabulary of %d", tok, g.vocab))
 				continue
+			}
+			if sampled && s.req.LogProbs {
+				s.mu.Lock()
+				s.logprobs = append(s.logprobs, g.lps[i])
+				s.mu.Unlock()
 			}
 		} else {
 			if len(st.Logits) < g.vocab {
@@ -954,6 +996,38 @@ func (g *Generator) sampleAll(seqs []*Sequence, steps []lm.Step) []draw {
 	}
 	wg.Wait()
 	return drawn
+}
+
+// forwardSample runs a step through the SamplingModel: a sequence whose prompt the step
+// completes samples with its request's settings, taking the uniform of this token from its
+// seeded source exactly when the host sampler would take one (deviceSampling), so that a seed
+// gives the same tokens on both paths; the others' picks are not used.
+func (g *Generator) forwardSample(seqs []*Sequence, steps []lm.Step) error {
+	n := len(steps)
+	g.picked = slices.Grow(g.picked[:0], n)[:n]
+	g.how = slices.Grow(g.how[:0], n)[:n]
+	var lps []float32
+	for i, s := range seqs {
+		g.how[i] = lm.Sampling{}
+		if len(s.todo) == len(steps[i].Tokens) {
+			g.how[i] = s.sampler.deviceSampling()
+		}
+		if s.req.LogProbs && lps == nil {
+			g.lps = slices.Grow(g.lps[:0], n)[:n]
+			lps = g.lps
+		}
+	}
+	return g.sampling.ForwardSample(g.ctx, steps, g.how, g.picked, lps)
+}
+
+// deviceSampling returns s's settings for a model that samples on the device, with the next
+// uniform of s's source when sample would draw one (temperature > 0, top-k not 1).
+func (s *sampler) deviceSampling() lm.Sampling {
+	d := lm.Sampling{Temperature: s.temperature, TopP: s.topP, TopK: s.topK}
+	if s.temperature > 0 && s.topK != 1 {
+		d.U = s.rng.Float64()
+	}
+	return d
 }
 
 // deviceGreedy reports whether s's next token is the argmax of its logits (as sampler.sample

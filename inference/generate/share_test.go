@@ -31,9 +31,19 @@ func sharedPrompts(n, pre, suf int) [][]int {
 // a step apart while it is busy) and waits for every result.
 func startAll(t *testing.T, g *generate.Generator, prompts [][]int, maxTokens int) []generate.Result {
 	t.Helper()
-	seqs := make([]*generate.Sequence, len(prompts))
+	reqs := make([]generate.Request, len(prompts))
 	for i, p := range prompts {
-		s, err := g.Start(context.Background(), generate.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true})
+		reqs[i] = generate.Request{Prompt: p, MaxTokens: maxTokens, IgnoreEOS: true}
+	}
+	return startRequests(t, g, reqs)
+}
+
+// startRequests is startAll for whole requests.
+func startRequests(t *testing.T, g *generate.Generator, reqs []generate.Request) []generate.Result {
+	t.Helper()
+	seqs := make([]*generate.Sequence, len(reqs))
+	for i, r := range reqs {
+		s, err := g.Start(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 // Package lm holds the interface between a causal language model backend (qwen2 on the CPU, cuda)
 // and what drives it (the generate scheduler, bench, the student logits command): Model, its
-// per-sequence KV Cache, the Step of a Forward batch, and Forker for caches that share memory.
+// per-sequence KV Cache, the Step of a Forward batch, Forker for caches that share memory, and
+// the Sampling of a step for backends that sample on the device.
 package lm
 
 import "context"
@@ -55,4 +56,20 @@ type Forker interface {
 	// cache never change the other. The receiver is unchanged; both are released separately.
 	// Fork is never called during a Forward that uses the receiver.
 	Fork(n, maxTokens int) (Cache, error)
+}
+
+// Sampling is how a model that samples on the device (generate.SamplingModel) picks one step's
+// next token, with the meaning generate's host sampler gives these settings.
+type Sampling struct {
+	// Temperature divides the logits; 0 is greedy decoding (the argmax, the lowest index on
+	// ties, NaNs ignored).
+	Temperature float64
+	// TopP keeps the shortest run of most likely tokens whose probability reaches TopP of what
+	// TopK left (0 or 1: off).
+	TopP float64
+	// TopK keeps the k most likely tokens, the lower id first on ties (0: off; 1: greedy).
+	TopK int
+	// U is the step's uniform draw in [0, 1), from the request's seeded source; unused when
+	// the step decodes greedily.
+	U float64
 }

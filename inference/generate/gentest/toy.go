@@ -1,5 +1,6 @@
 // Package gentest provides Toy, a deterministic stand-in for a language model, for tests of the
-// generator and of what is built on it (the student policy, the HTTP server).
+// generator and of what is built on it (the student policy, the HTTP server), and Sample, the
+// sampling rule written out plainly for tests of the host and device samplers.
 package gentest
 
 import (
