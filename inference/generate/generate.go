@@ -183,7 +183,14 @@ type Stats struct {
 	FromRunning     int   `json:"from_running"`
 	WaitedForPrefix int   `json:"waited_for_prefix"`
 	Generated       int64 `json:"generated"` // tokens sampled
-	CachesKept      int   `json:"caches_kept"`
+	// DecodeSteps are the steps in which every sequence fed one token after its prompt (no
+	// prompt chunk rode along); DecodeTokens were sampled in them and DecodeTime is their wall
+	// time, from the Forward's start to the last draw's bookkeeping: DecodeTokens over
+	// DecodeTime is the decode rate to set against a batched decode benchmark at the same batch.
+	DecodeSteps  int           `json:"decode_steps"`
+	DecodeTokens int64         `json:"decode_tokens"`
+	DecodeTime   time.Duration `json:"decode_ns"`
+	CachesKept   int           `json:"caches_kept"`
 	// CacheTokensNow is the distinct tokens the kept caches hold (what CacheTokens bounds);
 	// Evicted counts kept caches released to stay within it.
 	CacheTokensNow int `json:"cache_tokens_now"`
@@ -796,6 +803,7 @@ func (g *Generator) step() {
 	steps := make([]lm.Step, 0, len(g.active))
 	seqs := make([]*Sequence, 0, len(g.active))
 	budget := g.cfg.StepTokens
+	began := time.Now()
 	// Decoding sequences first: one token each, always.
 	for _, s := range g.active {
 		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
@@ -804,6 +812,7 @@ func (g *Generator) step() {
 			budget--
 		}
 	}
+	decoding := len(steps) // a decode step if no prompt chunk joins them
 	for _, s := range g.active {
 		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
 			continue
@@ -906,6 +915,11 @@ func (g *Generator) step() {
 	}
 	g.statsMu.Lock()
 	g.stats.Generated += int64(generated)
+	if decoding == len(steps) {
+		g.stats.DecodeSteps++
+		g.stats.DecodeTokens += int64(generated)
+		g.stats.DecodeTime += time.Since(began)
+	}
 	g.statsMu.Unlock()
 	g.removeEnded()
 }
