@@ -107,11 +107,17 @@ type histogram struct {
 	mass  [numBuckets]float64
 }
 
+// ln2Hi and ln2Lo split ln 2 as math.Exp's amd64 assembly does.
+const (
+	ln2Hi = 0.69314718055966295651160180568695068359375
+	ln2Lo = 0.28235290563031577122588448175013436025525412068e-12
+)
+
 // noBucket marks a probability of 0 (a NaN logit, or exp underflowing) in sampler.buckets.
 const noBucket = math.MaxUint16
 
-// expBuckets is sample's one pass for nucleusDraw: it sets p[i] to exp((logits[i]-m)·inv) (0
-// for NaN) and each id's bucket, counts and sums the buckets, and returns the sum of p. Every
+// expBuckets is sample's one pass for nucleusDraw: it sets p[i] to math.Exp((logits[i]-m)·inv)
+// (0 for NaN) and each id's bucket, counts and sums the buckets, and returns the sum of p. Every
 // sum is added in id order, as the separate passes it replaces added them.
 func (s *sampler) expBuckets(logits []float32, p []float64, m float32, inv float64) float64 {
 	if cap(s.buckets) < len(logits) {
@@ -131,7 +137,33 @@ func (s *sampler) expBuckets(logits []float32, p []float64, m float32, inv float
 			p[i], bk[i] = 0, noBucket
 			continue
 		}
-		e := math.Exp(float64(v-m) * inv)
+		var e float64
+		if x := float64(v-m) * inv; expFMA && x >= -700 {
+			// math.Exp(x) bit for bit: the operations of its amd64 assembly's FMA path
+			// (Shibata's method: x = k·ln2 + r, a degree-8 polynomial of r/16 squared four
+			// times, times 2^k; no denormal result above -700), inline rather than a call
+			// per logit. Every product that an addition uses is converted explicitly, which
+			// keeps the compiler from fusing what the assembly does not (GOAMD64=v3).
+			k := math.RoundToEven(float64(x * math.Log2E)) // CVTSD2SL: to nearest, ties to even
+			r := math.FMA(-k, ln2Hi, x)
+			r = math.FMA(-k, ln2Lo, r)
+			r = float64(r * 0.0625)
+			q := math.FMA(2.4801587301587301587e-5, r, 1.9841269841269841270e-4)
+			q = math.FMA(q, r, 1.3888888888888888889e-3)
+			q = math.FMA(q, r, 8.3333333333333333333e-3)
+			q = math.FMA(q, r, 4.1666666666666666667e-2)
+			q = math.FMA(q, r, 1.6666666666666666667e-1)
+			q = math.FMA(q, r, 0.5)
+			q = math.FMA(q, r, 1)
+			r = float64(r * q)
+			r = float64(r * float64(r+2))
+			r = float64(r * float64(r+2))
+			r = float64(r * float64(r+2))
+			r = math.FMA(r, float64(r+2), 1)
+			e = float64(r * math.Float64frombits(uint64(int64(k)+0x3ff)<<52))
+		} else {
+			e = math.Exp(x)
+		}
 		p[i] = e
 		total += e
 		if e > 0 {
