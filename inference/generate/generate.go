@@ -183,6 +183,11 @@ type Stats struct {
 	FromRunning     int   `json:"from_running"`
 	WaitedForPrefix int   `json:"waited_for_prefix"`
 	Generated       int64 `json:"generated"` // tokens sampled
+	CachesKept      int   `json:"caches_kept"`
+	// CacheTokensNow is the distinct tokens the kept caches hold (what CacheTokens bounds);
+	// Evicted counts kept caches released to stay within it.
+	CacheTokensNow int `json:"cache_tokens_now"`
+	Evicted        int `json:"evicted"`
 	// DecodeSteps are the steps in which every sequence fed one token after its prompt (no
 	// prompt chunk rode along); DecodeTokens were sampled in them and DecodeTime is their wall
 	// time, from the Forward's start to the last draw's bookkeeping: DecodeTokens over
@@ -190,11 +195,6 @@ type Stats struct {
 	DecodeSteps  int           `json:"decode_steps"`
 	DecodeTokens int64         `json:"decode_tokens"`
 	DecodeTime   time.Duration `json:"decode_ns"`
-	CachesKept   int           `json:"caches_kept"`
-	// CacheTokensNow is the distinct tokens the kept caches hold (what CacheTokens bounds);
-	// Evicted counts kept caches released to stay within it.
-	CacheTokensNow int `json:"cache_tokens_now"`
-	Evicted        int `json:"evicted"`
 	// KVBlocks and KVBytes are the model's KV memory in use now (running and kept caches), for
 	// models that report it (a paged cache: blocks shared by several caches count once).
 	KVBlocks int   `json:"kv_blocks,omitempty"`
