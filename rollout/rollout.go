@@ -98,6 +98,16 @@ type Report struct {
 	// Duration is the wall time of all episodes; DecodeTokensPerSec is GeneratedTokens over it.
 	Duration           time.Duration `json:"duration_ns"`
 	DecodeTokensPerSec float64       `json:"decode_tokens_per_sec"`
+	// DecodeSteps are the generator's decode steps during the rollout (generate.Stats: steps in
+	// which every running sequence fed one token after its prompt, no prompt chunk riding
+	// along), DecodeStepTokens the tokens sampled in them and DecodeStepTime their wall time,
+	// prefill excluded; DecodeStepTokensPerSec is the one over the other, the rate to set
+	// against student bench's batched decode at the same batch and depth. (Requests of others
+	// to the same generator meanwhile, as under --serve, count too.)
+	DecodeSteps            int           `json:"decode_steps"`
+	DecodeStepTokens       int64         `json:"decode_step_tokens"`
+	DecodeStepTime         time.Duration `json:"decode_step_ns"`
+	DecodeStepTokensPerSec float64       `json:"decode_step_tok_s"`
 	// MeanReward is the mean final reward.
 	MeanReward float64 `json:"mean_reward"`
 }
@@ -124,6 +134,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, *Report, error) {
 			}
 		}
 	}
+	before := cfg.Generator.Stats()
 	began := time.Now()
 	var wg sync.WaitGroup
 	for ti := range cfg.Tasks {
@@ -151,6 +162,13 @@ func Run(ctx context.Context, cfg Config) ([]Row, *Report, error) {
 		return nil, nil, err
 	}
 	rep := &Report{Episodes: len(rows), Duration: time.Since(began)}
+	after := cfg.Generator.Stats()
+	rep.DecodeSteps = after.DecodeSteps - before.DecodeSteps
+	rep.DecodeStepTokens = after.DecodeTokens - before.DecodeTokens
+	rep.DecodeStepTime = after.DecodeTime - before.DecodeTime
+	if s := rep.DecodeStepTime.Seconds(); s > 0 {
+		rep.DecodeStepTokensPerSec = float64(rep.DecodeStepTokens) / s
+	}
 	for i := range rows {
 		rep.GeneratedTokens += rows[i].GeneratedTokens
 		rep.PromptTokens += rows[i].RequestPromptTokens

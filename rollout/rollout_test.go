@@ -67,6 +67,11 @@ func TestRolloutTiny(t *testing.T) {
 	if rep.Episodes != 128 || rep.GeneratedTokens == 0 || rep.CachedTokens == 0 {
 		t.Fatalf("report %+v: want 128 episodes, tokens generated, the shared prompts cached", rep)
 	}
+	// The first token of every turn is sampled after its prompt, not in a decode step.
+	if rep.DecodeSteps == 0 || rep.DecodeStepTokens <= 0 || rep.DecodeStepTokens >= rep.GeneratedTokens || rep.DecodeStepTime <= 0 ||
+		rep.DecodeStepTokensPerSec != float64(rep.DecodeStepTokens)/rep.DecodeStepTime.Seconds() {
+		t.Fatalf("report %+v: want decode steps, fewer tokens in them than generated, their rate", rep)
+	}
 	path := filepath.Join(t.TempDir(), "rollout.parquet")
 	if err := Write(path, rows); err != nil {
 		t.Fatal(err)

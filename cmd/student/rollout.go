@@ -137,8 +137,9 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			if err := rollout.Write(file, rows); err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(c.Stderr, "%s: %d episodes (%d tasks × %d) to %s; %d tokens generated at %.1f tokens/s, mean reward %.4g\n",
-				c.Name, rep.Episodes, len(ts), *group, file, rep.GeneratedTokens, rep.DecodeTokensPerSec, rep.MeanReward)
+			fmt.Fprintf(c.Stderr, "%s: %d episodes (%d tasks × %d) to %s; %d tokens generated at %.1f tokens/s (%d in %d decode steps, %.1f a step, at %.1f tokens/s: set against student bench's batched decode at that batch and depth), mean reward %.4g\n",
+				c.Name, rep.Episodes, len(ts), *group, file, rep.GeneratedTokens, rep.DecodeTokensPerSec,
+				rep.DecodeStepTokens, rep.DecodeSteps, float64(rep.DecodeStepTokens)/float64(max(rep.DecodeSteps, 1)), rep.DecodeStepTokensPerSec, rep.MeanReward)
 			return rep, nil
 		}
 		if *addr != "" {

@@ -219,6 +219,13 @@ type Stats struct {
 	// Evicted counts kept caches released to stay within it.
 	CacheTokensNow int `json:"cache_tokens_now"`
 	Evicted        int `json:"evicted"`
+	// DecodeSteps are the steps in which every sequence fed one token after its prompt (no
+	// prompt chunk rode along); DecodeTokens were sampled in them and DecodeTime is their wall
+	// time, from the Forward's start to the last draw's bookkeeping: DecodeTokens over
+	// DecodeTime is the decode rate to set against a batched decode benchmark at the same batch.
+	DecodeSteps  int           `json:"decode_steps"`
+	DecodeTokens int64         `json:"decode_tokens"`
+	DecodeTime   time.Duration `json:"decode_ns"`
 	// KVBlocks and KVBytes are the model's KV memory in use now (running and kept caches), for
 	// models that report it (a paged cache: blocks shared by several caches count once).
 	KVBlocks int   `json:"kv_blocks,omitempty"`
@@ -828,6 +835,7 @@ func (g *Generator) step() {
 	steps := make([]lm.Step, 0, len(g.active))
 	seqs := make([]*Sequence, 0, len(g.active))
 	budget := g.cfg.StepTokens
+	began := time.Now()
 	// Decoding sequences first: one token each, always.
 	for _, s := range g.active {
 		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
@@ -836,6 +844,7 @@ func (g *Generator) step() {
 			budget--
 		}
 	}
+	decoding := len(steps) // a decode step if no prompt chunk joins them
 	for _, s := range g.active {
 		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
 			continue
@@ -948,6 +957,11 @@ func (g *Generator) step() {
 	}
 	g.statsMu.Lock()
 	g.stats.Generated += int64(generated)
+	if decoding == len(steps) {
+		g.stats.DecodeSteps++
+		g.stats.DecodeTokens += int64(generated)
+		g.stats.DecodeTime += time.Since(began)
+	}
 	g.statsMu.Unlock()
 	g.removeEnded()
 }

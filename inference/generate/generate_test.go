@@ -489,3 +489,51 @@ func TestPrefixReuseWithRetokenizedReply(t *testing.T) {
 		t.Fatalf("cached %d (want %d), tokens %v", res2.CachedTokens, len(prompt)+2, res2.Tokens)
 	}
 }
+
+// TestDecodeStats: the decode steps counted are exactly the Forwards that carried one token
+// per sequence and no prompt chunk, with the tokens sampled in them and their time; the first
+// token of each request (sampled after its prompt) and the steps a prompt chunk joined are not.
+func TestDecodeStats(t *testing.T) {
+	toy := gentest.NewToy(64, 4096)
+	toy.Delay = time.Millisecond
+	g := newGen(t, toy, generate.Config{MaxBatch: 4, PrefillChunk: 16, StepTokens: 40, CacheTokens: -1})
+	a, err := g.Start(context.Background(), generate.Request{Prompt: seq(2, 5), MaxTokens: 30, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A prompt of 100 = 6 × 16 + 4 tokens: none of its chunks is a single token.
+	b, err := g.Start(context.Background(), generate.Request{Prompt: seq(5, 100), MaxTokens: 5, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*generate.Sequence{a, b} {
+		if _, err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, tokens, mixed := 0, 0, 0
+	for _, c := range toy.Calls() {
+		if c.Tokens() == len(c.Steps) {
+			steps++
+			tokens += len(c.Steps)
+		} else if len(c.Steps) > 1 {
+			mixed++
+		}
+	}
+	st := g.Stats()
+	if mixed == 0 {
+		t.Fatal("no decode step shared a Forward with a prompt chunk: the test checks nothing")
+	}
+	if st.DecodeSteps != steps || st.DecodeTokens != int64(tokens) {
+		t.Fatalf("stats count %d decode steps, %d tokens; the Forwards were %d, %d", st.DecodeSteps, st.DecodeTokens, steps, tokens)
+	}
+	if st.Generated != 35 || st.DecodeTokens >= st.Generated-2 {
+		t.Fatalf("%d generated, %d in decode steps: want 35, fewer than 33", st.Generated, st.DecodeTokens)
+	}
+	if st.DecodeTime < time.Duration(steps)*toy.Delay {
+		t.Fatalf("decode time %v for %d steps of at least %v", st.DecodeTime, steps, toy.Delay)
+	}
+}

@@ -19,6 +19,11 @@ type sampler struct {
 	probs []float64 // scratch: unnormalised probabilities
 	cand  []int     // scratch: candidate ids
 
+	// Scratch of nucleusDraw, filled by sample's pass over the logits: each probability's
+	// bucket (noBucket for 0), and each bucket's count and mass (allocated on first use).
+	buckets []uint16
+	hist    *histogram
+
 	// The last draw's softmax, for logProb: its largest logit and sum of exponentials.
 	lastMax   float32
 	lastTotal float64
@@ -64,31 +69,113 @@ func (s *sampler) sample(logits []float32) int {
 	}
 	p := s.probs[:len(logits)]
 	inv := 1 / s.temperature
-	total := 0.0
-	for i, v := range logits {
-		if v != v {
-			p[i] = 0
-			continue
-		}
-		e := math.Exp(float64(v-m) * inv)
-		p[i] = e
-		total += e
-	}
-	s.lastTotal = total
-	u := s.rng.Float64() // the one random number of this draw
 	k := s.topK
 	if k >= len(p) {
 		k = 0
 	}
+	nucleus := k == 0 && s.topP < 1
+	var total float64
+	if nucleus {
+		total = s.expBuckets(logits, p, m, inv)
+	} else {
+		for i, v := range logits {
+			if v != v {
+				p[i] = 0
+				continue
+			}
+			e := math.Exp(float64(v-m) * inv)
+			p[i] = e
+			total += e
+		}
+	}
+	s.lastTotal = total
+	u := s.rng.Float64() // the one random number of this draw
 	if k == 0 && s.topP >= 1 {
 		return s.draw(p, nil, total, u)
 	}
-	if k == 0 {
+	if nucleus {
 		if id, ok := s.nucleusDraw(p, total, u); ok {
 			return id
 		}
 	}
 	return s.sortedDraw(p, k, total, u)
+}
+
+// histogram is the count and the mass of the probabilities in each bucket.
+type histogram struct {
+	count [numBuckets]int32
+	mass  [numBuckets]float64
+}
+
+// ln2Hi and ln2Lo split ln 2 as math.Exp's amd64 assembly does.
+const (
+	ln2Hi = 0.69314718055966295651160180568695068359375
+	ln2Lo = 0.28235290563031577122588448175013436025525412068e-12
+)
+
+// noBucket marks a probability of 0 (a NaN logit, or exp underflowing) in sampler.buckets.
+const noBucket = math.MaxUint16
+
+// expBuckets is sample's one pass for nucleusDraw: it sets p[i] to math.Exp((logits[i]-m)·inv)
+// (0 for NaN) and each id's bucket, counts and sums the buckets, and returns the sum of p. Every
+// sum is added in id order, as the separate passes it replaces added them.
+func (s *sampler) expBuckets(logits []float32, p []float64, m float32, inv float64) float64 {
+	if cap(s.buckets) < len(logits) {
+		s.buckets = make([]uint16, len(logits))
+	}
+	s.buckets = s.buckets[:len(logits)]
+	bk := s.buckets
+	if s.hist == nil {
+		s.hist = new(histogram)
+	} else {
+		*s.hist = histogram{}
+	}
+	count, mass := &s.hist.count, &s.hist.mass
+	total := 0.0
+	for i, v := range logits {
+		if v != v {
+			p[i], bk[i] = 0, noBucket
+			continue
+		}
+		var e float64
+		if x := float64(v-m) * inv; expFMA && x >= -700 {
+			// math.Exp(x) bit for bit: the operations of its amd64 assembly's FMA path
+			// (Shibata's method: x = k·ln2 + r, a degree-8 polynomial of r/16 squared four
+			// times, times 2^k; no denormal result above -700), inline rather than a call
+			// per logit. Every product that an addition uses is converted explicitly, which
+			// keeps the compiler from fusing what the assembly does not (GOAMD64=v3).
+			k := math.RoundToEven(float64(x * math.Log2E)) // CVTSD2SL: to nearest, ties to even
+			r := math.FMA(-k, ln2Hi, x)
+			r = math.FMA(-k, ln2Lo, r)
+			r = float64(r * 0.0625)
+			q := math.FMA(2.4801587301587301587e-5, r, 1.9841269841269841270e-4)
+			q = math.FMA(q, r, 1.3888888888888888889e-3)
+			q = math.FMA(q, r, 8.3333333333333333333e-3)
+			q = math.FMA(q, r, 4.1666666666666666667e-2)
+			q = math.FMA(q, r, 1.6666666666666666667e-1)
+			q = math.FMA(q, r, 0.5)
+			q = math.FMA(q, r, 1)
+			r = float64(r * q)
+			r = float64(r * float64(r+2))
+			r = float64(r * float64(r+2))
+			r = float64(r * float64(r+2))
+			r = math.FMA(r, float64(r+2), 1)
+			e = float64(r * math.Float64frombits(uint64(int64(k)+0x3ff)<<52))
+		} else {
+			e = math.Exp(x)
+		}
+		p[i] = e
+		total += e
+		if e > 0 {
+			b := bucketOf(e)
+			bk[i] = uint16(b)
+			count[b]++
+			mass[b] += e
+		} else {
+			bk[i] = noBucket
+		}
+	}
+	return total
 }
 
 // sortedDraw is the rule that defines the draw: the candidates sorted by falling probability
@@ -128,9 +215,9 @@ func (s *sampler) sortedDraw(p []float64, k int, total, u float64) int {
 	return s.draw(p, cand, kept, u)
 }
 
-// nucleusDraw draws from the top-p nucleus (no top-k) without sorting it. One pass buckets the
-// probabilities by their leading bits (bucketOf: a higher bucket holds only higher
-// probabilities) and sums each bucket's mass; the bucket where the mass in rank order reaches
+// nucleusDraw draws from the top-p nucleus (no top-k) without sorting it. The pass computing
+// p (expBuckets) has bucketed the probabilities by their leading bits (bucketOf: a higher
+// bucket holds only higher probabilities) and summed each bucket's mass; the bucket where the mass in rank order reaches
 // top-p, and then the one where it passes u times the nucleus's mass, are found from the sums,
 // and a weighted quickselect over that bucket's ids alone finds the token. Its sums are added
 // in another order than sortedDraw's, so they differ from them by rounding, at most about
@@ -139,23 +226,15 @@ func (s *sampler) sortedDraw(p []float64, k int, total, u float64) int {
 // the result is returned with ok. Otherwise (a flat distribution cut exactly at a tie, a draw
 // within rounding of a boundary) ok is false and sortedDraw decides.
 func (s *sampler) nucleusDraw(p []float64, total, u float64) (id int, ok bool) {
-	var count [numBuckets]int32
-	var mass [numBuckets]float64
-	for _, v := range p {
-		if v > 0 {
-			b := bucketOf(v)
-			count[b]++
-			mass[b] += v
-		}
-	}
+	count, mass := &s.hist.count, &s.hist.mass
 	tol := 16 * float64(len(p)) * 0x1p-53 * total
 	need := s.topP * total
 	// cut: the bucket holding the nucleus's last token, and the mass of the buckets above it.
-	cut, above := crossing(&mass, need)
+	cut, above := crossing(mass, need)
 	if cut < 0 {
 		return 0, false
 	}
-	ids := s.bucket(p, cut, int(count[cut]))
+	ids := s.bucket(cut, int(count[cut]))
 	j, before, ok := selectMass(p, ids, need-above)
 	before += above
 	if !ok || need-before <= tol || before+p[ids[j]]-need <= tol {
@@ -163,14 +242,14 @@ func (s *sampler) nucleusDraw(p []float64, total, u float64) (id int, ok bool) {
 	}
 	kept := before + p[ids[j]]
 	x := u * kept
-	at, aboveAt := crossing(&mass, x)
+	at, aboveAt := crossing(mass, x)
 	if at < cut || at < 0 { // at == cut: within the nucleus's part of the cut bucket
 		return 0, false
 	}
 	if at == cut {
 		ids = ids[:j+1]
 	} else {
-		ids = s.bucket(p, at, int(count[at]))
+		ids = s.bucket(at, int(count[at]))
 	}
 	j, before, ok = selectMass(p, ids, x-aboveAt)
 	before += aboveAt
@@ -180,15 +259,20 @@ func (s *sampler) nucleusDraw(p []float64, total, u float64) (id int, ok bool) {
 	return ids[j], true
 }
 
-// numBuckets is how many buckets bucketOf sorts probabilities into.
-const numBuckets = 1 + 65<<4
+// bucketBits is how many leading mantissa bits tell buckets apart: 256 buckets a binade, so
+// that the bucket a draw lands in holds few ids (about 600 when 151,936 probabilities lie
+// within one binade, as a random model's do), and the quickselect over it is short.
+const bucketBits = 8
 
-// bucketOf is the bucket of a probability v in (0, 1]: its exponent and four leading mantissa
-// bits, so buckets rise with v, each spanning a sixteenth of a binade; everything below 2⁻⁶⁴
-// shares bucket 0.
+// numBuckets is how many buckets bucketOf sorts probabilities into.
+const numBuckets = 1 + 65<<bucketBits
+
+// bucketOf is the bucket of a probability v in (0, 1]: its exponent and bucketBits leading
+// mantissa bits, so buckets rise with v, each spanning 2⁻ᵇᵘᶜᵏᵉᵗᴮⁱᵗˢ of a binade; everything below
+// 2⁻⁶⁴ shares bucket 0.
 func bucketOf(v float64) int {
-	const low = (1023 - 64) << 4 // 2⁻⁶⁴'s exponent and leading bits
-	b := int(math.Float64bits(v)>>48) - low + 1
+	const low = (1023 - 64) << bucketBits // 2⁻⁶⁴'s exponent and leading bits
+	b := int(math.Float64bits(v)>>(52-bucketBits)) - low + 1
 	return min(max(b, 0), numBuckets-1)
 }
 
@@ -204,14 +288,20 @@ func crossing(mass *[numBuckets]float64, x float64) (b int, above float64) {
 	return -1, above
 }
 
-// bucket collects the n ids of p in bucket b (into the sampler's scratch).
-func (s *sampler) bucket(p []float64, b, n int) []int {
-	s.cand = slices.Grow(s.cand[:0], n)
-	for i, v := range p {
-		if v > 0 && bucketOf(v) == b {
-			s.cand = append(s.cand, i)
+// bucket collects the n ids in bucket b (into the sampler's scratch), from the buckets
+// expBuckets noted.
+func (s *sampler) bucket(b, n int) []int {
+	// Branch-free: every id is written at j, which moves on only past the bucket's (so the
+	// scratch has room for one more).
+	s.cand = slices.Grow(s.cand[:0], n+1)[:n+1]
+	cand, j, want := s.cand, 0, uint16(b)
+	for i, v := range s.buckets {
+		cand[j] = i
+		if v == want {
+			j++
 		}
 	}
+	s.cand = cand[:n]
 	return s.cand
 }
 
