@@ -97,10 +97,14 @@ func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []s
 }
 
 // abSetup builds the attention of tc on the 0.5B shape (14 query heads, 2 kv heads, head dim 64,
-// 24 layers), random keys, values and queries in [-1, 1), held both in paged caches (blocks of
-// block tokens; 0 means DefaultKVBlock) and in contiguous ones, with a scratch for each.
-func abSetup(tc abCase, block int) (m *Model, paged []*Cache, contig []*contigCache, spans []span, sa, sb *scratch) {
+// 24 layers, or the first layers of them when layers > 0), random keys, values and queries in
+// [-1, 1), held both in paged caches (blocks of block tokens; 0 means DefaultKVBlock) and in
+// contiguous ones, with a scratch for each.
+func abSetup(tc abCase, block, layers int) (m *Model, paged []*Cache, contig []*contigCache, spans []span, sa, sb *scratch) {
 	sp := spec05B(safetensors.BF16)
+	if layers > 0 {
+		sp.layers = layers
+	}
 	m = &Model{cfg: Config{HiddenSize: sp.hidden, IntermediateSize: sp.inter, NumHiddenLayers: sp.layers,
 		NumAttentionHeads: sp.heads, NumKeyValueHeads: sp.kv, HeadDim: sp.hidden / sp.heads, VocabSize: sp.vocab, MaxPositionEmbeddings: sp.maxPos}}
 	m.kv.block = block
@@ -171,7 +175,7 @@ func BenchmarkAttendAB(b *testing.B) {
 }
 
 func benchAttendAB(b *testing.B, tc abCase) {
-	m, paged, contig, spans, sa, sb := abSetup(tc, 0)
+	m, paged, contig, spans, sa, sb := abSetup(tc, 0, 0)
 	c := &m.cfg
 	hd, L := c.HeadDim, c.NumHiddenLayers
 	T := tc.seqs * tc.nt
@@ -232,7 +236,7 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 // TestAttendDecodeMatchesContig: decode attention (attendDecode: all query heads of a kv head per
 // pass over the paged keys and values, positions split into chunks and merged) gives the
 // contiguous cache's attention (attendContig, the matrix-vector products and a softmax per query
-// row) on the 0.5B shape (7 query heads per kv head), at depths short of, at and past block and
+// row) on two layers of the 0.5B shape (7 query heads per kv head), at depths short of, at and past block and
 // chunk boundaries, for blocks of 256 and 48 tokens, one sequence or a batch, one token or two
 // per sequence (two attend causally within the step), with 1 and 2 threads. Keys, values and
 // queries in [-1, 1): the outputs are below 1 in size and agree within 5e-7 (measured at most
@@ -246,7 +250,7 @@ func TestAttendDecodeMatchesContig(t *testing.T) {
 		for _, block := range []int{0, 48} {
 			for _, th := range []int{1, 2} {
 				cpu.SetThreads(th)
-				m, paged, contig, spans, sa, sb := abSetup(tc, block)
+				m, paged, contig, spans, sa, sb := abSetup(tc, block, 2)
 				c := &m.cfg
 				T := tc.seqs * tc.nt
 				for _, l := range []int{0, c.NumHiddenLayers - 1} {
