@@ -73,6 +73,9 @@ func AttendDecode(heads []DecodeHead, group int) {
 // stay in L1 between the two products, and a long context gives the threads many chunks.
 const DecodeChunk = 256
 
+// gemm7 is the input rows of one gemm2x7F32 call.
+const gemm7 = 7
+
 // decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
 
@@ -179,12 +182,26 @@ func mergeChunks(out, part []float32, nc, group, hd int) {
 }
 
 // groupRows sets dst[i·ldd+j] = Σ_{c<k} w[j·ldw+c]·x[i·ldx+c] for rows j < nr and input rows
-// i < n, as dotRows does, but on AVX-512 takes the input rows six at a time through gemm4x6F32
-// (four weight rows loaded once for six inputs; its own accumulation order, so results may differ
-// from dotRows' in the last bits), the rest through dotRows.
+// i < n, as dotRows does, but on AVX-512 takes the input rows seven at a time through gemm2x7F32
+// (two weight rows loaded once for seven inputs) while the rows left are not a multiple of six,
+// then six at a time through gemm4x6F32 (four weight rows for six inputs), the rest through
+// dotRows. The two micro-kernels sum each product in the same order, their own, so results may
+// differ from dotRows' in the last bits.
 func groupRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx, n, k int) {
 	kb, tier := bulk(k)
 	i := 0
+	if tier == tier512 && kb > 0 && nr >= 2 {
+		nr2 := nr &^ 1
+		for ; n-i >= gemm7 && (n-i)%gemmN != 0; i += gemm7 {
+			for j := 0; j < nr2; j += 2 {
+				gemm2x7F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd)
+			}
+			if nr2 < nr {
+				dotRows(dst[i*ldd+nr2:], ldd, w[nr2*ldw:], ldw, 1, x[i*ldx:], ldx, gemm7, k)
+			}
+			addTail(dst[i*ldd:], ldd, w, ldw, nr2, x[i*ldx:], ldx, gemm7, kb, k)
+		}
+	}
 	if tier == tier512 && kb > 0 && nr >= 4 {
 		nr4 := nr &^ 3
 		for ; i+gemmN <= n; i += gemmN {

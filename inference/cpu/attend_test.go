@@ -176,3 +176,36 @@ func TestAttendDecodeBadInput(t *testing.T) {
 	d := ok()
 	AttendDecode([]DecodeHead{d}, 2) // the unchanged head is accepted
 }
+
+// TestGemm2x7F32: the decode micro-kernel gives, to the bit, what gemm4x6F32 gives for the same
+// weight and input rows (it sums in the same order), at strides wider than k, for k of one step
+// and of many, and writes only its 2 × 7 outputs.
+func TestGemm2x7F32(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(32, 1))
+	for _, k := range []int{16, 64, 256} {
+		ldw, ldx, ldd := k+16, k+32, 11
+		w, x := randVec(rng, 4*ldw), randVec(rng, 7*ldx)
+		got := make([]float32, 7*ldd)
+		for i := range got {
+			got[i] = -1
+		}
+		gemm2x7F32(&w[0], ldw, &x[0], ldx, k, &got[0], ldd)
+		want := make([]float32, 7*4)
+		gemm4x6F32(&w[0], ldw, &x[0], ldx, k, &want[0], 4, 0)
+		gemm4x6F32(&w[0], ldw, &x[ldx], ldx, k, &want[4], 4, 0) // rows 1-6: row 6 lands in want[24:28]
+		for i := range 7 {
+			for j := range ldd {
+				g, e := got[i*ldd+j], float32(-1)
+				if j < 2 {
+					e = want[i*4+j]
+				}
+				if g != e {
+					t.Fatalf("k %d: dst[%d, %d] = %g, want %g", k, i, j, g, e)
+				}
+			}
+		}
+	}
+}
