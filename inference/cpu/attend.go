@@ -21,10 +21,10 @@ type DecodeHead struct {
 // threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
 // the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
 // (rescaled to the largest maximum). Within a chunk the Group query rows are multiplied against
-// the keys together (gemm4x6F32 on AVX-512: each group of four keys is loaded once for six query
-// rows) and then against the transposed values the same way, so a decode step reads each key
-// and value row once per KV head instead of once per query head. Chunk boundaries do not depend
-// on the thread count, so neither do the results.
+// the keys together (on AVX-512 gemm2x7F32, each pair of keys loaded once for seven query rows,
+// and gemm4x6F32, four keys for six; see groupRows) and then against the transposed values the
+// same way, so a decode step reads each key and value row once per KV head instead of once per
+// query head. Chunk boundaries do not depend on the thread count, so neither do the results.
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
