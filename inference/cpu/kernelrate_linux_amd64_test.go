@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"syscall"
 	"testing"
@@ -82,5 +84,29 @@ func BenchmarkKernelRate(b *testing.B) {
 		wp := (*uint16)(unsafe.Pointer(&p.w[0]))
 		d := make([]float32, 6*64)
 		rate("bf16/gemmBF16", 64*6*k, func() { gemmBF16(wp, &in.xb[0], k, k/2, 6, &d[0], 64, ^uint64(0), 0) })
+	}
+	// Decode attention of the 0.5B shape (7 query heads per kv head, head dim 64, blocks of 256)
+	// on one thread: one kv head over 256 keys (its keys and values, 128 KiB, stay in L2) and over
+	// 2,048 (1 MiB, about L2's size); 2·7·64 multiply-adds per key.
+	for _, n := range []int{256, 2048} {
+		old := Threads()
+		SetThreads(1)
+		rng := rand.New(rand.NewPCG(uint64(n), 3))
+		h := DecodeHead{
+			Out: make([]float32, 7*64), Q: randVec(rng, 7*64),
+			K: toPaged(randVec(rng, n*64), n, 64, 256, true), V: toPaged(randVec(rng, n*64), 64, n, 256, false),
+		}
+		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { AttendDecode([]DecodeHead{h}, 7) })
+		// The same attention as two matrix-vector products through the blocks with a softmax
+		// between (what qwen2's decode ran before AttendDecode), for comparison.
+		sc := make([]float32, 7*n)
+		rate(fmt.Sprintf("attend/paged-mv-%d", n), 2*7*64*n, func() {
+			MatMulPaged(sc, h.K, h.Q, 7)
+			for r := range 7 {
+				Softmax(sc[r*n : (r+1)*n])
+			}
+			MatMulPaged(h.Out, h.V, sc, 7)
+		})
+		SetThreads(old)
 	}
 }

@@ -64,6 +64,16 @@
 	VFMADD231PS Z2, xr, c; \
 	VFMADD231PS Z3, xr, d
 
+// ZERO2 clears the accumulators a and b; GEMM2ROW accumulates row x (zmm xr) times the two
+// weight vectors Z0, Z1 into a and b (gemm2x7F32).
+#define ZERO2(a, b) \
+	VPXORD a, a, a; \
+	VPXORD b, b, b
+
+#define GEMM2ROW(xr, a, b) \
+	VFMADD231PS Z0, xr, a; \
+	VFMADD231PS Z1, xr, b
+
 // GEMMSTORE reduces the accumulators of one input row into X0 = dst[i, r..r+3], adds the old
 // values when K1 is all ones (zero-masked load: K1 = 0 reads nothing and adds 0), stores, and moves
 // DX to the next dst row.
@@ -73,6 +83,79 @@
 	VADDPS    X4, X0, X0; \
 	VMOVUPS   X0, (DX); \
 	ADDQ      BX, DX
+
+// func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int)
+//
+// The decode-attention micro-kernel (AttendDecode: seven query heads per KV head, as in
+// Qwen2.5-0.5B and 7B): dst[i, r] = Σ_c w[r, c]·x[i, c] for 2 weight rows r and 7 input rows i,
+// over k columns (a multiple of 16, > 0); ldw, ldx, ldd are row strides in elements. Each step of
+// 16 columns loads 2 weight vectors (Z0, Z1) and 7 input vectors (Z2-Z8) for 14 FMAs into 14 zmm
+// accumulators (Z9-Z14, Z16-Z23), so the FMA ports stay the limit as in gemm4x6F32, and every dot
+// product is summed in gemm4x6F32's order (lanes across steps, then REDUCE4's tree). The results
+// overwrite dst. Z15 is avoided (ABIInternal zero register).
+TEXT ·gemm2x7F32(SB), NOSPLIT, $0-56
+	MOVQ x+16(FP), DI
+	MOVQ ldx+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*2), R11
+	ADDQ R10, R11
+	LEAQ (R11)(R10*2), R12
+	ADDQ R10, R12
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	SHLQ $2, R8
+	MOVQ k+32(FP), CX
+	ZERO2(Z9, Z10)
+	ZERO2(Z11, Z12)
+	ZERO2(Z13, Z14)
+	ZERO2(Z16, Z17)
+	ZERO2(Z18, Z19)
+	ZERO2(Z20, Z21)
+	ZERO2(Z22, Z23)
+
+gemm27loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS (SI)(R8*1), Z1
+	VMOVUPS (DI), Z2
+	GEMM2ROW(Z2, Z9, Z10)
+	VMOVUPS (DI)(R10*1), Z3
+	GEMM2ROW(Z3, Z11, Z12)
+	VMOVUPS (DI)(R10*2), Z4
+	GEMM2ROW(Z4, Z13, Z14)
+	VMOVUPS (R11), Z5
+	GEMM2ROW(Z5, Z16, Z17)
+	VMOVUPS (R11)(R10*1), Z6
+	GEMM2ROW(Z6, Z18, Z19)
+	VMOVUPS (R11)(R10*2), Z7
+	GEMM2ROW(Z7, Z20, Z21)
+	VMOVUPS (R12), Z8
+	GEMM2ROW(Z8, Z22, Z23)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	ADDQ    $64, R11
+	ADDQ    $64, R12
+	SUBQ    $16, CX
+	JGT     gemm27loop
+
+	MOVQ dst+40(FP), DX
+	MOVQ ldd+48(FP), BX
+	SHLQ $2, BX
+	REDUCE4(Z9, Z10, Z11, Z12, Y9, Y10, Y11, Y12)
+	VMOVQ   X0, (DX)
+	VMOVHPS X0, (DX)(BX*1)
+	LEAQ    (DX)(BX*2), DX
+	REDUCE4(Z13, Z14, Z16, Z17, Y13, Y14, Y16, Y17)
+	VMOVQ   X0, (DX)
+	VMOVHPS X0, (DX)(BX*1)
+	LEAQ    (DX)(BX*2), DX
+	REDUCE4(Z18, Z19, Z20, Z21, Y18, Y19, Y20, Y21)
+	VMOVQ   X0, (DX)
+	VMOVHPS X0, (DX)(BX*1)
+	LEAQ    (DX)(BX*2), DX
+	REDUCE4(Z22, Z23, Z22, Z23, Y22, Y23, Y22, Y23)
+	VMOVQ   X0, (DX)
+	VZEROUPPER
+	RET
 
 // func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 //

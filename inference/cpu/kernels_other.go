@@ -10,6 +10,9 @@ const (
 	hasBF16   = false
 )
 
+func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int) {
+	panic("cpu: no SIMD")
+}
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }

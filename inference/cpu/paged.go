@@ -46,17 +46,26 @@ func checkPaged(dst []float32, w *Paged, x []float32, n int) {
 	case len(dst) < n*w.Rows:
 		panic(fmt.Sprintf("cpu: MatMulPaged: dst has %d values, want n×Rows = %d×%d", len(dst), n, w.Rows))
 	}
+	checkPagedBlocks(w)
+}
+
+// checkPagedBlocks panics unless w (Block ≥ 1) has a full block for every row (ByRows) or column
+// it holds.
+func checkPagedBlocks(w *Paged) {
+	if w.Block < 1 {
+		panic(fmt.Sprintf("cpu: paged matrix: block size %d", w.Block))
+	}
 	span := w.Cols
 	if w.ByRows {
 		span = w.Rows
 	}
 	nb := (span + w.Block - 1) / w.Block
 	if len(w.Blocks) < nb {
-		panic(fmt.Sprintf("cpu: MatMulPaged: %d blocks, want %d for %d×%d in blocks of %d", len(w.Blocks), nb, w.Rows, w.Cols, w.Block))
+		panic(fmt.Sprintf("cpu: paged matrix: %d blocks, want %d for %d×%d in blocks of %d", len(w.Blocks), nb, w.Rows, w.Cols, w.Block))
 	}
 	for b := range nb {
 		if len(w.Blocks[b]) < pagedBlockLen(w) {
-			panic(fmt.Sprintf("cpu: MatMulPaged: block %d has %d values, want %d", b, len(w.Blocks[b]), pagedBlockLen(w)))
+			panic(fmt.Sprintf("cpu: paged matrix: block %d has %d values, want %d", b, len(w.Blocks[b]), pagedBlockLen(w)))
 		}
 	}
 }
@@ -171,6 +180,12 @@ func dotRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx,
 			clear(dst[i*ldd : i*ldd+nr])
 		}
 	}
+	addTail(dst, ldd, w, ldw, nr, x, ldx, n, kb, k)
+}
+
+// addTail adds Σ_{kb≤c<k} w[j·ldw+c]·x[i·ldx+c] to dst[i·ldd+j] for rows j < nr and input rows
+// i < n: the columns past a kernel's multiple, in Go.
+func addTail(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx, n, kb, k int) {
 	if kb == k {
 		return
 	}

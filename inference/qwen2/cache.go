@@ -23,10 +23,10 @@ import (
 // hold positions before every sharer's length). A block is freed when its last cache drops it.
 // docs/DESIGN.md ("Paged KV cache") has the layout for other backends.
 
-// DefaultKVBlock is the number of tokens per KV block. Decode's P·V runs one matrix-vector kernel
-// call per four value rows per block, so blocks much smaller than this cost kernel-call overhead
-// against a contiguous cache; larger ones waste more memory in each sequence's last block and copy
-// more when a shared last block is written.
+// DefaultKVBlock is the number of tokens per KV block. Decode attention works in chunks of at most
+// cpu.DecodeChunk (256) positions inside one block, so blocks much smaller than that cost
+// per-chunk overhead (kernel calls, a merge) against a contiguous cache; larger ones waste more
+// memory in each sequence's last block and copy more when a shared last block is written.
 const DefaultKVBlock = 256
 
 // kvBlock is one block of B tokens' keys and values for every layer, shared by refs caches.

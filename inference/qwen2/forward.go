@@ -19,7 +19,9 @@ type scratch struct {
 	cos, sin                           []float32
 	sel, logits                        []float32
 	qg, sc, kg, vt, og                 []float32 // attention: queries, scores, gathered K and Vᵀ, output
-	pk, pv                             cpu.Paged // attention: one head's keys and values through the block table
+	qd                                 []float32 // decode attention: every head's scaled queries
+	heads                              []cpu.DecodeHead
+	kvs                                []cpu.Paged // decode attention: each head's keys and values through the block table
 	pos, seq                           []int
 }
 
@@ -237,31 +239,32 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 }
 
 // attend computes s.att from s.q and the caches' keys and values of layer l (causal: token t sees
-// positions 0..pos[t] of its own sequence), read through each cache's block table. For each span
-// and kv head, the query rows of the heads sharing that kv head are taken in chunks, so the score
-// matrix stays bounded and each chunk's scores cover only the keys it can see: scores = Q·Kᵀ, a
-// softmax per row, then out = P·V against the transposed values. A chunk of fewer than pagedRows
-// query rows (decode) multiplies against the blocks in place (cpu.MatMulPaged, the matrix-vector
-// kernels, which is what a contiguous cache would run); a larger one (prefill) first copies the
-// keys and values it sees out of the blocks into contiguous scratch for cpu.MatMul's
-// matrix-matrix kernels: the copy is 1/rows of the product's multiply-adds.
+// positions 0..pos[t] of its own sequence), read through each cache's block table. A span of
+// fewer than pagedRows query rows (a decode step: group rows per kv head and token) goes to
+// attendDecode; the others (prefill) run per kv head with the query rows of the heads sharing it
+// taken in chunks, so the score matrix stays bounded and each chunk's scores cover only the keys
+// it can see: the keys and values it sees are copied out of the blocks into contiguous scratch,
+// scores = Q·Kᵀ (cpu.MatMul's matrix-matrix kernels; the copy is 1/rows of the product's
+// multiply-adds), a softmax per row, then out = P·V against the transposed values.
 func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
-	c := &m.cfg
-	nkv, hd := c.NumKeyValueHeads, c.HeadDim
-	group := c.NumAttentionHeads / nkv
-	qd := c.NumAttentionHeads * hd
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	nkv, hd, group, qd, scale := m.attnShape()
+	m.attendDecode(l, s, caches, spans)
 	t0 := 0
 	for _, sp := range spans {
 		ca := caches[sp.step]
 		nt := sp.hi - sp.lo
 		p0 := ca.n + sp.lo
 		last := p0 + nt // keys visible to the span's last token
+		if nt*group < pagedRows {
+			t0 += nt
+			continue
+		}
 		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
 		// keys they cannot see, and at most attnScores probabilities (at least one token).
 		chunk := max(1, min(nt, attnChunk, attnScores/(group*last)))
 		for kh := range nkv {
-			gathered := false // s.kg holds this head's first last keys
+			s.kg = grow(s.kg, last*hd)
+			ca.gatherKeys(s.kg, l, kh, last)
 			for j0 := 0; j0 < nt; j0 += chunk {
 				j1 := min(nt, j0+chunk)
 				n := p0 + j1 // keys visible to the chunk's last token
@@ -275,19 +278,8 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 					}
 				}
 				s.sc = grow(s.sc, rows*n)
-				paged := rows < pagedRows
-				if paged {
-					ca.keys(&s.pk, l, kh, n)
-					cpu.MatMulPaged(s.sc, &s.pk, s.qg, rows)
-				} else {
-					if !gathered {
-						s.kg = grow(s.kg, last*hd)
-						ca.gatherKeys(s.kg, l, kh, last)
-						gathered = true
-					}
-					K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: s.kg[:n*hd]}
-					cpu.MatMul(s.sc, K, s.qg, rows)
-				}
+				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: s.kg[:n*hd]}
+				cpu.MatMul(s.sc, K, s.qg, rows)
 				for r := range rows {
 					see := p0 + j0 + r/group + 1
 					row := s.sc[r*n : (r+1)*n]
@@ -295,15 +287,10 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 					clear(row[see:])
 				}
 				s.og = grow(s.og, rows*hd)
-				if paged {
-					ca.values(&s.pv, l, kh, n)
-					cpu.MatMulPaged(s.og, &s.pv, s.sc, rows)
-				} else {
-					s.vt = grow(s.vt, hd*n)
-					ca.gatherValues(s.vt, l, kh, n)
-					V := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
-					cpu.MatMul(s.og, V, s.sc, rows)
-				}
+				s.vt = grow(s.vt, hd*n)
+				ca.gatherValues(s.vt, l, kh, n)
+				V := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
+				cpu.MatMul(s.og, V, s.sc, rows)
 				for j := j0; j < j1; j++ {
 					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
 					copy(dst, s.og[(j-j0)*group*hd:])
@@ -314,8 +301,67 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	}
 }
 
-// pagedRows is the most query rows of an attention chunk that multiply against the KV blocks in
-// place: below it cpu.MatMul would use its matrix-vector kernels too (its crossover).
+// attendDecode computes s.att for the tokens of every span of fewer than pagedRows query rows
+// (decode steps), all in one cpu.AttendDecode call: one DecodeHead per token and kv head, its
+// group of query rows scaled into s.qd, its keys and values the first pos+1 of its cache read
+// through the block table in place. The threads share the positions of every head (flash
+// decoding), so one sequence at depth uses them all.
+func (m *Model) attendDecode(l int, s *scratch, caches []*Cache, spans []span) {
+	nkv, hd, group, qd, scale := m.attnShape()
+	nh, t0 := 0, 0
+	for _, sp := range spans {
+		if nt := sp.hi - sp.lo; nt*group < pagedRows {
+			nh += nt * nkv
+		}
+	}
+	if nh == 0 {
+		return
+	}
+	s.qd = grow(s.qd, nh*group*hd)
+	if cap(s.heads) < nh {
+		s.heads = make([]cpu.DecodeHead, nh)
+		s.kvs = make([]cpu.Paged, 2*nh)
+	}
+	s.heads = s.heads[:nh]
+	h := 0
+	for _, sp := range spans {
+		nt := sp.hi - sp.lo
+		if nt*group >= pagedRows {
+			t0 += nt
+			continue
+		}
+		ca := caches[sp.step]
+		for j := range nt {
+			t := t0 + j
+			n := s.pos[t] + 1
+			for kh := range nkv {
+				q := s.qd[h*group*hd : (h+1)*group*hd]
+				for e, x := range s.q[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd] {
+					q[e] = x * scale
+				}
+				pk, pv := &s.kvs[2*h], &s.kvs[2*h+1]
+				ca.keys(pk, l, kh, n)
+				ca.values(pv, l, kh, n)
+				s.heads[h] = cpu.DecodeHead{Out: s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd], Q: q, K: pk, V: pv}
+				h++
+			}
+		}
+		t0 += nt
+	}
+	cpu.AttendDecode(s.heads, group)
+}
+
+// attnShape returns the attention's kv heads, head dim, query heads per kv head, query width
+// (heads × head dim) and score scale 1/√(head dim).
+func (m *Model) attnShape() (nkv, hd, group, qd int, scale float32) {
+	c := &m.cfg
+	nkv, hd = c.NumKeyValueHeads, c.HeadDim
+	return nkv, hd, c.NumAttentionHeads / nkv, c.NumAttentionHeads * hd, float32(1 / math.Sqrt(float64(hd)))
+}
+
+// pagedRows is the most query rows of a span (tokens × group) that attend through the KV blocks
+// in place (attendDecode): below it cpu.MatMul would use its matrix-vector kernels, not its
+// matrix-matrix ones, so copying the keys out would not pay.
 const pagedRows = 16
 
 // attnScores bounds the probability matrix of one attention chunk (4 Mi values, 16 MiB); a variable

@@ -1,0 +1,220 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// DecodeHead is the attention of one query token over the keys and values of one KV head: the
+// Group query heads sharing that KV head (grouped-query attention) meet every key and value once.
+type DecodeHead struct {
+	Out []float32 // Group × head dim: the attention output of each query head
+	Q   []float32 // Group × head dim: the queries, already scaled by 1/√(head dim)
+	K   *Paged    // ByRows, n × head dim: the n keys the token sees
+	V   *Paged    // column-blocked, head dim × n: their values, transposed
+}
+
+// AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over
+// all n keys), flash-decoding style: each head's positions are cut into chunks of at most
+// DecodeChunk that never cross a KV block, the chunks of all heads are shared out among the
+// threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
+// the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
+// (rescaled to the largest maximum). Within a chunk the Group query rows are multiplied against
+// the keys together (on AVX-512 gemm2x7F32, each pair of keys loaded once for seven query rows,
+// and gemm4x6F32, four keys for six; see groupRows) and then against the transposed values the
+// same way, so a decode step reads each key and value row once per KV head instead of once per
+// query head. Chunk boundaries do not depend on the thread count, so neither do the results.
+func AttendDecode(heads []DecodeHead, group int) {
+	if len(heads) == 0 {
+		return
+	}
+	if group < 1 {
+		panic(fmt.Sprintf("cpu: AttendDecode: group of %d", group))
+	}
+	hd := heads[0].K.Cols
+	ds := decodePool.Get().(*decodeScratch)
+	defer decodePool.Put(ds)
+	ds.items = ds.items[:0]
+	work := 0
+	for h := range heads {
+		checkDecodeHead(&heads[h], group, hd)
+		k := heads[h].K
+		for p0 := 0; p0 < k.Rows; {
+			p1 := min(k.Rows, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
+			ds.items = append(ds.items, decodeItem{head: h, p0: p0, p1: p1})
+			p0 = p1
+		}
+		work += 2 * group * hd * k.Rows
+	}
+	ni := len(ds.items)
+	per := group * (hd + 2) // per item: m, l, then the output rows
+	ds.part = grow(ds.part, ni*per)
+	parallelWork(work, ni, 1, func(lo, hi int) {
+		sc := scorePool.Get().(*[]float32)
+		*sc = grow(*sc, group*DecodeChunk)
+		for i := lo; i < hi; i++ {
+			it := ds.items[i]
+			attendChunk(ds.part[i*per:(i+1)*per], *sc, &heads[it.head], group, hd, it.p0, it.p1)
+		}
+		scorePool.Put(sc)
+	})
+	i := 0
+	for h := range heads {
+		i0 := i
+		for i < ni && ds.items[i].head == h {
+			i++
+		}
+		mergeChunks(heads[h].Out, ds.part[i0*per:i*per], i-i0, group, hd)
+	}
+}
+
+// DecodeChunk is the most positions of one AttendDecode chunk: its scores (Group × DecodeChunk)
+// stay in L1 between the two products, and a long context gives the threads many chunks.
+const DecodeChunk = 256
+
+// gemm7 is the input rows of one gemm2x7F32 call.
+const gemm7 = 7
+
+// decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
+type decodeItem struct{ head, p0, p1 int }
+
+// decodeScratch is one AttendDecode call's chunk list and partial results.
+type decodeScratch struct {
+	items []decodeItem
+	part  []float32
+}
+
+var (
+	decodePool = sync.Pool{New: func() any { return new(decodeScratch) }}
+	scorePool  = sync.Pool{New: func() any { return new([]float32) }}
+)
+
+func checkDecodeHead(d *DecodeHead, group, hd int) {
+	switch {
+	case d.K == nil || d.V == nil:
+		panic("cpu: AttendDecode: nil keys or values")
+	case !d.K.ByRows || d.V.ByRows:
+		panic("cpu: AttendDecode: keys must be by rows, values by columns")
+	case d.K.Cols != hd || d.V.Rows != hd:
+		panic(fmt.Sprintf("cpu: AttendDecode: head dim %d, keys %d×%d, values %d×%d", hd, d.K.Rows, d.K.Cols, d.V.Rows, d.V.Cols))
+	case d.K.Rows < 1 || d.V.Cols != d.K.Rows:
+		panic(fmt.Sprintf("cpu: AttendDecode: %d keys and %d values, want the same (≥ 1)", d.K.Rows, d.V.Cols))
+	case d.K.Block != d.V.Block:
+		panic(fmt.Sprintf("cpu: AttendDecode: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
+	case len(d.Q) < group*hd || len(d.Out) < group*hd:
+		panic(fmt.Sprintf("cpu: AttendDecode: %d queries and %d outputs, want %d×%d", len(d.Q), len(d.Out), group, hd))
+	}
+	checkPagedBlocks(d.K)
+	checkPagedBlocks(d.V)
+}
+
+// attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
+// which lie in one KV block: scores sc = Q·Kᵀ (group × n), per row m = max, sc = e^(sc−m) and
+// l = Σ sc, then o = sc·V.
+func attendChunk(part, sc []float32, d *DecodeHead, group, hd, p0, p1 int) {
+	n := p1 - p0
+	B := d.K.Block
+	b := p0 / B
+	kb := d.K.Blocks[b][(p0-b*B)*hd:]
+	vb := d.V.Blocks[b][p0-b*B:]
+	m, l, o := part[:group], part[group:2*group], part[2*group:]
+	groupRows(sc, n, kb, hd, n, d.Q, hd, group, hd)
+	for r := range group {
+		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
+	}
+	groupRows(o, hd, vb, B, hd, sc, n, group, n)
+}
+
+// expRow sets x[i] = e^(x[i]−m) for m = max x and returns m and Σ x[i] (len(x) > 0).
+func expRow(x []float32) (m, sum float32) {
+	t := vec.Load()
+	n := len(x)
+	k := n & t.mask
+	m = float32(math.Inf(-1))
+	if k > 0 {
+		m = t.max(&x[0], k)
+	}
+	for _, v := range x[k:] {
+		m = max(m, v)
+	}
+	if k > 0 {
+		sum = t.expSum(&x[0], k, m)
+	}
+	for i := k; i < n; i++ {
+		x[i] = float32(math.Exp(float64(x[i] - m)))
+		sum += x[i]
+	}
+	return m, sum
+}
+
+// mergeChunks writes out (group × hd) from the nc partial results in part, in position order:
+// per query row, M = max m_c, L = Σ l_c·e^(m_c−M), out = Σ o_c·e^(m_c−M) / L.
+func mergeChunks(out, part []float32, nc, group, hd int) {
+	per := group * (hd + 2)
+	t := vec.Load()
+	k := hd & t.mask
+	for r := range group {
+		M := float32(math.Inf(-1))
+		for c := range nc {
+			M = max(M, part[c*per+r])
+		}
+		dst := out[r*hd : (r+1)*hd]
+		clear(dst)
+		var L float32
+		for c := range nc {
+			p := part[c*per:]
+			f := float32(math.Exp(float64(p[r] - M)))
+			L += p[group+r] * f
+			src := p[2*group+r*hd : 2*group+(r+1)*hd]
+			if k > 0 {
+				t.axpy(&dst[0], f, &src[0], k)
+			}
+			for j := k; j < hd; j++ {
+				dst[j] += f * src[j]
+			}
+		}
+		inv := 1 / L
+		for j := range dst {
+			dst[j] *= inv
+		}
+	}
+}
+
+// groupRows sets dst[i·ldd+j] = Σ_{c<k} w[j·ldw+c]·x[i·ldx+c] for rows j < nr and input rows
+// i < n, as dotRows does, but on AVX-512 takes the input rows seven at a time through gemm2x7F32
+// (two weight rows loaded once for seven inputs) while the rows left are not a multiple of six,
+// then six at a time through gemm4x6F32 (four weight rows for six inputs), the rest through
+// dotRows. The two micro-kernels sum each product in the same order, their own, so results may
+// differ from dotRows' in the last bits.
+func groupRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx, n, k int) {
+	kb, tier := bulk(k)
+	i := 0
+	if tier == tier512 && kb > 0 && nr >= 2 {
+		nr2 := nr &^ 1
+		for ; n-i >= gemm7 && (n-i)%gemmN != 0; i += gemm7 {
+			for j := 0; j < nr2; j += 2 {
+				gemm2x7F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd)
+			}
+			if nr2 < nr {
+				dotRows(dst[i*ldd+nr2:], ldd, w[nr2*ldw:], ldw, 1, x[i*ldx:], ldx, gemm7, k)
+			}
+			addTail(dst[i*ldd:], ldd, w, ldw, nr2, x[i*ldx:], ldx, gemm7, kb, k)
+		}
+	}
+	if tier == tier512 && kb > 0 && nr >= 4 {
+		nr4 := nr &^ 3
+		for ; i+gemmN <= n; i += gemmN {
+			for j := 0; j < nr4; j += 4 {
+				gemm4x6F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd, 0)
+			}
+			if nr4 < nr {
+				dotRows(dst[i*ldd+nr4:], ldd, w[nr4*ldw:], ldw, nr-nr4, x[i*ldx:], ldx, gemmN, k)
+			}
+			addTail(dst[i*ldd:], ldd, w, ldw, nr4, x[i*ldx:], ldx, gemmN, kb, k)
+		}
+	}
+	if i < n {
+		dotRows(dst[i*ldd:], ldd, w, ldw, nr, x[i*ldx:], ldx, n-i, k)
+	}
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# decode-depth.sh: CPU decode speed at depth 0 and 2,048 (issue 30), in one go, for a quiet
+# machine: `student bench --depth D` per weight type and depth, rounds interleaved, optionally
+# against a second student binary (BASE, e.g. main's) and llama.cpp's llama-bench at depth 0.
+#
+#   scripts/decode-depth.sh                      # bin/student (built here), q8 bf16 f32, depths 0 2048
+#   BASE=/tmp/student-main scripts/decode-depth.sh
+#   LLAMA=/tmp/llama.cpp/build/bin GGUF=/tmp/q05b scripts/decode-depth.sh
+#
+# Environment:
+#   MODEL    Hugging Face checkpoint directory (default /tmp/q05b-bf16: the random 0.5B of
+#            docs/BENCHMARKS.md; --dtype converts it to q8 and f32 at load)
+#   STUDENT  student binary (default: go build -o bin/student ./cmd/student)
+#   NICE     niceness of the runs (default 0; 10 on a shared machine)
+#   BASE     a second student binary, run right after STUDENT in every cell (A/B)
+#   LLAMA    llama.cpp's build/bin: llama-bench -p 0 -n GEN at depth 0 (c392e50 has no -d) before
+#            each round's student runs of that weight type
+#   GGUF     prefix of the GGUF files for llama-bench: GGUF-q8_0.gguf, GGUF-bf16.gguf,
+#            GGUF-f32.gguf (default /tmp/q05b)
+#   DTYPES   weight types (default "q8 bf16 f32"); DEPTHS (default "0 2048"); ROUNDS (default 2);
+#   GEN      decode tokens per run (default 64); THREADS (default 2); OUT (default a new /tmp dir)
+#   PROFILE  1: also write each student run's CPU profile to OUT (--cpuprofile), whose decode CPU
+#            time (`go tool pprof -top -cum BIN PROF | grep 'fill).decode'`) a loaded machine
+#            changes less than the wall-clock rate
+#
+# Every run's JSON goes to OUT; the script prints one line per run (with the load average) and,
+# at the end, per binary, weight type and depth the median decode tok/s, depth 2,048 against
+# depth 0, and ours against llama.cpp. Run it with nothing else on the machine: on a shared one
+# the figures are noise (docs/BENCHMARKS.md, issue 30).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODEL=${MODEL:-/tmp/q05b-bf16}
+DTYPES=${DTYPES:-q8 bf16 f32}
+DEPTHS=${DEPTHS:-0 2048}
+ROUNDS=${ROUNDS:-2}
+GEN=${GEN:-64}
+THREADS=${THREADS:-2}
+GGUF=${GGUF:-/tmp/q05b}
+OUT=${OUT:-$(mktemp -d /tmp/decode-depth.XXXXXX)}
+mkdir -p "$OUT"
+if [[ -z ${STUDENT:-} ]]; then
+	go build -o bin/student ./cmd/student
+	STUDENT=bin/student
+fi
+bins=("$STUDENT")
+[[ -n ${BASE:-} ]] && bins+=("$BASE")
+[[ -d $MODEL ]] || { echo "decode-depth: no checkpoint at MODEL=$MODEL" >&2; exit 1; }
+
+load() { cut -d' ' -f1 /proc/loadavg; }
+echo "# $(date -u +%FT%TZ) model $MODEL threads $THREADS gen $GEN; out $OUT"
+echo "# round dtype depth binary decode_tok_s load"
+for r in $(seq 1 "$ROUNDS"); do
+	for dt in $DTYPES; do
+		if [[ -n ${LLAMA:-} ]]; then
+			g=$GGUF-$dt.gguf
+			[[ $dt == q8 ]] && g=$GGUF-q8_0.gguf
+			f=$OUT/r$r-$dt-d0-llama.json
+			"$LLAMA/llama-bench" -m "$g" -t "$THREADS" -p 0 -n "$GEN" -r 1 -o json >"$f" 2>/dev/null
+			ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))[0]["avg_ts"], 2))' "$f")
+			echo "$r $dt 0 llama.cpp $ts $(load)"
+		fi
+		for d in $DEPTHS; do
+			for i in "${!bins[@]}"; do
+				b=${bins[$i]}
+				f=$OUT/r$r-$dt-d$d-bin$i.json
+				prof=()
+				[[ ${PROFILE:-} == 1 ]] && prof=(--cpuprofile "${f%.json}.prof")
+				nice -n "${NICE:-0}" "$b" bench "${prof[@]}" --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt 0 --gen "$GEN" \
+					--repeat 1 --depth "$d" --json --quiet >"$f"
+				ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["decode_tok_s"], 2))' "$f")
+				echo "$r $dt $d $b $ts $(load)"
+			done
+		done
+	done
+done | tee "$OUT/runs.txt"
+
+python3 - "$OUT/runs.txt" <<'EOF'
+import statistics, sys
+cells = {}
+for line in open(sys.argv[1]):
+    if line.startswith("#"):
+        continue
+    _, dt, d, b, ts, _ = line.split()
+    cells.setdefault((b, dt, int(d)), []).append(float(ts))
+med = {k: statistics.median(v) for k, v in cells.items()}
+print("# medians: binary dtype depth tok/s (runs) [depth/depth0] [/llama.cpp depth 0]")
+for (b, dt, d), m in sorted(med.items()):
+    extra = ""
+    if d and (b, dt, 0) in med:
+        extra += f" depth/d0 {m / med[(b, dt, 0)]:.2f}"
+    if b != "llama.cpp" and ("llama.cpp", dt, 0) in med:
+        extra += f" vs llama.cpp d0 {m / med[('llama.cpp', dt, 0)]:.2f}x"
+    print(f"{b} {dt} {d} {m:.2f} ({', '.join(str(x) for x in cells[(b, dt, d)])}){extra}")
+EOF
