@@ -28,7 +28,7 @@ var ErrReader = errors.New("reader not set up")
 // readerMeta is where the reader's generated password is kept, readable only by the server's
 // administrators: a schema (PostgreSQL) or database (MySQL, where it also holds the copy
 // markers) the reader is never granted.
-const readerMeta = mysqlMetaDB
+const readerMeta = "chainedsql_meta"
 
 // Access says whom statements run as on PostgreSQL and MySQL. The zero value runs them as
 // DefaultReader.
@@ -122,20 +122,7 @@ func EnsureReader(ctx context.Context, d datasets.Dialect, dsn string, setup Rea
 }
 
 // readerAdmin returns dialect d's ReaderAdmin, or an error naming the dialects that have one.
-func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) {
-	var with []datasets.Dialect
-	for _, x := range Dialects() {
-		if _, ok := x.(ReaderAdmin); ok {
-			with = append(with, x.Name())
-		}
-	}
-	if x, ok := Lookup(d); ok {
-		if a, ok := x.(ReaderAdmin); ok {
-			return a, nil
-		}
-	}
-	return nil, fmt.Errorf("dialect %q: want %s", d, NameList(with, " or "))
-}
+func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) { return optionalPart[ReaderAdmin](d) }
 
 // DropReader removes the reader name of dialect d from the server of dsn, with its grants and
 // its stored password. A reader that does not exist is not an error.
