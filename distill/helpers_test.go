@@ -59,44 +59,8 @@ func (d *testDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (
 	}
 	qctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	rows, err := d.db.QueryContext(qctx, q)
+	res, err := sandbox.Collect(qctx, d.db, q, opts.MaxRows, nil)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if qctx.Err() != nil {
-			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Duration: time.Since(start)}, nil
-		}
-		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: time.Since(start)}, nil
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: cols}
-	for rows.Next() {
-		res.Total++
-		if opts.MaxRows > 0 && len(res.Rows) >= opts.MaxRows {
-			res.Truncated = true
-			continue
-		}
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		for i, v := range vals {
-			switch x := v.(type) {
-			case int:
-				vals[i] = int64(x)
-			case []byte:
-				vals[i] = string(x)
-			}
-		}
-		res.Rows = append(res.Rows, vals)
-	}
-	if err := rows.Err(); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

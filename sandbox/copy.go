@@ -5,19 +5,13 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/chainedsql/chainedsql/datasets"
 )
@@ -25,10 +19,6 @@ import (
 // copyFormat versions the copy: a completed copy made by another format is redone. Bump it
 // whenever the mapping of types, names or keys changes.
 const copyFormat = "chainedsql-copy/2"
-
-// mysqlMetaDB holds, on MySQL servers, the table of completed copies (MySQL has no database
-// comments to keep the marker in).
-const mysqlMetaDB = "chainedsql_meta"
 
 // CopyStats reports one CopySQLite call.
 type CopyStats struct {
@@ -79,8 +69,9 @@ func reservedTarget(name string) bool {
 func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn, target string) (CopyStats, error) {
 	start := time.Now()
 	st := CopyStats{Target: target}
-	if d != datasets.Postgres && d != datasets.MySQL {
-		return st, fmt.Errorf("copy %s: dialect %q: want postgres or mysql", sqlitePath, d)
+	loader, err := loaderOf(d)
+	if err != nil {
+		return st, fmt.Errorf("copy %s: %w", sqlitePath, err)
 	}
 	if !targetName.MatchString(target) {
 		return st, fmt.Errorf("copy %s: target name %q: want 1-48 letters, digits or '_'", sqlitePath, target)
@@ -93,7 +84,7 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 		return st, fmt.Errorf("copy %s: %w", sqlitePath, err)
 	}
 	st.Marker = copyFormat + " sha256:" + sum
-	c, err := openCopier(ctx, d, dsn, target)
+	c, err := openCopier(ctx, loader, d, dsn, target)
 	if err != nil {
 		return st, fmt.Errorf("copy %s into %s %s: %w", sqlitePath, d, target, err)
 	}
@@ -122,7 +113,7 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 	raw := src.(*sqliteDB).db
 	plans := make([]tablePlan, len(schema.Tables))
 	for i, t := range schema.Tables {
-		if plans[i], err = planTable(ctx, raw, d, t); err != nil {
+		if plans[i], err = planTable(ctx, raw, c.to, t); err != nil {
 			return st, wrap(err)
 		}
 	}
@@ -173,25 +164,37 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// colKind is how a column's values travel and which server type holds them.
-type colKind int
+// CopyKind is how a copied column's values travel and which server type holds them (chosen by
+// CopySQLite from the SQLite column's declared type and the values it holds).
+type CopyKind int
 
+// The kinds of copied columns, with the Go type CopySQLite reads their values as.
 const (
-	kindInt colKind = iota
-	kindFloat
-	kindDecimal
-	kindText
-	kindBlob
-	kindDate     // text that is all valid YYYY-MM-DD dates
-	kindDateTime // text that is all valid YYYY-MM-DD[ HH:MM:SS] date-times
+	CopyInt      CopyKind = iota // int64
+	CopyFloat                    // float64 (an integer value read as one)
+	CopyDecimal                  // int64 or float64 (NUMERIC/DECIMAL with fractions)
+	CopyText                     // string, valid UTF-8
+	CopyBlob                     // []byte
+	CopyDate                     // string, all valid YYYY-MM-DD dates
+	CopyDateTime                 // string, all valid YYYY-MM-DD[ HH:MM:SS] date-times
 )
+
+// CopyColumn is one column of a table CopySQLite copies, as its LoadTarget sees it.
+type CopyColumn struct {
+	// Name is the column's name in SQLite.
+	Name string
+	// Kind is how its values travel.
+	Kind CopyKind
+	// MaxLen is its longest value as text (characters) or blob (bytes).
+	MaxLen int64
+	// Key is set when the column is in its table's primary key or a foreign key.
+	Key bool
+}
 
 // colPlan is one column of a table to copy.
 type colPlan struct {
-	name   string
-	kind   colKind
-	typ    string // server type
-	maxLen int64  // longest value as text (characters) or blob (bytes)
+	CopyColumn
+	typ string // server type
 }
 
 // tablePlan is one table to copy.
@@ -221,58 +224,58 @@ func sqliteAffinity(decl string) string {
 
 // chooseKind picks a column's kind from its declared type and the storage classes its values
 // really have (SQLite lets any column hold any value).
-func chooseKind(decl string, ints, reals, texts, blobs int64) colKind {
+func chooseKind(decl string, ints, reals, texts, blobs int64) CopyKind {
 	u := strings.ToUpper(decl)
 	aff := sqliteAffinity(decl)
 	decimal := aff == "numeric" && (strings.Contains(u, "DEC") || strings.Contains(u, "NUM"))
 	switch {
 	case blobs > 0:
-		return kindBlob
+		return CopyBlob
 	case texts > 0, aff == "text":
-		return kindText
+		return CopyText
 	case reals > 0 && decimal:
-		return kindDecimal
+		return CopyDecimal
 	case reals > 0:
-		return kindFloat
+		return CopyFloat
 	case ints > 0:
-		return kindInt
+		return CopyInt
 	}
 	// No values: go by the declared type.
 	switch {
 	case aff == "integer":
-		return kindInt
+		return CopyInt
 	case aff == "real":
-		return kindFloat
+		return CopyFloat
 	case decimal:
-		return kindDecimal
+		return CopyDecimal
 	case aff == "blob" && strings.Contains(u, "BLOB"):
-		return kindBlob
+		return CopyBlob
 	case aff == "numeric" && !strings.Contains(u, "DATE") && !strings.Contains(u, "TIME"):
-		return kindInt
+		return CopyInt
 	}
-	return kindText
+	return CopyText
 }
 
 // dateKind types a text column declared as a date or time (DATE, DATETIME, TIMESTAMP) whose
 // values (texts of them) are all valid dates (dates of them) or dates and date-times
 // (datetimes): gold SQL written for the servers uses their date functions on such columns.
 // Anything else stays text.
-func dateKind(decl string, texts, dates, datetimes int64) colKind {
+func dateKind(decl string, texts, dates, datetimes int64) CopyKind {
 	u := strings.ToUpper(decl)
 	if texts == 0 || sqliteAffinity(decl) == "text" || !strings.Contains(u, "DATE") && !strings.Contains(u, "TIME") {
-		return kindText
+		return CopyText
 	}
 	switch {
 	case dates == texts:
-		return kindDate
+		return CopyDate
 	case dates+datetimes == texts:
-		return kindDateTime
+		return CopyDateTime
 	}
-	return kindText
+	return CopyText
 }
 
 // planTable reads a table's row count and each column's storage classes and longest value.
-func planTable(ctx context.Context, src *sql.DB, d datasets.Dialect, t Table) (tablePlan, error) {
+func planTable(ctx context.Context, src *sql.DB, to LoadTarget, t Table) (tablePlan, error) {
 	p := tablePlan{table: t}
 	if len(t.Columns) == 0 {
 		return p, fmt.Errorf("table %s has no columns", t.Name)
@@ -304,11 +307,11 @@ func planTable(ctx context.Context, src *sql.DB, d datasets.Dialect, t Table) (t
 	keys := keyColumns(t)
 	for i, c := range t.Columns {
 		v := vals[1+per*i:]
-		cp := colPlan{name: c.Name, kind: chooseKind(c.Type, v[0], v[1], v[2], v[3]), maxLen: v[4]}
-		if cp.kind == kindText {
-			cp.kind = dateKind(c.Type, v[2], v[5], v[6])
+		cp := colPlan{CopyColumn: CopyColumn{Name: c.Name, Kind: chooseKind(c.Type, v[0], v[1], v[2], v[3]), MaxLen: v[4], Key: keys[strings.ToLower(c.Name)]}}
+		if cp.Kind == CopyText {
+			cp.Kind = dateKind(c.Type, v[2], v[5], v[6])
 		}
-		cp.typ = serverType(d, cp, keys[strings.ToLower(c.Name)])
+		cp.typ = to.ColumnType(cp.CopyColumn)
 		p.cols = append(p.cols, cp)
 	}
 	return p, nil
@@ -328,48 +331,29 @@ func keyColumns(t Table) map[string]bool {
 	return k
 }
 
-// mysqlKeyChars is the longest VARCHAR (utf8mb4) MySQL can index in one key part.
-const mysqlKeyChars = 768
-
-// serverType maps a column plan onto a server type; in MySQL, key columns of text or blobs
-// need a bounded type to be indexable.
-func serverType(d datasets.Dialect, c colPlan, key bool) string {
-	if d == datasets.Postgres {
-		return [...]string{"bigint", "double precision", "numeric", "text", "bytea", "date", "timestamp"}[c.kind]
-	}
-	switch {
-	case c.kind == kindText && key && c.maxLen <= mysqlKeyChars:
-		return fmt.Sprintf("VARCHAR(%d)", max(c.maxLen, 64))
-	case c.kind == kindBlob && key && c.maxLen <= 3072:
-		return fmt.Sprintf("VARBINARY(%d)", max(c.maxLen, 64))
-	}
-	return [...]string{"BIGINT", "DOUBLE", "DOUBLE", "LONGTEXT", "LONGBLOB", "DATE", "DATETIME"}[c.kind]
-}
-
 // selectExpr reads a column so the driver hands over the kind's Go type (casts keep
 // go-sqlite3 from turning DATE or BOOLEAN columns into time.Time or bool).
 func selectExpr(c colPlan) string {
-	q := QuoteIdent(datasets.SQLite, c.name)
-	switch c.kind {
-	case kindInt:
+	q := QuoteIdent(datasets.SQLite, c.Name)
+	switch c.Kind {
+	case CopyInt:
 		return "CAST(" + q + " AS INTEGER)"
-	case kindFloat:
+	case CopyFloat:
 		return "CAST(" + q + " AS REAL)"
-	case kindDecimal:
+	case CopyDecimal:
 		return "CAST(" + q + " AS NUMERIC)"
-	case kindText, kindDate, kindDateTime:
+	case CopyText, CopyDate, CopyDateTime:
 		return "CAST(" + q + " AS TEXT)"
 	}
 	return q
 }
 
-// copier is the server side of one copy.
+// copier is the server side of one copy: its LoadTarget, and the target's names.
 type copier struct {
 	d      datasets.Dialect
+	to     LoadTarget
 	target string
 	temp   string
-	pool   *sql.DB
-	conn   *sql.Conn // holds the copy lock
 }
 
 // tempName is the temporary schema/database a copy of target is built in.
@@ -378,66 +362,26 @@ func tempName(target string) string {
 	return "cs_tmp_" + hex.EncodeToString(h[:8])
 }
 
-func openCopier(ctx context.Context, d datasets.Dialect, dsn, target string) (*copier, error) {
-	c := &copier{d: d, target: target, temp: tempName(target)}
-	if d == datasets.Postgres {
-		pool, err := openPostgresPool(dsn)
-		if err != nil {
-			return nil, err
-		}
-		c.pool = pool
-	} else {
-		cfg, err := mysqlConfig(dsn, "")
-		if err != nil {
-			return nil, err
-		}
-		cfg.InterpolateParams = true
-		conn, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("mysql: %w", err)
-		}
-		c.pool = sql.OpenDB(conn)
-	}
-	c.pool.SetMaxOpenConns(4)
-	conn, err := c.pool.Conn(ctx)
+func openCopier(ctx context.Context, l Loader, d datasets.Dialect, dsn, target string) (*copier, error) {
+	to, err := l.OpenLoad(ctx, dsn, target)
 	if err != nil {
-		c.pool.Close()
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, err
 	}
-	c.conn = conn
-	lock := "chainedsql-copy:" + target
-	if d == datasets.Postgres {
-		_, err = conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtext($1))", lock)
-	} else {
-		var got sql.NullInt64
-		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 3600)", lock).Scan(&got)
-		if err == nil && got.Int64 != 1 {
-			err = fmt.Errorf("GET_LOCK %s: not granted", lock)
-		}
-	}
-	if err != nil {
-		c.close()
-		return nil, fmt.Errorf("take the copy lock of %s: %w", target, err)
-	}
-	return c, nil
+	return &copier{d: d, to: to, target: target, temp: tempName(target)}, nil
 }
 
-func (c *copier) close() {
-	if c.conn != nil {
-		c.conn.Close() // closing the session releases the lock
-	}
-	c.pool.Close()
-}
+func (c *copier) close() { c.to.Close() }
 
 func (c *copier) ident(name string) string { return QuoteIdent(c.d, name) }
 
 func (c *copier) exec(ctx context.Context, q string, args ...any) error {
-	if _, err := c.conn.ExecContext(ctx, q, args...); err != nil {
+	if _, err := c.to.Conn().ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("%s: %w", firstLine(q), err)
 	}
 	return nil
 }
 
+// firstLine is the start of statement s, for an error naming it.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 120 {
@@ -448,69 +392,26 @@ func firstLine(s string) string {
 
 // completed reports whether target holds a finished copy with marker.
 func (c *copier) completed(ctx context.Context, marker string) (bool, error) {
-	var got sql.NullString
-	var err error
-	if c.d == datasets.Postgres {
-		err = c.conn.QueryRowContext(ctx, "SELECT obj_description(oid, 'pg_namespace') FROM pg_catalog.pg_namespace WHERE nspname = $1", c.target).Scan(&got)
-	} else {
-		if err := c.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+mysqlMetaDB); err != nil {
-			return false, err
-		}
-		if err := c.exec(ctx, "CREATE TABLE IF NOT EXISTS "+mysqlMetaDB+".copies (target VARCHAR(64) PRIMARY KEY, marker VARCHAR(200) NOT NULL, copied_at DATETIME NOT NULL)"); err != nil {
-			return false, err
-		}
-		// Forget markers of databases dropped since (tests, hand clean-ups).
-		if err := c.exec(ctx, "DELETE FROM "+mysqlMetaDB+".copies WHERE target NOT IN (SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)"); err != nil {
-			return false, err
-		}
-		err = c.conn.QueryRowContext(ctx, "SELECT m.marker FROM "+mysqlMetaDB+".copies m JOIN information_schema.SCHEMATA s ON s.SCHEMA_NAME = m.target WHERE m.target = ?", c.target).Scan(&got)
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	done, err := c.to.Completed(ctx, c.target, marker)
 	if err != nil {
 		return false, fmt.Errorf("read the copy marker: %w", err)
 	}
-	return got.Valid && got.String == marker, nil
+	return done, nil
 }
 
 // dropTemp drops the temporary schema/database, if there is one.
-func (c *copier) dropTemp(ctx context.Context) error {
-	if c.d == datasets.Postgres {
-		return c.exec(ctx, "DROP SCHEMA IF EXISTS "+c.temp+" CASCADE")
-	}
-	return c.exec(ctx, "DROP DATABASE IF EXISTS "+c.temp)
-}
+func (c *copier) dropTemp(ctx context.Context) error { return c.to.DropTemp(ctx, c.temp) }
 
 // createTemp drops what an interrupted copy left and creates the empty temporary place.
 func (c *copier) createTemp(ctx context.Context) error {
 	if err := c.dropTemp(ctx); err != nil {
 		return err
 	}
-	if c.d == datasets.Postgres {
-		return c.exec(ctx, "CREATE SCHEMA "+c.temp)
-	}
-	return c.exec(ctx, "CREATE DATABASE "+c.temp+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+	return c.to.CreateTemp(ctx, c.temp)
 }
 
-// serverName is a table's or column's name on the server: in PostgreSQL folded to lower case
-// (ASCII only, as PostgreSQL folds unquoted names), so that SQL written for SQLite, where names
-// match case-insensitively, finds them unquoted in any case. SQLite names are unique
-// case-insensitively, so folding never collides. MySQL keeps the names as they are: its table
-// names are case-sensitive unless the server runs with lower_case_table_names=1, and folding
-// them there made fewer Spider dev gold queries run (49% against 71% kept).
-func (c *copier) serverName(name string) string {
-	if c.d != datasets.Postgres {
-		return name
-	}
-	b := []byte(name)
-	for i, x := range b {
-		if x >= 'A' && x <= 'Z' {
-			b[i] = x + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
+// serverName is a table's or column's name on the server (LoadTarget.Name).
+func (c *copier) serverName(name string) string { return c.to.Name(name) }
 
 // obj quotes a table's or column's server name.
 func (c *copier) obj(name string) string { return c.ident(c.serverName(name)) }
@@ -531,12 +432,12 @@ func (c *copier) copyTable(ctx context.Context, src *sql.DB, p *tablePlan) (int6
 	sel := make([]string, len(p.cols))
 	names := make([]string, len(p.cols))
 	for i, col := range p.cols {
-		defs[i] = c.obj(col.name) + " " + col.typ
+		defs[i] = c.obj(col.Name) + " " + col.typ
 		if p.table.Columns[i].NotNull {
 			defs[i] += " NOT NULL"
 		}
 		sel[i] = selectExpr(col)
-		names[i] = c.serverName(col.name)
+		names[i] = c.serverName(col.Name)
 	}
 	create := "CREATE TABLE " + c.qualified(p.table.Name) + " (" + strings.Join(defs, ", ") + ")"
 	if err := c.exec(ctx, create); err != nil {
@@ -547,18 +448,17 @@ func (c *copier) copyTable(ctx context.Context, src *sql.DB, p *tablePlan) (int6
 		return 0, nil, fmt.Errorf("read rows: %w", err)
 	}
 	defer rows.Close()
-	cv := &converter{d: c.d, cols: p.cols}
-	var n int64
-	if c.d == datasets.Postgres {
-		n, err = c.copyPostgres(ctx, p, names, rows, cv)
-	} else {
-		n, err = c.copyMySQL(ctx, p, names, rows, cv)
+	cv := &converter{to: c.to, cols: p.cols}
+	from := &CopySource{rows: rows, cv: cv}
+	n, err := c.to.CopyRows(ctx, c.temp, c.serverName(p.table.Name), names, from)
+	if err == nil {
+		err = from.Err()
 	}
 	if err != nil {
 		return n, nil, err
 	}
 	var got int64
-	if err := c.conn.QueryRowContext(ctx, "SELECT count(*) FROM "+c.qualified(p.table.Name)).Scan(&got); err != nil {
+	if err := c.to.Conn().QueryRowContext(ctx, "SELECT count(*) FROM "+c.qualified(p.table.Name)).Scan(&got); err != nil {
 		return n, nil, fmt.Errorf("count copied rows: %w", err)
 	}
 	if got != p.rows || n != p.rows {
@@ -567,32 +467,33 @@ func (c *copier) copyTable(ctx context.Context, src *sql.DB, p *tablePlan) (int6
 	return n, cv.notes(p.table.Name), nil
 }
 
-// converter turns SQLite values into the server's, counting the changes it had to make.
+// converter turns SQLite values into the server's, counting the changes it had to make: its
+// own (invalid UTF-8 repaired) and the target's (LoadTarget.Value).
 type converter struct {
-	d       datasets.Dialect
+	to      LoadTarget
 	cols    []colPlan
 	invalid []int64 // per column: text with invalid UTF-8, repaired
-	nul     []int64 // per column: text with NUL bytes, which PostgreSQL text cannot hold
+	fixed   []map[string]int64
+	order   [][]string // per column: the target's changes in the order first made
 }
 
 func (cv *converter) row(vals []any) error {
 	if cv.invalid == nil {
 		cv.invalid = make([]int64, len(cv.cols))
-		cv.nul = make([]int64, len(cv.cols))
+		cv.fixed = make([]map[string]int64, len(cv.cols))
+		cv.order = make([][]string, len(cv.cols))
 	}
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
-		switch cv.cols[i].kind {
-		case kindFloat, kindDecimal:
-			if x, ok := v.(int64); ok && cv.cols[i].kind == kindFloat {
-				vals[i] = float64(x)
+		col := cv.cols[i].CopyColumn
+		switch col.Kind {
+		case CopyFloat:
+			if x, ok := v.(int64); ok {
+				v = float64(x)
 			}
-			if x, ok := v.(float64); ok && math.IsInf(x, 0) && cv.d == datasets.MySQL {
-				return fmt.Errorf("column %s: value %v: MySQL DOUBLE has no infinity", cv.cols[i].name, x)
-			}
-		case kindText:
+		case CopyText:
 			s, ok := v.(string)
 			if !ok {
 				s = fmt.Sprint(v)
@@ -601,28 +502,26 @@ func (cv *converter) row(vals []any) error {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				cv.invalid[i]++
 			}
-			if cv.d == datasets.Postgres && strings.IndexByte(s, 0) >= 0 {
-				s = strings.ReplaceAll(s, "\x00", "")
-				cv.nul[i]++
-			}
-			vals[i] = s
-		case kindBlob:
+			v = s
+		case CopyBlob:
 			if s, ok := v.(string); ok {
-				vals[i] = []byte(s)
+				v = []byte(s)
 			}
-		case kindDate, kindDateTime:
-			if cv.d != datasets.Postgres {
-				continue // MySQL reads the text itself
-			}
-			s, _ := v.(string)
-			t, err := time.Parse(time.DateTime, s)
-			if err != nil {
-				if t, err = time.Parse(time.DateOnly, s); err != nil {
-					return fmt.Errorf("column %s: date %q: %w", cv.cols[i].name, s, err)
-				}
-			}
-			vals[i] = t
 		}
+		out, fix, err := cv.to.Value(col, v)
+		if err != nil {
+			return fmt.Errorf("column %s: %w", col.Name, err)
+		}
+		if fix != "" {
+			if cv.fixed[i] == nil {
+				cv.fixed[i] = map[string]int64{}
+			}
+			if cv.fixed[i][fix] == 0 {
+				cv.order[i] = append(cv.order[i], fix)
+			}
+			cv.fixed[i][fix]++
+		}
+		vals[i] = out
 	}
 	return nil
 }
@@ -631,17 +530,22 @@ func (cv *converter) notes(table string) []string {
 	var out []string
 	for i, c := range cv.cols {
 		if i < len(cv.invalid) && cv.invalid[i] > 0 {
-			out = append(out, fmt.Sprintf("%s.%s: %d values with invalid UTF-8 repaired (U+FFFD)", table, c.name, cv.invalid[i]))
+			out = append(out, fmt.Sprintf("%s.%s: %d values with invalid UTF-8 repaired (U+FFFD)", table, c.Name, cv.invalid[i]))
 		}
-		if i < len(cv.nul) && cv.nul[i] > 0 {
-			out = append(out, fmt.Sprintf("%s.%s: NUL bytes removed from %d values (PostgreSQL text cannot hold them)", table, c.name, cv.nul[i]))
+		if i < len(cv.order) {
+			for _, fix := range cv.order[i] {
+				out = append(out, fmt.Sprintf("%s.%s: "+fix, table, c.Name, cv.fixed[i][fix]))
+			}
 		}
 	}
 	return out
 }
 
-// rowSource feeds SQLite rows to pgx's COPY.
-type rowSource struct {
+// CopySource is one table's rows as CopySQLite reads them from SQLite, each converted for the
+// server (LoadTarget.Value). It is a pgx.CopyFromSource: Next advances to the next row (false
+// at the end or on an error), Values returns its values and Err the error that ended it. The
+// values slice is the row's own; Rows counts the rows read.
+type CopySource struct {
 	rows *sql.Rows
 	cv   *converter
 	vals []any
@@ -649,7 +553,8 @@ type rowSource struct {
 	err  error
 }
 
-func (s *rowSource) Next() bool {
+// Next reads the next row; false at the end or on an error (Err).
+func (s *CopySource) Next() bool {
 	if s.err != nil || !s.rows.Next() {
 		return false
 	}
@@ -658,103 +563,31 @@ func (s *rowSource) Next() bool {
 	for i := range s.vals {
 		ptrs[i] = &s.vals[i]
 	}
-	if s.err = s.rows.Scan(ptrs...); s.err == nil {
+	if s.err = s.rows.Scan(ptrs...); s.err != nil {
+		s.err = fmt.Errorf("read row %d: %w", s.n+1, s.err)
+	} else {
 		s.err = s.cv.row(s.vals)
 	}
 	s.n++
 	return s.err == nil
 }
 
-func (s *rowSource) Values() ([]any, error) { return s.vals, s.err }
+// Values returns the current row's values, converted for the server.
+func (s *CopySource) Values() ([]any, error) { return s.vals, s.err }
 
-func (s *rowSource) Err() error {
+// Err returns the error that ended the rows, if any.
+func (s *CopySource) Err() error {
 	if s.err != nil {
 		return s.err
 	}
-	return s.rows.Err()
+	if err := s.rows.Err(); err != nil {
+		return fmt.Errorf("read rows: %w", err)
+	}
+	return nil
 }
 
-func (c *copier) copyPostgres(ctx context.Context, p *tablePlan, names []string, rows *sql.Rows, cv *converter) (int64, error) {
-	src := &rowSource{rows: rows, cv: cv}
-	var copied int64
-	err := c.conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("driver connection %T is not pgx's", dc)
-		}
-		n, err := pc.Conn().CopyFrom(ctx, pgx.Identifier{c.temp, c.serverName(p.table.Name)}, names, src)
-		copied = n
-		return err
-	})
-	if err != nil {
-		return copied, fmt.Errorf("COPY (row %d): %w", src.n, err)
-	}
-	return copied, nil
-}
-
-// mysqlBatchBytes bounds one multi-row INSERT, well under max_allowed_packet.
-const mysqlBatchBytes = 2 << 20
-
-func (c *copier) copyMySQL(ctx context.Context, p *tablePlan, names []string, rows *sql.Rows, cv *converter) (int64, error) {
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = c.ident(n)
-	}
-	head := "INSERT INTO " + c.qualified(p.table.Name) + " (" + strings.Join(quoted, ", ") + ") VALUES "
-	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")"
-	var (
-		args  []any
-		count int
-		size  int
-		n     int64
-	)
-	flush := func() error {
-		if count == 0 {
-			return nil
-		}
-		q := head + strings.TrimSuffix(strings.Repeat(tuple+", ", count), ", ")
-		if _, err := c.conn.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("INSERT rows %d-%d: %w", n-int64(count)+1, n, err)
-		}
-		args, count, size = args[:0], 0, 0
-		return nil
-	}
-	for rows.Next() {
-		vals := make([]any, len(names))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return n, fmt.Errorf("read row %d: %w", n+1, err)
-		}
-		if err := cv.row(vals); err != nil {
-			return n, err
-		}
-		for _, v := range vals {
-			switch x := v.(type) {
-			case string:
-				size += len(x) + 4
-			case []byte:
-				size += 2*len(x) + 4
-			default:
-				size += 24
-			}
-		}
-		args = append(args, vals...)
-		count++
-		n++
-		if size >= mysqlBatchBytes || count >= 1000 || len(args) >= 60000 {
-			if err := flush(); err != nil {
-				return n, err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return n, fmt.Errorf("read rows: %w", err)
-	}
-	return n, flush()
-}
+// Rows is how many rows Next has read.
+func (s *CopySource) Rows() int64 { return s.n }
 
 // addKeys adds primary keys, then foreign keys whose referenced columns are the referenced
 // table's primary key, noting each key it cannot keep.
@@ -831,8 +664,8 @@ func (p *tablePlan) resolve(names []string) ([]string, bool) {
 	for i, n := range names {
 		found := false
 		for _, c := range p.cols {
-			if strings.EqualFold(c.name, n) {
-				out[i], found = c.name, true
+			if strings.EqualFold(c.Name, n) {
+				out[i], found = c.Name, true
 				break
 			}
 		}
@@ -845,7 +678,7 @@ func (p *tablePlan) resolve(names []string) ([]string, bool) {
 
 func (p *tablePlan) col(name string) colPlan {
 	for _, c := range p.cols {
-		if c.name == name {
+		if c.Name == name {
 			return c
 		}
 	}
@@ -878,7 +711,7 @@ func alignToKey(cols, rcols []string, ref *tablePlan) ([]string, []string, bool)
 func sameKinds(p *tablePlan, cols []string, ref *tablePlan, rcols []string) bool {
 	for i := range cols {
 		a, b := p.col(cols[i]), ref.col(rcols[i])
-		if a.kind != b.kind || (a.kind == kindText || a.kind == kindBlob) && strings.Contains(a.typ+b.typ, "LONG") {
+		if a.Kind != b.Kind || (a.Kind == CopyText || a.Kind == CopyBlob) && strings.Contains(a.typ+b.typ, "LONG") {
 			return false
 		}
 	}
@@ -887,29 +720,96 @@ func sameKinds(p *tablePlan, cols []string, ref *tablePlan, rcols []string) bool
 
 // publish moves the finished copy to target and records its marker.
 func (c *copier) publish(ctx context.Context, plans []tablePlan, marker string) error {
-	lit := "'" + strings.ReplaceAll(marker, "'", "''") + "'"
-	if c.d == datasets.Postgres {
-		return c.exec(ctx, fmt.Sprintf("BEGIN; DROP SCHEMA IF EXISTS %s CASCADE; ALTER SCHEMA %s RENAME TO %s; COMMENT ON SCHEMA %s IS %s; COMMIT",
-			c.ident(c.target), c.temp, c.ident(c.target), c.ident(c.target), lit))
+	tables := make([]string, len(plans))
+	for i, p := range plans {
+		tables[i] = c.serverName(p.table.Name)
 	}
-	steps := []string{
-		"DELETE FROM " + mysqlMetaDB + ".copies WHERE target = '" + c.target + "'",
-		"DROP DATABASE IF EXISTS " + c.ident(c.target),
-		"CREATE DATABASE " + c.ident(c.target) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+	return c.to.Publish(ctx, c.temp, c.target, tables, marker)
+}
+
+// Loader is the optional part of a server Dialect that CopySQLite copies into (distill load).
+type Loader interface {
+	// OpenLoad connects to the server of dsn as the DSN's own user and takes the copy lock of
+	// target: a lock on the server, held by the LoadTarget's session until Close, that
+	// serialises the copies of one target across processes.
+	OpenLoad(ctx context.Context, dsn, target string) (LoadTarget, error)
+}
+
+// LoadTarget is the server side of one copy, from OpenLoad to Close. CopySQLite drives it:
+// Completed; then CreateTemp (after DropTemp), a CREATE TABLE per table in the temporary
+// namespace, CopyRows per table, the keys (ALTER TABLE ... ADD PRIMARY KEY / FOREIGN KEY, in
+// the engine's quoting), and Publish; DropTemp again when a copy fails before Publish. temp and
+// target are names CopySQLite checked (letters, digits and _; temp starts with cs_tmp_), and
+// every statement CopySQLite writes itself runs on Conn.
+type LoadTarget interface {
+	// Conn is the session holding the copy lock; CopySQLite's own statements run on it.
+	Conn() *sql.Conn
+	// Completed reports whether target holds a finished copy carrying marker (Publish's).
+	Completed(ctx context.Context, target, marker string) (bool, error)
+	// CreateTemp creates the empty namespace temp (a schema or database); DropTemp drops it,
+	// with what it holds, when it is there.
+	CreateTemp(ctx context.Context, temp string) error
+	DropTemp(ctx context.Context, temp string) error
+	// Name is a SQLite table's or column's name on the server. Names unique in SQLite (which
+	// compares them case-insensitively) must stay unique.
+	Name(name string) string
+	// ColumnType is the server type that holds c's values (and indexes them when c.Key).
+	ColumnType(c CopyColumn) string
+	// Value converts a non-nil value of column c, of its kind's Go type (CopyKind), for the
+	// server. A value it had to change reports fix, a note with one %d for the count of such
+	// values ("NUL bytes removed from %d values (...)"); a value it cannot hold is an error.
+	Value(c CopyColumn, v any) (out any, fix string, err error)
+	// CopyRows inserts every row of src into table (its server name) of temp, whose columns
+	// are cols (server names, in src's order), and returns how many it inserted; an error of
+	// src (Err) ends it with that error.
+	CopyRows(ctx context.Context, temp, table string, cols []string, src *CopySource) (int64, error)
+	// Publish replaces target with temp, whose tables are tables (server names), and records
+	// marker for Completed, atomically where the engine can.
+	Publish(ctx context.Context, temp, target string, tables []string, marker string) error
+	// Close ends the session, releasing the copy lock.
+	Close()
+}
+
+// loadSession is what a LoadTarget of a database/sql driver shares: a pool of the DSN's own
+// user and the session holding the copy lock (Conn), closed together.
+type loadSession struct {
+	pool *sql.DB
+	conn *sql.Conn
+}
+
+// openLoadSession takes a session of pool and the copy lock of target on it (lock); on an error
+// it closes pool.
+func openLoadSession(ctx context.Context, pool *sql.DB, target string, lock func(conn *sql.Conn, name string) error) (*loadSession, error) {
+	pool.SetMaxOpenConns(4)
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
 	}
-	if len(plans) > 0 {
-		renames := make([]string, len(plans))
-		for i, p := range plans {
-			renames[i] = c.qualified(p.table.Name) + " TO " + c.ident(c.target) + "." + c.obj(p.table.Name)
-		}
-		steps = append(steps, "RENAME TABLE "+strings.Join(renames, ", "))
+	if err := lock(conn, "chainedsql-copy:"+target); err != nil {
+		conn.Close()
+		pool.Close()
+		return nil, fmt.Errorf("take the copy lock of %s: %w", target, err)
 	}
-	steps = append(steps, "DROP DATABASE "+c.temp,
-		"INSERT INTO "+mysqlMetaDB+".copies (target, marker, copied_at) VALUES ('"+c.target+"', "+lit+", UTC_TIMESTAMP())")
-	for _, s := range steps {
-		if err := c.exec(ctx, s); err != nil {
-			return err
-		}
+	return &loadSession{pool: pool, conn: conn}, nil
+}
+
+// Conn is the session holding the copy lock.
+func (l *loadSession) Conn() *sql.Conn { return l.conn }
+
+// Close ends the session, which releases the lock, and the pool.
+func (l *loadSession) Close() {
+	l.conn.Close()
+	l.pool.Close()
+}
+
+// exec runs q on the session, naming q in its error.
+func (l *loadSession) exec(ctx context.Context, q string) error {
+	if _, err := l.conn.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("%s: %w", firstLine(q), err)
 	}
 	return nil
 }
+
+// loaderOf returns dialect d's Loader, or an error naming the dialects that have one.
+func loaderOf(d datasets.Dialect) (Loader, error) { return optionalPart[Loader](d) }

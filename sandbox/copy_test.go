@@ -185,20 +185,20 @@ func TestChooseKind(t *testing.T) {
 	for _, c := range []struct {
 		decl                     string
 		ints, reals, texts, blob int64
-		want                     colKind
+		want                     CopyKind
 	}{
-		{"INTEGER", 5, 0, 0, 0, kindInt},
-		{"INTEGER", 5, 0, 1, 0, kindText}, // dirty: text in an integer column
-		{"NUMERIC(10,2)", 2, 3, 0, 0, kindDecimal},
-		{"NUMERIC(10,2)", 2, 0, 0, 0, kindInt},
-		{"REAL", 0, 3, 0, 0, kindFloat},
-		{"DATETIME", 0, 0, 3, 0, kindText},
-		{"DATETIME", 0, 0, 0, 0, kindText},
-		{"", 0, 0, 0, 0, kindText},
-		{"BLOB", 0, 0, 0, 0, kindBlob},
-		{"", 0, 0, 2, 1, kindBlob},
-		{"BOOLEAN", 0, 0, 0, 0, kindInt},
-		{"NVARCHAR(40)", 0, 0, 0, 0, kindText},
+		{"INTEGER", 5, 0, 0, 0, CopyInt},
+		{"INTEGER", 5, 0, 1, 0, CopyText}, // dirty: text in an integer column
+		{"NUMERIC(10,2)", 2, 3, 0, 0, CopyDecimal},
+		{"NUMERIC(10,2)", 2, 0, 0, 0, CopyInt},
+		{"REAL", 0, 3, 0, 0, CopyFloat},
+		{"DATETIME", 0, 0, 3, 0, CopyText},
+		{"DATETIME", 0, 0, 0, 0, CopyText},
+		{"", 0, 0, 0, 0, CopyText},
+		{"BLOB", 0, 0, 0, 0, CopyBlob},
+		{"", 0, 0, 2, 1, CopyBlob},
+		{"BOOLEAN", 0, 0, 0, 0, CopyInt},
+		{"NVARCHAR(40)", 0, 0, 0, 0, CopyText},
 	} {
 		if got := chooseKind(c.decl, c.ints, c.reals, c.texts, c.blob); got != c.want {
 			t.Errorf("chooseKind(%q, %d, %d, %d, %d) = %d, want %d", c.decl, c.ints, c.reals, c.texts, c.blob, got, c.want)

@@ -24,6 +24,8 @@ import (
 //     ExecOptions, results bounded by the shared limits, Dialect() returning Name.
 //   - Introspect reads a DB of this dialect; QuoteIdent quotes a name so that the engine reads it
 //     back unchanged.
+//   - Screen returns the engine's own refusals (ScreenRules), which every Exec of its DBs applies
+//     after the screen's rules of every engine; a zero ScreenRules adds none.
 //   - Server is nil for a file engine (the task's SQLite file); a server engine names its DSN flag
 //     and, when it holds a least-privileged reader, implements ReaderAdmin.
 type Dialect interface {
@@ -41,6 +43,9 @@ type Dialect interface {
 	Introspect(ctx context.Context, db DB) (*Schema, error)
 	// QuoteIdent quotes name as an identifier of the engine when it needs quoting.
 	QuoteIdent(name string) string
+	// Screen returns the engine's own refusals: what reaches outside the task's data, or past
+	// the deadline, on this engine only.
+	Screen() ScreenRules
 }
 
 // Server describes a server dialect's connection settings for the command line.
@@ -111,6 +116,24 @@ func Dialects() []Dialect {
 	registry.mu.RLock()
 	defer registry.mu.RUnlock()
 	return append([]Dialect(nil), registry.order...)
+}
+
+// optionalPart returns dialect d as T, an optional part of a Dialect (ReaderAdmin, Loader), or an
+// error naming the registered dialects that implement T.
+func optionalPart[T any](d datasets.Dialect) (T, error) {
+	var with []datasets.Dialect
+	for _, x := range Dialects() {
+		if _, ok := x.(T); ok {
+			with = append(with, x.Name())
+		}
+	}
+	if x, ok := Lookup(d); ok {
+		if p, ok := x.(T); ok {
+			return p, nil
+		}
+	}
+	var none T
+	return none, fmt.Errorf("dialect %q: want %s", d, NameList(with, " or "))
 }
 
 // Names returns the registered dialects' names in registration order.

@@ -21,6 +21,7 @@ func (mysqlDialect) Introspect(ctx context.Context, db DB) (*Schema, error) {
 	return introspectCatalog(ctx, db, mysqlCatalog)
 }
 func (mysqlDialect) QuoteIdent(name string) string { return quoteIdent(name, false, "`") }
+func (mysqlDialect) Screen() ScreenRules           { return mysqlScreen() }
 
 func (mysqlDialect) Connect(ctx context.Context, c *Connector) (Engine, error) {
 	cfg, err := mysqlExecConfig(ctx, c.DSN[datasets.MySQL], c.Access)

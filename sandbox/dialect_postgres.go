@@ -18,6 +18,7 @@ func (postgresDialect) Introspect(ctx context.Context, db DB) (*Schema, error) {
 	return introspectCatalog(ctx, db, pgCatalog)
 }
 func (postgresDialect) QuoteIdent(name string) string { return quoteIdent(name, true, `"`) }
+func (postgresDialect) Screen() ScreenRules           { return postgresScreen() }
 
 func (postgresDialect) Connect(ctx context.Context, c *Connector) (Engine, error) {
 	dsn := c.DSN[datasets.Postgres]

@@ -11,5 +11,4 @@ var (
 	DropCopy          = dropCopy
 	OpenCopy          = openCopy
 	SrvName           = srvName
-	Normalise         = normalise
 )

@@ -155,7 +155,7 @@ func TestSQLiteBoundedBuiltinsMatch(t *testing.T) {
 		}
 		q := "WITH v(a, b, c) AS (VALUES " + strings.Join(rows, ", ") + ") SELECT " + strings.Join(sel, ", ") + " FROM v"
 		got := mustExec(t, db, q, ExecOptions{})
-		want, err := collect(context.Background(), plain, q, 0, nil)
+		want, err := Collect(context.Background(), plain, q, 0, nil)
 		if err != nil || !got.OK() {
 			t.Fatalf("a = %s: plain %v, guarded %+v", a, err, got)
 		}

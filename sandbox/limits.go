@@ -16,7 +16,7 @@ import (
 const maxResultBytes = 256 << 20
 
 // sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
-// columns of sqliteMaxValue) would otherwise be materialised whole before collect sees it.
+// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it.
 const sqliteHeapLimit = 1 << 30
 
 // errResultTooLarge reports a result past maxResultBytes.

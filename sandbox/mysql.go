@@ -292,7 +292,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}()
 	qstart := time.Now()
 	cuts := m.cut.Load()
-	res, qerr := collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
+	res, qerr := Collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
 	overran := time.Since(qstart) >= timeout
@@ -384,7 +384,7 @@ func mysqlNormaliser(cols []*sql.ColumnType) []func(any) any {
 		case t == "DECIMAL":
 			out[i] = numericValue
 		case strings.Contains(t, "BLOB") || strings.Contains(t, "BINARY") || t == "BIT" || t == "GEOMETRY":
-			out[i] = normalise
+			out[i] = Normalise
 		default:
 			out[i] = myCell
 		}
@@ -404,5 +404,5 @@ func myCell(v any) any {
 		}
 		return float64(x)
 	}
-	return normalise(v)
+	return Normalise(v)
 }

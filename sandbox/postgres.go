@@ -224,7 +224,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
-	res, qerr := collect(qctx, conn, stmt, maxRows, pgNormaliser)
+	res, qerr := Collect(qctx, conn, stmt, maxRows, pgNormaliser)
 	var rerr error
 	if qctx.Err() != nil {
 		// pgx broke the connection at the deadline: the backend may still be at work.
@@ -270,7 +270,7 @@ func discard(conn *sql.Conn) {
 }
 
 // pgNormaliser maps pgx's database/sql values: numeric (text) to int64 when integral, else
-// float64; float4 through its shortest decimal form; json to text; the rest as normalise does.
+// float64; float4 through its shortest decimal form; json to text; the rest as Normalise does.
 func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
 	out := make([]func(any) any, len(cols))
 	for i, c := range cols {
@@ -282,19 +282,19 @@ func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
 				if f, ok := v.(float64); ok {
 					return float32Value(float32(f))
 				}
-				return normalise(v)
+				return Normalise(v)
 			}
 		case "JSON", "JSONB", "XML":
 			out[i] = textValue
 		default:
-			out[i] = normalise
+			out[i] = Normalise
 		}
 	}
 	return out
 }
 
 // numericValue reads decimal text (string or []byte) as int64 when it is integral and fits,
-// else as float64; other values pass through normalise.
+// else as float64; other values pass through Normalise.
 func numericValue(v any) any {
 	var s string
 	switch x := v.(type) {
@@ -303,7 +303,7 @@ func numericValue(v any) any {
 	case []byte:
 		s = string(x)
 	default:
-		return normalise(v)
+		return Normalise(v)
 	}
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i
@@ -333,5 +333,5 @@ func textValue(v any) any {
 	if b, ok := v.([]byte); ok {
 		return string(b)
 	}
-	return normalise(v)
+	return Normalise(v)
 }

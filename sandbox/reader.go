@@ -28,7 +28,7 @@ var ErrReader = errors.New("reader not set up")
 // readerMeta is where the reader's generated password is kept, readable only by the server's
 // administrators: a schema (PostgreSQL) or database (MySQL, where it also holds the copy
 // markers) the reader is never granted.
-const readerMeta = mysqlMetaDB
+const readerMeta = "chainedsql_meta"
 
 // Access says whom statements run as on PostgreSQL and MySQL. The zero value runs them as
 // DefaultReader.
@@ -122,20 +122,7 @@ func EnsureReader(ctx context.Context, d datasets.Dialect, dsn string, setup Rea
 }
 
 // readerAdmin returns dialect d's ReaderAdmin, or an error naming the dialects that have one.
-func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) {
-	var with []datasets.Dialect
-	for _, x := range Dialects() {
-		if _, ok := x.(ReaderAdmin); ok {
-			with = append(with, x.Name())
-		}
-	}
-	if x, ok := Lookup(d); ok {
-		if a, ok := x.(ReaderAdmin); ok {
-			return a, nil
-		}
-	}
-	return nil, fmt.Errorf("dialect %q: want %s", d, NameList(with, " or "))
-}
+func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) { return optionalPart[ReaderAdmin](d) }
 
 // DropReader removes the reader name of dialect d from the server of dsn, with its grants and
 // its stored password. A reader that does not exist is not an error.
@@ -203,4 +190,59 @@ func addUnique(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
+}
+
+// readerProbe reads, on a connection of the reader itself, what checkReader judges. Each server
+// engine implements it once (pgProbe, myProbe); the judgement is checkReader's alone.
+type readerProbe interface {
+	// currentUser returns the user the connection logged in as, as the server shows it, and its
+	// name without a host.
+	currentUser(ctx context.Context) (shown, name string, err error)
+	// loginHint says what to do about err, a failed currentUser, when the server refused the
+	// login itself (a wrong or missing password); "" for any other error.
+	loginHint(err error) string
+	// privileges lists what the login holds itself beyond logging in, and the roles granted to it.
+	privileges(ctx context.Context) (extra, roles []string, err error)
+	// otherRole is how a granted role that is none of the reader's task roles is listed.
+	otherRole(role string) string
+	// taskRole lists what task role holds beyond reading its one target.
+	taskRole(ctx context.Context, role string) ([]string, error)
+}
+
+// checkReader checks, on a connection of reader name itself (p), that it logs in as name, holds
+// no privilege of its own, and is granted no role but its task roles (named name/...), each
+// holding reads of one target only. A refused login and a reader holding more are ErrReader
+// errors; where starts every error.
+func checkReader(ctx context.Context, where, name string, p readerProbe) error {
+	user, login, err := p.currentUser(ctx)
+	if err != nil {
+		if hint := p.loginHint(err); hint != "" {
+			return fmt.Errorf("%s: log in as reader %s: %v: %w (%s)", where, name, err, ErrReader, hint)
+		}
+		return fmt.Errorf("%s: log in as reader %s: %w", where, name, err)
+	}
+	if login != name {
+		return fmt.Errorf("%s: logged in as %q, want reader %s", where, user, name)
+	}
+	extra, roles, err := p.privileges(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	for _, r := range roles {
+		if !strings.HasPrefix(r, name+"/") {
+			extra = append(extra, p.otherRole(r))
+			continue
+		}
+		held, err := p.taskRole(ctx, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		for _, h := range held {
+			extra = append(extra, "role "+r+": "+h)
+		}
+	}
+	if len(extra) > 0 {
+		return readerPrivileged(where, name, extra)
+	}
+	return nil
 }

@@ -438,18 +438,45 @@ var mysqlRoleGrant = regexp.MustCompile("^GRANT (USAGE ON \\*\\.\\*|SELECT ON `(
 
 // checkMySQLReader checks, on a connection of the reader itself, that it logs in, holds no
 // privilege of its own, and has no role but its task roles, each holding SELECT on one
-// database only.
+// database only (checkReader).
 func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) error {
+	p := &myProbe{pool: pool, name: name}
+	defer p.close()
+	return checkReader(ctx, where, name, p)
+}
+
+// myProbe is checkReader's view of a MySQL reader, through a pool of its own connections; a
+// role's grants show only where the role is enabled, on conn.
+type myProbe struct {
+	pool *sql.DB
+	name string
+	conn *sql.Conn
+}
+
+func (p *myProbe) close() {
+	if p.conn != nil {
+		discard(p.conn)
+		p.conn.Close()
+	}
+}
+
+func (p *myProbe) currentUser(ctx context.Context) (string, string, error) {
 	var user string
-	if err := pool.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
-		if myErrNo(err) == 1045 {
-			return fmt.Errorf("%s: log in as reader %s: %v: %w (run distill load again: it resets the stored password, and its --reader-hosts must cover the host this machine connects from)", where, name, err, ErrReader)
-		}
-		return fmt.Errorf("%s: log in as reader %s: %w", where, name, err)
+	err := p.pool.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user)
+	u, _, _ := strings.Cut(user, "@")
+	return user, u, err
+}
+
+func (*myProbe) loginHint(err error) string {
+	if myErrNo(err) == 1045 {
+		return "run distill load again: it resets the stored password, and its --reader-hosts must cover the host this machine connects from"
 	}
-	if u, _, _ := strings.Cut(user, "@"); u != name {
-		return fmt.Errorf("%s: logged in as %q, want reader %s", where, user, name)
-	}
+	return ""
+}
+
+// privileges: the login's global, database, table and column privileges, roles it may grant,
+// and the roles granted to it.
+func (p *myProbe) privileges(ctx context.Context) ([]string, []string, error) {
 	var extra []string
 	for _, q := range []string{
 		"SELECT CONCAT('global ', PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE' OR IS_GRANTABLE = 'YES'",
@@ -458,58 +485,58 @@ func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) err
 		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA, '.', TABLE_NAME, '.', COLUMN_NAME) FROM information_schema.COLUMN_PRIVILEGES",
 		"SELECT CONCAT('role ', ROLE_NAME, ' with its admin option') FROM information_schema.APPLICABLE_ROLES WHERE IS_GRANTABLE = 'YES'",
 	} {
-		got, err := strings1(ctx, pool, q)
+		got, err := strings1(ctx, p.pool, q)
 		if myErrNo(err) == 1109 { // no such information_schema table on this server
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s: read the privileges of reader %s: %w", where, name, err)
+			return nil, nil, fmt.Errorf("read the privileges of reader %s: %w", p.name, err)
 		}
 		extra = append(extra, got...)
 	}
-	roles, err := strings1(ctx, pool, "SELECT DISTINCT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")
+	roles, err := strings1(ctx, p.pool, "SELECT DISTINCT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")
 	if err != nil && myErrNo(err) != 1109 {
-		return fmt.Errorf("%s: read the roles of reader %s: %w", where, name, err)
+		return nil, nil, fmt.Errorf("read the roles of reader %s: %w", p.name, err)
 	}
-	conn, err := pool.Conn(ctx) // a role's grants show only where it is enabled
+	return extra, roles, nil
+}
+
+func (*myProbe) otherRole(role string) string { return "role " + role }
+
+// taskRole: the grants of a task role beyond USAGE and SELECT on one database.
+func (p *myProbe) taskRole(ctx context.Context, role string) ([]string, error) {
+	if p.conn == nil {
+		conn, err := p.pool.Conn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the roles of reader %s: %w", p.name, err)
+		}
+		p.conn = conn
+	}
+	if _, err := p.conn.ExecContext(ctx, "SET ROLE "+sqlString(role)); err != nil {
+		return nil, fmt.Errorf("enable role %s: %w", role, err)
+	}
+	grants, err := strings1(ctx, p.conn, "SHOW GRANTS FOR "+sqlString(role))
+	if n := myErrNo(err); n == 1044 || n == 1142 || n == 1227 {
+		return nil, nil // MySQL shows no grants but the user's own: EnsureReader resets the roles
+	}
 	if err != nil {
-		return fmt.Errorf("%s: read the roles of reader %s: %w", where, name, err)
+		return nil, fmt.Errorf("read the grants of role %s: %w", role, err)
 	}
-	defer conn.Close()
-	defer discard(conn)
-	for _, r := range roles {
-		if !strings.HasPrefix(r, name+"/") {
-			extra = append(extra, "role "+r)
+	var extra []string
+	dbs := 0
+	for _, g := range grants {
+		if m := mysqlRoleGrant.FindStringSubmatch(g); m != nil {
+			if strings.HasPrefix(m[1], "SELECT") {
+				dbs++
+			}
 			continue
 		}
-		if _, err := conn.ExecContext(ctx, "SET ROLE "+sqlString(r)); err != nil {
-			return fmt.Errorf("%s: enable role %s: %w", where, r, err)
-		}
-		grants, err := strings1(ctx, conn, "SHOW GRANTS FOR "+sqlString(r))
-		if n := myErrNo(err); n == 1044 || n == 1142 || n == 1227 {
-			continue // MySQL shows no grants but the user's own: EnsureReader resets the roles
-		}
-		if err != nil {
-			return fmt.Errorf("%s: read the grants of role %s: %w", where, r, err)
-		}
-		dbs := 0
-		for _, g := range grants {
-			if m := mysqlRoleGrant.FindStringSubmatch(g); m != nil {
-				if strings.HasPrefix(m[1], "SELECT") {
-					dbs++
-				}
-				continue
-			}
-			extra = append(extra, "role "+r+": "+g)
-		}
-		if dbs > 1 {
-			extra = append(extra, fmt.Sprintf("role %s: SELECT on %d databases", r, dbs))
-		}
+		extra = append(extra, g)
 	}
-	if len(extra) > 0 {
-		return readerPrivileged(where, name, extra)
+	if dbs > 1 {
+		extra = append(extra, fmt.Sprintf("SELECT on %d databases", dbs))
 	}
-	return nil
+	return extra, nil
 }
 
 func describeMySQLUser(ctx context.Context, dsn string) (string, error) {

@@ -412,58 +412,68 @@ func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig,
 
 // checkPGReader checks, on a connection of the reader itself, that it is who it should be, a
 // plain NOINHERIT login holding no grant on any schema itself, member only of its own task
-// roles, each a plain NOLOGIN role member of no role.
+// roles, each a plain NOLOGIN role member of no role (checkReader).
 func checkPGReader(ctx context.Context, pool *sql.DB, where, name string) error {
+	return checkReader(ctx, where, name, pgProbe{pool: pool, name: name})
+}
+
+// pgProbe is checkReader's view of a PostgreSQL reader, through a pool of its own connections.
+type pgProbe struct {
+	pool *sql.DB
+	name string
+}
+
+func (p pgProbe) currentUser(ctx context.Context) (string, string, error) {
 	var user string
-	if err := pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
-			return fmt.Errorf("%s: log in as reader %s: %v: %w (run distill load again to reset its stored password; pg_hba.conf must let it log in with a password)", where, name, err, ErrReader)
-		}
-		return fmt.Errorf("%s: log in as reader %s: %w", where, name, err)
+	err := p.pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user)
+	return user, user, err
+}
+
+func (pgProbe) loginHint(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
+		return "run distill load again to reset its stored password; pg_hba.conf must let it log in with a password"
 	}
-	if user != name {
-		return fmt.Errorf("%s: logged in as %q, want reader %s", where, user, name)
-	}
-	attrs, memberOf, _, err := pgRole(ctx, pool, name)
+	return ""
+}
+
+// privileges: the login's attributes beyond a plain NOINHERIT login, the schemas it holds
+// grants on itself, and its memberships.
+func (p pgProbe) privileges(ctx context.Context) ([]string, []string, error) {
+	attrs, memberOf, _, err := pgRole(ctx, p.pool, p.name)
 	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return nil, nil, err
 	}
 	extra := attrs.extras()
 	if attrs.inherit {
 		extra = append(extra, "INHERIT")
 	}
-	for _, g := range memberOf {
-		if !strings.HasPrefix(g, pgTaskRolePrefix(name)) {
-			extra = append(extra, "member of "+g)
-			continue
-		}
-		ta, tm, _, err := pgRole(ctx, pool, g)
-		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		x := ta.extras()
-		if ta.login {
-			x = append(x, "LOGIN")
-		}
-		for _, h := range tm {
-			x = append(x, "member of "+h)
-		}
-		for _, a := range x {
-			extra = append(extra, "role "+g+": "+a)
-		}
-	}
-	direct, err := strings1(ctx, pool, pgDirectGrants, name)
+	direct, err := strings1(ctx, p.pool, pgDirectGrants, p.name)
 	if err != nil {
-		return fmt.Errorf("%s: look up the grants held by reader %s itself: %w", where, name, err)
+		return nil, nil, fmt.Errorf("look up the grants held by reader %s itself: %w", p.name, err)
 	}
 	for _, sch := range direct {
 		extra = append(extra, "grants on schema "+sch+" held by the login itself")
 	}
-	if len(extra) > 0 {
-		return readerPrivileged(where, name, extra)
+	return extra, memberOf, nil
+}
+
+func (pgProbe) otherRole(role string) string { return "member of " + role }
+
+// taskRole: a task role's attributes beyond a plain NOLOGIN role, and its memberships.
+func (p pgProbe) taskRole(ctx context.Context, role string) ([]string, error) {
+	ta, tm, _, err := pgRole(ctx, p.pool, role)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	x := ta.extras()
+	if ta.login {
+		x = append(x, "LOGIN")
+	}
+	for _, h := range tm {
+		x = append(x, "member of "+h)
+	}
+	return x, nil
 }
 
 func describePGUser(ctx context.Context, dsn string) (string, error) {

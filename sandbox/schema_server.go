@@ -18,41 +18,6 @@ type catalog struct {
 	keys string
 }
 
-var pgCatalog = catalog{
-	columns: `SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull
-		FROM pg_catalog.pg_attribute a
-		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
-		ORDER BY c.relname, a.attnum`,
-	keys: `SELECT c.relname::text, con.conname::text, con.contype::text, a.attname::text,
-		COALESCE(rc.relname::text, ''), COALESCE(ra.attname::text, '')
-		FROM pg_catalog.pg_constraint con
-		JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		CROSS JOIN LATERAL unnest(con.conkey, con.confkey) WITH ORDINALITY AS k(attnum, refnum, ord)
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
-		LEFT JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid
-		LEFT JOIN pg_catalog.pg_attribute ra ON ra.attrelid = con.confrelid AND ra.attnum = k.refnum
-		WHERE n.nspname = current_schema() AND con.contype IN ('p', 'f')
-		ORDER BY c.relname, con.contype DESC, con.conname, k.ord`,
-}
-
-var mysqlCatalog = catalog{
-	columns: `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE
-		FROM information_schema.COLUMNS c
-		JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
-		WHERE c.TABLE_SCHEMA = DATABASE() AND t.TABLE_TYPE = 'BASE TABLE'
-		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`,
-	keys: `SELECT k.TABLE_NAME, k.CONSTRAINT_NAME,
-		CASE WHEN k.CONSTRAINT_NAME = 'PRIMARY' THEN 'p' ELSE 'f' END,
-		k.COLUMN_NAME, COALESCE(k.REFERENCED_TABLE_NAME, ''), COALESCE(k.REFERENCED_COLUMN_NAME, '')
-		FROM information_schema.KEY_COLUMN_USAGE k
-		WHERE k.TABLE_SCHEMA = DATABASE()
-		  AND (k.CONSTRAINT_NAME = 'PRIMARY' OR k.REFERENCED_TABLE_NAME IS NOT NULL)
-		ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME = 'PRIMARY' DESC, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`,
-}
-
 // introspectCatalog reads the tables, columns and keys of a server engine's current schema.
 func introspectCatalog(ctx context.Context, db DB, c catalog) (*Schema, error) {
 	cols, err := catalogQuery(ctx, db, c.columns)

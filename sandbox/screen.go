@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -19,8 +18,8 @@ import (
 var readPrefixes = []string{"select", "with", "values", "explain"}
 
 // screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
-// returns it trimmed, or a reason to refuse it. d selects the dialect's own refusals (MySQL's
-// @@ system variables); everything else applies to every dialect. Hand-written because no
+// returns it trimmed, or a reason to refuse it. d selects the dialect's own refusals
+// (Dialect.Screen); everything else applies to every dialect. Hand-written because no
 // library splits SQL of three dialects; it respects quotes and comments.
 func screen(query string, d datasets.Dialect) (string, string) {
 	q := strings.TrimSpace(query)
@@ -90,9 +89,14 @@ func init() {
 }
 
 // deniedText refuses query text that calls a denied function, names a denied catalog, reaches
-// the mysql schema, or hides code from screening. It scans the raw text, strings and comments
-// included: no dialect's quoting rules are trusted here.
+// the mysql schema, or hides code from screening, then what dialect d's own rules refuse
+// (Dialect.Screen; an unknown d has none). It scans the raw text, strings and comments included:
+// no dialect's quoting rules are trusted here.
 func deniedText(q string, d datasets.Dialect) string {
+	var rules ScreenRules
+	if dl, ok := Lookup(d); ok {
+		rules = dl.Screen()
+	}
 	lower := strings.ToLower(q)
 	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'"} {
 		if strings.Contains(lower, hidden) {
@@ -102,11 +106,8 @@ func deniedText(q string, d datasets.Dialect) string {
 	if mysqlSchemaRef(lower) {
 		return "refused: the mysql schema (server accounts and settings) is not part of the task's data"
 	}
-	if d == datasets.MySQL && strings.Contains(lower, "@@") {
-		return "refused: @@ system variables describe the server, not the task's data"
-	}
-	if d == datasets.MySQL {
-		if reason := mysqlDenied(lower); reason != "" {
+	if rules.Text != nil {
+		if reason := rules.Text(lower); reason != "" {
 			return reason
 		}
 	}
@@ -117,164 +118,35 @@ func deniedText(q string, d datasets.Dialect) string {
 		if deniedWord(w) {
 			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the task's data)", w)
 		}
-		if d == datasets.SQLite && sqliteUnstoppable[w] {
-			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
+		if rules.Word != nil {
+			if reason := rules.Word(w); reason != "" {
+				return reason
+			}
 		}
 	}
-	if d == datasets.Postgres && !pgOwnCatalog(q) {
-		if reason := pgOtherTasks(words); reason != "" {
-			return reason
-		}
-		return pgUninterruptible(lower, words)
-	}
-	return ""
-}
-
-// pgAllowed are the pg_ names a PostgreSQL statement may use: the schema qualifying built-in
-// functions, and functions of values only.
-var pgAllowed = map[string]bool{"pg_catalog": true, "pg_typeof": true, "pg_column_size": true, "pg_sleep": true,
-	"pg_client_encoding": true, "pg_size_pretty": true}
-
-// pgCatalogWords are the other PostgreSQL names that show every schema's objects to any role:
-// the reg* types that turn an oid into a qualified name and back (an existence test too), the
-// functions that describe an object or test a name, and the information_schema views that list
-// the row types of every table. Named one by one, never by prefix or suffix: task columns share
-// those (document_description, to_region).
-var pgCatalogWords = map[string]bool{
-	"regclass": true, "regnamespace": true, "regtype": true, "regproc": true, "regprocedure": true, "regoper": true,
-	"regoperator": true, "regrole": true, "regcollation": true, "regconfig": true, "regdictionary": true,
-	"format_type": true, "udt_privileges": true, "role_udt_grants": true,
-	// the functions that describe an object by its oid or name
-	"obj_description": true, "col_description": true, "shobj_description": true,
-	// the to_reg* functions: a qualified name to an oid, or null (an existence test)
-	"to_regclass": true, "to_regcollation": true, "to_regnamespace": true, "to_regoper": true, "to_regoperator": true,
-	"to_regproc": true, "to_regprocedure": true, "to_regrole": true, "to_regtype": true, "to_regtypemod": true,
-	// the access privilege inquiry functions: given a name, whether it exists
-	"has_any_column_privilege": true, "has_column_privilege": true, "has_database_privilege": true,
-	"has_foreign_data_wrapper_privilege": true, "has_function_privilege": true, "has_language_privilege": true,
-	"has_parameter_privilege": true, "has_schema_privilege": true, "has_sequence_privilege": true,
-	"has_server_privilege": true, "has_table_privilege": true, "has_tablespace_privilege": true, "has_type_privilege": true,
-}
-
-// pgOwnCatalog reports whether q is one of the toolkit's own catalog statements (schema
-// introspection, pgCatalog), which read the system catalogs for the current schema only: the
-// task's own, whoever sends them.
-func pgOwnCatalog(q string) bool {
-	q = strings.TrimSpace(q)
-	return q == strings.TrimSpace(pgCatalog.columns) || q == strings.TrimSpace(pgCatalog.keys)
-}
-
-// pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system
-// catalogs every role may read list every schema's tables, columns, indexes and types (pg_class,
-// pg_attribute, pg_tables, pg_type, ...), and the statistics views their reads, row counts and
-// sizes (pg_stat_*, pg_statio_*), with no regard to privileges. By catalog, not by prefix: every
-// relation and function of pg_catalog is named pg_..., and all of them are refused but pgAllowed;
-// information_schema shows a role only what it may use, and TestPostgresCatalogIsolation reads
-// every relation of both schemas the screen passes as a task role and checks that none shows
-// another task's names. Text-to-SQL needs none of it: information_schema describes the task's
-// own tables.
-func pgOtherTasks(words []string) string {
-	for _, w := range words {
-		switch {
-		case strings.HasPrefix(w, "pg_") && !pgAllowed[w], pgCatalogWords[w]:
-			return fmt.Sprintf("refused: %s is not allowed on PostgreSQL (the system catalogs show every task's tables; information_schema shows this task's)", w)
-		}
+	if rules.Words != nil {
+		return rules.Words(q, lower, words)
 	}
 	return ""
 }
 
-// mysqlDeniedCalls are the MariaDB/MySQL functions refused where they are called (the name,
-// any gap, then "("), with the reason the observation gives. Found on MariaDB 10.11 with a
-// statement time limit of 1 s, KILL QUERY and KILL CONNECTION: XPath over a built-up XML value,
-// and REPLACE or REGEXP_REPLACE over a value of a megabyte (growing or shrinking it: each match
-// moves the rest of the value), run on for minutes to hours in a thread marked Killed, since the
-// server checks for a kill only between rows. REPEAT, LPAD, RPAD, SPACE, CAST(… AS BINARY(n))
-// and UNCOMPRESS build such values from a few bytes of text; BENCHMARK only spends server time.
-// Other functions are not interrupted either (LOCATE, SUBSTRING_INDEX and REVERSE over a value
-// built by nesting CONCAT): their threads are the runaways mysqlServer counts and contains.
-var mysqlDeniedCalls = map[string]string{
-	"extractvalue":   "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
-	"updatexml":      "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
-	"replace":        "MariaDB cannot interrupt REPLACE, whose time grows with the square of its input: it runs on past the deadline and KILL",
-	"regexp_replace": "MariaDB cannot interrupt REGEXP_REPLACE, whose time grows with the square of its input: it runs on past the deadline and KILL",
-	"repeat":         "REPEAT builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
-	"lpad":           "LPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
-	"rpad":           "RPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
-	"space":          "SPACE builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
-	"binary":         "BINARY(n) pads values to up to 16 MiB, over which MariaDB's string functions run on past the deadline and KILL",
-	"uncompress":     "UNCOMPRESS builds values of up to 16 MiB from a few kilobytes, over which MariaDB's string functions run on past the deadline and KILL",
-	"benchmark":      "BENCHMARK only spends server time",
+// ScreenRules are one dialect's own refusals (Dialect.Screen), which the screen applies after
+// the rules of every dialect, in this order; each returns "" to pass, else the refusal
+// ("refused: ..." and why). A nil rule passes everything. Every rule sees the raw statement,
+// strings and comments included, and must be a pure function of it (the screen runs
+// concurrently).
+type ScreenRules struct {
+	// Text refuses by the whole statement in lower case, before its words are looked at
+	// (MySQL: @@ system variables, the calls MariaDB cannot interrupt).
+	Text func(lower string) string
+	// Word refuses one word of the statement (lower case; runs of letters, digits, _ and $),
+	// right after the denied names of every dialect were looked for in it (SQLite: the
+	// built-ins it cannot stop).
+	Word func(word string) string
+	// Words refuses by the statement as written (q), in lower case and as words, once no word
+	// was refused (PostgreSQL: the system catalogs, XML and arrays).
+	Words func(q, lower string, words []string) string
 }
-
-// mysqlDenied refuses, in lower (lower-cased MySQL text), a call of one of mysqlDeniedCalls and
-// EXPLAIN FOR CONNECTION, which shows the plan (in JSON, the literals) of the statement another
-// connection runs: every task's connections log in as one reader, so MariaDB shows them all to
-// it. Names are matched as whole words however they are spaced or commented.
-func mysqlDenied(lower string) string {
-	for i := 0; i < len(lower); {
-		if !isIdentByte(lower[i]) {
-			i++
-			continue
-		}
-		j := i
-		for j < len(lower) && isIdentByte(lower[j]) {
-			j++
-		}
-		w, next := lower[i:j], skipGap(lower, j)
-		if reason, ok := mysqlDeniedCalls[w]; ok && next < len(lower) && lower[next] == '(' {
-			return "refused: " + reason
-		}
-		if w == "for" && strings.HasPrefix(lower[next:], "connection") && (next+10 == len(lower) || !isIdentByte(lower[next+10])) {
-			return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
-		}
-		i = j
-	}
-	return ""
-}
-
-// pgArrayTypes are the internal names of PostgreSQL's array types ('{1,2}'::_int4).
-var pgArrayTypes = regexp.MustCompile(`^_(int[248]|float[48]|numeric|text|varchar|bpchar|char|bool|date|time|timetz|timestamp|timestamptz|interval|bytea|json|jsonb|oid|name|uuid|money)$`)
-
-// pgEmptyBrackets matches an array type's brackets (int[], text [ ]).
-var pgEmptyBrackets = regexp.MustCompile(`\[\s*\]`)
-
-// pgUninterruptible refuses the PostgreSQL functions that neither statement_timeout nor
-// pg_terminate_backend can stop, because they run without checking for interrupts, and whose
-// cost is not bounded by a small multiple of the size of their input, measured on PostgreSQL
-// 15 (sandbox/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
-// document ran 13 s past a 1 s timeout, and longer after pg_terminate_backend), and arrays,
-// whose constructors build tens of millions of elements in a second and whose functions and
-// operators then loop over them unchecked (array_remove 20 s, && quadratic, array_in and
-// array_out over a cast). lower is the statement in lower case, words its words.
-func pgUninterruptible(lower string, words []string) string {
-	why := ""
-	for _, w := range words {
-		switch {
-		case w == "xml", strings.HasPrefix(w, "xml"), strings.HasPrefix(w, "xpath"), strings.Contains(w, "_xml"):
-			why = w + " (XML and XPath run in libxml2, which never checks for interrupts)"
-		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts", pgArrayTypes.MatchString(w):
-			why = w + " (array functions loop over every element without checking for interrupts)"
-		}
-		if why != "" {
-			break
-		}
-	}
-	if why == "" && pgEmptyBrackets.MatchString(lower) {
-		why = "array types (array functions loop over every element without checking for interrupts)"
-	}
-	if why == "" {
-		return ""
-	}
-	return "refused: " + why + " cannot be stopped at the deadline on PostgreSQL, so it is not allowed"
-}
-
-// sqliteUnstoppable are SQLite built-ins whose one call takes time quadratic in its arguments'
-// size inside a single step, where neither the interrupt nor the progress handler is looked at
-// (two values at the length limit: hours): unhex with a set of characters to skip searches the
-// set for each character skipped; json_patch searches the target's keys for each key of the
-// patch. Rare in benchmark SQL, so refused rather than rewritten (instr, replace, trim and LIKE
-// are bounded in the engine instead, see guardSQLite).
-var sqliteUnstoppable = map[string]bool{"unhex": true, "json_patch": true, "jsonb_patch": true}
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
 func deniedWord(w string) bool {

@@ -163,7 +163,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
-		res, err := collect(qctx, conn, stmt, maxRows, nil)
+		res, err := Collect(qctx, conn, stmt, maxRows, nil)
 		done <- sqliteOutcome{res, err}
 	}()
 	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)
@@ -220,7 +220,7 @@ func (s *sqliteDB) await(ctx context.Context, conn *sql.Conn, done <-chan sqlite
 	return o, false
 }
 
-// sqliteOutcome is what collect returned for one statement.
+// sqliteOutcome is what Collect returned for one statement.
 type sqliteOutcome struct {
 	res *Result
 	err error
@@ -269,105 +269,4 @@ func releaseSQLite(conn *sql.Conn, discard bool) {
 		return nil
 	})
 	conn.Close()
-}
-
-// startExec screens query for dialect d and resolves the timeout (zero means 30 s); a non-nil
-// Result is the refusal to return.
-func startExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
-	start := time.Now()
-	stmt, reason := screen(query, d)
-	if reason != "" {
-		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
-	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	return stmt, timeout, nil
-}
-
-// timedOut is the Result of a statement stopped at its deadline.
-func timedOut(timeout, took time.Duration) *Result {
-	return &Result{Outcome: OutcomeTimeout, Error: fmt.Sprintf("statement stopped after %s", timeout), Duration: took}
-}
-
-// queryer is what collect runs a query on: *sql.DB, *sql.Conn or *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// columnNormaliser returns, for the result columns, one function per column mapping a driver
-// value onto a normalised value (see Result).
-type columnNormaliser func(cols []*sql.ColumnType) []func(any) any
-
-// collect runs query and gathers columns, capped rows and the exact total. norm maps driver
-// values per column; nil means normalise. Rows kept past maxResultBytes end it with
-// errResultTooLarge.
-func collect(ctx context.Context, db queryer, query string, maxRows int, norm columnNormaliser) (*Result, error) {
-	res := &Result{}
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return res, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return res, err
-	}
-	res.Columns = cols
-	conv := make([]func(any) any, len(cols))
-	for i := range conv {
-		conv[i] = normalise
-	}
-	if norm != nil {
-		types, err := rows.ColumnTypes()
-		if err != nil {
-			return res, err
-		}
-		conv = norm(types)
-	}
-	kept := 0
-	for rows.Next() {
-		res.Total++
-		if maxRows > 0 && len(res.Rows) >= maxRows {
-			res.Truncated = true
-			continue
-		}
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return res, err
-		}
-		for i, v := range vals {
-			vals[i] = conv[i](v)
-			kept += cellSize(vals[i])
-		}
-		if kept > maxResultBytes {
-			return res, errResultTooLarge
-		}
-		res.Rows = append(res.Rows, vals)
-	}
-	if err := rows.Err(); err != nil {
-		return res, err
-	}
-	res.Outcome = OutcomeOK
-	return res, nil
-}
-
-// normalise maps driver values onto nil, int64, float64, string, []byte, bool or time.Time.
-func normalise(v any) any {
-	switch x := v.(type) {
-	case int:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case float32:
-		return float64(x)
-	case []byte:
-		return append([]byte(nil), x...)
-	}
-	return v
 }

@@ -1,0 +1,116 @@
+package sandbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+)
+
+// What every engine's Exec shares: screening and the deadline before a statement, the rows'
+// collection with the shared limits after it.
+
+// startExec screens query for dialect d and resolves the timeout (zero means 30 s); a non-nil
+// Result is the refusal to return.
+func startExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
+	start := time.Now()
+	stmt, reason := screen(query, d)
+	if reason != "" {
+		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return stmt, timeout, nil
+}
+
+// timedOut is the Result of a statement stopped at its deadline.
+func timedOut(timeout, took time.Duration) *Result {
+	return &Result{Outcome: OutcomeTimeout, Error: fmt.Sprintf("statement stopped after %s", timeout), Duration: took}
+}
+
+// Queryer is what Collect runs a query on: *sql.DB, *sql.Conn or *sql.Tx.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// ColumnNormaliser returns, for the result columns, one function per column mapping a driver
+// value onto a normalised value (see Result).
+type ColumnNormaliser func(cols []*sql.ColumnType) []func(any) any
+
+// Collect runs query on db and gathers columns, capped rows (maxRows; 0: all) and the exact
+// total, into a Result of OutcomeOK; any error of the query or its rows is returned as it is,
+// with what was gathered. norm maps driver values per column; nil means Normalise. Rows kept
+// past maxResultBytes end it with errResultTooLarge. Every engine's Exec, and any test engine,
+// gathers its rows here.
+func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm ColumnNormaliser) (*Result, error) {
+	res := &Result{}
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return res, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return res, err
+	}
+	res.Columns = cols
+	conv := make([]func(any) any, len(cols))
+	for i := range conv {
+		conv[i] = Normalise
+	}
+	if norm != nil {
+		types, err := rows.ColumnTypes()
+		if err != nil {
+			return res, err
+		}
+		conv = norm(types)
+	}
+	kept := 0
+	for rows.Next() {
+		res.Total++
+		if maxRows > 0 && len(res.Rows) >= maxRows {
+			res.Truncated = true
+			continue
+		}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return res, err
+		}
+		for i, v := range vals {
+			vals[i] = conv[i](v)
+			kept += cellSize(vals[i])
+		}
+		if kept > maxResultBytes {
+			return res, errResultTooLarge
+		}
+		res.Rows = append(res.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	res.Outcome = OutcomeOK
+	return res, nil
+}
+
+// Normalise maps driver values onto nil, int64, float64, string, []byte, bool or time.Time.
+func Normalise(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case float32:
+		return float64(x)
+	case []byte:
+		return append([]byte(nil), x...)
+	}
+	return v
+}
