@@ -14,10 +14,12 @@ const (
 	RoleAssistant = "assistant"
 )
 
-// Message is one turn of a conversation.
+// Message is one turn of a conversation. Its parquet tags make it the element of every Parquet
+// messages column (curate's datasets, student rollout's table, the env's prompt export):
+// list<struct<role: string, content: string>>, the conversational format TRL's trainers read.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role    string `parquet:"role" json:"role"`
+	Content string `parquet:"content" json:"content"`
 }
 
 // Usage counts tokens of one request or of many.

@@ -5,6 +5,7 @@
 package curate
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -13,19 +14,12 @@ import (
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
-// Message is one element of the messages column: list<struct<role: string, content: string>>,
-// the conversational format TRL's SFTTrainer reads.
-type Message struct {
-	Role    string `parquet:"role" json:"role"`
-	Content string `parquet:"content" json:"content"`
-}
-
 // Row is one dataset row; its field tags define the Parquet schema. Integers are int64, flags are
 // booleans, everything else is a UTF-8 string (empty when unknown).
 type Row struct {
 	// Messages is the training text: system, user question, then assistant replies rendered by
 	// Render under ThinkMode (<think>…</think>\n<sql>…</sql>) and observation turns.
-	Messages []Message `parquet:"messages,list" json:"messages"`
+	Messages []chat.Message `parquet:"messages,list" json:"messages"`
 	// Reasoning holds each assistant turn's separate reasoning text exactly as received
 	// (reasoning_content, reasoning or reasoning_details), in turn order, empty where the
 	// endpoint gave none.
@@ -112,20 +106,11 @@ func (r *Row) Outcome() rundir.Outcome {
 	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns))
 }
 
-// ChatMessages returns the row's messages as chat messages.
-func (r *Row) ChatMessages() []chat.Message {
-	out := make([]chat.Message, len(r.Messages))
-	for i, m := range r.Messages {
-		out[i] = chat.Message{Role: m.Role, Content: m.Content}
-	}
-	return out
-}
-
 // rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).
 func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 	o := t.Outcome()
 	row := Row{
-		Messages:         make([]Message, len(r.Messages)),
+		Messages:         slices.Clone(r.Messages),
 		Reasoning:        make([]string, 0, len(t.Turns)),
 		ThinkMode:        string(mode),
 		ThinkSources:     make([]string, 0, len(t.Turns)),
@@ -156,9 +141,6 @@ func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 		Protocol:         t.Protocol,
 		SourceRun:        run,
 		Key:              t.Key,
-	}
-	for i, m := range r.Messages {
-		row.Messages[i] = Message{Role: m.Role, Content: m.Content}
 	}
 	for i, turn := range t.Turns {
 		row.Reasoning = append(row.Reasoning, turn.Reasoning)

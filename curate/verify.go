@@ -126,7 +126,7 @@ func newScanner(tok Tokenizer) (*scanner, error) {
 
 func (s *scanner) check(r *Row) RowCheck {
 	chk := RowCheck{Key: r.Key, NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens}
-	msgs := r.ChatMessages()
+	msgs := r.Messages
 	text, _ := chattmpl.Render(msgs, false)
 	ids := s.tok.Encode(text)
 	chk.RecomputedTokens = int64(len(ids))

@@ -9,6 +9,13 @@ import (
 // and with the same permanent error, stop the run: a request refused for what it is (a 4xx
 // other than 408 and 429: a bad key, a model id, a field the provider refuses) fails the same
 // way for every key, and going on would only fill failures.jsonl one episode at a time.
+//
+// The results are counted in commit order (the order episodes finish), from the invocation's
+// first committed result of the policy. Episodes run concurrently and the writer commits behind
+// them, so by the third failure's commit more of the policy's episodes may have sent their
+// request: more than StopAfterSameErrors requests, and failures committed in the same batch
+// after the third are kept. The stop cancels the run's work: episodes in flight are abandoned,
+// not written.
 const StopAfterSameErrors = 3
 
 // permanent is a policy error that the same request would meet again (teachers.Error is one).

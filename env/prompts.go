@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
@@ -21,12 +23,6 @@ const PromptFormat = "chainedsql-prompts/v1"
 // promptBatch is how many prompts are rendered, then written, at a time: the memory of an
 // export is bounded by it, not by the number of tasks.
 const promptBatch = 256
-
-// Message is one message of a prompt, in the layout of the messages of curate's datasets.
-type Message struct {
-	Role    string `parquet:"role" json:"role"`
-	Content string `parquet:"content" json:"content"`
-}
 
 // PromptRow is the prompt of one task in one dialect, as POST /v1/episodes starts its episode;
 // its field tags define the Parquet schema (docs/ENV.md, "Prompt export").
@@ -41,7 +37,7 @@ type PromptRow struct {
 	Split  string `parquet:"split,dict" json:"split"`
 	Subset string `parquet:"subset,dict" json:"subset"`
 	// Prompt is the episode's opening messages: system (schema, rules), user (question).
-	Prompt []Message `parquet:"prompt,list" json:"prompt"`
+	Prompt []chat.Message `parquet:"prompt,list" json:"prompt"`
 	// PromptText is Prompt in the student's chat template with the generation prompt;
 	// PromptIDs its token ids and PromptTokens their count.
 	PromptText   string  `parquet:"prompt_text" json:"prompt_text"`
@@ -61,11 +57,8 @@ func (s *Server) prompt(ctx context.Context, task *datasets.Task, d datasets.Dia
 	row := PromptRow{
 		TaskID: task.ID, TaskIndex: int64(task.Index), Dialect: string(d), DBID: task.DBID, Difficulty: task.Difficulty,
 		Split: SplitOf(task.ID), Subset: s.cfg.Subsets.Of(task.ID),
-		Prompt: make([]Message, len(msgs)), PromptText: tok.Text,
+		Prompt: slices.Clone(msgs), PromptText: tok.Text,
 		PromptIDs: make([]int32, len(tok.IDs)), PromptTokens: int64(len(tok.IDs)),
-	}
-	for i, m := range msgs {
-		row.Prompt[i] = Message{Role: m.Role, Content: m.Content}
 	}
 	for i, id := range tok.IDs {
 		row.PromptIDs[i] = int32(id)

@@ -76,3 +76,19 @@ func TestTrainerAdapters(t *testing.T) {
 		}
 	}
 }
+
+// TestTRLAdapterProcesses plays the TRL adapter on simulated trainer processes whose episodes end
+// at different turns, against a fake of TRL's vLLM server-mode generate that slices the gathered
+// completions by each process's own list length (testdata/trl_processes.py): every episode must
+// get only its own completions, and every process must make the same number of calls.
+func TestTRLAdapterProcesses(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to run the adapter")
+	}
+	cmd := exec.Command(py, "-B", filepath.Join("testdata", "trl_processes.py"), filepath.Join("..", "docs", "trainers"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok ") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

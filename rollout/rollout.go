@@ -316,9 +316,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		}
 	}
 	tr := st.Trajectory()
-	for _, m := range tr.Conversation() {
-		row.Messages = append(row.Messages, Message{Role: m.Role, Content: m.Content})
-	}
+	row.Messages = append(row.Messages, tr.Conversation()...)
 	r := rewards.Of(tr)
 	row.TurnRewards, row.Reward = cfg.Weights.TurnRewards(tr, true, cfg.Mode)
 	row.Format, row.ExecOK, row.Converged, row.Correct = r.Format == 1, r.ExecOK == 1, r.Converged == 1, r.Correct == 1

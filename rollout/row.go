@@ -7,18 +7,13 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
 
 // Format names the table's layout, in the Parquet footer (key chainedsql.format).
 const Format = "chainedsql-rollout/v1"
-
-// Message is one element of the messages column, as in curate's datasets.
-type Message struct {
-	Role    string `parquet:"role" json:"role"`
-	Content string `parquet:"content" json:"content"`
-}
 
 // Row is one episode; its field tags define the Parquet schema. The token columns are aligned:
 // token_ids[i], assistant_mask[i], sampled_mask[i] and logprobs[i] describe one token.
@@ -33,7 +28,7 @@ type Row struct {
 	Sample int64 `parquet:"sample" json:"sample"`
 	// Messages is the conversation: system, user question, then each reply (the decoded
 	// sampled tokens) and the observation answering it, ending with the last reply.
-	Messages []Message `parquet:"messages,list" json:"messages"`
+	Messages []chat.Message `parquet:"messages,list" json:"messages"`
 	// TokenIDs is the whole conversation in the student's chat template, as the model saw and
 	// produced it: the prompt's ids, each reply's sampled ids, the template's pieces between
 	// (package turns), ending with the last reply's <|im_end|> and newline.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
 )
 
@@ -45,7 +46,7 @@ func writeDataset(t *testing.T, rows []curate.Row, excluded []curate.Excluded) s
 func row(teacher, dialect, diff string, tokens, trainable, turns int, conv, ok, correct bool, viol int) curate.Row {
 	return curate.Row{Teacher: teacher, Dialect: dialect, Difficulty: diff, NumTokens: int64(tokens), NumTrainableTokens: int64(trainable),
 		Turns: int64(turns), Converged: conv, ExecOK: ok, Correct: correct, FormatViolations: int64(viol), Key: teacher + "/" + diff,
-		Messages: []curate.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}}
+		Messages: []chat.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}}
 }
 
 func handRows() []curate.Row {

@@ -6,14 +6,12 @@ import (
 	"strings"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/chainedsql/chainedsql/chat"
 )
 
 // attempt sends one request under the concurrency and rate limits and turns its response into a
 // reply or a fault.
-func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest, extra []byte, est int, emptyContent bool) (chat.Reply, *fault) {
+func (c *Client) attempt(ctx context.Context, body []byte, est int) (chat.Reply, *fault) {
 	if err := c.sem.Acquire(ctx, 1); err != nil {
 		return chat.Reply{}, c.canceled(ctx, "waiting for a concurrency slot", err)
 	}
@@ -22,7 +20,7 @@ func (c *Client) attempt(ctx context.Context, req *openai.ChatCompletionRequest,
 	if f != nil {
 		return chat.Reply{}, f
 	}
-	a, cp, f := c.send(ctx, req, extra, emptyContent)
+	a, cp, f := c.send(ctx, body)
 	if f != nil {
 		return chat.Reply{}, f
 	}
@@ -62,14 +60,14 @@ func (c *Client) waitLimits(ctx context.Context, est int) (int, *fault) {
 	return reserved, nil
 }
 
-// send makes one request within the endpoint's timeout, plain or streamed, and assembles its
-// response; the capture holds its status, headers and body.
-func (c *Client) send(ctx context.Context, req *openai.ChatCompletionRequest, extra []byte, emptyContent bool) (*assembly, *capture, *fault) {
+// send makes one request with the encoded body within the endpoint's timeout, plain or
+// streamed, and assembles its response; the capture holds its status, headers and body.
+func (c *Client) send(ctx context.Context, body []byte) (*assembly, *capture, *fault) {
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancelTimeout()
 	actx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
-	cp := &capture{extra: extra, emptyContent: emptyContent, stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
+	cp := &capture{request: body, stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
 	actx = context.WithValue(actx, captureKey{}, cp)
 
 	c.mu.Lock()
@@ -82,9 +80,9 @@ func (c *Client) send(ctx context.Context, req *openai.ChatCompletionRequest, ex
 	a := &assembly{}
 	var err error
 	if c.ep.Stream {
-		err = c.sendStream(actx, req, cp, a)
+		err = c.sendStream(actx, cp, a)
 	} else {
-		err = c.sendPlain(actx, req, cp, a)
+		err = c.sendPlain(actx, cp, a)
 	}
 	c.mu.Lock()
 	c.st.inFlight--

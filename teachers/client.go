@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
 // maxResponseBytes bounds a response body; a larger one is treated as malformed.
@@ -218,13 +219,12 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 	c.mu.Lock()
 	c.st.Calls++
 	c.mu.Unlock()
-	req, est, emptyContent, f := c.request(msgs)
+	body, est, f := c.request(msgs, opts)
 	if f != nil {
 		return chat.Reply{}, c.fail(f, 0)
 	}
-	extra := c.requestExtra(opts)
 	for attempt := 1; ; attempt++ {
-		rep, f := c.attempt(ctx, &req, extra, est, emptyContent)
+		rep, f := c.attempt(ctx, body, est)
 		if f == nil {
 			rep.Attempts = attempt
 			rep.Latency = time.Since(start)
@@ -240,24 +240,33 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 	}
 }
 
-// request is msgs as go-openai's request, with the prompt's token estimate and whether a
-// message has empty content.
-func (c *Client) request(msgs []chat.Message) (openai.ChatCompletionRequest, int, bool, *fault) {
-	req := openai.ChatCompletionRequest{Model: c.ep.Model, Messages: make([]openai.ChatCompletionMessage, len(msgs))}
+// request is the request body of msgs under opts (oai.Request, with the endpoint's and this
+// call's fields appended: requestExtra), and the prompt's token estimate.
+func (c *Client) request(msgs []chat.Message, opts chat.Options) ([]byte, int, *fault) {
 	if len(msgs) == 0 {
-		return req, 0, false, &fault{reason: ReasonClient, msg: "no messages to send"}
+		return nil, 0, &fault{reason: ReasonClient, msg: "no messages to send"}
+	}
+	req := oai.Request{Model: c.ep.Model, Messages: make([]oai.RequestMessage, len(msgs)), Stream: c.ep.Stream}
+	if c.ep.Stream {
+		req.StreamOptions = &oai.StreamOptions{IncludeUsage: true}
 	}
 	est := 1
-	emptyContent := false
 	for i, m := range msgs {
 		if m.Role == "" {
-			return req, 0, false, &fault{reason: ReasonClient, msg: fmt.Sprintf("message %d has no role", i)}
+			return nil, 0, &fault{reason: ReasonClient, msg: fmt.Sprintf("message %d has no role", i)}
 		}
-		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+		req.Messages[i] = oai.NewMessage(m.Role, m.Content)
 		est += len(m.Content) / 4 // the usual ~4 bytes per token; corrected from usage afterwards
-		emptyContent = emptyContent || m.Content == ""
 	}
-	return req, est, emptyContent, nil
+	body, err := json.Marshal(&req)
+	if err != nil {
+		return nil, 0, &fault{reason: ReasonClient, msg: "encoding the request: " + err.Error()}
+	}
+	if extra := c.requestExtra(opts); len(extra) > 0 {
+		// body ends in the object's '}': the fields go before it
+		body = append(append(append(body[:len(body)-1:len(body)-1], ','), extra...), '}')
+	}
+	return body, est, nil
 }
 
 // fail records a terminal fault and turns it into an *Error.

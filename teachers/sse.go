@@ -8,19 +8,15 @@ import (
 	"io"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
-// sendStream sends a streaming request through go-openai's stream API and folds every chunk
+// sendStream sends cp's streaming request through go-openai's stream API and folds every chunk
 // into a. The chunks are read with RecvRaw and decoded here, since go-openai's delta type drops
 // reasoning, reasoning_details and the usage extras (see wire.go). A server that answers a
 // stream request with one JSON completion (ignoring stream) is read as that completion.
-func (c *Client) sendStream(ctx context.Context, req *openai.ChatCompletionRequest, cp *capture, a *assembly) error {
-	r := *req
-	r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	st, err := c.oc.CreateChatCompletionStream(ctx, r)
+func (c *Client) sendStream(ctx context.Context, cp *capture, a *assembly) error {
+	st, err := c.oc.CreateChatCompletionStream(ctx, c.call())
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -16,11 +15,11 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
-// sendPlain sends a non-streaming request and folds the response into a. go-openai decodes and
-// validates the body; the doer kept it, and it is decoded once more here for the fields
+// sendPlain sends cp's request, not streamed, and folds the response into a. go-openai decodes
+// and validates the body; the doer kept it, and it is decoded once more here for the fields
 // go-openai does not know (see wire.go).
-func (c *Client) sendPlain(ctx context.Context, req *openai.ChatCompletionRequest, cp *capture, a *assembly) error {
-	if _, err := c.oc.CreateChatCompletion(ctx, *req); err != nil {
+func (c *Client) sendPlain(ctx context.Context, cp *capture, a *assembly) error {
+	if _, err := c.oc.CreateChatCompletion(ctx, c.call()); err != nil {
 		return err
 	}
 	var w oai.Completion
@@ -31,15 +30,21 @@ func (c *Client) sendPlain(ctx context.Context, req *openai.ChatCompletionReques
 	return nil
 }
 
+// call is the go-openai request that carries an attempt through go-openai's client: only the
+// model, which go-openai checks. The body sent is the capture's, which the doer puts in place of
+// the one go-openai encodes.
+func (c *Client) call() openai.ChatCompletionRequest {
+	return openai.ChatCompletionRequest{Model: c.ep.Model}
+}
+
 // captureKey is the context key of an attempt's capture.
 type captureKey struct{}
 
 // capture carries data between Client.attempt and the doer for one request.
 type capture struct {
-	extra []byte // fields to merge into the request body
-	// emptyContent: some message has empty content, which go-openai omits (omitempty); the doer
-	// puts `"content":""` back, since servers refuse an assistant message without content.
-	emptyContent bool
+	// request is the request body to send (Client.request): an oai.Request with the provider's
+	// fields appended.
+	request []byte
 	// stream: the request streams; the doer hands the body over unread, watched for idleness
 	// (idle) by a timer that ends the attempt through cancel.
 	stream bool
@@ -52,46 +57,25 @@ type capture struct {
 	bodyRead, plainJSON bool
 }
 
-var roleOnly = regexp.MustCompile(`\{"role":"([a-z_]+)"\}`)
-
 // doer is the HTTP layer under go-openai. go-openai v1.43 cannot add arbitrary fields to a chat
 // request (its extra-body option is internal and only applies to map bodies; Temperature is a
-// float32 with omitempty, so 0 and exact values cannot be sent), does not expose the response
-// fields of reasoning models (see wire.go), drops response headers on errors, and has no idle
-// timeout for streams. The doer therefore splices pre-encoded fields into the request JSON,
-// keeps status and headers, reads a plain response's whole body within the attempt's deadline
-// and keeps it, and hands a stream's body over behind an idle timer and a size limit.
+// float32 with omitempty, so 0 and exact values cannot be sent), omits empty message content,
+// does not expose the response fields of reasoning models (see wire.go), drops response headers
+// on errors, and has no idle timeout for streams. The doer therefore sends the capture's request
+// body (internal/oai's Request with the provider's fields) in place of go-openai's, keeps status
+// and headers, reads a plain response's whole body within the attempt's deadline and keeps it,
+// and hands a stream's body over behind an idle timer and a size limit.
 type doer struct{ hc *http.Client }
 
 // Do implements openai.HTTPDoer.
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	cp, _ := req.Context().Value(captureKey{}).(*capture)
-	if cp != nil && (len(cp.extra) > 0 || cp.emptyContent) && req.Body != nil {
-		body, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading the request body: %w", err)
-		}
-		body = bytes.TrimRight(body, " \n")
-		if len(body) < 2 || body[len(body)-1] != '}' {
-			return nil, fmt.Errorf("request body is not a JSON object")
-		}
-		if cp.emptyContent {
-			// A message without content marshals as exactly {"role":"R"}; quotes inside JSON
-			// strings are escaped, so this pattern can only be such a message.
-			body = roleOnly.ReplaceAll(body, []byte(`{"role":"$1","content":""}`))
-		}
-		merged := body
-		if len(cp.extra) > 0 {
-			merged = make([]byte, 0, len(body)+len(cp.extra)+1)
-			merged = append(merged, body[:len(body)-1]...)
-			merged = append(merged, ',')
-			merged = append(merged, cp.extra...)
-			merged = append(merged, '}')
-		}
-		req.Body = io.NopCloser(bytes.NewReader(merged))
-		req.ContentLength = int64(len(merged))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(merged)), nil }
+	if cp != nil && cp.request != nil && req.Body != nil {
+		req.Body.Close() // go-openai's encoding of the placeholder request (Client.call)
+		body := cp.request
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {

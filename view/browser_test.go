@@ -360,7 +360,7 @@ func checkTrajectory(t *testing.T, b *browser, r *curate.Row) {
 func checkMask(t *testing.T, b *browser, r *curate.Row) {
 	t.Helper()
 	b.noErrors()
-	text, spans := chattmpl.Render(r.ChatMessages(), false)
+	text, spans := chattmpl.Render(r.Messages, false)
 	if n := eval[int](b, `document.querySelectorAll("#mask span.tok").length`); n != int(r.NumTokens) {
 		t.Errorf("%s: %d token elements, num_tokens %d", r.Key, n, r.NumTokens)
 	}

@@ -104,7 +104,7 @@ func detailOfRow(r *curate.Row) *Detail {
 		Violations: int(r.FormatViolations), NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens,
 		TeacherPrompt: int(r.PromptTokens), TeacherCompletion: int(r.CompletionTokens), Turns: []TurnView{}, Notes: []string{},
 	}
-	msgs := r.ChatMessages()
+	msgs := r.Messages
 	d.System, d.User = head(msgs)
 	for k := 0; ; k++ {
 		a, ok := assistantMessage(msgs, k)

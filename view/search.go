@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 )
@@ -13,9 +13,9 @@ import (
 // textRow is the projection of curate.Row that the full-text index reads: the messages, the
 // separate reasoning and the final SQL (TestIndexRowMatchesSchema checks it like indexRow).
 type textRow struct {
-	Messages  []curate.Message `parquet:"messages,list"`
-	Reasoning []string         `parquet:"reasoning,list"`
-	FinalSQL  string           `parquet:"final_sql"`
+	Messages  []chat.Message `parquet:"messages,list"`
+	Reasoning []string       `parquet:"reasoning,list"`
+	FinalSQL  string         `parquet:"final_sql"`
 }
 
 // textOfRow collects the words of a dataset row: assistant messages split into think block
@@ -23,7 +23,7 @@ type textRow struct {
 // messages after the question), the reasoning column and the final SQL.
 func textOfRow(r *textRow) *rowText {
 	rt := newRowText()
-	msgs := (&curate.Row{Messages: r.Messages}).ChatMessages()
+	msgs := r.Messages
 	for k := 0; ; k++ {
 		a, ok := assistantMessage(msgs, k)
 		if !ok {

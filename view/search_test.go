@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -331,16 +331,12 @@ func readParquet(t *testing.T, b []byte) []curate.Row {
 	return out
 }
 
-// NodeModulesEnv names a node_modules folder; the export tests use its @duckdb/node-api.
-const NodeModulesEnv = "CHAINEDSQL_NODE_MODULES"
-
 // duckCount has DuckDB read a Parquet file: its row count, distinct keys and messages
 // must be those of want.
 func duckCount(t *testing.T, b []byte, want []curate.Row) {
 	t.Helper()
-	mods := os.Getenv(NodeModulesEnv)
-	if mods == "" {
-		t.Logf("DuckDB check skipped: set %s to a node_modules folder with @duckdb/node-api", NodeModulesEnv)
+	if os.Getenv(testbin.NodeModulesEnv) == "" {
+		t.Logf("DuckDB check skipped: set %s to a node_modules folder with @duckdb/node-api", testbin.NodeModulesEnv)
 		return
 	}
 	p := filepath.Join(t.TempDir(), "export.parquet")
@@ -351,27 +347,9 @@ func duckCount(t *testing.T, b []byte, want []curate.Row) {
 	for _, r := range want {
 		msgs += len(r.Messages)
 	}
-	got := duckQuery(t, mods, fmt.Sprintf("select count(*) as n, count(distinct key) as k, sum(len(messages)) as m from read_parquet('%s')", p))
+	got, _ := testbin.DuckDB(t, fmt.Sprintf("select count(*) as n, count(distinct key) as k, sum(len(messages)) as m from read_parquet('%s')", p))
 	if exp := fmt.Sprintf(`[{"n":"%d","k":"%d","m":"%d"}]`, len(want), len(want), msgs); got != exp {
 		t.Errorf("DuckDB reads %s, want %s", got, exp)
 	}
 	t.Logf("DuckDB: %s", got)
-}
-
-// duckQuery runs sql in DuckDB through node and returns the rows as JSON.
-func duckQuery(t *testing.T, mods, sql string) string {
-	t.Helper()
-	script := `const { DuckDBInstance } = require("@duckdb/node-api");
-(async () => {
-  const c = await (await DuckDBInstance.create(":memory:")).connect();
-  const r = await c.runAndReadAll(process.argv[1]);
-  process.stdout.write(JSON.stringify(r.getRowObjectsJson()));
-})().catch((e) => { console.error(String(e)); process.exit(1); });`
-	cmd := exec.Command("node", "-e", script, sql)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("duckdb: %v: %s", err, out)
-	}
-	return string(out)
 }

@@ -315,7 +315,7 @@ func (s *Server) load(e entry, id int) (*Detail, []chat.Message) {
 			return s.unreadable(e, id, err), nil
 		}
 		d = detailOfRow(row)
-		msgs = row.ChatMessages()
+		msgs = row.Messages
 	default:
 		t, ok := s.runs[e.src].trajectory(int(e.pos))
 		if !ok {

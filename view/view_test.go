@@ -234,7 +234,7 @@ func TestDatasetDetailAndMask(t *testing.T) {
 		if len(mv.Tokens) != int(row.NumTokens) || mv.Trainable != int(row.NumTrainableTokens) || !mv.HasStored {
 			t.Errorf("row %d: mask %d tokens / %d trainable, row %d / %d", id, len(mv.Tokens), mv.Trainable, row.NumTokens, row.NumTrainableTokens)
 		}
-		text, spans := chattmpl.Render(row.ChatMessages(), false)
+		text, spans := chattmpl.Render(row.Messages, false)
 		if mv.Text != text {
 			t.Fatalf("row %d: mask text is not the rendered template", id)
 		}

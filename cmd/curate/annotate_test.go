@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/view"
 )
 
@@ -127,7 +128,7 @@ func TestViewAnnotate(t *testing.T) {
 			got = got[:n]
 			pr.Close()
 			f.Close()
-			if got, ok := duckQuery(t, "select labels, note from read_parquet('"+out+"')"); ok && got != `[{"labels":["keep","hard"],"note":"ok"}]` {
+			if got, ok := testbin.DuckDB(t, "select labels, note from read_parquet('"+out+"')"); ok && got != `[{"labels":["keep","hard"],"note":"ok"}]` {
 				t.Errorf("DuckDB reads the labels and note of %s as %s", out, got)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -133,34 +132,11 @@ func newSampleDataset(t *testing.T) sampleDataset {
 	return sd
 }
 
-// duckRows has DuckDB count the rows of a Parquet file, when CHAINEDSQL_NODE_MODULES names a
+// duckRows has DuckDB count the rows of a Parquet file, when testbin.NodeModulesEnv names a
 // node_modules folder with @duckdb/node-api.
 func duckRows(t *testing.T, path string, want int) {
 	t.Helper()
-	if got, ok := duckQuery(t, "select count(*) as n from read_parquet('"+path+"')"); ok && got != fmt.Sprintf(`[{"n":"%d"}]`, want) {
+	if got, ok := testbin.DuckDB(t, "select count(*) as n from read_parquet('"+path+"')"); ok && got != fmt.Sprintf(`[{"n":"%d"}]`, want) {
 		t.Errorf("DuckDB counts %s rows in %s, want %d", got, path, want)
 	}
-}
-
-// duckQuery runs query in DuckDB and returns its rows as JSON, when CHAINEDSQL_NODE_MODULES
-// names a node_modules folder with @duckdb/node-api; false without it.
-func duckQuery(t *testing.T, query string) (string, bool) {
-	t.Helper()
-	mods := os.Getenv("CHAINEDSQL_NODE_MODULES")
-	if mods == "" {
-		return "", false
-	}
-	script := `const { DuckDBInstance } = require("@duckdb/node-api");
-(async () => {
-  const c = await (await DuckDBInstance.create(":memory:")).connect();
-  const r = await c.runAndReadAll(process.argv[1]);
-  process.stdout.write(JSON.stringify(r.getRowObjectsJson()));
-})().catch((e) => { console.error(String(e)); process.exit(1); });`
-	cmd := exec.Command("node", "-e", script, query)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("duckdb %s: %v: %s", query, err, out)
-	}
-	return string(out), true
 }

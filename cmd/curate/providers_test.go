@@ -138,6 +138,20 @@ func (f *providerFixture) distillRun(t *testing.T, srv *oaitest.Server, provider
 		"--limit", fmt.Sprint(providerTasks), "--out", out, "--progress", "off")
 }
 
+// serveAll starts a scripted teacher server (providerScript, cutting the question cut) with
+// personality p that serves every preset model of p's provider. It returns those models by
+// preset and the presets, sorted.
+func (f *providerFixture) serveAll(t *testing.T, p oaitest.Personality, cut string) (map[string]string, []string, *oaitest.Server) {
+	t.Helper()
+	models := presetModels(t, p.Name)
+	var presets, ids []string
+	for preset, id := range models {
+		presets, ids = append(presets, preset), append(ids, id)
+	}
+	sort.Strings(presets)
+	return models, presets, oaitest.NewServer(t, providerScript(f.gold, cut), oaitest.WithPersonality(p), oaitest.WithModels(ids...))
+}
+
 // presetModels are the provider's preset model ids, by preset.
 func presetModels(t *testing.T, provider string) map[string]string {
 	t.Helper()
@@ -165,13 +179,7 @@ func TestProvidersThinkEndToEnd(t *testing.T) {
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
 			p := oaitest.Personalities[shape]
-			models := presetModels(t, p.Name)
-			var presets, ids []string
-			for preset, id := range models {
-				presets, ids = append(presets, preset), append(ids, id)
-			}
-			sort.Strings(presets)
-			srv := oaitest.NewServer(t, providerScript(f.gold, cut), oaitest.WithPersonality(p), oaitest.WithModels(ids...))
+			models, presets, srv := f.serveAll(t, p, cut)
 			tmp := t.TempDir()
 			run, ds := filepath.Join(tmp, "run"), filepath.Join(tmp, "ds")
 			extra := ""
@@ -262,13 +270,7 @@ func TestStreamedAndPlainRunsAgree(t *testing.T) {
 	for _, shape := range []string{"deepseek", "openrouter", "vllm"} {
 		t.Run(shape, func(t *testing.T) {
 			p := oaitest.Personalities[shape]
-			models := presetModels(t, p.Name)
-			var presets, ids []string
-			for preset, id := range models {
-				presets, ids = append(presets, preset), append(ids, id)
-			}
-			sort.Strings(presets)
-			srv := oaitest.NewServer(t, providerScript(f.gold, cut), oaitest.WithPersonality(p), oaitest.WithModels(ids...))
+			_, presets, srv := f.serveAll(t, p, cut)
 			tmp := t.TempDir()
 			plain, streamed := filepath.Join(tmp, "plain"), filepath.Join(tmp, "streamed")
 			f.distillRun(t, srv, p.Name, presets, "  stream: false\n", plain)

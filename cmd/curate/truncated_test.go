@@ -46,7 +46,7 @@ func TestTruncatedTurns(t *testing.T) {
 		}
 		rows := map[string]*curate.Row{}
 		err := curate.ReadRows(context.Background(), ds, func(r *curate.Row) error {
-			m, err := curate.Mask(tok, r.ChatMessages())
+			m, err := curate.Mask(tok, r.Messages)
 			if err != nil {
 				return err
 			}

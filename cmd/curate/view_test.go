@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
 // TestView drives the built binary: curate view serves a dataset (rows, a trajectory, the loss
@@ -71,17 +72,7 @@ func TestView(t *testing.T) {
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
 			t.Errorf("foreign Host: %v %v", resp, err)
 		}
-		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("after SIGINT: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("no exit 10 s after SIGINT")
-		}
+		testbin.Interrupt(t, cmd, 10*time.Second)
 	})
 
 	t.Run("results", func(t *testing.T) {

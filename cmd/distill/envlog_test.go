@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,8 +15,8 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/internal/testbin/readback"
 	"github.com/chainedsql/chainedsql/rundir"
-	"github.com/chainedsql/chainedsql/view"
 )
 
 // envPost posts body to url and decodes the reply into out, failing the test on a status other
@@ -126,37 +125,7 @@ func TestEnvServeLogDir(t *testing.T) {
 		t.Fatalf("run dir: %v; %d trajectories, %d correct; want 4, 3", err, len(keys), correct)
 	}
 
-	ds := filepath.Join(t.TempDir(), "ds")
-	if code, _, stderr := testbin.Run(t, exec.Command(curateBin, "build", logDir, "--tokenizer", tok, "--out", ds, "--quiet")); code != 0 {
-		t.Fatalf("curate build: exit %d\n%s", code, stderr)
-	}
-	code, stdout, stderr := testbin.Run(t, exec.Command(curateBin, "stats", "--json", ds))
-	if code != 0 {
-		t.Fatalf("curate stats: exit %d\n%s", code, stderr)
-	}
-	var st struct {
-		Overall struct {
-			Rows, Correct, Converged int
-		} `json:"overall"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Overall.Rows != 4 || st.Overall.Correct != 3 || st.Overall.Converged != 4 {
-		t.Errorf("curate stats: %+v; want 4 rows, 3 correct, 4 converged", st.Overall)
-	}
-
-	for _, p := range []string{logDir, ds} {
-		vs, err := view.Open(context.Background(), view.Options{Paths: []string{p}})
-		if err != nil {
-			t.Fatalf("view %s: %v", p, err)
-		}
-		page, err := vs.Query(view.Query{})
-		vs.Close()
-		if err != nil || page.Total != 4 {
-			t.Errorf("view %s: %v, %d rows; want 4", p, err, page.Total)
-		}
-	}
+	readback.Check(t, curateBin, tok, logDir, readback.Counts{Rows: 4, Correct: 3, Converged: 4})
 }
 
 // tryPost is envPost that returns its failure (a server going down) instead of failing the test.

@@ -43,7 +43,11 @@ var distillCmd = &cli.Command{
 	Help: `Real teachers: set CHAINEDSQL_BASE_URL and CHAINEDSQL_API_KEY (one OpenAI-compatible
 endpoint for all presets), or write a config file (teachers/example.yaml) and pass --config.
 Re-running the same command resumes; Ctrl-C stops after the episodes in flight (a second
-Ctrl-C abandons them) and exits 130.`,
+Ctrl-C abandons them) and exits 130. When a teacher's first 3 results written (in the order its
+episodes finish) fail with the same client error (HTTP 4xx but 408 and 429), distill abandons
+the episodes in flight and exits 1 naming the error and its fix; with more than one episode in
+flight per teacher, more than 3 of its requests may have gone out and failures.jsonl may list
+more than 3.`,
 	Setup: setupDistill,
 }
 

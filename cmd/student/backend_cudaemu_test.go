@@ -5,10 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,18 +16,7 @@ import (
 // bf16 KV-cache tolerance (inference/cuda: logitTol).
 func TestLogitsEmulated(t *testing.T) {
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
-	data, err := os.ReadFile(filepath.Join(dir, "reference_logits.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref refFile
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, len(ref.Tokens))
-	for i, id := range ref.Tokens {
-		ids[i] = strconv.Itoa(id)
-	}
+	ref, ids := readRef(t, dir)
 	var stdout, stderr bytes.Buffer
 	if code := dispatch(context.Background(), []string{"logits", "--model", dir, "--ids", strings.Join(ids, ","), "--top", "10", "--backend", "cuda-emulated"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,15 +81,5 @@ func TestServeGuard(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Errorf("a stalled body: %d", resp.StatusCode)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("after SIGINT: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Error("no exit a minute after SIGINT")
-	}
+	testbin.Interrupt(t, cmd, time.Minute)
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
+	"github.com/chainedsql/chainedsql/internal/testbin/readback"
 	"github.com/chainedsql/chainedsql/rollout"
 	"github.com/chainedsql/chainedsql/rundir"
-	"github.com/chainedsql/chainedsql/view"
 )
 
 func TestRolloutUsage(t *testing.T) {
@@ -118,34 +118,5 @@ func TestRolloutLogDir(t *testing.T) {
 		t.Fatalf("log: %v; %d trajectories of %d rows, want 12", err, n, len(played))
 	}
 
-	ds := filepath.Join(tmp, "ds")
-	if code, _, stderr := testbin.Run(t, exec.Command(curateBin, "build", logDir, "--tokenizer", tok, "--out", ds, "--quiet")); code != 0 {
-		t.Fatalf("curate build: exit %d\n%s", code, stderr)
-	}
-	code, stdout, stderr := testbin.Run(t, exec.Command(curateBin, "stats", "--json", ds))
-	if code != 0 {
-		t.Fatalf("curate stats: exit %d\n%s", code, stderr)
-	}
-	var st struct {
-		Overall struct {
-			Rows, Correct, Converged int
-		} `json:"overall"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Overall.Rows != 12 || st.Overall.Correct != correct || st.Overall.Converged != converged {
-		t.Errorf("curate stats: %+v; want 12 rows, %d correct, %d converged", st.Overall, correct, converged)
-	}
-	for _, p := range []string{logDir, ds} {
-		vs, err := view.Open(context.Background(), view.Options{Paths: []string{p}})
-		if err != nil {
-			t.Fatalf("view %s: %v", p, err)
-		}
-		page, err := vs.Query(view.Query{})
-		vs.Close()
-		if err != nil || page.Total != 12 {
-			t.Errorf("view %s: %v, %d rows; want 12", p, err, page.Total)
-		}
-	}
+	readback.Check(t, curateBin, tok, logDir, readback.Counts{Rows: 12, Correct: correct, Converged: converged})
 }

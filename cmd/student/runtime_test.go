@@ -130,6 +130,25 @@ type refFile struct {
 	} `json:"positions"`
 }
 
+// readRef reads the llama.cpp reference logits of the model in dir and returns them and their
+// token ids as decimal strings, as `student logits --ids` takes them.
+func readRef(t *testing.T, dir string) (refFile, []string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "reference_logits.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref refFile
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(ref.Tokens))
+	for i, id := range ref.Tokens {
+		ids[i] = strconv.Itoa(id)
+	}
+	return ref, ids
+}
+
 // checkTop compares the --top 10 output with llama.cpp's top 10 of every position.
 func checkTop(t *testing.T, dtype string, js []byte, ref *refFile, tol float64) {
 	t.Helper()
@@ -163,18 +182,7 @@ func checkTop(t *testing.T, dtype string, js []byte, ref *refFile, tol float64) 
 func TestLogitsCommand(t *testing.T) {
 	t.Parallel()
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
-	data, err := os.ReadFile(filepath.Join(dir, "reference_logits.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref refFile
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, len(ref.Tokens))
-	for i, id := range ref.Tokens {
-		ids[i] = strconv.Itoa(id)
-	}
+	ref, ids := readRef(t, dir)
 	var stdout, stderr bytes.Buffer
 	// The tiny checkpoint's weights are bf16-rounded f32, so bf16 holds them exactly; q8 only
 	// approximates them.

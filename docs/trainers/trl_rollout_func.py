@@ -19,8 +19,17 @@ never re-tokenised, docs/ENV.md "Token-level turns"):
     trainer = GRPOTrainer(model=..., args=GRPOConfig(use_vllm=True, num_generations=8, ...),
                           reward_funcs=[env_reward], train_dataset=..., rollout_func=rollout)
 
-The generate call is collective across the trainer's processes (vLLM server mode gathers the
-prompts), so every process makes max_turns calls, with an empty list once its episodes are done.
+The generate call is collective across the trainer's processes, and TRL assumes every process
+passes it the same number of prompts: in vLLM server mode it gathers the prompts of all processes
+(vllm_generation.py:552) and hands process i the slice [i*len(prompts), (i+1)*len(prompts)) of
+the completions (vllm_generation.py:602-608), in colocate mode with tensor parallelism the same
+within the TP group (vllm_generation.py:641, 690-692). A process whose episodes are done passing an
+empty list (or fewer prompts) would shift every later process's slice onto another process's
+episodes. So each turn the processes agree on the largest count of episodes still playing
+(accelerate's gather_object of every process's count), each pads its prompts to that count with
+a placeholder prompt whose completion is dropped, and all stop together once no process has an
+episode playing: every process makes the same number of calls, at most max_turns.
+(Line numbers are of trl/generation/vllm_generation.py at the commit above.)
 """
 import os
 import sys
@@ -64,6 +73,12 @@ class _Episode:
         return self.prompt_ids + self.ids
 
 
+def _gather_object(obj):
+    """accelerate's gather_object: the lists of every process, concatenated (obj on one)."""
+    from accelerate.utils import gather_object  # only here: the adapter imports without it
+    return gather_object(obj)
+
+
 class EnvRollout:
     """The rollout_func: call it as trainer(prompts) would."""
 
@@ -76,11 +91,15 @@ class EnvRollout:
         im_end = tok.convert_tokens_to_ids(IM_END)
         eos = {im_end, tok.eos_token_id}
         eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
+        pad = eps[0].prompt_ids if eps else [im_end]  # a placeholder prompt; its completion is dropped
         try:
             for _ in range(self.max_turns):
                 playing = [e for e in eps if not e.done]
-                outs = trainer.vllm_generation.generate(
-                    prompts=[e.running() for e in playing], images=None, num_generations=1)
+                width = max(_gather_object([len(playing)]))  # the same on every process
+                if width == 0:
+                    break  # no process has an episode playing: all stop at this call
+                batch = [e.running() for e in playing] + [pad] * (width - len(playing))
+                outs = trainer.vllm_generation.generate(prompts=batch, images=None, num_generations=1)
                 _, completion_ids, logprobs, _ = outs
                 for e, ids, lps in zip(playing, completion_ids, logprobs):
                     self._turn(e, list(ids), [lp[0] for lp in lps], eos, tok)

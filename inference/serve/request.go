@@ -14,21 +14,9 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
-// request is the part of a chat-completions request the backend honours.
-type request struct {
-	Model               string             `json:"model"`
-	Messages            []message          `json:"messages"`
-	Temperature         *float64           `json:"temperature"`
-	TopP                *float64           `json:"top_p"`
-	TopK                int                `json:"top_k"`
-	MaxTokens           *int               `json:"max_tokens"`
-	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Seed                *int64             `json:"seed"`
-	Stop                json.RawMessage    `json:"stop"`
-	Stream              bool               `json:"stream"`
-	StreamOptions       *oai.StreamOptions `json:"stream_options"`
-	N                   *int               `json:"n"`
-}
+// request is a chat-completions request as internal/oai types it; its fields are the ones the
+// backend honours.
+type request = oai.Request
 
 // honoured are the request fields this server reads (the fields of request).
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
@@ -72,39 +60,6 @@ func invalid(param, code, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, param: param, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// content reads a message's content: a string, null, or a list of {"type":"text","text":...}
-// parts.
-func (m message) content(i int) (string, error) {
-	raw := strings.TrimSpace(string(m.Content))
-	if raw == "" || raw == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("messages[%d].content: want a string or a list of text parts", i)
-	}
-	var b strings.Builder
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("messages[%d].content[%d]: part type %q is not supported (only text)", i, j, p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
 // parse validates the request and converts it; the error names the bad field.
 func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, *apiError) {
 	body, err := readBody(r)
@@ -130,9 +85,9 @@ func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options,
 	}
 	msgs := make([]chat.Message, len(req.Messages))
 	for i, m := range req.Messages {
-		c, err := m.content(i)
+		c, err := m.Text()
 		if err != nil {
-			return nil, nil, chat.Options{}, invalid(fmt.Sprintf("messages[%d].content", i), "", "%v", err)
+			return nil, nil, chat.Options{}, invalid(fmt.Sprintf("messages[%d].content", i), "", "messages[%d].%v", i, err)
 		}
 		msgs[i] = chat.Message{Role: m.Role, Content: c}
 	}

@@ -1,13 +1,17 @@
-// Package oai is the OpenAI chat-completions wire format, typed once: the reply (a completion
-// or a stream chunk) with every provider's reasoning fields and usage extras, the error body, and
-// the request's stream options. The teacher client decodes it (teachers), student serve (inference/serve) and the test
-// server (internal/oaitest) encode it. Optional fields are pointers or omitempty so that an
+// Package oai is the OpenAI chat-completions wire format, typed once: the request, the reply (a
+// completion or a stream chunk) with every provider's reasoning fields and usage extras, and the
+// error body. The teacher client (teachers) encodes requests and decodes replies; student serve
+// (inference/serve) and the test server (internal/oaitest) decode requests and encode replies. Optional fields are pointers or omitempty so that an
 // encoder says exactly which keys a reply has: a completion's content is present even when
 // null (vLLM, DeepSeek: the reasoning used the budget), a chunk's only when it carries text.
 // Stdlib only; any package may import it.
 package oai
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
 
 // Object names.
 const (
@@ -19,6 +23,67 @@ const (
 // request's usage.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+}
+
+// Request is a chat-completions request: the fields the teacher client sends and student serve
+// honours. The teacher client sets Model, Messages, Stream and StreamOptions, which encode first
+// and in that order, and appends its provider's fields (sampling, token limit, thinking switches:
+// teachers/body.go) to the encoded object; the optional fields are absent when nil or zero.
+type Request struct {
+	Model               string           `json:"model"`
+	Messages            []RequestMessage `json:"messages"`
+	Stream              bool             `json:"stream"`
+	StreamOptions       *StreamOptions   `json:"stream_options,omitempty"`
+	Temperature         *float64         `json:"temperature,omitempty"`
+	TopP                *float64         `json:"top_p,omitempty"`
+	TopK                int              `json:"top_k,omitempty"`
+	MaxTokens           *int             `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int             `json:"max_completion_tokens,omitempty"`
+	Seed                *int64           `json:"seed,omitempty"`
+	Stop                json.RawMessage  `json:"stop,omitempty"`
+	N                   *int             `json:"n,omitempty"`
+}
+
+// RequestMessage is one message of a request. Content is kept as received: a string, null, or
+// (from OpenAI's own clients) a list of content parts; Text reads it.
+type RequestMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// NewMessage is a message whose content is the string content (written even when empty: servers
+// refuse an assistant message without content).
+func NewMessage(role, content string) RequestMessage {
+	b, _ := json.Marshal(content) // a string always encodes
+	return RequestMessage{Role: role, Content: b}
+}
+
+// Text reads a message's content: a string, null or absent (""), or a list of
+// {"type":"text","text":...} parts, joined. Its errors start with "content".
+func (m RequestMessage) Text() (string, error) {
+	raw := strings.TrimSpace(string(m.Content))
+	if raw == "" || raw == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(m.Content, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("content: want a string or a list of text parts")
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content[%d]: part type %q is not supported (only text)", j, p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
 }
 
 // Completion is a chat completion, or one stream chunk (Object says which; a chunk's choices

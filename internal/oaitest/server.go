@@ -83,7 +83,7 @@ var AllFaults = []Fault{RateLimit, RateLimitRetryAfter, RateLimitRetryAfterDate,
 // that the fault suites built on it keep their mix).
 var EveryFault = append(append([]Fault{}, AllFaults...), ProviderFault, StreamReset, StreamStall, StreamCut, StreamError)
 
-// Message is one chat message of a request.
+// Message is one chat message of a request, its content read as text (oai.RequestMessage.Text).
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
@@ -407,12 +407,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "reading the body: "+err.Error())
 		return
 	}
-	var in struct {
-		Model         string             `json:"model"`
-		Messages      []Message          `json:"messages"`
-		Stream        bool               `json:"stream"`
-		StreamOptions *oai.StreamOptions `json:"stream_options"`
-	}
+	var in oai.Request
 	if err := json.Unmarshal(body, &in); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not valid JSON: "+err.Error())
 		return
@@ -421,8 +416,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages must not be empty")
 		return
 	}
-	req := Request{Model: in.Model, Messages: in.Messages, Stream: in.Stream, Header: r.Header.Clone(), Body: body,
-		Hash: conversationHash(in.Model, in.Messages)}
+	msgs := make([]Message, len(in.Messages))
+	for i, m := range in.Messages {
+		text, err := m.Text()
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("messages[%d].%v", i, err))
+			return
+		}
+		msgs[i] = Message{Role: m.Role, Content: text}
+	}
+	req := Request{Model: in.Model, Messages: msgs, Stream: in.Stream, Header: r.Header.Clone(), Body: body,
+		Hash: conversationHash(in.Model, msgs)}
 	req.IncludeUsage = in.StreamOptions != nil && in.StreamOptions.IncludeUsage
 	s.mu.Lock()
 	req.Seq = s.seq

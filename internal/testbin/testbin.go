@@ -4,8 +4,10 @@ package testbin
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,4 +60,52 @@ func Shortest(n int, run func()) time.Duration {
 		best = min(best, time.Since(began))
 	}
 	return best
+}
+
+// NodeModulesEnv names the environment variable that points the tests at a node_modules folder;
+// DuckDB uses its npm package @duckdb/node-api.
+const NodeModulesEnv = "CHAINEDSQL_NODE_MODULES"
+
+// DuckDB runs query in DuckDB (through node and the npm package @duckdb/node-api in the
+// folder NodeModulesEnv names) and returns its rows as JSON, every value as DuckDB's JSON
+// form writes it (counts as strings). Without NodeModulesEnv set it returns false and runs
+// nothing; a query that fails fails the test.
+func DuckDB(tb testing.TB, query string) (string, bool) {
+	tb.Helper()
+	mods := os.Getenv(NodeModulesEnv)
+	if mods == "" {
+		return "", false
+	}
+	script := `const { DuckDBInstance } = require("@duckdb/node-api");
+(async () => {
+  const c = await (await DuckDBInstance.create(":memory:")).connect();
+  const r = await c.runAndReadAll(process.argv[1]);
+  process.stdout.write(JSON.stringify(r.getRowObjectsJson()));
+})().catch((e) => { console.error(String(e)); process.exit(1); });`
+	cmd := exec.Command("node", "-e", script, query)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("duckdb %s: %v: %s", query, err, out)
+	}
+	return string(out), true
+}
+
+// Interrupt sends SIGINT to the started cmd and waits up to within for it to exit; an exit
+// that is not status 0, or none within that time, is a test error.
+func Interrupt(tb testing.TB, cmd *exec.Cmd, within time.Duration) {
+	tb.Helper()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		tb.Errorf("SIGINT: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			tb.Errorf("after SIGINT: %v", err)
+		}
+	case <-time.After(within):
+		tb.Errorf("no exit %v after SIGINT", within)
+	}
 }
