@@ -902,6 +902,14 @@ func (g *Generator) step() {
 	if !greedy && !sampled {
 		drawn = g.sampleAll(seqs, steps)
 	}
+	// The sequences this step finishes end after the step's stats are in, so a caller that saw
+	// its sequence end reads Stats with this step counted.
+	type ending struct {
+		s      *Sequence
+		reason string
+		stopID int
+	}
+	var ends []ending
 	generated := 0
 	for i, s := range seqs {
 		st := steps[i]
@@ -941,7 +949,7 @@ func (g *Generator) step() {
 		}
 		if isStop(s.stops, tok) {
 			g.keep(s)
-			s.end(FinishStop, tok, nil)
+			ends = append(ends, ending{s, FinishStop, tok})
 			continue
 		}
 		s.emit(tok)
@@ -950,7 +958,7 @@ func (g *Generator) step() {
 		s.mu.Unlock()
 		if n >= s.req.MaxTokens || len(s.fed)+1 > s.capacity {
 			g.keep(s)
-			s.end(FinishLength, -1, nil)
+			ends = append(ends, ending{s, FinishLength, -1})
 			continue
 		}
 		s.todo = []int{tok}
@@ -963,6 +971,9 @@ func (g *Generator) step() {
 		g.stats.DecodeTime += time.Since(began)
 	}
 	g.statsMu.Unlock()
+	for _, e := range ends {
+		e.s.end(e.reason, e.stopID, nil)
+	}
 	g.removeEnded()
 }
 
