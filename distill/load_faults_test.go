@@ -95,10 +95,16 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	sorted := slices.Clone(rates)
 	slices.Sort(sorted)
 	median := sorted[len(sorted)/2]
+	// A stall that lasts (a pool running dry, latency that grows) keeps several windows low;
+	// one 5 s dip on a shared machine (another package's test starting) is not one.
+	var low []int
 	for i, r := range rates {
 		if r < median/2 {
-			t.Fatalf("window %d: %.0f turns/s, under half the median %.0f: throughput is not steady (%v)", i, r, median, rates)
+			low = append(low, i)
 		}
+	}
+	if len(low) > 1 {
+		t.Fatalf("windows %v under half the median %.0f turns/s: throughput is not steady (%v)", low, median, rates)
 	}
 	if first, lastH := steady[0].heapMiB, steady[len(steady)-1].heapMiB; lastH > 1.5*first+64 {
 		t.Fatalf("heap grew from %.0f to %.0f MiB over the steady part: memory is not bounded", first, lastH)
