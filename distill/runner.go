@@ -326,11 +326,16 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 
 	results := make(chan pending, 64)
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- writeLoop(&cfg, rd, usage, results, prog, res, cancelWork) }()
+	stop := newEarlyStop()
+	watched := make([]*episode.PolicyHandle, len(cfg.Policies))
+	for i, p := range cfg.Policies {
+		watched[i] = stop.watch(p)
+	}
+	go func() { writerDone <- writeLoop(&cfg, rd, usage, results, prog, res, stop, cancelWork) }()
 	stopProg := prog.start()
 
 	g, gctx := errgroup.WithContext(workCtx)
-	for _, p := range cfg.Policies {
+	for _, p := range watched {
 		n := cfg.Concurrency
 		if n == 0 {
 			n = p.Concurrency
@@ -547,12 +552,11 @@ func skip(rd *rundir.Writer, key string, retryFailed bool) bool {
 
 // writeLoop commits results in batches until results closes. On a write error it cancels the
 // work and keeps draining so no worker blocks.
-func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <-chan pending, prog *progress, res *RunResult, cancel context.CancelCauseFunc) error {
+func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <-chan pending, prog *progress, res *RunResult, stop *earlyStop, cancel context.CancelCauseFunc) error {
 	var werr error
 	lastUsage := time.Now()
 	retried := map[string]bool{} // failed keys that this invocation retries: counted once
-	stop := newEarlyStop()
-	stopped := false // werr is the early stop's: the usage of what was written is still saved
+	stopped := false             // werr is the early stop's: the usage of what was written is still saved
 	for p := range results {
 		batch := []pending{p}
 	more:
