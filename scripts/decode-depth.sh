@@ -13,6 +13,9 @@
 #   STUDENT  student binary (default: go build -o bin/student ./cmd/student)
 #   NICE     niceness of the runs (default 0; 10 on a shared machine)
 #   BASE     a second student binary, run right after STUDENT in every cell (A/B)
+#   ARGS, BASE_ARGS  extra `student bench` flags for STUDENT and for BASE (e.g. ARGS="--kv bf16"
+#            with BASE=$STUDENT: one binary, two settings); they join the binary's name in the
+#            output, spaces as underscores
 #   LLAMA    llama.cpp's build/bin: llama-bench -p 0 -n GEN at depth 0 (c392e50 has no -d) before
 #            each round's student runs of that weight type
 #   GGUF     prefix of the GGUF files for llama-bench: GGUF-q8_0.gguf, GGUF-bf16.gguf,
@@ -44,7 +47,8 @@ if [[ -z ${STUDENT:-} ]]; then
 	STUDENT=bin/student
 fi
 bins=("$STUDENT")
-[[ -n ${BASE:-} ]] && bins+=("$BASE")
+binargs=("${ARGS:-}")
+[[ -n ${BASE:-} ]] && bins+=("$BASE") && binargs+=("${BASE_ARGS:-}")
 [[ -d $MODEL ]] || { echo "decode-depth: no checkpoint at MODEL=$MODEL" >&2; exit 1; }
 
 load() { cut -d' ' -f1 /proc/loadavg; }
@@ -63,13 +67,17 @@ for r in $(seq 1 "$ROUNDS"); do
 		for d in $DEPTHS; do
 			for i in "${!bins[@]}"; do
 				b=${bins[$i]}
+				a=${binargs[$i]}
+				name=$b
+				[[ -n $a ]] && name="$b[${a// /_}]"
 				f=$OUT/r$r-$dt-d$d-bin$i.json
 				prof=()
 				[[ ${PROFILE:-} == 1 ]] && prof=(--cpuprofile "${f%.json}.prof")
-				nice -n "${NICE:-0}" "$b" bench "${prof[@]}" --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt 0 --gen "$GEN" \
+				# shellcheck disable=SC2086 # a: flags split on purpose
+				nice -n "${NICE:-0}" "$b" bench "${prof[@]}" $a --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt 0 --gen "$GEN" \
 					--repeat 1 --depth "$d" --json --quiet >"$f"
 				ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["decode_tok_s"], 2))' "$f")
-				echo "$r $dt $d $b $ts $(load)"
+				echo "$r $dt $d $name $ts $(load)"
 			done
 		done
 	done

@@ -21,9 +21,10 @@ the decode GB/s of weights streamed; on the CPU backend, the CPU (CPUID family, 
 AVX-512 width) and the decode kernel plan chosen for it. --roofline measures the read bandwidth
 over a buffer larger than L3 after the tests and prints decode GB/s against it. With --depth D
 every test starts with D tokens already in each sequence's cache (llama-bench's -d; computed once,
-untimed). --json fields: prefill_tok_s, decode_tok_s, decode_gb_s, batch_decode_tok_s, depth,
-backend, load_s, peak_rss_mib, cpu, plan, read_gb_s, roofline_pct, ... (the medians; samples
-under prefill, decode, batch_decode).`,
+untimed). --kv bf16 holds the KV cache in bf16 on the CPU backend (half the bytes attention reads
+at depth; results change slightly). --json fields: prefill_tok_s, decode_tok_s, decode_gb_s,
+batch_decode_tok_s, depth, kv_cache, backend, load_s, peak_rss_mib, cpu, plan, read_gb_s,
+roofline_pct, ... (the medians; samples under prefill, decode, batch_decode).`,
 	Setup: setupBench,
 }
 
@@ -31,7 +32,7 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	var o bench.Options
 	var dtype string
 	var asJSON, quiet bool
-	var profile string
+	var profile, kv string
 	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
 	addWeightFlags(fs, "", &dtype, &o.Threads, &o.Mmap)
 	fs.IntVar(&o.Prompt, "prompt", 512, "prompt tokens of the prefill test (0: skip it)")
@@ -39,6 +40,7 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.Batch, "batch", 1, "sequences decoded together in an extra batched decode test (1: none)")
 	fs.IntVar(&o.Depth, "depth", 0, "tokens already in each cache before the timed prefill and decode (0: the decode tests start after 8)")
 	fs.StringVar(&o.Backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
+	fs.StringVar(&kv, "kv", "f32", "KV cache value type on the cpu backend: f32, or bf16 (half the bytes; results change slightly)")
 	fs.IntVar(&o.Repeat, "repeat", 3, "timed runs of each test after its warm-up run")
 	fs.BoolVar(&o.Roofline, "roofline", false, "also measure the memory read bandwidth and print decode GB/s against it (cpu backend)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
@@ -53,6 +55,13 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 			return cli.Usagef("--dtype: %v", err)
 		}
 		o.DType = wt
+		switch kv {
+		case "f32":
+		case "bf16":
+			o.KVBF16 = true
+		default:
+			return cli.Usagef("--kv %q: want f32 or bf16", kv)
+		}
 		if err := o.Check(); err != nil {
 			return cli.Usage(err)
 		}

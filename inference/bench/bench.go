@@ -29,6 +29,7 @@ type Options struct {
 	Backend string           // "" or "cpu" (qwen2), cuda.BackendCUDA or cuda.BackendEmulated
 	DType   qwen2.WeightType // weight type to load as (AsStored: the file's; bf16 on CUDA)
 	Mmap    bool             // qwen2.Options.Mmap
+	KVBF16  bool             // qwen2.Options.KVBF16: a bf16 KV cache (cpu backend)
 	Threads int              // kernel threads (cpu.SetThreads); 0 keeps cpu.Threads()
 	Prompt  int              // prefill test's prompt length; 0 skips it
 	Gen     int              // decode tests' generated tokens; 0 skips them
@@ -76,6 +77,7 @@ type Result struct {
 	Gen         int     `json:"gen"`
 	Batch       int     `json:"batch"`
 	Depth       int     `json:"depth"`
+	KV          string  `json:"kv_cache"` // the KV cache's value type: "f32" or "bf16" (cpu); "" elsewhere
 	Repeat      int     `json:"repeat"`
 	LoadSeconds float64 `json:"load_s"`
 	WeightMiB   float64 `json:"weights_mib"`
@@ -138,6 +140,9 @@ func (o *Options) Check() error {
 	if o.Roofline && o.Backend != "" && o.Backend != "cpu" {
 		return fmt.Errorf("bench: the roofline measures the CPU's read bandwidth; backend %s has none", o.Backend)
 	}
+	if o.KVBF16 && o.Backend != "" && o.Backend != "cpu" {
+		return fmt.Errorf("bench: a bf16 KV cache is a cpu backend option, not %s's", o.Backend)
+	}
 	return nil
 }
 
@@ -150,7 +155,7 @@ func (o *Options) load() (Model, string, error) {
 		}
 		return m, m.Device(), nil
 	}
-	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap})
+	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap, KVBF16: o.KVBF16})
 	if err != nil {
 		return nil, "", err
 	}
@@ -166,6 +171,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cpu.SetThreads(o.Threads)
 	}
 	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat}
+	if o.Backend == "" || o.Backend == "cpu" {
+		r.KV = "f32"
+		if o.KVBF16 {
+			r.KV = "bf16"
+		}
+	}
 	if r.Backend == "" {
 		r.Backend = "cpu"
 	}
@@ -441,6 +452,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "model    %s (backend %s)\n", r.Model, r.Backend)
 	fmt.Fprintf(&b, "weights  %s, %.1f MiB (%.1f MB streamed per decoded token); kernels %s, %d threads\n",
 		r.DType, r.WeightMiB, float64(r.DecodeBytes)/1e6, r.Kernels, r.Threads)
+	if r.KV != "" {
+		fmt.Fprintf(&b, "kv cache %s\n", r.KV)
+	}
 	if r.CPU != nil && r.Plan != nil {
 		fmt.Fprintf(&b, "cpu      %s\n         decode plan %s\n", r.CPU, r.Plan)
 	}

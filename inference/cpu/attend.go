@@ -12,7 +12,7 @@ type DecodeHead struct {
 	Out []float32 // Group × head dim: the attention output of each query head
 	Q   []float32 // Group × head dim: the queries, already scaled by 1/√(head dim)
 	K   *Paged    // ByRows, n × head dim: the n keys the token sees
-	V   *Paged    // column-blocked, head dim × n: their values, transposed
+	V   *Paged    // column-blocked, head dim × n: their values, transposed (bf16 where K is)
 }
 
 // AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over
@@ -25,6 +25,9 @@ type DecodeHead struct {
 // and gemm4x6F32, four keys for six; see groupRows) and then against the transposed values the
 // same way, so a decode step reads each key and value row once per KV head instead of once per
 // query head. Chunk boundaries do not depend on the thread count, so neither do the results.
+// Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
+// that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
+// bit for bit, while memory is read at half the bytes.
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -37,8 +40,9 @@ func AttendDecode(heads []DecodeHead, group int) {
 	defer decodePool.Put(ds)
 	ds.items = ds.items[:0]
 	work := 0
+	wide := heads[0].K.BF16 != nil
 	for h := range heads {
-		checkDecodeHead(&heads[h], group, hd)
+		checkDecodeHead(&heads[h], group, hd, wide)
 		k := heads[h].K
 		for p0 := 0; p0 < k.Rows; {
 			p1 := min(k.Rows, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
@@ -51,13 +55,17 @@ func AttendDecode(heads []DecodeHead, group int) {
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
 	parallelWork(work, ni, 1, func(lo, hi int) {
-		sc := scorePool.Get().(*[]float32)
-		*sc = grow(*sc, group*DecodeChunk)
+		cb := chunkPool.Get().(*chunkBufs)
+		cb.sc = grow(cb.sc, group*DecodeChunk)
+		if wide {
+			cb.k = grow(cb.k, DecodeChunk*hd)
+			cb.v = grow(cb.v, hd*DecodeChunk)
+		}
 		for i := lo; i < hi; i++ {
 			it := ds.items[i]
-			attendChunk(ds.part[i*per:(i+1)*per], *sc, &heads[it.head], group, hd, it.p0, it.p1)
+			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], group, hd, it.p0, it.p1)
 		}
-		scorePool.Put(sc)
+		chunkPool.Put(cb)
 	})
 	i := 0
 	for h := range heads {
@@ -85,12 +93,16 @@ type decodeScratch struct {
 	part  []float32
 }
 
+// chunkBufs is one thread's scratch for attendChunk: the scores and, for bf16 blocks, the
+// chunk's keys and values widened to f32.
+type chunkBufs struct{ sc, k, v []float32 }
+
 var (
 	decodePool = sync.Pool{New: func() any { return new(decodeScratch) }}
-	scorePool  = sync.Pool{New: func() any { return new([]float32) }}
+	chunkPool  = sync.Pool{New: func() any { return new(chunkBufs) }}
 )
 
-func checkDecodeHead(d *DecodeHead, group, hd int) {
+func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 	switch {
 	case d.K == nil || d.V == nil:
 		panic("cpu: AttendDecode: nil keys or values")
@@ -102,6 +114,8 @@ func checkDecodeHead(d *DecodeHead, group, hd int) {
 		panic(fmt.Sprintf("cpu: AttendDecode: %d keys and %d values, want the same (≥ 1)", d.K.Rows, d.V.Cols))
 	case d.K.Block != d.V.Block:
 		panic(fmt.Sprintf("cpu: AttendDecode: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
+	case (d.K.BF16 != nil) != (d.V.BF16 != nil) || (d.K.BF16 != nil) != wide:
+		panic("cpu: AttendDecode: keys and values of every head must be all f32 or all bf16")
 	case len(d.Q) < group*hd || len(d.Out) < group*hd:
 		panic(fmt.Sprintf("cpu: AttendDecode: %d queries and %d outputs, want %d×%d", len(d.Q), len(d.Out), group, hd))
 	}
@@ -111,19 +125,32 @@ func checkDecodeHead(d *DecodeHead, group, hd int) {
 
 // attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
 // which lie in one KV block: scores sc = Q·Kᵀ (group × n), per row m = max, sc = e^(sc−m) and
-// l = Σ sc, then o = sc·V.
-func attendChunk(part, sc []float32, d *DecodeHead, group, hd, p0, p1 int) {
+// l = Σ sc, then o = sc·V. bf16 keys and values are first widened into cb.k (n × hd) and cb.v
+// (hd × n).
+func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, group, hd, p0, p1 int) {
 	n := p1 - p0
 	B := d.K.Block
 	b := p0 / B
-	kb := d.K.Blocks[b][(p0-b*B)*hd:]
-	vb := d.V.Blocks[b][p0-b*B:]
+	var kb, vb []float32
+	ldv := B
+	if d.K.BF16 != nil {
+		kb, vb, ldv = cb.k[:n*hd], cb.v[:hd*n], n
+		WidenBF16(kb, d.K.BF16[b][(p0-b*B)*hd:(p1-b*B)*hd])
+		v16 := d.V.BF16[b]
+		for c := range hd {
+			WidenBF16(vb[c*n:(c+1)*n], v16[c*B+p0-b*B:c*B+p1-b*B])
+		}
+	} else {
+		kb = d.K.Blocks[b][(p0-b*B)*hd:]
+		vb = d.V.Blocks[b][p0-b*B:]
+	}
+	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]
 	groupRows(sc, n, kb, hd, n, d.Q, hd, group, hd)
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
-	groupRows(o, hd, vb, B, hd, sc, n, group, n)
+	groupRows(o, hd, vb, ldv, hd, sc, n, group, n)
 }
 
 // expRow sets x[i] = e^(x[i]−m) for m = max x and returns m and Σ x[i] (len(x) > 0).

@@ -161,6 +161,13 @@ func TestAttendDecodeBadInput(t *testing.T) {
 		"other block size": func(d *DecodeHead) {
 			d.V = &Paged{Rows: 16, Cols: 4, Block: 8, Blocks: [][]float32{make([]float32, 128)}}
 		},
+		"bf16 keys, f32 values": func(d *DecodeHead) {
+			d.K = &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, BF16: [][]uint16{make([]uint16, 64)}}
+		},
+		"short bf16 block": func(d *DecodeHead) {
+			d.K = &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, BF16: [][]uint16{make([]uint16, 63)}}
+			d.V = &Paged{Rows: 16, Cols: 4, Block: 4, BF16: [][]uint16{make([]uint16, 64)}}
+		},
 	} {
 		func() {
 			defer func() {
@@ -208,4 +215,56 @@ func TestGemm2x7F32(t *testing.T) {
 			}
 		}
 	}
+}
+
+// toBF16Paged returns p with its values rounded to bf16 (F32ToBF16) in bf16 blocks, and p's f32
+// blocks holding the rounded values (widened back) in place; the slots past Rows or Cols (NaN)
+// stay NaN in both, so a read past them shows.
+func toBF16Paged(p *Paged) *Paged {
+	q := &Paged{Rows: p.Rows, Cols: p.Cols, Block: p.Block, ByRows: p.ByRows}
+	for _, blk := range p.Blocks {
+		b16 := make([]uint16, len(blk))
+		for i, x := range blk {
+			b16[i] = F32ToBF16(x)
+			blk[i] = BF16ToF32(b16[i])
+		}
+		q.BF16 = append(q.BF16, b16)
+	}
+	return q
+}
+
+// TestAttendDecodeBF16: with keys and values in bf16 blocks AttendDecode gives, to the bit, what it
+// gives over f32 blocks holding the same (rounded) values, in every kernel tier, at 1 and 2 threads,
+// for chunks inside and across blocks of several sizes.
+func TestAttendDecodeBF16(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(33, 1))
+		for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {7, 64, 48}, {6, 64, 3}, {2, 24, 7}, {1, 40, 64}} {
+			lens := []int{1, 17, 256, 300, 2048 + 5}
+			f32, b16 := make([]DecodeHead, len(lens)), make([]DecodeHead, len(lens))
+			for h, n := range lens {
+				q := randVec(rng, sh.group*sh.hd)
+				k := toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true)
+				v := toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false)
+				kb, vb := toBF16Paged(k), toBF16Paged(v)
+				f32[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: k, V: v}
+				b16[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: kb, V: vb}
+			}
+			for _, th := range []int{1, 2} {
+				old := Threads()
+				SetThreads(th)
+				AttendDecode(f32, sh.group)
+				AttendDecode(b16, sh.group)
+				SetThreads(old)
+				for h, n := range lens {
+					for i, want := range f32[h].Out {
+						if got := b16[h].Out[i]; got != want || math.IsNaN(float64(got)) {
+							t.Fatalf("group %d, hd %d, block %d, %d keys, %d threads: out[%d] = %g over bf16 blocks, %g over f32",
+								sh.group, sh.hd, sh.block, n, th, i, got, want)
+						}
+					}
+				}
+			}
+		}
+	})
 }

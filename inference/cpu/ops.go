@@ -223,3 +223,18 @@ func SiLUMul(dst, gate, up []float32) {
 		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
 	}
 }
+
+// WidenBF16 sets dst[i] to the bf16 value src[i] as f32 (exact) for every value of src (dst at
+// least as long).
+func WidenBF16(dst []float32, src []uint16) {
+	n := len(src)
+	checkLen("WidenBF16", n, len(dst))
+	t := vec.Load()
+	k := n & t.mask
+	if k > 0 {
+		t.cvtBF16(&dst[0], &src[0], k)
+	}
+	for i := k; i < n; i++ {
+		dst[i] = BF16ToF32(src[i])
+	}
+}

@@ -179,3 +179,28 @@ func TestQuantizeBlock(t *testing.T) {
 		t.Fatalf("all-zero block: scale %g", sc)
 	}
 }
+
+// TestWidenBF16: every value widened exactly (the bits shifted up), in every tier and length,
+// and nothing written past len(src).
+func TestWidenBF16(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(25, 26))
+		for _, n := range opSizes {
+			src := make([]uint16, n)
+			for i := range src {
+				src[i] = uint16(rng.Uint32())
+			}
+			dst := make([]float32, n+1)
+			dst[n] = -3
+			WidenBF16(dst, src)
+			for i, b := range src {
+				if got := math.Float32bits(dst[i]); got != uint32(b)<<16 {
+					t.Fatalf("n=%d [%d]: bits %#x, want %#x", n, i, got, uint32(b)<<16)
+				}
+			}
+			if dst[n] != -3 {
+				t.Fatalf("n=%d: wrote past the values", n)
+			}
+		}
+	})
+}

@@ -8,11 +8,16 @@ import "fmt"
 // block b holds columns [b·Block, (b+1)·Block) as a Rows×Block row-major matrix: values
 // transposed, a token per column. The last block may be partly used (Rows or Cols need not be
 // multiples of Block); no value past them is read.
+//
+// The blocks hold f32 values (Blocks) or, with BF16 set instead, bf16 ones (a KV cache stored at
+// half the bytes): AttendDecode widens those exactly to f32 a chunk at a time, so its results are
+// the f32 path's for the rounded values; MatMulPaged takes f32 blocks only.
 type Paged struct {
 	Rows, Cols int
 	Block      int
 	ByRows     bool
 	Blocks     [][]float32
+	BF16       [][]uint16
 }
 
 // MatMulPaged computes dst[i,r] = Σ_c w[r,c]·x[i,c] for n input rows x (n×Cols, row-major) into
@@ -45,6 +50,8 @@ func checkPaged(dst []float32, w *Paged, x []float32, n int) {
 		panic(fmt.Sprintf("cpu: MatMulPaged: x has %d values, want n×Cols = %d×%d", len(x), n, w.Cols))
 	case len(dst) < n*w.Rows:
 		panic(fmt.Sprintf("cpu: MatMulPaged: dst has %d values, want n×Rows = %d×%d", len(dst), n, w.Rows))
+	case w.BF16 != nil:
+		panic("cpu: MatMulPaged: bf16 blocks (f32 only)")
 	}
 	checkPagedBlocks(w)
 }
@@ -60,12 +67,25 @@ func checkPagedBlocks(w *Paged) {
 		span = w.Rows
 	}
 	nb := (span + w.Block - 1) / w.Block
-	if len(w.Blocks) < nb {
-		panic(fmt.Sprintf("cpu: paged matrix: %d blocks, want %d for %d×%d in blocks of %d", len(w.Blocks), nb, w.Rows, w.Cols, w.Block))
+	have := len(w.Blocks)
+	if w.BF16 != nil {
+		if w.Blocks != nil {
+			panic("cpu: paged matrix: both f32 and bf16 blocks")
+		}
+		have = len(w.BF16)
+	}
+	if have < nb {
+		panic(fmt.Sprintf("cpu: paged matrix: %d blocks, want %d for %d×%d in blocks of %d", have, nb, w.Rows, w.Cols, w.Block))
 	}
 	for b := range nb {
-		if len(w.Blocks[b]) < pagedBlockLen(w) {
-			panic(fmt.Sprintf("cpu: paged matrix: block %d has %d values, want %d", b, len(w.Blocks[b]), pagedBlockLen(w)))
+		n := 0
+		if w.BF16 != nil {
+			n = len(w.BF16[b])
+		} else {
+			n = len(w.Blocks[b])
+		}
+		if n < pagedBlockLen(w) {
+			panic(fmt.Sprintf("cpu: paged matrix: block %d has %d values, want %d", b, n, pagedBlockLen(w)))
 		}
 	}
 }

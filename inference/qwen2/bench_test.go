@@ -3,12 +3,14 @@ package qwen2
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/lm"
@@ -255,11 +257,26 @@ func BenchmarkAttendDecodeBlocks(b *testing.B) {
 
 func benchAttendDecode(b *testing.B, block int) {
 	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	const n = 2048
+	m, c, s := attendSetup(b, block, n, false)
+	spans := []span{{step: 0, lo: 0, hi: 1}}
+	for b.Loop() {
+		for l := range m.cfg.NumHiddenLayers {
+			m.attend(l, s, []*Cache{c}, spans)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/token")
+}
+
+// attendSetup returns a model of the 0.5B shape without weights (KV blocks of block tokens, 0:
+// the default; bf16 ones with kv16), a cache holding n tokens of random keys and values (the same
+// values, seed 5, whatever kv16: bf16 holds them rounded) and a scratch whose one query row, at
+// position n, sees all n+1.
+func attendSetup(b *testing.B, block, n int, kv16 bool) (*Model, *Cache, *scratch) {
 	sp := spec05B(safetensors.BF16)
 	m := &Model{cfg: Config{HiddenSize: sp.hidden, IntermediateSize: sp.inter, NumHiddenLayers: sp.layers,
 		NumAttentionHeads: sp.heads, NumKeyValueHeads: sp.kv, HeadDim: sp.hidden / sp.heads, VocabSize: sp.vocab, MaxPositionEmbeddings: sp.maxPos}}
-	m.kv.block = block
-	const n = 2048
+	m.kv.block, m.kv.bf16 = block, kv16
 	gc, err := m.NewCache(n + 1)
 	if err != nil {
 		b.Fatal(err)
@@ -268,8 +285,12 @@ func benchAttendDecode(b *testing.B, block int) {
 	c.prepare(n + 1)
 	r := rng(5)
 	for _, blk := range c.blocks {
-		for i := range blk.data {
-			blk.data[i] = r.uniform(1)
+		for i := range max(len(blk.data), len(blk.data16)) {
+			if x := r.uniform(1); kv16 {
+				blk.data16[i] = cpu.F32ToBF16(x)
+			} else {
+				blk.data[i] = x
+			}
 		}
 	}
 	c.n = n
@@ -278,11 +299,54 @@ func benchAttendDecode(b *testing.B, block int) {
 		s.q[i] = r.uniform(1)
 	}
 	s.pos[0] = n // the token after the n cached ones sees n+1 keys
+	return m, c, s
+}
+
+// BenchmarkAttendKV is the attention of one decode step at depth 2,048 (all 24 layers of the 0.5B
+// shape) over an f32 and over a bf16 KV cache holding the same values (rounded), alternating per
+// iteration, which goes first alternating too: median wall and process CPU ms of each, and the
+// median of the per-iteration ratios bf16/f32 (each pair ran back to back, so a change of load
+// hits both). It checks that the two outputs are close (the rounding of the values only).
+func BenchmarkAttendKV(b *testing.B) {
+	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	const n = 2048
+	mf, cf, sf := attendSetup(b, 0, n, false)
+	mb, cb, sb := attendSetup(b, 0, n, true)
 	spans := []span{{step: 0, lo: 0, hi: 1}}
-	for b.Loop() {
-		for l := range sp.layers {
-			m.attend(l, s, []*Cache{c}, spans)
+	mf.attend(0, sf, []*Cache{cf}, spans)
+	mb.attend(0, sb, []*Cache{cb}, spans)
+	for i, x := range sf.att {
+		if d := math.Abs(float64(x - sb.att[i])); d > 1e-2 {
+			b.Fatalf("f32 and bf16 KV attention differ by %g at %d", d, i)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/token")
+	var wf, wb, uf, ub []time.Duration
+	run := func(m *Model, c *Cache, s *scratch, w, u *[]time.Duration) {
+		t, p := time.Now(), processCPU()
+		for l := range m.cfg.NumHiddenLayers {
+			m.attend(l, s, []*Cache{c}, spans)
+		}
+		*w, *u = append(*w, time.Since(t)), append(*u, processCPU()-p)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			run(mf, cf, sf, &wf, &uf)
+			run(mb, cb, sb, &wb, &ub)
+		} else {
+			run(mb, cb, sb, &wb, &ub)
+			run(mf, cf, sf, &wf, &uf)
+		}
+		i++
+	}
+	ratios := make([]float64, len(wf))
+	for i := range wf {
+		ratios[i] = float64(wb[i]) / float64(wf[i])
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(median(wf)), "ms-f32")
+	b.ReportMetric(ms(median(wb)), "ms-bf16")
+	b.ReportMetric(median(ratios), "bf16/f32")
+	b.ReportMetric(ms(median(uf)), "ms-cpu-f32")
+	b.ReportMetric(ms(median(ub)), "ms-cpu-bf16")
 }

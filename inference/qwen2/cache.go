@@ -21,7 +21,8 @@ import (
 // a new cache the blocks of a prefix of another by reference, and a block shared by several caches
 // is copied before one of them writes into it (only a partly filled last block ever is: the others
 // hold positions before every sharer's length). A block is freed when its last cache drops it.
-// docs/DESIGN.md ("Paged KV cache") has the layout for other backends.
+// docs/DESIGN.md ("Paged KV cache") has the layout for other backends. With Options.KVBF16 the
+// blocks hold the same layout in bf16 (kvBlock.data16): stored rounded, widened exactly where read.
 
 // DefaultKVBlock is the number of tokens per KV block. Decode attention works in chunks of at most
 // cpu.DecodeChunk (256) positions inside one block, so blocks much smaller than that cost
@@ -31,13 +32,15 @@ const DefaultKVBlock = 256
 
 // kvBlock is one block of B tokens' keys and values for every layer, shared by refs caches.
 type kvBlock struct {
-	data []float32
-	refs atomic.Int32
+	data   []float32 // f32 blocks
+	data16 []uint16  // bf16 blocks (Options.KVBF16)
+	refs   atomic.Int32
 }
 
-// kvStore is a model's block bookkeeping: the block size and the blocks alive.
+// kvStore is a model's block bookkeeping: the block size, the value type and the blocks alive.
 type kvStore struct {
-	block int // tokens per block; 0 means DefaultKVBlock
+	block int  // tokens per block; 0 means DefaultKVBlock
+	bf16  bool // blocks hold bf16 (data16), not f32
 	live  atomic.Int64
 }
 
@@ -73,14 +76,23 @@ func (m *Model) blockFloats() int {
 // take.
 func (m *Model) KVBlocks() (blocks int, bytes int64) {
 	n := m.kv.live.Load()
-	return int(n), n * int64(m.blockFloats()) * 4
+	size := int64(4)
+	if m.kv.bf16 {
+		size = 2
+	}
+	return int(n), n * int64(m.blockFloats()) * size
 }
 
 // KVBlockTokens returns the number of tokens per KV block.
 func (m *Model) KVBlockTokens() int { return m.blockLen() }
 
 func (m *Model) newBlock() *kvBlock {
-	b := &kvBlock{data: make([]float32, m.blockFloats())}
+	b := new(kvBlock)
+	if m.kv.bf16 {
+		b.data16 = make([]uint16, m.blockFloats())
+	} else {
+		b.data = make([]float32, m.blockFloats())
+	}
 	b.refs.Store(1)
 	m.kv.live.Add(1)
 	return b
@@ -90,7 +102,7 @@ func (m *Model) newBlock() *kvBlock {
 func (m *Model) unref(b *kvBlock) {
 	switch r := b.refs.Add(-1); {
 	case r == 0:
-		b.data = nil
+		b.data, b.data16 = nil, nil
 		m.kv.live.Add(-1)
 	case r < 0:
 		panic("qwen2: KV block released more often than referenced")
@@ -182,6 +194,7 @@ func (c *Cache) prepare(need int) {
 		if b := c.blocks[i]; b.refs.Load() > 1 {
 			own := c.m.newBlock()
 			copy(own.data, b.data)
+			copy(own.data16, b.data16)
 			c.m.unref(b)
 			c.blocks[i] = own
 		}
@@ -196,9 +209,22 @@ func (c *Cache) prepare(need int) {
 func (c *Cache) store(l, p int, k, v []float32) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
-	blk := c.blocks[p/B].data
 	o := p % B
 	base := l * 2 * nkv * B * hd
+	if blk := c.blocks[p/B].data16; blk != nil {
+		for kh := range nkv {
+			ko := base + (kh*B+o)*hd
+			for d, x := range k[kh*hd : (kh+1)*hd] {
+				blk[ko+d] = cpu.F32ToBF16(x)
+			}
+			vo := base + (nkv+kh)*hd*B + o
+			for d, x := range v[kh*hd : (kh+1)*hd] {
+				blk[vo+d*B] = cpu.F32ToBF16(x)
+			}
+		}
+		return
+	}
+	blk := c.blocks[p/B].data
 	for kh := range nkv {
 		ko := base + (kh*B+o)*hd
 		copy(blk[ko:ko+hd], k[kh*hd:(kh+1)*hd])
@@ -210,26 +236,40 @@ func (c *Cache) store(l, p int, k, v []float32) {
 }
 
 // keys sets w to the first n keys of kv head kh in layer l: a ByRows paged matrix (n × head dim)
-// over the cache's blocks, reusing w.Blocks' capacity.
+// over the cache's blocks, reusing w's block slices' capacity.
 func (c *Cache) keys(w *cpu.Paged, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
-	off := l*2*nkv*B*hd + kh*B*hd
-	*w = cpu.Paged{Rows: n, Cols: hd, Block: B, ByRows: true, Blocks: w.Blocks[:0]}
-	for _, b := range c.blocks[:c.blocksFor(n)] {
-		w.Blocks = append(w.Blocks, b.data[off:off+B*hd])
-	}
+	c.paged(w, l*2*nkv*B*hd+kh*B*hd, B*hd, n)
+	w.Rows, w.Cols, w.ByRows = n, hd, true
 }
 
 // values sets w to the values of the first n tokens of kv head kh in layer l, transposed: a
-// column-blocked paged matrix (head dim × n) over the cache's blocks, reusing w.Blocks' capacity.
+// column-blocked paged matrix (head dim × n) over the cache's blocks, reusing w's block slices'
+// capacity.
 func (c *Cache) values(w *cpu.Paged, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
-	off := l*2*nkv*B*hd + (nkv+kh)*hd*B
-	*w = cpu.Paged{Rows: hd, Cols: n, Block: B, Blocks: w.Blocks[:0]}
+	c.paged(w, l*2*nkv*B*hd+(nkv+kh)*hd*B, hd*B, n)
+	w.Rows, w.Cols, w.ByRows = hd, n, false
+}
+
+// paged sets w's blocks to [off, off+size) of each block holding the first n tokens (f32 or bf16,
+// as the cache's), its block size to the cache's; the caller sets the shape.
+func (c *Cache) paged(w *cpu.Paged, off, size, n int) {
+	f32, b16 := w.Blocks[:0], w.BF16[:0]
 	for _, b := range c.blocks[:c.blocksFor(n)] {
-		w.Blocks = append(w.Blocks, b.data[off:off+hd*B])
+		if c.m.kv.bf16 {
+			b16 = append(b16, b.data16[off:off+size])
+		} else {
+			f32 = append(f32, b.data[off:off+size])
+		}
+	}
+	*w = cpu.Paged{Block: c.m.blockLen()}
+	if c.m.kv.bf16 {
+		w.BF16 = b16
+	} else {
+		w.Blocks = f32
 	}
 }
 
@@ -240,7 +280,7 @@ func (c *Cache) gatherKeys(dst []float32, l, kh, n int) {
 	off := l*2*nkv*B*hd + kh*B*hd
 	for i, b := range c.blocks[:c.blocksFor(n)] {
 		k := min(B, n-i*B)
-		copy(dst[i*B*hd:(i*B+k)*hd], b.data[off:off+k*hd])
+		c.copyOut(dst[i*B*hd:(i*B+k)*hd], b, off)
 	}
 }
 
@@ -253,7 +293,16 @@ func (c *Cache) gatherValues(dst []float32, l, kh, n int) {
 	for i, b := range c.blocks[:c.blocksFor(n)] {
 		k := min(B, n-i*B)
 		for d := range hd {
-			copy(dst[d*n+i*B:d*n+i*B+k], b.data[off+d*B:off+d*B+k])
+			c.copyOut(dst[d*n+i*B:d*n+i*B+k], b, off+d*B)
 		}
 	}
+}
+
+// copyOut sets dst to the len(dst) values of block b from off, as f32 (bf16 widened exactly).
+func (c *Cache) copyOut(dst []float32, b *kvBlock, off int) {
+	if b.data16 != nil {
+		cpu.WidenBF16(dst, b.data16[off:off+len(dst)])
+		return
+	}
+	copy(dst, b.data[off:off+len(dst)])
 }

@@ -11,70 +11,73 @@ import (
 // TestForkIdentical: a cache forked from another at a block boundary and in the middle of a block
 // gives, for the same suffix, exactly the logits of a cache that computed the whole prompt itself
 // (the same Forward calls); the source keeps its own results while the fork writes into the
-// shared last block (copy on write), and the fork still works after the source is released.
+// shared last block (copy on write), and the fork still works after the source is released; with
+// f32 and with bf16 KV blocks.
 func TestForkIdentical(t *testing.T) {
-	m := smallModel(t, safetensors.F32, Options{}, nil)
-	V := m.VocabSize()
-	ids := prompt(45, 2, V)
-	suffix := prompt(9, 3, V)
-	for _, at := range []int{32, 37, 45, 0} {
-		// The reference: the prefix fed as the source is fed (one Forward of 45 tokens, cut to
-		// at by Truncate), then the suffix.
-		ref := newCache(t, m, 80)
-		forward(t, m, lm.Step{Cache: ref, Tokens: ids})
-		ref.Truncate(at)
-		want := slices.Clone(forward(t, m, lm.Step{Cache: ref, Tokens: suffix, AllLogits: true})[0].Logits)
-		alone := newCache(t, m, 80)
-		forward(t, m, lm.Step{Cache: alone, Tokens: ids})
-		srcWant := slices.Clone(forward(t, m, lm.Step{Cache: alone, Tokens: suffix[:3]})[0].Logits)
-		alone.Release()
+	for _, kv16 := range []bool{false, true} {
+		m := smallModel(t, safetensors.F32, Options{KVBF16: kv16}, nil)
+		V := m.VocabSize()
+		ids := prompt(45, 2, V)
+		suffix := prompt(9, 3, V)
+		for _, at := range []int{32, 37, 45, 0} {
+			// The reference: the prefix fed as the source is fed (one Forward of 45 tokens, cut to
+			// at by Truncate), then the suffix.
+			ref := newCache(t, m, 80)
+			forward(t, m, lm.Step{Cache: ref, Tokens: ids})
+			ref.Truncate(at)
+			want := slices.Clone(forward(t, m, lm.Step{Cache: ref, Tokens: suffix, AllLogits: true})[0].Logits)
+			alone := newCache(t, m, 80)
+			forward(t, m, lm.Step{Cache: alone, Tokens: ids})
+			srcWant := slices.Clone(forward(t, m, lm.Step{Cache: alone, Tokens: suffix[:3]})[0].Logits)
+			alone.Release()
 
-		src := newCache(t, m, 80).(*Cache)
-		forward(t, m, lm.Step{Cache: src, Tokens: ids})
-		fc, err := src.Fork(at, 60)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := fc.(*Cache)
-		if f.Len() != at || f.Cap() != 60 {
-			t.Fatalf("fork at %d: Len %d Cap %d", at, f.Len(), f.Cap())
-		}
-		for i := range at / 16 {
-			if f.blocks[i] != src.blocks[i] {
-				t.Fatalf("fork at %d: full block %d not shared", at, i)
+			src := newCache(t, m, 80).(*Cache)
+			forward(t, m, lm.Step{Cache: src, Tokens: ids})
+			fc, err := src.Fork(at, 60)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		// The source writes first when the fork point is at its end; else the fork does.
-		var got []float32
-		if at == len(ids) {
-			if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
-				t.Fatalf("fork at %d: the source's next logits changed", at)
+			f := fc.(*Cache)
+			if f.Len() != at || f.Cap() != 60 {
+				t.Fatalf("fork at %d: Len %d Cap %d", at, f.Len(), f.Cap())
 			}
-			got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
-		} else {
-			got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
-			if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
-				t.Fatalf("fork at %d: the fork's writes changed the source (max diff %.3g)", at, maxAbsDiff(lg, srcWant))
+			for i := range at / 16 {
+				if f.blocks[i] != src.blocks[i] {
+					t.Fatalf("fork at %d: full block %d not shared", at, i)
+				}
 			}
+			// The source writes first when the fork point is at its end; else the fork does.
+			var got []float32
+			if at == len(ids) {
+				if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+					t.Fatalf("fork at %d: the source's next logits changed", at)
+				}
+				got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+			} else {
+				got = forward(t, m, lm.Step{Cache: f, Tokens: suffix, AllLogits: true})[0].Logits
+				if lg := forward(t, m, lm.Step{Cache: src, Tokens: suffix[:3]})[0].Logits; !slices.Equal(lg, srcWant) {
+					t.Fatalf("fork at %d: the fork's writes changed the source (max diff %.3g)", at, maxAbsDiff(lg, srcWant))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("fork at %d: logits differ from computing the prefix (max diff %.3g)", at, maxAbsDiff(got, want))
+			}
+			if at%16 != 0 && f.blocks[at/16] == src.blocks[at/16] {
+				t.Fatalf("fork at %d: the partly filled block is still shared after both wrote", at)
+			}
+			// The first owner finishes; the fork goes on over the shared blocks.
+			src.Release()
+			next := forward(t, m, lm.Step{Cache: f, Tokens: []int{5}})[0].Logits
+			refNext := forward(t, m, lm.Step{Cache: ref, Tokens: []int{5}})[0].Logits
+			if !slices.Equal(next, refNext) {
+				t.Fatalf("fork at %d after the source's release: logits differ by %.3g", at, maxAbsDiff(next, refNext))
+			}
+			f.Release()
+			ref.Release()
 		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("fork at %d: logits differ from computing the prefix (max diff %.3g)", at, maxAbsDiff(got, want))
+		if live, _ := m.KVBlocks(); live != 0 {
+			t.Errorf("%d KV blocks alive after every cache was released", live)
 		}
-		if at%16 != 0 && f.blocks[at/16] == src.blocks[at/16] {
-			t.Fatalf("fork at %d: the partly filled block is still shared after both wrote", at)
-		}
-		// The first owner finishes; the fork goes on over the shared blocks.
-		src.Release()
-		next := forward(t, m, lm.Step{Cache: f, Tokens: []int{5}})[0].Logits
-		refNext := forward(t, m, lm.Step{Cache: ref, Tokens: []int{5}})[0].Logits
-		if !slices.Equal(next, refNext) {
-			t.Fatalf("fork at %d after the source's release: logits differ by %.3g", at, maxAbsDiff(next, refNext))
-		}
-		f.Release()
-		ref.Release()
-	}
-	if live, _ := m.KVBlocks(); live != 0 {
-		t.Errorf("%d KV blocks alive after every cache was released", live)
 	}
 }
 

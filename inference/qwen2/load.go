@@ -46,6 +46,12 @@ type Options struct {
 	// cache. By default (false) every matrix is copied or converted into memory mapped for huge
 	// pages (package hugemem), which decode streams faster: see docs/BENCHMARKS.md.
 	Mmap bool
+	// KVBF16 stores the KV cache's keys and values as bf16 (rounded to nearest even) instead of
+	// f32: half the bytes per token, so half the memory a long context holds and half what decode
+	// attention reads at depth, but the results change (every later token attends over rounded
+	// keys and values; bf16 keeps 8 significant bits). Off by default: logits then match the f32
+	// reference computation.
+	KVBF16 bool
 }
 
 // layer holds one decoder layer's weights.
@@ -92,6 +98,7 @@ func Load(dir string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{cfg: *cfg, dir: dir, eos: slices.Clone(cfg.EOSTokenID), bos: -1}
+	m.kv.bf16 = opts.KVBF16
 	if cfg.BOSTokenID != nil {
 		m.bos = *cfg.BOSTokenID
 	}
