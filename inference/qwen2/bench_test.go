@@ -303,50 +303,58 @@ func attendSetup(b *testing.B, block, n int, kv16 bool) (*Model, *Cache, *scratc
 }
 
 // BenchmarkAttendKV is the attention of one decode step at depth 2,048 (all 24 layers of the 0.5B
-// shape) over an f32 and over a bf16 KV cache holding the same values (rounded), alternating per
-// iteration, which goes first alternating too: median wall and process CPU ms of each, and the
-// median of the per-iteration ratios bf16/f32 (each pair ran back to back, so a change of load
-// hits both). It checks that the two outputs are close (the rounding of the values only).
+// shape) over KV caches holding the same values: f32 and bf16 blocks (rounded), in turn per
+// iteration (the order alternating): the median wall and process CPU ms of each, and the median
+// of the per-iteration CPU ratio bf16/f32 (each pair ran back to back, so a change of load hits
+// both). It checks that the outputs are close (the
+// rounding of the values only).
 func BenchmarkAttendKV(b *testing.B) {
 	cpu.SetThreads(runtime.GOMAXPROCS(0))
 	const n = 2048
-	mf, cf, sf := attendSetup(b, 0, n, false)
-	mb, cb, sb := attendSetup(b, 0, n, true)
-	spans := []span{{step: 0, lo: 0, hi: 1}}
-	mf.attend(0, sf, []*Cache{cf}, spans)
-	mb.attend(0, sb, []*Cache{cb}, spans)
-	for i, x := range sf.att {
-		if d := math.Abs(float64(x - sb.att[i])); d > 1e-2 {
-			b.Fatalf("f32 and bf16 KV attention differ by %g at %d", d, i)
-		}
+	type variant struct {
+		name      string
+		kv16      bool
+		m         *Model
+		c         *Cache
+		s         *scratch
+		wall, cpu []time.Duration
 	}
-	var wf, wb, uf, ub []time.Duration
-	run := func(m *Model, c *Cache, s *scratch, w, u *[]time.Duration) {
-		t, p := time.Now(), processCPU()
-		for l := range m.cfg.NumHiddenLayers {
-			m.attend(l, s, []*Cache{c}, spans)
+	vs := []*variant{{name: "f32"}, {name: "bf16", kv16: true}}
+	spans := []span{{step: 0, lo: 0, hi: 1}}
+	for _, v := range vs {
+		v.m, v.c, v.s = attendSetup(b, 0, n, v.kv16)
+		v.m.attend(0, v.s, []*Cache{v.c}, spans)
+		for i, x := range vs[0].s.att {
+			if d := math.Abs(float64(x - v.s.att[i])); d > 1e-2 {
+				b.Fatalf("%s and f32 KV attention differ by %g at %d", v.name, d, i)
+			}
 		}
-		*w, *u = append(*w, time.Since(t)), append(*u, processCPU()-p)
 	}
 	i := 0
 	for b.Loop() {
-		if i%2 == 0 {
-			run(mf, cf, sf, &wf, &uf)
-			run(mb, cb, sb, &wb, &ub)
-		} else {
-			run(mb, cb, sb, &wb, &ub)
-			run(mf, cf, sf, &wf, &uf)
+		for j := range vs {
+			v := vs[(i+j)%len(vs)]
+			t, p := time.Now(), processCPU()
+			for l := range v.m.cfg.NumHiddenLayers {
+				v.m.attend(l, v.s, []*Cache{v.c}, spans)
+			}
+			v.wall, v.cpu = append(v.wall, time.Since(t)), append(v.cpu, processCPU()-p)
 		}
 		i++
 	}
-	ratios := make([]float64, len(wf))
-	for i := range wf {
-		ratios[i] = float64(wb[i]) / float64(wf[i])
-	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(median(wf)), "ms-f32")
-	b.ReportMetric(ms(median(wb)), "ms-bf16")
-	b.ReportMetric(median(ratios), "bf16/f32")
-	b.ReportMetric(ms(median(uf)), "ms-cpu-f32")
-	b.ReportMetric(ms(median(ub)), "ms-cpu-bf16")
+	for _, v := range vs[1:] {
+		ratios := make([]float64, len(v.wall))
+		for i := range v.wall {
+			ratios[i] = float64(v.cpu[i]) / float64(vs[0].cpu[i])
+		}
+		b.ReportMetric(median(ratios), "cpu-"+v.name+"/f32")
+	}
+	for _, v := range vs {
+		b.ReportMetric(ms(median(v.cpu)), "ms-cpu-"+v.name)
+		b.ReportMetric(ms(median(v.wall)), "ms-"+v.name)
+	}
+	for _, v := range vs {
+		v.c.Release()
+	}
 }
