@@ -146,6 +146,21 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("no %q on stderr: %q", want, stderr)
 			}
 		}
+		// The same with a bf16 KV cache, named in the JSON and the table.
+		for _, kv := range []string{"f32", "bf16"} {
+			code, stdout, stderr = testbin.Run(t, exec.Command(bin, append(args, "--kv", kv)...))
+			var k struct {
+				KV     string  `json:"kv_cache"`
+				Decode float64 `json:"decode_tok_s"`
+			}
+			if code != 0 || json.Unmarshal([]byte(stdout), &k) != nil || k.KV != kv || !(k.Decode > 0) {
+				t.Errorf("--kv %s: exit %d, %+v, stderr %q", kv, code, k, stderr)
+			}
+		}
+		code, stdout, stderr = testbin.Run(t, exec.Command(bin, "bench", "--quiet", "--model", model, "--depth", "40", "--prompt", "0", "--gen", "3", "--repeat", "1", "--kv", "bf16"))
+		if code != 0 || !strings.Contains(stdout, "kv cache bf16") {
+			t.Errorf("--kv bf16 table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
 	})
 
 	t.Run("bad input", func(t *testing.T) {
@@ -171,6 +186,8 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--backend", "cuda", "--dtype", "q8"}, 2, "holds the weights in bf16"},
 			{[]string{"--model", model, "--roofline", "--gen", "0"}, 2, "roofline needs the decode test"},
 			{[]string{"--model", model, "--roofline", "--backend", "cuda"}, 2, "backend cuda has none"},
+			{[]string{"--model", model, "--kv", "f16"}, 2, `--kv "f16": want f32 or bf16`},
+			{[]string{"--model", model, "--kv", "bf16", "--backend", "cuda"}, 2, "cpu backend option"},
 		}
 		for _, c := range cases {
 			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))
