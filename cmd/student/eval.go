@@ -48,16 +48,15 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
 		cacheTokens = fs.Int("cache-tokens", 65536, "student: tokens of finished conversations' KV caches kept for prefix reuse (a shared schema prompt, the previous turn); negative: none, every prompt computed in full")
 	)
-	var (
-		dtype   string
-		threads int
-		mmap    bool
-	)
-	addWeightFlags(fs, "student: ", &dtype, &threads, &mmap)
+	var wf weightFlags
+	wf.add(fs, "student: ")
 	return func(ctx context.Context, c *cli.Call) error {
 		spec, err := evalPolicySpec(*model, *policySpec)
 		if err != nil {
 			return cli.Usage(err)
+		}
+		if err := wf.check(); err != nil {
+			return err
 		}
 		// A backend that cannot run here is one clear line before anything starts.
 		if b, err := student.ParseBackend(*backend); err != nil {
@@ -90,7 +89,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		}
 		live, logw := progress.Writers(c.Stderr)
 		sopts, err := evalStudentOptions(os.Getenv, c.Given(), evalStudentFlags{
-			tokenizer: *tokenizer, dtype: dtype, backend: *backend, threads: threads, mmap: mmap, cacheTokens: *cacheTokens, batch: *batch,
+			tokenizer: *tokenizer, dtype: wf.dtype, kv: wf.kv, backend: *backend, threads: wf.threads, mmap: wf.mmap, cacheTokens: *cacheTokens, batch: *batch,
 		})
 		if err != nil && strings.HasPrefix(spec, "student:") {
 			return err
@@ -155,10 +154,10 @@ func evalPolicySpec(model, policy string) (string, error) {
 
 // evalStudentFlags are eval's flags for the student:DIR policy.
 type evalStudentFlags struct {
-	tokenizer, dtype, backend string
-	threads, cacheTokens      int
-	batch                     int
-	mmap                      bool
+	tokenizer, dtype, kv, backend string
+	threads, cacheTokens          int
+	batch                         int
+	mmap                          bool
 }
 
 // evalStudentOptions builds the student:DIR policy's options: the documented
@@ -176,6 +175,9 @@ func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalS
 	}
 	if f.dtype != "" {
 		opts.DType = f.dtype
+	}
+	if f.kv != "" {
+		opts.KVCache = f.kv
 	}
 	if f.backend != "" {
 		opts.Backend = f.backend // --backend (default cpu) wins over the environment, as it always has

@@ -13,15 +13,15 @@ import (
 // wins as it always has.
 func TestEvalStudentOptions(t *testing.T) {
 	env := map[string]string{policies.EnvStudentTokenizer: "/env-tok", policies.EnvStudentDType: "bf16", policies.EnvStudentThreads: "3",
-		policies.EnvStudentMmap: "1", policies.EnvStudentCacheTokens: "100", policies.EnvStudentBackend: "cuda"}
+		policies.EnvStudentMmap: "1", policies.EnvStudentCacheTokens: "100", policies.EnvStudentBackend: "cuda", policies.EnvStudentKV: "bf16"}
 	getenv := func(k string) string { return env[k] }
 	o, err := evalStudentOptions(getenv, map[string]bool{}, evalStudentFlags{backend: "cpu", cacheTokens: 65536})
-	if err != nil || o.Tokenizer != "/env-tok" || o.DType != "bf16" || o.Threads != 3 || !o.Mmap || o.Generate.CacheTokens != 100 || o.Backend != "cpu" || o.Generate.MaxBatch != 0 {
+	if err != nil || o.Tokenizer != "/env-tok" || o.DType != "bf16" || o.Threads != 3 || !o.Mmap || o.Generate.CacheTokens != 100 || o.Backend != "cpu" || o.Generate.MaxBatch != 0 || o.KVCache != "bf16" {
 		t.Fatalf("environment only: %+v %v", o, err)
 	}
 	o, err = evalStudentOptions(getenv, map[string]bool{"mmap": true, "cache-tokens": true, "batch": true},
-		evalStudentFlags{tokenizer: "/flag-tok", dtype: "q8", backend: "cpu", threads: 1, mmap: false, cacheTokens: -1, batch: 32})
-	if err != nil || o.Tokenizer != "/flag-tok" || o.DType != "q8" || o.Threads != 1 || o.Mmap || o.Generate.CacheTokens != -1 || o.Generate.MaxBatch != 32 {
+		evalStudentFlags{tokenizer: "/flag-tok", dtype: "q8", kv: "f32", backend: "cpu", threads: 1, mmap: false, cacheTokens: -1, batch: 32})
+	if err != nil || o.Tokenizer != "/flag-tok" || o.DType != "q8" || o.Threads != 1 || o.Mmap || o.Generate.CacheTokens != -1 || o.Generate.MaxBatch != 32 || o.KVCache != "f32" {
 		t.Fatalf("flags over the environment: %+v %v", o, err)
 	}
 	o, err = evalStudentOptions(func(string) string { return "" }, map[string]bool{"mmap": true}, evalStudentFlags{backend: "cpu", mmap: true, batch: 5})

@@ -11,10 +11,9 @@ import (
 
 // modelFlags are the flags every model-loading subcommand shares.
 type modelFlags struct {
-	dir, tokenizer, dtype string
-	backend               string
-	threads               int
-	mmap                  bool
+	dir, tokenizer string
+	backend        string
+	weightFlags
 }
 
 // addModelFlags defines the model flags on fs.
@@ -22,17 +21,37 @@ func addModelFlags(fs *flag.FlagSet) *modelFlags {
 	m := &modelFlags{}
 	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $"+cli.TokenizerEnv+")")
-	addWeightFlags(fs, "", &m.dtype, &m.threads, &m.mmap)
+	m.weightFlags.add(fs, "")
 	fs.StringVar(&m.backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	return m
 }
 
-// addWeightFlags defines --dtype, --threads and --mmap, the flags of how the weights are held
-// and multiplied; prefix starts their help ("student: " where other policies share the command).
-func addWeightFlags(fs *flag.FlagSet, prefix string, dtype *string, threads *int, mmap *bool) {
-	fs.StringVar(dtype, "dtype", "", prefix+"weight type: f32, bf16 or q8 (default: as stored)")
-	fs.IntVar(threads, "threads", 0, prefix+"CPU threads for the kernels (default: all cores)")
-	fs.BoolVar(mmap, "mmap", false, prefix+"use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
+// weightFlags are --dtype, --threads, --mmap and --kv: how the weights and the KV cache are
+// held and multiplied.
+type weightFlags struct {
+	dtype, kv string
+	threads   int
+	mmap      bool
+}
+
+// add defines the flags on fs; prefix starts their help ("student: " where other policies
+// share the command).
+func (w *weightFlags) add(fs *flag.FlagSet, prefix string) {
+	fs.StringVar(&w.dtype, "dtype", "", prefix+"weight type: f32, bf16 or q8 (default: as stored)")
+	fs.IntVar(&w.threads, "threads", 0, prefix+"CPU threads for the kernels (default: all cores)")
+	fs.BoolVar(&w.mmap, "mmap", false, prefix+"use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
+	fs.StringVar(&w.kv, "kv", "", prefix+"KV cache value type on the cpu backend: f32 (default), or bf16 (half the bytes a long context reads and holds; results change slightly)")
+}
+
+// check returns the usage error of a bad --dtype or --kv.
+func (w *weightFlags) check() error {
+	if _, err := qwen2.ParseWeightType(w.dtype); err != nil {
+		return cli.Usagef("--dtype: %v", err)
+	}
+	if _, err := qwen2.ParseKVCache(w.kv); err != nil {
+		return cli.Usagef("--kv %q: want f32 or bf16", w.kv)
+	}
+	return nil
 }
 
 // check returns the usage error of a missing --model, a bad --dtype or a bad --backend.
@@ -40,8 +59,8 @@ func (m *modelFlags) check() error {
 	if m.dir == "" {
 		return cli.Usagef("--model DIR is required")
 	}
-	if _, err := qwen2.ParseWeightType(m.dtype); err != nil {
-		return cli.Usagef("--dtype: %v", err)
+	if err := m.weightFlags.check(); err != nil {
+		return err
 	}
 	if _, err := student.ParseBackend(m.backend); err != nil {
 		return cli.Usagef("--%v", err)
@@ -55,5 +74,5 @@ func (m *modelFlags) options() student.Options {
 	if tok == "" {
 		tok = os.Getenv(cli.TokenizerEnv)
 	}
-	return student.Options{Tokenizer: tok, DType: m.dtype, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
+	return student.Options{Tokenizer: tok, DType: m.dtype, KVCache: m.kv, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
 }

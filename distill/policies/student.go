@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/student"
 )
 
@@ -21,6 +22,8 @@ const (
 	// EnvStudentMmap, when 1, uses the weights in place from the mapped files (shared page
 	// cache between processes) instead of copying them into huge-page memory.
 	EnvStudentMmap = "CHAINEDSQL_STUDENT_MMAP"
+	// EnvStudentKV is the CPU backend's KV cache type: f32 (default) or bf16.
+	EnvStudentKV = "CHAINEDSQL_STUDENT_KV"
 	// EnvStudentBackend is the runtime backend: cpu (default), cuda or cuda-emulated.
 	EnvStudentBackend = "CHAINEDSQL_STUDENT_BACKEND"
 	// EnvStudentCacheTokens is the generator's CacheTokens: the tokens of finished
@@ -32,7 +35,10 @@ const (
 // student options; unset variables leave their fields zero. A malformed value is an error
 // naming the variable.
 func StudentEnv(getenv func(string) string) (student.Options, error) {
-	opts := student.Options{Tokenizer: getenv(EnvStudentTokenizer), DType: getenv(EnvStudentDType), Backend: getenv(EnvStudentBackend)}
+	opts := student.Options{Tokenizer: getenv(EnvStudentTokenizer), DType: getenv(EnvStudentDType), Backend: getenv(EnvStudentBackend), KVCache: getenv(EnvStudentKV)}
+	if _, err := qwen2.ParseKVCache(opts.KVCache); err != nil {
+		return opts, fmt.Errorf("%s=%q: want f32 or bf16", EnvStudentKV, opts.KVCache)
+	}
 	switch v := getenv(EnvStudentMmap); v {
 	case "", "0":
 	case "1":

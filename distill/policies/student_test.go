@@ -56,9 +56,10 @@ func TestStudentEnv(t *testing.T) {
 	env := map[string]string{
 		policies.EnvStudentTokenizer: "/tok", policies.EnvStudentDType: "q8", policies.EnvStudentThreads: "3",
 		policies.EnvStudentMmap: "1", policies.EnvStudentBackend: "cuda", policies.EnvStudentCacheTokens: "-1",
+		policies.EnvStudentKV: "bf16",
 	}
 	o, err := policies.StudentEnv(func(k string) string { return env[k] })
-	if err != nil || o.Tokenizer != "/tok" || o.DType != "q8" || o.Threads != 3 || !o.Mmap || o.Backend != "cuda" || o.Generate.CacheTokens != -1 {
+	if err != nil || o.Tokenizer != "/tok" || o.DType != "q8" || o.Threads != 3 || !o.Mmap || o.Backend != "cuda" || o.Generate.CacheTokens != -1 || o.KVCache != "bf16" {
 		t.Fatalf("%+v %v", o, err)
 	}
 	if o, err := policies.StudentEnv(func(string) string { return "" }); err != nil || o.Tokenizer != "" || o.Threads != 0 || o.Mmap || o.Generate.CacheTokens != 0 {
@@ -68,7 +69,7 @@ func TestStudentEnv(t *testing.T) {
 	if o, err := policies.StudentEnv(func(k string) string { return env[k] }); err != nil || o.Mmap {
 		t.Fatalf("mmap 0: %+v %v", o, err)
 	}
-	for k, v := range map[string]string{policies.EnvStudentThreads: "zero", policies.EnvStudentMmap: "yes", policies.EnvStudentCacheTokens: "lots"} {
+	for k, v := range map[string]string{policies.EnvStudentThreads: "zero", policies.EnvStudentMmap: "yes", policies.EnvStudentCacheTokens: "lots", policies.EnvStudentKV: "f16"} {
 		bad := map[string]string{k: v}
 		if _, err := policies.StudentEnv(func(k string) string { return bad[k] }); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v", k, v, err)

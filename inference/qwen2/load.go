@@ -36,6 +36,17 @@ func ParseWeightType(s string) (WeightType, error) {
 	return "", fmt.Errorf("qwen2: weight type %q is not one of stored, f32, bf16, q8", s)
 }
 
+// ParseKVCache parses a --kv flag value: "" or "f32" (false), "bf16" (true: Options.KVBF16).
+func ParseKVCache(s string) (bf16 bool, err error) {
+	switch strings.ToLower(s) {
+	case "", "f32":
+		return false, nil
+	case "bf16":
+		return true, nil
+	}
+	return false, fmt.Errorf("qwen2: KV cache type %q is not one of f32, bf16", s)
+}
+
 // Options configure Load.
 type Options struct {
 	// DType converts the weight matrices on load; AsStored (the zero value) keeps the file's.

@@ -28,6 +28,10 @@ type Options struct {
 	// Mmap uses weights already in the wanted type in place from the mapped files
 	// (qwen2.Options.Mmap) instead of copying them into huge-page memory.
 	Mmap bool
+	// KVCache is the CPU backend's KV cache value type: "" or "f32" (the default), or "bf16"
+	// (qwen2.Options.KVBF16: half the bytes at depth, results change slightly). The CUDA
+	// backends' cache is always bf16; "f32" there is an error.
+	KVCache string
 	// Backend runs the model on "cpu" (the default), "cuda" (an NVIDIA GPU through the driver)
 	// or "cuda-emulated" (the CUDA kernels on the CPU, in binaries built with -tags cudaemu).
 	Backend string
@@ -135,6 +139,10 @@ func LoadModel(dir string, opts Options) (Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}
+	kvBF16, err := qwen2.ParseKVCache(opts.KVCache)
+	if err != nil {
+		return nil, fmt.Errorf("student: %w", err)
+	}
 	if opts.Threads > 0 {
 		cpu.SetThreads(opts.Threads)
 	}
@@ -142,13 +150,16 @@ func LoadModel(dir string, opts Options) (Model, error) {
 		if wt != qwen2.AsStored && wt != qwen2.BF16 {
 			return nil, fmt.Errorf("student: --backend %s holds the weights in bf16; weight type %s is for the cpu backend", backend, wt)
 		}
+		if opts.KVCache != "" && !kvBF16 {
+			return nil, fmt.Errorf("student: --backend %s keeps its KV cache in bf16; KV cache type %s is for the cpu backend", backend, opts.KVCache)
+		}
 		m, err := cuda.Load(dir, cuda.Options{Backend: backend})
 		if err != nil {
 			return nil, fmt.Errorf("student: %w", err)
 		}
 		return m, nil
 	}
-	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap})
+	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap, KVBF16: kvBF16})
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}

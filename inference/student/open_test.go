@@ -7,6 +7,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -77,5 +78,42 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir()+"/nope", Options{}); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("missing dir: %v", err)
+	}
+}
+
+// TestLoadModelKVCache: KVCache reaches the CPU model (a bf16 cache holds half the bytes of an
+// f32 one for the same tokens), a bad type is an error naming it, and the CUDA backends, whose
+// cache is bf16, refuse "f32".
+func TestLoadModelKVCache(t *testing.T) {
+	dir := shared.Path(t, "models/tiny-qwen2-f32")
+	bytesFor := func(kv string) int64 {
+		m, err := LoadModel(dir, Options{KVCache: kv})
+		if err != nil {
+			t.Fatalf("KVCache %q: %v", kv, err)
+		}
+		defer m.Close()
+		c, err := m.NewCache(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		if err := m.Forward(context.Background(), []lm.Step{{Cache: c, Tokens: []int{1, 2, 3}}}); err != nil {
+			t.Fatal(err)
+		}
+		kb, ok := m.(interface{ KVBlocks() (int, int64) })
+		if !ok {
+			t.Fatalf("%T has no KVBlocks", m)
+		}
+		_, b := kb.KVBlocks()
+		return b
+	}
+	if f32, bf16 := bytesFor(""), bytesFor("bf16"); f32 == 0 || bf16*2 != f32 {
+		t.Errorf("KV bytes: f32 %d, bf16 %d; want bf16 half of f32", f32, bf16)
+	}
+	if _, err := LoadModel(dir, Options{KVCache: "f16"}); err == nil || !strings.Contains(err.Error(), "f16") {
+		t.Errorf("KVCache f16: %v", err)
+	}
+	if _, err := LoadModel(dir, Options{KVCache: "f32", Backend: "cuda-emulated"}); err == nil || !strings.Contains(err.Error(), "bf16") {
+		t.Errorf("cuda-emulated with an f32 KV cache: %v", err)
 	}
 }
