@@ -13,9 +13,8 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
@@ -234,6 +233,7 @@ func (cfg *RunConfig) validate() error {
 	return nil
 }
 
+// job is one key to play: a task, a dialect, a sample.
 type job struct {
 	task    datasets.Task
 	dialect datasets.Dialect
@@ -247,13 +247,57 @@ type job struct {
 // episodes in flight, not by the number of tasks. When ctx ends, no new episode starts and the
 // ones in flight get cfg.DrainTimeout to finish; Run then returns ErrInterrupted with the run dir
 // consistent. Keys that fail terminally go to failures.jsonl.
+//
+// The steps, in order: setup (defaults, checks), open (create or resume the run dir), plan
+// (count the keys to do and to skip), the drain (the work's cancellation), the early stop's
+// watch of each policy, the writer, the players (a producer and workers per policy), close the
+// policies, finish (the summary; ErrInterrupted when keys are left).
 func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
+	if err := cfg.setup(); err != nil {
+		return nil, err
+	}
+	rd, err := openRun(cfg.Dir, manifestFor(&cfg), olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	if cfg.ByDatabase {
+		cfg.Tasks = GroupByDatabase(cfg.Tasks)
+	}
+	res := &RunResult{Repairs: rd.Repairs()}
+	usage, err := rundir.ReadUsage(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	prog := newProgress(cfg.Progress, cfg.Interactive, cfg.ProgressInterval)
+	plan(&cfg, rd, res, prog)
+
+	work := startDrain(ctx, cfg.Abort, cfg.DrainTimeout, prog)
+	stop := newEarlyStop()
+	policies := stop.watchAll(cfg.Policies)
+	w := startWriter(&cfg, rd, usage, prog, res, stop, work.cancel)
+	stopProg := prog.start()
+	pl := &players{cfg: &cfg, rd: rd, results: w.results, prog: prog}
+	pl.play(ctx, work.ctx, policies)
+	werr := w.wait()
+	work.end()
+	stopProg()
+	res.Abandoned = prog.abandonedTotal()
+
+	if err := closePolicies(cfg.Policies, werr); err != nil {
+		return res, err
+	}
+	return res, finish(ctx, &cfg, rd, res)
+}
+
+// setup fills cfg's defaults and checks it.
+func (cfg *RunConfig) setup() error {
 	if cfg.Samples == 0 {
 		cfg.Samples = 1
 	}
 	cfg.Episode = cfg.Episode.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.MaxShardBytes <= 0 {
 		cfg.MaxShardBytes = DefaultMaxShardBytes
@@ -267,164 +311,203 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if cfg.Schemas == nil {
 		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
-	abort := cfg.Abort
-	if abort == nil {
-		abort = context.Background()
+	if cfg.Abort == nil {
+		cfg.Abort = context.Background()
 	}
+	return nil
+}
 
-	m := manifestFor(&cfg)
-	rd, err := openRun(cfg.Dir, m, olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.ByDatabase {
-		cfg.Tasks = GroupByDatabase(cfg.Tasks)
-	}
-	defer rd.Close()
-	res := &RunResult{Repairs: rd.Repairs()}
-
-	usage, err := rundir.ReadUsage(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-
-	// Count this invocation's work per teacher (for progress and ETA) without storing keys.
-	prog := newProgress(cfg.Progress, cfg.Interactive, cfg.ProgressInterval)
+// plan counts each policy's keys of this shard, to do and skipped, into res and prog (for
+// progress and the ETA) without storing the keys.
+func plan(cfg *RunConfig, rd *rundir.Writer, res *RunResult, prog *progress) {
 	for _, p := range cfg.Policies {
-		todo, skipped := 0, 0
-		forKeys(&cfg, p, func(j job) bool {
-			if skip(rd, j.key, cfg.RetryFailed) {
-				skipped++
-			} else {
-				todo++
-			}
-			return true
-		})
+		todo, skipped := countKeys(cfg, rd, p)
 		res.Total += todo + skipped
 		res.Skipped += skipped
 		prog.add(p.Name, todo, skipped)
 	}
+}
 
-	// Work runs under workCtx: it ends on Abort, DrainTimeout after ctx ends, or a writer error.
-	workCtx, cancelWork := context.WithCancelCause(abort)
-	defer cancelWork(nil)
-	finished := make(chan struct{})
+// countKeys counts p's keys of this shard that are to do and those that skip passes over.
+func countKeys(cfg *RunConfig, rd *rundir.Writer, p *episode.PolicyHandle) (todo, skipped int) {
+	forKeys(cfg, p, func(j job) bool {
+		if skip(rd, j.key, cfg.RetryFailed) {
+			skipped++
+		} else {
+			todo++
+		}
+		return true
+	})
+	return todo, skipped
+}
+
+// drain is the run's cancellation. The work (episodes, the writer) runs under ctx, which ends
+// on Abort (a second Ctrl-C), DrainTimeout after the run's context ends (the first: no new
+// episode starts, those in flight may finish), or cancel (a write error, the early stop).
+type drain struct {
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	finished chan struct{}
+}
+
+// startDrain starts watching run: when it ends before the work does, prog notes the stop and
+// the work gets timeout to finish.
+func startDrain(run, abort context.Context, timeout time.Duration, prog *progress) *drain {
+	ctx, cancel := context.WithCancelCause(abort)
+	d := &drain{ctx: ctx, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		select {
-		case <-ctx.Done():
-			prog.note(fmt.Sprintf("stopping: letting %s of in-flight episodes finish (Ctrl-C again to abandon them)", cfg.DrainTimeout))
-			t := time.NewTimer(cfg.DrainTimeout)
+		case <-run.Done():
+			prog.note(fmt.Sprintf("stopping: letting %s of in-flight episodes finish (Ctrl-C again to abandon them)", timeout))
+			t := time.NewTimer(timeout)
 			defer t.Stop()
 			select {
 			case <-t.C:
-				cancelWork(errors.New("drain timeout"))
-			case <-finished:
+				cancel(errors.New("drain timeout"))
+			case <-d.finished:
 			}
-		case <-finished:
+		case <-d.finished:
 		}
 	}()
+	return d
+}
 
-	results := make(chan pending, 64)
-	writerDone := make(chan error, 1)
-	stop := newEarlyStop()
-	watched := make([]*episode.PolicyHandle, len(cfg.Policies))
-	for i, p := range cfg.Policies {
-		watched[i] = stop.watch(p)
-	}
-	go func() { writerDone <- writeLoop(&cfg, rd, usage, results, prog, res, stop, cancelWork) }()
-	stopProg := prog.start()
+// end is called once the work has finished: the watch stops and the work's context is released.
+func (d *drain) end() {
+	close(d.finished)
+	d.cancel(nil)
+}
 
-	g, gctx := errgroup.WithContext(workCtx)
-	for _, p := range watched {
-		n := cfg.Concurrency
-		if n == 0 {
-			n = p.Concurrency
-		}
-		if n <= 0 {
-			n = DefaultConcurrency
-			if p.Name == episode.OracleName {
-				n = 2 * runtime.GOMAXPROCS(0)
-			}
-		}
+// writer is writeLoop on its own goroutine, committing what results carries.
+type writer struct {
+	results chan pending
+	done    chan error
+}
+
+// startWriter starts writeLoop; cancel ends the work when a write fails or the early stop stops
+// the run.
+func startWriter(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, prog *progress, res *RunResult, stop *earlyStop, cancel context.CancelCauseFunc) *writer {
+	w := &writer{results: make(chan pending, 64), done: make(chan error, 1)}
+	go func() { w.done <- writeLoop(cfg, rd, usage, w.results, prog, res, stop, cancel) }()
+	return w
+}
+
+// wait closes results, once no player sends any more, and returns writeLoop's error when it has
+// committed the rest.
+func (w *writer) wait() error {
+	close(w.results)
+	return <-w.done
+}
+
+// players play the episodes of the run's keys and send what to write to results.
+type players struct {
+	cfg     *RunConfig
+	rd      *rundir.Writer
+	results chan<- pending
+	prog    *progress
+}
+
+// play runs, for each policy, a producer (feed) and concurrency(p) workers (worker) over a channel
+// of that size, and returns when all are done: every key played, or run or work ended.
+func (pl *players) play(run, work context.Context, policies []*episode.PolicyHandle) {
+	var wg sync.WaitGroup
+	for _, p := range policies {
+		n := concurrency(pl.cfg, p)
 		jobs := make(chan job, n)
-		g.Go(func() error {
-			defer close(jobs)
-			forKeys(&cfg, p, func(j job) bool {
-				if skip(rd, j.key, cfg.RetryFailed) {
-					return true
-				}
-				select {
-				case jobs <- j:
-					return true
-				case <-ctx.Done():
-					return false
-				case <-gctx.Done():
-					return false
-				}
-			})
-			return nil
-		})
+		wg.Go(func() { pl.feed(run, work, p, jobs) })
 		for range n {
-			g.Go(func() error {
-				for j := range jobs {
-					if ctx.Err() != nil || gctx.Err() != nil {
-						continue // drain the channel without starting new episodes
-					}
-					out := runOne(gctx, &cfg, p, j)
-					if out.fail == nil && out.tr == nil {
-						prog.abandoned(p.Name)
-						continue
-					}
-					select {
-					case results <- out:
-					case <-gctx.Done():
-						prog.abandoned(p.Name)
-					}
-				}
-				return nil
-			})
+			wg.Go(func() { pl.worker(run, work, p, jobs) })
 		}
 	}
-	gerr := g.Wait()
-	close(results)
-	werr := <-writerDone
-	close(finished)
-	stopProg()
-	res.Abandoned = prog.abandonedTotal()
+	wg.Wait()
+}
 
-	for _, p := range cfg.Policies {
+// concurrency is how many episodes of p run at once: cfg.Concurrency, else the policy's own,
+// else DefaultConcurrency (2 × GOMAXPROCS for the oracle).
+func concurrency(cfg *RunConfig, p *episode.PolicyHandle) int {
+	n := cfg.Concurrency
+	if n == 0 {
+		n = p.Concurrency
+	}
+	if n <= 0 {
+		n = DefaultConcurrency
+		if p.Name == episode.OracleName {
+			n = 2 * runtime.GOMAXPROCS(0)
+		}
+	}
+	return n
+}
+
+// feed sends p's keys to do to jobs, in forKeys order, until they are all sent or run or work
+// ends; then it closes jobs.
+func (pl *players) feed(run, work context.Context, p *episode.PolicyHandle, jobs chan<- job) {
+	defer close(jobs)
+	forKeys(pl.cfg, p, func(j job) bool {
+		if skip(pl.rd, j.key, pl.cfg.RetryFailed) {
+			return true
+		}
+		select {
+		case jobs <- j:
+			return true
+		case <-run.Done():
+			return false
+		case <-work.Done():
+			return false
+		}
+	})
+}
+
+// worker plays the jobs of p one after another and sends each result to results. Once run or
+// work has ended it starts no episode and drains jobs; an episode cut by work's end, or whose
+// result can not be sent before it, counts as abandoned.
+func (pl *players) worker(run, work context.Context, p *episode.PolicyHandle, jobs <-chan job) {
+	for j := range jobs {
+		if run.Err() != nil || work.Err() != nil {
+			continue
+		}
+		out := runOne(work, pl.cfg, p, j)
+		if out.fail == nil && out.tr == nil {
+			pl.prog.abandoned(p.Name)
+			continue
+		}
+		select {
+		case pl.results <- out:
+		case <-work.Done():
+			pl.prog.abandoned(p.Name)
+		}
+	}
+}
+
+// closePolicies closes every policy that has a Close. It returns err, else the first error of
+// a close.
+func closePolicies(policies []*episode.PolicyHandle, err error) error {
+	for _, p := range policies {
 		if p.Close != nil {
-			if err := p.Close(); err != nil && werr == nil {
-				werr = fmt.Errorf("closing %s: %w", p.Name, err)
+			if cerr := p.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", p.Name, cerr)
 			}
 		}
 	}
-	if werr != nil {
-		return res, werr
-	}
-	if gerr != nil && !errors.Is(gerr, context.Canceled) {
-		return res, gerr
-	}
+	return err
+}
+
+// finish summarizes the whole run dir into res. It returns ErrInterrupted when run or Abort
+// ended and keys are left to do (an interruption can come after the last key).
+func finish(run context.Context, cfg *RunConfig, rd *rundir.Writer, res *RunResult) error {
+	var err error
 	res.Summary, res.BadLines, err = Summarize(cfg.Dir)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if ctx.Err() != nil || abort.Err() != nil {
-		// Interrupted unless everything got done anyway.
-		remaining := 0
-		for _, p := range cfg.Policies {
-			forKeys(&cfg, p, func(j job) bool {
-				if !skip(rd, j.key, cfg.RetryFailed) {
-					remaining++
-				}
-				return true
-			})
-		}
-		if remaining > 0 {
-			return res, ErrInterrupted
+	if run.Err() == nil && cfg.Abort.Err() == nil {
+		return nil
+	}
+	for _, p := range cfg.Policies {
+		if todo, _ := countKeys(cfg, rd, p); todo > 0 {
+			return ErrInterrupted
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // forKeys calls fn for every key of policy p in this shard, tasks outermost; fn returns false to
