@@ -2,6 +2,7 @@ package generate
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -44,6 +45,56 @@ type SamplingModel interface {
 	// (len(steps) ids) and, with logProbs (len(steps) values, else nil), its log-probability,
 	// instead of its logits.
 	ForwardSample(ctx context.Context, steps []lm.Step, how []lm.Sampling, out []int, logProbs []float32) error
+}
+
+// picker is where a step's next tokens come from.
+type picker int
+
+// Pickers.
+const (
+	hostPicks   picker = iota // the host samples from the logits (sampleAll)
+	greedyPicks               // GreedyModel's argmax ids, in Generator.picked
+	devicePicks               // SamplingModel's ids and log-probabilities (forwardSample)
+)
+
+// forward runs b through the model and returns where its tokens come from. Greedy requests
+// that want no log-probabilities need only the argmax: a GreedyModel picks it on the device and
+// copies back one id per sequence instead of a row of logits, when every sequence of b is one.
+// Otherwise a SamplingModel samples on the device, and any other model returns logits.
+func (g *Generator) forward(b *batch) (picker, error) {
+	greedy := g.greedy != nil
+	for _, s := range b.seqs {
+		greedy = greedy && s.deviceGreedy()
+	}
+	switch {
+	case greedy:
+		g.picked = slices.Grow(g.picked[:0], len(b.steps))[:len(b.steps)]
+		return greedyPicks, g.greedy.ForwardGreedy(g.ctx, b.steps, g.picked)
+	case g.sampling != nil:
+		return devicePicks, g.forwardSample(b.seqs, b.steps)
+	}
+	return hostPicks, g.model.Forward(g.ctx, b.steps)
+}
+
+// token returns the token picked for b.seqs[i] and, when its request asks for it, the token's
+// log-probability; an error when the pick is unusable (an id outside the vocabulary, a row of
+// logits too short).
+func (g *Generator) token(b *batch, i int, pick picker) (int, float32, error) {
+	if pick == hostPicks {
+		if n := len(b.steps[i].Logits); n < g.vocab {
+			return 0, 0, fmt.Errorf("generate: model returned %d logits, want %d", n, g.vocab)
+		}
+		return b.drawn[i].tok, b.drawn[i].logProb, nil
+	}
+	tok := g.picked[i]
+	if tok < 0 || tok >= g.vocab {
+		return 0, 0, fmt.Errorf("generate: model picked token %d outside the vocabulary of %d", tok, g.vocab)
+	}
+	var logProb float32
+	if pick == devicePicks && b.seqs[i].req.LogProbs {
+		logProb = g.lps[i]
+	}
+	return tok, logProb, nil
 }
 
 // draw is one sequence's sampled token and its log-probability (when asked for).

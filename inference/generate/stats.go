@@ -64,3 +64,25 @@ func (g *Generator) updateQueueStats() {
 	g.stats.Active, g.stats.Waiting = len(g.active), len(g.waiting)
 	g.statsMu.Unlock()
 }
+
+// countForward counts b's Forward.
+func (g *Generator) countForward(b *batch) {
+	g.statsMu.Lock()
+	g.stats.Forwards++
+	g.stats.ForwardTokens += int64(b.tokens)
+	g.stats.MaxBatchSeen = max(g.stats.MaxBatchSeen, len(b.steps))
+	g.statsMu.Unlock()
+}
+
+// countStep counts the tokens generated in b's step and, when every sequence of b decoded, the
+// decode step: its tokens and its time since b.began.
+func (g *Generator) countStep(b *batch, generated int) {
+	g.statsMu.Lock()
+	g.stats.Generated += int64(generated)
+	if b.decoding == len(b.steps) {
+		g.stats.DecodeSteps++
+		g.stats.DecodeTokens += int64(generated)
+		g.stats.DecodeTime += time.Since(b.began)
+	}
+	g.statsMu.Unlock()
+}

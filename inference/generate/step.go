@@ -8,159 +8,152 @@ import (
 	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
-// step runs one Forward over all active sequences and samples where a prompt or a decode step
-// completed.
+// step runs one Forward over the active sequences and takes a token for each whose prompt or
+// decode step it completed: schedule the batch, forward it, count it, pick the host's tokens
+// where the model gave logits, advance each sequence, count the step, end the finished ones.
 func (g *Generator) step() {
-	steps := make([]lm.Step, 0, len(g.active))
-	seqs := make([]*Sequence, 0, len(g.active))
-	budget := g.cfg.StepTokens
-	began := time.Now()
-	// Decoding sequences first: one token each, always.
-	for _, s := range g.active {
-		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
-			steps = append(steps, lm.Step{Cache: s.cache, Tokens: s.todo, Logits: s.logits})
-			seqs = append(seqs, s)
-			budget--
-		}
-	}
-	decoding := len(steps) // a decode step if no prompt chunk joins them
-	for _, s := range g.active {
-		if len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt) {
-			continue
-		}
-		n := min(len(s.todo), g.cfg.PrefillChunk, budget)
-		if n <= 0 {
-			if len(steps) > 0 {
-				continue
-			}
-			n = min(len(s.todo), g.cfg.PrefillChunk)
-		}
-		steps = append(steps, lm.Step{Cache: s.cache, Tokens: s.todo[:n], Logits: s.logits})
-		seqs = append(seqs, s)
-		budget -= n
-	}
-	tokens := 0
-	for _, st := range steps {
-		tokens += len(st.Tokens)
-	}
-	// Greedy requests that want no log-probabilities need only the argmax: a model that picks
-	// it on the device copies back one id per sequence instead of a row of logits.
-	greedy := g.greedy != nil
-	for _, s := range seqs {
-		greedy = greedy && s.deviceGreedy()
-	}
-	// Otherwise a model that samples on the device does so (forwardSample).
-	sampled := !greedy && g.sampling != nil
-	var err error
-	switch {
-	case greedy:
-		g.picked = slices.Grow(g.picked[:0], len(steps))[:len(steps)]
-		err = g.greedy.ForwardGreedy(g.ctx, steps, g.picked)
-	case sampled:
-		err = g.forwardSample(seqs, steps)
-	default:
-		err = g.model.Forward(g.ctx, steps)
-	}
-	g.statsMu.Lock()
-	g.stats.Forwards++
-	g.stats.ForwardTokens += int64(tokens)
-	g.stats.MaxBatchSeen = max(g.stats.MaxBatchSeen, len(steps))
-	g.statsMu.Unlock()
+	b := g.schedule()
+	pick, err := g.forward(b)
+	g.countForward(b)
 	if err != nil {
 		if g.ctx.Err() != nil {
 			return // shutdown ends everything
 		}
-		err = fmt.Errorf("generate: forward of %d sequences, %d tokens: %w", len(steps), tokens, err)
-		for _, s := range seqs {
+		err = fmt.Errorf("generate: forward of %d sequences, %d tokens: %w", len(b.steps), b.tokens, err)
+		for _, s := range b.seqs {
 			g.fail(s, err)
 		}
 		g.removeEnded()
 		return
 	}
-	var drawn []draw
-	if !greedy && !sampled {
-		drawn = g.sampleAll(seqs, steps)
+	if pick == hostPicks {
+		b.drawn = g.sampleAll(b.seqs, b.steps)
 	}
+	ends, generated := g.advance(b, pick)
+	g.countStep(b, generated)
 	// The sequences this step finishes end after the step's stats are in, so a caller that saw
 	// its sequence end reads Stats with this step counted.
-	type ending struct {
-		s      *Sequence
-		reason string
-		stopID int
-	}
-	var ends []ending
-	generated := 0
-	for i, s := range seqs {
-		st := steps[i]
-		s.logits = st.Logits
-		s.fed = append(s.fed, st.Tokens...)
-		s.todo = s.todo[len(st.Tokens):]
-		if len(s.todo) > 0 {
-			continue // prompt not yet complete
-		}
-		var tok int
-		if greedy || sampled {
-			tok = g.picked[i]
-			if tok < 0 || tok >= g.vocab {
-				g.fail(s, fmt.Errorf("generate: model picked token %d outside the vocabulary of %d", tok, g.vocab))
-				continue
-			}
-			if sampled && s.req.LogProbs {
-				s.mu.Lock()
-				s.logprobs = append(s.logprobs, g.lps[i])
-				s.mu.Unlock()
-			}
-		} else {
-			if len(st.Logits) < g.vocab {
-				g.fail(s, fmt.Errorf("generate: model returned %d logits, want %d", len(st.Logits), g.vocab))
-				continue
-			}
-			tok = drawn[i].tok
-			if s.req.LogProbs {
-				s.mu.Lock()
-				s.logprobs = append(s.logprobs, drawn[i].logProb)
-				s.mu.Unlock()
-			}
-		}
-		generated++
-		if s.first.IsZero() {
-			s.first = time.Now()
-		}
-		if isStop(s.stops, tok) {
-			g.keep(s)
-			ends = append(ends, ending{s, FinishStop, tok})
-			continue
-		}
-		s.emit(tok)
-		s.mu.Lock()
-		n := len(s.toks)
-		s.mu.Unlock()
-		if n >= s.req.MaxTokens || len(s.fed)+1 > s.capacity {
-			g.keep(s)
-			ends = append(ends, ending{s, FinishLength, -1})
-			continue
-		}
-		s.todo = []int{tok}
-	}
-	g.statsMu.Lock()
-	g.stats.Generated += int64(generated)
-	if decoding == len(steps) {
-		g.stats.DecodeSteps++
-		g.stats.DecodeTokens += int64(generated)
-		g.stats.DecodeTime += time.Since(began)
-	}
-	g.statsMu.Unlock()
 	for _, e := range ends {
 		e.s.end(e.reason, e.stopID, nil)
 	}
 	g.removeEnded()
 }
 
-func isStop(stops []int, tok int) bool {
-	for _, id := range stops {
-		if id == tok {
-			return true
+// batch is one Forward: steps[i] feeds seqs[i].
+type batch struct {
+	steps []lm.Step
+	seqs  []*Sequence
+	// decoding is how many steps, the first ones, decode (one token after the prompt); the
+	// batch is a decode step when all do. tokens is the tokens of all steps.
+	decoding, tokens int
+	began            time.Time
+	drawn            []draw // the host's picks (hostPicks)
+}
+
+// schedule builds the step's batch: every decoding sequence's one token, then prompt chunks of
+// at most PrefillChunk tokens while StepTokens lasts (one chunk, whatever the budget, when no
+// sequence decodes).
+func (g *Generator) schedule() *batch {
+	b := &batch{
+		steps: make([]lm.Step, 0, len(g.active)),
+		seqs:  make([]*Sequence, 0, len(g.active)),
+		began: time.Now(),
+	}
+	budget := g.cfg.StepTokens
+	// Decoding sequences first: one token each, always.
+	for _, s := range g.active {
+		if s.decoding() {
+			b.steps = append(b.steps, lm.Step{Cache: s.cache, Tokens: s.todo, Logits: s.logits})
+			b.seqs = append(b.seqs, s)
+			budget--
 		}
 	}
-	return false
+	b.decoding = len(b.steps)
+	for _, s := range g.active {
+		if s.decoding() {
+			continue
+		}
+		n := min(len(s.todo), g.cfg.PrefillChunk, budget)
+		if n <= 0 {
+			if len(b.steps) > 0 {
+				continue
+			}
+			n = min(len(s.todo), g.cfg.PrefillChunk)
+		}
+		b.steps = append(b.steps, lm.Step{Cache: s.cache, Tokens: s.todo[:n], Logits: s.logits})
+		b.seqs = append(b.seqs, s)
+		budget -= n
+	}
+	for _, st := range b.steps {
+		b.tokens += len(st.Tokens)
+	}
+	return b
+}
+
+// decoding reports whether s feeds one sampled token after its complete prompt.
+func (s *Sequence) decoding() bool {
+	return len(s.todo) == 1 && len(s.fed) >= len(s.req.Prompt)
+}
+
+// ending is a sequence the step finished, and why.
+type ending struct {
+	s      *Sequence
+	reason string
+	stopID int
+}
+
+// advance moves each sequence of b past the tokens it fed and, where its prompt is complete,
+// takes its next token (accept). A sequence whose token is unusable fails at once. It returns
+// the sequences to end and the tokens taken.
+func (g *Generator) advance(b *batch, pick picker) (ends []ending, generated int) {
+	for i, s := range b.seqs {
+		st := b.steps[i]
+		s.logits = st.Logits
+		s.fed = append(s.fed, st.Tokens...)
+		s.todo = s.todo[len(st.Tokens):]
+		if len(s.todo) > 0 {
+			continue // prompt not yet complete
+		}
+		tok, logProb, err := g.token(b, i, pick)
+		if err != nil {
+			g.fail(s, err)
+			continue
+		}
+		if s.req.LogProbs {
+			s.mu.Lock()
+			s.logprobs = append(s.logprobs, logProb)
+			s.mu.Unlock()
+		}
+		generated++
+		if e, ok := g.accept(s, tok); ok {
+			ends = append(ends, e)
+		}
+	}
+	return ends, generated
+}
+
+// accept takes tok as s's next token: a stop token or the length limit (MaxTokens, or the
+// cache's capacity) finishes s, its cache kept; else tok is emitted and fed next.
+func (g *Generator) accept(s *Sequence, tok int) (ending, bool) {
+	if s.first.IsZero() {
+		s.first = time.Now()
+	}
+	if isStop(s.stops, tok) {
+		g.keep(s)
+		return ending{s, FinishStop, tok}, true
+	}
+	s.emit(tok)
+	s.mu.Lock()
+	n := len(s.toks)
+	s.mu.Unlock()
+	if n >= s.req.MaxTokens || len(s.fed)+1 > s.capacity {
+		g.keep(s)
+		return ending{s, FinishLength, -1}, true
+	}
+	s.todo = []int{tok}
+	return ending{}, false
+}
+
+func isStop(stops []int, tok int) bool {
+	return slices.Contains(stops, tok)
 }
