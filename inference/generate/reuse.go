@@ -11,24 +11,18 @@ import (
 // from a running request's prefix, or wait for it to be computed.
 const shareMin = 32
 
-// attach gives s a cache holding the longest prefix of its prompt that can be had (forked from
-// a kept or a running request's cache, or a kept cache taken over), else a new one. It returns
-// false, with no cache, when s is to wait for a running request to compute a longer common
-// prefix first.
+// attach gives s a cache holding the longest prefix of its prompt that can be had, else a new
+// one. It returns false, with no cache, when s is to wait for a running request to compute a
+// longer common prefix first. The sources, in order: the running request s waits for; none
+// when reuse is off; for caches that do not fork, a kept cache taken over; a running request
+// sharing at least shareMin tokens more than the kept caches; a kept cache.
 func (g *Generator) attach(s *Sequence) (bool, error) {
 	prompt := s.req.Prompt
 	need := len(prompt) + s.req.MaxTokens
 	capacity := min(g.ctxLen, need+g.cfg.Headroom)
 	limit := len(prompt) - 1 // feed at least one token to get logits
-	if a := s.leader; a != nil {
-		s.leader = nil
-		if a.cache != nil && !a.isEnded() {
-			if len(a.fed) < s.waitFor {
-				s.leader = a
-				return false, nil
-			}
-			return true, g.fork(s, a.cache, s.waitFor, capacity, true)
-		}
+	if a := s.leading(); a != nil {
+		return g.follow(s, a, s.waitFor, capacity)
 	}
 	if g.cfg.CacheTokens < 0 {
 		return true, g.fresh(s, capacity)
@@ -39,26 +33,50 @@ func (g *Generator) attach(s *Sequence) (bool, error) {
 		return true, g.takeOver(s, c, at, need, capacity)
 	}
 	if a, ca := g.running(prompt); a != nil && min(ca, limit) >= c+shareMin {
-		ca = min(ca, limit)
-		if len(a.fed) >= ca {
-			return true, g.fork(s, a.cache, ca, capacity, true)
-		}
-		s.leader, s.waitFor = a, ca
-		if !s.waited {
-			s.waited = true
-			g.statsMu.Lock()
-			g.stats.WaitedForPrefix++
-			g.statsMu.Unlock()
-		}
-		return false, nil
+		return g.follow(s, a, min(ca, limit), capacity)
 	}
 	if c > 0 {
-		src := g.tree.source(at)
-		g.clock++
-		g.tree.touch(src, g.clock)
-		return true, g.fork(s, src.cache, c, capacity, c < src.prompt-reuseSlack)
+		return true, g.forkKept(s, at, c, capacity)
 	}
 	return true, g.fresh(s, capacity)
+}
+
+// leading returns the running request s waits for, or nil: s waits for none, or that one has
+// ended (s then stops waiting).
+func (s *Sequence) leading() *Sequence {
+	a := s.leader
+	if a != nil && (a.cache == nil || a.isEnded()) {
+		s.leader = nil
+		return nil
+	}
+	return a
+}
+
+// follow forks s from running request a's cache at n tokens of its prompt when a has fed them,
+// else makes s wait for a (false; counted in WaitedForPrefix once per request).
+func (g *Generator) follow(s, a *Sequence, n, capacity int) (bool, error) {
+	if len(a.fed) >= n {
+		s.leader = nil
+		return true, g.fork(s, a.cache, n, capacity, true)
+	}
+	s.leader, s.waitFor = a, n
+	if !s.waited {
+		s.waited = true
+		g.statsMu.Lock()
+		g.stats.WaitedForPrefix++
+		g.statsMu.Unlock()
+	}
+	return false, nil
+}
+
+// forkKept forks s from the most recently used kept cache at or below node at, which holds the
+// first c tokens of its prompt, and marks it used. They count as shared unless the prompt parts
+// from that cache's own prompt within reuseSlack tokens of its end.
+func (g *Generator) forkKept(s *Sequence, at *pnode, c, capacity int) error {
+	src := g.tree.source(at)
+	g.clock++
+	g.tree.touch(src, g.clock)
+	return g.fork(s, src.cache, c, capacity, c < src.prompt-reuseSlack)
 }
 
 // fresh gives s a new cache.
@@ -168,7 +186,7 @@ func (g *Generator) takeOver(s *Sequence, c int, at *pnode, need, capacity int) 
 // "\n\n\n").
 const reuseSlack = 4
 
-// keep puts s's cache into the prefix tree (or releases it), then releases the least recently
+// keep puts s's cache into the prefix tree (or releases it), then evicts the least recently
 // used kept caches while they hold more than CacheTokens tokens.
 func (g *Generator) keep(s *Sequence) {
 	c := s.cache
@@ -200,17 +218,22 @@ func (g *Generator) keep(s *Sequence) {
 			}
 		}
 	}
+	g.evict(n)
+	g.updatePoolStats()
+}
+
+// evict releases the least recently used kept caches other than n's while overBudget.
+func (g *Generator) evict(n *pnode) {
 	for g.overBudget() {
 		old := g.tree.lru(n)
 		if old == nil {
-			break
+			return
 		}
 		g.tree.detach(old).Release()
 		g.statsMu.Lock()
 		g.stats.Evicted++
 		g.statsMu.Unlock()
 	}
-	g.updatePoolStats()
 }
 
 // overBudget reports whether the kept caches hold more than CacheTokens: distinct tokens, or
