@@ -84,6 +84,7 @@ func (s *Sequence) Wait() (Result, error) {
 // Done is closed when the sequence has ended.
 func (s *Sequence) Done() <-chan struct{} { return s.doneCh }
 
+// isEnded reports whether s has ended.
 func (s *Sequence) isEnded() bool {
 	select {
 	case <-s.doneCh:
@@ -93,6 +94,7 @@ func (s *Sequence) isEnded() bool {
 	}
 }
 
+// emit appends tok to s's output and wakes a waiting Next.
 func (s *Sequence) emit(tok int) {
 	s.mu.Lock()
 	s.toks = append(s.toks, tok)
@@ -103,6 +105,8 @@ func (s *Sequence) emit(tok int) {
 	}
 }
 
+// end finishes s with reason, stopID and err: it fills the Result, cancels s's context, wakes
+// Next and closes Done.
 func (s *Sequence) end(reason string, stopID int, err error) {
 	s.mu.Lock()
 	s.ended = true

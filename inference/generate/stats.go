@@ -49,6 +49,7 @@ type kvReporter interface {
 	KVBlockTokens() int
 }
 
+// updatePoolStats copies the kept caches' counts and the model's KV memory into the stats.
 func (g *Generator) updatePoolStats() {
 	g.statsMu.Lock()
 	g.stats.CachesKept = len(g.tree.kept)
@@ -59,6 +60,7 @@ func (g *Generator) updatePoolStats() {
 	g.statsMu.Unlock()
 }
 
+// updateQueueStats copies the numbers of active and waiting requests into the stats.
 func (g *Generator) updateQueueStats() {
 	g.statsMu.Lock()
 	g.stats.Active, g.stats.Waiting = len(g.active), len(g.waiting)

@@ -154,6 +154,7 @@ func (g *Generator) accept(s *Sequence, tok int) (ending, bool) {
 	return ending{}, false
 }
 
+// isStop reports whether tok is one of stops.
 func isStop(stops []int, tok int) bool {
 	return slices.Contains(stops, tok)
 }
