@@ -13,8 +13,8 @@ import (
 // where the model gave logits, advance each sequence, count the step, end the finished ones.
 func (g *Generator) step() {
 	b := g.schedule()
-	pick, err := g.forward(b)
-	g.countForward(b)
+	pick, err := g.forward(&b)
+	g.countForward(&b)
 	if err != nil {
 		if g.ctx.Err() != nil {
 			return // shutdown ends everything
@@ -29,8 +29,8 @@ func (g *Generator) step() {
 	if pick == hostPicks {
 		b.drawn = g.sampleAll(b.seqs, b.steps)
 	}
-	ends, generated := g.advance(b, pick)
-	g.countStep(b, generated)
+	ends, generated := g.advance(&b, pick)
+	g.countStep(&b, generated)
 	// The sequences this step finishes end after the step's stats are in, so a caller that saw
 	// its sequence end reads Stats with this step counted.
 	for _, e := range ends {
@@ -53,8 +53,8 @@ type batch struct {
 // schedule builds the step's batch: every decoding sequence's one token, then prompt chunks of
 // at most PrefillChunk tokens while StepTokens lasts (one chunk, whatever the budget, when no
 // sequence decodes).
-func (g *Generator) schedule() *batch {
-	b := &batch{
+func (g *Generator) schedule() batch {
+	b := batch{
 		steps: make([]lm.Step, 0, len(g.active)),
 		seqs:  make([]*Sequence, 0, len(g.active)),
 		began: time.Now(),
