@@ -1,6 +1,7 @@
 package generate
 
-// loop is the scheduler: admit, step, repeat.
+// loop is the scheduler until Close: while idle it waits for a request; then it receives the
+// submitted ones, admits what fits, drops the cancelled and runs a step.
 func (g *Generator) loop() {
 	defer close(g.done)
 	defer g.shutdown()
@@ -13,14 +14,7 @@ func (g *Generator) loop() {
 				return
 			}
 		}
-		for drained := false; !drained; {
-			select {
-			case s := <-g.submit:
-				g.waiting = append(g.waiting, s)
-			default:
-				drained = true
-			}
-		}
+		g.receive()
 		if g.ctx.Err() != nil {
 			return
 		}
@@ -34,17 +28,21 @@ func (g *Generator) loop() {
 	}
 }
 
-// shutdown ends every request with ErrClosed and releases all caches.
-func (g *Generator) shutdown() {
+// receive moves the requests submitted so far to the waiting queue, without blocking.
+func (g *Generator) receive() {
 	for {
 		select {
 		case s := <-g.submit:
 			g.waiting = append(g.waiting, s)
-			continue
 		default:
+			return
 		}
-		break
 	}
+}
+
+// shutdown ends every request with ErrClosed and releases all caches.
+func (g *Generator) shutdown() {
+	g.receive()
 	for _, s := range append(g.waiting, g.active...) {
 		if s.cache != nil {
 			s.cache.Release()
