@@ -7,19 +7,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
-	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -234,26 +229,63 @@ func (cfg *RunConfig) validate() error {
 	return nil
 }
 
-type job struct {
-	task    datasets.Task
-	dialect datasets.Dialect
-	sample  int
-	key     string
-}
-
 // Run distils every (task, teacher, dialect, sample) key of cfg.Shard not already in the run dir,
 // writing trajectories as they complete. Episodes run concurrently per teacher (cfg.Concurrency
 // each); a producer per teacher feeds them through a small channel, so memory is bounded by the
 // episodes in flight, not by the number of tasks. When ctx ends, no new episode starts and the
 // ones in flight get cfg.DrainTimeout to finish; Run then returns ErrInterrupted with the run dir
 // consistent. Keys that fail terminally go to failures.jsonl.
+//
+// The steps, in order: setup (defaults, checks), open (create or resume the run dir), plan
+// (count the keys to do and to skip), the drain (the work's cancellation), the early stop's
+// watch of each policy, the writer, the players (a producer and workers per policy), close the
+// policies, finish (the summary; ErrInterrupted when keys are left).
 func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
+	if err := cfg.setup(); err != nil {
+		return nil, err
+	}
+	rd, err := openRun(cfg.Dir, manifestFor(&cfg), olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	if cfg.ByDatabase {
+		cfg.Tasks = GroupByDatabase(cfg.Tasks)
+	}
+	res := &RunResult{Repairs: rd.Repairs()}
+	usage, err := rundir.ReadUsage(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	prog := newProgress(cfg.Progress, cfg.Interactive, cfg.ProgressInterval)
+	plan(&cfg, rd, res, prog)
+
+	work := startDrain(ctx, cfg.Abort, cfg.DrainTimeout, prog)
+	stop := newEarlyStop()
+	policies := stop.watchAll(cfg.Policies)
+	w := startWriter(&cfg, rd, usage, prog, res, stop, work.cancel)
+	stopProg := prog.start()
+	pl := &players{cfg: &cfg, rd: rd, results: w.results, prog: prog}
+	pl.play(ctx, work.ctx, policies)
+	werr := w.wait()
+	work.end()
+	stopProg()
+	res.Abandoned = prog.abandonedTotal()
+
+	if err := closePolicies(cfg.Policies, werr); err != nil {
+		return res, err
+	}
+	return res, finish(ctx, &cfg, rd, res)
+}
+
+// setup fills cfg's defaults and checks it.
+func (cfg *RunConfig) setup() error {
 	if cfg.Samples == 0 {
 		cfg.Samples = 1
 	}
 	cfg.Episode = cfg.Episode.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.MaxShardBytes <= 0 {
 		cfg.MaxShardBytes = DefaultMaxShardBytes
@@ -267,404 +299,101 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if cfg.Schemas == nil {
 		cfg.Schemas = episode.NewSchemaCache(episode.DefaultSchemaSamples)
 	}
-	abort := cfg.Abort
-	if abort == nil {
-		abort = context.Background()
+	if cfg.Abort == nil {
+		cfg.Abort = context.Background()
 	}
+	return nil
+}
 
-	m := manifestFor(&cfg)
-	rd, err := openRun(cfg.Dir, m, olderDigests(&cfg), cfg.MaxShardBytes, cfg.MaxShardLines)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.ByDatabase {
-		cfg.Tasks = GroupByDatabase(cfg.Tasks)
-	}
-	defer rd.Close()
-	res := &RunResult{Repairs: rd.Repairs()}
-
-	usage, err := rundir.ReadUsage(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-
-	// Count this invocation's work per teacher (for progress and ETA) without storing keys.
-	prog := newProgress(cfg.Progress, cfg.Interactive, cfg.ProgressInterval)
+// plan counts each policy's keys of this shard, to do and skipped, into res and prog (for
+// progress and the ETA) without storing the keys.
+func plan(cfg *RunConfig, rd *rundir.Writer, res *RunResult, prog *progress) {
 	for _, p := range cfg.Policies {
-		todo, skipped := 0, 0
-		forKeys(&cfg, p, func(j job) bool {
-			if skip(rd, j.key, cfg.RetryFailed) {
-				skipped++
-			} else {
-				todo++
-			}
-			return true
-		})
+		todo, skipped := countKeys(cfg, rd, p)
 		res.Total += todo + skipped
 		res.Skipped += skipped
 		prog.add(p.Name, todo, skipped)
 	}
+}
 
-	// Work runs under workCtx: it ends on Abort, DrainTimeout after ctx ends, or a writer error.
-	workCtx, cancelWork := context.WithCancelCause(abort)
-	defer cancelWork(nil)
-	finished := make(chan struct{})
+// countKeys counts p's keys of this shard that are to do and those that skip passes over.
+func countKeys(cfg *RunConfig, rd *rundir.Writer, p *episode.PolicyHandle) (todo, skipped int) {
+	forKeys(cfg, p, func(j job) bool {
+		if skip(rd, j.key, cfg.RetryFailed) {
+			skipped++
+		} else {
+			todo++
+		}
+		return true
+	})
+	return todo, skipped
+}
+
+// drain is the run's cancellation. The work (episodes, the writer) runs under ctx, which ends
+// on Abort (a second Ctrl-C), DrainTimeout after the run's context ends (the first: no new
+// episode starts, those in flight may finish), or cancel (a write error, the early stop).
+type drain struct {
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	finished chan struct{}
+}
+
+// startDrain starts watching run: when it ends before the work does, prog notes the stop and
+// the work gets timeout to finish.
+func startDrain(run, abort context.Context, timeout time.Duration, prog *progress) *drain {
+	ctx, cancel := context.WithCancelCause(abort)
+	d := &drain{ctx: ctx, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		select {
-		case <-ctx.Done():
-			prog.note(fmt.Sprintf("stopping: letting %s of in-flight episodes finish (Ctrl-C again to abandon them)", cfg.DrainTimeout))
-			t := time.NewTimer(cfg.DrainTimeout)
+		case <-run.Done():
+			prog.note(fmt.Sprintf("stopping: letting %s of in-flight episodes finish (Ctrl-C again to abandon them)", timeout))
+			t := time.NewTimer(timeout)
 			defer t.Stop()
 			select {
 			case <-t.C:
-				cancelWork(errors.New("drain timeout"))
-			case <-finished:
+				cancel(errors.New("drain timeout"))
+			case <-d.finished:
 			}
-		case <-finished:
+		case <-d.finished:
 		}
 	}()
+	return d
+}
 
-	results := make(chan pending, 64)
-	writerDone := make(chan error, 1)
-	stop := newEarlyStop()
-	watched := make([]*episode.PolicyHandle, len(cfg.Policies))
-	for i, p := range cfg.Policies {
-		watched[i] = stop.watch(p)
-	}
-	go func() { writerDone <- writeLoop(&cfg, rd, usage, results, prog, res, stop, cancelWork) }()
-	stopProg := prog.start()
+// end is called once the work has finished: the watch stops and the work's context is released.
+func (d *drain) end() {
+	close(d.finished)
+	d.cancel(nil)
+}
 
-	g, gctx := errgroup.WithContext(workCtx)
-	for _, p := range watched {
-		n := cfg.Concurrency
-		if n == 0 {
-			n = p.Concurrency
-		}
-		if n <= 0 {
-			n = DefaultConcurrency
-			if p.Name == episode.OracleName {
-				n = 2 * runtime.GOMAXPROCS(0)
-			}
-		}
-		jobs := make(chan job, n)
-		g.Go(func() error {
-			defer close(jobs)
-			forKeys(&cfg, p, func(j job) bool {
-				if skip(rd, j.key, cfg.RetryFailed) {
-					return true
-				}
-				select {
-				case jobs <- j:
-					return true
-				case <-ctx.Done():
-					return false
-				case <-gctx.Done():
-					return false
-				}
-			})
-			return nil
-		})
-		for range n {
-			g.Go(func() error {
-				for j := range jobs {
-					if ctx.Err() != nil || gctx.Err() != nil {
-						continue // drain the channel without starting new episodes
-					}
-					out := runOne(gctx, &cfg, p, j)
-					if out.fail == nil && out.tr == nil {
-						prog.abandoned(p.Name)
-						continue
-					}
-					select {
-					case results <- out:
-					case <-gctx.Done():
-						prog.abandoned(p.Name)
-					}
-				}
-				return nil
-			})
-		}
-	}
-	gerr := g.Wait()
-	close(results)
-	werr := <-writerDone
-	close(finished)
-	stopProg()
-	res.Abandoned = prog.abandonedTotal()
-
-	for _, p := range cfg.Policies {
+// closePolicies closes every policy that has a Close. It returns err, else the first error of
+// a close.
+func closePolicies(policies []*episode.PolicyHandle, err error) error {
+	for _, p := range policies {
 		if p.Close != nil {
-			if err := p.Close(); err != nil && werr == nil {
-				werr = fmt.Errorf("closing %s: %w", p.Name, err)
+			if cerr := p.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", p.Name, cerr)
 			}
 		}
 	}
-	if werr != nil {
-		return res, werr
-	}
-	if gerr != nil && !errors.Is(gerr, context.Canceled) {
-		return res, gerr
-	}
+	return err
+}
+
+// finish summarizes the whole run dir into res. It returns ErrInterrupted when run or Abort
+// ended and keys are left to do (an interruption can come after the last key).
+func finish(run context.Context, cfg *RunConfig, rd *rundir.Writer, res *RunResult) error {
+	var err error
 	res.Summary, res.BadLines, err = Summarize(cfg.Dir)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if ctx.Err() != nil || abort.Err() != nil {
-		// Interrupted unless everything got done anyway.
-		remaining := 0
-		for _, p := range cfg.Policies {
-			forKeys(&cfg, p, func(j job) bool {
-				if !skip(rd, j.key, cfg.RetryFailed) {
-					remaining++
-				}
-				return true
-			})
-		}
-		if remaining > 0 {
-			return res, ErrInterrupted
-		}
+	if run.Err() == nil && cfg.Abort.Err() == nil {
+		return nil
 	}
-	return res, nil
-}
-
-// forKeys calls fn for every key of policy p in this shard, tasks outermost; fn returns false to
-// stop.
-func forKeys(cfg *RunConfig, p *episode.PolicyHandle, fn func(job) bool) {
-	for _, t := range cfg.Tasks {
-		for _, d := range cfg.Dialects {
-			for s := range cfg.Samples {
-				k := episode.Key(t.ID, p.Name, d, s)
-				if !cfg.Shard.Has(k) {
-					continue
-				}
-				if !fn(job{task: t, dialect: d, sample: s, key: k}) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// runOne runs one episode and returns what to write: a trajectory, a failure, or neither when
-// the episode was abandoned by cancellation.
-func runOne(ctx context.Context, cfg *RunConfig, p *episode.PolicyHandle, j job) pending {
-	fail := func(reason string, err error, turns int) pending {
-		if ctx.Err() != nil {
-			return pending{}
-		}
-		return pending{fail: &rundir.Failure{Key: j.key, Task: j.task.ID, Teacher: p.Name, Dialect: j.dialect, Sample: j.sample, Reason: reason, Error: err.Error(), Turns: turns, Time: time.Now().UTC()}}
-	}
-	db, err := cfg.Opener.Open(ctx, j.dialect, j.task)
-	if err != nil {
-		return fail("database", fmt.Errorf("opening %s (%s): %w", j.task.DBID, j.dialect, err), 0)
-	}
-	opts := cfg.Episode
-	opts.Teacher, opts.Model, opts.Sample, opts.Schemas = p.Name, p.Model, j.sample, cfg.Schemas
-	tr, err := episode.Episode(ctx, p.Policy, j.task, db, opts)
-	if err != nil {
-		turns := 0
-		if tr != nil {
-			turns = len(tr.Turns)
-		}
-		var pe *episode.PolicyError
-		reason := "database"
-		if errors.As(err, &pe) {
-			reason = "policy"
-			if r := reasonOf(p, pe.Err); r != "" {
-				reason += ":" + r
-			}
-		}
-		out := fail(reason, err, turns)
-		if pe != nil {
-			out.permanent, out.hint = permanentText(pe.Err)
-		}
-		return out
-	}
-	line, err := encodeLine(tr)
-	if err != nil {
-		return fail("encode", err, len(tr.Turns))
-	}
-	return pending{tr: tr, line: line}
-}
-
-// encodeLine is tr's shard line. The texts of a trajectory are bounded (internal/textcap), but
-// JSON escaping can grow a text six times and the turn budget is a flag: a line that would
-// still be over rundir.MaxLine has its reply texts cut further, each time to a quarter of the
-// previous limit (textcap.Cut marks each cut), until it fits. One that cannot fit is an error.
-func encodeLine(tr *rundir.Trajectory) ([]byte, error) {
-	line, err := json.Marshal(tr)
-	for limit := textcap.Reply / 4; err == nil && len(line)+1 > rundir.MaxLine; limit /= 4 {
-		if limit < 1<<10 {
-			return nil, fmt.Errorf("trajectory %s: a line of %d bytes is over the run dir's limit of %d bytes", tr.Key, len(line)+1, rundir.MaxLine)
-		}
-		for i := range tr.Turns {
-			t := &tr.Turns[i]
-			t.Content, t.Reasoning = textcap.Cut(t.Content, limit), textcap.Cut(t.Reasoning, limit)
-		}
-		line, err = json.Marshal(tr)
-	}
-	return line, err
-}
-
-// reasonOf extracts a short reason from a policy error: the handle's Reason function, else a
-// FailureReason method somewhere in the error chain.
-func reasonOf(p *episode.PolicyHandle, err error) string {
-	if p.Reason != nil {
-		if r := p.Reason(err); r != "" {
-			return r
-		}
-	}
-	var fr interface{ FailureReason() string }
-	if errors.As(err, &fr) {
-		return fr.FailureReason()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timeout"
-	}
-	return ""
-}
-
-// pending is one result waiting for the writer: a trajectory and its JSON line (no newline), or
-// a failure.
-type pending struct {
-	tr   *rundir.Trajectory
-	line []byte
-	fail *rundir.Failure
-	// permanent is the error of a failure every request would meet (see earlyStop), hint its fix.
-	permanent, hint string
-}
-
-// record is p as the run dir's writer takes it.
-func (p pending) record() rundir.Record {
-	if p.fail != nil {
-		return rundir.Record{Failure: p.fail}
-	}
-	return rundir.Record{
-		Entry: rundir.JournalEntry{Key: p.tr.Key, Task: p.tr.TaskID, Teacher: p.tr.Teacher, Dialect: p.tr.Dialect, Sample: p.tr.Sample},
-		Line:  p.line,
-	}
-}
-
-// skip reports whether key needs no work: done, or failed before and not retried.
-func skip(rd *rundir.Writer, key string, retryFailed bool) bool {
-	return rd.Done(key) || (!retryFailed && rd.Failed(key))
-}
-
-// writeLoop commits results in batches until results closes. On a write error it cancels the
-// work and keeps draining so no worker blocks.
-func writeLoop(cfg *RunConfig, rd *rundir.Writer, usage *rundir.Usage, results <-chan pending, prog *progress, res *RunResult, stop *earlyStop, cancel context.CancelCauseFunc) error {
-	var werr error
-	lastUsage := time.Now()
-	retried := map[string]bool{} // failed keys that this invocation retries: counted once
-	stopped := false             // werr is the early stop's: the usage of what was written is still saved
-	for p := range results {
-		batch := []pending{p}
-	more:
-		for len(batch) < 256 {
-			select {
-			case q, ok := <-results:
-				if !ok {
-					break more
-				}
-				batch = append(batch, q)
-			default:
-				break more
-			}
-		}
-		if werr != nil {
-			continue
-		}
-		records := make([]rundir.Record, len(batch))
-		for i, p := range batch {
-			records[i] = p.record()
-		}
-		committed, err := rd.Commit(records)
-		if err != nil {
-			werr = fmt.Errorf("run dir %s: %w", cfg.Dir, err)
-			cancel(werr)
-			continue
-		}
-		for _, i := range committed {
-			if f := batch[i].fail; f != nil {
-				res.Failed++
-				u := teacherUsage(usage, f.Teacher, "")
-				if !retried[f.Key] {
-					u.Failed++
-				}
-				prog.failed(f.Teacher)
-				if err := stop.done(f.Teacher, batch[i]); err != nil && werr == nil {
-					werr, stopped = err, true
-					cancel(werr)
-				}
-				continue
-			}
-			tr := batch[i].tr
-			stop.done(tr.Teacher, batch[i])
-			res.Done++
-			u := teacherUsage(usage, tr.Teacher, tr.Model)
-			u.Trajectories++
-			if rd.Failed(tr.Key) && !retried[tr.Key] {
-				u.Failed-- // a retried failure that now succeeded
-				retried[tr.Key] = true
-			}
-			addTrajectoryUsage(u, tr, cfg)
-			prog.done(tr)
-		}
-		if time.Since(lastUsage) > 5*time.Second {
-			if err := writeUsage(cfg, usage); err != nil {
-				werr = err
-				cancel(werr)
-			}
-			lastUsage = time.Now()
-		}
-	}
-	if werr != nil {
-		if stopped {
-			if err := writeUsage(cfg, usage); err != nil {
-				return err
-			}
-		}
-		return werr
-	}
-	return writeUsage(cfg, usage)
-}
-
-// teacherUsage returns name's entry of u, creating it; a non-empty model is recorded.
-func teacherUsage(u *rundir.Usage, name, model string) *rundir.TeacherUsage {
-	t := u.Teachers[name]
-	if t == nil {
-		t = &rundir.TeacherUsage{}
-		u.Teachers[name] = t
-	}
-	if model != "" {
-		t.Model = model
-	}
-	return t
-}
-
-func addTrajectoryUsage(u *rundir.TeacherUsage, tr *rundir.Trajectory, cfg *RunConfig) {
-	u.Turns += len(tr.Turns)
-	u.Usage = u.Usage.Add(tr.Usage)
 	for _, p := range cfg.Policies {
-		if p.Name == tr.Teacher && p.Cost != nil {
-			u.CostUSD += p.Cost(tr.Usage)
+		if todo, _ := countKeys(cfg, rd, p); todo > 0 {
+			return ErrInterrupted
 		}
 	}
-	// Requests are taken from the turns: a reply's Attempts counts its retries.
-	for _, t := range tr.Turns {
-		n := max(t.Attempts, 1)
-		u.Requests += n
-		u.Retries += n - 1
-	}
-}
-
-// writeUsage records each policy's own counters in u and writes usage.json.
-func writeUsage(cfg *RunConfig, u *rundir.Usage) error {
-	for _, p := range cfg.Policies {
-		if p.Stats != nil {
-			teacherUsage(u, p.Name, p.Model).Client = p.Stats()
-		}
-	}
-	u.Updated = time.Now().UTC()
-	return rundir.WriteUsage(cfg.Dir, u)
+	return nil
 }

@@ -77,6 +77,15 @@ func (s *earlyStop) watch(p *episode.PolicyHandle) *episode.PolicyHandle {
 	return &w
 }
 
+// watchAll is watch of each of policies, in order.
+func (s *earlyStop) watchAll(policies []*episode.PolicyHandle) []*episode.PolicyHandle {
+	out := make([]*episode.PolicyHandle, len(policies))
+	for i, p := range policies {
+		out[i] = s.watch(p)
+	}
+	return out
+}
+
 // watched is a policy that sets ok when a request is answered. It is episode.TaskAware, so the
 // policy a TaskAware policy returns for a task is watched too.
 type watched struct {

@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
+	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
 // bruteKept is the kept set by full sort: top-k, then the top-p nucleus of what is left.
@@ -143,74 +146,15 @@ func TestLogProb(t *testing.T) {
 	}
 }
 
-// refSampler is the sampler as first written: the candidates sorted in full, then cut and
-// walked in that order. The linear-time selection must draw exactly its tokens.
-type refSampler struct {
-	temperature, topP float64
-	topK              int
-	rng               *rand.Rand
-}
-
-func (s *refSampler) sample(logits []float32) int {
-	if s.temperature <= 0 || s.topK == 1 {
-		return argmax(logits)
-	}
-	m := logits[argmax(logits)]
-	p := make([]float64, len(logits))
-	total := 0.0
-	for i, v := range logits {
-		if v != v {
-			continue
-		}
-		p[i] = math.Exp(float64(v-m) * (1 / s.temperature))
-		total += p[i]
-	}
-	k := s.topK
-	if k >= len(p) {
-		k = 0
-	}
-	var cand []int
-	for i, v := range p {
-		if v > 0 {
-			cand = append(cand, i)
-		}
-	}
-	sortRank(p, cand) // by falling probability, the lower id first on ties
-	if k > 0 {
-		cand = cand[:min(k, len(cand))]
-	}
-	// Running sums in rank order; the nucleus ends at the first reaching top-p of the mass.
-	sums := make([]float64, len(cand))
-	acc := 0.0
-	for i, id := range cand {
-		acc += p[id]
-		sums[i] = acc
-	}
-	kept := total
-	if k > 0 {
-		kept = acc
-	}
-	if s.topP < 1 {
-		if n := slices.IndexFunc(sums, func(c float64) bool { return c >= s.topP*kept }); n >= 0 {
-			cand, sums = cand[:n+1], sums[:n+1]
-		}
-		kept = 0
-		for _, id := range cand {
-			kept += p[id]
-		}
-	}
-	u := s.rng.Float64() * kept
-	for _, id := range cand { // subtracting in rank order, as the sampler was written
-		if u -= p[id]; u < 0 {
-			return id
-		}
-	}
-	return cand[len(cand)-1]
-}
-
 // TestSamplerSameTokensAsSorting: for the same seed the sampler draws token for token what the
-// full sort draws, on peaked and flat distributions (a random model's are nearly uniform over
-// 151,936 ids), with ties (cuts that fall exactly on a boundary) and NaNs.
+// full sort of gentest.Sample draws from the same uniform, on peaked and flat distributions (a
+// random model's are nearly uniform over 151,936 ids), with ties (cuts that fall exactly on a
+// boundary) and NaNs. gentest.Sample sums in another order, so a neighbour is allowed where its
+// uniform lands within float64 rounding of a boundary (margin below sortMargin), and nowhere
+// else.
+// sortMargin bounds the rounding of a float64 sum over a vocabulary, relative to the sum.
+const sortMargin = 1e-10
+
 func TestSamplerSameTokensAsSorting(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type dist struct {
@@ -248,10 +192,12 @@ func TestSamplerSameTokensAsSorting(t *testing.T) {
 			}
 			seed := int64(r.Uint32())
 			got := newSampler(c.temp, c.topP, c.topK, seed)
-			want := &refSampler{temperature: c.temp, topP: c.topP, topK: c.topK, rng: rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))}
+			rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15)) // newSampler's source
 			for n := range draws {
-				if g, w := got.sample(logits), want.sample(logits); g != w {
-					t.Fatalf("%s T=%g p=%g k=%d draw %d: got %d, the full sort draws %d", d.name, c.temp, c.topP, c.topK, n, g, w)
+				how := lm.Sampling{Temperature: c.temp, TopP: c.topP, TopK: c.topK, U: rng.Float64()}
+				g := got.sample(logits)
+				if w, margin, _ := gentest.Sample(logits, how); g != w && margin >= sortMargin {
+					t.Fatalf("%s T=%g p=%g k=%d draw %d: got %d, the full sort draws %d (U %v, %.2g from a boundary)", d.name, c.temp, c.topP, c.topK, n, g, w, how.U, margin)
 				}
 			}
 		}

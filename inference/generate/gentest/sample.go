@@ -52,14 +52,14 @@ func Sample(l []float32, s lm.Sampling) (tok int, margin, logProb float64) {
 		topP = 1
 	}
 	if (s.TopK > 0 && s.TopK < len(l)) || topP < 1 {
-		slices.SortStableFunc(ids, func(a, b int) int { // stable: ties keep the lower id first
+		slices.SortFunc(ids, func(a, b int) int { // ties: the lower id first
 			switch {
 			case p[a] > p[b]:
 				return -1
 			case p[a] < p[b]:
 				return 1
 			}
-			return 0
+			return a - b
 		})
 		if s.TopK > 0 && s.TopK < len(ids) {
 			ids = ids[:s.TopK]
