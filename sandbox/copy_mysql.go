@@ -13,7 +13,7 @@ import (
 
 // mysqlMetaDB holds, on MySQL servers, the table of completed copies (MySQL has no database
 // comments to keep the marker in) beside the reader's password.
-const mysqlMetaDB = readerMeta
+const mysqlMetaDB = ReaderMeta
 
 // mysqlKeyChars is the longest VARCHAR (utf8mb4) MySQL can index in one key part.
 const mysqlKeyChars = 768
@@ -34,7 +34,7 @@ func (mysqlDialect) OpenLoad(ctx context.Context, dsn, target string) (LoadTarge
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
 	pool := sql.OpenDB(connector)
-	sess, err := openLoadSession(ctx, pool, target, func(conn *sql.Conn, lock string) error {
+	sess, err := OpenLoadSession(ctx, pool, target, func(conn *sql.Conn, lock string) error {
 		var got sql.NullInt64
 		err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 3600)", lock).Scan(&got)
 		if err == nil && got.Int64 != 1 {
@@ -50,23 +50,23 @@ func (mysqlDialect) OpenLoad(ctx context.Context, dsn, target string) (LoadTarge
 
 // myLoad is a copy into MySQL: a database (utf8mb4_bin, so text compares as in SQLite), its
 // marker a row of chainedsql_meta.copies, rows by multi-row INSERTs.
-type myLoad struct{ *loadSession }
+type myLoad struct{ *LoadSession }
 
 func (l *myLoad) ident(name string) string { return mysqlDialect{}.QuoteIdent(name) }
 
 func (l *myLoad) Completed(ctx context.Context, target, marker string) (bool, error) {
-	if err := l.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+mysqlMetaDB); err != nil {
+	if err := l.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+mysqlMetaDB); err != nil {
 		return false, err
 	}
-	if err := l.exec(ctx, "CREATE TABLE IF NOT EXISTS "+mysqlMetaDB+".copies (target VARCHAR(64) PRIMARY KEY, marker VARCHAR(200) NOT NULL, copied_at DATETIME NOT NULL)"); err != nil {
+	if err := l.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+mysqlMetaDB+".copies (target VARCHAR(64) PRIMARY KEY, marker VARCHAR(200) NOT NULL, copied_at DATETIME NOT NULL)"); err != nil {
 		return false, err
 	}
 	// Forget markers of databases dropped since (tests, hand clean-ups).
-	if err := l.exec(ctx, "DELETE FROM "+mysqlMetaDB+".copies WHERE target NOT IN (SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)"); err != nil {
+	if err := l.Exec(ctx, "DELETE FROM "+mysqlMetaDB+".copies WHERE target NOT IN (SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)"); err != nil {
 		return false, err
 	}
 	var got sql.NullString
-	err := l.conn.QueryRowContext(ctx, "SELECT m.marker FROM "+mysqlMetaDB+".copies m JOIN information_schema.SCHEMATA s ON s.SCHEMA_NAME = m.target WHERE m.target = ?", target).Scan(&got)
+	err := l.Conn().QueryRowContext(ctx, "SELECT m.marker FROM "+mysqlMetaDB+".copies m JOIN information_schema.SCHEMATA s ON s.SCHEMA_NAME = m.target WHERE m.target = ?", target).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -74,11 +74,11 @@ func (l *myLoad) Completed(ctx context.Context, target, marker string) (bool, er
 }
 
 func (l *myLoad) DropTemp(ctx context.Context, temp string) error {
-	return l.exec(ctx, "DROP DATABASE IF EXISTS "+temp)
+	return l.Exec(ctx, "DROP DATABASE IF EXISTS "+temp)
 }
 
 func (l *myLoad) CreateTemp(ctx context.Context, temp string) error {
-	return l.exec(ctx, "CREATE DATABASE "+temp+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+	return l.Exec(ctx, "CREATE DATABASE "+temp+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 }
 
 // Name keeps the names as they are: MySQL's table names are case-sensitive unless the server
@@ -125,7 +125,7 @@ func (l *myLoad) CopyRows(ctx context.Context, temp, table string, cols []string
 			return nil
 		}
 		q := head + strings.TrimSuffix(strings.Repeat(tuple+", ", count), ", ")
-		if _, err := l.conn.ExecContext(ctx, q, args...); err != nil {
+		if _, err := l.Conn().ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("INSERT rows %d-%d: %w", n-int64(count)+1, n, err)
 		}
 		args, count, size = args[:0], 0, 0
@@ -177,7 +177,7 @@ func (l *myLoad) Publish(ctx context.Context, temp, target string, tables []stri
 	steps = append(steps, "DROP DATABASE "+temp,
 		"INSERT INTO "+mysqlMetaDB+".copies (target, marker, copied_at) VALUES ('"+target+"', "+lit+", UTC_TIMESTAMP())")
 	for _, s := range steps {
-		if err := l.exec(ctx, s); err != nil {
+		if err := l.Exec(ctx, s); err != nil {
 			return err
 		}
 	}

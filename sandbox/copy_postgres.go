@@ -19,7 +19,7 @@ func (postgresDialect) OpenLoad(ctx context.Context, dsn, target string) (LoadTa
 	if err != nil {
 		return nil, err
 	}
-	sess, err := openLoadSession(ctx, pool, target, func(conn *sql.Conn, lock string) error {
+	sess, err := OpenLoadSession(ctx, pool, target, func(conn *sql.Conn, lock string) error {
 		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtext($1))", lock)
 		return err
 	})
@@ -30,13 +30,13 @@ func (postgresDialect) OpenLoad(ctx context.Context, dsn, target string) (LoadTa
 }
 
 // pgLoad is a copy into PostgreSQL: a schema, its marker the schema's comment, rows by COPY.
-type pgLoad struct{ *loadSession }
+type pgLoad struct{ *LoadSession }
 
 func (l *pgLoad) ident(name string) string { return postgresDialect{}.QuoteIdent(name) }
 
 func (l *pgLoad) Completed(ctx context.Context, target, marker string) (bool, error) {
 	var got sql.NullString
-	err := l.conn.QueryRowContext(ctx, "SELECT obj_description(oid, 'pg_namespace') FROM pg_catalog.pg_namespace WHERE nspname = $1", target).Scan(&got)
+	err := l.Conn().QueryRowContext(ctx, "SELECT obj_description(oid, 'pg_namespace') FROM pg_catalog.pg_namespace WHERE nspname = $1", target).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -44,11 +44,11 @@ func (l *pgLoad) Completed(ctx context.Context, target, marker string) (bool, er
 }
 
 func (l *pgLoad) DropTemp(ctx context.Context, temp string) error {
-	return l.exec(ctx, "DROP SCHEMA IF EXISTS "+temp+" CASCADE")
+	return l.Exec(ctx, "DROP SCHEMA IF EXISTS "+temp+" CASCADE")
 }
 
 func (l *pgLoad) CreateTemp(ctx context.Context, temp string) error {
-	return l.exec(ctx, "CREATE SCHEMA "+temp)
+	return l.Exec(ctx, "CREATE SCHEMA "+temp)
 }
 
 // Name folds ASCII upper case to lower case, as PostgreSQL folds unquoted names, so that SQL
@@ -92,7 +92,7 @@ func (*pgLoad) Value(c CopyColumn, v any) (any, string, error) {
 // CopyRows copies the rows with COPY FROM STDIN through pgx.
 func (l *pgLoad) CopyRows(ctx context.Context, temp, table string, cols []string, src *CopySource) (int64, error) {
 	var copied int64
-	err := l.conn.Raw(func(dc any) error {
+	err := l.Conn().Raw(func(dc any) error {
 		pc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("driver connection %T is not pgx's", dc)
@@ -110,6 +110,6 @@ func (l *pgLoad) CopyRows(ctx context.Context, temp, table string, cols []string
 // Publish drops target, renames temp to it and comments it with marker, in one transaction.
 func (l *pgLoad) Publish(ctx context.Context, temp, target string, _ []string, marker string) error {
 	lit := "'" + strings.ReplaceAll(marker, "'", "''") + "'"
-	return l.exec(ctx, fmt.Sprintf("BEGIN; DROP SCHEMA IF EXISTS %s CASCADE; ALTER SCHEMA %s RENAME TO %s; COMMENT ON SCHEMA %s IS %s; COMMIT",
+	return l.Exec(ctx, fmt.Sprintf("BEGIN; DROP SCHEMA IF EXISTS %s CASCADE; ALTER SCHEMA %s RENAME TO %s; COMMENT ON SCHEMA %s IS %s; COMMIT",
 		l.ident(target), temp, l.ident(target), l.ident(target), lit))
 }

@@ -3,11 +3,15 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"regexp"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/chainedsql/chainedsql/datasets"
 )
+
+// readerHost is what a MySQL host part may be (names, addresses, % and _ wildcards).
+var readerHost = regexp.MustCompile(`^[A-Za-z0-9_.%:-]{1,255}$`)
 
 // mysqlDialect is MySQL and MariaDB: one database per task database on the DSN's server.
 type mysqlDialect struct{}
@@ -18,9 +22,9 @@ func (mysqlDialect) Server() *Server {
 	return &Server{Flag: "mysql-dsn", Env: "CHAINEDSQL_MYSQL_DSN", Usage: "MySQL/MariaDB DSN in go-sql-driver form", Namespace: "database"}
 }
 func (mysqlDialect) Introspect(ctx context.Context, db DB) (*Schema, error) {
-	return introspectCatalog(ctx, db, mysqlCatalog)
+	return IntrospectCatalog(ctx, db, mysqlCatalog)
 }
-func (mysqlDialect) QuoteIdent(name string) string { return quoteIdent(name, false, "`") }
+func (mysqlDialect) QuoteIdent(name string) string { return QuoteWith(name, false, "`") }
 func (mysqlDialect) Screen() ScreenRules           { return mysqlScreen() }
 
 func (mysqlDialect) Connect(ctx context.Context, c *Connector) (Engine, error) {

@@ -15,9 +15,9 @@ func (postgresDialect) Server() *Server {
 	return &Server{Flag: "pg-dsn", Env: "CHAINEDSQL_PG_DSN", Usage: "PostgreSQL DSN (databases loaded with distill load)", Namespace: "schema"}
 }
 func (postgresDialect) Introspect(ctx context.Context, db DB) (*Schema, error) {
-	return introspectCatalog(ctx, db, pgCatalog)
+	return IntrospectCatalog(ctx, db, pgCatalog)
 }
-func (postgresDialect) QuoteIdent(name string) string { return quoteIdent(name, true, `"`) }
+func (postgresDialect) QuoteIdent(name string) string { return QuoteWith(name, true, `"`) }
 func (postgresDialect) Screen() ScreenRules           { return postgresScreen() }
 
 func (postgresDialect) Connect(ctx context.Context, c *Connector) (Engine, error) {

@@ -17,7 +17,7 @@ func (sqliteDialect) Server() *Server        { return nil }
 func (sqliteDialect) Introspect(ctx context.Context, db DB) (*Schema, error) {
 	return introspectSQLite(ctx, db)
 }
-func (sqliteDialect) QuoteIdent(name string) string { return quoteIdent(name, false, `"`) }
+func (sqliteDialect) QuoteIdent(name string) string { return QuoteWith(name, false, `"`) }
 func (sqliteDialect) Screen() ScreenRules           { return sqliteScreen() }
 
 func (sqliteDialect) Connect(_ context.Context, c *Connector) (Engine, error) {

@@ -69,7 +69,7 @@ func myServerState(t *testing.T, admin *sql.DB, reader string) map[string]string
 	t.Helper()
 	out := map[string]string{}
 	read := func(key, q string, args ...any) {
-		got, err := strings1(context.Background(), admin, q, args...)
+		got, err := QueryStrings(context.Background(), admin, q, args...)
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}
@@ -78,7 +78,7 @@ func myServerState(t *testing.T, admin *sql.DB, reader string) map[string]string
 	read("users", "SELECT CONCAT(User, '@', Host, ' ', is_role) FROM mysql.user WHERE User LIKE 'i26my%' ORDER BY 1")
 	read("databases", "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'i26my%' ORDER BY 1")
 	read("variables", "SELECT CONCAT(VARIABLE_NAME, '=', VARIABLE_VALUE) FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME NOT LIKE 'GTID%' ORDER BY 1")
-	accounts, err := strings1(context.Background(), admin, "SELECT CONCAT('''', User, '''@''', Host, '''') FROM mysql.user WHERE User = ? OR User LIKE ? ORDER BY 1", reader, reader+"/%")
+	accounts, err := QueryStrings(context.Background(), admin, "SELECT CONCAT('''', User, '''@''', Host, '''') FROM mysql.user WHERE User = ? OR User LIKE ? ORDER BY 1", reader, reader+"/%")
 	if err != nil {
 		t.Fatal(err)
 	}

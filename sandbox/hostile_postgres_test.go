@@ -435,7 +435,7 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 	if sch, err := Introspect(context.Background(), dbA, 0); err != nil || len(sch.Tables) != 1 || sch.Tables[0].Name != "t" {
 		t.Errorf("introspect task A: %v %+v", err, sch)
 	}
-	if r := mustExec(t, dbA, strings.ReplaceAll(pgCatalog.columns, "current_schema()", "'"+b+"'"), ExecOptions{}); r.Outcome != OutcomeRefused {
+	if r := mustExec(t, dbA, strings.ReplaceAll(pgCatalog.Columns, "current_schema()", "'"+b+"'"), ExecOptions{}); r.Outcome != OutcomeRefused {
 		t.Errorf("the introspection statement pointed at task B: %s %v", r.Outcome, r.Rows)
 	}
 	// Oracles by name or oid: refused, though the server answers them unscreened.

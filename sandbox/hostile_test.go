@@ -115,7 +115,7 @@ func pgServerStatements(slot, file, role string) []string {
 		"SELECT set_config('session_authorization', 'postgres', false)",
 		"SELECT * FROM ts_stat('SELECT to_tsvector(set_config(''role'', ''postgres'', false))')",
 		"SELECT rolpassword FROM pg_authid",
-		"SELECT * FROM " + readerMeta + ".readers",
+		"SELECT * FROM " + ReaderMeta + ".readers",
 		// The task role is not the login's: the reader's other sessions (another run's
 		// episodes, this one's own backend) are out of its reach.
 		"SELECT pg_cancel_backend(pg_backend_pid())",
@@ -140,7 +140,7 @@ func mysqlServerStatements(file, user string) []string {
 		"SELECT user, plugin, authentication_string FROM mysql.user",
 		"SELECT user, plugin FROM mysql .user",
 		"SELECT * FROM mysql.global_priv",
-		"SELECT * FROM " + readerMeta + ".readers",
+		"SELECT * FROM " + ReaderMeta + ".readers",
 		"SELECT load_file('/etc/passwd')",
 		"SELECT 1 INTO OUTFILE '" + file + "'",
 		"SELECT 1 INTO DUMPFILE '" + file + "_d'",
@@ -402,7 +402,7 @@ func TestPostgresReaderSeesNoServer(t *testing.T) {
 	if len(paths) < 3 {
 		t.Fatalf("too few server paths to look for: %v", paths)
 	}
-	rels, err := strings1(ctx, admin, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	rels, err := QueryStrings(ctx, admin, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'v', 'm') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +418,7 @@ func TestPostgresReaderSeesNoServer(t *testing.T) {
 		"lo_close": true, "lo_lseek": true, "lo_lseek64": true, "lo_tell": true, "lo_tell64": true, "loread": true,
 		"pg_extension_config_dump": true, "pg_isolation_test_session_is_blocked": true, "inet_spg_config": true, "pg_relation_filenode": true,
 	}
-	fns, err := strings1(ctx, admin, `SELECT DISTINCT proname::text FROM pg_proc
+	fns, err := QueryStrings(ctx, admin, `SELECT DISTINCT proname::text FROM pg_proc
 		WHERE has_function_privilege($1, oid, 'EXECUTE') AND prorettype <> 'internal'::regtype AND proname !~ '(in|out|recv|send)$' AND proname !~ '^(spg_|binary_upgrade_|brin_|gist_|gin_|regconfig)' ORDER BY 1`, acc.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -449,7 +449,7 @@ func TestMySQLReaderSeesNoServer(t *testing.T) {
 	}
 	defer db.Close()
 	var paths []string
-	vals, err := strings1(ctx, admin, "SELECT DISTINCT GLOBAL_VALUE FROM information_schema.SYSTEM_VARIABLES WHERE GLOBAL_VALUE LIKE '/_%'")
+	vals, err := QueryStrings(ctx, admin, "SELECT DISTINCT GLOBAL_VALUE FROM information_schema.SYSTEM_VARIABLES WHERE GLOBAL_VALUE LIKE '/_%'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestMySQLReaderSeesNoServer(t *testing.T) {
 	if len(paths) < 3 {
 		t.Fatalf("too few server paths to look for: %v", paths)
 	}
-	tables, err := strings1(ctx, admin, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'information_schema' ORDER BY 1")
+	tables, err := QueryStrings(ctx, admin, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'information_schema' ORDER BY 1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,11 +584,11 @@ func TestCrossTaskIsolation(t *testing.T) {
 			}
 			var rels []string
 			if d == datasets.Postgres {
-				rels, err = strings1(ctx, pgAdmin(t), `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				rels, err = QueryStrings(ctx, pgAdmin(t), `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 					WHERE n.nspname IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'v', 'm') AND c.relname <> 'element_types' ORDER BY 1`)
 				rels = append(rels, "pg_stat_get_activity(NULL)")
 			} else {
-				rels, err = strings1(ctx, myAdmin(t), "SELECT CONCAT('information_schema.', TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'information_schema'")
+				rels, err = QueryStrings(ctx, myAdmin(t), "SELECT CONCAT('information_schema.', TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'information_schema'")
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -80,11 +80,11 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
 	db := &mysqlDB{database: database, ids: map[any]int64{}, srv: srv}
-	dial := dialFunc(cfg.DialFunc)
+	dial := DialFunc(cfg.DialFunc)
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 	}
-	cfg.DialFunc = limitReplies(srv.dial(dial), &db.cut)
+	cfg.DialFunc = LimitReplies(srv.dial(dial), &db.cut)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -103,7 +103,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
 		case 1044, 1959: // a reader is told this whether or not the database exists; 1959: no such role
 			if !acc.AsDSNUser {
-				return nil, readerUngranted(where, acc.name(), "database", database)
+				return nil, ReaderUngranted(where, acc.ReaderName(), "database", database)
 			}
 		}
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
@@ -120,7 +120,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		db.version = "MySQL " + num
 	}
 	if !acc.AsDSNUser {
-		db.role = mysqlTaskRole(acc.name(), database, db.mariadb)
+		db.role = mysqlTaskRole(acc.ReaderName(), database, db.mariadb)
 	}
 	c, err := pool.Conn(ctx)
 	if err != nil {
@@ -173,9 +173,9 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 		return id, nil
 	}
 	if m.role != "" {
-		for _, q := range []string{"SET ROLE " + sqlString(m.role), "USE " + QuoteIdent(datasets.MySQL, m.database)} {
+		for _, q := range []string{"SET ROLE " + SQLString(m.role), "USE " + QuoteIdent(datasets.MySQL, m.database)} {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
-				discard(conn)
+				Discard(conn)
 				return 0, err
 			}
 		}
@@ -194,7 +194,7 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
 
 func (m *mysqlDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, datasets.MySQL, opts)
+	stmt, timeout, refused := StartExec(query, datasets.MySQL, opts)
 	if refused != nil {
 		return refused, nil
 	}
@@ -215,7 +215,7 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
 // ctx kills the thread the same way.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*Result, error) {
-	qctx, cancel := context.WithTimeout(ctx, timeout+serverGrace)
+	qctx, cancel := context.WithTimeout(ctx, timeout+ServerGrace)
 	defer cancel()
 	fail := func(step string, err error) (*Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
@@ -227,7 +227,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	case <-ctx.Done():
 		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
 	case <-wait.C:
-		return timedOut(timeout, time.Since(start)), nil
+		return TimedOut(timeout, time.Since(start)), nil
 	}
 	releaseSlot := func() { <-m.srv.slots }
 	slotHeld := true
@@ -239,28 +239,28 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	conn, err := m.pool.Conn(qctx)
 	if err != nil {
 		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
-			return timedOut(timeout, time.Since(start)), nil
+			return TimedOut(timeout, time.Since(start)), nil
 		}
 		return fail("connect", err)
 	}
 	defer conn.Close()
 	id, err := m.connID(qctx, conn)
 	if err != nil {
-		discard(conn)
+		Discard(conn)
 		return fail("connection id", err)
 	}
 	if m.mariadb {
 		stmt = fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", max(timeout.Seconds(), 0.001), stmt) // 0 would mean no limit
 	} else if _, err := conn.ExecContext(qctx, fmt.Sprintf("SET SESSION max_execution_time=%d", max(timeout.Milliseconds(), 1))); err != nil {
-		discard(conn)
+		Discard(conn)
 		return fail("set max_execution_time", err)
 	}
 	if err := conn.QueryRowContext(qctx, mysqlResetSession).Scan(new(int)); !errors.Is(err, sql.ErrNoRows) {
-		discard(conn)
+		Discard(conn)
 		return fail("reset the session", err)
 	}
 	if _, err := conn.ExecContext(qctx, "START TRANSACTION READ ONLY"); err != nil {
-		discard(conn)
+		Discard(conn)
 		return fail("begin", err)
 	}
 	var killed, dropped atomic.Bool
@@ -306,7 +306,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	res.Duration = time.Since(start)
 	if dropped.Load() {
-		discard(conn)
+		Discard(conn)
 		runaway := !m.srv.ended(ctx, id)
 		if runaway {
 			slotHeld = false
@@ -321,13 +321,13 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 			return &Result{Outcome: OutcomeTimeout, Duration: time.Since(start),
 				Error: fmt.Sprintf("statement stopped after %s, but the server could not interrupt it and runs it on (counted as a runaway)", timeout)}, nil
 		}
-		return timedOut(timeout, time.Since(start)), nil
+		return TimedOut(timeout, time.Since(start)), nil
 	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
 	rcancel()
 	if rerr != nil || mysqlSessionState(stmt) {
-		discard(conn)
+		Discard(conn)
 	}
 	if qerr == nil && !killed.Load() && !overran {
 		return res, nil
@@ -337,13 +337,13 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	var me *mysql.MySQLError
 	isMy := errors.As(qerr, &me)
-	if isTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
-		discard(conn)
-		return tooLarge(res), nil
+	if IsTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
+		Discard(conn)
+		return TooLarge(res), nil
 	}
 	switch {
 	case killed.Load(), overran, qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
-		return timedOut(timeout, res.Duration), nil
+		return TimedOut(timeout, res.Duration), nil
 	case isMy:
 		return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
 	case rerr != nil:
@@ -382,7 +382,7 @@ func mysqlNormaliser(cols []*sql.ColumnType) []func(any) any {
 		t := c.DatabaseTypeName()
 		switch {
 		case t == "DECIMAL":
-			out[i] = numericValue
+			out[i] = NumericValue
 		case strings.Contains(t, "BLOB") || strings.Contains(t, "BINARY") || t == "BIT" || t == "GEOMETRY":
 			out[i] = Normalise
 		default:
@@ -397,7 +397,7 @@ func myCell(v any) any {
 	case []byte:
 		return string(x)
 	case float32:
-		return float32Value(x)
+		return Float32Value(x)
 	case uint64:
 		if x <= math.MaxInt64 {
 			return int64(x)

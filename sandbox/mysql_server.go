@@ -142,7 +142,7 @@ func (s *mysqlServer) closeIdle() {
 // dial wraps dial so that each connection takes one unit of the share until it closes; while
 // the share is full it closes the pools' idle connections and waits (bounded by ctx, the
 // statement's deadline).
-func (s *mysqlServer) dial(dial dialFunc) dialFunc {
+func (s *mysqlServer) dial(dial DialFunc) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if err := s.conns.acquire(ctx, s.closeIdle); err != nil {
 			return nil, fmt.Errorf("wait for one of the %d connections of this run's share: %w", s.limit, err)
@@ -158,7 +158,7 @@ func (s *mysqlServer) dial(dial dialFunc) dialFunc {
 
 // kill runs KILL QUERY or KILL (the connection) on thread id from the killer pool.
 func (s *mysqlServer) kill(ctx context.Context, what string, id int64) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	defer cancel()
 	_, _ = s.killer.ExecContext(kctx, fmt.Sprintf("%s %d", what, id))
 }
@@ -166,7 +166,7 @@ func (s *mysqlServer) kill(ctx context.Context, what string, id int64) {
 // alive reports whether thread id is still on the server (a user sees its own threads in
 // PROCESSLIST without the PROCESS privilege). An error counts as alive.
 func (s *mysqlServer) alive(ctx context.Context, id int64) bool {
-	qctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	qctx, cancel := context.WithTimeout(ctx, CleanupTimeout)
 	defer cancel()
 	var n int
 	if err := s.killer.QueryRowContext(qctx, "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
@@ -279,7 +279,7 @@ func (b *connBudget) inUse() int {
 }
 
 // budgetConn gives its unit of the share back once the server has closed its end after the
-// client's (within cleanupTimeout), so that a thread still quitting on the server is counted.
+// client's (within CleanupTimeout), so that a thread still quitting on the server is counted.
 type budgetConn struct {
 	net.Conn
 	once    sync.Once
@@ -297,7 +297,7 @@ func (c *budgetConn) Close() error {
 		}
 		go func() {
 			defer c.release()
-			_ = tc.SetReadDeadline(time.Now().Add(cleanupTimeout))
+			_ = tc.SetReadDeadline(time.Now().Add(CleanupTimeout))
 			_, _ = io.Copy(io.Discard, tc)
 			tc.Close()
 		}()

@@ -82,7 +82,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgSer
 	}
 	n := min(pgMaxStatements, max(1, maxConn/pgShareOf))
 	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), done: make(chan struct{})}
-	cfg.DialFunc = pgconn.DialFunc(limitReplies(s.dial(dialFunc(cfg.DialFunc)), new(atomic.Int64)))
+	cfg.DialFunc = pgconn.DialFunc(LimitReplies(s.dial(DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	cfg.AfterConnect = func(_ context.Context, c *pgconn.PgConn) error {
 		if sc := asSlotConn(c.Conn()); sc != nil {
 			sc.pid.Store(c.PID())
@@ -136,7 +136,7 @@ type slotConn struct {
 }
 
 // dial wraps dial so that the connection a Connect makes holds the slot it took.
-func (s *pgServer) dial(dial dialFunc) dialFunc {
+func (s *pgServer) dial(dial DialFunc) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		t, _ := ctx.Value(slotTicketKey{}).(*slotTicket)
@@ -167,14 +167,12 @@ func (c *slotConn) Close() error {
 	return err
 }
 
-// asSlotConn finds the slotConn under c (a TLS connection, a replyLimitConn), or nil.
+// asSlotConn finds the slotConn under c (a TLS connection, the reply limit of sandbox.LimitReplies), or nil.
 func asSlotConn(c net.Conn) *slotConn {
 	for c != nil {
 		switch x := c.(type) {
 		case *slotConn:
 			return x
-		case *replyLimitConn:
-			c = x.Conn
 		case interface{ NetConn() net.Conn }:
 			c = x.NetConn()
 		default:

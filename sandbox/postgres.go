@@ -3,11 +3,8 @@ package sandbox
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,13 +14,6 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 )
-
-// serverGrace is how long past its deadline a server statement may take to report that the
-// server stopped it, before the client gives up on the connection.
-const serverGrace = 2 * time.Second
-
-// cleanupTimeout bounds the ROLLBACK (or KILL QUERY) that ends one execution.
-const cleanupTimeout = 5 * time.Second
 
 // pgDB executes in one schema of a PostgreSQL database. Several pgDBs of one Connector share
 // a server handle (its pool and statement slots): each execution sets its own search_path.
@@ -72,7 +62,7 @@ func openPostgresServer(ctx context.Context, dsn string, acc Access) (*pgServer,
 		return nil, err
 	}
 	if !acc.AsDSNUser {
-		if err := checkPGReader(ctx, srv.pool, pgTarget(dsn), acc.name()); err != nil {
+		if err := checkPGReader(ctx, srv.pool, pgTarget(dsn), acc.ReaderName()); err != nil {
 			srv.closeAll()
 			return nil, err
 		}
@@ -143,7 +133,7 @@ func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc A
 	}
 	role := ""
 	if !acc.AsDSNUser {
-		role = pgTaskRole(acc.name(), schema)
+		role = pgTaskRole(acc.ReaderName(), schema)
 		var member, usable bool
 		var unreadable int
 		err := pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
@@ -158,7 +148,7 @@ func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc A
 			return nil, fmt.Errorf("%s: check the reader's grants on schema %q: %w", where, schema, err)
 		}
 		if !member || !usable || unreadable > 0 {
-			return nil, readerUngranted(where, acc.name(), "schema", schema)
+			return nil, ReaderUngranted(where, acc.ReaderName(), "schema", schema)
 		}
 	}
 	if f := strings.Fields(v); len(f) > 0 {
@@ -179,7 +169,7 @@ func (p *pgDB) Close() error {
 
 func (p *pgDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, datasets.Postgres, opts)
+	stmt, timeout, refused := StartExec(query, datasets.Postgres, opts)
 	if refused != nil {
 		return refused, nil
 	}
@@ -204,13 +194,13 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	conn, err := p.srv.pool.Conn(qctx)
 	if err != nil {
 		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
-			return timedOut(timeout, time.Since(start)), nil
+			return TimedOut(timeout, time.Since(start)), nil
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
 	defer conn.Close()
 	ms := max(timeout.Milliseconds(), 1)
-	idle := (timeout + serverGrace + cleanupTimeout).Milliseconds() // the client is gone by then
+	idle := (timeout + ServerGrace + CleanupTimeout).Milliseconds() // the client is gone by then
 	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
 		ms, idle, QuoteIdent(datasets.Postgres, p.schema))
 	if p.role != "" {
@@ -218,9 +208,9 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		begin += "; SET LOCAL ROLE " + QuoteIdent(datasets.Postgres, p.role)
 	}
 	if _, err := conn.ExecContext(qctx, begin); err != nil {
-		discard(conn)
+		Discard(conn)
 		if ctx.Err() == nil && qctx.Err() != nil {
-			return timedOut(timeout, time.Since(start)), nil
+			return TimedOut(timeout, time.Since(start)), nil
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
@@ -231,12 +221,12 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		hangUp(conn)
 		rerr = qctx.Err()
 	} else {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 		_, rerr = conn.ExecContext(rctx, pgResetSession)
 		rcancel()
 	}
 	if rerr != nil {
-		discard(conn)
+		Discard(conn)
 	}
 	res.Duration = time.Since(start)
 	if qerr == nil {
@@ -245,14 +235,14 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
 	}
-	if isTooLarge(qerr) {
-		discard(conn) // the rest of the reply is still on the wire
-		return tooLarge(res), nil
+	if IsTooLarge(qerr) {
+		Discard(conn) // the rest of the reply is still on the wire
+		return TooLarge(res), nil
 	}
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(qerr, &pe) && pe.Code == "57014", qctx.Err() != nil:
-		return timedOut(timeout, res.Duration), nil
+		return TimedOut(timeout, res.Duration), nil
 	case errors.As(qerr, &pe):
 		return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
 	}
@@ -264,11 +254,6 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	return &Result{Outcome: OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
 }
 
-// discard makes database/sql drop conn instead of returning it to the pool.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-}
-
 // pgNormaliser maps pgx's database/sql values: numeric (text) to int64 when integral, else
 // float64; float4 through its shortest decimal form; json to text; the rest as Normalise does.
 func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
@@ -276,11 +261,11 @@ func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
 	for i, c := range cols {
 		switch c.DatabaseTypeName() {
 		case "NUMERIC":
-			out[i] = numericValue
+			out[i] = NumericValue
 		case "FLOAT4":
 			out[i] = func(v any) any {
 				if f, ok := v.(float64); ok {
-					return float32Value(float32(f))
+					return Float32Value(float32(f))
 				}
 				return Normalise(v)
 			}
@@ -291,41 +276,6 @@ func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
 		}
 	}
 	return out
-}
-
-// numericValue reads decimal text (string or []byte) as int64 when it is integral and fits,
-// else as float64; other values pass through Normalise.
-func numericValue(v any) any {
-	var s string
-	switch x := v.(type) {
-	case string:
-		s = x
-	case []byte:
-		s = string(x)
-	default:
-		return Normalise(v)
-	}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if whole, frac, ok := strings.Cut(s, "."); ok && strings.Trim(frac, "0") == "" {
-			if i, err := strconv.ParseInt(whole, 10, 64); err == nil {
-				return i
-			}
-		}
-		return f
-	}
-	if strings.EqualFold(s, "NaN") {
-		return math.NaN()
-	}
-	return s
-}
-
-// float32Value widens f through its shortest decimal text, so 0.1 stays 0.1.
-func float32Value(f float32) float64 {
-	d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
-	return d
 }
 
 // textValue turns []byte into string.

@@ -91,26 +91,6 @@ func openMySQLAdmin(ctx context.Context, dsn string) (*sql.Conn, func(), error) 
 	return conn, func() { conn.Close(); pool.Close() }, nil
 }
 
-// strings1 runs q and returns its first column as strings.
-func strings1(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string, args ...any) ([]string, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
 func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []string) (ReaderReport, error) {
 	rep := ReaderReport{Name: name}
 	where := "mysql"
@@ -128,7 +108,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 	exec := func(q string, args ...any) error {
 		if _, err := conn.ExecContext(ctx, q, args...); err != nil {
 			q, _, _ = strings.Cut(q, " IDENTIFIED BY ") // never echo the password
-			return fmt.Errorf("%s: %w", firstLine(q), err)
+			return fmt.Errorf("%s: %w", FirstLine(q), err)
 		}
 		return nil
 	}
@@ -138,25 +118,25 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", mysqlReaderLock)
 	for _, q := range []string{
-		"CREATE DATABASE IF NOT EXISTS " + readerMeta,
-		"CREATE TABLE IF NOT EXISTS " + readerMeta + ".readers (name VARCHAR(80) PRIMARY KEY, password VARCHAR(128) NOT NULL, updated_at DATETIME NOT NULL)",
+		"CREATE DATABASE IF NOT EXISTS " + ReaderMeta,
+		"CREATE TABLE IF NOT EXISTS " + ReaderMeta + ".readers (name VARCHAR(80) PRIMARY KEY, password VARCHAR(128) NOT NULL, updated_at DATETIME NOT NULL)",
 	} {
 		if err := exec(q); err != nil {
 			return fail(err)
 		}
 	}
 	var password string
-	err = conn.QueryRowContext(ctx, "SELECT password FROM "+readerMeta+".readers WHERE name = ?", name).Scan(&password)
+	err = conn.QueryRowContext(ctx, "SELECT password FROM "+ReaderMeta+".readers WHERE name = ?", name).Scan(&password)
 	stored := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fail(fmt.Errorf("read the stored password: %w", err))
 	}
 	if !stored {
-		if password, err = newPassword(); err != nil {
+		if password, err = NewPassword(); err != nil {
 			return fail(err)
 		}
 	}
-	existing, err := strings1(ctx, conn, "SELECT Host FROM mysql.user WHERE User = ?", name)
+	existing, err := QueryStrings(ctx, conn, "SELECT Host FROM mysql.user WHERE User = ?", name)
 	if err != nil {
 		return fail(fmt.Errorf("look up user %s: %w", name, err))
 	}
@@ -172,19 +152,19 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 	// no privilege of its own, no role but its task roles.
 	all := slices.Clone(hosts)
 	for _, h := range existing {
-		all = addUnique(all, h)
+		all = AddUnique(all, h)
 	}
 	taskRoles := map[string]bool{}
 	for _, h := range all {
 		acct := mysqlAccount(name, h)
 		if !slices.Contains(existing, h) {
-			if err := exec("CREATE USER " + acct + " IDENTIFIED BY " + sqlString(password)); err != nil {
+			if err := exec("CREATE USER " + acct + " IDENTIFIED BY " + SQLString(password)); err != nil {
 				return fail(err)
 			}
 			rep.Created = true
 			continue
 		}
-		if err := exec("ALTER USER " + acct + " IDENTIFIED BY " + sqlString(password)); err != nil {
+		if err := exec("ALTER USER " + acct + " IDENTIFIED BY " + SQLString(password)); err != nil {
 			return fail(err)
 		}
 		extra, keep, roles, err := mysqlExtraPrivileges(ctx, conn, name, h)
@@ -196,7 +176,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 				taskRoles[r] = true
 				continue
 			}
-			if err := exec("REVOKE " + sqlString(r) + " FROM " + acct); err != nil {
+			if err := exec("REVOKE " + SQLString(r) + " FROM " + acct); err != nil {
 				return fail(err)
 			}
 			rep.Changes = append(rep.Changes, fmt.Sprintf("%s: removed role %s", acct, r))
@@ -207,7 +187,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 			}
 			for _, r := range roles { // MariaDB's REVOKE ALL takes the roles too
 				if strings.HasPrefix(r, prefix) {
-					if err := exec("GRANT " + sqlString(r) + " TO " + acct); err != nil {
+					if err := exec("GRANT " + SQLString(r) + " TO " + acct); err != nil {
 						return fail(err)
 					}
 				}
@@ -233,11 +213,11 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 			return fail(err)
 		}
 		delete(taskRoles, role)
-		if err := exec("GRANT SELECT ON " + mysqlGrantDB(t) + ".* TO " + sqlString(role)); err != nil {
+		if err := exec("GRANT SELECT ON " + mysqlGrantDB(t) + ".* TO " + SQLString(role)); err != nil {
 			return fail(err)
 		}
 		for _, h := range all {
-			if err := exec("GRANT " + sqlString(role) + " TO " + mysqlAccount(name, h)); err != nil {
+			if err := exec("GRANT " + SQLString(role) + " TO " + mysqlAccount(name, h)); err != nil {
 				return fail(err)
 			}
 		}
@@ -249,7 +229,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 			return fail(err)
 		}
 	}
-	if err := exec("REPLACE INTO "+readerMeta+".readers (name, password, updated_at) VALUES (?, ?, UTC_TIMESTAMP())", name, password); err != nil {
+	if err := exec("REPLACE INTO "+ReaderMeta+".readers (name, password, updated_at) VALUES (?, ?, UTC_TIMESTAMP())", name, password); err != nil {
 		return fail(err)
 	}
 	return rep, nil
@@ -259,7 +239,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 // database when database is "", the role of a database not named this time), noting what it
 // reset in rep.
 func ensureMySQLTaskRole(ctx context.Context, conn *sql.Conn, exec func(string, ...any) error, role string, mariadb bool, database string, rep *ReaderReport) error {
-	if err := exec("CREATE ROLE IF NOT EXISTS " + sqlString(role)); err != nil {
+	if err := exec("CREATE ROLE IF NOT EXISTS " + SQLString(role)); err != nil {
 		return err
 	}
 	extra, keep, roles, err := mysqlExtraPrivileges(ctx, conn, role, mysqlRoleHost(mariadb))
@@ -281,18 +261,18 @@ func ensureMySQLTaskRole(ctx context.Context, conn *sql.Conn, exec func(string, 
 		}
 	}
 	if len(revoked) > 0 {
-		if err := exec("REVOKE ALL PRIVILEGES, GRANT OPTION FROM " + sqlString(role)); err != nil {
+		if err := exec("REVOKE ALL PRIVILEGES, GRANT OPTION FROM " + SQLString(role)); err != nil {
 			return err
 		}
 		if want != "" {
-			if err := exec("GRANT SELECT ON `" + strings.ReplaceAll(want, "`", "``") + "`.* TO " + sqlString(role)); err != nil {
+			if err := exec("GRANT SELECT ON `" + strings.ReplaceAll(want, "`", "``") + "`.* TO " + SQLString(role)); err != nil {
 				return err
 			}
 		}
 		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: revoked %s", role, strings.Join(revoked, ", ")))
 	}
 	for _, r := range roles {
-		if err := exec("REVOKE " + sqlString(r) + " FROM " + sqlString(role)); err != nil {
+		if err := exec("REVOKE " + SQLString(r) + " FROM " + SQLString(role)); err != nil {
 			return err
 		}
 		rep.Changes = append(rep.Changes, fmt.Sprintf("role %s: removed role %s", role, r))
@@ -311,20 +291,20 @@ func mysqlExtraPrivileges(ctx context.Context, conn *sql.Conn, name, host string
 		{"on a table", "SELECT CONCAT(PRIVILEGE_TYPE, ' ON ', TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = ?"},
 		{"on a column", "SELECT CONCAT(PRIVILEGE_TYPE, ' ON ', TABLE_SCHEMA, '.', TABLE_NAME, '.', COLUMN_NAME) FROM information_schema.COLUMN_PRIVILEGES WHERE GRANTEE = ?"},
 	} {
-		got, err := strings1(ctx, conn, q.query, grantee)
+		got, err := QueryStrings(ctx, conn, q.query, grantee)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read the privileges of %s %s: %w", grantee, q.what, err)
 		}
 		extra = append(extra, got...)
 	}
-	keep, err = strings1(ctx, conn, "SELECT TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? AND PRIVILEGE_TYPE = 'SELECT'", grantee)
+	keep, err = QueryStrings(ctx, conn, "SELECT TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? AND PRIVILEGE_TYPE = 'SELECT'", grantee)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read the database grants of %s: %w", grantee, err)
 	}
 	// MariaDB keeps role grants in mysql.roles_mapping, MySQL 8 in mysql.role_edges.
-	roles, err = strings1(ctx, conn, "SELECT Role FROM mysql.roles_mapping WHERE User = ? AND Host = ?", name, host)
+	roles, err = QueryStrings(ctx, conn, "SELECT Role FROM mysql.roles_mapping WHERE User = ? AND Host = ?", name, host)
 	if myErrNo(err) == 1146 {
-		roles, err = strings1(ctx, conn, "SELECT FROM_USER FROM mysql.role_edges WHERE TO_USER = ? AND TO_HOST = ?", name, host)
+		roles, err = QueryStrings(ctx, conn, "SELECT FROM_USER FROM mysql.role_edges WHERE TO_USER = ? AND TO_HOST = ?", name, host)
 		if myErrNo(err) == 1146 {
 			roles, err = nil, nil
 		}
@@ -342,7 +322,7 @@ func dropMySQLReader(ctx context.Context, dsn, name string) error {
 		return fail(err)
 	}
 	defer closeConn()
-	hosts, err := strings1(ctx, conn, "SELECT Host FROM mysql.user WHERE User = ?", name)
+	hosts, err := QueryStrings(ctx, conn, "SELECT Host FROM mysql.user WHERE User = ?", name)
 	if err != nil {
 		return fail(err)
 	}
@@ -351,12 +331,12 @@ func dropMySQLReader(ctx context.Context, dsn, name string) error {
 			return fail(err)
 		}
 	}
-	roles, err := strings1(ctx, conn, "SELECT DISTINCT User FROM mysql.user WHERE User LIKE ?", strings.ReplaceAll(name, "_", `\_`)+"/%")
+	roles, err := QueryStrings(ctx, conn, "SELECT DISTINCT User FROM mysql.user WHERE User LIKE ?", strings.ReplaceAll(name, "_", `\_`)+"/%")
 	if err != nil {
 		return fail(err)
 	}
 	for _, r := range roles {
-		if _, err := conn.ExecContext(ctx, "DROP ROLE "+sqlString(r)); err != nil {
+		if _, err := conn.ExecContext(ctx, "DROP ROLE "+SQLString(r)); err != nil {
 			return fail(err)
 		}
 	}
@@ -366,18 +346,18 @@ func dropMySQLReader(ctx context.Context, dsn, name string) error {
 		return fail(fmt.Errorf("take the lock %s: %v (granted %v)", mysqlReaderLock, err, got.Int64 == 1))
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", mysqlReaderLock)
-	if _, err := conn.ExecContext(ctx, "DELETE FROM "+readerMeta+".readers WHERE name = ?", name); err != nil {
+	if _, err := conn.ExecContext(ctx, "DELETE FROM "+ReaderMeta+".readers WHERE name = ?", name); err != nil {
 		if n := myErrNo(err); n == 1146 || n == 1049 {
 			return nil
 		}
 		return fail(err)
 	}
 	var left int
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+readerMeta+".readers").Scan(&left); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+ReaderMeta+".readers").Scan(&left); err != nil {
 		return fail(err)
 	}
 	if left == 0 { // the database itself also holds the copy markers: it stays
-		if _, err := conn.ExecContext(ctx, "DROP TABLE "+readerMeta+".readers"); err != nil {
+		if _, err := conn.ExecContext(ctx, "DROP TABLE "+ReaderMeta+".readers"); err != nil {
 			return fail(err)
 		}
 	}
@@ -396,8 +376,8 @@ func mysqlExecConfig(ctx context.Context, dsn string, acc Access) (*mysql.Config
 	if acc.AsDSNUser {
 		return cfg, nil
 	}
-	name := acc.name()
-	if err := checkReaderName(name); err != nil {
+	name := acc.ReaderName()
+	if err := CheckReaderName(name); err != nil {
 		return nil, err
 	}
 	where := "mysql " + cfg.Addr
@@ -407,13 +387,13 @@ func mysqlExecConfig(ctx context.Context, dsn string, acc Access) (*mysql.Config
 			return nil, err
 		}
 		var password string
-		err = conn.QueryRowContext(ctx, "SELECT password FROM "+readerMeta+".readers WHERE name = ?", name).Scan(&password)
+		err = conn.QueryRowContext(ctx, "SELECT password FROM "+ReaderMeta+".readers WHERE name = ?", name).Scan(&password)
 		closeConn()
 		switch n := myErrNo(err); {
 		case errors.Is(err, sql.ErrNoRows), n == 1146, n == 1049:
-			return nil, readerMissing(where, fmt.Sprintf("reader user %q does not exist (no password stored in %s.readers)", name, readerMeta))
+			return nil, ReaderMissing(where, fmt.Sprintf("reader user %q does not exist (no password stored in %s.readers)", name, ReaderMeta))
 		case n == 1142, n == 1044:
-			return nil, fmt.Errorf("%s: the DSN's user %q may not read the reader's password (%s.readers): pass the DSN distill load used, or a DSN of the reader itself: %w", where, cfg.User, readerMeta, err)
+			return nil, fmt.Errorf("%s: the DSN's user %q may not read the reader's password (%s.readers): pass the DSN distill load used, or a DSN of the reader itself: %w", where, cfg.User, ReaderMeta, err)
 		case err != nil:
 			return nil, fmt.Errorf("%s: read the reader's password: %w", where, err)
 		}
@@ -438,14 +418,14 @@ var mysqlRoleGrant = regexp.MustCompile("^GRANT (USAGE ON \\*\\.\\*|SELECT ON `(
 
 // checkMySQLReader checks, on a connection of the reader itself, that it logs in, holds no
 // privilege of its own, and has no role but its task roles, each holding SELECT on one
-// database only (checkReader).
+// database only (CheckReader).
 func checkMySQLReader(ctx context.Context, pool *sql.DB, where, name string) error {
 	p := &myProbe{pool: pool, name: name}
 	defer p.close()
-	return checkReader(ctx, where, name, p)
+	return CheckReader(ctx, where, name, p)
 }
 
-// myProbe is checkReader's view of a MySQL reader, through a pool of its own connections; a
+// myProbe is CheckReader's view of a MySQL reader, through a pool of its own connections; a
 // role's grants show only where the role is enabled, on conn.
 type myProbe struct {
 	pool *sql.DB
@@ -455,19 +435,19 @@ type myProbe struct {
 
 func (p *myProbe) close() {
 	if p.conn != nil {
-		discard(p.conn)
+		Discard(p.conn)
 		p.conn.Close()
 	}
 }
 
-func (p *myProbe) currentUser(ctx context.Context) (string, string, error) {
+func (p *myProbe) CurrentUser(ctx context.Context) (string, string, error) {
 	var user string
 	err := p.pool.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user)
 	u, _, _ := strings.Cut(user, "@")
 	return user, u, err
 }
 
-func (*myProbe) loginHint(err error) string {
+func (*myProbe) LoginHint(err error) string {
 	if myErrNo(err) == 1045 {
 		return "run distill load again: it resets the stored password, and its --reader-hosts must cover the host this machine connects from"
 	}
@@ -476,7 +456,7 @@ func (*myProbe) loginHint(err error) string {
 
 // privileges: the login's global, database, table and column privileges, roles it may grant,
 // and the roles granted to it.
-func (p *myProbe) privileges(ctx context.Context) ([]string, []string, error) {
+func (p *myProbe) Privileges(ctx context.Context) ([]string, []string, error) {
 	var extra []string
 	for _, q := range []string{
 		"SELECT CONCAT('global ', PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE' OR IS_GRANTABLE = 'YES'",
@@ -485,7 +465,7 @@ func (p *myProbe) privileges(ctx context.Context) ([]string, []string, error) {
 		"SELECT CONCAT(PRIVILEGE_TYPE, ' on ', TABLE_SCHEMA, '.', TABLE_NAME, '.', COLUMN_NAME) FROM information_schema.COLUMN_PRIVILEGES",
 		"SELECT CONCAT('role ', ROLE_NAME, ' with its admin option') FROM information_schema.APPLICABLE_ROLES WHERE IS_GRANTABLE = 'YES'",
 	} {
-		got, err := strings1(ctx, p.pool, q)
+		got, err := QueryStrings(ctx, p.pool, q)
 		if myErrNo(err) == 1109 { // no such information_schema table on this server
 			continue
 		}
@@ -494,17 +474,17 @@ func (p *myProbe) privileges(ctx context.Context) ([]string, []string, error) {
 		}
 		extra = append(extra, got...)
 	}
-	roles, err := strings1(ctx, p.pool, "SELECT DISTINCT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")
+	roles, err := QueryStrings(ctx, p.pool, "SELECT DISTINCT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")
 	if err != nil && myErrNo(err) != 1109 {
 		return nil, nil, fmt.Errorf("read the roles of reader %s: %w", p.name, err)
 	}
 	return extra, roles, nil
 }
 
-func (*myProbe) otherRole(role string) string { return "role " + role }
+func (*myProbe) OtherRole(role string) string { return "role " + role }
 
 // taskRole: the grants of a task role beyond USAGE and SELECT on one database.
-func (p *myProbe) taskRole(ctx context.Context, role string) ([]string, error) {
+func (p *myProbe) TaskRole(ctx context.Context, role string) ([]string, error) {
 	if p.conn == nil {
 		conn, err := p.pool.Conn(ctx)
 		if err != nil {
@@ -512,10 +492,10 @@ func (p *myProbe) taskRole(ctx context.Context, role string) ([]string, error) {
 		}
 		p.conn = conn
 	}
-	if _, err := p.conn.ExecContext(ctx, "SET ROLE "+sqlString(role)); err != nil {
+	if _, err := p.conn.ExecContext(ctx, "SET ROLE "+SQLString(role)); err != nil {
 		return nil, fmt.Errorf("enable role %s: %w", role, err)
 	}
-	grants, err := strings1(ctx, p.conn, "SHOW GRANTS FOR "+sqlString(role))
+	grants, err := QueryStrings(ctx, p.conn, "SHOW GRANTS FOR "+SQLString(role))
 	if n := myErrNo(err); n == 1044 || n == 1142 || n == 1227 {
 		return nil, nil // MySQL shows no grants but the user's own: EnsureReader resets the roles
 	}
@@ -549,7 +529,7 @@ func describeMySQLUser(ctx context.Context, dsn string) (string, error) {
 	if err := conn.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
 		return "", fmt.Errorf("mysql: describe the DSN's user: %w", err)
 	}
-	privs, err := strings1(ctx, conn, `SELECT DISTINCT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE'
+	privs, err := QueryStrings(ctx, conn, `SELECT DISTINCT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE <> 'USAGE'
 		AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')`)
 	if err != nil {
 		return "", fmt.Errorf("mysql: describe the DSN's user: %w", err)

@@ -122,12 +122,12 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 	exec := func(q string, args ...any) error {
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			q, _, _ = strings.Cut(q, " PASSWORD ") // never echo the password
-			return fmt.Errorf("%s: %w", firstLine(q), err)
+			return fmt.Errorf("%s: %w", FirstLine(q), err)
 		}
 		return nil
 	}
 	role := QuoteIdent(datasets.Postgres, name)
-	meta := QuoteIdent(datasets.Postgres, readerMeta)
+	meta := QuoteIdent(datasets.Postgres, ReaderMeta)
 	for _, q := range []string{
 		"CREATE SCHEMA IF NOT EXISTS " + meta,
 		"REVOKE ALL ON SCHEMA " + meta + " FROM PUBLIC",
@@ -144,7 +144,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 	}
 	password := stored.String
 	if !stored.Valid {
-		if password, err = newPassword(); err != nil {
+		if password, err = NewPassword(); err != nil {
 			return fail(err)
 		}
 	}
@@ -157,7 +157,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 	const plain = " LOGIN NOSUPERUSER NOREPLICATION NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT"
 	taskRoles := map[string]bool{} // the reader's task roles it is a member of
 	if !exists {
-		if err := exec("CREATE ROLE " + role + plain + " PASSWORD " + sqlString(password)); err != nil {
+		if err := exec("CREATE ROLE " + role + plain + " PASSWORD " + SQLString(password)); err != nil {
 			return fail(err)
 		}
 		rep.Created = true
@@ -170,7 +170,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 		}
 		// The stored password is set again every time: another database of this cluster may
 		// have reset it.
-		if err := exec("ALTER ROLE " + role + plain + " PASSWORD " + sqlString(password)); err != nil {
+		if err := exec("ALTER ROLE " + role + plain + " PASSWORD " + SQLString(password)); err != nil {
 			return fail(err)
 		}
 		for _, g := range memberOf {
@@ -184,7 +184,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (Re
 			rep.Changes = append(rep.Changes, "removed from role "+g)
 		}
 		// Grants an earlier version (or a person) gave the login itself move to task roles.
-		direct, err := strings1(ctx, tx, pgDirectGrants, name)
+		direct, err := QueryStrings(ctx, tx, pgDirectGrants, name)
 		if err != nil {
 			return fail(fmt.Errorf("look up the grants held by %s itself: %w", name, err))
 		}
@@ -318,7 +318,7 @@ func dropPGReader(ctx context.Context, dsn, name string) error {
 			return fail(err)
 		}
 	}
-	taskRoles, err := strings1(ctx, tx, "SELECT rolname::text FROM pg_catalog.pg_roles WHERE starts_with(rolname, $1)", pgTaskRolePrefix(name))
+	taskRoles, err := QueryStrings(ctx, tx, "SELECT rolname::text FROM pg_catalog.pg_roles WHERE starts_with(rolname, $1)", pgTaskRolePrefix(name))
 	if err != nil {
 		return fail(err)
 	}
@@ -329,11 +329,11 @@ func dropPGReader(ctx context.Context, dsn, name string) error {
 		}
 	}
 	var meta sql.NullString
-	if err := tx.QueryRowContext(ctx, "SELECT to_regclass('"+readerMeta+".readers')::text").Scan(&meta); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT to_regclass('"+ReaderMeta+".readers')::text").Scan(&meta); err != nil {
 		return fail(err)
 	}
 	if meta.Valid {
-		schema := QuoteIdent(datasets.Postgres, readerMeta)
+		schema := QuoteIdent(datasets.Postgres, ReaderMeta)
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+schema+".readers WHERE name = $1", name); err != nil {
 			return fail(err)
 		}
@@ -346,7 +346,7 @@ func dropPGReader(ctx context.Context, dsn, name string) error {
 			if _, err := tx.ExecContext(ctx, "DROP TABLE "+schema+".readers"); err != nil {
 				return fail(err)
 			}
-			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = $1::regnamespace", readerMeta).Scan(&others); err != nil {
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = $1::regnamespace", ReaderMeta).Scan(&others); err != nil {
 				return fail(err)
 			}
 			if others == 0 {
@@ -373,8 +373,8 @@ func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig,
 	if acc.AsDSNUser {
 		return cfg, nil
 	}
-	name := acc.name()
-	if err := checkReaderName(name); err != nil {
+	name := acc.ReaderName()
+	if err := CheckReaderName(name); err != nil {
 		return nil, err
 	}
 	if cfg.User == name {
@@ -391,16 +391,16 @@ func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig,
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
 	if !exists {
-		return nil, readerMissing(where, fmt.Sprintf("reader role %q does not exist", name))
+		return nil, ReaderMissing(where, fmt.Sprintf("reader role %q does not exist", name))
 	}
 	var password string
-	err = admin.QueryRowContext(ctx, "SELECT password FROM "+QuoteIdent(datasets.Postgres, readerMeta)+".readers WHERE name = $1", name).Scan(&password)
+	err = admin.QueryRowContext(ctx, "SELECT password FROM "+QuoteIdent(datasets.Postgres, ReaderMeta)+".readers WHERE name = $1", name).Scan(&password)
 	var pe *pgconn.PgError
 	switch {
 	case errors.Is(err, sql.ErrNoRows), errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"): // no row, table or schema
-		return nil, readerMissing(where, fmt.Sprintf("no password for reader role %q is stored in this database", name))
+		return nil, ReaderMissing(where, fmt.Sprintf("no password for reader role %q is stored in this database", name))
 	case errors.As(err, &pe) && pe.Code == "42501":
-		return nil, fmt.Errorf("%s: the DSN's user %q may not read the reader's password (%s.readers): pass the DSN distill load used, or a DSN of the reader itself: %w", where, cfg.User, readerMeta, err)
+		return nil, fmt.Errorf("%s: the DSN's user %q may not read the reader's password (%s.readers): pass the DSN distill load used, or a DSN of the reader itself: %w", where, cfg.User, ReaderMeta, err)
 	case err != nil:
 		return nil, fmt.Errorf("%s: read the reader's password: %w", where, err)
 	}
@@ -412,24 +412,24 @@ func pgExecConfig(ctx context.Context, dsn string, acc Access) (*pgx.ConnConfig,
 
 // checkPGReader checks, on a connection of the reader itself, that it is who it should be, a
 // plain NOINHERIT login holding no grant on any schema itself, member only of its own task
-// roles, each a plain NOLOGIN role member of no role (checkReader).
+// roles, each a plain NOLOGIN role member of no role (CheckReader).
 func checkPGReader(ctx context.Context, pool *sql.DB, where, name string) error {
-	return checkReader(ctx, where, name, pgProbe{pool: pool, name: name})
+	return CheckReader(ctx, where, name, pgProbe{pool: pool, name: name})
 }
 
-// pgProbe is checkReader's view of a PostgreSQL reader, through a pool of its own connections.
+// pgProbe is CheckReader's view of a PostgreSQL reader, through a pool of its own connections.
 type pgProbe struct {
 	pool *sql.DB
 	name string
 }
 
-func (p pgProbe) currentUser(ctx context.Context) (string, string, error) {
+func (p pgProbe) CurrentUser(ctx context.Context) (string, string, error) {
 	var user string
 	err := p.pool.QueryRowContext(ctx, "SELECT current_user::text").Scan(&user)
 	return user, user, err
 }
 
-func (pgProbe) loginHint(err error) string {
+func (pgProbe) LoginHint(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
 		return "run distill load again to reset its stored password; pg_hba.conf must let it log in with a password"
@@ -439,7 +439,7 @@ func (pgProbe) loginHint(err error) string {
 
 // privileges: the login's attributes beyond a plain NOINHERIT login, the schemas it holds
 // grants on itself, and its memberships.
-func (p pgProbe) privileges(ctx context.Context) ([]string, []string, error) {
+func (p pgProbe) Privileges(ctx context.Context) ([]string, []string, error) {
 	attrs, memberOf, _, err := pgRole(ctx, p.pool, p.name)
 	if err != nil {
 		return nil, nil, err
@@ -448,7 +448,7 @@ func (p pgProbe) privileges(ctx context.Context) ([]string, []string, error) {
 	if attrs.inherit {
 		extra = append(extra, "INHERIT")
 	}
-	direct, err := strings1(ctx, p.pool, pgDirectGrants, p.name)
+	direct, err := QueryStrings(ctx, p.pool, pgDirectGrants, p.name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("look up the grants held by reader %s itself: %w", p.name, err)
 	}
@@ -458,10 +458,10 @@ func (p pgProbe) privileges(ctx context.Context) ([]string, []string, error) {
 	return extra, memberOf, nil
 }
 
-func (pgProbe) otherRole(role string) string { return "member of " + role }
+func (pgProbe) OtherRole(role string) string { return "member of " + role }
 
 // taskRole: a task role's attributes beyond a plain NOLOGIN role, and its memberships.
-func (p pgProbe) taskRole(ctx context.Context, role string) ([]string, error) {
+func (p pgProbe) TaskRole(ctx context.Context, role string) ([]string, error) {
 	ta, tm, _, err := pgRole(ctx, p.pool, role)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func testReader(t testing.TB, d datasets.Dialect, targets ...string) Access {
 func storedPassword(t *testing.T, admin *sql.DB, name string) string {
 	t.Helper()
 	var pw string
-	if err := admin.QueryRow("SELECT password FROM " + readerMeta + ".readers WHERE name = " + sqlString(name)).Scan(&pw); err != nil {
+	if err := admin.QueryRow("SELECT password FROM " + ReaderMeta + ".readers WHERE name = " + SQLString(name)).Scan(&pw); err != nil {
 		t.Fatalf("stored password of %s: %v", name, err)
 	}
 	return pw
@@ -155,7 +155,7 @@ func TestPostgresReaderRole(t *testing.T) {
 	raw := db.(*pgDB)
 	for _, q := range []string{
 		"SELECT x FROM " + other + ".secret",
-		"SELECT name, password FROM " + readerMeta + ".readers",
+		"SELECT name, password FROM " + ReaderMeta + ".readers",
 		"SELECT rolpassword FROM pg_authid",
 	} {
 		r, err := raw.run(ctx, time.Now(), q, 5*time.Second, 10)
@@ -269,7 +269,7 @@ func TestMySQLReaderUser(t *testing.T) {
 	if !rep.Created || len(rep.Granted) != 1 {
 		t.Errorf("report %+v", rep)
 	}
-	hosts, err := strings1(ctx, admin, "SELECT Host FROM mysql.user WHERE User = ? ORDER BY Host", name)
+	hosts, err := QueryStrings(ctx, admin, "SELECT Host FROM mysql.user WHERE User = ? ORDER BY Host", name)
 	if err != nil || strings.Join(hosts, ",") != "127.0.0.1,localhost" {
 		t.Errorf("hosts %v %v", hosts, err)
 	}
@@ -284,7 +284,7 @@ func TestMySQLReaderUser(t *testing.T) {
 	raw := db.(*mysqlDB)
 	for _, q := range []string{
 		"SELECT x FROM " + lookalike + ".secret",
-		"SELECT name, password FROM " + readerMeta + ".readers",
+		"SELECT name, password FROM " + ReaderMeta + ".readers",
 		"SELECT User, authentication_string FROM mysql.user",
 		"SELECT * FROM mysql.global_priv",
 	} {
@@ -299,7 +299,7 @@ func TestMySQLReaderUser(t *testing.T) {
 
 	// The login holds nothing itself: its task role holds the SELECT.
 	role := mysqlTaskRole(name, target, true)
-	if got, err := strings1(ctx, admin, "SELECT CONCAT(GRANTEE, ' ', TABLE_SCHEMA, ' ', PRIVILEGE_TYPE) FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE LIKE ? ORDER BY 1", "'"+name+"%"); err != nil ||
+	if got, err := QueryStrings(ctx, admin, "SELECT CONCAT(GRANTEE, ' ', TABLE_SCHEMA, ' ', PRIVILEGE_TYPE) FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE LIKE ? ORDER BY 1", "'"+name+"%"); err != nil ||
 		len(got) != 1 || got[0] != "'"+role+"'@'' "+strings.ReplaceAll(target, "_", `\_`)+" SELECT" {
 		t.Errorf("database grants: %q %v", got, err)
 	}
@@ -333,13 +333,13 @@ func TestMySQLReaderUser(t *testing.T) {
 	}
 	again.Close()
 	// A wrong stored password is a clear error naming distill load.
-	if _, err := admin.Exec("UPDATE "+readerMeta+".readers SET password = 'wrong' WHERE name = ?", name); err != nil {
+	if _, err := admin.Exec("UPDATE "+ReaderMeta+".readers SET password = 'wrong' WHERE name = ?", name); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenMySQL(ctx, shared.MySQLDSN(), target, Access{Reader: name}); !errors.Is(err, ErrReader) || !strings.Contains(err.Error(), "distill load") {
 		t.Errorf("wrong password: %v", err)
 	}
-	if _, err := admin.Exec("UPDATE "+readerMeta+".readers SET password = ? WHERE name = ?", pw, name); err != nil {
+	if _, err := admin.Exec("UPDATE "+ReaderMeta+".readers SET password = ? WHERE name = ?", pw, name); err != nil {
 		t.Fatal(err)
 	}
 }

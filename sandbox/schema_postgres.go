@@ -2,14 +2,14 @@ package sandbox
 
 // pgCatalog reads a PostgreSQL task schema (current_schema()) from pg_catalog; the screen lets
 // these two statements read the system catalogs (pgOwnCatalog).
-var pgCatalog = catalog{
-	columns: `SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull
+var pgCatalog = Catalog{
+	Columns: `SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull
 		FROM pg_catalog.pg_attribute a
 		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY c.relname, a.attnum`,
-	keys: `SELECT c.relname::text, con.conname::text, con.contype::text, a.attname::text,
+	Keys: `SELECT c.relname::text, con.conname::text, con.contype::text, a.attname::text,
 		COALESCE(rc.relname::text, ''), COALESCE(ra.attname::text, '')
 		FROM pg_catalog.pg_constraint con
 		JOIN pg_catalog.pg_class c ON c.oid = con.conrelid

@@ -11,13 +11,13 @@ import (
 // and pragma_foreign_key_list table-valued functions: plain SELECTs, so the read-only screen of
 // SQLite's Exec lets them through without any special path.
 func introspectSQLite(ctx context.Context, db DB) (*Schema, error) {
-	res, err := catalogQuery(ctx, db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+	res, err := CatalogQuery(ctx, db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
 	}
 	s := &Schema{}
 	for _, row := range res.Rows {
-		t, err := sqliteTable(ctx, db, valueText(row[0]))
+		t, err := sqliteTable(ctx, db, ValueText(row[0]))
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +46,7 @@ func introspectSQLite(ctx context.Context, db DB) (*Schema, error) {
 func sqliteTable(ctx context.Context, db DB, name string) (Table, error) {
 	t := Table{Name: name}
 	lit := "'" + strings.ReplaceAll(name, "'", "''") + "'"
-	cols, err := catalogQuery(ctx, db, `SELECT name, type, "notnull", pk FROM pragma_table_info(`+lit+`) ORDER BY cid`)
+	cols, err := CatalogQuery(ctx, db, `SELECT name, type, "notnull", pk FROM pragma_table_info(`+lit+`) ORDER BY cid`)
 	if err != nil {
 		return t, fmt.Errorf("columns of %s: %w", name, err)
 	}
@@ -56,15 +56,15 @@ func sqliteTable(ctx context.Context, db DB, name string) (Table, error) {
 	}
 	var pks []pkCol
 	for _, c := range cols.Rows {
-		notNull, err := valueInt(c[2])
+		notNull, err := ValueInt(c[2])
 		if err != nil {
 			return t, fmt.Errorf("columns of %s: %w", name, err)
 		}
-		pos, err := valueInt(c[3])
+		pos, err := ValueInt(c[3])
 		if err != nil {
 			return t, fmt.Errorf("columns of %s: %w", name, err)
 		}
-		col := Column{Name: valueText(c[0]), Type: valueText(c[1]), NotNull: notNull != 0, PrimaryKey: pos > 0}
+		col := Column{Name: ValueText(c[0]), Type: ValueText(c[1]), NotNull: notNull != 0, PrimaryKey: pos > 0}
 		if pos > 0 {
 			pks = append(pks, pkCol{pos, col.Name})
 		}
@@ -74,7 +74,7 @@ func sqliteTable(ctx context.Context, db DB, name string) (Table, error) {
 	for _, p := range pks {
 		t.PrimaryKey = append(t.PrimaryKey, p.name)
 	}
-	fks, err := catalogQuery(ctx, db, `SELECT id, "table", "from", "to" FROM pragma_foreign_key_list(`+lit+`) ORDER BY id, seq`)
+	fks, err := CatalogQuery(ctx, db, `SELECT id, "table", "from", "to" FROM pragma_foreign_key_list(`+lit+`) ORDER BY id, seq`)
 	if err != nil {
 		return t, fmt.Errorf("foreign keys of %s: %w", name, err)
 	}
@@ -83,17 +83,17 @@ func sqliteTable(ctx context.Context, db DB, name string) (Table, error) {
 	var groups []ForeignKey
 	last := int64(-1)
 	for _, f := range fks.Rows {
-		id, err := valueInt(f[0])
+		id, err := ValueInt(f[0])
 		if err != nil {
 			return t, fmt.Errorf("foreign keys of %s: %w", name, err)
 		}
 		if id != last || len(groups) == 0 {
-			groups = append(groups, ForeignKey{RefTable: valueText(f[1])})
+			groups = append(groups, ForeignKey{RefTable: ValueText(f[1])})
 			last = id
 		}
 		fk := &groups[len(groups)-1]
-		fk.Columns = append(fk.Columns, valueText(f[2]))
-		fk.RefColumns = append(fk.RefColumns, valueText(f[3])) // empty: the referenced primary key
+		fk.Columns = append(fk.Columns, ValueText(f[2]))
+		fk.RefColumns = append(fk.RefColumns, ValueText(f[3])) // empty: the referenced primary key
 	}
 	for i := len(groups) - 1; i >= 0; i-- {
 		t.ForeignKeys = append(t.ForeignKeys, groups[i])

@@ -44,19 +44,19 @@ var mysqlDeniedCalls = map[string]string{
 // it. Names are matched as whole words however they are spaced or commented.
 func mysqlDenied(lower string) string {
 	for i := 0; i < len(lower); {
-		if !isIdentByte(lower[i]) {
+		if !IsIdentByte(lower[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(lower) && isIdentByte(lower[j]) {
+		for j < len(lower) && IsIdentByte(lower[j]) {
 			j++
 		}
-		w, next := lower[i:j], skipGap(lower, j)
+		w, next := lower[i:j], SkipGap(lower, j)
 		if reason, ok := mysqlDeniedCalls[w]; ok && next < len(lower) && lower[next] == '(' {
 			return "refused: " + reason
 		}
-		if w == "for" && strings.HasPrefix(lower[next:], "connection") && (next+10 == len(lower) || !isIdentByte(lower[next+10])) {
+		if w == "for" && strings.HasPrefix(lower[next:], "connection") && (next+10 == len(lower) || !IsIdentByte(lower[next+10])) {
 			return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
 		}
 		i = j

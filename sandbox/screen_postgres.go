@@ -51,7 +51,7 @@ var pgCatalogWords = map[string]bool{
 // task's own, whoever sends them.
 func pgOwnCatalog(q string) bool {
 	q = strings.TrimSpace(q)
-	return q == strings.TrimSpace(pgCatalog.columns) || q == strings.TrimSpace(pgCatalog.keys)
+	return q == strings.TrimSpace(pgCatalog.Columns) || q == strings.TrimSpace(pgCatalog.Keys)
 }
 
 // pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system

@@ -32,6 +32,10 @@ const (
 	sqliteMaxArgs    = 100
 )
 
+// sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
+// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it.
+const sqliteHeapLimit = 1 << 30
+
 // sqliteReadDriver is go-sqlite3 with, on every connection, the limits above, no attached
 // databases, SQLite's heap capped (sqliteHeapLimit), sqliteAuthorize as its authorizer and the
 // statement guard (guardSQLite: a deadline enforced by a progress handler and by bounded
@@ -137,7 +141,7 @@ func (s *sqliteDB) Close() error              { return s.db.Close() }
 
 func (s *sqliteDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
 	start := time.Now()
-	stmt, timeout, refused := startExec(query, datasets.SQLite, opts)
+	stmt, timeout, refused := StartExec(query, datasets.SQLite, opts)
 	if refused != nil {
 		return refused, nil
 	}
@@ -171,7 +175,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
 		}
-		return timedOut(timeout, time.Since(start)), nil
+		return TimedOut(timeout, time.Since(start)), nil
 	}
 	res, err := o.res, o.err
 	res.Duration = time.Since(start)
@@ -181,12 +185,12 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
 	}
-	if isTooLarge(err) {
-		return tooLarge(res), nil
+	if IsTooLarge(err) {
+		return TooLarge(res), nil
 	}
 	var se sqlite3.Error
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
-		return timedOut(timeout, res.Duration), nil
+		return TimedOut(timeout, res.Duration), nil
 	}
 	return &Result{Outcome: OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
