@@ -101,7 +101,11 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 		st.Duration = time.Since(start)
 		return st, nil
 	}
-	src, err := OpenSQLite(sqlitePath)
+	source, err := optionalPart[Source](datasets.SQLite)
+	if err != nil {
+		return st, wrap(err)
+	}
+	src, raw, err := source.OpenSource(sqlitePath)
 	if err != nil {
 		return st, wrap(err)
 	}
@@ -110,7 +114,6 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 	if err != nil {
 		return st, wrap(err)
 	}
-	raw := src.(*sqliteDB).db
 	plans := make([]tablePlan, len(schema.Tables))
 	for i, t := range schema.Tables {
 		if plans[i], err = planTable(ctx, raw, c.to, t); err != nil {
@@ -725,6 +728,14 @@ func (c *copier) publish(ctx context.Context, plans []tablePlan, marker string) 
 		tables[i] = c.serverName(p.table.Name)
 	}
 	return c.to.Publish(ctx, c.temp, c.target, tables, marker)
+}
+
+// Source is the optional part of a file Dialect that CopySQLite copies from (SQLite's): the
+// database file at path opened read-only, as a DB (Introspect reads its schema) and as the
+// database/sql handle under it, on which the copier reads the rows with statements of its own
+// (the toolkit's, not a policy's: unscreened). Closing the DB closes both.
+type Source interface {
+	OpenSource(path string) (DB, *sql.DB, error)
 }
 
 // Loader is the optional part of a server Dialect that CopySQLite copies into (distill load).

@@ -19,7 +19,7 @@ import (
 // the rows gathered by Collect.
 func StartExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
 	start := time.Now()
-	stmt, reason := screen(query, d)
+	stmt, reason := Screen(query, d)
 	if reason != "" {
 		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
 	}

@@ -74,6 +74,8 @@ type ReaderReport struct {
 // characters (MySQL's limit).
 var readerName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,31}$`)
 
+// CheckReaderName returns an error unless name may be a reader's: 1-32 lower-case letters,
+// digits or '_', not starting with a digit (unquoted-safe on both servers).
 func CheckReaderName(name string) error {
 	if !readerName.MatchString(name) {
 		return fmt.Errorf("reader name %q: want 1-32 lower-case letters, digits or '_', not starting with a digit", name)
@@ -86,8 +88,8 @@ func CheckReaderName(name string) error {
 // it read access to each of targets (schemas in the DSN's PostgreSQL database, or MySQL
 // databases), keeping the grants it already has.
 //
-// The reader's login holds no grant itself: each target gets a task role (pgTaskRole,
-// mysqlTaskRole) holding its reads, which executions in that target take, so that a statement
+// The reader's login holds no grant itself: each target gets a task role (named by each
+// engine) holding its reads, which executions in that target take, so that a statement
 // of one task reads no other. PostgreSQL: a LOGIN NOINHERIT role with no superuser,
 // replication, BYPASSRLS, CREATEDB or CREATEROLE, member of its task roles only (so none of
 // pg_read_all_settings, pg_monitor, ...), defaulting to read-only transactions; each task role

@@ -17,11 +17,11 @@ import (
 // readPrefixes are the first keywords of statements that only read.
 var readPrefixes = []string{"select", "with", "values", "explain"}
 
-// screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
+// Screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
 // returns it trimmed, or a reason to refuse it. d selects the dialect's own refusals
 // (Dialect.Screen); everything else applies to every dialect. Hand-written because no
 // library splits SQL of three dialects; it respects quotes and comments.
-func screen(query string, d datasets.Dialect) (string, string) {
+func Screen(query string, d datasets.Dialect) (string, string) {
 	q := strings.TrimSpace(query)
 	body, rest := SplitFirst(q)
 	if strings.TrimSpace(rest) != "" {
