@@ -5,7 +5,8 @@
 //
 // FakeDB is a "server" that is a directory (the DSN) holding one SQLite file per task database
 // (DSN/<db_id>.sqlite), read through database/sql with mattn/go-sqlite3, its catalog read with
-// SQLite's pragma functions, and one refusal of its own in the screen (the word fakesecret).
+// SQLite's pragma functions, one refusal of its own in the screen (the word fakesecret), and a
+// copy target for distill load (copy.go: sandbox.Loader).
 package fakedb
 
 import (
