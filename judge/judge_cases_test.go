@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 var judgeCasesOut = flag.String("judge-cases-out", "", "TestJudgeCases: write the fixture database and the cases for testdata/official_cases.py to this directory")
@@ -162,7 +162,7 @@ func TestJudgeCases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := sandbox.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

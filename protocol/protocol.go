@@ -15,6 +15,9 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/sandbox"
+	// The engines the prompts name, and that every package above the protocol opens databases
+	// with, registered once for all of them.
+	_ "github.com/chainedsql/chainedsql/sandbox/engines"
 )
 
 // ProtocolVersion names the protocol this package speaks.

@@ -25,15 +25,12 @@ type Connector struct {
 	mu      sync.Mutex
 	dbs     map[string]DB
 	engines map[datasets.Dialect]Engine
-	// myShare caps the MySQL share below the server's (tests on a shared server); 0: none.
-	myShare int
 }
 
 // Open returns the task's database in dialect d. The Connector owns the returned DB; callers
 // must not Close it (Connector.Close does). The first Open of a dialect connects its Engine
-// (Dialect.Connect), which the dialect's DBs share: on PostgreSQL one server handle with at most
-// pgMaxStatements statements in flight, on MySQL one share of the server's max_connections
-// (mysqlServer). On a server, the first Open looks up and checks the reader (errors wrap
+// (Dialect.Connect), which the dialect's DBs share: on PostgreSQL one server handle with a cap
+// on the statements in flight, on MySQL one share of the server's max_connections. On a server, the first Open looks up and checks the reader (errors wrap
 // ErrReader when it is missing or holds more than reads) and each Open checks that the reader
 // may read the task's schema or database.
 func (c *Connector) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (DB, error) {

@@ -45,7 +45,7 @@ var targetName = regexp.MustCompile(`^[A-Za-z0-9_]{1,48}$`)
 func reservedTarget(name string) bool {
 	n := strings.ToLower(name)
 	switch n {
-	case readerMeta, "mysql", "information_schema", "performance_schema", "sys", "public":
+	case ReaderMeta, "mysql", "information_schema", "performance_schema", "sys", "public":
 		return true
 	}
 	return strings.HasPrefix(n, "pg_") || strings.HasPrefix(n, "cs_tmp_")
@@ -101,7 +101,11 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 		st.Duration = time.Since(start)
 		return st, nil
 	}
-	src, err := OpenSQLite(sqlitePath)
+	source, err := optionalPart[Source](datasets.SQLite)
+	if err != nil {
+		return st, wrap(err)
+	}
+	src, raw, err := source.OpenSource(sqlitePath)
 	if err != nil {
 		return st, wrap(err)
 	}
@@ -110,7 +114,6 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 	if err != nil {
 		return st, wrap(err)
 	}
-	raw := src.(*sqliteDB).db
 	plans := make([]tablePlan, len(schema.Tables))
 	for i, t := range schema.Tables {
 		if plans[i], err = planTable(ctx, raw, c.to, t); err != nil {
@@ -123,7 +126,7 @@ func CopySQLite(ctx context.Context, sqlitePath string, d datasets.Dialect, dsn,
 	published := false
 	defer func() {
 		if !published { // best effort; the next copy drops it anyway
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 			defer cancel()
 			c.dropTemp(dctx)
 		}
@@ -376,13 +379,13 @@ func (c *copier) ident(name string) string { return QuoteIdent(c.d, name) }
 
 func (c *copier) exec(ctx context.Context, q string, args ...any) error {
 	if _, err := c.to.Conn().ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("%s: %w", firstLine(q), err)
+		return fmt.Errorf("%s: %w", FirstLine(q), err)
 	}
 	return nil
 }
 
-// firstLine is the start of statement s, for an error naming it.
-func firstLine(s string) string {
+// FirstLine is the start of statement s, for an error naming it.
+func FirstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 120 {
 		s = s[:120] + "…"
@@ -727,6 +730,14 @@ func (c *copier) publish(ctx context.Context, plans []tablePlan, marker string) 
 	return c.to.Publish(ctx, c.temp, c.target, tables, marker)
 }
 
+// Source is the optional part of a file Dialect that CopySQLite copies from (SQLite's): the
+// database file at path opened read-only, as a DB (Introspect reads its schema) and as the
+// database/sql handle under it, on which the copier reads the rows with statements of its own
+// (the toolkit's, not a policy's: unscreened). Closing the DB closes both.
+type Source interface {
+	OpenSource(path string) (DB, *sql.DB, error)
+}
+
 // Loader is the optional part of a server Dialect that CopySQLite copies into (distill load).
 type Loader interface {
 	// OpenLoad connects to the server of dsn as the DSN's own user and takes the copy lock of
@@ -770,16 +781,16 @@ type LoadTarget interface {
 	Close()
 }
 
-// loadSession is what a LoadTarget of a database/sql driver shares: a pool of the DSN's own
+// LoadSession is what a LoadTarget of a database/sql driver shares: a pool of the DSN's own
 // user and the session holding the copy lock (Conn), closed together.
-type loadSession struct {
+type LoadSession struct {
 	pool *sql.DB
 	conn *sql.Conn
 }
 
-// openLoadSession takes a session of pool and the copy lock of target on it (lock); on an error
+// OpenLoadSession takes a session of pool and the copy lock of target on it (lock); on an error
 // it closes pool.
-func openLoadSession(ctx context.Context, pool *sql.DB, target string, lock func(conn *sql.Conn, name string) error) (*loadSession, error) {
+func OpenLoadSession(ctx context.Context, pool *sql.DB, target string, lock func(conn *sql.Conn, name string) error) (*LoadSession, error) {
 	pool.SetMaxOpenConns(4)
 	conn, err := pool.Conn(ctx)
 	if err != nil {
@@ -791,22 +802,22 @@ func openLoadSession(ctx context.Context, pool *sql.DB, target string, lock func
 		pool.Close()
 		return nil, fmt.Errorf("take the copy lock of %s: %w", target, err)
 	}
-	return &loadSession{pool: pool, conn: conn}, nil
+	return &LoadSession{pool: pool, conn: conn}, nil
 }
 
 // Conn is the session holding the copy lock.
-func (l *loadSession) Conn() *sql.Conn { return l.conn }
+func (l *LoadSession) Conn() *sql.Conn { return l.conn }
 
 // Close ends the session, which releases the lock, and the pool.
-func (l *loadSession) Close() {
+func (l *LoadSession) Close() {
 	l.conn.Close()
 	l.pool.Close()
 }
 
-// exec runs q on the session, naming q in its error.
-func (l *loadSession) exec(ctx context.Context, q string) error {
+// Exec runs q on the session, naming q in its error.
+func (l *LoadSession) Exec(ctx context.Context, q string) error {
 	if _, err := l.conn.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("%s: %w", firstLine(q), err)
+		return fmt.Errorf("%s: %w", FirstLine(q), err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // These copy tests hold a copied database to the judge's EX equality, so they sit outside the
@@ -19,7 +21,7 @@ import (
 
 func TestCopyChinookAcrossEngines(t *testing.T) {
 	src := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
-	lite, err := sandbox.OpenSQLite(src)
+	lite, err := sqlite.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +31,11 @@ func TestCopyChinookAcrossEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sandbox.ServerCounts(t, lite, srcSchema.Tables)
+	want := sandboxtest.ServerCounts(t, lite, srcSchema.Tables)
 	for _, d := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
-			db, _ := sandbox.CopyChinook(t, d)
-			got := sandbox.ServerCounts(t, db, srcSchema.Tables)
+			db, _ := sandboxtest.CopyChinook(t, d)
+			got := sandboxtest.ServerCounts(t, db, srcSchema.Tables)
 			for name, n := range want {
 				if got[name] != n {
 					t.Errorf("table %s: %d rows, SQLite has %d", name, got[name], n)
@@ -60,13 +62,13 @@ func TestCopyChinookAcrossEngines(t *testing.T) {
 			if types["invoice.invoicedate"] != wantTypes[0] || types["invoice.total"] != wantTypes[1] {
 				t.Errorf("types: InvoiceDate %q, Total %q; want %q", types["invoice.invoicedate"], types["invoice.total"], wantTypes)
 			}
-			for _, q := range sandbox.ChinookQueries {
-				gold := sandbox.MustExec(t, lite, q.SQL, sandbox.ExecOptions{})
+			for _, q := range sandboxtest.ChinookQueries {
+				gold := sandboxtest.MustExec(t, lite, q.SQL, sandbox.ExecOptions{})
 				sq := q.SQL
-				if alt, ok := sandbox.ChinookDialectSQL[d][sq]; ok {
+				if alt, ok := sandboxtest.ChinookDialectSQL[d][sq]; ok {
 					sq = alt
 				}
-				pred := sandbox.MustExec(t, db, sq, sandbox.ExecOptions{})
+				pred := sandboxtest.MustExec(t, db, sq, sandbox.ExecOptions{})
 				if !gold.OK() || gold.Total == 0 && !strings.Contains(q.SQL, "NOT IN") {
 					t.Fatalf("gold %s: %+v", q.SQL, gold)
 				}
@@ -95,7 +97,7 @@ func TestCopyDates(t *testing.T) {
 		}
 	}
 	w.Close()
-	lite, err := sandbox.OpenSQLite(path)
+	lite, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +106,13 @@ func TestCopyDates(t *testing.T) {
 	want := map[datasets.Dialect]string{datasets.Postgres: "bigint date timestamp without time zone text text", datasets.MySQL: "bigint(20) date datetime longtext longtext"}
 	for _, d := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
-			admin, dsn := sandbox.CopyServer(t, d)
-			target := sandbox.SrvName("cs_dates")
-			t.Cleanup(func() { sandbox.DropCopy(admin, d, target) })
+			admin, dsn := sandboxtest.CopyServer(t, d)
+			target := sandboxtest.SrvName("cs_dates")
+			t.Cleanup(func() { sandboxtest.DropCopy(admin, d, target) })
 			if _, err := sandbox.CopySQLite(ctx, path, d, dsn, target); err != nil {
 				t.Fatal(err)
 			}
-			db, err := sandbox.OpenCopy(t, ctx, d, dsn, target)
+			db, err := sandboxtest.OpenCopy(t, ctx, d, dsn, target)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,14 +130,14 @@ func TestCopyDates(t *testing.T) {
 			}
 			// Not "dirty": go-sqlite3 turns DATE-column text it cannot parse into the zero time.
 			q := "SELECT id, day, ts, txt FROM d ORDER BY id"
-			if g, p := sandbox.MustExec(t, lite, q, sandbox.ExecOptions{}), sandbox.MustExec(t, db, q, sandbox.ExecOptions{}); !judge.Match(g, p, true) {
+			if g, p := sandboxtest.MustExec(t, lite, q, sandbox.ExecOptions{}), sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); !judge.Match(g, p, true) {
 				t.Errorf("sqlite %v\n%s %v", g.Rows, d, p.Rows)
 			}
 			q = "SELECT dirty FROM d WHERE dirty IS NOT NULL ORDER BY id"
-			if r := sandbox.MustExec(t, db, q, sandbox.ExecOptions{}); !r.OK() || fmt.Sprint(r.Rows) != "[[2023-02-30] [soon]]" {
+			if r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); !r.OK() || fmt.Sprint(r.Rows) != "[[2023-02-30] [soon]]" {
 				t.Errorf("dirty dates kept as text: %+v", r)
 			}
-			if r := sandbox.MustExec(t, db, "SELECT EXTRACT(YEAR FROM day) FROM d WHERE id = 1", sandbox.ExecOptions{}); !r.OK() || judge.RowKey(r.Rows[0]) != judge.RowKey([]any{int64(2024)}) {
+			if r := sandboxtest.MustExec(t, db, "SELECT EXTRACT(YEAR FROM day) FROM d WHERE id = 1", sandbox.ExecOptions{}); !r.OK() || judge.RowKey(r.Rows[0]) != judge.RowKey([]any{int64(2024)}) {
 				t.Errorf("EXTRACT on the typed column: %+v", r)
 			}
 		})

@@ -9,10 +9,10 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 )
 
-// Dialect is one SQL engine behind the sandbox. Each engine implements it once and registers it
-// with Register; everything outside the engine's own code reaches the engine through Lookup and
-// Dialects, never by naming it, so that adding an engine is its implementation and one Register
-// line.
+// Dialect is one SQL engine behind the sandbox. Each engine implements it once, in its own
+// sub-package of sandbox, and sandbox/engines registers it with Register; everything outside the
+// engine's package reaches the engine through Lookup and Dialects, never by naming it, so that
+// adding an engine is its package and one Register line.
 //
 // The contract:
 //   - Name is unique among the registered dialects and a valid datasets.Dialect: lower-case

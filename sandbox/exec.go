@@ -12,11 +12,14 @@ import (
 // What every engine's Exec shares: screening and the deadline before a statement, the rows'
 // collection with the shared limits after it.
 
-// startExec screens query for dialect d and resolves the timeout (zero means 30 s); a non-nil
-// Result is the refusal to return.
-func startExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
+// StartExec is the start of every engine's DB.Exec: it screens query for dialect d (the rules of
+// every engine, then d's own ScreenRules) and resolves opts.Timeout (zero means 30 s). A non-nil
+// Result is the refusal Exec returns as it is. Otherwise Exec runs stmt, the screened statement,
+// within timeout, and returns TimedOut past it, TooLarge for an error IsTooLarge reports, and
+// the rows gathered by Collect.
+func StartExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
 	start := time.Now()
-	stmt, reason := screen(query, d)
+	stmt, reason := Screen(query, d)
 	if reason != "" {
 		return "", 0, &Result{Outcome: OutcomeRefused, Error: reason, Duration: time.Since(start)}
 	}
@@ -27,8 +30,8 @@ func startExec(query string, d datasets.Dialect, opts ExecOptions) (string, time
 	return stmt, timeout, nil
 }
 
-// timedOut is the Result of a statement stopped at its deadline.
-func timedOut(timeout, took time.Duration) *Result {
+// TimedOut is the Result of a statement stopped at its deadline.
+func TimedOut(timeout, took time.Duration) *Result {
 	return &Result{Outcome: OutcomeTimeout, Error: fmt.Sprintf("statement stopped after %s", timeout), Duration: took}
 }
 

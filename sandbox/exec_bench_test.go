@@ -1,4 +1,4 @@
-package sandbox
+package sandbox_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // execBenchQueries are short Spider-style queries on concert_singer.
@@ -17,10 +20,10 @@ var execBenchQueries = []string{
 }
 
 // benchDB opens Spider's concert_singer in dialect d, copying it to the server first.
-func benchDB(b *testing.B, d datasets.Dialect) DB {
+func benchDB(b *testing.B, d datasets.Dialect) sandbox.DB {
 	src := shared.Path(b, "data/spider/database/concert_singer/concert_singer.sqlite")
 	if d == datasets.SQLite {
-		db, err := OpenSQLite(src)
+		db, err := sqlite.Open(src)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -28,13 +31,13 @@ func benchDB(b *testing.B, d datasets.Dialect) DB {
 		return db
 	}
 	ctx := context.Background()
-	target := srvName("cs_bench")
-	admin, dsn := copyServer(b, d)
-	b.Cleanup(func() { dropCopy(admin, d, target) })
-	var db DB
-	_, err := CopySQLite(ctx, src, d, dsn, target)
+	target := sandboxtest.SrvName("cs_bench")
+	admin, dsn := sandboxtest.CopyServer(b, d)
+	b.Cleanup(func() { sandboxtest.DropCopy(admin, d, target) })
+	var db sandbox.DB
+	_, err := sandbox.CopySQLite(ctx, src, d, dsn, target)
 	if err == nil {
-		db, err = openCopy(b, ctx, d, dsn, target)
+		db, err = sandboxtest.OpenCopy(b, ctx, d, dsn, target)
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -50,13 +53,13 @@ func BenchmarkExec(b *testing.B) {
 		db := benchDB(b, d)
 		ctx := context.Background()
 		for _, q := range execBenchQueries {
-			if r, err := db.Exec(ctx, q, ExecOptions{}); err != nil || !r.OK() {
+			if r, err := db.Exec(ctx, q, sandbox.ExecOptions{}); err != nil || !r.OK() {
 				b.Fatalf("%s: %s: %+v %v", d, q, r, err)
 			}
 		}
 		b.Run(string(d)+"/serial", func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				if _, err := db.Exec(ctx, execBenchQueries[i%len(execBenchQueries)], ExecOptions{MaxRows: 50}); err != nil {
+				if _, err := db.Exec(ctx, execBenchQueries[i%len(execBenchQueries)], sandbox.ExecOptions{MaxRows: 50}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -66,7 +69,7 @@ func BenchmarkExec(b *testing.B) {
 			b.SetParallelism(4)
 			b.RunParallel(func(pb *testing.PB) {
 				for i := 0; pb.Next(); i++ {
-					if _, err := db.Exec(ctx, execBenchQueries[i%len(execBenchQueries)], ExecOptions{MaxRows: 50}); err != nil {
+					if _, err := db.Exec(ctx, execBenchQueries[i%len(execBenchQueries)], sandbox.ExecOptions{MaxRows: 50}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -1,14 +1,11 @@
 package sandbox
 
-// The package's test helpers, for the tests of package sandbox_test.
+// The internals the tests of package sandbox_test check.
 var (
-	CopyChinook       = copyChinook
-	ServerCounts      = serverCounts
-	MustExec          = mustExec
-	ChinookQueries    = chinookQueries
-	ChinookDialectSQL = chinookDialectSQL
-	CopyServer        = copyServer
-	DropCopy          = dropCopy
-	OpenCopy          = openCopy
-	SrvName           = srvName
+	ChooseKind = chooseKind
+	TempName   = tempName
+	DeniedText = deniedText
 )
+
+// SampleChars caps one sample value of Introspect (in runes).
+const SampleChars = sampleChars

@@ -15,15 +15,11 @@ import (
 // a run with dozens of executions in flight. BIRD's largest gold results are a few megabytes.
 const maxResultBytes = 256 << 20
 
-// sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
-// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it.
-const sqliteHeapLimit = 1 << 30
-
 // errResultTooLarge reports a result past maxResultBytes.
 var errResultTooLarge = fmt.Errorf("the result is larger than %d MiB; ask for fewer rows or columns", maxResultBytes>>20)
 
-// tooLarge is the Result of a statement whose result passed maxResultBytes.
-func tooLarge(res *Result) *Result {
+// TooLarge is the Result of a statement whose result passed maxResultBytes.
+func TooLarge(res *Result) *Result {
 	return &Result{Outcome: OutcomeError, Error: errResultTooLarge.Error(), Duration: res.Duration}
 }
 
@@ -54,6 +50,10 @@ func (c *replyLimitConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// NetConn returns the connection under c, as crypto/tls's Conn does, for an engine looking for
+// its own connection type beneath.
+func (c *replyLimitConn) NetConn() net.Conn { return c.Conn }
+
 func (c *replyLimitConn) Read(b []byte) (int, error) {
 	if c.n.Load() > c.limit {
 		c.cut.Add(1)
@@ -64,12 +64,12 @@ func (c *replyLimitConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// dialFunc is the dialer both drivers accept.
-type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+// DialFunc is the dialer both drivers accept.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// limitReplies wraps dial so that every connection it makes is a replyLimitConn of
+// LimitReplies wraps dial so that every connection it makes is a replyLimitConn of
 // maxResultBytes counting its cuts in cut.
-func limitReplies(dial dialFunc, cut *atomic.Int64) dialFunc {
+func LimitReplies(dial DialFunc, cut *atomic.Int64) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -79,5 +79,5 @@ func limitReplies(dial dialFunc, cut *atomic.Int64) dialFunc {
 	}
 }
 
-// isTooLarge reports whether err is a result cut at maxResultBytes.
-func isTooLarge(err error) bool { return errors.Is(err, errResultTooLarge) }
+// IsTooLarge reports whether err is a result cut at maxResultBytes.
+func IsTooLarge(err error) bool { return errors.Is(err, errResultTooLarge) }

@@ -25,10 +25,10 @@ var DefaultReaderHosts = []string{"localhost", "127.0.0.1"}
 // database, or holds more than reads. distill load (EnsureReader) fixes each of them.
 var ErrReader = errors.New("reader not set up")
 
-// readerMeta is where the reader's generated password is kept, readable only by the server's
+// ReaderMeta is where the reader's generated password is kept, readable only by the server's
 // administrators: a schema (PostgreSQL) or database (MySQL, where it also holds the copy
 // markers) the reader is never granted.
-const readerMeta = "chainedsql_meta"
+const ReaderMeta = "chainedsql_meta"
 
 // Access says whom statements run as on PostgreSQL and MySQL. The zero value runs them as
 // DefaultReader.
@@ -41,8 +41,8 @@ type Access struct {
 	AsDSNUser bool
 }
 
-// name returns the reader's name.
-func (a Access) name() string {
+// ReaderName returns the name of the reader statements run as (Reader, or DefaultReader).
+func (a Access) ReaderName() string {
 	if a.Reader == "" {
 		return DefaultReader
 	}
@@ -74,10 +74,9 @@ type ReaderReport struct {
 // characters (MySQL's limit).
 var readerName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,31}$`)
 
-// readerHost is what a MySQL host part may be (names, addresses, % and _ wildcards).
-var readerHost = regexp.MustCompile(`^[A-Za-z0-9_.%:-]{1,255}$`)
-
-func checkReaderName(name string) error {
+// CheckReaderName returns an error unless name may be a reader's: 1-32 lower-case letters,
+// digits or '_', not starting with a digit (unquoted-safe on both servers).
+func CheckReaderName(name string) error {
 	if !readerName.MatchString(name) {
 		return fmt.Errorf("reader name %q: want 1-32 lower-case letters, digits or '_', not starting with a digit", name)
 	}
@@ -89,8 +88,8 @@ func checkReaderName(name string) error {
 // it read access to each of targets (schemas in the DSN's PostgreSQL database, or MySQL
 // databases), keeping the grants it already has.
 //
-// The reader's login holds no grant itself: each target gets a task role (pgTaskRole,
-// mysqlTaskRole) holding its reads, which executions in that target take, so that a statement
+// The reader's login holds no grant itself: each target gets a task role (named by each
+// engine) holding its reads, which executions in that target take, so that a statement
 // of one task reads no other. PostgreSQL: a LOGIN NOINHERIT role with no superuser,
 // replication, BYPASSRLS, CREATEDB or CREATEROLE, member of its task roles only (so none of
 // pg_read_all_settings, pg_monitor, ...), defaulting to read-only transactions; each task role
@@ -106,7 +105,7 @@ func EnsureReader(ctx context.Context, d datasets.Dialect, dsn string, setup Rea
 		name = DefaultReader
 	}
 	rep := ReaderReport{Name: name}
-	if err := checkReaderName(name); err != nil {
+	if err := CheckReaderName(name); err != nil {
 		return rep, err
 	}
 	for _, t := range targets {
@@ -127,7 +126,7 @@ func readerAdmin(d datasets.Dialect) (ReaderAdmin, error) { return optionalPart[
 // DropReader removes the reader name of dialect d from the server of dsn, with its grants and
 // its stored password. A reader that does not exist is not an error.
 func DropReader(ctx context.Context, d datasets.Dialect, dsn, name string) error {
-	if err := checkReaderName(name); err != nil {
+	if err := CheckReaderName(name); err != nil {
 		return err
 	}
 	admin, err := readerAdmin(d)
@@ -157,8 +156,8 @@ func asDSNUserWarning(ctx context.Context, d datasets.Dialect, dsn string) strin
 	return fmt.Sprintf("--exec-as-dsn-user: every statement the policies write runs as %s, with only a read-only transaction and a text screen in its way; use this only with a user you made read-only yourself", who)
 }
 
-// newPassword returns a random password of 48 hex digits.
-func newPassword() (string, error) {
+// NewPassword returns a random password of 48 hex digits.
+func NewPassword() (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("generate the reader's password: %w", err)
@@ -166,16 +165,16 @@ func newPassword() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// sqlString quotes s as a standard SQL string literal.
-func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// SQLString quotes s as a standard SQL string literal.
+func SQLString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// readerMissing is the ErrReader error for a reader that is not there.
-func readerMissing(where, what string) error {
+// ReaderMissing is the ErrReader error for a reader that is not there.
+func ReaderMissing(where, what string) error {
 	return fmt.Errorf("%s: %s: %w (distill load creates it and grants it what it loads; --exec-as-dsn-user runs as the DSN's own user instead)", where, what, ErrReader)
 }
 
-// readerUngranted is the ErrReader error for a task database the reader may not read.
-func readerUngranted(where, reader, kind, target string) error {
+// ReaderUngranted is the ErrReader error for a task database the reader may not read.
+func ReaderUngranted(where, reader, kind, target string) error {
 	return fmt.Errorf("%s: reader %s may not read %s %q: %w (run distill load for these tasks; it grants the reader each database it loads)", where, reader, kind, target, ErrReader)
 }
 
@@ -184,39 +183,40 @@ func readerPrivileged(where, reader string, extra []string) error {
 	return fmt.Errorf("%s: reader %s holds more than read access (%s): %w (run distill load to reset it)", where, reader, strings.Join(extra, ", "), ErrReader)
 }
 
-// addUnique appends s to list unless it is there.
-func addUnique(list []string, s string) []string {
+// AddUnique appends s to list unless it is there.
+func AddUnique(list []string, s string) []string {
 	if slices.Contains(list, s) {
 		return list
 	}
 	return append(list, s)
 }
 
-// readerProbe reads, on a connection of the reader itself, what checkReader judges. Each server
-// engine implements it once (pgProbe, myProbe); the judgement is checkReader's alone.
-type readerProbe interface {
-	// currentUser returns the user the connection logged in as, as the server shows it, and its
+// ReaderProbe reads, on a connection of the reader itself, what CheckReader judges. Each server
+// engine implements it once, on a connection logged in as the reader; the judgement is
+// CheckReader's alone.
+type ReaderProbe interface {
+	// CurrentUser returns the user the connection logged in as, as the server shows it, and its
 	// name without a host.
-	currentUser(ctx context.Context) (shown, name string, err error)
-	// loginHint says what to do about err, a failed currentUser, when the server refused the
+	CurrentUser(ctx context.Context) (shown, name string, err error)
+	// LoginHint says what to do about err, a failed CurrentUser, when the server refused the
 	// login itself (a wrong or missing password); "" for any other error.
-	loginHint(err error) string
-	// privileges lists what the login holds itself beyond logging in, and the roles granted to it.
-	privileges(ctx context.Context) (extra, roles []string, err error)
-	// otherRole is how a granted role that is none of the reader's task roles is listed.
-	otherRole(role string) string
-	// taskRole lists what task role holds beyond reading its one target.
-	taskRole(ctx context.Context, role string) ([]string, error)
+	LoginHint(err error) string
+	// Privileges lists what the login holds itself beyond logging in, and the roles granted to it.
+	Privileges(ctx context.Context) (extra, roles []string, err error)
+	// OtherRole is how a granted role that is none of the reader's task roles is listed.
+	OtherRole(role string) string
+	// TaskRole lists what task role holds beyond reading its one target.
+	TaskRole(ctx context.Context, role string) ([]string, error)
 }
 
-// checkReader checks, on a connection of reader name itself (p), that it logs in as name, holds
+// CheckReader checks, on a connection of reader name itself (p), that it logs in as name, holds
 // no privilege of its own, and is granted no role but its task roles (named name/...), each
 // holding reads of one target only. A refused login and a reader holding more are ErrReader
 // errors; where starts every error.
-func checkReader(ctx context.Context, where, name string, p readerProbe) error {
-	user, login, err := p.currentUser(ctx)
+func CheckReader(ctx context.Context, where, name string, p ReaderProbe) error {
+	user, login, err := p.CurrentUser(ctx)
 	if err != nil {
-		if hint := p.loginHint(err); hint != "" {
+		if hint := p.LoginHint(err); hint != "" {
 			return fmt.Errorf("%s: log in as reader %s: %v: %w (%s)", where, name, err, ErrReader, hint)
 		}
 		return fmt.Errorf("%s: log in as reader %s: %w", where, name, err)
@@ -224,16 +224,16 @@ func checkReader(ctx context.Context, where, name string, p readerProbe) error {
 	if login != name {
 		return fmt.Errorf("%s: logged in as %q, want reader %s", where, user, name)
 	}
-	extra, roles, err := p.privileges(ctx)
+	extra, roles, err := p.Privileges(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	for _, r := range roles {
 		if !strings.HasPrefix(r, name+"/") {
-			extra = append(extra, p.otherRole(r))
+			extra = append(extra, p.OtherRole(r))
 			continue
 		}
-		held, err := p.taskRole(ctx, r)
+		held, err := p.TaskRole(ctx, r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // sampleTasks loads the sample into a fresh db root.
@@ -46,7 +47,7 @@ func sqliteGold(t *testing.T, tasks []datasets.Task) map[string]*sandbox.Result 
 		db, ok := dbs[task.DBPath]
 		if !ok {
 			var err error
-			if db, err = sandbox.OpenSQLite(task.DBPath); err != nil {
+			if db, err = sqlite.Open(task.DBPath); err != nil {
 				t.Fatal(err)
 			}
 			dbs[task.DBPath] = db

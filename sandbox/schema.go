@@ -89,8 +89,8 @@ func Introspect(ctx context.Context, db DB, samples int) (*Schema, error) {
 	return s, nil
 }
 
-// catalogQuery runs one catalog statement; refusals, engine errors and timeouts become errors.
-func catalogQuery(ctx context.Context, db DB, sql string) (*Result, error) {
+// CatalogQuery runs one catalog statement; refusals, engine errors and timeouts become errors.
+func CatalogQuery(ctx context.Context, db DB, sql string) (*Result, error) {
 	res, err := db.Exec(ctx, sql, ExecOptions{Timeout: catalogTimeout})
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func sampleValues(ctx context.Context, db DB, table, column string, n int) ([]st
 		if b, ok := r[0].([]byte); ok && !utf8.Valid(b) {
 			continue
 		}
-		out = append(out, cutSample(valueText(r[0])))
+		out = append(out, cutSample(ValueText(r[0])))
 	}
 	return out, nil
 }
@@ -138,8 +138,8 @@ func cutSample(s string) string {
 	return string([]rune(s)[:sampleChars]) + "…"
 }
 
-// valueText renders a normalised value (see Result) as plain text.
-func valueText(v any) string {
+// ValueText renders a normalised value (see Result) as plain text.
+func ValueText(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return ""
@@ -163,8 +163,8 @@ func valueText(v any) string {
 	return fmt.Sprint(v)
 }
 
-// valueInt reads a catalog integer (int64, float64, bool or decimal text).
-func valueInt(v any) (int64, error) {
+// ValueInt reads a catalog integer (int64, float64, bool or decimal text).
+func ValueInt(v any) (int64, error) {
 	switch x := v.(type) {
 	case int64:
 		return x, nil

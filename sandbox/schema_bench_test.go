@@ -1,4 +1,4 @@
-package sandbox
+package sandbox_test
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // BenchmarkIntrospectSpider introspects Spider's college_2 (11 tables, 3 samples per column) and
 // renders its DDL, on an open database.
 func BenchmarkIntrospectSpider(b *testing.B) {
-	db, err := OpenSQLite(shared.Path(b, "data/spider/database/college_2/college_2.sqlite"))
+	db, err := sqlite.Open(shared.Path(b, "data/spider/database/college_2/college_2.sqlite"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -19,7 +21,7 @@ func BenchmarkIntrospectSpider(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := Introspect(ctx, db, 3)
+		s, err := sandbox.Introspect(ctx, db, 3)
 		if err != nil {
 			b.Fatal(err)
 		}

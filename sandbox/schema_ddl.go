@@ -82,10 +82,10 @@ func sampleLiteral(typ, v string) string {
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 }
 
-// quoteIdent returns name as an identifier, quoted in q (its own q doubled) only when needed:
+// QuoteWith returns name as an identifier, quoted in q (its own q doubled) only when needed:
 // characters other than letters, digits and '_', a leading digit, a reserved word, or, when
 // foldsUpper (PostgreSQL), upper-case letters the engine would fold.
-func quoteIdent(name string, foldsUpper bool, q string) string {
+func QuoteWith(name string, foldsUpper bool, q string) string {
 	plain := name != ""
 	for i, r := range name {
 		ok := r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9' || !foldsUpper && r >= 'A' && r <= 'Z'

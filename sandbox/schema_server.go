@@ -6,28 +6,28 @@ import (
 	"strings"
 )
 
-// catalog holds the catalog queries of one server engine, each limited to the schema the DB
+// Catalog holds the catalog queries of one server engine, each limited to the schema the DB
 // executes in (PostgreSQL: current_schema(), the db_id schema on the search_path; MySQL:
 // DATABASE(), the db_id database).
-type catalog struct {
-	// columns returns table, column, declared type, not-null (bool or 'NO'/'YES'), ordered by
+type Catalog struct {
+	// Columns returns table, column, declared type, not-null (bool or 'NO'/'YES'), ordered by
 	// table and column position; only base tables.
-	columns string
-	// keys returns table, constraint name, 'p' or 'f', column, referenced table, referenced
+	Columns string
+	// Keys returns table, constraint name, 'p' or 'f', column, referenced table, referenced
 	// column, ordered by table, constraint and position within the constraint.
-	keys string
+	Keys string
 }
 
-// introspectCatalog reads the tables, columns and keys of a server engine's current schema.
-func introspectCatalog(ctx context.Context, db DB, c catalog) (*Schema, error) {
-	cols, err := catalogQuery(ctx, db, c.columns)
+// IntrospectCatalog reads the tables, columns and keys of a server engine's current schema.
+func IntrospectCatalog(ctx context.Context, db DB, c Catalog) (*Schema, error) {
+	cols, err := CatalogQuery(ctx, db, c.Columns)
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
 	}
 	s := &Schema{}
 	index := map[string]int{}
 	for _, r := range cols.Rows {
-		table := valueText(r[0])
+		table := ValueText(r[0])
 		i, ok := index[table]
 		if !ok {
 			i = len(s.Tables)
@@ -39,22 +39,22 @@ func introspectCatalog(ctx context.Context, db DB, c catalog) (*Schema, error) {
 		case bool:
 			notNull = x
 		default:
-			notNull = strings.EqualFold(valueText(x), "NO")
+			notNull = strings.EqualFold(ValueText(x), "NO")
 		}
-		s.Tables[i].Columns = append(s.Tables[i].Columns, Column{Name: valueText(r[1]), Type: valueText(r[2]), NotNull: notNull})
+		s.Tables[i].Columns = append(s.Tables[i].Columns, Column{Name: ValueText(r[1]), Type: ValueText(r[2]), NotNull: notNull})
 	}
-	keys, err := catalogQuery(ctx, db, c.keys)
+	keys, err := CatalogQuery(ctx, db, c.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
 	lastFK := map[int]string{}
 	for _, r := range keys.Rows {
-		i, ok := index[valueText(r[0])]
+		i, ok := index[ValueText(r[0])]
 		if !ok {
 			continue
 		}
 		t := &s.Tables[i]
-		name, kind, col := valueText(r[1]), valueText(r[2]), valueText(r[3])
+		name, kind, col := ValueText(r[1]), ValueText(r[2]), ValueText(r[3])
 		if kind == "p" {
 			t.PrimaryKey = append(t.PrimaryKey, col)
 			for ci := range t.Columns {
@@ -65,12 +65,12 @@ func introspectCatalog(ctx context.Context, db DB, c catalog) (*Schema, error) {
 			continue
 		}
 		if f, seen := lastFK[i]; !seen || f != name {
-			t.ForeignKeys = append(t.ForeignKeys, ForeignKey{RefTable: valueText(r[4])})
+			t.ForeignKeys = append(t.ForeignKeys, ForeignKey{RefTable: ValueText(r[4])})
 			lastFK[i] = name
 		}
 		fk := &t.ForeignKeys[len(t.ForeignKeys)-1]
 		fk.Columns = append(fk.Columns, col)
-		fk.RefColumns = append(fk.RefColumns, valueText(r[5]))
+		fk.RefColumns = append(fk.RefColumns, ValueText(r[5]))
 	}
 	return s, nil
 }

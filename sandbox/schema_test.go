@@ -1,4 +1,4 @@
-package sandbox
+package sandbox_test
 
 import (
 	"context"
@@ -14,16 +14,18 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
-func introspectFile(t testing.TB, path string, samples int) *Schema {
+func introspectFile(t testing.TB, path string, samples int) *sandbox.Schema {
 	t.Helper()
-	db, err := OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s, err := Introspect(context.Background(), db, samples)
+	s, err := sandbox.Introspect(context.Background(), db, samples)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestIntrospectChinookSQLite(t *testing.T) {
 		for _, c := range tb.Columns {
 			seen := map[string]bool{}
 			for _, v := range c.Samples {
-				if seen[v] || v == "" || utf8.RuneCountInString(v) > sampleChars+1 {
+				if seen[v] || v == "" || utf8.RuneCountInString(v) > sandbox.SampleChars+1 {
 					t.Errorf("%s.%s: bad samples %q", tb.Name, c.Name, c.Samples)
 				}
 				seen[v] = true
@@ -271,7 +273,7 @@ func TestQuoteIdent(t *testing.T) {
 		{datasets.SQLite, "", `""`},
 		{datasets.Postgres, "café", `"café"`},
 	} {
-		if got := QuoteIdent(c.d, c.in); got != c.want {
+		if got := sandbox.QuoteIdent(c.d, c.in); got != c.want {
 			t.Errorf("QuoteIdent(%s, %q) = %s, want %s", c.d, c.in, got, c.want)
 		}
 	}

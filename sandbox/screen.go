@@ -17,11 +17,11 @@ import (
 // readPrefixes are the first keywords of statements that only read.
 var readPrefixes = []string{"select", "with", "values", "explain"}
 
-// screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
+// Screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
 // returns it trimmed, or a reason to refuse it. d selects the dialect's own refusals
 // (Dialect.Screen); everything else applies to every dialect. Hand-written because no
 // library splits SQL of three dialects; it respects quotes and comments.
-func screen(query string, d datasets.Dialect) (string, string) {
+func Screen(query string, d datasets.Dialect) (string, string) {
 	q := strings.TrimSpace(query)
 	body, rest := SplitFirst(q)
 	if strings.TrimSpace(rest) != "" {
@@ -175,18 +175,18 @@ func mysqlSchemaRef(lower string) bool {
 		}
 		i += k
 		j := i + len(word)
-		if i > 0 && isIdentByte(lower[i-1]) || j < len(lower) && isIdentByte(lower[j]) {
+		if i > 0 && IsIdentByte(lower[i-1]) || j < len(lower) && IsIdentByte(lower[j]) {
 			continue
 		}
-		if j = skipGap(lower, j); j < len(lower) && lower[j] == '.' {
+		if j = SkipGap(lower, j); j < len(lower) && lower[j] == '.' {
 			return true
 		}
 	}
 }
 
-// skipGap returns the index of the first byte at or after i that is not a space, a quote
+// SkipGap returns the index of the first byte at or after i that is not a space, a quote
 // character or inside a comment (/* */, -- and # to the end of the line).
-func skipGap(s string, i int) int {
+func SkipGap(s string, i int) int {
 	for i < len(s) {
 		switch c := s[i]; {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c == '`' || c == '"':
@@ -210,8 +210,8 @@ func skipGap(s string, i int) int {
 	return i
 }
 
-// isIdentByte reports whether b can continue an unquoted identifier (MySQL allows $).
-func isIdentByte(b byte) bool { return isWord(b) || b == '$' || b >= 0x80 }
+// IsIdentByte reports whether b can continue an unquoted identifier (MySQL allows $).
+func IsIdentByte(b byte) bool { return isWord(b) || b == '$' || b >= 0x80 }
 
 func isWord(b byte) bool {
 	return b == '_' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'

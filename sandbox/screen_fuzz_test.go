@@ -1,10 +1,12 @@
-package sandbox
+package sandbox_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
 
 // FuzzScreen: screen never panics in any dialect, and what it accepts is one read statement
@@ -13,7 +15,7 @@ func FuzzScreen(f *testing.F) {
 	for _, q := range hostileQueries {
 		f.Add(q)
 	}
-	for _, q := range chinookQueries {
+	for _, q := range sandboxtest.ChinookQueries {
 		f.Add(q.SQL)
 	}
 	f.Add("SELECT 'a;b' -- c;\n")
@@ -28,20 +30,23 @@ func FuzzScreen(f *testing.F) {
 
 // screenOnce checks one screening of q in dialect d.
 func screenOnce(t *testing.T, q string, d datasets.Dialect) {
-	stmt, reason := screen(q, d)
+	stmt, reason := sandbox.Screen(q, d)
 	if reason != "" {
 		if stmt != "" || !strings.HasPrefix(reason, "refused: ") {
 			t.Fatalf("%s: refusal %q with statement %q", d, reason, stmt)
 		}
 		return
 	}
-	if _, rest := SplitFirst(stmt); strings.TrimSpace(rest) != "" {
+	if _, rest := sandbox.SplitFirst(stmt); strings.TrimSpace(rest) != "" {
 		t.Fatalf("%s: accepted %q holds a second statement %q", d, stmt, rest)
 	}
-	if why := deniedText(stmt, d); why != "" {
+	if why := sandbox.DeniedText(stmt, d); why != "" {
 		t.Fatalf("%s: accepted %q: %s", d, stmt, why)
 	}
-	if again, r := screen(stmt, d); r != "" || again != stmt {
+	if again, r := sandbox.Screen(stmt, d); r != "" || again != stmt {
 		t.Fatalf("%s: screen(%q) = %q, %q; want it unchanged", d, stmt, again, r)
 	}
 }
+
+// hostileQueries is sandboxtest.HostileFor with a fixed tag, for fuzz seeds.
+var hostileQueries = sandboxtest.HostileFor("seed")

@@ -1,10 +1,11 @@
-package sandbox
+package sandbox_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // TestScreenServerReach: the screen refuses, in every dialect, the statements that reach the
@@ -31,13 +32,13 @@ func TestScreenServerReach(t *testing.T) {
 		"SELECT file FROM pragma_database_list",
 	} {
 		for _, d := range dialects {
-			if _, reason := screen(q, d); reason == "" {
+			if _, reason := sandbox.Screen(q, d); reason == "" {
 				t.Errorf("%s: %q passed the screen", d, q)
 			}
 		}
 	}
 	for _, q := range []string{"SELECT @@datadir", "SELECT @@GLOBAL.basedir"} {
-		if _, reason := screen(q, datasets.MySQL); !strings.Contains(reason, "@@") {
+		if _, reason := sandbox.Screen(q, datasets.MySQL); !strings.Contains(reason, "@@") {
 			t.Errorf("mysql: %q: %q", q, reason)
 		}
 	}
@@ -52,13 +53,13 @@ func TestScreenServerReach(t *testing.T) {
 		"SELECT size_description FROM sizes WHERE has_a_privilege = 1",
 	} {
 		for _, d := range dialects {
-			if _, reason := screen(q, d); reason != "" {
+			if _, reason := sandbox.Screen(q, d); reason != "" {
 				t.Errorf("%s: %q refused: %s", d, q, reason)
 			}
 		}
 	}
 	// PostgreSQL's full-text match operator is @@; only MySQL refuses it.
-	if _, reason := screen("SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", datasets.Postgres); reason != "" {
+	if _, reason := sandbox.Screen("SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", datasets.Postgres); reason != "" {
 		t.Errorf("postgres @@: %s", reason)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // TestSpiderGoldMatchesItself: every Spider dev gold query executes on SQLite and, run twice,
@@ -42,7 +44,7 @@ func TestSpiderGoldMatchesItself(t *testing.T) {
 	for i, r := range recs {
 		db := dbs[r.DBID]
 		if db == nil {
-			if db, err = sandbox.OpenSQLite(filepath.Join(filepath.Dir(dev), "database", r.DBID, r.DBID+".sqlite")); err != nil {
+			if db, err = sqlite.Open(filepath.Join(filepath.Dir(dev), "database", r.DBID, r.DBID+".sqlite")); err != nil {
 				t.Fatal(err)
 			}
 			dbs[r.DBID] = db
@@ -92,21 +94,21 @@ func TestSpiderGoldAcrossEngines(t *testing.T) {
 	floors := map[datasets.Dialect]float64{datasets.Postgres: 0.62, datasets.MySQL: 0.69}
 	for _, d := range []datasets.Dialect{datasets.Postgres, datasets.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
-			a, dsn := sandbox.CopyServer(t, d)
+			a, dsn := sandboxtest.CopyServer(t, d)
 			lite, server := map[string]sandbox.DB{}, map[string]sandbox.DB{}
 			agree, ran := 0, 0
 			for _, task := range tasks {
 				if lite[task.DBID] == nil {
 					target := fmt.Sprintf("s%d_%s", os.Getpid(), task.DBID)
-					t.Cleanup(func() { sandbox.DropCopy(a, d, target) })
+					t.Cleanup(func() { sandboxtest.DropCopy(a, d, target) })
 					if _, err := sandbox.CopySQLite(ctx, task.DBPath, d, dsn, target); err != nil {
 						t.Fatal(err)
 					}
-					l, err := sandbox.OpenSQLite(task.DBPath)
+					l, err := sqlite.Open(task.DBPath)
 					if err != nil {
 						t.Fatal(err)
 					}
-					s, err := sandbox.OpenCopy(t, ctx, d, dsn, target)
+					s, err := sandboxtest.OpenCopy(t, ctx, d, dsn, target)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -114,8 +116,8 @@ func TestSpiderGoldAcrossEngines(t *testing.T) {
 					lite[task.DBID], server[task.DBID] = l, s
 				}
 				gold, _ := task.GoldFor(datasets.SQLite)
-				want := sandbox.MustExec(t, lite[task.DBID], gold, sandbox.ExecOptions{})
-				got := sandbox.MustExec(t, server[task.DBID], gold, sandbox.ExecOptions{})
+				want := sandboxtest.MustExec(t, lite[task.DBID], gold, sandbox.ExecOptions{})
+				got := sandboxtest.MustExec(t, server[task.DBID], gold, sandbox.ExecOptions{})
 				if got.OK() {
 					ran++
 				} else if os.Getenv("CHAINEDSQL_SHOW_DIFFS") != "" {

@@ -8,11 +8,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/sandbox"
-
-	"github.com/chromedp/chromedp"
+	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
 // countingOpener counts the statements run through its databases.
@@ -92,7 +93,7 @@ func TestResults(t *testing.T) {
 		t.Fatalf("gold result of row %d: %+v", same, g)
 	}
 	// The row count, asked of the database on its own.
-	db, err := sandbox.OpenSQLite(filepath.Join(fx.root, "db", rows[same].DBID, rows[same].DBID+".sqlite"))
+	db, err := sqlite.Open(filepath.Join(fx.root, "db", rows[same].DBID, rows[same].DBID+".sqlite"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,409 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// mysqlDB executes in one database of a MySQL or MariaDB server.
+type mysqlDB struct {
+	pool     *sql.DB
+	database string
+	role     string // the task role each connection enables (mysqlTaskRole); "" as the DSN's user
+	version  string
+	mariadb  bool
+
+	// srv is the server's share of connections, killer pool and runaway count, shared by the
+	// MySQL DBs of one Connector; owned (closed with the DB) when opened alone.
+	srv    *mysqlServer
+	ownSrv bool
+
+	mu  sync.Mutex
+	ids map[any]int64 // driver connection → server connection id
+
+	// cut counts the replies cut at maxResultBytes (replyLimitConn). The driver reports such a
+	// cut as a lost connection; one counted during an execution that lost its connection is
+	// taken to be its own.
+	cut atomic.Int64
+}
+
+// Open opens database on the MySQL/MariaDB server of dsn (go-sql-driver/mysql form, e.g.
+// "root@tcp(127.0.0.1:3306)/"; its database part is replaced), executing as acc says: by default
+// in a pool of its own logged in as the reader made by EnsureReader, whose password is looked up
+// with the DSN's user, each connection under the database's task role. Each Exec runs in a
+// READ ONLY transaction under a statement time limit (MariaDB: SET STATEMENT
+// max_statement_time ... FOR; MySQL: max_execution_time), backed at the deadline by KILL QUERY
+// and then KILL CONNECTION from a second connection of the same user (see mysqlServer for the
+// share of connections it holds and the threads that outlive both).
+func Open(ctx context.Context, dsn, database string, acc sandbox.Access) (sandbox.DB, error) {
+	if database == "" {
+		return nil, fmt.Errorf("mysql: empty database name")
+	}
+	cfg, err := mysqlExecConfig(ctx, dsn, acc)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := newMySQLServer(ctx, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openMySQLConfig(ctx, cfg, database, acc, srv)
+	if err != nil {
+		srv.close()
+		return nil, err
+	}
+	db.ownSrv = true
+	return db, nil
+}
+
+// openMySQLConfig opens database with the connection settings of base (see mysqlExecConfig),
+// within the share of srv. As a reader, connections log in with no database (the login itself
+// may use none), enable the database's task role and then USE it.
+func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, acc sandbox.Access, srv *mysqlServer) (*mysqlDB, error) {
+	cfg := base.Clone()
+	if acc.AsDSNUser {
+		cfg.DBName = database
+	} else {
+		cfg.DBName = ""
+	}
+	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
+	db := &mysqlDB{database: database, ids: map[any]int64{}, srv: srv}
+	dial := sandbox.DialFunc(cfg.DialFunc)
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	cfg.DialFunc = sandbox.LimitReplies(srv.dial(dial), &db.cut)
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	pool := sql.OpenDB(conn)
+	pool.SetMaxOpenConns(min(mysqlOpenPerDB, srv.limit))
+	pool.SetMaxIdleConns(mysqlIdlePerDB)
+	pool.SetConnMaxIdleTime(mysqlIdleTime)
+	db.pool = pool
+	srv.addPool(pool)
+	fail := func(err error) (*mysqlDB, error) {
+		srv.dropPool(pool)
+		pool.Close()
+		switch myErrNo(err) {
+		case 1049:
+			return nil, fmt.Errorf("%s: database %q does not exist (copy the SQLite database first: distill load --dialect mysql)", where, database)
+		case 1044, 1959: // a reader is told this whether or not the database exists; 1959: no such role
+			if !acc.AsDSNUser {
+				return nil, sandbox.ReaderUngranted(where, acc.ReaderName(), "database", database)
+			}
+		}
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
+	}
+	var v string
+	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return fail(err)
+	}
+	num, _, _ := strings.Cut(v, "-")
+	if strings.Contains(v, "MariaDB") {
+		db.mariadb = true
+		db.version = "MariaDB " + num
+	} else {
+		db.version = "MySQL " + num
+	}
+	if !acc.AsDSNUser {
+		db.role = mysqlTaskRole(acc.ReaderName(), database, db.mariadb)
+	}
+	c, err := pool.Conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = db.connID(ctx, c)
+	c.Close()
+	if err != nil {
+		return fail(err)
+	}
+	return db, nil
+}
+
+// mysqlConfig parses dsn and points it at database, with time parsing in UTC and a single
+// statement per query.
+func mysqlConfig(dsn, database string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: parse DSN: %w", err)
+	}
+	cfg.DBName = database
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.MultiStatements = false
+	cfg.AllowAllFiles = false
+	return cfg, nil
+}
+
+func (m *mysqlDB) Dialect() datasets.Dialect { return datasets.MySQL }
+func (m *mysqlDB) Version() string           { return m.version }
+
+func (m *mysqlDB) Close() error {
+	m.srv.dropPool(m.pool)
+	err := m.pool.Close()
+	if m.ownSrv {
+		err = errors.Join(err, m.srv.close())
+	}
+	return err
+}
+
+// connID returns the server's id of conn, cached per driver connection. A connection seen for
+// the first time first enables the task role and uses the database.
+func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var key any
+	_ = conn.Raw(func(dc any) error { key = dc; return nil })
+	m.mu.Lock()
+	id, ok := m.ids[key]
+	m.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	if m.role != "" {
+		for _, q := range []string{"SET ROLE " + sandbox.SQLString(m.role), "USE " + sandbox.QuoteIdent(datasets.MySQL, m.database)} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				sandbox.Discard(conn)
+				return 0, err
+			}
+		}
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	if len(m.ids) > 256 { // connections come and go; forget the old ones wholesale
+		clear(m.ids)
+	}
+	m.ids[key] = id
+	m.mu.Unlock()
+	return id, nil
+}
+
+func (m *mysqlDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	start := time.Now()
+	stmt, timeout, refused := sandbox.StartExec(query, datasets.MySQL, opts)
+	if refused != nil {
+		return refused, nil
+	}
+	return m.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// mysqlResetSession, run before each execution's transaction, leaves nothing of what the
+// session ran before (another episode's statement, the pool's own queries) for it to read:
+// FOUND_ROWS() 0, ROW_COUNT() 0 after START TRANSACTION, no warnings (a statement over a table,
+// the derived one here, clears them; one over DUAL does not). The driver has no
+// COM_RESET_CONNECTION.
+const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
+
+// run executes stmt, already screened, in a read-only transaction of its own, within a slot
+// of the server's share, on a session reset by mysqlResetSession. At the deadline it sends
+// KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
+// CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
+// runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
+// ctx kills the thread the same way.
+func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
+	defer cancel()
+	fail := func(step string, err error) (*sandbox.Result, error) {
+		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
+	}
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
+	select {
+	case m.srv.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+	case <-wait.C:
+		return sandbox.TimedOut(timeout, time.Since(start)), nil
+	}
+	releaseSlot := func() { <-m.srv.slots }
+	slotHeld := true
+	defer func() {
+		if slotHeld {
+			releaseSlot()
+		}
+	}()
+	conn, err := m.pool.Conn(qctx)
+	if err != nil {
+		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
+			return sandbox.TimedOut(timeout, time.Since(start)), nil
+		}
+		return fail("connect", err)
+	}
+	defer conn.Close()
+	id, err := m.connID(qctx, conn)
+	if err != nil {
+		sandbox.Discard(conn)
+		return fail("connection id", err)
+	}
+	if m.mariadb {
+		stmt = fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", max(timeout.Seconds(), 0.001), stmt) // 0 would mean no limit
+	} else if _, err := conn.ExecContext(qctx, fmt.Sprintf("SET SESSION max_execution_time=%d", max(timeout.Milliseconds(), 1))); err != nil {
+		sandbox.Discard(conn)
+		return fail("set max_execution_time", err)
+	}
+	if err := conn.QueryRowContext(qctx, mysqlResetSession).Scan(new(int)); !errors.Is(err, sql.ErrNoRows) {
+		sandbox.Discard(conn)
+		return fail("reset the session", err)
+	}
+	if _, err := conn.ExecContext(qctx, "START TRANSACTION READ ONLY"); err != nil {
+		sandbox.Discard(conn)
+		return fail("begin", err)
+	}
+	var killed, dropped atomic.Bool
+	stop, killDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(killDone)
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		killed.Store(true)
+		m.srv.kill(ctx, "KILL QUERY", id)
+		t.Reset(mysqlKillGrace)
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		// The thread may outlive its connection: a unit of the share stands for it from now
+		// on, given back below if it ends, else kept by the runaway.
+		m.srv.conns.force()
+		dropped.Store(true)
+		m.srv.kill(ctx, "KILL", id)
+		cancel() // the driver closes the connection
+	}()
+	qstart := time.Now()
+	cuts := m.cut.Load()
+	res, qerr := sandbox.Collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
+	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
+	// ran for its whole time limit was stopped by it.
+	overran := time.Since(qstart) >= timeout
+	close(stop)
+	<-killDone
+	if ctx.Err() != nil && !dropped.Load() {
+		// The caller gave up and the driver closed the connection: the thread is killed too.
+		m.srv.conns.force()
+		dropped.Store(true)
+		m.srv.kill(ctx, "KILL", id)
+	}
+	res.Duration = time.Since(start)
+	if dropped.Load() {
+		sandbox.Discard(conn)
+		runaway := !m.srv.ended(ctx, id)
+		if runaway {
+			slotHeld = false
+			m.srv.runaway(id, releaseSlot)
+		} else {
+			m.srv.conns.release()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+		case runaway:
+			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Duration: time.Since(start),
+				Error: fmt.Sprintf("statement stopped after %s, but the server could not interrupt it and runs it on (counted as a runaway)", timeout)}, nil
+		}
+		return sandbox.TimedOut(timeout, time.Since(start)), nil
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.CleanupTimeout)
+	_, rerr := conn.ExecContext(rctx, "ROLLBACK")
+	rcancel()
+	if rerr != nil || mysqlSessionState(stmt) {
+		sandbox.Discard(conn)
+	}
+	if qerr == nil && !killed.Load() && !overran {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+	}
+	var me *mysql.MySQLError
+	isMy := errors.As(qerr, &me)
+	if sandbox.IsTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
+		sandbox.Discard(conn)
+		return sandbox.TooLarge(res), nil
+	}
+	switch {
+	case killed.Load(), overran, qctx.Err() != nil, isMy && (me.Number == 1969 || me.Number == 3024 || me.Number == 1317):
+		return sandbox.TimedOut(timeout, res.Duration), nil
+	case isMy:
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+	case rerr != nil:
+		return fail("query", errors.Join(qerr, rerr))
+	}
+	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// mysqlSessionWords are the functions through which a MySQL SELECT leaves state in its session
+// that ROLLBACK keeps: LAST_INSERT_ID(x), named locks, sequences.
+var mysqlSessionWords = []string{"last_insert_id", "get_lock", "nextval", "lastval", "setval"}
+
+// mysqlSessionState reports whether stmt may leave session state that outlives its
+// transaction (user variables, set with @v := x or INTO @v, or one of mysqlSessionWords): its
+// connection is then closed rather than pooled, so that no later execution sees it. The driver
+// has no COM_RESET_CONNECTION; a text test that errs towards closing costs only a reconnect.
+func mysqlSessionState(stmt string) bool {
+	if strings.Contains(stmt, "@") {
+		return true
+	}
+	lower := strings.ToLower(stmt)
+	for _, w := range mysqlSessionWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// mysqlNormaliser maps go-sql-driver/mysql's values by column type: text types ([]byte) to
+// string, DECIMAL to int64 when integral else float64, FLOAT through its shortest decimal
+// form, unsigned integers to int64 (float64 beyond int64), binary types kept as []byte.
+func mysqlNormaliser(cols []*sql.ColumnType) []func(any) any {
+	out := make([]func(any) any, len(cols))
+	for i, c := range cols {
+		t := c.DatabaseTypeName()
+		switch {
+		case t == "DECIMAL":
+			out[i] = sandbox.NumericValue
+		case strings.Contains(t, "BLOB") || strings.Contains(t, "BINARY") || t == "BIT" || t == "GEOMETRY":
+			out[i] = sandbox.Normalise
+		default:
+			out[i] = myCell
+		}
+	}
+	return out
+}
+
+func myCell(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		return string(x)
+	case float32:
+		return sandbox.Float32Value(x)
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x)
+		}
+		return float64(x)
+	}
+	return sandbox.Normalise(v)
+}

@@ -1,0 +1,19 @@
+package mysql
+
+import "github.com/chainedsql/chainedsql/sandbox"
+
+// mysqlCatalog reads a MySQL task database (DATABASE()) from information_schema.
+var mysqlCatalog = sandbox.Catalog{
+	Columns: `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE
+		FROM information_schema.COLUMNS c
+		JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
+		WHERE c.TABLE_SCHEMA = DATABASE() AND t.TABLE_TYPE = 'BASE TABLE'
+		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`,
+	Keys: `SELECT k.TABLE_NAME, k.CONSTRAINT_NAME,
+		CASE WHEN k.CONSTRAINT_NAME = 'PRIMARY' THEN 'p' ELSE 'f' END,
+		k.COLUMN_NAME, COALESCE(k.REFERENCED_TABLE_NAME, ''), COALESCE(k.REFERENCED_COLUMN_NAME, '')
+		FROM information_schema.KEY_COLUMN_USAGE k
+		WHERE k.TABLE_SCHEMA = DATABASE()
+		  AND (k.CONSTRAINT_NAME = 'PRIMARY' OR k.REFERENCED_TABLE_NAME IS NOT NULL)
+		ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME = 'PRIMARY' DESC, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`,
+}

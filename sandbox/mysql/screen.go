@@ -1,0 +1,67 @@
+package mysql
+
+import (
+	"strings"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// mysqlScreen are MySQL's and MariaDB's own refusals: @@ system variables, the calls MariaDB
+// cannot interrupt, and EXPLAIN FOR CONNECTION.
+func mysqlScreen() sandbox.ScreenRules {
+	return sandbox.ScreenRules{Text: func(lower string) string {
+		if strings.Contains(lower, "@@") {
+			return "refused: @@ system variables describe the server, not the task's data"
+		}
+		return mysqlDenied(lower)
+	}}
+}
+
+// mysqlDeniedCalls are the MariaDB/MySQL functions refused where they are called (the name,
+// any gap, then "("), with the reason the observation gives. Found on MariaDB 10.11 with a
+// statement time limit of 1 s, KILL QUERY and KILL CONNECTION: XPath over a built-up XML value,
+// and REPLACE or REGEXP_REPLACE over a value of a megabyte (growing or shrinking it: each match
+// moves the rest of the value), run on for minutes to hours in a thread marked Killed, since the
+// server checks for a kill only between rows. REPEAT, LPAD, RPAD, SPACE, CAST(… AS BINARY(n))
+// and UNCOMPRESS build such values from a few bytes of text; BENCHMARK only spends server time.
+// Other functions are not interrupted either (LOCATE, SUBSTRING_INDEX and REVERSE over a value
+// built by nesting CONCAT): their threads are the runaways mysqlServer counts and contains.
+var mysqlDeniedCalls = map[string]string{
+	"extractvalue":   "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
+	"updatexml":      "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
+	"replace":        "MariaDB cannot interrupt REPLACE, whose time grows with the square of its input: it runs on past the deadline and KILL",
+	"regexp_replace": "MariaDB cannot interrupt REGEXP_REPLACE, whose time grows with the square of its input: it runs on past the deadline and KILL",
+	"repeat":         "REPEAT builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"lpad":           "LPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"rpad":           "RPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"space":          "SPACE builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"binary":         "BINARY(n) pads values to up to 16 MiB, over which MariaDB's string functions run on past the deadline and KILL",
+	"uncompress":     "UNCOMPRESS builds values of up to 16 MiB from a few kilobytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"benchmark":      "BENCHMARK only spends server time",
+}
+
+// mysqlDenied refuses, in lower (lower-cased MySQL text), a call of one of mysqlDeniedCalls and
+// EXPLAIN FOR CONNECTION, which shows the plan (in JSON, the literals) of the statement another
+// connection runs: every task's connections log in as one reader, so MariaDB shows them all to
+// it. Names are matched as whole words however they are spaced or commented.
+func mysqlDenied(lower string) string {
+	for i := 0; i < len(lower); {
+		if !sandbox.IsIdentByte(lower[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
+			j++
+		}
+		w, next := lower[i:j], sandbox.SkipGap(lower, j)
+		if reason, ok := mysqlDeniedCalls[w]; ok && next < len(lower) && lower[next] == '(' {
+			return "refused: " + reason
+		}
+		if w == "for" && strings.HasPrefix(lower[next:], "connection") && (next+10 == len(lower) || !sandbox.IsIdentByte(lower[next+10])) {
+			return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
+		}
+		i = j
+	}
+	return ""
+}

@@ -1,0 +1,308 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// The connections one Connector may hold on a MySQL/MariaDB server (docs/DESIGN.md, "Execution
+// security"). A server has one max_connections for every client; a run must leave most of it
+// to others and can never reach it, whatever its statements do.
+const (
+	// mysqlShareDiv: a Connector holds at most 1/mysqlShareDiv of the server's max_connections
+	// (or of max_user_connections, when that is smaller): every connection it opens, idle or
+	// busy, and every runaway thread its statements left behind.
+	mysqlShareDiv = 3
+	// mysqlKillers are the connections of that share kept for KILL and the PROCESSLIST checks,
+	// so that a share full of statements can still be stopped.
+	mysqlKillers = 2
+	// mysqlOpenPerDB and mysqlIdlePerDB bound one database's pool within the share.
+	mysqlOpenPerDB = 16
+	mysqlIdlePerDB = 2
+	// mysqlIdleTime closes a pooled connection left idle this long.
+	mysqlIdleTime = 30 * time.Second
+	// mysqlKillGrace is how long a statement may run past KILL QUERY before its connection is
+	// killed (KILL CONNECTION) and abandoned, and again how long its thread may take to leave
+	// the server after that before it is counted as a runaway.
+	mysqlKillGrace = 400 * time.Millisecond
+	// mysqlRunawayPoll is how often a runaway thread is looked for in PROCESSLIST.
+	mysqlRunawayPoll = 250 * time.Millisecond
+	// mysqlFullPoll is how often a dial waiting in a full share closes idle connections again.
+	mysqlFullPoll = 20 * time.Millisecond
+)
+
+// mysqlServer is what the MySQL databases of one Connector share on one server: the share of
+// its connections (statements in flight, pooled connections, runaway threads), the killer pool
+// and the runaway count. Pools are per database (each connection enables its task role and
+// USEs its database); the share is enforced where they dial.
+type mysqlServer struct {
+	limit  int           // connections of the share for statements (the share less mysqlKillers)
+	slots  chan struct{} // statements in flight, runaway threads included
+	conns  connBudget    // connections open for statements, runaway threads included
+	killer *sql.DB       // mysqlKillers connections outside conns
+	share  int           // the whole share, killers included (for reports and tests)
+
+	mu    sync.Mutex
+	pools map[*sql.DB]bool // for closing idle connections when the share is full
+
+	total, running atomic.Int64
+	stop           context.Context // ends the runaway watchers at close
+	cancel         context.CancelFunc
+	watchers       sync.WaitGroup
+}
+
+// newMySQLServer reads max_connections (and max_user_connections) as cfg's user and sets up
+// the share, no larger than limit when limit > 0.
+func newMySQLServer(ctx context.Context, cfg *mysql.Config, limit int) (*mysqlServer, error) {
+	kcfg := cfg.Clone()
+	kcfg.DBName = ""
+	conn, err := mysql.NewConnector(kcfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql %s: %w", cfg.Addr, err)
+	}
+	killer := sql.OpenDB(conn)
+	killer.SetMaxOpenConns(mysqlKillers)
+	killer.SetMaxIdleConns(1)
+	killer.SetConnMaxIdleTime(mysqlIdleTime)
+	var maxConns, maxUser int
+	if err := killer.QueryRowContext(ctx, "SELECT @@max_connections, @@max_user_connections").Scan(&maxConns, &maxUser); err != nil {
+		killer.Close()
+		return nil, fmt.Errorf("mysql %s: read max_connections: %w", cfg.Addr, err)
+	}
+	if maxUser > 0 && maxUser < maxConns {
+		maxConns = maxUser
+	}
+	share := maxConns / mysqlShareDiv
+	if limit > 0 {
+		share = min(share, limit)
+	}
+	s := newMySQLShare(share)
+	s.killer = killer
+	return s, nil
+}
+
+// newMySQLShare returns a server state holding share connections (at least mysqlKillers + 1).
+func newMySQLShare(share int) *mysqlServer {
+	share = max(share, mysqlKillers+1)
+	s := &mysqlServer{share: share, limit: share - mysqlKillers, pools: map[*sql.DB]bool{}}
+	s.slots = make(chan struct{}, s.limit)
+	s.conns.limit = s.limit
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Runaways returns the runaway threads counted so far.
+func (s *mysqlServer) Runaways() sandbox.Runaways {
+	return sandbox.Runaways{Total: s.total.Load(), Running: s.running.Load()}
+}
+
+// close ends the runaway watchers (their threads stay uncounted) and the killer pool.
+func (s *mysqlServer) close() error {
+	s.cancel()
+	s.watchers.Wait()
+	return s.killer.Close()
+}
+
+// addPool and dropPool register a database's pool, whose idle connections the share may close.
+func (s *mysqlServer) addPool(p *sql.DB) {
+	s.mu.Lock()
+	s.pools[p] = true
+	s.mu.Unlock()
+}
+
+func (s *mysqlServer) dropPool(p *sql.DB) {
+	s.mu.Lock()
+	delete(s.pools, p)
+	s.mu.Unlock()
+}
+
+// closeIdle closes the idle connections of every pool, so that a database without one can
+// open its own within the share.
+func (s *mysqlServer) closeIdle() {
+	s.mu.Lock()
+	pools := make([]*sql.DB, 0, len(s.pools))
+	for p := range s.pools {
+		pools = append(pools, p)
+	}
+	s.mu.Unlock()
+	for _, p := range pools {
+		p.SetMaxIdleConns(0)
+		p.SetMaxIdleConns(mysqlIdlePerDB)
+	}
+}
+
+// dial wraps dial so that each connection takes one unit of the share until it closes; while
+// the share is full it closes the pools' idle connections and waits (bounded by ctx, the
+// statement's deadline).
+func (s *mysqlServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := s.conns.acquire(ctx, s.closeIdle); err != nil {
+			return nil, fmt.Errorf("wait for one of the %d connections of this run's share: %w", s.limit, err)
+		}
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			s.conns.release()
+			return nil, err
+		}
+		return &budgetConn{Conn: c, release: s.conns.release}, nil
+	}
+}
+
+// kill runs KILL QUERY or KILL (the connection) on thread id from the killer pool.
+func (s *mysqlServer) kill(ctx context.Context, what string, id int64) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.CleanupTimeout)
+	defer cancel()
+	_, _ = s.killer.ExecContext(kctx, fmt.Sprintf("%s %d", what, id))
+}
+
+// alive reports whether thread id is still on the server (a user sees its own threads in
+// PROCESSLIST without the PROCESS privilege). An error counts as alive.
+func (s *mysqlServer) alive(ctx context.Context, id int64) bool {
+	qctx, cancel := context.WithTimeout(ctx, sandbox.CleanupTimeout)
+	defer cancel()
+	var n int
+	if err := s.killer.QueryRowContext(qctx, "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+		return true
+	}
+	return n > 0
+}
+
+// ended waits up to mysqlKillGrace for thread id to leave the server and reports whether it did.
+func (s *mysqlServer) ended(ctx context.Context, id int64) bool {
+	deadline := time.Now().Add(mysqlKillGrace)
+	for {
+		if !s.alive(context.WithoutCancel(ctx), id) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(mysqlKillGrace / 8)
+	}
+}
+
+// runaway counts thread id, killed but still running, as a runaway: it keeps the statement's
+// slot and one connection of the share (taken over from the client connection about to be
+// closed) until PROCESSLIST no longer shows it. releaseSlot gives the slot back.
+func (s *mysqlServer) runaway(id int64, releaseSlot func()) {
+	s.total.Add(1)
+	s.running.Add(1)
+	s.conns.force()
+	s.watchers.Add(1)
+	go func() {
+		defer s.watchers.Done()
+		defer releaseSlot()
+		defer s.conns.release()
+		defer s.running.Add(-1)
+		t := time.NewTicker(mysqlRunawayPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop.Done():
+				return
+			case <-t.C:
+				if !s.alive(s.stop, id) {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// connBudget is a counting semaphore that can be forced past its limit (a runaway thread
+// takes over the unit of the connection it outlives).
+type connBudget struct {
+	mu    sync.Mutex
+	used  int
+	limit int
+	freed chan struct{} // closed and replaced at each release
+}
+
+// acquire takes a unit, calling full each time it finds none (to have some freed) and then
+// waiting for a release, at most mysqlFullPoll (units held by idle connections are freed by
+// full, not released on their own), until ctx ends.
+func (b *connBudget) acquire(ctx context.Context, full func()) error {
+	for {
+		b.mu.Lock()
+		if b.used < b.limit {
+			b.used++
+			b.mu.Unlock()
+			return nil
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		full()
+		t := time.NewTimer(mysqlFullPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-freed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (b *connBudget) force() {
+	b.mu.Lock()
+	b.used++
+	b.mu.Unlock()
+}
+
+func (b *connBudget) release() {
+	b.mu.Lock()
+	b.used--
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// inUse returns the units taken.
+func (b *connBudget) inUse() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// budgetConn gives its unit of the share back once the server has closed its end after the
+// client's (within CleanupTimeout), so that a thread still quitting on the server is counted.
+type budgetConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *budgetConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		tc, ok := c.Conn.(*net.TCPConn)
+		if !ok || tc.CloseWrite() != nil {
+			err = c.Conn.Close()
+			c.release()
+			return
+		}
+		go func() {
+			defer c.release()
+			_ = tc.SetReadDeadline(time.Now().Add(sandbox.CleanupTimeout))
+			_, _ = io.Copy(io.Discard, tc)
+			tc.Close()
+		}()
+	})
+	return err
+}

@@ -1,0 +1,565 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+// pgHostileName returns a schema or role name of this file's tests, unique to one run.
+func pgHostileName(kind string) string {
+	return fmt.Sprintf("i26pg_%s_%d_%d_%d", kind, os.Getpid()%100000, time.Now().UnixNano()%1_000_000, sandboxtest.Seq())
+}
+
+// pgHostileSchemas creates n schemas each holding table t (three rows) and, in the first, also a
+// table named secret; all are dropped when the test ends.
+func pgHostileSchemas(t *testing.T, admin *sql.DB, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < n; i++ {
+		s := pgHostileName("s")
+		if _, err := admin.Exec("CREATE SCHEMA " + s + "; CREATE TABLE " + s + ".t (id int); INSERT INTO " + s + ".t VALUES (1), (2), (3)"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.Exec("DROP SCHEMA " + s + " CASCADE") })
+		out = append(out, s)
+	}
+	return out
+}
+
+// pgHostileConnector grants a fresh reader (dropped after) the schemas and returns a Connector
+// logged in as it, closed when the test ends, with the DB of each schema.
+func pgHostileConnector(t *testing.T, schemas []string) (*sandbox.Connector, string, []sandbox.DB) {
+	t.Helper()
+	reader := fmt.Sprintf("i26pg_rd_%d_%d", os.Getpid()%100000, sandboxtest.Seq()+time.Now().UnixNano()%1_000_000)
+	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
+	c := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}}
+	t.Cleanup(func() { c.Close() })
+	var dbs []sandbox.DB
+	for _, s := range schemas {
+		db, err := c.Open(context.Background(), datasets.Postgres, datasets.Task{ID: s, DBID: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs = append(dbs, db)
+	}
+	return c, reader, dbs
+}
+
+// rawRun runs q on db unscreened (the server's permissions alone) with a 5 s deadline.
+func rawRun(t *testing.T, db sandbox.DB, q string) *sandbox.Result {
+	t.Helper()
+	r, err := unscreened(context.Background(), db, q, 5*time.Second, 10)
+	if err != nil {
+		t.Fatalf("%q: %v", q, err)
+	}
+	return r
+}
+
+// pgServerState is what a test of untrusted statements must leave as it found it on the
+// server, read as superuser: the roles and schemas of this file's tests, the reader's settings
+// and memberships, replication slots and large objects.
+func pgServerState(t *testing.T, admin *sql.DB, reader string) string {
+	t.Helper()
+	var s string
+	err := admin.QueryRow(`SELECT concat_ws(' | ',
+		(SELECT string_agg(rolname || ':' || rolsuper || rolcreaterole || rolcreatedb || rolcanlogin || rolreplication || rolbypassrls, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'i26pg%' OR rolname LIKE $1 || '%'),
+		(SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname LIKE 'i26pg%'),
+		(SELECT string_agg(array_to_string(setconfig, ';'), ',' ORDER BY setrole) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname LIKE $1 || '%'),
+		(SELECT string_agg(g.rolname || '>' || u.rolname, ',' ORDER BY 1) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member WHERE u.rolname LIKE $1 || '%'),
+		(SELECT count(*) FROM pg_replication_slots)::text,
+		(SELECT count(*) FROM pg_largeobject_metadata m JOIN pg_roles r ON r.oid = m.lomowner WHERE r.rolname LIKE $1 || '%')::text,
+		(SELECT count(*) FROM pg_prepared_xacts)::text)`, reader).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// backendsOf counts the backends logged in as role, by state: all of them, and those running
+// a statement holding marker ("" for any).
+func backendsOf(t *testing.T, admin *sql.DB, role, marker string) (all, active int) {
+	t.Helper()
+	err := admin.QueryRow(`SELECT count(*), count(*) FILTER (WHERE state = 'active' AND query LIKE '%' || $2 || '%')
+		FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()`, role, marker).Scan(&all, &active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all, active
+}
+
+// waitNoBackends waits up to limit for role's backends to be gone (after Connector.Close).
+func waitNoBackends(t *testing.T, admin *sql.DB, role string, limit time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(limit); ; time.Sleep(50 * time.Millisecond) {
+		all, _ := backendsOf(t, admin, role, "")
+		if all == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Errorf("%d backends of %s still there %s after the Connector closed", all, role, limit)
+			return
+		}
+	}
+}
+
+// xpathRunaway is an XPath PostgreSQL cannot interrupt (libxml2 never checks): quadratic in n,
+// seconds at n = 20,000 here, and it outlives pg_terminate_backend. Refused by the screen.
+func xpathRunaway(n int) string {
+	return fmt.Sprintf("SELECT array_length(xpath('//a[count(preceding::a) > 1000000]', ('<r>' || repeat('<a>x</a>', %d) || '</r>')::xml), 1)", n)
+}
+
+// TestPostgresHostileDeadlines runs each probe class through a Connector as the reader with a
+// 1 s deadline, and checks on the server (pg_stat_activity, as superuser) that each statement's
+// backend stops working within the deadline plus 1 s: the functions PostgreSQL cannot interrupt
+// are refused, saying why; the ones it can are stopped by statement_timeout. A runaway run
+// unscreened (an XPath) is cancelled, terminated, counted and reported, and holds its slot until
+// it ends. The server's roles, schemas, settings and slots are as before.
+func TestPostgresHostileDeadlines(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 1)
+	c, reader, dbs := pgHostileConnector(t, schemas)
+	db := dbs[0]
+	before := pgServerState(t, admin, reader)
+	const deadline = time.Second
+	refused := []string{
+		xpathRunaway(20000), "SELECT xpath_exists('//a', '<a/>'::xml)", "SELECT xmlparse(document '<a/>')",
+		"SELECT xmlelement(name a, 'x')", "SELECT xmlagg(xmlelement(name a, id)) FROM t", "SELECT query_to_xml('SELECT 1', true, true, '')",
+		"SELECT table_to_xml('t', true, true, '')", "SELECT * FROM xmltable('/r/a' PASSING '<r><a/></r>' COLUMNS x text PATH '.')",
+		"SELECT '<a/>'::xml", "SELECT XMLSERIALIZE(CONTENT '<a/>' AS text)",
+		"SELECT array_position(array_fill(1, ARRAY[50000000]), 2)", "SELECT cardinality(array_remove(array_fill(1, ARRAY[50000000]), 2))",
+		"SELECT array_fill(1, ARRAY[200000]) && array_fill(2, ARRAY[200000])", "SELECT ARRAY(SELECT g FROM generate_series(1, 10) g)",
+		"SELECT cardinality(('{' || repeat('1,', 30000000) || '1}')::int[])", "SELECT '{1,2}'::_int4", "SELECT array_agg(id) FROM t",
+		"SELECT string_to_array('a,b', ',')", "SELECT regexp_split_to_array('a b', ' ')", "SELECT id::text [ ] FROM t",
+	}
+	// Functions PostgreSQL checks for interrupts in: statement_timeout stops them.
+	interruptible := []string{
+		"SELECT count(*) FROM generate_series(1, 10000000000)", "SELECT length(repeat('x', 1000000000))",
+		"SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 900)",
+		"SELECT length(string_agg(g::text, ',')) FROM generate_series(1, 100000000) g",
+		"SELECT count(*) FROM regexp_matches(repeat('ab', 20000000), '(a)(b)', 'g')",
+		"SELECT count(*) FROM generate_series(1, 100000000) g WHERE repeat('a', g % 50) ~ '(a|aa)*(a|aa)*(a|aa)*b'",
+		"SELECT count(*) FROM jsonb_path_query((SELECT jsonb_agg(g) FROM generate_series(1, 20000) g), '$[*] ? (@ > $[*].size())')",
+		"SELECT length(translate(repeat('ab', 400000000), 'ab', 'ba'))", "SELECT length(replace(repeat('a', 500000000), 'a', 'bb'))",
+		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+		"SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+		"SELECT pg_sleep(60)", "SELECT count(*) FROM t a, t b, generate_series(1, 1000000000) g",
+	}
+	var seq int
+	probe := func(q string) (*sandbox.Result, time.Time, string) {
+		seq++
+		marker := fmt.Sprintf("i26pg_m%d_%d", os.Getpid(), seq)
+		start := time.Now()
+		r := sandboxtest.MustExec(t, db, "/* "+marker+" */ "+q, sandbox.ExecOptions{Timeout: deadline, MaxRows: 10})
+		if took := time.Since(start); took > deadline+time.Second {
+			t.Errorf("%.70q: %s after %s, past the %s deadline", q, r.Outcome, took, deadline)
+		}
+		return r, start, marker
+	}
+	// serverStops checks that no backend runs the statement marked marker from start+deadline+
+	// serverSlack on. The goal is the deadline plus 1 s, which every probe meets on an idle
+	// machine (each backend gone within 0.3 s of its deadline); a backend that was stopped in time
+	// may still be unwinding (freeing its memory) a moment later on a loaded one, and a timed
+	// test is not a performance test.
+	const serverSlack = 2 * time.Second
+	serverStops := func(q, marker string, start time.Time) {
+		for {
+			_, active := backendsOf(t, admin, reader, marker)
+			if active == 0 {
+				if late := time.Since(start) - deadline; late > time.Second {
+					t.Logf("%.70q: its backend was gone %s past the deadline", q, late.Round(time.Millisecond))
+				}
+				return
+			}
+			if time.Since(start) > deadline+serverSlack {
+				t.Errorf("%.70q: its backend still works %s after it started, past the deadline plus %s", q, time.Since(start).Round(time.Millisecond), serverSlack)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, q := range refused {
+		r, start, marker := probe(q)
+		t.Logf("%-60.60q %-8s %s", q, r.Outcome, r.Error)
+		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "not allowed") {
+			t.Errorf("%.70q: %s %q, want it refused", q, r.Outcome, r.Error)
+		}
+		serverStops(q, marker, start)
+	}
+	for _, q := range interruptible {
+		r, start, marker := probe(q)
+		t.Logf("%-60.60q %-8s %5dms %.80s", q, r.Outcome, time.Since(start).Milliseconds(), r.Error)
+		if r.OK() {
+			t.Errorf("%.70q: ran within %s: make it heavier", q, deadline)
+		}
+		serverStops(q, marker, start)
+	}
+
+	// A runaway past the screen (here: the screen skipped): counted, reported, and holding a
+	// slot until its backend ends.
+	// On a loaded machine a backend slow to unwind may have been counted already.
+	base := c.Runaways(datasets.Postgres)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end) && base.Running > 0; {
+		time.Sleep(100 * time.Millisecond)
+		base = c.Runaways(datasets.Postgres)
+	}
+	pdb := db.(*pgDB)
+	start := time.Now()
+	// 40,000 elements: quadratic, seconds past the deadline even on a fast idle machine (15,000
+	// finished within the grace on a Zen 5 core).
+	r, err := pdb.run(ctx, start, "/* i26pg_runaway */ "+xpathRunaway(40000), deadline, 10)
+	if err != nil || r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > deadline+time.Second {
+		t.Fatalf("runaway XPath: %v %+v after %s", err, r, time.Since(start))
+	}
+	seen := base
+	for time.Since(start) < deadline+3*time.Second && seen.Total == base.Total {
+		time.Sleep(50 * time.Millisecond)
+		seen = c.Runaways(datasets.Postgres)
+	}
+	_, active := backendsOf(t, admin, reader, "i26pg_runaway")
+	t.Logf("runaway: %+v, %d backend still active %s after its start", seen, active, time.Since(start).Round(time.Millisecond))
+	if seen.Total != base.Total+1 || seen.Running != 1 || active != 1 {
+		t.Fatalf("runaway XPath: counted %+v, %d backends active: want it counted once while it runs", seen, active)
+	}
+	if held, all := len(pdb.srv.slots), 0; true {
+		all, _ = backendsOf(t, admin, reader, "")
+		if held < 1 || all > held+pgControlConns {
+			t.Errorf("%d slots held while the runaway runs, %d backends of the reader: want the runaway's among the slots", held, all)
+		}
+	}
+	for time.Since(start) < 5*time.Minute && c.Runaways(datasets.Postgres).Running > 0 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, active = backendsOf(t, admin, reader, "i26pg_runaway")
+	got := c.Runaways(datasets.Postgres)
+	t.Logf("runaway ended after %s: %+v", time.Since(start).Round(time.Millisecond), got)
+	if got.Running != 0 || got.Total != base.Total+1 || active != 0 {
+		t.Errorf("after the runaway ended: %+v, %d active", got, active)
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(3) {
+		t.Errorf("after the probes: %+v", r)
+	}
+	if after := pgServerState(t, admin, reader); after != before {
+		t.Errorf("server state changed:\n before %s\n after  %s", before, after)
+	}
+	c.Close()
+	waitNoBackends(t, admin, reader, 5*time.Second)
+}
+
+// TestPostgresSessionReset: what a statement leaves in its session beyond the transaction (a
+// prepared statement, settings, advisory locks, a changed role) is gone at the next execution
+// on the pooled connection, which keeps its task's search_path.
+func TestPostgresSessionReset(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 2)
+	_, _, dbs := pgHostileConnector(t, schemas)
+	raw := func(db sandbox.DB, q string) *sandbox.Result { t.Helper(); return rawRun(t, db, q) }
+	for i := 0; i < 2*pgMaxStatements; i++ { // over the pool's connections
+		db := dbs[i%2]
+		if r := raw(db, "PREPARE i26pg_p AS SELECT 1"); !r.OK() && !strings.Contains(r.Error, "already exists") {
+			t.Fatalf("prepare: %+v", r)
+		}
+		raw(db, "SELECT pg_advisory_lock(26), set_config('work_mem', '1GB', false)")
+		r := raw(dbs[(i+1)%2], `SELECT (SELECT count(*) FROM pg_prepared_statements), current_setting('work_mem') <> '1GB',
+			(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), current_schema(), session_user = current_user`)
+		if !r.OK() || r.Rows[0][0] != int64(0) || r.Rows[0][1] != true || r.Rows[0][2] != int64(0) || r.Rows[0][3] != schemas[(i+1)%2] || r.Rows[0][4] != false {
+			t.Fatalf("after one execution's session state, the next sees %+v", r)
+		}
+	}
+}
+
+// TestPostgresConnectionCap: a Connector over 24 databases under concurrent load (fast reads,
+// sleeps, timeouts, oversized results, a runaway) never has more connections on the server than
+// its statement cap plus the control connection, counted in pg_stat_activity by its own reader;
+// idle connections stay under pgMaxIdle.
+func TestPostgresConnectionCap(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 24)
+	c, reader, dbs := pgHostileConnector(t, schemas)
+	srv := dbs[0].(*pgDB).srv
+	limit := srv.capacity() + pgControlConns
+	if srv.capacity() > pgMaxStatements {
+		t.Fatalf("capacity %d over pgMaxStatements %d", srv.capacity(), pgMaxStatements)
+	}
+	var peak, samples atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int64
+			if err := admin.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE usename = $1", reader).Scan(&n); err == nil {
+				samples.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// The runaway's backend (unscreened XPath) holds a slot the whole time.
+	runaway := make(chan struct{})
+	go func() {
+		defer close(runaway)
+		dbs[0].(*pgDB).run(ctx, time.Now(), "/* i26pg_cap_runaway */ "+xpathRunaway(15000), 500*time.Millisecond, 10)
+	}()
+	queries := []struct {
+		q       string
+		timeout time.Duration
+	}{
+		{"SELECT count(*) FROM t", time.Second}, {"SELECT pg_sleep(0.2), id FROM t", 2 * time.Second},
+		{"SELECT pg_sleep(5)", 300 * time.Millisecond}, {"SELECT id FROM t", time.Second},
+	}
+	var wg sync.WaitGroup
+	var timeouts, oks, errs atomic.Int64
+	for w := 0; w < 48; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 12; i++ {
+				q := queries[(w+i)%len(queries)]
+				r, err := dbs[(w*7+i)%len(dbs)].Exec(ctx, q.q, sandbox.ExecOptions{Timeout: q.timeout})
+				switch {
+				case err != nil:
+					errs.Add(1)
+					t.Errorf("%q: %v", q.q, err)
+				case r.OK():
+					oks.Add(1)
+				case r.Outcome == sandbox.OutcomeTimeout:
+					timeouts.Add(1)
+				default:
+					errs.Add(1)
+					t.Errorf("%q: %+v", q.q, r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-runaway
+	for end := time.Now().Add(time.Minute); c.Runaways(datasets.Postgres).Running > 0 && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	sampler.Wait()
+	all, _ := backendsOf(t, admin, reader, "")
+	t.Logf("24 databases, 48 workers: %d ok, %d timed out; peak %d connections of the reader over %d samples (cap %d statements + %d control); %d left idle; runaways %+v",
+		oks.Load(), timeouts.Load(), peak.Load(), samples.Load(), srv.capacity(), pgControlConns, all, c.Runaways(datasets.Postgres))
+	if p := peak.Load(); p > int64(limit) {
+		t.Errorf("peak %d connections, over the cap of %d", p, limit)
+	} else if p < int64(srv.capacity()/2) {
+		t.Errorf("peak %d connections: the load never came near the cap of %d", p, limit)
+	}
+	if all > pgMaxIdle+pgControlConns {
+		t.Errorf("%d connections left idle, over pgMaxIdle %d + control", all, pgMaxIdle)
+	}
+	if oks.Load() == 0 || timeouts.Load() == 0 {
+		t.Errorf("%d ok, %d timeouts: want both", oks.Load(), timeouts.Load())
+	}
+	c.Close()
+	waitNoBackends(t, admin, reader, 5*time.Second)
+}
+
+// TestPostgresCatalogIsolation: as task A's role, every relation of pg_catalog and
+// information_schema is either refused by the screen or shows nothing of task B (its schema,
+// its table, which B has just read, so the statistics views count it); every pg_catalog relation
+// is refused; the reg* casts and the functions describing objects by oid are refused too, while
+// the same reads unscreened do show B's table (the screen, not the server, stops them).
+func TestPostgresCatalogIsolation(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 2)
+	b := schemas[1]
+	secret := pgHostileName("secret")
+	if _, err := admin.Exec("CREATE TABLE " + b + "." + secret + " (x int); INSERT INTO " + b + "." + secret + " VALUES (4242); CREATE INDEX ON " + b + "." + secret + " (x); ANALYZE " + b + "." + secret); err != nil {
+		t.Fatal(err)
+	}
+	_, _, dbs := pgHostileConnector(t, schemas)
+	dbA, dbB := dbs[0], dbs[1]
+	if r := sandboxtest.MustExec(t, dbB, "SELECT x FROM "+secret, sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(4242) {
+		t.Fatalf("task B reads its table: %+v", r)
+	}
+	type rel struct{ schema, name string }
+	var rels []rel
+	rows, err := admin.Query(`SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'v', 'm', 'f', 'p') ORDER BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r rel
+		rows.Scan(&r.schema, &r.name)
+		rels = append(rels, r)
+	}
+	rows.Close()
+	needles := []string{b, secret}
+	read, refused := 0, 0
+	for _, r := range rels {
+		q := "SELECT * FROM " + r.schema + "." + r.name + " LIMIT 100000"
+		if r.name == "element_types" {
+			q = "SELECT * FROM information_schema.element_types WHERE object_schema = '" + b + "'"
+		}
+		res := sandboxtest.MustExec(t, dbA, q, sandbox.ExecOptions{Timeout: 20 * time.Second})
+		switch {
+		case res.Outcome == sandbox.OutcomeRefused:
+			refused++
+		case r.schema == "pg_catalog":
+			t.Errorf("pg_catalog.%s passed the screen: %s %q", r.name, res.Outcome, res.Error)
+		case res.OK():
+			read++
+			if leak := sandboxtest.Leaks(res, needles); leak != "" {
+				t.Errorf("task A sees task B's %q in %s.%s", leak, r.schema, r.name)
+			}
+		}
+	}
+	t.Logf("%d catalog relations refused, %d read by task A", refused, read)
+	if refused == 0 || read == 0 {
+		t.Errorf("%d refused, %d read: want both", refused, read)
+	}
+	// The toolkit's own introspection passes, and shows A's tables only; the same statement
+	// pointed at B is refused.
+	if sch, err := sandbox.Introspect(context.Background(), dbA, 0); err != nil || len(sch.Tables) != 1 || sch.Tables[0].Name != "t" {
+		t.Errorf("introspect task A: %v %+v", err, sch)
+	}
+	if r := sandboxtest.MustExec(t, dbA, strings.ReplaceAll(pgCatalog.Columns, "current_schema()", "'"+b+"'"), sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
+		t.Errorf("the introspection statement pointed at task B: %s %v", r.Outcome, r.Rows)
+	}
+	// Oracles by name or oid: refused, though the server answers them unscreened.
+	oracles := []string{
+		"SELECT relname, heap_blks_read + heap_blks_hit FROM pg_statio_all_tables WHERE relname = '" + secret + "'",
+		"SELECT relname FROM pg_catalog.pg_class WHERE relname = '" + secret + "'",
+		"SELECT to_regclass('" + b + "." + secret + "')::text",
+		"SELECT '" + b + "." + secret + "'::regclass::oid::bigint",
+		"SELECT o::regclass::text FROM generate_series(16384, 16400) o WHERE o::regclass::text LIKE '%" + secret + "%'",
+		"SELECT has_table_privilege('" + b + "." + secret + "', 'SELECT')",
+		"SELECT format_type(reltype, NULL) FROM pg_class WHERE relname = '" + secret + "'",
+		"SELECT obj_description(16384)", "SELECT object_schema FROM information_schema.udt_privileges WHERE udt_name = '" + secret + "'",
+	}
+	for _, q := range oracles {
+		if r := sandboxtest.MustExec(t, dbA, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
+			t.Errorf("%.70q: %s %v, want it refused", q, r.Outcome, r.Rows)
+		}
+	}
+	if r := rawRun(t, dbA, oracles[0]); !r.OK() || sandboxtest.Leaks(r, []string{secret}) == "" {
+		t.Errorf("unscreened, pg_statio_all_tables: %+v, want it to show B's table (what the screen is for)", r)
+	}
+}
+
+// TestPostgresReaderSeesNoServer reads, as the reader and unscreened, every catalog relation
+// the screen lets through and checks that none shows a server path, a WAL file name or a
+// password hash; and checks that every function the reader may execute whose name touches
+// WAL, slots, logs, backends, settings or files is either refused by the screen or harmless.
+func TestPostgresReaderSeesNoServer(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schema := sandboxtest.PGSchema(t, admin, "CREATE TABLE t (x int)")
+	acc := sandboxtest.Reader(t, datasets.Postgres, schema)
+	db, err := Open(ctx, shared.PostgresDSN(), schema, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var paths []string
+	rows, err := admin.Query("SELECT DISTINCT setting FROM pg_settings WHERE setting LIKE '/_%' UNION SELECT current_setting('data_directory')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		rows.Scan(&p)
+		for _, part := range strings.Split(p, ",") { // unix_socket_directories is a list
+			if part = strings.TrimSpace(part); len(part) > 4 && part != "/tmp" {
+				paths = append(paths, part)
+			}
+		}
+	}
+	rows.Close()
+	if len(paths) < 3 {
+		t.Fatalf("too few server paths to look for: %v", paths)
+	}
+	rels, err := sandbox.QueryStrings(ctx, admin, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'v', 'm') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.ScanRelations(t, db, unscreened, rels, paths, sandboxtest.WALName, regexp.MustCompile(`SCRAM-SHA-256\$|md5[0-9a-f]{32}`))
+
+	risky := regexp.MustCompile(`wal|xlog|slot|replication|logfile|backend|setting|_file|_dir|tablespace|backup|restore_point|promote|checkpoint|control|advisory|signal|terminate|cancel|reload|rotate|logical|origin|snapshot|^lo_|^lo(read|write)$|xact_id|txid_current|config$|filepath|blocking`)
+	harmless := map[string]bool{ // executable, and nothing beyond the transaction's own data
+		"pg_backend_pid": true, "pg_tablespace_size": true, "pg_tablespace_databases": true, "has_tablespace_privilege": true,
+		"pg_current_snapshot": true, "pg_snapshot_xip": true, "pg_snapshot_xmax": true, "pg_snapshot_xmin": true, "pg_visible_in_snapshot": true,
+		"txid_current_snapshot": true, "txid_snapshot_xip": true, "txid_snapshot_xmax": true, "txid_snapshot_xmin": true, "txid_visible_in_snapshot": true,
+		"pg_stat_clear_snapshot": true, "get_current_ts_config": true, "pg_ts_config_is_visible": true, "pg_settings_get_flags": true,
+		"lo_close": true, "lo_lseek": true, "lo_lseek64": true, "lo_tell": true, "lo_tell64": true, "loread": true,
+		"pg_extension_config_dump": true, "pg_isolation_test_session_is_blocked": true, "inet_spg_config": true, "pg_relation_filenode": true,
+	}
+	fns, err := sandbox.QueryStrings(ctx, admin, `SELECT DISTINCT proname::text FROM pg_proc
+		WHERE has_function_privilege($1, oid, 'EXECUTE') AND prorettype <> 'internal'::regtype AND proname !~ '(in|out|recv|send)$' AND proname !~ '^(spg_|binary_upgrade_|brin_|gist_|gin_|regconfig)' ORDER BY 1`, acc.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	for _, f := range fns {
+		if !risky.MatchString(f) || harmless[f] {
+			continue
+		}
+		if _, reason := sandbox.Screen("SELECT "+f+"()", datasets.Postgres); reason == "" {
+			open = append(open, f)
+		}
+	}
+	if len(open) > 0 {
+		t.Errorf("functions the reader may execute that touch the server and the screen lets through: %v", open)
+	}
+}
+
+// unscreened runs q unscreened as the reader (sandboxtest.RawFunc).
+func unscreened(ctx context.Context, db sandbox.DB, q string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+	return db.(*pgDB).run(ctx, time.Now(), q, timeout, maxRows)
+}
+
+// TestPostgresHostileStatements runs the hostile suite on a copy of Chinook as a reader
+// (sandboxtest.HostileStatements); logged in as the reader, there is no other role to go back
+// to: the statement runs as the task's own role. Nothing the suite names is left on the server.
+func TestPostgresHostileStatements(t *testing.T) {
+	tag := sandboxtest.HostileTag()
+	db, _ := sandboxtest.CopyChinook(t, datasets.Postgres)
+	sandboxtest.HostileStatements(t, db, unscreened, tag)
+	r, _ := unscreened(context.Background(), db, "SELECT session_user, current_user, set_config('role', 'none', false), (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)", 2*time.Second, 10)
+	if !r.OK() || r.Rows[0][0] == "postgres" || r.Rows[0][1] != pgTaskRole(fmt.Sprint(r.Rows[0][0]), db.(*pgDB).schema) || r.Rows[0][3] != false {
+		t.Errorf("reset role: %+v", r)
+	}
+	sandboxtest.ServerLeftovers(t, datasets.Postgres, tag)
+}
+
+// TestPostgresCrossTaskIsolation: sandboxtest.CrossTaskIsolation on PostgreSQL.
+func TestPostgresCrossTaskIsolation(t *testing.T) {
+	sandboxtest.CrossTaskIsolation(t, datasets.Postgres, unscreened)
+}
+
+// TestPostgresResultSize: sandboxtest.ResultSize on PostgreSQL, as a reader.
+func TestPostgresResultSize(t *testing.T) {
+	pgs := sandboxtest.PGSchema(t, sandboxtest.PGAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)")
+	db, err := Open(context.Background(), shared.PostgresDSN(), pgs, sandboxtest.Reader(t, datasets.Postgres, pgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sandboxtest.ResultSize(t, db, unscreened)
+}

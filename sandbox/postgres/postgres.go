@@ -1,0 +1,288 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// pgDB executes in one schema of a PostgreSQL database. Several pgDBs of one Connector share
+// a server handle (its pool and statement slots): each execution sets its own search_path.
+type pgDB struct {
+	srv     *pgServer
+	owned   bool // Close closes srv
+	schema  string
+	role    string // the task role each execution takes (pgTaskRole); "" as the DSN's user
+	version string
+}
+
+// Open opens schema (which must exist) in the PostgreSQL database of dsn (a pgx URL or
+// keyword/value string), executing as acc says: by default logged in as the reader made by
+// EnsureReader, whose password is looked up with the DSN's user. Each Exec runs in a READ ONLY
+// transaction with SET LOCAL statement_timeout, idle_in_transaction_session_timeout,
+// search_path = schema and, as the reader, ROLE = the schema's task role; at most
+// pgMaxStatements run at once (see pgServer).
+func Open(ctx context.Context, dsn, schema string, acc sandbox.Access) (sandbox.DB, error) {
+	srv, err := openPostgresServer(ctx, dsn, acc)
+	if err != nil {
+		return nil, err
+	}
+	db, err := newPostgresDB(ctx, srv, dsn, schema, acc)
+	if err != nil {
+		srv.closeAll()
+		return nil, err
+	}
+	db.owned = true
+	return db, nil
+}
+
+// openPostgresServer opens the server handle statements run through (see pgExecConfig and
+// pgServer) and, for a reader, checks that it logs in and holds nothing beyond a plain login.
+func openPostgresServer(ctx context.Context, dsn string, acc sandbox.Access) (*pgServer, error) {
+	cfg, err := pgExecConfig(ctx, dsn, acc)
+	if err != nil {
+		return nil, err
+	}
+	if !acc.AsDSNUser {
+		// Backstops for any statement outside Exec's own transaction.
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	}
+	srv, err := newPGServer(ctx, cfg, pgTarget(dsn))
+	if err != nil {
+		return nil, err
+	}
+	if !acc.AsDSNUser {
+		if err := checkPGReader(ctx, srv.pool, pgTarget(dsn), acc.ReaderName()); err != nil {
+			srv.closeAll()
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
+// openPostgresPool opens a pool logged in as the DSN's own user (loading, administration).
+func openPostgresPool(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	return pgPool(cfg), nil
+}
+
+// pgPool opens a database/sql pool over pgx. Queries use the extended protocol without a
+// named prepared statement (QueryExecModeExec): one round trip, and the server refuses a text
+// holding several statements.
+func pgPool(cfg *pgx.ConnConfig) *sql.DB {
+	pgConfigure(cfg)
+	pool := stdlib.OpenDB(*cfg)
+	// Idle connections are kept up to the open limit: bursts (an RL trainer's batch steps)
+	// would otherwise log in again each time (46 against 1,187 steps/s at 16 episodes in play,
+	// docs/BENCHMARKS.md); a minute's idleness still closes them. A pgServer narrows both.
+	pool.SetMaxOpenConns(32)
+	pool.SetMaxIdleConns(32)
+	pool.SetConnMaxIdleTime(time.Minute)
+	return pool
+}
+
+// pgConfigure sets what every pool's connections share: the query mode and application_name.
+func pgConfigure(cfg *pgx.ConnConfig) {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "chainedsql"
+}
+
+// pgTarget names the server and database of dsn for error messages, without credentials.
+func pgTarget(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "postgres"
+	}
+	return fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}
+
+// newPostgresDB checks that schema exists and, unless acc.AsDSNUser, that the pool's reader
+// may use it and read each of its tables.
+func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc sandbox.Access) (*pgDB, error) {
+	pool := srv.pool
+	where := pgTarget(dsn)
+	if schema == "" {
+		return nil, fmt.Errorf("%s: empty schema name", where)
+	}
+	var v string
+	if err := pool.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
+	}
+	var n int
+	if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		return nil, fmt.Errorf("%s: look up schema %q: %w", where, schema, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: schema %q does not exist (copy the SQLite database first: distill load --dialect postgres)", where, schema)
+	}
+	role := ""
+	if !acc.AsDSNUser {
+		role = pgTaskRole(acc.ReaderName(), schema)
+		var member, usable bool
+		var unreadable int
+		err := pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+				JOIN pg_catalog.pg_roles u ON u.oid = m.member WHERE g.rolname = $1 AND u.rolname = current_user)`, role).Scan(&member)
+		if err == nil && member {
+			err = pool.QueryRowContext(ctx, `SELECT has_schema_privilege($2::text, $1::text, 'USAGE'),
+				(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+					WHERE n.nspname::text = $1::text AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT has_table_privilege($2::text, c.oid, 'SELECT'))`,
+				schema, role).Scan(&usable, &unreadable)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: check the reader's grants on schema %q: %w", where, schema, err)
+		}
+		if !member || !usable || unreadable > 0 {
+			return nil, sandbox.ReaderUngranted(where, acc.ReaderName(), "schema", schema)
+		}
+	}
+	if f := strings.Fields(v); len(f) > 0 {
+		v = f[0]
+	}
+	return &pgDB{srv: srv, schema: schema, role: role, version: "PostgreSQL " + v}, nil
+}
+
+func (p *pgDB) Dialect() datasets.Dialect { return datasets.Postgres }
+func (p *pgDB) Version() string           { return p.version }
+
+func (p *pgDB) Close() error {
+	if p.owned {
+		return p.srv.closeAll()
+	}
+	return nil
+}
+
+func (p *pgDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	start := time.Now()
+	stmt, timeout, refused := sandbox.StartExec(query, datasets.Postgres, opts)
+	if refused != nil {
+		return refused, nil
+	}
+	return p.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// pgResetSession is what ends each execution: the rollback, then everything DISCARD ALL does
+// (which cannot share a message with the ROLLBACK), so that nothing of one execution's session
+// state (settings, advisory locks, prepared statements, cursors, LISTEN, temporary objects,
+// sequence state) reaches the next execution on the pooled connection, whatever its task.
+const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; " +
+	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+
+// run executes stmt, already screened, in a read-only transaction of its own on one of the
+// server's capped connections. A statement still running pgCancelAfter past its deadline
+// (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
+// terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop).
+func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+	deadline := start.Add(timeout)
+	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
+	defer cancel()
+	conn, err := p.srv.pool.Conn(qctx)
+	if err != nil {
+		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
+			return sandbox.TimedOut(timeout, time.Since(start)), nil
+		}
+		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
+	}
+	defer conn.Close()
+	ms := max(timeout.Milliseconds(), 1)
+	idle := (timeout + sandbox.ServerGrace + sandbox.CleanupTimeout).Milliseconds() // the client is gone by then
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
+		ms, idle, sandbox.QuoteIdent(datasets.Postgres, p.schema))
+	if p.role != "" {
+		// The task's own role: no other task's schema, no session of the login's.
+		begin += "; SET LOCAL ROLE " + sandbox.QuoteIdent(datasets.Postgres, p.role)
+	}
+	if _, err := conn.ExecContext(qctx, begin); err != nil {
+		sandbox.Discard(conn)
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return sandbox.TimedOut(timeout, time.Since(start)), nil
+		}
+		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
+	}
+	res, qerr := sandbox.Collect(qctx, conn, stmt, maxRows, pgNormaliser)
+	var rerr error
+	if qctx.Err() != nil {
+		// pgx broke the connection at the deadline: the backend may still be at work.
+		hangUp(conn)
+		rerr = qctx.Err()
+	} else {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.CleanupTimeout)
+		_, rerr = conn.ExecContext(rctx, pgResetSession)
+		rcancel()
+	}
+	if rerr != nil {
+		sandbox.Discard(conn)
+	}
+	res.Duration = time.Since(start)
+	if qerr == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
+	}
+	if sandbox.IsTooLarge(qerr) {
+		sandbox.Discard(conn) // the rest of the reply is still on the wire
+		return sandbox.TooLarge(res), nil
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(qerr, &pe) && pe.Code == "57014", qctx.Err() != nil:
+		return sandbox.TimedOut(timeout, res.Duration), nil
+	case errors.As(qerr, &pe):
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+	}
+	if rerr != nil {
+		// The connection itself failed: the database cannot be used right now.
+		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, errors.Join(qerr, rerr))
+	}
+	// The connection survived: client-side failures (decoding a value) are the statement's.
+	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// pgNormaliser maps pgx's database/sql values: numeric (text) to int64 when integral, else
+// float64; float4 through its shortest decimal form; json to text; the rest as Normalise does.
+func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
+	out := make([]func(any) any, len(cols))
+	for i, c := range cols {
+		switch c.DatabaseTypeName() {
+		case "NUMERIC":
+			out[i] = sandbox.NumericValue
+		case "FLOAT4":
+			out[i] = func(v any) any {
+				if f, ok := v.(float64); ok {
+					return sandbox.Float32Value(float32(f))
+				}
+				return sandbox.Normalise(v)
+			}
+		case "JSON", "JSONB", "XML":
+			out[i] = textValue
+		default:
+			out[i] = sandbox.Normalise
+		}
+	}
+	return out
+}
+
+// textValue turns []byte into string.
+func textValue(v any) any {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return sandbox.Normalise(v)
+}

@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+func TestPostgresExec(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schema := sandboxtest.PGSchema(t, admin,
+		`CREATE TABLE t (id bigint PRIMARY KEY, n numeric, r real, d double precision, day date,
+			ts timestamp, ok boolean, b bytea, j json, s text)`,
+		`INSERT INTO t VALUES (1, 12.50, 0.1, 2.5, '2009-01-03', '2009-01-03 04:05:06', true, '\x0102', '{"a": 1}', 'x'),
+			(2, 7, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL), (3, 3, 1, 1, NULL, NULL, NULL, NULL, NULL, 'z')`)
+	acc := sandboxtest.Reader(t, datasets.Postgres, schema)
+	db, err := Open(context.Background(), shared.PostgresDSN(), schema, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Dialect() != datasets.Postgres || !strings.HasPrefix(db.Version(), "PostgreSQL ") {
+		t.Errorf("dialect %s version %q", db.Dialect(), db.Version())
+	}
+	r := sandboxtest.MustExec(t, db, "SELECT id, n, r, d, day, ts, ok, b, j, s FROM t ORDER BY id", sandbox.ExecOptions{MaxRows: 2})
+	if !r.OK() || r.Total != 3 || len(r.Rows) != 2 || !r.Truncated {
+		t.Fatalf("caps: %+v", r)
+	}
+	row := r.Rows[0]
+	want := []any{int64(1), 12.5, 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC), true, []byte{1, 2}, `{"a": 1}`, "x"}
+	for i := range want {
+		if !sandboxtest.SameCell(row[i], want[i]) || fmt.Sprintf("%T", row[i]) != fmt.Sprintf("%T", want[i]) {
+			t.Errorf("column %s: %#v (%T), want %#v (%T)", r.Columns[i], row[i], row[i], want[i], want[i])
+		}
+	}
+	if r.Rows[1][1] != int64(7) || r.Rows[1][2] != nil {
+		t.Errorf("integral numeric / NULL: %#v", r.Rows[1])
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != 22.5 || r.Rows[0][1] != int64(2) || r.Rows[0][2] != int64(3) {
+		t.Errorf("aggregates: %+v", r)
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT nope FROM t", sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, `column "nope" does not exist`) {
+		t.Errorf("engine error: %+v", r)
+	}
+	// The schema is found through search_path, not by qualifying names.
+	if r := sandboxtest.MustExec(t, db, "SELECT current_schema()", sandbox.ExecOptions{}); r.Rows[0][0] != schema {
+		t.Errorf("current_schema %v, want %s", r.Rows[0][0], schema)
+	}
+	sandboxtest.CheckReadForms(t, db)
+	start := time.Now()
+	if r := sandboxtest.MustExec(t, db, "SELECT pg_sleep(60)", sandbox.ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > 2*time.Second {
+		t.Errorf("pg_sleep: %s after %s", r.Outcome, time.Since(start))
+	}
+	// The pool is still usable after a timeout.
+	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("after timeout: %+v", r)
+	}
+	if _, err := Open(context.Background(), shared.PostgresDSN(), schema+"_missing", acc); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing schema: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := db.Exec(ctx, "SELECT 1", sandbox.ExecOptions{}); err == nil {
+		t.Error("cancelled context: no error")
+	}
+}

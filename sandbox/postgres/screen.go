@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// postgresScreen are PostgreSQL's own refusals: the system catalogs (another task's objects),
+// and what no deadline stops (XML, XPath, arrays). The toolkit's own catalog statements pass.
+func postgresScreen() sandbox.ScreenRules {
+	return sandbox.ScreenRules{Words: func(q, lower string, words []string) string {
+		if pgOwnCatalog(q) {
+			return ""
+		}
+		if reason := pgOtherTasks(words); reason != "" {
+			return reason
+		}
+		return pgUninterruptible(lower, words)
+	}}
+}
+
+// pgAllowed are the pg_ names a PostgreSQL statement may use: the schema qualifying built-in
+// functions, and functions of values only.
+var pgAllowed = map[string]bool{"pg_catalog": true, "pg_typeof": true, "pg_column_size": true, "pg_sleep": true,
+	"pg_client_encoding": true, "pg_size_pretty": true}
+
+// pgCatalogWords are the other PostgreSQL names that show every schema's objects to any role:
+// the reg* types that turn an oid into a qualified name and back (an existence test too), the
+// functions that describe an object or test a name, and the information_schema views that list
+// the row types of every table. Named one by one, never by prefix or suffix: task columns share
+// those (document_description, to_region).
+var pgCatalogWords = map[string]bool{
+	"regclass": true, "regnamespace": true, "regtype": true, "regproc": true, "regprocedure": true, "regoper": true,
+	"regoperator": true, "regrole": true, "regcollation": true, "regconfig": true, "regdictionary": true,
+	"format_type": true, "udt_privileges": true, "role_udt_grants": true,
+	// the functions that describe an object by its oid or name
+	"obj_description": true, "col_description": true, "shobj_description": true,
+	// the to_reg* functions: a qualified name to an oid, or null (an existence test)
+	"to_regclass": true, "to_regcollation": true, "to_regnamespace": true, "to_regoper": true, "to_regoperator": true,
+	"to_regproc": true, "to_regprocedure": true, "to_regrole": true, "to_regtype": true, "to_regtypemod": true,
+	// the access privilege inquiry functions: given a name, whether it exists
+	"has_any_column_privilege": true, "has_column_privilege": true, "has_database_privilege": true,
+	"has_foreign_data_wrapper_privilege": true, "has_function_privilege": true, "has_language_privilege": true,
+	"has_parameter_privilege": true, "has_schema_privilege": true, "has_sequence_privilege": true,
+	"has_server_privilege": true, "has_table_privilege": true, "has_tablespace_privilege": true, "has_type_privilege": true,
+}
+
+// pgOwnCatalog reports whether q is one of the toolkit's own catalog statements (schema
+// introspection, pgCatalog), which read the system catalogs for the current schema only: the
+// task's own, whoever sends them.
+func pgOwnCatalog(q string) bool {
+	q = strings.TrimSpace(q)
+	return q == strings.TrimSpace(pgCatalog.Columns) || q == strings.TrimSpace(pgCatalog.Keys)
+}
+
+// pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system
+// catalogs every role may read list every schema's tables, columns, indexes and types (pg_class,
+// pg_attribute, pg_tables, pg_type, ...), and the statistics views their reads, row counts and
+// sizes (pg_stat_*, pg_statio_*), with no regard to privileges. By catalog, not by prefix: every
+// relation and function of pg_catalog is named pg_..., and all of them are refused but pgAllowed;
+// information_schema shows a role only what it may use, and TestPostgresCatalogIsolation reads
+// every relation of both schemas the screen passes as a task role and checks that none shows
+// another task's names. Text-to-SQL needs none of it: information_schema describes the task's
+// own tables.
+func pgOtherTasks(words []string) string {
+	for _, w := range words {
+		switch {
+		case strings.HasPrefix(w, "pg_") && !pgAllowed[w], pgCatalogWords[w]:
+			return fmt.Sprintf("refused: %s is not allowed on PostgreSQL (the system catalogs show every task's tables; information_schema shows this task's)", w)
+		}
+	}
+	return ""
+}
+
+// pgArrayTypes are the internal names of PostgreSQL's array types ('{1,2}'::_int4).
+var pgArrayTypes = regexp.MustCompile(`^_(int[248]|float[48]|numeric|text|varchar|bpchar|char|bool|date|time|timetz|timestamp|timestamptz|interval|bytea|json|jsonb|oid|name|uuid|money)$`)
+
+// pgEmptyBrackets matches an array type's brackets (int[], text [ ]).
+var pgEmptyBrackets = regexp.MustCompile(`\[\s*\]`)
+
+// pgUninterruptible refuses the PostgreSQL functions that neither statement_timeout nor
+// pg_terminate_backend can stop, because they run without checking for interrupts, and whose
+// cost is not bounded by a small multiple of the size of their input, measured on PostgreSQL
+// 15 (sandbox/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
+// document ran 13 s past a 1 s timeout, and longer after pg_terminate_backend), and arrays,
+// whose constructors build tens of millions of elements in a second and whose functions and
+// operators then loop over them unchecked (array_remove 20 s, && quadratic, array_in and
+// array_out over a cast). lower is the statement in lower case, words its words.
+func pgUninterruptible(lower string, words []string) string {
+	why := ""
+	for _, w := range words {
+		switch {
+		case w == "xml", strings.HasPrefix(w, "xml"), strings.HasPrefix(w, "xpath"), strings.Contains(w, "_xml"):
+			why = w + " (XML and XPath run in libxml2, which never checks for interrupts)"
+		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts", pgArrayTypes.MatchString(w):
+			why = w + " (array functions loop over every element without checking for interrupts)"
+		}
+		if why != "" {
+			break
+		}
+	}
+	if why == "" && pgEmptyBrackets.MatchString(lower) {
+		why = "array types (array functions loop over every element without checking for interrupts)"
+	}
+	if why == "" {
+		return ""
+	}
+	return "refused: " + why + " cannot be stopped at the deadline on PostgreSQL, so it is not allowed"
+}

@@ -1,0 +1,300 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// The bounds one PostgreSQL server handle (pgServer: a Connector's PostgreSQL server, or one
+// Open) keeps on the server (docs/DESIGN.md, "Execution security").
+const (
+	// pgMaxStatements caps the statements in flight at once, runaway backends included (see
+	// pgServer.stop): the connections statements run on, idle ones included, never pass it.
+	// 16 covers an RL trainer's 16 episodes in play (docs/BENCHMARKS.md).
+	pgMaxStatements = 16
+	// pgShareOf is the share of the server's max_connections the statements may take at
+	// most: a sixth (16 of PostgreSQL's default 100), so that a server with fewer connections
+	// gets fewer statements in flight instead of running out of logins.
+	pgShareOf = 6
+	// pgMaxIdle caps the idle statement connections kept; a minute's idleness closes one.
+	pgMaxIdle = pgMaxStatements
+	// pgControlConns is the one connection, beside the statements', that cancels, terminates
+	// and watches a statement's backend once its deadline has passed.
+	pgControlConns = 1
+	// pgCancelAfter is how long past its deadline (statement_timeout) a statement's reply may
+	// take before the client drops the connection and cancels the backend itself.
+	pgCancelAfter = 250 * time.Millisecond
+	// pgExitWait is how long a closed connection's backend may take to exit by itself before
+	// it is cancelled.
+	pgExitWait = 100 * time.Millisecond
+	// pgTerminateAfter is how long after the cancel the backend is terminated, and
+	// pgTerminateWait how long pg_terminate_backend then waits for it to exit: together
+	// within a second of the deadline.
+	pgTerminateAfter = 250 * time.Millisecond
+	pgTerminateWait  = 400 * time.Millisecond
+	// pgWatchEvery is how often a runaway backend (one that outlived its terminate) is looked
+	// for until it ends.
+	pgWatchEvery = time.Second
+)
+
+// pgServer is one PostgreSQL server as statements reach it: the pool they run on, a control
+// connection, and the slots that bound the backends of the pool, runaways included. A slot is
+// taken when a connection is dialled and given back only once its backend is gone from the
+// server (slotConn.Close), so that a backend still at work after its client let go, or merely
+// still exiting, counts until it ends.
+type pgServer struct {
+	pool  *sql.DB
+	ctl   *sql.DB
+	where string // the server and database, for messages
+	// slots holds a token per backend of the pool (busy, idle, exiting or runaway).
+	slots   chan struct{}
+	total   atomic.Int64
+	running atomic.Int64
+	done    chan struct{}
+	mu      sync.Mutex // guards closed against wg.Add
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// newPGServer opens the pool of cfg and its control connection, with at most as many backends
+// as the server's max_connections allows (see pgShareOf), and pgMaxStatements.
+func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgServer, error) {
+	ctl := pgPool(cfg.Copy())
+	ctl.SetMaxOpenConns(pgControlConns)
+	ctl.SetMaxIdleConns(pgControlConns)
+	ctl.SetConnMaxIdleTime(time.Minute)
+	var maxConn int
+	if err := ctl.QueryRowContext(ctx, "SELECT current_setting('max_connections')::int").Scan(&maxConn); err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("%s: read max_connections: %w", where, err)
+	}
+	n := min(pgMaxStatements, max(1, maxConn/pgShareOf))
+	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), done: make(chan struct{})}
+	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
+	cfg.AfterConnect = func(_ context.Context, c *pgconn.PgConn) error {
+		if sc := asSlotConn(c.Conn()); sc != nil {
+			sc.pid.Store(c.PID())
+		}
+		return nil
+	}
+	pgConfigure(cfg)
+	s.pool = sql.OpenDB(slotConnector{Connector: stdlib.GetConnector(*cfg), srv: s})
+	s.pool.SetMaxOpenConns(n)
+	s.pool.SetMaxIdleConns(min(pgMaxIdle, n))
+	s.pool.SetConnMaxIdleTime(time.Minute)
+	return s, nil
+}
+
+// slotConnector opens the pool's connections, each after taking a slot (waiting until ctx
+// ends), which the connection's socket (slotConn) then holds. Cancel requests, which pgx
+// dials with the same function, take none.
+type slotConnector struct {
+	driver.Connector
+	srv *pgServer
+}
+
+// slotTicket carries a taken slot from Connect to the dial it makes.
+type slotTicket struct{ used atomic.Bool }
+
+type slotTicketKey struct{}
+
+func (c slotConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	select {
+	case c.srv.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: all %d connections busy: %w", c.srv.where, c.srv.capacity(), ctx.Err())
+	}
+	t := &slotTicket{}
+	conn, err := c.Connector.Connect(context.WithValue(ctx, slotTicketKey{}, t))
+	if !t.used.Load() {
+		c.srv.release()
+	}
+	return conn, err
+}
+
+// capacity is the number of slots.
+func (s *pgServer) capacity() int { return cap(s.slots) }
+
+// slotConn is a connection of the pool holding its slot until its backend is gone.
+type slotConn struct {
+	net.Conn
+	srv    *pgServer
+	pid    atomic.Uint32 // the backend's, once the login is done
+	closed sync.Once
+}
+
+// dial wraps dial so that the connection a Connect makes holds the slot it took.
+func (s *pgServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		t, _ := ctx.Value(slotTicketKey{}).(*slotTicket)
+		if err != nil || t == nil || !t.used.CompareAndSwap(false, true) {
+			return c, err
+		}
+		return &slotConn{Conn: c, srv: s}, nil
+	}
+}
+
+// hangUp closes the socket under conn at once, so that pgx, which drains a broken connection
+// until its backend answers, closes it now and its backend gets stopped (stop).
+func hangUp(conn *sql.Conn) {
+	_ = conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok {
+			if sc := asSlotConn(c.Conn().PgConn().Conn()); sc != nil {
+				sc.Conn.Close()
+			}
+		}
+		return nil
+	})
+}
+
+// Close closes the socket and gives the slot back once the backend is gone (see stop).
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.closed.Do(func() { c.srv.stop(c.pid.Load()) })
+	return err
+}
+
+// asSlotConn finds the slotConn under c (a TLS connection, the reply limit of sandbox.LimitReplies), or nil.
+func asSlotConn(c net.Conn) *slotConn {
+	for c != nil {
+		switch x := c.(type) {
+		case *slotConn:
+			return x
+		case interface{ NetConn() net.Conn }:
+			c = x.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *pgServer) release() { <-s.slots }
+
+// runaways returns the runaway counts.
+func (s *pgServer) runaways() sandbox.Runaways {
+	return sandbox.Runaways{Total: s.total.Load(), Running: s.running.Load()}
+}
+
+// stop makes sure the backend pid, whose connection was closed (idle, or dropped with its
+// statement possibly still running), ends, holding the connection's slot until it does: an
+// idle backend exits within milliseconds of its socket; one that does not within pgExitWait is
+// cancelled, terminated pgTerminateAfter later and, if it survives both, counted a runaway,
+// logged, and looked for every pgWatchEvery until it is gone (or the server handle is closed).
+// Runs in its own goroutine; releases the slot.
+func (s *pgServer) stop(pid uint32) {
+	closedAt := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.release()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.release()
+		if pid == 0 {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		var started time.Time
+		look := func() error {
+			return s.ctl.QueryRowContext(ctx, "SELECT backend_start FROM pg_catalog.pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&started)
+		}
+		err := look()
+		for ; err != nil && !errors.Is(err, sql.ErrNoRows) && ctx.Err() == nil && time.Since(closedAt) < time.Second; err = look() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return
+		}
+		// The backend is the one of the statement only while pid and start match.
+		const match = " FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND backend_start = $2"
+		alive := func() bool {
+			var n int
+			if err := s.ctl.QueryRowContext(ctx, "SELECT count(*)"+match, int64(pid), started).Scan(&n); err != nil {
+				return ctx.Err() == nil // unknown: assume it runs, unless closing
+			}
+			return n > 0
+		}
+		if err == nil {
+			for t := time.Now().Add(pgExitWait); time.Now().Before(t); time.Sleep(10 * time.Millisecond) {
+				if !alive() {
+					return
+				}
+			}
+			s.ctl.ExecContext(ctx, "SELECT pg_catalog.pg_cancel_backend(pid)"+match, int64(pid), started)
+			for t := time.Now().Add(pgTerminateAfter); time.Now().Before(t); time.Sleep(25 * time.Millisecond) {
+				if !alive() {
+					return
+				}
+			}
+			s.ctl.ExecContext(ctx, fmt.Sprintf("SELECT pg_catalog.pg_terminate_backend(pid, %d)", pgTerminateWait.Milliseconds())+match, int64(pid), started)
+		}
+		if err == nil && !alive() || ctx.Err() != nil {
+			return
+		}
+		s.total.Add(1)
+		s.running.Add(1)
+		defer s.running.Add(-1)
+		slog.Warn("postgres: a statement's backend outlived its deadline, cancel and terminate; it keeps a statement slot until it ends",
+			"server", s.where, "pid", pid, "since_closed", time.Since(closedAt).Round(time.Millisecond), "runaways_running", s.running.Load(), "err", err)
+		t := time.NewTicker(pgWatchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err != nil { // the first look failed: try again
+				if err = look(); errors.Is(err, sql.ErrNoRows) {
+					return
+				}
+				continue
+			}
+			if !alive() {
+				slog.Info("postgres: runaway backend ended", "server", s.where, "pid", pid, "since_closed", time.Since(closedAt).Round(time.Millisecond))
+				return
+			}
+			// Asking again costs nothing and ends it as soon as it reaches a check.
+			s.ctl.ExecContext(ctx, "SELECT pg_catalog.pg_terminate_backend(pid)"+match, int64(pid), started)
+		}
+	}()
+}
+
+// closeAll stops watching runaways and closes both pools.
+func (s *pgServer) closeAll() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return errors.Join(s.pool.Close(), s.ctl.Close())
+}

@@ -1,0 +1,409 @@
+//go:build cgo
+
+package sqlite
+
+/*
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+// The few SQLite interfaces used here, declared rather than included: they are resolved at link
+// time against the SQLite that github.com/mattn/go-sqlite3 compiles in (one copy per binary).
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_context sqlite3_context;
+typedef struct sqlite3_value sqlite3_value;
+typedef void (*cs_xfunc)(sqlite3_context*, int, sqlite3_value**);
+int sqlite3_create_function_v2(sqlite3*, const char*, int, int, void*, cs_xfunc, cs_xfunc, void (*)(sqlite3_context*), void (*)(void*));
+int sqlite3_value_type(sqlite3_value*);
+const unsigned char *sqlite3_value_text(sqlite3_value*);
+const void *sqlite3_value_blob(sqlite3_value*);
+int sqlite3_value_bytes(sqlite3_value*);
+sqlite3_value *sqlite3_value_dup(const sqlite3_value*);
+void sqlite3_value_free(sqlite3_value*);
+void sqlite3_result_int(sqlite3_context*, int);
+void sqlite3_result_text(sqlite3_context*, const char*, int, void (*)(void*));
+void sqlite3_result_error(sqlite3_context*, const char*, int);
+void sqlite3_result_error_code(sqlite3_context*, int);
+void sqlite3_result_error_toobig(sqlite3_context*);
+void sqlite3_result_error_nomem(sqlite3_context*);
+sqlite3 *sqlite3_context_db_handle(sqlite3_context*);
+void *sqlite3_user_data(sqlite3_context*);
+int sqlite3_is_interrupted(sqlite3*);
+int sqlite3_limit(sqlite3*, int, int);
+void *sqlite3_malloc64(unsigned long long);
+void *sqlite3_realloc64(void*, unsigned long long);
+void sqlite3_free(void*);
+void sqlite3_progress_handler(sqlite3*, int, int (*)(void*), void*);
+int sqlite3_set_clientdata(sqlite3*, const char*, void*, void (*)(void*));
+void *sqlite3_get_clientdata(sqlite3*, const char*);
+int sqlite3_strlike(const char*, const char*, unsigned int);
+int sqlite3_strglob(const char*, const char*);
+
+#define CS_UTF8 1
+#define CS_DETERMINISTIC 0x000000800
+#define CS_INNOCUOUS 0x000200000
+#define CS_BLOB 4
+#define CS_NULL 5
+#define CS_INTERRUPT 9
+#define CS_LIMIT_LENGTH 0
+#define CS_LIMIT_LIKE_PATTERN_LENGTH 8
+#define CS_TRANSIENT ((void (*)(void*))-1)
+#define CS_KEY "chainedsql-guard"
+
+// cs_guard is one connection's deadline: CLOCK_MONOTONIC nanoseconds, 0 for none.
+typedef struct { int64_t deadline; } cs_guard;
+
+// cs_work is how many bytes a function compares between two looks at the deadline.
+#define CS_WORK (1 << 22)
+
+static int64_t cs_now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cs_past(cs_guard *g) {
+	int64_t d = __atomic_load_n(&g->deadline, __ATOMIC_RELAXED);
+	return d != 0 && cs_now() >= d;
+}
+
+// cs_progress is the connection's progress handler: non-zero stops the statement (SQLITE_INTERRUPT).
+static int cs_progress(void *p) { return cs_past((cs_guard*)p); }
+
+// cs_stop reports whether the statement calling ctx must stop, and if so makes its result the
+// interrupt.
+static int cs_stop(sqlite3_context *ctx) {
+	sqlite3 *db = sqlite3_context_db_handle(ctx);
+	if (sqlite3_is_interrupted(db) || cs_past((cs_guard*)sqlite3_user_data(ctx))) {
+		sqlite3_result_error_code(ctx, CS_INTERRUPT);
+		return 1;
+	}
+	return 0;
+}
+
+// cs_instr is instr(X, Y): the 1-based position of Y in X (characters for text, bytes when both
+// are blobs), 0 if absent, 1 for an empty Y, NULL if either is NULL.
+static void cs_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+	(void)argc;
+	if (cs_stop(ctx)) return;
+	int th = sqlite3_value_type(argv[0]), tn = sqlite3_value_type(argv[1]);
+	if (th == CS_NULL || tn == CS_NULL) return;
+	int nh = sqlite3_value_bytes(argv[0]), nn = sqlite3_value_bytes(argv[1]);
+	if (nn <= 0) {
+		sqlite3_result_int(ctx, 1);
+		return;
+	}
+	sqlite3_value *ch = 0, *cn = 0;
+	const unsigned char *h, *n;
+	int text = 1;
+	if (th == CS_BLOB && tn == CS_BLOB) {
+		h = sqlite3_value_blob(argv[0]);
+		n = sqlite3_value_blob(argv[1]);
+		text = 0;
+	} else if (th != CS_BLOB && tn != CS_BLOB) {
+		h = sqlite3_value_text(argv[0]);
+		n = sqlite3_value_text(argv[1]);
+	} else { // one blob: both compared as text, on copies
+		ch = sqlite3_value_dup(argv[0]);
+		cn = sqlite3_value_dup(argv[1]);
+		h = ch ? sqlite3_value_text(ch) : 0;
+		n = cn ? sqlite3_value_text(cn) : 0;
+		nh = ch ? sqlite3_value_bytes(ch) : 0;
+		nn = cn ? sqlite3_value_bytes(cn) : 0;
+		if (h == 0) n = 0;
+	}
+	if (n == 0 || (nh > 0 && h == 0)) {
+		sqlite3_result_error_nomem(ctx);
+		goto done;
+	}
+	int pos = 1;
+	int64_t work = 0;
+	while (nn <= nh && (h[0] != n[0] || memcmp(h, n, nn) != 0)) {
+		if ((work += nn) > CS_WORK) {
+			work = 0;
+			if (cs_stop(ctx)) goto done;
+		}
+		pos++;
+		do {
+			h++;
+			nh--;
+		} while (text && nh > 0 && (h[0] & 0xc0) == 0x80);
+	}
+	sqlite3_result_int(ctx, nn <= nh ? pos : 0);
+done:
+	sqlite3_value_free(ch);
+	sqlite3_value_free(cn);
+}
+
+// cs_replace is replace(X, Y, Z): X as text with every Y replaced by Z, left to right; X if Y is
+// empty; NULL if X or Y is NULL, or Z is (and Y is not empty).
+static void cs_replace(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+	(void)argc;
+	if (cs_stop(ctx)) return;
+	if (sqlite3_value_type(argv[0]) == CS_NULL || sqlite3_value_type(argv[1]) == CS_NULL) return;
+	const unsigned char *s = sqlite3_value_text(argv[0]);
+	if (s == 0) {
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	int64_t ns = sqlite3_value_bytes(argv[0]);
+	const unsigned char *p = sqlite3_value_text(argv[1]);
+	if (p == 0) {
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	if (p[0] == 0) {
+		sqlite3_result_text(ctx, (const char*)s, (int)ns, CS_TRANSIENT);
+		return;
+	}
+	int64_t np = sqlite3_value_bytes(argv[1]);
+	if (sqlite3_value_type(argv[2]) == CS_NULL) return;
+	const unsigned char *r = sqlite3_value_text(argv[2]);
+	if (r == 0) {
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	int64_t nr = sqlite3_value_bytes(argv[2]);
+	int64_t limit = sqlite3_limit(sqlite3_context_db_handle(ctx), CS_LIMIT_LENGTH, -1);
+	int64_t size = ns; // the output's length so far, projected to the end of s
+	int64_t cap = ns + 1, j = 0, i = 0, work = 0;
+	unsigned char *out = sqlite3_malloc64(cap);
+	if (out == 0) {
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	for (; i + np <= ns; i++) {
+		if ((work += np) > CS_WORK) {
+			work = 0;
+			if (cs_stop(ctx)) {
+				sqlite3_free(out);
+				return;
+			}
+		}
+		if (s[i] != p[0] || memcmp(s + i, p, np) != 0) {
+			out[j++] = s[i];
+			continue;
+		}
+		if (nr > np) {
+			size += nr - np;
+			if (size > limit) {
+				sqlite3_free(out);
+				sqlite3_result_error_toobig(ctx);
+				return;
+			}
+			if (size + 1 > cap) {
+				int64_t c = cap * 2 > size + 1 ? cap * 2 : size + 1;
+				if (c > limit + 1) c = limit + 1;
+				unsigned char *o = sqlite3_realloc64(out, c);
+				if (o == 0) {
+					sqlite3_free(out);
+					sqlite3_result_error_nomem(ctx);
+					return;
+				}
+				out = o;
+				cap = c;
+			}
+		}
+		memcpy(out + j, r, nr);
+		j += nr;
+		i += np - 1;
+	}
+	memcpy(out + j, s + i, ns - i);
+	j += ns - i;
+	out[j] = 0;
+	sqlite3_result_text(ctx, (const char*)out, (int)j, sqlite3_free);
+}
+
+// cs_utf8_next returns the end of the character at z: a lead byte of 0xc0 or more takes the
+// continuation bytes after it.
+static const unsigned char *cs_utf8_next(const unsigned char *z) {
+	if (*z++ >= 0xc0) {
+		while ((*z & 0xc0) == 0x80) z++;
+	}
+	return z;
+}
+
+// cs_trim is trim, ltrim and rtrim with a set: X as text without the characters of Y at its
+// start (flags 1), end (flags 2) or both; NULL if X or Y is NULL.
+static void cs_trim(sqlite3_context *ctx, sqlite3_value **argv, int flags) {
+	if (cs_stop(ctx)) return;
+	if (sqlite3_value_type(argv[0]) == CS_NULL) return;
+	const unsigned char *in = sqlite3_value_text(argv[0]);
+	if (in == 0) return;
+	int64_t n = sqlite3_value_bytes(argv[0]);
+	const unsigned char *set = sqlite3_value_text(argv[1]);
+	if (set == 0) return;
+	int64_t nchar = 0;
+	for (const unsigned char *z = set; *z; z = cs_utf8_next(z)) nchar++;
+	if (nchar > 0) {
+		const unsigned char **chars = sqlite3_malloc64(nchar * (sizeof(char*) + sizeof(int64_t)));
+		if (chars == 0) {
+			sqlite3_result_error_nomem(ctx);
+			return;
+		}
+		int64_t *lens = (int64_t*)(chars + nchar), k = 0, work = 0;
+		for (const unsigned char *z = set; *z; k++) {
+			chars[k] = z;
+			z = cs_utf8_next(z);
+			lens[k] = z - chars[k];
+		}
+		for (int side = 1; side <= 2; side++) {
+			if (!(flags & side)) continue;
+			while (n > 0) {
+				int64_t c = 0, len = 0;
+				for (; c < nchar; c++) {
+					len = lens[c];
+					const unsigned char *at = side == 1 ? in : in + n - len;
+					if (len <= n && memcmp(at, chars[c], len) == 0) break;
+				}
+				if ((work += c + 1) > CS_WORK / 8) {
+					work = 0;
+					if (cs_stop(ctx)) {
+						sqlite3_free(chars);
+						return;
+					}
+				}
+				if (c >= nchar) break;
+				if (side == 1) in += len;
+				n -= len;
+			}
+		}
+		sqlite3_free(chars);
+	}
+	sqlite3_result_text(ctx, (const char*)in, (int)n, CS_TRANSIENT);
+}
+
+static void cs_trim_both(sqlite3_context *ctx, int argc, sqlite3_value **argv) { (void)argc; cs_trim(ctx, argv, 3); }
+static void cs_trim_left(sqlite3_context *ctx, int argc, sqlite3_value **argv) { (void)argc; cs_trim(ctx, argv, 1); }
+static void cs_trim_right(sqlite3_context *ctx, int argc, sqlite3_value **argv) { (void)argc; cs_trim(ctx, argv, 2); }
+
+// CS_MATCH_WORK bounds one LIKE or GLOB call: SQLite's matcher takes up to pattern x subject
+// steps and cannot be interrupted, so a call over more is an error instead.
+#define CS_MATCH_WORK (1LL << 27)
+
+// cs_match is like(P, X[, E]) and glob(P, X) ("X LIKE P ESCAPE E", "X GLOB P") through SQLite's
+// own matcher (sqlite3_strlike, sqlite3_strglob), after a look at the deadline and at the cost.
+static void cs_match(sqlite3_context *ctx, int argc, sqlite3_value **argv, int glob) {
+	if (cs_stop(ctx)) return;
+	sqlite3 *db = sqlite3_context_db_handle(ctx);
+	int64_t np = sqlite3_value_bytes(argv[0]);
+	if (np > sqlite3_limit(db, CS_LIMIT_LIKE_PATTERN_LENGTH, -1)) {
+		sqlite3_result_error(ctx, "LIKE or GLOB pattern too complex", -1);
+		return;
+	}
+	unsigned int esc = 0;
+	if (argc == 3) {
+		const unsigned char *e = sqlite3_value_text(argv[2]);
+		if (e == 0) return;
+		if (e[0] == 0 || *cs_utf8_next(e) != 0) {
+			sqlite3_result_error(ctx, "ESCAPE expression must be a single character", -1);
+			return;
+		}
+		if (e[0] == '%' || e[0] == '_') {
+			sqlite3_result_error(ctx, "ESCAPE '%' and ESCAPE '_' are not supported here; use another escape character", -1);
+			return;
+		}
+		// The escape as one code point (the check above made it one character).
+		esc = e[0];
+		if (esc >= 0xc0) {
+			esc &= esc >= 0xf0 ? 0x07 : esc >= 0xe0 ? 0x0f : 0x1f;
+			for (const unsigned char *z = e + 1; (*z & 0xc0) == 0x80; z++) esc = (esc << 6) | (*z & 0x3f);
+			if (esc < 0x80 || (esc & 0xfffff800) == 0xd800 || (esc & 0xfffffffe) == 0xfffe) esc = 0xfffd;
+		}
+	}
+	const unsigned char *p = sqlite3_value_text(argv[0]);
+	const unsigned char *x = sqlite3_value_text(argv[1]);
+	if (p == 0 || x == 0) return;
+	int64_t nx = sqlite3_value_bytes(argv[1]);
+	if ((np + 1) * (nx + 1) > CS_MATCH_WORK) {
+		sqlite3_result_error(ctx, "LIKE or GLOB over this much text with this long a pattern could outrun the deadline (pattern bytes x text bytes over 2^27)", -1);
+		return;
+	}
+	int r = glob ? sqlite3_strglob((const char*)p, (const char*)x) : sqlite3_strlike((const char*)p, (const char*)x, esc);
+	sqlite3_result_int(ctx, r == 0);
+}
+
+static void cs_like(sqlite3_context *ctx, int argc, sqlite3_value **argv) { cs_match(ctx, argc, argv, 0); }
+static void cs_glob(sqlite3_context *ctx, int argc, sqlite3_value **argv) { cs_match(ctx, argc, argv, 1); }
+
+// cs_bind gives db a guard (freed with db), the progress handler and the bounded functions.
+static int cs_bind(sqlite3 *db, int ops) {
+	cs_guard *g = sqlite3_malloc64(sizeof(cs_guard));
+	if (g == 0) return 7; // SQLITE_NOMEM
+	g->deadline = 0;
+	int rc = sqlite3_set_clientdata(db, CS_KEY, g, sqlite3_free);
+	if (rc != 0) {
+		sqlite3_free(g);
+		return rc;
+	}
+	sqlite3_progress_handler(db, ops, cs_progress, g);
+	static const struct { const char *name; int n; cs_xfunc f; } fns[] = {
+		{"instr", 2, cs_instr}, {"replace", 3, cs_replace},
+		{"trim", 2, cs_trim_both}, {"ltrim", 2, cs_trim_left}, {"rtrim", 2, cs_trim_right},
+		{"like", 2, cs_like}, {"like", 3, cs_like}, {"glob", 2, cs_glob},
+	};
+	for (unsigned i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].n, CS_UTF8 | CS_DETERMINISTIC | CS_INNOCUOUS, g, fns[i].f, 0, 0, 0);
+		if (rc != 0) return rc;
+	}
+	return 0;
+}
+
+// cs_set_deadline makes db's statements stop timeout_ns from now (0: never).
+static int cs_set_deadline(sqlite3 *db, int64_t timeout_ns) {
+	cs_guard *g = sqlite3_get_clientdata(db, CS_KEY);
+	if (g == 0) return 1;
+	__atomic_store_n(&g->deadline, timeout_ns > 0 ? cs_now() + timeout_ns : 0, __ATOMIC_RELAXED);
+	return 0;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// sqliteProgressOps is how many virtual-machine steps SQLite runs between calls of the progress
+// handler that compares the clock with the statement's deadline.
+const sqliteProgressOps = 1000
+
+// rawSQLite is c's sqlite3 handle. go-sqlite3 keeps it unexported and offers no progress
+// handler, so it is read by reflection; the handle lives as long as c.
+func rawSQLite(c *sqlite3.SQLiteConn) (*C.sqlite3, error) {
+	f := reflect.ValueOf(c).Elem().FieldByName("db")
+	if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
+		return nil, fmt.Errorf("sqlite connection: no database handle in %T (go-sqlite3 changed)", c)
+	}
+	return (*C.sqlite3)(f.UnsafePointer()), nil
+}
+
+// guardSQLite gives the connection c a deadline (sqliteDeadline), enforced by a progress
+// handler and by bounded versions of the built-in functions whose one call can outrun it
+// (instr, replace, trim/ltrim/rtrim with a set, like, glob): they look at the deadline as they
+// work, or refuse a call too costly to start.
+func guardSQLite(c *sqlite3.SQLiteConn) error {
+	db, err := rawSQLite(c)
+	if err != nil {
+		return err
+	}
+	if rc := C.cs_bind(db, sqliteProgressOps); rc != 0 {
+		return fmt.Errorf("sqlite connection: install the statement guard: error %d", int(rc))
+	}
+	return nil
+}
+
+// sqliteDeadline makes c's statements stop after timeout from now; zero removes the deadline.
+func sqliteDeadline(c *sqlite3.SQLiteConn, timeout time.Duration) error {
+	db, err := rawSQLite(c)
+	if err != nil {
+		return err
+	}
+	if C.cs_set_deadline(db, C.int64_t(timeout)) != 0 {
+		return fmt.Errorf("sqlite connection: no statement guard")
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// The per-connection limits (sqlite3_limit) bound what one statement can make SQLite do in a
+// single virtual-machine step, where neither the interrupt nor the progress handler is looked at:
+// sqliteMaxValue caps any one string, blob or row a statement may build or read (SQLite's
+// SQLITE_LIMIT_LENGTH, 1e9 by default), so SELECT randomblob(1e9) fails instead of moving a
+// gigabyte into the process and no built-in runs over more; sqliteMaxSQL caps the statement's
+// text and so how many such steps one row can chain; sqliteMaxPattern caps a LIKE or GLOB
+// pattern (50,000 by default) and sqliteMaxArgs a function's arguments (1,000). Benchmark cells
+// are kilobytes, benchmark SQL a few kilobytes.
+const (
+	sqliteMaxValue   = 8 << 20
+	sqliteMaxSQL     = 100_000
+	sqliteMaxPattern = 1_000
+	sqliteMaxArgs    = 100
+)
+
+// sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
+// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it.
+const sqliteHeapLimit = 1 << 30
+
+// sqliteReadDriver is go-sqlite3 with, on every connection, the limits above, no attached
+// databases, SQLite's heap capped (sqliteHeapLimit), sqliteAuthorize as its authorizer and the
+// statement guard (guardSQLite: a deadline enforced by a progress handler and by bounded
+// versions of the built-ins that could outrun it).
+const sqliteReadDriver = "sqlite3-chainedsql-read"
+
+func init() {
+	sql.Register(sqliteReadDriver, &sqlite3.SQLiteDriver{ConnectHook: prepareSQLiteConn})
+}
+
+// prepareSQLiteConn readies a new connection of sqliteReadDriver.
+func prepareSQLiteConn(c *sqlite3.SQLiteConn) error {
+	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, sqliteMaxSQL)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, sqliteMaxPattern)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_FUNCTION_ARG, sqliteMaxArgs)
+	c.SetLimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+	if _, err := c.Exec(fmt.Sprintf("PRAGMA hard_heap_limit = %d", sqliteHeapLimit), nil); err != nil {
+		return err
+	}
+	c.RegisterAuthorizer(sqliteAuthorize)
+	return guardSQLite(c)
+}
+
+// sqliteDeniedFunctions are the SQL functions a read may not call: they reach files and the
+// process beyond the database (where they are compiled in).
+var sqliteDeniedFunctions = map[string]bool{"load_extension": true, "fts3_tokenizer": true, "readfile": true, "writefile": true, "edit": true}
+
+// sqliteRecursive is SQLITE_RECURSIVE (a recursive CTE), which go-sqlite3 does not export.
+const sqliteRecursive = 33
+
+// sqliteAuthorize is SQLite's counterpart of the servers' reader (the first layer, before the
+// screen): statements are prepared only from reads (SELECT, column reads, recursive CTEs,
+// functions but sqliteDeniedFunctions); ATTACH, PRAGMA statements, writes, schema changes and
+// transactions fail to prepare with "not authorized". The pragma table-valued functions
+// (pragma_table_info) are authorised as their pragma: only those describing tables and keys
+// pass (not pragma_database_list, which shows the file's path).
+func sqliteAuthorize(op int, arg1, arg2, _ string) int {
+	switch op {
+	case sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqliteRecursive:
+		return sqlite3.SQLITE_OK
+	case sqlite3.SQLITE_FUNCTION:
+		if sqliteDeniedFunctions[strings.ToLower(arg2)] {
+			return sqlite3.SQLITE_DENY
+		}
+		return sqlite3.SQLITE_OK
+	case sqlite3.SQLITE_PRAGMA: // arg2 is the pragma's argument: these only read, whatever it is
+		switch strings.ToLower(arg1) {
+		case "table_info", "table_xinfo", "table_list", "foreign_key_list", "index_list", "index_info", "index_xinfo":
+			return sqlite3.SQLITE_OK
+		}
+	}
+	return sqlite3.SQLITE_DENY
+}
+
+// A statement that its deadline has not stopped sqliteGrace after it is abandoned, so that Exec
+// returns within the deadline plus 1 s: Exec returns its timeout at once and the connection is
+// closed when the statement returns. Abandoned statements still use a core each, so at most
+// sqliteRunawaysPerDB of them per database and sqliteRunaways in the process are outstanding:
+// while either is full, a new statement on that database is an error result, and one already
+// running that outlives its deadline is waited for.
+const (
+	sqliteGrace         = 900 * time.Millisecond
+	sqliteRunawaysPerDB = 2
+	sqliteRunaways      = 8
+)
+
+// sqliteRunawaysNow counts the abandoned statements of the process still running,
+// sqliteRunawaysTotal all it abandoned.
+var sqliteRunawaysNow, sqliteRunawaysTotal atomic.Int64
+
+// sqliteDB is a SQLite file opened read-only and immutable.
+type sqliteDB struct {
+	db       *sql.DB
+	version  string
+	runaways atomic.Int64 // abandoned statements still running
+}
+
+// Open opens the SQLite file at path read-only (mode=ro&immutable=1). Each statement runs
+// on a connection of its own with a deadline that a progress handler and the bounded built-ins
+// enforce (guardSQLite), besides the driver's interrupt on context cancellation; see
+// sqliteGrace for one they do not stop.
+func Open(path string) (sandbox.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1"
+	db, err := sql.Open(sqliteReadDriver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	}
+	var v string
+	if err := db.QueryRow("SELECT sqlite_version()").Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	}
+	return &sqliteDB{db: db, version: "SQLite " + v}, nil
+}
+
+func (s *sqliteDB) Dialect() datasets.Dialect { return datasets.SQLite }
+func (s *sqliteDB) Version() string           { return s.version }
+func (s *sqliteDB) Close() error              { return s.db.Close() }
+
+func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	start := time.Now()
+	stmt, timeout, refused := sandbox.StartExec(query, datasets.SQLite, opts)
+	if refused != nil {
+		return refused, nil
+	}
+	return s.run(ctx, start, stmt, timeout, opts.MaxRows)
+}
+
+// run executes stmt, already screened, on a connection of its own with the deadline set in
+// SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace.
+func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+	if n := s.runaways.Load(); n >= sqliteRunawaysPerDB || sqliteRunawaysNow.Load() >= sqliteRunaways {
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Duration: time.Since(start), Error: fmt.Sprintf(
+			"statements still running past their deadline (%d on this database, %d in all) hold the SQLite slots; try again later", n, sqliteRunawaysNow.Load())}, nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite exec: %w", err)
+	}
+	if err := conn.Raw(func(dc any) error { return sqliteDeadline(dc.(*sqlite3.SQLiteConn), timeout) }); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sqlite exec: %w", err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan sqliteOutcome, 1)
+	go func() {
+		res, err := sandbox.Collect(qctx, conn, stmt, maxRows, nil)
+		done <- sqliteOutcome{res, err}
+	}()
+	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)
+	if abandoned {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+		}
+		return sandbox.TimedOut(timeout, time.Since(start)), nil
+	}
+	res, err := o.res, o.err
+	res.Duration = time.Since(start)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+	}
+	if sandbox.IsTooLarge(err) {
+		return sandbox.TooLarge(res), nil
+	}
+	var se sqlite3.Error
+	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
+		return sandbox.TimedOut(timeout, res.Duration), nil
+	}
+	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
+}
+
+// await waits for the statement on conn to send on done, and releases conn. It abandons the
+// statement instead (see sqliteGrace) if it has not sent by limit, or sqliteGrace after ctx is
+// done, reporting true.
+func (s *sqliteDB) await(ctx context.Context, conn *sql.Conn, done <-chan sqliteOutcome, limit time.Duration) (sqliteOutcome, bool) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var o sqliteOutcome
+	select {
+	case o = <-done:
+		releaseSQLite(conn, false)
+		return o, false
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Reset(sqliteGrace)
+		select {
+		case o = <-done:
+			releaseSQLite(conn, false)
+			return o, false
+		case <-timer.C:
+		}
+	}
+	if s.abandon(conn, done) {
+		return o, true
+	}
+	o = <-done
+	releaseSQLite(conn, false)
+	return o, false
+}
+
+// sqliteOutcome is what Collect returned for one statement.
+type sqliteOutcome struct {
+	res *sandbox.Result
+	err error
+}
+
+// abandon counts the statement on conn as a runaway until it sends on done, then closes conn
+// without returning it to the pool. It reports false, and leaves the statement to its caller,
+// when the database or the process already has its most runaways.
+func (s *sqliteDB) abandon(conn *sql.Conn, done <-chan sqliteOutcome) bool {
+	if !reserve(&s.runaways, sqliteRunawaysPerDB) {
+		return false
+	}
+	if !reserve(&sqliteRunawaysNow, sqliteRunaways) {
+		s.runaways.Add(-1)
+		return false
+	}
+	sqliteRunawaysTotal.Add(1)
+	go func() {
+		<-done
+		releaseSQLite(conn, true)
+		s.runaways.Add(-1)
+		sqliteRunawaysNow.Add(-1)
+	}()
+	return true
+}
+
+// reserve adds one to n unless that would pass limit.
+func reserve(n *atomic.Int64, limit int64) bool {
+	for {
+		v := n.Load()
+		if v >= limit {
+			return false
+		}
+		if n.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+// releaseSQLite clears conn's deadline and gives it back to the pool, or closes it (discard).
+func releaseSQLite(conn *sql.Conn, discard bool) {
+	conn.Raw(func(dc any) error {
+		if discard || sqliteDeadline(dc.(*sqlite3.SQLiteConn), 0) != nil {
+			return driver.ErrBadConn
+		}
+		return nil
+	})
+	conn.Close()
+}

@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+func TestSQLiteHostileAndCaps(t *testing.T) {
+	p := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	before := sandboxtest.Sum(t, p)
+	db, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	opts := sandbox.ExecOptions{Timeout: 2 * time.Second, MaxRows: 5}
+	for _, q := range []string{
+		"DROP TABLE Album", "DELETE FROM Album", "UPDATE Album SET Title='x'",
+		"ATTACH DATABASE '/tmp/x.db' AS x", "PRAGMA writable_schema=1", "VACUUM INTO '/tmp/x.db'",
+		"SELECT 1; DROP TABLE Album", "INSERT INTO Album VALUES (9999,'x',1)",
+	} {
+		r, err := db.Exec(ctx, q, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if r.Outcome != sandbox.OutcomeRefused && r.Outcome != sandbox.OutcomeError {
+			t.Errorf("%s: outcome %s, want refused", q, r.Outcome)
+		}
+	}
+	for _, q := range []string{
+		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c",
+		"SELECT count(*) FROM Track a, Track b, Track c",
+	} {
+		start := time.Now()
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > 3*time.Second {
+			t.Errorf("%s: outcome %s after %s, want timeout within the deadline", q, r.Outcome, time.Since(start))
+		}
+	}
+	r, err := db.Exec(ctx, "SELECT AlbumId FROM Album ORDER BY AlbumId;", opts)
+	if err != nil || !r.OK() {
+		t.Fatalf("select: %v %+v", err, r)
+	}
+	if r.Total != 347 || len(r.Rows) != 5 || !r.Truncated || r.Rows[0][0] != int64(1) || r.Rows[4][0] != int64(5) {
+		t.Errorf("caps: total %d rows %v truncated %v", r.Total, r.Rows, r.Truncated)
+	}
+	r, _ = db.Exec(ctx, "SELECT nope FROM Album", opts)
+	if r.Outcome != sandbox.OutcomeError || r.Error == "" {
+		t.Errorf("engine error: %+v", r)
+	}
+	if sandboxtest.Sum(t, p) != before {
+		t.Fatal("database file changed")
+	}
+}
+
+func TestConnectorSQLite(t *testing.T) {
+	p := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	var c sandbox.Connector
+	defer c.Close()
+	task := datasets.Task{ID: "t1", DBID: "chinook", DBPath: p}
+	a, err := c.Open(context.Background(), datasets.SQLite, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Open(context.Background(), datasets.SQLite, task)
+	if err != nil || a != b {
+		t.Fatalf("second open: %v, same pool %v", err, a == b)
+	}
+	if _, err := c.Open(context.Background(), datasets.SQLite, datasets.Task{ID: "t2", DBID: "x", DBPath: filepath.Join(t.TempDir(), "missing.sqlite")}); err == nil {
+		t.Fatal("missing database opened")
+	}
+	if _, err := c.Open(context.Background(), datasets.Postgres, task); err == nil {
+		t.Fatal("postgres dialect should report it is not built")
+	}
+}
