@@ -195,3 +195,38 @@ func errorField(body []byte) string {
 	}
 	return r.Error.Message
 }
+
+// providerError reads the error object of a body {"error": {...}}: its message, and whether the
+// body has one (a message that is a string, or a list of strings, joined).
+func providerError(body []byte) (string, bool) {
+	if !bytes.Contains(body, []byte(`"error"`)) {
+		return "", false
+	}
+	var r struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return "", false
+	}
+	return errorObjectMessage(r.Error)
+}
+
+// errorObjectMessage reads the message of an error object; providers send code as a string or
+// a number (OpenRouter), so only the message is read.
+func errorObjectMessage(raw json.RawMessage) (string, bool) {
+	var o struct {
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) != nil || len(o.Message) == 0 {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(o.Message, &s) == nil {
+		return s, true
+	}
+	var list []string
+	if json.Unmarshal(o.Message, &list) == nil {
+		return strings.Join(list, ", "), true
+	}
+	return "", false
+}
