@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
@@ -142,4 +143,35 @@ func readBody(body io.Reader) ([]byte, error) {
 // isJSON reports whether a response's Content-Type is application/json.
 func isJSON(h http.Header) bool {
 	return strings.HasPrefix(h.Get("Content-Type"), "application/json")
+}
+
+// errStreamIdle is the cause an idle stream's attempt is cancelled with.
+var errStreamIdle = errors.New("stream idle")
+
+// idleBody is a stream's response body that calls onIdle (which cancels the attempt) when no
+// byte arrives for d. Keep-alive comments count: they show the provider is alive, and the
+// attempt's timeout bounds the whole wait.
+type idleBody struct {
+	rc io.ReadCloser
+	t  *time.Timer
+	d  time.Duration
+}
+
+func newIdleBody(rc io.ReadCloser, d time.Duration, onIdle func()) *idleBody {
+	return &idleBody{rc: rc, d: d, t: time.AfterFunc(d, onIdle)}
+}
+
+// Read implements io.Reader.
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.t.Reset(b.d)
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *idleBody) Close() error {
+	b.t.Stop()
+	return b.rc.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // TestReadStream reads event streams and the bodies a stream request may get instead, line by
@@ -114,5 +115,45 @@ func TestSSEReaderEnds(t *testing.T) {
 	r = newSSEReader(strings.NewReader(exact), int64(len(exact)))
 	if p, err := r.next(); err != nil || string(p) != `{"x":1}` {
 		t.Errorf("a stream of exactly the limit: %v", err)
+	}
+}
+
+// TestIdleBody: the idle callback fires after d without a byte, and not while bytes keep coming
+// (keep-alive comments count); Close stops the timer.
+func TestIdleBody(t *testing.T) {
+	const d = 200 * time.Millisecond
+	pr, pw := io.Pipe()
+	fired := make(chan struct{}, 1)
+	b := newIdleBody(pr, d, func() { fired <- struct{}{} })
+	go func() {
+		for range 8 {
+			time.Sleep(d / 10)
+			pw.Write([]byte(": keep-alive\n\n"))
+		}
+	}()
+	buf := make([]byte, 64)
+	for range 8 {
+		if _, err := b.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-fired:
+		t.Fatal("fired while bytes arrived")
+	default:
+	}
+	select {
+	case <-fired:
+	case <-time.After(20 * d):
+		t.Fatal("did not fire on a silent stream")
+	}
+	b.Close()
+	pw.Close()
+	quiet := newIdleBody(io.NopCloser(strings.NewReader("")), d, func() { fired <- struct{}{} })
+	quiet.Close()
+	select {
+	case <-fired:
+		t.Fatal("fired after Close")
+	case <-time.After(3 * d):
 	}
 }
