@@ -67,8 +67,7 @@ func (c *Client) send(ctx context.Context, body []byte) (*assembly, *capture, *f
 	defer cancelTimeout()
 	actx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
-	cp := &capture{request: body, stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
-	actx = context.WithValue(actx, captureKey{}, cp)
+	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
 
 	c.mu.Lock()
 	c.st.Requests++
@@ -78,12 +77,7 @@ func (c *Client) send(ctx context.Context, body []byte) (*assembly, *capture, *f
 	}
 	c.mu.Unlock()
 	a := &assembly{}
-	var err error
-	if c.ep.Stream {
-		err = c.sendStream(actx, cp, a)
-	} else {
-		err = c.sendPlain(actx, cp, a)
-	}
+	err := c.exchange(actx, body, cp, a)
 	c.mu.Lock()
 	c.st.inFlight--
 	c.mu.Unlock()

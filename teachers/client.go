@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
@@ -28,7 +27,9 @@ const maxResponseBytes = 64 << 20
 type Client struct {
 	ep  Endpoint
 	key string // never printed: Client implements fmt.Stringer and fmt.GoStringer
-	oc  *openai.Client
+	// url is {base_url}/chat/completions; hc sends to it over tr.
+	url string
+	hc  *http.Client
 	tr  *http.Transport
 
 	sem      *semaphore.Weighted
@@ -42,7 +43,7 @@ type Client struct {
 	prof Profile
 
 	// baseExtra holds the pre-encoded request fields of the endpoint (thinking, extra_body,
-	// sampling settings, reasoning effort), merged into every request body by the doer.
+	// sampling settings, reasoning effort), merged into every request body (Client.request).
 	baseExtra map[string]json.RawMessage
 	baseJoin  []byte
 
@@ -109,16 +110,11 @@ func New(e Endpoint) (*Client, error) {
 	}
 	// The per-attempt context carries e.Timeout; the client timeout is a backstop a little longer.
 	hc := &http.Client{Transport: tr, Timeout: e.Timeout + 5*time.Second}
-	cfg := openai.DefaultConfig(key)
-	cfg.BaseURL = strings.TrimRight(e.BaseURL, "/")
-	cfg.HTTPClient = &doer{hc: hc}
-	// go-openai fails a stream after this many non-data lines in a row; keep-alive comments
-	// (DeepSeek, OpenRouter) are such lines, and the idle and attempt timeouts bound them instead.
-	cfg.EmptyMessagesLimit = math.MaxUint32
 	c := &Client{
 		ep:  e,
 		key: key,
-		oc:  openai.NewClientWithConfig(cfg),
+		url: strings.TrimRight(e.BaseURL, "/") + "/chat/completions",
+		hc:  hc,
 		tr:  tr,
 		sem: semaphore.NewWeighted(int64(e.MaxConcurrency)),
 		st:  Stats{Teacher: e.Name, Model: e.Model},

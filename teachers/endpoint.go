@@ -1,5 +1,7 @@
 // Package teachers talks to teacher LLMs behind OpenAI-compatible chat-completions endpoints
-// (hosted APIs, vLLM, SGLang, `student serve`) through github.com/sashabaranov/go-openai.
+// (hosted APIs, vLLM, SGLang, `student serve`) over net/http: a POST to
+// {base_url}/chat/completions (transport.go), the reply decoded as internal/oai's types, a
+// stream read by the package's own SSE reader (sse.go).
 //
 // A Client implements chat.Policy. It limits itself (a concurrency semaphore, RPM and TPM rate
 // limiters, and the provider's x-ratelimit-* headers), retries transient faults with exponential

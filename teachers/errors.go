@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Reasons name why a request was retried or a Chat call failed (Error.Reason, Stats maps).
@@ -114,10 +112,7 @@ type errDecode struct{ err error }
 
 func (e *errDecode) Error() string { return "decoding the response: " + e.err.Error() }
 
-// errStreamEvent is an error event inside a 200 stream whose text go-openai lost.
-var errStreamEvent = errors.New("an error event in the stream")
-
-// classify turns an error of CreateChatCompletion into a fault.
+// classify turns an error of Client.exchange into a fault.
 func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fault {
 	if ctx.Err() != nil {
 		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: ctx.Err().Error()}
@@ -128,28 +123,17 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	}
 	status := 0
 	msg := ""
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
 	var de *errDecode
+	var ev *streamError
+	var se *statusError
 	switch {
 	case errors.As(err, &de):
 		return &fault{reason: ReasonMalformed, status: cp.status, msg: de.Error(), retry: true}
-	case errors.Is(err, errStreamEvent):
-		return &fault{reason: ReasonServer, status: cp.status, msg: err.Error(), retry: true}
-	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode == 0:
+	case errors.As(err, &ev):
 		// An error event inside a 200 stream (vLLM, OpenRouter send one when generation fails).
-		return &fault{reason: ReasonServer, status: cp.status, msg: "error event in the stream: " + apiErr.Message, retry: true}
-	case errors.As(err, &apiErr):
-		status, msg = apiErr.HTTPStatusCode, apiErr.Message
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-		msg = strings.TrimSpace(string(reqErr.Body))
-		if len(msg) > 500 {
-			msg = msg[:500] + "…"
-		}
-		if msg == "" {
-			msg = reqErr.HTTPStatus
-		}
+		return &fault{reason: ReasonServer, status: cp.status, msg: ev.Error(), retry: true}
+	case errors.As(err, &se):
+		status, msg = se.status, se.msg
 	}
 	if status != 0 {
 		f := &fault{status: status, msg: msg, retryAfter: retryAfter(cp.header)}
@@ -169,29 +153,49 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return &fault{reason: ReasonTimeout, status: cp.status, msg: fmt.Sprintf("no complete response within %v", c.ep.Timeout), retry: true}
 	}
-	if cp.bodyRead {
-		return &fault{reason: ReasonMalformed, status: cp.status, msg: fmt.Sprintf("decoding the %d-byte response: %v", len(cp.body), err), retry: true}
-	}
 	return &fault{reason: ReasonConnection, msg: err.Error(), retry: true}
 }
 
-// errorField reads error.message from a raw body, "" when absent.
+// errorField reads error.message from a raw body, cut at 500 bytes; "" when absent.
 func errorField(body []byte) string {
-	if !bytes.Contains(body, []byte(`"error"`)) {
-		return ""
+	msg, _ := providerError(body)
+	if len(msg) > 500 {
+		return msg[:500] + "…"
 	}
-	// Only the message: providers send code as a string or a number (OpenRouter), so
-	// oai.ErrorBody would refuse some of them.
+	return msg
+}
+
+// providerError reads the error object of a body {"error": {...}}: its message, and whether the
+// body has one (a message that is a string, or a list of strings, joined).
+func providerError(body []byte) (string, bool) {
+	if !bytes.Contains(body, []byte(`"error"`)) {
+		return "", false
+	}
 	var r struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &r) != nil {
-		return ""
+		return "", false
 	}
-	if len(r.Error.Message) > 500 {
-		return r.Error.Message[:500] + "…"
+	return errorObjectMessage(r.Error)
+}
+
+// errorObjectMessage reads the message of an error object; providers send code as a string or
+// a number (OpenRouter), so only the message is read.
+func errorObjectMessage(raw json.RawMessage) (string, bool) {
+	var o struct {
+		Message json.RawMessage `json:"message"`
 	}
-	return r.Error.Message
+	if json.Unmarshal(raw, &o) != nil || len(o.Message) == 0 {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(o.Message, &s) == nil {
+		return s, true
+	}
+	var list []string
+	if json.Unmarshal(o.Message, &list) == nil {
+		return strings.Join(list, ", "), true
+	}
+	return "", false
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
-// The response shapes are internal/oai's, decoded here rather than through go-openai's types:
-// go-openai v1.43 knows message.reasoning_content only, so it drops message.reasoning (vLLM
-// since its 2025 rename, OpenRouter, Ollama, Together), reasoning_details (OpenRouter),
+// The response shapes are internal/oai's, with every provider's reasoning fields and usage
+// extras: message.reasoning_content (DeepSeek, SGLang), message.reasoning (vLLM since its 2025
+// rename, OpenRouter, Ollama, Together), reasoning_details (OpenRouter),
 // usage.prompt_cache_hit_tokens (DeepSeek) and usage.cost (OpenRouter), in plain responses and
 // in stream deltas alike. oai.Completion serves both: a completion's choices carry "message",
 // a stream chunk's carry "delta".
