@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 8c3dc1cc5a94a799d65d925b73d4e40965dc5c465857971c02f18b83c9e74026
+// kernel sources: 7a4b941c5acc74cbf73fa56246913546b322c1a4659ac693d801b63efb35e6ea
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

@@ -287,7 +287,8 @@ func (o *ops) argmax(out, logits Ptr, R, V int) error {
 }
 
 // sample picks a token per row and its log-probability (params: R × (1/temperature, top_p,
-// u, top_k) f64; greedy: the rows' argmax tokens; lp: R f32; scratch R×V f64).
-func (o *ops) sample(out, lp, greedy, logits, params, scratch Ptr, R, V int) error {
-	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, lp, greedy, logits, params, scratch, int32(V))
+// u, top_k) f64; greedy: the rows' argmax tokens; lp: R f32). It needs no scratch memory:
+// sample_rows recomputes the probabilities from the logits on each pass.
+func (o *ops) sample(out, lp, greedy, logits, params Ptr, R, V int) error {
+	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, lp, greedy, logits, params, int32(V))
 }
