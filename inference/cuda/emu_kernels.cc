@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 7a4b941c5acc74cbf73fa56246913546b322c1a4659ac693d801b63efb35e6ea
+// kernel sources: 2f5e7c0f8c13de10cc4efbb5f8c0f37379352268874603930dd86fb1ddeef09d
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);
