@@ -84,6 +84,7 @@ template <bool MAX, typename T> inline T emu_atomic_min_max(T *p, T v) {
 	return old;
 }
 inline unsigned atomicMin(unsigned *p, unsigned v) { return emu_atomic_min_max<false>(p, v); }
+inline unsigned atomicMax(unsigned *p, unsigned v) { return emu_atomic_min_max<true>(p, v); }
 inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) { return emu_atomic_min_max<false>(p, v); }
 inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) { return emu_atomic_min_max<true>(p, v); }
 inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned v) {

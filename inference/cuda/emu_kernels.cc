@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 2f5e7c0f8c13de10cc4efbb5f8c0f37379352268874603930dd86fb1ddeef09d
+// kernel sources: af5a4a6aebc1fe4730e455fd30ec0d79fa21877925aa75d748070e1d2377dcfe
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

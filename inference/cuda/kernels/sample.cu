@@ -53,7 +53,8 @@ REGISTER(argmax_rows);
 // by their key (the encoding of p, which rises with p ≥ 0) into 256 bins, and the bin in which
 // a count or a mass summed from the top bin down passes the target is binned again, on its own
 // key range, until one token is left; a bin of equal p goes on by index. Each level is one
-// pass over the row, which recomputes p from the logits (no scratch memory); the first level
+// pass over the row, which recomputes p from the logits (no scratch memory), only for the
+// logits within the bin's least and greatest (the level before notes them); the first level
 // is binned in the pass that sums the softmax's denominator, and reused by every select of the
 // row. Masses are summed in fixed point (sample_fx: two 64-bit integers, p to 2^-80), so the
 // sums are exact and the same in any order: the shared-memory atomics that build a bin's sums
@@ -78,11 +79,21 @@ typedef unsigned long long u64;
 // sample_key1 is the key of p = 1, the largest p.
 #define SAMPLE_KEY1 0x3ff0000000000000ull
 
-// sample_p is token i's unnormalised probability: 0 for a NaN logit.
-__device__ __forceinline__ double sample_p(const float *l, int i, float mx, double inv_t) {
-	float x = l[i];
+// sample_px is the unnormalised probability of logit x: 0 for NaN.
+__device__ __forceinline__ double sample_px(float x, float mx, double inv_t) {
 	return x == x ? exp((double)(x - mx) * inv_t) : 0.0;
 }
+
+// sample_p is token i's unnormalised probability.
+__device__ __forceinline__ double sample_p(const float *l, int i, float mx, double inv_t) { return sample_px(l[i], mx, inv_t); }
+
+// sample_ord encodes a float (not NaN) as an unsigned integer of the same order, for the
+// integer atomicMin and atomicMax; sample_unord decodes it.
+__device__ __forceinline__ unsigned sample_ord(float x) {
+	unsigned u = __float_as_uint(x);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float sample_unord(unsigned o) { return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o); }
 
 // sample_fx writes p ∈ [0, 1] in fixed point: p = (hi + lo · 2^-40) · 2^-40, truncated below
 // 2^-80. Every step is exact in f64 (scalings by powers of two, floor, the fraction of an
@@ -122,13 +133,14 @@ __device__ double block_sum_d(double v, double *sh) {
 }
 
 // sample_hist is one level of a radix select: per bin, its tokens' count, lowest index, mass
-// (fixed point, hi and lo) and the least and greatest key among them.
+// (fixed point, hi and lo), the least and greatest key among them, and the least and greatest
+// of their logits (sample_ord).
 struct sample_hist {
-	unsigned n[SAMPLE_BINS], first[SAMPLE_BINS];
+	unsigned n[SAMPLE_BINS], first[SAMPLE_BINS], lmin[SAMPLE_BINS], lmax[SAMPLE_BINS];
 	u64 hi[SAMPLE_BINS], lo[SAMPLE_BINS], kmin[SAMPLE_BINS], kmax[SAMPLE_BINS];
 };
 
-// Sampling scratch in shared memory (about 23 KB).
+// Sampling scratch in shared memory (about 28 KB).
 struct sample_shared {
 	sample_hist h0, h; // the first level (all tokens of the row) and the level being refined
 	double d[SAMPLE_BLOCK];
@@ -136,35 +148,44 @@ struct sample_shared {
 	// sample_select's state, written by thread 0: the key's phase (0: the key is p's encoding;
 	// 1: among the tokens whose p has encoding v, the key is V-1-index, so that it falls with the
 	// index), the key range [a, e] being binned and its bin width 2^s; the count and mass (nb,
-	// hb, lb) of the tokens ranked before that range; done, and the pick with its p's encoding.
+	// hb, lb) of the tokens ranked before that range; done, and the pick with its p's encoding;
+	// [flo, fhi], the logits of the range's tokens.
 	int phase, s, done, pick;
 	unsigned nb;
 	u64 hb, lb, a, e, v, pkey;
+	float flo, fhi;
 };
 
-// sample_hist_pass is one pass over the row: it returns this thread's share of the sum of p
-// (in the order of the pass before this kernel used a radix select) and, with bin, bins into h
-// the tokens with p > 0 whose key (of phase, with v) lies in [a, e]: bin 0 below lo, else
-// 1 + (key - lo) >> s. Bin 0 is summed in registers first and added once per thread: in the
-// first level it holds most of a peaked row's vocabulary, which per-token atomics would
-// serialise on.
-__device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t, bool bin, int phase, u64 v, u64 a,
-                                   u64 e, u64 lo, int s, sample_hist *h) {
+// sample_hist_pass is one pass over the row. With zsum it returns this thread's share of the
+// sum of p (in the order of the pass before this kernel used a radix select); with bin, it
+// bins into h the tokens with p > 0 whose key (of phase, with v) lies in [a, e]: bin 0 below
+// lo, else 1 + (key - lo) >> s. Without zsum it computes p only for logits in [flo, fhi],
+// which hold every token of [a, e] (the range is a bin of the level before, whose logits
+// that level noted): a refining pass takes an exponential per token of the range, not of
+// the row. Bin 0 is summed in registers first and added once per thread: in the first level
+// it holds most of a peaked row's vocabulary, which per-token atomics would serialise on.
+__device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t, bool zsum, bool bin, int phase, u64 v,
+                                   u64 a, u64 e, u64 lo, int s, float flo, float fhi, sample_hist *h) {
 	int tid = threadIdx.x;
 	SAMPLE_PASS();
 	if (bin) {
 		h->n[tid] = 0;
 		h->first[tid] = 0xffffffffu;
+		h->lmin[tid] = 0xffffffffu;
+		h->lmax[tid] = 0;
 		h->hi[tid] = h->lo[tid] = 0;
 		h->kmin[tid] = ~0ull;
 		h->kmax[tid] = 0;
 		__syncthreads();
 	}
-	unsigned n0 = 0, f0 = 0;
+	unsigned n0 = 0, f0 = 0, lmn0 = 0xffffffffu, lmx0 = 0;
 	u64 hi0 = 0, lo0 = 0, mn0 = ~0ull, mx0 = 0;
 	double z = 0;
 	for (int i = tid; i < V; i += SAMPLE_BLOCK) {
-		double p = sample_p(l, i, mx, inv_t);
+		float x = l[i];
+		if (!zsum && !(x >= flo && x <= fhi))
+			continue;
+		double p = sample_px(x, mx, inv_t);
 		z += p;
 		if (!bin || !(p > 0))
 			continue;
@@ -178,6 +199,7 @@ __device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t
 			continue;
 		u64 qh, ql;
 		sample_fx(p, &qh, &ql);
+		unsigned xo = sample_ord(x);
 		if (k < lo) {
 			if (n0++ == 0)
 				f0 = i; // this thread's indices rise
@@ -185,6 +207,8 @@ __device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t
 			lo0 += ql;
 			mn0 = k < mn0 ? k : mn0;
 			mx0 = k > mx0 ? k : mx0;
+			lmn0 = xo < lmn0 ? xo : lmn0;
+			lmx0 = xo > lmx0 ? xo : lmx0;
 			continue;
 		}
 		int b = 1 + (int)((k - lo) >> s);
@@ -194,6 +218,8 @@ __device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t
 		atomicAdd(&h->lo[b], ql);
 		atomicMin(&h->kmin[b], k);
 		atomicMax(&h->kmax[b], k);
+		atomicMin(&h->lmin[b], xo);
+		atomicMax(&h->lmax[b], xo);
 	}
 	if (n0) {
 		atomicAdd(&h->n[0], n0);
@@ -202,6 +228,8 @@ __device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t
 		atomicAdd(&h->lo[0], lo0);
 		atomicMin(&h->kmin[0], mn0);
 		atomicMax(&h->kmax[0], mx0);
+		atomicMin(&h->lmin[0], lmn0);
+		atomicMax(&h->lmax[0], lmx0);
 	}
 	if (bin)
 		__syncthreads();
@@ -242,6 +270,8 @@ __device__ void sample_descend(const sample_hist *h, bool count, bool strict, do
 		return;
 	}
 	u64 a = h->kmin[pick], e = h->kmax[pick];
+	sh->flo = sample_unord(h->lmin[pick]);
+	sh->fhi = sample_unord(h->lmax[pick]);
 	if (sh->phase == 0 && a == e) { // a run of equal p: on by index
 		sh->phase = 1;
 		sh->v = a;
@@ -279,7 +309,8 @@ __device__ __noinline__ void sample_select(const float *l, int V, float mx, doub
 		__syncthreads();
 		if (sh->done)
 			return;
-		sample_hist_pass(l, V, mx, inv_t, true, sh->phase, sh->v, sh->a, sh->e, sh->a, sh->s, &sh->h);
+		sample_hist_pass(l, V, mx, inv_t, false, true, sh->phase, sh->v, sh->a, sh->e, sh->a, sh->s, sh->flo, sh->fhi,
+		                 &sh->h);
 		h = &sh->h;
 	}
 }
@@ -312,7 +343,8 @@ KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int
 	bool cut = k != 1 && ((k > 0 && k < V) || top_p < 1);
 	// The first level of every select: bins 1..255 an eighth of a binade each, up to p = 1.
 	const u64 lo0 = SAMPLE_KEY1 + 1 - ((u64)(SAMPLE_BINS - 1) << SAMPLE_BIN0_SHIFT);
-	double z = sample_hist_pass(l, V, mx, inv_t, cut, 0, 0, 0, SAMPLE_KEY1, lo0, SAMPLE_BIN0_SHIFT, &sh.h0);
+	double z = sample_hist_pass(l, V, mx, inv_t, true, cut, 0, 0, 0, SAMPLE_KEY1, lo0, SAMPLE_BIN0_SHIFT, -INFINITY,
+	                            INFINITY, &sh.h0);
 	z = block_sum_d(z, sh.d);
 	int tok = -1;
 	if (k == 1) {
