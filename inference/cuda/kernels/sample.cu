@@ -76,7 +76,7 @@ REGISTER(argmax_rows);
 
 typedef unsigned long long u64;
 
-// sample_key1 is the key of p = 1, the largest p.
+// SAMPLE_KEY1 is the key of p = 1, the largest p.
 #define SAMPLE_KEY1 0x3ff0000000000000ull
 
 // sample_px is the unnormalised probability of logit x: 0 for NaN.
@@ -236,34 +236,78 @@ __device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t
 	return z;
 }
 
-// sample_descend (thread 0) walks the bins of h from the top, adding each one's count or mass
-// to what ranks before it, to the bin where the sum passes target; it then ends the select
-// (that bin holds one token, or none passes) or narrows the key range to the bin's keys.
+// shfl_u64 is lane src's v (a 64-bit __shfl_sync).
+__device__ __forceinline__ u64 shfl_u64(u64 v, int src) {
+	return ((u64)__shfl_sync(FULL_MASK, (unsigned)(v >> 32), src) << 32) | __shfl_sync(FULL_MASK, (unsigned)v, src);
+}
+
+// SAMPLE_LANE_BINS is the bins each lane of sample_descend's warp walks.
+#define SAMPLE_LANE_BINS (SAMPLE_BINS / 32)
+
+// sample_descend (warp 0, every lane) walks the bins of h from the top, adding each one's
+// count or mass to what ranks before it, to the first bin where the sum passes target; it then
+// ends the select (that bin holds one token, or none passes) or narrows the key range to the
+// bin's keys. Lane L takes SAMPLE_LANE_BINS bins from the top down, starting SAMPLE_LANE_BINS·L
+// below the top one, after a scan over the lanes of what the bins above its own hold: the
+// integer sums are exact, so every bin gets the sum a walk over all bins on one thread would
+// give it, and the first lane with a passing bin finishes alone.
 __device__ void sample_descend(const sample_hist *h, bool count, bool strict, double target, int V, sample_shared *sh) {
+	__syncwarp(); // thread 0's start of the select is seen
+	int lane = threadIdx.x & 31, top = SAMPLE_BINS - 1 - lane * SAMPLE_LANE_BINS;
+	unsigned n = 0;
+	u64 hs = 0, ls = 0;
+	for (int j = 0; j < SAMPLE_LANE_BINS; j++) {
+		n += h->n[top - j];
+		hs += h->hi[top - j];
+		ls += h->lo[top - j];
+	}
+	unsigned in = n; // inclusive scans over the lanes, lane 0 first
+	u64 ih = hs, il = ls;
+	for (int d = 1; d < 32; d <<= 1) {
+		unsigned on = __shfl_sync(FULL_MASK, in, max(lane - d, 0));
+		u64 oh = shfl_u64(ih, max(lane - d, 0)), ol = shfl_u64(il, max(lane - d, 0));
+		if (lane >= d) {
+			in += on;
+			ih += oh;
+			il += ol;
+		}
+	}
+	unsigned nb = sh->nb + (in - n);
+	u64 hb = sh->hb + (ih - hs), lb = sh->lb + (il - ls);
 	int pick = -1;
-	unsigned nb = sh->nb;
-	u64 hb = sh->hb, lb = sh->lb;
-	for (int b = SAMPLE_BINS - 1; b >= 0; b--) {
-		unsigned n = h->n[b];
-		if (n == 0)
+	for (int j = 0; j < SAMPLE_LANE_BINS; j++) {
+		int b = top - j;
+		unsigned c = h->n[b];
+		if (c == 0)
 			continue;
 		u64 h2 = hb + h->hi[b], l2 = lb + h->lo[b];
-		double sum = count ? (double)(nb + n) : sample_fx_val(h2, l2);
+		double sum = count ? (double)(nb + c) : sample_fx_val(h2, l2);
 		if (strict ? sum > target : sum >= target) {
 			pick = b;
 			break;
 		}
-		nb += n;
+		nb += c;
 		hb = h2;
 		lb = l2;
 	}
+	unsigned found = __ballot_sync(FULL_MASK, pick >= 0);
+	if (found == 0) { // none passes: lane 31 has summed every bin
+		if (lane == 31) {
+			sh->nb = nb;
+			sh->hb = hb;
+			sh->lb = lb;
+			sh->done = 1;
+			sh->pick = -1;
+		}
+		return;
+	}
+	if (lane != __ffs(found) - 1)
+		return;
 	sh->nb = nb;
 	sh->hb = hb;
 	sh->lb = lb;
 	sh->done = 1;
 	sh->pick = -1;
-	if (pick < 0)
-		return;
 	if (h->n[pick] == 1) {
 		sh->pick = (int)h->first[pick];
 		sh->pkey = sh->phase ? sh->v : h->kmin[pick];
@@ -304,7 +348,7 @@ __device__ __noinline__ void sample_select(const float *l, int V, float mx, doub
 	}
 	const sample_hist *h = &sh->h0;
 	for (;;) {
-		if (threadIdx.x == 0)
+		if (threadIdx.x < 32)
 			sample_descend(h, count, strict, target, V, sh);
 		__syncthreads();
 		if (sh->done)
