@@ -72,6 +72,21 @@ inline int atomicMax(int *p, int v) {
 	}
 	return old;
 }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+// emu_atomic_min_max is atomicMin (MAX false) or atomicMax on an integer of type T.
+template <bool MAX, typename T> inline T emu_atomic_min_max(T *p, T v) {
+	T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+	while ((MAX ? old < v : v < old) &&
+	       !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	}
+	return old;
+}
+inline unsigned atomicMin(unsigned *p, unsigned v) { return emu_atomic_min_max<false>(p, v); }
+inline unsigned atomicMax(unsigned *p, unsigned v) { return emu_atomic_min_max<true>(p, v); }
+inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) { return emu_atomic_min_max<false>(p, v); }
+inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) { return emu_atomic_min_max<true>(p, v); }
 inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned v) {
 	__atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	return cmp;
@@ -87,11 +102,15 @@ inline unsigned __float_as_uint(float f) {
 	memcpy(&u, &f, 4);
 	return u;
 }
-// __double2hiint is the upper 32 bits of d's encoding.
-inline int __double2hiint(double d) {
-	uint64_t u;
+inline long long __double_as_longlong(double d) {
+	long long u;
 	memcpy(&u, &d, 8);
-	return (int)(uint32_t)(u >> 32);
+	return u;
+}
+inline double __longlong_as_double(long long u) {
+	double d;
+	memcpy(&d, &u, 8);
+	return d;
 }
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }

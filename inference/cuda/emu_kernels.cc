@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: 8c3dc1cc5a94a799d65d925b73d4e40965dc5c465857971c02f18b83c9e74026
+// kernel sources: d740e5106c63ed34b053f2c91d189d97eed74a33fef82a36a861e407607f4d3f
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

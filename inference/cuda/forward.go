@@ -311,23 +311,7 @@ func (m *Model) head(r0, R int, sample, draw bool) error {
 	if !draw {
 		return nil
 	}
-	if err := m.allocScratch(); err != nil {
-		return err
-	}
-	return o.sample(m.toks+Ptr(4*R), m.toks+Ptr(8*R), m.toks, m.logits, m.params, m.scratch, R, m.V)
-}
-
-// allocScratch allocates sample_rows' scratch (a row of V f64 per logit row) on first use.
-func (m *Model) allocScratch() error {
-	if m.scratch != 0 {
-		return nil
-	}
-	p, err := m.alloc(8 * m.opts.MaxRows * m.V)
-	if err != nil {
-		return fmt.Errorf("sampling scratch: %w", err)
-	}
-	m.scratch = p
-	return nil
+	return o.sample(m.toks+Ptr(4*R), m.toks+Ptr(8*R), m.toks, m.logits, m.params, R, m.V)
 }
 
 func (m *Model) metaAt(i int) Ptr { return m.meta + Ptr(4*i) }
@@ -414,11 +398,6 @@ func (m *Model) deliver(steps []seq, outs []rowOut, rows int, how []Sampling, ou
 func (m *Model) replay(key graphKey) error {
 	g := m.graphs[key]
 	if g == nil {
-		if key.draw {
-			if err := m.allocScratch(); err != nil {
-				return err
-			}
-		}
 		if err := m.dev.BeginCapture(); err != nil {
 			return err
 		}

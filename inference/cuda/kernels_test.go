@@ -632,7 +632,7 @@ func TestArgmaxKernel(t *testing.T) {
 
 // TestSampleKernel: sample_rows picks generate's token (gentest.Sample), except within 1e-9
 // of the kept mass of a boundary, over temperatures, top-p and top-k settings, rows of tied
-// logits (ties taken in id order, and a bucket of equal values too large to list), a NaN and
+// logits (ties taken in id order, and a run of equal values as long as the row), a NaN and
 // greedy rows, and reports its log-probability within 1e-6.
 func TestSampleKernel(t *testing.T) {
 	o := testOps(t)
@@ -647,7 +647,7 @@ func TestSampleKernel(t *testing.T) {
 		}
 		R := len(cases)
 		logits := randF32(r, R*V, 4)
-		// Row 12: few distinct values (ties everywhere); row 13: all equal (one bucket of V).
+		// Row 12: few distinct values (ties everywhere); row 13: all equal (one run of V ties).
 		for i := range V {
 			logits[12*V+i] = float32(i % 3)
 			logits[13*V+i] = 0.25
@@ -655,19 +655,76 @@ func TestSampleKernel(t *testing.T) {
 		if V > 1 {
 			logits[5*V+V/2] = float32(math.NaN())
 		}
-		var params []float64
-		greedy := make([]int32, R)
-		for i, c := range cases {
-			q := samplingParams(c)
-			params = append(params, q[:]...)
-			greedy[i] = int32(hostArgmax(logits[i*V : (i+1)*V]))
+		checkSampleRows(t, o, V, logits, cases)
+	}
+}
+
+// TestSampleKernelBoundaries: sample_rows at the edges of its settings and rows, against
+// gentest.Sample as TestSampleKernel: top-p 1 (no cut) and just under 1, top-k 1 (greedy),
+// V-1 and more than the tokens of nonzero probability, u 0 and just under 1, cuts that split a
+// run of ties (the lower ids kept), rows with -inf logits (probability 0, never drawn), a
+// temperature so low that most probabilities underflow or are subnormal, and vocabularies of
+// no multiple of the block, Qwen2's among them. A second launch returns the same tokens and
+// log-probabilities bit for bit.
+func TestSampleKernelBoundaries(t *testing.T) {
+	o := testOps(t)
+	r := rand.New(rand.NewPCG(17, 18))
+	inf := float32(math.Inf(-1))
+	for _, V := range []int{2, 255, 257, 513, 151936} {
+		cases := []lm.Sampling{
+			{Temperature: 1, TopP: 1, U: 0.3}, {Temperature: 1, TopP: 0.999999, U: 0.999999},
+			{Temperature: 0.9, TopK: 1, U: 0.5}, {Temperature: 1, TopK: V - 1, U: 0.8},
+			{Temperature: 1, TopP: 0.9, U: 0}, {Temperature: 1, TopK: 4, U: 0.99}, // ties cut
+			{Temperature: 1, TopP: 0.4, U: 0.6}, {Temperature: 1, TopK: 9, TopP: 0.6, U: 0.75}, // ties cut
+			{Temperature: 0.8, TopP: 0.95, U: 0.4}, {Temperature: 1, U: 0.7}, // -inf logits
+			{Temperature: 1, TopK: V/2 + 1, U: 0.5},                                       // -inf logits: fewer nonzero than top-k
+			{Temperature: 0.01, TopP: 0.9, U: 0.5}, {Temperature: 0.001, TopK: 3, U: 0.9}, // underflow
 		}
+		R := len(cases)
+		logits := randF32(r, R*V, 8)
+		for i := range V {
+			logits[5*V+i] = float32(i % 4) // ties: a cut at 4 keeps the lowest ids of value 3
+			logits[6*V+i] = float32(i%2) * 0.5
+			logits[7*V+i] = float32(i % 5)
+			if i%4 != 1 {
+				for _, row := range []int{8, 9, 10} {
+					logits[row*V+i] = inf
+				}
+			}
+		}
+		checkSampleRows(t, o, V, logits, cases)
+	}
+}
+
+// checkSampleRows runs sample_rows over the rows of logits (V each), one case a row, twice, and
+// checks its tokens and log-probabilities against gentest.Sample and the second run against
+// the first.
+func checkSampleRows(t *testing.T, o *ops, V int, logits []float32, cases []lm.Sampling) {
+	t.Helper()
+	R := len(cases)
+	var params []float64
+	greedy := make([]int32, R)
+	for i, c := range cases {
+		q := samplingParams(c)
+		params = append(params, q[:]...)
+		greedy[i] = int32(hostArgmax(logits[i*V : (i+1)*V]))
+	}
+	dl, dp, dg := upload(t, o.d, logits), upload(t, o.d, params), upload(t, o.d, greedy)
+	var first []int32
+	var firstLP []float32
+	for run := range 2 {
 		out := upload(t, o.d, make([]int32, R))
 		lp := upload(t, o.d, make([]float32, R))
-		scratch := upload(t, o.d, make([]float64, R*V))
-		mustOK(t, o.sample(out, lp, upload(t, o.d, greedy), upload(t, o.d, logits), upload(t, o.d, params), scratch, R, V))
+		mustOK(t, o.sample(out, lp, dg, dl, dp, R, V))
 		got := download[int32](t, o.d, out, R)
 		gotLP := download[float32](t, o.d, lp, R)
+		if run == 1 {
+			if !slices.Equal(got, first) || !slices.Equal(gotLP, firstLP) {
+				t.Fatalf("V=%d: a second launch picked %v (log-probabilities %v), the first %v (%v)", V, got, gotLP, first, firstLP)
+			}
+			return
+		}
+		first, firstLP = got, gotLP
 		for i, c := range cases {
 			want, margin, wantLP := gentest.Sample(logits[i*V:(i+1)*V], c)
 			if int(got[i]) != want && margin > 1e-9 {

@@ -89,7 +89,7 @@ type Model struct {
 	// Activations of one pass (MaxPass rows each) and the LM head's output.
 	x, xn, qkv, q, att, gu, act, xbf Ptr
 	// toks: R greedy ids, R sampled ids, R log-probabilities (f32); params: R × 4 f64.
-	logits, toks, params, scratch Ptr
+	logits, toks, params Ptr
 	// Partial results of split decode attention: outputs, then (max, sum) pairs.
 	part, partML Ptr
 	sms          int // the device's multiprocessors (decodeSplits)

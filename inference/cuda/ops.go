@@ -35,6 +35,10 @@ const (
 	maxTileRows = 64
 	// maxShared is the dynamic shared memory a kernel may take without opting in.
 	maxShared = 48 << 10
+	// maxSharedOptIn is the most a kernel takes by opting in (the driver device sets
+	// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES past maxShared): 99 KiB, what compute
+	// capabilities 8.6 and 8.9 allow a block (8.0 allows 163 KiB, 9.0 227 KiB).
+	maxSharedOptIn = 99 << 10
 	// maxGroupDims is the most (query head, dimension) pairs of one KV head's group that
 	// attn_split holds: ATTS_ACC accumulators per thread of attnBlock.
 	maxGroupDims = 16 * attnBlock
@@ -169,30 +173,36 @@ func attnPrefillShared(g kvLayout, qt int) int {
 
 // mmaKernel is the tensor-core prefill attention kernel for g (attention.cu: attn_mma64 for
 // head dims up to 64, attn_mma128 up to 128, a multiple of 16 either way, and at most
-// maxTileRows query heads per kv head) and its keys per step; "" where neither takes g.
-func mmaKernel(g kvLayout) (name string, keys int) {
+// maxTileRows query heads per kv head), its keys per step and whether it keeps the query
+// fragments in shared memory (attn_mma128: QSH); "" where neither takes g.
+func mmaKernel(g kvLayout) (name string, keys int, qShared bool) {
 	if g.hd%16 != 0 || g.nh/g.nkv > maxTileRows {
-		return "", 0
+		return "", 0, false
 	}
 	switch {
 	case g.hd <= 64:
-		return "attn_mma64", 64
+		return "attn_mma64", 64, false
 	case g.hd <= 128:
-		return "attn_mma128", 32
+		return "attn_mma128", 32, true
 	}
-	return "", 0
+	return "", 0, false
 }
 
 // attnMMAShared is attn_mma's dynamic shared memory in bytes for steps of kc keys: the keys
-// (kc rows of hd + 8 bf16) and the values transposed (hd rows of kc + 8 bf16).
-func attnMMAShared(g kvLayout, kc int) int {
-	return 2 * (kc*(g.hd+8) + g.hd*(kc+8))
+// (kc rows of hd + 8 bf16) and the values transposed (hd rows of kc + 8 bf16), then with
+// qShared the query fragments (per warp of mmaBlock, k step of 16 dims and lane, two uint4).
+func attnMMAShared(g kvLayout, kc int, qShared bool) int {
+	n := 2 * (kc*(g.hd+8) + g.hd*(kc+8))
+	if qShared {
+		n += mmaBlock / 32 * (g.hd / 16) * 32 * 32
+	}
+	return n
 }
 
 // useMMA reports whether prefill attention for g runs on attn_mma.
 func (o *ops) useMMA(g kvLayout) bool {
-	name, kc := mmaKernel(g)
-	return name != "" && !o.noMMA && attnMMAShared(g, kc) <= maxShared
+	name, kc, qsh := mmaKernel(g)
+	return name != "" && !o.noMMA && attnMMAShared(g, kc, qsh) <= maxSharedOptIn
 }
 
 // prefillTileTokens is the query tokens per prefill attention tile: for attn_mma as many as
@@ -235,8 +245,8 @@ func prefillTiles(dst []int32, seq, pos []int32, qt int) []int32 {
 // takes g (useMMA), else attn_prefill.
 func (o *ops) attnPrefill(out, q, kv, tiles Ptr, mt meta, nTiles, qt int, g kvLayout, scale float32) error {
 	if o.useMMA(g) {
-		name, kc := mmaKernel(g)
-		return o.launchShared(name, Dim{X: nTiles, Y: g.nkv}, Dim{X: mmaBlock}, attnMMAShared(g, kc),
+		name, kc, qsh := mmaKernel(g)
+		return o.launchShared(name, Dim{X: nTiles, Y: g.nkv}, Dim{X: mmaBlock}, attnMMAShared(g, kc, qsh),
 			out, q, kv, tiles, mt.pos, mt.seq, mt.tables, mt.tableOff, int32(g.nh), int32(g.nkv), int32(g.hd), int32(g.bs), scale)
 	}
 	return o.launchShared("attn_prefill", Dim{X: nTiles, Y: g.nkv}, Dim{X: prefillBlock}, attnPrefillShared(g, qt),
@@ -287,7 +297,8 @@ func (o *ops) argmax(out, logits Ptr, R, V int) error {
 }
 
 // sample picks a token per row and its log-probability (params: R × (1/temperature, top_p,
-// u, top_k) f64; greedy: the rows' argmax tokens; lp: R f32; scratch R×V f64).
-func (o *ops) sample(out, lp, greedy, logits, params, scratch Ptr, R, V int) error {
-	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, lp, greedy, logits, params, scratch, int32(V))
+// u, top_k) f64; greedy: the rows' argmax tokens; lp: R f32). It needs no scratch memory:
+// sample_rows recomputes the probabilities from the logits on each pass.
+func (o *ops) sample(out, lp, greedy, logits, params Ptr, R, V int) error {
+	return o.launch("sample_rows", Dim{X: R}, Dim{X: sampleBlock}, out, lp, greedy, logits, params, int32(V))
 }

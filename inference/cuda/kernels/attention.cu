@@ -117,8 +117,10 @@ REGISTER(attn_prefill);
 // two bf16 terms (split_bf16: q ≈ q_hi + q_lo to 2^-17), keys and values are bf16 already, so
 // the products are as exact as f32 ones at twice the mma count; a single bf16 term would move
 // scores by up to 2^-9 of Σ|q·k|. MAXHD bounds hd (a multiple of 16) for the register arrays.
+// With QSH the split query fragments (2·MAXHD/4 words a lane) wait in shared memory instead of
+// registers and S's k steps are the outer loop, each fragment read once per step of keys.
 // Dynamic shared memory: attnMMAShared bytes (ops.go).
-template <int MAXHD, int KC>
+template <int MAXHD, int KC, bool QSH>
 __device__ __forceinline__ void attn_mma(float *__restrict__ out, const float *__restrict__ q,
                                          const bf16 *__restrict__ kv, const int *__restrict__ tiles,
                                          const int *__restrict__ tok_pos, const int *__restrict__ tok_seq,
@@ -138,15 +140,23 @@ __device__ __forceinline__ void attn_mma(float *__restrict__ out, const float *_
 	int wlast = active ? min(last, p0 + (min(rows, warp * 16 + 16) - 1) / group) : -1;
 	const float *q0 = r0 < rows ? q + (size_t)(t0 + r0 / group) * nh * hd + (size_t)(kh * group + r0 % group) * hd : nullptr;
 	const float *q1 = r1 < rows ? q + (size_t)(t0 + r1 / group) * nh * hd + (size_t)(kh * group + r1 % group) * hd : nullptr;
-	unsigned qh[MAXHD / 16][4], ql[MAXHD / 16][4];
+	// The query fragments: in registers, or with QSH in shared memory after the values, each
+	// lane's own (hi then lo, one uint4 each per k step, lanes consecutive: no bank conflicts),
+	// written and read by that lane alone, so no barrier orders them.
+	unsigned qh[QSH ? 1 : MAXHD / 16][4], ql[QSH ? 1 : MAXHD / 16][4];
+	uint4 *sq = (uint4 *)(svt + hd * vp) + (size_t)warp * (hd / 16) * 64 + lane;
 #pragma unroll
 	for (int ks = 0; ks < MAXHD / 16; ks++)
 		if (ks * 16 < hd) {
-			int c = ks * 16 + 2 * tig;
-			split_bf16(q0 ? q0[c] : 0.0f, q0 ? q0[c + 1] : 0.0f, &qh[ks][0], &ql[ks][0]);
-			split_bf16(q1 ? q1[c] : 0.0f, q1 ? q1[c + 1] : 0.0f, &qh[ks][1], &ql[ks][1]);
-			split_bf16(q0 ? q0[c + 8] : 0.0f, q0 ? q0[c + 9] : 0.0f, &qh[ks][2], &ql[ks][2]);
-			split_bf16(q1 ? q1[c + 8] : 0.0f, q1 ? q1[c + 9] : 0.0f, &qh[ks][3], &ql[ks][3]);
+			int c = ks * 16 + 2 * tig, i = QSH ? 0 : ks;
+			split_bf16(q0 ? q0[c] : 0.0f, q0 ? q0[c + 1] : 0.0f, &qh[i][0], &ql[i][0]);
+			split_bf16(q1 ? q1[c] : 0.0f, q1 ? q1[c + 1] : 0.0f, &qh[i][1], &ql[i][1]);
+			split_bf16(q0 ? q0[c + 8] : 0.0f, q0 ? q0[c + 9] : 0.0f, &qh[i][2], &ql[i][2]);
+			split_bf16(q1 ? q1[c + 8] : 0.0f, q1 ? q1[c + 9] : 0.0f, &qh[i][3], &ql[i][3]);
+			if constexpr (QSH) {
+				sq[ks * 64] = uint4{qh[0][0], qh[0][1], qh[0][2], qh[0][3]};
+				sq[ks * 64 + 32] = uint4{ql[0][0], ql[0][1], ql[0][2], ql[0][3]};
+			}
 		}
 	float o[MAXHD / 8][4];
 #pragma unroll
@@ -178,18 +188,39 @@ __device__ __forceinline__ void attn_mma(float *__restrict__ out, const float *_
 		__syncthreads();
 		if (j0 > wlast)
 			continue; // every key of the step is past this warp's rows (or it has none)
+		// S = Q·Kᵀ, each s[nt] summed over the k steps in order (hi, then lo, each step); with
+		// QSH the k steps are the outer loop, so a fragment is read from shared memory once.
 		float s[KC / 8][4];
+		if constexpr (QSH) {
 #pragma unroll
-		for (int nt = 0; nt < KC / 8; nt++) {
-			s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+			for (int nt = 0; nt < KC / 8; nt++)
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
 #pragma unroll
 			for (int ks = 0; ks < MAXHD / 16; ks++)
 				if (ks * 16 < hd) {
-					const bf16 *kr = sk + (nt * 8 + gid) * kp + ks * 16 + 2 * tig;
-					unsigned b[2] = {*(const unsigned *)kr, *(const unsigned *)(kr + 8)};
-					mma_bf16(s[nt], qh[ks], b, s[nt]);
-					mma_bf16(s[nt], ql[ks], b, s[nt]);
+					uint4 h = sq[ks * 64], l = sq[ks * 64 + 32];
+					unsigned fh[4] = {h.x, h.y, h.z, h.w}, fl[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+					for (int nt = 0; nt < KC / 8; nt++) {
+						const bf16 *kr = sk + (nt * 8 + gid) * kp + ks * 16 + 2 * tig;
+						unsigned b[2] = {*(const unsigned *)kr, *(const unsigned *)(kr + 8)};
+						mma_bf16(s[nt], fh, b, s[nt]);
+						mma_bf16(s[nt], fl, b, s[nt]);
+					}
 				}
+		} else {
+#pragma unroll
+			for (int nt = 0; nt < KC / 8; nt++) {
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+#pragma unroll
+				for (int ks = 0; ks < MAXHD / 16; ks++)
+					if (ks * 16 < hd) {
+						const bf16 *kr = sk + (nt * 8 + gid) * kp + ks * 16 + 2 * tig;
+						unsigned b[2] = {*(const unsigned *)kr, *(const unsigned *)(kr + 8)};
+						mma_bf16(s[nt], qh[ks], b, s[nt]);
+						mma_bf16(s[nt], ql[ks], b, s[nt]);
+					}
+			}
 		}
 		float mx0 = m0, mx1 = m1;
 #pragma unroll
@@ -271,18 +302,23 @@ __device__ __forceinline__ void attn_mma(float *__restrict__ out, const float *_
 }
 
 // attn_mma64 and attn_mma128: attn_mma for head dims up to 64 (steps of 64 keys) and up to
-// 128 (steps of 32 keys, bounding the registers the larger accumulators take).
-#define ATTN_MMA_KERNEL(name, MAXHD, KC)                                                                          \
-	KERNEL void __launch_bounds__(128)                                                                            \
+// 128 (steps of 32 keys, bounding the registers the larger accumulators take; the query
+// fragments in shared memory, QSH, and its launch bounds asking for 3 blocks of 128 threads an
+// SM: at most 168 registers a thread). ptxas -v (CUDA 11.8) registers, sm_80 / sm_90, none
+// spilling: attn_mma64 168 / 138; attn_mma128 159 / 143, where it took 236 / 205 (2 blocks an
+// SM) with the fragments in registers. attn_mma128 takes 51,712 bytes of shared memory at hd
+// 128 (18,944 before), past the 48 KiB a launch gets without opting in.
+#define ATTN_MMA_KERNEL(name, MAXHD, KC, QSH, BOUNDS)                                                             \
+	KERNEL void BOUNDS                                                                                            \
 	    name(float *__restrict__ out, const float *__restrict__ q, const bf16 *__restrict__ kv,                   \
 	         const int *__restrict__ tiles, const int *__restrict__ tok_pos, const int *__restrict__ tok_seq,     \
 	         const int *__restrict__ tables, const int *__restrict__ table_off, int nh, int nkv, int hd, int bs, \
 	         float scale) {                                                                                       \
-		attn_mma<MAXHD, KC>(out, q, kv, tiles, tok_pos, tok_seq, tables, table_off, nh, nkv, hd, bs, scale);      \
+		attn_mma<MAXHD, KC, QSH>(out, q, kv, tiles, tok_pos, tok_seq, tables, table_off, nh, nkv, hd, bs, scale); \
 	}                                                                                                             \
 	REGISTER(name)
-ATTN_MMA_KERNEL(attn_mma64, 64, 64);
-ATTN_MMA_KERNEL(attn_mma128, 128, 32);
+ATTN_MMA_KERNEL(attn_mma64, 64, 64, false, __launch_bounds__(128));
+ATTN_MMA_KERNEL(attn_mma128, 128, 32, true, __launch_bounds__(128, 3));
 
 // Split-key decode attention (flash-decoding). Block (t, kv head kh, split s) of grid (T, nkv, S)
 // takes the keys [s·chunk, (s+1)·chunk) ∩ [0, pos] of token t (the last split also takes any

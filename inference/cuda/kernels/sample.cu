@@ -45,20 +45,75 @@ REGISTER(argmax_rows);
 
 // The sampler below works in double precision, as generate's host sampler does, so that a
 // seeded request draws the same tokens on both backends: p_i = exp(double(l_i - max) · 1/T),
-// with l_i - max rounded to f32 first exactly as the host computes it, and every mass summed in
-// f64. A token's rank is by falling p, the lower index first on ties (the host's ranksBefore);
-// "kept" is a prefix of that order named by its last token: p > vc, or p == vc and i ≤ ic.
+// with l_i - max rounded to f32 first exactly as the host computes it. A token's rank is by
+// falling p, the lower index first on ties (the host's ranksBefore); a cut keeps a prefix of
+// that order, named by its last token.
+//
+// A cut or a draw is a radix select over the rank order (sample_select): the tokens are binned
+// by their key (the encoding of p, which rises with p ≥ 0) into 256 bins, and the bin in which
+// a count or a mass summed from the top bin down passes the target is binned again, on its own
+// key range, until one token is left; a bin of equal p goes on by index. Each level is one
+// pass over the row, which recomputes p from the logits (no scratch memory), only for the
+// logits within the bin's least and greatest (the level before notes them); the first level
+// is binned in the pass that sums the softmax's denominator, and reused by every select of the
+// row. Masses are summed in fixed point (sample_fx: two 64-bit integers, p to 2^-80), so the
+// sums are exact and the same in any order: the shared-memory atomics that build a bin's sums
+// give the same result from run to run.
 
 // SAMPLE_BLOCK is the block size sample_rows is launched with (ops.go: sampleBlock).
 #define SAMPLE_BLOCK 256
-// SAMPLE_LIST is the most tokens of one threshold bucket that sample_search ranks by sorting
-// them on one thread; a larger bucket is walked with a block reduction per token.
-#define SAMPLE_LIST 256
+// SAMPLE_BINS is the radix select's bins per level (one per thread of the block).
+#define SAMPLE_BINS SAMPLE_BLOCK
+// SAMPLE_BIN0_SHIFT: the first level's bins 1..255 are each 2^49 keys wide (an eighth of a
+// binade of p), the top 255 of them ending at p = 1; bin 0 holds every p below (under about
+// 2^-31.9), binned again only when a target falls in it.
+#define SAMPLE_BIN0_SHIFT 49
 
-__device__ __forceinline__ bool kept_tok(double v, int i, double vc, int ic) { return v > vc || (v == vc && i <= ic); }
+// SAMPLE_PASS marks one pass over a row of logits; a test harness may define it to count them.
+#ifndef SAMPLE_PASS
+#define SAMPLE_PASS()
+#endif
 
-// ranks_before: token (va, a) comes before (vb, b) in the sampling order.
-__device__ __forceinline__ bool ranks_before(double va, int a, double vb, int b) { return va > vb || (va == vb && a < b); }
+typedef unsigned long long u64;
+
+// SAMPLE_KEY1 is the key of p = 1, the largest p.
+#define SAMPLE_KEY1 0x3ff0000000000000ull
+
+// sample_px is the unnormalised probability of logit x: 0 for NaN.
+__device__ __forceinline__ double sample_px(float x, float mx, double inv_t) {
+	return x == x ? exp((double)(x - mx) * inv_t) : 0.0;
+}
+
+// sample_p is token i's unnormalised probability.
+__device__ __forceinline__ double sample_p(const float *l, int i, float mx, double inv_t) { return sample_px(l[i], mx, inv_t); }
+
+// sample_ord encodes a float (not NaN) as an unsigned integer of the same order, for the
+// integer atomicMin and atomicMax; sample_unord decodes it.
+__device__ __forceinline__ unsigned sample_ord(float x) {
+	unsigned u = __float_as_uint(x);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float sample_unord(unsigned o) { return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o); }
+
+// sample_fx writes p ∈ [0, 1] in fixed point: p = (hi + lo · 2^-40) · 2^-40, truncated below
+// 2^-80. Every step is exact in f64 (scalings by powers of two, floor, the fraction of an
+// integer-and-fraction), so both backends of the kernels get the same bits. A sum of V such
+// pairs fits 64-bit integers for V < 2^23.
+__device__ __forceinline__ void sample_fx(double p, u64 *hi, u64 *lo) {
+	double s = p * 0x1p40, h = floor(s);
+	*hi = (u64)h;
+	*lo = (u64)((s - h) * 0x1p40);
+}
+
+// sample_fx_val is the f64 nearest a fixed-point sum (one rounding after the carry).
+__device__ __forceinline__ double sample_fx_val(u64 hi, u64 lo) {
+	hi += lo >> 40;
+	lo &= (1ull << 40) - 1;
+	return (double)hi * 0x1p-40 + (double)lo * 0x1p-80;
+}
+
+// ranks_before: token (ka, a), ka its key, comes before (kb, b) in the sampling order.
+__device__ __forceinline__ bool ranks_before(u64 ka, int a, u64 kb, int b) { return ka > kb || (ka == kb && a < b); }
 
 // block_sum_d returns the f64 sum of v over the block to every thread, in a fixed order (a
 // tree over the threads), so that a row's sums are the same from run to run. sh holds
@@ -77,133 +132,231 @@ __device__ double block_sum_d(double v, double *sh) {
 	return r;
 }
 
-// block_first returns, to every thread, the id of the first-ranked token among those the
-// threads offer (id < 0: none), or -1. sv, si hold SAMPLE_BLOCK entries each.
-__device__ int block_first(double v, int id, double *sv, int *si) {
-	int tid = threadIdx.x;
-	sv[tid] = v;
-	si[tid] = id;
-	__syncthreads();
-	for (int s = SAMPLE_BLOCK / 2; s > 0; s >>= 1) {
-		if (tid < s) {
-			int o = si[tid + s];
-			if (o >= 0 && (si[tid] < 0 || ranks_before(sv[tid + s], o, sv[tid], si[tid]))) {
-				sv[tid] = sv[tid + s];
-				si[tid] = o;
-			}
-		}
-		__syncthreads();
-	}
-	int r = si[0];
-	__syncthreads();
-	return r;
-}
-
-// hiword is the upper 32 bits of v's encoding: for v ≥ 0 they rise with v.
-__device__ __forceinline__ unsigned hiword(double v) { return (unsigned)__double2hiint(v); }
-
-// kept_mass sums over the kept tokens with p > 0 whose hiword is at least h: their count
-// (count) or their probability mass.
-__device__ double kept_mass(const double *p, int V, unsigned h, double vc, int ic, bool count, double *sh) {
-	double s = 0;
-	for (int i = threadIdx.x; i < V; i += SAMPLE_BLOCK) {
-		double v = p[i];
-		if (v > 0 && hiword(v) >= h && kept_tok(v, i, vc, ic))
-			s += count ? 1.0 : v;
-	}
-	return block_sum_d(s, sh);
-}
-
-// Sampling scratch in shared memory.
-struct sample_shared {
-	double d[SAMPLE_BLOCK];
-	int id[SAMPLE_BLOCK];
-	int list[SAMPLE_LIST];
-	int n, pick;
+// sample_hist is one level of a radix select: per bin, its tokens' count, lowest index, mass
+// (fixed point, hi and lo), the least and greatest key among them, and the least and greatest
+// of their logits (sample_ord).
+struct sample_hist {
+	unsigned n[SAMPLE_BINS], first[SAMPLE_BINS], lmin[SAMPLE_BINS], lmax[SAMPLE_BINS];
+	u64 hi[SAMPLE_BINS], lo[SAMPLE_BINS], kmin[SAMPLE_BINS], kmax[SAMPLE_BINS];
 };
 
-// sample_search walks the kept tokens with p > 0 in rank order, adding up their count (count)
-// or mass, and returns the first token at which the sum passes target (sum > target with
-// strict, else sum ≥ target), or -1 when the whole sum does not. A bisection on the hiword
-// (30 passes) finds the bucket of equal hiwords that holds it; that bucket's tokens are then
-// ranked exactly and summed one by one after the mass of the buckets above it. Not inlined:
-// sample_rows calls it up to four times, and one copy keeps the PTX small.
-__device__ __noinline__ int sample_search(const double *p, int V, double vc, int ic, bool count, bool strict, double target,
-                             sample_shared *sh) {
-	unsigned lo = 0, hi = hiword(1.0);
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo + 1) / 2;
-		double s = kept_mass(p, V, mid, vc, ic, count, sh->d);
-		if (strict ? s > target : s >= target)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	if (lo == 0) { // the bisection never tried the bottom bucket
-		double s = kept_mass(p, V, 0, vc, ic, count, sh->d);
-		if (!(strict ? s > target : s >= target))
-			return -1;
-	}
-	double acc = lo < hiword(1.0) ? kept_mass(p, V, lo + 1, vc, ic, count, sh->d) : 0.0;
-	if (threadIdx.x == 0)
-		sh->n = 0;
-	__syncthreads();
-	for (int i = threadIdx.x; i < V; i += SAMPLE_BLOCK) {
-		double v = p[i];
-		if (v > 0 && hiword(v) == lo && kept_tok(v, i, vc, ic)) {
-			int k = atomicAdd(&sh->n, 1);
-			if (k < SAMPLE_LIST)
-				sh->list[k] = i;
-		}
-	}
-	__syncthreads();
-	int n = sh->n, found = -1;
-	if (n <= SAMPLE_LIST) {
-		if (threadIdx.x == 0) {
-			int *L = sh->list;
-			for (int a = 1; a < n; a++) { // insertion sort into rank order
-				int x = L[a], b = a;
-				for (; b > 0 && ranks_before(p[x], x, p[L[b - 1]], L[b - 1]); b--)
-					L[b] = L[b - 1];
-				L[b] = x;
-			}
-			for (int a = 0; a < n && found < 0; a++) {
-				acc += count ? 1.0 : p[L[a]];
-				if (strict ? acc > target : acc >= target)
-					found = L[a];
-			}
-			if (found < 0 && n > 0) // the bucket's own sum fell short by rounding: its last token
-				found = L[n - 1];
-			sh->pick = found;
-		}
-		__syncthreads();
-		return sh->pick; // rewritten only after the barriers of another search
+// Sampling scratch in shared memory (about 28 KB).
+struct sample_shared {
+	sample_hist h0, h; // the first level (all tokens of the row) and the level being refined
+	double d[SAMPLE_BLOCK];
+	int id[SAMPLE_BLOCK];
+	// sample_select's state, written by thread 0: the key's phase (0: the key is p's encoding;
+	// 1: among the tokens whose p has encoding v, the key is V-1-index, so that it falls with the
+	// index), the key range [a, e] being binned and its bin width 2^s; the count and mass (nb,
+	// hb, lb) of the tokens ranked before that range; done, and the pick with its p's encoding;
+	// [flo, fhi], the logits of the range's tokens.
+	int phase, s, done, pick;
+	unsigned nb;
+	u64 hb, lb, a, e, v, pkey;
+	float flo, fhi;
+};
 
+// sample_hist_pass is one pass over the row. With zsum it returns this thread's share of the
+// sum of p (in the order of the pass before this kernel used a radix select); with bin, it
+// bins into h the tokens with p > 0 whose key (of phase, with v) lies in [a, e]: bin 0 below
+// lo, else 1 + (key - lo) >> s. Without zsum it computes p only for logits in [flo, fhi],
+// which hold every token of [a, e] (the range is a bin of the level before, whose logits
+// that level noted): a refining pass takes an exponential per token of the range, not of
+// the row. Bin 0 is summed in registers first and added once per thread: in the first level
+// it holds most of a peaked row's vocabulary, which per-token atomics would serialise on.
+__device__ double sample_hist_pass(const float *l, int V, float mx, double inv_t, bool zsum, bool bin, int phase, u64 v,
+                                   u64 a, u64 e, u64 lo, int s, float flo, float fhi, sample_hist *h) {
+	int tid = threadIdx.x;
+	SAMPLE_PASS();
+	if (bin) {
+		h->n[tid] = 0;
+		h->first[tid] = 0xffffffffu;
+		h->lmin[tid] = 0xffffffffu;
+		h->lmax[tid] = 0;
+		h->hi[tid] = h->lo[tid] = 0;
+		h->kmin[tid] = ~0ull;
+		h->kmax[tid] = 0;
+		__syncthreads();
 	}
-	// A bucket too large to list: take its tokens in rank order, one block reduction each.
-	double pv = INFINITY;
-	int pi = -1;
-	for (int a = 0; a < n; a++) {
-		double bv = 0;
-		int bi = -1;
-		for (int i = threadIdx.x; i < V; i += SAMPLE_BLOCK) {
-			double v = p[i];
-			if (v > 0 && hiword(v) == lo && kept_tok(v, i, vc, ic) && ranks_before(pv, pi, v, i) &&
-			    (bi < 0 || ranks_before(v, i, bv, bi))) {
-				bv = v;
-				bi = i;
-			}
+	unsigned n0 = 0, f0 = 0, lmn0 = 0xffffffffu, lmx0 = 0;
+	u64 hi0 = 0, lo0 = 0, mn0 = ~0ull, mx0 = 0;
+	double z = 0;
+	for (int i = tid; i < V; i += SAMPLE_BLOCK) {
+		float x = l[i];
+		if (!zsum && !(x >= flo && x <= fhi))
+			continue;
+		double p = sample_px(x, mx, inv_t);
+		z += p;
+		if (!bin || !(p > 0))
+			continue;
+		u64 k = (u64)__double_as_longlong(p);
+		if (phase) {
+			if (k != v)
+				continue;
+			k = (u64)(V - 1 - i);
 		}
-		int b = block_first(bv, bi, sh->d, sh->id);
-		if (b < 0)
-			break;
-		pv = p[b];
-		pi = b;
-		acc += count ? 1.0 : pv;
-		if (strict ? acc > target : acc >= target)
-			return b;
+		if (k < a || k > e)
+			continue;
+		u64 qh, ql;
+		sample_fx(p, &qh, &ql);
+		unsigned xo = sample_ord(x);
+		if (k < lo) {
+			if (n0++ == 0)
+				f0 = i; // this thread's indices rise
+			hi0 += qh;
+			lo0 += ql;
+			mn0 = k < mn0 ? k : mn0;
+			mx0 = k > mx0 ? k : mx0;
+			lmn0 = xo < lmn0 ? xo : lmn0;
+			lmx0 = xo > lmx0 ? xo : lmx0;
+			continue;
+		}
+		int b = 1 + (int)((k - lo) >> s);
+		atomicAdd(&h->n[b], 1u);
+		atomicMin(&h->first[b], (unsigned)i);
+		atomicAdd(&h->hi[b], qh);
+		atomicAdd(&h->lo[b], ql);
+		atomicMin(&h->kmin[b], k);
+		atomicMax(&h->kmax[b], k);
+		atomicMin(&h->lmin[b], xo);
+		atomicMax(&h->lmax[b], xo);
 	}
-	return pi;
+	if (n0) {
+		atomicAdd(&h->n[0], n0);
+		atomicMin(&h->first[0], f0);
+		atomicAdd(&h->hi[0], hi0);
+		atomicAdd(&h->lo[0], lo0);
+		atomicMin(&h->kmin[0], mn0);
+		atomicMax(&h->kmax[0], mx0);
+		atomicMin(&h->lmin[0], lmn0);
+		atomicMax(&h->lmax[0], lmx0);
+	}
+	if (bin)
+		__syncthreads();
+	return z;
+}
+
+// shfl_u64 is lane src's v (a 64-bit __shfl_sync).
+__device__ __forceinline__ u64 shfl_u64(u64 v, int src) {
+	return ((u64)__shfl_sync(FULL_MASK, (unsigned)(v >> 32), src) << 32) | __shfl_sync(FULL_MASK, (unsigned)v, src);
+}
+
+// SAMPLE_LANE_BINS is the bins each lane of sample_descend's warp walks.
+#define SAMPLE_LANE_BINS (SAMPLE_BINS / 32)
+
+// sample_descend (warp 0, every lane) walks the bins of h from the top, adding each one's
+// count or mass to what ranks before it, to the first bin where the sum passes target; it then
+// ends the select (that bin holds one token, or none passes) or narrows the key range to the
+// bin's keys. Lane L takes SAMPLE_LANE_BINS bins from the top down, starting SAMPLE_LANE_BINS·L
+// below the top one, after a scan over the lanes of what the bins above its own hold: the
+// integer sums are exact, so every bin gets the sum a walk over all bins on one thread would
+// give it, and the first lane with a passing bin finishes alone.
+__device__ void sample_descend(const sample_hist *h, bool count, bool strict, double target, int V, sample_shared *sh) {
+	__syncwarp(); // thread 0's start of the select is seen
+	int lane = threadIdx.x & 31, top = SAMPLE_BINS - 1 - lane * SAMPLE_LANE_BINS;
+	unsigned n = 0;
+	u64 hs = 0, ls = 0;
+	for (int j = 0; j < SAMPLE_LANE_BINS; j++) {
+		n += h->n[top - j];
+		hs += h->hi[top - j];
+		ls += h->lo[top - j];
+	}
+	unsigned in = n; // inclusive scans over the lanes, lane 0 first
+	u64 ih = hs, il = ls;
+	for (int d = 1; d < 32; d <<= 1) {
+		unsigned on = __shfl_sync(FULL_MASK, in, max(lane - d, 0));
+		u64 oh = shfl_u64(ih, max(lane - d, 0)), ol = shfl_u64(il, max(lane - d, 0));
+		if (lane >= d) {
+			in += on;
+			ih += oh;
+			il += ol;
+		}
+	}
+	unsigned nb = sh->nb + (in - n);
+	u64 hb = sh->hb + (ih - hs), lb = sh->lb + (il - ls);
+	int pick = -1;
+	for (int j = 0; j < SAMPLE_LANE_BINS; j++) {
+		int b = top - j;
+		unsigned c = h->n[b];
+		if (c == 0)
+			continue;
+		u64 h2 = hb + h->hi[b], l2 = lb + h->lo[b];
+		double sum = count ? (double)(nb + c) : sample_fx_val(h2, l2);
+		if (strict ? sum > target : sum >= target) {
+			pick = b;
+			break;
+		}
+		nb += c;
+		hb = h2;
+		lb = l2;
+	}
+	unsigned found = __ballot_sync(FULL_MASK, pick >= 0);
+	if (found == 0) { // none passes: lane 31 has summed every bin
+		if (lane == 31) {
+			sh->nb = nb;
+			sh->hb = hb;
+			sh->lb = lb;
+			sh->done = 1;
+			sh->pick = -1;
+		}
+		return;
+	}
+	if (lane != __ffs(found) - 1)
+		return;
+	sh->nb = nb;
+	sh->hb = hb;
+	sh->lb = lb;
+	sh->done = 1;
+	sh->pick = -1;
+	if (h->n[pick] == 1) {
+		sh->pick = (int)h->first[pick];
+		sh->pkey = sh->phase ? sh->v : h->kmin[pick];
+		return;
+	}
+	u64 a = h->kmin[pick], e = h->kmax[pick];
+	sh->flo = sample_unord(h->lmin[pick]);
+	sh->fhi = sample_unord(h->lmax[pick]);
+	if (sh->phase == 0 && a == e) { // a run of equal p: on by index
+		sh->phase = 1;
+		sh->v = a;
+		a = 0;
+		e = (u64)(V - 1) - h->first[pick];
+	}
+	int s = 0;
+	while (((e - a) >> s) > SAMPLE_BINS - 2)
+		s++;
+	sh->a = a;
+	sh->e = e;
+	sh->s = s;
+	sh->done = 0;
+}
+
+// sample_select finds the token at which the count (count) or the mass of the tokens with
+// p > 0, summed in rank order, passes target (sum > target with strict, else sum ≥ target):
+// sh->pick, or -1 when the whole sum does not; sh->pkey is its p's encoding, and sh->nb, hb,
+// lb the count and mass ranked before it. It starts from sh->h0, the row's first level. Each
+// further level is a pass over the row and cuts the key range 255-fold: at most 8 levels on
+// p's encoding (62 bits below p = 1) and 3 on the index of a run of ties (V < 2^24). Not
+// inlined: sample_rows calls it up to four times.
+__device__ __noinline__ void sample_select(const float *l, int V, float mx, double inv_t, bool count, bool strict,
+                                           double target, sample_shared *sh) {
+	__syncthreads(); // every thread has read the last select's result
+	if (threadIdx.x == 0) {
+		sh->phase = 0;
+		sh->nb = 0;
+		sh->hb = sh->lb = 0;
+	}
+	const sample_hist *h = &sh->h0;
+	for (;;) {
+		if (threadIdx.x < 32)
+			sample_descend(h, count, strict, target, V, sh);
+		__syncthreads();
+		if (sh->done)
+			return;
+		sample_hist_pass(l, V, mx, inv_t, false, true, sh->phase, sh->v, sh->a, sh->e, sh->a, sh->s, sh->flo, sh->fhi,
+		                 &sh->h);
+		h = &sh->h;
+	}
 }
 
 // sample_rows picks one token per row of logits as generate's host sampler does and writes its
@@ -214,43 +367,46 @@ __device__ __noinline__ int sample_search(const double *p, int V, double vc, int
 // is left (1: off); with neither cut the draw walks the vocabulary in index order, else in rank
 // order, to the first token where the mass summed so far exceeds u times the kept mass. lp[r]
 // is the token's log-softmax of l/T over the whole vocabulary (before the cuts), at most 0.
-// scratch holds V doubles per row. Block: SAMPLE_BLOCK threads.
+// Block: SAMPLE_BLOCK threads. Passes over the row: 3 without a cut (max, exponentials, the
+// index-order draw); with one, 2 and then one per level that a select refines (see
+// sample_select).
 KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int *__restrict__ greedy,
-                        const float *__restrict__ logits, const double *__restrict__ params, double *__restrict__ scratch,
-                        int V) {
+                        const float *__restrict__ logits, const double *__restrict__ params, int V) {
 	__shared__ sample_shared sh;
 	__shared__ float red[32];
 	int r = blockIdx.x, tid = threadIdx.x;
 	const float *l = logits + (size_t)r * V;
-	double *p = scratch + (size_t)r * V;
 	double inv_t = params[4 * r], top_p = params[4 * r + 1], u = params[4 * r + 2];
 	int k = (int)params[4 * r + 3];
+	SAMPLE_PASS();
 	float mx = -INFINITY;
 	for (int i = tid; i < V; i += SAMPLE_BLOCK)
 		if (l[i] == l[i])
 			mx = fmaxf(mx, l[i]);
 	mx = block_max(mx, red);
-	double z = 0;
-	for (int i = tid; i < V; i += SAMPLE_BLOCK) {
-		double e = l[i] == l[i] ? exp((double)(l[i] - mx) * inv_t) : 0.0;
-		p[i] = e;
-		z += e;
-	}
+	bool cut = k != 1 && ((k > 0 && k < V) || top_p < 1);
+	// The first level of every select: bins 1..255 an eighth of a binade each, up to p = 1.
+	const u64 lo0 = SAMPLE_KEY1 + 1 - ((u64)(SAMPLE_BINS - 1) << SAMPLE_BIN0_SHIFT);
+	double z = sample_hist_pass(l, V, mx, inv_t, true, cut, 0, 0, 0, SAMPLE_KEY1, lo0, SAMPLE_BIN0_SHIFT, -INFINITY,
+	                            INFINITY, &sh.h0);
 	z = block_sum_d(z, sh.d);
 	int tok = -1;
 	if (k == 1) {
 		tok = greedy[r];
-	} else if ((k <= 0 || k >= V) && !(top_p < 1)) {
+	} else if (!cut) {
 		// No cut: walk the vocabulary in index order. Each thread owns a contiguous chunk; an
 		// exclusive scan over the chunks' mass finds the chunk holding u·z, and its thread walks it.
+		SAMPLE_PASS();
 		int chunk = (V + SAMPLE_BLOCK - 1) / SAMPLE_BLOCK, c0 = min(V, tid * chunk), c1 = min(V, c0 + chunk);
 		double s = 0;
 		int last = -1;
-		for (int i = c0; i < c1; i++)
-			if (p[i] > 0) {
-				s += p[i];
+		for (int i = c0; i < c1; i++) {
+			double p = sample_p(l, i, mx, inv_t);
+			if (p > 0) {
+				s += p;
 				last = i;
 			}
+		}
 		sh.d[tid] = s;
 		sh.id[tid] = last;
 		__syncthreads();
@@ -260,12 +416,14 @@ KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int
 				int c0 = min(V, i * chunk), c1 = min(V, c0 + chunk);
 				if (sh.d[i] > 0 && x < run + sh.d[i]) {
 					double w = run;
-					for (int j = c0; j < c1 && tok < 0; j++)
-						if (p[j] > 0) {
-							w += p[j];
+					for (int j = c0; j < c1 && tok < 0; j++) {
+						double p = sample_p(l, j, mx, inv_t);
+						if (p > 0) {
+							w += p;
 							if (w > x)
 								tok = j;
 						}
+					}
 					if (tok < 0) // rounding: the chunk's last token
 						tok = sh.id[i];
 				}
@@ -278,27 +436,58 @@ KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int
 		__syncthreads();
 		tok = sh.pick;
 	} else {
-		double vc = -1, kept = z;
-		int ic = V;
+		// The kept set is the rank-order prefix up to last (all tokens with p > 0 while
+		// last < 0); kh, kl its mass.
+		if (tid == 0) {
+			unsigned n = 0;
+			u64 hi = 0, lo = 0;
+			for (int b = 0; b < SAMPLE_BINS; b++) {
+				n += sh.h0.n[b];
+				hi += sh.h0.hi[b];
+				lo += sh.h0.lo[b];
+			}
+			sh.nb = n;
+			sh.hb = hi;
+			sh.lb = lo;
+		}
+		__syncthreads();
+		unsigned npos = sh.nb;
+		u64 kh = sh.hb, kl = sh.lb, lastk = 0;
+		int last = -1;
 		if (k > 0 && k < V) {
-			int b = sample_search(p, V, vc, ic, true, false, (double)k, &sh);
-			if (b >= 0) {
-				vc = p[b];
-				ic = b;
-				kept = kept_mass(p, V, 0, vc, ic, false, sh.d);
+			sample_select(l, V, mx, inv_t, true, false, (double)k, &sh);
+			if (sh.pick >= 0) {
+				last = sh.pick;
+				lastk = sh.pkey;
+				u64 qh, ql;
+				sample_fx(__longlong_as_double((long long)lastk), &qh, &ql);
+				kh = sh.hb + qh;
+				kl = sh.lb + ql;
 			}
 		}
 		if (top_p < 1) {
-			int b = sample_search(p, V, vc, ic, false, false, top_p * kept, &sh);
-			if (b >= 0) {
-				vc = p[b];
-				ic = b;
-				kept = kept_mass(p, V, 0, vc, ic, false, sh.d);
+			sample_select(l, V, mx, inv_t, false, false, top_p * sample_fx_val(kh, kl), &sh);
+			int b = sh.pick;
+			if (b >= 0 && (last < 0 || !ranks_before(lastk, last, sh.pkey, b))) {
+				last = b;
+				lastk = sh.pkey;
+				u64 qh, ql;
+				sample_fx(__longlong_as_double((long long)lastk), &qh, &ql);
+				kh = sh.hb + qh;
+				kl = sh.lb + ql;
 			}
 		}
-		tok = sample_search(p, V, vc, ic, false, true, u * kept, &sh);
-		if (tok < 0) // u·kept at or past the kept mass by rounding: the last kept token
-			tok = sample_search(p, V, vc, ic, true, false, kept_mass(p, V, 0, vc, ic, true, sh.d), &sh);
+		sample_select(l, V, mx, inv_t, false, true, u * sample_fx_val(kh, kl), &sh);
+		tok = sh.pick;
+		if (tok < 0 || (last >= 0 && ranks_before(lastk, last, sh.pkey, tok))) {
+			// u·kept at or past the kept mass by rounding: the last kept token
+			if (last >= 0) {
+				tok = last;
+			} else {
+				sample_select(l, V, mx, inv_t, true, false, (double)npos, &sh);
+				tok = sh.pick;
+			}
+		}
 	}
 	if (tid == 0) {
 		if (tok < 0 || tok >= V)
