@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -163,6 +164,45 @@ func NewPassword() (string, error) {
 		return "", fmt.Errorf("generate the reader's password: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// Execer runs a statement: a *sql.DB, *sql.Conn or *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// SetupExec returns the statement runner of a reader's setup on an administrator's connection
+// or transaction: an error names the statement's first line, cut before secret (the keyword
+// the engine's password follows: " IDENTIFIED BY ", " PASSWORD "), so the password is never
+// echoed.
+func SetupExec(ctx context.Context, ex Execer, secret string) func(q string, args ...any) error {
+	return func(q string, args ...any) error {
+		if _, err := ex.ExecContext(ctx, q, args...); err != nil {
+			q, _, _ = strings.Cut(q, secret)
+			return fmt.Errorf("%s: %w", FirstLine(q), err)
+		}
+		return nil
+	}
+}
+
+// RowQueryer reads one row: a *sql.DB, *sql.Conn or *sql.Tx.
+type RowQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// StoredPassword returns the reader's password kept in ReaderMeta, read by query (one column,
+// the reader's name its one argument), and stored true; or, when no row holds one, a new
+// password (NewPassword) and stored false.
+func StoredPassword(ctx context.Context, q RowQueryer, query, name string) (password string, stored bool, err error) {
+	var p sql.NullString
+	if err := q.QueryRowContext(ctx, query, name).Scan(&p); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", false, fmt.Errorf("read the stored password: %w", err)
+	}
+	if p.Valid {
+		return p.String, true, nil
+	}
+	password, err = NewPassword()
+	return password, false, err
 }
 
 // SQLString quotes s as a standard SQL string literal.

@@ -107,13 +107,7 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 		return fail(err)
 	}
 	defer closeConn()
-	exec := func(q string, args ...any) error {
-		if _, err := conn.ExecContext(ctx, q, args...); err != nil {
-			q, _, _ = strings.Cut(q, " IDENTIFIED BY ") // never echo the password
-			return fmt.Errorf("%s: %w", sandbox.FirstLine(q), err)
-		}
-		return nil
-	}
+	exec := sandbox.SetupExec(ctx, conn, " IDENTIFIED BY ")
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", mysqlReaderLock).Scan(&got); err != nil || got.Int64 != 1 {
 		return fail(fmt.Errorf("take the lock %s: %v (granted %v)", mysqlReaderLock, err, got.Int64 == 1))
@@ -127,16 +121,9 @@ func ensureMySQLReader(ctx context.Context, dsn, name string, hosts, targets []s
 			return fail(err)
 		}
 	}
-	var password string
-	err = conn.QueryRowContext(ctx, "SELECT password FROM "+sandbox.ReaderMeta+".readers WHERE name = ?", name).Scan(&password)
-	stored := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fail(fmt.Errorf("read the stored password: %w", err))
-	}
-	if !stored {
-		if password, err = sandbox.NewPassword(); err != nil {
-			return fail(err)
-		}
+	password, stored, err := sandbox.StoredPassword(ctx, conn, "SELECT password FROM "+sandbox.ReaderMeta+".readers WHERE name = ?", name)
+	if err != nil {
+		return fail(err)
 	}
 	existing, err := sandbox.QueryStrings(ctx, conn, "SELECT Host FROM mysql.user WHERE User = ?", name)
 	if err != nil {

@@ -120,13 +120,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 		return fail(err)
 	}
 	defer done()
-	exec := func(q string, args ...any) error {
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			q, _, _ = strings.Cut(q, " PASSWORD ") // never echo the password
-			return fmt.Errorf("%s: %w", sandbox.FirstLine(q), err)
-		}
-		return nil
-	}
+	exec := sandbox.SetupExec(ctx, tx, " PASSWORD ")
 	role := sandbox.QuoteIdent(datasets.Postgres, name)
 	meta := sandbox.QuoteIdent(datasets.Postgres, sandbox.ReaderMeta)
 	for _, q := range []string{
@@ -139,15 +133,9 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 			return fail(err)
 		}
 	}
-	var stored sql.NullString
-	if err := tx.QueryRowContext(ctx, "SELECT password FROM "+meta+".readers WHERE name = $1", name).Scan(&stored); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fail(fmt.Errorf("read the stored password: %w", err))
-	}
-	password := stored.String
-	if !stored.Valid {
-		if password, err = sandbox.NewPassword(); err != nil {
-			return fail(err)
-		}
+	password, stored, err := sandbox.StoredPassword(ctx, tx, "SELECT password FROM "+meta+".readers WHERE name = $1", name)
+	if err != nil {
+		return fail(err)
 	}
 	attrs, memberOf, exists, err := pgRole(ctx, tx, name)
 	if err != nil {
@@ -166,7 +154,7 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 		if x := attrs.extras(); len(x) > 0 || !attrs.login || attrs.inherit {
 			rep.Changes = append(rep.Changes, fmt.Sprintf("attributes reset to LOGIN NOINHERIT only (had %s)", strings.Join(append(x, fmt.Sprintf("login=%v", attrs.login), fmt.Sprintf("inherit=%v", attrs.inherit)), ", ")))
 		}
-		if !stored.Valid {
+		if !stored {
 			rep.Changes = append(rep.Changes, "password reset (none was stored in this database)")
 		}
 		// The stored password is set again every time: another database of this cluster may
