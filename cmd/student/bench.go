@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/chainedsql/chainedsql/inference/bench"
-	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
 
@@ -49,12 +48,11 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 		if o.Model == "" {
 			return cli.Usagef("--model DIR is required")
 		}
-		if err := wf.check(); err != nil {
+		wt, kvBF16, err := wf.parse()
+		if err != nil {
 			return err
 		}
-		o.DType, _ = qwen2.ParseWeightType(wf.dtype)
-		o.KVBF16, _ = qwen2.ParseKVCache(wf.kv)
-		o.Threads, o.Mmap = wf.threads, wf.mmap
+		o.DType, o.KVBF16, o.Threads, o.Mmap = wt, kvBF16, wf.threads, wf.mmap
 		if err := o.Check(); err != nil {
 			return cli.Usage(err)
 		}

@@ -45,13 +45,22 @@ func (w *weightFlags) add(fs *flag.FlagSet, prefix string) {
 
 // check returns the usage error of a bad --dtype or --kv.
 func (w *weightFlags) check() error {
-	if _, err := qwen2.ParseWeightType(w.dtype); err != nil {
-		return cli.Usagef("--dtype: %v", err)
+	_, _, err := w.parse()
+	return err
+}
+
+// parse returns the weight type and whether the KV cache is bf16, or the usage error of a bad
+// --dtype or --kv.
+func (w *weightFlags) parse() (qwen2.WeightType, bool, error) {
+	wt, err := qwen2.ParseWeightType(w.dtype)
+	if err != nil {
+		return "", false, cli.Usagef("--dtype: %v", err)
 	}
-	if _, err := qwen2.ParseKVCache(w.kv); err != nil {
-		return cli.Usagef("--kv %q: want f32 or bf16", w.kv)
+	kvBF16, err := qwen2.ParseKVCache(w.kv)
+	if err != nil {
+		return "", false, cli.Usagef("--kv %q: want f32 or bf16", w.kv)
 	}
-	return nil
+	return wt, kvBF16, nil
 }
 
 // check returns the usage error of a missing --model, a bad --dtype or a bad --backend.
