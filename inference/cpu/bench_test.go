@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -324,20 +325,27 @@ func BenchmarkStreamRead(b *testing.B) {
 	}
 }
 
+// hugeLayers returns the matrices of qLayers layers of dtype dt (layerMats) in huge-page memory
+// of a.
+func hugeLayers(a *hugemem.Arena, dt DType) [][]*Matrix {
+	var layers [][]*Matrix
+	for l := range qLayers {
+		var ms []*Matrix
+		for _, m := range layerMats(dt, uint64(10*l+5)) {
+			ms = append(ms, hugeCopy(a, m))
+		}
+		layers = append(layers, ms)
+	}
+	return layers
+}
+
 // BenchmarkDecodeFusedAB times one decode token's layer products (24 layers, no LM head) with
 // the projections that share an input fused (MatMuls: q, k, v and gate, up) against one MatMul
 // each, alternating per token in one process; tok/s figures are medians.
 func BenchmarkDecodeFusedAB(b *testing.B) {
 	for _, dt := range []DType{BF16, Q8} {
 		var mem hugemem.Arena
-		var layers [][]*Matrix
-		for l := range qLayers {
-			var ms []*Matrix
-			for _, m := range layerMats(dt, uint64(10*l+5)) {
-				ms = append(ms, hugeCopy(&mem, m))
-			}
-			layers = append(layers, ms)
-		}
+		layers := hugeLayers(&mem, dt)
 		x := fastMatrix(F32, 1, qInter, 5).F32
 		q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
 		g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
@@ -408,4 +416,56 @@ func BenchmarkPackAB(b *testing.B) {
 	}
 	b.ReportMetric(median(tr), "transpose-MB/s")
 	b.ReportMetric(median(ga), "gather-MB/s")
+}
+
+// BenchmarkBF16Rows8AB times one bf16 decode token's layer products (24 layers of the 0.5B
+// shape, fused as the forward pass fuses them: MatMuls of q, k, v and of gate, up) with eight
+// rows per kernel call (dot8BF16P, the zen5 plan's) against four (dot4BF16P), alternating per
+// token in one process, on GOMAXPROCS threads (-cpu). It reports the median tok/s of each and, less sensitive to other
+// processes on the machine, the tok/s of the sum over layers of each layer's fastest time
+// ("best-").
+func BenchmarkBF16Rows8AB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only")
+	}
+	defer withThreads(runtime.GOMAXPROCS(0))()
+	was := rows8Force.Load()
+	defer rows8Force.Store(was)
+	var mem hugemem.Arena
+	defer mem.Free()
+	layers := hugeLayers(&mem, BF16)
+	x := fastMatrix(F32, 1, qInter, 5).F32
+	q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
+	g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
+	modes := []int32{1, -1} // eight rows, four rows
+	tps := make([][]float64, len(modes))
+	best := make([][]float64, len(modes)) // per layer, least seconds
+	for i := range best {
+		best[i] = make([]float64, qLayers)
+	}
+	for b.Loop() {
+		for i, mode := range modes {
+			rows8Force.Store(mode)
+			t0 := time.Now()
+			for l, ly := range layers {
+				t1 := time.Now()
+				MatMuls([][]float32{q, k, v}, ly[:3], x[:qHidden], 1)
+				MatMul(o, ly[3], x[:qHidden], 1)
+				MatMuls([][]float32{g, u}, ly[4:6], x[:qHidden], 1)
+				MatMul(o, ly[6], x, 1)
+				if d := time.Since(t1).Seconds(); best[i][l] == 0 || d < best[i][l] {
+					best[i][l] = d
+				}
+			}
+			tps[i] = append(tps[i], 1/time.Since(t0).Seconds())
+		}
+	}
+	for i, name := range []string{"rows8", "rows4"} {
+		var s float64
+		for _, d := range best[i] {
+			s += d
+		}
+		b.ReportMetric(median(tps[i]), name+"-tok/s")
+		b.ReportMetric(1/s, "best-"+name+"-tok/s")
+	}
 }

@@ -112,6 +112,15 @@ func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //go:noescape
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
 
+// The bf16 matrix-vector kernel of the zen5 decode plan: dot4BF16P on eight rows (ldw elements
+// apart) per call, each row summed in dot4BF16P's order, so out holds what two dot4BF16P calls
+// give, to the bit. Eight rows are eight DRAM streams in flight where dot4BF16P has four; with
+// PREFETCHNTA 8 KiB ahead it ran 10-19% faster on Zen 5 over the 0.5B layers, in one process
+// alternating with dot4BF16P (docs/BENCHMARKS.md). k a multiple of 32.
+//
+//go:noescape
+func dot8BF16P(w *uint16, ldw int, x *float32, k int, out *[8]float32)
+
 // A plain dot product (attention scores, RMSNorm), four accumulators.
 // n is a multiple of 8.
 //

@@ -51,10 +51,30 @@ func sizeStr(n int) string {
 type Plan struct {
 	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
 	Kernels string `json:"kernels"` // Kernels() of the tier in use
+	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
+	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results.
+	BF16Rows8 bool `json:"bf16_rows8"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
-func (p Plan) String() string { return p.Name + ": kernels " + p.Kernels }
+func (p Plan) String() string {
+	s := p.Name + ": kernels " + p.Kernels
+	if p.BF16Rows8 {
+		s += ", bf16 decode 8 rows"
+	}
+	return s
+}
+
+// rows8Force overrides the plan's BF16Rows8 for tests: 0 follows the plan, 1 on, -1 off.
+var rows8Force atomic.Int32
+
+// bf16Rows8 reports whether bf16 decode takes dot8BF16P (the plan's choice, or the tests').
+func bf16Rows8() bool {
+	if f := rows8Force.Load(); f != 0 {
+		return f > 0
+	}
+	return DecodePlan().BF16Rows8
+}
 
 var machineOnce = sync.OnceValue(readMachine)
 
@@ -76,9 +96,11 @@ func DecodePlan() Plan {
 }
 
 // planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
-// kernels as they are: the one variant tried, an f32 decode kernel with software prefetch (8 KiB
-// ahead, or the next group of four rows), was 5-15% slower than the plain one on Zen 5
-// (docs/BENCHMARKS.md), and no other CPU was there to measure, so no class takes it.
+// kernels as they are, but for one variant measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
+// on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
+// PREFETCHT2; no other CPU was there to measure, so only the zen5 class takes it. (An f32 decode
+// kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
+// than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {
 	p := Plan{Kernels: tierKernels(tier)}
 	switch {
@@ -92,6 +114,7 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "avx512-256"
 	case m.Uarch == "zen5":
 		p.Name = "zen5"
+		p.BF16Rows8 = true
 	default:
 		p.Name = "avx512"
 	}

@@ -221,6 +221,9 @@ type vecIn struct {
 	xs   []float32
 	k64  int // columns handled by dot4Q8VNNI (a multiple of 64)
 	bufs *vecBufs
+	// rows8: matVecRange takes eight bf16 rows per call (dot8BF16P), as the decode plan says
+	// (DecodePlan's BF16Rows8) for one input row.
+	rows8 bool
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -250,6 +253,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.f = grow(in.bufs.f, n*in.k32)
 		in.xp = in.bufs.f
+		in.rows8 = n == 1 && use512() && bf16Rows8()
 		for i := range n {
 			deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
 		}
@@ -371,23 +375,50 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 			dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
 		}
 	}
-	if k16 < c {
-		for j := range 4 {
-			ro := off + j*ld
-			var s float32
-			for k := k16; k < c; k++ {
-				s += elem(w, ro+k) * x[k]
-			}
-			out[j] += s
+	tailCols(w, off, ld, k16, x, out[:])
+}
+
+// dot8 computes out[j] = Σ_{c<Cols} w[r+j, c]·x_i[c] for j = 0..7 with dot8BF16P (bf16 weights,
+// in.k32 > 0): what dot4 gives for rows r and r+4, to the bit.
+func dot8(w *Matrix, r int, in *vecIn, i int, out *[8]float32) {
+	c := w.Cols
+	off := r * c
+	dot8BF16P(&w.U16[off], c, &in.xp[i*in.k32], in.k32, out)
+	tailCols(w, off, c, in.k32, in.x[i*c:(i+1)*c], out[:])
+}
+
+// tailCols adds Σ_{k0<=k<Cols} w[row j, k]·x[k] to out[j] for each j, row j at flat offset
+// off + j·ld: the columns the kernels leave (beyond their multiple of 16, 32 or 64).
+func tailCols(w *Matrix, off, ld, k0 int, x []float32, out []float32) {
+	c := w.Cols
+	if k0 >= c {
+		return
+	}
+	for j := range out {
+		ro := off + j*ld
+		var s float32
+		for k := k0; k < c; k++ {
+			s += elem(w, ro+k) * x[k]
 		}
+		out[j] += s
 	}
 }
 
-// matVecRange computes dst[i, lo:hi] for the in.n (< mvMaxN) input rows, 4 weight rows at a time.
+// matVecRange computes dst[i, lo:hi] for the in.n (< mvMaxN) input rows, 4 weight rows at a time
+// (8 with in.rows8, then 4 for what is left).
 func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	rows, n := w.Rows, in.n
 	var out [4]float32
 	r := lo
+	if in.rows8 {
+		var out8 [8]float32
+		for ; r+8 <= hi; r += 8 {
+			for i := range n {
+				dot8(w, r, in, i, &out8)
+				copy(dst[i*rows+r:i*rows+r+8], out8[:])
+			}
+		}
+	}
 	for ; r+4 <= hi; r += 4 {
 		for i := range n {
 			dot4(w, r, 1, in, i, &out)

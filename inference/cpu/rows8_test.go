@@ -1,0 +1,79 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBF16Rows8: bf16 decode through dot8BF16P (eight rows per call, the zen5 plan's) gives what
+// dot4BF16P gives, to the bit, for row counts that leave 1-7 rows to the four-row and one-row
+// kernels, column counts with and without a tail past the multiple of 32 (and under 32, where
+// neither kernel runs), ranges that start at odd multiples of 4 (two threads, and MatMuls' fused
+// matrices), whatever CPU class runs it.
+func TestBF16Rows8(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("CPU without AVX-512")
+	}
+	was := rows8Force.Load()
+	defer rows8Force.Store(was)
+	rng := rand.New(rand.NewPCG(30, 8))
+	run := func(force int32, f func()) {
+		rows8Force.Store(force)
+		f()
+	}
+	for _, th := range []int{1, 2} {
+		restore := withThreads(th)
+		for _, rows := range []int{1, 4, 7, 8, 9, 12, 13, 16, 20, 23, 29, 64, 900} {
+			for _, cols := range []int{16, 31, 32, 48, 64, 67, 96, 128, 160, 896} {
+				w := randMatrix(rng, BF16, rows, cols)
+				x := make([]float32, cols)
+				for c := range x {
+					x[c] = rng.Float32()*2 - 1
+				}
+				got, want := make([]float32, rows), make([]float32, rows)
+				run(1, func() { MatVec(got, w, x) })
+				run(-1, func() { MatVec(want, w, x) })
+				for r := range rows {
+					if got[r] != want[r] {
+						t.Fatalf("threads %d, %d×%d row %d: 8 rows %g, 4 rows %g", th, rows, cols, r, got[r], want[r])
+					}
+				}
+			}
+		}
+		// fused: the second and third matrix start inside a group of eight
+		ws := []*Matrix{randMatrix(rng, BF16, 12, 96), randMatrix(rng, BF16, 20, 96), randMatrix(rng, BF16, 9, 96)}
+		x := make([]float32, 96)
+		for c := range x {
+			x[c] = rng.Float32()*2 - 1
+		}
+		var got, want [][]float32
+		for _, w := range ws {
+			got, want = append(got, make([]float32, w.Rows)), append(want, make([]float32, w.Rows))
+		}
+		run(1, func() { MatMuls(got, ws, x, 1) })
+		run(-1, func() { MatMuls(want, ws, x, 1) })
+		for j := range ws {
+			for r := range got[j] {
+				if got[j][r] != want[j][r] {
+					t.Fatalf("threads %d, MatMuls matrix %d row %d: 8 rows %g, 4 rows %g", th, j, r, got[j][r], want[j][r])
+				}
+			}
+		}
+		restore()
+	}
+	// the forced setting reaches prepareVec on the AVX-512 tier, for one input row only
+	w := randMatrix(rng, BF16, 8, 64)
+	x := make([]float32, 2*64)
+	for _, c := range []struct {
+		force int32
+		n     int
+		want  bool
+	}{{1, 1, true}, {1, 2, false}, {-1, 1, false}} {
+		rows8Force.Store(c.force)
+		in, release := prepareVec(w, x, c.n)
+		release()
+		if in.rows8 != (c.want && use512()) {
+			t.Errorf("force %d, n=%d: rows8 %v, want %v", c.force, c.n, in.rows8, c.want && use512())
+		}
+	}
+}
