@@ -418,34 +418,50 @@ func BenchmarkPackAB(b *testing.B) {
 	b.ReportMetric(median(ga), "gather-MB/s")
 }
 
-// BenchmarkBF16Rows8AB times one bf16 decode token's layer products (24 layers of the 0.5B
-// shape, fused as the forward pass fuses them: MatMuls of q, k, v and of gate, up) with eight
-// rows per kernel call (dot8BF16P, the zen5 plan's) against four (dot4BF16P), alternating per
-// token in one process, on GOMAXPROCS threads (-cpu). It reports the median tok/s of each and, less sensitive to other
+// BenchmarkBF16Rows8AB times one bf16 decode token's layer products with eight rows per kernel
+// call (dot8BF16P, the zen5 plan's) against four (dot4BF16P); see decodeAB.
+func BenchmarkBF16Rows8AB(b *testing.B) {
+	was := rows8Force.Load()
+	defer rows8Force.Store(was)
+	decodeAB(b, BF16, []string{"rows8", "rows4"}, func(i int) { rows8Force.Store([]int32{1, -1}[i]) })
+}
+
+// BenchmarkQ8PrefetchAB times one q8 decode token's layer products with dot4Q8VNNI prefetching
+// 16 KiB ahead (the zen5 plan's) against 8 KiB (every other plan's); see decodeAB.
+func BenchmarkQ8PrefetchAB(b *testing.B) {
+	if !useVNNI() {
+		b.Skip("AVX512_VNNI only")
+	}
+	was := q8PfForce.Load()
+	defer q8PfForce.Store(was)
+	decodeAB(b, Q8, []string{"pf16k", "pf8k"}, func(i int) { q8PfForce.Store([]int32{16384, 8192}[i]) })
+}
+
+// decodeAB times one decode token's layer products of dtype dt (24 layers of the 0.5B shape,
+// fused as the forward pass fuses them: MatMuls of q, k, v and of gate, up) under each of the
+// variants named by names (set(i) switches to variant i), alternating per token in one process,
+// on GOMAXPROCS threads (-cpu). It reports the median tok/s of each and, less sensitive to other
 // processes on the machine, the tok/s of the sum over layers of each layer's fastest time
 // ("best-").
-func BenchmarkBF16Rows8AB(b *testing.B) {
+func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 	if !use512() {
 		b.Skip("AVX-512 only")
 	}
 	defer withThreads(runtime.GOMAXPROCS(0))()
-	was := rows8Force.Load()
-	defer rows8Force.Store(was)
 	var mem hugemem.Arena
 	defer mem.Free()
-	layers := hugeLayers(&mem, BF16)
+	layers := hugeLayers(&mem, dt)
 	x := fastMatrix(F32, 1, qInter, 5).F32
 	q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
 	g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
-	modes := []int32{1, -1} // eight rows, four rows
-	tps := make([][]float64, len(modes))
-	best := make([][]float64, len(modes)) // per layer, least seconds
+	tps := make([][]float64, len(names))
+	best := make([][]float64, len(names)) // per layer, least seconds
 	for i := range best {
 		best[i] = make([]float64, qLayers)
 	}
 	for b.Loop() {
-		for i, mode := range modes {
-			rows8Force.Store(mode)
+		for i := range names {
+			set(i)
 			t0 := time.Now()
 			for l, ly := range layers {
 				t1 := time.Now()
@@ -460,7 +476,7 @@ func BenchmarkBF16Rows8AB(b *testing.B) {
 			tps[i] = append(tps[i], 1/time.Since(t0).Seconds())
 		}
 	}
-	for i, name := range []string{"rows8", "rows4"} {
+	for i, name := range names {
 		var s float64
 		for _, d := range best[i] {
 			s += d

@@ -257,25 +257,26 @@ gemmloop:
 	VMULPS         Z5, v, v; \
 	VFMADD231PS    v, u, acc
 
-// func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+// func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32, pfd int)
 //
 // The Q8 matrix-vector kernel with AVX512_VNNI: four rows of int8 weights (one f32 scale per
 // block of 32 of a row; ldw, lds in elements) against x quantised to int8 per block of 32
 // (see prepareVec: xq, its scale per output lane xs, and the correction -128·Σ xq per lane); k
 // a multiple of 64. VPDPBUSD does 64 multiply-adds in one op, where widening each int8 to f32
 // (dot4Q8) takes three ops per 16, so the kernel issues few enough instructions to keep many
-// DRAM requests in flight; like dot4BF16P it prefetches 8 KiB ahead into L2 (Q8 rows are
-// 896 bytes at 896 columns). VPDPBUSD multiplies unsigned by signed bytes; biasing the weights
+// DRAM requests in flight; like dot4BF16P it prefetches into L2, pfd bytes ahead of row 0 (8 KiB;
+// 16 KiB in the zen5 decode plan; Q8 rows are 896 bytes at 896 columns). VPDPBUSD multiplies unsigned by signed bytes; biasing the weights
 // by 128 (an XOR) and subtracting 128·Σ xq keeps every int8 value, -128 included, exact. The
 // price is the rounding of x to 8 bits per block, as in llama.cpp's q8_0 path; the tests bound
 // that error.
-TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-72
+TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-80
 	Q8PTRS
 	MOVQ xq+32(FP), DI
 	MOVQ corr+40(FP), R12
 	MOVQ xs+48(FP), DX
 	MOVQ k+56(FP), CX
-	LEAQ 8192(SI), R13
+	MOVQ pfd+72(FP), R13
+	ADDQ SI, R13
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z20
 	MOVL $0xFF00, AX

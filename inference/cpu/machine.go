@@ -54,6 +54,9 @@ type Plan struct {
 	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
 	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results.
 	BF16Rows8 bool `json:"bf16_rows8"`
+	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode on AVX512_VNNI (dot4Q8VNNI)
+	// prefetches: 8 KiB, 16 KiB in the zen5 plan.
+	Q8Prefetch int `json:"q8_prefetch_bytes"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
@@ -62,7 +65,24 @@ func (p Plan) String() string {
 	if p.BF16Rows8 {
 		s += ", bf16 decode 8 rows"
 	}
+	if p.Q8Prefetch != q8PrefetchDefault {
+		s += fmt.Sprintf(", q8 prefetch %d KiB", p.Q8Prefetch>>10)
+	}
 	return s
+}
+
+// q8PrefetchDefault is dot4Q8VNNI's prefetch distance in every plan but zen5's.
+const q8PrefetchDefault = 8192
+
+// q8PfForce overrides the plan's Q8Prefetch for tests and benchmarks where above 0.
+var q8PfForce atomic.Int32
+
+// q8Prefetch returns dot4Q8VNNI's prefetch distance (the plan's, or the tests').
+func q8Prefetch() int {
+	if f := q8PfForce.Load(); f > 0 {
+		return int(f)
+	}
+	return DecodePlan().Q8Prefetch
 }
 
 // rows8Force overrides the plan's BF16Rows8 for tests: 0 follows the plan, 1 on, -1 off.
@@ -96,13 +116,14 @@ func DecodePlan() Plan {
 }
 
 // planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
-// kernels as they are, but for one variant measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
+// kernels as they are, but for two variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
 // on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
-// PREFETCHT2; no other CPU was there to measure, so only the zen5 class takes it. (An f32 decode
+// PREFETCHT2, and q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%; no
+// other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {
-	p := Plan{Kernels: tierKernels(tier)}
+	p := Plan{Kernels: tierKernels(tier), Q8Prefetch: q8PrefetchDefault}
 	switch {
 	case tier == tierGo:
 		p.Name = "go"
@@ -115,6 +136,7 @@ func planFor(m Machine, tier int) Plan {
 	case m.Uarch == "zen5":
 		p.Name = "zen5"
 		p.BF16Rows8 = true
+		p.Q8Prefetch = 16384
 	default:
 		p.Name = "avx512"
 	}

@@ -38,20 +38,22 @@ func TestPlanFor(t *testing.T) {
 		name    string
 		kernels string
 		rows8   bool
+		q8pf    int
 	}{
-		{Machine{Uarch: "zen5", Datapath512: 512}, tier512, "zen5", "avx512", true},
-		{Machine{Uarch: "intel", Datapath512: 512}, tier512, "avx512", "avx512", false},
-		{Machine{Uarch: "zen4", Datapath512: 256}, tier512, "zen4", "avx512", false},
-		{Machine{Uarch: "zen4", Datapath512: 512}, tier512, "zen4", "avx512", false}, // the family decides
-		{Machine{Uarch: "zen5", Datapath512: 256}, tier512, "avx512-256", "avx512", false},
-		{Machine{Uarch: "zen5", Datapath512: 512}, tierAVX2, "avx2", "avx2", false},
-		{Machine{Uarch: "zen3"}, tierAVX2, "avx2", "avx2", false},
-		{Machine{}, tierGo, "go", "go", false},
+		{Machine{Uarch: "zen5", Datapath512: 512}, tier512, "zen5", "avx512", true, 16384},
+		{Machine{Uarch: "intel", Datapath512: 512}, tier512, "avx512", "avx512", false, 8192},
+		{Machine{Uarch: "zen4", Datapath512: 256}, tier512, "zen4", "avx512", false, 8192},
+		{Machine{Uarch: "zen4", Datapath512: 512}, tier512, "zen4", "avx512", false, 8192}, // the family decides
+		{Machine{Uarch: "zen5", Datapath512: 256}, tier512, "avx512-256", "avx512", false, 8192},
+		{Machine{Uarch: "zen5", Datapath512: 512}, tierAVX2, "avx2", "avx2", false, 8192},
+		{Machine{Uarch: "zen3"}, tierAVX2, "avx2", "avx2", false, 8192},
+		{Machine{}, tierGo, "go", "go", false, 8192},
 	}
 	for _, c := range cases {
 		p := planFor(c.m, c.tier)
-		if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 {
-			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v", c.m, c.tier, p, c.name, c.kernels, c.rows8)
+		if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 || p.Q8Prefetch != c.q8pf {
+			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d",
+				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf)
 		}
 	}
 }

@@ -224,6 +224,7 @@ type vecIn struct {
 	// rows8: matVecRange takes eight bf16 rows per call (dot8BF16P), as the decode plan says
 	// (DecodePlan's BF16Rows8) for one input row.
 	rows8 bool
+	q8pf  int // dot4Q8VNNI's prefetch distance in bytes (DecodePlan's Q8Prefetch)
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -260,6 +261,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	case w.DType == Q8 && q8QuantCols(w, n) > 0:
 		k := q8QuantCols(w, n)
 		in.k64 = k
+		in.q8pf = q8Prefetch()
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.q = grow(in.bufs.q, n*k)
 		in.bufs.c = grow(in.bufs.c, n*k/4)
@@ -370,7 +372,7 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 		if k := in.k64; k > 0 {
 			k16 = k
 			dot4Q8VNNI(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block),
-				&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out)
+				&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out, in.q8pf)
 		} else {
 			dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
 		}
