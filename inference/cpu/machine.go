@@ -54,8 +54,8 @@ type Plan struct {
 	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
 	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results.
 	BF16Rows8 bool `json:"bf16_rows8"`
-	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode on AVX512_VNNI (dot4Q8VNNI)
-	// prefetches: 8 KiB, 16 KiB in the zen5 plan.
+	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
+	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
 }
 

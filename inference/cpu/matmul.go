@@ -224,7 +224,7 @@ type vecIn struct {
 	// rows8: matVecRange takes eight bf16 rows per call (dot8BF16P), as the decode plan says
 	// (DecodePlan's BF16Rows8) for one input row.
 	rows8 bool
-	q8pf  int // dot4Q8VNNI's prefetch distance in bytes (DecodePlan's Q8Prefetch)
+	q8pf  int // dot4Q8VNNI's prefetch distance in bytes (DecodePlan's Q8Prefetch for one input row)
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -261,7 +261,10 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 	case w.DType == Q8 && q8QuantCols(w, n) > 0:
 		k := q8QuantCols(w, n)
 		in.k64 = k
-		in.q8pf = q8Prefetch()
+		in.q8pf = q8PrefetchDefault
+		if n == 1 { // measured on decode (one input row) only
+			in.q8pf = q8Prefetch()
+		}
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.q = grow(in.bufs.q, n*k)
 		in.bufs.c = grow(in.bufs.c, n*k/4)

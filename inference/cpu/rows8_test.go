@@ -104,6 +104,15 @@ func TestQ8Prefetch(t *testing.T) {
 		MatMuls(fused, ws[1:], x, 1)
 		return append(out, fused...)
 	}
+	// the forced distance reaches prepareVec for one input row; batches keep the default
+	for _, n := range []int{1, 2} {
+		q8PfForce.Store(16384)
+		in, release := prepareVec(ws[1], make([]float32, n*128), n)
+		release()
+		if want := map[int]int{1: 16384, 2: q8PrefetchDefault}[n]; useVNNI() && in.q8pf != want {
+			t.Errorf("n=%d: prefetch %d, want %d", n, in.q8pf, want)
+		}
+	}
 	for _, th := range []int{1, 2} {
 		restore := withThreads(th)
 		want := results(8192)
