@@ -248,9 +248,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			o.Progress(fmt.Sprintf("%s %s: %.2f tok/s", test, what, v))
 		}
 	}
-	// series runs f once untimed (run 0) and Repeat times; after (run 0 and each timed run,
-	// when set), between.
-	series := func(test string, f func(run int) (float64, error), after func() error) (*Figure, error) {
+	// series runs f once untimed (run 0) and then Repeat times, calling after (when set) after
+	// each run.
+	var series seriesFunc = func(test string, f func(run int) (float64, error), after func() error) (*Figure, error) {
 		fig := &Figure{}
 		for run := 0; run <= o.Repeat; run++ {
 			v, err := f(run)
@@ -305,7 +305,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r, nil
 }
 
-// seriesFunc is Run's series: f once untimed and Repeat times, after called after each.
+// seriesFunc is Run's series of one test's runs.
 type seriesFunc func(test string, f func(run int) (float64, error), after func() error) (*Figure, error)
 
 // decodeTest runs the decode test into r: plain, paired with depth 0 (o.Paired) and/or with

@@ -6,8 +6,8 @@
 // The wrapping sum of p[0:n], n a multiple of 32: the memory read kernel of ReadProbe. Two
 // streams (the two halves of p), four ymm accumulators each, VPADDQ straight from memory: pure
 // loads, 256 bytes an iteration, no dependency between them but the accumulators'. Measured on
-// Zen 5 (docs/BENCHMARKS.md, "Read bandwidth"): two streams read ~15% faster than one per
-// thread, zmm no faster than ymm, four streams no faster than two.
+// Zen 5 (docs/BENCHMARKS.md, issue 30, "a read kernel that streams"): two streams read 14-21%
+// faster than one per thread; zmm, more accumulators or four streams no faster than this.
 TEXT ·readSumAVX2(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
