@@ -102,23 +102,6 @@ func (p *ReadProbe) Pass(ctx context.Context, d time.Duration) (float64, error) 
 	return float64(p.Bytes()) / best.Seconds(), nil
 }
 
-// ReadBandwidth measures the machine's memory read bandwidth as the decode kernels see it, in
-// bytes per second: a ReadProbe of at least size bytes, passes passes (at least one) of about
-// 0.1 s each, the best sweep counting. The buffer is freed before it returns.
-func ReadBandwidth(ctx context.Context, size, passes int) (float64, error) {
-	p := NewReadProbe(size)
-	defer p.Close()
-	var best float64
-	for range max(passes, 1) {
-		bw, err := p.Pass(ctx, 100*time.Millisecond)
-		if err != nil {
-			return 0, err
-		}
-		best = max(best, bw)
-	}
-	return best, nil
-}
-
 // readSumGo is readSum in Go: eight independent accumulators.
 func readSumGo(s []uint64) uint64 {
 	var a0, a1, a2, a3, a4, a5, a6, a7 uint64

@@ -77,8 +77,9 @@ func TestReadProbe(t *testing.T) {
 	}
 }
 
-// TestReadBandwidthSize: the buffer is at least 4× the L3 and minReadBuffer.
-func TestReadBandwidthSize(t *testing.T) {
+// TestNewReadProbeSize: the buffer is at least 4× the L3 and minReadBuffer, filled with its
+// indices.
+func TestNewReadProbeSize(t *testing.T) {
 	p := NewReadProbe(1 << 20)
 	defer p.Close()
 	if p.Bytes() < minReadBuffer || p.Bytes() < 4*CPU().L3 || p.Bytes()%(8*readAlign) != 0 {
