@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # decode-depth.sh: CPU decode speed at depth 0 and 2,048 (issue 30), in one go, for a quiet
-# machine: `student bench --depth D` per weight type and depth, rounds interleaved, optionally
-# against a second student binary (BASE, e.g. main's) and llama.cpp's llama-bench at depth 0.
+# machine: `student bench --depth D --paired` per weight type and depth (depth 0 and depth D
+# decoded in turns in one process, one token each: the depth ratio is the median of the per-pair
+# ratios, which a loaded machine moves far less than two separate runs), rounds interleaved,
+# optionally against a second student binary (BASE, e.g. main's; one that has no --paired falls
+# back to separate runs, PAIRED=0 forces them) and llama.cpp's llama-bench at depth 0.
 #
 #   scripts/decode-depth.sh                      # bin/student (built here), q8 bf16 f32, depths 0 2048
 #   BASE=/tmp/student-main scripts/decode-depth.sh
@@ -20,16 +23,19 @@
 #            each round's student runs of that weight type
 #   GGUF     prefix of the GGUF files for llama-bench: GGUF-q8_0.gguf, GGUF-bf16.gguf,
 #            GGUF-f32.gguf (default /tmp/q05b)
-#   DTYPES   weight types (default "q8 bf16 f32"); DEPTHS (default "0 2048"); ROUNDS (default 2);
+#   DTYPES   weight types (default "q8 bf16 f32"); DEPTHS (default "0 2048": paired, each depth
+#            D > 0 is one run that also measures depth 0; "0" alone: plain runs); ROUNDS (default 2);
 #   GEN      decode tokens per run (default 64); THREADS (default 2); OUT (default a new /tmp dir)
 #   PROFILE  1: also write each student run's CPU profile to OUT (--cpuprofile), whose decode CPU
 #            time (`go tool pprof -top -cum BIN PROF | grep 'fill).decode'`) a loaded machine
 #            changes less than the wall-clock rate
 #
-# Every run's JSON goes to OUT; the script prints one line per run (with the load average) and,
-# at the end, per binary, weight type and depth the median decode tok/s, depth 2,048 against
-# depth 0, and ours against llama.cpp. Run it with nothing else on the machine: on a shared one
-# the figures are noise (docs/BENCHMARKS.md, issue 30).
+# Every run's JSON goes to OUT; the script prints one line per depth measured (with the load
+# average and, for a paired depth D, the run's depth ratio) and, at the end, per binary, weight
+# type and depth the median decode tok/s, depth D against depth 0 (the median of the paired
+# runs' ratios; the ratio of the medians where not paired), and ours against llama.cpp. Run it
+# with nothing else on the machine: on a shared one the tok/s figures are noise, the paired
+# ratio less so (docs/BENCHMARKS.md, issue 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +58,32 @@ binargs=("${ARGS:-}")
 [[ -d $MODEL ]] || { echo "decode-depth: no checkpoint at MODEL=$MODEL" >&2; exit 1; }
 
 load() { cut -d' ' -f1 /proc/loadavg; }
+# lines JSON "ROUND DTYPE" DEPTH NAME LOAD: a run's lines of runs.txt (a paired run: depth 0 and
+# depth D, with the depth ratio).
+lines='
+import json, sys
+j = json.load(open(sys.argv[1]))
+pre, d, name, load = sys.argv[2:]
+ts, d0, ratio = j["decode_tok_s"], j.get("decode_d0_tok_s"), j.get("depth_ratio")
+if j.get("paired"):
+    print(f"{pre} 0 {name} {d0:.2f} {load} -")
+    print(f"{pre} {d} {name} {ts:.2f} {load} {ratio:.3f}")
+else:
+    print(f"{pre} {d} {name} {ts:.2f} {load} -")
+'
 echo "# $(date -u +%FT%TZ) model $MODEL threads $THREADS gen $GEN; out $OUT"
-echo "# round dtype depth binary decode_tok_s load"
+paired=()
+for d in $DEPTHS; do [[ $d != 0 ]] && paired+=("$d"); done
+# binpaired[i]: whether bins[i] runs paired: its bench has --paired (a BASE built before it has
+# not), there is a depth to pair and PAIRED is not 0.
+binpaired=()
+for b in "${bins[@]}"; do
+	h=$("$b" bench -h 2>&1 || true)
+	p=0
+	[[ ${PAIRED:-1} == 1 && ${#paired[@]} -gt 0 && $h == *-paired* ]] && p=1
+	binpaired+=("$p")
+done
+echo "# round dtype depth binary decode_tok_s load depth_ratio"
 for r in $(seq 1 "$ROUNDS"); do
 	for dt in $DTYPES; do
 		if [[ -n ${LLAMA:-} ]]; then
@@ -64,20 +94,21 @@ for r in $(seq 1 "$ROUNDS"); do
 			ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))[0]["avg_ts"], 2))' "$f")
 			echo "$r $dt 0 llama.cpp $ts $(load)"
 		fi
-		for d in $DEPTHS; do
-			for i in "${!bins[@]}"; do
-				b=${bins[$i]}
-				a=${binargs[$i]}
-				name=$b
-				[[ -n $a ]] && name="$b[${a// /_}]"
+		for i in "${!bins[@]}"; do
+			b=${bins[$i]}
+			a=${binargs[$i]}
+			name=$b
+			[[ -n $a ]] && name="$b[${a// /_}]"
+			depths=$DEPTHS pair=()
+			[[ ${binpaired[$i]} == 1 ]] && depths=${paired[*]} pair=(--paired)
+			for d in $depths; do
 				f=$OUT/r$r-$dt-d$d-bin$i.json
 				prof=()
 				[[ ${PROFILE:-} == 1 ]] && prof=(--cpuprofile "${f%.json}.prof")
 				# shellcheck disable=SC2086 # a: flags split on purpose
 				nice -n "${NICE:-0}" "$b" bench "${prof[@]}" $a --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt 0 --gen "$GEN" \
-					--repeat 1 --depth "$d" --json --quiet >"$f"
-				ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["decode_tok_s"], 2))' "$f")
-				echo "$r $dt $d $name $ts $(load)"
+					--repeat 1 --depth "$d" "${pair[@]}" --json --quiet >"$f"
+				python3 -c "$lines" "$f" "$r $dt" "$d" "$name" "$(load)"
 			done
 		done
 	done
@@ -85,17 +116,22 @@ done | tee "$OUT/runs.txt"
 
 python3 - "$OUT/runs.txt" <<'EOF'
 import statistics, sys
-cells = {}
+cells, ratios = {}, {}
 for line in open(sys.argv[1]):
     if line.startswith("#"):
         continue
-    _, dt, d, b, ts, _ = line.split()
+    _, dt, d, b, ts, _, *ratio = line.split()
     cells.setdefault((b, dt, int(d)), []).append(float(ts))
+    if ratio and ratio[0] != "-":
+        ratios.setdefault((b, dt, int(d)), []).append(float(ratio[0]))
 med = {k: statistics.median(v) for k, v in cells.items()}
-print("# medians: binary dtype depth tok/s (runs) [depth/depth0] [/llama.cpp depth 0]")
+print("# medians: binary dtype depth tok/s (runs) [depth/depth0: paired median ratio (runs) or ratio of medians] [/llama.cpp depth 0]")
 for (b, dt, d), m in sorted(med.items()):
     extra = ""
-    if d and (b, dt, 0) in med:
+    if (b, dt, d) in ratios:
+        rs = ratios[(b, dt, d)]
+        extra += f" depth/d0 {statistics.median(rs):.3f} paired ({', '.join(f'{x:.3f}' for x in rs)})"
+    elif d and (b, dt, 0) in med:
         extra += f" depth/d0 {m / med[(b, dt, 0)]:.2f}"
     if b != "llama.cpp" and ("llama.cpp", dt, 0) in med:
         extra += f" vs llama.cpp d0 {m / med[('llama.cpp', dt, 0)]:.2f}x"

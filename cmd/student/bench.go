@@ -18,12 +18,19 @@ range of tokens/s: prefill (one forward over the prompt), decode (greedy tokens 
 an 8-token prompt) and, with --batch N, N sequences decoded together; plus load time, peak RSS and
 the decode GB/s of weights streamed; on the CPU backend, the CPU (CPUID family, model, caches,
 AVX-512 width) and the decode kernel plan chosen for it. --roofline measures the read bandwidth
-over a buffer larger than L3 after the tests and prints decode GB/s against it. With --depth D
-every test starts with D tokens already in each sequence's cache (llama-bench's -d; computed once,
-untimed). --kv bf16 holds the KV cache in bf16 on the CPU backend (half the bytes attention reads
-at depth; results change slightly). --json fields: prefill_tok_s, decode_tok_s, decode_gb_s,
-batch_decode_tok_s, depth, kv_cache, backend, load_s, peak_rss_mib, cpu, plan, read_gb_s,
-roofline_pct, ... (the medians; samples under prefill, decode, batch_decode).`,
+(every thread streaming its own part of a buffer of at least 4x L3) in a ~0.15 s pass before the
+first timed decode run and after each, and sets each run's decode GB/s against the better of the
+two passes around it: the median of those ratios is the roofline, the passes and ratios its
+samples. With --depth D every test starts with D tokens already in each sequence's cache
+(llama-bench's -d; computed once, untimed); --depth D --paired decodes a sequence at depth 0 and
+one at depth D in turns, one token each, and reports both sides' tok/s (each from its own steps)
+and the depth ratio, the median of the per-pair ratios of depth D tok/s to depth 0 tok/s (a
+loaded machine slows both sides of a pair alike). --kv bf16 holds the KV cache in bf16 on the CPU
+backend (half the bytes attention reads at depth; results change slightly). --json fields:
+prefill_tok_s, decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, kv_cache, backend, load_s,
+peak_rss_mib, cpu, plan, read_gb_s, roofline_pct, read_samples_gb_s, roofline_samples_pct,
+decode_d0_tok_s, depth_ratio, depth_ratio_samples, ... (the medians; samples under prefill,
+decode, decode_d0, batch_decode).`,
 	Setup: setupBench,
 }
 
@@ -40,7 +47,8 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.Depth, "depth", 0, "tokens already in each cache before the timed prefill and decode (0: the decode tests start after 8)")
 	fs.StringVar(&o.Backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	fs.IntVar(&o.Repeat, "repeat", 3, "timed runs of each test after its warm-up run")
-	fs.BoolVar(&o.Roofline, "roofline", false, "also measure the memory read bandwidth and print decode GB/s against it (cpu backend)")
+	fs.BoolVar(&o.Roofline, "roofline", false, "also measure the memory read bandwidth around each decode run and print decode GB/s against it (cpu backend)")
+	fs.BoolVar(&o.Paired, "paired", false, "with --depth D: decode at depth 0 and depth D in turns, one token each, for the depth ratio")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	fs.BoolVar(&quiet, "quiet", false, "no per-run progress on stderr")
 	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")

@@ -104,9 +104,12 @@ func TestBenchCommand(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		var r struct {
-			ReadGBs  float64 `json:"read_gb_s"`
-			Roofline float64 `json:"roofline_pct"`
-			CPU      struct {
+			ReadGBs     float64   `json:"read_gb_s"`
+			Roofline    float64   `json:"roofline_pct"`
+			ReadSamples []float64 `json:"read_samples_gb_s"`
+			RoofSamples []float64 `json:"roofline_samples_pct"`
+			BufferMiB   float64   `json:"read_buffer_mib"`
+			CPU         struct {
 				Vendor string `json:"vendor"`
 				Uarch  string `json:"uarch"`
 			} `json:"cpu"`
@@ -119,6 +122,49 @@ func TestBenchCommand(t *testing.T) {
 		}
 		if !(r.ReadGBs > 0 && r.Roofline > 0) || r.CPU.Vendor == "" || r.CPU.Uarch == "" || r.Plan.Name == "" {
 			t.Errorf("result %+v", r)
+		}
+		// --repeat 2: a read pass before the first timed run and one after each.
+		if len(r.ReadSamples) != 3 || len(r.RoofSamples) != 2 || r.BufferMiB < 256 {
+			t.Errorf("read passes %v, roofline samples %v, buffer %v MiB", r.ReadSamples, r.RoofSamples, r.BufferMiB)
+		}
+		for _, v := range r.ReadSamples {
+			if !(v > 0) {
+				t.Errorf("read pass %v GB/s", v)
+			}
+		}
+	})
+
+	t.Run("paired", func(t *testing.T) {
+		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--paired", "--prompt", "0", "--gen", "5", "--repeat", "2", "--threads", "2"}
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r struct {
+			Depth        int       `json:"depth"`
+			Paired       bool      `json:"paired"`
+			Decode       float64   `json:"decode_tok_s"`
+			DecodeD0     float64   `json:"decode_d0_tok_s"`
+			Ratio        float64   `json:"depth_ratio"`
+			RatioSamples []float64 `json:"depth_ratio_samples"`
+			D0           struct {
+				Samples []float64 `json:"samples"`
+			} `json:"decode_d0"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+		}
+		if r.Depth != 100 || !r.Paired || !(r.Decode > 0 && r.DecodeD0 > 0 && r.Ratio > 0) || len(r.RatioSamples) != 10 || len(r.D0.Samples) != 2 {
+			t.Errorf("result %+v", r)
+		}
+		for _, want := range []string{"decode 5 @ 0 (paired) run 2", "decode 5 @ 100 run 2"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("no %q on stderr: %q", want, stderr)
+			}
+		}
+		code, stdout, stderr = testbin.Run(t, exec.Command(bin, append([]string{"bench", "--quiet"}, args[2:]...)...))
+		if code != 0 || !strings.Contains(stdout, "decode 5 @ 0 (paired)") || !strings.Contains(stdout, "depth    100/0 ratio ") {
+			t.Errorf("table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 	})
 
@@ -186,6 +232,8 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--backend", "cuda", "--dtype", "q8"}, 2, "holds the weights in bf16"},
 			{[]string{"--model", model, "--roofline", "--gen", "0"}, 2, "roofline needs the decode test"},
 			{[]string{"--model", model, "--roofline", "--backend", "cuda"}, 2, "backend cuda has none"},
+			{[]string{"--model", model, "--paired"}, 2, "paired test needs a depth > 0"},
+			{[]string{"--model", model, "--paired", "--depth", "10", "--gen", "0"}, 2, "paired test needs the decode test"},
 			{[]string{"--model", model, "--kv", "f16"}, 2, `--kv "f16": want f32 or bf16`},
 			{[]string{"--model", model, "--kv", "bf16", "--backend", "cuda"}, 2, "cpu backend option"},
 		}

@@ -4,6 +4,12 @@
 // logits of the last token), decode (Gen greedy one-token steps) and batched decode (Gen steps
 // of Batch sequences, all in one Forward per step), each after Depth tokens already in every
 // cache (llama-bench's -d). `student bench` prints its Result.
+//
+// Two measurements are paired in time, so that a shared or drifting machine moves both sides of
+// a ratio alike: the roofline (Options.Roofline) reads memory right before and right after each
+// decode run and sets each run against the better of its two passes; the depth ratio
+// (Options.Paired) decodes at depth 0 and at Depth in turns, one token each, and takes the median
+// of the per-pair ratios.
 package bench
 
 import (
@@ -36,9 +42,14 @@ type Options struct {
 	Batch   int              // > 1 adds the batched decode test of Batch sequences
 	Depth   int              // tokens in each cache before the timed tokens (0: decodePrompt for decode)
 	Repeat  int              // timed runs of each test after the warm-up (at least 1)
-	// Roofline adds a measurement of the memory read bandwidth (cpu.ReadBandwidth) after the
-	// tests, to set the decode GB/s against (cpu backend only).
+	// Roofline interleaves memory read bandwidth passes (cpu.ReadProbe, rooflinePass each) with
+	// the decode runs, one before the first timed run and one after each, to set each run's
+	// GB/s against (cpu backend only).
 	Roofline bool
+	// Paired (with Depth > 0) makes the decode test decode two sequences in turns, one token
+	// each: one at depth 0 (after decodePrompt tokens) and one at Depth, each side timed by its
+	// own steps, for the depth ratio of the same moments of the machine.
+	Paired bool
 	// Progress, when set, receives a line per finished run (for a terminal).
 	Progress func(line string)
 }
@@ -47,6 +58,10 @@ type Options struct {
 // 0 (as the qwen2 decode benchmarks; llama-bench's tg starts from an empty context, a few
 // tokens' difference).
 const decodePrompt = 8
+
+// rooflinePass is how long each read bandwidth pass of Options.Roofline sweeps its buffer (the
+// fastest sweep counts).
+const rooflinePass = 150 * time.Millisecond
 
 // Model is what the tests need of a loaded model (qwen2.Model and cuda.Model are ones).
 type Model interface {
@@ -98,10 +113,25 @@ type Result struct {
 	// CPU and Plan are the machine and the decode kernel choice made for it (cpu backend).
 	CPU  *cpu.Machine `json:"cpu,omitempty"`
 	Plan *cpu.Plan    `json:"plan,omitempty"`
-	// ReadGBs is the measured read bandwidth (Options.Roofline), RooflinePct DecodeGBs as a
-	// percentage of it.
-	ReadGBs     float64 `json:"read_gb_s,omitempty"`
-	RooflinePct float64 `json:"roofline_pct,omitempty"`
+	// Options.Roofline: ReadSamples are the read passes in GB/s in order (one before the first
+	// timed decode run, one after each), RooflineSamples each run's decode GB/s as a percentage
+	// of the better of the passes around it; ReadGBs and RooflinePct are the medians of those
+	// better passes and of RooflineSamples. ReadBufferMiB is the passes' buffer (in the peak
+	// RSS).
+	ReadGBs         float64   `json:"read_gb_s,omitempty"`
+	RooflinePct     float64   `json:"roofline_pct,omitempty"`
+	ReadSamples     []float64 `json:"read_samples_gb_s,omitempty"`
+	RooflineSamples []float64 `json:"roofline_samples_pct,omitempty"`
+	ReadBufferMiB   float64   `json:"read_buffer_mib,omitempty"`
+
+	// Options.Paired: DecodeD0 is the depth 0 side's tok/s (Decode is the depth side's),
+	// DepthRatioSamples every timed pair's depth tok/s over its depth 0 tok/s (Repeat×Gen of
+	// them, in order), DepthRatio their median.
+	Paired            bool      `json:"paired,omitempty"`
+	DecodeD0TokS      float64   `json:"decode_d0_tok_s,omitempty"`
+	DecodeD0          *Figure   `json:"decode_d0,omitempty"`
+	DepthRatio        float64   `json:"depth_ratio,omitempty"`
+	DepthRatioSamples []float64 `json:"depth_ratio_samples,omitempty"`
 }
 
 // Check reports the first invalid option.
@@ -123,6 +153,10 @@ func (o *Options) Check() error {
 		return fmt.Errorf("bench: threads %d must be >= 0", o.Threads)
 	case o.Roofline && o.Gen == 0:
 		return errors.New("bench: the roofline needs the decode test (gen > 0)")
+	case o.Paired && o.Depth == 0:
+		return errors.New("bench: a paired test needs a depth > 0 to pair with depth 0")
+	case o.Paired && o.Gen == 0:
+		return errors.New("bench: a paired test needs the decode test (gen > 0)")
 	}
 	wt, err := qwen2.ParseWeightType(string(o.DType))
 	if err != nil {
@@ -170,7 +204,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Threads > 0 {
 		cpu.SetThreads(o.Threads)
 	}
-	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat}
+	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat, Paired: o.Paired}
 	if o.Backend == "" || o.Backend == "cpu" {
 		r.KV = "f32"
 		if o.KVBF16 {
@@ -214,16 +248,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			o.Progress(fmt.Sprintf("%s %s: %.2f tok/s", test, what, v))
 		}
 	}
-	series := func(test string, f func() (float64, error)) (*Figure, error) {
+	// series runs f once untimed (run 0) and then Repeat times, calling after (when set) after
+	// each run.
+	var series seriesFunc = func(test string, f func(run int) (float64, error), after func() error) (*Figure, error) {
 		fig := &Figure{}
 		for run := 0; run <= o.Repeat; run++ {
-			v, err := f()
+			v, err := f(run)
 			if err != nil {
 				return nil, err
 			}
 			progress(test, run, v)
 			if run > 0 {
 				fig.Samples = append(fig.Samples, v)
+			}
+			if after != nil {
+				if err := after(); err != nil {
+					return nil, err
+				}
 			}
 		}
 		fig.summarise()
@@ -234,7 +275,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Prefill, err = series("prefill "+r.testName(o.Prompt, 1), func() (float64, error) { return f.prefill(ctx, o.Prompt) })
+		r.Prefill, err = series("prefill "+r.testName(o.Prompt, 1), func(int) (float64, error) { return f.prefill(ctx, o.Prompt) }, nil)
 		f.release()
 		if err != nil {
 			return nil, err
@@ -242,24 +283,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.PrefillTokS = r.Prefill.Median
 	}
 	if o.Gen > 0 {
-		f, err := newFill(ctx, m, 1, ctxDecode, ctxDecode+o.Gen)
-		if err != nil {
+		if err := r.decodeTest(ctx, &o, m, series, ctxDecode); err != nil {
 			return nil, err
 		}
-		r.Decode, err = series("decode "+r.testName(o.Gen, 1), func() (float64, error) { return f.decode(ctx, o.Gen) })
-		f.release()
-		if err != nil {
-			return nil, err
-		}
-		r.DecodeTokS = r.Decode.Median
-		r.DecodeGBs = r.DecodeTokS * float64(perToken) / 1e9
 	}
 	if o.Batch > 1 {
 		f, err := newFill(ctx, m, o.Batch, ctxDecode, ctxDecode+o.Gen)
 		if err != nil {
 			return nil, err
 		}
-		r.BatchDecode, err = series("decode "+r.testName(o.Gen, o.Batch), func() (float64, error) { return f.decode(ctx, o.Gen) })
+		r.BatchDecode, err = series("decode "+r.testName(o.Gen, o.Batch), func(int) (float64, error) { return f.decode(ctx, o.Gen) }, nil)
 		f.release()
 		if err != nil {
 			return nil, err
@@ -268,29 +301,107 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.BatchDecodeGBs = r.BatchDecodeTok / float64(o.Batch) * float64(perToken) / 1e9
 	}
 	r.PeakRSSMiB = float64(rss.Peak()) / (1 << 20)
-	if o.Roofline {
-		bw, err := cpu.ReadBandwidth(ctx, 0, 3)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		r.ReadGBs = bw / 1e9
-		r.RooflinePct = 100 * r.DecodeGBs / r.ReadGBs
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf("read bandwidth: %.1f GB/s", r.ReadGBs))
-		}
-	}
 	r.LoadAvg[1] = loadAvg()
 	return r, nil
+}
+
+// seriesFunc is Run's series of one test's runs.
+type seriesFunc func(test string, f func(run int) (float64, error), after func() error) (*Figure, error)
+
+// decodeTest runs the decode test into r: plain, paired with depth 0 (o.Paired) and/or with
+// read bandwidth passes around each run (o.Roofline).
+func (r *Result) decodeTest(ctx context.Context, o *Options, m Model, series seriesFunc, ctxDecode int) error {
+	f, err := newFill(ctx, m, 1, ctxDecode, ctxDecode+o.Gen)
+	if err != nil {
+		return err
+	}
+	defer f.release()
+	run := func(int) (float64, error) { return f.decode(ctx, o.Gen) }
+	var d0 *fill
+	var d0Samples []float64
+	if o.Paired {
+		if d0, err = newFill(ctx, m, 1, decodePrompt, decodePrompt+o.Gen); err != nil {
+			return err
+		}
+		defer d0.release()
+		run = func(i int) (float64, error) {
+			v0, v, ratios, err := pairedDecode(ctx, d0, f, o.Gen)
+			if err != nil {
+				return 0, err
+			}
+			if o.Progress != nil {
+				what := "warm-up"
+				if i > 0 {
+					what = fmt.Sprintf("run %d", i)
+				}
+				o.Progress(fmt.Sprintf("decode %d @ 0 (paired) %s: %.2f tok/s", o.Gen, what, v0))
+			}
+			if i > 0 {
+				d0Samples = append(d0Samples, v0)
+				r.DepthRatioSamples = append(r.DepthRatioSamples, ratios...)
+			}
+			return v, nil
+		}
+	}
+	var after func() error
+	if o.Roofline {
+		probe := cpu.NewReadProbe(0)
+		defer probe.Close()
+		r.ReadBufferMiB = float64(probe.Bytes()) / (1 << 20)
+		after = func() error {
+			bw, err := probe.Pass(ctx, rooflinePass)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			r.ReadSamples = append(r.ReadSamples, bw/1e9)
+			if o.Progress != nil {
+				o.Progress(fmt.Sprintf("read bandwidth: %.1f GB/s", bw/1e9))
+			}
+			return nil
+		}
+	}
+	if r.Decode, err = series("decode "+r.testName(o.Gen, 1), run, after); err != nil {
+		return err
+	}
+	perToken := float64(r.DecodeBytes)
+	r.DecodeTokS = r.Decode.Median
+	r.DecodeGBs = r.DecodeTokS * perToken / 1e9
+	if o.Paired {
+		r.DecodeD0 = &Figure{Samples: d0Samples}
+		r.DecodeD0.summarise()
+		r.DecodeD0TokS = r.DecodeD0.Median
+		r.DepthRatio = median(r.DepthRatioSamples)
+	}
+	if o.Roofline {
+		// ReadSamples[i] is the pass before timed run i+1 (the first after the warm-up).
+		var best []float64
+		for i, v := range r.Decode.Samples {
+			bw := max(r.ReadSamples[i], r.ReadSamples[i+1])
+			best = append(best, bw)
+			r.RooflineSamples = append(r.RooflineSamples, 100*v*perToken/1e9/bw)
+		}
+		r.ReadGBs, r.RooflinePct = median(best), median(r.RooflineSamples)
+	}
+	return nil
 }
 
 func (f *Figure) summarise() {
 	s := slices.Sorted(slices.Values(f.Samples))
 	f.Min, f.Max = s[0], s[len(s)-1]
-	if n := len(s); n%2 == 1 {
-		f.Median = s[n/2]
-	} else {
-		f.Median = (s[n/2-1] + s[n/2]) / 2
+	f.Median = median(s)
+}
+
+// median returns the median of x (0 for none).
+func median(x []float64) float64 {
+	s := slices.Sorted(slices.Values(x))
+	n := len(s)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return s[n/2]
 	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // prompt returns n deterministic token ids below vocab for sequence seq (the same ids as the
@@ -375,27 +486,70 @@ func (f *fill) prefill(ctx context.Context, n int) (float64, error) {
 }
 
 // decode times gen greedy decode steps of the fill's sequences (one Forward per step carrying
-// all of them) after its context; returns tokens/s over the batch. The first step's token is
-// the sequence's last context token (the fill's logits are not kept).
+// all of them) after its context; returns tokens/s over the batch.
 func (f *fill) decode(ctx context.Context, gen int) (float64, error) {
-	f.reset()
-	m, batch := f.m, len(f.caches)
-	steps := make([]lm.Step, batch)
-	for i, c := range f.caches {
-		steps[i] = lm.Step{Cache: c, Tokens: []int{prompt(f.depth+1, i, m.VocabSize())[f.depth]}}
-	}
+	steps := f.start()
 	t0 := time.Now()
+	for range gen {
+		if err := f.step(ctx, steps); err != nil {
+			return 0, err
+		}
+	}
+	return float64(len(steps)*gen) / time.Since(t0).Seconds(), nil
+}
+
+// start cuts the caches back to the fill's depth and returns the first decode step of each
+// sequence: its last context token (the fill's logits are not kept).
+func (f *fill) start() []lm.Step {
+	f.reset()
+	steps := make([]lm.Step, len(f.caches))
+	for i, c := range f.caches {
+		steps[i] = lm.Step{Cache: c, Tokens: []int{prompt(f.depth+1, i, f.m.VocabSize())[f.depth]}}
+	}
+	return steps
+}
+
+// step runs one decode Forward over steps and sets each step's next token to its greedy pick.
+func (f *fill) step(ctx context.Context, steps []lm.Step) error {
+	if err := f.m.Forward(ctx, steps); err != nil {
+		return fmt.Errorf("bench: decode: %w", err)
+	}
+	for i := range steps {
+		steps[i].Tokens = append(steps[i].Tokens[:0], argmax(steps[i].Logits))
+	}
+	return nil
+}
+
+// pairedDecode decodes gen tokens on each of two fills (one sequence each) in turns, one token
+// each, a and b in alternating order (ab, ba, ab, ...) so that neither side always follows the
+// other; returns each side's tokens/s over its own steps and, per pair, b's tokens/s over a's
+// (a's step time over b's).
+func pairedDecode(ctx context.Context, a, b *fill, gen int) (aTokS, bTokS float64, ratios []float64, err error) {
+	sa, sb := a.start(), b.start()
+	var ta, tb time.Duration
+	timed := func(f *fill, s []lm.Step) (time.Duration, error) {
+		t0 := time.Now()
+		err := f.step(ctx, s)
+		return time.Since(t0), err
+	}
 	for k := range gen {
-		if k > 0 {
-			for i := range steps {
-				steps[i].Tokens = append(steps[i].Tokens[:0], argmax(steps[i].Logits))
+		var da, db time.Duration
+		if k%2 == 0 {
+			if da, err = timed(a, sa); err == nil {
+				db, err = timed(b, sb)
+			}
+		} else {
+			if db, err = timed(b, sb); err == nil {
+				da, err = timed(a, sa)
 			}
 		}
-		if err := m.Forward(ctx, steps); err != nil {
-			return 0, fmt.Errorf("bench: decode: %w", err)
+		if err != nil {
+			return 0, 0, nil, err
 		}
+		ta, tb = ta+da, tb+db
+		ratios = append(ratios, da.Seconds()/db.Seconds())
 	}
-	return float64(batch*gen) / time.Since(t0).Seconds(), nil
+	return float64(gen) / ta.Seconds(), float64(gen) / tb.Seconds(), ratios, nil
 }
 
 func argmax(x []float32) int {
@@ -472,11 +626,29 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	row("prefill "+r.testName(r.Prompt, 1), r.Prefill, 0)
 	row("decode "+r.testName(r.Gen, 1), r.Decode, r.DecodeGBs)
+	if r.DecodeD0 != nil {
+		row(fmt.Sprintf("decode %d @ 0 (paired)", r.Gen), r.DecodeD0, r.DecodeD0TokS*float64(r.DecodeBytes)/1e9)
+	}
 	row("decode "+r.testName(r.Gen, r.Batch), r.BatchDecode, r.BatchDecodeGBs)
 	fmt.Fprintf(&b, "(median of %d runs after one warm-up)\n", r.Repeat)
+	if r.DecodeD0 != nil {
+		fmt.Fprintf(&b, "depth    %d/0 ratio %.3f (median of %d token pairs, depth %d and depth 0 decoded in turns)\n",
+			r.Depth, r.DepthRatio, len(r.DepthRatioSamples), r.Depth)
+	}
 	if r.ReadGBs > 0 {
-		fmt.Fprintf(&b, "roofline decode %.1f GB/s of %.1f GB/s measured read bandwidth (%.0f%%)\n", r.DecodeGBs, r.ReadGBs, r.RooflinePct)
+		fmt.Fprintf(&b, "roofline decode %.1f GB/s of %.1f GB/s measured read bandwidth (%.0f%%; median of %d runs, each against the better read pass around it: %s%%)\n",
+			r.DecodeGBs, r.ReadGBs, r.RooflinePct, len(r.RooflineSamples), joinf(r.RooflineSamples, "%.0f"))
+		fmt.Fprintf(&b, "         read passes %s GB/s (%.0f MiB buffer, in the peak RSS)\n", joinf(r.ReadSamples, "%.1f"), r.ReadBufferMiB)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// joinf formats each of x with format, separated by spaces.
+func joinf(x []float64, format string) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = fmt.Sprintf(format, v)
+	}
+	return strings.Join(s, " ")
 }

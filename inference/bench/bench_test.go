@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -55,6 +56,8 @@ func TestCheck(t *testing.T) {
 		"roofline on cuda": func(o *Options) {
 			o.Roofline, o.Gen, o.Backend = true, 1, "cuda"
 		},
+		"paired at depth 0": func(o *Options) { o.Paired, o.Gen = true, 1 },
+		"paired, no decode": func(o *Options) { o.Paired, o.Depth = true, 10 },
 	} {
 		o := ok
 		edit(&o)
@@ -126,6 +129,111 @@ func TestFillDepth(t *testing.T) {
 	for i, v := range st[0].Logits {
 		if d := got[0].Logits[i] - v; d > 1e-4 || d < -1e-4 {
 			t.Fatalf("logit %d after the run: %v, alone %v", i, got[0].Logits[i], v)
+		}
+	}
+}
+
+// TestPairedRoofline runs the decode test on the tiny checkpoint paired with depth 0 and with
+// read passes around each run: the samples are all there, and the medians and ratios are the
+// ones the samples give.
+func TestPairedRoofline(t *testing.T) {
+	const repeat, gen = 3, 4
+	var lines []string
+	r, err := Run(context.Background(), Options{Model: shared.Path(t, "models/tiny-qwen2-f32"), Gen: gen, Depth: 30,
+		Repeat: repeat, Threads: 2, Paired: true, Roofline: true, Progress: func(l string) { lines = append(lines, l) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Paired || len(r.Decode.Samples) != repeat || r.DecodeD0 == nil || len(r.DecodeD0.Samples) != repeat {
+		t.Fatalf("paired %v, decode %+v, depth 0 %+v", r.Paired, r.Decode, r.DecodeD0)
+	}
+	if len(r.DepthRatioSamples) != repeat*gen || r.DepthRatio != median(r.DepthRatioSamples) || !(r.DepthRatio > 0) {
+		t.Errorf("depth ratio %v of %v", r.DepthRatio, r.DepthRatioSamples)
+	}
+	if r.DecodeD0TokS != r.DecodeD0.Median || !(r.DecodeD0.Min > 0) {
+		t.Errorf("depth 0 %v, figure %+v", r.DecodeD0TokS, r.DecodeD0)
+	}
+	if len(r.ReadSamples) != repeat+1 || len(r.RooflineSamples) != repeat || r.ReadBufferMiB < 256 {
+		t.Fatalf("read passes %v, roofline %v, buffer %v MiB", r.ReadSamples, r.RooflineSamples, r.ReadBufferMiB)
+	}
+	var best []float64
+	for i, v := range r.Decode.Samples {
+		bw := max(r.ReadSamples[i], r.ReadSamples[i+1])
+		best = append(best, bw)
+		want := 100 * v * float64(r.DecodeBytes) / 1e9 / bw
+		if math.Abs(r.RooflineSamples[i]-want) > 1e-9*want || !(want > 0) {
+			t.Errorf("run %d: roofline %v, want %v", i+1, r.RooflineSamples[i], want)
+		}
+	}
+	if r.ReadGBs != median(best) || r.RooflinePct != median(r.RooflineSamples) {
+		t.Errorf("read %v (passes %v), roofline %v (of %v)", r.ReadGBs, r.ReadSamples, r.RooflinePct, r.RooflineSamples)
+	}
+	text := strings.Join(lines, "\n")
+	for _, want := range []string{"decode 4 @ 0 (paired) warm-up", "decode 4 @ 0 (paired) run 3", "decode 4 @ 30 run 3", "read bandwidth: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in the progress lines:\n%s", want, text)
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"decode 4 @ 0 (paired)", "depth    30/0 ratio ", "(median of 12 token pairs", "median of 3 runs, each against", "read passes "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestPairedDecode: decoding two fills in turns leaves each where decoding it alone does (the
+// same tokens, the same cache), and gives one ratio per pair.
+func TestPairedDecode(t *testing.T) {
+	m, err := qwen2.Load(shared.Path(t, "models/tiny-qwen2-f32"), qwen2.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	const gen = 5
+	fills := map[int]*fill{}
+	for _, depth := range []int{8, 40} {
+		f, err := newFill(ctx, m, 1, depth, depth+gen+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.release()
+		fills[depth] = f
+	}
+	next := func(f *fill) []float32 {
+		st := []lm.Step{{Cache: f.caches[0], Tokens: []int{7}}}
+		if err := m.Forward(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		return st[0].Logits
+	}
+	var alone [][]float32
+	for _, d := range []int{8, 40} {
+		if _, err := fills[d].decode(ctx, gen); err != nil {
+			t.Fatal(err)
+		}
+		alone = append(alone, next(fills[d]))
+	}
+	a, b, ratios, err := pairedDecode(ctx, fills[8], fills[40], gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(a > 0 && b > 0) || len(ratios) != gen {
+		t.Errorf("tok/s %v and %v, ratios %v", a, b, ratios)
+	}
+	for i, d := range []int{8, 40} {
+		if n := fills[d].caches[0].Len(); n != d+gen {
+			t.Errorf("depth %d: cache holds %d tokens, want %d", d, n, d+gen)
+		}
+		got := next(fills[d])
+		for j, v := range alone[i] {
+			if e := got[j] - v; e > 1e-4 || e < -1e-4 {
+				t.Fatalf("depth %d: logit %d after the paired run %v, alone %v", d, j, got[j], v)
+			}
 		}
 	}
 }

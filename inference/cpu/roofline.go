@@ -2,49 +2,122 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 )
 
-// ReadBandwidth measures the machine's memory read bandwidth as the decode kernels see it, in
-// bytes per second: a buffer of at least size bytes, and of at least 4× the L3 cache (so that
-// nothing of it is cache-resident), held as the weights are (huge pages where the kernel gives
-// them) and summed with Dot in 64 KiB chunks over the worker pool (Threads()). The best of
-// passes passes (at least one) counts; the buffer is freed before it returns. ctx cancels
-// between passes.
-func ReadBandwidth(ctx context.Context, size, passes int) (float64, error) {
-	const chunk = 1 << 14 // f32 values: 64 KiB
-	size = max(size, 4*CPU().L3, 64<<20)
-	n := (size/4 + chunk - 1) / chunk * chunk
-	var mem hugemem.Arena
-	defer mem.Free()
-	buf := hugemem.Float32s(mem.Alloc(4*n), n)
+// readAlign is the granularity of a ReadProbe's parts in uint64s (512 bytes): readSumAVX2 takes
+// multiples of 32.
+const readAlign = 64
+
+// minReadBuffer is the smallest buffer a ReadProbe reads: 256 MiB, at least 4× the L3 of any
+// one CCD of the EPYC parts we run on, for VMs that report no L3 size.
+const minReadBuffer = 256 << 20
+
+// ReadProbe measures the machine's memory read bandwidth: Threads() workers each stream their
+// own contiguous part of a buffer of at least 4× the L3 cache (and at least minReadBuffer) with
+// pure loads into several independent accumulators (readSum), so that nothing of it is
+// cache-resident and no per-chunk hand-off or arithmetic limits the rate. The buffer is held as
+// the weights are (huge pages where the kernel gives them) and filled with its own indices, so
+// that every sweep's per-part sums are checked: a load skipped or misplaced fails the
+// measurement. Not safe for concurrent use.
+type ReadProbe struct {
+	mem *hugemem.Buffer
+	buf []uint64
+}
+
+// NewReadProbe allocates and fills the buffer: at least size bytes, 4× the L3 and
+// minReadBuffer.
+func NewReadProbe(size int) *ReadProbe {
+	size = max(size, 4*CPU().L3, minReadBuffer)
+	return newReadProbe((size/8 + readAlign - 1) / readAlign * readAlign)
+}
+
+// newReadProbe returns a probe of n uint64s (a multiple of readAlign).
+func newReadProbe(n int) *ReadProbe {
+	mem := hugemem.Alloc(8 * n)
+	buf := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem.Bytes))), n)
 	for i := range buf {
-		buf[i] = 1
+		buf[i] = uint64(i)
 	}
-	sums := make([]float32, n/chunk)
+	return &ReadProbe{mem: mem, buf: buf}
+}
+
+// Bytes returns the buffer's size.
+func (p *ReadProbe) Bytes() int { return 8 * len(p.buf) }
+
+// Close frees the buffer.
+func (p *ReadProbe) Close() error {
+	p.buf = nil
+	return p.mem.Free()
+}
+
+// sweep reads the whole buffer once over Threads() parts and returns its duration, checking
+// every part's sum.
+func (p *ReadProbe) sweep() (time.Duration, error) {
+	th := Threads()
+	n := len(p.buf)
+	bound := func(i int) int { return n / readAlign * i / th * readAlign }
+	sums := make([]uint64, th)
+	t0 := time.Now()
+	parallelRows(th, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			sums[i] = readSum(p.buf[bound(i):bound(i+1)])
+		}
+	})
+	d := time.Since(t0)
+	for i, s := range sums {
+		lo, hi := uint64(bound(i)), uint64(bound(i+1))
+		if want := (lo + hi - 1) * (hi - lo) / 2; s != want {
+			return 0, fmt.Errorf("read bandwidth: part %d of %d summed to %d, want %d", i, th, s, want)
+		}
+	}
+	return d, nil
+}
+
+// Pass sweeps the buffer repeatedly for about d (at least twice) and returns the bytes per
+// second of the fastest sweep. ctx cancels between sweeps.
+func (p *ReadProbe) Pass(ctx context.Context, d time.Duration) (float64, error) {
+	if p.buf == nil {
+		return 0, errors.New("read bandwidth: probe closed")
+	}
 	var best time.Duration
-	for range max(passes, 1) {
+	start := time.Now()
+	for i := 0; i < 2 || time.Since(start) < d; i++ {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("read bandwidth: %w", err)
 		}
-		t0 := time.Now()
-		parallelRows(n/chunk, 1, func(lo, hi int) {
-			for c := lo; c < hi; c++ {
-				s := buf[c*chunk : (c+1)*chunk]
-				sums[c] = Dot(s, s)
-			}
-		})
-		if d := time.Since(t0); best == 0 || d < best {
-			best = d
+		s, err := p.sweep()
+		if err != nil {
+			return 0, err
+		}
+		if best == 0 || s < best {
+			best = s
 		}
 	}
-	for _, s := range sums {
-		if s != chunk {
-			return 0, fmt.Errorf("read bandwidth: a chunk summed to %v, want %d", s, chunk)
-		}
+	return float64(p.Bytes()) / best.Seconds(), nil
+}
+
+// readSumGo is readSum in Go: eight independent accumulators.
+func readSumGo(s []uint64) uint64 {
+	var a0, a1, a2, a3, a4, a5, a6, a7 uint64
+	for len(s) >= 8 {
+		a0 += s[0]
+		a1 += s[1]
+		a2 += s[2]
+		a3 += s[3]
+		a4 += s[4]
+		a5 += s[5]
+		a6 += s[6]
+		a7 += s[7]
+		s = s[8:]
 	}
-	return float64(4*n) / best.Seconds(), nil
+	for _, v := range s {
+		a0 += v
+	}
+	return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7
 }
