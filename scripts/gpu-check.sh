@@ -2,10 +2,16 @@
 # The CUDA backend on a machine with an NVIDIA GPU (issue 15), in one run that ends by itself
 # within GPU_CHECK_BUDGET seconds (default 450: one call of the device tool, with room left in
 # a 15-minute lease for a second, shorter one). Stages, most important first; each gets what is
-# left of the budget up to its own cap (ckpt 120 s, parity 120, depth 90, eval 45, eval-bird 100,
-# hf 120, bench 60, sanitize 2 x 60), and a hung one is stopped with a goroutine dump:
-#   setup    the bundle unpacked, nvidia-smi, which cuBLAS the loader will find;
-#   ckpt     a random Qwen2.5-0.5B checkpoint (bf16) written by qwen2's benchmark writer;
+# left of the budget less 20 s up to its own cap (ckpt 120 s, parity 120, depth 90 with at most
+# 60 per student bench run, eval 45, eval-bird 100, hf 120, bench 60, sanitize 2 x 60: 775 s in
+# all, ckpt to eval-bird 475), and one that reaches its time is stopped with SIGQUIT (a goroutine
+# dump), killed 10 s later, and summarized as "FAIL (out of time ...)". The 20 s held back cover
+# that kill and the summary, so the run ends within the budget: stages that would start with under
+# 20 s are skipped ("skipped (out of time)") and the summary's last lines name them with the
+# GPU_CHECK_ONLY line that runs them next (on the same warm machine the checkpoint is reused).
+#   setup    the bundle unpacked, nvidia-smi, which cuBLAS the loader will find (always run);
+#   ckpt     a random Qwen2.5-0.5B checkpoint (bf16) written by qwen2's benchmark writer, unless
+#            one is already there (always run: the other stages use it);
 #   parity   every test of inference/cuda on the device (CHAINEDSQL_CUDA_TEST=cuda): selftest,
 #            each kernel against the CPU op, the tiny checkpoint against the reference logits and
 #            the CPU backend, batched decode, graphs (bucketed, launches per step counted),
@@ -23,14 +29,14 @@
 #            under torch.compile (reduce-overhead), decode after a 2,048-token prompt at batch 1
 #            and 64 (GPU_CHECK_HF_DEPTH, GPU_CHECK_HF_BATCHES);
 #   bench    the inference/cuda benchmarks: batch-1 decode, batched decode at 8/32/128, top-p
-#            decode, decode with logits copied back, 512-token prefill, and a 2,048-token prefill
+#            decode, decode sampled without a cut (DecodeNoCut), decode with logits copied back, 512-token prefill, and a 2,048-token prefill
 #            with prefill attention on the tensor cores and on f32 FMAs (PrefillLong/kernel=mma
 #            and kernel=f32);
 #   sanitize compute-sanitizer memcheck and racecheck over the kernel tests and TestMMA (what the
 #            emulator cannot show: out-of-bounds device accesses, shared-memory races).
 # The summary ends with the issue's figures: ours, transformers' and the goal on each line. One
-# run of the default budget reaches hf; bench and sanitize then want a second run
-# (GPU_CHECK_ONLY="bench sanitize").
+# run of the default budget reaches hf when the stages before it end under their caps; bench and
+# sanitize then want a second run (GPU_CHECK_ONLY="bench sanitize").
 # The lent machines have no Go toolchain and no ../shared: run scripts/gpu-bundle.sh first and
 # carry .gpu (prebuilt binaries and the shared test data); without a bundle the script builds
 # with go when go is on PATH. Results: $OUT (default /tmp/gpu-check) gets summary.txt and one log
@@ -43,13 +49,25 @@
 # depth stage's depths and batch sizes), GPU_CHECK_DEPTH_ARGS (more student bench flags for it,
 # which win: "--gen 2 --repeat 1 --prompt 8" makes a dry run on the emulator short),
 # GPU_CHECK_EVAL_ARGS (more student eval flags for eval and eval-bird, which win: "--max-tokens 4
-# --max-turns 1" with GPU_CHECK_BIRD_TASKS=60 for a dry run).
+# --max-turns 1" with GPU_CHECK_BIRD_TASKS=60 for a dry run), GPU_CHECK_CAP_SCALE (percent applied
+# to every stage cap, default 100; the budget still bounds the run).
+# Dry run on the CPU (2 cores: about 5 minutes; every stage runs but sanitize, which needs a
+# device, and hf, which needs torch on a GPU): GPU_BUNDLE_TAGS=cudaemu scripts/gpu-bundle.sh, then
+#   GPU_CHECK_BACKEND=cuda-emulated GPU_CHECK_CKPT=../shared/models/tiny-qwen2-f32 \
+#   GPU_CHECK_BUDGET=900 GPU_CHECK_CAP_SCALE=300 GPU_CHECK_DEPTHS="0 64" GPU_CHECK_BATCHES=4 \
+#   GPU_CHECK_DEPTH_ARGS="--gen 2 --repeat 1 --prompt 8" GPU_CHECK_BIRD_TASKS=60 \
+#   GPU_CHECK_EVAL_ARGS="--max-tokens 4 --max-turns 1" bash scripts/gpu-check.sh
+# (the tiny checkpoint: the 0.5B one takes minutes a stage on the emulator; without
+# GPU_CHECK_CKPT it is written as on the device, and the stages are cut at their caps).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
-OUT=${OUT:-/tmp/gpu-check}
-WORK=${GPU_CHECK_WORK:-/tmp/gpu-check-work}
+# Paths absolute, as the stages run from their packages' directories.
+OUT=$(realpath -m "${OUT:-/tmp/gpu-check}")
+WORK=$(realpath -m "${GPU_CHECK_WORK:-/tmp/gpu-check-work}")
+[ -n "${CHAINEDSQL_SHARED:-}" ] && CHAINEDSQL_SHARED=$(realpath -m "$CHAINEDSQL_SHARED")
 BUDGET=${GPU_CHECK_BUDGET:-450}
+CAP_SCALE=${GPU_CHECK_CAP_SCALE:-100}
 mkdir -p "$OUT" "$WORK" || exit 1
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -62,10 +80,12 @@ wanted() {
 	if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $1 "* ]]; then return 1; fi
 	[[ " ${GPU_CHECK_SKIP:-} " != *" $1 "* ]]
 }
-# budget CAP: seconds the next stage may take (the rest of the budget, at most CAP, less 10 s
-# for the summary); 0 when too little is left to start it.
-budget() {
-	local left=$((BUDGET - (SECONDS - T0) - 10)) c=$1
+# budget CAP: seconds the next stage may take (the rest of the budget, at most CAP scaled by
+# GPU_CHECK_CAP_SCALE, less 10 s for the summary and the 10 s a stopped command may take to
+# die); 0 when too little is left to start it. budget_raw CAP: the same without the scaling.
+budget() { budget_raw $(($1 * CAP_SCALE / 100)); }
+budget_raw() {
+	local left=$((BUDGET - (SECONDS - T0) - 20)) c=$1
 	((left < c)) && c=$left
 	((c < 20)) && c=0
 	echo "$c"
@@ -77,13 +97,26 @@ run() {
 	shift
 	timeout -s QUIT -k 10 "$t" "$@"
 }
-# outcome RC: how a stage's command ended, for the summary.
+# outcome RC [LOG]: how a stage's command ended, for the summary; a Go test binary stopped by its
+# own -test.timeout (exit 2) counts as out of time, with the tests it was running.
 outcome() {
+	local running
+	if [ -n "${2:-}" ] && grep -q '^panic: test timed out' "$2"; then
+		running=$(awk '/^panic: test timed out/ {on = 1; next} on && /^\t\t/ {sub(/^\t+/, ""); printf "%s%s", sep, $0; sep = ", "} on && /^$/ {exit}' "$2")
+		echo "FAIL (out of time; running: ${running:-?})"
+		return
+	fi
 	case $1 in
 	0) echo PASS ;;
 	124 | 137) echo "FAIL (out of time)" ;;
 	*) echo "FAIL (exit $1)" ;;
 	esac
+}
+# outoftime STAGE: note that STAGE got no time, and remember it for the rerun line at the end.
+CUT=""
+outoftime() {
+	note "$1: skipped (out of time)"
+	CUT+=" $1"
 }
 
 note "== gpu-check $(date -u +%FT%TZ) on $(hostname), budget ${BUDGET}s"
@@ -159,7 +192,7 @@ export CHAINEDSQL_CUDA_TEST=$BACKEND
 PKG=$ROOT/inference/cuda # the tests read kernels/ relative to their package
 
 # ---- ckpt: the random 0.5B checkpoint ----
-CKPT=${GPU_CHECK_CKPT:-$WORK/q05b-bf16}
+CKPT=$(realpath -m "${GPU_CHECK_CKPT:-$WORK/q05b-bf16}")
 if [ ! -f "$CKPT/model.safetensors" ]; then
 	t=$(budget 120)
 	stamp "writing the random Qwen2.5-0.5B checkpoint to $CKPT"
@@ -176,13 +209,13 @@ if wanted parity; then
 	t=$(budget 120)
 	stamp "parity tests on the device (${t}s)"
 	if ((t == 0)); then
-		note "parity: skipped (out of time)"
+		outoftime parity
 	else
 		(cd "$PKG" && CHAINEDSQL_CUDA_PARITY_MODEL=$CKPT run "$t" "$BIN/cuda.test" -test.v -test.count 1 \
 			-test.timeout "$((t - 5))s" -test.run "${GPU_CHECK_RUN:-.}") >"$OUT/parity.txt" 2>&1
 		rc=$?
 		pass=$(grep -c -- '^--- PASS' "$OUT/parity.txt") fail=$(grep -c -- '^--- FAIL' "$OUT/parity.txt")
-		note "parity: $(outcome $rc): $pass passed, $fail failed, $(grep -c -- '^--- SKIP' "$OUT/parity.txt") skipped"
+		note "parity: $(outcome $rc "$OUT/parity.txt"): $pass passed, $fail failed, $(grep -c -- '^--- SKIP' "$OUT/parity.txt") skipped"
 		# A skip's reason is the log line just before its "--- SKIP".
 		awk '/^--- SKIP/ {print "  skip " $3 ": " prev} {sub(/^ +/, ""); prev = $0}' "$OUT/parity.txt" | head -5 | tee -a "$SUMMARY"
 		# Each failure with the log line before it (its message), and any panic.
@@ -193,15 +226,16 @@ fi
 
 # ---- depth: decode and prefill after D tokens in the cache ----
 if wanted depth && [ -n "$CKPT" ] && command -v python3 >/dev/null; then
-	note "== student bench --depth D (random 0.5B, bf16; tok/s: prefill of 512 after D, decode at batch 1 and each batch)"
+	note "== student bench --depth D ($(basename "$CKPT"); tok/s: prefill of 512 after D, decode at batch 1 and each batch)"
 	: >"$OUT/depth.txt"
 	stage_end=$((SECONDS + $(budget 90))) # the whole stage; each run of student bench at most 60 s
 	for depth in ${GPU_CHECK_DEPTHS:-0 2048}; do
 		line="depth $depth:"
 		first=1 # the first run of a depth also times the prefill and batch-1 decode
 		for batch in ${GPU_CHECK_BATCHES:-64 256}; do
-			t=$(budget $((stage_end - SECONDS < 60 ? stage_end - SECONDS : 60)))
-			((t == 0)) && { line+=" (no time left)"; break; }
+			t=$((stage_end - SECONDS)) per_run=$((60 * CAP_SCALE / 100))
+			t=$(budget_raw $((t < per_run ? t : per_run)))
+			((t == 0)) && { line+=" (no time left for batch $batch)"; CUT+=" depth"; break; }
 			stamp "student bench --depth $depth --batch $batch (${t}s)"
 			prompt=0
 			((first)) && prompt=512
@@ -274,13 +308,19 @@ evalstage() {
 		return
 	fi
 	local t rc=0 start log=$OUT/$name.txt set=$WORK/bird-$n
+	if (($(budget "$cap") == 0)); then
+		outoftime "$name"
+		return
+	fi
+	# The task set first, so that the eval's time is what is left after it.
+	birdset "$set" "$n" >"$log" 2>&1 || { note "$name: cannot build the task set ($name.txt)"; status=1; return; }
 	t=$(budget "$cap")
 	if ((t == 0)); then
-		note "$name: skipped (out of time)"
+		outoftime "$name"
 		return
 	fi
 	stamp "student eval --backend $BACKEND, $n tasks at batch $batch (${t}s)"
-	birdset "$set" "$n" >"$log" 2>&1 || { note "$name: cannot build the task set ($name.txt)"; status=1; return; }
+	fig "${name}_n" "$n"
 	rm -rf "$WORK/$name"
 	start=$SECONDS
 	run "$t" "$BIN/student" eval --model "$CKPT" --tokenizer "$TOK" --tasks "bird:$set/dev.json" --backend "$BACKEND" \
@@ -295,7 +335,6 @@ evalstage() {
 		return
 	fi
 	fig "${name}_s" "$wall"
-	fig "${name}_n" "$n"
 	python3 - "$WORK/$name/usage.json" "$name" "$wall" "$n" "$batch" "$WORK/figures" <<'EOF' 2>&1 | tee -a "$SUMMARY"
 import json, sys
 u = json.load(open(sys.argv[1]))
@@ -323,11 +362,22 @@ evalstage eval 56 56 45 --max-tokens 256
 evalstage eval-bird "${GPU_CHECK_BIRD_TASKS:-1534}" 256 100 --max-tokens 256 --max-turns 5
 
 # ---- hf: the peer, transformers with a static cache and torch.compile ----
-if wanted hf && [ -n "$CKPT" ] && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
-	t=$(budget 120)
+hf_why=""
+if wanted hf; then
+	# Why the peer cannot run here, if it cannot: the last line of the import's error, or no GPU.
+	hf_why="no checkpoint"
+	[ -n "$CKPT" ] && hf_why=$(python3 -c '
+import torch, transformers
+if not torch.cuda.is_available():
+    print("torch %s sees no GPU" % torch.__version__)' 2>&1 | tail -1)
+	[ -n "$hf_why" ] && note "hf: skipped ($hf_why)"
+fi
+hf_t=0
+wanted hf && [ -z "$hf_why" ] && { hf_t=$(budget 120); ((hf_t == 0)) && outoftime hf; }
+if ((hf_t > 0)); then
+	t=$hf_t
 	stamp "Hugging Face transformers (${t}s)"
 	note "== Hugging Face transformers, same checkpoint (bf16, greedy; static cache + torch.compile reduce-overhead; tok/s)"
-	((t == 0)) && t=1 # out of time: the script below is stopped at once and reported incomplete
 	PYTHONUNBUFFERED=1 run "$t" python3 - "$CKPT" "${GPU_CHECK_HF_DEPTH:-2048}" "${GPU_CHECK_HF_BATCHES:-1 64}" "$WORK/figures" <<'EOF' >"$OUT/hf.txt" 2>&1
 # Decode after a DEPTH-token prompt as transformers' own recipe for speed has it: a StaticCache
 # and the forward compiled with mode="reduce-overhead" (CUDA graphs), one token per sequence per
@@ -389,24 +439,22 @@ for b in batches:
 EOF
 	grep -E '^(hf |transformers )' "$OUT/hf.txt" | tee -a "$SUMMARY"
 	grep -qE "^hf decode .* batch=${GPU_CHECK_HF_BATCHES##* } " "$OUT/hf.txt" || { note "hf: incomplete (hf.txt)"; tail -3 "$OUT/hf.txt" | tee -a "$SUMMARY"; }
-elif wanted hf; then
-	note "hf: skipped (no checkpoint, or no torch/transformers seeing a GPU)"
 fi
 
 # ---- bench ----
 if wanted bench && [ -n "$CKPT" ]; then
 	t=$(budget 60)
-	stamp "benchmarks (${t}s)"
 	if ((t == 0)); then
-		note "bench: skipped (out of time)"
+		outoftime bench
 	else
-		note "== benchmarks (random 0.5B, bf16; tok/s)"
+		stamp "benchmarks (${t}s)"
+		note "== benchmarks ($(basename "$CKPT"); tok/s)"
 		(cd "$PKG" && CHAINEDSQL_CUDA_BENCH_MODEL=$CKPT run "$t" "$BIN/cuda.test" -test.count 1 -test.timeout "$((t - 5))s" \
 			-test.run '^$' -test.bench . -test.benchtime 3x) >"$OUT/bench.txt" 2>&1
 		rc=$?
 		if ((rc != 0)); then
 			status=1
-			note "bench: $(outcome $rc) (bench.txt)"
+			note "bench: $(outcome $rc "$OUT/bench.txt") (bench.txt)"
 			grep -m3 -E '^(panic|SIGQUIT|\s+\S+_test\.go:[0-9]+:|--- FAIL)' "$OUT/bench.txt" | tee -a "$SUMMARY"
 		fi
 		grep -E '^Benchmark' "$OUT/bench.txt" | awk '{print $1, $(NF-1), $NF}' | tee -a "$SUMMARY"
@@ -416,13 +464,15 @@ fi
 
 # ---- sanitize ----
 if wanted sanitize; then
-	if ! command -v compute-sanitizer >/dev/null; then
-		note "sanitize: no compute-sanitizer"
+	if [ "$BACKEND" != cuda ]; then
+		note "sanitize: skipped (backend $BACKEND: no device accesses to check)"
+	elif ! command -v compute-sanitizer >/dev/null; then
+		note "sanitize: skipped (no compute-sanitizer)"
 	else
 		: >"$OUT/sanitize.txt"
 		for tool in memcheck racecheck; do
 			t=$(budget 60)
-			((t == 0)) && { note "sanitize $tool: skipped (out of time)"; continue; }
+			((t == 0)) && { outoftime "sanitize $tool"; continue; }
 			stamp "compute-sanitizer $tool (${t}s)"
 			(cd "$PKG" && CHAINEDSQL_CUDA_CUBLAS=off run "$t" compute-sanitizer --tool "$tool" --error-exitcode 99 \
 				"$BIN/cuda.test" -test.v -test.count 1 -test.timeout "$((t - 5))s" -test.run 'Kernel|Selftest|^TestMMA$') >"$WORK/sanitize-$tool.txt" 2>&1
@@ -433,6 +483,7 @@ if wanted sanitize; then
 				note "sanitize $tool: the sanitizer could not run here (exit $rc): $(grep -m1 -v 'COMPUTE-SANITIZER' "$WORK/sanitize-$tool.txt")"
 				continue
 			fi
+			grep -q '^panic: test timed out' "$WORK/sanitize-$tool.txt" && rc=124
 			case $rc in
 			0) note "sanitize $tool: clean over $n passing tests" ;;
 			99) status=1 && note "sanitize $tool: ERRORS (sanitize.txt)" && grep -m6 -E '^========= +(Invalid|Error|Race|Program hit)' "$WORK/sanitize-$tool.txt" | tee -a "$SUMMARY" ;;
@@ -474,5 +525,10 @@ for ev, b in (("eval", 64), ("eval-bird", 256)):
 EOF
 fi
 
-note "== done in $((SECONDS - T0)) s: status $status; logs in $OUT"
+if [ -n "$CUT" ]; then
+	# Each stage once: "sanitize memcheck" and "sanitize racecheck" rerun as sanitize.
+	again=$(echo "$CUT" | tr ' ' '\n' | grep -v -e '^$' -e '^memcheck$' -e '^racecheck$' | awk '!seen[$0]++' | tr '\n' ' ')
+	note "== not run for lack of time: ${again% }; on the same warm machine (the checkpoint is kept in $WORK): GPU_CHECK_ONLY=\"${again% }\" bash scripts/gpu-check.sh"
+fi
+note "== done in $((SECONDS - T0)) s of the ${BUDGET}s budget: status $status; logs in $OUT"
 exit $status

@@ -99,6 +99,18 @@ func BenchmarkDecode(b *testing.B) {
 
 // BenchmarkDecodeTopP: batch 8 with top-p sampling on the device.
 func BenchmarkDecodeTopP(b *testing.B) {
+	sampledDecode(b, Sampling{Temperature: 0.7, TopP: 0.9, U: 0.5})
+}
+
+// BenchmarkDecodeNoCut: batch 8 sampled on the device at temperature 1 without top-p or top-k
+// (the rollout setting: sample_rows' no-cut path, one pass of exponentials a row).
+func BenchmarkDecodeNoCut(b *testing.B) {
+	sampledDecode(b, Sampling{Temperature: 1, U: 0.5})
+}
+
+// sampledDecode times 32 steps (2 on a small model) of batch 8 sampled on the device as how says,
+// after a 32-token prompt.
+func sampledDecode(b *testing.B, how Sampling) {
 	m := benchModel(b)
 	steps := 32
 	if m.H < 256 {
@@ -106,7 +118,7 @@ func BenchmarkDecodeTopP(b *testing.B) {
 	}
 	var total time.Duration
 	for b.Loop() {
-		total += decodeRun(b, m, 8, 32, steps, Sampling{Temperature: 0.7, TopP: 0.9, U: 0.5})
+		total += decodeRun(b, m, 8, 32, steps, how)
 	}
 	b.ReportMetric(float64(8*steps*b.N)/total.Seconds(), "tok/s")
 }

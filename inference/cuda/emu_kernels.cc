@@ -3,7 +3,7 @@
 // The kernels of kernels/*.cu compiled for the CPU (see cudaemu.h); each REGISTER adds one to
 // the emulator's table. gen.sh rewrites the hash below with the PTX stamp's (TestPTXCurrent
 // checks both), so that editing a kernel changes this file and go build recompiles it.
-// kernel sources: d740e5106c63ed34b053f2c91d189d97eed74a33fef82a36a861e407607f4d3f
+// kernel sources: 12a65abd0fe0b8b72b3f8061916a4373a62ae3f76bb0d92d1fe3eef9cf474a51
 #include "kernels/kernels.cu"
 
 // Kernels that break CUDA's rules on purpose, for the emulator's own checks (TestEmulatorChecks);

@@ -367,9 +367,11 @@ __device__ __noinline__ void sample_select(const float *l, int V, float mx, doub
 // is left (1: off); with neither cut the draw walks the vocabulary in index order, else in rank
 // order, to the first token where the mass summed so far exceeds u times the kept mass. lp[r]
 // is the token's log-softmax of l/T over the whole vocabulary (before the cuts), at most 0.
-// Block: SAMPLE_BLOCK threads. Passes over the row: 3 without a cut (max, exponentials, the
-// index-order draw); with one, 2 and then one per level that a select refines (see
-// sample_select).
+// Block: SAMPLE_BLOCK threads. Passes over the row: 2 without a cut (the max; then the
+// exponentials, summed per thread over a contiguous chunk of the row, which give both the
+// softmax's denominator and the chunk the draw falls in, walked again by one thread: V/256
+// more exponentials); with one, 2 (the max; the denominator, binning the first level) and then
+// one per level that a select refines (see sample_select).
 KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int *__restrict__ greedy,
                         const float *__restrict__ logits, const double *__restrict__ params, int V) {
 	__shared__ sample_shared sh;
@@ -385,17 +387,23 @@ KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int
 			mx = fmaxf(mx, l[i]);
 	mx = block_max(mx, red);
 	bool cut = k != 1 && ((k > 0 && k < V) || top_p < 1);
-	// The first level of every select: bins 1..255 an eighth of a binade each, up to p = 1.
-	const u64 lo0 = SAMPLE_KEY1 + 1 - ((u64)(SAMPLE_BINS - 1) << SAMPLE_BIN0_SHIFT);
-	double z = sample_hist_pass(l, V, mx, inv_t, true, cut, 0, 0, 0, SAMPLE_KEY1, lo0, SAMPLE_BIN0_SHIFT, -INFINITY,
-	                            INFINITY, &sh.h0);
-	z = block_sum_d(z, sh.d);
+	// z, the softmax's denominator, is needed by thread 0 only (the draw's target, lp).
+	double z = 0;
+	if (k == 1 || cut) {
+		// The first level of every select: bins 1..255 an eighth of a binade each, up to p = 1.
+		const u64 lo0 = SAMPLE_KEY1 + 1 - ((u64)(SAMPLE_BINS - 1) << SAMPLE_BIN0_SHIFT);
+		z = sample_hist_pass(l, V, mx, inv_t, true, cut, 0, 0, 0, SAMPLE_KEY1, lo0, SAMPLE_BIN0_SHIFT, -INFINITY,
+		                     INFINITY, &sh.h0);
+		z = block_sum_d(z, sh.d);
+	}
 	int tok = -1;
 	if (k == 1) {
 		tok = greedy[r];
 	} else if (!cut) {
-		// No cut: walk the vocabulary in index order. Each thread owns a contiguous chunk; an
-		// exclusive scan over the chunks' mass finds the chunk holding u·z, and its thread walks it.
+		// No cut: walk the vocabulary in index order, in the pass that sums the denominator.
+		// Each thread owns a contiguous chunk and sums its mass in index order; thread 0 adds
+		// the chunks' masses in order (z, the same on every launch), then finds the chunk
+		// holding u·z by the running sum and walks it.
 		SAMPLE_PASS();
 		int chunk = (V + SAMPLE_BLOCK - 1) / SAMPLE_BLOCK, c0 = min(V, tid * chunk), c1 = min(V, c0 + chunk);
 		double s = 0;
@@ -411,6 +419,8 @@ KERNEL void sample_rows(int *__restrict__ out, float *__restrict__ lp, const int
 		sh.id[tid] = last;
 		__syncthreads();
 		if (tid == 0) {
+			for (int i = 0; i < SAMPLE_BLOCK; i++)
+				z += sh.d[i];
 			double run = 0, x = u * z;
 			for (int i = 0; i < SAMPLE_BLOCK && tok < 0; i++) {
 				int c0 = min(V, i * chunk), c1 = min(V, c0 + chunk);
