@@ -236,7 +236,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if ctxDecode == 0 {
 		ctxDecode = decodePrompt
 	}
-	if need := max(o.Depth+o.Prompt, ctxDecode+o.Gen); need > m.ContextLength() {
+	need := max(o.Depth+o.Prompt, ctxDecode+o.Gen)
+	if o.Paired { // the depth 0 side decodes after decodePrompt tokens, more than a Depth below it
+		need = max(need, decodePrompt+o.Gen)
+	}
+	if need > m.ContextLength() {
 		return nil, fmt.Errorf("bench: %d tokens exceed the model's context length of %d", need, m.ContextLength())
 	}
 	progress := func(test string, run int, v float64) {

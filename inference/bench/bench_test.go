@@ -237,3 +237,13 @@ func TestPairedDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestPairedContextLength: a paired test below decodePrompt's depth is refused by its depth 0
+// side's tokens (decodePrompt + Gen), before any cache is made, like an unpaired one by its own.
+func TestPairedContextLength(t *testing.T) {
+	model := shared.Path(t, "models/tiny-qwen2-f32") // context length 32768
+	_, err := Run(context.Background(), Options{Model: model, Gen: 32762, Depth: 4, Repeat: 1, Paired: true})
+	if err == nil || !strings.Contains(err.Error(), "32770 tokens exceed the model's context length of 32768") {
+		t.Errorf("depth 4, gen 32762, paired: error %v", err)
+	}
+}
