@@ -9,10 +9,11 @@ import (
 // dot4BF16P gives, to the bit, for row counts that leave 1-7 rows to the four-row and one-row
 // kernels, column counts with and without a tail past the multiple of 32 (and under 32, where
 // neither kernel runs), ranges that start at odd multiples of 4 (two threads, and MatMuls' fused
-// matrices), whatever CPU class runs it.
+// matrices), whatever CPU class runs it. Only on the AVX-512 tier: elsewhere (no AVX-512, or
+// CHAINEDSQL_NOAVX512) prepareVec never takes dot8BF16P and both sides would be dot4's.
 func TestBF16Rows8(t *testing.T) {
-	if !hasAVX512 {
-		t.Skip("CPU without AVX-512")
+	if !use512() {
+		t.Skip("not on the AVX-512 kernel tier")
 	}
 	was := rows8Force.Load()
 	defer rows8Force.Store(was)
