@@ -365,11 +365,15 @@ evalstage eval-bird "${GPU_CHECK_BIRD_TASKS:-1534}" 256 100 --max-tokens 256 --m
 hf_why=""
 if wanted hf; then
 	# Why the peer cannot run here, if it cannot: the last line of the import's error, or no GPU.
+	# (stderr apart: warnings torch or transformers print on import do not stop the peer.)
 	hf_why="no checkpoint"
-	[ -n "$CKPT" ] && hf_why=$(python3 -c '
+	if [ -n "$CKPT" ] && ! hf_why=$(python3 -c '
 import torch, transformers
 if not torch.cuda.is_available():
-    print("torch %s sees no GPU" % torch.__version__)' 2>&1 | tail -1)
+    print("torch %s sees no GPU" % torch.__version__)' 2>"$WORK/hf-import.txt"); then
+		hf_why=$(tail -1 "$WORK/hf-import.txt")
+		hf_why=${hf_why:-python3 failed}
+	fi
 	[ -n "$hf_why" ] && note "hf: skipped ($hf_why)"
 fi
 hf_t=0
