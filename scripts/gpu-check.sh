@@ -487,7 +487,9 @@ if wanted sanitize; then
 				note "sanitize $tool: the sanitizer could not run here (exit $rc): $(grep -m1 -v 'COMPUTE-SANITIZER' "$WORK/sanitize-$tool.txt")"
 				continue
 			fi
-			grep -q '^panic: test timed out' "$WORK/sanitize-$tool.txt" && rc=124
+			# A test binary stopped by its -test.timeout is out of time, unless the sanitizer found
+			# errors before it (exit 99 then, which must not read as a timeout).
+			((rc != 99)) && grep -q '^panic: test timed out' "$WORK/sanitize-$tool.txt" && rc=124
 			case $rc in
 			0) note "sanitize $tool: clean over $n passing tests" ;;
 			99) status=1 && note "sanitize $tool: ERRORS (sanitize.txt)" && grep -m6 -E '^========= +(Invalid|Error|Race|Program hit)' "$WORK/sanitize-$tool.txt" | tee -a "$SUMMARY" ;;
