@@ -48,7 +48,8 @@ type Options struct {
 	Roofline bool
 	// Paired (with Depth > 0) makes the decode test decode two sequences in turns, one token
 	// each: one at depth 0 (after decodePrompt tokens) and one at Depth, each side timed by its
-	// own steps, for the depth ratio of the same moments of the machine.
+	// own steps, for the depth ratio of the same moments of the machine. The batched decode
+	// test (Batch > 1) is not paired.
 	Paired bool
 	// Progress, when set, receives a line per finished run (for a terminal).
 	Progress func(line string)
