@@ -48,7 +48,7 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&o.Backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	fs.IntVar(&o.Repeat, "repeat", 3, "timed runs of each test after its warm-up run")
 	fs.BoolVar(&o.Roofline, "roofline", false, "also measure the memory read bandwidth around each decode run and print decode GB/s against it (cpu backend)")
-	fs.BoolVar(&o.Paired, "paired", false, "with --depth D: decode at depth 0 and depth D in turns, one token each, for the depth ratio (the batch-1 decode test; --batch's is not paired)")
+	fs.BoolVar(&o.Paired, "paired", false, "with --depth D (D > 8): decode at depth 0 and depth D in turns, one token each, for the depth ratio (the batch-1 decode test; --batch's is not paired)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	fs.BoolVar(&quiet, "quiet", false, "no per-run progress on stderr")
 	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")

@@ -46,7 +46,7 @@ type Options struct {
 	// the decode runs, one before the first timed run and one after each, to set each run's
 	// GB/s against (cpu backend only).
 	Roofline bool
-	// Paired (with Depth > 0) makes the decode test decode two sequences in turns, one token
+	// Paired (with Depth > decodePrompt) makes the decode test decode two sequences in turns, one token
 	// each: one at depth 0 (after decodePrompt tokens) and one at Depth, each side timed by its
 	// own steps, for the depth ratio of the same moments of the machine. The batched decode
 	// test (Batch > 1) is not paired.
@@ -154,8 +154,8 @@ func (o *Options) Check() error {
 		return fmt.Errorf("bench: threads %d must be >= 0", o.Threads)
 	case o.Roofline && o.Gen == 0:
 		return errors.New("bench: the roofline needs the decode test (gen > 0)")
-	case o.Paired && o.Depth == 0:
-		return errors.New("bench: a paired test needs a depth > 0 to pair with depth 0")
+	case o.Paired && o.Depth <= decodePrompt:
+		return fmt.Errorf("bench: a paired test needs a depth > %d: its depth 0 side decodes after a %d-token prompt", decodePrompt, decodePrompt)
 	case o.Paired && o.Gen == 0:
 		return errors.New("bench: a paired test needs the decode test (gen > 0)")
 	}
@@ -237,10 +237,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if ctxDecode == 0 {
 		ctxDecode = decodePrompt
 	}
+	// Paired: Check holds Depth above decodePrompt, so the depth side needs the most tokens.
 	need := max(o.Depth+o.Prompt, ctxDecode+o.Gen)
-	if o.Paired { // the depth 0 side decodes after decodePrompt tokens, more than a Depth below it
-		need = max(need, decodePrompt+o.Gen)
-	}
 	if need > m.ContextLength() {
 		return nil, fmt.Errorf("bench: %d tokens exceed the model's context length of %d", need, m.ContextLength())
 	}

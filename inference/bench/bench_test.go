@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -238,12 +239,16 @@ func TestPairedDecode(t *testing.T) {
 	}
 }
 
-// TestPairedContextLength: a paired test below decodePrompt's depth is refused by its depth 0
-// side's tokens (decodePrompt + Gen), before any cache is made, like an unpaired one by its own.
-func TestPairedContextLength(t *testing.T) {
-	model := shared.Path(t, "models/tiny-qwen2-f32") // context length 32768
-	_, err := Run(context.Background(), Options{Model: model, Gen: 32762, Depth: 4, Repeat: 1, Paired: true})
-	if err == nil || !strings.Contains(err.Error(), "32770 tokens exceed the model's context length of 32768") {
-		t.Errorf("depth 4, gen 32762, paired: error %v", err)
+// TestPairedDepthFloor: a paired test at a depth no deeper than the depth 0 side's own prompt
+// (decodePrompt tokens) is refused before any model is loaded, naming the floor.
+func TestPairedDepthFloor(t *testing.T) {
+	for _, d := range []int{1, 4, decodePrompt} {
+		err := (&Options{Model: "m", Gen: 8, Depth: d, Repeat: 1, Paired: true}).Check()
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("needs a depth > %d", decodePrompt)) {
+			t.Errorf("depth %d, paired: error %v", d, err)
+		}
+	}
+	if err := (&Options{Model: "m", Gen: 8, Depth: decodePrompt + 1, Repeat: 1, Paired: true}).Check(); err != nil {
+		t.Errorf("depth %d, paired: %v", decodePrompt+1, err)
 	}
 }
