@@ -20,6 +20,9 @@ var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 // Q8); ld* are row strides in elements.
 
 //go:noescape
+func prefetchLines(p *byte, n int)
+
+//go:noescape
 func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int)
 
 //go:noescape

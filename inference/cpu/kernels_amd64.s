@@ -924,3 +924,17 @@ ptloop:
 ptdone:
 	VZEROUPPER
 	RET
+
+// func prefetchLines(p *byte, n int)
+//
+// PREFETCHT0 of the n 64-byte lines from p (n > 0): software prefetch of the next keys and
+// values of decode attention (attend.go, prefetcher).
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+pfloop:
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	DECQ CX
+	JGT  pfloop
+	RET

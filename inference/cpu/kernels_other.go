@@ -10,6 +10,8 @@ const (
 	hasBF16   = false
 )
 
+func prefetchLines(p *byte, n int) {}
+
 func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int) {
 	panic("cpu: no SIMD")
 }

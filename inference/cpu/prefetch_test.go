@@ -1,0 +1,166 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestPrefetcherWalk: the walk of two chunks (one a part of a block, one a whole block, values
+// rows strided by the block) visits exactly the bytes attendChunk reads, keys then value rows,
+// chunk after chunk, whatever the step, and stops at its end.
+func TestPrefetcherWalk(t *testing.T) {
+	const hd, B, n = 16, 32, 70
+	rng := rand.New(rand.NewPCG(33, 1))
+	d := &DecodeHead{
+		K: toPaged(randVec(rng, n*hd), n, hd, B, true),
+		V: toPaged(randVec(rng, n*hd), hd, n, B, false),
+	}
+	type span struct{ p, n uintptr }
+	var want []span
+	addr := func(s []float32, i int) uintptr { return uintptr(unsafe.Pointer(&s[i])) }
+	chunks := [][2]int{{40, 64}, {0, 32}} // block 1 from offset 8, then all of block 0
+	for _, c := range chunks {
+		b, m := c[0]/B, c[1]-c[0]
+		want = append(want, span{addr(d.K.Blocks[b], (c[0]-b*B)*hd), uintptr(4 * m * hd)})
+		for r := range hd {
+			want = append(want, span{addr(d.V.Blocks[b], r*B+c[0]-b*B), uintptr(4 * m)})
+		}
+	}
+	for _, step := range []int{1, 60, 64, 100, 4096, 1 << 20} {
+		var f prefetcher
+		var got []span
+		f.emit = func(p unsafe.Pointer, n int) {
+			// Join pieces that continue the last span, as one row is issued in several steps.
+			if k := len(got) - 1; k >= 0 && got[k].p+got[k].n == uintptr(p) && len(got) <= len(want) && got[k].n < want[k].n {
+				got[k].n += uintptr(n)
+				return
+			}
+			got = append(got, span{uintptr(p), uintptr(n)})
+		}
+		f.reset()
+		for _, c := range chunks {
+			f.addChunk(d, hd, c[0], c[1])
+		}
+		for range 1 << 16 {
+			f.issue(step)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("step %d: %d spans, want %d", step, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d: span %d is %d bytes at %#x, want %d at %#x", step, i, got[i].n, got[i].p, want[i].n, want[i].p)
+			}
+		}
+	}
+}
+
+// TestAttendDecodePrefetch: the prefetch distance (none, less than a line, the default, past
+// every chunk) changes no result, for groups that take gemm2x7F32 (7, 14: two passes),
+// gemm4x6F32 (6) and dotRows (1), over blocks that chunks fill or not, with 1 and 2 threads.
+func TestAttendDecodePrefetch(t *testing.T) {
+	was := attendPrefetch.Load()
+	defer attendPrefetch.Store(was)
+	old := Threads()
+	defer SetThreads(old)
+	rng := rand.New(rand.NewPCG(34, 1))
+	for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {14, 64, 100}, {6, 64, 256}, {1, 48, 64}} {
+		lens := []int{1, 255, 700, 2049}
+		heads := make([]DecodeHead, len(lens))
+		for h, n := range lens {
+			heads[h] = DecodeHead{
+				Q: randVec(rng, sh.group*sh.hd),
+				K: toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true),
+				V: toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false),
+			}
+		}
+		run := func(pf int32, th int) []float32 {
+			attendPrefetch.Store(pf)
+			SetThreads(th)
+			out := make([]float32, len(heads)*sh.group*sh.hd)
+			for h := range heads {
+				heads[h].Out = out[h*sh.group*sh.hd : (h+1)*sh.group*sh.hd]
+			}
+			AttendDecode(heads, sh.group)
+			return out
+		}
+		want := run(0, 1)
+		for _, pf := range []int32{32, 4096, 1 << 24} {
+			for _, th := range []int{1, 2} {
+				for i, g := range run(pf, th) {
+					if g != want[i] {
+						t.Fatalf("group %d, block %d, prefetch %d, %d threads: out[%d] = %g, want %g", sh.group, sh.block, pf, th, i, g, want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttendPrefetchAB is one decode step's attention at depth 2,048 over the 0.5B shape
+// (24 layers × 2 KV heads of 64 dims, 7 query heads each, f32 blocks of 256 tokens: 48 MiB),
+// from memory (a 128 MiB pass over other memory before each step evicts the cache, as a decode
+// step's weights do), without and with the software prefetch in turn (the order alternating):
+// the median ms of each and the median of the per-pair ratios with/without (a change of load
+// slows both sides of a pair alike).
+func BenchmarkAttendPrefetchAB(b *testing.B) {
+	was := attendPrefetch.Load()
+	defer attendPrefetch.Store(was)
+	SetThreads(runtime.GOMAXPROCS(0))
+	const layers, kvh, group, hd, n, block = 24, 2, 7, 64, 2048, 256
+	rng := rand.New(rand.NewPCG(35, 1))
+	heads := make([][]DecodeHead, layers)
+	for l := range heads {
+		heads[l] = make([]DecodeHead, kvh)
+		for h := range heads[l] {
+			heads[l][h] = DecodeHead{
+				Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
+				K: toPaged(randVec(rng, n*hd), n, hd, block, true),
+				V: toPaged(randVec(rng, n*hd), hd, n, block, false),
+			}
+		}
+	}
+	evict := make([]byte, 128<<20)
+	for i := range evict {
+		evict[i] = byte(i)
+	}
+	var sink byte
+	dists := []int32{0, was}
+	ts := make([][]time.Duration, len(dists))
+	i := 0
+	for b.Loop() {
+		for j := range dists {
+			k := (i + j) % len(dists)
+			for p := 0; p < len(evict); p += 64 {
+				sink += evict[p]
+			}
+			attendPrefetch.Store(dists[k])
+			t := time.Now()
+			for l := range heads {
+				AttendDecode(heads[l], group)
+			}
+			ts[k] = append(ts[k], time.Since(t))
+		}
+		i++
+	}
+	ratios := make([]float64, len(ts[0]))
+	for i := range ratios {
+		ratios[i] = float64(ts[1][i]) / float64(ts[0][i])
+	}
+	ms := func(v []time.Duration) float64 {
+		s := append([]time.Duration(nil), v...)
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ms(ts[0]), "ms-plain")
+	b.ReportMetric(ms(ts[1]), "ms-prefetch")
+	b.ReportMetric(ratios[len(ratios)/2], "prefetch/plain")
+	if sink == 1 {
+		b.Log("") // keeps the eviction pass
+	}
+}
