@@ -65,10 +65,14 @@ func AttendDecode(heads []DecodeHead, group int) {
 			cb.v = grow(cb.v, hd*DecodeChunk)
 		}
 		var pf *prefetcher
-		if d := int(attendPrefetch.Load()); d > 0 && !wide {
+		if d := int(attendPrefetch.Load()); d > 0 {
 			pf = &cb.pf
 			pf.reset()
-			for i := lo; i < hi; i++ {
+			first := lo
+			if wide { // a chunk is widened as a whole before its products: prefetch the next
+				first, pf.shift = lo+1, 1
+			}
+			for i := first; i < hi; i++ {
 				it := ds.items[i]
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
 			}
@@ -135,21 +139,32 @@ type pfRegion struct {
 type prefetcher struct {
 	regs        []pfRegion
 	r, row, col int                           // the walk's position: region, row, byte in the row
+	shift       int                           // step's shift: 1 over bf16 blocks
 	emit        func(p unsafe.Pointer, n int) // nil: prefetch the lines of [p, p+n); tests record
 }
 
 // reset empties the walk.
-func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col = f.regs[:0], 0, 0, 0 }
+func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 0, 0, 0, 0 }
 
 // addChunk appends the keys, then the value rows, of positions [p0, p1) of d (f32 blocks; the
 // positions in one block) to the walk.
 func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 	B := d.K.Block
 	b, n := p0/B, p1-p0
+	if d.K.BF16 != nil {
+		f.regs = append(f.regs,
+			pfRegion{p: unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), rowBytes: 2 * n * hd, rows: 1},
+			pfRegion{p: unsafe.Pointer(&d.V.BF16[b][p0-b*B]), rowBytes: 2 * n, stride: 2 * B, rows: hd})
+		return
+	}
 	f.regs = append(f.regs,
 		pfRegion{p: unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), rowBytes: 4 * n * hd, rows: 1},
 		pfRegion{p: unsafe.Pointer(&d.V.Blocks[b][p0-b*B]), rowBytes: 4 * n, stride: 4 * B, rows: hd})
 }
+
+// step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
+// by n/2 over bf16 blocks (shift 1), whose walk runs a chunk ahead.
+func (f *prefetcher) step(n int) { f.issue(n >> f.shift) }
 
 // issue prefetches the next n bytes of the walk (fewer at its end).
 func (f *prefetcher) issue(n int) {
@@ -299,7 +314,7 @@ func groupRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ld
 		for ; n-i >= gemm7 && (n-i)%gemmN != 0; i += gemm7 {
 			for j := 0; j < nr2; j += 2 {
 				if pf != nil && i == 0 {
-					pf.issue(8 * k) // the bytes of the two rows this call reads
+					pf.step(8 * k) // the bytes of the two rows this call reads
 				}
 				gemm2x7F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd)
 			}
@@ -314,7 +329,7 @@ func groupRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ld
 		for ; i+gemmN <= n; i += gemmN {
 			for j := 0; j < nr4; j += 4 {
 				if pf != nil && i == 0 {
-					pf.issue(16 * k)
+					pf.step(16 * k)
 				}
 				gemm4x6F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd, 0)
 			}

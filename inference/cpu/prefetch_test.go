@@ -61,14 +61,18 @@ func TestPrefetcherWalk(t *testing.T) {
 
 // TestAttendDecodePrefetch: the prefetch distance (none, less than a line, the default, past
 // every chunk) changes no result, for groups that take gemm2x7F32 (7, 14: two passes),
-// gemm4x6F32 (6) and dotRows (1), over blocks that chunks fill or not, with 1 and 2 threads.
+// gemm4x6F32 (6) and dotRows (1), over f32 and bf16 blocks that chunks fill or not, with 1 and 2
+// threads.
 func TestAttendDecodePrefetch(t *testing.T) {
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
 	old := Threads()
 	defer SetThreads(old)
 	rng := rand.New(rand.NewPCG(34, 1))
-	for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {14, 64, 100}, {6, 64, 256}, {1, 48, 64}} {
+	for _, sh := range []struct {
+		group, hd, block int
+		kv16             bool
+	}{{7, 64, 256, false}, {14, 64, 100, false}, {6, 64, 256, false}, {1, 48, 64, false}, {7, 64, 256, true}, {6, 64, 100, true}} {
 		lens := []int{1, 255, 700, 2049}
 		heads := make([]DecodeHead, len(lens))
 		for h, n := range lens {
@@ -76,6 +80,9 @@ func TestAttendDecodePrefetch(t *testing.T) {
 				Q: randVec(rng, sh.group*sh.hd),
 				K: toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true),
 				V: toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false),
+			}
+			if sh.kv16 {
+				heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
 			}
 		}
 		run := func(pf int32, th int) []float32 {
@@ -93,7 +100,7 @@ func TestAttendDecodePrefetch(t *testing.T) {
 			for _, th := range []int{1, 2} {
 				for i, g := range run(pf, th) {
 					if g != want[i] {
-						t.Fatalf("group %d, block %d, prefetch %d, %d threads: out[%d] = %g, want %g", sh.group, sh.block, pf, th, i, g, want[i])
+						t.Fatalf("bf16 %v, group %d, block %d, prefetch %d, %d threads: out[%d] = %g, want %g", sh.kv16, sh.group, sh.block, pf, th, i, g, want[i])
 					}
 				}
 			}
@@ -102,12 +109,18 @@ func TestAttendDecodePrefetch(t *testing.T) {
 }
 
 // BenchmarkAttendPrefetchAB is one decode step's attention at depth 2,048 over the 0.5B shape
-// (24 layers × 2 KV heads of 64 dims, 7 query heads each, f32 blocks of 256 tokens: 48 MiB),
+// (24 layers × 2 KV heads of 64 dims, 7 query heads each, blocks of 256 tokens: 48 MiB in f32,
+// 24 in bf16),
 // from memory (a 128 MiB pass over other memory before each step evicts the cache, as a decode
 // step's weights do), without and with the software prefetch in turn (the order alternating):
 // the median ms of each and the median of the per-pair ratios with/without (a change of load
 // slows both sides of a pair alike).
 func BenchmarkAttendPrefetchAB(b *testing.B) {
+	b.Run("kv=f32", func(b *testing.B) { benchAttendPrefetch(b, false) })
+	b.Run("kv=bf16", func(b *testing.B) { benchAttendPrefetch(b, true) })
+}
+
+func benchAttendPrefetch(b *testing.B, kv16 bool) {
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
 	SetThreads(runtime.GOMAXPROCS(0))
@@ -121,6 +134,9 @@ func BenchmarkAttendPrefetchAB(b *testing.B) {
 				Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
 				K: toPaged(randVec(rng, n*hd), n, hd, block, true),
 				V: toPaged(randVec(rng, n*hd), hd, n, block, false),
+			}
+			if kv16 {
+				heads[l][h].K, heads[l][h].V = toBF16Paged(heads[l][h].K), toBF16Paged(heads[l][h].V)
 			}
 		}
 	}
