@@ -119,8 +119,9 @@ type chunkBufs struct {
 
 // attendPrefetch is how far ahead of its reads, in bytes, decode attention over f32 blocks
 // prefetches the keys and values (0: not at all); tests and benchmarks change it. On Zen 5 a
-// depth-2,048 decode step's attention over a cold cache took 28-36% less time with it (4 KiB;
-// 2 to 16 KiB all gained), docs/BENCHMARKS.md ("KV cache: huge pages and prefetch").
+// depth-2,048 decode step's attention from memory took 19-35% less time with it over f32 blocks
+// (4 KiB; 2 to 16 KiB all gained), up to 25% less over bf16 ones; docs/BENCHMARKS.md ("KV
+// cache: huge pages and prefetch").
 var attendPrefetch atomic.Int32
 
 func init() { attendPrefetch.Store(4096) }
@@ -133,9 +134,9 @@ type pfRegion struct {
 
 // prefetcher walks the keys and values one thread's chunks read, in the order attendChunk reads
 // them (per chunk its keys, then its value rows), a distance ahead: issue(d) starts the walk and
-// each kernel call issues as many bytes as it reads, so the hardware prefetcher, which stops at
-// every 4 KiB page and ramps up again on each of the short streams, never has to be waited for.
-// Prefetches change no result.
+// each kernel call issues as many bytes as it reads: a chunk's keys and values are two streams
+// of 64 KiB, which the hardware prefetcher alone leaves waiting on memory (docs/DESIGN.md, "Paged
+// KV cache"). Prefetches change no result.
 type prefetcher struct {
 	regs        []pfRegion
 	r, row, col int                           // the walk's position: region, row, byte in the row

@@ -10,6 +10,7 @@ const (
 	hasBF16   = false
 )
 
+// prefetchLines is only a hint to the hardware: without assembly there is nothing to do.
 func prefetchLines(p *byte, n int) {}
 
 func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int) {
