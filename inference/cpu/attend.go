@@ -29,8 +29,9 @@ type DecodeHead struct {
 // query head. Chunk boundaries do not depend on the thread count, so neither do the results.
 // Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
 // that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
-// bit for bit, while memory is read at half the bytes. Over f32 blocks each thread prefetches its
-// chunks' keys and values attendPrefetch bytes ahead of the kernels' reads (prefetcher).
+// bit for bit, while memory is read at half the bytes. Each thread prefetches its chunks' keys and
+// values attendPrefetch bytes ahead of the kernels' reads (prefetcher; over bf16 blocks a chunk
+// ahead, since a chunk is widened as a whole before its products).
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -117,8 +118,8 @@ type chunkBufs struct {
 	pf       prefetcher
 }
 
-// attendPrefetch is how far ahead of its reads, in bytes, decode attention over f32 blocks
-// prefetches the keys and values (0: not at all); tests and benchmarks change it. On Zen 5 a
+// attendPrefetch is how far ahead of its reads, in bytes, decode attention prefetches the keys
+// and values (0: not at all); tests and benchmarks change it. On Zen 5 a
 // depth-2,048 decode step's attention from memory took 19-35% less time with it over f32 blocks
 // (4 KiB; 2 to 16 KiB all gained), up to 25% less over bf16 ones; docs/BENCHMARKS.md ("KV
 // cache: huge pages and prefetch").
@@ -147,8 +148,8 @@ type prefetcher struct {
 // reset empties the walk.
 func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 0, 0, 0, 0 }
 
-// addChunk appends the keys, then the value rows, of positions [p0, p1) of d (f32 blocks; the
-// positions in one block) to the walk.
+// addChunk appends the keys, then the value rows, of positions [p0, p1) of d (the positions in
+// one block; f32 or bf16 blocks) to the walk.
 func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 	B := d.K.Block
 	b, n := p0/B, p1-p0
@@ -218,7 +219,7 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 // attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
 // which lie in one KV block: scores sc = Q·Kᵀ (group × n), per row m = max, sc = e^(sc−m) and
 // l = Σ sc, then o = sc·V. bf16 keys and values are first widened into cb.k (n × hd) and cb.v
-// (hd × n). pf (f32 blocks, or nil) is the thread's prefetch walk, which the products advance.
+// (hd × n). pf (or nil) is the thread's prefetch walk, which the products advance.
 func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, group, hd, p0, p1 int, pf *prefetcher) {
 	n := p1 - p0
 	B := d.K.Block
