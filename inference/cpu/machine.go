@@ -57,6 +57,10 @@ type Plan struct {
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
+	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI reads each chunk of rows as four
+	// sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
+	// software prefetch), instead of four adjacent rows a call; the same results.
+	Q8Quarters bool `json:"q8_quarters"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
@@ -67,6 +71,9 @@ func (p Plan) String() string {
 	}
 	if p.Q8Prefetch != q8PrefetchDefault {
 		s += fmt.Sprintf(", q8 prefetch %d KiB", p.Q8Prefetch>>10)
+	}
+	if p.Q8Quarters {
+		s += ", q8 decode in quarters"
 	}
 	return s
 }
@@ -83,6 +90,18 @@ func q8Prefetch() int {
 		return int(f)
 	}
 	return DecodePlan().Q8Prefetch
+}
+
+// quartersForce overrides the plan's Q8Quarters for tests: 0 follows the plan, 1 on, -1 off.
+var quartersForce atomic.Int32
+
+// q8Quarters reports whether q8 decode reads its chunks in quarters (the plan's choice, or the
+// tests').
+func q8Quarters() bool {
+	if f := quartersForce.Load(); f != 0 {
+		return f > 0
+	}
+	return DecodePlan().Q8Quarters
 }
 
 // rows8Force overrides the plan's BF16Rows8 for tests: 0 follows the plan, 1 on, -1 off.
@@ -137,6 +156,7 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "zen5"
 		p.BF16Rows8 = true
 		p.Q8Prefetch = 16384
+		p.Q8Quarters = true
 	default:
 		p.Name = "avx512"
 	}

@@ -225,6 +225,9 @@ type vecIn struct {
 	// (DecodePlan's BF16Rows8) for one input row.
 	rows8 bool
 	q8pf  int // dot4Q8VNNI's prefetch distance in bytes (DecodePlan's Q8Prefetch for one input row)
+	// quarters: matVecRange reads each range of Q8 rows as four streams (matVecQ8Quarters), as
+	// the decode plan says (DecodePlan's Q8Quarters) for one input row with VNNI.
+	quarters bool
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -264,6 +267,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.q8pf = q8PrefetchDefault
 		if n == 1 { // measured on decode (one input row) only
 			in.q8pf = q8Prefetch()
+			in.quarters = useVNNI() && q8Quarters()
 		}
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.q = grow(in.bufs.q, n*k)
@@ -415,6 +419,9 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	rows, n := w.Rows, in.n
 	var out [4]float32
 	r := lo
+	if in.quarters {
+		r = matVecQ8Quarters(dst, w, in, lo, hi)
+	}
 	if in.rows8 {
 		var out8 [8]float32
 		for ; r+8 <= hi; r += 8 {
@@ -436,6 +443,29 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 			dst[i*rows+r] = out[0]
 		}
 	}
+}
+
+// matVecQ8Quarters computes dst[lo:lo+4m] (one input row, Q8 weights, in.k64 > 0) with
+// m = (hi-lo)/4 and returns lo+4m, the first row it leaves: the range is read as four sequential
+// streams, its quarters, each dot4Q8VNNIFar call taking row j of every quarter. Four streams per
+// thread keep more DRAM requests in flight than one stream of adjacent rows (dot4Q8VNNI with
+// its software prefetch): measured on Zen 5, 11-34% faster decode (docs/BENCHMARKS.md, "Issue
+// 30: q8 decode in quarters"). Each row's sums are dot4Q8VNNI's, to the bit.
+func matVecQ8Quarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
+	m := (hi - lo) / 4
+	if m == 0 {
+		return lo
+	}
+	c, k := w.Cols, in.k64
+	ld, lds := m*c, m*(c/Q8Block)
+	var out [4]float32
+	for r := lo; r < lo+m; r++ {
+		off := r * c
+		dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], lds, &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
+		tailCols(w, off, ld, k, in.x[:c], out[:])
+		dst[r], dst[r+m], dst[r+2*m], dst[r+3*m] = out[0], out[1], out[2], out[3]
+	}
+	return lo + 4*m
 }
 
 // Blocking of the matrix-matrix product (see matMulRange).
