@@ -567,3 +567,26 @@ func BenchmarkQ8Stream(b *testing.B) {
 		b.ReportMetric(slices.Max(rates[i]), "best-"+n+"-GB/s")
 	}
 }
+
+// BenchmarkBF16StreamsAB times one bf16 decode token's layer products read as several
+// sequential streams per chunk (matVecStreams: 4 or 8, "pf" with the kernels' software
+// prefetch, "far" without) against adjacent rows (the plan's dot8BF16P, "adjacent"); see
+// decodeAB.
+func BenchmarkBF16StreamsAB(b *testing.B) {
+	wasS, wasP := streamsForce.Load(), streamPfForce.Load()
+	defer func() { streamsForce.Store(wasS); streamPfForce.Store(wasP) }()
+	v := [][2]int32{{-1, -1}, {4, -1}, {4, 1}, {8, -1}, {8, 1}}
+	decodeAB(b, BF16, []string{"adjacent", "s4far", "s4pf", "s8far", "s8pf"}, func(i int) {
+		streamsForce.Store(v[i][0])
+		streamPfForce.Store(v[i][1])
+	})
+}
+
+// BenchmarkF32StreamsAB times one f32 decode token's layer products read as four sequential
+// streams per chunk (matVecStreams with dot4F32) against four adjacent rows per call; see
+// decodeAB.
+func BenchmarkF32StreamsAB(b *testing.B) {
+	was := streamsForce.Load()
+	defer streamsForce.Store(was)
+	decodeAB(b, F32, []string{"s4", "adjacent"}, func(i int) { streamsForce.Store([]int32{4, -1}[i]) })
+}

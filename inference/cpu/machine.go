@@ -115,6 +115,26 @@ func bf16Rows8() bool {
 	return DecodePlan().BF16Rows8
 }
 
+// streamsForce overrides, for tests, how many sequential streams bf16 and f32 decode read each
+// chunk of rows as (issue 30): 0 follows the plan, -1 none (adjacent rows), 4 or 8 (bf16 only);
+// streamPfForce whether the bf16 kernels keep their software prefetch then (1 yes, -1 no).
+var streamsForce, streamPfForce atomic.Int32
+
+// decodeStreams returns how many streams decode of dtype dt reads each chunk of rows as (0:
+// adjacent rows) and, for bf16, whether its kernel prefetches (the plan's choice, or the tests').
+func decodeStreams(dt DType) (n int, prefetch bool) {
+	if dt != BF16 && dt != F32 {
+		return 0, false
+	}
+	if f := streamsForce.Load(); f != 0 {
+		if f < 0 || (dt == F32 && f != 4) {
+			return 0, false
+		}
+		return int(f), streamPfForce.Load() > 0
+	}
+	return 0, false
+}
+
 var machineOnce = sync.OnceValue(readMachine)
 
 // CPU returns the Machine, read once.

@@ -228,6 +228,10 @@ type vecIn struct {
 	// quarters: matVecRange reads each range of Q8 rows as four streams (matVecQ8Quarters), as
 	// the decode plan says (DecodePlan's Q8Quarters) for one input row with VNNI.
 	quarters bool
+	// streams: matVecRange reads each range of bf16 or f32 rows as this many sequential streams
+	// (matVecStreams; 0: adjacent rows), streamPf with the bf16 kernels' software prefetch.
+	streams  int
+	streamPf bool
 }
 
 // vecBufs are the reusable buffers behind a vecIn.
@@ -258,6 +262,9 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs.f = grow(in.bufs.f, n*in.k32)
 		in.xp = in.bufs.f
 		in.rows8 = n == 1 && use512() && bf16Rows8()
+		if n == 1 && use512() {
+			in.streams, in.streamPf = decodeStreams(BF16)
+		}
 		for i := range n {
 			deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
 		}
@@ -284,6 +291,9 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
 			}
 		}
+	case w.DType == F32 && n == 1 && use512():
+		in.streams, _ = decodeStreams(F32)
+		return in, func() {}
 	default:
 		return in, func() {}
 	}
@@ -422,6 +432,9 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	if in.quarters {
 		r = matVecQ8Quarters(dst, w, in, lo, hi)
 	}
+	if in.streams > 0 {
+		r = matVecStreams(dst, w, in, lo, hi)
+	}
 	if in.rows8 {
 		var out8 [8]float32
 		for ; r+8 <= hi; r += 8 {
@@ -466,6 +479,46 @@ func matVecQ8Quarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 		dst[r], dst[r+m], dst[r+2*m], dst[r+3*m] = out[0], out[1], out[2], out[3]
 	}
 	return lo + 4*m
+}
+
+// matVecStreams computes dst[lo:lo+s·m] (one input row, bf16 weights with in.k32 > 0 or f32) for
+// s = in.streams and m = (hi-lo)/s and returns lo+s·m, the first row it leaves: the range is read
+// as s sequential streams m rows apart, each kernel call taking row j of every stream (f32:
+// dot4F32, s = 4; bf16: dot4BF16P or dot8BF16P with in.streamPf, else their Far forms without
+// software prefetch). Each row's sum is the adjacent-row kernel's, to the bit.
+func matVecStreams(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
+	s := in.streams
+	m := (hi - lo) / s
+	if m == 0 {
+		return lo
+	}
+	c := w.Cols
+	ld := m * c
+	x := in.x[:c]
+	var out [8]float32
+	o4 := (*[4]float32)(out[:4])
+	for r := lo; r < lo+m; r++ {
+		off := r * c
+		k := in.k32
+		switch {
+		case w.DType == F32:
+			k = c &^ 15
+			dot4F32(&w.F32[off], ld, &x[0], k, o4)
+		case s == 8 && in.streamPf:
+			dot8BF16P(&w.U16[off], ld, &in.xp[0], k, &out)
+		case s == 8:
+			dot8BF16PFar(&w.U16[off], ld, &in.xp[0], k, &out)
+		case in.streamPf:
+			dot4BF16P(&w.U16[off], ld, &in.xp[0], k, o4)
+		default:
+			dot4BF16PFar(&w.U16[off], ld, &in.xp[0], k, o4)
+		}
+		tailCols(w, off, ld, k, x, out[:s])
+		for j := range s {
+			dst[r+j*m] = out[j]
+		}
+	}
+	return lo + s*m
 }
 
 // Blocking of the matrix-matrix product (see matMulRange).

@@ -192,3 +192,69 @@ func TestQ8Quarters(t *testing.T) {
 		restore()
 	}
 }
+
+// TestDecodeStreams checks that bf16 and f32 decode read as several sequential streams
+// (matVecStreams: bf16 in 4 or 8 streams, with and without the kernels' prefetch; f32 in 4) give
+// the adjacent-row kernels' results to the bit, over shapes whose ranges leave rows beyond the
+// streams and columns beyond a multiple of 16 or 32, alone and fused, on 1-3 threads; and that
+// only one input row takes it.
+func TestDecodeStreams(t *testing.T) {
+	if !use512() {
+		t.Skip("AVX-512 only")
+	}
+	wasS, wasP := streamsForce.Load(), streamPfForce.Load()
+	defer func() { streamsForce.Store(wasS); streamPfForce.Store(wasP) }()
+	rng := rand.New(rand.NewPCG(30, 11))
+	x := make([]float32, 4864)
+	for c := range x {
+		x[c] = rng.Float32()*2 - 1
+	}
+	for _, dt := range []DType{BF16, F32} {
+		ws := []*Matrix{
+			randMatrix(rng, dt, 896, 896), randMatrix(rng, dt, 128, 896), randMatrix(rng, dt, 1003, 960),
+			randMatrix(rng, dt, 37, 100), randMatrix(rng, dt, 3, 128), randMatrix(rng, dt, 130, 4864),
+			randMatrix(rng, dt, 71, 40),
+		}
+		results := func(streams, pf int32) [][]float32 {
+			streamsForce.Store(streams)
+			streamPfForce.Store(pf)
+			var out [][]float32
+			for _, w := range ws {
+				d := make([]float32, w.Rows)
+				MatVec(d, w, x[:w.Cols])
+				out = append(out, d)
+			}
+			fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
+			MatMuls(fused, ws[:2], x[:896], 1)
+			return append(out, fused...)
+		}
+		for _, n := range []int{1, 2} {
+			streamsForce.Store(4)
+			in, release := prepareVec(ws[1], make([]float32, n*896), n)
+			release()
+			if (in.streams == 4) != (n == 1) {
+				t.Errorf("%v n=%d: streams %d", dt, n, in.streams)
+			}
+		}
+		variants := [][2]int32{{4, -1}, {4, 1}, {8, -1}, {8, 1}}
+		if dt == F32 {
+			variants = variants[:1]
+		}
+		for _, th := range []int{1, 2, 3} {
+			restore := withThreads(th)
+			want := results(-1, -1)
+			for _, v := range variants {
+				got := results(v[0], v[1])
+				for j := range got {
+					for r := range got[j] {
+						if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
+							t.Fatalf("%v threads %d, %d streams, prefetch %d: output %d row %d: %g, want %g",
+								dt, th, v[0], v[1], j, r, got[j][r], want[j][r])
+						}
+					}
+				}
+			}
+			restore()
+		}
+	}
+}

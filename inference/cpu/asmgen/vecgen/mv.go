@@ -315,7 +315,14 @@ func mvKernels() []*mvKernel {
 				"of 0.5B decode, 21.6-22.8 against 21.1-22.4 tok/s; 4 and 16 KiB ahead were slower).",
 				"VDPBF16PS would be one op per 32 weights but rounds x to bf16."},
 			setup: func(g *gen) { g.mvMask() },
-			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r) }},
+			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r, true) }},
+		{name512: "dot4BF16PFar", wtype: "uint16", shift: 1, twoAcc: true,
+			doc: []string{
+				"dot4BF16P without software prefetch, for four rows far apart (ldw a quarter of a thread's",
+				"rows: four sequential DRAM streams, which the hardware prefetcher follows); the same results",
+				"to the bit. k a multiple of 32."},
+			setup: func(g *gen) { g.mvMask() },
+			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r, false) }},
 		{name512: "dot4Q8", name2: "avx2MvQ8", wtype: "int8", q8: true,
 			doc: []string{
 				"The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row",
@@ -405,7 +412,7 @@ func (g *gen) mvMask() {
 // two blocks on AVX-512 (its x in Z4, Z5, Z21, Z22; the tail one block), one on AVX2 (Y8-Y11).
 // AVX-512 shifts and masks straight from memory into Z6-Z13 (two per row); AVX2 loads into Y13
 // first (VEX shifts take no memory operand), shifts into Y14 and masks Y13 in place.
-func (g *gen) mvBF16P(r *mvRegs) {
+func (g *gen) mvBF16P(r *mvRegs, pf bool) {
 	t := g.t
 	nl := 64 / t.bytes() // loads per row and block
 	var xv []reg.Register
@@ -421,7 +428,7 @@ func (g *gen) mvBF16P(r *mvRegs) {
 	}
 	g.mvLoop("bfp", r, pass, 32, func(cols int, advance bool) {
 		nb := cols / 32
-		if advance {
+		if advance && pf {
 			g.prefetchPass(r, 4*2*cols, prefetch)
 		}
 		for v := range nb * 2 * nl {
@@ -539,19 +546,27 @@ func imm(n int) operand.Constant {
 // products summed in dot4BF16P's order (two accumulators per row, the same reduction), so the
 // results are its results to the bit. Rows 0-3 accumulate in Z0-Z3 and Z16-Z19 as there, rows 4-7
 // in Z23-Z26 and Z27-Z30; the widened weights reuse Z6-Z13 (row i in those of row i mod 4). Rows
-// 4 and 7 are R11 and R12 (5 and 6 are R11 + stride·1 and ·2). The prefetch is PREFETCHNTA of the
-// eight rows' bytes of each pass, 8 KiB ahead of row 0.
-func (g *gen) mv8BF16() {
+// 4 and 7 are R11 and R12 (5 and 6 are R11 + stride·1 and ·2). With prefetch (dot8BF16P) it is
+// PREFETCHNTA of the eight rows' bytes of each pass, 8 KiB ahead of row 0; dot8BF16PFar has none.
+func (g *gen) mv8BF16(prefetch bool) {
 	if g.t.lanes != 16 {
 		return
 	}
+	name := "dot8BF16P"
 	doc := []string{
 		"The bf16 matrix-vector kernel of the zen5 decode plan: dot4BF16P on eight rows (ldw elements",
 		"apart) per call, each row summed in dot4BF16P's order, so out holds what two dot4BF16P calls",
 		"give, to the bit. Eight rows are eight DRAM streams in flight where dot4BF16P has four; with",
 		"PREFETCHNTA 8 KiB ahead it ran 10-19% faster on Zen 5 over the 0.5B layers, in one process",
 		"alternating with dot4BF16P (docs/BENCHMARKS.md). k a multiple of 32."}
-	g.Function("dot8BF16P")
+	if !prefetch {
+		name = "dot8BF16PFar"
+		doc = []string{
+			"dot8BF16P without software prefetch, for eight rows far apart (ldw an eighth of a thread's",
+			"rows: eight sequential DRAM streams, which the hardware prefetcher follows); the same results",
+			"to the bit. k a multiple of 32."}
+	}
+	g.Function(name)
 	g.Attributes(attr.NOSPLIT)
 	g.SignatureExpr("func(w *uint16, ldw int, x *float32, k int, out *[8]float32)")
 	g.Doc(doc...)
@@ -565,7 +580,9 @@ func (g *gen) mv8BF16() {
 	g.LEAQ(operand.Mem{Base: r.row0, Index: r.stride, Scale: 4}, row4)
 	g.LEAQ(operand.Mem{Base: r.row3, Index: r.stride, Scale: 4}, row7)
 	g.load("x", r.x, "k", r.cnt)
-	g.LEAQ(operand.Mem{Base: r.row0, Disp: 8192}, r.pf)
+	if prefetch {
+		g.LEAQ(operand.Mem{Base: r.row0, Disp: 8192}, r.pf)
+	}
 	g.mvMask()
 	accE := func(i int) reg.Register {
 		return []reg.Register{zmm[0], zmm[1], zmm[2], zmm[3], zmm[23], zmm[24], zmm[25], zmm[26]}[i]
@@ -592,7 +609,7 @@ func (g *gen) mv8BF16() {
 	xv := []reg.Register{zmm[4], zmm[5], zmm[21], zmm[22]}
 	g.mvLoop("bf8", r, 64, 32, func(cols int, advance bool) {
 		nb := cols / 32
-		if advance {
+		if advance && prefetch {
 			g.prefetchPass(r, 8*2*cols, func(m operand.Op) { g.PREFETCHNTA(m) })
 		}
 		for v := range nb * 2 {

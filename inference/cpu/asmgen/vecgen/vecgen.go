@@ -164,7 +164,8 @@ func Files() (map[string][]byte, error) {
 		for _, k := range mvKernels() {
 			g.mv(k)
 		}
-		g.mv8BF16()
+		g.mv8BF16(true)
+		g.mv8BF16(false)
 	}
 	f, err := c.Result()
 	if err != nil {
