@@ -419,10 +419,12 @@ func BenchmarkPackAB(b *testing.B) {
 }
 
 // BenchmarkBF16Rows8AB times one bf16 decode token's layer products with eight rows per kernel
-// call (dot8BF16P, the zen5 plan's) against four (dot4BF16P); see decodeAB.
+// call (dot8BF16P) against four (dot4BF16P), both on adjacent rows (not in quarters); see
+// decodeAB.
 func BenchmarkBF16Rows8AB(b *testing.B) {
-	was := rows8Force.Load()
-	defer rows8Force.Store(was)
+	was, wasQ := rows8Force.Load(), fpQuartersForce.Load()
+	defer func() { rows8Force.Store(was); fpQuartersForce.Store(wasQ) }()
+	fpQuartersForce.Store(-1)
 	decodeAB(b, BF16, []string{"rows8", "rows4"}, func(i int) { rows8Force.Store([]int32{1, -1}[i]) })
 }
 
@@ -568,25 +570,20 @@ func BenchmarkQ8Stream(b *testing.B) {
 	}
 }
 
-// BenchmarkBF16StreamsAB times one bf16 decode token's layer products read as several
-// sequential streams per chunk (matVecStreams: 4 or 8, "pf" with the kernels' software
-// prefetch, "far" without) against adjacent rows (the plan's dot8BF16P, "adjacent"); see
-// decodeAB.
-func BenchmarkBF16StreamsAB(b *testing.B) {
-	wasS, wasP := streamsForce.Load(), streamPfForce.Load()
-	defer func() { streamsForce.Store(wasS); streamPfForce.Store(wasP) }()
-	v := [][2]int32{{-1, -1}, {4, -1}, {4, 1}, {8, -1}, {8, 1}}
-	decodeAB(b, BF16, []string{"adjacent", "s4far", "s4pf", "s8far", "s8pf"}, func(i int) {
-		streamsForce.Store(v[i][0])
-		streamPfForce.Store(v[i][1])
-	})
+// BenchmarkBF16QuartersAB times one bf16 decode token's layer products read in quarters
+// (matVecQuarters with dot4BF16PFar, the zen5 plan's) against adjacent rows (dot8BF16P with its
+// prefetch where the plan takes it, else dot4BF16P); see decodeAB.
+func BenchmarkBF16QuartersAB(b *testing.B) {
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
+	decodeAB(b, BF16, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })
 }
 
-// BenchmarkF32StreamsAB times one f32 decode token's layer products read as four sequential
-// streams per chunk (matVecStreams with dot4F32) against four adjacent rows per call; see
+// BenchmarkF32QuartersAB times one f32 decode token's layer products read in quarters
+// (matVecQuarters with dot4F32, the zen5 plan's) against four adjacent rows per call; see
 // decodeAB.
-func BenchmarkF32StreamsAB(b *testing.B) {
-	was := streamsForce.Load()
-	defer streamsForce.Store(was)
-	decodeAB(b, F32, []string{"s4", "adjacent"}, func(i int) { streamsForce.Store([]int32{4, -1}[i]) })
+func BenchmarkF32QuartersAB(b *testing.B) {
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
+	decodeAB(b, F32, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })
 }

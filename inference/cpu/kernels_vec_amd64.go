@@ -100,9 +100,11 @@ func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //go:noescape
 func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 
-// dot4BF16P without software prefetch, for four rows far apart (ldw a quarter of a thread's
-// rows: four sequential DRAM streams, which the hardware prefetcher follows); the same results
-// to the bit. k a multiple of 32.
+// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+// quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
+// prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
+// on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
+// k a multiple of 32.
 // One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
 //
 //go:noescape
@@ -128,13 +130,6 @@ func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *
 //
 //go:noescape
 func dot8BF16P(w *uint16, ldw int, x *float32, k int, out *[8]float32)
-
-// dot8BF16P without software prefetch, for eight rows far apart (ldw an eighth of a thread's
-// rows: eight sequential DRAM streams, which the hardware prefetcher follows); the same results
-// to the bit. k a multiple of 32.
-//
-//go:noescape
-func dot8BF16PFar(w *uint16, ldw int, x *float32, k int, out *[8]float32)
 
 // A plain dot product (attention scores, RMSNorm), four accumulators.
 // n is a multiple of 8.

@@ -26,7 +26,6 @@ func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *
 	panic("cpu: no SIMD")
 }
 func dot8BF16P(w *uint16, ldw int, x *float32, k int, out *[8]float32)       { panic("cpu: no SIMD") }
-func dot8BF16PFar(w *uint16, ldw int, x *float32, k int, out *[8]float32)    { panic("cpu: no SIMD") }
 func avx2DotF32(a *float32, b *float32, n int) float32                       { panic("cpu: no SIMD") }
 func avx2AxpyF32(dst *float32, a float32, x *float32, n int)                 { panic("cpu: no SIMD") }
 func avx2AddF32(dst *float32, x *float32, n int)                             { panic("cpu: no SIMD") }

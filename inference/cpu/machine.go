@@ -61,6 +61,14 @@ type Plan struct {
 	// sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
 	// software prefetch), instead of four adjacent rows a call; the same results.
 	Q8Quarters bool `json:"q8_quarters"`
+	// BF16Quarters: bf16 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
+	// four rows a call one from each (dot4BF16PFar, no software prefetch), instead of adjacent
+	// rows (dot8BF16P with BF16Rows8, else dot4BF16P); the same results.
+	BF16Quarters bool `json:"bf16_quarters"`
+	// F32Quarters: f32 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
+	// four rows a call one from each (dot4F32), instead of four adjacent rows a call; the same
+	// results.
+	F32Quarters bool `json:"f32_quarters"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
@@ -74,6 +82,12 @@ func (p Plan) String() string {
 	}
 	if p.Q8Quarters {
 		s += ", q8 decode in quarters"
+	}
+	if p.BF16Quarters {
+		s += ", bf16 decode in quarters"
+	}
+	if p.F32Quarters {
+		s += ", f32 decode in quarters"
 	}
 	return s
 }
@@ -92,16 +106,29 @@ func q8Prefetch() int {
 	return DecodePlan().Q8Prefetch
 }
 
-// quartersForce overrides the plan's Q8Quarters for tests: 0 follows the plan, 1 on, -1 off.
-var quartersForce atomic.Int32
+// quartersForce overrides the plan's Q8Quarters for tests, fpQuartersForce its BF16Quarters and
+// F32Quarters: 0 follows the plan, 1 on, -1 off.
+var quartersForce, fpQuartersForce atomic.Int32
 
-// q8Quarters reports whether q8 decode reads its chunks in quarters (the plan's choice, or the
-// tests').
-func q8Quarters() bool {
-	if f := quartersForce.Load(); f != 0 {
+// decodeQuarters reports whether decode of dt weights reads its chunks in quarters (the plan's
+// choice, or the tests').
+func decodeQuarters(dt DType) bool {
+	f, p := quartersForce.Load(), DecodePlan()
+	if dt != Q8 {
+		f = fpQuartersForce.Load()
+	}
+	if f != 0 {
 		return f > 0
 	}
-	return DecodePlan().Q8Quarters
+	switch dt {
+	case Q8:
+		return p.Q8Quarters
+	case BF16:
+		return p.BF16Quarters
+	case F32:
+		return p.F32Quarters
+	}
+	return false
 }
 
 // rows8Force overrides the plan's BF16Rows8 for tests: 0 follows the plan, 1 on, -1 off.
@@ -113,26 +140,6 @@ func bf16Rows8() bool {
 		return f > 0
 	}
 	return DecodePlan().BF16Rows8
-}
-
-// streamsForce overrides, for tests, how many sequential streams bf16 and f32 decode read each
-// chunk of rows as (issue 30): 0 follows the plan, -1 none (adjacent rows), 4 or 8 (bf16 only);
-// streamPfForce whether the bf16 kernels keep their software prefetch then (1 yes, -1 no).
-var streamsForce, streamPfForce atomic.Int32
-
-// decodeStreams returns how many streams decode of dtype dt reads each chunk of rows as (0:
-// adjacent rows) and, for bf16, whether its kernel prefetches (the plan's choice, or the tests').
-func decodeStreams(dt DType) (n int, prefetch bool) {
-	if dt != BF16 && dt != F32 {
-		return 0, false
-	}
-	if f := streamsForce.Load(); f != 0 {
-		if f < 0 || (dt == F32 && f != 4) {
-			return 0, false
-		}
-		return int(f), streamPfForce.Load() > 0
-	}
-	return 0, false
 }
 
 var machineOnce = sync.OnceValue(readMachine)
@@ -158,7 +165,8 @@ func DecodePlan() Plan {
 // kernels as they are, but for variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
 // on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
 // PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
-// reading each chunk as four streams (Q8Quarters), 11-35% faster than adjacent rows; no
+// reading each chunk as four streams (Q8Quarters), 11-35% faster than adjacent rows, and so
+// bf16 and f32 decode (BF16Quarters, F32Quarters), 6-22% and 9-24%; no
 // other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
@@ -178,6 +186,8 @@ func planFor(m Machine, tier int) Plan {
 		p.BF16Rows8 = true
 		p.Q8Prefetch = 16384
 		p.Q8Quarters = true
+		p.BF16Quarters = true
+		p.F32Quarters = true
 	default:
 		p.Name = "avx512"
 	}

@@ -16,8 +16,9 @@ func TestBF16Rows8(t *testing.T) {
 	if !use512() {
 		t.Skip("not on the AVX-512 kernel tier")
 	}
-	was := rows8Force.Load()
-	defer rows8Force.Store(was)
+	was, wasQ := rows8Force.Load(), fpQuartersForce.Load()
+	defer func() { rows8Force.Store(was); fpQuartersForce.Store(wasQ) }()
+	fpQuartersForce.Store(-1) // adjacent rows, through dot8BF16P or dot4BF16P
 	rng := rand.New(rand.NewPCG(30, 8))
 	run := func(force int32, f func()) {
 		rows8Force.Store(force)
@@ -193,17 +194,17 @@ func TestQ8Quarters(t *testing.T) {
 	}
 }
 
-// TestDecodeStreams checks that bf16 and f32 decode read as several sequential streams
-// (matVecStreams: bf16 in 4 or 8 streams, with and without the kernels' prefetch; f32 in 4) give
-// the adjacent-row kernels' results to the bit, over shapes whose ranges leave rows beyond the
-// streams and columns beyond a multiple of 16 or 32, alone and fused, on 1-3 threads; and that
-// only one input row takes it.
-func TestDecodeStreams(t *testing.T) {
+// TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
+// dot4BF16PFar and dot4F32: the zen5 plan's) give the adjacent-row kernels' results to the bit
+// (dot8BF16P or dot4BF16P, dot4F32 on four adjacent rows), over shapes whose ranges leave rows
+// beyond four quarters and columns beyond a multiple of 16 or 32, alone and fused, on 1-3
+// threads; and that only one input row takes it.
+func TestFPQuarters(t *testing.T) {
 	if !use512() {
 		t.Skip("AVX-512 only")
 	}
-	wasS, wasP := streamsForce.Load(), streamPfForce.Load()
-	defer func() { streamsForce.Store(wasS); streamPfForce.Store(wasP) }()
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
 	rng := rand.New(rand.NewPCG(30, 11))
 	x := make([]float32, 4864)
 	for c := range x {
@@ -213,11 +214,10 @@ func TestDecodeStreams(t *testing.T) {
 		ws := []*Matrix{
 			randMatrix(rng, dt, 896, 896), randMatrix(rng, dt, 128, 896), randMatrix(rng, dt, 1003, 960),
 			randMatrix(rng, dt, 37, 100), randMatrix(rng, dt, 3, 128), randMatrix(rng, dt, 130, 4864),
-			randMatrix(rng, dt, 71, 40),
+			randMatrix(rng, dt, 71, 40), randMatrix(rng, dt, 45, 120),
 		}
-		results := func(streams, pf int32) [][]float32 {
-			streamsForce.Store(streams)
-			streamPfForce.Store(pf)
+		results := func(force int32) [][]float32 {
+			fpQuartersForce.Store(force)
 			var out [][]float32
 			for _, w := range ws {
 				d := make([]float32, w.Rows)
@@ -229,28 +229,20 @@ func TestDecodeStreams(t *testing.T) {
 			return append(out, fused...)
 		}
 		for _, n := range []int{1, 2} {
-			streamsForce.Store(4)
+			fpQuartersForce.Store(1)
 			in, release := prepareVec(ws[1], make([]float32, n*896), n)
 			release()
-			if (in.streams == 4) != (n == 1) {
-				t.Errorf("%v n=%d: streams %d", dt, n, in.streams)
+			if in.quarters != (n == 1) {
+				t.Errorf("%v n=%d: quarters %v", dt, n, in.quarters)
 			}
-		}
-		variants := [][2]int32{{4, -1}, {4, 1}, {8, -1}, {8, 1}}
-		if dt == F32 {
-			variants = variants[:1]
 		}
 		for _, th := range []int{1, 2, 3} {
 			restore := withThreads(th)
-			want := results(-1, -1)
-			for _, v := range variants {
-				got := results(v[0], v[1])
-				for j := range got {
-					for r := range got[j] {
-						if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
-							t.Fatalf("%v threads %d, %d streams, prefetch %d: output %d row %d: %g, want %g",
-								dt, th, v[0], v[1], j, r, got[j][r], want[j][r])
-						}
+			want, got := results(-1), results(1)
+			for j := range got {
+				for r := range got[j] {
+					if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
+						t.Fatalf("%v threads %d: output %d row %d: %g in quarters, want %g", dt, th, j, r, got[j][r], want[j][r])
 					}
 				}
 			}

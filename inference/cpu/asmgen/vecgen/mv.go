@@ -318,9 +318,11 @@ func mvKernels() []*mvKernel {
 			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r, true) }},
 		{name512: "dot4BF16PFar", wtype: "uint16", shift: 1, twoAcc: true,
 			doc: []string{
-				"dot4BF16P without software prefetch, for four rows far apart (ldw a quarter of a thread's",
-				"rows: four sequential DRAM streams, which the hardware prefetcher follows); the same results",
-				"to the bit. k a multiple of 32."},
+				"dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's",
+				"quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware",
+				"prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P",
+				"on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).",
+				"k a multiple of 32."},
 			setup: func(g *gen) { g.mvMask() },
 			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r, false) }},
 		{name512: "dot4Q8", name2: "avx2MvQ8", wtype: "int8", q8: true,
@@ -546,27 +548,19 @@ func imm(n int) operand.Constant {
 // products summed in dot4BF16P's order (two accumulators per row, the same reduction), so the
 // results are its results to the bit. Rows 0-3 accumulate in Z0-Z3 and Z16-Z19 as there, rows 4-7
 // in Z23-Z26 and Z27-Z30; the widened weights reuse Z6-Z13 (row i in those of row i mod 4). Rows
-// 4 and 7 are R11 and R12 (5 and 6 are R11 + stride·1 and ·2). With prefetch (dot8BF16P) it is
-// PREFETCHNTA of the eight rows' bytes of each pass, 8 KiB ahead of row 0; dot8BF16PFar has none.
-func (g *gen) mv8BF16(prefetch bool) {
+// 4 and 7 are R11 and R12 (5 and 6 are R11 + stride·1 and ·2). The prefetch is PREFETCHNTA of the
+// eight rows' bytes of each pass, 8 KiB ahead of row 0.
+func (g *gen) mv8BF16() {
 	if g.t.lanes != 16 {
 		return
 	}
-	name := "dot8BF16P"
 	doc := []string{
 		"The bf16 matrix-vector kernel of the zen5 decode plan: dot4BF16P on eight rows (ldw elements",
 		"apart) per call, each row summed in dot4BF16P's order, so out holds what two dot4BF16P calls",
 		"give, to the bit. Eight rows are eight DRAM streams in flight where dot4BF16P has four; with",
 		"PREFETCHNTA 8 KiB ahead it ran 10-19% faster on Zen 5 over the 0.5B layers, in one process",
 		"alternating with dot4BF16P (docs/BENCHMARKS.md). k a multiple of 32."}
-	if !prefetch {
-		name = "dot8BF16PFar"
-		doc = []string{
-			"dot8BF16P without software prefetch, for eight rows far apart (ldw an eighth of a thread's",
-			"rows: eight sequential DRAM streams, which the hardware prefetcher follows); the same results",
-			"to the bit. k a multiple of 32."}
-	}
-	g.Function(name)
+	g.Function("dot8BF16P")
 	g.Attributes(attr.NOSPLIT)
 	g.SignatureExpr("func(w *uint16, ldw int, x *float32, k int, out *[8]float32)")
 	g.Doc(doc...)
@@ -580,9 +574,7 @@ func (g *gen) mv8BF16(prefetch bool) {
 	g.LEAQ(operand.Mem{Base: r.row0, Index: r.stride, Scale: 4}, row4)
 	g.LEAQ(operand.Mem{Base: r.row3, Index: r.stride, Scale: 4}, row7)
 	g.load("x", r.x, "k", r.cnt)
-	if prefetch {
-		g.LEAQ(operand.Mem{Base: r.row0, Disp: 8192}, r.pf)
-	}
+	g.LEAQ(operand.Mem{Base: r.row0, Disp: 8192}, r.pf)
 	g.mvMask()
 	accE := func(i int) reg.Register {
 		return []reg.Register{zmm[0], zmm[1], zmm[2], zmm[3], zmm[23], zmm[24], zmm[25], zmm[26]}[i]
@@ -609,7 +601,7 @@ func (g *gen) mv8BF16(prefetch bool) {
 	xv := []reg.Register{zmm[4], zmm[5], zmm[21], zmm[22]}
 	g.mvLoop("bf8", r, 64, 32, func(cols int, advance bool) {
 		nb := cols / 32
-		if advance && prefetch {
+		if advance {
 			g.prefetchPass(r, 8*2*cols, func(m operand.Op) { g.PREFETCHNTA(m) })
 		}
 		for v := range nb * 2 {

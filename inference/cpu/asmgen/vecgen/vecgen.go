@@ -164,8 +164,7 @@ func Files() (map[string][]byte, error) {
 		for _, k := range mvKernels() {
 			g.mv(k)
 		}
-		g.mv8BF16(true)
-		g.mv8BF16(false)
+		g.mv8BF16()
 	}
 	f, err := c.Result()
 	if err != nil {
