@@ -489,7 +489,7 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 }
 
 // BenchmarkQ8QuartersAB times one q8 decode token's layer products read in quarters
-// (matVecQ8Quarters, the zen5 plan's) against four adjacent rows per call (dot4Q8VNNI with its
+// (matVecQuarters, the zen5 plan's) against four adjacent rows per call (dot4Q8VNNI with its
 // prefetch); see decodeAB.
 func BenchmarkQ8QuartersAB(b *testing.B) {
 	if !useVNNI() {

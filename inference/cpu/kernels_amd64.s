@@ -319,7 +319,7 @@ q8vdone:
 // func dot4Q8VNNIFar(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
 //
 // dot4Q8VNNI for four rows far apart (ldw elements between them: the quarter streams of q8
-// decode in the zen5 plan, matVecQ8Quarters) and without software prefetch: each row is its own
+// decode in the zen5 plan, matVecQuarters) and without software prefetch: each row is its own
 // sequential stream across calls, which the hardware prefetcher follows. The same arithmetic
 // per row as dot4Q8VNNI, so the same results to the bit.
 TEXT ·dot4Q8VNNIFar(SB), NOSPLIT, $0-72

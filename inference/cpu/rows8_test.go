@@ -136,7 +136,7 @@ func TestQ8Prefetch(t *testing.T) {
 	}
 }
 
-// TestQ8Quarters checks that q8 decode read in quarters (matVecQ8Quarters, dot4Q8VNNIFar: the
+// TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters, dot4Q8VNNIFar: the
 // zen5 plan's) gives dot4Q8VNNI's results on adjacent rows to the bit, over shapes whose ranges
 // leave rows beyond four quarters and columns beyond a multiple of 64, alone and fused, on 1-3
 // threads; and that only one input row takes it.
