@@ -52,7 +52,8 @@ type Plan struct {
 	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
 	Kernels string `json:"kernels"` // Kernels() of the tier in use
 	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
-	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results.
+	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results. With
+	// BF16Quarters it serves only the rows a range leaves beyond its quarters.
 	BF16Rows8 bool `json:"bf16_rows8"`
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
