@@ -419,10 +419,12 @@ func BenchmarkPackAB(b *testing.B) {
 }
 
 // BenchmarkBF16Rows8AB times one bf16 decode token's layer products with eight rows per kernel
-// call (dot8BF16P, the zen5 plan's) against four (dot4BF16P); see decodeAB.
+// call (dot8BF16P) against four (dot4BF16P), both on adjacent rows (not in quarters); see
+// decodeAB.
 func BenchmarkBF16Rows8AB(b *testing.B) {
-	was := rows8Force.Load()
-	defer rows8Force.Store(was)
+	was, wasQ := rows8Force.Load(), fpQuartersForce.Load()
+	defer func() { rows8Force.Store(was); fpQuartersForce.Store(wasQ) }()
+	fpQuartersForce.Store(-1)
 	decodeAB(b, BF16, []string{"rows8", "rows4"}, func(i int) { rows8Force.Store([]int32{1, -1}[i]) })
 }
 
@@ -484,4 +486,104 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 		b.ReportMetric(median(tps[i]), name+"-tok/s")
 		b.ReportMetric(1/s, "best-"+name+"-tok/s")
 	}
+}
+
+// BenchmarkQ8QuartersAB times one q8 decode token's layer products read in quarters
+// (matVecQuarters, the zen5 plan's) against four adjacent rows per call (dot4Q8VNNI with its
+// prefetch); see decodeAB.
+func BenchmarkQ8QuartersAB(b *testing.B) {
+	if !useVNNI() {
+		b.Skip("AVX512_VNNI only")
+	}
+	was := quartersForce.Load()
+	defer quartersForce.Store(was)
+	decodeAB(b, Q8, []string{"quarters", "adjacent"}, func(i int) { quartersForce.Store([]int32{1, -1}[i]) })
+}
+
+// BenchmarkQ8Stream finds where q8 decode loses bandwidth (issue 30): in one process, on
+// GOMAXPROCS threads (-cpu), alternating per round, GB/s of ReadProbe ("probe"), of one q8
+// matrix-vector product over one matrix as large as the 24 layers' weights ("big": the kernel's
+// streaming rate with four hand-offs per thread in all), and of the 24 layers' products as
+// decode runs them ("layers", decodeAB's calls), the last two with four adjacent rows per call
+// and in quarters ("-quarters"); medians and bests ("best-").
+func BenchmarkQ8Stream(b *testing.B) {
+	if !useVNNI() {
+		b.Skip("AVX512_VNNI only")
+	}
+	defer withThreads(runtime.GOMAXPROCS(0))()
+	was := quartersForce.Load()
+	defer quartersForce.Store(was)
+	var mem hugemem.Arena
+	defer mem.Free()
+	layers := hugeLayers(&mem, Q8)
+	var lbytes int64
+	for _, ly := range layers {
+		for _, m := range ly {
+			lbytes += weightBytes(m)
+		}
+	}
+	rows := int(lbytes/(qHidden+qHidden/Q8Block*4)) &^ 3
+	big := &Matrix{DType: Q8, Rows: rows, Cols: qHidden}
+	big.Q8 = hugemem.Int8s(mem.Alloc(rows*qHidden), rows*qHidden)
+	big.Scales = hugemem.Float32s(mem.Alloc(4*len(big.Q8)/Q8Block), len(big.Q8)/Q8Block)
+	for i, s := 0, uint64(7); i < len(big.Q8); i++ {
+		s = s*6364136223846793005 + 1442695040888963407
+		big.Q8[i] = int8(s >> 56)
+	}
+	for i := range big.Scales {
+		big.Scales[i] = 1.0 / 127
+	}
+	probe := NewReadProbe(512 << 20)
+	defer probe.Close()
+	x := fastMatrix(F32, 1, qInter, 5).F32
+	dst := make([]float32, rows)
+	q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
+	g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
+	names := []string{"probe", "big", "layers", "big-quarters", "layers-quarters"}
+	bytes := []float64{float64(probe.Bytes()), float64(weightBytes(big)), float64(lbytes), float64(weightBytes(big)), float64(lbytes)}
+	rates := make([][]float64, len(names))
+	for b.Loop() {
+		for i := range names {
+			quartersForce.Store([]int32{-1, -1, -1, 1, 1}[i])
+			t0 := time.Now()
+			switch i {
+			case 0:
+				if _, err := probe.sweep(); err != nil {
+					b.Fatal(err)
+				}
+			case 1, 3:
+				MatVec(dst, big, x[:qHidden])
+			default:
+				for _, ly := range layers {
+					MatMuls([][]float32{q, k, v}, ly[:3], x[:qHidden], 1)
+					MatMul(o, ly[3], x[:qHidden], 1)
+					MatMuls([][]float32{g, u}, ly[4:6], x[:qHidden], 1)
+					MatMul(o, ly[6], x, 1)
+				}
+			}
+			rates[i] = append(rates[i], bytes[i]/time.Since(t0).Seconds()/1e9)
+		}
+	}
+	for i, n := range names {
+		b.ReportMetric(median(rates[i]), n+"-GB/s")
+		b.ReportMetric(slices.Max(rates[i]), "best-"+n+"-GB/s")
+	}
+}
+
+// BenchmarkBF16QuartersAB times one bf16 decode token's layer products read in quarters
+// (matVecQuarters with dot4BF16PFar, the zen5 plan's) against adjacent rows (dot8BF16P with its
+// prefetch where the plan takes it, else dot4BF16P); see decodeAB.
+func BenchmarkBF16QuartersAB(b *testing.B) {
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
+	decodeAB(b, BF16, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })
+}
+
+// BenchmarkF32QuartersAB times one f32 decode token's layer products read in quarters
+// (matVecQuarters with dot4F32, the zen5 plan's) against four adjacent rows per call; see
+// decodeAB.
+func BenchmarkF32QuartersAB(b *testing.B) {
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
+	decodeAB(b, F32, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })
 }

@@ -32,6 +32,9 @@ func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, l
 func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32, pfd int)
 
 //go:noescape
+func dot4Q8VNNIFar(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+
+//go:noescape
 func pack16(dst *byte, lddst int, src *byte, idx *[16]int32, n int, xor uint32)
 
 //go:noescape

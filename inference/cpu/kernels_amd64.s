@@ -316,6 +316,45 @@ q8vdone:
 
 
 
+// func dot4Q8VNNIFar(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+//
+// dot4Q8VNNI for four rows far apart (ldw elements between them: the quarter streams of q8
+// decode in the zen5 plan, matVecQuarters) and without software prefetch: each row is its own
+// sequential stream across calls, which the hardware prefetcher follows. The same arithmetic
+// per row as dot4Q8VNNI, so the same results to the bit.
+TEXT ·dot4Q8VNNIFar(SB), NOSPLIT, $0-72
+	Q8PTRS
+	MOVQ xq+32(FP), DI
+	MOVQ corr+40(FP), R12
+	MOVQ xs+48(FP), DX
+	MOVQ k+56(FP), CX
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0xFF00, AX
+	KMOVW AX, K1
+	ZERO4ACC
+	TESTQ CX, CX
+	JLE   q8fdone
+
+q8floop:
+	VMOVUPS    (DX), Z5
+	Q8ROW((SI), (BX), 4(BX), Z0, Z6, Z7, Z8)
+	Q8ROW((SI)(R8*1), (BX)(R10*1), 4(BX)(R10*1), Z1, Z9, Z10, Z11)
+	Q8ROW((SI)(R8*2), (BX)(R10*2), 4(BX)(R10*2), Z2, Z12, Z13, Z14)
+	Q8ROW((R9), (R11), 4(R11), Z3, Z16, Z17, Z18)
+	ADDQ       $64, SI
+	ADDQ       $64, R9
+	ADDQ       $8, BX
+	ADDQ       $8, R11
+	ADDQ       $64, DI
+	ADDQ       $64, R12
+	ADDQ       $64, DX
+	SUBQ       $64, CX
+	JGT        q8floop
+
+q8fdone:
+	STORE4ACC(out+64(FP))
+
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix kernels on int8 and bf16 dot products (prefill; see prefill.go). The weights of
 // a few 16-row panels are packed so that one 64-byte vector holds four bytes (4 int8 or 2 bf16

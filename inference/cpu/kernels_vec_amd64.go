@@ -100,6 +100,16 @@ func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //go:noescape
 func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 
+// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+// quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
+// prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
+// on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
+// k a multiple of 32.
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4BF16PFar(w *uint16, ldw int, x *float32, k int, out *[4]float32)
+
 // The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
 // (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;
 // per block and row the vectors' products with x are summed (one chain on AVX-512, two on AVX2)

@@ -7,20 +7,21 @@ package cpu
 // Without amd64 assembly the kernels of kernels_vec_amd64.s do not exist; the kernel
 // table of the portable tier has none of them, so these are never called.
 
-func dotF32(a *float32, b *float32, n int) float32                       { panic("cpu: no SIMD") }
-func axpyF32(dst *float32, a float32, x *float32, n int)                 { panic("cpu: no SIMD") }
-func addF32(dst *float32, x *float32, n int)                             { panic("cpu: no SIMD") }
-func mulScaleF32(dst *float32, x *float32, w *float32, s float32, n int) { panic("cpu: no SIMD") }
-func scaleF32(x *float32, s float32, n int)                              { panic("cpu: no SIMD") }
-func maxF32(x *float32, n int) float32                                   { panic("cpu: no SIMD") }
-func expSumF32(x *float32, n int, m float32) float32                     { panic("cpu: no SIMD") }
-func siluMulF32(dst *float32, gate *float32, up *float32, n int)         { panic("cpu: no SIMD") }
-func cvtBF16(dst *float32, src *uint16, n int)                           { panic("cpu: no SIMD") }
-func cvtF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
-func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)        { panic("cpu: no SIMD") }
-func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
-func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)     { panic("cpu: no SIMD") }
-func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)   { panic("cpu: no SIMD") }
+func dotF32(a *float32, b *float32, n int) float32                        { panic("cpu: no SIMD") }
+func axpyF32(dst *float32, a float32, x *float32, n int)                  { panic("cpu: no SIMD") }
+func addF32(dst *float32, x *float32, n int)                              { panic("cpu: no SIMD") }
+func mulScaleF32(dst *float32, x *float32, w *float32, s float32, n int)  { panic("cpu: no SIMD") }
+func scaleF32(x *float32, s float32, n int)                               { panic("cpu: no SIMD") }
+func maxF32(x *float32, n int) float32                                    { panic("cpu: no SIMD") }
+func expSumF32(x *float32, n int, m float32) float32                      { panic("cpu: no SIMD") }
+func siluMulF32(dst *float32, gate *float32, up *float32, n int)          { panic("cpu: no SIMD") }
+func cvtBF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
+func cvtF16(dst *float32, src *uint16, n int)                             { panic("cpu: no SIMD") }
+func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)         { panic("cpu: no SIMD") }
+func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)     { panic("cpu: no SIMD") }
+func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)      { panic("cpu: no SIMD") }
+func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
+func dot4BF16PFar(w *uint16, ldw int, x *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }

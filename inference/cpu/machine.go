@@ -52,11 +52,24 @@ type Plan struct {
 	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
 	Kernels string `json:"kernels"` // Kernels() of the tier in use
 	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
-	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results.
+	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results. With
+	// BF16Quarters it serves only the rows a range leaves beyond its quarters.
 	BF16Rows8 bool `json:"bf16_rows8"`
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
+	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI reads each chunk of rows as four
+	// sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
+	// software prefetch), instead of four adjacent rows a call; the same results.
+	Q8Quarters bool `json:"q8_quarters"`
+	// BF16Quarters: bf16 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
+	// four rows a call one from each (dot4BF16PFar, no software prefetch), instead of adjacent
+	// rows (dot8BF16P with BF16Rows8, else dot4BF16P); the same results.
+	BF16Quarters bool `json:"bf16_quarters"`
+	// F32Quarters: f32 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
+	// four rows a call one from each (dot4F32), instead of four adjacent rows a call; the same
+	// results.
+	F32Quarters bool `json:"f32_quarters"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
@@ -67,6 +80,15 @@ func (p Plan) String() string {
 	}
 	if p.Q8Prefetch != q8PrefetchDefault {
 		s += fmt.Sprintf(", q8 prefetch %d KiB", p.Q8Prefetch>>10)
+	}
+	if p.Q8Quarters {
+		s += ", q8 decode in quarters"
+	}
+	if p.BF16Quarters {
+		s += ", bf16 decode in quarters"
+	}
+	if p.F32Quarters {
+		s += ", f32 decode in quarters"
 	}
 	return s
 }
@@ -83,6 +105,31 @@ func q8Prefetch() int {
 		return int(f)
 	}
 	return DecodePlan().Q8Prefetch
+}
+
+// quartersForce overrides the plan's Q8Quarters for tests, fpQuartersForce its BF16Quarters and
+// F32Quarters: 0 follows the plan, 1 on, -1 off.
+var quartersForce, fpQuartersForce atomic.Int32
+
+// decodeQuarters reports whether decode of dt weights reads its chunks in quarters (the plan's
+// choice, or the tests').
+func decodeQuarters(dt DType) bool {
+	f, p := quartersForce.Load(), DecodePlan()
+	if dt != Q8 {
+		f = fpQuartersForce.Load()
+	}
+	if f != 0 {
+		return f > 0
+	}
+	switch dt {
+	case Q8:
+		return p.Q8Quarters
+	case BF16:
+		return p.BF16Quarters
+	case F32:
+		return p.F32Quarters
+	}
+	return false
 }
 
 // rows8Force overrides the plan's BF16Rows8 for tests: 0 follows the plan, 1 on, -1 off.
@@ -116,9 +163,11 @@ func DecodePlan() Plan {
 }
 
 // planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
-// kernels as they are, but for two variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
+// kernels as they are, but for variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
 // on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
-// PREFETCHT2, and q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%; no
+// PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
+// reading each chunk as four streams (Q8Quarters), 11-35% faster than adjacent rows, and so
+// bf16 and f32 decode (BF16Quarters, F32Quarters), 6-22% and 9-24%; no
 // other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
@@ -137,6 +186,9 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "zen5"
 		p.BF16Rows8 = true
 		p.Q8Prefetch = 16384
+		p.Q8Quarters = true
+		p.BF16Quarters = true
+		p.F32Quarters = true
 	default:
 		p.Name = "avx512"
 	}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -15,8 +16,9 @@ func TestBF16Rows8(t *testing.T) {
 	if !use512() {
 		t.Skip("not on the AVX-512 kernel tier")
 	}
-	was := rows8Force.Load()
-	defer rows8Force.Store(was)
+	was, wasQ := rows8Force.Load(), fpQuartersForce.Load()
+	defer func() { rows8Force.Store(was); fpQuartersForce.Store(wasQ) }()
+	fpQuartersForce.Store(-1) // adjacent rows, through dot8BF16P or dot4BF16P
 	rng := rand.New(rand.NewPCG(30, 8))
 	run := func(force int32, f func()) {
 		rows8Force.Store(force)
@@ -87,6 +89,9 @@ func TestQ8Prefetch(t *testing.T) {
 	}
 	was := q8PfForce.Load()
 	defer q8PfForce.Store(was)
+	wasQ := quartersForce.Load()
+	defer quartersForce.Store(wasQ)
+	quartersForce.Store(-1) // every row through dot4Q8VNNI, which prefetches
 	rng := rand.New(rand.NewPCG(30, 9))
 	ws := []*Matrix{randMatrix(rng, Q8, 900, 128), randMatrix(rng, Q8, 13, 128), randMatrix(rng, Q8, 7, 128)}
 	x := make([]float32, 128)
@@ -128,5 +133,120 @@ func TestQ8Prefetch(t *testing.T) {
 			}
 		}
 		restore()
+	}
+}
+
+// TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters, dot4Q8VNNIFar: the
+// zen5 plan's) gives dot4Q8VNNI's results on adjacent rows to the bit, over shapes whose ranges
+// leave rows beyond four quarters and columns beyond a multiple of 64, alone and fused, on 1-3
+// threads; and that only one input row takes it.
+func TestQ8Quarters(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("CPU without AVX512_VNNI")
+	}
+	was := quartersForce.Load()
+	defer quartersForce.Store(was)
+	rng := rand.New(rand.NewPCG(30, 10))
+	ws := []*Matrix{
+		randMatrix(rng, Q8, 896, 896), randMatrix(rng, Q8, 128, 896), randMatrix(rng, Q8, 1003, 960),
+		randMatrix(rng, Q8, 37, 96), randMatrix(rng, Q8, 3, 128), randMatrix(rng, Q8, 130, 4864),
+	}
+	for _, w := range ws { // scales that differ per block, so a block read with another's scale shows
+		for i := range w.Scales {
+			w.Scales[i] = float32(i%13+1) / 1000
+		}
+	}
+	x := make([]float32, 4864)
+	for c := range x {
+		x[c] = rng.Float32()*2 - 1
+	}
+	results := func(force int32) [][]float32 {
+		quartersForce.Store(force)
+		var out [][]float32
+		for _, w := range ws {
+			d := make([]float32, w.Rows)
+			MatVec(d, w, x[:w.Cols])
+			out = append(out, d)
+		}
+		fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
+		MatMuls(fused, ws[:2], x[:896], 1)
+		return append(out, fused...)
+	}
+	for _, n := range []int{1, 2} {
+		quartersForce.Store(1)
+		in, release := prepareVec(ws[1], make([]float32, n*896), n)
+		release()
+		if in.quarters != (n == 1) {
+			t.Errorf("n=%d: quarters %v", n, in.quarters)
+		}
+	}
+	for _, th := range []int{1, 2, 3} {
+		restore := withThreads(th)
+		want, got := results(-1), results(1)
+		for j := range got {
+			for r := range got[j] {
+				if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
+					t.Fatalf("threads %d: output %d row %d: %g in quarters, want %g", th, j, r, got[j][r], want[j][r])
+				}
+			}
+		}
+		restore()
+	}
+}
+
+// TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
+// dot4BF16PFar and dot4F32: the zen5 plan's) give the adjacent-row kernels' results to the bit
+// (dot8BF16P or dot4BF16P, dot4F32 on four adjacent rows), over shapes whose ranges leave rows
+// beyond four quarters and columns beyond a multiple of 16 or 32, alone and fused, on 1-3
+// threads; and that only one input row takes it.
+func TestFPQuarters(t *testing.T) {
+	if !use512() {
+		t.Skip("AVX-512 only")
+	}
+	was := fpQuartersForce.Load()
+	defer fpQuartersForce.Store(was)
+	rng := rand.New(rand.NewPCG(30, 11))
+	x := make([]float32, 4864)
+	for c := range x {
+		x[c] = rng.Float32()*2 - 1
+	}
+	for _, dt := range []DType{BF16, F32} {
+		ws := []*Matrix{
+			randMatrix(rng, dt, 896, 896), randMatrix(rng, dt, 128, 896), randMatrix(rng, dt, 1003, 960),
+			randMatrix(rng, dt, 37, 100), randMatrix(rng, dt, 3, 128), randMatrix(rng, dt, 130, 4864),
+			randMatrix(rng, dt, 71, 40), randMatrix(rng, dt, 45, 120),
+		}
+		results := func(force int32) [][]float32 {
+			fpQuartersForce.Store(force)
+			var out [][]float32
+			for _, w := range ws {
+				d := make([]float32, w.Rows)
+				MatVec(d, w, x[:w.Cols])
+				out = append(out, d)
+			}
+			fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
+			MatMuls(fused, ws[:2], x[:896], 1)
+			return append(out, fused...)
+		}
+		for _, n := range []int{1, 2} {
+			fpQuartersForce.Store(1)
+			in, release := prepareVec(ws[1], make([]float32, n*896), n)
+			release()
+			if in.quarters != (n == 1) {
+				t.Errorf("%v n=%d: quarters %v", dt, n, in.quarters)
+			}
+		}
+		for _, th := range []int{1, 2, 3} {
+			restore := withThreads(th)
+			want, got := results(-1), results(1)
+			for j := range got {
+				for r := range got[j] {
+					if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
+						t.Fatalf("%v threads %d: output %d row %d: %g in quarters, want %g", dt, th, j, r, got[j][r], want[j][r])
+					}
+				}
+			}
+			restore()
+		}
 	}
 }
