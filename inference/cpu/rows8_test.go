@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 )
 
@@ -160,38 +161,7 @@ func TestQ8Quarters(t *testing.T) {
 	for c := range x {
 		x[c] = rng.Float32()*2 - 1
 	}
-	results := func(force int32) [][]float32 {
-		quartersForce.Store(force)
-		var out [][]float32
-		for _, w := range ws {
-			d := make([]float32, w.Rows)
-			MatVec(d, w, x[:w.Cols])
-			out = append(out, d)
-		}
-		fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
-		MatMuls(fused, ws[:2], x[:896], 1)
-		return append(out, fused...)
-	}
-	for _, n := range []int{1, 2} {
-		quartersForce.Store(1)
-		in, release := prepareVec(ws[1], make([]float32, n*896), n)
-		release()
-		if in.quarters != (n == 1) {
-			t.Errorf("n=%d: quarters %v", n, in.quarters)
-		}
-	}
-	for _, th := range []int{1, 2, 3} {
-		restore := withThreads(th)
-		want, got := results(-1), results(1)
-		for j := range got {
-			for r := range got[j] {
-				if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
-					t.Fatalf("threads %d: output %d row %d: %g in quarters, want %g", th, j, r, got[j][r], want[j][r])
-				}
-			}
-		}
-		restore()
-	}
+	checkQuarters(t, "q8", &quartersForce, ws, x)
 }
 
 // TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
@@ -216,37 +186,45 @@ func TestFPQuarters(t *testing.T) {
 			randMatrix(rng, dt, 37, 100), randMatrix(rng, dt, 3, 128), randMatrix(rng, dt, 130, 4864),
 			randMatrix(rng, dt, 71, 40), randMatrix(rng, dt, 45, 120),
 		}
-		results := func(force int32) [][]float32 {
-			fpQuartersForce.Store(force)
-			var out [][]float32
-			for _, w := range ws {
-				d := make([]float32, w.Rows)
-				MatVec(d, w, x[:w.Cols])
-				out = append(out, d)
-			}
-			fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
-			MatMuls(fused, ws[:2], x[:896], 1)
-			return append(out, fused...)
+		checkQuarters(t, dt.String(), &fpQuartersForce, ws, x)
+	}
+}
+
+// checkQuarters checks that MatVec over each of ws and MatMuls over ws[0] and ws[1] (fused, 896
+// columns) give the same bits with force set to 1 (in quarters) as to -1 (adjacent rows), on 1-3
+// threads, and that prepareVec reads in quarters for one input row only.
+func checkQuarters(t *testing.T, name string, force *atomic.Int32, ws []*Matrix, x []float32) {
+	t.Helper()
+	results := func(f int32) [][]float32 {
+		force.Store(f)
+		var out [][]float32
+		for _, w := range ws {
+			d := make([]float32, w.Rows)
+			MatVec(d, w, x[:w.Cols])
+			out = append(out, d)
 		}
-		for _, n := range []int{1, 2} {
-			fpQuartersForce.Store(1)
-			in, release := prepareVec(ws[1], make([]float32, n*896), n)
-			release()
-			if in.quarters != (n == 1) {
-				t.Errorf("%v n=%d: quarters %v", dt, n, in.quarters)
-			}
+		fused := [][]float32{make([]float32, ws[0].Rows), make([]float32, ws[1].Rows)}
+		MatMuls(fused, ws[:2], x[:896], 1)
+		return append(out, fused...)
+	}
+	for _, n := range []int{1, 2} {
+		force.Store(1)
+		in, release := prepareVec(ws[1], make([]float32, n*896), n)
+		release()
+		if in.quarters != (n == 1) {
+			t.Errorf("%s n=%d: quarters %v", name, n, in.quarters)
 		}
-		for _, th := range []int{1, 2, 3} {
-			restore := withThreads(th)
-			want, got := results(-1), results(1)
-			for j := range got {
-				for r := range got[j] {
-					if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
-						t.Fatalf("%v threads %d: output %d row %d: %g in quarters, want %g", dt, th, j, r, got[j][r], want[j][r])
-					}
+	}
+	for _, th := range []int{1, 2, 3} {
+		restore := withThreads(th)
+		want, got := results(-1), results(1)
+		restore()
+		for j := range got {
+			for r := range got[j] {
+				if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
+					t.Fatalf("%s threads %d: output %d row %d: %g in quarters, want %g", name, th, j, r, got[j][r], want[j][r])
 				}
 			}
-			restore()
 		}
 	}
 }
