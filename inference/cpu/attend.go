@@ -69,13 +69,17 @@ func AttendDecode(heads []DecodeHead, group int) {
 		if d := int(attendPrefetch.Load()); d > 0 {
 			pf = &cb.pf
 			pf.reset()
-			first := lo
-			if wide { // a chunk is widened as a whole before its products: prefetch the next
-				first, pf.shift = lo+1, 1
-			}
-			for i := first; i < hi; i++ {
+			pf.emit = attendPrefetchEmit
+			for i := lo; i < hi; i++ {
 				it := ds.items[i]
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
+			}
+			if wide {
+				// A chunk is widened as a whole before its products, so the walk runs a chunk
+				// ahead: the first chunk (the bytes of its keys and values) is issued at once.
+				it := ds.items[lo]
+				d += 2 * 2 * (it.p1 - it.p0) * hd
+				pf.shift = 1
 			}
 			pf.issue(d)
 		}
@@ -83,6 +87,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 			it := ds.items[i]
 			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], group, hd, it.p0, it.p1, pf)
 		}
+		clear(cb.pf.regs) // the pooled walk must not keep the blocks alive
 		chunkPool.Put(cb)
 	})
 	i := 0
@@ -120,12 +125,16 @@ type chunkBufs struct {
 
 // attendPrefetch is how far ahead of its reads, in bytes, decode attention prefetches the keys
 // and values (0: not at all); tests and benchmarks change it. On Zen 5 a
-// depth-2,048 decode step's attention from memory took 19-35% less time with it over f32 blocks
-// (4 KiB; 2 to 16 KiB all gained), up to 25% less over bf16 ones; docs/BENCHMARKS.md ("KV
+// depth-2,048 decode step's attention from memory took 19-34% less time with it over f32 blocks
+// (4 KiB; 2 to 16 KiB all gained), 0-26% less over bf16 ones; docs/BENCHMARKS.md ("KV
 // cache: huge pages and prefetch").
 var attendPrefetch atomic.Int32
 
 func init() { attendPrefetch.Store(4096) }
+
+// attendPrefetchEmit, when not nil (tests only; set it while no AttendDecode runs), receives
+// AttendDecode's prefetches instead of the CPU, from every thread.
+var attendPrefetchEmit func(p unsafe.Pointer, n int)
 
 // pfRegion is rows rows of rowBytes bytes each, stride bytes apart, from p.
 type pfRegion struct {

@@ -12,7 +12,8 @@
 //     adds the remaining columns with scalar code.
 //   - Only registers AX BX CX DX SI DI R8-R13 and Z0-Z14, Z16-Z31 are used; R14/R15/X15 are left
 //     alone (ABIInternal's g, GOT and zero registers).
-//   - Every function ends with VZEROUPPER so later SSE code pays no transition penalty.
+//   - Every function that uses vector registers ends with VZEROUPPER so later SSE code pays no
+//     transition penalty (prefetchLines uses none).
 //   - Sums are in f32 with FMA; the order differs from ref.go (16 lanes, then a tree), so results
 //     agree with it to rounding (see the tests for the bounds).
 

@@ -52,8 +52,9 @@ type Plan struct {
 	Name    string `json:"name"`    // "zen5", "zen4", "avx512", "avx512-256", "avx2" or "go"
 	Kernels string `json:"kernels"` // Kernels() of the tier in use
 	// BF16Rows8: bf16 decode (one input row) takes eight weight rows per kernel call
-	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results. With
-	// BF16Quarters it serves only the rows a range leaves beyond its quarters.
+	// (dot8BF16P, PREFETCHNTA) instead of four (dot4BF16P, PREFETCHT2); the same results. It has
+	// no effect while BF16Quarters reads decode in quarters (a range leaves at most three rows
+	// beyond its quarters, which go through dot4BF16P); it is the path with quarters off.
 	BF16Rows8 bool `json:"bf16_rows8"`
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
@@ -75,7 +76,7 @@ type Plan struct {
 // String is the plan in one line, as `student bench` logs it.
 func (p Plan) String() string {
 	s := p.Name + ": kernels " + p.Kernels
-	if p.BF16Rows8 {
+	if p.BF16Rows8 && !p.BF16Quarters {
 		s += ", bf16 decode 8 rows"
 	}
 	if p.Q8Prefetch != q8PrefetchDefault {
@@ -166,8 +167,9 @@ func DecodePlan() Plan {
 // kernels as they are, but for variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
 // on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
 // PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
-// reading each chunk as four streams (Q8Quarters), 11-35% faster than adjacent rows, and so
-// bf16 and f32 decode (BF16Quarters, F32Quarters), 6-22% and 9-24%; no
+// reading each chunk as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster than
+// adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
+// 11-24%; no
 // other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)

@@ -455,8 +455,8 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // read as four sequential streams, its quarters, each kernel call taking row j of every quarter
 // (dot4Q8VNNIFar, dot4BF16PFar, dot4F32: no software prefetch). Four streams per thread keep
 // more DRAM requests in flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their
-// software prefetch, dot4F32): measured on Zen 5, decode 11-34% faster in q8, 6-22% in bf16,
-// 9-24% in f32 (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and
+// software prefetch, dot4F32): measured on Zen 5 in process, the layers' medians 1-26% faster in
+// q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32 (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and
 // f32 decode in quarters"). Each row's sums are the adjacent-row kernels', to the bit.
 func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 	m := (hi - lo) / 4

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -54,6 +55,68 @@ func TestPrefetcherWalk(t *testing.T) {
 		for i := range want {
 			if got[i] != want[i] {
 				t.Fatalf("step %d: span %d is %d bytes at %#x, want %d at %#x", step, i, got[i].n, got[i].p, want[i].n, want[i].p)
+			}
+		}
+	}
+}
+
+// TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
+// groups that take gemm2x7F32 (7) and gemm4x6F32 (6), over f32 and bf16 blocks, with 1 and 2
+// threads, the prefetches cover every key and value byte of every chunk, no line more than twice
+// (the end of one row and the start of the next may share one). Without the kernels' steps only
+// the first 4 KiB of each walk (and over bf16 blocks its first chunk) would be issued.
+func TestAttendDecodeWalks(t *testing.T) {
+	was := attendPrefetch.Load()
+	defer attendPrefetch.Store(was)
+	attendPrefetch.Store(4096)
+	defer func() { attendPrefetchEmit = nil }()
+	rng := rand.New(rand.NewPCG(34, 2))
+	const hd, B = 64, 256
+	for _, group := range []int{7, 6} {
+		for _, kv16 := range []bool{false, true} {
+			lens := []int{700, 2049}
+			heads := make([]DecodeHead, len(lens))
+			total := 0 // bytes of every chunk's keys and values
+			elem := 4
+			if kv16 {
+				elem = 2
+			}
+			for h, n := range lens {
+				heads[h] = DecodeHead{
+					Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
+					K: toPaged(randVec(rng, n*hd), n, hd, B, true),
+					V: toPaged(randVec(rng, n*hd), hd, n, B, false),
+				}
+				if kv16 {
+					heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
+				}
+				total += 2 * n * hd * elem
+			}
+			for _, th := range []int{1, 2} {
+				var mu sync.Mutex
+				seen := map[uintptr]int{} // line address → times prefetched
+				bytes := 0
+				attendPrefetchEmit = func(p unsafe.Pointer, n int) {
+					mu.Lock()
+					defer mu.Unlock()
+					bytes += n
+					for a := uintptr(p) &^ 63; a < uintptr(p)+uintptr(n); a += 64 {
+						seen[a]++
+					}
+				}
+				restore := withThreads(th)
+				AttendDecode(heads, group)
+				restore()
+				attendPrefetchEmit = nil
+				if bytes != total {
+					t.Errorf("group %d, bf16 %v, %d threads: %d bytes prefetched, want all %d", group, kv16, th, bytes, total)
+				}
+				for a, k := range seen {
+					if k > 2 { // a line may be shared by the end of one row and the start of the next
+						t.Errorf("group %d, bf16 %v, %d threads: line %#x prefetched %d times", group, kv16, th, a, k)
+						break
+					}
+				}
 			}
 		}
 	}
@@ -123,7 +186,7 @@ func BenchmarkAttendPrefetchAB(b *testing.B) {
 func benchAttendPrefetch(b *testing.B, kv16 bool) {
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
-	SetThreads(runtime.GOMAXPROCS(0))
+	defer withThreads(runtime.GOMAXPROCS(0))()
 	const layers, kvh, group, hd, n, block = 24, 2, 7, 64, 2048, 256
 	rng := rand.New(rand.NewPCG(35, 1))
 	heads := make([][]DecodeHead, layers)
