@@ -495,9 +495,9 @@ func BenchmarkQ8QuartersAB(b *testing.B) {
 	if !useVNNI() {
 		b.Skip("AVX512_VNNI only")
 	}
-	was := quartersForce.Load()
-	defer quartersForce.Store(was)
-	decodeAB(b, Q8, []string{"quarters", "adjacent"}, func(i int) { quartersForce.Store([]int32{1, -1}[i]) })
+	was := q8QuartersForce.Load()
+	defer q8QuartersForce.Store(was)
+	decodeAB(b, Q8, []string{"quarters", "adjacent"}, func(i int) { q8QuartersForce.Store([]int32{1, -1}[i]) })
 }
 
 // BenchmarkQ8Stream finds where q8 decode loses bandwidth (issue 30): in one process, on
@@ -511,8 +511,8 @@ func BenchmarkQ8Stream(b *testing.B) {
 		b.Skip("AVX512_VNNI only")
 	}
 	defer withThreads(runtime.GOMAXPROCS(0))()
-	was := quartersForce.Load()
-	defer quartersForce.Store(was)
+	was := q8QuartersForce.Load()
+	defer q8QuartersForce.Store(was)
 	var mem hugemem.Arena
 	defer mem.Free()
 	layers := hugeLayers(&mem, Q8)
@@ -544,7 +544,7 @@ func BenchmarkQ8Stream(b *testing.B) {
 	rates := make([][]float64, len(names))
 	for b.Loop() {
 		for i := range names {
-			quartersForce.Store([]int32{-1, -1, -1, 1, 1}[i])
+			q8QuartersForce.Store([]int32{-1, -1, -1, 1, 1}[i])
 			t0 := time.Now()
 			switch i {
 			case 0:
@@ -574,6 +574,9 @@ func BenchmarkQ8Stream(b *testing.B) {
 // (matVecQuarters with dot4BF16PFar, the zen5 plan's) against adjacent rows (dot8BF16P with its
 // prefetch where the plan takes it, else dot4BF16P); see decodeAB.
 func BenchmarkBF16QuartersAB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only (both arms are the same kernels elsewhere)")
+	}
 	was := fpQuartersForce.Load()
 	defer fpQuartersForce.Store(was)
 	decodeAB(b, BF16, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })
@@ -583,6 +586,9 @@ func BenchmarkBF16QuartersAB(b *testing.B) {
 // (matVecQuarters with dot4F32, the zen5 plan's) against four adjacent rows per call; see
 // decodeAB.
 func BenchmarkF32QuartersAB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only (both arms are the same kernels elsewhere)")
+	}
 	was := fpQuartersForce.Load()
 	defer fpQuartersForce.Store(was)
 	decodeAB(b, F32, []string{"quarters", "adjacent"}, func(i int) { fpQuartersForce.Store([]int32{1, -1}[i]) })

@@ -108,14 +108,14 @@ func q8Prefetch() int {
 	return DecodePlan().Q8Prefetch
 }
 
-// quartersForce overrides the plan's Q8Quarters for tests, fpQuartersForce its BF16Quarters and
+// q8QuartersForce overrides the plan's Q8Quarters for tests, fpQuartersForce its BF16Quarters and
 // F32Quarters: 0 follows the plan, 1 on, -1 off.
-var quartersForce, fpQuartersForce atomic.Int32
+var q8QuartersForce, fpQuartersForce atomic.Int32
 
 // decodeQuarters reports whether decode of dt weights reads its chunks in quarters (the plan's
 // choice, or the tests').
 func decodeQuarters(dt DType) bool {
-	f, p := quartersForce.Load(), DecodePlan()
+	f, p := q8QuartersForce.Load(), DecodePlan()
 	if dt != Q8 {
 		f = fpQuartersForce.Load()
 	}

@@ -90,9 +90,9 @@ func TestQ8Prefetch(t *testing.T) {
 	}
 	was := q8PfForce.Load()
 	defer q8PfForce.Store(was)
-	wasQ := quartersForce.Load()
-	defer quartersForce.Store(wasQ)
-	quartersForce.Store(-1) // every row through dot4Q8VNNI, which prefetches
+	wasQ := q8QuartersForce.Load()
+	defer q8QuartersForce.Store(wasQ)
+	q8QuartersForce.Store(-1) // every row through dot4Q8VNNI, which prefetches
 	rng := rand.New(rand.NewPCG(30, 9))
 	ws := []*Matrix{randMatrix(rng, Q8, 900, 128), randMatrix(rng, Q8, 13, 128), randMatrix(rng, Q8, 7, 128)}
 	x := make([]float32, 128)
@@ -145,8 +145,8 @@ func TestQ8Quarters(t *testing.T) {
 	if !useVNNI() {
 		t.Skip("CPU without AVX512_VNNI")
 	}
-	was := quartersForce.Load()
-	defer quartersForce.Store(was)
+	was := q8QuartersForce.Load()
+	defer q8QuartersForce.Store(was)
 	rng := rand.New(rand.NewPCG(30, 10))
 	ws := []*Matrix{
 		randMatrix(rng, Q8, 896, 896), randMatrix(rng, Q8, 128, 896), randMatrix(rng, Q8, 1003, 960),
@@ -161,7 +161,7 @@ func TestQ8Quarters(t *testing.T) {
 	for c := range x {
 		x[c] = rng.Float32()*2 - 1
 	}
-	checkQuarters(t, "q8", &quartersForce, ws, x)
+	checkQuarters(t, "q8", &q8QuartersForce, ws, x)
 }
 
 // TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
