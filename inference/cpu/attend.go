@@ -29,9 +29,9 @@ type DecodeHead struct {
 // query head. Chunk boundaries do not depend on the thread count, so neither do the results.
 // Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
 // that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
-// bit for bit, while memory is read at half the bytes. Each thread prefetches its chunks' keys and
-// values attendPrefetch bytes ahead of the kernels' reads (prefetcher; over bf16 blocks a chunk
-// ahead, since a chunk is widened as a whole before its products).
+// bit for bit, while memory is read at half the bytes. On AVX-512 each thread prefetches its
+// chunks' keys and values attendPrefetch bytes ahead of the kernels' reads (prefetcher; over bf16
+// blocks a chunk ahead, since a chunk is widened as a whole before its products).
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -66,7 +66,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 			cb.v = grow(cb.v, hd*DecodeChunk)
 		}
 		var pf *prefetcher
-		if d := int(attendPrefetch.Load()); d > 0 {
+		if d := int(attendPrefetch.Load()); d > 0 && use512() { // only the AVX-512 kernels step it
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit

@@ -66,6 +66,9 @@ func TestPrefetcherWalk(t *testing.T) {
 // (the end of one row and the start of the next may share one). Without the kernels' steps only
 // the first 4 KiB of each walk (and over bf16 blocks its first chunk) would be issued.
 func TestAttendDecodeWalks(t *testing.T) {
+	if !use512() {
+		t.Skip("the walk is stepped by the AVX-512 micro-kernels only")
+	}
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
 	attendPrefetch.Store(4096)
