@@ -21,10 +21,7 @@ func TestBenchCommand(t *testing.T) {
 	for _, dt := range []string{"f32", "bf16", "q8"} {
 		t.Run("json/"+dt, func(t *testing.T) {
 			args := append([]string{"bench", "--json", "--dtype", dt, "--batch", "3"}, small...)
-			code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
+			stdout, stderr := runOK(t, bin, args...)
 			var r struct {
 				DType       string  `json:"dtype"`
 				Kernels     string  `json:"kernels"`
@@ -40,9 +37,7 @@ func TestBenchCommand(t *testing.T) {
 					Samples []float64 `json:"samples"`
 				} `json:"decode"`
 			}
-			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-				t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
-			}
+			decodeJSON(t, stdout, &r)
 			if strings.Count(strings.TrimSpace(stdout), "\n") != 0 {
 				t.Errorf("stdout has more than one line:\n%s", stdout)
 			}
@@ -68,10 +63,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 
 	t.Run("table", func(t *testing.T) {
-		code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench", "--quiet"}, small...)...))
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		stdout, stderr := runOK(t, bin, append([]string{"bench", "--quiet"}, small...)...)
 		for _, want := range []string{"prefill 40", "decode 6", "peak RSS", "GB/s", "median of 2 runs"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("table lacks %q:\n%s", want, stdout)
@@ -85,10 +77,7 @@ func TestBenchCommand(t *testing.T) {
 	t.Run("roofline", func(t *testing.T) {
 		args := append([]string{"bench", "--roofline", "--prompt", "0"}, small[2:]...)
 		args = append(args, "--model", model)
-		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		stdout, stderr := runOK(t, bin, args...)
 		for _, want := range []string{"cpu      ", "decode plan ", "roofline decode ", "GB/s measured read bandwidth ("} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("table lacks %q:\n%s", want, stdout)
@@ -99,10 +88,7 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("no %q on stderr: %q", want, stderr)
 			}
 		}
-		code, stdout, stderr = testbin.Run(t, exec.Command(bin, append(args, "--json")...))
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		stdout, stderr = runOK(t, bin, append(args, "--json")...)
 		var r struct {
 			ReadGBs     float64   `json:"read_gb_s"`
 			Roofline    float64   `json:"roofline_pct"`
@@ -117,9 +103,7 @@ func TestBenchCommand(t *testing.T) {
 				Name string `json:"name"`
 			} `json:"plan"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
-		}
+		decodeJSON(t, stdout, &r)
 		if !(r.ReadGBs > 0 && r.Roofline > 0) || r.CPU.Vendor == "" || r.CPU.Uarch == "" || r.Plan.Name == "" {
 			t.Errorf("result %+v", r)
 		}
@@ -136,10 +120,7 @@ func TestBenchCommand(t *testing.T) {
 
 	t.Run("paired", func(t *testing.T) {
 		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--paired", "--prompt", "0", "--gen", "5", "--repeat", "2", "--threads", "2"}
-		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		stdout, stderr := runOK(t, bin, args...)
 		var r struct {
 			Depth        int       `json:"depth"`
 			Paired       bool      `json:"paired"`
@@ -151,9 +132,7 @@ func TestBenchCommand(t *testing.T) {
 				Samples []float64 `json:"samples"`
 			} `json:"decode_d0"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
-		}
+		decodeJSON(t, stdout, &r)
 		if r.Depth != 100 || !r.Paired || !(r.Decode > 0 && r.DecodeD0 > 0 && r.Ratio > 0) || len(r.RatioSamples) != 10 || len(r.D0.Samples) != 2 {
 			t.Errorf("result %+v", r)
 		}
@@ -162,7 +141,7 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("no %q on stderr: %q", want, stderr)
 			}
 		}
-		code, stdout, stderr = testbin.Run(t, exec.Command(bin, append([]string{"bench", "--quiet"}, args[2:]...)...))
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench", "--quiet"}, args[2:]...)...))
 		if code != 0 || !strings.Contains(stdout, "decode 5 @ 0 (paired)") || !strings.Contains(stdout, "depth    100/0 ratio ") {
 			t.Errorf("table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
@@ -170,10 +149,7 @@ func TestBenchCommand(t *testing.T) {
 
 	t.Run("depth", func(t *testing.T) {
 		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--batch", "3", "--prompt", "20", "--gen", "5", "--repeat", "1", "--threads", "2"}
-		code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
+		stdout, stderr := runOK(t, bin, args...)
 		var r struct {
 			Depth       int     `json:"depth"`
 			Backend     string  `json:"backend"`
@@ -181,9 +157,7 @@ func TestBenchCommand(t *testing.T) {
 			Decode      float64 `json:"decode_tok_s"`
 			BatchDecode float64 `json:"batch_decode_tok_s"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
-		}
+		decodeJSON(t, stdout, &r)
 		if r.Depth != 100 || r.Backend != "cpu" || !(r.Prefill > 0 && r.Decode > 0 && r.BatchDecode > 0) {
 			t.Errorf("result %+v", r)
 		}
@@ -194,7 +168,7 @@ func TestBenchCommand(t *testing.T) {
 		}
 		// The same with a bf16 KV cache, named in the JSON and the table.
 		for _, kv := range []string{"f32", "bf16"} {
-			code, stdout, stderr = testbin.Run(t, exec.Command(bin, append(args, "--kv", kv)...))
+			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append(args, "--kv", kv)...))
 			var k struct {
 				KV     string  `json:"kv_cache"`
 				Decode float64 `json:"decode_tok_s"`
@@ -203,7 +177,7 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("--kv %s: exit %d, %+v, stderr %q", kv, code, k, stderr)
 			}
 		}
-		code, stdout, stderr = testbin.Run(t, exec.Command(bin, "bench", "--quiet", "--model", model, "--depth", "40", "--prompt", "0", "--gen", "3", "--repeat", "1", "--kv", "bf16"))
+		code, stdout, stderr := testbin.Run(t, exec.Command(bin, "bench", "--quiet", "--model", model, "--depth", "40", "--prompt", "0", "--gen", "3", "--repeat", "1", "--kv", "bf16"))
 		if code != 0 || !strings.Contains(stdout, "kv cache bf16") {
 			t.Errorf("--kv bf16 table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
@@ -248,4 +222,23 @@ func TestBenchCommand(t *testing.T) {
 			}
 		}
 	})
+}
+
+// runOK runs the built binary with args and fails the test unless it exits 0; it returns what it
+// wrote to stdout and stderr.
+func runOK(t *testing.T, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr := testbin.Run(t, exec.Command(bin, args...))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	return stdout, stderr
+}
+
+// decodeJSON unmarshals stdout, which must be one JSON object, into v.
+func decodeJSON(t *testing.T, stdout string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
 }
