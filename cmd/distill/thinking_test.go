@@ -88,13 +88,17 @@ func TestOwnTeacherThinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The three failures that stop the run are written; so are failures the writer commits
+		// in the same batch after them (distill.StopAfterSameErrors), never more than were sent.
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) != distill.StopAfterSameErrors {
-			t.Errorf("failures.jsonl has %d lines, want %d", len(lines), distill.StopAfterSameErrors)
+		if len(lines) < distill.StopAfterSameErrors || len(lines) > len(reqs) {
+			t.Errorf("failures.jsonl has %d lines, want %d to %d (the requests sent)", len(lines), distill.StopAfterSameErrors, len(reqs))
 		}
-		var f struct{ Reason string }
-		if err := json.Unmarshal([]byte(lines[0]), &f); err != nil || f.Reason != "policy:client_error" {
-			t.Errorf("failure line %q: reason %q (%v)", lines[0], f.Reason, err)
+		for _, l := range lines {
+			var f struct{ Reason string }
+			if err := json.Unmarshal([]byte(l), &f); err != nil || f.Reason != "policy:client_error" {
+				t.Errorf("failure line %q: reason %q (%v)", l, f.Reason, err)
+			}
 		}
 		if _, err := os.Stat(filepath.Join(out, "usage.json")); err != nil {
 			t.Errorf("usage.json not written: %v", err)
