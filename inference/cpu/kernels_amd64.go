@@ -51,3 +51,9 @@ func cvtX16(dst *uint16, src *float32, n int)
 
 //go:noescape
 func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd int, masks uint64, acc int)
+
+//go:noescape
+func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
+
+//go:noescape
+func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)

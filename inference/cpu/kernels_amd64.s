@@ -978,3 +978,181 @@ pfloop:
 	DECQ CX
 	JGT  pfloop
 	RET
+
+// ---------------------------------------------------------------------------------------------
+// q8 decode on weights in panels (panels.go): 32 rows packed as gemmQ8VNNI reads them, one input
+// row quantised by quantX8 with one correction per block.
+// ---------------------------------------------------------------------------------------------
+
+// P8G is one group of four columns of one panel group: the two panels' 64-byte weight vectors
+// (weights XORed with 0x80: unsigned) against the input's four bytes at xo, broadcast from
+// memory, into the int32 sums ia, ib.
+#define P8G(wa, wb, xo, ia, ib) \
+	VMOVDQU32     wa(SI), Z12; \
+	VMOVDQU32     wb(SI), Z13; \
+	VPDPBUSD.BCST xo(DI), Z12, ia; \
+	VPDPBUSD.BCST xo(DI), Z13, ib
+
+// func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
+//
+// out[j] = Σ_c w[j, c]·x[c] for the 32 rows of one panel group over nb blocks of 32 columns: wp
+// the group's weights, sp its scales, xq, xs, corr the input as quantX8 writes it with blockSums
+// = 1 (xs: the block's scale at its first lane, 8 lanes a block). Each block's int32 sums start
+// at the block's correction -128·Σ xq (so they are Σ w·x exactly, -128 included), even and odd
+// column groups in two chains, then are widened once and added times the weight scales × the x
+// scale: the arithmetic of gemmQ8VNNI with one input row, so the same results to the bit.
+TEXT ·dot32Q8P(SB), NOSPLIT, $0-56
+	MOVQ   wp+0(FP), SI
+	MOVQ   sp+8(FP), BX
+	MOVQ   xq+16(FP), DI
+	MOVQ   xs+24(FP), DX
+	MOVQ   corr+32(FP), R10
+	MOVQ   nb+40(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ  CX, CX
+	JLE    p8done
+
+p8blk:
+	VPBROADCASTD (R10), Z16
+	VMOVDQA32    Z16, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	P8G(0, 64, 0, Z16, Z17)
+	P8G(128, 192, 4, Z18, Z19)
+	P8G(256, 320, 8, Z16, Z17)
+	P8G(384, 448, 12, Z18, Z19)
+	P8G(512, 576, 16, Z16, Z17)
+	P8G(640, 704, 20, Z18, Z19)
+	P8G(768, 832, 24, Z16, Z17)
+	P8G(896, 960, 28, Z18, Z19)
+	VPADDD       Z18, Z16, Z16
+	VPADDD       Z19, Z17, Z17
+	VMOVUPS      (BX), Z28
+	VMOVUPS      64(BX), Z29
+	VCVTDQ2PS    Z16, Z16
+	VMULPS.BCST  (DX), Z28, Z30
+	VFMADD231PS  Z30, Z16, Z0
+	VCVTDQ2PS    Z17, Z17
+	VMULPS.BCST  (DX), Z29, Z31
+	VFMADD231PS  Z31, Z17, Z1
+	ADDQ         $1024, SI
+	ADDQ         $128, BX
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          p8blk
+
+p8done:
+	MOVQ    out+48(FP), AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// P8G4 is one group of four columns of four panel groups (R8 bytes apart: SI, SI+R8, SI+2·R8,
+// R9): eight 64-byte weight vectors against the input's four bytes at xo, into Z16-Z23.
+#define P8G4(wa, wb, xo) \
+	VMOVDQU32     wa(SI), Z12; \
+	VMOVDQU32     wb(SI), Z13; \
+	VPDPBUSD.BCST xo(DI), Z12, Z16; \
+	VPDPBUSD.BCST xo(DI), Z13, Z17; \
+	VMOVDQU32     wa(SI)(R8*1), Z14; \
+	VMOVDQU32     wb(SI)(R8*1), Z15; \
+	VPDPBUSD.BCST xo(DI), Z14, Z18; \
+	VPDPBUSD.BCST xo(DI), Z15, Z19; \
+	VMOVDQU32     wa(SI)(R8*2), Z12; \
+	VMOVDQU32     wb(SI)(R8*2), Z13; \
+	VPDPBUSD.BCST xo(DI), Z12, Z20; \
+	VPDPBUSD.BCST xo(DI), Z13, Z21; \
+	VMOVDQU32     wa(R9), Z14; \
+	VMOVDQU32     wb(R9), Z15; \
+	VPDPBUSD.BCST xo(DI), Z14, Z22; \
+	VPDPBUSD.BCST xo(DI), Z15, Z23
+
+// P8F4 ends a block for one group: int sums ia, ib times its scales at sa (64 bytes apart) times
+// the block's x scale, into fa, fb.
+#define P8F4(sa, sb, ia, ib, fa, fb) \
+	VMOVUPS      sa, Z28; \
+	VMOVUPS      sb, Z29; \
+	VCVTDQ2PS    ia, ia; \
+	VMULPS.BCST  (DX), Z28, Z30; \
+	VFMADD231PS  Z30, ia, fa; \
+	VCVTDQ2PS    ib, ib; \
+	VMULPS.BCST  (DX), Z29, Z31; \
+	VFMADD231PS  Z31, ib, fb
+
+// func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)
+//
+// dot32Q8P for four panel groups, ldw bytes (and lds scales) apart, into out[32g:32g+32]: the
+// four quarters of a thread's range as four sequential streams (panelRange). Eight 64-byte loads
+// and eight VPDPBUSD per group of four columns; the same results as dot32Q8P per group.
+TEXT ·dot128Q8P(SB), NOSPLIT, $0-72
+	MOVQ   wp+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   sp+16(FP), BX
+	MOVQ   lds+24(FP), R10
+	SHLQ   $2, R10
+	LEAQ   (BX)(R10*2), R11
+	ADDQ   R10, R11
+	MOVQ   xq+32(FP), DI
+	MOVQ   xs+40(FP), DX
+	MOVQ   corr+48(FP), R12
+	MOVQ   nb+56(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ  CX, CX
+	JLE    p84done
+
+p84blk:
+	VPBROADCASTD (R12), Z16
+	VMOVDQA32    Z16, Z17
+	VMOVDQA32    Z16, Z18
+	VMOVDQA32    Z16, Z19
+	VMOVDQA32    Z16, Z20
+	VMOVDQA32    Z16, Z21
+	VMOVDQA32    Z16, Z22
+	VMOVDQA32    Z16, Z23
+	P8G4(0, 64, 0)
+	P8G4(128, 192, 4)
+	P8G4(256, 320, 8)
+	P8G4(384, 448, 12)
+	P8G4(512, 576, 16)
+	P8G4(640, 704, 20)
+	P8G4(768, 832, 24)
+	P8G4(896, 960, 28)
+	P8F4((BX), 64(BX), Z16, Z17, Z0, Z1)
+	P8F4((BX)(R10*1), 64(BX)(R10*1), Z18, Z19, Z2, Z3)
+	P8F4((BX)(R10*2), 64(BX)(R10*2), Z20, Z21, Z4, Z5)
+	P8F4((R11), 64(R11), Z22, Z23, Z6, Z7)
+	ADDQ         $1024, SI
+	ADDQ         $1024, R9
+	ADDQ         $128, BX
+	ADDQ         $128, R11
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	ADDQ         $4, R12
+	DECQ         CX
+	JNZ          p84blk
+
+p84done:
+	MOVQ    out+64(FP), AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 256(AX)
+	VMOVUPS Z5, 320(AX)
+	VMOVUPS Z6, 384(AX)
+	VMOVUPS Z7, 448(AX)
+	VZEROUPPER
+	RET

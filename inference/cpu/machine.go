@@ -71,6 +71,11 @@ type Plan struct {
 	// four rows a call one from each (dot4F32), instead of four adjacent rows a call; the same
 	// results.
 	F32Quarters bool `json:"f32_quarters"`
+	// Q8Panels: q8 weights are held in panels of 32 rows (PackQ8Panels, at load) and decode
+	// reads them four panel groups a call (dot128Q8P) on AVX512_VNNI; a different summation
+	// order from the row layout's kernels (results agree to float rounding), the same as the
+	// matrix-matrix kernel's.
+	Q8Panels bool `json:"q8_panels"`
 }
 
 // String is the plan in one line, as `student bench` logs it.
@@ -90,6 +95,9 @@ func (p Plan) String() string {
 	}
 	if p.F32Quarters {
 		s += ", f32 decode in quarters"
+	}
+	if p.Q8Panels {
+		s += ", q8 weights in panels"
 	}
 	return s
 }
@@ -169,7 +177,7 @@ func DecodePlan() Plan {
 // PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
 // reading each chunk as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster than
 // adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
-// 11-24%; no
+// 11-24%, and q8 weights held in panels (Q8Panels), decode 11-17% faster; no
 // other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
@@ -191,6 +199,7 @@ func planFor(m Machine, tier int) Plan {
 		p.Q8Quarters = true
 		p.BF16Quarters = true
 		p.F32Quarters = true
+		p.Q8Panels = true
 	default:
 		p.Name = "avx512"
 	}

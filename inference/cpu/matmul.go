@@ -26,13 +26,13 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	if n == 0 || w.Rows == 0 {
 		return
 	}
-	if run, release, ok := mvPlan(w, x, n); ok {
-		parallelWork(w.Rows*w.Cols*n, w.Rows, 4, func(lo, hi int) { run(dst, w, lo, hi) })
+	if run, release, align, ok := mvPlan(w, x, n); ok {
+		parallelWork(w.Rows*w.Cols*n, w.Rows, align, func(lo, hi int) { run(dst, w, lo, hi) })
 		release()
 		return
 	}
 	switch {
-	case !SIMD() || w.Cols < 16:
+	case !SIMD() || w.Cols < 16 || w.Q8Panels && !useVNNI():
 		matMulRef(dst, w, x, n)
 	case useGemmQ8(w, n) || useGemmBF16(w, n):
 		matMulGemm(dst, w, x, n)
@@ -56,13 +56,14 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 	total := 0
 	for j, w := range ws {
 		checkMatMul(dsts[j], w, x, n)
-		fused = fused && w.DType == ws[0].DType && w.Cols == ws[0].Cols
+		fused = fused && w.DType == ws[0].DType && w.Cols == ws[0].Cols && w.Q8Panels == ws[0].Q8Panels
 		total += w.Rows
 	}
 	var run func(dst []float32, w *Matrix, lo, hi int)
 	var release func()
+	align := 4
 	if fused {
-		run, release, fused = mvPlan(ws[0], x, n)
+		run, release, align, fused = mvPlan(ws[0], x, n)
 	}
 	if !fused {
 		for j, w := range ws {
@@ -70,7 +71,7 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 		}
 		return
 	}
-	parallelWork(total*ws[0].Cols*n, total, 4, func(lo, hi int) {
+	parallelWork(total*ws[0].Cols*n, total, align, func(lo, hi int) {
 		off := 0
 		for j, w := range ws {
 			if a, b := max(lo-off, 0), min(hi-off, w.Rows); a < b {
@@ -83,28 +84,32 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 }
 
 // mvPlan returns MatMul's matrix-vector route for n input rows x against w, when it takes one:
-// run computes dst[:, lo:hi] (for w or any matrix of w's dtype and width), release returns the
-// buffers of x's prepared copy. Few input rows (decode, decode batches, attention over a short
-// cache) stream the weights once; each group of 4 rows stays in L1 while it meets every input
-// row.
-func mvPlan(w *Matrix, x []float32, n int) (run func(dst []float32, w *Matrix, lo, hi int), release func(), ok bool) {
+// run computes dst[:, lo:hi] (for w or any matrix of w's dtype, width and layout; lo and hi
+// multiples of align), release returns the buffers of x's prepared copy. Few input rows (decode,
+// decode batches, attention over a short cache) stream the weights once; each group of 4 rows
+// stays in L1 while it meets every input row. q8 weights in panels take one input row here
+// (panelRange) and more through the matrix-matrix kernel (useGemmQ8).
+func mvPlan(w *Matrix, x []float32, n int) (run func(dst []float32, w *Matrix, lo, hi int), release func(), align int, ok bool) {
 	switch {
-	case !SIMD() || w.Cols < 16 || useGemmQ8(w, n) || useGemmBF16(w, n):
-		return nil, nil, false
+	case w.Q8Panels && n == 1 && useVNNI():
+		in := preparePanelVec(w, x)
+		return func(dst []float32, w *Matrix, lo, hi int) { panelRange(dst, w, in, lo, hi) }, func() { gemmInPool.Put(in) }, panelRows, true
+	case !SIMD() || w.Cols < 16 || w.Q8Panels || useGemmQ8(w, n) || useGemmBF16(w, n):
+		return nil, nil, 0, false
 	case useAVX2() && n < mvMaxN && q8QuantCols(w, n) > 0:
 		in, release := prepareVec(w, x, n)
-		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, true
+		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, 4, true
 	case useAVX2() && (n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load())):
 		in, release := &vecIn{x: x, n: n}, func() {}
 		if w.DType == BF16 && !plainOff.Load() {
 			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
 		}
-		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, true
+		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, 4, true
 	case !useAVX2() && n < mvMaxN:
 		in, release := prepareVec(w, x, n)
-		return func(dst []float32, w *Matrix, lo, hi int) { matVecRange(dst, w, in, lo, hi) }, release, true
+		return func(dst []float32, w *Matrix, lo, hi int) { matVecRange(dst, w, in, lo, hi) }, release, 4, true
 	}
-	return nil, nil, false
+	return nil, nil, 0, false
 }
 
 func checkMatMul(dst []float32, w *Matrix, x []float32, n int) {
@@ -156,7 +161,7 @@ func (w *Matrix) check() error {
 // RowF32 writes row r of w, widened to f32, into dst (len Cols).
 func RowF32(dst []float32, w *Matrix, r int) {
 	c := w.Cols
-	if !SIMD() || c < 16 {
+	if !SIMD() || c < 16 || w.Q8Panels {
 		rowF32Ref(dst, w, r)
 		return
 	}
@@ -204,7 +209,8 @@ func elem(w *Matrix, i int) float32 {
 	case F16:
 		return F16ToF32(w.U16[i])
 	default:
-		return float32(w.Q8[i]) * w.Scales[i/Q8Block]
+		r, j := i/w.Cols, i%w.Cols
+		return float32(q8At(w, r, j)) * q8ScaleAt(w, r, j/Q8Block)
 	}
 }
 

@@ -52,6 +52,9 @@ type Matrix struct {
 	U16        []uint16
 	Q8         []int8
 	Scales     []float32 // Rows * Cols/Q8Block
+	// Q8Panels: Q8 and Scales hold the rows in panels of 32 (PackQ8Panels) instead of one row
+	// after another; the same values.
+	Q8Panels bool
 }
 
 // BF16ToF32 widens bfloat16 bits.

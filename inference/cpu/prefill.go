@@ -30,6 +30,9 @@ const (
 // useGemmQ8 and useGemmBF16 report whether MatMul of n input rows takes the int8 (AVX512_VNNI,
 // or AVX2: avx2GemmQ8) or the bf16 dot-product kernels.
 func useGemmQ8(w *Matrix, n int) bool {
+	if w.Q8Panels {
+		return n >= 2 && useVNNI() // the weights are packed already: no per-product packing to amortise
+	}
 	return n >= mvMaxN && w.DType == Q8 && (useVNNI() || useAVX2() && !plainOff.Load())
 }
 
@@ -157,6 +160,14 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	defer gemmPackPool.Put(p)
 	wq, ws := unsafe.Pointer(&w.Q8[0]), unsafe.Pointer(&w.Scales[0])
 	gemmBlocks(c, q8KC, Q8Block, lo, hi, q8GroupR, func(k0, kw, acc, r0 int) {
+		if w.Q8Panels { // packed at load (panels.go): the kernel reads the weights where they are
+			for i := 0; i < n; i += gemmRows6 {
+				gemmQ8VNNI((*byte)(unsafe.Add(wq, r0*c+panelRows*k0)), &w.Scales[r0*nb+panelRows*(k0/Q8Block)],
+					&in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,
+					kw/Q8Block, min(gemmRows6, n-i), &dst[i*rows+r0], rows, 0xffff, 0xffff, acc)
+			}
+			return
+		}
 		var masks [2]uint64
 		for pn := range 2 {
 			r := r0 + 16*pn

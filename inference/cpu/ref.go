@@ -37,14 +37,12 @@ func dotRow(w *Matrix, r int, x []float32) float32 {
 			s += F16ToF32(v) * x[j]
 		}
 	case Q8:
-		row := w.Q8[r*c : (r+1)*c]
-		sc := w.Scales[r*(c/Q8Block):]
 		for b := 0; b < c/Q8Block; b++ {
 			var bs float32
 			for j := b * Q8Block; j < (b+1)*Q8Block; j++ {
-				bs += float32(row[j]) * x[j]
+				bs += float32(q8At(w, r, j)) * x[j]
 			}
-			s += bs * sc[b]
+			s += bs * q8ScaleAt(w, r, b)
 		}
 	}
 	return s
@@ -140,8 +138,8 @@ func rowF32Ref(dst []float32, w *Matrix, r int) {
 			dst[j] = F16ToF32(v)
 		}
 	case Q8:
-		for j, v := range w.Q8[r*c : (r+1)*c] {
-			dst[j] = float32(v) * w.Scales[r*(c/Q8Block)+j/Q8Block]
+		for j := range c {
+			dst[j] = float32(q8At(w, r, j)) * q8ScaleAt(w, r, j/Q8Block)
 		}
 	}
 }

@@ -216,13 +216,7 @@ func TestPrefillMatchesDecode(t *testing.T) {
 			m := smallModel(t, dt, Options{}, nil)
 			V := m.VocabSize()
 			ids := prompt(20, 1, V)
-			all := forward(t, m, lm.Step{Cache: newCache(t, m, 32), Tokens: ids, AllLogits: true})[0].Logits
-			c := newCache(t, m, 32)
-			var worst float64
-			for i, id := range ids {
-				lg := forward(t, m, lm.Step{Cache: c, Tokens: []int{id}})[0].Logits
-				worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
-			}
+			all, worst := prefillVsDecode(t, m, ids)
 			if tol := xRoundTol(dt); worst > tol {
 				t.Errorf("prefill vs decode: max abs difference %.3g > %.3g", worst, tol)
 			}
@@ -234,6 +228,21 @@ func TestPrefillMatchesDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// prefillVsDecode runs ids through m in one Forward (all positions' logits) and token by token
+// in a second cache, and returns the first's logits and the largest difference between the two
+// at any position.
+func prefillVsDecode(t *testing.T, m *Model, ids []int) (all []float32, worst float64) {
+	t.Helper()
+	V := m.VocabSize()
+	all = forward(t, m, lm.Step{Cache: newCache(t, m, 32), Tokens: ids, AllLogits: true})[0].Logits
+	c := newCache(t, m, 32)
+	for i, id := range ids {
+		lg := forward(t, m, lm.Step{Cache: c, Tokens: []int{id}})[0].Logits
+		worst = max(worst, maxAbsDiff(lg, all[i*V:(i+1)*V]))
+	}
+	return all, worst
 }
 
 // TestAttentionChunks: a prefill split into many attention chunks equals one in a single chunk.
@@ -769,3 +778,28 @@ func TestKVBF16(t *testing.T) {
 // kvBF16Tol bounds the bf16 KV cache's logits against the f32 cache's, relative to the largest
 // logit: bf16 rounds each key and value by at most 2^-9 of itself.
 const kvBF16Tol = 1e-2 // measured 1.7e-3 (0.00105 of 0.629)
+
+// TestQ8PanelsAtLoad: where the decode plan holds q8 weights in panels (cpu.PackQ8Panels), a q8
+// model's matrices whose rows are a multiple of 32 are packed at load and the others (the
+// 300-row LM head of the small model) stay in rows; a prompt in one Forward (the matrix-matrix
+// kernel reading the panels in place) and token by token (the panel decode kernel) give the
+// same logits at every position, to float rounding.
+func TestQ8PanelsAtLoad(t *testing.T) {
+	m := smallModel(t, safetensors.F32, Options{DType: Q8}, nil)
+	want := cpu.DecodePlan().Q8Panels && strings.Contains(cpu.Kernels(), "vnni")
+	for l, ly := range m.layers {
+		for name, w := range map[string]*cpu.Matrix{"q": ly.q, "k": ly.k, "v": ly.v, "o": ly.o, "gate": ly.gate, "up": ly.up, "down": ly.down} {
+			if w.Q8Panels != want {
+				t.Errorf("layer %d %s: in panels %v, want %v (plan %s)", l, name, w.Q8Panels, want, cpu.DecodePlan())
+			}
+		}
+	}
+	if m.lmHead.Q8Panels {
+		t.Error("the 300-row LM head was packed")
+	}
+	_, worst := prefillVsDecode(t, m, prompt(20, 2, m.VocabSize()))
+	t.Logf("prefill vs decode: max abs difference %.3g", worst)
+	if worst > 1e-4 {
+		t.Errorf("prefill vs decode: max abs difference %.3g > 1e-4", worst)
+	}
+}

@@ -1,0 +1,123 @@
+package cpu
+
+import "unsafe"
+
+// The q8 panel layout (Matrix.Q8Panels). Rows are held in groups of 32, each group where its
+// rows were (32·Cols bytes of Q8, 32·Cols/Q8Block scales): within a group, the 64 bytes at
+// 128·q hold columns 4q..4q+3 of rows 0-15 (four bytes per row, row after row), the 64 bytes at
+// 128·q+64 the same of rows 16-31, each byte XORed with 0x80 (w+128: VPDPBUSD multiplies
+// unsigned by signed bytes); the 128 bytes of scales at 128·b hold block b's scale of rows 0-15,
+// then of rows 16-31. It is the packing the int8 matrix-matrix kernel reads (packRows,
+// gemmQ8VNNI), done once at load instead of once per product.
+//
+// Decode reads it through dot128Q8P: four groups a call, one from each quarter of a thread's
+// range (four sequential streams, as matVecQuarters reads rows), one 64-byte load and one
+// VPDPBUSD per 64 weights, the int32 sums of a block widened once per 16 rows. The row layout
+// takes eight instructions per 64 weights of a row (dot4Q8VNNIFar: the bias, the correction,
+// the dot product, the widening, two scale broadcasts, the scale product, the accumulation). On
+// Zen 5 the panels stream the 0.5B decode token's q8 products faster in every round of the
+// in-process A/B (BenchmarkQ8PanelsAB: medians 11% at one thread, 9% at two) and the whole
+// model decodes 11-17% faster (docs/BENCHMARKS.md, "Issue 30: q8 weights in panels").
+
+// panelRows is the number of rows of one panel group.
+const panelRows = 32
+
+// PackQ8Panels rearranges w into the panel layout in place, when w is Q8 in rows, its row count
+// is a multiple of 32, the AVX512_VNNI kernels are in use and the decode plan holds q8 weights
+// in panels (DecodePlan's Q8Panels); it reports whether it did. Every product and RowF32 take
+// either layout, with the same values of w.
+func PackQ8Panels(w *Matrix) bool {
+	if !q8Panels() {
+		return false
+	}
+	return packQ8Panels(w)
+}
+
+// q8PanelsForce overrides the plan's Q8Panels for tests: 0 follows the plan, 1 on, -1 off.
+var q8PanelsForce int
+
+// q8Panels reports whether PackQ8Panels packs (the plan's choice, or the tests').
+func q8Panels() bool {
+	if !useVNNI() {
+		return false
+	}
+	if q8PanelsForce != 0 {
+		return q8PanelsForce > 0
+	}
+	return DecodePlan().Q8Panels
+}
+
+// packQ8Panels is PackQ8Panels without the plan's consent (the kernels must be in use).
+func packQ8Panels(w *Matrix) bool {
+	if w.DType != Q8 || w.Q8Panels || w.Rows == 0 || w.Rows%panelRows != 0 || w.Cols == 0 || w.check() != nil {
+		return false
+	}
+	c, nb := w.Cols, w.Cols/Q8Block
+	tq := make([]int8, panelRows*c)
+	ts := make([]float32, panelRows*nb)
+	for g := range w.Rows / panelRows {
+		q := w.Q8[g*panelRows*c : (g+1)*panelRows*c]
+		s := w.Scales[g*panelRows*nb : (g+1)*panelRows*nb]
+		copy(tq, q)
+		copy(ts, s)
+		for pn := range 2 {
+			packRows(unsafe.Pointer(&q[64*pn]), 128, unsafe.Pointer(&tq[0]), c, 16*pn, panelRows-1, panelRows, 0, c, 0x80808080)
+			packRows(unsafe.Pointer(&s[16*pn]), 128, unsafe.Pointer(&ts[0]), 4*nb, 16*pn, panelRows-1, panelRows, 0, 4*nb, 0)
+		}
+	}
+	w.Q8Panels = true
+	return true
+}
+
+// q8At returns w's int8 weight at row r, column j, in either layout.
+func q8At(w *Matrix, r, j int) int8 {
+	c := w.Cols
+	if !w.Q8Panels {
+		return w.Q8[r*c+j]
+	}
+	return int8(uint8(w.Q8[r/32*32*c+j/4*128+r%32/16*64+r%16*4+j%4]) ^ 0x80)
+}
+
+// q8ScaleAt returns the scale of w's row r, block b, in either layout.
+func q8ScaleAt(w *Matrix, r, b int) float32 {
+	nb := w.Cols / Q8Block
+	if !w.Q8Panels {
+		return w.Scales[r*nb+b]
+	}
+	return w.Scales[r/32*32*nb+b*32+r%32/16*16+r%16]
+}
+
+// preparePanelVec quantises one input row x for panelRange (quantX8 with one correction per
+// block), into buffers of the gemmIn pool: no padding rows, as no other row is read.
+func preparePanelVec(w *Matrix, x []float32) *gemmIn {
+	in := gemmInPool.Get().(*gemmIn)
+	k := w.Cols
+	in.k = k
+	in.xq, in.corr, in.xs = grow(in.xq, k), grow(in.corr, k/Q8Block), grow(in.xs, k/4)
+	quantX8(&in.xq[0], &in.corr[0], &in.xs[0], &x[0], k/Q8Block, 1)
+	return in
+}
+
+// panelRange computes dst[lo:hi] (one input row, quantised by preparePanelVec; lo and hi multiples
+// of 32) for w in panels: four groups a call, one from each quarter of the range, and the
+// groups left over one a call.
+func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
+	c, nb := w.Cols, w.Cols/Q8Block
+	g0, g1 := lo/panelRows, hi/panelRows
+	m := (g1 - g0) / 4
+	wq := unsafe.Pointer(unsafe.SliceData(w.Q8))
+	var out [4 * panelRows]float32
+	for g := g0; g < g0+m; g++ {
+		dot128Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), m*panelRows*c, &w.Scales[g*panelRows*nb], m*panelRows*nb,
+			&in.xq[0], &in.xs[0], &in.corr[0], nb, &out)
+		for j := range 4 {
+			r := (g + j*m) * panelRows
+			copy(dst[r:r+panelRows], out[j*panelRows:(j+1)*panelRows])
+		}
+	}
+	var one [panelRows]float32
+	for g := g0 + 4*m; g < g1; g++ {
+		dot32Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), &w.Scales[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &one)
+		copy(dst[g*panelRows:(g+1)*panelRows], one[:])
+	}
+}

@@ -1,0 +1,201 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/inference/hugemem"
+)
+
+// panelPair returns a random q8 matrix in rows (varied scales) and the same packed in panels.
+func panelPair(t testing.TB, rows, cols int, seed uint64) (w, p *Matrix) {
+	w = fastMatrix(Q8, rows, cols, seed)
+	for i := range w.Scales {
+		w.Scales[i] = float32(i%13+1) / 500
+	}
+	c := *w
+	c.Q8, c.Scales = slices.Clone(w.Q8), slices.Clone(w.Scales)
+	p = &c
+	if !packQ8Panels(p) {
+		t.Fatalf("%d×%d: not packed", rows, cols)
+	}
+	return w, p
+}
+
+// TestQ8Panels checks q8 weights in panels against the same weights in rows: decode (one input
+// row, dot128Q8P in quarters and dot32Q8P on the groups left over) and the matrix-matrix kernel
+// reading the panels in place give the results of gemmQ8VNNI on the rows packed per product, to
+// the bit, for every thread count; RowF32 gives the row's values; and with the assembly kernels
+// off every product is the portable reference's.
+func TestQ8Panels(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("the panel layout is for the AVX512_VNNI kernels, which this CPU (or tier) lacks")
+	}
+	shapes := [][2]int{{32, 32}, {64, 96}, {96, 896}, {416, 896}, {544, 160}, {128, 4864}}
+	for si, sh := range shapes {
+		rows, cols := sh[0], sh[1]
+		w, p := panelPair(t, rows, cols, uint64(si+1))
+		for _, n := range []int{1, 2, 7, 17} {
+			x := fastMatrix(F32, n, cols, uint64(100+si)).F32
+			want := make([]float32, n*rows)
+			matMulGemm(want, w, x, n) // the rows, packed for this product
+			for _, th := range []int{1, 2, 3} {
+				t.Run(fmt.Sprintf("%dx%d/n=%d/t%d", rows, cols, n, th), func(t *testing.T) {
+					defer withThreads(th)()
+					got := make([]float32, n*rows)
+					MatMul(got, p, x, n)
+					exact := cols <= q8KC || n > 1 // decode reads all columns at once, the gemm path in chunks
+					for i := range want {
+						d := math.Abs(float64(got[i] - want[i]))
+						if exact && d != 0 || d > 1e-4*(1+math.Abs(float64(want[i]))) {
+							t.Fatalf("row %d of input %d: %g, want %g", i%rows, i/rows, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+		rw, rp := make([]float32, cols), make([]float32, cols)
+		for r := range rows {
+			RowF32(rw, w, r)
+			RowF32(rp, p, r)
+			if !slices.Equal(rw, rp) {
+				t.Fatalf("%d×%d: RowF32 of row %d differs in panels", rows, cols, r)
+			}
+		}
+	}
+	t.Run("portable", func(t *testing.T) {
+		w, p := panelPair(t, 96, 160, 9)
+		x := fastMatrix(F32, 3, 160, 10).F32
+		was := UseSIMD(false)
+		defer UseSIMD(was)
+		for _, n := range []int{1, 3} {
+			want, got := make([]float32, n*96), make([]float32, n*96)
+			MatMul(want, w, x, n)
+			MatMul(got, p, x, n)
+			if !slices.Equal(got, want) {
+				t.Fatalf("n=%d: the portable path in panels differs from rows", n)
+			}
+		}
+	})
+}
+
+// TestQ8PanelsFused checks MatMuls over matrices in panels (one quantised input, one pass over
+// their rows together) against one MatMul each, to the bit, and that a matrix left in rows
+// (rows not a multiple of 32) among them is multiplied in its own layout.
+func TestQ8PanelsFused(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("no AVX512_VNNI kernels")
+	}
+	_, q := panelPair(t, 96, 896, 1)
+	_, k := panelPair(t, 32, 896, 2)
+	_, v := panelPair(t, 64, 896, 3)
+	odd := fastMatrix(Q8, 40, 896, 4)
+	x := fastMatrix(F32, 1, 896, 5).F32
+	for _, th := range []int{1, 2, 3} {
+		restore := withThreads(th)
+		for _, ws := range [][]*Matrix{{q, k, v}, {q, odd, v}} {
+			dsts, want := make([][]float32, len(ws)), make([][]float32, len(ws))
+			for j, w := range ws {
+				dsts[j], want[j] = make([]float32, w.Rows), make([]float32, w.Rows)
+				MatMul(want[j], w, x, 1)
+			}
+			MatMuls(dsts, ws, x, 1)
+			for j := range ws {
+				if !slices.Equal(dsts[j], want[j]) {
+					t.Fatalf("threads %d: matrix %d of %d (%d rows) differs fused", th, j, len(ws), ws[j].Rows)
+				}
+			}
+		}
+		restore()
+	}
+}
+
+// TestPackQ8PanelsDeclines: matrices the layout does not fit are left as they are.
+func TestPackQ8PanelsDeclines(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("no AVX512_VNNI kernels")
+	}
+	odd := fastMatrix(Q8, 40, 64, 1)
+	before := slices.Clone(odd.Q8)
+	bf := fastMatrix(BF16, 64, 64, 2)
+	_, p := panelPair(t, 64, 64, 3)
+	packed := slices.Clone(p.Q8)
+	for _, c := range []struct {
+		name string
+		w    *Matrix
+	}{{"rows not a multiple of 32", odd}, {"bf16", bf}, {"already in panels", p}} {
+		if packQ8Panels(c.w) {
+			t.Errorf("%s: packed", c.name)
+		}
+	}
+	if !slices.Equal(odd.Q8, before) || odd.Q8Panels || !slices.Equal(p.Q8, packed) {
+		t.Error("a declined matrix was changed")
+	}
+}
+
+// BenchmarkQ8PanelsAB times the q8 weight products of one 0.5B decode token (24 distinct layers
+// and the LM head, huge pages) in rows (the plan's kernels without panels) and in panels,
+// alternating in one process, each round between two passes of the read probe: rows% and
+// panels% are their GB/s against the better pass, speedup the rows' time over the panels'
+// (medians).
+func BenchmarkQ8PanelsAB(b *testing.B) {
+	if !useVNNI() {
+		b.Skip("no AVX512_VNNI kernels")
+	}
+	var mem hugemem.Arena
+	defer mem.Free()
+	var rows, pans []*Matrix
+	add := func(m *Matrix) {
+		r := hugeCopy(&mem, m)
+		p := hugeCopy(&mem, m)
+		packQ8Panels(p)
+		rows, pans = append(rows, r), append(pans, p)
+	}
+	for l := range qLayers {
+		for _, m := range layerMats(Q8, uint64(10*l)) {
+			add(m)
+		}
+	}
+	add(fastMatrix(Q8, qVocab, qHidden, 999))
+	var bytes float64
+	for _, m := range rows {
+		bytes += float64(weightBytes(m))
+	}
+	x := fastMatrix(F32, 1, qInter, 5).F32
+	dst := make([]float32, qVocab)
+	probe := NewReadProbe(0)
+	defer probe.Close()
+	run := func(ms []*Matrix) float64 {
+		t0 := time.Now()
+		for _, m := range ms {
+			MatVec(dst, m, x[:m.Cols])
+		}
+		return time.Since(t0).Seconds()
+	}
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("t%d", th), func(b *testing.B) {
+			defer withThreads(th)()
+			var rr, rp, sp []float64
+			for b.Loop() {
+				p0, _ := probe.Pass(context.Background(), 150*time.Millisecond)
+				tr, tp := math.Inf(1), math.Inf(1)
+				for range 3 {
+					tr = min(tr, run(rows))
+					tp = min(tp, run(pans))
+				}
+				p1, _ := probe.Pass(context.Background(), 150*time.Millisecond)
+				pb := max(p0, p1)
+				rr, rp, sp = append(rr, bytes/tr/pb), append(rp, bytes/tp/pb), append(sp, tr/tp)
+			}
+			med := func(s []float64) float64 { s = slices.Clone(s); slices.Sort(s); return s[len(s)/2] }
+			b.ReportMetric(100*med(rr), "rows%")
+			b.ReportMetric(100*med(rp), "panels%")
+			b.ReportMetric(med(sp), "speedup")
+			b.Logf("speedups %.2f", sp)
+		})
+	}
+}
