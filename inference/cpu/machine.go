@@ -177,7 +177,7 @@ func DecodePlan() Plan {
 // PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
 // reading each chunk as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster than
 // adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
-// 11-24%, and q8 weights held in panels (Q8Panels), decode 11-17% faster; no
+// 11-24%, and q8 weights held in panels (Q8Panels), decode 10-17% faster; no
 // other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)

@@ -496,7 +496,7 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 // Blocking of the matrix-matrix product (see matMulRange).
 const (
 	gemmN   = 6    // input rows per micro-kernel call
-	mvMaxN  = 16   // fewer input rows use the matrix-vector kernels (see matMulRange)
+	mvMaxN  = 16   // fewer input rows use the matrix-vector kernels (see matMulRange; q8 in panels: one)
 	gemmRB  = 64   // weight rows per packed block (64 × gemmKC × 4 bytes = 256 KiB, in L2)
 	gemmKC  = 1024 // largest column chunk: 6 input rows of it (24 KiB) stay in L1
 	gemmMax = gemmRB * gemmKC

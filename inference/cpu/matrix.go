@@ -53,7 +53,7 @@ type Matrix struct {
 	Q8         []int8
 	Scales     []float32 // Rows * Cols/Q8Block
 	// Q8Panels: Q8 and Scales hold the rows in panels of 32 (PackQ8Panels) instead of one row
-	// after another; the same values.
+	// after another, the bytes biased by 128; RowF32 and the products read either layout.
 	Q8Panels bool
 }
 

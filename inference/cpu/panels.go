@@ -17,7 +17,7 @@ import "unsafe"
 // the dot product, the widening, two scale broadcasts, the scale product, the accumulation). On
 // Zen 5 the panels stream the 0.5B decode token's q8 products faster in every round of the
 // in-process A/B (BenchmarkQ8PanelsAB: medians 11% at one thread, 9% at two) and the whole
-// model decodes 11-17% faster (docs/BENCHMARKS.md, "Issue 30: q8 weights in panels").
+// model decodes 10-17% faster (docs/BENCHMARKS.md, "Issue 30: q8 weights in panels").
 
 // panelRows is the number of rows of one panel group.
 const panelRows = 32
@@ -33,19 +33,8 @@ func PackQ8Panels(w *Matrix) bool {
 	return packQ8Panels(w)
 }
 
-// q8PanelsForce overrides the plan's Q8Panels for tests: 0 follows the plan, 1 on, -1 off.
-var q8PanelsForce int
-
-// q8Panels reports whether PackQ8Panels packs (the plan's choice, or the tests').
-func q8Panels() bool {
-	if !useVNNI() {
-		return false
-	}
-	if q8PanelsForce != 0 {
-		return q8PanelsForce > 0
-	}
-	return DecodePlan().Q8Panels
-}
+// q8Panels reports whether PackQ8Panels packs: the VNNI kernels are in use and the plan asks.
+func q8Panels() bool { return useVNNI() && DecodePlan().Q8Panels }
 
 // packQ8Panels is PackQ8Panels without the plan's consent (the kernels must be in use).
 func packQ8Panels(w *Matrix) bool {

@@ -35,7 +35,7 @@ func TestQ8Panels(t *testing.T) {
 	if !useVNNI() {
 		t.Skip("the panel layout is for the AVX512_VNNI kernels, which this CPU (or tier) lacks")
 	}
-	shapes := [][2]int{{32, 32}, {64, 96}, {96, 896}, {416, 896}, {544, 160}, {128, 4864}}
+	shapes := [][2]int{{32, 32}, {64, 96}, {96, 896}, {416, 896}, {544, 160}, {128, 4864}, {4864, 128}} // the last: dot128Q8P on ranges past group 0 at 2 and 3 threads
 	for si, sh := range shapes {
 		rows, cols := sh[0], sh[1]
 		w, p := panelPair(t, rows, cols, uint64(si+1))

@@ -782,8 +782,9 @@ const kvBF16Tol = 1e-2 // measured 1.7e-3 (0.00105 of 0.629)
 // TestQ8PanelsAtLoad: where the decode plan holds q8 weights in panels (cpu.PackQ8Panels), a q8
 // model's matrices whose rows are a multiple of 32 are packed at load and the others (the
 // 300-row LM head of the small model) stay in rows; a prompt in one Forward (the matrix-matrix
-// kernel reading the panels in place) and token by token (the panel decode kernel) give the
-// same logits at every position, to float rounding.
+// kernel reading the panels in place) and token by token (the panel decode kernels: dot32Q8P at
+// this model's size; cpu's TestQ8Panels covers dot128Q8P) give the same logits at every
+// position, to float rounding.
 func TestQ8PanelsAtLoad(t *testing.T) {
 	m := smallModel(t, safetensors.F32, Options{DType: Q8}, nil)
 	want := cpu.DecodePlan().Q8Panels && strings.Contains(cpu.Kernels(), "vnni")
