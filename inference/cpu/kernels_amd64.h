@@ -12,6 +12,21 @@
 	SHLQ $2, R10; \
 	ROW3(BX, R10, R11)
 
+// Q8VNNIARGS loads what dot4Q8VNNI and dot4Q8VNNIFar share (w, ldw, scales, lds, xq, corr, xs,
+// k at 0-56(FP)): the four rows' weight and scale pointers (Q8PTRS), DI = xq, R12 = corr,
+// DX = xs, CX = k, the XOR bias in Z20, the upper-half mask in K1, and zeroes Z0-Z3.
+#define Q8VNNIARGS \
+	Q8PTRS; \
+	MOVQ         xq+32(FP), DI; \
+	MOVQ         corr+40(FP), R12; \
+	MOVQ         xs+48(FP), DX; \
+	MOVQ         k+56(FP), CX; \
+	MOVL         $0x80808080, AX; \
+	VPBROADCASTD AX, Z20; \
+	MOVL         $0xFF00, AX; \
+	KMOVW        AX, K1; \
+	ZERO4ACC
+
 // ROW3 sets r to the address of row 3 from base b, s bytes per row (rows 1 and 2 are then
 // (b)(s*1) and (b)(s*2), rows 4 and 5 (r)(s*1) and (r)(s*2)).
 #define ROW3(b, s, r) \

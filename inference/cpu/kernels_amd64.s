@@ -258,6 +258,22 @@ gemmloop:
 	VMULPS         Z5, v, v; \
 	VFMADD231PS    v, u, acc
 
+// Q8VNNISTEP is one step of both kernels' loops: 64 columns of the four rows (Q8ROW each, with
+// the x scales in Z5), then every stream moves on by 64 columns.
+#define Q8VNNISTEP \
+	VMOVUPS (DX), Z5; \
+	Q8ROW((SI), (BX), 4(BX), Z0, Z6, Z7, Z8); \
+	Q8ROW((SI)(R8*1), (BX)(R10*1), 4(BX)(R10*1), Z1, Z9, Z10, Z11); \
+	Q8ROW((SI)(R8*2), (BX)(R10*2), 4(BX)(R10*2), Z2, Z12, Z13, Z14); \
+	Q8ROW((R9), (R11), 4(R11), Z3, Z16, Z17, Z18); \
+	ADDQ    $64, SI; \
+	ADDQ    $64, R9; \
+	ADDQ    $8, BX; \
+	ADDQ    $8, R11; \
+	ADDQ    $64, DI; \
+	ADDQ    $64, R12; \
+	ADDQ    $64, DX
+
 // func dot4Q8VNNI(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32, pfd int)
 //
 // The Q8 matrix-vector kernel with AVX512_VNNI: four rows of int8 weights (one f32 scale per
@@ -271,18 +287,9 @@ gemmloop:
 // price is the rounding of x to 8 bits per block, as in llama.cpp's q8_0 path; the tests bound
 // that error.
 TEXT ·dot4Q8VNNI(SB), NOSPLIT, $0-80
-	Q8PTRS
-	MOVQ xq+32(FP), DI
-	MOVQ corr+40(FP), R12
-	MOVQ xs+48(FP), DX
-	MOVQ k+56(FP), CX
-	MOVQ pfd+72(FP), R13
-	ADDQ SI, R13
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z20
-	MOVL $0xFF00, AX
-	KMOVW AX, K1
-	ZERO4ACC
+	Q8VNNIARGS
+	MOVQ  pfd+72(FP), R13
+	ADDQ  SI, R13
 	TESTQ CX, CX
 	JLE   q8vdone
 
@@ -291,31 +298,13 @@ q8vloop:
 	PREFETCHT2 64(R13)
 	PREFETCHT2 128(R13)
 	PREFETCHT2 192(R13)
-	VMOVUPS    (DX), Z5
-	Q8ROW((SI), (BX), 4(BX), Z0, Z6, Z7, Z8)
-	Q8ROW((SI)(R8*1), (BX)(R10*1), 4(BX)(R10*1), Z1, Z9, Z10, Z11)
-	Q8ROW((SI)(R8*2), (BX)(R10*2), 4(BX)(R10*2), Z2, Z12, Z13, Z14)
-	Q8ROW((R9), (R11), 4(R11), Z3, Z16, Z17, Z18)
-	ADDQ       $64, SI
-	ADDQ       $64, R9
+	Q8VNNISTEP
 	ADDQ       $256, R13
-	ADDQ       $8, BX
-	ADDQ       $8, R11
-	ADDQ       $64, DI
-	ADDQ       $64, R12
-	ADDQ       $64, DX
 	SUBQ       $64, CX
 	JGT        q8vloop
 
 q8vdone:
 	STORE4ACC(out+64(FP))
-
-
-
-
-
-
-
 
 // func dot4Q8VNNIFar(w *int8, ldw int, scales *float32, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
 //
@@ -324,34 +313,14 @@ q8vdone:
 // sequential stream across calls, which the hardware prefetcher follows. The same arithmetic
 // per row as dot4Q8VNNI, so the same results to the bit.
 TEXT ·dot4Q8VNNIFar(SB), NOSPLIT, $0-72
-	Q8PTRS
-	MOVQ xq+32(FP), DI
-	MOVQ corr+40(FP), R12
-	MOVQ xs+48(FP), DX
-	MOVQ k+56(FP), CX
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z20
-	MOVL $0xFF00, AX
-	KMOVW AX, K1
-	ZERO4ACC
+	Q8VNNIARGS
 	TESTQ CX, CX
 	JLE   q8fdone
 
 q8floop:
-	VMOVUPS    (DX), Z5
-	Q8ROW((SI), (BX), 4(BX), Z0, Z6, Z7, Z8)
-	Q8ROW((SI)(R8*1), (BX)(R10*1), 4(BX)(R10*1), Z1, Z9, Z10, Z11)
-	Q8ROW((SI)(R8*2), (BX)(R10*2), 4(BX)(R10*2), Z2, Z12, Z13, Z14)
-	Q8ROW((R9), (R11), 4(R11), Z3, Z16, Z17, Z18)
-	ADDQ       $64, SI
-	ADDQ       $64, R9
-	ADDQ       $8, BX
-	ADDQ       $8, R11
-	ADDQ       $64, DI
-	ADDQ       $64, R12
-	ADDQ       $64, DX
-	SUBQ       $64, CX
-	JGT        q8floop
+	Q8VNNISTEP
+	SUBQ $64, CX
+	JGT  q8floop
 
 q8fdone:
 	STORE4ACC(out+64(FP))

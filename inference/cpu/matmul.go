@@ -208,10 +208,13 @@ func elem(w *Matrix, i int) float32 {
 		return BF16ToF32(w.U16[i])
 	case F16:
 		return F16ToF32(w.U16[i])
-	default:
-		r, j := i/w.Cols, i%w.Cols
-		return float32(q8At(w, r, j)) * q8ScaleAt(w, r, j/Q8Block)
+	case Q8:
+		if !w.Q8Panels {
+			return float32(w.Q8[i]) * w.Scales[i/Q8Block]
+		}
 	}
+	r, j := i/w.Cols, i%w.Cols // Q8 in panels
+	return float32(q8At(w, r, j)) * q8ScaleAt(w, r, j/Q8Block)
 }
 
 // vecIn holds the n input rows of a matrix-vector product with the copies the kernel of the
