@@ -13,20 +13,27 @@ import (
 type DecodeHead struct {
 	Out []float32 // Group × head dim: the attention output of each query head
 	Q   []float32 // Group × head dim: the queries, already scaled by 1/√(head dim)
-	K   *Paged    // ByRows, n × head dim: the n keys the token sees
+	K   *Paged    // Tiled, head dim × n: the n keys the token sees, transposed in tiles of KeyTile
 	V   *Paged    // column-blocked, head dim × n: their values, transposed (bf16 where K is)
 }
+
+// KeyTile is the positions of one tile of a Tiled paged matrix: decode attention's keys lie in
+// tiles of head dim × KeyTile, so that one vector of scores (KeyTile lanes) meets each dimension
+// with one contiguous load, and its reads run front to back through memory.
+const KeyTile = 16
 
 // AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over
 // all n keys), flash-decoding style: each head's positions are cut into chunks of at most
 // DecodeChunk that never cross a KV block, the chunks of all heads are shared out among the
 // threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
 // the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
-// (rescaled to the largest maximum). Within a chunk the Group query rows are multiplied against
-// the keys together (on AVX-512 gemm2x7F32, each pair of keys loaded once for seven query rows,
-// and gemm4x6F32, four keys for six; see groupRows) and then against the transposed values the
-// same way, so a decode step reads each key and value row once per KV head instead of once per
-// query head. Chunk boundaries do not depend on the thread count, so neither do the results.
+// (rescaled to the largest maximum). Within a chunk the scores come from the keys tiles with the
+// positions along the SIMD lanes (on AVX-512 scoresT7F32: 32 positions against seven query rows
+// a call, each query value broadcast once per dimension, no horizontal sums; see scoresT), then
+// the Group query rows meet the transposed values together (gemm2x7F32, each pair of value rows
+// loaded once for seven query rows, and gemm4x6F32, four for six; see groupRows), so a decode
+// step reads each key and value once per KV head instead of once per query head. Chunk
+// boundaries do not depend on the thread count, so neither do the results.
 // Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
 // that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
 // bit for bit, while memory is read at half the bytes. On AVX-512 each thread prefetches its
@@ -39,7 +46,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 	if group < 1 {
 		panic(fmt.Sprintf("cpu: AttendDecode: group of %d", group))
 	}
-	hd := heads[0].K.Cols
+	hd := heads[0].V.Rows
 	ds := decodePool.Get().(*decodeScratch)
 	defer decodePool.Put(ds)
 	ds.items = ds.items[:0]
@@ -47,26 +54,34 @@ func AttendDecode(heads []DecodeHead, group int) {
 	wide := heads[0].K.BF16 != nil
 	for h := range heads {
 		checkDecodeHead(&heads[h], group, hd, wide)
-		k := heads[h].K
-		for p0 := 0; p0 < k.Rows; {
-			p1 := min(k.Rows, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
+		v := heads[h].V
+		for p0 := 0; p0 < v.Cols; {
+			p1 := min(v.Cols, p0+DecodeChunk, (p0/v.Block+1)*v.Block)
 			ds.items = append(ds.items, decodeItem{head: h, p0: p0, p1: p1})
 			p0 = p1
 		}
-		work += 2 * group * hd * k.Rows
+		work += 2 * group * hd * v.Cols
 	}
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
+	fast := use512()
 	parallelWork(work, ni, 1, func(lo, hi int) {
 		cb := chunkPool.Get().(*chunkBufs)
 		cb.sc = grow(cb.sc, group*DecodeChunk)
+		cb.qtHead = -1
+		if fast {
+			cb.qt = grow(cb.qt, (group+gemm7-1)/gemm7*hd*8)
+			if group%gemm7 != 0 {
+				cb.s7 = grow(cb.s7, gemm7*DecodeChunk)
+			}
+		}
 		if wide {
-			cb.k = grow(cb.k, DecodeChunk*hd)
+			cb.k = grow(cb.k, hd*DecodeChunk)
 			cb.v = grow(cb.v, hd*DecodeChunk)
 		}
 		var pf *prefetcher
-		if d := int(attendPrefetch.Load()); d > 0 && use512() { // only the AVX-512 kernels step it
+		if d := int(attendPrefetch.Load()); d > 0 && fast { // only the AVX-512 kernels step it
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit
@@ -85,7 +100,15 @@ func AttendDecode(heads []DecodeHead, group int) {
 		}
 		for i := lo; i < hi; i++ {
 			it := ds.items[i]
-			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], group, hd, it.p0, it.p1, pf)
+			var qt []float32
+			if fast {
+				// A thread's chunks of one head are consecutive: its queries are transposed once.
+				if qt = cb.qt; cb.qtHead != it.head {
+					transposeQ(qt, heads[it.head].Q, group, hd)
+					cb.qtHead = it.head
+				}
+			}
+			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], qt, group, hd, it.p0, it.p1, pf)
 		}
 		clear(cb.pf.regs) // the pooled walk must not keep the blocks alive
 		chunkPool.Put(cb)
@@ -117,9 +140,12 @@ type decodeScratch struct {
 }
 
 // chunkBufs is one thread's scratch for attendChunk: the scores and, for bf16 blocks, the
-// chunk's keys and values widened to f32.
+// chunk's keys and values widened to f32; on AVX-512 the queries of head qtHead transposed
+// (transposeQ) and the scores of a last block of fewer than 7 query rows.
 type chunkBufs struct {
 	sc, k, v []float32
+	qt, s7   []float32
+	qtHead   int
 	pf       prefetcher
 }
 
@@ -158,19 +184,27 @@ type prefetcher struct {
 func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 0, 0, 0, 0 }
 
 // addChunk appends the keys, then the value rows, of positions [p0, p1) of d (the positions in
-// one block; f32 or bf16 blocks) to the walk.
+// one block, starting at a multiple of KeyTile; f32 or bf16 blocks) to the walk, in the order
+// attendChunk reads them: the keys' whole tiles front to back, then the rows of a last tile of
+// fewer than KeyTile positions, then the value rows.
 func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 	B := d.K.Block
 	b, n := p0/B, p1-p0
+	full, tail := n/KeyTile*KeyTile, n%KeyTile
+	var k, v unsafe.Pointer
+	e := 4
 	if d.K.BF16 != nil {
-		f.regs = append(f.regs,
-			pfRegion{p: unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), rowBytes: 2 * n * hd, rows: 1},
-			pfRegion{p: unsafe.Pointer(&d.V.BF16[b][p0-b*B]), rowBytes: 2 * n, stride: 2 * B, rows: hd})
-		return
+		k, v, e = unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.BF16[b][p0-b*B]), 2
+	} else {
+		k, v = unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.Blocks[b][p0-b*B])
 	}
-	f.regs = append(f.regs,
-		pfRegion{p: unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), rowBytes: 4 * n * hd, rows: 1},
-		pfRegion{p: unsafe.Pointer(&d.V.Blocks[b][p0-b*B]), rowBytes: 4 * n, stride: 4 * B, rows: hd})
+	if full > 0 {
+		f.regs = append(f.regs, pfRegion{p: k, rowBytes: e * full * hd, rows: 1})
+	}
+	if tail > 0 {
+		f.regs = append(f.regs, pfRegion{p: unsafe.Add(k, e*full*hd), rowBytes: e * tail, stride: e * KeyTile, rows: hd})
+	}
+	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * n, stride: e * B, rows: hd})
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
@@ -208,12 +242,12 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 	switch {
 	case d.K == nil || d.V == nil:
 		panic("cpu: AttendDecode: nil keys or values")
-	case !d.K.ByRows || d.V.ByRows:
-		panic("cpu: AttendDecode: keys must be by rows, values by columns")
-	case d.K.Cols != hd || d.V.Rows != hd:
+	case !d.K.Tiled || d.V.ByRows || d.V.Tiled:
+		panic("cpu: AttendDecode: keys must be tiled, values by columns")
+	case d.V.Rows != hd || d.K.Rows != hd || d.K.Cols != d.V.Cols:
 		panic(fmt.Sprintf("cpu: AttendDecode: head dim %d, keys %d×%d, values %d×%d", hd, d.K.Rows, d.K.Cols, d.V.Rows, d.V.Cols))
-	case d.K.Rows < 1 || d.V.Cols != d.K.Rows:
-		panic(fmt.Sprintf("cpu: AttendDecode: %d keys and %d values, want the same (≥ 1)", d.K.Rows, d.V.Cols))
+	case d.V.Cols < 1:
+		panic(fmt.Sprintf("cpu: AttendDecode: %d keys, want ≥ 1", d.V.Cols))
 	case d.K.Block != d.V.Block:
 		panic(fmt.Sprintf("cpu: AttendDecode: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
 	case (d.K.BF16 != nil) != (d.V.BF16 != nil) || (d.K.BF16 != nil) != wide:
@@ -226,18 +260,26 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 }
 
 // attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
-// which lie in one KV block: scores sc = Q·Kᵀ (group × n), per row m = max, sc = e^(sc−m) and
-// l = Σ sc, then o = sc·V. bf16 keys and values are first widened into cb.k (n × hd) and cb.v
-// (hd × n). pf (or nil) is the thread's prefetch walk, which the products advance.
-func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, group, hd, p0, p1 int, pf *prefetcher) {
+// which lie in one KV block and start at a multiple of KeyTile: scores sc = Q·Kᵀ (group × n), per
+// row m = max, sc = e^(sc−m) and l = Σ sc, then o = sc·V. bf16 keys and values are first widened
+// into cb.k (in tiles, as stored) and cb.v (hd × n). qt is the head's queries transposed
+// (transposeQ) on AVX-512, else nil. pf (or nil) is the thread's prefetch walk, which the
+// products advance.
+func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, group, hd, p0, p1 int, pf *prefetcher) {
 	n := p1 - p0
 	B := d.K.Block
 	b := p0 / B
 	var kb, vb []float32
 	ldv := B
 	if d.K.BF16 != nil {
-		kb, vb, ldv = cb.k[:n*hd], cb.v[:hd*n], n
-		WidenBF16(kb, d.K.BF16[b][(p0-b*B)*hd:(p1-b*B)*hd])
+		kb, vb, ldv = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:hd*n], n
+		k16 := d.K.BF16[b][(p0-b*B)*hd:]
+		full, tail := n/KeyTile*KeyTile, n%KeyTile
+		WidenBF16(kb[:full*hd], k16[:full*hd])
+		for c := range hd * min(tail, 1) {
+			o := full*hd + c*KeyTile
+			WidenBF16(kb[o:o+tail], k16[o:o+tail])
+		}
 		v16 := d.V.BF16[b]
 		for c := range hd {
 			WidenBF16(vb[c*n:(c+1)*n], v16[c*B+p0-b*B:c*B+p1-b*B])
@@ -248,11 +290,63 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, group, hd, p0, p1
 	}
 	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]
-	groupRows(sc, n, kb, hd, n, d.Q, hd, group, hd, pf)
+	scoresT(sc, cb.s7, d.Q, qt, kb, group, hd, n, pf)
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
 	groupRows(o, hd, vb, ldv, hd, sc, n, group, n, pf)
+}
+
+// scoresT sets sc (group × n, row-major) to Q·K for the queries q (group × hd) and the n keys kt
+// in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
+// Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
+// transposed, transposeQ) it runs scoresT7F32 on two tiles and 7 query rows a call, a last block
+// of fewer than 7 rows through s7 (7 × n), each call of the first block first advancing pf's walk
+// by the bytes of keys it reads; without qt, one Axpy per query row, tile and dimension (any
+// SIMD tier).
+func scoresT(sc, s7, q, qt, kt []float32, group, hd, n int, pf *prefetcher) {
+	if qt == nil {
+		for r := range group {
+			row := sc[r*n : (r+1)*n]
+			clear(row)
+			for j := 0; j < n; j += KeyTile {
+				w := min(KeyTile, n-j)
+				for c := range hd {
+					Axpy(row[j:j+w], q[r*hd+c], kt[j*hd+c*KeyTile:j*hd+c*KeyTile+w])
+				}
+			}
+		}
+		return
+	}
+	for b := 0; b*gemm7 < group; b++ {
+		rows := min(gemm7, group-b*gemm7)
+		dst := sc[b*gemm7*n:]
+		if rows < gemm7 {
+			dst = s7
+		}
+		for j := 0; j < n; j += 2 * KeyTile {
+			w := min(2*KeyTile, n-j)
+			if pf != nil && b == 0 {
+				pf.step(4 * hd * w)
+			}
+			scoresT7F32(&qt[b*hd*8], &kt[j*hd], hd, &dst[j], n, w)
+		}
+		if rows < gemm7 {
+			copy(sc[b*gemm7*n:(b*gemm7+rows)*n], s7[:rows*n])
+		}
+	}
+}
+
+// transposeQ writes the group × hd queries q as scoresT7F32 reads them: per block of 7 query rows
+// (the last zero-padded), hd rows of 8 values, qt[(b·hd+d)·8+r] = q[(7b+r)·hd+d], the 8th zero.
+func transposeQ(qt, q []float32, group, hd int) {
+	clear(qt)
+	for r := range group {
+		b, i := r/gemm7, r%gemm7
+		for c, x := range q[r*hd : (r+1)*hd] {
+			qt[(b*hd+c)*8+i] = x
+		}
+	}
 }
 
 // expRow sets x[i] = e^(x[i]−m) for m = max x and returns m and Σ x[i] (len(x) > 0).

@@ -63,7 +63,7 @@ func TestAttendDecode(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(30, 1))
 		for _, sh := range []struct{ group, hd, block int }{
-			{7, 64, 256}, {7, 64, 16}, {7, 64, 100}, {6, 64, 3}, {1, 64, 256}, {8, 40, 64}, {2, 24, 7}, {13, 64, 256},
+			{7, 64, 256}, {7, 64, 16}, {7, 64, 272}, {7, 64, 48}, {6, 64, 16}, {1, 64, 256}, {8, 40, 64}, {2, 24, 32}, {13, 64, 256}, {14, 24, 112},
 		} {
 			lens := []int{1, 5, 127, 128, 129, 300, 2048 + 17}
 			heads := make([]DecodeHead, len(lens))
@@ -77,7 +77,7 @@ func TestAttendDecode(t *testing.T) {
 				k, v := randVec(rng, n*sh.hd), randVec(rng, n*sh.hd)
 				heads[h] = DecodeHead{
 					Out: make([]float32, sh.group*sh.hd), Q: q,
-					K: toPaged(k, n, sh.hd, sh.block, true),
+					K: toKeyTiles(k, n, sh.hd, sh.block),
 					V: toPaged(transpose(v, n, sh.hd), sh.hd, n, sh.block, false),
 				}
 				refs[h].out, refs[h].scale = attendRef(q, k, v, sh.group, sh.hd, n)
@@ -106,7 +106,7 @@ func TestAttendDecodeThreads(t *testing.T) {
 	for h, n := range lens {
 		heads[h] = DecodeHead{
 			Q: randVec(rng, group*hd),
-			K: toPaged(randVec(rng, n*hd), n, hd, block, true),
+			K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
 			V: toPaged(randVec(rng, n*hd), hd, n, block, false),
 		}
 	}
@@ -146,27 +146,37 @@ func TestAttendDecodeThreads(t *testing.T) {
 }
 
 func TestAttendDecodeBadInput(t *testing.T) {
-	k := &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, Blocks: [][]float32{make([]float32, 64)}}
-	v := &Paged{Rows: 16, Cols: 4, Block: 4, Blocks: [][]float32{make([]float32, 64)}}
+	k := &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 256)}}
+	v := &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: [][]float32{make([]float32, 256)}}
 	ok := func() DecodeHead { return DecodeHead{Out: make([]float32, 32), Q: make([]float32, 32), K: k, V: v} }
 	for name, f := range map[string]func(d *DecodeHead){
-		"values by rows": func(d *DecodeHead) { d.V = k },
+		"values tiled":   func(d *DecodeHead) { d.V = k },
+		"keys by rows":   func(d *DecodeHead) { d.K = &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, Blocks: k.Blocks} },
+		"keys untiled":   func(d *DecodeHead) { d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: k.Blocks} },
 		"short queries":  func(d *DecodeHead) { d.Q = d.Q[:31] },
 		"short output":   func(d *DecodeHead) { d.Out = d.Out[:16] },
-		"fewer values":   func(d *DecodeHead) { d.V = &Paged{Rows: 16, Cols: 3, Block: 4, Blocks: v.Blocks} },
+		"fewer values":   func(d *DecodeHead) { d.V = &Paged{Rows: 16, Cols: 3, Block: 16, Blocks: v.Blocks} },
+		"other head dim": func(d *DecodeHead) { d.K = &Paged{Rows: 8, Cols: 4, Block: 16, Tiled: true, Blocks: k.Blocks} },
 		"short key block": func(d *DecodeHead) {
-			d.K = &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, Blocks: [][]float32{make([]float32, 60)}}
+			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 255)}}
 		},
-		"no keys": func(d *DecodeHead) { d.K = &Paged{Cols: 16, Block: 4, ByRows: true}; d.V = &Paged{Rows: 16, Block: 4} },
-		"other block size": func(d *DecodeHead) {
+		"tiles of a part block": func(d *DecodeHead) {
+			d.K = &Paged{Rows: 16, Cols: 4, Block: 8, Tiled: true, Blocks: [][]float32{make([]float32, 128)}}
 			d.V = &Paged{Rows: 16, Cols: 4, Block: 8, Blocks: [][]float32{make([]float32, 128)}}
 		},
+		"no keys": func(d *DecodeHead) {
+			d.K = &Paged{Rows: 16, Block: 16, Tiled: true}
+			d.V = &Paged{Rows: 16, Block: 16}
+		},
+		"other block size": func(d *DecodeHead) {
+			d.V = &Paged{Rows: 16, Cols: 4, Block: 32, Blocks: [][]float32{make([]float32, 512)}}
+		},
 		"bf16 keys, f32 values": func(d *DecodeHead) {
-			d.K = &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, BF16: [][]uint16{make([]uint16, 64)}}
+			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 256)}}
 		},
 		"short bf16 block": func(d *DecodeHead) {
-			d.K = &Paged{Rows: 4, Cols: 16, Block: 4, ByRows: true, BF16: [][]uint16{make([]uint16, 63)}}
-			d.V = &Paged{Rows: 16, Cols: 4, Block: 4, BF16: [][]uint16{make([]uint16, 64)}}
+			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 255)}}
+			d.V = &Paged{Rows: 16, Cols: 4, Block: 16, BF16: [][]uint16{make([]uint16, 256)}}
 		},
 	} {
 		func() {
@@ -221,7 +231,7 @@ func TestGemm2x7F32(t *testing.T) {
 // blocks holding the rounded values (widened back) in place; the slots past Rows or Cols (NaN)
 // stay NaN in both, so a read past them shows.
 func toBF16Paged(p *Paged) *Paged {
-	q := &Paged{Rows: p.Rows, Cols: p.Cols, Block: p.Block, ByRows: p.ByRows}
+	q := &Paged{Rows: p.Rows, Cols: p.Cols, Block: p.Block, ByRows: p.ByRows, Tiled: p.Tiled}
 	for _, blk := range p.Blocks {
 		b16 := make([]uint16, len(blk))
 		for i, x := range blk {
@@ -239,12 +249,12 @@ func toBF16Paged(p *Paged) *Paged {
 func TestAttendDecodeBF16(t *testing.T) {
 	bothPaths(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(33, 1))
-		for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {7, 64, 48}, {6, 64, 3}, {2, 24, 7}, {1, 40, 64}} {
+		for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {7, 64, 48}, {6, 64, 16}, {2, 24, 32}, {1, 40, 64}, {7, 64, 272}} {
 			lens := []int{1, 17, 256, 300, 2048 + 5}
 			f32, b16 := make([]DecodeHead, len(lens)), make([]DecodeHead, len(lens))
 			for h, n := range lens {
 				q := randVec(rng, sh.group*sh.hd)
-				k := toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true)
+				k := toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block)
 				v := toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false)
 				kb, vb := toBF16Paged(k), toBF16Paged(v)
 				f32[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: k, V: v}

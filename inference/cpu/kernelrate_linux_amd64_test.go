@@ -92,16 +92,18 @@ func BenchmarkKernelRate(b *testing.B) {
 		old := Threads()
 		SetThreads(1)
 		rng := rand.New(rand.NewPCG(uint64(n), 3))
+		k := randVec(rng, n*64)
 		h := DecodeHead{
 			Out: make([]float32, 7*64), Q: randVec(rng, 7*64),
-			K: toPaged(randVec(rng, n*64), n, 64, 256, true), V: toPaged(randVec(rng, n*64), 64, n, 256, false),
+			K: toKeyTiles(k, n, 64, 256), V: toPaged(randVec(rng, n*64), 64, n, 256, false),
 		}
+		kRows := toPaged(k, n, 64, 256, true)
 		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { AttendDecode([]DecodeHead{h}, 7) })
 		// The same attention as two matrix-vector products through the blocks with a softmax
 		// between (what qwen2's decode ran before AttendDecode), for comparison.
 		sc := make([]float32, 7*n)
 		rate(fmt.Sprintf("attend/paged-mv-%d", n), 2*7*64*n, func() {
-			MatMulPaged(sc, h.K, h.Q, 7)
+			MatMulPaged(sc, kRows, h.Q, 7)
 			for r := range 7 {
 				Softmax(sc[r*n : (r+1)*n])
 			}

@@ -26,6 +26,9 @@ func prefetchLines(p *byte, n int)
 func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int)
 
 //go:noescape
+func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
+
+//go:noescape
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 
 //go:noescape

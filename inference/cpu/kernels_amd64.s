@@ -1125,3 +1125,76 @@ p84done:
 	VMOVUPS Z7, 448(AX)
 	VZEROUPPER
 	RET
+
+// SCT7ROW broadcasts the query value at off(DI) into b and adds its products with the two key
+// vectors Z0, Z1 into a0, a1 (scoresT7F32).
+#define SCT7ROW(off, b, a0, a1) \
+	VBROADCASTSS off(DI), b; \
+	VFMADD231PS  Z0, b, a0; \
+	VFMADD231PS  Z1, b, a1
+
+// SCT7STORE stores the scores of one query row, a0 and a1 under the masks K1 and K2, at DX and
+// moves DX to the next row (BX bytes on).
+#define SCT7STORE(a0, a1) \
+	VMOVUPS a0, K1, (DX); \
+	VMOVUPS a1, K2, 64(DX); \
+	ADDQ    BX, DX
+
+// func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
+//
+// The decode-attention scores over keys in tiles (Paged.Tiled: a tile is hd rows of 16
+// positions, row-major, tiles back to back): dst[r, j] = Σ_d qt[d, r]·k[tile j/16][d][j%16] for
+// the 7 query rows r < 7 and the n keys j < n (1 ≤ n ≤ 32: the tile at k and the next), with qt
+// the queries transposed (hd rows of 8 values, the 8th unused) and hd ≥ 1. The keys lie along
+// the lanes: per d, two key vectors (one row of each tile, loaded under the masks K1, K2 of the
+// n keys, so nothing past them is read) meet the 7 query values, each broadcast once, in 14 FMAs
+// into 14 accumulators (Z16-Z29), and no horizontal sums; the two tiles are read front to back.
+// Each score is summed over d in order. The n results of each row overwrite dst (masked stores).
+TEXT ·scoresT7F32(SB), NOSPLIT, $0-48
+	MOVQ n+40(FP), CX
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	MOVQ qt+0(FP), DI
+	MOVQ k+8(FP), SI
+	MOVQ hd+16(FP), CX
+	MOVQ CX, R8
+	SHLQ $6, R8
+	ZERO2(Z16, Z17)
+	ZERO2(Z18, Z19)
+	ZERO2(Z20, Z21)
+	ZERO2(Z22, Z23)
+	ZERO2(Z24, Z25)
+	ZERO2(Z26, Z27)
+	ZERO2(Z28, Z29)
+
+sct7loop:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (SI)(R8*1), K2, Z1
+	SCT7ROW(0, Z2, Z16, Z17)
+	SCT7ROW(4, Z3, Z18, Z19)
+	SCT7ROW(8, Z4, Z20, Z21)
+	SCT7ROW(12, Z5, Z22, Z23)
+	SCT7ROW(16, Z6, Z24, Z25)
+	SCT7ROW(20, Z7, Z26, Z27)
+	SCT7ROW(24, Z8, Z28, Z29)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sct7loop
+
+	MOVQ dst+24(FP), DX
+	MOVQ ldd+32(FP), BX
+	SHLQ $2, BX
+	SCT7STORE(Z16, Z17)
+	SCT7STORE(Z18, Z19)
+	SCT7STORE(Z20, Z21)
+	SCT7STORE(Z22, Z23)
+	SCT7STORE(Z24, Z25)
+	SCT7STORE(Z26, Z27)
+	SCT7STORE(Z28, Z29)
+	VZEROUPPER
+	RET

@@ -9,13 +9,19 @@ import "fmt"
 // transposed, a token per column. The last block may be partly used (Rows or Cols need not be
 // multiples of Block); no value past them is read.
 //
+// With Tiled (not with ByRows), the columns of a block lie in Block/KeyTile tiles of KeyTile
+// columns, back to back, each a Rows×KeyTile row-major matrix: column j of block b is
+// Blocks[b][(j'/KeyTile·Rows + r)·KeyTile + j'%KeyTile] for row r and j' = j − b·Block; keys,
+// transposed a tile at a time, for AttendDecode. Block must then be a multiple of KeyTile.
+//
 // The blocks hold f32 values (Blocks) or, with BF16 set instead, bf16 ones (a KV cache stored at
 // half the bytes): AttendDecode widens those exactly to f32 a chunk at a time, so its results are
-// the f32 path's for the rounded values; MatMulPaged takes f32 blocks only.
+// the f32 path's for the rounded values; MatMulPaged takes f32 blocks by rows or columns only.
 type Paged struct {
 	Rows, Cols int
 	Block      int
 	ByRows     bool
+	Tiled      bool
 	Blocks     [][]float32
 	BF16       [][]uint16
 }
@@ -52,6 +58,8 @@ func checkPaged(dst []float32, w *Paged, x []float32, n int) {
 		panic(fmt.Sprintf("cpu: MatMulPaged: dst has %d values, want n×Rows = %d×%d", len(dst), n, w.Rows))
 	case w.BF16 != nil:
 		panic("cpu: MatMulPaged: bf16 blocks (f32 only)")
+	case w.Tiled:
+		panic("cpu: MatMulPaged: tiled blocks (by rows or columns only)")
 	}
 	checkPagedBlocks(w)
 }
@@ -61,6 +69,9 @@ func checkPaged(dst []float32, w *Paged, x []float32, n int) {
 func checkPagedBlocks(w *Paged) {
 	if w.Block < 1 {
 		panic(fmt.Sprintf("cpu: paged matrix: block size %d", w.Block))
+	}
+	if w.Tiled && (w.ByRows || w.Block%KeyTile != 0) {
+		panic(fmt.Sprintf("cpu: paged matrix: tiled with blocks of %d (by rows %v), want columns in blocks of a multiple of %d", w.Block, w.ByRows, KeyTile))
 	}
 	span := w.Cols
 	if w.ByRows {

@@ -33,6 +33,27 @@ func toPaged(a []float32, rows, cols, block int, byRows bool) *Paged {
 	return p
 }
 
+// toKeyTiles holds the n × hd row-major keys k as AttendDecode reads them: transposed, hd × n,
+// in blocks of block positions (a multiple of KeyTile) laid out in tiles (Paged.Tiled); the
+// slots past n are NaN, so a read past them shows.
+func toKeyTiles(k []float32, n, hd, block int) *Paged {
+	p := &Paged{Rows: hd, Cols: n, Block: block, Tiled: true}
+	for p0 := 0; p0 < n; p0 += block {
+		blk := make([]float32, hd*block)
+		for i := range blk {
+			blk[i] = float32(math.NaN())
+		}
+		for j := p0; j < min(n, p0+block); j++ {
+			t := j - p0
+			for c := range hd {
+				blk[(t/KeyTile*hd+c)*KeyTile+t%KeyTile] = k[j*hd+c]
+			}
+		}
+		p.Blocks = append(p.Blocks, blk)
+	}
+	return p
+}
+
 // TestMatMulPaged: a paged matrix, by rows and by columns, gives MatMul's products of the same
 // matrix held contiguously, in every kernel tier, for shapes with partial blocks, row counts not
 // a multiple of 4 and column counts past the kernels' multiples.

@@ -10,23 +10,30 @@ import (
 	"unsafe"
 )
 
-// TestPrefetcherWalk: the walk of two chunks (one a part of a block, one a whole block, values
-// rows strided by the block) visits exactly the bytes attendChunk reads, keys then value rows,
+// TestPrefetcherWalk: the walk of three chunks (a part of a block, a last block of less than one
+// key tile, a whole block; value rows strided by the block) visits exactly the bytes attendChunk
+// reads, in its order (the keys' whole tiles, the rows of a part tile, then the value rows),
 // chunk after chunk, whatever the step, and stops at its end.
 func TestPrefetcherWalk(t *testing.T) {
-	const hd, B, n = 16, 32, 70
+	const hd, B, n = 16, 64, 140
 	rng := rand.New(rand.NewPCG(33, 1))
 	d := &DecodeHead{
-		K: toPaged(randVec(rng, n*hd), n, hd, B, true),
+		K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
 		V: toPaged(randVec(rng, n*hd), hd, n, B, false),
 	}
 	type span struct{ p, n uintptr }
 	var want []span
 	addr := func(s []float32, i int) uintptr { return uintptr(unsafe.Pointer(&s[i])) }
-	chunks := [][2]int{{40, 64}, {0, 32}} // block 1 from offset 8, then all of block 0
+	chunks := [][2]int{{80, 128}, {128, 140}, {0, 64}} // block 1 from offset 16, block 2's 12, all of block 0
 	for _, c := range chunks {
 		b, m := c[0]/B, c[1]-c[0]
-		want = append(want, span{addr(d.K.Blocks[b], (c[0]-b*B)*hd), uintptr(4 * m * hd)})
+		off, full, tail := (c[0]-b*B)*hd, m/KeyTile*KeyTile, m%KeyTile
+		if full > 0 {
+			want = append(want, span{addr(d.K.Blocks[b], off), uintptr(4 * full * hd)})
+		}
+		for r := range hd * min(tail, 1) {
+			want = append(want, span{addr(d.K.Blocks[b], off+full*hd+r*KeyTile), uintptr(4 * tail)})
+		}
 		for r := range hd {
 			want = append(want, span{addr(d.V.Blocks[b], r*B+c[0]-b*B), uintptr(4 * m)})
 		}
@@ -61,7 +68,8 @@ func TestPrefetcherWalk(t *testing.T) {
 }
 
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
-// groups that take gemm2x7F32 (7) and gemm4x6F32 (6), over f32 and bf16 blocks, with 1 and 2
+// groups that take scoresT7F32 whole (7) or through the padded block (6) and gemm2x7F32 (7) or
+// gemm4x6F32 (6), over f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
 // threads, the prefetches cover every key and value byte of every chunk, no line more than twice
 // (the end of one row and the start of the next may share one). Without the kernels' steps only
 // the first 4 KiB of each walk (and over bf16 blocks its first chunk) would be issued.
@@ -87,7 +95,7 @@ func TestAttendDecodeWalks(t *testing.T) {
 			for h, n := range lens {
 				heads[h] = DecodeHead{
 					Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
-					K: toPaged(randVec(rng, n*hd), n, hd, B, true),
+					K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
 					V: toPaged(randVec(rng, n*hd), hd, n, B, false),
 				}
 				if kv16 {
@@ -138,13 +146,13 @@ func TestAttendDecodePrefetch(t *testing.T) {
 	for _, sh := range []struct {
 		group, hd, block int
 		kv16             bool
-	}{{7, 64, 256, false}, {14, 64, 100, false}, {6, 64, 256, false}, {1, 48, 64, false}, {7, 64, 256, true}, {6, 64, 100, true}} {
+	}{{7, 64, 256, false}, {14, 64, 112, false}, {6, 64, 256, false}, {1, 48, 64, false}, {7, 64, 256, true}, {6, 64, 112, true}} {
 		lens := []int{1, 255, 700, 2049}
 		heads := make([]DecodeHead, len(lens))
 		for h, n := range lens {
 			heads[h] = DecodeHead{
 				Q: randVec(rng, sh.group*sh.hd),
-				K: toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true),
+				K: toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block),
 				V: toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false),
 			}
 			if sh.kv16 {
@@ -198,7 +206,7 @@ func benchAttendPrefetch(b *testing.B, kv16 bool) {
 		for h := range heads[l] {
 			heads[l][h] = DecodeHead{
 				Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
-				K: toPaged(randVec(rng, n*hd), n, hd, block, true),
+				K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
 				V: toPaged(randVec(rng, n*hd), hd, n, block, false),
 			}
 			if kv16 {

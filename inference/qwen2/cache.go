@@ -9,15 +9,17 @@ import (
 )
 
 // The paged KV cache. A sequence's keys and values live in fixed-size blocks of B tokens
-// (DefaultKVBlock) and its Cache is a block table: block i holds positions [i·B, (i+1)·B). One
-// block holds those tokens for every layer, each layer's part laid out as
+// (DefaultKVBlock, a multiple of cpu.KeyTile) and its Cache is a block table: block i holds
+// positions [i·B, (i+1)·B). One block holds those tokens for every layer, each layer's part laid
+// out as
 //
-//	K  [kv head][B][head dim]   RoPE-rotated keys, a token per row
-//	Vt [kv head][head dim][B]   values transposed, a token per column
+//	K  [kv head][B/16][head dim][16]   RoPE-rotated keys, transposed in tiles of 16 tokens
+//	Vt [kv head][head dim][B]          values transposed, a token per column
 //
 // (layer l's part starts at l·2·nkv·B·hd floats, its Vt at nkv·B·hd past that), so one head's keys
-// in a block are a B × head-dim matrix for the scores and its values a head-dim × B matrix for
-// P·V, and a decode step writes one row and one column. Blocks are reference counted: Fork gives
+// in a block are tiles of head dim × 16 whose rows put 16 tokens along the SIMD lanes for the
+// scores (cpu.Paged's Tiled layout), and its values a head-dim × B matrix for P·V; a decode step
+// writes one column of a tile and one column of Vt. Blocks are reference counted: Fork gives
 // a new cache the blocks of a prefix of another by reference, and a block shared by several caches
 // is copied before one of them writes into it (only a partly filled last block ever is: the others
 // hold positions before every sharer's length). A block is freed when its last cache drops it.
@@ -61,6 +63,9 @@ var (
 // blockLen is the model's tokens per KV block.
 func (m *Model) blockLen() int {
 	if m.kv.block > 0 {
+		if m.kv.block%cpu.KeyTile != 0 {
+			panic(fmt.Sprintf("qwen2: KV blocks of %d tokens, want a multiple of %d", m.kv.block, cpu.KeyTile))
+		}
 		return m.kv.block
 	}
 	return DefaultKVBlock
@@ -213,9 +218,9 @@ func (c *Cache) store(l, p int, k, v []float32) {
 	base := l * 2 * nkv * B * hd
 	if blk := c.blocks[p/B].data16; blk != nil {
 		for kh := range nkv {
-			ko := base + (kh*B+o)*hd
+			ko := base + kh*B*hd + o/cpu.KeyTile*cpu.KeyTile*hd + o%cpu.KeyTile
 			for d, x := range k[kh*hd : (kh+1)*hd] {
-				blk[ko+d] = cpu.F32ToBF16(x)
+				blk[ko+d*cpu.KeyTile] = cpu.F32ToBF16(x)
 			}
 			vo := base + (nkv+kh)*hd*B + o
 			for d, x := range v[kh*hd : (kh+1)*hd] {
@@ -226,8 +231,10 @@ func (c *Cache) store(l, p int, k, v []float32) {
 	}
 	blk := c.blocks[p/B].data
 	for kh := range nkv {
-		ko := base + (kh*B+o)*hd
-		copy(blk[ko:ko+hd], k[kh*hd:(kh+1)*hd])
+		ko := base + kh*B*hd + o/cpu.KeyTile*cpu.KeyTile*hd + o%cpu.KeyTile
+		for d, x := range k[kh*hd : (kh+1)*hd] {
+			blk[ko+d*cpu.KeyTile] = x
+		}
 		vo := base + (nkv+kh)*hd*B + o
 		for d, x := range v[kh*hd : (kh+1)*hd] {
 			blk[vo+d*B] = x
@@ -235,13 +242,13 @@ func (c *Cache) store(l, p int, k, v []float32) {
 	}
 }
 
-// keys sets w to the first n keys of kv head kh in layer l: a ByRows paged matrix (n × head dim)
-// over the cache's blocks, reusing w's block slices' capacity.
+// keys sets w to the first n keys of kv head kh in layer l, transposed: a tiled paged matrix
+// (head dim × n, cpu.Paged's Tiled) over the cache's blocks, reusing w's block slices' capacity.
 func (c *Cache) keys(w *cpu.Paged, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
 	c.paged(w, l*2*nkv*B*hd+kh*B*hd, B*hd, n)
-	w.Rows, w.Cols, w.ByRows = n, hd, true
+	w.Rows, w.Cols, w.Tiled = hd, n, true
 }
 
 // values sets w to the values of the first n tokens of kv head kh in layer l, transposed: a
@@ -273,14 +280,26 @@ func (c *Cache) paged(w *cpu.Paged, off, size, n int) {
 	}
 }
 
-// gatherKeys copies the first n keys of kv head kh in layer l into dst (n × head dim, row-major).
+// gatherKeys copies the first n keys of kv head kh in layer l into dst (n × head dim, row-major),
+// turning each tile back: the prefill's scores take the keys by rows (cpu.MatMul), and the copy
+// is a small part of the product it feeds (1/rows of its multiply-adds).
 func (c *Cache) gatherKeys(dst []float32, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
+	const T = cpu.KeyTile
 	off := l*2*nkv*B*hd + kh*B*hd
+	var row [T]float32
 	for i, b := range c.blocks[:c.blocksFor(n)] {
 		k := min(B, n-i*B)
-		c.copyOut(dst[i*B*hd:(i*B+k)*hd], b, off)
+		for t0 := 0; t0 < k; t0 += T {
+			w := min(T, k-t0)
+			for d := range hd {
+				c.copyOut(row[:w], b, off+t0*hd+d*T)
+				for j, x := range row[:w] {
+					dst[(i*B+t0+j)*hd+d] = x
+				}
+			}
+		}
 	}
 }
 
