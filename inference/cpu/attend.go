@@ -276,9 +276,11 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, gro
 		k16 := d.K.BF16[b][(p0-b*B)*hd:]
 		full, tail := n/KeyTile*KeyTile, n%KeyTile
 		WidenBF16(kb[:full*hd], k16[:full*hd])
-		for c := range hd * min(tail, 1) {
-			o := full*hd + c*KeyTile
-			WidenBF16(kb[o:o+tail], k16[o:o+tail])
+		if tail > 0 { // the rows of a part tile, so that nothing past the sequence is read
+			for c := range hd {
+				o := full*hd + c*KeyTile
+				WidenBF16(kb[o:o+tail], k16[o:o+tail])
+			}
 		}
 		v16 := d.V.BF16[b]
 		for c := range hd {

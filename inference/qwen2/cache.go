@@ -281,23 +281,28 @@ func (c *Cache) paged(w *cpu.Paged, off, size, n int) {
 }
 
 // gatherKeys copies the first n keys of kv head kh in layer l into dst (n × head dim, row-major),
-// turning each tile back: the prefill's scores take the keys by rows (cpu.MatMul), and the copy
-// is a small part of the product it feeds (1/rows of its multiply-adds).
+// turning each tile back (bf16 widened exactly): the prefill's scores take the keys by rows
+// (cpu.MatMul), and the copy is a small part of the product it feeds (1/rows of its
+// multiply-adds).
 func (c *Cache) gatherKeys(dst []float32, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
 	const T = cpu.KeyTile
 	off := l*2*nkv*B*hd + kh*B*hd
-	var row [T]float32
 	for i, b := range c.blocks[:c.blocksFor(n)] {
-		k := min(B, n-i*B)
-		for t0 := 0; t0 < k; t0 += T {
-			w := min(T, k-t0)
-			for d := range hd {
-				c.copyOut(row[:w], b, off+t0*hd+d*T)
-				for j, x := range row[:w] {
-					dst[(i*B+t0+j)*hd+d] = x
+		for t := range min(B, n-i*B) {
+			row := dst[(i*B+t)*hd : (i*B+t+1)*hd]
+			at := off + t/T*T*hd + t%T // dimension 0 of token t; dimension d is d·T further
+			if b.data16 != nil {
+				src := b.data16[at : at+(hd-1)*T+1]
+				for d := range row {
+					row[d] = cpu.BF16ToF32(src[d*T])
 				}
+				continue
+			}
+			src := b.data[at : at+(hd-1)*T+1]
+			for d := range row {
+				row[d] = src[d*T]
 			}
 		}
 	}

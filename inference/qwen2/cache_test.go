@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
 )
@@ -151,6 +152,80 @@ func TestBlockSizes(t *testing.T) {
 	for _, b := range []int{16, 48, 64, 112} {
 		if d := maxAbsDiff(run(b), want); d > 2e-5 {
 			t.Errorf("blocks of %d: logits differ from blocks of 256 by %.3g", b, d)
+		}
+	}
+}
+
+// TestCacheLayout: what store writes, gatherKeys and gatherValues give back (the keys by rows,
+// the values transposed) and keys and values show as paged matrices (the keys in tiles of
+// cpu.KeyTile, the values column-blocked), for every layer and kv head, lengths ending inside a
+// tile, in a block and on a block boundary, f32 and bf16 blocks (the values rounded, exactly).
+func TestCacheLayout(t *testing.T) {
+	const layers, nkv, hd, n = 2, 2, 24, 75
+	for _, kv16 := range []bool{false, true} {
+		for _, block := range []int{16, 48, 256} {
+			m := &Model{cfg: Config{NumHiddenLayers: layers, NumKeyValueHeads: nkv, HeadDim: hd, MaxPositionEmbeddings: 128}}
+			m.kv.block, m.kv.bf16 = block, kv16
+			gc, err := m.NewCache(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := gc.(*Cache)
+			c.prepare(n)
+			r := rng(9)
+			// want[l][0 keys, 1 values][p][kh*hd+d]
+			want := make([][2][][]float32, layers)
+			for l := range layers {
+				for p := range n {
+					k, v := make([]float32, nkv*hd), make([]float32, nkv*hd)
+					for i := range k {
+						k[i], v[i] = r.uniform(1), r.uniform(1)
+					}
+					c.store(l, p, k, v)
+					if kv16 {
+						for i := range k {
+							k[i], v[i] = cpu.BF16ToF32(cpu.F32ToBF16(k[i])), cpu.BF16ToF32(cpu.F32ToBF16(v[i]))
+						}
+					}
+					want[l][0], want[l][1] = append(want[l][0], k), append(want[l][1], v)
+				}
+			}
+			c.n = n
+			at := func(w *cpu.Paged, b, i int) float32 {
+				if kv16 {
+					return cpu.BF16ToF32(w.BF16[b][i])
+				}
+				return w.Blocks[b][i]
+			}
+			for l := range layers {
+				for kh := range nkv {
+					for _, ln := range []int{n, 64, 48, 33, 1} {
+						keys, vals := make([]float32, ln*hd), make([]float32, hd*ln)
+						c.gatherKeys(keys, l, kh, ln)
+						c.gatherValues(vals, l, kh, ln)
+						var pk, pv cpu.Paged
+						c.keys(&pk, l, kh, ln)
+						c.values(&pv, l, kh, ln)
+						if !pk.Tiled || pk.Rows != hd || pk.Cols != ln || pv.ByRows || pv.Rows != hd || pv.Cols != ln {
+							t.Fatalf("keys %+v, values %+v: want tiled and column-blocked, %d × %d", pk, pv, hd, ln)
+						}
+						for p := range ln {
+							b, o := p/block, p%block
+							for d := range hd {
+								wk, wv := want[l][0][p][kh*hd+d], want[l][1][p][kh*hd+d]
+								gk, gv := keys[p*hd+d], vals[d*ln+p]
+								pkv := at(&pk, b, (o/cpu.KeyTile*hd+d)*cpu.KeyTile+o%cpu.KeyTile)
+								pvv := at(&pv, b, d*block+o)
+								if gk != wk || gv != wv || pkv != wk || pvv != wv {
+									t.Fatalf("bf16 %v, blocks of %d, layer %d, kv head %d, %d tokens, position %d, dim %d: gathered key %g and value %g, paged %g and %g, want %g and %g",
+										kv16, block, l, kh, ln, p, d, gk, gv, pkv, pvv, wk, wv)
+								}
+							}
+						}
+					}
+				}
+			}
+			c.Release()
 		}
 	}
 }
