@@ -14,7 +14,7 @@ type DecodeHead struct {
 	Out []float32 // Group × head dim: the attention output of each query head
 	Q   []float32 // Group × head dim: the queries, already scaled by 1/√(head dim)
 	K   *Paged    // Tiled, head dim × n: the n keys the token sees, transposed in tiles of KeyTile
-	V   *Paged    // column-blocked, head dim × n: their values, transposed (bf16 where K is)
+	V   *Paged    // ByRows, n × head dim: their values, a position per row (bf16 where K is)
 }
 
 // KeyTile is the positions of one tile of a Tiled paged matrix: decode attention's keys lie in
@@ -27,12 +27,12 @@ const KeyTile = 16
 // DecodeChunk that never cross a KV block, the chunks of all heads are shared out among the
 // threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
 // the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
-// (rescaled to the largest maximum). Within a chunk the scores come from the keys tiles with the
+// (rescaled to the largest maximum). Within a chunk the scores come from the key tiles with the
 // positions along the SIMD lanes (on AVX-512 scoresT7F32: 32 positions against seven query rows
-// a call, each query value broadcast once per dimension, no horizontal sums; see scoresT), then
-// the Group query rows meet the transposed values together (gemm2x7F32, each pair of value rows
-// loaded once for seven query rows, and gemm4x6F32, four for six; see groupRows), so a decode
-// step reads each key and value once per KV head instead of once per query head. Chunk
+// a call, each query value broadcast once per dimension; see scoresT), then the outputs from the
+// value rows with the dimensions along the lanes (valuesR7F32: 32 dimensions against seven rows
+// of weights, each weight broadcast once per position; see valuesR): no horizontal sums, and a
+// decode step reads each key and value once per KV head instead of once per query head. Chunk
 // boundaries do not depend on the thread count, so neither do the results.
 // Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
 // that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
@@ -46,7 +46,10 @@ func AttendDecode(heads []DecodeHead, group int) {
 	if group < 1 {
 		panic(fmt.Sprintf("cpu: AttendDecode: group of %d", group))
 	}
-	hd := heads[0].V.Rows
+	if heads[0].K == nil || heads[0].V == nil {
+		panic("cpu: AttendDecode: nil keys or values")
+	}
+	hd := heads[0].K.Rows
 	ds := decodePool.Get().(*decodeScratch)
 	defer decodePool.Put(ds)
 	ds.items = ds.items[:0]
@@ -54,34 +57,43 @@ func AttendDecode(heads []DecodeHead, group int) {
 	wide := heads[0].K.BF16 != nil
 	for h := range heads {
 		checkDecodeHead(&heads[h], group, hd, wide)
-		v := heads[h].V
-		for p0 := 0; p0 < v.Cols; {
-			p1 := min(v.Cols, p0+DecodeChunk, (p0/v.Block+1)*v.Block)
+		k := heads[h].K
+		for p0 := 0; p0 < k.Cols; {
+			p1 := min(k.Cols, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
 			ds.items = append(ds.items, decodeItem{head: h, p0: p0, p1: p1})
 			p0 = p1
 		}
-		work += 2 * group * hd * v.Cols
+		work += 2 * group * hd * k.Cols
 	}
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
-	fast := use512()
+	tier := vec.Load().id
+	fast := tier == tier512 || tier == tierAVX2 // the kernels of seven query rows (qt)
 	parallelWork(work, ni, 1, func(lo, hi int) {
 		cb := chunkPool.Get().(*chunkBufs)
-		cb.sc = grow(cb.sc, group*DecodeChunk)
 		cb.qtHead = -1
 		if fast {
-			cb.qt = grow(cb.qt, (group+gemm7-1)/gemm7*hd*8)
-			if group%gemm7 != 0 {
-				cb.s7 = grow(cb.s7, gemm7*DecodeChunk)
+			// The values kernels read seven rows of weights a call, past group in a last block.
+			blocks := (group + rows7 - 1) / rows7
+			cb.sc = grow(cb.sc, blocks*rows7*DecodeChunk)
+			cb.qt = grow(cb.qt, blocks*hd*8)
+			if group%rows7 != 0 {
+				cb.s7 = grow(cb.s7, rows7*DecodeChunk)
+				cb.o7 = grow(cb.o7, rows7*hd)
 			}
+			if tier == tierAVX2 {
+				cb.t16 = grow(cb.t16, hd*KeyTile)
+			}
+		} else {
+			cb.sc = grow(cb.sc, group*DecodeChunk)
 		}
 		if wide {
 			cb.k = grow(cb.k, hd*DecodeChunk)
 			cb.v = grow(cb.v, hd*DecodeChunk)
 		}
 		var pf *prefetcher
-		if d := int(attendPrefetch.Load()); d > 0 && fast { // only the AVX-512 kernels step it
+		if d := int(attendPrefetch.Load()); d > 0 && tier == tier512 { // only the AVX-512 kernels step it
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit
@@ -108,7 +120,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 					cb.qtHead = it.head
 				}
 			}
-			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], qt, group, hd, it.p0, it.p1, pf)
+			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], qt, tier, group, hd, it.p0, it.p1, pf)
 		}
 		clear(cb.pf.regs) // the pooled walk must not keep the blocks alive
 		chunkPool.Put(cb)
@@ -124,11 +136,14 @@ func AttendDecode(heads []DecodeHead, group int) {
 }
 
 // DecodeChunk is the most positions of one AttendDecode chunk: its scores (Group × DecodeChunk)
-// stay in L1 between the two products, and a long context gives the threads many chunks.
+// stay in L1 between the two products, and a long context gives the threads many chunks. A
+// multiple of KeyTile, so that every chunk starts on a key tile.
 const DecodeChunk = 256
 
-// gemm7 is the input rows of one gemm2x7F32 call.
-const gemm7 = 7
+var _ [0]struct{} = [DecodeChunk % KeyTile]struct{}{} // DecodeChunk is a multiple of KeyTile
+
+// rows7 is the query rows of one scoresT7F32 or valuesR7F32 call.
+const rows7 = 7
 
 // decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
@@ -141,10 +156,11 @@ type decodeScratch struct {
 
 // chunkBufs is one thread's scratch for attendChunk: the scores and, for bf16 blocks, the
 // chunk's keys and values widened to f32; on AVX-512 the queries of head qtHead transposed
-// (transposeQ) and the scores of a last block of fewer than 7 query rows.
+// (transposeQ), and the scores and outputs of a last block of fewer than 7 query rows.
 type chunkBufs struct {
 	sc, k, v []float32
 	qt, s7   []float32
+	o7, t16  []float32 // and on AVX2 a part key tile made whole
 	qtHead   int
 	pf       prefetcher
 }
@@ -194,9 +210,9 @@ func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 	var k, v unsafe.Pointer
 	e := 4
 	if d.K.BF16 != nil {
-		k, v, e = unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.BF16[b][p0-b*B]), 2
+		k, v, e = unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.BF16[b][(p0-b*B)*hd]), 2
 	} else {
-		k, v = unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.Blocks[b][p0-b*B])
+		k, v = unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.Blocks[b][(p0-b*B)*hd])
 	}
 	if full > 0 {
 		f.regs = append(f.regs, pfRegion{p: k, rowBytes: e * full * hd, rows: 1})
@@ -204,7 +220,7 @@ func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 	if tail > 0 {
 		f.regs = append(f.regs, pfRegion{p: unsafe.Add(k, e*full*hd), rowBytes: e * tail, stride: e * KeyTile, rows: hd})
 	}
-	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * n, stride: e * B, rows: hd})
+	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * n * hd, rows: 1})
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
@@ -242,12 +258,12 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 	switch {
 	case d.K == nil || d.V == nil:
 		panic("cpu: AttendDecode: nil keys or values")
-	case !d.K.Tiled || d.V.ByRows || d.V.Tiled:
-		panic("cpu: AttendDecode: keys must be tiled, values by columns")
-	case d.V.Rows != hd || d.K.Rows != hd || d.K.Cols != d.V.Cols:
+	case !d.K.Tiled || !d.V.ByRows:
+		panic("cpu: AttendDecode: keys must be tiled, values by rows")
+	case d.K.Rows != hd || d.V.Cols != hd || d.K.Cols != d.V.Rows:
 		panic(fmt.Sprintf("cpu: AttendDecode: head dim %d, keys %d×%d, values %d×%d", hd, d.K.Rows, d.K.Cols, d.V.Rows, d.V.Cols))
-	case d.V.Cols < 1:
-		panic(fmt.Sprintf("cpu: AttendDecode: %d keys, want ≥ 1", d.V.Cols))
+	case d.K.Cols < 1:
+		panic(fmt.Sprintf("cpu: AttendDecode: %d keys, want ≥ 1", d.K.Cols))
 	case d.K.Block != d.V.Block:
 		panic(fmt.Sprintf("cpu: AttendDecode: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
 	case (d.K.BF16 != nil) != (d.V.BF16 != nil) || (d.K.BF16 != nil) != wide:
@@ -262,17 +278,16 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 // attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
 // which lie in one KV block and start at a multiple of KeyTile: scores sc = Q·Kᵀ (group × n), per
 // row m = max, sc = e^(sc−m) and l = Σ sc, then o = sc·V. bf16 keys and values are first widened
-// into cb.k (in tiles, as stored) and cb.v (hd × n). qt is the head's queries transposed
-// (transposeQ) on AVX-512, else nil. pf (or nil) is the thread's prefetch walk, which the
-// products advance.
-func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, group, hd, p0, p1 int, pf *prefetcher) {
+// into cb.k and cb.v (laid out as stored). qt is the head's queries transposed (transposeQ) for
+// the kernel tier's seven-row kernels (AVX-512, AVX2), else nil. pf (or nil) is the thread's
+// prefetch walk, which the products advance.
+func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tier, group, hd, p0, p1 int, pf *prefetcher) {
 	n := p1 - p0
 	B := d.K.Block
 	b := p0 / B
 	var kb, vb []float32
-	ldv := B
 	if d.K.BF16 != nil {
-		kb, vb, ldv = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:hd*n], n
+		kb, vb = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:n*hd]
 		k16 := d.K.BF16[b][(p0-b*B)*hd:]
 		full, tail := n/KeyTile*KeyTile, n%KeyTile
 		WidenBF16(kb[:full*hd], k16[:full*hd])
@@ -282,31 +297,32 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, gro
 				WidenBF16(kb[o:o+tail], k16[o:o+tail])
 			}
 		}
-		v16 := d.V.BF16[b]
-		for c := range hd {
-			WidenBF16(vb[c*n:(c+1)*n], v16[c*B+p0-b*B:c*B+p1-b*B])
-		}
+		WidenBF16(vb, d.V.BF16[b][(p0-b*B)*hd:(p1-b*B)*hd])
 	} else {
 		kb = d.K.Blocks[b][(p0-b*B)*hd:]
-		vb = d.V.Blocks[b][p0-b*B:]
+		vb = d.V.Blocks[b][(p0-b*B)*hd:]
 	}
 	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]
-	scoresT(sc, cb.s7, d.Q, qt, kb, group, hd, n, pf)
+	scoresT(sc, cb, d.Q, qt, kb, tier, group, hd, n, pf)
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
-	groupRows(o, hd, vb, ldv, hd, sc, n, group, n, pf)
+	if qt == nil || tier == tierAVX2 && hd%8 != 0 {
+		qt = nil // the portable product
+	}
+	valuesR(o, cb.o7, sc, vb, qt != nil, tier, group, hd, n, pf)
 }
 
 // scoresT sets sc (group × n, row-major) to Q·K for the queries q (group × hd) and the n keys kt
 // in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
 // Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
-// transposed, transposeQ) it runs scoresT7F32 on two tiles and 7 query rows a call, a last block
-// of fewer than 7 rows through s7 (7 × n), each call of the first block first advancing pf's walk
-// by the bytes of keys it reads; without qt, one Axpy per query row, tile and dimension (any
-// SIMD tier).
-func scoresT(sc, s7, q, qt, kt []float32, group, hd, n int, pf *prefetcher) {
+// transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
+// cb.s7 (7 × n): on AVX-512 scoresT7F32 on two tiles a call, each call of the first block first
+// advancing pf's walk by the bytes of keys it reads; on AVX2 avx2Gemv7 on half a tile a call, a
+// part tile first copied whole into cb.t16 (so nothing past the sequence is read). Without qt,
+// one Axpy per query row, tile and dimension.
+func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, tier, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {
 			row := sc[r*n : (r+1)*n]
@@ -320,21 +336,44 @@ func scoresT(sc, s7, q, qt, kt []float32, group, hd, n int, pf *prefetcher) {
 		}
 		return
 	}
-	for b := 0; b*gemm7 < group; b++ {
-		rows := min(gemm7, group-b*gemm7)
-		dst := sc[b*gemm7*n:]
-		if rows < gemm7 {
-			dst = s7
+	for b := 0; b*rows7 < group; b++ {
+		rows := min(rows7, group-b*rows7)
+		dst := sc[b*rows7*n:]
+		if rows < rows7 {
+			dst = cb.s7
 		}
-		for j := 0; j < n; j += 2 * KeyTile {
-			w := min(2*KeyTile, n-j)
-			if pf != nil && b == 0 {
-				pf.step(4 * hd * w)
+		qb := &qt[b*hd*8]
+		if tier == tier512 {
+			for j := 0; j < n; j += 2 * KeyTile {
+				w := min(2*KeyTile, n-j)
+				if pf != nil && b == 0 {
+					pf.step(4 * hd * w)
+				}
+				scoresT7F32(qb, &kt[j*hd], hd, &dst[j], n, w)
 			}
-			scoresT7F32(&qt[b*hd*8], &kt[j*hd], hd, &dst[j], n, w)
+		} else {
+			for j := 0; j < n; j += KeyTile {
+				tile := kt[j*hd:]
+				if w := n - j; w < KeyTile {
+					t := cb.t16
+					for c := range hd {
+						copy(t[c*KeyTile:c*KeyTile+w], tile[c*KeyTile:c*KeyTile+w])
+						clear(t[c*KeyTile+w : (c+1)*KeyTile])
+					}
+					var out [rows7 * KeyTile]float32
+					avx2Gemv7(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0)
+					avx2Gemv7(&t[8], KeyTile, qb, 1, 8, hd, &out[8], KeyTile, 0)
+					for r := range rows7 {
+						copy(dst[r*n+j:r*n+n], out[r*KeyTile:r*KeyTile+w])
+					}
+					continue
+				}
+				avx2Gemv7(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0)
+				avx2Gemv7(&tile[8], KeyTile, qb, 1, 8, hd, &dst[j+8], n, 0)
+			}
 		}
-		if rows < gemm7 {
-			copy(sc[b*gemm7*n:(b*gemm7+rows)*n], s7[:rows*n])
+		if rows < rows7 {
+			copy(sc[b*rows7*n:(b*rows7+rows)*n], cb.s7[:rows*n])
 		}
 	}
 }
@@ -344,9 +383,64 @@ func scoresT(sc, s7, q, qt, kt []float32, group, hd, n int, pf *prefetcher) {
 func transposeQ(qt, q []float32, group, hd int) {
 	clear(qt)
 	for r := range group {
-		b, i := r/gemm7, r%gemm7
+		b, i := r/rows7, r%rows7
 		for c, x := range q[r*hd : (r+1)*hd] {
 			qt[(b*hd+c)*8+i] = x
+		}
+	}
+}
+
+// valuesStep is the most positions of one valuesR7F32 call: each call of the first pass over the
+// dimensions advances the prefetch walk by the value rows it reads, so the walk keeps its
+// distance a few KiB at a time.
+const valuesStep = 64
+
+// valuesR sets o (group × hd) to P·V for the weights p (group × n, row-major) and the n value
+// rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast it takes 7
+// rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a last
+// block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7F32 on 32 dimensions and up to
+// valuesStep positions a call, each call of the first block's first 32 dimensions first
+// advancing pf's walk by the value rows it reads; on AVX2 (hd a multiple of 8) avx2Gemv7 on 8
+// dimensions and all n positions a call. Else one Axpy per row and position.
+func valuesR(o, o7, p, v []float32, fast bool, tier, group, hd, n int, pf *prefetcher) {
+	if !fast {
+		for r := range group {
+			row := o[r*hd : (r+1)*hd]
+			clear(row)
+			for j := range n {
+				Axpy(row, p[r*n+j], v[j*hd:(j+1)*hd])
+			}
+		}
+		return
+	}
+	for b := 0; b*rows7 < group; b++ {
+		rows := min(rows7, group-b*rows7)
+		dst := o[b*rows7*hd:]
+		if rows < rows7 {
+			dst = o7
+		}
+		pb := &p[b*rows7*n]
+		if tier == tier512 {
+			for c := 0; c < hd; c += 32 {
+				for j := 0; j < n; j += valuesStep {
+					k := min(valuesStep, n-j)
+					if pf != nil && b == 0 && c == 0 {
+						pf.step(4 * hd * k)
+					}
+					acc := 0
+					if j > 0 {
+						acc = 1
+					}
+					valuesR7F32(&p[b*rows7*n+j], n, &v[j*hd+c], hd, k, &dst[c], hd, min(32, hd-c), acc)
+				}
+			}
+		} else {
+			for c := 0; c < hd; c += 8 {
+				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0)
+			}
+		}
+		if rows < rows7 {
+			copy(o[b*rows7*hd:(b*rows7+rows)*hd], o7[:rows*hd])
 		}
 	}
 }
@@ -403,50 +497,5 @@ func mergeChunks(out, part []float32, nc, group, hd int) {
 		for j := range dst {
 			dst[j] *= inv
 		}
-	}
-}
-
-// groupRows sets dst[i·ldd+j] = Σ_{c<k} w[j·ldw+c]·x[i·ldx+c] for rows j < nr and input rows
-// i < n, as dotRows does, but on AVX-512 takes the input rows seven at a time through gemm2x7F32
-// (two weight rows loaded once for seven inputs) while the rows left are not a multiple of six,
-// then six at a time through gemm4x6F32 (four weight rows for six inputs), the rest through
-// dotRows. The two micro-kernels sum each product in the same order, their own, so results may
-// differ from dotRows' in the last bits. With pf, each micro-kernel call of the first pass over
-// the rows first advances pf's walk by the bytes of the rows it reads (AVX-512 only).
-func groupRows(dst []float32, ldd int, w []float32, ldw, nr int, x []float32, ldx, n, k int, pf *prefetcher) {
-	kb, tier := bulk(k)
-	i := 0
-	if tier == tier512 && kb > 0 && nr >= 2 {
-		nr2 := nr &^ 1
-		for ; n-i >= gemm7 && (n-i)%gemmN != 0; i += gemm7 {
-			for j := 0; j < nr2; j += 2 {
-				if pf != nil && i == 0 {
-					pf.step(8 * k) // the bytes of the two rows this call reads
-				}
-				gemm2x7F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd)
-			}
-			if nr2 < nr {
-				dotRows(dst[i*ldd+nr2:], ldd, w[nr2*ldw:], ldw, 1, x[i*ldx:], ldx, gemm7, k)
-			}
-			addTail(dst[i*ldd:], ldd, w, ldw, nr2, x[i*ldx:], ldx, gemm7, kb, k)
-		}
-	}
-	if tier == tier512 && kb > 0 && nr >= 4 {
-		nr4 := nr &^ 3
-		for ; i+gemmN <= n; i += gemmN {
-			for j := 0; j < nr4; j += 4 {
-				if pf != nil && i == 0 {
-					pf.step(16 * k)
-				}
-				gemm4x6F32(&w[j*ldw], ldw, &x[i*ldx], ldx, kb, &dst[i*ldd+j], ldd, 0)
-			}
-			if nr4 < nr {
-				dotRows(dst[i*ldd+nr4:], ldd, w[nr4*ldw:], ldw, nr-nr4, x[i*ldx:], ldx, gemmN, k)
-			}
-			addTail(dst[i*ldd:], ldd, w, ldw, nr4, x[i*ldx:], ldx, gemmN, kb, k)
-		}
-	}
-	if i < n {
-		dotRows(dst[i*ldd:], ldd, w, ldw, nr, x[i*ldx:], ldx, n-i, k)
 	}
 }

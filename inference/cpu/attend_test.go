@@ -78,7 +78,7 @@ func TestAttendDecode(t *testing.T) {
 				heads[h] = DecodeHead{
 					Out: make([]float32, sh.group*sh.hd), Q: q,
 					K: toKeyTiles(k, n, sh.hd, sh.block),
-					V: toPaged(transpose(v, n, sh.hd), sh.hd, n, sh.block, false),
+					V: toPaged(v, n, sh.hd, sh.block, true),
 				}
 				refs[h].out, refs[h].scale = attendRef(q, k, v, sh.group, sh.hd, n)
 			}
@@ -107,7 +107,7 @@ func TestAttendDecodeThreads(t *testing.T) {
 		heads[h] = DecodeHead{
 			Q: randVec(rng, group*hd),
 			K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
-			V: toPaged(randVec(rng, n*hd), hd, n, block, false),
+			V: toPaged(randVec(rng, n*hd), n, hd, block, true),
 		}
 	}
 	run := func(th int, oneCall bool) [][]float32 {
@@ -147,36 +147,37 @@ func TestAttendDecodeThreads(t *testing.T) {
 
 func TestAttendDecodeBadInput(t *testing.T) {
 	k := &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 256)}}
-	v := &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: [][]float32{make([]float32, 256)}}
+	v := &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, Blocks: [][]float32{make([]float32, 256)}}
 	ok := func() DecodeHead { return DecodeHead{Out: make([]float32, 32), Q: make([]float32, 32), K: k, V: v} }
 	for name, f := range map[string]func(d *DecodeHead){
-		"values tiled":   func(d *DecodeHead) { d.V = k },
-		"keys by rows":   func(d *DecodeHead) { d.K = &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, Blocks: k.Blocks} },
-		"keys untiled":   func(d *DecodeHead) { d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: k.Blocks} },
-		"short queries":  func(d *DecodeHead) { d.Q = d.Q[:31] },
-		"short output":   func(d *DecodeHead) { d.Out = d.Out[:16] },
-		"fewer values":   func(d *DecodeHead) { d.V = &Paged{Rows: 16, Cols: 3, Block: 16, Blocks: v.Blocks} },
-		"other head dim": func(d *DecodeHead) { d.K = &Paged{Rows: 8, Cols: 4, Block: 16, Tiled: true, Blocks: k.Blocks} },
+		"values tiled":     func(d *DecodeHead) { d.V = k },
+		"values by column": func(d *DecodeHead) { d.V = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: v.Blocks} },
+		"keys by rows":     func(d *DecodeHead) { d.K = v },
+		"keys untiled":     func(d *DecodeHead) { d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: k.Blocks} },
+		"short queries":    func(d *DecodeHead) { d.Q = d.Q[:31] },
+		"short output":     func(d *DecodeHead) { d.Out = d.Out[:16] },
+		"fewer values":     func(d *DecodeHead) { d.V = &Paged{Rows: 3, Cols: 16, Block: 16, ByRows: true, Blocks: v.Blocks} },
+		"other head dim":   func(d *DecodeHead) { d.K = &Paged{Rows: 8, Cols: 4, Block: 16, Tiled: true, Blocks: k.Blocks} },
 		"short key block": func(d *DecodeHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 255)}}
 		},
 		"tiles of a part block": func(d *DecodeHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 8, Tiled: true, Blocks: [][]float32{make([]float32, 128)}}
-			d.V = &Paged{Rows: 16, Cols: 4, Block: 8, Blocks: [][]float32{make([]float32, 128)}}
+			d.V = &Paged{Rows: 4, Cols: 16, Block: 8, ByRows: true, Blocks: [][]float32{make([]float32, 128)}}
 		},
 		"no keys": func(d *DecodeHead) {
 			d.K = &Paged{Rows: 16, Block: 16, Tiled: true}
-			d.V = &Paged{Rows: 16, Block: 16}
+			d.V = &Paged{Cols: 16, Block: 16, ByRows: true}
 		},
 		"other block size": func(d *DecodeHead) {
-			d.V = &Paged{Rows: 16, Cols: 4, Block: 32, Blocks: [][]float32{make([]float32, 512)}}
+			d.V = &Paged{Rows: 4, Cols: 16, Block: 32, ByRows: true, Blocks: [][]float32{make([]float32, 512)}}
 		},
 		"bf16 keys, f32 values": func(d *DecodeHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 256)}}
 		},
 		"short bf16 block": func(d *DecodeHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 255)}}
-			d.V = &Paged{Rows: 16, Cols: 4, Block: 16, BF16: [][]uint16{make([]uint16, 256)}}
+			d.V = &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, BF16: [][]uint16{make([]uint16, 256)}}
 		},
 	} {
 		func() {
@@ -192,39 +193,6 @@ func TestAttendDecodeBadInput(t *testing.T) {
 	}
 	d := ok()
 	AttendDecode([]DecodeHead{d}, 2) // the unchanged head is accepted
-}
-
-// TestGemm2x7F32: the decode micro-kernel gives, to the bit, what gemm4x6F32 gives for the same
-// weight and input rows (it sums in the same order), at strides wider than k, for k of one step
-// and of many, and writes only its 2 × 7 outputs.
-func TestGemm2x7F32(t *testing.T) {
-	if !hasAVX512 {
-		t.Skip("no AVX-512")
-	}
-	rng := rand.New(rand.NewPCG(32, 1))
-	for _, k := range []int{16, 64, 256} {
-		ldw, ldx, ldd := k+16, k+32, 11
-		w, x := randVec(rng, 4*ldw), randVec(rng, 7*ldx)
-		got := make([]float32, 7*ldd)
-		for i := range got {
-			got[i] = -1
-		}
-		gemm2x7F32(&w[0], ldw, &x[0], ldx, k, &got[0], ldd)
-		want := make([]float32, 7*4)
-		gemm4x6F32(&w[0], ldw, &x[0], ldx, k, &want[0], 4, 0)
-		gemm4x6F32(&w[0], ldw, &x[ldx], ldx, k, &want[4], 4, 0) // rows 1-6: row 6 lands in want[24:28]
-		for i := range 7 {
-			for j := range ldd {
-				g, e := got[i*ldd+j], float32(-1)
-				if j < 2 {
-					e = want[i*4+j]
-				}
-				if g != e {
-					t.Fatalf("k %d: dst[%d, %d] = %g, want %g", k, i, j, g, e)
-				}
-			}
-		}
-	}
 }
 
 // toBF16Paged returns p with its values rounded to bf16 (F32ToBF16) in bf16 blocks, and p's f32
@@ -255,7 +223,7 @@ func TestAttendDecodeBF16(t *testing.T) {
 			for h, n := range lens {
 				q := randVec(rng, sh.group*sh.hd)
 				k := toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block)
-				v := toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false)
+				v := toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true)
 				kb, vb := toBF16Paged(k), toBF16Paged(v)
 				f32[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: k, V: v}
 				b16[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: kb, V: vb}

@@ -95,7 +95,7 @@ func BenchmarkKernelRate(b *testing.B) {
 		k := randVec(rng, n*64)
 		h := DecodeHead{
 			Out: make([]float32, 7*64), Q: randVec(rng, 7*64),
-			K: toKeyTiles(k, n, 64, 256), V: toPaged(randVec(rng, n*64), 64, n, 256, false),
+			K: toKeyTiles(k, n, 64, 256), V: toPaged(randVec(rng, n*64), n, 64, 256, true),
 		}
 		kRows := toPaged(k, n, 64, 256, true)
 		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { AttendDecode([]DecodeHead{h}, 7) })

@@ -23,10 +23,10 @@ var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 func prefetchLines(p *byte, n int)
 
 //go:noescape
-func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int)
+func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
 
 //go:noescape
-func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
+func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int)
 
 //go:noescape
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)

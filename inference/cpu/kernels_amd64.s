@@ -65,15 +65,10 @@
 	VFMADD231PS Z2, xr, c; \
 	VFMADD231PS Z3, xr, d
 
-// ZERO2 clears the accumulators a and b; GEMM2ROW accumulates row x (zmm xr) times the two
-// weight vectors Z0, Z1 into a and b (gemm2x7F32).
+// ZERO2 clears the accumulators a and b (scoresT7F32, valuesR7F32).
 #define ZERO2(a, b) \
 	VPXORD a, a, a; \
 	VPXORD b, b, b
-
-#define GEMM2ROW(xr, a, b) \
-	VFMADD231PS Z0, xr, a; \
-	VFMADD231PS Z1, xr, b
 
 // GEMMSTORE reduces the accumulators of one input row into X0 = dst[i, r..r+3], adds the old
 // values when K1 is all ones (zero-masked load: K1 = 0 reads nothing and adds 0), stores, and moves
@@ -84,79 +79,6 @@
 	VADDPS    X4, X0, X0; \
 	VMOVUPS   X0, (DX); \
 	ADDQ      BX, DX
-
-// func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int)
-//
-// The decode-attention micro-kernel (AttendDecode: seven query heads per KV head, as in
-// Qwen2.5-0.5B and 7B): dst[i, r] = Σ_c w[r, c]·x[i, c] for 2 weight rows r and 7 input rows i,
-// over k columns (a multiple of 16, > 0); ldw, ldx, ldd are row strides in elements. Each step of
-// 16 columns loads 2 weight vectors (Z0, Z1) and 7 input vectors (Z2-Z8) for 14 FMAs into 14 zmm
-// accumulators (Z9-Z14, Z16-Z23), so the FMA ports stay the limit as in gemm4x6F32, and every dot
-// product is summed in gemm4x6F32's order (lanes across steps, then REDUCE4's tree). The results
-// overwrite dst. Z15 is avoided (ABIInternal zero register).
-TEXT ·gemm2x7F32(SB), NOSPLIT, $0-56
-	MOVQ x+16(FP), DI
-	MOVQ ldx+24(FP), R10
-	SHLQ $2, R10
-	LEAQ (DI)(R10*2), R11
-	ADDQ R10, R11
-	LEAQ (R11)(R10*2), R12
-	ADDQ R10, R12
-	MOVQ w+0(FP), SI
-	MOVQ ldw+8(FP), R8
-	SHLQ $2, R8
-	MOVQ k+32(FP), CX
-	ZERO2(Z9, Z10)
-	ZERO2(Z11, Z12)
-	ZERO2(Z13, Z14)
-	ZERO2(Z16, Z17)
-	ZERO2(Z18, Z19)
-	ZERO2(Z20, Z21)
-	ZERO2(Z22, Z23)
-
-gemm27loop:
-	VMOVUPS (SI), Z0
-	VMOVUPS (SI)(R8*1), Z1
-	VMOVUPS (DI), Z2
-	GEMM2ROW(Z2, Z9, Z10)
-	VMOVUPS (DI)(R10*1), Z3
-	GEMM2ROW(Z3, Z11, Z12)
-	VMOVUPS (DI)(R10*2), Z4
-	GEMM2ROW(Z4, Z13, Z14)
-	VMOVUPS (R11), Z5
-	GEMM2ROW(Z5, Z16, Z17)
-	VMOVUPS (R11)(R10*1), Z6
-	GEMM2ROW(Z6, Z18, Z19)
-	VMOVUPS (R11)(R10*2), Z7
-	GEMM2ROW(Z7, Z20, Z21)
-	VMOVUPS (R12), Z8
-	GEMM2ROW(Z8, Z22, Z23)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	ADDQ    $64, R11
-	ADDQ    $64, R12
-	SUBQ    $16, CX
-	JGT     gemm27loop
-
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), BX
-	SHLQ $2, BX
-	REDUCE4(Z9, Z10, Z11, Z12, Y9, Y10, Y11, Y12)
-	VMOVQ   X0, (DX)
-	VMOVHPS X0, (DX)(BX*1)
-	LEAQ    (DX)(BX*2), DX
-	REDUCE4(Z13, Z14, Z16, Z17, Y13, Y14, Y16, Y17)
-	VMOVQ   X0, (DX)
-	VMOVHPS X0, (DX)(BX*1)
-	LEAQ    (DX)(BX*2), DX
-	REDUCE4(Z18, Z19, Z20, Z21, Y18, Y19, Y20, Y21)
-	VMOVQ   X0, (DX)
-	VMOVHPS X0, (DX)(BX*1)
-	LEAQ    (DX)(BX*2), DX
-	REDUCE4(Z22, Z23, Z22, Z23, Y22, Y23, Y22, Y23)
-	VMOVQ   X0, (DX)
-	VZEROUPPER
-	RET
 
 // func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 //
@@ -1126,6 +1048,16 @@ p84done:
 	VZEROUPPER
 	RET
 
+// MASK32 sets K1 and K2 to the lanes of the first n (1 ≤ n ≤ 32, in register n, which must not
+// be AX) of two 16-lane vectors. Clobbers AX.
+#define MASK32(n) \
+	MOVQ  $1, AX; \
+	SHLQ  n, AX; \
+	DECQ  AX; \
+	KMOVW AX, K1; \
+	SHRQ  $16, AX; \
+	KMOVW AX, K2
+
 // SCT7ROW broadcasts the query value at off(DI) into b and adds its products with the two key
 // vectors Z0, Z1 into a0, a1 (scoresT7F32).
 #define SCT7ROW(off, b, a0, a1) \
@@ -1140,6 +1072,26 @@ p84done:
 	VMOVUPS a1, K2, 64(DX); \
 	ADDQ    BX, DX
 
+// ACC7ZERO clears the 14 accumulators Z16-Z29 of scoresT7F32 and valuesR7F32; ACC7STORE stores
+// them, two per row, from DX on (SCT7STORE).
+#define ACC7ZERO \
+	ZERO2(Z16, Z17) \
+	ZERO2(Z18, Z19) \
+	ZERO2(Z20, Z21) \
+	ZERO2(Z22, Z23) \
+	ZERO2(Z24, Z25) \
+	ZERO2(Z26, Z27) \
+	ZERO2(Z28, Z29)
+
+#define ACC7STORE \
+	SCT7STORE(Z16, Z17) \
+	SCT7STORE(Z18, Z19) \
+	SCT7STORE(Z20, Z21) \
+	SCT7STORE(Z22, Z23) \
+	SCT7STORE(Z24, Z25) \
+	SCT7STORE(Z26, Z27) \
+	SCT7STORE(Z28, Z29)
+
 // func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
 //
 // The decode-attention scores over keys in tiles (Paged.Tiled: a tile is hd rows of 16
@@ -1152,24 +1104,13 @@ p84done:
 // Each score is summed over d in order. The n results of each row overwrite dst (masked stores).
 TEXT ·scoresT7F32(SB), NOSPLIT, $0-48
 	MOVQ n+40(FP), CX
-	MOVQ $1, AX
-	SHLQ CX, AX
-	DECQ AX
-	KMOVW AX, K1
-	SHRQ $16, AX
-	KMOVW AX, K2
+	MASK32(CX)
 	MOVQ qt+0(FP), DI
 	MOVQ k+8(FP), SI
 	MOVQ hd+16(FP), CX
 	MOVQ CX, R8
 	SHLQ $6, R8
-	ZERO2(Z16, Z17)
-	ZERO2(Z18, Z19)
-	ZERO2(Z20, Z21)
-	ZERO2(Z22, Z23)
-	ZERO2(Z24, Z25)
-	ZERO2(Z26, Z27)
-	ZERO2(Z28, Z29)
+	ACC7ZERO
 
 sct7loop:
 	VMOVUPS.Z (SI), K1, Z0
@@ -1189,12 +1130,85 @@ sct7loop:
 	MOVQ dst+24(FP), DX
 	MOVQ ldd+32(FP), BX
 	SHLQ $2, BX
-	SCT7STORE(Z16, Z17)
-	SCT7STORE(Z18, Z19)
-	SCT7STORE(Z20, Z21)
-	SCT7STORE(Z22, Z23)
-	SCT7STORE(Z24, Z25)
-	SCT7STORE(Z26, Z27)
-	SCT7STORE(Z28, Z29)
+	ACC7STORE
+	VZEROUPPER
+	RET
+
+// VR7ROW broadcasts p[r, j] from off into b and adds its products with the two value vectors
+// Z0, Z1 into a0, a1 (valuesR7F32).
+#define VR7ROW(off, b, a0, a1) \
+	VBROADCASTSS off, b; \
+	VFMADD231PS  Z0, b, a0; \
+	VFMADD231PS  Z1, b, a1
+
+// VR7LOAD loads o's row at DX (under the masks K1, K2; zeros past them) into a0, a1 and moves DX
+// to the next row (BX bytes on).
+#define VR7LOAD(a0, a1) \
+	VMOVUPS.Z (DX), K1, a0; \
+	VMOVUPS.Z 64(DX), K2, a1; \
+	ADDQ      BX, DX
+
+// func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int)
+//
+// The decode-attention values product over values stored by rows (one position per row, ldv
+// apart): o[r, c] (+)= Σ_j p[r, j]·v[j, c] for the 7 query rows r < 7 (p's rows ldp apart, o's
+// ldo) and the w columns c < w (1 ≤ w ≤ 32) over n ≥ 1 positions j. Per position, two value
+// vectors (columns 0-15 and 16-31, loaded under the masks K1, K2 of the w columns, so nothing
+// past them is read) meet the 7 weights p[r, j], each broadcast once, in 14 FMAs into 14
+// accumulators (Z16-Z29), and no horizontal sums. Each sum runs over j in order; with acc = 1 it
+// continues from o's values (a product split over calls sums as one call would), else from zero.
+// The w results of each row are stored under the masks.
+TEXT ·valuesR7F32(SB), NOSPLIT, $0-72
+	MOVQ w+56(FP), CX
+	MASK32(CX)
+	MOVQ o+40(FP), DX
+	MOVQ ldo+48(FP), BX
+	SHLQ $2, BX
+	CMPQ acc+64(FP), $0
+	JEQ  vr7zero
+	VR7LOAD(Z16, Z17)
+	VR7LOAD(Z18, Z19)
+	VR7LOAD(Z20, Z21)
+	VR7LOAD(Z22, Z23)
+	VR7LOAD(Z24, Z25)
+	VR7LOAD(Z26, Z27)
+	VR7LOAD(Z28, Z29)
+	JMP  vr7start
+
+vr7zero:
+	ACC7ZERO
+
+vr7start:
+	MOVQ p+0(FP), DI
+	MOVQ ldp+8(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*2), R11
+	ADDQ R10, R11
+	LEAQ (R11)(R10*2), R12
+	ADDQ R10, R12
+	MOVQ v+16(FP), SI
+	MOVQ ldv+24(FP), R8
+	SHLQ $2, R8
+	MOVQ n+32(FP), CX
+
+vr7loop:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	VR7ROW((DI), Z2, Z16, Z17)
+	VR7ROW((DI)(R10*1), Z3, Z18, Z19)
+	VR7ROW((DI)(R10*2), Z4, Z20, Z21)
+	VR7ROW((R11), Z5, Z22, Z23)
+	VR7ROW((R11)(R10*1), Z6, Z24, Z25)
+	VR7ROW((R11)(R10*2), Z7, Z26, Z27)
+	VR7ROW((R12), Z8, Z28, Z29)
+	ADDQ R8, SI
+	ADDQ $4, DI
+	ADDQ $4, R11
+	ADDQ $4, R12
+	DECQ CX
+	JNZ  vr7loop
+
+	MOVQ o+40(FP), DX
+	ACC7STORE
 	VZEROUPPER
 	RET

@@ -765,3 +765,93 @@ q8ablk:
 q8adone:
 	VZEROUPPER
 	RET
+
+// G7LOAD loads the 8 lanes at AX into y and moves AX to the next row (BX bytes on); G7STORE
+// stores y at DX likewise (avx2Gemv7).
+#define G7LOAD(y) \
+	VMOVUPS (AX), y; \
+	ADDQ    BX, AX
+
+#define G7STORE(y) \
+	VMOVUPS y, (DX); \
+	ADDQ    BX, DX
+
+// func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int)
+//
+// Decode attention's two products on AVX2 (AttendDecode: scoresT over key tiles, valuesR over
+// value rows): dst[r, 0..8) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..8) for the 7 rows r < 7
+// over steps ≥ 1 steps t; strides in elements. Per step one vector of x (Y0) meets the 7 scalars,
+// each broadcast once (Y1-Y7), in 7 FMAs into 7 accumulators (Y8-Y14), so no horizontal sums;
+// each sum runs over t in order, from dst's values with acc = 1, else from zero.
+TEXT ·avx2Gemv7(SB), NOSPLIT, $0-72
+	MOVQ dst+48(FP), DX
+	MOVQ ldd+56(FP), BX
+	SHLQ $2, BX
+	CMPQ acc+64(FP), $0
+	JEQ  g7zero
+	MOVQ DX, AX
+	G7LOAD(Y8)
+	G7LOAD(Y9)
+	G7LOAD(Y10)
+	G7LOAD(Y11)
+	G7LOAD(Y12)
+	G7LOAD(Y13)
+	G7LOAD(Y14)
+	JMP     g7start
+
+g7zero:
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+
+g7start:
+	MOVQ x+0(FP), SI
+	MOVQ xstep+8(FP), R8
+	SHLQ $2, R8
+	MOVQ s+16(FP), DI
+	MOVQ srow+24(FP), R10
+	SHLQ $2, R10
+	MOVQ sstep+32(FP), R9
+	SHLQ $2, R9
+	LEAQ (DI)(R10*2), R11
+	ADDQ R10, R11
+	LEAQ (R11)(R10*2), R12
+	ADDQ R10, R12
+	MOVQ steps+40(FP), CX
+
+g7loop:
+	VMOVUPS      (SI), Y0
+	VBROADCASTSS (DI), Y1
+	VFMADD231PS  Y0, Y1, Y8
+	VBROADCASTSS (DI)(R10*1), Y2
+	VFMADD231PS  Y0, Y2, Y9
+	VBROADCASTSS (DI)(R10*2), Y3
+	VFMADD231PS  Y0, Y3, Y10
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y0, Y4, Y11
+	VBROADCASTSS (R11)(R10*1), Y5
+	VFMADD231PS  Y0, Y5, Y12
+	VBROADCASTSS (R11)(R10*2), Y6
+	VFMADD231PS  Y0, Y6, Y13
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y0, Y7, Y14
+	ADDQ         R8, SI
+	ADDQ         R9, DI
+	ADDQ         R9, R11
+	ADDQ         R9, R12
+	DECQ         CX
+	JNZ          g7loop
+
+	G7STORE(Y8)
+	G7STORE(Y9)
+	G7STORE(Y10)
+	G7STORE(Y11)
+	G7STORE(Y12)
+	G7STORE(Y13)
+	G7STORE(Y14)
+	VZEROUPPER
+	RET

@@ -13,10 +13,10 @@ const (
 // prefetchLines is only a hint to the hardware: without assembly there is nothing to do.
 func prefetchLines(p *byte, n int) {}
 
-func gemm2x7F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int) {
+func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int) {
 	panic("cpu: no SIMD")
 }
-func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int) {
+func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int) {
 	panic("cpu: no SIMD")
 }
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {

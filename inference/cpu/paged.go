@@ -4,9 +4,9 @@ import "fmt"
 
 // Paged is a Rows×Cols f32 matrix stored in fixed-size blocks, the layout of a paged KV cache
 // (one KV head of one layer of one sequence, read through its block table). With ByRows, block b
-// holds rows [b·Block, (b+1)·Block) as a Block×Cols row-major matrix: keys, a token per row. Else
-// block b holds columns [b·Block, (b+1)·Block) as a Rows×Block row-major matrix: values
-// transposed, a token per column. The last block may be partly used (Rows or Cols need not be
+// holds rows [b·Block, (b+1)·Block) as a Block×Cols row-major matrix: values, a token per row
+// (AttendDecode). Else block b holds columns [b·Block, (b+1)·Block) as a Rows×Block row-major
+// matrix: a token per column. The last block may be partly used (Rows or Cols need not be
 // multiples of Block); no value past them is read.
 //
 // With Tiled (not with ByRows), the columns of a block lie in Block/KeyTile tiles of KeyTile

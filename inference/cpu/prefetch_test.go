@@ -11,15 +11,15 @@ import (
 )
 
 // TestPrefetcherWalk: the walk of three chunks (a part of a block, a last block of less than one
-// key tile, a whole block; value rows strided by the block) visits exactly the bytes attendChunk
-// reads, in its order (the keys' whole tiles, the rows of a part tile, then the value rows),
-// chunk after chunk, whatever the step, and stops at its end.
+// key tile, a whole block) visits exactly the bytes attendChunk reads, in its order (the keys'
+// whole tiles, the rows of a part tile, then the value rows), chunk after chunk, whatever the
+// step, and stops at its end.
 func TestPrefetcherWalk(t *testing.T) {
 	const hd, B, n = 16, 64, 140
 	rng := rand.New(rand.NewPCG(33, 1))
 	d := &DecodeHead{
 		K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
-		V: toPaged(randVec(rng, n*hd), hd, n, B, false),
+		V: toPaged(randVec(rng, n*hd), n, hd, B, true),
 	}
 	type span struct{ p, n uintptr }
 	var want []span
@@ -31,12 +31,12 @@ func TestPrefetcherWalk(t *testing.T) {
 		if full > 0 {
 			want = append(want, span{addr(d.K.Blocks[b], off), uintptr(4 * full * hd)})
 		}
-		for r := range hd * min(tail, 1) {
-			want = append(want, span{addr(d.K.Blocks[b], off+full*hd+r*KeyTile), uintptr(4 * tail)})
+		if tail > 0 {
+			for r := range hd {
+				want = append(want, span{addr(d.K.Blocks[b], off+full*hd+r*KeyTile), uintptr(4 * tail)})
+			}
 		}
-		for r := range hd {
-			want = append(want, span{addr(d.V.Blocks[b], r*B+c[0]-b*B), uintptr(4 * m)})
-		}
+		want = append(want, span{addr(d.V.Blocks[b], (c[0]-b*B)*hd), uintptr(4 * m * hd)})
 	}
 	for _, step := range []int{1, 60, 64, 100, 4096, 1 << 20} {
 		var f prefetcher
@@ -68,8 +68,8 @@ func TestPrefetcherWalk(t *testing.T) {
 }
 
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
-// groups that take scoresT7F32 whole (7) or through the padded block (6) and gemm2x7F32 (7) or
-// gemm4x6F32 (6), over f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
+// groups that take scoresT7F32 and valuesR7F32 whole (7) or through the padded block (6), over
+// f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
 // threads, the prefetches cover every key and value byte of every chunk, no line more than twice
 // (the end of one row and the start of the next may share one). Without the kernels' steps only
 // the first 4 KiB of each walk (and over bf16 blocks its first chunk) would be issued.
@@ -96,7 +96,7 @@ func TestAttendDecodeWalks(t *testing.T) {
 				heads[h] = DecodeHead{
 					Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
 					K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
-					V: toPaged(randVec(rng, n*hd), hd, n, B, false),
+					V: toPaged(randVec(rng, n*hd), n, hd, B, true),
 				}
 				if kv16 {
 					heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
@@ -134,8 +134,8 @@ func TestAttendDecodeWalks(t *testing.T) {
 }
 
 // TestAttendDecodePrefetch: the prefetch distance (none, less than a line, the default, past
-// every chunk) changes no result, for groups that take gemm2x7F32 (7, 14: two passes),
-// gemm4x6F32 (6) and dotRows (1), over f32 and bf16 blocks that chunks fill or not, with 1 and 2
+// every chunk) changes no result, for groups of one block of seven query rows (7), two (14), a
+// padded one (6) and one row (1), over f32 and bf16 blocks that chunks fill or not, with 1 and 2
 // threads.
 func TestAttendDecodePrefetch(t *testing.T) {
 	was := attendPrefetch.Load()
@@ -153,7 +153,7 @@ func TestAttendDecodePrefetch(t *testing.T) {
 			heads[h] = DecodeHead{
 				Q: randVec(rng, sh.group*sh.hd),
 				K: toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block),
-				V: toPaged(randVec(rng, n*sh.hd), sh.hd, n, sh.block, false),
+				V: toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true),
 			}
 			if sh.kv16 {
 				heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
@@ -207,7 +207,7 @@ func benchAttendPrefetch(b *testing.B, kv16 bool) {
 			heads[l][h] = DecodeHead{
 				Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
 				K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
-				V: toPaged(randVec(rng, n*hd), hd, n, block, false),
+				V: toPaged(randVec(rng, n*hd), n, hd, block, true),
 			}
 			if kv16 {
 				heads[l][h].K, heads[l][h].V = toBF16Paged(heads[l][h].K), toBF16Paged(heads[l][h].V)

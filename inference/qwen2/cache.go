@@ -14,17 +14,18 @@ import (
 // out as
 //
 //	K  [kv head][B/16][head dim][16]   RoPE-rotated keys, transposed in tiles of 16 tokens
-//	Vt [kv head][head dim][B]          values transposed, a token per column
+//	V  [kv head][B][head dim]          values, a token per row
 //
-// (layer l's part starts at l·2·nkv·B·hd floats, its Vt at nkv·B·hd past that), so one head's keys
+// (layer l's part starts at l·2·nkv·B·hd floats, its V at nkv·B·hd past that), so one head's keys
 // in a block are tiles of head dim × 16 whose rows put 16 tokens along the SIMD lanes for the
-// scores (cpu.Paged's Tiled layout), and its values a head-dim × B matrix for P·V; a decode step
-// writes one column of a tile and one column of Vt. Blocks are reference counted: Fork gives
-// a new cache the blocks of a prefix of another by reference, and a block shared by several caches
-// is copied before one of them writes into it (only a partly filled last block ever is: the others
-// hold positions before every sharer's length). A block is freed when its last cache drops it.
-// docs/DESIGN.md ("Paged KV cache") has the layout for other backends. With Options.KVBF16 the
-// blocks hold the same layout in bf16 (kvBlock.data16): stored rounded, widened exactly where read.
+// scores (cpu.Paged's Tiled layout), and its values a B × head-dim matrix whose rows put the
+// dimensions along them for P·V; a decode step writes one column of a tile and one row of V.
+// Blocks are reference counted: Fork gives a new cache the blocks of a prefix of another by
+// reference, and a block shared by several caches is copied before one of them writes into it
+// (only a partly filled last block ever is: the others hold positions before every sharer's
+// length). A block is freed when its last cache drops it. docs/DESIGN.md ("Paged KV cache") has
+// the block table other backends share. With Options.KVBF16 the blocks hold the same layout in
+// bf16 (kvBlock.data16): stored rounded, widened exactly where read.
 
 // DefaultKVBlock is the number of tokens per KV block. Decode attention works in chunks of at most
 // cpu.DecodeChunk (256) positions inside one block, so blocks much smaller than that cost
@@ -222,9 +223,9 @@ func (c *Cache) store(l, p int, k, v []float32) {
 			for d, x := range k[kh*hd : (kh+1)*hd] {
 				blk[ko+d*cpu.KeyTile] = cpu.F32ToBF16(x)
 			}
-			vo := base + (nkv+kh)*hd*B + o
+			vo := base + (nkv*B+o)*hd + kh*B*hd
 			for d, x := range v[kh*hd : (kh+1)*hd] {
-				blk[vo+d*B] = cpu.F32ToBF16(x)
+				blk[vo+d] = cpu.F32ToBF16(x)
 			}
 		}
 		return
@@ -235,10 +236,8 @@ func (c *Cache) store(l, p int, k, v []float32) {
 		for d, x := range k[kh*hd : (kh+1)*hd] {
 			blk[ko+d*cpu.KeyTile] = x
 		}
-		vo := base + (nkv+kh)*hd*B + o
-		for d, x := range v[kh*hd : (kh+1)*hd] {
-			blk[vo+d*B] = x
-		}
+		vo := base + (nkv*B+o)*hd + kh*B*hd
+		copy(blk[vo:vo+hd], v[kh*hd:(kh+1)*hd])
 	}
 }
 
@@ -251,14 +250,13 @@ func (c *Cache) keys(w *cpu.Paged, l, kh, n int) {
 	w.Rows, w.Cols, w.Tiled = hd, n, true
 }
 
-// values sets w to the values of the first n tokens of kv head kh in layer l, transposed: a
-// column-blocked paged matrix (head dim × n) over the cache's blocks, reusing w's block slices'
-// capacity.
+// values sets w to the values of the first n tokens of kv head kh in layer l: a ByRows paged
+// matrix (n × head dim) over the cache's blocks, reusing w's block slices' capacity.
 func (c *Cache) values(w *cpu.Paged, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
-	c.paged(w, l*2*nkv*B*hd+(nkv+kh)*hd*B, hd*B, n)
-	w.Rows, w.Cols, w.ByRows = hd, n, false
+	c.paged(w, l*2*nkv*B*hd+(nkv+kh)*B*hd, B*hd, n)
+	w.Rows, w.Cols, w.ByRows = n, hd, true
 }
 
 // paged sets w's blocks to [off, off+size) of each block holding the first n tokens (f32 or bf16,
@@ -309,24 +307,24 @@ func (c *Cache) gatherKeys(dst []float32, l, kh, n int) {
 }
 
 // gatherValues copies the values of the first n tokens of kv head kh in layer l, transposed, into
-// dst (head dim × n, row-major).
+// dst (head dim × n, row-major; bf16 widened exactly): the prefill's P·V takes them as a matrix of
+// head-dim rows (cpu.MatMul).
 func (c *Cache) gatherValues(dst []float32, l, kh, n int) {
 	cf := &c.m.cfg
 	B, hd, nkv := c.m.blockLen(), cf.HeadDim, cf.NumKeyValueHeads
-	off := l*2*nkv*B*hd + (nkv+kh)*hd*B
+	off := l*2*nkv*B*hd + (nkv+kh)*B*hd
 	for i, b := range c.blocks[:c.blocksFor(n)] {
-		k := min(B, n-i*B)
-		for d := range hd {
-			c.copyOut(dst[d*n+i*B:d*n+i*B+k], b, off+d*B)
+		for t := range min(B, n-i*B) {
+			at, p := off+t*hd, i*B+t
+			if b.data16 != nil {
+				for d, x := range b.data16[at : at+hd] {
+					dst[d*n+p] = cpu.BF16ToF32(x)
+				}
+				continue
+			}
+			for d, x := range b.data[at : at+hd] {
+				dst[d*n+p] = x
+			}
 		}
 	}
-}
-
-// copyOut sets dst to the len(dst) values of block b from off, as f32 (bf16 widened exactly).
-func (c *Cache) copyOut(dst []float32, b *kvBlock, off int) {
-	if b.data16 != nil {
-		cpu.WidenBF16(dst, b.data16[off:off+len(dst)])
-		return
-	}
-	copy(dst, b.data[off:off+len(dst)])
 }

@@ -158,7 +158,7 @@ func TestBlockSizes(t *testing.T) {
 
 // TestCacheLayout: what store writes, gatherKeys and gatherValues give back (the keys by rows,
 // the values transposed) and keys and values show as paged matrices (the keys in tiles of
-// cpu.KeyTile, the values column-blocked), for every layer and kv head, lengths ending inside a
+// cpu.KeyTile, the values by rows), for every layer and kv head, lengths ending inside a
 // tile, in a block and on a block boundary, f32 and bf16 blocks (the values rounded, exactly).
 func TestCacheLayout(t *testing.T) {
 	const layers, nkv, hd, n = 2, 2, 24, 75
@@ -206,8 +206,8 @@ func TestCacheLayout(t *testing.T) {
 						var pk, pv cpu.Paged
 						c.keys(&pk, l, kh, ln)
 						c.values(&pv, l, kh, ln)
-						if !pk.Tiled || pk.Rows != hd || pk.Cols != ln || pv.ByRows || pv.Rows != hd || pv.Cols != ln {
-							t.Fatalf("keys %+v, values %+v: want tiled and column-blocked, %d × %d", pk, pv, hd, ln)
+						if !pk.Tiled || pk.Rows != hd || pk.Cols != ln || !pv.ByRows || pv.Rows != ln || pv.Cols != hd {
+							t.Fatalf("keys %+v, values %+v: want tiled keys (%d × %d) and values by rows", pk, pv, hd, ln)
 						}
 						for p := range ln {
 							b, o := p/block, p%block
@@ -215,7 +215,7 @@ func TestCacheLayout(t *testing.T) {
 								wk, wv := want[l][0][p][kh*hd+d], want[l][1][p][kh*hd+d]
 								gk, gv := keys[p*hd+d], vals[d*ln+p]
 								pkv := at(&pk, b, (o/cpu.KeyTile*hd+d)*cpu.KeyTile+o%cpu.KeyTile)
-								pvv := at(&pv, b, d*block+o)
+								pvv := at(&pv, b, o*hd+d)
 								if gk != wk || gv != wv || pkv != wk || pvv != wv {
 									t.Fatalf("bf16 %v, blocks of %d, layer %d, kv head %d, %d tokens, position %d, dim %d: gathered key %g and value %g, paged %g and %g, want %g and %g",
 										kv16, block, l, kh, ln, p, d, gk, gv, pkv, pvv, wk, wv)
