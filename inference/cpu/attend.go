@@ -28,17 +28,17 @@ const KeyTile = 16
 // threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
 // the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
 // (rescaled to the largest maximum). Within a chunk the scores come from the key tiles with the
-// positions along the SIMD lanes (on AVX-512 scoresT7F32: 32 positions against seven query rows
+// positions along the SIMD lanes (on AVX-512 scoresT7: 32 positions against seven query rows
 // a call, each query value broadcast once per dimension; see scoresT), then the outputs from the
-// value rows with the dimensions along the lanes (valuesR7F32: 32 dimensions against seven rows
+// value rows with the dimensions along the lanes (valuesR7: 32 dimensions against seven rows
 // of weights, each weight broadcast once per position; see valuesR): no horizontal sums, and a
 // decode step reads each key and value once per KV head instead of once per query head. Chunk
 // boundaries do not depend on the thread count, so neither do the results.
-// Keys and values in bf16 blocks (Paged.BF16) are widened to f32 a chunk at a time into scratch
-// that stays in L2 (exact), so the results equal those over f32 blocks holding the same values,
-// bit for bit, while memory is read at half the bytes. On AVX-512 each thread prefetches its
-// chunks' keys and values attendPrefetch bytes ahead of the kernels' reads (prefetcher; over bf16
-// blocks a chunk ahead, since a chunk is widened as a whole before its products).
+// Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
+// kernels' registers as they load them, elsewhere a chunk at a time into scratch that stays in
+// L2; so the results equal those over f32 blocks holding the same values, bit for bit, while
+// memory is read at half the bytes. On AVX-512 each thread prefetches its chunks' keys and values
+// attendPrefetch bytes ahead of the kernels' reads (prefetcher).
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -102,11 +102,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
 			}
 			if wide {
-				// A chunk is widened as a whole before its products, so the walk runs a chunk
-				// ahead: the first chunk (the bytes of its keys and values) is issued at once.
-				it := ds.items[lo]
-				d += 2 * 2 * (it.p1 - it.p0) * hd
-				pf.shift = 1
+				pf.shift = 1 // the kernels step it by the bytes of f32 they widen from bf16
 			}
 			pf.issue(d)
 		}
@@ -142,7 +138,7 @@ const DecodeChunk = 256
 
 var _ [0]struct{} = [DecodeChunk % KeyTile]struct{}{} // DecodeChunk is a multiple of KeyTile
 
-// rows7 is the query rows of one scoresT7F32 or valuesR7F32 call.
+// rows7 is the query rows of one scoresT7 or valuesR7 call.
 const rows7 = 7
 
 // decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
@@ -224,7 +220,7 @@ func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
-// by n/2 over bf16 blocks (shift 1), whose walk runs a chunk ahead.
+// by n/2 over bf16 blocks (shift 1), which the kernels widen in their registers.
 func (f *prefetcher) step(n int) { f.issue(n >> f.shift) }
 
 // issue prefetches the next n bytes of the walk (fewer at its end).
@@ -286,7 +282,12 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 	B := d.K.Block
 	b := p0 / B
 	var kb, vb []float32
-	if d.K.BF16 != nil {
+	var kb16, vb16 []uint16
+	switch {
+	case d.K.BF16 != nil && tier == tier512:
+		// The AVX-512 kernels widen bf16 in registers, as they load it.
+		kb16, vb16 = d.K.BF16[b][(p0-b*B)*hd:], d.V.BF16[b][(p0-b*B)*hd:]
+	case d.K.BF16 != nil:
 		kb, vb = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:n*hd]
 		k16 := d.K.BF16[b][(p0-b*B)*hd:]
 		full, tail := n/KeyTile*KeyTile, n%KeyTile
@@ -298,31 +299,31 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 			}
 		}
 		WidenBF16(vb, d.V.BF16[b][(p0-b*B)*hd:(p1-b*B)*hd])
-	} else {
+	default:
 		kb = d.K.Blocks[b][(p0-b*B)*hd:]
 		vb = d.V.Blocks[b][(p0-b*B)*hd:]
 	}
 	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]
-	scoresT(sc, cb, d.Q, qt, kb, tier, group, hd, n, pf)
+	scoresT(sc, cb, d.Q, qt, kb, kb16, tier, group, hd, n, pf)
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
 	if qt == nil || tier == tierAVX2 && hd%8 != 0 {
 		qt = nil // the portable product
 	}
-	valuesR(o, cb.o7, sc, vb, qt != nil, tier, group, hd, n, pf)
+	valuesR(o, cb.o7, sc, vb, vb16, qt != nil, tier, group, hd, n, pf)
 }
 
 // scoresT sets sc (group × n, row-major) to Q·K for the queries q (group × hd) and the n keys kt
 // in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
 // Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
 // transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
-// cb.s7 (7 × n): on AVX-512 scoresT7F32 on two tiles a call, each call of the first block first
+// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call, each call of the first block first
 // advancing pf's walk by the bytes of keys it reads; on AVX2 avx2Gemv7 on half a tile a call, a
 // part tile first copied whole into cb.t16 (so nothing past the sequence is read). Without qt,
 // one Axpy per query row, tile and dimension.
-func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, tier, group, hd, n int, pf *prefetcher) {
+func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, tier, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {
 			row := sc[r*n : (r+1)*n]
@@ -349,7 +350,11 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, tier, group, hd, 
 				if pf != nil && b == 0 {
 					pf.step(4 * hd * w)
 				}
-				scoresT7F32(qb, &kt[j*hd], hd, &dst[j], n, w)
+				if kt16 != nil {
+					scoresT7(qb, unsafe.Pointer(&kt16[j*hd]), hd, &dst[j], n, w, 1)
+				} else {
+					scoresT7(qb, unsafe.Pointer(&kt[j*hd]), hd, &dst[j], n, w, 0)
+				}
 			}
 		} else {
 			for j := 0; j < n; j += KeyTile {
@@ -378,7 +383,7 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, tier, group, hd, 
 	}
 }
 
-// transposeQ writes the group × hd queries q as scoresT7F32 reads them: per block of 7 query rows
+// transposeQ writes the group × hd queries q as scoresT7 reads them: per block of 7 query rows
 // (the last zero-padded), hd rows of 8 values, qt[(b·hd+d)·8+r] = q[(7b+r)·hd+d], the 8th zero.
 func transposeQ(qt, q []float32, group, hd int) {
 	clear(qt)
@@ -390,20 +395,20 @@ func transposeQ(qt, q []float32, group, hd int) {
 	}
 }
 
-// valuesStep is the most positions of one valuesR7F32 call: each call of the first pass over the
+// valuesStep is the most positions of one valuesR7 call: each call of the first pass over the
 // dimensions advances the prefetch walk by the value rows it reads (8 KiB at head dim 64, as a
-// scoresT7F32 call does); at depth 576 on Zen 5, 64 positions a call took 10% longer from
+// scoresT7 call does); at depth 576 on Zen 5, 64 positions a call took 10% longer from
 // memory, 16 no less than 32.
 const valuesStep = 32
 
 // valuesR sets o (group × hd) to P·V for the weights p (group × n, row-major) and the n value
 // rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast it takes 7
 // rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a last
-// block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7F32 on 32 dimensions and up to
+// block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7 on 32 dimensions and up to
 // valuesStep positions a call, each call of the first block's first 32 dimensions first
 // advancing pf's walk by the value rows it reads; on AVX2 (hd a multiple of 8) avx2Gemv7 on 8
 // dimensions and all n positions a call. Else one Axpy per row and position.
-func valuesR(o, o7, p, v []float32, fast bool, tier, group, hd, n int, pf *prefetcher) {
+func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
 	if !fast {
 		for r := range group {
 			row := o[r*hd : (r+1)*hd]
@@ -432,7 +437,11 @@ func valuesR(o, o7, p, v []float32, fast bool, tier, group, hd, n int, pf *prefe
 					if j > 0 {
 						acc = 1
 					}
-					valuesR7F32(&p[b*rows7*n+j], n, &v[j*hd+c], hd, k, &dst[c], hd, min(32, hd-c), acc)
+					if v16 != nil {
+						valuesR7(&p[b*rows7*n+j], n, unsafe.Pointer(&v16[j*hd+c]), hd, k, &dst[c], hd, min(32, hd-c), acc, 1)
+					} else {
+						valuesR7(&p[b*rows7*n+j], n, unsafe.Pointer(&v[j*hd+c]), hd, k, &dst[c], hd, min(32, hd-c), acc, 0)
+					}
 				}
 			}
 		} else {

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // hasAVX512 reports whether the AVX-512 kernels of kernels_amd64.s can run: AVX-512 F, VL, BW
 // and DQ enabled by the OS (x/sys/cpu checks XCR0), plus FMA and F16C.
@@ -23,10 +27,10 @@ var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 func prefetchLines(p *byte, n int)
 
 //go:noescape
-func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
+func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int)
 
 //go:noescape
-func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int)
+func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int)
 
 //go:noescape
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)

@@ -65,7 +65,7 @@
 	VFMADD231PS Z2, xr, c; \
 	VFMADD231PS Z3, xr, d
 
-// ZERO2 clears the accumulators a and b (scoresT7F32, valuesR7F32).
+// ZERO2 clears the accumulators a and b (scoresT7, valuesR7).
 #define ZERO2(a, b) \
 	VPXORD a, a, a; \
 	VPXORD b, b, b
@@ -1058,8 +1058,18 @@ p84done:
 	SHRQ  $16, AX; \
 	KMOVW AX, K2
 
+// BF16PAIR loads 16 bf16 values from each of a and b (under the masks K1 and K2; zeros past
+// them) and widens them exactly to f32 in Z0 and Z1 (the bf16 bits are the f32's top half).
+#define BF16PAIR(a, b) \
+	VMOVDQU16.Z a, K1, Y0; \
+	VMOVDQU16.Z b, K2, Y1; \
+	VPMOVZXWD   Y0, Z0; \
+	VPMOVZXWD   Y1, Z1; \
+	VPSLLD      $16, Z0, Z0; \
+	VPSLLD      $16, Z1, Z1
+
 // SCT7ROW broadcasts the query value at off(DI) into b and adds its products with the two key
-// vectors Z0, Z1 into a0, a1 (scoresT7F32).
+// vectors Z0, Z1 into a0, a1 (scoresT7).
 #define SCT7ROW(off, b, a0, a1) \
 	VBROADCASTSS off(DI), b; \
 	VFMADD231PS  Z0, b, a0; \
@@ -1072,7 +1082,18 @@ p84done:
 	VMOVUPS a1, K2, 64(DX); \
 	ADDQ    BX, DX
 
-// ACC7ZERO clears the 14 accumulators Z16-Z29 of scoresT7F32 and valuesR7F32; ACC7STORE stores
+// SCT7STEP adds one dimension's products: the query values at DI (qt's row) against the key
+// vectors Z0, Z1 (scoresT7).
+#define SCT7STEP \
+	SCT7ROW(0, Z2, Z16, Z17); \
+	SCT7ROW(4, Z3, Z18, Z19); \
+	SCT7ROW(8, Z4, Z20, Z21); \
+	SCT7ROW(12, Z5, Z22, Z23); \
+	SCT7ROW(16, Z6, Z24, Z25); \
+	SCT7ROW(20, Z7, Z26, Z27); \
+	SCT7ROW(24, Z8, Z28, Z29)
+
+// ACC7ZERO clears the 14 accumulators Z16-Z29 of scoresT7 and valuesR7; ACC7STORE stores
 // them, two per row, from DX on (SCT7STORE).
 #define ACC7ZERO \
 	ZERO2(Z16, Z17) \
@@ -1092,41 +1113,52 @@ p84done:
 	SCT7STORE(Z26, Z27) \
 	SCT7STORE(Z28, Z29)
 
-// func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int)
+// func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int)
 //
 // The decode-attention scores over keys in tiles (Paged.Tiled: a tile is hd rows of 16
-// positions, row-major, tiles back to back): dst[r, j] = Σ_d qt[d, r]·k[tile j/16][d][j%16] for
-// the 7 query rows r < 7 and the n keys j < n (1 ≤ n ≤ 32: the tile at k and the next), with qt
-// the queries transposed (hd rows of 8 values, the 8th unused) and hd ≥ 1. The keys lie along
-// the lanes: per d, two key vectors (one row of each tile, loaded under the masks K1, K2 of the
-// n keys, so nothing past them is read) meet the 7 query values, each broadcast once, in 14 FMAs
-// into 14 accumulators (Z16-Z29), and no horizontal sums; the two tiles are read front to back.
-// Each score is summed over d in order. The n results of each row overwrite dst (masked stores).
-TEXT ·scoresT7F32(SB), NOSPLIT, $0-48
+// positions, row-major, tiles back to back), f32, or bf16 with b16 = 1: dst[r, j] =
+// Σ_d qt[d, r]·k[tile j/16][d][j%16] for the 7 query rows r < 7 and the n keys j < n (1 ≤ n ≤ 32:
+// the tile at k and the next), with qt the queries transposed (hd rows of 8 values, the 8th
+// unused) and hd ≥ 1. The keys lie along the lanes: per d, two key vectors (one row of each tile,
+// loaded under the masks K1, K2 of the n keys, so nothing past them is read; bf16 widened exactly
+// in the registers) meet the 7 query values, each broadcast once, in 14 FMAs into 14
+// accumulators (Z16-Z29), and no horizontal sums; the two tiles are read front to back. Each
+// score is summed over d in order, the same order for f32 and bf16. The n results of each row
+// overwrite dst (masked stores).
+TEXT ·scoresT7(SB), NOSPLIT, $0-56
 	MOVQ n+40(FP), CX
 	MASK32(CX)
 	MOVQ qt+0(FP), DI
 	MOVQ k+8(FP), SI
 	MOVQ hd+16(FP), CX
 	MOVQ CX, R8
-	SHLQ $6, R8
 	ACC7ZERO
+	CMPQ b16+48(FP), $0
+	JNE  sct7b16
+	SHLQ $6, R8
 
 sct7loop:
 	VMOVUPS.Z (SI), K1, Z0
 	VMOVUPS.Z (SI)(R8*1), K2, Z1
-	SCT7ROW(0, Z2, Z16, Z17)
-	SCT7ROW(4, Z3, Z18, Z19)
-	SCT7ROW(8, Z4, Z20, Z21)
-	SCT7ROW(12, Z5, Z22, Z23)
-	SCT7ROW(16, Z6, Z24, Z25)
-	SCT7ROW(20, Z7, Z26, Z27)
-	SCT7ROW(24, Z8, Z28, Z29)
+	SCT7STEP
 	ADDQ $64, SI
 	ADDQ $32, DI
 	DECQ CX
 	JNZ  sct7loop
+	JMP  sct7done
 
+sct7b16:
+	SHLQ $5, R8
+
+sct7b16loop:
+	BF16PAIR((SI), (SI)(R8*1))
+	SCT7STEP
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sct7b16loop
+
+sct7done:
 	MOVQ dst+24(FP), DX
 	MOVQ ldd+32(FP), BX
 	SHLQ $2, BX
@@ -1135,11 +1167,27 @@ sct7loop:
 	RET
 
 // VR7ROW broadcasts p[r, j] from off into b and adds its products with the two value vectors
-// Z0, Z1 into a0, a1 (valuesR7F32).
+// Z0, Z1 into a0, a1 (valuesR7).
 #define VR7ROW(off, b, a0, a1) \
 	VBROADCASTSS off, b; \
 	VFMADD231PS  Z0, b, a0; \
 	VFMADD231PS  Z1, b, a1
+
+// VR7STEP adds one position's products: the weights of the 7 rows at DI, DI+R10, ..., R12
+// against the value vectors Z0, Z1, then moves SI to the next value row (R8 bytes on) and the
+// weight pointers to the next position (valuesR7).
+#define VR7STEP \
+	VR7ROW((DI), Z2, Z16, Z17); \
+	VR7ROW((DI)(R10*1), Z3, Z18, Z19); \
+	VR7ROW((DI)(R10*2), Z4, Z20, Z21); \
+	VR7ROW((R11), Z5, Z22, Z23); \
+	VR7ROW((R11)(R10*1), Z6, Z24, Z25); \
+	VR7ROW((R11)(R10*2), Z7, Z26, Z27); \
+	VR7ROW((R12), Z8, Z28, Z29); \
+	ADDQ R8, SI; \
+	ADDQ $4, DI; \
+	ADDQ $4, R11; \
+	ADDQ $4, R12
 
 // VR7LOAD loads o's row at DX (under the masks K1, K2; zeros past them) into a0, a1 and moves DX
 // to the next row (BX bytes on).
@@ -1148,17 +1196,18 @@ sct7loop:
 	VMOVUPS.Z 64(DX), K2, a1; \
 	ADDQ      BX, DX
 
-// func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int)
+// func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int)
 //
 // The decode-attention values product over values stored by rows (one position per row, ldv
-// apart): o[r, c] (+)= Σ_j p[r, j]·v[j, c] for the 7 query rows r < 7 (p's rows ldp apart, o's
-// ldo) and the w columns c < w (1 ≤ w ≤ 32) over n ≥ 1 positions j. Per position, two value
-// vectors (columns 0-15 and 16-31, loaded under the masks K1, K2 of the w columns, so nothing
-// past them is read) meet the 7 weights p[r, j], each broadcast once, in 14 FMAs into 14
-// accumulators (Z16-Z29), and no horizontal sums. Each sum runs over j in order; with acc = 1 it
-// continues from o's values (a product split over calls sums as one call would), else from zero.
-// The w results of each row are stored under the masks.
-TEXT ·valuesR7F32(SB), NOSPLIT, $0-72
+// elements apart), f32, or bf16 with b16 = 1: o[r, c] (+)= Σ_j p[r, j]·v[j, c] for the 7 query
+// rows r < 7 (p's rows ldp apart, o's ldo) and the w columns c < w (1 ≤ w ≤ 32) over n ≥ 1
+// positions j. Per position, two value vectors (columns 0-15 and 16-31, loaded under the masks
+// K1, K2 of the w columns, so nothing past them is read; bf16 widened exactly in the registers)
+// meet the 7 weights p[r, j], each broadcast once, in 14 FMAs into 14 accumulators (Z16-Z29),
+// and no horizontal sums. Each sum runs over j in order; with acc = 1 it continues from o's
+// values (a product split over calls sums as one call would), else from zero. The w results of
+// each row are stored under the masks.
+TEXT ·valuesR7(SB), NOSPLIT, $0-80
 	MOVQ w+56(FP), CX
 	MASK32(CX)
 	MOVQ o+40(FP), DX
@@ -1188,26 +1237,29 @@ vr7start:
 	ADDQ R10, R12
 	MOVQ v+16(FP), SI
 	MOVQ ldv+24(FP), R8
-	SHLQ $2, R8
 	MOVQ n+32(FP), CX
+	CMPQ b16+72(FP), $0
+	JNE  vr7b16
+	SHLQ $2, R8
 
 vr7loop:
 	VMOVUPS.Z (SI), K1, Z0
 	VMOVUPS.Z 64(SI), K2, Z1
-	VR7ROW((DI), Z2, Z16, Z17)
-	VR7ROW((DI)(R10*1), Z3, Z18, Z19)
-	VR7ROW((DI)(R10*2), Z4, Z20, Z21)
-	VR7ROW((R11), Z5, Z22, Z23)
-	VR7ROW((R11)(R10*1), Z6, Z24, Z25)
-	VR7ROW((R11)(R10*2), Z7, Z26, Z27)
-	VR7ROW((R12), Z8, Z28, Z29)
-	ADDQ R8, SI
-	ADDQ $4, DI
-	ADDQ $4, R11
-	ADDQ $4, R12
+	VR7STEP
 	DECQ CX
 	JNZ  vr7loop
+	JMP  vr7done
 
+vr7b16:
+	SHLQ $1, R8
+
+vr7b16loop:
+	BF16PAIR((SI), 32(SI))
+	VR7STEP
+	DECQ CX
+	JNZ  vr7b16loop
+
+vr7done:
 	MOVQ o+40(FP), DX
 	ACC7STORE
 	VZEROUPPER

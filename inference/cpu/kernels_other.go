@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 // Without amd64 assembly every kernel is the portable Go code; the functions below are never
 // called because hasAVX512 is false.
 const (
@@ -13,10 +15,10 @@ const (
 // prefetchLines is only a hint to the hardware: without assembly there is nothing to do.
 func prefetchLines(p *byte, n int) {}
 
-func scoresT7F32(qt *float32, k *float32, hd int, dst *float32, ldd int, n int) {
+func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int) {
 	panic("cpu: no SIMD")
 }
-func valuesR7F32(p *float32, ldp int, v *float32, ldv int, n int, o *float32, ldo int, w int, acc int) {
+func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int) {
 	panic("cpu: no SIMD")
 }
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {

@@ -68,7 +68,7 @@ func TestPrefetcherWalk(t *testing.T) {
 }
 
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
-// groups that take scoresT7F32 and valuesR7F32 whole (7) or through the padded block (6), over
+// groups that take scoresT7 and valuesR7 whole (7) or through the padded block (6), over
 // f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
 // threads, the prefetches cover every key and value byte of every chunk, no line more than twice
 // (the end of one row and the start of the next may share one). Without the kernels' steps only
