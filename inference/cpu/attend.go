@@ -309,9 +309,6 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
-	if qt == nil || tier == tierAVX2 && hd%8 != 0 {
-		qt = nil // the portable product
-	}
 	valuesR(o, cb.o7, sc, vb, vb16, qt != nil, tier, group, hd, n, pf)
 }
 
@@ -350,11 +347,8 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 				if pf != nil && b == 0 {
 					pf.step(4 * hd * w)
 				}
-				if kt16 != nil {
-					scoresT7(qb, unsafe.Pointer(&kt16[j*hd]), hd, &dst[j], n, w, 1)
-				} else {
-					scoresT7(qb, unsafe.Pointer(&kt[j*hd]), hd, &dst[j], n, w, 0)
-				}
+				kp, b16 := elemPtr(kt, kt16, j*hd)
+				scoresT7(qb, kp, hd, &dst[j], n, w, b16)
 			}
 		} else {
 			for j := 0; j < n; j += KeyTile {
@@ -407,9 +401,10 @@ const valuesStep = 32
 // block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7 on 32 dimensions and up to
 // valuesStep positions a call, each call of the first block's first 32 dimensions first
 // advancing pf's walk by the value rows it reads; on AVX2 (hd a multiple of 8) avx2Gemv7 on 8
-// dimensions and all n positions a call. Else one Axpy per row and position.
+// dimensions and all n positions a call. Else (or on AVX2 with another head dim) one Axpy per
+// row and position.
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
-	if !fast {
+	if !fast || tier == tierAVX2 && hd%8 != 0 {
 		for r := range group {
 			row := o[r*hd : (r+1)*hd]
 			clear(row)
@@ -437,11 +432,8 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 					if j > 0 {
 						acc = 1
 					}
-					if v16 != nil {
-						valuesR7(&p[b*rows7*n+j], n, unsafe.Pointer(&v16[j*hd+c]), hd, k, &dst[c], hd, min(32, hd-c), acc, 1)
-					} else {
-						valuesR7(&p[b*rows7*n+j], n, unsafe.Pointer(&v[j*hd+c]), hd, k, &dst[c], hd, min(32, hd-c), acc, 0)
-					}
+					vp, b16 := elemPtr(v, v16, j*hd+c)
+					valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16)
 				}
 			}
 		} else {
@@ -453,6 +445,15 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 			copy(o[b*rows7*hd:(b*rows7+rows)*hd], o7[:rows*hd])
 		}
 	}
+}
+
+// elemPtr returns the address of element i of the f32 values f, or of the bf16 values h where h is
+// not nil, and 1 for bf16 (the kernels' b16 argument), else 0.
+func elemPtr(f []float32, h []uint16, i int) (unsafe.Pointer, int) {
+	if h != nil {
+		return unsafe.Pointer(&h[i]), 1
+	}
+	return unsafe.Pointer(&f[i]), 0
 }
 
 // expRow sets x[i] = e^(x[i]−m) for m = max x and returns m and Σ x[i] (len(x) > 0).
