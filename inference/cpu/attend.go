@@ -165,10 +165,12 @@ type chunkBufs struct {
 // and values (0: not at all); tests and benchmarks change it. On Zen 5 a
 // depth-2,048 decode step's attention from memory took 19-34% less time with it over f32 blocks
 // (4 KiB; 2 to 16 KiB all gained), 0-26% less over bf16 ones; docs/BENCHMARKS.md ("KV
-// cache: huge pages and prefetch").
+// cache: huge pages and prefetch"). With the kernels spreading their share of the walk over
+// their loops, 8 KiB took 2-9% less time than 4 KiB over f32 blocks, 16 KiB no less
+// (docs/BENCHMARKS.md, "Issue 30: attention's prefetch inside the kernels").
 var attendPrefetch atomic.Int32
 
-func init() { attendPrefetch.Store(4096) }
+func init() { attendPrefetch.Store(8192) }
 
 // attendPrefetchEmit, when not nil (tests only; set it while no AttendDecode runs), receives
 // AttendDecode's prefetches instead of the CPU, from every thread.
@@ -182,9 +184,9 @@ type pfRegion struct {
 
 // prefetcher walks the keys and values one thread's chunks read, in the order attendChunk reads
 // them (per chunk its keys, then its value rows), a distance ahead: issue(d) starts the walk and
-// each kernel call issues as many bytes as it reads: a chunk's keys and values are two streams
-// of 64 KiB, which the hardware prefetcher alone leaves waiting on memory (docs/DESIGN.md, "Paged
-// KV cache"). Prefetches change no result.
+// each kernel call prefetches as many bytes as it reads, spread over its loop (step): a chunk's
+// keys and values are two streams of 64 KiB, which the hardware prefetcher alone leaves waiting
+// on memory (docs/DESIGN.md, "Paged KV cache"). Prefetches change no result.
 type prefetcher struct {
 	regs        []pfRegion
 	r, row, col int                           // the walk's position: region, row, byte in the row
@@ -220,29 +222,59 @@ func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
-// by n/2 over bf16 blocks (shift 1), which the kernels widen in their registers.
-func (f *prefetcher) step(n int) { f.issue(n >> f.shift) }
+// by n/2 over bf16 blocks (shift 1), which the kernels widen in their registers. It returns the
+// call's share for the kernel to prefetch itself, spread over its loop (a burst of PREFETCHT0
+// waits on the miss buffers, and the kernel's work with it): the lines of the walk's next
+// contiguous piece, at most maxLines of them (nil and 0 where none). What the piece leaves of
+// the step (past a region's end, or beyond maxLines) it prefetches at once. With emit set, emit
+// receives the piece too, and the kernel gets none.
+func (f *prefetcher) step(n, maxLines int) (p unsafe.Pointer, lines int) {
+	n >>= f.shift
+	p, take := f.next(min(n, maxLines*64))
+	if take > 0 && f.emit != nil {
+		f.emit(p, take)
+		p = nil
+	}
+	f.issue(n - take)
+	if p == nil {
+		return nil, 0
+	}
+	return p, (take + 63) >> 6
+}
 
 // issue prefetches the next n bytes of the walk (fewer at its end).
 func (f *prefetcher) issue(n int) {
-	for n > 0 && f.r < len(f.regs) {
-		g := &f.regs[f.r]
-		take := min(n, g.rowBytes-f.col)
-		p := unsafe.Add(g.p, f.row*g.stride+f.col)
+	for n > 0 {
+		p, take := f.next(n)
+		if take == 0 {
+			return
+		}
 		if f.emit != nil {
 			f.emit(p, take)
 		} else {
 			prefetchLines((*byte)(p), (take+63)>>6)
 		}
 		n -= take
-		if f.col += take; f.col == g.rowBytes {
-			f.col = 0
-			if f.row++; f.row == g.rows {
-				f.row = 0
-				f.r++
-			}
+	}
+}
+
+// next moves the walk over its next contiguous piece of at most n bytes and returns it (take 0
+// at the walk's end).
+func (f *prefetcher) next(n int) (p unsafe.Pointer, take int) {
+	if n <= 0 || f.r == len(f.regs) {
+		return nil, 0
+	}
+	g := &f.regs[f.r]
+	take = min(n, g.rowBytes-f.col)
+	p = unsafe.Add(g.p, f.row*g.stride+f.col)
+	if f.col += take; f.col == g.rowBytes {
+		f.col = 0
+		if f.row++; f.row == g.rows {
+			f.row = 0
+			f.r++
 		}
 	}
+	return p, take
 }
 
 var (
@@ -344,11 +376,13 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 		if tier == tier512 {
 			for j := 0; j < n; j += 2 * KeyTile {
 				w := min(2*KeyTile, n-j)
+				var pp unsafe.Pointer
+				var pl int
 				if pf != nil && b == 0 {
-					pf.step(4 * hd * w)
+					pp, pl = pf.step(4*hd*w, 2*hd) // scoresT7 prefetches two lines per dimension
 				}
 				kp, b16 := elemPtr(kt, kt16, j*hd)
-				scoresT7(qb, kp, hd, &dst[j], n, w, b16)
+				scoresT7(qb, kp, hd, &dst[j], n, w, b16, pp, pl)
 			}
 		} else {
 			for j := 0; j < n; j += KeyTile {
@@ -425,15 +459,17 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 			for c := 0; c < hd; c += 32 {
 				for j := 0; j < n; j += valuesStep {
 					k := min(valuesStep, n-j)
+					var pp unsafe.Pointer
+					var pl int
 					if pf != nil && b == 0 && c == 0 {
-						pf.step(4 * hd * k)
+						pp, pl = pf.step(4*hd*k, 4*k) // valuesR7 prefetches four lines per position
 					}
 					acc := 0
 					if j > 0 {
 						acc = 1
 					}
 					vp, b16 := elemPtr(v, v16, j*hd+c)
-					valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16)
+					valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16, pp, pl)
 				}
 			}
 		} else {

@@ -69,7 +69,7 @@ func TestAttendKernelsReadNothingPast(t *testing.T) {
 				for i := range dst {
 					dst[i] = sentinel
 				}
-				scoresT7(&qt[0], kp, hd, &dst[0], ldd, n, b16)
+				scoresT7(&qt[0], kp, hd, &dst[0], ldd, n, b16, nil, 0)
 				for r := range 7 {
 					for j := range ldd {
 						got := dst[r*ldd+j]
@@ -105,7 +105,7 @@ func TestAttendKernelsReadNothingPast(t *testing.T) {
 							o[i] = 1
 						}
 					}
-					valuesR7(&p[0], n, vp, ldv, n, &o[0], ldo, w, acc, b16)
+					valuesR7(&p[0], n, vp, ldv, n, &o[0], ldo, w, acc, b16, nil, 0)
 					for r := range 7 {
 						for c := range ldo {
 							got := o[r*ldo+c]

@@ -1113,7 +1113,22 @@ p84done:
 	SCT7STORE(Z26, Z27) \
 	SCT7STORE(Z28, Z29)
 
-// func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int)
+// PFLINES2 and PFLINES4 prefetch (PREFETCHT0) the next two or four 64-byte lines at R9 while
+// R13 (the lines left) is above zero, then move R9 on and count them off: a kernel's share of
+// decode attention's prefetch walk, spread over its loop rather than issued in one burst.
+#define PFLINES2 \
+	CMPQ       R13, $0; \
+	JLE        5(PC); \
+	PREFETCHT0 (R9); \
+	PREFETCHT0 64(R9); \
+	ADDQ       $128, R9; \
+	SUBQ       $2, R13
+
+#define PFLINES4 \
+	PFLINES2; \
+	PFLINES2
+
+// func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int, pf unsafe.Pointer, pfn int)
 //
 // The decode-attention scores over keys in tiles (Paged.Tiled: a tile is hd rows of 16
 // positions, row-major, tiles back to back), f32, or bf16 with b16 = 1: dst[r, j] =
@@ -1124,10 +1139,14 @@ p84done:
 // in the registers) meet the 7 query values, each broadcast once, in 14 FMAs into 14
 // accumulators (Z16-Z29), and no horizontal sums; the two tiles are read front to back. Each
 // score is summed over d in order, the same order for f32 and bf16. The n results of each row
-// overwrite dst (masked stores).
-TEXT ·scoresT7(SB), NOSPLIT, $0-56
+// overwrite dst (masked stores). Meanwhile it prefetches the pfn lines from pf (two per d, while
+// any are left; pfn ≤ 2·hd, pf any address: a prefetch never faults), its share of decode
+// attention's prefetch walk.
+TEXT ·scoresT7(SB), NOSPLIT, $0-72
 	MOVQ n+40(FP), CX
 	MASK32(CX)
+	MOVQ pf+56(FP), R9
+	MOVQ pfn+64(FP), R13
 	MOVQ qt+0(FP), DI
 	MOVQ k+8(FP), SI
 	MOVQ hd+16(FP), CX
@@ -1140,6 +1159,7 @@ TEXT ·scoresT7(SB), NOSPLIT, $0-56
 sct7loop:
 	VMOVUPS.Z (SI), K1, Z0
 	VMOVUPS.Z (SI)(R8*1), K2, Z1
+	PFLINES2
 	SCT7STEP
 	ADDQ $64, SI
 	ADDQ $32, DI
@@ -1152,6 +1172,7 @@ sct7b16:
 
 sct7b16loop:
 	BF16PAIR((SI), (SI)(R8*1))
+	PFLINES2
 	SCT7STEP
 	ADDQ $32, SI
 	ADDQ $32, DI
@@ -1196,7 +1217,7 @@ sct7done:
 	VMOVUPS.Z 64(DX), K2, a1; \
 	ADDQ      BX, DX
 
-// func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int)
+// func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int, pf unsafe.Pointer, pfn int)
 //
 // The decode-attention values product over values stored by rows (one position per row, ldv
 // elements apart), f32, or bf16 with b16 = 1: o[r, c] (+)= Σ_j p[r, j]·v[j, c] for the 7 query
@@ -1206,10 +1227,13 @@ sct7done:
 // meet the 7 weights p[r, j], each broadcast once, in 14 FMAs into 14 accumulators (Z16-Z29),
 // and no horizontal sums. Each sum runs over j in order; with acc = 1 it continues from o's
 // values (a product split over calls sums as one call would), else from zero. The w results of
-// each row are stored under the masks.
-TEXT ·valuesR7(SB), NOSPLIT, $0-80
+// each row are stored under the masks. Meanwhile it prefetches the pfn lines from pf (four per
+// position, while any are left; pfn ≤ 4·n), as scoresT7 does.
+TEXT ·valuesR7(SB), NOSPLIT, $0-96
 	MOVQ w+56(FP), CX
 	MASK32(CX)
+	MOVQ pf+80(FP), R9
+	MOVQ pfn+88(FP), R13
 	MOVQ o+40(FP), DX
 	MOVQ ldo+48(FP), BX
 	SHLQ $2, BX
@@ -1245,6 +1269,7 @@ vr7start:
 vr7loop:
 	VMOVUPS.Z (SI), K1, Z0
 	VMOVUPS.Z 64(SI), K2, Z1
+	PFLINES4
 	VR7STEP
 	DECQ CX
 	JNZ  vr7loop
@@ -1255,6 +1280,7 @@ vr7b16:
 
 vr7b16loop:
 	BF16PAIR((SI), 32(SI))
+	PFLINES4
 	VR7STEP
 	DECQ CX
 	JNZ  vr7b16loop

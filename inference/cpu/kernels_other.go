@@ -15,10 +15,10 @@ const (
 // prefetchLines is only a hint to the hardware: without assembly there is nothing to do.
 func prefetchLines(p *byte, n int) {}
 
-func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int) {
+func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int, pf unsafe.Pointer, pfn int) {
 	panic("cpu: no SIMD")
 }
-func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int) {
+func valuesR7(p *float32, ldp int, v unsafe.Pointer, ldv int, n int, o *float32, ldo int, w int, acc int, b16 int, pf unsafe.Pointer, pfn int) {
 	panic("cpu: no SIMD")
 }
 func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {

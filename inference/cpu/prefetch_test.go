@@ -13,7 +13,8 @@ import (
 // TestPrefetcherWalk: the walk of three chunks (a part of a block, a last block of less than one
 // key tile, a whole block) visits exactly the bytes attendChunk reads, in its order (the keys'
 // whole tiles, the rows of a part tile, then the value rows), chunk after chunk, whatever the
-// step, and stops at its end.
+// step, and stops at its end; so does it when a kernel takes a share of each step (step: at most
+// maxLines of the next contiguous piece, the rest issued at once).
 func TestPrefetcherWalk(t *testing.T) {
 	const hd, B, n = 16, 64, 140
 	rng := rand.New(rand.NewPCG(33, 1))
@@ -38,7 +39,8 @@ func TestPrefetcherWalk(t *testing.T) {
 		}
 		want = append(want, span{addr(d.V.Blocks[b], (c[0]-b*B)*hd), uintptr(4 * m * hd)})
 	}
-	for _, step := range []int{1, 60, 64, 100, 4096, 1 << 20} {
+	for _, c := range []struct{ step, maxLines int }{{1, 0}, {60, 0}, {64, 0}, {100, 0}, {4096, 0}, {1 << 20, 0}, {100, 1}, {4096, 3}, {4096, 64}} {
+		step, maxLines := c.step, c.maxLines
 		var f prefetcher
 		var got []span
 		f.emit = func(p unsafe.Pointer, n int) {
@@ -54,21 +56,27 @@ func TestPrefetcherWalk(t *testing.T) {
 			f.addChunk(d, hd, c[0], c[1])
 		}
 		for range 1 << 16 {
-			f.issue(step)
+			if maxLines == 0 {
+				f.issue(step)
+			} else if p, n := f.step(step, maxLines); p != nil || n != 0 {
+				t.Fatalf("step %d, %d lines: the kernel's share went to the kernel, not to emit", step, maxLines)
+			}
 		}
 		if len(got) != len(want) {
-			t.Fatalf("step %d: %d spans, want %d", step, len(got), len(want))
+			t.Fatalf("step %d (kernel share %d lines): %d spans, want %d", step, maxLines, len(got), len(want))
 		}
 		for i := range want {
 			if got[i] != want[i] {
-				t.Fatalf("step %d: span %d is %d bytes at %#x, want %d at %#x", step, i, got[i].n, got[i].p, want[i].n, want[i].p)
+				t.Fatalf("step %d (kernel share %d lines): span %d is %d bytes at %#x, want %d at %#x", step, maxLines, i, got[i].n, got[i].p, want[i].n, want[i].p)
 			}
 		}
 	}
 }
 
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
-// groups that take scoresT7 and valuesR7 whole (7) or through the padded block (6), over
+// groups that take scoresT7 and valuesR7 whole (7) or through the padded block (6), head dims
+// of 64 and 128 (where valuesR7 takes only half of its step's lines and the rest is issued
+// at once), over
 // f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
 // threads, the prefetches cover every key and value byte of every chunk, no line more than twice
 // (the end of one row and the start of the next may share one). Without the kernels' steps only
@@ -82,8 +90,9 @@ func TestAttendDecodeWalks(t *testing.T) {
 	attendPrefetch.Store(4096)
 	defer func() { attendPrefetchEmit = nil }()
 	rng := rand.New(rand.NewPCG(34, 2))
-	const hd, B = 64, 256
-	for _, group := range []int{7, 6} {
+	const B = 256
+	for _, c := range []struct{ group, hd int }{{7, 64}, {6, 64}, {7, 128}} {
+		group, hd := c.group, c.hd
 		for _, kv16 := range []bool{false, true} {
 			lens := []int{700, 2049}
 			heads := make([]DecodeHead, len(lens))
@@ -120,11 +129,11 @@ func TestAttendDecodeWalks(t *testing.T) {
 				restore()
 				attendPrefetchEmit = nil
 				if bytes != total {
-					t.Errorf("group %d, bf16 %v, %d threads: %d bytes prefetched, want all %d", group, kv16, th, bytes, total)
+					t.Errorf("group %d, hd %d, bf16 %v, %d threads: %d bytes prefetched, want all %d", group, hd, kv16, th, bytes, total)
 				}
 				for a, k := range seen {
 					if k > 2 { // a line may be shared by the end of one row and the start of the next
-						t.Errorf("group %d, bf16 %v, %d threads: line %#x prefetched %d times", group, kv16, th, a, k)
+						t.Errorf("group %d, hd %d, bf16 %v, %d threads: line %#x prefetched %d times", group, hd, kv16, th, a, k)
 						break
 					}
 				}
