@@ -37,8 +37,9 @@ const KeyTile = 16
 // Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
 // kernels' registers as they load them, elsewhere a chunk at a time into scratch that stays in
 // L2; so the results equal those over f32 blocks holding the same values, bit for bit, while
-// memory is read at half the bytes. On AVX-512 each thread prefetches its chunks' keys and values
-// attendPrefetch bytes ahead of the kernels' reads (prefetcher).
+// memory is read at half the bytes. On AVX-512 and AVX2 each thread prefetches its chunks' keys
+// and values attendPrefetch bytes ahead of the kernels' reads (prefetcher), the kernels issuing
+// the prefetches spread over their loops.
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -93,7 +94,8 @@ func AttendDecode(heads []DecodeHead, group int) {
 			cb.v = grow(cb.v, hd*DecodeChunk)
 		}
 		var pf *prefetcher
-		if d := int(attendPrefetch.Load()); d > 0 && tier == tier512 { // only the AVX-512 kernels step it
+		// The AVX-512 and AVX2 kernels step the walk.
+		if d := int(attendPrefetch.Load()); d > 0 && (tier == tier512 || tier == tierAVX2) {
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit
@@ -103,6 +105,11 @@ func AttendDecode(heads []DecodeHead, group int) {
 			}
 			if wide {
 				pf.shift = 1 // the kernels step it by the bytes of f32 they widen from bf16
+				if tier == tierAVX2 {
+					// Each chunk is widened into scratch before the kernel meets it: the walk
+					// runs a chunk ahead, so the kernels' steps fetch the next chunk.
+					d += 2 * 2 * hd * (ds.items[lo].p1 - ds.items[lo].p0)
+				}
 			}
 			pf.issue(d)
 		}
@@ -348,10 +355,11 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 // in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
 // Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
 // transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
-// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call, each call of the first block first
-// advancing pf's walk by the bytes of keys it reads; on AVX2 avx2Gemv7 on half a tile a call, a
-// part tile first copied whole into cb.t16 (so nothing past the sequence is read). Without qt,
-// one Axpy per query row, tile and dimension.
+// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call; on AVX2 avx2Gemv7 on half a tile a
+// call, a part tile first copied whole into cb.t16 (so nothing past the sequence is read). In
+// the first block, each scoresT7 call and the first avx2Gemv7 call of each tile advance pf's
+// walk by the bytes of keys they read (step) and prefetch their share. Without qt, one Axpy per
+// query row, tile and dimension.
 func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, tier, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {
@@ -387,6 +395,11 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 		} else {
 			for j := 0; j < n; j += KeyTile {
 				tile := kt[j*hd:]
+				var pp unsafe.Pointer
+				var pl int
+				if pf != nil && b == 0 {
+					pp, pl = pf.step(4*hd*min(KeyTile, n-j), 4*hd) // avx2Gemv7 prefetches four lines a step
+				}
 				if w := n - j; w < KeyTile {
 					t := cb.t16
 					for c := range hd {
@@ -394,15 +407,15 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 						clear(t[c*KeyTile+w : (c+1)*KeyTile])
 					}
 					var out [rows7 * KeyTile]float32
-					avx2Gemv7(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0)
-					avx2Gemv7(&t[8], KeyTile, qb, 1, 8, hd, &out[8], KeyTile, 0)
+					avx2Gemv7(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
+					avx2Gemv7(&t[8], KeyTile, qb, 1, 8, hd, &out[8], KeyTile, 0, nil, 0)
 					for r := range rows7 {
 						copy(dst[r*n+j:r*n+n], out[r*KeyTile:r*KeyTile+w])
 					}
 					continue
 				}
-				avx2Gemv7(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0)
-				avx2Gemv7(&tile[8], KeyTile, qb, 1, 8, hd, &dst[j+8], n, 0)
+				avx2Gemv7(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0, pp, pl)
+				avx2Gemv7(&tile[8], KeyTile, qb, 1, 8, hd, &dst[j+8], n, 0, nil, 0)
 			}
 		}
 		if rows < rows7 {
@@ -433,10 +446,11 @@ const valuesStep = 32
 // rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast it takes 7
 // rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a last
 // block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7 on 32 dimensions and up to
-// valuesStep positions a call, each call of the first block's first 32 dimensions first
-// advancing pf's walk by the value rows it reads; on AVX2 (hd a multiple of 8) avx2Gemv7 on 8
-// dimensions and all n positions a call. Else (or on AVX2 with another head dim) one Axpy per
-// row and position.
+// valuesStep positions a call, each call of the first block's first 32 dimensions advancing
+// pf's walk by the value rows it reads (step) and prefetching its share; on AVX2 (hd a multiple
+// of 8) avx2Gemv7 on 8 dimensions and all n positions a call, the first call of the first block
+// advancing the walk by all n rows. Else (or on AVX2 with another head dim) one Axpy per row
+// and position.
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
 	if !fast || tier == tierAVX2 && hd%8 != 0 {
 		for r := range group {
@@ -473,8 +487,14 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 				}
 			}
 		} else {
+			var pp unsafe.Pointer
+			var pl int
+			if pf != nil && b == 0 {
+				pp, pl = pf.step(4*hd*n, 4*n) // the first call meets every row: the chunk's values
+			}
 			for c := 0; c < hd; c += 8 {
-				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0)
+				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
+				pp, pl = nil, 0
 			}
 		}
 		if rows < rows7 {

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // hasAVX2 reports whether the AVX2 kernels of kernels_avx2_amd64.s can run: AVX2, FMA and F16C,
 // with the OS saving the ymm registers (x/sys/cpu checks XCR0 before it reports AVX2).
@@ -16,7 +20,7 @@ var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 
 //go:noescape
-func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int)
+func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 
 //go:noescape
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int)

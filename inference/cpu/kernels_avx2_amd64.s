@@ -776,14 +776,28 @@ q8adone:
 	VMOVUPS y, (DX); \
 	ADDQ    BX, DX
 
-// func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int)
+// G7PF prefetches (PREFETCHT0) the next four 64-byte lines at AX while R13 (the lines left) is
+// above zero, then moves AX on and counts them off (avx2Gemv7's share of the prefetch walk).
+#define G7PF \
+	CMPQ       R13, $0; \
+	JLE        7(PC); \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	PREFETCHT0 128(AX); \
+	PREFETCHT0 192(AX); \
+	ADDQ       $256, AX; \
+	SUBQ       $4, R13
+
+// func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 //
 // Decode attention's two products on AVX2 (AttendDecode: scoresT over key tiles, valuesR over
 // value rows): dst[r, 0..8) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..8) for the 7 rows r < 7
 // over steps ≥ 1 steps t; strides in elements. Per step one vector of x (Y0) meets the 7 scalars,
 // each broadcast once (Y1-Y7), in 7 FMAs into 7 accumulators (Y8-Y14), so no horizontal sums;
-// each sum runs over t in order, from dst's values with acc = 1, else from zero.
-TEXT ·avx2Gemv7(SB), NOSPLIT, $0-72
+// each sum runs over t in order, from dst's values with acc = 1, else from zero. Meanwhile it
+// prefetches the pfn lines from pf (four per step, while any are left; pfn ≤ 4·steps, pf any
+// address: a prefetch never faults), its share of decode attention's prefetch walk.
+TEXT ·avx2Gemv7(SB), NOSPLIT, $0-88
 	MOVQ dst+48(FP), DX
 	MOVQ ldd+56(FP), BX
 	SHLQ $2, BX
@@ -822,9 +836,12 @@ g7start:
 	LEAQ (R11)(R10*2), R12
 	ADDQ R10, R12
 	MOVQ steps+40(FP), CX
+	MOVQ pf+72(FP), AX
+	MOVQ pfn+80(FP), R13
 
 g7loop:
 	VMOVUPS      (SI), Y0
+	G7PF
 	VBROADCASTSS (DI), Y1
 	VFMADD231PS  Y0, Y1, Y8
 	VBROADCASTSS (DI)(R10*1), Y2

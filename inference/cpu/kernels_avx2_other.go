@@ -2,13 +2,15 @@
 
 package cpu
 
+import "unsafe"
+
 // Without amd64 assembly the AVX2 tier does not exist; these are never called.
 const hasAVX2 = false
 
 func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32, ldd int, acc int) {
 	panic("cpu: no SIMD")
 }
-func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int) {
+func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int) {
 	panic("cpu: no SIMD")
 }
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int) { panic("cpu: no SIMD") }

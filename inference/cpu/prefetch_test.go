@@ -73,18 +73,39 @@ func TestPrefetcherWalk(t *testing.T) {
 	}
 }
 
-// TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end: with
-// groups that take scoresT7 and valuesR7 whole (7) or through the padded block (6), head dims
-// of 64 and 128 (where valuesR7 takes only half of its step's lines and the rest is issued
-// at once), over
-// f32 and bf16 blocks, sequences ending inside a key tile, with 1 and 2
-// threads, the prefetches cover every key and value byte of every chunk, no line more than twice
-// (the end of one row and the start of the next may share one). Without the kernels' steps only
-// the first 4 KiB of each walk (and over bf16 blocks its first chunk) would be issued.
+// TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end, on
+// the AVX-512 and AVX2 tiers, over f32 and bf16 blocks (on AVX2 widened into scratch a chunk at
+// a time, the walk a chunk ahead): with groups that take the kernels whole
+// (7) or through the padded block (6), head dims of 64 and 128 (where valuesR7 takes only half
+// of its step's lines and the rest is issued at once), sequences ending inside a key tile, with
+// 1 and 2 threads, the prefetches cover every key and value byte of every chunk, no line more
+// than twice (the end of one row and the start of the next may share one). Without the
+// kernels' steps only the first 4 KiB of each walk would be issued.
 func TestAttendDecodeWalks(t *testing.T) {
-	if !use512() {
-		t.Skip("the walk is stepped by the AVX-512 micro-kernels only")
+	best, avx2 := tiersHere()
+	ran := false
+	for _, tier := range []string{"avx512", "avx2"} {
+		if tier != best && tier != avx2 {
+			continue
+		}
+		ran = true
+		t.Run(tier, func(t *testing.T) {
+			if tier == "avx2" {
+				was := avx512Off.Swap(true)
+				defer avx512Off.Store(was)
+			}
+			if tierName() != tier {
+				t.Skipf("tier %s in use, want %s (switched off by CHAINEDSQL_NOSIMD or CHAINEDSQL_NOAVX512)", tierName(), tier)
+			}
+			attendWalks(t)
+		})
 	}
+	if !ran {
+		t.Skip("the walk is stepped by the AVX-512 and AVX2 kernels only")
+	}
+}
+
+func attendWalks(t *testing.T) {
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
 	attendPrefetch.Store(4096)
