@@ -99,16 +99,19 @@ func AttendDecode(heads []DecodeHead, group int) {
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit
+			longest := 0
 			for i := lo; i < hi; i++ {
 				it := ds.items[i]
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
+				longest = max(longest, it.p1-it.p0)
 			}
 			if wide {
-				pf.shift = 1 // the kernels step it by the bytes of f32 they widen from bf16
+				pf.shift = 1 // the kernels step it by the f32 bytes they read: the bf16 bytes are half
 				if tier == tierAVX2 {
 					// Each chunk is widened into scratch before the kernel meets it: the walk
-					// runs a chunk ahead, so the kernels' steps fetch the next chunk.
-					d += 2 * 2 * hd * (ds.items[lo].p1 - ds.items[lo].p0)
+					// runs the longest chunk's bf16 keys and values ahead, so the kernels' steps
+					// fetch the next chunk whole.
+					d += 2 * 2 * hd * longest
 				}
 			}
 			pf.issue(d)
@@ -169,7 +172,8 @@ type chunkBufs struct {
 }
 
 // attendPrefetch is how far ahead of its reads, in bytes, decode attention prefetches the keys
-// and values (0: not at all); tests and benchmarks change it. On Zen 5 a
+// and values (0: not at all; on AVX2 over bf16 blocks, plus a chunk: AttendDecode); tests and
+// benchmarks change it. On Zen 5 a
 // depth-2,048 decode step's attention from memory took 19-34% less time with it over f32 blocks
 // (4 KiB; 2 to 16 KiB all gained), 0-26% less over bf16 ones; docs/BENCHMARKS.md ("KV
 // cache: huge pages and prefetch"). With the kernels spreading their share of the walk over
@@ -191,7 +195,8 @@ type pfRegion struct {
 
 // prefetcher walks the keys and values one thread's chunks read, in the order attendChunk reads
 // them (per chunk its keys, then its value rows), a distance ahead: issue(d) starts the walk and
-// each kernel call prefetches as many bytes as it reads, spread over its loop (step): a chunk's
+// each kernel call prefetches as many bytes as it reads (on AVX2 the first call of a key tile or
+// of a chunk's value rows, for all of them), spread over its loop (step): a chunk's
 // keys and values are two streams of 64 KiB, which the hardware prefetcher alone leaves waiting
 // on memory (docs/DESIGN.md, "Paged KV cache"). Prefetches change no result.
 type prefetcher struct {
@@ -357,9 +362,9 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 // transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
 // cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call; on AVX2 avx2Gemv7 on half a tile a
 // call, a part tile first copied whole into cb.t16 (so nothing past the sequence is read). In
-// the first block, each scoresT7 call and the first avx2Gemv7 call of each tile advance pf's
-// walk by the bytes of keys they read (step) and prefetch their share. Without qt, one Axpy per
-// query row, tile and dimension.
+// the first block, each scoresT7 call advances pf's walk by the bytes of keys it reads, and the
+// first avx2Gemv7 call of each tile by the tile's (both calls'), and each prefetches that share
+// (step). Without qt, one Axpy per query row, tile and dimension.
 func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, tier, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {

@@ -1139,9 +1139,9 @@ p84done:
 // in the registers) meet the 7 query values, each broadcast once, in 14 FMAs into 14
 // accumulators (Z16-Z29), and no horizontal sums; the two tiles are read front to back. Each
 // score is summed over d in order, the same order for f32 and bf16. The n results of each row
-// overwrite dst (masked stores). Meanwhile it prefetches the pfn lines from pf (two per d, while
-// any are left; pfn ≤ 2·hd, pf any address: a prefetch never faults), its share of decode
-// attention's prefetch walk.
+// overwrite dst (masked stores). Meanwhile it prefetches the pfn lines from pf, its share of
+// decode attention's prefetch walk: two per d while any are left (pfn rounded up to even, so
+// one line past them at most; pfn ≤ 2·hd; pf any address: a prefetch never faults).
 TEXT ·scoresT7(SB), NOSPLIT, $0-72
 	MOVQ n+40(FP), CX
 	MASK32(CX)
@@ -1227,8 +1227,8 @@ sct7done:
 // meet the 7 weights p[r, j], each broadcast once, in 14 FMAs into 14 accumulators (Z16-Z29),
 // and no horizontal sums. Each sum runs over j in order; with acc = 1 it continues from o's
 // values (a product split over calls sums as one call would), else from zero. The w results of
-// each row are stored under the masks. Meanwhile it prefetches the pfn lines from pf (four per
-// position, while any are left; pfn ≤ 4·n), as scoresT7 does.
+// each row are stored under the masks. Meanwhile it prefetches the pfn lines from pf as scoresT7
+// does, four per position (pfn rounded up to a multiple of two; pfn ≤ 4·n).
 TEXT ·valuesR7(SB), NOSPLIT, $0-96
 	MOVQ w+56(FP), CX
 	MASK32(CX)

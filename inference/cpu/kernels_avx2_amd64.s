@@ -795,8 +795,9 @@ q8adone:
 // over steps ≥ 1 steps t; strides in elements. Per step one vector of x (Y0) meets the 7 scalars,
 // each broadcast once (Y1-Y7), in 7 FMAs into 7 accumulators (Y8-Y14), so no horizontal sums;
 // each sum runs over t in order, from dst's values with acc = 1, else from zero. Meanwhile it
-// prefetches the pfn lines from pf (four per step, while any are left; pfn ≤ 4·steps, pf any
-// address: a prefetch never faults), its share of decode attention's prefetch walk.
+// prefetches the pfn lines from pf, its share of decode attention's prefetch walk: four per step
+// while any are left (pfn rounded up to a multiple of four, so three lines past them at most;
+// pfn ≤ 4·steps; pf any address: a prefetch never faults).
 TEXT ·avx2Gemv7(SB), NOSPLIT, $0-88
 	MOVQ dst+48(FP), DX
 	MOVQ ldd+56(FP), BX

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -9,6 +10,9 @@ import (
 	"time"
 	"unsafe"
 )
+
+// span is n bytes at address p.
+type span struct{ p, n uintptr }
 
 // TestPrefetcherWalk: the walk of three chunks (a part of a block, a last block of less than one
 // key tile, a whole block) visits exactly the bytes attendChunk reads, in its order (the keys'
@@ -22,7 +26,6 @@ func TestPrefetcherWalk(t *testing.T) {
 		K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
 		V: toPaged(randVec(rng, n*hd), n, hd, B, true),
 	}
-	type span struct{ p, n uintptr }
 	var want []span
 	addr := func(s []float32, i int) uintptr { return uintptr(unsafe.Pointer(&s[i])) }
 	chunks := [][2]int{{80, 128}, {128, 140}, {0, 64}} // block 1 from offset 16, block 2's 12, all of block 0
@@ -62,6 +65,9 @@ func TestPrefetcherWalk(t *testing.T) {
 				t.Fatalf("step %d, %d lines: the kernel's share went to the kernel, not to emit", step, maxLines)
 			}
 		}
+		if maxLines > 0 {
+			stepShares(t, d, hd, chunks, step, maxLines)
+		}
 		if len(got) != len(want) {
 			t.Fatalf("step %d (kernel share %d lines): %d spans, want %d", step, maxLines, len(got), len(want))
 		}
@@ -73,14 +79,44 @@ func TestPrefetcherWalk(t *testing.T) {
 	}
 }
 
+// stepShares checks what step hands a kernel (emit nil): step after step, the address and line
+// count of the piece that a walk with emit set emits first for the same step (the kernel's
+// share comes before what step issues at once), never more than maxLines lines.
+func stepShares(t *testing.T, d *DecodeHead, hd int, chunks [][2]int, step, maxLines int) {
+	t.Helper()
+	var f, ref prefetcher
+	var first []span
+	ref.emit = func(p unsafe.Pointer, n int) { first = append(first, span{uintptr(p), uintptr(n)}) }
+	f.reset()
+	ref.reset()
+	for _, c := range chunks {
+		f.addChunk(d, hd, c[0], c[1])
+		ref.addChunk(d, hd, c[0], c[1])
+	}
+	for i := range 1 << 16 {
+		first = first[:0]
+		ref.step(step, maxLines)
+		p, lines := f.step(step, maxLines)
+		var want span
+		if len(first) > 0 {
+			want = first[0]
+		}
+		if uintptr(p) != want.p || lines != int(want.n+63)>>6 || lines > maxLines {
+			t.Fatalf("step %d of %d bytes (%d lines at most): the kernel got %d lines at %#x, want %d at %#x",
+				i, step, maxLines, lines, uintptr(p), (want.n+63)>>6, want.p)
+		}
+	}
+}
+
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walk to its end, on
 // the AVX-512 and AVX2 tiers, over f32 and bf16 blocks (on AVX2 widened into scratch a chunk at
 // a time, the walk a chunk ahead): with groups that take the kernels whole
-// (7) or through the padded block (6), head dims of 64 and 128 (where valuesR7 takes only half
-// of its step's lines and the rest is issued at once), sequences ending inside a key tile, with
-// 1 and 2 threads, the prefetches cover every key and value byte of every chunk, no line more
-// than twice (the end of one row and the start of the next may share one). Without the
-// kernels' steps only the first 4 KiB of each walk would be issued.
+// (7) or through the padded block (6), head dims of 64 and 128 (where, over f32 blocks, the
+// values kernels take only half of their step's lines and the rest is issued at once), sequences
+// ending inside a key tile, with 1 and 2 threads, the prefetches cover every key and value byte
+// of every chunk, no line more than twice (the end of one row and the start of the next may
+// share one). Without the kernels' steps only the first 4 KiB of each walk (on AVX2 over bf16
+// blocks, and a chunk) would be issued.
 func TestAttendDecodeWalks(t *testing.T) {
 	best, avx2 := tiersHere()
 	ran := false
@@ -95,6 +131,9 @@ func TestAttendDecodeWalks(t *testing.T) {
 				defer avx512Off.Store(was)
 			}
 			if tierName() != tier {
+				if os.Getenv("CHAINEDSQL_NOSIMD") == "" && os.Getenv("CHAINEDSQL_NOAVX512") == "" {
+					t.Fatalf("tier %s in use, want %s: a switch was left set", tierName(), tier)
+				}
 				t.Skipf("tier %s in use, want %s (switched off by CHAINEDSQL_NOSIMD or CHAINEDSQL_NOAVX512)", tierName(), tier)
 			}
 			attendWalks(t)
