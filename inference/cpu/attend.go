@@ -177,7 +177,7 @@ type chunkBufs struct {
 // depth-2,048 decode step's attention from memory took 19-34% less time with it over f32 blocks
 // (4 KiB; 2 to 16 KiB all gained), 0-26% less over bf16 ones; docs/BENCHMARKS.md ("KV
 // cache: huge pages and prefetch"). With the kernels spreading their share of the walk over
-// their loops, 8 KiB took 2-9% less time than 4 KiB over f32 blocks, 16 KiB no less
+// their loops, 8 KiB took 2-8% less time than 4 KiB over f32 blocks, 16 KiB no less
 // (docs/BENCHMARKS.md, "Issue 30: attention's prefetch inside the kernels").
 var attendPrefetch atomic.Int32
 
