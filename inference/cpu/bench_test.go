@@ -422,6 +422,9 @@ func BenchmarkPackAB(b *testing.B) {
 // call (dot8BF16P) against four (dot4BF16P), both on adjacent rows (not in quarters); see
 // decodeAB.
 func BenchmarkBF16Rows8AB(b *testing.B) {
+	if !use512() {
+		b.Skip("AVX-512 only (both arms are the same kernels elsewhere)")
+	}
 	was, wasQ := rows8Force.Load(), fpQuartersForce.Load()
 	defer func() { rows8Force.Store(was); fpQuartersForce.Store(wasQ) }()
 	fpQuartersForce.Store(-1)
@@ -446,8 +449,8 @@ func BenchmarkQ8PrefetchAB(b *testing.B) {
 // processes on the machine, the tok/s of the sum over layers of each layer's fastest time
 // ("best-").
 func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
-	if !use512() {
-		b.Skip("AVX-512 only")
+	if !use512() && !useAVX2() {
+		b.Skip("AVX-512 and AVX2 only")
 	}
 	defer withThreads(runtime.GOMAXPROCS(0))()
 	var mem hugemem.Arena
@@ -489,11 +492,11 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 }
 
 // BenchmarkQ8QuartersAB times one q8 decode token's layer products read in quarters
-// (matVecQuarters, the zen5 plan's) against four adjacent rows per call (dot4Q8VNNI with its
-// prefetch); see decodeAB.
+// (matVecQuarters, the zen5 and avx2 plans') against four adjacent rows per call (dot4Q8VNNI
+// with its prefetch; avx2Dot4Q8I on the AVX2 tier); see decodeAB.
 func BenchmarkQ8QuartersAB(b *testing.B) {
-	if !useVNNI() {
-		b.Skip("AVX512_VNNI only")
+	if !useVNNI() && !useAVX2() {
+		b.Skip("AVX512_VNNI and AVX2 only")
 	}
 	was := q8QuartersForce.Load()
 	defer q8QuartersForce.Store(was)
@@ -571,11 +574,12 @@ func BenchmarkQ8Stream(b *testing.B) {
 }
 
 // BenchmarkBF16QuartersAB times one bf16 decode token's layer products read in quarters
-// (matVecQuarters with dot4BF16PFar, the zen5 plan's) against adjacent rows (dot8BF16P with its
-// prefetch where the plan takes it, else dot4BF16P); see decodeAB.
+// (matVecQuarters with dot4BF16PFar, the zen5 plan's; avx2MvBF16P, the avx2 plan's) against
+// adjacent rows (dot8BF16P with its prefetch where the plan takes it, else dot4BF16P;
+// avx2MvBF16P); see decodeAB.
 func BenchmarkBF16QuartersAB(b *testing.B) {
-	if !use512() {
-		b.Skip("AVX-512 only (both arms are the same kernels elsewhere)")
+	if !use512() && !useAVX2() {
+		b.Skip("AVX-512 and AVX2 only (both arms are the same kernels without SIMD)")
 	}
 	was := fpQuartersForce.Load()
 	defer fpQuartersForce.Store(was)
@@ -583,11 +587,11 @@ func BenchmarkBF16QuartersAB(b *testing.B) {
 }
 
 // BenchmarkF32QuartersAB times one f32 decode token's layer products read in quarters
-// (matVecQuarters with dot4F32, the zen5 plan's) against four adjacent rows per call; see
-// decodeAB.
+// (matVecQuarters with dot4F32, the zen5 plan's; avx2MvF32, the avx2 plan's) against four
+// adjacent rows per call; see decodeAB.
 func BenchmarkF32QuartersAB(b *testing.B) {
-	if !use512() {
-		b.Skip("AVX-512 only (both arms are the same kernels elsewhere)")
+	if !use512() && !useAVX2() {
+		b.Skip("AVX-512 and AVX2 only (both arms are the same kernels without SIMD)")
 	}
 	was := fpQuartersForce.Load()
 	defer fpQuartersForce.Store(was)

@@ -24,6 +24,35 @@ func tiersHere() (best, noAVX512 string) {
 	return noAVX512, noAVX512
 }
 
+// onSIMDTiers runs f as a subtest on the AVX-512 tier and on the AVX2 tier (AVX-512 switched off
+// for it), those of the two this CPU has. A tier switched off by CHAINEDSQL_NOSIMD or
+// CHAINEDSQL_NOAVX512 is skipped; one that another test left switched off fails.
+func onSIMDTiers(t *testing.T, f func(t *testing.T, tier string)) {
+	t.Helper()
+	best, avx2 := tiersHere()
+	if avx2 == "go" {
+		t.Skip("CPU without AVX2")
+	}
+	for _, tier := range []string{"avx512", "avx2"} {
+		if tier != best && tier != avx2 {
+			continue
+		}
+		t.Run(tier, func(t *testing.T) {
+			if tier == "avx2" {
+				was := avx512Off.Swap(true)
+				defer avx512Off.Store(was)
+			}
+			if tierName() != tier {
+				if os.Getenv("CHAINEDSQL_NOSIMD") == "" && os.Getenv("CHAINEDSQL_NOAVX512") == "" {
+					t.Fatalf("tier %s in use, want %s: a switch was left set", tierName(), tier)
+				}
+				t.Skipf("tier %s in use, want %s (switched off by CHAINEDSQL_NOSIMD or CHAINEDSQL_NOAVX512)", tierName(), tier)
+			}
+			f(t, tier)
+		})
+	}
+}
+
 // TestTierSwitches: the table of vector kernels follows UseSIMD and the AVX-512 switch, and
 // agrees with Kernels.
 func TestTierSwitches(t *testing.T) {

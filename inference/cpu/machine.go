@@ -59,17 +59,18 @@ type Plan struct {
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
-	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI reads each chunk of rows as four
-	// sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
-	// software prefetch), instead of four adjacent rows a call; the same results.
+	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI or AVX2 reads each chunk of rows as
+	// four sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
+	// software prefetch; avx2Dot4Q8I), instead of four adjacent rows a call; the same results.
 	Q8Quarters bool `json:"q8_quarters"`
-	// BF16Quarters: bf16 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
-	// four rows a call one from each (dot4BF16PFar, no software prefetch), instead of adjacent
-	// rows (dot8BF16P with BF16Rows8, else dot4BF16P); the same results.
-	BF16Quarters bool `json:"bf16_quarters"`
-	// F32Quarters: f32 decode (one input row) on AVX-512 reads each chunk of rows in quarters,
-	// four rows a call one from each (dot4F32), instead of four adjacent rows a call; the same
+	// BF16Quarters: bf16 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
+	// quarters, four rows a call one from each (dot4BF16PFar, no software prefetch; avx2MvBF16P),
+	// instead of adjacent rows (dot8BF16P with BF16Rows8, else dot4BF16P; avx2MvBF16P); the same
 	// results.
+	BF16Quarters bool `json:"bf16_quarters"`
+	// F32Quarters: f32 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
+	// quarters, four rows a call one from each (dot4F32; avx2MvF32), instead of four adjacent rows
+	// a call; the same results.
 	F32Quarters bool `json:"f32_quarters"`
 	// Q8Panels: q8 weights are held in panels of 32 rows (PackQ8Panels, at load) and decode
 	// reads them four panel groups a call (dot128Q8P) on AVX512_VNNI; a different summation
@@ -178,7 +179,13 @@ func DecodePlan() Plan {
 // reading each chunk as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster than
 // adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
 // 11-24%, and q8 weights held in panels (Q8Panels), decode 10-17% faster; no
-// other CPU was there to measure, so only the zen5 class takes them. (An f32 decode
+// other CPU was there to measure, so only the zen5 class takes them. The avx2 class reads q8,
+// bf16 and f32 decode in quarters too: on Zen 5 with AVX-512 switched off, bf16 and f32 decode
+// 18-50% faster than adjacent rows, from even with llama.cpp's AVX2 build to ahead of it
+// (docs/BENCHMARKS.md, "Issue 30: the AVX2 tier against llama.cpp's AVX2 build"); four streams
+// per thread keep more DRAM requests in flight whatever the vector width, but no AVX2-only CPU
+// was there to confirm it, and BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB and
+// BenchmarkF32QuartersAB measure it on one. (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {
@@ -188,6 +195,9 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "go"
 	case tier == tierAVX2:
 		p.Name = "avx2"
+		p.Q8Quarters = true
+		p.BF16Quarters = true
+		p.F32Quarters = true
 	case m.Uarch == "zen4":
 		p.Name = "zen4"
 	case m.Datapath512 == 256:

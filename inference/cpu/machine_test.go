@@ -51,10 +51,11 @@ func TestPlanFor(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := planFor(c.m, c.tier)
+		quarters := c.name == "zen5" || c.name == "avx2"
 		if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 || p.Q8Prefetch != c.q8pf ||
-			p.Q8Quarters != (c.name == "zen5") || p.BF16Quarters != (c.name == "zen5") || p.F32Quarters != (c.name == "zen5") {
+			p.Q8Quarters != quarters || p.BF16Quarters != quarters || p.F32Quarters != quarters {
 			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d, Q8Quarters, BF16Quarters, F32Quarters %v",
-				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf, c.name == "zen5")
+				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf, quarters)
 		}
 	}
 }

@@ -101,8 +101,8 @@ func mvPlan(w *Matrix, x []float32, n int) (run func(dst []float32, w *Matrix, l
 		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, 4, true
 	case useAVX2() && (n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load())):
 		in, release := &vecIn{x: x, n: n}, func() {}
-		if w.DType == BF16 && !plainOff.Load() {
-			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P
+		if w.DType == BF16 && !plainOff.Load() || w.DType == F32 {
+			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P; quarters
 		}
 		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, 4, true
 	case !useAVX2() && n < mvMaxN:
@@ -234,9 +234,9 @@ type vecIn struct {
 	// (DecodePlan's BF16Rows8) for one input row.
 	rows8 bool
 	q8pf  int // dot4Q8VNNI's prefetch distance in bytes (DecodePlan's Q8Prefetch for one input row)
-	// quarters: matVecRange reads each range of rows as four streams (matVecQuarters), as the
-	// decode plan says (DecodePlan's Q8Quarters with VNNI, BF16Quarters, F32Quarters on
-	// AVX-512) for one input row.
+	// quarters: matVecRange (mvRangeAVX2, mvRangeAVX2Q8 on the AVX2 tier) reads each range of
+	// rows as four streams (matVecQuarters), as the decode plan says (DecodePlan's Q8Quarters
+	// with VNNI or AVX2, BF16Quarters, F32Quarters on AVX-512 and AVX2) for one input row.
 	quarters bool
 }
 
@@ -268,7 +268,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.bufs.f = grow(in.bufs.f, n*in.k32)
 		in.xp = in.bufs.f
 		in.rows8 = n == 1 && use512() && bf16Rows8()
-		in.quarters = n == 1 && use512() && decodeQuarters(BF16)
+		in.quarters = n == 1 && (use512() || useAVX2()) && decodeQuarters(BF16)
 		for i := range n {
 			deinterleave32(in.xp[i*in.k32:(i+1)*in.k32], x[i*c:i*c+in.k32])
 		}
@@ -278,7 +278,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 		in.q8pf = q8PrefetchDefault
 		if n == 1 { // measured on decode (one input row) only
 			in.q8pf = q8Prefetch()
-			in.quarters = useVNNI() && decodeQuarters(Q8)
+			in.quarters = (useVNNI() || useAVX2()) && decodeQuarters(Q8)
 		}
 		in.bufs = vecPool.Get().(*vecBufs)
 		in.bufs.q = grow(in.bufs.q, n*k)
@@ -295,7 +295,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
 			}
 		}
-	case w.DType == F32 && n == 1 && use512():
+	case w.DType == F32 && n == 1 && (use512() || useAVX2()):
 		in.quarters = decodeQuarters(F32)
 		return in, func() {}
 	default:
@@ -462,11 +462,14 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // matVecQuarters computes dst[lo:lo+4m] (one input row; Q8 weights with in.k64 > 0, bf16 with
 // in.k32 > 0, or f32) with m = (hi-lo)/4 and returns lo+4m, the first row it leaves: the range is
 // read as four sequential streams, its quarters, each kernel call taking row j of every quarter
-// (dot4Q8VNNIFar, dot4BF16PFar, dot4F32: no software prefetch). Four streams per thread keep
-// more DRAM requests in flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their
-// software prefetch, dot4F32): measured on Zen 5 in process, the layers' medians 1-26% faster in
-// q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32 (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and
-// f32 decode in quarters"). Each row's sums are the adjacent-row kernels', to the bit.
+// (dot4Q8VNNIFar, dot4BF16PFar, dot4F32: no software prefetch; on the AVX2 tier avx2Dot4Q8I,
+// avx2MvBF16P and avx2MvF32 on four rows a quarter apart). Four streams per thread keep more DRAM requests in
+// flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their software prefetch,
+// dot4F32; on AVX2 the same kernels on adjacent rows): measured on Zen 5 in process, the
+// layers' medians 1-26% faster in q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32
+// (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and f32 decode in
+// quarters"); with AVX-512 off, bf16 and f32 decode 18-50% faster ("Issue 30: the AVX2 tier
+// against llama.cpp's AVX2 build"). Each row's sums are the adjacent-row kernels', to the bit.
 func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 	m := (hi - lo) / 4
 	if m == 0 {
@@ -482,13 +485,26 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 		switch w.DType {
 		case Q8:
 			k = in.k64
-			dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
+			if useAVX2() {
+				avx2Dot4Q8I(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.xs[0], k, &out)
+			} else {
+				dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
+			}
 		case BF16:
 			k = in.k32
-			dot4BF16PFar(&w.U16[off], ld, &in.xp[0], k, &out)
-		default:
-			k = c &^ 15
-			dot4F32(&w.F32[off], ld, &x[0], k, &out)
+			if useAVX2() {
+				avx2MvBF16P(&w.U16[off], ld, &in.xp[0], k, &out[0], 4)
+			} else {
+				dot4BF16PFar(&w.U16[off], ld, &in.xp[0], k, &out)
+			}
+		case F32:
+			if useAVX2() {
+				k = c &^ 7
+				avx2MvF32(&w.F32[off], ld, &x[0], k, &out[0], 4)
+			} else {
+				k = c &^ 15
+				dot4F32(&w.F32[off], ld, &x[0], k, &out)
+			}
 		}
 		tailCols(w, off, ld, k, x, out[:])
 		dst[r], dst[r+m], dst[r+2*m], dst[r+3*m] = out[0], out[1], out[2], out[3]

@@ -23,8 +23,12 @@ const mvBlock = 64
 
 // mvRangeAVX2 computes dst[i, lo:hi] for every input row i of in (matrix-vector products; bf16
 // rows use avx2MvBF16P where in has the deinterleaved copy xp, and avx2MvBF16P2 for pairs of
-// input rows).
+// input rows). With in.quarters (one input row) it reads the range in quarters
+// (matVecQuarters) and the rows they leave as below.
 func mvRangeAVX2(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
+	if in.quarters {
+		lo = matVecQuarters(dst, w, in, lo, hi)
+	}
 	c, rows, x, n := w.Cols, w.Rows, in.x, in.n
 	kb := c &^ 7 // Q8: c, a multiple of 32
 	if in.xp != nil {
@@ -93,8 +97,12 @@ func mvTail(d []float32, w *Matrix, x []float32, kb, r0, r1 int) {
 // mvRangeAVX2Q8 computes dst[i, lo:hi] for Q8 weights and every input row of in (x quantised
 // by prepareVec over all columns) with avx2Dot4Q8I2 for pairs of input rows and avx2Dot4Q8I for
 // a last odd one, four weight rows at a time; each block of mvBlock rows stays cached while it
-// meets every input row.
+// meets every input row. With in.quarters (one input row) it reads the range in quarters
+// (matVecQuarters) and the rows they leave so.
 func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
+	if in.quarters {
+		lo = matVecQuarters(dst, w, in, lo, hi)
+	}
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	var out, out1 [4]float32
 	for r0 := lo; r0 < hi; r0 += mvBlock {

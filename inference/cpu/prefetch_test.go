@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -118,30 +117,7 @@ func stepShares(t *testing.T, d *DecodeHead, hd int, chunks [][2]int, step, maxL
 // share one). Without the kernels' steps only the first 4 KiB of each walk (on AVX2 over bf16
 // blocks, and a chunk) would be issued.
 func TestAttendDecodeWalks(t *testing.T) {
-	best, avx2 := tiersHere()
-	ran := false
-	for _, tier := range []string{"avx512", "avx2"} {
-		if tier != best && tier != avx2 {
-			continue
-		}
-		ran = true
-		t.Run(tier, func(t *testing.T) {
-			if tier == "avx2" {
-				was := avx512Off.Swap(true)
-				defer avx512Off.Store(was)
-			}
-			if tierName() != tier {
-				if os.Getenv("CHAINEDSQL_NOSIMD") == "" && os.Getenv("CHAINEDSQL_NOAVX512") == "" {
-					t.Fatalf("tier %s in use, want %s: a switch was left set", tierName(), tier)
-				}
-				t.Skipf("tier %s in use, want %s (switched off by CHAINEDSQL_NOSIMD or CHAINEDSQL_NOAVX512)", tierName(), tier)
-			}
-			attendWalks(t)
-		})
-	}
-	if !ran {
-		t.Skip("the walk is stepped by the AVX-512 and AVX2 kernels only")
-	}
+	onSIMDTiers(t, func(t *testing.T, _ string) { attendWalks(t) })
 }
 
 func attendWalks(t *testing.T) {

@@ -137,14 +137,21 @@ func TestQ8Prefetch(t *testing.T) {
 	}
 }
 
-// TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters, dot4Q8VNNIFar: the
-// zen5 plan's) gives dot4Q8VNNI's results on adjacent rows to the bit, over shapes whose ranges
-// leave rows beyond four quarters and columns beyond a multiple of 64, alone and fused, on 1-3
-// threads; and that only one input row takes it.
+// TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters with dot4Q8VNNIFar, the
+// zen5 plan's; on the AVX2 tier avx2Dot4Q8I, the avx2 plan's) gives the adjacent-row kernels'
+// results to the bit (dot4Q8VNNI; avx2Dot4Q8I), over shapes whose ranges leave rows beyond four
+// quarters and columns beyond a multiple of 64, alone and fused, on 1-3 threads, on the AVX-512
+// (with VNNI) and AVX2 tiers this CPU has; and that only one input row takes it.
 func TestQ8Quarters(t *testing.T) {
-	if !useVNNI() {
-		t.Skip("CPU without AVX512_VNNI")
-	}
+	onSIMDTiers(t, func(t *testing.T, tier string) {
+		if tier == "avx512" && !useVNNI() {
+			t.Skip("CPU without AVX512_VNNI")
+		}
+		q8Quarters(t)
+	})
+}
+
+func q8Quarters(t *testing.T) {
 	was := q8QuartersForce.Load()
 	defer q8QuartersForce.Store(was)
 	rng := rand.New(rand.NewPCG(30, 10))
@@ -165,14 +172,16 @@ func TestQ8Quarters(t *testing.T) {
 }
 
 // TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
-// dot4BF16PFar and dot4F32: the zen5 plan's) give the adjacent-row kernels' results to the bit
-// (dot8BF16P or dot4BF16P, dot4F32 on four adjacent rows), over shapes whose ranges leave rows
-// beyond four quarters and columns beyond a multiple of 16 or 32, alone and fused, on 1-3
-// threads; and that only one input row takes it.
+// dot4BF16PFar and dot4F32, the zen5 plan's; on the AVX2 tier avx2MvBF16P and avx2MvF32, the
+// avx2 plan's) give the adjacent-row kernels' results to the bit (dot8BF16P or dot4BF16P, dot4F32
+// on four adjacent rows; the same AVX2 kernels on adjacent rows), over shapes whose ranges leave
+// rows beyond four quarters and columns beyond a multiple of 8, 16 or 32, alone and fused, on
+// 1-3 threads, on the AVX-512 and AVX2 tiers this CPU has; and that only one input row takes it.
 func TestFPQuarters(t *testing.T) {
-	if !use512() {
-		t.Skip("AVX-512 only")
-	}
+	onSIMDTiers(t, func(t *testing.T, _ string) { fpQuarters(t) })
+}
+
+func fpQuarters(t *testing.T) {
 	was := fpQuartersForce.Load()
 	defer fpQuartersForce.Store(was)
 	rng := rand.New(rand.NewPCG(30, 11))
