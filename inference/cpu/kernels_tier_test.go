@@ -43,7 +43,7 @@ func onSIMDTiers(t *testing.T, f func(t *testing.T, tier string)) {
 				defer avx512Off.Store(was)
 			}
 			if tierName() != tier {
-				if os.Getenv("CHAINEDSQL_NOSIMD") == "" && os.Getenv("CHAINEDSQL_NOAVX512") == "" {
+				if !envOn("CHAINEDSQL_NOSIMD") && !envOn("CHAINEDSQL_NOAVX512") {
 					t.Fatalf("tier %s in use, want %s: a switch was left set", tierName(), tier)
 				}
 				t.Skipf("tier %s in use, want %s (switched off by CHAINEDSQL_NOSIMD or CHAINEDSQL_NOAVX512)", tierName(), tier)
@@ -52,6 +52,10 @@ func onSIMDTiers(t *testing.T, f func(t *testing.T, tier string)) {
 		})
 	}
 }
+
+// envOn reports whether the switch named k is set in the environment as pool.go reads it
+// (anything but empty or "0").
+func envOn(k string) bool { v := os.Getenv(k); return v != "" && v != "0" }
 
 // TestTierSwitches: the table of vector kernels follows UseSIMD and the AVX-512 switch, and
 // agrees with Kernels.

@@ -180,8 +180,9 @@ func DecodePlan() Plan {
 // adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
 // 11-24%, and q8 weights held in panels (Q8Panels), decode 10-17% faster; no
 // other CPU was there to measure, so only the zen5 class takes them. The avx2 class reads q8,
-// bf16 and f32 decode in quarters too: on Zen 5 with AVX-512 switched off, bf16 and f32 decode
-// 18-50% faster than adjacent rows, from even with llama.cpp's AVX2 build to ahead of it
+// bf16 and f32 decode in quarters too: on Zen 5 with AVX-512 switched off, decode q8 24-27%,
+// bf16 36-50% and f32 36-45% faster than on adjacent rows, bf16 and f32 from even with
+// llama.cpp's AVX2 build to ahead of it
 // (docs/BENCHMARKS.md, "Issue 30: the AVX2 tier against llama.cpp's AVX2 build"); four streams
 // per thread keep more DRAM requests in flight whatever the vector width, but no AVX2-only CPU
 // was there to confirm it, and BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB and

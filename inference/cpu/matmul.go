@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -228,7 +229,7 @@ type vecIn struct {
 	xq   []int8
 	corr []int32
 	xs   []float32
-	k64  int // columns handled by dot4Q8VNNI (a multiple of 64)
+	k64  int // columns handled by dot4Q8VNNI (Cols&^63) or avx2Dot4Q8I (Cols) with x quantised
 	bufs *vecBufs
 	// rows8: matVecRange takes eight bf16 rows per call (dot8BF16P), as the decode plan says
 	// (DecodePlan's BF16Rows8) for one input row.
@@ -434,7 +435,7 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	var out [4]float32
 	r := lo
 	if in.quarters {
-		r = matVecQuarters(dst, w, in, lo, hi)
+		r = matVecQuarters(dst, w, in, lo, hi, false)
 	}
 	if in.rows8 {
 		var out8 [8]float32
@@ -461,16 +462,20 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 
 // matVecQuarters computes dst[lo:lo+4m] (one input row; Q8 weights with in.k64 > 0, bf16 with
 // in.k32 > 0, or f32) with m = (hi-lo)/4 and returns lo+4m, the first row it leaves: the range is
-// read as four sequential streams, its quarters, each kernel call taking row j of every quarter
-// (dot4Q8VNNIFar, dot4BF16PFar, dot4F32: no software prefetch; on the AVX2 tier avx2Dot4Q8I,
-// avx2MvBF16P and avx2MvF32 on four rows a quarter apart). Four streams per thread keep more DRAM requests in
-// flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their software prefetch,
-// dot4F32; on AVX2 the same kernels on adjacent rows): measured on Zen 5 in process, the
-// layers' medians 1-26% faster in q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32
+// read as four sequential streams, its quarters, each kernel call taking row j of every quarter.
+// On the AVX-512 tier (avx2 false, the caller's route: in was prepared for it) the kernels are
+// dot4Q8VNNIFar, dot4BF16PFar and dot4F32, with no software prefetch; on the AVX2 tier (avx2
+// true) avx2Dot4Q8I, avx2MvBF16P and avx2MvF32 on four rows a quarter apart, whose prefetch 8 KiB
+// ahead of the first row covers its quarter only. Four streams per thread keep more DRAM
+// requests in flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their software
+// prefetch, dot4F32; on AVX2 the same kernels on adjacent rows): measured on Zen 5 in process,
+// the layers' medians 1-26% faster in q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32
 // (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and f32 decode in
-// quarters"); with AVX-512 off, bf16 and f32 decode 18-50% faster ("Issue 30: the AVX2 tier
-// against llama.cpp's AVX2 build"). Each row's sums are the adjacent-row kernels', to the bit.
-func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
+// quarters"); with AVX-512 off, decode q8 24-27%, bf16 36-50% and f32 36-45% faster ("Issue 30:
+// the AVX2 tier against llama.cpp's AVX2 build"). Each row's sums are the adjacent-row kernels',
+// to the bit.
+func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) int {
+	quartersCalls.Add(1)
 	m := (hi - lo) / 4
 	if m == 0 {
 		return lo
@@ -485,20 +490,20 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 		switch w.DType {
 		case Q8:
 			k = in.k64
-			if useAVX2() {
+			if avx2 {
 				avx2Dot4Q8I(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.xs[0], k, &out)
 			} else {
 				dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
 			}
 		case BF16:
 			k = in.k32
-			if useAVX2() {
+			if avx2 {
 				avx2MvBF16P(&w.U16[off], ld, &in.xp[0], k, &out[0], 4)
 			} else {
 				dot4BF16PFar(&w.U16[off], ld, &in.xp[0], k, &out)
 			}
 		case F32:
-			if useAVX2() {
+			if avx2 {
 				k = c &^ 7
 				avx2MvF32(&w.F32[off], ld, &x[0], k, &out[0], 4)
 			} else {
@@ -511,6 +516,9 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int) int {
 	}
 	return lo + 4*m
 }
+
+// quartersCalls counts matVecQuarters calls, for the tests that check a route reads in quarters.
+var quartersCalls atomic.Int64
 
 // Blocking of the matrix-matrix product (see matMulRange).
 const (

@@ -27,7 +27,7 @@ const mvBlock = 64
 // (matVecQuarters) and the rows they leave as below.
 func mvRangeAVX2(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	if in.quarters {
-		lo = matVecQuarters(dst, w, in, lo, hi)
+		lo = matVecQuarters(dst, w, in, lo, hi, true)
 	}
 	c, rows, x, n := w.Cols, w.Rows, in.x, in.n
 	kb := c &^ 7 // Q8: c, a multiple of 32
@@ -101,7 +101,7 @@ func mvTail(d []float32, w *Matrix, x []float32, kb, r0, r1 int) {
 // (matVecQuarters) and the rows they leave so.
 func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	if in.quarters {
-		lo = matVecQuarters(dst, w, in, lo, hi)
+		lo = matVecQuarters(dst, w, in, lo, hi, true)
 	}
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	var out, out1 [4]float32

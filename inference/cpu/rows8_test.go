@@ -201,7 +201,8 @@ func fpQuarters(t *testing.T) {
 
 // checkQuarters checks that MatVec over each of ws and MatMuls over ws[0] and ws[1] (fused, 896
 // columns) give the same bits with force set to 1 (in quarters) as to -1 (adjacent rows), on 1-3
-// threads, and that prepareVec reads in quarters for one input row only.
+// threads, that the route takes matVecQuarters with force 1 only, and that prepareVec reads in
+// quarters for one input row only.
 func checkQuarters(t *testing.T, name string, force *atomic.Int32, ws []*Matrix, x []float32) {
 	t.Helper()
 	results := func(f int32) [][]float32 {
@@ -226,8 +227,15 @@ func checkQuarters(t *testing.T, name string, force *atomic.Int32, ws []*Matrix,
 	}
 	for _, th := range []int{1, 2, 3} {
 		restore := withThreads(th)
-		want, got := results(-1), results(1)
+		n0 := quartersCalls.Load()
+		want := results(-1)
+		n1 := quartersCalls.Load()
+		got := results(1)
+		n2 := quartersCalls.Load()
 		restore()
+		if n1 != n0 || n2 == n1 {
+			t.Fatalf("%s threads %d: %d calls of matVecQuarters with quarters off, %d with them on; want 0 and some", name, th, n1-n0, n2-n1)
+		}
 		for j := range got {
 			for r := range got[j] {
 				if math.Float32bits(got[j][r]) != math.Float32bits(want[j][r]) {
