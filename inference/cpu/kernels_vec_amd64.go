@@ -104,7 +104,8 @@ func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 // quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
 // prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
 // on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
-// k a multiple of 32.
+// On AVX2 (avx2MvBF16PFar, the avx2 plan's quarters) it ran 21-26% faster than avx2MvBF16P on
+// the same rows a quarter apart. k a multiple of 32.
 // One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
 //
 //go:noescape
@@ -234,6 +235,17 @@ func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 //
 //go:noescape
 func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
+
+// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+// quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
+// prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
+// on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
+// On AVX2 (avx2MvBF16PFar, the avx2 plan's quarters) it ran 21-26% faster than avx2MvBF16P on
+// the same rows a quarter apart. k a multiple of 32.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvBF16PFar(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 
 // The exact Q8 matrix-vector kernel: int8 weights with one f32 scale per block of 32 of a row
 // (ldw, lds in elements) against f32 x, k a multiple of 32. VPMOVSXBD + VCVTDQ2PS widen exactly;

@@ -47,6 +47,9 @@ func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) 
 func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) {
 	panic("cpu: no SIMD")
 }
+func avx2MvBF16PFar(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int) {
+	panic("cpu: no SIMD")
+}
 func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int) {
 	panic("cpu: no SIMD")
 }
