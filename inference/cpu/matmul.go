@@ -476,7 +476,9 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // the AVX2 tier against llama.cpp's AVX2 build"). Each row's sums are the adjacent-row kernels',
 // to the bit.
 func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) int {
-	quartersCalls.Add(1)
+	if quartersSeen != nil {
+		quartersSeen.Add(1)
+	}
 	m := (hi - lo) / 4
 	if m == 0 {
 		return lo
@@ -518,8 +520,10 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) 
 	return lo + 4*m
 }
 
-// quartersCalls counts matVecQuarters calls, for the tests that check a route reads in quarters.
-var quartersCalls atomic.Int64
+// quartersSeen, when not nil (tests only; set it while no product runs), counts matVecQuarters
+// calls: the tests check that a route reads in quarters. Nil in production, so decode's threads
+// do not share a counter's cache line on every call.
+var quartersSeen *atomic.Int64
 
 // Blocking of the matrix-matrix product (see matMulRange).
 const (
