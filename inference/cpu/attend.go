@@ -360,11 +360,10 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 // in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
 // Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
 // transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
-// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call; on AVX2 avx2Gemv7 on half a tile a
+// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call; on AVX2 avx2Gemv7x16 on one tile a
 // call, a part tile first copied whole into cb.t16 (so nothing past the sequence is read). In
-// the first block, each scoresT7 call advances pf's walk by the bytes of keys it reads, and the
-// first avx2Gemv7 call of each tile by the tile's (both calls'), and each prefetches that share
-// (step). Without qt, one Axpy per query row, tile and dimension.
+// the first block, each call advances pf's walk by the bytes of keys it reads and prefetches
+// that share (step). Without qt, one Axpy per query row, tile and dimension.
 func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, tier, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {
@@ -403,7 +402,7 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 				var pp unsafe.Pointer
 				var pl int
 				if pf != nil && b == 0 {
-					pp, pl = pf.step(4*hd*min(KeyTile, n-j), 4*hd) // avx2Gemv7 prefetches four lines a step
+					pp, pl = pf.step(4*hd*min(KeyTile, n-j), 4*hd) // avx2Gemv7x16 prefetches four lines a step
 				}
 				if w := n - j; w < KeyTile {
 					t := cb.t16
@@ -412,15 +411,13 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 						clear(t[c*KeyTile+w : (c+1)*KeyTile])
 					}
 					var out [rows7 * KeyTile]float32
-					avx2Gemv7(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
-					avx2Gemv7(&t[8], KeyTile, qb, 1, 8, hd, &out[8], KeyTile, 0, nil, 0)
+					avx2Gemv7x16(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
 					for r := range rows7 {
 						copy(dst[r*n+j:r*n+n], out[r*KeyTile:r*KeyTile+w])
 					}
 					continue
 				}
-				avx2Gemv7(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0, pp, pl)
-				avx2Gemv7(&tile[8], KeyTile, qb, 1, 8, hd, &dst[j+8], n, 0, nil, 0)
+				avx2Gemv7x16(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0, pp, pl)
 			}
 		}
 		if rows < rows7 {
@@ -453,8 +450,8 @@ const valuesStep = 32
 // block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7 on 32 dimensions and up to
 // valuesStep positions a call, each call of the first block's first 32 dimensions advancing
 // pf's walk by the value rows it reads (step) and prefetching its share; on AVX2 (hd a multiple
-// of 8) avx2Gemv7 on 8 dimensions and all n positions a call, the first call of the first block
-// advancing the walk by all n rows. Else (or on AVX2 with another head dim) one Axpy per row
+// of 8) avx2Gemv7x16 on 16 dimensions and all n positions a call (avx2Gemv7 on a last 8), the
+// first call of the first block advancing the walk by all n rows. Else (or on AVX2 with another head dim) one Axpy per row
 // and position.
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
 	if !fast || tier == tierAVX2 && hd%8 != 0 {
@@ -497,9 +494,13 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 			if pf != nil && b == 0 {
 				pp, pl = pf.step(4*hd*n, 4*n) // the first call meets every row: the chunk's values
 			}
-			for c := 0; c < hd; c += 8 {
-				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
+			c := 0
+			for ; c+16 <= hd; c += 16 {
+				avx2Gemv7x16(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
 				pp, pl = nil, 0
+			}
+			if c < hd { // 8 dimensions left
+				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
 			}
 		}
 		if rows < rows7 {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // attendRef is AttendDecode in float64 on contiguous keys k (n × hd) and values v (n × hd): per
@@ -245,4 +246,35 @@ func TestAttendDecodeBF16(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGemv7x16: avx2Gemv7x16 gives the bits of two avx2Gemv7 calls on lanes 0..8 and 8..16,
+// from zero and accumulating, with scores' strides (one step a dimension of a key tile) and
+// values' (one step a value row), one step and many, and its prefetch argument changes nothing.
+func TestGemv7x16(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU without AVX2")
+	}
+	rng := rand.New(rand.NewPCG(36, 1))
+	for _, sh := range []struct{ xstep, srow, sstep, steps, ldd int }{
+		{KeyTile, 1, 8, 64, 300}, {KeyTile, 1, 8, 1, 16}, {64, 256, 1, 256, 64}, {40, 7, 1, 33, 24},
+	} {
+		x := randVec(rng, sh.steps*sh.xstep+16)
+		s := randVec(rng, 7*sh.srow+sh.steps*sh.sstep+8)
+		init := randVec(rng, 7*sh.ldd)
+		for acc := range 2 {
+			want := append([]float32(nil), init...)
+			avx2Gemv7(&x[0], sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &want[0], sh.ldd, acc, nil, 0)
+			avx2Gemv7(&x[8], sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &want[8], sh.ldd, acc, nil, 0)
+			for _, pfn := range []int{0, 4 * sh.steps} {
+				got := append([]float32(nil), init...)
+				avx2Gemv7x16(&x[0], sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%+v, acc %d, prefetch %d lines: dst[%d] = %g, want %g", sh, acc, pfn, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
 }

@@ -11,13 +11,44 @@
 // Conventions (all functions ABI0, arguments on the stack):
 //   - Column counts passed to a kernel are multiples of 8 (32 for Q8); the Go caller handles the
 //     rest with scalar code.
-//   - Only AX BX CX DX SI DI R8-R13 and Y0-Y14 are used: R14/R15/X15 are ABIInternal's g, GOT and
-//     zero registers, which we leave alone.
+//   - Only AX BX CX DX SI DI R8-R13 and Y0-Y14 are used (Y15 too in avx2Gemv7x16): R14/R15 are
+//     ABIInternal's g and GOT registers, which we leave alone; X15, its zero register, is scratch
+//     in ABI0 code, and the compiler zeroes it again after every call into it.
 //   - Every function ends with VZEROUPPER so later SSE code pays no transition penalty.
 //   - Sums are in f32 with FMA; the order differs from ref.go (8 lanes, several accumulators, a
 //     final tree), so results agree with it to rounding (see the tests for the bounds).
 
 #include "textflag.h"
+
+// G7ARGS and G7DST read the arguments of avx2Gemv7 and avx2Gemv7x16 (defined before any TEXT,
+// so that go vet does not check their names against another function's frame). G7ARGS: x at
+// SI, its step in bytes R8; the seven scalar rows at DI, DI+R10, DI+2·R10, R11, R11+R10,
+// R11+2·R10, R12 (R10 the row stride in bytes), their step in bytes R9; the steps CX; the
+// prefetch walk's address AX and lines R13.
+#define G7ARGS \
+	MOVQ x+0(FP), SI; \
+	MOVQ xstep+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ s+16(FP), DI; \
+	MOVQ srow+24(FP), R10; \
+	SHLQ $2, R10; \
+	MOVQ sstep+32(FP), R9; \
+	SHLQ $2, R9; \
+	LEAQ (DI)(R10*2), R11; \
+	ADDQ R10, R11; \
+	LEAQ (R11)(R10*2), R12; \
+	ADDQ R10, R12; \
+	MOVQ steps+40(FP), CX; \
+	MOVQ pf+72(FP), AX; \
+	MOVQ pfn+80(FP), R13
+
+// G7DST loads dst into DX and its row stride in bytes into BX, and compares acc with zero.
+#define G7DST \
+	MOVQ dst+48(FP), DX; \
+	MOVQ ldd+56(FP), BX; \
+	SHLQ $2, BX; \
+	CMPQ acc+64(FP), $0
+
 #include "kernels_amd64.h"
 
 // HSUM4 sums each of Y0..Y3 across its 8 lanes into X0 = [ΣY0, ΣY1, ΣY2, ΣY3]. Clobbers Y1, Y2.
@@ -788,6 +819,14 @@ q8adone:
 	ADDQ       $256, AX; \
 	SUBQ       $4, R13
 
+// G7NEXT moves x and the seven scalar rows on by one step and counts it off (G7ARGS).
+#define G7NEXT \
+	ADDQ R8, SI; \
+	ADDQ R9, DI; \
+	ADDQ R9, R11; \
+	ADDQ R9, R12; \
+	DECQ CX
+
 // func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 //
 // Decode attention's two products on AVX2 (AttendDecode: scoresT over key tiles, valuesR over
@@ -799,10 +838,7 @@ q8adone:
 // while any are left (pfn rounded up to a multiple of four, so three lines past them at most;
 // pfn ≤ 4·steps; pf any address: a prefetch never faults).
 TEXT ·avx2Gemv7(SB), NOSPLIT, $0-88
-	MOVQ dst+48(FP), DX
-	MOVQ ldd+56(FP), BX
-	SHLQ $2, BX
-	CMPQ acc+64(FP), $0
+	G7DST
 	JEQ  g7zero
 	MOVQ DX, AX
 	G7LOAD(Y8)
@@ -824,21 +860,7 @@ g7zero:
 	VXORPS Y14, Y14, Y14
 
 g7start:
-	MOVQ x+0(FP), SI
-	MOVQ xstep+8(FP), R8
-	SHLQ $2, R8
-	MOVQ s+16(FP), DI
-	MOVQ srow+24(FP), R10
-	SHLQ $2, R10
-	MOVQ sstep+32(FP), R9
-	SHLQ $2, R9
-	LEAQ (DI)(R10*2), R11
-	ADDQ R10, R11
-	LEAQ (R11)(R10*2), R12
-	ADDQ R10, R12
-	MOVQ steps+40(FP), CX
-	MOVQ pf+72(FP), AX
-	MOVQ pfn+80(FP), R13
+	G7ARGS
 
 g7loop:
 	VMOVUPS      (SI), Y0
@@ -857,11 +879,7 @@ g7loop:
 	VFMADD231PS  Y0, Y6, Y13
 	VBROADCASTSS (R12), Y7
 	VFMADD231PS  Y0, Y7, Y14
-	ADDQ         R8, SI
-	ADDQ         R9, DI
-	ADDQ         R9, R11
-	ADDQ         R9, R12
-	DECQ         CX
+	G7NEXT
 	JNZ          g7loop
 
 	G7STORE(Y8)
@@ -871,5 +889,88 @@ g7loop:
 	G7STORE(Y12)
 	G7STORE(Y13)
 	G7STORE(Y14)
+	VZEROUPPER
+	RET
+
+// G16LOAD loads the 16 lanes at AX into ya, yb and moves AX to the next row (BX bytes on);
+// G16STORE stores ya, yb at DX likewise (avx2Gemv7x16).
+#define G16LOAD(ya, yb) \
+	VMOVUPS (AX), ya; \
+	VMOVUPS 32(AX), yb; \
+	ADDQ    BX, AX
+
+#define G16STORE(ya, yb) \
+	VMOVUPS ya, (DX); \
+	VMOVUPS yb, 32(DX); \
+	ADDQ    BX, DX
+
+// G16ROW broadcasts the scalar at sp into Y1 and adds its products with the step's two vectors
+// of x (Y0 and the 8 lanes at 32(SI), read by the FMA) into ya, yb (avx2Gemv7x16).
+#define G16ROW(sp, ya, yb) \
+	VBROADCASTSS sp, Y1; \
+	VFMADD231PS  Y0, Y1, ya; \
+	VFMADD231PS  32(SI), Y1, yb
+
+// func avx2Gemv7x16(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
+//
+// avx2Gemv7 on 16 lanes: dst[r, 0..16) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..16) for the
+// 7 rows r < 7, each sum over t in order (so the same bits as two avx2Gemv7 calls on lanes 0..8
+// and 8..16). Two accumulators a row (Y2-Y15) give 14 independent FMA chains, enough to keep
+// both FMA pipes busy through the FMA latency where avx2Gemv7's 7 chains are not, and each
+// broadcast scalar meets 16 lanes. Y15 is free here: in ABI0 code X15 is scratch, and the ABI
+// wrapper restores it as ABIInternal's zero register on return (cmd/compile/abi-internal.md).
+// Prefetches as avx2Gemv7 (G7PF).
+TEXT ·avx2Gemv7x16(SB), NOSPLIT, $0-88
+	G7DST
+	JEQ  g16zero
+	MOVQ DX, AX
+	G16LOAD(Y2, Y3)
+	G16LOAD(Y4, Y5)
+	G16LOAD(Y6, Y7)
+	G16LOAD(Y8, Y9)
+	G16LOAD(Y10, Y11)
+	G16LOAD(Y12, Y13)
+	G16LOAD(Y14, Y15)
+	JMP     g16start
+
+g16zero:
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+g16start:
+	G7ARGS
+
+g16loop:
+	VMOVUPS (SI), Y0
+	G7PF
+	G16ROW((DI), Y2, Y3)
+	G16ROW((DI)(R10*1), Y4, Y5)
+	G16ROW((DI)(R10*2), Y6, Y7)
+	G16ROW((R11), Y8, Y9)
+	G16ROW((R11)(R10*1), Y10, Y11)
+	G16ROW((R11)(R10*2), Y12, Y13)
+	G16ROW((R12), Y14, Y15)
+	G7NEXT
+	JNZ     g16loop
+
+	G16STORE(Y2, Y3)
+	G16STORE(Y4, Y5)
+	G16STORE(Y6, Y7)
+	G16STORE(Y8, Y9)
+	G16STORE(Y10, Y11)
+	G16STORE(Y12, Y13)
+	G16STORE(Y14, Y15)
 	VZEROUPPER
 	RET
