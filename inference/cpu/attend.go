@@ -24,16 +24,18 @@ const KeyTile = 16
 
 // AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over
 // all n keys), flash-decoding style: each head's positions are cut into chunks of at most
-// DecodeChunk that never cross a KV block, the chunks of all heads are shared out among the
-// threads, and each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and
-// the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
+// DecodeChunk that never cross a KV block, the chunks of all heads (of each window of whole
+// heads with at most decodeWindow chunks between them, one hand-off per window) are shared out
+// among the threads, and each chunk yields, per query row, its scores' maximum m, the sum l of
+// e^(s−m) and the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
 // (rescaled to the largest maximum). Within a chunk the scores come from the key tiles with the
 // positions along the SIMD lanes (on AVX-512 scoresT7: 32 positions against seven query rows
 // a call, each query value broadcast once per dimension; see scoresT), then the outputs from the
 // value rows with the dimensions along the lanes (valuesR7: 32 dimensions against seven rows
 // of weights, each weight broadcast once per position; see valuesR): no horizontal sums, and a
 // decode step reads each key and value once per KV head instead of once per query head. Chunk
-// boundaries do not depend on the thread count, so neither do the results.
+// boundaries depend neither on the thread count nor on the windows, so neither do the results.
+// A prompt's tokens come as heads too, one per token and KV head (qwen2's attention).
 // Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
 // kernels' registers as they load them, elsewhere a chunk at a time into scratch that stays in
 // L2; so the results equal those over f32 blocks holding the same values, bit for bit, while
@@ -51,21 +53,40 @@ func AttendDecode(heads []DecodeHead, group int) {
 		panic("cpu: AttendDecode: nil keys or values")
 	}
 	hd := heads[0].K.Rows
-	ds := decodePool.Get().(*decodeScratch)
-	defer decodePool.Put(ds)
-	ds.items = ds.items[:0]
-	work := 0
 	wide := heads[0].K.BF16 != nil
 	for h := range heads {
 		checkDecodeHead(&heads[h], group, hd, wide)
-		k := heads[h].K
-		for p0 := 0; p0 < k.Cols; {
-			p1 := min(k.Cols, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
-			ds.items = append(ds.items, decodeItem{head: h, p0: p0, p1: p1})
-			p0 = p1
-		}
-		work += 2 * group * hd * k.Cols
 	}
+	ds := decodePool.Get().(*decodeScratch)
+	defer decodePool.Put(ds)
+	most := int(decodeWindow.Load())
+	for h0 := 0; h0 < len(heads); {
+		// A window of whole heads with at most most chunks (one head at least): a prefill's
+		// thousands of heads keep partial results of a few MiB, not one per chunk of them all.
+		ds.items = ds.items[:0]
+		work, h1 := 0, h0
+		for ; h1 < len(heads); h1++ {
+			k := heads[h1].K
+			n0 := len(ds.items)
+			for p0 := 0; p0 < k.Cols; {
+				p1 := min(k.Cols, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
+				ds.items = append(ds.items, decodeItem{head: h1, p0: p0, p1: p1})
+				p0 = p1
+			}
+			if h1 > h0 && len(ds.items) > most {
+				ds.items = ds.items[:n0]
+				break
+			}
+			work += 2 * group * hd * k.Cols
+		}
+		attendWindow(heads, ds, group, hd, wide, work)
+		h0 = h1
+	}
+}
+
+// attendWindow runs the chunks ds.items (work multiply-adds in all) of consecutive heads on the
+// threads and merges each head's partial results into its Out (AttendDecode).
+func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide bool, work int) {
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
@@ -131,15 +152,22 @@ func AttendDecode(heads []DecodeHead, group int) {
 		clear(cb.pf.regs) // the pooled walk must not keep the blocks alive
 		chunkPool.Put(cb)
 	})
-	i := 0
-	for h := range heads {
-		i0 := i
+	for i := 0; i < ni; {
+		h, i0 := ds.items[i].head, i
 		for i < ni && ds.items[i].head == h {
 			i++
 		}
 		mergeChunks(heads[h].Out, ds.part[i0*per:i*per], i-i0, group, hd)
 	}
 }
+
+// decodeWindow is the most chunks one AttendDecode window holds (one head's at least): 4,096
+// chunks keep 7.2 MiB of partial results at group 7 and head dim 64, and a window's work (up
+// to about a billion multiply-adds) far outweighs its hand-off to the threads. A variable so that
+// tests can force many windows.
+var decodeWindow atomic.Int32
+
+func init() { decodeWindow.Store(4096) }
 
 // DecodeChunk is the most positions of one AttendDecode chunk: its scores (Group × DecodeChunk)
 // stay in L1 between the two products, and a long context gives the threads many chunks. A

@@ -97,8 +97,10 @@ func TestAttendDecode(t *testing.T) {
 	})
 }
 
-// TestAttendDecodeThreads: the results are the same to the bit whatever the thread count and
-// whether the heads come in one call or one at a time.
+// TestAttendDecodeThreads: the results are the same to the bit whatever the thread count,
+// whether the heads come in one call or one at a time, and however a call's heads fall into
+// windows (decodeWindow: each head alone, a long head alone and two short ones together, or
+// windows cut between heads of 12, 3 and 1 chunks).
 func TestAttendDecodeThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 1))
 	const group, hd, block = 7, 64, 256
@@ -111,10 +113,12 @@ func TestAttendDecodeThreads(t *testing.T) {
 			V: toPaged(randVec(rng, n*hd), n, hd, block, true),
 		}
 	}
-	run := func(th int, oneCall bool) [][]float32 {
+	run := func(th int, oneCall bool, window int32) [][]float32 {
 		old := Threads()
 		SetThreads(th)
 		defer SetThreads(old)
+		was := decodeWindow.Swap(window)
+		defer decodeWindow.Store(was)
 		out := make([][]float32, len(heads))
 		hs := make([]DecodeHead, len(heads))
 		for h := range heads {
@@ -130,16 +134,17 @@ func TestAttendDecodeThreads(t *testing.T) {
 		}
 		return out
 	}
-	want := run(1, true)
+	want := run(1, true, decodeWindow.Load())
 	for _, c := range []struct {
-		th  int
-		one bool
-	}{{2, true}, {3, true}, {2, false}, {1, false}} {
-		got := run(c.th, c.one)
+		th     int
+		one    bool
+		window int32
+	}{{2, true, 4096}, {3, true, 4096}, {2, false, 4096}, {1, false, 4096}, {2, true, 1}, {2, true, 5}, {1, true, 13}} {
+		got := run(c.th, c.one, c.window)
 		for h := range want {
 			for i := range want[h] {
 				if got[h][i] != want[h][i] {
-					t.Fatalf("threads %d, one call %v: head %d element %d is %g, want %g", c.th, c.one, h, i, got[h][i], want[h][i])
+					t.Fatalf("threads %d, one call %v, windows of %d chunks: head %d element %d is %g, want %g", c.th, c.one, c.window, h, i, got[h][i], want[h][i])
 				}
 			}
 		}

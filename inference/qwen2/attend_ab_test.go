@@ -16,6 +16,17 @@ import (
 // alternate the two on the same keys and values, iteration by iteration, and the load of a
 // shared machine hits both alike.
 
+// The replaced attention's chunking of a prefill: at most contigChunk query tokens and
+// contigScores probabilities per chunk.
+const (
+	contigChunk  = 128
+	contigScores = 4 << 20
+)
+
+// contigBufs is the replaced attention's scratch: queries, scores, compact values, outputs
+// (kept across calls, as the model's scratch kept them; one caller at a time).
+var contigBufs struct{ qg, sc, vt, og []float32 }
+
 // contigCache is the replaced cache: per layer, keys nkv×cap×hd and values transposed nkv×hd×vs
 // with vs = cap+16.
 type contigCache struct {
@@ -24,6 +35,7 @@ type contigCache struct {
 }
 
 func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []span) {
+	cb := &contigBufs
 	c := &m.cfg
 	nkv, hd := c.NumKeyValueHeads, c.HeadDim
 	group := c.NumAttentionHeads / nkv
@@ -36,9 +48,9 @@ func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []s
 		nt := sp.hi - sp.lo
 		p0 := ca.n + sp.lo
 		vs := ca.vs
-		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
-		// keys they cannot see, and at most attnScores probabilities (at least one token).
-		chunk := max(1, min(nt, attnChunk, attnScores/(group*vs)))
+		// Tokens per chunk: at most contigChunk, so that early chunks of a long prefill skip the
+		// keys they cannot see, and at most contigScores probabilities (at least one token).
+		chunk := max(1, min(nt, contigChunk, contigScores/(group*vs)))
 		for kh := range nkv {
 			kBase, vBase := kh*ca.cap*hd, kh*hd*vs
 			Vt := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: vs, F32: ca.v[l][vBase : vBase+hd*vs]}
@@ -46,17 +58,17 @@ func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []s
 				j1 := min(nt, j0+chunk)
 				n := p0 + j1 // keys visible to the chunk's last token
 				rows := (j1 - j0) * group
-				s.qg = grow(s.qg, rows*hd)
+				cb.qg = grow(cb.qg, rows*hd)
 				for j := j0; j < j1; j++ {
 					src := s.q[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
-					dst := s.qg[(j-j0)*group*hd : (j-j0+1)*group*hd]
+					dst := cb.qg[(j-j0)*group*hd : (j-j0+1)*group*hd]
 					for e, x := range src {
 						dst[e] = x * scale
 					}
 				}
 				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: ca.k[l][kBase : kBase+n*hd]}
-				s.sc = grow(s.sc, rows*n)
-				cpu.MatMul(s.sc, K, s.qg, rows)
+				cb.sc = grow(cb.sc, rows*n)
+				cpu.MatMul(cb.sc, K, cb.qg, rows)
 				// P·V: against the cache's Vᵀ in place when its row stride vs wastes little
 				// (decode, where n is near the capacity), else against a compact copy of the
 				// first n values of each Vᵀ row (contiguous copies: early prefill chunks).
@@ -66,29 +78,29 @@ func (m *Model) attendContig(l int, s *scratch, caches []*contigCache, spans []s
 					pp = grow(pp, rows*vs)
 					P = pp
 				} else {
-					s.vt = grow(s.vt, hd*n)
+					cb.vt = grow(cb.vt, hd*n)
 					for d := range hd {
-						copy(s.vt[d*n:(d+1)*n], Vt.F32[d*vs:d*vs+n])
+						copy(cb.vt[d*n:(d+1)*n], Vt.F32[d*vs:d*vs+n])
 					}
-					V = &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
-					P = s.sc
+					V = &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: cb.vt}
+					P = cb.sc
 				}
 				for r := range rows {
 					see := p0 + j0 + r/group + 1
-					row := s.sc[r*n : r*n+see]
+					row := cb.sc[r*n : r*n+see]
 					cpu.Softmax(row)
 					if inPlace {
 						copy(P[r*vs:], row)
 						clear(P[r*vs+see : (r+1)*vs])
 					} else {
-						clear(s.sc[r*n+see : (r+1)*n])
+						clear(cb.sc[r*n+see : (r+1)*n])
 					}
 				}
-				s.og = grow(s.og, rows*hd)
-				cpu.MatMul(s.og, V, P, rows)
+				cb.og = grow(cb.og, rows*hd)
+				cpu.MatMul(cb.og, V, P, rows)
 				for j := j0; j < j1; j++ {
 					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
-					copy(dst, s.og[(j-j0)*group*hd:])
+					copy(dst, cb.og[(j-j0)*group*hd:])
 				}
 			}
 		}
@@ -233,12 +245,13 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 	return v[len(v)/2]
 }
 
-// TestAttendDecodeMatchesContig: decode attention (attendDecode: all query heads of a kv head per
+// TestAttendDecodeMatchesContig: the model's attention (attend: all query heads of a kv head per
 // pass over the paged keys and values, positions split into chunks and merged) gives the
-// contiguous cache's attention (attendContig, the matrix-vector products and a softmax per query
-// row) on two layers of the 0.5B shape (7 query heads per kv head), at depths short of, at and past block and
-// chunk boundaries, for blocks of 256 and 48 tokens, one sequence or a batch, one token or two
-// per sequence (two attend causally within the step), with 1 and 2 threads. Keys, values and
+// contiguous cache's attention (attendContig, matrix products and a softmax per query row) on
+// two layers of the 0.5B shape (7 query heads per kv head), at depths short of, at and past block and
+// chunk boundaries, for blocks of 256 and 48 tokens, one sequence or a batch, one token, two or
+// a prompt chunk of 33 to 300 per sequence (they attend causally within the step), with 1 and
+// 2 threads. Keys, values and
 // queries in [-1, 1): the outputs are below 1 in size and agree within 5e-7 (measured at most
 // 4.5e-8 on AVX-512).
 func TestAttendDecodeMatchesContig(t *testing.T) {
@@ -246,6 +259,7 @@ func TestAttendDecodeMatchesContig(t *testing.T) {
 	for _, tc := range []abCase{
 		{"d0", 1, 0, 1}, {"d127", 1, 127, 1}, {"d255", 1, 255, 1}, {"d256", 1, 256, 1}, {"d600", 1, 600, 1},
 		{"d2100", 1, 2100, 1}, {"batch3-d300", 3, 300, 1}, {"two-d257", 1, 257, 2}, {"batch2-two-d500", 2, 500, 2},
+		{"prompt40-d0", 1, 0, 40}, {"prompt300-d250", 1, 250, 300}, {"batch2-prompt33-d500", 2, 500, 33},
 	} {
 		for _, block := range []int{0, 48} {
 			for _, th := range []int{1, 2} {

@@ -18,10 +18,9 @@ type scratch struct {
 	x, xn, q, k, v, att, tmp, gate, up []float32
 	cos, sin                           []float32
 	sel, logits                        []float32
-	qg, sc, kg, vt, og                 []float32 // attention: queries, scores, gathered K and Vᵀ, output
-	qd                                 []float32 // decode attention: every head's scaled queries
+	qd                                 []float32 // attention: every head's scaled queries
 	heads                              []cpu.DecodeHead
-	kvs                                []cpu.Paged // decode attention: each head's keys and values through the block table
+	kvs                                []cpu.Paged // attention: each head's keys and values through the block table
 	pos, seq                           []int
 }
 
@@ -238,101 +237,34 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 	}
 }
 
-// attend computes s.att from s.q and the caches' keys and values of layer l (causal: token t sees
-// positions 0..pos[t] of its own sequence), read through each cache's block table. A span of
-// fewer than pagedRows query rows (a decode step: group rows per kv head and token) goes to
-// attendDecode; the others (prefill) run per kv head with the query rows of the heads sharing it
-// taken in chunks, so the score matrix stays bounded and each chunk's scores cover only the keys
-// it can see: the keys and values it sees are copied out of the blocks into contiguous scratch,
-// scores = Q·Kᵀ (cpu.MatMul's matrix-matrix kernels; the copy is 1/rows of the product's
-// multiply-adds), a softmax per row, then out = P·V against the transposed values.
+// attend computes s.att from s.q and the caches' keys and values of layer l, all tokens of all
+// spans (decode steps and prompt chunks alike) in one cpu.AttendDecode call: one DecodeHead per
+// token and kv head, its group of query rows scaled into s.qd, its keys and values the first
+// pos+1 of its cache (causal: token t sees positions 0..pos[t] of its own sequence; a span's
+// keys and values are stored before it attends) read through the block table in place. The
+// threads share the positions of every head (flash decoding), so one sequence at depth uses
+// them all, and a prompt token's attention is computed as a decode step's would be: the same
+// kernels, chunks and sums. (Prefill once copied each chunk's keys and values out of the blocks
+// for the matrix-matrix kernels; through the flash kernels a 2,048-token prompt runs 37% faster
+// and 512 tokens after 2,048 40%: docs/BENCHMARKS.md, "Prefill attention through the decode
+// kernels".)
 func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	nkv, hd, group, qd, scale := m.attnShape()
-	m.attendDecode(l, s, caches, spans)
-	t0 := 0
+	T := 0
 	for _, sp := range spans {
-		ca := caches[sp.step]
-		nt := sp.hi - sp.lo
-		p0 := ca.n + sp.lo
-		last := p0 + nt // keys visible to the span's last token
-		if nt*group < pagedRows {
-			t0 += nt
-			continue
-		}
-		// Tokens per chunk: at most attnChunk, so that early chunks of a long prefill skip the
-		// keys they cannot see, and at most attnScores probabilities (at least one token).
-		chunk := max(1, min(nt, attnChunk, attnScores/(group*last)))
-		for kh := range nkv {
-			s.kg = grow(s.kg, last*hd)
-			ca.gatherKeys(s.kg, l, kh, last)
-			for j0 := 0; j0 < nt; j0 += chunk {
-				j1 := min(nt, j0+chunk)
-				n := p0 + j1 // keys visible to the chunk's last token
-				rows := (j1 - j0) * group
-				s.qg = grow(s.qg, rows*hd)
-				for j := j0; j < j1; j++ {
-					src := s.q[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
-					dst := s.qg[(j-j0)*group*hd : (j-j0+1)*group*hd]
-					for e, x := range src {
-						dst[e] = x * scale
-					}
-				}
-				s.sc = grow(s.sc, rows*n)
-				K := &cpu.Matrix{DType: cpu.F32, Rows: n, Cols: hd, F32: s.kg[:n*hd]}
-				cpu.MatMul(s.sc, K, s.qg, rows)
-				for r := range rows {
-					see := p0 + j0 + r/group + 1
-					row := s.sc[r*n : (r+1)*n]
-					cpu.Softmax(row[:see])
-					clear(row[see:])
-				}
-				s.og = grow(s.og, rows*hd)
-				s.vt = grow(s.vt, hd*n)
-				ca.gatherValues(s.vt, l, kh, n)
-				V := &cpu.Matrix{DType: cpu.F32, Rows: hd, Cols: n, F32: s.vt}
-				cpu.MatMul(s.og, V, s.sc, rows)
-				for j := j0; j < j1; j++ {
-					dst := s.att[(t0+j)*qd+kh*group*hd : (t0+j)*qd+(kh+1)*group*hd]
-					copy(dst, s.og[(j-j0)*group*hd:])
-				}
-			}
-		}
-		t0 += nt
+		T += sp.hi - sp.lo
 	}
-}
-
-// attendDecode computes s.att for the tokens of every span of fewer than pagedRows query rows
-// (decode steps), all in one cpu.AttendDecode call: one DecodeHead per token and kv head, its
-// group of query rows scaled into s.qd, its keys and values the first pos+1 of its cache read
-// through the block table in place. The threads share the positions of every head (flash
-// decoding), so one sequence at depth uses them all.
-func (m *Model) attendDecode(l int, s *scratch, caches []*Cache, spans []span) {
-	nkv, hd, group, qd, scale := m.attnShape()
-	nh, t0 := 0, 0
-	for _, sp := range spans {
-		if nt := sp.hi - sp.lo; nt*group < pagedRows {
-			nh += nt * nkv
-		}
-	}
-	if nh == 0 {
-		return
-	}
+	nh := T * nkv
 	s.qd = grow(s.qd, nh*group*hd)
 	if cap(s.heads) < nh {
 		s.heads = make([]cpu.DecodeHead, nh)
 		s.kvs = make([]cpu.Paged, 2*nh)
 	}
 	s.heads = s.heads[:nh]
-	h := 0
+	h, t := 0, 0
 	for _, sp := range spans {
-		nt := sp.hi - sp.lo
-		if nt*group >= pagedRows {
-			t0 += nt
-			continue
-		}
 		ca := caches[sp.step]
-		for j := range nt {
-			t := t0 + j
+		for range sp.hi - sp.lo {
 			n := s.pos[t] + 1
 			for kh := range nkv {
 				q := s.qd[h*group*hd : (h+1)*group*hd]
@@ -345,8 +277,8 @@ func (m *Model) attendDecode(l int, s *scratch, caches []*Cache, spans []span) {
 				s.heads[h] = cpu.DecodeHead{Out: s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd], Q: q, K: pk, V: pv}
 				h++
 			}
+			t++
 		}
-		t0 += nt
 	}
 	cpu.AttendDecode(s.heads, group)
 }
@@ -358,18 +290,6 @@ func (m *Model) attnShape() (nkv, hd, group, qd int, scale float32) {
 	nkv, hd = c.NumKeyValueHeads, c.HeadDim
 	return nkv, hd, c.NumAttentionHeads / nkv, c.NumAttentionHeads * hd, float32(1 / math.Sqrt(float64(hd)))
 }
-
-// pagedRows is the most query rows of a span (tokens × group) that attend through the KV blocks
-// in place (attendDecode): below it cpu.MatMul would use its matrix-vector kernels, not its
-// matrix-matrix ones, so copying the keys out would not pay.
-const pagedRows = 16
-
-// attnScores bounds the probability matrix of one attention chunk (4 Mi values, 16 MiB); a variable
-// so tests can force many chunks.
-var attnScores = 4 << 20
-
-// attnChunk is the most query tokens per attention chunk.
-const attnChunk = 128
 
 // logits applies the final norm and the LM head to the rows the steps ask for. The last rows of
 // steps that want only those go through one MatMul together (a decode batch streams the LM head
