@@ -14,14 +14,15 @@
 #            docs/BENCHMARKS.md; --dtype converts it at load)
 #   STUDENT  student binary (default: go build -o bin/student ./cmd/student)
 #   BASE     a second student binary, run right after STUDENT in every round (A/B)
-#   LLAMA    llama.cpp's build/bin, for llama-bench -p PROMPTS -n 0
+#   LLAMA    llama.cpp's build/bin, for llama-bench -p PROMPTS -n 0 (its stderr passes through)
 #   GGUF     prefix of the GGUF files for llama-bench: GGUF-q8_0.gguf, GGUF-bf16.gguf,
 #            GGUF-f32.gguf (default /tmp/q05b)
 #   DTYPES   weight types (default q8); PROMPTS (default "512 2048 4096"); DEPTH (default 2048);
 #            ROUNDS (default 3); THREADS (default 2)
 #
-# Prints one line per round, weight type and program: prefill tok/s per prompt length
-# (pP=...), and for the students p512@DEPTH. Name the CPU family with the figures; run it with
+# Relative paths are taken from the repository's root (the script runs there). Prints one line
+# per round, weight type and program: prefill tok/s per prompt length (pP=...), and for the
+# students p512@DEPTH. Name the CPU family with the figures; run it with
 # nothing else on the machine (docs/BENCHMARKS.md, "Prefill attention through the decode
 # kernels").
 set -euo pipefail
@@ -44,10 +45,12 @@ for r in $(seq 1 "$ROUNDS"); do
 		if [ -n "${LLAMA:-}" ]; then
 			q=$dt
 			[ "$dt" = q8 ] && q=q8_0
-			"$LLAMA/llama-bench" -m "$GGUF-$q.gguf" -t "$THREADS" -p "$(echo $PROMPTS | tr ' ' ,)" -n 0 -r 1 -o json 2>/dev/null |
+			"$LLAMA/llama-bench" -m "$GGUF-$q.gguf" -t "$THREADS" -p "$(echo $PROMPTS | tr ' ' ,)" -n 0 -r 1 -o json |
 				python3 -c 'import json,sys; print("  llama.cpp", " ".join("p%d=%.1f" % (r["n_prompt"], r["avg_ts"]) for r in json.load(sys.stdin)))'
 		fi
-		for bin in "$STUDENT" ${BASE:-}; do
+		bins=("$STUDENT")
+		[ -n "${BASE:-}" ] && bins+=("$BASE")
+		for bin in "${bins[@]}"; do
 			line="  $bin"
 			for p in $PROMPTS; do
 				line="$line p$p=$("$bin" bench --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt "$p" --gen 0 --repeat 1 --json --quiet | rate)"

@@ -22,26 +22,25 @@ type DecodeHead struct {
 // with one contiguous load, and its reads run front to back through memory.
 const KeyTile = 16
 
-// AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over
-// all n keys), flash-decoding style: each head's positions are cut into chunks of at most
-// DecodeChunk that never cross a KV block, the chunks of all heads (of each window of whole
-// heads with at most decodeWindow chunks between them, one hand-off per window) are shared out
-// among the threads, and each chunk yields, per query row, its scores' maximum m, the sum l of
-// e^(s−m) and the unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order
-// (rescaled to the largest maximum). Within a chunk the scores come from the key tiles with the
-// positions along the SIMD lanes (on AVX-512 scoresT7: 32 positions against seven query rows
-// a call, each query value broadcast once per dimension; see scoresT), then the outputs from the
-// value rows with the dimensions along the lanes (valuesR7: 32 dimensions against seven rows
-// of weights, each weight broadcast once per position; see valuesR): no horizontal sums, and a
-// decode step reads each key and value once per KV head instead of once per query head. Chunk
-// boundaries depend neither on the thread count nor on the windows, so neither do the results.
-// A prompt's tokens come as heads too, one per token and KV head (qwen2's attention).
-// Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
-// kernels' registers as they load them, elsewhere a chunk at a time into scratch that stays in
-// L2; so the results equal those over f32 blocks holding the same values, bit for bit, while
-// memory is read at half the bytes. On AVX-512 and AVX2 each thread prefetches its chunks' keys
-// and values attendPrefetch bytes ahead of the kernels' reads (prefetcher), the kernels issuing
-// the prefetches spread over their loops.
+// AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over all
+// n keys), flash-decoding style: each head's positions are cut into chunks of at most DecodeChunk
+// that never cross a KV block, the chunks of all heads (of each window of whole heads with at most
+// decodeWindow chunks between them, one hand-off per window) are shared out among the threads, and
+// each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and the
+// unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order (rescaled
+// to the largest maximum). Within a chunk the scores come from the key tiles with the positions
+// along the SIMD lanes (on AVX-512 scoresT7: 32 positions against seven query rows a call, each
+// query value broadcast once per dimension; see scoresT), then the outputs from the value rows with
+// the dimensions along the lanes (valuesR7: 32 dimensions against seven rows of weights, each
+// weight broadcast once per position; see valuesR): no horizontal sums, and a decode step reads
+// each key and value once per KV head instead of once per query head. Chunk boundaries depend
+// neither on the thread count nor on the windows, so neither do the results. A prompt's tokens come
+// as heads too, one per token and KV head (qwen2's attention). Keys and values in bf16 blocks
+// (Paged.BF16) are widened exactly to f32: on AVX-512 in the kernels' registers as they load them,
+// elsewhere a chunk at a time into scratch that stays in L2; so the results equal those over f32
+// blocks holding the same values, bit for bit, while memory is read at half the bytes. On AVX-512
+// and AVX2 each thread prefetches its chunks' keys and values attendPrefetch bytes ahead of the
+// kernels' reads (prefetcher), the kernels issuing the prefetches spread over their loops.
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -479,8 +478,8 @@ const valuesStep = 32
 // valuesStep positions a call, each call of the first block's first 32 dimensions advancing
 // pf's walk by the value rows it reads (step) and prefetching its share; on AVX2 (hd a multiple
 // of 8) avx2Gemv7x16 on 16 dimensions and all n positions a call (avx2Gemv7 on a last 8), the
-// first call of the first block advancing the walk by all n rows. Else (or on AVX2 with another head dim) one Axpy per row
-// and position.
+// first call of the first block advancing the walk by all n rows. Else (or on AVX2 with another
+// head dim) one Axpy per row and position.
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
 	if !fast || tier == tierAVX2 && hd%8 != 0 {
 		for r := range group {

@@ -100,7 +100,7 @@ func TestAttendDecode(t *testing.T) {
 // TestAttendDecodeThreads: the results are the same to the bit whatever the thread count,
 // whether the heads come in one call or one at a time, and however a call's heads fall into
 // windows (decodeWindow: each head alone, a long head alone and two short ones together, or
-// windows cut between heads of 12, 3 and 1 chunks).
+// windows cut between heads of 12, 3 and 1 chunks: {12, 3} and {1}).
 func TestAttendDecodeThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 1))
 	const group, hd, block = 7, 64, 256
@@ -139,7 +139,7 @@ func TestAttendDecodeThreads(t *testing.T) {
 		th     int
 		one    bool
 		window int32
-	}{{2, true, 4096}, {3, true, 4096}, {2, false, 4096}, {1, false, 4096}, {2, true, 1}, {2, true, 5}, {1, true, 13}} {
+	}{{2, true, 4096}, {3, true, 4096}, {2, false, 4096}, {1, false, 4096}, {2, true, 1}, {2, true, 5}, {1, true, 15}} {
 		got := run(c.th, c.one, c.window)
 		for h := range want {
 			for i := range want[h] {
@@ -199,6 +199,32 @@ func TestAttendDecodeBadInput(t *testing.T) {
 	}
 	d := ok()
 	AttendDecode([]DecodeHead{d}, 2) // the unchanged head is accepted
+
+	// A bad head after good ones, in windows of one chunk: the panic comes before any window has
+	// written an output.
+	was := decodeWindow.Swap(1)
+	defer decodeWindow.Store(was)
+	good, bad := ok(), ok()
+	for i := range good.Q {
+		good.Q[i] = 1
+	}
+	for i := range good.Out {
+		good.Out[i] = -7
+	}
+	bad.Q = bad.Q[:31]
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a bad last head: no panic")
+			}
+		}()
+		AttendDecode([]DecodeHead{good, ok(), bad}, 2)
+	}()
+	for i, x := range good.Out {
+		if x != -7 {
+			t.Fatalf("a bad last head: the first head's output[%d] was written (%g) before the panic", i, x)
+		}
+	}
 }
 
 // toBF16Paged returns p with its values rounded to bf16 (F32ToBF16) in bf16 blocks, and p's f32

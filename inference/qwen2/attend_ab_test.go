@@ -12,7 +12,7 @@ import (
 )
 
 // The A/B of the paged KV cache against the contiguous one it replaced (main at 82d1e87): that
-// cache and its attention are kept here, verbatim but for names, so one benchmark process can
+// cache and its attention are kept here, verbatim but for names and scratch, so one benchmark process can
 // alternate the two on the same keys and values, iteration by iteration, and the load of a
 // shared machine hits both alike.
 

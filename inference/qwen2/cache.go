@@ -259,6 +259,23 @@ func (c *Cache) values(w *cpu.Paged, l, kh, n int) {
 	w.Rows, w.Cols, w.ByRows = n, hd, true
 }
 
+// prefix sets w to the first n tokens of full (a view keys or values set to at least n tokens),
+// sharing full's block list.
+func (c *Cache) prefix(w, full *cpu.Paged, n int) {
+	*w = *full
+	nb := c.blocksFor(n)
+	if w.BF16 != nil {
+		w.BF16 = w.BF16[:nb]
+	} else {
+		w.Blocks = w.Blocks[:nb]
+	}
+	if w.Tiled {
+		w.Cols = n
+	} else {
+		w.Rows = n
+	}
+}
+
 // paged sets w's blocks to [off, off+size) of each block holding the first n tokens (f32 or bf16,
 // as the cache's), its block size to the cache's; the caller sets the shape.
 func (c *Cache) paged(w *cpu.Paged, off, size, n int) {

@@ -1,8 +1,12 @@
 package qwen2
 
 import (
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
+	"weak"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/lm"
@@ -158,7 +162,8 @@ func TestBlockSizes(t *testing.T) {
 
 // TestCacheLayout: what store writes, keys and values show as paged matrices (the keys in tiles
 // of cpu.KeyTile, the values by rows), for every layer and kv head, lengths ending inside a
-// tile, in a block and on a block boundary, f32 and bf16 blocks (the values rounded, exactly).
+// tile, in a block and on a block boundary, f32 and bf16 blocks (the values rounded, exactly);
+// and a prefix of the views of all n tokens is the view of its length.
 func TestCacheLayout(t *testing.T) {
 	const layers, nkv, hd, n = 2, 2, 24, 75
 	for _, kv16 := range []bool{false, true} {
@@ -205,6 +210,14 @@ func TestCacheLayout(t *testing.T) {
 						if !pk.Tiled || pk.Rows != hd || pk.Cols != ln || !pv.ByRows || pv.Rows != ln || pv.Cols != hd {
 							t.Fatalf("keys %+v, values %+v: want tiled keys (%d × %d) and values by rows", pk, pv, hd, ln)
 						}
+						var fk, fv, ck, cv cpu.Paged
+						c.keys(&fk, l, kh, n)
+						c.values(&fv, l, kh, n)
+						c.prefix(&ck, &fk, ln)
+						c.prefix(&cv, &fv, ln)
+						if !reflect.DeepEqual(ck, pk) || !reflect.DeepEqual(cv, pv) {
+							t.Fatalf("bf16 %v, blocks of %d, %d of %d tokens: prefixes %+v and %+v, want %+v and %+v", kv16, block, ln, n, ck, cv, pk, pv)
+						}
 						for p := range ln {
 							b, o := p/block, p%block
 							for d := range hd {
@@ -222,5 +235,38 @@ func TestCacheLayout(t *testing.T) {
 			}
 			c.Release()
 		}
+	}
+}
+
+// TestReleasedBlocksUnreachable: once a cache is released, its blocks are garbage even while
+// the model goes on with other caches: the attention's pooled views do not keep them alive
+// (with bf16 blocks too).
+func TestReleasedBlocksUnreachable(t *testing.T) {
+	for _, kv16 := range []bool{false, true} {
+		m := smallModel(t, safetensors.F32, Options{KVBF16: kv16}, nil)
+		ids := prompt(200, 3, m.VocabSize())
+		a := newCache(t, m, 256)
+		forward(t, m, lm.Step{Cache: a, Tokens: ids})
+		var blocks []weak.Pointer[byte]
+		for _, b := range a.(*Cache).blocks {
+			p := unsafe.Pointer(unsafe.SliceData(b.data))
+			if kv16 {
+				p = unsafe.Pointer(unsafe.SliceData(b.data16))
+			}
+			blocks = append(blocks, weak.Make((*byte)(p)))
+		}
+		if len(blocks) < 2 {
+			t.Fatalf("bf16 %v: %d blocks for 200 tokens, want several", kv16, len(blocks))
+		}
+		a.Release()
+		b := newCache(t, m, 64)
+		forward(t, m, lm.Step{Cache: b, Tokens: ids[:1]})
+		runtime.GC()
+		for i, w := range blocks {
+			if w.Value() != nil {
+				t.Errorf("bf16 %v: block %d of the released cache is still reachable", kv16, i)
+			}
+		}
+		forward(t, m, lm.Step{Cache: b, Tokens: ids[1:2]})
 	}
 }

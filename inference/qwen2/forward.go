@@ -20,7 +20,8 @@ type scratch struct {
 	sel, logits                        []float32
 	qd                                 []float32 // attention: every head's scaled queries
 	heads                              []cpu.DecodeHead
-	kvs                                []cpu.Paged // attention: each head's keys and values through the block table
+	kvs                                []cpu.Paged // attention: each head's keys and values (prefixes of full's)
+	full                               []cpu.Paged // attention: per span and kv head, to its last token
 	pos, seq                           []int
 }
 
@@ -245,9 +246,9 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 // threads share the positions of every head (flash decoding), so one sequence at depth uses
 // them all, and a prompt token's attention is computed as a decode step's would be: the same
 // kernels, chunks and sums. (Prefill once copied each chunk's keys and values out of the blocks
-// for the matrix-matrix kernels; through the flash kernels a 2,048-token prompt runs 37% faster
-// and 512 tokens after 2,048 40%: docs/BENCHMARKS.md, "Prefill attention through the decode
-// kernels".)
+// for the matrix-matrix kernels; through the flash kernels q8 prefill of 2,048 tokens runs
+// 15-29% faster, of 4,096 36-41%, and 512 tokens after 2,048 27-57% on Zen 5: docs/BENCHMARKS.md,
+// "Prefill attention through the decode kernels".)
 func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	nkv, hd, group, qd, scale := m.attnShape()
 	T := 0
@@ -261,9 +262,21 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 		s.kvs = make([]cpu.Paged, 2*nh)
 	}
 	s.heads = s.heads[:nh]
+	if cap(s.full) < 2*len(spans)*nkv {
+		s.full = make([]cpu.Paged, 2*len(spans)*nkv)
+	}
 	h, t := 0, 0
-	for _, sp := range spans {
+	for i, sp := range spans {
 		ca := caches[sp.step]
+		// The span's views up to its last token, once per kv head: its tokens' views are
+		// prefixes of them sharing their block lists (not a list per token: a long prompt's
+		// lists would grow with the square of its length).
+		last := s.pos[t+sp.hi-sp.lo-1] + 1
+		full := s.full[2*i*nkv : 2*(i+1)*nkv]
+		for kh := range nkv {
+			ca.keys(&full[2*kh], l, kh, last)
+			ca.values(&full[2*kh+1], l, kh, last)
+		}
 		for range sp.hi - sp.lo {
 			n := s.pos[t] + 1
 			for kh := range nkv {
@@ -272,8 +285,8 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 					q[e] = x * scale
 				}
 				pk, pv := &s.kvs[2*h], &s.kvs[2*h+1]
-				ca.keys(pk, l, kh, n)
-				ca.values(pv, l, kh, n)
+				ca.prefix(pk, &full[2*kh], n)
+				ca.prefix(pv, &full[2*kh+1], n)
 				s.heads[h] = cpu.DecodeHead{Out: s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd], Q: q, K: pk, V: pv}
 				h++
 			}
@@ -281,6 +294,15 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 		}
 	}
 	cpu.AttendDecode(s.heads, group)
+	// The pooled scratch must not keep the blocks alive past the caches that hold them (a
+	// released cache's blocks would stay reachable): the views and their block lists let go.
+	for i := range s.full[:2*len(spans)*nkv] {
+		w := &s.full[i]
+		clear(w.Blocks[:cap(w.Blocks)])
+		clear(w.BF16[:cap(w.BF16)])
+	}
+	clear(s.kvs[:2*nh])
+	clear(s.heads)
 }
 
 // attnShape returns the attention's kv heads, head dim, query heads per kv head, query width
