@@ -222,8 +222,8 @@ type pfRegion struct {
 
 // prefetcher walks the keys and values one thread's chunks read, in the order attendChunk reads
 // them (per chunk its keys, then its value rows), a distance ahead: issue(d) starts the walk and
-// each kernel call prefetches as many bytes as it reads (on AVX2 the first call of a key tile or
-// of a chunk's value rows, for all of them), spread over its loop (step): a chunk's
+// each kernel call prefetches as many bytes as it reads (on AVX2 a key tile's one call, and the
+// first call of a chunk's value rows, for all of them), spread over its loop (step): a chunk's
 // keys and values are two streams of 64 KiB, which the hardware prefetcher alone leaves waiting
 // on memory (docs/DESIGN.md, "Paged KV cache"). Prefetches change no result.
 type prefetcher struct {
