@@ -493,7 +493,7 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 
 // BenchmarkQ8QuartersAB times one q8 decode token's layer products read in quarters
 // (matVecQuarters, the zen5 and avx2 plans') against four adjacent rows per call (dot4Q8VNNI
-// with its prefetch; avx2Dot4Q8I on the AVX2 tier); see decodeAB.
+// with its prefetch; on the AVX2 tier avx2Dot4Q8IFar against avx2Dot4Q8I); see decodeAB.
 func BenchmarkQ8QuartersAB(b *testing.B) {
 	if !useVNNI() && !useAVX2() {
 		b.Skip("AVX512_VNNI and AVX2 only")

@@ -20,6 +20,9 @@ func avx2Transpose16(panel *float32, src *float32, lds int, kc int) { panic("cpu
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }
+func avx2Dot4Q8IFar(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
+	panic("cpu: no SIMD")
+}
 func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int) {
 	panic("cpu: no SIMD")
 }

@@ -61,7 +61,8 @@ type Plan struct {
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
 	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI or AVX2 reads each chunk of rows as
 	// four sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
-	// software prefetch; avx2Dot4Q8I), instead of four adjacent rows a call; the same results.
+	// software prefetch; avx2Dot4Q8IFar, a prefetch per stream), instead of four adjacent rows a
+	// call (dot4Q8VNNI; avx2Dot4Q8I); the same results.
 	Q8Quarters bool `json:"q8_quarters"`
 	// BF16Quarters: bf16 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
 	// quarters, four rows a call one from each (dot4BF16PFar, no software prefetch; avx2MvBF16P),
@@ -184,9 +185,10 @@ func DecodePlan() Plan {
 // bf16 36-50% and f32 36-45% faster than on adjacent rows, bf16 and f32 from even with
 // llama.cpp's AVX2 build to ahead of it
 // (docs/BENCHMARKS.md, "Issue 30: the AVX2 tier against llama.cpp's AVX2 build"); four streams
-// per thread keep more DRAM requests in flight whatever the vector width, but no AVX2-only CPU
-// was there to confirm it, and BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB and
-// BenchmarkF32QuartersAB measure it on one. (An f32 decode
+// per thread keep more DRAM requests in flight whatever the vector width, and on an AVX2-only
+// CPU, Zen 3, the layers' products ran q8 12%, bf16 20% and f32 12% faster in quarters
+// (BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB, BenchmarkF32QuartersAB; "Issue 30 on an
+// AVX2-only CPU"). (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {

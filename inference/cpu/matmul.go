@@ -465,9 +465,11 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // read as four sequential streams, its quarters, each kernel call taking row j of every quarter.
 // On the AVX-512 tier (avx2 false, the caller's route: in was prepared for it) the kernels are
 // dot4Q8VNNIFar, dot4BF16PFar and dot4F32, with no software prefetch; on the AVX2 tier (avx2
-// true) avx2Dot4Q8I, avx2MvBF16PFar and avx2MvF32 on four rows a quarter apart (avx2Dot4Q8I's
-// prefetch 8 KiB ahead of the first row covers its quarter only; avx2MvBF16P's prefetch, dropped
-// in avx2MvBF16PFar, cost bf16 decode in quarters 21-26% of its speed). Four streams per thread keep more DRAM
+// true) avx2Dot4Q8IFar, avx2MvBF16PFar and avx2MvF32 on four rows a quarter apart
+// (avx2Dot4Q8IFar prefetches 512 bytes ahead in each of the four streams, where avx2Dot4Q8I's
+// prefetch 8 KiB ahead of the first row covers one quarter only: on Zen 3, 3-9% faster;
+// avx2MvBF16P's prefetch, dropped in avx2MvBF16PFar, cost bf16 decode in quarters 21-26% of its
+// speed on Zen 5). Four streams per thread keep more DRAM
 // requests in flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their software
 // prefetch, dot4F32; on AVX2 the same kernels on adjacent rows): measured on Zen 5 in process,
 // the layers' medians 1-26% faster in q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32
@@ -494,7 +496,7 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) 
 		case Q8:
 			k = in.k64
 			if avx2 {
-				avx2Dot4Q8I(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.xs[0], k, &out)
+				avx2Dot4Q8IFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.xs[0], k, &out)
 			} else {
 				dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
 			}
