@@ -65,7 +65,8 @@ type Plan struct {
 	// call (dot4Q8VNNI; avx2Dot4Q8I); the same results.
 	Q8Quarters bool `json:"q8_quarters"`
 	// BF16Quarters: bf16 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
-	// quarters, four rows a call one from each (dot4BF16PFar, no software prefetch; avx2MvBF16P),
+	// quarters, four rows a call one from each (dot4BF16PFar, no software prefetch;
+	// avx2MvBF16PFar),
 	// instead of adjacent rows (dot8BF16P with BF16Rows8, else dot4BF16P; avx2MvBF16P); the same
 	// results.
 	BF16Quarters bool `json:"bf16_quarters"`
@@ -186,9 +187,9 @@ func DecodePlan() Plan {
 // llama.cpp's AVX2 build to ahead of it
 // (docs/BENCHMARKS.md, "Issue 30: the AVX2 tier against llama.cpp's AVX2 build"); four streams
 // per thread keep more DRAM requests in flight whatever the vector width, and on an AVX2-only
-// CPU, Zen 3, the layers' products ran q8 12%, bf16 20% and f32 12% faster in quarters
-// (BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB, BenchmarkF32QuartersAB; "Issue 30 on an
-// AVX2-only CPU"). (An f32 decode
+// CPU, Zen 3, the layers' products ran faster in quarters: q8 12% with avx2Dot4Q8I, 23-39%
+// with avx2Dot4Q8IFar, bf16 20-21%, f32 8-12% (BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB,
+// BenchmarkF32QuartersAB; "Issue 30 on an AVX2-only CPU"). (An f32 decode
 // kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
 // than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {

@@ -290,7 +290,7 @@ func prepareVec(w *Matrix, x []float32, n int) (in *vecIn, release func()) {
 			switch {
 			case useVNNI():
 				quantX8(&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], &x[i*c], k/Q8Block, 0)
-			case useAVX2(): // avx2Dot4Q8I needs no correction
+			case useAVX2(): // avx2Dot4Q8I and avx2Dot4Q8IFar need no correction
 				avx2QuantX8(&in.xq[i*k], &in.xs[i*k/4], &x[i*c], k/Q8Block)
 			default:
 				quantizeX(in.xq[i*k:(i+1)*k], in.corr[i*k/4:(i+1)*k/4], in.xs[i*k/4:(i+1)*k/4], x[i*c:i*c+k])
@@ -471,7 +471,7 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // avx2MvBF16P's prefetch, dropped in avx2MvBF16PFar, cost bf16 decode in quarters 21-26% of its
 // speed on Zen 5). Four streams per thread keep more DRAM
 // requests in flight than one stream of adjacent rows (dot4Q8VNNI, dot8BF16P with their software
-// prefetch, dot4F32; on AVX2 the same kernels on adjacent rows): measured on Zen 5 in process,
+// prefetch, dot4F32; on AVX2 avx2Dot4Q8I, avx2MvBF16P and avx2MvF32 on adjacent rows): measured on Zen 5 in process,
 // the layers' medians 1-26% faster in q8 (bests 17-33%), 6-22% in bf16, 11-24% in f32
 // (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and f32 decode in
 // quarters"); with AVX-512 off, decode q8 24-27%, bf16 36-50% and f32 36-45% faster ("Issue 30:

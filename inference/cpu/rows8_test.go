@@ -172,9 +172,9 @@ func q8Quarters(t *testing.T) {
 }
 
 // TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
-// dot4BF16PFar and dot4F32, the zen5 plan's; on the AVX2 tier avx2MvBF16P and avx2MvF32, the
+// dot4BF16PFar and dot4F32, the zen5 plan's; on the AVX2 tier avx2MvBF16PFar and avx2MvF32, the
 // avx2 plan's) give the adjacent-row kernels' results to the bit (dot8BF16P or dot4BF16P, dot4F32
-// on four adjacent rows; the same AVX2 kernels on adjacent rows), over shapes whose ranges leave
+// on four adjacent rows; avx2MvBF16P and avx2MvF32 on adjacent rows), over shapes whose ranges leave
 // rows beyond four quarters and columns beyond a multiple of 8, 16 or 32, alone and fused, on
 // 1-3 threads, on the AVX-512 and AVX2 tiers this CPU has; and that only one input row takes it.
 func TestFPQuarters(t *testing.T) {
