@@ -123,8 +123,9 @@ func xpathRunaway(n int) string {
 
 // TestPostgresHostileDeadlines runs each probe class through a Connector as the reader with a
 // 1 s deadline, and checks on the server (pg_stat_activity, as superuser) that each statement's
-// backend stops working within the deadline plus 1 s: the functions PostgreSQL cannot interrupt
-// are refused, saying why; the ones it can are stopped by statement_timeout. A runaway run
+// backend stops working within the deadline plus a slack: the functions PostgreSQL cannot
+// interrupt are refused, saying why; the ones it can are stopped by statement_timeout, those
+// that end in an unchecked pass over a value of up to 1 GB once that pass is done. A runaway run
 // unscreened (an XPath) is cancelled, terminated, counted and reported, and holds its slot until
 // it ends. The server's roles, schemas, settings and slots are as before.
 func TestPostgresHostileDeadlines(t *testing.T) {
@@ -148,7 +149,6 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	// Functions PostgreSQL checks for interrupts in: statement_timeout stops them.
 	interruptible := []string{
 		"SELECT count(*) FROM generate_series(1, 10000000000)", "SELECT length(repeat('x', 1000000000))",
-		"SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 900)",
 		"SELECT length(string_agg(g::text, ',')) FROM generate_series(1, 100000000) g",
 		"SELECT count(*) FROM regexp_matches(repeat('ab', 20000000), '(a)(b)', 'g')",
 		"SELECT count(*) FROM generate_series(1, 100000000) g WHERE repeat('a', g % 50) ~ '(a|aa)*(a|aa)*(a|aa)*b'",
@@ -157,6 +157,15 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
 		"SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
 		"SELECT pg_sleep(60)", "SELECT count(*) FROM t a, t b, generate_series(1, 1000000000) g",
+	}
+	// Stopped too, but only after a pass that checks for no interrupt over a value of up to
+	// PostgreSQL's 1 GB limit: string_agg builds 900 MB (its buffer doubled by one copy), then
+	// length() walks it character by character. Run to the end on Zen 3 (family 25) it takes
+	// 4.1 s, 1.8 s of them with octet_length (no walk); with a 1 s statement_timeout, psql had
+	// the cancel at 3.5 s. The 1 GB limit bounds such a tail, and the Connector holds the
+	// backend's slot until it ends (see the runaway below).
+	boundedTail := []string{
+		"SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 900)",
 	}
 	var seq int
 	probe := func(q string) (*sandbox.Result, time.Time, string) {
@@ -170,12 +179,13 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 		return r, start, marker
 	}
 	// serverStops checks that no backend runs the statement marked marker from start+deadline+
-	// serverSlack on. The goal is the deadline plus 1 s, which every probe meets on an idle
-	// machine (each backend gone within 0.3 s of its deadline); a backend that was stopped in time
-	// may still be unwinding (freeing its memory) a moment later on a loaded one, and a timed
-	// test is not a performance test.
+	// slack on (serverSlack, or three times it for boundedTail). The goal is the deadline plus
+	// 1 s, which every probe but boundedTail's meets on an idle machine (each backend gone within
+	// 0.3 s of its deadline; boundedTail's about 2.5 s); a backend that was stopped in time may
+	// still be unwinding (freeing its memory) a moment later on a loaded one, and a timed test is
+	// not a performance test.
 	const serverSlack = 2 * time.Second
-	serverStops := func(q, marker string, start time.Time) {
+	serverStops := func(q, marker string, start time.Time, slack time.Duration) {
 		for {
 			_, active := backendsOf(t, admin, reader, marker)
 			if active == 0 {
@@ -184,8 +194,8 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 				}
 				return
 			}
-			if time.Since(start) > deadline+serverSlack {
-				t.Errorf("%.70q: its backend still works %s after it started, past the deadline plus %s", q, time.Since(start).Round(time.Millisecond), serverSlack)
+			if time.Since(start) > deadline+slack {
+				t.Errorf("%.70q: its backend still works %s after it started, past the deadline plus %s", q, time.Since(start).Round(time.Millisecond), slack)
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -197,15 +207,19 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "not allowed") {
 			t.Errorf("%.70q: %s %q, want it refused", q, r.Outcome, r.Error)
 		}
-		serverStops(q, marker, start)
+		serverStops(q, marker, start, serverSlack)
 	}
-	for _, q := range interruptible {
+	for i, q := range append(interruptible, boundedTail...) {
 		r, start, marker := probe(q)
 		t.Logf("%-60.60q %-8s %5dms %.80s", q, r.Outcome, time.Since(start).Milliseconds(), r.Error)
 		if r.OK() {
 			t.Errorf("%.70q: ran within %s: make it heavier", q, deadline)
 		}
-		serverStops(q, marker, start)
+		slack := serverSlack
+		if i >= len(interruptible) {
+			slack = 3 * serverSlack // the tail: 2.5 s past the deadline on Zen 3
+		}
+		serverStops(q, marker, start, slack)
 	}
 
 	// A runaway past the screen (here: the screen skipped): counted, reported, and holding a
