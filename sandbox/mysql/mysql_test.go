@@ -51,13 +51,8 @@ func TestMySQLExec(t *testing.T) {
 		t.Errorf("engine error: %+v", r)
 	}
 	sandboxtest.CheckReadForms(t, db)
-	// The reply comes by the deadline plus ServerGrace (the longest a server statement may take to
-	// report that it was stopped, after which the client hangs up) and a second for the hang-up:
-	// usually within 0.1 s of the deadline, 2.5 s after the start once under -race beside other
-	// packages' tests on a 2-core Zen 3, where a 2 s bound failed.
-	replyBy := func(timeout time.Duration) time.Duration { return timeout + sandbox.ServerGrace + time.Second }
 	start := time.Now()
-	if r := sandboxtest.MustExec(t, db, "SELECT SLEEP(60)", sandbox.ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > replyBy(500*time.Millisecond) {
+	if r := sandboxtest.MustExec(t, db, "SELECT SLEEP(60)", sandbox.ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > sandboxtest.ReplyBy(500*time.Millisecond) {
 		t.Errorf("SLEEP: %s after %s", r.Outcome, time.Since(start))
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(1) {
@@ -65,7 +60,7 @@ func TestMySQLExec(t *testing.T) {
 	}
 	// A limit under the server's resolution still limits (0 would mean none).
 	start = time.Now()
-	if r := sandboxtest.MustExec(t, db, "SELECT SLEEP(5)", sandbox.ExecOptions{Timeout: time.Microsecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > replyBy(time.Microsecond) {
+	if r := sandboxtest.MustExec(t, db, "SELECT SLEEP(5)", sandbox.ExecOptions{Timeout: time.Microsecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > sandboxtest.ReplyBy(time.Microsecond) {
 		t.Errorf("1µs limit: %s after %s", r.Outcome, time.Since(start))
 	}
 	for range 3 {

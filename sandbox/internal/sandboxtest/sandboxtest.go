@@ -72,6 +72,13 @@ func PGSchema(t testing.TB, admin *sql.DB, setup ...string) string {
 	return name
 }
 
+// ReplyBy is how long after its start a server statement with deadline timeout may take to
+// reply that it was stopped: the deadline plus sandbox.ServerGrace (after which the client hangs
+// up) and a second for the hang-up. Usually it replies within 0.1 s of the deadline; once, under
+// -race beside other packages' tests on a 2-core Zen 3, a MySQL SLEEP replied at 2.5 s of a
+// 500 ms deadline, where a bound of 2 s failed.
+func ReplyBy(timeout time.Duration) time.Duration { return timeout + sandbox.ServerGrace + time.Second }
+
 // MustExec runs q on db and fails the test on an error (a Result's own failure is returned).
 func MustExec(t *testing.T, db sandbox.DB, q string, opts sandbox.ExecOptions) *sandbox.Result {
 	t.Helper()
