@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -33,14 +34,17 @@ const KeyTile = 16
 // query value broadcast once per dimension; see scoresT), then the outputs from the value rows with
 // the dimensions along the lanes (valuesR7: 32 dimensions against seven rows of weights, each
 // weight broadcast once per position; see valuesR): no horizontal sums, and a decode step reads
-// each key and value once per KV head instead of once per query head. Chunk boundaries depend
-// neither on the thread count nor on the windows, so neither do the results. A prompt's tokens come
-// as heads too, one per token and KV head (qwen2's attention). Keys and values in bf16 blocks
-// (Paged.BF16) are widened exactly to f32: on AVX-512 in the kernels' registers as they load them,
-// elsewhere a chunk at a time into scratch that stays in L2; so the results equal those over f32
-// blocks holding the same values, bit for bit, while memory is read at half the bytes. On AVX-512
-// and AVX2 each thread prefetches its chunks' keys and values attendPrefetch bytes ahead of the
-// kernels' reads (prefetcher), the kernels issuing the prefetches spread over their loops.
+// each key and value once per KV head instead of once per query head. On AVX2 (avx2Gemv7x16: 16
+// lanes) a thread reads one chunk's values while it reads the next chunk's keys (attendAVX2),
+// with the same results. Chunk boundaries depend neither on the thread count nor on the windows,
+// so neither do the results. A prompt's tokens come as heads too, one per token and KV head
+// (qwen2's attention). Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on
+// AVX-512 in the kernels' registers as they load them, on AVX2 a key tile or a step's value rows
+// at a time, elsewhere a chunk at a time, into scratch that stays in cache; so the results equal
+// those over f32 blocks holding the same values, bit for bit, while memory is read at half the
+// bytes. On AVX-512 and AVX2 each thread prefetches its chunks' keys and values attendPrefetch
+// bytes ahead of the kernels' reads (prefetcher), the kernels issuing the prefetches spread over
+// their loops.
 func AttendDecode(heads []DecodeHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -78,14 +82,15 @@ func AttendDecode(heads []DecodeHead, group int) {
 			}
 			work += 2 * group * hd * k.Cols
 		}
-		attendWindow(heads, ds, group, hd, wide, work)
+		attendWindow(heads, ds, group, hd, wide, work, ds.reread(heads[h0:h1]))
 		h0 = h1
 	}
 }
 
 // attendWindow runs the chunks ds.items (work multiply-adds in all) of consecutive heads on the
-// threads and merges each head's partial results into its Out (AttendDecode).
-func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide bool, work int) {
+// threads and merges each head's partial results into its Out (AttendDecode); reread: two of the
+// heads read the same blocks (decodeScratch.reread).
+func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide bool, work int, reread bool) {
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
@@ -93,46 +98,28 @@ func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide boo
 	fast := tier == tier512 || tier == tierAVX2 // the kernels of seven query rows (qt)
 	parallelWork(work, ni, 1, func(lo, hi int) {
 		cb := chunkPool.Get().(*chunkBufs)
-		cb.qtHead = -1
-		if fast {
-			// The values kernels read seven rows of weights a call, past group in a last block.
-			blocks := (group + rows7 - 1) / rows7
-			cb.sc = grow(cb.sc, blocks*rows7*DecodeChunk)
-			cb.qt = grow(cb.qt, blocks*hd*8)
-			if group%rows7 != 0 {
-				cb.s7 = grow(cb.s7, rows7*DecodeChunk)
-				cb.o7 = grow(cb.o7, rows7*hd)
-			}
-			if tier == tierAVX2 {
-				cb.t16 = grow(cb.t16, hd*KeyTile)
-			}
-		} else {
-			cb.sc = grow(cb.sc, group*DecodeChunk)
-		}
-		if wide {
-			cb.k = grow(cb.k, hd*DecodeChunk)
-			cb.v = grow(cb.v, hd*DecodeChunk)
+		cb.prepare(tier, group, hd, wide)
+		defer func() {
+			clear(cb.pf.regs) // the pooled walks must not keep the blocks alive
+			clear(cb.pfv.regs)
+			chunkPool.Put(cb)
+		}()
+		if tier == tierAVX2 {
+			attendAVX2(heads, ds, cb, group, hd, lo, hi, wide, reread)
+			return
 		}
 		var pf *prefetcher
-		// The AVX-512 and AVX2 kernels step the walk.
-		if d := int(attendPrefetch.Load()); d > 0 && (tier == tier512 || tier == tierAVX2) {
+		// The AVX-512 kernels step the walk.
+		if d := int(attendPrefetch.Load()); d > 0 && tier == tier512 {
 			pf = &cb.pf
 			pf.reset()
 			pf.emit = attendPrefetchEmit
-			longest := 0
 			for i := lo; i < hi; i++ {
 				it := ds.items[i]
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
-				longest = max(longest, it.p1-it.p0)
 			}
 			if wide {
 				pf.shift = 1 // the kernels step it by the f32 bytes they read: the bf16 bytes are half
-				if tier == tierAVX2 {
-					// Each chunk is widened into scratch before the kernel meets it: the walk
-					// runs the longest chunk's bf16 keys and values ahead, so the kernels' steps
-					// fetch the next chunk whole.
-					d += 2 * 2 * hd * longest
-				}
 			}
 			pf.issue(d)
 		}
@@ -148,8 +135,6 @@ func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide boo
 			}
 			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], qt, tier, group, hd, it.p0, it.p1, pf)
 		}
-		clear(cb.pf.regs) // the pooled walk must not keep the blocks alive
-		chunkPool.Put(cb)
 	})
 	for i := 0; i < ni; {
 		h, i0 := ds.items[i].head, i
@@ -181,26 +166,79 @@ const rows7 = 7
 // decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
 
-// decodeScratch is one AttendDecode call's chunk list and partial results.
+// decodeScratch is one AttendDecode call's chunk list and partial results, and reread's scratch.
 type decodeScratch struct {
 	items []decodeItem
 	part  []float32
+	first []uintptr
 }
 
-// chunkBufs is one thread's scratch for attendChunk: the scores and, for bf16 blocks, the
-// chunk's keys and values widened to f32; on AVX-512 the queries of head qtHead transposed
-// (transposeQ), and the scores and outputs of a last block of fewer than 7 query rows.
+// reread reports whether two of heads read the same first key block: a prompt's tokens, whose
+// views share their sequence's blocks (qwen2's attention), where a decode step's heads each
+// read their own.
+func (ds *decodeScratch) reread(heads []DecodeHead) bool {
+	ds.first = ds.first[:0]
+	for h := range heads {
+		p, _ := blockAt(heads[h].K, 0, 0)
+		ds.first = append(ds.first, uintptr(p))
+	}
+	slices.Sort(ds.first)
+	for i := 1; i < len(ds.first); i++ {
+		if ds.first[i] == ds.first[i-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// chunkBufs is one thread's scratch for attendChunk and attendAVX2: the scores and, for bf16
+// blocks, the chunk's keys and values widened to f32; on AVX-512 and AVX2 the queries of head
+// qtHead transposed (transposeQ), and the scores and outputs of a last block of fewer than 7
+// query rows; on AVX2 the next chunk's scores (sc2) and a key tile made whole or widened (t16).
+// pf is the thread's prefetch walk (on AVX2 over the keys, pfv over the values).
 type chunkBufs struct {
 	sc, k, v []float32
 	qt, s7   []float32
-	o7, t16  []float32 // and on AVX2 a part key tile made whole
+	o7, t16  []float32
+	sc2      []float32
 	qtHead   int
-	pf       prefetcher
+	pf, pfv  prefetcher
+}
+
+// prepare sizes cb for chunks of group query rows and head dim hd on the kernel tier (bf16
+// blocks where wide) and forgets the queries it holds.
+func (cb *chunkBufs) prepare(tier, group, hd int, wide bool) {
+	cb.qtHead = -1
+	fast := tier == tier512 || tier == tierAVX2 // the kernels of seven query rows (qt)
+	if fast {
+		// The values kernels read seven rows of weights a call, past group in a last block.
+		blocks := (group + rows7 - 1) / rows7
+		cb.sc = grow(cb.sc, blocks*rows7*DecodeChunk)
+		cb.qt = grow(cb.qt, blocks*hd*8)
+		if group%rows7 != 0 {
+			cb.o7 = grow(cb.o7, rows7*hd)
+			if tier == tier512 {
+				cb.s7 = grow(cb.s7, rows7*DecodeChunk)
+			}
+		}
+		if tier == tierAVX2 {
+			cb.sc2 = grow(cb.sc2, blocks*rows7*DecodeChunk) // the next chunk's scores
+			cb.t16 = grow(cb.t16, hd*KeyTile)
+		}
+	} else {
+		cb.sc = grow(cb.sc, group*DecodeChunk)
+	}
+	if wide {
+		cb.v = grow(cb.v, hd*DecodeChunk)
+		if tier != tierAVX2 {
+			cb.k = grow(cb.k, hd*DecodeChunk)
+		}
+	}
 }
 
 // attendPrefetch is how far ahead of its reads, in bytes, decode attention prefetches the keys
-// and values (0: not at all; on AVX2 over bf16 blocks, plus a chunk: AttendDecode); tests and
-// benchmarks change it. On Zen 5 a
+// and values (0: not at all; on AVX2 half of it in each of its two streams: attendAVX2); tests
+// and benchmarks change it. On Zen 5 a
 // depth-2,048 decode step's attention from memory took 19-34% less time with it over f32 blocks
 // (4 KiB; 2 to 16 KiB all gained), 0-26% less over bf16 ones; docs/BENCHMARKS.md ("KV
 // cache: huge pages and prefetch"). With the kernels spreading their share of the walk over
@@ -238,26 +276,40 @@ func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 
 
 // addChunk appends the keys, then the value rows, of positions [p0, p1) of d (the positions in
 // one block, starting at a multiple of KeyTile; f32 or bf16 blocks) to the walk, in the order
-// attendChunk reads them: the keys' whole tiles front to back, then the rows of a last tile of
-// fewer than KeyTile positions, then the value rows.
+// attendChunk reads them: addKeys, then addValues.
 func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
+	f.addKeys(d, hd, p0, p1)
+	f.addValues(d, hd, p0, p1)
+}
+
+// addKeys appends the keys of positions [p0, p1) of d (as addChunk) to the walk: the whole tiles
+// front to back, then the rows of a last tile of fewer than KeyTile positions.
+func (f *prefetcher) addKeys(d *DecodeHead, hd, p0, p1 int) {
 	B := d.K.Block
 	b, n := p0/B, p1-p0
 	full, tail := n/KeyTile*KeyTile, n%KeyTile
-	var k, v unsafe.Pointer
-	e := 4
-	if d.K.BF16 != nil {
-		k, v, e = unsafe.Pointer(&d.K.BF16[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.BF16[b][(p0-b*B)*hd]), 2
-	} else {
-		k, v = unsafe.Pointer(&d.K.Blocks[b][(p0-b*B)*hd]), unsafe.Pointer(&d.V.Blocks[b][(p0-b*B)*hd])
-	}
+	k, e := blockAt(d.K, b, (p0-b*B)*hd)
 	if full > 0 {
 		f.regs = append(f.regs, pfRegion{p: k, rowBytes: e * full * hd, rows: 1})
 	}
 	if tail > 0 {
 		f.regs = append(f.regs, pfRegion{p: unsafe.Add(k, e*full*hd), rowBytes: e * tail, stride: e * KeyTile, rows: hd})
 	}
-	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * n * hd, rows: 1})
+}
+
+// addValues appends the value rows of positions [p0, p1) of d (as addChunk) to the walk.
+func (f *prefetcher) addValues(d *DecodeHead, hd, p0, p1 int) {
+	b := p0 / d.V.Block
+	v, e := blockAt(d.V, b, (p0-b*d.V.Block)*hd)
+	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * (p1 - p0) * hd, rows: 1})
+}
+
+// blockAt returns the address of element i of block b of m (bf16 or f32) and the element's bytes.
+func blockAt(m *Paged, b, i int) (unsafe.Pointer, int) {
+	if m.BF16 != nil {
+		return unsafe.Pointer(&m.BF16[b][i]), 2
+	}
+	return unsafe.Pointer(&m.Blocks[b][i]), 4
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
@@ -345,9 +397,9 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 // attendChunk computes part = [m (group), l (group), o (group × hd)] for positions [p0, p1) of d,
 // which lie in one KV block and start at a multiple of KeyTile: scores sc = Q·Kᵀ (group × n), per
 // row m = max, sc = e^(sc−m) and l = Σ sc, then o = sc·V. bf16 keys and values are first widened
-// into cb.k and cb.v (laid out as stored). qt is the head's queries transposed (transposeQ) for
-// the kernel tier's seven-row kernels (AVX-512, AVX2), else nil. pf (or nil) is the thread's
-// prefetch walk, which the products advance.
+// into cb.k and cb.v (laid out as stored), except on AVX-512. qt is the head's queries transposed
+// (transposeQ) for the AVX-512 seven-row kernels, else nil. pf (or nil) is the thread's prefetch
+// walk, which the products advance. (AVX2 runs attendAVX2 instead.)
 func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tier, group, hd, p0, p1 int, pf *prefetcher) {
 	n := p1 - p0
 	B := d.K.Block
@@ -376,22 +428,21 @@ func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tie
 	}
 	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]
-	scoresT(sc, cb, d.Q, qt, kb, kb16, tier, group, hd, n, pf)
+	scoresT(sc, cb, d.Q, qt, kb, kb16, group, hd, n, pf)
 	for r := range group {
 		m[r], l[r] = expRow(sc[r*n : (r+1)*n])
 	}
-	valuesR(o, cb.o7, sc, vb, vb16, qt != nil, tier, group, hd, n, pf)
+	valuesR(o, cb.o7, sc, vb, vb16, qt != nil, group, hd, n, pf)
 }
 
 // scoresT sets sc (group × n, row-major) to Q·K for the queries q (group × hd) and the n keys kt
 // in tiles (hd × KeyTile each, back to back; the last may be partly used): sc[r, j] =
 // Σ_d q[r, d]·kt[j/KeyTile][d][j%KeyTile], summed over d in order. With qt (the queries
-// transposed, transposeQ) it takes 7 query rows at a time, a last block of fewer than 7 through
-// cb.s7 (7 × n): on AVX-512 scoresT7 on two tiles a call; on AVX2 avx2Gemv7x16 on one tile a
-// call, a part tile first copied whole into cb.t16 (so nothing past the sequence is read). In
-// the first block, each call advances pf's walk by the bytes of keys it reads and prefetches
-// that share (step). Without qt, one Axpy per query row, tile and dimension.
-func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, tier, group, hd, n int, pf *prefetcher) {
+// transposed, transposeQ; AVX-512) it takes 7 query rows at a time, a last block of fewer than 7
+// through cb.s7 (7 × n), with scoresT7 on two tiles a call; in the first block, each call
+// advances pf's walk by the bytes of keys it reads and prefetches that share (step). Without qt,
+// one Axpy per query row, tile and dimension. (AVX2 scores a tile at a time: pipeKeyTile.)
+func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, group, hd, n int, pf *prefetcher) {
 	if qt == nil {
 		for r := range group {
 			row := sc[r*n : (r+1)*n]
@@ -412,40 +463,15 @@ func scoresT(sc []float32, cb *chunkBufs, q, qt, kt []float32, kt16 []uint16, ti
 			dst = cb.s7
 		}
 		qb := &qt[b*hd*8]
-		if tier == tier512 {
-			for j := 0; j < n; j += 2 * KeyTile {
-				w := min(2*KeyTile, n-j)
-				var pp unsafe.Pointer
-				var pl int
-				if pf != nil && b == 0 {
-					pp, pl = pf.step(4*hd*w, 2*hd) // scoresT7 prefetches two lines per dimension
-				}
-				kp, b16 := elemPtr(kt, kt16, j*hd)
-				scoresT7(qb, kp, hd, &dst[j], n, w, b16, pp, pl)
+		for j := 0; j < n; j += 2 * KeyTile {
+			w := min(2*KeyTile, n-j)
+			var pp unsafe.Pointer
+			var pl int
+			if pf != nil && b == 0 {
+				pp, pl = pf.step(4*hd*w, 2*hd) // scoresT7 prefetches two lines per dimension
 			}
-		} else {
-			for j := 0; j < n; j += KeyTile {
-				tile := kt[j*hd:]
-				var pp unsafe.Pointer
-				var pl int
-				if pf != nil && b == 0 {
-					pp, pl = pf.step(4*hd*min(KeyTile, n-j), 4*hd) // avx2Gemv7x16 prefetches four lines a step
-				}
-				if w := n - j; w < KeyTile {
-					t := cb.t16
-					for c := range hd {
-						copy(t[c*KeyTile:c*KeyTile+w], tile[c*KeyTile:c*KeyTile+w])
-						clear(t[c*KeyTile+w : (c+1)*KeyTile])
-					}
-					var out [rows7 * KeyTile]float32
-					avx2Gemv7x16(&t[0], KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
-					for r := range rows7 {
-						copy(dst[r*n+j:r*n+n], out[r*KeyTile:r*KeyTile+w])
-					}
-					continue
-				}
-				avx2Gemv7x16(&tile[0], KeyTile, qb, 1, 8, hd, &dst[j], n, 0, pp, pl)
-			}
+			kp, b16 := elemPtr(kt, kt16, j*hd)
+			scoresT7(qb, kp, hd, &dst[j], n, w, b16, pp, pl)
 		}
 		if rows < rows7 {
 			copy(sc[b*rows7*n:(b*rows7+rows)*n], cb.s7[:rows*n])
@@ -472,16 +498,14 @@ func transposeQ(qt, q []float32, group, hd int) {
 const valuesStep = 32
 
 // valuesR sets o (group × hd) to P·V for the weights p (group × n, row-major) and the n value
-// rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast it takes 7
-// rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a last
-// block of fewer than 7 through o7 (7 × hd): on AVX-512 valuesR7 on 32 dimensions and up to
+// rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast (AVX-512) it
+// takes 7 rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a
+// last block of fewer than 7 through o7 (7 × hd), with valuesR7 on 32 dimensions and up to
 // valuesStep positions a call, each call of the first block's first 32 dimensions advancing
-// pf's walk by the value rows it reads (step) and prefetching its share; on AVX2 (hd a multiple
-// of 8) avx2Gemv7x16 on 16 dimensions and all n positions a call (avx2Gemv7 on a last 8), the
-// first call of the first block advancing the walk by all n rows. Else (or on AVX2 with another
-// head dim) one Axpy per row and position.
-func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n int, pf *prefetcher) {
-	if !fast || tier == tierAVX2 && hd%8 != 0 {
+// pf's walk by the value rows it reads (step) and prefetching its share. Else one Axpy per row
+// and position. (AVX2 takes a chunk's rows a step at a time: pipeValueRows.)
+func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, group, hd, n int, pf *prefetcher) {
+	if !fast {
 		for r := range group {
 			row := o[r*hd : (r+1)*hd]
 			clear(row)
@@ -497,37 +521,20 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, tier, group, hd, n 
 		if rows < rows7 {
 			dst = o7
 		}
-		pb := &p[b*rows7*n]
-		if tier == tier512 {
-			for c := 0; c < hd; c += 32 {
-				for j := 0; j < n; j += valuesStep {
-					k := min(valuesStep, n-j)
-					var pp unsafe.Pointer
-					var pl int
-					if pf != nil && b == 0 && c == 0 {
-						pp, pl = pf.step(4*hd*k, 4*k) // valuesR7 prefetches four lines per position
-					}
-					acc := 0
-					if j > 0 {
-						acc = 1
-					}
-					vp, b16 := elemPtr(v, v16, j*hd+c)
-					valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16, pp, pl)
+		for c := 0; c < hd; c += 32 {
+			for j := 0; j < n; j += valuesStep {
+				k := min(valuesStep, n-j)
+				var pp unsafe.Pointer
+				var pl int
+				if pf != nil && b == 0 && c == 0 {
+					pp, pl = pf.step(4*hd*k, 4*k) // valuesR7 prefetches four lines per position
 				}
-			}
-		} else {
-			var pp unsafe.Pointer
-			var pl int
-			if pf != nil && b == 0 {
-				pp, pl = pf.step(4*hd*n, 4*n) // the first call meets every row: the chunk's values
-			}
-			c := 0
-			for ; c+16 <= hd; c += 16 {
-				avx2Gemv7x16(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
-				pp, pl = nil, 0
-			}
-			if c < hd { // 8 dimensions left
-				avx2Gemv7(&v[c], hd, pb, n, 1, n, &dst[c], hd, 0, pp, pl)
+				acc := 0
+				if j > 0 {
+					acc = 1
+				}
+				vp, b16 := elemPtr(v, v16, j*hd+c)
+				valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16, pp, pl)
 			}
 		}
 		if rows < rows7 {

@@ -309,3 +309,129 @@ func TestGemv7x16(t *testing.T) {
 		}
 	}
 }
+
+// TestAttendAVX2Pipeline: attendAVX2 over a thread's chunks in one call, each chunk's values read
+// with the next chunk's keys (in steps of 16 rows, or a chunk's rows where heads reread blocks),
+// gives every chunk's partial result to the bit as one call per chunk (no next chunk) does, over
+// f32 and bf16 blocks, with and without the prefetch walks: groups of
+// one block of 7 query rows, a padded one (6), two (8, 14) and one row; head dims of 64, 128, 40
+// (a last 8 dimensions) and 20 (no kernel for the values); heads that end inside a key tile.
+func TestAttendAVX2Pipeline(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU without AVX2")
+	}
+	was := attendPrefetch.Load()
+	defer attendPrefetch.Store(was)
+	rng := rand.New(rand.NewPCG(36, 1))
+	for _, kv16 := range []bool{false, true} {
+		for _, hd := range []int{64, 128, 40, 20} {
+			for _, group := range []int{7, 6, 8, 14, 1} {
+				lens := []int{16, 200, 513, 1100}
+				heads := make([]DecodeHead, len(lens))
+				var items []decodeItem
+				for h, n := range lens {
+					heads[h] = DecodeHead{
+						Q: randVec(rng, group*hd),
+						K: toKeyTiles(randVec(rng, n*hd), n, hd, 256),
+						V: toPaged(randVec(rng, n*hd), n, hd, 256, true),
+					}
+					if kv16 {
+						heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
+					}
+					for p0 := 0; p0 < n; p0 += DecodeChunk {
+						items = append(items, decodeItem{head: h, p0: p0, p1: min(n, p0+DecodeChunk)})
+					}
+				}
+				per := group * (hd + 2)
+				run := func(oneCall, reread bool) []float32 {
+					ds := &decodeScratch{items: items, part: make([]float32, len(items)*per)}
+					cb := new(chunkBufs)
+					cb.prepare(tierAVX2, group, hd, kv16)
+					if oneCall {
+						attendAVX2(heads, ds, cb, group, hd, 0, len(items), kv16, reread)
+					} else {
+						for i := range items {
+							attendAVX2(heads, ds, cb, group, hd, i, i+1, kv16, false)
+						}
+					}
+					return ds.part
+				}
+				for _, pf := range []int32{0, 4096} {
+					attendPrefetch.Store(pf)
+					want := run(false, false)
+					for _, reread := range []bool{false, true} {
+						got := run(true, reread)
+						for i := range want {
+							if got[i] != want[i] {
+								t.Fatalf("bf16 %v, hd %d, group %d, prefetch %d, reread %v: part[%d] (chunk %d) is %g in one call, %g chunk by chunk",
+									kv16, hd, group, pf, reread, i, i/per, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemv7x16N: avx2Gemv7x16N over 16, 64 and 128 lanes gives to the bit what one avx2Gemv7x16
+// call per 16 lanes does, accumulating or not, with or without its prefetch share, and writes
+// nothing past its lanes.
+func TestGemv7x16N(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU without AVX2")
+	}
+	rng := rand.New(rand.NewPCG(37, 1))
+	for _, sh := range []struct{ cols, xstep, srow, steps, ldd int }{
+		{64, 64, 256, 16, 64}, {16, 64, 256, 1, 64}, {128, 128, 40, 33, 136}, {64, 72, 16, 5, 72},
+	} {
+		x := randVec(rng, sh.steps*sh.xstep+16)
+		s := randVec(rng, 7*sh.srow+sh.steps)
+		init := randVec(rng, 7*sh.ldd)
+		for acc := range 2 {
+			want := append([]float32(nil), init...)
+			for c := 0; c < sh.cols; c += 16 {
+				avx2Gemv7x16(&x[c], sh.xstep, &s[0], sh.srow, 1, sh.steps, &want[c], sh.ldd, acc, nil, 0)
+			}
+			for _, pfn := range []int{0, 3, 4 * sh.steps * sh.cols / 16} {
+				got := append([]float32(nil), init...)
+				avx2Gemv7x16N(&x[0], sh.xstep, &s[0], sh.srow, 1, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn, sh.cols)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%+v, acc %d, prefetch %d lines: dst[%d] = %g, want %g", sh, acc, pfn, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAttendReread: decodeScratch.reread tells a prompt's heads, whose views share their
+// sequence's blocks, from a decode step's, each over its own blocks, in f32 and bf16.
+func TestAttendReread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(38, 1))
+	const hd, n = 16, 40
+	for _, kv16 := range []bool{false, true} {
+		own := func() DecodeHead {
+			d := DecodeHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, 16), V: toPaged(randVec(rng, n*hd), n, hd, 16, true)}
+			if kv16 {
+				d.K, d.V = toBF16Paged(d.K), toBF16Paged(d.V)
+			}
+			return d
+		}
+		a, b := own(), own()
+		view := a
+		k := *a.K
+		k.Cols = n - 1
+		view.K = &k // a shorter prefix of a's blocks, as a prompt's earlier token sees them
+		var ds decodeScratch
+		for _, c := range []struct {
+			heads []DecodeHead
+			want  bool
+		}{{[]DecodeHead{a}, false}, {[]DecodeHead{a, b}, false}, {[]DecodeHead{a, b, view}, true}, {[]DecodeHead{view, a}, true}} {
+			if got := ds.reread(c.heads); got != c.want {
+				t.Errorf("bf16 %v, %d heads: reread %v, want %v", kv16, len(c.heads), got, c.want)
+			}
+		}
+	}
+}

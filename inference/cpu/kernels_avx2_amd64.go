@@ -26,6 +26,9 @@ func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int
 func avx2Gemv7x16(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 
 //go:noescape
+func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int)
+
+//go:noescape
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int)
 
 //go:noescape

@@ -20,13 +20,18 @@
 
 #include "textflag.h"
 
-// G7ARGS and G7DST read the arguments of avx2Gemv7 and avx2Gemv7x16 (defined before any TEXT,
-// so that go vet does not check their names against another function's frame). G7ARGS: x at
-// SI, its step in bytes R8; the seven scalar rows at DI, DI+R10, DI+2·R10, R11, R11+R10,
-// R11+2·R10, R12 (R10 the row stride in bytes), their step in bytes R9; the steps CX; the
-// prefetch walk's address AX and lines R13.
+// G7ARGS and G7DST read the arguments of avx2Gemv7, avx2Gemv7x16 and avx2Gemv7x16N (defined
+// before any TEXT, so that go vet does not check their names against another function's frame).
+// G7ARGS: x at SI, its step in bytes R8; the seven scalar rows at DI, DI+R10, DI+2·R10, R11,
+// R11+R10, R11+2·R10, R12 (R10 the row stride in bytes), their step in bytes R9; the steps CX
+// (G7ROWS, all but x); the prefetch walk's address AX and lines R13.
 #define G7ARGS \
 	MOVQ x+0(FP), SI; \
+	G7ROWS; \
+	MOVQ pf+72(FP), AX; \
+	MOVQ pfn+80(FP), R13
+
+#define G7ROWS \
 	MOVQ xstep+8(FP), R8; \
 	SHLQ $2, R8; \
 	MOVQ s+16(FP), DI; \
@@ -38,9 +43,7 @@
 	ADDQ R10, R11; \
 	LEAQ (R11)(R10*2), R12; \
 	ADDQ R10, R12; \
-	MOVQ steps+40(FP), CX; \
-	MOVQ pf+72(FP), AX; \
-	MOVQ pfn+80(FP), R13
+	MOVQ steps+40(FP), CX
 
 // G7DST loads dst into DX and its row stride in bytes into BX, and compares acc with zero.
 #define G7DST \
@@ -864,6 +867,16 @@ q8adone:
 	ADDQ       $256, AX; \
 	SUBQ       $4, R13
 
+// G7PF1 prefetches (PREFETCHT0) the next 64-byte line at AX while R13 (the lines left) is above
+// zero, then moves AX on and counts it off (avx2Gemv7x16N's share of the prefetch walk: a line
+// a step, the bytes a step of 16 lanes reads).
+#define G7PF1 \
+	CMPQ       R13, $0; \
+	JLE        4(PC); \
+	PREFETCHT0 (AX); \
+	ADDQ       $64, AX; \
+	DECQ       R13
+
 // G7NEXT moves x and the seven scalar rows on by one step and counts it off (G7ARGS).
 #define G7NEXT \
 	ADDQ R8, SI; \
@@ -949,6 +962,57 @@ g7loop:
 	VMOVUPS yb, 32(DX); \
 	ADDQ    BX, DX
 
+// G16LOADS loads the 14 accumulators Y2-Y15 from the seven rows of dst at AX (G16LOAD);
+// G16ZEROS zeroes them; G16STORES stores them to the seven rows at DX (G16STORE).
+#define G16LOADS \
+	G16LOAD(Y2, Y3); \
+	G16LOAD(Y4, Y5); \
+	G16LOAD(Y6, Y7); \
+	G16LOAD(Y8, Y9); \
+	G16LOAD(Y10, Y11); \
+	G16LOAD(Y12, Y13); \
+	G16LOAD(Y14, Y15)
+
+#define G16ZEROS \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Y12, Y12, Y12; \
+	VXORPS Y13, Y13, Y13; \
+	VXORPS Y14, Y14, Y14; \
+	VXORPS Y15, Y15, Y15
+
+#define G16STORES \
+	G16STORE(Y2, Y3); \
+	G16STORE(Y4, Y5); \
+	G16STORE(Y6, Y7); \
+	G16STORE(Y8, Y9); \
+	G16STORE(Y10, Y11); \
+	G16STORE(Y12, Y13); \
+	G16STORE(Y14, Y15)
+
+// G16STEP is one step of avx2Gemv7x16's loop: x's 16 lanes at SI (Y0 and 32(SI)) against the
+// seven scalars, the prefetch share pf (G7PF or G7PF1), then the next step (G7NEXT, which sets
+// the flags for the loop's JNZ).
+#define G16STEP(pf) \
+	VMOVUPS (SI), Y0; \
+	pf; \
+	G16ROW((DI), Y2, Y3); \
+	G16ROW((DI)(R10*1), Y4, Y5); \
+	G16ROW((DI)(R10*2), Y6, Y7); \
+	G16ROW((R11), Y8, Y9); \
+	G16ROW((R11)(R10*1), Y10, Y11); \
+	G16ROW((R11)(R10*2), Y12, Y13); \
+	G16ROW((R12), Y14, Y15); \
+	G7NEXT
+
 // G16ROW broadcasts the scalar at sp into Y1 and adds its products with the step's two vectors
 // of x (Y0 and the 8 lanes at 32(SI), read by the FMA) into ya, yb (avx2Gemv7x16).
 #define G16ROW(sp, ya, yb) \
@@ -969,53 +1033,65 @@ TEXT ·avx2Gemv7x16(SB), NOSPLIT, $0-88
 	G7DST
 	JEQ  g16zero
 	MOVQ DX, AX
-	G16LOAD(Y2, Y3)
-	G16LOAD(Y4, Y5)
-	G16LOAD(Y6, Y7)
-	G16LOAD(Y8, Y9)
-	G16LOAD(Y10, Y11)
-	G16LOAD(Y12, Y13)
-	G16LOAD(Y14, Y15)
+	G16LOADS
 	JMP     g16start
 
 g16zero:
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
+	G16ZEROS
 
 g16start:
 	G7ARGS
 
 g16loop:
-	VMOVUPS (SI), Y0
-	G7PF
-	G16ROW((DI), Y2, Y3)
-	G16ROW((DI)(R10*1), Y4, Y5)
-	G16ROW((DI)(R10*2), Y6, Y7)
-	G16ROW((R11), Y8, Y9)
-	G16ROW((R11)(R10*1), Y10, Y11)
-	G16ROW((R11)(R10*2), Y12, Y13)
-	G16ROW((R12), Y14, Y15)
-	G7NEXT
+	G16STEP(G7PF)
 	JNZ     g16loop
 
-	G16STORE(Y2, Y3)
-	G16STORE(Y4, Y5)
-	G16STORE(Y6, Y7)
-	G16STORE(Y8, Y9)
-	G16STORE(Y10, Y11)
-	G16STORE(Y12, Y13)
-	G16STORE(Y14, Y15)
+	G16STORES
+	VZEROUPPER
+	RET
+
+// func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int)
+//
+// avx2Gemv7x16 over cols lanes (a multiple of 16), one call: for each 16 lanes c, dst[r, c..c+16)
+// (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + c..c+16), so the same bits as one avx2Gemv7x16 call
+// per 16 lanes, without a call's cost each (the value rows of attendAVX2's steps). The prefetch
+// share runs on across the lanes' loops, four lines a step while lines are left. The frame
+// holds the lanes' byte offset (off) and the walk's address while AX loads accumulators (pfp).
+TEXT ·avx2Gemv7x16N(SB), NOSPLIT, $16-96
+	MOVQ pf+72(FP), AX
+	MOVQ pfn+80(FP), R13
+	MOVQ $0, off-8(SP)
+
+g16nlanes:
+	MOVQ dst+48(FP), DX
+	ADDQ off-8(SP), DX
+	MOVQ ldd+56(FP), BX
+	SHLQ $2, BX
+	CMPQ acc+64(FP), $0
+	JEQ  g16nzero
+	MOVQ AX, pfp-16(SP)
+	MOVQ DX, AX
+	G16LOADS
+	MOVQ pfp-16(SP), AX
+	JMP  g16nstart
+
+g16nzero:
+	G16ZEROS
+
+g16nstart:
+	MOVQ x+0(FP), SI
+	ADDQ off-8(SP), SI
+	G7ROWS
+
+g16nloop:
+	G16STEP(G7PF1)
+	JNZ     g16nloop
+
+	G16STORES
+	MOVQ cols+88(FP), CX
+	SHLQ $2, CX
+	ADDQ $64, off-8(SP)
+	CMPQ off-8(SP), CX
+	JLT  g16nlanes
 	VZEROUPPER
 	RET

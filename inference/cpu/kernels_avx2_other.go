@@ -16,6 +16,9 @@ func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int
 func avx2Gemv7x16(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int) {
 	panic("cpu: no SIMD")
 }
+func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int) {
+	panic("cpu: no SIMD")
+}
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int) { panic("cpu: no SIMD") }
 func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")

@@ -1,0 +1,231 @@
+package cpu
+
+import "unsafe"
+
+// pipeValues is the value rows of one step of attendAVX2 over chunks read once: as many positions
+// as a key tile, so that a step reads about as many bytes of values as of keys (4 KiB each at
+// head dim 64).
+const pipeValues = KeyTile
+
+// pipeChunk is one chunk of attendAVX2: its keys and values from the chunk's first position (f32
+// blocks, or bf16 in k16 and v16), its length, its scores and then weights (7 rows per block of
+// query rows, n apart) and its partial result (m, l, o: attendChunk's part).
+type pipeChunk struct {
+	k, v     []float32
+	k16, v16 []uint16
+	n        int
+	sc, part []float32
+}
+
+// attendAVX2 computes the partial results of the chunks ds.items[lo:hi] (one thread's, in
+// order) on the AVX2 kernels, as attendChunk would to the bit, but software-pipelined: chunk
+// i+1's key tiles are read in turn with chunk i's value rows, a tile against pipeValues rows, so
+// that memory serves two streams at once while the kernels work, where attendChunk reads a
+// chunk's keys, then its values, one stream at a time; the first chunk's scores come alone, the
+// last chunk's values too. On Zen 3 (family 25, two threads) a depth-2,048 decode step's
+// attention from memory took 6-18% less time than chunk by chunk, and 4-5% less again with a
+// step's value rows in one avx2Gemv7x16N call (docs/BENCHMARKS.md, "Issue 30: attention in two
+// streams on AVX2"). Where the window's heads share blocks (reread: a prompt's tokens, each
+// reading what its neighbours read, from cache), finer steps and prefetches only cost
+// instructions: a step is a chunk's value rows against all the next chunk's key tiles, and
+// nothing is prefetched; 256 tokens after 2,048 took 3-14% less time in attention with whole-chunk
+// steps than with steps of 16 rows, and 0-8% less again without the walks. bf16 keys and values
+// are widened exactly into scratch a tile (cb.t16) or a step's rows (cb.v) at a time (wide).
+// Else each stream has its prefetch walk (cb.pf over the keys, cb.pfv over the values; none
+// where attendPrefetch is 0), started half of attendPrefetch ahead, which the kernels advance by
+// what they read.
+func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd, lo, hi int, wide, reread bool) {
+	var pk, pv *prefetcher
+	if d := int(attendPrefetch.Load()); d > 0 && !reread {
+		pk, pv = &cb.pf, &cb.pfv
+		for _, w := range [...]*prefetcher{pk, pv} {
+			w.reset()
+			w.emit = attendPrefetchEmit
+			if wide {
+				w.shift = 1 // the kernels step it by the f32 bytes they read: the bf16 bytes are half
+			}
+		}
+		for i := lo; i < hi; i++ {
+			it := ds.items[i]
+			pk.addKeys(&heads[it.head], hd, it.p0, it.p1)
+			pv.addValues(&heads[it.head], hd, it.p0, it.p1)
+		}
+		pk.issue(d / 2)
+		pv.issue(d - d/2)
+	}
+	per := group * (hd + 2)
+	blocks := (group + rows7 - 1) / rows7
+	bufs := [2][]float32{cb.sc, cb.sc2}
+	chunk := func(i int) pipeChunk {
+		it := ds.items[i]
+		d := &heads[it.head]
+		B := d.K.Block
+		b := it.p0 / B
+		off := (it.p0 - b*B) * hd
+		c := pipeChunk{n: it.p1 - it.p0, sc: bufs[(i-lo)&1], part: ds.part[i*per : (i+1)*per]}
+		if d.K.BF16 != nil {
+			c.k16, c.v16 = d.K.BF16[b][off:], d.V.BF16[b][off:]
+		} else {
+			c.k, c.v = d.K.Blocks[b][off:], d.V.Blocks[b][off:]
+		}
+		if cb.qtHead != it.head {
+			transposeQ(cb.qt, d.Q, group, hd)
+			cb.qtHead = it.head
+		}
+		return c
+	}
+	cur := chunk(lo)
+	for j := 0; j < cur.n; j += KeyTile {
+		pipeKeyTile(cb, &cur, group, hd, blocks, j, pk)
+	}
+	pipeExp(&cur, group)
+	for i := lo; i < hi; i++ {
+		var next pipeChunk
+		tiles := 0
+		if i+1 < hi {
+			// The next chunk's queries replace this one's: its values need none.
+			next = chunk(i + 1)
+			tiles = (next.n + KeyTile - 1) / KeyTile
+		}
+		rows := pipeValues // and rows/KeyTile key tiles a step
+		if reread {
+			rows = DecodeChunk
+		}
+		for j := 0; j < max(tiles*KeyTile, cur.n); j += rows {
+			for t := j / KeyTile; t < (j+rows)/KeyTile && t < tiles; t++ {
+				pipeKeyTile(cb, &next, group, hd, blocks, t*KeyTile, pk)
+			}
+			if j < cur.n {
+				pipeValueRows(cb, &cur, group, hd, blocks, j, min(cur.n, j+rows), pv)
+			}
+		}
+		if i+1 < hi {
+			pipeExp(&next, group)
+		}
+		cur = next
+	}
+}
+
+// pipeKeyTile sets the scores of c's key tile at position j (a multiple of KeyTile), for every
+// block of 7 query rows (cb.qt), with avx2Gemv7x16: sc[r, j..j+16) = Σ_d qt[d, r]·tile[d, 0..16),
+// a part tile (past the sequence's end) first copied whole into cb.t16, as bf16 tiles are
+// widened there. The first block's call advances pk by the tile's f32 bytes and prefetches that
+// share.
+func pipeKeyTile(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j int, pk *prefetcher) {
+	w := min(KeyTile, c.n-j)
+	t := cb.t16[:hd*KeyTile]
+	var src *float32
+	switch {
+	case c.k16 != nil && w == KeyTile:
+		WidenBF16(t, c.k16[j*hd:(j+KeyTile)*hd])
+		src = &t[0]
+	case c.k16 != nil: // the rows of a part tile, so that nothing past the sequence is read
+		for d := range hd {
+			o := j*hd + d*KeyTile
+			WidenBF16(t[d*KeyTile:d*KeyTile+w], c.k16[o:o+w])
+			clear(t[d*KeyTile+w : (d+1)*KeyTile])
+		}
+		src = &t[0]
+	case w < KeyTile:
+		for d := range hd {
+			o := j*hd + d*KeyTile
+			copy(t[d*KeyTile:d*KeyTile+w], c.k[o:o+w])
+			clear(t[d*KeyTile+w : (d+1)*KeyTile])
+		}
+		src = &t[0]
+	default:
+		src = &c.k[j*hd]
+	}
+	n := c.n
+	for b := range blocks {
+		var pp unsafe.Pointer
+		var pl int
+		if pk != nil && b == 0 {
+			pp, pl = pk.step(4*hd*w, 4*hd) // avx2Gemv7x16 prefetches four lines a step
+		}
+		qb := &cb.qt[b*hd*8]
+		if w < KeyTile {
+			var out [rows7 * KeyTile]float32
+			avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
+			for r := range rows7 {
+				copy(c.sc[(b*rows7+r)*n+j:(b*rows7+r)*n+n], out[r*KeyTile:r*KeyTile+w])
+			}
+			continue
+		}
+		avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &c.sc[b*rows7*n+j], n, 0, pp, pl)
+	}
+}
+
+// pipeExp turns c's scores into weights: per query row m = max, e^(s−m) and l = Σ e^(s−m), m and
+// l into c.part.
+func pipeExp(c *pipeChunk, group int) {
+	m, l := c.part[:group], c.part[group:2*group]
+	for r := range group {
+		m[r], l[r] = expRow(c.sc[r*c.n : (r+1)*c.n])
+	}
+}
+
+// pipeValueRows adds the value rows [j0, j1) of c, weighted, to its output (c.part's o; set at
+// j0 = 0): o[r, x] += Σ_j p[r, j]·v[j, x] over j in order, so that the steps of a chunk sum as
+// one pass over its rows does (valuesR). With hd a multiple of 8, per block of 7 query rows (a
+// last block of fewer than 7 through cb.o7, copied out at the chunk's end) one avx2Gemv7x16N call
+// on 16 dimensions at a time and one avx2Gemv7 on a last 8, each call of the first block
+// advancing pv by the bytes it reads and prefetching that share; else one Axpy per row and
+// position. bf16 rows are widened into cb.v.
+func pipeValueRows(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j0, j1 int, pv *prefetcher) {
+	k, n := j1-j0, c.n
+	o := c.part[2*group:]
+	var v []float32
+	if c.v16 != nil {
+		v = cb.v[:k*hd]
+		WidenBF16(v, c.v16[j0*hd:j1*hd])
+	} else {
+		v = c.v[j0*hd : j1*hd]
+	}
+	if hd%8 != 0 {
+		if pv != nil {
+			pv.step(4*hd*k, 0)
+		}
+		for r := range group {
+			row := o[r*hd : (r+1)*hd]
+			if j0 == 0 {
+				clear(row)
+			}
+			for j := range k {
+				Axpy(row, c.sc[r*n+j0+j], v[j*hd:(j+1)*hd])
+			}
+		}
+		return
+	}
+	acc := 0
+	if j0 > 0 {
+		acc = 1
+	}
+	cols := hd &^ 15 // the lanes of avx2Gemv7x16N, a last 8 for avx2Gemv7
+	for b := range blocks {
+		dst := o[b*rows7*hd:]
+		if group-b*rows7 < rows7 {
+			dst = cb.o7
+		}
+		pb := &c.sc[b*rows7*n+j0]
+		var pp unsafe.Pointer
+		var pl int
+		if cols > 0 {
+			if pv != nil && b == 0 {
+				pp, pl = pv.step(4*cols*k, cols/16*k) // a line a step: a row of 16 lanes
+			}
+			avx2Gemv7x16N(&v[0], hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols)
+		}
+		if cols < hd { // 8 dimensions left
+			if pv != nil && b == 0 {
+				pp, pl = pv.step(4*8*k, 4*k)
+			}
+			avx2Gemv7(&v[cols], hd, pb, n, 1, k, &dst[cols], hd, acc, pp, pl)
+		}
+	}
+	if j1 == n && group%rows7 != 0 {
+		b := blocks - 1
+		rows := group - b*rows7
+		copy(o[b*rows7*hd:(b*rows7+rows)*hd], cb.o7[:rows*hd])
+	}
+}
