@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -63,6 +64,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 	ds := decodePool.Get().(*decodeScratch)
 	defer decodePool.Put(ds)
 	most := int(decodeWindow.Load())
+	tier := vec.Load().id // the kernel tier of every window
 	for h0 := 0; h0 < len(heads); {
 		// A window of whole heads with at most most chunks (one head at least): a prefill's
 		// thousands of heads keep partial results of a few MiB, not one per chunk of them all.
@@ -82,19 +84,21 @@ func AttendDecode(heads []DecodeHead, group int) {
 			}
 			work += 2 * group * hd * k.Cols
 		}
-		attendWindow(heads, ds, group, hd, wide, work, ds.reread(heads[h0:h1]))
+		if tier == tierAVX2 {
+			ds.markShared(heads, h0, h1)
+		}
+		attendWindow(heads, ds, tier, group, hd, wide, work)
 		h0 = h1
 	}
 }
 
 // attendWindow runs the chunks ds.items (work multiply-adds in all) of consecutive heads on the
-// threads and merges each head's partial results into its Out (AttendDecode); reread: two of the
-// heads read the same blocks (decodeScratch.reread).
-func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide bool, work int, reread bool) {
+// threads and merges each head's partial results into its Out (AttendDecode; on AVX2 after
+// decodeScratch.markShared).
+func attendWindow(heads []DecodeHead, ds *decodeScratch, tier, group, hd int, wide bool, work int) {
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
-	tier := vec.Load().id
 	fast := tier == tier512 || tier == tierAVX2 // the kernels of seven query rows (qt)
 	parallelWork(work, ni, 1, func(lo, hi int) {
 		cb := chunkPool.Get().(*chunkBufs)
@@ -105,21 +109,17 @@ func attendWindow(heads []DecodeHead, ds *decodeScratch, group, hd int, wide boo
 			chunkPool.Put(cb)
 		}()
 		if tier == tierAVX2 {
-			attendAVX2(heads, ds, cb, group, hd, lo, hi, wide, reread)
+			attendAVX2(heads, ds, cb, group, hd, lo, hi, wide)
 			return
 		}
 		var pf *prefetcher
 		// The AVX-512 kernels step the walk.
 		if d := int(attendPrefetch.Load()); d > 0 && tier == tier512 {
 			pf = &cb.pf
-			pf.reset()
-			pf.emit = attendPrefetchEmit
+			pf.start(wide)
 			for i := lo; i < hi; i++ {
 				it := ds.items[i]
 				pf.addChunk(&heads[it.head], hd, it.p0, it.p1)
-			}
-			if wide {
-				pf.shift = 1 // the kernels step it by the f32 bytes they read: the bf16 bytes are half
 			}
 			pf.issue(d)
 		}
@@ -166,29 +166,42 @@ const rows7 = 7
 // decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
 
-// decodeScratch is one AttendDecode call's chunk list and partial results, and reread's scratch.
+// decodeScratch is one AttendDecode call's chunk list and partial results, and markShared's
+// marks (shared, by head) and scratch (lists).
 type decodeScratch struct {
-	items []decodeItem
-	part  []float32
-	first []uintptr
+	items  []decodeItem
+	part   []float32
+	shared []bool
+	lists  []headList
 }
 
-// reread reports whether two of heads read the same first key block: a prompt's tokens, whose
-// views share their sequence's blocks (qwen2's attention), where a decode step's heads each
-// read their own.
-func (ds *decodeScratch) reread(heads []DecodeHead) bool {
-	ds.first = ds.first[:0]
-	for h := range heads {
-		p, _ := blockAt(heads[h].K, 0, 0)
-		ds.first = append(ds.first, uintptr(p))
-	}
-	slices.Sort(ds.first)
-	for i := 1; i < len(ds.first); i++ {
-		if ds.first[i] == ds.first[i-1] {
-			return true
+// headList is a head's key block list (its first element's address) and the head.
+type headList struct {
+	list uintptr
+	head int
+}
+
+// markShared sets shared[h], for each head h of heads[h0:h1], to whether another head of that
+// window reads the same key block list (the same slice of blocks, or a prefix of it): a prompt's
+// tokens, whose views are prefixes of their span's list (qwen2's attention), and whose blocks
+// the neighbours have just read, in cache. A decode step's heads each come with their own list,
+// even where forked sequences share blocks (those blocks are read once a step, from memory).
+func (ds *decodeScratch) markShared(heads []DecodeHead, h0, h1 int) {
+	ds.shared = grow(ds.shared, len(heads))
+	ds.lists = ds.lists[:0]
+	for h := h0; h < h1; h++ {
+		var p unsafe.Pointer
+		if k := heads[h].K; k.BF16 != nil {
+			p = unsafe.Pointer(unsafe.SliceData(k.BF16))
+		} else {
+			p = unsafe.Pointer(unsafe.SliceData(k.Blocks))
 		}
+		ds.lists = append(ds.lists, headList{uintptr(p), h})
 	}
-	return false
+	slices.SortFunc(ds.lists, func(a, b headList) int { return cmp.Compare(a.list, b.list) })
+	for i, l := range ds.lists {
+		ds.shared[l.head] = i > 0 && ds.lists[i-1].list == l.list || i+1 < len(ds.lists) && ds.lists[i+1].list == l.list
+	}
 }
 
 // chunkBufs is one thread's scratch for attendChunk and attendAVX2: the scores and, for bf16
@@ -228,9 +241,9 @@ func (cb *chunkBufs) prepare(tier, group, hd int, wide bool) {
 	} else {
 		cb.sc = grow(cb.sc, group*DecodeChunk)
 	}
-	if wide {
+	if wide && tier != tier512 { // AVX-512 widens bf16 in its kernels' registers
 		cb.v = grow(cb.v, hd*DecodeChunk)
-		if tier != tierAVX2 {
+		if tier != tierAVX2 { // AVX2 widens key tiles into t16
 			cb.k = grow(cb.k, hd*DecodeChunk)
 		}
 	}
@@ -258,12 +271,13 @@ type pfRegion struct {
 	rowBytes, stride, rows int
 }
 
-// prefetcher walks the keys and values one thread's chunks read, in the order attendChunk reads
-// them (per chunk its keys, then its value rows), a distance ahead: issue(d) starts the walk and
-// each kernel call prefetches as many bytes as it reads (on AVX2 a key tile's one call, and the
-// first call of a chunk's value rows, for all of them), spread over its loop (step): a chunk's
-// keys and values are two streams of 64 KiB, which the hardware prefetcher alone leaves waiting
-// on memory (docs/DESIGN.md, "Paged KV cache"). Prefetches change no result.
+// prefetcher walks the keys and values one thread's chunks read, in the order the kernels read
+// them, a distance ahead: on AVX-512 one walk, per chunk its keys, then its value rows
+// (attendChunk); on AVX2 two, one over the keys and one over the values (attendAVX2). issue(d)
+// starts the walk and each kernel call of a product's first pass prefetches as many bytes as it
+// reads, spread over its loop (step): a chunk's keys and values are two streams of 64 KiB, which
+// the hardware prefetcher alone leaves waiting on memory (docs/DESIGN.md, "Paged KV cache").
+// Prefetches change no result.
 type prefetcher struct {
 	regs        []pfRegion
 	r, row, col int                           // the walk's position: region, row, byte in the row
@@ -273,6 +287,17 @@ type prefetcher struct {
 
 // reset empties the walk.
 func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 0, 0, 0, 0 }
+
+// start empties the walk for AttendDecode's kernels: its prefetches go to attendPrefetchEmit where
+// set, and over bf16 blocks (wide) the kernels step it by the f32 bytes they read, twice the bf16
+// bytes it covers.
+func (f *prefetcher) start(wide bool) {
+	f.reset()
+	f.emit = attendPrefetchEmit
+	if wide {
+		f.shift = 1
+	}
+}
 
 // addChunk appends the keys, then the value rows, of positions [p0, p1) of d (the positions in
 // one block, starting at a multiple of KeyTile; f32 or bf16 blocks) to the walk, in the order

@@ -2,53 +2,52 @@ package cpu
 
 import "unsafe"
 
-// pipeValues is the value rows of one step of attendAVX2 over chunks read once: as many positions
-// as a key tile, so that a step reads about as many bytes of values as of keys (4 KiB each at
-// head dim 64).
+// pipeValues is the value rows of one step of attendAVX2 (a shared head's chunk takes all its rows
+// in one): as many positions as a key tile, so that a step reads about as many bytes of values as
+// of keys (4 KiB each at head dim 64). A multiple of KeyTile: a step meets whole key tiles.
 const pipeValues = KeyTile
+
+var _ [0]struct{} = [pipeValues % KeyTile]struct{}{} // pipeValues is a multiple of KeyTile
 
 // pipeChunk is one chunk of attendAVX2: its keys and values from the chunk's first position (f32
 // blocks, or bf16 in k16 and v16), its length, its scores and then weights (7 rows per block of
-// query rows, n apart) and its partial result (m, l, o: attendChunk's part).
+// query rows, n apart), its partial result (m, l, o: attendChunk's part), and whether its head
+// shares its blocks with others of the window (decodeScratch.markShared).
 type pipeChunk struct {
 	k, v     []float32
 	k16, v16 []uint16
 	n        int
 	sc, part []float32
+	shared   bool
 }
 
-// attendAVX2 computes the partial results of the chunks ds.items[lo:hi] (one thread's, in
-// order) on the AVX2 kernels, as attendChunk would to the bit, but software-pipelined: chunk
-// i+1's key tiles are read in turn with chunk i's value rows, a tile against pipeValues rows, so
-// that memory serves two streams at once while the kernels work, where attendChunk reads a
-// chunk's keys, then its values, one stream at a time; the first chunk's scores come alone, the
-// last chunk's values too. On Zen 3 (family 25, two threads) a depth-2,048 decode step's
-// attention from memory took 6-18% less time than chunk by chunk, and 4-5% less again with a
-// step's value rows in one avx2Gemv7x16N call (docs/BENCHMARKS.md, "Issue 30: attention in two
-// streams on AVX2"). Where the window's heads share blocks (reread: a prompt's tokens, each
-// reading what its neighbours read, from cache), finer steps and prefetches only cost
-// instructions: a step is a chunk's value rows against all the next chunk's key tiles, and
-// nothing is prefetched; 256 tokens after 2,048 took 3-14% less time in attention with whole-chunk
-// steps than with steps of 16 rows, and 0-8% less again without the walks. bf16 keys and values
-// are widened exactly into scratch a tile (cb.t16) or a step's rows (cb.v) at a time (wide).
-// Else each stream has its prefetch walk (cb.pf over the keys, cb.pfv over the values; none
-// where attendPrefetch is 0), started half of attendPrefetch ahead, which the kernels advance by
-// what they read.
-func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd, lo, hi int, wide, reread bool) {
+// attendAVX2 computes the partial results of the chunks ds.items[lo:hi] (one task of the
+// threads', in order) on the AVX2 kernels, to the bit as chunk by chunk (TestAttendAVX2Pipeline),
+// but software-pipelined: chunk i+1's key tiles are read in turn with chunk i's value rows, a tile
+// against pipeValues rows, so that memory serves two streams at once while the kernels work,
+// where chunk by chunk reads a chunk's keys, then its values, one stream at a time; the first
+// chunk's scores come alone, the last chunk's values too. On Zen 3 (family 25, two threads) a
+// depth-2,048 decode step's attention from memory took 6-18% less time than chunk by chunk, and
+// 4-5% less again with a step's value rows in one avx2Gemv7x16N call (docs/BENCHMARKS.md, "Issue
+// 30: attention in two streams on AVX2"). bf16 keys and values are widened exactly into scratch a
+// tile (cb.t16) or a step's rows (cb.v) at a time (wide). Each stream has its prefetch walk (cb.pf
+// over the keys, cb.pfv over the values; none where attendPrefetch is 0), started half of
+// attendPrefetch ahead, which the kernels advance by what they read. A chunk of a shared head
+// (ds.shared: a prompt's tokens, each reading from cache what its neighbours read) is left out of
+// the walks, and its values go in one step: there finer steps and prefetches only cost
+// instructions (256 tokens after 2,048: 3-14% less time with whole-chunk steps than with steps of
+// 16 rows, and 0-8% less again without the walks).
+func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd, lo, hi int, wide bool) {
 	var pk, pv *prefetcher
-	if d := int(attendPrefetch.Load()); d > 0 && !reread {
+	if d := int(attendPrefetch.Load()); d > 0 {
 		pk, pv = &cb.pf, &cb.pfv
-		for _, w := range [...]*prefetcher{pk, pv} {
-			w.reset()
-			w.emit = attendPrefetchEmit
-			if wide {
-				w.shift = 1 // the kernels step it by the f32 bytes they read: the bf16 bytes are half
-			}
-		}
+		pk.start(wide)
+		pv.start(wide)
 		for i := lo; i < hi; i++ {
-			it := ds.items[i]
-			pk.addKeys(&heads[it.head], hd, it.p0, it.p1)
-			pv.addValues(&heads[it.head], hd, it.p0, it.p1)
+			if it := ds.items[i]; !ds.shared[it.head] {
+				pk.addKeys(&heads[it.head], hd, it.p0, it.p1)
+				pv.addValues(&heads[it.head], hd, it.p0, it.p1)
+			}
 		}
 		pk.issue(d / 2)
 		pv.issue(d - d/2)
@@ -62,7 +61,7 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 		B := d.K.Block
 		b := it.p0 / B
 		off := (it.p0 - b*B) * hd
-		c := pipeChunk{n: it.p1 - it.p0, sc: bufs[(i-lo)&1], part: ds.part[i*per : (i+1)*per]}
+		c := pipeChunk{n: it.p1 - it.p0, sc: bufs[(i-lo)&1], part: ds.part[i*per : (i+1)*per], shared: ds.shared[it.head]}
 		if d.K.BF16 != nil {
 			c.k16, c.v16 = d.K.BF16[b][off:], d.V.BF16[b][off:]
 		} else {
@@ -74,9 +73,16 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 		}
 		return c
 	}
+	// walk is the stream's walk for chunk c: none for a shared head's.
+	walk := func(w *prefetcher, c *pipeChunk) *prefetcher {
+		if c.shared {
+			return nil
+		}
+		return w
+	}
 	cur := chunk(lo)
 	for j := 0; j < cur.n; j += KeyTile {
-		pipeKeyTile(cb, &cur, group, hd, blocks, j, pk)
+		pipeKeyTile(cb, &cur, group, hd, blocks, j, walk(pk, &cur))
 	}
 	pipeExp(&cur, group)
 	for i := lo; i < hi; i++ {
@@ -88,15 +94,15 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 			tiles = (next.n + KeyTile - 1) / KeyTile
 		}
 		rows := pipeValues // and rows/KeyTile key tiles a step
-		if reread {
+		if cur.shared {
 			rows = DecodeChunk
 		}
 		for j := 0; j < max(tiles*KeyTile, cur.n); j += rows {
 			for t := j / KeyTile; t < (j+rows)/KeyTile && t < tiles; t++ {
-				pipeKeyTile(cb, &next, group, hd, blocks, t*KeyTile, pk)
+				pipeKeyTile(cb, &next, group, hd, blocks, t*KeyTile, walk(pk, &next))
 			}
 			if j < cur.n {
-				pipeValueRows(cb, &cur, group, hd, blocks, j, min(cur.n, j+rows), pv)
+				pipeValueRows(cb, &cur, group, hd, blocks, j, min(cur.n, j+rows), walk(pv, &cur))
 			}
 		}
 		if i+1 < hi {

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -65,6 +66,7 @@ func TestAttendDecode(t *testing.T) {
 		rng := rand.New(rand.NewPCG(30, 1))
 		for _, sh := range []struct{ group, hd, block int }{
 			{7, 64, 256}, {7, 64, 16}, {7, 64, 272}, {7, 64, 48}, {6, 64, 16}, {1, 64, 256}, {8, 40, 64}, {2, 24, 32}, {13, 64, 256}, {14, 24, 112},
+			{7, 20, 256}, {3, 12, 32}, // head dims with no values kernel on AVX2
 		} {
 			lens := []int{1, 5, 127, 128, 129, 300, 2048 + 17}
 			heads := make([]DecodeHead, len(lens))
@@ -311,7 +313,7 @@ func TestGemv7x16(t *testing.T) {
 }
 
 // TestAttendAVX2Pipeline: attendAVX2 over a thread's chunks in one call, each chunk's values read
-// with the next chunk's keys (in steps of 16 rows, or a chunk's rows where heads reread blocks),
+// with the next chunk's keys (in steps of 16 rows, or a chunk's rows where heads are shared),
 // gives every chunk's partial result to the bit as one call per chunk (no next chunk) does, over
 // f32 and bf16 blocks, with and without the prefetch walks: groups of
 // one block of 7 query rows, a padded one (6), two (8, 14) and one row; head dims of 64, 128, 40
@@ -343,15 +345,20 @@ func TestAttendAVX2Pipeline(t *testing.T) {
 					}
 				}
 				per := group * (hd + 2)
-				run := func(oneCall, reread bool) []float32 {
-					ds := &decodeScratch{items: items, part: make([]float32, len(items)*per)}
+				run := func(oneCall, shared bool) []float32 {
+					ds := &decodeScratch{items: items, part: make([]float32, len(items)*per), shared: make([]bool, len(heads))}
+					if oneCall {
+						for h := range ds.shared {
+							ds.shared[h] = shared
+						}
+					}
 					cb := new(chunkBufs)
 					cb.prepare(tierAVX2, group, hd, kv16)
 					if oneCall {
-						attendAVX2(heads, ds, cb, group, hd, 0, len(items), kv16, reread)
+						attendAVX2(heads, ds, cb, group, hd, 0, len(items), kv16)
 					} else {
 						for i := range items {
-							attendAVX2(heads, ds, cb, group, hd, i, i+1, kv16, false)
+							attendAVX2(heads, ds, cb, group, hd, i, i+1, kv16)
 						}
 					}
 					return ds.part
@@ -359,12 +366,12 @@ func TestAttendAVX2Pipeline(t *testing.T) {
 				for _, pf := range []int32{0, 4096} {
 					attendPrefetch.Store(pf)
 					want := run(false, false)
-					for _, reread := range []bool{false, true} {
-						got := run(true, reread)
+					for _, shared := range []bool{false, true} {
+						got := run(true, shared)
 						for i := range want {
 							if got[i] != want[i] {
-								t.Fatalf("bf16 %v, hd %d, group %d, prefetch %d, reread %v: part[%d] (chunk %d) is %g in one call, %g chunk by chunk",
-									kv16, hd, group, pf, reread, i, i/per, got[i], want[i])
+								t.Fatalf("bf16 %v, hd %d, group %d, prefetch %d, shared %v: part[%d] (chunk %d) is %g in one call, %g chunk by chunk",
+									kv16, hd, group, pf, shared, i, i/per, got[i], want[i])
 							}
 						}
 					}
@@ -406,9 +413,11 @@ func TestGemv7x16N(t *testing.T) {
 	}
 }
 
-// TestAttendReread: decodeScratch.reread tells a prompt's heads, whose views share their
-// sequence's blocks, from a decode step's, each over its own blocks, in f32 and bf16.
-func TestAttendReread(t *testing.T) {
+// TestAttendShared: decodeScratch.markShared marks the heads of a window whose key block lists
+// another head of it reads too (a prompt's tokens: prefixes of one list), and not heads with lists
+// of their own, even over the same blocks (forked sequences), nor heads outside the window; in f32
+// and bf16.
+func TestAttendShared(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 1))
 	const hd, n = 16, 40
 	for _, kv16 := range []bool{false, true} {
@@ -420,17 +429,35 @@ func TestAttendReread(t *testing.T) {
 			return d
 		}
 		a, b := own(), own()
-		view := a
+		prefix := a
 		k := *a.K
-		k.Cols = n - 1
-		view.K = &k // a shorter prefix of a's blocks, as a prompt's earlier token sees them
+		k.Cols = n - 16
+		if kv16 {
+			k.BF16 = k.BF16[:2]
+		} else {
+			k.Blocks = k.Blocks[:2]
+		}
+		prefix.K = &k // an earlier token of a's prompt: a prefix of its list
+		fork := a
+		kf := *a.K
+		kf.Blocks = slices.Clone(kf.Blocks) // the same blocks in a list of its own
+		kf.BF16 = slices.Clone(kf.BF16)
+		fork.K = &kf
 		var ds decodeScratch
 		for _, c := range []struct {
-			heads []DecodeHead
-			want  bool
-		}{{[]DecodeHead{a}, false}, {[]DecodeHead{a, b}, false}, {[]DecodeHead{a, b, view}, true}, {[]DecodeHead{view, a}, true}} {
-			if got := ds.reread(c.heads); got != c.want {
-				t.Errorf("bf16 %v, %d heads: reread %v, want %v", kv16, len(c.heads), got, c.want)
+			heads  []DecodeHead
+			h0, h1 int
+			want   []bool
+		}{
+			{[]DecodeHead{a}, 0, 1, []bool{false}},
+			{[]DecodeHead{a, b, fork}, 0, 3, []bool{false, false, false}},
+			{[]DecodeHead{a, b, prefix}, 0, 3, []bool{true, false, true}},
+			{[]DecodeHead{prefix, b, a, fork}, 0, 4, []bool{true, false, true, false}},
+			{[]DecodeHead{a, prefix, b}, 1, 3, []bool{false, false}}, // a is in another window
+		} {
+			ds.markShared(c.heads, c.h0, c.h1)
+			if got := ds.shared[c.h0:c.h1]; !slices.Equal(got, c.want) {
+				t.Errorf("bf16 %v, heads %d..%d of %d: shared %v, want %v", kv16, c.h0, c.h1, len(c.heads), got, c.want)
 			}
 		}
 	}

@@ -11,7 +11,8 @@
 // Conventions (all functions ABI0, arguments on the stack):
 //   - Column counts passed to a kernel are multiples of 8 (32 for Q8); the Go caller handles the
 //     rest with scalar code.
-//   - Only AX BX CX DX SI DI R8-R13 and Y0-Y14 are used (Y15 too in avx2Gemv7x16): R14/R15 are
+//   - Only AX BX CX DX SI DI R8-R13 and Y0-Y14 are used (Y15 too in avx2Gemv7x16 and
+//     avx2Gemv7x16N): R14/R15 are
 //     ABIInternal's g and GOT registers, which we leave alone; X15, its zero register, is scratch
 //     in ABI0 code, and the compiler zeroes it again after every call into it.
 //   - Every function ends with VZEROUPPER so later SSE code pays no transition penalty.
@@ -887,8 +888,8 @@ q8adone:
 
 // func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 //
-// Decode attention's two products on AVX2 (AttendDecode: scoresT over key tiles, valuesR over
-// value rows): dst[r, 0..8) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..8) for the 7 rows r < 7
+// Decode attention's two products on AVX2 (AttendDecode; avx2Gemv7x16 and avx2Gemv7x16N on 16
+// lanes, this one on a last 8 dimensions of the value rows: pipeValueRows): dst[r, 0..8) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..8) for the 7 rows r < 7
 // over steps ≥ 1 steps t; strides in elements. Per step one vector of x (Y0) meets the 7 scalars,
 // each broadcast once (Y1-Y7), in 7 FMAs into 7 accumulators (Y8-Y14), so no horizontal sums;
 // each sum runs over t in order, from dst's values with acc = 1, else from zero. Meanwhile it
@@ -1052,11 +1053,12 @@ g16loop:
 
 // func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int)
 //
-// avx2Gemv7x16 over cols lanes (a multiple of 16), one call: for each 16 lanes c, dst[r, c..c+16)
-// (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + c..c+16), so the same bits as one avx2Gemv7x16 call
-// per 16 lanes, without a call's cost each (the value rows of attendAVX2's steps). The prefetch
-// share runs on across the lanes' loops, four lines a step while lines are left. The frame
-// holds the lanes' byte offset (off) and the walk's address while AX loads accumulators (pfp).
+// avx2Gemv7x16 over cols lanes (a multiple of 16, at least 16; steps ≥ 1), one call: for each 16
+// lanes c, dst[r, c..c+16) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + c..c+16), so the same bits as
+// one avx2Gemv7x16 call per 16 lanes, without a call's cost each (the value rows of attendAVX2's
+// steps). The prefetch share runs on across the lanes' loops, one line a step while lines are
+// left (G7PF1: pfn ≤ steps·cols/16). The frame holds the lanes' byte offset (off) and the walk's
+// address while AX loads accumulators (pfp).
 TEXT ·avx2Gemv7x16N(SB), NOSPLIT, $16-96
 	MOVQ pf+72(FP), AX
 	MOVQ pfn+80(FP), R13

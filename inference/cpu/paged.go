@@ -15,8 +15,9 @@ import "fmt"
 // transposed a tile at a time, for AttendDecode. Block must then be a multiple of KeyTile.
 //
 // The blocks hold f32 values (Blocks) or, with BF16 set instead, bf16 ones (a KV cache stored at
-// half the bytes): AttendDecode widens those exactly to f32 a chunk at a time, so its results are
-// the f32 path's for the rounded values; MatMulPaged takes f32 blocks by rows or columns only.
+// half the bytes): AttendDecode widens those exactly to f32 (on AVX-512 in registers, on AVX2 a
+// key tile or a step's value rows at a time, elsewhere a chunk at a time), so its results are the
+// f32 path's for the rounded values; MatMulPaged takes f32 blocks by rows or columns only.
 type Paged struct {
 	Rows, Cols int
 	Block      int

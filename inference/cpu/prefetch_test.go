@@ -110,9 +110,10 @@ func stepShares(t *testing.T, d *DecodeHead, hd int, chunks [][2]int, step, maxL
 
 // TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walks to their ends,
 // on the AVX-512 tier (one walk: a chunk's keys, then its values) and AVX2 (two: the keys, and
-// the values), over f32 and bf16 blocks: with groups that take the kernels whole (7) or through
-// the padded block (6), head dims of 64 and 128 (where, over f32 blocks, AVX-512's values kernels
-// take only half of their step's lines and the rest is issued at once), sequences ending inside
+// the values), over f32 and bf16 blocks: with groups that take the kernels whole (7), through the
+// padded block (6) or two blocks (8), head dims of 64 and 128 (where, over f32 blocks, AVX-512's
+// values kernels take only half of their step's lines and the rest is issued at once), 40 (on
+// AVX2 a last 8 dimensions) and 20 (no values kernel), sequences ending inside
 // a key tile, with 1 and 2 threads, the prefetches cover every key and value byte of every chunk
 // exactly once: they add up to all of them, and no two overlap. Without the kernels' steps only
 // the first 4 KiB of the walks would be issued.
@@ -127,7 +128,7 @@ func attendWalks(t *testing.T) {
 	defer func() { attendPrefetchEmit = nil }()
 	rng := rand.New(rand.NewPCG(34, 2))
 	const B = 256
-	for _, c := range []struct{ group, hd int }{{7, 64}, {6, 64}, {7, 128}} {
+	for _, c := range []struct{ group, hd int }{{7, 64}, {6, 64}, {7, 128}, {8, 40}, {7, 20}} {
 		group, hd := c.group, c.hd
 		for _, kv16 := range []bool{false, true} {
 			lens := []int{700, 2049}
@@ -172,6 +173,60 @@ func attendWalks(t *testing.T) {
 						break
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestAttendDecodeWalksShared: on AVX2 a prompt's heads (prefixes of one block list per KV head,
+// as qwen2 passes them) are prefetched not at all, their blocks being in cache, while heads with
+// lists of their own are walked whole, even over the same blocks (forked sequences), in the same
+// call as the prompt's.
+func TestAttendDecodeWalksShared(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU without AVX2")
+	}
+	defer avx512Off.Store(avx512Off.Swap(true))
+	if tierName() != "avx2" {
+		t.Skipf("tier %s in use (switched off by CHAINEDSQL_NOSIMD)", tierName())
+	}
+	was := attendPrefetch.Load()
+	defer attendPrefetch.Store(was)
+	attendPrefetch.Store(4096)
+	defer func() { attendPrefetchEmit = nil }()
+	rng := rand.New(rand.NewPCG(34, 3))
+	const group, hd, B, n = 7, 64, 256, 700
+	full := DecodeHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, B), V: toPaged(randVec(rng, n*hd), n, hd, B, true)}
+	var heads []DecodeHead
+	for t := n - 4; t < n; t++ { // a prompt's last four tokens
+		k, v := *full.K, *full.V
+		k.Cols, v.Rows = t+1, t+1
+		heads = append(heads, DecodeHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v})
+	}
+	k, v := *full.K, *full.V
+	k.Blocks, v.Blocks = slices.Clone(k.Blocks), slices.Clone(v.Blocks)
+	fork := DecodeHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v}
+	for _, th := range []int{1, 2} {
+		for _, withFork := range []bool{false, true} {
+			hs := heads
+			want := 0
+			if withFork {
+				hs = append(slices.Clone(heads), fork)
+				want = 2 * n * hd * 4
+			}
+			var mu sync.Mutex
+			bytes := 0
+			attendPrefetchEmit = func(p unsafe.Pointer, n int) {
+				mu.Lock()
+				bytes += n
+				mu.Unlock()
+			}
+			restore := withThreads(th)
+			AttendDecode(hs, group)
+			restore()
+			attendPrefetchEmit = nil
+			if bytes != want {
+				t.Errorf("%d threads, a fork with its own list %v: %d bytes prefetched, want %d", th, withFork, bytes, want)
 			}
 		}
 	}
