@@ -82,7 +82,7 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 	}
 	cur := chunk(lo)
 	for j := 0; j < cur.n; j += KeyTile {
-		pipeKeyTile(cb, &cur, group, hd, blocks, j, walk(pk, &cur))
+		pipeKeyTile(cb, &cur, hd, blocks, j, walk(pk, &cur))
 	}
 	pipeExp(&cur, group)
 	for i := lo; i < hi; i++ {
@@ -99,7 +99,7 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 		}
 		for j := 0; j < max(tiles*KeyTile, cur.n); j += rows {
 			for t := j / KeyTile; t < (j+rows)/KeyTile && t < tiles; t++ {
-				pipeKeyTile(cb, &next, group, hd, blocks, t*KeyTile, walk(pk, &next))
+				pipeKeyTile(cb, &next, hd, blocks, t*KeyTile, walk(pk, &next))
 			}
 			if j < cur.n {
 				pipeValueRows(cb, &cur, group, hd, blocks, j, min(cur.n, j+rows), walk(pv, &cur))
@@ -117,7 +117,7 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 // a part tile (past the sequence's end) first copied whole into cb.t16, as bf16 tiles are
 // widened there. The first block's call advances pk by the tile's f32 bytes and prefetches that
 // share.
-func pipeKeyTile(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j int, pk *prefetcher) {
+func pipeKeyTile(cb *chunkBufs, c *pipeChunk, hd, blocks, j int, pk *prefetcher) {
 	w := min(KeyTile, c.n-j)
 	t := cb.t16[:hd*KeyTile]
 	var src *float32
