@@ -63,4 +63,7 @@ func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd 
 func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
 
 //go:noescape
+func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
+
+//go:noescape
 func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)

@@ -942,9 +942,9 @@ p8done:
 	VZEROUPPER
 	RET
 
-// P8G4 is one group of four columns of four panel groups (R8 bytes apart: SI, SI+R8, SI+2·R8,
-// R9): eight 64-byte weight vectors against the input's four bytes at xo, into Z16-Z23.
-#define P8G4(wa, wb, xo) \
+// P8G2 is one group of four columns of two panel groups (SI and SI+R8): four 64-byte weight
+// vectors against the input's four bytes at xo, into Z16-Z19.
+#define P8G2(wa, wb, xo) \
 	VMOVDQU32     wa(SI), Z12; \
 	VMOVDQU32     wb(SI), Z13; \
 	VPDPBUSD.BCST xo(DI), Z12, Z16; \
@@ -952,7 +952,11 @@ p8done:
 	VMOVDQU32     wa(SI)(R8*1), Z14; \
 	VMOVDQU32     wb(SI)(R8*1), Z15; \
 	VPDPBUSD.BCST xo(DI), Z14, Z18; \
-	VPDPBUSD.BCST xo(DI), Z15, Z19; \
+	VPDPBUSD.BCST xo(DI), Z15, Z19
+
+// P8G4 is P8G2 for four panel groups (SI, SI+R8, SI+2·R8, R9), into Z16-Z23.
+#define P8G4(wa, wb, xo) \
+	P8G2(wa, wb, xo); \
 	VMOVDQU32     wa(SI)(R8*2), Z12; \
 	VMOVDQU32     wb(SI)(R8*2), Z13; \
 	VPDPBUSD.BCST xo(DI), Z12, Z20; \
@@ -961,6 +965,33 @@ p8done:
 	VMOVDQU32     wb(R9), Z15; \
 	VPDPBUSD.BCST xo(DI), Z14, Z22; \
 	VPDPBUSD.BCST xo(DI), Z15, Z23
+
+// P8BLOCK is the products of one block of 32 columns, the group macro g (P8G2, P8G4) on each
+// of its eight groups of four columns.
+#define P8BLOCK(g) \
+	g(0, 64, 0); \
+	g(128, 192, 4); \
+	g(256, 320, 8); \
+	g(384, 448, 12); \
+	g(512, 576, 16); \
+	g(640, 704, 20); \
+	g(768, 832, 24); \
+	g(896, 960, 28)
+
+// P8INIT2 starts the int32 sums of two groups, Z16-Z19, at the block's correction (R12);
+// P8INIT4 those of four, Z16-Z23.
+#define P8INIT2 \
+	VPBROADCASTD (R12), Z16; \
+	VMOVDQA32    Z16, Z17; \
+	VMOVDQA32    Z16, Z18; \
+	VMOVDQA32    Z16, Z19
+
+#define P8INIT4 \
+	P8INIT2; \
+	VMOVDQA32 Z16, Z20; \
+	VMOVDQA32 Z16, Z21; \
+	VMOVDQA32 Z16, Z22; \
+	VMOVDQA32 Z16, Z23
 
 // P8F4 ends a block for one group: int sums ia, ib times its scales at sa (64 bytes apart) times
 // the block's x scale, into fa, fb.
@@ -1005,22 +1036,8 @@ TEXT ·dot128Q8P(SB), NOSPLIT, $0-72
 	JLE    p84done
 
 p84blk:
-	VPBROADCASTD (R12), Z16
-	VMOVDQA32    Z16, Z17
-	VMOVDQA32    Z16, Z18
-	VMOVDQA32    Z16, Z19
-	VMOVDQA32    Z16, Z20
-	VMOVDQA32    Z16, Z21
-	VMOVDQA32    Z16, Z22
-	VMOVDQA32    Z16, Z23
-	P8G4(0, 64, 0)
-	P8G4(128, 192, 4)
-	P8G4(256, 320, 8)
-	P8G4(384, 448, 12)
-	P8G4(512, 576, 16)
-	P8G4(640, 704, 20)
-	P8G4(768, 832, 24)
-	P8G4(896, 960, 28)
+	P8INIT4
+	P8BLOCK(P8G4)
 	P8F4((BX), 64(BX), Z16, Z17, Z0, Z1)
 	P8F4((BX)(R10*1), 64(BX)(R10*1), Z18, Z19, Z2, Z3)
 	P8F4((BX)(R10*2), 64(BX)(R10*2), Z20, Z21, Z4, Z5)
@@ -1045,6 +1062,50 @@ p84done:
 	VMOVUPS Z5, 320(AX)
 	VMOVUPS Z6, 384(AX)
 	VMOVUPS Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
+//
+// dot32Q8P for two panel groups, ldw bytes (and lds scales) apart, into out[32g:32g+32]: two
+// sequential streams for the groups a thread's quarters leave over (panelRange), which read
+// one group a call at about half the rate of four. The same results as dot32Q8P per group.
+TEXT ·dot64Q8P(SB), NOSPLIT, $0-72
+	MOVQ   wp+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	MOVQ   sp+16(FP), BX
+	MOVQ   lds+24(FP), R10
+	SHLQ   $2, R10
+	MOVQ   xq+32(FP), DI
+	MOVQ   xs+40(FP), DX
+	MOVQ   corr+48(FP), R12
+	MOVQ   nb+56(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ  CX, CX
+	JLE    p82done
+
+p82blk:
+	P8INIT2
+	P8BLOCK(P8G2)
+	P8F4((BX), 64(BX), Z16, Z17, Z0, Z1)
+	P8F4((BX)(R10*1), 64(BX)(R10*1), Z18, Z19, Z2, Z3)
+	ADDQ         $1024, SI
+	ADDQ         $128, BX
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	ADDQ         $4, R12
+	DECQ         CX
+	JNZ          p82blk
+
+p82done:
+	MOVQ    out+64(FP), AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
 	VZEROUPPER
 	RET
 

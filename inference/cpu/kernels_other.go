@@ -44,6 +44,9 @@ func cvtX16(dst *uint16, src *float32, n int) { panic("cpu: no SIMD") }
 func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32) {
 	panic("cpu: no SIMD")
 }
+func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32) {
+	panic("cpu: no SIMD")
+}
 func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32) {
 	panic("cpu: no SIMD")
 }

@@ -27,9 +27,9 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	if n == 0 || w.Rows == 0 {
 		return
 	}
-	if run, release, align, ok := mvPlan(w, x, n); ok {
-		parallelWork(w.Rows*w.Cols*n, w.Rows, align, func(lo, hi int) { run(dst, w, lo, hi) })
-		release()
+	if r, ok := mvPlan(w, x, n); ok {
+		r.parallel(w.Rows*w.Cols*n, w.Rows, func(lo, hi int) { r.run(dst, w, lo, hi) })
+		r.release()
 		return
 	}
 	switch {
@@ -60,11 +60,9 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 		fused = fused && w.DType == ws[0].DType && w.Cols == ws[0].Cols && w.Q8Panels == ws[0].Q8Panels
 		total += w.Rows
 	}
-	var run func(dst []float32, w *Matrix, lo, hi int)
-	var release func()
-	align := 4
+	var r mvRoute
 	if fused {
-		run, release, align, fused = mvPlan(ws[0], x, n)
+		r, fused = mvPlan(ws[0], x, n)
 	}
 	if !fused {
 		for j, w := range ws {
@@ -72,45 +70,72 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 		}
 		return
 	}
-	parallelWork(total*ws[0].Cols*n, total, align, func(lo, hi int) {
+	r.parallel(total*ws[0].Cols*n, total, func(lo, hi int) {
 		off := 0
 		for j, w := range ws {
 			if a, b := max(lo-off, 0), min(hi-off, w.Rows); a < b {
-				run(dsts[j], w, a, b)
+				r.run(dsts[j], w, a, b)
 			}
 			off += w.Rows
 		}
 	})
-	release()
+	r.release()
 }
 
-// mvPlan returns MatMul's matrix-vector route for n input rows x against w, when it takes one:
-// run computes dst[:, lo:hi] (for w or any matrix of w's dtype, width and layout; lo and hi
-// multiples of align), release returns the buffers of x's prepared copy. Few input rows (decode,
-// decode batches, attention over a short cache) stream the weights once; each group of 4 rows
-// stays in L1 while it meets every input row. q8 weights in panels take one input row here
-// (panelRange) and more through the matrix-matrix kernel (useGemmQ8).
-func mvPlan(w *Matrix, x []float32, n int) (run func(dst []float32, w *Matrix, lo, hi int), release func(), align int, ok bool) {
+// mvRoute is MatMul's matrix-vector route for one call (mvPlan): run computes dst[:, lo:hi] (for
+// the planned matrix or any of its dtype, width and layout; lo and hi multiples of align) and
+// release returns the buffers of x's prepared copy.
+type mvRoute struct {
+	run     func(dst []float32, w *Matrix, lo, hi int)
+	release func()
+	align   int
+	panels  bool // q8 weights in panels, one input row (panelRange)
+}
+
+// panelWholeWork is the size, in weights, below which a product in panels is cut into one part
+// per thread rather than partsPerThread: each thread then reads its share as four long streams
+// with at most three groups left over, instead of short parts with leftovers of their own (read
+// two or one group a call, at a lower rate). On Zen 5 the 0.5B layers' products ran 10-13%
+// (q, k, v), 8-11% (o) and 2% (gate, up) faster so, and q8 decode 3-5%, in the minutes when the
+// host's memory was fast (docs/BENCHMARKS.md, "Issue 30: q8 products in one part per thread").
+// Above it (the LM head) parts stay small enough that a busy core does not hold up the call for
+// long.
+const panelWholeWork = 16 << 20
+
+// parallel runs f over [0, rows) of a call of work multiply-adds, on the threads (parallelWork).
+func (r mvRoute) parallel(work, rows int, f func(lo, hi int)) {
+	per := partsPerThread
+	if r.panels && work < panelWholeWork {
+		per = 1
+	}
+	parallelWorkParts(work, rows, r.align, per, f)
+}
+
+// mvPlan returns MatMul's matrix-vector route for n input rows x against w, when it takes one.
+// Few input rows (decode, decode batches, attention over a short cache) stream the weights once;
+// each group of 4 rows stays in L1 while it meets every input row. q8 weights in panels take one
+// input row here (panelRange) and more through the matrix-matrix kernel (useGemmQ8).
+func mvPlan(w *Matrix, x []float32, n int) (mvRoute, bool) {
 	switch {
 	case w.Q8Panels && n == 1 && useVNNI():
 		in := preparePanelVec(w, x)
-		return func(dst []float32, w *Matrix, lo, hi int) { panelRange(dst, w, in, lo, hi) }, func() { gemmInPool.Put(in) }, panelRows, true
+		return mvRoute{func(dst []float32, w *Matrix, lo, hi int) { panelRange(dst, w, in, lo, hi) }, func() { gemmInPool.Put(in) }, panelRows, true}, true
 	case !SIMD() || w.Cols < 16 || w.Q8Panels || useGemmQ8(w, n) || useGemmBF16(w, n):
-		return nil, nil, 0, false
+		return mvRoute{}, false
 	case useAVX2() && n < mvMaxN && q8QuantCols(w, n) > 0:
 		in, release := prepareVec(w, x, n)
-		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, 4, true
+		return mvRoute{func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2Q8(dst, w, in, lo, hi) }, release, 4, false}, true
 	case useAVX2() && (n < mvMaxN || (n < mvMaxNPairs && w.DType == BF16 && w.Cols >= 32 && !plainOff.Load())):
 		in, release := &vecIn{x: x, n: n}, func() {}
 		if w.DType == BF16 && !plainOff.Load() || w.DType == F32 {
 			in, release = prepareVec(w, x, n) // deinterleaved x for avx2MvBF16P; quarters
 		}
-		return func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, 4, true
+		return mvRoute{func(dst []float32, w *Matrix, lo, hi int) { mvRangeAVX2(dst, w, in, lo, hi) }, release, 4, false}, true
 	case !useAVX2() && n < mvMaxN:
 		in, release := prepareVec(w, x, n)
-		return func(dst []float32, w *Matrix, lo, hi int) { matVecRange(dst, w, in, lo, hi) }, release, 4, true
+		return mvRoute{func(dst []float32, w *Matrix, lo, hi int) { matVecRange(dst, w, in, lo, hi) }, release, 4, false}, true
 	}
-	return nil, nil, 0, false
+	return mvRoute{}, false
 }
 
 func checkMatMul(dst []float32, w *Matrix, x []float32, n int) {

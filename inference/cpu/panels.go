@@ -88,8 +88,8 @@ func preparePanelVec(w *Matrix, x []float32) *gemmIn {
 }
 
 // panelRange computes dst[lo:hi] (one input row, quantised by preparePanelVec; lo and hi multiples
-// of 32) for w in panels: four groups a call, one from each quarter of the range, and the
-// groups left over one a call.
+// of 32) for w in panels: four groups a call, one from each quarter of the range, then the
+// groups left over two a call (dot64Q8P) and the last one alone.
 func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 	c, nb := w.Cols, w.Cols/Q8Block
 	g0, g1 := lo/panelRows, hi/panelRows
@@ -104,8 +104,16 @@ func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 			copy(dst[r:r+panelRows], out[j*panelRows:(j+1)*panelRows])
 		}
 	}
+	g := g0 + 4*m
+	if g+2 <= g1 {
+		var two [2 * panelRows]float32
+		dot64Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), panelRows*c, &w.Scales[g*panelRows*nb], panelRows*nb,
+			&in.xq[0], &in.xs[0], &in.corr[0], nb, &two)
+		copy(dst[g*panelRows:(g+2)*panelRows], two[:])
+		g += 2
+	}
 	var one [panelRows]float32
-	for g := g0 + 4*m; g < g1; g++ {
+	for ; g < g1; g++ {
 		dot32Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), &w.Scales[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &one)
 		copy(dst[g*panelRows:(g+1)*panelRows], one[:])
 	}

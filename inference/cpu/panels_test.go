@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,9 +28,9 @@ func panelPair(t testing.TB, rows, cols int, seed uint64) (w, p *Matrix) {
 }
 
 // TestQ8Panels checks q8 weights in panels against the same weights in rows: decode (one input
-// row, dot128Q8P in quarters and dot32Q8P on the groups left over) and the matrix-matrix kernel
-// reading the panels in place give the results of gemmQ8VNNI on the rows packed per product, to
-// the bit, for every thread count; RowF32 gives the row's values; and with the assembly kernels
+// row, dot128Q8P in quarters, dot64Q8P and dot32Q8P on the groups left over) and the
+// matrix-matrix kernel reading the panels in place give the results of gemmQ8VNNI on the rows
+// packed per product, to the bit, for every thread count; RowF32 gives the row's values; and with the assembly kernels
 // off every product is the portable reference's.
 func TestQ8Panels(t *testing.T) {
 	if !useVNNI() {
@@ -197,5 +198,27 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 			b.ReportMetric(med(sp), "speedup")
 			b.Logf("speedups %.2f", sp)
 		})
+	}
+}
+
+// TestPanelParts: a one-row product in panels below panelWholeWork weights is cut into one part
+// per thread (the 0.5B layers' products), a larger one (its LM head) and any other route's into
+// partsPerThread per thread.
+func TestPanelParts(t *testing.T) {
+	defer withThreads(2)()
+	for _, c := range []struct {
+		rows, cols int
+		panels     bool
+		want       int32
+	}{
+		{896, 896, true, 2}, {9728, 896, true, 2}, {896, 4864, true, 2}, {151936, 896, true, 2 * partsPerThread},
+		{896, 896, false, 2 * partsPerThread},
+	} {
+		var n atomic.Int32
+		r := mvRoute{align: panelRows, panels: c.panels}
+		r.parallel(c.rows*c.cols, c.rows, func(lo, hi int) { n.Add(1) })
+		if n.Load() != c.want {
+			t.Errorf("%d×%d (panels %v): %d parts, want %d", c.rows, c.cols, c.panels, n.Load(), c.want)
+		}
 	}
 }

@@ -83,26 +83,31 @@ var plainOff atomic.Bool
 // useVNNI reports whether Q8 matrix-vector products may quantise x and use dot4Q8VNNI.
 func useVNNI() bool { return use512() && hasVNNI && !plainOff.Load() }
 
-// task is one parallelRows call: rows [0, rows) cut into n chunks of size chunk, taken in order
-// by the caller and the workers through next; the one finishing the last chunk closes done.
+// task is one parallelParts call: rows [0, rows) cut into n contiguous parts (bounds), taken in
+// order by the caller and the workers through next; the one finishing the last part closes done.
 type task struct {
-	f           func(lo, hi int)
-	rows, chunk int
-	n           int32
-	next        atomic.Int32
-	finished    atomic.Int32
-	done        chan struct{}
+	f                  func(lo, hi int)
+	rows, units, align int // units: rows in multiples of align, the last one maybe short
+	n                  int32
+	next               atomic.Int32
+	finished           atomic.Int32
+	done               chan struct{}
 }
 
-// run takes and runs chunks until none is left.
+// bounds returns part c's rows: units c·units/n to (c+1)·units/n, in rows.
+func (t *task) bounds(c int) (lo, hi int) {
+	n := int(t.n)
+	return t.align * (c * t.units / n), min(t.rows, t.align*((c+1)*t.units/n))
+}
+
+// run takes and runs parts until none is left.
 func (t *task) run() {
 	for {
 		c := t.next.Add(1) - 1
 		if c >= t.n {
 			return
 		}
-		lo := int(c) * t.chunk
-		t.f(lo, min(lo+t.chunk, t.rows))
+		t.f(t.bounds(int(c)))
 		if t.finished.Add(1) == t.n {
 			close(t.done)
 		}
@@ -114,9 +119,10 @@ func (t *task) run() {
 // takes tens of microseconds on a loaded VM. Workers are started once (as many as the largest
 // thread count asked for, minus one: the caller works too) and, between tasks, spin on pool.cur
 // for spinFor before parking on pool.wake; a caller that publishes a task wakes parked workers.
-// Chunks are taken dynamically (4 per thread), so a worker whose core is busy with another
-// process does not hold up the call. One task runs at a time: a caller that finds the pool busy
-// (several goroutines multiplying at once, already parallel) runs its rows itself.
+// Parts are taken dynamically (partsPerThread per thread, or fewer where the caller asks), so a
+// worker whose core is busy with another process does not hold up the call for long. One task
+// runs at a time: a caller that finds the pool busy (several goroutines multiplying at once,
+// already parallel) runs its rows itself.
 var pool struct {
 	mu       sync.Mutex
 	workers  int
@@ -139,7 +145,7 @@ func ensureWorkers(n int) {
 	}
 }
 
-// worker runs the chunks of each published task, spinning briefly between tasks and parking
+// worker runs the parts of each published task, spinning briefly between tasks and parking
 // after spinFor without one.
 func worker() {
 	var last *task
@@ -182,35 +188,52 @@ func waitTask(last *task) *task {
 }
 
 // minParallelWork is the number of multiply-adds below which a product runs on the calling
-// goroutine alone: about 10 µs of work, where handing chunks to a worker (and waking it) would
+// goroutine alone: about 10 µs of work, where handing parts to a worker (and waking it) would
 // cost a sizeable part of the gain (attention over a short cache, the 128-row KV projections of
 // a small model).
 const minParallelWork = 1 << 15
 
+// partsPerThread is how many parts parallelRows cuts a call into per thread: enough that a
+// worker whose core is busy with another process does not hold up the call for long.
+const partsPerThread = 4
+
 // parallelWork is parallelRows for a call of work multiply-adds: serial below minParallelWork.
 func parallelWork(work, rows, align int, f func(lo, hi int)) {
+	parallelWorkParts(work, rows, align, partsPerThread, f)
+}
+
+// parallelWorkParts is parallelWork with perThread parts per thread.
+func parallelWorkParts(work, rows, align, perThread int, f func(lo, hi int)) {
 	if work < minParallelWork {
 		f(0, rows)
 		return
 	}
-	parallelRows(rows, align, f)
+	parallelParts(rows, align, perThread*Threads(), f)
 }
 
-// parallelRows runs f over [0,rows) split into contiguous chunks, each boundary a multiple of
-// align (the caller's multi-row kernel height), on the calling goroutine and the worker pool.
+// parallelRows runs f over [0,rows) cut into partsPerThread parts per thread (parallelParts).
 func parallelRows(rows, align int, f func(lo, hi int)) {
+	parallelParts(rows, align, partsPerThread*Threads(), f)
+}
+
+// parallelParts runs f over [0,rows) cut into parts contiguous parts (fewer where rows holds
+// fewer units of align rows, the caller's multi-row kernel height), each of ⌊units/parts⌋ or
+// ⌈units/parts⌉ units (the last unit ends at rows), on the calling goroutine and the worker
+// pool: the parts are taken in order by whoever is free, so the threads end within about one
+// part of each other. Parts of equal size matter where a unit is a large share of a part: 896
+// rows in 32-row groups, cut into parts of 128 rows as before, gave one of two threads 4 parts
+// and the other 3.
+func parallelParts(rows, align, parts int, f func(lo, hi int)) {
 	th := Threads()
-	if align < 1 {
-		align = 1
-	}
-	chunk := (rows + 4*th - 1) / (4 * th)
-	chunk = (chunk + align - 1) / align * align
-	if th <= 1 || chunk >= rows {
+	align = max(align, 1)
+	units := (rows + align - 1) / align
+	n := min(parts, units)
+	if th <= 1 || n <= 1 {
 		f(0, rows)
 		return
 	}
 	ensureWorkers(th - 1)
-	t := &task{f: f, rows: rows, chunk: chunk, n: int32((rows + chunk - 1) / chunk), done: make(chan struct{})}
+	t := &task{f: f, rows: rows, units: units, align: align, n: int32(n), done: make(chan struct{})}
 	if !pool.cur.CompareAndSwap(nil, t) {
 		f(0, rows)
 		return
@@ -226,8 +249,8 @@ func parallelRows(rows, align int, f func(lo, hi int)) {
 	pool.cur.CompareAndSwap(t, nil)
 }
 
-// join waits for the workers' last chunks of t. It spins first (up to spinFor): the wait is
-// usually a fraction of one chunk, far shorter than parking the caller on t.done and having a
+// join waits for the workers' last parts of t. It spins first (up to spinFor): the wait is
+// usually a fraction of one part, far shorter than parking the caller on t.done and having a
 // worker wake it, which costs tens of microseconds on a VM, paid ~170 times per decoded token
 // (measured, bf16 0.5B decode alternating the two per token in one process: 20.5-22.4 tok/s
 // parked, 23.0-25.5 spinning).

@@ -2,15 +2,18 @@ package cpu
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestParallelRows: every row is visited exactly once, chunk boundaries are multiples of align,
+// TestParallelRows: every row is visited exactly once, part boundaries are multiples of align,
 // for several thread counts and concurrent callers (one of which gets the pool, the others run
-// serially), including calls after the workers have parked.
+// serially), including calls after the workers have parked; parallelParts cuts as many parts
+// as asked (or one per unit of align rows) of units differing by at most one.
 func TestParallelRows(t *testing.T) {
 	check := func(rows, align int) error {
 		seen := make([]atomic.Int32, rows)
@@ -60,6 +63,13 @@ func TestParallelRows(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	for _, c := range []struct{ rows, align, parts, want int }{
+		{896, 32, 8, 8}, {896, 32, 2, 2}, {1152, 32, 2, 2}, {100, 32, 8, 4}, {1000, 4, 8, 8}, {5, 4, 8, 2},
+	} {
+		if err := checkParts(c.rows, c.align, c.parts, c.want); err != nil {
+			t.Error(err)
+		}
+	}
 	time.Sleep(2 * spinFor) // the workers park; the next call must wake them
 	if err := check(1000, 4); err != nil {
 		t.Fatal(err)
@@ -87,4 +97,34 @@ func TestParallelRows(t *testing.T) {
 	if stuck.Load() {
 		t.Fatal("no worker ran a chunk while the holder of chunk 0 waited 10 s")
 	}
+}
+
+// checkParts runs parallelParts(rows, align, parts) at 3 threads and checks that f saw want
+// parts covering [0, rows), boundaries multiples of align, whose units of align rows (the last
+// one short where rows is not a multiple) differ by at most one.
+func checkParts(rows, align, parts, want int) error {
+	defer withThreads(3)()
+	var mu sync.Mutex
+	var got [][2]int
+	parallelParts(rows, align, parts, func(lo, hi int) {
+		mu.Lock()
+		got = append(got, [2]int{lo, hi})
+		mu.Unlock()
+	})
+	slices.SortFunc(got, func(a, b [2]int) int { return a[0] - b[0] })
+	if len(got) != want {
+		return fmt.Errorf("parallelParts(%d, %d, %d): %d parts %v, want %d", rows, align, parts, len(got), got, want)
+	}
+	lo, hi := math.MaxInt, 0
+	for i, p := range got {
+		if p[0]%align != 0 || i > 0 && p[0] != got[i-1][1] || i == 0 && p[0] != 0 {
+			return fmt.Errorf("parallelParts(%d, %d, %d): parts %v", rows, align, parts, got)
+		}
+		u := (p[1] - p[0] + align - 1) / align
+		lo, hi = min(lo, u), max(hi, u)
+	}
+	if got[len(got)-1][1] != rows || hi-lo > 1 {
+		return fmt.Errorf("parallelParts(%d, %d, %d): parts %v: not covering or uneven", rows, align, parts, got)
+	}
+	return nil
 }
