@@ -10,9 +10,9 @@ import (
 	"unsafe"
 )
 
-// DecodeHead is the attention of one query token over the keys and values of one KV head: the
+// AttendHead is the attention of one query token over the keys and values of one KV head: the
 // Group query heads sharing that KV head (grouped-query attention) meet every key and value once.
-type DecodeHead struct {
+type AttendHead struct {
 	Out []float32 // Group × head dim: the attention output of each query head
 	Q   []float32 // Group × head dim: the queries, already scaled by 1/√(head dim)
 	K   *Paged    // Tiled, head dim × n: the n keys the token sees, transposed in tiles of KeyTile
@@ -24,37 +24,37 @@ type DecodeHead struct {
 // with one contiguous load, and its reads run front to back through memory.
 const KeyTile = 16
 
-// AttendDecode computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over all
-// n keys), flash-decoding style: each head's positions are cut into chunks of at most DecodeChunk
-// that never cross a KV block, the chunks of all heads (of each window of whole heads with at most
-// decodeWindow chunks between them, one hand-off per window) are shared out among the threads, and
-// each chunk yields, per query row, its scores' maximum m, the sum l of e^(s−m) and the
-// unnormalised output Σ e^(s−m)·v; the chunks of a head are then merged in position order (rescaled
-// to the largest maximum). Within a chunk the scores come from the key tiles with the positions
-// along the SIMD lanes (on AVX-512 scoresT7: 32 positions against seven query rows a call, each
-// query value broadcast once per dimension; see scoresT), then the outputs from the value rows with
-// the dimensions along the lanes (valuesR7: 32 dimensions against seven rows of weights, each
-// weight broadcast once per position; see valuesR): no horizontal sums, and a decode step reads
-// each key and value once per KV head instead of once per query head. On AVX2 (avx2Gemv7x16: 16
-// lanes) a thread reads one chunk's values while it reads the next chunk's keys (attendAVX2),
-// with the same results. Chunk boundaries depend neither on the thread count nor on the windows,
-// so neither do the results. A prompt's tokens come as heads too, one per token and KV head
-// (qwen2's attention). Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on
-// AVX-512 in the kernels' registers as they load them, on AVX2 a key tile or a step's value rows
-// at a time, elsewhere a chunk at a time, into scratch that stays in cache; so the results equal
-// those over f32 blocks holding the same values, bit for bit, while memory is read at half the
-// bytes. On AVX-512 and AVX2 each thread prefetches its chunks' keys and values attendPrefetch
-// bytes ahead of the kernels' reads (prefetcher), the kernels issuing the prefetches spread over
-// their loops.
-func AttendDecode(heads []DecodeHead, group int) {
+// Attend computes Out = softmax(Q·Kᵀ)·V for every head (each of its Group query rows over all n
+// keys): decode steps and prompt tokens alike, a prompt's tokens coming as heads too, one per
+// token and KV head (qwen2's attention). Flash-decoding style: each head's positions are cut into
+// chunks of at most AttendChunkLen that never cross a KV block, the chunks of all heads (of each
+// window of whole heads with at most decodeWindow chunks between them, one hand-off per window)
+// are shared out among the threads, and each chunk yields, per query row, its scores' maximum m,
+// the sum l of e^(s−m) and the unnormalised output Σ e^(s−m)·v; the chunks of a head are then
+// merged in position order (rescaled to the largest maximum). Within a chunk the scores come
+// from the key tiles with the positions along the SIMD lanes (on AVX-512 scoresT7: 32 positions
+// against seven query rows a call, each query value broadcast once per dimension; see scoresT),
+// then the outputs from the value rows with the dimensions along the lanes (valuesR7: 32
+// dimensions against seven rows of weights, each weight broadcast once per position; see
+// valuesR): no horizontal sums, and a decode step reads each key and value once per KV head
+// instead of once per query head. On AVX2 (avx2Gemv7x16: 16 lanes) a thread reads one chunk's
+// values while it reads the next chunk's keys (attendAVX2), with the same results. Chunk
+// boundaries depend neither on the thread count nor on the windows, so neither do the results.
+// Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
+// kernels' registers as they load them, on AVX2 a key tile or a step's value rows at a time,
+// elsewhere a chunk at a time, into scratch that stays in cache; so the results equal those over
+// f32 blocks holding the same values, bit for bit, while memory is read at half the bytes. On
+// AVX-512 and AVX2 each thread prefetches its chunks' keys and values attendPrefetch bytes ahead
+// of the kernels' reads (prefetcher), the kernels issuing the prefetches spread over their loops.
+func Attend(heads []AttendHead, group int) {
 	if len(heads) == 0 {
 		return
 	}
 	if group < 1 {
-		panic(fmt.Sprintf("cpu: AttendDecode: group of %d", group))
+		panic(fmt.Sprintf("cpu: Attend: group of %d", group))
 	}
 	if heads[0].K == nil || heads[0].V == nil {
-		panic("cpu: AttendDecode: nil keys or values")
+		panic("cpu: Attend: nil keys or values")
 	}
 	hd := heads[0].K.Rows
 	wide := heads[0].K.BF16 != nil
@@ -74,7 +74,7 @@ func AttendDecode(heads []DecodeHead, group int) {
 			k := heads[h1].K
 			n0 := len(ds.items)
 			for p0 := 0; p0 < k.Cols; {
-				p1 := min(k.Cols, p0+DecodeChunk, (p0/k.Block+1)*k.Block)
+				p1 := min(k.Cols, p0+AttendChunkLen, (p0/k.Block+1)*k.Block)
 				ds.items = append(ds.items, decodeItem{head: h1, p0: p0, p1: p1})
 				p0 = p1
 			}
@@ -93,9 +93,9 @@ func AttendDecode(heads []DecodeHead, group int) {
 }
 
 // attendWindow runs the chunks ds.items (work multiply-adds in all) of consecutive heads on the
-// threads and merges each head's partial results into its Out (AttendDecode; on AVX2 after
+// threads and merges each head's partial results into its Out (Attend; on AVX2 after
 // decodeScratch.markShared).
-func attendWindow(heads []DecodeHead, ds *decodeScratch, tier, group, hd int, wide bool, work int) {
+func attendWindow(heads []AttendHead, ds *decodeScratch, tier, group, hd int, wide bool, work int) {
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
@@ -145,7 +145,7 @@ func attendWindow(heads []DecodeHead, ds *decodeScratch, tier, group, hd int, wi
 	}
 }
 
-// decodeWindow is the most chunks one AttendDecode window holds (one head's at least): 4,096
+// decodeWindow is the most chunks one Attend window holds (one head's at least): 4,096
 // chunks keep 7.2 MiB of partial results at group 7 and head dim 64, and a window's work (up
 // to about a billion multiply-adds) far outweighs its hand-off to the threads. A variable so that
 // tests can force many windows.
@@ -153,20 +153,20 @@ var decodeWindow atomic.Int32
 
 func init() { decodeWindow.Store(4096) }
 
-// DecodeChunk is the most positions of one AttendDecode chunk: its scores (Group × DecodeChunk)
+// AttendChunkLen is the most positions of one Attend chunk: its scores (Group × AttendChunkLen)
 // stay in L1 between the two products, and a long context gives the threads many chunks. A
 // multiple of KeyTile, so that every chunk starts on a key tile.
-const DecodeChunk = 256
+const AttendChunkLen = 256
 
-var _ [0]struct{} = [DecodeChunk % KeyTile]struct{}{} // DecodeChunk is a multiple of KeyTile
+var _ [0]struct{} = [AttendChunkLen % KeyTile]struct{}{} // AttendChunkLen is a multiple of KeyTile
 
 // rows7 is the query rows of one scoresT7 or valuesR7 call.
 const rows7 = 7
 
-// decodeItem is one chunk of AttendDecode: positions [p0, p1) of heads[head].
+// decodeItem is one chunk of Attend: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
 
-// decodeScratch is one AttendDecode call's chunk list and partial results, and markShared's
+// decodeScratch is one Attend call's chunk list and partial results, and markShared's
 // marks (shared, by head) and scratch (lists).
 type decodeScratch struct {
 	items  []decodeItem
@@ -186,7 +186,7 @@ type headList struct {
 // tokens, whose views are prefixes of their span's list (qwen2's attention), and whose blocks
 // the neighbours have just read, in cache. A decode step's heads each come with their own list,
 // even where forked sequences share blocks (those blocks are read once a step, from memory).
-func (ds *decodeScratch) markShared(heads []DecodeHead, h0, h1 int) {
+func (ds *decodeScratch) markShared(heads []AttendHead, h0, h1 int) {
 	ds.shared = grow(ds.shared, len(heads))
 	ds.lists = ds.lists[:0]
 	for h := h0; h < h1; h++ {
@@ -226,25 +226,25 @@ func (cb *chunkBufs) prepare(tier, group, hd int, wide bool) {
 	if fast {
 		// The values kernels read seven rows of weights a call, past group in a last block.
 		blocks := (group + rows7 - 1) / rows7
-		cb.sc = grow(cb.sc, blocks*rows7*DecodeChunk)
+		cb.sc = grow(cb.sc, blocks*rows7*AttendChunkLen)
 		cb.qt = grow(cb.qt, blocks*hd*8)
 		if group%rows7 != 0 {
 			cb.o7 = grow(cb.o7, rows7*hd)
 			if tier == tier512 {
-				cb.s7 = grow(cb.s7, rows7*DecodeChunk)
+				cb.s7 = grow(cb.s7, rows7*AttendChunkLen)
 			}
 		}
 		if tier == tierAVX2 {
-			cb.sc2 = grow(cb.sc2, blocks*rows7*DecodeChunk) // the next chunk's scores
+			cb.sc2 = grow(cb.sc2, blocks*rows7*AttendChunkLen) // the next chunk's scores
 			cb.t16 = grow(cb.t16, hd*KeyTile)
 		}
 	} else {
-		cb.sc = grow(cb.sc, group*DecodeChunk)
+		cb.sc = grow(cb.sc, group*AttendChunkLen)
 	}
 	if wide && tier != tier512 { // AVX-512 widens bf16 in its kernels' registers
-		cb.v = grow(cb.v, hd*DecodeChunk)
+		cb.v = grow(cb.v, hd*AttendChunkLen)
 		if tier != tierAVX2 { // AVX2 widens key tiles into t16
-			cb.k = grow(cb.k, hd*DecodeChunk)
+			cb.k = grow(cb.k, hd*AttendChunkLen)
 		}
 	}
 }
@@ -261,8 +261,8 @@ var attendPrefetch atomic.Int32
 
 func init() { attendPrefetch.Store(8192) }
 
-// attendPrefetchEmit, when not nil (tests only; set it while no AttendDecode runs), receives
-// AttendDecode's prefetches instead of the CPU, from every thread.
+// attendPrefetchEmit, when not nil (tests only; set it while no Attend runs), receives
+// Attend's prefetches instead of the CPU, from every thread.
 var attendPrefetchEmit func(p unsafe.Pointer, n int)
 
 // pfRegion is rows rows of rowBytes bytes each, stride bytes apart, from p.
@@ -288,7 +288,7 @@ type prefetcher struct {
 // reset empties the walk.
 func (f *prefetcher) reset() { f.regs, f.r, f.row, f.col, f.shift = f.regs[:0], 0, 0, 0, 0 }
 
-// start empties the walk for AttendDecode's kernels: its prefetches go to attendPrefetchEmit where
+// start empties the walk for Attend's kernels: its prefetches go to attendPrefetchEmit where
 // set, and over bf16 blocks (wide) the kernels step it by the f32 bytes they read, twice the bf16
 // bytes it covers.
 func (f *prefetcher) start(wide bool) {
@@ -302,14 +302,14 @@ func (f *prefetcher) start(wide bool) {
 // addChunk appends the keys, then the value rows, of positions [p0, p1) of d (the positions in
 // one block, starting at a multiple of KeyTile; f32 or bf16 blocks) to the walk, in the order
 // attendChunk reads them: addKeys, then addValues.
-func (f *prefetcher) addChunk(d *DecodeHead, hd, p0, p1 int) {
+func (f *prefetcher) addChunk(d *AttendHead, hd, p0, p1 int) {
 	f.addKeys(d, hd, p0, p1)
 	f.addValues(d, hd, p0, p1)
 }
 
 // addKeys appends the keys of positions [p0, p1) of d (as addChunk) to the walk: the whole tiles
 // front to back, then the rows of a last tile of fewer than KeyTile positions.
-func (f *prefetcher) addKeys(d *DecodeHead, hd, p0, p1 int) {
+func (f *prefetcher) addKeys(d *AttendHead, hd, p0, p1 int) {
 	B := d.K.Block
 	b, n := p0/B, p1-p0
 	full, tail := n/KeyTile*KeyTile, n%KeyTile
@@ -323,7 +323,7 @@ func (f *prefetcher) addKeys(d *DecodeHead, hd, p0, p1 int) {
 }
 
 // addValues appends the value rows of positions [p0, p1) of d (as addChunk) to the walk.
-func (f *prefetcher) addValues(d *DecodeHead, hd, p0, p1 int) {
+func (f *prefetcher) addValues(d *AttendHead, hd, p0, p1 int) {
 	b := p0 / d.V.Block
 	v, e := blockAt(d.V, b, (p0-b*d.V.Block)*hd)
 	f.regs = append(f.regs, pfRegion{p: v, rowBytes: e * (p1 - p0) * hd, rows: 1})
@@ -398,22 +398,22 @@ var (
 	chunkPool  = sync.Pool{New: func() any { return new(chunkBufs) }}
 )
 
-func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
+func checkDecodeHead(d *AttendHead, group, hd int, wide bool) {
 	switch {
 	case d.K == nil || d.V == nil:
-		panic("cpu: AttendDecode: nil keys or values")
+		panic("cpu: Attend: nil keys or values")
 	case !d.K.Tiled || !d.V.ByRows:
-		panic("cpu: AttendDecode: keys must be tiled, values by rows")
+		panic("cpu: Attend: keys must be tiled, values by rows")
 	case d.K.Rows != hd || d.V.Cols != hd || d.K.Cols != d.V.Rows:
-		panic(fmt.Sprintf("cpu: AttendDecode: head dim %d, keys %d×%d, values %d×%d", hd, d.K.Rows, d.K.Cols, d.V.Rows, d.V.Cols))
+		panic(fmt.Sprintf("cpu: Attend: head dim %d, keys %d×%d, values %d×%d", hd, d.K.Rows, d.K.Cols, d.V.Rows, d.V.Cols))
 	case d.K.Cols < 1:
-		panic(fmt.Sprintf("cpu: AttendDecode: %d keys, want ≥ 1", d.K.Cols))
+		panic(fmt.Sprintf("cpu: Attend: %d keys, want ≥ 1", d.K.Cols))
 	case d.K.Block != d.V.Block:
-		panic(fmt.Sprintf("cpu: AttendDecode: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
+		panic(fmt.Sprintf("cpu: Attend: key blocks of %d, value blocks of %d", d.K.Block, d.V.Block))
 	case (d.K.BF16 != nil) != (d.V.BF16 != nil) || (d.K.BF16 != nil) != wide:
-		panic("cpu: AttendDecode: keys and values of every head must be all f32 or all bf16")
+		panic("cpu: Attend: keys and values of every head must be all f32 or all bf16")
 	case len(d.Q) < group*hd || len(d.Out) < group*hd:
-		panic(fmt.Sprintf("cpu: AttendDecode: %d queries and %d outputs, want %d×%d", len(d.Q), len(d.Out), group, hd))
+		panic(fmt.Sprintf("cpu: Attend: %d queries and %d outputs, want %d×%d", len(d.Q), len(d.Out), group, hd))
 	}
 	checkPagedBlocks(d.K)
 	checkPagedBlocks(d.V)
@@ -425,7 +425,7 @@ func checkDecodeHead(d *DecodeHead, group, hd int, wide bool) {
 // into cb.k and cb.v (laid out as stored), except on AVX-512. qt is the head's queries transposed
 // (transposeQ) for the AVX-512 seven-row kernels, else nil. pf (or nil) is the thread's prefetch
 // walk, which the products advance. (AVX2 runs attendAVX2 instead.)
-func attendChunk(part []float32, cb *chunkBufs, d *DecodeHead, qt []float32, tier, group, hd, p0, p1 int, pf *prefetcher) {
+func attendChunk(part []float32, cb *chunkBufs, d *AttendHead, qt []float32, tier, group, hd, p0, p1 int, pf *prefetcher) {
 	n := p1 - p0
 	B := d.K.Block
 	b := p0 / B

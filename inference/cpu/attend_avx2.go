@@ -37,7 +37,7 @@ type pipeChunk struct {
 // the walks, and its values go in one step: there finer steps and prefetches only cost
 // instructions (256 tokens after 2,048: 3-14% less time with whole-chunk steps than with steps of
 // 16 rows, and 0-8% less again without the walks).
-func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd, lo, hi int, wide bool) {
+func attendAVX2(heads []AttendHead, ds *decodeScratch, cb *chunkBufs, group, hd, lo, hi int, wide bool) {
 	var pk, pv *prefetcher
 	if d := int(attendPrefetch.Load()); d > 0 {
 		pk, pv = &cb.pf, &cb.pfv
@@ -95,7 +95,7 @@ func attendAVX2(heads []DecodeHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 		}
 		rows := pipeValues // and rows/KeyTile key tiles a step
 		if cur.shared {
-			rows = DecodeChunk
+			rows = AttendChunkLen
 		}
 		for j := 0; j < max(tiles*KeyTile, cur.n); j += rows {
 			for t := j / KeyTile; t < (j+rows)/KeyTile && t < tiles; t++ {

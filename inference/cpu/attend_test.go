@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// attendRef is AttendDecode in float64 on contiguous keys k (n × hd) and values v (n × hd): per
+// attendRef is Attend in float64 on contiguous keys k (n × hd) and values v (n × hd): per
 // query row, softmax of the scores, then the weighted sum of the values. It also returns, per
 // output element, Σ_j p_j·|v_j| + max_j |s_j|·Σ_j p_j·|v_j|, the scale of the rounding error
 // (the values' sum and an error in the scores carried through the exponential).
@@ -54,7 +54,7 @@ func transpose(a []float32, n, hd int) []float32 {
 	return t
 }
 
-// TestAttendDecode: AttendDecode against float64 attention on the same keys and values held
+// TestAttendDecode: Attend against float64 attention on the same keys and values held
 // contiguously, in every kernel tier, for caches shorter than a chunk, crossing chunks and KV
 // blocks (block sizes that are and are not multiples of the chunk and of 16), groups of 1 to 8
 // query rows (gemm4x6F32's six and the rest), head dims with and without a column tail, and
@@ -69,7 +69,7 @@ func TestAttendDecode(t *testing.T) {
 			{7, 20, 256}, {3, 12, 32}, // head dims with no values kernel on AVX2
 		} {
 			lens := []int{1, 5, 127, 128, 129, 300, 2048 + 17}
-			heads := make([]DecodeHead, len(lens))
+			heads := make([]AttendHead, len(lens))
 			type ref struct{ out, scale []float64 }
 			refs := make([]ref, len(lens))
 			for h, n := range lens {
@@ -78,14 +78,14 @@ func TestAttendDecode(t *testing.T) {
 					q[i] *= 2 // scores of a few units, as scaled queries give
 				}
 				k, v := randVec(rng, n*sh.hd), randVec(rng, n*sh.hd)
-				heads[h] = DecodeHead{
+				heads[h] = AttendHead{
 					Out: make([]float32, sh.group*sh.hd), Q: q,
 					K: toKeyTiles(k, n, sh.hd, sh.block),
 					V: toPaged(v, n, sh.hd, sh.block, true),
 				}
 				refs[h].out, refs[h].scale = attendRef(q, k, v, sh.group, sh.hd, n)
 			}
-			AttendDecode(heads, sh.group)
+			Attend(heads, sh.group)
 			for h, n := range lens {
 				for i, g := range heads[h].Out {
 					e := refs[h].out[i]
@@ -107,9 +107,9 @@ func TestAttendDecodeThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 1))
 	const group, hd, block = 7, 64, 256
 	lens := []int{3000, 700, 40}
-	heads := make([]DecodeHead, len(lens))
+	heads := make([]AttendHead, len(lens))
 	for h, n := range lens {
-		heads[h] = DecodeHead{
+		heads[h] = AttendHead{
 			Q: randVec(rng, group*hd),
 			K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
 			V: toPaged(randVec(rng, n*hd), n, hd, block, true),
@@ -122,17 +122,17 @@ func TestAttendDecodeThreads(t *testing.T) {
 		was := decodeWindow.Swap(window)
 		defer decodeWindow.Store(was)
 		out := make([][]float32, len(heads))
-		hs := make([]DecodeHead, len(heads))
+		hs := make([]AttendHead, len(heads))
 		for h := range heads {
 			hs[h] = heads[h]
 			out[h] = make([]float32, group*hd)
 			hs[h].Out = out[h]
 			if !oneCall {
-				AttendDecode(hs[h:h+1], group)
+				Attend(hs[h:h+1], group)
 			}
 		}
 		if oneCall {
-			AttendDecode(hs, group)
+			Attend(hs, group)
 		}
 		return out
 	}
@@ -156,34 +156,34 @@ func TestAttendDecodeThreads(t *testing.T) {
 func TestAttendDecodeBadInput(t *testing.T) {
 	k := &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 256)}}
 	v := &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, Blocks: [][]float32{make([]float32, 256)}}
-	ok := func() DecodeHead { return DecodeHead{Out: make([]float32, 32), Q: make([]float32, 32), K: k, V: v} }
-	for name, f := range map[string]func(d *DecodeHead){
-		"values tiled":     func(d *DecodeHead) { d.V = k },
-		"values by column": func(d *DecodeHead) { d.V = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: v.Blocks} },
-		"keys by rows":     func(d *DecodeHead) { d.K = v },
-		"keys untiled":     func(d *DecodeHead) { d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: k.Blocks} },
-		"short queries":    func(d *DecodeHead) { d.Q = d.Q[:31] },
-		"short output":     func(d *DecodeHead) { d.Out = d.Out[:16] },
-		"fewer values":     func(d *DecodeHead) { d.V = &Paged{Rows: 3, Cols: 16, Block: 16, ByRows: true, Blocks: v.Blocks} },
-		"other head dim":   func(d *DecodeHead) { d.K = &Paged{Rows: 8, Cols: 4, Block: 16, Tiled: true, Blocks: k.Blocks} },
-		"short key block": func(d *DecodeHead) {
+	ok := func() AttendHead { return AttendHead{Out: make([]float32, 32), Q: make([]float32, 32), K: k, V: v} }
+	for name, f := range map[string]func(d *AttendHead){
+		"values tiled":     func(d *AttendHead) { d.V = k },
+		"values by column": func(d *AttendHead) { d.V = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: v.Blocks} },
+		"keys by rows":     func(d *AttendHead) { d.K = v },
+		"keys untiled":     func(d *AttendHead) { d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Blocks: k.Blocks} },
+		"short queries":    func(d *AttendHead) { d.Q = d.Q[:31] },
+		"short output":     func(d *AttendHead) { d.Out = d.Out[:16] },
+		"fewer values":     func(d *AttendHead) { d.V = &Paged{Rows: 3, Cols: 16, Block: 16, ByRows: true, Blocks: v.Blocks} },
+		"other head dim":   func(d *AttendHead) { d.K = &Paged{Rows: 8, Cols: 4, Block: 16, Tiled: true, Blocks: k.Blocks} },
+		"short key block": func(d *AttendHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, Blocks: [][]float32{make([]float32, 255)}}
 		},
-		"tiles of a part block": func(d *DecodeHead) {
+		"tiles of a part block": func(d *AttendHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 8, Tiled: true, Blocks: [][]float32{make([]float32, 128)}}
 			d.V = &Paged{Rows: 4, Cols: 16, Block: 8, ByRows: true, Blocks: [][]float32{make([]float32, 128)}}
 		},
-		"no keys": func(d *DecodeHead) {
+		"no keys": func(d *AttendHead) {
 			d.K = &Paged{Rows: 16, Block: 16, Tiled: true}
 			d.V = &Paged{Cols: 16, Block: 16, ByRows: true}
 		},
-		"other block size": func(d *DecodeHead) {
+		"other block size": func(d *AttendHead) {
 			d.V = &Paged{Rows: 4, Cols: 16, Block: 32, ByRows: true, Blocks: [][]float32{make([]float32, 512)}}
 		},
-		"bf16 keys, f32 values": func(d *DecodeHead) {
+		"bf16 keys, f32 values": func(d *AttendHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 256)}}
 		},
-		"short bf16 block": func(d *DecodeHead) {
+		"short bf16 block": func(d *AttendHead) {
 			d.K = &Paged{Rows: 16, Cols: 4, Block: 16, Tiled: true, BF16: [][]uint16{make([]uint16, 255)}}
 			d.V = &Paged{Rows: 4, Cols: 16, Block: 16, ByRows: true, BF16: [][]uint16{make([]uint16, 256)}}
 		},
@@ -196,11 +196,11 @@ func TestAttendDecodeBadInput(t *testing.T) {
 			}()
 			d := ok()
 			f(&d)
-			AttendDecode([]DecodeHead{d}, 2)
+			Attend([]AttendHead{d}, 2)
 		}()
 	}
 	d := ok()
-	AttendDecode([]DecodeHead{d}, 2) // the unchanged head is accepted
+	Attend([]AttendHead{d}, 2) // the unchanged head is accepted
 
 	// A bad head after good ones, in windows of one chunk: the panic comes before any window has
 	// written an output.
@@ -220,7 +220,7 @@ func TestAttendDecodeBadInput(t *testing.T) {
 				t.Error("a bad last head: no panic")
 			}
 		}()
-		AttendDecode([]DecodeHead{good, ok(), bad}, 2)
+		Attend([]AttendHead{good, ok(), bad}, 2)
 	}()
 	for i, x := range good.Out {
 		if x != -7 {
@@ -245,7 +245,7 @@ func toBF16Paged(p *Paged) *Paged {
 	return q
 }
 
-// TestAttendDecodeBF16: with keys and values in bf16 blocks AttendDecode gives, to the bit, what it
+// TestAttendDecodeBF16: with keys and values in bf16 blocks Attend gives, to the bit, what it
 // gives over f32 blocks holding the same (rounded) values, in every kernel tier, at 1 and 2 threads,
 // for chunks inside and across blocks of several sizes.
 func TestAttendDecodeBF16(t *testing.T) {
@@ -253,20 +253,20 @@ func TestAttendDecodeBF16(t *testing.T) {
 		rng := rand.New(rand.NewPCG(33, 1))
 		for _, sh := range []struct{ group, hd, block int }{{7, 64, 256}, {7, 64, 48}, {6, 64, 16}, {2, 24, 32}, {1, 40, 64}, {7, 64, 272}} {
 			lens := []int{1, 17, 256, 300, 2048 + 5}
-			f32, b16 := make([]DecodeHead, len(lens)), make([]DecodeHead, len(lens))
+			f32, b16 := make([]AttendHead, len(lens)), make([]AttendHead, len(lens))
 			for h, n := range lens {
 				q := randVec(rng, sh.group*sh.hd)
 				k := toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block)
 				v := toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true)
 				kb, vb := toBF16Paged(k), toBF16Paged(v)
-				f32[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: k, V: v}
-				b16[h] = DecodeHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: kb, V: vb}
+				f32[h] = AttendHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: k, V: v}
+				b16[h] = AttendHead{Out: make([]float32, sh.group*sh.hd), Q: q, K: kb, V: vb}
 			}
 			for _, th := range []int{1, 2} {
 				old := Threads()
 				SetThreads(th)
-				AttendDecode(f32, sh.group)
-				AttendDecode(b16, sh.group)
+				Attend(f32, sh.group)
+				Attend(b16, sh.group)
 				SetThreads(old)
 				for h, n := range lens {
 					for i, want := range f32[h].Out {
@@ -329,10 +329,10 @@ func TestAttendAVX2Pipeline(t *testing.T) {
 		for _, hd := range []int{64, 128, 40, 20} {
 			for _, group := range []int{7, 6, 8, 14, 1} {
 				lens := []int{16, 200, 513, 1100}
-				heads := make([]DecodeHead, len(lens))
+				heads := make([]AttendHead, len(lens))
 				var items []decodeItem
 				for h, n := range lens {
-					heads[h] = DecodeHead{
+					heads[h] = AttendHead{
 						Q: randVec(rng, group*hd),
 						K: toKeyTiles(randVec(rng, n*hd), n, hd, 256),
 						V: toPaged(randVec(rng, n*hd), n, hd, 256, true),
@@ -340,8 +340,8 @@ func TestAttendAVX2Pipeline(t *testing.T) {
 					if kv16 {
 						heads[h].K, heads[h].V = toBF16Paged(heads[h].K), toBF16Paged(heads[h].V)
 					}
-					for p0 := 0; p0 < n; p0 += DecodeChunk {
-						items = append(items, decodeItem{head: h, p0: p0, p1: min(n, p0+DecodeChunk)})
+					for p0 := 0; p0 < n; p0 += AttendChunkLen {
+						items = append(items, decodeItem{head: h, p0: p0, p1: min(n, p0+AttendChunkLen)})
 					}
 				}
 				per := group * (hd + 2)
@@ -421,8 +421,8 @@ func TestAttendShared(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 1))
 	const hd, n = 16, 40
 	for _, kv16 := range []bool{false, true} {
-		own := func() DecodeHead {
-			d := DecodeHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, 16), V: toPaged(randVec(rng, n*hd), n, hd, 16, true)}
+		own := func() AttendHead {
+			d := AttendHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, 16), V: toPaged(randVec(rng, n*hd), n, hd, 16, true)}
 			if kv16 {
 				d.K, d.V = toBF16Paged(d.K), toBF16Paged(d.V)
 			}
@@ -445,15 +445,15 @@ func TestAttendShared(t *testing.T) {
 		fork.K = &kf
 		var ds decodeScratch
 		for _, c := range []struct {
-			heads  []DecodeHead
+			heads  []AttendHead
 			h0, h1 int
 			want   []bool
 		}{
-			{[]DecodeHead{a}, 0, 1, []bool{false}},
-			{[]DecodeHead{a, b, fork}, 0, 3, []bool{false, false, false}},
-			{[]DecodeHead{a, b, prefix}, 0, 3, []bool{true, false, true}},
-			{[]DecodeHead{prefix, b, a, fork}, 0, 4, []bool{true, false, true, false}},
-			{[]DecodeHead{a, prefix, b}, 1, 3, []bool{false, false}}, // a is in another window
+			{[]AttendHead{a}, 0, 1, []bool{false}},
+			{[]AttendHead{a, b, fork}, 0, 3, []bool{false, false, false}},
+			{[]AttendHead{a, b, prefix}, 0, 3, []bool{true, false, true}},
+			{[]AttendHead{prefix, b, a, fork}, 0, 4, []bool{true, false, true, false}},
+			{[]AttendHead{a, prefix, b}, 1, 3, []bool{false, false}}, // a is in another window
 		} {
 			ds.markShared(c.heads, c.h0, c.h1)
 			if got := ds.shared[c.h0:c.h1]; !slices.Equal(got, c.want) {

@@ -93,14 +93,14 @@ func BenchmarkKernelRate(b *testing.B) {
 		SetThreads(1)
 		rng := rand.New(rand.NewPCG(uint64(n), 3))
 		k := randVec(rng, n*64)
-		h := DecodeHead{
+		h := AttendHead{
 			Out: make([]float32, 7*64), Q: randVec(rng, 7*64),
 			K: toKeyTiles(k, n, 64, 256), V: toPaged(randVec(rng, n*64), n, 64, 256, true),
 		}
 		kRows := toPaged(k, n, 64, 256, true)
-		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { AttendDecode([]DecodeHead{h}, 7) })
+		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { Attend([]AttendHead{h}, 7) })
 		// The same attention as two matrix-vector products through the blocks with a softmax
-		// between (what qwen2's decode ran before AttendDecode), for comparison.
+		// between (what qwen2's decode ran before Attend), for comparison.
 		sc := make([]float32, 7*n)
 		rate(fmt.Sprintf("attend/paged-mv-%d", n), 2*7*64*n, func() {
 			MatMulPaged(sc, kRows, h.Q, 7)

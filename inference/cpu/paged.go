@@ -5,17 +5,17 @@ import "fmt"
 // Paged is a Rows×Cols f32 matrix stored in fixed-size blocks, the layout of a paged KV cache
 // (one KV head of one layer of one sequence, read through its block table). With ByRows, block b
 // holds rows [b·Block, (b+1)·Block) as a Block×Cols row-major matrix: values, a token per row
-// (AttendDecode). Else block b holds columns [b·Block, (b+1)·Block) as a Rows×Block row-major
+// (Attend). Else block b holds columns [b·Block, (b+1)·Block) as a Rows×Block row-major
 // matrix: a token per column. The last block may be partly used (Rows or Cols need not be
 // multiples of Block); no value past them is read.
 //
 // With Tiled (not with ByRows), the columns of a block lie in Block/KeyTile tiles of KeyTile
 // columns, back to back, each a Rows×KeyTile row-major matrix: column j of block b is
 // Blocks[b][(j'/KeyTile·Rows + r)·KeyTile + j'%KeyTile] for row r and j' = j − b·Block; keys,
-// transposed a tile at a time, for AttendDecode. Block must then be a multiple of KeyTile.
+// transposed a tile at a time, for Attend. Block must then be a multiple of KeyTile.
 //
 // The blocks hold f32 values (Blocks) or, with BF16 set instead, bf16 ones (a KV cache stored at
-// half the bytes): AttendDecode widens those exactly to f32 (on AVX-512 in registers, on AVX2 a
+// half the bytes): Attend widens those exactly to f32 (on AVX-512 in registers, on AVX2 a
 // key tile or a step's value rows at a time, elsewhere a chunk at a time), so its results are the
 // f32 path's for the rounded values; MatMulPaged takes f32 blocks by rows or columns only.
 type Paged struct {

@@ -33,7 +33,7 @@ func toPaged(a []float32, rows, cols, block int, byRows bool) *Paged {
 	return p
 }
 
-// toKeyTiles holds the n × hd row-major keys k as AttendDecode reads them: transposed, hd × n,
+// toKeyTiles holds the n × hd row-major keys k as Attend reads them: transposed, hd × n,
 // in blocks of block positions (a multiple of KeyTile) laid out in tiles (Paged.Tiled); the
 // slots past n are NaN, so a read past them shows.
 func toKeyTiles(k []float32, n, hd, block int) *Paged {

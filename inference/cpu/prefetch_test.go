@@ -22,7 +22,7 @@ type span struct{ p, n uintptr }
 func TestPrefetcherWalk(t *testing.T) {
 	const hd, B, n = 16, 64, 140
 	rng := rand.New(rand.NewPCG(33, 1))
-	d := &DecodeHead{
+	d := &AttendHead{
 		K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
 		V: toPaged(randVec(rng, n*hd), n, hd, B, true),
 	}
@@ -82,7 +82,7 @@ func TestPrefetcherWalk(t *testing.T) {
 // stepShares checks what step hands a kernel (emit nil): step after step, the address and line
 // count of the piece that a walk with emit set emits first for the same step (the kernel's
 // share comes before what step issues at once), never more than maxLines lines.
-func stepShares(t *testing.T, d *DecodeHead, hd int, chunks [][2]int, step, maxLines int) {
+func stepShares(t *testing.T, d *AttendHead, hd int, chunks [][2]int, step, maxLines int) {
 	t.Helper()
 	var f, ref prefetcher
 	var first []span
@@ -108,7 +108,7 @@ func stepShares(t *testing.T, d *DecodeHead, hd int, chunks [][2]int, step, maxL
 	}
 }
 
-// TestAttendDecodeWalks: in AttendDecode the kernels advance each thread's walks to their ends,
+// TestAttendDecodeWalks: in Attend the kernels advance each thread's walks to their ends,
 // on the AVX-512 tier (one walk: a chunk's keys, then its values) and AVX2 (two: the keys, and
 // the values), over f32 and bf16 blocks: with groups that take the kernels whole (7), through the
 // padded block (6) or two blocks (8), head dims of 64 and 128 (where, over f32 blocks, AVX-512's
@@ -132,14 +132,14 @@ func attendWalks(t *testing.T) {
 		group, hd := c.group, c.hd
 		for _, kv16 := range []bool{false, true} {
 			lens := []int{700, 2049}
-			heads := make([]DecodeHead, len(lens))
+			heads := make([]AttendHead, len(lens))
 			total := 0 // bytes of every chunk's keys and values
 			elem := 4
 			if kv16 {
 				elem = 2
 			}
 			for h, n := range lens {
-				heads[h] = DecodeHead{
+				heads[h] = AttendHead{
 					Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
 					K: toKeyTiles(randVec(rng, n*hd), n, hd, B),
 					V: toPaged(randVec(rng, n*hd), n, hd, B, true),
@@ -160,7 +160,7 @@ func attendWalks(t *testing.T) {
 					spans = append(spans, span{uintptr(p), uintptr(n)})
 				}
 				restore := withThreads(th)
-				AttendDecode(heads, group)
+				Attend(heads, group)
 				restore()
 				attendPrefetchEmit = nil
 				if bytes != total {
@@ -196,16 +196,16 @@ func TestAttendDecodeWalksShared(t *testing.T) {
 	defer func() { attendPrefetchEmit = nil }()
 	rng := rand.New(rand.NewPCG(34, 3))
 	const group, hd, B, n = 7, 64, 256, 700
-	full := DecodeHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, B), V: toPaged(randVec(rng, n*hd), n, hd, B, true)}
-	var heads []DecodeHead
+	full := AttendHead{K: toKeyTiles(randVec(rng, n*hd), n, hd, B), V: toPaged(randVec(rng, n*hd), n, hd, B, true)}
+	var heads []AttendHead
 	for t := n - 4; t < n; t++ { // a prompt's last four tokens
 		k, v := *full.K, *full.V
 		k.Cols, v.Rows = t+1, t+1
-		heads = append(heads, DecodeHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v})
+		heads = append(heads, AttendHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v})
 	}
 	k, v := *full.K, *full.V
 	k.Blocks, v.Blocks = slices.Clone(k.Blocks), slices.Clone(v.Blocks)
-	fork := DecodeHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v}
+	fork := AttendHead{Out: make([]float32, group*hd), Q: randVec(rng, group*hd), K: &k, V: &v}
 	for _, th := range []int{1, 2} {
 		for _, withFork := range []bool{false, true} {
 			hs := heads
@@ -222,7 +222,7 @@ func TestAttendDecodeWalksShared(t *testing.T) {
 				mu.Unlock()
 			}
 			restore := withThreads(th)
-			AttendDecode(hs, group)
+			Attend(hs, group)
 			restore()
 			attendPrefetchEmit = nil
 			if bytes != want {
@@ -247,9 +247,9 @@ func TestAttendDecodePrefetch(t *testing.T) {
 		kv16             bool
 	}{{7, 64, 256, false}, {14, 64, 112, false}, {6, 64, 256, false}, {1, 48, 64, false}, {7, 64, 256, true}, {6, 64, 112, true}} {
 		lens := []int{1, 255, 700, 2049}
-		heads := make([]DecodeHead, len(lens))
+		heads := make([]AttendHead, len(lens))
 		for h, n := range lens {
-			heads[h] = DecodeHead{
+			heads[h] = AttendHead{
 				Q: randVec(rng, sh.group*sh.hd),
 				K: toKeyTiles(randVec(rng, n*sh.hd), n, sh.hd, sh.block),
 				V: toPaged(randVec(rng, n*sh.hd), n, sh.hd, sh.block, true),
@@ -265,7 +265,7 @@ func TestAttendDecodePrefetch(t *testing.T) {
 			for h := range heads {
 				heads[h].Out = out[h*sh.group*sh.hd : (h+1)*sh.group*sh.hd]
 			}
-			AttendDecode(heads, sh.group)
+			Attend(heads, sh.group)
 			return out
 		}
 		want := run(0, 1)
@@ -299,11 +299,11 @@ func benchAttendPrefetch(b *testing.B, kv16 bool) {
 	defer withThreads(runtime.GOMAXPROCS(0))()
 	const layers, kvh, group, hd, n, block = 24, 2, 7, 64, 2048, 256
 	rng := rand.New(rand.NewPCG(35, 1))
-	heads := make([][]DecodeHead, layers)
+	heads := make([][]AttendHead, layers)
 	for l := range heads {
-		heads[l] = make([]DecodeHead, kvh)
+		heads[l] = make([]AttendHead, kvh)
 		for h := range heads[l] {
-			heads[l][h] = DecodeHead{
+			heads[l][h] = AttendHead{
 				Out: make([]float32, group*hd), Q: randVec(rng, group*hd),
 				K: toKeyTiles(randVec(rng, n*hd), n, hd, block),
 				V: toPaged(randVec(rng, n*hd), n, hd, block, true),
@@ -330,7 +330,7 @@ func benchAttendPrefetch(b *testing.B, kv16 bool) {
 			attendPrefetch.Store(dists[k])
 			t := time.Now()
 			for l := range heads {
-				AttendDecode(heads[l], group)
+				Attend(heads[l], group)
 			}
 			ts[k] = append(ts[k], time.Since(t))
 		}

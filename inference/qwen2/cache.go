@@ -28,7 +28,7 @@ import (
 // bf16 (kvBlock.data16): stored rounded, widened exactly where read.
 
 // DefaultKVBlock is the number of tokens per KV block. Decode attention works in chunks of at most
-// cpu.DecodeChunk (256) positions inside one block, so blocks much smaller than that cost
+// cpu.AttendChunkLen (256) positions inside one block, so blocks much smaller than that cost
 // per-chunk overhead (kernel calls, a merge) against a contiguous cache; larger ones waste more
 // memory in each sequence's last block and copy more when a shared last block is written.
 const DefaultKVBlock = 256

@@ -19,7 +19,7 @@ type scratch struct {
 	cos, sin                           []float32
 	sel, logits                        []float32
 	qd                                 []float32 // attention: every head's scaled queries
-	heads                              []cpu.DecodeHead
+	heads                              []cpu.AttendHead
 	kvs                                []cpu.Paged // attention: each head's keys and values (prefixes of full's)
 	full                               []cpu.Paged // attention: per span and kv head, to its last token
 	pos, seq                           []int
@@ -239,7 +239,7 @@ func (m *Model) rope(row []float32, s *scratch, t int) {
 }
 
 // attend computes s.att from s.q and the caches' keys and values of layer l, all tokens of all
-// spans (decode steps and prompt chunks alike) in one cpu.AttendDecode call: one DecodeHead per
+// spans (decode steps and prompt chunks alike) in one cpu.Attend call: one AttendHead per
 // token and kv head, its group of query rows scaled into s.qd, its keys and values the first
 // pos+1 of its cache (causal: token t sees positions 0..pos[t] of its own sequence; a span's
 // keys and values are stored before it attends) read through the block table in place. The
@@ -258,7 +258,7 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 	nh := T * nkv
 	s.qd = grow(s.qd, nh*group*hd)
 	if cap(s.heads) < nh {
-		s.heads = make([]cpu.DecodeHead, nh)
+		s.heads = make([]cpu.AttendHead, nh)
 		s.kvs = make([]cpu.Paged, 2*nh)
 	}
 	s.heads = s.heads[:nh]
@@ -287,13 +287,13 @@ func (m *Model) attend(l int, s *scratch, caches []*Cache, spans []span) {
 				pk, pv := &s.kvs[2*h], &s.kvs[2*h+1]
 				ca.prefix(pk, &full[2*kh], n)
 				ca.prefix(pv, &full[2*kh+1], n)
-				s.heads[h] = cpu.DecodeHead{Out: s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd], Q: q, K: pk, V: pv}
+				s.heads[h] = cpu.AttendHead{Out: s.att[t*qd+kh*group*hd : t*qd+(kh+1)*group*hd], Q: q, K: pk, V: pv}
 				h++
 			}
 			t++
 		}
 	}
-	cpu.AttendDecode(s.heads, group)
+	cpu.Attend(s.heads, group)
 	// The pooled scratch must not keep the blocks alive past the caches that hold them (a
 	// released cache's blocks would stay reachable): the views and their block lists let go.
 	for i := range s.full[:2*len(spans)*nkv] {

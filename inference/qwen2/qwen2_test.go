@@ -706,7 +706,7 @@ func TestParseWeightType(t *testing.T) {
 }
 
 // TestKVBF16: a bf16 KV cache (Options.KVBF16) holds half the bytes, and its logits stay near the
-// f32 cache's: over a 40-token prompt and 12 decode steps (both cpu.AttendDecode over the bf16
+// f32 cache's: over a 40-token prompt and 12 decode steps (both cpu.Attend over the bf16
 // blocks) of the small f32 model, within kvBF16Tol of the largest
 // logit; prefill and decode over bf16 blocks agree as over f32 ones (xRoundTol).
 func TestKVBF16(t *testing.T) {
