@@ -190,13 +190,7 @@ func (ds *decodeScratch) markShared(heads []AttendHead, h0, h1 int) {
 	ds.shared = grow(ds.shared, len(heads))
 	ds.lists = ds.lists[:0]
 	for h := h0; h < h1; h++ {
-		var p unsafe.Pointer
-		if k := heads[h].K; k.BF16 != nil {
-			p = unsafe.Pointer(unsafe.SliceData(k.BF16))
-		} else {
-			p = unsafe.Pointer(unsafe.SliceData(k.Blocks))
-		}
-		ds.lists = append(ds.lists, headList{uintptr(p), h})
+		ds.lists = append(ds.lists, headList{uintptr(heads[h].K.list()), h})
 	}
 	slices.SortFunc(ds.lists, func(a, b headList) int { return cmp.Compare(a.list, b.list) })
 	for i, l := range ds.lists {
@@ -331,10 +325,9 @@ func (f *prefetcher) addValues(d *AttendHead, hd, p0, p1 int) {
 
 // blockAt returns the address of element i of block b of m (bf16 or f32) and the element's bytes.
 func blockAt(m *Paged, b, i int) (unsafe.Pointer, int) {
-	if m.BF16 != nil {
-		return unsafe.Pointer(&m.BF16[b][i]), 2
-	}
-	return unsafe.Pointer(&m.Blocks[b][i]), 4
+	f, h := m.block(b, i)
+	p, b16 := elemPtr(f, h, 0)
+	return p, 4 - 2*b16
 }
 
 // step advances the walk as a kernel call reading n bytes of f32 keys or values does: by n, or
@@ -429,15 +422,11 @@ func attendChunk(part []float32, cb *chunkBufs, d *AttendHead, qt []float32, tie
 	n := p1 - p0
 	B := d.K.Block
 	b := p0 / B
-	var kb, vb []float32
-	var kb16, vb16 []uint16
-	switch {
-	case d.K.BF16 != nil && tier == tier512:
-		// The AVX-512 kernels widen bf16 in registers, as they load it.
-		kb16, vb16 = d.K.BF16[b][(p0-b*B)*hd:], d.V.BF16[b][(p0-b*B)*hd:]
-	case d.K.BF16 != nil:
-		kb, vb = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:n*hd]
-		k16 := d.K.BF16[b][(p0-b*B)*hd:]
+	kb, kb16 := d.K.block(b, (p0-b*B)*hd)
+	vb, vb16 := d.V.block(b, (p0-b*B)*hd)
+	if kb16 != nil && tier != tier512 { // the AVX-512 kernels widen bf16 in registers, as they load it
+		k16, v16 := kb16, vb16
+		kb, vb, kb16, vb16 = cb.k[:hd*((n+KeyTile-1)/KeyTile*KeyTile)], cb.v[:n*hd], nil, nil
 		full, tail := n/KeyTile*KeyTile, n%KeyTile
 		WidenBF16(kb[:full*hd], k16[:full*hd])
 		if tail > 0 { // the rows of a part tile, so that nothing past the sequence is read
@@ -446,10 +435,7 @@ func attendChunk(part []float32, cb *chunkBufs, d *AttendHead, qt []float32, tie
 				WidenBF16(kb[o:o+tail], k16[o:o+tail])
 			}
 		}
-		WidenBF16(vb, d.V.BF16[b][(p0-b*B)*hd:(p1-b*B)*hd])
-	default:
-		kb = d.K.Blocks[b][(p0-b*B)*hd:]
-		vb = d.V.Blocks[b][(p0-b*B)*hd:]
+		WidenBF16(vb, v16[:n*hd])
 	}
 	sc := cb.sc
 	m, l, o := part[:group], part[group:2*group], part[2*group:]

@@ -62,11 +62,8 @@ func attendAVX2(heads []AttendHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 		b := it.p0 / B
 		off := (it.p0 - b*B) * hd
 		c := pipeChunk{n: it.p1 - it.p0, sc: bufs[(i-lo)&1], part: ds.part[i*per : (i+1)*per], shared: ds.shared[it.head]}
-		if d.K.BF16 != nil {
-			c.k16, c.v16 = d.K.BF16[b][off:], d.V.BF16[b][off:]
-		} else {
-			c.k, c.v = d.K.Blocks[b][off:], d.V.Blocks[b][off:]
-		}
+		c.k, c.k16 = d.K.block(b, off)
+		c.v, c.v16 = d.V.block(b, off)
 		if cb.qtHead != it.head {
 			transposeQ(cb.qt, d.Q, group, hd)
 			cb.qtHead = it.head

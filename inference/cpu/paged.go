@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Paged is a Rows×Cols f32 matrix stored in fixed-size blocks, the layout of a paged KV cache
 // (one KV head of one layer of one sequence, read through its block table). With ByRows, block b
@@ -90,16 +93,29 @@ func checkPagedBlocks(w *Paged) {
 		panic(fmt.Sprintf("cpu: paged matrix: %d blocks, want %d for %d×%d in blocks of %d", have, nb, w.Rows, w.Cols, w.Block))
 	}
 	for b := range nb {
-		n := 0
-		if w.BF16 != nil {
-			n = len(w.BF16[b])
-		} else {
-			n = len(w.Blocks[b])
-		}
-		if n < pagedBlockLen(w) {
+		f, h := w.block(b, 0)
+		if n := len(f) + len(h); n < pagedBlockLen(w) {
 			panic(fmt.Sprintf("cpu: paged matrix: block %d has %d values, want %d", b, n, pagedBlockLen(w)))
 		}
 	}
+}
+
+// block returns block b of m from element i on: its f32 values, or its bf16 ones where m holds
+// bf16 blocks (the other nil).
+func (m *Paged) block(b, i int) ([]float32, []uint16) {
+	if m.BF16 != nil {
+		return nil, m.BF16[b][i:]
+	}
+	return m.Blocks[b][i:], nil
+}
+
+// list returns the address of m's block list (f32 or bf16): views whose lists are one slice, or
+// prefixes of one, read the same blocks.
+func (m *Paged) list() unsafe.Pointer {
+	if m.BF16 != nil {
+		return unsafe.Pointer(unsafe.SliceData(m.BF16))
+	}
+	return unsafe.Pointer(unsafe.SliceData(m.Blocks))
 }
 
 // pagedBlockLen is the number of values one block of w holds.
