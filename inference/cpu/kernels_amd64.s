@@ -1068,8 +1068,9 @@ p84done:
 // func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
 //
 // dot32Q8P for two panel groups, ldw bytes (and lds scales) apart, into out[32g:32g+32]: two
-// sequential streams for the groups a thread's quarters leave over (panelRange), which read
-// one group a call at about half the rate of four. The same results as dot32Q8P per group.
+// sequential streams for the groups a thread's quarters leave over (panelRange), which dot32Q8P
+// would read one a call, at about half the rate of four streams. The same results as dot32Q8P
+// per group.
 TEXT ·dot64Q8P(SB), NOSPLIT, $0-72
 	MOVQ   wp+0(FP), SI
 	MOVQ   ldw+8(FP), R8

@@ -59,18 +59,18 @@ type Plan struct {
 	// Q8Prefetch is how far ahead of its rows, in bytes, q8 decode (one input row) on
 	// AVX512_VNNI (dot4Q8VNNI) prefetches: 8 KiB, 16 KiB in the zen5 plan (decode batches keep 8).
 	Q8Prefetch int `json:"q8_prefetch_bytes"`
-	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI or AVX2 reads each chunk of rows as
+	// Q8Quarters: q8 decode (one input row) on AVX512_VNNI or AVX2 reads each part of rows as
 	// four sequential streams, its quarters, four rows a call one from each (dot4Q8VNNIFar, no
 	// software prefetch; avx2Dot4Q8IFar, a prefetch per stream), instead of four adjacent rows a
 	// call (dot4Q8VNNI; avx2Dot4Q8I); the same results.
 	Q8Quarters bool `json:"q8_quarters"`
-	// BF16Quarters: bf16 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
+	// BF16Quarters: bf16 decode (one input row) on AVX-512 or AVX2 reads each part of rows in
 	// quarters, four rows a call one from each (dot4BF16PFar, no software prefetch;
 	// avx2MvBF16PFar),
 	// instead of adjacent rows (dot8BF16P with BF16Rows8, else dot4BF16P; avx2MvBF16P); the same
 	// results.
 	BF16Quarters bool `json:"bf16_quarters"`
-	// F32Quarters: f32 decode (one input row) on AVX-512 or AVX2 reads each chunk of rows in
+	// F32Quarters: f32 decode (one input row) on AVX-512 or AVX2 reads each part of rows in
 	// quarters, four rows a call one from each (dot4F32; avx2MvF32), instead of four adjacent rows
 	// a call; the same results.
 	F32Quarters bool `json:"f32_quarters"`
@@ -123,8 +123,8 @@ func q8Prefetch() int {
 // F32Quarters: 0 follows the plan, 1 on, -1 off.
 var q8QuartersForce, fpQuartersForce atomic.Int32
 
-// decodeQuarters reports whether decode of dt weights reads its chunks in quarters (the plan's
-// choice, or the tests').
+// decodeQuarters reports whether decode of dt weights reads its parts of rows in quarters (the
+// plan's choice, or the tests').
 func decodeQuarters(dt DType) bool {
 	f, p := q8QuartersForce.Load(), DecodePlan()
 	if dt != Q8 {
@@ -178,8 +178,8 @@ func DecodePlan() Plan {
 // kernels as they are, but for variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
 // on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
 // PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
-// reading each chunk as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster than
-// adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
+// reading each part of rows as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster
+// than adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
 // 11-24%, and q8 weights held in panels (Q8Panels), decode 10-17% faster; no
 // other CPU was there to measure, so only the zen5 class takes them. The avx2 class reads q8,
 // bf16 and f32 decode in quarters too: on Zen 5 with AVX-512 switched off, decode q8 24-27%,

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 )
@@ -201,9 +202,36 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 	}
 }
 
+// TestDot64Q8P: dot64Q8P gives, for two panel groups ldw bytes apart (adjacent, and as far apart
+// as panelRange's quarters put them), the results of one dot32Q8P call per group, to the bit.
+func TestDot64Q8P(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("the panel kernels are AVX512_VNNI assembly, which this CPU (or tier) lacks")
+	}
+	const cols = 160
+	_, p := panelPair(t, 8*panelRows, cols, 3)
+	x := fastMatrix(F32, 1, cols, 4).F32
+	in := preparePanelVec(p, x)
+	defer gemmInPool.Put(in)
+	nb := cols / Q8Block
+	for _, gs := range [][2]int{{0, 1}, {2, 7}, {5, 6}, {1, 4}} {
+		var two [2 * panelRows]float32
+		var want [2][panelRows]float32
+		w0 := (*byte)(unsafe.Pointer(&p.Q8[gs[0]*panelRows*cols]))
+		dot64Q8P(w0, (gs[1]-gs[0])*panelRows*cols, &p.Scales[gs[0]*panelRows*nb], (gs[1]-gs[0])*panelRows*nb,
+			&in.xq[0], &in.xs[0], &in.corr[0], nb, &two)
+		for j, g := range gs {
+			dot32Q8P((*byte)(unsafe.Pointer(&p.Q8[g*panelRows*cols])), &p.Scales[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &want[j])
+			if !slices.Equal(two[j*panelRows:(j+1)*panelRows], want[j][:]) {
+				t.Fatalf("groups %v: group %d: %v, want %v", gs, g, two[j*panelRows:(j+1)*panelRows], want[j])
+			}
+		}
+	}
+}
+
 // TestPanelParts: a one-row product in panels below panelWholeWork weights is cut into one part
 // per thread (the 0.5B layers' products), a larger one (its LM head) and any other route's into
-// partsPerThread per thread.
+// partsPerThread per thread; and mvPlan gives a one-row product over panels that route.
 func TestPanelParts(t *testing.T) {
 	defer withThreads(2)()
 	for _, c := range []struct {
@@ -220,5 +248,17 @@ func TestPanelParts(t *testing.T) {
 		if n.Load() != c.want {
 			t.Errorf("%d×%d (panels %v): %d parts, want %d", c.rows, c.cols, c.panels, n.Load(), c.want)
 		}
+	}
+	if !useVNNI() {
+		return
+	}
+	// And MatMul's route for one input row over weights in panels is the one cut so.
+	_, p := panelPair(t, 64, 96, 5)
+	r, ok := mvPlan(p, make([]float32, 96), 1)
+	if !ok || !r.panels || r.align != panelRows {
+		t.Errorf("mvPlan on panels: route %v (panels %v, align %d), want the panel route", ok, r.panels, r.align)
+	}
+	if ok {
+		r.release()
 	}
 }

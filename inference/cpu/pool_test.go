@@ -19,7 +19,7 @@ func TestParallelRows(t *testing.T) {
 		seen := make([]atomic.Int32, rows)
 		parallelRows(rows, align, func(lo, hi int) {
 			if lo%align != 0 || lo > hi || hi > rows {
-				panic(fmt.Sprintf("chunk [%d,%d) of %d rows, align %d", lo, hi, rows, align))
+				panic(fmt.Sprintf("part [%d,%d) of %d rows, align %d", lo, hi, rows, align))
 			}
 			for r := lo; r < hi; r++ {
 				seen[r].Add(1)
@@ -75,7 +75,7 @@ func TestParallelRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A worker really runs chunks: whoever takes chunk 0 waits until another chunk has run,
+	// A worker really runs parts: whoever takes part 0 waits until another part has run,
 	// which with one caller can only happen on a worker.
 	time.Sleep(2 * spinFor)
 	var others atomic.Int32
@@ -95,7 +95,7 @@ func TestParallelRows(t *testing.T) {
 		}
 	})
 	if stuck.Load() {
-		t.Fatal("no worker ran a chunk while the holder of chunk 0 waited 10 s")
+		t.Fatal("no worker ran a part while the holder of part 0 waited 10 s")
 	}
 }
 

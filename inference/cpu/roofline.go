@@ -21,7 +21,7 @@ const minReadBuffer = 256 << 20
 // ReadProbe measures the machine's memory read bandwidth: Threads() workers each stream their
 // own contiguous part of a buffer of at least 4× the L3 cache (and at least minReadBuffer) with
 // pure loads into several independent accumulators (readSum), so that nothing of it is
-// cache-resident and no per-chunk hand-off or arithmetic limits the rate. The buffer is held as
+// cache-resident and no per-part hand-off or arithmetic limits the rate. The buffer is held as
 // the weights are (huge pages where the kernel gives them) and filled with its own indices, so
 // that every sweep's per-part sums are checked: a load skipped or misplaced fails the
 // measurement. Not safe for concurrent use.
