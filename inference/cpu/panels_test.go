@@ -240,7 +240,7 @@ func TestPanelParts(t *testing.T) {
 		want       int32
 	}{
 		{896, 896, true, 2}, {9728, 896, true, 2}, {896, 4864, true, 2}, {151936, 896, true, 2 * partsPerThread},
-		{896, 896, false, 2 * partsPerThread},
+		{896, 896, false, 7}, // 28 groups in parts of ⌈28/8⌉
 	} {
 		var n atomic.Int32
 		r := mvRoute{align: panelRows, panels: c.panels}

@@ -83,21 +83,16 @@ var plainOff atomic.Bool
 // useVNNI reports whether Q8 matrix-vector products may quantise x and use dot4Q8VNNI.
 func useVNNI() bool { return use512() && hasVNNI && !plainOff.Load() }
 
-// task is one parallelParts call: rows [0, rows) cut into n contiguous parts (bounds), taken in
-// order by the caller and the workers through next; the one finishing the last part closes done.
+// task is one parallelParts call: rows [0, rows) cut into n parts of size rows each (the last
+// maybe shorter), taken in order by the caller and the workers through next; the one finishing
+// the last part closes done.
 type task struct {
-	f                  func(lo, hi int)
-	rows, units, align int // units: rows in multiples of align, the last one maybe short
-	n                  int32
-	next               atomic.Int32
-	finished           atomic.Int32
-	done               chan struct{}
-}
-
-// bounds returns part c's rows: units c·units/n to (c+1)·units/n, in rows.
-func (t *task) bounds(c int) (lo, hi int) {
-	n := int(t.n)
-	return t.align * (c * t.units / n), min(t.rows, t.align*((c+1)*t.units/n))
+	f          func(lo, hi int)
+	rows, size int
+	n          int32
+	next       atomic.Int32
+	finished   atomic.Int32
+	done       chan struct{}
 }
 
 // run takes and runs parts until none is left.
@@ -107,7 +102,8 @@ func (t *task) run() {
 		if c >= t.n {
 			return
 		}
-		t.f(t.bounds(int(c)))
+		lo := int(c) * t.size
+		t.f(lo, min(lo+t.size, t.rows))
 		if t.finished.Add(1) == t.n {
 			close(t.done)
 		}
@@ -216,24 +212,21 @@ func parallelRows(rows, align int, f func(lo, hi int)) {
 	parallelParts(rows, align, partsPerThread*Threads(), f)
 }
 
-// parallelParts runs f over [0,rows) cut into parts contiguous parts (fewer where rows holds
-// fewer units of align rows, the caller's multi-row kernel height), each of ⌊units/parts⌋ or
-// ⌈units/parts⌉ units (the last unit ends at rows), on the calling goroutine and the worker
-// pool: the parts are taken in order by whoever is free, so the threads end within about one
-// part of each other. Parts of equal size matter where a unit is a large share of a part: 896
-// rows in 32-row groups, cut into parts of 128 rows as before, gave one of two threads 4 parts
-// and the other 3.
+// parallelParts runs f over [0,rows) cut into at most parts contiguous parts of ⌈rows/parts⌉
+// rows rounded up to a multiple of align (the caller's multi-row kernel height; the last part
+// maybe shorter), on the calling goroutine and the worker pool; the parts are taken in order
+// by whoever is free. (Parts balanced to within one align of each other made bf16 prefill 2-4%
+// slower on Zen 5, docs/BENCHMARKS.md, "Issue 30: q8 products in one part per thread".)
 func parallelParts(rows, align, parts int, f func(lo, hi int)) {
 	th := Threads()
 	align = max(align, 1)
-	units := (rows + align - 1) / align
-	n := min(parts, units)
-	if th <= 1 || n <= 1 {
+	size := ((rows+parts-1)/parts + align - 1) / align * align
+	if th <= 1 || size >= rows {
 		f(0, rows)
 		return
 	}
 	ensureWorkers(th - 1)
-	t := &task{f: f, rows: rows, units: units, align: align, n: int32(n), done: make(chan struct{})}
+	t := &task{f: f, rows: rows, size: size, n: int32((rows + size - 1) / size), done: make(chan struct{})}
 	if !pool.cur.CompareAndSwap(nil, t) {
 		f(0, rows)
 		return

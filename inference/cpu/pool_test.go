@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,8 +11,8 @@ import (
 
 // TestParallelRows: every row is visited exactly once, part boundaries are multiples of align,
 // for several thread counts and concurrent callers (one of which gets the pool, the others run
-// serially), including calls after the workers have parked; parallelParts cuts as many parts
-// as asked (or one per unit of align rows) of units differing by at most one.
+// serially), including calls after the workers have parked; parallelParts cuts parts of
+// ⌈rows/parts⌉ rows rounded up to align, the last maybe shorter.
 func TestParallelRows(t *testing.T) {
 	check := func(rows, align int) error {
 		seen := make([]atomic.Int32, rows)
@@ -64,7 +63,8 @@ func TestParallelRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ rows, align, parts, want int }{
-		{896, 32, 8, 8}, {896, 32, 2, 2}, {1152, 32, 2, 2}, {100, 32, 8, 4}, {1000, 4, 8, 8}, {5, 4, 8, 2},
+		{896, 32, 8, 7}, {896, 32, 2, 2}, {1152, 32, 8, 8}, {1152, 32, 2, 2}, {100, 32, 8, 4},
+		{1000, 4, 8, 8}, {5, 4, 8, 2}, {896, 64, 8, 7}, {4864, 64, 8, 8},
 	} {
 		if err := checkParts(c.rows, c.align, c.parts, c.want); err != nil {
 			t.Error(err)
@@ -100,8 +100,8 @@ func TestParallelRows(t *testing.T) {
 }
 
 // checkParts runs parallelParts(rows, align, parts) at 3 threads and checks that f saw want
-// parts covering [0, rows), boundaries multiples of align, whose units of align rows (the last
-// one short where rows is not a multiple) differ by at most one.
+// parts covering [0, rows) in order, each of ⌈rows/parts⌉ rows rounded up to align but the last,
+// which may be shorter.
 func checkParts(rows, align, parts, want int) error {
 	defer withThreads(3)()
 	var mu sync.Mutex
@@ -112,19 +112,14 @@ func checkParts(rows, align, parts, want int) error {
 		mu.Unlock()
 	})
 	slices.SortFunc(got, func(a, b [2]int) int { return a[0] - b[0] })
+	size := ((rows+parts-1)/parts + align - 1) / align * align
 	if len(got) != want {
 		return fmt.Errorf("parallelParts(%d, %d, %d): %d parts %v, want %d", rows, align, parts, len(got), got, want)
 	}
-	lo, hi := math.MaxInt, 0
 	for i, p := range got {
-		if p[0]%align != 0 || i > 0 && p[0] != got[i-1][1] || i == 0 && p[0] != 0 {
-			return fmt.Errorf("parallelParts(%d, %d, %d): parts %v", rows, align, parts, got)
+		if p[0] != i*size || p[1] != min(rows, (i+1)*size) {
+			return fmt.Errorf("parallelParts(%d, %d, %d): parts %v, want parts of %d rows", rows, align, parts, got, size)
 		}
-		u := (p[1] - p[0] + align - 1) / align
-		lo, hi = min(lo, u), max(hi, u)
-	}
-	if got[len(got)-1][1] != rows || hi-lo > 1 {
-		return fmt.Errorf("parallelParts(%d, %d, %d): parts %v: not covering or uneven", rows, align, parts, got)
 	}
 	return nil
 }
