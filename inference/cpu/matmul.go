@@ -96,8 +96,9 @@ type mvRoute struct {
 // per thread rather than partsPerThread: each thread then reads its share as four long streams
 // with at most three groups left over, instead of short parts with leftovers of their own (read
 // two or one group a call, at a lower rate). On Zen 5 the 0.5B layers' products ran 10-13%
-// (q, k, v), 8-11% (o) and 2% (gate, up) faster so, and q8 decode 3-5%, in the minutes when the
-// host's memory was fast (docs/BENCHMARKS.md, "Issue 30: q8 products in one part per thread").
+// (q, k, v), 8-11% (o) and 2% (gate, up) faster so, and q8 decode 3-5% near depth 0, in the
+// minutes when the host's memory was fast (docs/BENCHMARKS.md, "Issue 30: q8 products in one
+// part per thread").
 // Above it (the 0.5B's LM head; larger models' gate and up products too) parts stay small
 // enough that a busy core does not hold up the call for long. The threshold is reasoned, not
 // measured: no product between 9.8 and 153 MB was timed either way.

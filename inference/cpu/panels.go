@@ -88,8 +88,8 @@ func preparePanelVec(w *Matrix, x []float32) *gemmIn {
 }
 
 // panelRange computes dst[lo:hi] (one input row, quantised by preparePanelVec; lo and hi multiples
-// of 32) for w in panels: four groups a call, one from each quarter of the range, then the
-// groups left over two a call (dot64Q8P) and the last one alone.
+// of 32) for w in panels: four groups a call, one from each quarter of the range, then of the
+// 1-3 groups left over two in one call (dot64Q8P) and an odd last one alone (dot32Q8P).
 func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 	c, nb := w.Cols, w.Cols/Q8Block
 	g0, g1 := lo/panelRows, hi/panelRows
