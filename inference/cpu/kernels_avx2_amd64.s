@@ -963,41 +963,27 @@ g7loop:
 	VMOVUPS yb, 32(DX); \
 	ADDQ    BX, DX
 
-// G16LOADS loads the 14 accumulators Y2-Y15 from the seven rows of dst at AX (G16LOAD);
-// G16ZEROS zeroes them; G16STORES stores them to the seven rows at DX (G16STORE).
-#define G16LOADS \
-	G16LOAD(Y2, Y3); \
-	G16LOAD(Y4, Y5); \
-	G16LOAD(Y6, Y7); \
-	G16LOAD(Y8, Y9); \
-	G16LOAD(Y10, Y11); \
-	G16LOAD(Y12, Y13); \
-	G16LOAD(Y14, Y15)
+// G16ZERO zeroes ya and yb.
+#define G16ZERO(ya, yb) \
+	VXORPS ya, ya, ya; \
+	VXORPS yb, yb, yb
 
-#define G16ZEROS \
-	VXORPS Y2, Y2, Y2; \
-	VXORPS Y3, Y3, Y3; \
-	VXORPS Y4, Y4, Y4; \
-	VXORPS Y5, Y5, Y5; \
-	VXORPS Y6, Y6, Y6; \
-	VXORPS Y7, Y7, Y7; \
-	VXORPS Y8, Y8, Y8; \
-	VXORPS Y9, Y9, Y9; \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
-	VXORPS Y12, Y12, Y12; \
-	VXORPS Y13, Y13, Y13; \
-	VXORPS Y14, Y14, Y14; \
-	VXORPS Y15, Y15, Y15
+// G16ROWS applies m (G16LOAD, G16ZERO, G16STORE) to the seven rows' accumulators Y2-Y15, two
+// per row, in row order.
+#define G16ROWS(m) \
+	m(Y2, Y3); \
+	m(Y4, Y5); \
+	m(Y6, Y7); \
+	m(Y8, Y9); \
+	m(Y10, Y11); \
+	m(Y12, Y13); \
+	m(Y14, Y15)
 
-#define G16STORES \
-	G16STORE(Y2, Y3); \
-	G16STORE(Y4, Y5); \
-	G16STORE(Y6, Y7); \
-	G16STORE(Y8, Y9); \
-	G16STORE(Y10, Y11); \
-	G16STORE(Y12, Y13); \
-	G16STORE(Y14, Y15)
+// G16LOADS loads the 14 accumulators from the seven rows of dst at AX; G16ZEROS zeroes them;
+// G16STORES stores them to the seven rows at DX.
+#define G16LOADS G16ROWS(G16LOAD)
+#define G16ZEROS G16ROWS(G16ZERO)
+#define G16STORES G16ROWS(G16STORE)
 
 // G16STEP is one step of avx2Gemv7x16's loop: x's 16 lanes at SI (Y0 and 32(SI)) against the
 // seven scalars, the prefetch share pf (G7PF or G7PF1), then the next step (G7NEXT, which sets
