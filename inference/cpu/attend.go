@@ -502,18 +502,22 @@ func transposeQ(qt, q []float32, group, hd int) {
 	}
 }
 
-// valuesStep is the most positions of one valuesR7 call: each call of the first pass over the
-// dimensions advances the prefetch walk by the value rows it reads (8 KiB at head dim 64, as a
-// scoresT7 call does); at depth 576 on Zen 5, 64 positions a call took 10% longer from
-// memory, 16 no less than 32.
+// valuesStep is the most positions of one valuesR7 call: each step's call on the first 32
+// dimensions advances the prefetch walk by the value rows the step reads (8 KiB at head dim 64,
+// as a scoresT7 call does); at depth 576 on Zen 5, 64 positions a call took 10% longer from
+// memory, 16 no less than 32 (and so again with the steps outermost, at depths 2,048 and 8,192).
 const valuesStep = 32
 
 // valuesR sets o (group × hd) to P·V for the weights p (group × n, row-major) and the n value
 // rows v (n × hd): o[r, c] = Σ_j p[r, j]·v[j, c], summed over j in order. With fast (AVX-512) it
 // takes 7 rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a
 // last block of fewer than 7 through o7 (7 × hd), with valuesR7 on 32 dimensions and up to
-// valuesStep positions a call, each call of the first block's first 32 dimensions advancing
-// pf's walk by the value rows it reads (step) and prefetching its share. Else one Axpy per row
+// valuesStep positions a call: per step of positions, a call per 32 dimensions in turn, so a
+// step's value rows are read whole before the next step's (a row's later lines come from cache,
+// where a pass over the whole chunk per 32 dimensions read each row twice from afar: on Zen 5 it
+// took 7-15% more attention time at depths 2,048 and 8,192, docs/BENCHMARKS.md, "Issue 30:
+// value rows read whole"). Each step's call on the first block's first 32 dimensions advances
+// pf's walk by the value rows it reads (step) and prefetches its share. Else one Axpy per row
 // and position. (AVX2 takes a chunk's rows a step at a time: pipeValueRows.)
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, group, hd, n int, pf *prefetcher) {
 	if !fast {
@@ -532,17 +536,17 @@ func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, group, hd, n int, p
 		if rows < rows7 {
 			dst = o7
 		}
-		for c := 0; c < hd; c += 32 {
-			for j := 0; j < n; j += valuesStep {
-				k := min(valuesStep, n-j)
+		for j := 0; j < n; j += valuesStep {
+			k := min(valuesStep, n-j)
+			acc := 0
+			if j > 0 {
+				acc = 1
+			}
+			for c := 0; c < hd; c += 32 {
 				var pp unsafe.Pointer
 				var pl int
 				if pf != nil && b == 0 && c == 0 {
 					pp, pl = pf.step(4*hd*k, 4*k) // valuesR7 prefetches four lines per position
-				}
-				acc := 0
-				if j > 0 {
-					acc = 1
 				}
 				vp, b16 := elemPtr(v, v16, j*hd+c)
 				valuesR7(&p[b*rows7*n+j], n, vp, hd, k, &dst[c], hd, min(32, hd-c), acc, b16, pp, pl)
