@@ -40,9 +40,10 @@ const KeyTile = 16
 // instead of once per query head. On AVX2 (avx2Gemv7x16: 16 lanes) a thread reads one chunk's
 // values while it reads the next chunk's keys (attendAVX2), with the same results. Chunk
 // boundaries depend neither on the thread count nor on the windows, so neither do the results.
-// Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 in the
-// kernels' registers as they load them, on AVX2 a key tile or a step's value rows at a time,
-// elsewhere a chunk at a time, into scratch that stays in cache; so the results equal those over
+// Keys and values in bf16 blocks (Paged.BF16) are widened exactly to f32: on AVX-512 and AVX2 in
+// the kernels' registers as they load them (on AVX2 a part tile, and the value rows of a head
+// dim that is not a multiple of 16, into scratch first), elsewhere a chunk at a time into
+// scratch that stays in cache; so the results equal those over
 // f32 blocks holding the same values, bit for bit, while memory is read at half the bytes. On
 // AVX-512 and AVX2 each thread prefetches its chunks' keys and values attendPrefetch bytes ahead
 // of the kernels' reads (prefetcher), the kernels issuing the prefetches spread over their loops.
@@ -201,7 +202,9 @@ func (ds *decodeScratch) markShared(heads []AttendHead, h0, h1 int) {
 // chunkBufs is one thread's scratch for attendChunk and attendAVX2: the scores and, for bf16
 // blocks, the chunk's keys and values widened to f32; on AVX-512 and AVX2 the queries of head
 // qtHead transposed (transposeQ), and the scores and outputs of a last block of fewer than 7
-// query rows; on AVX2 the next chunk's scores (sc2) and a key tile made whole or widened (t16).
+// query rows; on AVX2 the next chunk's scores (sc2), a part key tile made whole (t16, widened
+// from bf16 blocks) and, for bf16 blocks of a head dim that is not a multiple of 16, a step's
+// value rows widened (v).
 // pf is the thread's prefetch walk (on AVX2 over the keys, pfv over the values).
 type chunkBufs struct {
 	sc, k, v []float32
@@ -237,7 +240,7 @@ func (cb *chunkBufs) prepare(tier, group, hd int, wide bool) {
 	}
 	if wide && tier != tier512 { // AVX-512 widens bf16 in its kernels' registers
 		cb.v = grow(cb.v, hd*AttendChunkLen)
-		if tier != tierAVX2 { // AVX2 widens key tiles into t16
+		if tier != tierAVX2 { // AVX2 widens only part key tiles, into t16
 			cb.k = grow(cb.k, hd*AttendChunkLen)
 		}
 	}

@@ -29,8 +29,13 @@ type pipeChunk struct {
 // chunk's scores come alone, the last chunk's values too. On Zen 3 (family 25, two threads) a
 // depth-2,048 decode step's attention from memory took 6-18% less time than chunk by chunk, and
 // 4-5% less again with a step's value rows in one avx2Gemv7x16N call (docs/BENCHMARKS.md, "Issue
-// 30: attention in two streams on AVX2"). bf16 keys and values are widened exactly into scratch a
-// tile (cb.t16) or a step's rows (cb.v) at a time (wide). Each stream has its prefetch walk (cb.pf
+// 30: attention in two streams on AVX2"). bf16 keys and values (wide) are widened exactly in the
+// kernels' registers as they load them (avx2Gemv7x16 and avx2Gemv7x16N with b16 = 1); a part
+// tile (cb.t16) and the value rows of a head dim that is not a multiple of 16 (cb.v) are widened
+// into scratch first. On Zen 5 under the AVX2 tier that took 11-20% less attention time than a
+// tile or a step's rows widened into scratch each (docs/BENCHMARKS.md, "Issue 30: bf16 widened in
+// the AVX2 attention kernels").
+// Each stream has its prefetch walk (cb.pf
 // over the keys, cb.pfv over the values; none where attendPrefetch is 0), started half of
 // attendPrefetch ahead, which the kernels advance by what they read. A chunk of a shared head
 // (ds.shared: a prompt's tokens, each reading from cache what its neighbours read) is left out of
@@ -111,33 +116,33 @@ func attendAVX2(heads []AttendHead, ds *decodeScratch, cb *chunkBufs, group, hd,
 
 // pipeKeyTile sets the scores of c's key tile at position j (a multiple of KeyTile), for every
 // block of 7 query rows (cb.qt), with avx2Gemv7x16: sc[r, j..j+16) = Σ_d qt[d, r]·tile[d, 0..16),
-// a part tile (past the sequence's end) first copied whole into cb.t16, as bf16 tiles are
-// widened there. The first block's call advances pk by the tile's f32 bytes and prefetches that
-// share.
+// a whole bf16 tile widened by the kernel as it loads (b16); a part tile (past the
+// sequence's end) is first copied whole into cb.t16 (widened from bf16). The first block's call
+// advances pk by the tile's f32 bytes and prefetches that share.
 func pipeKeyTile(cb *chunkBufs, c *pipeChunk, hd, blocks, j int, pk *prefetcher) {
 	w := min(KeyTile, c.n-j)
 	t := cb.t16[:hd*KeyTile]
-	var src *float32
+	var src unsafe.Pointer
+	b16 := 0
 	switch {
-	case c.k16 != nil && w == KeyTile:
-		WidenBF16(t, c.k16[j*hd:(j+KeyTile)*hd])
-		src = &t[0]
+	case c.k16 != nil && w == KeyTile: // widened by the kernel as it loads
+		src, b16 = unsafe.Pointer(&c.k16[j*hd]), 1
 	case c.k16 != nil: // the rows of a part tile, so that nothing past the sequence is read
 		for d := range hd {
 			o := j*hd + d*KeyTile
 			WidenBF16(t[d*KeyTile:d*KeyTile+w], c.k16[o:o+w])
 			clear(t[d*KeyTile+w : (d+1)*KeyTile])
 		}
-		src = &t[0]
+		src = unsafe.Pointer(&t[0])
 	case w < KeyTile:
 		for d := range hd {
 			o := j*hd + d*KeyTile
 			copy(t[d*KeyTile:d*KeyTile+w], c.k[o:o+w])
 			clear(t[d*KeyTile+w : (d+1)*KeyTile])
 		}
-		src = &t[0]
+		src = unsafe.Pointer(&t[0])
 	default:
-		src = &c.k[j*hd]
+		src = unsafe.Pointer(&c.k[j*hd])
 	}
 	n := c.n
 	for b := range blocks {
@@ -149,13 +154,13 @@ func pipeKeyTile(cb *chunkBufs, c *pipeChunk, hd, blocks, j int, pk *prefetcher)
 		qb := &cb.qt[b*hd*8]
 		if w < KeyTile {
 			var out [rows7 * KeyTile]float32
-			avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl)
+			avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &out[0], KeyTile, 0, pp, pl, 0)
 			for r := range rows7 {
 				copy(c.sc[(b*rows7+r)*n+j:(b*rows7+r)*n+n], out[r*KeyTile:r*KeyTile+w])
 			}
 			continue
 		}
-		avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &c.sc[b*rows7*n+j], n, 0, pp, pl)
+		avx2Gemv7x16(src, KeyTile, qb, 1, 8, hd, &c.sc[b*rows7*n+j], n, 0, pp, pl, b16)
 	}
 }
 
@@ -174,15 +179,20 @@ func pipeExp(c *pipeChunk, group int) {
 // last block of fewer than 7 through cb.o7, copied out at the chunk's end) one avx2Gemv7x16N call
 // on 16 dimensions at a time and one avx2Gemv7 on a last 8, each call of the first block
 // advancing pv by the bytes it reads and prefetching that share; else one Axpy per row and
-// position. bf16 rows are widened into cb.v.
+// position. bf16 rows go to avx2Gemv7x16N as they are (b16), which widens them as it loads,
+// where hd is a multiple of 16; else they are widened into cb.v first.
 func pipeValueRows(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j0, j1 int, pv *prefetcher) {
 	k, n := j1-j0, c.n
 	o := c.part[2*group:]
 	var v []float32
-	if c.v16 != nil {
+	var v16 []uint16 // bf16 rows that avx2Gemv7x16N widens as it loads (head dims of 16s)
+	switch {
+	case c.v16 != nil && hd%16 == 0:
+		v16 = c.v16[j0*hd : j1*hd]
+	case c.v16 != nil:
 		v = cb.v[:k*hd]
 		WidenBF16(v, c.v16[j0*hd:j1*hd])
-	} else {
+	default:
 		v = c.v[j0*hd : j1*hd]
 	}
 	if hd%8 != 0 {
@@ -217,7 +227,11 @@ func pipeValueRows(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j0, j1 int, p
 			if pv != nil && b == 0 {
 				pp, pl = pv.step(4*cols*k, cols/16*k) // a line a step: a row of 16 lanes
 			}
-			avx2Gemv7x16N(&v[0], hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols)
+			if v16 != nil {
+				avx2Gemv7x16N(unsafe.Pointer(&v16[0]), hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols, 1)
+			} else {
+				avx2Gemv7x16N(unsafe.Pointer(&v[0]), hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols, 0)
+			}
 		}
 		if cols < hd { // 8 dimensions left
 			if pv != nil && b == 0 {

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -301,7 +302,7 @@ func TestGemv7x16(t *testing.T) {
 			avx2Gemv7(&x[8], sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &want[8], sh.ldd, acc, nil, 0)
 			for _, pfn := range []int{0, 4 * sh.steps} {
 				got := append([]float32(nil), init...)
-				avx2Gemv7x16(&x[0], sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn)
+				avx2Gemv7x16(unsafe.Pointer(&x[0]), sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn, 0)
 				for i := range got {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%+v, acc %d, prefetch %d lines: dst[%d] = %g, want %g", sh, acc, pfn, i, got[i], want[i])
@@ -398,16 +399,76 @@ func TestGemv7x16N(t *testing.T) {
 		for acc := range 2 {
 			want := append([]float32(nil), init...)
 			for c := 0; c < sh.cols; c += 16 {
-				avx2Gemv7x16(&x[c], sh.xstep, &s[0], sh.srow, 1, sh.steps, &want[c], sh.ldd, acc, nil, 0)
+				avx2Gemv7x16(unsafe.Pointer(&x[c]), sh.xstep, &s[0], sh.srow, 1, sh.steps, &want[c], sh.ldd, acc, nil, 0, 0)
 			}
 			for _, pfn := range []int{0, 3, 4 * sh.steps * sh.cols / 16} {
 				got := append([]float32(nil), init...)
-				avx2Gemv7x16N(&x[0], sh.xstep, &s[0], sh.srow, 1, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn, sh.cols)
+				avx2Gemv7x16N(unsafe.Pointer(&x[0]), sh.xstep, &s[0], sh.srow, 1, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x[0]), pfn, sh.cols, 0)
 				for i := range got {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%+v, acc %d, prefetch %d lines: dst[%d] = %g, want %g", sh, acc, pfn, i, got[i], want[i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestGemv7x16BF16: avx2Gemv7x16 and avx2Gemv7x16N over bf16 x (b16 = 1) give to the bit what
+// they give over x widened to f32, with the shapes of TestGemv7x16 and TestGemv7x16N,
+// accumulating or not, with or without their prefetch share, and write nothing past their
+// lanes.
+func TestGemv7x16BF16(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU without AVX2")
+	}
+	rng := rand.New(rand.NewPCG(38, 1))
+	round := func(n int) ([]float32, []uint16) {
+		x := randVec(rng, n)
+		x16 := make([]uint16, n)
+		for i, v := range x {
+			x16[i] = F32ToBF16(v)
+			x[i] = BF16ToF32(x16[i])
+		}
+		return x, x16
+	}
+	check := func(what string, got, want []float32) {
+		t.Helper()
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: dst[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+		}
+	}
+	for _, sh := range []struct{ xstep, srow, sstep, steps, ldd int }{
+		{KeyTile, 1, 8, 64, 300}, {KeyTile, 1, 8, 1, 16}, {64, 256, 1, 256, 64}, {40, 7, 1, 33, 24},
+	} {
+		x, x16 := round(sh.steps*sh.xstep + 16)
+		s := randVec(rng, 7*sh.srow+sh.steps*sh.sstep+8)
+		init := randVec(rng, 7*sh.ldd)
+		for acc := range 2 {
+			want := append([]float32(nil), init...)
+			avx2Gemv7x16(unsafe.Pointer(&x[0]), sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &want[0], sh.ldd, acc, nil, 0, 0)
+			for _, pfn := range []int{0, 4 * sh.steps} {
+				got := append([]float32(nil), init...)
+				avx2Gemv7x16(unsafe.Pointer(&x16[0]), sh.xstep, &s[0], sh.srow, sh.sstep, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x16[0]), pfn, 1)
+				check(fmt.Sprintf("avx2Gemv7x16 bf16 %+v, acc %d, prefetch %d lines", sh, acc, pfn), got, want)
+			}
+		}
+	}
+	for _, sh := range []struct{ cols, xstep, srow, steps, ldd int }{
+		{64, 64, 256, 16, 64}, {16, 64, 256, 1, 64}, {128, 128, 40, 33, 136}, {64, 72, 16, 5, 72},
+	} {
+		x, x16 := round(sh.steps*sh.xstep + 16)
+		s := randVec(rng, 7*sh.srow+sh.steps)
+		init := randVec(rng, 7*sh.ldd)
+		for acc := range 2 {
+			want := append([]float32(nil), init...)
+			avx2Gemv7x16N(unsafe.Pointer(&x[0]), sh.xstep, &s[0], sh.srow, 1, sh.steps, &want[0], sh.ldd, acc, nil, 0, sh.cols, 0)
+			for _, pfn := range []int{0, 3, 4 * sh.steps * sh.cols / 16} {
+				got := append([]float32(nil), init...)
+				avx2Gemv7x16N(unsafe.Pointer(&x16[0]), sh.xstep, &s[0], sh.srow, 1, sh.steps, &got[0], sh.ldd, acc, unsafe.Pointer(&x16[0]), pfn, sh.cols, 1)
+				check(fmt.Sprintf("avx2Gemv7x16N bf16 %+v, acc %d, prefetch %d lines", sh, acc, pfn), got, want)
 			}
 		}
 	}

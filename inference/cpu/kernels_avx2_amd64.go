@@ -23,10 +23,10 @@ func avx2Gemm16(m int, panel *float32, x *float32, ldx int, k int, dst *float32,
 func avx2Gemv7(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
 
 //go:noescape
-func avx2Gemv7x16(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
+func avx2Gemv7x16(x unsafe.Pointer, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, b16 int)
 
 //go:noescape
-func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int)
+func avx2Gemv7x16N(x unsafe.Pointer, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int, b16 int)
 
 //go:noescape
 func avx2Transpose16(panel *float32, src *float32, lds int, kc int)

@@ -1007,7 +1007,38 @@ g7loop:
 	VFMADD231PS  Y0, Y1, ya; \
 	VFMADD231PS  32(SI), Y1, yb
 
-// func avx2Gemv7x16(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int)
+// G16HALF adds the products of the 8 lanes in Y0 with the seven scalars into one accumulator
+// per row (a-g): half of a bf16 step (G16STEPB). G8ROW is one row: the scalar at sp broadcast
+// into Y1, times Y0, into acc.
+#define G8ROW(sp, acc) \
+	VBROADCASTSS sp, Y1; \
+	VFMADD231PS  Y0, Y1, acc
+
+#define G16HALF(a, b, c, d, e, f, g) \
+	G8ROW((DI), a); \
+	G8ROW((DI)(R10*1), b); \
+	G8ROW((DI)(R10*2), c); \
+	G8ROW((R11), d); \
+	G8ROW((R11)(R10*1), e); \
+	G8ROW((R11)(R10*2), f); \
+	G8ROW((R12), g)
+
+// G16STEPB is G16STEP over bf16 x (avx2Gemv7x16 and avx2Gemv7x16N with b16 = 1): its 16 lanes
+// at SI widened exactly to f32 in Y0 (the bf16 bits are the f32's top half), 8 at a time, as no
+// register is left for a second vector; lanes 0..8 meet the seven scalars into Y2, Y4, ...,
+// Y14, lanes 8..16 into Y3, ..., Y15: the same FMAs into the same accumulators as G16STEP over
+// the widened values.
+#define G16STEPB(pf) \
+	VPMOVZXWD (SI), Y0; \
+	VPSLLD    $16, Y0, Y0; \
+	pf; \
+	G16HALF(Y2, Y4, Y6, Y8, Y10, Y12, Y14); \
+	VPMOVZXWD 16(SI), Y0; \
+	VPSLLD    $16, Y0, Y0; \
+	G16HALF(Y3, Y5, Y7, Y9, Y11, Y13, Y15); \
+	G7NEXT
+
+// func avx2Gemv7x16(x unsafe.Pointer, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, b16 int)
 //
 // avx2Gemv7 on 16 lanes: dst[r, 0..16) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + 0..16) for the
 // 7 rows r < 7, each sum over t in order (so the same bits as two avx2Gemv7 calls on lanes 0..8
@@ -1015,8 +1046,9 @@ g7loop:
 // both FMA pipes busy through the FMA latency where avx2Gemv7's 7 chains are not, and each
 // broadcast scalar meets 16 lanes. Y15 is free here: in ABI0 code X15 is scratch, and the ABI
 // wrapper restores it as ABIInternal's zero register on return (cmd/compile/abi-internal.md).
-// Prefetches as avx2Gemv7 (G7PF).
-TEXT ·avx2Gemv7x16(SB), NOSPLIT, $0-88
+// x is f32, or bf16 with b16 = 1, widened exactly in the registers as it is loaded (G16STEPB):
+// the same bits as over x widened first. Prefetches as avx2Gemv7 (G7PF).
+TEXT ·avx2Gemv7x16(SB), NOSPLIT, $0-96
 	G7DST
 	JEQ  g16zero
 	MOVQ DX, AX
@@ -1028,27 +1060,40 @@ g16zero:
 
 g16start:
 	G7ARGS
+	CMPQ b16+88(FP), $0
+	JNE  g16b16
 
 g16loop:
 	G16STEP(G7PF)
 	JNZ     g16loop
+	JMP     g16done
 
+g16b16:
+	SHRQ $1, R8 // two bytes an element
+
+g16b16loop:
+	G16STEPB(G7PF)
+	JNZ       g16b16loop
+
+g16done:
 	G16STORES
 	VZEROUPPER
 	RET
 
-// func avx2Gemv7x16N(x *float32, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int)
+// func avx2Gemv7x16N(x unsafe.Pointer, xstep int, s *float32, srow int, sstep int, steps int, dst *float32, ldd int, acc int, pf unsafe.Pointer, pfn int, cols int, b16 int)
 //
 // avx2Gemv7x16 over cols lanes (a multiple of 16, at least 16; steps ≥ 1), one call: for each 16
 // lanes c, dst[r, c..c+16) (+)= Σ_t s[r·srow + t·sstep]·x[t·xstep + c..c+16), so the same bits as
 // one avx2Gemv7x16 call per 16 lanes, without a call's cost each (the value rows of attendAVX2's
-// steps). The prefetch share runs on across the lanes' loops, one line a step while lines are
-// left (G7PF1: pfn ≤ steps·cols/16). The frame holds the lanes' byte offset (off) and the walk's
-// address while AX loads accumulators (pfp).
-TEXT ·avx2Gemv7x16N(SB), NOSPLIT, $16-96
+// steps); x f32, or bf16 with b16 = 1 (G16STEPB). The prefetch share runs on across the lanes'
+// loops, one line a step while lines are left (G7PF1: pfn ≤ steps·cols/16). The frame holds the
+// lanes' byte offsets in dst (off) and in x (xoff) and the walk's address while AX loads
+// accumulators (pfp).
+TEXT ·avx2Gemv7x16N(SB), NOSPLIT, $24-104
 	MOVQ pf+72(FP), AX
 	MOVQ pfn+80(FP), R13
 	MOVQ $0, off-8(SP)
+	MOVQ $0, xoff-24(SP)
 
 g16nlanes:
 	MOVQ dst+48(FP), DX
@@ -1068,13 +1113,26 @@ g16nzero:
 
 g16nstart:
 	MOVQ x+0(FP), SI
-	ADDQ off-8(SP), SI
+	ADDQ xoff-24(SP), SI
 	G7ROWS
+	CMPQ b16+96(FP), $0
+	JNE  g16nb16
 
 g16nloop:
 	G16STEP(G7PF1)
 	JNZ     g16nloop
+	ADDQ    $64, xoff-24(SP)
+	JMP     g16nnext
 
+g16nb16:
+	SHRQ $1, R8 // two bytes an element
+
+g16nb16loop:
+	G16STEPB(G7PF1)
+	JNZ       g16nb16loop
+	ADDQ      $32, xoff-24(SP)
+
+g16nnext:
 	G16STORES
 	MOVQ cols+88(FP), CX
 	SHLQ $2, CX
