@@ -31,7 +31,8 @@ const KeyTile = 16
 // window of whole heads with at most decodeWindow chunks between them, one hand-off per window)
 // are shared out among the threads, and each chunk yields, per query row, its scores' maximum m,
 // the sum l of e^(s−m) and the unnormalised output Σ e^(s−m)·v; the chunks of a head are then
-// merged in position order (rescaled to the largest maximum). Within a chunk the scores come
+// merged in position order (rescaled to the largest maximum), by the thread that finishes the
+// head's last part of the window. Within a chunk the scores come
 // from the key tiles with the positions along the SIMD lanes (on AVX-512 scoresT7: 32 positions
 // against seven query rows a call, each query value broadcast once per dimension; see scoresT),
 // then the outputs from the value rows with the dimensions along the lanes (valuesR7: 32
@@ -95,12 +96,15 @@ func Attend(heads []AttendHead, group int) {
 
 // attendWindow runs the chunks ds.items (work multiply-adds in all) of consecutive heads on the
 // threads and merges each head's partial results into its Out (Attend; on AVX2 after
-// decodeScratch.markShared).
+// decodeScratch.markShared): the thread that finishes a head's last part merges it (finish), so
+// the merges of a prompt's many heads are shared out too, where the caller once merged every head
+// alone after the threads' parts.
 func attendWindow(heads []AttendHead, ds *decodeScratch, tier, group, hd int, wide bool, work int) {
 	ni := len(ds.items)
 	per := group * (hd + 2) // per item: m, l, then the output rows
 	ds.part = grow(ds.part, ni*per)
 	fast := tier == tier512 || tier == tierAVX2 // the kernels of seven query rows (qt)
+	ds.setRuns()
 	parallelWork(work, ni, 1, func(lo, hi int) {
 		cb := chunkPool.Get().(*chunkBufs)
 		cb.prepare(tier, group, hd, wide)
@@ -111,6 +115,7 @@ func attendWindow(heads []AttendHead, ds *decodeScratch, tier, group, hd int, wi
 		}()
 		if tier == tierAVX2 {
 			attendAVX2(heads, ds, cb, group, hd, lo, hi, wide)
+			ds.finish(heads, lo, hi, group, hd)
 			return
 		}
 		var pf *prefetcher
@@ -136,14 +141,8 @@ func attendWindow(heads []AttendHead, ds *decodeScratch, tier, group, hd int, wi
 			}
 			attendChunk(ds.part[i*per:(i+1)*per], cb, &heads[it.head], qt, tier, group, hd, it.p0, it.p1, pf)
 		}
+		ds.finish(heads, lo, hi, group, hd)
 	})
-	for i := 0; i < ni; {
-		h, i0 := ds.items[i].head, i
-		for i < ni && ds.items[i].head == h {
-			i++
-		}
-		mergeChunks(heads[h].Out, ds.part[i0*per:i*per], i-i0, group, hd)
-	}
 }
 
 // decodeWindow is the most chunks one Attend window holds (one head's at least): 4,096
@@ -167,13 +166,68 @@ const rows7 = 7
 // decodeItem is one chunk of Attend: positions [p0, p1) of heads[head].
 type decodeItem struct{ head, p0, p1 int }
 
-// decodeScratch is one Attend call's chunk list and partial results, and markShared's
-// marks (shared, by head) and scratch (lists).
+// decodeScratch is one Attend call's chunk list and partial results, markShared's marks
+// (shared, by head) and scratch (lists), and a window's heads for the merges (runs: attendWindow,
+// finish).
 type decodeScratch struct {
 	items  []decodeItem
 	part   []float32
 	shared []bool
 	lists  []headList
+	runs
+}
+
+// runs is a window's heads as runs of consecutive items (Attend lists a head's chunks together):
+// run r is the items [start[r], start[r+1]), left[r] of them not yet finished; runOf[i] is item
+// i's run.
+type runs struct {
+	start []int
+	left  []atomic.Int32
+	runOf []int32
+}
+
+// setRuns cuts ds.items into runs, one per head, none finished.
+func (ds *decodeScratch) setRuns() {
+	n := len(ds.items)
+	ds.start = ds.start[:0]
+	if cap(ds.runOf) < n {
+		ds.runOf = make([]int32, n)
+	}
+	ds.runOf = ds.runOf[:n]
+	for i := 0; i < n; {
+		h, i0 := ds.items[i].head, i
+		for i < n && ds.items[i].head == h {
+			ds.runOf[i] = int32(len(ds.start))
+			i++
+		}
+		ds.start = append(ds.start, i0)
+	}
+	nr := len(ds.start)
+	ds.start = append(ds.start, n)
+	if cap(ds.left) < nr {
+		ds.left = make([]atomic.Int32, nr)
+	}
+	ds.left = ds.left[:nr]
+	for r := range nr {
+		ds.left[r].Store(int32(ds.start[r+1] - ds.start[r]))
+	}
+}
+
+// finish records that the partial results of items [lo, hi) are complete; for a head whose
+// last items these were, it merges the head's chunks into its Out (mergeChunks, in position
+// order: the same bits whichever thread merges). The atomic count orders every thread's
+// partial results of the head before the merge that reads them.
+func (ds *decodeScratch) finish(heads []AttendHead, lo, hi, group, hd int) {
+	per := group * (hd + 2)
+	for i := lo; i < hi; {
+		r := ds.runOf[i]
+		j := min(hi, ds.start[r+1]) // this call's items of run r
+		if ds.left[r].Add(int32(i-j)) == 0 {
+			i0, i1 := ds.start[r], ds.start[r+1]
+			mergeChunks(heads[ds.items[i0].head].Out, ds.part[i0*per:i1*per], i1-i0, group, hd)
+		}
+		i = j
+	}
 }
 
 // headList is a head's key block list (its first element's address) and the head.
