@@ -48,6 +48,8 @@ const KeyTile = 16
 // f32 blocks holding the same values, bit for bit, while memory is read at half the bytes. On
 // AVX-512 and AVX2 each thread prefetches its chunks' keys and values attendPrefetch bytes ahead
 // of the kernels' reads (prefetcher), the kernels issuing the prefetches spread over their loops.
+// A head's Out is written while other threads still read other heads, so no Out may overlap
+// any head's Q, K or V.
 func Attend(heads []AttendHead, group int) {
 	if len(heads) == 0 {
 		return
@@ -570,13 +572,13 @@ const valuesStep = 32
 // takes 7 rows of weights at a time (p holds 7 rows per block of 7, those past group unused), a
 // last block of fewer than 7 through o7 (7 × hd), with valuesR7 on 32 dimensions and up to
 // valuesStep positions a call: per step of positions, a call per 32 dimensions in turn, so a
-// step's value rows are read whole before the next step's (a row's later lines come from cache;
-// a pass over the whole chunk per 32 dimensions read each row twice from afar: against it, 6-15%
-// less attention time at depths 2,048 and 8,192 over f32 blocks on Zen 5, docs/BENCHMARKS.md,
-// "Issue 30: value rows read whole"). Each step's call on the first block's first 32
-// dimensions advances pf's walk by the value rows it reads (step) and prefetches its share.
-// Else one Axpy per row and position. (AVX2 takes a chunk's rows a step at a time:
-// pipeValueRows.)
+// step's value rows are read whole (once per block of 7 rows) before the next step's, a row's
+// later lines from cache. A pass over the whole chunk per 32 dimensions read each row once per
+// 32 dimensions from afar: against it, 6-15% less attention time at depths 2,048 and 8,192 over
+// f32 blocks on Zen 5 (docs/BENCHMARKS.md, "Issue 30: value rows read whole"). Each step's call
+// on the first block's first 32 dimensions advances pf's walk by the value rows it reads (step)
+// and prefetches its share. Else one Axpy per row and position. (AVX2 takes a chunk's rows a step
+// at a time: pipeValueRows.)
 func valuesR(o, o7, p, v []float32, v16 []uint16, fast bool, group, hd, n int, pf *prefetcher) {
 	if !fast {
 		for r := range group {

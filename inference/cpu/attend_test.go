@@ -474,6 +474,78 @@ func TestGemv7x16BF16(t *testing.T) {
 	}
 }
 
+// TestAttendFinish: decodeScratch.finish merges a head into its Out exactly when the last of
+// its items is finished, whatever the parts and their order (a part over several heads, a head
+// over several parts, parts finished out of order), and the merge is mergeChunks over all of the
+// head's items in position order; setRuns resets the counts for the next window.
+func TestAttendFinish(t *testing.T) {
+	const group, hd = 3, 8
+	per := group * (hd + 2)
+	rng := rand.New(rand.NewPCG(39, 1))
+	// Heads 0-3 with 3, 1, 4 and 2 items.
+	var items []decodeItem
+	for h, n := range []int{3, 1, 4, 2} {
+		for c := range n {
+			items = append(items, decodeItem{head: h, p0: c * AttendChunkLen, p1: (c + 1) * AttendChunkLen})
+		}
+	}
+	ds := &decodeScratch{items: items, part: randVec(rng, len(items)*per)}
+	for i := range len(items) {
+		for r := range group {
+			ds.part[i*per+group+r] = 1 + float32(i+r) // l > 0
+		}
+	}
+	want := make([][]float32, 4)
+	first := 0
+	for h := range 4 {
+		last := first
+		for last < len(items) && items[last].head == h {
+			last++
+		}
+		want[h] = make([]float32, group*hd)
+		mergeChunks(want[h], ds.part[first*per:last*per], last-first, group, hd)
+		first = last
+	}
+	nan := float32(math.NaN())
+	for _, parts := range [][][2]int{
+		{{0, 10}},                         // one part
+		{{8, 10}, {0, 2}, {4, 8}, {2, 4}}, // out of order; heads 0 and 2 split, a part over heads 0-1
+		{{9, 10}, {3, 4}, {5, 6}, {0, 1}, {7, 8}, {1, 2}, {4, 5}, {6, 7}, {2, 3}, {8, 9}}, // item by item
+	} {
+		heads := make([]AttendHead, 4)
+		for h := range heads {
+			heads[h].Out = make([]float32, group*hd)
+			for i := range heads[h].Out {
+				heads[h].Out[i] = nan
+			}
+		}
+		ds.setRuns()
+		done := make([]bool, len(items))
+		for _, p := range parts {
+			ds.finish(heads, p[0], p[1], group, hd)
+			for i := p[0]; i < p[1]; i++ {
+				done[i] = true
+			}
+			for h := range heads {
+				all := true
+				for i, it := range items {
+					all = all && (it.head != h || done[i])
+				}
+				got := heads[h].Out
+				if !all {
+					if !math.IsNaN(float64(got[0])) {
+						t.Fatalf("parts %v: head %d merged after part %v, before its last item", parts, h, p)
+					}
+					continue
+				}
+				if !slices.Equal(got, want[h]) {
+					t.Fatalf("parts %v: head %d after part %v: %v, want %v", parts, h, p, got, want[h])
+				}
+			}
+		}
+	}
+}
+
 // TestAttendShared: decodeScratch.markShared marks the heads of a window whose key block lists
 // another head of it reads too (a prompt's tokens: prefixes of one list), and not heads with lists
 // of their own, even over the same blocks (forked sequences), nor heads outside the window; in f32
