@@ -234,15 +234,26 @@ func benchAttendAB(b *testing.B, tc abCase) {
 	b.ReportMetric(float64(median(tcg).Microseconds())/1000, "ms-contig")
 	b.ReportMetric(median(ratios), "paged/contig")
 	// The process's CPU time (every thread, so also the workers' spinning between tasks; with
-	// -cpu 1 the caller's alone), which a shared machine's load changes far less than wall time.
-	b.ReportMetric(float64(median(cp).Microseconds())/1000, "ms-cpu-paged")
-	b.ReportMetric(float64(median(ccg).Microseconds())/1000, "ms-cpu-contig")
+	// -cpu 1 the caller's alone), which a shared machine's load changes far less than wall time;
+	// summed over the run (meanCPU).
+	b.ReportMetric(float64(meanCPU(cp).Microseconds())/1000, "ms-cpu-paged")
+	b.ReportMetric(float64(meanCPU(ccg).Microseconds())/1000, "ms-cpu-contig")
 }
 
 // median returns the median of v (which it sorts).
 func median[T int64 | float64 | time.Duration](v []T) T {
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// meanCPU is the mean of per-iteration processCPU differences: their sum (which the scheduler's
+// late accounting of other threads does not bias, unlike a median) over their count.
+func meanCPU(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(max(len(d), 1))
 }
 
 // TestAttendDecodeMatchesContig: the model's attention (attend: all query heads of a kv head per
