@@ -80,6 +80,21 @@
 	VMOVUPS   X0, (DX); \
 	ADDQ      BX, DX
 
+// P8ARGS loads the arguments dot64Q8P and dot128Q8P share (defined before any TEXT, so that go
+// vet does not check their names against another function's frame): the weights at SI, their
+// panel groups' stride in bytes R8; the scales at BX, their stride in bytes R10; xq at DI, xs at
+// DX, corr at R12; the blocks CX.
+#define P8ARGS \
+	MOVQ wp+0(FP), SI; \
+	MOVQ ldw+8(FP), R8; \
+	MOVQ sp+16(FP), BX; \
+	MOVQ lds+24(FP), R10; \
+	SHLQ $2, R10; \
+	MOVQ xq+32(FP), DI; \
+	MOVQ xs+40(FP), DX; \
+	MOVQ corr+48(FP), R12; \
+	MOVQ nb+56(FP), CX
+
 // func gemm4x6F32(w *float32, ldw int, x *float32, ldx int, k int, dst *float32, ldd int, acc int)
 //
 // The matrix-matrix micro-kernel: dst[i, r] (+)= Σ_c w[r, c]·x[i, c] for 4 weight rows r and 6
@@ -1011,19 +1026,11 @@ p8done:
 // four quarters of a thread's range as four sequential streams (panelRange). Eight 64-byte loads
 // and eight VPDPBUSD per group of four columns; the same results as dot32Q8P per group.
 TEXT ·dot128Q8P(SB), NOSPLIT, $0-72
-	MOVQ   wp+0(FP), SI
-	MOVQ   ldw+8(FP), R8
+	P8ARGS
 	LEAQ   (SI)(R8*2), R9
 	ADDQ   R8, R9
-	MOVQ   sp+16(FP), BX
-	MOVQ   lds+24(FP), R10
-	SHLQ   $2, R10
 	LEAQ   (BX)(R10*2), R11
 	ADDQ   R10, R11
-	MOVQ   xq+32(FP), DI
-	MOVQ   xs+40(FP), DX
-	MOVQ   corr+48(FP), R12
-	MOVQ   nb+56(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1072,15 +1079,7 @@ p84done:
 // would read one a call, at about half the rate of four streams. The same results as dot32Q8P
 // per group.
 TEXT ·dot64Q8P(SB), NOSPLIT, $0-72
-	MOVQ   wp+0(FP), SI
-	MOVQ   ldw+8(FP), R8
-	MOVQ   sp+16(FP), BX
-	MOVQ   lds+24(FP), R10
-	SHLQ   $2, R10
-	MOVQ   xq+32(FP), DI
-	MOVQ   xs+40(FP), DX
-	MOVQ   corr+48(FP), R12
-	MOVQ   nb+56(FP), CX
+	P8ARGS
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
