@@ -2,13 +2,13 @@ package cpu
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/chainedsql/chainedsql/inference/hugemem"
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 )
 
 // Qwen2.5-0.5B shapes.
@@ -452,7 +452,7 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 	if !use512() && !useAVX2() {
 		b.Skip("AVX-512 and AVX2 only")
 	}
-	defer withThreads(runtime.GOMAXPROCS(0))()
+	defer withThreads(benchprocs.Threads(b))()
 	var mem hugemem.Arena
 	defer mem.Free()
 	layers := hugeLayers(&mem, dt)
@@ -513,7 +513,7 @@ func BenchmarkQ8Stream(b *testing.B) {
 	if !useVNNI() {
 		b.Skip("AVX512_VNNI only")
 	}
-	defer withThreads(runtime.GOMAXPROCS(0))()
+	defer withThreads(benchprocs.Threads(b))()
 	was := q8QuartersForce.Load()
 	defer q8QuartersForce.Store(was)
 	var mem hugemem.Arena

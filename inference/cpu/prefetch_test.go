@@ -3,12 +3,13 @@ package cpu
 import (
 	"cmp"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 )
 
 // span is n bytes at address p.
@@ -296,7 +297,7 @@ func BenchmarkAttendPrefetchAB(b *testing.B) {
 func benchAttendPrefetch(b *testing.B, kv16 bool) {
 	was := attendPrefetch.Load()
 	defer attendPrefetch.Store(was)
-	defer withThreads(runtime.GOMAXPROCS(0))()
+	defer withThreads(benchprocs.Threads(b))()
 	const layers, kvh, group, hd, n, block = 24, 2, 7, 64, 2048, 256
 	rng := rand.New(rand.NewPCG(35, 1))
 	heads := make([][]AttendHead, layers)

@@ -2,13 +2,13 @@ package qwen2
 
 import (
 	"math"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 )
 
 // The A/B of the paged KV cache against the contiguous one it replaced (main at 82d1e87): that
@@ -175,7 +175,7 @@ type abCase struct {
 // to back, so a change of load hits both). It also checks that both give the
 // same attention output within rounding.
 func BenchmarkAttendAB(b *testing.B) {
-	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	cpu.SetThreads(benchprocs.Threads(b))
 	for _, tc := range []abCase{
 		{"decode-2048", 1, 2048, 1},
 		{"decode-batch8-1024", 8, 1024, 1},

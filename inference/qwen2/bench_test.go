@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -54,7 +54,7 @@ func model05B(b *testing.B, wt WeightType) *Model { return model05BOpts(b, Optio
 
 func model05BOpts(b *testing.B, opts Options) *Model {
 	b.Helper()
-	cpu.SetThreads(runtime.GOMAXPROCS(0)) // follow -cpu
+	cpu.SetThreads(benchprocs.Threads(b)) // follow -cpu
 	bench05.once.Do(func() {
 		if dir := os.Getenv("CHAINEDSQL_BENCH_05B"); dir != "" {
 			// A kept checkpoint: written on first use, reused by later processes.
@@ -256,7 +256,7 @@ func BenchmarkAttendDecodeBlocks(b *testing.B) {
 }
 
 func benchAttendDecode(b *testing.B, block int) {
-	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	cpu.SetThreads(benchprocs.Threads(b))
 	const n = 2048
 	m, c, s := attendSetup(b, block, n, false)
 	spans := []span{{step: 0, lo: 0, hi: 1}}
@@ -309,7 +309,7 @@ func attendSetup(b *testing.B, block, n int, kv16 bool) (*Model, *Cache, *scratc
 // to back, so a change of load hits both). It checks that the outputs are close (the rounding of
 // the values only).
 func BenchmarkAttendKV(b *testing.B) {
-	cpu.SetThreads(runtime.GOMAXPROCS(0))
+	cpu.SetThreads(benchprocs.Threads(b))
 	const n = 2048
 	type variant struct {
 		name      string
