@@ -100,7 +100,7 @@ func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //go:noescape
 func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 
-// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+// dot4BF16P without software prefetch, for four rows far apart (the AVX-512 decode plans'
 // quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
 // prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
 // on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
@@ -236,7 +236,7 @@ func avx2MvBF16(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 //go:noescape
 func avx2MvBF16P(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 
-// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+// dot4BF16P without software prefetch, for four rows far apart (the AVX-512 decode plans'
 // quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
 // prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
 // on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).

@@ -795,7 +795,7 @@ bfpdone:
 // func dot4BF16PFar(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 // Requires: AVX, AVX512F
 TEXT ·dot4BF16PFar(SB), NOSPLIT, $0-40
-	// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+	// dot4BF16P without software prefetch, for four rows far apart (the AVX-512 decode plans'
 	// quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
 	// prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
 	// on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).
@@ -1978,7 +1978,7 @@ bfpdone:
 // func avx2MvBF16PFar(w *uint16, ldw int, x *float32, k int, dst *float32, nrows int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·avx2MvBF16PFar(SB), NOSPLIT, $0-48
-	// dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's
+	// dot4BF16P without software prefetch, for four rows far apart (the AVX-512 decode plans'
 	// quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware
 	// prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P
 	// on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).

@@ -175,23 +175,27 @@ func DecodePlan() Plan {
 }
 
 // planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
-// kernels as they are, but for variants measured on Zen 5 (docs/BENCHMARKS.md): bf16 decode
-// on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four rows with
-// PREFETCHT2, q8 decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), 2-5%, and q8 decode
-// reading each part of rows as four streams (Q8Quarters), medians 1-26% and bests 17-33% faster
-// than adjacent rows, and so bf16 and f32 decode (BF16Quarters, F32Quarters), medians 6-22% and
-// 11-24%, and q8 weights held in panels (Q8Panels), decode 10-17% faster; no
-// other CPU was there to measure, so only the zen5 class takes them. The avx2 class reads q8,
-// bf16 and f32 decode in quarters too: on Zen 5 with AVX-512 switched off, decode q8 24-27%,
-// bf16 36-50% and f32 36-45% faster than on adjacent rows, bf16 and f32 from even with
-// llama.cpp's AVX2 build to ahead of it
-// (docs/BENCHMARKS.md, "Issue 30: the AVX2 tier against llama.cpp's AVX2 build"); four streams
-// per thread keep more DRAM requests in flight whatever the vector width, and on an AVX2-only
-// CPU, Zen 3, the layers' products ran faster in quarters: q8 12% with avx2Dot4Q8I, 23-39%
-// with avx2Dot4Q8IFar, bf16 20-21%, f32 8-12% (BenchmarkQ8QuartersAB, BenchmarkBF16QuartersAB,
-// BenchmarkF32QuartersAB; "Issue 30 on an AVX2-only CPU"). (An f32 decode
-// kernel with software prefetch, 8 KiB ahead or the next group of four rows, was 5-15% slower
-// than the plain one on Zen 5, so no class has it.)
+// kernels; the variants are the ones measured on Zen 5 (docs/BENCHMARKS.md). Two kinds:
+//
+//   - How decode walks memory, which every class with SIMD takes: each part of rows a thread
+//     takes read as four sequential streams, its quarters (Q8Quarters, BF16Quarters,
+//     F32Quarters), and on AVX512_VNNI q8 weights held in panels (Q8Panels). Four streams per
+//     thread keep more DRAM reads in flight, whatever the core: on Zen 5 the layers' products
+//     ran 19-29% faster in quarters at two threads (q8 22-27%, bf16 19-20%, f32 21-29%) and
+//     the panels decode q8 10-17% faster; on an AVX2-only Zen 3, quarters 8-39%; with AVX-512
+//     switched off on Zen 5, 24-50%. The panels also take a quarter of the row kernel's
+//     instructions per weight and no horizontal sums, which matters most where a zmm
+//     instruction costs two (Zen 4's 256-bit datapath). Zen 4 and Intel were not there to
+//     measure; both variants give the same bits as the paths they replace but for the panels'
+//     summation order (Q8Panels), so a class can take or drop them on measurement alone.
+//   - Tweaks of the row kernels measured on Zen 5 only, which only the zen5 class takes: bf16
+//     decode on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four
+//     rows with PREFETCHT2, and q8 row decode prefetching 16 KiB ahead instead of 8
+//     (Q8Prefetch), even to 5% faster. With the quarters and panels on, BF16Rows8 changes
+//     nothing and Q8Prefetch reaches only q8 rows outside panels and beyond a range's quarters.
+//
+// (An f32 decode kernel with software prefetch, 8 KiB ahead or the next group of four rows, was
+// 5-15% slower than the plain one on Zen 5, so no class has it.)
 func planFor(m Machine, tier int) Plan {
 	p := Plan{Kernels: tierKernels(tier), Q8Prefetch: q8PrefetchDefault}
 	switch {
@@ -199,26 +203,31 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "go"
 	case tier == tierAVX2:
 		p.Name = "avx2"
-		p.Q8Quarters = true
-		p.BF16Quarters = true
-		p.F32Quarters = true
+		p.quarters()
 	case m.Uarch == "zen4":
 		p.Name = "zen4"
+		p.quarters()
+		p.Q8Panels = true
 	case m.Datapath512 == 256:
 		p.Name = "avx512-256"
+		p.quarters()
+		p.Q8Panels = true
 	case m.Uarch == "zen5":
 		p.Name = "zen5"
 		p.BF16Rows8 = true
 		p.Q8Prefetch = 16384
-		p.Q8Quarters = true
-		p.BF16Quarters = true
-		p.F32Quarters = true
+		p.quarters()
 		p.Q8Panels = true
 	default:
 		p.Name = "avx512"
+		p.quarters()
+		p.Q8Panels = true
 	}
 	return p
 }
+
+// quarters sets the three dtypes' decode in quarters (Q8Quarters, BF16Quarters, F32Quarters).
+func (p *Plan) quarters() { p.Q8Quarters, p.BF16Quarters, p.F32Quarters = true, true, true }
 
 // readMachine reads the Machine with CPUID.
 func readMachine() Machine {

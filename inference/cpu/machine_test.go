@@ -40,7 +40,7 @@ func TestPlanFor(t *testing.T) {
 		rows8   bool
 		q8pf    int
 	}{
-		{Machine{Uarch: "zen5", Datapath512: 512}, tier512, "zen5", "avx512", true, 16384}, // and the quarters
+		{Machine{Uarch: "zen5", Datapath512: 512}, tier512, "zen5", "avx512", true, 16384},
 		{Machine{Uarch: "intel", Datapath512: 512}, tier512, "avx512", "avx512", false, 8192},
 		{Machine{Uarch: "zen4", Datapath512: 256}, tier512, "zen4", "avx512", false, 8192},
 		{Machine{Uarch: "zen4", Datapath512: 512}, tier512, "zen4", "avx512", false, 8192}, // the family decides
@@ -51,11 +51,12 @@ func TestPlanFor(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := planFor(c.m, c.tier)
-		quarters := c.name == "zen5" || c.name == "avx2"
+		quarters := c.tier != tierGo // every SIMD class reads decode in quarters
+		panels := c.tier == tier512  // and every AVX-512 class holds q8 in panels (used with VNNI)
 		if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 || p.Q8Prefetch != c.q8pf ||
-			p.Q8Quarters != quarters || p.BF16Quarters != quarters || p.F32Quarters != quarters {
-			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d, Q8Quarters, BF16Quarters, F32Quarters %v",
-				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf, quarters)
+			p.Q8Quarters != quarters || p.BF16Quarters != quarters || p.F32Quarters != quarters || p.Q8Panels != panels {
+			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d, Q8Quarters, BF16Quarters, F32Quarters %v, Q8Panels %v",
+				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf, quarters, panels)
 		}
 	}
 }

@@ -318,7 +318,7 @@ func mvKernels() []*mvKernel {
 			loop:  func(g *gen, r *mvRegs) { g.mvBF16P(r, true) }},
 		{name512: "dot4BF16PFar", name2: "avx2MvBF16PFar", wtype: "uint16", shift: 1, twoAcc: true,
 			doc: []string{
-				"dot4BF16P without software prefetch, for four rows far apart (the zen5 decode plan's",
+				"dot4BF16P without software prefetch, for four rows far apart (the AVX-512 decode plans'",
 				"quarters: ldw a quarter of a thread's rows, four sequential DRAM streams that the hardware",
 				"prefetcher follows); the same results to the bit. In one process alternating with dot8BF16P",
 				"on adjacent rows it ran 6-22% faster on Zen 5 over the 0.5B layers (docs/BENCHMARKS.md).",
