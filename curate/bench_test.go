@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -21,6 +22,7 @@ import (
 // CHAINEDSQL_BENCH_KEEP=DIR keeps the run and the last dataset as DIR/run and DIR/dataset (the
 // viewer's benchmarks read them, see view/bench_test.go).
 func BenchmarkBuild(b *testing.B) {
+	benchprocs.Threads(b) // Build's workers follow GOMAXPROCS (-cpu)
 	keep := os.Getenv("CHAINEDSQL_BENCH_KEEP")
 	n := 3000
 	if os.Getenv("CHAINEDSQL_BENCH_FULL") == "1" {

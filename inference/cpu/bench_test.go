@@ -266,6 +266,7 @@ func BenchmarkGemmAB(b *testing.B) {
 		for _, sh := range [][2]int{{qInter, qHidden}, {qHidden, qInter}} {
 			w := fastMatrix(dt, sh[0], sh[1], 4)
 			b.Run(fmt.Sprintf("%v/%dx%dx%d", dt, n, sh[1], sh[0]), func(b *testing.B) {
+				defer withThreads(benchprocs.Threads(b))()
 				var fast, plain []float64
 				flop := 2 * float64(n*sh[0]*sh[1])
 				for b.Loop() {
@@ -350,6 +351,7 @@ func BenchmarkDecodeFusedAB(b *testing.B) {
 		q, k, v := make([]float32, qHidden), make([]float32, qKV), make([]float32, qKV)
 		g, u, o := make([]float32, qInter), make([]float32, qInter), make([]float32, qHidden)
 		b.Run(dt.String(), func(b *testing.B) {
+			defer withThreads(benchprocs.Threads(b))()
 			var fused, plain []float64
 			for b.Loop() {
 				for _, fuse := range []bool{true, false} {
@@ -492,7 +494,7 @@ func decodeAB(b *testing.B, dt DType, names []string, set func(i int)) {
 }
 
 // BenchmarkQ8QuartersAB times one q8 decode token's layer products read in quarters
-// (matVecQuarters, the zen5 and avx2 plans') against four adjacent rows per call (dot4Q8VNNI
+// (matVecQuarters, every SIMD plan's) against four adjacent rows per call (dot4Q8VNNI
 // with its prefetch; on the AVX2 tier avx2Dot4Q8IFar against avx2Dot4Q8I); see decodeAB.
 func BenchmarkQ8QuartersAB(b *testing.B) {
 	if !useVNNI() && !useAVX2() {
@@ -574,7 +576,7 @@ func BenchmarkQ8Stream(b *testing.B) {
 }
 
 // BenchmarkBF16QuartersAB times one bf16 decode token's layer products read in quarters
-// (matVecQuarters with dot4BF16PFar, the zen5 plan's; avx2MvBF16P, the avx2 plan's) against
+// (matVecQuarters with dot4BF16PFar, the AVX-512 plans'; avx2MvBF16P, the avx2 plan's) against
 // adjacent rows (dot8BF16P with its prefetch where the plan takes it, else dot4BF16P;
 // avx2MvBF16P); see decodeAB.
 func BenchmarkBF16QuartersAB(b *testing.B) {
@@ -587,7 +589,7 @@ func BenchmarkBF16QuartersAB(b *testing.B) {
 }
 
 // BenchmarkF32QuartersAB times one f32 decode token's layer products read in quarters
-// (matVecQuarters with dot4F32, the zen5 plan's; avx2MvF32, the avx2 plan's) against four
+// (matVecQuarters with dot4F32, the AVX-512 plans'; avx2MvF32, the avx2 plan's) against four
 // adjacent rows per call; see decodeAB.
 func BenchmarkF32QuartersAB(b *testing.B) {
 	if !use512() && !useAVX2() {

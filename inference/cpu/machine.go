@@ -179,7 +179,8 @@ func DecodePlan() Plan {
 //
 //   - How decode walks memory, which every class with SIMD takes: each part of rows a thread
 //     takes read as four sequential streams, its quarters (Q8Quarters, BF16Quarters,
-//     F32Quarters), and on AVX512_VNNI q8 weights held in panels (Q8Panels). Four streams per
+//     F32Quarters; for q8 on AVX-512 with VNNI only), and on AVX512_VNNI q8 weights held in
+//     panels (Q8Panels). Four streams per
 //     thread keep more DRAM reads in flight, whatever the core: on Zen 5 the layers' products
 //     ran 19-29% faster in quarters at two threads (q8 22-27%, bf16 19-20%, f32 21-29%) and
 //     the panels decode q8 10-17% faster; on an AVX2-only Zen 3, quarters 8-39%; with AVX-512
@@ -222,6 +223,9 @@ func planFor(m Machine, tier int) Plan {
 		p.Name = "avx512"
 		p.quarters()
 		p.Q8Panels = true
+	}
+	if tier == tier512 && !hasVNNI { // the q8 variants are VNNI kernels'; without VNNI q8 is widened
+		p.Q8Quarters, p.Q8Panels, p.Q8Prefetch = false, false, q8PrefetchDefault
 	}
 	return p
 }

@@ -49,14 +49,26 @@ func TestPlanFor(t *testing.T) {
 		{Machine{Uarch: "zen3"}, tierAVX2, "avx2", "avx2", false, 8192},
 		{Machine{}, tierGo, "go", "go", false, 8192},
 	}
-	for _, c := range cases {
-		p := planFor(c.m, c.tier)
-		quarters := c.tier != tierGo // every SIMD class reads decode in quarters
-		panels := c.tier == tier512  // and every AVX-512 class holds q8 in panels (used with VNNI)
-		if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 || p.Q8Prefetch != c.q8pf ||
-			p.Q8Quarters != quarters || p.BF16Quarters != quarters || p.F32Quarters != quarters || p.Q8Panels != panels {
-			t.Errorf("planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d, Q8Quarters, BF16Quarters, F32Quarters %v, Q8Panels %v",
-				c.m, c.tier, p, c.name, c.kernels, c.rows8, c.q8pf, quarters, panels)
+	defer func(v bool) { hasVNNI = v }(hasVNNI)
+	for _, vnni := range []bool{true, false} {
+		hasVNNI = vnni
+		for _, c := range cases {
+			p := planFor(c.m, c.tier)
+			quarters := c.tier != tierGo // every SIMD class reads decode in quarters
+			panels := c.tier == tier512  // and every AVX-512 class holds q8 in panels,
+			q8 := quarters               // q8's on AVX-512 with VNNI only
+			q8pf := c.q8pf
+			if c.tier == tier512 && !vnni {
+				panels, q8, q8pf = false, false, q8PrefetchDefault
+			}
+			if p.Name != c.name || !strings.HasPrefix(p.Kernels, c.kernels) || p.BF16Rows8 != c.rows8 || p.Q8Prefetch != q8pf ||
+				p.Q8Quarters != q8 || p.BF16Quarters != quarters || p.F32Quarters != quarters || p.Q8Panels != panels {
+				t.Errorf("VNNI %v: planFor(%+v, %d) = %+v, want %s with %s kernels, BF16Rows8 %v, Q8Prefetch %d, Q8Quarters %v, BF16Quarters and F32Quarters %v, Q8Panels %v",
+					vnni, c.m, c.tier, p, c.name, c.kernels, c.rows8, q8pf, q8, quarters, panels)
+			}
+			if s := p.String(); !vnni && c.tier == tier512 && (strings.Contains(s, "q8") || !strings.Contains(s, "bf16 decode in quarters")) {
+				t.Errorf("VNNI off: %s: plan %q names a q8 variant or lacks the bf16 quarters", c.name, s)
+			}
 		}
 	}
 }

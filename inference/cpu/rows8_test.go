@@ -138,7 +138,7 @@ func TestQ8Prefetch(t *testing.T) {
 }
 
 // TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters with dot4Q8VNNIFar, the
-// zen5 plan's; on the AVX2 tier avx2Dot4Q8IFar, the avx2 plan's) gives the adjacent-row kernels'
+// AVX-512 plans' with VNNI; on the AVX2 tier avx2Dot4Q8IFar, the avx2 plan's) gives the adjacent-row kernels'
 // results to the bit (dot4Q8VNNI; avx2Dot4Q8I), over shapes whose ranges leave rows beyond four
 // quarters and columns beyond a multiple of 64, alone and fused, on 1-3 threads, on the AVX-512
 // (with VNNI) and AVX2 tiers this CPU has; and that only one input row takes it.
@@ -172,7 +172,7 @@ func q8Quarters(t *testing.T) {
 }
 
 // TestFPQuarters checks that bf16 and f32 decode read in quarters (matVecQuarters with
-// dot4BF16PFar and dot4F32, the zen5 plan's; on the AVX2 tier avx2MvBF16PFar and avx2MvF32, the
+// dot4BF16PFar and dot4F32, the AVX-512 plans'; on the AVX2 tier avx2MvBF16PFar and avx2MvF32, the
 // avx2 plan's) give the adjacent-row kernels' results to the bit (dot8BF16P or dot4BF16P, dot4F32
 // on four adjacent rows; avx2MvBF16P and avx2MvF32 on adjacent rows), over shapes whose ranges leave
 // rows beyond four quarters and columns beyond a multiple of 8, 16 or 32, alone and fused, on

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/internal/benchprocs"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -101,6 +103,7 @@ func BenchmarkSharedPrompt(b *testing.B) {
 		prompts := tinyShared(8, 1024, 32)
 		for _, share := range []bool{true, false} {
 			b.Run(fmt.Sprintf("%s/share=%v", filepath.Base(dir), share), func(b *testing.B) {
+				cpu.SetThreads(benchprocs.Threads(b)) // the kernels' threads and the sampling workers follow -cpu
 				cfg := generate.Config{MaxBatch: 8}
 				if !share {
 					cfg.CacheTokens = -1

@@ -175,7 +175,6 @@ type abCase struct {
 // to back, so a change of load hits both). It also checks that both give the
 // same attention output within rounding.
 func BenchmarkAttendAB(b *testing.B) {
-	cpu.SetThreads(benchprocs.Threads(b))
 	for _, tc := range []abCase{
 		{"decode-2048", 1, 2048, 1},
 		{"decode-batch8-1024", 8, 1024, 1},
@@ -187,6 +186,7 @@ func BenchmarkAttendAB(b *testing.B) {
 }
 
 func benchAttendAB(b *testing.B, tc abCase) {
+	cpu.SetThreads(benchprocs.Threads(b))
 	m, paged, contig, spans, sa, sb := abSetup(tc, 0, 0)
 	c := &m.cfg
 	hd, L := c.HeadDim, c.NumHiddenLayers

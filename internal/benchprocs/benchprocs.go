@@ -18,7 +18,9 @@ import (
 // package runs every test once per value first, leaving GOMAXPROCS at the last, and a
 // benchmark's first round (all of a b.Loop benchmark's measuring) then runs under it, so the
 // first row would carry one thread count and be measured on another. One value per process, or
-// a list that ends with its first value (-cpu 2,1,2), measures every row as labelled.
+// a list that ends with its first value (-cpu 2,1,2), measures every row as labelled. Call it in
+// the benchmark that measures: a parent that only calls b.Run runs once, at the GOMAXPROCS the
+// tests left, whatever the rows of its sub-benchmarks say.
 func Threads(tb testing.TB) int {
 	tb.Helper()
 	if f := flag.Lookup("test.cpu"); f != nil {
@@ -48,6 +50,10 @@ func Check(list string) error {
 	if len(vals) < 2 || vals[0] == vals[len(vals)-1] {
 		return nil
 	}
-	return fmt.Errorf("benchprocs: under -cpu %s the first row (-%d) would run with GOMAXPROCS %d, the list's last value (golang/go#49980): run one -cpu value per process, or end the list with its first value (-cpu %s,%d)",
-		list, vals[0], vals[len(vals)-1], list, vals[0])
+	fixed := make([]string, 0, len(vals)+1)
+	for _, v := range append(vals, vals[0]) {
+		fixed = append(fixed, strconv.Itoa(v))
+	}
+	return fmt.Errorf("benchprocs: under -cpu %s the first row (-%d) would run with GOMAXPROCS %d, the list's last value (golang/go#49980): run one -cpu value per process, or end the list with its first value (-cpu %s)",
+		list, vals[0], vals[len(vals)-1], strings.Join(fixed, ","))
 }

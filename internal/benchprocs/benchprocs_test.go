@@ -18,6 +18,7 @@ func TestCheck(t *testing.T) {
 		{"1,2", "(-cpu 1,2,1)"},
 		{"1,2,4", "GOMAXPROCS 4"},
 		{"2,x", `"2,x"`},
+		{"2,1,", "(-cpu 2,1,2)"},
 	} {
 		err := Check(tc.list)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
