@@ -169,13 +169,14 @@ func DecodePlan() Plan {
 	if p := plans[id].Load(); p != nil {
 		return *p
 	}
-	p := planFor(CPU(), id)
+	p := planFor(CPU(), id, hasVNNI)
 	plans[id].Store(&p)
 	return p
 }
 
-// planFor chooses the plan of machine m with kernel tier tier. Every class runs its tier's
-// kernels; the variants are the ones measured on Zen 5 (docs/BENCHMARKS.md). Two kinds:
+// planFor chooses the plan of machine m with kernel tier tier, AVX512_VNNI there or not (vnni).
+// Every class runs its tier's kernels; the variants are the ones measured on Zen 5
+// (docs/BENCHMARKS.md). Two kinds:
 //
 //   - How decode walks memory, which every class with SIMD takes: each part of rows a thread
 //     takes read as four sequential streams, its quarters (Q8Quarters, BF16Quarters,
@@ -197,7 +198,7 @@ func DecodePlan() Plan {
 //
 // (An f32 decode kernel with software prefetch, 8 KiB ahead or the next group of four rows, was
 // 5-15% slower than the plain one on Zen 5, so no class has it.)
-func planFor(m Machine, tier int) Plan {
+func planFor(m Machine, tier int, vnni bool) Plan {
 	p := Plan{Kernels: tierKernels(tier), Q8Prefetch: q8PrefetchDefault}
 	switch {
 	case tier == tierGo:
@@ -224,7 +225,7 @@ func planFor(m Machine, tier int) Plan {
 		p.quarters()
 		p.Q8Panels = true
 	}
-	if tier == tier512 && !hasVNNI { // the q8 variants are VNNI kernels'; without VNNI q8 is widened
+	if tier == tier512 && !vnni { // the q8 variants are VNNI kernels'; without VNNI q8 is widened
 		p.Q8Quarters, p.Q8Panels, p.Q8Prefetch = false, false, q8PrefetchDefault
 	}
 	return p

@@ -49,11 +49,9 @@ func TestPlanFor(t *testing.T) {
 		{Machine{Uarch: "zen3"}, tierAVX2, "avx2", "avx2", false, 8192},
 		{Machine{}, tierGo, "go", "go", false, 8192},
 	}
-	defer func(v bool) { hasVNNI = v }(hasVNNI)
 	for _, vnni := range []bool{true, false} {
-		hasVNNI = vnni
 		for _, c := range cases {
-			p := planFor(c.m, c.tier)
+			p := planFor(c.m, c.tier, vnni)
 			quarters := c.tier != tierGo // every SIMD class reads decode in quarters
 			panels := c.tier == tier512  // and every AVX-512 class holds q8 in panels,
 			q8 := quarters               // q8's on AVX-512 with VNNI only
