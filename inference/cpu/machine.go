@@ -181,10 +181,9 @@ func DecodePlan() Plan {
 //   - How decode walks memory, which every class with SIMD takes: each part of rows a thread
 //     takes read as four sequential streams, its quarters (Q8Quarters, BF16Quarters,
 //     F32Quarters; for q8 on AVX-512 with VNNI only), and on AVX512_VNNI q8 weights held in
-//     panels (Q8Panels). Four streams per
-//     thread keep more DRAM reads in flight, whatever the core: on Zen 5 the layers' products
-//     ran 19-29% faster in quarters at two threads (q8 22-27%, bf16 19-20%, f32 21-29%) and
-//     the panels decode q8 10-17% faster; on an AVX2-only Zen 3, quarters 8-39%; with AVX-512
+//     panels (Q8Panels). Four streams per thread keep more DRAM reads in flight, whatever the
+//     core: on Zen 5 the layers' products ran 19-29% faster in quarters at two threads (q8
+//     22-27%, bf16 19-20%, f32 21-29%) and the panels decode q8 10-17% faster; on an AVX2-only Zen 3, quarters 8-39%; with AVX-512
 //     switched off on Zen 5, 24-50%. The panels also take a quarter of the row kernel's
 //     instructions per weight and no horizontal sums, which matters most where a zmm
 //     instruction costs two (Zen 4's 256-bit datapath). Zen 4 and Intel were not there to

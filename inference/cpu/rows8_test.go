@@ -138,8 +138,8 @@ func TestQ8Prefetch(t *testing.T) {
 }
 
 // TestQ8Quarters checks that q8 decode read in quarters (matVecQuarters with dot4Q8VNNIFar, the
-// AVX-512 plans' with VNNI; on the AVX2 tier avx2Dot4Q8IFar, the avx2 plan's) gives the adjacent-row kernels'
-// results to the bit (dot4Q8VNNI; avx2Dot4Q8I), over shapes whose ranges leave rows beyond four
+// AVX-512 plans' with VNNI; on the AVX2 tier avx2Dot4Q8IFar, the avx2 plan's) gives the
+// adjacent-row kernels' results to the bit (dot4Q8VNNI; avx2Dot4Q8I), over shapes whose ranges leave rows beyond four
 // quarters and columns beyond a multiple of 64, alone and fused, on 1-3 threads, on the AVX-512
 // (with VNNI) and AVX2 tiers this CPU has; and that only one input row takes it.
 func TestQ8Quarters(t *testing.T) {

@@ -103,6 +103,7 @@ func BenchmarkSharedPrompt(b *testing.B) {
 		prompts := tinyShared(8, 1024, 32)
 		for _, share := range []bool{true, false} {
 			b.Run(fmt.Sprintf("%s/share=%v", filepath.Base(dir), share), func(b *testing.B) {
+				defer cpu.SetThreads(cpu.Threads())
 				cpu.SetThreads(benchprocs.Threads(b)) // the kernels' threads and the sampling workers follow -cpu
 				cfg := generate.Config{MaxBatch: 8}
 				if !share {
