@@ -215,6 +215,7 @@ func pipeValueRows(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j0, j1 int, p
 		acc = 1
 	}
 	cols := hd &^ 15 // the lanes of avx2Gemv7x16N, a last 8 for avx2Gemv7
+	vp, b16 := elemPtr(v, v16, 0)
 	for b := range blocks {
 		dst := o[b*rows7*hd:]
 		if group-b*rows7 < rows7 {
@@ -227,11 +228,7 @@ func pipeValueRows(cb *chunkBufs, c *pipeChunk, group, hd, blocks, j0, j1 int, p
 			if pv != nil && b == 0 {
 				pp, pl = pv.step(4*cols*k, cols/16*k) // a line a step: a row of 16 lanes
 			}
-			if v16 != nil {
-				avx2Gemv7x16N(unsafe.Pointer(&v16[0]), hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols, 1)
-			} else {
-				avx2Gemv7x16N(unsafe.Pointer(&v[0]), hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols, 0)
-			}
+			avx2Gemv7x16N(vp, hd, pb, n, 1, k, &dst[0], hd, acc, pp, pl, cols, b16)
 		}
 		if cols < hd { // 8 dimensions left
 			if pv != nil && b == 0 {

@@ -202,36 +202,29 @@ func planFor(m Machine, tier int, vnni bool) Plan {
 	switch {
 	case tier == tierGo:
 		p.Name = "go"
+		return p
 	case tier == tierAVX2:
 		p.Name = "avx2"
-		p.quarters()
 	case m.Uarch == "zen4":
 		p.Name = "zen4"
-		p.quarters()
-		p.Q8Panels = true
 	case m.Datapath512 == 256:
 		p.Name = "avx512-256"
-		p.quarters()
-		p.Q8Panels = true
 	case m.Uarch == "zen5":
 		p.Name = "zen5"
 		p.BF16Rows8 = true
-		p.Q8Prefetch = 16384
-		p.quarters()
-		p.Q8Panels = true
+		if vnni {
+			p.Q8Prefetch = 16384
+		}
 	default:
 		p.Name = "avx512"
-		p.quarters()
-		p.Q8Panels = true
 	}
-	if tier == tier512 && !vnni { // the q8 variants are VNNI kernels'; without VNNI q8 is widened
-		p.Q8Quarters, p.Q8Panels, p.Q8Prefetch = false, false, q8PrefetchDefault
-	}
+	// How decode walks memory, every SIMD class; q8's on AVX-512 are VNNI kernels' (without VNNI
+	// q8 is widened).
+	p.BF16Quarters, p.F32Quarters = true, true
+	p.Q8Quarters = tier == tierAVX2 || vnni
+	p.Q8Panels = tier == tier512 && vnni
 	return p
 }
-
-// quarters sets the three dtypes' decode in quarters (Q8Quarters, BF16Quarters, F32Quarters).
-func (p *Plan) quarters() { p.Q8Quarters, p.BF16Quarters, p.F32Quarters = true, true, true }
 
 // readMachine reads the Machine with CPUID.
 func readMachine() Machine {
