@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"syscall"
@@ -33,7 +34,9 @@ func BenchmarkKernelRate(b *testing.B) {
 			for b.Loop() {
 				f()
 			}
-			b.ReportMetric(float64(b.N)*float64(macs)/(threadCPU()-t0).Seconds()/1e9, "GMAC/s-cpu")
+			if cpu := threadCPU() - t0; cpu > 0 { // zero below the clock's tick (a short -benchtime)
+				b.ReportMetric(float64(b.N)*float64(macs)/cpu.Seconds()/1e9, "GMAC/s-cpu")
+			}
 		})
 	}
 	const c = 896
@@ -92,23 +95,40 @@ func BenchmarkKernelRate(b *testing.B) {
 		old := Threads()
 		SetThreads(1)
 		rng := rand.New(rand.NewPCG(uint64(n), 3))
-		k := randVec(rng, n*64)
+		k, v := randVec(rng, n*64), randVec(rng, n*64)
 		h := AttendHead{
 			Out: make([]float32, 7*64), Q: randVec(rng, 7*64),
-			K: toKeyTiles(k, n, 64, 256), V: toPaged(randVec(rng, n*64), n, 64, 256, true),
+			K: toKeyTiles(k, n, 64, 256), V: toPaged(v, n, 64, 256, true),
 		}
-		kRows := toPaged(k, n, 64, 256, true)
-		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { Attend([]AttendHead{h}, 7) })
+		// The products' operands: the keys by rows (n×64) and the values by columns (64×n,
+		// blocks of 256 positions), as MatMulPaged multiplies them.
+		vT := make([]float32, 64*n)
+		for j := range n {
+			for c := range 64 {
+				vT[c*n+j] = v[j*64+c]
+			}
+		}
+		kRows, vCols := toPaged(k, n, 64, 256, true), toPaged(vT, 64, n, 256, false)
 		// The same attention as two matrix-vector products through the blocks with a softmax
-		// between (what qwen2's decode ran before Attend), for comparison.
-		sc := make([]float32, 7*n)
-		rate(fmt.Sprintf("attend/paged-mv-%d", n), 2*7*64*n, func() {
+		// between (what qwen2's decode ran before Attend), for comparison; checked once against
+		// Attend, so that the two rates time the same result.
+		sc, mvOut := make([]float32, 7*n), make([]float32, 7*64)
+		mv := func() {
 			MatMulPaged(sc, kRows, h.Q, 7)
 			for r := range 7 {
 				Softmax(sc[r*n : (r+1)*n])
 			}
-			MatMulPaged(h.Out, h.V, sc, 7)
-		})
+			MatMulPaged(mvOut, vCols, sc, 7)
+		}
+		Attend([]AttendHead{h}, 7)
+		mv()
+		for i, want := range h.Out {
+			if d := math.Abs(float64(mvOut[i] - want)); d > 1e-4*(1+math.Abs(float64(want))) {
+				b.Fatalf("attend over %d keys: output %d: the products give %g, Attend %g", n, i, mvOut[i], want)
+			}
+		}
+		rate(fmt.Sprintf("attend/decode-%d", n), 2*7*64*n, func() { Attend([]AttendHead{h}, 7) })
+		rate(fmt.Sprintf("attend/paged-mv-%d", n), 2*7*64*n, mv)
 		SetThreads(old)
 	}
 }
