@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -310,5 +311,61 @@ func TestFailedEpisodeScoresZero(t *testing.T) {
 	var m map[string]string
 	if err := json.Unmarshal(raw, &m); err != nil || m["4"] != evaluate.BIRDSeparator+"shop" {
 		t.Errorf("failed task's prediction: %q, %v", m["4"], err)
+	}
+}
+
+// TestUnjudgedGold: a task whose gold SQL does not run is scored wrong (as BIRD's evaluation
+// does) and counted as unjudged, in the summary, its headline, the results and Score's report,
+// so that a low EX from gold SQL that fails on the dialect is not read as the policy's.
+func TestUnjudgedGold(t *testing.T) {
+	entries := append([]birdEntry(nil), evalEntries[:4]...)
+	entries[2].SQL = "SELECT COUNT(*) FROM no_such_table"
+	path := writeBIRD(t, entries)
+	tasks := loadBIRD(t, path)
+	dir := filepath.Join(t.TempDir(), "eval")
+	h, err := episode.ResolvePolicy("oracle", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := runEval(t, context.Background(), dir, "bird:"+path, tasks, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Eval.N != 4 || s.Eval.Correct != 3 || s.Eval.Unjudged != 1 {
+		t.Fatalf("summary: %+v", s.Eval)
+	}
+	if h := s.Eval.Headline(); !strings.HasSuffix(h, "; 1 of 4 unjudged: their gold SQL did not run") {
+		t.Errorf("headline %q", h)
+	}
+	back, err := evaluate.ReadSummary(dir)
+	if err != nil || back.Eval.Unjudged != 1 {
+		t.Fatalf("summary.json: %+v, %v", back, err)
+	}
+	var cmp strings.Builder
+	if err := evaluate.Compare(&cmp, []string{dir}); err != nil || !regexp.MustCompile(`(?m)^unjudged \(gold failed\)\s+1$`).MatchString(cmp.String()) {
+		t.Errorf("compare (%v):\n%s", err, cmp.String())
+	}
+	res, err := evaluate.ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if (r.GoldError != "") != (r.Index == 2) || (r.Index == 2 && r.Correct) {
+			t.Errorf("result %d: correct %v, gold error %q", r.Index, r.Correct, r.GoldError)
+		}
+	}
+	preds, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &sandbox.Connector{}
+	defer conn.Close()
+	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
+	if err != nil || rep.EX.Correct != 3 || rep.EX.Unjudged != 1 || rep.Items[2].GoldError == "" {
+		t.Fatalf("score: %+v, %v", rep, err)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "unjudged: 1 of 4, their gold SQL did not run") {
+		t.Errorf("score text:\n%s%v", text.String(), err)
 	}
 }

@@ -53,6 +53,9 @@ type ScoreItem struct {
 	// (the prediction names another database) or "gold_error".
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
+	// GoldError is why the gold SQL did not run, when it did not (the item is then unjudged,
+	// whatever Outcome reports first: BIRD's style reports a failed prediction before the gold).
+	GoldError string `json:"gold_error,omitempty"`
 }
 
 // ScoreReport is the outcome of Score.
@@ -123,7 +126,7 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	rep := &ScoreReport{Style: cfg.Style, KeepDistinct: cfg.KeepDistinct, Items: items, Outcomes: map[string]int{}}
 	er := make([]stats.EvalResult, len(items))
 	for i, it := range items {
-		er[i] = stats.EvalResult{Difficulty: it.Difficulty, Correct: it.Correct}
+		er[i] = stats.EvalResult{Difficulty: it.Difficulty, Correct: it.Correct, Unjudged: it.GoldError != ""}
 		rep.Outcomes[it.Outcome]++
 	}
 	rep.EX = stats.SummarizeEval(er)
@@ -148,7 +151,8 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	}
 	gold, ok := t.GoldFor(cfg.Dialect)
 	if !ok {
-		it.Outcome, it.Error = "gold_error", fmt.Sprintf("task has no gold SQL for %s", cfg.Dialect)
+		it.Outcome, it.Error = judge.OutcomeGoldError, fmt.Sprintf("task has no gold SQL for %s", cfg.Dialect)
+		it.GoldError = it.Error
 		return it, nil
 	}
 	db, err := cfg.Opener.Open(ctx, cfg.Dialect, t)
@@ -160,7 +164,7 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	if err != nil {
 		return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)
 	}
-	it.Correct, it.Ordered, it.Outcome, it.Error = v.Correct, v.Ordered, v.Outcome, v.Error
+	it.Correct, it.Ordered, it.Outcome, it.Error, it.GoldError = v.Correct, v.Ordered, v.Outcome, v.Error, v.GoldError
 	if v.PredSQL != p.SQL {
 		it.Executed = v.PredSQL
 	}
@@ -210,5 +214,8 @@ func (r *ScoreReport) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%s (%s style)\n%s\n%s\n%s\noutcomes: %s\n", r.EX.FormatEX(), style,
 		row("", names), row("count", counts), row("accuracy", accs), strings.Join(parts, ", "))
+	if err == nil && r.EX.Unjudged > 0 {
+		_, err = fmt.Fprintf(w, "unjudged: %d of %d, their gold SQL did not run (scored as wrong; gold_error in the JSON report)\n", r.EX.Unjudged, r.EX.N)
+	}
 	return err
 }

@@ -113,7 +113,7 @@ func newSummary(cfg *Config, results []*Result) *Summary {
 	}
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome(), r.GoldError)
 	}
 	s.Eval = stats.SummarizeEval(er)
 	return s
@@ -247,6 +247,7 @@ func Compare(w io.Writer, dirs []string) error {
 		row{"exec-ok", func(s *Summary) string { return pct(s.Eval.ExecOK) }},
 		row{"format violations", func(s *Summary) string { return pct(s.Eval.FormatViolationRate) }},
 		row{"avg turns", func(s *Summary) string { return fmt.Sprintf("%.2f", s.Eval.AvgTurns) }},
+		row{"unjudged (gold failed)", func(s *Summary) string { return fmt.Sprint(s.Eval.Unjudged) }},
 		row{"samples", func(s *Summary) string {
 			if s.Vote {
 				return fmt.Sprintf("%d (vote)", s.Samples)

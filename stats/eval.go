@@ -20,6 +20,9 @@ type EvalResult struct {
 	ExecOK           bool   `json:"exec_ok"`
 	Turns            int    `json:"turns"`
 	FormatViolations int    `json:"format_violations"`
+	// Unjudged is true when the task's gold SQL did not run on the dialect evaluated (or the
+	// task has none), so the answer could not be compared: Correct is then false.
+	Unjudged bool `json:"unjudged,omitempty"`
 }
 
 // EvalSummary is the headline of an evaluation: execution accuracy (EX) overall and by
@@ -44,6 +47,9 @@ type EvalSummary struct {
 	RowsWithViolation      int     `json:"rows_with_violation"`
 	RowsWithViolationShare float64 `json:"rows_with_violation_share"`
 	AvgTurns               float64 `json:"avg_turns"`
+	// Unjudged counts the results whose gold SQL did not run (EvalResult.Unjudged): EX counts
+	// them as wrong, as BIRD's evaluation does, and the headline says how many there are.
+	Unjudged int `json:"unjudged"`
 }
 
 // UnmarshalJSON reads an EvalSummary. A summary without rows_with_violation_share is of the
@@ -88,10 +94,11 @@ type DifficultyEX struct {
 	EX         float64 `json:"ex"`
 }
 
-// EvalResultOf returns the EvalResult of an outcome.
-func EvalResultOf(difficulty string, o rundir.Outcome) EvalResult {
+// EvalResultOf returns the EvalResult of an outcome; goldError is why the task's gold SQL did
+// not run ("" when it ran).
+func EvalResultOf(difficulty string, o rundir.Outcome, goldError string) EvalResult {
 	return EvalResult{Difficulty: difficulty, Correct: o.Correct, Converged: o.Converged, ExecOK: o.ExecOK, Turns: o.Turns,
-		FormatViolations: o.FormatViolations}
+		FormatViolations: o.FormatViolations, Unjudged: goldError != ""}
 }
 
 // Outcome returns the result's outcome.
@@ -112,6 +119,9 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 		}
 		o := r.Outcome()
 		all.Add(o)
+		if r.Unjudged {
+			s.Unjudged++
+		}
 		b.N++
 		if o.Correct {
 			b.Correct++
@@ -203,8 +213,13 @@ func (s EvalSummary) FormatEX() string {
 
 // Headline renders the summary on one line, e.g. "EX 12.84% (simple 17.73, moderate 6.25,
 // challenging 2.76), convergence 57.8%, exec-ok 60.2%, format violations 16.2%, 3.35 turns".
-// Format violations are violating turns over all turns.
+// Format violations are violating turns over all turns. Where some results are unjudged it
+// ends with how many ("; 41 of 120 unjudged: their gold SQL did not run").
 func (s EvalSummary) Headline() string {
-	return fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, %.2f turns",
+	h := fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, %.2f turns",
 		s.FormatEX(), pct(s.Convergence), pct(s.ExecOK), pct(s.FormatViolationRate), s.AvgTurns)
+	if s.Unjudged > 0 {
+		h += fmt.Sprintf("; %d of %d unjudged: their gold SQL did not run", s.Unjudged, s.N)
+	}
+	return h
 }

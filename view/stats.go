@@ -139,7 +139,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 				names = append(names, t.Teacher)
 			}
 			o := t.Outcome()
-			g.results = append(g.results, stats.EvalResultOf(t.Difficulty, o))
+			g.results = append(g.results, stats.EvalResultOf(t.Difficulty, o, t.GoldError))
 			g.out.Add(o)
 			if t.Usage.CompletionTokens > 0 {
 				// Zero means the endpoint reported no usage (the oracle, some providers): no
@@ -151,7 +151,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	}
 	slices.Sort(names)
 	head := stats.Table{Title: "Outcomes (from the trajectories read so far)",
-		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns"}}
+		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns", "unjudged (gold SQL did not run)"}}
 	var tokens, turns []stats.Series
 	var outs []stats.Outcomes
 	var exs []stats.PolicyEX
@@ -159,7 +159,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		g := groups[n]
 		sum := stats.SummarizeEval(g.results)
 		head.Rows = append(head.Rows, []string{n, strconv.Itoa(sum.N), pct(sum.EX), sum.FormatEX(), pct(sum.Convergence), pct(sum.ExecOK),
-			pct(sum.FormatViolationRate), strconv.FormatFloat(sum.AvgTurns, 'f', 2, 64)})
+			pct(sum.FormatViolationRate), strconv.FormatFloat(sum.AvgTurns, 'f', 2, 64), strconv.Itoa(sum.Unjudged)})
 		if len(g.tokens) > 0 {
 			tokens = append(tokens, stats.Series{Name: n, Values: g.tokens})
 		}
