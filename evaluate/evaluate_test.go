@@ -44,8 +44,11 @@ func exOf(s *evaluate.Summary) map[string]float64 {
 	return m
 }
 
-func TestOracleBIRD(t *testing.T) {
-	path := writeBIRD(t, evalEntries)
+// oracleBIRD evaluates the oracle on entries written in BIRD's layout, returning the tasks,
+// the eval dir and its summary.
+func oracleBIRD(t *testing.T, entries []birdEntry) ([]datasets.Task, string, *evaluate.Summary) {
+	t.Helper()
+	path := writeBIRD(t, entries)
 	tasks := loadBIRD(t, path)
 	dir := filepath.Join(t.TempDir(), "eval")
 	h, err := episode.ResolvePolicy("oracle", nil, nil)
@@ -56,6 +59,28 @@ func TestOracleBIRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tasks, dir, s
+}
+
+// scoreDir scores the eval dir's predict_dev.json against tasks (Score, BIRD's style unless
+// the tasks are Spider's).
+func scoreDir(t *testing.T, dir string, tasks []datasets.Task) *evaluate.ScoreReport {
+	t.Helper()
+	preds, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &sandbox.Connector{}
+	defer conn.Close()
+	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestOracleBIRD(t *testing.T) {
+	tasks, dir, s := oracleBIRD(t, evalEntries)
 	if !s.Complete || s.Eval.N != 10 || s.Eval.EX != 1 || s.Eval.Convergence != 1 || s.Eval.ExecOK != 1 || s.Eval.AvgTurns != 2 || s.Eval.FormatViolationRate != 0 {
 		t.Fatalf("oracle summary: %+v", s.Eval)
 	}
@@ -110,11 +135,8 @@ func TestOracleBIRD(t *testing.T) {
 	}
 
 	// The oracle's predictions score 100% under the official rules.
-	conn := &sandbox.Connector{}
-	defer conn.Close()
-	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.EX.EX != 1 || rep.Style != judge.StyleBIRD {
-		t.Fatalf("score of the oracle's predictions: %+v, %v", rep, err)
+	if rep := scoreDir(t, dir, tasks); rep.EX.EX != 1 || rep.Style != judge.StyleBIRD {
+		t.Fatalf("score of the oracle's predictions: %+v", rep)
 	}
 }
 
@@ -320,17 +342,7 @@ func TestFailedEpisodeScoresZero(t *testing.T) {
 func TestUnjudgedGold(t *testing.T) {
 	entries := append([]birdEntry(nil), evalEntries[:4]...)
 	entries[2].SQL = "SELECT COUNT(*) FROM no_such_table"
-	path := writeBIRD(t, entries)
-	tasks := loadBIRD(t, path)
-	dir := filepath.Join(t.TempDir(), "eval")
-	h, err := episode.ResolvePolicy("oracle", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runEval(t, context.Background(), dir, "bird:"+path, tasks, h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks, dir, s := oracleBIRD(t, entries)
 	if s.Eval.N != 4 || s.Eval.Correct != 3 || s.Eval.Unjudged != 1 {
 		t.Fatalf("summary: %+v", s.Eval)
 	}
@@ -354,15 +366,9 @@ func TestUnjudgedGold(t *testing.T) {
 			t.Errorf("result %d: correct %v, gold error %q", r.Index, r.Correct, r.GoldError)
 		}
 	}
-	preds, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := &sandbox.Connector{}
-	defer conn.Close()
-	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.EX.Correct != 3 || rep.EX.Unjudged != 1 || rep.Items[2].GoldError == "" {
-		t.Fatalf("score: %+v, %v", rep, err)
+	rep := scoreDir(t, dir, tasks)
+	if rep.EX.Correct != 3 || rep.EX.Unjudged != 1 || rep.Items[2].GoldError == "" {
+		t.Fatalf("score: %+v", rep)
 	}
 	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "unjudged: 1 of 4, their gold SQL did not run") {

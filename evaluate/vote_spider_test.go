@@ -12,7 +12,6 @@ import (
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/judge"
-	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // variants answers the n-th conversation of a question with its n-th variant and then repeats
@@ -112,14 +111,7 @@ func TestSpiderDevOracle(t *testing.T) {
 		t.Errorf("EX %g with %d of %d gold queries running", s.Eval.EX, goldOK, len(tasks))
 	}
 	// Scored Spider style from predict_dev.json, the oracle gets the same figure.
-	preds, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := &sandbox.Connector{}
-	defer conn.Close()
-	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
-	if err != nil || rep.Style != judge.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
-		t.Fatalf("score: %+v, %v", rep, err)
+	if rep := scoreDir(t, dir, tasks); rep.Style != judge.StyleSpider || !near(rep.EX.EX, s.Eval.EX) {
+		t.Fatalf("score: %+v", rep)
 	}
 }
