@@ -213,6 +213,9 @@ type SummaryRow struct {
 	FormatViolations int `json:"format_violations"`
 	Turns            int `json:"turns"`
 	Tokens           int `json:"tokens"`
+	// Unjudged counts the trajectories whose gold SQL did not run on their dialect (their
+	// gold_error): never correct, whatever the teacher wrote.
+	Unjudged int `json:"unjudged"`
 
 	tally rundir.Tally
 }
@@ -243,6 +246,9 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 		r := get(tr.Teacher, tr.Dialect)
 		r.tally.Add(tr.Outcome())
 		r.Tokens += tr.Usage.Total()
+		if tr.GoldError != "" {
+			r.Unjudged++
+		}
 	}
 	fails, badFails, err := rundir.ReadFailures(dir)
 	if err != nil {
@@ -268,10 +274,11 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 }
 
 // WriteSummary prints rows as a table: trajectories, failures, converged %, exec-ok %,
-// correct %, format violations, average turns, tokens.
+// correct %, format violations, average turns, tokens, and the trajectories left unjudged by
+// a gold SQL that did not run.
 func WriteSummary(w io.Writer, rows []SummaryRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "teacher\tdialect\ttrajectories\tfailed\tconverged\texec-ok\tcorrect\tformat-viol\tavg turns\ttokens\t")
+	fmt.Fprintln(tw, "teacher\tdialect\ttrajectories\tfailed\tconverged\texec-ok\tcorrect\tformat-viol\tavg turns\ttokens\tunjudged\t")
 	pct := func(a, n int) string {
 		if n == 0 {
 			return "-"
@@ -283,9 +290,9 @@ func WriteSummary(w io.Writer, rows []SummaryRow) error {
 		if r.Trajectories > 0 {
 			avg = fmt.Sprintf("%.2f", float64(r.Turns)/float64(r.Trajectories))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Teacher, r.Dialect, r.Trajectories, r.Failed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t\n", r.Teacher, r.Dialect, r.Trajectories, r.Failed,
 			pct(r.Converged, r.Trajectories), pct(r.ExecOK, r.Trajectories), pct(r.Correct, r.Trajectories),
-			r.FormatViolations, avg, humanCount(r.Tokens))
+			r.FormatViolations, avg, humanCount(r.Tokens), r.Unjudged)
 	}
 	return tw.Flush()
 }

@@ -451,3 +451,24 @@ func TestTasksDigestIgnoresOrder(t *testing.T) {
 		t.Fatalf("grouped %v (the input must stay as it was)", got)
 	}
 }
+
+// TestRunSummaryUnjudged: a task whose gold SQL does not run leaves its trajectories unjudged,
+// and the run's summary says how many, next to a correct rate they lower.
+func TestRunSummaryUnjudged(t *testing.T) {
+	_, tasks := makeShopDB(t)
+	tasks[1].Gold = map[datasets.Dialect]string{datasets.SQLite: "SELECT name FROM no_such_table"}
+	cfg := baseConfig(t, t.TempDir(), tasks, &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}})
+	res, err := distill.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Summary) != 1 || res.Summary[0].Unjudged != 1 || res.Summary[0].Trajectories != len(tasks) {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	var tbl bytes.Buffer
+	distill.WriteSummary(&tbl, res.Summary)
+	lines := strings.Split(strings.TrimSpace(tbl.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "unjudged") || !strings.HasSuffix(strings.TrimSpace(lines[1]), " 1") {
+		t.Errorf("summary table:\n%s", tbl.String())
+	}
+}
