@@ -26,6 +26,10 @@
 #   DTYPES   weight types (default "q8 bf16 f32"); DEPTHS (default "0 2048": paired, each depth
 #            D > 0 is one run that also measures depth 0; "0" alone: plain runs); ROUNDS (default 2);
 #   GEN      decode tokens per run (default 64); THREADS (default 2); OUT (default a new /tmp dir)
+#   ROOFLINE 1 (default): every student run also measures the read bandwidth (--roofline), printed
+#            last on its lines and summarised at the end, so each round's ratios come with the
+#            state of the host's memory (a host whose memory swings between a fast and a slow
+#            state moves llama.cpp and us differently: docs/BENCHMARKS.md, issue 30); 0: not
 #   PROFILE  1: also write each student run's CPU profile to OUT (--cpuprofile), whose decode CPU
 #            time (`go tool pprof -top -cum BIN PROF | grep 'fill).decode'`) a loaded machine
 #            changes less than the wall-clock rate
@@ -65,11 +69,13 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 pre, d, name, load = sys.argv[2:]
 ts, d0, ratio = j["decode_tok_s"], j.get("decode_d0_tok_s"), j.get("depth_ratio")
+rg = j.get("read_gb_s")
+read = f"{rg:.1f}" if rg else "-"
 if j.get("paired"):
-    print(f"{pre} 0 {name} {d0:.2f} {load} -")
-    print(f"{pre} {d} {name} {ts:.2f} {load} {ratio:.3f}")
+    print(f"{pre} 0 {name} {d0:.2f} {load} - {read}")
+    print(f"{pre} {d} {name} {ts:.2f} {load} {ratio:.3f} {read}")
 else:
-    print(f"{pre} {d} {name} {ts:.2f} {load} -")
+    print(f"{pre} {d} {name} {ts:.2f} {load} - {read}")
 '
 echo "# $(date -u +%FT%TZ) model $MODEL threads $THREADS gen $GEN; out $OUT"
 paired=()
@@ -83,7 +89,7 @@ for b in "${bins[@]}"; do
 	[[ ${PAIRED:-1} == 1 && ${#paired[@]} -gt 0 && $h == *-paired* ]] && p=1
 	binpaired+=("$p")
 done
-echo "# round dtype depth binary decode_tok_s load depth_ratio"
+echo "# round dtype depth binary decode_tok_s load depth_ratio read_gb_s"
 for r in $(seq 1 "$ROUNDS"); do
 	for dt in $DTYPES; do
 		if [[ -n ${LLAMA:-} ]]; then
@@ -105,6 +111,7 @@ for r in $(seq 1 "$ROUNDS"); do
 				f=$OUT/r$r-$dt-d$d-bin$i.json
 				prof=()
 				[[ ${PROFILE:-} == 1 ]] && prof=(--cpuprofile "${f%.json}.prof")
+				[[ ${ROOFLINE:-1} == 1 ]] && prof+=(--roofline)
 				# shellcheck disable=SC2086 # a: flags split on purpose
 				nice -n "${NICE:-0}" "$b" bench "${prof[@]}" $a --model "$MODEL" --dtype "$dt" --threads "$THREADS" --prompt 0 --gen "$GEN" \
 					--repeat 1 --depth "$d" "${pair[@]}" --json --quiet >"$f"
@@ -116,14 +123,16 @@ done | tee "$OUT/runs.txt"
 
 python3 - "$OUT/runs.txt" <<'EOF'
 import statistics, sys
-cells, ratios = {}, {}
+cells, ratios, reads = {}, {}, {}
 for line in open(sys.argv[1]):
     if line.startswith("#"):
         continue
-    _, dt, d, b, ts, _, *ratio = line.split()
+    rnd, dt, d, b, ts, _, *rest = line.split()
     cells.setdefault((b, dt, int(d)), []).append(float(ts))
-    if ratio and ratio[0] != "-":
-        ratios.setdefault((b, dt, int(d)), []).append(float(ratio[0]))
+    if rest and rest[0] != "-":
+        ratios.setdefault((b, dt, int(d)), []).append(float(rest[0]))
+    if len(rest) > 1 and rest[1] != "-" and int(d) == 0:
+        reads.setdefault(int(rnd), []).append(float(rest[1]))
 med = {k: statistics.median(v) for k, v in cells.items()}
 print("# medians: binary dtype depth tok/s (runs) [depth/depth0: paired median ratio (runs) or ratio of medians] [/llama.cpp depth 0]")
 for (b, dt, d), m in sorted(med.items()):
@@ -136,4 +145,7 @@ for (b, dt, d), m in sorted(med.items()):
     if b != "llama.cpp" and ("llama.cpp", dt, 0) in med:
         extra += f" vs llama.cpp d0 {m / med[('llama.cpp', dt, 0)]:.2f}x"
     print(f"{b} {dt} {d} {m:.2f} ({', '.join(str(x) for x in cells[(b, dt, d)])}){extra}")
+if reads:
+    print("# read bandwidth of the student runs (--roofline), GB/s per round: "
+          + "; ".join(f"round {r} {min(v):.1f}-{max(v):.1f}" for r, v in sorted(reads.items())))
 EOF
