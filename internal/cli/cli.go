@@ -241,17 +241,24 @@ func flagError(err error) string {
 		"argument: -", "argument: --", "\" for -", "\" for --").Replace(err.Error())
 }
 
-// prefixed is err's message after name, unless it already begins with the program's name or
-// with the command's own (a library's "bench: ..." in "student bench" reads "student bench: ...").
+// prefixed is err's message after name, unless it already begins with a command's name or, in
+// the program's default command, with the program's; a library prefix that is the command's
+// name or, in a subcommand, the program's is replaced by name (a library's "bench: ..." in
+// "student bench" reads "student bench: ...", package student's "student: ..." in "student
+// serve" reads "student serve: ...").
 func prefixed(name string, err error) string {
 	prog, _, _ := strings.Cut(name, " ")
 	cmd := name[strings.LastIndex(name, " ")+1:]
 	msg := err.Error()
 	switch {
-	case strings.HasPrefix(msg, prog+" "), strings.HasPrefix(msg, prog+":"):
+	case strings.HasPrefix(msg, prog+" "):
 		return msg
 	case cmd != prog && strings.HasPrefix(msg, cmd+": "):
 		return strings.TrimSuffix(name, cmd) + msg
+	case name != prog && strings.HasPrefix(msg, prog+": "):
+		return name + msg[len(prog):]
+	case strings.HasPrefix(msg, prog+":"):
+		return msg
 	}
 	return name + ": " + msg
 }

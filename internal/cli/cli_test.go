@@ -38,6 +38,8 @@ func testProgram(got *[]string) *Program {
 						return Usagef("--how %s is wrong", *how)
 					case "prefixed":
 						return errors.New("fail: already named")
+					case "library":
+						return errors.New("prog: a package named like the program")
 					}
 					return errors.New("it broke")
 				}
@@ -111,6 +113,7 @@ func TestFailures(t *testing.T) {
 	}{
 		{[]string{"fail"}, "prog fail: it broke\n"},
 		{[]string{"fail", "--how", "prefixed"}, "prog fail: already named\n"},
+		{[]string{"fail", "--how", "library"}, "prog fail: a package named like the program\n"},
 	} {
 		if code, _, stderr := run(p, c.args...); code != ExitFailure || stderr != c.want {
 			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", c.args, code, stderr, c.want)
