@@ -36,7 +36,7 @@ func setupChat(fs *flag.FlagSet) cli.Func {
 		if err := mf.check(); err != nil {
 			return err
 		}
-		st, err := student.Open(mf.dir, mf.options())
+		st, err := mf.open(mf.options())
 		if err != nil {
 			return err
 		}

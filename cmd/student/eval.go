@@ -45,7 +45,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		temperature = fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
 		vote        = fs.Bool("vote", false, "with --samples > 1: answer each task by majority over the samples' executed results")
 		maxTokens   = fs.Int("max-tokens", 0, "completion token limit per turn (0 = the policy's default)")
-		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory when the model directory has none")
+		tokenizer   = fs.String("tokenizer", "", "student: tokenizer.json or its directory, used when the model directory has none (default $"+policies.EnvStudentTokenizer+", else $"+cli.TokenizerEnv+", else ../shared/tokenizer/qwen2.5 when present)")
 		cacheTokens = fs.Int("cache-tokens", 65536, "student: tokens of finished conversations' KV caches kept for prefix reuse (a shared schema prompt, the previous turn); negative: none, every prompt computed in full")
 	)
 	var wf weightFlags
@@ -110,7 +110,7 @@ func setupEval(fs *flag.FlagSet) cli.Func {
 		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
 		h, err := policies.Resolve(spec, policies.Options{Teachers: cfg, Student: sopts})
 		if err != nil {
-			return err
+			return tokenizerHint(err)
 		}
 		dir := out.Dir
 		if dir == "" {
@@ -163,8 +163,8 @@ type evalStudentFlags struct {
 // evalStudentOptions builds the student:DIR policy's options: the documented
 // CHAINEDSQL_STUDENT_* environment (policies.StudentEnv) first, then the flags the user gave
 // (set names those that count only when given; the string flags and --threads count when
-// non-empty or positive), and
-// --batch as the generator's MaxBatch so that the conversations in flight decode together.
+// non-empty or positive), then for the tokenizer studentTokenizer's default, and --batch as
+// the generator's MaxBatch so that the conversations in flight decode together.
 func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalStudentFlags) (student.Options, error) {
 	opts, err := policies.StudentEnv(getenv)
 	if err != nil {
@@ -173,6 +173,7 @@ func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalS
 	if f.tokenizer != "" {
 		opts.Tokenizer = f.tokenizer
 	}
+	opts.Tokenizer = studentTokenizer(opts.Tokenizer)
 	if f.dtype != "" {
 		opts.DType = f.dtype
 	}

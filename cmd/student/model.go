@@ -1,8 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
-	"os"
+	"fmt"
 
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/student"
@@ -20,7 +21,7 @@ type modelFlags struct {
 func addModelFlags(fs *flag.FlagSet) *modelFlags {
 	m := &modelFlags{}
 	fs.StringVar(&m.dir, "model", "", "Hugging Face model directory (config.json, model.safetensors, ...) (required)")
-	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer.json or its directory, used when the model directory has none (default $"+cli.TokenizerEnv+")")
+	fs.StringVar(&m.tokenizer, "tokenizer", "", tokenizerHelp)
 	m.weightFlags.add(fs, "")
 	fs.StringVar(&m.backend, "backend", "cpu", "runtime backend: cpu, cuda (NVIDIA GPU) or cuda-emulated (the CUDA kernels on the CPU; -tags cudaemu builds)")
 	return m
@@ -79,9 +80,35 @@ func (m *modelFlags) check() error {
 
 // options turns the flags into student.Options.
 func (m *modelFlags) options() student.Options {
-	tok := m.tokenizer
-	if tok == "" {
-		tok = os.Getenv(cli.TokenizerEnv)
+	return student.Options{Tokenizer: studentTokenizer(m.tokenizer), DType: m.dtype, KVCache: m.kv, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
+}
+
+// open loads the model directory with opts (from options), saying how to give a tokenizer
+// when it has none.
+func (m *modelFlags) open(opts student.Options) (*student.Student, error) {
+	st, err := student.Open(m.dir, opts)
+	return st, tokenizerHint(err)
+}
+
+// tokenizerHelp is the --tokenizer flag's help in every subcommand that loads a model.
+const tokenizerHelp = "tokenizer.json or its directory, used when the model directory has none (default $" + cli.TokenizerEnv + ", else ../shared/tokenizer/qwen2.5 when present)"
+
+// studentTokenizer is the one tokenizer choice of the subcommands that load a model: the
+// tokenizer student.Open uses when the model directory has no tokenizer.json (the directory's
+// own always comes first): given (--tokenizer; in eval also $CHAINEDSQL_STUDENT_TOKENIZER)
+// when set, else cli.DefaultTokenizer ("" when there is none).
+func studentTokenizer(given string) string {
+	if given != "" {
+		return given
 	}
-	return student.Options{Tokenizer: tok, DType: m.dtype, KVCache: m.kv, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
+	return cli.DefaultTokenizer()
+}
+
+// tokenizerHint adds to student.ErrNoTokenizer how to give a tokenizer; other errors pass
+// unchanged.
+func tokenizerHint(err error) error {
+	if errors.Is(err, student.ErrNoTokenizer) {
+		return fmt.Errorf("%w; give one with --tokenizer PATH or $%s (a tokenizer.json or its directory, e.g. the Qwen2.5 tokenizer's)", err, cli.TokenizerEnv)
+	}
+	return err
 }

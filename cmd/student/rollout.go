@@ -102,7 +102,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		defer conn.Close()
 		opts := mf.options()
 		opts.Generate = generate.Config{MaxBatch: *batch, CacheTokens: *cacheTokens}
-		st, err := student.Open(mf.dir, opts)
+		st, err := mf.open(opts)
 		if err != nil {
 			return err
 		}

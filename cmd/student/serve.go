@@ -48,7 +48,7 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		opts.ModelID = *id
 		opts.Sampling = student.Sampling{MaxTokens: *maxTokens}
 		opts.Generate = generate.Config{MaxBatch: *maxBatch, CacheTokens: *cacheTokens}
-		st, err := student.Open(mf.dir, opts)
+		st, err := mf.open(opts)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 // Options are how Open loads a model directory.
 type Options struct {
 	// Tokenizer is a tokenizer.json (or a directory holding one) to use when the model
-	// directory has none.
+	// directory has none; the directory's own always wins. Neither is ErrNoTokenizer.
 	Tokenizer string
 	// DType is the weight type: "" or "stored" (as in the files), "f32", "bf16" or "q8".
 	DType string
@@ -43,6 +43,10 @@ type Options struct {
 	Generate generate.Config
 }
 
+// ErrNoTokenizer is Open's error for a model directory without tokenizer.json when
+// Options.Tokenizer is empty.
+var ErrNoTokenizer = errors.New("no tokenizer")
+
 // Open loads the Hugging Face model directory dir (config.json, model.safetensors or a sharded
 // index, generation_config.json, tokenizer.json) and returns a Student over it. The stop tokens
 // are the model's eos ids plus the tokenizer's <|im_end|> and <|endoftext|>.
@@ -55,7 +59,7 @@ func Open(dir string, opts Options) (*Student, error) {
 	tokPath := filepath.Join(dir, "tokenizer.json")
 	if _, err := os.Stat(tokPath); errors.Is(err, fs.ErrNotExist) {
 		if opts.Tokenizer == "" {
-			return nil, fmt.Errorf("student: %s has no tokenizer.json; give one (--tokenizer PATH, e.g. the Qwen2.5 tokenizer directory)", dir)
+			return nil, fmt.Errorf("student: %w: %s has no tokenizer.json and no other was given", ErrNoTokenizer, dir)
 		}
 		tokPath = opts.Tokenizer
 	}

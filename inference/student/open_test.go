@@ -2,6 +2,7 @@ package student
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -70,7 +71,7 @@ func TestOpenTinyChat(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := shared.Path(t, "models/tiny-qwen2-f32")
-	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "tokenizer") {
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrNoTokenizer) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("no tokenizer: %v", err)
 	}
 	if _, err := Open(dir, Options{Tokenizer: shared.Path(t, "tokenizer/qwen2.5"), DType: "f8"}); err == nil || !strings.Contains(err.Error(), "f8") {
