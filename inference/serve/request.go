@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,18 +23,40 @@ type request = oai.Request
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
 	"seed", "stop", "stream", "stream_options", "n"}
 
-// unsupported are OpenAI request fields whose meaning the server cannot give: a request that
-// sets one is refused (400, code unsupported_parameter) rather than answered as if it had not.
-// Any other field is ignored and named in the server's log, as vLLM and llama.cpp's server do.
-var unsupported = map[string]string{
-	"tools":               "tools are not supported: the student answers in text only",
-	"tool_choice":         "tool_choice is not supported: the student answers in text only",
-	"functions":           "functions are not supported: the student answers in text only",
-	"function_call":       "function_call is not supported: the student answers in text only",
-	"parallel_tool_calls": "parallel_tool_calls is not supported: the student answers in text only",
-	"response_format":     "response_format is not supported: the student answers in plain text",
-	"logprobs":            "logprobs are not supported",
-	"top_logprobs":        "top_logprobs are not supported",
+// unsupported are the OpenAI request fields whose meaning the server cannot give, each with
+// the values that ask for nothing: a request that sets one to another value is refused (400,
+// code unsupported_parameter) rather than answered as if it had not; a neutral value (JSON null
+// always is one, as the official clients send it for a default) is accepted and not logged. Any
+// other field is ignored and named in the server's log, as vLLM and llama.cpp's server do.
+var unsupported = map[string]struct {
+	neutral func(v any) bool
+	why     string
+}{
+	"tools":               {emptyList, "tools are not supported: the student answers in text only"},
+	"functions":           {emptyList, "functions are not supported: the student answers in text only"},
+	"tool_choice":         {equal("none"), `tool_choice is not supported (only "none"): the student answers in text only`},
+	"function_call":       {equal("none"), `function_call is not supported (only "none"): the student answers in text only`},
+	"parallel_tool_calls": {equal(false), "parallel_tool_calls is not supported: the student answers in text only"},
+	"response_format":     {textFormat, `response_format is not supported (only {"type": "text"}): the student answers in plain text`},
+	"logprobs":            {equal(false), "logprobs are not supported"},
+	"top_logprobs":        {equal(0.0), "top_logprobs are not supported"},
+}
+
+// emptyList says whether v is an empty JSON array.
+func emptyList(v any) bool {
+	l, ok := v.([]any)
+	return ok && len(l) == 0
+}
+
+// equal returns whether a JSON value decoded into any is want.
+func equal(want any) func(v any) bool {
+	return func(v any) bool { return v == want }
+}
+
+// textFormat says whether v is {"type": "text"}, OpenAI's default response format.
+func textFormat(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 1 && m["type"] == "text"
 }
 
 // apiError is a refusal in OpenAI's error shape: its status, message, and the param and code
@@ -108,30 +131,27 @@ func readBody(r *http.Request) ([]byte, *apiError) {
 	return body, nil
 }
 
-// checkFields refuses a field in unsupported that is set (not null, false or empty) and logs
-// the fields the server ignores.
+// checkFields refuses a field in unsupported set to a value other than its neutral ones and
+// logs the fields the server ignores (neither honoured nor in unsupported).
 func (s *server) checkFields(body []byte) *apiError {
-	var fields map[string]json.RawMessage
+	var fields map[string]any
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return invalid("", "", "request body is not a JSON object: %v", err)
 	}
 	var ignored []string
-	for k, v := range fields {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if slices.Contains(honoured, k) {
 			continue
 		}
-		why, refused := unsupported[k]
-		switch strings.TrimSpace(string(v)) {
-		case "null", "false", "[]", "{}", `{"type":"text"}`:
-			refused = false // the default, asking for nothing
+		f, ok := unsupported[k]
+		switch {
+		case !ok:
+			ignored = append(ignored, k)
+		case fields[k] != nil && !f.neutral(fields[k]):
+			return invalid(k, "unsupported_parameter", "%s", f.why)
 		}
-		if refused {
-			return invalid(k, "unsupported_parameter", "%s", why)
-		}
-		ignored = append(ignored, k)
 	}
 	if len(ignored) > 0 {
-		slices.Sort(ignored)
 		s.logf("chat: fields ignored: %s", strings.Join(ignored, ", "))
 	}
 	return nil

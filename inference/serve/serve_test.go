@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -346,5 +347,92 @@ func TestSharedSystemPrompt(t *testing.T) {
 	}
 	if s := st.Generator().Stats(); s.CachedTokens != int64(total) || s.PrefixHits != clients-1 {
 		t.Fatalf("generator stats %+v, cached tokens reported %d", s, total)
+	}
+}
+
+// lockedLog is a request log the handler writes while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// take returns what was logged since the last call.
+func (l *lockedLog) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	l.b.Reset()
+	return s
+}
+
+// TestUnsupportedFields: each field the server cannot honour is refused (400, OpenAI's error
+// shape with the field as param and code unsupported_parameter) when it asks for something, and
+// accepted without a word in the log when it asks for nothing (null, an empty list, tool_choice
+// "none", response_format {"type": "text"}, logprobs false, ...), as the official clients may
+// send them; a field the server does not know is answered and named in the log as ignored.
+func TestUnsupportedFields(t *testing.T) {
+	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logw := &lockedLog{}
+	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0)))
+	t.Cleanup(func() { srv.Close(); st.Close() })
+	for _, c := range []struct {
+		field, value string
+		refused      bool
+	}{
+		{"tools", `[{"type": "function", "function": {"name": "f"}}]`, true},
+		{"tools", `{}`, true},
+		{"tools", `[]`, false},
+		{"tools", `null`, false},
+		{"functions", `[{"name": "f"}]`, true},
+		{"functions", `[]`, false},
+		{"functions", `null`, false},
+		{"tool_choice", `"auto"`, true},
+		{"tool_choice", `"required"`, true},
+		{"tool_choice", `{"type": "function", "function": {"name": "f"}}`, true},
+		{"tool_choice", `"none"`, false},
+		{"tool_choice", `null`, false},
+		{"function_call", `"auto"`, true},
+		{"function_call", `"none"`, false},
+		{"parallel_tool_calls", `true`, true},
+		{"parallel_tool_calls", `false`, false},
+		{"response_format", `{"type": "json_object"}`, true},
+		{"response_format", `{"type": "json_schema", "json_schema": {"name": "x"}}`, true},
+		{"response_format", `{}`, true},
+		{"response_format", `"text"`, true},
+		{"response_format", `{"type": "text"}`, false},
+		{"response_format", `null`, false},
+		{"logprobs", `true`, true},
+		{"logprobs", `false`, false},
+		{"logprobs", `null`, false},
+		{"top_logprobs", `2`, true},
+		{"top_logprobs", `0`, false},
+	} {
+		name := c.field + " " + c.value
+		code, out := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"`+c.field+`":`+c.value+`}`)
+		logged := logw.take()
+		if !c.refused {
+			if code != 200 || strings.Contains(logged, c.field) {
+				t.Errorf("%s: status %d (%v), log %q; want 200 and nothing logged", name, code, out, logged)
+			}
+			continue
+		}
+		e, _ := out["error"].(map[string]any)
+		if code != 400 || e == nil || e["param"] != c.field || e["code"] != "unsupported_parameter" || e["type"] != "invalid_request_error" ||
+			!strings.Contains(e["message"].(string), c.field) {
+			t.Errorf("%s: status %d, body %v; want 400 unsupported_parameter about %s", name, code, out, c.field)
+		}
+	}
+	code, _ := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"frobnicate":1,"tools":[],"chat_template_kwargs":{}}`)
+	if logged := logw.take(); code != 200 || !strings.Contains(logged, "chat: fields ignored: chat_template_kwargs, frobnicate\n") {
+		t.Errorf("unknown fields: status %d, log %q; want 200 and both named as ignored, tools not", code, logged)
 	}
 }
