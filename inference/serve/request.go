@@ -221,9 +221,14 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 	return nil
 }
 
+// runtimePrefixes are the runtime's package prefixes, which messages to clients leave out
+// (qwen2 writes "qwen2 DIR: ...").
+var runtimePrefixes = []string{"student: ", "serve: ", "generate: ", "chattmpl: ", "cuda: ", "cpu: ", "qwen2 ", "qwen2: ",
+	"tokenizer: ", "safetensors: "}
+
 // clientMessage is err's text for a client: what follows the last "invalid request: " (the
-// request's own fault) or the whole text, without the runtime's package prefixes ("student: ",
-// "generate: ").
+// request's own fault) or the whole text, without the runtime's package prefixes
+// (runtimePrefixes) at its start.
 func clientMessage(err error) string {
 	msg := err.Error()
 	marker := generate.ErrInvalidRequest.Error() + ": "
@@ -232,7 +237,7 @@ func clientMessage(err error) string {
 	}
 	for {
 		cut := false
-		for _, p := range []string{"student: ", "generate: ", "chattmpl: ", "cuda: ", "cpu: "} {
+		for _, p := range runtimePrefixes {
 			if rest, ok := strings.CutPrefix(msg, p); ok {
 				msg, cut = rest, true
 			}

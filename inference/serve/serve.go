@@ -330,7 +330,7 @@ func (s *server) weights(w http.ResponseWriter, r *http.Request) {
 			st, code = http.StatusServiceUnavailable, "closing"
 		}
 		s.logf("weights: %s not loaded (%d): %v", req.Path, st, err)
-		writeError(w, st, "invalid_request_error", code, fmt.Sprintf("%v (still serving weights version %d from %s)", err, s.rl.Weights().Version, s.rl.Weights().Path))
+		writeError(w, st, "invalid_request_error", code, fmt.Sprintf("%s (still serving weights version %d from %s)", clientMessage(err), s.rl.Weights().Version, s.rl.Weights().Path))
 		return
 	}
 	s.logf("weights: version %d from %s in %.2fs", info.Version, info.Path, info.LoadSeconds)

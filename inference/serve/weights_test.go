@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/serve"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/inference/student/studenttest"
@@ -368,6 +370,9 @@ func TestReloadRefusals(t *testing.T) {
 		if code != c.status || e == nil || !strings.Contains(e["message"].(string), c.want) {
 			t.Errorf("%s: %d %v; want %d mentioning %q", c.name, code, out, c.status, c.want)
 		}
+		if e != nil && code == 422 && packagePrefix.MatchString(e["message"].(string)) {
+			t.Errorf("%s: a package prefix in %q", c.name, e["message"])
+		}
 		if w := sw.Weights(); w.Version != 1 || w.Path != dir {
 			t.Fatalf("%s: now serving %+v", c.name, w)
 		}
@@ -378,6 +383,55 @@ func TestReloadRefusals(t *testing.T) {
 	}
 	if code, out := reload(t, ts.URL, key, pathBody(other)); code != 200 || out["version"] != 2.0 {
 		t.Fatalf("with the key: %d %v", code, out)
+	}
+}
+
+// packagePrefix matches a message that begins with one of the runtime's package prefixes.
+var packagePrefix = regexp.MustCompile(`^(student|serve|generate|chattmpl|cuda|cpu|qwen2|tokenizer|safetensors)[: ]`)
+
+// TestReloadMessages: the messages of a refused reload (the loader's error, a reload while
+// another runs) carry no package prefixes, with the weights still serving after them.
+func TestReloadMessages(t *testing.T) {
+	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	sw := serve.NewSwap(st, "/toy", func(ctx context.Context, dir string, cur *student.Student) (*student.Student, error) {
+		if dir == "/slow" {
+			close(started)
+			<-release
+		}
+		return nil, fmt.Errorf("student: weights directory: stat %s: no such file or directory", dir)
+	})
+	defer sw.Close()
+	srv := httptest.NewServer(serve.Handler(sw, nil))
+	defer srv.Close()
+	done := make(chan int)
+	go func() {
+		r, _ := http.NewRequest("POST", srv.URL+"/v1/weights", strings.NewReader(pathBody("/slow")))
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-started
+	code, out := reload(t, srv.URL, "", pathBody("/other"))
+	close(release)
+	if msg, _ := out["error"].(map[string]any)["message"].(string); code != 409 || !strings.HasPrefix(msg, "a weights reload is already running") {
+		t.Errorf("a reload while another runs: %d %v", code, out)
+	}
+	if code := <-done; code != 422 {
+		t.Errorf("the slow reload: %d", code)
+	}
+	code, out = reload(t, srv.URL, "", pathBody("/nonexistent"))
+	want := "weights directory: stat /nonexistent: no such file or directory (still serving weights version 1 from /toy)"
+	if msg, _ := out["error"].(map[string]any)["message"].(string); code != 422 || msg != want {
+		t.Errorf("a missing directory: %d %v; want 422 %q", code, out, want)
 	}
 }
 
