@@ -28,9 +28,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +77,7 @@ type Guard struct {
 	port     string
 	anyHost  bool
 	hosts    map[string]bool
+	answers  string // the names it answers, for the 403 of another
 	keys     [][sha256.Size]byte
 	maxBody  int64
 	bodyWait time.Duration
@@ -111,6 +114,7 @@ func New(addr net.Addr, o Options) (*Guard, error) {
 		}
 		g.hosts[h] = true
 	}
+	g.answers = g.answered()
 	for i, k := range o.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("httpguard: API key %d is empty", i+1)
@@ -193,12 +197,33 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 	protected := g.cross.Handler(inner)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.hostAllowed(r.Host) {
-			g.refuse(w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("%s answers only requests for localhost:%s, 127.0.0.1:%s or [::1]:%s, not Host %q: start it with --allow-host NAME to answer another name",
-				g.name, g.port, g.port, g.port, r.Host))
+			g.refuse(w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("%s answers only requests for %s, not Host %q: add --allow-host NAME to answer another name",
+				g.name, g.answers, r.Host))
 			return
 		}
 		protected.ServeHTTP(w, r)
 	})
+}
+
+// answered lists the names g answers: the loopback names with its port, then the allowed
+// hosts (IPv6 addresses in brackets) on any port.
+func (g *Guard) answered() string {
+	s := fmt.Sprintf("localhost:%s, 127.0.0.1:%s or [::1]:%s", g.port, g.port, g.port)
+	if len(g.hosts) == 0 {
+		return s
+	}
+	var names []string
+	for _, h := range slices.Sorted(maps.Keys(g.hosts)) {
+		if strings.Contains(h, ":") {
+			h = "[" + h + "]"
+		}
+		names = append(names, h)
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " or " + list
+	}
+	return s + ", or for " + list + " on any port"
 }
 
 // hostAllowed reports whether a Host header names this server.
