@@ -24,6 +24,7 @@ import (
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/distill/policies"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
 )
@@ -96,6 +97,7 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 			if popts.Student, err = policies.StudentEnv(os.Getenv); err != nil {
 				return err
 			}
+			popts.Student.Tokenizer = cli.FallbackTokenizer(popts.Student.Tokenizer)
 		}
 		ts, err := tasks.Load()
 		if err != nil {
@@ -108,6 +110,9 @@ func setupDistill(fs *flag.FlagSet) cli.Func {
 		defer cli.Disconnect(conn, dialects.List(), c.Stderr, c.Name)
 		// Last, as it may load a model (student:DIR): the cheaper checks above fail first.
 		handles, err := policies.ResolveList(*teacherList, popts)
+		if errors.Is(err, student.ErrNoTokenizer) {
+			return fmt.Errorf("%w; set $%s or $%s (a tokenizer.json or its directory, e.g. the Qwen2.5 tokenizer's)", err, policies.EnvStudentTokenizer, cli.TokenizerEnv)
+		}
 		if err != nil {
 			return err
 		}

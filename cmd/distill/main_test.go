@@ -9,7 +9,10 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill/policies"
+	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/cli/clitest"
+	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
@@ -66,4 +69,29 @@ func TestMainJob(t *testing.T) {
 // TestConventions: help, --version and usage errors of every command, through the built binary.
 func TestConventions(t *testing.T) {
 	clitest.Conventions(t, testbin.Build(t, "."), program)
+}
+
+// TestStudentTokenizer: distill's student:DIR policy over a model directory without
+// tokenizer.json takes $CHAINEDSQL_TOKENIZER when $CHAINEDSQL_STUDENT_TOKENIZER is unset (the
+// student subcommands' fallback, cli.FallbackTokenizer), and with neither says which to set.
+func TestStudentTokenizer(t *testing.T) {
+	model := shared.Path(t, "models/tiny-qwen2-f32")
+	tok := shared.Path(t, "tokenizer/qwen2.5")
+	t.Setenv(policies.EnvStudentTokenizer, "")
+	t.Chdir(t.TempDir()) // no ../shared here
+	args := func() []string {
+		return []string{"--teachers", "student:" + model, "--tasks", "sample", "--dialects", "sqlite", "--limit", "1",
+			"--max-turns", "1", "--max-tokens", "4", "--out", filepath.Join(t.TempDir(), "run"), "--progress", "off"}
+	}
+	var out, errb bytes.Buffer
+	t.Setenv(cli.TokenizerEnv, tok)
+	if code := run(args(), &out, &errb); code != 0 {
+		t.Fatalf("with $%s: exit %d: %s", cli.TokenizerEnv, code, errb.String())
+	}
+	errb.Reset()
+	t.Setenv(cli.TokenizerEnv, "")
+	if code := run(args(), &out, &errb); code != 1 || !strings.Contains(errb.String(), "has no tokenizer.json") ||
+		!strings.Contains(errb.String(), "$"+policies.EnvStudentTokenizer+" or $"+cli.TokenizerEnv) {
+		t.Errorf("without a tokenizer: exit %d, stderr %q", code, errb.String())
+	}
 }

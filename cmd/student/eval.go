@@ -163,7 +163,7 @@ type evalStudentFlags struct {
 // evalStudentOptions builds the student:DIR policy's options: the documented
 // CHAINEDSQL_STUDENT_* environment (policies.StudentEnv) first, then the flags the user gave
 // (set names those that count only when given; the string flags and --threads count when
-// non-empty or positive), then for the tokenizer studentTokenizer's default, and --batch as
+// non-empty or positive), then for the tokenizer cli.FallbackTokenizer's default, and --batch as
 // the generator's MaxBatch so that the conversations in flight decode together.
 func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalStudentFlags) (student.Options, error) {
 	opts, err := policies.StudentEnv(getenv)
@@ -173,7 +173,7 @@ func evalStudentOptions(getenv func(string) string, set map[string]bool, f evalS
 	if f.tokenizer != "" {
 		opts.Tokenizer = f.tokenizer
 	}
-	opts.Tokenizer = studentTokenizer(opts.Tokenizer)
+	opts.Tokenizer = cli.FallbackTokenizer(opts.Tokenizer)
 	if f.dtype != "" {
 		opts.DType = f.dtype
 	}

@@ -80,7 +80,7 @@ func (m *modelFlags) check() error {
 
 // options turns the flags into student.Options.
 func (m *modelFlags) options() student.Options {
-	return student.Options{Tokenizer: studentTokenizer(m.tokenizer), DType: m.dtype, KVCache: m.kv, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
+	return student.Options{Tokenizer: cli.FallbackTokenizer(m.tokenizer), DType: m.dtype, KVCache: m.kv, Threads: m.threads, Mmap: m.mmap, Backend: m.backend}
 }
 
 // open loads the model directory with opts (from options), saying how to give a tokenizer
@@ -92,17 +92,6 @@ func (m *modelFlags) open(opts student.Options) (*student.Student, error) {
 
 // tokenizerHelp is the --tokenizer flag's help in every subcommand that loads a model.
 const tokenizerHelp = "tokenizer.json or its directory, used when the model directory has none (default $" + cli.TokenizerEnv + ", else ../shared/tokenizer/qwen2.5 when present)"
-
-// studentTokenizer is the one tokenizer choice of the subcommands that load a model: the
-// tokenizer student.Open uses when the model directory has no tokenizer.json (the directory's
-// own always comes first): given (--tokenizer; in eval also $CHAINEDSQL_STUDENT_TOKENIZER)
-// when set, else cli.DefaultTokenizer ("" when there is none).
-func studentTokenizer(given string) string {
-	if given != "" {
-		return given
-	}
-	return cli.DefaultTokenizer()
-}
 
 // tokenizerHint adds to student.ErrNoTokenizer how to give a tokenizer; other errors pass
 // unchanged.

@@ -531,6 +531,16 @@ func DefaultTokenizer() string {
 	return ""
 }
 
+// FallbackTokenizer is the tokenizer a model directory without tokenizer.json takes: given
+// when set, else DefaultTokenizer ("" when neither is). The student subcommands that load a
+// model and distill's student:DIR policy fill student.Options.Tokenizer with it.
+func FallbackTokenizer(given string) string {
+	if given != "" {
+		return given
+	}
+	return DefaultTokenizer()
+}
+
 // TokenizerPath is the tokenizer to load: flag (--tokenizer) when given, else DefaultTokenizer;
 // neither is a usage error saying how to name one.
 func TokenizerPath(flag string) (string, error) {
