@@ -3,6 +3,8 @@
 // Running statements is package sandbox's, judging them package judge's.
 package datasets
 
+import "os"
+
 // Dialect names a SQL engine.
 type Dialect string
 
@@ -45,4 +47,25 @@ func (t Task) GoldFor(d Dialect) (string, bool) {
 	}
 	s, ok := t.Gold[SQLite]
 	return s, ok && s != ""
+}
+
+// GoldSource returns where the gold answer of an episode on d comes from: the gold SQL
+// (GoldFor) and the dialect whose copy of the database it runs on. That is d when t has gold
+// SQL for d, or no SQLite database file (DBPath); otherwise SQLite: a benchmark written for
+// SQLite (Spider, BIRD) defines its answers by its SQLite gold on its SQLite database, which
+// the server copies were loaded from, and its SQLite gold may fail or answer differently on
+// another engine (a text column compared with a number is an error on PostgreSQL). ok is
+// false when t has no gold SQL at all.
+func (t Task) GoldSource(d Dialect) (sql string, on Dialect, ok bool) {
+	sql, ok = t.GoldFor(d)
+	if !ok {
+		return "", d, false
+	}
+	if s := t.Gold[d]; s != "" || d == SQLite || t.DBPath == "" {
+		return sql, d, true
+	}
+	if _, err := os.Stat(t.DBPath); err != nil {
+		return sql, d, true
+	}
+	return sql, SQLite, true
 }

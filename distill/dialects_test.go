@@ -13,6 +13,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // dropping the test databases
 	_ "github.com/jackc/pgx/v5/stdlib" // dropping the test schemas
 
+	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/episode"
@@ -225,6 +226,11 @@ func TestRunSpiderServers(t *testing.T) {
 		if tr.Correct && !tr.ExecOK {
 			t.Fatalf("%s: correct but not exec_ok", tr.Key)
 		}
+		// Spider has SQLite gold only: on a server the answer is the SQLite gold's on the
+		// task's SQLite file (datasets.Task.GoldSource), which always runs.
+		if want := datasets.SQLite; tr.Dialect == datasets.SQLite && tr.GoldDialect != "" || tr.Dialect != datasets.SQLite && tr.GoldDialect != want || tr.GoldError != "" {
+			t.Fatalf("%s: gold from %q, gold error %q", tr.Key, tr.GoldDialect, tr.GoldError)
+		}
 		if tr.ExecOK {
 			ran[tr.Dialect]++
 		}
@@ -232,8 +238,9 @@ func TestRunSpiderServers(t *testing.T) {
 			ok[tr.Dialect]++
 		}
 	}
-	// A gold that runs is judged against itself; only a LIMIT over ties (e.g. ORDER BY count(*)
-	// LIMIT 1) may pick other rows in a second execution on a server.
+	// The oracle's SQL that runs on a server is judged against the same SQL's answer on SQLite:
+	// the copies hold the same data, so they agree but for a LIMIT over ties (e.g. ORDER BY
+	// count(*) LIMIT 1), which may pick other rows on another engine.
 	for d, n := range ran {
 		if ok[d] < n*95/100 {
 			t.Fatalf("%s: %d gold queries ran but only %d judged correct against themselves", d, n, ok[d])
@@ -248,4 +255,47 @@ func TestRunSpiderServers(t *testing.T) {
 		}
 	}
 	t.Logf("SQLite gold that runs unchanged: postgres %d/%d, mysql %d/%d", ok[datasets.Postgres], len(tasks), ok[datasets.MySQL], len(tasks))
+}
+
+// TestServerJudgedAgainstSQLite: a task with SQLite gold only, whose gold fails on PostgreSQL
+// (ifnull is SQLite's and MySQL's), is judged on PostgreSQL against the gold's answer on the
+// task's SQLite file: a PostgreSQL query with that answer is correct, one with another answer
+// is not, and neither is unjudged.
+func TestServerJudgedAgainstSQLite(t *testing.T) {
+	path, shop := makeShopDB(t)
+	mk := func(i int, q, gold string) datasets.Task {
+		task := shop[0]
+		task.ID, task.Index, task.Question, task.Gold, task.DBPath = fmt.Sprintf("shop/city%d", i), i, q, map[datasets.Dialect]string{datasets.SQLite: gold}, path
+		return task
+	}
+	tasks, access := loadServers(t, []datasets.Task{
+		mk(0, "Which city does customer 7 live in?", "SELECT ifnull(city, '?') FROM customer WHERE id = 7"),
+		mk(1, "Which city does customer 9 live in?", "SELECT ifnull(city, '?') FROM customer WHERE id = 9"),
+	})
+	answer := map[string]string{ // the second is wrong: customer 8 lives elsewhere
+		tasks[0].Question: "SELECT coalesce(city, '?') FROM customer WHERE id = 7",
+		tasks[1].Question: "SELECT coalesce(city, '?') FROM customer WHERE id = 8",
+	}
+	policy := chat.PolicyFunc(func(_ context.Context, msgs []chat.Message, _ chat.Options) (chat.Reply, error) {
+		q := strings.TrimPrefix(strings.SplitN(msgs[1].Content, "\n", 2)[0], "Question: ")
+		return chat.Reply{Content: "<think>t</think>\n<sql>" + answer[q] + "</sql>", FinishReason: chat.FinishStop}, nil
+	})
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: access}
+	defer conn.Close()
+	dir := t.TempDir()
+	cfg := distill.RunConfig{Dir: dir, Tasks: tasks, TaskSpec: "test:shop", Dialects: []datasets.Dialect{datasets.Postgres},
+		Policies: []*episode.PolicyHandle{{Name: "pg", Spec: "pg", Policy: policy}}, Opener: conn, Schemas: episode.NewSchemaCache(3)}
+	if _, err := distill.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := committed(t, dir)
+	if len(got) != 2 {
+		t.Fatalf("%d trajectories", len(got))
+	}
+	for _, tr := range got {
+		want := tr.TaskIndex == 0
+		if !tr.ExecOK || tr.Correct != want || tr.GoldDialect != datasets.SQLite || tr.GoldError != "" {
+			t.Errorf("%s: exec ok %v, correct %v (want %v), gold from %q, gold error %q", tr.Key, tr.ExecOK, tr.Correct, want, tr.GoldDialect, tr.GoldError)
+		}
+	}
 }

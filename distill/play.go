@@ -139,7 +139,7 @@ func runOne(ctx context.Context, cfg *RunConfig, p *episode.PolicyHandle, j job)
 		return fail("database", fmt.Errorf("opening %s (%s): %w", j.task.DBID, j.dialect, err), 0)
 	}
 	opts := cfg.Episode
-	opts.Teacher, opts.Model, opts.Sample, opts.Schemas = p.Name, p.Model, j.sample, cfg.Schemas
+	opts.Teacher, opts.Model, opts.Sample, opts.Schemas, opts.GoldOpener = p.Name, p.Model, j.sample, cfg.Schemas, cfg.Opener
 	tr, err := episode.Episode(ctx, p.Policy, j.task, db, opts)
 	if err != nil {
 		turns := 0

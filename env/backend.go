@@ -26,12 +26,16 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s database %s of task %s: %w", d, task.DBID, task.ID, err)
 	}
-	if g, ok := task.GoldFor(d); ok {
-		core := strings.TrimSuffix(strings.TrimSpace(g), ";")
-		db = &goldDB{DB: db, core: core, prefix: string(d) + "\x00" + task.DBID + "\x00" + task.DBPath + "\x00", cache: s.golds}
-	}
 	opts := s.cfg.Episode
 	opts.Schemas = s.cfg.Schemas
+	if g, on, ok := task.GoldSource(d); ok {
+		gold := goldOpener{Opener: s.cfg.Opener, core: strings.TrimSuffix(strings.TrimSpace(g), ";"), cache: s.golds}
+		if on == d {
+			db = gold.wrap(db, task)
+		} else {
+			opts.GoldOpener = gold // the task's reference database, through the cache too
+		}
+	}
 	opts.Ordered = ordered(task)
 	if maxTurns > 0 {
 		opts.MaxTurns = maxTurns
@@ -64,6 +68,28 @@ type goldCache struct {
 	m      map[string]*sandbox.Result
 	rows   int
 	flight singleflight.Group
+}
+
+// goldOpener opens the database a task's gold answer comes from when it is not the episode's
+// (episode.EpisodeOptions.GoldOpener), with its gold executions through the goldCache.
+type goldOpener struct {
+	episode.Opener
+	core  string // the gold SQL, trimmed of space and a trailing ";"
+	cache *goldCache
+}
+
+// Open implements episode.Opener.
+func (o goldOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
+	db, err := o.Opener.Open(ctx, d, t)
+	if err != nil {
+		return nil, err
+	}
+	return o.wrap(db, t), nil
+}
+
+// wrap returns db (task t's, in its dialect) with its gold executions through the cache.
+func (o goldOpener) wrap(db sandbox.DB, t datasets.Task) sandbox.DB {
+	return &goldDB{DB: db, core: o.core, prefix: string(db.Dialect()) + "\x00" + t.DBID + "\x00" + t.DBPath + "\x00", cache: o.cache}
 }
 
 // goldDB is a task's database whose full executions of the task's gold SQL go through a

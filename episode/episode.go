@@ -49,6 +49,10 @@ type EpisodeOptions struct {
 	Schemas *SchemaCache
 	// SkipGold leaves Correct false and runs no gold SQL (prediction-only runs).
 	SkipGold bool
+	// GoldOpener opens the database the gold answer comes from when it is not the episode's
+	// (datasets.Task.GoldSource: the task's SQLite file, for an episode on a server copy of a
+	// benchmark without gold SQL of that dialect). Nil runs the gold on the episode's database.
+	GoldOpener Opener
 	// ReplyCap bounds each text of a reply kept in the trajectory and the conversation (content,
 	// reasoning), cut by textcap.Cut after the whole reply was parsed (default textcap.Reply).
 	ReplyCap int
@@ -143,7 +147,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db san
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
 // turn's result when the SQL runs unchanged and the result is complete (or failed).
 func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db sandbox.DB, final *sandbox.Result, opts EpisodeOptions) error {
-	gold, ok := task.GoldFor(db.Dialect())
+	gold, on, ok := task.GoldSource(db.Dialect())
 	if !ok {
 		tr.GoldError = fmt.Sprintf("task has no gold SQL for %s", db.Dialect())
 		return nil
@@ -152,6 +156,14 @@ func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, 
 	j := judge.Judge{Style: judge.StyleBIRD}
 	if opts.Ordered {
 		j.Style = judge.StyleSpider
+	}
+	if on != db.Dialect() && opts.GoldOpener != nil {
+		gdb, err := opts.GoldOpener.Open(ctx, on, task)
+		if err != nil {
+			return fmt.Errorf("task %s: opening the gold's %s database %s: %w", task.ID, on, task.DBID, err)
+		}
+		j.GoldDB = gdb
+		tr.GoldDialect = on
 	}
 	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {

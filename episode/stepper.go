@@ -202,7 +202,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	tr.Repeated = converged
 	s.done = done
 	if done {
-		tr.GoldSQL, tr.GoldError, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.Correct
+		tr.GoldSQL, tr.GoldError, tr.GoldDialect, tr.Correct = verdict.GoldSQL, verdict.GoldError, verdict.GoldDialect, verdict.Correct
 		s.final = nil // judged: its rows are not needed any more
 	} else {
 		s.msgs = append(s.msgs, chat.Message{Role: chat.RoleUser, Content: tu.Observation})

@@ -70,6 +70,10 @@ type Judge struct {
 	Style Style
 	// KeepDistinct keeps DISTINCT in StyleSpider (test-suite-sql-eval's --keep_distinct).
 	KeepDistinct bool
+	// GoldDB, when not nil, is where Run executes the gold SQL: the task's reference database
+	// (its SQLite file, datasets.Task.GoldSource) for a prediction on a server copy. The gold
+	// runs there as that engine runs it, and the rows compare by the prediction's engine's rule.
+	GoldDB sandbox.DB
 }
 
 // Verdict is how one prediction was judged.
@@ -106,11 +110,11 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 	return gold, pred, false, true
 }
 
-// Run executes the gold and the predicted SQL on db and judges them. budget bounds both
-// statements together (zero: the style's DefaultTimeout). predRes, when not nil, is pred's
-// result from an earlier execution, reused when the style runs pred unchanged and the result is
-// complete (all rows kept) or a failure. The error is non-nil when the style is unknown or the
-// database itself failed (see DB.Exec).
+// Run executes the predicted SQL on db and the gold SQL on GoldDB (db when nil) and judges
+// them. budget bounds both statements together (zero: the style's DefaultTimeout). predRes,
+// when not nil, is pred's result from an earlier execution, reused when the style runs pred
+// unchanged and the result is complete (all rows kept) or a failure. The error is non-nil when
+// the style is unknown or a database itself failed (see DB.Exec).
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
 	if j.Style == "" {
 		j.Style = StyleBIRD
@@ -127,7 +131,11 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		predRes = nil
 	}
 	deadline := time.Now().Add(budget)
-	run := func(q string, reuse *sandbox.Result) (*sandbox.Result, error) {
+	gdb := db
+	if j.GoldDB != nil {
+		gdb = j.GoldDB
+	}
+	run := func(db sandbox.DB, q string, reuse *sandbox.Result) (*sandbox.Result, error) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: fmt.Sprintf("the time limit of %s for the prediction and its gold together was used up", budget)}, nil
@@ -137,12 +145,12 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	var gres, pres *sandbox.Result
 	var err error
 	if j.Style == StyleBIRD {
-		if pres, err = run(p, predRes); err == nil {
-			gres, err = run(g, nil)
+		if pres, err = run(db, p, predRes); err == nil {
+			gres, err = run(gdb, g, nil)
 		}
 	} else {
-		if gres, err = run(g, nil); err == nil && ok {
-			pres, err = run(p, predRes)
+		if gres, err = run(gdb, g, nil); err == nil && ok {
+			pres, err = run(db, p, predRes)
 		}
 	}
 	if err != nil {

@@ -266,7 +266,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		return Row{}, nil, fmt.Errorf("opening the %s database %s: %w", cfg.Dialect, task.DBID, err)
 	}
 	opts := cfg.Episode
-	opts.Schemas = cfg.Schemas
+	opts.Schemas, opts.GoldOpener = cfg.Schemas, cfg.Opener
 	opts.Ordered = task.Source == datasets.SpecSpider // as student eval and the env judge
 	st, err := episode.NewStepper(ctx, task, db, opts)
 	if err != nil {

@@ -85,16 +85,19 @@ type Trajectory struct {
 	// Repeated says the episode ended because the same SQL came on two consecutive turns,
 	// whether or not it ran (the stop rule; kept under its old JSON name "converged"). The
 	// convergence metric is Outcome().Converged.
-	Repeated         bool          `json:"converged"`
-	ExecOK           bool          `json:"exec_ok"`
-	Correct          bool          `json:"correct"`
-	GoldSQL          string        `json:"gold_sql,omitempty"`
-	GoldError        string        `json:"gold_error,omitempty"`
-	FormatViolations int           `json:"format_violations"`
-	TruncatedTurns   int           `json:"truncated_turns,omitempty"`
-	Usage            chat.Usage    `json:"usage"`
-	Started          time.Time     `json:"started"`
-	Duration         time.Duration `json:"duration_ns"`
+	Repeated  bool   `json:"converged"`
+	ExecOK    bool   `json:"exec_ok"`
+	Correct   bool   `json:"correct"`
+	GoldSQL   string `json:"gold_sql,omitempty"`
+	GoldError string `json:"gold_error,omitempty"`
+	// GoldDialect is the engine the gold SQL ran on when it is not Dialect: the task's SQLite
+	// database, the benchmark's reference (datasets.Task.GoldSource); empty when it is.
+	GoldDialect      datasets.Dialect `json:"gold_dialect,omitempty"`
+	FormatViolations int              `json:"format_violations"`
+	TruncatedTurns   int              `json:"truncated_turns,omitempty"`
+	Usage            chat.Usage       `json:"usage"`
+	Started          time.Time        `json:"started"`
+	Duration         time.Duration    `json:"duration_ns"`
 }
 
 // Conversation is the conversation the policy saw, ending with its last reply: system, user

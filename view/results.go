@@ -163,12 +163,24 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		}
 		return absent(fmt.Sprintf("the task's %s database does not open: %v", dialect, err))
 	}
-	gold, hasGold := task.GoldFor(dialect)
+	gold, on, hasGold := task.GoldSource(dialect)
 	rr.Gold.SQL = gold
+	gdb := db
 	if !hasGold {
 		rr.Gold.Absent = fmt.Sprintf("task %s has no gold SQL for %s", task.ID, dialect)
 	} else if d.GoldSQL != "" && strings.TrimSpace(d.GoldSQL) != strings.TrimSpace(gold) {
 		rr.Notes = append(rr.Notes, "the task file's gold SQL differs from the row's: the gold result is the task file's")
+	}
+	if hasGold && on != dialect {
+		// The episode was judged against the gold's answer on the task's SQLite database.
+		if gdb, err = x.x.Opener.Open(ctx, on, *task); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			rr.Gold.Absent = fmt.Sprintf("the task's %s database, where its gold answer comes from, does not open: %v", on, err)
+		} else {
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold result is from the task's %s database, the benchmark's reference, as the episode was judged", on))
+		}
 	}
 	if d.FinalSQL == "" {
 		rr.Final.Absent = "the row has no final SQL"
@@ -179,10 +191,14 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		if v.Absent != "" {
 			continue
 		}
+		on := db
+		if v == &rr.Gold {
+			on = gdb
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			*v, errs[i] = x.run(ctx, db, task.ID, v.SQL)
+			*v, errs[i] = x.run(ctx, on, task.ID, v.SQL)
 		}()
 	}
 	wg.Wait()
