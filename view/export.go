@@ -177,12 +177,15 @@ func (d *dataset) rows(ctx context.Context, positions []int, fn func(*curate.Row
 // handleExport streams the rows the page's filters select as a file download:
 // /api/export?format=parquet|jsonl&FILTERS.
 func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r.URL.Query())
+	// format is the export's own parameter; the rest is the Query.
+	filters := r.URL.Query()
+	format := filters.Get("format")
+	filters.Del("format")
+	q, err := ParseQuery(filters)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	format := r.URL.Query().Get("format")
 	if format != FormatParquet && format != FormatJSONL {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("format=%q: want %s or %s", format, FormatParquet, FormatJSONL))
 		return

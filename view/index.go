@@ -202,9 +202,24 @@ type Query struct {
 // MaxLimit bounds Query.Limit.
 const MaxLimit = 500
 
-// ParseQuery reads a Query from URL parameters (the names of the page's filter controls).
+// queryKeys are the URL parameters a Query is read from (the names of the page's filter
+// controls, then its order and page), in the order the README lists them.
+var queryKeys = []string{
+	facetNames[facetTeacher], facetNames[facetDialect], facetNames[facetDifficulty], facetNames[facetDB],
+	"converged", "exec_ok", "correct", "truncated", "violations",
+	"turns_min", "turns_max", "tokens_min", "tokens_max",
+	"q", "text", "in", "label", "noted", "labelled",
+	"sort", "offset", "limit",
+}
+
+// ParseQuery reads a Query from URL parameters (the names of the page's filter controls). A
+// parameter that is not one of queryKeys is an error naming it, so that a misspelt filter
+// does not select every row.
 func ParseQuery(v url.Values) (Query, error) {
 	var q Query
+	if err := checkKeys(v, queryKeys); err != nil {
+		return q, err
+	}
 	for f, name := range facetNames {
 		if vals := v[name]; len(vals) > 0 {
 			q.Facets[f] = vals
@@ -272,6 +287,60 @@ func ParseQuery(v url.Values) (Query, error) {
 		return q, err
 	}
 	return q, nil
+}
+
+// checkKeys returns an error naming the first parameter of v (in sorted order) that is not
+// one of keys, with the closest key when one is a likely misspelling, and the keys.
+func checkKeys(v url.Values, keys []string) error {
+	var unknown []string
+	for k := range v {
+		if !slices.Contains(keys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	k := unknown[0]
+	hint := ""
+	if near := closest(k, keys); near != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return fmt.Errorf("unknown key %q%s: want %s", k, hint, strings.Join(keys, ", "))
+}
+
+// closest is the key of keys nearest to s by edit distance when it is a likely misspelling of
+// it (at most 2 edits, fewer than half of s's length), else "".
+func closest(s string, keys []string) string {
+	best, bestD := "", 3
+	for _, k := range keys {
+		if d := editDistance(s, k); d < bestD && 2*d < len(s) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, over bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // wholeNumber reads parameter name as a number >= 0 (0 when absent).

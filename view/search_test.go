@@ -288,7 +288,7 @@ func TestExport(t *testing.T) {
 			}
 		}
 	}
-	for q, code := range map[string]int{"format=csv": 400, "": 400, "format=jsonl&sort=nothing": 400} {
+	for q, code := range map[string]int{"format=csv": 400, "": 400, "format=jsonl&sort=nothing": 400, "format=jsonl&teachers=alpha": 400, "format=jsonl&teacher=alpha": 200} {
 		if got := get(t, h, "/api/export?"+q, nil); got != code {
 			t.Errorf("export?%s: %d, want %d", q, got, code)
 		}

@@ -180,7 +180,7 @@ func TestDatasetRowsAndFilters(t *testing.T) {
 			t.Errorf("sorted page row %d has %d tokens, want %d", i, r.Tokens, toks[5+i])
 		}
 	}
-	for _, bad := range []string{"converged=maybe", "turns_min=-1", "sort=name", "violations=lots"} {
+	for _, bad := range []string{"converged=maybe", "turns_min=-1", "sort=name", "violations=lots", "bogus=1", "teachers=alpha"} {
 		if code := get(t, h, "/api/rows?"+bad, nil); code != 400 {
 			t.Errorf("%s: status %d, want 400", bad, code)
 		}

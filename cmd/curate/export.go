@@ -18,7 +18,8 @@ var exportCmd = &cli.Command{
 	Args:    "DATASET_DIR",
 	Help: `--where is the viewer's filter as its URL gives it (the part after "#/?" when a filter is set
 in curate view), e.g. 'teacher=glm&correct=0&text=wait&in=reasoning', 'label=good', 'noted=1'
-(rows with a note) or 'labelled=0' (rows without a label). Rows come in dataset order. A dataset
+(rows with a note) or 'labelled=0' (rows without a label); sort, offset and limit are taken and
+ignored, any other key is a usage error. Rows come in dataset order. A dataset
 with notes and labels (its annotations.jsonl) exports two more columns, labels and note.`,
 	Setup: setupExport,
 }

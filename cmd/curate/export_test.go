@@ -34,7 +34,7 @@ func TestExport(t *testing.T) {
 		{"", func(*curate.Row) bool { return true }},
 		{"db_id=library&difficulty=simple", func(r *curate.Row) bool { return r.DBID == "library" && r.Difficulty == "simple" }},
 		{"text=join&in=sql", func(r *curate.Row) bool { return regexp.MustCompile(`(?i)\bjoin`).MatchString(r.FinalSQL) }},
-		{"turns_min=2&sort=-tokens&limit=1", func(r *curate.Row) bool { return r.Turns >= 2 }},
+		{"turns_min=2&sort=-tokens&offset=3&limit=1", func(r *curate.Row) bool { return r.Turns >= 2 }},
 	} {
 		var want []string
 		for i := range rows {
@@ -95,6 +95,8 @@ func TestExport(t *testing.T) {
 		want string
 	}{
 		{"bad filter value", []string{"export", ds, "--where", "correct=maybe", "--out", filepath.Join(tmp, "x.jsonl")}, 2, "correct="},
+		{"unknown key", []string{"export", ds, "--where", "bogus=1", "--out", filepath.Join(tmp, "x.jsonl")}, 2, `unknown key "bogus": want teacher, dialect,`},
+		{"misspelt key", []string{"export", ds, "--where", "teachers=glm", "--out", filepath.Join(tmp, "x.jsonl")}, 2, `unknown key "teachers" (did you mean "teacher"?)`},
 		{"unknown sort column", []string{"export", ds, "--where", "sort=nothing", "--out", filepath.Join(tmp, "x.jsonl")}, 2, "sort="},
 		{"no --out", []string{"export", ds}, 2, "--out"},
 		{"unknown extension", []string{"export", ds, "--out", filepath.Join(tmp, "x.csv")}, 2, ".parquet or .jsonl"},
