@@ -96,6 +96,28 @@ func (s *Server) Dialects() []datasets.Dialect {
 	return out
 }
 
+// TasksOf are the tasks of tasks (in their order) that the rows of dialect d indexed so far
+// were made from, by the rows' task_id: the databases the row pages of d may open.
+func (s *Server) TasksOf(tasks []datasets.Task, d datasets.Dialect) []datasets.Task {
+	ids := map[string]bool{}
+	s.ix.mu.RLock()
+	if id, ok := s.ix.facets[facetDialect].ids[string(d)]; ok {
+		for i := range s.ix.entries {
+			if e := &s.ix.entries[i]; e.facet[facetDialect] == id {
+				ids[e.taskID] = true
+			}
+		}
+	}
+	s.ix.mu.RUnlock()
+	var out []datasets.Task
+	for _, t := range tasks {
+		if ids[t.ID] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // ExecView is one statement's result on the row's task database, as an observation shows it.
 type ExecView struct {
 	SQL string `json:"sql,omitempty"`

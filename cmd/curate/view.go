@@ -86,10 +86,12 @@ func setupView(fs *flag.FlagSet) cli.Func {
 	}
 }
 
-// connectTasks loads the tasks of --tasks, opens their databases in the dialects of the
+// connectTasks loads the tasks of --tasks, connects to their databases in the dialects of the
 // viewed rows that the flags reach (a file engine such as SQLite always, a server dialect with
-// its DSN flag; a live dir without rows yet: every registered dialect) through the screened, bounded
-// execution distill uses, and gives them to srv for the row pages' results.
+// its DSN flag; a live dir without rows yet: every registered dialect) through the screened,
+// bounded execution distill uses, checking first the databases of the tasks the rows indexed
+// so far came from, and gives them to srv for the row pages' results (a row a live dir adds
+// later opens its database when its page asks).
 func connectTasks(ctx context.Context, c *cli.Call, srv *view.Server, tasks *cli.Tasks, dsns *cli.DSNs, timeout time.Duration) (*sandbox.Connector, []datasets.Dialect, error) {
 	ts, err := tasks.Load()
 	if err != nil {
@@ -121,7 +123,10 @@ func connectTasks(ctx context.Context, c *cli.Call, srv *view.Server, tasks *cli
 	if len(missed) > 0 {
 		fmt.Fprintf(c.Stderr, "%s: no DSN for the %v rows (--pg-dsn, --mysql-dsn): their pages show no results\n", c.Name, missed)
 	}
-	conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
+	// Only the databases the rows use are checked: tasks loaded in part (distill load --limit)
+	// serve the rows distilled from them.
+	tasksIn := func(d datasets.Dialect) []datasets.Task { return srv.TasksOf(ts, d) }
+	conn, err := dsns.ConnectFor(ctx, tasks.DBRoot, tasksIn, dialects, c.Stderr, c.Name)
 	if err != nil {
 		return nil, nil, err
 	}

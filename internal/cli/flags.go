@@ -204,6 +204,12 @@ func (d *DSNs) Check(dialects []datasets.Dialect) error {
 // is one error, not a run of failed episodes); it prints the warnings of --exec-as-dsn-user to
 // stderr after name. The caller closes the Connector.
 func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*sandbox.Connector, error) {
+	return d.ConnectFor(ctx, sqliteRoot, func(datasets.Dialect) []datasets.Task { return tasks }, dialects, stderr, name)
+}
+
+// ConnectFor is Connect checking in each dialect only the databases of tasksIn(dialect): those
+// a command will use there (curate view: the tasks its rows of that dialect came from).
+func (d *DSNs) ConnectFor(ctx context.Context, sqliteRoot string, tasksIn func(datasets.Dialect) []datasets.Task, dialects []datasets.Dialect, stderr io.Writer, name string) (*sandbox.Connector, error) {
 	if err := d.Check(dialects); err != nil {
 		return nil, err
 	}
@@ -213,9 +219,11 @@ func (d *DSNs) Connect(ctx context.Context, sqliteRoot string, tasks []datasets.
 	}
 	conn := &sandbox.Connector{DSN: dsn, SQLiteRoot: sqliteRoot,
 		Access: sandbox.Access{Reader: d.Reader, AsDSNUser: d.AsDSNUser}}
-	if err := episode.CheckDatabases(ctx, conn, tasks, dialects); err != nil {
-		conn.Close()
-		return nil, err
+	for _, x := range dialects {
+		if err := episode.CheckDatabases(ctx, conn, tasksIn(x), []datasets.Dialect{x}); err != nil {
+			conn.Close()
+			return nil, err
+		}
 	}
 	for _, w := range conn.DSNUserWarnings(ctx, dialects) {
 		fmt.Fprintf(stderr, "%s: WARNING: %s\n", name, w)
