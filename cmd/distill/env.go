@@ -34,8 +34,8 @@ var envServeCmd = &cli.Command{
 	Setup:   setupEnvServe,
 }
 
-// envFlags are the flags env serve and env prompts share: the tasks, their databases in each
-// dialect, the student's tokenizer and the train/validation subsets.
+// envFlags are the flags env serve and env prompts share: the tasks (--limit included), their
+// databases in each dialect, the student's tokenizer and the train/validation subsets.
 type envFlags struct {
 	tasks    *cli.Tasks
 	dsns     *cli.DSNs
@@ -45,10 +45,11 @@ type envFlags struct {
 }
 
 // addEnvFlags defines the shared flags on fs; what says what is done with the tasks, tokNote
-// what the tokenizer is for.
+// what the tokenizer is for. --limit takes the first N tasks, as distill load's does, so that
+// the tasks of a partial load are served and exported.
 func addEnvFlags(fs *flag.FlagSet, what, tokNote string) *envFlags {
 	f := &envFlags{
-		tasks:    cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Repeat: true, Note: what}),
+		tasks:    cli.AddTasks(fs, cli.TaskOptions{Default: "sample", Repeat: true, Limit: true, Note: what}),
 		dsns:     cli.AddDSNs(fs),
 		dialects: cli.AddDialects(fs, what+"; the first is the default"),
 		tokPath:  cli.AddTokenizer(fs, tokNote),
@@ -135,7 +136,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			opts := episode.Options()
 			runLog, err = rundir.OpenLog(*logDir, &rundir.Manifest{
 				Format: rundir.RunFormat, Protocol: protocol.ProtocolVersion, Toolkit: buildinfo.Version(), Created: time.Now().UTC(),
-				Tasks:    rundir.ManifestTasks{Spec: strings.Join(ef.tasks.Specs(), ","), Count: len(ts), Digest: distill.TasksDigest(ts)},
+				Tasks:    rundir.ManifestTasks{Spec: strings.Join(ef.tasks.Specs(), ","), Limit: ef.tasks.Limit, Count: len(ts), Digest: distill.TasksDigest(ts)},
 				Teachers: []rundir.ManifestTeacher{{Name: env.LogTeacher, Spec: "distill env serve"}},
 				Dialects: ef.dialects.List(), Samples: 1, MaxTurns: opts.MaxTurns, Caps: opts.Caps, ExecTimeout: opts.ExecTimeout,
 			})

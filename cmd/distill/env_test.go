@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,8 @@ func TestEnvFlagErrors(t *testing.T) {
 		{[]string{"env", "serve", "--dialects", "postgres", "--pg-dsn", ""}, "needs --pg-dsn"},
 		{[]string{"env", "serve", "--tasks", "nosuch:x"}, `unknown task spec "nosuch:x"`},
 		{[]string{"env", "serve", "--ttl", "0s"}, "must be positive"},
+		{[]string{"env", "serve", "--limit", "-1"}, "--limit -1 is negative"},
+		{[]string{"env", "serve", "--limit", "x"}, "--limit"},
 		{[]string{"env", "serve", "--reward-mode", "sum"}, `reward mode "sum": want final or delta`},
 		{[]string{"env", "serve", "--format-penalty", "NaN"}, "--format-penalty must be a finite number"},
 		{[]string{"env", "serve", "--tokenizer", "/nonexistent/tok"}, "load tokenizer /nonexistent/tok"},
@@ -272,4 +275,75 @@ func TestEnvServePythonClientPostgres(t *testing.T) {
 	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root, "--dialects", "postgres,sqlite", "--pg-dsn", dsn, "--reader", reader)
 	runClient(t, py, srv.url, tasks[9], datasets.Postgres)
 	srv.stop(t)
+}
+
+// TestEnvServeLimitPostgres: after `distill load --limit N` (the first sample database only),
+// env serve on PostgreSQL without --limit refuses to start, naming the first database not
+// loaded; with --limit N it serves those N tasks, and env prompts --limit N exports their
+// prompts.
+func TestEnvServeLimitPostgres(t *testing.T) {
+	shared.SkipServers(t)
+	tokPath := shared.Path(t, "tokenizer/qwen2.5")
+	admin, err := sql.Open("pgx", shared.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	name := fmt.Sprintf("cs_envlim_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
+	}
+	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
+	if dsn == shared.PostgresDSN() {
+		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
+	}
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 10
+	next := 0 // the first task of another database than the first task's
+	for next < len(tasks) && tasks[next].DBID == tasks[0].DBID {
+		next++
+	}
+	if next < limit || next == len(tasks) {
+		t.Fatalf("the first %d sample tasks should share one database, a later one another", limit)
+	}
+	reader := testReader(t, datasets.Postgres, shared.PostgresDSN()) // dropped after the database
+	bin := testbin.Build(t, ".")
+	lim := fmt.Sprint(limit)
+	pg := []string{"--tasks", "sample", "--db-root", root, "--dialects", "postgres", "--pg-dsn", dsn, "--reader", reader}
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, "load", "--tasks", "sample", "--limit", lim, "--db-root", root, "--dialect", "postgres", "--dsn", dsn, "--reader", reader)); code != 0 {
+		t.Fatalf("distill load: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := testbin.Run(t, exec.Command(bin, append([]string{"env", "serve", "--addr", "127.0.0.1:0"}, pg...)...)); code != 1 || !strings.Contains(stderr, `"`+tasks[next].DBID+`" does not exist`) {
+		t.Errorf("all tasks, %d loaded: exit %d: %s", limit, code, stderr)
+	}
+	srv := startEnv(t, bin, append([]string{"--limit", lim}, pg...)...)
+	if !strings.Contains(srv.stderr(), fmt.Sprintf(": %d tasks (", limit)) {
+		t.Errorf("start line: %s", srv.stderr())
+	}
+	resp, err := http.Get(srv.url + "/v1/tasks?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Total int `json:"total"`
+		Tasks []struct {
+			ID string `json:"task_id"`
+		} `json:"tasks"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || list.Total != limit || len(list.Tasks) != limit || list.Tasks[0].ID != tasks[0].ID || list.Tasks[limit-1].ID != tasks[limit-1].ID {
+		t.Errorf("GET /v1/tasks: %v %+v, want the first %d tasks", err, list, limit)
+	}
+	srv.stop(t)
+	out := filepath.Join(t.TempDir(), "prompts.parquet")
+	code, _, stderr := testbin.Run(t, exec.Command(bin, append([]string{"env", "prompts", "--limit", lim, "--tokenizer", tokPath, "--out", out}, pg...)...))
+	if code != 0 || !strings.Contains(stderr, fmt.Sprintf(": %d prompts (", limit)) {
+		t.Errorf("env prompts --limit %d: exit %d\n%s", limit, code, stderr)
+	}
 }
