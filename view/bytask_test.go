@@ -89,8 +89,9 @@ func TestDatasetByTask(t *testing.T) {
 	if code := get(t, h, "/api/task?id="+url.QueryEscape(key), &tp); code != 200 || len(tp.Details) != 2 || tp.Details[0] == nil || tp.Details[0].Teacher != "alpha" || tp.Details[1].Teacher != "oracle" {
 		t.Errorf("task %s: %d %+v", key, code, tp.Task)
 	}
-	if code := get(t, h, "/api/task?id=nothing", nil); code != 404 {
-		t.Errorf("unknown task: %d", code)
+	var e map[string]string
+	if code := get(t, h, "/api/task?id=nothing", &e); code != 404 || e["error"] != `no task "nothing" in this dataset dir` {
+		t.Errorf("unknown task: %d %q", code, e["error"])
 	}
 
 	// One teacher, exported into a dataset of its own: "all wrong" is its wrong answers.

@@ -56,6 +56,14 @@ type ComparePage struct {
 // canCompare reports whether the compare view applies: eval dirs, or a dataset (teachers).
 func (s *Server) canCompare() bool { return s.kind == KindEval || s.kind == KindDataset }
 
+// served names what the viewer serves, for messages: "this dataset", "these eval dirs".
+func (s *Server) served() string {
+	if len(s.opts.Paths) == 1 {
+		return "this " + string(s.kind) + " dir"
+	}
+	return "these " + string(s.kind) + " dirs"
+}
+
 // teachers is the number of teachers in the index.
 func (s *Server) teachers() int {
 	s.ix.mu.RLock()
@@ -191,7 +199,7 @@ func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 // of the question or db_id), offset, limit.
 func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	if !s.canCompare() {
-		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
+		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs or a dataset, not %s", s.served()))
 		return
 	}
 	v := r.URL.Query()
@@ -297,7 +305,7 @@ type TaskPage struct {
 
 func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 	if !s.canCompare() {
-		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs; these are %s dirs", s.kind))
+		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs or a dataset, not %s", s.served()))
 		return
 	}
 	id := r.URL.Query().Get("id")
@@ -322,5 +330,5 @@ func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, page)
 		return
 	}
-	httpError(w, http.StatusNotFound, fmt.Errorf("no task %q in these eval dirs", id))
+	httpError(w, http.StatusNotFound, fmt.Errorf("no task %q in %s", id, s.served()))
 }

@@ -553,6 +553,16 @@ func TestCompare(t *testing.T) {
 	if code := get(t, h, "/api/compare?good=7", nil); code != 400 {
 		t.Errorf("good=7: %d", code)
 	}
+	var e map[string]string
+	if code := get(t, h, "/api/task?id=nothing", &e); code != 404 || e["error"] != `no task "nothing" in these eval dirs` {
+		t.Errorf("unknown task: %d %q", code, e["error"])
+	}
+	rh := openServer(t, nil, fx.run).Handler()
+	for _, path := range []string{"/api/compare", "/api/task?id=x"} {
+		if code := get(t, rh, path, &e); code != 404 || e["error"] != "the compare view needs eval dirs or a dataset, not this run dir" {
+			t.Errorf("%s of a run dir: %d %q", path, code, e["error"])
+		}
+	}
 	checkPaging(t, h, "/api/compare")
 }
 
