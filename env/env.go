@@ -19,6 +19,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/internal/plural"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
@@ -143,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxEpisodesPerClient = max(1, cfg.MaxEpisodes/2)
 	}
 	if cfg.MaxEpisodesPerClient > cfg.MaxEpisodes {
-		return nil, fmt.Errorf("env: %d episodes per client is over the %d of the store", cfg.MaxEpisodesPerClient, cfg.MaxEpisodes)
+		return nil, fmt.Errorf("env: %s per client is over the %d of the store", plural.Count(cfg.MaxEpisodesPerClient, "episode"), cfg.MaxEpisodes)
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody

@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
+	"github.com/chainedsql/chainedsql/internal/plural"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -264,9 +265,9 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 	if retry, err := s.store.add(e); err != nil {
 		// Retry-After: when the first episode in the way expires, unless one is finished first.
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
-		msg := fmt.Sprintf("%d episodes in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.cfg.MaxEpisodes, s.cfg.TTL)
+		msg := fmt.Sprintf("%s in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", plural.Count(s.cfg.MaxEpisodes, "episode"), s.cfg.TTL)
 		if errors.Is(err, errClientFull) {
-			msg = fmt.Sprintf("client %s has %d episodes in play, its cap (--max-episodes-per-client): finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, s.cfg.MaxEpisodesPerClient, s.cfg.TTL)
+			msg = fmt.Sprintf("client %s has %s in play, its cap (--max-episodes-per-client): finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, plural.Count(s.cfg.MaxEpisodesPerClient, "episode"), s.cfg.TTL)
 		}
 		writeError(w, &apiError{http.StatusTooManyRequests, msg})
 		return
@@ -372,7 +373,7 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	defer e.mu.Unlock()
 	if e.st.Done() {
 		tr := e.st.Trajectory()
-		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%d turns, converged %v); start a new one", id, len(tr.Turns), tr.Outcome().Converged)}
+		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%s, converged %v); start a new one", id, plural.Count(len(tr.Turns), "turn"), tr.Outcome().Converged)}
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return nil, s.execError(ctx, "episode "+id, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/plural"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -168,8 +169,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		hs := g.Server(srv.Handler(), logger)
-		fmt.Fprintf(c.Stderr, "%s: %d tasks (%s), dialects %s, validation fraction %g (seed %d), weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
-			c.Name, len(ts), strings.Join(ef.tasks.Specs(), ", "), ef.dialects, ef.subsets.ValFraction, ef.subsets.Seed, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
+		fmt.Fprintf(c.Stderr, "%s: %s (%s), dialects %s, validation fraction %g (seed %d), weights %s, format penalty %g, reward mode %s, token ids %v, on http://%s/v1\n",
+			c.Name, plural.Count(len(ts), "task"), strings.Join(ef.tasks.Specs(), ", "), ef.dialects, ef.subsets.ValFraction, ef.subsets.Seed, w, w.FormatPenalty, mode, tok != nil, ln.Addr())
 		err = cli.Serve(ctx, hs, ln, *drain, func() {
 			fmt.Fprintf(c.Stderr, "%s: shutting down (requests in flight may finish within %s)\n", c.Name, *drain)
 		})
@@ -177,7 +178,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		stored, live := srv.Episodes()
-		fmt.Fprintf(c.Stderr, "%s: stopped; %d episodes dropped (%d in play)\n", c.Name, stored, live)
+		fmt.Fprintf(c.Stderr, "%s: stopped; %s dropped (%d in play)\n", c.Name, plural.Count(stored, "episode"), live)
 		return nil
 	}
 }

@@ -347,3 +347,34 @@ func TestEnvServeLimitPostgres(t *testing.T) {
 		t.Errorf("env prompts --limit %d: exit %d\n%s", limit, code, stderr)
 	}
 }
+
+// TestEnvServeLimitAndCounts: --limit 1 serves the first task only, and the start and stop
+// lines count in the singular: "1 task", "1 episode dropped".
+func TestEnvServeLimitAndCounts(t *testing.T) {
+	root := t.TempDir()
+	tasks, err := datasets.LoadTasks("sample", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startEnv(t, testbin.Build(t, "."), "--tasks", "sample", "--db-root", root, "--limit", "1")
+	if !strings.Contains(srv.stderr(), ": 1 task (sample)") {
+		t.Errorf("start line: %s", srv.stderr())
+	}
+	for _, c := range []struct {
+		task string
+		code int
+	}{{tasks[0].ID, 200}, {tasks[1].ID, 404}} {
+		resp, err := http.Post(srv.url+"/v1/episodes", "application/json", strings.NewReader(`{"task_id": "`+c.task+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("episode of task %s: %d, want %d", c.task, resp.StatusCode, c.code)
+		}
+	}
+	srv.stop(t)
+	if !strings.Contains(srv.stderr(), "stopped; 1 episode dropped (1 in play)") {
+		t.Errorf("stop line: %s", srv.stderr())
+	}
+}

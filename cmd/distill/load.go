@@ -11,6 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/plural"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
@@ -86,7 +87,7 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 		if err != nil {
 			return fmt.Errorf("copying %s into %s: %w", id, d, err)
 		}
-		what := fmt.Sprintf("%d tables, %d rows, %d primary and %d foreign keys", st.Tables, st.Rows, st.PrimaryKeys, st.ForeignKeys)
+		what := fmt.Sprintf("%s, %s, %d primary and %s", plural.Count(st.Tables, "table"), plural.Count(st.Rows, "row"), st.PrimaryKeys, plural.Count(st.ForeignKeys, "foreign key"))
 		if st.Skipped {
 			what = "already copied from this file, skipped"
 		}
@@ -107,10 +108,7 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 	if dl, ok := sandbox.Lookup(d); ok && dl.Server() != nil {
 		kind = dl.Server().Namespace
 	}
-	if len(rep.Granted) != 1 {
-		kind += "s"
-	}
-	fmt.Fprintf(stderr, "reader %s %s: may read the %d loaded %s, nothing else (its password is kept on the server, in chainedsql_meta)\n", rep.Name, what, len(rep.Granted), kind)
+	fmt.Fprintf(stderr, "reader %s %s: may read the %d loaded %s, nothing else (its password is kept on the server, in chainedsql_meta)\n", rep.Name, what, len(rep.Granted), plural.Noun(len(rep.Granted), kind))
 	for _, c := range rep.Changes {
 		fmt.Fprintf(stderr, "    reset: %s\n", c)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/env"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/plural"
 )
 
 var envPromptsCmd = &cli.Command{
@@ -42,8 +43,8 @@ func setupEnvPrompts(fs *flag.FlagSet) cli.Func {
 			}
 			return err
 		}
-		fmt.Fprintf(c.Stderr, "%s: %d prompts (%d tasks of %s, dialects %s, validation fraction %g, seed %d) -> %s\n",
-			c.Name, n, len(ts), strings.Join(ef.tasks.Specs(), ", "), ef.dialects, ef.subsets.ValFraction, ef.subsets.Seed, *out)
+		fmt.Fprintf(c.Stderr, "%s: %s (%s of %s, dialects %s, validation fraction %g, seed %d) -> %s\n",
+			c.Name, plural.Count(n, "prompt"), plural.Count(len(ts), "task"), strings.Join(ef.tasks.Specs(), ", "), ef.dialects, ef.subsets.ValFraction, ef.subsets.Seed, *out)
 		return nil
 	}
 }
