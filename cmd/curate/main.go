@@ -22,6 +22,7 @@ import (
 	"github.com/chainedsql/chainedsql/curate"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/plural"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -116,8 +117,8 @@ func setupBuild(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.Stdout, "wrote %s: %d rows in %d shards (%d trajectories, %d excluded), %d tokens (%d trainable), %s\n",
-			rep.Dir, rep.Rows, len(rep.Shards), rep.Trajectories, rep.ExcludedCount, rep.Tokens.Sum, rep.TrainableTokens, rep.Duration.Round(time.Millisecond))
+		fmt.Fprintf(c.Stdout, "wrote %s: %d rows in %s (%d trajectories, %d excluded), %d tokens (%d trainable), %s\n",
+			rep.Dir, rep.Rows, plural.Count(len(rep.Shards), "shard"), rep.Trajectories, rep.ExcludedCount, rep.Tokens.Sum, rep.TrainableTokens, rep.Duration.Round(time.Millisecond))
 		fmt.Fprintf(c.Stdout, "think %s: %d turns from the reasoning field, %d inline, %d none; %d inline blocks left out\n",
 			rep.ThinkMode, rep.Think.Field, rep.Think.Inline, rep.Think.None, rep.Think.InlineDropped)
 		fmt.Fprintf(c.Stdout, "truncated %s: %d truncated turns in %d rows", rep.Truncated, rep.Think.TruncatedTurns, rep.TruncatedRows)

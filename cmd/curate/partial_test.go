@@ -68,8 +68,8 @@ func TestViewPartialLoadPostgres(t *testing.T) {
 			t.Fatalf("distill %v: exit %d\n%s", args, code, stderr)
 		}
 	}
-	if r := runBinary(t, curate, "build", run, "--tokenizer", tok, "--out", ds, "--quiet"); r.code != 0 {
-		t.Fatalf("build: %d %s", r.code, r.stderr)
+	if r := runBinary(t, curate, "build", run, "--tokenizer", tok, "--out", ds, "--quiet"); r.code != 0 || !strings.Contains(r.stdout, lim+" rows in 1 shard (") {
+		t.Fatalf("build: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	for _, path := range []string{ds, run} {
 		_, line := startView(t, curate, path, "--tasks", "sample", "--db-root", root, "--pg-dsn", dsn, "--reader", reader)
