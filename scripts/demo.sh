@@ -4,13 +4,13 @@
 # the student's tokenizer, verify the trainable-token masks, print the dataset statistics, and
 # evaluate the oracle with the same agentic loop `student eval` uses for the student.
 #
-# Outputs go under ${DEMO_OUT:-demo-out}/ (run dir, dataset, eval dir). Rerunning resumes the
+# Outputs go under ${DEMO_OUT:-runs/demo}/ (run dir, dataset, eval dir; runs/ is git-ignored). Rerunning resumes the
 # distill run and rebuilds the dataset and eval. Real teachers: see teachers/example.yaml and run
 #   bin/distill --config teachers.yaml --teachers gpt-oss,deepseek,glm,qwen --tasks sample
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=${DEMO_OUT:-demo-out}
+out=${DEMO_OUT:-runs/demo}
 shared=${CHAINEDSQL_SHARED:-../shared}
 tok=${CHAINEDSQL_TOKENIZER:-$shared/tokenizer/qwen2.5}
 if [ ! -f "$tok/tokenizer.json" ] && [ ! -f "$tok" ]; then
