@@ -49,23 +49,18 @@ func (t Task) GoldFor(d Dialect) (string, bool) {
 	return s, ok && s != ""
 }
 
-// GoldSource returns where the gold answer of an episode on d comes from: the gold SQL
-// (GoldFor) and the dialect whose copy of the database it runs on. That is d when t has gold
-// SQL for d, or no SQLite database file (DBPath); otherwise SQLite: a benchmark written for
-// SQLite (Spider, BIRD) defines its answers by its SQLite gold on its SQLite database, which
-// the server copies were loaded from, and its SQLite gold may fail or answer differently on
-// another engine (a text column compared with a number is an error on PostgreSQL). ok is
-// false when t has no gold SQL at all.
-func (t Task) GoldSource(d Dialect) (sql string, on Dialect, ok bool) {
-	sql, ok = t.GoldFor(d)
-	if !ok {
-		return "", d, false
-	}
-	if s := t.Gold[d]; s != "" || d == SQLite || t.DBPath == "" {
-		return sql, d, true
+// GoldReference returns the dialect whose copy of t's database an episode on d judges against
+// when t's gold SQL fails on d: SQLite, when d is a server, t has SQLite gold only and its
+// SQLite database file exists. A benchmark written for SQLite (Spider, BIRD dev) defines its
+// answers by its SQLite gold on that file, which the server copies were loaded from, and its
+// SQLite gold may fail on another engine (a text column compared with a number is an error on
+// PostgreSQL). ok is false otherwise: the gold's failure on d leaves the episode unjudged.
+func (t Task) GoldReference(d Dialect) (ref Dialect, ok bool) {
+	if d == SQLite || t.Gold[d] != "" || t.Gold[SQLite] == "" || t.DBPath == "" {
+		return "", false
 	}
 	if _, err := os.Stat(t.DBPath); err != nil {
-		return sql, d, true
+		return "", false
 	}
-	return sql, SQLite, true
+	return SQLite, true
 }

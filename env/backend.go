@@ -28,13 +28,10 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 	}
 	opts := s.cfg.Episode
 	opts.Schemas = s.cfg.Schemas
-	if g, on, ok := task.GoldSource(d); ok {
+	if g, ok := task.GoldFor(d); ok {
 		gold := goldOpener{Opener: s.cfg.Opener, core: strings.TrimSuffix(strings.TrimSpace(g), ";"), cache: s.golds}
-		if on == d {
-			db = gold.wrap(db, task)
-		} else {
-			opts.GoldOpener = gold // the task's reference database, through the cache too
-		}
+		db = gold.wrap(db, task)
+		opts.GoldOpener = gold // the task's reference database, if it has one, through the cache too
 	}
 	opts.Ordered = ordered(task)
 	if maxTurns > 0 {
@@ -70,8 +67,8 @@ type goldCache struct {
 	flight singleflight.Group
 }
 
-// goldOpener opens the database a task's gold answer comes from when it is not the episode's
-// (episode.EpisodeOptions.GoldOpener), with its gold executions through the goldCache.
+// goldOpener opens a task's reference database (episode.EpisodeOptions.GoldOpener), with its
+// gold executions through the goldCache.
 type goldOpener struct {
 	episode.Opener
 	core  string // the gold SQL, trimmed of space and a trailing ";"

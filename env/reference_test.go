@@ -8,7 +8,7 @@ import (
 )
 
 // TestServerEpisodeJudgedOnSQLite: on PostgreSQL, a task with SQLite gold only that fails there
-// (ifnull is SQLite's) is judged against the gold's answer on the task's SQLite file, through
+// (ifnull is SQLite's) is judged against the gold's answer on the task's SQLite file (judge.Judge.Reference), through
 // the gold cache: the PostgreSQL gold twice is correct, with no gold error.
 func TestServerEpisodeJudgedOnSQLite(t *testing.T) {
 	task := tasksOf(t)[3]

@@ -49,9 +49,10 @@ type EpisodeOptions struct {
 	Schemas *SchemaCache
 	// SkipGold leaves Correct false and runs no gold SQL (prediction-only runs).
 	SkipGold bool
-	// GoldOpener opens the database the gold answer comes from when it is not the episode's
-	// (datasets.Task.GoldSource: the task's SQLite file, for an episode on a server copy of a
-	// benchmark without gold SQL of that dialect). Nil runs the gold on the episode's database.
+	// GoldOpener opens the task's reference database (datasets.Task.GoldReference: its SQLite
+	// file, for an episode on a server copy of a benchmark with SQLite gold only), which the
+	// judge runs the gold on when it fails on the episode's database (judge.Judge.Reference).
+	// Nil: such a failure leaves the episode unjudged (GoldError).
 	GoldOpener Opener
 	// ReplyCap bounds each text of a reply kept in the trajectory and the conversation (content,
 	// reasoning), cut by textcap.Cut after the whole reply was parsed (default textcap.Reply).
@@ -147,7 +148,7 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db san
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
 // turn's result when the SQL runs unchanged and the result is complete (or failed).
 func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, db sandbox.DB, final *sandbox.Result, opts EpisodeOptions) error {
-	gold, on, ok := task.GoldSource(db.Dialect())
+	gold, ok := task.GoldFor(db.Dialect())
 	if !ok {
 		tr.GoldError = fmt.Sprintf("task has no gold SQL for %s", db.Dialect())
 		return nil
@@ -157,19 +158,19 @@ func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, 
 	if opts.Ordered {
 		j.Style = judge.StyleSpider
 	}
-	if on != db.Dialect() && opts.GoldOpener != nil {
-		gdb, err := opts.GoldOpener.Open(ctx, on, task)
+	if ref, ok := task.GoldReference(db.Dialect()); ok && opts.GoldOpener != nil {
+		rdb, err := opts.GoldOpener.Open(ctx, ref, task)
 		if err != nil {
-			return fmt.Errorf("task %s: opening the gold's %s database %s: %w", task.ID, on, task.DBID, err)
+			return fmt.Errorf("task %s: opening its reference %s database %s: %w", task.ID, ref, task.DBID, err)
 		}
-		j.GoldDB = gdb
-		tr.GoldDialect = on
+		j.Reference = rdb
 	}
 	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {
 		return fmt.Errorf("task %s: judging on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
 	}
 	tr.GoldError = textcap.Cut(v.GoldError, textcap.Error)
+	tr.GoldDialect = v.GoldOn
 	tr.Correct = v.Correct
 	return nil
 }

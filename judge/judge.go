@@ -70,10 +70,11 @@ type Judge struct {
 	Style Style
 	// KeepDistinct keeps DISTINCT in StyleSpider (test-suite-sql-eval's --keep_distinct).
 	KeepDistinct bool
-	// GoldDB, when not nil, is where Run executes the gold SQL: the task's reference database
-	// (its SQLite file, datasets.Task.GoldSource) for a prediction on a server copy. The gold
-	// runs there as that engine runs it, and the rows compare by the prediction's engine's rule.
-	GoldDB sandbox.DB
+	// Reference, when not nil, is where Run executes the gold SQL again when it fails on the
+	// prediction's database (an error, not a timeout): the task's SQLite file for a prediction
+	// on a server copy (datasets.Task.GoldReference). The gold runs there as that engine runs
+	// it, the rows compare by the prediction's engine's rule, and Verdict.GoldOn says so.
+	Reference sandbox.DB
 }
 
 // Verdict is how one prediction was judged.
@@ -86,6 +87,9 @@ type Verdict struct {
 	Error   string
 	// GoldError is why the gold SQL failed ("" when it ran or was not reached).
 	GoldError string
+	// GoldOn is the Reference's dialect when the gold's result came from it ("" when from the
+	// prediction's database).
+	GoldOn datasets.Dialect
 	// PredSQL and GoldSQL are the statements executed, after the style's rewrites.
 	PredSQL, GoldSQL string
 	// Ordered says rows were compared in order.
@@ -110,8 +114,8 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 	return gold, pred, false, true
 }
 
-// Run executes the predicted SQL on db and the gold SQL on GoldDB (db when nil) and judges
-// them. budget bounds both statements together (zero: the style's DefaultTimeout). predRes,
+// Run executes the gold and the predicted SQL on db (the gold on Reference too when it fails on
+// db) and judges them. budget bounds the statements together (zero: the style's DefaultTimeout). predRes,
 // when not nil, is pred's result from an earlier execution, reused when the style runs pred
 // unchanged and the result is complete (all rows kept) or a failure. The error is non-nil when
 // the style is unknown or a database itself failed (see DB.Exec).
@@ -131,10 +135,6 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		predRes = nil
 	}
 	deadline := time.Now().Add(budget)
-	gdb := db
-	if j.GoldDB != nil {
-		gdb = j.GoldDB
-	}
 	run := func(db sandbox.DB, q string, reuse *sandbox.Result) (*sandbox.Result, error) {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -142,14 +142,26 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		}
 		return j.exec(ctx, db, q, reuse, left)
 	}
+	runGold := func() (*sandbox.Result, error) {
+		res, err := run(db, g, nil)
+		if err != nil || res.OK() || res.Outcome == sandbox.OutcomeTimeout || j.Reference == nil {
+			return res, err
+		}
+		ref, err := run(j.Reference, g, nil)
+		if err != nil || !ref.OK() {
+			return res, err // the gold's failure on db is the one to report
+		}
+		v.GoldOn = j.Reference.Dialect()
+		return ref, nil
+	}
 	var gres, pres *sandbox.Result
 	var err error
 	if j.Style == StyleBIRD {
 		if pres, err = run(db, p, predRes); err == nil {
-			gres, err = run(gdb, g, nil)
+			gres, err = runGold()
 		}
 	} else {
-		if gres, err = run(gdb, g, nil); err == nil && ok {
+		if gres, err = runGold(); err == nil && ok {
 			pres, err = run(db, p, predRes)
 		}
 	}

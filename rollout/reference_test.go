@@ -18,7 +18,7 @@ import (
 
 // TestRolloutServerJudgedOnSQLite: a rollout on PostgreSQL of a task with SQLite gold only,
 // which fails there (ifnull is SQLite's), judges against the gold's answer on the task's
-// SQLite file, so its rows carry no gold error.
+// SQLite file (judge.Judge.Reference), so its rows carry no gold error.
 func TestRolloutServerJudgedOnSQLite(t *testing.T) {
 	shared.SkipServers(t)
 	s := tiny(t, 8)

@@ -90,8 +90,9 @@ type Trajectory struct {
 	Correct   bool   `json:"correct"`
 	GoldSQL   string `json:"gold_sql,omitempty"`
 	GoldError string `json:"gold_error,omitempty"`
-	// GoldDialect is the engine the gold SQL ran on when it is not Dialect: the task's SQLite
-	// database, the benchmark's reference (datasets.Task.GoldSource); empty when it is.
+	// GoldDialect is the engine whose result of the gold SQL the episode was judged against when
+	// it is not Dialect: the task's SQLite file, after the gold failed on Dialect
+	// (datasets.Task.GoldReference); empty when it is Dialect.
 	GoldDialect      datasets.Dialect `json:"gold_dialect,omitempty"`
 	FormatViolations int              `json:"format_violations"`
 	TruncatedTurns   int              `json:"truncated_turns,omitempty"`

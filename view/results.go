@@ -185,24 +185,12 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		}
 		return absent(fmt.Sprintf("the task's %s database does not open: %v", dialect, err))
 	}
-	gold, on, hasGold := task.GoldSource(dialect)
+	gold, hasGold := task.GoldFor(dialect)
 	rr.Gold.SQL = gold
-	gdb := db
 	if !hasGold {
 		rr.Gold.Absent = fmt.Sprintf("task %s has no gold SQL for %s", task.ID, dialect)
 	} else if d.GoldSQL != "" && strings.TrimSpace(d.GoldSQL) != strings.TrimSpace(gold) {
 		rr.Notes = append(rr.Notes, "the task file's gold SQL differs from the row's: the gold result is the task file's")
-	}
-	if hasGold && on != dialect {
-		// The episode was judged against the gold's answer on the task's SQLite database.
-		if gdb, err = x.x.Opener.Open(ctx, on, *task); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			rr.Gold.Absent = fmt.Sprintf("the task's %s database, where its gold answer comes from, does not open: %v", on, err)
-		} else {
-			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold result is from the task's %s database, the benchmark's reference, as the episode was judged", on))
-		}
 	}
 	if d.FinalSQL == "" {
 		rr.Final.Absent = "the row has no final SQL"
@@ -213,20 +201,36 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		if v.Absent != "" {
 			continue
 		}
-		on := db
-		if v == &rr.Gold {
-			on = gdb
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			*v, errs[i] = x.run(ctx, on, task.ID, v.SQL)
+			*v, errs[i] = x.run(ctx, db, task.ID, v.SQL)
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
+		}
+	}
+	// A gold that fails here is judged on the task's reference database (the judge's rule,
+	// datasets.Task.GoldReference): show that result.
+	if ref, ok := task.GoldReference(dialect); ok && rr.Gold.Absent == "" && rr.Gold.Outcome != string(sandbox.OutcomeOK) && rr.Gold.Outcome != string(sandbox.OutcomeTimeout) {
+		rdb, err := x.x.Opener.Open(ctx, ref, *task)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s, and the task's %s database, its reference, does not open: %v", dialect, ref, err))
+			return rr, nil
+		}
+		v, err := x.run(ctx, rdb, task.ID, gold)
+		if err != nil {
+			return nil, err
+		}
+		if v.Outcome == string(sandbox.OutcomeOK) {
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s (outcome %s); its result here is from the task's %s database, the benchmark's reference, which the episode was judged against", dialect, rr.Gold.Outcome, ref))
+			rr.Gold = v
 		}
 	}
 	return rr, nil
