@@ -213,7 +213,7 @@ type SummaryRow struct {
 	FormatViolations int `json:"format_violations"`
 	Turns            int `json:"turns"`
 	Tokens           int `json:"tokens"`
-	// Unjudged counts the trajectories whose gold SQL did not run on their dialect (their
+	// Unjudged counts the trajectories whose gold SQL failed on their dialect (their
 	// gold_error): never correct, whatever the teacher wrote.
 	Unjudged int `json:"unjudged"`
 
@@ -275,7 +275,7 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 
 // WriteSummary prints rows as a table: trajectories, failures, converged %, exec-ok %,
 // correct %, format violations, average turns, tokens, and the trajectories left unjudged by
-// a gold SQL that did not run.
+// a gold SQL that failed.
 func WriteSummary(w io.Writer, rows []SummaryRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "teacher\tdialect\ttrajectories\tfailed\tconverged\texec-ok\tcorrect\tformat-viol\tavg turns\ttokens\tunjudged\t")

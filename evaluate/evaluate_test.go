@@ -346,12 +346,15 @@ func TestUnjudgedGold(t *testing.T) {
 	if s.Eval.N != 4 || s.Eval.Correct != 3 || s.Eval.Unjudged != 1 {
 		t.Fatalf("summary: %+v", s.Eval)
 	}
-	if h := s.Eval.Headline(); !strings.HasSuffix(h, "; 1 of 4 unjudged: their gold SQL did not run") {
+	if h := s.Eval.Headline(); !strings.HasSuffix(h, "; 1 of 4 unjudged: their gold SQL failed") {
 		t.Errorf("headline %q", h)
 	}
 	back, err := evaluate.ReadSummary(dir)
 	if err != nil || back.Eval.Unjudged != 1 {
 		t.Fatalf("summary.json: %+v, %v", back, err)
+	}
+	if m, err := evaluate.Merge(filepath.Join(t.TempDir(), "merged"), []string{dir}); err != nil || m.Eval.Unjudged != 1 {
+		t.Fatalf("merged: %+v, %v", m, err)
 	}
 	var cmp strings.Builder
 	if err := evaluate.Compare(&cmp, []string{dir}); err != nil || !regexp.MustCompile(`(?m)^unjudged \(gold failed\)\s+1$`).MatchString(cmp.String()) {
@@ -371,7 +374,7 @@ func TestUnjudgedGold(t *testing.T) {
 		t.Fatalf("score: %+v", rep)
 	}
 	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "unjudged: 1 of 4, their gold SQL did not run") {
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "unjudged: 1 of 4, their gold SQL failed") {
 		t.Errorf("score text:\n%s%v", text.String(), err)
 	}
 }

@@ -215,7 +215,7 @@ func (r *ScoreReport) WriteText(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "%s (%s style)\n%s\n%s\n%s\noutcomes: %s\n", r.EX.FormatEX(), style,
 		row("", names), row("count", counts), row("accuracy", accs), strings.Join(parts, ", "))
 	if err == nil && r.EX.Unjudged > 0 {
-		_, err = fmt.Fprintf(w, "unjudged: %d of %d, their gold SQL did not run (scored as wrong; gold_error in the JSON report)\n", r.EX.Unjudged, r.EX.N)
+		_, err = fmt.Fprintf(w, "unjudged: %d of %d, their gold SQL failed (scored as wrong; gold_error in the JSON report)\n", r.EX.Unjudged, r.EX.N)
 	}
 	return err
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README): vet, then every test with the race detector.
+# The project's test command (README): vet, every test with the race detector, every benchmark
+# once, the CUDA kernels under the emulator, the fault suite and the Kubernetes manifests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...

@@ -20,7 +20,7 @@ type EvalResult struct {
 	ExecOK           bool   `json:"exec_ok"`
 	Turns            int    `json:"turns"`
 	FormatViolations int    `json:"format_violations"`
-	// Unjudged is true when the task's gold SQL did not run on the dialect evaluated (or the
+	// Unjudged is true when the task's gold SQL failed on the dialect evaluated (or the
 	// task has none), so the answer could not be compared: Correct is then false.
 	Unjudged bool `json:"unjudged,omitempty"`
 }
@@ -47,7 +47,7 @@ type EvalSummary struct {
 	RowsWithViolation      int     `json:"rows_with_violation"`
 	RowsWithViolationShare float64 `json:"rows_with_violation_share"`
 	AvgTurns               float64 `json:"avg_turns"`
-	// Unjudged counts the results whose gold SQL did not run (EvalResult.Unjudged): EX counts
+	// Unjudged counts the results whose gold SQL failed (EvalResult.Unjudged): EX counts
 	// them as wrong, as BIRD's evaluation does, and the headline says how many there are.
 	Unjudged int `json:"unjudged"`
 }
@@ -214,12 +214,12 @@ func (s EvalSummary) FormatEX() string {
 // Headline renders the summary on one line, e.g. "EX 12.84% (simple 17.73, moderate 6.25,
 // challenging 2.76), convergence 57.8%, exec-ok 60.2%, format violations 16.2%, 3.35 turns".
 // Format violations are violating turns over all turns. Where some results are unjudged it
-// ends with how many ("; 41 of 120 unjudged: their gold SQL did not run").
+// ends with how many ("; 41 of 120 unjudged: their gold SQL failed").
 func (s EvalSummary) Headline() string {
 	h := fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, %.2f turns",
 		s.FormatEX(), pct(s.Convergence), pct(s.ExecOK), pct(s.FormatViolationRate), s.AvgTurns)
 	if s.Unjudged > 0 {
-		h += fmt.Sprintf("; %d of %d unjudged: their gold SQL did not run", s.Unjudged, s.N)
+		h += fmt.Sprintf("; %d of %d unjudged: their gold SQL failed", s.Unjudged, s.N)
 	}
 	return h
 }

@@ -151,7 +151,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	}
 	slices.Sort(names)
 	head := stats.Table{Title: "Outcomes (from the trajectories read so far)",
-		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns", "unjudged (gold SQL did not run)"}}
+		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns", "unjudged (gold SQL failed)"}}
 	var tokens, turns []stats.Series
 	var outs []stats.Outcomes
 	var exs []stats.PolicyEX

@@ -91,6 +91,7 @@ func BenchmarkKernelRate(b *testing.B) {
 	// Decode attention of the 0.5B shape (7 query heads per kv head, head dim 64, blocks of 256)
 	// on one thread: one kv head over 256 keys (its keys and values, 128 KiB, stay in L2) and over
 	// 2,048 (1 MiB, about L2's size); 2·7·64 multiply-adds per key.
+	defer withThreads(Threads())() // restored even when a check below fails the benchmark
 	for _, n := range []int{256, 2048} {
 		old := Threads()
 		SetThreads(1)
