@@ -3,8 +3,6 @@
 // Running statements is package sandbox's, judging them package judge's.
 package datasets
 
-import "os"
-
 // Dialect names a SQL engine.
 type Dialect string
 
@@ -50,16 +48,14 @@ func (t Task) GoldFor(d Dialect) (string, bool) {
 }
 
 // GoldReference returns the dialect whose copy of t's database an episode on d judges against
-// when t's gold SQL fails on d: SQLite, when d is a server, t has SQLite gold only and its
-// SQLite database file exists. A benchmark written for SQLite (Spider, BIRD dev) defines its
-// answers by its SQLite gold on that file, which the server copies were loaded from, and its
-// SQLite gold may fail on another engine (a text column compared with a number is an error on
-// PostgreSQL). ok is false otherwise: the gold's failure on d leaves the episode unjudged.
+// when t's gold SQL fails on d: SQLite, when d is a server and t has SQLite gold only. A
+// benchmark written for SQLite (Spider, BIRD dev) defines its answers by its SQLite gold on its
+// SQLite file, which the server copies were loaded from, and that gold may fail on another
+// engine (a text column compared with a number is an error on PostgreSQL). ok is false
+// otherwise. Where the file is not at hand, the gold's failure on d leaves the episode
+// unjudged.
 func (t Task) GoldReference(d Dialect) (ref Dialect, ok bool) {
-	if d == SQLite || t.Gold[d] != "" || t.Gold[SQLite] == "" || t.DBPath == "" {
-		return "", false
-	}
-	if _, err := os.Stat(t.DBPath); err != nil {
+	if d == SQLite || t.Gold[d] != "" || t.Gold[SQLite] == "" {
 		return "", false
 	}
 	return SQLite, true

@@ -130,12 +130,13 @@ type (
 		Total                              *float64
 	}
 	wireInfo struct {
-		SQL       string   `json:"sql"`
-		Outcome   string   `json:"outcome"`
-		Error     string   `json:"error"`
-		Rows      *int     `json:"rows"`
-		ExecMS    *float64 `json:"exec_ms"`
-		GoldError string   `json:"gold_error"`
+		SQL         string   `json:"sql"`
+		Outcome     string   `json:"outcome"`
+		Error       string   `json:"error"`
+		Rows        *int     `json:"rows"`
+		ExecMS      *float64 `json:"exec_ms"`
+		GoldError   string   `json:"gold_error"`
+		GoldDialect string   `json:"gold_dialect"`
 	}
 	wireStep struct {
 		EpisodeID   string           `json:"episode_id"`

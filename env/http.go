@@ -318,6 +318,10 @@ type stepInfo struct {
 	ExecMS float64 `json:"exec_ms"`
 	// GoldError says why the episode could not be judged (its gold SQL failed), at the end.
 	GoldError string `json:"gold_error,omitempty"`
+	// GoldDialect, at the end, is the engine whose result of the gold SQL the episode was
+	// judged against when not its own: sqlite, the task's SQLite file, after the gold failed
+	// on the server (rundir.Trajectory.GoldDialect).
+	GoldDialect string `json:"gold_dialect,omitempty"`
 }
 
 func infoOf(tu rundir.Turn, tr *rundir.Trajectory, done bool) stepInfo {
@@ -337,7 +341,7 @@ func infoOf(tu rundir.Turn, tr *rundir.Trajectory, done bool) stepInfo {
 		}
 	}
 	if done {
-		in.GoldError = tr.GoldError
+		in.GoldError, in.GoldDialect = tr.GoldError, string(tr.GoldDialect)
 	}
 	return in
 }

@@ -159,11 +159,7 @@ func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, 
 		j.Style = judge.StyleSpider
 	}
 	if ref, ok := task.GoldReference(db.Dialect()); ok && opts.GoldOpener != nil {
-		rdb, err := opts.GoldOpener.Open(ctx, ref, task)
-		if err != nil {
-			return fmt.Errorf("task %s: opening its reference %s database %s: %w", task.ID, ref, task.DBID, err)
-		}
-		j.Reference = rdb
+		j.Reference = func(ctx context.Context) (sandbox.DB, error) { return opts.GoldOpener.Open(ctx, ref, task) }
 	}
 	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
 	if err != nil {

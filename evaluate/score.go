@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/stats"
 )
 
@@ -160,6 +161,9 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 		return it, fmt.Errorf("score task %s: opening %s: %w", t.ID, t.DBID, err)
 	}
 	judge := judge.Judge{Style: cfg.Style, KeepDistinct: cfg.KeepDistinct}
+	if ref, ok := t.GoldReference(cfg.Dialect); ok {
+		judge.Reference = func(ctx context.Context) (sandbox.DB, error) { return cfg.Opener.Open(ctx, ref, t) }
+	}
 	v, err := judge.Run(ctx, db, gold, p.SQL, nil, cfg.Timeout)
 	if err != nil {
 		return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)

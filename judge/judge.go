@@ -70,11 +70,13 @@ type Judge struct {
 	Style Style
 	// KeepDistinct keeps DISTINCT in StyleSpider (test-suite-sql-eval's --keep_distinct).
 	KeepDistinct bool
-	// Reference, when not nil, is where Run executes the gold SQL again when it fails on the
-	// prediction's database (an error, not a timeout): the task's SQLite file for a prediction
-	// on a server copy (datasets.Task.GoldReference). The gold runs there as that engine runs
-	// it, the rows compare by the prediction's engine's rule, and Verdict.GoldOn says so.
-	Reference sandbox.DB
+	// Reference, when not nil, opens the database Run executes the gold SQL on again when it
+	// fails on the prediction's (an error or a refusal, not a timeout): the task's SQLite file
+	// for a prediction on a server copy (datasets.Task.GoldReference). The gold runs there as
+	// that engine runs it, the rows compare by the prediction's engine's rule, and
+	// Verdict.GoldOn says so. Where the reference does not open, fails or errs too, the
+	// first failure is the verdict's; a timeout there is the prediction's, as on the server.
+	Reference func(context.Context) (sandbox.DB, error)
 }
 
 // Verdict is how one prediction was judged.
@@ -147,12 +149,19 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		if err != nil || res.OK() || res.Outcome == sandbox.OutcomeTimeout || j.Reference == nil {
 			return res, err
 		}
-		ref, err := run(j.Reference, g, nil)
-		if err != nil || !ref.OK() {
-			return res, err // the gold's failure on db is the one to report
+		rdb, err := j.Reference(ctx)
+		if err != nil {
+			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
-		v.GoldOn = j.Reference.Dialect()
-		return ref, nil
+		ref, err := run(rdb, g, nil)
+		switch {
+		case err != nil:
+			return res, ctx.Err()
+		case ref.OK(), ref.Outcome == sandbox.OutcomeTimeout:
+			v.GoldOn = rdb.Dialect()
+			return ref, nil
+		}
+		return res, nil
 	}
 	var gres, pres *sandbox.Result
 	var err error

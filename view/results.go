@@ -213,27 +213,30 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 			return nil, err
 		}
 	}
-	// A gold that fails here is judged on the task's reference database (the judge's rule,
-	// datasets.Task.GoldReference): show that result.
+	// A gold that fails here has the judge's fallback (judge.Judge.Reference): show its result
+	// on the task's reference database, as the judge would use it.
 	if ref, ok := task.GoldReference(dialect); ok && rr.Gold.Absent == "" && rr.Gold.Outcome != string(sandbox.OutcomeOK) && rr.Gold.Outcome != string(sandbox.OutcomeTimeout) {
-		rdb, err := x.x.Opener.Open(ctx, ref, *task)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s, and the task's %s database, its reference, does not open: %v", dialect, ref, err))
-			return rr, nil
-		}
-		v, err := x.run(ctx, rdb, task.ID, gold)
-		if err != nil {
-			return nil, err
-		}
-		if v.Outcome == string(sandbox.OutcomeOK) {
-			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s (outcome %s); its result here is from the task's %s database, the benchmark's reference, which the episode was judged against", dialect, rr.Gold.Outcome, ref))
+		v, err := x.reference(ctx, *task, ref, gold)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s, and its reference, the task's %s database, gives no result: %v", dialect, ref, err))
+		case v.Outcome == string(sandbox.OutcomeOK):
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s (%s); its result here is from the task's %s database, the benchmark's reference, which the judge uses then", dialect, rr.Gold.Outcome, ref))
 			rr.Gold = v
 		}
 	}
 	return rr, nil
+}
+
+// reference runs task's gold SQL on its reference database in dialect ref.
+func (x *executor) reference(ctx context.Context, task datasets.Task, ref datasets.Dialect, gold string) (ExecView, error) {
+	rdb, err := x.x.Opener.Open(ctx, ref, task)
+	if err != nil {
+		return ExecView{}, err
+	}
+	return x.run(ctx, rdb, task.ID, gold)
 }
 
 // run executes sql on db, or waits for the same execution already under way, or returns the

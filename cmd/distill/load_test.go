@@ -187,4 +187,12 @@ func TestLoadIntoMySQL(t *testing.T) {
 	if want := fmt.Sprintf("%d done now", len(mine)); !strings.Contains(out.String(), want) || strings.Count(out.String(), "100.0%") != 3 {
 		t.Errorf("summary lacks %q or 100%% converged/exec-ok/correct:\n%s", want, out.String())
 	}
+	// Without the SQLite files (a db root that lacks them) a server run says that where their
+	// SQLite gold fails on the server, those tasks are unjudged (no reference to judge against).
+	errb.Reset()
+	if code := run([]string{"--teachers", "oracle", "--tasks", spec, "--db-root", t.TempDir(), "--dialects", "mysql", "--mysql-dsn", shared.MySQLDSN(),
+		"--reader", reader, "--limit", "2", "--out", filepath.Join(dir, "run2"), "--progress", "off"}, &out, &errb); code != 0 ||
+		!strings.Contains(errb.String(), "WARNING: 2 of 2 tasks on mysql have SQLite gold only and no SQLite database here") {
+		t.Errorf("a server run without the SQLite files: exit %d, stderr %q", code, errb.String())
+	}
 }

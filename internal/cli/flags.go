@@ -228,7 +228,37 @@ func (d *DSNs) ConnectFor(ctx context.Context, sqliteRoot string, tasksIn func(d
 	for _, w := range conn.DSNUserWarnings(ctx, dialects) {
 		fmt.Fprintf(stderr, "%s: WARNING: %s\n", name, w)
 	}
+	for _, x := range dialects {
+		if n, of := noReference(ctx, conn, tasksIn(x), x); n > 0 {
+			fmt.Fprintf(stderr, "%s: WARNING: %d of %d tasks on %s have SQLite gold only and no SQLite database here (--db-root): where that gold fails on %s, they are unjudged, not judged against their SQLite answer\n",
+				name, n, of, x, x)
+		}
+	}
 	return conn, nil
+}
+
+// noReference counts the tasks among tasks with a SQLite reference on d
+// (datasets.Task.GoldReference) whose SQLite database conn cannot open, of those with one.
+func noReference(ctx context.Context, conn *sandbox.Connector, tasks []datasets.Task, d datasets.Dialect) (missing, with int) {
+	opens := map[string]bool{} // by database
+	for _, t := range tasks {
+		ref, ok := t.GoldReference(d)
+		if !ok {
+			continue
+		}
+		with++
+		key := t.DBID + "\x00" + t.DBPath
+		ok, seen := opens[key]
+		if !seen {
+			_, err := conn.Open(ctx, ref, t)
+			ok = err == nil
+			opens[key] = ok
+		}
+		if !ok {
+			missing++
+		}
+	}
+	return missing, with
 }
 
 // Disconnect prints, after name, a warning for each of dialects whose statements outlived their
