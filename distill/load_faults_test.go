@@ -20,10 +20,14 @@ import (
 )
 
 // TestFaultsSustainedLoadPostgres runs 22,400 episodes with up to 2,000 in flight against a
-// local endpoint (each reply 250 ms) for about a minute, every statement executed in PostgreSQL
-// on the bundled sample, and samples turns/s and heap every 5 s: both must hold steady (no window
-// under half the median rate between ramp-up and ramp-down, heap at the end within 1.5x of its
-// first steady value).
+// local endpoint (each reply 250 ms), 20-60 s depending on the machine, every statement executed
+// in PostgreSQL on the bundled sample, and samples turns/s and heap every 2 s: both must hold
+// steady (at most two windows, 4 s, under half the median rate between ramp-up and ramp-down;
+// heap at the end within 1.5x of its first steady value). (Windows of 5 s left a 20 s run on a
+// fast machine too few to judge.)
+// loadWindow is how often TestFaultsSustainedLoadPostgres samples the rate and the heap.
+const loadWindow = 2 * time.Second
+
 func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	tasks, err := datasets.LoadTasks("sample", t.TempDir())
 	if err != nil {
@@ -62,7 +66,7 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(5 * time.Second):
+			case <-time.After(loadWindow):
 			}
 			runtime.ReadMemStats(&ms)
 			n := srv.Count()
@@ -85,25 +89,25 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	}
 	// Steady part: all but the first window (ramp-up) and the last (ramp-down, partial).
 	if len(windows) < 6 {
-		t.Fatalf("only %d 5 s windows (run took %v): too short to judge: %+v", len(windows), el, windows)
+		t.Fatalf("only %d windows of %v (run took %v): too short to judge: %+v", len(windows), loadWindow, el, windows)
 	}
 	steady := windows[1 : len(windows)-1]
 	rates := make([]float64, len(steady))
 	for i, w := range steady {
-		rates[i] = float64(w.requests) / 5
+		rates[i] = float64(w.requests) / loadWindow.Seconds()
 	}
 	sorted := slices.Clone(rates)
 	slices.Sort(sorted)
 	median := sorted[len(sorted)/2]
 	// A stall that lasts (a pool running dry, latency that grows) keeps several windows low;
-	// one 5 s dip on a shared machine (another package's test starting) is not one.
+	// a dip of up to 4 s on a shared machine (another package's test starting) is not one.
 	var low []int
 	for i, r := range rates {
 		if r < median/2 {
 			low = append(low, i)
 		}
 	}
-	if len(low) > 1 {
+	if len(low) > 2 {
 		t.Fatalf("windows %v under half the median %.0f turns/s: throughput is not steady (%v)", low, median, rates)
 	}
 	if first, lastH := steady[0].heapMiB, steady[len(steady)-1].heapMiB; lastH > 1.5*first+64 {
