@@ -1,0 +1,82 @@
+package view
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // dropping the test schema
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// TestResultsReferencePostgres: a PostgreSQL row of a task with SQLite gold only that fails
+// there (ifnull is SQLite's) shows, as the gold's result, the gold's answer on the task's
+// SQLite file, the reference the judge used, with a note; the final SQL (the oracle's, the same
+// statement) shows PostgreSQL's error.
+func TestResultsReferencePostgres(t *testing.T) {
+	shared.SkipServers(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shop", "shop.sqlite")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lite, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lite.Exec(`CREATE TABLE customer (id INTEGER PRIMARY KEY, city TEXT); INSERT INTO customer VALUES (7, 'Pune'), (8, 'Oslo');`)
+	lite.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("cs_vr%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if _, err := sandbox.CopySQLite(ctx, path, datasets.Postgres, shared.PostgresDSN(), name); err != nil {
+		t.Fatalf("copy into postgres: %v (set CHAINEDSQL_NO_SERVERS=1 to skip)", err)
+	}
+	pg, err := sql.Open("pgx", shared.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	defer pg.Exec("DROP SCHEMA IF EXISTS " + name + " CASCADE")
+	reader := fmt.Sprintf("cs_rd_vr%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if _, err := sandbox.EnsureReader(ctx, datasets.Postgres, shared.PostgresDSN(), sandbox.ReaderSetup{Name: reader}, []string{name}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sandbox.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
+			t.Errorf("drop reader: %v", err)
+		}
+	}()
+	task := datasets.Task{ID: "shop/0", DBID: name, Question: "Which city does customer 7 live in?", Source: "test", DBPath: path,
+		Gold: map[datasets.Dialect]string{datasets.SQLite: "SELECT ifnull(city, '?') FROM customer WHERE id = 7"}}
+	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}}
+	defer conn.Close()
+	run := filepath.Join(t.TempDir(), "run")
+	if _, err := distill.Run(ctx, distill.RunConfig{Dir: run, Tasks: []datasets.Task{task}, TaskSpec: "test", Dialects: []datasets.Dialect{datasets.Postgres},
+		Policies: []*episode.PolicyHandle{{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}}},
+		Opener:   conn, Toolkit: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	s := openServer(t, nil, run)
+	s.SetExecutor(Executor{Tasks: []datasets.Task{task}, Opener: conn, Dialects: []datasets.Dialect{datasets.Postgres}})
+	var rr RowResults
+	if code := get(t, s.Handler(), "/api/results?id=0", &rr); code != 200 {
+		t.Fatalf("results: %d", code)
+	}
+	if rr.Final.Outcome != "error" || rr.Gold.Outcome != "ok" || rr.Gold.Total != 1 || !strings.HasPrefix(rr.Gold.Engine, "SQLite") ||
+		len(rr.Notes) != 1 || !strings.Contains(rr.Notes[0], "reference") {
+		t.Errorf("final %+v\ngold %+v\nnotes %q", rr.Final, rr.Gold, rr.Notes)
+	}
+}
