@@ -30,21 +30,25 @@ figure to compare.`,
 }
 
 // compareTaskSets writes, when the dirs' results.jsonl cover different tasks, a note with each
-// dir's task count and its EX on the tasks every dir scored.
+// dir's task count and its EX on the tasks every dir scored (with the unjudged among them:
+// results whose gold SQL failed, which EX counts wrong).
 func compareTaskSets(w io.Writer, dirs []string) error {
-	sets := make([]map[string][2]int, len(dirs)) // task id → (correct lines, lines)
+	sets := make([]map[string][3]int, len(dirs)) // task id → (correct lines, lines, unjudged lines)
 	for i, d := range dirs {
 		rs, err := evaluate.ReadResults(d)
 		if err != nil {
 			return err
 		}
-		sets[i] = map[string][2]int{}
+		sets[i] = map[string][3]int{}
 		for _, r := range rs {
 			c := sets[i][r.ID]
 			if r.Correct {
 				c[0]++
 			}
 			c[1]++
+			if r.GoldError != "" {
+				c[2]++
+			}
 			sets[i][r.ID] = c
 		}
 	}
@@ -79,12 +83,17 @@ func compareTaskSets(w io.Writer, dirs []string) error {
 	}
 	ex := make([]string, len(dirs))
 	for i, d := range dirs {
-		correct, n := 0, 0
+		correct, n, unjudged := 0, 0, 0
 		for id := range common {
 			correct += sets[i][id][0]
 			n += sets[i][id][1]
+			unjudged += sets[i][id][2]
 		}
-		ex[i] = fmt.Sprintf("%s %.2f%% (%d/%d)", filepath.Base(filepath.Clean(d)), 100*float64(correct)/float64(n), correct, n)
+		ex[i] = fmt.Sprintf("%s %.2f%% (%d/%d", filepath.Base(filepath.Clean(d)), 100*float64(correct)/float64(n), correct, n)
+		if unjudged > 0 {
+			ex[i] += fmt.Sprintf(", %d unjudged", unjudged)
+		}
+		ex[i] += ")"
 	}
 	fmt.Fprintf(w, "EX on the %d tasks in common: %s\n", len(common), strings.Join(ex, ", "))
 	return nil

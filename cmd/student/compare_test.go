@@ -1,11 +1,13 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
@@ -37,5 +39,30 @@ func TestCompareTaskSets(t *testing.T) {
 	code, out, stderr = testbin.Run(t, exec.Command(bin, "compare", big, same))
 	if code != 0 || strings.Contains(out, "note:") || strings.Contains(out, "in common") {
 		t.Errorf("compare over the same tasks: exit %d, output %s %s", code, out, stderr)
+	}
+}
+
+// TestCompareTaskSetsUnjudged: the EX on the tasks in common says how many of their results
+// are unjudged (their gold SQL failed).
+func TestCompareTaskSetsUnjudged(t *testing.T) {
+	tmp := t.TempDir()
+	write := func(name string, lines ...string) string {
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, evaluate.ResultsFile), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	a := write("a", `{"id":"t/0","index":0,"correct":true}`, `{"id":"t/1","index":1,"correct":false,"gold_error":"error: no such function"}`, `{"id":"t/2","index":2,"correct":true}`)
+	b := write("b", `{"id":"t/0","index":0,"correct":true}`, `{"id":"t/1","index":1,"correct":true}`)
+	var out strings.Builder
+	if err := compareTaskSets(&out, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "EX on the 2 tasks in common: a 50.00% (1/2, 1 unjudged), b 100.00% (2/2)"; !strings.Contains(out.String(), want) {
+		t.Errorf("compare:\n%s\nwant %q", out.String(), want)
 	}
 }
