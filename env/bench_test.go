@@ -3,7 +3,6 @@ package env
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,26 +32,14 @@ var benchLive = flag.Int("env.live", 2000, "episodes in play at once in the env 
 func freshPostgres(tb testing.TB, tasks []datasets.Task) *sandbox.Connector {
 	tb.Helper()
 	shared.SkipServers(tb)
-	admin, err := sql.Open("pgx", shared.PostgresDSN())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { admin.Close() })
 	reader := fmt.Sprintf("cs_rd_envb%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	tb.Cleanup(func() { // after the database's drop below (cleanups run last first)
 		if err := sandbox.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
 			tb.Errorf("drop reader %s: %v", reader, err)
 		}
 	})
-	name := fmt.Sprintf("cs_envb_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		tb.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
-	}
-	tb.Cleanup(func() { admin.Exec("DROP DATABASE " + name + " WITH (FORCE)") })
-	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
-	if dsn == shared.PostgresDSN() {
-		tb.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
-	}
+	dsn, drop := shared.FreshPostgresDB(tb, "cs_envb_")
+	tb.Cleanup(drop)
 	done := map[string]bool{}
 	var ids []string
 	for _, t := range tasks {

@@ -3,14 +3,10 @@ package view
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	_ "github.com/jackc/pgx/v5/stdlib" // dropping the test schema
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
@@ -40,25 +36,7 @@ func TestResultsReferencePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("cs_vr%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	if _, err := sandbox.CopySQLite(ctx, path, datasets.Postgres, shared.PostgresDSN(), name); err != nil {
-		t.Fatalf("copy into postgres: %v (set CHAINEDSQL_NO_SERVERS=1 to skip)", err)
-	}
-	pg, err := sql.Open("pgx", shared.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	defer pg.Exec("DROP SCHEMA IF EXISTS " + name + " CASCADE")
-	reader := fmt.Sprintf("cs_rd_vr%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	if _, err := sandbox.EnsureReader(ctx, datasets.Postgres, shared.PostgresDSN(), sandbox.ReaderSetup{Name: reader}, []string{name}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := sandbox.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {
-			t.Errorf("drop reader: %v", err)
-		}
-	}()
+	name, reader := shared.PostgresCopy(t, path, "cs_vr")
 	task := datasets.Task{ID: "shop/0", DBID: name, Question: "Which city does customer 7 live in?", Source: "test", DBPath: path,
 		Gold: map[datasets.Dialect]string{datasets.SQLite: "SELECT ifnull(city, '?') FROM customer WHERE id = 7"}}
 	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,20 +26,8 @@ import (
 func TestViewPartialLoadPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
-	admin, err := sql.Open("pgx", shared.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := fmt.Sprintf("cs_view_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
-	}
-	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
-	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
-	if dsn == shared.PostgresDSN() {
-		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
-	}
+	dsn, drop := shared.FreshPostgresDB(t, "cs_view_")
+	defer drop()
 	reader := fmt.Sprintf("cs_rd_vw%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() { // after the database is dropped
 		if err := sandbox.DropReader(context.Background(), datasets.Postgres, shared.PostgresDSN(), reader); err != nil {

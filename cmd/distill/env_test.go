@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -244,20 +243,8 @@ func TestEnvServePythonClient(t *testing.T) {
 func TestEnvServePythonClientPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	py := python3(t)
-	admin, err := sql.Open("pgx", shared.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := fmt.Sprintf("cs_env_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
-	}
-	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
-	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
-	if dsn == shared.PostgresDSN() {
-		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
-	}
+	dsn, drop := shared.FreshPostgresDB(t, "cs_env_")
+	defer drop()
 	root := t.TempDir()
 	tasks, err := datasets.LoadTasks("sample", root)
 	if err != nil {
@@ -284,20 +271,8 @@ func TestEnvServePythonClientPostgres(t *testing.T) {
 func TestEnvServeLimitPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	tokPath := shared.Path(t, "tokenizer/qwen2.5")
-	admin, err := sql.Open("pgx", shared.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := fmt.Sprintf("cs_envlim_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database (is PostgreSQL running? set CHAINEDSQL_NO_SERVERS=1 to skip): %v", err)
-	}
-	defer admin.Exec("DROP DATABASE " + name + " WITH (FORCE)")
-	dsn := strings.Replace(shared.PostgresDSN(), "/test?", "/"+name+"?", 1)
-	if dsn == shared.PostgresDSN() {
-		t.Skipf("cannot derive a fresh-database DSN from %s", shared.PostgresDSN())
-	}
+	dsn, drop := shared.FreshPostgresDB(t, "cs_envlim_")
+	defer drop()
 	root := t.TempDir()
 	tasks, err := datasets.LoadTasks("sample", root)
 	if err != nil {
