@@ -19,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // creating the benchmark's PostgreSQL database
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -38,7 +39,7 @@ func freshPostgres(tb testing.TB, tasks []datasets.Task) *sandbox.Connector {
 			tb.Errorf("drop reader %s: %v", reader, err)
 		}
 	})
-	dsn, drop := shared.FreshPostgresDB(tb, "cs_envb_")
+	dsn, drop := pgtest.FreshDB(tb, "cs_envb_")
 	tb.Cleanup(drop)
 	done := map[string]bool{}
 	var ids []string

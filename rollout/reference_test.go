@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -18,7 +19,7 @@ func TestRolloutServerJudgedOnSQLite(t *testing.T) {
 	s := tiny(t, 8)
 	cfg := sampleConfig(t, s, 1, 2)
 	task := cfg.Tasks[0]
-	name, reader := shared.PostgresCopy(t, task.DBPath, "cs_ro")
+	name, reader := pgtest.Copy(t, task.DBPath, "cs_ro")
 	g, _ := task.GoldFor(datasets.SQLite)
 	task.DBID = name
 	task.Gold = map[datasets.Dialect]string{datasets.SQLite: "SELECT * FROM (" + strings.TrimSuffix(strings.TrimSpace(g), ";") + ") AS g WHERE ifnull(1, 0) = 1"}

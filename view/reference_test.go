@@ -11,6 +11,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -36,7 +37,7 @@ func TestResultsReferencePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, reader := shared.PostgresCopy(t, path, "cs_vr")
+	name, reader := pgtest.Copy(t, path, "cs_vr")
 	task := datasets.Task{ID: "shop/0", DBID: name, Question: "Which city does customer 7 live in?", Source: "test", DBPath: path,
 		Gold: map[datasets.Dialect]string{datasets.SQLite: "SELECT ifnull(city, '?') FROM customer WHERE id = 7"}}
 	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -26,7 +27,7 @@ import (
 func TestViewPartialLoadPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	tok := shared.Path(t, "tokenizer/qwen2.5/tokenizer.json")
-	dsn, drop := shared.FreshPostgresDB(t, "cs_view_")
+	dsn, drop := pgtest.FreshDB(t, "cs_view_")
 	defer drop()
 	reader := fmt.Sprintf("cs_rd_vw%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() { // after the database is dropped

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
@@ -243,7 +244,7 @@ func TestEnvServePythonClient(t *testing.T) {
 func TestEnvServePythonClientPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	py := python3(t)
-	dsn, drop := shared.FreshPostgresDB(t, "cs_env_")
+	dsn, drop := pgtest.FreshDB(t, "cs_env_")
 	defer drop()
 	root := t.TempDir()
 	tasks, err := datasets.LoadTasks("sample", root)
@@ -271,7 +272,7 @@ func TestEnvServePythonClientPostgres(t *testing.T) {
 func TestEnvServeLimitPostgres(t *testing.T) {
 	shared.SkipServers(t)
 	tokPath := shared.Path(t, "tokenizer/qwen2.5")
-	dsn, drop := shared.FreshPostgresDB(t, "cs_envlim_")
+	dsn, drop := pgtest.FreshDB(t, "cs_envlim_")
 	defer drop()
 	root := t.TempDir()
 	tasks, err := datasets.LoadTasks("sample", root)
