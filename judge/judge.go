@@ -73,9 +73,9 @@ type Judge struct {
 	// Reference, when not nil, opens the database Run executes the gold SQL on again when it
 	// fails on the prediction's (an error or a refusal, not a timeout): the task's SQLite file
 	// for a prediction on a server copy (datasets.Task.GoldReference). The gold runs there as
-	// that engine runs it, the rows compare by the prediction's engine's rule, and
-	// Verdict.GoldOn says so. Where the reference does not open, fails or errs too, the
-	// first failure is the verdict's; a timeout there is the prediction's, as on the server.
+	// that engine runs it, with the time it had on the prediction's database, the rows compare
+	// by the prediction's engine's rule, and Verdict.GoldOn says so. Where the reference does
+	// not open, fails, errs or runs out of time too, the first failure is the verdict's.
 	Reference func(context.Context) (sandbox.DB, error)
 }
 
@@ -84,13 +84,18 @@ type Verdict struct {
 	Correct bool
 	// Outcome is "ok" (both ran; Correct says whether they matched), the prediction's "error",
 	// "timeout" or "refused", or OutcomeGoldError. BIRD reports the prediction's failure first
-	// (it runs first); Spider the gold's (its evaluator stops on a gold that fails).
+	// (it runs first); Spider the gold's (its evaluator stops on a gold that fails). A gold that
+	// runs out of time is the gold's failure, OutcomeGoldError, when it had at least half the
+	// budget (it ran first, the prediction's result was reused, or the prediction was quick);
+	// else it ran past the time the prediction left it, the pair's "timeout", as BIRD's
+	// evaluation.py reports it.
 	Outcome string
 	Error   string
-	// GoldError is why the gold SQL failed ("" when it ran or was not reached).
+	// GoldError is why the gold SQL failed ("" when it ran, was not reached, or ran past the
+	// time the prediction left it): the verdict is then unjudged.
 	GoldError string
 	// GoldOn is the Reference's dialect when the gold's result came from it ("" when from the
-	// prediction's database).
+	// prediction's database or when there is no result).
 	GoldOn datasets.Dialect
 	// PredSQL and GoldSQL are the statements executed, after the style's rewrites.
 	PredSQL, GoldSQL string
@@ -117,10 +122,12 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 }
 
 // Run executes the gold and the predicted SQL on db (the gold on Reference too when it fails on
-// db) and judges them. budget bounds the statements together (zero: the style's DefaultTimeout). predRes,
-// when not nil, is pred's result from an earlier execution, reused when the style runs pred
-// unchanged and the result is complete (all rows kept) or a failure. The error is non-nil when
-// the style is unknown or a database itself failed (see DB.Exec).
+// db) and judges them. budget bounds the statements on db together (zero: the style's
+// DefaultTimeout); the gold on Reference has the time it had on db. predRes, when not nil, is
+// pred's result from an earlier execution, reused when the style runs pred unchanged and the
+// result is complete (all rows kept) or a failure. The error is non-nil when the style is
+// unknown or db itself failed (see DB.Exec); a Reference that fails leaves the gold's failure
+// on db in the verdict.
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
 	if j.Style == "" {
 		j.Style = StyleBIRD
@@ -137,15 +144,17 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		predRes = nil
 	}
 	deadline := time.Now().Add(budget)
-	run := func(db sandbox.DB, q string, reuse *sandbox.Result) (*sandbox.Result, error) {
-		left := time.Until(deadline)
+	run := func(db sandbox.DB, q string, reuse *sandbox.Result, until time.Time) (*sandbox.Result, error) {
+		left := time.Until(until)
 		if left <= 0 {
 			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: fmt.Sprintf("the time limit of %s for the prediction and its gold together was used up", budget)}, nil
 		}
 		return j.exec(ctx, db, q, reuse, left)
 	}
+	var allowed time.Duration // the gold's time on db
 	runGold := func() (*sandbox.Result, error) {
-		res, err := run(db, g, nil)
+		allowed = time.Until(deadline)
+		res, err := run(db, g, nil, deadline)
 		if err != nil || res.OK() || res.Outcome == sandbox.OutcomeTimeout || j.Reference == nil {
 			return res, err
 		}
@@ -153,11 +162,11 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		if err != nil {
 			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
-		ref, err := run(rdb, g, nil)
+		ref, err := run(rdb, g, nil, time.Now().Add(allowed))
 		switch {
 		case err != nil:
 			return res, ctx.Err()
-		case ref.OK(), ref.Outcome == sandbox.OutcomeTimeout:
+		case ref.OK():
 			v.GoldOn = rdb.Dialect()
 			return ref, nil
 		}
@@ -166,23 +175,23 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	var gres, pres *sandbox.Result
 	var err error
 	if j.Style == StyleBIRD {
-		if pres, err = run(db, p, predRes); err == nil {
+		if pres, err = run(db, p, predRes, deadline); err == nil {
 			gres, err = runGold()
 		}
 	} else {
 		if gres, err = runGold(); err == nil && ok {
-			pres, err = run(db, p, predRes)
+			pres, err = run(db, p, predRes, deadline)
 		}
 	}
 	if err != nil {
 		return v, err
 	}
-	if !gres.OK() && gres.Outcome != sandbox.OutcomeTimeout {
+	if !gres.OK() && (gres.Outcome != sandbox.OutcomeTimeout || allowed >= budget/2) {
 		v.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
 	}
 	goldFailed := func() {
-		if gres.Outcome == sandbox.OutcomeTimeout {
-			v.Outcome, v.Error = string(sandbox.OutcomeTimeout), "the gold SQL ran past the time left: "+gres.Error
+		if v.GoldError == "" {
+			v.Outcome, v.Error = string(sandbox.OutcomeTimeout), "the gold SQL ran past the time the prediction left it: "+gres.Error
 		} else {
 			v.Outcome, v.Error = OutcomeGoldError, v.GoldError
 		}

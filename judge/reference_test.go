@@ -17,8 +17,8 @@ import (
 // TestReference: a gold that fails on the prediction's database runs again on Reference and the
 // verdict compares with that result (GoldOn says so), in every style; a gold that runs on the
 // prediction's database never opens Reference; without Reference, where it does not open, or
-// where the gold fails there too, the first failure is reported; a timeout there is the
-// prediction's timeout, as on the server, not an unjudged gold.
+// where the gold fails or runs out of time there too, the first failure is reported (the
+// verdict is unjudged).
 func TestReference(t *testing.T) {
 	dir := t.TempDir()
 	mk := func(name, ddl string) sandbox.DB {
@@ -58,7 +58,8 @@ func TestReference(t *testing.T) {
 			t.Errorf("%s: a gold that runs: %+v, %v, reference opened %d times", st, v, err, opened)
 		}
 		long := "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c, g"
-		if v, err = j.Run(ctx, db, long, "SELECT x FROM h", nil, 300*time.Millisecond); err != nil || v.Correct || v.GoldOn != datasets.SQLite || v.GoldError != "" || v.Outcome != "timeout" {
+		if v, err = j.Run(ctx, db, long, "SELECT x FROM h", nil, 300*time.Millisecond); err != nil || v.Correct || v.GoldOn != "" ||
+			!strings.Contains(v.GoldError, "no such table: g") || v.Outcome != OutcomeGoldError {
 			t.Errorf("%s: a gold that runs out of time on the reference: %+v, %v", st, v, err)
 		}
 		if v, err = j.Run(ctx, db, "SELECT x FROM nowhere", "SELECT x FROM h", nil, 0); err != nil || v.Correct || v.GoldOn != "" || v.GoldError == "" {
@@ -74,3 +75,108 @@ func TestReference(t *testing.T) {
 		}
 	}
 }
+
+// timedDB is a DB whose statements holding a key of delay take that long first, or run out of
+// their ExecOptions.Timeout doing so as an engine's deadline would stop them; those holding a
+// key of fail then fail with that error. Every other statement runs on the DB.
+type timedDB struct {
+	sandbox.DB
+	delay map[string]time.Duration
+	fail  map[string]string
+	ran   []string
+}
+
+func (d *timedDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	d.ran = append(d.ran, q)
+	for k, wait := range d.delay {
+		if !strings.Contains(q, k) {
+			continue
+		}
+		if opts.Timeout > 0 && wait > opts.Timeout {
+			time.Sleep(opts.Timeout)
+			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: "canceling statement due to statement timeout"}, nil
+		}
+		time.Sleep(wait)
+	}
+	for k, msg := range d.fail {
+		if strings.Contains(q, k) {
+			return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: msg}, nil
+		}
+	}
+	return d.DB.Exec(ctx, q, opts)
+}
+
+func (d *timedDB) Dialect() datasets.Dialect { return datasets.Postgres }
+
+// TestGoldTimeout: a gold that runs out of time having had at least half the budget is the
+// gold's failure, unjudged (it ran first, in the Spider styles; the prediction's result was
+// reused, as in an episode; or the prediction was quick); one that runs past the little time a
+// prediction executed before it left it is the pair's timeout, as BIRD's evaluation.py reports
+// it. A gold that fails late on the server has, on its
+// reference, the time it had there.
+func TestGoldTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	base, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	ctx := context.Background()
+	const budget = 300 * time.Millisecond
+	gold, pred := "SELECT x FROM g WHERE 'gold' = 'gold'", "SELECT x FROM g WHERE 'pred' = 'pred'"
+	slowGold := &timedDB{DB: base, delay: map[string]time.Duration{"'gold'": time.Second}}
+
+	// An episode's final SQL: its result is at hand, the gold has the whole budget.
+	reused := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}, {int64(2)}}, Total: 2}
+	for _, st := range []Style{StyleBIRD, StyleSpider, StyleSpiderStrict} {
+		v, err := Judge{Style: st}.Run(ctx, slowGold, gold, pred, reused, budget)
+		if err != nil || v.Correct || v.Outcome != OutcomeGoldError || !strings.HasPrefix(v.GoldError, "timeout: ") {
+			t.Errorf("%s, the prediction's result reused: a gold past the budget is unjudged: %+v, %v", st, v, err)
+		}
+	}
+	// The Spider styles run the gold first: its timeout is its own, and the prediction does not run.
+	slowGold.ran = nil
+	v, err := Judge{Style: StyleSpider}.Run(ctx, slowGold, gold, pred, nil, budget)
+	if err != nil || v.Outcome != OutcomeGoldError || !strings.HasPrefix(v.GoldError, "timeout: ") || len(slowGold.ran) != 1 {
+		t.Errorf("spider: a gold past the budget: %+v, %v; ran %q", v, err, slowGold.ran)
+	}
+	// BIRD runs the prediction first: a quick one leaves the gold the budget's better part.
+	quick := &timedDB{DB: base, delay: map[string]time.Duration{"'gold'": time.Second}}
+	v, err = Judge{Style: StyleBIRD}.Run(ctx, quick, gold, pred, nil, budget)
+	if err != nil || v.Outcome != OutcomeGoldError || !strings.HasPrefix(v.GoldError, "timeout: ") || len(quick.ran) != 2 {
+		t.Errorf("bird: a gold past the budget after a quick prediction: %+v, %v; ran %q", v, err, quick.ran)
+	}
+	// A gold past what a slow one left it is the pair's timeout, judged.
+	both := &timedDB{DB: base, delay: map[string]time.Duration{"'pred'": 200 * time.Millisecond, "'gold'": 200 * time.Millisecond}}
+	v, err = Judge{Style: StyleBIRD}.Run(ctx, both, gold, pred, nil, budget)
+	if err != nil || v.Correct || v.Outcome != "timeout" || v.GoldError != "" || !strings.Contains(v.Error, "the time the prediction left it") {
+		t.Errorf("bird: a gold past the time the prediction left it: %+v, %v", v, err)
+	}
+	// A gold that errs on the server after 200 ms of 300 runs on its reference with those 300.
+	late := &timedDB{DB: base, delay: map[string]time.Duration{"'gold'": 200 * time.Millisecond}, fail: map[string]string{"'gold'": "function ifnull(text, unknown) does not exist"}}
+	ref := &timedDB{DB: base, delay: map[string]time.Duration{"'gold'": 200 * time.Millisecond}}
+	j := Judge{Style: StyleBIRD, Reference: func(context.Context) (sandbox.DB, error) { return referenceDB{ref}, nil }}
+	v, err = j.Run(ctx, late, gold, pred, reused, budget)
+	if err != nil || !v.Correct || v.GoldOn != datasets.SQLite || v.GoldError != "" {
+		t.Errorf("a gold that errs late on the server, judged on its reference: %+v, %v", v, err)
+	}
+	// Where it runs out of time on the reference too, the server's failure is the verdict's.
+	ref.delay["'gold'"] = time.Second
+	v, err = j.Run(ctx, late, gold, pred, reused, budget)
+	if err != nil || v.Correct || v.GoldOn != "" || !strings.Contains(v.GoldError, "ifnull") || v.Outcome != OutcomeGoldError {
+		t.Errorf("a gold that runs out of time on its reference: %+v, %v", v, err)
+	}
+}
+
+// referenceDB is a timedDB that says it is SQLite, as a task's reference file is.
+type referenceDB struct{ *timedDB }
+
+func (referenceDB) Dialect() datasets.Dialect { return datasets.SQLite }
