@@ -28,7 +28,10 @@ type Detail struct {
 	User       string `json:"user"`
 	GoldSQL    string `json:"gold_sql"`
 	GoldError  string `json:"gold_error,omitempty"`
-	FinalSQL   string `json:"final_sql"`
+	// GoldDialect is the engine whose gold result the row was judged against where it is not
+	// the row's own (the task's SQLite reference); "" otherwise or where the row does not say.
+	GoldDialect string `json:"gold_dialect,omitempty"`
+	FinalSQL    string `json:"final_sql"`
 	// FinalSQLFormatted and GoldSQLFormatted are the two laid out by formatSQL.
 	FinalSQLFormatted string `json:"final_sql_formatted"`
 	GoldSQLFormatted  string `json:"gold_sql_formatted"`
@@ -132,7 +135,7 @@ func detailOfTrajectory(t *rundir.Trajectory) *Detail {
 	d := &Detail{
 		Kind: KindRun, Key: t.Key, Teacher: t.Teacher, Model: t.Model, Dialect: string(t.Dialect), DBID: t.DBID,
 		TaskID: t.TaskID, Difficulty: t.Difficulty, Sample: t.Sample, Question: t.Question, Evidence: t.Evidence,
-		GoldSQL: t.GoldSQL, GoldError: t.GoldError, FinalSQL: t.FinalSQL, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Correct: t.Correct,
+		GoldSQL: t.GoldSQL, GoldError: t.GoldError, GoldDialect: string(t.GoldDialect), FinalSQL: t.FinalSQL, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Correct: t.Correct,
 		Violations: t.FormatViolations, TeacherPrompt: t.Usage.PromptTokens, TeacherCompletion: t.Usage.CompletionTokens,
 		Turns: []TurnView{}, Notes: []string{},
 	}

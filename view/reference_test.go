@@ -18,8 +18,9 @@ import (
 
 // TestResultsReferencePostgres: a PostgreSQL row of a task with SQLite gold only that fails
 // there (ifnull is SQLite's) shows, as the gold's result, the gold's answer on the task's
-// SQLite file, the reference the judge used, with a note; the final SQL (the oracle's, the same
-// statement) shows PostgreSQL's error.
+// SQLite file, the reference the judge used, with a note saying the row was judged against it;
+// the final SQL (the oracle's, the same statement) shows PostgreSQL's error. A row distilled
+// without the file is unjudged, and the note says so.
 func TestResultsReferencePostgres(t *testing.T) {
 	shared.SkipServers(t)
 	ctx := context.Background()
@@ -55,7 +56,27 @@ func TestResultsReferencePostgres(t *testing.T) {
 		t.Fatalf("results: %d", code)
 	}
 	if rr.Final.Outcome != "error" || rr.Gold.Outcome != "ok" || rr.Gold.Total != 1 || !strings.HasPrefix(rr.Gold.Engine, "SQLite") ||
-		len(rr.Notes) != 1 || !strings.Contains(rr.Notes[0], "reference") {
+		len(rr.Notes) != 1 || !strings.Contains(rr.Notes[0], "reference; the row was judged against it") {
 		t.Errorf("final %+v\ngold %+v\nnotes %q", rr.Final, rr.Gold, rr.Notes)
+	}
+
+	// Distilled where the SQLite file was missing, the row is unjudged: the viewer, which has
+	// the file, shows its answer and says the row was judged without it.
+	missing := task
+	missing.DBPath = filepath.Join(dir, "gone", "shop.sqlite")
+	run = filepath.Join(t.TempDir(), "run")
+	if _, err := distill.Run(ctx, distill.RunConfig{Dir: run, Tasks: []datasets.Task{missing}, TaskSpec: "test", Dialects: []datasets.Dialect{datasets.Postgres},
+		Policies: []*episode.PolicyHandle{{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}}},
+		Opener:   conn, Toolkit: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	s = openServer(t, nil, run)
+	s.SetExecutor(Executor{Tasks: []datasets.Task{task}, Opener: conn, Dialects: []datasets.Dialect{datasets.Postgres}})
+	rr = RowResults{}
+	if code := get(t, s.Handler(), "/api/results?id=0", &rr); code != 200 {
+		t.Fatalf("results: %d", code)
+	}
+	if rr.Gold.Outcome != "ok" || len(rr.Notes) != 1 || !strings.Contains(rr.Notes[0], "the row was left unjudged") || !strings.Contains(rr.Notes[0], "ifnull") {
+		t.Errorf("unjudged row: gold %+v\nnotes %q", rr.Gold, rr.Notes)
 	}
 }

@@ -214,7 +214,7 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		}
 	}
 	// A gold that fails here has the judge's fallback (judge.Judge.Reference): show its result
-	// on the task's reference database, as the judge would use it.
+	// on the task's reference database, and what the row's own verdict says of it.
 	if ref, ok := task.GoldReference(dialect); ok && rr.Gold.Absent == "" && rr.Gold.Outcome != string(sandbox.OutcomeOK) && rr.Gold.Outcome != string(sandbox.OutcomeTimeout) {
 		v, err := x.reference(ctx, *task, ref, gold)
 		switch {
@@ -223,11 +223,24 @@ func (s *Server) Results(ctx context.Context, id int) (*RowResults, error) {
 		case err != nil:
 			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s, and its reference, the task's %s database, gives no result: %v", dialect, ref, err))
 		case v.Outcome == string(sandbox.OutcomeOK):
-			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s (%s); its result here is from the task's %s database, the benchmark's reference, which the judge uses then", dialect, rr.Gold.Outcome, ref))
+			rr.Notes = append(rr.Notes, fmt.Sprintf("the gold SQL fails on %s (%s); its result here is from the task's %s database, the benchmark's reference; %s",
+				dialect, rr.Gold.Outcome, ref, referenceVerdict(d, ref)))
 			rr.Gold = v
 		}
 	}
 	return rr, nil
+}
+
+// referenceVerdict says how the row's own verdict used the reference ref, as far as the row
+// records it (gold_dialect, gold_error).
+func referenceVerdict(d *Detail, ref datasets.Dialect) string {
+	switch {
+	case d.GoldDialect == string(ref):
+		return "the row was judged against it"
+	case d.GoldError != "":
+		return "the row was left unjudged, judged without it (gold_error: " + d.GoldError + ")"
+	}
+	return "the judge uses it where it has the file (the row does not record whether it did)"
 }
 
 // reference runs task's gold SQL on its reference database in dialect ref.
