@@ -112,6 +112,17 @@ var miniDevFiles = []struct {
 	{"mini_dev_mysql.json", MySQL},
 }
 
+// MiniDevFile is the name of BIRD mini-dev's question file with d's gold SQL
+// ("mini_dev_postgresql.json"), "" for a dialect it has none for.
+func MiniDevFile(d Dialect) string {
+	for _, f := range miniDevFiles {
+		if f.dialect == d {
+			return f.name
+		}
+	}
+	return ""
+}
+
 // loadMiniDev loads BIRD mini-dev from its folder or one of its per-dialect files. The primary
 // file (the one named, or for a folder the first present of sqlite, postgresql, mysql) gives the
 // tasks and their order; the other files present next to it add their dialect's gold SQL, matched

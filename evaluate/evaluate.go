@@ -454,6 +454,27 @@ func ReadPredictions(path string) (map[int]Prediction, error) {
 	return out, nil
 }
 
+// PredictionsDialect returns the dialect an eval dir's predictions were written on, read from
+// the summary.json beside path when path is that eval dir's predict_dev.json; ok is false when
+// it is not (another name, or no summary.json beside it).
+func PredictionsDialect(path string) (d datasets.Dialect, ok bool, err error) {
+	dir := filepath.Dir(path)
+	if filepath.Base(path) != PredictFile {
+		return "", false, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, SummaryFile)); errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	s, err := ReadSummary(dir)
+	if err != nil {
+		return "", false, err
+	}
+	if s.Dialect == "" {
+		return datasets.SQLite, true, nil
+	}
+	return s.Dialect, true, nil
+}
+
 // Prediction is one entry of a predictions file.
 type Prediction struct {
 	Index int

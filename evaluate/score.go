@@ -31,8 +31,12 @@ type ScoreConfig struct {
 	// Timeout bounds the prediction and the gold SQL of one task together (default: the style's
 	// DefaultTimeout); a timeout scores 0.
 	Timeout time.Duration
+	// Dialect is the engine the predictions and gold SQL run on (default sqlite). On a server,
+	// a task with SQLite gold only whose gold fails there is judged against that gold's answer
+	// on its SQLite file (datasets.Task.GoldReference), which Opener must then open.
 	Dialect datasets.Dialect
-	Opener  episode.Opener
+	// Opener gives the databases (a *sandbox.Connector: read-only, time-bounded execution).
+	Opener episode.Opener
 	// Jobs is the number of tasks scored at once (default 8).
 	Jobs int
 }
@@ -57,28 +61,32 @@ type ScoreItem struct {
 	// GoldError is why the gold SQL did not run, when it did not (the item is then unjudged,
 	// whatever Outcome reports first: BIRD's style reports a failed prediction before the gold).
 	GoldError string `json:"gold_error,omitempty"`
+	// GoldDialect is the engine whose result of the gold SQL the prediction was judged against
+	// when it is not the report's dialect: sqlite, the task's SQLite file, where its SQLite
+	// gold failed on the server (judge.Verdict.GoldOn; "" otherwise).
+	GoldDialect datasets.Dialect `json:"gold_dialect,omitempty"`
 }
 
 // ScoreReport is the outcome of Score.
 type ScoreReport struct {
-	Style        judge.Style `json:"style"`
-	KeepDistinct bool        `json:"keep_distinct,omitempty"`
-	Items        []ScoreItem `json:"items"`
+	// Dialect is the engine the predictions ran on.
+	Dialect      datasets.Dialect `json:"dialect"`
+	Style        judge.Style      `json:"style"`
+	KeepDistinct bool             `json:"keep_distinct,omitempty"`
+	Items        []ScoreItem      `json:"items"`
 	// EX is the accuracy overall and per difficulty (only its EX fields are meaningful).
 	EX stats.EvalSummary `json:"ex"`
 	// Outcomes counts the items by outcome.
 	Outcomes map[string]int `json:"outcomes"`
 }
 
-// Score executes every task's prediction and gold SQL and judges them with judge.Judge in
-// the configured style (the way BIRD's evaluation.py, or test-suite-sql-eval's exec evaluation
-// for Spider, does). Tasks without a prediction score 0.
-func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
+// Check fills in cfg's defaults and checks it before any database is opened: the style and its
+// options, that every prediction names a task, and that every task has gold SQL for the
+// dialect (a benchmark file of another dialect is one error, not a report of gold errors).
+// Score calls it; a caller may call it first to fail before connecting.
+func (cfg *ScoreConfig) Check() error {
 	if len(cfg.Tasks) == 0 {
-		return nil, errors.New("score: no tasks")
-	}
-	if cfg.Opener == nil {
-		return nil, errors.New("score: no database opener")
+		return errors.New("score: no tasks")
 	}
 	if cfg.Dialect == "" {
 		cfg.Dialect = datasets.SQLite
@@ -93,10 +101,10 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 		}
 	}
 	if _, err := judge.ParseStyle(string(cfg.Style)); err != nil {
-		return nil, fmt.Errorf("score: %w", err)
+		return fmt.Errorf("score: %w", err)
 	}
 	if cfg.KeepDistinct && cfg.Style != judge.StyleSpider {
-		return nil, fmt.Errorf("score: keep-distinct applies to the %s style only, not %s", judge.StyleSpider, cfg.Style)
+		return fmt.Errorf("score: keep-distinct applies to the %s style only, not %s", judge.StyleSpider, cfg.Style)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Style.DefaultTimeout()
@@ -107,8 +115,55 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	}
 	for _, i := range sortedIndexes(cfg.Predictions) {
 		if !known[i] {
-			return nil, fmt.Errorf("score: prediction %d names no task (the tasks have indexes %d..%d)", i, cfg.Tasks[0].Index, cfg.Tasks[len(cfg.Tasks)-1].Index)
+			return fmt.Errorf("score: prediction %d names no task (the tasks have indexes %d..%d)", i, cfg.Tasks[0].Index, cfg.Tasks[len(cfg.Tasks)-1].Index)
 		}
+	}
+	return checkGold(cfg.Tasks, cfg.Dialect)
+}
+
+// checkGold returns an error when a task has no gold SQL for d, naming how many and the
+// dialects the first of them has gold for.
+func checkGold(tasks []datasets.Task, d datasets.Dialect) error {
+	var first *datasets.Task
+	n := 0
+	for i := range tasks {
+		if _, ok := tasks[i].GoldFor(d); !ok {
+			if first == nil {
+				first = &tasks[i]
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var has []string
+	for x, sql := range first.Gold {
+		if sql != "" {
+			has = append(has, string(x))
+		}
+	}
+	sort.Strings(has)
+	if len(has) == 0 {
+		return fmt.Errorf("score: %d of %d tasks have no gold SQL (task %s has none)", n, len(tasks), first.ID)
+	}
+	msg := fmt.Sprintf("score: %d of %d tasks have no gold SQL for %s (task %s has gold for %s only): score on %s, or load tasks with %s gold",
+		n, len(tasks), d, first.ID, strings.Join(has, ", "), strings.Join(has, " or "), d)
+	if f := datasets.MiniDevFile(d); f != "" && first.Source == "minidev" {
+		msg += " (BIRD mini-dev: its " + f + " in the same folder)"
+	}
+	return errors.New(msg)
+}
+
+// Score executes every task's prediction and gold SQL on cfg.Dialect and judges them with
+// judge.Judge in the configured style (the way BIRD's evaluation.py, or test-suite-sql-eval's
+// exec evaluation for Spider, does), after cfg.Check. Tasks without a prediction score 0.
+func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.Opener == nil {
+		return nil, errors.New("score: no database opener")
 	}
 
 	items := make([]ScoreItem, len(cfg.Tasks))
@@ -124,7 +179,7 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	rep := &ScoreReport{Style: cfg.Style, KeepDistinct: cfg.KeepDistinct, Items: items, Outcomes: map[string]int{}}
+	rep := &ScoreReport{Dialect: cfg.Dialect, Style: cfg.Style, KeepDistinct: cfg.KeepDistinct, Items: items, Outcomes: map[string]int{}}
 	er := make([]stats.EvalResult, len(items))
 	for i, it := range items {
 		er[i] = stats.EvalResult{Difficulty: it.Difficulty, Correct: it.Correct, Unjudged: it.GoldError != ""}
@@ -168,7 +223,7 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	if err != nil {
 		return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)
 	}
-	it.Correct, it.Ordered, it.Outcome, it.Error, it.GoldError = v.Correct, v.Ordered, v.Outcome, v.Error, v.GoldError
+	it.Correct, it.Ordered, it.Outcome, it.Error, it.GoldError, it.GoldDialect = v.Correct, v.Ordered, v.Outcome, v.Error, v.GoldError, v.GoldOn
 	if v.PredSQL != p.SQL {
 		it.Executed = v.PredSQL
 	}
@@ -216,10 +271,29 @@ func (r *ScoreReport) WriteText(w io.Writer) error {
 	if r.KeepDistinct {
 		style += ", keep-distinct"
 	}
-	_, err := fmt.Fprintf(w, "%s (%s style)\n%s\n%s\n%s\noutcomes: %s\n", r.EX.FormatEX(), style,
+	dialect := r.Dialect
+	if dialect == "" {
+		dialect = datasets.SQLite
+	}
+	_, err := fmt.Fprintf(w, "%s (%s style, on %s)\n%s\n%s\n%s\noutcomes: %s\n", r.EX.FormatEX(), style, dialect,
 		row("", names), row("count", counts), row("accuracy", accs), strings.Join(parts, ", "))
+	if ref := r.referenced(); err == nil && ref > 0 {
+		_, err = fmt.Fprintf(w, "gold on the SQLite reference: %d of %d, their SQLite gold failed on %s and ran on the task's SQLite file (gold_dialect in the JSON report)\n", ref, r.EX.N, dialect)
+	}
 	if err == nil && r.EX.Unjudged > 0 {
 		_, err = fmt.Fprintf(w, "unjudged: %d of %d, their gold SQL failed (scored as wrong; gold_error in the JSON report)\n", r.EX.Unjudged, r.EX.N)
 	}
 	return err
+}
+
+// referenced counts the items judged against the gold's result on another engine than the
+// report's (ScoreItem.GoldDialect).
+func (r *ScoreReport) referenced() int {
+	n := 0
+	for _, it := range r.Items {
+		if it.GoldDialect != "" && it.GoldDialect != r.Dialect {
+			n++
+		}
+	}
+	return n
 }

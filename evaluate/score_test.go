@@ -118,7 +118,7 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.WriteText(&out)
-	if !strings.HasPrefix(out.String(), "EX 50.00% (simple 60.00, moderate 40.00, challenging 50.00) (bird style)") ||
+	if !strings.HasPrefix(out.String(), "EX 50.00% (simple 60.00, moderate 40.00, challenging 50.00) (bird style, on sqlite)") ||
 		!strings.Contains(out.String(), "count     5             5             8             18") {
 		t.Errorf("report:\n%s", out.String())
 	}

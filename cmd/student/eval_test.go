@@ -69,7 +69,7 @@ func TestEvalScoreCompareOracle(t *testing.T) {
 		}
 	}
 	code, out, errs := run(t, "score", "--predictions", filepath.Join(a, evaluate.PredictFile), "--tasks", "bird:"+dev)
-	if code != 0 || !strings.HasPrefix(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00) (bird style)") {
+	if code != 0 || !strings.HasPrefix(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00) (bird style, on sqlite)") {
 		t.Fatalf("score: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = run(t, "compare", a, b)

@@ -31,10 +31,10 @@ func TestScoreSpiderStyles(t *testing.T) {
 	}{
 		// 0: count( country) = count(*); kept, 3 countries vs 6 singers. 2: DISTINCT removed,
 		// columns permuted. 3: ordered the other way. 1 has no prediction.
-		{nil, "EX 50.00% (easy 50.00, medium 50.00) (spider style)"},
-		{[]string{"--keep-distinct"}, "EX 25.00% (easy 0.00, medium 50.00) (spider, keep-distinct style)"},
-		{[]string{"--style", "spider-strict"}, "EX 0.00% (easy 0.00, medium 0.00) (spider-strict style)"},
-		{[]string{"--style", "bird"}, "EX 25.00% (easy 0.00, medium 50.00) (bird style)"},
+		{nil, "EX 50.00% (easy 50.00, medium 50.00) (spider style, on sqlite)"},
+		{[]string{"--keep-distinct"}, "EX 25.00% (easy 0.00, medium 50.00) (spider, keep-distinct style, on sqlite)"},
+		{[]string{"--style", "spider-strict"}, "EX 0.00% (easy 0.00, medium 0.00) (spider-strict style, on sqlite)"},
+		{[]string{"--style", "bird"}, "EX 25.00% (easy 0.00, medium 50.00) (bird style, on sqlite)"},
 	} {
 		jsonPath := filepath.Join(t.TempDir(), "items.json")
 		args := append([]string{"score", "--predictions", path, "--tasks", "spider:" + dev, "--limit", "4", "--json", jsonPath}, c.args...)
