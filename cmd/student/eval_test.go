@@ -26,19 +26,7 @@ import (
 func birdDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	p := filepath.Join(dir, "dev_databases", "shop", "shop.sqlite")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite3", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL);
-		INSERT INTO items VALUES (1, 'apple', 1.5), (2, 'pear', 2.0), (3, 'fig', NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	writeShopDB(t, filepath.Join(dir, "dev_databases", "shop", "shop.sqlite"))
 	entries := []map[string]any{
 		{"question_id": 0, "db_id": "shop", "question": "How many items?", "evidence": "", "SQL": "SELECT COUNT(*) FROM items", "difficulty": "simple"},
 		{"question_id": 1, "db_id": "shop", "question": "Which items cost more than 1?", "evidence": "", "SQL": "SELECT name FROM items WHERE price > 1", "difficulty": "moderate"},
@@ -50,6 +38,24 @@ func birdDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// writeShopDB writes the SQLite database the BIRD-layout tests ask about at path: items (id,
+// name, price) holding apple 1.5, pear 2.0 and fig without a price.
+func writeShopDB(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL);
+		INSERT INTO items VALUES (1, 'apple', 1.5), (2, 'pear', 2.0), (3, 'fig', NULL)`); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func run(t *testing.T, args ...string) (int, string, string) {

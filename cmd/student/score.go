@@ -5,10 +5,10 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/judge"
-	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 var scoreCmd = &cli.Command{
@@ -20,6 +20,8 @@ var scoreCmd = &cli.Command{
 
 func setupScore(fs *flag.FlagSet) cli.Func {
 	tasks := cli.AddTasks(fs, cli.TaskOptions{Required: true, Limit: true, Note: "with the gold SQL; --limit N after student eval --limit N"})
+	dsns := cli.AddDSNs(fs)
+	dialect := cli.AddDialect(fs, "", "the engine the predictions and gold SQL run on; default the eval dir's (summary.json beside its predict_dev.json), else sqlite")
 	var (
 		predPath = fs.String("predictions", "", "predictions in BIRD's format {\"<index>\": \"SQL\\t----- bird -----\\tdb_id\"} (required)")
 		timeout  = fs.Duration("timeout", 0, "limit for one prediction and its gold SQL together, a timeout scoring 0 (default 30s for bird, 60s for the spider styles)")
@@ -42,6 +44,25 @@ func setupScore(fs *flag.FlagSet) cli.Func {
 				return cli.Usagef("--style: %v", err)
 			}
 		}
+		// The dialect: --dialect, else the one the eval dir holding the predictions ran on.
+		d := dialect.One()
+		written, fromEval, err := evaluate.PredictionsDialect(*predPath)
+		if err != nil {
+			return fmt.Errorf("--predictions: %w", err)
+		}
+		switch {
+		case d == "" && fromEval:
+			d = written
+			fmt.Fprintf(c.Stderr, "%s: scoring on %s, the dialect of the eval dir of %s (its %s)\n", c.Name, d, *predPath, evaluate.SummaryFile)
+		case d == "":
+			d = datasets.SQLite
+		case fromEval && d != written:
+			fmt.Fprintf(c.Stderr, "%s: WARNING: %s was written on %s (its eval dir's %s); scoring it on %s as --dialect says\n", c.Name, *predPath, written, evaluate.SummaryFile, d)
+		}
+		dialects := []datasets.Dialect{d}
+		if err := dsns.Check(dialects); err != nil {
+			return err
+		}
 		ts, err := tasks.Load()
 		if err != nil {
 			return err
@@ -50,9 +71,17 @@ func setupScore(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		conn := &sandbox.Connector{SQLiteRoot: tasks.DBRoot}
-		defer conn.Close()
-		rep, err := evaluate.Score(ctx, evaluate.ScoreConfig{Tasks: ts, Predictions: preds, Style: st, KeepDistinct: *keepDist, Timeout: *timeout, Opener: conn, Jobs: *jobs})
+		cfg := evaluate.ScoreConfig{Tasks: ts, Predictions: preds, Style: st, KeepDistinct: *keepDist, Timeout: *timeout, Dialect: d, Jobs: *jobs}
+		if err := cfg.Check(); err != nil { // before connecting: no gold for d is not a database error
+			return err
+		}
+		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
+		if err != nil {
+			return err
+		}
+		defer cli.Disconnect(conn, dialects, c.Stderr, c.Name)
+		cfg.Opener = conn
+		rep, err := evaluate.Score(ctx, cfg)
 		if err != nil {
 			return err
 		}
@@ -81,4 +110,12 @@ Styles:
   spider-strict  the SQL as written; column order and DISTINCT count; rows in order only
                  when the gold's outermost query has ORDER BY, else multisets. Matches no
                  published figure.
-Values compare as Python's sqlite3 returns them; any error scores 0.`
+Values compare as Python's sqlite3 returns them (on the servers, by the cross-engine rule
+student eval judges with); any error scores 0.
+Dialects: both queries run on --dialect's engine; on postgres and mysql in the databases
+distill load copied, as its read-only reader, with server-side deadlines. A student eval
+dir holds one dialect, recorded in its summary.json: its predict_dev.json is scored on that
+dialect unless --dialect is given (give the server's DSN, e.g. --pg-dsn). On a server, a
+task with SQLite gold only (Spider, BIRD dev) whose gold fails there is judged against that
+gold's answer on its SQLite file (--db-root), as eval judges it. BIRD mini-dev's MySQL and
+PostgreSQL gold: --tasks minidev:FOLDER, or a mini_dev_*.json with the others beside it.`
