@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -169,5 +170,31 @@ func TestScoreWriteJSON(t *testing.T) {
 	}
 	if err := rep.WriteJSON(filepath.Join(path, "sub")); err == nil {
 		t.Error("writing under a file: no error")
+	}
+}
+
+// TestScorePartialGold: tasks without gold SQL for the dialect scored are unjudged, as eval
+// judges them, where others have it; where none has, scoring stops before it starts.
+func TestScorePartialGold(t *testing.T) {
+	cases := scoreCases[:2]
+	dev, predPath := writeScoreSet(t, cases)
+	tasks := loadBIRD(t, dev)
+	preds, err := evaluate.ReadPredictions(predPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks[1].Gold = map[datasets.Dialect]string{datasets.Postgres: cases[1].gold}
+	conn := &sandbox.Connector{}
+	defer conn.Close()
+	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := rep.Items[1]; it.Outcome != judge.OutcomeGoldError || !strings.Contains(it.GoldError, "no gold SQL for sqlite") || rep.EX.Unjudged != 1 || rep.EX.Correct != 1 {
+		t.Errorf("item %+v, EX %+v", it, rep.EX)
+	}
+	tasks[0].Gold = map[datasets.Dialect]string{datasets.Postgres: cases[0].gold}
+	if _, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn}); err == nil || !strings.Contains(err.Error(), "2 of 2 tasks have no gold SQL for sqlite") {
+		t.Errorf("no task with gold: %v", err)
 	}
 }
