@@ -71,3 +71,42 @@ func TestPostgresExec(t *testing.T) {
 		t.Error("cancelled context: no error")
 	}
 }
+
+// TestPostgresTerminated: a statement whose backend the server's operator terminates
+// (pg_terminate_backend, SQLSTATE 57P01) is a failure of the database, an error as a lost
+// connection is, not an outcome of the statement to show its policy; the next statement runs.
+func TestPostgresTerminated(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (id bigint)`)
+	acc := sandboxtest.Reader(t, datasets.Postgres, schema)
+	db, err := Open(context.Background(), shared.PostgresDSN(), schema, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const marker = "cs-terminate-marker"
+	done := make(chan error, 1)
+	var res *sandbox.Result
+	go func() {
+		var err error
+		res, err = db.Exec(context.Background(), "SELECT pg_sleep(5), '"+marker+"'", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		done <- err
+	}()
+	terminated := false
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline) && !terminated; time.Sleep(20 * time.Millisecond) {
+		err := admin.QueryRow(`SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity
+			WHERE query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, marker).Scan(&terminated)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !terminated {
+		t.Fatal("the statement's backend was not found")
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "57P01") {
+		t.Errorf("terminated backend: result %+v, error %v; want an error naming SQLSTATE 57P01", res, err)
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("after the termination: %+v", r)
+	}
+}
