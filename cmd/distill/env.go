@@ -76,6 +76,8 @@ func (f *envFlags) open(ctx context.Context, c *cli.Call, needTok bool) ([]datas
 		}
 	case needTok:
 		return nil, nil, nil, err
+	default:
+		fmt.Fprintf(c.Stderr, "%s: WARNING: %v: responses carry texts only, without token ids or loss masks (docs/trainers/trl_rollout_func.py needs them)\n", c.Name, err)
 	}
 	if err := f.dsns.Check(f.dialects.List()); err != nil {
 		return nil, nil, nil, err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/pgtest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
@@ -236,6 +237,23 @@ func TestEnvServePythonClient(t *testing.T) {
 	bin := testbin.Build(t, ".")
 	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root)
 	runClient(t, py, srv.url, tasks[3], datasets.SQLite)
+	srv.stop(t)
+}
+
+// TestEnvServeNoTokenizer: without a tokenizer env serve still serves (texts only) and says at
+// start what its responses lack, instead of leaving a trainer to find no token ids.
+func TestEnvServeNoTokenizer(t *testing.T) {
+	root := t.TempDir()
+	if _, err := datasets.LoadTasks("sample", root); err != nil {
+		t.Fatal(err)
+	}
+	bin := testbin.Build(t, ".")
+	t.Setenv(cli.TokenizerEnv, "")
+	t.Chdir(t.TempDir()) // no ../shared/tokenizer from here
+	srv := startEnv(t, bin, "--tasks", "sample", "--db-root", root)
+	if !strings.Contains(srv.stderr(), "WARNING: no tokenizer") || !strings.Contains(srv.stderr(), "without token ids") {
+		t.Errorf("no warning:\n%s", srv.stderr())
+	}
 	srv.stop(t)
 }
 
