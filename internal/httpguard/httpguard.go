@@ -3,8 +3,9 @@
 // in the user's browser can neither drive a server on localhost nor read its replies through a
 // DNS name pointed at 127.0.0.1. In order, a request is refused
 //
-//   - 403 when its Host is not a loopback name with the listening port (localhost, 127.0.0.1,
-//     [::1]) nor a name of Options.AllowHosts;
+//   - 403 when its Host is not a loopback name with the listening port (localhost, or an IP
+//     literal of the loopback: 127.0.0.0/8, [::1], IPv4-mapped; no DNS name can rebind
+//     to those) nor a name of Options.AllowHosts;
 //   - 403 when a browser says it comes from another origin (Sec-Fetch-Site, else Origin) on a
 //     method that is not GET, HEAD or OPTIONS;
 //   - 401 when Options.APIKeys are set and it lacks "Authorization: Bearer KEY" with one of them;
