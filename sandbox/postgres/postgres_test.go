@@ -110,3 +110,18 @@ func TestPostgresTerminated(t *testing.T) {
 		t.Errorf("after the termination: %+v", r)
 	}
 }
+
+// TestPostgresScreenReasons: the refusal of a pg_ name says why for functions that act on the
+// server as for the catalogs.
+func TestPostgresScreenReasons(t *testing.T) {
+	rules := postgresScreen()
+	for q, want := range map[string]string{
+		"SELECT pg_notify('a', 'b')":   "act on the server",
+		"SELECT relname FROM pg_class": "show every task's tables",
+	} {
+		lower := strings.ToLower(q)
+		if got := rules.Words(q, lower, strings.FieldsFunc(lower, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') })); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want it to say %q", q, got, want)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func pgOtherTasks(words []string) string {
 	for _, w := range words {
 		switch {
 		case strings.HasPrefix(w, "pg_") && !pgAllowed[w], pgCatalogWords[w]:
-			return fmt.Sprintf("refused: %s is not allowed on PostgreSQL (the system catalogs show every task's tables; information_schema shows this task's)", w)
+			return fmt.Sprintf("refused: %s is not allowed on PostgreSQL (its pg_ catalogs and functions show every task's tables or act on the server itself; information_schema describes this task's tables)", w)
 		}
 	}
 	return ""
