@@ -2,7 +2,9 @@ package env
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -108,5 +110,15 @@ func TestEpisodeMemoryBound(t *testing.T) {
 				t.Errorf("the log holds %d episodes, want 1", n)
 			}
 		})
+	}
+}
+
+// TestWriteJSONNotFinite: a reply that cannot encode (a non-finite number) is a 500 that says
+// so, not a 200 with an empty body.
+func TestWriteJSONNotFinite(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, map[string]float64{"total": math.Inf(1)})
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "does not encode as JSON") {
+		t.Errorf("%d %q", rec.Code, rec.Body.String())
 	}
 }

@@ -1,6 +1,7 @@
 package env
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,12 +59,22 @@ func badRequest(format string, args ...any) *apiError {
 	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
+// writeJSON answers v as JSON with status; a v that does not encode (a non-finite number) is a
+// 500 saying so, never an empty reply.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the protocol's tags stay readable: <observation>, not \u003c
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		enc.Encode(struct {
+			Error *apiError `json:"error"`
+		}{&apiError{status, "the reply does not encode as JSON: " + err.Error()}})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // the protocol's tags stay readable: <observation>, not \u003c
-	enc.Encode(v)            // a failed write means the client went away
+	w.Write(buf.Bytes()) // a failed write means the client went away
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {

@@ -142,9 +142,13 @@ func (w Weights) String() string {
 	return "format=" + f(w.Format) + ",exec_ok=" + f(w.ExecOK) + ",converged=" + f(w.Converged) + ",correct=" + f(w.Correct)
 }
 
+// MaxWeight bounds the magnitude of a weight and of the format penalty, so that every total
+// (a few weights and a penalty per turn) stays a finite number.
+const MaxWeight = 1e6
+
 // ParseWeights reads "NAME=VALUE,…" with names format, exec_ok, converged and correct; names
-// not listed weigh 0. An empty string is DefaultWeights. Values are finite numbers, negative
-// ones included (a penalty). FormatPenalty is left 0.
+// not listed weigh 0. An empty string is DefaultWeights. Values are numbers within ±MaxWeight,
+// negative ones included (a penalty). FormatPenalty is left 0.
 func ParseWeights(s string) (Weights, error) {
 	if strings.TrimSpace(s) == "" {
 		return DefaultWeights, nil
@@ -160,6 +164,9 @@ func ParseWeights(s string) (Weights, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
 			return Weights{}, fmt.Errorf("rewards: weight %s=%q is not a finite number", name, val)
+		}
+		if math.Abs(v) > MaxWeight {
+			return Weights{}, fmt.Errorf("rewards: weight %s=%s is beyond ±%g", name, strings.TrimSpace(val), float64(MaxWeight))
 		}
 		if seen[name] {
 			return Weights{}, fmt.Errorf("rewards: weight %s given twice", name)

@@ -28,8 +28,8 @@ func (r *Rewards) Parse() (rewards.Weights, rewards.Mode, error) {
 	if err != nil {
 		return w, "", Usagef("--weights: %v", err)
 	}
-	if math.IsNaN(r.penalty) || math.IsInf(r.penalty, 0) {
-		return w, "", Usagef("--format-penalty must be a finite number")
+	if math.IsNaN(r.penalty) || math.Abs(r.penalty) > rewards.MaxWeight {
+		return w, "", Usagef("--format-penalty must be a number within ±%g", float64(rewards.MaxWeight))
 	}
 	w.FormatPenalty = r.penalty
 	mode, err := rewards.ParseMode(r.mode)
