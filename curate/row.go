@@ -103,7 +103,7 @@ type Feature struct {
 // Outcome returns the row's outcome as its columns record it, read alike from datasets of every
 // format version (rundir.NewOutcome: converged counts only where exec_ok is set).
 func (r *Row) Outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns))
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), "")
 }
 
 // rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).

@@ -205,8 +205,8 @@ type SummaryRow struct {
 	Dialect      datasets.Dialect `json:"dialect"`
 	Trajectories int              `json:"trajectories"`
 	Failed       int              `json:"failed"`
-	// Converged, ExecOK, Correct, FormatViolations and Turns count as rundir.Tally does
-	// (Trajectory.Outcome).
+	// Converged, ExecOK, Correct, FormatViolations, Turns and Unjudged count as rundir.Tally
+	// does (Trajectory.Outcome).
 	Converged        int `json:"converged"`
 	ExecOK           int `json:"exec_ok"`
 	Correct          int `json:"correct"`
@@ -214,7 +214,7 @@ type SummaryRow struct {
 	Turns            int `json:"turns"`
 	Tokens           int `json:"tokens"`
 	// Unjudged counts the trajectories whose gold SQL failed on their dialect (their
-	// gold_error): never correct, whatever the teacher wrote.
+	// gold_error, Outcome.Unjudged): never correct, whatever the teacher wrote.
 	Unjudged int `json:"unjudged"`
 
 	tally rundir.Tally
@@ -246,9 +246,6 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 		r := get(tr.Teacher, tr.Dialect)
 		r.tally.Add(tr.Outcome())
 		r.Tokens += tr.Usage.Total()
-		if tr.GoldError != "" {
-			r.Unjudged++
-		}
 	}
 	fails, badFails, err := rundir.ReadFailures(dir)
 	if err != nil {
@@ -261,7 +258,7 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 	out := make([]SummaryRow, 0, len(rows))
 	for _, r := range rows {
 		t := r.tally
-		r.Trajectories, r.Converged, r.ExecOK, r.Correct, r.FormatViolations, r.Turns = t.N, t.Converged, t.ExecOK, t.Correct, t.FormatViolations, t.Turns
+		r.Trajectories, r.Converged, r.ExecOK, r.Correct, r.FormatViolations, r.Turns, r.Unjudged = t.N, t.Converged, t.ExecOK, t.Correct, t.FormatViolations, t.Turns, t.Unjudged
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -361,9 +361,10 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 }
 
 // EpisodeOutcome returns the result's outcome (rundir.NewOutcome: a converged flag written with the raw
-// meaning reads as converged AND exec_ok). Truncated turns are not in a Result.
+// meaning reads as converged AND exec_ok; unjudged where GoldError is set). Truncated turns are
+// not in a Result.
 func (r *Result) EpisodeOutcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0)
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, r.GoldError)
 }
 
 // resultOf turns a trajectory into its Result.

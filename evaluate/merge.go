@@ -104,7 +104,7 @@ func Merge(out string, dirs []string) (*Summary, error) {
 	m.Throughput.setRates(m.Samples)
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome(), r.GoldError)
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	m.Eval = stats.SummarizeEval(er)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/judge"
+	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/stats"
 )
@@ -182,7 +183,7 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	rep := &ScoreReport{Dialect: cfg.Dialect, Style: cfg.Style, KeepDistinct: cfg.KeepDistinct, Items: items, Outcomes: map[string]int{}}
 	er := make([]stats.EvalResult, len(items))
 	for i, it := range items {
-		er[i] = stats.EvalResult{Difficulty: it.Difficulty, Correct: it.Correct, Unjudged: it.GoldError != ""}
+		er[i] = stats.EvalResultOf(it.Difficulty, rundir.NewOutcome(false, false, it.Correct, 0, 0, 0, it.GoldError))
 		rep.Outcomes[it.Outcome]++
 	}
 	rep.EX = stats.SummarizeEval(er)

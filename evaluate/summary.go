@@ -113,7 +113,7 @@ func newSummary(cfg *Config, results []*Result) *Summary {
 	}
 	er := make([]stats.EvalResult, len(results))
 	for i, r := range results {
-		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome(), r.GoldError)
+		er[i] = stats.EvalResultOf(r.Difficulty, r.EpisodeOutcome())
 	}
 	s.Eval = stats.SummarizeEval(er)
 	return s

@@ -22,7 +22,7 @@ func TestFrom(t *testing.T) {
 		{5, 0, true, false, false, Rewards{1, 1, 0, 0, 0}},
 		{0, 0, false, false, false, Rewards{0, 0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0)
+		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0, "")
 		if got := From(o, c.malformed); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}

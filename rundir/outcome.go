@@ -16,16 +16,22 @@ type Outcome struct {
 	Turns            int `json:"turns"`
 	FormatViolations int `json:"format_violations"`
 	TruncatedTurns   int `json:"truncated_turns"`
+	// Unjudged says the final SQL could not be judged: the task's gold SQL gave no result
+	// (it failed on the dialect, and on the task's reference where it has one, or the task
+	// has no gold for the dialect). Correct is then false, whatever the final SQL.
+	Unjudged bool `json:"unjudged"`
 }
 
 // NewOutcome returns the outcome of an episode from its recorded flags. repeated is the
 // episode's stop reason as a run dir records it (Trajectory.Converged: the same SQL twice in a
 // row, whether or not it ran); a converged flag that already means Outcome.Converged (a dataset
 // column or an eval result written since) gives the same outcome, so records of either age read
-// alike.
-func NewOutcome(repeated, execOK, correct bool, turns, formatViolations, truncatedTurns int) Outcome {
+// alike. goldError is the recorded reason the gold SQL gave no result (Trajectory.GoldError, a
+// dataset's gold_error column, an eval result's gold_error): the episode is Unjudged when it
+// is not empty.
+func NewOutcome(repeated, execOK, correct bool, turns, formatViolations, truncatedTurns int, goldError string) Outcome {
 	return Outcome{Converged: repeated && execOK, ExecOK: execOK, Correct: correct, Turns: turns,
-		FormatViolations: formatViolations, TruncatedTurns: truncatedTurns}
+		FormatViolations: formatViolations, TruncatedTurns: truncatedTurns, Unjudged: goldError != ""}
 }
 
 // Truncated reports whether any turn was truncated.
@@ -41,6 +47,8 @@ type Tally struct {
 	RowsWithViolation, FormatViolations int
 	// RowsTruncated counts outcomes with a truncated turn; TruncatedTurns sums them.
 	RowsTruncated, TruncatedTurns int
+	// Unjudged counts the outcomes that are Unjudged (counted as not correct).
+	Unjudged int
 }
 
 // Add counts o.
@@ -54,6 +62,7 @@ func (t *Tally) Add(o Outcome) {
 	t.RowsWithViolation += b2i(o.FormatViolations > 0)
 	t.TruncatedTurns += o.TruncatedTurns
 	t.RowsTruncated += b2i(o.Truncated())
+	t.Unjudged += b2i(o.Unjudged)
 }
 
 func b2i(b bool) int {

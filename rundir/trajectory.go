@@ -118,7 +118,7 @@ func (t *Trajectory) Conversation() []chat.Message {
 }
 
 // Outcome returns what the episode came to (Outcome): the one definition of converged,
-// exec-ok, correct, format violations and truncated turns that every count uses.
+// exec-ok, correct, format violations, truncated turns and unjudged that every count uses.
 func (t *Trajectory) Outcome() Outcome {
-	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns)
+	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns, t.GoldError)
 }

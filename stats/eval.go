@@ -20,8 +20,8 @@ type EvalResult struct {
 	ExecOK           bool   `json:"exec_ok"`
 	Turns            int    `json:"turns"`
 	FormatViolations int    `json:"format_violations"`
-	// Unjudged is true when the task's gold SQL failed on the dialect evaluated (or the
-	// task has none), so the answer could not be compared: Correct is then false.
+	// Unjudged is the outcome's Unjudged: the task's gold SQL failed on the dialect evaluated
+	// (or the task has none), so the answer could not be compared; Correct is then false.
 	Unjudged bool `json:"unjudged,omitempty"`
 }
 
@@ -47,8 +47,9 @@ type EvalSummary struct {
 	RowsWithViolation      int     `json:"rows_with_violation"`
 	RowsWithViolationShare float64 `json:"rows_with_violation_share"`
 	AvgTurns               float64 `json:"avg_turns"`
-	// Unjudged counts the results whose gold SQL failed (EvalResult.Unjudged): EX counts
-	// them as wrong, as BIRD's evaluation does, and the headline says how many there are.
+	// Unjudged counts the results whose gold SQL failed (rundir.Tally's Unjudged over
+	// EvalResult.Outcome): EX counts them as wrong, as BIRD's evaluation does, and the
+	// headline says how many there are.
 	Unjudged int `json:"unjudged"`
 }
 
@@ -94,16 +95,18 @@ type DifficultyEX struct {
 	EX         float64 `json:"ex"`
 }
 
-// EvalResultOf returns the EvalResult of an outcome; goldError is why the task's gold SQL did
-// not run ("" when it ran).
-func EvalResultOf(difficulty string, o rundir.Outcome, goldError string) EvalResult {
+// EvalResultOf returns the EvalResult of an outcome (built with the task's gold error, so
+// that Unjudged is set where the gold SQL gave no result).
+func EvalResultOf(difficulty string, o rundir.Outcome) EvalResult {
 	return EvalResult{Difficulty: difficulty, Correct: o.Correct, Converged: o.Converged, ExecOK: o.ExecOK, Turns: o.Turns,
-		FormatViolations: o.FormatViolations, Unjudged: goldError != ""}
+		FormatViolations: o.FormatViolations, Unjudged: o.Unjudged}
 }
 
 // Outcome returns the result's outcome.
 func (r EvalResult) Outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0)
+	o := rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, "")
+	o.Unjudged = r.Unjudged // recorded as a flag: the gold's error text is not kept here
+	return o
 }
 
 // SummarizeEval computes an EvalSummary from results, counting their outcomes with rundir.Tally.
@@ -119,9 +122,6 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 		}
 		o := r.Outcome()
 		all.Add(o)
-		if r.Unjudged {
-			s.Unjudged++
-		}
 		b.N++
 		if o.Correct {
 			b.Correct++
@@ -135,6 +135,7 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 	s.RowsWithViolationShare = ratio(all.RowsWithViolation, s.N)
 	s.FormatViolationRate = ratio(all.FormatViolations, all.Turns)
 	s.AvgTurns = ratio(all.Turns, s.N)
+	s.Unjudged = all.Unjudged
 	for _, name := range orderDifficulties(keys(buckets)) {
 		b := buckets[name]
 		b.EX = ratio(b.Correct, b.N)

@@ -198,5 +198,5 @@ func guard(fn func() error) (err error) {
 
 // outcome returns the row's outcome as curate.Row.Outcome reads it.
 func (r *indexRow) outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns))
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), "")
 }

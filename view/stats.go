@@ -139,7 +139,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 				names = append(names, t.Teacher)
 			}
 			o := t.Outcome()
-			g.results = append(g.results, stats.EvalResultOf(t.Difficulty, o, t.GoldError))
+			g.results = append(g.results, stats.EvalResultOf(t.Difficulty, o))
 			g.out.Add(o)
 			if t.Usage.CompletionTokens > 0 {
 				// Zero means the endpoint reported no usage (the oracle, some providers): no

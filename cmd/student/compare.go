@@ -42,11 +42,12 @@ func compareTaskSets(w io.Writer, dirs []string) error {
 		sets[i] = map[string][3]int{}
 		for _, r := range rs {
 			c := sets[i][r.ID]
-			if r.Correct {
+			o := r.EpisodeOutcome()
+			if o.Correct {
 				c[0]++
 			}
 			c[1]++
-			if r.GoldError != "" {
+			if o.Unjudged {
 				c[2]++
 			}
 			sets[i][r.ID] = c
