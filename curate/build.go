@@ -133,16 +133,18 @@ type RunInfo struct {
 
 // TeacherSummary is the per-teacher part of a BuildReport.
 type TeacherSummary struct {
-	Teacher         string      `json:"teacher"`
-	Rows            int         `json:"rows"`
-	Excluded        int         `json:"excluded"`
-	TruncatedRows   int         `json:"truncated_rows"`
-	Tokens          TokenStats  `json:"tokens"`
-	TrainableTokens int64       `json:"trainable_tokens"`
-	Converged       int         `json:"converged"`
-	ExecOK          int         `json:"exec_ok"`
-	Correct         int         `json:"correct"`
-	Think           ThinkCounts `json:"think"`
+	Teacher         string     `json:"teacher"`
+	Rows            int        `json:"rows"`
+	Excluded        int        `json:"excluded"`
+	TruncatedRows   int        `json:"truncated_rows"`
+	Tokens          TokenStats `json:"tokens"`
+	TrainableTokens int64      `json:"trainable_tokens"`
+	Converged       int        `json:"converged"`
+	ExecOK          int        `json:"exec_ok"`
+	Correct         int        `json:"correct"`
+	// Unjudged counts the rows whose gold SQL gave no result (gold_error): never correct.
+	Unjudged int         `json:"unjudged"`
+	Think    ThinkCounts `json:"think"`
 }
 
 // ThinkCounts counts the assistant turns of written rows by where their think block came from,
@@ -205,6 +207,10 @@ type BuildReport struct {
 	// truncated turn (Think.TruncatedTurns counts the turns).
 	Truncated     TruncatedPolicy `json:"truncated"`
 	TruncatedRows int             `json:"truncated_rows"`
+	// Correct counts the written rows that are correct; Unjudged those whose gold SQL gave no
+	// result (gold_error), which are never correct (0 in stats.json before format v5).
+	Correct  int `json:"correct"`
+	Unjudged int `json:"unjudged"`
 	// Dir and Duration describe this build only and are not written to stats.json.
 	Dir      string        `json:"-"`
 	Duration time.Duration `json:"-"`
@@ -215,8 +221,10 @@ type BuildReport struct {
 // over TRL's Qwen2.5 training spans (the header's "\n" through the "\n" after <|im_end|>, two
 // tokens per assistant message more than version 2's content plus <|im_end|>); version 4's
 // converged column is rundir.Outcome.Converged (the same SQL twice in a row, and it ran), where
-// earlier versions held the raw repeat (Row.Outcome reads both alike).
-const FormatVersion = "chainedsql-sft/v4"
+// earlier versions held the raw repeat (Row.Outcome reads both alike); version 5 adds
+// gold_error and gold_dialect, so that a row whose gold SQL gave no result counts as unjudged
+// (earlier versions read them empty: no row unjudged).
+const FormatVersion = "chainedsql-sft/v5"
 
 // ChatTemplateName is BuildReport.ChatTemplate.
 const ChatTemplateName = "qwen2.5-chatml (inference/chattmpl), add_generation_prompt=false, loss on the assistant spans (header's \n, content, <|im_end|>, \n)"

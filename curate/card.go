@@ -63,6 +63,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 	rep.TrainableTokens = a.all.trainable
 	rep.Think = a.all.think
 	rep.TruncatedRows = a.all.out.RowsTruncated
+	rep.Correct, rep.Unjudged = a.all.out.Correct, a.all.out.Unjudged
 	rep.ExcludedCount = len(rep.Excluded)
 	names := make([]string, 0, len(a.teachers))
 	for n := range a.teachers {
@@ -74,7 +75,8 @@ func (a *aggregate) fill(rep *BuildReport) {
 		t := a.teachers[n]
 		rep.Teachers = append(rep.Teachers, TeacherSummary{
 			Teacher: n, Rows: t.out.N, Excluded: t.excluded, TruncatedRows: t.out.RowsTruncated, Tokens: TokenStatsOf(t.tokens),
-			TrainableTokens: t.trainable, Converged: t.out.Converged, ExecOK: t.out.ExecOK, Correct: t.out.Correct, Think: t.think,
+			TrainableTokens: t.trainable, Converged: t.out.Converged, ExecOK: t.out.ExecOK, Correct: t.out.Correct, Unjudged: t.out.Unjudged,
+			Think: t.think,
 		})
 	}
 }
@@ -229,7 +231,7 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	}
 	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
 		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
-		"correct or not, except %s (use `correct`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
+		"correct or not, except %s (use `correct`, `gold_error`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
 		protocol.ProtocolVersion, except)
 	if rep.TruncatedRows > 0 {
 		// The warning a trainer must not miss: these rows teach stopping mid-reply.
@@ -241,6 +243,15 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 			rep.TruncatedRows, pct(rep.TruncatedRows, rep.Rows), rep.Think.TruncatedTurns)
 	}
 	fmt.Fprintf(&b, "- Rows: %d (%d trajectories read, %d excluded)\n", rep.Rows, rep.Trajectories, rep.ExcludedCount)
+	// Unjudged rows are wrong by construction: the card says how many, as the eval headline does.
+	fmt.Fprintf(&b, "- Correct (`correct`): %d of %d rows (%s)", rep.Correct, rep.Rows, pct(rep.Correct, rep.Rows))
+	if rep.Unjudged > 0 {
+		fmt.Fprintf(&b, "; %d of %d unjudged: their gold SQL failed (`gold_error`), so `correct` is false whatever the teacher "+
+			"wrote (keep `gold_error == \"\"` for judged rows only)", rep.Unjudged, rep.Rows)
+	} else {
+		b.WriteString("; none unjudged (every gold SQL gave a result)")
+	}
+	b.WriteString("\n")
 	if n := len(rep.Salvaged); n > 0 {
 		fmt.Fprintf(&b, "- Salvaged (`--salvage`): %d damaged run-dir lines skipped (over the readers' line limit, or not a trajectory), listed under `salvaged` in `%s`\n", n, StatsFile)
 	}
@@ -260,12 +271,12 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	}
 	b.WriteString("\n")
 	b.WriteString("\n## Per teacher\n\n")
-	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | think field / inline / none | truncated rows / turns |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | unjudged | think field / inline / none | truncated rows / turns |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range rep.Teachers {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d / %d / %d | %d / %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d | %d / %d / %d | %d / %d |\n",
 			mdEscape(t.Teacher), t.Rows, pct(t.Rows, rep.Rows), t.Excluded, t.Tokens.Mean, t.Tokens.P50, t.Tokens.P95, t.Tokens.Max,
-			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows),
+			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows), t.Unjudged,
 			t.Think.Field, t.Think.Inline, t.Think.None, t.TruncatedRows, t.Think.TruncatedTurns)
 	}
 	b.WriteString("\n## Protocol\n\n")
@@ -275,7 +286,10 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 		"`<observation>…</observation>`. The episode ends when the same SQL is given on two consecutive turns or after " +
 		"5 turns. A complete reply without a parsable `<sql>` is a format violation; a reply the token limit cut before its SQL was " +
 		"complete is a truncated turn (`truncated_turns`), answered with a notice to think more briefly. `correct` is BIRD-style " +
-		"execution accuracy of the final SQL against `gold_sql`. `converged` is true when the episode ended on the same SQL twice " +
+		"execution accuracy of the final SQL against `gold_sql`, whose result came from the engine `gold_dialect` names (the row's " +
+		"dialect, or `sqlite` where the gold failed on a server and ran on the task's SQLite file). A row whose gold SQL gave no " +
+		"result (an error or a refusal, or no gold for the dialect) is unjudged: `gold_error` says why, and `correct` is false " +
+		"whatever the final SQL. Datasets before `chainedsql-sft/v5` have neither column (read them empty: no row unjudged). `converged` is true when the episode ended on the same SQL twice " +
 		"in a row and that SQL ran (`exec_ok`): a failing statement given twice ends the episode but has not converged. Datasets " +
 		"before `chainedsql-sft/v4` set `converged` on any repeat; read `converged and exec_ok` there, as `curate stats` does.\n\n")
 	b.WriteString("Each assistant message is rendered as `<think>REASONING</think>\\n` followed by the reply's answer, where REASONING is " +

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
@@ -62,9 +63,19 @@ type Row struct {
 	NumTrainableTokens int64  `parquet:"num_trainable_tokens" json:"num_trainable_tokens"`
 	FinalSQL           string `parquet:"final_sql" json:"final_sql"`
 	GoldSQL            string `parquet:"gold_sql" json:"gold_sql"`
-	PromptTokens       int64  `parquet:"teacher_prompt_tokens" json:"teacher_prompt_tokens"`
-	CompletionTokens   int64  `parquet:"teacher_completion_tokens" json:"teacher_completion_tokens"`
-	CachedTokens       int64  `parquet:"teacher_cached_prompt_tokens" json:"teacher_cached_prompt_tokens"`
+	// GoldError is why the gold SQL gave no result (the run dir's gold_error, at most
+	// textcap.Error bytes): the row is unjudged (Outcome().Unjudged) and correct is false
+	// whatever the final SQL. Empty when the gold ran, and in datasets before chainedsql-sft/v5
+	// (whose unjudged rows cannot be told apart).
+	GoldError string `parquet:"gold_error" json:"gold_error"`
+	// GoldDialect is the engine whose result of the gold SQL the final SQL was compared with:
+	// the row's dialect, or sqlite where the gold failed on a server and ran on the task's
+	// SQLite file (rundir.Trajectory.GoldDialect). Empty when the gold gave no result
+	// (GoldError) and in datasets before chainedsql-sft/v5.
+	GoldDialect      string `parquet:"gold_dialect,dict" json:"gold_dialect"`
+	PromptTokens     int64  `parquet:"teacher_prompt_tokens" json:"teacher_prompt_tokens"`
+	CompletionTokens int64  `parquet:"teacher_completion_tokens" json:"teacher_completion_tokens"`
+	CachedTokens     int64  `parquet:"teacher_cached_prompt_tokens" json:"teacher_cached_prompt_tokens"`
 	// ReasoningTokens are the teacher's reasoning tokens: as the provider reported them, and
 	// for turns whose provider reported none but which have reasoning text, that text counted
 	// with the student tokenizer (ReasoningTokensEstimated is then true).
@@ -88,7 +99,7 @@ var Features = []Feature{
 	{"difficulty", "string"}, {"question", "string"}, {"evidence", "string"}, {"turns", "int64"},
 	{"converged", "bool"}, {"exec_ok", "bool"}, {"correct", "bool"},
 	{"format_violations", "int64"}, {"truncated_turns", "int64"}, {"malformed_turns", "int64"}, {"num_tokens", "int64"}, {"num_trainable_tokens", "int64"},
-	{"final_sql", "string"}, {"gold_sql", "string"},
+	{"final_sql", "string"}, {"gold_sql", "string"}, {"gold_error", "string"}, {"gold_dialect", "string"},
 	{"teacher_prompt_tokens", "int64"}, {"teacher_completion_tokens", "int64"}, {"teacher_cached_prompt_tokens", "int64"},
 	{"teacher_reasoning_tokens", "int64"}, {"teacher_reasoning_tokens_estimated", "bool"}, {"teacher_cost_usd", "float64"},
 	{"protocol", "string"}, {"source_run", "string"}, {"key", "string"},
@@ -101,9 +112,22 @@ type Feature struct {
 }
 
 // Outcome returns the row's outcome as its columns record it, read alike from datasets of every
-// format version (rundir.NewOutcome: converged counts only where exec_ok is set).
+// format version (rundir.NewOutcome: converged counts only where exec_ok is set; unjudged where
+// gold_error is set, so never in datasets before chainedsql-sft/v5).
 func (r *Row) Outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), "")
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), r.GoldError)
+}
+
+// goldDialect is the row's gold_dialect: where the gold SQL's result came from, "" when it
+// gave none.
+func goldDialect(t *rundir.Trajectory) string {
+	switch {
+	case t.GoldError != "":
+		return ""
+	case t.GoldDialect != "":
+		return string(t.GoldDialect)
+	}
+	return string(t.Dialect)
 }
 
 // rowOf fills a row from a trajectory and its rendering (token counts are set by the caller).
@@ -134,6 +158,8 @@ func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 		MalformedTurns:   int64(rewards.Malformed(t.Turns)),
 		FinalSQL:         t.FinalSQL,
 		GoldSQL:          t.GoldSQL,
+		GoldError:        textcap.Cut(t.GoldError, textcap.Error), // again: older run dirs kept it whole
+		GoldDialect:      goldDialect(t),
 		PromptTokens:     int64(t.Usage.PromptTokens),
 		CompletionTokens: int64(t.Usage.CompletionTokens),
 		CachedTokens:     int64(t.Usage.CachedTokens),

@@ -126,6 +126,10 @@ func setupBuild(fs *flag.FlagSet) cli.Func {
 			fmt.Fprint(c.Stdout, " (their messages end where the teacher was cut and teach stopping mid-reply; filter truncated_turns == 0 or build with --truncated exclude)")
 		}
 		fmt.Fprintln(c.Stdout)
+		if rep.Unjudged > 0 {
+			fmt.Fprintf(c.Stdout, "unjudged: %d of %d rows: their gold SQL failed (gold_error), so correct is false whatever the teacher wrote\n",
+				rep.Unjudged, rep.Rows)
+		}
 		for _, sv := range rep.Salvaged {
 			key := ""
 			if sv.Key != "" {
