@@ -48,12 +48,15 @@ type Group struct {
 	// TurnsHistogram[k] counts rows with k turns (index 0 unused by real episodes).
 	TurnsHistogram []int   `json:"turns_histogram"`
 	AvgTurns       float64 `json:"avg_turns"`
-	// Converged, ExecOK, Correct, RowsWithViolation, FormatViolations and RowsTruncated count
-	// the rows' outcomes (curate.Row.Outcome, summed by rundir.Tally): converged is the same SQL
-	// twice in a row and that SQL ran, in datasets of every format version.
+	// Converged, ExecOK, Correct, Unjudged, RowsWithViolation, FormatViolations and
+	// RowsTruncated count the rows' outcomes (curate.Row.Outcome, summed by rundir.Tally):
+	// converged is the same SQL twice in a row and that SQL ran, in datasets of every format
+	// version; unjudged rows (gold_error set: the gold SQL gave no result) are never correct,
+	// and datasets before chainedsql-sft/v5 have none.
 	Converged int `json:"converged"`
 	ExecOK    int `json:"exec_ok"`
 	Correct   int `json:"correct"`
+	Unjudged  int `json:"unjudged"`
 	// RowsWithViolation counts rows with any format violation; FormatViolations sums them.
 	RowsWithViolation int `json:"rows_with_violation"`
 	FormatViolations  int `json:"format_violations"`
@@ -92,8 +95,8 @@ func (g *Group) add(r *curate.Row) {
 	g.TurnsHistogram[t]++
 	g.out.Add(r.Outcome())
 	o := &g.out
-	g.Converged, g.ExecOK, g.Correct, g.RowsWithViolation, g.FormatViolations, g.RowsTruncated =
-		o.Converged, o.ExecOK, o.Correct, o.RowsWithViolation, o.FormatViolations, o.RowsTruncated
+	g.Converged, g.ExecOK, g.Correct, g.Unjudged, g.RowsWithViolation, g.FormatViolations, g.RowsTruncated =
+		o.Converged, o.ExecOK, o.Correct, o.Unjudged, o.RowsWithViolation, o.FormatViolations, o.RowsTruncated
 	g.Think.Add(r)
 	g.ReasoningTokens += r.ReasoningTokens
 	if r.ReasoningTokensEstimated {

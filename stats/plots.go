@@ -78,11 +78,13 @@ type Series struct {
 
 // Outcomes counts what happened to a group of trajectories (a teacher's rows).
 type Outcomes struct {
-	Name              string
-	Rows              int
-	Converged         int
-	ExecOK            int
-	Correct           int
+	Name      string
+	Rows      int
+	Converged int
+	ExecOK    int
+	Correct   int
+	// Unjudged counts the rows whose gold SQL gave no result (never correct).
+	Unjudged          int
 	RowsWithViolation int
 	// Turns is the number of assistant turns over all rows; Violations how many of them were
 	// format violations.
@@ -92,7 +94,7 @@ type Outcomes struct {
 
 // OutcomesOf returns the Outcomes of a group named name from its tally.
 func OutcomesOf(name string, t rundir.Tally) Outcomes {
-	return Outcomes{Name: name, Rows: t.N, Converged: t.Converged, ExecOK: t.ExecOK, Correct: t.Correct,
+	return Outcomes{Name: name, Rows: t.N, Converged: t.Converged, ExecOK: t.ExecOK, Correct: t.Correct, Unjudged: t.Unjudged,
 		RowsWithViolation: t.RowsWithViolation, Turns: t.Turns, Violations: t.FormatViolations}
 }
 
@@ -300,7 +302,8 @@ func TurnsChart(by string, series []Series) (*Chart, error) {
 }
 
 // RatesChart draws convergence, exec-ok and correct rates (% of rows) per group; by names
-// what a group is ("teacher", "policy").
+// what a group is ("teacher", "policy"). A group with unjudged rows says how many under its
+// name: its correct rate counts them as wrong.
 func RatesChart(by string, groups []Outcomes) (*Chart, error) {
 	title := "Convergence, execution and correctness per " + by
 	p := newPlot(title, by, "share of the "+by+"'s rows (%)")
@@ -314,6 +317,9 @@ func RatesChart(by string, groups []Outcomes) (*Chart, error) {
 	}
 	for i, g := range groups {
 		cats[i] = fmt.Sprintf("%s\n%s rows", g.Name, thousands(g.Rows))
+		if g.Unjudged > 0 {
+			cats[i] += fmt.Sprintf(", %s unjudged", thousands(g.Unjudged))
+		}
 		vals[0][i] = 100 * ratio(g.Converged, g.Rows)
 		vals[1][i] = 100 * ratio(g.ExecOK, g.Rows)
 		vals[2][i] = 100 * ratio(g.Correct, g.Rows)
@@ -354,7 +360,16 @@ func ViolationsChart(by string, groups []Outcomes) (*Chart, error) {
 	return &Chart{Name: ViolationsPlot, Title: title, p: p}, nil
 }
 
-// EXChart draws execution accuracy per difficulty bucket (and over all tasks) per policy.
+// legend is the policy's name, and how many of its results are unjudged where some are.
+func (pe PolicyEX) legend() string {
+	if u := pe.Summary.Unjudged; u > 0 {
+		return fmt.Sprintf("%s (%s of %s unjudged)", pe.Name, thousands(u), thousands(pe.Summary.N))
+	}
+	return pe.Name
+}
+
+// EXChart draws execution accuracy per difficulty bucket (and over all tasks) per policy; a
+// policy with unjudged results says how many in its legend entry (EX counts them as wrong).
 func EXChart(policies []PolicyEX) (*Chart, error) {
 	const title = "Execution accuracy (EX) by difficulty"
 	p := newPlot(title, "difficulty", "EX (%)")
@@ -404,7 +419,7 @@ func EXChart(policies []PolicyEX) (*Chart, error) {
 	names := make([]string, len(policies))
 	vals := make([][]float64, len(policies))
 	for i, pe := range policies {
-		names[i] = pe.Name
+		names[i] = pe.legend()
 		vals[i] = make([]float64, len(cats))
 		for k, b := range buckets {
 			for _, d := range pe.Summary.ByDifficulty {

@@ -254,3 +254,26 @@ func TestEmptyChartsHaveNoTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestChartsUnjudged: a group's unjudged rows are named under it in the rates chart, and a
+// policy's unjudged results in its EX chart legend entry.
+func TestChartsUnjudged(t *testing.T) {
+	rc, err := RatesChart("teacher", []Outcomes{{Name: "alpha", Rows: 4, Correct: 2, Unjudged: 1}, {Name: "beta", Rows: 2, Correct: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, tk := range rc.p.X.Tick.Marker.Ticks(rc.p.X.Min, rc.p.X.Max) {
+		labels = append(labels, tk.Label)
+	}
+	if got := strings.Join(labels, "|"); got != "alpha\n4 rows, 1 unjudged|beta\n2 rows" {
+		t.Errorf("rates chart categories %q", got)
+	}
+	res := []EvalResult{{Correct: true, Turns: 1}, {Turns: 1, Unjudged: true}, {Turns: 1}}
+	if got := (PolicyEX{Name: "student", Summary: SummarizeEval(res)}).legend(); got != "student (1 of 3 unjudged)" {
+		t.Errorf("EX legend %q", got)
+	}
+	if got := (PolicyEX{Name: "student", Summary: SummarizeEval(res[:1])}).legend(); got != "student" {
+		t.Errorf("EX legend without unjudged %q", got)
+	}
+}

@@ -26,12 +26,12 @@ type table struct {
 func pct(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) }
 
 func groupTable(title, key string, groups []Group, overall *Group) table {
-	t := table{title: title, header: []string{key, "rows", "share", "tokens", "mean", "p50", "p95", "max", "trainable", "trainable×ep", "avg turns", "converged", "exec ok", "correct", "viol rows", "viol total"}}
+	t := table{title: title, header: []string{key, "rows", "share", "tokens", "mean", "p50", "p95", "max", "trainable", "trainable×ep", "avg turns", "converged", "exec ok", "correct", "unjudged", "viol rows", "viol total"}}
 	row := func(g *Group) []string {
 		return []string{g.Name, fmt.Sprint(g.Rows), pct(g.Share), fmt.Sprint(g.Tokens.Sum), fmt.Sprintf("%.1f", g.Tokens.Mean),
 			fmt.Sprint(g.Tokens.P50), fmt.Sprint(g.Tokens.P95), fmt.Sprint(g.Tokens.Max), fmt.Sprint(g.TrainableTokens),
 			fmt.Sprint(g.TrainableTimesEpochs), fmt.Sprintf("%.2f", g.AvgTurns), pct(g.Rate(g.Converged)), pct(g.Rate(g.ExecOK)),
-			pct(g.Rate(g.Correct)), fmt.Sprint(g.RowsWithViolation), fmt.Sprint(g.FormatViolations)}
+			pct(g.Rate(g.Correct)), fmt.Sprint(g.Unjudged), fmt.Sprint(g.RowsWithViolation), fmt.Sprint(g.FormatViolations)}
 	}
 	for i := range groups {
 		r := row(&groups[i])
@@ -114,8 +114,13 @@ func (s *DatasetStats) thinkTable() table {
 }
 
 func (s *DatasetStats) tables() []table {
+	title := fmt.Sprintf("Per teacher (%d rows, trainable × %d epochs)", s.Overall.Rows, s.Epochs)
+	if s.Overall.Unjudged > 0 {
+		// As the eval headline says it: correct counts these rows as wrong.
+		title += fmt.Sprintf("; %d of %d unjudged: their gold SQL failed", s.Overall.Unjudged, s.Overall.Rows)
+	}
 	return []table{
-		groupTable(fmt.Sprintf("Per teacher (%d rows, trainable × %d epochs)", s.Overall.Rows, s.Epochs), "teacher", s.Teachers, &s.Overall),
+		groupTable(title, "teacher", s.Teachers, &s.Overall),
 		groupTable("Per dialect", "dialect", s.Dialects, nil),
 		groupTable("Per difficulty", "difficulty", s.Difficulties, nil),
 		s.turnsTable(),

@@ -50,7 +50,7 @@ func row(teacher, dialect, diff string, tokens, trainable, turns int, conv, ok, 
 }
 
 func handRows() []curate.Row {
-	return []curate.Row{
+	rows := []curate.Row{
 		row("alpha", "sqlite", "simple", 100, 10, 1, false, true, true, 0),
 		row("alpha", "sqlite", "moderate", 300, 30, 2, true, true, false, 1),
 		row("alpha", "postgres", "simple", 200, 20, 2, true, false, false, 0),
@@ -58,6 +58,9 @@ func handRows() []curate.Row {
 		row("beta", "postgres", "simple", 400, 40, 3, true, true, true, 0),
 		row("alpha", "sqlite", "simple", 500, 50, 2, true, true, true, 2),
 	}
+	// alpha's postgres row could not be judged: its gold SQL failed there.
+	rows[2].GoldError = "error: function strftime(unknown, text) does not exist"
+	return rows
 }
 
 func TestDatasetHandComputed(t *testing.T) {
@@ -77,7 +80,7 @@ func TestDatasetHandComputed(t *testing.T) {
 		t.Errorf("trainable %d × %d = %d", o.TrainableTokens, st.Epochs, o.TrainableTimesEpochs)
 	}
 	// Converged: 4 rows repeat their SQL, but alpha/postgres's did not run (exec_ok false).
-	if o.Converged != 3 || o.ExecOK != 5 || o.Correct != 4 || o.RowsWithViolation != 3 || o.FormatViolations != 6 {
+	if o.Converged != 3 || o.ExecOK != 5 || o.Correct != 4 || o.RowsWithViolation != 3 || o.FormatViolations != 6 || o.Unjudged != 1 {
 		t.Errorf("overall %+v", o)
 	}
 	if want := []int{0, 1, 3, 1, 0, 1}; !equalInts(o.TurnsHistogram, want) || st.MaxTurns != 5 || math.Abs(o.AvgTurns-15.0/6) > 1e-9 {
@@ -91,13 +94,14 @@ func TestDatasetHandComputed(t *testing.T) {
 	if a.Rows != 4 || math.Abs(a.Share-4.0/6) > 1e-9 || a.Tokens.Sum != 1100 || a.Tokens.P50 != 200 || a.Tokens.P95 != 500 || a.TrainableTokens != 110 || a.TrainableTimesEpochs != 220 {
 		t.Errorf("alpha %+v", a)
 	}
-	if !equalInts(a.TurnsHistogram, []int{0, 1, 3, 0, 0, 0}) || a.Converged != 2 || a.ExecOK != 3 || a.Correct != 2 || a.RowsWithViolation != 2 || a.FormatViolations != 3 {
+	if !equalInts(a.TurnsHistogram, []int{0, 1, 3, 0, 0, 0}) || a.Converged != 2 || a.ExecOK != 3 || a.Correct != 2 || a.RowsWithViolation != 2 || a.FormatViolations != 3 || a.Unjudged != 1 {
 		t.Errorf("alpha %+v", a)
 	}
-	if b.Rows != 2 || b.Tokens.P50 != 400 || b.Tokens.Max != 1000 || !equalInts(b.TurnsHistogram, []int{0, 0, 0, 1, 0, 1}) || b.Correct != 2 {
+	if b.Rows != 2 || b.Tokens.P50 != 400 || b.Tokens.Max != 1000 || !equalInts(b.TurnsHistogram, []int{0, 0, 0, 1, 0, 1}) || b.Correct != 2 || b.Unjudged != 0 {
 		t.Errorf("beta %+v", b)
 	}
-	if len(st.Dialects) != 2 || st.Dialects[0].Name != "postgres" || st.Dialects[0].Rows != 2 || st.Dialects[1].Rows != 4 {
+	if len(st.Dialects) != 2 || st.Dialects[0].Name != "postgres" || st.Dialects[0].Rows != 2 || st.Dialects[1].Rows != 4 ||
+		st.Dialects[0].Unjudged != 1 || st.Dialects[1].Unjudged != 0 {
 		t.Errorf("dialects %+v", st.Dialects)
 	}
 	if len(st.Difficulties) != 3 || st.Difficulties[0].Name != "simple" || st.Difficulties[0].Rows != 4 || st.Difficulties[1].Name != "moderate" || st.Difficulties[2].Name != "challenging" {
@@ -121,17 +125,25 @@ func TestDatasetHandComputed(t *testing.T) {
 	if err := st.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"alpha", "66.7%", "2500", "max_length"} {
+	for _, want := range []string{"alpha", "66.7%", "2500", "max_length", "; 1 of 6 unjudged: their gold SQL failed", " unjudged "} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, txt.String())
 		}
 	}
-	if !strings.Contains(md.String(), "| alpha | 4 | 66.7% | 1100 | 275.0 | 200 | 500 | 500 | 110 | 330 |") {
-		t.Errorf("markdown:\n%s", md.String())
+	// alpha: correct 2 of 4, 1 unjudged; postgres: 1 of 2 unjudged.
+	for _, want := range []string{"| alpha | 4 | 66.7% | 1100 | 275.0 | 200 | 500 | 500 | 110 | 330 |", "| correct | unjudged |",
+		"| 50.0% | 1 | 2 | 3 |", "## Per teacher (6 rows, trainable × 3 epochs); 1 of 6 unjudged: their gold SQL failed\n"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
 	}
 	var back DatasetStats
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Overall.Tokens.Sum != 2500 || len(back.Teachers) != 2 || back.Excluded.Count != 2 {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Overall.Tokens.Sum != 2500 || len(back.Teachers) != 2 || back.Excluded.Count != 2 ||
+		back.Overall.Unjudged != 1 || back.Teachers[0].Unjudged != 1 || back.Dialects[0].Unjudged != 1 {
 		t.Errorf("json round trip: %v %+v", err, back.Overall)
+	}
+	if !strings.Contains(js.String(), `"unjudged": 1`) {
+		t.Errorf("json lacks unjudged:\n%s", js.String())
 	}
 
 	paths, err := st.WritePlots(filepath.Join(t.TempDir(), "plots"))
@@ -278,5 +290,44 @@ func TestDatasetThinkCounts(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "## Excluded rows: 0\n\n(none)\n") || strings.Contains(md.String(), "| reason |") {
 		t.Errorf("markdown's empty excluded table:\n%s", md.String())
+	}
+}
+
+// TestDatasetOldSchema: a dataset written before gold_error (chainedsql-sft/v4 and earlier)
+// reads with no row unjudged, not an error, and its tables say nothing of unjudged rows.
+func TestDatasetOldSchema(t *testing.T) {
+	type v4Row struct {
+		Teacher   string `parquet:"teacher,dict"`
+		Dialect   string `parquet:"dialect,dict"`
+		Turns     int64  `parquet:"turns"`
+		Converged bool   `parquet:"converged"`
+		ExecOK    bool   `parquet:"exec_ok"`
+		Correct   bool   `parquet:"correct"`
+		NumTokens int64  `parquet:"num_tokens"`
+		Key       string `parquet:"key"`
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, curate.DataDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := parquet.WriteFile(filepath.Join(dir, curate.DataDir, "train-00000-of-00001.parquet"), []v4Row{
+		{Teacher: "t", Dialect: "postgres", Turns: 2, Converged: true, ExecOK: true, Correct: true, NumTokens: 10, Key: "k1"},
+		{Teacher: "t", Dialect: "postgres", Turns: 3, NumTokens: 20, Key: "k2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Dataset(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Overall.Rows != 2 || st.Overall.Correct != 1 || st.Overall.Unjudged != 0 || st.Teachers[0].Unjudged != 0 || st.Dialects[0].Unjudged != 0 {
+		t.Errorf("old dataset: %+v", st.Overall)
+	}
+	var txt bytes.Buffer
+	if err := st.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(txt.String(), "of 2 unjudged") {
+		t.Errorf("old dataset's text names unjudged rows:\n%s", txt.String())
 	}
 }
