@@ -6,14 +6,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // Bar is one bar of a chart of the rows a query matches.
 type Bar struct {
 	Label string `json:"label"`
-	// Count is how many matching rows fall in the bar; Correct how many of them are correct.
-	Count   int `json:"count"`
-	Correct int `json:"correct"`
+	// Count is how many matching rows fall in the bar; Correct how many of them are correct;
+	// Unjudged how many could not be judged (their gold SQL gave no result: never correct).
+	// All three are rundir.Tally's counts of the rows' outcomes.
+	Count    int `json:"count"`
+	Correct  int `json:"correct"`
+	Unjudged int `json:"unjudged"`
 	// Filter is the URL filter that narrows the table to the bar (name=value&…).
 	Filter string `json:"filter"`
 }
@@ -35,8 +40,9 @@ type ChartsPage struct {
 const histBuckets = 20
 
 // Charts computes the charts of the rows q matches (its order and page aside): histograms of
-// tokens, trainable tokens (datasets) and turns; rows and correct rows by teacher, dialect and
-// difficulty (the page shows the share correct, EX, beside each).
+// tokens, trainable tokens (datasets) and turns; rows, correct and unjudged rows by teacher,
+// dialect and difficulty (the page shows the share correct, EX, beside each, and the unjudged
+// among them).
 func (s *Server) Charts(q Query) (ChartsPage, error) {
 	text, err := s.preHits(q)
 	if err != nil {
@@ -74,13 +80,13 @@ func (s *Server) Charts(q Query) (ChartsPage, error) {
 			}
 			c.Bars = append(c.Bars, bar)
 		}
+		tallies := make([]rundir.Tally, len(c.Bars))
 		for _, i := range hits {
 			e := &s.ix.entries[i]
-			bar := &c.Bars[(val(e)-mn)/width]
-			bar.Count++
-			if e.flags&flagCorrect != 0 {
-				bar.Correct++
-			}
+			tallies[(val(e)-mn)/width].Add(e.outcome())
+		}
+		for k := range c.Bars {
+			c.Bars[k].count(&tallies[k])
 		}
 		page.Charts = append(page.Charts, c)
 	}
@@ -92,16 +98,14 @@ func (s *Server) Charts(q Query) (ChartsPage, error) {
 	hist("turns", "rows by turns", "turns_min", "turns_max", func(e *entry) int { return int(e.turns) })
 	for _, f := range []int{facetTeacher, facetDialect, facetDifficulty} {
 		c := Chart{Name: facetNames[f], Title: "rows and EX by " + facetNames[f], Bars: []Bar{}}
-		by := make([]Bar, len(s.ix.facets[f].names))
+		tallies := make([]rundir.Tally, len(s.ix.facets[f].names))
 		for _, i := range hits {
 			e := &s.ix.entries[i]
-			by[e.facet[f]].Count++
-			if e.flags&flagCorrect != 0 {
-				by[e.facet[f]].Correct++
-			}
+			tallies[e.facet[f]].Add(e.outcome())
 		}
-		for id, b := range by {
-			if b.Count > 0 {
+		for id := range tallies {
+			var b Bar
+			if b.count(&tallies[id]); b.Count > 0 {
 				name := s.ix.facets[f].names[id]
 				b.Label, b.Filter = name, url.Values{facetNames[f]: {name}}.Encode()
 				c.Bars = append(c.Bars, b)
@@ -111,6 +115,15 @@ func (s *Server) Charts(q Query) (ChartsPage, error) {
 		page.Charts = append(page.Charts, c)
 	}
 	return page, nil
+}
+
+// count sets the bar's counts from the tally of its rows' outcomes.
+func (b *Bar) count(t *rundir.Tally) { b.Count, b.Correct, b.Unjudged = t.N, t.Correct, t.Unjudged }
+
+// outcome is the row's outcome as the index keeps it (its flags, turns and violations).
+func (e *entry) outcome() rundir.Outcome {
+	return rundir.Outcome{Converged: e.flags&flagConverged != 0, ExecOK: e.flags&flagExecOK != 0, Correct: e.flags&flagCorrect != 0,
+		Unjudged: e.flags&flagUnjudged != 0, Turns: int(e.turns), FormatViolations: int(e.violations)}
 }
 
 func (s *Server) handleCharts(w http.ResponseWriter, r *http.Request) { serveQuery(w, r, s.Charts) }

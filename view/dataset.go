@@ -39,8 +39,10 @@ type indexRow struct {
 	NumTrainable   int64  `parquet:"num_trainable_tokens"`
 	FinalSQL       string `parquet:"final_sql"`
 	GoldSQL        string `parquet:"gold_sql"`
-	SourceRun      string `parquet:"source_run"`
-	Key            string `parquet:"key"`
+	// GoldError is absent from datasets before chainedsql-sft/v5 (read as "": judged).
+	GoldError string `parquet:"gold_error"`
+	SourceRun string `parquet:"source_run"`
+	Key       string `parquet:"key"`
 }
 
 // truncatedColumn is the dataset column counting a row's truncated turns.
@@ -198,5 +200,5 @@ func guard(fn func() error) (err error) {
 
 // outcome returns the row's outcome as curate.Row.Outcome reads it.
 func (r *indexRow) outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), "")
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), r.GoldError)
 }

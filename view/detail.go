@@ -27,9 +27,9 @@ type Detail struct {
 	System     string `json:"system"`
 	User       string `json:"user"`
 	GoldSQL    string `json:"gold_sql"`
-	GoldError  string `json:"gold_error,omitempty"`
-	// GoldDialect is the engine whose gold result the row was judged against where it is not
-	// the row's own (the task's SQLite reference); "" otherwise or where the row does not say.
+	// GoldError is why the gold SQL gave no result (the row is unjudged); GoldDialect where
+	// its result came from when that is not Dialect (a server task's SQLite file).
+	GoldError   string `json:"gold_error,omitempty"`
 	GoldDialect string `json:"gold_dialect,omitempty"`
 	FinalSQL    string `json:"final_sql"`
 	// FinalSQLFormatted and GoldSQLFormatted are the two laid out by formatSQL.
@@ -103,7 +103,7 @@ func detailOfRow(r *curate.Row) *Detail {
 	d := &Detail{
 		Kind: KindDataset, Source: r.SourceRun, Key: r.Key, Teacher: r.Teacher, Model: r.Model, Dialect: r.Dialect, DBID: r.DBID,
 		TaskID: r.TaskID, Difficulty: r.Difficulty, Sample: int(r.Sample), Question: r.Question, Evidence: r.Evidence,
-		GoldSQL: r.GoldSQL, FinalSQL: r.FinalSQL, Converged: r.Outcome().Converged, ExecOK: r.ExecOK, Correct: r.Correct,
+		GoldSQL: r.GoldSQL, GoldError: r.GoldError, GoldDialect: r.GoldDialect, FinalSQL: r.FinalSQL, Converged: r.Outcome().Converged, ExecOK: r.ExecOK, Correct: r.Correct,
 		Violations: int(r.FormatViolations), NumTokens: r.NumTokens, NumTrainable: r.NumTrainableTokens,
 		TeacherPrompt: int(r.PromptTokens), TeacherCompletion: int(r.CompletionTokens), Turns: []TurnView{}, Notes: []string{},
 	}

@@ -26,6 +26,9 @@ const (
 	flagExecOK
 	flagCorrect
 	flagTruncated
+	// flagUnjudged: the row's outcome is unjudged (rundir.Outcome.Unjudged: its gold SQL gave
+	// no result).
+	flagUnjudged
 )
 
 // entry is what the index keeps of one row: the filterable values, a lowercased search text
@@ -103,7 +106,7 @@ type rowValues struct {
 	teacher, dialect, difficulty, db string
 	turns, violations                int
 	converged, execOK, correct       bool
-	truncated                        bool
+	unjudged, truncated              bool
 	tokens, trainable                int
 	taskIndex, sample                int
 	key, taskID, question            string
@@ -135,6 +138,9 @@ func (ix *index) add(src, pos int, v rowValues) int {
 	}
 	if v.truncated {
 		e.flags |= flagTruncated
+	}
+	if v.unjudged {
+		e.flags |= flagUnjudged
 	}
 	ix.entries = append(ix.entries, e)
 	ix.version++
@@ -175,8 +181,9 @@ type Query struct {
 	// Facet values to keep (any of them), per facet; nil keeps all. In URLs a facet's name is
 	// repeated once per value (teacher=a&teacher=b).
 	Facets [nFacets][]string
-	// Tri-state flags: nil any, else the wanted value.
-	Converged, ExecOK, Correct, Truncated *bool
+	// Tri-state flags: nil any, else the wanted value. Unjudged (URL: unjudged) keeps the rows
+	// whose gold SQL gave no result (1), or those judged (0).
+	Converged, ExecOK, Correct, Unjudged, Truncated *bool
 	// Violations: "" any, "none" or "some".
 	Violations string
 	// Turns and Tokens ranges, inclusive; 0 is open.
@@ -206,7 +213,7 @@ const MaxLimit = 500
 // controls, then its order and page), in the order the README lists them.
 var queryKeys = []string{
 	facetNames[facetTeacher], facetNames[facetDialect], facetNames[facetDifficulty], facetNames[facetDB],
-	"converged", "exec_ok", "correct", "truncated", "violations",
+	"converged", "exec_ok", "correct", "unjudged", "truncated", "violations",
 	"turns_min", "turns_max", "tokens_min", "tokens_max",
 	"q", "text", "in", "label", "noted", "labelled",
 	"sort", "offset", "limit",
@@ -246,6 +253,9 @@ func ParseQuery(v url.Values) (Query, error) {
 		return q, err
 	}
 	if q.Correct, err = tri("correct"); err != nil {
+		return q, err
+	}
+	if q.Unjudged, err = tri("unjudged"); err != nil {
 		return q, err
 	}
 	if q.Truncated, err = tri("truncated"); err != nil {
@@ -370,6 +380,8 @@ type RowSummary struct {
 	Converged  bool   `json:"converged"`
 	ExecOK     bool   `json:"exec_ok"`
 	Correct    bool   `json:"correct"`
+	// Unjudged: the row's gold SQL gave no result, so it could not be correct.
+	Unjudged   bool   `json:"unjudged,omitempty"`
 	Violations int    `json:"format_violations"`
 	Truncated  bool   `json:"truncated"`
 	Tokens     int    `json:"tokens"`
@@ -451,14 +463,15 @@ func (c *compiled) match(id int, e *entry, skip int) bool {
 	q := &c.q
 	if e.err != "" {
 		// An unreadable row has no values to filter on: it shows only when nothing filters.
-		return q.Converged == nil && q.ExecOK == nil && q.Correct == nil && q.Truncated == nil && q.Violations == "" &&
+		return q.Converged == nil && q.ExecOK == nil && q.Correct == nil && q.Unjudged == nil && q.Truncated == nil && q.Violations == "" &&
 			q.TurnsMin == 0 && q.TurnsMax == 0 && q.TokensMin == 0 && q.TokensMax == 0 && len(c.words) == 0 && c.text == nil
 	}
 	if c.text != nil && (id/64 >= len(c.text) || c.text[id/64]&(1<<(id%64)) == 0) {
 		return false
 	}
 	flag := func(want *bool, bit uint8) bool { return want == nil || *want == (e.flags&bit != 0) }
-	if !flag(q.Converged, flagConverged) || !flag(q.ExecOK, flagExecOK) || !flag(q.Correct, flagCorrect) || !flag(q.Truncated, flagTruncated) {
+	if !flag(q.Converged, flagConverged) || !flag(q.ExecOK, flagExecOK) || !flag(q.Correct, flagCorrect) || !flag(q.Unjudged, flagUnjudged) ||
+		!flag(q.Truncated, flagTruncated) {
 		return false
 	}
 	switch q.Violations {
@@ -548,7 +561,7 @@ func (ix *index) summary(i int) RowSummary {
 		ID: i, Key: e.key, Teacher: name(facetTeacher), Dialect: name(facetDialect), Difficulty: name(facetDifficulty),
 		DBID: name(facetDB), TaskID: e.taskID, Question: e.question, Turns: int(e.turns),
 		Converged: e.flags&flagConverged != 0, ExecOK: e.flags&flagExecOK != 0, Correct: e.flags&flagCorrect != 0,
-		Truncated: e.flags&flagTruncated != 0, Violations: int(e.violations), Tokens: int(e.tokens), Trainable: int(e.trainable),
+		Unjudged: e.flags&flagUnjudged != 0, Truncated: e.flags&flagTruncated != 0, Violations: int(e.violations), Tokens: int(e.tokens), Trainable: int(e.trainable),
 		Error: e.err,
 	}
 }

@@ -12,7 +12,7 @@ import (
 func TestParseQueryKeys(t *testing.T) {
 	valid := map[string]string{
 		"teacher": "glm", "dialect": "sqlite", "difficulty": "easy", "db_id": "concert_singer",
-		"converged": "1", "exec_ok": "0", "correct": "1", "truncated": "0", "violations": "some",
+		"converged": "1", "exec_ok": "0", "correct": "1", "unjudged": "1", "truncated": "0", "violations": "some",
 		"turns_min": "2", "turns_max": "3", "tokens_min": "10", "tokens_max": "900",
 		"q": "singer", "text": "wait", "in": "reasoning", "label": "good", "noted": "1", "labelled": "0",
 		"sort": "-tokens", "offset": "5", "limit": "20",

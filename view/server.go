@@ -100,10 +100,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 			s.notes = append(s.notes, notes)
 			s.ix.truncKnown = s.ix.truncKnown && d.truncKnown
 			err = scan(ctx, d, func(i int, r *indexRow) {
+				o := r.outcome()
 				s.ix.add(src, i, rowValues{
 					teacher: r.Teacher, dialect: r.Dialect, difficulty: r.Difficulty, db: r.DBID,
-					turns: int(r.Turns), violations: int(r.FormatViolations), converged: r.outcome().Converged, execOK: r.ExecOK, correct: r.Correct,
-					truncated: r.TruncatedTurns > 0, tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
+					turns: int(r.Turns), violations: int(r.FormatViolations), converged: o.Converged, execOK: r.ExecOK, correct: r.Correct,
+					unjudged: o.Unjudged, truncated: r.TruncatedTurns > 0, tokens: int(r.NumTokens), trainable: int(r.NumTrainable), taskIndex: int(r.TaskIndex), sample: int(r.Sample),
 					key: r.Key, taskID: r.TaskID, question: r.Question, finalSQL: r.FinalSQL, goldSQL: r.GoldSQL,
 				})
 			}, func(i int, err error) { s.ix.addError(src, i, "", err.Error()) })
@@ -160,10 +161,11 @@ func (s *Server) refresh(ctx context.Context) error {
 			for _, tu := range t.Turns {
 				truncated = truncated || turnTruncated(tu)
 			}
+			o := t.Outcome()
 			id := s.ix.add(src, pos, rowValues{
 				teacher: t.Teacher, dialect: string(t.Dialect), difficulty: t.Difficulty, db: t.DBID,
-				turns: len(t.Turns), violations: t.FormatViolations, converged: t.Outcome().Converged, execOK: t.ExecOK, correct: t.Correct,
-				truncated: truncated, tokens: t.Usage.CompletionTokens, taskIndex: t.TaskIndex, sample: t.Sample,
+				turns: len(t.Turns), violations: t.FormatViolations, converged: o.Converged, execOK: t.ExecOK, correct: t.Correct,
+				unjudged: o.Unjudged, truncated: truncated, tokens: t.Usage.CompletionTokens, taskIndex: t.TaskIndex, sample: t.Sample,
 				key: t.Key, taskID: t.TaskID, question: t.Question, finalSQL: t.FinalSQL, goldSQL: t.GoldSQL,
 			})
 			s.text.add(id, textOfTrajectory(t))

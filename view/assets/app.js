@@ -163,6 +163,7 @@ function filterPanel(params, facets, labels) {
   }
   form.appendChild(group("Outcome",
     tri("converged", "converged"), tri("exec_ok", "final SQL ran"), tri("correct", "correct"),
+    tri("unjudged", "unjudged (gold SQL failed)"),
     tri("truncated", "truncated turn", !INFO.trunc_known),
     h("label", {class: "tri"}, "format violations ", h("select", {name: "violations", id: "f-violations", onchange: () => apply()},
       ...[["", "any"], ["none", "none"], ["some", "some"]].map(([v, t]) =>
@@ -280,7 +281,8 @@ async function renderRows(params) {
       h("td", {}, h("a", {href: link}, r.id)), h("td", {}, r.teacher), h("td", {}, r.dialect), h("td", {}, r.difficulty),
       h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
         r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), h("td", {class: "n"}, r.turns),
-      h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)), h("td", {}, yesno(r.correct)),
+      h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)),
+      h("td", {}, yesno(r.correct), r.unjudged ? h("span", {class: "tag warn", title: "its gold SQL gave no result, so it could not be judged"}, "unjudged") : ""),
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
   });
@@ -323,13 +325,16 @@ function miniChart(c, params) {
   // An all-zero chart still has an axis of one row.
   const top = Math.max(1, ...c.bars.map((b) => b.count));
   const facet = ["teacher", "dialect", "difficulty"].includes(c.name);
+  // Unjudged rows (their gold SQL gave no result) count as wrong in EX: the bars say so.
+  const unjudged = c.bars.reduce((n, b) => n + (b.unjudged || 0), 0);
   const g = svg("svg", {viewBox: `0 0 ${W} ${H + 14}`, width: W, height: H + 14, class: "minichart-svg"});
   c.bars.forEach((b, i) => {
     const bh = Math.round((b.count / top) * H);
     const ex = b.count ? (100 * b.correct / b.count).toFixed(1) : "0.0";
     const r = svg("rect", {x: (i * bw + 1).toFixed(1), y: H - bh, width: Math.max(1, bw - 2).toFixed(1), height: Math.max(bh, b.count ? 1 : 0),
       class: "bar" + (b.filter ? " link" : ""), "data-label": b.label, "data-count": b.count},
-      svg("title", {}, `${b.label}: ${fmt(b.count)} rows, ${fmt(b.correct)} correct (EX ${ex}%)`));
+      svg("title", {}, `${b.label}: ${fmt(b.count)} rows, ${fmt(b.correct)} correct (EX ${ex}%)` +
+        (b.unjudged ? `, ${fmt(b.unjudged)} unjudged: their gold SQL failed (counted as wrong)` : "")));
     if (b.filter) {
       r.addEventListener("click", () => {
         const q = new URLSearchParams(params);
@@ -340,13 +345,15 @@ function miniChart(c, params) {
       });
     }
     g.appendChild(r);
-    if (facet && bw > 30) g.appendChild(svg("text", {x: (i * bw + bw / 2).toFixed(1), y: H + 11, class: "barlabel"}, `${b.label} ${ex}%`));
+    if (facet && bw > 30) g.appendChild(svg("text", {x: (i * bw + bw / 2).toFixed(1), y: H + 11, class: "barlabel"}, `${b.label} ${ex}%${b.unjudged ? "*" : ""}`));
   });
   if (!facet && c.bars.length) {
     g.appendChild(svg("text", {x: 0, y: H + 11, class: "barlabel start"}, c.bars[0].label.split("–")[0]));
     g.appendChild(svg("text", {x: W, y: H + 11, class: "barlabel end"}, c.bars[c.bars.length - 1].label.split("–").pop()));
   }
-  return h("figure", {class: "minichart", "data-chart": c.name}, h("figcaption", {}, c.title, " ", h("span", {class: "muted small"}, `(max ${fmt(top)})`)), g);
+  return h("figure", {class: "minichart", "data-chart": c.name}, h("figcaption", {}, c.title, " ", h("span", {class: "muted small"}, `(max ${fmt(top)})`),
+    facet && unjudged ? h("span", {class: "muted small unjudged", title: "rows whose gold SQL gave no result: EX counts them as wrong"},
+      ` · ${fmt(unjudged)} unjudged${bw > 30 ? " (*)" : ""}`) : null), g);
 }
 
 // ---- trajectory page ---------------------------------------------------------------------
@@ -412,6 +419,10 @@ function outcomeBlock(d) {
     h("h3", {}, "Judged outcome"),
     h("p", {}, "correct: ", yesno(d.correct), " · converged: ", yesno(d.converged), " · final SQL ran: ", yesno(d.exec_ok),
       " · format violations: ", String(d.format_violations), " · turns: ", String(d.turns.length)),
+    d.gold_error ? h("p", {class: "warn", id: "unjudged"}, "unjudged: the gold SQL gave no result, so the answer could not be judged (correct is no whatever it returns): ",
+      h("code", {}, d.gold_error)) : null,
+    d.gold_dialect && d.gold_dialect !== d.dialect ? h("p", {class: "muted small", id: "gold-dialect"},
+      `judged against the gold SQL's result on ${d.gold_dialect} (it failed on ${d.dialect})`) : null,
     tok.length ? h("p", {class: "muted"}, tok.join(" · ")) : null,
     h("h4", {}, "final SQL ", h("button", {type: "button", class: "small", id: "sql-format",
       title: "formatted: each clause on its own line, subqueries indented; only white space differs from the SQL as written",
