@@ -128,3 +128,33 @@ func TestUnjudgedRows(t *testing.T) {
 		t.Errorf("exported row: key %v, gold_error %v, gold_dialect %v", got["key"], got["gold_error"], got["gold_dialect"])
 	}
 }
+
+// TestBrowserUnjudged: the page filters unjudged rows from its Outcome panel, marks them
+// beside correct, names them in the captions of the EX charts, and explains a row's gold error.
+func TestBrowserUnjudged(t *testing.T) {
+	b := newBrowser(t, openServer(t, loadTokenizer(t), unjudgedDataset(t)))
+	b.open("#/?unjudged=1")
+	if got := eval[string](b, `document.querySelector("#summary").textContent`); !strings.HasPrefix(got, "1 of 3") {
+		t.Errorf("summary %q, want 1 of 3 rows", got)
+	}
+	if got := eval[string](b, `document.querySelector("#f-unjudged").value`); got != "1" {
+		t.Errorf("the unjudged filter shows %q", got)
+	}
+	if n := eval[int](b, `[...document.querySelectorAll("#rows tbody .tag.warn")].filter((e) => e.textContent === "unjudged").length`); n != 1 {
+		t.Errorf("%d rows marked unjudged, want 1", n)
+	}
+	b.open("#/")
+	b.wait(`document.querySelector('figure[data-chart="dialect"] rect.bar') !== null`)
+	if got := eval[string](b, `document.querySelector('figure[data-chart="dialect"] figcaption').textContent`); !strings.Contains(got, "1 unjudged") {
+		t.Errorf("dialect chart caption %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('figure[data-chart="dialect"] rect.bar title')].map((e) => e.textContent).join("|")`); !strings.Contains(got, "postgres: 2 rows, 1 correct (EX 50.0%), 1 unjudged") {
+		t.Errorf("dialect bars' titles %q", got)
+	}
+	b.open("#/row/1")
+	if got := eval[string](b, `document.querySelector("#unjudged").textContent`); !strings.Contains(got, "strftime") {
+		t.Errorf("row page: %q", got)
+	}
+	b.shot("unjudged-row")
+	b.noErrors()
+}
