@@ -162,7 +162,7 @@ func TestWeights(t *testing.T) {
 		"correct=1,correct=2": "given twice",
 		// finite each, but three of them sum past the largest float64
 		"correct=1e308,format=1e308,exec_ok=1e308": "beyond ±1e+06",
-		"format=-2e6":                               "beyond ±1e+06",
+		"format=-2e6": "beyond ±1e+06",
 	} {
 		if _, err := ParseWeights(in); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("%q: %v, want %q", in, err, says)
