@@ -20,8 +20,9 @@ type EvalResult struct {
 	ExecOK           bool   `json:"exec_ok"`
 	Turns            int    `json:"turns"`
 	FormatViolations int    `json:"format_violations"`
-	// Unjudged is the outcome's Unjudged: the task's gold SQL failed on the dialect evaluated
-	// (or the task has none), so the answer could not be compared; Correct is then false.
+	// Unjudged is the outcome's Unjudged: the task's gold SQL gave no result (it failed on the
+	// dialect evaluated and on the task's reference where it has one, or the task has none),
+	// so the answer could not be compared; Correct is then false.
 	Unjudged bool `json:"unjudged,omitempty"`
 }
 
