@@ -125,7 +125,9 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 // db) and judges them. budget bounds the statements on db together (zero: the style's
 // DefaultTimeout); the gold on Reference has the time it had on db. predRes, when not nil, is
 // pred's result from an earlier execution, reused when the style runs pred unchanged and the
-// result is complete (all rows kept) or a failure. The error is non-nil when the style is
+// result is complete (all rows kept) or a failure; where it kept only pred's first rows, the
+// gold runs first and pred runs again only if those rows and its row count cannot already tell
+// the two apart (prefixDiffers: the verdict is then the same as after a full run). The error is
 // unknown or db itself failed (see DB.Exec); a Reference that fails leaves the gold's failure
 // on db in the verdict.
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
@@ -140,7 +142,11 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	}
 	g, p, ordered, ok := j.Prepare(gold, pred)
 	v := Verdict{PredSQL: p, GoldSQL: g, Ordered: ordered}
+	var prefix *sandbox.Result // pred's result holding its first rows only
 	if predRes != nil && (p != pred || predRes.OK() && (predRes.Truncated || len(predRes.Rows) < predRes.Total)) {
+		if p == pred && predRes.OK() && j.sameExecution(db.Dialect(), p, predRes) {
+			prefix = predRes
+		}
 		predRes = nil
 	}
 	deadline := time.Now().Add(budget)
@@ -174,11 +180,22 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	}
 	var gres, pres *sandbox.Result
 	var err error
-	if j.Style == StyleBIRD {
+	differs := false // told apart by prefix alone
+	switch {
+	case prefix != nil:
+		if gres, err = runGold(); err != nil {
+			break
+		}
+		if !gres.OK() || j.prefixDiffers(db.Dialect(), gres.Rows, prefix) {
+			pres, differs = prefix, gres.OK() // it ran, in the earlier execution
+		} else {
+			pres, err = run(db, p, nil, deadline)
+		}
+	case j.Style == StyleBIRD:
 		if pres, err = run(db, p, predRes, deadline); err == nil {
 			gres, err = runGold()
 		}
-	} else {
+	default:
 		if gres, err = runGold(); err == nil && ok {
 			pres, err = run(db, p, predRes, deadline)
 		}
@@ -207,9 +224,41 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		goldFailed()
 	default:
 		v.Outcome = string(sandbox.OutcomeOK)
-		v.Correct = j.equal(db.Dialect(), gres.Rows, pres.Rows, ordered)
+		v.Correct = !differs && j.equal(db.Dialect(), gres.Rows, pres.Rows, ordered)
 	}
 	return v, nil
+}
+
+// sameExecution reports whether res, pred's result from an earlier execution, holds the rows
+// exec would run pred for, as the style sees them: on SQLite pred's one statement as it is, with
+// no value that rawValues would read again.
+func (j Judge) sameExecution(d datasets.Dialect, pred string, res *sandbox.Result) bool {
+	if d != datasets.SQLite {
+		return true
+	}
+	stmt, empty := pyStatement(pred)
+	return !empty && stmt == strings.TrimSuffix(strings.TrimSpace(pred), ";") && !converted(res.Rows)
+}
+
+// prefixDiffers reports whether the gold's rows and prefix, a result of pred that kept only its
+// first rows (and counted them all), already differ under the style, as the full result would:
+// the Spider styles compare as many rows as the gold has, so another total differs; BIRD
+// compares row sets, so a kept row the gold lacks differs.
+func (j Judge) prefixDiffers(d datasets.Dialect, gold [][]any, prefix *sandbox.Result) bool {
+	if j.Style != StyleBIRD {
+		return prefix.Total != len(gold)
+	}
+	var m valueModel = engineModel{}
+	if d == datasets.SQLite {
+		m = pyModel{}
+	}
+	g := keySet(m, gold)
+	for _, r := range prefix.Rows {
+		if _, ok := g[rowKey(m, r)]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // equal compares two results' rows under the style.

@@ -180,3 +180,68 @@ func TestGoldTimeout(t *testing.T) {
 type referenceDB struct{ *timedDB }
 
 func (referenceDB) Dialect() datasets.Dialect { return datasets.SQLite }
+
+// TestPrefixReused: a reused result that kept only the prediction's first rows decides the
+// verdict without running the prediction again where those rows (BIRD: one the gold lacks) or
+// its row count (Spider: not the gold's) already tell the two apart, and the verdict is the one
+// a full run gives; where they cannot, the prediction runs again.
+func TestPrefixReused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);
+		CREATE TABLE big (x INTEGER); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO big SELECT n FROM c;`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	base, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	ctx := context.Background()
+	rows := func(xs ...int64) [][]any {
+		out := make([][]any, len(xs))
+		for i, x := range xs {
+			out[i] = []any{x}
+		}
+		return out
+	}
+	prefix := func(total int, xs ...int64) *sandbox.Result {
+		return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: rows(xs...), Total: total, Truncated: true}
+	}
+	const gold = "SELECT x FROM g"
+	for _, c := range []struct {
+		name    string
+		style   Style
+		pred    string
+		kept    *sandbox.Result
+		correct bool
+		reran   bool
+	}{
+		{"bird, a kept row the gold lacks", StyleBIRD, "SELECT x FROM big", prefix(1000, 1, 2, 3), false, false},
+		{"bird, kept rows all the gold's", StyleBIRD, "SELECT x FROM g UNION ALL SELECT x FROM g", prefix(4, 1, 2), true, true},
+		{"spider, another row count", StyleSpider, "SELECT x FROM big", prefix(1000, 1, 2), false, false},
+		{"spider, the gold's row count", StyleSpider, "SELECT x FROM g ORDER BY x DESC", prefix(2, 2), true, true},
+		{"spider-strict, another row count", StyleSpiderStrict, "SELECT x FROM big", prefix(1000, 1), false, false},
+	} {
+		for _, d := range []string{"sqlite", "server"} {
+			counted := &timedDB{DB: base}
+			var db sandbox.DB = counted
+			if d == "sqlite" {
+				db = referenceDB{counted}
+			}
+			v, err := Judge{Style: c.style}.Run(ctx, db, gold, c.pred, c.kept, 0)
+			reran := false
+			for _, q := range counted.ran {
+				reran = reran || strings.Contains(q, c.pred)
+			}
+			full, ferr := Judge{Style: c.style}.Run(ctx, db, gold, c.pred, nil, 0)
+			if err != nil || ferr != nil || v.Correct != c.correct || v.Outcome != "ok" || reran != c.reran || v.Correct != full.Correct || v.Outcome != full.Outcome {
+				t.Errorf("%s on %s: %+v, %v; ran the prediction again %v, want %v; a full run gives %+v", c.name, d, v, err, reran, c.reran, full)
+			}
+		}
+	}
+}
