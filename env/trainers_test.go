@@ -1,12 +1,19 @@
 package env
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 // TestTrainerAdapters: the trainer adapters in docs/trainers compile (python3 -m py_compile,
@@ -90,5 +97,69 @@ func TestTRLAdapterProcesses(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "ok ") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestTRLAdapterEpisodes runs docs/trainers/trl_rollout_func.py's PromptIndex and EnvRollout
+// against this server (the sample on SQLite and, with servers, PostgreSQL; the student's
+// tokenizer; two turns) with fakes of TRL's trainer, vLLM and the tokenizer
+// (testdata/trl_adapter.py): every prompt of the two-dialect export starts its own task and
+// dialect (the user message is the same in both), and a prompt two rows share is refused.
+func TestTRLAdapterEpisodes(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to run the adapter")
+	}
+	tok, err := tokenizer.Load(shared.Path(t, "tokenizer/qwen2.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := tasksOf(t)[:3]
+	cfg := Config{Tasks: tasks, Tokenizer: tok, Episode: episode.EpisodeOptions{MaxTurns: 2}, Dialects: []datasets.Dialect{datasets.SQLite}}
+	if os.Getenv("CHAINEDSQL_NO_SERVERS") == "" {
+		cfg.Opener = freshPostgres(t, tasks)
+		cfg.Dialects = append(cfg.Dialects, datasets.Postgres)
+	} else {
+		t.Log("CHAINEDSQL_NO_SERVERS is set: one dialect (SQLite), so the prompts are not checked across dialects")
+	}
+	s, url := testServer(t, cfg)
+	type row struct {
+		PromptRow
+		Gold string `json:"gold"`
+		Plan string `json:"plan"`
+	}
+	var rows []row
+	plans := []string{"stop", "cut", "endoftext"}
+	err = s.Prompts(context.Background(), func(batch []PromptRow) error {
+		for _, r := range batch {
+			task := s.tasks[r.TaskID]
+			rows = append(rows, row{PromptRow: r, Gold: gold(t, *task, datasets.Dialect(r.Dialect)), Plan: plans[len(rows)%len(plans)]})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(tasks)*len(cfg.Dialects) {
+		t.Fatalf("%d prompt rows", len(rows))
+	}
+	if len(cfg.Dialects) == 2 && rows[0].Prompt[1] != rows[1].Prompt[1] {
+		t.Fatalf("the user message differs across dialects; the test no longer shows the index's case:\n%+v\n%+v", rows[0].Prompt[1], rows[1].Prompt[1])
+	}
+	casePath := filepath.Join(t.TempDir(), "case.json")
+	b, err := json.Marshal(map[string]any{"url": url, "rows": rows, "max_turns": cfg.Episode.MaxTurns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(casePath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, "-B", filepath.Join("testdata", "trl_adapter.py"), filepath.Join("..", "docs", "trainers"), casePath).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok ") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	if _, live := s.Episodes(); live != 0 {
+		t.Errorf("%d episodes left in play", live)
 	}
 }

@@ -8,13 +8,16 @@ every other key to the reward functions) and trl/generation/vllm_generation.py
 (prompt_ids, completion_ids, logprobs, logprob_token_ids), logprobs[i][t][0] the sampled token's).
 
 The dataset is `distill env prompts --out prompts.parquet` (docs/ENV.md "Prompt export"): its
-`prompt` column is what the trainer hands this function, so the user message tells which task
-to play (PromptIndex). Each prompt gets num_generations episodes; each turn generates for all
+`prompt` column is all the trainer hands this function (not the row's task_id or dialect), so
+the prompt's messages tell which task to play (PromptIndex): the system message names the
+dialect's engine and holds its schema, the user message the question; the question alone is the
+same in every dialect. Each prompt gets num_generations episodes; each turn generates for all
 episodes still playing in one vLLM call, from the episode's running token list (the env's ids,
 never re-tokenised, docs/ENV.md "Token-level turns"):
 
     from trl import GRPOConfig, GRPOTrainer
     index = PromptIndex.from_parquet("prompts.parquet")
+    assert not index.ambiguous()  # else keep one row of each in the index's rows and the dataset
     rollout = EnvRollout(EnvClient("http://127.0.0.1:8090"), index, max_turns=5)
     trainer = GRPOTrainer(model=..., args=GRPOConfig(use_vllm=True, num_generations=8, ...),
                           reward_funcs=[env_reward], train_dataset=..., rollout_func=rollout)
@@ -30,6 +33,7 @@ episodes. So each turn the processes agree on the largest count of episodes stil
 a placeholder prompt whose completion is dropped, and all stop together once no process has an
 episode playing: every process makes the same number of calls, at most max_turns.
 (Line numbers are of trl/generation/vllm_generation.py at the commit above.)
+
 """
 import os
 import sys
@@ -38,27 +42,48 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from env_client import EnvClient  # noqa: E402  (docs/env_client.py)
 
 IM_END = "<|im_end|>"
+ENDOFTEXT = "<|endoftext|>"  # Qwen2's other stop token; the template writes <|im_end|> for it
+
+
+def _prompt_key(prompt):
+    """What identifies a prompt: every message's role and text (system: the dialect's engine and
+    the schema; user: the question and evidence)."""
+    return tuple((m["role"], m["content"]) for m in prompt)
 
 
 class PromptIndex:
-    """Finds the task of a prompt (its messages) by the text of its last user message."""
+    """Finds the task and dialect of a prompt (its messages) among the exported rows."""
 
     def __init__(self, rows):
-        self._by_question = {}
+        self._tasks = {}  # prompt key -> {(task_id, dialect), ...}
         for row in rows:
-            self._by_question[row["prompt"][-1]["content"]] = (row["task_id"], row.get("dialect"))
+            self._tasks.setdefault(_prompt_key(row["prompt"]), set()).add((row["task_id"], row["dialect"]))
 
     @classmethod
     def from_parquet(cls, path):
         import pyarrow.parquet as pq  # only here: the adapter imports without it
         return cls(pq.read_table(path, columns=["task_id", "dialect", "prompt"]).to_pylist())
 
+    def ambiguous(self):
+        """The (task_id, dialect) pairs that share one prompt (a task file with a question twice
+        on one database), a sorted list per prompt: task() refuses those prompts. Build the index
+        and the training dataset from rows that keep one of each."""
+        return sorted(sorted(found) for found in self._tasks.values() if len(found) > 1)
+
     def task(self, prompt):
         """(task_id, dialect) of a prompt as the trainer passes it (a list of messages)."""
         try:
-            return self._by_question[prompt[-1]["content"]]
-        except (KeyError, IndexError, TypeError):
-            raise ValueError("a prompt that is not a row of the exported prompts") from None
+            found = self._tasks.get(_prompt_key(prompt))
+        except (KeyError, TypeError):
+            found = None
+        if not found:
+            raise ValueError("a prompt that is not a row of the exported prompts (its system and user "
+                             "messages must be a row's prompt exactly)")
+        if len(found) > 1:
+            raise ValueError(f"the prompt is the same for {sorted(found)}: it does not tell which to "
+                             "play; build the index and the training dataset from rows that keep one "
+                             "of them (PromptIndex.ambiguous lists every such prompt)")
+        return next(iter(found))
 
 
 class _Episode:

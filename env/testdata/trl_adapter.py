@@ -1,0 +1,151 @@
+"""Runs docs/trainers/trl_rollout_func.py against a running environment server with fakes of
+TRL's trainer, its vLLM generation and the Qwen2.5 tokenizer, and checks what it hands TRL.
+Prints "ok ..." or raises. Usage: trl_adapter.py ADAPTER_DIR CASE.json
+
+CASE.json: {"url": the server, "rows": the prompt export's rows (task_id, dialect, prompt,
+prompt_ids) each with "gold" (its SQL in its dialect) and "plan", how the fake policy replies
+in its episodes (every turn but the last the gold, stopping on <|im_end|>; the last turn):
+  "stop"       the gold, stopping on <|im_end|>
+  "endoftext"  the gold, stopping on <|endoftext|> (the template still writes <|im_end|>)
+  "cut"        a reply the token limit cut inside its <sql> block (no stop token)
+The server's turn budget is the number of turns every plan plays.
+
+Checked:
+  - each prompt's episodes start the task and dialect of its own row: the server's messages
+    for them are the prompt (a multi-dialect export has one user message per task for all
+    dialects); a prompt shared by two rows, or none, is refused;
+  - every episode plays its turns to done, with the server's final reward.
+"""
+import json
+import sys
+import types
+
+IM_END, ENDOFTEXT, NL = 151645, 151643, 198  # Qwen2.5's ids, as the server's tokenizer has them
+REPLY_LP, STOP_LP = -0.25, -0.5  # the fake sampler's log-probs: reply tokens, stop tokens
+
+
+class FakeTokenizer:
+    """The student's tokenizer as the adapter uses it: reply ids are the fake policy's own (one
+    id per reply text); the special ids are Qwen2.5's."""
+    eos_token_id, pad_token_id, unk_token_id = IM_END, ENDOFTEXT, None
+
+    def __init__(self):
+        self.texts = {}
+
+    def reply(self, text):
+        rid = self.texts.setdefault(text, 200_000 + len(self.texts))
+        return rid
+
+    def convert_tokens_to_ids(self, tok):
+        return {"<|im_end|>": IM_END, "<|endoftext|>": ENDOFTEXT}[tok]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(self.texts_by_id()[i] for i in ids if i >= 200_000)
+
+    def texts_by_id(self):
+        return {v: k for k, v in self.texts.items()}
+
+
+class FakeGeneration:
+    """VLLMGeneration.generate for one process: each episode's reply by its row's plan."""
+
+    def __init__(self, rows, tok, max_turns):
+        self.by_prompt = {tuple(r["prompt_ids"]): r for r in rows}
+        self.tok, self.max_turns = tok, max_turns
+
+    def generate(self, prompts, images, num_generations):
+        assert num_generations == 1 and images is None
+        completions, logprobs = [], []
+        for running in prompts:
+            row = next(r for p, r in self.by_prompt.items() if tuple(running[:len(p)]) == p)
+            # each step before this turn wrote two <|im_end|>: the reply's and the observation's
+            turn = 1 + running[len(row["prompt_ids"]):].count(IM_END) // 2
+            answer = f"<think>turn {turn}</think>\n<sql>{row['gold']}</sql>"
+            plan = row["plan"] if turn == self.max_turns else "stop"
+            if plan == "cut":
+                ids = [self.tok.reply(answer[:answer.index("</sql>") - 3])]
+            else:
+                ids = [self.tok.reply(answer), IM_END if plan == "stop" else ENDOFTEXT]
+            completions.append(ids)
+            logprobs.append([[REPLY_LP]] * (len(ids) - (plan != "cut")) + [[STOP_LP]] * (plan != "cut"))
+        return [list(p) for p in prompts], completions, logprobs, None
+
+
+class RecordingEnv:
+    """The adapter's client, recording what each episode started as."""
+
+    def __init__(self, client):
+        self.client, self.started, self.steps = client, {}, {}
+
+    def start(self, task_id, dialect):
+        ep = self.client.start(task_id, dialect)
+        self.started[ep["episode_id"]] = ep
+        return ep
+
+    def step(self, eid, text, finish_reason=None):
+        st = self.client.step(eid, text, finish_reason=finish_reason)
+        self.steps.setdefault(eid, []).append(st)
+        return st
+
+    def delete(self, eid):
+        return self.client.delete(eid)
+
+
+def check_index(adapter, rows):
+    index = adapter.PromptIndex(rows)
+    for r in rows:
+        if index.task(r["prompt"]) != (r["task_id"], r["dialect"]):
+            raise AssertionError(f"the prompt of {r['task_id']} ({r['dialect']}) maps to {index.task(r['prompt'])}")
+    if index.ambiguous():
+        raise AssertionError(f"ambiguous: {index.ambiguous()}")
+    twin = dict(rows[0], task_id=rows[0]["task_id"] + "-twin")
+    shared = adapter.PromptIndex(rows + [twin])
+    if shared.ambiguous() != [sorted([(rows[0]["task_id"], rows[0]["dialect"]), (twin["task_id"], twin["dialect"])])]:
+        raise AssertionError(f"ambiguous: {shared.ambiguous()}")
+    for bad in (rows[0]["prompt"], rows[0]["prompt"][-1:], "a text prompt"):
+        try:
+            got = shared.task(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{str(bad)[:60]!r}: {got}, want ValueError")
+
+
+def main():
+    sys.path.insert(0, sys.argv[1])
+    with open(sys.argv[2]) as f:
+        case = json.load(f)
+    accel = types.ModuleType("accelerate")
+    accel.utils = types.ModuleType("accelerate.utils")
+    accel.utils.gather_object = lambda obj: list(obj)  # one process
+    sys.modules["accelerate"], sys.modules["accelerate.utils"] = accel, accel.utils
+    import trl_rollout_func as adapter
+
+    rows = case["rows"]
+    check_index(adapter, rows)
+
+    tok = FakeTokenizer()
+    env = RecordingEnv(adapter.EnvClient(case["url"]))
+    max_turns = case["max_turns"]
+    g = 2
+    trainer = types.SimpleNamespace(num_generations=g, model=types.SimpleNamespace(training=True),
+                                    processing_class=tok, vllm_generation=FakeGeneration(rows, tok, max_turns))
+    prompts = [r["prompt"] for r in rows]
+    out = adapter.EnvRollout(env, adapter.PromptIndex(rows), max_turns=max_turns)(prompts, trainer)
+
+    eids = list(env.started)
+    if len(eids) != g * len(rows) or any(len(out[k]) != len(eids) for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")):
+        raise AssertionError(f"{len(eids)} episodes for {len(rows)} prompts x {g}: {[(k, len(v)) for k, v in out.items()]}")
+    for k, eid in enumerate(eids):
+        row, ep = rows[k // g], env.started[eid]
+        what = f"episode {k} ({row['task_id']}, {row['dialect']}, {row['plan']})"
+        if ep["messages"] != row["prompt"] or (ep["task_id"], ep["dialect"]) != (row["task_id"], row["dialect"]):
+            raise AssertionError(f"{what}: started {ep['task_id']} ({ep['dialect']}), whose messages are not its prompt")
+        if out["prompt_ids"][k] != row["prompt_ids"]:
+            raise AssertionError(f"{what}: prompt ids differ from the row's")
+        steps = env.steps[eid]
+        if len(steps) != max_turns or not steps[-1]["done"] or out["env_reward"][k] != steps[-1]["final_reward"]:
+            raise AssertionError(f"{what}: {len(steps)} steps, done {steps[-1]['done']}, reward {out['env_reward'][k]}")
+    print("ok", len(eids), "episodes")
+
+
+main()
