@@ -104,7 +104,8 @@ func TestTRLAdapterProcesses(t *testing.T) {
 // against this server (the sample on SQLite and, with servers, PostgreSQL; the student's
 // tokenizer; two turns) with fakes of TRL's trainer, vLLM and the tokenizer
 // (testdata/trl_adapter.py): every prompt of the two-dialect export starts its own task and
-// dialect (the user message is the same in both), and a prompt two rows share is refused.
+// dialect (the user message is the same in both), and each completion ends with TRL's eos
+// exactly when its last reply stopped, with its ids, log-probs and mask aligned.
 func TestTRLAdapterEpisodes(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {

@@ -34,6 +34,13 @@ a placeholder prompt whose completion is dropped, and all stop together once no 
 episode playing: every process makes the same number of calls, at most max_turns.
 (Line numbers are of trl/generation/vllm_generation.py at the commit above.)
 
+A completion ends where the policy stopped: GRPOTrainer._generate counts one whose last id is not
+the tokenizer's eos or pad as truncated (completions/clipped_ratio), and mask_truncated_completions
+drops it from the loss. So an episode the server ended gives the ids up to its last reply's
+closing <|im_end|> (the done step's ids are that <|im_end|> and the template's newline, which
+nobody sampled), or, when that reply was cut by the token limit, up to its last sampled token
+(then it is truncated). An episode still playing after max_turns ends with its last step's ids
+(the observation and the next generation prompt): truncated too, and its env_reward is 0.
 """
 import os
 import sys
@@ -114,7 +121,9 @@ class EnvRollout:
         g = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         tok = trainer.processing_class
         im_end = tok.convert_tokens_to_ids(IM_END)
-        eos = {im_end, tok.eos_token_id}
+        # the ids vLLM stops on (generation_config's eos ids): <|im_end|>, the tokenizer's eos, <|endoftext|>
+        stops = {t for t in (im_end, tok.eos_token_id, tok.convert_tokens_to_ids(ENDOFTEXT))
+                 if t is not None and t != getattr(tok, "unk_token_id", None)}
         eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
         pad = eps[0].prompt_ids if eps else [im_end]  # a placeholder prompt; its completion is dropped
         try:
@@ -127,7 +136,7 @@ class EnvRollout:
                 outs = trainer.vllm_generation.generate(prompts=batch, images=None, num_generations=1)
                 _, completion_ids, logprobs, _ = outs
                 for e, ids, lps in zip(playing, completion_ids, logprobs):
-                    self._turn(e, list(ids), [lp[0] for lp in lps], eos, tok)
+                    self._turn(e, list(ids), [lp[0] for lp in lps], im_end, stops, tok)
         finally:
             for e in eps:
                 if not e.done:
@@ -142,21 +151,29 @@ class EnvRollout:
             "env_rewards": [e.last["rewards"] if e.last else None for e in eps],
         }
 
-    def _turn(self, e, ids, lps, eos, tok):
-        stopped = bool(ids) and ids[-1] in eos
-        reply, reply_lps = (ids[:-1], lps[:-1]) if stopped else (ids, lps)
+    def _turn(self, e, ids, lps, im_end, stops, tok):
+        stop = ids[-1] if ids and ids[-1] in stops else None  # None: cut by the token limit
+        reply, reply_lps = (ids[:-1], lps[:-1]) if stop is not None else (ids, lps)
         text = tok.decode(reply, skip_special_tokens=True)
-        e.last = step = self.env.step(e.id, text, finish_reason=None if stopped else "length")
+        e.last = step = self.env.step(e.id, text, finish_reason=None if stop is not None else "length")
+        e.done = step["done"]
         e.ids += reply
         e.logprobs += reply_lps
         e.mask += [1] * len(reply)
-        # The step's text starts with the <|im_end|> the reply stopped on (the policy's token:
-        # it keeps its log-prob and mask 1), then the template and the observation (mask 0).
+        # The step's ids begin with the reply's closing <|im_end|>: the policy's token when it
+        # stopped on it (its log-prob, mask 1), else the template's (an <|endoftext|> stop, whose
+        # log-prob is dropped as the template replaces it, or a cut reply: mask 0). Then the
+        # template and the observation (mask 0); at done only "\n", which ends no completion:
+        # the completion stops at that <|im_end|>, TRL's eos, or, for a cut reply, at its last
+        # sampled token, which TRL counts as truncated.
         after = list(step["tokens"]["ids"])
-        e.ids += after
-        e.logprobs += [lps[-1] if stopped else 0.0] + [0.0] * (len(after) - 1)
-        e.mask += [1 if stopped else 0] + [0] * (len(after) - 1)
-        e.done = step["done"]
+        if e.done:
+            after = after[:1] if stop is not None else []
+        if after:
+            sampled = stop == im_end
+            e.ids += after
+            e.logprobs += [lps[-1] if sampled else 0.0] + [0.0] * (len(after) - 1)
+            e.mask += [1 if sampled else 0] + [0] * (len(after) - 1)
 
 
 def env_reward(completions, env_reward, **kwargs):

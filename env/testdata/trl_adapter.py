@@ -14,7 +14,10 @@ Checked:
   - each prompt's episodes start the task and dialect of its own row: the server's messages
     for them are the prompt (a multi-dialect export has one user message per task for all
     dialects); a prompt shared by two rows, or none, is refused;
-  - every episode plays its turns to done, with the server's final reward.
+  - a completion ends with TRL's eos (<|im_end|>) exactly when its last reply stopped: TRL's
+    is_truncated (last id not eos or pad) holds for the cut ones only;
+  - completion_ids, logprobs and env_mask are aligned: mask 1 exactly on the sampled tokens,
+    which carry the sampler's log-probs, 0 elsewhere; the env's ids are the server's.
 """
 import json
 import sys
@@ -135,6 +138,7 @@ def main():
     eids = list(env.started)
     if len(eids) != g * len(rows) or any(len(out[k]) != len(eids) for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")):
         raise AssertionError(f"{len(eids)} episodes for {len(rows)} prompts x {g}: {[(k, len(v)) for k, v in out.items()]}")
+    eos_and_pad = (tok.eos_token_id, tok.pad_token_id)
     for k, eid in enumerate(eids):
         row, ep = rows[k // g], env.started[eid]
         what = f"episode {k} ({row['task_id']}, {row['dialect']}, {row['plan']})"
@@ -145,6 +149,30 @@ def main():
         steps = env.steps[eid]
         if len(steps) != max_turns or not steps[-1]["done"] or out["env_reward"][k] != steps[-1]["final_reward"]:
             raise AssertionError(f"{what}: {len(steps)} steps, done {steps[-1]['done']}, reward {out['env_reward'][k]}")
+        ids, lps, mask = out["completion_ids"][k], out["logprobs"][k], out["env_mask"][k]
+        if not (len(ids) == len(lps) == len(mask)):
+            raise AssertionError(f"{what}: {len(ids)} ids, {len(lps)} log-probs, {len(mask)} mask bits")
+        truncated = ids[-1] not in eos_and_pad  # GRPOTrainer's is_truncated
+        if truncated != (row["plan"] == "cut"):
+            raise AssertionError(f"{what}: ends with {ids[-3:]}, TRL's is_truncated {truncated}")
+        if row["plan"] != "cut" and ids[-1] != IM_END:
+            raise AssertionError(f"{what}: ends with {ids[-3:]}, want <|im_end|>")
+        # the ids: each reply's, then its step's (at done: up to its <|im_end|>, none when cut)
+        want, want_mask, want_lps = [], [], []
+        for t, st in enumerate(steps):
+            last = t == len(steps) - 1
+            plan = row["plan"] if last else "stop"
+            reply = [i for i in ids if i >= 200_000][t]
+            after = st["tokens"]["ids"]
+            if last:
+                after = after[:1] if plan != "cut" else []
+            want += [reply] + after
+            want_mask += [1] + [1 if plan == "stop" else 0] * bool(after) + [0] * (len(after) - 1)
+            want_lps += [REPLY_LP] + [STOP_LP if plan == "stop" else 0.0] * bool(after) + [0.0] * (len(after) - 1)
+        if ids != want or mask != want_mask or lps != want_lps:
+            raise AssertionError(f"{what}:\n ids  {ids}\n want {want}\n mask {mask}\n want {want_mask}\n lps {lps}\n want {want_lps}")
+        if steps[-1]["tokens"]["ids"] != [IM_END, NL]:
+            raise AssertionError(f"{what}: the done step's ids {steps[-1]['tokens']['ids']}")
     print("ok", len(eids), "episodes")
 
 
