@@ -13,18 +13,30 @@ env_client_async.py beside this file is the same client for asyncio.
 A server started with --api-key wants its key: EnvClient(url, api_key=KEY), or $CHAINEDSQL_API_KEY
 (its first key when it lists several).
 
-Run as a script it checks a server end to end (one full episode, one batch step, one score call)
-and prints what it saw as JSON:
+An error answer is EnvError(status, message): a body over the server's --max-body is
+EnvError(413), read from the server even when it answers before the body is all sent (the
+client watches for an early answer, so the server closing the connection is not a reset).
+A 429 (the client's --max-episodes-per-client episodes in play, or a full store) is sent again
+after a wait that doubles from 0.5 s but is never longer than the server's Retry-After (when the
+first episode in the way expires; one finishing or deleted frees its slot sooner), until
+max_retry_wait seconds (30) have gone into waiting; then, or at once with max_retry_wait=0, it is
+EnvError(429) with retry_after, the server's Retry-After in seconds. A connection that fails is
+OSError. The client talks to the server directly, without an HTTP proxy.
+
+Run as a script it checks a server end to end (one full episode, one batch step, one score call;
+it deletes the episodes it leaves unfinished) and prints what it saw as JSON:
 
     python3 env_client.py URL TASK_ID GOLD_SQL [DIALECT]
 """
 import hashlib
+import http.client
 import json
 import os
+import select
+import ssl
 import sys
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 
 
 def subset_of(task_id, val_fraction, seed):
@@ -36,20 +48,62 @@ def subset_of(task_id, val_fraction, seed):
 
 
 class EnvError(Exception):
-    """An error answer of the server: HTTP status and message."""
+    """An error answer of the server: HTTP status and message; retry_after is its Retry-After
+    in seconds (a 429's), else None."""
 
-    def __init__(self, status, message):
+    def __init__(self, status, message, retry_after=None):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.retry_after = retry_after
+
+
+def retry_wait(err, tries, waited, budget):
+    """Seconds to wait before sending a request again after err, its tries-th 429 in a row
+    (from 0), with waited seconds spent waiting for it already; None: give up and raise err."""
+    if err.status != 429 or budget <= 0:
+        return None
+    wait = 0.5 * 2 ** tries
+    if err.retry_after is not None:
+        wait = min(wait, err.retry_after)
+    return wait if waited + wait <= budget else None
+
+
+def _send_body(sock, data, timeout):
+    """Sends data on sock, stopping early when the server answers first (a body over its
+    --max-body: it answers 413 at once and closes): the answer is read next instead of the
+    connection being reset under a body the server no longer reads."""
+    if isinstance(sock, ssl.SSLSocket):
+        # TLS records (session tickets) make the socket readable before any answer.
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed early: read its answer
+        return
+    view = memoryview(data)
+    while view:
+        readable, writable, _ = select.select([sock], [sock], [], timeout)
+        if readable:
+            return  # an answer before the whole body: the server wants no more of it
+        if not writable:
+            raise TimeoutError(f"sending the request body: no progress in {timeout} s")
+        try:
+            view = view[sock.send(view[:1 << 16]):]
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
 
 class EnvClient:
     """The environment's HTTP/JSON API."""
 
-    def __init__(self, url, timeout=120.0, api_key=None):
+    def __init__(self, url, timeout=120.0, api_key=None, max_retry_wait=30.0):
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.max_retry_wait = max_retry_wait
+        u = urllib.parse.urlsplit(self.url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"server URL {url!r}: want http://HOST:PORT")
+        self._scheme, self._host, self._port, self._path = u.scheme, u.hostname, u.port, u.path
         if api_key is None:
             api_key = os.environ.get("CHAINEDSQL_API_KEY", "").split(",")[0].strip()
         self.headers = {"Content-Type": "application/json"}
@@ -58,17 +112,45 @@ class EnvClient:
 
     def _call(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers=self.headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as e:
+        tries, waited = 0, 0.0
+        while True:
             try:
-                err = json.load(e)["error"]
-                raise EnvError(err["status"], err["message"]) from None
-            except (ValueError, KeyError, TypeError):
-                raise EnvError(e.code, e.reason) from None
+                return self._request(method, path, data)
+            except EnvError as e:
+                wait = retry_wait(e, tries, waited, self.max_retry_wait)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+            tries, waited = tries + 1, waited + wait
+
+    def _request(self, method, path, data):
+        """One request; its JSON answer, or EnvError."""
+        conn_class = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = conn_class(self._host, self._port, timeout=self.timeout)
+        try:
+            conn.putrequest(method, self._path + path, skip_accept_encoding=True)
+            for k, v in self.headers.items():
+                conn.putheader(k, v)
+            if data is not None:
+                conn.putheader("Content-Length", str(len(data)))
+            conn.endheaders()
+            if data:
+                _send_body(conn.sock, data, self.timeout)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        if 200 <= resp.status < 300:
+            return json.loads(raw)
+        try:
+            retry_after = float(resp.getheader("Retry-After"))
+        except (TypeError, ValueError):
+            retry_after = None
+        try:
+            err = json.loads(raw)["error"]
+            raise EnvError(err["status"], err["message"], retry_after)
+        except (ValueError, KeyError, TypeError):
+            raise EnvError(resp.status, resp.reason, retry_after) from None
 
     def tasks(self, split=None, limit=None, offset=None, subset=None):
         """Task ids, db ids, difficulties, splits, subsets ("train", "val"): {"total", "tasks":
@@ -113,18 +195,31 @@ class EnvClient:
         return self._call("DELETE", f"/v1/episodes/{episode_id}")
 
 
+def drop(env, episode_id):
+    """Deletes an episode, if the server still has it: one the caller is giving up."""
+    try:
+        env.delete(episode_id)
+    except (EnvError, OSError, http.client.HTTPException):
+        pass
+
+
 def rollout(env, task_id, generate, dialect=None):
     """Plays one episode; generate(messages) returns the assistant's next text.
-    Returns the conversation (ending with the last assistant turn) and the last step."""
+    Returns the conversation (ending with the last assistant turn) and the last step. An
+    episode that fails before done (generate or a step raises) is deleted."""
     ep = env.start(task_id, dialect)
     messages = list(ep["messages"])
-    while True:
-        text = generate(messages)
-        messages.append({"role": "assistant", "content": text})
-        last = env.step(ep["episode_id"], text)
-        if last["done"]:
-            return messages, last
-        messages.append(last["observation"])
+    try:
+        while True:
+            text = generate(messages)
+            messages.append({"role": "assistant", "content": text})
+            last = env.step(ep["episode_id"], text)
+            if last["done"]:
+                return messages, last
+            messages.append(last["observation"])
+    except BaseException:
+        drop(env, ep["episode_id"])
+        raise
 
 
 def main(argv):
@@ -147,9 +242,14 @@ def main(argv):
                       "final_reward": last["final_reward"], "turn_rewards": last["turn_rewards"],
                       "observation": last["observation"]}
 
-    a, b = env.start(task_id, dialect), env.start(task_id, dialect)
-    results = env.batch_step([(a["episode_id"], malformed), (b["episode_id"], answer),
-                              ("0" * 32, answer)])
+    started = []  # episodes for one batch step: not done after it, so deleted after it
+    try:
+        for _ in range(2):
+            started.append(env.start(task_id, dialect)["episode_id"])
+        results = env.batch_step([(started[0], malformed), (started[1], answer), ("0" * 32, answer)])
+    finally:
+        for episode_id in started:
+            drop(env, episode_id)
     out["batch"] = [{"done": r.get("done"), "rewards": r.get("rewards"),
                      "outcome": r.get("info", {}).get("outcome"),
                      "observation": (r.get("observation") or {}).get("content"),

@@ -12,11 +12,14 @@ so that one event loop plays many episodes at once while the trainer awaits its 
 agenerate(messages) is a coroutine returning the assistant's next text. At most `concurrency`
 requests are in flight; the others wait their turn. A cancelled call stops waiting, but its
 request, already sent, still completes on the server. Authorization and errors are
-EnvClient's: $CHAINEDSQL_API_KEY or api_key=KEY, EnvError(status, message).
+EnvClient's: $CHAINEDSQL_API_KEY or api_key=KEY, EnvError(status, message), EnvError(413) for a
+body over --max-body, and a 429 sent again within max_retry_wait seconds (30) of waits that
+double from 0.5 s up to the server's Retry-After, then EnvError(429) with retry_after; here the
+waits are asyncio.sleep, so they hold no thread while other episodes play on and free slots.
 
 Run as a script it checks a server end to end (16 episodes played concurrently, the task
-listing's subsets against subset_of, one batch step, one score call) and prints what it saw as
-JSON:
+listing's subsets against subset_of, one batch step, one score call; it deletes the episode it
+leaves unfinished) and prints what it saw as JSON:
 
     python3 env_client_async.py URL TASK_ID GOLD_SQL [DIALECT]
 """
@@ -26,7 +29,7 @@ import functools
 import json
 import sys
 
-from env_client import EnvClient, EnvError, subset_of
+from env_client import EnvClient, EnvError, retry_wait, subset_of
 
 # EPISODES is how many episodes the script plays at once.
 EPISODES = 16
@@ -35,8 +38,9 @@ EPISODES = 16
 class AsyncEnvClient:
     """EnvClient's methods as coroutines."""
 
-    def __init__(self, url, timeout=120.0, api_key=None, concurrency=64):
-        self._client = EnvClient(url, timeout=timeout, api_key=api_key)
+    def __init__(self, url, timeout=120.0, api_key=None, concurrency=64, max_retry_wait=30.0):
+        self._client = EnvClient(url, timeout=timeout, api_key=api_key, max_retry_wait=0)
+        self.max_retry_wait = max_retry_wait
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=concurrency,
                                                            thread_name_prefix="env-client")
 
@@ -52,7 +56,16 @@ class AsyncEnvClient:
 
     async def _run(self, method, *args, **kwargs):
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+        tries, waited = 0, 0.0
+        while True:
+            try:
+                return await loop.run_in_executor(self._pool, functools.partial(method, *args, **kwargs))
+            except EnvError as e:
+                wait = retry_wait(e, tries, waited, self.max_retry_wait)
+                if wait is None:
+                    raise
+            await asyncio.sleep(wait)
+            tries, waited = tries + 1, waited + wait
 
     async def tasks(self, split=None, limit=None, offset=None, subset=None):
         """As EnvClient.tasks."""
@@ -83,18 +96,31 @@ class AsyncEnvClient:
         return await self._run(self._client.delete, episode_id)
 
 
+async def drop(env, episode_id):
+    """Deletes an episode, if the server still has it: one the caller is giving up."""
+    try:
+        await env.delete(episode_id)
+    except Exception:  # noqa: BLE001  (gone already, or the pool or connection is)
+        pass
+
+
 async def rollout(env, task_id, agenerate, dialect=None):
     """Plays one episode; await agenerate(messages) returns the assistant's next text.
-    Returns the conversation (ending with the last assistant turn) and the last step."""
+    Returns the conversation (ending with the last assistant turn) and the last step. An
+    episode that fails before done (agenerate or a step raises, or it is cancelled) is deleted."""
     ep = await env.start(task_id, dialect)
     messages = list(ep["messages"])
-    while True:
-        text = await agenerate(messages)
-        messages.append({"role": "assistant", "content": text})
-        last = await env.step(ep["episode_id"], text)
-        if last["done"]:
-            return messages, last
-        messages.append(last["observation"])
+    try:
+        while True:
+            text = await agenerate(messages)
+            messages.append({"role": "assistant", "content": text})
+            last = await env.step(ep["episode_id"], text)
+            if last["done"]:
+                return messages, last
+            messages.append(last["observation"])
+    except BaseException:
+        await drop(env, ep["episode_id"])
+        raise
 
 
 async def check(url, task_id, sql, dialect, episodes=EPISODES):
@@ -131,7 +157,10 @@ async def check(url, task_id, sql, dialect, episodes=EPISODES):
                             "turn_rewards": last["turn_rewards"]} for messages, last in played]
 
         a = await env.start(task_id, dialect)
-        results = await env.batch_step([(a["episode_id"], "I would count them."), ("0" * 32, answer)])
+        try:
+            results = await env.batch_step([(a["episode_id"], "I would count them."), ("0" * 32, answer)])
+        finally:
+            await drop(env, a["episode_id"])  # not done after one step
         out["batch"] = [{"format": (r.get("rewards") or {}).get("format"),
                          "error": r.get("error")} for r in results]
         out["score"] = [r["rewards"] for r in await env.score(task_id, [answer], dialect)]
