@@ -292,14 +292,21 @@ type reply struct {
 	Content *string `json:"content"`
 	// Reasoning is reasoning that came in a separate field (reasoning_content), if any.
 	Reasoning string `json:"reasoning,omitempty"`
-	// FinishReason is the generator's ("stop", "length"); "length" makes a reply cut before its
-	// </sql> a format violation, as distill does.
+	// FinishReason is the generator's: "stop" (or none), "length", "content_filter"
+	// (chat.Finish*); a reply that "length" cut before its SQL was complete is a truncated turn,
+	// as distill records it (protocol.Truncated). Any other value is refused: a typo or a
+	// generator's own word ("abort") would otherwise pass as a stop and be executed and scored.
 	FinishReason string `json:"finish_reason,omitempty"`
 }
 
 func (rp reply) check() *apiError {
 	if rp.Content == nil {
 		return badRequest(`"content" is required (the assistant's reply text)`)
+	}
+	switch rp.FinishReason {
+	case "", chat.FinishStop, chat.FinishLength, chat.FinishContentFilter:
+	default:
+		return badRequest(`"finish_reason" %q: want "stop" (the default), "length" (the generator's token limit cut the reply) or "content_filter"`, rp.FinishReason)
 	}
 	return nil
 }
