@@ -21,7 +21,8 @@ after a wait that doubles from 0.5 s but is never longer than the server's Retry
 first episode in the way expires; one finishing or deleted frees its slot sooner), until
 max_retry_wait seconds (30) have gone into waiting; then, or at once with max_retry_wait=0, it is
 EnvError(429) with retry_after, the server's Retry-After in seconds. A connection that fails is
-OSError. The client talks to the server directly, without an HTTP proxy.
+OSError (a garbled answer http.client.HTTPException). The client talks to the server directly,
+without an HTTP proxy.
 
 Run as a script it checks a server end to end (one full episode, one batch step, one score call;
 it deletes the episodes it leaves unfinished) and prints what it saw as JSON:
@@ -32,7 +33,7 @@ import hashlib
 import http.client
 import json
 import os
-import select
+import selectors
 import ssl
 import sys
 import time
@@ -81,16 +82,18 @@ def _send_body(sock, data, timeout):
             pass  # the server closed early: read its answer
         return
     view = memoryview(data)
-    while view:
-        readable, writable, _ = select.select([sock], [sock], [], timeout)
-        if readable:
-            return  # an answer before the whole body: the server wants no more of it
-        if not writable:
-            raise TimeoutError(f"sending the request body: no progress in {timeout} s")
-        try:
-            view = view[sock.send(view[:1 << 16]):]
-        except (BrokenPipeError, ConnectionResetError):
-            return
+    with selectors.DefaultSelector() as sel:  # not select.select: a trainer may hold > 1024 fds
+        sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        while view:
+            ready = sel.select(timeout)
+            if not ready:
+                raise TimeoutError(f"sending the request body: no progress in {timeout} s")
+            if ready[0][1] & selectors.EVENT_READ:
+                return  # an answer before the whole body: the server wants no more of it
+            try:
+                view = view[sock.send(view[:1 << 16]):]
+            except (BrokenPipeError, ConnectionResetError):
+                return
 
 
 class EnvClient:
