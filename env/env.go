@@ -57,8 +57,8 @@ type Config struct {
 	Tokenizer turns.Encoder
 	// RewardMode spreads an episode's total over its turns (default rewards.ModeFinal).
 	RewardMode rewards.Mode
-	// Subsets assigns the tasks to train and validation; nil means DefaultSubsets.
-	Subsets *Subsets
+	// Subsets assigns the tasks to train and validation; nil means datasets.DefaultSubsets.
+	Subsets *datasets.Subsets
 	// TTL drops an episode this long after its last step (default 10 minutes).
 	TTL time.Duration
 	// MaxEpisodes caps the episodes kept in memory (default 20000).
@@ -122,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Weights = &w
 	}
 	if cfg.Subsets == nil {
-		sub := DefaultSubsets
+		sub := datasets.DefaultSubsets
 		cfg.Subsets = &sub
 	}
 	if err := cfg.Subsets.Check(); err != nil {

@@ -126,7 +126,7 @@ type taskJSON struct {
 	DBID       string `json:"db_id"`
 	Difficulty string `json:"difficulty,omitempty"`
 	Split      string `json:"split"`
-	// Subset is SubsetTrain or SubsetVal (Config.Subsets).
+	// Subset is datasets.SubsetTrain or datasets.SubsetVal (Config.Subsets).
 	Subset string `json:"subset"`
 }
 
@@ -165,8 +165,8 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	subset, hasSubset := q.Get("subset"), q.Has("subset")
-	if hasSubset && subset != SubsetTrain && subset != SubsetVal {
-		writeError(w, badRequest("subset=%q: want %s or %s", subset, SubsetTrain, SubsetVal))
+	if hasSubset && subset != datasets.SubsetTrain && subset != datasets.SubsetVal {
+		writeError(w, badRequest("subset=%q: want %s or %s", subset, datasets.SubsetTrain, datasets.SubsetVal))
 		return
 	}
 	var sel []*datasets.Task

@@ -2,11 +2,9 @@ package env
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -16,52 +14,11 @@ import (
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
-// TestSubsetsAssignment: the assignment is a function of the id and the seed alone (adding
-// tasks moves none), its validation share is close to the fraction, another seed draws another
-// subset, and the fractions 0 and 1 put every task in one subset.
-func TestSubsetsAssignment(t *testing.T) {
-	ids := make([]string, 20000)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("bird-train/%d", i)
-	}
-	s := Subsets{ValFraction: 0.1, Seed: 7}
-	first := make([]string, len(ids))
-	val := 0
-	for i, id := range ids {
-		if first[i] = s.Of(id); first[i] == SubsetVal {
-			val++
-		}
-	}
-	// Binomial(20000, 0.1): standard deviation about 42; 6 of them is 250.
-	if math.Abs(float64(val)-2000) > 250 {
-		t.Errorf("%d of %d in val at fraction 0.1", val, len(ids))
-	}
-	more := append(slices.Clone(ids), "bird-dev/1", "spider-dev/3", "sample/x")
-	for i, id := range more[:len(ids)] {
-		if got := s.Of(id); got != first[i] {
-			t.Fatalf("%s: %s, then %s with more tasks", id, first[i], got)
-		}
-	}
-	moved := 0
-	other := Subsets{ValFraction: 0.1, Seed: 8}
-	for i, id := range ids {
-		if other.Of(id) != first[i] {
-			moved++
-		}
-	}
-	if moved < 2000 { // two independent 10% draws differ on about 18%
-		t.Errorf("seed 8 changes the subset of only %d of %d tasks", moved, len(ids))
-	}
-	for _, id := range ids[:500] {
-		if (Subsets{ValFraction: 0, Seed: 7}).Of(id) != SubsetTrain || (Subsets{ValFraction: 1, Seed: 7}).Of(id) != SubsetVal {
-			t.Fatalf("%s: fractions 0 and 1 do not put it in train and val", id)
-		}
-	}
+// TestSubsetsFractionRefused: New refuses a validation fraction outside [0, 1]
+// (datasets.Subsets.Check; the assignment itself is tested in package datasets).
+func TestSubsetsFractionRefused(t *testing.T) {
 	for _, f := range []float64{-0.1, 1.5, math.NaN()} {
-		if err := (Subsets{ValFraction: f}).Check(); err == nil {
-			t.Errorf("fraction %g accepted", f)
-		}
-		if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &sandbox.Connector{}, Subsets: &Subsets{ValFraction: f}}); err == nil {
+		if _, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: &sandbox.Connector{}, Subsets: &datasets.Subsets{ValFraction: f}}); err == nil {
 			t.Errorf("New with fraction %g: no error", f)
 		}
 	}
@@ -71,7 +28,7 @@ func TestSubsetsAssignment(t *testing.T) {
 // the two partition the tasks, and the listing names the fraction and seed.
 func TestTasksListingSubsets(t *testing.T) {
 	tasks := tasksOf(t)
-	sub := Subsets{ValFraction: 0.3, Seed: 11}
+	sub := datasets.Subsets{ValFraction: 0.3, Seed: 11}
 	_, url := testServer(t, Config{Subsets: &sub})
 	type listing struct {
 		Total       int        `json:"total"`
@@ -90,10 +47,10 @@ func TestTasksListingSubsets(t *testing.T) {
 		}
 		want[tj.Subset] = append(want[tj.Subset], tj.TaskID)
 	}
-	if len(want[SubsetTrain]) == 0 || len(want[SubsetVal]) == 0 {
-		t.Fatalf("fraction 0.3 of %d tasks: %d train, %d val", len(tasks), len(want[SubsetTrain]), len(want[SubsetVal]))
+	if len(want[datasets.SubsetTrain]) == 0 || len(want[datasets.SubsetVal]) == 0 {
+		t.Fatalf("fraction 0.3 of %d tasks: %d train, %d val", len(tasks), len(want[datasets.SubsetTrain]), len(want[datasets.SubsetVal]))
 	}
-	for _, name := range []string{SubsetTrain, SubsetVal} {
+	for _, name := range []string{datasets.SubsetTrain, datasets.SubsetVal} {
 		var l listing
 		if code := call(t, "GET", url+"/v1/tasks?split=sample&subset="+name, nil, &l); code != 200 || l.Total != len(want[name]) {
 			t.Fatalf("subset %s: %d, total %d, want %d", name, code, l.Total, len(want[name]))
@@ -119,7 +76,7 @@ func TestPromptsMatchEpisodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tasks := tasksOf(t)
-	sub := Subsets{ValFraction: 0.25, Seed: 3}
+	sub := datasets.Subsets{ValFraction: 0.25, Seed: 3}
 	s, url := testServer(t, Config{Tokenizer: tok, Subsets: &sub})
 	path := filepath.Join(t.TempDir(), "prompts.parquet")
 	n, err := s.WritePrompts(context.Background(), path)

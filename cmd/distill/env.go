@@ -42,7 +42,7 @@ type envFlags struct {
 	dsns     *cli.DSNs
 	dialects *cli.Dialects
 	tokPath  *string
-	subsets  env.Subsets
+	subsets  datasets.Subsets
 }
 
 // addEnvFlags defines the shared flags on fs; what says what is done with the tasks, tokNote
@@ -54,10 +54,10 @@ func addEnvFlags(fs *flag.FlagSet, what, tokNote string) *envFlags {
 		dsns:     cli.AddDSNs(fs),
 		dialects: cli.AddDialects(fs, what+"; the first is the default"),
 		tokPath:  cli.AddTokenizer(fs, tokNote),
-		subsets:  env.DefaultSubsets,
+		subsets:  datasets.DefaultSubsets,
 	}
-	fs.Float64Var(&f.subsets.ValFraction, "val-fraction", env.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --seed (docs/ENV.md)")
-	fs.Int64Var(&f.subsets.Seed, "seed", env.DefaultSubsets.Seed, "seed of the train/validation assignment")
+	fs.Float64Var(&f.subsets.ValFraction, "val-fraction", datasets.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --seed (docs/ENV.md)")
+	fs.Int64Var(&f.subsets.Seed, "seed", datasets.DefaultSubsets.Seed, "seed of the train/validation assignment")
 	return f
 }
 

@@ -106,14 +106,14 @@ func TestEnvPromptsAndAsyncClient(t *testing.T) {
 	}
 	const key = "i28-prompts-key"
 	srv := startEnv(t, bin, append([]string{"--api-key", key}, common...)...)
-	sub := env.Subsets{ValFraction: 0.3, Seed: 5}
+	sub := datasets.Subsets{ValFraction: 0.3, Seed: 5}
 	val := 0
 	for i, row := range rows {
 		task := tasks[i]
 		if row.TaskID != task.ID || row.DBID != task.DBID || row.Dialect != "sqlite" || row.Split != "sample" || row.Subset != sub.Of(task.ID) {
 			t.Fatalf("row %d: %s %s %s %s %s for task %s", i, row.TaskID, row.DBID, row.Dialect, row.Split, row.Subset, task.ID)
 		}
-		if row.Subset == env.SubsetVal {
+		if row.Subset == datasets.SubsetVal {
 			val++
 		}
 		msgs, text, ids := createEpisode(t, srv.url, key, task.ID)
@@ -148,7 +148,7 @@ func TestEnvPromptsAndAsyncClient(t *testing.T) {
 	}
 	var wantVal []string
 	for _, row := range rows {
-		if row.Subset == env.SubsetVal {
+		if row.Subset == datasets.SubsetVal {
 			wantVal = append(wantVal, row.TaskID)
 		}
 	}

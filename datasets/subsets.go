@@ -1,4 +1,4 @@
-package env
+package datasets
 
 import (
 	"crypto/sha256"
@@ -14,14 +14,15 @@ const (
 	SubsetVal   = "val"
 )
 
-// DefaultSubsets is the assignment of Config.Subsets nil and of the commands' defaults
-// (--val-fraction 0.1 --seed 0).
+// DefaultSubsets is the assignment of the commands' defaults (distill env's --val-fraction 0.1
+// --seed 0) and of env.Config.Subsets nil.
 var DefaultSubsets = Subsets{ValFraction: 0.1, Seed: 0}
 
 // Subsets assigns each task to the train or the validation subset by a hash of its id and a
 // seed: a task's subset depends on nothing else, so it stays the same when tasks are added or
 // removed, and a trainer can compute it in Python (docs/ENV.md, "Train and validation subsets").
-// It is the one assignment of `distill env serve`'s task listing and `distill env prompts`.
+// It is the one assignment of `distill env serve`'s task listing, `distill env prompts` and
+// `student rollout`'s subset selection.
 type Subsets struct {
 	// ValFraction is the expected share of tasks in the validation subset, in [0, 1].
 	ValFraction float64
