@@ -1,6 +1,8 @@
 // Package atomicfile writes files so that a reader, or a crash or Ctrl-C part way, sees the old
 // file or the complete new one, never a torn one: the data goes to a temporary file in the
 // target's directory, which is fsynced, renamed over the target, and the directory fsynced.
+// CreateIn does the same inside an os.Root, for a target a client names: no step leaves the
+// root's directory.
 package atomicfile
 
 import (
@@ -19,17 +21,62 @@ import (
 // File is a new version of a file being written under a temporary name in the target's
 // directory; Commit puts it in place, Abort removes it.
 type File struct {
-	path string
+	path string // the target, as messages name it
+	dir  place
+	tmp  string // the temporary file's name in dir
+	name string // the target's name in dir
 	f    *os.File
 	w    *bufio.Writer
 	done bool
 }
 
+// place is where a File's temporary name and target are looked up: the process's file system
+// (root nil) or an os.Root.
+type place struct{ root *os.Root }
+
+func (p place) openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	if p.root != nil {
+		return p.root.OpenFile(name, flag, perm)
+	}
+	return os.OpenFile(name, flag, perm)
+}
+
+func (p place) rename(old, new string) error {
+	if p.root != nil {
+		return rootRename(p.root, old, new)
+	}
+	return rename(old, new)
+}
+
+func (p place) remove(name string) error {
+	if p.root != nil {
+		return p.root.Remove(name)
+	}
+	return os.Remove(name)
+}
+
+// syncDir fsyncs the directory dir.
+func (p place) syncDir(dir string) error {
+	if p.root == nil {
+		return syncDir(dir)
+	}
+	d, err := p.root.Open(dir)
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", filepath.Join(p.root.Name(), dir), err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", filepath.Join(p.root.Name(), dir), err)
+	}
+	return nil
+}
+
 // The steps of Commit, replaced by the tests to see their order and to make them fail.
 var (
-	syncFile = (*os.File).Sync
-	rename   = os.Rename
-	syncDir  = SyncDir
+	syncFile   = (*os.File).Sync
+	rename     = os.Rename
+	rootRename = (*os.Root).Rename
+	syncDir    = SyncDir
 )
 
 // tempPrefix is the prefix of the temporary names for path's base name.
@@ -38,20 +85,34 @@ func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-"
 // Create starts a new version of path: a temporary file ".BASE.tmp-RANDOM" in path's directory,
 // created with perm (less the umask, as os.OpenFile does).
 func Create(path string, perm fs.FileMode) (*File, error) {
-	prefix := filepath.Join(filepath.Dir(path), tempPrefix(path))
+	return create(place{}, path, path, perm)
+}
+
+// CreateIn starts a new version of name inside root (a path relative to it): as Create, but the
+// temporary file, the rename over the target and the directory's fsync all go through root, so
+// that neither ".." nor a symbolic link takes them outside its directory (an error instead).
+// The target is replaced as a name: a symbolic link there is replaced, not followed.
+func CreateIn(root *os.Root, name string, perm fs.FileMode) (*File, error) {
+	return create(place{root}, filepath.Join(root.Name(), name), name, perm)
+}
+
+// create makes the temporary file for name in dir; path names the target in messages.
+func create(dir place, path, name string, perm fs.FileMode) (*File, error) {
+	prefix := filepath.Join(filepath.Dir(name), tempPrefix(name))
 	var b [8]byte
 	for range 100 {
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", path, err)
 		}
-		f, err := os.OpenFile(prefix+hex.EncodeToString(b[:]), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		tmp := prefix + hex.EncodeToString(b[:])
+		f, err := dir.openFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", path, err)
 		}
-		return &File{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+		return &File{path: path, dir: dir, tmp: tmp, name: name, f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
 	}
 	return nil, fmt.Errorf("writing %s: no free temporary name", path)
 }
@@ -84,13 +145,13 @@ func (f *File) Commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = rename(f.f.Name(), f.path)
+		err = f.dir.rename(f.tmp, f.name)
 	}
 	if err != nil {
-		os.Remove(f.f.Name())
+		f.dir.remove(f.tmp)
 		return fmt.Errorf("writing %s: %w", f.path, err)
 	}
-	return syncDir(filepath.Dir(f.path))
+	return f.dir.syncDir(filepath.Dir(f.name))
 }
 
 // Abort closes and removes the temporary file unless Commit ran; the target is untouched. It is
@@ -101,7 +162,7 @@ func (f *File) Abort() {
 	}
 	f.done = true
 	f.f.Close()
-	os.Remove(f.f.Name())
+	f.dir.remove(f.tmp)
 }
 
 // WriteFile writes data to path atomically, the file created with perm (less the umask).

@@ -216,3 +216,79 @@ func TestWriteJSON(t *testing.T) {
 		t.Fatalf("old file changed: %q", b)
 	}
 }
+
+// TestCreateIn writes through an os.Root: a name in a subdirectory is written and replaced
+// atomically, the rename goes through the root, a failed rename leaves the old file and no
+// temporary one, a symbolic link at the target is replaced rather than followed, and ".." or a
+// link out of the root's directory is an error that writes nothing outside.
+func TestCreateIn(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	write := func(name, data string) error {
+		f, err := CreateIn(root, name, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Abort()
+		if _, err := f.Write([]byte(data)); err != nil {
+			return err
+		}
+		return f.Commit()
+	}
+	oldRename := rootRename
+	t.Cleanup(func() { rootRename = oldRename })
+	renames := 0
+	rootRename = func(r *os.Root, a, b string) error { renames++; return oldRename(r, a, b) }
+	for _, data := range []string{"old\n", "new\n"} {
+		if err := write("sub/out.parquet", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readString(t, filepath.Join(dir, "sub", "out.parquet")); got != "new\n" || renames != 2 {
+		t.Fatalf("content %q after %d renames through the root, want %q after 2", got, renames, "new\n")
+	}
+	boom := errors.New("boom")
+	rootRename = func(*os.Root, string, string) error { return boom }
+	if err := write("sub/out.parquet", "lost\n"); !errors.Is(err, boom) || !strings.Contains(err.Error(), filepath.Join(dir, "sub", "out.parquet")) {
+		t.Fatalf("a failed rename: %v", err)
+	}
+	rootRename = oldRename
+	if got := readString(t, filepath.Join(dir, "sub", "out.parquet")); got != "new\n" || len(leftovers(t, filepath.Join(dir, "sub"))) > 0 {
+		t.Fatalf("after a failed rename: content %q, leftovers %v", got, leftovers(t, filepath.Join(dir, "sub")))
+	}
+
+	victim := filepath.Join(outside, "victim.txt")
+	if err := os.WriteFile(victim, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "link.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("link.parquet", "rollout\n"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "link.parquet")); err != nil || !fi.Mode().IsRegular() || readString(t, victim) != "mine\n" {
+		t.Fatalf("a link at the target: %v, %v, the file it named holds %q", fi, err, readString(t, victim))
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"../x.parquet", "escape/x.parquet"} {
+		if err := write(name, "x\n"); err == nil {
+			t.Errorf("%s: written", name)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the directory outside holds %d files, want only victim.txt", len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "x.parquet")); err == nil {
+		t.Errorf("../x.parquet was written")
+	}
+}
