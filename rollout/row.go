@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/chainedsql/chainedsql/chat"
-	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
 
@@ -77,26 +78,45 @@ type Row struct {
 }
 
 // Write writes rows to path as one zstd Parquet file, atomically: a cancelled or failed write
-// leaves no file (and an old one unchanged).
+// leaves no file (and an old one unchanged). An existing file at path is replaced only when it
+// is a rollout table (OutDir.Write in path's directory; ErrNotTable otherwise).
 func Write(path string, rows []Row) error {
-	f, err := atomicfile.Create(path, 0o644)
+	d, name, err := openFor(path)
 	if err != nil {
-		return fmt.Errorf("rollout: %w", err)
+		return err
 	}
-	if err := write(f, rows); err != nil {
-		f.Abort()
-		return fmt.Errorf("rollout: write %s: %w", path, err)
+	defer d.Close()
+	return d.Write(name, rows)
+}
+
+// CheckOut is Write's refusal of path before the rows exist, for a command to give before it
+// starts a rollout.
+func CheckOut(path string) error {
+	d, name, err := openFor(path)
+	if err != nil {
+		return err
 	}
-	if err := f.Commit(); err != nil {
-		return fmt.Errorf("rollout: %w", err)
+	defer d.Close()
+	_, err = d.Resolve(name)
+	return err
+}
+
+// openFor opens path's directory as an OutDir and returns it with path's name in it.
+func openFor(path string) (*OutDir, string, error) {
+	if path == "" || strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(filepath.Separator)) {
+		return nil, "", fmt.Errorf("rollout: %q: %w", path, ErrBadName)
 	}
-	return nil
+	d, err := OpenOutDir(filepath.Dir(path))
+	if err != nil {
+		return nil, "", err
+	}
+	return d, filepath.Base(path), nil
 }
 
 func write(w io.Writer, rows []Row) error {
 	pw := parquet.NewGenericWriter[Row](w,
 		parquet.Compression(&parquet.Zstd),
-		parquet.CreatedBy("chainedsql student rollout", Format, buildinfo.Version()),
+		parquet.CreatedBy(createdBy, Format, buildinfo.Version()),
 		parquet.KeyValueMetadata("chainedsql.format", Format),
 	)
 	if _, err := pw.Write(rows); err != nil {

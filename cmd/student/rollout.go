@@ -1,14 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"net/http"
-	"sync"
+	"path/filepath"
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -29,6 +28,8 @@ var rolloutCmd = &cli.Command{
 	Summary: "GRPO groups: G episodes per task from the student, to Parquet with token ids, masks, log-probs, rewards and advantages (docs/ROLLOUT.md)",
 	Help: "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing. " +
 		"With --serve ADDR it runs no rollout at start but listens: POST /v1/rollouts {\"out\": FILE, \"seed\": N} runs one with the flags' settings and answers its report, " +
+		"FILE a name in --out-dir (default --out's directory; a relative name is taken from it; an absolute path elsewhere, .. or a symbolic link out of it is refused 403), " +
+		"replacing an existing file only when it is a rollout table this command wrote (anything else is refused 403, as is such a file at --out without --serve); " +
 		"POST /v1/weights {\"path\": DIR} reloads the weights between rollouts (a rollout runs wholly on the weights serving when it starts), " +
 		"and the rest of student serve's API answers too. Ctrl-C stops it. " +
 		"--log-dir also writes every episode to a run dir (curate build, stats and view read it), appending to one of the same tasks and options.",
@@ -53,6 +54,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		batch       = fs.Int("batch", 256, "most sequences decoded together")
 		cacheTokens = fs.Int("cache-tokens", 65536, "tokens of finished requests' KV caches kept for prefix reuse (negative: none)")
 		addr        = fs.String("serve", "", "listen on ADDR and run rollouts on request (POST /v1/rollouts), reloading weights between them (POST /v1/weights); --out is then the default file")
+		outDirFlag  = fs.String("out-dir", "", "with --serve: the one directory requests may write in (default --out's directory); a request's out is a name in it, never outside it, and replaces only a rollout table")
 		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
 		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
 		logDir      = fs.String("log-dir", "", "also write every episode as a trajectory to this run dir, keyed TASK/seedSEED/gGROUP/sSAMPLE (a run dir of the same tasks and options is appended to)")
@@ -64,6 +66,12 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		}
 		if *out == "" && *addr == "" {
 			return cli.Usagef("--out FILE is required")
+		}
+		if *addr == "" && *outDirFlag != "" {
+			return cli.Usagef("--out-dir is for --serve (without it, --out names the file)")
+		}
+		if *addr != "" && *out == "" && *outDirFlag == "" {
+			return cli.Usagef("--serve needs --out-dir DIR or --out FILE: the directory requests write their files in")
 		}
 		if err := guard.Check(); err != nil {
 			return err
@@ -90,6 +98,33 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		dialects := dialect.List()
 		if err := dsns.Check(dialects); err != nil {
 			return err
+		}
+		// The output is checked before anything loads: a file that is not a rollout table is
+		// never replaced, and under --serve every request's file stays in one directory.
+		var outDir *rollout.OutDir
+		var defaultOut string
+		if *addr == "" {
+			if err := rollout.CheckOut(*out); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+		} else {
+			dir := *outDirFlag
+			if dir == "" {
+				dir = filepath.Dir(*out)
+			}
+			if outDir, err = rollout.OpenOutDir(dir); err != nil {
+				return fmt.Errorf("--out-dir: %w", err)
+			}
+			defer outDir.Close()
+			if *out != "" {
+				abs, err := filepath.Abs(*out)
+				if err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+				if defaultOut, err = outDir.Resolve(abs); err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+			}
 		}
 		ts, err := tasks.Load()
 		if err != nil {
@@ -123,35 +158,32 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 				fmt.Fprintf(c.Stderr, "%s: %s: %s\n", c.Name, *logDir, r)
 			}
 		}
-		// run plays one rollout on st and writes it to file (and to the log, with --log-dir).
-		run := func(ctx context.Context, st *student.Student, file string, seed int64) (*rollout.Report, error) {
-			rows, rep, err := rollout.Run(ctx, rollout.Config{
-				Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
-				Generator: st.Generator(), Tokenizer: st.Tokenizer(), Model: st.ModelID(),
-				Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: seed, MaxTokens: *maxTokens,
-				Weights: &w, Mode: mode, Log: runLog,
-			})
-			if err != nil {
-				return nil, err
-			}
-			if err := rollout.Write(file, rows); err != nil {
-				return nil, err
-			}
+		base := rollout.Config{
+			Tasks: ts, Dialect: dialect.One(), Opener: conn, Episode: episode.Options(),
+			Group: *group, Temperature: *temperature, TopP: *topP, TopK: *topK, Seed: *seed, MaxTokens: *maxTokens,
+			Weights: &w, Mode: mode, Log: runLog,
+		}
+		// done says where a rollout went and how fast it ran.
+		done := func(file string, rep *rollout.Report) {
 			fmt.Fprintf(c.Stderr, "%s: %d episodes (%d tasks × %d) to %s; %d tokens generated at %.1f tokens/s (%d in %d decode steps, %.1f a step, at %.1f tokens/s: set against student bench's batched decode at that batch and depth), mean reward %.4g\n",
-				c.Name, rep.Episodes, len(ts), *group, file, rep.GeneratedTokens, rep.DecodeTokensPerSec,
+				c.Name, rep.Episodes, rep.Episodes / *group, *group, file, rep.GeneratedTokens, rep.DecodeTokensPerSec,
 				rep.DecodeStepTokens, rep.DecodeSteps, float64(rep.DecodeStepTokens)/float64(max(rep.DecodeSteps, 1)), rep.DecodeStepTokensPerSec, rep.MeanReward)
-			return rep, nil
 		}
 		if *addr != "" {
 			sw := serve.NewSwap(st, mf.dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
 				return cur.Successor(dir, opts)
 			})
 			defer sw.Close()
-			rs := &rolloutServer{swap: sw, out: *out, seed: *seed, run: run}
+			rs := &rollout.Server[*student.Student]{
+				Swap: sw, Config: base, Out: outDir, DefaultOut: defaultOut, Done: done,
+				Bind: func(st *student.Student) (*generate.Generator, rollout.Tokenizer) {
+					return st.Generator(), st.Tokenizer()
+				},
+			}
 			return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler {
-				rs.log = logger
+				rs.Log = logger
 				mux := http.NewServeMux()
-				mux.HandleFunc("/v1/rollouts", rs.rollouts)
+				mux.Handle("/v1/rollouts", rs)
 				mux.Handle("/", serve.Handler(sw, logger))
 				return mux
 			})
@@ -162,88 +194,21 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer abort()
-		rep, err := run(ctx, st, *out, *seed)
+		cfg := base
+		cfg.Generator, cfg.Tokenizer, cfg.Model = st.Generator(), st.Tokenizer(), st.ModelID()
+		rows, rep, err := rollout.Run(ctx, cfg)
+		if err == nil {
+			err = rollout.Write(*out, rows)
+		}
 		if cerr := stop(); err == nil {
 			err = cerr
 		}
 		if err != nil {
 			return err
 		}
+		done(*out, rep)
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", " ")
 		return enc.Encode(rep)
-	}
-}
-
-// rolloutServer answers POST /v1/rollouts for student rollout --serve: one rollout at a time,
-// on the weights serving when it starts.
-type rolloutServer struct {
-	swap    *serve.Swap[*student.Student]
-	out     string // the default file
-	seed    int64  // the default seed
-	run     func(ctx context.Context, st *student.Student, file string, seed int64) (*rollout.Report, error)
-	running sync.Mutex
-	log     *log.Logger // nil: no log
-}
-
-// rolloutReply is POST /v1/rollouts' answer.
-type rolloutReply struct {
-	Object string `json:"object"` // "rollout"
-	Out    string `json:"out"`
-	Seed   int64  `json:"seed"`
-	// Weights are the weights every episode of the rollout was decoded with.
-	Weights serve.WeightsInfo `json:"weights"`
-	*rollout.Report
-}
-
-func (rs *rolloutServer) rollouts(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		serve.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/rollouts: method not allowed (use POST)")
-		return
-	}
-	var req struct {
-		Out  string `json:"out"`
-		Seed *int64 `json:"seed"`
-	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		serve.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf(`request body is not {"out": "FILE", "seed": N}: %v`, err))
-		return
-	}
-	reply := rolloutReply{Object: "rollout", Out: cmp.Or(req.Out, rs.out), Seed: rs.seed}
-	if req.Seed != nil {
-		reply.Seed = *req.Seed
-	}
-	if reply.Out == "" {
-		serve.WriteError(w, http.StatusBadRequest, "", `out: the Parquet file to write is required ({"out": "FILE"}; the server has no --out)`)
-		return
-	}
-	if !rs.running.TryLock() {
-		serve.WriteError(w, http.StatusConflict, "rollout_in_progress", "a rollout is already running; retry when it ends")
-		return
-	}
-	defer rs.running.Unlock()
-	st, info, release, err := rs.swap.Acquire()
-	if err != nil {
-		serve.WriteError(w, http.StatusServiceUnavailable, "closing", err.Error())
-		return
-	}
-	defer release()
-	reply.Weights = info
-	rs.logf("rollouts: seed %d to %s on weights version %d", reply.Seed, reply.Out, info.Version)
-	reply.Report, err = rs.run(r.Context(), st, reply.Out, reply.Seed)
-	if err != nil {
-		rs.logf("rollouts: %s failed: %v", reply.Out, err)
-		serve.WriteError(w, http.StatusInternalServerError, "rollout_failed", err.Error())
-		return
-	}
-	serve.WriteJSON(w, http.StatusOK, reply)
-}
-
-func (rs *rolloutServer) logf(format string, args ...any) {
-	if rs.log != nil {
-		rs.log.Printf(format, args...)
 	}
 }

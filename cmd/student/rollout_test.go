@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,8 @@ func TestRolloutUsage(t *testing.T) {
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--group", "0"}, "out of range"},
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--temperature", "0"}, "repeats one greedy episode"},
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--reward-mode", "sum"}, "--reward-mode"},
+		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--out-dir", "."}, "--out-dir is for --serve"},
+		{[]string{"rollout", "--model", model, "--tasks", "sample", "--serve", "127.0.0.1:0"}, "--serve needs --out-dir DIR or --out FILE"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
@@ -38,12 +41,25 @@ func TestRolloutUsage(t *testing.T) {
 }
 
 // TestRolloutCommand runs student rollout on the tiny checkpoint: the file it writes reads back
-// with the groups, and its report counts them.
+// with the groups, and its report counts them. An --out that is a file other than a rollout
+// table is refused before the rollout starts, and left as it was.
 func TestRolloutCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.parquet")
 	var stdout, stderr bytes.Buffer
 	args := []string{"rollout", "--model", shared.Path(t, "models/tiny-qwen2-f32"), "--tokenizer", shared.Path(t, "tokenizer/qwen2.5"),
 		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "3", "--max-turns", "1", "--max-tokens", "4", "--seed", "5", "--out", out}
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notes, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := dispatch(context.Background(), append(slices.Clone(args), "--out", notes), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not a rollout table") {
+		t.Fatalf("--out over a text file: exit %d: %s", code, stderr.String())
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "keep me\n" {
+		t.Fatalf("%s: %q, %v", notes, b, err)
+	}
+	stdout.Reset()
+	stderr.Reset()
 	if code := dispatch(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,27 +30,13 @@ func TestRolloutServeReloads(t *testing.T) {
 	base := shared.Path(t, "models/tiny-qwen2-f32")
 	other := studenttest.Perturbed(t, base, "model.norm.weight", nil)
 	dir := t.TempDir()
-	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--api-key", "sk-rl",
+	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--api-key", "sk-rl", "--out-dir", dir,
 		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "2", "--max-turns", "2", "--max-tokens", "6",
 		"--seed", "9", "--batch", "1", "--cache-tokens", "-1")
 	logged := collect(sc)
 	post := func(route, key string, body any) (int, map[string]any) {
 		t.Helper()
-		data, _ := json.Marshal(body)
-		r, _ := http.NewRequest("POST", url+route, bytes.NewReader(data))
-		r.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			r.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(r)
-		if err != nil {
-			t.Error(err)
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return postJSON(t, url+route, key, body)
 	}
 	// play runs a rollout to name and returns the weights version it ran on and its token ids.
 	play := func(name string) (float64, [][]int32) {
@@ -138,5 +125,106 @@ func TestRolloutServeReloads(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGINT: %v", err)
+	}
+}
+
+// postJSON posts body as JSON to url, with the key when not empty, and returns the status and
+// the decoded reply (0 and nil, and the test's error, when there is none).
+func postJSON(t *testing.T, url, key string, body any) (int, map[string]any) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	r, _ := http.NewRequest("POST", url, bytes.NewReader(data))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestRolloutServeConfinesOut drives the built `student rollout --serve --out-dir DIR`: a
+// request's out is a file in DIR. An absolute path elsewhere, a name climbing out with "..", a
+// subdirectory that is a symbolic link out of DIR, a link at the name, a text file in DIR and
+// another tool's Parquet file are refused (403 in OpenAI's error shape, param out) and left as
+// they were, a missing directory is 400; a fresh name (relative, or absolute inside DIR) is
+// written, and a rollout table written before is replaced.
+func TestRolloutServeConfinesOut(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	base := t.TempDir()
+	dir, outside := filepath.Join(base, "runs"), filepath.Join(base, "walk")
+	for _, d := range []string{dir, outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim, notes := filepath.Join(outside, "victim.txt"), filepath.Join(dir, "notes.txt")
+	for _, p := range []string{victim, notes} {
+		if err := os.WriteFile(p, []byte("keep me\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign := filepath.Join(dir, "prompts.parquet")
+	if err := os.WriteFile(foreign, []byte("PAR1 not a rollout table PAR1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "link.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	_, url, _ := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir,
+		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "1", "--group", "2", "--max-turns", "1", "--max-tokens", "2")
+	for _, c := range []struct {
+		out  string
+		code int
+	}{
+		{filepath.Join(outside, "evil.parquet"), 403},
+		{victim, 403},
+		{"../walk/victim.txt", 403},
+		{"escape/victim.txt", 403},
+		{"escape/new.parquet", 403},
+		{"link.parquet", 403},
+		{"notes.txt", 403},
+		{notes, 403},
+		{"prompts.parquet", 403},
+		{"missing/x.parquet", 400},
+	} {
+		code, out := postJSON(t, url+"/v1/rollouts", "", map[string]any{"out": c.out})
+		e, _ := out["error"].(map[string]any)
+		if code != c.code || e == nil || e["param"] != "out" || e["type"] != "invalid_request_error" || e["message"] == "" {
+			t.Errorf("out %q: %d %v, want %d in OpenAI's error shape with param out", c.out, code, out, c.code)
+		}
+	}
+	for _, p := range []string{victim, notes} {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "keep me\n" {
+			t.Errorf("%s: %q, %v after the refusals", p, b, err)
+		}
+	}
+	if b, err := os.ReadFile(foreign); err != nil || string(b) != "PAR1 not a rollout table PAR1" {
+		t.Errorf("%s changed: %q, %v", foreign, b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "link.parquet")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("link.parquet is no longer the link: %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("%s holds %d files, want only victim.txt", outside, len(ents))
+	}
+	for _, name := range []string{"fresh.parquet", filepath.Join(dir, "abs.parquet"), "fresh.parquet"} {
+		code, out := postJSON(t, url+"/v1/rollouts", "", map[string]any{"out": name})
+		want := filepath.Join(dir, filepath.Base(name))
+		if code != 200 || out["out"] != want || out["episodes"] != 2.0 {
+			t.Fatalf("out %q: %d %v, want %s written", name, code, out, want)
+		}
+		if rows, err := rollout.Read(want); err != nil || len(rows) != 2 {
+			t.Fatalf("%s: %d rows, %v", want, len(rows), err)
+		}
 	}
 }

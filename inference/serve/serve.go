@@ -76,6 +76,12 @@ func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	writeError(w, status, "invalid_request_error", code, msg)
 }
 
+// WriteParamError is WriteError naming the request's field at fault in the error's param ("" for
+// null, as code).
+func WriteParamError(w http.ResponseWriter, status int, param, code, msg string) {
+	(&apiError{status: status, param: param, code: code, msg: msg}).write(w)
+}
+
 // WriteJSON writes v as a JSON reply with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
 
