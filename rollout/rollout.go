@@ -39,8 +39,11 @@ const DefaultEpsilon = 1e-4
 
 // Config is one rollout.
 type Config struct {
-	// Tasks are the prompts; each gets Group episodes.
+	// Tasks are the prompts; each gets Group episodes, the task's group, in this order.
 	Tasks []datasets.Task
+	// TaskIndexes, when set, are the Tasks' places in the tasks the process serves (Select):
+	// the rows' and the logged trajectories' task_index. Nil: each task's place in Tasks.
+	TaskIndexes []int
 	// Dialect is the engine the tasks run on; Opener opens their databases.
 	Dialect datasets.Dialect
 	Opener  episode.Opener
@@ -214,6 +217,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("rollout: group size %d: want at least 1", cfg.Group)
 	case cfg.Opener == nil || cfg.Generator == nil || cfg.Tokenizer == nil:
 		return errors.New("rollout: a database opener, a generator and a tokenizer are required")
+	case cfg.TaskIndexes != nil && len(cfg.TaskIndexes) != len(cfg.Tasks):
+		return fmt.Errorf("rollout: %d task indexes for %d tasks", len(cfg.TaskIndexes), len(cfg.Tasks))
 	case cfg.Temperature < 0 || cfg.TopP < 0 || cfg.TopP > 1 || cfg.TopK < 0:
 		return fmt.Errorf("rollout: temperature %g, top-p %g, top-k %d: out of range", cfg.Temperature, cfg.TopP, cfg.TopK)
 	}
@@ -273,7 +278,11 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		return Row{}, nil, err
 	}
 	seq := newSequence(turns.Prompt(st.Messages()).Encode(cfg.Tokenizer))
-	row := Row{TaskID: task.ID, TaskIndex: int64(ti), DBID: task.DBID, Dialect: string(cfg.Dialect), Difficulty: task.Difficulty,
+	index := ti
+	if cfg.TaskIndexes != nil {
+		index = cfg.TaskIndexes[ti]
+	}
+	row := Row{TaskID: task.ID, TaskIndex: int64(index), DBID: task.DBID, Dialect: string(cfg.Dialect), Difficulty: task.Difficulty,
 		Group: int64(ti), Sample: int64(g), PromptTokens: int64(len(seq.ids)), Model: cfg.Model,
 		Temperature: cfg.Temperature, TopP: cfg.TopP, Seed: cfg.Seed}
 	var genTime time.Duration
@@ -335,7 +344,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		return row, nil, nil
 	}
 	tr.Key, tr.Teacher, tr.Sample = Key(task.ID, cfg.Seed, ti, g), LogTeacher, g
-	tr.TaskIndex = ti
+	tr.TaskIndex = index
 	return row, tr, nil
 }
 

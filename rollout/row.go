@@ -19,12 +19,14 @@ const Format = "chainedsql-rollout/v1"
 // Row is one episode; its field tags define the Parquet schema. The token columns are aligned:
 // token_ids[i], assistant_mask[i], sampled_mask[i] and logprobs[i] describe one token.
 type Row struct {
-	TaskID     string `parquet:"task_id" json:"task_id"`
+	TaskID string `parquet:"task_id" json:"task_id"`
+	// TaskIndex is the task's place in the tasks the process serves (--tasks).
 	TaskIndex  int64  `parquet:"task_index" json:"task_index"`
 	DBID       string `parquet:"db_id,dict" json:"db_id"`
 	Dialect    string `parquet:"dialect,dict" json:"dialect"`
 	Difficulty string `parquet:"difficulty,dict" json:"difficulty"`
-	// Group numbers the task's group in the rollout; Sample the episode in its group.
+	// Group numbers the task's group in the rollout (in the order of Config.Tasks); Sample the
+	// episode in its group.
 	Group  int64 `parquet:"group" json:"group"`
 	Sample int64 `parquet:"sample" json:"sample"`
 	// Messages is the conversation: system, user question, then each reply (the decoded

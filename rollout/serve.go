@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/serve"
 )
@@ -21,9 +22,14 @@ type Server[M serve.Model] struct {
 	Swap *serve.Swap[M]
 	// Bind gives the generator and tokenizer of the weights m.
 	Bind func(m M) (*generate.Generator, Tokenizer)
-	// Config is every rollout's configuration: its Tasks are the tasks served, its Seed the
-	// default seed; Generator, Tokenizer and Model come from the weights each rollout acquires.
+	// Config is every rollout's configuration: its Tasks are the tasks served (a request
+	// selects among them), its Seed the default seed; Generator, Tokenizer and Model come from
+	// the weights each rollout acquires.
 	Config Config
+	// Subsets assigns the served tasks to train and validation; Subset is the subset of a
+	// request that names none ("" for every task).
+	Subsets datasets.Subsets
+	Subset  string
 	// Out is the directory every file is written in; DefaultOut, when not empty, the file of a
 	// request that names none.
 	Out        *OutDir
@@ -42,6 +48,12 @@ type Request struct {
 	Out string `json:"out"`
 	// Seed is the sampling seed (default the server's --seed).
 	Seed *int64 `json:"seed"`
+	// TaskIDs are the tasks to play, in this order, one group each (default every task
+	// served, or those of Subset).
+	TaskIDs []string `json:"task_ids"`
+	// Subset is "train" or "val": only the tasks of that subset (default the server's
+	// --subset); with TaskIDs, each must be in it.
+	Subset string `json:"subset"`
 }
 
 // Reply is POST /v1/rollouts' answer.
@@ -50,6 +62,11 @@ type Reply struct {
 	// Out is the absolute path of the file written.
 	Out  string `json:"out"`
 	Seed int64  `json:"seed"`
+	// Subset is the subset the tasks were selected from ("" for all); Tasks counts the groups
+	// played, Group the episodes of each.
+	Subset string `json:"subset,omitempty"`
+	Tasks  int    `json:"tasks"`
+	Group  int    `json:"group"`
 	// Weights are the weights every episode of the rollout was decoded with.
 	Weights serve.WeightsInfo `json:"weights"`
 	*Report
@@ -66,13 +83,24 @@ func (s *Server[M]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "", "", fmt.Sprintf(`request body is not {"out": "FILE", "seed": N}: %v`, err))
+		writeError(w, http.StatusBadRequest, "", "", fmt.Sprintf(`request body is not {"out": "FILE", "seed": N, "task_ids": [ID, ...], "subset": "train"|"val"}: %v`, err))
 		return
 	}
-	reply := Reply{Object: "rollout", Seed: s.Config.Seed}
+	reply := Reply{Object: "rollout", Seed: s.Config.Seed, Subset: cmp.Or(req.Subset, s.Subset), Group: s.Config.Group}
 	if req.Seed != nil {
 		reply.Seed = *req.Seed
 	}
+	tasks, indexes, err := Select(s.Config.Tasks, Selection{TaskIDs: req.TaskIDs, Subset: reply.Subset, Subsets: s.Subsets})
+	if err != nil {
+		var se *SelectError
+		param := ""
+		if errors.As(err, &se) {
+			param = se.Param
+		}
+		writeError(w, http.StatusBadRequest, param, "invalid_tasks", err.Error())
+		return
+	}
+	reply.Tasks = len(tasks)
 	name := cmp.Or(req.Out, s.DefaultOut)
 	if name == "" {
 		writeError(w, http.StatusBadRequest, "out", "", fmt.Sprintf(`out: the Parquet file to write is required ({"out": "FILE"}, a name in %s; the server has no --out)`, s.Out.Dir()))
@@ -98,9 +126,10 @@ func (s *Server[M]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	reply.Weights = info
 	cfg := s.Config
+	cfg.Tasks, cfg.TaskIndexes = tasks, indexes
 	cfg.Generator, cfg.Tokenizer = s.Bind(m)
 	cfg.Model, cfg.Seed = info.Model, reply.Seed
-	s.logf("rollouts: seed %d to %s on weights version %d", reply.Seed, path, info.Version)
+	s.logf("rollouts: seed %d to %s on weights version %d: %d tasks × %d", reply.Seed, path, info.Version, len(tasks), cfg.Group)
 	rows, rep, err := Run(r.Context(), cfg)
 	if err == nil {
 		err = s.Out.Write(path, rows)

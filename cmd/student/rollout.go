@@ -27,7 +27,9 @@ var rolloutCmd = &cli.Command{
 	Name:    "rollout",
 	Summary: "GRPO groups: G episodes per task from the student, to Parquet with token ids, masks, log-probs, rewards and advantages (docs/ROLLOUT.md)",
 	Help: "All episodes are decoded together (--batch at once) and the file is written when all are done; Ctrl-C writes nothing. " +
-		"With --serve ADDR it runs no rollout at start but listens: POST /v1/rollouts {\"out\": FILE, \"seed\": N} runs one with the flags' settings and answers its report, " +
+		"--subset train|val plays the tasks of one subset (--val-fraction and --subset-seed: distill env's --val-fraction and --seed). " +
+		"With --serve ADDR it runs no rollout at start but listens: POST /v1/rollouts {\"out\": FILE, \"seed\": N, \"task_ids\": [ID, ...], \"subset\": \"train\"|\"val\"} " +
+		"runs one on those tasks (default every task, or --subset's; an unknown id is 400) with the flags' group, sampling and rewards and answers its report, " +
 		"FILE a name in --out-dir (default --out's directory; a relative name is taken from it; an absolute path elsewhere, .. or a symbolic link out of it is refused 403), " +
 		"replacing an existing file only when it is a rollout table this command wrote (anything else is refused 403, as is such a file at --out without --serve); " +
 		"POST /v1/weights {\"path\": DIR} reloads the weights between rollouts (a rollout runs wholly on the weights serving when it starts), " +
@@ -57,8 +59,12 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		outDirFlag  = fs.String("out-dir", "", "with --serve: the one directory requests may write in (default --out's directory); a request's out is a name in it, never outside it, and replaces only a rollout table")
 		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
 		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
+		subset      = fs.String("subset", "", "play only the tasks of this subset, train or val (default every task; under --serve a request's subset or task_ids choose)")
 		logDir      = fs.String("log-dir", "", "also write every episode as a trajectory to this run dir, keyed TASK/seedSEED/gGROUP/sSAMPLE (a run dir of the same tasks and options is appended to)")
 	)
+	subsets := datasets.DefaultSubsets
+	fs.Float64Var(&subsets.ValFraction, "val-fraction", datasets.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --subset-seed: distill env's --val-fraction (docs/ENV.md)")
+	fs.Int64Var(&subsets.Seed, "subset-seed", datasets.DefaultSubsets.Seed, "seed of the train/validation assignment: distill env's --seed")
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
@@ -86,6 +92,12 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		w, mode, err := rw.Parse()
 		if err != nil {
 			return err
+		}
+		if err := subsets.Check(); err != nil {
+			return cli.Usagef("--val-fraction: %v", err)
+		}
+		if *subset != "" && *subset != datasets.SubsetTrain && *subset != datasets.SubsetVal {
+			return cli.Usagef("--subset %q: want %s or %s", *subset, datasets.SubsetTrain, datasets.SubsetVal)
 		}
 		if err := tasks.Check(); err != nil {
 			return err
@@ -129,6 +141,11 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		ts, err := tasks.Load()
 		if err != nil {
 			return err
+		}
+		// The tasks of --subset: every rollout's without --serve, the default of a request.
+		picked, indexes, err := rollout.Select(ts, rollout.Selection{Subset: *subset, Subsets: subsets})
+		if err != nil {
+			return fmt.Errorf("--subset: %w", err)
 		}
 		conn, err := dsns.Connect(ctx, tasks.DBRoot, ts, dialects, c.Stderr, c.Name)
 		if err != nil {
@@ -175,7 +192,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			})
 			defer sw.Close()
 			rs := &rollout.Server[*student.Student]{
-				Swap: sw, Config: base, Out: outDir, DefaultOut: defaultOut, Done: done,
+				Swap: sw, Config: base, Subsets: subsets, Subset: *subset, Out: outDir, DefaultOut: defaultOut, Done: done,
 				Bind: func(st *student.Student) (*generate.Generator, rollout.Tokenizer) {
 					return st.Generator(), st.Tokenizer()
 				},
@@ -195,6 +212,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		}
 		defer abort()
 		cfg := base
+		cfg.Tasks, cfg.TaskIndexes = picked, indexes
 		cfg.Generator, cfg.Tokenizer, cfg.Model = st.Generator(), st.Tokenizer(), st.ModelID()
 		rows, rep, err := rollout.Run(ctx, cfg)
 		if err == nil {

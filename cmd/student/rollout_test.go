@@ -32,6 +32,8 @@ func TestRolloutUsage(t *testing.T) {
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--reward-mode", "sum"}, "--reward-mode"},
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--out-dir", "."}, "--out-dir is for --serve"},
 		{[]string{"rollout", "--model", model, "--tasks", "sample", "--serve", "127.0.0.1:0"}, "--serve needs --out-dir DIR or --out FILE"},
+		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--subset", "test"}, `--subset "test": want train or val`},
+		{[]string{"rollout", "--model", model, "--tasks", "sample", "--out", "x", "--val-fraction", "2"}, "--val-fraction"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/inference/student/studenttest"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
@@ -226,5 +227,77 @@ func TestRolloutServeConfinesOut(t *testing.T) {
 		if rows, err := rollout.Read(want); err != nil || len(rows) != 2 {
 			t.Fatalf("%s: %d rows, %v", want, len(rows), err)
 		}
+	}
+}
+
+// TestRolloutServeSelectsTasks drives the built `student rollout --serve` on six sample tasks
+// with G = 2: task_ids plays exactly those tasks, in the order given, G rows each with their
+// places among the tasks served; an unknown id is 400 naming it; subset plays the tasks of one
+// subset under --val-fraction and --subset-seed (datasets.Subsets, env's assignment), the
+// server's --subset being the default, and an id outside the subset is 400.
+func TestRolloutServeSelectsTasks(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	dir, dbRoot := t.TempDir(), t.TempDir()
+	tasks, err := datasets.LoadTasks(datasets.SpecSample, dbRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks = tasks[:6]
+	sub := datasets.Subsets{ValFraction: 0.5, Seed: 3}
+	want := map[string][]int{}
+	for i, task := range tasks {
+		want[sub.Of(task.ID)] = append(want[sub.Of(task.ID)], i)
+	}
+	if len(want[datasets.SubsetTrain]) == 0 || len(want[datasets.SubsetVal]) == 0 {
+		t.Fatalf("the six tasks split %v: want both subsets", want)
+	}
+	_, url, _ := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir,
+		"--tasks", "sample", "--db-root", dbRoot, "--limit", "6", "--group", "2", "--max-turns", "1", "--max-tokens", "2",
+		"--val-fraction", "0.5", "--subset-seed", "3", "--subset", "train")
+	// play posts body and checks the rows: G per task index of places, in that order.
+	play := func(body map[string]any, places []int) {
+		t.Helper()
+		code, out := postJSON(t, url+"/v1/rollouts", "", body)
+		if code != 200 || out["episodes"] != float64(2*len(places)) || out["tasks"] != float64(len(places)) {
+			t.Fatalf("%v: %d %v", body, code, out)
+		}
+		rows, err := rollout.Read(filepath.Join(dir, body["out"].(string)))
+		if err != nil || len(rows) != 2*len(places) {
+			t.Fatalf("%v: %d rows, %v", body, len(rows), err)
+		}
+		for i, r := range rows {
+			p := places[i/2]
+			if r.TaskID != tasks[p].ID || r.TaskIndex != int64(p) || r.Group != int64(i/2) || r.Sample != int64(i%2) {
+				t.Fatalf("%v: row %d is task %s (index %d) group %d sample %d, want %s (index %d) group %d sample %d",
+					body, i, r.TaskID, r.TaskIndex, r.Group, r.Sample, tasks[p].ID, p, i/2, i%2)
+			}
+		}
+	}
+	val, train := want[datasets.SubsetVal], want[datasets.SubsetTrain]
+	if len(train) < 2 {
+		t.Fatalf("train holds %v: want two tasks", train)
+	}
+	last, first := train[len(train)-1], train[0]
+	play(map[string]any{"out": "ids.parquet", "task_ids": []string{tasks[last].ID, tasks[first].ID}}, []int{last, first})
+	play(map[string]any{"out": "twice.parquet", "task_ids": []string{tasks[val[0]].ID, tasks[val[0]].ID}, "subset": "val"}, []int{val[0], val[0]})
+	play(map[string]any{"out": "val.parquet", "subset": "val"}, val)
+	play(map[string]any{"out": "train.parquet"}, train)
+	for _, c := range []struct {
+		body        map[string]any
+		param, name string
+	}{
+		{map[string]any{"out": "x.parquet", "task_ids": []string{tasks[first].ID, "sample/nope"}}, "task_ids", `"sample/nope"`},
+		{map[string]any{"out": "x.parquet", "task_ids": []string{tasks[val[0]].ID}}, "task_ids", "not in subset train"},
+		{map[string]any{"out": "x.parquet", "task_ids": []string{}}, "task_ids", "empty"},
+		{map[string]any{"out": "x.parquet", "subset": "test"}, "subset", "want train or val"},
+	} {
+		code, out := postJSON(t, url+"/v1/rollouts", "", c.body)
+		e, _ := out["error"].(map[string]any)
+		if msg, _ := e["message"].(string); code != 400 || e["param"] != c.param || !strings.Contains(msg, c.name) {
+			t.Errorf("%v: %d %v, want 400 on %s naming %s", c.body, code, out, c.param, c.name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.parquet")); err == nil {
+		t.Error("a refused selection wrote its file")
 	}
 }
