@@ -53,6 +53,11 @@ type Config struct {
 	Generator *generate.Generator
 	Tokenizer Tokenizer
 	Model     string
+	// WeightsPath and WeightsVersion name the checkpoint the Generator decodes with: its
+	// directory and its version (serve.WeightsInfo: 1 for the weights a process started with,
+	// one more at each reload). Every row and logged trajectory records them.
+	WeightsPath    string
+	WeightsVersion int64
 	// Group is G, the episodes per task (at least 1).
 	Group int
 	// Temperature (0: greedy), TopP (0 or 1: off), TopK (0: off) and Seed are the sampling;
@@ -284,6 +289,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 	}
 	row := Row{TaskID: task.ID, TaskIndex: int64(index), DBID: task.DBID, Dialect: string(cfg.Dialect), Difficulty: task.Difficulty,
 		Group: int64(ti), Sample: int64(g), PromptTokens: int64(len(seq.ids)), Model: cfg.Model,
+		WeightsPath: cfg.WeightsPath, WeightsVersion: cfg.WeightsVersion,
 		Temperature: cfg.Temperature, TopP: cfg.TopP, Seed: cfg.Seed}
 	var genTime time.Duration
 	for turn := 1; !st.Done(); turn++ {
@@ -345,6 +351,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 	}
 	tr.Key, tr.Teacher, tr.Sample = Key(task.ID, cfg.Seed, ti, g), LogTeacher, g
 	tr.TaskIndex = index
+	tr.WeightsPath, tr.WeightsVersion = cfg.WeightsPath, cfg.WeightsVersion
 	return row, tr, nil
 }
 

@@ -72,11 +72,16 @@ type Row struct {
 	GenerateMS float64 `parquet:"generate_ms" json:"generate_ms"`
 	ExecMS     float64 `parquet:"exec_ms" json:"exec_ms"`
 	DurationMS float64 `parquet:"duration_ms" json:"duration_ms"`
-	// The sampling.
-	Model       string  `parquet:"model,dict" json:"model"`
-	Temperature float64 `parquet:"temperature" json:"temperature"`
-	TopP        float64 `parquet:"top_p" json:"top_p"`
-	Seed        int64   `parquet:"seed" json:"seed"`
+	// The sampling: Model is the served model id, which a reload of the weights keeps;
+	// WeightsPath and WeightsVersion name the checkpoint that decoded the episode (its
+	// directory and version: 1 for the weights the process started with, one more at each
+	// reload; "" and 0 in tables written before they were recorded).
+	Model          string  `parquet:"model,dict" json:"model"`
+	WeightsPath    string  `parquet:"weights_path,dict" json:"weights_path"`
+	WeightsVersion int64   `parquet:"weights_version" json:"weights_version"`
+	Temperature    float64 `parquet:"temperature" json:"temperature"`
+	TopP           float64 `parquet:"top_p" json:"top_p"`
+	Seed           int64   `parquet:"seed" json:"seed"`
 }
 
 // Write writes rows to path as one zstd Parquet file, atomically: a cancelled or failed write

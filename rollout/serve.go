@@ -129,7 +129,8 @@ func (s *Server[M]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg.Tasks, cfg.TaskIndexes = tasks, indexes
 	cfg.Generator, cfg.Tokenizer = s.Bind(m)
 	cfg.Model, cfg.Seed = info.Model, reply.Seed
-	s.logf("rollouts: seed %d to %s on weights version %d: %d tasks × %d", reply.Seed, path, info.Version, len(tasks), cfg.Group)
+	cfg.WeightsPath, cfg.WeightsVersion = info.Path, info.Version
+	s.logf("rollouts: seed %d to %s on weights version %d (%s): %d tasks × %d", reply.Seed, path, info.Version, info.Path, len(tasks), cfg.Group)
 	rows, rep, err := Run(r.Context(), cfg)
 	if err == nil {
 		err = s.Out.Write(path, rows)

@@ -74,7 +74,12 @@ type Trajectory struct {
 	Dialect    datasets.Dialect `json:"dialect"`
 	Teacher    string           `json:"teacher"`
 	Model      string           `json:"model,omitempty"`
-	Sample     int              `json:"sample"`
+	// WeightsPath and WeightsVersion name the checkpoint of a policy whose weights a trainer
+	// reloads (student rollout: the weights directory and its version, 1 for the weights the
+	// process started with); empty for other policies.
+	WeightsPath    string `json:"weights_path,omitempty"`
+	WeightsVersion int64  `json:"weights_version,omitempty"`
+	Sample         int    `json:"sample"`
 	// System and Prompt are the conversation's first two turns: the system prompt and the user
 	// turn with the question.
 	System string `json:"system"`

@@ -214,6 +214,11 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		cfg := base
 		cfg.Tasks, cfg.TaskIndexes = picked, indexes
 		cfg.Generator, cfg.Tokenizer, cfg.Model = st.Generator(), st.Tokenizer(), st.ModelID()
+		// The weights a process starts with are version 1, as under --serve.
+		if cfg.WeightsPath, err = filepath.Abs(mf.dir); err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		cfg.WeightsVersion = 1
 		rows, rep, err := rollout.Run(ctx, cfg)
 		if err == nil {
 			err = rollout.Write(*out, rows)

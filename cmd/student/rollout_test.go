@@ -73,6 +73,9 @@ func TestRolloutCommand(t *testing.T) {
 	if err != nil || len(rows) != 6 || rows[5].Group != 1 || rows[5].Sample != 2 {
 		t.Fatalf("%d rows, %v", len(rows), err)
 	}
+	if model := shared.Path(t, "models/tiny-qwen2-f32"); rows[0].WeightsVersion != 1 || rows[0].WeightsPath != model {
+		t.Fatalf("rows name weights version %d from %q, want 1 from %s", rows[0].WeightsVersion, rows[0].WeightsPath, model)
+	}
 	if _, err := os.Stat(out); err != nil {
 		t.Fatal(err)
 	}

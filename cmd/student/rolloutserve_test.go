@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/testbin"
 	"github.com/chainedsql/chainedsql/rollout"
+	"github.com/chainedsql/chainedsql/rundir"
 )
 
 // TestRolloutServeReloads drives the built `student rollout --serve` on the tiny model, decoding
@@ -300,4 +302,76 @@ func TestRolloutServeSelectsTasks(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x.parquet")); err == nil {
 		t.Error("a refused selection wrote its file")
 	}
+}
+
+// TestRolloutServeRecordsWeights drives the built `student rollout --serve --log-dir` across a
+// reload (two tiny checkpoints: the shared one and a copy with its final norm negated): every
+// row of each table, every trajectory in the log, the reply and the request log name the
+// checkpoint that decoded the rollout, its directory and version (1, then 2), not only the
+// model id, which the reload keeps.
+func TestRolloutServeRecordsWeights(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	base := shared.Path(t, "models/tiny-qwen2-f32")
+	other := studenttest.Perturbed(t, base, "model.norm.weight", nil)
+	dir := t.TempDir()
+	logDir := filepath.Join(t.TempDir(), "log")
+	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir, "--log-dir", logDir,
+		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "2", "--max-turns", "1", "--max-tokens", "2")
+	logged := collect(sc)
+	want := map[int64]string{1: base, 2: other}
+	models := map[string]bool{}
+	for _, step := range []struct {
+		seed    int64
+		version int64
+	}{{1, 1}, {2, 2}} {
+		if step.version == 2 {
+			if code, out := postJSON(t, url+"/v1/weights", "", map[string]string{"path": other}); code != 200 || out["version"] != 2.0 {
+				t.Fatalf("reload: %d %v", code, out)
+			}
+		}
+		name := fmt.Sprintf("step-%d.parquet", step.seed)
+		code, out := postJSON(t, url+"/v1/rollouts", "", map[string]any{"out": name, "seed": step.seed})
+		w, _ := out["weights"].(map[string]any)
+		if code != 200 || w["version"] != float64(step.version) || w["path"] != want[step.version] {
+			t.Fatalf("rollout of seed %d: %d %v, want weights version %d from %s", step.seed, code, out, step.version, want[step.version])
+		}
+		rows, err := rollout.Read(filepath.Join(dir, name))
+		if err != nil || len(rows) != 4 {
+			t.Fatalf("%s: %d rows, %v", name, len(rows), err)
+		}
+		for _, r := range rows {
+			if r.WeightsVersion != step.version || r.WeightsPath != want[step.version] {
+				t.Errorf("%s: row %d/%d names weights version %d from %q, want %d from %s", name, r.Group, r.Sample, r.WeightsVersion, r.WeightsPath, step.version, want[step.version])
+			}
+			models[r.Model] = true
+		}
+	}
+	if len(models) != 1 {
+		t.Errorf("model ids %v: a reload keeps the server's", models)
+	}
+	n := 0
+	err := rundir.ReadRun(logDir, func(tr *rundir.Trajectory) error {
+		n++
+		v := int64(1)
+		if strings.Contains(tr.Key, "/seed2/") {
+			v = 2
+		}
+		if tr.WeightsVersion != v || tr.WeightsPath != want[v] {
+			return fmt.Errorf("trajectory %s names weights version %d from %q, want %d from %s", tr.Key, tr.WeightsVersion, tr.WeightsPath, v, want[v])
+		}
+		return nil
+	})
+	if err != nil || n != 8 {
+		t.Fatalf("log: %d trajectories, %v", n, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case log := <-logged:
+		if !strings.Contains(log, "on weights version 2 ("+other+")") {
+			t.Errorf("the request log does not name the second checkpoint:\n%s", log)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no exit a minute after SIGINT")
+	}
+	cmd.Wait()
 }
