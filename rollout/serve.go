@@ -97,6 +97,7 @@ func (s *Server[M]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &se) {
 			param = se.Param
 		}
+		s.logf("rollouts: tasks refused: %v", err)
 		writeError(w, http.StatusBadRequest, param, "invalid_tasks", err.Error())
 		return
 	}
