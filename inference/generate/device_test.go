@@ -88,3 +88,34 @@ func TestSamplingOnModel(t *testing.T) {
 		t.Fatalf("%d Forward calls, %d ForwardSample; want only ForwardSample", n, dev.sampleCalls.Load())
 	}
 }
+
+// TestHostOnlyOnSamplingModel: on a model that samples itself, a step carrying a request that
+// asks for top log-probabilities or a logit bias runs Forward and samples on the host (the
+// device gives neither), and every request of such a batch gets the host sampler's tokens and
+// log-probabilities, as on a model without device sampling; without such a request the steps
+// go through ForwardSample again.
+func TestHostOnlyOnSamplingModel(t *testing.T) {
+	dev := &samplingToy{Toy: gentest.NewToy(64, 512)}
+	host := gentest.NewToy(64, 512)
+	cfg := generate.Config{MaxBatch: 4}
+	gd, gh := newGen(t, dev, cfg), newGen(t, host, cfg)
+	reqs := []generate.Request{
+		{Prompt: seq(1, 7), MaxTokens: 12, IgnoreEOS: true, Temperature: 0.9, Seed: 1, LogProbs: true, TopLogProbs: 3},
+		{Prompt: seq(2, 9), MaxTokens: 12, IgnoreEOS: true, Seed: 2, LogitBias: map[int]float32{5: 4, 9: -100}},
+		{Prompt: seq(3, 5), MaxTokens: 12, IgnoreEOS: true, Temperature: 1.1, TopP: 0.9, Seed: 3, LogProbs: true},
+	}
+	got, want := startRequests(t, gd, reqs), startRequests(t, gh, reqs)
+	for i := range reqs {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) || len(got[i].TopLogProbs) != len(want[i].TopLogProbs) {
+			t.Fatalf("request %d: %v %v, host %v %v", i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+		}
+	}
+	if dev.forwardCalls.Load() == 0 {
+		t.Fatal("no Forward call for the requests that need the host")
+	}
+	before := dev.sampleCalls.Load()
+	startRequests(t, gd, reqs[2:])
+	if dev.sampleCalls.Load() == before {
+		t.Fatal("a batch without top log-probs or bias did not sample on the device")
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -100,6 +102,14 @@ type Request struct {
 	IgnoreEOS bool
 	// LogProbs records each sampled token's log-probability (Result.LogProbs).
 	LogProbs bool
+	// TopLogProbs, with LogProbs, also records at each step the TopLogProbs most likely
+	// tokens and their log-probabilities (Result.TopLogProbs). Steps of such a request sample
+	// on the host (a GreedyModel or SamplingModel computes their logits instead).
+	TopLogProbs int
+	// LogitBias is added to the logits before every draw (OpenAI's logit_bias): token id's
+	// logit plus LogitBias[id]. The draw, greedy or not, and the log-probabilities are of the
+	// biased logits. Steps of such a request sample on the host, as with TopLogProbs.
+	LogitBias map[int]float32
 }
 
 // Result is what a finished request produced.
@@ -111,16 +121,28 @@ type Result struct {
 	// StopID is the stop token sampled, or -1.
 	StopID int
 	// LogProbs (with Request.LogProbs) are the log-probabilities of Tokens and then, when a stop
-	// token ended the request, of StopID: the log-softmax of the logits divided by the
-	// temperature (1 for greedy decoding), over the whole vocabulary, so before top-k and top-p
-	// (the distribution a trainer recomputes from logits/T). Each is <= 0.
+	// token ended the request, of StopID: the log-softmax of the logits (plus the request's
+	// LogitBias) divided by the temperature (1 for greedy decoding), over the whole vocabulary,
+	// so before top-k and top-p (the distribution a trainer recomputes from logits/T). Each is
+	// <= 0.
 	LogProbs []float32
+	// TopLogProbs (with Request.TopLogProbs) holds, for each entry of LogProbs, the
+	// Request.TopLogProbs most likely tokens of that step under the same distribution, most
+	// likely first (the lower id first on ties); the sampled token is among them when it ranks
+	// there, with the same log-probability.
+	TopLogProbs [][]TokenProb
 	// PromptTokens is len(Prompt); CachedTokens of them came from a kept cache.
 	PromptTokens int
 	CachedTokens int
 	// TimeToFirstToken is from Start to the first sampled token; Duration to the end.
 	TimeToFirstToken time.Duration
 	Duration         time.Duration
+}
+
+// TokenProb is a token id and its log-probability.
+type TokenProb struct {
+	ID      int
+	LogProb float32
 }
 
 // Generator schedules requests over one Model. It is safe for concurrent use.
@@ -217,6 +239,7 @@ func (g *Generator) Start(ctx context.Context, req Request) (*Sequence, error) {
 	}
 	req.Prompt = slices.Clone(req.Prompt)
 	req.StopIDs = slices.Clone(req.StopIDs)
+	req.LogitBias = maps.Clone(req.LogitBias)
 	sctx, cancel := context.WithCancel(ctx)
 	s := &Sequence{
 		ctx:     sctx,
@@ -226,6 +249,9 @@ func (g *Generator) Start(ctx context.Context, req Request) (*Sequence, error) {
 		notify:  make(chan struct{}, 1),
 		doneCh:  make(chan struct{}),
 		sampler: newSampler(req.Temperature, req.TopP, req.TopK, req.Seed),
+	}
+	if len(req.LogitBias) > 0 {
+		s.sampler.setBias(req.LogitBias)
 	}
 	if !req.IgnoreEOS {
 		s.stops = append(s.stops, g.cfg.StopIDs...)
@@ -259,6 +285,16 @@ func (g *Generator) check(req *Request) error {
 		return fmt.Errorf("generate: %w: top_p %v is outside [0, 1]", ErrInvalidRequest, req.TopP)
 	case req.TopK < 0:
 		return fmt.Errorf("generate: %w: top_k %d is negative", ErrInvalidRequest, req.TopK)
+	case req.TopLogProbs < 0 || (req.TopLogProbs > 0 && !req.LogProbs):
+		return fmt.Errorf("generate: %w: top log-probabilities %d need log-probabilities on and a count >= 0", ErrInvalidRequest, req.TopLogProbs)
+	}
+	for id, b := range req.LogitBias {
+		if id < 0 || id >= g.vocab {
+			return fmt.Errorf("generate: %w: logit bias for token %d, outside the vocabulary [0, %d)", ErrInvalidRequest, id, g.vocab)
+		}
+		if math.IsNaN(float64(b)) || math.IsInf(float64(b), 0) {
+			return fmt.Errorf("generate: %w: logit bias %v for token %d is not finite", ErrInvalidRequest, b, id)
+		}
 	}
 	for i, id := range req.Prompt {
 		if id < 0 || id >= g.vocab {

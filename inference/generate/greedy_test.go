@@ -79,3 +79,18 @@ func TestGreedyOnModel(t *testing.T) {
 		}
 	}
 }
+
+// TestGreedyBiasOnModel: a greedy request with a logit bias is not the model's argmax: its
+// steps run Forward and the host picks from the biased logits.
+func TestGreedyBiasOnModel(t *testing.T) {
+	m := &greedyToy{Toy: gentest.NewToy(64, 512)}
+	g := newGen(t, m, generate.Config{})
+	plain, err := g.Generate(context.Background(), generate.Request{Prompt: seq(4, 8), MaxTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Generate(context.Background(), generate.Request{Prompt: seq(4, 8), MaxTokens: 3, LogitBias: map[int]float32{plain.Tokens[0]: -100}})
+	if err != nil || res.Tokens[0] == plain.Tokens[0] || m.forwardCalls.Load() == 0 {
+		t.Fatalf("biased greedy: %v (plain %v), %v, %d Forward calls", res.Tokens, plain.Tokens, err, m.forwardCalls.Load())
+	}
+}

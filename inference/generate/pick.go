@@ -26,8 +26,9 @@ type GreedyModel interface {
 // backend, on the device). The scheduler calls ForwardSample instead of Forward for every step
 // that GreedyModel does not take, so that one id (and, for requests that want them, one
 // log-probability) per sequence comes back instead of a row of logits; the host sampler runs
-// only for models without it. The Generator never asks for logits itself, and no request
-// setting (there are no penalties) needs the host, so every step qualifies.
+// for models without it, and for the steps carrying a request that asks for top
+// log-probabilities or a logit bias (Request.TopLogProbs, Request.LogitBias), which run
+// Forward instead.
 //
 // The contract: for each step, out[i] is the token generate's host sampler would pick from the
 // step's last logits with how[i]'s settings and uniform draw: the argmax (lowest index on ties,
@@ -60,17 +61,19 @@ const (
 // forward runs b through the model and returns where its tokens come from. Greedy requests
 // that want no log-probabilities need only the argmax: a GreedyModel picks it on the device and
 // copies back one id per sequence instead of a row of logits, when every sequence of b is one.
-// Otherwise a SamplingModel samples on the device, and any other model returns logits.
+// Otherwise a SamplingModel samples on the device, unless a sequence of b needs the host
+// (hostOnly), and any other model returns logits.
 func (g *Generator) forward(b *batch) (picker, error) {
-	greedy := g.greedy != nil
+	greedy, host := g.greedy != nil, false
 	for _, s := range b.seqs {
 		greedy = greedy && s.deviceGreedy()
+		host = host || s.hostOnly()
 	}
 	switch {
 	case greedy:
 		g.picked = slices.Grow(g.picked[:0], len(b.steps))[:len(b.steps)]
 		return greedyPicks, g.greedy.ForwardGreedy(g.ctx, b.steps, g.picked)
-	case g.sampling != nil:
+	case g.sampling != nil && !host:
 		return devicePicks, g.forwardSample(b.seqs, b.steps)
 	}
 	return hostPicks, g.model.Forward(g.ctx, b.steps)
@@ -97,10 +100,12 @@ func (g *Generator) token(b *batch, i int, pick picker) (int, float32, error) {
 	return tok, logProb, nil
 }
 
-// draw is one sequence's sampled token and its log-probability (when asked for).
+// draw is one sequence's sampled token and, when asked for, its log-probability and the most
+// likely tokens of the step.
 type draw struct {
 	tok     int
 	logProb float32
+	top     []TokenProb
 }
 
 // sampleAll draws the next token of each sequence of the forward that completed its prompt
@@ -118,9 +123,10 @@ func (g *Generator) sampleAll(seqs []*Sequence, steps []lm.Step) []draw {
 	}
 	one := func(i int) {
 		s, logits := seqs[i], steps[i].Logits[len(steps[i].Logits)-g.vocab:]
+		logits = s.sampler.biased(logits)
 		drawn[i].tok = s.sampler.sample(logits)
 		if s.req.LogProbs {
-			drawn[i].logProb = s.sampler.logProb(logits, drawn[i].tok)
+			drawn[i].logProb, drawn[i].top = s.sampler.logProbs(logits, drawn[i].tok, s.req.TopLogProbs)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(todo))
@@ -176,7 +182,13 @@ func (s *sampler) deviceSampling() lm.Sampling {
 }
 
 // deviceGreedy reports whether s's next token is the argmax of its logits (as sampler.sample
-// picks at temperature 0 or top-k 1) and s wants no log-probabilities.
+// picks at temperature 0 or top-k 1) and s wants no log-probabilities nor a logit bias.
 func (s *Sequence) deviceGreedy() bool {
-	return (s.req.Temperature <= 0 || s.req.TopK == 1) && !s.req.LogProbs
+	return (s.req.Temperature <= 0 || s.req.TopK == 1) && !s.req.LogProbs && !s.hostOnly()
+}
+
+// hostOnly reports whether s's tokens are sampled on the host whatever the model: it asks for
+// top log-probabilities or a logit bias, which a model sampling on the device does not give.
+func (s *Sequence) hostOnly() bool {
+	return s.req.TopLogProbs > 0 || len(s.req.LogitBias) > 0
 }

@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -27,6 +28,12 @@ type sampler struct {
 	// The last draw's softmax, for logProb: its largest logit and sum of exponentials.
 	lastMax   float32
 	lastTotal float64
+
+	// The request's logit bias (biasVals[i] added to the logit of biasIDs[i], ids ascending)
+	// and biased's scratch row.
+	biasIDs  []int
+	biasVals []float32
+	withBias []float32
 }
 
 func newSampler(temperature, topP float64, topK int, seed int64) *sampler {
@@ -38,6 +45,15 @@ func newSampler(temperature, topP float64, topK int, seed int64) *sampler {
 		topP:        topP,
 		topK:        topK,
 		rng:         rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15)),
+	}
+}
+
+// setBias gives s a logit bias: bias[id] is added to logit id before every draw (biased).
+func (s *sampler) setBias(bias map[int]float32) {
+	s.biasIDs = slices.Sorted(maps.Keys(bias))
+	s.biasVals = make([]float32, len(s.biasIDs))
+	for i, id := range s.biasIDs {
+		s.biasVals[i] = bias[id]
 	}
 }
 
@@ -448,19 +464,90 @@ func (s *sampler) draw(p []float64, cand []int, total, u float64) int {
 // as impossible. It is <= 0. Called right after sample(logits) drew tok, it reuses that
 // draw's sum of exponentials.
 func (s *sampler) logProb(logits []float32, tok int) float32 {
-	t := s.temperature
+	m, t, logZ := s.norm(logits)
+	return logProbOf(logits[tok], m, t, logZ)
+}
+
+// logProbs is logProb and, for top > 0, the top most likely tokens of logits (fewer when fewer
+// are possible) with their log-probabilities under the same softmax, most likely first, the
+// lower id first on ties: the one normalisation serves all of them, so the sampled token's
+// value and its entry among the top are equal.
+func (s *sampler) logProbs(logits []float32, tok, top int) (float32, []TokenProb) {
+	m, t, logZ := s.norm(logits)
+	lp := logProbOf(logits[tok], m, t, logZ)
+	if top <= 0 {
+		return lp, nil
+	}
+	ids := topIDs(logits, top)
+	out := make([]TokenProb, len(ids))
+	for i, id := range ids {
+		out[i] = TokenProb{ID: id, LogProb: logProbOf(logits[id], m, t, logZ)}
+	}
+	return lp, out
+}
+
+// norm returns what the log-softmax of logits divided by the temperature (1 when greedy) needs:
+// the largest logit m, the temperature t and logZ, the log of the sum of exp((l-m)/t) over the
+// logits that are not NaN. Right after sample drew from logits at a temperature, it reuses
+// that draw's sum (sample computes none when greedy).
+func (s *sampler) norm(logits []float32) (m float32, t, logZ float64) {
+	t = s.temperature
 	if t <= 0 {
 		t = 1
 	} else if s.topK != 1 && s.lastTotal > 0 && len(s.probs) == len(logits) {
-		// sample computed this softmax (it computes none when greedy)
-		return float32(min(float64(logits[tok]-s.lastMax)/t-math.Log(s.lastTotal), 0))
+		return s.lastMax, t, math.Log(s.lastTotal)
 	}
-	m := logits[argmax(logits)]
+	m = logits[argmax(logits)]
 	sum := 0.0
 	for _, v := range logits {
 		if v == v {
 			sum += math.Exp(float64(v-m) / t)
 		}
 	}
-	return float32(min(float64(logits[tok]-m)/t-math.Log(sum), 0))
+	return m, t, math.Log(sum)
+}
+
+// logProbOf is the log-softmax of a logit v given norm's m, t and logZ, at most 0.
+func logProbOf(v, m float32, t, logZ float64) float32 {
+	return float32(min(float64(v-m)/t-logZ, 0))
+}
+
+// topIDs returns the ids of the n largest logits (fewer when fewer are not NaN), largest first,
+// the lower id first on ties, in one pass over logits keeping a sorted list of n.
+func topIDs(logits []float32, n int) []int {
+	n = min(n, len(logits))
+	if n <= 0 {
+		return nil
+	}
+	ids := make([]int, 0, n)
+	for i, v := range logits {
+		if v != v {
+			continue
+		}
+		if len(ids) == n && !(v > logits[ids[n-1]]) {
+			continue // not above the last kept (an equal logit has a higher id: after it)
+		}
+		if len(ids) < n {
+			ids = append(ids, i)
+		} else {
+			ids[n-1] = i
+		}
+		for j := len(ids) - 1; j > 0 && v > logits[ids[j-1]]; j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+	return ids
+}
+
+// biased returns logits with s's logit bias added (the logits themselves without one), in s's
+// scratch: the model's row is left as it is.
+func (s *sampler) biased(logits []float32) []float32 {
+	if len(s.biasIDs) == 0 {
+		return logits
+	}
+	s.withBias = append(s.withBias[:0], logits...)
+	for i, id := range s.biasIDs {
+		s.withBias[id] += s.biasVals[i]
+	}
+	return s.withBias
 }

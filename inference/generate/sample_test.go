@@ -226,3 +226,83 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// TestTopLogProbs: the top tokens are the largest logits in falling order, the lower id first on
+// ties and NaNs left out (as a full sort ranks them), and their log-probabilities are logProb's,
+// the sampled token's equal to its entry among them.
+func TestTopLogProbs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		logits := make([]float32, 1+rng.IntN(60))
+		for i := range logits {
+			switch rng.IntN(8) {
+			case 0:
+				logits[i] = float32(math.NaN())
+			case 1:
+				logits[i] = 1 // ties
+			default:
+				logits[i] = float32(rng.NormFloat64() * 3)
+			}
+		}
+		var want []int
+		for i, v := range logits {
+			if v == v {
+				want = append(want, i)
+			}
+		}
+		slices.SortStableFunc(want, func(a, b int) int {
+			switch {
+			case logits[a] > logits[b]:
+				return -1
+			case logits[a] < logits[b]:
+				return 1
+			}
+			return 0
+		})
+		n := rng.IntN(25)
+		want = want[:min(n, len(want))]
+		if got := topIDs(logits, n); !slices.Equal(got, want) && len(want) > 0 {
+			t.Fatalf("trial %d: top %d of %v: %v, want %v", trial, n, logits, got, want)
+		}
+		temp := []float64{0, 0.5, 1, 1.7}[trial%4]
+		s := newSampler(temp, 0.8, 0, int64(trial))
+		if len(want) == 0 {
+			continue
+		}
+		tok := s.sample(logits)
+		lp, top := s.logProbs(logits, tok, n)
+		if lp != s.logProb(logits, tok) || len(top) != len(want) {
+			t.Fatalf("trial %d: log-prob %v (logProb %v), %d top entries for %d", trial, lp, s.logProb(logits, tok), len(top), len(want))
+		}
+		for j, e := range top {
+			if e.ID != want[j] || e.LogProb != s.logProb(logits, e.ID) || (j > 0 && e.LogProb > top[j-1].LogProb) {
+				t.Fatalf("trial %d: top entry %d %+v (want id %d, log-prob %v)", trial, j, e, want[j], s.logProb(logits, e.ID))
+			}
+			if e.ID == tok && e.LogProb != lp {
+				t.Fatalf("trial %d: sampled token %d: %v, %v among the top", trial, tok, lp, e.LogProb)
+			}
+		}
+	}
+}
+
+// TestLogitBias: the bias is added to a copy of the logits (the model's row is untouched), and
+// draws and log-probabilities follow the biased row.
+func TestLogitBias(t *testing.T) {
+	logits := []float32{2, -1, 0.5, 7, 3}
+	row := slices.Clone(logits)
+	s := newSampler(0, 1, 0, 1)
+	s.setBias(map[int]float32{3: -100, 1: 100})
+	b := s.biased(logits)
+	if !slices.Equal(logits, row) || b[3] != -93 || b[1] != 99 || b[0] != 2 {
+		t.Fatalf("biased %v, row after %v", b, logits)
+	}
+	if tok := s.sample(b); tok != 1 {
+		t.Fatalf("greedy draw from the biased row: %d, want 1", tok)
+	}
+	if lp := s.logProb(b, 1); lp < -1e-6 {
+		t.Fatalf("forced token's log-prob %v, want about 0", lp)
+	}
+	if got := newSampler(0, 1, 0, 1).biased(logits); &got[0] != &logits[0] {
+		t.Fatal("no bias: the row is not used as it is")
+	}
+}

@@ -32,7 +32,8 @@ type Sequence struct {
 
 	mu       sync.Mutex
 	toks     []int
-	logprobs []float32 // with req.LogProbs: one per sampled token, the stop token included
+	logprobs []float32     // with req.LogProbs: one per sampled token, the stop token included
+	tops     [][]TokenProb // with req.TopLogProbs: one per entry of logprobs
 	read     int
 	ended    bool
 	res      Result
@@ -48,10 +49,43 @@ func (s *Sequence) Cancel() { s.cancel() }
 // io.EOF once the sequence has ended and all its tokens were returned, or the request's error.
 // ctx bounds only the wait.
 func (s *Sequence) Next(ctx context.Context) ([]int, error) {
+	toks, err := s.NextTokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int, len(toks))
+	for i, t := range toks {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// Token is a generated token and, when the request asked for them, its log-probability and
+// the most likely tokens of its step (as Result.LogProbs and Result.TopLogProbs define them).
+type Token struct {
+	ID      int
+	LogProb float32
+	Top     []TokenProb
+}
+
+// NextTokens is Next with each token's log-probabilities (zero and nil unless the request
+// asked for them). It shares Next's place in the output: a token either returns is not
+// returned again by the other.
+func (s *Sequence) NextTokens(ctx context.Context) ([]Token, error) {
 	for {
 		s.mu.Lock()
 		if s.read < len(s.toks) {
-			out := append([]int(nil), s.toks[s.read:]...)
+			out := make([]Token, 0, len(s.toks)-s.read)
+			for i := s.read; i < len(s.toks); i++ {
+				t := Token{ID: s.toks[i]}
+				if i < len(s.logprobs) {
+					t.LogProb = s.logprobs[i]
+				}
+				if i < len(s.tops) {
+					t.Top = s.tops[i]
+				}
+				out = append(out, t)
+			}
 			s.read = len(s.toks)
 			s.mu.Unlock()
 			return out, nil
@@ -116,6 +150,7 @@ func (s *Sequence) end(reason string, stopID int, err error) {
 		FinishReason: reason,
 		StopID:       stopID,
 		LogProbs:     s.logprobs,
+		TopLogProbs:  s.tops,
 		PromptTokens: len(s.req.Prompt),
 		CachedTokens: s.cached,
 		Duration:     time.Since(s.start),

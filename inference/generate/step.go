@@ -122,6 +122,9 @@ func (g *Generator) advance(b *batch, pick picker) (ends []ending, generated int
 		if s.req.LogProbs {
 			s.mu.Lock()
 			s.logprobs = append(s.logprobs, logProb)
+			if s.req.TopLogProbs > 0 {
+				s.tops = append(s.tops, b.drawn[i].top) // hostOnly: always the host's draw
+			}
 			s.mu.Unlock()
 		}
 		generated++
