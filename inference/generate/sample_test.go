@@ -10,12 +10,8 @@ import (
 	"github.com/chainedsql/chainedsql/inference/lm"
 )
 
-// bruteKept is the kept set by full sort: top-k, then the top-p nucleus of what is left.
-func bruteKept(logits []float32, temp, topP float64, topK int) map[int]float64 {
-	ids := make([]int, len(logits))
-	for i := range ids {
-		ids[i] = i
-	}
+// sortByLogit sorts ids by falling logit, keeping their order on ties.
+func sortByLogit(logits []float32, ids []int) {
 	slices.SortStableFunc(ids, func(a, b int) int {
 		switch {
 		case logits[a] > logits[b]:
@@ -25,6 +21,15 @@ func bruteKept(logits []float32, temp, topP float64, topK int) map[int]float64 {
 		}
 		return 0
 	})
+}
+
+// bruteKept is the kept set by full sort: top-k, then the top-p nucleus of what is left.
+func bruteKept(logits []float32, temp, topP float64, topK int) map[int]float64 {
+	ids := make([]int, len(logits))
+	for i := range ids {
+		ids[i] = i
+	}
+	sortByLogit(logits, ids)
 	if topK > 0 && topK < len(ids) {
 		ids = ids[:topK]
 	}
@@ -250,15 +255,7 @@ func TestTopLogProbs(t *testing.T) {
 				want = append(want, i)
 			}
 		}
-		slices.SortStableFunc(want, func(a, b int) int {
-			switch {
-			case logits[a] > logits[b]:
-				return -1
-			case logits[a] < logits[b]:
-				return 1
-			}
-			return 0
-		})
+		sortByLogit(logits, want)
 		n := rng.IntN(25)
 		want = want[:min(n, len(want))]
 		if got := topIDs(logits, n); !slices.Equal(got, want) && len(want) > 0 {
