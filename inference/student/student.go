@@ -12,8 +12,11 @@ import (
 	"hash/fnv"
 	"io"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
@@ -29,6 +32,8 @@ type Tokenizer interface {
 	Decode(ids []int) string
 	// TokenID returns the id of a token written as in tokenizer.json (e.g. "<|im_end|>").
 	TokenID(tok string) (int, bool)
+	// TokenBytes returns the bytes token id stands for ("" for an unknown id).
+	TokenBytes(id int) string
 }
 
 // Sampling is the default sampling of a Student, used where chat.Options leave a field unset.
@@ -190,32 +195,172 @@ func (s *Student) Request(prompt []int, opts chat.Options) (generate.Request, er
 // (fn may be nil). The pieces concatenate to Reply.Content. An error from fn ends the request
 // and is returned.
 func (s *Student) Stream(ctx context.Context, msgs []chat.Message, opts chat.Options, fn func(delta string) error) (chat.Reply, error) {
+	var each func(Delta) error
+	if fn != nil {
+		each = func(d Delta) error {
+			if d.Text == "" {
+				return nil
+			}
+			return fn(d.Text)
+		}
+	}
+	choices, err := s.Complete(ctx, msgs, opts, Sample{}, each)
+	if err != nil {
+		return chat.Reply{}, err
+	}
+	return choices[0].Reply, nil
+}
+
+// Sample is what a completion asks of the student beyond chat.Options (student serve's n,
+// logprobs, top_logprobs and logit_bias).
+type Sample struct {
+	// N is how many choices to generate (0 means 1). Each draws from its own seed: choice 0
+	// from the request's (chat.Options.Seed, else the hash of the prompt), choice i from one
+	// derived from it and i (ChoiceSeed). A greedy request (temperature 0 or top-k 1) is
+	// generated once and its reply copied to every choice.
+	N int
+	// LogProbs records each completion token's log-probability (Choice.LogProbs): the
+	// log-softmax of the logits plus LogitBias, divided by the temperature (1 when greedy),
+	// over the whole vocabulary, before top-k and top-p (generate.Result.LogProbs, the values
+	// student rollout records).
+	LogProbs bool
+	// TopLogProbs, with LogProbs, adds to each token the TopLogProbs most likely tokens of its
+	// step under the same distribution.
+	TopLogProbs int
+	// LogitBias is added to the logits of the tokens it names before every draw.
+	LogitBias map[int]float32
+}
+
+// TokenLogProb is a completion token and its log-probability: its id, its bytes as the
+// tokenizer has them (a byte-level BPE piece's bytes, possibly part of a UTF-8 character; an
+// added token's text) and, with Sample.TopLogProbs, the most likely tokens of its step (each
+// with Top nil), most likely first.
+type TokenLogProb struct {
+	ID      int
+	Bytes   string
+	LogProb float32
+	Top     []TokenLogProb
+}
+
+// Choice is one choice of a completion: the reply, as Chat gives it, and with Sample.LogProbs
+// one entry per completion token (Usage.CompletionTokens of them): the tokens generated up to
+// the end of the reply (through the one completing a stop string, when one cut the text) and
+// the stop token, when one ended it.
+type Choice struct {
+	chat.Reply
+	LogProbs []TokenLogProb
+}
+
+// Delta is a piece of a choice as it is generated: the text it adds and the log-probabilities
+// of the tokens consumed since the previous piece (their text may be held back: part of a
+// UTF-8 character, or what may start a stop string). A choice's last Delta has FinishReason
+// set (a chat finish reason), no text, and the entries not yet sent (the stop token's).
+type Delta struct {
+	Choice       int
+	Text         string
+	LogProbs     []TokenLogProb
+	FinishReason string
+}
+
+// ChoiceSeed is the seed choice i draws from when a completion's seed is seed: seed itself for
+// choice 0, so that a request's first choice is its reply with one choice, and a SplitMix64 mix
+// of seed and i for the others.
+func ChoiceSeed(seed int64, i int) int64 {
+	if i == 0 {
+		return seed
+	}
+	z := uint64(seed) + uint64(i)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return int64(z ^ z>>31)
+}
+
+// Complete answers msgs with x.N choices (generated together: they join one batch and share
+// the prompt's KV cache), calling fn (which may be nil) with each Delta as it is generated, from
+// one goroutine at a time. An error from fn or from any choice ends them all and is returned.
+func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.Options, x Sample, fn func(Delta) error) ([]Choice, error) {
 	start := time.Now()
 	prompt, err := s.Prompt(msgs)
 	if err != nil {
-		return chat.Reply{}, err
+		return nil, err
 	}
 	req, err := s.Request(prompt, opts)
 	if err != nil {
-		return chat.Reply{}, err
+		return nil, err
 	}
-	seq, err := s.gen.Start(ctx, req)
-	if err != nil {
-		return chat.Reply{}, fmt.Errorf("student: %w", err)
+	req.LogProbs, req.TopLogProbs, req.LogitBias = x.LogProbs, x.TopLogProbs, x.LogitBias
+	n := max(x.N, 1)
+	runs := n
+	if req.Temperature <= 0 || req.TopK == 1 {
+		runs = 1 // greedy: every choice is the same reply
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seqs := make([]*generate.Sequence, runs)
+	for i := range seqs {
+		r := req
+		r.Seed = ChoiceSeed(req.Seed, i)
+		if seqs[i], err = s.gen.Start(ctx, r); err != nil {
+			return nil, fmt.Errorf("student: %w", err)
+		}
+	}
+	var mu sync.Mutex
+	emit := func(d Delta) error {
+		if fn == nil {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if runs == n {
+			return fn(d)
+		}
+		for c := range n {
+			d.Choice = c
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	choices := make([]Choice, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, seq := range seqs {
+		g.Go(func() (err error) {
+			choices[i], err = s.collect(gctx, seq, i, len(prompt), opts.Stop, req.LogProbs, emit)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i := range choices {
+		if i >= runs {
+			choices[i] = choices[0]
+		}
+		choices[i].Latency = time.Since(start)
+	}
+	return choices, nil
+}
+
+// collect reads seq to its end as choice i of a completion, turning its tokens into text (cut
+// at the first of stops) and, with logProbs, log-probability entries, passing each piece to
+// emit.
+func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, promptLen int, stops []string, logProbs bool, emit func(Delta) error) (Choice, error) {
 	defer seq.Cancel()
-	ts := &textStream{tok: s.tok, stops: opts.Stop, emit: fn}
+	ts := &textStream{tok: s.tok, stops: stops, logProbs: logProbs, emit: func(text string, lps []TokenLogProb) error {
+		return emit(Delta{Choice: i, Text: text, LogProbs: lps})
+	}}
 	for {
-		ids, err := seq.Next(ctx)
+		toks, err := seq.NextTokens(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return chat.Reply{}, fmt.Errorf("student: %w", err)
+			return Choice{}, fmt.Errorf("student: %w", err)
 		}
-		hit, err := ts.add(ids)
+		hit, err := ts.add(toks)
 		if err != nil {
-			return chat.Reply{}, err
+			return Choice{}, err
 		}
 		if hit {
 			seq.Cancel()
@@ -224,10 +369,10 @@ func (s *Student) Stream(ctx context.Context, msgs []chat.Message, opts chat.Opt
 	}
 	res, err := seq.Wait()
 	if err != nil && !(ts.stopped && errors.Is(err, context.Canceled)) {
-		return chat.Reply{}, fmt.Errorf("student: %w", err)
+		return Choice{}, fmt.Errorf("student: %w", err)
 	}
 	if err := ts.flush(); err != nil {
-		return chat.Reply{}, err
+		return Choice{}, err
 	}
 	reason := chat.FinishStop
 	if res.FinishReason == generate.FinishLength && !ts.stopped {
@@ -236,40 +381,58 @@ func (s *Student) Stream(ctx context.Context, msgs []chat.Message, opts chat.Opt
 	completion := len(res.Tokens)
 	if res.StopID >= 0 {
 		completion++ // the stop token was generated too
+		if logProbs && !ts.stopped {
+			last := len(res.LogProbs) - 1
+			var top []generate.TokenProb
+			if len(res.TopLogProbs) > last {
+				top = res.TopLogProbs[last]
+			}
+			ts.record(generate.Token{ID: res.StopID, LogProb: res.LogProbs[last], Top: top})
+		}
 	}
 	if ts.stopped {
 		completion = ts.ids
 	}
-	return chat.Reply{
-		Content:      ts.text.String(),
-		FinishReason: reason,
-		Usage:        chat.Usage{PromptTokens: len(prompt), CompletionTokens: completion, CachedTokens: res.CachedTokens},
-		Latency:      time.Since(start),
-		Model:        s.id,
-		Attempts:     1,
+	if err := emit(Delta{Choice: i, LogProbs: ts.pendingLPs, FinishReason: reason}); err != nil {
+		return Choice{}, err
+	}
+	return Choice{
+		Reply: chat.Reply{
+			Content:      ts.text.String(),
+			FinishReason: reason,
+			Usage:        chat.Usage{PromptTokens: promptLen, CompletionTokens: completion, CachedTokens: res.CachedTokens},
+			Model:        s.id,
+			Attempts:     1,
+		},
+		LogProbs: ts.lps,
 	}, nil
 }
 
 // textStream turns generated ids into text as they come: it holds back the bytes of a
 // UTF-8 character split across tokens and any tail that may be the start of a stop string,
-// and cuts the text at the first stop string.
+// and cuts the text at the first stop string. With logProbs it also keeps each token's
+// log-probability entry, passed to emit with the next piece of text.
 type textStream struct {
-	tok   Tokenizer
-	stops []string
-	emit  func(string) error
+	tok      Tokenizer
+	stops    []string
+	logProbs bool
+	emit     func(text string, lps []TokenLogProb) error
 
-	pending []int           // ids not yet decoded into text (an incomplete character)
-	held    string          // decoded text not yet emitted (may start a stop string)
-	text    strings.Builder // everything emitted
-	ids     int             // ids consumed
-	stopped bool            // a stop string was found
+	pending    []int           // ids not yet decoded into text (an incomplete character)
+	held       string          // decoded text not yet emitted (may start a stop string)
+	text       strings.Builder // everything emitted
+	ids        int             // ids consumed
+	stopped    bool            // a stop string was found
+	lps        []TokenLogProb  // every entry (logProbs)
+	pendingLPs []TokenLogProb  // entries not yet emitted
 }
 
-// add consumes ids; it reports whether a stop string was found.
-func (t *textStream) add(ids []int) (bool, error) {
-	for _, id := range ids {
+// add consumes toks; it reports whether a stop string was found.
+func (t *textStream) add(toks []generate.Token) (bool, error) {
+	for _, tk := range toks {
 		t.ids++
-		t.pending = append(t.pending, id)
+		t.record(tk)
+		t.pending = append(t.pending, tk.ID)
 		piece := t.tok.Decode(t.pending)
 		if strings.HasSuffix(piece, string(utf8.RuneError)) && len(t.pending) < 4 {
 			continue // wait for the rest of the character
@@ -281,6 +444,27 @@ func (t *textStream) add(ids []int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// record keeps tk's log-probability entry (with logProbs).
+func (t *textStream) record(tk generate.Token) {
+	if !t.logProbs {
+		return
+	}
+	e := t.entry(tk.ID, tk.LogProb)
+	if tk.Top != nil {
+		e.Top = make([]TokenLogProb, len(tk.Top))
+		for j, a := range tk.Top {
+			e.Top[j] = t.entry(a.ID, a.LogProb)
+		}
+	}
+	t.lps = append(t.lps, e)
+	t.pendingLPs = append(t.pendingLPs, e)
+}
+
+// entry is token id's entry with log-probability lp.
+func (t *textStream) entry(id int, lp float32) TokenLogProb {
+	return TokenLogProb{ID: id, Bytes: t.tok.TokenBytes(id), LogProb: lp}
 }
 
 // release emits what of held can no longer be part of a stop string (all of it when final).
@@ -308,10 +492,10 @@ func (t *textStream) release(final bool) (bool, error) {
 	}
 	if out != "" {
 		t.text.WriteString(out)
-		if t.emit != nil {
-			if err := t.emit(out); err != nil {
-				return false, err
-			}
+		lps := t.pendingLPs
+		t.pendingLPs = nil
+		if err := t.emit(out, lps); err != nil {
+			return false, err
 		}
 	}
 	return t.stopped, nil

@@ -153,3 +153,109 @@ func TestBadConversations(t *testing.T) {
 		t.Fatalf("cancelled context: %v", err)
 	}
 }
+
+// TestCompleteChoices: n choices at a temperature are n independent draws, choice 0 the reply
+// with one choice, each with its own usage; greedy, one generation copied to every choice.
+func TestCompleteChoices(t *testing.T) {
+	s, err := New(gentest.NewToy(gentest.ByteVocab, 4096), gentest.ByteTokenizer{}, Config{ModelID: "toy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	opts := chat.Options{Temperature: chat.Float(1), Seed: chat.Int64(5), MaxTokens: 8}
+	one, err := s.Complete(ctx, convo, opts, Sample{}, nil)
+	if err != nil || len(one) != 1 {
+		t.Fatalf("one choice: %v %v", one, err)
+	}
+	four, err := s.Complete(ctx, convo, opts, Sample{N: 4}, nil)
+	if err != nil || len(four) != 4 {
+		t.Fatalf("four choices: %d %v", len(four), err)
+	}
+	if four[0].Content != one[0].Content {
+		t.Fatalf("choice 0 %q, the one-choice reply %q", four[0].Content, one[0].Content)
+	}
+	distinct := map[string]bool{}
+	for _, c := range four {
+		distinct[c.Content] = true
+		if c.Usage.PromptTokens != one[0].Usage.PromptTokens || c.Usage.CompletionTokens != 8 || c.FinishReason != chat.FinishLength {
+			t.Fatalf("choice %+v", c)
+		}
+	}
+	if len(distinct) < 3 {
+		t.Fatalf("four sampled choices with only %d distinct replies: %v", len(distinct), distinct)
+	}
+	before := s.Generator().Stats().Requests
+	greedy, err := s.Complete(ctx, convo, chat.Options{MaxTokens: 8}, Sample{N: 3}, nil)
+	if err != nil || len(greedy) != 3 || greedy[1].Content != greedy[0].Content || greedy[2].Content != greedy[0].Content {
+		t.Fatalf("greedy choices: %v %v", greedy, err)
+	}
+	if n := s.Generator().Stats().Requests - before; n != 1 {
+		t.Fatalf("greedy n=3 ran %d generations, want 1", n)
+	}
+	if ChoiceSeed(5, 0) != 5 || ChoiceSeed(5, 1) == ChoiceSeed(5, 2) || ChoiceSeed(5, 1) == ChoiceSeed(6, 1) {
+		t.Fatal("choice seeds collide")
+	}
+}
+
+// TestCompleteLogProbs: with log-probabilities each choice has one entry per completion token,
+// the stop token last, their bytes the reply's text; a stop string's reply has the entries of
+// the tokens consumed; streamed deltas carry every entry once, in order, the last delta the
+// finish reason; the top entries start with the sampled token when it is the most likely.
+func TestCompleteLogProbs(t *testing.T) {
+	s := newStudent(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		opts chat.Options
+		text string // the entries' bytes
+	}{
+		{chat.Options{}, script + "<|im_end|>"},
+		{chat.Options{Temperature: chat.Float(0.8)}, script + "<|im_end|>"},
+		{chat.Options{Stop: []string{"<sql>"}}, "héllo <sql>"},
+		{chat.Options{MaxTokens: 3}, "hé"},
+	} {
+		var mu sync.Mutex
+		deltas := map[int][]TokenLogProb{}
+		texts := map[int]string{}
+		finish := map[int]string{}
+		choices, err := s.Complete(ctx, convo, c.opts, Sample{N: 2, LogProbs: true, TopLogProbs: 2}, func(d Delta) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if finish[d.Choice] != "" {
+				t.Errorf("choice %d: a delta after the last", d.Choice)
+			}
+			deltas[d.Choice] = append(deltas[d.Choice], d.LogProbs...)
+			texts[d.Choice] += d.Text
+			finish[d.Choice] = d.FinishReason
+			return nil
+		})
+		if err != nil || len(choices) != 2 {
+			t.Fatalf("%+v: %v %v", c.opts, choices, err)
+		}
+		for i, ch := range choices {
+			var b strings.Builder
+			for _, e := range ch.LogProbs {
+				b.WriteString(e.Bytes)
+				if e.LogProb > 0 || len(e.Top) != 2 || e.Top[0].ID != e.ID || e.Top[0].LogProb != e.LogProb || e.Top[1].LogProb > e.Top[0].LogProb {
+					t.Fatalf("%+v choice %d: entry %+v", c.opts, i, e)
+				}
+			}
+			if b.String() != c.text || len(ch.LogProbs) != ch.Usage.CompletionTokens {
+				t.Fatalf("%+v choice %d: entries spell %q (%d for %d completion tokens), want %q", c.opts, i, b.String(), len(ch.LogProbs), ch.Usage.CompletionTokens, c.text)
+			}
+			if texts[i] != ch.Content || finish[i] != ch.FinishReason || len(deltas[i]) != len(ch.LogProbs) {
+				t.Fatalf("%+v choice %d: streamed %q, %d entries, finish %q; reply %q, %d, %q", c.opts, i, texts[i], len(deltas[i]), finish[i], ch.Content, len(ch.LogProbs), ch.FinishReason)
+			}
+			for j, e := range deltas[i] {
+				if e.ID != ch.LogProbs[j].ID || e.LogProb != ch.LogProbs[j].LogProb {
+					t.Fatalf("%+v choice %d entry %d: streamed %+v, reply %+v", c.opts, i, j, e, ch.LogProbs[j])
+				}
+			}
+		}
+	}
+	// Without log-probabilities, no entries.
+	choices, err := s.Complete(ctx, convo, chat.Options{}, Sample{}, nil)
+	if err != nil || choices[0].LogProbs != nil {
+		t.Fatalf("without log-probs: %+v %v", choices, err)
+	}
+}

@@ -58,6 +58,18 @@ func (ByteTokenizer) Decode(ids []int) string {
 	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
 }
 
+// TokenBytes returns the byte id stands for, or a special token's text ("" outside the
+// vocabulary).
+func (ByteTokenizer) TokenBytes(id int) string {
+	switch {
+	case id >= 0 && id < 256:
+		return string([]byte{byte(id)})
+	case id >= ImStart && id < ByteVocab:
+		return specials[id-ImStart]
+	}
+	return ""
+}
+
 // TokenID returns the id of a special token.
 func (ByteTokenizer) TokenID(tok string) (int, bool) {
 	for i, s := range specials {
