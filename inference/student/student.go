@@ -136,6 +136,9 @@ func (s *Student) Prompt(msgs []chat.Message) ([]int, error) {
 	return s.tok.Encode(text), nil
 }
 
+// VocabSize is the model's vocabulary size: the token ids a logit bias may name.
+func (s *Student) VocabSize() int { return s.gen.Model().VocabSize() }
+
 // Room returns the length of msgs' prompt and how many tokens the model's context leaves
 // after it for the reply (serve.Room: student serve refuses a max_tokens over it).
 func (s *Student) Room(msgs []chat.Message) (prompt, room int, err error) {
@@ -233,11 +236,13 @@ type Sample struct {
 
 // TokenLogProb is a completion token and its log-probability: its id, its bytes as the
 // tokenizer has them (a byte-level BPE piece's bytes, possibly part of a UTF-8 character; an
-// added token's text) and, with Sample.TopLogProbs, the most likely tokens of its step (each
-// with Top nil), most likely first.
+// added token's text), its text as the tokenizer decodes it alone (ill-formed UTF-8 replaced
+// by U+FFFD) and, with Sample.TopLogProbs, the most likely tokens of its step (each with Top
+// nil), most likely first.
 type TokenLogProb struct {
 	ID      int
 	Bytes   string
+	Text    string
 	LogProb float32
 	Top     []TokenLogProb
 }
@@ -323,15 +328,21 @@ func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.O
 		return nil
 	}
 	choices := make([]Choice, n)
-	g, gctx := errgroup.WithContext(ctx)
-	for i, seq := range seqs {
-		g.Go(func() (err error) {
-			choices[i], err = s.collect(gctx, seq, i, len(prompt), opts.Stop, req.LogProbs, emit)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	if runs == 1 { // one sequence: read it here
+		if choices[0], err = s.collect(ctx, seqs[0], 0, len(prompt), opts.Stop, req.LogProbs, emit); err != nil {
+			return nil, err
+		}
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		for i, seq := range seqs {
+			g.Go(func() (err error) {
+				choices[i], err = s.collect(gctx, seq, i, len(prompt), opts.Stop, req.LogProbs, emit)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
 	}
 	for i := range choices {
 		if i >= runs {
@@ -464,7 +475,7 @@ func (t *textStream) record(tk generate.Token) {
 
 // entry is token id's entry with log-probability lp.
 func (t *textStream) entry(id int, lp float32) TokenLogProb {
-	return TokenLogProb{ID: id, Bytes: t.tok.TokenBytes(id), LogProb: lp}
+	return TokenLogProb{ID: id, Bytes: t.tok.TokenBytes(id), Text: t.tok.Decode([]int{id}), LogProb: lp}
 }
 
 // release emits what of held can no longer be part of a stop string (all of it when final).
