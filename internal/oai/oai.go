@@ -42,6 +42,13 @@ type Request struct {
 	Seed                *int64           `json:"seed,omitempty"`
 	Stop                json.RawMessage  `json:"stop,omitempty"`
 	N                   *int             `json:"n,omitempty"`
+	// Logprobs asks for each completion token's log-probability, TopLogprobs for that many of
+	// the most likely tokens at each position besides (0 to 20 at OpenAI).
+	Logprobs    *bool `json:"logprobs,omitempty"`
+	TopLogprobs *int  `json:"top_logprobs,omitempty"`
+	// LogitBias maps token ids, written as strings, to a bias added to their logits before
+	// sampling (-100 to 100 at OpenAI).
+	LogitBias map[string]float64 `json:"logit_bias,omitempty"`
 }
 
 // RequestMessage is one message of a request. Content is kept as received: a string, null, or
@@ -99,14 +106,39 @@ type Completion struct {
 }
 
 // Choice is one choice. FinishReason is null until the reply ends (in a stream, on its last
-// content chunk). Logprobs, when set, is written as is (student serve sends null, as OpenAI
-// does); nothing decodes it.
+// content chunk). Logprobs, when set, is written as is (student serve sends null when none
+// were asked for, as OpenAI does, else a Logprobs); nothing decodes it (providers' shapes
+// differ).
 type Choice struct {
 	Index        int             `json:"index"`
 	Message      *Message        `json:"message,omitempty"`
 	Delta        *Delta          `json:"delta,omitempty"`
 	FinishReason *string         `json:"finish_reason"`
 	Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+}
+
+// Logprobs is a choice's logprobs in chat completions: an entry per completion token (in a
+// stream chunk, per token of that chunk). Refusal is always null here.
+type Logprobs struct {
+	Content []TokenLogprob  `json:"content"`
+	Refusal json.RawMessage `json:"refusal"`
+}
+
+// TokenLogprob is one token of Logprobs.Content: its text, log-probability and UTF-8 bytes (a
+// token that is part of a character has the bytes it holds; its text cannot show them), and
+// the most likely tokens at its position (an empty list when none were asked for).
+type TokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []TopLogprob `json:"top_logprobs"`
+}
+
+// TopLogprob is one of the most likely tokens at a position.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 // Message is a completion's message. Content is always written, null when nil; reasoning may
