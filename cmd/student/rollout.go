@@ -201,7 +201,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 				rs.Log = logger
 				mux := http.NewServeMux()
 				mux.Handle("/v1/rollouts", rs)
-				mux.Handle("/", serve.Handler(sw, logger))
+				mux.Handle("/", serve.Handler(sw, logger, serve.Config{}))
 				return mux
 			})
 		}

@@ -18,7 +18,9 @@ import (
 var serveCmd = &cli.Command{
 	Name:    "serve",
 	Summary: "serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /v1/weights)",
-	Help: "POST /v1/weights {\"path\": DIR} reloads the weights from DIR (a trainer's save_pretrained directory of the same model) while serving: " +
+	Help: "Chat completions take n (up to --max-n choices), logprobs with top_logprobs (each token's log-probability under the distribution it was sampled from: " +
+		"log-softmax of (logits + logit_bias) / temperature over the whole vocabulary, before top_k and top_p, as student rollout records them) and logit_bias. " +
+		"POST /v1/weights {\"path\": DIR} reloads the weights from DIR (a trainer's save_pretrained directory of the same model) while serving: " +
 		"they load fully first (a bad or mismatched checkpoint is refused and the old weights keep serving), requests running finish on the old weights, " +
 		"which are released after the last of them; GET /v1/weights says which serve. " +
 		"Ctrl-C stops taking requests, waits up to 30s for those in flight and exits 0; a second one kills at once.",
@@ -32,14 +34,15 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 	maxBatch := fs.Int("max-batch", 16, "most requests decoded together")
 	cacheTokens := fs.Int("cache-tokens", 65536, "tokens of finished conversations' KV caches kept for prefix reuse (negative: none)")
 	maxTokens := fs.Int("max-tokens", 2048, "default max_tokens of a reply")
+	maxN := fs.Int("max-n", serve.DefaultMaxN, "most choices (n) one request may ask for")
 	quiet := fs.Bool("quiet", false, "no request log on stderr")
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
 			return err
 		}
-		if *maxBatch < 1 || *maxTokens < 1 {
-			return cli.Usagef("--max-batch and --max-tokens must be at least 1")
+		if *maxBatch < 1 || *maxTokens < 1 || *maxN < 1 {
+			return cli.Usagef("--max-batch, --max-tokens and --max-n must be at least 1")
 		}
 		if err := guard.Check(); err != nil {
 			return err
@@ -56,7 +59,7 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 			return cur.Successor(dir, opts)
 		})
 		defer sw.Close()
-		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler { return serve.Handler(sw, logger) })
+		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler { return serve.Handler(sw, logger, serve.Config{MaxN: *maxN}) })
 	}
 }
 

@@ -11,12 +11,13 @@ import (
 )
 
 // TestServeRefusals: the built `student serve` refuses what it cannot honour in OpenAI's error
-// shape (a max_tokens below 1 or beyond the context left after the prompt, tools), answers a
-// request with fields it does not know (ignoring them, as vLLM does), and its messages carry no
-// internal package prefixes.
+// shape (a max_tokens below 1 or beyond the context left after the prompt, tools, n above
+// --max-n, top_logprobs above 20, a logit_bias outside the model's vocabulary), answers a
+// request with fields it does not know (ignoring them, as vLLM does) and one with n, logprobs
+// and logit_bias, and its messages carry no internal package prefixes.
 func TestServeRefusals(t *testing.T) {
 	bin := testbin.Build(t, ".")
-	_, base, _ := startServe(t, bin)
+	_, base, _ := startServe(t, bin, "--max-n", "4")
 	const msgs = `"messages": [{"role": "user", "content": "SELECT 1"}]`
 	for _, c := range []struct {
 		name, body  string
@@ -33,6 +34,10 @@ func TestServeRefusals(t *testing.T) {
 		{"tools empty", `{` + msgs + `, "max_tokens": 2, "tools": []}`, 200, "", "", ""},
 		{"unknown fields", `{` + msgs + `, "max_tokens": 2, "chat_template_kwargs": {"enable_thinking": true}, "frobnicate": 1}`, 200, "", "", ""},
 		{"bad role", `{"messages": [{"role": "wizard", "content": "x"}], "max_tokens": 2}`, 400, "", "", "wizard"},
+		{"n above --max-n", `{` + msgs + `, "max_tokens": 2, "n": 5}`, 400, "n", "integer_above_max_value", "maximum of 4"},
+		{"n, logprobs, logit_bias", `{` + msgs + `, "max_tokens": 2, "n": 4, "temperature": 1, "logprobs": true, "top_logprobs": 3, "logit_bias": {"11": 5}}`, 200, "", "", ""},
+		{"top_logprobs above 20", `{` + msgs + `, "max_tokens": 2, "logprobs": true, "top_logprobs": 21}`, 400, "top_logprobs", "", "outside [0, 20]"},
+		{"logit_bias outside the vocabulary", `{` + msgs + `, "max_tokens": 2, "logit_bias": {"151936": 5}}`, 400, "logit_bias", "", "outside the model's vocabulary [0, 151936)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(c.body))

@@ -32,7 +32,7 @@ func guardedServer(t *testing.T, key string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.Config = g.Server(serve.Handler(st, nil), nil)
+	ts.Config = g.Server(serve.Handler(st, nil, serve.Config{}), nil)
 	ts.Start()
 	t.Cleanup(func() { ts.Close(); st.Close() })
 	return ts

@@ -8,10 +8,12 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
@@ -21,7 +23,7 @@ type request = oai.Request
 
 // honoured are the request fields this server reads (the fields of request).
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
-	"seed", "stop", "stream", "stream_options", "n"}
+	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias"}
 
 // unsupported are the OpenAI request fields whose meaning the server cannot give, each with
 // the values that ask for nothing: a request that sets one to another value is refused (400,
@@ -38,8 +40,6 @@ var unsupported = map[string]struct {
 	"function_call":       {equal("none"), `function_call is not supported (only "none"): the student answers in text only`},
 	"parallel_tool_calls": {equal(false), "parallel_tool_calls is not supported: the student answers in text only"},
 	"response_format":     {textFormat, `response_format is not supported (only {"type": "text"}): the student answers in plain text`},
-	"logprobs":            {equal(false), "logprobs are not supported"},
-	"top_logprobs":        {equal(0.0), "top_logprobs are not supported"},
 }
 
 // emptyList says whether v is an empty JSON array.
@@ -84,38 +84,86 @@ func invalid(param, code, format string, args ...any) *apiError {
 }
 
 // parse validates the request and converts it; the error names the bad field.
-func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, *apiError) {
-	body, err := readBody(r)
-	if err != nil {
-		return nil, nil, chat.Options{}, err
+func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options, student.Sample, *apiError) {
+	fail := func(aerr *apiError) (*request, []chat.Message, chat.Options, student.Sample, *apiError) {
+		return nil, nil, chat.Options{}, student.Sample{}, aerr
+	}
+	body, aerr := readBody(r)
+	if aerr != nil {
+		return fail(aerr)
 	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, nil, chat.Options{}, invalid("", "", "request body is not a valid chat-completions JSON object: %v", err)
+		return fail(invalid("", "", "request body is not a valid chat-completions JSON object: %v", err))
 	}
 	if aerr := s.checkFields(body); aerr != nil {
-		return nil, nil, chat.Options{}, aerr
+		return fail(aerr)
 	}
 	if req.Model != "" && req.Model != s.b.ModelID() {
-		return nil, nil, chat.Options{}, &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
-			msg: fmt.Sprintf("the model %q does not exist (serving %q)", req.Model, s.b.ModelID())}
+		return fail(&apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("the model %q does not exist (serving %q)", req.Model, s.b.ModelID())})
 	}
 	if len(req.Messages) == 0 {
-		return nil, nil, chat.Options{}, invalid("messages", "", "messages: at least one message is required")
-	}
-	if req.N != nil && *req.N != 1 {
-		return nil, nil, chat.Options{}, invalid("n", "", "n: only 1 is supported, got %d", *req.N)
+		return fail(invalid("messages", "", "messages: at least one message is required"))
 	}
 	msgs := make([]chat.Message, len(req.Messages))
 	for i, m := range req.Messages {
 		c, err := m.Text()
 		if err != nil {
-			return nil, nil, chat.Options{}, invalid(fmt.Sprintf("messages[%d].content", i), "", "messages[%d].%v", i, err)
+			return fail(invalid(fmt.Sprintf("messages[%d].content", i), "", "messages[%d].%v", i, err))
 		}
 		msgs[i] = chat.Message{Role: m.Role, Content: c}
 	}
 	opts, aerr := options(&req)
-	return &req, msgs, opts, aerr
+	if aerr != nil {
+		return fail(aerr)
+	}
+	x, aerr := s.sample(&req)
+	if aerr != nil {
+		return fail(aerr)
+	}
+	return &req, msgs, opts, x, nil
+}
+
+// sample converts n, logprobs, top_logprobs and logit_bias, checking their ranges as OpenAI
+// does (n up to the server's MaxN).
+func (s *server) sample(req *request) (student.Sample, *apiError) {
+	x := student.Sample{N: 1, LogProbs: req.Logprobs != nil && *req.Logprobs}
+	if req.N != nil {
+		switch n := *req.N; {
+		case n < 1:
+			return x, invalid("n", "integer_below_min_value", "n: %d is below the minimum of 1", n)
+		case n > s.maxN:
+			return x, invalid("n", "integer_above_max_value", "n: %d is above this server's maximum of %d (student serve --max-n)", n, s.maxN)
+		default:
+			x.N = n
+		}
+	}
+	if req.TopLogprobs != nil {
+		switch k := *req.TopLogprobs; {
+		case k < 0 || k > MaxTopLogprobs:
+			return x, invalid("top_logprobs", "", "top_logprobs: %d is outside [0, %d]", k, MaxTopLogprobs)
+		case k > 0 && !x.LogProbs:
+			return x, invalid("top_logprobs", "", "top_logprobs: %d needs logprobs: true", k)
+		default:
+			x.TopLogProbs = k
+		}
+	}
+	if len(req.LogitBias) > 0 {
+		x.LogitBias = make(map[int]float32, len(req.LogitBias))
+		for _, k := range slices.Sorted(maps.Keys(req.LogitBias)) {
+			id, err := strconv.Atoi(k)
+			if err != nil || id < 0 {
+				return x, invalid("logit_bias", "", "logit_bias: key %q is not a token id", k)
+			}
+			b := req.LogitBias[k]
+			if !(b >= -100 && b <= 100) {
+				return x, invalid("logit_bias", "", "logit_bias: bias %v for token %d is outside [-100, 100]", b, id)
+			}
+			x.LogitBias[id] = float32(b)
+		}
+	}
+	return x, nil
 }
 
 // readBody reads the request body whole, under MaxBodyBytes.
@@ -217,6 +265,26 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 		return invalid("max_tokens", "context_length_exceeded",
 			"max_tokens: %d is more than the %d tokens the model's context of %d leaves after the prompt's %d; ask for at most %d",
 			opts.MaxTokens, room, prompt+room, prompt, room)
+	}
+	return nil
+}
+
+// Vocab is implemented by a backend that says how many tokens its model has
+// (*student.Student): a logit_bias key outside them is refused naming the field.
+type Vocab interface {
+	VocabSize() int
+}
+
+// checkBias refuses a logit_bias token id outside b's vocabulary.
+func checkBias(b Backend, x student.Sample) *apiError {
+	vb, ok := b.(Vocab)
+	if !ok {
+		return nil
+	}
+	for id := range x.LogitBias {
+		if n := vb.VocabSize(); id >= n {
+			return invalid("logit_bias", "", "logit_bias: token %d is outside the model's vocabulary [0, %d)", id, n)
+		}
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 // Package serve exposes a chat backend (the student runtime) over the OpenAI chat-completions
 // HTTP API: POST /v1/chat/completions, non-streaming and streaming (server-sent events ending
-// with "data: [DONE]"), and GET /v1/models; a Swap backend adds POST /v1/weights (reload the
+// with "data: [DONE]"), with n choices, logprobs and top_logprobs, and logit_bias, and GET
+// /v1/models; a Swap backend adds POST /v1/weights (reload the
 // weights from a directory while serving) and GET /v1/weights. Errors use OpenAI's JSON error
 // shape. Every request runs in its own goroutine; the backend batches them (the student's
 // generator decodes all requests in flight together).
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,10 +18,12 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/oai"
 )
 
@@ -30,16 +34,37 @@ type Backend interface {
 	// Stream answers msgs, calling fn (which may be nil) with each piece of the reply's text.
 	// Errors about the request itself wrap generate.ErrInvalidRequest (answered 400).
 	Stream(ctx context.Context, msgs []chat.Message, opts chat.Options, fn func(delta string) error) (chat.Reply, error)
+	// Complete answers msgs with x.N choices, with log-probabilities and a logit bias as x
+	// asks, calling fn (which may be nil) with each piece of each choice, one at a time; the
+	// server answers every chat completion with it. Errors as for Stream.
+	Complete(ctx context.Context, msgs []chat.Message, opts chat.Options, x student.Sample, fn func(student.Delta) error) ([]student.Choice, error)
 }
 
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 32 << 20
 
+// Limits of a chat completion's n and top_logprobs.
+const (
+	// DefaultMaxN is Config.MaxN's default.
+	DefaultMaxN = 16
+	// MaxTopLogprobs is the most top_logprobs a request may ask for, OpenAI's bound.
+	MaxTopLogprobs = 20
+)
+
+// Config tunes Handler. Zero fields take the defaults named.
+type Config struct {
+	// MaxN is the most choices (n) one request may ask for (default DefaultMaxN).
+	MaxN int
+}
+
 // Handler returns the HTTP handler serving b. logger may be nil (no request log). When b is a
 // *Swap it also serves /v1/weights, and each reply's system_fingerprint names the weights
 // version that computed it (Fingerprint).
-func Handler(b Backend, logger *log.Logger) http.Handler {
-	s := &server{b: b, log: logger, created: time.Now().Unix()}
+func Handler(b Backend, logger *log.Logger, cfg Config) http.Handler {
+	if cfg.MaxN <= 0 {
+		cfg.MaxN = DefaultMaxN
+	}
+	s := &server{b: b, log: logger, created: time.Now().Unix(), maxN: cfg.MaxN}
 	s.rl, _ = b.(reloader)
 	routes := "/v1/chat/completions and /v1/models"
 	mux := http.NewServeMux()
@@ -68,6 +93,7 @@ type server struct {
 	rl      reloader // nil unless b is one
 	log     *log.Logger
 	created int64
+	maxN    int
 }
 
 // WriteError writes an error reply in OpenAI's shape (type invalid_request_error), for routes
@@ -136,6 +162,18 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, allow))
 }
 
+// usage is a completion's usage as OpenAI counts it: the prompt once, the completion tokens of
+// every choice; cached_tokens are the prompt tokens that no choice had to compute (the fewest
+// any choice took from a cache).
+func usage(choices []student.Choice) chat.Usage {
+	u := choices[0].Usage
+	for _, c := range choices[1:] {
+		u.CompletionTokens += c.Usage.CompletionTokens
+		u.CachedTokens = min(u.CachedTokens, c.Usage.CachedTokens)
+	}
+	return u
+}
+
 func toUsage(u chat.Usage) *oai.Usage {
 	return &oai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(),
 		PromptTokensDetails: &oai.PromptDetails{CachedTokens: u.CachedTokens}}
@@ -143,6 +181,39 @@ func toUsage(u chat.Usage) *oai.Usage {
 
 // nullLogprobs is choice.logprobs as OpenAI writes it when none were asked for.
 var nullLogprobs = json.RawMessage("null")
+
+// minLogprob is the lowest log-probability written: lower ones (an impossible token's -Inf,
+// which JSON cannot carry) are written as it, as vLLM writes them.
+const minLogprob = -9999
+
+// logprobs is choice.logprobs for entries (null when the request asked for none, or, in a
+// stream, when a chunk carries no entries).
+func logprobs(asked bool, entries []student.TokenLogProb) json.RawMessage {
+	if !asked || entries == nil {
+		return nullLogprobs
+	}
+	lp := oai.Logprobs{Content: make([]oai.TokenLogprob, len(entries))}
+	for i, e := range entries {
+		lp.Content[i] = oai.TokenLogprob{Token: e.Text, Logprob: max(e.LogProb, minLogprob), Bytes: byteList(e.Bytes), TopLogprobs: []oai.TopLogprob{}}
+		for _, a := range e.Top {
+			lp.Content[i].TopLogprobs = append(lp.Content[i].TopLogprobs, oai.TopLogprob{Token: a.Text, Logprob: max(a.LogProb, minLogprob), Bytes: byteList(a.Bytes)})
+		}
+	}
+	b, err := json.Marshal(lp)
+	if err != nil { // no value above can fail to encode
+		panic(fmt.Sprintf("serve: encoding logprobs: %v", err))
+	}
+	return b
+}
+
+// byteList is s's bytes as the JSON list of integers OpenAI writes.
+func byteList(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
+}
 
 func newID() string {
 	var b [12]byte
@@ -167,7 +238,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	req, msgs, opts, aerr := s.parse(r)
+	req, msgs, opts, x, aerr := s.parse(r)
 	if aerr != nil {
 		aerr.write(w)
 		s.logf("chat: %d %s", aerr.status, aerr.msg)
@@ -184,37 +255,49 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		defer release() // the weights stay open until the reply is written
 		b, fp = cur, Fingerprint(version)
 	}
-	if aerr := checkRoom(b, msgs, opts); aerr != nil {
+	if aerr := cmp.Or(checkRoom(b, msgs, opts), checkBias(b, x)); aerr != nil {
 		aerr.write(w)
 		s.logf("chat: %d %s", aerr.status, aerr.msg)
 		return
 	}
 	if !req.Stream {
-		rep, err := b.Stream(r.Context(), msgs, opts, nil)
+		choices, err := b.Complete(r.Context(), msgs, opts, x, nil)
 		if err != nil {
 			st, typ := status(r.Context(), err)
 			writeError(w, st, typ, "", clientMessage(err))
 			s.logf("chat %s: %d %v", id, st, err)
 			return
 		}
-		fr := rep.FinishReason
-		content := rep.Content
-		writeJSON(w, http.StatusOK, oai.Completion{
-			ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp,
-			Choices: []oai.Choice{{Index: 0, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr, Logprobs: nullLogprobs}},
-			Usage:   toUsage(rep.Usage),
-		})
-		s.logf("chat %s: %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
+		out := oai.Completion{ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp, Usage: toUsage(usage(choices))}
+		for i, c := range choices {
+			fr, content := c.FinishReason, c.Content
+			out.Choices = append(out.Choices, oai.Choice{Index: i, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr,
+				Logprobs: logprobs(x.LogProbs, c.LogProbs)})
+		}
+		writeJSON(w, http.StatusOK, out)
+		u := out.Usage
+		s.logf("chat %s: %d+%d tokens, %s, %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), time.Since(start).Round(time.Millisecond))
 		return
 	}
-	s.stream(w, r, b, req, msgs, opts, oai.Completion{ID: id, Object: oai.ObjectChunk, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
+	s.stream(w, r, b, req, msgs, opts, x, oai.Completion{ID: id, Object: oai.ObjectChunk, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp}, start)
 }
 
-// stream answers with server-sent events: a role chunk, content chunks, a finish chunk, the
-// usage chunk when asked for, and "data: [DONE]". An error after the first byte is sent as an
-// error event (the status line is already out). b computes the reply; head is the envelope of
-// every chunk.
-func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, head oai.Completion, start time.Time) {
+// finishes is the choices' finish reasons for the log, comma-separated.
+func finishes(choices []student.Choice) string {
+	fr := make([]string, len(choices))
+	for i, c := range choices {
+		fr[i] = c.FinishReason
+	}
+	return strings.Join(fr, ",")
+}
+
+// stream answers with server-sent events: for each choice a role chunk, content chunks (each
+// with the log-probabilities of its tokens when asked for) and a finish chunk (with those of
+// the tokens not yet sent: the stop token's), the choices' chunks interleaved as they are
+// generated; then the usage chunk when asked for, and "data: [DONE]". An error after the
+// first byte is sent as an error event (the status line is already out). b computes the reply;
+// head is the envelope of every chunk.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, x student.Sample, head oai.Completion, start time.Time) {
 	id := head.ID
 	flusher, _ := w.(http.Flusher)
 	started := false
@@ -243,21 +326,27 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 		}
 		return nil
 	}
-	chunk := func(d *oai.Delta, fr *string) oai.Completion {
+	chunk := func(i int, d *oai.Delta, fr *string, lp json.RawMessage) oai.Completion {
 		c := head
-		c.Choices = []oai.Choice{{Index: 0, Delta: d, FinishReason: fr, Logprobs: nullLogprobs}}
+		c.Choices = []oai.Choice{{Index: i, Delta: d, FinishReason: fr, Logprobs: lp}}
 		return c
 	}
 	empty := ""
-	first := true
-	rep, err := b.Stream(r.Context(), msgs, opts, func(delta string) error {
-		if first {
-			first = false
-			if err := send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)); err != nil {
+	opened := make([]bool, max(x.N, 1))
+	choices, err := b.Complete(r.Context(), msgs, opts, x, func(d student.Delta) error {
+		if !opened[d.Choice] {
+			opened[d.Choice] = true
+			if err := send(chunk(d.Choice, &oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil, nullLogprobs)); err != nil {
 				return err
 			}
 		}
-		return send(chunk(&oai.Delta{Content: &delta}, nil))
+		lp := logprobs(x.LogProbs, d.LogProbs)
+		if d.FinishReason != "" {
+			fr := d.FinishReason
+			return send(chunk(d.Choice, &oai.Delta{}, &fr, lp))
+		}
+		text := d.Text
+		return send(chunk(d.Choice, &oai.Delta{Content: &text}, nil, lp))
 	})
 	if err != nil {
 		st, typ := status(r.Context(), err)
@@ -271,19 +360,11 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 		send(e)
 		return
 	}
-	if first {
-		if send(chunk(&oai.Delta{Role: chat.RoleAssistant, Content: &empty}, nil)) != nil {
-			return
-		}
-	}
-	fr := rep.FinishReason
-	if send(chunk(&oai.Delta{}, &fr)) != nil {
-		return
-	}
+	u := usage(choices)
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := head
-		u.Choices, u.Usage = []oai.Choice{}, toUsage(rep.Usage)
-		if send(u) != nil {
+		c := head
+		c.Choices, c.Usage = []oai.Choice{}, toUsage(u)
+		if send(c) != nil {
 			return
 		}
 	}
@@ -291,7 +372,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 	if flusher != nil {
 		flusher.Flush()
 	}
-	s.logf("chat %s (stream): %d+%d tokens, %s, %v", id, rep.Usage.PromptTokens, rep.Usage.CompletionTokens, fr, time.Since(start).Round(time.Millisecond))
+	s.logf("chat %s (stream): %d+%d tokens, %s, %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), time.Since(start).Round(time.Millisecond))
 }
 
 func (s *server) logf(format string, args ...any) {

@@ -34,7 +34,7 @@ func newServer(t *testing.T, delay time.Duration) (*httptest.Server, *student.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(serve.Handler(st, nil))
+	srv := httptest.NewServer(serve.Handler(st, nil, serve.Config{}))
 	t.Cleanup(func() { srv.Close(); st.Close() })
 	return srv, st
 }
@@ -100,7 +100,14 @@ func TestErrors(t *testing.T) {
 		{`{"messages":`, "", "not a valid", 400},
 		{`{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, "model_not_found", `"gpt-9"`, 404},
 		{`{"messages":[]}`, "", "messages", 400},
-		{`{"messages":[{"role":"user","content":"x"}],"n":2}`, "", "n:", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"n":0}`, "integer_below_min_value", "n: 0", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"n":17}`, "integer_above_max_value", "maximum of 16", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "", "top_logprobs: 21", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "", "needs logprobs", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"x":1}}`, "", "logit_bias", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, "", "outside [-100, 100]", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":"up"}}`, "", "logit_bias", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"259":1}}`, "", "outside the model's vocabulary [0, 259)", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":3}`, "", "temperature", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"stop":[""]}`, "", "stop[0]", 400},
 		{`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "", "image_url", 400},
@@ -279,7 +286,7 @@ func TestClientDisconnectStopsGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv := httptest.NewServer(serve.Handler(st, nil))
+	srv := httptest.NewServer(serve.Handler(st, nil, serve.Config{}))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"sing"}],"stream":true,"max_tokens":5000}`))
@@ -374,15 +381,16 @@ func (l *lockedLog) take() string {
 // TestUnsupportedFields: each field the server cannot honour is refused (400, OpenAI's error
 // shape with the field as param and code unsupported_parameter) when it asks for something, and
 // accepted without a word in the log when it asks for nothing (null, an empty list, tool_choice
-// "none", response_format {"type": "text"}, logprobs false, ...), as the official clients may
-// send them; a field the server does not know is answered and named in the log as ignored.
+// "none", response_format {"type": "text"}, ...), as the official clients may send them, as
+// are the honoured logprobs, top_logprobs and logit_bias at their defaults; a field the
+// server does not know is answered and named in the log as ignored.
 func TestUnsupportedFields(t *testing.T) {
 	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logw := &lockedLog{}
-	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0)))
+	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0), serve.Config{}))
 	t.Cleanup(func() { srv.Close(); st.Close() })
 	for _, c := range []struct {
 		field, value string
@@ -410,11 +418,12 @@ func TestUnsupportedFields(t *testing.T) {
 		{"response_format", `"text"`, true},
 		{"response_format", `{"type": "text"}`, false},
 		{"response_format", `null`, false},
-		{"logprobs", `true`, true},
 		{"logprobs", `false`, false},
 		{"logprobs", `null`, false},
-		{"top_logprobs", `2`, true},
 		{"top_logprobs", `0`, false},
+		{"top_logprobs", `null`, false},
+		{"logit_bias", `{}`, false},
+		{"logit_bias", `null`, false},
 	} {
 		name := c.field + " " + c.value
 		code, out := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"`+c.field+`":`+c.value+`}`)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/student"
 )
 
 // Model is a Backend holding memory that Close releases (*student.Student is one).
@@ -127,6 +128,16 @@ func (s *Swap[M]) Stream(ctx context.Context, msgs []chat.Message, opts chat.Opt
 	}
 	defer release()
 	return b.Stream(ctx, msgs, opts, fn)
+}
+
+// Complete answers msgs with the current weights (see Backend).
+func (s *Swap[M]) Complete(ctx context.Context, msgs []chat.Message, opts chat.Options, x student.Sample, fn func(student.Delta) error) ([]student.Choice, error) {
+	b, _, release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return b.Complete(ctx, msgs, opts, x, fn)
 }
 
 // use returns the current weights' backend and version, in use until release is called.

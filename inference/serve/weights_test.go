@@ -80,7 +80,7 @@ func pathBody(dir string) string {
 // give the path, load time and version, and reloading the first checkpoint brings its reply back.
 func TestReloadChangesOutputs(t *testing.T) {
 	sw, dir := tinySwap(t)
-	srv := httptest.NewServer(serve.Handler(sw, nil))
+	srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
 	defer srv.Close()
 	other := flipped(t, dir)
 	const prompt = "How many singers are there?"
@@ -182,7 +182,7 @@ func TestReloadDrainsInFlight(t *testing.T) {
 // its system_fingerprint names.
 func TestReloadUnderLoad(t *testing.T) {
 	sw, dir := tinySwap(t)
-	srv := httptest.NewServer(serve.Handler(sw, nil))
+	srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
 	defer srv.Close()
 	other := flipped(t, dir)
 	const prompt = "Which singer is the oldest?"
@@ -320,7 +320,7 @@ func TestReloadRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.Config = g.Server(serve.Handler(sw, nil), nil)
+	ts.Config = g.Server(serve.Handler(sw, nil, serve.Config{}), nil)
 	ts.Start()
 	defer ts.Close()
 	const key = "sk-reload"
@@ -405,7 +405,7 @@ func TestReloadMessages(t *testing.T) {
 		return nil, fmt.Errorf("student: weights directory: stat %s: no such file or directory", dir)
 	})
 	defer sw.Close()
-	srv := httptest.NewServer(serve.Handler(sw, nil))
+	srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
 	defer srv.Close()
 	done := make(chan int)
 	go func() {
