@@ -259,3 +259,37 @@ func TestCompleteLogProbs(t *testing.T) {
 		t.Fatalf("without log-probs: %+v %v", choices, err)
 	}
 }
+
+// TestLogProbsAreGenerates: Complete's log-probabilities are generate.Result.LogProbs of the same
+// request, the values student rollout records (it asks the generator for them directly).
+func TestLogProbsAreGenerates(t *testing.T) {
+	s, err := New(gentest.NewToy(gentest.ByteVocab, 4096), gentest.ByteTokenizer{}, Config{ModelID: "toy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	opts := chat.Options{Temperature: chat.Float(0.9), TopP: chat.Float(0.8), Seed: chat.Int64(4), MaxTokens: 12}
+	choices, err := s.Complete(context.Background(), convo, opts, Sample{LogProbs: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := s.Prompt(convo)
+	req, err := s.Request(prompt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.LogProbs = true
+	res, err := s.Generator().Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := choices[0].LogProbs
+	if len(got) != len(res.LogProbs) {
+		t.Fatalf("%d entries, %d log-probs from the generator", len(got), len(res.LogProbs))
+	}
+	for i, e := range got {
+		if e.LogProb != res.LogProbs[i] || (i < len(res.Tokens) && e.ID != res.Tokens[i]) {
+			t.Fatalf("entry %d: %+v; generator %v %v", i, e, res.Tokens, res.LogProbs)
+		}
+	}
+}
