@@ -58,6 +58,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		addr        = fs.String("serve", "", "listen on ADDR and run rollouts on request (POST /v1/rollouts), reloading weights between them (POST /v1/weights); --out is then the default file")
 		outDirFlag  = fs.String("out-dir", "", "with --serve: the one directory requests may write in (default --out's directory); a request's out is a name in it, never outside it, and replaces only a rollout table")
 		quiet       = fs.Bool("quiet", false, "with --serve: no request log on stderr")
+		maxN        = fs.Int("max-n", serve.DefaultMaxN, "with --serve: most choices (n) one chat completion may ask for, as student serve's")
 		profile     = fs.String("cpuprofile", "", "without --serve: write a CPU profile of the rollout (pprof) to this file")
 		subset      = fs.String("subset", "", "play only the tasks of this subset, train or val (default every task; under --serve a request's subset or task_ids choose)")
 		logDir      = fs.String("log-dir", "", "also write every episode as a trajectory to this run dir, keyed TASK/seedSEED/gGROUP/sSAMPLE (a run dir of the same tasks and options is appended to)")
@@ -85,6 +86,9 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 		if *group < 1 || *maxTokens < 1 || *batch < 1 || episode.MaxTurns < 1 || *temperature < 0 || *topP < 0 || *topP > 1 || *topK < 0 {
 			return cli.Usagef("--group %d, --max-tokens %d, --batch %d, --max-turns %d, --temperature %g, --top-p %g, --top-k %d: out of range",
 				*group, *maxTokens, *batch, episode.MaxTurns, *temperature, *topP, *topK)
+		}
+		if *maxN < 1 {
+			return cli.Usagef("--max-n %d: at least 1", *maxN)
 		}
 		if *group > 1 && *temperature == 0 {
 			return cli.Usagef("--group %d at --temperature 0 repeats one greedy episode; set --temperature > 0", *group)
@@ -201,7 +205,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 				rs.Log = logger
 				mux := http.NewServeMux()
 				mux.Handle("/v1/rollouts", rs)
-				mux.Handle("/", serve.Handler(sw, logger, serve.Config{}))
+				mux.Handle("/", serve.Handler(sw, logger, serve.Config{MaxN: *maxN}))
 				return mux
 			})
 		}

@@ -255,7 +255,12 @@ func TestRolloutServeSelectsTasks(t *testing.T) {
 	}
 	_, url, _ := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir,
 		"--tasks", "sample", "--db-root", dbRoot, "--limit", "6", "--group", "2", "--max-turns", "1", "--max-tokens", "2",
-		"--val-fraction", "0.5", "--subset-seed", "3", "--subset", "train")
+		"--val-fraction", "0.5", "--subset-seed", "3", "--subset", "train", "--max-n", "2")
+	// The chat API beside it takes --max-n as student serve does.
+	code, out := postJSON(t, url+"/v1/chat/completions", "", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 1, "n": 3})
+	if e, _ := out["error"].(map[string]any); code != 400 || e["param"] != "n" || !strings.Contains(fmt.Sprint(e["message"]), "maximum of 2") {
+		t.Errorf("n 3 under --max-n 2: %d %v", code, out)
+	}
 	// play posts body and checks the rows: G per task index of places, in that order.
 	play := func(body map[string]any, places []int) {
 		t.Helper()
