@@ -22,6 +22,11 @@ var readPrefixes = []string{"select", "with", "values", "explain"}
 // (Dialect.Screen); everything else applies to every dialect. Hand-written because no
 // library splits SQL of three dialects; it respects quotes and comments.
 func Screen(query string, d datasets.Dialect) (string, string) {
+	if strings.IndexByte(query, 0) >= 0 {
+		// PostgreSQL answers a NUL in the text with a protocol violation (08P01), the class of a
+		// lost connection; no engine reads one as part of a statement.
+		return "", "refused: the statement holds a NUL byte"
+	}
 	q := strings.TrimSpace(query)
 	body, rest := SplitFirst(q)
 	if strings.TrimSpace(rest) != "" {

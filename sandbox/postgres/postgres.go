@@ -244,7 +244,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	switch {
 	case errors.As(qerr, &pe) && pe.Code == "57014", qctx.Err() != nil:
 		return sandbox.TimedOut(timeout, res.Duration), nil
-	case errors.As(qerr, &pe) && serverFailure(pe.Code):
+	case errors.As(qerr, &pe) && serverFailure(pe.Code) && rerr != nil:
 		sandbox.Discard(conn)
 		return nil, fmt.Errorf("postgres exec in schema %s: the server ended the session: %w", p.schema, qerr)
 	case errors.As(qerr, &pe):
@@ -258,10 +258,12 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
 }
 
-// serverFailure reports whether SQLSTATE code is the server's or its operator's doing, not the
-// statement's: a connection exception (class 08) or an operator intervention (class 57P: the
-// backend terminated, the server shutting down or starting, the database dropped). The
-// statement's own limits (57014 query_canceled, 53xxx resources) stay its outcome.
+// serverFailure reports whether SQLSTATE code may be the server's or its operator's doing, not
+// the statement's: a connection exception (class 08) or an operator intervention (class 57P: the
+// backend terminated, the server shutting down or starting, the database dropped). run takes it
+// so only when the session is gone too (its reset failed): a statement can draw an 08P01
+// (protocol violation) on a session that still works. The statement's own limits (57014
+// query_canceled, 53xxx resources) stay its outcome.
 func serverFailure(code string) bool {
 	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P")
 }

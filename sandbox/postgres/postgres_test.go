@@ -109,6 +109,13 @@ func TestPostgresTerminated(t *testing.T) {
 	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() {
 		t.Errorf("after the termination: %+v", r)
 	}
+	// A NUL in the text draws PostgreSQL's protocol violation (08P01) on a session that still
+	// works: the statement's outcome (refused by the screen), never the database's failure.
+	for _, q := range []string{"SELECT 1\x00", "SELECT '\x00'", "SELECT 1 -- \x00"} {
+		if r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{}); err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "NUL") {
+			t.Errorf("%q: %+v, %v", q, r, err)
+		}
+	}
 }
 
 // TestPostgresScreenReasons: the refusal of a pg_ name says why for functions that act on the
