@@ -186,7 +186,9 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		if gres, err = runGold(); err != nil {
 			break
 		}
-		if !gres.OK() || j.prefixDiffers(db.Dialect(), gres.Rows, prefix) {
+		if bad := undecodable(prefix.Rows); bad != nil && j.Style == StyleBIRD && db.Dialect() == datasets.SQLite {
+			pres = bad // the full run fails on the kept rows too
+		} else if !gres.OK() || j.prefixDiffers(db.Dialect(), gres.Rows, prefix) {
 			pres, differs = prefix, gres.OK() // it ran, in the earlier execution
 		} else {
 			pres, err = run(db, p, nil, deadline)
@@ -227,6 +229,15 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		v.Correct = !differs && j.equal(db.Dialect(), gres.Rows, pres.Rows, ordered)
 	}
 	return v, nil
+}
+
+// undecodable is the error BIRD's evaluator meets on rows from SQLite holding text that is not
+// UTF-8 (Python's sqlite3 fails the query on it), or nil.
+func undecodable(rows [][]any) *sandbox.Result {
+	if s, bad := invalidText(rows); bad {
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: fmt.Sprintf("could not decode to UTF-8 the text %q (Python's sqlite3 fails the query on it)", s)}
+	}
+	return nil
 }
 
 // sameExecution reports whether res, pred's result from an earlier execution, holds the rows
@@ -307,8 +318,8 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 		return nil, err
 	}
 	if j.Style == StyleBIRD {
-		if s, bad := invalidText(res.Rows); bad {
-			return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: fmt.Sprintf("could not decode to UTF-8 the text %q (Python's sqlite3 fails the query on it)", s)}, nil
+		if bad := undecodable(res.Rows); bad != nil {
+			return bad, nil
 		}
 	} else if rows, changed := decodeIgnore(res.Rows); changed {
 		cp := *res

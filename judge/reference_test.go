@@ -183,8 +183,8 @@ func (referenceDB) Dialect() datasets.Dialect { return datasets.SQLite }
 
 // TestPrefixReused: a reused result that kept only the prediction's first rows decides the
 // verdict without running the prediction again where those rows (BIRD: one the gold lacks) or
-// its row count (Spider: not the gold's) already tell the two apart, and the verdict is the one
-// a full run gives; where they cannot, the prediction runs again.
+// its row count (Spider: not the gold's) already tell the two apart, and the verdict (outcome
+// included) is the one a full run gives; where they cannot, the prediction runs again.
 func TestPrefixReused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	raw, err := sql.Open("sqlite3", path)
@@ -192,7 +192,8 @@ func TestPrefixReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := raw.Exec(`CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);
-		CREATE TABLE big (x INTEGER); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO big SELECT n FROM c;`); err != nil {
+		CREATE TABLE big (x INTEGER); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO big SELECT n FROM c;
+		CREATE TABLE odd (x); INSERT INTO odd VALUES (CAST(X'ff41' AS TEXT)); INSERT INTO odd SELECT x FROM big;`); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
@@ -213,6 +214,10 @@ func TestPrefixReused(t *testing.T) {
 		return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: rows(xs...), Total: total, Truncated: true}
 	}
 	const gold = "SELECT x FROM g"
+	oddKept, err := base.Exec(ctx, "SELECT x FROM odd", sandbox.ExecOptions{MaxRows: 3})
+	if err != nil || !oddKept.Truncated {
+		t.Fatalf("odd: %+v, %v", oddKept, err)
+	}
 	for _, c := range []struct {
 		name    string
 		style   Style
@@ -226,6 +231,8 @@ func TestPrefixReused(t *testing.T) {
 		{"spider, another row count", StyleSpider, "SELECT x FROM big", prefix(1000, 1, 2), false, false},
 		{"spider, the gold's row count", StyleSpider, "SELECT x FROM g ORDER BY x DESC", prefix(2, 2), true, true},
 		{"spider-strict, another row count", StyleSpiderStrict, "SELECT x FROM big", prefix(1000, 1), false, false},
+		// BIRD's evaluator fails on text that is not UTF-8 (on SQLite): an error, as in a full run
+		{"bird, a kept row not UTF-8", StyleBIRD, "SELECT x FROM odd", oddKept, false, false},
 	} {
 		for _, d := range []string{"sqlite", "server"} {
 			counted := &timedDB{DB: base}
@@ -239,7 +246,7 @@ func TestPrefixReused(t *testing.T) {
 				reran = reran || strings.Contains(q, c.pred)
 			}
 			full, ferr := Judge{Style: c.style}.Run(ctx, db, gold, c.pred, nil, 0)
-			if err != nil || ferr != nil || v.Correct != c.correct || v.Outcome != "ok" || reran != c.reran || v.Correct != full.Correct || v.Outcome != full.Outcome {
+			if err != nil || ferr != nil || v.Correct != c.correct || reran != c.reran || v.Correct != full.Correct || v.Outcome != full.Outcome {
 				t.Errorf("%s on %s: %+v, %v; ran the prediction again %v, want %v; a full run gives %+v", c.name, d, v, err, reran, c.reran, full)
 			}
 		}
