@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -31,8 +33,14 @@ var stale = regexp.MustCompile(`^(.*?)([0-9]+)_[0-9]+$`)
 
 // sweep drops what unique named with prefix for a process that no longer runs on this machine
 // (a test binary killed by -timeout or a signal runs no cleanups): databases, schemas of the
-// test database, and roles (cs_rd_ + prefix). What it cannot drop it leaves.
+// test database, and roles (cs_rd_ + prefix). What it cannot drop it leaves. It sweeps only
+// where it can tell: with /proc, and a server on this machine (a loopback host or a socket),
+// whose other clients' process ids this machine sees; never a server that clients of other
+// machines or containers share.
 func sweep(admin *sql.DB, prefix string) {
+	if _, err := os.Stat("/proc/self"); err != nil || !localServer(shared.PostgresDSN()) {
+		return
+	}
 	dead := func(name, prefix string) bool {
 		m := stale.FindStringSubmatch(name)
 		if m == nil || m[1] != prefix {
@@ -67,6 +75,23 @@ func sweep(admin *sql.DB, prefix string) {
 			}
 		}
 	}
+}
+
+// localServer reports whether dsn's server is on this machine: a loopback host, or a socket.
+func localServer(dsn string) bool {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "" {
+		h = u.Query().Get("host")
+	}
+	if h == "" || h == "localhost" || strings.HasPrefix(h, "/") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // FreshDB creates a database of its own for tb on the test server (shared.PostgresDSN) and

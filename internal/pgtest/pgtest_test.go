@@ -63,3 +63,19 @@ func TestSweep(t *testing.T) {
 		t.Errorf("a running process's database (%v) or another prefix's (%v) was dropped", exists(db, liveDB), exists(db, otherDB))
 	}
 }
+
+// TestLocalServer: the sweep runs only against a server on this machine.
+func TestLocalServer(t *testing.T) {
+	for dsn, want := range map[string]bool{
+		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": true,
+		"postgres://postgres@localhost/test":                      true,
+		"postgres://postgres@[::1]:5432/test":                     true,
+		"postgres:///test?host=/var/run/postgresql":               true,
+		"postgres://postgres@db.internal:5432/test":               false,
+		"postgres://postgres@10.0.0.7/test":                       false,
+	} {
+		if got := localServer(dsn); got != want {
+			t.Errorf("%s: %v, want %v", dsn, got, want)
+		}
+	}
+}
