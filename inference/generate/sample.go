@@ -486,7 +486,7 @@ func (s *sampler) logProbs(logits []float32, tok, top int) (float32, []TokenProb
 	return lp, out
 }
 
-// norm returns what the log-softmax of logits divided by the temperature (1 when greedy) needs:
+// norm returns what the log-softmax of logits divided by the temperature (1 at temperature 0) needs:
 // the largest logit m, the temperature t and logZ, the log of the sum of exp((l-m)/t) over the
 // logits that are not NaN. Right after sample drew from logits at a temperature, it reuses
 // that draw's sum (sample computes none when greedy).

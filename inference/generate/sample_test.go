@@ -114,7 +114,7 @@ func TestSamplerGreedyAndSeed(t *testing.T) {
 }
 
 // TestLogProb: the recorded log-probabilities are a distribution over the whole vocabulary at
-// the request's temperature (1 when greedy), whatever top-k and top-p cut.
+// the request's temperature (1 at temperature 0), whatever top-k and top-p cut.
 func TestLogProb(t *testing.T) {
 	logits := []float32{2, -1, 0.5, 7, float32(math.NaN()), 3, -20}
 	for _, temp := range []float64{0, 0.6, 1, 2} {

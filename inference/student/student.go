@@ -223,7 +223,7 @@ type Sample struct {
 	// generated once and its reply copied to every choice.
 	N int
 	// LogProbs records each completion token's log-probability (Choice.LogProbs): the
-	// log-softmax of the logits plus LogitBias, divided by the temperature (1 when greedy),
+	// log-softmax of the logits plus LogitBias, divided by the temperature (1 at temperature 0),
 	// over the whole vocabulary, before top-k and top-p (generate.Result.LogProbs, the values
 	// student rollout records).
 	LogProbs bool
