@@ -183,7 +183,8 @@ class EnvClient:
         return self._call("POST", "/v1/episodes:batch-step", body)["results"]
 
     def score(self, task_id, completions, dialect=None):
-        """Rewards of each completion as a single turn: [{"rewards", "info"}, ...]."""
+        """Rewards of each completion (a text, or a dict with content, reasoning, finish_reason)
+        as a single turn: [{"rewards", "info"}, ...]."""
         body = {"task_id": task_id, "completions": list(completions)}
         if dialect:
             body["dialect"] = dialect

@@ -31,7 +31,7 @@ import (
 //	DELETE /v1/episodes/{id}
 //	POST   /v1/episodes/{id}/step       {"content", "reasoning", "finish_reason"}
 //	POST   /v1/episodes:batch-step      {"steps": [{"episode_id", "content", ...}, ...]}
-//	POST   /v1/score                    {"task_id", "dialect", "completions": [...]}
+//	POST   /v1/score                    {"task_id", "dialect", "completions": [text or {"content", ...}, ...]}
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tasks", s.listTasks)
@@ -532,9 +532,29 @@ func (s *Server) deleteEpisode(w http.ResponseWriter, r *http.Request) {
 }
 
 type scoreRequest struct {
-	TaskID      string   `json:"task_id"`
-	Dialect     string   `json:"dialect"`
-	Completions []string `json:"completions"`
+	TaskID      string       `json:"task_id"`
+	Dialect     string       `json:"dialect"`
+	Completions []completion `json:"completions"`
+}
+
+// completion is one of /v1/score's completions: the reply's text, or the reply as a step takes
+// it ({"content", "reasoning", "finish_reason"}), so that a generator's separate reasoning and
+// its token-limit cut count as they do in a step.
+type completion struct{ reply }
+
+// UnmarshalJSON reads a string or a reply object (unknown fields refused, as in every request).
+func (c *completion) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err == nil {
+		c.reply = reply{Content: &text}
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c.reply); err != nil {
+		return fmt.Errorf("a completion is a string or {\"content\", \"reasoning\", \"finish_reason\"}: %w", err)
+	}
+	return nil
 }
 
 func (c *scoreRequest) target() (string, string) { return c.TaskID, c.Dialect }
@@ -559,6 +579,13 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("%d completions in one request; the server takes at most %d (--max-batch)", len(req.Completions), s.cfg.MaxBatch))
 		return
 	}
+	for i, c := range req.Completions {
+		if e := c.check(); e != nil {
+			e.Message = fmt.Sprintf("completion %d: %s", i, e.Message)
+			writeError(w, e)
+			return
+		}
+	}
 	ctx := r.Context()
 	out := make([]scoreResult, len(req.Completions))
 	errs := make([]error, len(req.Completions))
@@ -567,7 +594,7 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], errs[i] = s.scoreOne(ctx, *task, d, req.Completions[i])
+			out[i], errs[i] = s.scoreOne(ctx, *task, d, req.Completions[i].reply)
 		}()
 	}
 	wg.Wait()
@@ -579,7 +606,7 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 }
 
 // scoreOne plays completion as the only turn of an episode (so converged is 0) and judges it.
-func (s *Server) scoreOne(ctx context.Context, task datasets.Task, d datasets.Dialect, completion string) (scoreResult, error) {
+func (s *Server) scoreOne(ctx context.Context, task datasets.Task, d datasets.Dialect, completion reply) (scoreResult, error) {
 	st, err := s.start(ctx, task, d, 1)
 	if err != nil {
 		return scoreResult{}, err
@@ -588,7 +615,7 @@ func (s *Server) scoreOne(ctx context.Context, task datasets.Task, d datasets.Di
 		return scoreResult{}, err
 	}
 	defer s.slots.Release(1)
-	tu, err := play(ctx, st, reply{Content: &completion})
+	tu, err := play(ctx, st, completion)
 	if err != nil {
 		return scoreResult{}, err
 	}

@@ -72,6 +72,22 @@ func TestRepliesAsDocumented(t *testing.T) {
 			t.Errorf("%s: outcome %s, sql %q, rewards %v; want %s, %q, format %v, malformed %v, total %v",
 				c.name, r.Info.Outcome, r.Info.SQL, r.Rewards, c.outcome, c.sql, c.format, c.malformed, wantTotal)
 		}
+		// /v1/score reads the same reply object the same way.
+		var sc struct{ Results []result }
+		if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": []any{body}}, &sc); code != 200 || len(sc.Results) != 1 {
+			t.Fatalf("%s: score %d", c.name, code)
+		}
+		if o := sc.Results[0]; o.Info.Outcome != c.outcome || o.Info.SQL != c.sql || o.Rewards["format"] != c.format || o.Rewards["malformed_turns"] != c.malformed {
+			t.Errorf("%s: scored: outcome %s, sql %q, rewards %v; want %s, %q, format %v, malformed %v", c.name, o.Info.Outcome, o.Info.SQL, o.Rewards, c.outcome, c.sql, c.format, c.malformed)
+		}
+	}
+	var e wireErr
+	if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": []any{answer(g), map[string]string{"content": answer(g), "finish_reason": "abort"}}}, &e); code != 400 ||
+		!strings.Contains(e.Error.Message, "completion 1") {
+		t.Errorf("a completion's unknown finish_reason: %d %+v", code, e.Error)
+	}
+	if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": []any{map[string]string{"text": "x"}}}, &e); code != 400 {
+		t.Errorf("a completion with an unknown field: %d %+v", code, e.Error)
 	}
 
 	// Convergence: the same statement in consecutive turns; a truncated turn, a format violation
