@@ -14,33 +14,35 @@ import (
 	"github.com/chainedsql/chainedsql/sandbox/sqlite"
 )
 
+// sqliteDB is a SQLite file of tb's own made by ddl, opened as the sandbox opens a task's.
+func sqliteDB(tb testing.TB, ddl string) sandbox.DB {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "db.sqlite")
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := raw.Exec(ddl); err != nil {
+		tb.Fatal(err)
+	}
+	raw.Close()
+	db, err := sqlite.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
 // TestReference: a gold that fails on the prediction's database runs again on Reference and the
 // verdict compares with that result (GoldOn says so), in every style; a gold that runs on the
 // prediction's database never opens Reference; without Reference, where it does not open, or
 // where the gold fails or runs out of time there too, the first failure is reported (the
 // verdict is unjudged).
 func TestReference(t *testing.T) {
-	dir := t.TempDir()
-	mk := func(name, ddl string) sandbox.DB {
-		path := filepath.Join(dir, name+".sqlite")
-		raw, err := sql.Open("sqlite3", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.Exec(ddl); err != nil {
-			t.Fatal(err)
-		}
-		raw.Close()
-		db, err := sqlite.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
 	// The reference has the gold's table; the prediction's database only a copy under another name.
-	ref := mk("ref", `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`)
-	db := mk("db", `CREATE TABLE h (x INTEGER); INSERT INTO h VALUES (1), (2); CREATE TABLE g2 (x INTEGER); INSERT INTO g2 VALUES (7);`)
+	ref := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`)
+	db := sqliteDB(t, `CREATE TABLE h (x INTEGER); INSERT INTO h VALUES (1), (2); CREATE TABLE g2 (x INTEGER); INSERT INTO g2 VALUES (7);`)
 	ctx := context.Background()
 	opened := 0
 	reference := func(context.Context) (sandbox.DB, error) { opened++; return ref, nil }
@@ -115,20 +117,7 @@ func (d *timedDB) Dialect() datasets.Dialect { return datasets.Postgres }
 // it. A gold that fails late on the server has, on its
 // reference, the time it had there.
 func TestGoldTimeout(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db.sqlite")
-	raw, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.Exec(`CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
-	base, err := sqlite.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
+	base := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`)
 	ctx := context.Background()
 	const budget = 300 * time.Millisecond
 	gold, pred := "SELECT x FROM g WHERE 'gold' = 'gold'", "SELECT x FROM g WHERE 'pred' = 'pred'"
@@ -186,22 +175,9 @@ func (referenceDB) Dialect() datasets.Dialect { return datasets.SQLite }
 // its row count (Spider: not the gold's) already tell the two apart, and the verdict (outcome
 // included) is the one a full run gives; where they cannot, the prediction runs again.
 func TestPrefixReused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db.sqlite")
-	raw, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.Exec(`CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);
+	base := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);
 		CREATE TABLE big (x INTEGER); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO big SELECT n FROM c;
-		CREATE TABLE odd (x); INSERT INTO odd VALUES (CAST(X'ff41' AS TEXT)); INSERT INTO odd SELECT x FROM big;`); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
-	base, err := sqlite.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
+		CREATE TABLE odd (x); INSERT INTO odd VALUES (CAST(X'ff41' AS TEXT)); INSERT INTO odd SELECT x FROM big;`)
 	ctx := context.Background()
 	rows := func(xs ...int64) [][]any {
 		out := make([][]any, len(xs))
