@@ -62,10 +62,23 @@ const maxGoldRows = 1 << 20
 // so a gold result does not change. Concurrent misses of one gold share one execution. Only
 // results that ran are kept (a timeout under load may not repeat). Safe for concurrent use.
 type goldCache struct {
+	// limit is how long a shared execution may run: the judge's whole budget
+	// (episode.JudgeBudget), past every caller's own timeout, so that no caller needs to run
+	// the gold again; each caller waits only until its own deadline.
+	limit  time.Duration
 	mu     sync.Mutex
 	m      map[string]*sandbox.Result
 	rows   int
 	flight singleflight.Group
+}
+
+// goldLimit is how long a shared gold execution may run for episodes under opts: the judge's
+// budget (episode.JudgeBudget), else the longest a style's default gives (two statements').
+func goldLimit(opts episode.EpisodeOptions) time.Duration {
+	if b := episode.JudgeBudget(opts); b > 0 {
+		return b
+	}
+	return 2 * sandbox.DefaultTimeout
 }
 
 // goldOpener opens a task's reference database (episode.EpisodeOptions.GoldOpener), with its
@@ -115,12 +128,17 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	if ok {
 		return res, nil
 	}
-	// The shared execution does not end with the context of whichever request started it, but
-	// it does end at that request's deadline: a request whose own deadline is later does not
-	// take its timeout, and runs the gold itself.
-	deadline := time.Now().Add(opts.Timeout)
+	// The shared execution ends with neither the context nor the deadline of the request that
+	// started it: it runs for the judge's whole budget (limit), so that every request it serves
+	// gets the answer its own deadline allows, and each request waits only until its own.
+	own := opts.Timeout
+	if own <= 0 {
+		own = sandbox.DefaultTimeout
+	}
+	shared := opts
+	shared.Timeout = max(c.limit, own)
 	ch := c.flight.DoChan(key, func() (any, error) {
-		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
+		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, shared)
 		if err == nil && res.OK() {
 			c.mu.Lock()
 			if c.rows+len(res.Rows) <= maxGoldRows {
@@ -132,25 +150,19 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 			}
 			c.mu.Unlock()
 		}
-		return flightResult{res, deadline}, err
+		return res, err
 	})
+	timer := time.NewTimer(own)
+	defer timer.Stop()
 	select {
 	case r := <-ch:
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		f := r.Val.(flightResult)
-		if f.res.Outcome == sandbox.OutcomeTimeout && deadline.After(f.deadline) {
-			return g.DB.Exec(ctx, query, opts)
-		}
-		return f.res, nil
+		return r.Val.(*sandbox.Result), nil
+	case <-timer.C:
+		return sandbox.TimedOut(own, own), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// flightResult is a shared gold execution's result and the deadline it ran under.
-type flightResult struct {
-	res      *sandbox.Result
-	deadline time.Time
 }

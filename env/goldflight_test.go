@@ -33,30 +33,47 @@ func (d *slowGoldDB) Exec(ctx context.Context, q string, opts sandbox.ExecOption
 	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}}, Total: 1}, nil
 }
 
-// TestGoldFlightDeadline: a gold execution shared by concurrent requests ends at the deadline
-// of the request that started it; a request with a later deadline that joined it does not take
-// its timeout (which the judge would record as its gold's failure), it runs the gold itself.
+// TestGoldFlightDeadline: concurrent requests for one gold share one execution, which runs for
+// the judge's whole budget whoever started it; each request waits only until its own deadline:
+// a later deadline gets the answer, an earlier one its timeout at that deadline, whichever
+// request came first.
 func TestGoldFlightDeadline(t *testing.T) {
 	const gold = "SELECT x FROM g"
-	db := &slowGoldDB{wait: 500 * time.Millisecond}
-	o := goldOpener{core: gold, cache: &goldCache{}}
-	g := o.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
-	var short *sandbox.Result
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		short, _ = g.Exec(context.Background(), gold, sandbox.ExecOptions{Timeout: 300 * time.Millisecond})
-	}()
-	time.Sleep(50 * time.Millisecond)
-	long, err := g.Exec(context.Background(), gold, sandbox.ExecOptions{Timeout: time.Second})
-	<-done
-	if err != nil || !long.OK() {
-		t.Errorf("the later deadline's gold: %+v, %v", long, err)
-	}
-	if short == nil || short.Outcome != sandbox.OutcomeTimeout {
-		t.Errorf("the earlier deadline's gold: %+v", short)
-	}
-	if db.runs != 2 {
-		t.Errorf("%d executions, want 2 (the shared one, then the later deadline's own)", db.runs)
+	for _, shortFirst := range []bool{true, false} {
+		db := &slowGoldDB{wait: 500 * time.Millisecond}
+		o := goldOpener{core: gold, cache: &goldCache{limit: 2 * time.Second}}
+		g := o.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+		type answer struct {
+			res  *sandbox.Result
+			took time.Duration
+		}
+		run := func(timeout time.Duration, out *answer, done chan<- struct{}) {
+			start := time.Now()
+			out.res, _ = g.Exec(context.Background(), gold, sandbox.ExecOptions{Timeout: timeout})
+			out.took = time.Since(start)
+			close(done)
+		}
+		var short, long answer
+		d1, d2 := make(chan struct{}), make(chan struct{})
+		if shortFirst {
+			go run(300*time.Millisecond, &short, d1)
+			time.Sleep(50 * time.Millisecond)
+			go run(time.Second, &long, d2)
+		} else {
+			go run(time.Second, &long, d2)
+			time.Sleep(50 * time.Millisecond)
+			go run(300*time.Millisecond, &short, d1)
+		}
+		<-d1
+		<-d2
+		if long.res == nil || !long.res.OK() {
+			t.Errorf("short first %v: the later deadline's gold: %+v", shortFirst, long.res)
+		}
+		if short.res == nil || short.res.Outcome != sandbox.OutcomeTimeout || short.took > 450*time.Millisecond {
+			t.Errorf("short first %v: the earlier deadline's gold: %+v after %s, want its timeout at 300 ms", shortFirst, short.res, short.took)
+		}
+		if db.runs != 1 {
+			t.Errorf("short first %v: %d executions, want 1", shortFirst, db.runs)
+		}
 	}
 }

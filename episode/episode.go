@@ -143,6 +143,10 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db san
 	return tr, nil
 }
 
+// JudgeBudget is the time the judge has for an episode's final SQL and its gold together: two
+// statements' timeouts (zero: the style's judge.Style.DefaultTimeout).
+func JudgeBudget(opts EpisodeOptions) time.Duration { return 2 * opts.ExecTimeout }
+
 // judgeFinal sets Correct by judge.Judge: the Spider style when opts.Ordered, else BIRD's, so
 // that student score on the eval dir's predictions gives the same verdicts. The judge decides
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
@@ -161,7 +165,7 @@ func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, 
 	if ref, ok := task.GoldReference(db.Dialect()); ok && opts.GoldOpener != nil {
 		j.Reference = func(ctx context.Context) (sandbox.DB, error) { return opts.GoldOpener.Open(ctx, ref, task) }
 	}
-	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, 2*opts.ExecTimeout)
+	v, err := j.Run(ctx, db, gold, tr.FinalSQL, final, JudgeBudget(opts))
 	if err != nil {
 		return fmt.Errorf("task %s: judging on %s (%s): %w", task.ID, task.DBID, db.Dialect(), err)
 	}

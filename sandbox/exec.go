@@ -13,7 +13,7 @@ import (
 // collection with the shared limits after it.
 
 // StartExec is the start of every engine's DB.Exec: it screens query for dialect d (the rules of
-// every engine, then d's own ScreenRules) and resolves opts.Timeout (zero means 30 s). A non-nil
+// every engine, then d's own ScreenRules) and resolves opts.Timeout (zero means DefaultTimeout). A non-nil
 // Result is the refusal Exec returns as it is. Otherwise Exec runs stmt, the screened statement,
 // within timeout, and returns TimedOut past it, TooLarge for an error IsTooLarge reports, and
 // the rows gathered by Collect.
@@ -25,10 +25,13 @@ func StartExec(query string, d datasets.Dialect, opts ExecOptions) (string, time
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
-		timeout = 30 * time.Second
+		timeout = DefaultTimeout
 	}
 	return stmt, timeout, nil
 }
+
+// DefaultTimeout is a statement's time limit where ExecOptions.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
 
 // TimedOut is the Result of a statement stopped at its deadline.
 func TimedOut(timeout, took time.Duration) *Result {
