@@ -127,7 +127,9 @@ func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok 
 // pred's result from an earlier execution, reused when the style runs pred unchanged and the
 // result is complete (all rows kept) or a failure; where it kept only pred's first rows, the
 // gold runs first and pred runs again only if those rows and its row count cannot already tell
-// the two apart (prefixDiffers: the verdict is then the same as after a full run). The error is
+// the two apart (prefixDiffers: Correct is then what a full run gives; the Outcome is "ok" where
+// a full run could fail on a row past the kept ones, text that is not UTF-8 or the size limit,
+// wrong either way). The error is
 // unknown or db itself failed (see DB.Exec); a Reference that fails leaves the gold's failure
 // on db in the verdict.
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {

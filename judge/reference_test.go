@@ -172,8 +172,9 @@ func (referenceDB) Dialect() datasets.Dialect { return datasets.SQLite }
 
 // TestPrefixReused: a reused result that kept only the prediction's first rows decides the
 // verdict without running the prediction again where those rows (BIRD: one the gold lacks) or
-// its row count (Spider: not the gold's) already tell the two apart, and the verdict (outcome
-// included) is the one a full run gives; where they cannot, the prediction runs again.
+// its row count (Spider: not the gold's) already tell the two apart, and the verdict is the one
+// a full run gives (the outcome too, in these cases: a kept row's text that is not UTF-8
+// included); where they cannot, the prediction runs again.
 func TestPrefixReused(t *testing.T) {
 	base := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);
 		CREATE TABLE big (x INTEGER); WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO big SELECT n FROM c;
