@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the admin connection
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -77,21 +77,24 @@ func sweep(admin *sql.DB, prefix string) {
 	}
 }
 
-// localServer reports whether dsn's server is on this machine: a loopback host, or a socket.
+// localServer reports whether dsn's server is on this machine: every host pgx would try (URL or
+// keyword/value form, PGHOST where the DSN names none) a loopback address, localhost or a socket.
 func localServer(dsn string) bool {
-	u, err := url.Parse(dsn)
+	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return false
 	}
-	h := u.Hostname()
-	if h == "" {
-		h = u.Query().Get("host")
+	hosts := []string{cfg.Host}
+	for _, f := range cfg.Fallbacks {
+		hosts = append(hosts, f.Host)
 	}
-	if h == "" || h == "localhost" || strings.HasPrefix(h, "/") {
-		return true
+	for _, h := range hosts {
+		ip := net.ParseIP(h)
+		if h != "localhost" && !strings.HasPrefix(h, "/") && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return true
 }
 
 // FreshDB creates a database of its own for tb on the test server (shared.PostgresDSN) and

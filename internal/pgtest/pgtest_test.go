@@ -66,6 +66,11 @@ func TestSweep(t *testing.T) {
 
 // TestLocalServer: the sweep runs only against a server on this machine.
 func TestLocalServer(t *testing.T) {
+	t.Setenv("PGHOST", "db.internal")
+	if localServer("postgres://postgres@/test") {
+		t.Error("a URL without a host (PGHOST elsewhere): local")
+	}
+	t.Setenv("PGHOST", "")
 	for dsn, want := range map[string]bool{
 		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": true,
 		"postgres://postgres@localhost/test":                      true,
@@ -73,6 +78,10 @@ func TestLocalServer(t *testing.T) {
 		"postgres:///test?host=/var/run/postgresql":               true,
 		"postgres://postgres@db.internal:5432/test":               false,
 		"postgres://postgres@10.0.0.7/test":                       false,
+		"host=db.internal user=postgres dbname=test":              false,
+		"host=10.0.0.7 dbname=test sslmode=disable":               false,
+		"host=127.0.0.1 user=postgres dbname=test":                true,
+		"postgres://postgres@127.0.0.1,db.internal/test":          false,
 	} {
 		if got := localServer(dsn); got != want {
 			t.Errorf("%s: %v, want %v", dsn, got, want)
