@@ -9,6 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -96,5 +97,28 @@ func TestMySQLSlots(t *testing.T) {
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() || len(m.srv.slots) != 0 {
 		t.Errorf("slot free: %+v, %d slots held after", r, len(m.srv.slots))
+	}
+}
+
+// TestMySQLLongStatement: a statement past textcap.SQL is refused unsent; a 20 MiB one, past
+// MariaDB's max_allowed_packet, had the server reset the connection, the database's failure on
+// every try.
+func TestMySQLLongStatement(t *testing.T) {
+	admin := sandboxtest.MyAdmin(t)
+	name := sandboxtest.MyDatabase(t, admin, `CREATE TABLE t (id BIGINT PRIMARY KEY)`)
+	acc := sandboxtest.Reader(t, datasets.MySQL, name)
+	db, err := Open(context.Background(), shared.MySQLDSN(), name, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, n := range []int{textcap.SQL, 20 << 20} {
+		r, err := db.Exec(context.Background(), "SELECT '"+strings.Repeat("x", n)+"'", sandbox.ExecOptions{})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "bytes long") {
+			t.Errorf("%d bytes: %+v, %v", n, r, err)
+		}
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT '"+strings.Repeat("x", textcap.SQL-10)+"'", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("just under the limit: %+v", r)
 	}
 }
