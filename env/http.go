@@ -542,16 +542,24 @@ type scoreRequest struct {
 // its token-limit cut count as they do in a step.
 type completion struct{ reply }
 
-// UnmarshalJSON reads a string or a reply object (unknown fields refused, as in every request).
+// UnmarshalJSON reads a string or a reply object (unknown fields refused, as in every request);
+// anything else, null included, is an error.
 func (c *completion) UnmarshalJSON(b []byte) error {
-	var text string
-	if err := json.Unmarshal(b, &text); err == nil {
-		c.reply = reply{Content: &text}
-		return nil
+	var err error
+	switch b = bytes.TrimLeft(b, " \t\r\n"); {
+	case len(b) > 0 && b[0] == '"':
+		var text string
+		if err = json.Unmarshal(b, &text); err == nil {
+			c.reply = reply{Content: &text}
+		}
+	case len(b) > 0 && b[0] == '{':
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&c.reply)
+	default:
+		err = fmt.Errorf("got %.20s", b)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.reply); err != nil {
+	if err != nil {
 		return fmt.Errorf("a completion is a string or {\"content\", \"reasoning\", \"finish_reason\"}: %w", err)
 	}
 	return nil

@@ -86,8 +86,10 @@ func TestRepliesAsDocumented(t *testing.T) {
 		!strings.Contains(e.Error.Message, "completion 1") {
 		t.Errorf("a completion's unknown finish_reason: %d %+v", code, e.Error)
 	}
-	if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": []any{map[string]string{"text": "x"}}}, &e); code != 400 {
-		t.Errorf("a completion with an unknown field: %d %+v", code, e.Error)
+	for _, bad := range []any{map[string]string{"text": "x"}, nil, 7, []string{"x"}} {
+		if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": []any{bad}}, &e); code != 400 || !strings.Contains(e.Error.Message, "a completion is a string or") {
+			t.Errorf("completion %v: %d %+v", bad, code, e.Error)
+		}
 	}
 
 	// Convergence: the same statement in consecutive turns; a truncated turn, a format violation
