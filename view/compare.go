@@ -22,7 +22,15 @@ type CompareCell struct {
 	Violations int    `json:"format_violations"`
 	Outcome    string `json:"outcome,omitempty"`
 	SQL        string `json:"sql"`
+	// Unjudged says the task's gold SQL gave no result for this trajectory, so it could not be
+	// judged (rundir.Outcome.Unjudged, as the rows table has it): Correct is false, and the
+	// filters count the cell neither correct nor wrong.
+	Unjudged bool `json:"unjudged,omitempty"`
 }
+
+// judgedWrong reports whether the cell counts as wrong in the compare filters: present, judged
+// and not correct. An unjudged cell is neither correct nor wrong there, like an absent one.
+func (c CompareCell) judgedWrong() bool { return c.Present && !c.Correct && !c.Unjudged }
 
 // CompareRow is one task across the policies, in the order of the eval dirs given; in a
 // dataset, one task in one dialect across the teachers.
@@ -40,6 +48,8 @@ type CompareRow struct {
 	// SQL statements among them (case and runs of white space aside): 1 when all agree.
 	Correct     int `json:"correct"`
 	DistinctSQL int `json:"distinct_sql"`
+	// Unjudged counts the present cells that are unjudged (counted as not correct in Correct).
+	Unjudged int `json:"unjudged"`
 }
 
 // ComparePage is the compare view's table.
@@ -51,6 +61,8 @@ type ComparePage struct {
 	Rows     []CompareRow `json:"rows"`
 	// Difficulties lists the buckets present, for the filter.
 	Difficulties []string `json:"difficulties"`
+	// Unjudged counts the matching rows (all pages) with at least one unjudged cell.
+	Unjudged int `json:"unjudged"`
 }
 
 // canCompare reports whether the compare view applies: eval dirs, or a dataset (teachers).
@@ -89,6 +101,9 @@ func (s *Server) compareRows() ([]string, []CompareRow) {
 				sqls[strings.Join(strings.Fields(strings.ToLower(c.SQL)), " ")] = true
 				if c.Correct {
 					r.Correct++
+				}
+				if c.Unjudged {
+					r.Unjudged++
 				}
 			}
 		}
@@ -133,7 +148,7 @@ func (s *Server) datasetCompareRows() ([]string, []CompareRow) {
 			continue
 		}
 		*c = CompareCell{Present: true, ID: id, Correct: e.flags&flagCorrect != 0, Converged: e.flags&flagConverged != 0,
-			ExecOK: e.flags&flagExecOK != 0, Turns: int(e.turns), Violations: int(e.violations), SQL: e.finalSQL}
+			ExecOK: e.flags&flagExecOK != 0, Unjudged: e.flags&flagUnjudged != 0, Turns: int(e.turns), Violations: int(e.violations), SQL: e.finalSQL}
 	}
 	slices.SortStableFunc(rows, func(a, b CompareRow) int { return cmp.Or(a.Index-b.Index, strings.Compare(a.Dialect, b.Dialect)) })
 	return teachers, rows
@@ -169,8 +184,9 @@ func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 			if c.Present && t.Sample != 0 {
 				continue
 			}
-			*c = CompareCell{Present: true, ID: -1, Correct: t.Correct, Converged: t.Outcome().Converged, ExecOK: t.ExecOK, Turns: len(t.Turns),
-				Violations: t.FormatViolations, SQL: t.FinalSQL}
+			o := t.Outcome()
+			*c = CompareCell{Present: true, ID: -1, Correct: o.Correct, Converged: o.Converged, ExecOK: o.ExecOK, Unjudged: o.Unjudged, Turns: o.Turns,
+				Violations: o.FormatViolations, SQL: t.FinalSQL}
 			if pos < len(ids[p]) {
 				c.ID = ids[p][pos]
 			}
@@ -181,7 +197,7 @@ func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 				}
 			}
 			if res, ok := results[t.TaskID]; ok {
-				c.Correct, c.Outcome, c.SQL = res.Correct, res.Outcome, res.SQL
+				c.Correct, c.Unjudged, c.Outcome, c.SQL = res.Correct, res.EpisodeOutcome().Unjudged, res.Outcome, res.SQL
 			}
 		}
 	}
@@ -196,7 +212,9 @@ func (s *Server) evalCompareRows() ([]string, []CompareRow) {
 // handleCompare answers the compare table. Parameters: good=P (policy P correct), bad=P
 // (policy P wrong), differ=1 (the policies disagree on correctness), allwrong=1 (every
 // present policy wrong), sqldiffer=1 (their final SQL differs), difficulty, dialect, q (words
-// of the question or db_id), offset, limit.
+// of the question or db_id), offset, limit. Wrong means judged wrong: an unjudged cell (its
+// gold SQL gave no result) is neither correct nor wrong to these filters, as if the policy had
+// no trajectory for the task; allwrong needs at least one judged cell.
 func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	if !s.canCompare() {
 		httpError(w, http.StatusNotFound, fmt.Errorf("the compare view needs eval dirs or a dataset, not %s", s.served()))
@@ -252,7 +270,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		if good >= 0 && !(row.Cells[good].Present && row.Cells[good].Correct) {
 			continue
 		}
-		if bad >= 0 && !(row.Cells[bad].Present && !row.Cells[bad].Correct) {
+		if bad >= 0 && !row.Cells[bad].judgedWrong() {
 			continue
 		}
 		if differ && !disagree(row.Cells) {
@@ -261,7 +279,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		if diff != "" && row.Difficulty != diff || dialect != "" && row.Dialect != dialect {
 			continue
 		}
-		if allWrong && row.Correct > 0 || sqlDiffer && row.DistinctSQL < 2 {
+		if allWrong && (row.Correct > 0 || !slices.ContainsFunc(row.Cells, CompareCell.judgedWrong)) || sqlDiffer && row.DistinctSQL < 2 {
 			continue
 		}
 		text := strings.ToLower(row.Question + "\x00" + row.DBID + "\x00" + row.TaskID)
@@ -271,6 +289,9 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		}
 		if match {
 			hits = append(hits, row)
+			if row.Unjudged > 0 {
+				page.Unjudged++
+			}
 		}
 	}
 	slices.Sort(page.Difficulties)
@@ -279,11 +300,12 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, page)
 }
 
-// disagree reports whether the present cells differ in correctness.
+// disagree reports whether the present, judged cells differ in correctness (an unjudged cell
+// is neither correct nor wrong).
 func disagree(cells []CompareCell) bool {
 	var first *bool
 	for i := range cells {
-		if !cells[i].Present {
+		if !cells[i].Present || cells[i].Unjudged {
 			continue
 		}
 		if first == nil {

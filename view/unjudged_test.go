@@ -12,25 +12,16 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/curate"
+	"github.com/chainedsql/chainedsql/evaluate"
 )
 
-// unjudgedDataset writes a dataset of three rows: alpha's on sqlite (correct), alpha's on
-// postgres whose gold SQL failed there (unjudged), beta's on postgres judged against the
-// task's SQLite file (correct).
-func unjudgedDataset(t *testing.T) string {
+// oneTurn is the conversation of every row of the datasets below: one turn, SELECT 1.
+var oneTurn = []chat.Message{{Role: chat.RoleSystem, Content: "s"}, {Role: chat.RoleUser, Content: "Question: q"},
+	{Role: chat.RoleAssistant, Content: "<think>t</think>\n<sql>SELECT 1</sql>"}}
+
+// writeDataset writes rows as a dataset of one Parquet file in a directory of the test's own.
+func writeDataset(t *testing.T, rows []curate.Row) string {
 	t.Helper()
-	msgs := []chat.Message{{Role: chat.RoleSystem, Content: "s"}, {Role: chat.RoleUser, Content: "Question: q"},
-		{Role: chat.RoleAssistant, Content: "<think>t</think>\n<sql>SELECT 1</sql>"}}
-	row := func(key, teacher, dialect string, correct bool, goldError, goldDialect string) curate.Row {
-		return curate.Row{Messages: msgs, Teacher: teacher, Dialect: dialect, Difficulty: "simple", DBID: "shop", TaskID: "sample/" + key,
-			Question: "q " + key, Turns: 1, ExecOK: true, Correct: correct, FinalSQL: "SELECT 1", GoldSQL: "SELECT 1",
-			GoldError: goldError, GoldDialect: goldDialect, NumTokens: 10, NumTrainableTokens: 5, Key: key}
-	}
-	rows := []curate.Row{
-		row("k1", "alpha", "sqlite", true, "", "sqlite"),
-		row("k2", "alpha", "postgres", false, "error: function strftime(unknown, text) does not exist", ""),
-		row("k3", "beta", "postgres", true, "", "sqlite"),
-	}
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, curate.DataDir), 0o755); err != nil {
 		t.Fatal(err)
@@ -50,6 +41,24 @@ func unjudgedDataset(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// unjudgedDataset writes a dataset of three rows: alpha's on sqlite (correct), alpha's on
+// postgres whose gold SQL failed there (unjudged), beta's on postgres judged against the
+// task's SQLite file (correct).
+func unjudgedDataset(t *testing.T) string {
+	t.Helper()
+	row := func(key, teacher, dialect string, correct bool, goldError, goldDialect string) curate.Row {
+		return curate.Row{Messages: oneTurn, Teacher: teacher, Dialect: dialect, Difficulty: "simple", DBID: "shop", TaskID: "sample/" + key,
+			Question: "q " + key, Turns: 1, ExecOK: true, Correct: correct, FinalSQL: "SELECT 1", GoldSQL: "SELECT 1",
+			GoldError: goldError, GoldDialect: goldDialect, NumTokens: 10, NumTrainableTokens: 5, Key: key}
+	}
+	rows := []curate.Row{
+		row("k1", "alpha", "sqlite", true, "", "sqlite"),
+		row("k2", "alpha", "postgres", false, "error: function strftime(unknown, text) does not exist", ""),
+		row("k3", "beta", "postgres", true, "", "sqlite"),
+	}
+	return writeDataset(t, rows)
 }
 
 // TestUnjudgedRows: the viewer filters unjudged rows (unjudged=1 or 0), marks them in the
@@ -157,4 +166,130 @@ func TestBrowserUnjudged(t *testing.T) {
 	}
 	b.shot("unjudged-row")
 	b.noErrors()
+}
+
+// compareUnjudgedDataset writes a dataset of two teachers, alpha and beta, over four tasks:
+// t1 on postgres, alpha's gold SQL failed (unjudged) and beta is correct; t2 on sqlite, alpha
+// wrong and beta correct; t3 on postgres, both unjudged; t4 on sqlite, both wrong.
+func compareUnjudgedDataset(t *testing.T) string {
+	t.Helper()
+	const fail = "error: function strftime(unknown, text) does not exist"
+	row := func(task, teacher, dialect string, correct bool, goldError string) curate.Row {
+		return curate.Row{Messages: oneTurn, Teacher: teacher, Dialect: dialect, Difficulty: "simple", DBID: "shop", TaskID: "sample/" + task,
+			Question: "q " + task, Turns: 1, ExecOK: true, Correct: correct, FinalSQL: "SELECT 1", GoldSQL: "SELECT 1",
+			GoldError: goldError, NumTokens: 10, NumTrainableTokens: 5, Key: task + "-" + teacher, TaskIndex: int64(task[1] - '0')}
+	}
+	rows := []curate.Row{
+		row("t1", "alpha", "postgres", false, fail), row("t1", "beta", "postgres", true, ""),
+		row("t2", "alpha", "sqlite", false, ""), row("t2", "beta", "sqlite", true, ""),
+		row("t3", "alpha", "postgres", false, fail), row("t3", "beta", "postgres", false, fail),
+		row("t4", "alpha", "sqlite", false, ""), row("t4", "beta", "sqlite", false, ""),
+	}
+	return writeDataset(t, rows)
+}
+
+// TestCompareUnjudged: the by-task view's cells carry the rows' unjudged flag, each row and
+// the page count them, and an unjudged cell is neither correct nor wrong to the filters
+// ("beta correct, alpha wrong", "teachers disagree", "all wrong").
+func TestCompareUnjudged(t *testing.T) {
+	h := openServer(t, nil, compareUnjudgedDataset(t)).Handler()
+	var all map[string]any
+	get(t, h, "/api/compare?limit=500", &all)
+	rows := all["rows"].([]any)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4: %v", len(rows), all)
+	}
+	if all["unjudged"] != 2.0 {
+		t.Errorf("%v tasks unjudged, want 2", all["unjudged"])
+	}
+	// The JSON as the page reads it: t1's alpha cell is unjudged, beta's cell has no flag.
+	t1 := rows[0].(map[string]any)
+	cells := t1["cells"].([]any)
+	if t1["key"] != "sample/t1|postgres" || t1["unjudged"] != 1.0 || t1["correct"] != 1.0 ||
+		cells[0].(map[string]any)["unjudged"] != true || cells[0].(map[string]any)["correct"] != false || cells[1].(map[string]any)["unjudged"] != nil {
+		t.Errorf("t1: %v", t1)
+	}
+	for q, want := range map[string]string{
+		"":                     "sample/t1|postgres sample/t2|sqlite sample/t3|postgres sample/t4|sqlite",
+		"good=1&bad=0":         "sample/t2|sqlite",
+		"differ=1":             "sample/t2|sqlite",
+		"allwrong=1":           "sample/t4|sqlite",
+		"bad=0":                "sample/t2|sqlite sample/t4|sqlite",
+		"good=1":               "sample/t1|postgres sample/t2|sqlite",
+		"dialect=postgres":     "sample/t1|postgres sample/t3|postgres",
+		"allwrong=1&bad=1":     "sample/t4|sqlite",
+		"sqldiffer=1&bad=0":    "",
+		"dialect=sqlite&bad=1": "sample/t4|sqlite",
+	} {
+		var p ComparePage
+		if code := get(t, h, "/api/compare?limit=500&"+q, &p); code != 200 {
+			t.Fatalf("compare?%s: %d", q, code)
+		}
+		var keys []string
+		unjudged := 0
+		for _, r := range p.Rows {
+			keys = append(keys, r.Key)
+			if r.Unjudged > 0 {
+				unjudged++
+			}
+		}
+		if got := strings.Join(keys, " "); got != want || p.Unjudged != unjudged {
+			t.Errorf("compare?%s: %q (%d unjudged), want %q (%d)", q, got, p.Unjudged, want, unjudged)
+		}
+	}
+}
+
+// TestCompareUnjudgedEval: over eval dirs the cell's unjudged flag follows results.jsonl (its
+// gold_error), and "oracle correct, student wrong" leaves out a task the student's gold SQL
+// could not judge.
+func TestCompareUnjudgedEval(t *testing.T) {
+	fx := getFixture(t)
+	student := filepath.Join(t.TempDir(), "eval-student")
+	if err := os.CopyFS(student, os.DirFS(fx.evalStudent)); err != nil {
+		t.Fatal(err)
+	}
+	results, err := evaluate.ReadResults(student)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unjudged, wrong := "", 0
+	var buf bytes.Buffer
+	for i := range results {
+		r := &results[i]
+		if !r.Correct && unjudged == "" {
+			unjudged, r.GoldError = r.ID, "error: no such function: strftime"
+		} else if !r.Correct {
+			wrong++
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(append(line, '\n'))
+	}
+	if unjudged == "" || wrong == 0 {
+		t.Fatalf("the student got %d tasks wrong: the test needs 2", wrong)
+	}
+	if err := os.WriteFile(filepath.Join(student, evaluate.ResultsFile), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := openServer(t, fx.tok, student, fx.evalOracle).Handler()
+	var p ComparePage
+	get(t, h, "/api/compare?limit=500", &p)
+	marked := 0
+	for _, r := range p.Rows {
+		if r.Cells[0].Unjudged {
+			marked++
+			if r.TaskID != unjudged || r.Cells[0].Correct || r.Cells[1].Unjudged || r.Unjudged != 1 {
+				t.Errorf("task %s: %+v", r.TaskID, r)
+			}
+		}
+	}
+	if marked != 1 || p.Unjudged != 1 {
+		t.Errorf("%d cells and %d tasks unjudged, want 1 (%s)", marked, p.Unjudged, unjudged)
+	}
+	get(t, h, "/api/compare?good=1&bad=0&limit=500", &p)
+	if p.Total != wrong || p.Unjudged != 0 || slices.ContainsFunc(p.Rows, func(r CompareRow) bool { return r.TaskID == unjudged }) {
+		t.Errorf("oracle correct, student wrong: %d tasks (%d unjudged), want %d without %s", p.Total, p.Unjudged, wrong, unjudged)
+	}
 }
