@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,6 +152,31 @@ func TestBrowserUnjudged(t *testing.T) {
 	}
 	if n := eval[int](b, `[...document.querySelectorAll("#rows tbody .tag.warn")].filter((e) => e.textContent === "unjudged").length`); n != 1 {
 		t.Errorf("%d rows marked unjudged, want 1", n)
+	}
+	rowMark := eval[string](b, `document.querySelector("#rows tbody .tag.warn").outerHTML`)
+	// The by-task page marks alpha's cell of sample/k2 as the rows table marks its row, in
+	// place of "wrong", and counts it in the row's agreement and the summary.
+	b.open("#/compare")
+	cell := `document.querySelector('#compare tbody tr[data-key="sample/k2|postgres"] td.cell')`
+	if got := eval[string](b, cell+`.querySelector(".tag.warn")?.outerHTML || ""`); got != rowMark {
+		t.Errorf("compare cell's mark %q, want the rows table's %q", got, rowMark)
+	}
+	if got := eval[string](b, cell+`.textContent`); strings.Contains(got, "wrong") {
+		t.Errorf("compare cell %q says wrong", got)
+	}
+	if n := eval[int](b, `document.querySelectorAll("#compare td.cell .tag.warn").length`); n != 1 {
+		t.Errorf("%d compare cells marked unjudged, want 1", n)
+	}
+	if got := eval[string](b, `document.querySelector('#compare tbody tr[data-key="sample/k2|postgres"] td.agree').textContent`); !strings.Contains(got, "0/1 correct · 1 unjudged") {
+		t.Errorf("agreement %q", got)
+	}
+	if got := eval[string](b, `document.querySelector("#summary").textContent`); got != "3 of 3 tasks match; 1 unjudged" {
+		t.Errorf("compare summary %q", got)
+	}
+	b.shot("unjudged-compare")
+	b.open("#/task/" + url.PathEscape("sample/k2|postgres"))
+	if got := eval[string](b, `document.querySelector('.policy-col[data-policy="alpha"] > h3').textContent`); got != "alpha unjudged" {
+		t.Errorf("task page's alpha column %q", got)
 	}
 	b.open("#/")
 	b.wait(`document.querySelector('figure[data-chart="dialect"] rect.bar') !== null`)

@@ -282,7 +282,7 @@ async function renderRows(params) {
       h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
         r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), h("td", {class: "n"}, r.turns),
       h("td", {}, yesno(r.converged)), h("td", {}, yesno(r.exec_ok)),
-      h("td", {}, yesno(r.correct), r.unjudged ? h("span", {class: "tag warn", title: "its gold SQL gave no result, so it could not be judged"}, "unjudged") : ""),
+      h("td", {}, yesno(r.correct), r.unjudged ? unjudgedTag() : ""),
       h("td", {class: "n"}, r.format_violations ? h("span", {class: "bad"}, r.format_violations) : "0", r.truncated ? h("span", {class: "tag warn"}, "truncated") : ""),
       h("td", {class: "n"}, fmt(r.tokens)), INFO.kind === "dataset" ? h("td", {class: "n"}, fmt(r.trainable)) : null);
   });
@@ -661,6 +661,17 @@ async function renderStats() {
 
 // ---- compare ---------------------------------------------------------------------------
 
+// unjudgedTag marks a row or a compare cell whose gold SQL gave no result (rundir.Outcome.Unjudged).
+function unjudgedTag() {
+  return h("span", {class: "tag warn", title: "its gold SQL gave no result, so it could not be judged"}, "unjudged");
+}
+
+// cellOutcome says how a present compare cell came out: correct, wrong, or unjudged (never
+// "wrong" where the gold SQL gave no result).
+function cellOutcome(c) {
+  return c.unjudged ? unjudgedTag() : yesno(c.correct, "✓ correct", "✗ wrong");
+}
+
 async function renderCompare(params) {
   const page = await api("/api/compare?" + params.toString());
   const form = h("form", {id: "compare-filters", class: "inline", onsubmit: (e) => { e.preventDefault(); apply(); }});
@@ -702,18 +713,23 @@ async function renderCompare(params) {
       h("td", {}, r.difficulty), h("td", {}, r.db_id), h("td", {class: "q"}, r.question, ...(r.labels || []).map((l) => h("span", {class: "tag label"}, l)),
         r.noted ? h("span", {class: "tag", title: "has a note"}, "note") : null), agreementCell(r),
       ...r.cells.map((c) => h("td", {class: "cell"}, !c.present ? h("span", {class: "muted"}, "—") :
-        [yesno(c.correct, "✓ correct", "✗ wrong"), h("span", {class: "small muted"}, ` ${c.turns} turns`),
+        [cellOutcome(c), h("span", {class: "small muted"}, ` ${c.turns} turns`),
           c.format_violations ? h("span", {class: "small bad"}, ` ${c.format_violations} viol.`) : ""]))))));
   setMain(h("section", {class: "content wide"}, h("h2", {}, INFO.kind === "dataset" ? "Teachers task by task" : "Compare policies task by task"), form, presets,
-    h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} tasks match`),
+    h("p", {class: "summary", id: "summary"}, `${fmt(page.total)} of ${fmt(page.all)} tasks match`,
+      page.unjudged ? h("span", {class: "unjudged", title: "tasks with an unjudged result (its gold SQL gave no result): neither correct nor wrong to the filters"},
+        `; ${fmt(page.unjudged)} unjudged`) : null),
     pager(page.total, page.offset, limit, go), table));
 }
 
-// agreementCell says how many present policies are right and how many final SQLs they wrote.
+// agreementCell says how many present policies are right (unjudged ones count as not correct,
+// and are named) and how many final SQLs they wrote.
 function agreementCell(r) {
   const present = r.cells.filter((c) => c.present).length;
-  return h("td", {class: "agree small"}, h("span", {class: r.correct === 0 ? "bad" : r.correct === present ? "ok" : "warn"},
-    `${r.correct}/${present} correct`), ` · ${r.distinct_sql === 1 ? "same SQL" : `${r.distinct_sql} different SQL`}`);
+  const judged = present - (r.unjudged || 0);
+  return h("td", {class: "agree small"}, h("span", {class: r.correct === present ? "ok" : r.correct === 0 && judged > 0 ? "bad" : "warn"},
+    `${r.correct}/${present} correct`), r.unjudged ? ` · ${r.unjudged} unjudged` : "",
+    ` · ${r.distinct_sql === 1 ? "same SQL" : `${r.distinct_sql} different SQL`}`);
 }
 
 async function renderTask(id) {
@@ -722,7 +738,7 @@ async function renderTask(id) {
   const cols = page.policies.map((p, i) => {
     const d = page.details[i], c = t.cells[i];
     return h("div", {class: "policy-col", "data-policy": p},
-      h("h3", {}, p, " ", c.present ? yesno(c.correct, "✓ correct", "✗ wrong") : h("span", {class: "muted"}, "no trajectory")),
+      h("h3", {}, p, " ", c.present ? cellOutcome(c) : h("span", {class: "muted"}, "no trajectory")),
       d ? h("div", {}, d.id !== undefined ? h("p", {}, h("a", {href: "#/row/" + d.id}, "open as a row")) : null,
         d.error ? h("div", {class: "error"}, d.error) : h("div", {class: "turns"}, ...d.turns.map((tv) => turnCard(tv, d.kind))),
         d.error ? null : h("h4", {}, "final SQL"), d.error ? null : sqlBlock(d.final_sql || "", "final-sql"),
