@@ -72,15 +72,6 @@ type goldCache struct {
 	flight singleflight.Group
 }
 
-// goldLimit is how long a shared gold execution may run for episodes under opts: the judge's
-// budget (episode.JudgeBudget), else the longest a style's default gives (two statements').
-func goldLimit(opts episode.EpisodeOptions) time.Duration {
-	if b := episode.JudgeBudget(opts); b > 0 {
-		return b
-	}
-	return 2 * sandbox.DefaultTimeout
-}
-
 // goldOpener opens a task's reference database (episode.EpisodeOptions.GoldOpener), with its
 // gold executions through the goldCache.
 type goldOpener struct {
@@ -122,19 +113,27 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	}
 	key := g.prefix + query
 	c := g.cache
-	c.mu.Lock()
-	res, ok := c.m[key]
-	c.mu.Unlock()
-	if ok {
-		return res, nil
-	}
-	// The shared execution ends with neither the context nor the deadline of the request that
-	// started it: it runs for the judge's whole budget (limit), so that every request it serves
-	// gets the answer its own deadline allows, and each request waits only until its own.
 	own := opts.Timeout
 	if own <= 0 {
 		own = sandbox.DefaultTimeout
 	}
+	// A request gets the answer its own time limit allows: a kept or shared result that took
+	// longer than own is its timeout, as running the gold alone would be, whoever ran it first.
+	mine := func(res *sandbox.Result) *sandbox.Result {
+		if res.OK() && res.Duration > own {
+			return sandbox.TimedOut(own, own)
+		}
+		return res
+	}
+	c.mu.Lock()
+	res, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return mine(res), nil
+	}
+	// The shared execution ends with neither the context nor the deadline of the request that
+	// started it: it runs for the judge's whole budget (limit), so that every request it serves
+	// gets the answer its own deadline allows, and each request waits only until its own.
 	shared := opts
 	shared.Timeout = max(c.limit, own)
 	ch := c.flight.DoChan(key, func() (any, error) {
@@ -159,7 +158,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		return r.Val.(*sandbox.Result), nil
+		return mine(r.Val.(*sandbox.Result)), nil
 	case <-timer.C:
 		return sandbox.TimedOut(own, own), nil
 	case <-ctx.Done():

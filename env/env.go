@@ -166,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
 		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient),
-		golds:    &goldCache{limit: goldLimit(cfg.Episode)},
+		golds:    &goldCache{limit: episode.JudgeBudget(cfg.Episode)},
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),
 	}

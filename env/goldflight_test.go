@@ -30,18 +30,19 @@ func (d *slowGoldDB) Exec(ctx context.Context, q string, opts sandbox.ExecOption
 		return sandbox.TimedOut(opts.Timeout, opts.Timeout), nil
 	}
 	time.Sleep(d.wait)
-	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}}, Total: 1}, nil
+	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}}, Total: 1, Duration: d.wait}, nil
 }
 
 // TestGoldFlightDeadline: concurrent requests for one gold share one execution, which runs for
-// the judge's whole budget whoever started it; each request waits only until its own deadline:
-// a later deadline gets the answer, an earlier one its timeout at that deadline, whichever
-// request came first.
+// the judge's whole budget whoever started it; each request gets the answer its own time limit
+// allows, as running the gold alone would give it: a longer limit the result, a shorter one its
+// timeout by its deadline, whichever request came first and whether the result was shared or
+// kept from before.
 func TestGoldFlightDeadline(t *testing.T) {
 	const gold = "SELECT x FROM g"
 	for _, shortFirst := range []bool{true, false} {
-		db := &slowGoldDB{wait: 500 * time.Millisecond}
-		o := goldOpener{core: gold, cache: &goldCache{limit: 2 * time.Second}}
+		db := &slowGoldDB{wait: time.Second}
+		o := goldOpener{core: gold, cache: &goldCache{limit: 3 * time.Second}}
 		g := o.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
 		type answer struct {
 			res  *sandbox.Result
@@ -58,19 +59,26 @@ func TestGoldFlightDeadline(t *testing.T) {
 		if shortFirst {
 			go run(300*time.Millisecond, &short, d1)
 			time.Sleep(50 * time.Millisecond)
-			go run(time.Second, &long, d2)
+			go run(2*time.Second, &long, d2)
 		} else {
-			go run(time.Second, &long, d2)
+			go run(2*time.Second, &long, d2)
 			time.Sleep(50 * time.Millisecond)
 			go run(300*time.Millisecond, &short, d1)
 		}
 		<-d1
 		<-d2
 		if long.res == nil || !long.res.OK() {
-			t.Errorf("short first %v: the later deadline's gold: %+v", shortFirst, long.res)
+			t.Errorf("short first %v: the longer limit's gold: %+v", shortFirst, long.res)
 		}
-		if short.res == nil || short.res.Outcome != sandbox.OutcomeTimeout || short.took > 450*time.Millisecond {
-			t.Errorf("short first %v: the earlier deadline's gold: %+v after %s, want its timeout at 300 ms", shortFirst, short.res, short.took)
+		if short.res == nil || short.res.Outcome != sandbox.OutcomeTimeout || short.took > 900*time.Millisecond {
+			t.Errorf("short first %v: the shorter limit's gold: %+v after %s, want its timeout before the gold's second", shortFirst, short.res, short.took)
+		}
+		// The result is kept now: a shorter limit still gets its timeout, a longer one the result.
+		if r, _ := g.Exec(context.Background(), gold, sandbox.ExecOptions{Timeout: 300 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout {
+			t.Errorf("short first %v: a shorter limit after the gold was kept: %+v", shortFirst, r)
+		}
+		if r, _ := g.Exec(context.Background(), gold, sandbox.ExecOptions{Timeout: 2 * time.Second}); !r.OK() {
+			t.Errorf("short first %v: a longer limit after the gold was kept: %+v", shortFirst, r)
 		}
 		if db.runs != 1 {
 			t.Errorf("short first %v: %d executions, want 1", shortFirst, db.runs)

@@ -144,8 +144,8 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db san
 }
 
 // JudgeBudget is the time the judge has for an episode's final SQL and its gold together: two
-// statements' timeouts (zero: the style's judge.Style.DefaultTimeout).
-func JudgeBudget(opts EpisodeOptions) time.Duration { return 2 * opts.ExecTimeout }
+// statements' timeouts (opts.WithDefaults's).
+func JudgeBudget(opts EpisodeOptions) time.Duration { return 2 * opts.WithDefaults().ExecTimeout }
 
 // judgeFinal sets Correct by judge.Judge: the Spider style when opts.Ordered, else BIRD's, so
 // that student score on the eval dir's predictions gives the same verdicts. The judge decides
