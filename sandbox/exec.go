@@ -7,23 +7,26 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
-	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // What every engine's Exec shares: screening and the deadline before a statement, the rows'
 // collection with the shared limits after it.
 
-// StartExec is the start of every engine's DB.Exec: it refuses a query longer than textcap.SQL,
+// MaxStatement bounds the text of a statement any Exec sends: past a server's packet limit
+// (MySQL's max_allowed_packet, 4 to 64 MiB) the text is a lost connection, the database's
+// failure, on every try, so a longer one is refused unsent. It stands above a policy's own limit
+// (textcap.SQL, 64 KiB) with room for the judge's wrappers of such a statement (rawValues).
+const MaxStatement = 1 << 20
+
+// StartExec is the start of every engine's DB.Exec: it refuses a query longer than MaxStatement,
 // screens it for dialect d (the rules of every engine, then d's own ScreenRules) and resolves
 // opts.Timeout (zero means DefaultTimeout). A non-nil Result is the refusal Exec returns as it is. Otherwise Exec runs stmt, the screened statement,
 // within timeout, and returns TimedOut past it, TooLarge for an error IsTooLarge reports, and
 // the rows gathered by Collect.
 func StartExec(query string, d datasets.Dialect, opts ExecOptions) (string, time.Duration, *Result) {
 	start := time.Now()
-	if len(query) > textcap.SQL {
-		// Past a server's packet limit (MySQL's max_allowed_packet, 4 to 64 MiB) the text is a
-		// lost connection, the database's failure, on every try: refused unsent instead.
-		return "", 0, &Result{Outcome: OutcomeRefused, Error: fmt.Sprintf("refused: the statement is %d bytes long; at most %d are run", len(query), textcap.SQL)}
+	if len(query) > MaxStatement {
+		return "", 0, &Result{Outcome: OutcomeRefused, Error: fmt.Sprintf("refused: the statement is %d bytes long; at most %d are run", len(query), MaxStatement)}
 	}
 	stmt, reason := Screen(query, d)
 	if reason != "" {

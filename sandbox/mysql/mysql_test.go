@@ -9,7 +9,6 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
-	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -100,9 +99,9 @@ func TestMySQLSlots(t *testing.T) {
 	}
 }
 
-// TestMySQLLongStatement: a statement past textcap.SQL is refused unsent; a 20 MiB one, past
-// MariaDB's max_allowed_packet, had the server reset the connection, the database's failure on
-// every try.
+// TestMySQLLongStatement: a statement past sandbox.MaxStatement is refused unsent; a 20 MiB one,
+// past MariaDB's max_allowed_packet, had the server reset the connection, the database's failure
+// on every try.
 func TestMySQLLongStatement(t *testing.T) {
 	admin := sandboxtest.MyAdmin(t)
 	name := sandboxtest.MyDatabase(t, admin, `CREATE TABLE t (id BIGINT PRIMARY KEY)`)
@@ -112,13 +111,13 @@ func TestMySQLLongStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, n := range []int{textcap.SQL, 20 << 20} {
+	for _, n := range []int{sandbox.MaxStatement, 20 << 20} {
 		r, err := db.Exec(context.Background(), "SELECT '"+strings.Repeat("x", n)+"'", sandbox.ExecOptions{})
 		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "bytes long") {
 			t.Errorf("%d bytes: %+v, %v", n, r, err)
 		}
 	}
-	if r := sandboxtest.MustExec(t, db, "SELECT '"+strings.Repeat("x", textcap.SQL-10)+"'", sandbox.ExecOptions{}); !r.OK() {
+	if r := sandboxtest.MustExec(t, db, "SELECT '"+strings.Repeat("x", sandbox.MaxStatement-10)+"'", sandbox.ExecOptions{}); !r.OK() {
 		t.Errorf("just under the limit: %+v", r)
 	}
 }
