@@ -46,7 +46,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 	episode := cli.AddEpisode(fs, false)
 	rw := cli.AddRewards(fs)
 	var (
-		out         = fs.String("out", "", "Parquet file to write (required)")
+		out         = fs.String("out", "", "Parquet file to write (required without --serve; with it, the default file and, without --out-dir, its directory)")
 		group       = fs.Int("group", 8, "G: episodes per task")
 		temperature = fs.Float64("temperature", 1, "sampling temperature (0 = greedy)")
 		topP        = fs.Float64("top-p", 1, "nucleus sampling mass (1 = off)")

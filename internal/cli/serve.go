@@ -53,7 +53,7 @@ type Guard struct {
 // AddGuard defines --allow-host and --body-timeout on fs, and --api-key when apiKey is true.
 func AddGuard(fs *flag.FlagSet, apiKey bool) *Guard {
 	g := &Guard{hosts: names{what: "NAME"}, keys: names{what: "KEY", secret: true}, apiKey: apiKey}
-	fs.Var(&g.hosts, "allow-host", "also answer requests whose Host is NAME, on any port (repeatable or comma-separated; * for any): by default only localhost, 127.0.0.1 and [::1] with the listening port are answered, so that no web page can drive the server")
+	fs.Var(&g.hosts, "allow-host", "also answer requests whose Host is NAME, on any port (repeatable or comma-separated; * for any): by default only localhost and loopback addresses (127.0.0.0/8, [::1]) with the listening port are answered, so that no web page can drive the server")
 	fs.DurationVar(&g.bodyTimeout, "body-timeout", httpguard.DefaultBodyTimeout, "longest wait for a request body (408 past it); request headers get "+httpguard.HeaderTimeout.String())
 	if apiKey {
 		fs.Var(&g.keys, "api-key", "require \"Authorization: Bearer KEY\" on every request (repeatable or comma-separated: each key is its own client; default $"+httpguard.KeyEnv+")")

@@ -209,7 +209,7 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 // answered lists the names g answers: the loopback names with its port, then the allowed
 // hosts (IPv6 addresses in brackets) on any port.
 func (g *Guard) answered() string {
-	s := fmt.Sprintf("localhost:%s, 127.0.0.1:%s or [::1]:%s", g.port, g.port, g.port)
+	s := fmt.Sprintf("localhost:%s or a loopback address (127.0.0.1:%s, any of 127.0.0.0/8, [::1]:%s)", g.port, g.port, g.port)
 	if len(g.hosts) == 0 {
 		return s
 	}

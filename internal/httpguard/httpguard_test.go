@@ -98,7 +98,7 @@ func TestGuardOrigin(t *testing.T) {
 		{name: "LOCALHOST", method: "GET", host: "LOCALHOST:" + port, status: 200},
 		{name: "[::1]", method: "GET", host: "[::1]:" + port, status: 200},
 		{name: "a foreign name", method: "POST", host: "attacker.example:" + port, body: "{}", header: jsonCT, status: 403,
-			says: `answers only requests for localhost:` + port + `, 127.0.0.1:` + port + ` or [::1]:` + port + `, not Host \"attacker.example:` + port + `\": add --allow-host NAME`},
+			says: `answers only requests for localhost:` + port + ` or a loopback address (127.0.0.1:` + port + `, any of 127.0.0.0/8, [::1]:` + port + `), not Host \"attacker.example:` + port + `\": add --allow-host NAME`},
 		{name: "a rebound name", method: "GET", host: "rebind.attacker.example", status: 403, says: "localhost:" + port},
 		{name: "another port", method: "GET", host: "localhost:1", status: 403, says: "--allow-host"},
 		{name: "no port", method: "GET", host: "localhost", status: 403},
@@ -124,12 +124,12 @@ func TestGuardAllowHosts(t *testing.T) {
 		{name: "an allowed name, no port", method: "GET", host: "env.internal", status: 200},
 		{name: "an allowed address", method: "GET", host: "[fd00::1]:9000", status: 200},
 		{name: "another name", method: "GET", host: "other.internal", status: 403,
-			says: `localhost:` + port + `, 127.0.0.1:` + port + ` or [::1]:` + port + `, or for env.internal or [fd00::1] on any port, not Host \"other.internal\": add --allow-host NAME to answer another name`},
+			says: `localhost:` + port + ` or a loopback address (127.0.0.1:` + port + `, any of 127.0.0.0/8, [::1]:` + port + `), or for env.internal or [fd00::1] on any port, not Host \"other.internal\": add --allow-host NAME to answer another name`},
 	} {
 		p.run(t, ts)
 	}
 	ts, port = serve(t, Options{AllowHosts: []string{"myhost"}}, echo(0))
-	probe{name: "one allowed name", method: "GET", host: "other.internal", status: 403, says: `[::1]:` + port + `, or for myhost on any port, not`}.run(t, ts)
+	probe{name: "one allowed name", method: "GET", host: "other.internal", status: 403, says: `[::1]:` + port + `), or for myhost on any port, not`}.run(t, ts)
 	ts, _ = serve(t, Options{AllowHosts: []string{"*"}}, echo(0))
 	probe{name: "any", method: "GET", host: "whatever.example", status: 200}.run(t, ts)
 	// A page elsewhere still cannot drive a server answering any host.
