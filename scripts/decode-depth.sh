@@ -29,7 +29,11 @@
 #   ROOFLINE 1 (default): every student run also measures the read bandwidth (--roofline), printed
 #            last on its lines and summarised at the end, so each round's ratios come with the
 #            state of the host's memory (a host whose memory swings between a fast and a slow
-#            state moves llama.cpp and us differently: docs/BENCHMARKS.md, issue 30); 0: not
+#            state moves llama.cpp and us differently: docs/BENCHMARKS.md, issue 30); with
+#            LLAMA, each llama-bench run gets a read pass before and after it too (STUDENT's
+#            `bench --read-passes 1`), and the summary pairs each round's llama.cpp run with
+#            ours, each with its read bandwidth and roofline, and gives the ratio over the pairs
+#            whose two reads agree within 15% (one state of the memory); 0: not
 #   PROFILE  1: also write each student run's CPU profile to OUT (--cpuprofile), whose decode CPU
 #            time (`go tool pprof -top -cum BIN PROF | grep 'fill).decode'`) a loaded machine
 #            changes less than the wall-clock rate
@@ -89,6 +93,10 @@ for b in "${bins[@]}"; do
 	[[ ${PAIRED:-1} == 1 && ${#paired[@]} -gt 0 && $h == *-paired* ]] && p=1
 	binpaired+=("$p")
 done
+# probe: llama.cpp's runs too get read passes around them (STUDENT's --read-passes), so that each
+# llama.cpp run's memory state is known as ours is.
+probe=0
+[[ -n ${LLAMA:-} && ${ROOFLINE:-1} == 1 && $("$STUDENT" bench -h 2>&1 || true) == *-read-passes* ]] && probe=1
 echo "# round dtype depth binary decode_tok_s load depth_ratio read_gb_s"
 for r in $(seq 1 "$ROUNDS"); do
 	for dt in $DTYPES; do
@@ -96,9 +104,15 @@ for r in $(seq 1 "$ROUNDS"); do
 			g=$GGUF-$dt.gguf
 			[[ $dt == q8 ]] && g=$GGUF-q8_0.gguf
 			f=$OUT/r$r-$dt-d0-llama.json
+			[[ $probe == 1 ]] && "$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read0.json"
 			"$LLAMA/llama-bench" -m "$g" -t "$THREADS" -p 0 -n "$GEN" -r 1 -o json >"$f" 2>/dev/null
+			read=-
+			if [[ $probe == 1 ]]; then
+				"$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read1.json"
+				read=$(python3 -c 'import json,sys; print(round(max(json.load(open(a))["read_gb_s"] for a in sys.argv[1:]), 1))' "${f%.json}-read0.json" "${f%.json}-read1.json")
+			fi
 			ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))[0]["avg_ts"], 2))' "$f")
-			echo "$r $dt 0 llama.cpp $ts $(load)"
+			echo "$r $dt 0 llama.cpp $ts $(load) - $read"
 		fi
 		for i in "${!bins[@]}"; do
 			b=${bins[$i]}
@@ -121,13 +135,16 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done | tee "$OUT/runs.txt"
 
-python3 - "$OUT/runs.txt" <<'EOF'
-import statistics, sys
+python3 - "$OUT/runs.txt" "$OUT" "$STUDENT" <<'EOF'
+import glob, json, statistics, sys
 cells, ratios, reads = {}, {}, {}
+runs = {}  # (round, dtype, binary) -> (depth 0 tok/s, read GB/s or None)
 for line in open(sys.argv[1]):
     if line.startswith("#"):
         continue
     rnd, dt, d, b, ts, _, *rest = line.split()
+    if int(d) == 0:
+        runs[(rnd, dt, b)] = (float(ts), float(rest[1]) if len(rest) > 1 and rest[1] != "-" else None)
     cells.setdefault((b, dt, int(d)), []).append(float(ts))
     if rest and rest[0] != "-":
         ratios.setdefault((b, dt, int(d)), []).append(float(rest[0]))
@@ -148,4 +165,32 @@ for (b, dt, d), m in sorted(med.items()):
 if reads:
     print("# read bandwidth of the student runs (--roofline), GB/s per round: "
           + "; ".join(f"round {r} {min(v):.1f}-{max(v):.1f}" for r, v in sorted(reads.items())))
+# Each round's llama.cpp run against STUDENT's depth 0 run of the same weight type, each with the
+# read bandwidth measured around it and its roofline: decode GB/s (tok/s times the weight bytes
+# a token streams, llama.cpp's q8_0 with f16 scales: 34 bytes per 32 weights to our 36) against
+# that read bandwidth. Where the two reads differ by more than 15% the two runs met different
+# states of the host's memory, and their ratio is the host's, not the programs'.
+perTok = {}
+for f in glob.glob(sys.argv[2] + "/r*-d*-bin0.json"):
+    j = json.load(open(f))
+    perTok[j["dtype"]] = j["decode_bytes_per_token"]
+pairs = [(k[0], k[1], runs[k], runs.get((k[0], k[1], sys.argv[3]))) for k in sorted(runs) if k[2] == "llama.cpp"]
+if any(l[1] for _, _, l, _ in pairs):
+    print("# pairs: round dtype | llama.cpp tok/s read GB/s roofline | ours tok/s read GB/s roofline | ours/llama.cpp | same state (reads within 15%)")
+    same = {}
+    for rnd, dt, (lt, lr), o in pairs:
+        if not o or not lr or not o[1]:
+            continue
+        ot, orr = o
+        pt = perTok.get(dt)
+        lroof = oroof = "-"
+        if pt:
+            lb = pt * (34 / 36 if dt == "q8" else 1)
+            lroof, oroof = f"{100 * lt * lb / 1e9 / lr:.0f}%", f"{100 * ot * pt / 1e9 / orr:.0f}%"
+        ok = abs(lr - orr) <= 0.15 * max(lr, orr)
+        if ok:
+            same.setdefault(dt, []).append(ot / lt)
+        print(f"{rnd} {dt} | {lt:.2f} {lr:.1f} {lroof} | {ot:.2f} {orr:.1f} {oroof} | {ot / lt:.2f}x | {'yes' if ok else 'no'}")
+    for dt, v in same.items():
+        print(f"# {dt}: ours/llama.cpp over the pairs in one state: median {statistics.median(v):.2f}x ({', '.join(f'{x:.2f}' for x in v)})")
 EOF

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/chainedsql/chainedsql/inference/bench"
 	"github.com/chainedsql/chainedsql/internal/cli"
@@ -30,7 +32,10 @@ backend (half the bytes attention reads at depth; results change slightly). --js
 prefill_tok_s, decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, kv_cache, backend, load_s,
 peak_rss_mib, cpu, plan, read_gb_s, roofline_pct, read_samples_gb_s, roofline_samples_pct,
 decode_d0_tok_s, depth_ratio, depth_ratio_samples, ... (the medians; samples under prefill,
-decode, decode_d0, batch_decode).`,
+decode, decode_d0, batch_decode). --read-passes N loads no model and runs no test: it measures the
+read bandwidth alone, N passes as --roofline's, and prints the best (JSON: cpu, threads,
+read_gb_s, read_samples_gb_s), to set a peer's decode run between two such passes
+(scripts/decode-depth.sh).`,
 	Setup: setupBench,
 }
 
@@ -39,6 +44,7 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	var wf weightFlags
 	var asJSON, quiet bool
 	var profile string
+	var readPasses int
 	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
 	wf.add(fs, "")
 	fs.IntVar(&o.Prompt, "prompt", 512, "prompt tokens of the prefill test (0: skip it)")
@@ -52,7 +58,11 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
 	fs.BoolVar(&quiet, "quiet", false, "no per-run progress on stderr")
 	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")
+	fs.IntVar(&readPasses, "read-passes", 0, "measure only the memory read bandwidth, in this many passes (no model; with --threads, --json)")
 	return func(ctx context.Context, c *cli.Call) error {
+		if readPasses != 0 {
+			return readOnly(ctx, c, fs, readPasses, wf.threads, asJSON)
+		}
 		if o.Model == "" {
 			return cli.Usagef("--model DIR is required")
 		}
@@ -79,14 +89,44 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			err = json.NewEncoder(c.Stdout).Encode(r)
-		} else {
-			err = r.WriteText(c.Stdout)
-		}
-		if err != nil {
-			return fmt.Errorf("writing: %w", err)
-		}
-		return nil
+		return writeBench(c, r, asJSON)
 	}
+}
+
+// writeBench prints r as one JSON object or as its text.
+func writeBench(c *cli.Call, r interface{ WriteText(io.Writer) error }, asJSON bool) error {
+	var err error
+	if asJSON {
+		err = json.NewEncoder(c.Stdout).Encode(r)
+	} else {
+		err = r.WriteText(c.Stdout)
+	}
+	if err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	return nil
+}
+
+// readOnly is `student bench --read-passes N`: the read bandwidth alone. Flags other than
+// --threads, --json and --quiet are refused, as they select tests that do not run.
+func readOnly(ctx context.Context, c *cli.Call, fs *flag.FlagSet, passes, threads int, asJSON bool) error {
+	var other []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "read-passes", "threads", "json", "quiet":
+		default:
+			other = append(other, "--"+f.Name)
+		}
+	})
+	if len(other) > 0 {
+		return cli.Usagef("%s: not with --read-passes, which loads no model and measures the read bandwidth alone", strings.Join(other, ", "))
+	}
+	if passes < 1 || threads < 0 {
+		return cli.Usagef("--read-passes %d, --threads %d: want at least one pass and threads >= 0", passes, threads)
+	}
+	r, err := bench.ReadBandwidth(ctx, threads, passes)
+	if err != nil {
+		return err
+	}
+	return writeBench(c, r, asJSON)
 }

@@ -118,6 +118,27 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("read passes", func(t *testing.T) {
+		stdout, _ := runOK(t, bin, "bench", "--read-passes", "2", "--threads", "2", "--json")
+		var r struct {
+			ReadGBs   float64   `json:"read_gb_s"`
+			Samples   []float64 `json:"read_samples_gb_s"`
+			Threads   int       `json:"threads"`
+			BufferMiB float64   `json:"read_buffer_mib"`
+			CPU       struct {
+				Vendor string `json:"vendor"`
+			} `json:"cpu"`
+		}
+		decodeJSON(t, stdout, &r)
+		if len(r.Samples) != 2 || r.ReadGBs != max(r.Samples[0], r.Samples[1]) || !(r.ReadGBs > 0) || r.Threads != 2 || r.BufferMiB < 256 || r.CPU.Vendor == "" {
+			t.Errorf("result %+v", r)
+		}
+		stdout, _ = runOK(t, bin, "bench", "--read-passes", "1")
+		if !strings.Contains(stdout, "read     ") || !strings.Contains(stdout, "GB/s on ") {
+			t.Errorf("text %q", stdout)
+		}
+	})
+
 	t.Run("paired", func(t *testing.T) {
 		args := []string{"bench", "--json", "--model", model, "--depth", "100", "--paired", "--prompt", "0", "--gen", "5", "--repeat", "2", "--threads", "2"}
 		stdout, stderr := runOK(t, bin, args...)
@@ -211,6 +232,8 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--paired", "--depth", "10", "--gen", "0"}, 2, "paired test needs the decode test"},
 			{[]string{"--model", model, "--kv", "f16"}, 2, `--kv "f16": want f32 or bf16`},
 			{[]string{"--model", model, "--kv", "bf16", "--backend", "cuda"}, 2, "cpu backend option"},
+			{[]string{"--read-passes", "1", "--model", model, "--gen", "4"}, 2, "--gen, --model: not with --read-passes"},
+			{[]string{"--read-passes", "-1"}, 2, "--read-passes -1, --threads 0: want at least one pass"},
 		}
 		for _, c := range cases {
 			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))
