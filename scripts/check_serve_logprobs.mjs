@@ -1,8 +1,10 @@
 // The official OpenAI Node client (npm `openai`) against `student serve`'s handler: one
 // completion and one stream (gathered by the client's own stream helper) with n, logprobs,
-// top_logprobs and logit_bias, each printed as one JSON line of its choices (index, content,
-// finish reason, and each logprobs entry's token, logprob, bytes and top_logprobs), so that
-// the wire shape is checked by a real client. Driven by inference/serve's
+// top_logprobs and logit_bias, then the completion again with vLLM's
+// return_tokens_as_token_ids (a field the client does not know, passed in the body as is),
+// each printed as one JSON line of its choices (index, content, finish reason, and each
+// logprobs entry's token, logprob, bytes and top_logprobs), so that the wire shape is checked
+// by a real client. Driven by inference/serve's
 // TestOfficialNodeClientLogprobs; not part of CI (it needs the npm package):
 //
 //   npm install openai          # in any folder, e.g. /tmp/npmopenai
@@ -24,3 +26,4 @@ const out = (mode, c) => process.stdout.write(JSON.stringify({ mode, usage: c.us
 out("plain", await client.chat.completions.create(req));
 const stream = client.chat.completions.stream({ ...req, stream_options: { include_usage: true } });
 out("stream", await stream.finalChatCompletion());
+out("ids", await client.chat.completions.create({ ...req, return_tokens_as_token_ids: true }));

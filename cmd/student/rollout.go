@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -66,9 +67,10 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 	subsets := datasets.DefaultSubsets
 	fs.Float64Var(&subsets.ValFraction, "val-fraction", datasets.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --subset-seed: distill env's --val-fraction (docs/ENV.md)")
 	fs.Int64Var(&subsets.Seed, "subset-seed", datasets.DefaultSubsets.Seed, "seed of the train/validation assignment: distill env's --seed")
+	gc := addGenerationConfig(fs, "with --serve: ")
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
-		if err := mf.check(); err != nil {
+		if err := cmp.Or(mf.check(), gc.check()); err != nil {
 			return err
 		}
 		if *out == "" && *addr == "" {
@@ -156,7 +158,20 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		defer conn.Close()
+		// The chat completions --serve answers take the sampling defaults of student serve's
+		// (without its per-field flags: this command's are its rollouts').
+		var g serve.GenerationConfig
+		if *addr != "" {
+			if g, err = gc.read(mf.dir); err != nil {
+				return err
+			}
+		}
+		chatDefaults, chatTokens := g.Apply(serve.NeutralDefaults), defaultMaxTokens
+		if g.MaxNewTokens != nil {
+			chatTokens = *g.MaxNewTokens
+		}
 		opts := mf.options()
+		opts.Sampling = student.Sampling{MaxTokens: chatTokens}
 		opts.Generate = generate.Config{MaxBatch: *batch, CacheTokens: *cacheTokens}
 		st, err := mf.open(opts)
 		if err != nil {
@@ -201,11 +216,12 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 					return st.Generator(), st.Tokenizer()
 				},
 			}
+			fmt.Fprintf(c.Stderr, "%s: chat completions' %s\n", c.Name, gc.note(g, chatDefaults, chatTokens, nil))
 			return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler {
 				rs.Log = logger
 				mux := http.NewServeMux()
 				mux.Handle("/v1/rollouts", rs)
-				mux.Handle("/", serve.Handler(sw, logger, serve.Config{MaxN: *maxN}))
+				mux.Handle("/", serve.Handler(sw, logger, serve.Config{MaxN: *maxN, Defaults: &chatDefaults}))
 				return mux
 			})
 		}

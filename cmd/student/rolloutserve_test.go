@@ -253,13 +253,21 @@ func TestRolloutServeSelectsTasks(t *testing.T) {
 	if len(want[datasets.SubsetTrain]) == 0 || len(want[datasets.SubsetVal]) == 0 {
 		t.Fatalf("the six tasks split %v: want both subsets", want)
 	}
-	_, url, _ := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir,
+	_, url, _, before := startLogged(t, bin, append(append([]string{"rollout"}, tinyArgs(t)...), "--serve", "127.0.0.1:0", "--out-dir", dir,
 		"--tasks", "sample", "--db-root", dbRoot, "--limit", "6", "--group", "2", "--max-turns", "1", "--max-tokens", "2",
-		"--val-fraction", "0.5", "--subset-seed", "3", "--subset", "train", "--max-n", "2")
-	// The chat API beside it takes --max-n as student serve does.
+		"--val-fraction", "0.5", "--subset-seed", "3", "--subset", "train", "--max-n", "2")...)
+	// The chat API beside it takes --max-n and the sampling defaults as student serve does (the
+	// tiny checkpoint sets none: temperature 1).
 	code, out := postJSON(t, url+"/v1/chat/completions", "", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 1, "n": 3})
 	if e, _ := out["error"].(map[string]any); code != 400 || e["param"] != "n" || !strings.Contains(fmt.Sprint(e["message"]), "maximum of 2") {
 		t.Errorf("n 3 under --max-n 2: %d %v", code, out)
+	}
+	if log := strings.Join(before, "\n"); !strings.Contains(log, "chat completions' sampling defaults of a request that leaves them out: temperature 1, top_p 1, top_k off, max_tokens 2048") {
+		t.Errorf("start-up log without the chat completions' defaults:\n%s", log)
+	}
+	code, out = postJSON(t, url+"/v1/chat/completions", "", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 6, "n": 2})
+	if cs, _ := out["choices"].([]any); code != 200 || len(cs) != 2 || fmt.Sprint(cs[0].(map[string]any)["message"]) == fmt.Sprint(cs[1].(map[string]any)["message"]) {
+		t.Errorf("n 2 without a temperature: %d %v, want two draws", code, out)
 	}
 	// play posts body and checks the rows: G per task index of places, in that order.
 	play := func(body map[string]any, places []int) {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -19,7 +21,12 @@ var serveCmd = &cli.Command{
 	Name:    "serve",
 	Summary: "serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /v1/weights)",
 	Help: "Chat completions take n (up to --max-n choices), logprobs with top_logprobs (each token's log-probability under the distribution it was sampled from: " +
-		"log-softmax of (logits + logit_bias) / temperature over the whole vocabulary, before top_k and top_p, as student rollout records them) and logit_bias. " +
+		"log-softmax of (logits + logit_bias) / temperature over the whole vocabulary, before top_k and top_p, as student rollout records them), " +
+		"return_tokens_as_token_ids (vLLM's: with logprobs, each token named \"token_id:ID\") and logit_bias. " +
+		"A request that leaves temperature, top_p, top_k or max_tokens out takes the server's defaults, as vLLM does: " +
+		"--temperature, --top-p, --top-k and --max-tokens where given, else the model directory's generation_config.json " +
+		"(its temperature, top_p, top_k and max_new_tokens; --generation-config none reads none), else temperature 1, top_p 1, no top-k and 2048 tokens; " +
+		"the server says at start which it took and which of the file's settings it cannot apply (repetition_penalty, min_p). " +
 		"POST /v1/weights {\"path\": DIR} reloads the weights from DIR (a trainer's save_pretrained directory of the same model) while serving: " +
 		"they load fully first (a bad or mismatched checkpoint is refused and the old weights keep serving), requests running finish on the old weights, " +
 		"which are released after the last of them; GET /v1/weights says which serve. " +
@@ -33,12 +40,17 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 	id := fs.String("model-id", "", "model id in /v1/models and replies (default the model directory's name)")
 	maxBatch := fs.Int("max-batch", 16, "most requests decoded together")
 	cacheTokens := fs.Int("cache-tokens", 65536, "tokens of finished conversations' KV caches kept for prefix reuse (negative: none)")
-	maxTokens := fs.Int("max-tokens", 2048, "default max_tokens of a reply")
+	maxTokens := fs.Int("max-tokens", defaultMaxTokens, "default max_tokens of a reply (not given: generation_config.json's max_new_tokens when it has one, else this default)")
 	maxN := fs.Int("max-n", serve.DefaultMaxN, "most choices (n) one request may ask for")
 	quiet := fs.Bool("quiet", false, "no request log on stderr")
+	gc := addGenerationConfig(fs, "")
+	temperature := fs.Float64("temperature", 0, "default temperature of a request that sends none (default: generation_config.json's, else 1)")
+	topP := fs.Float64("top-p", 0, "default top_p of a request that sends none (default: generation_config.json's, else 1)")
+	topK := fs.Int("top-k", 0, "default top_k of a request that sends none; 0 or -1: no cut (default: generation_config.json's, else no cut)")
+	tokenIDs := fs.Bool("return-tokens-as-token-ids", false, `return_tokens_as_token_ids of a request that sends none: name each logprobs token "token_id:ID" (vLLM's flag)`)
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
-		if err := mf.check(); err != nil {
+		if err := cmp.Or(mf.check(), gc.check()); err != nil {
 			return err
 		}
 		if *maxBatch < 1 || *maxTokens < 1 || *maxN < 1 {
@@ -47,9 +59,38 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		if err := guard.Check(); err != nil {
 			return err
 		}
+		given := c.Given()
+		g, err := gc.read(mf.dir)
+		if err != nil {
+			return err
+		}
+		d, flags := g.Apply(serve.NeutralDefaults), []string{}
+		switch {
+		case !(*temperature >= 0 && *temperature <= 2):
+			return cli.Usagef("--temperature %v: want 0 to 2, as a request's", *temperature)
+		case given["top-p"] && !(*topP > 0 && *topP <= 1):
+			return cli.Usagef("--top-p %v: want more than 0, at most 1, as a request's", *topP)
+		case *topK < -1:
+			return cli.Usagef("--top-k %d: want -1 or more (0 and -1: no cut)", *topK)
+		}
+		if given["temperature"] {
+			d.Temperature, flags = *temperature, append(flags, "--temperature")
+		}
+		if given["top-p"] {
+			d.TopP, flags = *topP, append(flags, "--top-p")
+		}
+		if given["top-k"] {
+			d.TopK, flags = max(*topK, 0), append(flags, "--top-k")
+		}
+		replyTokens := *maxTokens
+		if given["max-tokens"] {
+			flags = append(flags, "--max-tokens")
+		} else if g.MaxNewTokens != nil {
+			replyTokens = *g.MaxNewTokens
+		}
 		opts := mf.options()
 		opts.ModelID = *id
-		opts.Sampling = student.Sampling{MaxTokens: *maxTokens}
+		opts.Sampling = student.Sampling{MaxTokens: replyTokens}
 		opts.Generate = generate.Config{MaxBatch: *maxBatch, CacheTokens: *cacheTokens}
 		st, err := mf.open(opts)
 		if err != nil {
@@ -59,8 +100,56 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 			return cur.Successor(dir, opts)
 		})
 		defer sw.Close()
-		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler { return serve.Handler(sw, logger, serve.Config{MaxN: *maxN}) })
+		fmt.Fprintf(c.Stderr, "%s: %s\n", c.Name, gc.note(g, d, replyTokens, flags))
+		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler {
+			return serve.Handler(sw, logger, serve.Config{MaxN: *maxN, Defaults: &d, TokenIDs: *tokenIDs})
+		})
 	}
+}
+
+// defaultMaxTokens is a chat server's max_tokens for a request that sends none, when neither a
+// flag nor generation_config.json says otherwise.
+const defaultMaxTokens = 2048
+
+// generationConfig is --generation-config: whether a chat server takes its sampling defaults
+// from the model directory's generation_config.json.
+type generationConfig struct{ mode string }
+
+// addGenerationConfig defines --generation-config on fs, its help starting with prefix.
+func addGenerationConfig(fs *flag.FlagSet, prefix string) *generationConfig {
+	g := &generationConfig{}
+	fs.StringVar(&g.mode, "generation-config", "auto", prefix+"where chat completions' sampling defaults come from: auto, the model directory's generation_config.json "+
+		"(its temperature, top_p, top_k, max_new_tokens; as vLLM's default --generation-config auto), or none (temperature 1, top_p 1, no top-k: vLLM's --generation-config vllm)")
+	return g
+}
+
+// check returns the usage error of a value other than auto and none.
+func (g *generationConfig) check() error {
+	if g.mode != "auto" && g.mode != "none" {
+		return cli.Usagef("--generation-config %q: want auto or none", g.mode)
+	}
+	return nil
+}
+
+// read returns the generation config of the model in dir under the flag (none: an empty one).
+func (g *generationConfig) read(dir string) (serve.GenerationConfig, error) {
+	if g.mode == "none" {
+		return serve.GenerationConfig{}, nil
+	}
+	return serve.ReadGenerationConfig(dir)
+}
+
+// note is the start-up log line of a chat server whose defaults are d and maxTokens, taken from
+// gen and from the flags named.
+func (g *generationConfig) note(gen serve.GenerationConfig, d serve.Defaults, maxTokens int, flags []string) string {
+	src := gen.Note()
+	if g.mode == "none" {
+		src = "--generation-config none: " + serve.GenerationConfigFile + " not read"
+	}
+	if len(flags) > 0 {
+		src += "; set by " + strings.Join(flags, ", ")
+	}
+	return fmt.Sprintf("sampling defaults of a request that leaves them out: %s, max_tokens %d (%s)", d, maxTokens, src)
 }
 
 // serveHTTP serves handler(logger) on addr behind guard's checks until ctx ends (Ctrl-C), then

@@ -20,13 +20,14 @@ import (
 )
 
 // TestServeReloadsWeights drives the built `student serve --api-key` on the tiny model: a
-// greedy reply, POST /v1/weights of a changed checkpoint (401 without the key, 422 for a
+// greedy reply (--temperature 0: go-openai leaves a temperature of 0 out of the request),
+// POST /v1/weights of a changed checkpoint (401 without the key, 422 for a
 // missing directory), then another reply for the same prompt from the new weights, with the
 // version in system_fingerprint and GET /v1/weights; SIGINT still stops it cleanly.
 func TestServeReloadsWeights(t *testing.T) {
 	bin := testbin.Build(t, ".")
 	other := studenttest.Perturbed(t, shared.Path(t, "models/tiny-qwen2-f32"), "model.norm.weight", nil)
-	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train")
+	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train", "--temperature", "0")
 	logged := collect(sc)
 	cfg := openai.DefaultConfig("sk-train")
 	cfg.BaseURL = base + "/v1"
@@ -105,7 +106,16 @@ func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *b
 // the extra flags args (one of which makes it listen on a free loopback port), as startServe.
 func startListening(t *testing.T, bin, sub string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{sub}, append(tinyArgs(t), args...)...)...)
+	cmd, base, sc, _ := startLogged(t, bin, append([]string{sub}, append(tinyArgs(t), args...)...)...)
+	return cmd, base, sc
+}
+
+// startLogged starts the built student binary bin with args (which make it listen on a free
+// loopback port), as startListening, and also returns the lines of stderr before the
+// listening line.
+func startLogged(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner, []string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,13 +126,15 @@ func startListening(t *testing.T, bin, sub string, args ...string) (*exec.Cmd, s
 	t.Cleanup(func() { cmd.Process.Kill() })
 	sc := bufio.NewScanner(stderr)
 	re := regexp.MustCompile(`on (http://[0-9.:]+)/v1`)
+	var before []string
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			return cmd, m[1], sc
+			return cmd, m[1], sc, before
 		}
+		before = append(before, sc.Text())
 	}
-	t.Fatalf("%s never listened: %v", sub, sc.Err())
-	return nil, "", nil
+	t.Fatalf("%s never listened: %v\n%s", args[0], sc.Err(), strings.Join(before, "\n"))
+	return nil, "", nil, nil
 }
 
 // collect reads sc to its end (the process exited) and sends what it read.

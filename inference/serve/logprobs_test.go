@@ -12,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/serve"
@@ -538,8 +540,10 @@ func TestLogprobsStopToken(t *testing.T) {
 // check_serve_logprobs.mjs) with n 2, logprobs, top_logprobs 2 and a logit_bias, plain and
 // streamed through the client's stream helper, which gathers the chunks' logprobs: both give
 // two choices whose entries spell the reply and its <|im_end|>, the same numbers both ways, and
-// usage counting both choices. It skips unless node is on PATH and CHAINEDSQL_NODE_MODULES
-// names a node_modules folder holding the npm package openai.
+// usage counting both choices; then plain with return_tokens_as_token_ids, whose tokens and
+// top tokens are "token_id:ID" of the bytes they carry, the rest as plain. It skips unless node
+// is on PATH and CHAINEDSQL_NODE_MODULES names a node_modules folder holding the npm package
+// openai.
 func TestOfficialNodeClientLogprobs(t *testing.T) {
 	mods := os.Getenv("CHAINEDSQL_NODE_MODULES")
 	node, err := exec.LookPath("node")
@@ -572,6 +576,17 @@ func TestOfficialNodeClientLogprobs(t *testing.T) {
 		if len(r.Choices) != 2 || r.Usage.CompletionTokens != 2*(len(reply)+1) {
 			t.Fatalf("%s: %d choices, usage %+v", r.Mode, len(r.Choices), r.Usage)
 		}
+		if r.Mode == "ids" {
+			for _, c := range r.Choices {
+				for j := range c.Logprobs {
+					e := &c.Logprobs[j]
+					e.Token = toyToken(t, e.Token, e.Bytes)
+					for k := range e.Top {
+						e.Top[k].Token = toyToken(t, e.Top[k].Token, e.Top[k].Bytes)
+					}
+				}
+			}
+		}
 		for i, c := range r.Choices {
 			var spelt strings.Builder
 			for _, e := range c.Logprobs {
@@ -587,7 +602,25 @@ func TestOfficialNodeClientLogprobs(t *testing.T) {
 		b, _ := json.Marshal(r.Choices)
 		runs = append(runs, string(b))
 	}
-	if len(runs) != 2 || runs[0] != runs[1] {
-		t.Fatalf("plain and streamed differ:\n%s", raw)
+	if len(runs) != 3 || runs[0] != runs[1] || runs[0] != runs[2] {
+		t.Fatalf("plain, streamed and with token ids differ:\n%s", raw)
 	}
+}
+
+// toyToken checks that token is "token_id:ID" with ID the toy byte tokenizer's id of bytes, and
+// returns ID's text.
+func toyToken(t *testing.T, token string, bytes []int) string {
+	t.Helper()
+	b := make([]byte, len(bytes))
+	for i, v := range bytes {
+		b[i] = byte(v)
+	}
+	id, ok := gentest.ByteTokenizer{}.TokenID(string(b))
+	if len(b) == 1 {
+		id, ok = int(b[0]), true
+	}
+	if !ok || token != "token_id:"+strconv.Itoa(id) {
+		t.Fatalf("token %q with bytes %v: want token_id:%d", token, bytes, id)
+	}
+	return gentest.ByteTokenizer{}.Decode([]int{id})
 }

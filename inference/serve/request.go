@@ -23,7 +23,7 @@ type request = oai.Request
 
 // honoured are the request fields this server reads (the fields of request).
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
-	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias"}
+	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias", "return_tokens_as_token_ids"}
 
 // unsupported are the OpenAI request fields whose meaning the server cannot give, each with
 // the values that ask for nothing: a request that sets one to another value is refused (400,
@@ -114,7 +114,7 @@ func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options,
 		}
 		msgs[i] = chat.Message{Role: m.Role, Content: c}
 	}
-	opts, aerr := options(&req)
+	opts, aerr := options(&req, s.defaults)
 	if aerr != nil {
 		return fail(aerr)
 	}
@@ -123,6 +123,15 @@ func (s *server) parse(r *http.Request) (*request, []chat.Message, chat.Options,
 		return fail(aerr)
 	}
 	return &req, msgs, opts, x, nil
+}
+
+// tokenIDs says whether a request's log-probability entries name their tokens as
+// "token_id:ID": its return_tokens_as_token_ids, else the server's default.
+func (s *server) tokenIDs(req *request) bool {
+	if req.ReturnTokensAsTokenIDs != nil {
+		return *req.ReturnTokensAsTokenIDs
+	}
+	return s.tokenIDsDefault
 }
 
 // sample converts n, logprobs, top_logprobs and logit_bias, checking their ranges as OpenAI
@@ -205,9 +214,10 @@ func (s *server) checkFields(body []byte) *apiError {
 	return nil
 }
 
-// options converts the sampling fields, checking their ranges as OpenAI does.
-func options(req *request) (chat.Options, *apiError) {
-	opts := chat.Options{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed}
+// options converts the sampling fields, checking their ranges as OpenAI does (top_k as vLLM
+// does: 0 and -1 make no cut), and gives the ones the request leaves out (or null) d's values.
+func options(req *request, d Defaults) (chat.Options, *apiError) {
+	opts := chat.Options{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -225,8 +235,22 @@ func options(req *request) (chat.Options, *apiError) {
 		return opts, invalid("temperature", "", "temperature: %v is outside [0, 2]", *opts.Temperature)
 	case opts.TopP != nil && (*opts.TopP <= 0 || *opts.TopP > 1):
 		return opts, invalid("top_p", "", "top_p: %v is outside (0, 1]", *opts.TopP)
-	case opts.TopK < 0:
-		return opts, invalid("top_k", "", "top_k: %d is negative", opts.TopK)
+	case req.TopK != nil && *req.TopK < -1:
+		return opts, invalid("top_k", "", "top_k: %d is below -1 (0 and -1 make no cut)", *req.TopK)
+	}
+	if opts.Temperature == nil {
+		opts.Temperature = &d.Temperature
+	}
+	if opts.TopP == nil {
+		opts.TopP = &d.TopP
+	}
+	k := d.TopK
+	if req.TopK != nil {
+		k = *req.TopK
+	}
+	opts.TopK = k
+	if k <= 0 {
+		opts.TopK = -1 // no cut, whatever the backend's default
 	}
 	if raw := strings.TrimSpace(string(req.Stop)); raw != "" && raw != "null" {
 		var one string

@@ -1,7 +1,10 @@
 // Package serve exposes a chat backend (the student runtime) over the OpenAI chat-completions
 // HTTP API: POST /v1/chat/completions, non-streaming and streaming (server-sent events ending
-// with "data: [DONE]"), with n choices, logprobs and top_logprobs, and logit_bias, and GET
-// /v1/models; a Swap backend adds POST /v1/weights (reload the
+// with "data: [DONE]"), with n choices, logprobs and top_logprobs (vLLM's
+// return_tokens_as_token_ids naming tokens by id), and logit_bias, sampling fields a request
+// leaves out taken from the server's Defaults (vLLM's: a checkpoint's generation_config.json,
+// ReadGenerationConfig, else temperature 1), and GET /v1/models; a Swap backend adds POST
+// /v1/weights (reload the
 // weights from a directory while serving) and GET /v1/weights. Errors use OpenAI's JSON error
 // shape. Every request runs in its own goroutine; the backend batches them (the student's
 // generator decodes all requests in flight together).
@@ -18,6 +21,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +59,12 @@ const (
 type Config struct {
 	// MaxN is the most choices (n) one request may ask for (default DefaultMaxN).
 	MaxN int
+	// Defaults are the temperature, top_p and top_k of a request that leaves them out (default
+	// NeutralDefaults). The backend's own defaults for them never apply.
+	Defaults *Defaults
+	// TokenIDs is return_tokens_as_token_ids for a request that leaves it out (vLLM's
+	// --return-tokens-as-token-ids).
+	TokenIDs bool
 }
 
 // Handler returns the HTTP handler serving b. logger may be nil (no request log). When b is a
@@ -64,7 +74,11 @@ func Handler(b Backend, logger *log.Logger, cfg Config) http.Handler {
 	if cfg.MaxN <= 0 {
 		cfg.MaxN = DefaultMaxN
 	}
-	s := &server{b: b, log: logger, created: time.Now().Unix(), maxN: cfg.MaxN}
+	d := NeutralDefaults
+	if cfg.Defaults != nil {
+		d = *cfg.Defaults
+	}
+	s := &server{b: b, log: logger, created: time.Now().Unix(), maxN: cfg.MaxN, defaults: d, tokenIDsDefault: cfg.TokenIDs}
 	s.rl, _ = b.(reloader)
 	routes := "/v1/chat/completions and /v1/models"
 	mux := http.NewServeMux()
@@ -94,6 +108,10 @@ type server struct {
 	log     *log.Logger
 	created int64
 	maxN    int
+	// defaults fill a request's sampling fields; tokenIDsDefault is its
+	// return_tokens_as_token_ids when it has none.
+	defaults        Defaults
+	tokenIDsDefault bool
 }
 
 // WriteError writes an error reply in OpenAI's shape (type invalid_request_error), for routes
@@ -187,16 +205,17 @@ var nullLogprobs = json.RawMessage("null")
 const minLogprob = -9999
 
 // logprobs is choice.logprobs for entries (null when the request asked for none, or, in a
-// stream, when a chunk carries no entries).
-func logprobs(asked bool, entries []student.TokenLogProb) json.RawMessage {
+// stream, when a chunk carries no entries); with ids, each token is named "token_id:ID"
+// (tokenName), its bytes still its own.
+func logprobs(asked, ids bool, entries []student.TokenLogProb) json.RawMessage {
 	if !asked || entries == nil {
 		return nullLogprobs
 	}
 	lp := oai.Logprobs{Content: make([]oai.TokenLogprob, len(entries))}
 	for i, e := range entries {
-		lp.Content[i] = oai.TokenLogprob{Token: e.Text, Logprob: max(e.LogProb, minLogprob), Bytes: byteList(e.Bytes), TopLogprobs: []oai.TopLogprob{}}
+		lp.Content[i] = oai.TokenLogprob{Token: tokenName(e, ids), Logprob: max(e.LogProb, minLogprob), Bytes: byteList(e.Bytes), TopLogprobs: []oai.TopLogprob{}}
 		for _, a := range e.Top {
-			lp.Content[i].TopLogprobs = append(lp.Content[i].TopLogprobs, oai.TopLogprob{Token: a.Text, Logprob: max(a.LogProb, minLogprob), Bytes: byteList(a.Bytes)})
+			lp.Content[i].TopLogprobs = append(lp.Content[i].TopLogprobs, oai.TopLogprob{Token: tokenName(a, ids), Logprob: max(a.LogProb, minLogprob), Bytes: byteList(a.Bytes)})
 		}
 	}
 	b, err := json.Marshal(lp)
@@ -204,6 +223,16 @@ func logprobs(asked bool, entries []student.TokenLogProb) json.RawMessage {
 		panic(fmt.Sprintf("serve: encoding logprobs: %v", err))
 	}
 	return b
+}
+
+// tokenName is how a log-probability entry names e's token: its text, or with ids "token_id:ID",
+// vLLM's return_tokens_as_token_ids form, which names even a token that is part of a UTF-8
+// character exactly.
+func tokenName(e student.TokenLogProb, ids bool) string {
+	if ids {
+		return "token_id:" + strconv.Itoa(e.ID)
+	}
+	return e.Text
 }
 
 // byteList is s's bytes as the JSON list of integers OpenAI writes.
@@ -244,7 +273,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		s.logf("chat: %d %s", aerr.status, aerr.msg)
 		return
 	}
-	id, created := newID(), time.Now().Unix()
+	id, created, ids := newID(), time.Now().Unix(), s.tokenIDs(req)
 	b, fp := s.b, ""
 	if s.rl != nil {
 		cur, version, release, err := s.rl.use()
@@ -272,7 +301,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		for i, c := range choices {
 			fr, content := c.FinishReason, c.Content
 			out.Choices = append(out.Choices, oai.Choice{Index: i, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr,
-				Logprobs: logprobs(x.LogProbs, c.LogProbs)})
+				Logprobs: logprobs(x.LogProbs, ids, c.LogProbs)})
 		}
 		writeJSON(w, http.StatusOK, out)
 		u := out.Usage
@@ -298,7 +327,7 @@ func finishes(choices []student.Choice) string {
 // first byte is sent as an error event (the status line is already out). b computes the reply;
 // head is the envelope of every chunk.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *request, msgs []chat.Message, opts chat.Options, x student.Sample, head oai.Completion, start time.Time) {
-	id := head.ID
+	id, ids := head.ID, s.tokenIDs(req)
 	flusher, _ := w.(http.Flusher)
 	started := false
 	begin := func() {
@@ -340,7 +369,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 				return err
 			}
 		}
-		lp := logprobs(x.LogProbs, d.LogProbs)
+		lp := logprobs(x.LogProbs, ids, d.LogProbs)
 		if d.FinishReason != "" {
 			fr := d.FinishReason
 			return send(chunk(d.Choice, &oai.Delta{}, &fr, lp))

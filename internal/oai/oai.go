@@ -30,18 +30,19 @@ type StreamOptions struct {
 // and in that order, and appends its provider's fields (sampling, token limit, thinking switches:
 // teachers/body.go) to the encoded object; the optional fields are absent when nil or zero.
 type Request struct {
-	Model               string           `json:"model"`
-	Messages            []RequestMessage `json:"messages"`
-	Stream              bool             `json:"stream"`
-	StreamOptions       *StreamOptions   `json:"stream_options,omitempty"`
-	Temperature         *float64         `json:"temperature,omitempty"`
-	TopP                *float64         `json:"top_p,omitempty"`
-	TopK                int              `json:"top_k,omitempty"`
-	MaxTokens           *int             `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int             `json:"max_completion_tokens,omitempty"`
-	Seed                *int64           `json:"seed,omitempty"`
-	Stop                json.RawMessage  `json:"stop,omitempty"`
-	N                   *int             `json:"n,omitempty"`
+	Model         string           `json:"model"`
+	Messages      []RequestMessage `json:"messages"`
+	Stream        bool             `json:"stream"`
+	StreamOptions *StreamOptions   `json:"stream_options,omitempty"`
+	Temperature   *float64         `json:"temperature,omitempty"`
+	TopP          *float64         `json:"top_p,omitempty"`
+	// TopK is vLLM's extension: keep the k most likely tokens (0 or -1: no cut).
+	TopK                *int            `json:"top_k,omitempty"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stop                json.RawMessage `json:"stop,omitempty"`
+	N                   *int            `json:"n,omitempty"`
 	// Logprobs asks for each completion token's log-probability, TopLogprobs for that many of
 	// the most likely tokens at each position besides (0 to 20 at OpenAI).
 	Logprobs    *bool `json:"logprobs,omitempty"`
@@ -49,6 +50,9 @@ type Request struct {
 	// LogitBias maps token ids, written as strings, to a bias added to their logits before
 	// sampling (-100 to 100 at OpenAI).
 	LogitBias map[string]float64 `json:"logit_bias,omitempty"`
+	// ReturnTokensAsTokenIDs is vLLM's extension: with Logprobs, each token (and each of its
+	// top_logprobs) is written as "token_id:ID" instead of its text.
+	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids,omitempty"`
 }
 
 // RequestMessage is one message of a request. Content is kept as received: a string, null, or
