@@ -59,8 +59,10 @@ type ColumnNormaliser func(cols []*sql.ColumnType) []func(any) any
 // Collect runs query on db and gathers columns, capped rows (maxRows; 0: all) and the exact
 // total, into a Result of OutcomeOK; any error of the query or its rows is returned as it is,
 // with what was gathered. norm maps driver values per column; nil means Normalise. Rows kept
-// past maxResultBytes end it with errResultTooLarge. Every engine's Exec, and any test engine,
-// gathers its rows here.
+// past MaxResultBytes end it with errResultTooLarge; rows only counted are dropped as they come,
+// and each row taken restarts the reply window of the connection db reads through (when db is
+// a *sql.Conn of a pool opened with TrackReplies), so they stream however many there are. Every
+// engine's Exec, and any test engine, gathers its rows here.
 func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm ColumnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
@@ -85,7 +87,9 @@ func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm Co
 		conv = norm(types)
 	}
 	kept := 0
+	win := replyWindow(db)
 	for rows.Next() {
+		win.rowTaken()
 		res.Total++
 		if maxRows > 0 && len(res.Rows) >= maxRows {
 			res.Truncated = true
@@ -103,7 +107,7 @@ func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm Co
 			vals[i] = conv[i](v)
 			kept += cellSize(vals[i])
 		}
-		if kept > maxResultBytes {
+		if kept > MaxResultBytes {
 			return res, errResultTooLarge
 		}
 		res.Rows = append(res.Rows, vals)

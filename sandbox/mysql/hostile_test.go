@@ -460,7 +460,7 @@ func TestMySQLCrossTaskIsolation(t *testing.T) {
 	sandboxtest.CrossTaskIsolation(t, datasets.MySQL, unscreened)
 }
 
-// TestMySQLResultSize: sandboxtest.ResultSize on MySQL/MariaDB, as a reader.
+// TestMySQLResultSize: sandboxtest.ResultSize and ManyRows on MySQL/MariaDB, as a reader.
 func TestMySQLResultSize(t *testing.T) {
 	mys := sandboxtest.MyDatabase(t, sandboxtest.MyAdmin(t), "CREATE TABLE t (x INT)", "INSERT INTO t VALUES (1)")
 	db, err := Open(context.Background(), shared.MySQLDSN(), mys, sandboxtest.Reader(t, datasets.MySQL, mys))
@@ -468,5 +468,6 @@ func TestMySQLResultSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sandboxtest.ResultSize(t, db, unscreened)
+	t.Run("ResultSize", func(t *testing.T) { sandboxtest.ResultSize(t, db, unscreened) })
+	t.Run("ManyRows", func(t *testing.T) { sandboxtest.ManyRows(t, db) })
 }

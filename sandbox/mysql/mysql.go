@@ -34,7 +34,7 @@ type mysqlDB struct {
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
 
-	// cut counts the replies cut at maxResultBytes (replyLimitConn). The driver reports such a
+	// cut counts the replies cut at MaxResultBytes (replyLimitConn). The driver reports such a
 	// cut as a lost connection; one counted during an execution that lost its connection is
 	// taken to be its own.
 	cut atomic.Int64
@@ -90,7 +90,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	pool := sql.OpenDB(conn)
+	pool := sql.OpenDB(sandbox.TrackReplies(conn))
 	pool.SetMaxOpenConns(min(mysqlOpenPerDB, srv.limit))
 	pool.SetMaxIdleConns(mysqlIdlePerDB)
 	pool.SetConnMaxIdleTime(mysqlIdleTime)

@@ -567,7 +567,7 @@ func TestPostgresCrossTaskIsolation(t *testing.T) {
 	sandboxtest.CrossTaskIsolation(t, datasets.Postgres, unscreened)
 }
 
-// TestPostgresResultSize: sandboxtest.ResultSize on PostgreSQL, as a reader.
+// TestPostgresResultSize: sandboxtest.ResultSize and ManyRows on PostgreSQL, as a reader.
 func TestPostgresResultSize(t *testing.T) {
 	pgs := sandboxtest.PGSchema(t, sandboxtest.PGAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)")
 	db, err := Open(context.Background(), shared.PostgresDSN(), pgs, sandboxtest.Reader(t, datasets.Postgres, pgs))
@@ -575,5 +575,6 @@ func TestPostgresResultSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sandboxtest.ResultSize(t, db, unscreened)
+	t.Run("ResultSize", func(t *testing.T) { sandboxtest.ResultSize(t, db, unscreened) })
+	t.Run("ManyRows", func(t *testing.T) { sandboxtest.ManyRows(t, db) })
 }

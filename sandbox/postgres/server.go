@@ -92,7 +92,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgSer
 		return nil
 	}
 	pgConfigure(cfg)
-	s.pool = sql.OpenDB(slotConnector{Connector: stdlib.GetConnector(*cfg), srv: s})
+	s.pool = sql.OpenDB(sandbox.TrackReplies(slotConnector{Connector: stdlib.GetConnector(*cfg), srv: s}))
 	s.pool.SetMaxOpenConns(n)
 	s.pool.SetMaxIdleConns(min(pgMaxIdle, n))
 	s.pool.SetConnMaxIdleTime(time.Minute)

@@ -267,9 +267,11 @@ func TestSQLiteHostileStatements(t *testing.T) {
 	sandboxtest.HostileStatements(t, openChinookSQLite(t), unscreened, sandboxtest.HostileTag())
 }
 
-// TestSQLiteResultSize: sandboxtest.ResultSize on Chinook's own file.
+// TestSQLiteResultSize: sandboxtest.ResultSize and ManyRows on Chinook's own file.
 func TestSQLiteResultSize(t *testing.T) {
-	sandboxtest.ResultSize(t, openChinookSQLite(t), unscreened)
+	db := openChinookSQLite(t)
+	t.Run("ResultSize", func(t *testing.T) { sandboxtest.ResultSize(t, db, unscreened) })
+	t.Run("ManyRows", func(t *testing.T) { sandboxtest.ManyRows(t, db) })
 }
 
 // TestSQLiteResultCopies: a kept result costs the process the driver's copy of each value and
