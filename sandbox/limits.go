@@ -47,7 +47,7 @@ func cellSize(v any) int {
 // it over (pgx a protocol message, go-sql-driver/mysql a packet sequence) and drop it at the
 // next row, so what a driver holds of a reply at once is this window: one row and what it read
 // ahead. Hand-written because go-sql-driver/mysql has no bound of its own and pgx none by
-// default.
+// default (postgres also sets pgx's per-message one, which refuses a row before its buffer).
 type replyLimitConn struct {
 	net.Conn
 	limit int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -236,7 +237,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
 	}
-	if sandbox.IsTooLarge(qerr) {
+	if sandbox.IsTooLarge(qerr) || errors.As(qerr, new(*pgproto3.ExceededMaxBodyLenErr)) {
 		sandbox.Discard(conn) // the rest of the reply is still on the wire
 		return sandbox.TooLarge(res), nil
 	}

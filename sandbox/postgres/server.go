@@ -85,6 +85,10 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgSer
 	n := min(pgMaxStatements, max(1, maxConn/pgShareOf))
 	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
+	// A row (a message) past the result limit is refused at its header, before pgx allocates
+	// its buffer (up to 1 GiB, the size rounded up to a power of two); the replies' window
+	// bounds the rest of what is read.
+	cfg.MaxProtocolMessageBodyLen = sandbox.MaxResultBytes
 	cfg.AfterConnect = func(_ context.Context, c *pgconn.PgConn) error {
 		if sc := asSlotConn(c.Conn()); sc != nil {
 			sc.pid.Store(c.PID())
