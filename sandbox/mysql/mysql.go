@@ -135,8 +135,9 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	return db, nil
 }
 
-// mysqlConfig parses dsn and points it at database, with time parsing in UTC and a single
-// statement per query.
+// mysqlConfig parses dsn and points it at database, with time parsing in UTC, a single
+// statement per query and no compression: the result limit counts the bytes on the wire
+// (sandbox.LimitReplies), and a compressed row of a gigabyte of one letter is a megabyte there.
 func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -147,6 +148,9 @@ func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg.Loc = time.UTC
 	cfg.MultiStatements = false
 	cfg.AllowAllFiles = false
+	if err := cfg.Apply(mysql.EnableCompression(false)); err != nil {
+		return nil, fmt.Errorf("mysql: DSN: %w", err)
+	}
 	return cfg, nil
 }
 

@@ -121,3 +121,18 @@ func TestMySQLLongStatement(t *testing.T) {
 		t.Errorf("just under the limit: %+v", r)
 	}
 }
+
+// TestMySQLNoCompression: a DSN asking for compression gets none (the result limit counts bytes
+// on the wire, see mysqlConfig); the server says so for the execution's own session.
+func TestMySQLNoCompression(t *testing.T) {
+	name := sandboxtest.MyDatabase(t, sandboxtest.MyAdmin(t), "CREATE TABLE t (x INT)")
+	db, err := Open(context.Background(), shared.MySQLDSN()+"?compress=true", name, sandboxtest.Reader(t, datasets.MySQL, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := unscreened(context.Background(), db, "SHOW SESSION STATUS LIKE 'Compression'", 10*time.Second, 0)
+	if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][1] != "OFF" {
+		t.Errorf("the session's compression: %+v, %v; want OFF", r, err)
+	}
+}
