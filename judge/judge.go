@@ -108,17 +108,67 @@ type Verdict struct {
 func (j Judge) Prepare(gold, pred string) (goldSQL, predSQL string, ordered, ok bool) {
 	switch j.Style {
 	case StyleSpider:
-		g, p := spiderPostprocess(pyStrip(gold)), spiderPostprocess(spiderPredText(pred))
+		p := spiderPostprocess(spiderPredText(pred))
 		ok = p != ""
 		if !j.KeepDistinct {
-			g, _ = spiderRemoveDistinct(g)
 			p, ok = spiderRemoveDistinct(p)
 		}
+		g := j.spiderGold(gold)
 		return spiderCurYear(g), spiderCurYear(p), spiderOrdered(g), ok
 	case StyleSpiderStrict:
 		return gold, pred, HasOrderBy(gold), strings.TrimSpace(pred) != ""
 	}
 	return gold, pred, false, true
+}
+
+// prepareGold is Prepare's gold SQL: the gold as the style's official evaluator executes it.
+func (j Judge) prepareGold(gold string) string {
+	if j.Style != StyleSpider {
+		return gold
+	}
+	return spiderCurYear(j.spiderGold(gold))
+}
+
+// spiderGold is StyleSpider's rewrite of gold before the current year is put in (its ordering
+// is read there).
+func (j Judge) spiderGold(gold string) string {
+	g := spiderPostprocess(pyStrip(gold))
+	if !j.KeepDistinct {
+		g, _ = spiderRemoveDistinct(g)
+	}
+	return g
+}
+
+// GoldStatement returns the statement Run executes first for gold on a database of dialect d:
+// on PostgreSQL and MySQL the gold as Prepare rewrites it, on SQLite the one statement Python's
+// sqlite3 runs of that (ok is false when it holds none: nothing runs). On SQLite Run may then
+// read the stored values of its result with a second statement, one that ReadsRawValues
+// reports. Run executes no other statement for the gold, so these two identify its executions
+// exactly (a cache of gold results keeps those and nothing a prediction could add to).
+func (j Judge) GoldStatement(d datasets.Dialect, gold string) (stmt string, ok bool) {
+	if j.Style == "" {
+		j.Style = StyleBIRD
+	}
+	g := j.prepareGold(gold)
+	if d != datasets.SQLite {
+		return g, true
+	}
+	stmt, empty := pyStatement(g)
+	return stmt, !empty
+}
+
+// ReadsRawValues reports whether q is the statement Run executes on SQLite to read the stored
+// values of stmt's result (rawValues' wrapper of stmt, for any number of columns): exactly that
+// text, nothing containing it.
+func ReadsRawValues(q, stmt string) bool {
+	if !strings.HasPrefix(q, rawHead) {
+		return false
+	}
+	end := strings.Index(q, rawTail)
+	if end < 0 {
+		return false
+	}
+	return q == rawValuesSQL(stmt, strings.Count(q[len(rawHead):end], ",")+1)
 }
 
 // Run executes the gold and the predicted SQL on db (the gold on Reference too when it fails on
@@ -395,15 +445,7 @@ func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Re
 	if !converted(res.Rows) || len(res.Columns) == 0 || timeout <= 0 {
 		return res, nil
 	}
-	cols := make([]string, len(res.Columns))
-	plus := make([]string, len(res.Columns))
-	for i := range cols {
-		cols[i] = fmt.Sprintf("c%d", i+1)
-		plus[i] = "+" + cols[i]
-	}
-	body := strings.TrimSuffix(strings.TrimSpace(query), ";")
-	wrapped := fmt.Sprintf("WITH chainedsql_raw(%s) AS (%s\n) SELECT %s FROM chainedsql_raw", strings.Join(cols, ", "), body, strings.Join(plus, ", "))
-	raw, err := db.Exec(ctx, wrapped, sandbox.ExecOptions{Timeout: timeout})
+	raw, err := db.Exec(ctx, rawValuesSQL(query, len(res.Columns)), sandbox.ExecOptions{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +472,25 @@ func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Re
 	raw.Columns = res.Columns
 	raw.Duration += res.Duration
 	return raw, nil
+}
+
+// The parts of rawValuesSQL before and after its column list.
+const (
+	rawHead = "WITH chainedsql_raw("
+	rawTail = ") AS ("
+)
+
+// rawValuesSQL is rawValues' statement reading the stored values of query's n columns:
+// "WITH chainedsql_raw(c1, ..., cn) AS (query\n) SELECT +c1, ..., +cn FROM chainedsql_raw".
+func rawValuesSQL(query string, n int) string {
+	cols := make([]string, n)
+	plus := make([]string, n)
+	for i := range cols {
+		cols[i] = "c" + strconv.Itoa(i+1)
+		plus[i] = "+" + cols[i]
+	}
+	body := strings.TrimSuffix(strings.TrimSpace(query), ";")
+	return rawHead + strings.Join(cols, ", ") + rawTail + body + "\n) SELECT " + strings.Join(plus, ", ") + " FROM chainedsql_raw"
 }
 
 // converted reports whether rows hold a value go-sqlite3 converted from a declared type.
