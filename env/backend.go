@@ -5,9 +5,9 @@ package env
 // parser or of how statements reach a database is a change here.
 
 import (
+	"container/list"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -29,12 +30,12 @@ func (s *Server) start(ctx context.Context, task datasets.Task, d datasets.Diale
 	}
 	opts := s.cfg.Episode
 	opts.Schemas = s.cfg.Schemas
+	opts.Ordered = ordered(task)
 	if g, ok := task.GoldFor(d); ok {
-		gold := goldOpener{Opener: s.cfg.Opener, core: strings.TrimSuffix(strings.TrimSpace(g), ";"), cache: s.golds}
+		gold := goldOpener{Opener: s.cfg.Opener, judge: episode.Judge(opts), gold: g, cache: s.golds}
 		db = gold.wrap(db, task)
 		opts.GoldOpener = gold // the task's reference database, if it has one, through the cache too
 	}
-	opts.Ordered = ordered(task)
 	if maxTurns > 0 {
 		opts.MaxTurns = maxTurns
 	}
@@ -54,29 +55,96 @@ func play(ctx context.Context, st *episode.Stepper, r reply) (rundir.Turn, error
 // when the gold SQL has ORDER BY; the others compare row sets (BIRD EX).
 func ordered(t datasets.Task) bool { return t.Source == datasets.SpecSpider }
 
-// maxGoldRows bounds the rows goldCache holds; past it, gold results are not kept.
+// maxGoldRows bounds the rows goldCache holds, besides its bytes (Config.GoldCacheBytes).
 const maxGoldRows = 1 << 20
 
 // goldCache keeps the full result of each task's gold SQL per database and dialect, so the group
 // of rollouts a GRPO step plays on one task runs its gold once: the task databases are read-only,
-// so a gold result does not change. Concurrent misses of one gold share one execution. Only
-// results that ran are kept (a timeout under load may not repeat). Safe for concurrent use.
+// so a gold result does not change. It keeps only the results of the statements the judge runs
+// for a gold (judge.Judge.GoldStatement, judge.ReadsRawValues), at most maxBytes by
+// sandbox.Size and maxGoldRows rows in all; the least recently used go first to make room, and
+// a result over either bound alone is not kept. Concurrent misses of one gold share one
+// execution. Only results that ran are kept (a timeout under load may not repeat). Safe for
+// concurrent use.
 type goldCache struct {
 	// limit is how long a shared execution may run: the judge's whole budget
 	// (episode.JudgeBudget), past every caller's own timeout, so that no caller needs to run
 	// the gold again; each caller waits only until its own deadline.
-	limit  time.Duration
-	mu     sync.Mutex
-	m      map[string]*sandbox.Result
-	rows   int
+	limit    time.Duration
+	maxBytes int64
+
+	mu    sync.Mutex
+	m     map[string]*list.Element // of *goldEntry, in lru
+	lru   list.List                // most recently used first
+	rows  int
+	bytes int64
+
 	flight singleflight.Group
+}
+
+// goldEntry is one kept gold result.
+type goldEntry struct {
+	key   string
+	res   *sandbox.Result
+	bytes int64
+}
+
+func newGoldCache(limit time.Duration, maxBytes int64) *goldCache {
+	return &goldCache{limit: limit, maxBytes: maxBytes, m: map[string]*list.Element{}}
+}
+
+// get returns the result kept under key, now the most recently used.
+func (c *goldCache) get(key string) (*sandbox.Result, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.m[key]
+	if !ok {
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*goldEntry).res, true
+}
+
+// put keeps res under key, dropping the least recently used results until both bounds hold; a
+// result over a bound alone is not kept.
+func (c *goldCache) put(key string, res *sandbox.Result) {
+	e := &goldEntry{key: key, res: res, bytes: int64(len(key)) + sandbox.Size(res)}
+	if e.bytes > c.maxBytes || len(res.Rows) > maxGoldRows {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	for c.bytes+e.bytes > c.maxBytes || c.rows+len(res.Rows) > maxGoldRows {
+		c.dropLocked(c.lru.Back())
+	}
+	c.m[key] = c.lru.PushFront(e)
+	c.bytes += e.bytes
+	c.rows += len(res.Rows)
+}
+
+func (c *goldCache) dropLocked(el *list.Element) {
+	e := c.lru.Remove(el).(*goldEntry)
+	delete(c.m, e.key)
+	c.bytes -= e.bytes
+	c.rows -= len(e.res.Rows)
+}
+
+// held returns the results kept, their rows and their bytes.
+func (c *goldCache) held() (results, rows int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), c.rows, c.bytes
 }
 
 // goldOpener opens a task's reference database (episode.EpisodeOptions.GoldOpener), with its
 // gold executions through the goldCache.
 type goldOpener struct {
 	episode.Opener
-	core  string // the gold SQL, trimmed of space and a trailing ";"
+	judge judge.Judge // the episode's (episode.Judge)
+	gold  string      // the task's gold SQL for the episode's dialect
 	cache *goldCache
 }
 
@@ -91,24 +159,28 @@ func (o goldOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Tas
 
 // wrap returns db (task t's, in its dialect) with its gold executions through the cache.
 func (o goldOpener) wrap(db sandbox.DB, t datasets.Task) sandbox.DB {
-	return &goldDB{DB: db, core: o.core, prefix: string(db.Dialect()) + "\x00" + t.DBID + "\x00" + t.DBPath + "\x00", cache: o.cache}
+	stmt, ok := o.judge.GoldStatement(db.Dialect(), o.gold)
+	if !ok {
+		return db // the gold holds no statement: nothing runs for it
+	}
+	return &goldDB{DB: db, stmt: stmt, prefix: string(db.Dialect()) + "\x00" + t.DBID + "\x00" + t.DBPath + "\x00", cache: o.cache}
 }
 
-// goldDB is a task's database whose full executions of the task's gold SQL go through a
-// goldCache; every other execution goes to the database. The judge runs the gold as it is or
-// in forms of its own (a trailing ";" cut, wrapped in a CTE to read raw values), so every full
-// execution whose text holds the gold is cached, under its exact text: whatever is cached, a
-// read-only database gives the same result again.
+// goldDB is a task's database whose full executions of the statements the judge runs for the
+// task's gold go through a goldCache: the gold as the judge's style rewrites it (stmt) and, on
+// SQLite, its wrapper reading the stored values (judge.ReadsRawValues), each identified by its
+// exact text. Every other execution, a prediction that holds the gold's text included, goes to
+// the database.
 type goldDB struct {
 	sandbox.DB
-	core   string // the gold SQL, trimmed of space and a trailing ";"
+	stmt   string // judge.Judge.GoldStatement of the task's gold in this dialect
 	prefix string // the database's part of the cache key
 	cache  *goldCache
 }
 
 // Exec implements sandbox.DB.
 func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if opts.MaxRows != 0 || g.core == "" || !strings.Contains(query, g.core) {
+	if opts.MaxRows != 0 || query != g.stmt && !judge.ReadsRawValues(query, g.stmt) {
 		return g.DB.Exec(ctx, query, opts)
 	}
 	key := g.prefix + query
@@ -119,16 +191,16 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	}
 	// A request gets the answer its own time limit allows: a kept or shared result that took
 	// longer than own is its timeout, as running the gold alone would be, whoever ran it first.
+	// Each request gets a Result of its own (the judge sets fields of the one it gets); the rows
+	// are shared and read only.
 	mine := func(res *sandbox.Result) *sandbox.Result {
 		if res.OK() && res.Duration > own {
 			return sandbox.TimedOut(own, own)
 		}
-		return res
+		cp := *res
+		return &cp
 	}
-	c.mu.Lock()
-	res, ok := c.m[key]
-	c.mu.Unlock()
-	if ok {
+	if res, ok := c.get(key); ok {
 		return mine(res), nil
 	}
 	// The shared execution ends with neither the context nor the deadline of the request that
@@ -139,15 +211,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	ch := c.flight.DoChan(key, func() (any, error) {
 		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, shared)
 		if err == nil && res.OK() {
-			c.mu.Lock()
-			if c.rows+len(res.Rows) <= maxGoldRows {
-				if c.m == nil {
-					c.m = make(map[string]*sandbox.Result)
-				}
-				c.m[key] = res
-				c.rows += len(res.Rows)
-			}
-			c.mu.Unlock()
+			c.put(key, res)
 		}
 		return res, err
 	})

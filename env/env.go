@@ -34,6 +34,8 @@ const (
 	DefaultMaxBody     = 8 << 20
 	DefaultMaxBatch    = 1024
 	DefaultParallel    = 32
+	// DefaultGoldCacheBytes bounds the gold results kept (64 MiB by sandbox.Size).
+	DefaultGoldCacheBytes = 64 << 20
 )
 
 // Config configures a Server. Zero values take the defaults.
@@ -74,6 +76,9 @@ type Config struct {
 	MaxBatch int
 	// Parallel bounds the steps executing at once across all requests (default 32).
 	Parallel int
+	// GoldCacheBytes bounds the gold results kept for later episodes, by sandbox.Size (default
+	// DefaultGoldCacheBytes); the least recently used go first.
+	GoldCacheBytes int64
 	// Logger receives server errors (5xx); nil logs nothing.
 	Logger *log.Logger
 	// Log, when set, receives every episode that finishes (its last step played), as one
@@ -155,6 +160,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel
 	}
+	if cfg.GoldCacheBytes <= 0 {
+		cfg.GoldCacheBytes = DefaultGoldCacheBytes
+	}
 	if cfg.Episode.MaxTurns <= 0 {
 		cfg.Episode.MaxTurns = protocol.DefaultMaxTurns
 	}
@@ -166,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
 		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient),
-		golds:    &goldCache{limit: episode.JudgeBudget(cfg.Episode)},
+		golds:    newGoldCache(episode.JudgeBudget(cfg.Episode), cfg.GoldCacheBytes),
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),
 	}

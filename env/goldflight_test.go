@@ -42,7 +42,7 @@ func TestGoldFlightDeadline(t *testing.T) {
 	const gold = "SELECT x FROM g"
 	for _, shortFirst := range []bool{true, false} {
 		db := &slowGoldDB{wait: time.Second}
-		o := goldOpener{core: gold, cache: &goldCache{limit: 3 * time.Second}}
+		o := goldOpener{gold: gold, cache: newGoldCache(3*time.Second, DefaultGoldCacheBytes)}
 		g := o.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
 		type answer struct {
 			res  *sandbox.Result

@@ -147,6 +147,15 @@ func Episode(ctx context.Context, policy chat.Policy, task datasets.Task, db san
 // statements' timeouts (opts.WithDefaults's).
 func JudgeBudget(opts EpisodeOptions) time.Duration { return 2 * opts.WithDefaults().ExecTimeout }
 
+// Judge is the judge an episode under opts applies to its final SQL (judgeFinal adds the
+// Reference): the Spider style when opts.Ordered, else BIRD's.
+func Judge(opts EpisodeOptions) judge.Judge {
+	if opts.Ordered {
+		return judge.Judge{Style: judge.StyleSpider}
+	}
+	return judge.Judge{Style: judge.StyleBIRD}
+}
+
 // judgeFinal sets Correct by judge.Judge: the Spider style when opts.Ordered, else BIRD's, so
 // that student score on the eval dir's predictions gives the same verdicts. The judge decides
 // from the final SQL itself (the style's official evaluator may run it rewritten), reusing the
@@ -158,10 +167,7 @@ func judgeFinal(ctx context.Context, tr *rundir.Trajectory, task datasets.Task, 
 		return nil
 	}
 	tr.GoldSQL = gold
-	j := judge.Judge{Style: judge.StyleBIRD}
-	if opts.Ordered {
-		j.Style = judge.StyleSpider
-	}
+	j := Judge(opts)
 	if ref, ok := task.GoldReference(db.Dialect()); ok && opts.GoldOpener != nil {
 		j.Reference = func(ctx context.Context) (sandbox.DB, error) { return opts.GoldOpener.Open(ctx, ref, task) }
 	}

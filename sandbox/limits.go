@@ -41,6 +41,22 @@ func cellSize(v any) int {
 	return 16
 }
 
+// Size is roughly the memory res holds: each kept row's slice and its cells as Collect counts
+// them (cellSize), its column names and its error. A cache of results bounds itself by it.
+func Size(res *Result) int64 {
+	n := int64(len(res.Error))
+	for _, c := range res.Columns {
+		n += 16 + int64(len(c))
+	}
+	for _, row := range res.Rows {
+		n += 24
+		for _, v := range row {
+			n += int64(cellSize(v))
+		}
+	}
+	return n
+}
+
 // replyLimitConn is a network connection whose reads fail once what was read since the client
 // last wrote (a request) or since Collect last took a row of the reply (rowTaken) passes limit,
 // counting each such cut in cut. Both drivers read a row whole into one buffer before handing

@@ -111,12 +111,16 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
 		maxBatch    = fs.Int("max-batch", env.DefaultMaxBatch, "most steps in one batch-step request, completions in one score request")
 		parallel    = fs.Int("parallel", env.DefaultParallel, "steps executing at once")
+		goldMiB     = fs.Int64("gold-cache-mib", env.DefaultGoldCacheBytes>>20, "MiB of gold results kept for later episodes of their tasks (the least recently used go first)")
 		drain       = fs.Duration("drain-timeout", 30*time.Second, "after Ctrl-C, how long requests in flight may finish")
 		logDir      = fs.String("log-dir", "", "write every finished episode to this run dir (curate build, stats and view read it); an existing one of the same tasks and options is appended to")
 	)
 	return func(ctx context.Context, c *cli.Call) error {
-		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 {
-			return cli.Usagef("--max-turns, --max-episodes, --max-body, --max-batch, --parallel, --ttl and --exec-timeout must be positive")
+		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 || *goldMiB < 1 {
+			return cli.Usagef("--max-turns, --max-episodes, --max-body, --max-batch, --parallel, --gold-cache-mib, --ttl and --exec-timeout must be positive")
+		}
+		if *goldMiB > 1<<20 {
+			return cli.Usagef("--gold-cache-mib %d: want at most %d (1 TiB)", *goldMiB, 1<<20)
 		}
 		if *perClient < 0 || *perClient > *maxEpisodes {
 			return cli.Usagef("--max-episodes-per-client %d: want 0 (half of --max-episodes) up to --max-episodes (%d)", *perClient, *maxEpisodes)
@@ -155,7 +159,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 			Tasks: ts, Dialects: ef.dialects.List(), Opener: conn, Weights: &w, RewardMode: mode, Subsets: &ef.subsets,
 			Episode: episode.Options(), Tokenizer: encoderOf(tok),
 			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
-			Logger: logger, Log: runLog,
+			GoldCacheBytes: *goldMiB << 20, Logger: logger, Log: runLog,
 		})
 		if err != nil {
 			return err
