@@ -176,14 +176,16 @@ func TestEpisodesPerClient(t *testing.T) {
 }
 
 // TestClientIsRemoteAddress: without keys, a client is its remote address, so a trainer on
-// another host is not locked out by the ones on this one.
+// another host is not locked out by the ones on this one; every loopback address is one client
+// (this host), so that picking 127.0.0.2 does not pass the cap.
 func TestClientIsRemoteAddress(t *testing.T) {
-	h := testEnv(t, Config{MaxEpisodes: 2}).Handler()
+	h := testEnv(t, Config{MaxEpisodes: 10, MaxEpisodesPerClient: 1}).Handler()
 	task := tasksOf(t)[0]
 	for i, want := range []struct {
 		addr string
 		code int
-	}{{"10.0.0.1:1000", 200}, {"10.0.0.1:1001", 429}, {"10.0.0.2:1000", 200}} {
+	}{{"10.0.0.1:1000", 200}, {"10.0.0.1:1001", 429}, {"10.0.0.2:1000", 200},
+		{"127.0.0.1:1000", 200}, {"127.0.0.2:1000", 429}, {"[::1]:1000", 429}, {"[::ffff:127.0.0.9]:1000", 429}} {
 		req := httptest.NewRequest("POST", "/v1/episodes", strings.NewReader(`{"task_id": "`+task.ID+`"}`))
 		req.RemoteAddr = want.addr
 		w := httptest.NewRecorder()

@@ -153,9 +153,15 @@ func (g *Guard) Server(h http.Handler, logger *log.Logger) *http.Server {
 
 type clientKey struct{}
 
+// LoopbackClient is Client's name for every request from a loopback address.
+const LoopbackClient = "loopback"
+
 // Client names the client r comes from, for per-client limits: "key N" for the Nth API key
-// (counted from 1) when the guard requires keys, else the remote IP address. A name a request
-// gives itself (a header) is not used: it would let one client pass for many.
+// (counted from 1) when the guard requires keys, else LoopbackClient for a loopback address
+// (any of 127.0.0.0/8, ::1, IPv4-mapped: one machine, as the Host check takes it, and a process
+// on it picks any of those addresses at will), else the remote IP address (an IPv4-mapped one
+// as IPv4). A name a request gives itself (a header) is not used: it would let one client pass
+// for many.
 func Client(r *http.Request) string {
 	if c, ok := r.Context().Value(clientKey{}).(string); ok {
 		return c
@@ -164,7 +170,14 @@ func Client(r *http.Request) string {
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	ip := net.ParseIP(host)
+	switch {
+	case ip == nil:
+		return host
+	case ip.IsLoopback():
+		return LoopbackClient
+	}
+	return ip.String() // an IPv4-mapped address as the IPv4 one
 }
 
 // Handler returns h behind the checks of the package comment. The body h reads has been read

@@ -169,9 +169,29 @@ func TestGuardAPIKey(t *testing.T) {
 	if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
 		t.Errorf("WWW-Authenticate %q", got)
 	}
-	// Without keys a client is its remote address.
+	// Without keys a client is its remote address, every loopback one the same client.
 	ts, _ = serve(t, Options{}, echo(0))
-	probe{name: "no keys", method: "GET", status: 200, says: `"client":"127.0.0.1"`}.run(t, ts)
+	probe{name: "no keys", method: "GET", status: 200, says: `"client":"loopback"`}.run(t, ts)
+}
+
+// TestClientLoopback: every loopback address is one client; another address is its own.
+func TestClientLoopback(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:4000":          LoopbackClient,
+		"127.0.0.2:4000":          LoopbackClient,
+		"127.255.3.9:1":           LoopbackClient,
+		"[::1]:4000":              LoopbackClient,
+		"[::ffff:127.0.0.3]:4000": LoopbackClient,
+		"10.1.2.3:4000":           "10.1.2.3",
+		"[2001:db8::1]:4000":      "2001:db8::1",
+		"[::ffff:10.1.2.3]:4000":  "10.1.2.3",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		if got := Client(r); got != want {
+			t.Errorf("%s: client %q, want %q", addr, got, want)
+		}
+	}
 }
 
 func TestGuardBody(t *testing.T) {
