@@ -36,6 +36,8 @@ const (
 	DefaultParallel    = 32
 	// DefaultGoldCacheBytes bounds the gold results kept (64 MiB by sandbox.Size).
 	DefaultGoldCacheBytes = 64 << 20
+	// DefaultMaxStoreBytes bounds what the stored episodes hold (2 GiB by episodeSize).
+	DefaultMaxStoreBytes = 2 << 30
 )
 
 // Config configures a Server. Zero values take the defaults.
@@ -69,6 +71,11 @@ type Config struct {
 	// httpguard.Client names it (default half of MaxEpisodes, so that one client cannot fill the
 	// store).
 	MaxEpisodesPerClient int
+	// MaxStoreBytes bounds the bytes the stored episodes hold, finished ones until they expire
+	// or are dropped to make room (default DefaultMaxStoreBytes): a new episode is refused once
+	// they hold three quarters of it, a step when what it may add does not fit (docs/ENV.md,
+	// Bounds).
+	MaxStoreBytes int64
 	// MaxBody caps a request body in bytes (default 8 MiB).
 	MaxBody int64
 	// MaxBatch caps the steps of one batch-step request and the completions of one score
@@ -151,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxEpisodesPerClient > cfg.MaxEpisodes {
 		return nil, fmt.Errorf("env: %s per client is over the %d of the store", plural.Count(cfg.MaxEpisodesPerClient, "episode"), cfg.MaxEpisodes)
 	}
+	if cfg.MaxStoreBytes <= 0 {
+		cfg.MaxStoreBytes = DefaultMaxStoreBytes
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -173,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:      cfg,
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
-		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient),
+		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient, cfg.MaxStoreBytes),
 		golds:    newGoldCache(episode.JudgeBudget(cfg.Episode), cfg.GoldCacheBytes),
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),

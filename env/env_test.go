@@ -86,6 +86,12 @@ func testEnv(t testing.TB, cfg Config) *Server {
 // may be nil; it returns the status.
 func call(t *testing.T, method, url string, body any, out any) int {
 	t.Helper()
+	return callHeader(t, method, url, body, out, nil)
+}
+
+// callHeader is call that also hands the answer's header to header, when not nil.
+func callHeader(t *testing.T, method, url string, body, out any, header func(http.Header)) int {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -107,6 +113,9 @@ func call(t *testing.T, method, url string, body any, out any) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if header != nil {
+		header(resp.Header)
+	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)

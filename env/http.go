@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
@@ -42,7 +43,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/episodes:batch-step", s.batchStep)
 	mux.HandleFunc("POST /v1/score", s.score)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("no route for %s %s (see docs/ENV.md: /v1/tasks, /v1/episodes, /v1/episodes/{id}/step, /v1/episodes:batch-step, /v1/score)", r.Method, r.URL.Path)})
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no route for %s %s (see docs/ENV.md: /v1/tasks, /v1/episodes, /v1/episodes/{id}/step, /v1/episodes:batch-step, /v1/score)", r.Method, r.URL.Path)})
 	})
 	return mux
 }
@@ -51,12 +52,19 @@ func (s *Server) Handler() http.Handler {
 type apiError struct {
 	Status  int    `json:"status"`
 	Message string `json:"message"`
+	// retryAfter, when positive, is answered as the Retry-After header (a 429's).
+	retryAfter time.Duration
+}
+
+// tooMany is a 429 saying msg, with Retry-After retry (at least 1 s).
+func tooMany(retry time.Duration, msg string) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Message: msg, retryAfter: max(retry, time.Second)}
 }
 
 func (e *apiError) Error() string { return e.Message }
 
 func badRequest(format string, args ...any) *apiError {
-	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+	return &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 // writeJSON answers v as JSON with status; a v that does not encode (a non-finite number) is a
@@ -70,7 +78,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		buf.Reset()
 		enc.Encode(struct {
 			Error *apiError `json:"error"`
-		}{&apiError{status, "the reply does not encode as JSON: " + err.Error()}})
+		}{&apiError{Status: status, Message: "the reply does not encode as JSON: " + err.Error()}})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -78,6 +86,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	}
 	writeJSON(w, e.Status, struct {
 		Error *apiError `json:"error"`
 	}{e})
@@ -103,7 +114,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (the server's --max-body)", mbe.Limit)}
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body over %d bytes (the server's --max-body)", mbe.Limit)}
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("empty request body: want a JSON object")
@@ -114,10 +125,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 // execError maps an error of a database or of the request's context to its answer.
 func (s *Server) execError(ctx context.Context, what string, err error) *apiError {
 	if ctx.Err() != nil {
-		return &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s: request cancelled: %v", what, ctx.Err())}
+		return &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s: request cancelled: %v", what, ctx.Err())}
 	}
 	s.logf("env: %s: %v", what, err)
-	return &apiError{http.StatusServiceUnavailable, fmt.Sprintf("%s: %v (the episode is unchanged; retry the request)", what, err)}
+	return &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s: %v (the episode is unchanged; retry the request)", what, err)}
 }
 
 // taskJSON is one entry of the task listing.
@@ -161,7 +172,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	split, hasSplit := q.Get("split"), q.Has("split")
 	if hasSplit && !containsString(s.splits, split) {
-		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("no split %q (have %s)", split, strings.Join(s.splits, ", "))})
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no split %q (have %s)", split, strings.Join(s.splits, ", "))})
 		return
 	}
 	subset, hasSubset := q.Get("subset"), q.Has("subset")
@@ -208,7 +219,7 @@ func (s *Server) resolve(taskID, dialect string) (*datasets.Task, datasets.Diale
 	}
 	t, ok := s.tasks[taskID]
 	if !ok {
-		return nil, "", &apiError{http.StatusNotFound, fmt.Sprintf("no task %q (GET /v1/tasks lists them)", taskID)}
+		return nil, "", &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no task %q (GET /v1/tasks lists them)", taskID)}
 	}
 	d := s.cfg.Dialects[0]
 	if dialect != "" {
@@ -272,19 +283,30 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.execError(r.Context(), "starting an episode of "+task.ID, err))
 		return
 	}
-	e := &liveEpisode{task: task, dialect: d, st: st, client: httpguard.Client(r)}
+	e := &liveEpisode{task: task, dialect: d, st: st, client: httpguard.Client(r), size: episodeSize(st)}
 	if retry, err := s.store.add(e); err != nil {
 		// Retry-After: when the first episode in the way expires, unless one is finished first.
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
 		msg := fmt.Sprintf("%s in play, the server's cap (--max-episodes): finish or DELETE some, or wait for idle ones to expire (--ttl %s)", plural.Count(s.cfg.MaxEpisodes, "episode"), s.cfg.TTL)
-		if errors.Is(err, errClientFull) {
+		switch {
+		case errors.Is(err, errClientFull):
 			msg = fmt.Sprintf("client %s has %s in play, its cap (--max-episodes-per-client): finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, plural.Count(s.cfg.MaxEpisodesPerClient, "episode"), s.cfg.TTL)
+		case errors.Is(err, errBytesFull):
+			msg = fmt.Sprintf("the episodes in memory hold %s, the three quarters of the server's bound (--max-store-mib %d) that new episodes may fill: finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.storeHeld(), s.cfg.MaxStoreBytes>>20, s.cfg.TTL)
 		}
-		writeError(w, &apiError{http.StatusTooManyRequests, msg})
+		writeError(w, tooMany(retry, msg))
 		return
 	}
 	writeJSON(w, http.StatusOK, createResponse{EpisodeID: e.id, TaskID: task.ID, Dialect: string(d), MaxTurns: s.cfg.Episode.MaxTurns, Messages: st.Messages(), Tokens: s.promptTokens(st.Messages())})
 }
+
+// storeHeld says what the stored episodes hold and the steps in flight reserve.
+func (s *Server) storeHeld() string {
+	b, r := s.store.held()
+	return fmt.Sprintf("%s (%s more reserved for steps in flight)", mib(b), mib(r))
+}
+
+// mib is n bytes in MiB, for messages.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // reply is one assistant turn as a request carries it.
 type reply struct {
@@ -387,26 +409,33 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	}
 	e, ok := s.store.get(id)
 	if !ok {
-		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)}
+		return nil, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)}
 	}
 	if !e.mu.TryLock() {
-		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s: a step is already in flight; step an episode one reply at a time", id)}
+		return nil, &apiError{Status: http.StatusConflict, Message: fmt.Sprintf("episode %s: a step is already in flight; step an episode one reply at a time", id)}
 	}
 	defer e.mu.Unlock()
 	if e.st.Done() {
 		tr := e.st.Trajectory()
-		return nil, &apiError{http.StatusConflict, fmt.Sprintf("episode %s is done (%s, converged %v); start a new one", id, plural.Count(len(tr.Turns), "turn"), tr.Outcome().Converged)}
+		return nil, &apiError{Status: http.StatusConflict, Message: fmt.Sprintf("episode %s is done (%s, converged %v); start a new one", id, plural.Count(len(tr.Turns), "turn"), tr.Outcome().Converged)}
+	}
+	// Room for what the step may keep, held until it is counted.
+	growth := stepGrowth(rp, len(e.st.Trajectory().Turns), s.cfg.Episode.Caps, s.cfg.Episode.ReplyCap)
+	if retry, err := s.store.reserve(growth); err != nil {
+		return nil, tooMany(retry, fmt.Sprintf("episode %s is unchanged: the episodes in memory hold %s, and its step may add %s past the server's bound (--max-store-mib %d); send it again in %.0f s, or finish or DELETE other episodes", id, s.storeHeld(), mib(growth), s.cfg.MaxStoreBytes>>20, math.Ceil(max(retry, time.Second).Seconds())))
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
+		s.store.unreserve(growth)
 		return nil, s.execError(ctx, "episode "+id, err)
 	}
 	tu, err := play(ctx, e.st, rp)
 	s.slots.Release(1)
 	if err != nil {
+		s.store.unreserve(growth)
 		return nil, s.execError(ctx, "episode "+id, err)
 	}
 	done := e.st.Done()
-	s.store.touch(e, done)
+	s.store.touch(e, done, episodeSize(e.st), growth)
 	if done {
 		s.logEpisode(e)
 	}
@@ -509,11 +538,11 @@ func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	e, ok := s.store.get(id)
 	if !ok {
-		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
 		return
 	}
 	if !e.mu.TryLock() {
-		writeError(w, &apiError{http.StatusConflict, fmt.Sprintf("episode %s: a step is in flight; read it after the step", id)})
+		writeError(w, &apiError{Status: http.StatusConflict, Message: fmt.Sprintf("episode %s: a step is in flight; read it after the step", id)})
 		return
 	}
 	defer e.mu.Unlock()
@@ -525,7 +554,7 @@ func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteEpisode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !s.store.remove(id) {
-		writeError(w, &apiError{http.StatusNotFound, fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"episode_id": id, "deleted": true})

@@ -107,7 +107,8 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		addr        = fs.String("addr", "127.0.0.1:8090", "listen address")
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
-		perClient   = fs.Int("max-episodes-per-client", 0, "most episodes in play for one client (an API key, else a remote address); 0: half of --max-episodes")
+		maxStoreMiB = fs.Int64("max-store-mib", env.DefaultMaxStoreBytes>>20, "MiB the episodes kept in memory may hold, finished ones included: new episodes are refused past three quarters of it, and a step that could pass it")
+		perClient   = fs.Int("max-episodes-per-client", 0, "most episodes in play for one client (an API key, else a remote address, all of loopback one); 0: half of --max-episodes")
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
 		maxBatch    = fs.Int("max-batch", env.DefaultMaxBatch, "most steps in one batch-step request, completions in one score request")
 		parallel    = fs.Int("parallel", env.DefaultParallel, "steps executing at once")
@@ -116,11 +117,11 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		logDir      = fs.String("log-dir", "", "write every finished episode to this run dir (curate build, stats and view read it); an existing one of the same tasks and options is appended to")
 	)
 	return func(ctx context.Context, c *cli.Call) error {
-		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 || *goldMiB < 1 {
-			return cli.Usagef("--max-turns, --max-episodes, --max-body, --max-batch, --parallel, --gold-cache-mib, --ttl and --exec-timeout must be positive")
+		if episode.MaxTurns < 1 || *maxEpisodes < 1 || *maxBody < 1 || *maxBatch < 1 || *parallel < 1 || *ttl <= 0 || episode.ExecTimeout <= 0 || *goldMiB < 1 || *maxStoreMiB < 1 {
+			return cli.Usagef("--max-turns, --max-episodes, --max-store-mib, --max-body, --max-batch, --parallel, --gold-cache-mib, --ttl and --exec-timeout must be positive")
 		}
-		if *goldMiB > 1<<20 {
-			return cli.Usagef("--gold-cache-mib %d: want at most %d (1 TiB)", *goldMiB, 1<<20)
+		if *goldMiB > 1<<20 || *maxStoreMiB > 1<<20 {
+			return cli.Usagef("--gold-cache-mib %d, --max-store-mib %d: want at most %d (1 TiB)", *goldMiB, *maxStoreMiB, 1<<20)
 		}
 		if *perClient < 0 || *perClient > *maxEpisodes {
 			return cli.Usagef("--max-episodes-per-client %d: want 0 (half of --max-episodes) up to --max-episodes (%d)", *perClient, *maxEpisodes)
@@ -158,7 +159,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: ef.dialects.List(), Opener: conn, Weights: &w, RewardMode: mode, Subsets: &ef.subsets,
 			Episode: episode.Options(), Tokenizer: encoderOf(tok),
-			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
+			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxStoreBytes: *maxStoreMiB << 20, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			GoldCacheBytes: *goldMiB << 20, Logger: logger, Log: runLog,
 		})
 		if err != nil {
