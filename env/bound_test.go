@@ -21,9 +21,10 @@ const episodeBound = 5*(2*textcap.EnvReply+textcap.SQL+2*8000+textcap.Error+text
 
 // TestEpisodeMemoryBound feeds one episode the largest replies a request may carry, a statement
 // whose error echoes a huge value, a statement far over the statement limit, a result with
-// huge column names and a huge cell, and checks that every step's answer is small and that the
-// episode store keeps at most episodeBound bytes for it (the heap with the episode stored,
-// less the heap once it is deleted).
+// huge column names and a huge cell, and checks that every step's answer is small, that no step
+// adds more to the store's count than it reserved (stepGrowth), and that the episode store
+// keeps at most episodeBound bytes for it (the heap with the episode stored, less the heap once
+// it is deleted).
 func TestEpisodeMemoryBound(t *testing.T) {
 	tasks := tasksOf(t)[:1]
 	for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres} {
@@ -56,10 +57,20 @@ func TestEpisodeMemoryBound(t *testing.T) {
 				{"content": answer(hugeError)},
 			}
 			wantOutcome := []string{"error", "refused", "format_violation", "ok", "error"}
+			size := func() int64 {
+				s.store.mu.Lock()
+				defer s.store.mu.Unlock()
+				return s.store.m[ep.EpisodeID].size
+			}
 			for i, rp := range replies {
+				was := size()
 				var body json.RawMessage
 				if err := post(http.DefaultClient, url+"/v1/episodes/"+ep.EpisodeID+"/step", rp, &body); err != nil {
 					t.Fatalf("step %d: %v", i+1, err)
+				}
+				content := rp["content"]
+				if added, room := size()-was, stepGrowth(reply{Content: &content, Reasoning: rp["reasoning"]}, i, s.cfg.Episode.Caps, s.cfg.Episode.ReplyCap); added > room {
+					t.Errorf("step %d added %d bytes to the store's count, over the %d it reserved", i+1, added, room)
 				}
 				var st wireStep
 				if err := json.Unmarshal(body, &st); err != nil || st.Error != nil {
@@ -86,15 +97,19 @@ func TestEpisodeMemoryBound(t *testing.T) {
 			}
 			got = wireEpisode{}
 
+			counted := size()
 			with := heapInUse()
 			if code := call(t, "DELETE", url+"/v1/episodes/"+ep.EpisodeID, nil, nil); code != 200 {
 				t.Fatalf("delete: %d", code)
 			}
 			without := heapInUse()
 			kept := with - without
-			t.Logf("%s: the episode kept %d bytes (bound %d)", d, kept, episodeBound)
+			t.Logf("%s: the episode kept %d bytes (bound %d), the store counted %d", d, kept, episodeBound, counted)
 			if kept > episodeBound {
 				t.Errorf("the episode kept %d bytes, over the documented bound of %d", kept, episodeBound)
+			}
+			if float64(counted) < 0.8*float64(kept) {
+				t.Errorf("the store counted %d bytes for an episode that kept %d", counted, kept)
 			}
 			if stored, _ := s.Episodes(); stored != 0 {
 				t.Fatalf("%d episodes stored after the delete", stored)
