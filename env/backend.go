@@ -169,8 +169,9 @@ func (o goldOpener) wrap(db sandbox.DB, t datasets.Task) sandbox.DB {
 // goldDB is a task's database whose full executions of the statements the judge runs for the
 // task's gold go through a goldCache: the gold as the judge's style rewrites it (stmt) and, on
 // SQLite, its wrapper reading the stored values (judge.ReadsRawValues), each identified by its
-// exact text. Every other execution, a prediction that holds the gold's text included, goes to
-// the database.
+// exact text. Every other execution goes to the database: one keeping some rows only (by
+// MaxRows or a Filter: a step's, or the judge's of a prediction that reads as the gold), and a
+// prediction that holds the gold's text.
 type goldDB struct {
 	sandbox.DB
 	stmt   string // judge.Judge.GoldStatement of the task's gold in this dialect
@@ -180,7 +181,7 @@ type goldDB struct {
 
 // Exec implements sandbox.DB.
 func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if opts.MaxRows != 0 || query != g.stmt && !judge.ReadsRawValues(query, g.stmt) {
+	if opts.MaxRows != 0 || opts.Filter != nil || query != g.stmt && !judge.ReadsRawValues(query, g.stmt) {
 		return g.DB.Exec(ctx, query, opts)
 	}
 	key := g.prefix + query

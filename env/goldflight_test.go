@@ -85,3 +85,22 @@ func TestGoldFlightDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldFilteredNotCached: an execution of the gold's text with a row filter (the judge's of a
+// prediction that reads as the gold) runs on the database, neither served from the cache nor
+// kept in it; the full execution is cached.
+func TestGoldFilteredNotCached(t *testing.T) {
+	const gold = "SELECT x FROM g"
+	db := &slowGoldDB{}
+	g := goldOpener{gold: gold, cache: newGoldCache(time.Second, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	ctx := context.Background()
+	filtered := sandbox.ExecOptions{Timeout: time.Second, Filter: func([]any) sandbox.RowAction { return sandbox.RowKeep }}
+	for i, opts := range []sandbox.ExecOptions{filtered, {Timeout: time.Second}, {Timeout: time.Second}, filtered} {
+		if r, err := g.Exec(ctx, gold, opts); err != nil || !r.OK() {
+			t.Fatalf("execution %d: %+v, %v", i, r, err)
+		}
+	}
+	if db.runs != 3 {
+		t.Errorf("the database ran %d executions, want 3 (two filtered, the first full one)", db.runs)
+	}
+}

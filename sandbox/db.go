@@ -25,16 +25,40 @@ type ExecOptions struct {
 	// MaxRows caps the rows kept in Result.Rows; zero means no cap. Counting continues past the
 	// cap so Result.Total is exact (bounded by the timeout).
 	MaxRows int
+	// Filter, when not nil, decides for each row in turn whether it is kept, before MaxRows and
+	// the size limit apply to it (see RowFilter).
+	Filter RowFilter
 }
+
+// RowFilter is asked about each row of a result, in the order the engine returns them, with its
+// values normalised (see Result); row is the filter's to read during the call only. RowKeep
+// keeps the row (MaxRows and the size limit then apply as without a filter); RowSkip counts it in
+// Result.Total and keeps nothing of it, so it costs no memory and no part of the size limit;
+// RowStop does the same and ends the statement there: no later row is read into the Result
+// (the servers' drivers still read the rest of the reply off the connection and drop it), the
+// Result is OutcomeOK and its Total counts only the rows read. A row skipped or stopped on sets
+// Result.Truncated. Every engine's Exec applies it, in Collect.
+type RowFilter func(row []any) RowAction
+
+// RowAction is a RowFilter's decision about one row.
+type RowAction uint8
+
+// Row actions.
+const (
+	RowKeep RowAction = iota // keep the row
+	RowSkip                  // count it, keep nothing of it
+	RowStop                  // count it, keep nothing of it, read no further
+)
 
 // Result is the outcome of one statement. Values are normalised Go values: nil, int64, float64,
 // string, []byte, bool, or time.Time.
 type Result struct {
-	Outcome   Outcome  `json:"outcome"`
-	Columns   []string `json:"columns,omitempty"`
-	Rows      [][]any  `json:"rows,omitempty"`
-	Total     int      `json:"total"`
-	Truncated bool     `json:"truncated,omitempty"`
+	Outcome Outcome  `json:"outcome"`
+	Columns []string `json:"columns,omitempty"`
+	Rows    [][]any  `json:"rows,omitempty"`
+	Total   int      `json:"total"`
+	// Truncated says Rows does not hold every row Total counts (MaxRows, a RowFilter).
+	Truncated bool `json:"truncated,omitempty"`
 	// Error is the engine's own error text (OutcomeError), or why the statement was refused.
 	Error    string        `json:"error,omitempty"`
 	Duration time.Duration `json:"duration_ns"`

@@ -56,14 +56,15 @@ type Queryer interface {
 // value onto a normalised value (see Result).
 type ColumnNormaliser func(cols []*sql.ColumnType) []func(any) any
 
-// Collect runs query on db and gathers columns, capped rows (maxRows; 0: all) and the exact
-// total, into a Result of OutcomeOK; any error of the query or its rows is returned as it is,
-// with what was gathered. norm maps driver values per column; nil means Normalise. Rows kept
-// past MaxResultBytes end it with errResultTooLarge; rows only counted are dropped as they come,
-// and each row taken restarts the reply window of the connection db reads through (when db is
-// a *sql.Conn of a pool opened with TrackReplies), so they stream however many there are. Every
-// engine's Exec, and any test engine, gathers its rows here.
-func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm ColumnNormaliser) (*Result, error) {
+// Collect runs query on db and gathers columns, the rows opts keeps (opts.Filter, then
+// opts.MaxRows; the other options are the caller's) and their total, into a Result of
+// OutcomeOK; any error of the query or its rows is returned as it is, with what was gathered.
+// norm maps driver values per column; nil means Normalise. Rows kept past MaxResultBytes end it
+// with errResultTooLarge; rows only counted or skipped are dropped as they come, and each row
+// taken restarts the reply window of the connection db reads through (when db is a *sql.Conn of
+// a pool opened with TrackReplies), so they stream however many there are. Every engine's Exec,
+// and any test engine, gathers its rows here.
+func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, norm ColumnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
@@ -86,12 +87,12 @@ func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm Co
 		}
 		conv = norm(types)
 	}
-	kept := 0
+	maxRows, kept := opts.MaxRows, 0
 	win := replyWindow(db)
 	for rows.Next() {
 		win.rowTaken()
 		res.Total++
-		if maxRows > 0 && len(res.Rows) >= maxRows {
+		if maxRows > 0 && len(res.Rows) >= maxRows && opts.Filter == nil {
 			res.Truncated = true
 			continue
 		}
@@ -105,7 +106,16 @@ func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm Co
 		}
 		for i, v := range vals {
 			vals[i] = conv[i](v)
-			kept += cellSize(vals[i])
+		}
+		if act := keep(opts, vals, len(res.Rows)); act != RowKeep {
+			res.Truncated = true
+			if act == RowStop {
+				break
+			}
+			continue
+		}
+		for _, v := range vals {
+			kept += cellSize(v)
 		}
 		if kept > MaxResultBytes {
 			return res, errResultTooLarge
@@ -117,6 +127,19 @@ func Collect(ctx context.Context, db Queryer, query string, maxRows int, norm Co
 	}
 	res.Outcome = OutcomeOK
 	return res, nil
+}
+
+// keep is what opts decides about row, with n rows kept before it: opts.Filter's answer, then
+// RowSkip past opts.MaxRows.
+func keep(opts ExecOptions, row []any, n int) RowAction {
+	act := RowKeep
+	if opts.Filter != nil {
+		act = opts.Filter(row)
+	}
+	if act == RowKeep && opts.MaxRows > 0 && n >= opts.MaxRows {
+		act = RowSkip
+	}
+	return act
 }
 
 // Normalise maps driver values onto nil, int64, float64, string, []byte, bool or time.Time. A

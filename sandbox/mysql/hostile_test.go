@@ -221,7 +221,7 @@ func TestMySQLRunaway(t *testing.T) {
 	ctx := context.Background()
 	q := "SELECT length(ExtractValue(CONCAT('<a>', (SELECT GROUP_CONCAT('<b>x</b>' SEPARATOR '') FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 260) SELECT a.x FROM c a, c b) n), '</a>'), '//b'))"
 	start := time.Now()
-	r, err := m.run(ctx, start, q, deadline, 10)
+	r, err := m.run(ctx, start, q, deadline, sandbox.ExecOptions{MaxRows: 10})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestMySQLEpisodeIsolation(t *testing.T) {
 	ctx := context.Background()
 	raw := func(q string) *sandbox.Result {
 		t.Helper()
-		r, err := a.run(ctx, time.Now(), q, 5*time.Second, 10)
+		r, err := a.run(ctx, time.Now(), q, 5*time.Second, sandbox.ExecOptions{MaxRows: 10})
 		if err != nil {
 			t.Fatalf("%q: %v", q, err)
 		}
@@ -443,7 +443,7 @@ func TestMySQLReaderSeesNoServer(t *testing.T) {
 
 // unscreened runs q unscreened as the reader (sandboxtest.RawFunc).
 func unscreened(ctx context.Context, db sandbox.DB, q string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
-	return db.(*mysqlDB).run(ctx, time.Now(), q, timeout, maxRows)
+	return db.(*mysqlDB).run(ctx, time.Now(), q, timeout, sandbox.ExecOptions{MaxRows: maxRows})
 }
 
 // TestMySQLHostileStatements runs the hostile suite on a copy of Chinook as a reader

@@ -203,7 +203,7 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptio
 	if refused != nil {
 		return refused, nil
 	}
-	return m.run(ctx, start, stmt, timeout, opts.MaxRows)
+	return m.run(ctx, start, stmt, timeout, opts)
 }
 
 // mysqlResetSession, run before each execution's transaction, leaves nothing of what the
@@ -219,7 +219,7 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
 // ctx kills the thread the same way.
-func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
 	defer cancel()
 	fail := func(step string, err error) (*sandbox.Result, error) {
@@ -297,7 +297,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}()
 	qstart := time.Now()
 	cuts := m.cut.Load()
-	res, qerr := sandbox.Collect(qctx, conn, stmt, maxRows, mysqlNormaliser)
+	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, mysqlNormaliser)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
 	overran := time.Since(qstart) >= timeout

@@ -51,6 +51,7 @@ func TestMySQLExec(t *testing.T) {
 		t.Errorf("engine error: %+v", r)
 	}
 	sandboxtest.CheckReadForms(t, db)
+	sandboxtest.CheckFilter(t, db)
 	start := time.Now()
 	if r := sandboxtest.MustExec(t, db, "SELECT SLEEP(60)", sandbox.ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > sandboxtest.ReplyBy(500*time.Millisecond) {
 		t.Errorf("SLEEP: %s after %s", r.Outcome, time.Since(start))

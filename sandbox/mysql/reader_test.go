@@ -50,7 +50,7 @@ func TestMySQLReaderUser(t *testing.T) {
 		"SELECT User, authentication_string FROM mysql.user",
 		"SELECT * FROM mysql.global_priv",
 	} {
-		r, err := raw.run(ctx, time.Now(), q, 5*time.Second, 10)
+		r, err := raw.run(ctx, time.Now(), q, 5*time.Second, sandbox.ExecOptions{MaxRows: 10})
 		if err != nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "denied") {
 			t.Errorf("%s (unscreened, as the reader): %v %+v", q, err, r)
 		}

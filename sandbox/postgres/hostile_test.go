@@ -234,7 +234,7 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	start := time.Now()
 	// 40,000 elements: quadratic, seconds past the deadline even on a fast idle machine (15,000
 	// finished within the grace on a Zen 5 core).
-	r, err := pdb.run(ctx, start, "/* i26pg_runaway */ "+xpathRunaway(40000), deadline, 10)
+	r, err := pdb.run(ctx, start, "/* i26pg_runaway */ "+xpathRunaway(40000), deadline, sandbox.ExecOptions{MaxRows: 10})
 	if err != nil || r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > deadline+time.Second {
 		t.Fatalf("runaway XPath: %v %+v after %s", err, r, time.Since(start))
 	}
@@ -334,7 +334,7 @@ func TestPostgresConnectionCap(t *testing.T) {
 	runaway := make(chan struct{})
 	go func() {
 		defer close(runaway)
-		dbs[0].(*pgDB).run(ctx, time.Now(), "/* i26pg_cap_runaway */ "+xpathRunaway(15000), 500*time.Millisecond, 10)
+		dbs[0].(*pgDB).run(ctx, time.Now(), "/* i26pg_cap_runaway */ "+xpathRunaway(15000), 500*time.Millisecond, sandbox.ExecOptions{MaxRows: 10})
 	}()
 	queries := []struct {
 		q       string
@@ -545,7 +545,7 @@ func TestPostgresReaderSeesNoServer(t *testing.T) {
 
 // unscreened runs q unscreened as the reader (sandboxtest.RawFunc).
 func unscreened(ctx context.Context, db sandbox.DB, q string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
-	return db.(*pgDB).run(ctx, time.Now(), q, timeout, maxRows)
+	return db.(*pgDB).run(ctx, time.Now(), q, timeout, sandbox.ExecOptions{MaxRows: maxRows})
 }
 
 // TestPostgresHostileStatements runs the hostile suite on a copy of Chinook as a reader

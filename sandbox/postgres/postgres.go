@@ -175,7 +175,7 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions)
 	if refused != nil {
 		return refused, nil
 	}
-	return p.run(ctx, start, stmt, timeout, opts.MaxRows)
+	return p.run(ctx, start, stmt, timeout, opts)
 }
 
 // pgResetSession is what ends each execution: the rollback, then everything DISCARD ALL does
@@ -189,7 +189,7 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 // server's capped connections. A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
 // terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop).
-func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	deadline := start.Add(timeout)
 	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
 	defer cancel()
@@ -216,7 +216,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
-	res, qerr := sandbox.Collect(qctx, conn, stmt, maxRows, pgNormaliser)
+	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser)
 	var rerr error
 	if qctx.Err() != nil {
 		// pgx broke the connection at the deadline: the backend may still be at work.

@@ -54,6 +54,7 @@ func TestPostgresExec(t *testing.T) {
 		t.Errorf("current_schema %v, want %s", r.Rows[0][0], schema)
 	}
 	sandboxtest.CheckReadForms(t, db)
+	sandboxtest.CheckFilter(t, db)
 	start := time.Now()
 	if r := sandboxtest.MustExec(t, db, "SELECT pg_sleep(60)", sandbox.ExecOptions{Timeout: 500 * time.Millisecond}); r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > sandboxtest.ReplyBy(500*time.Millisecond) {
 		t.Errorf("pg_sleep: %s after %s", r.Outcome, time.Since(start))

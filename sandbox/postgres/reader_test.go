@@ -109,18 +109,18 @@ func TestPostgresReaderRole(t *testing.T) {
 		"SELECT name, password FROM " + sandbox.ReaderMeta + ".readers",
 		"SELECT rolpassword FROM pg_authid",
 	} {
-		r, err := raw.run(ctx, time.Now(), q, 5*time.Second, 10)
+		r, err := raw.run(ctx, time.Now(), q, 5*time.Second, sandbox.ExecOptions{MaxRows: 10})
 		if err != nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "permission denied") {
 			t.Errorf("%s (unscreened, as the reader): %v %+v", q, err, r)
 		}
 	}
 	// The role's defaults hold in its sessions, and a session advisory lock ends with the execution.
-	r, err := raw.run(ctx, time.Now(), "SELECT current_setting('default_transaction_read_only'), current_setting('temp_file_limit'), current_setting('idle_in_transaction_session_timeout')", 5*time.Second, 1)
+	r, err := raw.run(ctx, time.Now(), "SELECT current_setting('default_transaction_read_only'), current_setting('temp_file_limit'), current_setting('idle_in_transaction_session_timeout')", 5*time.Second, sandbox.ExecOptions{MaxRows: 1})
 	if err != nil || !r.OK() || r.Rows[0][0] != "on" || r.Rows[0][1] != "4GB" {
 		t.Errorf("role settings: %v %+v", err, r)
 	}
 	key := time.Now().UnixNano() % 1_000_000_000
-	if r, err := raw.run(ctx, time.Now(), fmt.Sprintf("SELECT pg_advisory_lock(%d)", key), 5*time.Second, 1); err != nil || !r.OK() {
+	if r, err := raw.run(ctx, time.Now(), fmt.Sprintf("SELECT pg_advisory_lock(%d)", key), 5*time.Second, sandbox.ExecOptions{MaxRows: 1}); err != nil || !r.OK() {
 		t.Fatalf("advisory lock: %v %+v", err, r)
 	}
 	var held int

@@ -158,7 +158,7 @@ func TestSQLiteBoundedBuiltinsMatch(t *testing.T) {
 		}
 		q := "WITH v(a, b, c) AS (VALUES " + strings.Join(rows, ", ") + ") SELECT " + strings.Join(sel, ", ") + " FROM v"
 		got := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{})
-		want, err := sandbox.Collect(context.Background(), plain, q, 0, nil)
+		want, err := sandbox.Collect(context.Background(), plain, q, sandbox.ExecOptions{}, nil)
 		if err != nil || !got.OK() {
 			t.Fatalf("a = %s: plain %v, guarded %+v", a, err, got)
 		}
@@ -258,7 +258,7 @@ func TestSQLiteAbandon(t *testing.T) {
 // unscreened runs q unscreened: SQLite's authorizer is all that stands in its way
 // (sandboxtest.RawFunc).
 func unscreened(ctx context.Context, db sandbox.DB, q string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
-	return db.(*sqliteDB).run(ctx, time.Now(), q, timeout, maxRows)
+	return db.(*sqliteDB).run(ctx, time.Now(), q, timeout, sandbox.ExecOptions{MaxRows: maxRows})
 }
 
 // TestSQLiteHostileStatements runs the hostile suite on Chinook's own file

@@ -146,12 +146,12 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 	if refused != nil {
 		return refused, nil
 	}
-	return s.run(ctx, start, stmt, timeout, opts.MaxRows)
+	return s.run(ctx, start, stmt, timeout, opts)
 }
 
 // run executes stmt, already screened, on a connection of its own with the deadline set in
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace.
-func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
+func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	if n := s.runaways.Load(); n >= sqliteRunawaysPerDB || sqliteRunawaysNow.Load() >= sqliteRunaways {
 		return &sandbox.Result{Outcome: sandbox.OutcomeError, Duration: time.Since(start), Error: fmt.Sprintf(
 			"statements still running past their deadline (%d on this database, %d in all) hold the SQLite slots; try again later", n, sqliteRunawaysNow.Load())}, nil
@@ -168,7 +168,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
-		res, err := sandbox.Collect(qctx, conn, stmt, maxRows, nil)
+		res, err := sandbox.Collect(qctx, conn, stmt, opts, nil)
 		done <- sqliteOutcome{res, err}
 	}()
 	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)

@@ -55,6 +55,7 @@ func TestSQLiteHostileAndCaps(t *testing.T) {
 	if r.Total != 347 || len(r.Rows) != 5 || !r.Truncated || r.Rows[0][0] != int64(1) || r.Rows[4][0] != int64(5) {
 		t.Errorf("caps: total %d rows %v truncated %v", r.Total, r.Rows, r.Truncated)
 	}
+	sandboxtest.CheckFilter(t, db)
 	r, _ = db.Exec(ctx, "SELECT nope FROM Album", opts)
 	if r.Outcome != sandbox.OutcomeError || r.Error == "" {
 		t.Errorf("engine error: %+v", r)

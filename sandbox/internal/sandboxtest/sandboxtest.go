@@ -112,6 +112,47 @@ func CheckReadForms(t *testing.T, db sandbox.DB) {
 	}
 }
 
+// CheckFilter holds db's Exec to ExecOptions.Filter's contract over the numbers 1 to 1000: the
+// filter sees every row in order, values normalised, MaxRows applying to the rows it keeps;
+// skipped rows count in Total only; a stop ends the result there, OutcomeOK, with Total counting
+// the rows read; and db answers the next statement after a stop mid-result.
+func CheckFilter(t *testing.T, db sandbox.DB) {
+	t.Helper()
+	const q = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) SELECT n, 'x' FROM c"
+	var seen []int64
+	even := func(row []any) sandbox.RowAction {
+		n, _ := row[0].(int64)
+		seen = append(seen, n)
+		if n%2 == 1 {
+			return sandbox.RowSkip
+		}
+		return sandbox.RowKeep
+	}
+	r := MustExec(t, db, q, sandbox.ExecOptions{Filter: even, MaxRows: 3})
+	ordered := len(seen) == 1000
+	for i := 0; ordered && i < len(seen); i++ {
+		ordered = seen[i] == int64(i+1)
+	}
+	if !r.OK() || r.Total != 1000 || !r.Truncated || len(r.Rows) != 3 || r.Rows[0][0] != int64(2) || r.Rows[2][0] != int64(6) || r.Rows[2][1] != "x" || !ordered {
+		t.Errorf("%s: skipping odd rows, 3 kept at most: %s total %d truncated %v, %d rows, first %v; the filter saw %d rows, in order %v", db.Dialect(), r.Outcome, r.Total, r.Truncated, len(r.Rows), r.Rows[:min(len(r.Rows), 5)], len(seen), ordered)
+	}
+	calls := 0
+	stop := func(row []any) sandbox.RowAction {
+		calls++
+		if row[0] == int64(5) {
+			return sandbox.RowStop
+		}
+		return sandbox.RowKeep
+	}
+	r = MustExec(t, db, q, sandbox.ExecOptions{Filter: stop})
+	if !r.OK() || r.Total != 5 || !r.Truncated || len(r.Rows) != 4 || r.Rows[3][0] != int64(4) || calls != 5 {
+		t.Errorf("%s: stopping at 5: %s total %d truncated %v, %d rows, first %v; the filter called %d times", db.Dialect(), r.Outcome, r.Total, r.Truncated, len(r.Rows), r.Rows[:min(len(r.Rows), 5)], calls)
+	}
+	if r := MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(1) {
+		t.Errorf("%s: after a stop: %+v", db.Dialect(), r)
+	}
+}
+
 // MyAdmin opens the test MariaDB/MySQL server (no database) for setup and checks.
 func MyAdmin(t testing.TB) *sql.DB {
 	t.Helper()
