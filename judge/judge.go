@@ -88,7 +88,8 @@ type Verdict struct {
 	// runs out of time is the gold's failure, OutcomeGoldError, when it had at least half the
 	// budget (it ran first, the prediction's result was reused, or the prediction was quick);
 	// else it ran past the time the prediction left it, the pair's "timeout", as BIRD's
-	// evaluation.py reports it.
+	// evaluation.py reports it. A prediction whose run stopped on a row deciding it wrong is
+	// "ok" (see Run).
 	Outcome string
 	Error   string
 	// GoldError is why the gold SQL failed ("" when it ran, was not reached, or ran past the
@@ -177,11 +178,19 @@ func ReadsRawValues(q, stmt string) bool {
 // pred's result from an earlier execution, reused when the style runs pred unchanged and the
 // result is complete (all rows kept) or a failure; where it kept only pred's first rows, the
 // gold runs first and pred runs again only if those rows and its row count cannot already tell
-// the two apart (prefixDiffers: Correct is then what a full run gives; the Outcome is "ok" where
-// a full run could fail on a row past the kept ones, text that is not UTF-8 or the size limit,
-// wrong either way). The error is
-// unknown or db itself failed (see DB.Exec); a Reference that fails leaves the gold's failure
-// on db in the verdict.
+// the two apart (prefixDiffers). The error is unknown or db itself failed (see DB.Exec); a
+// Reference that fails leaves the gold's failure on db in the verdict.
+//
+// Of a pred it runs, Run holds only what the verdict needs, as the rows stream (see keeper):
+// BIRD keeps one row per distinct key, so a result of many duplicates costs its distinct rows
+// (and the size limit counts their cells only: such a result is judged, where holding every
+// row passed the limit and failed); where the gold's result is known first (the Spider styles,
+// which run the gold first, and a reused prefix) pred's stream stops at the row that tells the
+// two apart: past the gold's row count (Spider), at the first row the gold lacks (BIRD). Correct
+// is what the full comparison gives. Where pred's run stopped, or the reused prefix told the two
+// apart, the Outcome is "ok" although a full run could have failed on a row past those read (an
+// error, the time limit, the size limit, or text that is not UTF-8 in BIRD's reading on SQLite,
+// which counts in the rows read): wrong either way.
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
 	if j.Style == "" {
 		j.Style = StyleBIRD
@@ -202,17 +211,17 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		predRes = nil
 	}
 	deadline := time.Now().Add(budget)
-	run := func(db sandbox.DB, q string, reuse *sandbox.Result, until time.Time) (*sandbox.Result, error) {
+	run := func(db sandbox.DB, q string, reuse *sandbox.Result, until time.Time, k *keeper) (*sandbox.Result, error) {
 		left := time.Until(until)
 		if left <= 0 {
 			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: fmt.Sprintf("the time limit of %s for the prediction and its gold together was used up", budget)}, nil
 		}
-		return j.exec(ctx, db, q, reuse, left)
+		return j.exec(ctx, db, q, reuse, left, k)
 	}
 	var allowed time.Duration // the gold's time on db
 	runGold := func() (*sandbox.Result, error) {
 		allowed = time.Until(deadline)
-		res, err := run(db, g, nil, deadline)
+		res, err := run(db, g, nil, deadline, nil)
 		if err != nil || res.OK() || res.Outcome == sandbox.OutcomeTimeout || j.Reference == nil {
 			return res, err
 		}
@@ -220,7 +229,7 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		if err != nil {
 			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
-		ref, err := run(rdb, g, nil, time.Now().Add(allowed))
+		ref, err := run(rdb, g, nil, time.Now().Add(allowed), nil)
 		switch {
 		case err != nil:
 			return res, ctx.Err()
@@ -232,6 +241,7 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	}
 	var gres, pres *sandbox.Result
 	var err error
+	var k *keeper    // what was kept of pred's run
 	differs := false // told apart by prefix alone
 	switch {
 	case prefix != nil:
@@ -243,20 +253,24 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		} else if !gres.OK() || j.prefixDiffers(db.Dialect(), gres.Rows, prefix) {
 			pres, differs = prefix, gres.OK() // it ran, in the earlier execution
 		} else {
-			pres, err = run(db, p, nil, deadline)
+			k = j.keeper(db.Dialect(), gres)
+			pres, err = run(db, p, nil, deadline, k)
 		}
 	case j.Style == StyleBIRD:
-		if pres, err = run(db, p, predRes, deadline); err == nil {
+		k = j.keeper(db.Dialect(), nil)
+		if pres, err = run(db, p, predRes, deadline, k); err == nil {
 			gres, err = runGold()
 		}
 	default:
 		if gres, err = runGold(); err == nil && ok {
-			pres, err = run(db, p, predRes, deadline)
+			k = j.keeper(db.Dialect(), gres)
+			pres, err = run(db, p, predRes, deadline, k)
 		}
 	}
 	if err != nil {
 		return v, err
 	}
+	differs = differs || k != nil && k.stopped // stopped on a row that tells them apart
 	if !gres.OK() && (gres.Outcome != sandbox.OutcomeTimeout || allowed >= budget/2) {
 		v.GoldError = fmt.Sprintf("%s: %s", gres.Outcome, gres.Error)
 	}
@@ -343,12 +357,16 @@ func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool 
 // Python's sqlite3 executes a string (leading empty statements skipped, nothing but comments
 // after the statement, no statement at all giving no rows), with the stored values (rawValues)
 // and text decoded as the evaluator decodes it. reuse, when not nil, is q's result already.
-func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox.Result, timeout time.Duration) (*sandbox.Result, error) {
+// k, when not nil, is what is kept of the rows as they stream (see keeper); where it stopped,
+// the rows are those read before the stop, and on SQLite BIRD's decoding error where they or the
+// row it stopped on hold text that is not UTF-8.
+func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox.Result, timeout time.Duration, k *keeper) (*sandbox.Result, error) {
+	opts := k.options(sandbox.ExecOptions{Timeout: timeout})
 	if db.Dialect() != datasets.SQLite {
 		if reuse != nil {
 			return reuse, nil
 		}
-		return db.Exec(ctx, q, sandbox.ExecOptions{Timeout: timeout})
+		return db.Exec(ctx, q, opts)
 	}
 	start := time.Now()
 	stmt, empty := pyStatement(q)
@@ -358,14 +376,25 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 	res := reuse
 	if res == nil || stmt != strings.TrimSuffix(strings.TrimSpace(q), ";") {
 		var err error
-		if res, err = db.Exec(ctx, stmt, sandbox.ExecOptions{Timeout: timeout}); err != nil {
+		if res, err = db.Exec(ctx, stmt, opts); err != nil {
 			return nil, err
 		}
 	}
 	if !res.OK() {
 		return res, nil
 	}
-	res, err := rawValues(ctx, db, stmt, res, timeout-time.Since(start))
+	if k != nil && k.stopped {
+		if j.Style == StyleBIRD {
+			if bad := undecodable(res.Rows); bad != nil {
+				return bad, nil
+			}
+			if k.bad != nil {
+				return k.bad, nil
+			}
+		}
+		return res, nil
+	}
+	res, err := rawValues(ctx, db, stmt, res, timeout-time.Since(start), k)
 	if err != nil {
 		return nil, err
 	}
@@ -440,14 +469,33 @@ func skipSpaceComments(q string, i int) int {
 // value but leaves the column without a declared type, so the driver returns what is stored.
 // The second run is used only when it reads back as res (the same rows, in the same order when
 // the order counts, else as a multiset); otherwise res is kept and pyValueKey formats times as
-// SQLite text.
-func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Result, timeout time.Duration) (*sandbox.Result, error) {
-	if !converted(res.Rows) || len(res.Columns) == 0 || timeout <= 0 {
+// SQLite text. k, when not nil, is what exec kept of res (see keeper): the second run keeps the
+// same (k.raw), and where k kept distinct rows (BIRD) it reads back as res when it counted as
+// many rows and its rows, read as the driver would, give res's set of rows.
+func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Result, timeout time.Duration, k *keeper) (*sandbox.Result, error) {
+	distinct := k != nil && k.bird
+	like := addLike(nil, res.Rows...)
+	if distinct {
+		like = k.like // the conversions of every row read, skipped ones too
+	}
+	if like == nil || len(res.Columns) == 0 || timeout <= 0 {
 		return res, nil
 	}
-	raw, err := db.Exec(ctx, rawValuesSQL(query, len(res.Columns)), sandbox.ExecOptions{Timeout: timeout})
+	var rk *keeper
+	if k != nil {
+		rk = k.raw()
+	}
+	raw, err := db.Exec(ctx, rawValuesSQL(query, len(res.Columns)), rk.options(sandbox.ExecOptions{Timeout: timeout}))
 	if err != nil {
 		return nil, err
+	}
+	if distinct {
+		if !raw.OK() || raw.Total != res.Total || !sameSet(driverKeys(raw.Rows, like), rowKeys(pyModel{}, res.Rows)) {
+			return res, nil
+		}
+		raw.Columns = res.Columns
+		raw.Duration += res.Duration
+		return raw, nil
 	}
 	if !raw.OK() || raw.Total != res.Total || len(raw.Rows) != len(res.Rows) {
 		return res, nil
@@ -461,11 +509,7 @@ func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Re
 	}
 	if !same {
 		// The rows may have come back in another order: accept them as a multiset.
-		a, b := make([]string, len(raw.Rows)), make([]string, len(res.Rows))
-		for i := range raw.Rows {
-			a[i], b[i] = driverKeyAny(raw.Rows[i], res.Rows), pyRowKey(res.Rows[i])
-		}
-		if !sameMultiset(a, b) {
+		if !sameMultiset(driverKeys(raw.Rows, like), rowKeys(pyModel{}, res.Rows)) {
 			return res, nil
 		}
 	}
@@ -519,20 +563,31 @@ func driverKey(raw, like []any) string {
 	return pyRowKey(conv)
 }
 
-// driverKeyAny is driverKey with the column conversions read off any of rows.
-func driverKeyAny(raw []any, rows [][]any) string {
-	like := make([]any, len(raw))
+// addLike returns like with the values of rows go-sqlite3 converted (a time.Time or bool) set in
+// their columns; nil when there is none.
+func addLike(like []any, rows ...[]any) []any {
 	for _, r := range rows {
 		for i, v := range r {
 			switch v.(type) {
 			case time.Time, bool:
-				if i < len(like) {
-					like[i] = v
+				for len(like) <= i {
+					like = append(like, nil)
 				}
+				like[i] = v
 			}
 		}
 	}
-	return driverKey(raw, like)
+	return like
+}
+
+// driverKeys are the driverKeys of raw's rows under the column conversions like shows (see
+// addLike).
+func driverKeys(raw [][]any, like []any) []string {
+	keys := make([]string, len(raw))
+	for i, r := range raw {
+		keys[i] = driverKey(r, like)
+	}
+	return keys
 }
 
 // driverConvert is go-sqlite3's reading of a stored value v in a column declared as the type

@@ -57,6 +57,15 @@ func setEqual(m valueModel, gold, pred [][]any) bool {
 	return true
 }
 
+// rowKeys are the rowKeys of rows under m.
+func rowKeys(m valueModel, rows [][]any) []string {
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		keys[i] = rowKey(m, r)
+	}
+	return keys
+}
+
 func keySet(m valueModel, rows [][]any) map[string]struct{} {
 	s := make(map[string]struct{}, len(rows))
 	for _, r := range rows {
