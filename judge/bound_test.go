@@ -69,8 +69,8 @@ func valuesSQL(rows [][]string, n int, ordered bool) string {
 // result, as exec reads it keeping everything), on random small results: duplicate rows, NULLs,
 // ints and equal floats, text that reads as a number, permuted columns, rows dropped, added,
 // changed and reordered. In every style, on SQLite's value model and on the servers' (the file
-// seen as a server's), with the prediction run afresh and through a reused prefix of its rows
-// (the episode's path, where the gold runs first).
+// seen as a server's), with the prediction run afresh, its whole result reused, and through a
+// reused prefix of its rows (the episode's path, where the gold runs first).
 func TestBoundedVerdicts(t *testing.T) {
 	base := sqliteDB(t, "CREATE TABLE unused (x)")
 	ctx := context.Background()
@@ -160,6 +160,13 @@ func TestBoundedVerdicts(t *testing.T) {
 				} else {
 					counts[st].wrong++
 				}
+				whole, err := db.DB.Exec(ctx, predSQL, sandbox.ExecOptions{})
+				if err != nil || !whole.OK() {
+					t.Fatalf("%s: %+v, %v", predSQL, whole, err)
+				}
+				if v, err := j.Run(ctx, db, goldSQL, predSQL, whole, 0); err != nil || v.Outcome != "ok" || v.Correct != want {
+					t.Fatalf("%s on %s, gold %s, prediction %s with its whole result reused: %+v, %v; the full comparison gives %v", st, db.d, goldSQL, predSQL, v, err, want)
+				}
 				kept, err := db.DB.Exec(ctx, predSQL, sandbox.ExecOptions{MaxRows: 1 + rng.IntN(2)})
 				if err != nil || !kept.Truncated {
 					continue
@@ -200,12 +207,13 @@ func TestBoundedStoredValues(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name, gold, pred string
-		kept             int // > 0: the prediction's first rows reused, as an episode's step kept them
+		kept             int // > 0: the prediction's first rows reused, as an episode's step kept them; -1: its whole result
 		correct          bool
 		outcome          string
 	}{
 		{"times stored apart", "SELECT '2009-01-01' UNION SELECT '2009-01-01 00:00:00'", "SELECT x FROM d", 0, true, "ok"},
 		{"times stored apart, one missing", "SELECT '2009-01-01'", "SELECT x FROM d", 0, false, "ok"},
+		{"times stored apart, the whole result reused", "SELECT '2009-01-01' UNION SELECT '2009-01-01 00:00:00'", "SELECT x FROM d", -1, true, "ok"},
 		{"a converted row the gold lacks as the driver reads it", "SELECT NULL UNION SELECT '2009-01-01 00:00:00'", "SELECT x FROM dn ORDER BY o", 1, true, "ok"},
 		{"a duplicate's conversion", "SELECT 1 UNION SELECT 5", "SELECT x FROM b UNION ALL SELECT 1.0 ORDER BY 1", 0, true, "ok"},
 		{"text not UTF-8, twice", "SELECT 'a'", "SELECT s FROM odd WHERE o IN (2, 3)", 0, false, "error"},
@@ -214,9 +222,9 @@ func TestBoundedStoredValues(t *testing.T) {
 		for _, st := range Styles {
 			j := Judge{Style: st}
 			var prefix *sandbox.Result
-			if c.kept > 0 {
+			if c.kept != 0 {
 				var err error
-				if prefix, err = db.Exec(ctx, c.pred, sandbox.ExecOptions{MaxRows: c.kept}); err != nil || !prefix.Truncated {
+				if prefix, err = db.Exec(ctx, c.pred, sandbox.ExecOptions{MaxRows: max(c.kept, 0)}); err != nil || prefix.Truncated != (c.kept > 0) {
 					t.Fatalf("%s: the kept rows: %+v, %v", c.name, prefix, err)
 				}
 			}

@@ -476,7 +476,7 @@ func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Re
 	distinct := k != nil && k.bird
 	like := addLike(nil, res.Rows...)
 	if distinct {
-		like = k.like // the conversions of every row read, skipped ones too
+		like = addLike(k.like, res.Rows...) // with those of the rows read and skipped
 	}
 	if like == nil || len(res.Columns) == 0 || timeout <= 0 {
 		return res, nil
