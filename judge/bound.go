@@ -37,10 +37,8 @@ type keeper struct {
 // result when it ran first (nil: it did not; a gold that failed leaves nothing to keep in the
 // Spider styles, whose verdict is then the gold's failure).
 func (j Judge) keeper(d datasets.Dialect, gold *sandbox.Result) *keeper {
-	k := &keeper{bird: j.Style == StyleBIRD, m: engineModel{}, sqlite: d == datasets.SQLite, most: -1}
-	if k.sqlite {
-		k.m = pyModel{}
-	}
+	k := &keeper{bird: j.Style == StyleBIRD, most: -1}
+	k.m, k.sqlite = modelOf(d)
 	switch {
 	case k.bird:
 		k.seen = map[string]struct{}{}

@@ -325,10 +325,7 @@ func (j Judge) prefixDiffers(d datasets.Dialect, gold [][]any, prefix *sandbox.R
 	if j.Style != StyleBIRD {
 		return prefix.Total != len(gold)
 	}
-	var m valueModel = engineModel{}
-	if d == datasets.SQLite {
-		m = pyModel{}
-	}
+	m, _ := modelOf(d)
 	g := keySet(m, gold)
 	for _, r := range prefix.Rows {
 		if _, ok := g[rowKey(m, r)]; !ok {
@@ -338,12 +335,19 @@ func (j Judge) prefixDiffers(d datasets.Dialect, gold [][]any, prefix *sandbox.R
 	return false
 }
 
+// modelOf returns the value model rows on a database of dialect d compare by, and whether it is
+// Python's: on SQLite, the one engine the official evaluators read (through Python's sqlite3),
+// pyModel; elsewhere engineModel.
+func modelOf(d datasets.Dialect) (valueModel, bool) {
+	if d == datasets.SQLite {
+		return pyModel{}, true
+	}
+	return engineModel{}, false
+}
+
 // equal compares two results' rows under the style.
 func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool {
-	var m valueModel = engineModel{}
-	if d == datasets.SQLite {
-		m = pyModel{}
-	}
+	m, _ := modelOf(d)
 	switch j.Style {
 	case StyleSpider:
 		return spiderResultEq(m, gold, pred, ordered)

@@ -73,15 +73,17 @@ func rawRun(t *testing.T, db sandbox.DB, q string) *sandbox.Result {
 // and memberships, replication slots and large objects.
 func pgServerState(t *testing.T, admin *sql.DB, reader string) string {
 	t.Helper()
+	// This process's names only (pgHostileName): another test process's come and go meanwhile.
+	own := fmt.Sprintf(`i26pg\_%%\_%d\_%%`, os.Getpid()%100000)
 	var s string
 	err := admin.QueryRow(`SELECT concat_ws(' | ',
-		(SELECT string_agg(rolname || ':' || rolsuper || rolcreaterole || rolcreatedb || rolcanlogin || rolreplication || rolbypassrls, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'i26pg%' OR rolname LIKE $1 || '%'),
-		(SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname LIKE 'i26pg%'),
+		(SELECT string_agg(rolname || ':' || rolsuper || rolcreaterole || rolcreatedb || rolcanlogin || rolreplication || rolbypassrls, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE $2 OR rolname LIKE $1 || '%'),
+		(SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname LIKE $2),
 		(SELECT string_agg(array_to_string(setconfig, ';'), ',' ORDER BY setrole) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname LIKE $1 || '%'),
 		(SELECT string_agg(g.rolname || '>' || u.rolname, ',' ORDER BY 1) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member WHERE u.rolname LIKE $1 || '%'),
 		(SELECT count(*) FROM pg_replication_slots)::text,
 		(SELECT count(*) FROM pg_largeobject_metadata m JOIN pg_roles r ON r.oid = m.lomowner WHERE r.rolname LIKE $1 || '%')::text,
-		(SELECT count(*) FROM pg_prepared_xacts)::text)`, reader).Scan(&s)
+		(SELECT count(*) FROM pg_prepared_xacts)::text)`, reader, own).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
