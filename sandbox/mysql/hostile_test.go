@@ -213,10 +213,10 @@ func TestMySQLHostileDeadlines(t *testing.T) {
 // too close to the second the call waits for a killed thread to end) is killed at its deadline, its connection killed and
 // abandoned, and the call returns within the deadline + 1 s saying so; the thread, still on
 // the server, is counted as a runaway and holds a slot and a connection of the share until it
-// ends, then gives both back.
+// ends, then gives both back: in a share of one statement connection, the next statement runs.
 func TestMySQLRunaway(t *testing.T) {
 	const deadline = 200 * time.Millisecond
-	admin, reader, c, dbs := myHostileSetup(t, 1, 0)
+	admin, reader, c, dbs := myHostileSetup(t, 1, mysqlKillers+1)
 	m := dbs[0].(*mysqlDB)
 	ctx := context.Background()
 	q := "SELECT length(ExtractValue(CONCAT('<a>', (SELECT GROUP_CONCAT('<b>x</b>' SEPARATOR '') FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 260) SELECT a.x FROM c a, c b) n), '</a>'), '//b'))"

@@ -192,12 +192,12 @@ func (s *mysqlServer) ended(ctx context.Context, id int64) bool {
 }
 
 // runaway counts thread id, killed but still running, as a runaway: it keeps the statement's
-// slot and one connection of the share (taken over from the client connection about to be
-// closed) until PROCESSLIST no longer shows it. releaseSlot gives the slot back.
+// slot and the unit of the share forced for its thread when its client connection was dropped
+// (run) until PROCESSLIST no longer shows it, then gives both back. releaseSlot gives the slot
+// back.
 func (s *mysqlServer) runaway(id int64, releaseSlot func()) {
 	s.total.Add(1)
 	s.running.Add(1)
-	s.conns.force()
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
