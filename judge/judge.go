@@ -3,6 +3,7 @@ package judge
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -75,7 +76,8 @@ type Judge struct {
 	// for a prediction on a server copy (datasets.Task.GoldReference). The gold runs there as
 	// that engine runs it, with the time it had on the prediction's database, the rows compare
 	// by the prediction's engine's rule, and Verdict.GoldOn says so. Where the reference does
-	// not open, fails, errs or runs out of time too, the first failure is the verdict's.
+	// not open, fails, errs or runs out of time too, the first failure is the verdict's; where
+	// it has no execution slot (sandbox.ErrBusy), Run fails with that error.
 	Reference func(context.Context) (sandbox.DB, error)
 }
 
@@ -179,7 +181,8 @@ func ReadsRawValues(q, stmt string) bool {
 // result is complete (all rows kept) or a failure; where it kept only pred's first rows, the
 // gold runs first and pred runs again only if those rows and its row count cannot already tell
 // the two apart (prefixDiffers). The error is unknown or db itself failed (see DB.Exec); a
-// Reference that fails leaves the gold's failure on db in the verdict.
+// Reference that fails leaves the gold's failure on db in the verdict, but one whose slots are
+// held (sandbox.ErrBusy) is Run's error, as on db.
 //
 // Of a pred it runs, Run holds only what the verdict needs, as the rows stream (see keeper):
 // BIRD keeps one row per distinct key, so a result of many duplicates costs its distinct rows
@@ -231,6 +234,8 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		}
 		ref, err := run(rdb, g, nil, time.Now().Add(allowed), nil)
 		switch {
+		case errors.Is(err, sandbox.ErrBusy):
+			return nil, err // the reference's slots are held: its failure, not a verdict
 		case err != nil:
 			return res, ctx.Err()
 		case ref.OK():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +39,8 @@ func sqliteDB(tb testing.TB, ddl string) sandbox.DB {
 // verdict compares with that result (GoldOn says so), in every style; a gold that runs on the
 // prediction's database never opens Reference; without Reference, where it does not open, or
 // where the gold fails or runs out of time there too, the first failure is reported (the
-// verdict is unjudged).
+// verdict is unjudged); where its execution slots are held (sandbox.ErrBusy), Run fails with
+// that error, the database's failure, and gives no verdict.
 func TestReference(t *testing.T) {
 	// The reference has the gold's table; the prediction's database only a copy under another name.
 	ref := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`)
@@ -66,6 +68,10 @@ func TestReference(t *testing.T) {
 		}
 		if v, err = j.Run(ctx, db, "SELECT x FROM nowhere", "SELECT x FROM h", nil, 0); err != nil || v.Correct || v.GoldOn != "" || v.GoldError == "" {
 			t.Errorf("%s: a gold that fails on both: %+v, %v", st, v, err)
+		}
+		j.Reference = func(context.Context) (sandbox.DB, error) { return busyRefDB{ref}, nil }
+		if v, err = j.Run(ctx, db, "SELECT x FROM g", "SELECT x FROM h", nil, 0); !errors.Is(err, sandbox.ErrBusy) || v.GoldError != "" || v.Correct {
+			t.Errorf("%s: a reference whose slots are held: %+v, %v; want sandbox.ErrBusy", st, v, err)
 		}
 		j.Reference = func(context.Context) (sandbox.DB, error) { return nil, errors.New("no file") }
 		if v, err = j.Run(ctx, db, "SELECT x FROM g", "SELECT x FROM h", nil, 0); err != nil || v.Correct || v.GoldOn != "" || !strings.Contains(v.GoldError, "no such table: g") {
@@ -228,4 +234,11 @@ func TestPrefixReused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// busyRefDB is a reference whose execution slots are held by statements past their deadlines.
+type busyRefDB struct{ sandbox.DB }
+
+func (busyRefDB) Exec(context.Context, string, sandbox.ExecOptions) (*sandbox.Result, error) {
+	return nil, fmt.Errorf("sqlite exec: %w: statements still running past their deadline hold the SQLite slots", sandbox.ErrBusy)
 }

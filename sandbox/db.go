@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
@@ -28,6 +29,12 @@ type ExecOptions struct {
 	// Filter, when not nil, decides for each row in turn whether it is kept, before MaxRows and
 	// the size limit apply to it (see RowFilter).
 	Filter RowFilter
+	// Waiting, when not nil, is called with true when the execution starts waiting for one of
+	// its engine's execution slots (a connection of a server's capped pool) and with false when
+	// that wait ends, with a slot or without one; an execution that never waits does not call
+	// it. It lets a caller that shares one execution among several deadlines (the env's gold)
+	// tell a statement not started by a deadline (ErrBusy) from one running past it (its timeout).
+	Waiting func(waiting bool)
 }
 
 // RowFilter is asked about each row of a result, in the order the engine returns them, with its
@@ -69,7 +76,8 @@ func (r *Result) OK() bool { return r != nil && r.Outcome == OutcomeOK }
 
 // DB is one task database in one dialect, executing statements read-only. Safe for concurrent use.
 // Exec returns a non-nil error only when the database itself cannot be used (connection lost,
-// context cancelled); SQL errors, timeouts and refusals are Results.
+// context cancelled, no execution slot for the statement within its deadline: ErrBusy); SQL
+// errors, refusals and the timeout of a statement that ran past its own deadline are Results.
 type DB interface {
 	Dialect() datasets.Dialect
 	// Version is the engine and version, e.g. "SQLite 3.46.1" or "PostgreSQL 15.19".
@@ -77,6 +85,13 @@ type DB interface {
 	Exec(ctx context.Context, sql string, opts ExecOptions) (*Result, error)
 	Close() error
 }
+
+// ErrBusy is wrapped by the error of an Exec whose statement got no execution slot of its engine
+// within its deadline, or (SQLite) found them all held by statements running past their own
+// deadlines (Runaways): the statement never ran, so this is the database's failure, never the
+// statement's timeout. It passes when those statements end; the caller tries again later (the
+// env answers 503 with Retry-After, batch jobs wait through Patient).
+var ErrBusy = errors.New("no execution slot free for the statement")
 
 // Runaways counts the statements of one dialect that outlived their deadline and everything
 // meant to stop them at it (SQLite: the progress handler and the interrupt, then abandoned;

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -213,7 +214,9 @@ func TestMySQLHostileDeadlines(t *testing.T) {
 // too close to the second the call waits for a killed thread to end) is killed at its deadline, its connection killed and
 // abandoned, and the call returns within the deadline + 1 s saying so; the thread, still on
 // the server, is counted as a runaway and holds a slot and a connection of the share until it
-// ends, then gives both back: in a share of one statement connection, the next statement runs.
+// ends, then gives both back. Meanwhile, in a share of one statement slot, another statement
+// gets no slot by its deadline: sandbox.ErrBusy naming the runaway (the database's failure,
+// not its timeout), told to ExecOptions.Waiting.
 func TestMySQLRunaway(t *testing.T) {
 	const deadline = 200 * time.Millisecond
 	admin, reader, c, dbs := myHostileSetup(t, 1, mysqlKillers+1)
@@ -234,6 +237,16 @@ func TestMySQLRunaway(t *testing.T) {
 	_, busy := myThreads(t, admin, reader)
 	if got.Total != 1 || got.Running != 1 || len(m.srv.slots) != 1 || busy != 1 {
 		t.Errorf("counted %+v, %d slots held, %d threads busy on the server; want one runaway holding one slot", got, len(m.srv.slots), busy)
+	}
+	var waits []bool
+	asked := time.Now()
+	r, err = m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: deadline, Waiting: func(w bool) { waits = append(waits, w) }})
+	t.Logf("beside the runaway, after %s: %v", time.Since(asked), err)
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(err.Error(), "1 of them runaways") || fmt.Sprint(waits) != "[true false]" {
+		t.Errorf("a statement while the runaway holds the one slot: %+v, %v, Waiting told %v; want sandbox.ErrBusy naming the runaway", r, err, waits)
+	}
+	if took := time.Since(asked); took < deadline || took > deadline+time.Second {
+		t.Errorf("ErrBusy after %s, want it at the deadline (%s)", took, deadline)
 	}
 	held := m.srv.conns.inUse()
 	for c.Runaways(datasets.MySQL).Running != 0 {

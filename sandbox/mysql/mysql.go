@@ -214,8 +214,9 @@ func (m *mysqlDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptio
 const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 
 // run executes stmt, already screened, in a read-only transaction of its own, within a slot
-// of the server's share, on a session reset by mysqlResetSession. At the deadline it sends
-// KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
+// of the server's share, on a session reset by mysqlResetSession; a statement that gets no slot
+// or no connection by its deadline fails with sandbox.ErrBusy (mysqlDB.busy). At the deadline
+// it sends KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
 // ctx kills the thread the same way.
@@ -225,14 +226,28 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	fail := func(step string, err error) (*sandbox.Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
 	}
-	wait := time.NewTimer(timeout)
-	defer wait.Stop()
+	if opts.Waiting != nil {
+		opts.Waiting(true)
+	}
+	waited := func() {
+		if opts.Waiting != nil {
+			opts.Waiting(false)
+			opts.Waiting = nil
+		}
+	}
+	defer waited()
 	select {
-	case m.srv.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
-	case <-wait.C:
-		return sandbox.TimedOut(timeout, time.Since(start)), nil
+	case m.srv.slots <- struct{}{}: // a free slot is taken even past a tiny deadline
+	default:
+		wait := time.NewTimer(timeout)
+		defer wait.Stop()
+		select {
+		case m.srv.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+		case <-wait.C:
+			return nil, m.busy("slot")
+		}
 	}
 	releaseSlot := func() { <-m.srv.slots }
 	slotHeld := true
@@ -243,11 +258,15 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}()
 	conn, err := m.pool.Conn(qctx)
 	if err != nil {
-		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
-			return sandbox.TimedOut(timeout, time.Since(start)), nil
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+		}
+		if qctx.Err() != nil { // the share's or the database's connections all held until the deadline
+			return nil, m.busy("connection")
 		}
 		return fail("connect", err)
 	}
+	waited()
 	defer conn.Close()
 	id, err := m.connID(qctx, conn)
 	if err != nil {
@@ -355,6 +374,15 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return fail("query", errors.Join(qerr, rerr))
 	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+}
+
+// busy is the error of a statement that got no statement slot (what) or no connection by its
+// deadline: sandbox.ErrBusy, the server's failure and not the statement's timeout, since the
+// statement never ran; it says how much of the share runaways hold.
+func (m *mysqlDB) busy(what string) error {
+	s := m.srv
+	return fmt.Errorf("mysql exec in database %s: %w within its deadline: no %s free in this run's share of the server (%d statements in flight of %d, %d connections open of %d, %d of them runaways: threads past their deadline that KILL did not stop); try again once they end",
+		m.database, sandbox.ErrBusy, what, len(s.slots), s.limit, s.conns.inUse(), s.limit, s.running.Load())
 }
 
 // mysqlSessionWords are the functions through which a MySQL SELECT leaves state in its session

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -75,7 +76,8 @@ func TestMySQLExec(t *testing.T) {
 }
 
 // TestMySQLSlots: with every in-flight slot taken, an execution waits, and at its deadline
-// reports a timeout rather than an error; freed slots let executions run again.
+// fails with sandbox.ErrBusy, the database's failure (it never ran), not a timeout; freed slots
+// let executions run again.
 func TestMySQLSlots(t *testing.T) {
 	name := sandboxtest.MyDatabase(t, sandboxtest.MyAdmin(t), "CREATE TABLE t (x INT)")
 	db, err := Open(context.Background(), shared.MySQLDSN(), name, sandboxtest.Reader(t, datasets.MySQL, name))
@@ -88,9 +90,9 @@ func TestMySQLSlots(t *testing.T) {
 		m.srv.slots <- struct{}{}
 	}
 	start := time.Now()
-	r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{Timeout: 100 * time.Millisecond})
-	if r.Outcome != sandbox.OutcomeTimeout || time.Since(start) > time.Second {
-		t.Errorf("slots taken: %s after %s", r.Outcome, time.Since(start))
+	r, err := db.Exec(context.Background(), "SELECT 1", sandbox.ExecOptions{Timeout: 100 * time.Millisecond})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || time.Since(start) < 100*time.Millisecond || time.Since(start) > time.Second {
+		t.Errorf("slots taken: %+v, %v after %s; want sandbox.ErrBusy at the deadline", r, err, time.Since(start))
 	}
 	for range cap(m.srv.slots) {
 		<-m.srv.slots

@@ -8,7 +8,10 @@ import (
 )
 
 // Dialect is PostgreSQL: one schema per task database in the DSN's database.
-type Dialect struct{}
+type Dialect struct {
+	// slots caps an Engine's statement slots below the default (tests that fill them); 0: none.
+	slots int
+}
 
 // Name is the dialect's name (sandbox.Dialect).
 func (Dialect) Name() datasets.Dialect { return datasets.Postgres }
@@ -33,9 +36,9 @@ func (Dialect) QuoteIdent(name string) string { return sandbox.QuoteWith(name, t
 func (Dialect) Screen() sandbox.ScreenRules { return postgresScreen() }
 
 // Connect opens the Connector's share of the engine (sandbox.Dialect).
-func (Dialect) Connect(ctx context.Context, c *sandbox.Connector) (sandbox.Engine, error) {
+func (d Dialect) Connect(ctx context.Context, c *sandbox.Connector) (sandbox.Engine, error) {
 	dsn := c.DSN[datasets.Postgres]
-	srv, err := openPostgresServer(ctx, dsn, c.Access)
+	srv, err := openPostgresServer(ctx, dsn, c.Access, d.slots)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -300,7 +301,8 @@ func TestPostgresSessionReset(t *testing.T) {
 // TestPostgresConnectionCap: a Connector over 24 databases under concurrent load (fast reads,
 // sleeps, timeouts, oversized results, a runaway) never has more connections on the server than
 // its statement cap plus the control connection, counted in pg_stat_activity by its own reader;
-// idle connections stay under pgMaxIdle.
+// idle connections stay under pgMaxIdle. A statement that got no slot by its deadline fails
+// with sandbox.ErrBusy (counted apart), never as a timeout it did not run into.
 func TestPostgresConnectionCap(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	ctx := context.Background()
@@ -346,7 +348,7 @@ func TestPostgresConnectionCap(t *testing.T) {
 		{"SELECT pg_sleep(5)", 300 * time.Millisecond}, {"SELECT id FROM t", time.Second},
 	}
 	var wg sync.WaitGroup
-	var timeouts, oks, errs atomic.Int64
+	var timeouts, oks, busy, errs atomic.Int64
 	for w := 0; w < 48; w++ {
 		wg.Add(1)
 		go func() {
@@ -355,6 +357,8 @@ func TestPostgresConnectionCap(t *testing.T) {
 				q := queries[(w+i)%len(queries)]
 				r, err := dbs[(w*7+i)%len(dbs)].Exec(ctx, q.q, sandbox.ExecOptions{Timeout: q.timeout})
 				switch {
+				case errors.Is(err, sandbox.ErrBusy):
+					busy.Add(1)
 				case err != nil:
 					errs.Add(1)
 					t.Errorf("%q: %v", q.q, err)
@@ -377,8 +381,8 @@ func TestPostgresConnectionCap(t *testing.T) {
 	close(stop)
 	sampler.Wait()
 	all, _ := backendsOf(t, admin, reader, "")
-	t.Logf("24 databases, 48 workers: %d ok, %d timed out; peak %d connections of the reader over %d samples (cap %d statements + %d control); %d left idle; runaways %+v",
-		oks.Load(), timeouts.Load(), peak.Load(), samples.Load(), srv.capacity(), pgControlConns, all, c.Runaways(datasets.Postgres))
+	t.Logf("24 databases, 48 workers: %d ok, %d timed out, %d busy (no slot by the deadline); peak %d connections of the reader over %d samples (cap %d statements + %d control); %d left idle; runaways %+v",
+		oks.Load(), timeouts.Load(), busy.Load(), peak.Load(), samples.Load(), srv.capacity(), pgControlConns, all, c.Runaways(datasets.Postgres))
 	if p := peak.Load(); p > int64(limit) {
 		t.Errorf("peak %d connections, over the cap of %d", p, limit)
 	} else if p < int64(srv.capacity()/2) {
@@ -579,4 +583,65 @@ func TestPostgresResultSize(t *testing.T) {
 	defer db.Close()
 	t.Run("ResultSize", func(t *testing.T) { sandboxtest.ResultSize(t, db, unscreened) })
 	t.Run("ManyRows", func(t *testing.T) { sandboxtest.ManyRows(t, db) })
+}
+
+// TestPostgresSlotsHeld: on a server handle of one statement slot, a runaway (an XPath run
+// unscreened) holds it past its deadline; another statement then gets no slot by its own
+// deadline and fails with sandbox.ErrBusy naming the runaway, the database's failure and not
+// its timeout (it never ran), telling ExecOptions.Waiting while it waits; once the runaway
+// ends, the statement runs.
+func TestPostgresSlotsHeld(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 1)
+	reader := pgHostileName("rd")
+	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
+	eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb := db.(*pgDB)
+	if n := pdb.srv.capacity(); n != 1 {
+		t.Fatalf("capacity %d, want 1", n)
+	}
+	start := time.Now()
+	if r, err := pdb.run(ctx, start, "/* i26pg_slots_runaway */ "+xpathRunaway(25000), 300*time.Millisecond, sandbox.ExecOptions{MaxRows: 10}); err != nil || r.Outcome != sandbox.OutcomeTimeout {
+		t.Fatalf("runaway XPath: %v %+v", err, r)
+	}
+	for eng.Runaways().Running == 0 {
+		if _, active := backendsOf(t, admin, reader, "i26pg_slots_runaway"); active == 0 || time.Since(start) > 30*time.Second {
+			t.Fatalf("the XPath ended, or was not counted, %s after its start: make it heavier", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const timeout = 300 * time.Millisecond
+	var waits []bool
+	asked := time.Now()
+	r, err := db.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: timeout, Waiting: func(w bool) { waits = append(waits, w) }})
+	took := time.Since(asked)
+	t.Logf("beside the runaway, after %s: %v", took, err)
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(err.Error(), "1 by runaways") {
+		t.Fatalf("a statement while the runaway holds the one slot: %+v, %v; want sandbox.ErrBusy naming the runaway", r, err)
+	}
+	if took < timeout || took > timeout+pgCancelAfter+time.Second {
+		t.Errorf("ErrBusy after %s, want it at the deadline (%s, plus %s)", took, timeout, pgCancelAfter)
+	}
+	if fmt.Sprint(waits) != "[true false]" {
+		t.Errorf("Waiting told %v, want [true false]", waits)
+	}
+	for eng.Runaways().Running > 0 {
+		if time.Since(start) > 5*time.Minute {
+			t.Fatal("the runaway did not end in 5 minutes")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the runaway ended %s after its start", time.Since(start).Round(time.Millisecond))
+	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: timeout}); !r.OK() || r.Rows[0][0] != int64(3) {
+		t.Errorf("after the runaway ended: %+v", r)
+	}
 }

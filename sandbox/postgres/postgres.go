@@ -34,7 +34,7 @@ type pgDB struct {
 // search_path = schema and, as the reader, ROLE = the schema's task role; at most
 // pgMaxStatements run at once (see pgServer).
 func Open(ctx context.Context, dsn, schema string, acc sandbox.Access) (sandbox.DB, error) {
-	srv, err := openPostgresServer(ctx, dsn, acc)
+	srv, err := openPostgresServer(ctx, dsn, acc, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -48,8 +48,9 @@ func Open(ctx context.Context, dsn, schema string, acc sandbox.Access) (sandbox.
 }
 
 // openPostgresServer opens the server handle statements run through (see pgExecConfig and
-// pgServer) and, for a reader, checks that it logs in and holds nothing beyond a plain login.
-func openPostgresServer(ctx context.Context, dsn string, acc sandbox.Access) (*pgServer, error) {
+// pgServer; at most slots statements when slots > 0) and, for a reader, checks that it logs in
+// and holds nothing beyond a plain login.
+func openPostgresServer(ctx context.Context, dsn string, acc sandbox.Access, slots int) (*pgServer, error) {
 	cfg, err := pgExecConfig(ctx, dsn, acc)
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func openPostgresServer(ctx context.Context, dsn string, acc sandbox.Access) (*p
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	}
-	srv, err := newPGServer(ctx, cfg, pgTarget(dsn))
+	srv, err := newPGServer(ctx, cfg, pgTarget(dsn), slots)
 	if err != nil {
 		return nil, err
 	}
@@ -186,17 +187,18 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
-// server's capped connections. A statement still running pgCancelAfter past its deadline
+// server's capped connections. A statement that gets none by its deadline fails with
+// sandbox.ErrBusy (pgServer.conn). A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
 // terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop).
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	deadline := start.Add(timeout)
 	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
 	defer cancel()
-	conn, err := p.srv.pool.Conn(qctx)
+	conn, err := p.srv.conn(qctx, opts.Waiting)
 	if err != nil {
-		if ctx.Err() == nil && qctx.Err() != nil { // every connection busy until the deadline
-			return sandbox.TimedOut(timeout, time.Since(start)), nil
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}

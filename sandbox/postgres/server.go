@@ -71,8 +71,9 @@ type pgServer struct {
 }
 
 // newPGServer opens the pool of cfg and its control connection, with at most as many backends
-// as the server's max_connections allows (see pgShareOf), and pgMaxStatements.
-func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgServer, error) {
+// as the server's max_connections allows (see pgShareOf), pgMaxStatements, and limit when
+// limit > 0.
+func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit int) (*pgServer, error) {
 	ctl := pgPool(cfg.Copy())
 	ctl.SetMaxOpenConns(pgControlConns)
 	ctl.SetMaxIdleConns(pgControlConns)
@@ -83,6 +84,9 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string) (*pgSer
 		return nil, fmt.Errorf("%s: read max_connections: %w", where, err)
 	}
 	n := min(pgMaxStatements, max(1, maxConn/pgShareOf))
+	if limit > 0 {
+		n = min(n, limit)
+	}
 	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	// A row (a message) past the result limit is refused at its header, before pgx allocates
@@ -189,6 +193,26 @@ func asSlotConn(c net.Conn) *slotConn {
 }
 
 func (s *pgServer) release() { <-s.slots }
+
+// conn takes a connection of the pool for one statement, telling waiting (when not nil) while
+// it waits. A wait that ctx (the statement's deadline) ends is sandbox.ErrBusy, the server's
+// failure and not the statement's timeout: the statement never ran. The error says how many of
+// the slots are held and how many of those by runaways.
+func (s *pgServer) conn(ctx context.Context, waiting func(bool)) (*sql.Conn, error) {
+	if waiting != nil {
+		waiting(true)
+		defer waiting(false)
+	}
+	c, err := s.pool.Conn(ctx)
+	if err == nil {
+		return c, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w within its deadline: %d of the %d statement slots of %s are held (%d by runaways: backends past their deadline that cancel and terminate did not stop); try again once they end",
+			sandbox.ErrBusy, len(s.slots), s.capacity(), s.where, s.running.Load())
+	}
+	return nil, fmt.Errorf("%s: connect: %w", s.where, err)
+}
 
 // runaways returns the runaway counts.
 func (s *pgServer) runaways() sandbox.Runaways {

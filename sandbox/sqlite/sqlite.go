@@ -96,8 +96,9 @@ func sqliteAuthorize(op int, arg1, arg2, _ string) int {
 // returns within the deadline plus 1 s: Exec returns its timeout at once and the connection is
 // closed when the statement returns. Abandoned statements still use a core each, so at most
 // sqliteRunawaysPerDB of them per database and sqliteRunaways in the process are outstanding:
-// while either is full, a new statement on that database is an error result, and one already
-// running that outlives its deadline is waited for.
+// while either is full, a new statement on that database does not run and Exec fails with
+// sandbox.ErrBusy (the database's failure, not the statement's), and one already running that
+// outlives its deadline is waited for (its own timeout).
 const (
 	sqliteGrace         = 900 * time.Millisecond
 	sqliteRunawaysPerDB = 2
@@ -152,9 +153,10 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 // run executes stmt, already screened, on a connection of its own with the deadline set in
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace.
 func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if n := s.runaways.Load(); n >= sqliteRunawaysPerDB || sqliteRunawaysNow.Load() >= sqliteRunaways {
-		return &sandbox.Result{Outcome: sandbox.OutcomeError, Duration: time.Since(start), Error: fmt.Sprintf(
-			"statements still running past their deadline (%d on this database, %d in all) hold the SQLite slots; try again later", n, sqliteRunawaysNow.Load())}, nil
+	if n, all := s.runaways.Load(), sqliteRunawaysNow.Load(); n >= sqliteRunawaysPerDB || all >= sqliteRunaways {
+		// Not the statement's outcome: it never ran (see sqliteGrace).
+		return nil, fmt.Errorf("sqlite exec: %w: statements still running past their deadline hold the SQLite slots (%d on this database, at most %d; %d in the process, at most %d); try again once they end",
+			sandbox.ErrBusy, n, sqliteRunawaysPerDB, all, sqliteRunaways)
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {

@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// BusyPatience is how long a Patient DB keeps trying a statement that meets ErrBusy, from its
+// first try: runaways end within seconds on SQLite, and one that holds its slots longer fails
+// the task as any database failure does.
+const BusyPatience = 2 * time.Minute
+
+// The waits of a Patient DB between tries: busyFirstWait, doubled each time, at most busyMaxWait.
+const (
+	busyFirstWait = 500 * time.Millisecond
+	busyMaxWait   = 8 * time.Second
+)
+
+// patientDB is a DB whose Exec tries again while its statement meets ErrBusy (see Patient).
+type patientDB struct {
+	DB
+	patience time.Duration
+}
+
+// Patient returns db with an Exec that, while the statement fails with ErrBusy (statements past
+// their deadlines hold the engine's slots), tries it again after 0.5 s, 1 s, 2 s, … (at most 8 s
+// a wait), each try with its own full time limit, until patience (BusyPatience when zero) has
+// passed since the first; then it returns the last error, wrapped with the count of tries. The
+// batch jobs (distill, student eval, student score, student rollout) run through it, so that a
+// runaway of one episode costs another only time; the env answers 503 instead, and its client
+// tries again. A db that is already Patient is returned as it is.
+func Patient(db DB, patience time.Duration) DB {
+	if _, ok := db.(*patientDB); ok || db == nil {
+		return db
+	}
+	if patience <= 0 {
+		patience = BusyPatience
+	}
+	return &patientDB{DB: db, patience: patience}
+}
+
+// Exec implements DB.
+func (p *patientDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
+	first := time.Now()
+	wait := busyFirstWait
+	for tries := 1; ; tries++ {
+		res, err := p.DB.Exec(ctx, query, opts)
+		if err == nil || !errors.Is(err, ErrBusy) {
+			return res, err
+		}
+		if time.Since(first)+wait > p.patience {
+			return nil, fmt.Errorf("%w (%d tries in %s)", err, tries, time.Since(first).Round(time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (while waiting to try again: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, busyMaxWait)
+	}
+}
