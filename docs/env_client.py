@@ -21,7 +21,9 @@ A 429 (the client's --max-episodes-per-client episodes in play, or a full store:
 doubles from 0.5 s but is never longer than the server's Retry-After (when the first episode in
 the way expires; one finishing or deleted frees its slot sooner), until
 max_retry_wait seconds (30) have gone into waiting; then, or at once with max_retry_wait=0, it is
-EnvError(429) with retry_after, the server's Retry-After in seconds. A connection that fails is
+EnvError(429) with retry_after, the server's Retry-After in seconds. A 503 with Retry-After (the
+database's execution slots held by statements past their deadline; the episode is unchanged) is
+sent again the same way; any other 503 is EnvError(503) at once. A connection that fails is
 OSError (a garbled answer http.client.HTTPException). The client talks to the server directly,
 without an HTTP proxy.
 
@@ -51,7 +53,7 @@ def subset_of(task_id, val_fraction, seed):
 
 class EnvError(Exception):
     """An error answer of the server: HTTP status and message; retry_after is its Retry-After
-    in seconds (a 429's), else None."""
+    in seconds (a 429's, a busy database's 503), else None."""
 
     def __init__(self, status, message, retry_after=None):
         super().__init__(f"{status}: {message}")
@@ -61,9 +63,11 @@ class EnvError(Exception):
 
 
 def retry_wait(err, tries, waited, budget):
-    """Seconds to wait before sending a request again after err, its tries-th 429 in a row
-    (from 0), with waited seconds spent waiting for it already; None: give up and raise err."""
-    if err.status != 429 or budget <= 0:
+    """Seconds to wait before sending a request again after err, its tries-th refusal in a row
+    (from 0), with waited seconds spent waiting for it already; None: give up and raise err.
+    A 429 is sent again, and a 503 with Retry-After (a busy database; the episode is unchanged)."""
+    retried = err.status == 429 or (err.status == 503 and err.retry_after is not None)
+    if not retried or budget <= 0:
         return None
     wait = 0.5 * 2 ** tries
     if err.retry_after is not None:

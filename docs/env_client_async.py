@@ -13,9 +13,10 @@ agenerate(messages) is a coroutine returning the assistant's next text. At most 
 requests are in flight; the others wait their turn. A cancelled call stops waiting, but its
 request, already sent, still completes on the server. Authorization and errors are
 EnvClient's: $CHAINEDSQL_API_KEY or api_key=KEY, EnvError(status, message), EnvError(413) for a
-body over --max-body, and a 429 sent again within max_retry_wait seconds (30) of waits that
-double from 0.5 s up to the server's Retry-After, then EnvError(429) with retry_after; here the
-waits are asyncio.sleep, so they hold no thread while other episodes play on and free slots.
+body over --max-body, and a 429 (or a busy database's 503 with Retry-After) sent again within
+max_retry_wait seconds (30) of waits that double from 0.5 s up to the server's Retry-After, then
+EnvError(429) (EnvError(503)) with retry_after; here the waits are asyncio.sleep, so they hold no
+thread while other episodes play on and free slots.
 
 Run as a script it checks a server end to end (16 episodes played concurrently, the task
 listing's subsets against subset_of, one batch step, one score call; it deletes the episode it

@@ -80,6 +80,24 @@ type goldCache struct {
 	bytes int64
 
 	flight singleflight.Group
+	// waiting holds the keys whose shared execution waits for an execution slot now
+	// (sandbox.ExecOptions.Waiting): a request whose deadline passes then gets sandbox.ErrBusy,
+	// not the gold's timeout.
+	waiting map[string]bool
+}
+
+// setWaiting records whether key's shared execution waits for an execution slot.
+func (c *goldCache) setWaiting(key string, w bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !w {
+		delete(c.waiting, key)
+		return
+	}
+	if c.waiting == nil {
+		c.waiting = make(map[string]bool)
+	}
+	c.waiting[key] = true
 }
 
 // goldEntry is one kept gold result.
@@ -206,9 +224,11 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	}
 	// The shared execution ends with neither the context nor the deadline of the request that
 	// started it: it runs for the judge's whole budget (limit), so that every request it serves
-	// gets the answer its own deadline allows, and each request waits only until its own.
+	// gets the answer its own deadline allows, and each request waits only until its own; one
+	// whose deadline passes while the execution still waits for a slot gets sandbox.ErrBusy.
 	shared := opts
 	shared.Timeout = max(c.limit, own)
+	shared.Waiting = func(w bool) { c.setWaiting(key, w) }
 	ch := c.flight.DoChan(key, func() (any, error) {
 		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, shared)
 		if err == nil && res.OK() {
@@ -225,6 +245,14 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 		}
 		return mine(r.Val.(*sandbox.Result)), nil
 	case <-timer.C:
+		c.mu.Lock()
+		waiting := c.waiting[key]
+		c.mu.Unlock()
+		if waiting {
+			// Not started by this request's deadline: the database's failure, as for a
+			// statement of its own that got no slot.
+			return nil, fmt.Errorf("the gold SQL: %w within its %s: its shared execution still waits for one", sandbox.ErrBusy, own)
+		}
 		return sandbox.TimedOut(own, own), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // pythonClient runs a Python file of testdata or docs with args and returns its output; it
@@ -26,9 +27,14 @@ func pythonClient(t *testing.T, script string, args ...string) (string, error) {
 // TestPythonClientErrors runs testdata/client_errors.py: behind the guard, with --max-body
 // 1 MiB and --max-episodes-per-client 2, a 16 MiB step is EnvError(413) for both clients (not a
 // reset connection), a start over the cap is EnvError(429) with retry_after, a client allowed to
-// wait gets its episode once another is deleted, and nothing is left in play.
+// wait gets its episode once another is deleted, a step whose database is busy (its first two
+// tries of a statement holding busy_marker: sandbox.ErrBusy) is sent again until it runs or
+// the client's budget is spent (EnvError(503) with retry_after), and nothing is left in play.
 func TestPythonClientErrors(t *testing.T) {
-	s, url := guarded(t, Config{MaxBody: 1 << 20, MaxEpisodesPerClient: 2, TTL: time.Hour})
+	conn := &sandbox.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	o := &busyOpener{conn: conn, marker: "busy_marker", firstTries: 2}
+	s, url := guarded(t, Config{MaxBody: 1 << 20, MaxEpisodesPerClient: 2, TTL: time.Hour, Opener: o})
 	out, err := pythonClient(t, filepath.Join("testdata", "client_errors.py"), filepath.Join("..", "docs"), url, tasksOf(t)[0].ID)
 	if err != nil || !strings.HasPrefix(out, "ok") {
 		t.Fatalf("%v\n%s", err, out)

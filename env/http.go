@@ -52,13 +52,15 @@ func (s *Server) Handler() http.Handler {
 type apiError struct {
 	Status  int    `json:"status"`
 	Message string `json:"message"`
-	// retryAfter, when positive, is answered as the Retry-After header (a 429's).
-	retryAfter time.Duration
+	// RetryAfter, in seconds, is sent as the Retry-After header too (a 429's, and a 503's whose
+	// database is busy, sandbox.ErrBusy); in a batch step's results it is the only place a step's
+	// wait shows.
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
-// tooMany is a 429 saying msg, with Retry-After retry (at least 1 s).
+// tooMany is a 429 saying msg, with Retry-After retry (at least 1 s, in whole seconds up).
 func tooMany(retry time.Duration, msg string) *apiError {
-	return &apiError{Status: http.StatusTooManyRequests, Message: msg, retryAfter: max(retry, time.Second)}
+	return &apiError{Status: http.StatusTooManyRequests, Message: msg, RetryAfter: int(math.Ceil(max(retry, time.Second).Seconds()))}
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -86,8 +88,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	writeJSON(w, e.Status, struct {
 		Error *apiError `json:"error"`
@@ -122,13 +124,23 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	return badRequest("malformed request: %v", err)
 }
 
-// execError maps an error of a database or of the request's context to its answer.
+// busyRetryAfter is the Retry-After, in seconds, of a 503 whose database had no execution slot
+// (sandbox.ErrBusy): statements past their deadlines hold them until they end, which the server
+// cannot foresee, so the client looks again soon.
+const busyRetryAfter = 1
+
+// execError maps an error of a database or of the request's context to its answer: 503, the
+// episode unchanged; with Retry-After when the database is busy (sandbox.ErrBusy).
 func (s *Server) execError(ctx context.Context, what string, err error) *apiError {
 	if ctx.Err() != nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s: request cancelled: %v", what, ctx.Err())}
 	}
 	s.logf("env: %s: %v", what, err)
-	return &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s: %v (the episode is unchanged; retry the request)", what, err)}
+	e := &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("%s: %v (the episode is unchanged; retry the request)", what, err)}
+	if errors.Is(err, sandbox.ErrBusy) {
+		e.RetryAfter = busyRetryAfter
+	}
+	return e
 }
 
 // taskJSON is one entry of the task listing.
