@@ -196,6 +196,7 @@ func (cfg *RunConfig) validate() error {
 	if cfg.Opener == nil {
 		return errors.New("distill: no database opener")
 	}
+	cfg.Opener = episode.Patient(cfg.Opener) // runaways of one episode cost another time, not its verdict
 	seen := map[string]bool{}
 	for _, p := range cfg.Policies {
 		if !episode.ValidName(p.Name) {

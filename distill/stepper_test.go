@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/distill"
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rundir"
@@ -211,5 +213,56 @@ func TestStepperBoundsTexts(t *testing.T) {
 	}
 	if !strings.HasPrefix(tu.Observation, "<observation>\nRefused: ") || strings.Count(strings.ToLower(tu.Observation), "refused") != 1 {
 		t.Errorf("refusal observation %q", tu.Observation)
+	}
+}
+
+// busyOpener opens testOpener's databases with their first busy executions, in all, failing
+// with sandbox.ErrBusy, as an engine's do while statements past their deadlines hold its slots.
+type busyOpener struct {
+	testOpener
+	busy atomic.Int64
+}
+
+func (o *busyOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
+	db, err := o.testOpener.Open(ctx, d, t)
+	if err != nil {
+		return nil, err
+	}
+	return busyDB{DB: db, busy: &o.busy}, nil
+}
+
+type busyDB struct {
+	sandbox.DB
+	busy *atomic.Int64
+}
+
+func (b busyDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	if b.busy.Add(-1) >= 0 {
+		return nil, fmt.Errorf("test exec: %w: statements still running past their deadline hold the slots", sandbox.ErrBusy)
+	}
+	return b.DB.Exec(ctx, q, opts)
+}
+
+// TestRunWaitsOutBusyDatabase: distill.Run opens its databases through episode.Patient, so a
+// statement that finds the engine's slots held (sandbox.ErrBusy) runs once they are free: every
+// episode is written and judged, none failed.
+func TestRunWaitsOutBusyDatabase(t *testing.T) {
+	_, tasks := makeShopDB(t)
+	dir := t.TempDir()
+	cfg := baseConfig(t, dir, tasks, &episode.PolicyHandle{Name: "oracle", Spec: "oracle", Model: "oracle", Policy: episode.Oracle{}})
+	o := &busyOpener{testOpener: testOpener{tb: t}}
+	o.busy.Store(3)
+	cfg.Opener = o
+	res, err := distill.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != len(tasks) || res.Failed != 0 || o.busy.Load() >= 0 {
+		t.Fatalf("result %+v, %d busy executions left; want every episode done after the busy ones", res, o.busy.Load()+1)
+	}
+	for _, tr := range committed(t, dir) {
+		if !tr.Repeated || tr.GoldError != "" || matchReady() && !tr.Correct {
+			t.Errorf("%s: converged %v, correct %v, gold error %q", tr.Key, tr.Repeated, tr.Correct, tr.GoldError)
+		}
 	}
 }

@@ -46,3 +46,27 @@ func CheckDatabases(ctx context.Context, o Opener, tasks []datasets.Task, dialec
 type Opener interface {
 	Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error)
 }
+
+// patientOpener opens databases as sandbox.Patient ones (see Patient).
+type patientOpener struct{ Opener }
+
+// Patient returns o with every database it opens made sandbox.Patient (BusyPatience): a
+// statement that finds the engine's execution slots held by runaways (sandbox.ErrBusy) is tried
+// again until they end, within sandbox.BusyPatience, and only then is the database's failure.
+// distill.Run, student eval, student score and student rollout open through it; the env does
+// not, answering 503 instead. An Opener that is already Patient is returned as it is.
+func Patient(o Opener) Opener {
+	if _, ok := o.(patientOpener); ok || o == nil {
+		return o
+	}
+	return patientOpener{o}
+}
+
+// Open implements Opener.
+func (o patientOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
+	db, err := o.Opener.Open(ctx, d, t)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.Patient(db, 0), nil
+}

@@ -168,6 +168,7 @@ func (cfg *Config) defaults() error {
 	if cfg.Opener == nil {
 		return errors.New("evaluate: no database opener")
 	}
+	cfg.Opener = episode.Patient(cfg.Opener) // the vote's queries wait out runaways too
 	if cfg.Dialect == "" {
 		cfg.Dialect = datasets.SQLite
 	}

@@ -166,6 +166,7 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	if cfg.Opener == nil {
 		return nil, errors.New("score: no database opener")
 	}
+	cfg.Opener = episode.Patient(cfg.Opener) // a prediction's runaways cost the others time, not their verdicts
 
 	items := make([]ScoreItem, len(cfg.Tasks))
 	g, gctx := errgroup.WithContext(ctx)

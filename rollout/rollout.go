@@ -233,6 +233,7 @@ func (cfg *Config) check() error {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 1024
 	}
+	cfg.Opener = episode.Patient(cfg.Opener) // an episode's runaways cost the others time, not their rewards
 	if cfg.Weights == nil {
 		w := rewards.DefaultWeights
 		cfg.Weights = &w
