@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,15 +20,23 @@ import (
 // (datasets.Task.GoldFor); and defog's hand-written PostgreSQL, MySQL and SQLite golds
 // (sql-eval), the nearest thing here to translated server SQL. A rule that trips a gold leaves
 // its task unjudged (or judged on its SQLite file, on a server), and costs a policy that writes
-// the same SQL its turn.
+// the same SQL its turn. One kind of refusal is expected:
+// on PostgreSQL, a SQLite gold that quotes a LIKE pattern in double quotes (Spider's
+// LIKE "%w%"), which PostgreSQL reads as a column and so fails anyway; the judge runs such a
+// gold, refused or failed alike, on the task's SQLite file (judge.Judge.Reference).
 func TestEveryGoldPassesScreen(t *testing.T) {
 	all := []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL}
-	n := 0
+	n, quoted := 0, 0
 	check := func(name, gold string, ds ...datasets.Dialect) {
 		t.Helper()
 		for _, d := range ds {
 			n++
-			if _, why := sandbox.Screen(gold, d); why != "" {
+			_, why := sandbox.Screen(gold, d)
+			if d == datasets.Postgres && quotedPattern.MatchString(gold) && strings.Contains(why, "not a string constant") {
+				quoted++
+				continue
+			}
+			if why != "" {
 				t.Errorf("%s on %s: %s\n%s", name, d, why, gold)
 			}
 		}
@@ -64,8 +73,12 @@ func TestEveryGoldPassesScreen(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d gold screenings", n)
+	t.Logf("%d gold screenings; on PostgreSQL %d golds with a LIKE pattern in double quotes (a column there) refused", n, quoted)
 }
+
+// quotedPattern matches a LIKE whose pattern is in double quotes: a string in SQLite, a column
+// in PostgreSQL.
+var quotedPattern = regexp.MustCompile(`(?i)\blike\s+"[^"]*"`)
 
 // defogGolds reads the statements of the query column of one of defog sql-eval's question files.
 func defogGolds(t *testing.T, path string) []string {

@@ -21,6 +21,16 @@ func FuzzScreen(f *testing.F) {
 	f.Add("SELECT 'a;b' -- c;\n")
 	f.Add("/* x; */ WITH a AS (SELECT 1) SELECT * FROM a;")
 	f.Add(`SELECT "x""y", [a;b], ` + "`c;d`" + ` FROM t`)
+	// PostgreSQL's lexing as the screen's token rules follow it, and what they refuse.
+	for _, q := range []string{
+		`SELECT E'\'' [1], $a$ [ $a$, /* /* [ */ */ x FROM t`, "SELECT 'a'\n'b' LIKE '%a%'", `SELECT U&"_int4" '{1}'`,
+		"SELECT strpos(repeat('a', 1000000), 'b' || repeat('a', 10000))", "SELECT x FROM t WHERE y LIKE '_:%:__.___' ESCAPE '!'",
+		"SELECT trim(both 'ab' from x), position('a' IN x), translate(x, 'ab', '') FROM t",
+		"SELECT a @> b, j ?| '{a}', ('{1}')::int[1] && ('{2}')::int[1], '{1}'::_inet, setseed(0.5)",
+		"SELECT * FROM jsonb_to_record('{}') AS r(a _int4, b polygon), CAST(x AS path)",
+	} {
+		f.Add(q)
+	}
 	f.Fuzz(func(t *testing.T, q string) {
 		for _, d := range []datasets.Dialect{datasets.SQLite, datasets.Postgres, datasets.MySQL} {
 			screenOnce(t, q, d)

@@ -2,23 +2,27 @@ package postgres
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // postgresScreen are PostgreSQL's own refusals: the system catalogs (another task's objects),
-// and what no deadline stops (XML, XPath, arrays). The toolkit's own catalog statements pass.
+// what no deadline stops (XML, XPath, arrays, containment, polygons, text searches with a
+// search string the screen cannot measure) and what outlives the session's reset (setseed).
+// The toolkit's own catalog statements pass.
 func postgresScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Words: func(q, lower string, words []string) string {
+	return sandbox.ScreenRules{Words: func(q, _ string, words []string) string {
 		if pgOwnCatalog(q) {
 			return ""
 		}
 		if reason := pgOtherTasks(words); reason != "" {
 			return reason
 		}
-		return pgUninterruptible(lower, words)
+		if reason := pgUninterruptible(words); reason != "" {
+			return reason
+		}
+		return pgTokenRules(newPGStmt(q))
 	}}
 }
 
@@ -75,38 +79,36 @@ func pgOtherTasks(words []string) string {
 	return ""
 }
 
-// pgArrayTypes are the internal names of PostgreSQL's array types ('{1,2}'::_int4).
-var pgArrayTypes = regexp.MustCompile(`^_(int[248]|float[48]|numeric|text|varchar|bpchar|char|bool|date|time|timetz|timestamp|timestamptz|interval|bytea|json|jsonb|oid|name|uuid|money)$`)
-
-// pgEmptyBrackets matches an array type's brackets (int[], text [ ]).
-var pgEmptyBrackets = regexp.MustCompile(`\[\s*\]`)
-
-// pgUninterruptible refuses the PostgreSQL functions that neither statement_timeout nor
-// pg_terminate_backend can stop, because they run without checking for interrupts, and whose
-// cost is not bounded by a small multiple of the size of their input, measured on PostgreSQL
-// 15 (sandbox/hostile_postgres_test.go): XML and XPath (libxml2; an XPath over a built-up
-// document ran 13 s past a 1 s timeout, and longer after pg_terminate_backend), and arrays,
-// whose constructors build tens of millions of elements in a second and whose functions and
-// operators then loop over them unchecked (array_remove 20 s, && quadratic, array_in and
-// array_out over a cast). lower is the statement in lower case, words its words.
-func pgUninterruptible(lower string, words []string) string {
-	why := ""
+// pgUninterruptible refuses, by their names wherever they appear, the PostgreSQL functions
+// and types that neither statement_timeout nor pg_terminate_backend can stop, because they run
+// without checking for interrupts, and whose cost is not bounded by a small multiple of the
+// size of their input, measured on PostgreSQL 15 (sandbox/postgres/hostile_test.go): XML and
+// XPath (libxml2; an XPath over a built-up document ran 13 s past a 1 s timeout, and longer
+// after pg_terminate_backend), and arrays, whose constructors build tens of millions of elements
+// in a second and whose functions and operators then loop over them unchecked (array_remove
+// 20 s, && quadratic, array_in and array_out over a cast). int2vector and oidvector are arrays
+// under other names, made by their input functions too (int2vectorin('1 2')), as anyarray_in
+// would make any. pgTokenRules refuses the rest of the array syntax (brackets, _int4-style type
+// names), which needs the statement's tokens.
+func pgUninterruptible(words []string) string {
 	for _, w := range words {
 		switch {
 		case w == "xml", strings.HasPrefix(w, "xml"), strings.HasPrefix(w, "xpath"), strings.Contains(w, "_xml"):
-			why = w + " (XML and XPath run in libxml2, which never checks for interrupts)"
-		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts", pgArrayTypes.MatchString(w):
-			why = w + " (array functions loop over every element without checking for interrupts)"
+			return pgCannotStop(w + " (XML and XPath run in libxml2, which never checks for interrupts)")
+		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts",
+			strings.HasPrefix(w, "int2vector"), strings.HasPrefix(w, "oidvector"), strings.HasPrefix(w, "anyarray"),
+			strings.HasPrefix(w, "anycompatiblearray"):
+			return pgCannotStop(w + pgWhyArrays)
 		}
-		if why != "" {
-			break
-		}
 	}
-	if why == "" && pgEmptyBrackets.MatchString(lower) {
-		why = "array types (array functions loop over every element without checking for interrupts)"
-	}
-	if why == "" {
-		return ""
-	}
-	return "refused: " + why + " cannot be stopped at the deadline on PostgreSQL, so it is not allowed"
+	return ""
+}
+
+// pgWhyArrays says why arrays are refused.
+const pgWhyArrays = " (array functions loop over every element without checking for interrupts)"
+
+// pgCannotStop is the refusal of what, described by what, PostgreSQL cannot stop at the
+// deadline.
+func pgCannotStop(what string) string {
+	return "refused: " + what + " cannot be stopped at the deadline on PostgreSQL, so it is not allowed"
 }

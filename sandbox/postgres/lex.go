@@ -1,0 +1,199 @@
+package postgres
+
+import "strings"
+
+// pgTokKind is the kind of a pgToken.
+type pgTokKind int
+
+const (
+	pgWord   pgTokKind = iota // an unquoted name or keyword, lower-cased
+	pgQuoted                  // a quoted identifier ("x"), its name lower-cased
+	pgString                  // a string constant of any form
+	pgNumber                  // a numeric constant
+	pgOp                      // a run of operator characters (+ - * / < > = ~ ! @ # % ^ & | ` ?)
+	pgPunct                   // one of ( ) [ ] , ; . : or the cast ::
+)
+
+// pgToken is one token of a PostgreSQL statement as the server's lexer splits it.
+type pgToken struct {
+	kind pgTokKind
+	// text: a word's or quoted identifier's name in lower case, an operator or punctuation as
+	// written; a string's value when plain, else the constant as written.
+	text string
+	// plain: a string constant in single quotes with no prefix, whose text is its value (with
+	// standard_conforming_strings, PostgreSQL's default since 9.1, a backslash is itself).
+	plain bool
+}
+
+// pgOpChars are the characters PostgreSQL's lexer puts in an operator.
+const pgOpChars = "+-*/<>=~!@#%^&|`?"
+
+// pgLex splits q into tokens the way PostgreSQL's lexer does where it matters to the screen:
+// comments (-- to the end of the line, /* */ nested) dropped; string constants ('…' with ”
+// for a quote, E'…' with backslash escapes, $tag$…$tag$, and the B, X, N, U& prefixed forms),
+// adjacent ones joined as the server joins them; quoted identifiers ("…" with "" for a quote);
+// operators as maximal runs cut before a comment. An unterminated string, identifier or
+// comment runs to the end, where the server fails the statement. It never fails itself.
+func pgLex(q string) []pgToken {
+	var toks []pgToken
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			i++
+		case strings.HasPrefix(q[i:], "--"):
+			if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(q)
+			}
+		case strings.HasPrefix(q[i:], "/*"):
+			i = pgSkipComment(q, i)
+		case c == '\'':
+			val, next := pgQuotedText(q, i, '\'', false)
+			toks = pgAddString(toks, pgToken{kind: pgString, text: val, plain: true})
+			i = next
+		case c == '"':
+			val, next := pgQuotedText(q, i, '"', false)
+			toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val)})
+			i = next
+		case c == '$' && pgDollarTag(q[i:]) != "":
+			tag := pgDollarTag(q[i:])
+			end := strings.Index(q[i+len(tag):], tag)
+			next := len(q)
+			if end >= 0 {
+				next = i + len(tag) + end + len(tag)
+			}
+			toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
+			i = next
+		case pgIdentStart(c):
+			j := i + 1
+			for j < len(q) && pgIdentCont(q[j]) {
+				j++
+			}
+			word := strings.ToLower(q[i:j])
+			// A one-letter prefix right before a quote makes a string of another form; U&
+			// before a quote, a string or identifier with Unicode escapes.
+			if j < len(q) && q[j] == '\'' && (word == "e" || word == "b" || word == "x" || word == "n") {
+				_, next := pgQuotedText(q, j, '\'', word == "e")
+				toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
+				i = next
+				continue
+			}
+			if word == "u" && strings.HasPrefix(q[j:], "&") && j+1 < len(q) && (q[j+1] == '\'' || q[j+1] == '"') {
+				val, next := pgQuotedText(q, j+1, q[j+1], false)
+				if q[j+1] == '"' {
+					toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val)})
+				} else {
+					toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
+				}
+				i = next
+				continue
+			}
+			toks = append(toks, pgToken{kind: pgWord, text: word})
+			i = j
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9':
+			j := i + 1
+			for j < len(q) && (pgIdentCont(q[j]) || q[j] == '.' || (q[j] == '+' || q[j] == '-') && (q[j-1] == 'e' || q[j-1] == 'E')) {
+				j++
+			}
+			toks = append(toks, pgToken{kind: pgNumber, text: q[i:j]})
+			i = j
+		case c == ':' && strings.HasPrefix(q[i:], "::"):
+			toks = append(toks, pgToken{kind: pgPunct, text: "::"})
+			i += 2
+		case strings.IndexByte("()[],;.:", c) >= 0:
+			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1]})
+			i++
+		case strings.IndexByte(pgOpChars, c) >= 0:
+			j := i + 1
+			for j < len(q) && strings.IndexByte(pgOpChars, q[j]) >= 0 && !strings.HasPrefix(q[j:], "--") && !strings.HasPrefix(q[j:], "/*") {
+				j++
+			}
+			toks = append(toks, pgToken{kind: pgOp, text: q[i:j]})
+			i = j
+		default: // a parameter ($1) or a byte the server rejects
+			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1]})
+			i++
+		}
+	}
+	return toks
+}
+
+// pgAddString appends s to toks, joined to a string right before it: the server reads
+// 'a'<newline>'b' as 'ab' (and fails the statement when no newline separates them).
+func pgAddString(toks []pgToken, s pgToken) []pgToken {
+	if n := len(toks); n > 0 && toks[n-1].kind == pgString {
+		last := &toks[n-1]
+		if last.plain && s.plain {
+			last.text += s.text
+		} else {
+			last.text, last.plain = last.text+" "+s.text, false
+		}
+		return toks
+	}
+	return append(toks, s)
+}
+
+// pgQuotedText reads the quoted text starting at q[i] == quote (a doubled quote stands for
+// one; with backslash, a backslash escapes the next byte) and returns its text, escapes left
+// as written, and the index after the closing quote (len(q) when there is none).
+func pgQuotedText(q string, i int, quote byte, backslash bool) (string, int) {
+	var b strings.Builder
+	for j := i + 1; j < len(q); j++ {
+		switch {
+		case backslash && q[j] == '\\' && j+1 < len(q):
+			b.WriteByte(q[j])
+			b.WriteByte(q[j+1])
+			j++
+		case q[j] == quote && j+1 < len(q) && q[j+1] == quote:
+			b.WriteByte(quote)
+			j++
+		case q[j] == quote:
+			return b.String(), j + 1
+		default:
+			b.WriteByte(q[j])
+		}
+	}
+	return b.String(), len(q)
+}
+
+// pgSkipComment returns the index after the /* */ comment at q[i], nested ones included.
+func pgSkipComment(q string, i int) int {
+	depth := 0
+	for i < len(q) {
+		switch {
+		case strings.HasPrefix(q[i:], "/*"):
+			depth++
+			i += 2
+		case strings.HasPrefix(q[i:], "*/"):
+			depth--
+			i += 2
+			if depth == 0 {
+				return i
+			}
+		default:
+			i++
+		}
+	}
+	return i
+}
+
+// pgDollarTag returns the opening $tag$ (or $$) that s starts with, or "".
+func pgDollarTag(s string) string {
+	for j := 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '$':
+			return s[:j+1]
+		case j == 1 && !pgIdentStart(c), !pgIdentCont(c):
+			return ""
+		}
+	}
+	return ""
+}
+
+func pgIdentStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+func pgIdentCont(c byte) bool { return pgIdentStart(c) || c >= '0' && c <= '9' || c == '$' }

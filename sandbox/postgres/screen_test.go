@@ -1,0 +1,201 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+// TestPostgresScreenUnstoppable: what PostgreSQL cannot stop at the deadline however it is
+// spelled, and what outlives the session's reset, is refused on PostgreSQL with the reason in
+// the observation; the look-alikes that benchmark SQL writes pass.
+func TestPostgresScreenUnstoppable(t *testing.T) {
+	long := "'b" + strings.Repeat("a", 30) + "'"
+	for q, want := range map[string]string{
+		// text searches whose search string is built, or repetitive (F1)
+		"SELECT strpos(repeat('a', 1000000), 'b' || repeat('a', 10000))":                    "strpos with a search string that is not a string constant",
+		"SELECT position('b' || repeat('a', 1000) in repeat('a', 1000000))":                 "position with a search string that is not",
+		"SELECT pg_catalog.position(x, y) FROM t":                                           "position with a search string that is not",
+		`SELECT "strpos"(x, y) FROM t`:                                                      "strpos with a search string that is not",
+		"SELECT replace(x, y, '') FROM t":                                                   "replace with a search string that is not",
+		"SELECT split_part(x, (SELECT max(y) FROM t), 2) FROM t":                            "split_part with a search string",
+		"SELECT count(*) FROM string_to_table(repeat('a', 1000000), 'b' || repeat('a', 9))": "string_to_table with a search string",
+		"SELECT strpos(x, " + long + ") FROM t":                                             "may take over 8 comparisons",
+		"SELECT replace(x, E'b', '') FROM t":                                                "not a string constant",
+		"SELECT position('\\x" + strings.Repeat("61", 20) + "62'::bytea in x) FROM t":       "may take over 8",
+		// LIKE and its operators and functions
+		"SELECT x LIKE y FROM t":                                               "LIKE with a pattern that is not a string constant",
+		"SELECT x FROM t WHERE x LIKE '%' || y || '%'":                         "LIKE with a pattern that is not",
+		"SELECT x ILIKE lower(y) FROM t":                                       "ILIKE with a pattern that is not",
+		"SELECT x NOT LIKE (y) FROM t":                                         "LIKE with a pattern",
+		"SELECT x LIKE ANY ('{a}') FROM t":                                     "LIKE with a pattern",
+		"SELECT x ~~ y FROM t":                                                 "~~ with a pattern",
+		"SELECT x !~~* y FROM t":                                               "!~~* with a pattern",
+		"SELECT textlike(x, y) FROM t":                                         "textlike with a pattern",
+		"SELECT like(x, y) FROM t":                                             "with a pattern that is not",
+		"SELECT repeat('a', 1000000) LIKE '%aaaaaaaaaaaaaaaaaaaaaaab%'":        "may take over 8",
+		"SELECT x LIKE '%a" + strings.Repeat("_", 12) + "b%' FROM t":           "may take over 8",
+		"SELECT x LIKE 'a' ESCAPE y FROM t":                                    "ESCAPE",
+		"SELECT x LIKE '%" + strings.Repeat("!%", 9) + "b%' ESCAPE '!' FROM t": "may take over 8",
+		"SELECT repeat('a', 1000000) LIKE '%' || repeat('a', 1000) || 'b%'":    "not a string constant",
+		// character sets
+		"SELECT btrim(x, y) FROM t":                          "btrim with a set of characters that is not",
+		"SELECT trim(both y from x) FROM t":                  "trim with a set of characters that is not",
+		"SELECT trim(from x, y) FROM t":                      "trim with a set",
+		"SELECT trim(x, y) FROM t":                           "trim with a set",
+		"SELECT ltrim(x, 'abcdefghijk') FROM t":              "may take over 8",
+		"SELECT translate(x, y, 'z') FROM t":                 "translate with a set of characters",
+		"SELECT translate(x, 'abcdefghijklmnop', '') FROM t": "may take over 8",
+		// containment, overlap, jsonb key lists (F2)
+		"SELECT (SELECT jsonb_agg(g) FROM generate_series(1, 30000) g) @> (SELECT jsonb_agg(g ORDER BY g DESC) FROM generate_series(1, 30000) g)": "@> (containment",
+		"SELECT a <@ b FROM t":               "<@ (containment",
+		"SELECT jsonb_contains(a, b) FROM t": "jsonb_contains (containment",
+		"SELECT j ?| '{a,b}' FROM t":         "?| (jsonb key lists",
+		"SELECT j ?& '{a,b}' FROM t":         "?& (jsonb key lists",
+		"SELECT a && b FROM t":               "&& (overlap",
+		"SELECT arrayoverlap(a, b) FROM t":   "arrayoverlap (overlap",
+		"SELECT 1 OPERATOR(pg_catalog.@>) 2": "OPERATOR",
+		// array syntax however spelled (F3)
+		"SELECT ('{1,2}')::int[1] && ('{2}')::int[1]":               "[ ] (array types",
+		"SELECT CAST('{1}' AS int [ ])":                             "[ ] (array types",
+		"SELECT j['a'] FROM t":                                      "[ ] (array types",
+		"SELECT '{1}'::_inet":                                       "the array type _inet",
+		`SELECT '{1}'::"_int4"`:                                     "the array type _int4",
+		"SELECT '{1}'::pg_catalog._bit":                             "the array type _bit",
+		"SELECT CAST('{1}' AS _uuid)":                               "the array type _uuid",
+		"SELECT _int4 '{1}'":                                        "the array type _int4",
+		"SELECT _int8('{1}')":                                       "the array type _int8",
+		"SELECT * FROM jsonb_to_record('{}') AS r(a _int4)":         "the array type _int4",
+		"SELECT * FROM jsonb_to_record('{}') r(a int, b _text)":     "the array type _text",
+		"SELECT * FROM jsonb_to_record('{}') AS (a pg_catalog._t1)": "the array type _t1",
+		"SELECT '1 2'::int2vector":                                  "int2vector",
+		"SELECT '1'::oidvector":                                     "oidvector",
+		"SELECT parse_ident('a.b')":                                 "parse_ident",
+		// polygons and paths
+		"SELECT polygon(30000, circle '((0,0),1)') && polygon(30000, circle '((0.5,0),1)')": "polygon (a geometric type",
+		"SELECT '((0,0),(1,1))'::polygon <-> '((2,2),(3,3))'::polygon":                      "polygon (a geometric type",
+		"SELECT path '((0,0),(1,1))'":                                                       "path (a geometric type",
+		"SELECT CAST(x AS pg_catalog.path) FROM t":                                          "path (a geometric type",
+		"SELECT poly_distance(a, b) FROM t":                                                 "poly_distance (a geometric type",
+		"SELECT dist_ppoly(p, q) FROM t":                                                    "dist_ppoly",
+		"SELECT popen(x) FROM t":                                                            "popen",
+		"SELECT * FROM jsonb_to_record('{}') AS r(a polygon)":                               "polygon (a geometric type",
+		// session state DISCARD ALL keeps (F8)
+		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
+		"SELECT pg_catalog.setseed(0.5)": "setseed",
+	} {
+		_, why := sandbox.Screen(q, datasets.Postgres)
+		if !strings.Contains(why, want) || !strings.Contains(why, "not allowed") {
+			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
+		}
+	}
+	for _, q := range []string{
+		"SELECT strpos(time, ':') FROM laptimes", "SELECT position(':' IN time) FROM t", "SELECT replace(price, ',', '') FROM t",
+		"SELECT split_part(name, ' ', 1) FROM t", "SELECT count(*) FROM string_to_table(tags, ', ')",
+		"SELECT strpos(lower(title), 'orlando international airport') FROM t",
+		"SELECT trim(both ' ' from name), trim(name), trim(leading '0' from code), btrim(name), ltrim(name, '0') FROM t",
+		"SELECT translate(name, 'áéíóú', 'aeiou') FROM t", "SELECT rtrim(name, ' .,;') FROM t",
+		"SELECT count(*) FROM t WHERE name LIKE '%Computer Science%' AND code NOT LIKE 'x%'",
+		"SELECT time FROM laptimes WHERE time LIKE '_:%:__.___'", "SELECT name FROM a WHERE LOWER(name) ILIKE LOWER('%martin%')",
+		"SELECT name FROM a WHERE name LIKE '%a\\%%' ESCAPE '\\'", "SELECT name FROM a WHERE name LIKE 'abc' || 'def%'",
+		"SELECT code FROM t WHERE code LIKE 'AAAAAAAAAAAAAAAAAAAAAAAA%' OR code LIKE '%________________x%'",
+		"SELECT x FROM t WHERE y LIKE '%a" + strings.Repeat("\\_", 12) + "%' OR y LIKE '%a" + strings.Repeat("!_", 12) + "%' ESCAPE '!'",
+		"SELECT x::text LIKE '%a%' FROM t", "SELECT x FROM t WHERE y LIKE '%a%'::text", "SELECT x FROM t WHERE y ~~ '%a%'",
+		"SELECT position, Path FROM member WHERE position = 'President' ORDER BY path", "SELECT x AS path, y polygon FROM t",
+		"SELECT T1.Path FROM Solution AS T1 WHERE T1.Path LIKE '%github%'",
+		"SELECT count(*) FILTER (WHERE path IS NULL), row_number() OVER (ORDER BY path) FROM t",
+		"WITH c(n) AS (SELECT path FROM files) SELECT n FROM c", "SELECT a.path FROM (SELECT 1 AS path) a",
+		"SELECT * FROM t WHERE name ~ 'a{200}b' AND regexp_replace(x, y, '') = z", "SELECT '[1]' AS s, \"[x]\" FROM t",
+		"SELECT x FROM t -- [ comment ]", "SELECT x /* [ /* nested ] */ */ FROM t", "SELECT E'[\\']' AS s, $$[$$, $q$]$q$",
+		"SELECT _id, \"_id\" FROM t", "SELECT x::varchar(10), CAST(x AS numeric(10, 2)) FROM t",
+		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT jsonb_build_object('a', 1) -> 'a', j ? 'k' FROM t",
+		"SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", "SELECT random() FROM t ORDER BY random()",
+		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
+	} {
+		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
+			t.Errorf("%s\n  refused: %s", q, why)
+		}
+	}
+}
+
+// TestPostgresUnstoppableCatalog reads the server's own catalog for the functions and operators
+// of each class the screen refuses, so that one a release adds, or one spelled otherwise, is
+// not missed: every function behind PostgreSQL's quadratic text searches, containment, overlap
+// and jsonb key lists, called with a column as its second argument, and every operator over
+// them, with a column as its right operand, is refused; so is every function that makes a
+// polygon or a path or takes two of them, and every function that returns an array but those
+// (pgArrayMakers) whose arrays are bounded by the statement's text or are fixed.
+func TestPostgresUnstoppableCatalog(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	names := func(q string) []string {
+		t.Helper()
+		out, err := sandbox.QueryStrings(context.Background(), admin, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	const quadratic = `('textpos', 'byteapos', 'bitposition', 'replace_text', 'split_part', 'text_to_table', 'text_to_table_null',
+		'textlike', 'textnlike', 'texticlike', 'texticnlike', 'bytealike', 'byteanlike', 'namelike', 'namenlike', 'nameiclike',
+		'nameicnlike', 'bpcharlike', 'bpcharnlike', 'bpchariclike', 'bpcharicnlike', 'btrim', 'ltrim', 'rtrim', 'byteatrim',
+		'bytealtrim', 'byteartrim', 'translate', 'jsonb_contains', 'jsonb_contained', 'arraycontains', 'arraycontained',
+		'arrayoverlap', 'jsonb_exists_any', 'jsonb_exists_all', 'poly_overlap', 'poly_contain', 'poly_contained')`
+	refusedAll := func(what string, qs []string) {
+		t.Helper()
+		t.Logf("%s: %d statements", what, len(qs))
+		for _, q := range qs {
+			if _, why := sandbox.Screen(q, datasets.Postgres); why == "" {
+				t.Errorf("%s: %s passed the screen", what, q)
+			}
+		}
+		if len(qs) == 0 {
+			t.Errorf("%s: the catalog lists none", what)
+		}
+	}
+	var calls []string
+	for _, f := range names("SELECT DISTINCT p.proname FROM pg_proc p WHERE p.prolang = 12 AND p.pronargs >= 2 AND p.prosrc IN " + quadratic) {
+		calls = append(calls, fmt.Sprintf("SELECT %s(x, y) FROM t", f), fmt.Sprintf("SELECT pg_catalog.%q(x, y) FROM t", f))
+	}
+	refusedAll("the quadratic searches' functions", calls)
+	var ops []string
+	for _, o := range names("SELECT DISTINCT o.oprname FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode WHERE p.prosrc IN " + quadratic) {
+		ops = append(ops, fmt.Sprintf("SELECT x %s y FROM t", o))
+	}
+	refusedAll("their operators", ops)
+	var geo []string
+	for _, f := range names(`SELECT DISTINCT p.proname FROM pg_proc p
+		WHERE p.prorettype IN ('polygon'::regtype, 'path'::regtype)
+		   OR (SELECT count(*) FROM unnest(p.proargtypes) a WHERE a IN ('polygon'::regtype, 'path'::regtype)) >= 2`) {
+		geo = append(geo, fmt.Sprintf("SELECT %s(x, y) FROM t", f))
+	}
+	refusedAll("the functions that make or compare polygons and paths", geo)
+	var arrays []string
+	for _, f := range names(`SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_type r ON r.oid = p.prorettype
+		WHERE p.pronamespace = 'pg_catalog'::regnamespace AND (r.typcategory = 'A' OR r.typname IN ('anyarray', 'anycompatiblearray'))`) {
+		if !pgArrayMakers[f] {
+			arrays = append(arrays, fmt.Sprintf("SELECT %s(x) FROM t", f))
+		}
+	}
+	refusedAll("the functions that return arrays", arrays)
+}
+
+// pgArrayMakers are the functions of pg_catalog that return an array the screen lets through,
+// each bounded: by the statement's text (a constant coerced to an array parameter:
+// percentile_cont('{0.5,0.9}'), a regular expression's groups, which PostgreSQL caps, one
+// word's lexemes), by a fixed size (the aggregates' transition states, a default ACL, the
+// search path), or taking an array, which the screen refuses to make, or an enum, which no task
+// has.
+var pgArrayMakers = map[string]bool{
+	"regexp_match": true, "regexp_matches": true, "ts_lexize": true, "percentile_cont": true, "percentile_disc": true,
+	"percentile_cont_float8_multi_final": true, "percentile_cont_interval_multi_final": true, "percentile_disc_multi_final": true,
+	"current_schemas": true, "acldefault": true, "enum_range": true,
+	"float4_accum": true, "float8_accum": true, "float8_combine": true, "float8_regr_accum": true, "float8_regr_combine": true,
+	"int2_avg_accum": true, "int2_avg_accum_inv": true, "int4_avg_accum": true, "int4_avg_accum_inv": true, "int4_avg_combine": true,
+	"interval_accum": true, "interval_accum_inv": true, "interval_combine": true,
+	"aclinsert": true, "aclremove": true, "max": true, "min": true, "trim_array": true,
+}

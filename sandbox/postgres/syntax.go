@@ -1,0 +1,449 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+)
+
+// pgStmt is a statement's tokens with, for each opening parenthesis, the index of the one
+// that closes it (len(toks) when none does), so that every rule below skips a parenthesised
+// part in one step and screening stays linear in the statement's length.
+type pgStmt struct {
+	toks  []pgToken
+	close []int
+}
+
+// newPGStmt lexes q and matches its parentheses.
+func newPGStmt(q string) *pgStmt {
+	s := &pgStmt{toks: pgLex(q)}
+	s.close = make([]int, len(s.toks))
+	var open []int
+	for i, t := range s.toks {
+		s.close[i] = -1
+		switch {
+		case t.is("("):
+			open = append(open, i)
+		case t.is(")") && len(open) > 0:
+			s.close[open[len(open)-1]] = i
+			open = open[:len(open)-1]
+		}
+	}
+	for _, i := range open {
+		s.close[i] = len(s.toks)
+	}
+	return s
+}
+
+// at is toks[i], or a token of no kind past either end.
+func (s *pgStmt) at(i int) pgToken {
+	if i < 0 || i >= len(s.toks) {
+		return pgToken{kind: -1}
+	}
+	return s.toks[i]
+}
+
+// skip is the index after the parenthesised part that starts at i, or i+1.
+func (s *pgStmt) skip(i int) int {
+	if i < len(s.toks) && s.close[i] >= 0 {
+		return s.close[i] + 1
+	}
+	return i + 1
+}
+
+// is reports whether t is punctuation or an operator spelled x.
+func (t pgToken) is(x string) bool { return (t.kind == pgPunct || t.kind == pgOp) && t.text == x }
+
+// word reports whether t is the unquoted word w.
+func (t pgToken) word(w string) bool { return t.kind == pgWord && t.text == w }
+
+// name reports whether t names something (a word or a quoted identifier).
+func (t pgToken) name() bool { return t.kind == pgWord || t.kind == pgQuoted }
+
+// pgSpan is the tokens from i up to (not including) j.
+type pgSpan struct{ i, j int }
+
+// pgTokenRules refuses, by the statement's tokens (strings, quoted identifiers and comments
+// told apart as the server's lexer does), what PostgreSQL cannot stop at the deadline and no
+// name alone shows: array syntax (brackets; _int4-style type names wherever a type is named),
+// polygons and paths, the containment and overlap operators and jsonb key lists, the text
+// searches whose search string, pattern or set is not a constant costing at most pgMaxPasses
+// (search.go), OPERATOR(…), which could spell any operator, and setseed, whose seed outlives
+// the session's reset.
+func pgTokenRules(s *pgStmt) string {
+	for i, t := range s.toks {
+		var reason string
+		switch t.kind {
+		case pgPunct:
+			reason = s.punctRule(i)
+		case pgOp:
+			reason = s.operatorRule(i)
+		case pgWord, pgQuoted:
+			reason = s.nameRule(i)
+		}
+		if reason != "" {
+			return reason
+		}
+	}
+	return ""
+}
+
+// punctRule: brackets (array types and subscripts), a type after ::, a column definition
+// list after a function in FROM.
+func (s *pgStmt) punctRule(i int) string {
+	switch s.toks[i].text {
+	case "[", "]":
+		return pgCannotStop("[ ] (array types such as int[] and int[1], and subscripts: array functions loop over every element without checking for interrupts)")
+	case "::":
+		return pgTypeRule(s.typeName(i + 1))
+	case "(":
+		return s.columnDefs(i)
+	}
+	return ""
+}
+
+// operatorRule: the containment, overlap and jsonb key-list operators, and ~~ (LIKE).
+func (s *pgStmt) operatorRule(i int) string {
+	op := s.toks[i].text
+	switch {
+	case strings.Contains(op, "@>"), strings.Contains(op, "<@"):
+		return pgCannotStop(op + pgWhyContainment)
+	case strings.Contains(op, "&&"):
+		return pgCannotStop(op + pgWhyOverlap)
+	case strings.Contains(op, "?|"), strings.Contains(op, "?&"):
+		return pgCannotStop(op + pgWhyKeyLists)
+	case strings.Contains(op, "~~"):
+		return s.needleRule(op, pgLike, pgSpan{i + 1, s.operandEnd(i + 1)}, '\\')
+	}
+	return ""
+}
+
+// The reasons of the refused operators.
+const (
+	pgWhyContainment = " (containment: jsonb and array containment compare every pair of elements without checking for interrupts)"
+	pgWhyOverlap     = " (overlap: of arrays and of polygons, it compares every pair of elements without checking for interrupts)"
+	pgWhyKeyLists    = " (jsonb key lists: each key is looked for in every element of a jsonb array without checking for interrupts)"
+)
+
+// nameRule: LIKE and ILIKE, OPERATOR(…), CAST(… AS type), RETURNING type, a typed constant
+// (polygon '…'), and a call.
+func (s *pgStmt) nameRule(i int) string {
+	t, next := s.toks[i], s.at(i+1)
+	if t.kind == pgWord {
+		switch t.text {
+		case "like", "ilike":
+			end := s.operandEnd(i + 1)
+			esc := int('\\')
+			if s.at(end).word("escape") {
+				v, ok := s.literal(pgSpan{end + 1, s.operandEnd(end + 1)})
+				switch {
+				case !ok || len(v) > 1 || len(v) == 1 && v[0] >= 0x80:
+					return "refused: LIKE with an ESCAPE that is not a one-character string constant is not allowed on PostgreSQL (the screen reads a pattern by its escape character)"
+				case v == "":
+					esc = -1
+				default:
+					esc = int(v[0])
+				}
+			}
+			return s.needleRule(strings.ToUpper(t.text), pgLike, pgSpan{i + 1, end}, esc)
+		case "operator":
+			if next.is("(") {
+				return "refused: OPERATOR(…) is not allowed on PostgreSQL (it names an operator by its schema, which the screen cannot check)"
+			}
+		case "cast":
+			if next.is("(") {
+				// the last AS at the call's own depth: CAST(x AS polygon)
+				for j := i + 2; j < s.close[i+1]; j = s.skip(j) {
+					if s.toks[j].word("as") {
+						if reason := pgTypeRule(s.typeName(j + 1)); reason != "" {
+							return reason
+						}
+					}
+				}
+			}
+		case "returning":
+			return pgTypeRule(s.typeName(i + 1))
+		}
+	}
+	switch {
+	case next.kind == pgString:
+		return pgTypeRule(t.text)
+	case next.is("("):
+		return s.callRule(i)
+	}
+	return ""
+}
+
+// typeName is the type named from toks[i] on (schema.type: the type), or "".
+func (s *pgStmt) typeName(i int) string {
+	name := ""
+	for ; s.at(i).name(); i += 2 {
+		name = s.toks[i].text
+		if !s.at(i + 1).is(".") {
+			break
+		}
+	}
+	return name
+}
+
+// pgTypeRule refuses the types of values PostgreSQL cannot stop working on: array types
+// (_int4, _text, …: every type has one, a table's row type too) and the geometric types of any
+// number of points.
+func pgTypeRule(name string) string {
+	switch {
+	case strings.HasPrefix(name, "_"):
+		return pgCannotStop("the array type " + name + pgWhyArrays)
+	case name == "polygon" || name == "path":
+		return pgCannotStop(name + pgWhyGeometric)
+	}
+	return ""
+}
+
+// pgWhyGeometric says why polygons and paths are refused.
+const pgWhyGeometric = " (a geometric type of any number of points: the operators between two of them compare every pair of edges without checking for interrupts)"
+
+// columnDefs checks the types of a column definition list, the ( at toks[i] after a function
+// in FROM (f(x) AS t(a int, b text), f(x) AS (a int), JSON_TABLE's COLUMNS (…)): the second
+// name of each entry is its type.
+func (s *pgStmt) columnDefs(i int) string {
+	prev, prev2, first := s.at(i-1), s.at(i-2), s.at(i+1)
+	defs := prev.word("columns") ||
+		prev.name() && !pgNotAlias[prev.text] && (prev2.is(")") || prev2.word("as")) ||
+		prev.word("as") && prev2.is(")")
+	if !defs || !first.name() || pgNotAlias[first.text] {
+		return ""
+	}
+	for _, e := range s.args(pgSpan{i + 1, s.close[i]}) {
+		if e.j-e.i > 1 && s.toks[e.i].name() {
+			if reason := pgTypeRule(s.typeName(e.i + 1)); reason != "" {
+				return reason
+			}
+		}
+	}
+	return ""
+}
+
+// pgNotAlias are keywords right before or after a ( that opens no column definition list: a
+// window, a filter, a subquery, an expression.
+var pgNotAlias = map[string]bool{
+	"and": true, "or": true, "not": true, "over": true, "filter": true, "within": true, "in": true, "exists": true,
+	"any": true, "all": true, "some": true, "on": true, "using": true, "when": true, "then": true, "else": true,
+	"select": true, "with": true, "values": true, "table": true, "where": true, "order": true, "partition": true,
+	"distinct": true, "case": true, "lateral": true, "join": true, "from": true, "is": true, "between": true, "like": true,
+	"ilike": true, "by": true, "group": true, "having": true, "union": true, "intersect": true, "except": true,
+}
+
+// callRule checks the call of toks[i] (toks[i+1] is its "("): the functions refused by name,
+// and the text searches, by their search string, pattern or set.
+func (s *pgStmt) callRule(i int) string {
+	name := s.toks[i].text
+	if reason := pgRefusedCall(name); reason != "" {
+		return reason
+	}
+	inner := pgSpan{i + 2, s.close[i+1]}
+	args := s.args(inner)
+	if c, ok := pgSearchCalls[name]; ok {
+		if len(args) > 1 {
+			return s.needleRule(name, c.kind, args[1], c.esc)
+		}
+		return ""
+	}
+	switch name {
+	case "position": // position(search IN text), or pg_catalog.position(text, search)
+		if j := s.find(inner, "in"); j >= 0 {
+			return s.needleRule(name, pgSubstring, pgSpan{inner.i, j}, -1)
+		}
+		if len(args) > 1 {
+			return s.needleRule(name, pgSubstring, args[1], -1)
+		}
+	case "trim": // trim([both|leading|trailing] [set] from text [, set]), trim(text [, set])
+		if t := s.at(inner.i); t.word("both") || t.word("leading") || t.word("trailing") {
+			inner.i++
+		}
+		if j := s.find(inner, "from"); j >= 0 {
+			if j > inner.i {
+				if reason := s.needleRule(name, pgCharSet, pgSpan{inner.i, j}, -1); reason != "" {
+					return reason
+				}
+			}
+			inner.i = j + 1
+		}
+		if rest := s.args(inner); len(rest) > 1 {
+			return s.needleRule(name, pgCharSet, rest[1], -1)
+		}
+	}
+	return ""
+}
+
+// find is the index of the word w in sp outside its parentheses, or -1.
+func (s *pgStmt) find(sp pgSpan, w string) int {
+	for j := sp.i; j < sp.j; j = s.skip(j) {
+		if s.toks[j].word(w) {
+			return j
+		}
+	}
+	return -1
+}
+
+// pgSearchCall is how a text search function searches and, for LIKE's, its escape
+// character.
+type pgSearchCall struct {
+	kind pgSearchKind
+	esc  int
+}
+
+// pgSearchCalls are the functions of PostgreSQL's uninterruptible text searches whose second
+// argument is what they search for.
+var pgSearchCalls = func() map[string]pgSearchCall {
+	m := map[string]pgSearchCall{}
+	for _, n := range strings.Fields("strpos replace split_part string_to_table") {
+		m[n] = pgSearchCall{pgSubstring, -1}
+	}
+	for _, n := range strings.Fields("btrim ltrim rtrim translate") {
+		m[n] = pgSearchCall{pgCharSet, -1}
+	}
+	// LIKE's functions, called by name, escape with a backslash.
+	for _, n := range strings.Fields(`like notlike textlike textnlike texticlike texticnlike bytealike byteanlike
+		namelike namenlike nameiclike nameicnlike bpcharlike bpcharnlike bpchariclike bpcharicnlike`) {
+		m[n] = pgSearchCall{pgLike, '\\'}
+	}
+	return m
+}()
+
+// pgRefusedCall refuses by name the functions behind the refused operators and types, the
+// array type casts written as calls (_int4('{1}')), parse_ident (an array of any length from
+// a text) and setseed, whose seed outlives the session's reset.
+func pgRefusedCall(name string) string {
+	switch {
+	case name == "setseed":
+		return "refused: setseed is not allowed on PostgreSQL (the seed outlives the statement on the server's session, which neither ROLLBACK nor DISCARD ALL resets, so a later episode's random(), another task's too, would follow it)"
+	case strings.HasPrefix(name, "_"):
+		return pgCannotStop("the array type " + name + pgWhyArrays)
+	case name == "parse_ident":
+		return pgCannotStop("parse_ident (it makes an array of any length from a text, and array functions loop over every element without checking for interrupts)")
+	case pgGeometricCalls[name], strings.HasPrefix(name, "poly_"), strings.HasPrefix(name, "path_"):
+		return pgCannotStop(name + pgWhyGeometric)
+	case name == "jsonb_contains", name == "jsonb_contained", name == "arraycontains", name == "arraycontained":
+		return pgCannotStop(name + pgWhyContainment)
+	case name == "arrayoverlap":
+		return pgCannotStop(name + pgWhyOverlap)
+	case name == "jsonb_exists_any", name == "jsonb_exists_all":
+		return pgCannotStop(name + pgWhyKeyLists)
+	}
+	return ""
+}
+
+// pgGeometricCalls are the functions that make polygons and paths, or take them, named
+// otherwise than poly_… and path_….
+var pgGeometricCalls = map[string]bool{
+	"polygon": true, "path": true, "popen": true, "pclose": true, "dist_cpoly": true, "dist_polyc": true,
+	"dist_polyp": true, "dist_ppoly": true, "dist_pathp": true, "dist_ppath": true, "on_ppath": true,
+}
+
+// needleRule refuses the text search fn whose search string, pattern or set, sp, is not a
+// constant (literal), or costs more than pgMaxPasses comparisons per character of the text it
+// is searched in.
+func (s *pgStmt) needleRule(fn string, kind pgSearchKind, sp pgSpan, esc int) string {
+	what, how := "search string", "compares the search string at every position of the text"
+	switch kind {
+	case pgLike:
+		what, how = "pattern", "tries the pattern at every position of the text"
+	case pgCharSet:
+		what, how = "set of characters", "compares every character of the text with every character of the set"
+	}
+	const instead = "or a regular expression (~, ~*, regexp_replace, substring(x from '…')), which PostgreSQL can stop"
+	v, ok := s.literal(sp)
+	if !ok {
+		return fmt.Sprintf("refused: %s with a %s that is not a string constant cannot be stopped at the deadline on PostgreSQL (it %s without checking for interrupts, so its time is the product of their lengths), so it is not allowed; write it as a string constant ('…'), %s", fn, what, how, instead)
+	}
+	if p := pgSearchPasses(kind, v, esc); p > pgMaxPasses {
+		if len(v) > 40 {
+			v = v[:40] + "…"
+		}
+		return fmt.Sprintf("refused: %s with the %s %q cannot be stopped at the deadline on PostgreSQL (it %s without checking for interrupts, and this one may take over %d comparisons per character of the text), so it is not allowed; use a shorter or less repetitive one, %s", fn, what, v, how, pgMaxPasses, instead)
+	}
+	return ""
+}
+
+// literal evaluates sp as a constant the screen can measure: plain string constants joined
+// by ||, inside lower(), upper() and parentheses, cast to a text type. ok is false for anything
+// else (a column, another function's result, an E” or $$ string, a number).
+func (s *pgStmt) literal(sp pgSpan) (string, bool) {
+	var b strings.Builder
+	i := sp.i
+	for {
+		switch t := s.at(i); {
+		case i >= sp.j:
+			return "", false
+		case t.kind == pgString && t.plain:
+			b.WriteString(t.text)
+			i++
+		case (t.word("lower") || t.word("upper")) && s.at(i+1).is("("), t.is("("):
+			if !t.is("(") {
+				i++
+			}
+			inner, ok := s.literal(pgSpan{i + 1, s.close[i]})
+			if !ok || s.close[i] >= sp.j {
+				return "", false
+			}
+			b.WriteString(inner)
+			i = s.close[i] + 1
+		default:
+			return "", false
+		}
+		for i+1 < sp.j && s.at(i).is("::") && s.at(i+1).kind == pgWord && pgTextTypes[s.at(i+1).text] {
+			i += 2
+		}
+		if i == sp.j {
+			return b.String(), true
+		}
+		if !s.at(i).is("||") {
+			return "", false
+		}
+		i++
+	}
+}
+
+// pgTextTypes are the types a constant may be cast to and still be measured as written.
+var pgTextTypes = map[string]bool{"text": true, "varchar": true, "bpchar": true, "char": true, "character": true, "name": true, "bytea": true}
+
+// operandEnd is the index of the first token after the right operand of LIKE or ~~ that
+// starts at toks[i]: outside parentheses, a comma, a closing parenthesis, a semicolon, a
+// comparison, or a word (a keyword: AND, ESCAPE, THEN; or a column, which makes the operand no
+// constant) other than lower, upper and a type after ::.
+func (s *pgStmt) operandEnd(i int) int {
+	for i < len(s.toks) {
+		t := s.toks[i]
+		switch {
+		case t.is("("):
+			i = s.skip(i)
+			continue
+		case t.is(")"), t.is(","), t.is(";"), t.kind == pgOp && pgComparisons[t.text]:
+			return i
+		case t.is("::"):
+			i++ // the type's name
+		case t.kind == pgWord && t.text != "lower" && t.text != "upper":
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// pgComparisons bind more loosely than LIKE: they end its operand.
+var pgComparisons = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true}
+
+// args splits sp at its commas outside parentheses.
+func (s *pgStmt) args(sp pgSpan) []pgSpan {
+	if sp.j <= sp.i {
+		return nil
+	}
+	var out []pgSpan
+	start := sp.i
+	for j := sp.i; j < sp.j; j = s.skip(j) {
+		if s.toks[j].is(",") {
+			out = append(out, pgSpan{start, j})
+			start = j + 1
+		}
+	}
+	return append(out, pgSpan{start, sp.j})
+}
