@@ -298,23 +298,44 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 }
 
 // TestPostgresSessionReset: what a statement leaves in its session beyond the transaction (a
-// prepared statement, settings, advisory locks, a changed role) is gone at the next execution
-// on the pooled connection, which keeps its task's search_path.
+// prepared statement, settings, advisory locks, a changed role, random()'s seed, which DISCARD
+// ALL keeps) is gone at the next execution on the pooled connection, which keeps its task's
+// search_path. The screen refuses setseed besides.
 func TestPostgresSessionReset(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schemas := pgHostileSchemas(t, admin, 2)
 	_, _, dbs := pgHostileConnector(t, schemas)
 	raw := func(db sandbox.DB, q string) *sandbox.Result { t.Helper(); return rawRun(t, db, q) }
+	// random() right after setseed(0.5) on a session of its own: what another task would see.
+	conn, err := admin.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seeded float64
+	if _, err := conn.ExecContext(context.Background(), "SELECT setseed(0.5)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(context.Background(), "SELECT random()").Scan(&seeded); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if r := sandboxtest.MustExec(t, dbs[0], "SELECT setseed(0.5)", sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "DISCARD ALL") {
+		t.Errorf("setseed through the screen: %+v", r)
+	}
 	for i := 0; i < 2*pgMaxStatements; i++ { // over the pool's connections
 		db := dbs[i%2]
 		if r := raw(db, "PREPARE i26pg_p AS SELECT 1"); !r.OK() && !strings.Contains(r.Error, "already exists") {
 			t.Fatalf("prepare: %+v", r)
 		}
-		raw(db, "SELECT pg_advisory_lock(26), set_config('work_mem', '1GB', false)")
+		raw(db, "SELECT pg_advisory_lock(26), set_config('work_mem', '1GB', false), setseed(0.5)")
 		r := raw(dbs[(i+1)%2], `SELECT (SELECT count(*) FROM pg_prepared_statements), current_setting('work_mem') <> '1GB',
-			(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), current_schema(), session_user = current_user`)
+			(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), current_schema(), session_user = current_user,
+			random()`)
 		if !r.OK() || r.Rows[0][0] != int64(0) || r.Rows[0][1] != true || r.Rows[0][2] != int64(0) || r.Rows[0][3] != schemas[(i+1)%2] || r.Rows[0][4] != false {
 			t.Fatalf("after one execution's session state, the next sees %+v", r)
+		}
+		if r.Rows[0][5] == seeded {
+			t.Fatalf("after setseed(0.5) in task %s, task %s's random() is %v, the seeded one", schemas[i%2], schemas[(i+1)%2], seeded)
 		}
 	}
 }

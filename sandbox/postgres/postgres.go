@@ -182,9 +182,12 @@ func (p *pgDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions)
 // pgResetSession is what ends each execution: the rollback, then everything DISCARD ALL does
 // (which cannot share a message with the ROLLBACK), so that nothing of one execution's session
 // state (settings, advisory locks, prepared statements, cursors, LISTEN, temporary objects,
-// sequence state) reaches the next execution on the pooled connection, whatever its task.
+// sequence state) reaches the next execution on the pooled connection, whatever its task; and
+// a new seed for random() from the server's strong random source (gen_random_uuid), since
+// DISCARD ALL keeps the seed a setseed left (which the screen refuses too).
 const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; " +
-	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; " +
+	"SELECT pg_catalog.setseed(('x' || pg_catalog.left(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 8))::bit(32)::int / 2147483648.0)"
 
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement that gets none by its deadline fails with
