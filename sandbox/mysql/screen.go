@@ -7,14 +7,29 @@ import (
 )
 
 // mysqlScreen are MySQL's and MariaDB's own refusals: @@ system variables, the calls MariaDB
-// cannot interrupt, and EXPLAIN FOR CONNECTION.
+// cannot interrupt, EXPLAIN FOR CONNECTION, and the role catalogs.
 func mysqlScreen() sandbox.ScreenRules {
 	return sandbox.ScreenRules{Text: func(lower string) string {
 		if strings.Contains(lower, "@@") {
 			return "refused: @@ system variables describe the server, not the task's data"
 		}
 		return mysqlDenied(lower)
+	}, Word: func(w string) string {
+		if mysqlRoleCatalogs[w] {
+			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
+		}
+		return ""
 	}}
+}
+
+// mysqlRoleCatalogs are the information_schema tables of roles. Every task's executions log in
+// as the one reader, granted a role per loaded database (reader/db_id) and enabling its own:
+// MariaDB's APPLICABLE_ROLES lists them all, so it names every other task's database (not its
+// rows); MySQL 8 adds ADMINISTRABLE_ROLE_AUTHORIZATIONS and the ROLE_*_GRANTS tables, of the
+// same roles. ENABLED_ROLES shows only the task's own role, and nothing Text-to-SQL needs.
+var mysqlRoleCatalogs = map[string]bool{
+	"applicable_roles": true, "enabled_roles": true, "administrable_role_authorizations": true,
+	"role_table_grants": true, "role_column_grants": true, "role_routine_grants": true,
 }
 
 // mysqlDeniedCalls are the MariaDB/MySQL functions refused where they are called (the name,
