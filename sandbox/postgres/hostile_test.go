@@ -340,6 +340,32 @@ func TestPostgresSessionReset(t *testing.T) {
 	}
 }
 
+// TestPostgresStandardStrings: every execution reads '…' with standard_conforming_strings on,
+// as the screen lexes it (a backslash is itself, never an escaped quote that would hide the
+// rest of the statement from the screen inside a string), even where the reader's role
+// defaults it off.
+func TestPostgresStandardStrings(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	c, reader, _ := pgHostileConnector(t, schemas)
+	c.Close()
+	if _, err := admin.Exec(`ALTER ROLE "` + reader + `" SET standard_conforming_strings = off`); err != nil {
+		t.Fatal(err)
+	}
+	// A Connector of its own, whose connections start with the role's default.
+	c = &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}}
+	defer c.Close()
+	db, err := c.Open(context.Background(), datasets.Postgres, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if r := rawRun(t, db, `SELECT current_setting('standard_conforming_strings'), length('\\')`); !r.OK() || r.Rows[0][0] != "on" || r.Rows[0][1] != int64(2) {
+			t.Fatalf("with the role's default off: %+v", r)
+		}
+	}
+}
+
 // TestPostgresConnectionCap: a Connector over 24 databases under concurrent load (fast reads,
 // sleeps, timeouts, oversized results, a runaway) never has more connections on the server than
 // its statement cap plus the control connection, counted in pg_stat_activity by its own reader;

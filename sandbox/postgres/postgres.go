@@ -208,7 +208,9 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	defer conn.Close()
 	ms := max(timeout.Milliseconds(), 1)
 	idle := (timeout + sandbox.ServerGrace + sandbox.CleanupTimeout).Milliseconds() // the client is gone by then
-	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s",
+	// standard_conforming_strings as the screen lexes strings (pgLex: a backslash in '…' is
+	// itself), whatever a role or database default says.
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s; SET LOCAL standard_conforming_strings = on",
 		ms, idle, sandbox.QuoteIdent(datasets.Postgres, p.schema))
 	if p.role != "" {
 		// The task's own role: no other task's schema, no session of the login's.
