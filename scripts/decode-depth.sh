@@ -104,11 +104,11 @@ for r in $(seq 1 "$ROUNDS"); do
 			g=$GGUF-$dt.gguf
 			[[ $dt == q8 ]] && g=$GGUF-q8_0.gguf
 			f=$OUT/r$r-$dt-d0-llama.json
-			[[ $probe == 1 ]] && "$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read0.json"
-			"$LLAMA/llama-bench" -m "$g" -t "$THREADS" -p 0 -n "$GEN" -r 1 -o json >"$f" 2>/dev/null
+			[[ $probe == 1 ]] && nice -n "${NICE:-0}" "$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read0.json"
+			nice -n "${NICE:-0}" "$LLAMA/llama-bench" -m "$g" -t "$THREADS" -p 0 -n "$GEN" -r 1 -o json >"$f" 2>/dev/null
 			read=-
 			if [[ $probe == 1 ]]; then
-				"$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read1.json"
+				nice -n "${NICE:-0}" "$STUDENT" bench --read-passes 1 --threads "$THREADS" --json >"${f%.json}-read1.json"
 				read=$(python3 -c 'import json,sys; print(round(max(json.load(open(a))["read_gb_s"] for a in sys.argv[1:]), 1))' "${f%.json}-read0.json" "${f%.json}-read1.json")
 			fi
 			ts=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))[0]["avg_ts"], 2))' "$f")
@@ -135,7 +135,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done | tee "$OUT/runs.txt"
 
-python3 - "$OUT/runs.txt" "$OUT" "$STUDENT" <<'EOF'
+name0=$STUDENT
+[[ -n ${ARGS:-} ]] && name0="$STUDENT[${ARGS// /_}]"
+python3 - "$OUT/runs.txt" "$OUT" "$name0" <<'EOF'
 import glob, json, statistics, sys
 cells, ratios, reads = {}, {}, {}
 runs = {}  # (round, dtype, binary) -> (depth 0 tok/s, read GB/s or None)
@@ -148,7 +150,7 @@ for line in open(sys.argv[1]):
     cells.setdefault((b, dt, int(d)), []).append(float(ts))
     if rest and rest[0] != "-":
         ratios.setdefault((b, dt, int(d)), []).append(float(rest[0]))
-    if len(rest) > 1 and rest[1] != "-" and int(d) == 0:
+    if len(rest) > 1 and rest[1] != "-" and int(d) == 0 and b != "llama.cpp":
         reads.setdefault(int(rnd), []).append(float(rest[1]))
 med = {k: statistics.median(v) for k, v in cells.items()}
 print("# medians: binary dtype depth tok/s (runs) [depth/depth0: paired median ratio (runs) or ratio of medians] [/llama.cpp depth 0]")

@@ -60,7 +60,9 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the tests (pprof) to this file")
 	fs.IntVar(&readPasses, "read-passes", 0, "measure only the memory read bandwidth, in this many passes (no model; with --threads, --json)")
 	return func(ctx context.Context, c *cli.Call) error {
-		if readPasses != 0 {
+		readOnlySet := false
+		fs.Visit(func(f *flag.Flag) { readOnlySet = readOnlySet || f.Name == "read-passes" })
+		if readOnlySet {
 			return readOnly(ctx, c, fs, readPasses, wf.threads, asJSON)
 		}
 		if o.Model == "" {

@@ -234,6 +234,8 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--kv", "bf16", "--backend", "cuda"}, 2, "cpu backend option"},
 			{[]string{"--read-passes", "1", "--model", model, "--gen", "4"}, 2, "--gen, --model: not with --read-passes"},
 			{[]string{"--read-passes", "-1"}, 2, "--read-passes -1, --threads 0: want at least one pass"},
+			{[]string{"--read-passes", "0", "--model", model}, 2, "--model: not with --read-passes"},
+			{[]string{"--read-passes", "0"}, 2, "--read-passes 0, --threads 0: want at least one pass"},
 		}
 		for _, c := range cases {
 			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append([]string{"bench"}, c.args...)...))
