@@ -100,10 +100,12 @@ type Reply struct {
 type Options struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
-	TopK        int      `json:"top_k,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
-	Seed        *int64   `json:"seed,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
+	// TopK keeps the k most likely tokens; a negative TopK asks for no top-k cut, whatever the
+	// policy's default (the student runtime honours it; a teacher is sent no top_k).
+	TopK      int      `json:"top_k,omitempty"`
+	MaxTokens int      `json:"max_tokens,omitempty"`
+	Seed      *int64   `json:"seed,omitempty"`
+	Stop      []string `json:"stop,omitempty"`
 }
 
 // Float returns a pointer to v, for Options fields.

@@ -172,8 +172,11 @@ func (s *Student) Request(prompt []int, opts chat.Options) (generate.Request, er
 	if opts.TopP != nil {
 		req.TopP = *opts.TopP
 	}
-	if opts.TopK > 0 {
+	switch {
+	case opts.TopK > 0:
 		req.TopK = opts.TopK
+	case opts.TopK < 0:
+		req.TopK = 0 // no cut, whatever the default
 	}
 	if opts.Seed != nil {
 		req.Seed = *opts.Seed

@@ -293,3 +293,33 @@ func TestLogProbsAreGenerates(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestDefaults: Request fills the fields opts leaves unset from the student's sampling
+// defaults and keeps the ones opts sets; a negative TopK asks for no top-k cut over a default
+// one (student serve's top_k 0 and -1).
+func TestRequestDefaults(t *testing.T) {
+	s, err := New(gentest.NewToy(gentest.ByteVocab, 4096), gentest.ByteTokenizer{},
+		Config{ModelID: "toy", Sampling: Sampling{Temperature: 0.7, TopP: 0.8, TopK: 20, MaxTokens: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, c := range []struct {
+		opts            chat.Options
+		temp, topP      float64
+		topK, maxTokens int
+	}{
+		{chat.Options{}, 0.7, 0.8, 20, 9},
+		{chat.Options{Temperature: chat.Float(0), TopP: chat.Float(1), TopK: 5, MaxTokens: 3}, 0, 1, 5, 3},
+		{chat.Options{TopK: -1}, 0.7, 0.8, 0, 9},
+	} {
+		req, err := s.Request([]int{1, 2}, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Temperature != c.temp || req.TopP != c.topP || req.TopK != c.topK || req.MaxTokens != c.maxTokens {
+			t.Errorf("%+v: temperature %g, top_p %g, top_k %d, max tokens %d; want %g, %g, %d, %d",
+				c.opts, req.Temperature, req.TopP, req.TopK, req.MaxTokens, c.temp, c.topP, c.topK, c.maxTokens)
+		}
+	}
+}
