@@ -59,11 +59,12 @@ type ColumnNormaliser func(cols []*sql.ColumnType) []func(any) any
 // Collect runs query on db and gathers columns, the rows opts keeps (opts.Filter, then
 // opts.MaxRows; the other options are the caller's) and their total, into a Result of
 // OutcomeOK; any error of the query or its rows is returned as it is, with what was gathered.
-// norm maps driver values per column; nil means Normalise. Rows kept past MaxResultBytes end it
-// with errResultTooLarge; rows only counted or skipped are dropped as they come, and each row
-// taken restarts the reply window of the connection db reads through (when db is a *sql.Conn of
-// a pool opened with TrackReplies), so they stream however many there are. Every engine's Exec,
-// and any test engine, gathers its rows here.
+// norm maps driver values per column; nil means Normalise. Rows kept past MaxResultBytes (by
+// rowSize) end it with errResultTooLarge; rows only counted or skipped are dropped as they come,
+// and each row taken restarts the reply window of the connection db reads through (when db is a
+// *sql.Conn of a pool opened with TrackReplies) at the bytes kept, so that they stream however
+// many there are while what is kept and the row being read stay within MaxResultBytes together.
+// Every engine's Exec, and any test engine, gathers its rows here.
 func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, norm ColumnNormaliser) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
@@ -90,7 +91,7 @@ func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, no
 	maxRows, kept := opts.MaxRows, 0
 	win := replyWindow(db)
 	for rows.Next() {
-		win.rowTaken()
+		win.rowTaken(kept)
 		res.Total++
 		if maxRows > 0 && len(res.Rows) >= maxRows && opts.Filter == nil {
 			res.Truncated = true
@@ -114,9 +115,7 @@ func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, no
 			}
 			continue
 		}
-		for _, v := range vals {
-			kept += cellSize(v)
-		}
+		kept += rowSize(vals)
 		if kept > MaxResultBytes {
 			return res, errResultTooLarge
 		}

@@ -9,12 +9,13 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// MaxResultBytes bounds what one statement's result may hold in this process at once: the cells
-// it keeps (every engine; a judged prediction keeps all its rows) and, on the server engines,
-// what the driver holds of the server's reply (replyLimitConn: what was read since the request
-// or since Collect took the last row, one row). A statement the policy writes may ask for a
+// MaxResultBytes bounds what one statement's result may hold in this process at once: the rows
+// it keeps (every engine, counted by rowSize; the judge keeps what its verdict needs) and, on the
+// server engines, together with them, what the driver holds of the server's reply
+// (replyLimitConn: what was read since the request or since Collect took the last row, one row). A statement the policy writes may ask for a
 // gigabyte a row (repeat('x', 1e9) in ten columns) or keep millions of rows; it gets an error
 // instead of exhausting the memory of a run with dozens of executions in flight. Rows that are
 // only counted stream through, however many (the statement's deadline bounds them), so a result
@@ -30,29 +31,38 @@ func TooLarge(res *Result) *Result {
 	return &Result{Outcome: OutcomeError, Error: errResultTooLarge.Error(), Duration: res.Duration}
 }
 
-// cellSize is roughly the memory v takes in a Result row.
-func cellSize(v any) int {
-	switch x := v.(type) {
-	case string:
-		return 16 + len(x)
-	case []byte:
-		return 24 + len(x)
+// rowSize is roughly the heap a kept Result row takes: its entry in Result.Rows with the slack
+// of append's doubling (48 bytes), and per cell its interface slot (16) and the value it boxes:
+// 8 bytes for a number or a bool, 24 for a time, a string's or a slice's header and its bytes
+// (a result of ten million one-integer rows measured about 80 bytes of heap a row).
+func rowSize(row []any) int {
+	n := 48
+	for _, v := range row {
+		n += 16
+		switch x := v.(type) {
+		case nil:
+		case string:
+			n += 16 + len(x)
+		case []byte:
+			n += 24 + len(x)
+		case time.Time:
+			n += 24
+		default:
+			n += 8
+		}
 	}
-	return 16
+	return n
 }
 
-// Size is roughly the memory res holds: each kept row's slice and its cells as Collect counts
-// them (cellSize), its column names and its error. A cache of results bounds itself by it.
+// Size is roughly the memory res holds: its kept rows as Collect counts them (rowSize), its
+// column names and its error. A cache of results bounds itself by it.
 func Size(res *Result) int64 {
 	n := int64(len(res.Error))
 	for _, c := range res.Columns {
 		n += 16 + int64(len(c))
 	}
 	for _, row := range res.Rows {
-		n += 24
-		for _, v := range row {
-			n += int64(cellSize(v))
-		}
+		n += int64(rowSize(row))
 	}
 	return n
 }
@@ -121,10 +131,12 @@ func (c *replyLimitConn) track(dc driver.Conn) {
 	replyConns.Store(dc, c)
 }
 
-// rowTaken restarts c's window: the row read before it is the caller's now. A nil c does nothing.
-func (c *replyLimitConn) rowTaken() {
+// rowTaken restarts c's window once the row read before it is the caller's: at kept, the bytes
+// the caller holds of the result, so that what it keeps and what the driver reads of the next
+// row share one limit. A nil c does nothing.
+func (c *replyLimitConn) rowTaken(kept int) {
 	if c != nil {
-		c.n.Store(0)
+		c.n.Store(int64(kept))
 	}
 }
 

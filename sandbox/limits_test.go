@@ -32,7 +32,7 @@ func TestReplyWindow(t *testing.T) {
 		if _, err := io.ReadFull(c, b); err != nil {
 			t.Fatalf("row %d: %v", i, err)
 		}
-		c.rowTaken()
+		c.rowTaken(0)
 	}
 	var err error
 	for i := 0; i < 3 && err == nil; i++ {
@@ -40,6 +40,15 @@ func TestReplyWindow(t *testing.T) {
 	}
 	if !IsTooLarge(err) || cut.Load() != 1 {
 		t.Errorf("past the window: %v, %d cuts; want the result too large, one cut", err, cut.Load())
+	}
+	// What the caller keeps shares the window: with 90 bytes kept, one more 60-byte row passes it.
+	c = &replyLimitConn{Conn: client, limit: 100, cut: &cut}
+	c.rowTaken(90)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("the row after 90 bytes kept: %v", err)
+	}
+	if _, err := io.ReadFull(c, b); !IsTooLarge(err) || cut.Load() != 2 {
+		t.Errorf("past the window with 90 bytes kept: %v, %d cuts; want the result too large, a second cut", err, cut.Load())
 	}
 }
 

@@ -302,3 +302,26 @@ func TestSQLiteResultCopies(t *testing.T) {
 		t.Errorf("kept %d bytes, allocated %d: want %d kept and at most 2.5 times that allocated", kept, alloc, n*size)
 	}
 }
+
+// TestSQLiteKeptSize: what Collect counts for kept rows (sandbox.Size) is the heap they hold,
+// within a margin, for small cells too: a million rows of one integer and a short text.
+func TestSQLiteKeptSize(t *testing.T) {
+	db := openChinookSQLite(t)
+	const n = 1_000_000
+	q := fmt.Sprintf("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < %d) SELECT n, 'ab' || n FROM c", n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{Timeout: 60 * time.Second})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if !r.OK() || len(r.Rows) != n {
+		t.Fatalf("%s: %d rows, %q", r.Outcome, len(r.Rows), r.Error)
+	}
+	heap, counted := float64(after.HeapAlloc)-float64(before.HeapAlloc), float64(sandbox.Size(r))
+	t.Logf("%d rows kept: %.0f bytes of heap a row, %.0f counted", n, heap/n, counted/n)
+	if counted < 0.8*heap || counted > 1.5*heap {
+		t.Errorf("%.0f bytes counted for %.0f in the heap: want 0.8 to 1.5 times", counted, heap)
+	}
+	runtime.KeepAlive(r)
+}
