@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
@@ -256,14 +257,16 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		sandbox.Discard(conn)
 		return nil, fmt.Errorf("postgres exec in schema %s: the server ended the session: %w", p.schema, qerr)
 	case errors.As(qerr, &pe):
-		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+		// The message may echo a value as large as the reply limit (a failed cast's input): kept
+		// within textcap.Error here, where it is stored first.
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: textcap.Cut(qerr.Error(), textcap.Error), Duration: res.Duration}, nil
 	}
 	if rerr != nil {
 		// The connection itself failed: the database cannot be used right now.
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, errors.Join(qerr, rerr))
 	}
 	// The connection survived: client-side failures (decoding a value) are the statement's.
-	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
+	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: textcap.Cut(qerr.Error(), textcap.Error), Duration: res.Duration}, nil
 }
 
 // serverFailure reports whether SQLSTATE code may be the server's or its operator's doing, not

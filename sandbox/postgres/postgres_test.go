@@ -9,6 +9,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -32,6 +33,10 @@ func TestPostgresExec(t *testing.T) {
 	r := sandboxtest.MustExec(t, db, "SELECT id, n, r, d, day, ts, ok, b, j, s FROM t ORDER BY id", sandbox.ExecOptions{MaxRows: 2})
 	if !r.OK() || r.Total != 3 || len(r.Rows) != 2 || !r.Truncated {
 		t.Fatalf("caps: %+v", r)
+	}
+	// An error that echoes a 1 MB value is kept cut to textcap.Error.
+	if r := sandboxtest.MustExec(t, db, "SELECT ('1' || repeat('x', 1000000))::int", sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError || len(r.Error) > textcap.Error || !strings.Contains(r.Error, "truncated") {
+		t.Errorf("a cast's error echoing 1 MB: %s, %d bytes %.80q", r.Outcome, len(r.Error), r.Error)
 	}
 	row := r.Rows[0]
 	want := []any{int64(1), 12.5, 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC), true, []byte{1, 2}, `{"a": 1}`, "x"}
