@@ -83,7 +83,21 @@ func ReadGenerationConfig(dir string) (GenerationConfig, error) {
 		if !ok || string(b) == "null" {
 			return false, nil
 		}
+		if iv, ok := v.(*int); ok { // a whole number written as 20.0 is one
+			var f float64
+			if err := json.Unmarshal(b, &f); err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<31 {
+				*iv = int(f)
+				return true, nil
+			}
+		}
 		if err := json.Unmarshal(b, v); err != nil {
+			var num json.Number
+			if kind(v) != "boolean" && json.Unmarshal(b, &num) == nil {
+				f, ferr := num.Float64()
+				if kind(v) == "number" || ferr != nil || f == math.Trunc(f) { // past float64, or a whole number past int
+					return false, fmt.Errorf("serve: %s: %s %s is out of range", path, name, b)
+				}
+			}
 			return false, fmt.Errorf("serve: %s: %s: %s is not a %s", path, name, b, kind(v))
 		}
 		return true, nil
@@ -97,7 +111,7 @@ func ReadGenerationConfig(dir string) (GenerationConfig, error) {
 		set  func()
 		bad  func() bool
 	}{
-		{"temperature", &temp, func() { g.Temperature = &temp }, func() bool { return !(temp >= 0) || math.IsInf(temp, 0) }},
+		{"temperature", &temp, func() { g.Temperature = &temp }, func() bool { return !(temp >= 0 && temp <= 2) }}, // a request's range
 		{"top_p", &topP, func() { g.TopP = &topP }, func() bool { return !(topP > 0 && topP <= 1) }},
 		{"top_k", &topK, func() { topK = max(topK, 0); g.TopK = &topK }, func() bool { return topK < -1 }},
 		{"max_new_tokens", &maxNew, func() { g.MaxNewTokens = &maxNew }, func() bool { return maxNew < 1 }},
