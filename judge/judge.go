@@ -182,7 +182,8 @@ func ReadsRawValues(q, stmt string) bool {
 // gold runs first and pred runs again only if those rows and its row count cannot already tell
 // the two apart (prefixDiffers). The error is unknown or db itself failed (see DB.Exec); a
 // Reference that fails leaves the gold's failure on db in the verdict, but one whose slots are
-// held (sandbox.ErrBusy) is Run's error, as on db.
+// held (sandbox.ErrBusy) is Run's error, as on db. On a Patient db (sandbox.Patient) a busy pair
+// is tried again whole, each try with the whole budget.
 //
 // Of a pred it runs, Run holds only what the verdict needs, as the rows stream (see keeper):
 // BIRD keeps one row per distinct key, so a result of many duplicates costs its distinct rows
@@ -195,6 +196,23 @@ func ReadsRawValues(q, stmt string) bool {
 // error, the time limit, the size limit, or text that is not UTF-8 in BIRD's reading on SQLite,
 // which counts in the rows read): wrong either way.
 func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
+	// A Patient db (sandbox.Patient) would try a busy statement again within the pair's budget,
+	// spending the time of the statement after it (a correct prediction judged a timeout): the
+	// pair is tried again whole instead, each time with the whole budget.
+	if inner, patience := sandbox.Impatient(db); patience > 0 {
+		var v Verdict
+		err := sandbox.RetryBusy(ctx, patience, func() error {
+			var err error
+			v, err = j.run(ctx, inner, gold, pred, predRes, budget)
+			return err
+		})
+		return v, err
+	}
+	return j.run(ctx, db, gold, pred, predRes, budget)
+}
+
+// run is Run on a db that is not Patient.
+func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRes *sandbox.Result, budget time.Duration) (Verdict, error) {
 	if j.Style == "" {
 		j.Style = StyleBIRD
 	}
@@ -232,6 +250,7 @@ func (j Judge) Run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		if err != nil {
 			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
+		rdb, _ = sandbox.Impatient(rdb) // a busy reference is Run's to try again whole
 		ref, err := run(rdb, g, nil, time.Now().Add(allowed), nil)
 		switch {
 		case errors.Is(err, sandbox.ErrBusy):

@@ -242,3 +242,34 @@ type busyRefDB struct{ sandbox.DB }
 func (busyRefDB) Exec(context.Context, string, sandbox.ExecOptions) (*sandbox.Result, error) {
 	return nil, fmt.Errorf("sqlite exec: %w: statements still running past their deadline hold the SQLite slots", sandbox.ErrBusy)
 }
+
+// slotsHeldDB is a server's database whose first busy executions wait their whole time limit
+// for a slot and fail with ErrBusy, as PostgreSQL's and MySQL's do while runaways hold them.
+type slotsHeldDB struct {
+	sandbox.DB
+	busy int // executions still to fail
+}
+
+func (b *slotsHeldDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	if b.busy > 0 {
+		b.busy--
+		time.Sleep(opts.Timeout)
+		return nil, fmt.Errorf("postgres exec: %w: no execution slot free within %s", sandbox.ErrBusy, opts.Timeout)
+	}
+	return b.DB.Exec(ctx, q, opts)
+}
+
+// TestPatientPair: on a Patient database whose slots are held at first, a correct prediction is
+// judged correct, in both orders of execution: the pair is tried again whole, not its first
+// statement alone within the pair's budget (which left its second statement no time: a
+// timeout, judged wrong).
+func TestPatientPair(t *testing.T) {
+	base := sqliteDB(t, "CREATE TABLE t (name TEXT); INSERT INTO t VALUES ('a'), ('b');")
+	for _, style := range []Style{StyleBIRD, StyleSpider} {
+		db := sandbox.Patient(&slotsHeldDB{DB: base, busy: 1}, 30*time.Second)
+		v, err := Judge{Style: style}.Run(context.Background(), db, "SELECT name FROM t", "SELECT name FROM t", nil, 300*time.Millisecond)
+		if err != nil || !v.Correct || v.Outcome != "ok" {
+			t.Errorf("%s: %+v, %v; want correct", style, v, err)
+		}
+	}
+}

@@ -43,21 +43,48 @@ func Patient(db DB, patience time.Duration) DB {
 
 // Exec implements DB.
 func (p *patientDB) Exec(ctx context.Context, query string, opts ExecOptions) (*Result, error) {
+	var res *Result
+	err := RetryBusy(ctx, p.patience, func() error {
+		var err error
+		res, err = p.DB.Exec(ctx, query, opts)
+		return err
+	})
+	return res, err
+}
+
+// Impatient returns the DB under a Patient one and its patience, or db itself and 0. A caller
+// that runs several statements within one time budget (the judge: a prediction and its gold)
+// takes the DB under it and tries the whole again with RetryBusy, each try with a fresh budget,
+// since a statement tried again by Patient has spent the budget of the statements after it.
+func Impatient(db DB) (DB, time.Duration) {
+	if p, ok := db.(*patientDB); ok {
+		return p.DB, p.patience
+	}
+	return db, 0
+}
+
+// RetryBusy calls f until it returns nil or an error that is not ErrBusy, waiting 0.5 s, 1 s,
+// 2 s, … (at most 8 s a wait) between calls, until patience (BusyPatience when zero) has passed
+// since the first; then it returns the last error, wrapped with the count of tries.
+func RetryBusy(ctx context.Context, patience time.Duration, f func() error) error {
+	if patience <= 0 {
+		patience = BusyPatience
+	}
 	first := time.Now()
 	wait := busyFirstWait
 	for tries := 1; ; tries++ {
-		res, err := p.DB.Exec(ctx, query, opts)
+		err := f()
 		if err == nil || !errors.Is(err, ErrBusy) {
-			return res, err
+			return err
 		}
-		if time.Since(first)+wait > p.patience {
-			return nil, fmt.Errorf("%w (%d tries in %s)", err, tries, time.Since(first).Round(time.Millisecond))
+		if time.Since(first)+wait > patience {
+			return fmt.Errorf("%w (%d tries in %s)", err, tries, time.Since(first).Round(time.Millisecond))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w (while waiting to try again: %w)", err, ctx.Err())
+			return fmt.Errorf("%w (while waiting to try again: %w)", err, ctx.Err())
 		case <-t.C:
 		}
 		wait = min(2*wait, busyMaxWait)
