@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -690,5 +691,34 @@ func TestTruncatedReply(t *testing.T) {
 	}
 	if s := step(t, url, ep.EpisodeID, cut); s.Info.Outcome == "truncated" || s.Info.SQL == "" || s.Turn != 2 {
 		t.Fatalf("the same text without finish_reason: %+v", s.Info)
+	}
+}
+
+// TestStoreDropMidStep: an episode dropped (deleted, expired) while its last step runs leaves its
+// client's count of episodes in play once, not again when that step ends it: the client's cap
+// still holds after.
+func TestStoreDropMidStep(t *testing.T) {
+	s := newStore(time.Hour, 10, 2, 1<<30)
+	var eps []*liveEpisode
+	for range 2 {
+		e := &liveEpisode{client: "c", size: 1}
+		if _, err := s.add(e); err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, e)
+	}
+	for round := range 3 {
+		if !s.remove(eps[0].id) { // DELETE while its step runs
+			t.Fatalf("round %d: not stored", round)
+		}
+		s.touch(eps[0], true, 1, 0) // the step ends the episode
+		e := &liveEpisode{client: "c", size: 1}
+		if _, err := s.add(e); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if _, err := s.add(&liveEpisode{client: "c", size: 1}); !errors.Is(err, errClientFull) {
+			t.Fatalf("round %d: a third episode in play for the client: %v, want errClientFull", round, err)
+		}
+		eps[0] = e
 	}
 }

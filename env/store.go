@@ -236,7 +236,7 @@ func (s *store) touch(e *liveEpisode, done bool, size, reserved int64) {
 	}
 	e.size = size
 	e.expires = s.now().Add(s.ttl)
-	if done && !e.done {
+	if done && !e.done && s.m[e.id] == e { // a dropped episode left its client's count then
 		s.doneLocked(e)
 	}
 	e.done = done
