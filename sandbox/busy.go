@@ -8,8 +8,8 @@ import (
 )
 
 // BusyPatience is how long a Patient DB keeps trying a statement that meets ErrBusy, from its
-// first try: runaways end within seconds on SQLite, and one that holds its slots longer fails
-// the task as any database failure does.
+// first try: runaways end within seconds on SQLite (a server's may last longer: the screen
+// refuses what is known to), and slots held longer fail the task as any database failure does.
 const BusyPatience = 2 * time.Minute
 
 // The waits of a Patient DB between tries: busyFirstWait, doubled each time, at most busyMaxWait.
