@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -713,103 +711,5 @@ func TestPostgresSlotsHeld(t *testing.T) {
 	t.Logf("the runaway ended %s after its start", time.Since(start).Round(time.Millisecond))
 	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: timeout}); !r.OK() || r.Rows[0][0] != int64(3) {
 		t.Errorf("after the runaway ended: %+v", r)
-	}
-}
-
-// freezeProxy forwards TCP connections to target until frozen; from then on it forwards no
-// byte in either direction and answers no new connection: a server that stopped answering.
-type freezeProxy struct {
-	ln     net.Listener
-	frozen atomic.Bool
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-			if p.frozen.Load() {
-				continue // held open, never answered
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			t.Cleanup(func() { s.Close() })
-			pipe := func(dst, src net.Conn) {
-				b := make([]byte, 32<<10)
-				for {
-					n, err := src.Read(b)
-					for p.frozen.Load() {
-						time.Sleep(10 * time.Millisecond)
-					}
-					if n > 0 {
-						if _, werr := dst.Write(b[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}
-			go pipe(s, c)
-			go pipe(c, s)
-		}
-	}()
-	return p
-}
-
-// TestPostgresServerSilent: a server that stops answering is the database's failure, not a busy
-// one (sandbox.ErrBusy, which the env answers with Retry-After and the batch jobs wait out for
-// minutes): a new connection that gets no answer within the deadline, its slots free, is an error
-// that does not wrap ErrBusy.
-func TestPostgresServerSilent(t *testing.T) {
-	admin := sandboxtest.PGAdmin(t)
-	ctx := context.Background()
-	schemas := pgHostileSchemas(t, admin, 1)
-	reader := pgHostileName("rd")
-	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
-	u, err := url.Parse(shared.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newFreezeProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	eng, err := Dialect{}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: u.String()}, Access: sandbox.Access{Reader: reader}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{}); !r.OK() {
-		t.Fatalf("before the freeze: %+v", r)
-	}
-	proxy.frozen.Store(true)
-	var last error
-	for i := range 3 { // the pooled connection first, then new ones
-		r, err := db.Exec(ctx, "SELECT 1", sandbox.ExecOptions{Timeout: 300 * time.Millisecond})
-		t.Logf("after the freeze, execution %d: %+v, %v", i, r, err)
-		if errors.Is(err, sandbox.ErrBusy) {
-			t.Fatalf("execution %d of a silent server: %v, want a failure that is not busy", i, err)
-		}
-		last = err
-	}
-	if last == nil {
-		t.Errorf("a silent server's third execution gave no error")
 	}
 }

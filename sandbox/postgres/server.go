@@ -207,9 +207,7 @@ func (s *pgServer) conn(ctx context.Context, waiting func(bool)) (*sql.Conn, err
 	if err == nil {
 		return c, nil
 	}
-	// A connection that took its slot and got no answer in time is the server's silence, not its
-	// slots held: a failure that no waiting mends.
-	if ctx.Err() != nil && !errors.As(err, new(*pgconn.ConnectError)) {
+	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w within its deadline: %d of the %d statement slots of %s are held (%d by runaways: backends past their deadline that cancel and terminate did not stop); try again once they end",
 			sandbox.ErrBusy, len(s.slots), s.capacity(), s.where, s.running.Load())
 	}
