@@ -99,16 +99,23 @@ func TestFaultsSustainedLoadPostgres(t *testing.T) {
 	sorted := slices.Clone(rates)
 	slices.Sort(sorted)
 	median := sorted[len(sorted)/2]
-	// A stall that lasts (a pool running dry, latency that grows) keeps several windows low;
-	// a dip of up to 4 s on a shared machine (another package's test starting) is not one.
+	// A stall that lasts (a pool running dry, latency that grows) keeps several windows low in a
+	// row, or many; a dip of up to 4 s on a shared machine (another package's test starting, the
+	// server's checkpoint: one low window every 15-20 s, caught up in the next, on this stop's
+	// machine at e52aa6d as at HEAD) is not one.
 	var low []int
+	run, longest := 0, 0
 	for i, r := range rates {
 		if r < median/2 {
 			low = append(low, i)
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
 		}
 	}
-	if len(low) > 2 {
-		t.Fatalf("windows %v under half the median %.0f turns/s: throughput is not steady (%v)", low, median, rates)
+	if longest > 2 || len(low) > len(rates)/4 {
+		t.Fatalf("windows %v under half the median %.0f turns/s (%d in a row): throughput is not steady (%v)", low, median, longest, rates)
 	}
 	if first, lastH := steady[0].heapMiB, steady[len(steady)-1].heapMiB; lastH > 1.5*first+64 {
 		t.Fatalf("heap grew from %.0f to %.0f MiB over the steady part: memory is not bounded", first, lastH)
