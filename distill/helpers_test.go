@@ -59,7 +59,7 @@ func (d *testDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (
 	}
 	qctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	res, err := sandbox.Collect(qctx, d.db, q, opts, nil)
+	res, err := sandbox.Collect(qctx, d.db, q, opts, nil, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

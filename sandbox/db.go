@@ -41,10 +41,14 @@ type ExecOptions struct {
 // values normalised (see Result); row is the filter's to read during the call only. RowKeep
 // keeps the row (MaxRows and the size limit then apply as without a filter); RowSkip counts it in
 // Result.Total and keeps nothing of it, so it costs no memory and no part of the size limit;
-// RowStop does the same and ends the statement there: no later row is read into the Result
-// (the servers' drivers still read the rest of the reply off the connection and drop it), the
-// Result is OutcomeOK and its Total counts only the rows read. A row skipped or stopped on sets
-// Result.Truncated. Every engine's Exec applies it, in Collect.
+// RowStop does the same and ends the statement there, on its server too: no later row is read
+// into the Result; a rest of the reply the driver reads off the connection within StopDrain is
+// dropped, and a statement still producing rows then is stopped on its server (a cancel request,
+// KILL QUERY; see Stopper), not left to run to its deadline. The Result of a stop is OutcomeOK on
+// every engine, whatever ending the statement took (a cancel, a hang-up, its deadline passing
+// meanwhile), with Truncated set, Total counting only the rows read, Duration the whole
+// execution's, and Stopped true. A row skipped or stopped on sets Result.Truncated. Every
+// engine's Exec applies it, in Collect.
 type RowFilter func(row []any) RowAction
 
 // RowAction is a RowFilter's decision about one row.
@@ -69,10 +73,16 @@ type Result struct {
 	// Error is the engine's own error text (OutcomeError), or why the statement was refused.
 	Error    string        `json:"error,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
+
+	stopped bool // a RowFilter stopped the statement (Collect); not serialised
 }
 
 // OK reports whether the statement ran.
 func (r *Result) OK() bool { return r != nil && r.Outcome == OutcomeOK }
+
+// Stopped reports whether a RowFilter stopped the statement (RowStop), as Collect returned the
+// Result; a Result decoded from JSON or built anew does not say.
+func (r *Result) Stopped() bool { return r != nil && r.stopped }
 
 // DB is one task database in one dialect, executing statements read-only. Safe for concurrent use.
 // Exec returns a non-nil error only when the database itself cannot be used (connection lost,

@@ -64,8 +64,10 @@ type ColumnNormaliser func(cols []*sql.ColumnType) []func(any) any
 // and each row taken restarts the reply window of the connection db reads through (when db is a
 // *sql.Conn of a pool opened with TrackReplies) at the bytes kept, so that they stream however
 // many there are while what is kept and the row being read stay within MaxResultBytes together.
+// A RowFilter's stop ends the statement (stopRows, through stop: see Stopper) and returns the
+// rows read, OutcomeOK, with no error, whatever ending it did; Result.Stopped then reports it.
 // Every engine's Exec, and any test engine, gathers its rows here.
-func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, norm ColumnNormaliser) (*Result, error) {
+func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, norm ColumnNormaliser, stop Stopper) (*Result, error) {
 	res := &Result{}
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
@@ -111,7 +113,9 @@ func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, no
 		if act := keep(opts, vals, len(res.Rows)); act != RowKeep {
 			res.Truncated = true
 			if act == RowStop {
-				break
+				stopRows(rows, stop)
+				res.Outcome, res.stopped = OutcomeOK, true
+				return res, nil
 			}
 			continue
 		}
@@ -126,6 +130,42 @@ func Collect(ctx context.Context, db Queryer, query string, opts ExecOptions, no
 	}
 	res.Outcome = OutcomeOK
 	return res, nil
+}
+
+// StopDrain is how long, after a RowFilter's stop, the driver may read the rest of the reply off
+// the connection and drop it (what closing rows does on the servers) before the statement is
+// ended on its server: a rest already sent, or nearly, is read in far less, and the connection
+// stays in its pool; a statement still producing rows is stopped instead of drained to its end.
+const StopDrain = 50 * time.Millisecond
+
+// A Stopper ends on its server the statement whose rows Collect stopped reading (a RowFilter's
+// stop) and whose rest the driver is still draining StopDrain later (PostgreSQL: a cancel
+// request; MySQL: KILL QUERY), escalating as the engine's deadline does if that is not enough
+// (a hang-up, KILL CONNECTION). It returns once done is closed (the drain ended) or once the
+// drain is bound to end at once (the connection is closed), and Collect then waits for done. The
+// statement's slot stays the engine's to account for: a server statement that may outlive the
+// stop is the engine's runaway, as at its deadline. nil drains the rest however long it takes
+// (SQLite needs none: closing its rows resets the statement without running it further).
+type Stopper func(done <-chan struct{})
+
+// stopRows closes rows after a RowFilter's stop: the driver drains what is left of the reply
+// for up to StopDrain, then stop ends the statement on its server (see Stopper).
+func stopRows(rows *sql.Rows, stop Stopper) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rows.Close()
+	}()
+	if stop != nil {
+		t := time.NewTimer(StopDrain)
+		select {
+		case <-done:
+		case <-t.C:
+			stop(done)
+		}
+		t.Stop()
+	}
+	<-done
 }
 
 // keep is what opts decides about row, with n rows kept before it: opts.Filter's answer, then

@@ -484,3 +484,31 @@ func TestMySQLResultSize(t *testing.T) {
 	t.Run("ResultSize", func(t *testing.T) { sandboxtest.ResultSize(t, db, unscreened) })
 	t.Run("ManyRows", func(t *testing.T) { sandboxtest.ManyRows(t, db) })
 }
+
+// TestMySQLStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose threads root
+// sees in PROCESSLIST: a stream stopped at its first row ends on the server (KILL QUERY, not
+// drained to its deadline), its Exec ok and prompt, the next statement served, on the same
+// thread: KILL QUERY kept the pooled connection.
+func TestMySQLStoppedStream(t *testing.T) {
+	admin, reader, _, dbs := myHostileSetup(t, 1, 0)
+	threads := func() string {
+		var s string
+		if err := admin.QueryRow(`SELECT coalesce(group_concat(ID ORDER BY ID), '') FROM information_schema.PROCESSLIST WHERE USER = ?`, reader).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sandboxtest.MustExec(t, dbs[0], "SELECT 1", sandbox.ExecOptions{})
+	before := threads()
+	sandboxtest.StoppedStream(t, dbs[0], func(marker string) int {
+		var n int
+		if err := admin.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST WHERE USER = ? AND COMMAND <> 'Sleep' AND INFO LIKE concat('%', ?, '%')`,
+			reader, marker).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
+	if after := threads(); after != before {
+		t.Errorf("the reader's threads %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	}
+}

@@ -219,7 +219,9 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // it sends KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
-// ctx kills the thread the same way.
+// ctx kills the thread the same way. A statement a RowFilter stopped whose reply still streams
+// sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
+// CONNECTION and runaway check; its Result is ok whatever that took.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
 	defer cancel()
@@ -288,6 +290,17 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return fail("begin", err)
 	}
 	var killed, dropped atomic.Bool
+	var dropOnce sync.Once
+	drop := func() {
+		dropOnce.Do(func() {
+			// The thread may outlive its connection: a unit of the share stands for it from now
+			// on, given back below if it ends, else kept by the runaway.
+			m.srv.conns.force()
+			dropped.Store(true)
+			m.srv.kill(ctx, "KILL", id)
+			cancel() // the driver closes the connection
+		})
+	}
 	stop, killDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(killDone)
@@ -307,16 +320,23 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 			return
 		case <-t.C:
 		}
-		// The thread may outlive its connection: a unit of the share stands for it from now
-		// on, given back below if it ends, else kept by the runaway.
-		m.srv.conns.force()
-		dropped.Store(true)
-		m.srv.kill(ctx, "KILL", id)
-		cancel() // the driver closes the connection
+		drop()
 	}()
+	// A stop (a RowFilter's) whose rest still streams after sandbox.StopDrain: KILL QUERY, and
+	// the connection as at the deadline if the rest streams mysqlKillGrace after that.
+	stopper := func(done <-chan struct{}) {
+		m.srv.kill(ctx, "KILL QUERY", id)
+		t := time.NewTimer(mysqlKillGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			drop()
+		}
+	}
 	qstart := time.Now()
 	cuts := m.cut.Load()
-	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, mysqlNormaliser)
+	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, mysqlNormaliser, stopper)
 	// An interrupted SLEEP() or BENCHMARK() returns a value, not an error: a statement that
 	// ran for its whole time limit was stopped by it.
 	overran := time.Since(qstart) >= timeout
@@ -324,9 +344,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	<-killDone
 	if ctx.Err() != nil && !dropped.Load() {
 		// The caller gave up and the driver closed the connection: the thread is killed too.
-		m.srv.conns.force()
-		dropped.Store(true)
-		m.srv.kill(ctx, "KILL", id)
+		drop()
 	}
 	res.Duration = time.Since(start)
 	if dropped.Load() {
@@ -339,6 +357,8 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 			m.srv.conns.release()
 		}
 		switch {
+		case res.Stopped():
+			return res, nil
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
 		case runaway:
@@ -353,7 +373,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	if rerr != nil || mysqlSessionState(stmt) {
 		sandbox.Discard(conn)
 	}
-	if qerr == nil && !killed.Load() && !overran {
+	if qerr == nil && (!killed.Load() && !overran || res.Stopped()) {
 		return res, nil
 	}
 	if ctx.Err() != nil {

@@ -713,3 +713,28 @@ func TestPostgresSlotsHeld(t *testing.T) {
 		t.Errorf("after the runaway ended: %+v", r)
 	}
 }
+
+// TestPostgresStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose backends
+// pg_stat_activity shows (as superuser): a stream stopped at its first row ends on the server
+// (cancelled, not drained to its deadline), its Exec ok and prompt, the next statement served,
+// on the same backend: the cancel kept the pooled connection.
+func TestPostgresStoppedStream(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	_, reader, dbs := pgHostileConnector(t, pgHostileSchemas(t, admin, 1))
+	pids := func() string {
+		var s string
+		if err := admin.QueryRow(`SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') FROM pg_stat_activity WHERE usename = $1`, reader).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sandboxtest.MustExec(t, dbs[0], "SELECT 1", sandbox.ExecOptions{})
+	before := pids()
+	sandboxtest.StoppedStream(t, dbs[0], func(marker string) int {
+		_, active := backendsOf(t, admin, reader, marker)
+		return active
+	})
+	if after := pids(); after != before {
+		t.Errorf("the reader's backends %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,11 +191,16 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; " +
 	"SELECT pg_catalog.setseed(('x' || pg_catalog.left(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 8))::bit(32)::int / 2147483648.0)"
 
+// errHungUp is why a connection hung up on (hangUp) is not used again.
+var errHungUp = errors.New("hung up")
+
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement that gets none by its deadline fails with
 // sandbox.ErrBusy (pgServer.conn). A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
-// terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop).
+// terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop). A
+// statement a RowFilter stopped is cancelled, and hung up on as at its deadline if its reply
+// still streams after that (pgServer.stopper); its Result is ok whatever that took.
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	deadline := start.Add(timeout)
 	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
@@ -224,12 +230,14 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
-	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser)
+	var hungUp atomic.Bool
+	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser, p.srv.stopper(ctx, conn, &hungUp))
 	var rerr error
-	if qctx.Err() != nil {
-		// pgx broke the connection at the deadline: the backend may still be at work.
+	if qctx.Err() != nil || hungUp.Load() {
+		// pgx broke the connection at the deadline, or a stopped statement's rest still streamed
+		// after its cancel: the backend may still be at work.
 		hangUp(conn)
-		rerr = qctx.Err()
+		rerr = errors.Join(qctx.Err(), errHungUp)
 	} else {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.CleanupTimeout)
 		_, rerr = conn.ExecContext(rctx, pgResetSession)

@@ -160,14 +160,51 @@ func (s *pgServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
 // hangUp closes the socket under conn at once, so that pgx, which drains a broken connection
 // until its backend answers, closes it now and its backend gets stopped (stop).
 func hangUp(conn *sql.Conn) {
+	if _, sc := pgConnOf(conn); sc != nil {
+		sc.Conn.Close()
+	}
+}
+
+// pgConnOf returns the pgx connection of conn and the slotConn under it (nil when not found).
+// It takes conn's lock: not while a query on conn is being read or closed.
+func pgConnOf(conn *sql.Conn) (pc *pgconn.PgConn, sc *slotConn) {
 	_ = conn.Raw(func(dc any) error {
 		if c, ok := dc.(*stdlib.Conn); ok {
-			if sc := asSlotConn(c.Conn().PgConn().Conn()); sc != nil {
-				sc.Conn.Close()
-			}
+			pc = c.Conn().PgConn()
+			sc = asSlotConn(pc.Conn())
 		}
 		return nil
 	})
+	return pc, sc
+}
+
+// stopper returns the sandbox.Stopper of the statement about to run on conn: a cancel request to
+// its backend (bounded by pgCancelAfter) and, if the rest of its reply still streams
+// pgCancelAfter after that, a hang-up as at a deadline (its backend then cancelled, terminated or
+// counted a runaway, holding its slot until it ends: stop), which it records in hungUp. The
+// connection is found now, before the query, as its lock is held while the rows drain.
+func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.Bool) sandbox.Stopper {
+	pc, sc := pgConnOf(conn)
+	return func(done <-chan struct{}) {
+		if pc != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgCancelAfter)
+			if err := pc.CancelRequest(cctx); err != nil {
+				slog.Debug("postgres: cancel request for a stopped statement", "server", s.where, "pid", pc.PID(), "err", err)
+			}
+			cancel()
+		}
+		t := time.NewTimer(pgCancelAfter)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if sc != nil {
+			hungUp.Store(true)
+			sc.Conn.Close()
+		}
+	}
 }
 
 // Close closes the socket and gives the slot back once the backend is gone (see stop).

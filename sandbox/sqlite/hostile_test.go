@@ -159,7 +159,7 @@ func TestSQLiteBoundedBuiltinsMatch(t *testing.T) {
 		}
 		q := "WITH v(a, b, c) AS (VALUES " + strings.Join(rows, ", ") + ") SELECT " + strings.Join(sel, ", ") + " FROM v"
 		got := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{})
-		want, err := sandbox.Collect(context.Background(), plain, q, sandbox.ExecOptions{}, nil)
+		want, err := sandbox.Collect(context.Background(), plain, q, sandbox.ExecOptions{}, nil, nil)
 		if err != nil || !got.OK() {
 			t.Fatalf("a = %s: plain %v, guarded %+v", a, err, got)
 		}
@@ -324,4 +324,11 @@ func TestSQLiteKeptSize(t *testing.T) {
 		t.Errorf("%.0f bytes counted for %.0f in the heap: want 0.8 to 1.5 times", counted, heap)
 	}
 	runtime.KeepAlive(r)
+}
+
+// TestSQLiteStoppedStream: sandboxtest.StoppedStream on Chinook's own file: a stream stopped at
+// its first row is reset, not run to its deadline, and leaves no abandoned statement.
+func TestSQLiteStoppedStream(t *testing.T) {
+	db := openChinookSQLite(t)
+	sandboxtest.StoppedStream(t, db, func(string) int { return int(db.runaways.Load()) })
 }

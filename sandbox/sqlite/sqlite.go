@@ -170,7 +170,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
-		res, err := sandbox.Collect(qctx, conn, stmt, opts, nil)
+		res, err := sandbox.Collect(qctx, conn, stmt, opts, nil, nil) // closing the rows resets the statement: a stop needs no Stopper
 		done <- sqliteOutcome{res, err}
 	}()
 	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)

@@ -120,7 +120,7 @@ func (d *db) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := sandbox.Collect(qctx, d.pool, stmt, opts, nil)
+	res, err := sandbox.Collect(qctx, d.pool, stmt, opts, nil, nil)
 	res.Duration = time.Since(start)
 	switch {
 	case err == nil:

@@ -153,6 +153,78 @@ func CheckFilter(t *testing.T, db sandbox.DB) {
 	}
 }
 
+// StoppedStreamSQL is a statement holding marker (a text no other statement holds) whose rows
+// stream for far longer than any deadline: 10^12 rows of a cross join, the same on every engine,
+// each row ready as soon as the one before it.
+func StoppedStreamSQL(marker string) string {
+	return "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) " +
+		"SELECT '" + marker + "', a.n, b.n, '" + strings.Repeat("y", 100) + "' FROM c a, c b, c d, c e"
+}
+
+// StoppedStream holds db's Exec to a RowFilter's stop on a statement whose rest streams for
+// far longer than its 20 s deadline (StoppedStreamSQL): stopped at its first row, it returns
+// within 3 s, ok, Truncated, Total 1, no row kept, Duration within the call; running (nil on an
+// engine without a server), which counts the server's statements holding a marker still at work,
+// counts none of it within 2 s after; and db answers the next statement. Stopped with a deadline
+// that passes while the statement is being ended, it is still ok, and db answers after.
+func StoppedStream(t *testing.T, db sandbox.DB, running func(marker string) int) {
+	t.Helper()
+	const timeout, within, gone = 20 * time.Second, 3 * time.Second, 2 * time.Second
+	marker := fmt.Sprintf("stopper_%d_%d", os.Getpid(), Seq())
+	stop := func([]any) sandbox.RowAction { return sandbox.RowStop }
+	start := time.Now()
+	r := MustExec(t, db, StoppedStreamSQL(marker), sandbox.ExecOptions{Timeout: timeout, Filter: stop})
+	took := time.Since(start)
+	t.Logf("%s: stopped at the first row of a %s statement: %s in %s (Duration %s), total %d, truncated %v %s",
+		db.Dialect(), timeout, r.Outcome, took.Round(time.Millisecond), r.Duration.Round(time.Millisecond), r.Total, r.Truncated, r.Error)
+	if !r.OK() || !r.Truncated || r.Total != 1 || len(r.Rows) != 0 || r.Duration <= 0 || r.Duration > took {
+		t.Errorf("%s: a stop at the first row: %s %q, total %d, truncated %v, %d rows, Duration %s of %s; want ok, truncated, total 1, no row, Duration within the call",
+			db.Dialect(), r.Outcome, r.Error, r.Total, r.Truncated, len(r.Rows), r.Duration, took)
+	}
+	if took > within {
+		t.Errorf("%s: a stop at the first row returned after %s, want within %s (the statement's deadline: %s)", db.Dialect(), took, within, timeout)
+	}
+	if running != nil {
+		for end := time.Now().Add(gone); ; time.Sleep(20 * time.Millisecond) {
+			n := running(marker)
+			if n == 0 {
+				t.Logf("%s: no server statement of the stream at work %s after Exec returned", db.Dialect(), (time.Since(start) - took).Round(time.Millisecond))
+				break
+			}
+			if time.Now().After(end) {
+				t.Errorf("%s: %d server statements of the stopped stream still at work %s after Exec returned", db.Dialect(), n, gone)
+				break
+			}
+		}
+	}
+	if r := MustExec(t, db, "SELECT 1", sandbox.ExecOptions{Timeout: 5 * time.Second}); !r.OK() || r.Rows[0][0] != int64(1) {
+		t.Errorf("%s: after a stopped stream: %+v", db.Dialect(), r)
+	}
+	// A deadline that passes while the stop ends the statement (shorter than sandbox.StopDrain)
+	// leaves the outcome ok: one fact, one outcome, on every engine. Tried again while the first
+	// row comes after the deadline (a loaded machine): that statement never reached its stop.
+	const short = sandbox.StopDrain * 3 / 4
+	for try := 1; ; try++ {
+		stops := 0
+		once := func([]any) sandbox.RowAction { stops++; return sandbox.RowStop }
+		start := time.Now()
+		r := MustExec(t, db, StoppedStreamSQL(marker), sandbox.ExecOptions{Timeout: short, Filter: once})
+		took := time.Since(start)
+		if stops == 0 && try < 5 {
+			continue
+		}
+		t.Logf("%s: stopped at the first row of a %s statement: %s in %s, total %d, truncated %v %s", db.Dialect(), short, r.Outcome, took.Round(time.Millisecond), r.Total, r.Truncated, r.Error)
+		if !r.OK() || !r.Truncated || r.Total != 1 || stops != 1 || took > within {
+			t.Errorf("%s: a stop at the first row of a %s statement: %s %q after %s, total %d, truncated %v, the filter called %d times; want ok, truncated, total 1 within %s",
+				db.Dialect(), short, r.Outcome, r.Error, took, r.Total, r.Truncated, stops, within)
+		}
+		break
+	}
+	if r := MustExec(t, db, "SELECT 1", sandbox.ExecOptions{Timeout: 5 * time.Second}); !r.OK() || r.Rows[0][0] != int64(1) {
+		t.Errorf("%s: after a stopped stream past its deadline: %+v", db.Dialect(), r)
+	}
+}
+
 // MyAdmin opens the test MariaDB/MySQL server (no database) for setup and checks.
 func MyAdmin(t testing.TB) *sql.DB {
 	t.Helper()
