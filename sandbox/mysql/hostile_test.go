@@ -488,9 +488,13 @@ func TestMySQLResultSize(t *testing.T) {
 // TestMySQLStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose threads root
 // sees in PROCESSLIST: a stream stopped at its first row ends on the server (KILL QUERY, not
 // drained to its deadline), its Exec ok and prompt, the next statement served, on the same
-// thread: KILL QUERY kept the pooled connection.
+// thread: KILL QUERY kept the pooled connection. The share has one statement slot, so each
+// statement after a stop shows that the stop gave it back; no runaway.
 func TestMySQLStoppedStream(t *testing.T) {
-	admin, reader, _, dbs := myHostileSetup(t, 1, 0)
+	admin, reader, c, dbs := myHostileSetup(t, 1, mysqlKillers+1)
+	if c.eng.srv.limit != 1 {
+		t.Fatalf("%d statement slots, want 1", c.eng.srv.limit)
+	}
 	threads := func() string {
 		var s string
 		if err := admin.QueryRow(`SELECT coalesce(group_concat(ID ORDER BY ID), '') FROM information_schema.PROCESSLIST WHERE USER = ?`, reader).Scan(&s); err != nil {
@@ -510,5 +514,8 @@ func TestMySQLStoppedStream(t *testing.T) {
 	})
 	if after := threads(); after != before {
 		t.Errorf("the reader's threads %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	}
+	if r := c.eng.Runaways(); r.Total != 0 {
+		t.Errorf("runaways after the stopped streams: %+v, want none", r)
 	}
 }

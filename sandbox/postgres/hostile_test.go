@@ -717,10 +717,24 @@ func TestPostgresSlotsHeld(t *testing.T) {
 // TestPostgresStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose backends
 // pg_stat_activity shows (as superuser): a stream stopped at its first row ends on the server
 // (cancelled, not drained to its deadline), its Exec ok and prompt, the next statement served,
-// on the same backend: the cancel kept the pooled connection.
+// on the same backend: the cancel kept the pooled connection. The server handle has one
+// statement slot, so each statement after a stop shows that the stop gave it back; no runaway.
 func TestPostgresStoppedStream(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
-	_, reader, dbs := pgHostileConnector(t, pgHostileSchemas(t, admin, 1))
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 1)
+	reader := pgHostileName("rd")
+	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
+	eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbs := []sandbox.DB{db}
 	pids := func() string {
 		var s string
 		if err := admin.QueryRow(`SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') FROM pg_stat_activity WHERE usename = $1`, reader).Scan(&s); err != nil {
@@ -736,5 +750,8 @@ func TestPostgresStoppedStream(t *testing.T) {
 	})
 	if after := pids(); after != before {
 		t.Errorf("the reader's backends %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	}
+	if r := eng.Runaways(); r.Total != 0 {
+		t.Errorf("runaways after the stopped streams: %+v, want none", r)
 	}
 }
