@@ -486,14 +486,25 @@ func TestMySQLResultSize(t *testing.T) {
 }
 
 // TestMySQLStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose threads root
-// sees in PROCESSLIST: a stream stopped at its first row ends on the server (KILL QUERY, not
-// drained to its deadline), its Exec ok and prompt, the next statement served, on the same
-// thread: KILL QUERY kept the pooled connection. The share has one statement slot, so each
-// statement after a stop shows that the stop gave it back; no runaway.
+// sees in PROCESSLIST: a stream stopped at its first row ends on the server, not drained to its
+// deadline, its Exec ok and prompt, the next statement served. KillQuery: KILL QUERY ends it and
+// the next statement runs on the same thread (the pooled connection kept). KillConnection: with
+// a KILL QUERY that never comes, the KILL CONNECTION after it ends it and a new thread serves
+// the next statement. The share has one statement slot, so each statement after a stop shows
+// that the stop gave it back; no runaway either way.
 func TestMySQLStoppedStream(t *testing.T) {
+	t.Run("KillQuery", func(t *testing.T) { myStoppedStream(t, false) })
+	t.Run("KillConnection", func(t *testing.T) { myStoppedStream(t, true) })
+}
+
+// myStoppedStream is TestMySQLStoppedStream, its KILL QUERY lost when lose.
+func myStoppedStream(t *testing.T, lose bool) {
 	admin, reader, c, dbs := myHostileSetup(t, 1, mysqlKillers+1)
 	if c.eng.srv.limit != 1 {
 		t.Fatalf("%d statement slots, want 1", c.eng.srv.limit)
+	}
+	if lose {
+		c.eng.srv.stopQuery = func(context.Context, int64) {}
 	}
 	threads := func() string {
 		var s string
@@ -512,8 +523,8 @@ func TestMySQLStoppedStream(t *testing.T) {
 		}
 		return n
 	})
-	if after := threads(); after != before {
-		t.Errorf("the reader's threads %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	if after := threads(); (after == before) == lose {
+		t.Errorf("the reader's threads %s before the stopped streams, %s after; want the statements' replaced: %v", before, after, lose)
 	}
 	if r := c.eng.Runaways(); r.Total != 0 {
 		t.Errorf("runaways after the stopped streams: %+v, want none", r)

@@ -325,7 +325,11 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	// A stop (a RowFilter's) whose rest still streams after sandbox.StopDrain: KILL QUERY, and
 	// the connection as at the deadline if the rest streams mysqlKillGrace after that.
 	stopper := func(done <-chan struct{}) {
-		m.srv.kill(ctx, "KILL QUERY", id)
+		if m.srv.stopQuery != nil {
+			m.srv.stopQuery(ctx, id)
+		} else {
+			m.srv.kill(ctx, "KILL QUERY", id)
+		}
 		t := time.NewTimer(mysqlKillGrace)
 		defer t.Stop()
 		select {

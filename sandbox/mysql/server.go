@@ -50,7 +50,10 @@ type mysqlServer struct {
 	slots  chan struct{} // statements in flight, runaway threads included
 	conns  connBudget    // connections open for statements, runaway threads included
 	killer *sql.DB       // mysqlKillers connections outside conns
-	share  int           // the whole share, killers included (for reports and tests)
+	// stopQuery is the KILL QUERY of a stopped statement (run's stopper); nil: s.kill. Tests
+	// replace it to take the KILL CONNECTION that follows one that failed.
+	stopQuery func(ctx context.Context, id int64)
+	share     int // the whole share, killers included (for reports and tests)
 
 	mu    sync.Mutex
 	pools map[*sql.DB]bool // for closing idle connections when the share is full

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -715,11 +717,19 @@ func TestPostgresSlotsHeld(t *testing.T) {
 }
 
 // TestPostgresStoppedStream: sandboxtest.StoppedStream as a reader of its own, whose backends
-// pg_stat_activity shows (as superuser): a stream stopped at its first row ends on the server
-// (cancelled, not drained to its deadline), its Exec ok and prompt, the next statement served,
-// on the same backend: the cancel kept the pooled connection. The server handle has one
-// statement slot, so each statement after a stop shows that the stop gave it back; no runaway.
+// pg_stat_activity shows (as superuser): a stream stopped at its first row ends on the server,
+// not drained to its deadline, its Exec ok and prompt, the next statement served. Cancel: the
+// cancel request ends it and the next statement runs on the same backend (the pooled connection
+// kept). HangUp: with cancel requests that never arrive, the hang-up after them ends it and a
+// new backend serves the next statement. The server handle has one statement slot, so each
+// statement after a stop shows that the stop gave it back; no runaway either way.
 func TestPostgresStoppedStream(t *testing.T) {
+	t.Run("Cancel", func(t *testing.T) { pgStoppedStream(t, false) })
+	t.Run("HangUp", func(t *testing.T) { pgStoppedStream(t, true) })
+}
+
+// pgStoppedStream is TestPostgresStoppedStream, its cancel requests lost when lose.
+func pgStoppedStream(t *testing.T, lose bool) {
 	admin := sandboxtest.PGAdmin(t)
 	ctx := context.Background()
 	schemas := pgHostileSchemas(t, admin, 1)
@@ -734,7 +744,9 @@ func TestPostgresStoppedStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbs := []sandbox.DB{db}
+	if lose {
+		db.(*pgDB).srv.cancelRequest = func(context.Context, *pgconn.PgConn) error { return nil }
+	}
 	pids := func() string {
 		var s string
 		if err := admin.QueryRow(`SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') FROM pg_stat_activity WHERE usename = $1`, reader).Scan(&s); err != nil {
@@ -742,14 +754,14 @@ func TestPostgresStoppedStream(t *testing.T) {
 		}
 		return s
 	}
-	sandboxtest.MustExec(t, dbs[0], "SELECT 1", sandbox.ExecOptions{})
+	sandboxtest.MustExec(t, db, "SELECT 1", sandbox.ExecOptions{})
 	before := pids()
-	sandboxtest.StoppedStream(t, dbs[0], func(marker string) int {
+	sandboxtest.StoppedStream(t, db, func(marker string) int {
 		_, active := backendsOf(t, admin, reader, marker)
 		return active
 	})
-	if after := pids(); after != before {
-		t.Errorf("the reader's backends %s before the stopped stream, %s after: the stop broke the connection", before, after)
+	if after := pids(); (after == before) == lose {
+		t.Errorf("the reader's backends %s before the stopped streams, %s after; want the statements' replaced: %v", before, after, lose)
 	}
 	if r := eng.Runaways(); r.Total != 0 {
 		t.Errorf("runaways after the stopped streams: %+v, want none", r)

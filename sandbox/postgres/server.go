@@ -60,6 +60,9 @@ type pgServer struct {
 	pool  *sql.DB
 	ctl   *sql.DB
 	where string // the server and database, for messages
+	// cancelRequest sends a stopped statement's cancel request (stopper); nil: pgx's
+	// CancelRequest. Tests replace it to take the hang-up that follows a cancel that failed.
+	cancelRequest func(ctx context.Context, pc *pgconn.PgConn) error
 	// slots holds a token per backend of the pool (busy, idle, exiting or runaway).
 	slots   chan struct{}
 	total   atomic.Int64
@@ -188,7 +191,11 @@ func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.B
 	return func(done <-chan struct{}) {
 		if pc != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgCancelAfter)
-			if err := pc.CancelRequest(cctx); err != nil {
+			send := func(ctx context.Context, pc *pgconn.PgConn) error { return pc.CancelRequest(ctx) }
+			if s.cancelRequest != nil {
+				send = s.cancelRequest
+			}
+			if err := send(cctx, pc); err != nil {
 				slog.Debug("postgres: cancel request for a stopped statement", "server", s.where, "pid", pc.PID(), "err", err)
 			}
 			cancel()

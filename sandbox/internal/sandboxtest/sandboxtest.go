@@ -154,11 +154,13 @@ func CheckFilter(t *testing.T, db sandbox.DB) {
 }
 
 // StoppedStreamSQL is a statement holding marker (a text no other statement holds) whose rows
-// stream for far longer than any deadline: 10^12 rows of a cross join, the same on every engine,
-// each row ready as soon as the one before it.
+// stream for far longer than any deadline, the same on every engine: one in about a thousand of
+// the 10^12 rows of a cross join, its fourth row the first (a = b = d = 1, e = 6). Few bytes a
+// second, so that a driver draining the rest of its reply reads until the deadline, not until
+// the reply window (sandbox.MaxResultBytes) cuts it.
 func StoppedStreamSQL(marker string) string {
 	return "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) " +
-		"SELECT '" + marker + "', a.n, b.n, '" + strings.Repeat("y", 100) + "' FROM c a, c b, c d, c e"
+		"SELECT '" + marker + "', a.n, b.n, '" + strings.Repeat("y", 100) + "' FROM c a, c b, c d, c e WHERE (a.n * b.n + d.n * e.n) % 1000 = 7"
 }
 
 // StoppedStream holds db's Exec to a RowFilter's stop on a statement whose rest streams for
