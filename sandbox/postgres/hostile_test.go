@@ -663,27 +663,13 @@ func TestPostgresResultSize(t *testing.T) {
 func TestPostgresSlotsHeld(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	ctx := context.Background()
-	schemas := pgHostileSchemas(t, admin, 1)
-	reader := pgHostileName("rd")
-	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
-	eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pdb := db.(*pgDB)
-	if n := pdb.srv.capacity(); n != 1 {
-		t.Fatalf("capacity %d, want 1", n)
-	}
+	reader, pdb := pgOneSlot(t, admin)
+	eng, db := pdb.srv, sandbox.DB(pdb)
 	start := time.Now()
 	if r, err := pdb.run(ctx, start, "/* i26pg_slots_runaway */ "+xpathRunaway(25000), 300*time.Millisecond, sandbox.ExecOptions{MaxRows: 10}); err != nil || r.Outcome != sandbox.OutcomeTimeout {
 		t.Fatalf("runaway XPath: %v %+v", err, r)
 	}
-	for eng.Runaways().Running == 0 {
+	for eng.runaways().Running == 0 {
 		if _, active := backendsOf(t, admin, reader, "i26pg_slots_runaway"); active == 0 || time.Since(start) > 30*time.Second {
 			t.Fatalf("the XPath ended, or was not counted, %s after its start: make it heavier", time.Since(start))
 		}
@@ -704,7 +690,7 @@ func TestPostgresSlotsHeld(t *testing.T) {
 	if fmt.Sprint(waits) != "[true false]" {
 		t.Errorf("Waiting told %v, want [true false]", waits)
 	}
-	for eng.Runaways().Running > 0 {
+	for eng.runaways().Running > 0 {
 		if time.Since(start) > 5*time.Minute {
 			t.Fatal("the runaway did not end in 5 minutes")
 		}
@@ -728,9 +714,10 @@ func TestPostgresStoppedStream(t *testing.T) {
 	t.Run("HangUp", func(t *testing.T) { pgStoppedStream(t, true) })
 }
 
-// pgStoppedStream is TestPostgresStoppedStream, its cancel requests lost when lose.
-func pgStoppedStream(t *testing.T, lose bool) {
-	admin := sandboxtest.PGAdmin(t)
+// pgOneSlot opens, on a server handle of one statement slot, a schema of pgHostileSchemas as a
+// reader of its own (both dropped after; the handle closed), and returns the reader and the DB.
+func pgOneSlot(t *testing.T, admin *sql.DB) (string, *pgDB) {
+	t.Helper()
 	ctx := context.Background()
 	schemas := pgHostileSchemas(t, admin, 1)
 	reader := pgHostileName("rd")
@@ -744,8 +731,19 @@ func pgStoppedStream(t *testing.T, lose bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pdb := db.(*pgDB)
+	if n := pdb.srv.capacity(); n != 1 {
+		t.Fatalf("capacity %d, want 1", n)
+	}
+	return reader, pdb
+}
+
+// pgStoppedStream is TestPostgresStoppedStream, its cancel requests lost when lose.
+func pgStoppedStream(t *testing.T, lose bool) {
+	admin := sandboxtest.PGAdmin(t)
+	reader, db := pgOneSlot(t, admin)
 	if lose {
-		db.(*pgDB).srv.cancelRequest = func(context.Context, *pgconn.PgConn) error { return nil }
+		db.srv.cancelRequest = func(context.Context, *pgconn.PgConn) error { return nil }
 	}
 	pids := func() string {
 		var s string
@@ -763,7 +761,7 @@ func pgStoppedStream(t *testing.T, lose bool) {
 	if after := pids(); (after == before) == lose {
 		t.Errorf("the reader's backends %s before the stopped streams, %s after; want the statements' replaced: %v", before, after, lose)
 	}
-	if r := eng.Runaways(); r.Total != 0 {
+	if r := db.srv.runaways(); r.Total != 0 {
 		t.Errorf("runaways after the stopped streams: %+v, want none", r)
 	}
 }
