@@ -102,31 +102,70 @@ func (c *goldCache) setWaiting(key string, w bool) {
 
 // goldEntry is one kept gold result.
 type goldEntry struct {
-	key   string
-	res   *sandbox.Result
+	key string
+	goldRun
 	bytes int64
+}
+
+// goldRun is a gold execution's result and the statement's own running time: its
+// Result.Duration less the time it waited for an execution slot (slotWait), which is the
+// load of the moment, not the gold's. The running time is what a request's own time limit is
+// compared with, so that a result kept after a wait is not a later request's timeout.
+type goldRun struct {
+	res *sandbox.Result
+	ran time.Duration
+}
+
+// slotWait adds up the time an execution waits for an execution slot, from what it tells
+// sandbox.ExecOptions.Waiting. Safe for concurrent use.
+type slotWait struct {
+	mu     sync.Mutex
+	since  time.Time // when the wait now under way began; zero when none is
+	waited time.Duration
+}
+
+// tell is the execution's sandbox.ExecOptions.Waiting.
+func (w *slotWait) tell(waiting bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case waiting && w.since.IsZero():
+		w.since = time.Now()
+	case !waiting && !w.since.IsZero():
+		w.waited += time.Since(w.since)
+		w.since = time.Time{}
+	}
+}
+
+// ran is the own running time of the execution whose Exec took took (its Result.Duration):
+// took less the waits told, never below zero.
+func (w *slotWait) ran(took time.Duration) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(took-w.waited, 0)
 }
 
 func newGoldCache(limit time.Duration, maxBytes int64) *goldCache {
 	return &goldCache{limit: limit, maxBytes: maxBytes, m: map[string]*list.Element{}}
 }
 
-// get returns the result kept under key, now the most recently used.
-func (c *goldCache) get(key string) (*sandbox.Result, bool) {
+// get returns the run kept under key, now the most recently used.
+func (c *goldCache) get(key string) (goldRun, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.m[key]
 	if !ok {
-		return nil, false
+		return goldRun{}, false
 	}
 	c.lru.MoveToFront(el)
-	return el.Value.(*goldEntry).res, true
+	return el.Value.(*goldEntry).goldRun, true
 }
 
-// put keeps res under key, dropping the least recently used results until both bounds hold; a
+// put keeps run under key, dropping the least recently used results until both bounds hold; a
 // result over a bound alone is not kept.
-func (c *goldCache) put(key string, res *sandbox.Result) {
-	e := &goldEntry{key: key, res: res, bytes: int64(len(key)) + sandbox.Size(res)}
+func (c *goldCache) put(key string, run goldRun) {
+	res := run.res
+	e := &goldEntry{key: key, goldRun: run, bytes: int64(len(key)) + sandbox.Size(res)}
 	if e.bytes > c.maxBytes || len(res.Rows) > maxGoldRows {
 		return
 	}
@@ -208,19 +247,20 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	if own <= 0 {
 		own = sandbox.DefaultTimeout
 	}
-	// A request gets the answer its own time limit allows: a kept or shared result that took
-	// longer than own is its timeout, as running the gold alone would be, whoever ran it first.
+	// A request gets the answer its own time limit allows: a kept or shared result whose
+	// statement ran longer than own is its timeout, as running the gold alone would be, whoever
+	// ran it first; the time that execution waited for a slot is not the gold's (goldRun).
 	// Each request gets a Result of its own (the judge sets fields of the one it gets); the rows
 	// are shared and read only.
-	mine := func(res *sandbox.Result) *sandbox.Result {
-		if res.OK() && res.Duration > own {
+	mine := func(run goldRun) *sandbox.Result {
+		if run.res.OK() && run.ran > own {
 			return sandbox.TimedOut(own, own)
 		}
-		cp := *res
+		cp := *run.res
 		return &cp
 	}
-	if res, ok := c.get(key); ok {
-		return mine(res), nil
+	if run, ok := c.get(key); ok {
+		return mine(run), nil
 	}
 	// The shared execution ends with neither the context nor the deadline of the request that
 	// started it: it runs for the judge's whole budget (limit), so that every request it serves
@@ -228,13 +268,22 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	// whose deadline passes while the execution still waits for a slot gets sandbox.ErrBusy.
 	shared := opts
 	shared.Timeout = max(c.limit, own)
-	shared.Waiting = func(w bool) { c.setWaiting(key, w) }
 	ch := c.flight.DoChan(key, func() (any, error) {
-		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, shared)
-		if err == nil && res.OK() {
-			c.put(key, res)
+		var wait slotWait
+		opts := shared
+		opts.Waiting = func(w bool) {
+			c.setWaiting(key, w)
+			wait.tell(w)
 		}
-		return res, err
+		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
+		if err != nil {
+			return nil, err
+		}
+		run := goldRun{res: res, ran: wait.ran(res.Duration)}
+		if res.OK() {
+			c.put(key, run)
+		}
+		return run, nil
 	})
 	timer := time.NewTimer(own)
 	defer timer.Stop()
@@ -243,7 +292,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		return mine(r.Val.(*sandbox.Result)), nil
+		return mine(r.Val.(goldRun)), nil
 	case <-timer.C:
 		c.mu.Lock()
 		waiting := c.waiting[key]

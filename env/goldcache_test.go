@@ -62,12 +62,12 @@ func sized(n int) *sandbox.Result {
 // first, a result over the bound alone is not kept.
 func TestGoldCacheBytes(t *testing.T) {
 	c := newGoldCache(time.Second, 1000)
-	c.put("a", sized(300))
-	c.put("b", sized(300))
+	c.put("a", goldRun{res: sized(300)})
+	c.put("b", goldRun{res: sized(300)})
 	if _, ok := c.get("a"); !ok { // a is now the most recently used
 		t.Fatal("a is not kept")
 	}
-	c.put("c", sized(300))
+	c.put("c", goldRun{res: sized(300)})
 	_, aok := c.get("a")
 	_, bok := c.get("b")
 	_, cok := c.get("c")
@@ -77,7 +77,7 @@ func TestGoldCacheBytes(t *testing.T) {
 	if n, _, bytes := c.held(); n != 2 || bytes > 1000 {
 		t.Errorf("%d results, %d bytes", n, bytes)
 	}
-	c.put("huge", sized(2000))
+	c.put("huge", goldRun{res: sized(2000)})
 	if _, ok := c.get("huge"); ok {
 		t.Error("a result over the bound alone is kept")
 	}

@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,97 @@ func TestGoldFilteredNotCached(t *testing.T) {
 	}
 	if db.runs != 3 {
 		t.Errorf("the database ran %d executions, want 3 (two filtered, the first full one)", db.runs)
+	}
+}
+
+// slotGoldDB waits wait for an execution slot, telling ExecOptions.Waiting, then runs its
+// statement for run, and counts both in the Result's Duration as the engines do (from the call
+// of Exec).
+type slotGoldDB struct {
+	slowGoldDB
+	run time.Duration
+}
+
+func (d *slotGoldDB) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	d.mu.Lock()
+	d.runs++
+	d.mu.Unlock()
+	start := time.Now()
+	if opts.Waiting != nil {
+		opts.Waiting(true)
+	}
+	time.Sleep(d.wait)
+	if opts.Waiting != nil {
+		opts.Waiting(false)
+	}
+	time.Sleep(d.run)
+	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}}, Total: 1, Duration: time.Since(start)}, nil
+}
+
+// TestGoldSlotWaitNotKept: a shared gold execution that waited for an execution slot is kept
+// with its statement's own running time: a later request whose limit is shorter than the wait
+// and the run together but longer than the run gets the result, not a timeout (the wait was the
+// load of that moment); a limit shorter than the run is still its timeout.
+func TestGoldSlotWaitNotKept(t *testing.T) {
+	const gold = "SELECT x FROM g"
+	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 600 * time.Millisecond}, run: 50 * time.Millisecond}
+	g := goldOpener{gold: gold, cache: newGoldCache(3*time.Second, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	ctx := context.Background()
+	first, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: 2 * time.Second})
+	if err != nil || !first.OK() || first.Duration < db.wait {
+		t.Fatalf("the first request: %+v, %v; want the result, its Duration counting the wait", first, err)
+	}
+	if r, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: 300 * time.Millisecond}); err != nil || !r.OK() {
+		t.Errorf("a 300ms limit after the gold (%s, %s of it waiting for a slot) was kept: %+v, %v; want the result", first.Duration.Round(time.Millisecond), db.wait, r, err)
+	}
+	if r, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: 20 * time.Millisecond}); err != nil || r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("a 20ms limit, shorter than the gold's %s run: %+v, %v; want its timeout", db.run, r, err)
+	}
+	if db.runs != 1 {
+		t.Errorf("%d executions, want 1", db.runs)
+	}
+}
+
+// TestGoldSlotWaitPostgres: TestGoldSlotWaitNotKept on PostgreSQL: with every statement slot
+// of the server handle held by a pg_sleep, the gold waits for one (its Duration counts the
+// wait); a later request with a limit shorter than that Duration, ample for the gold itself,
+// gets the kept result.
+func TestGoldSlotWaitPostgres(t *testing.T) {
+	task := tasksOf(t)[1]
+	tasks := []datasets.Task{task}
+	conn := freshPostgres(t, tasks)
+	t.Cleanup(func() { conn.Close() })
+	ctx := context.Background()
+	db, err := conn.Open(ctx, datasets.Postgres, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server handle has at most 16 statement slots (sandbox/postgres: pgMaxStatements; fewer
+	// on a server of under 96 max_connections, where the sleeps then hold them longer).
+	const slots, hold = 16, 1500 * time.Millisecond
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := db.Exec(ctx, fmt.Sprintf("SELECT pg_sleep(%g)", hold.Seconds()), sandbox.ExecOptions{Timeout: 10 * time.Second}); err != nil || !r.OK() {
+				t.Errorf("pg_sleep holding a slot: %+v, %v", r, err)
+			}
+		}()
+	}
+	t.Cleanup(wg.Wait)
+	time.Sleep(300 * time.Millisecond) // the sleeps hold the slots
+	g := goldOpener{gold: gold(t, task, datasets.Postgres), cache: newGoldCache(20*time.Second, DefaultGoldCacheBytes)}
+	gdb := g.wrap(db, task)
+	first, err := gdb.Exec(ctx, g.gold, sandbox.ExecOptions{Timeout: 10 * time.Second})
+	if err != nil || !first.OK() || first.Duration < hold/2 {
+		t.Fatalf("the gold beside the sleeps: %+v, %v; want the result after a wait for a slot", first, err)
+	}
+	if n, _, _ := g.cache.held(); n != 1 {
+		t.Fatalf("the cache holds %d results, want the gold's", n)
+	}
+	limit := first.Duration / 2
+	if r, err := gdb.Exec(ctx, g.gold, sandbox.ExecOptions{Timeout: limit}); err != nil || !r.OK() {
+		t.Errorf("a %s limit after the gold was kept (%s with its wait for a slot): %+v, %v; want the result", limit.Round(time.Millisecond), first.Duration.Round(time.Millisecond), r, err)
 	}
 }

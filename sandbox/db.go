@@ -71,7 +71,11 @@ type Result struct {
 	// Truncated says Rows does not hold every row Total counts (MaxRows, a RowFilter).
 	Truncated bool `json:"truncated,omitempty"`
 	// Error is the engine's own error text (OutcomeError), or why the statement was refused.
-	Error    string        `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Duration is the time Exec took, from its call to its answer: screening, the wait for an
+	// execution slot (ExecOptions.Waiting tells it), the statement and the session's reset. A
+	// caller that compares a statement with a time limit after the fact takes the wait off
+	// (the env's gold cache, env.goldRun).
 	Duration time.Duration `json:"duration_ns"`
 
 	stopped bool // a RowFilter stopped the statement (Collect); not serialised
