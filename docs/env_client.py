@@ -16,8 +16,9 @@ A server started with --api-key wants its key: EnvClient(url, api_key=KEY), or $
 An error answer is EnvError(status, message): a body over the server's --max-body is
 EnvError(413), read from the server even when it answers before the body is all sent (the
 client watches for an early answer, so the server closing the connection is not a reset).
-A 429 (the client's --max-episodes-per-client episodes in play, or a full store: its
---max-episodes or its --max-store-mib, on a start or a step) is sent again after a wait that
+A 429 (the client's --max-episodes-per-client episodes in play or its --max-client-store-mib,
+or a full store: its --max-episodes or its --max-store-mib; the bytes on a start or a step) is
+sent again after a wait that
 doubles from 0.5 s but is never longer than the server's Retry-After (when the first episode in
 the way expires; one finishing or deleted frees its slot sooner), until
 max_retry_wait seconds (30) have gone into waiting; then, or at once with max_retry_wait=0, it is

@@ -76,6 +76,11 @@ type Config struct {
 	// they hold three quarters of it, a step when what it may add does not fit (docs/ENV.md,
 	// Bounds).
 	MaxStoreBytes int64
+	// MaxClientStoreBytes bounds the bytes one client's stored episodes hold (a share of
+	// MaxStoreBytes, so that one client cannot fill the store; default half of it, as
+	// MaxEpisodesPerClient is of MaxEpisodes): a new episode of the client is refused once they
+	// hold three quarters of it, a step when what it may add does not fit.
+	MaxClientStoreBytes int64
 	// MaxBody caps a request body in bytes (default 8 MiB).
 	MaxBody int64
 	// MaxBatch caps the steps of one batch-step request and the completions of one score
@@ -161,6 +166,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxStoreBytes <= 0 {
 		cfg.MaxStoreBytes = DefaultMaxStoreBytes
 	}
+	if cfg.MaxClientStoreBytes <= 0 {
+		cfg.MaxClientStoreBytes = max(1, cfg.MaxStoreBytes/2)
+	}
+	if cfg.MaxClientStoreBytes > cfg.MaxStoreBytes {
+		return nil, fmt.Errorf("env: %d bytes per client is over the %d of the store", cfg.MaxClientStoreBytes, cfg.MaxStoreBytes)
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -183,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:      cfg,
 		tasks:    make(map[string]*datasets.Task, len(cfg.Tasks)),
 		dialects: map[datasets.Dialect]bool{},
-		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient, cfg.MaxStoreBytes),
+		store:    newStore(cfg.TTL, cfg.MaxEpisodes, cfg.MaxEpisodesPerClient, cfg.MaxStoreBytes, cfg.MaxClientStoreBytes),
 		golds:    newGoldCache(episode.JudgeBudget(cfg.Episode), cfg.GoldCacheBytes),
 		slots:    semaphore.NewWeighted(int64(cfg.Parallel)),
 		swept:    make(chan struct{}),

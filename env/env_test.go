@@ -698,7 +698,7 @@ func TestTruncatedReply(t *testing.T) {
 // client's count of episodes in play once, not again when that step ends it: the client's cap
 // still holds after.
 func TestStoreDropMidStep(t *testing.T) {
-	s := newStore(time.Hour, 10, 2, 1<<30)
+	s := newStore(time.Hour, 10, 2, 1<<30, 1<<30)
 	var eps []*liveEpisode
 	for range 2 {
 		e := &liveEpisode{client: "c", size: 1}

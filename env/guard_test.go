@@ -168,7 +168,7 @@ func TestEpisodesPerClient(t *testing.T) {
 	advance(2 * time.Hour)
 	s.store.sweep()
 	s.store.mu.Lock()
-	left := len(s.store.inPlay)
+	left := len(s.store.clients)
 	s.store.mu.Unlock()
 	if left != 0 {
 		t.Errorf("after expiry, clients still counted: %d", left)

@@ -304,6 +304,8 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 			msg = fmt.Sprintf("client %s has %s in play, its cap (--max-episodes-per-client): finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, plural.Count(s.cfg.MaxEpisodesPerClient, "episode"), s.cfg.TTL)
 		case errors.Is(err, errBytesFull):
 			msg = fmt.Sprintf("the episodes in memory hold %s, the three quarters of the server's bound (--max-store-mib %d) that new episodes may fill: finish or DELETE some, or wait for idle ones to expire (--ttl %s)", s.storeHeld(), s.cfg.MaxStoreBytes>>20, s.cfg.TTL)
+		case errors.Is(err, errClientBytesFull):
+			msg = fmt.Sprintf("client %s's episodes in memory hold %s, the three quarters of its share (--max-client-store-mib: %s of the store's %s) that its new episodes may fill: finish or DELETE some, or wait for idle ones to expire (--ttl %s); a trainer of its own needs a key of its own (--api-key)", e.client, s.clientHeld(e.client), mib(s.cfg.MaxClientStoreBytes), mib(s.cfg.MaxStoreBytes), s.cfg.TTL)
 		}
 		writeError(w, tooMany(retry, msg))
 		return
@@ -314,6 +316,12 @@ func (s *Server) createEpisode(w http.ResponseWriter, r *http.Request) {
 // storeHeld says what the stored episodes hold and the steps in flight reserve.
 func (s *Server) storeHeld() string {
 	b, r := s.store.held()
+	return fmt.Sprintf("%s (%s more reserved for steps in flight)", mib(b), mib(r))
+}
+
+// clientHeld says what client's stored episodes hold and their steps in flight reserve.
+func (s *Server) clientHeld(client string) string {
+	b, r := s.store.clientHeld(client)
 	return fmt.Sprintf("%s (%s more reserved for steps in flight)", mib(b), mib(r))
 }
 
@@ -433,17 +441,21 @@ func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, 
 	}
 	// Room for what the step may keep, held until it is counted.
 	growth := stepGrowth(rp, len(e.st.Trajectory().Turns), s.cfg.Episode.Caps, s.cfg.Episode.ReplyCap)
-	if retry, err := s.store.reserve(growth); err != nil {
-		return nil, tooMany(retry, fmt.Sprintf("episode %s is unchanged: the episodes in memory hold %s, and its step may add %s past the server's bound (--max-store-mib %d); send it again in %.0f s, or finish or DELETE other episodes", id, s.storeHeld(), mib(growth), s.cfg.MaxStoreBytes>>20, math.Ceil(max(retry, time.Second).Seconds())))
+	if retry, err := s.store.reserve(e.client, growth); err != nil {
+		again := math.Ceil(max(retry, time.Second).Seconds())
+		if errors.Is(err, errClientBytesFull) {
+			return nil, tooMany(retry, fmt.Sprintf("episode %s is unchanged: the episodes in memory of its client %s hold %s, and its step may add %s past the client's share (--max-client-store-mib: %s of the store's %s); send it again in %.0f s, or finish or DELETE other episodes of the client", id, e.client, s.clientHeld(e.client), mib(growth), mib(s.cfg.MaxClientStoreBytes), mib(s.cfg.MaxStoreBytes), again))
+		}
+		return nil, tooMany(retry, fmt.Sprintf("episode %s is unchanged: the episodes in memory hold %s, and its step may add %s past the server's bound (--max-store-mib %d); send it again in %.0f s, or finish or DELETE other episodes", id, s.storeHeld(), mib(growth), s.cfg.MaxStoreBytes>>20, again))
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
-		s.store.unreserve(growth)
+		s.store.unreserve(e.client, growth)
 		return nil, s.execError(ctx, "episode "+id, err)
 	}
 	tu, err := play(ctx, e.st, rp)
 	s.slots.Release(1)
 	if err != nil {
-		s.store.unreserve(growth)
+		s.store.unreserve(e.client, growth)
 		return nil, s.execError(ctx, "episode "+id, err)
 	}
 	done := e.st.Done()

@@ -23,6 +23,11 @@ var errClientFull = errors.New("env: the client's episodes are at its cap")
 // room held for the steps in flight, leave no room within the store's bytes.
 var errBytesFull = errors.New("env: the episodes' memory is at the store's bound")
 
+// errClientBytesFull is store.add's and store.reserve's refusal when the episodes of the
+// client, with the room held for their steps in flight, leave no room within its share of the
+// store's bytes.
+var errClientBytesFull = errors.New("env: the client's episodes' memory is at its share of the store")
+
 // liveEpisode is one episode in play.
 type liveEpisode struct {
 	id      string
@@ -44,31 +49,88 @@ type liveEpisode struct {
 
 // store keeps the live episodes in memory, each until ttl passes without a step, at most max of
 // them, at most perClient in play (not done) per client, and at most maxBytes by episodeSize
-// in all: a new episode only while they hold under startBytes, three quarters of it, so that
-// the episodes in play have the last quarter to grow in; a step only with room for what it may
-// add (reserve). To make room it drops finished episodes, closest to expiry first. Safe for
-// concurrent use.
+// in all and clientBytes of them per client: a new episode only while they hold under three
+// quarters of either (startBytes, clientStartBytes), so that the episodes in play have the last
+// quarter to grow in; a step only with room in both for what it may add (reserve). To make room
+// it drops finished episodes, closest to expiry first (for a client's share, the client's own).
+// Safe for concurrent use.
 type store struct {
-	ttl       time.Duration
-	max       int
-	perClient int
-	maxBytes  int64
-	now       func() time.Time
+	ttl         time.Duration
+	max         int
+	perClient   int
+	maxBytes    int64
+	clientBytes int64
+	now         func() time.Time
 
 	mu sync.Mutex
 	m  map[string]*liveEpisode
-	// inPlay counts each client's stored episodes that are not done.
-	inPlay map[string]int
+	// clients holds what each client's stored episodes count for; a client whose counts are all
+	// zero has no entry.
+	clients map[string]*clientUse
 	// bytes is the stored episodes' sizes; reserved the room held for the steps in flight.
 	bytes, reserved int64
 }
 
-func newStore(ttl time.Duration, max, perClient int, maxBytes int64) *store {
-	return &store{ttl: ttl, max: max, perClient: perClient, maxBytes: maxBytes, now: time.Now, m: make(map[string]*liveEpisode), inPlay: map[string]int{}}
+// clientUse is what one client's stored episodes count for.
+type clientUse struct {
+	// inPlay counts the client's stored episodes that are not done.
+	inPlay int
+	// bytes is their sizes, done ones included; reserved the room held for their steps in
+	// flight.
+	bytes, reserved int64
+}
+
+func newStore(ttl time.Duration, max, perClient int, maxBytes, clientBytes int64) *store {
+	return &store{ttl: ttl, max: max, perClient: perClient, maxBytes: maxBytes, clientBytes: clientBytes, now: time.Now,
+		m: make(map[string]*liveEpisode), clients: map[string]*clientUse{}}
 }
 
 // startBytes is the bytes below which the store takes a new episode.
 func (s *store) startBytes() int64 { return s.maxBytes - s.maxBytes/4 }
+
+// clientStartBytes is the bytes of a client's below which the store takes a new episode of it.
+func (s *store) clientStartBytes() int64 { return s.clientBytes - s.clientBytes/4 }
+
+// shared reports whether a client's share is a bound of its own, below the store's: a share of
+// the whole store is the store's bound, and a refusal names that.
+func (s *store) shared() bool { return s.clientBytes < s.maxBytes }
+
+// useLocked is client's entry, made when it has none.
+func (s *store) useLocked(client string) *clientUse {
+	u := s.clients[client]
+	if u == nil {
+		u = &clientUse{}
+		s.clients[client] = u
+	}
+	return u
+}
+
+// tidyLocked drops client's entry once its counts are all zero.
+func (s *store) tidyLocked(client string) {
+	if u := s.clients[client]; u != nil && u.inPlay <= 0 && u.bytes == 0 && u.reserved == 0 {
+		delete(s.clients, client)
+	}
+}
+
+// inPlayLocked is how many of client's stored episodes are in play.
+func (s *store) inPlayLocked(client string) int {
+	if u := s.clients[client]; u != nil {
+		return u.inPlay
+	}
+	return 0
+}
+
+// heldLocked is what the stored episodes of client ("": of every client) hold, with the room
+// reserved for their steps in flight.
+func (s *store) heldLocked(client string) int64 {
+	if client == "" {
+		return s.bytes + s.reserved
+	}
+	if u := s.clients[client]; u != nil {
+		return u.bytes + u.reserved
+	}
+	return 0
+}
 
 // newID returns a random episode id: 128 bits, so one trainer cannot guess another's episodes.
 func newID() string {
@@ -80,19 +142,22 @@ func newID() string {
 }
 
 // add stores e (its size set) under a new id. With e's client at its cap of episodes in play,
-// the store full, or its bytes at startBytes, it first drops the expired episodes; then a full
-// store drops the finished one closest to expiry, and so do the bytes until e fits under
-// startBytes. Still at the client's cap it returns errClientFull, with every slot in play
-// errFull, without room errBytesFull; retry is how long until the first episode in the way
-// expires.
+// the store full, or the bytes of the store or of e's client at three quarters of their bound,
+// it first drops the expired episodes; then a full store drops the finished one closest to
+// expiry, and so do the bytes, the client's finished episodes first, until e fits under
+// clientStartBytes and startBytes. Still at the client's cap it returns errClientFull, with
+// every slot in play errFull, without room in the client's share errClientBytesFull, without
+// room in the store errBytesFull; retry is how long until the first episode in the way (of the
+// client, for its cap and share) expires.
 func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if len(s.m) >= s.max || s.inPlay[e.client] >= s.perClient || s.bytes+s.reserved+e.size > s.startBytes() {
+	if len(s.m) >= s.max || s.inPlayLocked(e.client) >= s.perClient || s.heldLocked("")+e.size > s.startBytes() ||
+		s.shared() && s.heldLocked(e.client)+e.size > s.clientStartBytes() {
 		s.sweepLocked(now)
 	}
-	if s.inPlay[e.client] >= s.perClient {
+	if s.inPlayLocked(e.client) >= s.perClient {
 		return s.firstExpiryLocked(now, e.client), errClientFull
 	}
 	if len(s.m) >= s.max {
@@ -102,54 +167,73 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 		}
 		s.dropLocked(oldest)
 	}
-	if !s.roomLocked(e.size, s.startBytes()) {
+	if s.shared() && !s.roomLocked(e.client, e.size, s.clientStartBytes()) {
+		return s.firstExpiryLocked(now, e.client), errClientBytesFull
+	}
+	if !s.roomLocked("", e.size, s.startBytes()) {
 		return s.firstExpiryLocked(now, ""), errBytesFull
 	}
 	e.id = newID()
 	e.expires = now.Add(s.ttl)
 	s.m[e.id] = e
-	s.inPlay[e.client]++
+	u := s.useLocked(e.client)
+	u.inPlay++
+	u.bytes += e.size
 	s.bytes += e.size
 	return 0, nil
 }
 
-// reserve holds n bytes for a step in flight, which touch or unreserve gives back: when the
-// stored episodes and the steps in flight leave no room for them within maxBytes, it drops the
-// expired episodes, then finished ones closest to expiry first, and without room still it
-// returns errBytesFull and how long until the first episode in play expires.
-func (s *store) reserve(n int64) (retry time.Duration, err error) {
+// reserve holds n bytes for a step in flight of an episode of client, which touch or unreserve
+// gives back: when the stored episodes and the steps in flight leave no room for them within
+// the client's share (clientBytes) or the store's maxBytes, it drops the expired episodes,
+// then finished ones closest to expiry first (the client's own for its share), and without
+// room still it returns errClientBytesFull or errBytesFull and how long until the first
+// episode in play (of the client, for its share) expires.
+func (s *store) reserve(client string, n int64) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if s.bytes+s.reserved+n > s.maxBytes {
+	if s.heldLocked("")+n > s.maxBytes || s.shared() && s.heldLocked(client)+n > s.clientBytes {
 		s.sweepLocked(now)
 	}
-	if !s.roomLocked(n, s.maxBytes) {
+	if s.shared() && !s.roomLocked(client, n, s.clientBytes) {
+		return s.firstExpiryLocked(now, client), errClientBytesFull
+	}
+	if !s.roomLocked("", n, s.maxBytes) {
 		return s.firstExpiryLocked(now, ""), errBytesFull
 	}
 	s.reserved += n
+	s.useLocked(client).reserved += n
 	return 0, nil
 }
 
-// unreserve gives back n bytes reserve held for a step that did not play.
-func (s *store) unreserve(n int64) {
+// unreserve gives back n bytes reserve held for a step of client's that did not play.
+func (s *store) unreserve(client string, n int64) {
 	s.mu.Lock()
-	s.reserved -= n
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.unreserveLocked(client, n)
 }
 
-// roomLocked reports whether n more bytes fit under limit, dropping finished episodes, closest
-// to expiry first, as far as needed; where dropping them all would not make the room, it drops
-// none.
-func (s *store) roomLocked(n, limit int64) bool {
-	over := s.bytes + s.reserved + n - limit
+func (s *store) unreserveLocked(client string, n int64) {
+	s.reserved -= n
+	if u := s.clients[client]; u != nil {
+		u.reserved -= n
+		s.tidyLocked(client)
+	}
+}
+
+// roomLocked reports whether n more bytes fit under limit in what client's episodes hold (""
+// : every client's), dropping finished episodes (client's), closest to expiry first, as far as
+// needed; where dropping them all would not make the room, it drops none.
+func (s *store) roomLocked(client string, n, limit int64) bool {
+	over := s.heldLocked(client) + n - limit
 	if over <= 0 {
 		return true
 	}
 	var done []*liveEpisode
 	var doneBytes int64
 	for _, e := range s.m {
-		if e.done {
+		if e.done && (client == "" || e.client == client) {
 			done = append(done, e)
 			doneBytes += e.size
 		}
@@ -194,19 +278,24 @@ func (s *store) firstExpiryLocked(now time.Time, client string) time.Duration {
 	return first.Sub(now)
 }
 
-// dropLocked removes e from the store, its bytes and its client's count.
+// dropLocked removes e from the store, its bytes and its client's counts.
 func (s *store) dropLocked(e *liveEpisode) {
 	delete(s.m, e.id)
 	s.bytes -= e.size
+	if u := s.clients[e.client]; u != nil {
+		u.bytes -= e.size
+	}
 	if !e.done {
 		s.doneLocked(e)
 	}
+	s.tidyLocked(e.client)
 }
 
 // doneLocked takes e out of its client's count of episodes in play.
 func (s *store) doneLocked(e *liveEpisode) {
-	if s.inPlay[e.client]--; s.inPlay[e.client] <= 0 {
-		delete(s.inPlay, e.client)
+	if u := s.clients[e.client]; u != nil {
+		u.inPlay--
+		s.tidyLocked(e.client)
 	}
 }
 
@@ -230,10 +319,11 @@ func (s *store) get(id string) (*liveEpisode, bool) {
 func (s *store) touch(e *liveEpisode, done bool, size, reserved int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reserved -= reserved
 	if s.m[e.id] == e { // not dropped (expired, deleted) while it played
 		s.bytes += size - e.size
+		s.useLocked(e.client).bytes += size - e.size
 	}
+	s.unreserveLocked(e.client, reserved)
 	e.size = size
 	e.expires = s.now().Add(s.ttl)
 	if done && !e.done && s.m[e.id] == e { // a dropped episode left its client's count then
@@ -289,4 +379,15 @@ func (s *store) held() (bytes, reserved int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bytes, s.reserved
+}
+
+// clientHeld returns the bytes of client's stored episodes and those reserved for their steps
+// in flight.
+func (s *store) clientHeld(client string) (bytes, reserved int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.clients[client]; u != nil {
+		return u.bytes, u.reserved
+	}
+	return 0, 0
 }

@@ -108,6 +108,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		ttl         = fs.Duration("ttl", env.DefaultTTL, "drop an episode this long after its last step")
 		maxEpisodes = fs.Int("max-episodes", env.DefaultMaxEpisodes, "most episodes kept in memory")
 		maxStoreMiB = fs.Int64("max-store-mib", env.DefaultMaxStoreBytes>>20, "MiB the episodes kept in memory may hold, finished ones included: new episodes are refused past three quarters of it, and a step that could pass it")
+		clientMiB   = fs.Int64("max-client-store-mib", 0, "MiB the episodes of one client (an API key, else a remote address, all of loopback one) may hold, finished ones included: its new episodes are refused past three quarters of it, and its step that could pass it; 0: half of --max-store-mib")
 		perClient   = fs.Int("max-episodes-per-client", 0, "most episodes in play for one client (an API key, else a remote address, all of loopback one); 0: half of --max-episodes")
 		maxBody     = fs.Int64("max-body", env.DefaultMaxBody, "largest request body in bytes")
 		maxBatch    = fs.Int("max-batch", env.DefaultMaxBatch, "most steps in one batch-step request, completions in one score request")
@@ -122,6 +123,9 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		}
 		if *goldMiB > 1<<20 || *maxStoreMiB > 1<<20 {
 			return cli.Usagef("--gold-cache-mib %d, --max-store-mib %d: want at most %d (1 TiB)", *goldMiB, *maxStoreMiB, 1<<20)
+		}
+		if *clientMiB < 0 || *clientMiB > *maxStoreMiB {
+			return cli.Usagef("--max-client-store-mib %d: want 0 (half of --max-store-mib) up to --max-store-mib (%d)", *clientMiB, *maxStoreMiB)
 		}
 		if *perClient < 0 || *perClient > *maxEpisodes {
 			return cli.Usagef("--max-episodes-per-client %d: want 0 (half of --max-episodes) up to --max-episodes (%d)", *perClient, *maxEpisodes)
@@ -159,7 +163,7 @@ func setupEnvServe(fs *flag.FlagSet) cli.Func {
 		srv, err := env.New(env.Config{
 			Tasks: ts, Dialects: ef.dialects.List(), Opener: conn, Weights: &w, RewardMode: mode, Subsets: &ef.subsets,
 			Episode: episode.Options(), Tokenizer: encoderOf(tok),
-			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxStoreBytes: *maxStoreMiB << 20, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
+			TTL: *ttl, MaxEpisodes: *maxEpisodes, MaxEpisodesPerClient: *perClient, MaxStoreBytes: *maxStoreMiB << 20, MaxClientStoreBytes: *clientMiB << 20, MaxBody: *maxBody, MaxBatch: *maxBatch, Parallel: *parallel,
 			GoldCacheBytes: *goldMiB << 20, Logger: logger, Log: runLog,
 		})
 		if err != nil {
