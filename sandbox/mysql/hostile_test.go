@@ -504,7 +504,7 @@ func myStoppedStream(t *testing.T, lose bool) {
 		t.Fatalf("%d statement slots, want 1", c.eng.srv.limit)
 	}
 	if lose {
-		c.eng.srv.stopQuery = func(context.Context, int64) {}
+		c.eng.srv.stopQuery = func(context.Context, int64) error { return nil }
 	}
 	threads := func() string {
 		var s string
@@ -528,5 +528,44 @@ func myStoppedStream(t *testing.T, lose bool) {
 	}
 	if r := c.eng.Runaways(); r.Total != 0 {
 		t.Errorf("runaways after the stopped streams: %+v, want none", r)
+	}
+}
+
+// TestMySQLStoppedStreamLateKill: a KILL QUERY for a stopped statement that did not complete (a
+// killer connection past its CleanupTimeout; here a hook that reports it failed and has the
+// server apply it only later) must not leave the connection in the pool: the statement ended by
+// itself meanwhile, and the late kill hit whatever ran next on its thread, another task's
+// statement (an interrupted SLEEP returns 1).
+func TestMySQLStoppedStreamLateKill(t *testing.T) {
+	admin, _, c, dbs := myHostileSetup(t, 1, mysqlKillers+1)
+	var late sync.WaitGroup
+	t.Cleanup(late.Wait)
+	c.eng.srv.stopQuery = func(ctx context.Context, id int64) error {
+		late.Add(1)
+		go func() {
+			defer late.Done()
+			time.Sleep(250 * time.Millisecond)
+			_, _ = admin.Exec(fmt.Sprintf("KILL QUERY %d", id))
+		}()
+		return errors.New("KILL QUERY: context deadline exceeded")
+	}
+	db := dbs[0].(*mysqlDB)
+	ctx := context.Background()
+	stop := sandbox.ExecOptions{Filter: func([]any) sandbox.RowAction { return sandbox.RowStop }}
+	// 40 KB of rows, more than the server's network buffer (the first rows reach the client at
+	// once), then 150 ms on the last: the rest still streams at StopDrain and ends by itself.
+	stream := "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 200) SELECT n, IF(n = 200, SLEEP(0.15), 0), REPEAT('y', 200) FROM c"
+	for i := range 3 {
+		r, err := db.run(ctx, time.Now(), stream, 10*time.Second, stop)
+		if err != nil || !r.OK() || !r.Stopped() {
+			t.Fatalf("stream %d: %+v, %v; want ok, stopped", i, r, err)
+		}
+		r, err = db.run(ctx, time.Now(), "SELECT SLEEP(0.5)", 10*time.Second, sandbox.ExecOptions{})
+		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != int64(0) {
+			t.Fatalf("the next statement after stopped stream %d: %+v, %v; want ok, 0 (not a late KILL QUERY of the stopped statement)", i, r, err)
+		}
+	}
+	if r := c.eng.Runaways(); r.Total != 0 {
+		t.Errorf("runaways: %+v, want none", r)
 	}
 }

@@ -313,7 +313,10 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		case <-ctx.Done():
 		}
 		killed.Store(true)
-		m.srv.kill(ctx, "KILL QUERY", id)
+		if err := m.srv.kill(ctx, "KILL QUERY", id); err != nil {
+			drop() // not applied yet, it might be later, to the connection's next statement
+			return
+		}
 		t.Reset(mysqlKillGrace)
 		select {
 		case <-stop:
@@ -325,10 +328,15 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	// A stop (a RowFilter's) whose rest still streams after sandbox.StopDrain: KILL QUERY, and
 	// the connection as at the deadline if the rest streams mysqlKillGrace after that.
 	stopper := func(done <-chan struct{}) {
+		kill := func(ctx context.Context, id int64) error { return m.srv.kill(ctx, "KILL QUERY", id) }
 		if m.srv.stopQuery != nil {
-			m.srv.stopQuery(ctx, id)
-		} else {
-			m.srv.kill(ctx, "KILL QUERY", id)
+			kill = m.srv.stopQuery
+		}
+		if err := kill(ctx, id); err != nil {
+			// KILL QUERY did not complete: the server may still apply it later, to whatever the
+			// thread runs then, another task's statement if the connection went back to the
+			// pool. The connection goes as at the deadline instead.
+			drop()
 		}
 		t := time.NewTimer(mysqlKillGrace)
 		defer t.Stop()

@@ -52,7 +52,7 @@ type mysqlServer struct {
 	killer *sql.DB       // mysqlKillers connections outside conns
 	// stopQuery is the KILL QUERY of a stopped statement (run's stopper); nil: s.kill. Tests
 	// replace it to take the KILL CONNECTION that follows one that failed.
-	stopQuery func(ctx context.Context, id int64)
+	stopQuery func(ctx context.Context, id int64) error
 	share     int // the whole share, killers included (for reports and tests)
 
 	mu    sync.Mutex
@@ -162,10 +162,11 @@ func (s *mysqlServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
 }
 
 // kill runs KILL QUERY or KILL (the connection) on thread id from the killer pool.
-func (s *mysqlServer) kill(ctx context.Context, what string, id int64) {
+func (s *mysqlServer) kill(ctx context.Context, what string, id int64) error {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.CleanupTimeout)
 	defer cancel()
-	_, _ = s.killer.ExecContext(kctx, fmt.Sprintf("%s %d", what, id))
+	_, err := s.killer.ExecContext(kctx, fmt.Sprintf("%s %d", what, id))
+	return err
 }
 
 // alive reports whether thread id is still on the server (a user sees its own threads in

@@ -765,3 +765,44 @@ func pgStoppedStream(t *testing.T, lose bool) {
 		t.Errorf("runaways after the stopped streams: %+v, want none", r)
 	}
 }
+
+// TestPostgresStoppedStreamLateCancel: a cancel request for a stopped statement that the server
+// does not answer in time (a postmaster slow to fork, here a hook that sends the real request
+// only after the wait for its answer ran out, as pgx reports such a wait: no error) must not
+// leave its connection in the pool. Its statement ends by itself meanwhile; the signal then
+// came while the connection, reset and pooled, ran the next statement, and cancelled that one:
+// another task's statement read "timeout".
+func TestPostgresStoppedStreamLateCancel(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	_, db := pgOneSlot(t, admin)
+	var late sync.WaitGroup
+	t.Cleanup(late.Wait)
+	db.srv.cancelRequest = func(ctx context.Context, pc *pgconn.PgConn) error {
+		late.Add(1)
+		go func() {
+			defer late.Done()
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond)
+			_ = pc.CancelRequest(context.Background())
+		}()
+		<-ctx.Done()
+		return nil
+	}
+	ctx := context.Background()
+	stop := sandbox.ExecOptions{Filter: func([]any) sandbox.RowAction { return sandbox.RowStop }}
+	// Rows enough to fill the server's send buffer at once (the first row reaches the client
+	// before the end), then 150 ms: the rest still streams at StopDrain and ends by itself
+	// before the cancel's wait runs out. run takes statements already screened: pg_sleep here.
+	stream := "SELECT repeat('y', 200) FROM generate_series(1, 200) UNION ALL SELECT 'z' FROM pg_catalog.pg_sleep(0.15)"
+	victim := "SELECT 1 FROM pg_catalog.pg_sleep(0.8)"
+	for i := range 3 {
+		r, err := db.run(ctx, time.Now(), stream, 10*time.Second, stop)
+		if err != nil || !r.OK() || !r.Stopped() {
+			t.Fatalf("stream %d: %+v, %v; want ok, stopped", i, r, err)
+		}
+		r, err = db.run(ctx, time.Now(), victim, 10*time.Second, sandbox.ExecOptions{})
+		if err != nil || !r.OK() {
+			t.Fatalf("the next statement after stopped stream %d: %+v, %v; want ok (a late cancel of the stopped statement reached it)", i, r, err)
+		}
+	}
+}

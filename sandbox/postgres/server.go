@@ -184,7 +184,10 @@ func pgConnOf(conn *sql.Conn) (pc *pgconn.PgConn, sc *slotConn) {
 // stopper returns the sandbox.Stopper of the statement about to run on conn: a cancel request to
 // its backend (bounded by pgCancelAfter) and, if the rest of its reply still streams
 // pgCancelAfter after that, a hang-up as at a deadline (its backend then cancelled, terminated or
-// counted a runaway, holding its slot until it ends: stop), which it records in hungUp. The
+// counted a runaway, holding its slot until it ends: stop), which it records in hungUp. A cancel
+// request the server did not answer within pgCancelAfter is recorded there too: the connection
+// is hung up on after the statement, not reset and pooled, since the request's signal may still
+// come and would cancel the next statement on it. The
 // connection is found now, before the query, as its lock is held while the rows drain.
 func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.Bool) sandbox.Stopper {
 	pc, sc := pgConnOf(conn)
@@ -195,8 +198,14 @@ func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.B
 			if s.cancelRequest != nil {
 				send = s.cancelRequest
 			}
-			if err := send(cctx, pc); err != nil {
-				slog.Debug("postgres: cancel request for a stopped statement", "server", s.where, "pid", pc.PID(), "err", err)
+			err := send(cctx, pc)
+			if err != nil || cctx.Err() != nil {
+				// The server did not answer the request in time (pgx waits for its answer but
+				// does not report a wait that ran out): its signal may still reach the backend
+				// after the statement has ended, and cancel whatever the connection runs next,
+				// another task's statement if it went back to the pool. It does not.
+				hungUp.Store(true)
+				slog.Debug("postgres: cancel request for a stopped statement not answered", "server", s.where, "pid", pc.PID(), "err", err)
 			}
 			cancel()
 		}
