@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
@@ -64,12 +62,12 @@ const maxGoldRows = 1 << 20
 // for a gold (judge.Judge.GoldStatement, judge.ReadsRawValues), at most maxBytes by
 // sandbox.Size and maxGoldRows rows in all; the least recently used go first to make room, and
 // a result over either bound alone is not kept. Concurrent misses of one gold share one
-// execution. Only results that ran are kept (a timeout under load may not repeat). Safe for
-// concurrent use.
+// execution (goldCall). Only results that ran are kept (a timeout under load may not repeat).
+// Safe for concurrent use.
 type goldCache struct {
 	// limit is how long a shared execution may run: the judge's whole budget
 	// (episode.JudgeBudget), past every caller's own timeout, so that no caller needs to run
-	// the gold again; each caller waits only until its own deadline.
+	// the gold again; each caller waits only until its own limit (goldDB.Exec).
 	limit    time.Duration
 	maxBytes int64
 
@@ -78,26 +76,19 @@ type goldCache struct {
 	lru   list.List                // most recently used first
 	rows  int
 	bytes int64
-
-	flight singleflight.Group
-	// waiting holds the keys whose shared execution waits for an execution slot now
-	// (sandbox.ExecOptions.Waiting): a request whose deadline passes then gets sandbox.ErrBusy,
-	// not the gold's timeout.
-	waiting map[string]bool
+	// calls holds the shared executions in flight, by key; one leaves it, its result kept
+	// first if it ran, before its waiters are told.
+	calls map[string]*goldCall
 }
 
-// setWaiting records whether key's shared execution waits for an execution slot.
-func (c *goldCache) setWaiting(key string, w bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !w {
-		delete(c.waiting, key)
-		return
-	}
-	if c.waiting == nil {
-		c.waiting = make(map[string]bool)
-	}
-	c.waiting[key] = true
+// goldCall is one shared execution of a gold in flight.
+type goldCall struct {
+	done chan struct{} // closed once run and err are set
+	run  goldRun
+	err  error
+	// wait tells whether the execution waits for an execution slot now and how long its
+	// statement has run so far.
+	wait slotWait
 }
 
 // goldEntry is one kept gold result.
@@ -116,12 +107,21 @@ type goldRun struct {
 	ran time.Duration
 }
 
-// slotWait adds up the time an execution waits for an execution slot, from what it tells
-// sandbox.ExecOptions.Waiting. Safe for concurrent use.
+// slotWait follows one execution from its Exec call (begin): the time it waits for an
+// execution slot, from what it tells sandbox.ExecOptions.Waiting, and so the time its
+// statement has run. Safe for concurrent use.
 type slotWait struct {
 	mu     sync.Mutex
+	began  time.Time // when Exec was called; zero before
 	since  time.Time // when the wait now under way began; zero when none is
 	waited time.Duration
+}
+
+// begin records that the execution's Exec is called now.
+func (w *slotWait) begin() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.began = time.Now()
 }
 
 // tell is the execution's sandbox.ExecOptions.Waiting.
@@ -145,14 +145,35 @@ func (w *slotWait) ran(took time.Duration) time.Duration {
 	return max(took-w.waited, 0)
 }
 
+// now reports whether the execution waits for a slot now and how long it has run so far: the
+// time since begin less the waits told (zero before begin, and while the first wait lasts).
+func (w *slotWait) now() (waiting bool, ran time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.began.IsZero() {
+		return false, 0
+	}
+	t := time.Now()
+	ran = t.Sub(w.began) - w.waited
+	if !w.since.IsZero() {
+		waiting = true
+		ran -= t.Sub(w.since)
+	}
+	return waiting, max(ran, 0)
+}
+
 func newGoldCache(limit time.Duration, maxBytes int64) *goldCache {
-	return &goldCache{limit: limit, maxBytes: maxBytes, m: map[string]*list.Element{}}
+	return &goldCache{limit: limit, maxBytes: maxBytes, m: map[string]*list.Element{}, calls: map[string]*goldCall{}}
 }
 
 // get returns the run kept under key, now the most recently used.
 func (c *goldCache) get(key string) (goldRun, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getLocked(key)
+}
+
+func (c *goldCache) getLocked(key string) (goldRun, bool) {
 	el, ok := c.m[key]
 	if !ok {
 		return goldRun{}, false
@@ -259,51 +280,77 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 		cp := *run.res
 		return &cp
 	}
-	if run, ok := c.get(key); ok {
+	c.mu.Lock()
+	if run, ok := c.getLocked(key); ok {
+		c.mu.Unlock()
 		return mine(run), nil
 	}
-	// The shared execution ends with neither the context nor the deadline of the request that
-	// started it: it runs for the judge's whole budget (limit), so that every request it serves
-	// gets the answer its own deadline allows, and each request waits only until its own; one
-	// whose deadline passes while the execution still waits for a slot gets sandbox.ErrBusy.
-	shared := opts
-	shared.Timeout = max(c.limit, own)
-	ch := c.flight.DoChan(key, func() (any, error) {
-		var wait slotWait
-		opts := shared
-		opts.Waiting = func(w bool) {
-			c.setWaiting(key, w)
-			wait.tell(w)
-		}
-		res, err := g.DB.Exec(context.WithoutCancel(ctx), query, opts)
-		if err != nil {
-			return nil, err
-		}
-		run := goldRun{res: res, ran: wait.ran(res.Duration)}
-		if res.OK() {
-			c.put(key, run)
-		}
-		return run, nil
-	})
+	call := c.calls[key]
+	if call == nil {
+		call = &goldCall{done: make(chan struct{})}
+		c.calls[key] = call
+		go g.execute(context.WithoutCancel(ctx), key, query, opts, own, call)
+	}
+	c.mu.Unlock()
+	// The request waits until its own limit has passed on the statement's running time, not
+	// on the clock: at own after its arrival, a shared execution that has run for ran < own
+	// (it waited for a slot first, or began later) is waited for until own - ran more, as
+	// running the gold alone would be (statement_timeout and the MySQL killer start after the
+	// wait), so that the answer in flight is the answer kept (mine). One whose execution still
+	// waits for a slot then gets sandbox.ErrBusy: the gold never ran for it.
 	timer := time.NewTimer(own)
 	defer timer.Stop()
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
+	answer := func() (*sandbox.Result, error) {
+		if call.err != nil {
+			return nil, call.err
 		}
-		return mine(r.Val.(goldRun)), nil
-	case <-timer.C:
-		c.mu.Lock()
-		waiting := c.waiting[key]
-		c.mu.Unlock()
+		return mine(call.run), nil
+	}
+	for {
+		select {
+		case <-call.done:
+			return answer()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+		select {
+		case <-call.done: // ended meanwhile: its result decides
+			return answer()
+		default:
+		}
+		waiting, ran := call.wait.now()
 		if waiting {
 			// Not started by this request's deadline: the database's failure, as for a
 			// statement of its own that got no slot.
 			return nil, fmt.Errorf("the gold SQL: %w within its %s: its shared execution still waits for one", sandbox.ErrBusy, own)
 		}
-		return sandbox.TimedOut(own, own), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		if ran >= own {
+			return sandbox.TimedOut(own, own), nil
+		}
+		timer.Reset(own - ran)
 	}
+}
+
+// execute runs the shared execution call of the gold query under key and ends it: its result
+// kept if it ran, then call done. It ends with neither the context nor the deadline of the
+// request that started it (ctx has no cancellation): it runs for the judge's whole budget
+// (goldCache.limit), so that every request it serves gets the answer its own limit allows.
+func (g *goldDB) execute(ctx context.Context, key, query string, opts sandbox.ExecOptions, own time.Duration, call *goldCall) {
+	c := g.cache
+	opts.Timeout = max(c.limit, own)
+	opts.Waiting = call.wait.tell
+	call.wait.begin()
+	res, err := g.DB.Exec(ctx, query, opts)
+	if err == nil {
+		call.run = goldRun{res: res, ran: call.wait.ran(res.Duration)}
+		if res.OK() {
+			c.put(key, call.run)
+		}
+	}
+	call.err = err
+	c.mu.Lock()
+	delete(c.calls, key)
+	c.mu.Unlock()
+	close(call.done)
 }

@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -195,5 +196,66 @@ func TestGoldSlotWaitPostgres(t *testing.T) {
 	limit := first.Duration / 2
 	if r, err := gdb.Exec(ctx, g.gold, sandbox.ExecOptions{Timeout: limit}); err != nil || !r.OK() {
 		t.Errorf("a %s limit after the gold was kept (%s with its wait for a slot): %+v, %v; want the result", limit.Round(time.Millisecond), first.Duration.Round(time.Millisecond), r, err)
+	}
+}
+
+// TestGoldSlotWaitInFlight: a request's limit is measured against the shared gold statement's
+// running time in flight as it is once the result is kept, the execution's wait for a slot
+// aside. The execution waits 3u for a slot and runs 6u: a limit of 8u (past at 8u, the
+// statement then 5u in) gets the result at 9u; one of 4u its timeout at 7u, once the statement
+// has run 4u, not at the end; one of 2u arriving at 4u its timeout at 6u; one of 2u from the
+// start sandbox.ErrBusy at 2u (the gold never ran for it). Once kept, the same limits get the
+// same answers, and the gold ran once.
+func TestGoldSlotWaitInFlight(t *testing.T) {
+	const gold, u = "SELECT x FROM g", 100 * time.Millisecond
+	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 3 * u}, run: 6 * u}
+	g := goldOpener{gold: gold, cache: newGoldCache(30*u, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	ctx := context.Background()
+	type request struct {
+		name          string
+		limit, arrive time.Duration
+		want          sandbox.Outcome // "" : sandbox.ErrBusy
+		by            time.Duration   // the answer comes before this, from the arrival
+		res           *sandbox.Result
+		err           error
+		took          time.Duration
+	}
+	reqs := []*request{
+		{name: "8u from the start", limit: 8 * u, want: sandbox.OutcomeOK, by: 11 * u},
+		{name: "4u from the start", limit: 4 * u, want: sandbox.OutcomeTimeout, by: 8*u + u/2},
+		{name: "2u arriving at 4u", limit: 2 * u, arrive: 4 * u, want: sandbox.OutcomeTimeout, by: 4*u + u/2},
+		{name: "2u from the start", limit: 2 * u, by: 3 * u},
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(r.arrive)
+			at := time.Now()
+			r.res, r.err = g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: r.limit})
+			r.took = time.Since(at)
+		}()
+	}
+	wg.Wait()
+	t.Logf("the shared execution ended after %s", time.Since(start).Round(time.Millisecond))
+	for _, r := range reqs {
+		switch {
+		case r.want == "" && (r.res != nil || !errors.Is(r.err, sandbox.ErrBusy)):
+			t.Errorf("limit %s: %+v, %v; want sandbox.ErrBusy", r.name, r.res, r.err)
+		case r.want != "" && (r.err != nil || r.res.Outcome != r.want):
+			t.Errorf("limit %s in flight: %+v, %v; want %s", r.name, r.res, r.err, r.want)
+		case r.took > r.by:
+			t.Errorf("limit %s: answered after %s, want before %s", r.name, r.took.Round(time.Millisecond), r.by)
+		}
+	}
+	for _, r := range reqs[:3] {
+		if res, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: r.limit}); err != nil || res.Outcome != r.want {
+			t.Errorf("limit %s once kept: %+v, %v; want %s as in flight", r.name, res, err, r.want)
+		}
+	}
+	if db.runs != 1 {
+		t.Errorf("%d executions, want 1", db.runs)
 	}
 }
