@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,8 +53,10 @@ type liveEpisode struct {
 // in all and clientBytes of them per client: a new episode only while they hold under three
 // quarters of either (startBytes, clientStartBytes), so that the episodes in play have the last
 // quarter to grow in; a step only with room in both for what it may add (reserve). To make room
-// it drops finished episodes, closest to expiry first (for a client's share, the client's own).
-// Safe for concurrent use.
+// it drops finished episodes, closest to expiry first: for a client's share the client's own;
+// for the store's bytes the client's own, then other clients' but none of a client holding its
+// fair part (fairBytes) or less (storeRoomLocked); for the store's count any client's. Safe for
+// concurrent use.
 type store struct {
 	ttl         time.Duration
 	max         int
@@ -144,11 +147,12 @@ func newID() string {
 // add stores e (its size set) under a new id. With e's client at its cap of episodes in play,
 // the store full, or the bytes of the store or of e's client at three quarters of their bound,
 // it first drops the expired episodes; then a full store drops the finished one closest to
-// expiry, and so do the bytes, the client's finished episodes first, until e fits under
-// clientStartBytes and startBytes. Still at the client's cap it returns errClientFull, with
-// every slot in play errFull, without room in the client's share errClientBytesFull, without
-// room in the store errBytesFull; retry is how long until the first episode in the way (of the
-// client, for its cap and share) expires.
+// expiry, and the bytes finished episodes until e fits under clientStartBytes (the client's
+// own, roomLocked) and startBytes (storeRoomLocked). Still at the client's cap it returns
+// errClientFull, with every slot in play errFull, without room in the client's share
+// errClientBytesFull, without room in the store errBytesFull; retry is how long until the
+// first episode in the way expires: of the client in play, for its cap and share; any in play,
+// or another client's finished one, for the store's bytes (blockingExpiryLocked).
 func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,8 +174,8 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	if s.shared() && !s.roomLocked(e.client, e.size, s.clientStartBytes()) {
 		return s.firstExpiryLocked(now, e.client), errClientBytesFull
 	}
-	if !s.roomLocked("", e.size, s.startBytes()) {
-		return s.firstExpiryLocked(now, ""), errBytesFull
+	if !s.storeRoomLocked(e.client, e.size, s.startBytes()) {
+		return s.blockingExpiryLocked(now, e.client), errBytesFull
 	}
 	e.id = newID()
 	e.expires = now.Add(s.ttl)
@@ -186,9 +190,9 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 // reserve holds n bytes for a step in flight of an episode of client, which touch or unreserve
 // gives back: when the stored episodes and the steps in flight leave no room for them within
 // the client's share (clientBytes) or the store's maxBytes, it drops the expired episodes,
-// then finished ones closest to expiry first (the client's own for its share), and without
-// room still it returns errClientBytesFull or errBytesFull and how long until the first
-// episode in play (of the client, for its share) expires.
+// then finished ones as add does (roomLocked, storeRoomLocked), and without room still it
+// returns errClientBytesFull or errBytesFull and how long until the first episode in the way
+// expires, as add does.
 func (s *store) reserve(client string, n int64) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,8 +203,8 @@ func (s *store) reserve(client string, n int64) (retry time.Duration, err error)
 	if s.shared() && !s.roomLocked(client, n, s.clientBytes) {
 		return s.firstExpiryLocked(now, client), errClientBytesFull
 	}
-	if !s.roomLocked("", n, s.maxBytes) {
-		return s.firstExpiryLocked(now, ""), errBytesFull
+	if !s.storeRoomLocked(client, n, s.maxBytes) {
+		return s.blockingExpiryLocked(now, client), errBytesFull
 	}
 	s.reserved += n
 	s.useLocked(client).reserved += n
@@ -222,34 +226,97 @@ func (s *store) unreserveLocked(client string, n int64) {
 	}
 }
 
-// roomLocked reports whether n more bytes fit under limit in what client's episodes hold (""
-// : every client's), dropping finished episodes (client's), closest to expiry first, as far as
-// needed; where dropping them all would not make the room, it drops none.
+// roomLocked reports whether n more bytes fit under limit in what client's episodes hold,
+// dropping the client's finished episodes, closest to expiry first, as far as needed; where
+// dropping them all would not make the room, it drops none.
 func (s *store) roomLocked(client string, n, limit int64) bool {
 	over := s.heldLocked(client) + n - limit
 	if over <= 0 {
 		return true
 	}
-	var done []*liveEpisode
-	var doneBytes int64
-	for _, e := range s.m {
-		if e.done && (client == "" || e.client == client) {
-			done = append(done, e)
-			doneBytes += e.size
-		}
-	}
-	if doneBytes < over {
+	drop, over := pick(nil, s.finishedLocked(func(e *liveEpisode) bool { return e.client == client }), over)
+	if over > 0 {
 		return false
 	}
-	slices.SortFunc(done, func(a, b *liveEpisode) int { return a.expires.Compare(b.expires) })
+	for _, e := range drop {
+		s.dropLocked(e)
+	}
+	return true
+}
+
+// pick appends to drop the first episodes of done until their sizes reach over, and returns
+// drop and what is left of over (positive: done did not reach it).
+func pick(drop, done []*liveEpisode, over int64) ([]*liveEpisode, int64) {
 	for _, e := range done {
 		if over <= 0 {
 			break
 		}
-		s.dropLocked(e)
+		drop = append(drop, e)
 		over -= e.size
 	}
+	return drop, over
+}
+
+// fairBytes is a client's fair part of the store: half its share (clientBytes, at most
+// maxBytes). A client holding no more than it loses no finished episode to another's room.
+func (s *store) fairBytes() int64 { return min(s.clientBytes, s.maxBytes) / 2 }
+
+// storeRoomLocked reports whether n more bytes of client's fit under limit in what every
+// client's episodes hold, dropping finished episodes as far as needed: first client's own,
+// closest to expiry first; then other clients', closest to expiry first, each only while its
+// client holds (heldLocked) more than fairBytes, so that a client at or under its fair part
+// loses none to another. Where dropping all those would not make the room, it drops none.
+func (s *store) storeRoomLocked(client string, n, limit int64) bool {
+	over := s.heldLocked("") + n - limit
+	if over <= 0 {
+		return true
+	}
+	drop, over := pick(nil, s.finishedLocked(func(e *liveEpisode) bool { return e.client == client }), over)
+	if over > 0 {
+		fair := s.fairBytes()
+		left := map[string]int64{} // another client's holding once drop is dropped
+		others := s.finishedLocked(func(e *liveEpisode) bool { return e.client != client })
+		for _, e := range others {
+			if over <= 0 {
+				break
+			}
+			h, ok := left[e.client]
+			if !ok {
+				h = s.heldLocked(e.client)
+			}
+			if h <= fair {
+				continue
+			}
+			drop = append(drop, e)
+			left[e.client] = h - e.size
+			over -= e.size
+		}
+	}
+	if over > 0 {
+		return false
+	}
+	for _, e := range drop {
+		s.dropLocked(e)
+	}
 	return true
+}
+
+// finishedLocked returns the finished episodes that keep reports true for, closest to expiry
+// first.
+func (s *store) finishedLocked(keep func(*liveEpisode) bool) []*liveEpisode {
+	var done []*liveEpisode
+	for _, e := range s.m {
+		if e.done && keep(e) {
+			done = append(done, e)
+		}
+	}
+	slices.SortFunc(done, func(a, b *liveEpisode) int {
+		if c := a.expires.Compare(b.expires); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return done
 }
 
 // oldestDoneLocked is the finished episode closest to expiry, or nil.
@@ -269,6 +336,21 @@ func (s *store) firstExpiryLocked(now time.Time, client string) time.Duration {
 	var first time.Time
 	for _, o := range s.m {
 		if !o.done && (client == "" || o.client == client) && (first.IsZero() || o.expires.Before(first)) {
+			first = o.expires
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return first.Sub(now)
+}
+
+// blockingExpiryLocked is how long until the first episode that storeRoomLocked could not drop
+// for client expires: one in play, or another client's finished one.
+func (s *store) blockingExpiryLocked(now time.Time, client string) time.Duration {
+	var first time.Time
+	for _, o := range s.m {
+		if (!o.done || o.client != client) && (first.IsZero() || o.expires.Before(first)) {
 			first = o.expires
 		}
 	}
