@@ -5,6 +5,9 @@ import (
 	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // The stores of these tests: 4000 bytes (new episodes below 3000), a share of 2000 per client
@@ -313,5 +316,29 @@ func TestStoreAccountingRandom(t *testing.T) {
 		if s.reserved != 0 {
 			t.Fatalf("seed %d: %d reserved after every step ended", seed, s.reserved)
 		}
+	}
+}
+
+// TestClientStoreBytesDefaultStore: a client's share is checked against the store's bound in
+// effect: with MaxStoreBytes 0 (DefaultMaxStoreBytes), a share up to the default is taken and
+// one past it refused; with both 0 the share is half the default.
+func TestClientStoreBytesDefaultStore(t *testing.T) {
+	for _, c := range []struct {
+		client, want int64 // want 0: refused
+	}{{1 << 30, 1 << 30}, {DefaultMaxStoreBytes, DefaultMaxStoreBytes}, {DefaultMaxStoreBytes + 1, 0}, {0, DefaultMaxStoreBytes / 2}} {
+		conn := &sandbox.Connector{}
+		s, err := New(Config{Tasks: tasksOf(t), Dialects: []datasets.Dialect{datasets.SQLite}, Opener: conn, MaxClientStoreBytes: c.client})
+		switch {
+		case c.want == 0 && err == nil:
+			t.Errorf("a share of %d bytes, the store's default %d: taken, want refused", c.client, DefaultMaxStoreBytes)
+		case c.want != 0 && err != nil:
+			t.Errorf("a share of %d bytes, the store's default %d: %v", c.client, DefaultMaxStoreBytes, err)
+		case err == nil && (s.store.maxBytes != DefaultMaxStoreBytes || s.store.clientBytes != c.want):
+			t.Errorf("a share of %d bytes: the store's bound %d, the share %d; want %d and %d", c.client, s.store.maxBytes, s.store.clientBytes, DefaultMaxStoreBytes, c.want)
+		}
+		if s != nil {
+			s.Close()
+		}
+		conn.Close()
 	}
 }
