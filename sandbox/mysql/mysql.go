@@ -223,8 +223,8 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
 // CONNECTION and runaway check; its Result is ok whatever that took.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
-	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
+	defer wcancel()
 	fail := func(step string, err error) (*sandbox.Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
 	}
@@ -258,17 +258,22 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 			releaseSlot()
 		}
 	}()
-	conn, err := m.pool.Conn(qctx)
+	conn, err := m.pool.Conn(wctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
 		}
-		if qctx.Err() != nil { // the share's or the database's connections all held until the deadline
+		if wctx.Err() != nil { // the share's or the database's connections all held until the deadline
 			return nil, m.busy("connection")
 		}
 		return fail("connect", err)
 	}
 	waited()
+	// The statement's time starts once it has its slot and connection, as the server's
+	// max_statement_time and the killer's timer below do: a wait is the load's, not the
+	// statement's.
+	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
+	defer cancel()
 	defer conn.Close()
 	id, err := m.connID(qctx, conn)
 	if err != nil {

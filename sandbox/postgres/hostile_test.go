@@ -806,3 +806,50 @@ func TestPostgresStoppedStreamLateCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresTimeoutAfterSlotWait: a statement's timeout is its own running time, the wait for
+// an execution slot not taken off it, as on the server (statement_timeout starts with the
+// statement) and on MySQL. Before, the client's deadline ran from the Exec call: a statement
+// that waited 0.85 s for the one slot and then needed 0.5 s of its 1 s was cut at 1.25 s and
+// read "timeout", while the env's shared gold, which counts the running time, read it ok.
+func TestPostgresTimeoutAfterSlotWait(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	_, db := pgOneSlot(t, admin)
+	ctx := context.Background()
+	held := make(chan error, 1)
+	go func() {
+		r, err := db.run(ctx, time.Now(), "SELECT 1 FROM pg_catalog.pg_sleep(0.9)", 10*time.Second, sandbox.ExecOptions{})
+		if err == nil && !r.OK() {
+			err = fmt.Errorf("%+v", r)
+		}
+		held <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	var waited []bool
+	start := time.Now()
+	r, err := db.run(ctx, start, "SELECT 1 FROM pg_catalog.pg_sleep(0.5)", time.Second, sandbox.ExecOptions{Waiting: func(w bool) { waited = append(waited, w) }})
+	took := time.Since(start)
+	if err := <-held; err != nil {
+		t.Fatalf("the statement holding the slot: %v", err)
+	}
+	if len(waited) != 2 || took < 1250*time.Millisecond {
+		t.Fatalf("waits told %v, took %s: the statement did not wait for the slot long enough to tell", waited, took)
+	}
+	if err != nil || !r.OK() {
+		t.Fatalf("after %s, most of it waiting for the slot: %+v, %v; want ok (it ran 0.5 s of its 1 s)", took, r, err)
+	}
+	// The wait stays bounded: no slot by the deadline is ErrBusy, not a longer wait.
+	go func() {
+		_, err := db.run(ctx, time.Now(), "SELECT 1 FROM pg_catalog.pg_sleep(1.5)", 10*time.Second, sandbox.ExecOptions{})
+		held <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start = time.Now()
+	_, err = db.run(ctx, start, "SELECT 1", 300*time.Millisecond, sandbox.ExecOptions{})
+	if !errors.Is(err, sandbox.ErrBusy) || time.Since(start) > time.Second {
+		t.Errorf("no slot within 300 ms: %v after %s; want ErrBusy at the deadline", err, time.Since(start))
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the second statement holding the slot: %v", err)
+	}
+}

@@ -196,16 +196,16 @@ var errHungUp = errors.New("hung up")
 
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement that gets none by its deadline fails with
-// sandbox.ErrBusy (pgServer.conn). A statement still running pgCancelAfter past its deadline
+// sandbox.ErrBusy (pgServer.conn); one that gets one has its whole timeout from then on, on the
+// server (statement_timeout) and here. A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
 // terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop). A
 // statement a RowFilter stopped is cancelled, and hung up on as at its deadline if its reply
 // still streams after that (pgServer.stopper); its Result is ok whatever that took.
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	deadline := start.Add(timeout)
-	qctx, cancel := context.WithDeadline(ctx, deadline.Add(pgCancelAfter))
-	defer cancel()
-	conn, err := p.srv.conn(qctx, opts.Waiting)
+	wctx, wcancel := context.WithDeadline(ctx, start.Add(timeout).Add(pgCancelAfter))
+	conn, err := p.srv.conn(wctx, opts.Waiting)
+	wcancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("postgres exec: %w", ctx.Err())
@@ -213,6 +213,11 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
 	defer conn.Close()
+	// The statement's time starts once it has its connection, as statement_timeout's does on
+	// the server and the MySQL engine's deadline: a wait for a slot is the load's, bounded
+	// above (ErrBusy), and not taken off the statement's own time.
+	qctx, cancel := context.WithTimeout(ctx, timeout+pgCancelAfter)
+	defer cancel()
 	ms := max(timeout.Milliseconds(), 1)
 	idle := (timeout + sandbox.ServerGrace + sandbox.CleanupTimeout).Milliseconds() // the client is gone by then
 	// standard_conforming_strings as the screen lexes strings (pgLex: a backslash in '…' is
