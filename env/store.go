@@ -53,10 +53,11 @@ type liveEpisode struct {
 // in all and clientBytes of them per client: a new episode only while they hold under three
 // quarters of either (startBytes, clientStartBytes), so that the episodes in play have the last
 // quarter to grow in; a step only with room in both for what it may add (reserve). To make room
-// it drops finished episodes, closest to expiry first: for a client's share the client's own;
-// for the store's bytes the client's own, then other clients' but none of a client holding its
-// fair part (fairBytes) or less (storeRoomLocked); for the store's count any client's. Safe for
-// concurrent use.
+// it drops finished episodes, closest to expiry first: for the store's count any client's; for
+// a client's share the client's own; for the store's bytes the client's own, then other
+// clients' but none of a client whose stored episodes hold its fair part (fairBytes) or less
+// (planRoomLocked); and only when all of that makes the room (roomPlan): a start or step it
+// refuses drops none but the expired. Safe for concurrent use.
 type store struct {
 	ttl         time.Duration
 	max         int
@@ -146,13 +147,14 @@ func newID() string {
 
 // add stores e (its size set) under a new id. With e's client at its cap of episodes in play,
 // the store full, or the bytes of the store or of e's client at three quarters of their bound,
-// it first drops the expired episodes; then a full store drops the finished one closest to
-// expiry, and the bytes finished episodes until e fits under clientStartBytes (the client's
-// own, roomLocked) and startBytes (storeRoomLocked). Still at the client's cap it returns
-// errClientFull, with every slot in play errFull, without room in the client's share
-// errClientBytesFull, without room in the store errBytesFull; retry is how long until the
-// first episode in the way expires: of the client in play, for its cap and share; any in play,
-// or another client's finished one, for the store's bytes (blockingExpiryLocked).
+// it first drops the expired episodes. Still at the client's cap it returns errClientFull.
+// Then it plans the finished episodes to drop (roomPlan): for a full store the one closest to
+// expiry, whoever's; then as planRoomLocked does for e to fit under clientStartBytes and
+// startBytes. It drops them only when the whole plan makes the room, else none, and returns
+// errFull (every slot in play), errClientBytesFull or errBytesFull; retry is how long until the
+// first episode in the way expires: any in play, for the count; of the client in play, for its
+// cap and share; any in play, or another client's finished one, for the store's bytes
+// (blockingExpiryLocked).
 func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -164,19 +166,18 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	if s.inPlayLocked(e.client) >= s.perClient {
 		return s.firstExpiryLocked(now, e.client), errClientFull
 	}
+	var p roomPlan
 	if len(s.m) >= s.max {
 		oldest := s.oldestDoneLocked()
 		if oldest == nil {
 			return s.firstExpiryLocked(now, ""), errFull
 		}
-		s.dropLocked(oldest)
+		p.add(oldest)
 	}
-	if s.shared() && !s.roomLocked(e.client, e.size, s.clientStartBytes()) {
-		return s.firstExpiryLocked(now, e.client), errClientBytesFull
+	if err := s.planRoomLocked(&p, e.client, e.size, s.clientStartBytes(), s.startBytes()); err != nil {
+		return s.refusalExpiryLocked(now, e.client, err), err
 	}
-	if !s.storeRoomLocked(e.client, e.size, s.startBytes()) {
-		return s.blockingExpiryLocked(now, e.client), errBytesFull
-	}
+	p.dropLocked(s)
 	e.id = newID()
 	e.expires = now.Add(s.ttl)
 	s.m[e.id] = e
@@ -189,10 +190,10 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 
 // reserve holds n bytes for a step in flight of an episode of client, which touch or unreserve
 // gives back: when the stored episodes and the steps in flight leave no room for them within
-// the client's share (clientBytes) or the store's maxBytes, it drops the expired episodes,
-// then finished ones as add does (roomLocked, storeRoomLocked), and without room still it
-// returns errClientBytesFull or errBytesFull and how long until the first episode in the way
-// expires, as add does.
+// the client's share (clientBytes) or the store's maxBytes, it drops the expired episodes, then
+// the finished ones planRoomLocked plans, only when that plan makes the room; without it, it
+// drops none and returns errClientBytesFull or errBytesFull and how long until the first
+// episode in the way expires, as add does.
 func (s *store) reserve(client string, n int64) (retry time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,12 +201,11 @@ func (s *store) reserve(client string, n int64) (retry time.Duration, err error)
 	if s.heldLocked("")+n > s.maxBytes || s.shared() && s.heldLocked(client)+n > s.clientBytes {
 		s.sweepLocked(now)
 	}
-	if s.shared() && !s.roomLocked(client, n, s.clientBytes) {
-		return s.firstExpiryLocked(now, client), errClientBytesFull
+	var p roomPlan
+	if err := s.planRoomLocked(&p, client, n, s.clientBytes, s.maxBytes); err != nil {
+		return s.refusalExpiryLocked(now, client, err), err
 	}
-	if !s.storeRoomLocked(client, n, s.maxBytes) {
-		return s.blockingExpiryLocked(now, client), errBytesFull
-	}
+	p.dropLocked(s)
 	s.reserved += n
 	s.useLocked(client).reserved += n
 	return 0, nil
@@ -226,79 +226,105 @@ func (s *store) unreserveLocked(client string, n int64) {
 	}
 }
 
-// roomLocked reports whether n more bytes fit under limit in what client's episodes hold,
-// dropping the client's finished episodes, closest to expiry first, as far as needed; where
-// dropping them all would not make the room, it drops none.
-func (s *store) roomLocked(client string, n, limit int64) bool {
-	over := s.heldLocked(client) + n - limit
-	if over <= 0 {
-		return true
-	}
-	drop, over := pick(nil, s.finishedLocked(func(e *liveEpisode) bool { return e.client == client }), over)
-	if over > 0 {
-		return false
-	}
-	for _, e := range drop {
-		s.dropLocked(e)
-	}
-	return true
+// roomPlan is the finished episodes a start or step would drop to make its room, none dropped
+// until the whole plan is known to make it (dropLocked).
+type roomPlan struct {
+	drop  []*liveEpisode
+	in    map[*liveEpisode]bool // drop's episodes
+	freed int64                 // their sizes
+	of    map[string]int64      // their sizes by client
 }
 
-// pick appends to drop the first episodes of done until their sizes reach over, and returns
-// drop and what is left of over (positive: done did not reach it).
-func pick(drop, done []*liveEpisode, over int64) ([]*liveEpisode, int64) {
+// add adds e to the plan.
+func (p *roomPlan) add(e *liveEpisode) {
+	if p.in == nil {
+		p.in, p.of = map[*liveEpisode]bool{}, map[string]int64{}
+	}
+	p.drop = append(p.drop, e)
+	p.in[e] = true
+	p.freed += e.size
+	p.of[e.client] += e.size
+}
+
+// take adds to the plan, in order, the episodes of done that it lacks and that ok (nil: every
+// one) reports true for, until their sizes reach over; it returns what is left of over
+// (positive: they did not reach it).
+func (p *roomPlan) take(done []*liveEpisode, over int64, ok func(*liveEpisode) bool) int64 {
 	for _, e := range done {
 		if over <= 0 {
 			break
 		}
-		drop = append(drop, e)
+		if p.in[e] || ok != nil && !ok(e) {
+			continue
+		}
+		p.add(e)
 		over -= e.size
 	}
-	return drop, over
+	return over
+}
+
+// dropLocked drops the plan's episodes from s.
+func (p *roomPlan) dropLocked(s *store) {
+	for _, e := range p.drop {
+		s.dropLocked(e)
+	}
 }
 
 // fairBytes is a client's fair part of the store: half its share (clientBytes, at most
-// maxBytes). A client holding no more than it loses no finished episode to another's room.
+// maxBytes). A client whose stored episodes hold no more than it loses no finished episode to
+// another's room in the store's bytes.
 func (s *store) fairBytes() int64 { return min(s.clientBytes, s.maxBytes) / 2 }
 
-// storeRoomLocked reports whether n more bytes of client's fit under limit in what every
-// client's episodes hold, dropping finished episodes as far as needed: first client's own,
-// closest to expiry first; then other clients', closest to expiry first, each only while its
-// client holds (heldLocked) more than fairBytes, so that a client at or under its fair part
-// loses none to another. Where dropping all those would not make the room, it drops none.
-func (s *store) storeRoomLocked(client string, n, limit int64) bool {
-	over := s.heldLocked("") + n - limit
-	if over <= 0 {
-		return true
-	}
-	drop, over := pick(nil, s.finishedLocked(func(e *liveEpisode) bool { return e.client == client }), over)
-	if over > 0 {
-		fair := s.fairBytes()
-		left := map[string]int64{} // another client's holding once drop is dropped
-		others := s.finishedLocked(func(e *liveEpisode) bool { return e.client != client })
-		for _, e := range others {
-			if over <= 0 {
-				break
-			}
-			h, ok := left[e.client]
-			if !ok {
-				h = s.heldLocked(e.client)
-			}
-			if h <= fair {
-				continue
-			}
-			drop = append(drop, e)
-			left[e.client] = h - e.size
-			over -= e.size
+// planRoomLocked adds to p the finished episodes to drop, beyond those p holds, so that n more
+// bytes of client's fit, with p dropped: under share in what client's episodes hold, with the
+// room reserved for their steps in flight (when the share is a bound of its own), client's own
+// finished episodes, closest to expiry first; then under limit in what every client's episodes
+// hold, with the reservations, first client's own, then other clients', closest to expiry
+// first, each only while its client's stored episodes (not its reservations) less those p
+// drops hold more than fairBytes, so that a client whose episodes hold its fair part or less
+// loses none to another. It returns errClientBytesFull or errBytesFull, for the first bound
+// that dropping all those would not make room in; p then holds part of a plan, to be dropped
+// unused.
+func (s *store) planRoomLocked(p *roomPlan, client string, n, share, limit int64) error {
+	own := func(e *liveEpisode) bool { return e.client == client }
+	if s.shared() {
+		if over := s.heldLocked(client) - p.of[client] + n - share; over > 0 && p.take(s.finishedLocked(own), over, nil) > 0 {
+			return errClientBytesFull
 		}
 	}
-	if over > 0 {
-		return false
+	over := s.heldLocked("") - p.freed + n - limit
+	if over <= 0 {
+		return nil
 	}
-	for _, e := range drop {
-		s.dropLocked(e)
+	if over = p.take(s.finishedLocked(own), over, nil); over <= 0 {
+		return nil
 	}
-	return true
+	fair := s.fairBytes()
+	others := s.finishedLocked(func(e *liveEpisode) bool { return e.client != client })
+	if p.take(others, over, func(e *liveEpisode) bool { return s.storedLocked(e.client)-p.of[e.client] > fair }) > 0 {
+		return errBytesFull
+	}
+	return nil
+}
+
+// storedLocked is what client's stored episodes hold, without the room reserved for its steps
+// in flight.
+func (s *store) storedLocked(client string) int64 {
+	if u := s.clients[client]; u != nil {
+		return u.bytes
+	}
+	return 0
+}
+
+// refusalExpiryLocked is the retry of a start or step of client's refused with err by
+// planRoomLocked: for errClientBytesFull until the client's first episode in play expires
+// (firstExpiryLocked), for errBytesFull until the first one in the way does
+// (blockingExpiryLocked).
+func (s *store) refusalExpiryLocked(now time.Time, client string, err error) time.Duration {
+	if errors.Is(err, errClientBytesFull) {
+		return s.firstExpiryLocked(now, client)
+	}
+	return s.blockingExpiryLocked(now, client)
 }
 
 // finishedLocked returns the finished episodes that keep reports true for, closest to expiry
@@ -345,7 +371,7 @@ func (s *store) firstExpiryLocked(now time.Time, client string) time.Duration {
 	return first.Sub(now)
 }
 
-// blockingExpiryLocked is how long until the first episode that storeRoomLocked could not drop
+// blockingExpiryLocked is how long until the first episode that planRoomLocked could not drop
 // for client expires: one in play, or another client's finished one.
 func (s *store) blockingExpiryLocked(now time.Time, client string) time.Duration {
 	var first time.Time

@@ -3,6 +3,7 @@ package env
 import (
 	"errors"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,7 +222,8 @@ func TestStoreRoomWithinShare(t *testing.T) {
 // TestStoreAccountingRandom: under random starts, reservations, steps, deletes, expiries and
 // sweeps of three clients (300 seeds of 400 operations), the store's per-client counts add up
 // to its totals and to its episodes, no empty entry is kept, a client holds at most its share
-// and the store at most its bound, and every reservation is given back.
+// and the store at most its bound, a refused start or step drops no episode but the expired,
+// and every reservation is given back.
 func TestStoreAccountingRandom(t *testing.T) {
 	for seed := int64(0); seed < 300; seed++ {
 		rng := rand.New(rand.NewSource(seed))
@@ -235,12 +237,37 @@ func TestStoreAccountingRandom(t *testing.T) {
 		}
 		var live []*liveEpisode
 		var steps []inflight
+		// unexpired is the stored episodes that have not expired; refusedKeeps checks that a
+		// refused start or step dropped none of them.
+		unexpired := func() []*liveEpisode {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var es []*liveEpisode
+			for _, e := range s.m {
+				if now.Before(e.expires) {
+					es = append(es, e)
+				}
+			}
+			return es
+		}
+		refusedKeeps := func(op int, what string, kept []*liveEpisode) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, e := range kept {
+				if s.m[e.id] != e {
+					t.Fatalf("seed %d op %d: a refused %s dropped %s's episode (done %v, %d bytes)", seed, op, what, e.client, e.done, e.size)
+				}
+			}
+		}
 		for op := 0; op < 400; op++ {
 			switch rng.Intn(7) {
 			case 0, 1:
 				e := &liveEpisode{client: clients[rng.Intn(3)], size: int64(50 + rng.Intn(200))}
+				kept := unexpired()
 				if _, err := s.add(e); err == nil {
 					live = append(live, e)
+				} else {
+					refusedKeeps(op, "start", kept)
 				}
 			case 2:
 				if len(live) > 0 {
@@ -251,8 +278,11 @@ func TestStoreAccountingRandom(t *testing.T) {
 					}
 					if _, ok := s.get(e.id); ok && !e.done && !busy {
 						g := int64(rng.Intn(300))
+						kept := unexpired()
 						if _, err := s.reserve(e.client, g); err == nil {
 							steps = append(steps, inflight{e, g})
+						} else {
+							refusedKeeps(op, "step", kept)
 						}
 					}
 				}
@@ -341,4 +371,125 @@ func TestClientStoreBytesDefaultStore(t *testing.T) {
 		}
 		conn.Close()
 	}
+}
+
+// TestStoreRefusedStartDropsNone: a start refused at any bound drops no finished episode, the
+// store's count's whoever's included (it planned the drops first): with the store's count
+// full, a's start past its share (errClientBytesFull) leaves b's finished episode, closest to
+// expiry, stored; a start of a's within its share then drops it for the count. The count's
+// drop counts for the other bounds: a's own finished episode makes room in its share too.
+func TestStoreRefusedStartDropsNone(t *testing.T) {
+	s := newStore(time.Hour, 3, 1000, fairStoreBytes, fairShare)
+	f := &fairStore{t: t, s: s, advance: fakeClock(s)}
+	b := f.done("b", 100)
+	f.play("a", 700)
+	f.play("a", 700) // 3 episodes, the count's bound
+	retry, err := f.add("a", 200)
+	if !errors.Is(err, errClientBytesFull) {
+		t.Fatalf("a's start past its share with the count full: %v, want errClientBytesFull", err)
+	}
+	if want := time.Hour - 2*time.Second; retry != want {
+		t.Errorf("retry %s, want %s (a's first episode in play expires)", retry, want)
+	}
+	if got := f.stored(b...); !got[0] {
+		t.Errorf("b's finished episode after a's refused start: dropped, want stored")
+	}
+	f.holds("after the refused start", map[string]int64{"a": 1400, "b": 100})
+	if _, err := f.add("a", 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored(b...); got[0] {
+		t.Errorf("b's finished episode after a's start with the count full: stored, want dropped")
+	}
+	f.holds("after the start", map[string]int64{"a": 1500, "b": 0})
+
+	// The count's drop, a's own finished 300, makes a's room in its share as well.
+	s = newStore(time.Hour, 3, 1000, fairStoreBytes, fairShare)
+	g := &fairStore{t: t, s: s, advance: fakeClock(s)}
+	own := g.done("a", 300)
+	g.play("a", 1100)
+	g.play("b", 100)
+	if _, err := g.add("a", 200); err != nil {
+		t.Fatalf("a's start that the count's drop of its own finished episode makes room for: %v", err)
+	}
+	if got := g.stored(own...); got[0] {
+		t.Errorf("a's finished episode after its start with the count full: stored, want dropped")
+	}
+	g.holds("after a's start", map[string]int64{"a": 1300, "b": 100})
+}
+
+// TestStoreRefusedOwnDropsNone: a start or step that dropping the client's own finished
+// episodes makes room for in its share, but not in the store's bytes (the others' episodes in
+// play), is refused (errBytesFull) with the client's own finished episodes kept; one that both
+// make room for drops them.
+func TestStoreRefusedOwnDropsNone(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		play      int64 // a's episode in play, beside its finished 600
+		b, c      int64 // b's and c's episodes in play
+		n, fits   int64 // a's refused need, a need that fits
+		add       bool  // a start, else a step's reservation
+		afterFits int64 // what a holds after the need that fits
+	}{
+		{name: "start", play: 800, b: 1500, c: 100, n: 700, fits: 600, add: true, afterFits: 1400},
+		{name: "step", play: 1200, b: 1900, c: 200, n: 800, fits: 700, afterFits: 1900},
+	} {
+		f := newFairStore(t)
+		own := f.done("a", 600)
+		f.play("c", c.c)
+		f.play("a", c.play)
+		f.play("b", c.b)
+		need := func(n int64) error {
+			if c.add {
+				_, err := f.add("a", n)
+				return err
+			}
+			_, err := f.s.reserve("a", n)
+			return err
+		}
+		if err := need(c.n); !errors.Is(err, errBytesFull) {
+			t.Fatalf("%s: a's need of %d past the store's bytes: %v, want errBytesFull", c.name, c.n, err)
+		}
+		if got := f.stored(own...); !got[0] {
+			t.Errorf("%s: a's finished episode after its refused need: dropped, want stored", c.name)
+		}
+		f.holds(c.name+": after the refused need", map[string]int64{"a": 600 + c.play, "b": c.b, "c": c.c})
+		if err := need(c.fits); err != nil {
+			t.Fatalf("%s: a's need of %d: %v", c.name, c.fits, err)
+		}
+		if got := f.stored(own...); got[0] {
+			t.Errorf("%s: a's finished episode after a need it makes room for: stored, want dropped", c.name)
+		}
+		f.holds(c.name+": after the need that fits", map[string]int64{"a": c.afterFits, "b": c.b, "c": c.c})
+	}
+}
+
+// TestStoreFairPartStored: a client's fair part is compared with its stored episodes, not the
+// room reserved for its steps in flight: b's stored episodes at its fair part, with a step in
+// flight, lose none to d's start (errBytesFull); once b's step has added to them past the fair
+// part, d's start drops b's finished episode closest to expiry.
+func TestStoreFairPartStored(t *testing.T) {
+	f := newFairStore(t)
+	bs := f.done("b", sizes(4, 200)...)
+	bp := f.play("b", 200) // b's episodes hold 1000, its fair part
+	if _, err := f.s.reserve("b", 300); err != nil {
+		t.Fatal(err)
+	}
+	f.play("a", 1400)
+	f.play("c", 300) // 2700 stored, 300 reserved
+	if _, err := f.add("d", 200); !errors.Is(err, errBytesFull) {
+		t.Fatalf("d's start with b's episodes at its fair part, a step of b's in flight: %v, want errBytesFull", err)
+	}
+	if got := f.stored(bs...); slices.Contains(got, false) {
+		t.Errorf("b's finished episodes after d's refused start: stored %v, want all", got)
+	}
+	f.holds("after the refused start", map[string]int64{"b": 1300, "d": 0})
+	f.s.touch(bp, false, 300, 300) // b's step added 100: 1100 stored
+	if _, err := f.add("d", 300); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored(bs[:2]...); got[0] || !got[1] {
+		t.Errorf("b's finished episodes after d's start, b over its fair part: stored %v, want the first dropped", got)
+	}
+	f.holds("after the start", map[string]int64{"a": 1400, "b": 900, "c": 300, "d": 300})
 }
