@@ -7,6 +7,7 @@ package env
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -336,8 +337,20 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 // kept if it ran, then call done. It ends with neither the context nor the deadline of the
 // request that started it (ctx has no cancellation): it runs for the judge's whole budget
 // (goldCache.limit), so that every request it serves gets the answer its own limit allows.
+// The call ends however execute does: a panic in Exec, were it recovered, leaves no call under
+// key and its waiters an error.
 func (g *goldDB) execute(ctx context.Context, key, query string, opts sandbox.ExecOptions, own time.Duration, call *goldCall) {
 	c := g.cache
+	ended := false
+	defer func() {
+		if !ended {
+			call.err = errors.New("the gold SQL: its shared execution ended without a result")
+		}
+		c.mu.Lock()
+		delete(c.calls, key)
+		c.mu.Unlock()
+		close(call.done)
+	}()
 	opts.Timeout = max(c.limit, own)
 	opts.Waiting = call.wait.tell
 	call.wait.begin()
@@ -349,8 +362,5 @@ func (g *goldDB) execute(ctx context.Context, key, query string, opts sandbox.Ex
 		}
 	}
 	call.err = err
-	c.mu.Lock()
-	delete(c.calls, key)
-	c.mu.Unlock()
-	close(call.done)
+	ended = true
 }

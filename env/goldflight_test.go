@@ -259,3 +259,43 @@ func TestGoldSlotWaitInFlight(t *testing.T) {
 		t.Errorf("%d executions, want 1", db.runs)
 	}
 }
+
+// panicGoldDB panics in every Exec.
+type panicGoldDB struct{ slowGoldDB }
+
+func (d *panicGoldDB) Exec(context.Context, string, sandbox.ExecOptions) (*sandbox.Result, error) {
+	panic("envfix3: Exec panics")
+}
+
+// TestGoldExecutePanicEnds: a shared gold execution whose Exec panics, the panic recovered,
+// still ends its call: no call is left under its key, and its waiters get an error.
+func TestGoldExecutePanicEnds(t *testing.T) {
+	const gold = "SELECT x FROM g"
+	o := goldOpener{gold: gold, cache: newGoldCache(time.Second, DefaultGoldCacheBytes)}
+	g := o.wrap(&panicGoldDB{}, datasets.Task{ID: "t/0", DBID: "t"}).(*goldDB)
+	key := g.prefix + gold
+	call := &goldCall{done: make(chan struct{})}
+	o.cache.calls[key] = call
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Exec's panic did not reach execute's caller")
+			}
+		}()
+		g.execute(context.Background(), key, gold, sandbox.ExecOptions{}, time.Second, call)
+	}()
+	o.cache.mu.Lock()
+	_, left := o.cache.calls[key]
+	o.cache.mu.Unlock()
+	if left {
+		t.Error("the call is left under its key after Exec panicked")
+	}
+	select {
+	case <-call.done:
+		if call.err == nil {
+			t.Error("the call ended with no error after Exec panicked")
+		}
+	default:
+		t.Fatal("the call is not done after Exec panicked")
+	}
+}
