@@ -166,16 +166,20 @@ func (s *store) add(e *liveEpisode) (retry time.Duration, err error) {
 	if s.inPlayLocked(e.client) >= s.perClient {
 		return s.firstExpiryLocked(now, e.client), errClientFull
 	}
+	// The room for the episode's bytes first (planRoomLocked's rules); when its drops leave the
+	// count full, the count takes one more of its own, the finished episode closest to expiry,
+	// whoever's, as --max-episodes forces. The count's drop never makes room for bytes that the
+	// rules cannot make (a client within its fair part would lose an episode to them).
 	var p roomPlan
-	if len(s.m) >= s.max {
-		oldest := s.oldestDoneLocked()
+	if err := s.planRoomLocked(&p, e.client, e.size, s.clientStartBytes(), s.startBytes()); err != nil {
+		return s.refusalExpiryLocked(now, e.client, err), err
+	}
+	if len(s.m)-len(p.drop) >= s.max {
+		oldest := s.oldestDoneLocked(p.in)
 		if oldest == nil {
 			return s.firstExpiryLocked(now, ""), errFull
 		}
 		p.add(oldest)
-	}
-	if err := s.planRoomLocked(&p, e.client, e.size, s.clientStartBytes(), s.startBytes()); err != nil {
-		return s.refusalExpiryLocked(now, e.client, err), err
 	}
 	p.dropLocked(s)
 	e.id = newID()
@@ -345,11 +349,12 @@ func (s *store) finishedLocked(keep func(*liveEpisode) bool) []*liveEpisode {
 	return done
 }
 
-// oldestDoneLocked is the finished episode closest to expiry, or nil.
-func (s *store) oldestDoneLocked() *liveEpisode {
+// oldestDoneLocked is the finished episode closest to expiry that skip (a plan's drops) lacks, or
+// nil.
+func (s *store) oldestDoneLocked(skip map[*liveEpisode]bool) *liveEpisode {
 	var oldest *liveEpisode
 	for _, o := range s.m {
-		if o.done && (oldest == nil || o.expires.Before(oldest.expires)) {
+		if o.done && !skip[o] && (oldest == nil || o.expires.Before(oldest.expires)) {
 			oldest = o
 		}
 	}
