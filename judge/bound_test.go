@@ -145,8 +145,8 @@ func TestBoundedVerdicts(t *testing.T) {
 			j := Judge{Style: st}
 			for _, db := range views {
 				g, p, ord, _ := j.Prepare(goldSQL, predSQL)
-				gres, gerr := j.exec(ctx, db, g, nil, 10*time.Second, nil)
-				pres, perr := j.exec(ctx, db, p, nil, 10*time.Second, nil)
+				gres, gerr := j.exec(ctx, db, g, nil, 10*time.Second, nil, nil)
+				pres, perr := j.exec(ctx, db, p, nil, 10*time.Second, nil, nil)
 				if gerr != nil || perr != nil || !gres.OK() || !pres.OK() {
 					t.Fatalf("%s / %s: %+v %v; %+v %v", goldSQL, predSQL, gres, gerr, pres, perr)
 				}
@@ -230,8 +230,8 @@ func TestBoundedStoredValues(t *testing.T) {
 			}
 			v, err := j.Run(ctx, db, c.gold, c.pred, prefix, 0)
 			g, p, ord, _ := j.Prepare(c.gold, c.pred)
-			gres, _ := j.exec(ctx, db, g, nil, 10*time.Second, nil)
-			pres, _ := j.exec(ctx, db, p, nil, 10*time.Second, nil)
+			gres, _ := j.exec(ctx, db, g, nil, 10*time.Second, nil, nil)
+			pres, _ := j.exec(ctx, db, p, nil, 10*time.Second, nil, nil)
 			want, outcome := false, string(pres.Outcome)
 			if pres.OK() {
 				want = j.equal(db.Dialect(), gres.Rows, pres.Rows, ord)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -175,8 +176,9 @@ func ReadsRawValues(q, stmt string) bool {
 }
 
 // Run executes the gold and the predicted SQL on db (the gold on Reference too when it fails on
-// db) and judges them. budget bounds the statements on db together (zero: the style's
-// DefaultTimeout); the gold on Reference has the time it had on db. predRes, when not nil, is
+// db) and judges them. budget bounds the statements on db together, on their running time (a
+// wait for an execution slot does not count: pairClock; zero: the style's DefaultTimeout); the
+// gold on Reference has the time it had on db. predRes, when not nil, is
 // pred's result from an earlier execution, reused when the style runs pred unchanged and the
 // result is complete (all rows kept) or a failure; where it kept only pred's first rows, the
 // gold runs first and pred runs again only if those rows and its row count cannot already tell
@@ -231,18 +233,18 @@ func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 		}
 		predRes = nil
 	}
-	deadline := time.Now().Add(budget)
-	run := func(db sandbox.DB, q string, reuse *sandbox.Result, until time.Time, k *keeper) (*sandbox.Result, error) {
-		left := time.Until(until)
+	pair := newPairClock(budget)
+	run := func(db sandbox.DB, q string, reuse *sandbox.Result, clock *pairClock, k *keeper) (*sandbox.Result, error) {
+		left := clock.left()
 		if left <= 0 {
 			return &sandbox.Result{Outcome: sandbox.OutcomeTimeout, Error: fmt.Sprintf("the time limit of %s for the prediction and its gold together was used up", budget)}, nil
 		}
-		return j.exec(ctx, db, q, reuse, left, k)
+		return j.exec(ctx, db, q, reuse, left, clock.waiting, k)
 	}
 	var allowed time.Duration // the gold's time on db
 	runGold := func() (*sandbox.Result, error) {
-		allowed = time.Until(deadline)
-		res, err := run(db, g, nil, deadline, nil)
+		allowed = pair.left()
+		res, err := run(db, g, nil, pair, nil)
 		if err != nil || res.OK() || res.Outcome == sandbox.OutcomeTimeout || j.Reference == nil {
 			return res, err
 		}
@@ -251,7 +253,7 @@ func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
 		rdb, _ = sandbox.Impatient(rdb) // a busy reference is Run's to try again whole
-		ref, err := run(rdb, g, nil, time.Now().Add(allowed), nil)
+		ref, err := run(rdb, g, nil, newPairClock(allowed), nil)
 		switch {
 		case errors.Is(err, sandbox.ErrBusy):
 			return nil, err // the reference's slots are held: its failure, not a verdict
@@ -278,17 +280,17 @@ func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 			pres, differs = prefix, gres.OK() // it ran, in the earlier execution
 		} else {
 			k = j.keeper(db.Dialect(), gres)
-			pres, err = run(db, p, nil, deadline, k)
+			pres, err = run(db, p, nil, pair, k)
 		}
 	case j.Style == StyleBIRD:
 		k = j.keeper(db.Dialect(), nil)
-		if pres, err = run(db, p, predRes, deadline, k); err == nil {
+		if pres, err = run(db, p, predRes, pair, k); err == nil {
 			gres, err = runGold()
 		}
 	default:
 		if gres, err = runGold(); err == nil && ok {
 			k = j.keeper(db.Dialect(), gres)
-			pres, err = run(db, p, predRes, deadline, k)
+			pres, err = run(db, p, predRes, pair, k)
 		}
 	}
 	if err != nil {
@@ -385,11 +387,12 @@ func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool 
 // Python's sqlite3 executes a string (leading empty statements skipped, nothing but comments
 // after the statement, no statement at all giving no rows), with the stored values (rawValues)
 // and text decoded as the evaluator decodes it. reuse, when not nil, is q's result already.
+// waiting, when not nil, is told while q waits for an execution slot (sandbox.ExecOptions).
 // k, when not nil, is what is kept of the rows as they stream (see keeper); where it stopped,
 // the rows are those read before the stop, and on SQLite BIRD's decoding error where they or the
 // row it stopped on hold text that is not UTF-8.
-func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox.Result, timeout time.Duration, k *keeper) (*sandbox.Result, error) {
-	opts := k.options(sandbox.ExecOptions{Timeout: timeout})
+func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox.Result, timeout time.Duration, waiting func(bool), k *keeper) (*sandbox.Result, error) {
+	opts := k.options(sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
 	if db.Dialect() != datasets.SQLite {
 		if reuse != nil {
 			return reuse, nil
@@ -765,4 +768,47 @@ func timeText(t time.Time) string {
 		return t.Format(time.DateOnly)
 	}
 	return t.Format("2006-01-02 15:04:05.999999999")
+}
+
+// pairClock is the time a prediction and its gold have together on one database, counted on
+// their statements' running time: a wait for an execution slot (told through
+// sandbox.ExecOptions.Waiting) moves the deadline on by as long, as the engines start a
+// statement's own deadline once it has its slot. Before, the pair's budget ran on the clock, so
+// a gold that waited for a slot under load was judged a timeout charged to the prediction.
+// Safe for concurrent use.
+type pairClock struct {
+	mu       sync.Mutex
+	deadline time.Time
+	since    time.Time // when the wait under way began; zero when none is
+}
+
+// newPairClock starts a clock of budget now.
+func newPairClock(budget time.Duration) *pairClock {
+	return &pairClock{deadline: time.Now().Add(budget)}
+}
+
+// left is the time left: to the deadline, a wait under way not counted.
+func (c *pairClock) left() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	d := c.deadline
+	if !c.since.IsZero() {
+		d = d.Add(now.Sub(c.since))
+	}
+	return d.Sub(now)
+}
+
+// waiting is an execution's sandbox.ExecOptions.Waiting.
+func (c *pairClock) waiting(w bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	switch {
+	case w && c.since.IsZero():
+		c.since = now
+	case !w && !c.since.IsZero():
+		c.deadline = c.deadline.Add(now.Sub(c.since))
+		c.since = time.Time{}
+	}
 }

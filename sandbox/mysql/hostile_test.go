@@ -569,3 +569,42 @@ func TestMySQLStoppedStreamLateKill(t *testing.T) {
 		t.Errorf("runaways: %+v, want none", r)
 	}
 }
+
+// TestMySQLConnWaitBounded: a statement whose database's connections are all held (its pool's
+// one here) waits for one until its deadline only (mysqlWaitGrace past it), then fails with
+// sandbox.ErrBusy; before, it waited up to its timeout plus ServerGrace (2.4 s of a 1 s timeout)
+// and then ran with its whole timeout (found by a review). A statement that gets its
+// connection within the wait runs with its whole timeout from then on.
+func TestMySQLConnWaitBounded(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	a := dbs[0].(*mysqlDB)
+	a.pool.SetMaxOpenConns(1)
+	ctx := context.Background()
+	hold := func(d string) chan error {
+		held := make(chan error, 1)
+		go func() {
+			_, err := a.run(ctx, time.Now(), "SELECT SLEEP("+d+")", 10*time.Second, sandbox.ExecOptions{})
+			held <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		return held
+	}
+	held := hold("2.5")
+	start := time.Now()
+	_, err := a.run(ctx, start, "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{})
+	took := time.Since(start)
+	if !errors.Is(err, sandbox.ErrBusy) || took > time.Second+mysqlWaitGrace+300*time.Millisecond {
+		t.Errorf("no connection within a 1 s timeout: %v after %s; want ErrBusy by %s", err, took, time.Second+mysqlWaitGrace)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	held = hold("0.8")
+	r, err := a.run(ctx, time.Now(), "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{})
+	if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != int64(0) {
+		t.Errorf("a connection after about 0.7 s of a 1 s timeout, then 0.5 s of running: %+v, %v; want ok, 0", r, err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -223,7 +223,10 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
 // CONNECTION and runaway check; its Result is ok whatever that took.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	wctx, wcancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
+	// The waits for a slot and a connection end together by the deadline (mysqlWaitGrace past
+	// it, so that a tiny timeout still takes a free connection): no slot or connection by then
+	// is ErrBusy.
+	wctx, wcancel := context.WithTimeout(ctx, timeout+mysqlWaitGrace)
 	defer wcancel()
 	fail := func(step string, err error) (*sandbox.Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
@@ -241,13 +244,12 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	select {
 	case m.srv.slots <- struct{}{}: // a free slot is taken even past a tiny deadline
 	default:
-		wait := time.NewTimer(timeout)
-		defer wait.Stop()
 		select {
 		case m.srv.slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
-		case <-wait.C:
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+			}
 			return nil, m.busy("slot")
 		}
 	}

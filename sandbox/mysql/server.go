@@ -35,6 +35,9 @@ const (
 	// killed (KILL CONNECTION) and abandoned, and again how long its thread may take to leave
 	// the server after that before it is counted as a runaway.
 	mysqlKillGrace = 400 * time.Millisecond
+	// mysqlWaitGrace is how long past its deadline a statement may still get its slot and
+	// connection (run): enough for a free connection to be taken under a tiny timeout.
+	mysqlWaitGrace = 250 * time.Millisecond
 	// mysqlRunawayPoll is how often a runaway thread is looked for in PROCESSLIST.
 	mysqlRunawayPoll = 250 * time.Millisecond
 	// mysqlFullPoll is how often a dial waiting in a full share closes idle connections again.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -851,5 +852,29 @@ func TestPostgresTimeoutAfterSlotWait(t *testing.T) {
 	}
 	if err := <-held; err != nil {
 		t.Fatalf("the second statement holding the slot: %v", err)
+	}
+}
+
+// TestPostgresJudgePairAfterSlotWait: the judge's pair budget counts its statements' running
+// time, as the engines count a statement's: the gold (Spider's style runs it first) waits about
+// 1.45 s of a 2 s budget for the one slot, then runs 1 s, and the prediction still has its time.
+// Before, the budget ran on the clock: the prediction, never run, was judged a timeout (a wrong
+// verdict charged to it for the load of the moment; found by a review).
+func TestPostgresJudgePairAfterSlotWait(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	_, db := pgOneSlot(t, admin)
+	ctx := context.Background()
+	held := make(chan error, 1)
+	go func() {
+		_, err := db.Exec(ctx, "SELECT 1 FROM pg_catalog.pg_sleep(1.5)", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		held <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	v, err := judge.Judge{Style: judge.StyleSpider}.Run(ctx, db, "SELECT 1 AS x FROM pg_catalog.pg_sleep(1)", "SELECT 1 AS x", nil, 2*time.Second)
+	if err := <-held; err != nil {
+		t.Fatalf("the statement holding the slot: %v", err)
+	}
+	if err != nil || v.Outcome != string(sandbox.OutcomeOK) || !v.Correct || v.GoldError != "" {
+		t.Errorf("after the gold waited for the slot: %+v, %v; want the prediction run and judged correct", v, err)
 	}
 }
