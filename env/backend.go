@@ -90,6 +90,49 @@ type goldCall struct {
 	// wait tells whether the execution waits for an execution slot now and how long its
 	// statement has run so far.
 	wait slotWait
+
+	mu        sync.Mutex
+	waiting   bool               // the execution waits for a slot now
+	listeners map[int]func(bool) // the ExecOptions.Waiting of the requests waiting on it
+	next      int
+}
+
+// tell is the shared execution's sandbox.ExecOptions.Waiting: it follows the wait (slotWait)
+// and passes it on to the requests waiting on the execution (listen).
+func (c *goldCall) tell(w bool) {
+	c.wait.tell(w)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiting = w
+	for _, f := range c.listeners {
+		f(w)
+	}
+}
+
+// listen tells f, a request's sandbox.ExecOptions.Waiting, while the shared execution waits for
+// a slot, from now until the returned func is called (which ends a wait under way for f), so
+// that the request's caller counts the wait as a statement's own would be counted (the judge's
+// pair clock: judge.Run's budget counts running time).
+func (c *goldCall) listen(f func(bool)) (stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listeners == nil {
+		c.listeners = map[int]func(bool){}
+	}
+	id := c.next
+	c.next++
+	c.listeners[id] = f
+	if c.waiting {
+		f(true)
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.listeners, id)
+		if c.waiting {
+			f(false)
+		}
+	}
 }
 
 // goldEntry is one kept gold result.
@@ -293,6 +336,9 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 		go g.execute(context.WithoutCancel(ctx), key, query, opts, own, call)
 	}
 	c.mu.Unlock()
+	if opts.Waiting != nil {
+		defer call.listen(opts.Waiting)()
+	}
 	// The request waits until its own limit has passed on the statement's running time, not
 	// on the clock: at own after its arrival, a shared execution that has run for ran < own
 	// (it waited for a slot first, or began later) is waited for until own - ran more, as
@@ -352,7 +398,7 @@ func (g *goldDB) execute(ctx context.Context, key, query string, opts sandbox.Ex
 		close(call.done)
 	}()
 	opts.Timeout = max(c.limit, own)
-	opts.Waiting = call.wait.tell
+	opts.Waiting = call.tell
 	call.wait.begin()
 	res, err := g.DB.Exec(ctx, query, opts)
 	if err == nil {

@@ -299,3 +299,60 @@ func TestGoldExecutePanicEnds(t *testing.T) {
 		t.Fatal("the call is not done after Exec panicked")
 	}
 }
+
+// TestGoldSlotWaitTold: a request waiting on a shared gold execution is told (its
+// ExecOptions.Waiting) while that execution waits for a slot, from when it joins, as its own
+// statement would tell it: the judge's pair clock then counts the gold's running time only, and
+// the prediction judged after it keeps its time (judge.Run). A request joining after the wait
+// is told nothing.
+func TestGoldSlotWaitTold(t *testing.T) {
+	const gold, u = "SELECT x FROM g", 100 * time.Millisecond
+	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 3 * u}, run: 3 * u}
+	g := goldOpener{gold: gold, cache: newGoldCache(30*u, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	ctx := context.Background()
+	type request struct {
+		arrive time.Duration
+		mu     sync.Mutex
+		told   []bool
+		waited time.Duration
+		since  time.Time
+	}
+	reqs := []*request{{arrive: 0}, {arrive: u}, {arrive: 4 * u}}
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(r.arrive)
+			res, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: 20 * u, Waiting: func(w bool) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.told = append(r.told, w)
+				if w {
+					r.since = time.Now()
+				} else {
+					r.waited += time.Since(r.since)
+				}
+			}})
+			if err != nil || !res.OK() {
+				t.Errorf("the request arriving at %s: %+v, %v", r.arrive, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, want := range []time.Duration{3 * u, 2 * u, 0} {
+		r := reqs[i]
+		if want == 0 {
+			if len(r.told) != 0 {
+				t.Errorf("the request arriving after the wait was told %v", r.told)
+			}
+			continue
+		}
+		if len(r.told) != 2 || !r.told[0] || r.told[1] || r.waited < want-u/2 || r.waited > want+u/2 {
+			t.Errorf("the request arriving at %s: told %v, waited %s; want true then false, about %s", r.arrive, r.told, r.waited.Round(time.Millisecond), want)
+		}
+	}
+	if db.runs != 1 {
+		t.Errorf("%d executions, want 1", db.runs)
+	}
+}
