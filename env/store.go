@@ -148,10 +148,11 @@ func newID() string {
 // add stores e (its size set) under a new id. With e's client at its cap of episodes in play,
 // the store full, or the bytes of the store or of e's client at three quarters of their bound,
 // it first drops the expired episodes. Still at the client's cap it returns errClientFull.
-// Then it plans the finished episodes to drop (roomPlan): for a full store the one closest to
-// expiry, whoever's; then as planRoomLocked does for e to fit under clientStartBytes and
-// startBytes. It drops them only when the whole plan makes the room, else none, and returns
-// errFull (every slot in play), errClientBytesFull or errBytesFull; retry is how long until the
+// Then it plans the finished episodes to drop (roomPlan): as planRoomLocked does for e to fit
+// under clientStartBytes and startBytes; then, when those leave the store's count full, the
+// finished episode closest to expiry that the plan lacks, whoever's. It drops them only when the
+// whole plan makes the room, else none, and returns errClientBytesFull, errBytesFull or errFull
+// (every slot in play); retry is how long until the
 // first episode in the way expires: any in play, for the count; of the client in play, for its
 // cap and share; any in play, or another client's finished one, for the store's bytes
 // (blockingExpiryLocked).
