@@ -91,8 +91,7 @@ type goldCall struct {
 	// statement has run so far.
 	wait slotWait
 
-	mu        sync.Mutex
-	waiting   bool               // the execution waits for a slot now
+	mu        sync.Mutex         // orders tell and listen
 	listeners map[int]func(bool) // the ExecOptions.Waiting of the requests waiting on it
 	next      int
 }
@@ -100,10 +99,9 @@ type goldCall struct {
 // tell is the shared execution's sandbox.ExecOptions.Waiting: it follows the wait (slotWait)
 // and passes it on to the requests waiting on the execution (listen).
 func (c *goldCall) tell(w bool) {
-	c.wait.tell(w)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.waiting = w
+	c.wait.clock.Tell(w)
 	for _, f := range c.listeners {
 		f(w)
 	}
@@ -122,14 +120,14 @@ func (c *goldCall) listen(f func(bool)) (stop func()) {
 	id := c.next
 	c.next++
 	c.listeners[id] = f
-	if c.waiting {
+	if _, waiting := c.wait.clock.Waited(); waiting {
 		f(true)
 	}
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		delete(c.listeners, id)
-		if c.waiting {
+		if _, waiting := c.wait.clock.Waited(); waiting {
 			f(false)
 		}
 	}
@@ -151,59 +149,26 @@ type goldRun struct {
 	ran time.Duration
 }
 
-// slotWait follows one execution from its Exec call (begin): the time it waits for an
-// execution slot, from what it tells sandbox.ExecOptions.Waiting, and so the time its
-// statement has run. Safe for concurrent use.
+// slotWait follows one execution from its start (began, set before it is shared): the time
+// it waits for an execution slot (clock, told through sandbox.ExecOptions.Waiting by
+// goldCall.tell), and so the time its statement has run.
 type slotWait struct {
-	mu     sync.Mutex
-	began  time.Time // when Exec was called; zero before
-	since  time.Time // when the wait now under way began; zero when none is
-	waited time.Duration
-}
-
-// begin records that the execution's Exec is called now.
-func (w *slotWait) begin() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.began = time.Now()
-}
-
-// tell is the execution's sandbox.ExecOptions.Waiting.
-func (w *slotWait) tell(waiting bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case waiting && w.since.IsZero():
-		w.since = time.Now()
-	case !waiting && !w.since.IsZero():
-		w.waited += time.Since(w.since)
-		w.since = time.Time{}
-	}
+	began time.Time
+	clock sandbox.WaitClock
 }
 
 // ran is the own running time of the execution whose Exec took took (its Result.Duration):
 // took less the waits told, never below zero.
 func (w *slotWait) ran(took time.Duration) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return max(took-w.waited, 0)
+	waited, _ := w.clock.Waited()
+	return max(took-waited, 0)
 }
 
 // now reports whether the execution waits for a slot now and how long it has run so far: the
-// time since begin less the waits told (zero before begin, and while the first wait lasts).
+// time since began less the waits told.
 func (w *slotWait) now() (waiting bool, ran time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.began.IsZero() {
-		return false, 0
-	}
-	t := time.Now()
-	ran = t.Sub(w.began) - w.waited
-	if !w.since.IsZero() {
-		waiting = true
-		ran -= t.Sub(w.since)
-	}
-	return waiting, max(ran, 0)
+	waited, waiting := w.clock.Waited()
+	return waiting, max(time.Since(w.began)-waited, 0)
 }
 
 func newGoldCache(limit time.Duration, maxBytes int64) *goldCache {
@@ -331,7 +296,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	}
 	call := c.calls[key]
 	if call == nil {
-		call = &goldCall{done: make(chan struct{})}
+		call = &goldCall{done: make(chan struct{}), wait: slotWait{began: time.Now()}}
 		c.calls[key] = call
 		go g.execute(context.WithoutCancel(ctx), key, query, opts, own, call)
 	}
@@ -399,7 +364,6 @@ func (g *goldDB) execute(ctx context.Context, key, query string, opts sandbox.Ex
 	}()
 	opts.Timeout = max(c.limit, own)
 	opts.Waiting = call.tell
-	call.wait.begin()
 	res, err := g.DB.Exec(ctx, query, opts)
 	if err == nil {
 		call.run = goldRun{res: res, ran: call.wait.ran(res.Duration)}

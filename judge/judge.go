@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -777,9 +776,8 @@ func timeText(t time.Time) string {
 // a gold that waited for a slot under load was judged a timeout charged to the prediction.
 // Safe for concurrent use.
 type pairClock struct {
-	mu       sync.Mutex
 	deadline time.Time
-	since    time.Time // when the wait under way began; zero when none is
+	waits    sandbox.WaitClock
 }
 
 // newPairClock starts a clock of budget now.
@@ -787,28 +785,11 @@ func newPairClock(budget time.Duration) *pairClock {
 	return &pairClock{deadline: time.Now().Add(budget)}
 }
 
-// left is the time left: to the deadline, a wait under way not counted.
+// left is the time left: to the deadline, the waits told (one under way included) not counted.
 func (c *pairClock) left() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	d := c.deadline
-	if !c.since.IsZero() {
-		d = d.Add(now.Sub(c.since))
-	}
-	return d.Sub(now)
+	waited, _ := c.waits.Waited()
+	return time.Until(c.deadline.Add(waited))
 }
 
 // waiting is an execution's sandbox.ExecOptions.Waiting.
-func (c *pairClock) waiting(w bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	switch {
-	case w && c.since.IsZero():
-		c.since = now
-	case !w && !c.since.IsZero():
-		c.deadline = c.deadline.Add(now.Sub(c.since))
-		c.since = time.Time{}
-	}
-}
+func (c *pairClock) waiting(w bool) { c.waits.Tell(w) }
