@@ -131,14 +131,20 @@ func (d *slotGoldDB) Exec(ctx context.Context, q string, opts sandbox.ExecOption
 	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"x"}, Rows: [][]any{{int64(1)}}, Total: 1, Duration: time.Since(start)}, nil
 }
 
+// slotGold is a slotGoldDB that waits wait for a slot and runs run, and the env's gold wrapper
+// over it for gold with a shared execution's limit of limit.
+func slotGold(gold string, wait, run, limit time.Duration) (*slotGoldDB, sandbox.DB) {
+	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: wait}, run: run}
+	return db, goldOpener{gold: gold, cache: newGoldCache(limit, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+}
+
 // TestGoldSlotWaitNotKept: a shared gold execution that waited for an execution slot is kept
 // with its statement's own running time: a later request whose limit is shorter than the wait
 // and the run together but longer than the run gets the result, not a timeout (the wait was the
 // load of that moment); a limit shorter than the run is still its timeout.
 func TestGoldSlotWaitNotKept(t *testing.T) {
 	const gold = "SELECT x FROM g"
-	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 600 * time.Millisecond}, run: 50 * time.Millisecond}
-	g := goldOpener{gold: gold, cache: newGoldCache(3*time.Second, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	db, g := slotGold(gold, 600*time.Millisecond, 50*time.Millisecond, 3*time.Second)
 	ctx := context.Background()
 	first, err := g.Exec(ctx, gold, sandbox.ExecOptions{Timeout: 2 * time.Second})
 	if err != nil || !first.OK() || first.Duration < db.wait {
@@ -208,8 +214,7 @@ func TestGoldSlotWaitPostgres(t *testing.T) {
 // same answers, and the gold ran once.
 func TestGoldSlotWaitInFlight(t *testing.T) {
 	const gold, u = "SELECT x FROM g", 100 * time.Millisecond
-	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 3 * u}, run: 6 * u}
-	g := goldOpener{gold: gold, cache: newGoldCache(30*u, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	db, g := slotGold(gold, 3*u, 6*u, 30*u)
 	ctx := context.Background()
 	type request struct {
 		name          string
@@ -307,8 +312,7 @@ func TestGoldExecutePanicEnds(t *testing.T) {
 // is told nothing.
 func TestGoldSlotWaitTold(t *testing.T) {
 	const gold, u = "SELECT x FROM g", 100 * time.Millisecond
-	db := &slotGoldDB{slowGoldDB: slowGoldDB{wait: 3 * u}, run: 3 * u}
-	g := goldOpener{gold: gold, cache: newGoldCache(30*u, DefaultGoldCacheBytes)}.wrap(db, datasets.Task{ID: "t/0", DBID: "t"})
+	db, g := slotGold(gold, 3*u, 3*u, 30*u)
 	ctx := context.Background()
 	type request struct {
 		arrive time.Duration
