@@ -169,13 +169,17 @@ if reads:
           + "; ".join(f"round {r} {min(v):.1f}-{max(v):.1f}" for r, v in sorted(reads.items())))
 # Each round's llama.cpp run against STUDENT's depth 0 run of the same weight type, each with the
 # read bandwidth measured around it and its roofline: decode GB/s (tok/s times the weight bytes
-# a token streams, llama.cpp's q8_0 with f16 scales: 34 bytes per 32 weights to our 36) against
+# a token streams: llama.cpp's q8_0, with f16 scales, 34 bytes per 32 weights of the run's
+# decode_weights_per_token; ours the run's decode_bytes_per_token, which a binary without the
+# weights count gives as 36 per 32 for q8) against
 # that read bandwidth. Where the two reads differ by more than 15% the two runs met different
 # states of the host's memory, and their ratio is the host's, not the programs'.
-perTok = {}
+perTok, peerTok = {}, {}
 for f in glob.glob(sys.argv[2] + "/r*-d*-bin0.json"):
     j = json.load(open(f))
     perTok[j["dtype"]] = j["decode_bytes_per_token"]
+    n = j.get("decode_weights_per_token") or j["decode_bytes_per_token"] * 32 // 36
+    peerTok[j["dtype"]] = n * 34 // 32 if j["dtype"] == "q8" else j["decode_bytes_per_token"]
 pairs = [(k[0], k[1], runs[k], runs.get((k[0], k[1], sys.argv[3]))) for k in sorted(runs) if k[2] == "llama.cpp"]
 if any(l[1] for _, _, l, _ in pairs):
     print("# pairs: round dtype | llama.cpp tok/s read GB/s roofline | ours tok/s read GB/s roofline | ours/llama.cpp | same state (reads within 15%)")
@@ -187,7 +191,7 @@ if any(l[1] for _, _, l, _ in pairs):
         pt = perTok.get(dt)
         lroof = oroof = "-"
         if pt:
-            lb = pt * (34 / 36 if dt == "q8" else 1)
+            lb = peerTok[dt]
             lroof, oroof = f"{100 * lt * lb / 1e9 / lr:.0f}%", f"{100 * ot * pt / 1e9 / orr:.0f}%"
         ok = abs(lr - orr) <= 0.15 * max(lr, orr)
         if ok:

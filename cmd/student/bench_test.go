@@ -33,7 +33,11 @@ func TestBenchCommand(t *testing.T) {
 				RSS         float64 `json:"peak_rss_mib"`
 				Load        float64 `json:"load_s"`
 				PerToken    int64   `json:"decode_bytes_per_token"`
-				Samples     struct {
+				Weights     int64   `json:"decode_weights_per_token"`
+				Plan        struct {
+					Q8Panels bool `json:"q8_panels"`
+				} `json:"plan"`
+				Samples struct {
 					Samples []float64 `json:"samples"`
 				} `json:"decode"`
 			}
@@ -52,9 +56,13 @@ func TestBenchCommand(t *testing.T) {
 			}
 			// tiny: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads, vocab 151936, tied.
 			elems := int64(2*(64*64+2*64*32+64*64+3*64*128) + 151936*64)
-			want := map[string]int64{"f32": 4 * elems, "bf16": 2 * elems, "q8": elems + elems/8}[dt]
-			if r.PerToken != want {
-				t.Errorf("decode bytes per token %d, want %d", r.PerToken, want)
+			q8 := elems + elems/8 // f32 scales in rows; halves where the decode plan holds q8 in panels
+			if r.Plan.Q8Panels {
+				q8 = elems + elems/16
+			}
+			want := map[string]int64{"f32": 4 * elems, "bf16": 2 * elems, "q8": q8}[dt]
+			if r.PerToken != want || r.Weights != elems {
+				t.Errorf("decode bytes per token %d, weights %d; want %d, %d", r.PerToken, r.Weights, want, elems)
 			}
 			if !strings.Contains(stderr, "decode 6 x3 run 2") {
 				t.Errorf("no progress lines on stderr: %q", stderr)

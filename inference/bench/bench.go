@@ -98,6 +98,9 @@ type Result struct {
 	LoadSeconds float64 `json:"load_s"`
 	WeightMiB   float64 `json:"weights_mib"`
 	DecodeBytes int64   `json:"decode_bytes_per_token"`
+	// DecodeWeights is the weights one decode step streams (DecodeBytes without the dtype): a
+	// peer's bytes per token for its own format (llama.cpp's q8_0: 34 bytes per 32).
+	DecodeWeights int64 `json:"decode_weights_per_token"`
 
 	PrefillTokS    float64 `json:"prefill_tok_s"`
 	Prefill        *Figure `json:"prefill,omitempty"`
@@ -231,8 +234,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			o.Progress(fmt.Sprintf("cpu: %s; decode plan %s", mc, p))
 		}
 	}
-	weights, perToken := weightBytes(m.Config(), m.WeightDType())
-	r.WeightMiB, r.DecodeBytes = float64(weights)/(1<<20), perToken
+	weights, perToken, elems := weightBytes(m.Config(), m.WeightDType())
+	r.WeightMiB, r.DecodeBytes, r.DecodeWeights = float64(weights)/(1<<20), perToken, elems
 	ctxDecode := o.Depth
 	if ctxDecode == 0 {
 		ctxDecode = decodePrompt
@@ -567,18 +570,19 @@ func argmax(x []float32) int {
 
 // weightBytes returns the bytes of the model's weight matrices and of those one decode step
 // streams (the layers' seven projections and the LM head; the embedding is read one row per
-// token, so a tied LM head counts once).
-func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken int64) {
+// token, so a tied LM head counts once), and the weights of the latter. A q8 scale takes
+// cpu.Q8ScaleBytes.
+func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken, elems int64) {
 	H, I, V := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
 	qd, kvd := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
 	layer := H*qd + 2*H*kvd + qd*H + 3*H*I
-	elems := int64(c.NumHiddenLayers)*layer + V*H
+	elems = int64(c.NumHiddenLayers)*layer + V*H
 	size := func(n int64) int64 {
 		switch dt {
 		case cpu.F32:
 			return 4 * n
 		case cpu.Q8:
-			return n + 4*n/cpu.Q8Block
+			return n + int64(cpu.Q8ScaleBytes())*n/cpu.Q8Block
 		}
 		return 2 * n
 	}
@@ -587,7 +591,7 @@ func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken int64) {
 	if !c.TieWordEmbeddings {
 		total += size(V * H)
 	}
-	return total, perToken
+	return total, perToken, elems
 }
 
 // loadAvg returns the 1-minute load average (/proc/loadavg), or -1 where it cannot be read.

@@ -53,7 +53,7 @@ func fastMatrix(dt DType, rows, cols int, seed uint64) *Matrix {
 			m.Q8[i] = int8(next())
 		}
 		for i := range m.Scales {
-			m.Scales[i] = 1.0 / 127
+			m.Scales[i] = F16ToF32(F32ToF16(1.0 / 127)) // a half's value, as Quantize8's scales: packQ8Panels takes it
 		}
 	}
 	return m
@@ -536,7 +536,7 @@ func BenchmarkQ8Stream(b *testing.B) {
 		big.Q8[i] = int8(s >> 56)
 	}
 	for i := range big.Scales {
-		big.Scales[i] = 1.0 / 127
+		big.Scales[i] = F16ToF32(F32ToF16(1.0 / 127))
 	}
 	probe := NewReadProbe(512 << 20)
 	defer probe.Close()

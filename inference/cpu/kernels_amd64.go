@@ -54,16 +54,19 @@ func quantX8(xq *int8, corr *int32, xs *float32, x *float32, nblocks int, blockS
 func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
 
 //go:noescape
+func gemmQ8VNNIH(wp *byte, sp *uint16, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+
+//go:noescape
 func cvtX16(dst *uint16, src *float32, n int)
 
 //go:noescape
 func gemmBF16(wp *uint16, xb *uint16, ldx int, kp int, m int, dst *float32, ldd int, masks uint64, acc int)
 
 //go:noescape
-func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
+func dot32Q8P(wp *byte, sp *uint16, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
 
 //go:noescape
-func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
+func dot64Q8P(wp *byte, ldw int, sp *uint16, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
 
 //go:noescape
-func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)
+func dot128Q8P(wp *byte, ldw int, sp *uint16, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)

@@ -89,7 +89,7 @@
 	MOVQ ldw+8(FP), R8; \
 	MOVQ sp+16(FP), BX; \
 	MOVQ lds+24(FP), R10; \
-	SHLQ $2, R10; \
+	SHLQ $1, R10; \
 	MOVQ xq+32(FP), DI; \
 	MOVQ xs+40(FP), DX; \
 	MOVQ corr+48(FP), R12; \
@@ -552,6 +552,79 @@ q8gdone:
 	VZEROUPPER
 	RET
 
+// func gemmQ8VNNIH(wp *byte, sp *uint16, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+//
+// gemmQ8VNNI for weights in panels at load (Matrix.Q8Panels), whose scales are IEEE halves,
+// 64 bytes per block (Matrix.Scales16), each widened exactly by VCVTPH2PS: the results of
+// gemmQ8VNNI over the same scales in f32.
+TEXT ·gemmQ8VNNIH(SB), NOSPLIT, $0-120
+	Q8GEMMPTRS
+	MOVQ   corr+48(FP), R10
+	MOVQ   ldc+56(FP), AX
+	SHLQ   $2, AX
+	ROW3(R10, AX, R11)
+	MOVQ   nb+64(FP), CX
+	ZERO12ACC
+
+q8gblk:
+	Q8GI((R10), Z16, Z17)
+	Q8GI((R10)(AX*1), Z18, Z19)
+	Q8GI((R10)(AX*2), Z20, Z21)
+	Q8GI((R11), Z22, Z23)
+	Q8GI((R11)(AX*1), Z24, Z25)
+	Q8GI((R11)(AX*2), Z26, Z27)
+
+	Q8GG(0, 64, 0)
+	Q8GG(128, 192, 4)
+	Q8GG(256, 320, 8)
+	Q8GG(384, 448, 12)
+	Q8GG(512, 576, 16)
+	Q8GG(640, 704, 20)
+	Q8GG(768, 832, 24)
+	Q8GG(896, 960, 28)
+	VCVTPH2PS (BX), Z28
+	VCVTPH2PS 32(BX), Z29
+	Q8GF((DX), Z16, Z17, Z0, Z1)
+	Q8GF((DX)(R13*1), Z18, Z19, Z2, Z3)
+	Q8GF((DX)(R13*2), Z20, Z21, Z4, Z5)
+	Q8GF((R12), Z22, Z23, Z6, Z7)
+	Q8GF((R12)(R13*1), Z24, Z25, Z8, Z9)
+	Q8GF((R12)(R13*2), Z26, Z27, Z10, Z11)
+	ADDQ $1024, SI
+	ADDQ $64, BX
+	ADDQ $32, DI
+	ADDQ $32, R9
+	ADDQ $32, DX
+	ADDQ $32, R12
+	ADDQ $4, R10
+	ADDQ $4, R11
+	DECQ CX
+	JNZ  q8gblk
+
+	MOVQ  m0+96(FP), AX
+	KMOVW AX, K1
+	MOVQ  m1+104(FP), AX
+	KMOVW AX, K2
+	MOVQ  acc+112(FP), AX
+	NEGQ  AX
+	KMOVW AX, K4
+	KANDW K1, K4, K5
+	KANDW K2, K4, K6
+	MOVQ  dst+80(FP), DX
+	MOVQ  ldd+88(FP), BX
+	SHLQ  $2, BX
+	MOVQ  m+72(FP), AX
+	Q8GS(Z0, Z1)
+	Q8GS(Z2, Z3)
+	Q8GS(Z4, Z5)
+	Q8GS(Z6, Z7)
+	Q8GS(Z8, Z9)
+	Q8GS(Z10, Z11)
+
+q8gdone:
+	VZEROUPPER
+	RET
+
 // func cvtX16(dst *uint16, src *float32, n int)   (n a multiple of 32)
 //
 // Rounds f32 to bf16 (nearest even) with AVX512_BF16's VCVTNE2PS2BF16, 32 per step: the input
@@ -899,14 +972,15 @@ pfloop:
 	VPDPBUSD.BCST xo(DI), Z12, ia; \
 	VPDPBUSD.BCST xo(DI), Z13, ib
 
-// func dot32Q8P(wp *byte, sp *float32, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
+// func dot32Q8P(wp *byte, sp *uint16, xq *int8, xs *float32, corr *int32, nb int, out *[32]float32)
 //
 // out[j] = Σ_c w[j, c]·x[c] for the 32 rows of one panel group over nb blocks of 32 columns: wp
-// the group's weights, sp its scales, xq, xs, corr the input as quantX8 writes it with blockSums
+// the group's weights, sp its scales (IEEE halves, Matrix.Scales16: 64 bytes a block, widened
+// exactly by VCVTPH2PS), xq, xs, corr the input as quantX8 writes it with blockSums
 // = 1 (xs: the block's scale at its first lane, 8 lanes a block). Each block's int32 sums start
 // at the block's correction -128·Σ xq (so they are Σ w·x exactly, -128 included), even and odd
 // column groups in two chains, then are widened once and added times the weight scales × the x
-// scale: the arithmetic of gemmQ8VNNI with one input row, so the same results to the bit.
+// scale: the arithmetic of gemmQ8VNNIH with one input row, so the same results to the bit.
 TEXT ·dot32Q8P(SB), NOSPLIT, $0-56
 	MOVQ   wp+0(FP), SI
 	MOVQ   sp+8(FP), BX
@@ -934,8 +1008,8 @@ p8blk:
 	P8G(896, 960, 28, Z18, Z19)
 	VPADDD       Z18, Z16, Z16
 	VPADDD       Z19, Z17, Z17
-	VMOVUPS      (BX), Z28
-	VMOVUPS      64(BX), Z29
+	VCVTPH2PS    (BX), Z28
+	VCVTPH2PS    32(BX), Z29
 	VCVTDQ2PS    Z16, Z16
 	VMULPS.BCST  (DX), Z28, Z30
 	VFMADD231PS  Z30, Z16, Z0
@@ -943,7 +1017,7 @@ p8blk:
 	VMULPS.BCST  (DX), Z29, Z31
 	VFMADD231PS  Z31, Z17, Z1
 	ADDQ         $1024, SI
-	ADDQ         $128, BX
+	ADDQ         $64, BX
 	ADDQ         $32, DI
 	ADDQ         $32, DX
 	ADDQ         $4, R10
@@ -1011,8 +1085,8 @@ p8done:
 // P8F4 ends a block for one group: int sums ia, ib times its scales at sa (64 bytes apart) times
 // the block's x scale, into fa, fb.
 #define P8F4(sa, sb, ia, ib, fa, fb) \
-	VMOVUPS      sa, Z28; \
-	VMOVUPS      sb, Z29; \
+	VCVTPH2PS    sa, Z28; \
+	VCVTPH2PS    sb, Z29; \
 	VCVTDQ2PS    ia, ia; \
 	VMULPS.BCST  (DX), Z28, Z30; \
 	VFMADD231PS  Z30, ia, fa; \
@@ -1020,7 +1094,7 @@ p8done:
 	VMULPS.BCST  (DX), Z29, Z31; \
 	VFMADD231PS  Z31, ib, fb
 
-// func dot128Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)
+// func dot128Q8P(wp *byte, ldw int, sp *uint16, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[128]float32)
 //
 // dot32Q8P for four panel groups, ldw bytes (and lds scales) apart, into out[32g:32g+32]: the
 // four quarters of a thread's range as four sequential streams (panelRange). Eight 64-byte loads
@@ -1045,14 +1119,14 @@ TEXT ·dot128Q8P(SB), NOSPLIT, $0-72
 p84blk:
 	P8INIT4
 	P8BLOCK(P8G4)
-	P8F4((BX), 64(BX), Z16, Z17, Z0, Z1)
-	P8F4((BX)(R10*1), 64(BX)(R10*1), Z18, Z19, Z2, Z3)
-	P8F4((BX)(R10*2), 64(BX)(R10*2), Z20, Z21, Z4, Z5)
-	P8F4((R11), 64(R11), Z22, Z23, Z6, Z7)
+	P8F4((BX), 32(BX), Z16, Z17, Z0, Z1)
+	P8F4((BX)(R10*1), 32(BX)(R10*1), Z18, Z19, Z2, Z3)
+	P8F4((BX)(R10*2), 32(BX)(R10*2), Z20, Z21, Z4, Z5)
+	P8F4((R11), 32(R11), Z22, Z23, Z6, Z7)
 	ADDQ         $1024, SI
 	ADDQ         $1024, R9
-	ADDQ         $128, BX
-	ADDQ         $128, R11
+	ADDQ         $64, BX
+	ADDQ         $64, R11
 	ADDQ         $32, DI
 	ADDQ         $32, DX
 	ADDQ         $4, R12
@@ -1072,7 +1146,7 @@ p84done:
 	VZEROUPPER
 	RET
 
-// func dot64Q8P(wp *byte, ldw int, sp *float32, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
+// func dot64Q8P(wp *byte, ldw int, sp *uint16, lds int, xq *int8, xs *float32, corr *int32, nb int, out *[64]float32)
 //
 // dot32Q8P for two panel groups, ldw bytes (and lds scales) apart, into out[32g:32g+32]: two
 // sequential streams for the groups a thread's quarters leave over (panelRange), which dot32Q8P
@@ -1090,10 +1164,10 @@ TEXT ·dot64Q8P(SB), NOSPLIT, $0-72
 p82blk:
 	P8INIT2
 	P8BLOCK(P8G2)
-	P8F4((BX), 64(BX), Z16, Z17, Z0, Z1)
-	P8F4((BX)(R10*1), 64(BX)(R10*1), Z18, Z19, Z2, Z3)
+	P8F4((BX), 32(BX), Z16, Z17, Z0, Z1)
+	P8F4((BX)(R10*1), 32(BX)(R10*1), Z18, Z19, Z2, Z3)
 	ADDQ         $1024, SI
-	ADDQ         $128, BX
+	ADDQ         $64, BX
 	ADDQ         $32, DI
 	ADDQ         $32, DX
 	ADDQ         $4, R12

@@ -177,8 +177,12 @@ func (w *Matrix) check() error {
 		if w.Cols%Q8Block != 0 {
 			return fmt.Errorf("q8 matrix has %d columns, not a multiple of %d", w.Cols, Q8Block)
 		}
-		if len(w.Q8) < size || len(w.Scales) < size/Q8Block {
-			return fmt.Errorf("q8 matrix %d×%d has %d values and %d scales", w.Rows, w.Cols, len(w.Q8), len(w.Scales))
+		ns := len(w.Scales)
+		if w.Q8Panels {
+			ns = len(w.Scales16)
+		}
+		if len(w.Q8) < size || ns < size/Q8Block {
+			return fmt.Errorf("q8 matrix %d×%d has %d values and %d scales", w.Rows, w.Cols, len(w.Q8), ns)
 		}
 	default:
 		return fmt.Errorf("unknown dtype %v", w.DType)

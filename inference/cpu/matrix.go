@@ -22,7 +22,7 @@ const (
 	F32 DType = iota
 	BF16
 	F16
-	Q8 // int8 with one f32 scale per block of Q8Block values of a row
+	Q8 // int8 with one scale per block of Q8Block values of a row (f32 in rows, a half in panels)
 )
 
 // Q8Block is the number of int8 values sharing one scale.
@@ -44,17 +44,20 @@ func (d DType) String() string {
 }
 
 // Matrix is a row-major Rows×Cols weight matrix (PyTorch Linear layout: out × in). Exactly one of
-// F32, U16 (bf16 or f16 bits) or Q8+Scales holds the data.
+// F32, U16 (bf16 or f16 bits), Q8+Scales or, in panels, Q8+Scales16 holds the data.
 type Matrix struct {
 	DType      DType
 	Rows, Cols int
 	F32        []float32
 	U16        []uint16
 	Q8         []int8
-	Scales     []float32 // Rows * Cols/Q8Block
-	// Q8Panels: Q8 and Scales hold the rows in panels of 32 (PackQ8Panels) instead of one row
+	Scales     []float32 // Rows * Cols/Q8Block; nil in panels
+	// Q8Panels: Q8 and Scales16 hold the rows in panels of 32 (PackQ8Panels) instead of one row
 	// after another, the bytes biased by 128; RowF32 and the products read either layout.
 	Q8Panels bool
+	// Scales16 holds the scales of Q8 in panels as IEEE half bits (Rows * Cols/Q8Block), in the
+	// memory Scales had; the values are Scales' (PackQ8Panels packs only scales a half holds).
+	Scales16 []uint16
 }
 
 // BF16ToF32 widens bfloat16 bits.

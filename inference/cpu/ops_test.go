@@ -165,18 +165,81 @@ func TestQuantizeBlock(t *testing.T) {
 		for _, v := range blk {
 			m = max(m, float32(math.Abs(float64(v))))
 		}
-		if want := m / 127; sc != want {
-			t.Fatalf("iter %d: scale %g, want %g", iter, sc, want)
+		s := m / 127
+		if want := F16ToF32(F32ToF16(s)); sc != want {
+			t.Fatalf("iter %d: scale %g, want %g (the half nearest %g)", iter, sc, want, s)
 		}
 		for j, v := range blk {
-			if want := int8(math.Round(float64(v / sc))); got[j] != want {
-				t.Fatalf("iter %d: q[%d] of %g/%g = %d, want %d", iter, j, v, sc, got[j], want)
+			if want := int8(math.Round(float64(v / s))); got[j] != want {
+				t.Fatalf("iter %d: q[%d] of %g/%g = %d, want %d", iter, j, v, s, got[j], want)
 			}
 		}
 	}
 	zero := make([]int8, Q8Block)
 	if sc := quantizeBlock(zero, make([]float32, Q8Block)); sc != 0 {
 		t.Fatalf("all-zero block: scale %g", sc)
+	}
+	// Past the halves (a scale from 65520 on) the scale stays as it is; below them (subnormal
+	// halves) it is the nearest multiple of 2^-24 while q still comes from the exact scale.
+	for _, m := range []float32{127 * 70000, 127 * 65520, 127 * 3e-7, 127 * 1e-9} {
+		blk := make([]float32, Q8Block)
+		blk[0], blk[1] = m, -m/2
+		got := make([]int8, Q8Block)
+		sc := quantizeBlock(got, blk)
+		want := F16ToF32(F32ToF16(m / 127))
+		if m/127 >= 65520 {
+			want = m / 127
+		}
+		if sc != want || got[0] != 127 || got[1] != -64 {
+			t.Fatalf("max %g: scale %g, q %d %d; want %g, 127 -64", m, sc, got[0], got[1], want)
+		}
+	}
+}
+
+// TestF32ToF16 checks F32ToF16 against F16ToF32 on every half: each value maps back to its bits,
+// the midpoint between neighbours to the even one, and the floats just either side of it to the
+// nearer; past the largest half to ±Inf, NaN to NaN.
+func TestF32ToF16(t *testing.T) {
+	for h := uint16(0); h < 0x7c00; h++ {
+		for _, sg := range []uint16{0, 0x8000} {
+			v := F16ToF32(h | sg)
+			if got := F32ToF16(v); got != h|sg {
+				t.Fatalf("F32ToF16(%g) = %#04x, want %#04x", v, got, h|sg)
+			}
+			if h == 0x7bff {
+				continue
+			}
+			next := F16ToF32((h + 1) | sg)
+			mid := float32((float64(v) + float64(next)) / 2) // exact: 12 significant bits
+			even := h
+			if h&1 == 1 {
+				even = h + 1
+			}
+			if got := F32ToF16(mid); got != even|sg {
+				t.Fatalf("F32ToF16(%g), the tie between %#04x and %#04x, = %#04x, want %#04x", mid, h|sg, (h+1)|sg, got, even|sg)
+			}
+			toward := float32(math.Inf(1))
+			if sg != 0 {
+				toward = -toward
+			}
+			if got := F32ToF16(math.Nextafter32(mid, toward)); got != (h+1)|sg {
+				t.Fatalf("F32ToF16 just past %g = %#04x, want %#04x", mid, got, (h+1)|sg)
+			}
+			if got := F32ToF16(math.Nextafter32(mid, 0)); got != h|sg {
+				t.Fatalf("F32ToF16 just short of %g = %#04x, want %#04x", mid, got, h|sg)
+			}
+		}
+	}
+	for _, c := range []struct {
+		f    float32
+		want uint16
+	}{{65519.99, 0x7bff}, {65520, 0x7c00}, {-65520, 0xfc00}, {1e30, 0x7c00}, {float32(math.Inf(-1)), 0xfc00}, {1e-9, 0}, {-1e-9, 0x8000}} {
+		if got := F32ToF16(c.f); got != c.want {
+			t.Fatalf("F32ToF16(%g) = %#04x, want %#04x", c.f, got, c.want)
+		}
+	}
+	if got := F32ToF16(float32(math.NaN())); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
+		t.Fatalf("F32ToF16(NaN) = %#04x, not a NaN", got)
 	}
 }
 

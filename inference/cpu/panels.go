@@ -6,9 +6,13 @@ import "unsafe"
 // rows were (32·Cols bytes of Q8, 32·Cols/Q8Block scales): within a group, the 64 bytes at
 // 128·q hold columns 4q..4q+3 of rows 0-15 (four bytes per row, row after row), the 64 bytes at
 // 128·q+64 the same of rows 16-31, each byte XORed with 0x80 (w+128: VPDPBUSD multiplies
-// unsigned by signed bytes); the 128 bytes of scales at 128·b hold block b's scale of rows 0-15,
-// then of rows 16-31. It is the packing the int8 matrix-matrix kernel reads (packRows,
-// gemmQ8VNNI), done once at load instead of once per product.
+// unsigned by signed bytes); the scales are IEEE halves (Matrix.Scales16, in the memory the f32
+// scales had), the 64 bytes at 64·b holding block b's scale of rows 0-15, then of rows 16-31. It
+// is the packing the int8 matrix-matrix kernel reads (packRows, gemmQ8VNNI), done once at load
+// instead of once per product, with half the bytes of scales (gemmQ8VNNIH): q8 decode streams 34
+// bytes per 32 weights instead of 36, as llama.cpp's q8_0 does. The halves hold the scales
+// exactly: Quantize8 keeps its scales rounded to halves, and PackQ8Panels packs no matrix with a
+// scale a half does not hold.
 //
 // Decode reads it through dot128Q8P: four groups a call, one from each quarter of a thread's
 // range (four sequential streams, as matVecQuarters reads rows), one 64-byte load and one
@@ -23,14 +27,26 @@ import "unsafe"
 const panelRows = 32
 
 // PackQ8Panels rearranges w into the panel layout in place, when w is Q8 in rows, its row count
-// is a multiple of 32, the AVX512_VNNI kernels are in use and the decode plan holds q8 weights
-// in panels (DecodePlan's Q8Panels); it reports whether it did. Every product and RowF32 take
+// is a multiple of 32, every scale is a half's value (Quantize8's are), the AVX512_VNNI kernels
+// are in use and the decode plan holds q8 weights in panels (DecodePlan's Q8Panels); it reports
+// whether it did. The scales move to Scales16, in Scales' memory (its first half), and Scales
+// becomes nil. Every product and RowF32 take
 // either layout, with the same values of w.
 func PackQ8Panels(w *Matrix) bool {
 	if !q8Panels() {
 		return false
 	}
 	return packQ8Panels(w)
+}
+
+// Q8ScaleBytes returns the bytes one q8 block scale of loaded weights takes: 2 (IEEE halves, in
+// panels) where PackQ8Panels packs, 4 (f32) elsewhere. A matrix with a scale no half holds stays
+// in rows at 4 (none that Quantize8 writes from weights below about 8.3e6).
+func Q8ScaleBytes() int {
+	if q8Panels() {
+		return 2
+	}
+	return 4
 }
 
 // q8Panels reports whether PackQ8Panels packs: the VNNI kernels are in use and the plan asks.
@@ -40,6 +56,12 @@ func q8Panels() bool { return useVNNI() && DecodePlan().Q8Panels }
 func packQ8Panels(w *Matrix) bool {
 	if w.DType != Q8 || w.Q8Panels || w.Rows == 0 || w.Rows%panelRows != 0 || w.Cols == 0 || w.check() != nil {
 		return false
+	}
+	ns := w.Rows * w.Cols / Q8Block
+	for _, s := range w.Scales[:ns] {
+		if F16ToF32(F32ToF16(s)) != s {
+			return false
+		}
 	}
 	c, nb := w.Cols, w.Cols/Q8Block
 	tq := make([]int8, panelRows*c)
@@ -54,7 +76,12 @@ func packQ8Panels(w *Matrix) bool {
 			packRows(unsafe.Pointer(&s[16*pn]), 128, unsafe.Pointer(&ts[0]), 4*nb, 16*pn, panelRows-1, panelRows, 0, 4*nb, 0)
 		}
 	}
-	w.Q8Panels = true
+	// In place, front to back: half i takes bytes 2i and 2i+1, of scale i/2, read already.
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.Scales))), ns)
+	for i, s := range w.Scales[:ns] {
+		h[i] = F32ToF16(s)
+	}
+	w.Scales, w.Scales16, w.Q8Panels = nil, h, true
 	return true
 }
 
@@ -73,7 +100,7 @@ func q8ScaleAt(w *Matrix, r, b int) float32 {
 	if !w.Q8Panels {
 		return w.Scales[r*nb+b]
 	}
-	return w.Scales[r/32*32*nb+b*32+r%32/16*16+r%16]
+	return F16ToF32(w.Scales16[r/32*32*nb+b*32+r%32/16*16+r%16])
 }
 
 // preparePanelVec quantises one input row x for panelRange (quantX8 with one correction per
@@ -97,7 +124,7 @@ func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 	wq := unsafe.Pointer(unsafe.SliceData(w.Q8))
 	var out [4 * panelRows]float32
 	for g := g0; g < g0+m; g++ {
-		dot128Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), m*panelRows*c, &w.Scales[g*panelRows*nb], m*panelRows*nb,
+		dot128Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), m*panelRows*c, &w.Scales16[g*panelRows*nb], m*panelRows*nb,
 			&in.xq[0], &in.xs[0], &in.corr[0], nb, &out)
 		for j := range 4 {
 			r := (g + j*m) * panelRows
@@ -107,14 +134,14 @@ func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 	g := g0 + 4*m
 	if g+2 <= g1 {
 		var two [2 * panelRows]float32
-		dot64Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), panelRows*c, &w.Scales[g*panelRows*nb], panelRows*nb,
+		dot64Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), panelRows*c, &w.Scales16[g*panelRows*nb], panelRows*nb,
 			&in.xq[0], &in.xs[0], &in.corr[0], nb, &two)
 		copy(dst[g*panelRows:(g+2)*panelRows], two[:])
 		g += 2
 	}
 	var one [panelRows]float32
 	for ; g < g1; g++ {
-		dot32Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), &w.Scales[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &one)
+		dot32Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), &w.Scales16[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &one)
 		copy(dst[g*panelRows:(g+1)*panelRows], one[:])
 	}
 }

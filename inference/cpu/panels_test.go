@@ -13,11 +13,12 @@ import (
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 )
 
-// panelPair returns a random q8 matrix in rows (varied scales) and the same packed in panels.
+// panelPair returns a random q8 matrix in rows (varied scales, each a half's value, as
+// Quantize8's are) and the same packed in panels.
 func panelPair(t testing.TB, rows, cols int, seed uint64) (w, p *Matrix) {
 	w = fastMatrix(Q8, rows, cols, seed)
 	for i := range w.Scales {
-		w.Scales[i] = float32(i%13+1) / 500
+		w.Scales[i] = F16ToF32(F32ToF16(float32(i%13+1) / 500))
 	}
 	c := *w
 	c.Q8, c.Scales = slices.Clone(w.Q8), slices.Clone(w.Scales)
@@ -126,16 +127,50 @@ func TestPackQ8PanelsDeclines(t *testing.T) {
 	bf := fastMatrix(BF16, 64, 64, 2)
 	_, p := panelPair(t, 64, 64, 3)
 	packed := slices.Clone(p.Q8)
+	wide := fastMatrix(Q8, 64, 64, 4) // one scale no half holds: panels would change the products
+	wide.Scales[77] = 1.0 / 3
+	wideQ, wideS := slices.Clone(wide.Q8), slices.Clone(wide.Scales)
 	for _, c := range []struct {
 		name string
 		w    *Matrix
-	}{{"rows not a multiple of 32", odd}, {"bf16", bf}, {"already in panels", p}} {
+	}{{"rows not a multiple of 32", odd}, {"bf16", bf}, {"already in panels", p}, {"a scale no half holds", wide}} {
 		if packQ8Panels(c.w) {
 			t.Errorf("%s: packed", c.name)
 		}
 	}
-	if !slices.Equal(odd.Q8, before) || odd.Q8Panels || !slices.Equal(p.Q8, packed) {
+	if !slices.Equal(odd.Q8, before) || odd.Q8Panels || !slices.Equal(p.Q8, packed) ||
+		!slices.Equal(wide.Q8, wideQ) || !slices.Equal(wide.Scales, wideS) || wide.Scales16 != nil {
 		t.Error("a declined matrix was changed")
+	}
+}
+
+// TestQ8PanelsHalfScales: packing moves the scales to Scales16, as halves of the same values, in
+// the memory the f32 scales had (nothing allocated), and Scales goes; the weights Quantize8
+// writes are packed.
+func TestQ8PanelsHalfScales(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("no AVX512_VNNI kernels")
+	}
+	w, p := panelPair(t, 96, 128, 5)
+	if p.Scales != nil || len(p.Scales16) != len(w.Scales) {
+		t.Fatalf("in panels: %d f32 scales, %d halves; want 0 and %d", len(p.Scales), len(p.Scales16), len(w.Scales))
+	}
+	nb := w.Cols / Q8Block
+	for r := range w.Rows {
+		for b := range nb {
+			if got, want := q8ScaleAt(p, r, b), w.Scales[r*nb+b]; got != want {
+				t.Fatalf("row %d block %d: scale %g in panels, %g in rows", r, b, got, want)
+			}
+		}
+	}
+	f := fastMatrix(F32, 64, 96, 6)
+	q := Quantize8(f)
+	mem := unsafe.SliceData(q.Scales)
+	if !packQ8Panels(q) {
+		t.Fatal("Quantize8's matrix was not packed")
+	}
+	if unsafe.Pointer(unsafe.SliceData(q.Scales16)) != unsafe.Pointer(mem) {
+		t.Error("the halves are not in the f32 scales' memory")
 	}
 }
 
@@ -218,10 +253,10 @@ func TestDot64Q8P(t *testing.T) {
 		var two [2 * panelRows]float32
 		var want [2][panelRows]float32
 		w0 := (*byte)(unsafe.Pointer(&p.Q8[gs[0]*panelRows*cols]))
-		dot64Q8P(w0, (gs[1]-gs[0])*panelRows*cols, &p.Scales[gs[0]*panelRows*nb], (gs[1]-gs[0])*panelRows*nb,
+		dot64Q8P(w0, (gs[1]-gs[0])*panelRows*cols, &p.Scales16[gs[0]*panelRows*nb], (gs[1]-gs[0])*panelRows*nb,
 			&in.xq[0], &in.xs[0], &in.corr[0], nb, &two)
 		for j, g := range gs {
-			dot32Q8P((*byte)(unsafe.Pointer(&p.Q8[g*panelRows*cols])), &p.Scales[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &want[j])
+			dot32Q8P((*byte)(unsafe.Pointer(&p.Q8[g*panelRows*cols])), &p.Scales16[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &want[j])
 			if !slices.Equal(two[j*panelRows:(j+1)*panelRows], want[j][:]) {
 				t.Fatalf("groups %v: group %d: %v, want %v", gs, g, two[j*panelRows:(j+1)*panelRows], want[j])
 			}

@@ -158,11 +158,11 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	p := gemmPackPool.Get().(*gemmPack)
 	defer gemmPackPool.Put(p)
-	wq, ws := unsafe.Pointer(&w.Q8[0]), unsafe.Pointer(&w.Scales[0])
+	wq := unsafe.Pointer(&w.Q8[0])
 	gemmBlocks(c, q8KC, Q8Block, lo, hi, q8GroupR, func(k0, kw, acc, r0 int) {
 		if w.Q8Panels { // packed at load (panels.go): the kernel reads the weights where they are
 			for i := 0; i < n; i += gemmRows6 {
-				gemmQ8VNNI((*byte)(unsafe.Add(wq, r0*c+panelRows*k0)), &w.Scales[r0*nb+panelRows*(k0/Q8Block)],
+				gemmQ8VNNIH((*byte)(unsafe.Add(wq, r0*c+panelRows*k0)), &w.Scales16[r0*nb+panelRows*(k0/Q8Block)],
 					&in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,
 					kw/Q8Block, min(gemmRows6, n-i), &dst[i*rows+r0], rows, 0xffff, 0xffff, acc)
 			}
@@ -172,7 +172,7 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 		for pn := range 2 {
 			r := r0 + 16*pn
 			masks[pn] = packRows(unsafe.Pointer(&p.w[64*pn]), 128, wq, c, r, hi-1, hi, k0, kw, 0x80808080)
-			packRows(unsafe.Pointer(&p.s[16*pn]), 128, ws, 4*nb, r, hi-1, hi, 4*(k0/Q8Block), 4*(kw/Q8Block), 0)
+			packRows(unsafe.Pointer(&p.s[16*pn]), 128, unsafe.Pointer(&w.Scales[0]), 4*nb, r, hi-1, hi, 4*(k0/Q8Block), 4*(kw/Q8Block), 0)
 		}
 		for i := 0; i < n; i += gemmRows6 {
 			gemmQ8VNNI(&p.w[0], &p.s[0], &in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,

@@ -68,9 +68,31 @@ func F16ToF32(h uint16) float32 {
 	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
 }
 
-// Quantize8 returns w as Q8: per block of Q8Block values of a row, scale = max|v|/127 and
-// q = round(v/scale) (halves away from zero). Cols must be a multiple of Q8Block. Rows are
-// quantised in parallel (SetThreads).
+// F32ToF16 rounds f to the nearest IEEE half, ties to even: subnormal halves below 2^-14, ±Inf
+// from 65520 on (the tie above the largest half, 65504), NaN a quiet NaN.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	b &^= 1 << 31
+	switch {
+	case b > 0x7f800000:
+		return sign | 0x7e00
+	case b >= 0x477ff000: // 65520
+		return sign | 0x7c00
+	case b >= 0x38800000: // 2^-14: rebias the exponent (127 to 15), round the mantissa to 10 bits
+		b -= 112 << 23
+		b += 0xfff + (b>>13)&1
+		return sign | uint16(b>>13)
+	}
+	// A multiple of 2^-24 (1024 of them is 2^-14, the smallest normal half): exact in float64.
+	return sign | uint16(math.RoundToEven(float64(math.Float32frombits(b))*(1<<24)))
+}
+
+// Quantize8 returns w as Q8: per block of Q8Block values of a row, q = round(v/s) (halves away
+// from zero) for s = max|v|/127, and the scale kept is s rounded to the nearest IEEE half, as
+// llama.cpp's q8_0 keeps it (s itself where a half does not hold it: max|v| from about 8.3e6 on),
+// so that decode can read the scales in 16 bits (PackQ8Panels). Cols must be a multiple of
+// Q8Block. Rows are quantised in parallel (SetThreads).
 func Quantize8(w *Matrix) *Matrix {
 	return Quantize8Into(make([]int8, w.Rows*w.Cols), make([]float32, w.Rows*w.Cols/Q8Block), w)
 }
@@ -101,10 +123,10 @@ func Quantize8Into(q8 []int8, scales []float32, w *Matrix) *Matrix {
 	return q
 }
 
-// quantizeBlock writes round(v/scale) for the values of blk to dst (which starts zeroed) and
-// returns scale = max|v|/127. The maximum compares the bit patterns with the sign cleared (the
+// quantizeBlock writes round(v/s) for the values of blk to dst (which starts zeroed), s =
+// max|v|/127, and returns the scale kept: s rounded to the nearest half (Quantize8). The maximum compares the bit patterns with the sign cleared (the
 // same order as the values for non-NaN floats); the rounding adds ±0.5 in float64, exact for
-// |v/scale| <= 127, then truncates: math.Round's halves away from zero, without its call and
+// |v/s| <= 127, then truncates: math.Round's halves away from zero, without its call and
 // without a sign branch (unpredictable on weights: it cost more than the rest together).
 func quantizeBlock(dst []int8, blk []float32) float32 {
 	var mb uint32
@@ -119,6 +141,9 @@ func quantizeBlock(dst []int8, blk []float32) float32 {
 	for j, v := range blk {
 		x := float64(v / sc)
 		dst[j] = int8(int32(x + math.Copysign(0.5, x))) // no branch: the signs are random
+	}
+	if h := F32ToF16(sc); h < 0x7c00 { // the scale kept is the nearest half, as q8_0 keeps it
+		return F16ToF32(h)
 	}
 	return sc
 }

@@ -22,7 +22,7 @@ const (
 	AsStored WeightType = ""
 	F32      WeightType = "f32"
 	BF16     WeightType = "bf16"
-	Q8       WeightType = "q8" // int8 with one f32 scale per 32 values (cpu.Quantize8)
+	Q8       WeightType = "q8" // int8 with one scale per 32 values, a half's value (cpu.Quantize8)
 )
 
 // ParseWeightType parses a flag value: "", "stored", "f32", "bf16" or "q8".

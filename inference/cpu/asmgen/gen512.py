@@ -209,8 +209,25 @@ qxdone:
 	DECQ      AX; \
 	JZ        q8gdone; \
 	ADDQ      BX, DX
+''')
 
-// func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
+
+def gemm_q8(half):
+    """gemmQ8VNNI (f32 scales, half False) or gemmQ8VNNIH (IEEE half scales, half True)."""
+    name, st = ('gemmQ8VNNIH', 'uint16') if half else ('gemmQ8VNNI', 'float32')
+    text = HEAD.replace('gemmQ8VNNI(', name + '(').replace('sp *float32', 'sp *' + st)
+    if half:
+        text = text[:text.index('\n//\n') + 4] + DOC16 + text[text.index('TEXT '):]
+    P(text)
+    for g in range(8):
+        P('\tQ8GG(%d, %d, %d)' % (g*128, g*128+64, g*4))
+    t = TAIL
+    if half:
+        t = t.replace(LOAD32, LOAD16).replace('ADDQ $128, BX', 'ADDQ $64, BX')
+    P(t.rstrip('\n') + '\n')
+
+
+HEAD = r'''// func gemmQ8VNNI(wp *byte, sp *float32, xq *int8, ldx int, xs *float32, ldq int, corr *int32, ldc int, nb int, m int, dst *float32, ldd int, m0, m1 int, acc int)
 //
 // The int8 matrix-matrix micro-kernel: dst[i, j] (+)= Σ_c w[j, c]·x[i, c] for 32 weight rows j
 // (two packed 16-row panels) and m (1..6) input rows i, over nb blocks of 32 columns. wp holds
@@ -240,10 +257,8 @@ q8gblk:
 	Q8GI((R11), Z22, Z23)
 	Q8GI((R11)(AX*1), Z24, Z25)
 	Q8GI((R11)(AX*2), Z26, Z27)
-''')
-for g in range(8):
-    P('\tQ8GG(%d, %d, %d)' % (g*128, g*128+64, g*4))
-P(r'''	VMOVUPS (BX), Z28
+'''
+TAIL = r'''	VMOVUPS (BX), Z28
 	VMOVUPS 64(BX), Z29
 	Q8GF((DX), Z16, Z17, Z0, Z1)
 	Q8GF((DX)(R13*1), Z18, Z19, Z2, Z3)
@@ -286,7 +301,17 @@ q8gdone:
 	VZEROUPPER
 	RET
 
-// func cvtX16(dst *uint16, src *float32, n int)   (n a multiple of 32)
+'''
+DOC16 = '''// gemmQ8VNNI for weights in panels at load (Matrix.Q8Panels), whose scales are IEEE halves,
+// 64 bytes per block (Matrix.Scales16), each widened exactly by VCVTPH2PS: the results of
+// gemmQ8VNNI over the same scales in f32.
+'''
+LOAD32 = '\tVMOVUPS (BX), Z28\n\tVMOVUPS 64(BX), Z29\n'
+LOAD16 = '\tVCVTPH2PS (BX), Z28\n\tVCVTPH2PS 32(BX), Z29\n'
+assert LOAD32 in TAIL
+gemm_q8(False)
+gemm_q8(True)
+P(r'''// func cvtX16(dst *uint16, src *float32, n int)   (n a multiple of 32)
 //
 // Rounds f32 to bf16 (nearest even) with AVX512_BF16's VCVTNE2PS2BF16, 32 per step: the input
 // rows of the bf16 matrix-matrix kernel. (Go's assembler has no AVX512_BF16 mnemonics: the
