@@ -31,6 +31,11 @@ type mysqlDB struct {
 	srv    *mysqlServer
 	ownSrv bool
 
+	// open holds a unit per connection of pool taken by an execution (run), as many as the
+	// pool's MaxOpenConns: an execution that finds none free knows it waits (ExecOptions.Waiting),
+	// where database/sql's own wait for a connection does not say.
+	open chan struct{}
+
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
 
@@ -91,7 +96,8 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	pool := sql.OpenDB(sandbox.TrackReplies(conn))
-	pool.SetMaxOpenConns(min(mysqlOpenPerDB, srv.limit))
+	db.open = make(chan struct{}, min(mysqlOpenPerDB, srv.limit))
+	pool.SetMaxOpenConns(cap(db.open))
 	pool.SetMaxIdleConns(mysqlIdlePerDB)
 	pool.SetConnMaxIdleTime(mysqlIdleTime)
 	db.pool = pool
@@ -215,7 +221,8 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 
 // run executes stmt, already screened, in a read-only transaction of its own, within a slot
 // of the server's share, on a session reset by mysqlResetSession; a statement that gets no slot
-// or no connection by its deadline fails with sandbox.ErrBusy (mysqlDB.busy). At the deadline
+// or no connection by its deadline fails with sandbox.ErrBusy (mysqlDB.busy). ExecOptions.Waiting
+// is told of those waits only when one happens (waitTeller). At the deadline
 // it sends KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
@@ -231,27 +238,31 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	fail := func(step string, err error) (*sandbox.Result, error) {
 		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
 	}
-	if opts.Waiting != nil {
-		opts.Waiting(true)
-	}
-	waited := func() {
-		if opts.Waiting != nil {
-			opts.Waiting(false)
-			opts.Waiting = nil
-		}
-	}
-	defer waited()
-	select {
-	case m.srv.slots <- struct{}{}: // a free slot is taken even past a tiny deadline
-	default:
+	// Waiting is told of a wait only when one happens: a slot or a unit of the database's
+	// connections not free at once, or a dial in a full share (mysqlServer.dial, through wctx).
+	w := &waitTeller{tell: opts.Waiting}
+	defer w.close()
+	wctx = context.WithValue(wctx, waitTellerKey{}, w)
+	acquire := func(units chan struct{}, what string) error {
 		select {
-		case m.srv.slots <- struct{}{}:
+		case units <- struct{}{}: // a free one is taken even past a tiny deadline
+			return nil
+		default:
+		}
+		w.start()
+		defer w.end()
+		select {
+		case units <- struct{}{}:
+			return nil
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("mysql exec: %w", ctx.Err())
+				return fmt.Errorf("mysql exec: %w", ctx.Err())
 			}
-			return nil, m.busy("slot")
+			return m.busy(what)
 		}
+	}
+	if err := acquire(m.srv.slots, "slot"); err != nil {
+		return nil, err
 	}
 	releaseSlot := func() { <-m.srv.slots }
 	slotHeld := true
@@ -260,6 +271,13 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 			releaseSlot()
 		}
 	}()
+	// The database's unit goes back after the connection (deferred before conn.Close): the
+	// executions' connections never outnumber the units taken, so that database/sql, whose
+	// MaxOpenConns is as many, finds one idle or opens one, and never waits (untold).
+	if err := acquire(m.open, "connection"); err != nil {
+		return nil, err
+	}
+	defer func() { <-m.open }()
 	conn, err := m.pool.Conn(wctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -270,7 +288,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		}
 		return fail("connect", err)
 	}
-	waited()
+	w.close()
 	// The statement's time starts once it has its slot and connection, as the server's
 	// max_statement_time and the killer's timer below do: a wait is the load's, not the
 	// statement's.

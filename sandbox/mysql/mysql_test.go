@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +139,142 @@ func TestMySQLNoCompression(t *testing.T) {
 	if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][1] != "OFF" {
 		t.Errorf("the session's compression: %+v, %v; want OFF", r, err)
 	}
+}
+
+// waitLog records what an execution tells ExecOptions.Waiting.
+type waitLog struct {
+	mu    sync.Mutex
+	waits []bool
+}
+
+func (l *waitLog) tell(w bool) {
+	l.mu.Lock()
+	l.waits = append(l.waits, w)
+	l.mu.Unlock()
+}
+
+func (l *waitLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.waits)
+}
+
+// myWaitDB opens a database of t(x) = 1, 2, 3 with a server share of its own.
+func myWaitDB(t *testing.T) *mysqlDB {
+	t.Helper()
+	name := sandboxtest.MyDatabase(t, sandboxtest.MyAdmin(t), "CREATE TABLE t (x INT); INSERT INTO t VALUES (1), (2), (3)")
+	db, err := Open(context.Background(), shared.MySQLDSN(), name, sandboxtest.Reader(t, datasets.MySQL, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db.(*mysqlDB)
+}
+
+// TestMySQLNoWaitTold: executions that find a slot and a connection free at once, on a pooled
+// connection or a new one (after a statement whose session state closes its own), one at a
+// time or several together below the caps, never call ExecOptions.Waiting; before, every
+// execution told a wait of its connection's setup, which the judge's pair clock took off its
+// running time.
+func TestMySQLNoWaitTold(t *testing.T) {
+	m := myWaitDB(t)
+	ctx := context.Background()
+	var log waitLog
+	opts := sandbox.ExecOptions{Waiting: log.tell}
+	for _, q := range []string{"SELECT count(*) FROM t", "SELECT @v", "SELECT count(*) FROM t", "SELECT x FROM t"} {
+		if r, err := m.Exec(ctx, q, opts); err != nil || !r.OK() {
+			t.Fatalf("%s: %+v, %v", q, r, err)
+		}
+	}
+	n := min(4, cap(m.srv.slots), cap(m.open))
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			r, err := m.Exec(ctx, "SELECT SLEEP(0.2)", opts)
+			if err == nil && !r.OK() {
+				err = fmt.Errorf("%+v", r)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := log.String(); got != "[]" {
+		t.Errorf("executions that never waited told Waiting %s, want nothing", got)
+	}
+}
+
+// TestMySQLWaitTold: an execution that has to wait, for a slot (all held), for a unit of its
+// database's connections (all taken) or for a unit of the share to dial (the share full),
+// tells Waiting true and then, once the wait ends, false, once each, and then runs.
+func TestMySQLWaitTold(t *testing.T) {
+	m := myWaitDB(t)
+	ctx := context.Background()
+	const hold = 300 * time.Millisecond
+	run := func(t *testing.T, take, give func()) {
+		take()
+		var log waitLog
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			r, err := m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.tell})
+			if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
+				t.Errorf("after the wait: %+v, %v", r, err)
+			}
+		}()
+		time.Sleep(hold)
+		if got := log.String(); got != "[true]" {
+			t.Errorf("while waiting: Waiting told %s, want [true]", got)
+		}
+		give()
+		<-done
+		if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
+			t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
+		}
+	}
+	t.Run("slot", func(t *testing.T) {
+		run(t, func() {
+			for range cap(m.srv.slots) {
+				m.srv.slots <- struct{}{}
+			}
+		}, func() {
+			for range cap(m.srv.slots) {
+				<-m.srv.slots
+			}
+		})
+	})
+	t.Run("connection", func(t *testing.T) {
+		run(t, func() {
+			for range cap(m.open) {
+				m.open <- struct{}{}
+			}
+		}, func() {
+			for range cap(m.open) {
+				<-m.open
+			}
+		})
+	})
+	t.Run("share", func(t *testing.T) {
+		// No idle connection in the pool, none open: the execution dials, in a full share.
+		m.pool.SetMaxIdleConns(0)
+		m.pool.SetMaxIdleConns(mysqlIdlePerDB)
+		for deadline := time.Now().Add(5 * time.Second); m.srv.conns.inUse() != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections of the share still counted", m.srv.conns.inUse())
+			}
+		}
+		run(t, func() {
+			for range m.srv.conns.limit {
+				m.srv.conns.force()
+			}
+		}, func() {
+			for range m.srv.conns.limit {
+				m.srv.conns.release()
+			}
+		})
+	})
 }
