@@ -186,13 +186,16 @@ func DecodePlan() Plan {
 //     22-27%, bf16 19-20%, f32 21-29%) and the panels decode q8 10-17% faster; on an AVX2-only Zen 3, quarters 8-39%; with AVX-512
 //     switched off on Zen 5, 24-50%. The panels also take a quarter of the row kernel's
 //     instructions per weight and no horizontal sums, which matters most where a zmm
-//     instruction costs two (Zen 4's 256-bit datapath). Zen 4 and Intel were not there to
-//     measure; both variants give the same bits as the paths they replace but for the panels'
-//     summation order (Q8Panels), so a class can take or drop them on measurement alone.
-//   - Tweaks of the row kernels measured on Zen 5 only, which only the zen5 class takes: bf16
+//     instruction costs two (Zen 4's 256-bit datapath). On Zen 4 (family 25 model 17, two
+//     threads) the quarters ran q8 1.16-1.20×, bf16 1.05-1.21× and f32 1.13-1.14× as fast as
+//     adjacent rows, and the panels 0.99-1.02× the rows; Intel was not there to measure. Both
+//     variants give the same bits as the paths they replace but for the panels' summation
+//     order (Q8Panels), so a class can take or drop them on measurement alone.
+//   - Tweaks of the row kernels measured on Zen 5, which only the zen5 class takes: bf16
 //     decode on eight rows per call with PREFETCHNTA (BF16Rows8), 10-19% faster there than four
-//     rows with PREFETCHT2, and q8 row decode prefetching 16 KiB ahead instead of 8
-//     (Q8Prefetch), even to 5% faster. With the quarters and panels on, BF16Rows8 changes
+//     rows with PREFETCHT2 (on Zen 4 0.65-0.80× as fast: the zen4 class leaves it), and q8 row
+//     decode prefetching 16 KiB ahead instead of 8 (Q8Prefetch), even to 5% faster (on Zen 4
+//     even). With the quarters and panels on, BF16Rows8 changes
 //     nothing and Q8Prefetch reaches only q8 rows outside panels and beyond a range's quarters.
 //
 // (An f32 decode kernel with software prefetch, 8 KiB ahead or the next group of four rows, was
