@@ -568,28 +568,28 @@ func argmax(x []float32) int {
 	return best
 }
 
-// weightBytes returns the bytes of the model's weight matrices and of those one decode step
-// streams (the layers' seven projections and the LM head; the embedding is read one row per
-// token, so a tied LM head counts once), and the weights of the latter. A q8 scale takes
-// cpu.Q8ScaleBytes.
+// weightBytes returns the bytes of the model's weight matrices as loading holds them (a q8 scale
+// 4 bytes: a half in panels sits in its f32's memory), the bytes one decode step streams (the
+// layers' seven projections and the LM head, a q8 scale cpu.Q8ScaleBytes; the embedding is read
+// one row per token, so a tied LM head counts once) and the weights of the latter.
 func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken, elems int64) {
 	H, I, V := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
 	qd, kvd := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
 	layer := H*qd + 2*H*kvd + qd*H + 3*H*I
 	elems = int64(c.NumHiddenLayers)*layer + V*H
-	size := func(n int64) int64 {
+	size := func(n int64, scale int) int64 {
 		switch dt {
 		case cpu.F32:
 			return 4 * n
 		case cpu.Q8:
-			return n + int64(cpu.Q8ScaleBytes())*n/cpu.Q8Block
+			return n + int64(scale)*n/cpu.Q8Block
 		}
 		return 2 * n
 	}
-	perToken = size(elems)
-	total = perToken
+	perToken = size(elems, cpu.Q8ScaleBytes())
+	total = size(elems, 4)
 	if !c.TieWordEmbeddings {
-		total += size(V * H)
+		total += size(V*H, 4)
 	}
 	return total, perToken, elems
 }

@@ -30,11 +30,15 @@ func TestWeightBytes(t *testing.T) {
 	c := qwen2.Config{HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2, NumAttentionHeads: 4,
 		NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 1000}
 	elems := int64(2*(64*64+2*64*32+64*64+3*64*128) + 1000*64)
-	q8 := elems + int64(cpu.Q8ScaleBytes())*elems/32 // halves where the q8 weights are in panels
+	q8 := elems + int64(cpu.Q8ScaleBytes())*elems/32 // streamed: halves where the q8 weights are in panels
 	for dt, per := range map[cpu.DType]int64{cpu.F32: 4 * elems, cpu.BF16: 2 * elems, cpu.Q8: q8} {
+		held := per // in memory: a q8 scale takes its f32's 4 bytes in either layout
+		if dt == cpu.Q8 {
+			held = elems + elems/8
+		}
 		total, perToken, n := weightBytes(c, dt)
-		if perToken != per || total != per+per*1000*64/elems || n != elems {
-			t.Errorf("%v untied: total %d, per token %d, %d weights; want %d, %d, %d", dt, total, perToken, n, per+per*1000*64/elems, per, elems)
+		if perToken != per || total != held+held*1000*64/elems || n != elems {
+			t.Errorf("%v untied: total %d, per token %d, %d weights; want %d, %d, %d", dt, total, perToken, n, held+held*1000*64/elems, per, elems)
 		}
 	}
 	c.TieWordEmbeddings = true

@@ -85,7 +85,11 @@ func weightBytes(m *Matrix) int64 {
 	case BF16, F16:
 		return int64(m.Rows*m.Cols) * 2
 	}
-	return int64(m.Rows*m.Cols) + int64(m.Rows*m.Cols/Q8Block)*4
+	sb := 4 // f32 scales in rows, halves in panels
+	if m.Q8Panels {
+		sb = 2
+	}
+	return int64(m.Rows*m.Cols) + int64(m.Rows*m.Cols/Q8Block*sb)
 }
 
 var benchDTypes = []DType{F32, BF16, F16, Q8}

@@ -165,13 +165,12 @@ func TestQuantizeBlock(t *testing.T) {
 		for _, v := range blk {
 			m = max(m, float32(math.Abs(float64(v))))
 		}
-		s := m / 127
-		if want := F16ToF32(F32ToF16(s)); sc != want {
-			t.Fatalf("iter %d: scale %g, want %g (the half nearest %g)", iter, sc, want, s)
+		if want := leastHalf(m / 127); sc != want {
+			t.Fatalf("iter %d: scale %g, want %g (the least half at or above %g)", iter, sc, want, m/127)
 		}
 		for j, v := range blk {
-			if want := int8(math.Round(float64(v / s))); got[j] != want {
-				t.Fatalf("iter %d: q[%d] of %g/%g = %d, want %d", iter, j, v, s, got[j], want)
+			if want := int8(math.Round(float64(v / sc))); got[j] != want {
+				t.Fatalf("iter %d: q[%d] of %g/%g = %d, want %d", iter, j, v, sc, got[j], want)
 			}
 		}
 	}
@@ -179,21 +178,43 @@ func TestQuantizeBlock(t *testing.T) {
 	if sc := quantizeBlock(zero, make([]float32, Q8Block)); sc != 0 {
 		t.Fatalf("all-zero block: scale %g", sc)
 	}
-	// Past the halves (a scale from 65520 on) the scale stays as it is; below them (subnormal
-	// halves) it is the nearest multiple of 2^-24 while q still comes from the exact scale.
-	for _, m := range []float32{127 * 70000, 127 * 65520, 127 * 3e-7, 127 * 1e-9} {
+	// Past the halves (a scale above 65504) the scale stays as it is; below the normal ones it
+	// is the next multiple of 2^-24 up, and q comes from it: every value within half a step of
+	// its dequantised value, however small the block (q8_0's nearest half zeroes the last two).
+	for _, m := range []float32{127 * 70000, 127 * 65505, 127 * 65504, 127 * 1.1e-5, 127 * 3e-7, 127 * 1e-9, 1e-30} {
 		blk := make([]float32, Q8Block)
-		blk[0], blk[1] = m, -m/2
+		for j := range blk {
+			blk[j] = m * float32(j%11-5) / 5
+		}
 		got := make([]int8, Q8Block)
 		sc := quantizeBlock(got, blk)
-		want := F16ToF32(F32ToF16(m / 127))
-		if m/127 >= 65520 {
+		want := leastHalf(m / 127)
+		if m/127 > 65504 {
 			want = m / 127
 		}
-		if sc != want || got[0] != 127 || got[1] != -64 {
-			t.Fatalf("max %g: scale %g, q %d %d; want %g, 127 -64", m, sc, got[0], got[1], want)
+		if sc != want {
+			t.Fatalf("max %g: scale %g, want %g", m, sc, want)
+		}
+		for j, v := range blk {
+			if d := math.Abs(float64(v) - float64(got[j])*float64(sc)); d > float64(sc)/2*(1+1e-6) {
+				t.Fatalf("max %g: value %g quantised to %d × %g, %g off (more than half a step)", m, v, got[j], sc, d)
+			}
 		}
 	}
+}
+
+// leastHalf returns the least IEEE half value at or above s (s > 0, at most 65504), by search.
+func leastHalf(s float32) float32 {
+	lo, hi := uint16(0), uint16(0x7bff)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if F16ToF32(mid) >= s {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return F16ToF32(lo)
 }
 
 // TestF32ToF16 checks F32ToF16 against F16ToF32 on every half: each value maps back to its bits,

@@ -175,10 +175,10 @@ func TestQ8PanelsHalfScales(t *testing.T) {
 }
 
 // BenchmarkQ8PanelsAB times the q8 weight products of one 0.5B decode token (24 distinct layers
-// and the LM head, huge pages) in rows (the plan's kernels without panels) and in panels,
-// alternating in one process, each round between two passes of the read probe: rows% and
-// panels% are their GB/s against the better pass, speedup the rows' time over the panels'
-// (medians).
+// and the LM head, huge pages) in rows (the plan's kernels without panels, f32 scales) and in
+// panels (half scales: 34 bytes per 32 weights to the rows' 36), alternating in one process, each
+// round between two passes of the read probe: rows% and panels% are their GB/s (each its own
+// bytes) against the better pass, speedup the rows' time over the panels' (medians).
 func BenchmarkQ8PanelsAB(b *testing.B) {
 	if !useVNNI() {
 		b.Skip("no AVX512_VNNI kernels")
@@ -198,9 +198,10 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 		}
 	}
 	add(fastMatrix(Q8, qVocab, qHidden, 999))
-	var bytes float64
-	for _, m := range rows {
+	var bytes, pbytes float64 // the panels' scales are halves: fewer bytes
+	for i, m := range rows {
 		bytes += float64(weightBytes(m))
+		pbytes += float64(weightBytes(pans[i]))
 	}
 	x := fastMatrix(F32, 1, qInter, 5).F32
 	dst := make([]float32, qVocab)
@@ -226,7 +227,7 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 				}
 				p1, _ := probe.Pass(context.Background(), 150*time.Millisecond)
 				pb := max(p0, p1)
-				rr, rp, sp = append(rr, bytes/tr/pb), append(rp, bytes/tp/pb), append(sp, tr/tp)
+				rr, rp, sp = append(rr, bytes/tr/pb), append(rp, pbytes/tp/pb), append(sp, tr/tp)
 			}
 			med := func(s []float64) float64 { s = slices.Clone(s); slices.Sort(s); return s[len(s)/2] }
 			b.ReportMetric(100*med(rr), "rows%")

@@ -88,11 +88,13 @@ func F32ToF16(f float32) uint16 {
 	return sign | uint16(math.RoundToEven(float64(math.Float32frombits(b))*(1<<24)))
 }
 
-// Quantize8 returns w as Q8: per block of Q8Block values of a row, q = round(v/s) (halves away
-// from zero) for s = max|v|/127, and the scale kept is s rounded to the nearest IEEE half, as
-// llama.cpp's q8_0 keeps it (s itself where a half does not hold it: max|v| from about 8.3e6 on),
-// so that decode can read the scales in 16 bits (PackQ8Panels). Cols must be a multiple of
-// Q8Block. Rows are quantised in parallel (SetThreads).
+// Quantize8 returns w as Q8: per block of Q8Block values of a row, the scale is the least IEEE
+// half at or above max|v|/127 (max|v|/127 itself where no half holds it, from max|v| about 8.3e6
+// on), so that decode can read the scales in 16 bits (PackQ8Panels), and q = round(v/scale)
+// (halves away from zero): every value within half a step of q·scale, |q| <= 127. (llama.cpp's
+// q8_0 quantises with max|v|/127 and keeps its nearest half, which loses the block's precision
+// where that half is subnormal, max|v| below about 0.0078, and zeroes blocks below about 3.8e-6.)
+// Cols must be a multiple of Q8Block. Rows are quantised in parallel (SetThreads).
 func Quantize8(w *Matrix) *Matrix {
 	return Quantize8Into(make([]int8, w.Rows*w.Cols), make([]float32, w.Rows*w.Cols/Q8Block), w)
 }
@@ -123,8 +125,8 @@ func Quantize8Into(q8 []int8, scales []float32, w *Matrix) *Matrix {
 	return q
 }
 
-// quantizeBlock writes round(v/s) for the values of blk to dst (which starts zeroed), s =
-// max|v|/127, and returns the scale kept: s rounded to the nearest half (Quantize8). The maximum compares the bit patterns with the sign cleared (the
+// quantizeBlock writes round(v/s) for the values of blk to dst (which starts zeroed) and returns
+// s, the least half at or above max|v|/127 (Quantize8). The maximum compares the bit patterns with the sign cleared (the
 // same order as the values for non-NaN floats); the rounding adds ±0.5 in float64, exact for
 // |v/s| <= 127, then truncates: math.Round's halves away from zero, without its call and
 // without a sign branch (unpredictable on weights: it cost more than the rest together).
@@ -137,13 +139,18 @@ func quantizeBlock(dst []int8, blk []float32) float32 {
 	if sc == 0 {
 		return 0
 	}
+	if h := F32ToF16(sc); h < 0x7c00 { // the least half at or above sc, where there is one
+		if F16ToF32(h) < sc {
+			h++
+		}
+		if h < 0x7c00 {
+			sc = F16ToF32(h)
+		}
+	}
 	dst = dst[:len(blk)]
 	for j, v := range blk {
 		x := float64(v / sc)
 		dst[j] = int8(int32(x + math.Copysign(0.5, x))) // no branch: the signs are random
-	}
-	if h := F32ToF16(sc); h < 0x7c00 { // the scale kept is the nearest half, as q8_0 keeps it
-		return F16ToF32(h)
 	}
 	return sc
 }
