@@ -222,7 +222,7 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // run executes stmt, already screened, in a read-only transaction of its own, within a slot
 // of the server's share, on a session reset by mysqlResetSession; a statement that gets no slot
 // or no connection by its deadline fails with sandbox.ErrBusy (mysqlDB.busy). ExecOptions.Waiting
-// is told of those waits only when one happens (waitTeller). At the deadline
+// is told of those waits only when one happens (sandbox.WaitTeller). At the deadline
 // it sends KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
@@ -240,26 +240,17 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	// Waiting is told of a wait only when one happens: a slot or a unit of the database's
 	// connections not free at once, or a dial in a full share (mysqlServer.dial, through wctx).
-	w := &waitTeller{tell: opts.Waiting}
-	defer w.close()
-	wctx = context.WithValue(wctx, waitTellerKey{}, w)
+	w := sandbox.NewWaitTeller(opts.Waiting)
+	defer w.Close()
+	wctx = sandbox.WithWaitTeller(wctx, w)
 	acquire := func(units chan struct{}, what string) error {
-		select {
-		case units <- struct{}{}: // a free one is taken even past a tiny deadline
-			return nil
-		default:
-		}
-		w.start()
-		defer w.end()
-		select {
-		case units <- struct{}{}:
-			return nil
-		case <-wctx.Done():
+		if err := w.Acquire(wctx, units); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("mysql exec: %w", ctx.Err())
 			}
 			return m.busy(what)
 		}
+		return nil
 	}
 	if err := acquire(m.srv.slots, "slot"); err != nil {
 		return nil, err
@@ -288,7 +279,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		}
 		return fail("connect", err)
 	}
-	w.close()
+	w.Close()
 	// The statement's time starts once it has its slot and connection, as the server's
 	// max_statement_time and the killer's timer below do: a wait is the load's, not the
 	// statement's.

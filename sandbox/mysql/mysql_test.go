@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,24 +140,6 @@ func TestMySQLNoCompression(t *testing.T) {
 	}
 }
 
-// waitLog records what an execution tells ExecOptions.Waiting.
-type waitLog struct {
-	mu    sync.Mutex
-	waits []bool
-}
-
-func (l *waitLog) tell(w bool) {
-	l.mu.Lock()
-	l.waits = append(l.waits, w)
-	l.mu.Unlock()
-}
-
-func (l *waitLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return fmt.Sprint(l.waits)
-}
-
 // myWaitDB opens a database of t(x) = 1, 2, 3 with a server share of its own.
 func myWaitDB(t *testing.T) *mysqlDB {
 	t.Helper()
@@ -179,8 +160,8 @@ func myWaitDB(t *testing.T) *mysqlDB {
 func TestMySQLNoWaitTold(t *testing.T) {
 	m := myWaitDB(t)
 	ctx := context.Background()
-	var log waitLog
-	opts := sandbox.ExecOptions{Waiting: log.tell}
+	var log sandboxtest.WaitLog
+	opts := sandbox.ExecOptions{Waiting: log.Tell}
 	for _, q := range []string{"SELECT count(*) FROM t", "SELECT @v", "SELECT count(*) FROM t", "SELECT x FROM t"} {
 		if r, err := m.Exec(ctx, q, opts); err != nil || !r.OK() {
 			t.Fatalf("%s: %+v, %v", q, r, err)
@@ -216,12 +197,12 @@ func TestMySQLWaitTold(t *testing.T) {
 	const hold = 300 * time.Millisecond
 	run := func(t *testing.T, take, give func()) {
 		take()
-		var log waitLog
+		var log sandboxtest.WaitLog
 		done := make(chan struct{})
 		start := time.Now()
 		go func() {
 			defer close(done)
-			r, err := m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.tell})
+			r, err := m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.Tell})
 			if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
 				t.Errorf("after the wait: %+v, %v", r, err)
 			}

@@ -149,16 +149,16 @@ func (s *mysqlServer) closeIdle() {
 
 // dial wraps dial so that each connection takes one unit of the share until it closes; while
 // the share is full it closes the pools' idle connections and waits (bounded by ctx, the
-// statement's deadline), telling the execution's waitTeller in ctx, if any, while it does.
+// statement's deadline), telling the execution's sandbox.WaitTeller in ctx, if any, while it does.
 func (s *mysqlServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		w, _ := ctx.Value(waitTellerKey{}).(*waitTeller)
+		w := sandbox.WaitTellerFrom(ctx)
 		full := func() {
-			w.start()
+			w.Start()
 			s.closeIdle()
 		}
 		err := s.conns.acquire(ctx, full)
-		w.end()
+		w.End()
 		if err != nil {
 			return nil, fmt.Errorf("wait for one of the %d connections of this run's share: %w", s.limit, err)
 		}
@@ -319,49 +319,4 @@ func (c *budgetConn) Close() error {
 		}()
 	})
 	return err
-}
-
-// waitTeller tells an execution's sandbox.ExecOptions.Waiting (tell, nil: nobody) of the waits
-// that happen only: start when the execution finds no slot or connection free and blocks, end
-// when that wait ends, once for each start; close ends a wait under way and tells nothing more.
-// Safe for concurrent use; a nil *waitTeller tells nothing.
-type waitTeller struct {
-	mu      sync.Mutex
-	tell    func(bool)
-	waiting bool
-}
-
-// waitTellerKey carries an execution's waitTeller in the context of its connection's dial.
-type waitTellerKey struct{}
-
-func (w *waitTeller) start() {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.tell != nil && !w.waiting {
-		w.waiting = true
-		w.tell(true)
-	}
-}
-
-func (w *waitTeller) end() { w.stop(false) }
-
-func (w *waitTeller) close() { w.stop(true) }
-
-// stop ends a wait under way, and with closing tells nothing more.
-func (w *waitTeller) stop(closing bool) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.waiting {
-		w.waiting = false
-		w.tell(false)
-	}
-	if closing {
-		w.tell = nil
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +89,27 @@ func MustExec(t *testing.T, db sandbox.DB, q string, opts sandbox.ExecOptions) *
 		t.Fatalf("%s: %v", q, err)
 	}
 	return r
+}
+
+// WaitLog records what executions tell ExecOptions.Waiting (Tell), in order. Safe for
+// concurrent use.
+type WaitLog struct {
+	mu    sync.Mutex
+	waits []bool
+}
+
+// Tell is an execution's ExecOptions.Waiting.
+func (l *WaitLog) Tell(w bool) {
+	l.mu.Lock()
+	l.waits = append(l.waits, w)
+	l.mu.Unlock()
+}
+
+// String lists the calls told so far, as fmt prints a []bool: "[true false]".
+func (l *WaitLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.waits)
 }
 
 // SameCell reports whether a normalised cell equals want: the same value, times at the same
