@@ -118,19 +118,24 @@ func pgTarget(dsn string) string {
 }
 
 // newPostgresDB checks that schema exists and, unless acc.AsDSNUser, that the pool's reader
-// may use it and read each of its tables.
+// may use it and read each of its tables, on a connection of the pool taken as an execution
+// takes one (pgServer.conn), since other DBs of the server handle may be executing.
 func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc sandbox.Access) (*pgDB, error) {
-	pool := srv.pool
 	where := pgTarget(dsn)
 	if schema == "" {
 		return nil, fmt.Errorf("%s: empty schema name", where)
 	}
+	conn, done, err := srv.conn(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var v string
-	if err := pool.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
+	if err := conn.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
 	var n int
-	if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
 		return nil, fmt.Errorf("%s: look up schema %q: %w", where, schema, err)
 	}
 	if n == 0 {
@@ -141,10 +146,10 @@ func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc s
 		role = pgTaskRole(acc.ReaderName(), schema)
 		var member, usable bool
 		var unreadable int
-		err := pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+		err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
 				JOIN pg_catalog.pg_roles u ON u.oid = m.member WHERE g.rolname = $1 AND u.rolname = current_user)`, role).Scan(&member)
 		if err == nil && member {
-			err = pool.QueryRowContext(ctx, `SELECT has_schema_privilege($2::text, $1::text, 'USAGE'),
+			err = conn.QueryRowContext(ctx, `SELECT has_schema_privilege($2::text, $1::text, 'USAGE'),
 				(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 					WHERE n.nspname::text = $1::text AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT has_table_privilege($2::text, c.oid, 'SELECT'))`,
 				schema, role).Scan(&usable, &unreadable)
@@ -196,7 +201,8 @@ var errHungUp = errors.New("hung up")
 
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement that gets none by its deadline fails with
-// sandbox.ErrBusy (pgServer.conn); one that gets one has its whole timeout from then on, on the
+// sandbox.ErrBusy (pgServer.conn), and ExecOptions.Waiting is told of that wait only when one
+// happens (sandbox.WaitTeller); one that gets one has its whole timeout from then on, on the
 // server (statement_timeout) and here. A statement still running pgCancelAfter past its deadline
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
 // terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop). A
@@ -204,7 +210,9 @@ var errHungUp = errors.New("hung up")
 // still streams after that (pgServer.stopper); its Result is ok whatever that took.
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	wctx, wcancel := context.WithDeadline(ctx, start.Add(timeout).Add(pgCancelAfter))
-	conn, err := p.srv.conn(wctx, opts.Waiting)
+	w := sandbox.NewWaitTeller(opts.Waiting)
+	conn, done, err := p.srv.conn(wctx, w)
+	w.Close()
 	wcancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -212,7 +220,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
-	defer conn.Close()
+	defer done()
 	// The statement's time starts once it has its connection, as statement_timeout's does on
 	// the server and the MySQL engine's deadline: a wait for a slot is the load's, bounded
 	// above (ErrBusy), and not taken off the statement's own time.

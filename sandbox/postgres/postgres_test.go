@@ -138,3 +138,151 @@ func TestPostgresScreenReasons(t *testing.T) {
 		}
 	}
 }
+
+// pgWaitDB opens a schema of t(x) = 1, 2, 3 with a server handle of its own (pgMaxStatements
+// slots or fewer, as max_connections allows).
+func pgWaitDB(t *testing.T) *pgDB {
+	t.Helper()
+	schema := sandboxtest.PGSchema(t, sandboxtest.PGAdmin(t), "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1), (2), (3)")
+	db, err := Open(context.Background(), shared.PostgresDSN(), schema, sandboxtest.Reader(t, datasets.Postgres, schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db.(*pgDB)
+}
+
+// closeIdle closes the idle connections of p's pool and waits until their backends are gone
+// and their slots given back.
+func closeIdle(t *testing.T, p *pgDB) {
+	t.Helper()
+	p.srv.pool.SetMaxIdleConns(0)
+	p.srv.pool.SetMaxIdleConns(min(pgMaxIdle, p.srv.capacity()))
+	for deadline := time.Now().Add(5 * time.Second); len(p.srv.slots) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots still held after the idle connections closed", len(p.srv.slots))
+		}
+	}
+}
+
+// TestPostgresNoWaitTold: executions that find a unit of the pool and a connection (idle, or a
+// slot for a new one) free at once, one at a time or several together below the caps, never
+// call ExecOptions.Waiting; before, every execution told a wait around the take of its
+// connection, a new one's login included, which the judge's pair clock and the env's shared
+// gold took off its running time.
+func TestPostgresNoWaitTold(t *testing.T) {
+	p := pgWaitDB(t)
+	ctx := context.Background()
+	var log sandboxtest.WaitLog
+	opts := sandbox.ExecOptions{Waiting: log.Tell}
+	exec := func(q string) error {
+		r, err := p.Exec(ctx, q, opts)
+		if err == nil && !r.OK() {
+			err = fmt.Errorf("%+v", r)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+		return nil
+	}
+	for _, q := range []string{"SELECT count(*) FROM t", "SELECT x FROM t"} { // a pooled connection
+		if err := exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeIdle(t, p)
+	if err := exec("SELECT count(*) FROM t"); err != nil { // a new one
+		t.Fatal(err)
+	}
+	n := min(4, p.srv.capacity())
+	errs := make(chan error, n)
+	for range n { // new ones and the pooled one together
+		go func() { errs <- exec("SELECT 1 FROM pg_catalog.pg_sleep(0.2)") }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := log.String(); got != "[]" {
+		t.Errorf("executions that never waited told Waiting %s, want nothing", got)
+	}
+}
+
+// TestPostgresWaitTold: an execution that has to wait tells Waiting true and then, once the
+// wait ends, false, once each, and then runs: with the one slot of its server handle held by a
+// running statement (statement), with every unit of the pool taken (unit), and, with no idle
+// connection, with every slot held by backends the pool no longer holds (slot: exiting or
+// runaway ones, which a new connection's Connect waits for).
+func TestPostgresWaitTold(t *testing.T) {
+	ctx := context.Background()
+	const hold = 300 * time.Millisecond
+	run := func(t *testing.T, p *pgDB, take, give func()) {
+		take()
+		var log sandboxtest.WaitLog
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			r, err := p.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.Tell})
+			if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
+				t.Errorf("after the wait: %+v, %v", r, err)
+			}
+		}()
+		time.Sleep(hold)
+		if got := log.String(); got != "[true]" {
+			t.Errorf("while waiting: Waiting told %s, want [true]", got)
+		}
+		give()
+		<-done
+		if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
+			t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
+		}
+	}
+	t.Run("statement", func(t *testing.T) {
+		_, p := pgOneSlot(t, sandboxtest.PGAdmin(t))
+		held := make(chan error, 1)
+		run(t, p, func() {
+			go func() {
+				r, err := p.Exec(ctx, "SELECT 1 FROM pg_catalog.pg_sleep(0.6)", sandbox.ExecOptions{Timeout: 5 * time.Second})
+				if err == nil && !r.OK() {
+					err = fmt.Errorf("%+v", r)
+				}
+				held <- err
+			}()
+			for deadline := time.Now().Add(5 * time.Second); len(p.srv.taken) == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the statement holding the slot did not start")
+				}
+			}
+		}, func() {
+			if err := <-held; err != nil {
+				t.Errorf("the statement holding the slot: %v", err)
+			}
+		})
+	})
+	p := pgWaitDB(t)
+	t.Run("unit", func(t *testing.T) {
+		run(t, p, func() {
+			for range cap(p.srv.taken) {
+				p.srv.taken <- struct{}{}
+			}
+		}, func() {
+			for range cap(p.srv.taken) {
+				<-p.srv.taken
+			}
+		})
+	})
+	t.Run("slot", func(t *testing.T) {
+		closeIdle(t, p)
+		run(t, p, func() {
+			for range p.srv.capacity() {
+				p.srv.slots <- struct{}{}
+			}
+		}, func() {
+			for range p.srv.capacity() {
+				p.srv.release()
+			}
+		})
+	})
+}

@@ -55,7 +55,10 @@ const (
 // connection, and the slots that bound the backends of the pool, runaways included. A slot is
 // taken when a connection is dialled and given back only once its backend is gone from the
 // server (slotConn.Close), so that a backend still at work after its client let go, or merely
-// still exiting, counts until it ends.
+// still exiting, counts until it ends. The pool itself has no cap of its own: its users hold a
+// unit of taken each while they hold a connection (conn), and a new connection waits for its
+// slot (slotConnector), so that each wait of an execution is one it can tell
+// (ExecOptions.Waiting), where database/sql's own wait at a MaxOpenConns says nothing.
 type pgServer struct {
 	pool  *sql.DB
 	ctl   *sql.DB
@@ -64,7 +67,14 @@ type pgServer struct {
 	// CancelRequest. Tests replace it to take the hang-up that follows a cancel that failed.
 	cancelRequest func(ctx context.Context, pc *pgconn.PgConn) error
 	// slots holds a token per backend of the pool (busy, idle, exiting or runaway).
-	slots   chan struct{}
+	slots chan struct{}
+	// taken holds a unit per connection of the pool taken through conn (an execution, or
+	// newPostgresDB's checks), as many as slots: a taker that finds none free knows it waits,
+	// and one that holds a unit finds an idle connection or a slot for a new one, unless
+	// backends past their connection (exiting, runaway) hold the slots, which the connection's
+	// Connect then waits for, told too. openPostgresServer's reader check takes none: it runs
+	// before the handle is shared.
+	taken   chan struct{}
 	total   atomic.Int64
 	running atomic.Int64
 	done    chan struct{}
@@ -90,7 +100,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), done: make(chan struct{})}
+	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), taken: make(chan struct{}, n), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	// A row (a message) past the result limit is refused at its header, before pgx allocates
 	// its buffer (up to 1 GiB, the size rounded up to a power of two); the replies' window
@@ -104,15 +114,18 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	}
 	pgConfigure(cfg)
 	s.pool = sql.OpenDB(sandbox.TrackReplies(slotConnector{Connector: stdlib.GetConnector(*cfg), srv: s}))
-	s.pool.SetMaxOpenConns(n)
+	// No MaxOpenConns: taken and slots bound the connections (see pgServer), and database/sql,
+	// which would wait at one untold (an idle connection the pool is closing still counts
+	// there), never waits.
 	s.pool.SetMaxIdleConns(min(pgMaxIdle, n))
 	s.pool.SetConnMaxIdleTime(time.Minute)
 	return s, nil
 }
 
 // slotConnector opens the pool's connections, each after taking a slot (waiting until ctx
-// ends), which the connection's socket (slotConn) then holds. Cancel requests, which pgx
-// dials with the same function, take none.
+// ends, telling the execution's sandbox.WaitTeller in ctx, if any, while it does), which the
+// connection's socket (slotConn) then holds. Cancel requests, which pgx dials with the same
+// function, take none.
 type slotConnector struct {
 	driver.Connector
 	srv *pgServer
@@ -124,10 +137,8 @@ type slotTicket struct{ used atomic.Bool }
 type slotTicketKey struct{}
 
 func (c slotConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	select {
-	case c.srv.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: all %d connections busy: %w", c.srv.where, c.srv.capacity(), ctx.Err())
+	if err := sandbox.WaitTellerFrom(ctx).Acquire(ctx, c.srv.slots); err != nil {
+		return nil, fmt.Errorf("%s: all %d connections busy: %w", c.srv.where, c.srv.capacity(), err)
 	}
 	t := &slotTicket{}
 	conn, err := c.Connector.Connect(context.WithValue(ctx, slotTicketKey{}, t))
@@ -247,24 +258,33 @@ func asSlotConn(c net.Conn) *slotConn {
 
 func (s *pgServer) release() { <-s.slots }
 
-// conn takes a connection of the pool for one statement, telling waiting (when not nil) while
-// it waits. A wait that ctx (the statement's deadline) ends is sandbox.ErrBusy, the server's
+// conn takes a connection of the pool for one statement: a unit of taken, then an idle
+// connection or, for a new one, a slot (slotConnector), telling w (nil: nobody) only of the
+// waits that happen: one that finds them free tells nothing, and a new connection's login is
+// not a wait. A wait that ctx (the statement's deadline) ends is sandbox.ErrBusy, the server's
 // failure and not the statement's timeout: the statement never ran. The error says how many of
-// the slots are held and how many of those by runaways.
-func (s *pgServer) conn(ctx context.Context, waiting func(bool)) (*sql.Conn, error) {
-	if waiting != nil {
-		waiting(true)
-		defer waiting(false)
-	}
-	c, err := s.pool.Conn(ctx)
-	if err == nil {
-		return c, nil
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w within its deadline: %d of the %d statement slots of %s are held (%d by runaways: backends past their deadline that cancel and terminate did not stop); try again once they end",
+// the slots are held and how many of those by runaways. done closes the connection, then gives
+// its unit back.
+func (s *pgServer) conn(ctx context.Context, w *sandbox.WaitTeller) (c *sql.Conn, done func(), err error) {
+	busy := func() error {
+		return fmt.Errorf("%w within its deadline: %d of the %d statement slots of %s are held (%d by runaways: backends past their deadline that cancel and terminate did not stop); try again once they end",
 			sandbox.ErrBusy, len(s.slots), s.capacity(), s.where, s.running.Load())
 	}
-	return nil, fmt.Errorf("%s: connect: %w", s.where, err)
+	if err := w.Acquire(ctx, s.taken); err != nil {
+		return nil, nil, busy()
+	}
+	c, err = s.pool.Conn(sandbox.WithWaitTeller(ctx, w))
+	if err == nil {
+		return c, func() {
+			c.Close()
+			<-s.taken
+		}, nil
+	}
+	<-s.taken
+	if ctx.Err() != nil {
+		return nil, nil, busy()
+	}
+	return nil, nil, fmt.Errorf("%s: connect: %w", s.where, err)
 }
 
 // runaways returns the runaway counts.
