@@ -570,15 +570,23 @@ func TestMySQLStoppedStreamLateKill(t *testing.T) {
 	}
 }
 
-// TestMySQLConnWaitBounded: a statement whose database's connections are all held (its pool's
-// one here) waits for one until its deadline only (mysqlWaitGrace past it), then fails with
+// TestMySQLConnWaitBounded: a statement whose database's connections are all held (the units
+// of mysqlDB.open: all but one taken here, the last by a running statement) waits for one until
+// its deadline only (mysqlWaitGrace past it), telling Waiting of it, then fails with
 // sandbox.ErrBusy; before, it waited up to its timeout plus ServerGrace (2.4 s of a 1 s timeout)
 // and then ran with its whole timeout (found by a review). A statement that gets its
 // connection within the wait runs with its whole timeout from then on.
 func TestMySQLConnWaitBounded(t *testing.T) {
 	_, _, _, dbs := myHostileSetup(t, 1, 0)
 	a := dbs[0].(*mysqlDB)
-	a.pool.SetMaxOpenConns(1)
+	for range cap(a.open) - 1 {
+		a.open <- struct{}{}
+	}
+	defer func() {
+		for range cap(a.open) - 1 {
+			<-a.open
+		}
+	}()
 	ctx := context.Background()
 	hold := func(d string) chan error {
 		held := make(chan error, 1)
@@ -586,23 +594,35 @@ func TestMySQLConnWaitBounded(t *testing.T) {
 			_, err := a.run(ctx, time.Now(), "SELECT SLEEP("+d+")", 10*time.Second, sandbox.ExecOptions{})
 			held <- err
 		}()
+		for deadline := time.Now().Add(5 * time.Second); len(a.open) < cap(a.open); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the holding statement took no unit of its database's connections")
+			}
+		}
 		time.Sleep(100 * time.Millisecond)
 		return held
 	}
 	held := hold("2.5")
+	var busy, late sandboxtest.WaitLog
 	start := time.Now()
-	_, err := a.run(ctx, start, "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{})
+	_, err := a.run(ctx, start, "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{Waiting: busy.Tell})
 	took := time.Since(start)
-	if !errors.Is(err, sandbox.ErrBusy) || took > time.Second+mysqlWaitGrace+300*time.Millisecond {
-		t.Errorf("no connection within a 1 s timeout: %v after %s; want ErrBusy by %s", err, took, time.Second+mysqlWaitGrace)
+	if !errors.Is(err, sandbox.ErrBusy) || took > time.Second+mysqlWaitGrace+300*time.Millisecond || took < time.Second {
+		t.Errorf("no connection within a 1 s timeout: %v after %s; want ErrBusy at %s", err, took, time.Second+mysqlWaitGrace)
+	}
+	if got := busy.String(); got != "[true false]" {
+		t.Errorf("no connection within a 1 s timeout: Waiting told %s, want [true false]", got)
 	}
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
 	held = hold("0.8")
-	r, err := a.run(ctx, time.Now(), "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{})
+	r, err := a.run(ctx, time.Now(), "SELECT SLEEP(0.5)", time.Second, sandbox.ExecOptions{Waiting: late.Tell})
 	if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != int64(0) {
 		t.Errorf("a connection after about 0.7 s of a 1 s timeout, then 0.5 s of running: %+v, %v; want ok, 0", r, err)
+	}
+	if got := late.String(); got != "[true false]" {
+		t.Errorf("a connection after about 0.7 s: Waiting told %s, want [true false]", got)
 	}
 	if err := <-held; err != nil {
 		t.Fatal(err)

@@ -31,9 +31,14 @@ type mysqlDB struct {
 	srv    *mysqlServer
 	ownSrv bool
 
-	// open holds a unit per connection of pool taken by an execution (run), as many as the
-	// pool's MaxOpenConns: an execution that finds none free knows it waits (ExecOptions.Waiting),
-	// where database/sql's own wait for a connection does not say.
+	// open holds a unit per connection of pool taken by an execution (run), mysqlOpenPerDB
+	// (at most the share's limit): an execution that finds none free knows it waits
+	// (ExecOptions.Waiting). The pool has no MaxOpenConns of its own, at which database/sql
+	// would wait untold (an idle connection being closed, by closeIdle or the idle cleaner,
+	// still counts there until its Close returns): open bounds the executions' connections, the
+	// share (mysqlServer.conns, taken where the pool dials) every connection, closing ones
+	// included, and a holder of a unit finds an idle connection or dials one with its own
+	// deadline and WaitTeller.
 	open chan struct{}
 
 	mu  sync.Mutex
@@ -97,7 +102,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	}
 	pool := sql.OpenDB(sandbox.TrackReplies(conn))
 	db.open = make(chan struct{}, min(mysqlOpenPerDB, srv.limit))
-	pool.SetMaxOpenConns(cap(db.open))
+	// No MaxOpenConns: open and the share bound the connections (see mysqlDB.open).
 	pool.SetMaxIdleConns(mysqlIdlePerDB)
 	pool.SetConnMaxIdleTime(mysqlIdleTime)
 	db.pool = pool
@@ -263,8 +268,9 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		}
 	}()
 	// The database's unit goes back after the connection (deferred before conn.Close): the
-	// executions' connections never outnumber the units taken, so that database/sql, whose
-	// MaxOpenConns is as many, finds one idle or opens one, and never waits (untold).
+	// executions' connections never outnumber the units taken. database/sql, with no
+	// MaxOpenConns, never waits (untold): it hands over an idle connection or dials one with
+	// wctx, whose wait in a full share is told (mysqlServer.dial).
 	if err := acquire(m.open, "connection"); err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,4 +260,92 @@ func TestMySQLWaitTold(t *testing.T) {
 			}
 		})
 	})
+}
+
+// slowCloseConn is a connection whose Close takes *slow (read when Close is called) and says
+// on closing that it has begun.
+type slowCloseConn struct {
+	net.Conn
+	slow    *atomic.Int64
+	closing chan<- struct{}
+}
+
+func (c slowCloseConn) Close() error {
+	if d := time.Duration(c.slow.Load()); d > 0 {
+		select {
+		case c.closing <- struct{}{}:
+		default:
+		}
+		time.Sleep(d)
+	}
+	return c.Conn.Close()
+}
+
+// TestMySQLIdleClosingWaitTold: an execution that finds its database's pool with no idle
+// connection because one is being closed from another goroutine (closeIdle, run by another
+// database's dial in a full share; the pool's idle cleaner alike), whose unit of the share the
+// closing connection still holds, dials in the full share and tells its wait, which ends by its
+// deadline (then ErrBusy) or once the close gives the unit back. Before, the pool's
+// MaxOpenConns, at which database/sql still counted the closing connection, had it wait inside
+// database/sql untold, and a replacement dialled by database/sql's own opener without its
+// deadline: an Exec with a 500 ms timeout failed ErrBusy with nothing told (found by a review).
+func TestMySQLIdleClosingWaitTold(t *testing.T) {
+	name := sandboxtest.MyDatabase(t, sandboxtest.MyAdmin(t), "CREATE TABLE t (x INT); INSERT INTO t VALUES (1), (2), (3)")
+	ctx := context.Background()
+	eng, err := Dialect{share: mysqlKillers + 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: shared.MySQLDSN()}, Access: sandboxtest.Reader(t, datasets.MySQL, name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := eng.(*mysqlEngine)
+	defer e.Close()
+	var slow atomic.Int64
+	closing := make(chan struct{}, 1)
+	e.cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return slowCloseConn{Conn: c, slow: &slow, closing: closing}, nil
+	}
+	db, err := e.Open(ctx, datasets.Task{ID: "task", DBID: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	m := db.(*mysqlDB)
+	if m.srv.limit != 1 {
+		t.Fatalf("a share of %d connections for statements, want 1", m.srv.limit)
+	}
+	for _, c := range []struct {
+		close   time.Duration // how long the idle connection's Close takes
+		timeout time.Duration
+		busy    bool
+	}{{1500 * time.Millisecond, 500 * time.Millisecond, true}, {700 * time.Millisecond, 5 * time.Second, false}} {
+		// One idle connection, holding the share's one unit.
+		if r := sandboxtest.MustExec(t, m, "SELECT 1", sandbox.ExecOptions{}); !r.OK() || m.srv.conns.inUse() != 1 {
+			t.Fatalf("SELECT 1: %+v, %d units of the share in use; want ok, 1", r, m.srv.conns.inUse())
+		}
+		slow.Store(int64(c.close))
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			m.srv.closeIdle()
+		}()
+		<-closing
+		slow.Store(0)
+		var log sandboxtest.WaitLog
+		start := time.Now()
+		r, err := m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: c.timeout, Waiting: log.Tell})
+		took := time.Since(start)
+		switch {
+		case c.busy && (!errors.Is(err, sandbox.ErrBusy) || took > c.timeout+mysqlWaitGrace+300*time.Millisecond):
+			t.Errorf("idle connection closing for %s, timeout %s: %+v, %v after %s; want ErrBusy by %s", c.close, c.timeout, r, err, took, c.timeout+mysqlWaitGrace)
+		case !c.busy && (err != nil || !r.OK() || r.Rows[0][0] != int64(3)):
+			t.Errorf("idle connection closing for %s, timeout %s: %+v, %v after %s; want ok, 3", c.close, c.timeout, r, err, took)
+		}
+		if got := log.String(); got != "[true false]" {
+			t.Errorf("idle connection closing for %s, timeout %s: Waiting told %s after %s, want [true false]", c.close, c.timeout, got, took)
+		}
+		<-closed
+	}
 }

@@ -26,7 +26,9 @@ const (
 	// mysqlKillers are the connections of that share kept for KILL and the PROCESSLIST checks,
 	// so that a share full of statements can still be stopped.
 	mysqlKillers = 2
-	// mysqlOpenPerDB and mysqlIdlePerDB bound one database's pool within the share.
+	// mysqlOpenPerDB and mysqlIdlePerDB bound one database's pool within the share: the
+	// connections its executions hold at once (mysqlDB.open; the pool has no MaxOpenConns) and
+	// its idle ones.
 	mysqlOpenPerDB = 16
 	mysqlIdlePerDB = 2
 	// mysqlIdleTime closes a pooled connection left idle this long.
