@@ -124,15 +124,20 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 
 // slotConnector opens the pool's connections, each after taking a slot (waiting until ctx
 // ends, telling the execution's sandbox.WaitTeller in ctx, if any, while it does), which the
-// connection's socket (slotConn) then holds. Cancel requests, which pgx dials with the same
-// function, take none.
+// socket the connection ends up on (slotConn) then holds. pgx may dial more than once for one
+// connection (sslmode prefer or allow falling back, several hosts, target_session_attrs): every
+// socket it dials for the Connect is a slotConn, and the slot goes to the one under the
+// connection Connect returns, found there once it has returned; the discarded attempts' sockets,
+// which pgx closed before it dialled again, hold none. A connection whose socket is not found
+// is closed and refused, so that no connection of the pool is without a slot. Cancel requests,
+// which pgx dials with the same function, take none.
 type slotConnector struct {
 	driver.Connector
 	srv *pgServer
 }
 
-// slotTicket carries a taken slot from Connect to the dial it makes.
-type slotTicket struct{ used atomic.Bool }
+// slotTicket marks, in a Connect's context, the dials made for it.
+type slotTicket struct{}
 
 type slotTicketKey struct{}
 
@@ -140,31 +145,55 @@ func (c slotConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err := sandbox.WaitTellerFrom(ctx).Acquire(ctx, c.srv.slots); err != nil {
 		return nil, fmt.Errorf("%s: all %d connections busy: %w", c.srv.where, c.srv.capacity(), err)
 	}
-	t := &slotTicket{}
-	conn, err := c.Connector.Connect(context.WithValue(ctx, slotTicketKey{}, t))
-	if !t.used.Load() {
+	conn, err := c.Connector.Connect(context.WithValue(ctx, slotTicketKey{}, &slotTicket{}))
+	if err != nil {
 		c.srv.release()
+		return nil, err
 	}
-	return conn, err
+	var sc *slotConn
+	if sc2, ok := conn.(*stdlib.Conn); ok {
+		sc = asSlotConn(sc2.Conn().PgConn().Conn())
+	}
+	if sc == nil || !sc.hold() {
+		conn.Close()
+		c.srv.release()
+		return nil, fmt.Errorf("%s: connect: the connection's socket was not found (or already closed) to hold its statement slot", c.srv.where)
+	}
+	return conn, nil
 }
 
 // capacity is the number of slots.
 func (s *pgServer) capacity() int { return cap(s.slots) }
 
-// slotConn is a connection of the pool holding its slot until its backend is gone.
+// slotConn is a socket dialled for a connection of the pool; the one under the connection
+// Connect returns holds its slot (hold) until its backend is gone.
 type slotConn struct {
 	net.Conn
-	srv    *pgServer
-	pid    atomic.Uint32 // the backend's, once the login is done
-	closed sync.Once
+	srv *pgServer
+	pid atomic.Uint32 // the backend's, once the login is done
+
+	mu     sync.Mutex
+	holds  bool // the slot is this socket's (hold)
+	closed bool
 }
 
-// dial wraps dial so that the connection a Connect makes holds the slot it took.
+// hold gives c the slot its Connect took, unless c is closed already (false).
+func (c *slotConn) hold() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.holds = true
+	return true
+}
+
+// dial wraps dial so that every socket a Connect dials is a slotConn, the one of them its
+// connection ends up on to hold the slot the Connect took.
 func (s *pgServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
-		t, _ := ctx.Value(slotTicketKey{}).(*slotTicket)
-		if err != nil || t == nil || !t.used.CompareAndSwap(false, true) {
+		if _, ok := ctx.Value(slotTicketKey{}).(*slotTicket); err != nil || !ok {
 			return c, err
 		}
 		return &slotConn{Conn: c, srv: s}, nil
@@ -234,10 +263,17 @@ func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.B
 	}
 }
 
-// Close closes the socket and gives the slot back once the backend is gone (see stop).
+// Close closes the socket and, if it holds its slot, gives the slot back once the backend is
+// gone (see stop).
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
-	c.closed.Do(func() { c.srv.stop(c.pid.Load()) })
+	c.mu.Lock()
+	stop := c.holds && !c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if stop {
+		c.srv.stop(c.pid.Load())
+	}
 	return err
 }
 

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+// pgNoSSLProxy returns the address of a proxy to the test server that answers 'N' to an
+// SSLRequest, as a server with ssl=off does (the stock postgres Docker image), so that pgx's
+// default sslmode=prefer dials a second time for the connection it uses.
+func pgNoSSLProxy(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var hdr [8]byte
+				if _, err := io.ReadFull(c, hdr[:]); err != nil {
+					return
+				}
+				if binary.BigEndian.Uint32(hdr[4:]) == 80877103 { // SSLRequest
+					c.Write([]byte{'N'})
+					if _, err := io.ReadFull(c, hdr[:]); err != nil {
+						return
+					}
+				}
+				s, err := net.Dial("tcp", "127.0.0.1:5432")
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				s.Write(hdr[:])
+				go io.Copy(s, c)
+				io.Copy(c, s)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestPostgresRedialHoldsSlot: whatever pgx's fallbacks dial for a connection (sslmode=prefer
+// refused, then plain; target_session_attrs=prefer-standby, a primary's login discarded, then
+// the fallback), the socket of the connection actually used holds its slot, and a discarded
+// attempt's holds none. Before, the slot went to the first socket dialled: the used
+// connection had no slotConn (not hung up on, its backend neither stopped nor counted) and
+// held no slot.
+func TestPostgresRedialHoldsSlot(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 1)
+	for name, dsn := range map[string]string{
+		"prefer-refused": "postgres://postgres@" + pgNoSSLProxy(t) + "/test?sslmode=prefer",
+		"prefer-standby": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&target_session_attrs=prefer-standby",
+	} {
+		t.Run(name, func(t *testing.T) {
+			eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{AsDSNUser: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := db.(*pgDB)
+			// One slot: each Exec gets it only if no discarded attempt kept it.
+			for i := 0; i < 3; i++ {
+				res, err := db.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second})
+				if err != nil || res.Outcome != sandbox.OutcomeOK {
+					t.Fatalf("exec %d: %v %+v", i, err, res)
+				}
+			}
+			conn, done, err := p.srv.conn(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, sc := pgConnOf(conn)
+			done()
+			if sc == nil {
+				t.Error("the pool's connection has no slotConn under it")
+			}
+			time.Sleep(300 * time.Millisecond) // any closed socket's stop has run
+			if st := p.srv.pool.Stats(); st.OpenConnections != len(p.srv.slots) {
+				t.Errorf("%d open pool connections, %d slots held", st.OpenConnections, len(p.srv.slots))
+			}
+		})
+	}
+}
