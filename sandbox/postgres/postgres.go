@@ -119,7 +119,8 @@ func pgTarget(dsn string) string {
 
 // newPostgresDB checks that schema exists and, unless acc.AsDSNUser, that the pool's reader
 // may use it and read each of its tables, on a connection of the pool taken as an execution
-// takes one (pgServer.conn), since other DBs of the server handle may be executing.
+// takes one (pgServer.conn), since other DBs of the server handle may be executing. A ctx that
+// ends before it gets the connection is its error (ctx.Err, wrapped), not sandbox.ErrBusy.
 func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc sandbox.Access) (*pgDB, error) {
 	where := pgTarget(dsn)
 	if schema == "" {
@@ -127,6 +128,9 @@ func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc s
 	}
 	conn, done, err := srv.conn(ctx, nil)
 	if err != nil {
+		if ctx.Err() != nil { // the caller gave up, or its deadline passed: not the server's failure
+			return nil, fmt.Errorf("%s: open schema %q: %w", where, schema, ctx.Err())
+		}
 		return nil, err
 	}
 	defer done()
