@@ -213,7 +213,7 @@ func TestPostgresNoWaitTold(t *testing.T) {
 // wait ends, false, once each, and then runs: with the one slot of its server handle held by a
 // running statement (statement), with every unit of the pool taken (unit), and, with no idle
 // connection, with every slot held by backends the pool no longer holds (slot: exiting or
-// runaway ones, which a new connection's Connect waits for).
+// runaway ones, which conn waits for).
 func TestPostgresWaitTold(t *testing.T) {
 	ctx := context.Background()
 	const hold = 300 * time.Millisecond

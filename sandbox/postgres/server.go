@@ -56,8 +56,8 @@ const (
 // taken when a connection is dialled and given back only once its backend is gone from the
 // server (slotConn.Close), so that a backend still at work after its client let go, or merely
 // still exiting, counts until it ends. The pool itself has no cap of its own: its users hold a
-// unit of taken each while they hold a connection (conn), and a new connection waits for its
-// slot (slotConnector), so that each wait of an execution is one it can tell
+// unit of taken each while they hold a connection (conn), and then wait, when neither an idle
+// connection nor a slot for a new one is free, for either to be given back (conn), so that each wait of an execution is one it can tell
 // (ExecOptions.Waiting), where database/sql's own wait at a MaxOpenConns says nothing.
 type pgServer struct {
 	pool  *sql.DB
@@ -71,16 +71,21 @@ type pgServer struct {
 	// taken holds a unit per connection of the pool taken through conn (an execution, or
 	// newPostgresDB's checks), as many as slots: a taker that finds none free knows it waits,
 	// and one that holds a unit finds an idle connection or a slot for a new one, unless
-	// backends past their connection (exiting, runaway) hold the slots, which the connection's
-	// Connect then waits for, told too. openPostgresServer's reader check takes none: it runs
+	// backends past their connection (exiting, runaway) hold the slots: conn then waits, told
+	// too, for a slot or a connection given back, whichever comes first. openPostgresServer's reader check takes none: it runs
 	// before the handle is shared.
-	taken   chan struct{}
-	total   atomic.Int64
-	running atomic.Int64
-	done    chan struct{}
-	mu      sync.Mutex // guards closed against wg.Add
-	closed  bool
-	wg      sync.WaitGroup
+	taken chan struct{}
+	// changeMu guards change, closed and replaced (signal) whenever a slot is given back or a
+	// connection given back to the pool, which conn, its taker finding neither an idle
+	// connection nor a free slot, waits for before trying again.
+	changeMu sync.Mutex
+	change   chan struct{}
+	total    atomic.Int64
+	running  atomic.Int64
+	done     chan struct{}
+	mu       sync.Mutex // guards closed against wg.Add
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // newPGServer opens the pool of cfg and its control connection, with at most as many backends
@@ -100,7 +105,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), taken: make(chan struct{}, n), done: make(chan struct{})}
+	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), taken: make(chan struct{}, n), change: make(chan struct{}), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	// A row (a message) past the result limit is refused at its header, before pgx allocates
 	// its buffer (up to 1 GiB, the size rounded up to a power of two); the replies' window
@@ -122,8 +127,9 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	return s, nil
 }
 
-// slotConnector opens the pool's connections, each after taking a slot (waiting until ctx
-// ends, telling the execution's sandbox.WaitTeller in ctx, if any, while it does), which the
+// slotConnector opens the pool's connections, each after taking a slot (for conn's, marked
+// slotNoWaitKey, a free one or errNoSlot at once; else waiting until ctx ends, telling the
+// sandbox.WaitTeller in ctx, if any, while it does), which the
 // socket the connection ends up on (slotConn) then holds. pgx may dial more than once for one
 // connection (sslmode prefer or allow falling back, several hosts, target_session_attrs): every
 // socket it dials for the Connect is a slotConn, and the slot goes to the one under the
@@ -141,8 +147,21 @@ type slotTicket struct{}
 
 type slotTicketKey struct{}
 
+// slotNoWaitKey marks a Connect (conn's) that takes a free slot or fails with errNoSlot at once,
+// its caller waiting for a slot or an idle connection itself.
+type slotNoWaitKey struct{}
+
+// errNoSlot is a Connect's with slotNoWaitKey that found no slot free.
+var errNoSlot = errors.New("no statement slot free")
+
 func (c slotConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	if err := sandbox.WaitTellerFrom(ctx).Acquire(ctx, c.srv.slots); err != nil {
+	if ctx.Value(slotNoWaitKey{}) != nil {
+		select {
+		case c.srv.slots <- struct{}{}:
+		default:
+			return nil, errNoSlot
+		}
+	} else if err := sandbox.WaitTellerFrom(ctx).Acquire(ctx, c.srv.slots); err != nil {
 		return nil, fmt.Errorf("%s: all %d connections busy: %w", c.srv.where, c.srv.capacity(), err)
 	}
 	conn, err := c.Connector.Connect(context.WithValue(ctx, slotTicketKey{}, &slotTicket{}))
@@ -292,12 +311,33 @@ func asSlotConn(c net.Conn) *slotConn {
 	return nil
 }
 
-func (s *pgServer) release() { <-s.slots }
+// release gives a slot back.
+func (s *pgServer) release() {
+	<-s.slots
+	s.signal()
+}
+
+// changed returns the channel the next signal closes.
+func (s *pgServer) changed() <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	return s.change
+}
+
+// signal tells conn's waiters that a slot or a connection was given back.
+func (s *pgServer) signal() {
+	s.changeMu.Lock()
+	close(s.change)
+	s.change = make(chan struct{})
+	s.changeMu.Unlock()
+}
 
 // conn takes a connection of the pool for one statement: a unit of taken, then an idle
-// connection or, for a new one, a slot (slotConnector), telling w (nil: nobody) only of the
-// waits that happen: one that finds them free tells nothing, and a new connection's login is
-// not a wait. A wait that ctx (the statement's deadline) ends is sandbox.ErrBusy, the server's
+// connection or, for a new one, a slot (slotConnector, which does not wait for it here: when
+// neither is free, conn waits until a slot or a connection is given back (signal), then tries
+// again, so that a connection given back meanwhile is taken instead of waiting on for a slot),
+// telling w (nil: nobody) only of the waits that happen: one that finds them free tells nothing,
+// and a new connection's login is not a wait. A wait that ctx (the statement's deadline) ends is sandbox.ErrBusy, the server's
 // failure and not the statement's timeout: the statement never ran. The error says how many of
 // the slots are held and how many of those by runaways. done closes the connection, then gives
 // its unit back.
@@ -309,10 +349,30 @@ func (s *pgServer) conn(ctx context.Context, w *sandbox.WaitTeller) (c *sql.Conn
 	if err := w.Acquire(ctx, s.taken); err != nil {
 		return nil, nil, busy()
 	}
-	c, err = s.pool.Conn(sandbox.WithWaitTeller(ctx, w))
+	nctx := context.WithValue(ctx, slotNoWaitKey{}, true)
+	waited := false
+	for {
+		change := s.changed()
+		if c, err = s.pool.Conn(nctx); !errors.Is(err, errNoSlot) {
+			break
+		}
+		if !waited {
+			waited = true
+			w.Start()
+			defer w.End()
+		}
+		select {
+		case <-change:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	if err == nil {
 		return c, func() {
 			c.Close()
+			s.signal()
 			<-s.taken
 		}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -101,5 +102,42 @@ func TestPostgresRedialHoldsSlot(t *testing.T) {
 				t.Errorf("%d open pool connections, %d slots held", st.OpenConnections, len(p.srv.slots))
 			}
 		})
+	}
+}
+
+// TestPostgresSlotWaitTakesIdle: a statement that finds no idle connection and no free slot (one
+// of two held by a backend past its connection, as a runaway holds it, the other by a running
+// statement) takes the connection the running statement gives back, instead of waiting on for a
+// slot until its deadline. Before, it waited in Connect for a slot and never saw the connection.
+func TestPostgresSlotWaitTakesIdle(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	ctx := context.Background()
+	schemas := pgHostileSchemas(t, admin, 1)
+	eng, err := Dialect{slots: 2}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{AsDSNUser: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := db.(*pgDB)
+	closeIdle(t, p)
+	p.srv.slots <- struct{}{} // a runaway's slot
+	defer p.srv.release()
+	a := make(chan error, 1)
+	go func() {
+		_, err := p.run(ctx, time.Now(), "SELECT 1 FROM pg_catalog.pg_sleep(0.4)", 5*time.Second, sandbox.ExecOptions{})
+		a <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	r, err := p.run(ctx, start, "SELECT 1", time.Second, sandbox.ExecOptions{})
+	if err != nil || !r.OK() {
+		t.Errorf("the statement waiting while a connection was given back at 0.3 s: %+v, %v after %s", r, err, time.Since(start))
+	}
+	if err := <-a; err != nil {
+		t.Fatal(err)
 	}
 }
