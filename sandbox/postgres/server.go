@@ -350,21 +350,17 @@ func (s *pgServer) conn(ctx context.Context, w *sandbox.WaitTeller) (c *sql.Conn
 		return nil, nil, busy()
 	}
 	nctx := context.WithValue(ctx, slotNoWaitKey{}, true)
-	waited := false
 	for {
 		change := s.changed()
 		if c, err = s.pool.Conn(nctx); !errors.Is(err, errNoSlot) {
 			break
 		}
-		if !waited {
-			waited = true
-			w.Start()
-			defer w.End()
-		}
+		w.Start() // told around the wait only: the next try's login is not a wait
 		select {
 		case <-change:
 		case <-ctx.Done():
 		}
+		w.End()
 		if ctx.Err() != nil {
 			break
 		}
