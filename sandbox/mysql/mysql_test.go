@@ -195,30 +195,8 @@ func TestMySQLNoWaitTold(t *testing.T) {
 // tells Waiting true and then, once the wait ends, false, once each, and then runs.
 func TestMySQLWaitTold(t *testing.T) {
 	m := myWaitDB(t)
-	ctx := context.Background()
 	const hold = 300 * time.Millisecond
-	run := func(t *testing.T, take, give func()) {
-		take()
-		var log sandboxtest.WaitLog
-		done := make(chan struct{})
-		start := time.Now()
-		go func() {
-			defer close(done)
-			r, err := m.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.Tell})
-			if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
-				t.Errorf("after the wait: %+v, %v", r, err)
-			}
-		}()
-		time.Sleep(hold)
-		if got := log.String(); got != "[true]" {
-			t.Errorf("while waiting: Waiting told %s, want [true]", got)
-		}
-		give()
-		<-done
-		if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
-			t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
-		}
-	}
+	run := func(t *testing.T, take, give func()) { sandboxtest.CheckWaitTold(t, m, hold, take, give) }
 	t.Run("slot", func(t *testing.T) {
 		run(t, func() {
 			for range cap(m.srv.slots) {

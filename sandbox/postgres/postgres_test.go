@@ -217,28 +217,7 @@ func TestPostgresNoWaitTold(t *testing.T) {
 func TestPostgresWaitTold(t *testing.T) {
 	ctx := context.Background()
 	const hold = 300 * time.Millisecond
-	run := func(t *testing.T, p *pgDB, take, give func()) {
-		take()
-		var log sandboxtest.WaitLog
-		done := make(chan struct{})
-		start := time.Now()
-		go func() {
-			defer close(done)
-			r, err := p.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.Tell})
-			if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
-				t.Errorf("after the wait: %+v, %v", r, err)
-			}
-		}()
-		time.Sleep(hold)
-		if got := log.String(); got != "[true]" {
-			t.Errorf("while waiting: Waiting told %s, want [true]", got)
-		}
-		give()
-		<-done
-		if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
-			t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
-		}
-	}
+	run := func(t *testing.T, p *pgDB, take, give func()) { sandboxtest.CheckWaitTold(t, p, hold, take, give) }
 	t.Run("statement", func(t *testing.T) {
 		_, p := pgOneSlot(t, sandboxtest.PGAdmin(t))
 		held := make(chan error, 1)

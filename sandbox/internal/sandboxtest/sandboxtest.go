@@ -112,6 +112,34 @@ func (l *WaitLog) String() string {
 	return fmt.Sprint(l.waits)
 }
 
+// CheckWaitTold calls take (which holds what an Exec needs), runs "SELECT count(*) FROM t" on db
+// (5 s timeout; t has three rows), checks after hold that the Exec has told ExecOptions.Waiting
+// [true], calls give (which lets it go on), and checks that the Exec then told [true false],
+// counted three rows and took at least hold: a wait told once, around the wait only.
+func CheckWaitTold(t *testing.T, db sandbox.DB, hold time.Duration, take, give func()) {
+	t.Helper()
+	take()
+	var log WaitLog
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		r, err := db.Exec(context.Background(), "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: log.Tell})
+		if err != nil || !r.OK() || r.Rows[0][0] != int64(3) {
+			t.Errorf("after the wait: %+v, %v", r, err)
+		}
+	}()
+	time.Sleep(hold)
+	if got := log.String(); got != "[true]" {
+		t.Errorf("while waiting: Waiting told %s, want [true]", got)
+	}
+	give()
+	<-done
+	if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
+		t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
+	}
+}
+
 // SameCell reports whether a normalised cell equals want: the same value, times at the same
 // instant.
 func SameCell(got, want any) bool {
