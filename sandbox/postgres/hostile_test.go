@@ -719,24 +719,37 @@ func TestPostgresStoppedStream(t *testing.T) {
 // reader of its own (both dropped after; the handle closed), and returns the reader and the DB.
 func pgOneSlot(t *testing.T, admin *sql.DB) (string, *pgDB) {
 	t.Helper()
-	ctx := context.Background()
 	schemas := pgHostileSchemas(t, admin, 1)
 	reader := pgHostileName("rd")
 	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
-	eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pdb := db.(*pgDB)
+	eng := pgSlotsEngine(t, shared.PostgresDSN(), 1, sandbox.Access{Reader: reader})
+	pdb := pgOpen(t, eng, schemas[0])
 	if n := pdb.srv.capacity(); n != 1 {
 		t.Fatalf("capacity %d, want 1", n)
 	}
 	return reader, pdb
+}
+
+// pgSlotsEngine connects to dsn with slots statement slots and the access given, and closes the
+// engine when the test ends.
+func pgSlotsEngine(t *testing.T, dsn string, slots int, access sandbox.Access) sandbox.Engine {
+	t.Helper()
+	eng, err := Dialect{slots: slots}.Connect(context.Background(), &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// pgOpen opens schema on eng.
+func pgOpen(t *testing.T, eng sandbox.Engine, schema string) *pgDB {
+	t.Helper()
+	db, err := eng.Open(context.Background(), datasets.Task{ID: schema, DBID: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db.(*pgDB)
 }
 
 // pgStoppedStream is TestPostgresStoppedStream, its cancel requests lost when lose.

@@ -20,25 +20,18 @@ func TestPostgresOpenContextError(t *testing.T) {
 	schemas := pgHostileSchemas(t, admin, 2)
 	reader := pgHostileName("rd")
 	sandboxtest.GrantReader(t, datasets.Postgres, reader, schemas...)
-	eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{Reader: reader}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := pgSlotsEngine(t, shared.PostgresDSN(), 1, sandbox.Access{Reader: reader})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = eng.Open(cctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
+	_, err := eng.Open(cctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, sandbox.ErrBusy) {
 		t.Errorf("cancelled Open: %v; want context.Canceled, not ErrBusy", err)
 	}
-	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := pgOpen(t, eng, schemas[0])
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		db.(*pgDB).run(ctx, time.Now(), "SELECT pg_catalog.pg_sleep(1)", 5*time.Second, sandbox.ExecOptions{})
+		db.run(ctx, time.Now(), "SELECT pg_catalog.pg_sleep(1)", 5*time.Second, sandbox.ExecOptions{})
 	}()
 	defer func() { <-ran }()
 	time.Sleep(200 * time.Millisecond)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
@@ -71,19 +70,10 @@ func TestPostgresRedialHoldsSlot(t *testing.T) {
 		"prefer-standby": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&target_session_attrs=prefer-standby",
 	} {
 		t.Run(name, func(t *testing.T) {
-			eng, err := Dialect{slots: 1}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: dsn}, Access: sandbox.Access{AsDSNUser: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := db.(*pgDB)
+			p := pgOpen(t, pgSlotsEngine(t, dsn, 1, sandbox.Access{AsDSNUser: true}), schemas[0])
 			// One slot: each Exec gets it only if no discarded attempt kept it.
 			for i := 0; i < 3; i++ {
-				res, err := db.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second})
+				res, err := p.Exec(ctx, "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 5 * time.Second})
 				if err != nil || res.Outcome != sandbox.OutcomeOK {
 					t.Fatalf("exec %d: %v %+v", i, err, res)
 				}
@@ -113,16 +103,7 @@ func TestPostgresSlotWaitTakesIdle(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	ctx := context.Background()
 	schemas := pgHostileSchemas(t, admin, 1)
-	eng, err := Dialect{slots: 2}.Connect(ctx, &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.Postgres: shared.PostgresDSN()}, Access: sandbox.Access{AsDSNUser: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	db, err := eng.Open(ctx, datasets.Task{ID: schemas[0], DBID: schemas[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := db.(*pgDB)
+	p := pgOpen(t, pgSlotsEngine(t, shared.PostgresDSN(), 2, sandbox.Access{AsDSNUser: true}), schemas[0])
 	closeIdle(t, p)
 	p.srv.slots <- struct{}{} // a runaway's slot
 	defer p.srv.release()
