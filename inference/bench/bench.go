@@ -235,6 +235,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	weights, perToken, elems := weightBytes(m.Config(), m.WeightDType())
+	if q, ok := m.(*qwen2.Model); ok {
+		perToken = streamedBytes(q.Weights())
+	}
 	r.WeightMiB, r.DecodeBytes, r.DecodeWeights = float64(weights)/(1<<20), perToken, elems
 	ctxDecode := o.Depth
 	if ctxDecode == 0 {
@@ -570,8 +573,10 @@ func argmax(x []float32) int {
 
 // weightBytes returns the bytes of the model's weight matrices as loading holds them (a q8 scale
 // 4 bytes: a half in panels sits in its f32's memory), the bytes one decode step streams (the
-// layers' seven projections and the LM head, a q8 scale cpu.Q8ScaleBytes; the embedding is read
-// one row per token, so a tied LM head counts once) and the weights of the latter.
+// layers' seven projections and the LM head; the embedding is read one row per token, so a tied
+// LM head counts once) as the configuration and dtype give them, a q8 scale 4 bytes (where the
+// loaded matrices are at hand, Run counts them instead: streamedBytes), and the weights of the
+// latter.
 func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken, elems int64) {
 	H, I, V := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
 	qd, kvd := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
@@ -586,12 +591,25 @@ func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken, elems int64) {
 		}
 		return 2 * n
 	}
-	perToken = size(elems, cpu.Q8ScaleBytes())
-	total = size(elems, 4)
+	perToken = size(elems, 4)
+	total = perToken
 	if !c.TieWordEmbeddings {
 		total += size(V*H, 4)
 	}
 	return total, perToken, elems
+}
+
+// streamedBytes returns the bytes one decode step streams from w as loaded (cpu.Matrix.Bytes of
+// the layers' seven projections and the LM head): q8 scales as halves in the matrices held in
+// panels, as f32 in any left in rows.
+func streamedBytes(w qwen2.Weights) int64 {
+	n := w.LMHead.Bytes()
+	for _, ly := range w.Layers {
+		for _, m := range []*cpu.Matrix{ly.Q, ly.K, ly.V, ly.O, ly.Gate, ly.Up, ly.Down} {
+			n += m.Bytes()
+		}
+	}
+	return n
 }
 
 // loadAvg returns the 1-minute load average (/proc/loadavg), or -1 where it cannot be read.

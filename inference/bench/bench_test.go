@@ -2,8 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,7 +34,7 @@ func TestWeightBytes(t *testing.T) {
 	c := qwen2.Config{HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2, NumAttentionHeads: 4,
 		NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 1000}
 	elems := int64(2*(64*64+2*64*32+64*64+3*64*128) + 1000*64)
-	q8 := elems + int64(cpu.Q8ScaleBytes())*elems/32 // streamed: halves where the q8 weights are in panels
+	q8 := elems + 4*elems/32 // by the configuration: f32 scales (Run counts the loaded matrices instead)
 	for dt, per := range map[cpu.DType]int64{cpu.F32: 4 * elems, cpu.BF16: 2 * elems, cpu.Q8: q8} {
 		held := per // in memory: a q8 scale takes its f32's 4 bytes in either layout
 		if dt == cpu.Q8 {
@@ -255,5 +259,69 @@ func TestPairedDepthFloor(t *testing.T) {
 	}
 	if err := (&Options{Model: "m", Gen: 8, Depth: decodePrompt + 1, Repeat: 1, Paired: true}).Check(); err != nil {
 		t.Errorf("depth %d, paired: %v", decodePrompt+1, err)
+	}
+}
+
+// TestDecodeBytesAsLoaded: DecodeBytes counts each matrix as loaded. In the tiny checkpoint as
+// q8, one weight of layer 0's down projection is made 1e7, past what a half scale holds
+// (max|v|/127 > 65504), so that matrix stays in rows with f32 scales while the others go to panels
+// with half scales where the CPU's decode plan packs them: before, every scale counted at the
+// packed size.
+func TestDecodeBytesAsLoaded(t *testing.T) {
+	src := shared.Path(t, "models/tiny-qwen2-f32")
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "generation_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := int(binary.LittleEndian.Uint64(st))
+	var hdr map[string]json.RawMessage
+	if err := json.Unmarshal(st[8:8+hl], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	var down struct {
+		DType   string `json:"dtype"`
+		Shape   []int  `json:"shape"`
+		Offsets [2]int `json:"data_offsets"`
+	}
+	if err := json.Unmarshal(hdr["model.layers.0.mlp.down_proj.weight"], &down); err != nil || down.DType != "F32" {
+		t.Fatalf("down_proj: %+v, %v", down, err)
+	}
+	binary.LittleEndian.PutUint32(st[8+hl+down.Offsets[0]:], math.Float32bits(1e7))
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := qwen2.Load(dir, qwen2.Options{DType: qwen2.Q8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.Weights()
+	packed, downPacked := w.LMHead.Q8Panels, w.Layers[0].Down.Q8Panels
+	m.Close()
+	if downPacked {
+		t.Fatal("a down projection with a weight of 1e7 was packed in panels with half scales")
+	}
+	r, err := Run(context.Background(), Options{Model: dir, DType: qwen2.Q8, Gen: 2, Prompt: 0, Repeat: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elems := r.DecodeWeights
+	downElems := int64(down.Shape[0] * down.Shape[1])
+	want := elems + 4*elems/cpu.Q8Block // every scale f32: no panels on this CPU
+	if packed {
+		want = elems + 2*(elems-downElems)/cpu.Q8Block + 4*downElems/cpu.Q8Block
+	}
+	if r.DecodeBytes != want {
+		t.Errorf("decode bytes %d per token, want %d (panels %v; %d weights, %d of them in the down projection left in rows)", r.DecodeBytes, want, packed, elems, downElems)
 	}
 }

@@ -60,6 +60,13 @@ type Matrix struct {
 	Scales16 []uint16
 }
 
+// Bytes returns the bytes of w's data as held, which a matrix-vector product streams once: 4 a
+// weight in f32, 2 in bf16 or f16, and in q8 1 a weight plus 4 a block scale in rows (Scales) or
+// 2 in panels (Scales16).
+func (w *Matrix) Bytes() int64 {
+	return 4*int64(len(w.F32)) + 2*int64(len(w.U16)) + int64(len(w.Q8)) + 4*int64(len(w.Scales)) + 2*int64(len(w.Scales16))
+}
+
 // BF16ToF32 widens bfloat16 bits.
 func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
 

@@ -39,16 +39,6 @@ func PackQ8Panels(w *Matrix) bool {
 	return packQ8Panels(w)
 }
 
-// Q8ScaleBytes returns the bytes one q8 block scale of loaded weights takes: 2 (IEEE halves, in
-// panels) where PackQ8Panels packs, 4 (f32) elsewhere. A matrix with a scale no half holds stays
-// in rows at 4 (none that Quantize8 writes from weights below about 8.3e6).
-func Q8ScaleBytes() int {
-	if q8Panels() {
-		return 2
-	}
-	return 4
-}
-
 // q8Panels reports whether PackQ8Panels packs: the VNNI kernels are in use and the plan asks.
 func q8Panels() bool { return useVNNI() && DecodePlan().Q8Panels }
 
