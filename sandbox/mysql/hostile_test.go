@@ -209,6 +209,34 @@ func TestMySQLHostileDeadlines(t *testing.T) {
 	myCompareState(t, before, myServerState(t, admin, reader))
 }
 
+// TestMySQLBuildersRefused: the functions that build a value of up to 16 MiB from a few bytes,
+// which the reader may call (run unscreened as the reader here: each builds its megabytes), are
+// refused by the screen with the reason. Found by a red team: LOCATE over two SFORMAT pads
+// ('{:a>3000}b' in '{:a>3000000}') ran 6 s past a 1 s deadline as a runaway, a 70-byte
+// statement with no refused function; a needle of a megabyte in 16 MiB runs for hours.
+func TestMySQLBuildersRefused(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	db := dbs[0]
+	for _, p := range []struct {
+		q, why string
+		built  int64
+	}{
+		{"SELECT length(SFORMAT('{:a>4000000}', ''))", "SFORMAT", 4000000},
+		{"SELECT length(sformat /* gap */ ('{:a>4000000}', 'b'))", "SFORMAT", 4000000},
+		{"SELECT length(WEIGHT_STRING('a' AS CHAR(2000000)))", "WEIGHT_STRING", 4000000},
+		{"SELECT length(EXPORT_SET(-1, EXPORT_SET(-1, EXPORT_SET(-1, 'a', 'a', 'a', 64), 'a', 'a', 64), 'a', 'a', 64))", "EXPORT_SET", 524287},
+	} {
+		r, err := unscreened(context.Background(), db, p.q, 10*time.Second, 10)
+		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != p.built {
+			t.Errorf("%q unscreened as the reader: %+v, %v; want it to build %d bytes", p.q, r, err, p.built)
+		}
+		r = sandboxtest.MustExec(t, db, p.q, sandbox.ExecOptions{Timeout: time.Second})
+		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, p.why) {
+			t.Errorf("%q: %s %q, want it refused naming %s", p.q, r.Outcome, r.Error, p.why)
+		}
+	}
+}
+
 // TestMySQLRunaway: a statement the server cannot interrupt (ExtractValue, run unscreened over
 // a value sized to take a few seconds: 260² elements, 4.4 s on a Zen 5 where 180² took 1.2 s,
 // too close to the second the call waits for a killed thread to end) is killed at its deadline, its connection killed and

@@ -37,8 +37,11 @@ var mysqlRoleCatalogs = map[string]bool{
 // statement time limit of 1 s, KILL QUERY and KILL CONNECTION: XPath over a built-up XML value,
 // and REPLACE or REGEXP_REPLACE over a value of a megabyte (growing or shrinking it: each match
 // moves the rest of the value), run on for minutes to hours in a thread marked Killed, since the
-// server checks for a kill only between rows. REPEAT, LPAD, RPAD, SPACE, CAST(… AS BINARY(n))
-// and UNCOMPRESS build such values from a few bytes of text; BENCHMARK only spends server time.
+// server checks for a kill only between rows. REPEAT, LPAD, RPAD, SPACE, CAST(… AS BINARY(n)),
+// UNCOMPRESS, SFORMAT ('{:a>16000000}'), WEIGHT_STRING(… AS CHAR(n)) and nested EXPORT_SET build
+// such values from a few bytes of text (SFORMAT's made LOCATE run 6 s past a 1 s deadline from a
+// 70-byte statement); BENCHMARK only spends server time. Nesting (CONCAT in derived tables, HEX
+// of HEX) still builds them: the screen makes that longer to write, the share contains it.
 // Other functions are not interrupted either (LOCATE, SUBSTRING_INDEX and REVERSE over a value
 // built by nesting CONCAT): their threads are the runaways mysqlServer counts and contains.
 var mysqlDeniedCalls = map[string]string{
@@ -52,6 +55,9 @@ var mysqlDeniedCalls = map[string]string{
 	"space":          "SPACE builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"binary":         "BINARY(n) pads values to up to 16 MiB, over which MariaDB's string functions run on past the deadline and KILL",
 	"uncompress":     "UNCOMPRESS builds values of up to 16 MiB from a few kilobytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"sformat":        "SFORMAT pads values to up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"weight_string":  "WEIGHT_STRING(… AS CHAR(n)) pads values to up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"export_set":     "EXPORT_SET multiplies its strings by up to 128 in each call, building values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"benchmark":      "BENCHMARK only spends server time",
 }
 
