@@ -891,3 +891,58 @@ func TestPostgresJudgePairAfterSlotWait(t *testing.T) {
 		t.Errorf("after the gold waited for the slot: %+v, %v; want the prediction run and judged correct", v, err)
 	}
 }
+
+// pgJITProbe is a statement of about 60 KB (within textcap.SQL) whose plan's estimated cost
+// makes PostgreSQL compile it with LLVM, optimisation and inlining included: a sum of 1,000
+// CASE terms over 100,000 rows. LLVM checks for no interrupt: with jit on, it compiled for 20 s
+// past a 1 s statement_timeout (PostgreSQL 15); interpreted, the timeout stops it.
+func pgJITProbe() string {
+	var terms []string
+	for i, n := 1, 0; n < 60000; i++ {
+		term := fmt.Sprintf("(CASE WHEN g %% %d = %d THEN g * %d ELSE g - %d END)", i+1, i%7, i, i)
+		terms = append(terms, term)
+		n += len(term) + 3
+	}
+	return "SELECT sum(" + strings.Join(terms, " + ") + ") FROM generate_series(1, 100000) g"
+}
+
+// TestPostgresHostileUnchecked: statements PostgreSQL works on without checking for
+// interrupts, in time superlinear in their size, stopped by the deadline: the JIT, a 60 KB
+// expression that LLVM compiled for 10 to 20 s past a 1 s statement_timeout, is stopped at its
+// deadline, since executions run with jit off, its backend gone by the deadline plus 2 s.
+func TestPostgresHostileUnchecked(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	_, reader, dbs := pgHostileConnector(t, schemas)
+	const deadline, slack = time.Second, 2 * time.Second
+	probes := []struct{ q, want string }{
+		{"SELECT JIT", ""},
+	}
+	for i, p := range probes {
+		q := p.q
+		if q == "SELECT JIT" {
+			q = pgJITProbe()
+		}
+		marker := fmt.Sprintf("i26pg_u%d_%d", os.Getpid(), i)
+		start := time.Now()
+		r := sandboxtest.MustExec(t, dbs[0], "/* "+marker+" */ "+q, sandbox.ExecOptions{Timeout: deadline, MaxRows: 10})
+		t.Logf("%-60.60q %-8s %5dms %.100s", q, r.Outcome, time.Since(start).Milliseconds(), r.Error)
+		switch {
+		case p.want != "" && (r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, p.want) || !strings.Contains(r.Error, "cannot be stopped")):
+			t.Errorf("%.70q: %s %q, want it refused naming %s", q, r.Outcome, r.Error, p.want)
+		case p.want == "" && r.Outcome != sandbox.OutcomeTimeout:
+			t.Errorf("%.70q: %s %q, want it stopped at its deadline", q, r.Outcome, r.Error)
+		}
+		for {
+			_, active := backendsOf(t, admin, reader, marker)
+			if active == 0 {
+				break
+			}
+			if time.Since(start) > deadline+slack {
+				t.Errorf("%.70q: its backend still works %s after it started, past the deadline plus %s", q, time.Since(start).Round(time.Millisecond), slack)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
