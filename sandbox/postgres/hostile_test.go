@@ -906,16 +906,30 @@ func pgJITProbe() string {
 	return "SELECT sum(" + strings.Join(terms, " + ") + ") FROM generate_series(1, 100000) g"
 }
 
-// TestPostgresHostileUnchecked: statements PostgreSQL works on without checking for
-// interrupts, in time superlinear in their size, stopped by the deadline: the JIT, a 60 KB
-// expression that LLVM compiled for 10 to 20 s past a 1 s statement_timeout, is stopped at its
-// deadline, since executions run with jit off, its backend gone by the deadline plus 2 s.
+// TestPostgresHostileUnchecked: built-ins of the fourth review that PostgreSQL runs without
+// checking for interrupts, in time superlinear in their input, each of which ran seconds past
+// a 1 s statement_timeout unscreened (PostgreSQL 15, two busy cores): Unicode normalization of
+// a run of combining marks out of order (40,000 marks, 10 s), ts_rank of a query of 300 words
+// that each hold 256 positions (22 s), a multirange of 300,000 ranges read from a text (7 s)
+// or aggregated (4.5 s); each is refused with its reason, and its backend gone by the deadline
+// plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
+// its deadline, since executions run with jit off.
 func TestPostgresHostileUnchecked(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schemas := pgHostileSchemas(t, admin, 1)
 	_, reader, dbs := pgHostileConnector(t, schemas)
 	const deadline, slack = time.Second, 2 * time.Second
+	marks := "repeat(chr(769), 20000) || repeat(chr(790), 20000)" // acute (class 230), then grave below (220)
+	rank := "(SELECT string_agg('w' || g || ':' || (SELECT string_agg(p::text, ',') FROM generate_series(1, 256) p), ' ')::tsvector AS v, string_agg('w' || g, ' & ')::tsquery AS q FROM generate_series(1, 300) g)"
+	ranges := "(SELECT '{' || string_agg('[' || (-2 * g) || ',' || (-2 * g + 1) || ')', ',') || '}' AS m FROM generate_series(1, 300000) g)"
 	probes := []struct{ q, want string }{
+		{"SELECT length(normalize(" + marks + ", NFC))", "normalize"},
+		{"SELECT length(pg_catalog.normalize(" + marks + ", 'NFD'))", "normalize"},
+		{`SELECT length("normalize"(` + marks + "))", "normalize"},
+		{"SELECT ts_rank(v, q) FROM " + rank + " r", "ts_rank"},
+		{"SELECT length(m::int4multirange::text) FROM " + ranges + " r", "int4multirange"},
+		{"SELECT length(CAST(m AS pg_catalog.nummultirange)::text) FROM " + ranges + " r", "nummultirange"},
+		{"SELECT length(range_agg(int4range(-2 * g, -2 * g + 1))::text) FROM generate_series(1, 300000) g", "range_agg"},
 		{"SELECT JIT", ""},
 	}
 	for i, p := range probes {

@@ -85,6 +85,15 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT dist_ppoly(p, q) FROM t":                                                    "dist_ppoly",
 		"SELECT popen(x) FROM t":                                                            "popen",
 		"SELECT * FROM jsonb_to_record('{}') AS r(a polygon)":                               "polygon (a geometric type",
+		// quadratic or worse, unchecked: Unicode normalization, ts_rank, multiranges (fourth review)
+		"SELECT normalize(x, NFKC) FROM t":                         "normalize (Unicode normalization",
+		"SELECT pg_catalog.normalize(x) FROM t":                    "normalize (Unicode",
+		"SELECT ts_rank(to_tsvector(x), to_tsquery(y)) FROM t":     "ts_rank (it compares every position",
+		"SELECT x::int8multirange FROM t":                          "int8multirange (reading or aggregating a multirange",
+		"SELECT datemultirange(daterange(a, b)) FROM t":            "datemultirange",
+		"SELECT range_agg(int4range(a, b)) FROM t":                 "range_agg (reading",
+		"SELECT range_intersect_agg(int4range(a, b)) FROM t":       "range_intersect_agg",
+		"SELECT * FROM jsonb_to_record('{}') AS r(a tsmultirange)": "tsmultirange",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -116,6 +125,8 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT jsonb_build_object('a', 1) -> 'a', j ? 'k' FROM t",
 		"SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", "SELECT random() FROM t ORDER BY random()",
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
+		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
+		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
 	} {
 		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
 			t.Errorf("%s\n  refused: %s", q, why)
@@ -144,7 +155,8 @@ func TestPostgresUnstoppableCatalog(t *testing.T) {
 		'textlike', 'textnlike', 'texticlike', 'texticnlike', 'bytealike', 'byteanlike', 'namelike', 'namenlike', 'nameiclike',
 		'nameicnlike', 'bpcharlike', 'bpcharnlike', 'bpchariclike', 'bpcharicnlike', 'btrim', 'ltrim', 'rtrim', 'byteatrim',
 		'bytealtrim', 'byteartrim', 'translate', 'jsonb_contains', 'jsonb_contained', 'arraycontains', 'arraycontained',
-		'arrayoverlap', 'jsonb_exists_any', 'jsonb_exists_all', 'poly_overlap', 'poly_contain', 'poly_contained')`
+		'arrayoverlap', 'jsonb_exists_any', 'jsonb_exists_all', 'poly_overlap', 'poly_contain', 'poly_contained',
+		'unicode_normalize_func', 'ts_rank_tt', 'ts_rank_ttf', 'ts_rank_wtt', 'ts_rank_wttf')`
 	refusedAll := func(what string, qs []string) {
 		t.Helper()
 		t.Logf("%s: %d statements", what, len(qs))
@@ -182,6 +194,12 @@ func TestPostgresUnstoppableCatalog(t *testing.T) {
 		}
 	}
 	refusedAll("the functions that return arrays", arrays)
+	var multiranges []string
+	for _, f := range names(`SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_type r ON r.oid = p.prorettype
+		WHERE r.typtype = 'm' OR r.typname IN ('anymultirange', 'anycompatiblemultirange')`) {
+		multiranges = append(multiranges, fmt.Sprintf("SELECT %s(x) FROM t", f))
+	}
+	refusedAll("the functions that return multiranges", multiranges)
 }
 
 // pgArrayMakers are the functions of pg_catalog that return an array the screen lets through,

@@ -311,7 +311,8 @@ var pgSearchCalls = func() map[string]pgSearchCall {
 
 // pgRefusedCall refuses by name the functions behind the refused operators and types, the
 // array type casts written as calls (_int4('{1}')), parse_ident (an array of any length from
-// a text) and setseed, whose seed outlives the session's reset.
+// a text), normalize and ts_rank (quadratic, unchecked: normalize's reordering of combining
+// marks, ts_rank's pairs of query words), and setseed, whose seed outlives the session's reset.
 func pgRefusedCall(name string) string {
 	switch {
 	case name == "setseed":
@@ -328,6 +329,10 @@ func pgRefusedCall(name string) string {
 		return pgCannotStop(name + pgWhyOverlap)
 	case name == "jsonb_exists_any", name == "jsonb_exists_all":
 		return pgCannotStop(name + pgWhyKeyLists)
+	case name == "normalize":
+		return pgCannotStop("normalize (Unicode normalization puts each run of combining marks in order by swapping neighbours, quadratic in the run's length, without checking for interrupts; IS NORMALIZED stays allowed)")
+	case name == "ts_rank":
+		return pgCannotStop("ts_rank (it compares every position of every pair of the query's words without checking for interrupts; ts_rank_cd stays allowed)")
 	}
 	return ""
 }
