@@ -194,8 +194,12 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 		"ALTER ROLE " + role + " SET default_transaction_read_only = on",
 		"ALTER ROLE " + role + " SET idle_in_transaction_session_timeout = '1min'",
 	}
-	if superuser { // only a superuser may set it
-		settings = append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'")
+	if superuser { // only a superuser may set them
+		settings = append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'",
+			// The server log takes no error of the reader's, nor its statement: an error quotes
+			// the value it failed on whole (repeat('x', 50000000)::int wrote 50 MB to the log).
+			"ALTER ROLE "+role+" SET log_min_messages = fatal",
+			"ALTER ROLE "+role+" SET log_min_error_statement = fatal")
 	}
 	for _, q := range settings {
 		if err := exec(q); err != nil {
