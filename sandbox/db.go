@@ -102,9 +102,11 @@ type DB interface {
 
 // ErrBusy is wrapped by the error of an Exec whose statement got no execution slot of its engine
 // within its deadline, or (SQLite) found them all held by statements running past their own
-// deadlines (Runaways): the statement never ran, so this is the database's failure, never the
-// statement's timeout. It passes when those statements end; the caller tries again later (the
-// env answers 503 with Retry-After, batch jobs wait through Patient).
+// deadlines (Runaways), or (SQLite) ran out of the process's SQLite heap while other statements
+// held most of it: the statement never ran, or failed for what others held, so this is the
+// database's failure, never the statement's timeout or error. It passes when those statements
+// end; the caller tries again later (the env answers 503 with Retry-After, batch jobs wait
+// through Patient).
 var ErrBusy = errors.New("no execution slot free for the statement")
 
 // Runaways counts the statements of one dialect that outlived their deadline and everything

@@ -38,6 +38,7 @@ int sqlite3_set_clientdata(sqlite3*, const char*, void*, void (*)(void*));
 void *sqlite3_get_clientdata(sqlite3*, const char*);
 int sqlite3_strlike(const char*, const char*, unsigned int);
 int sqlite3_strglob(const char*, const char*);
+long long sqlite3_memory_used(void);
 
 #define CS_UTF8 1
 #define CS_DETERMINISTIC 0x000000800
@@ -395,6 +396,10 @@ func guardSQLite(c *sqlite3.SQLiteConn) error {
 	}
 	return nil
 }
+
+// sqliteHeapUsed is how many bytes of SQLite's heap are in use in the process, by every
+// connection (sqlite3_memory_used): what sqliteHeapLimit bounds.
+func sqliteHeapUsed() int64 { return int64(C.sqlite3_memory_used()) }
 
 // sqliteDeadline makes c's statements stop after timeout from now; zero removes the deadline.
 func sqliteDeadline(c *sqlite3.SQLiteConn, timeout time.Duration) error {

@@ -332,3 +332,70 @@ func TestSQLiteStoppedStream(t *testing.T) {
 	db := openChinookSQLite(t)
 	sandboxtest.StoppedStream(t, db, func(string) int { return int(db.runaways.Load()) })
 }
+
+// TestSQLiteHeapHeldByAnother: SQLite's heap cap (sqliteHeapLimit) is the process's, shared by
+// the statements of every task. A statement holding nearly all of it until its deadline (max()
+// over distinct 8 MB values, computed on the first row of a cross join that then runs on) made a
+// statement of another task, on another database, fail with "out of memory" as its own outcome,
+// an error it never ran into (an episode's turn, or its gold at the judge). That statement now
+// fails with sandbox.ErrBusy, the database's failure, which Patient tries again until it runs
+// once the holder ends; the holder keeps its own outcome, and a statement that runs out of the
+// heap by itself keeps its "out of memory".
+func TestSQLiteHeapHeldByAnother(t *testing.T) {
+	hog := openChinookSQLite(t)
+	other, err := Open(shared.Path(t, "data/multi/northwind/northwind.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	const victim = "SELECT octet_length(zeroblob(2000000) || x'00')" // 2 MB of heap
+	if r := sandboxtest.MustExec(t, other, victim, sandbox.ExecOptions{}); !r.OK() {
+		t.Fatalf("the other task's statement alone: %+v", r)
+	}
+	// The holder leaves margin of the cap free: less than the victim needs.
+	const margin = 512 << 10
+	var cols []string
+	for i, n := 0, sqliteHeapLimit-sqliteHeapUsed()-margin; n > 0; i++ {
+		// The last values are smaller, so that the copies one is built from fit in what is left.
+		size := min(n, 8_000_000, max(n/3, 64<<10))
+		cols = append(cols, fmt.Sprintf("max(CASE WHEN a.TrackId = 1 AND b.TrackId = 1 THEN zeroblob(%d + b.TrackId) || x'%02x' END)", size-2, i%256))
+		n -= size
+	}
+	const deadline = 15 * time.Second
+	held := make(chan *sandbox.Result, 1)
+	go func() {
+		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b", sandbox.ExecOptions{Timeout: deadline})
+		if err != nil {
+			r = &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error()}
+		}
+		held <- r
+	}()
+	for sqliteHeapUsed() < sqliteHeapLimit-2*margin {
+		select {
+		case r := <-held:
+			t.Fatalf("the holder ended before it held the heap: %s %q", r.Outcome, r.Error)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Logf("the holder holds %d MiB of SQLite's heap", sqliteHeapUsed()>>20)
+	r, err := other.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: 5 * time.Second})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "heap") {
+		t.Errorf("another task's statement while the heap is held: %+v, %v; want sandbox.ErrBusy saying the heap is held", r, err)
+	}
+	start := time.Now()
+	r, err = sandbox.Patient(other, 0).Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: 5 * time.Second})
+	if err != nil || !r.OK() || r.Rows[0][0] != int64(2000001) {
+		t.Errorf("the other task's statement through Patient: %+v, %v after %s", r, err, time.Since(start))
+	}
+	if r := <-held; r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("the holder: %s %q, want its timeout", r.Outcome, r.Error)
+	}
+	// A statement that runs out of the heap by itself (140 values of 8 MB at once) keeps its error.
+	var vals []string
+	for i := 0; i < 140; i++ {
+		vals = append(vals, fmt.Sprintf("zeroblob(%d) || x'00'", 8_000_000-i))
+	}
+	if r := sandboxtest.MustExec(t, hog, "SELECT "+strings.Join(vals, ", "), sandbox.ExecOptions{Timeout: deadline}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "out of memory") {
+		t.Errorf("a statement past the heap by itself: %s %q, want its out of memory", r.Outcome, r.Error)
+	}
+}

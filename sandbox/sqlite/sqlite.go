@@ -34,7 +34,9 @@ const (
 )
 
 // sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
-// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it.
+// columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it. Every
+// task's statements share it, so a statement that runs out of it while others hold most of it
+// fails with sandbox.ErrBusy, not with their "out of memory" (heapHeld).
 const sqliteHeapLimit = 1 << 30
 
 // sqliteReadDriver is go-sqlite3 with, on every connection, the limits above, no attached
@@ -160,6 +162,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
+		if busy := heapHeld(err); busy != nil {
+			return nil, busy
+		}
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
 	if err := conn.Raw(func(dc any) error { return sqliteDeadline(dc.(*sqlite3.SQLiteConn), timeout) }); err != nil {
@@ -195,7 +200,29 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return sandbox.TimedOut(timeout, res.Duration), nil
 	}
+	if busy := heapHeld(err); busy != nil {
+		return nil, busy
+	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
+}
+
+// heapHeld returns, for err of a statement whose memory is released (its rows closed, its
+// connection given back), an error wrapping sandbox.ErrBusy when err is SQLite's "out of memory"
+// and other statements of the process still hold more than half of SQLite's heap: the cap
+// (sqliteHeapLimit) is the process's, so one statement may hold nearly all of it until its
+// deadline, and the statement that then ran out is the database's failure, not its own (Patient
+// tries it again). A statement that ran out holding more than half itself keeps its error: nil.
+func heapHeld(err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || se.Code != sqlite3.ErrNomem {
+		return nil
+	}
+	used := sqliteHeapUsed()
+	if used <= sqliteHeapLimit/2 {
+		return nil
+	}
+	return fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
+		sandbox.ErrBusy, sqliteHeapLimit>>20, used>>20, err)
 }
 
 // await waits for the statement on conn to send on done, and releases conn. It abandons the
