@@ -18,8 +18,9 @@ import (
 // TestBrowserOtherOrigin puts headless Chromium where the attack happens: a page of another
 // origin (attacker.test, resolved to 127.0.0.1, and 127.0.0.1 on another port) tries to POST to
 // a guarded server on 127.0.0.1, as a simple text/plain request and as JSON (preflighted), and a
-// rebound name loads the server's own page. None reaches the handler; the server's own page
-// still can. It skips without Chromium ($CHAINEDSQL_CHROMIUM, else chromium on PATH).
+// rebound name loads the server's own page; and it loads an image, a no-cors fetch and a frame
+// of a GET the server acts on. None reaches the handler; a link followed from that page to the
+// server, and the server's own page, still do. It skips without Chromium ($CHAINEDSQL_CHROMIUM, else chromium on PATH).
 func TestBrowserOtherOrigin(t *testing.T) {
 	exe := os.Getenv("CHAINEDSQL_CHROMIUM")
 	if exe == "" {
@@ -32,6 +33,11 @@ func TestBrowserOtherOrigin(t *testing.T) {
 	target := http.NewServeMux()
 	target.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "<!doctype html><title>own</title><p>the server's own page</p>")
+	})
+	var got atomic.Int32 // GETs of /act, which acts as curate view's /api/results does (runs SQL)
+	target.HandleFunc("GET /act", func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.Header().Set("Content-Type", "image/gif")
 	})
 	target.HandleFunc("POST /x", func(w http.ResponseWriter, r *http.Request) {
 		ran.Add(1)
@@ -94,6 +100,28 @@ func TestBrowserOtherOrigin(t *testing.T) {
 				t.Errorf("from %s, %s %s: the page read 200", origin, c.ct, c.mode)
 			}
 		}
+	}
+	// A page elsewhere makes GETs it cannot read but the server would act on: an image, a no-cors
+	// fetch, a frame. None reaches the handler.
+	act := "http://127.0.0.1:" + port + "/act"
+	for _, origin := range []string{"http://attacker.test:" + attackerPort, attacker.URL} {
+		run(chromedp.Navigate(origin + "/"))
+		eval(fmt.Sprintf(`new Promise(done => { const i = new Image(); i.onload = i.onerror = () => done("img"); i.src = %q + "?img"; })`, act))
+		eval(fmt.Sprintf(`fetch(%q + "?fetch", {mode: "no-cors"}).then(() => "fetched", e => "error: " + e.message)`, act))
+		eval(fmt.Sprintf(`new Promise(done => { const f = document.createElement("iframe"); f.onload = () => done("frame"); f.src = %q + "?frame"; document.body.appendChild(f); setTimeout(() => done("frame timeout"), 5000); })`, act))
+		if n := got.Load(); n != 0 {
+			t.Fatalf("from %s: the GET handler ran %d times for another site's image, fetch or frame", origin, n)
+		}
+	}
+	// A link from another site to the server's page opens it in the tab.
+	run(chromedp.Navigate(attacker.URL + "/"))
+	eval(fmt.Sprintf(`(() => { const a = document.createElement("a"); a.href = %q; document.body.appendChild(a); a.click(); return "clicked"; })()`, act+"?link"))
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := got.Load(); n != 1 {
+		t.Errorf("a link followed from another site reached the handler %d times, want 1", n)
 	}
 	// DNS rebinding: the attacker's name on the server's port loads nothing of the server.
 	run(chromedp.Navigate("http://attacker.test:" + port + "/page"))

@@ -8,6 +8,12 @@
 //     to those) nor a name of Options.AllowHosts;
 //   - 403 when a browser says it comes from another origin (Sec-Fetch-Site, else Origin) on a
 //     method that is not GET, HEAD or OPTIONS;
+//   - 403 when a browser says it comes from another site (Sec-Fetch-Site cross-site or
+//     same-site: another port of localhost too) and it is not the load of a page in a tab
+//     (Sec-Fetch-Mode navigate, Sec-Fetch-Dest document): an <img>, <script>, <iframe> or no-cors
+//     fetch on another site's page sends a GET the page cannot read but the server acts on (curate
+//     view ran a row's final and gold SQL for one), and a page framed elsewhere can be clicked
+//     through (a browser too old to send Sec-Fetch-Site is not stopped here);
 //   - 401 when Options.APIKeys are set and it lacks "Authorization: Bearer KEY" with one of them;
 //   - 415 when it carries a body (POST, PUT, PATCH, or any method with one) whose Content-Type is
 //     not application/json (a browser sends text/plain across origins without asking first);
@@ -215,8 +221,22 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 				g.name, g.answers, r.Host))
 			return
 		}
+		// Other methods from another origin are the cross-origin protection's to refuse.
+		safe := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions
+		if site := r.Header.Get("Sec-Fetch-Site"); safe && (site == "cross-site" || site == "same-site") && !pageLoad(r) {
+			g.refuse(w, http.StatusForbidden, "cross_site", fmt.Sprintf("%s refuses requests another site's page makes (Sec-Fetch-Site %q, Sec-Fetch-Mode %q, Sec-Fetch-Dest %q): a web page cannot drive it; open its pages in a tab of their own",
+				g.name, site, r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Sec-Fetch-Dest")))
+			return
+		}
 		protected.ServeHTTP(w, r)
 	})
+}
+
+// pageLoad reports whether r is a browser loading a page into a tab or window of its own (a link
+// followed, an address typed): a GET or HEAD navigation whose destination is a document.
+func pageLoad(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
 }
 
 // answered lists the names g answers: the loopback names with its port, then the allowed
