@@ -17,8 +17,14 @@
 //   - 401 when Options.APIKeys are set and it lacks "Authorization: Bearer KEY" with one of them;
 //   - 415 when it carries a body (POST, PUT, PATCH, or any method with one) whose Content-Type is
 //     not application/json (a browser sends text/plain across origins without asking first);
-//   - 413 when its body is over Options.MaxBody, 408 when the body does not arrive within
-//     Options.BodyTimeout.
+//   - 413 when its body is over Options.MaxBody, or holds more JSON values than
+//     Options.MaxValues (each value a decoder makes into a Go value costs tens of bytes, so
+//     a body of "[{},{},…]" becomes tens of times its size in memory), 408 when the body does
+//     not arrive within Options.BodyTimeout;
+//   - 503 with Retry-After when the bodies of the requests in hand already hold
+//     Options.MaxBodies bytes and this one's (its Content-Length, else MaxBody) does not fit
+//     within the body timeout: a request's body counts from before it is read until its handler
+//     returns, so many clients sending large bodies at once cannot take the server's memory.
 //
 // Server puts a handler behind the guard on an http.Server with header and idle timeouts.
 // Client names the client a request comes from, for per-client limits. Any package serving HTTP
@@ -59,6 +65,11 @@ const (
 	IdleTimeout = 2 * time.Minute
 	// MaxHeaderBytes bounds a request's headers.
 	MaxHeaderBytes = 64 << 10
+	// DefaultMaxValues is Options.MaxValues' default: a chat request whose logit_bias names
+	// every token of a 152k vocabulary holds about 300,000.
+	DefaultMaxValues = 1 << 20
+	// DefaultMaxBodies is Options.MaxBodies' default.
+	DefaultMaxBodies = 256 << 20
 )
 
 // Options configure New.
@@ -76,6 +87,11 @@ type Options struct {
 	MaxBody int64
 	// BodyTimeout bounds reading a request body (default DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// MaxValues caps the JSON values of a request body (default DefaultMaxValues).
+	MaxValues int
+	// MaxBodies caps the bytes of the bodies of the requests in hand together (default
+	// DefaultMaxBodies, and never below MaxBody).
+	MaxBodies int64
 }
 
 // Guard checks requests before a handler sees them. Create it with New.
@@ -89,7 +105,13 @@ type Guard struct {
 	maxBody  int64
 	bodyWait time.Duration
 	cross    *http.CrossOriginProtection
+	values   int
+	bodies   chan struct{} // one token per byte would be too many: one per bodyUnit of MaxBodies
+	taking   chan struct{} // held while one request takes its tokens, so two never share the rest
 }
+
+// bodyUnit is the granularity of Options.MaxBodies: a body takes ⌈bytes/bodyUnit⌉ tokens.
+const bodyUnit = 64 << 10
 
 // New returns the guard of a server listening on addr (its port is the one loopback names must
 // carry). It refuses an empty API key or host name.
@@ -104,6 +126,14 @@ func New(addr net.Addr, o Options) (*Guard, error) {
 	if g.bodyWait <= 0 {
 		g.bodyWait = DefaultBodyTimeout
 	}
+	if g.values = o.MaxValues; g.values <= 0 {
+		g.values = DefaultMaxValues
+	}
+	bodies := o.MaxBodies
+	if bodies <= 0 {
+		bodies = DefaultMaxBodies
+	}
+	g.bodies, g.taking = make(chan struct{}, units(max(bodies, g.maxBody))), make(chan struct{}, 1)
 	if addr != nil {
 		if _, port, err := net.SplitHostPort(addr.String()); err == nil {
 			g.port = port
@@ -205,6 +235,11 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 				g.refuse(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: %s takes application/json request bodies", ct, g.name))
 				return
 			}
+			release, ok := g.holdBody(w, r)
+			if !ok {
+				return
+			}
+			defer release()
 			if !g.readBody(w, r) {
 				return
 			}
@@ -347,9 +382,90 @@ func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) bool {
 		g.refuse(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("reading the request body: %v", err))
 		return false
 	}
+	if n := jsonValues(body, g.values); n > g.values {
+		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body holds more than %d JSON values, %s's limit", g.values, g.name))
+		return false
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	return true
+}
+
+// units is the tokens of g.bodies n bytes take.
+func units(n int64) int { return int((n + bodyUnit - 1) / bodyUnit) }
+
+// holdBody takes room in g.bodies for r's body (its Content-Length, else MaxBody), waiting up to
+// the body timeout; release gives it back. Without room in time it answers 503 and returns false.
+func (g *Guard) holdBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	n := g.maxBody
+	if r.ContentLength >= 0 && r.ContentLength < n {
+		n = r.ContentLength
+	}
+	k := units(n)
+	taken := 0
+	release = func() {
+		for range taken {
+			<-g.bodies
+		}
+	}
+	if k == 0 {
+		return release, true
+	}
+	timer := time.NewTimer(g.bodyWait)
+	defer timer.Stop()
+	busy := func() (func(), bool) {
+		release()
+		w.Header().Set("Retry-After", "1")
+		g.refuse(w, http.StatusServiceUnavailable, "server_busy", fmt.Sprintf("%s holds as many request bodies as it may (%d MiB) and none ended within %s: try again", g.name, cap(g.bodies)*bodyUnit>>20, g.bodyWait))
+		return nil, false
+	}
+	select { // one taker at a time: two large bodies each holding part of the room would wait on each other
+	case g.taking <- struct{}{}:
+		defer func() { <-g.taking }()
+	case <-timer.C:
+		return busy()
+	case <-r.Context().Done():
+		return nil, false
+	}
+	for taken < k {
+		select {
+		case g.bodies <- struct{}{}:
+			taken++
+		case <-timer.C:
+			return busy()
+		case <-r.Context().Done():
+			release()
+			return nil, false
+		}
+	}
+	return release, true
+}
+
+// jsonValues counts the values of the JSON text b, stopping past limit: every value but a
+// container's first follows a comma, a container's first follows its bracket, so commas,
+// opening brackets and the top-level value, outside strings, bound them from above.
+func jsonValues(b []byte, limit int) int {
+	n, str, esc := 1, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case str:
+			switch c {
+			case '\\':
+				esc = true
+			case '"':
+				str = false
+			}
+		case c == '"':
+			str = true
+		case c == ',' || c == '[' || c == '{':
+			if n++; n > limit {
+				return n
+			}
+		}
+	}
+	return n
 }
 
 // refusal is the body of a refused request: the fields of both OpenAI's error shape (message,

@@ -257,3 +257,38 @@ func TestGuardBody(t *testing.T) {
 		t.Errorf("stalled headers: closed after %v (%v), want %v", took, err, HeaderTimeout)
 	}
 }
+
+// TestGuardValues: a body of more JSON values than MaxValues is 413 before the handler decodes
+// it; commas and brackets inside strings are not values.
+func TestGuardValues(t *testing.T) {
+	ts, _ := serve(t, Options{MaxValues: 5}, echo(0))
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	probe{name: "six values", method: "POST", body: `[{},{},{},{},{}]`, header: jsonCT, status: 413, says: "more than 5 JSON values"}.run(t, ts)
+	probe{name: "five values", method: "POST", body: `{"a":[1,2,3]}`, header: jsonCT, status: 200}.run(t, ts)
+	probe{name: "punctuation in strings", method: "POST", body: `{"a":"[,{,[,{,\",[,{"}`, header: jsonCT, status: 200}.run(t, ts)
+	if n := jsonValues([]byte(`[`+strings.Repeat(`{},`, 1000)+`{}]`), 1<<20); n != 1+1+1000+1001 {
+		t.Errorf("jsonValues of 1,001 objects in a list: %d, want an upper bound of 2,003 (1 + the bracket + 1,000 commas + 1,001 braces)", n)
+	}
+}
+
+// TestGuardBodiesHeld: while one request's body holds all of MaxBodies (its handler still
+// running), another with a body waits, and is 503 with Retry-After when none ends within the
+// body timeout; once the first ends, a body fits again. A request without a body never waits.
+func TestGuardBodiesHeld(t *testing.T) {
+	const unit = 64 << 10
+	ts, _ := serve(t, Options{MaxBody: unit, MaxBodies: unit, BodyTimeout: 300 * time.Millisecond}, echo(900*time.Millisecond))
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	done := make(chan map[string]any)
+	go func() {
+		done <- probe{name: "the holder", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	t0 := time.Now()
+	probe{name: "a second body", method: "POST", body: `{}`, header: jsonCT, status: 503, says: "request bodies"}.run(t, ts)
+	if d := time.Since(t0); d < 250*time.Millisecond {
+		t.Errorf("refused after %v, before the body timeout", d)
+	}
+	probe{name: "no body", method: "GET", status: 200}.run(t, ts)
+	<-done
+	probe{name: "after the holder", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+}
