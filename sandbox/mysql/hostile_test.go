@@ -240,7 +240,7 @@ func TestMySQLBuildersRefused(t *testing.T) {
 // TestMySQLRunaway: a statement the server cannot interrupt (ExtractValue, run unscreened over
 // a value sized to take a few seconds: 260² elements, 4.4 s on a Zen 5 where 180² took 1.2 s,
 // too close to the second the call waits for a killed thread to end) is killed at its deadline, its connection killed and
-// abandoned, and the call returns within the deadline + 1 s saying so; the thread, still on
+// abandoned, and the call returns soon after its two kill graces saying so; the thread, still on
 // the server, is counted as a runaway and holds a slot and a connection of the share until it
 // ends, then gives both back. Meanwhile, in a share of one statement slot, another statement
 // gets no slot by its deadline: sandbox.ErrBusy naming the runaway (the database's failure,
@@ -258,8 +258,10 @@ func TestMySQLRunaway(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s after %s: %s", r.Outcome, took, r.Error)
-	if r.Outcome != sandbox.OutcomeTimeout || !strings.Contains(r.Error, "runaway") || took > deadline+time.Second {
-		t.Fatalf("%s %q after %s, want a timeout naming the runaway within the deadline + 1 s", r.Outcome, r.Error, took)
+	// Two kill graces (KILL QUERY, then KILL CONNECTION) and their round trips; the slack is for
+	// a loaded machine (1.22 s was seen under CI beside other tests: the graces end at 1.0 s).
+	if limit := deadline + 2*mysqlKillGrace + 500*time.Millisecond; r.Outcome != sandbox.OutcomeTimeout || !strings.Contains(r.Error, "runaway") || took > limit {
+		t.Fatalf("%s %q after %s, want a timeout naming the runaway within %s (the deadline, two kill graces and slack)", r.Outcome, r.Error, took, limit)
 	}
 	got := c.Runaways(datasets.MySQL)
 	_, busy := myThreads(t, admin, reader)
