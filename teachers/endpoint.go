@@ -5,7 +5,7 @@
 //
 // A Client implements chat.Policy. It limits itself (a concurrency semaphore, RPM and TPM rate
 // limiters, and the provider's x-ratelimit-* headers), retries transient faults with exponential
-// backoff and full jitter (honouring Retry-After and retry-after-ms), sends plain or streamed
+// backoff and full jitter (honouring Retry-After and retry-after-ms up to MaxServerWait), sends plain or streamed
 // (SSE) requests, returns each reply as received (content, the separate reasoning text and the
 // field it came from, the finish reason), applies the configured policy to empty replies and to
 // finish_reason length/content_filter, and accounts usage and cost. Provider profiles (Profile)
@@ -153,7 +153,8 @@ type Endpoint struct {
 	// MaxRetries is the number of retries after the first attempt.
 	MaxRetries int `json:"max_retries" yaml:"max_retries"`
 	// BackoffBase and BackoffMax shape the backoff: attempt n sleeps a uniform random duration in
-	// [0, min(BackoffMax, BackoffBase·2^n)), or at least what Retry-After asks.
+	// [0, min(BackoffMax, BackoffBase·2^n)), or at least what Retry-After asks (at most
+	// MaxServerWait).
 	BackoffBase time.Duration `json:"backoff_base_ns" yaml:"backoff_base"`
 	BackoffMax  time.Duration `json:"backoff_max_ns" yaml:"backoff_max"`
 

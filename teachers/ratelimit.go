@@ -115,7 +115,8 @@ func headerInt(h http.Header, names ...string) (int, bool) {
 	for _, n := range names {
 		if v := strings.TrimSpace(h.Get(n)); v != "" {
 			if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) {
-				return int(f), true
+				// Clamped first: a count past int's range converts to anything.
+				return int(max(-1e12, min(f, 1e12))), true
 			}
 		}
 	}
@@ -124,8 +125,19 @@ func headerInt(h http.Header, names ...string) (int, bool) {
 
 // headerReset reads a reset time: a Go-style duration as OpenAI sends ("1s", "6m0s", "20ms"),
 // or a number, which is seconds from now below 1e9, Unix seconds below 1e12 and Unix
-// milliseconds above (OpenRouter).
+// milliseconds above (OpenRouter). A reset later than maxServerWait from now is read as then.
 func headerReset(h http.Header, now time.Time, names ...string) (time.Time, bool) {
+	at, ok := parseReset(h, now, names...)
+	if ok {
+		if limit := now.Add(maxServerWait); at.After(limit) {
+			at = limit
+		}
+	}
+	return at, ok
+}
+
+// parseReset is headerReset's reading, not yet bounded.
+func parseReset(h http.Header, now time.Time, names ...string) (time.Time, bool) {
 	for _, n := range names {
 		v := strings.TrimSpace(h.Get(n))
 		if v == "" {
@@ -137,9 +149,10 @@ func headerReset(h http.Header, now time.Time, names ...string) (time.Time, bool
 				return now.Add(time.Duration(f * float64(time.Second))), true
 			case f < 1e12:
 				return time.Unix(int64(f), 0), true
-			default:
+			case f < 1e15:
 				return time.UnixMilli(int64(f)), true
 			}
+			continue // past any date in Unix milliseconds: not a reset time
 		}
 		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 			return now.Add(d), true

@@ -45,14 +45,38 @@ func (c *Client) canceled(ctx context.Context, what string, err error) *fault {
 	return &fault{reason: ReasonCanceled, cause: cause, msg: fmt.Sprintf("%s: %v", what, err)}
 }
 
-// retryAfter reads retry-after-ms (OpenAI) or Retry-After (seconds or an HTTP date); 0 if absent.
+// MaxServerWait is the longest a provider's word makes a request wait: a Retry-After or
+// retry-after-ms, or an x-ratelimit reset time, asking for longer is honoured for this long (a
+// retry then asks again, within max_retries). Without it a provider's "Retry-After: 31536000",
+// or a reset time years away with nothing left, held the call (and, with rate-limit headers,
+// every call of the client) for that long: distill has no deadline of its own on a call.
+const MaxServerWait = 10 * time.Minute
+
+// maxServerWait is MaxServerWait; tests shorten it.
+var maxServerWait = MaxServerWait
+
+// serverSeconds converts a provider's count of seconds to a wait within [0, maxServerWait];
+// the conversion is done in floating point first, so a count past time.Duration's range waits
+// maxServerWait instead of overflowing.
+func serverSeconds(s float64) time.Duration {
+	if !(s > 0) {
+		return 0
+	}
+	if s >= maxServerWait.Seconds() {
+		return maxServerWait
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// retryAfter reads retry-after-ms (OpenAI) or Retry-After (seconds or an HTTP date); 0 if absent,
+// at most maxServerWait.
 func retryAfter(h http.Header) time.Duration {
 	if h == nil {
 		return 0
 	}
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+			return serverSeconds(ms / 1000)
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -60,13 +84,10 @@ func retryAfter(h http.Header) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
+		return serverSeconds(s)
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
+		return min(max(0, time.Until(t)), maxServerWait)
 	}
 	return 0
 }

@@ -1,0 +1,144 @@
+package teachers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+)
+
+// hostileOK is a whole completion whose reply distill would keep.
+const hostileOK = `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`
+
+// hostileServer answers each request with first(n), n counting from 1.
+func hostileServer(t *testing.T, first func(w http.ResponseWriter, n int64)) *httptest.Server {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first(w, n.Add(1))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// hostileClient is a client of srv with fast backoff and no deadline from its caller, as distill
+// calls it.
+func hostileClient(t *testing.T, srv *httptest.Server) *Client {
+	t.Helper()
+	c, err := New(Endpoint{Name: "hostile", BaseURL: srv.URL, Model: "m", MaxConcurrency: 2, MaxRetries: 2,
+		BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// chatWithin runs c.Chat with a context without a deadline (distill's) and fails the test when it
+// has not returned within d.
+func chatWithin(t *testing.T, c *Client, d time.Duration) (chat.Reply, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		rep chat.Reply
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		rep, err := c.Chat(ctx, []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		done <- result{rep, err}
+	}()
+	select {
+	case r := <-done:
+		return r.rep, r.err
+	case <-time.After(d):
+		cancel()
+		<-done
+		t.Fatalf("Chat still waiting after %v (the provider's wait is not bounded)", time.Since(start).Round(time.Millisecond))
+		return chat.Reply{}, nil
+	}
+}
+
+// TestHostileWaitsBounded: a provider's Retry-After, retry-after-ms or rate-limit reset time
+// asking for years (or past time.Duration's range) is honoured for maxServerWait at most. Before
+// the bound, a 429 with "Retry-After: 31536000" held distill's call (no deadline) for a year:
+// measured through the built binaries, one request and then nothing until SIGINT; a 200 with
+// x-ratelimit-remaining-requests 0 and a reset 99999999 s away held every later request.
+func TestHostileWaitsBounded(t *testing.T) {
+	old := maxServerWait
+	maxServerWait = 200 * time.Millisecond
+	t.Cleanup(func() { maxServerWait = old })
+
+	farDate := time.Now().AddDate(50, 0, 0).UTC().Format(http.TimeFormat)
+	refusals := []struct {
+		name   string
+		status int
+		header map[string]string
+	}{
+		{"429 Retry-After a year", 429, map[string]string{"Retry-After": "31536000"}},
+		{"503 Retry-After past Duration", 503, map[string]string{"Retry-After": "1e12"}},
+		{"429 Retry-After a date in 50 years", 429, map[string]string{"Retry-After": farDate}},
+		{"429 retry-after-ms a century", 429, map[string]string{"Retry-After-Ms": "3.2e12"}},
+		{"429 Retry-After a year with rate-limit headers", 429, map[string]string{"Retry-After": "31536000",
+			"X-Ratelimit-Remaining-Requests": "5", "X-Ratelimit-Reset-Requests": "1s"}},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+				if n == 1 {
+					for k, v := range tc.header {
+						w.Header().Set(k, v)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.status)
+					fmt.Fprint(w, `{"error":{"message":"slow down"}}`)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, hostileOK)
+			})
+			c := hostileClient(t, srv)
+			for range 2 { // the second call meets what the first left in the pacer
+				if rep, err := chatWithin(t, c, 5*time.Second); err != nil || rep.Content == "" {
+					t.Fatalf("reply %q, error %v", rep.Content, err)
+				}
+			}
+		})
+	}
+
+	// Rate-limit headers saying nothing is left until years from now (seconds, Unix seconds,
+	// a Go duration of 2,500,000 hours): the next request waits maxServerWait at most.
+	for _, reset := range []string{"99999999", "999999999999", "2500000h"} {
+		t.Run("reset "+reset, func(t *testing.T) {
+			srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+				w.Header().Set("X-Ratelimit-Remaining-Requests", "0")
+				w.Header().Set("X-Ratelimit-Reset-Requests", reset)
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, hostileOK)
+			})
+			c := hostileClient(t, srv)
+			for range 3 {
+				if _, err := chatWithin(t, c, 5*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestHostileRemainingOverflow: a remaining count past int's range ("1e300") means plenty left,
+// never nothing left (before, the conversion wrapped it to the lowest int).
+func TestHostileRemainingOverflow(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-Ratelimit-Remaining-Requests", "1e300")
+	if n, ok := headerInt(h, "X-Ratelimit-Remaining-Requests"); !ok || n <= 0 {
+		t.Fatalf("remaining 1e300 read as %d", n)
+	}
+}
