@@ -117,35 +117,54 @@ func (a *assembly) pickReasoning(order []string) (text, source string) {
 	return "", ""
 }
 
+// Bounds on the usage a provider reports for one response, so that the sums of a run (a
+// trajectory's, usage.json's, Stats) stay finite and within int: a count outside [0,
+// maxReportedTokens] is cut into it, and a cost outside [0, maxReportedCost] USD is not
+// believed (the endpoint's prices apply). Before them, "cost": 1e308 on two replies summed to
+// +Inf, which JSON cannot hold: every trajectory failed to encode and usage.json could not be
+// written, ending the run; token counts of 2^63-1 wrapped the run's totals negative.
+const (
+	maxReportedTokens = 1 << 31
+	maxReportedCost   = 1e6
+)
+
+// reportedTokens is a provider's token count cut into [0, maxReportedTokens].
+func reportedTokens(n int) int { return max(0, min(n, maxReportedTokens)) }
+
 // chatUsage converts the wire usage; cached prompt tokens come from prompt_tokens_details or
 // DeepSeek's prompt_cache_hit_tokens, reasoning tokens from completion_tokens_details or
 // SGLang's usage.reasoning_tokens. reported is OpenRouter's usage.cost when present, its
-// upstream charge added on a BYOK request.
+// upstream charge added on a BYOK request. Every count and the cost are bounded (see
+// maxReportedTokens).
 func (a *assembly) chatUsage() (u chat.Usage, reported *float64) {
 	w := a.usage
 	if w == nil {
 		return u, nil
 	}
-	u.PromptTokens, u.CompletionTokens = w.PromptTokens, w.CompletionTokens
+	u.PromptTokens, u.CompletionTokens = reportedTokens(w.PromptTokens), reportedTokens(w.CompletionTokens)
 	if d := w.CompletionTokensDetails; d != nil {
-		u.ReasoningTokens = d.ReasoningTokens
+		u.ReasoningTokens = reportedTokens(d.ReasoningTokens)
 	}
 	if w.ReasoningTokens != nil && u.ReasoningTokens == 0 {
-		u.ReasoningTokens = *w.ReasoningTokens
+		u.ReasoningTokens = reportedTokens(*w.ReasoningTokens)
 	}
 	if d := w.PromptTokensDetails; d != nil {
-		u.CachedTokens = d.CachedTokens
+		u.CachedTokens = reportedTokens(d.CachedTokens)
 	}
 	if w.PromptCacheHitTokens != nil && u.CachedTokens == 0 {
-		u.CachedTokens = *w.PromptCacheHitTokens
+		u.CachedTokens = reportedTokens(*w.PromptCacheHitTokens)
 	}
-	if w.Cost != nil && w.IsBYOK != nil && *w.IsBYOK && w.CostDetails != nil && w.CostDetails.UpstreamInferenceCost != nil {
+	cost := w.Cost
+	if cost != nil && w.IsBYOK != nil && *w.IsBYOK && w.CostDetails != nil && w.CostDetails.UpstreamInferenceCost != nil {
 		// What the request cost the user: OpenRouter's fee plus the upstream charge to the
 		// user's key (on OpenRouter's own credits upstream_inference_cost repeats cost).
 		total := *w.Cost + *w.CostDetails.UpstreamInferenceCost
-		return u, &total
+		cost = &total
 	}
-	return u, w.Cost
+	if cost != nil && !(*cost >= 0 && *cost <= maxReportedCost) {
+		return u, nil
+	}
+	return u, cost
 }
 
 // finishRule is how a provider's finish reason is treated.
