@@ -17,6 +17,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oai"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // maxResponseBytes bounds a response body; a larger one is treated as malformed.
@@ -265,13 +266,16 @@ func (c *Client) request(msgs []chat.Message, opts chat.Options) ([]byte, int, *
 	return body, est, nil
 }
 
-// fail records a terminal fault and turns it into an *Error.
+// fail records a terminal fault and turns it into an *Error, its message redacted, then cut at
+// textcap.Error: a provider's error message is whatever it sent (up to maxResponseBytes), and
+// the early stop prints it.
 func (c *Client) fail(f *fault, attempts int) error {
 	c.mu.Lock()
 	c.st.Failed++
 	inc(&c.st.FailuresByReason, f.reason)
 	c.mu.Unlock()
-	return &Error{Teacher: c.ep.Name, Reason: f.reason, Status: f.status, Attempts: attempts, Message: c.redact(f.msg), cause: f.cause}
+	return &Error{Teacher: c.ep.Name, Reason: f.reason, Status: f.status, Attempts: attempts,
+		Message: textcap.Cut(c.redact(f.msg), textcap.Error), cause: f.cause}
 }
 
 // redact removes the key from s (a server or proxy might echo it).

@@ -40,7 +40,8 @@ type Error struct {
 	Status int
 	// Attempts is how many requests were sent.
 	Attempts int
-	// Message is the server's error message or the transport error, key redacted.
+	// Message is the server's error message or the transport error, key redacted, at most
+	// textcap.Error bytes.
 	Message string
 	// cause is kept only for context errors, so errors.Is(err, context.Canceled) works.
 	cause error

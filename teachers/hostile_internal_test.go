@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // hostileOK is a whole completion whose reply distill would keep.
@@ -140,5 +142,58 @@ func TestHostileRemainingOverflow(t *testing.T) {
 	h.Set("X-Ratelimit-Remaining-Requests", "1e300")
 	if n, ok := headerInt(h, "X-Ratelimit-Remaining-Requests"); !ok || n <= 0 {
 		t.Fatalf("remaining 1e300 read as %d", n)
+	}
+}
+
+// TestHostileErrorMessageBounded: a provider's error message is cut at textcap.Error in the
+// *Error, after the key is redacted (so no prefix of a key straddling the cut survives). Before,
+// a 400 whose error.message was 60 MiB came back whole: distill's early stop printed 62,915,178
+// bytes on stderr.
+func TestHostileErrorMessageBounded(t *testing.T) {
+	const key = "sk-hostile-0123456789abcdef"
+	t.Setenv("HOSTILE_TEST_KEY", key)
+	// The key straddles the cut: a cut before redaction would keep its first bytes.
+	msg := strings.Repeat("E", textcap.Error-40) + key + strings.Repeat("E", 4<<20)
+	body := fmt.Sprintf(`{"error":{"message":%q}}`, msg)
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		reply  func(w http.ResponseWriter)
+	}{
+		{"400", false, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			fmt.Fprint(w, body)
+		}},
+		{"500", false, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(500)
+			fmt.Fprint(w, body)
+		}},
+		{"stream error event", true, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", body)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := hostileServer(t, func(w http.ResponseWriter, n int64) { tc.reply(w) })
+			c, err := New(Endpoint{Name: "hostile", BaseURL: srv.URL, Model: "m", APIKeyEnv: "HOSTILE_TEST_KEY",
+				MaxConcurrency: 1, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+				Timeout: 5 * time.Second, Stream: tc.stream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if n := len(err.(*Error).Message); n > textcap.Error {
+				t.Errorf("the message is %d bytes, over %d", n, textcap.Error)
+			}
+			if s := err.Error(); strings.Contains(s, key[:8]) {
+				t.Errorf("a prefix of the key is in the error: %q", s[max(0, strings.Index(s, key[:8])-20):])
+			}
+		})
 	}
 }
