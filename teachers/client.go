@@ -110,7 +110,7 @@ func New(e Endpoint) (*Client, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	// The per-attempt context carries e.Timeout; the client timeout is a backstop a little longer.
-	hc := &http.Client{Transport: tr, Timeout: e.Timeout + 5*time.Second}
+	hc := &http.Client{Transport: tr, Timeout: e.Timeout + 5*time.Second, CheckRedirect: sameOriginRepost}
 	c := &Client{
 		ep:  e,
 		key: key,

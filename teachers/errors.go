@@ -26,7 +26,7 @@ const (
 	ReasonLength        = "length"         // finish_reason length (Endpoint.OnLength)
 	ReasonContentFilter = "content_filter" // finish_reason content_filter (Endpoint.OnContentFilter)
 	ReasonAuth          = "auth"           // HTTP 401/403: not retried
-	ReasonClient        = "client_error"   // other HTTP 4xx: not retried
+	ReasonClient        = "client_error"   // other HTTP 4xx, and a 3xx not followed: not retried
 	ReasonCanceled      = "canceled"       // the caller's context ended
 )
 
@@ -63,7 +63,8 @@ func (e *Error) Error() string {
 }
 
 // Permanent reports whether the same request would fail again whatever the timing: an
-// authentication or client error (HTTP 4xx other than 408 and 429). distill stops a run whose
+// authentication or client error (HTTP 4xx other than 408 and 429), or a redirect the client
+// does not follow (HTTP 3xx). distill stops a run whose
 // first episodes of a teacher all fail with one (distill.StopAfterSameErrors).
 func (e *Error) Permanent() bool { return e.Reason == ReasonAuth || e.Reason == ReasonClient }
 
@@ -74,6 +75,8 @@ func (e *Error) Hint() string {
 	}
 	msg := strings.ToLower(e.Message)
 	switch {
+	case e.Status >= 300 && e.Status < 400:
+		return fmt.Sprintf("set teacher %s's base_url to where its endpoint redirects (a redirect to another scheme, host or port, or one that drops the request body, is not followed)", e.Teacher)
 	case e.Reason == ReasonAuth:
 		return fmt.Sprintf("check teacher %s's API key (the variable api_key_env names, or CHAINEDSQL_%s_API_KEY) and that it may use its model", e.Teacher, EnvName(e.Teacher))
 	case strings.Contains(msg, "enable_thinking") && strings.Contains(msg, "stream"):

@@ -2,7 +2,9 @@ package teachers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -195,5 +197,77 @@ func TestHostileErrorMessageBounded(t *testing.T) {
 				t.Errorf("a prefix of the key is in the error: %q", s[max(0, strings.Index(s, key[:8])-20):])
 			}
 		})
+	}
+}
+
+// TestHostileRedirects: the client follows a redirect only when it repeats the request (307,
+// 308) to the same scheme, host and port. Before, a 307 to another port of the same host got
+// the request with its Authorization header (Go keeps it for the same host name), and a 302
+// turned into a GET without the prompt whose 200 reply was kept as the teacher's.
+func TestHostileRedirects(t *testing.T) {
+	const key = "sk-redirect-secret"
+	t.Setenv("HOSTILE_TEST_KEY", key)
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("another port got the key: %s %s", r.Method, r.URL)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, hostileOK)
+	}))
+	defer other.Close()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/chat/completions": // the redirect the case names
+			switch r.URL.Query().Get("to") {
+			case "other":
+				http.Redirect(w, r, other.URL+"/v1/chat/completions", http.StatusTemporaryRedirect)
+			case "get":
+				http.Redirect(w, r, srv.URL+"/landing", http.StatusFound)
+			case "same":
+				http.Redirect(w, r, srv.URL+"/moved/chat/completions", http.StatusPermanentRedirect)
+			}
+		case "/landing": // a GET without the prompt, answered as if it had one
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, hostileOK)
+		case "/moved/chat/completions":
+			b, _ := io.ReadAll(r.Body)
+			if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+key || !strings.Contains(string(b), `"messages"`) {
+				t.Errorf("the repeated request lost its method, key or body: %s, %d bytes", r.Method, len(b))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, hostileOK)
+		}
+	}))
+	defer srv.Close()
+	chatTo := func(to string) (chat.Reply, error) {
+		// The case rides on the query string, which a base URL cannot carry (the client appends
+		// /chat/completions to it), so it is added to the client's URL.
+		c, err := New(Endpoint{Name: "hostile", BaseURL: srv.URL + "/v1", Model: "m", APIKeyEnv: "HOSTILE_TEST_KEY",
+			MaxConcurrency: 1, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.url += "?to=" + to
+		return c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+	}
+	for _, to := range []string{"other", "get"} {
+		rep, err := chatTo(to)
+		var te *Error
+		if err == nil || !errors.As(err, &te) {
+			t.Fatalf("redirect %s: reply %q kept, error %v", to, rep.Content, err)
+		}
+		if !te.Permanent() || te.Status/100 != 3 || te.Attempts != 1 || !strings.Contains(te.Message, "redirects to") {
+			t.Errorf("redirect %s: %+v", to, te)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the other port got %d requests", n)
+	}
+	if rep, err := chatTo("same"); err != nil || rep.Content == "" {
+		t.Fatalf("a 308 to the same origin: %q %v", rep.Content, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // capture holds what one attempt's exchange saw, for the reply and the fault classification.
@@ -61,6 +63,11 @@ func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *asse
 	}
 	defer resp.Body.Close()
 	cp.status, cp.header = resp.StatusCode, resp.Header
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// A redirect sameOriginRepost does not follow.
+		return &statusError{status: resp.StatusCode, msg: "the endpoint redirects to " +
+			textcap.Cut(redactURL(resp.Header.Get("Location")), 500) + ", which is not followed"}
+	}
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
 		b, err := readBody(resp.Body)
 		if err != nil {
@@ -74,6 +81,20 @@ func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *asse
 	ib := newIdleBody(resp.Body, cp.idle, func() { cp.cancel(errStreamIdle) })
 	defer ib.Close()
 	return readStream(resp.Header, ib, cp, a)
+}
+
+// sameOriginRepost is the client's redirect policy: a redirect is followed only when it sends
+// the same request again (307, 308: the method and body kept) to the same scheme, host and port,
+// at most 10 times; any other comes back as the 3xx it is, a failure (exchange). Go's default
+// followed every redirect: it sent the Authorization header to any port of the same host name,
+// over http from an https base URL too, and turned a 302 or 303 into a GET without the prompt,
+// whose 200 would have been kept as the teacher's reply.
+func sameOriginRepost(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) >= 10 || req.Method != first.Method || req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // statusMessage is the message of a failure response: the provider's error message when the
