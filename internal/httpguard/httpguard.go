@@ -22,9 +22,9 @@
 //     a body of "[{},{},…]" becomes tens of times its size in memory), 408 when the body does
 //     not arrive within Options.BodyTimeout;
 //   - 503 with Retry-After when the bodies of the requests in hand already hold
-//     Options.MaxBodies bytes and this one's (its Content-Length, else MaxBody) does not fit
-//     within the body timeout: a request's body counts from before it is read until its handler
-//     returns, so many clients sending large bodies at once cannot take the server's memory.
+//     Options.MaxBodies bytes: a body takes room as its bytes arrive (what a request only
+//     claims in its Content-Length takes none) and keeps it until its handler returns, so many
+//     clients sending large bodies at once cannot take the server's memory.
 //
 // Server puts a handler behind the guard on an http.Server with header and idle timeouts.
 // Client names the client a request comes from, for per-client limits. Any package serving HTTP
@@ -107,7 +107,6 @@ type Guard struct {
 	cross    *http.CrossOriginProtection
 	values   int
 	bodies   chan struct{} // one token per byte would be too many: one per bodyUnit of MaxBodies
-	taking   chan struct{} // held while one request takes its tokens, so two never share the rest
 }
 
 // bodyUnit is the granularity of Options.MaxBodies: a body takes ⌈bytes/bodyUnit⌉ tokens.
@@ -133,7 +132,7 @@ func New(addr net.Addr, o Options) (*Guard, error) {
 	if bodies <= 0 {
 		bodies = DefaultMaxBodies
 	}
-	g.bodies, g.taking = make(chan struct{}, units(max(bodies, g.maxBody))), make(chan struct{}, 1)
+	g.bodies = make(chan struct{}, units(max(bodies, g.maxBody)))
 	if addr != nil {
 		if _, port, err := net.SplitHostPort(addr.String()); err == nil {
 			g.port = port
@@ -235,14 +234,11 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 				g.refuse(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: %s takes application/json request bodies", ct, g.name))
 				return
 			}
-			release, ok := g.holdBody(w, r)
+			release, ok := g.readBody(w, r)
 			if !ok {
 				return
 			}
 			defer release()
-			if !g.readBody(w, r) {
-				return
-			}
 		}
 		if client != "" {
 			r = r.WithContext(context.WithValue(r.Context(), clientKey{}, client))
@@ -355,90 +351,91 @@ func isJSON(ct string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// readBody reads r's body whole within the body timeout and the size limit and gives it back to
-// r; on failure it answers the request and returns false.
-func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) bool {
+// readBody reads r's body whole within the body timeout, the size limit and the room among the
+// bodies in hand, and gives it back to r; release gives its room back once the handler is done.
+// On failure it answers the request and returns false.
+func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	if r.ContentLength > g.maxBody {
 		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body of %d bytes is over %s's limit of %d", r.ContentLength, g.name, g.maxBody))
-		return false
+		return nil, false
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyWait)) == nil // a ResponseRecorder has none
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	room := &roomReader{r: http.MaxBytesReader(w, r.Body, g.maxBody), bodies: g.bodies}
+	release = room.release
+	body, err := io.ReadAll(room)
 	if deadline {
 		rc.SetReadDeadline(time.Time{}) // the handler may run long (net/http clears it too once the body ends)
 	}
 	var tooBig *http.MaxBytesError
 	var ne net.Error
 	switch {
+	case errors.Is(err, errNoRoom):
+		release()
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		w.Header().Set("Retry-After", "1")
+		g.refuse(w, http.StatusServiceUnavailable, "server_busy", fmt.Sprintf("%s holds as many request bodies as it may (%d KiB): try again", g.name, cap(g.bodies)*bodyUnit>>10))
+		return nil, false
 	case errors.As(err, &tooBig):
+		release()
 		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over %s's limit of %d bytes", g.name, g.maxBody))
-		return false
+		return nil, false
 	case errors.As(err, &ne) && ne.Timeout():
+		release()
 		w.Header().Set("Connection", "close")
 		g.refuse(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("request body not received within %s", g.bodyWait))
-		return false
+		return nil, false
 	case err != nil:
+		release()
 		g.refuse(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("reading the request body: %v", err))
-		return false
+		return nil, false
 	}
 	if n := jsonValues(body, g.values); n > g.values {
+		release()
 		g.refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body holds more than %d JSON values, %s's limit", g.values, g.name))
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	return true
+	return release, true
 }
 
 // units is the tokens of g.bodies n bytes take.
 func units(n int64) int { return int((n + bodyUnit - 1) / bodyUnit) }
 
-// holdBody takes room in g.bodies for r's body (its Content-Length, else MaxBody), waiting up to
-// the body timeout; release gives it back. Without room in time it answers 503 and returns false.
-func (g *Guard) holdBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
-	n := g.maxBody
-	if r.ContentLength >= 0 && r.ContentLength < n {
-		n = r.ContentLength
-	}
-	k := units(n)
-	taken := 0
-	release = func() {
-		for range taken {
-			<-g.bodies
-		}
-	}
-	if k == 0 {
-		return release, true
-	}
-	timer := time.NewTimer(g.bodyWait)
-	defer timer.Stop()
-	busy := func() (func(), bool) {
-		release()
-		w.Header().Set("Retry-After", "1")
-		g.refuse(w, http.StatusServiceUnavailable, "server_busy", fmt.Sprintf("%s holds as many request bodies as it may (%d MiB) and none ended within %s: try again", g.name, cap(g.bodies)*bodyUnit>>20, g.bodyWait))
-		return nil, false
-	}
-	select { // one taker at a time: two large bodies each holding part of the room would wait on each other
-	case g.taking <- struct{}{}:
-		defer func() { <-g.taking }()
-	case <-timer.C:
-		return busy()
-	case <-r.Context().Done():
-		return nil, false
-	}
-	for taken < k {
+// errNoRoom ends a body's read when the bodies in hand hold all of Options.MaxBodies.
+var errNoRoom = errors.New("no room for the request body")
+
+// roomReader reads a body, taking a token of bodies for each bodyUnit of the bytes read as they
+// arrive, without waiting: when none is free it fails with errNoRoom. A body so takes room for
+// what it sent, not for what its Content-Length claims (a client that sends headers and then
+// nothing holds none), and no reader waits on another's part (none can deadlock).
+type roomReader struct {
+	r      io.Reader
+	bodies chan struct{}
+	n      int64 // bytes read
+	held   int   // tokens taken
+}
+
+func (rr *roomReader) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	rr.n += int64(n)
+	for rr.held < units(rr.n) {
 		select {
-		case g.bodies <- struct{}{}:
-			taken++
-		case <-timer.C:
-			return busy()
-		case <-r.Context().Done():
-			release()
-			return nil, false
+		case rr.bodies <- struct{}{}:
+			rr.held++
+		default:
+			return n, errNoRoom
 		}
 	}
-	return release, true
+	return n, err
+}
+
+// release gives back the tokens taken.
+func (rr *roomReader) release() {
+	for ; rr.held > 0; rr.held-- {
+		<-rr.bodies
+	}
 }
 
 // jsonValues counts the values of the JSON text b, stopping past limit: every value but a

@@ -272,23 +272,64 @@ func TestGuardValues(t *testing.T) {
 }
 
 // TestGuardBodiesHeld: while one request's body holds all of MaxBodies (its handler still
-// running), another with a body waits, and is 503 with Retry-After when none ends within the
-// body timeout; once the first ends, a body fits again. A request without a body never waits.
+// running), another with a body is 503 with Retry-After at once; a request without a body is
+// answered; once the first ends, a body fits again. Room is taken for bytes received, not
+// claimed: connections that send a Content-Length of MaxBody and then nothing, and a small body
+// sent chunked (no Content-Length), take only what arrived.
 func TestGuardBodiesHeld(t *testing.T) {
 	const unit = 64 << 10
-	ts, _ := serve(t, Options{MaxBody: unit, MaxBodies: unit, BodyTimeout: 300 * time.Millisecond}, echo(900*time.Millisecond))
+	ts, _ := serve(t, Options{MaxBody: 4 * unit, MaxBodies: 4 * unit, BodyTimeout: 2 * time.Second}, echo(900*time.Millisecond))
 	jsonCT := map[string]string{"Content-Type": "application/json"}
+	big := `{"a":"` + strings.Repeat("x", 4*unit-10) + `"}`
 	done := make(chan map[string]any)
 	go func() {
-		done <- probe{name: "the holder", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+		done <- probe{name: "the holder", method: "POST", body: big, header: jsonCT, status: 200}.run(t, ts)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	t0 := time.Now()
 	probe{name: "a second body", method: "POST", body: `{}`, header: jsonCT, status: 503, says: "request bodies"}.run(t, ts)
-	if d := time.Since(t0); d < 250*time.Millisecond {
-		t.Errorf("refused after %v, before the body timeout", d)
+	if d := time.Since(t0); d > 500*time.Millisecond {
+		t.Errorf("refused after %v: a body that finds no room is refused at once", d)
 	}
 	probe{name: "no body", method: "GET", status: 200}.run(t, ts)
 	<-done
 	probe{name: "after the holder", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+
+	// Ten connections claim MaxBody each and send nothing: a small POST is still answered.
+	addr := ts.Listener.Addr().String()
+	for range 10 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, 4*unit)
+	}
+	time.Sleep(200 * time.Millisecond)
+	t0 = time.Now()
+	probe{name: "beside bodies only claimed", method: "POST", body: `{}`, header: jsonCT, status: 200}.run(t, ts)
+	if d := time.Since(t0); d > 1500*time.Millisecond {
+		t.Errorf("a small POST beside claimed bodies took %v", d)
+	}
+
+	// Four small chunked bodies at once, each in a slow handler: each holds one unit, not MaxBody.
+	res := make(chan string, 4)
+	for range 4 {
+		go func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				res <- err.Error()
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", addr)
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			res <- strings.TrimSpace(line)
+		}()
+	}
+	for range 4 {
+		if line := <-res; line != "HTTP/1.1 200 OK" {
+			t.Errorf("a small chunked body beside three others: %q, want 200", line)
+		}
+	}
 }
