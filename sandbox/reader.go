@@ -69,6 +69,9 @@ type ReaderReport struct {
 	Changes []string `json:"changes,omitempty"`
 	// Granted are the schemas/databases the reader may now read.
 	Granted []string `json:"granted"`
+	// Warnings name bounds the DSN's user could not set on the reader (PostgreSQL's superuser-only
+	// settings), with what they leave open.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // readerName is what a reader may be called: unquoted-safe in both servers, at most 32

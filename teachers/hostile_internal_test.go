@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -269,5 +270,32 @@ func TestHostileRedirects(t *testing.T) {
 	}
 	if rep, err := chatTo("same"); err != nil || rep.Content == "" {
 		t.Fatalf("a 308 to the same origin: %q %v", rep.Content, err)
+	}
+}
+
+// TestRedirectOrigin: a redirect's origin is compared with the scheme's default port filled in
+// and names lower-cased, so https://host and https://HOST:443 are one origin, another port or
+// scheme is not.
+func TestRedirectOrigin(t *testing.T) {
+	parse := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"https://api.example/v1", "https://API.example:443/v2", true},
+		{"http://127.0.0.1/v1", "http://127.0.0.1:80/x", true},
+		{"https://api.example/v1", "https://api.example:8443/v1", false},
+		{"http://api.example/v1", "https://api.example/v1", false},
+		{"https://api.example/v1", "https://other.example/v1", false},
+	} {
+		if got := origin(parse(c.a)) == origin(parse(c.b)); got != c.same {
+			t.Errorf("%s and %s: same origin %v, want %v", c.a, c.b, got, c.same)
+		}
 	}
 }

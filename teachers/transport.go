@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -91,10 +92,20 @@ func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *asse
 // whose 200 would have been kept as the teacher's reply.
 func sameOriginRepost(req *http.Request, via []*http.Request) error {
 	first := via[0]
-	if len(via) >= 10 || req.Method != first.Method || req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
+	if len(via) >= 10 || req.Method != first.Method || origin(req.URL) != origin(first.URL) {
 		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// origin is u's scheme, host name and port, the scheme's default port where u names none (so
+// https://host and https://host:443 are one origin).
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // statusMessage is the message of a failure response: the provider's error message when the

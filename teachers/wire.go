@@ -124,7 +124,7 @@ func (a *assembly) pickReasoning(order []string) (text, source string) {
 // +Inf, which JSON cannot hold: every trajectory failed to encode and usage.json could not be
 // written, ending the run; token counts of 2^63-1 wrapped the run's totals negative.
 const (
-	maxReportedTokens = 1 << 31
+	maxReportedTokens = 1<<31 - 1 // an int on every GOARCH
 	maxReportedCost   = 1e6
 )
 

@@ -112,5 +112,8 @@ func load(ctx context.Context, stderr io.Writer, tasks []datasets.Task, d datase
 	for _, c := range rep.Changes {
 		fmt.Fprintf(stderr, "    reset: %s\n", c)
 	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stderr, "    warning: %s\n", w)
+	}
 	return nil
 }

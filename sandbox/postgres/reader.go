@@ -189,17 +189,9 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 	if err := tx.QueryRowContext(ctx, "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user").Scan(&superuser); err != nil {
 		return fail(err)
 	}
-	settings := []string{
-		"ALTER ROLE " + role + " RESET ALL",
-		"ALTER ROLE " + role + " SET default_transaction_read_only = on",
-		"ALTER ROLE " + role + " SET idle_in_transaction_session_timeout = '1min'",
-	}
-	if superuser { // only a superuser may set them
-		settings = append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'",
-			// The server log takes no error of the reader's, nor its statement: an error quotes
-			// the value it failed on whole (repeat('x', 50000000)::int wrote 50 MB to the log).
-			"ALTER ROLE "+role+" SET log_min_messages = fatal",
-			"ALTER ROLE "+role+" SET log_min_error_statement = fatal")
+	settings, warning := pgReaderSettings(role, superuser)
+	if warning != "" {
+		rep.Warnings = append(rep.Warnings, warning)
 	}
 	for _, q := range settings {
 		if err := exec(q); err != nil {
@@ -257,6 +249,24 @@ func ensurePGReader(ctx context.Context, dsn, name string, targets []string) (sa
 		return fail(fmt.Errorf("commit: %w", err))
 	}
 	return rep, nil
+}
+
+// pgReaderSettings returns the statements that set the reader role's defaults, and, where the
+// DSN's user is no superuser, a warning naming the superuser-only ones left at the server's.
+func pgReaderSettings(role string, superuser bool) (settings []string, warning string) {
+	settings = []string{
+		"ALTER ROLE " + role + " RESET ALL",
+		"ALTER ROLE " + role + " SET default_transaction_read_only = on",
+		"ALTER ROLE " + role + " SET idle_in_transaction_session_timeout = '1min'",
+	}
+	if !superuser {
+		return settings, "temp_file_limit, log_min_messages and log_min_error_statement stay the server's: only a superuser may set them for the reader, so its sorts may fill the disk to the deadline and its errors (which quote their values whole) go to the server log; run distill load with a superuser DSN to set them"
+	}
+	return append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'",
+		// The server log takes no error of the reader's, nor its statement: an error quotes
+		// the value it failed on whole (repeat('x', 5000000)::int wrote 5 MB to the log).
+		"ALTER ROLE "+role+" SET log_min_messages = fatal",
+		"ALTER ROLE "+role+" SET log_min_error_statement = fatal"), ""
 }
 
 // pgDirectGrants lists the schemas of the current database on which role $1 itself (not

@@ -63,7 +63,7 @@ func TestPostgresReaderRole(t *testing.T) {
 	other := sandboxtest.PGSchema(t, admin, "CREATE TABLE secret (x int)", "INSERT INTO secret VALUES (42)")
 	name := sandboxtest.FreshReaderName()
 	rep := sandboxtest.GrantReader(t, datasets.Postgres, name, target)
-	if !rep.Created || len(rep.Changes) != 0 || len(rep.Granted) != 1 || rep.Granted[0] != target {
+	if !rep.Created || len(rep.Changes) != 0 || len(rep.Granted) != 1 || rep.Granted[0] != target || len(rep.Warnings) != 0 {
 		t.Errorf("report %+v", rep)
 	}
 	var super, repl, bypass, createRole, createDB, login bool
@@ -161,4 +161,25 @@ func TestPostgresReaderRole(t *testing.T) {
 		t.Fatalf("after the reset: %v", err)
 	}
 	again.Close()
+}
+
+// TestPostgresReaderSettingsNoSuperuser: a DSN user that is no superuser sets the role defaults
+// it may and is warned of the superuser-only ones (the temporary-file cap and the log levels)
+// instead of leaving them unset in silence.
+func TestPostgresReaderSettingsNoSuperuser(t *testing.T) {
+	set, warning := pgReaderSettings("r", false)
+	all, none := pgReaderSettings("r", true)
+	if none != "" || len(all) != len(set)+3 {
+		t.Errorf("superuser: %d settings, warning %q; without: %d", len(all), none, len(set))
+	}
+	for _, want := range []string{"temp_file_limit", "log_min_messages", "log_min_error_statement", "superuser"} {
+		if !strings.Contains(warning, want) {
+			t.Errorf("warning %q does not name %s", warning, want)
+		}
+	}
+	for _, q := range set {
+		if strings.Contains(q, "temp_file_limit") || strings.Contains(q, "log_min") {
+			t.Errorf("without a superuser: %q", q)
+		}
+	}
 }
