@@ -88,10 +88,8 @@ func pgOtherTasks(words []string) string {
 // in a second and whose functions and operators then loop over them unchecked (array_remove
 // 20 s, && quadratic, array_in and array_out over a cast). int2vector and oidvector are arrays
 // under other names, made by their input functions too (int2vectorin('1 2')), as anyarray_in
-// would make any. Multiranges (any type named …multirange, and range_agg and
-// range_intersect_agg, the aggregates that make them) are read and built in loops that check
-// for none either. pgTokenRules refuses the rest of the array syntax (brackets, _int4-style type
-// names), which needs the statement's tokens.
+// would make any. pgTokenRules refuses the rest of the array syntax (brackets, _int4-style type
+// names) and multiranges, which need the statement's tokens.
 func pgUninterruptible(words []string) string {
 	for _, w := range words {
 		switch {
@@ -101,15 +99,10 @@ func pgUninterruptible(words []string) string {
 			strings.HasPrefix(w, "int2vector"), strings.HasPrefix(w, "oidvector"), strings.HasPrefix(w, "anyarray"),
 			strings.HasPrefix(w, "anycompatiblearray"):
 			return pgCannotStop(w + pgWhyArrays)
-		case strings.Contains(w, "multirange"), strings.HasPrefix(w, "range_agg"), strings.HasPrefix(w, "range_intersect_agg"):
-			return pgCannotStop(w + pgWhyMultiranges)
 		}
 	}
 	return ""
 }
-
-// pgWhyMultiranges says why multiranges are refused.
-const pgWhyMultiranges = " (reading or aggregating a multirange of many ranges runs without checking for interrupts: 300,000 ranges ran 6 s past a 1 s statement_timeout)"
 
 // pgWhyArrays says why arrays are refused.
 const pgWhyArrays = " (array functions loop over every element without checking for interrupts)"

@@ -94,6 +94,18 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT range_agg(int4range(a, b)) FROM t":                 "range_agg (reading",
 		"SELECT range_intersect_agg(int4range(a, b)) FROM t":       "range_intersect_agg",
 		"SELECT * FROM jsonb_to_record('{}') AS r(a tsmultirange)": "tsmultirange",
+		// multiranges by their tokens: quoted, qualified, a comment before the call
+		`SELECT x::"int4multirange" FROM t`:                              "int4multirange (reading",
+		"SELECT x::pg_catalog.tstzmultirange FROM t":                     "tstzmultirange",
+		`SELECT CAST(x AS "nummultirange") FROM t`:                       "nummultirange",
+		"SELECT int4multirange '{[1,2)}'":                                "int4multirange",
+		"SELECT pg_catalog.multirange(int4range(a, b)) FROM t":           "multirange (reading",
+		`SELECT "multirange_union"(x, y) FROM t`:                         "multirange_union",
+		"SELECT range_agg /* */ (int4range(a, b)) FROM t":                "range_agg (reading",
+		`SELECT pg_catalog."range_intersect_agg"(x) FROM t`:              "range_intersect_agg",
+		"SELECT int8multirange FROM t":                                   "int8multirange",
+		"SELECT * FROM t WHERE x = anymultirange":                        "anymultirange",
+		"SELECT * FROM jsonb_to_record('{}') AS r(a myrange_multirange)": "myrange_multirange",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -134,13 +146,37 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 	}
 }
 
+// TestPostgresScreenMultirangeLookalikes: the multirange refusal reads the statement's tokens,
+// not its text: a string constant, a quoted identifier or a comment that holds a multirange's
+// name, a column or alias holding multirange, range_agg or range_intersect_agg as a part of its
+// name or named range_agg, passes (TestPostgresScreenUnstoppable: a multirange type or
+// function called, cast to, named as a type, or a multirange type's name as a word anywhere,
+// stays refused).
+func TestPostgresScreenMultirangeLookalikes(t *testing.T) {
+	for _, q := range []string{
+		"SELECT * FROM t WHERE kind = 'multirange'",
+		"SELECT * FROM t WHERE x LIKE '%range_aggregate%'",
+		"SELECT x AS range_agg FROM t",
+		"SELECT multirange_count FROM t",
+		"SELECT count(*) AS range_intersect_agg, sum(range_agg_total), t.multirange_count FROM t GROUP BY 3",
+		`SELECT "int4multirange", "range_agg" FROM t WHERE y = E'int4multirange(x)'`,
+		"SELECT x /* CAST(y AS int4multirange) */ FROM t -- range_agg(y)\nWHERE z = $$x::nummultirange$$",
+	} {
+		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
+			t.Errorf("%s\n  refused: %s", q, why)
+		}
+	}
+}
+
 // TestPostgresUnstoppableCatalog reads the server's own catalog for the functions and operators
 // of each class the screen refuses, so that one a release adds, or one spelled otherwise, is
 // not missed: every function behind PostgreSQL's quadratic text searches, containment, overlap
 // and jsonb key lists, called with a column as its second argument, and every operator over
 // them, with a column as its right operand, is refused; so is every function that makes a
 // polygon or a path or takes two of them, and every function that returns an array but those
-// (pgArrayMakers) whose arrays are bounded by the statement's text or are fixed.
+// (pgArrayMakers) whose arrays are bounded by the statement's text or are fixed; every function
+// that returns a multirange is refused when called, and every multirange type and constructor
+// (a function returning a multirange with no _ in its name) as a word alone.
 func TestPostgresUnstoppableCatalog(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	names := func(q string) []string {
@@ -200,6 +236,13 @@ func TestPostgresUnstoppableCatalog(t *testing.T) {
 		multiranges = append(multiranges, fmt.Sprintf("SELECT %s(x) FROM t", f))
 	}
 	refusedAll("the functions that return multiranges", multiranges)
+	var multirangeWords []string
+	for _, n := range names(`SELECT typname FROM pg_type WHERE typtype = 'm' OR typname IN ('anymultirange', 'anycompatiblemultirange')
+		UNION SELECT p.proname FROM pg_proc p JOIN pg_type r ON r.oid = p.prorettype
+		WHERE (r.typtype = 'm' OR r.typname IN ('anymultirange', 'anycompatiblemultirange')) AND p.proname NOT LIKE '%\_%'`) {
+		multirangeWords = append(multirangeWords, fmt.Sprintf("SELECT %s FROM t", n))
+	}
+	refusedAll("the multirange types and constructors as words", multirangeWords)
 }
 
 // pgArrayMakers are the functions of pg_catalog that return an array the screen lets through,

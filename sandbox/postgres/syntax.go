@@ -67,8 +67,9 @@ type pgSpan struct{ i, j int }
 // name alone shows: array syntax (brackets; _int4-style type names wherever a type is named),
 // polygons and paths, the containment and overlap operators and jsonb key lists, the text
 // searches whose search string, pattern or set is not a constant costing at most pgMaxPasses
-// (search.go), OPERATOR(…), which could spell any operator, and setseed, whose seed outlives
-// the session's reset.
+// (search.go), multiranges (a name holding multirange called or named as a type, a multirange
+// type's name as a word anywhere, range_agg and range_intersect_agg called), OPERATOR(…), which
+// could spell any operator, and setseed, whose seed outlives the session's reset.
 func pgTokenRules(s *pgStmt) string {
 	for i, t := range s.toks {
 		var reason string
@@ -124,11 +125,14 @@ const (
 	pgWhyKeyLists    = " (jsonb key lists: each key is looked for in every element of a jsonb array without checking for interrupts)"
 )
 
-// nameRule: LIKE and ILIKE, OPERATOR(…), CAST(… AS type), RETURNING type, a typed constant
-// (polygon '…'), and a call.
+// nameRule: a multirange type's name (pgMultirangeWords), LIKE and ILIKE, OPERATOR(…),
+// CAST(… AS type), RETURNING type, a typed constant (polygon '…'), and a call.
 func (s *pgStmt) nameRule(i int) string {
 	t, next := s.toks[i], s.at(i+1)
 	if t.kind == pgWord {
+		if pgMultirangeWords[t.text] {
+			return pgCannotStop(t.text + pgWhyMultiranges)
+		}
 		switch t.text {
 		case "like", "ilike":
 			end := s.operandEnd(i + 1)
@@ -186,20 +190,35 @@ func (s *pgStmt) typeName(i int) string {
 }
 
 // pgTypeRule refuses the types of values PostgreSQL cannot stop working on: array types
-// (_int4, _text, …: every type has one, a table's row type too) and the geometric types of any
-// number of points.
+// (_int4, _text, …: every type has one, a table's row type too), the geometric types of any
+// number of points, and multirange types (int4multirange, …: any name holding multirange).
 func pgTypeRule(name string) string {
 	switch {
 	case strings.HasPrefix(name, "_"):
 		return pgCannotStop("the array type " + name + pgWhyArrays)
 	case name == "polygon" || name == "path":
 		return pgCannotStop(name + pgWhyGeometric)
+	case strings.Contains(name, "multirange"):
+		return pgCannotStop(name + pgWhyMultiranges)
 	}
 	return ""
 }
 
 // pgWhyGeometric says why polygons and paths are refused.
 const pgWhyGeometric = " (a geometric type of any number of points: the operators between two of them compare every pair of edges without checking for interrupts)"
+
+// pgWhyMultiranges says why multiranges are refused.
+const pgWhyMultiranges = " (reading or aggregating a multirange of many ranges runs without checking for interrupts: 300,000 ranges ran 6 s past a 1 s statement_timeout)"
+
+// pgMultirangeWords are the names of PostgreSQL's multirange types and of the function that
+// makes a multirange of any range type, refused as unquoted words wherever they stand, so that a
+// place where a type is named that the rules do not parse cannot make one either; a name
+// that only holds multirange (a column multirange_count) is refused only where it is called or
+// named as a type. TestPostgresUnstoppableCatalog checks this list against the server's.
+var pgMultirangeWords = map[string]bool{
+	"int4multirange": true, "int8multirange": true, "nummultirange": true, "datemultirange": true, "tsmultirange": true,
+	"tstzmultirange": true, "anymultirange": true, "anycompatiblemultirange": true, "multirange": true,
+}
 
 // columnDefs checks the types of a column definition list, the ( at toks[i] after a function
 // in FROM (f(x) AS t(a int, b text), f(x) AS (a int), JSON_TABLE's COLUMNS (…)): the second
@@ -312,7 +331,9 @@ var pgSearchCalls = func() map[string]pgSearchCall {
 // pgRefusedCall refuses by name the functions behind the refused operators and types, the
 // array type casts written as calls (_int4('{1}')), parse_ident (an array of any length from
 // a text), normalize and ts_rank (quadratic, unchecked: normalize's reordering of combining
-// marks, ts_rank's pairs of query words), and setseed, whose seed outlives the session's reset.
+// marks, ts_rank's pairs of query words), the multirange functions (any name holding
+// multirange, and the aggregates range_agg and range_intersect_agg and their support
+// functions), and setseed, whose seed outlives the session's reset.
 func pgRefusedCall(name string) string {
 	switch {
 	case name == "setseed":
@@ -333,6 +354,8 @@ func pgRefusedCall(name string) string {
 		return pgCannotStop("normalize (Unicode normalization puts each run of combining marks in order by swapping neighbours, quadratic in the run's length, without checking for interrupts; IS NORMALIZED stays allowed)")
 	case name == "ts_rank":
 		return pgCannotStop("ts_rank (it compares every position of every pair of the query's words without checking for interrupts; ts_rank_cd stays allowed)")
+	case strings.Contains(name, "multirange"), strings.HasPrefix(name, "range_agg"), strings.HasPrefix(name, "range_intersect_agg"):
+		return pgCannotStop(name + pgWhyMultiranges)
 	}
 	return ""
 }
