@@ -215,6 +215,25 @@ func SkipGap(s string, i int) int {
 	return i
 }
 
+// SkipQuoted returns the index after the quoted text that starts at s[i] (', " or `), or len(s)
+// where it does not end: a doubled quote stays inside, and within ' and " a backslash escapes
+// the next byte (MySQL's default; a standard string's backslash is only itself, which this
+// reads as an escape too: the text then ends at a later quote or not at all).
+func SkipQuoted(s string, i int) int {
+	q := s[i]
+	for k := i + 1; k < len(s); k++ {
+		switch {
+		case s[k] == '\\' && q != '`':
+			k++
+		case s[k] == q && k+1 < len(s) && s[k+1] == q:
+			k++
+		case s[k] == q:
+			return k + 1
+		}
+	}
+	return len(s)
+}
+
 // IsIdentByte reports whether b can continue an unquoted identifier (MySQL allows $).
 func IsIdentByte(b byte) bool { return isWord(b) || b == '$' || b >= 0x80 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // sqlTokenKind is the kind of a token of an SQL statement, as formatSQL sees it.
@@ -77,18 +79,7 @@ func scanToken(s string) (sqlTokenKind, int) {
 		}
 		return tokBlockComment, len(s)
 	case r == '\'' || r == '"' || r == '`':
-		q := s[0]
-		for n := 1; n < len(s); n++ {
-			switch {
-			case s[n] == '\\' && q != '`':
-				n++
-			case s[n] == q && n+1 < len(s) && s[n+1] == q:
-				n++
-			case s[n] == q:
-				return tokString, n + 1
-			}
-		}
-		return tokString, len(s)
+		return tokString, sandbox.SkipQuoted(s, 0)
 	case r == '[':
 		if n := strings.IndexByte(s, ']'); n >= 0 {
 			return tokString, n + 1

@@ -13,7 +13,10 @@ func mysqlScreen() sandbox.ScreenRules {
 		if strings.Contains(lower, "@@") {
 			return "refused: @@ system variables describe the server, not the task's data"
 		}
-		return mysqlDenied(lower)
+		if why := mysqlDenied(lower); why != "" {
+			return why
+		}
+		return mysqlBuiltNeedle(lower)
 	}, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"

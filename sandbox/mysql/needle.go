@@ -1,0 +1,127 @@
+package mysql
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// mysqlSearchCalls are the string searches MariaDB runs without checking for a kill, in time up
+// to the product of the two lengths, each with the index of its needle among its arguments
+// (POSITION's is the part before IN). Over a 16 MiB value built by nesting (HEX of HEX, CONCAT in
+// derived tables: the builders the screen refuses by name cannot all be refused), a needle of
+// a megabyte runs for hours in a thread marked Killed; a literal needle of a few dozen bytes ends
+// within about a second.
+var mysqlSearchCalls = map[string]int{"locate": 0, "instr": 1, "position": 0, "substring_index": 1}
+
+// mysqlMaxNeedle is the longest literal needle a search may take, in bytes.
+const mysqlMaxNeedle = 64
+
+// mysqlBuiltNeedle refuses, in lower (lower-cased MySQL text), a call of one of mysqlSearchCalls
+// whose needle is not a string literal of at most mysqlMaxNeedle bytes, a number or NULL: a
+// column may hold a value built in a derived table, and an expression may build one. String
+// literals, quoted names and comments are skipped, so a word inside them is no call.
+func mysqlBuiltNeedle(lower string) string {
+	for i := 0; i < len(lower); {
+		c := lower[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			i = sandbox.SkipQuoted(lower, i)
+			continue
+		case strings.HasPrefix(lower[i:], "/*"):
+			if end := strings.Index(lower[i+2:], "*/"); end >= 0 {
+				i += end + 4
+			} else {
+				i = len(lower)
+			}
+			continue
+		case strings.HasPrefix(lower[i:], "--") || c == '#':
+			if end := strings.IndexByte(lower[i:], '\n'); end >= 0 {
+				i += end + 1
+			} else {
+				i = len(lower)
+			}
+			continue
+		case !sandbox.IsIdentByte(c):
+			i++
+			continue
+		}
+		j := i
+		for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
+			j++
+		}
+		w := lower[i:j]
+		at, ok := mysqlSearchCalls[w]
+		if next := sandbox.SkipGap(lower, j); ok && next < len(lower) && lower[next] == '(' {
+			args := callArgs(lower, next, w == "position")
+			if at < len(args) && !safeNeedle(args[at]) {
+				return fmt.Sprintf("refused: %s's needle must be a string literal of at most %d bytes, a number or NULL (here %q): MariaDB cannot interrupt a search, whose time is the product of the two lengths, and a column or an expression may hold a value built to megabytes",
+					strings.ToUpper(w), mysqlMaxNeedle, cut(args[at], 80))
+			}
+		}
+		i = j
+	}
+	return ""
+}
+
+// callArgs returns the top-level arguments of the call whose "(" is s[open], trimmed; with in,
+// the first argument ends at a top-level IN too (POSITION(needle IN haystack)).
+func callArgs(s string, open int, in bool) []string {
+	var args []string
+	depth, start := 0, open+1
+	for k := open; k < len(s); {
+		c := s[k]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			k = sandbox.SkipQuoted(s, k)
+			continue
+		case c == '(':
+			depth++
+		case c == ')':
+			if depth--; depth == 0 {
+				return append(args, strings.TrimSpace(s[start:k]))
+			}
+		case c == ',' && depth == 1:
+			args = append(args, strings.TrimSpace(s[start:k]))
+			start = k + 1
+		case in && depth == 1 && len(args) == 0 && c == 'i' && strings.HasPrefix(s[k:], "in") &&
+			k > 0 && !sandbox.IsIdentByte(s[k-1]) && (k+2 == len(s) || !sandbox.IsIdentByte(s[k+2])):
+			args = append(args, strings.TrimSpace(s[start:k]))
+			start = k + 2
+			k += 2
+			continue
+		}
+		k++
+	}
+	return append(args, strings.TrimSpace(s[start:]))
+}
+
+// safeNeedle reports whether a search's needle argument is a string literal of at most
+// mysqlMaxNeedle bytes (one quoted text, nothing after it), a number or NULL.
+func safeNeedle(a string) bool {
+	if a == "null" {
+		return true
+	}
+	if a != "" && (a[0] == '\'' || a[0] == '"') {
+		end := sandbox.SkipQuoted(a, 0)
+		return end == len(a) && end-2 <= mysqlMaxNeedle
+	}
+	if a == "" {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if c := a[i]; !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+' || c == 'e') {
+			return false
+		}
+	}
+	return true
+}
+
+// cut is s cut at n bytes with an ellipsis.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
