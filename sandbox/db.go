@@ -30,10 +30,11 @@ type ExecOptions struct {
 	// the size limit apply to it (see RowFilter).
 	Filter RowFilter
 	// Waiting, when not nil, is called with true when the execution starts waiting for one of
-	// its engine's execution slots (a connection of a server's capped pool) and with false when
-	// that wait ends, with a slot or without one; an execution that never waits does not call
-	// it. It lets a caller that shares one execution among several deadlines (the env's gold)
-	// tell a statement not started by a deadline (ErrBusy) from one running past it (its timeout).
+	// its engine's execution slots (a connection of a server's capped pool; SQLite's heap, held
+	// by others, for a statement that ran out of it: see ErrBusy) and with false when that wait
+	// ends, with a slot or without one; an execution that never waits does not call it. It lets
+	// a caller that shares one execution among several deadlines (the env's gold) tell a
+	// statement not started by a deadline (ErrBusy) from one running past it (its timeout).
 	Waiting func(waiting bool)
 }
 
@@ -103,8 +104,10 @@ type DB interface {
 // ErrBusy is wrapped by the error of an Exec whose statement got no execution slot of its engine
 // within its deadline, or (SQLite) found them all held by statements running past their own
 // deadlines (Runaways), or (SQLite) ran out of the process's SQLite heap while other statements
-// held most of it: the statement never ran, or failed for what others held, so this is the
-// database's failure, never the statement's timeout or error. It passes when those statements
+// held most of it and they still held it through its time limit after (it then waits, one such
+// statement of the process at a time, to run again: running out then is its own error): the
+// statement never ran, or failed for what others held, so this is the database's failure, never
+// the statement's timeout or error. It passes when those statements
 // end; the caller tries again later (the env answers 503 with Retry-After, batch jobs wait
 // through Patient).
 var ErrBusy = errors.New("no execution slot free for the statement")

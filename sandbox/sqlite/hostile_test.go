@@ -261,7 +261,7 @@ func TestSQLiteAbandon(t *testing.T) {
 // unscreened runs q unscreened: SQLite's authorizer is all that stands in its way
 // (sandboxtest.RawFunc).
 func unscreened(ctx context.Context, db sandbox.DB, q string, timeout time.Duration, maxRows int) (*sandbox.Result, error) {
-	return db.(*sqliteDB).run(ctx, time.Now(), q, timeout, sandbox.ExecOptions{MaxRows: maxRows})
+	return db.(*sqliteDB).exec(ctx, time.Now(), q, timeout, sandbox.ExecOptions{MaxRows: maxRows})
 }
 
 // TestSQLiteHostileStatements runs the hostile suite on Chinook's own file
@@ -397,5 +397,50 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	}
 	if r := sandboxtest.MustExec(t, hog, "SELECT "+strings.Join(vals, ", "), sandbox.ExecOptions{Timeout: deadline}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "out of memory") {
 		t.Errorf("a statement past the heap by itself: %s %q, want its out of memory", r.Outcome, r.Error)
+	}
+}
+
+// TestSQLiteHeapEachPastIt: statements that each need more than the whole of SQLite's heap
+// (sqliteHeapLimit), run together, make each other run out while the others hold most of it.
+// Each must still end with its own "out of memory" (in its turn, awaitHeap), not with
+// sandbox.ErrBusy: before, each was the others' victim every time, and Patient tried them again
+// together until one had waited 31.8 s, or more than BusyPatience with more of them.
+func TestSQLiteHeapEachPastIt(t *testing.T) {
+	db := openChinookSQLite(t)
+	// 140 distinct values of 8 MB held by max(), one more a row: the heap fills over a few
+	// hundred milliseconds, so that the three overlap.
+	var cols []string
+	for k := 1; k <= 140; k++ {
+		cols = append(cols, fmt.Sprintf("max(CASE WHEN i = %d THEN zeroblob(%d) || x'%02x' END)", k, 8_000_000-k, k%256))
+	}
+	q := "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 140) SELECT " + strings.Join(cols, ", ") + " FROM r"
+	const n, timeout = 3, 30 * time.Second
+	type outcome struct {
+		res  *sandbox.Result
+		err  error
+		took time.Duration
+	}
+	out := make(chan outcome, n)
+	start := time.Now()
+	for range n {
+		go func() {
+			r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: timeout})
+			out <- outcome{r, err, time.Since(start)}
+		}()
+	}
+	for range n {
+		o := <-out
+		if o.err != nil || o.res.Outcome != sandbox.OutcomeError || !strings.Contains(o.res.Error, "out of memory") {
+			t.Errorf("a statement past the heap by itself, run with two others: %+v, %v after %s; want its own out of memory", o.res, o.err, o.took)
+			continue
+		}
+		t.Logf("its out of memory after %s", o.took)
+		// Its first run, the wait for its turn and its run then are each within its time limit.
+		if o.took > 3*timeout+sqliteGrace {
+			t.Errorf("a statement past the heap by itself ended after %s", o.took)
+		}
+	}
+	if len(sqliteHeapTurn) != 0 {
+		t.Errorf("the turn is still held")
 	}
 }

@@ -36,7 +36,8 @@ const (
 // sqliteHeapLimit is SQLite's hard heap limit (process-wide): one SQLite result row (2,000
 // columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it. Every
 // task's statements share it, so a statement that runs out of it while others hold most of it
-// fails with sandbox.ErrBusy, not with their "out of memory" (heapHeld).
+// waits for its turn and runs again, and fails with sandbox.ErrBusy, not with their "out of
+// memory", only if they hold it through its time limit (heapHeld, awaitHeap).
 const sqliteHeapLimit = 1 << 30
 
 // sqliteReadDriver is go-sqlite3 with, on every connection, the limits above, no attached
@@ -149,12 +150,82 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 	if refused != nil {
 		return refused, nil
 	}
-	return s.run(ctx, start, stmt, timeout, opts)
+	return s.exec(ctx, start, stmt, timeout, opts)
+}
+
+// exec runs stmt, already screened (run), and once more in its turn (awaitHeap) if it ran out
+// of SQLite's heap while others held most of it.
+func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	res, err := s.run(ctx, start, stmt, timeout, opts, false)
+	var held *heapBusyError
+	if !errors.As(err, &held) {
+		return res, err
+	}
+	// It ran out of the heap while others held most of it: its own need or theirs? Run it again
+	// alone in its turn (awaitHeap), where running out is its own.
+	release, err := awaitHeap(ctx, timeout, opts.Waiting)
+	if err != nil {
+		return nil, err
+	}
+	if release == nil {
+		return nil, held
+	}
+	defer release()
+	return s.run(ctx, start, stmt, timeout, opts, true)
+}
+
+// sqliteHeapTurn is held by the one statement of the process at a time that runs again after
+// running out of SQLite's heap while others held most of it (awaitHeap).
+var sqliteHeapTurn = make(chan struct{}, 1)
+
+// sqliteHeapPoll is how often awaitHeap looks at the heap in use.
+const sqliteHeapPoll = 10 * time.Millisecond
+
+// awaitHeap waits, for a statement that ran out of SQLite's heap while other statements held
+// more than half of it (heapHeld, its own memory freed), for its turn (sqliteHeapTurn) and then
+// for the heap in use to fall to at most half of sqliteHeapLimit, both within limit, telling
+// waiting (ExecOptions.Waiting, when not nil) while it waits. It returns the release of the turn,
+// to call once the statement has run again; nil when limit passed first (the statement stays
+// sandbox.ErrBusy); an error when ctx is done first. Several statements that each need more
+// than the whole heap, run together, make each other run out: in turns each runs out alone and
+// keeps its own "out of memory" (before, each was ErrBusy, and Patient tried them again
+// together until its patience ran out).
+func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (release func(), err error) {
+	if waiting != nil {
+		waiting(true)
+		defer waiting(false)
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case sqliteHeapTurn <- struct{}{}:
+	case <-timer.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+	}
+	tick := time.NewTicker(sqliteHeapPoll)
+	defer tick.Stop()
+	for sqliteHeapUsed() > sqliteHeapLimit/2 {
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			<-sqliteHeapTurn
+			return nil, nil
+		case <-ctx.Done():
+			<-sqliteHeapTurn
+			return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+		}
+	}
+	return func() { <-sqliteHeapTurn }, nil
 }
 
 // run executes stmt, already screened, on a connection of its own with the deadline set in
-// SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace.
-func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+// SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. A
+// statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
+// sandbox.ErrBusy, unless it runs in its turn (turn, awaitHeap): then its "out of memory" is its
+// own error, as it is for one that ran out holding most of the heap itself.
+func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions, turn bool) (*sandbox.Result, error) {
 	if n, all := s.runaways.Load(), sqliteRunawaysNow.Load(); n >= sqliteRunawaysPerDB || all >= sqliteRunaways {
 		// Not the statement's outcome: it never ran (see sqliteGrace).
 		return nil, fmt.Errorf("sqlite exec: %w: statements still running past their deadline hold the SQLite slots (%d on this database, at most %d; %d in the process, at most %d); try again once they end",
@@ -200,7 +271,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return sandbox.TimedOut(timeout, res.Duration), nil
 	}
-	if busy := heapHeld(err); busy != nil {
+	if busy := heapHeld(err); busy != nil && !turn {
 		return nil, busy
 	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
@@ -210,8 +281,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 // connection given back), an error wrapping sandbox.ErrBusy when err is SQLite's "out of memory"
 // and other statements of the process still hold more than half of SQLite's heap: the cap
 // (sqliteHeapLimit) is the process's, so one statement may hold nearly all of it until its
-// deadline, and the statement that then ran out is the database's failure, not its own (Patient
-// tries it again). A statement that ran out holding more than half itself keeps its error: nil.
+// deadline, and the statement that then ran out is the database's failure, not its own, unless
+// it runs out again in its turn (exec, awaitHeap). A statement that ran out holding more than
+// half itself keeps its error: nil.
 func heapHeld(err error) error {
 	var se sqlite3.Error
 	if !errors.As(err, &se) || se.Code != sqlite3.ErrNomem {
@@ -221,9 +293,15 @@ func heapHeld(err error) error {
 	if used <= sqliteHeapLimit/2 {
 		return nil
 	}
-	return fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
-		sandbox.ErrBusy, sqliteHeapLimit>>20, used>>20, err)
+	return &heapBusyError{fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
+		sandbox.ErrBusy, sqliteHeapLimit>>20, used>>20, err)}
 }
+
+// heapBusyError is heapHeld's error, wrapping sandbox.ErrBusy.
+type heapBusyError struct{ err error }
+
+func (e *heapBusyError) Error() string { return e.err.Error() }
+func (e *heapBusyError) Unwrap() error { return e.err }
 
 // await waits for the statement on conn to send on done, and releases conn. It abandons the
 // statement instead (see sqliteGrace) if it has not sent by limit, or sqliteGrace after ctx is
