@@ -45,8 +45,9 @@ var mysqlRoleCatalogs = map[string]bool{
 // such values from a few bytes of text (SFORMAT's made LOCATE run 6 s past a 1 s deadline from a
 // 70-byte statement); BENCHMARK only spends server time. Nesting (CONCAT in derived tables, HEX
 // of HEX) still builds them: the screen makes that longer to write, the share contains it.
-// Other functions are not interrupted either (LOCATE, SUBSTRING_INDEX and REVERSE over a value
-// built by nesting CONCAT): their threads are the runaways mysqlServer counts and contains.
+// Other functions are not interrupted either: the searches (LOCATE, INSTR, POSITION,
+// SUBSTRING_INDEX) take only short literal needles (mysqlBuiltNeedle), and what is left (REVERSE
+// over a value built by nesting CONCAT) runs as the runaways mysqlServer counts and contains.
 var mysqlDeniedCalls = map[string]string{
 	"extractvalue":   "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
 	"updatexml":      "MariaDB cannot interrupt XPath evaluation (ExtractValue, UpdateXML): it runs on past the deadline and KILL",
