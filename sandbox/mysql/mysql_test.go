@@ -169,25 +169,7 @@ func TestMySQLNoWaitTold(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", q, r, err)
 		}
 	}
-	n := min(4, cap(m.srv.slots), cap(m.open))
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			r, err := m.Exec(ctx, "SELECT SLEEP(0.2)", opts)
-			if err == nil && !r.OK() {
-				err = fmt.Errorf("%+v", r)
-			}
-			errs <- err
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := log.String(); got != "[]" {
-		t.Errorf("executions that never waited told Waiting %s, want nothing", got)
-	}
+	sandboxtest.CheckNoWaitTold(t, m, min(4, cap(m.srv.slots), cap(m.open)), "SELECT SLEEP(0.2)", &log)
 }
 
 // TestMySQLWaitTold: an execution that has to wait, for a slot (all held), for a unit of its

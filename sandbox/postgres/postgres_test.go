@@ -194,19 +194,8 @@ func TestPostgresNoWaitTold(t *testing.T) {
 	if err := exec("SELECT count(*) FROM t"); err != nil { // a new one
 		t.Fatal(err)
 	}
-	n := min(4, p.srv.capacity())
-	errs := make(chan error, n)
-	for range n { // new ones and the pooled one together
-		go func() { errs <- exec("SELECT 1 FROM pg_catalog.pg_sleep(0.2)") }()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := log.String(); got != "[]" {
-		t.Errorf("executions that never waited told Waiting %s, want nothing", got)
-	}
+	// New connections and the pooled one together.
+	sandboxtest.CheckNoWaitTold(t, p, min(4, p.srv.capacity()), "SELECT 1 FROM pg_catalog.pg_sleep(0.2)", &log)
 }
 
 // TestPostgresWaitTold: an execution that has to wait tells Waiting true and then, once the

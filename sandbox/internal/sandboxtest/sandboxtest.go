@@ -112,6 +112,34 @@ func (l *WaitLog) String() string {
 	return fmt.Sprint(l.waits)
 }
 
+// CheckNoWaitTold runs n executions of q on db at once, telling log (n within what the engine
+// has free, so none waits), and fails unless each ran and log, with what the caller's own
+// executions told it before, holds nothing.
+func CheckNoWaitTold(t *testing.T, db sandbox.DB, n int, q string, log *WaitLog) {
+	t.Helper()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Waiting: log.Tell})
+			if err == nil && !r.OK() {
+				err = fmt.Errorf("%+v", r)
+			}
+			if err != nil {
+				err = fmt.Errorf("%s: %w", q, err)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := log.String(); got != "[]" {
+		t.Errorf("executions that never waited told Waiting %s, want nothing", got)
+	}
+}
+
 // CheckWaitTold calls take (which holds what an Exec needs), runs "SELECT count(*) FROM t" on db
 // (5 s timeout; t has three rows), checks after hold that the Exec has told ExecOptions.Waiting
 // [true], calls give (which lets it go on), and checks that the Exec then told [true false],
