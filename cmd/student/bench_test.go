@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,15 +196,22 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("no %q on stderr: %q", want, stderr)
 			}
 		}
-		// The same with a bf16 KV cache, named in the JSON and the table.
-		for _, kv := range []string{"f32", "bf16"} {
-			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append(args, "--kv", kv)...))
+		// The same with each KV cache, named in the JSON and the table; without --kv, q8 weights
+		// keep a bf16 cache and the checkpoint's f32 ones an f32 cache (qwen2.DefaultKVBF16).
+		for _, c := range []struct {
+			flags []string
+			kv    string
+		}{
+			{[]string{"--kv", "f32"}, "f32"}, {[]string{"--kv", "bf16"}, "bf16"},
+			{[]string{"--dtype", "q8"}, "bf16"}, {[]string{"--dtype", "q8", "--kv", "f32"}, "f32"},
+		} {
+			code, stdout, stderr := testbin.Run(t, exec.Command(bin, append(slices.Clone(args), c.flags...)...))
 			var k struct {
 				KV     string  `json:"kv_cache"`
 				Decode float64 `json:"decode_tok_s"`
 			}
-			if code != 0 || json.Unmarshal([]byte(stdout), &k) != nil || k.KV != kv || !(k.Decode > 0) {
-				t.Errorf("--kv %s: exit %d, %+v, stderr %q", kv, code, k, stderr)
+			if code != 0 || json.Unmarshal([]byte(stdout), &k) != nil || k.KV != c.kv || !(k.Decode > 0) {
+				t.Errorf("%v: exit %d, %+v (want kv_cache %s), stderr %q", c.flags, code, k, c.kv, stderr)
 			}
 		}
 		code, stdout, stderr := testbin.Run(t, exec.Command(bin, "bench", "--quiet", "--model", model, "--depth", "40", "--prompt", "0", "--gen", "3", "--repeat", "1", "--kv", "bf16"))

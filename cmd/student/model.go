@@ -41,7 +41,7 @@ func (w *weightFlags) add(fs *flag.FlagSet, prefix string) {
 	fs.StringVar(&w.dtype, "dtype", "", prefix+"weight type: f32, bf16 or q8 (default: as stored)")
 	fs.IntVar(&w.threads, "threads", 0, prefix+"CPU threads for the kernels (default: all cores)")
 	fs.BoolVar(&w.mmap, "mmap", false, prefix+"use weights stored in the wanted type in place from the mapped file (shared page cache) instead of copying them into huge-page memory")
-	fs.StringVar(&w.kv, "kv", "", prefix+"KV cache value type on the cpu backend: f32 (default), or bf16 (half the bytes a long context reads and holds; results change slightly)")
+	fs.StringVar(&w.kv, "kv", "", prefix+"KV cache value type on the cpu backend: f32 or bf16 (half the bytes a long context reads and holds; results change slightly) (default: bf16 with --dtype q8, f32 otherwise)")
 }
 
 // check returns the usage error of a bad --dtype or --kv.
@@ -57,7 +57,7 @@ func (w *weightFlags) parse() (qwen2.WeightType, bool, error) {
 	if err != nil {
 		return "", false, cli.Usagef("--dtype: %v", err)
 	}
-	kvBF16, err := qwen2.ParseKVCache(w.kv)
+	kvBF16, err := qwen2.ParseKVCache(w.kv, wt)
 	if err != nil {
 		return "", false, cli.Usagef("--kv %q: want f32 or bf16", w.kv)
 	}

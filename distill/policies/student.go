@@ -22,7 +22,8 @@ const (
 	// EnvStudentMmap, when 1, uses the weights in place from the mapped files (shared page
 	// cache between processes) instead of copying them into huge-page memory.
 	EnvStudentMmap = "CHAINEDSQL_STUDENT_MMAP"
-	// EnvStudentKV is the CPU backend's KV cache type: f32 (default) or bf16.
+	// EnvStudentKV is the CPU backend's KV cache type: f32 or bf16 (default: bf16 for q8 weights,
+	// f32 for the others).
 	EnvStudentKV = "CHAINEDSQL_STUDENT_KV"
 	// EnvStudentBackend is the runtime backend: cpu (default), cuda or cuda-emulated.
 	EnvStudentBackend = "CHAINEDSQL_STUDENT_BACKEND"
@@ -36,7 +37,7 @@ const (
 // naming the variable.
 func StudentEnv(getenv func(string) string) (student.Options, error) {
 	opts := student.Options{Tokenizer: getenv(EnvStudentTokenizer), DType: getenv(EnvStudentDType), Backend: getenv(EnvStudentBackend), KVCache: getenv(EnvStudentKV)}
-	if _, err := qwen2.ParseKVCache(opts.KVCache); err != nil {
+	if _, err := qwen2.ParseKVCache(opts.KVCache, qwen2.AsStored); err != nil {
 		return opts, fmt.Errorf("%s=%q: want f32 or bf16", EnvStudentKV, opts.KVCache)
 	}
 	switch v := getenv(EnvStudentMmap); v {

@@ -36,16 +36,25 @@ func ParseWeightType(s string) (WeightType, error) {
 	return "", fmt.Errorf("qwen2: weight type %q is not one of stored, f32, bf16, q8", s)
 }
 
-// ParseKVCache parses a --kv flag value: "" or "f32" (false), "bf16" (true: Options.KVBF16).
-func ParseKVCache(s string) (bf16 bool, err error) {
+// ParseKVCache parses a --kv flag value for weights of type wt: "f32" (false) or "bf16" (true:
+// Options.KVBF16); "" is the default, bf16 for q8 weights and f32 for the others (DefaultKVBF16).
+func ParseKVCache(s string, wt WeightType) (bf16 bool, err error) {
 	switch strings.ToLower(s) {
-	case "", "f32":
+	case "":
+		return DefaultKVBF16(wt), nil
+	case "f32":
 		return false, nil
 	case "bf16":
 		return true, nil
 	}
 	return false, fmt.Errorf("qwen2: KV cache type %q is not one of f32, bf16", s)
 }
+
+// DefaultKVBF16 reports whether weights of type wt keep a bf16 KV cache unless told otherwise:
+// q8 weights do (over it they stay about as far from the reference computation as over an f32
+// cache, TestKVBF16Q8, and decode at depth reads half the bytes, as over llama.cpp's default f16
+// cache); f32, bf16 and stored weights keep f32, the reference computation.
+func DefaultKVBF16(wt WeightType) bool { return wt == Q8 }
 
 // Options configure Load.
 type Options struct {
@@ -60,8 +69,9 @@ type Options struct {
 	// KVBF16 stores the KV cache's keys and values as bf16 (rounded to nearest even) instead of
 	// f32: half the bytes per token, so half the memory a long context holds and half what decode
 	// attention reads at depth, but the results change (every later token attends over rounded
-	// keys and values; bf16 keeps 8 significant bits). Off by default: logits then match the f32
-	// reference computation.
+	// keys and values; bf16 keeps 8 significant bits). Commands set it from --kv through
+	// ParseKVCache, whose default is on for q8 weights only; off, logits match the f32 reference
+	// computation.
 	KVBF16 bool
 }
 

@@ -757,6 +757,56 @@ func TestKVBF16(t *testing.T) {
 	}
 }
 
+// TestKVBF16Q8: the bf16 cache q8 weights keep by default (DefaultKVBF16) leaves them about as far
+// from the reference computation as the f32 cache does. Over a prompt and 12 decoded tokens, q8
+// weights over a bf16 cache are within 1.25 times the largest logit difference of q8 over an f32
+// cache, both against f32 weights over an f32 cache (measured 0.00659 against 0.00656: the
+// cache's rounding, 0.00583 alone, is of the weights' size and does not add to it).
+func TestKVBF16Q8(t *testing.T) {
+	if !DefaultKVBF16(Q8) || DefaultKVBF16(F32) || DefaultKVBF16(BF16) || DefaultKVBF16(AsStored) {
+		t.Fatal("DefaultKVBF16: want bf16 for q8 weights only")
+	}
+	for _, c := range []struct {
+		s    string
+		wt   WeightType
+		want bool
+	}{{"", Q8, true}, {"", F32, false}, {"", BF16, false}, {"", AsStored, false}, {"f32", Q8, false}, {"F32", Q8, false}, {"bf16", F32, true}, {"BF16", AsStored, true}} {
+		if got, err := ParseKVCache(c.s, c.wt); err != nil || got != c.want {
+			t.Errorf("ParseKVCache(%q, %q) = %v, %v; want %v", c.s, c.wt, got, err, c.want)
+		}
+	}
+	if _, err := ParseKVCache("f16", Q8); err == nil {
+		t.Error(`ParseKVCache("f16") took it`)
+	}
+	ref := smallModel(t, safetensors.F32, Options{}, nil)
+	qf := smallModel(t, safetensors.F32, Options{DType: Q8}, nil)
+	qb := smallModel(t, safetensors.F32, Options{DType: Q8, KVBF16: true}, nil)
+	V := ref.VocabSize()
+	ids := prompt(40, 4, V)
+	run := func(m *Model) (out [][]float32) {
+		c := newCache(t, m, 64)
+		out = append(out, slices.Clone(forward(t, m, lm.Step{Cache: c, Tokens: ids, AllLogits: true})[0].Logits))
+		for i := range 12 {
+			out = append(out, slices.Clone(forward(t, m, lm.Step{Cache: c, Tokens: []int{(7 * i) % V}})[0].Logits))
+		}
+		return out
+	}
+	r, f, b := run(ref), run(qf), run(qb)
+	var weights, cache, both float64
+	for i := range r {
+		weights = max(weights, maxAbsDiff(f[i], r[i]))
+		cache = max(cache, maxAbsDiff(b[i], f[i]))
+		both = max(both, maxAbsDiff(b[i], r[i]))
+	}
+	t.Logf("max |Δ logit|: q8 against f32 weights %.3g, bf16 against f32 cache under q8 %.3g, q8 over bf16 against f32 over f32 %.3g", weights, cache, both)
+	if cache == 0 {
+		t.Error("q8 over the bf16 cache gives the f32 cache's logits: the cache was not bf16")
+	}
+	if both > 1.25*weights {
+		t.Errorf("q8 over the bf16 cache is %.3g from the reference, over 1.25 times q8 over the f32 cache's %.3g", both, weights)
+	}
+}
+
 // kvBF16Tol bounds the bf16 KV cache's logits against the f32 cache's, relative to the largest
 // logit: bf16 rounds each key and value by at most 2^-9 of itself.
 const kvBF16Tol = 1e-2 // measured 1.7e-3 (0.00105 of 0.629)

@@ -28,9 +28,10 @@ type Options struct {
 	// Mmap uses weights already in the wanted type in place from the mapped files
 	// (qwen2.Options.Mmap) instead of copying them into huge-page memory.
 	Mmap bool
-	// KVCache is the CPU backend's KV cache value type: "" or "f32" (the default), or "bf16"
-	// (qwen2.Options.KVBF16: half the bytes at depth, results change slightly). The CUDA
-	// backends' cache is always bf16; "f32" there is an error.
+	// KVCache is the CPU backend's KV cache value type: "f32" or "bf16" (qwen2.Options.KVBF16:
+	// half the bytes at depth, results change slightly); "" is bf16 for q8 weights and f32 for
+	// the others (qwen2.DefaultKVBF16). The CUDA backends' cache is always bf16; "f32" there is
+	// an error.
 	KVCache string
 	// Backend runs the model on "cpu" (the default), "cuda" (an NVIDIA GPU through the driver)
 	// or "cuda-emulated" (the CUDA kernels on the CPU, in binaries built with -tags cudaemu).
@@ -143,7 +144,7 @@ func LoadModel(dir string, opts Options) (Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}
-	kvBF16, err := qwen2.ParseKVCache(opts.KVCache)
+	kvBF16, err := qwen2.ParseKVCache(opts.KVCache, wt)
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}
