@@ -85,8 +85,8 @@ func weightBytes(m *Matrix) int64 {
 	case BF16, F16:
 		return int64(m.Rows*m.Cols) * 2
 	}
-	sb := 4 // f32 scales in rows, halves in panels
-	if m.Q8Panels {
+	sb := 4 // f32 scales in rows, halves in panels or in rows after HalveQ8Scales
+	if m.Scales16 != nil {
 		sb = 2
 	}
 	return int64(m.Rows*m.Cols) + int64(m.Rows*m.Cols/Q8Block*sb)

@@ -2,14 +2,18 @@
 
 // Q8PTRS loads the row pointers of the Q8 kernels (arguments w, ldw, scales, lds at 0-24(FP)):
 // SI, R9 rows 0 and 3 (R8 = row stride in bytes), BX, R11 their scales (R10 = scale row stride
-// in bytes).
-#define Q8PTRS \
+// in bytes, for f32 scales); Q8PTRSH is the same for scales held as halves (the H kernels).
+#define Q8PTRS Q8PTRSX($2)
+#define Q8PTRSH Q8PTRSX($1)
+
+// Q8PTRSX is Q8PTRS with sh the log2 of a scale's size.
+#define Q8PTRSX(sh) \
 	MOVQ w+0(FP), SI; \
 	MOVQ ldw+8(FP), R8; \
 	ROW3(SI, R8, R9); \
 	MOVQ scales+16(FP), BX; \
 	MOVQ lds+24(FP), R10; \
-	SHLQ $2, R10; \
+	SHLQ sh, R10; \
 	ROW3(BX, R10, R11)
 
 // Q8VNNIARGS loads what dot4Q8VNNI and dot4Q8VNNIFar share (w, ldw, scales, lds, xq, corr, xs,
@@ -17,6 +21,15 @@
 // DX = xs, CX = k, the XOR bias in Z20, the upper-half mask in K1, and zeroes Z0-Z3.
 #define Q8VNNIARGS \
 	Q8PTRS; \
+	Q8VNNIREST
+
+// Q8VNNIARGSH is Q8VNNIARGS for scales held as halves (dot4Q8VNNIH, dot4Q8VNNIFarH).
+#define Q8VNNIARGSH \
+	Q8PTRSH; \
+	Q8VNNIREST
+
+// Q8VNNIREST is Q8VNNIARGS after the row pointers.
+#define Q8VNNIREST \
 	MOVQ         xq+32(FP), DI; \
 	MOVQ         corr+40(FP), R12; \
 	MOVQ         xs+48(FP), DX; \

@@ -262,6 +262,77 @@ q8floop:
 q8fdone:
 	STORE4ACC(out+64(FP))
 
+// Q8ROWH is Q8ROW for scales held as IEEE halves (Matrix.Scales16 in rows): the two blocks'
+// halves at sc and sc2 are broadcast as words into the ymm h (the first into all 16 words, the
+// second into words 8-15 under K1) and widened exactly into v (VCVTPH2PS), the weight scales
+// Q8ROW builds from the same values in f32; h is t's lower half, free once VPDPBUSD has read t.
+#define Q8ROWH(w, sc, sc2, acc, t, h, u, v) \
+	VPXORD         w, Z20, t; \
+	VMOVDQU32      (R12), u; \
+	VPDPBUSD       (DI), t, u; \
+	VCVTDQ2PS      u, u; \
+	VPBROADCASTW   sc, h; \
+	VPBROADCASTW   sc2, K1, h; \
+	VCVTPH2PS      h, v; \
+	VMULPS         Z5, v, v; \
+	VFMADD231PS    v, u, acc
+
+// Q8VNNISTEPH is Q8VNNISTEP over half scales (Q8ROWH; two halves, 4 bytes, a row and step).
+#define Q8VNNISTEPH \
+	VMOVUPS (DX), Z5; \
+	Q8ROWH((SI), (BX), 2(BX), Z0, Z6, Y6, Z7, Z8); \
+	Q8ROWH((SI)(R8*1), (BX)(R10*1), 2(BX)(R10*1), Z1, Z9, Y9, Z10, Z11); \
+	Q8ROWH((SI)(R8*2), (BX)(R10*2), 2(BX)(R10*2), Z2, Z12, Y12, Z13, Z14); \
+	Q8ROWH((R9), (R11), 2(R11), Z3, Z16, Y16, Z17, Z18); \
+	ADDQ    $64, SI; \
+	ADDQ    $64, R9; \
+	ADDQ    $4, BX; \
+	ADDQ    $4, R11; \
+	ADDQ    $64, DI; \
+	ADDQ    $64, R12; \
+	ADDQ    $64, DX
+
+// func dot4Q8VNNIH(w *int8, ldw int, scales *uint16, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32, pfd int)
+//
+// dot4Q8VNNI for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves), widened
+// exactly where dot4Q8VNNI broadcasts its f32 scales (Q8ROWH: one instruction more per row and
+// 64 columns), so the same results to the bit over the same scale values; the same prefetch.
+TEXT ·dot4Q8VNNIH(SB), NOSPLIT, $0-80
+	Q8VNNIARGSH
+	MOVQ  pfd+72(FP), R13
+	ADDQ  SI, R13
+	TESTQ CX, CX
+	JLE   q8vhdone
+
+q8vhloop:
+	PREFETCHT2 (R13)
+	PREFETCHT2 64(R13)
+	PREFETCHT2 128(R13)
+	PREFETCHT2 192(R13)
+	Q8VNNISTEPH
+	ADDQ       $256, R13
+	SUBQ       $64, CX
+	JGT        q8vhloop
+
+q8vhdone:
+	STORE4ACC(out+64(FP))
+
+// func dot4Q8VNNIFarH(w *int8, ldw int, scales *uint16, lds int, xq *int8, corr *int32, xs *float32, k int, out *[4]float32)
+//
+// dot4Q8VNNIFar for scales held as halves (Q8ROWH): dot4Q8VNNIFar's results to the bit.
+TEXT ·dot4Q8VNNIFarH(SB), NOSPLIT, $0-72
+	Q8VNNIARGSH
+	TESTQ CX, CX
+	JLE   q8fhdone
+
+q8fhloop:
+	Q8VNNISTEPH
+	SUBQ $64, CX
+	JGT  q8fhloop
+
+q8fhdone:
+	STORE4ACC(out+64(FP))
+
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix kernels on int8 and bf16 dot products (prefill; see prefill.go). The weights of
 // a few 16-row panels are packed so that one 64-byte vector holds four bytes (4 int8 or 2 bf16

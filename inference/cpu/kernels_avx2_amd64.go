@@ -38,10 +38,19 @@ func avx2Dot4Q8I(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float
 func avx2Dot4Q8IFar(w *int8, ldw int, scales *float32, lds int, xq *int8, xs *float32, k int, out *[4]float32)
 
 //go:noescape
+func avx2Dot4Q8IH(w *int8, ldw int, scales *uint16, lds int, xq *int8, xs *float32, k int, out *[4]float32)
+
+//go:noescape
+func avx2Dot4Q8IFarH(w *int8, ldw int, scales *uint16, lds int, xq *int8, xs *float32, k int, out *[4]float32)
+
+//go:noescape
 func avx2MvBF16P2(w *uint16, ldw int, x0, x1 *float32, k int, d0, d1 *float32, nrows int)
 
 //go:noescape
 func avx2Dot4Q8I2(w *int8, ldw int, scales *float32, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
+
+//go:noescape
+func avx2Dot4Q8I2H(w *int8, ldw int, scales *uint16, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
 
 //go:noescape
 func avx2Pack8(dst *byte, lddst int, src *byte, idx *[8]int32, n int, abs int)

@@ -57,6 +57,15 @@
 // ones and zeroes Y0-Y3 (avx2Dot4Q8I, avx2Dot4Q8IFar; before any TEXT, as G7ARGS); clobbers AX.
 #define Q8IARGS \
 	Q8PTRS; \
+	Q8IREST
+
+// Q8IARGSH is Q8IARGS for scales held as halves (avx2Dot4Q8IH, avx2Dot4Q8IFarH).
+#define Q8IARGSH \
+	Q8PTRSH; \
+	Q8IREST
+
+// Q8IREST is Q8IARGS after the row pointers.
+#define Q8IREST \
 	MOVQ   xq+32(FP), DI; \
 	MOVQ   xs+40(FP), DX; \
 	MOVQ   k+48(FP), CX; \
@@ -65,6 +74,27 @@
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3
+
+// Q8I2ARGS loads avx2Dot4Q8I2's arguments after the row pointers (Q8PTRS or Q8PTRSH): R13 xq1,
+// AX xs1, the rest as avx2Dot4Q8I's, R12 the prefetch pointer; zeroes Y0-Y7.
+#define Q8I2ARGS \
+	MOVQ xq0+32(FP), DI; \
+	MOVQ xq1+40(FP), R13; \
+	MOVQ xs0+48(FP), DX; \
+	MOVQ k+64(FP), CX; \
+	Q8IONES; \
+	MOVQ xs1+56(FP), AX; \
+	ZERO8
+
+// Q8I2END stores the two inputs' sums (avx2Dot4Q8I2 and its H twin).
+#define Q8I2END \
+	HSUM8; \
+	MOVQ    out0+72(FP), AX; \
+	VMOVUPS X12, (AX); \
+	MOVQ    out1+80(FP), AX; \
+	VMOVUPS X0, (AX); \
+	VZEROUPPER; \
+	RET
 
 #include "kernels_amd64.h"
 
@@ -370,8 +400,11 @@ trloop:
 // quantised to int8 in Y8 (its scale per lane in Y9): Y10 = |w| as unsigned bytes, Y11 = x with
 // w's sign, so VPMADDUBSW's u8×s8 pairs are w·x (at most 2·128·127 in magnitude, no saturation,
 // -128 included), VPMADDWD with ones (Y13) sums them into 8 int32 lanes of 4 products; those are
-// widened and added times x scale × weight scale.
-#define Q8IROW(w, sc, acc) \
+// widened and added times x scale × weight scale. The scale is loaded into Y12 by ld: Q8SF (an
+// f32, broadcast) or Q8SH (a half, broadcast as a word and widened exactly: the same f32 value).
+#define Q8IROW(w, sc, acc) Q8IROWL(Q8SF, w, sc, acc)
+
+#define Q8IROWL(ld, w, sc, acc) \
 	VMOVDQU      w, Y10; \
 	VPSIGNB      Y10, Y8, Y11; \
 	VPABSB       Y10, Y10; \
@@ -379,24 +412,132 @@ trloop:
 	VPMADDWD     Y13, Y10, Y10; \
 	VCVTDQ2PS    Y10, Y10; \
 	VMULPS       Y9, Y10, Y10; \
-	VBROADCASTSS sc, Y12; \
+	ld(sc); \
 	VFMADD231PS  Y12, Y10, acc
 
-// Q8ISTEP adds one block of 32 columns of the four rows to Y0-Y3 (Q8IROW) and moves the rows,
-// their scales and x on (avx2Dot4Q8I, avx2Dot4Q8IFar).
-#define Q8ISTEP \
+#define Q8SF(sc) VBROADCASTSS sc, Y12
+
+#define Q8SH(sc) \
+	VPBROADCASTW sc, X12; \
+	VCVTPH2PS    X12, Y12
+
+// Q8ISTEPL adds one block of 32 columns of the four rows to Y0-Y3 (Q8IROWL with scale loader ld,
+// the rows' scales at s0-s3) and moves the rows and x on (avx2Dot4Q8I, avx2Dot4Q8IFar and their
+// H twins); the scale pointers are the caller's to move. Q8ISTEP is the f32 scales' block, Q8ISTEPH
+// the halves' (each moves BX and R11 on by one scale).
+#define Q8ISTEPL(ld, s0, s1, s2, s3) \
 	VMOVDQU (DI), Y8; \
 	VMOVUPS (DX), Y9; \
-	Q8IROW((SI), (BX), Y0); \
-	Q8IROW((SI)(R8*1), (BX)(R10*1), Y1); \
-	Q8IROW((SI)(R8*2), (BX)(R10*2), Y2); \
-	Q8IROW((R9), (R11), Y3); \
+	Q8IROWL(ld, (SI), s0, Y0); \
+	Q8IROWL(ld, (SI)(R8*1), s1, Y1); \
+	Q8IROWL(ld, (SI)(R8*2), s2, Y2); \
+	Q8IROWL(ld, (R9), s3, Y3); \
 	ADDQ    $32, SI; \
 	ADDQ    $32, R9; \
-	ADDQ    $4, BX; \
-	ADDQ    $4, R11; \
 	ADDQ    $32, DI; \
 	ADDQ    $32, DX
+
+#define Q8ISTEP \
+	Q8ISTEPL(Q8SF, (BX), (BX)(R10*1), (BX)(R10*2), (R11)); \
+	ADDQ $4, BX; \
+	ADDQ $4, R11
+
+#define Q8ISTEPH \
+	Q8ISTEPL(Q8SH, (BX), (BX)(R10*1), (BX)(R10*2), (R11)); \
+	ADDQ $2, BX; \
+	ADDQ $2, R11
+
+// Q8ISTAGE widens the next four half scales of each of the four rows (8 bytes at BX,
+// BX+R10, BX+2·R10 and R11) to f32 into the frame's 64 bytes, row i's at s-64+16i(SP), and moves
+// BX and R11 on by four scales: the H kernels' blocks then broadcast their scales from there as
+// the f32 kernels do from the rows (Q8ISTEPS), one VCVTPH2PS and one store per row and four
+// blocks instead of a word broadcast and a VCVTPH2PS per row and block (Q8ISTEPH, the tails).
+// Clobbers Y10 (free between blocks).
+#define Q8ISTAGE \
+	VCVTPH2PS (BX), X10; \
+	VMOVUPS   X10, s-64(SP); \
+	VCVTPH2PS (BX)(R10*1), X10; \
+	VMOVUPS   X10, s-48(SP); \
+	VCVTPH2PS (BX)(R10*2), X10; \
+	VMOVUPS   X10, s-32(SP); \
+	VCVTPH2PS (R11), X10; \
+	VMOVUPS   X10, s-16(SP); \
+	ADDQ      $8, BX; \
+	ADDQ      $8, R11
+
+// Q8ICHUNK is four blocks (128 columns) of the H kernels: their scales staged (Q8ISTAGE), then
+// step(ld, s0, s1, s2, s3) for each block (Q8ISTEPL, or Q8I2STEPL for two inputs) with the f32
+// loader from the frame, pf (the kernel's prefetch per block) before each.
+#define Q8ICHUNK(step, pf) \
+	Q8ISTAGE; \
+	pf; \
+	step(Q8SF, s-64(SP), s-48(SP), s-32(SP), s-16(SP)); \
+	pf; \
+	step(Q8SF, s-60(SP), s-44(SP), s-28(SP), s-12(SP)); \
+	pf; \
+	step(Q8SF, s-56(SP), s-40(SP), s-24(SP), s-8(SP)); \
+	pf; \
+	step(Q8SF, s-52(SP), s-36(SP), s-20(SP), s-4(SP))
+
+// Q8IPF2 is avx2Dot4Q8I's prefetch per block: two lines 8 KiB ahead (R12), into L2.
+#define Q8IPF2 \
+	PREFETCHT2 (R12); \
+	PREFETCHT2 64(R12); \
+	ADDQ       $128, R12
+
+// Q8IPFFAR is avx2Dot4Q8IFar's prefetch per block: 512 bytes ahead in each of the four rows.
+#define Q8IPFFAR \
+	PREFETCHT0 512(SI); \
+	PREFETCHT0 512(SI)(R8*1); \
+	PREFETCHT0 512(SI)(R8*2); \
+	PREFETCHT0 512(R9)
+
+// Q8I2ROW is Q8IROW for two inputs at once (x0 in Y8 with its lane scales at (DX), x1 in Y9
+// with its scales at (AX)): the row's weights are loaded, made absolute (Y14) and their scale
+// loaded into Y12 (by ld: Q8SF or Q8SH, as Q8IROWL) once, then each input gets its signed copy,
+// products and accumulator (p, q).
+#define Q8I2ROW(ld, w, sc, p, q) \
+	VPABSB       w, Y14; \
+	ld(sc); \
+	VPSIGNB      w, Y8, Y11; \
+	VPMADDUBSW   Y11, Y14, Y10; \
+	VPMADDWD     Y13, Y10, Y10; \
+	VCVTDQ2PS    Y10, Y10; \
+	VMULPS       (DX), Y10, Y10; \
+	VFMADD231PS  Y12, Y10, p; \
+	VPSIGNB      w, Y9, Y11; \
+	VPMADDUBSW   Y11, Y14, Y10; \
+	VPMADDWD     Y13, Y10, Y10; \
+	VCVTDQ2PS    Y10, Y10; \
+	VMULPS       (AX), Y10, Y10; \
+	VFMADD231PS  Y12, Y10, q
+
+// Q8I2STEPL is one block of avx2Dot4Q8I2 (scale loader ld, the four rows' scales at s0-s3):
+// both inputs' 32 bytes, the four rows, and every stream but the scales moved on (Q8I2STEP
+// and Q8I2STEPH move those: one f32 or one half).
+#define Q8I2STEPL(ld, s0, s1, s2, s3) \
+	VMOVDQU    (DI), Y8; \
+	VMOVDQU    (R13), Y9; \
+	Q8I2ROW(ld, (SI), s0, Y0, Y4); \
+	Q8I2ROW(ld, (SI)(R8*1), s1, Y1, Y5); \
+	Q8I2ROW(ld, (SI)(R8*2), s2, Y2, Y6); \
+	Q8I2ROW(ld, (R9), s3, Y3, Y7); \
+	ADDQ       $32, SI; \
+	ADDQ       $32, R9; \
+	ADDQ       $32, DI; \
+	ADDQ       $32, R13; \
+	ADDQ       $32, DX; \
+	ADDQ       $32, AX
+
+#define Q8I2STEP \
+	Q8I2STEPL(Q8SF, (BX), (BX)(R10*1), (BX)(R10*2), (R11)); \
+	ADDQ $4, BX; \
+	ADDQ $4, R11
+
+#define Q8I2STEPH \
+	Q8I2STEPL(Q8SH, (BX), (BX)(R10*1), (BX)(R10*2), (R11)); \
+	ADDQ $2, BX; \
+	ADDQ $2, R11
 
 // Q8IWORDS sets Y13 to 16-bit ones (for VPMADDWD); clobbers AX. Q8IONES also sets R12 to the
 // prefetch pointer 8 KiB ahead of the rows.
@@ -439,12 +580,10 @@ TEXT ·avx2Dot4Q8I(SB), NOSPLIT, $0-64
 	JLE   q8idone
 
 q8iloop:
-	PREFETCHT2 (R12)
-	PREFETCHT2 64(R12)
+	Q8IPF2
 	Q8ISTEP
-	ADDQ       $128, R12
-	SUBQ       $32, CX
-	JGT        q8iloop
+	SUBQ $32, CX
+	JGT  q8iloop
 
 q8idone:
 	HSUM4
@@ -469,15 +608,81 @@ TEXT ·avx2Dot4Q8IFar(SB), NOSPLIT, $0-64
 	JLE   q8fdone
 
 q8floop:
-	PREFETCHT0 512(SI)
-	PREFETCHT0 512(SI)(R8*1)
-	PREFETCHT0 512(SI)(R8*2)
-	PREFETCHT0 512(R9)
+	Q8IPFFAR
 	Q8ISTEP
-	SUBQ       $32, CX
-	JGT        q8floop
+	SUBQ $32, CX
+	JGT  q8floop
 
 q8fdone:
+	HSUM4
+	MOVQ    out+56(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func avx2Dot4Q8IH(w *int8, ldw int, scales *uint16, lds int, xq *int8, xs *float32, k int, out *[4]float32)
+//
+// avx2Dot4Q8I for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): 34 bytes
+// a row streams per 32 weights instead of 36. Each 128 columns widen their four rows' 16 halves
+// to f32 in the frame first (Q8ISTAGE: one VCVTPH2PS and one store a row), then run
+// avx2Dot4Q8I's blocks broadcasting the scales from there; the last k mod 128 columns widen
+// each scale as they take it (Q8ISTEPH). Every block's arithmetic is avx2Dot4Q8I's on the same
+// scale values, so its results to the bit; the same prefetch.
+TEXT ·avx2Dot4Q8IH(SB), NOSPLIT, $64-64
+	Q8IARGSH
+	LEAQ 8192(SI), R12
+	CMPQ CX, $128
+	JLT  q8ihtail
+
+q8ihloop:
+	Q8ICHUNK(Q8ISTEPL, Q8IPF2)
+	SUBQ $128, CX
+	CMPQ CX, $128
+	JGE  q8ihloop
+
+q8ihtail:
+	TESTQ CX, CX
+	JLE   q8ihdone
+
+q8ihone:
+	Q8IPF2
+	Q8ISTEPH
+	SUBQ $32, CX
+	JGT  q8ihone
+
+q8ihdone:
+	HSUM4
+	MOVQ    out+56(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func avx2Dot4Q8IFarH(w *int8, ldw int, scales *uint16, lds int, xq *int8, xs *float32, k int, out *[4]float32)
+//
+// avx2Dot4Q8IFar for scales held as halves, as avx2Dot4Q8IH is avx2Dot4Q8I's: avx2Dot4Q8IFar's
+// results to the bit, with its prefetch.
+TEXT ·avx2Dot4Q8IFarH(SB), NOSPLIT, $64-64
+	Q8IARGSH
+	CMPQ CX, $128
+	JLT  q8fhtail
+
+q8fhloop:
+	Q8ICHUNK(Q8ISTEPL, Q8IPFFAR)
+	SUBQ $128, CX
+	CMPQ CX, $128
+	JGE  q8fhloop
+
+q8fhtail:
+	TESTQ CX, CX
+	JLE   q8fhdone
+
+q8fhone:
+	Q8IPFFAR
+	Q8ISTEPH
+	SUBQ $32, CX
+	JGT  q8fhone
+
+q8fhdone:
 	HSUM4
 	MOVQ    out+56(FP), AX
 	VMOVUPS X0, (AX)
@@ -565,25 +770,6 @@ bfp2sum:
 	VZEROUPPER
 	RET
 
-// Q8I2ROW is Q8IROW for two inputs at once (x0 in Y8 with its lane scales at (DX), x1 in Y9
-// with its scales at (AX)): the row's weights are loaded, made absolute (Y14) and their scale
-// broadcast (Y12) once, then each input gets its signed copy, products and accumulator (p, q).
-#define Q8I2ROW(w, sc, p, q) \
-	VPABSB       w, Y14; \
-	VBROADCASTSS sc, Y12; \
-	VPSIGNB      w, Y8, Y11; \
-	VPMADDUBSW   Y11, Y14, Y10; \
-	VPMADDWD     Y13, Y10, Y10; \
-	VCVTDQ2PS    Y10, Y10; \
-	VMULPS       (DX), Y10, Y10; \
-	VFMADD231PS  Y12, Y10, p; \
-	VPSIGNB      w, Y9, Y11; \
-	VPMADDUBSW   Y11, Y14, Y10; \
-	VPMADDWD     Y13, Y10, Y10; \
-	VCVTDQ2PS    Y10, Y10; \
-	VMULPS       (AX), Y10, Y10; \
-	VFMADD231PS  Y12, Y10, q
-
 // func avx2Dot4Q8I2(w *int8, ldw int, scales *float32, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
 //
 // avx2Dot4Q8I for two quantised input rows (decode batches): out0 = four rows of w against
@@ -592,45 +778,48 @@ bfp2sum:
 // and AX xs1; accumulators Y0-Y3 (input 0) and Y4-Y7 (input 1).
 TEXT ·avx2Dot4Q8I2(SB), NOSPLIT, $0-88
 	Q8PTRS
-	MOVQ xq0+32(FP), DI
-	MOVQ xq1+40(FP), R13
-	MOVQ xs0+48(FP), DX
-	MOVQ k+64(FP), CX
-	Q8IONES
-	MOVQ xs1+56(FP), AX
-	ZERO8
+	Q8I2ARGS
 	TESTQ  CX, CX
 	JLE    q8i2done
 
 q8i2loop:
-	PREFETCHT2 (R12)
-	PREFETCHT2 64(R12)
-	VMOVDQU    (DI), Y8
-	VMOVDQU    (R13), Y9
-	Q8I2ROW((SI), (BX), Y0, Y4)
-	Q8I2ROW((SI)(R8*1), (BX)(R10*1), Y1, Y5)
-	Q8I2ROW((SI)(R8*2), (BX)(R10*2), Y2, Y6)
-	Q8I2ROW((R9), (R11), Y3, Y7)
-	ADDQ       $32, SI
-	ADDQ       $32, R9
-	ADDQ       $128, R12
-	ADDQ       $4, BX
-	ADDQ       $4, R11
-	ADDQ       $32, DI
-	ADDQ       $32, R13
-	ADDQ       $32, DX
-	ADDQ       $32, AX
-	SUBQ       $32, CX
-	JGT        q8i2loop
+	Q8IPF2
+	Q8I2STEP
+	SUBQ $32, CX
+	JGT  q8i2loop
 
 q8i2done:
-	HSUM8
-	MOVQ    out0+72(FP), AX
-	VMOVUPS X12, (AX)
-	MOVQ    out1+80(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
+	Q8I2END
+
+// func avx2Dot4Q8I2H(w *int8, ldw int, scales *uint16, lds int, xq0, xq1 *int8, xs0, xs1 *float32, k int, out0, out1 *[4]float32)
+//
+// avx2Dot4Q8I2 for scales held as halves, staged per 128 columns as in avx2Dot4Q8IH (Q8ICHUNK;
+// the last k mod 128 columns widen each scale as they take it): avx2Dot4Q8I2's results to the
+// bit, with its prefetch.
+TEXT ·avx2Dot4Q8I2H(SB), NOSPLIT, $64-88
+	Q8PTRSH
+	Q8I2ARGS
+	CMPQ CX, $128
+	JLT  q8i2htail
+
+q8i2hloop:
+	Q8ICHUNK(Q8I2STEPL, Q8IPF2)
+	SUBQ $128, CX
+	CMPQ CX, $128
+	JGE  q8i2hloop
+
+q8i2htail:
+	TESTQ CX, CX
+	JLE   q8i2hdone
+
+q8i2hone:
+	Q8IPF2
+	Q8I2STEPH
+	SUBQ $32, CX
+	JGT  q8i2hone
+
+q8i2hdone:
+	Q8I2END
 
 // ---------------------------------------------------------------------------------------------
 // Matrix-matrix kernel on int8 products (prefill with q8 weights on CPUs without AVX-512; see

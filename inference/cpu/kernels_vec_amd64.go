@@ -69,6 +69,12 @@ func cvtF16(dst *float32, src *uint16, n int)
 //go:noescape
 func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
 
+// cvtQ8 with the block scales as IEEE halves (Matrix.Scales16 in rows), widened exactly:
+// the values cvtQ8 gives over the same scales in f32.
+//
+//go:noescape
+func cvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)
+
 // The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
 // (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
 // for the four rows, two accumulators per row.
@@ -122,6 +128,15 @@ func dot4BF16PFar(w *uint16, ldw int, x *float32, k int, out *[4]float32)
 //
 //go:noescape
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32)
+
+// dot4Q8 for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): each
+// block's scale is broadcast as a half and widened exactly (VPBROADCASTW, VCVTPH2PS), then
+// used as dot4Q8 uses its f32 scale, so the results are dot4Q8's over the same scales, to
+// the bit.
+// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+//
+//go:noescape
+func dot4Q8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, out *[4]float32)
 
 // The bf16 matrix-vector kernel of the zen5 decode plan: dot4BF16P on eight rows (ldw elements
 // apart) per call, each row summed in dot4BF16P's order, so out holds what two dot4BF16P calls
@@ -197,6 +212,12 @@ func avx2CvtF16(dst *float32, src *uint16, n int)
 //go:noescape
 func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)
 
+// cvtQ8 with the block scales as IEEE halves (Matrix.Scales16 in rows), widened exactly:
+// the values cvtQ8 gives over the same scales in f32.
+//
+//go:noescape
+func avx2CvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)
+
 // The f32 matrix-vector kernel: four rows of w (ldw elements apart) dotted with x, k columns
 // (a multiple of the lanes). The weights are FMA memory operands; x is loaded once per pass
 // for the four rows, two accumulators per row.
@@ -258,3 +279,12 @@ func avx2MvBF16PFar(w *uint16, ldw int, x *float32, k int, dst *float32, nrows i
 //
 //go:noescape
 func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int)
+
+// dot4Q8 for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): each
+// block's scale is broadcast as a half and widened exactly (VPBROADCASTW, VCVTPH2PS), then
+// used as dot4Q8 uses its f32 scale, so the results are dot4Q8's over the same scales, to
+// the bit.
+// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+//
+//go:noescape
+func avx2MvQ8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, dst *float32, nrows int)

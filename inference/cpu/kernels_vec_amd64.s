@@ -491,6 +491,39 @@ cvtqdone:
 	VZEROUPPER
 	RET
 
+// func cvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·cvtQ8H(SB), NOSPLIT, $0-32
+	// cvtQ8 with the block scales as IEEE halves (Matrix.Scales16 in rows), widened exactly:
+	// the values cvtQ8 gives over the same scales in f32.
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  scales+16(FP), BX
+	MOVQ  nblocks+24(FP), CX
+	TESTQ CX, CX
+	JLE   cvtqhdone
+
+cvtqhloop:
+	VPBROADCASTW (BX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBD    (SI), Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z0, Z0
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z2, Z0, Z0
+	VMULPS       Z2, Z1, Z1
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	ADDQ         $0x20, SI
+	ADDQ         $0x02, BX
+	ADDQ         $0x80, DI
+	DECQ         CX
+	JGT          cvtqhloop
+
+cvtqhdone:
+	VZEROUPPER
+	RET
+
 // func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)
 // Requires: AVX, AVX512F
 TEXT ·dot4F32(SB), NOSPLIT, $0-40
@@ -979,6 +1012,98 @@ q8loop:
 	ADDQ         $0x20, R9
 	ADDQ         $0x04, BX
 	ADDQ         $0x04, R11
+	ADDQ         $0x80, DI
+	SUBQ         $0x20, CX
+	JGT          q8loop
+
+q8done:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y2, Y4, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	MOVQ          out+48(FP), AX
+	VMOVUPS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dot4Q8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, out *[4]float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dot4Q8H(SB), NOSPLIT, $0-56
+	// dot4Q8 for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): each
+	// block's scale is broadcast as a half and widened exactly (VPBROADCASTW, VCVTPH2PS), then
+	// used as dot4Q8 uses its f32 scale, so the results are dot4Q8's over the same scales, to
+	// the bit.
+	// One group of four rows (ldw = 0 repeats one row) into out; the Go caller loops over the rows.
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), R8
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   scales+16(FP), BX
+	MOVQ   lds+24(FP), R10
+	SHLQ   $0x01, R10
+	LEAQ   (BX)(R10*2), R11
+	ADDQ   R10, R11
+	MOVQ   x+32(FP), DI
+	MOVQ   k+40(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ  CX, CX
+	JLE    q8done
+
+q8loop:
+	VMOVUPS      (DI), Z4
+	VMOVUPS      64(DI), Z5
+	VPMOVSXBD    (SI), Z6
+	VPMOVSXBD    16(SI), Z7
+	VPMOVSXBD    (SI)(R8*1), Z8
+	VPMOVSXBD    16(SI)(R8*1), Z9
+	VPMOVSXBD    (SI)(R8*2), Z10
+	VPMOVSXBD    16(SI)(R8*2), Z11
+	VPMOVSXBD    (R9), Z12
+	VPMOVSXBD    16(R9), Z13
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VCVTDQ2PS    Z11, Z11
+	VCVTDQ2PS    Z12, Z12
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z4, Z6, Z6
+	VMULPS       Z4, Z8, Z8
+	VMULPS       Z4, Z10, Z10
+	VMULPS       Z4, Z12, Z12
+	VFMADD231PS  Z5, Z7, Z6
+	VFMADD231PS  Z5, Z9, Z8
+	VFMADD231PS  Z5, Z11, Z10
+	VFMADD231PS  Z5, Z13, Z12
+	VPBROADCASTW (BX), Y16
+	VCVTPH2PS    Y16, Z16
+	VPBROADCASTW (BX)(R10*1), Y17
+	VCVTPH2PS    Y17, Z17
+	VPBROADCASTW (BX)(R10*2), Y18
+	VCVTPH2PS    Y18, Z18
+	VPBROADCASTW (R11), Y19
+	VCVTPH2PS    Y19, Z19
+	VFMADD231PS  Z16, Z6, Z0
+	VFMADD231PS  Z17, Z8, Z1
+	VFMADD231PS  Z18, Z10, Z2
+	VFMADD231PS  Z19, Z12, Z3
+	ADDQ         $0x20, SI
+	ADDQ         $0x20, R9
+	ADDQ         $0x02, BX
+	ADDQ         $0x02, R11
 	ADDQ         $0x80, DI
 	SUBQ         $0x20, CX
 	JGT          q8loop
@@ -1580,6 +1705,47 @@ cvtqloop:
 	JGT          cvtqloop
 
 cvtqdone:
+	VZEROUPPER
+	RET
+
+// func avx2CvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)
+// Requires: AVX, AVX2, F16C
+TEXT ·avx2CvtQ8H(SB), NOSPLIT, $0-32
+	// cvtQ8 with the block scales as IEEE halves (Matrix.Scales16 in rows), widened exactly:
+	// the values cvtQ8 gives over the same scales in f32.
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  scales+16(FP), BX
+	MOVQ  nblocks+24(FP), CX
+	TESTQ CX, CX
+	JLE   cvtqhdone
+
+cvtqhloop:
+	VPBROADCASTW (BX), X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBD    (SI), Y0
+	VPMOVSXBD    8(SI), Y1
+	VPMOVSXBD    16(SI), Y2
+	VPMOVSXBD    24(SI), Y3
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VMULPS       Y4, Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         $0x20, SI
+	ADDQ         $0x02, BX
+	ADDQ         $0x80, DI
+	DECQ         CX
+	JGT          cvtqhloop
+
+cvtqhdone:
 	VZEROUPPER
 	RET
 
@@ -2202,5 +2368,129 @@ q8done:
 	LEAQ         (BX)(R12*4), BX
 	SUBQ         $0x04, R13
 	JGT          avx2MvQ8rows
+	VZEROUPPER
+	RET
+
+// func avx2MvQ8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, dst *float32, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·avx2MvQ8H(SB), NOSPLIT, $0-64
+	// dot4Q8 for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): each
+	// block's scale is broadcast as a half and widened exactly (VPBROADCASTW, VCVTPH2PS), then
+	// used as dot4Q8 uses its f32 scale, so the results are dot4Q8's over the same scales, to
+	// the bit.
+	// Loops over nrows rows (a multiple of 4; ldw = 0 with nrows = 4 repeats one row) into dst.
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ scales+16(FP), BX
+	MOVQ lds+24(FP), R12
+	SHLQ $0x01, R12
+	MOVQ dst+48(FP), DX
+	MOVQ nrows+56(FP), R13
+
+avx2MvQ8Hrows:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*2), R9
+	ADDQ   R8, R9
+	MOVQ   BX, R10
+	LEAQ   (BX)(R12*2), R11
+	ADDQ   R12, R11
+	MOVQ   x+32(FP), DI
+	MOVQ   k+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  CX, CX
+	JLE    q8done
+
+q8loop:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VMOVUPS      64(DI), Y10
+	VMOVUPS      96(DI), Y11
+	VPMOVSXBD    (AX), Y12
+	VPMOVSXBD    8(AX), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VPBROADCASTW (R10), X14
+	VCVTPH2PS    X14, Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VPMOVSXBD    (AX)(R8*1), Y12
+	VPMOVSXBD    8(AX)(R8*1), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX)(R8*1), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX)(R8*1), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VPBROADCASTW (R10)(R12*1), X14
+	VCVTPH2PS    X14, Y14
+	VFMADD231PS  Y14, Y12, Y1
+	VPMOVSXBD    (AX)(R8*2), Y12
+	VPMOVSXBD    8(AX)(R8*2), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(AX)(R8*2), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(AX)(R8*2), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VPBROADCASTW (R10)(R12*2), X14
+	VCVTPH2PS    X14, Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VPMOVSXBD    (R9), Y12
+	VPMOVSXBD    8(R9), Y13
+	VCVTDQ2PS    Y12, Y12
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y8, Y12, Y12
+	VMULPS       Y9, Y13, Y13
+	VPMOVSXBD    16(R9), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y10, Y14, Y12
+	VPMOVSXBD    24(R9), Y14
+	VCVTDQ2PS    Y14, Y14
+	VFMADD231PS  Y11, Y14, Y13
+	VADDPS       Y13, Y12, Y12
+	VPBROADCASTW (R11), X14
+	VCVTPH2PS    X14, Y14
+	VFMADD231PS  Y14, Y12, Y3
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, R9
+	ADDQ         $0x02, R10
+	ADDQ         $0x02, R11
+	ADDQ         $0x80, DI
+	SUBQ         $0x20, CX
+	JGT          q8loop
+
+q8done:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $0x10, DX
+	LEAQ         (SI)(R8*4), SI
+	LEAQ         (BX)(R12*4), BX
+	SUBQ         $0x04, R13
+	JGT          avx2MvQ8Hrows
 	VZEROUPPER
 	RET

@@ -18,11 +18,15 @@ func siluMulF32(dst *float32, gate *float32, up *float32, n int)          { pani
 func cvtBF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
 func cvtF16(dst *float32, src *uint16, n int)                             { panic("cpu: no SIMD") }
 func cvtQ8(dst *float32, src *int8, scales *float32, nblocks int)         { panic("cpu: no SIMD") }
+func cvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)         { panic("cpu: no SIMD") }
 func dot4F32(w *float32, ldw int, x *float32, k int, out *[4]float32)     { panic("cpu: no SIMD") }
 func dot4F16(w *uint16, ldw int, x *float32, k int, out *[4]float32)      { panic("cpu: no SIMD") }
 func dot4BF16P(w *uint16, ldw int, x *float32, k int, out *[4]float32)    { panic("cpu: no SIMD") }
 func dot4BF16PFar(w *uint16, ldw int, x *float32, k int, out *[4]float32) { panic("cpu: no SIMD") }
 func dot4Q8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, out *[4]float32) {
+	panic("cpu: no SIMD")
+}
+func dot4Q8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, out *[4]float32) {
 	panic("cpu: no SIMD")
 }
 func dot8BF16P(w *uint16, ldw int, x *float32, k int, out *[8]float32)       { panic("cpu: no SIMD") }
@@ -37,6 +41,7 @@ func avx2SiluMulF32(dst *float32, gate *float32, up *float32, n int)         { p
 func avx2CvtBF16(dst *float32, src *uint16, n int)                           { panic("cpu: no SIMD") }
 func avx2CvtF16(dst *float32, src *uint16, n int)                            { panic("cpu: no SIMD") }
 func avx2CvtQ8(dst *float32, src *int8, scales *float32, nblocks int)        { panic("cpu: no SIMD") }
+func avx2CvtQ8H(dst *float32, src *int8, scales *uint16, nblocks int)        { panic("cpu: no SIMD") }
 func avx2MvF32(w *float32, ldw int, x *float32, k int, dst *float32, nrows int) {
 	panic("cpu: no SIMD")
 }
@@ -51,5 +56,8 @@ func avx2MvBF16PFar(w *uint16, ldw int, x *float32, k int, dst *float32, nrows i
 	panic("cpu: no SIMD")
 }
 func avx2MvQ8(w *int8, ldw int, scales *float32, lds int, x *float32, k int, dst *float32, nrows int) {
+	panic("cpu: no SIMD")
+}
+func avx2MvQ8H(w *int8, ldw int, scales *uint16, lds int, x *float32, k int, dst *float32, nrows int) {
 	panic("cpu: no SIMD")
 }

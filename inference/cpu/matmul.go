@@ -177,8 +177,11 @@ func (w *Matrix) check() error {
 		if w.Cols%Q8Block != 0 {
 			return fmt.Errorf("q8 matrix has %d columns, not a multiple of %d", w.Cols, Q8Block)
 		}
+		if w.Scales != nil && w.Scales16 != nil {
+			return fmt.Errorf("q8 matrix %d×%d has both f32 and half scales", w.Rows, w.Cols)
+		}
 		ns := len(w.Scales)
-		if w.Q8Panels {
+		if w.Q8Panels || w.Scales16 != nil {
 			ns = len(w.Scales16)
 		}
 		if len(w.Q8) < size || ns < size/Q8Block {
@@ -221,7 +224,10 @@ func widen(dst *float32, w *Matrix, r, k0, k int) {
 		}
 	case Q8:
 		kb = k & t.mask &^ (Q8Block - 1)
-		if kb > 0 {
+		switch {
+		case kb > 0 && w.Scales16 != nil:
+			t.cvtQ8H(dst, &w.Q8[off], &w.Scales16[off/Q8Block], kb/Q8Block)
+		case kb > 0:
 			t.cvtQ8(dst, &w.Q8[off], &w.Scales[off/Q8Block], kb/Q8Block)
 		}
 	}
@@ -241,7 +247,11 @@ func elem(w *Matrix, i int) float32 {
 	case F16:
 		return F16ToF32(w.U16[i])
 	case Q8:
-		if !w.Q8Panels {
+		switch {
+		case w.Q8Panels:
+		case w.Scales16 != nil:
+			return float32(w.Q8[i]) * F16ToF32(w.Scales16[i/Q8Block])
+		default:
 			return float32(w.Q8[i]) * w.Scales[i/Q8Block]
 		}
 	}
@@ -401,7 +411,8 @@ func deinterleave32(dst, src []float32) {
 
 // dot4 computes out[j] = Σ_{c<Cols} w[r+j*step, c]·x_i[c] for j = 0..3 and input row i of in
 // with the SIMD kernel of w's dtype (step 1: four rows; step 0: one row four times, for the last
-// rows of a matrix).
+// rows of a matrix); q8 with half scales in rows takes the kernels' H twins (dot4Q8VNNIH,
+// dot4Q8H).
 func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 	c := w.Cols
 	x := in.x[i*c : (i+1)*c]
@@ -422,12 +433,18 @@ func dot4(w *Matrix, r, step int, in *vecIn, i int, out *[4]float32) {
 		dot4F16(&w.U16[off], ld, &x[0], k16, out)
 	case Q8:
 		k16 = c
-		if k := in.k64; k > 0 {
+		ls := step * (c / Q8Block)
+		switch k := in.k64; {
+		case k > 0 && w.Scales16 != nil:
 			k16 = k
-			dot4Q8VNNI(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block),
-				&in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out, in.q8pf)
-		} else {
-			dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], c, out)
+			dot4Q8VNNIH(&w.Q8[off], ld, &w.Scales16[off/Q8Block], ls, &in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out, in.q8pf)
+		case k > 0:
+			k16 = k
+			dot4Q8VNNI(&w.Q8[off], ld, &w.Scales[off/Q8Block], ls, &in.xq[i*k], &in.corr[i*k/4], &in.xs[i*k/4], k, out, in.q8pf)
+		case w.Scales16 != nil:
+			dot4Q8H(&w.Q8[off], ld, &w.Scales16[off/Q8Block], ls, &x[0], c, out)
+		default:
+			dot4Q8(&w.Q8[off], ld, &w.Scales[off/Q8Block], ls, &x[0], c, out)
 		}
 	}
 	tailCols(w, off, ld, k16, x, out[:])
@@ -507,7 +524,8 @@ func matVecRange(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 // (docs/BENCHMARKS.md, "Issue 30: q8 decode in quarters" and "Issue 30: bf16 and f32 decode in
 // quarters"); with AVX-512 off, decode q8 24-27%, bf16 36-50% and f32 36-45% faster ("Issue 30:
 // the AVX2 tier against llama.cpp's AVX2 build"). Each row's sums are the adjacent-row kernels',
-// to the bit.
+// to the bit. q8 scales held as halves (HalveQ8Scales) take the kernels' H twins
+// (dot4Q8VNNIFarH, avx2Dot4Q8IFarH), the same results as over f32 scales.
 func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) int {
 	if quartersSeen != nil {
 		quartersSeen.Add(1)
@@ -526,10 +544,16 @@ func matVecQuarters(dst []float32, w *Matrix, in *vecIn, lo, hi int, avx2 bool) 
 		switch w.DType {
 		case Q8:
 			k = in.k64
-			if avx2 {
-				avx2Dot4Q8IFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.xs[0], k, &out)
-			} else {
-				dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], m*(c/Q8Block), &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
+			ls := m * (c / Q8Block)
+			switch h := w.Scales16 != nil; {
+			case avx2 && h:
+				avx2Dot4Q8IFarH(&w.Q8[off], ld, &w.Scales16[off/Q8Block], ls, &in.xq[0], &in.xs[0], k, &out)
+			case avx2:
+				avx2Dot4Q8IFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], ls, &in.xq[0], &in.xs[0], k, &out)
+			case h:
+				dot4Q8VNNIFarH(&w.Q8[off], ld, &w.Scales16[off/Q8Block], ls, &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
+			default:
+				dot4Q8VNNIFar(&w.Q8[off], ld, &w.Scales[off/Q8Block], ls, &in.xq[0], &in.corr[0], &in.xs[0], k, &out)
 			}
 		case BF16:
 			k = in.k32

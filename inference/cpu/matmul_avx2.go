@@ -96,14 +96,14 @@ func mvTail(d []float32, w *Matrix, x []float32, kb, r0, r1 int) {
 
 // mvRangeAVX2Q8 computes dst[i, lo:hi] for Q8 weights and every input row of in (x quantised
 // by prepareVec over all columns) with avx2Dot4Q8I2 for pairs of input rows and avx2Dot4Q8I for
-// a last odd one, four weight rows at a time; each block of mvBlock rows stays cached while it
-// meets every input row. With in.quarters (one input row) it reads the range in quarters
-// (matVecQuarters) and the rows they leave so.
+// a last odd one (their H twins over half scales), four weight rows at a time; each block of
+// mvBlock rows stays cached while it meets every input row. With in.quarters (one input row) it
+// reads the range in quarters (matVecQuarters) and the rows they leave so.
 func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 	if in.quarters {
 		lo = matVecQuarters(dst, w, in, lo, hi, true)
 	}
-	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
+	c, rows := w.Cols, w.Rows
 	var out, out1 [4]float32
 	for r0 := lo; r0 < hi; r0 += mvBlock {
 		r1 := min(r0+mvBlock, hi)
@@ -114,12 +114,12 @@ func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 				d0, d1 := dst[i*rows:(i+1)*rows], dst[(i+1)*rows:(i+2)*rows]
 				r := r0
 				for ; r+4 <= r1; r += 4 {
-					avx2Dot4Q8I2(&w.Q8[r*c], c, &w.Scales[r*nb], nb, xq, xq1, xs, xs1, c, &out, &out1)
+					avx2Q8Dot2(w, r, c, xq, xq1, xs, xs1, &out, &out1)
 					copy(d0[r:r+4], out[:])
 					copy(d1[r:r+4], out1[:])
 				}
 				for ; r < r1; r++ {
-					avx2Dot4Q8I2(&w.Q8[r*c], 0, &w.Scales[r*nb], 0, xq, xq1, xs, xs1, c, &out, &out1)
+					avx2Q8Dot2(w, r, 0, xq, xq1, xs, xs1, &out, &out1)
 					d0[r], d1[r] = out[0], out1[0]
 				}
 				i++
@@ -128,14 +128,35 @@ func mvRangeAVX2Q8(dst []float32, w *Matrix, in *vecIn, lo, hi int) {
 			d := dst[i*rows : (i+1)*rows]
 			r := r0
 			for ; r+4 <= r1; r += 4 {
-				avx2Dot4Q8I(&w.Q8[r*c], c, &w.Scales[r*nb], nb, xq, xs, c, &out)
+				avx2Q8Dot1(w, r, c, xq, xs, &out)
 				copy(d[r:r+4], out[:])
 			}
 			for ; r < r1; r++ {
-				avx2Dot4Q8I(&w.Q8[r*c], 0, &w.Scales[r*nb], 0, xq, xs, c, &out)
+				avx2Q8Dot1(w, r, 0, xq, xs, &out)
 				d[r] = out[0]
 			}
 		}
+	}
+}
+
+// avx2Q8Dot1 runs avx2Dot4Q8I (avx2Dot4Q8IH over half scales) on rows r.. of w: four rows with
+// ld = Cols, row r four times with ld = 0.
+func avx2Q8Dot1(w *Matrix, r, ld int, xq *int8, xs *float32, out *[4]float32) {
+	c, nb := w.Cols, w.Cols/Q8Block
+	if w.Scales16 != nil {
+		avx2Dot4Q8IH(&w.Q8[r*c], ld, &w.Scales16[r*nb], ld/Q8Block, xq, xs, c, out)
+	} else {
+		avx2Dot4Q8I(&w.Q8[r*c], ld, &w.Scales[r*nb], ld/Q8Block, xq, xs, c, out)
+	}
+}
+
+// avx2Q8Dot2 is avx2Q8Dot1 for two input rows: avx2Dot4Q8I2, or avx2Dot4Q8I2H.
+func avx2Q8Dot2(w *Matrix, r, ld int, xq, xq1 *int8, xs, xs1 *float32, out, out1 *[4]float32) {
+	c, nb := w.Cols, w.Cols/Q8Block
+	if w.Scales16 != nil {
+		avx2Dot4Q8I2H(&w.Q8[r*c], ld, &w.Scales16[r*nb], ld/Q8Block, xq, xq1, xs, xs1, c, out, out1)
+	} else {
+		avx2Dot4Q8I2(&w.Q8[r*c], ld, &w.Scales[r*nb], ld/Q8Block, xq, xq1, xs, xs1, c, out, out1)
 	}
 }
 
@@ -156,7 +177,11 @@ func mvAVX2(w *Matrix, r, step int, x []float32, kb int, dst *float32, nrows int
 	case F16:
 		avx2MvF16(&w.U16[off], step*c, &x[0], kb, dst, nrows)
 	case Q8:
-		avx2MvQ8(&w.Q8[off], step*c, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], kb, dst, nrows)
+		if w.Scales16 != nil {
+			avx2MvQ8H(&w.Q8[off], step*c, &w.Scales16[off/Q8Block], step*(c/Q8Block), &x[0], kb, dst, nrows)
+		} else {
+			avx2MvQ8(&w.Q8[off], step*c, &w.Scales[off/Q8Block], step*(c/Q8Block), &x[0], kb, dst, nrows)
+		}
 	}
 }
 
@@ -249,6 +274,7 @@ const avx2Q8M = 4
 type avx2Q8Pack struct {
 	w    []byte    // per panel: per group of 4 columns, 32 bytes of weights and 32 of |w|
 	s    []float32 // per panel: per block, 8 scales
+	wide []float32 // half scales: the avx2Q8Rows rows' scales widened (widenScales)
 	tile [avx2Q8M * 8]float32
 }
 
@@ -256,7 +282,8 @@ var avx2Q8Pool = sync.Pool{New: func() any { return new(avx2Q8Pack) }}
 
 // gemmQ8RangeAVX2 computes dst[:, lo:hi] for q8 weights and the n quantised input rows of in
 // with avx2GemmQ8 (see avx2Q8Rows); a last panel of fewer than 8 rows is computed into a tile
-// and copied.
+// and copied. Half scales (Scales16 in rows) are widened per avx2Q8Rows rows (widenScales) and
+// packed from there: the packed scales, and so the products, are those of the f32 scales.
 func gemmQ8RangeAVX2(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	pk := avx2Q8Pool.Get().(*avx2Q8Pack)
@@ -267,6 +294,7 @@ func gemmQ8RangeAVX2(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	var idx, sidx [8]int32
 	for r0 := lo; r0 < hi; r0 += avx2Q8Rows {
 		np := min(avx2Q8Rows, hi-r0+7) / 8
+		scales, s0 := packScales(w, &pk.wide, r0, min(r0+avx2Q8Rows, hi))
 		for p := range np {
 			r := r0 + 8*p
 			for j := range 8 {
@@ -274,7 +302,7 @@ func gemmQ8RangeAVX2(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 				idx[j], sidx[j] = int32(rr*c/4), int32(rr*nb)
 			}
 			avx2Pack8(&pk.w[p*wStride], 64, (*byte)(unsafe.Pointer(&w.Q8[r*c])), &idx, c/4, 1)
-			avx2Pack8((*byte)(unsafe.Pointer(&pk.s[p*sStride])), 32, (*byte)(unsafe.Pointer(&w.Scales[r*nb])), &sidx, nb, 0)
+			avx2Pack8((*byte)(unsafe.Pointer(&pk.s[p*sStride])), 32, (*byte)(unsafe.Pointer(&scales[(r-s0)*nb])), &sidx, nb, 0)
 		}
 		for i := 0; i < n; i += avx2Q8M {
 			m := min(avx2Q8M, n-i)

@@ -22,7 +22,7 @@ const (
 	F32 DType = iota
 	BF16
 	F16
-	Q8 // int8 with one scale per block of Q8Block values of a row (f32 in rows, a half in panels)
+	Q8 // int8 with one scale per block of Q8Block values of a row (f32 or a half in rows, a half in panels)
 )
 
 // Q8Block is the number of int8 values sharing one scale.
@@ -44,25 +44,27 @@ func (d DType) String() string {
 }
 
 // Matrix is a row-major Rows×Cols weight matrix (PyTorch Linear layout: out × in). Exactly one of
-// F32, U16 (bf16 or f16 bits), Q8+Scales or, in panels, Q8+Scales16 holds the data.
+// F32, U16 (bf16 or f16 bits), Q8+Scales or Q8+Scales16 (in panels, or in rows with half scales)
+// holds the data.
 type Matrix struct {
 	DType      DType
 	Rows, Cols int
 	F32        []float32
 	U16        []uint16
 	Q8         []int8
-	Scales     []float32 // Rows * Cols/Q8Block; nil in panels
+	Scales     []float32 // Rows * Cols/Q8Block; nil where Scales16 holds the scales
 	// Q8Panels: Q8 and Scales16 hold the rows in panels of 32 (PackQ8Panels) instead of one row
 	// after another, the bytes biased by 128; RowF32 and the products read either layout.
 	Q8Panels bool
-	// Scales16 holds the scales of Q8 in panels as IEEE half bits (Rows * Cols/Q8Block), in the
-	// memory Scales had; the values are Scales' (PackQ8Panels packs only scales a half holds).
+	// Scales16 holds the scales of Q8 as IEEE half bits (Rows * Cols/Q8Block): in panels, and in
+	// rows where HalveQ8Scales converted them (in the memory Scales had in either case). The values
+	// are Scales' (both convert only scales a half holds); in rows they are laid out as Scales.
 	Scales16 []uint16
 }
 
 // Bytes returns the bytes of w's data as held, which a matrix-vector product streams once: 4 a
-// weight in f32, 2 in bf16 or f16, and in q8 1 a weight plus 4 a block scale in rows (Scales) or
-// 2 in panels (Scales16).
+// weight in f32, 2 in bf16 or f16, and in q8 1 a weight plus 4 a block scale in f32 (Scales) or
+// 2 as a half (Scales16: panels, or rows after HalveQ8Scales).
 func (w *Matrix) Bytes() int64 {
 	return 4*int64(len(w.F32)) + 2*int64(len(w.U16)) + int64(len(w.Q8)) + 4*int64(len(w.Scales)) + 2*int64(len(w.Scales16))
 }

@@ -36,6 +36,7 @@ type vecTier struct {
 	cvtBF16  func(dst *float32, src *uint16, n int)
 	cvtF16   func(dst *float32, src *uint16, n int)
 	cvtQ8    func(dst *float32, src *int8, scales *float32, nblocks int) // blocks of Q8Block
+	cvtQ8H   func(dst *float32, src *int8, scales *uint16, nblocks int)  // cvtQ8 over half scales
 }
 
 // vecTiers are the tables of the two assembly tiers, indexed by tier. Their kernels are
@@ -47,11 +48,11 @@ var vecTiers = [...]vecTier{
 	tierAVX2: {id: tierAVX2, mask: -8,
 		dot: avx2DotF32, axpy: avx2AxpyF32, add: avx2AddF32, mulScale: avx2MulScaleF32,
 		max: avx2MaxF32, expSum: avx2ExpSumF32, siluMul: avx2SiluMulF32, scale: avx2ScaleF32,
-		cvtBF16: avx2CvtBF16, cvtF16: avx2CvtF16, cvtQ8: avx2CvtQ8},
+		cvtBF16: avx2CvtBF16, cvtF16: avx2CvtF16, cvtQ8: avx2CvtQ8, cvtQ8H: avx2CvtQ8H},
 	tier512: {id: tier512, mask: -16,
 		dot: dotF32, axpy: axpyF32, add: addF32, mulScale: mulScaleF32,
 		max: maxF32, expSum: expSumF32, siluMul: siluMulF32, scale: scaleF32,
-		cvtBF16: cvtBF16, cvtF16: cvtF16, cvtQ8: cvtQ8},
+		cvtBF16: cvtBF16, cvtF16: cvtF16, cvtQ8: cvtQ8, cvtQ8H: cvtQ8H},
 }
 
 var (

@@ -30,8 +30,8 @@ const panelRows = 32
 // is a multiple of 32, every scale is a half's value (Quantize8's are), the AVX512_VNNI kernels
 // are in use and the decode plan holds q8 weights in panels (DecodePlan's Q8Panels); it reports
 // whether it did. The scales move to Scales16, in Scales' memory (its first half), and Scales
-// becomes nil. Every product and RowF32 take
-// either layout, with the same values of w.
+// becomes nil (scales in rows as halves already, HalveQ8Scales, are rearranged in their memory).
+// Every product and RowF32 take either layout, with the same values of w.
 func PackQ8Panels(w *Matrix) bool {
 	if !q8Panels() {
 		return false
@@ -48,17 +48,24 @@ func packQ8Panels(w *Matrix) bool {
 		return false
 	}
 	ns := w.Rows * w.Cols / Q8Block
-	for _, s := range w.Scales[:ns] {
-		if F16ToF32(F32ToF16(s)) != s {
-			return false
+	src := w.Scales // the f32 scales, rearranged in place
+	var h []uint16  // where the halves go
+	if src == nil { // halves in rows: widened into a copy, which is rearranged and put back
+		h, src = w.Scales16[:ns], make([]float32, ns)
+		for i, v := range h {
+			src[i] = F16ToF32(v)
 		}
+	} else if !halvesHold(src[:ns]) {
+		return false
+	} else {
+		h = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), ns)
 	}
 	c, nb := w.Cols, w.Cols/Q8Block
 	tq := make([]int8, panelRows*c)
 	ts := make([]float32, panelRows*nb)
 	for g := range w.Rows / panelRows {
 		q := w.Q8[g*panelRows*c : (g+1)*panelRows*c]
-		s := w.Scales[g*panelRows*nb : (g+1)*panelRows*nb]
+		s := src[g*panelRows*nb : (g+1)*panelRows*nb]
 		copy(tq, q)
 		copy(ts, s)
 		for pn := range 2 {
@@ -67,8 +74,7 @@ func packQ8Panels(w *Matrix) bool {
 		}
 	}
 	// In place, front to back: half i takes bytes 2i and 2i+1, of scale i/2, read already.
-	h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.Scales))), ns)
-	for i, s := range w.Scales[:ns] {
+	for i, s := range src[:ns] {
 		h[i] = F32ToF16(s)
 	}
 	w.Scales, w.Scales16, w.Q8Panels = nil, h, true
@@ -87,7 +93,11 @@ func q8At(w *Matrix, r, j int) int8 {
 // q8ScaleAt returns the scale of w's row r, block b, in either layout.
 func q8ScaleAt(w *Matrix, r, b int) float32 {
 	nb := w.Cols / Q8Block
-	if !w.Q8Panels {
+	switch {
+	case w.Q8Panels:
+	case w.Scales16 != nil:
+		return F16ToF32(w.Scales16[r*nb+b])
+	default:
 		return w.Scales[r*nb+b]
 	}
 	return F16ToF32(w.Scales16[r/32*32*nb+b*32+r%32/16*16+r%16])

@@ -20,13 +20,18 @@ func panelPair(t testing.TB, rows, cols int, seed uint64) (w, p *Matrix) {
 	for i := range w.Scales {
 		w.Scales[i] = F16ToF32(F32ToF16(float32(i%13+1) / 500))
 	}
+	return w, convertedCopy(t, w, packQ8Panels)
+}
+
+// convertedCopy returns a copy of the q8 matrix w (its own weights and f32 scales) given to
+// convert (packQ8Panels, HalveQ8Scales), which must take it.
+func convertedCopy(t testing.TB, w *Matrix, convert func(*Matrix) bool) *Matrix {
 	c := *w
 	c.Q8, c.Scales = slices.Clone(w.Q8), slices.Clone(w.Scales)
-	p = &c
-	if !packQ8Panels(p) {
-		t.Fatalf("%d×%d: not packed", rows, cols)
+	if !convert(&c) {
+		t.Fatalf("%d×%d: not converted", w.Rows, w.Cols)
 	}
-	return w, p
+	return &c
 }
 
 // TestQ8Panels checks q8 weights in panels against the same weights in rows: decode (one input
@@ -178,19 +183,29 @@ func TestQ8PanelsHalfScales(t *testing.T) {
 // and the LM head, huge pages) in rows (the plan's kernels without panels, f32 scales) and in
 // panels (half scales: 34 bytes per 32 weights to the rows' 36), alternating in one process, each
 // round between two passes of the read probe: rows% and panels% are their GB/s (each its own
-// bytes) against the better pass, speedup the rows' time over the panels' (medians).
+// bytes) against the better pass, speedup the rows' time over the panels' (medians; q8LayoutAB).
 func BenchmarkQ8PanelsAB(b *testing.B) {
 	if !useVNNI() {
 		b.Skip("no AVX512_VNNI kernels")
 	}
+	q8LayoutAB(b, [2]string{"rows", "panels"}, packQ8Panels)
+}
+
+// q8LayoutAB times the q8 weight products of one 0.5B decode token (24 distinct layers and the LM
+// head, each copied into huge pages twice: once as it is, in rows with f32 scales, and once given
+// to convert) in the two layouts, alternating in one process, each round between two passes of
+// the read probe; it reports for each its GB/s (its own bytes, Matrix.Bytes) against the better
+// pass ("names[i]%") and the first layout's time over the second's ("speedup"), medians.
+func q8LayoutAB(b *testing.B, names [2]string, convert func(*Matrix) bool) {
 	var mem hugemem.Arena
 	defer mem.Free()
-	var rows, pans []*Matrix
+	var sets [2][]*Matrix
 	add := func(m *Matrix) {
-		r := hugeCopy(&mem, m)
-		p := hugeCopy(&mem, m)
-		packQ8Panels(p)
-		rows, pans = append(rows, r), append(pans, p)
+		c := hugeCopy(&mem, m)
+		if !convert(c) {
+			b.Fatalf("%d×%d: not converted to %s", m.Rows, m.Cols, names[1])
+		}
+		sets[0], sets[1] = append(sets[0], hugeCopy(&mem, m)), append(sets[1], c)
 	}
 	for l := range qLayers {
 		for _, m := range layerMats(Q8, uint64(10*l)) {
@@ -198,10 +213,11 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 		}
 	}
 	add(fastMatrix(Q8, qVocab, qHidden, 999))
-	var bytes, pbytes float64 // the panels' scales are halves: fewer bytes
-	for i, m := range rows {
-		bytes += float64(weightBytes(m))
-		pbytes += float64(weightBytes(pans[i]))
+	var bytes [2]float64
+	for i, set := range sets {
+		for _, m := range set {
+			bytes[i] += float64(m.Bytes())
+		}
 	}
 	x := fastMatrix(F32, 1, qInter, 5).F32
 	dst := make([]float32, qVocab)
@@ -217,22 +233,21 @@ func BenchmarkQ8PanelsAB(b *testing.B) {
 	for _, th := range []int{1, 2} {
 		b.Run(fmt.Sprintf("t%d", th), func(b *testing.B) {
 			defer withThreads(th)()
-			var rr, rp, sp []float64
+			var r0, r1, sp []float64
 			for b.Loop() {
 				p0, _ := probe.Pass(context.Background(), 150*time.Millisecond)
-				tr, tp := math.Inf(1), math.Inf(1)
+				t0, t1 := math.Inf(1), math.Inf(1)
 				for range 3 {
-					tr = min(tr, run(rows))
-					tp = min(tp, run(pans))
+					t0 = min(t0, run(sets[0]))
+					t1 = min(t1, run(sets[1]))
 				}
 				p1, _ := probe.Pass(context.Background(), 150*time.Millisecond)
 				pb := max(p0, p1)
-				rr, rp, sp = append(rr, bytes/tr/pb), append(rp, pbytes/tp/pb), append(sp, tr/tp)
+				r0, r1, sp = append(r0, bytes[0]/t0/pb), append(r1, bytes[1]/t1/pb), append(sp, t0/t1)
 			}
-			med := func(s []float64) float64 { s = slices.Clone(s); slices.Sort(s); return s[len(s)/2] }
-			b.ReportMetric(100*med(rr), "rows%")
-			b.ReportMetric(100*med(rp), "panels%")
-			b.ReportMetric(med(sp), "speedup")
+			b.ReportMetric(100*median(r0), names[0]+"%")
+			b.ReportMetric(100*median(r1), names[1]+"%")
+			b.ReportMetric(median(sp), "speedup")
 			b.Logf("speedups %.2f", sp)
 		})
 	}

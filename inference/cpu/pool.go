@@ -75,8 +75,8 @@ func use512() bool { return vec.Load().id == tier512 }
 func useAVX2() bool { return vec.Load().id == tierAVX2 }
 
 // plainOff switches the kernels that round x (the Q8 ones that quantise it: dot4Q8VNNI,
-// dot4Q8VNNIFar, avx2Dot4Q8I, avx2Dot4Q8IFar, gemmQ8VNNI, avx2GemmQ8; gemmBF16) and the AVX2 shift/mask bf16 kernel
-// (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8, avx2MvBF16 and the f32-widening
+// dot4Q8VNNIFar, avx2Dot4Q8I, avx2Dot4Q8IFar, their H twins, gemmQ8VNNI, avx2GemmQ8; gemmBF16) and the AVX2 shift/mask bf16 kernel
+// (avx2MvBF16P) off: tests use it to reach dot4Q8, avx2MvQ8 (and dot4Q8H, avx2MvQ8H), avx2MvBF16 and the f32-widening
 // matrix-matrix path too, and BenchmarkGemmAB to compare with that path.
 var plainOff atomic.Bool
 

@@ -129,10 +129,12 @@ func packRows(dst unsafe.Pointer, lddst int, data unsafe.Pointer, rowBytes, r, l
 	return mask
 }
 
-// gemmPack is a worker's packing buffer (one panel group and, for q8, its scales).
+// gemmPack is a worker's packing buffer (one panel group and, for q8, its scales; for half
+// scales in rows, the group's rows' scales widened, wide).
 type gemmPack struct {
-	w [q8GroupR * q8KC]byte // also bfGroupR × bfKC bf16
-	s [q8GroupR * q8KC / Q8Block]float32
+	w    [q8GroupR * q8KC]byte // also bfGroupR × bfKC bf16
+	s    [q8GroupR * q8KC / Q8Block]float32
+	wide []float32
 }
 
 var gemmPackPool = sync.Pool{New: func() any { return new(gemmPack) }}
@@ -153,7 +155,9 @@ func gemmBlocks(c, most, unit, lo, hi, group int, f func(k0, kw, acc, r0 int)) {
 	}
 }
 
-// gemmQ8Range computes dst[:, lo:hi] for q8 weights and the n quantised input rows of in.
+// gemmQ8Range computes dst[:, lo:hi] for q8 weights and the n quantised input rows of in. Half
+// scales in rows are widened per group of rows (widenScales) and packed from there, so the
+// packed scales and the products are those of the f32 scales.
 func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 	c, rows, nb := w.Cols, w.Rows, w.Cols/Q8Block
 	p := gemmPackPool.Get().(*gemmPack)
@@ -168,11 +172,12 @@ func gemmQ8Range(dst []float32, w *Matrix, in *gemmIn, n, lo, hi int) {
 			}
 			return
 		}
+		scales, s0 := packScales(w, &p.wide, r0, min(r0+q8GroupR, hi))
 		var masks [2]uint64
 		for pn := range 2 {
 			r := r0 + 16*pn
 			masks[pn] = packRows(unsafe.Pointer(&p.w[64*pn]), 128, wq, c, r, hi-1, hi, k0, kw, 0x80808080)
-			packRows(unsafe.Pointer(&p.s[16*pn]), 128, unsafe.Pointer(&w.Scales[0]), 4*nb, r, hi-1, hi, 4*(k0/Q8Block), 4*(kw/Q8Block), 0)
+			packRows(unsafe.Pointer(&p.s[16*pn]), 128, unsafe.Pointer(&scales[0]), 4*nb, r-s0, hi-1-s0, hi-s0, 4*(k0/Q8Block), 4*(kw/Q8Block), 0)
 		}
 		for i := 0; i < n; i += gemmRows6 {
 			gemmQ8VNNI(&p.w[0], &p.s[0], &in.xq[i*c+k0], c, &in.xs[(i*c+k0)/4], c/4, &in.corr[(i*c+k0)/Q8Block], nb,

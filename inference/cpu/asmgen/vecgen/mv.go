@@ -36,11 +36,20 @@ type mvKernel struct {
 	wtype          string // Go type of a weight
 	shift          int
 	q8             bool
+	half           bool // q8 scales as IEEE halves (Matrix.Scales16 in rows), widened by VCVTPH2PS
 	prefetch       bool
 	doc            []string
 	setup          func(g *gen) // before the row loop (constants)
 	loop           func(g *gen, r *mvRegs)
 	twoAcc         bool // two accumulators per row (folded before the reduction)
+}
+
+// scaleShift is the log2 of the size of one of k's q8 scales: 2 (f32), 1 (a half).
+func (k *mvKernel) scaleShift() int {
+	if k.half {
+		return 1
+	}
+	return 2
 }
 
 // mvRegs returns the tier's registers for k (those of the hand-written kernels it replaced).
@@ -105,7 +114,7 @@ func (g *gen) mv(k *mvKernel) {
 	name, sig := k.name2, ""
 	sc := ""
 	if k.q8 {
-		sc = " scales *float32, lds int,"
+		sc = " scales *" + map[bool]string{false: "float32", true: "uint16"}[k.half] + ", lds int,"
 	}
 	if avx512 {
 		name = k.name512
@@ -141,7 +150,7 @@ func (g *gen) mv(k *mvKernel) {
 		g.row3(r.row0, r.stride, r.row3)
 		if k.q8 {
 			g.load("scales", r.s0, "lds", r.sstride)
-			g.SHLQ(operand.U8(2), r.sstride)
+			g.SHLQ(operand.U8(k.scaleShift()), r.sstride)
 			g.row3(r.s0, r.sstride, r.s3)
 		}
 		g.load("x", r.x, "k", r.cnt)
@@ -167,7 +176,7 @@ func (g *gen) mv(k *mvKernel) {
 	}
 	if k.q8 {
 		g.load("scales", r.sbase, "lds", r.sstride)
-		g.SHLQ(operand.U8(2), r.sstride)
+		g.SHLQ(operand.U8(k.scaleShift()), r.sstride)
 	} else {
 		g.load("x", reg.RDI, "k", reg.RCX)
 	}
@@ -335,7 +344,14 @@ func mvKernels() []*mvKernel {
 				"weights up to order. Decode uses the integer kernels (dot4Q8VNNI 1.8×, avx2Dot4Q8I 1.9× the",
 				"streaming rate measured, x rounded to 8 bits per block); this one serves AVX-512 CPUs without",
 				"VNNI, the matrix-matrix path's leftover rows and plainOff (tests)."},
-			loop: func(g *gen, r *mvRegs) { g.mvQ8(r) }},
+			loop: func(g *gen, r *mvRegs) { g.mvQ8(r, false) }},
+		{name512: "dot4Q8H", name2: "avx2MvQ8H", wtype: "int8", q8: true, half: true,
+			doc: []string{
+				"dot4Q8 for scales held as IEEE halves (Matrix.Scales16 in rows; lds in halves): each",
+				"block's scale is broadcast as a half and widened exactly (VPBROADCASTW, VCVTPH2PS), then",
+				"used as dot4Q8 uses its f32 scale, so the results are dot4Q8's over the same scales, to",
+				"the bit."},
+			loop: func(g *gen, r *mvRegs) { g.mvQ8(r, true) }},
 	}
 }
 
@@ -470,8 +486,9 @@ func (g *gen) mvBF16P(r *mvRegs, pf bool) {
 // end), and the sum goes into the row's accumulator times the broadcast block scale. The
 // temporaries hold the first two vectors of each row of a group: all four rows on AVX-512
 // (Z6-Z13, the scales in Z16-Z19, x in Z4, Z5), one row on AVX2 (Y12, Y13; Y14 widens the other
-// vectors and takes the scale; x in Y8-Y11); each step is done for the whole group in turn.
-func (g *gen) mvQ8(r *mvRegs) {
+// vectors and takes the scale; x in Y8-Y11); each step is done for the whole group in turn. With
+// half the scales are halves (dot4Q8H), each broadcast as a half and widened (bcastScale).
+func (g *gen) mvQ8(r *mvRegs, half bool) {
 	t := g.t
 	nv := 32 / t.lanes
 	nc := nv / 2
@@ -526,15 +543,35 @@ func (g *gen) mvQ8(r *mvRegs) {
 					g.VADDPS(held(i, c), held(i, 0), held(i, 0))
 				}
 			})
-			rows(func(i int) { g.VBROADCASTSS(r.scaleAt(i), sc(i)) })
+			rows(func(i int) { g.bcastScale(r.scaleAt(i), sc(i), half) })
 			rows(func(i int) { g.VFMADD231PS(sc(i), held(i, 0), g.acc(i)) })
+		}
+		ss := 4
+		if half {
+			ss = 2
 		}
 		g.ADDQ(operand.U8(32), r.row0)
 		g.ADDQ(operand.U8(32), r.row3)
-		g.ADDQ(operand.U8(4), r.s0)
-		g.ADDQ(operand.U8(4), r.s3)
+		g.ADDQ(operand.U8(ss), r.s0)
+		g.ADDQ(operand.U8(ss), r.s3)
 		g.ADDQ(operand.U8(128), r.x)
 	})
+}
+
+// bcastScale broadcasts the q8 block scale at m into every lane of v: an f32 (VBROADCASTSS), or
+// with half an IEEE half, broadcast into v's lower half (VPBROADCASTW: 8 or 16 words) and widened
+// exactly into v (VCVTPH2PS), the same f32 value as the f32 scale a half holds.
+func (g *gen) bcastScale(m operand.Mem, v reg.Register, half bool) {
+	if !half {
+		g.VBROADCASTSS(m, v)
+		return
+	}
+	h := v.(reg.Vec).AsX() // AVX2: 8 halves for a ymm
+	if g.t.lanes == 16 {
+		h = v.(reg.Vec).AsY() // 16 for a zmm
+	}
+	g.VPBROADCASTW(m, h)
+	g.VCVTPH2PS(h, v)
 }
 
 // imm is n as an immediate ADDQ takes: 8 bits where it fits, else 32.

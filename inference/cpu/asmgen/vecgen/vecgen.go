@@ -160,7 +160,8 @@ func Files() (map[string][]byte, error) {
 		g.siluMul()
 		g.cvt16("cvtBF16", "Widens bf16 to f32 (zero-extend, shift into the high half).")
 		g.cvt16("cvtF16", "Widens IEEE half to f32 with VCVTPH2PS.")
-		g.cvtQ8()
+		g.cvtQ8(false)
+		g.cvtQ8(true)
 		for _, k := range mvKernels() {
 			g.mv(k)
 		}
@@ -590,16 +591,28 @@ func (g *gen) cvt16(base, doc string) {
 	g.done()
 }
 
-// cvtQ8 dequantises blocks of 32 int8 values, 32/lanes vectors per block.
-func (g *gen) cvtQ8() {
+// cvtQ8 dequantises blocks of 32 int8 values, 32/lanes vectors per block; with half (cvtQ8H) the
+// block scales are IEEE halves, widened exactly (bcastScale).
+func (g *gen) cvtQ8(half bool) {
 	t := g.t
-	g.fn("cvtQ8", "func(dst *float32, src *int8, scales *float32, nblocks int)",
-		"Dequantises nblocks blocks of 32 int8 values: dst = float32(q) * scale of the block.")
+	if half {
+		g.fn("cvtQ8H", "func(dst *float32, src *int8, scales *uint16, nblocks int)",
+			"cvtQ8 with the block scales as IEEE halves (Matrix.Scales16 in rows), widened exactly:",
+			"the values cvtQ8 gives over the same scales in f32.")
+	} else {
+		g.fn("cvtQ8", "func(dst *float32, src *int8, scales *float32, nblocks int)",
+			"Dequantises nblocks blocks of 32 int8 values: dst = float32(q) * scale of the block.")
+	}
 	nv := 32 / t.lanes
 	sc := t.v(nv)
+	ss := 4
+	label := "cvtq"
+	if half {
+		ss, label = 2, "cvtqh"
+	}
 	g.load("dst", reg.RDI, "src", reg.RSI, "scales", reg.RBX, "nblocks", reg.RCX)
-	g.loop("cvtq", []step{{reg.RSI, 32}, {reg.RBX, 4}, {reg.RDI, 128}}, 1, func() {
-		g.VBROADCASTSS(operand.Mem{Base: reg.RBX}, sc)
+	g.loop(label, []step{{reg.RSI, 32}, {reg.RBX, ss}, {reg.RDI, 128}}, 1, func() {
+		g.bcastScale(operand.Mem{Base: reg.RBX}, sc, half)
 		for i := range nv {
 			g.VPMOVSXBD(operand.Mem{Base: reg.RSI, Disp: i * t.lanes}, t.v(i))
 		}
