@@ -572,7 +572,7 @@ func argmax(x []float32) int {
 }
 
 // weightBytes returns the bytes of the model's weight matrices as loading holds them (a q8 scale
-// 4 bytes: a half in panels sits in its f32's memory), the bytes one decode step streams (the
+// 4 bytes: a half, in panels or in rows, sits in its f32's memory), the bytes one decode step streams (the
 // layers' seven projections and the LM head; the embedding is read one row per token, so a tied
 // LM head counts once) as the configuration and dtype give them, a q8 scale 4 bytes (where the
 // loaded matrices are at hand, Run counts them instead: streamedBytes), and the weights of the
@@ -600,8 +600,8 @@ func weightBytes(c qwen2.Config, dt cpu.DType) (total, perToken, elems int64) {
 }
 
 // streamedBytes returns the bytes one decode step streams from w as loaded (cpu.Matrix.Bytes of
-// the layers' seven projections and the LM head): q8 scales as halves in the matrices held in
-// panels, as f32 in any left in rows.
+// the layers' seven projections and the LM head): q8 scales as halves, in panels or in rows
+// (cpu.HalveQ8Scales), and as f32 in a matrix with a scale no half holds.
 func streamedBytes(w qwen2.Weights) int64 {
 	n := w.LMHead.Bytes()
 	for _, ly := range w.Layers {

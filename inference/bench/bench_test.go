@@ -264,9 +264,10 @@ func TestPairedDepthFloor(t *testing.T) {
 
 // TestDecodeBytesAsLoaded: DecodeBytes counts each matrix as loaded. In the tiny checkpoint as
 // q8, one weight of layer 0's down projection is made 1e7, past what a half scale holds
-// (max|v|/127 > 65504), so that matrix stays in rows with f32 scales while the others go to panels
-// with half scales where the CPU's decode plan packs them: before, every scale counted at the
-// packed size.
+// (max|v|/127 > 65504), so that matrix stays in rows with f32 scales while the others hold half
+// scales, in panels where the CPU's decode plan packs them, else in rows (cpu.HalveQ8Scales):
+// before, every scale counted at the packed size, and later rows counted f32 scales where
+// halves could hold them.
 func TestDecodeBytesAsLoaded(t *testing.T) {
 	src := shared.Path(t, "models/tiny-qwen2-f32")
 	dir := t.TempDir()
@@ -317,10 +318,7 @@ func TestDecodeBytesAsLoaded(t *testing.T) {
 	}
 	elems := r.DecodeWeights
 	downElems := int64(down.Shape[0] * down.Shape[1])
-	want := elems + 4*elems/cpu.Q8Block // every scale f32: no panels on this CPU
-	if packed {
-		want = elems + 2*(elems-downElems)/cpu.Q8Block + 4*downElems/cpu.Q8Block
-	}
+	want := elems + 2*(elems-downElems)/cpu.Q8Block + 4*downElems/cpu.Q8Block // in panels or in rows
 	if r.DecodeBytes != want {
 		t.Errorf("decode bytes %d per token, want %d (panels %v; %d weights, %d of them in the down projection left in rows)", r.DecodeBytes, want, packed, elems, downElems)
 	}

@@ -293,8 +293,12 @@ func (l *loader) matrix(name string, rows, cols int) *cpu.Matrix {
 		scales := hugemem.Float32s(l.mem.Alloc(4*(n/cpu.Q8Block)), n/cpu.Q8Block)
 		l.jobs = append(l.jobs, func() error {
 			*out = *cpu.Quantize8Into(q8, scales, w)
-			err := t.Evict()      // before packing: the file's pages (4 bytes a weight in f32) go first
-			cpu.PackQ8Panels(out) // where the decode plan holds q8 in panels; in place
+			err := t.Evict() // before packing: the file's pages (4 bytes a weight in f32) go first
+			// In panels where the decode plan holds q8 so, else in rows with half scales; in
+			// place either way (a matrix with a scale no half holds keeps f32 scales in rows).
+			if !cpu.PackQ8Panels(out) {
+				cpu.HalveQ8Scales(out)
+			}
 			return err
 		})
 		return out

@@ -813,7 +813,9 @@ const kvBF16Tol = 1e-2 // measured 1.7e-3 (0.00105 of 0.629)
 
 // TestQ8PanelsAtLoad: where the decode plan holds q8 weights in panels (cpu.PackQ8Panels), a q8
 // model's matrices whose rows are a multiple of 32 are packed at load and the others (the
-// 300-row LM head of the small model) stay in rows; a prompt in one Forward (the matrix-matrix
+// 300-row LM head of the small model) stay in rows; every q8 matrix, in panels or in rows
+// (cpu.HalveQ8Scales), holds its scales as halves: 34 bytes per 32 weights (cpu.Matrix.Bytes,
+// which student bench's decode_bytes_per_token sums); a prompt in one Forward (the matrix-matrix
 // kernel reading the panels in place) and token by token (the panel decode kernels: dot32Q8P at
 // this model's size; cpu's TestQ8Panels covers dot128Q8P) give the same logits at every
 // position, to float rounding.
@@ -829,6 +831,17 @@ func TestQ8PanelsAtLoad(t *testing.T) {
 	}
 	if m.lmHead.Q8Panels {
 		t.Error("the 300-row LM head was packed")
+	}
+	halves := func(name string, w *cpu.Matrix) {
+		if n := int64(w.Rows * w.Cols); w.Bytes() != n+2*n/cpu.Q8Block || w.Scales != nil {
+			t.Errorf("%s: %d bytes for %d weights (f32 scales %v), want %d: scales as halves", name, w.Bytes(), n, w.Scales != nil, n+2*n/cpu.Q8Block)
+		}
+	}
+	halves("LM head", m.lmHead)
+	for l, ly := range m.layers {
+		for name, w := range map[string]*cpu.Matrix{"q": ly.q, "k": ly.k, "v": ly.v, "o": ly.o, "gate": ly.gate, "up": ly.up, "down": ly.down} {
+			halves(fmt.Sprintf("layer %d %s", l, name), w)
+		}
 	}
 	_, worst := prefillVsDecode(t, m, prompt(20, 2, m.VocabSize()))
 	t.Logf("prefill vs decode: max abs difference %.3g", worst)
