@@ -20,7 +20,9 @@ func (c *Client) attempt(ctx context.Context, body []byte, est int) (chat.Reply,
 	if f != nil {
 		return chat.Reply{}, f
 	}
-	a, cp, f := c.send(ctx, body)
+	m := newMeter(replyBudget)
+	defer m.release()
+	a, cp, f := c.send(ctx, body, m)
 	if f != nil {
 		return chat.Reply{}, f
 	}
@@ -61,13 +63,14 @@ func (c *Client) waitLimits(ctx context.Context, est int) (int, *fault) {
 }
 
 // send makes one request with the encoded body within the endpoint's timeout, plain or
-// streamed, and assembles its response; the capture holds its status, headers and body.
-func (c *Client) send(ctx context.Context, body []byte) (*assembly, *capture, *fault) {
+// streamed, and assembles its response, what it holds of the reply budget held in m; the
+// capture holds its status, headers and body.
+func (c *Client) send(ctx context.Context, body []byte, m *meter) (*assembly, *capture, *fault) {
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancelTimeout()
 	actx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
-	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel}
+	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel, meter: m}
 
 	c.mu.Lock()
 	c.st.Requests++
@@ -76,7 +79,7 @@ func (c *Client) send(ctx context.Context, body []byte) (*assembly, *capture, *f
 		c.st.MaxInFlight = c.st.inFlight
 	}
 	c.mu.Unlock()
-	a := &assembly{}
+	a := &assembly{limit: maxReplyText}
 	err := c.exchange(actx, body, cp, a)
 	c.mu.Lock()
 	c.st.inFlight--

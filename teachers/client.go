@@ -20,7 +20,8 @@ import (
 	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
-// maxResponseBytes bounds a response body; a larger one is treated as malformed.
+// maxResponseBytes bounds a response body or stream: a reply that goes on past it fails as
+// ReasonTooLong (a plain body that ends there inside trailing whitespace is read as it is).
 const maxResponseBytes = 64 << 20
 
 // Client is a chat.Policy backed by one OpenAI-compatible endpoint. It is safe for concurrent use;

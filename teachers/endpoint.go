@@ -1,7 +1,8 @@
 // Package teachers talks to teacher LLMs behind OpenAI-compatible chat-completions endpoints
 // (hosted APIs, vLLM, SGLang, `student serve`) over net/http: a POST to
 // {base_url}/chat/completions (transport.go), the reply decoded as internal/oai's types, a
-// stream read by the package's own SSE reader (sse.go).
+// stream read by the package's own SSE reader (sse.go); every reply is read as it arrives,
+// only what the client reads of it kept, within the limits of budget.go (scan.go).
 //
 // A Client implements chat.Policy. It limits itself (a concurrency semaphore, RPM and TPM rate
 // limiters, and the provider's x-ratelimit-* headers), retries transient faults with exponential

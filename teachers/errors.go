@@ -28,6 +28,13 @@ const (
 	ReasonAuth          = "auth"           // HTTP 401/403: not retried
 	ReasonClient        = "client_error"   // other HTTP 4xx, and a 3xx not followed: not retried
 	ReasonCanceled      = "canceled"       // the caller's context ended
+	// ReasonTooLong is a reply past what one reply may hold: its content or a reasoning text
+	// over textcap.Reply bytes, a completion or stream chunk over 4 MiB once the fields the
+	// client does not read are dropped, a body or stream over 64 MiB.
+	ReasonTooLong = "too_long"
+	// ReasonReplyBudget is a reply that found the process's ReplyBudget held by the replies
+	// being read.
+	ReasonReplyBudget = "reply_budget"
 )
 
 // Error is a failed Chat call. Its text never contains the API key.
@@ -105,7 +112,7 @@ func Reason(err error) string {
 func retryableReason(r string) bool {
 	switch r {
 	case ReasonRateLimited, ReasonServer, ReasonTimeout, ReasonConnection, ReasonMalformed, ReasonEmptyChoices,
-		ReasonStreamIdle, ReasonIncomplete, ReasonProviderFault:
+		ReasonStreamIdle, ReasonIncomplete, ReasonProviderFault, ReasonTooLong, ReasonReplyBudget:
 		return true
 	}
 	return false
@@ -130,7 +137,14 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	var de *errDecode
 	var ev *streamError
 	var se *statusError
+	var tl *tooLongError
 	switch {
+	case errors.As(err, &tl):
+		return &fault{reason: ReasonTooLong, status: cp.status, msg: tl.Error(), retry: true}
+	case errors.Is(err, errStreamTooLong):
+		return &fault{reason: ReasonTooLong, status: cp.status, msg: err.Error(), retry: true}
+	case errors.Is(err, errReplyBudget):
+		return &fault{reason: ReasonReplyBudget, status: cp.status, msg: err.Error(), retry: true}
 	case errors.As(err, &de):
 		return &fault{reason: ReasonMalformed, status: cp.status, msg: de.Error(), retry: true}
 	case errors.As(err, &ev):

@@ -1,7 +1,6 @@
 package teachers
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -24,48 +23,97 @@ import (
 // one when generation fails after the 200.
 
 // sseReader reads the data payloads of an event stream, the whole stream bounded by a size.
+// Each payload is reduced as it is read (scan.go: the fields the client does not read are
+// dropped), so neither a line nor a payload is ever held whole.
 type sseReader struct {
-	r     *bufio.Reader
-	limit int64 // bytes the whole stream may have
-	read  int64
-	done  bool
+	s    *src
+	d    reducer
+	done bool
 }
 
 // errStreamTooLong fails a stream longer than maxResponseBytes.
 var errStreamTooLong = fmt.Errorf("the stream is longer than %d bytes", maxResponseBytes)
 
-func newSSEReader(body io.Reader, limit int64) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(io.LimitReader(body, limit+1), 32<<10), limit: limit}
+func newSSEReader(body io.Reader, limit int64, m *meter) *sseReader {
+	s := newSrc(body, limit, true)
+	return &sseReader{s: s, d: reducer{s: s, m: m}}
 }
 
-// next returns the next non-empty data payload; io.EOF at [DONE] or the end of the body, the
-// transport's error on a failed read, errStreamTooLong past the limit.
-func (s *sseReader) next() ([]byte, error) {
-	if s.done {
+// next returns the next non-empty data payload, reduced under chunkShape (valid until the next
+// call); io.EOF at [DONE] or the end of the body, the transport's error on a failed read,
+// errStreamTooLong past the limit, an *errDecode for a payload that is not JSON, a
+// *tooLongError (or the reply budget's error) for one past what a reply may hold.
+func (r *sseReader) next() ([]byte, error) {
+	if r.done {
 		return nil, io.EOF
 	}
 	for {
-		line, err := s.r.ReadBytes('\n')
-		s.read += int64(len(line))
-		if s.read > s.limit {
-			return nil, errStreamTooLong
-		}
-		if err != nil {
-			return nil, err // io.EOF: the end of the stream; a partial line is dropped
-		}
-		p, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
-		if !ok {
-			continue
-		}
-		p = bytes.TrimSpace(p)
-		if string(p) == "[DONE]" {
-			s.done = true
-			return nil, io.EOF
-		}
-		if len(p) > 0 {
-			return p, nil
+		p, err := r.line()
+		if p != nil || err != nil {
+			return p, err
 		}
 	}
+}
+
+// line reads one line: its reduced payload, or nil for a line without one.
+func (r *sseReader) line() ([]byte, error) {
+	s := r.s
+	s.lineSpace()
+	if !s.has("data:") {
+		return nil, r.end(nil)
+	}
+	s.skip(len("data:"))
+	s.lineSpace()
+	if c, ok := s.peek(); !ok || c == '\n' {
+		return nil, r.end(nil) // an empty payload
+	}
+	if s.has("[DONE]") {
+		s.skip(len("[DONE]"))
+		s.lineSpace()
+		if c, ok := s.peek(); !ok || c == '\n' {
+			if err := r.end(nil); err != nil {
+				return nil, err
+			}
+			r.done = true
+			return nil, io.EOF
+		}
+		return nil, r.end(&errDecode{fmt.Errorf("byte %d: invalid character 'D' looking for beginning of value", s.n)})
+	}
+	r.d.reset()
+	err := r.d.value(chunkShape, 0)
+	var tl *tooLongError
+	if errors.As(err, &tl) || errors.Is(err, errReplyBudget) {
+		return nil, err // over what a reply may hold, whether or not its line ends
+	}
+	if err == nil {
+		s.lineSpace()
+		if c, ok := s.peek(); ok && c != '\n' {
+			err = r.d.syntax("invalid character %q after top-level value", c)
+		}
+	}
+	if errors.Is(err, errEnd) {
+		err = &errDecode{fmt.Errorf("byte %d: unexpected end of the line", s.n)}
+	}
+	if err := r.end(err); err != nil {
+		return nil, err
+	}
+	return r.d.out, nil
+}
+
+// end consumes the rest of the line and returns what ends it: errStreamTooLong past the limit;
+// for a last line without its newline (cut in transit, dropped whatever it holds) the
+// transport's error, else io.EOF; else err.
+func (r *sseReader) end(err error) error {
+	newline := r.s.endLine()
+	switch {
+	case r.s.over:
+		return errStreamTooLong
+	case !newline && r.s.err != nil:
+		return r.s.err
+	case !newline:
+		return io.EOF
+	}
+	return err
 }
 
 // streamError is an error event inside a 200 stream; msg is its message, "" when it has none.
@@ -80,8 +128,8 @@ func (e *streamError) Error() string {
 
 // readStream folds a streamed response's chunks into a, until [DONE] or the end of the body. A
 // response that is one JSON completion although a stream was asked (the server ignored stream,
-// or answered from a cache: Content-Type application/json) is read as that completion, its body
-// kept in cp for the error object of a reply without choices.
+// or answered from a cache: Content-Type application/json) is read as that completion, its
+// reduced body kept in cp for the error object of a reply without choices.
 func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) error {
 	if isJSON(header) {
 		if err := readPlain(body, cp, a); err != nil {
@@ -90,13 +138,16 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 		a.finished = true
 		return nil
 	}
-	r := newSSEReader(body, maxResponseBytes)
+	r := newSSEReader(body, maxResponseBytes, cp.meter)
 	for {
 		p, err := r.next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
+			return err
+		}
+		if err := cp.meter.need(slotDecode, 2*len(p)); err != nil {
 			return err
 		}
 		var ev struct {
@@ -110,35 +161,70 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 			msg, _ := errorObjectMessage(ev.Error)
 			return &streamError{msg: msg}
 		}
-		a.add(&ev.Completion)
+		if err := a.fold(&ev.Completion, cp.meter); err != nil {
+			return err
+		}
 	}
 }
 
-// readPlain reads a whole response body within maxResponseBytes into cp.body and folds the
-// completion it holds into a.
+// readPlain reads a whole response body within maxResponseBytes, reduced under
+// completionShape into cp.body, and folds the completion it holds into a.
 func readPlain(body io.Reader, cp *capture, a *assembly) error {
-	b, err := readBody(body)
+	s := newSrc(body, maxResponseBytes, false)
+	d := reducer{s: s, m: cp.meter, out: []byte{}}
+	err := d.reduce(completionShape)
+	cp.body = d.out // what was kept, a failure's too
 	if err != nil {
+		var de *errDecode
+		var tl *tooLongError
+		if errors.As(err, &de) || errors.As(err, &tl) || errors.Is(err, errReplyBudget) {
+			return err
+		}
 		return fmt.Errorf("reading the response body (HTTP %d): %w", cp.status, err)
 	}
-	cp.body = b
-	var w oai.Completion
-	if err := json.Unmarshal(b, &w); err != nil {
-		return &errDecode{fmt.Errorf("the %d-byte body: %w", len(b), err)}
+	if err := cp.meter.need(slotDecode, 2*len(d.out)); err != nil {
+		return err
 	}
-	a.add(&w)
-	return nil
+	var w oai.Completion
+	if err := json.Unmarshal(d.out, &w); err != nil {
+		return &errDecode{fmt.Errorf("the %d-byte body: %w", s.n, err)}
+	}
+	return a.fold(&w, cp.meter)
 }
 
-// readBody reads a body up to maxResponseBytes; a longer one is cut there (its decoding fails:
-// reported as malformed).
-func readBody(body io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
-	if len(b) > maxResponseBytes {
-		b = b[:maxResponseBytes]
+// readFailure reads a failure response's body and returns its message (statusMessage): a body
+// of up to failureHead bytes is read whole, as it is; a longer one is reduced under
+// errorBodyShape, its first failureHead bytes kept for a message that is not the provider's.
+// Without room in the reply budget the body is left unread: the status still tells the fault.
+func readFailure(body io.Reader, status string, m *meter) (string, error) {
+	if err := m.need(slotHead, failureHead); err != nil {
+		return status + " (its body left unread: " + err.Error() + ")", nil
 	}
-	return b, err
+	head := make([]byte, failureHead)
+	n, err := io.ReadFull(body, head)
+	head = head[:n]
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return statusMessage(status, head), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	s := newSrc(io.MultiReader(bytes.NewReader(head), body), maxResponseBytes, false)
+	d := reducer{s: s, m: m}
+	if err := d.reduce(errorBodyShape); err != nil {
+		if s.err != nil {
+			return "", s.err
+		}
+		return bodyMessage(status, head), nil
+	}
+	if msg, ok := providerError(d.out); ok {
+		return msg, nil
+	}
+	return bodyMessage(status, head), nil
 }
+
+// failureHead is how much of a failure response's body is read as it is.
+const failureHead = 64 << 10
 
 // isJSON reports whether a response's Content-Type is application/json.
 func isJSON(h http.Header) bool {

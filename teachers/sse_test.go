@@ -90,8 +90,8 @@ func TestReadStream(t *testing.T) {
 // size limit fails, a long line included.
 func TestSSEReaderEnds(t *testing.T) {
 	reset := errors.New("connection reset by peer")
-	r := newSSEReader(io.MultiReader(strings.NewReader("data: {\"a\":1}\n\ndata: {\"b\""), iotest.ErrReader(reset)), 1<<20)
-	if p, err := r.next(); err != nil || string(p) != `{"a":1}` {
+	r := newSSEReader(io.MultiReader(strings.NewReader("data: {\"model\":1}\n\ndata: {\"b\""), iotest.ErrReader(reset)), 1<<20, nil)
+	if p, err := r.next(); err != nil || string(p) != `{"model":1}` {
 		t.Fatalf("first payload %q, %v", p, err)
 	}
 	if _, err := r.next(); !errors.Is(err, reset) {
@@ -102,7 +102,7 @@ func TestSSEReaderEnds(t *testing.T) {
 		"one line":   "data: " + strings.Repeat("x", 2000) + "\n",
 		"comments":   strings.Repeat(": keep-alive\n\n", 200),
 	} {
-		r := newSSEReader(strings.NewReader(body), 1000)
+		r := newSSEReader(strings.NewReader(body), 1000, nil)
 		var err error
 		for n := 0; err == nil && n < 1000; n++ {
 			_, err = r.next()
@@ -111,9 +111,9 @@ func TestSSEReaderEnds(t *testing.T) {
 			t.Errorf("%s: %v, want errStreamTooLong", name, err)
 		}
 	}
-	exact := "data: {\"x\":1}\n\n"
-	r = newSSEReader(strings.NewReader(exact), int64(len(exact)))
-	if p, err := r.next(); err != nil || string(p) != `{"x":1}` {
+	exact := "data: {\"model\":1}\n\n"
+	r = newSSEReader(strings.NewReader(exact), int64(len(exact)), nil)
+	if p, err := r.next(); err != nil || string(p) != `{"model":1}` {
 		t.Errorf("a stream of exactly the limit: %v", err)
 	}
 }

@@ -22,8 +22,11 @@ type capture struct {
 	// status and header are the response's (0 and nil without a response).
 	status int
 	header http.Header
-	// body is a plain response's whole body (nil for an event stream).
+	// body is a plain response's body as the client decodes it (reduced: scan.go), nil for an
+	// event stream.
 	body []byte
+	// meter holds the attempt's share of the reply budget, nil for none.
+	meter *meter
 }
 
 // statusError is a response with a failure status (below 200, or 400 and up); msg is the
@@ -70,11 +73,11 @@ func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *asse
 			textcap.Cut(redactURL(resp.Header.Get("Location")), 500) + ", which is not followed"}
 	}
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
-		b, err := readBody(resp.Body)
+		msg, err := readFailure(resp.Body, resp.Status, cp.meter)
 		if err != nil {
 			return fmt.Errorf("reading the response body (HTTP %d): %w", resp.StatusCode, err)
 		}
-		return &statusError{status: resp.StatusCode, msg: statusMessage(resp.Status, b)}
+		return &statusError{status: resp.StatusCode, msg: msg}
 	}
 	if !cp.stream {
 		return readPlain(resp.Body, cp, a)
@@ -114,6 +117,12 @@ func statusMessage(status string, body []byte) string {
 	if msg, ok := providerError(body); ok {
 		return msg
 	}
+	return bodyMessage(status, body)
+}
+
+// bodyMessage is the message of a failure response without the provider's: its body (cut at
+// 500 bytes), else the status line.
+func bodyMessage(status string, body []byte) string {
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 500 {
 		msg = msg[:500] + "…"

@@ -3,6 +3,7 @@ package teachers
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -16,6 +17,37 @@ import (
 // in stream deltas alike. oai.Completion serves both: a completion's choices carry "message",
 // a stream chunk's carry "delta".
 
+// The shapes of the replies as the client decodes them (scan.go): internal/oai's Completion
+// with its members by their JSON names, and the error object beside it (a stream's error
+// event, a 200 without choices). A member the client decodes but never reads (id, object,
+// system_fingerprint, role, a detail's format) is kept for its type only. A choice's logprobs
+// is dropped: it is raw JSON nothing reads.
+var (
+	reasoningObject = objectShape(member{"text", leafShape}, member{"content", leafShape}, member{"summary", leafShape})
+	detailShape     = objectShape(member{"type", leafShape}, member{"text", leafShape}, member{"summary", leafShape},
+		member{"format", blankShape}, member{"index", leafShape})
+	messageShape = objectShape(member{"role", blankShape}, member{"content", leafShape}, member{"reasoning_content", leafShape},
+		member{"reasoning", reasoningObject}, member{"reasoning_details", arrayShape(detailShape)})
+	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape}, member{"delta", messageShape},
+		member{"finish_reason", leafShape})
+	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
+		member{"total_tokens", leafShape},
+		member{"completion_tokens_details", objectShape(member{"reasoning_tokens", leafShape})},
+		member{"prompt_tokens_details", objectShape(member{"cached_tokens", leafShape})},
+		member{"prompt_cache_hit_tokens", leafShape}, member{"prompt_cache_miss_tokens", leafShape},
+		member{"reasoning_tokens", leafShape}, member{"cost", leafShape}, member{"is_byok", leafShape},
+		member{"cost_details", objectShape(member{"upstream_inference_cost", leafShape})})
+	errorObject = objectShape(member{"message", leafShape})
+	// chunkShape is a completion or a stream chunk, with its error object.
+	chunkShape = objectShape(member{"id", blankShape}, member{"object", blankShape}, member{"created", leafShape},
+		member{"model", leafShape}, member{"system_fingerprint", blankShape}, member{"choices", arrayShape(choiceShape)},
+		member{"usage", usageShape}, member{"error", errorObject})
+	// completionShape is a plain completion: the same members.
+	completionShape = chunkShape
+	// errorBodyShape is a failure response's body.
+	errorBodyShape = objectShape(member{"error", errorObject})
+)
+
 // assembly gathers one reply: a whole completion, or a stream's chunks in order.
 type assembly struct {
 	model     string
@@ -25,6 +57,36 @@ type assembly struct {
 	finish    string
 	finished  bool // a finish_reason arrived
 	usage     *oai.Usage
+	// limit bounds each text (content, each reasoning field) in bytes, 0 none; over names the
+	// first text a completion or chunk would have taken past it (what it brought is dropped).
+	limit int
+	over  string
+}
+
+// write appends s to the text b (named field) within a.limit.
+func (a *assembly) write(b *strings.Builder, s, field string) {
+	if s == "" || a.over != "" {
+		return
+	}
+	if a.limit > 0 && b.Len()+len(s) > a.limit {
+		a.over = field
+		return
+	}
+	b.WriteString(s)
+}
+
+// fold adds r to a and holds the texts' room in m; a *tooLongError once a text would pass
+// a.limit.
+func (a *assembly) fold(r *oai.Completion, m *meter) error {
+	a.add(r)
+	if a.over != "" {
+		return &tooLongError{fmt.Sprintf("the reply's %s is over %d bytes, more than a trajectory keeps", a.over, a.limit)}
+	}
+	n := a.content.Cap()
+	for i := range a.reasoning {
+		n += a.reasoning[i].Cap()
+	}
+	return m.need(slotText, n)
 }
 
 // add folds one completion or chunk into a.
@@ -49,18 +111,18 @@ func (a *assembly) add(r *oai.Completion) {
 		}
 		if m != nil {
 			if m.Content != nil {
-				a.content.WriteString(*m.Content)
+				a.write(&a.content, *m.Content, "content")
 			}
 			if m.ReasoningContent != nil {
-				a.reasoning[0].WriteString(*m.ReasoningContent)
+				a.write(&a.reasoning[0], *m.ReasoningContent, fieldOrder[0])
 			}
-			a.reasoning[1].WriteString(reasoningText(m.Reasoning))
+			a.write(&a.reasoning[1], reasoningText(m.Reasoning), fieldOrder[1])
 			for _, d := range m.ReasoningDetails {
 				switch d.Type {
 				case "reasoning.text":
-					a.reasoning[2].WriteString(d.Text)
+					a.write(&a.reasoning[2], d.Text, fieldOrder[2])
 				case "reasoning.summary":
-					a.reasoning[2].WriteString(d.Summary)
+					a.write(&a.reasoning[2], d.Summary, fieldOrder[2])
 				}
 			}
 		}

@@ -1,0 +1,343 @@
+package teachers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
+)
+
+// hugeReply is a reply near maxResponseBytes, written as it is generated (the server holds no
+// copy of it, so the heap the test measures is the client's): head, then fill repeated until
+// the body is about size bytes, then tail.
+type hugeReply struct {
+	name       string
+	stream     bool
+	head, tail string
+	fill       string
+	// content is the reply Chat returns with the fix, "" when the reply must fail; reason is
+	// its Reason then.
+	content, reason string
+}
+
+// write sends the reply on w within size bytes.
+func (h hugeReply) write(w io.Writer, size int) {
+	bw := make([]byte, 0, 64<<10)
+	room := size - len(h.head) - len(h.tail)
+	_, _ = io.WriteString(w, h.head)
+	for room >= len(h.fill) {
+		bw = bw[:0]
+		for room >= len(h.fill) && len(bw)+len(h.fill) <= cap(bw) {
+			bw = append(bw, h.fill...)
+			room -= len(h.fill)
+		}
+		if _, err := w.Write(bw); err != nil {
+			return // the client gave up on the reply
+		}
+	}
+	_, _ = io.WriteString(w, h.tail)
+}
+
+// hugeSize is the size of a huge reply: near maxResponseBytes, 16 MiB under the race detector
+// (still four times maxUnit, and over 100 MB for two such replies read whole).
+func hugeSize() int {
+	if raceEnabled {
+		return 16 << 20
+	}
+	return maxResponseBytes - 1024
+}
+
+// hugeReplies are the shapes of a reply near maxResponseBytes: one huge text (content,
+// reasoning), one huge field no reader reads, deep nesting inside such a field, and many small
+// chunks, as plain completions and as event streams.
+func hugeReplies() []hugeReply {
+	const ok = `"choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}]}`
+	chunk := func(delta string) string {
+		return `data: {"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	const okChunks = `data: {"model":"m","choices":[{"index":0,"delta":{"content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	nest := strings.Repeat("[", 500) + strings.Repeat("]", 500) + ","
+	return []hugeReply{
+		{name: "plain content", head: `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`, fill: "abcdefgh",
+			tail: `"},"finish_reason":"stop"}]}`, reason: ReasonTooLong},
+		{name: "plain reasoning", head: `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>","reasoning_content":"`,
+			fill: "abcdefgh", tail: `"},"finish_reason":"stop"}]}`, reason: ReasonTooLong},
+		{name: "plain unknown field", head: `{"model":"m","x_trace":"`, fill: "abcdefgh", tail: `",` + ok, content: "<sql>SELECT 1</sql>"},
+		{name: "plain deep nesting", head: `{"model":"m","x_trace":[`, fill: nest, tail: `[]],` + ok, content: "<sql>SELECT 1</sql>"},
+		{name: "stream content", stream: true, head: chunk(`{"role":"assistant","content":""}`) + `data: {"model":"m","choices":[{"index":0,"delta":{"content":"`,
+			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, reason: ReasonTooLong},
+		{name: "stream reasoning", stream: true, head: `data: {"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"`,
+			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, reason: ReasonTooLong},
+		{name: "stream many chunks", stream: true, head: chunk(`{"role":"assistant","content":""}`),
+			fill: chunk(`{"content":"` + strings.Repeat("x", 4000) + `"}`), tail: okChunks, reason: ReasonTooLong},
+		{name: "stream unknown field", stream: true, head: `data: {"model":"m","x_trace":"`, fill: "abcdefgh",
+			tail: `","choices":[]}` + "\n\n" + okChunks, content: "<sql>SELECT 1</sql>"},
+	}
+}
+
+// heapObjects is the heap its objects occupy, live or not yet swept.
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// peakHeap runs f while sampling the heap every millisecond and returns the most the heap's
+// objects grew above what they were before f (after a GC).
+func peakHeap(f func()) uint64 {
+	runtime.GC()
+	base := heapObjects()
+	var peak uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			if h := heapObjects(); h > peak {
+				peak = h
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-done
+	if h := heapObjects(); h > peak {
+		peak = h
+	}
+	if peak < base {
+		return 0
+	}
+	return peak - base
+}
+
+// TestReplyMemoryBounded: n replies near maxResponseBytes at once, of every shape
+// (hugeReplies), cost the client's heap at most replyHeapBound above what it held before,
+// whatever their size: the unread fields are scanned without being kept, each text of the reply
+// stops at maxReplyText (ReasonTooLong), and a reply of a normal size inside a huge field comes
+// back as it is. Before, each reply cost 130-380 MB (io.ReadAll of the body, its decoded copy,
+// the assembly's copy; an event stream's line held whole, twice).
+func TestReplyMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends several 64 MiB replies")
+	}
+	const n = 2
+	const replyHeapBound = 48 << 20 // for the n replies together
+	for _, h := range hugeReplies() {
+		t.Run(h.name, func(t *testing.T) {
+			start := time.Now()
+			reps, errs, peak := chatHuge(t, h, n)
+			t.Logf("%s: %d replies at once: heap peak %.1f MiB above the start (%.1f MiB a reply), %v",
+				h.name, n, float64(peak)/(1<<20), float64(peak)/n/(1<<20), time.Since(start).Round(time.Millisecond))
+			for i := range n {
+				var te *Error
+				switch {
+				case h.content != "" && (errs[i] != nil || reps[i].Content != h.content):
+					t.Errorf("reply %d: %v, content %d bytes %.40q, want %q", i, errs[i], len(reps[i].Content), reps[i].Content, h.content)
+				case h.content == "" && (!errors.As(errs[i], &te) || te.Reason != h.reason):
+					t.Errorf("reply %d: %v (content %d bytes), want a %s error", i, errs[i], len(reps[i].Content), h.reason)
+				}
+			}
+			if peak > replyHeapBound {
+				t.Errorf("%d replies took %.1f MiB of heap at once, over %d MiB", n, float64(peak)/(1<<20), replyHeapBound>>20)
+			}
+		})
+	}
+}
+
+// chatHuge sends n requests at once to a server answering each with h near maxResponseBytes,
+// through one client with no retries, and returns their replies and errors and the heap's peak
+// while they were read (peakHeap).
+func chatHuge(t *testing.T, h hugeReply, n int) ([]chat.Reply, []error, uint64) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if h.stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		h.write(w, hugeSize())
+	}))
+	defer srv.Close()
+	c, err := New(Endpoint{Name: "huge", BaseURL: srv.URL, Model: "m", MaxConcurrency: n, MaxRetries: 0,
+		Timeout: time.Minute, Stream: h.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reps, errs := make([]chat.Reply, n), make([]error, n)
+	peak := peakHeap(func() {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				reps[i], errs[i] = c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+			})
+		}
+		wg.Wait()
+	})
+	return reps, errs, peak
+}
+
+// TestReplyBudgetBounds: the replies being read hold at most ReplyBudget together, whatever
+// their number: n huge replies at once under a budget that holds three of them cost the heap
+// about that budget, those that found no room failed with ReasonReplyBudget (retried like a
+// provider fault), and every byte was given back. Without the budget the n replies took
+// n times as much.
+func TestReplyBudgetBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends several 64 MiB replies")
+	}
+	const n = 16
+	old := replyBudget.limit
+	defer func() { replyBudget.limit = old }()
+	replyBudget.limit = 3 * maxUnit
+	h := hugeReplies()[0] // plain content: each holds maxUnit before it fails
+	_, errs, peak := chatHuge(t, h, n)
+	t.Logf("%d replies at once under a %d MiB budget: heap peak %.1f MiB", n, replyBudget.limit>>20, float64(peak)/(1<<20))
+	refused := 0
+	for i, err := range errs {
+		switch Reason(err) {
+		case ReasonReplyBudget:
+			refused++
+		case ReasonTooLong:
+		default:
+			t.Errorf("reply %d: %v, want %s or %s", i, err, ReasonTooLong, ReasonReplyBudget)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no reply was refused room")
+	}
+	if bound := uint64(3*replyBudget.limit) + 8<<20; peak > bound {
+		t.Errorf("%d replies took %.1f MiB of heap under a %d MiB budget, over %d MiB", n, float64(peak)/(1<<20), replyBudget.limit>>20, bound>>20)
+	}
+	if u := replyBudget.used.Load(); u != 0 {
+		t.Errorf("%d bytes of the budget still held", u)
+	}
+}
+
+// TestReplyBudgetRefusal: a reply that finds no room in the budget fails its attempt as
+// ReasonReplyBudget, retried, and holds nothing after; with room, the same reply comes back. A
+// failure response without room is still its status (a 401 is not retried), its body unread.
+func TestReplyBudgetRefusal(t *testing.T) {
+	old := replyBudget.limit
+	defer func() { replyBudget.limit = old }()
+	for _, stream := range []bool{false, true} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			if stream {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "data: "+hostileOK+"\n\ndata: [DONE]\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, hostileOK)
+		})
+		c := hostileClient(t, srv)
+		c.ep.Stream = stream
+		replyBudget.limit = 1 << 10
+		_, err := chatWithin(t, c, 10*time.Second)
+		if Reason(err) != ReasonReplyBudget || c.Stats().RetriesByReason[ReasonReplyBudget] != 2 {
+			t.Errorf("stream=%v: %v (retries %v), want %s after 2 retries", stream, err, c.Stats().RetriesByReason, ReasonReplyBudget)
+		}
+		replyBudget.limit = old
+		if rep, err := chatWithin(t, c, 10*time.Second); err != nil || rep.Content != "<sql>SELECT 1</sql>" {
+			t.Errorf("stream=%v: with room: %+v, %v", stream, rep, err)
+		}
+		if u := replyBudget.used.Load(); u != 0 {
+			t.Errorf("stream=%v: %d bytes of the budget still held", stream, u)
+		}
+	}
+	// A failure response is still its status without room: a 401 stays permanent.
+	srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"bad key"}}`)
+	})
+	c := hostileClient(t, srv)
+	replyBudget.limit = 1 << 10
+	_, err := chatWithin(t, c, 10*time.Second)
+	if te := (*Error)(nil); !errors.As(err, &te) || te.Reason != ReasonAuth || te.Attempts != 1 {
+		t.Errorf("a 401 without room: %v, want %s at once", err, ReasonAuth)
+	}
+	replyBudget.limit = old
+	if _, err := chatWithin(t, c, 10*time.Second); !strings.Contains(fmt.Sprint(err), "bad key") {
+		t.Errorf("a 401 with room: %v, want its message", err)
+	}
+	if u := replyBudget.used.Load(); u != 0 {
+		t.Errorf("%d bytes of the budget still held", u)
+	}
+}
+
+// TestReplyTextBound: each text of a reply is kept whole up to maxReplyText bytes (what a
+// trajectory keeps); one byte more fails the attempt as ReasonTooLong, retried, for content
+// and reasoning, plain and streamed, in one piece or across many chunks.
+func TestReplyTextBound(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		field  string
+		stream bool
+		pieces int
+	}{
+		{"plain content", "content", false, 1},
+		{"plain reasoning", "reasoning_content", false, 1},
+		{"stream content", "content", true, 1},
+		{"stream content in chunks", "content", true, 256},
+		{"stream reasoning in chunks", "reasoning", true, 256},
+	} {
+		for _, size := range []int{maxReplyText, maxReplyText + 1} {
+			text := strings.Repeat("é", size/2) + strings.Repeat("x", size%2)
+			srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+				var b strings.Builder
+				if !tc.stream {
+					w.Header().Set("Content-Type", "application/json")
+					msg := map[string]string{"content": "<sql>SELECT 1</sql>"}
+					msg[tc.field] = text
+					m, _ := json.Marshal(map[string]any{"model": "m", "choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": "stop"}}})
+					w.Write(m)
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				step := (len(text) + tc.pieces - 1) / tc.pieces
+				for i := 0; i < len(text); i += step {
+					piece := text[i:min(len(text), i+step)]
+					d, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]string{tc.field: piece}}}})
+					b.WriteString("data: " + string(d) + "\n\n")
+				}
+				if tc.field != "content" {
+					b.WriteString(`data: {"choices":[{"index":0,"delta":{"content":"<sql>SELECT 1</sql>"}}]}` + "\n\n")
+				}
+				b.WriteString(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+				w.Write([]byte(b.String()))
+			})
+			c := hostileClient(t, srv)
+			c.ep.Stream = tc.stream
+			rep, err := chatWithin(t, c, 20*time.Second)
+			got := rep.Content
+			if tc.field != "content" {
+				got = rep.Reasoning
+			}
+			switch {
+			case size <= maxReplyText && (err != nil || got != text):
+				t.Errorf("%s, %d bytes: %v, %d bytes back", tc.name, size, err, len(got))
+			case size > maxReplyText && (Reason(err) != ReasonTooLong || c.Stats().RetriesByReason[ReasonTooLong] != 2):
+				t.Errorf("%s, %d bytes: %v (retries %v), want %s after 2 retries", tc.name, size, err, c.Stats().RetriesByReason, ReasonTooLong)
+			}
+		}
+	}
+}

@@ -1,0 +1,779 @@
+package teachers
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A reply is read as it arrives, never whole: a plain body, and each data line of an event
+// stream, is scanned once by a reducer, which checks that it is JSON (as encoding/json does:
+// RFC 8259, nesting at most maxDepth deep) and keeps, in a buffer of at most maxUnit bytes,
+// only what the client decodes: the members of the objects of a shape (wire.go), matched by
+// name as encoding/json matches a struct's fields. A member no reader reads (logprobs, a
+// provider's extras, anything a hostile server adds) is scanned and dropped, whatever its
+// size. The buffer is then decoded with encoding/json into internal/oai's types as before, so a
+// reply decodes to what it did when it was read whole.
+
+// maxDepth is encoding/json's limit on nesting.
+const maxDepth = 10000
+
+// src is a response body read through a bufio.Reader: it counts the bytes consumed and its
+// input ends after limit bytes (over is set when the body had more). In line mode (an event
+// stream) a '\n' between JSON tokens ends the value's input as well, left unread.
+type src struct {
+	r     *bufio.Reader
+	limit int64
+	n     int64
+	line  bool
+	err   error // the read error that ended the input, other than io.EOF
+	over  bool
+}
+
+func newSrc(body io.Reader, limit int64, line bool) *src {
+	return &src{r: bufio.NewReaderSize(io.LimitReader(body, limit+1), 32<<10), limit: limit, line: line}
+}
+
+// avail returns the bytes that can be consumed now, reading when none are buffered; empty at
+// the end of the input (the body's end, a read error, the limit).
+func (s *src) avail() []byte {
+	if s.r.Buffered() == 0 {
+		if s.err != nil {
+			return nil
+		}
+		if _, err := s.r.Peek(1); err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.err = err
+			}
+			return nil
+		}
+	}
+	b, _ := s.r.Peek(s.r.Buffered())
+	if room := s.limit - s.n; int64(len(b)) > room {
+		b = b[:room]
+		if room == 0 {
+			s.over = true
+		}
+	}
+	return b
+}
+
+// skip consumes k bytes of what avail returned.
+func (s *src) skip(k int) {
+	_, _ = s.r.Discard(k)
+	s.n += int64(k)
+}
+
+// peek returns the next byte without consuming it; false at the end of the input.
+func (s *src) peek() (byte, bool) {
+	if b := s.avail(); len(b) > 0 {
+		return b[0], true
+	}
+	return 0, false
+}
+
+// has reports whether the input goes on with prefix (not consumed).
+func (s *src) has(prefix string) bool {
+	b, err := s.r.Peek(len(prefix))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) && s.err == nil {
+		s.err = err
+	}
+	return int64(len(prefix)) <= s.limit-s.n && string(b) == prefix
+}
+
+// ws skips JSON whitespace and returns the next byte, not consumed; false at the end of the
+// input (in line mode, at the newline).
+func (s *src) ws() (byte, bool) {
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return 0, false
+		}
+		i := 0
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || (b[i] == '\n' && !s.line)) {
+			i++
+		}
+		if i < len(b) {
+			c := b[i]
+			s.skip(i)
+			if c == '\n' {
+				return 0, false
+			}
+			return c, true
+		}
+		s.skip(i)
+	}
+}
+
+// lineSpace skips what bytes.TrimSpace trims (Unicode white space) up to the end of the line,
+// the '\n' left unread.
+func (s *src) lineSpace() {
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return
+		}
+		c := b[0]
+		if c == '\n' {
+			return
+		}
+		if c < utf8.RuneSelf {
+			if c != ' ' && (c < '\t' || c > '\r') {
+				return
+			}
+			s.skip(1)
+			continue
+		}
+		if len(b) < utf8.UTFMax {
+			b, _ = s.r.Peek(utf8.UTFMax) // a rune across the buffer's end
+			b = b[:min(int64(len(b)), s.limit-s.n)]
+		}
+		r, size := utf8.DecodeRune(b)
+		if (r == utf8.RuneError && size <= 1) || !unicode.IsSpace(r) {
+			return
+		}
+		s.skip(size)
+	}
+}
+
+// endLine consumes the rest of the line and its newline; false when the input ended first.
+func (s *src) endLine() bool {
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return false
+		}
+		for i, c := range b {
+			if c == '\n' {
+				s.skip(i + 1)
+				return true
+			}
+		}
+		s.skip(len(b))
+	}
+}
+
+// errEnd is the input ending inside a JSON value.
+var errEnd = errors.New("unexpected end of JSON input")
+
+// Shape kinds.
+const (
+	shapeLeaf   = iota // kept as it is
+	shapeBlank         // a string field nothing reads: a string is kept as "", its type is all that counts
+	shapeObject        // an object, only the members named kept
+	shapeArray         // an array of elem
+)
+
+// A shape is what the client decodes of a JSON value. A value of another kind than its shape's
+// (an array where an object is read, an object for a string) is a type error to encoding/json
+// whatever it holds, so a reducer keeps it as an empty container; a string, number or literal
+// is kept as it is.
+type shape struct {
+	kind    int
+	members []member
+	elem    *shape
+}
+
+// member is an object's member kept under a shape.
+type member struct {
+	name string
+	sh   *shape
+}
+
+var (
+	leafShape  = &shape{kind: shapeLeaf}
+	blankShape = &shape{kind: shapeBlank}
+)
+
+func objectShape(members ...member) *shape { return &shape{kind: shapeObject, members: members} }
+
+func arrayShape(elem *shape) *shape { return &shape{kind: shapeArray, elem: elem} }
+
+// find returns the shape of the member whose raw key (quoted, escaped as it came) is raw, nil
+// when it is not kept. A key matches a name as encoding/json matches a field's: equal under
+// Unicode case folding (so every name of a member of any case is kept). long: the raw key was
+// longer than maxKey, longer than any name can be.
+func (sh *shape) find(raw []byte, long bool) *shape {
+	if long || len(raw) < 2 {
+		return nil
+	}
+	var key string
+	if plain(raw[1 : len(raw)-1]) {
+		key = string(raw[1 : len(raw)-1])
+	} else if json.Unmarshal(raw, &key) != nil {
+		return nil
+	}
+	for _, m := range sh.members {
+		if key == m.name || strings.EqualFold(key, m.name) {
+			return m.sh
+		}
+	}
+	return nil
+}
+
+// plain reports whether b is ASCII without escapes.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// maxKey bounds the raw key a reducer matches: a name of at most 40 characters, each escaped
+// as \uXXXX.
+const maxKey = 2 + 6*40
+
+// Sinks of the bytes a reducer scans.
+const (
+	sinkNone = iota // checked, dropped
+	sinkOut         // kept
+	sinkKey         // the object key being read
+)
+
+// A reducer reads one JSON value from a src under a shape and keeps, in out, the JSON the
+// client decodes (compact: the whitespace between tokens is dropped).
+type reducer struct {
+	s       *src
+	out     []byte
+	m       *meter
+	key     []byte
+	keyLong bool
+	stack   []byte
+}
+
+// reset empties out for the next value of s.
+func (d *reducer) reset() { d.out = d.out[:0] }
+
+// put appends p to out within maxUnit bytes, holding its buffer's growth in the meter.
+func (d *reducer) put(p []byte) error {
+	n := len(d.out) + len(p)
+	if n > maxUnit {
+		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply is over %d bytes once the fields the client does not read are dropped", maxUnit)}
+	}
+	if n > cap(d.out) {
+		c := min(max(2*cap(d.out), n, 4<<10), maxUnit)
+		if err := d.m.need(slotUnit, c); err != nil {
+			return err
+		}
+		d.out = append(make([]byte, 0, c), d.out...)
+	}
+	d.out = append(d.out, p...)
+	return nil
+}
+
+// emit sends p to sink.
+func (d *reducer) emit(sink int, p []byte) error {
+	switch sink {
+	case sinkOut:
+		return d.put(p)
+	case sinkKey:
+		if !d.keyLong {
+			if len(d.key)+len(p) > maxKey {
+				d.keyLong = true
+			} else {
+				d.key = append(d.key, p...)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *reducer) emitString(sink int, s string) error {
+	if sink == sinkNone {
+		return nil
+	}
+	return d.emit(sink, []byte(s))
+}
+
+// syntax is a JSON syntax error at the input's current byte.
+func (d *reducer) syntax(format string, args ...any) error {
+	return &errDecode{fmt.Errorf("byte %d: %s", d.s.n, fmt.Sprintf(format, args...))}
+}
+
+// value reads one value under sh; depth is the number of containers around it.
+func (d *reducer) value(sh *shape, depth int) error {
+	c, ok := d.s.ws()
+	if !ok {
+		return errEnd
+	}
+	switch {
+	case sh.kind == shapeObject && c == '{':
+		return d.object(sh, depth+1)
+	case sh.kind == shapeArray && c == '[':
+		return d.array(sh, depth+1)
+	case sh.kind != shapeLeaf && (c == '{' || c == '['):
+		if err := d.put([]byte{c, c + 2}); err != nil { // '}' is '{'+2, ']' is '['+2
+			return err
+		}
+		return d.any(sinkNone, depth)
+	case sh.kind == shapeBlank && c == '"':
+		if err := d.put([]byte(`""`)); err != nil {
+			return err
+		}
+		return d.str(sinkNone)
+	}
+	return d.any(sinkOut, depth)
+}
+
+// open reads the opening byte of a container depth deep (next) and the whitespace after it;
+// done when the container is empty (end read too), else c is the byte that follows.
+func (d *reducer) open(depth int, end byte) (c byte, done bool, err error) {
+	if depth > maxDepth {
+		return 0, false, d.syntax("exceeded max depth")
+	}
+	s := d.s
+	b, _ := s.peek()
+	s.skip(1)
+	if err := d.put([]byte{b}); err != nil {
+		return 0, false, err
+	}
+	c, ok := s.ws()
+	if !ok {
+		return 0, false, errEnd
+	}
+	if c == end {
+		s.skip(1)
+		return c, true, d.put([]byte{end})
+	}
+	return c, false, nil
+}
+
+// object reads an object (its '{' next), keeping the members sh names.
+func (d *reducer) object(sh *shape, depth int) error {
+	c, done, err := d.open(depth, '}')
+	if done || err != nil {
+		return err
+	}
+	s, ok := d.s, true
+	kept := 0
+	for {
+		if c != '"' {
+			return d.syntax("invalid character %q looking for beginning of object key string", c)
+		}
+		d.key, d.keyLong = d.key[:0], false
+		if err := d.str(sinkKey); err != nil {
+			return err
+		}
+		if c, ok = s.ws(); !ok {
+			return errEnd
+		} else if c != ':' {
+			return d.syntax("invalid character %q after object key", c)
+		}
+		s.skip(1)
+		if m := sh.find(d.key, d.keyLong); m != nil {
+			if kept > 0 {
+				if err := d.put([]byte{','}); err != nil {
+					return err
+				}
+			}
+			if err := d.put(d.key); err != nil {
+				return err
+			}
+			if err := d.put([]byte{':'}); err != nil {
+				return err
+			}
+			if err := d.value(m, depth); err != nil {
+				return err
+			}
+			kept++
+		} else if err := d.any(sinkNone, depth); err != nil {
+			return err
+		}
+		if more, err := d.next('}', "object key:value pair"); !more || err != nil {
+			return err
+		}
+		if c, ok = s.ws(); !ok {
+			return errEnd
+		}
+	}
+}
+
+// next reads what follows a container's member or element (what, for the error): more after
+// a ',', not after the container's end (read too).
+func (d *reducer) next(end byte, what string) (more bool, err error) {
+	c, ok := d.s.ws()
+	switch {
+	case !ok:
+		return false, errEnd
+	case c == ',':
+		d.s.skip(1)
+		return true, nil
+	case c == end:
+		d.s.skip(1)
+		return false, d.put([]byte{end})
+	}
+	return false, d.syntax("invalid character %q after %s", c, what)
+}
+
+// array reads an array (its '[' next), each element under sh.elem.
+func (d *reducer) array(sh *shape, depth int) error {
+	_, done, err := d.open(depth, ']')
+	if done || err != nil {
+		return err
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			if err := d.put([]byte{','}); err != nil {
+				return err
+			}
+		}
+		if err := d.value(sh.elem, depth); err != nil {
+			return err
+		}
+		if more, err := d.next(']', "array element"); !more || err != nil {
+			return err
+		}
+	}
+}
+
+// States of any.
+const (
+	wantValue = iota // a value
+	wantFirst        // after '{': a key or '}'
+	wantElem         // after '[': a value or ']'
+	wantKey          // after ',' in an object: a key
+	wantColon        // after a key
+	wantNext         // after a value: ',' or the container's end
+)
+
+// any reads one value of any kind to sink, without recursion (a value may nest maxDepth deep);
+// depth is the number of containers around it. The structure is read straight from the
+// buffer; strings, numbers and literals by their own readers.
+func (d *reducer) any(sink int, depth int) error {
+	s := d.s
+	stack := d.stack[:0]
+	defer func() { d.stack = stack[:0] }()
+	state := wantValue
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return errEnd
+		}
+		i := 0
+	scan:
+		for ; i < len(b); i++ {
+			c := b[i]
+			switch c {
+			case ' ', '\t', '\r':
+				continue
+			case '\n':
+				if s.line {
+					s.skip(i)
+					return errEnd
+				}
+				continue
+			}
+			if state == wantElem {
+				if c != ']' {
+					state = wantValue
+				} else {
+					state = wantNext
+					c = top(stack) + 2
+				}
+			}
+			switch state {
+			case wantValue:
+				switch {
+				case c == '{' || c == '[':
+					if depth+len(stack)+1 > maxDepth {
+						s.skip(i)
+						return d.syntax("exceeded max depth")
+					}
+					stack = append(stack, c)
+					state = wantFirst
+					if c == '[' {
+						state = wantElem
+					}
+					if err := d.emit(sink, b[i:i+1]); err != nil {
+						return err
+					}
+					continue
+				case c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n':
+					s.skip(i)
+					var err error
+					switch {
+					case c == '"':
+						err = d.str(sink)
+					case c == 't' || c == 'f' || c == 'n':
+						err = d.literal(sink, literals[c])
+					default:
+						err = d.number(sink)
+					}
+					if err != nil || len(stack) == 0 {
+						return err
+					}
+					state = wantNext
+					break scan
+				}
+				s.skip(i)
+				return d.syntax("invalid character %q looking for beginning of value", c)
+			case wantFirst, wantKey:
+				if c == '}' && state == wantFirst {
+					state = wantNext
+					break // closes the object below
+				}
+				s.skip(i)
+				if c != '"' {
+					return d.syntax("invalid character %q looking for beginning of object key string", c)
+				}
+				if err := d.str(sink); err != nil {
+					return err
+				}
+				state = wantColon
+				break scan
+			case wantColon:
+				if c != ':' {
+					s.skip(i)
+					return d.syntax("invalid character %q after object key", c)
+				}
+				state = wantValue
+				if err := d.emit(sink, b[i:i+1]); err != nil {
+					return err
+				}
+				continue
+			}
+			// wantNext: a separator or the container's end.
+			t := top(stack)
+			switch {
+			case c == ',':
+				state = wantValue
+				if t == '{' {
+					state = wantKey
+				}
+			case c == t+2: // '}' is '{'+2, ']' is '['+2
+				stack = stack[:len(stack)-1]
+			default:
+				s.skip(i)
+				what := "array element"
+				if t == '{' {
+					what = "object key:value pair"
+				}
+				return d.syntax("invalid character %q after %s", c, what)
+			}
+			if err := d.emit(sink, b[i:i+1]); err != nil {
+				return err
+			}
+			if len(stack) == 0 {
+				s.skip(i + 1)
+				return nil
+			}
+		}
+		if i == len(b) {
+			s.skip(i)
+		}
+	}
+}
+
+// top is the innermost open container's opening byte.
+func top(stack []byte) byte { return stack[len(stack)-1] }
+
+// str reads a string (its '"' next) to sink, as it came (escapes kept).
+func (d *reducer) str(sink int) error {
+	s := d.s
+	s.skip(1)
+	if err := d.emit(sink, []byte{'"'}); err != nil {
+		return err
+	}
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return errEnd
+		}
+		i := 0
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
+		}
+		if err := d.emit(sink, b[:i]); err != nil {
+			return err
+		}
+		if i == len(b) {
+			s.skip(i)
+			continue
+		}
+		c := b[i]
+		s.skip(i)
+		switch {
+		case c == '"':
+			s.skip(1)
+			return d.emit(sink, []byte{'"'})
+		case c == '\n' && s.line:
+			return errEnd
+		case c < 0x20:
+			return d.syntax("invalid character %q in string literal", c)
+		}
+		if err := d.escape(sink); err != nil {
+			return err
+		}
+	}
+}
+
+// escape reads a string's escape (its '\\' next) to sink.
+func (d *reducer) escape(sink int) error {
+	s := d.s
+	s.skip(1)
+	c, ok := s.peek()
+	if !ok {
+		return errEnd
+	}
+	switch c {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.skip(1)
+		return d.emit(sink, []byte{'\\', c})
+	case 'u':
+		s.skip(1)
+		esc := []byte{'\\', 'u', 0, 0, 0, 0}
+		for i := 2; i < 6; i++ {
+			h, ok := s.peek()
+			if !ok {
+				return errEnd
+			}
+			if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+				return d.syntax("invalid character %q in \\u hexadecimal character escape", h)
+			}
+			s.skip(1)
+			esc[i] = h
+		}
+		return d.emit(sink, esc)
+	}
+	return d.syntax("invalid character %q in string escape code", c)
+}
+
+// number reads a number (RFC 8259's grammar) to sink.
+func (d *reducer) number(sink int) error {
+	s := d.s
+	var buf [64]byte
+	b := buf[:0]
+	next := func() (byte, bool) {
+		c, ok := s.peek()
+		return c, ok
+	}
+	take := func(c byte) error {
+		s.skip(1)
+		b = append(b, c)
+		if len(b) == cap(buf) {
+			err := d.emit(sink, b)
+			b = b[:0]
+			return err
+		}
+		return nil
+	}
+	digits := func() (int, error) {
+		n := 0
+		for {
+			c, ok := next()
+			if !ok || c < '0' || c > '9' {
+				return n, nil
+			}
+			if err := take(c); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	c, _ := next()
+	if c == '-' {
+		if err := take(c); err != nil {
+			return err
+		}
+		var ok bool
+		if c, ok = next(); !ok {
+			return errEnd
+		}
+	}
+	switch {
+	case c == '0':
+		if err := take(c); err != nil {
+			return err
+		}
+	case c >= '1' && c <= '9':
+		if _, err := digits(); err != nil {
+			return err
+		}
+	default:
+		return d.syntax("invalid character %q in numeric literal", c)
+	}
+	if c, ok := next(); ok && c == '.' {
+		if err := take(c); err != nil {
+			return err
+		}
+		if n, err := digits(); err != nil {
+			return err
+		} else if n == 0 {
+			return d.digitWanted("after decimal point in numeric literal")
+		}
+	}
+	if c, ok := next(); ok && (c == 'e' || c == 'E') {
+		if err := take(c); err != nil {
+			return err
+		}
+		if c, ok := next(); ok && (c == '+' || c == '-') {
+			if err := take(c); err != nil {
+				return err
+			}
+		}
+		if n, err := digits(); err != nil {
+			return err
+		} else if n == 0 {
+			return d.digitWanted("in exponent of numeric literal")
+		}
+	}
+	return d.emit(sink, b)
+}
+
+// digitWanted is the error of a number missing a digit where it needs one.
+func (d *reducer) digitWanted(where string) error {
+	c, ok := d.s.peek()
+	if !ok || (c == '\n' && d.s.line) {
+		return errEnd
+	}
+	return d.syntax("invalid character %q %s", c, where)
+}
+
+// literals are the literals by their first byte.
+var literals = map[byte]string{'t': "true", 'f': "false", 'n': "null"}
+
+// literal reads true, false or null (lit) to sink.
+func (d *reducer) literal(sink int, lit string) error {
+	s := d.s
+	for i := 0; i < len(lit); i++ {
+		c, ok := s.peek()
+		if !ok || (c == '\n' && s.line) {
+			return errEnd
+		}
+		if c != lit[i] {
+			return d.syntax("invalid character %q in literal %s (expecting %q)", c, lit, lit[i])
+		}
+		s.skip(1)
+	}
+	return d.emitString(sink, lit)
+}
+
+// reduce reads one whole JSON body from s under sh into d.out: the value, then only
+// whitespace to the end. A syntax error is an *errDecode; the input ending inside the value is
+// a read error when one ended it, a *tooLongError when the body was over the limit, else an
+// *errDecode.
+func (d *reducer) reduce(sh *shape) error {
+	s := d.s
+	err := d.value(sh, 0)
+	if err == nil {
+		if c, ok := s.ws(); ok {
+			err = d.syntax("invalid character %q after top-level value", c)
+		}
+	}
+	switch {
+	case s.err != nil && (err == nil || errors.Is(err, errEnd)):
+		return s.err
+	case errors.Is(err, errEnd) && s.over:
+		return &tooLongError{fmt.Sprintf("the body is longer than %d bytes", s.limit)}
+	case errors.Is(err, errEnd):
+		return &errDecode{fmt.Errorf("the %d-byte body: %w", s.n, err)}
+	}
+	return err
+}
