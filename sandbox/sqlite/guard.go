@@ -39,6 +39,7 @@ void *sqlite3_get_clientdata(sqlite3*, const char*);
 int sqlite3_strlike(const char*, const char*, unsigned int);
 int sqlite3_strglob(const char*, const char*);
 long long sqlite3_memory_used(void);
+long long sqlite3_hard_heap_limit64(long long);
 
 #define CS_UTF8 1
 #define CS_DETERMINISTIC 0x000000800
@@ -332,11 +333,9 @@ static int cs_bind(sqlite3 *db, int ops) {
 	cs_guard *g = sqlite3_malloc64(sizeof(cs_guard));
 	if (g == 0) return 7; // SQLITE_NOMEM
 	g->deadline = 0;
+	// On failure (out of memory) SQLite has already called the destructor on g.
 	int rc = sqlite3_set_clientdata(db, CS_KEY, g, sqlite3_free);
-	if (rc != 0) {
-		sqlite3_free(g);
-		return rc;
-	}
+	if (rc != 0) return rc;
 	sqlite3_progress_handler(db, ops, cs_progress, g);
 	static const struct { const char *name; int n; cs_xfunc f; } fns[] = {
 		{"instr", 2, cs_instr}, {"replace", 3, cs_replace},
@@ -392,7 +391,9 @@ func guardSQLite(c *sqlite3.SQLiteConn) error {
 		return err
 	}
 	if rc := C.cs_bind(db, sqliteProgressOps); rc != 0 {
-		return fmt.Errorf("sqlite connection: install the statement guard: error %d", int(rc))
+		// SQLite's code, so that running out of its heap here reads as it does anywhere else
+		// (heapShort).
+		return fmt.Errorf("sqlite connection: install the statement guard: %w", sqlite3.Error{Code: sqlite3.ErrNo(rc)})
 	}
 	return nil
 }
@@ -400,6 +401,20 @@ func guardSQLite(c *sqlite3.SQLiteConn) error {
 // sqliteHeapUsed is how many bytes of SQLite's heap are in use in the process, by every
 // connection (sqlite3_memory_used): what sqliteHeapLimit bounds.
 func sqliteHeapUsed() int64 { return int64(C.sqlite3_memory_used()) }
+
+// sqliteHeapCap is SQLite's hard heap limit in force for the process
+// (sqlite3_hard_heap_limit64): sqliteHeapLimit, which every connection sets, or a lower one set
+// before (PRAGMA hard_heap_limit only lowers it); sqliteHeapLimit before any connection set one.
+func sqliteHeapCap() int64 {
+	if n := int64(C.sqlite3_hard_heap_limit64(-1)); n > 0 {
+		return n
+	}
+	return sqliteHeapLimit
+}
+
+// sqliteSetHeapCap sets SQLite's hard heap limit for the process, raising it too, and returns
+// the one before: for tests, which lower it to hold the heap without a gigabyte of memory.
+func sqliteSetHeapCap(n int64) int64 { return int64(C.sqlite3_hard_heap_limit64(C.longlong(n))) }
 
 // sqliteDeadline makes c's statements stop after timeout from now; zero removes the deadline.
 func sqliteDeadline(c *sqlite3.SQLiteConn, timeout time.Duration) error {

@@ -183,13 +183,13 @@ const sqliteHeapPoll = 10 * time.Millisecond
 
 // awaitHeap waits, for a statement that ran out of SQLite's heap while other statements held
 // more than half of it (heapHeld, its own memory freed), for its turn (sqliteHeapTurn) and then
-// for the heap in use to fall to at most half of sqliteHeapLimit, both within limit, telling
-// waiting (ExecOptions.Waiting, when not nil) while it waits. It returns the release of the turn,
-// to call once the statement has run again; nil when limit passed first (the statement stays
-// sandbox.ErrBusy); an error when ctx is done first. Several statements that each need more
-// than the whole heap, run together, make each other run out: in turns each runs out alone and
-// keeps its own "out of memory" (before, each was ErrBusy, and Patient tried them again
-// together until its patience ran out).
+// for the heap in use to fall to at most half of its limit (sqliteHeapCap), both within limit,
+// telling waiting (ExecOptions.Waiting, when not nil) while it waits. It returns the release of
+// the turn, to call once the statement has run again; nil when limit passed first (the
+// statement stays sandbox.ErrBusy); an error when ctx is done first. Several statements that
+// each need more than the whole heap, run together, make each other run out: in turns each runs
+// out alone and keeps its own "out of memory" (before, each was ErrBusy, and Patient tried them
+// again together until its patience ran out).
 func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (release func(), err error) {
 	if waiting != nil {
 		waiting(true)
@@ -206,7 +206,7 @@ func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (re
 	}
 	tick := time.NewTicker(sqliteHeapPoll)
 	defer tick.Stop()
-	for sqliteHeapUsed() > sqliteHeapLimit/2 {
+	for sqliteHeapUsed() > sqliteHeapCap()/2 {
 		select {
 		case <-tick.C:
 		case <-timer.C:
@@ -224,7 +224,8 @@ func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (re
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, unless it runs in its turn (turn, awaitHeap): then its "out of memory" is its
-// own error, as it is for one that ran out holding most of the heap itself.
+// own error, as it is for one that ran out holding most of the heap itself; one that ran out
+// making its connection (opening it, installing its guard) is ErrBusy in its turn too.
 func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions, turn bool) (*sandbox.Result, error) {
 	if n, all := s.runaways.Load(), sqliteRunawaysNow.Load(); n >= sqliteRunawaysPerDB || all >= sqliteRunaways {
 		// Not the statement's outcome: it never ran (see sqliteGrace).
@@ -277,6 +278,12 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
 
+// heapShort reports whether err is SQLite's "out of memory": its heap (sqliteHeapCap) ran out.
+func heapShort(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrNomem
+}
+
 // heapHeld returns, for err of a statement whose memory is released (its rows closed, its
 // connection given back), an error wrapping sandbox.ErrBusy when err is SQLite's "out of memory"
 // and other statements of the process still hold more than half of SQLite's heap: the cap
@@ -284,17 +291,22 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 // deadline, and the statement that then ran out is the database's failure, not its own, unless
 // it runs out again in its turn (exec, awaitHeap). A statement that ran out holding more than
 // half itself keeps its error: nil.
-func heapHeld(err error) error {
-	var se sqlite3.Error
-	if !errors.As(err, &se) || se.Code != sqlite3.ErrNomem {
+func heapHeld(err error) *heapBusyError {
+	if !heapShort(err) {
 		return nil
 	}
 	used := sqliteHeapUsed()
-	if used <= sqliteHeapLimit/2 {
+	if used <= sqliteHeapCap()/2 {
 		return nil
 	}
-	return &heapBusyError{fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
-		sandbox.ErrBusy, sqliteHeapLimit>>20, used>>20, err)}
+	return newHeapBusy(err, used)
+}
+
+// newHeapBusy is the sandbox.ErrBusy of a statement that ran out of SQLite's heap (err) while
+// others held used bytes of it.
+func newHeapBusy(err error, used int64) *heapBusyError {
+	return &heapBusyError{err: fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
+		sandbox.ErrBusy, sqliteHeapCap()>>20, used>>20, err)}
 }
 
 // heapBusyError is heapHeld's error, wrapping sandbox.ErrBusy.

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// heapHold holds SQLite's heap as other tasks' statements would, outside the sandbox: rows of
+// random bytes held open on plain go-sqlite3 connections, the last sized so that a given amount
+// of the heap is left free, to within 64 bytes (leave). The heap's limit is lowered to
+// heapHoldCap for the test (sqliteSetHeapCap; the sandbox counts half of the limit in force), so
+// that holding it takes no gigabyte.
+type heapHold struct {
+	t    *testing.T
+	dbs  []*sql.DB   // one connection each
+	rows []*sql.Rows // the row each holds open
+}
+
+// heapHoldCap is SQLite's heap limit while a heapHold holds it; heapHoldChunk the most one of
+// its rows takes.
+const (
+	heapHoldCap   = 64 << 20
+	heapHoldChunk = 8 << 20
+)
+
+// holdHeap lowers SQLite's heap limit to heapHoldCap and holds it so that free bytes of it are
+// left (leave); the test's end releases it and sets the limit back to sqliteHeapLimit.
+func holdHeap(t *testing.T, free int64) *heapHold {
+	t.Helper()
+	sqliteSetHeapCap(heapHoldCap)
+	h := &heapHold{t: t}
+	t.Cleanup(func() {
+		h.release()
+		sqliteSetHeapCap(sqliteHeapLimit)
+	})
+	if sqliteHeapUsed() > heapHoldCap/4 {
+		t.Fatalf("%d bytes of SQLite's heap already in use", sqliteHeapUsed())
+	}
+	for left := heapHoldCap - sqliteHeapUsed() - free; left > 512<<10; left = heapHoldCap - sqliteHeapUsed() - free {
+		h.hold(min(left-256<<10, heapHoldChunk))
+	}
+	h.hold(0)
+	h.leave(free)
+	return h
+}
+
+// hold holds a row of n bytes (none for 0) on a connection of its own.
+func (h *heapHold) hold(n int64) {
+	h.t.Helper()
+	db, err := sql.Open("sqlite3", ":memory:")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	h.dbs = append(h.dbs, db)
+	h.rows = append(h.rows, nil)
+	if n > 0 && !h.row(n) {
+		h.t.Fatalf("holding %d bytes of SQLite's heap: %d are free", n, heapHoldCap-sqliteHeapUsed())
+	}
+}
+
+// row holds a row of n bytes on the last connection, in place of the one it held, and reports
+// whether SQLite had the heap for it.
+func (h *heapHold) row(n int64) bool {
+	i := len(h.rows) - 1
+	if h.rows[i] != nil {
+		h.rows[i].Close()
+		h.rows[i] = nil
+	}
+	rows, err := h.dbs[i].Query("SELECT randomblob(?)", max(n, 1))
+	if err != nil {
+		return false
+	}
+	if !rows.Next() {
+		rows.Close()
+		return false
+	}
+	h.rows[i] = rows
+	return true
+}
+
+// leave sizes the last row held so that free bytes of SQLite's heap are left, to within 64.
+func (h *heapHold) leave(free int64) {
+	h.t.Helper()
+	h.row(1)
+	n := heapHoldCap - sqliteHeapUsed() - free - 1<<10 // the row's own overhead
+	for range 50 {
+		if !h.row(n) {
+			n -= 1 << 10
+			continue
+		}
+		got := heapHoldCap - sqliteHeapUsed()
+		if got >= free && got < free+64 {
+			return
+		}
+		n += got - free
+	}
+	h.t.Fatalf("cannot leave %d bytes of SQLite's heap free (%d are)", free, heapHoldCap-sqliteHeapUsed())
+}
+
+// release frees what h holds.
+func (h *heapHold) release() {
+	for _, r := range h.rows {
+		if r != nil {
+			r.Close()
+		}
+	}
+	for _, db := range h.dbs {
+		db.Close()
+	}
+	h.rows, h.dbs = nil, nil
+}
+
+// TestSQLiteGuardHeapShort: a connection that runs out of SQLite's heap installing its statement
+// guard (guardSQLite) fails with SQLite's "out of memory", as one that runs out opening does, so
+// that the statement that needed the connection is sandbox.ErrBusy (run): it was a database
+// failure of another kind, "error 7", which Patient does not try again. The guard runs out only
+// in a window a few hundred bytes wide (after the open, whose lookaside it then lacks), so the
+// scan finds where connections start to open (1 KiB steps) and looks closely there (32 bytes).
+func TestSQLiteGuardHeapShort(t *testing.T) {
+	dsn := "file:" + shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite") + "?mode=ro&immutable=1"
+	driver := &sqlite3.SQLiteDriver{ConnectHook: prepareSQLiteConn}
+	h := holdHeap(t, 256<<10)
+	connect := func(free int64) error {
+		h.leave(free)
+		c, err := driver.Open(dsn)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	guard := 0
+	look := func(free int64) bool { // whether a connection opened
+		err := connect(free)
+		switch {
+		case err == nil:
+			return true
+		case !heapShort(err):
+			t.Fatalf("a connection with %d bytes of SQLite's heap free: %v; want SQLite's out of memory", free, err)
+		case strings.Contains(err.Error(), "statement guard"):
+			guard++
+		}
+		return false
+	}
+	last := false
+	for free := int64(1 << 10); free <= 256<<10; free += 1 << 10 {
+		if opened := look(free); opened != last {
+			for f := free - 2<<10; f < free+1<<10; f += 32 {
+				look(f)
+			}
+			last = opened
+		}
+	}
+	t.Logf("%d connections ran out of the heap installing their guard", guard)
+	if guard == 0 {
+		t.Error("no connection ran out of the heap installing its guard: the scan missed the window")
+	}
+}
+
+// TestSQLiteHeapHeldNewConnections: under every amount of free heap up to what a new connection
+// and its schema read need (in 2 KiB steps), a statement of another task on a connection of its
+// own runs ("ok", or its timeout) or is sandbox.ErrBusy: never an error of its own nor another
+// failure of the database, wherever the heap runs out (opening, installing the guard, reading the
+// schema, preparing).
+func TestSQLiteHeapHeldNewConnections(t *testing.T) {
+	db := openChinookSQLite(t)
+	db.db.SetMaxIdleConns(0) // each statement makes its connection
+	h := holdHeap(t, 256<<10)
+	busy := 0
+	for free := int64(512); free <= 256<<10; free += 2 << 10 {
+		h.leave(free)
+		r, err := db.Exec(context.Background(), "SELECT count(*) FROM Track", sandbox.ExecOptions{Timeout: 10 * time.Millisecond})
+		switch {
+		case errors.Is(err, sandbox.ErrBusy):
+			busy++
+		case err != nil || !r.OK() && r.Outcome != sandbox.OutcomeTimeout: // the limit is short
+			t.Errorf("a statement on a new connection with %d bytes of SQLite's heap free: %+v, %v; want it run or sandbox.ErrBusy", free, r, err)
+		}
+	}
+	if busy == 0 {
+		t.Error("no statement ran out of the heap: the scan must cross what one needs")
+	}
+}
