@@ -4,14 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
+	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
 
 // heapHold holds SQLite's heap as other tasks' statements would, outside the sandbox: rows of
@@ -118,6 +122,91 @@ func (h *heapHold) release() {
 		db.Close()
 	}
 	h.rows, h.dbs = nil, nil
+}
+
+// TestSQLiteOpenHeapHeld: opening a task's database while other statements hold SQLite's heap
+// (sqliteHeapLimit, the process's) failed with "out of memory": distill wrote the episode off as
+// a database failure, student score stopped, and the judge's Reference (a server task's gold run
+// again on its SQLite file) did not open, so the gold's failure on the server was the verdict
+// (TestSQLiteGoldReferenceHeapHeld). Open now succeeds, and the first statement makes the
+// connection, waiting for the heap within its time limit (ExecOptions.Waiting told) as a
+// statement that runs out of it does: sandbox.ErrBusy if it is held through the limit, its
+// result once it is freed.
+func TestSQLiteOpenHeapHeld(t *testing.T) {
+	path := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	var c sandbox.Connector
+	defer c.Close()
+	ctx := context.Background()
+	h := holdHeap(t, 8<<10) // less than a connection needs
+	db, err := c.Open(ctx, datasets.SQLite, datasets.Task{ID: "t", DBID: "chinook", DBPath: path})
+	if err != nil {
+		t.Fatalf("opening a task's database while others hold SQLite's heap: %v; want it opened", err)
+	}
+	if !strings.HasPrefix(db.Version(), "SQLite 3.") {
+		t.Errorf("version %q", db.Version())
+	}
+	const q = "SELECT count(*) FROM Track"
+	var told []bool
+	tell := func(w bool) { told = append(told, w) }
+	start := time.Now()
+	r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 300 * time.Millisecond, Waiting: tell})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || fmt.Sprint(told) != "[true false]" || time.Since(start) > 2*time.Second {
+		t.Errorf("its first statement while the heap is held: %+v, %v after %s, told %v; want sandbox.ErrBusy after its wait, told [true false]", r, err, time.Since(start), told)
+	}
+	told = nil
+	r, err = db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 5 * time.Second, Waiting: func(w bool) {
+		tell(w)
+		if w {
+			h.release()
+		}
+	}})
+	if err != nil || !r.OK() || r.Rows[0][0] != int64(3503) || fmt.Sprint(told) != "[true false]" {
+		t.Errorf("its first statement, the heap freed while it waits: %+v, %v, told %v; want 3503, told [true false]", r, err, told)
+	}
+}
+
+// TestSQLiteGoldReferenceHeapHeld: the judge runs a gold that fails on the prediction's database
+// again on the task's SQLite file (Judge.Reference). While other statements held SQLite's heap
+// that file did not open, and the gold's failure was recorded as the verdict (gold_error): the
+// task unjudged, for what others held. Now it opens, the gold there waits for the heap (here,
+// freed once it waits for its turn) and the prediction is judged against its result.
+func TestSQLiteGoldReferenceHeapHeld(t *testing.T) {
+	chinook := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	other, err := Open(shared.Path(t, "data/multi/northwind/northwind.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var c sandbox.Connector
+	defer c.Close()
+	j := judge.Judge{Reference: func(ctx context.Context) (sandbox.DB, error) {
+		return c.Open(ctx, datasets.SQLite, datasets.Task{ID: "t", DBID: "chinook", DBPath: chinook})
+	}}
+	const gold = "SELECT count(*) FROM Track" // no such table on the prediction's database
+	pred := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"n"}, Rows: [][]any{{int64(3503)}}, Total: 1}
+	// The gold fails on the prediction's database on a connection that needs no more heap.
+	if r := sandboxtest.MustExec(t, other, gold, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError {
+		t.Fatalf("the gold on the prediction's database: %+v", r)
+	}
+	h := holdHeap(t, 8<<10)
+	stop, freed := make(chan struct{}), make(chan struct{})
+	go func() { // free the heap once a statement waits for its turn
+		defer close(freed)
+		for len(sqliteHeapTurn) == 0 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		h.release()
+	}()
+	v, err := j.Run(context.Background(), other, gold, "SELECT 3503", pred, 10*time.Second)
+	close(stop)
+	<-freed
+	if err != nil || v.GoldError != "" || v.GoldOn != datasets.SQLite || !v.Correct {
+		t.Errorf("the gold on its reference while others hold SQLite's heap: %+v, %v; want it run there and the prediction correct", v, err)
+	}
 }
 
 // TestSQLiteGuardHeapShort: a connection that runs out of SQLite's heap installing its statement

@@ -122,7 +122,11 @@ type sqliteDB struct {
 // Open opens the SQLite file at path read-only (mode=ro&immutable=1). Each statement runs
 // on a connection of its own with a deadline that a progress handler and the bounded built-ins
 // enforce (guardSQLite), besides the driver's interrupt on context cancellation; see
-// sqliteGrace for one they do not stop.
+// sqliteGrace for one they do not stop. The first connection is made here and pooled; where
+// making it runs out of SQLite's heap (sqliteHeapLimit, the process's: other statements hold
+// it), the file is only checked to be readable and the first statement makes the connection,
+// waiting for the heap as a statement that runs out of it does (run, exec): a database opened
+// while other tasks' statements hold the heap is not this task's failure.
 func Open(path string) (sandbox.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
@@ -132,11 +136,19 @@ func Open(path string) (sandbox.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
-	var v string
-	if err := db.QueryRow("SELECT sqlite_version()").Scan(&v); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	if err := db.Ping(); err != nil {
+		if !heapShort(err) {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+		}
+		f, err := os.Open(path) // what SQLite's read-only open does with the file
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+		}
+		f.Close()
 	}
+	v, _, _ := sqlite3.Version() // the library every connection runs: sqlite_version()
 	return &sqliteDB{db: db, version: "SQLite " + v}, nil
 }
 
