@@ -49,7 +49,9 @@ type ExecOptions struct {
 // every engine, whatever ending the statement took (a cancel, a hang-up, its deadline passing
 // meanwhile), with Truncated set, Total counting only the rows read, Duration the whole
 // execution's, and Stopped true. A row skipped or stopped on sets Result.Truncated. Every
-// engine's Exec applies it, in Collect.
+// engine's Exec applies it, in Collect. An Exec that fails, with ErrBusy too (SQLite's heap
+// running out after some rows), may have asked the filter about rows: a caller that tries again
+// gives a fresh filter (the judge does).
 type RowFilter func(row []any) RowAction
 
 // RowAction is a RowFilter's decision about one row.
@@ -103,13 +105,14 @@ type DB interface {
 
 // ErrBusy is wrapped by the error of an Exec whose statement got no execution slot of its engine
 // within its deadline, or (SQLite) found them all held by statements running past their own
-// deadlines (Runaways), or (SQLite) ran out of the process's SQLite heap while other statements
-// held most of it and they still held it through its time limit after (it then waits, one such
-// statement of the process at a time, to run again: running out then is its own error): the
-// statement never ran, or failed for what others held, so this is the database's failure, never
-// the statement's timeout or error. It passes when those statements
-// end; the caller tries again later (the env answers 503 with Retry-After, batch jobs wait
-// through Patient).
+// deadlines (Runaways), or (SQLite) ran out of the process's SQLite heap (making its connection
+// too) while other statements held most of it and they still held it through its time limit
+// after (it then waits, one such statement of the process at a time, to run again: running out
+// then is its own error; one whose RowFilter was asked about rows is ErrBusy at once, not run
+// again with that filter): the statement never ran, or failed for what others held, so this is
+// the database's failure, never the statement's timeout or error. It passes when those
+// statements end; the caller tries again later (the env answers 503 with Retry-After, batch jobs
+// wait through Patient).
 var ErrBusy = errors.New("no execution slot free for the statement")
 
 // Runaways counts the statements of one dialect that outlived their deadline and everything

@@ -39,6 +39,7 @@ void *sqlite3_get_clientdata(sqlite3*, const char*);
 int sqlite3_strlike(const char*, const char*, unsigned int);
 int sqlite3_strglob(const char*, const char*);
 long long sqlite3_memory_used(void);
+int sqlite3_errcode(sqlite3*);
 long long sqlite3_hard_heap_limit64(long long);
 
 #define CS_UTF8 1
@@ -46,6 +47,7 @@ long long sqlite3_hard_heap_limit64(long long);
 #define CS_INNOCUOUS 0x000200000
 #define CS_BLOB 4
 #define CS_NULL 5
+#define CS_NOMEM 7
 #define CS_INTERRUPT 9
 #define CS_LIMIT_LENGTH 0
 #define CS_LIMIT_LIKE_PATTERN_LENGTH 8
@@ -396,6 +398,19 @@ func guardSQLite(c *sqlite3.SQLiteConn) error {
 		return fmt.Errorf("sqlite connection: install the statement guard: %w", sqlite3.Error{Code: sqlite3.ErrNo(rc)})
 	}
 	return nil
+}
+
+// sqliteRowShort returns, for the connection c, a check of whether SQLite ran out of its heap
+// converting the values of the row the connection's statement last stepped to for the driver
+// (sqlite3_errcode is SQLITE_NOMEM after the row was read): go-sqlite3 then reads the value
+// as empty (a zeroblob's expansion, a text's conversion) and only the next step fails. The
+// check is for the statement's own goroutine, between its rows.
+func sqliteRowShort(c *sqlite3.SQLiteConn) (func() bool, error) {
+	db, err := rawSQLite(c)
+	if err != nil {
+		return nil, err
+	}
+	return func() bool { return C.sqlite3_errcode(db) == C.CS_NOMEM }, nil
 }
 
 // sqliteHeapUsed is how many bytes of SQLite's heap are in use in the process, by every

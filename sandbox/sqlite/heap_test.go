@@ -209,6 +209,80 @@ func TestSQLiteGoldReferenceHeapHeld(t *testing.T) {
 	}
 }
 
+// TestSQLiteHeapShortRow: SQLite may run out of its heap after a row's step, converting a value
+// for the driver (expanding a zeroblob): go-sqlite3 then reads an empty value, and only the next
+// step fails. A RowFilter that stopped on that row (the judge's, at the first row the gold
+// lacks) made the Result "ok", judged from a value the statement never produced. Now the filter
+// never sees such a row: the statement ran out of the heap others hold (sandbox.ErrBusy, or its
+// turn, ExecOptions.Waiting told, and the value whole).
+func TestSQLiteHeapShortRow(t *testing.T) {
+	db := openChinookSQLite(t)
+	sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{}) // a pooled connection, its schema read
+	const size = 1_000_000
+	q := fmt.Sprintf("SELECT CASE WHEN 1 THEN zeroblob(%d) END", size) // the step makes no blob: the driver's read does
+	h := holdHeap(t, 64<<10)
+	var saw []int
+	stop := func(row []any) sandbox.RowAction {
+		b, _ := row[0].([]byte)
+		saw = append(saw, len(b))
+		return sandbox.RowStop
+	}
+	var told []bool
+	r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: 5 * time.Second, Filter: stop, Waiting: func(w bool) {
+		told = append(told, w)
+		if w {
+			h.release()
+		}
+	}})
+	if err != nil || !r.OK() || !r.Stopped() || fmt.Sprint(saw) != fmt.Sprint([]int{size}) || fmt.Sprint(told) != "[true false]" {
+		t.Errorf("a row read while others hold the heap, stopped on: %+v, %v; the filter saw values of %v bytes, told %v; want one of %d bytes after a wait", r, err, saw, told, size)
+	}
+}
+
+// TestSQLiteHeapRerunFilter: a statement that ran out of SQLite's heap while others held it ran
+// again in its turn with the same RowFilter, which had been asked about the rows of the first run
+// and kept what it was told: the judge's skips the rows it saw, so the second run's Result lacked
+// them (a correct prediction judged wrong). Once its filter has seen a row, the statement is
+// sandbox.ErrBusy at once, without a wait, and its caller runs it again with a fresh filter (as
+// the judge does); one whose filter saw none still runs again in its turn
+// (TestSQLiteHeapShortRow).
+func TestSQLiteHeapRerunFilter(t *testing.T) {
+	db := openChinookSQLite(t)
+	sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{})
+	// Nine small rows, then one that needs a megabyte of heap in its step.
+	const q = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 10) SELECT CASE WHEN n < 10 THEN n ELSE length(randomblob(1000000)) END FROM c"
+	distinct := func() sandbox.RowFilter { // a row per value, as the judge keeps a row per key
+		seen := map[any]bool{}
+		return func(row []any) sandbox.RowAction {
+			if seen[row[0]] {
+				return sandbox.RowSkip
+			}
+			seen[row[0]] = true
+			return sandbox.RowKeep
+		}
+	}
+	h := holdHeap(t, 64<<10)
+	var told []bool
+	r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: 5 * time.Second, Filter: distinct(), Waiting: func(w bool) {
+		told = append(told, w)
+		if w {
+			h.release()
+		}
+	}})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || told != nil {
+		rows := -1
+		if r != nil {
+			rows = len(r.Rows)
+		}
+		t.Fatalf("ran out of the heap others hold after its filter saw rows: %v, %v with %d rows, told %v; want sandbox.ErrBusy at once", r.Outcome, err, rows, told)
+	}
+	h.release()
+	r = sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{Timeout: 5 * time.Second, Filter: distinct()})
+	if !r.OK() || len(r.Rows) != 10 || r.Rows[9][0] != int64(1000000) {
+		t.Errorf("run again with a fresh filter, the heap freed: %s, %d rows", r.Outcome, len(r.Rows))
+	}
+}
+
 // TestSQLiteGuardHeapShort: a connection that runs out of SQLite's heap installing its statement
 // guard (guardSQLite) fails with SQLite's "out of memory", as one that runs out opening does, so
 // that the statement that needed the connection is sandbox.ErrBusy (run): it was a database

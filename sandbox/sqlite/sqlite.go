@@ -166,11 +166,15 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 }
 
 // exec runs stmt, already screened (run), and once more in its turn (awaitHeap) if it ran out
-// of SQLite's heap while others held most of it.
+// of SQLite's heap while others held most of it, unless its RowFilter was asked about rows of
+// the first run: a filter keeps what it was told (the judge's keeps a row per key and skips the
+// rows it saw), so it would read the rows of a second run as seen. Such a statement fails with
+// the heap's sandbox.ErrBusy at once, and its caller runs it again whole with a fresh filter
+// (the judge does: sandbox.RetryBusy).
 func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	res, err := s.run(ctx, start, stmt, timeout, opts, false)
 	var held *heapBusyError
-	if !errors.As(err, &held) {
+	if !errors.As(err, &held) || held.asked {
 		return res, err
 	}
 	// It ran out of the heap while others held most of it: its own need or theirs? Run it again
@@ -237,7 +241,10 @@ func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (re
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, unless it runs in its turn (turn, awaitHeap): then its "out of memory" is its
 // own error, as it is for one that ran out holding most of the heap itself; one that ran out
-// making its connection (opening it, installing its guard) is ErrBusy in its turn too.
+// making its connection (opening it, installing its guard) is ErrBusy in its turn too. Running
+// out converting a row's values for the driver (a zeroblob's expansion) is running out as in a
+// step, before its RowFilter sees the row: go-sqlite3 reads such a value as empty, and only the
+// next step fails, which a filter's stop on that row never takes (sqliteRowShort).
 func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions, turn bool) (*sandbox.Result, error) {
 	if n, all := s.runaways.Load(), sqliteRunawaysNow.Load(); n >= sqliteRunawaysPerDB || all >= sqliteRunaways {
 		// Not the statement's outcome: it never ran (see sqliteGrace).
@@ -251,9 +258,30 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		}
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
-	if err := conn.Raw(func(dc any) error { return sqliteDeadline(dc.(*sqlite3.SQLiteConn), timeout) }); err != nil {
+	var short func() bool
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*sqlite3.SQLiteConn)
+		if opts.Filter != nil {
+			var err error
+			if short, err = sqliteRowShort(c); err != nil {
+				return err
+			}
+		}
+		return sqliteDeadline(c, timeout)
+	}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sqlite exec: %w", err)
+	}
+	var asked sqliteAsked // written by Collect's goroutine, read once it has sent on done
+	if f := opts.Filter; f != nil {
+		opts.Filter = func(row []any) sandbox.RowAction {
+			if short() {
+				asked.short = true
+				return sandbox.RowStop
+			}
+			asked.rows = true
+			return f(row)
+		}
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -271,6 +299,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	}
 	res, err := o.res, o.err
 	res.Duration = time.Since(start)
+	if asked.short {
+		err = errRowShort
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -285,10 +316,21 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return sandbox.TimedOut(timeout, res.Duration), nil
 	}
 	if busy := heapHeld(err); busy != nil && !turn {
+		busy.asked = asked.rows
 		return nil, busy
 	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
+
+// sqliteAsked is what a statement's RowFilter was asked (run).
+type sqliteAsked struct {
+	rows  bool // about a row
+	short bool // nothing, for a row whose values SQLite ran out of its heap converting
+}
+
+// errRowShort is the error of a statement that ran out of SQLite's heap converting a row's
+// values for the driver (sqliteRowShort): SQLite's "out of memory".
+var errRowShort = sqlite3.Error{Code: sqlite3.ErrNomem}
 
 // heapShort reports whether err is SQLite's "out of memory": its heap (sqliteHeapCap) ran out.
 func heapShort(err error) bool {
@@ -322,7 +364,10 @@ func newHeapBusy(err error, used int64) *heapBusyError {
 }
 
 // heapBusyError is heapHeld's error, wrapping sandbox.ErrBusy.
-type heapBusyError struct{ err error }
+type heapBusyError struct {
+	err   error
+	asked bool // the statement's RowFilter was asked about rows before it ran out (exec)
+}
 
 func (e *heapBusyError) Error() string { return e.err.Error() }
 func (e *heapBusyError) Unwrap() error { return e.err }
