@@ -1,7 +1,6 @@
 package teachers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,11 +183,11 @@ func errorField(body []byte) string {
 }
 
 // providerError reads the error object of a body {"error": {...}}: its message, and whether the
-// body has one (a message that is a string, or a list of strings, joined).
+// body has one (a message that is a string, or a list of strings, joined). The member is found
+// as encoding/json finds it (any case, escaped), never by its text: a reduced body (scan.go)
+// has lost the members the client does not read, so its text alone would not say what the
+// whole body's said.
 func providerError(body []byte) (string, bool) {
-	if !bytes.Contains(body, []byte(`"error"`)) {
-		return "", false
-	}
 	var r struct {
 		Error json.RawMessage `json:"error"`
 	}

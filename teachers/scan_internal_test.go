@@ -208,6 +208,10 @@ var edgeBodies = []string{
 	`{"error":[{"message":"m"}]}`,
 	`{"error":null,"choices":[]}`,
 	`{"detail":"Not Found"}`,
+	// the error object's name as encoding/json matches it, the text "error" only in a member
+	// the reducer drops
+	`{"model":"m","choices":[],"\u0065rror":{"message":"boom"},"x":"error"}`,
+	`{"model":"m","choices":[],"Error":{"message":"boom"}}`,
 	// nesting: encoding/json's limit is 10000
 	`{"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `,"model":"m","choices":[]}`,
 	`{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,"model":"m","choices":[]}`,
@@ -392,6 +396,7 @@ func TestFailureBodies(t *testing.T) {
 		"<html>" + long + "</html>",
 		long,
 		`{"error":{"message":"` + long + `"}}`,
+		`{"x":"error","\u0065rror":{"message":"m"},"y":"` + long + `"}`,
 	} {
 		const status = "500 Internal Server Error"
 		got, err := readFailure(iotest.OneByteReader(strings.NewReader(body)), status, nil)
