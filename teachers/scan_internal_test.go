@@ -41,7 +41,9 @@ func wholeReadStream(ctype string, body []byte, a *assembly) ([]byte, error) {
 		}
 		return b, err
 	}
-	r := bufio.NewReader(bytes.NewReader(body))
+	// A byte order mark that begins the stream is ignored (TestSSELeadingBOM: the reader before
+	// dropped the first line instead).
+	r := bufio.NewReader(bytes.NewReader(bytes.TrimPrefix(body, []byte("\ufeff"))))
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
@@ -227,6 +229,9 @@ var edgeStreams = []string{
 	"data:" + oneReply(`{"content":"a"}`) + "\r\n\r\ndata:[DONE]\r\n",
 	"  data: \u00a0" + oneReply(`{"content":"a"}`) + " \u00a0\v\f\r\n",
 	"\u00a0data: " + oneReply(`{"content":"a"}`) + "\n",
+	"\ufeffdata: " + oneReply(`{"content":"a"}`) + "\n",
+	"\ufeff\ufeffdata: " + oneReply(`{"content":"a"}`) + "\n",
+	"\ufeff",
 	"data: " + oneReply(`{"content":"a"}`) + "\u0085\n",
 	"data: " + oneReply(`{"content":"a"}`) + "\u2028\n",
 	"data: " + oneReply(`{"content":"a"}`) + "\xff\n",

@@ -16,10 +16,11 @@ import (
 // A streamed reply arrives as server-sent events (text/event-stream). Every provider puts one
 // JSON chunk on each "data:" line, so each data line is read as one payload (the lines of an
 // event are not joined); the stream ends at "data: [DONE]" or, without it, at the end of the
-// body (the assembly then tells a finished reply from a cut one). Lines are trimmed; comment
-// lines (": keep-alive", ": OPENROUTER PROCESSING"), blank lines and the other fields (event:,
-// id:, retry:) carry nothing; a last line without its newline was cut in transit and is
-// dropped. A payload {"error": {…}} without choices is an error event: vLLM and OpenRouter send
+// body (the assembly then tells a finished reply from a cut one). A line ends at "\n" (a "\r"
+// alone does not end one); a byte order mark that begins the stream is ignored, as the format
+// and the official OpenAI client ignore it. Lines are trimmed; comment lines (": keep-alive",
+// ": OPENROUTER PROCESSING"), blank lines and the other fields (event:, id:, retry:) carry
+// nothing; a last line without its newline was cut in transit and is dropped. A payload {"error": {…}} without choices is an error event: vLLM and OpenRouter send
 // one when generation fails after the 200.
 
 // sseReader reads the data payloads of an event stream, the whole stream bounded by a size.
@@ -55,9 +56,13 @@ func (r *sseReader) next() ([]byte, error) {
 	}
 }
 
-// line reads one line: its reduced payload, or nil for a line without one.
+// line reads one line: its reduced payload, or nil for a line without one. A byte order mark
+// that begins the stream is not part of its first line (the event-stream format ignores it).
 func (r *sseReader) line() ([]byte, error) {
 	s := r.s
+	if s.n == 0 && s.has("\ufeff") {
+		s.skip(len("\ufeff"))
+	}
 	s.lineSpace()
 	if !s.has("data:") {
 		return nil, r.end(nil)

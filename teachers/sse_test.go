@@ -157,3 +157,23 @@ func TestIdleBody(t *testing.T) {
 	case <-time.After(3 * d):
 	}
 }
+
+// TestSSELeadingBOM: a byte order mark before a stream's first line is not part of the line
+// (the event-stream format ignores one there, as the official OpenAI client does): before, the
+// first line read as one without data and was dropped, and the reply was kept without its
+// first chunk. A mark anywhere else is still part of its line.
+func TestSSELeadingBOM(t *testing.T) {
+	chunk := func(text, finish string) string {
+		return `data: {"model":"m","choices":[{"index":0,"delta":{"content":"` + text + `"},"finish_reason":` + finish + "}]}\n\n"
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"\ufeff" + chunk("A", "null") + chunk("B", `"stop"`) + "data: [DONE]\n\n", "AB"},
+		{chunk("A", "null") + "\ufeff" + chunk("B", "null") + chunk("C", `"stop"`), "AC"},
+	} {
+		var a assembly
+		err := readStream(http.Header{"Content-Type": {"text/event-stream"}}, strings.NewReader(tc.body), &capture{status: 200}, &a)
+		if err != nil || a.content.String() != tc.want || a.finish != "stop" {
+			t.Errorf("%q: content %q, finish %q, %v; want %q", tc.body, a.content.String(), a.finish, err, tc.want)
+		}
+	}
+}
