@@ -17,7 +17,10 @@ const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
 	// one was cut there anyway, and a teacher's token limit never writes so much.
 	maxReplyText = textcap.Reply
-	// maxUnit leaves room for the content and three reasoning fields of maxReplyText each.
+	// maxUnit is four texts of maxReplyText (the content and three reasoning fields) as JSON
+	// that writes them mostly unescaped. It bounds the JSON as sent: texts a server escapes
+	// (\uXXXX for every non-ASCII letter, 6 bytes for 2 or 3) pass it sooner, each within
+	// maxReplyText (TestReplyUnitBound: 1 MiB and 0.5 MiB of "é" so escaped fail).
 	maxUnit = 4 * maxReplyText
 )
 

@@ -341,3 +341,28 @@ func TestReplyTextBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyUnitBound: the bound on one completion (maxUnit) is on its JSON as sent, not on the
+// texts it decodes to: 1 MiB and 0.5 MiB of "é", each text within maxReplyText, pass it
+// written as UTF-8 and fail it as too long written as \u00e9 escapes (3 bytes of JSON for each
+// byte of text), as ensure_ascii encoders write them.
+func TestReplyUnitBound(t *testing.T) {
+	for _, escaped := range []bool{false, true} {
+		e := "é"
+		if escaped {
+			e = `\u00e9`
+		}
+		content, reasoning := strings.Repeat(e, maxReplyText/2), strings.Repeat(e, maxReplyText/4)
+		body := `{"model":"m","choices":[{"index":0,"message":{"content":"` + content + `","reasoning_content":"` +
+			reasoning + `"},"finish_reason":"stop"}]}`
+		a := assembly{limit: maxReplyText}
+		err := readPlain(strings.NewReader(body), &capture{status: 200}, &a)
+		var tl *tooLongError
+		switch {
+		case !escaped && (err != nil || a.content.Len() != maxReplyText || a.reasoning[0].Len() != maxReplyText/2):
+			t.Errorf("UTF-8: %v, content %d bytes, reasoning %d bytes", err, a.content.Len(), a.reasoning[0].Len())
+		case escaped && !errors.As(err, &tl):
+			t.Errorf("escaped (%d bytes of JSON): %v, want a *tooLongError", len(body), err)
+		}
+	}
+}
