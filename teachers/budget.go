@@ -59,8 +59,9 @@ func (b *budget) give(n int64) { b.used.Add(-n) }
 var errReplyBudget = errors.New("the replies being read hold the whole reply budget")
 
 // A meter is what one attempt holds of the reply budget, as the high-water mark of each of its
-// uses (slot*): what grows is reserved before it grows, and all of it is given back when the
-// attempt ends. A nil meter holds nothing and refuses nothing.
+// uses (slot*): the kept JSON and its decoding are reserved before they grow, the texts just
+// after a completion or chunk grew them, and all of it is given back when the attempt ends. A
+// nil meter holds nothing and refuses nothing.
 type meter struct {
 	b    *budget
 	held [slots]int64
