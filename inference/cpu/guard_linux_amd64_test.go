@@ -1,8 +1,10 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -12,6 +14,12 @@ import (
 // unreadable page begins, so that a kernel reading one byte past them faults (the test
 // crashes), and a function that unmaps them.
 func guarded(t *testing.T, n, size int) (unsafe.Pointer, func()) {
+	return guardedSide(t, n, size, false)
+}
+
+// guardedSide is guarded, or with before the elements start where an unreadable page ends, so
+// that a kernel reading one byte before them faults.
+func guardedSide(t *testing.T, n, size int, before bool) (unsafe.Pointer, func()) {
 	t.Helper()
 	page := syscall.Getpagesize()
 	total := (size*n+page-1)/page*page + page
@@ -19,10 +27,14 @@ func guarded(t *testing.T, n, size int) (unsafe.Pointer, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mprotect(mem[total-page:], syscall.PROT_NONE); err != nil {
+	guard, start := mem[total-page:], total-page-size*n
+	if before {
+		guard, start = mem[:page], page
+	}
+	if err := syscall.Mprotect(guard, syscall.PROT_NONE); err != nil {
 		t.Fatal(err)
 	}
-	return unsafe.Pointer(&mem[total-page-size*n]), func() { syscall.Munmap(mem) }
+	return unsafe.Pointer(&mem[start]), func() { syscall.Munmap(mem) }
 }
 
 // guardedValues returns n random values at the end of guarded memory, f32 or (b16) bf16, their
@@ -129,5 +141,81 @@ func TestAttendKernelsReadNothingPast(t *testing.T) {
 				free()
 			}
 		}
+	}
+}
+
+// TestPackRowsReadNothingBefore: packRows, which the matrix-matrix kernels' packing and
+// packQ8Panels run on weights and on q8 scales, reads nothing before the matrix it packs (the data
+// start where an unreadable page ends) when the 16 rows from r run past the last row, the second
+// panel of a group of fewer than 17 rows (a fault is reported, not a crash: SetPanicOnFault).
+// Before, the partial 64-byte chunk's gathers took the rows' offsets from row r while their base
+// was the last row, up to 16 rows before the data: a crash where the memory before is unmapped,
+// which the half scales widened into a small buffer per product (packScales) made likely.
+// Through MatMul, a 4-row q8 matrix in such memory, with f32 and with half scales, is multiplied
+// by 16 input rows (gemmQ8Range; AVX2's gemmQ8RangeAVX2 with CHAINEDSQL_NOAVX512=1).
+func TestPackRowsReadNothingBefore(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: packRows is its tier's")
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	noFault := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("%s: %v", what, r)
+			}
+		}()
+		f()
+	}
+	rng := rand.New(rand.NewPCG(77, 1))
+	for _, rowBytes := range []int{4, 44, 64, 100} {
+		for m := 1; m <= 20; m++ {
+			p, free := guardedSide(t, m*rowBytes, 1, true)
+			data := unsafe.Slice((*byte)(p), m*rowBytes)
+			for i := range data {
+				data[i] = byte(rng.IntN(256))
+			}
+			groups := (rowBytes + 3) / 4
+			for r := 0; r < m || r == 16; r += 16 {
+				dst := make([]byte, groups*64)
+				var mask uint64
+				noFault(fmt.Sprintf("%d rows of %d bytes from row %d", m, rowBytes, r), func() {
+					mask = packRows(unsafe.Pointer(&dst[0]), 64, p, rowBytes, r, m-1, m, 0, rowBytes, 0)
+				})
+				for j := range 16 {
+					if r+j >= m {
+						if mask&(1<<j) != 0 {
+							t.Fatalf("%d rows from row %d: row %d past the end in the store mask %#x", m, r, r+j, mask)
+						}
+						continue
+					}
+					for g := range groups {
+						if got, want := dst[g*64+4*j:g*64+4*j+4], data[(r+j)*rowBytes+4*g:(r+j)*rowBytes+4*g+4]; string(got) != string(want) {
+							t.Fatalf("%d rows of %d bytes from row %d: row %d group %d packed %v, want %v", m, rowBytes, r, r+j, g, got, want)
+						}
+					}
+				}
+			}
+			free()
+		}
+	}
+	const rows, cols, n = 4, 352, 16
+	w := randMatrix(rng, Q8, rows, cols)
+	qp, freeQ := guardedSide(t, rows*cols, 1, true)
+	defer freeQ()
+	sp, freeS := guardedSide(t, rows*cols/Q8Block, 4, true)
+	defer freeS()
+	gw := *w
+	gw.Q8, gw.Scales = unsafe.Slice((*int8)(qp), rows*cols), unsafe.Slice((*float32)(sp), rows*cols/Q8Block)
+	copy(gw.Q8, w.Q8)
+	copy(gw.Scales, w.Scales)
+	h := convertedCopy(t, w, HalveQ8Scales)
+	h.Q8 = gw.Q8
+	x := randVec(rng, n*cols)
+	want, got := make([]float32, n*rows), make([]float32, n*rows)
+	noFault("f32 scales", func() { MatMul(want, &gw, x, n) })
+	noFault("half scales", func() { MatMul(got, h, x, n) })
+	if i := sameBits(got, want); i >= 0 {
+		t.Fatalf("output %d: %g with half scales, %g with f32", i, got[i], want[i])
 	}
 }

@@ -106,15 +106,18 @@ func prepareGemm(w *Matrix, x []float32, n int) *gemmIn {
 // matrix at data (rowBytes bytes per row; rows past last repeat it: their lanes are computed but
 // not stored) into dst for the matrix-matrix kernels: group g of four bytes of every row at
 // dst + g·lddst, XORed with xor. Whole 64-byte chunks go through pack16T's transposes, a last
-// partial chunk through pack16's gathers. It returns the store mask of the rows before end.
+// partial chunk through pack16's gathers, whose offsets are from the first row read (row last
+// where r is past it: nothing before the matrix is read). It returns the store mask of the rows
+// before end.
 func packRows(dst unsafe.Pointer, lddst int, data unsafe.Pointer, rowBytes, r, last, end, k0b, kwBytes int, xor uint32) uint64 {
 	var rows [16]*byte
 	var idx [16]int32
 	var mask uint64
+	first := min(r, last)
 	for j := range 16 {
 		rr := min(r+j, last)
 		rows[j] = (*byte)(unsafe.Add(data, rr*rowBytes+k0b))
-		idx[j] = int32((rr - r) * rowBytes / 4)
+		idx[j] = int32((rr - first) * rowBytes / 4)
 		if r+j < end {
 			mask |= 1 << j
 		}
