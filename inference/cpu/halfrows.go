@@ -53,9 +53,6 @@ func halvesHold(s []float32) bool {
 	return true
 }
 
-// halfRows reports whether w is q8 in rows with its scales as halves (HalveQ8Scales).
-func (w *Matrix) halfRows() bool { return !w.Q8Panels && w.Scales16 != nil }
-
 // packScales returns the f32 scales the packing of the matrix-matrix kernels reads for rows
 // [r0, r1) of w (q8 in rows), row r's from index (r-s0)·Cols/Q8Block: w.Scales (s0 = 0), or for
 // half scales those rows' widened into *buf, grown as needed (s0 = r0).
