@@ -17,8 +17,10 @@
 #   NICE     niceness of the runs (default 0; 10 on a shared machine)
 #   BASE     a second student binary, run right after STUDENT in every cell (A/B)
 #   ARGS, BASE_ARGS  extra `student bench` flags for STUDENT and for BASE (e.g. ARGS="--kv bf16"
-#            with BASE=$STUDENT: one binary, two settings); they join the binary's name in the
-#            output, spaces as underscores
+#            BASE_ARGS="--kv f32" with BASE=$STUDENT: one binary, two settings; name both, as
+#            the cache's default depends on the weight type: bf16 for q8, f32 otherwise, and a
+#            binary before caff952 holds q8 over f32 unless told); they join the binary's name in
+#            the output, spaces as underscores (each run's JSON names its kv_cache)
 #   LLAMA    llama.cpp's build/bin: llama-bench -p 0 -n GEN at depth 0 (c392e50 has no -d) before
 #            each round's student runs of that weight type
 #   GGUF     prefix of the GGUF files for llama-bench: GGUF-q8_0.gguf, GGUF-bf16.gguf,

@@ -28,7 +28,8 @@ samples. With --depth D every test starts with D tokens already in each sequence
 one at depth D in turns, one token each, and reports both sides' tok/s (each from its own steps)
 and the depth ratio, the median of the per-pair ratios of depth D tok/s to depth 0 tok/s (a
 loaded machine slows both sides of a pair alike). --kv bf16 holds the KV cache in bf16 on the CPU
-backend (half the bytes attention reads at depth; results change slightly). --json fields:
+backend (half the bytes attention reads at depth; results change slightly), the default with
+--dtype q8; --kv f32 the f32 one, the default otherwise. --json fields:
 prefill_tok_s, decode_tok_s, decode_gb_s, batch_decode_tok_s, depth, kv_cache, backend, load_s,
 peak_rss_mib, cpu, plan, read_gb_s, roofline_pct, read_samples_gb_s, roofline_samples_pct,
 decode_d0_tok_s, depth_ratio, depth_ratio_samples, ... (the medians; samples under prefill,
