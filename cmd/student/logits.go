@@ -18,8 +18,10 @@ import (
 var logitsCmd = &cli.Command{
 	Name:    "logits",
 	Summary: "print the logits of every position for given token ids as JSON (parity checks)",
-	Help: `One forward pass over the ids; prints {"model", "dtype", "ids", "vocab_size", "positions": [...]}
-where each position has its "logits" (or "top" with --top), "max" and "argmax".`,
+	Help: `One forward pass over the ids; prints {"model", "dtype", "kv_cache", "ids", "vocab_size",
+"positions": [...]} where each position has its "logits" (or "top" with --top), "max" and
+"argmax"; kv_cache is the KV cache's value type the logits were computed over (--kv; bf16 on the
+cuda backends).`,
 	Setup: setupLogits,
 }
 
@@ -30,6 +32,14 @@ func setupLogits(fs *flag.FlagSet) cli.Func {
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := mf.check(); err != nil {
 			return err
+		}
+		_, kvBF16, err := mf.weightFlags.parse()
+		if err != nil {
+			return err
+		}
+		kv := "f32" // as LoadModel holds it: the CUDA backends' cache is bf16
+		if b, _ := student.ParseBackend(mf.backend); kvBF16 || b != student.BackendCPU {
+			kv = "bf16"
 		}
 		ids, err := parseIDs(*idList)
 		if err != nil {
@@ -59,7 +69,7 @@ func setupLogits(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		w := bufio.NewWriterSize(c.Stdout, 1<<20)
-		writeLogits(w, mf.dir, m.WeightDType().String(), ids, V, steps[0].Logits, *top)
+		writeLogits(w, mf.dir, m.WeightDType().String(), kv, ids, V, steps[0].Logits, *top)
 		if err := w.Flush(); err != nil {
 			return fmt.Errorf("writing: %w", err)
 		}
@@ -84,7 +94,7 @@ func parseIDs(s string) ([]int, error) {
 
 // writeLogits writes the JSON document by hand: a full dump is positions × vocab floats (1.2M for
 // 8 positions of Qwen2), and the shortest float32 formatting keeps every value exact.
-func writeLogits(w *bufio.Writer, dir, dtype string, ids []int, V int, logits []float32, top int) {
+func writeLogits(w *bufio.Writer, dir, dtype, kv string, ids []int, V int, logits []float32, top int) {
 	var buf []byte
 	num := func(v float32) {
 		switch {
@@ -98,6 +108,8 @@ func writeLogits(w *bufio.Writer, dir, dtype string, ids []int, V int, logits []
 	buf = strconv.AppendQuote(buf, dir)
 	buf = append(buf, `,"dtype":`...)
 	buf = strconv.AppendQuote(buf, dtype)
+	buf = append(buf, `,"kv_cache":`...)
+	buf = strconv.AppendQuote(buf, kv)
 	buf = append(buf, `,"ids":[`...)
 	for i, id := range ids {
 		if i > 0 {

@@ -185,16 +185,22 @@ func TestLogitsCommand(t *testing.T) {
 	ref, ids := readRef(t, dir)
 	var stdout, stderr bytes.Buffer
 	// The tiny checkpoint's weights are bf16-rounded f32, so bf16 holds them exactly; q8 only
-	// approximates them.
+	// approximates them, over the bf16 KV cache it keeps unless told (kv_cache says which).
 	for _, c := range []struct {
-		dtype string
-		tol   float64
-	}{{"", 1e-4}, {"bf16", 1e-4}, {"q8", 0.05}} {
+		dtype, kv string
+		tol       float64
+	}{{"", "f32", 1e-4}, {"bf16", "f32", 1e-4}, {"q8", "bf16", 0.05}} {
 		stdout.Reset()
 		if code := dispatch(context.Background(), []string{"logits", "--model", dir, "--ids", strings.Join(ids, ","), "--top", "10", "--threads", "2", "--dtype", c.dtype}, &stdout, &stderr); code != 0 {
 			t.Fatalf("dtype %q: exit %d: %s", c.dtype, code, stderr.String())
 		}
 		checkTop(t, c.dtype, stdout.Bytes(), &ref, c.tol)
+		var head struct {
+			KV string `json:"kv_cache"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &head); err != nil || head.KV != c.kv {
+			t.Errorf("dtype %q: kv_cache %q (%v), want %q", c.dtype, head.KV, err, c.kv)
+		}
 	}
 	// Full rows: two positions (causal, so equal to the first two of the eight-token run).
 	stdout.Reset()
