@@ -192,9 +192,18 @@ func mysqlSchemaRef(lower string) bool {
 // SkipGap returns the index of the first byte at or after i that is not a space, a quote
 // character or inside a comment (/* */, -- and # to the end of the line).
 func SkipGap(s string, i int) int {
+	for i = SkipBlank(s, i); i < len(s) && (s[i] == '`' || s[i] == '"'); {
+		i = SkipBlank(s, i+1)
+	}
+	return i
+}
+
+// SkipBlank returns the index of the first byte at or after i that is not white space or inside
+// a comment (/* */, -- and # to the end of the line).
+func SkipBlank(s string, i int) int {
 	for i < len(s) {
 		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c == '`' || c == '"':
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
 		case strings.HasPrefix(s[i:], "/*"):
 			end := strings.Index(s[i+2:], "*/")

@@ -658,3 +658,62 @@ func TestMySQLConnWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// myNestedHex is HEX nested n times around '3': 2^n threes, built from a few bytes with no
+// refused function (n = 18: 256 KiB).
+func myNestedHex(n int) string {
+	s := "'3'"
+	for range n {
+		s = "HEX(" + s + ")"
+	}
+	return s
+}
+
+// TestMySQLHostileUnchecked: what MariaDB runs without checking for a kill in time past any
+// linear bound, found by the third red team of the server engines, each of which ran seconds to
+// minutes past a 1 s max_statement_time unscreened as the reader (MariaDB 10.11, two busy
+// cores): LIKE with a long literal pattern (1,000 threes and a four between %s, over 256 KiB of
+// threes: the product of the two lengths; 30 KB over 4 MiB ran over 5 minutes) or with a built
+// one, JSON_SEARCH's pattern, ENCRYPT with rounds in its salt (4,000,000 of $5$ ran 2.9 s past),
+// and the spatial functions (ST_Distance between two multipoints of 10,000 points each, 7 s
+// past). Each is refused with its reason, and the reader's threads are idle by the deadline plus
+// 2 s; a LIKE pattern costing at most mysqlMaxPasses comparisons a character runs.
+func TestMySQLHostileUnchecked(t *testing.T) {
+	const deadline, slack = time.Second, 2 * time.Second
+	admin, reader, _, dbs := myHostileSetup(t, 1, 0)
+	text := "(SELECT " + myNestedHex(18) + " AS s) d"
+	// a multipoint of 4,000 points, off along x from the other's
+	points := func(off float64) string {
+		c := "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) SELECT x FROM c)"
+		return fmt.Sprintf("(SELECT ST_GeomFromText(CONCAT('MULTIPOINT(', GROUP_CONCAT(CONCAT(a.x * 1000 + b.x + %g, ' ', (a.x * 7 + b.x) %% 1000)), ')')) AS g FROM %s a, %s b WHERE a.x <= 4)", off, c, c)
+	}
+	for _, p := range []struct{ q, want string }{
+		{"SELECT s LIKE '%" + strings.Repeat("3", 999) + "4%' FROM " + text, "may take over 8 comparisons"},
+		{"SELECT s NOT LIKE CONCAT('%', p, '4%') FROM " + text + ", (SELECT " + myNestedHex(10) + " AS p) e", "LIKE's pattern must be a string literal"},
+		{"SELECT JSON_SEARCH(CONCAT('[\"', s, '\"]'), 'one', CONCAT('%', p, '4%')) FROM " + text + ", (SELECT " + myNestedHex(10) + " AS p) e", "JSON_SEARCH's pattern must be a string literal"},
+		{"SELECT ENCRYPT('x', '$5$rounds=10000000$abcdefgh')", "ENCRYPT runs the system's crypt()"},
+		{"SELECT ST_Distance(p.g, q.g) FROM " + points(0) + " p, " + points(0.5) + " q", "spatial functions"},
+	} {
+		start := time.Now()
+		r := sandboxtest.MustExec(t, dbs[0], p.q, sandbox.ExecOptions{Timeout: deadline, MaxRows: 10})
+		t.Logf("%-60.60q %-8s %5dms %.100s", p.q, r.Outcome, time.Since(start).Milliseconds(), r.Error)
+		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, p.want) {
+			t.Errorf("%.70q: %s %q, want it refused saying %q", p.q, r.Outcome, r.Error, p.want)
+		}
+		for {
+			_, busy := myThreads(t, admin, reader)
+			if busy == 0 {
+				break
+			}
+			if time.Since(start) > deadline+slack {
+				t.Errorf("%.70q: the reader's thread still works %s after it started, past the deadline plus %s", p.q, time.Since(start).Round(time.Millisecond), slack)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	q := "SELECT s LIKE '%3334%', s LIKE '_:%:__.___' FROM " + text
+	if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: 10 * time.Second}); !r.OK() || fmt.Sprint(r.Rows) != "[[0 0]]" {
+		t.Errorf("%.70q: %s %v %q, want it run", q, r.Outcome, r.Rows, r.Error)
+	}
+}

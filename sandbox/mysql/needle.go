@@ -23,6 +23,7 @@ const mysqlMaxNeedle = 64
 // column may hold a value built in a derived table, and an expression may build one. String
 // literals, quoted names and comments are skipped, so a word inside them is no call.
 func mysqlBuiltNeedle(lower string) string {
+	prev := ""
 	for i := 0; i < len(lower); {
 		c := lower[i]
 		switch {
@@ -52,15 +53,32 @@ func mysqlBuiltNeedle(lower string) string {
 			j++
 		}
 		w := lower[i:j]
-		at, ok := mysqlSearchCalls[w]
-		if next := sandbox.SkipGap(lower, j); ok && next < len(lower) && lower[next] == '(' {
+		next := sandbox.SkipGap(lower, j)
+		call := next < len(lower) && lower[next] == '('
+		if at, ok := mysqlSearchCalls[w]; ok && call {
 			args := callArgs(lower, next, w == "position")
 			if at < len(args) && !safeNeedle(args[at]) {
 				return fmt.Sprintf("refused: %s's needle must be a string literal of at most %d bytes, a number or NULL (here %q): MariaDB cannot interrupt a search, whose time is the product of the two lengths, and a column or an expression may hold a value built to megabytes",
 					strings.ToUpper(w), mysqlMaxNeedle, cut(args[at], 80))
 			}
 		}
-		i = j
+		switch {
+		case w == "like" && prev != "sounds":
+			if why := mysqlLikeRule("LIKE", lower[j:], false); why != "" {
+				return why
+			}
+		case w == "json_search" && call:
+			if args := callArgs(lower, next, false); len(args) > 2 {
+				pattern := args[2]
+				if len(args) > 3 && args[3] != "null" { // NULL: the default escape, \\
+					pattern += " escape " + args[3]
+				}
+				if why := mysqlLikeRule("JSON_SEARCH", pattern, true); why != "" {
+					return why
+				}
+			}
+		}
+		prev, i = w, j
 	}
 	return ""
 }

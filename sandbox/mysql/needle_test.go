@@ -33,14 +33,88 @@ func TestMySQLBuiltNeedle(t *testing.T) {
 		"SELECT name FROM t WHERE name IN ('a', 'b') /* instr(a, b) */",
 		"SELECT INSTR(name, '" + strings.Repeat("x", 64) + "') FROM t",
 	}
+	want := map[string]string{}
 	for _, q := range refused {
-		if _, why := sandbox.Screen(q, datasets.MySQL); !strings.Contains(why, "needle") {
-			t.Errorf("%s: passed the screen (%q), want it refused", q, why)
+		want[q] = "needle"
+	}
+	myScreenCases(t, want, passed)
+}
+
+// myScreenCases fails t for each statement of refused the MySQL screen passes or refuses
+// without saying its reason's part, and for each statement of passed it refuses.
+func myScreenCases(t *testing.T, refused map[string]string, passed []string) {
+	t.Helper()
+	for q, want := range refused {
+		if _, why := sandbox.Screen(q, datasets.MySQL); !strings.Contains(why, want) {
+			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
 		}
 	}
 	for _, q := range passed {
 		if _, why := sandbox.Screen(q, datasets.MySQL); why != "" {
-			t.Errorf("%s: %s", q, why)
+			t.Errorf("%s\n  refused: %s", q, why)
 		}
 	}
+}
+
+// TestMySQLLikePattern: LIKE and JSON_SEARCH are refused where their pattern is not a string
+// literal (lower- or upper-cased at most), a number or NULL, or is a literal that may cost
+// more than mysqlMaxPasses comparisons per character of the text (ASCII letters folded, any
+// other character agreeing with anything, as MariaDB's accent-insensitive collations make it);
+// the golds' forms pass, and LIKE inside strings, quoted names and comments is no operator.
+func TestMySQLLikePattern(t *testing.T) {
+	myScreenCases(t, map[string]string{
+		"SELECT name FROM t WHERE name LIKE CONCAT('%', x, '%')":               "LIKE's pattern must be a string literal",
+		"SELECT a.name LIKE b.name FROM a, b":                                  "LIKE's pattern must be",
+		"SELECT name NOT LIKE (SELECT max(x) FROM t) FROM t":                   "LIKE's pattern must be",
+		"SELECT name LIKE +x FROM t":                                           "LIKE's pattern must be",
+		"SELECT name LIKE lower(y) FROM t":                                     "LIKE's pattern must be",
+		"SELECT name LIKE 0x25333325 FROM t":                                   "LIKE's pattern must be",
+		"SELECT name LIKE x'25333325' FROM t":                                  "LIKE's pattern must be",
+		"SELECT name like/**/y FROM t":                                         "LIKE's pattern must be",
+		"SELECT s LIKE '%" + strings.Repeat("3", 63) + "4%' FROM t":            "may take over 8 comparisons",
+		"SELECT s LIKE '%aaaaaaaab%' FROM t":                                   "may take over 8",
+		"SELECT s LIKE '%a' 'aaaaaaaab%' FROM t":                               "may take over 8",
+		"SELECT s LIKE LOWER(('%AAAAAAAAB%')) FROM t":                          "may take over 8",
+		"SELECT s LIKE '%ééééééééé%' FROM t":                                   "may take over 8",
+		"SELECT s LIKE '%a_a_a_a_a_b%' FROM t":                                 "may take over 8",
+		"SELECT s LIKE '%" + strings.Repeat("!%", 9) + "b%' ESCAPE '!' FROM t": "may take over 8",
+		"SELECT s LIKE 'a' ESCAPE x FROM t":                                    "ESCAPE",
+		"SELECT JSON_SEARCH(j, 'all', CONCAT('%', x)) FROM t":                  "JSON_SEARCH's pattern must be a string literal",
+		"SELECT JSON_SEARCH(j, 'all', '%aaaaaaaaab%') FROM t":                  "JSON_SEARCH with the pattern",
+		"SELECT JSON_SEARCH(j, 'all', '%a%', x) FROM t":                        "ESCAPE",
+	}, []string{
+		"SELECT count(*) FROM t WHERE name LIKE '%Computer Science%' AND code NOT LIKE 'x%'",
+		"SELECT time FROM laptimes WHERE time LIKE '_:%:__.___'",
+		"SELECT name FROM t WHERE LOWER(name) LIKE LOWER('%New York%') OR UPPER(x) LIKE UCASE ( 'A%' )",
+		`SELECT name FROM t WHERE name LIKE "%w%"`,
+		"SELECT name FROM t WHERE name LIKE 'abc' 'def%' OR name LIKE ('%a%') OR name LIKE BINARY 'A%'",
+		"SELECT name FROM t WHERE name LIKE _utf8mb4'%a%' COLLATE utf8mb4_bin OR name LIKE N'%b%'",
+		"SELECT name FROM t WHERE name LIKE '%it''s%' OR name LIKE '%50\\%%' OR name LIKE '%a!%%' ESCAPE '!'",
+		"SELECT name FROM t WHERE name LIKE '%José%'",
+		"SELECT name FROM t WHERE name LIKE '%a%' || name LIKE 'b%'",
+		"SELECT name FROM t WHERE code LIKE 5 OR code LIKE -1.5e3 OR code LIKE NULL",
+		"SELECT name FROM t WHERE name SOUNDS LIKE other",
+		"SELECT 'x LIKE y', `like` FROM t -- name LIKE other\nWHERE a = 1 /* b LIKE c */",
+		"SELECT JSON_SEARCH(j, 'one', 'abc'), JSON_SEARCH(j, 'all', '%a%', NULL, '$.x'), JSON_SEARCH(j, 'all', 'a!_b', '!') FROM t",
+	})
+}
+
+// TestMySQLSpatialAndCrypt: MariaDB's spatial functions (ST_…, MBR… and the names without a
+// prefix) and ENCRYPT are refused where they are called, saying why; X and Y, columns and CTEs
+// named like them, and names that merely start alike pass.
+func TestMySQLSpatialAndCrypt(t *testing.T) {
+	myScreenCases(t, map[string]string{
+		"SELECT ST_Distance(a, b) FROM t":                      "spatial functions",
+		"SELECT st_union /* c */ (a, b) FROM t":                "spatial functions",
+		"SELECT Contains(a, b), 1 FROM t":                      "spatial functions",
+		"SELECT MBRIntersects(a, b) FROM t":                    "spatial functions",
+		"SELECT AsText(Buffer(GeomFromText(x), 1)) FROM t":     "spatial functions",
+		"SELECT ENCRYPT('x', '$5$rounds=999999999$ab')":        "ENCRYPT runs the system's crypt()",
+		"SELECT encrypt /* c */ (name, '$6$rounds=9$') FROM t": "ENCRYPT",
+	}, []string{
+		"SELECT x, y, area, contains, point, encrypt FROM t",
+		"WITH x (a) AS (SELECT 1) SELECT X(p), Y(p), a FROM x",
+		"SELECT STDDEV(a), STR_TO_DATE(b, '%Y'), st.a, mbr.b FROM st, mbr",
+		"SELECT AES_ENCRYPT(a, 'k'), DES_ENCRYPT(a) FROM t",
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // PostgreSQL's text searches never check for interrupts inside one call: strpos, position,
@@ -51,13 +53,9 @@ func pgSearchPasses(kind pgSearchKind, value string, esc int) float64 {
 		switch kind {
 		case pgSubstring:
 			atoms := pgAtoms(r)
-			p = max(pgPrefixPasses(atoms), pgPrefixPasses(pgReversed(atoms)))
+			p = max(sandbox.PrefixPasses(atoms, pgMaxPasses), sandbox.PrefixPasses(pgReversed(atoms), pgMaxPasses))
 		case pgLike:
-			for i, seg := range pgLikeSegments(r, esc) {
-				if i > 0 { // the part before the first % is matched at the start only
-					p += pgPrefixPasses(seg)
-				}
-			}
+			p = sandbox.LikePasses(r, esc, pgAtom, pgMaxPasses)
 		case pgCharSet: // characters of a text, bytes of a bytea
 			p = float64(utf8.RuneCountInString(r))
 			if ri > 0 {
@@ -68,9 +66,6 @@ func pgSearchPasses(kind pgSearchKind, value string, esc int) float64 {
 	}
 	return most
 }
-
-// pgWild is a pattern atom that matches any character (LIKE's _).
-const pgWild = -1
 
 // pgAtoms is s as pattern atoms: its bytes, ASCII letters folded to lower case.
 func pgAtoms(s string) []int {
@@ -85,6 +80,9 @@ func pgAtoms(s string) []int {
 	return out
 }
 
+// pgAtom is the atom of s's first byte, an ASCII letter folded to lower case (LikeSegments).
+func pgAtom(s string) (int, int) { return pgAtoms(s[:1])[0], 1 }
+
 // pgReversed is a in reverse order: a search string's suffixes as prefixes.
 func pgReversed(a []int) []int {
 	out := make([]int, len(a))
@@ -92,64 +90,6 @@ func pgReversed(a []int) []int {
 		out[len(a)-1-i] = x
 	}
 	return out
-}
-
-// pgLikeSegments splits LIKE pattern p at its unescaped % into atoms (_ the wildcard, esc
-// making the next byte literal), each without the _ it starts with: MatchText takes those once,
-// right after the %, before it looks for the first literal character.
-func pgLikeSegments(p string, esc int) [][]int {
-	var segs [][]int
-	var cur []int
-	for i := 0; i < len(p); i++ {
-		c := int(p[i])
-		switch {
-		case c == esc && i+1 < len(p):
-			i++
-			cur = append(cur, pgAtoms(p[i : i+1])[0])
-		case c == '%':
-			segs = append(segs, cur)
-			cur = nil
-		case c == '_':
-			if len(segs) == 0 || len(cur) > 0 {
-				cur = append(cur, pgWild)
-			}
-		default:
-			cur = append(cur, pgAtoms(p[i : i+1])[0])
-		}
-	}
-	return append(segs, cur)
-}
-
-// pgPrefixPasses bounds the comparisons per character of any text that matching atoms from
-// their start at each place the text may hold them costs: the sum over the prefixes of atoms
-// of one over the prefix's shortest period (two places at which a prefix of length l matches
-// lie at least that period apart; a wildcard agrees with anything). A string of one repeated
-// character costs its length, one of distinct characters about the logarithm of its length.
-// It stops summing once the sum passes pgMaxPasses.
-func pgPrefixPasses(atoms []int) float64 {
-	agree := func(a, b int) bool { return a == b || a == pgWild || b == pgWild }
-	sum, p := 0.0, 1
-	for l := 1; l <= len(atoms); l++ {
-		// p stays a period of atoms[:l] if the new atom agrees with the one p before it;
-		// otherwise the shortest period is longer (periods of a prefix are periods of its
-		// prefixes), and each longer candidate is checked whole.
-		if p < l && !agree(atoms[l-1], atoms[l-1-p]) {
-			for p++; p < l; p++ {
-				ok := true
-				for i := 0; i+p < l && ok; i++ {
-					ok = agree(atoms[i], atoms[i+p])
-				}
-				if ok {
-					break
-				}
-			}
-		}
-		sum += 1 / float64(p)
-		if sum > pgMaxPasses {
-			break
-		}
-	}
-	return sum
 }
 
 // pgByteaInput decodes s as PostgreSQL's bytea input reads a constant: \x and hex digits
