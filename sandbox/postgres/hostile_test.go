@@ -911,7 +911,9 @@ func pgJITProbe() string {
 // a 1 s statement_timeout unscreened (PostgreSQL 15, two busy cores): Unicode normalization of
 // a run of combining marks out of order (40,000 marks, 10 s), ts_rank of a query of 300 words
 // that each hold 256 positions (22 s), a multirange of 300,000 ranges read from a text (7 s)
-// or aggregated (4.5 s); each is refused with its reason, and its backend gone by the deadline
+// or aggregated (4.5 s), a tsquery parsed from a built text of 150,000 operands (by a cast,
+// plainto_tsquery, or text @@ text: 5 to 10 s, quadratic: the parser moves every operand read so
+// far for each new one); each is refused with its reason, and its backend gone by the deadline
 // plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
 // its deadline, since executions run with jit off.
 func TestPostgresHostileUnchecked(t *testing.T) {
@@ -930,6 +932,9 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"SELECT length(m::int4multirange::text) FROM " + ranges + " r", "int4multirange"},
 		{"SELECT length(CAST(m AS pg_catalog.nummultirange)::text) FROM " + ranges + " r", "nummultirange"},
 		{"SELECT length(range_agg(int4range(-2 * g, -2 * g + 1))::text) FROM generate_series(1, 300000) g", "range_agg"},
+		{"SELECT numnode(s::tsquery) FROM (SELECT 'a' || repeat(' | b', 150000) AS s) d", "tsquery from a value"},
+		{"SELECT numnode(plainto_tsquery('simple', repeat('b ', 150000)))", "plainto_tsquery"},
+		{"SELECT 'a' @@ repeat('b ', 150000)", "@@ with a right operand"},
 		{"SELECT JIT", ""},
 	}
 	for i, p := range probes {

@@ -106,6 +106,24 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT int8multirange FROM t":                                   "int8multirange",
 		"SELECT * FROM t WHERE x = anymultirange":                        "anymultirange",
 		"SELECT * FROM jsonb_to_record('{}') AS r(a myrange_multirange)": "myrange_multirange",
+		// a tsquery parsed from a text that is not a constant: quadratic in its operands (third
+		// red team of the server engines)
+		"SELECT numnode(s::tsquery) FROM t":                                "tsquery from a value that is not a string constant",
+		"SELECT CAST(x AS pg_catalog.tsquery) FROM t":                      "not allowed",
+		`SELECT CAST(x AS "tsquery") FROM t`:                               "tsquery from a value",
+		"SELECT * FROM jsonb_to_record('{}') AS r(q tsquery)":              "tsquery from a value",
+		"SELECT to_tsquery(x) FROM t":                                      "to_tsquery of a text that is not a string constant",
+		"SELECT plainto_tsquery('simple', repeat('b ', 100000))":           "plainto_tsquery of a text",
+		"SELECT phraseto_tsquery(x), 1 FROM t":                             "phraseto_tsquery of a text",
+		"SELECT websearch_to_tsquery('english', x || 'a') FROM t":          "websearch_to_tsquery of a text",
+		`SELECT "to_tsquery" /* c */ (x) FROM t`:                           "to_tsquery of a text",
+		"SELECT tsquery(x) FROM t":                                         "tsquery of a text",
+		"SELECT tsqueryin(x::cstring) FROM t":                              "tsqueryin of a text",
+		"SELECT ts_match_tt(a, b) FROM t":                                  "ts_match_tt of a text",
+		"SELECT 'a' @@ s FROM t":                                           "@@ with a right operand that is not a string constant",
+		"SELECT x @@ lower(y) FROM t":                                      "@@ with a right operand",
+		"SELECT x @@@ y FROM t":                                            "@@@ with a right operand",
+		"SELECT to_tsvector(x) @@ plainto_tsquery(repeat('b ', 9)) FROM t": "plainto_tsquery of a text",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -136,6 +154,8 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT _id, \"_id\" FROM t", "SELECT x::varchar(10), CAST(x AS numeric(10, 2)) FROM t",
 		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT jsonb_build_object('a', 1) -> 'a', j ? 'k' FROM t",
 		"SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", "SELECT random() FROM t ORDER BY random()",
+		"SELECT x @@ 'a & b', 'a & b'::tsquery, tsquery 'a', CAST('a' AS tsquery), plainto_tsquery('english', 'x' || ' y') FROM t",
+		"SELECT j @@ '$.a == 1', to_tsvector(x) @@ 'a'::tsquery, numnode(websearch_to_tsquery(lower('A or B'))) FROM t",
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
@@ -176,7 +196,9 @@ func TestPostgresScreenMultirangeLookalikes(t *testing.T) {
 // polygon or a path or takes two of them, and every function that returns an array but those
 // (pgArrayMakers) whose arrays are bounded by the statement's text or are fixed; every function
 // that returns a multirange is refused when called, and every multirange type and constructor
-// (a function returning a multirange with no _ in its name) as a word alone.
+// (a function returning a multirange with no _ in its name) as a word alone; every function that
+// parses a text (or cstring) into a tsquery, called with a column, and every operator that does
+// (text @@ text), with a column as its right operand.
 func TestPostgresUnstoppableCatalog(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	names := func(q string) []string {
@@ -243,6 +265,18 @@ func TestPostgresUnstoppableCatalog(t *testing.T) {
 		multirangeWords = append(multirangeWords, fmt.Sprintf("SELECT %s FROM t", n))
 	}
 	refusedAll("the multirange types and constructors as words", multirangeWords)
+	var parsers []string
+	for _, f := range names(`SELECT DISTINCT p.proname FROM pg_proc p WHERE p.prorettype = 'tsquery'::regtype
+		AND ('text'::regtype = ANY (p.proargtypes) OR 'cstring'::regtype = ANY (p.proargtypes))`) {
+		parsers = append(parsers, fmt.Sprintf("SELECT %s(x) FROM t", f), fmt.Sprintf("SELECT %s('simple', x) FROM t", f))
+	}
+	refusedAll("the functions that parse a text into a tsquery", parsers)
+	var tsOps []string
+	for _, o := range names(`SELECT DISTINCT o.oprname FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
+		WHERE p.prosrc = 'ts_match_tt'`) {
+		tsOps = append(tsOps, fmt.Sprintf("SELECT x %s y FROM t", o))
+	}
+	refusedAll("the operators that parse their right operand into a tsquery", tsOps)
 }
 
 // pgArrayMakers are the functions of pg_catalog that return an array the screen lets through,

@@ -68,8 +68,10 @@ type pgSpan struct{ i, j int }
 // polygons and paths, the containment and overlap operators and jsonb key lists, the text
 // searches whose search string, pattern or set is not a constant costing at most pgMaxPasses
 // (search.go), multiranges (a name holding multirange called or named as a type, a multirange
-// type's name as a word anywhere, range_agg and range_intersect_agg called), OPERATOR(…), which
-// could spell any operator, and setseed, whose seed outlives the session's reset.
+// type's name as a word anywhere, range_agg and range_intersect_agg called), a tsquery parsed
+// from anything but a string constant (a cast, to_tsquery and its kin, text @@ text: quadratic
+// in its operands), OPERATOR(…), which could spell any operator, and setseed, whose seed
+// outlives the session's reset.
 func pgTokenRules(s *pgStmt) string {
 	for i, t := range s.toks {
 		var reason string
@@ -95,6 +97,9 @@ func (s *pgStmt) punctRule(i int) string {
 	case "[", "]":
 		return pgCannotStop("[ ] (array types such as int[] and int[1], and subscripts: array functions loop over every element without checking for interrupts)")
 	case "::":
+		if s.typeName(i+1) == "tsquery" && s.at(i-1).kind == pgString {
+			return "" // a constant: bounded by the statement's text
+		}
 		return pgTypeRule(s.typeName(i + 1))
 	case "(":
 		return s.columnDefs(i)
@@ -114,8 +119,37 @@ func (s *pgStmt) operatorRule(i int) string {
 		return pgCannotStop(op + pgWhyKeyLists)
 	case strings.Contains(op, "~~"):
 		return s.needleRule(op, pgLike, pgSpan{i + 1, s.operandEnd(i + 1)}, '\\')
+	case op == "@@" || op == "@@@":
+		// text @@ text parses its right operand with plainto_tsquery; a constant, or a
+		// tsquery parser's call (checked by callRule), is bounded by the statement's text
+		if n := s.at(i + 1); n.name() && pgTsqueryParsers[n.text] && s.at(i+2).is("(") {
+			return ""
+		}
+		if !s.tsqueryConstant(pgSpan{i + 1, s.operandEnd(i + 1)}) {
+			return pgCannotStop(op + " with a right operand that is not a string constant" + pgWhyTsquery)
+		}
 	}
 	return ""
+}
+
+// pgWhyTsquery says why a tsquery parsed from anything but a string constant is refused.
+const pgWhyTsquery = " (parsing a text into a tsquery moves every operand read so far for each one it reads, without checking for interrupts: 80,000 operands took 5 s and a megabyte of them would take hours; a string constant, to_tsquery('a & b') or 'a & b'::tsquery, is allowed)"
+
+// pgTsqueryParsers are the functions that parse their last argument, a text, into a tsquery:
+// to_tsquery and its kin, the tsquery type's input function and cast, and text @@ text's.
+var pgTsqueryParsers = map[string]bool{
+	"to_tsquery": true, "plainto_tsquery": true, "phraseto_tsquery": true, "websearch_to_tsquery": true,
+	"tsquery": true, "tsqueryin": true, "ts_match_tt": true,
+}
+
+// tsqueryConstant reports whether sp is a string constant the screen can read (literal),
+// cast to tsquery at most: a tsquery parsed from it is bounded by the statement's length.
+func (s *pgStmt) tsqueryConstant(sp pgSpan) bool {
+	if sp.j-sp.i > 2 && s.at(sp.j-2).is("::") && s.at(sp.j-1).word("tsquery") {
+		sp.j -= 2
+	}
+	_, ok := s.literal(sp)
+	return ok
 }
 
 // The reasons of the refused operators.
@@ -158,6 +192,9 @@ func (s *pgStmt) nameRule(i int) string {
 				// the last AS at the call's own depth: CAST(x AS polygon)
 				for j := i + 2; j < s.close[i+1]; j = s.skip(j) {
 					if s.toks[j].word("as") {
+						if s.typeName(j+1) == "tsquery" && s.tsqueryConstant(pgSpan{i + 2, j}) {
+							continue
+						}
 						if reason := pgTypeRule(s.typeName(j + 1)); reason != "" {
 							return reason
 						}
@@ -169,7 +206,7 @@ func (s *pgStmt) nameRule(i int) string {
 		}
 	}
 	switch {
-	case next.kind == pgString:
+	case next.kind == pgString && t.text != "tsquery": // tsquery 'a & b': a constant
 		return pgTypeRule(t.text)
 	case next.is("("):
 		return s.callRule(i)
@@ -200,6 +237,8 @@ func pgTypeRule(name string) string {
 		return pgCannotStop(name + pgWhyGeometric)
 	case strings.Contains(name, "multirange"):
 		return pgCannotStop(name + pgWhyMultiranges)
+	case name == "tsquery":
+		return pgCannotStop("tsquery from a value that is not a string constant" + pgWhyTsquery)
 	}
 	return ""
 }
@@ -260,6 +299,9 @@ func (s *pgStmt) callRule(i int) string {
 	}
 	inner := pgSpan{i + 2, s.close[i+1]}
 	args := s.args(inner)
+	if pgTsqueryParsers[name] && (len(args) == 0 || !s.tsqueryConstant(args[len(args)-1])) {
+		return pgCannotStop(name + " of a text that is not a string constant" + pgWhyTsquery)
+	}
 	if c, ok := pgSearchCalls[name]; ok {
 		if len(args) > 1 {
 			return s.needleRule(name, c.kind, args[1], c.esc)
