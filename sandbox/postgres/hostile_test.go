@@ -913,8 +913,10 @@ func pgJITProbe() string {
 // that each hold 256 positions (22 s), a multirange of 300,000 ranges read from a text (7 s)
 // or aggregated (4.5 s), a tsquery parsed from a built text of 150,000 operands (by a cast,
 // plainto_tsquery, or text @@ text: 5 to 10 s, quadratic: the parser moves every operand read so
-// far for each new one); each is refused with its reason, and its backend gone by the deadline
-// plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
+// far for each new one), lpad and rpad to 268 million characters and format to a width of 1e9
+// (3.6 to 13 s: a text of up to 1 GB from a few bytes, one character or block at a time), and
+// jsonb_pretty of 8,000 nested arrays (256 MB of indentation, 5 s); each is refused with its
+// reason, and its backend gone by the deadline plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
 // its deadline, since executions run with jit off.
 func TestPostgresHostileUnchecked(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
@@ -935,6 +937,11 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"SELECT numnode(s::tsquery) FROM (SELECT 'a' || repeat(' | b', 150000) AS s) d", "tsquery from a value"},
 		{"SELECT numnode(plainto_tsquery('simple', repeat('b ', 150000)))", "plainto_tsquery"},
 		{"SELECT 'a' @@ repeat('b ', 150000)", "@@ with a right operand"},
+		{"SELECT octet_length(lpad('', 268000000, 'ab'))", "lpad to a length"},
+		{"SELECT octet_length(rpad('x', 268000000))", "rpad to a length"},
+		{"SELECT octet_length(format('%1000000000s', 'x'))", "format with a width"},
+		{"SELECT octet_length(format('%*s', 1000000000, 'x'))", "format with a width"},
+		{"SELECT octet_length(jsonb_pretty((repeat('[', 8000) || repeat(']', 8000))::jsonb))", "jsonb_pretty"},
 		{"SELECT JIT", ""},
 	}
 	for i, p := range probes {
