@@ -263,10 +263,12 @@ func pgReaderSettings(role string, superuser bool) (settings []string, warning s
 		return settings, "temp_file_limit, log_min_messages and log_min_error_statement stay the server's: only a superuser may set them for the reader, so its sorts may fill the disk to the deadline and its errors (which quote their values whole) go to the server log; run distill load with a superuser DSN to set them"
 	}
 	return append(settings, "ALTER ROLE "+role+" SET temp_file_limit = '"+pgReaderTempLimit+"'",
-		// The server log takes no error of the reader's, nor its statement: an error quotes
-		// the value it failed on whole (repeat('x', 5000000)::int wrote 5 MB to the log).
+		// The server log takes no error of the reader's, nor any statement: an error quotes
+		// the value it failed on whole (repeat('x', 5000000)::int wrote 5 MB to the log), and
+		// a backend terminated past its deadline logs one FATAL line, which at fatal was
+		// followed by the statement's whole text (up to 64 KiB a runaway).
 		"ALTER ROLE "+role+" SET log_min_messages = fatal",
-		"ALTER ROLE "+role+" SET log_min_error_statement = fatal"), ""
+		"ALTER ROLE "+role+" SET log_min_error_statement = panic"), ""
 }
 
 // pgDirectGrants lists the schemas of the current database on which role $1 itself (not

@@ -116,7 +116,7 @@ func TestPostgresReaderRole(t *testing.T) {
 	}
 	// The role's defaults hold in its sessions, and a session advisory lock ends with the execution.
 	r, err := raw.run(ctx, time.Now(), "SELECT current_setting('default_transaction_read_only'), current_setting('temp_file_limit'), current_setting('idle_in_transaction_session_timeout'), current_setting('log_min_messages'), current_setting('log_min_error_statement')", 5*time.Second, sandbox.ExecOptions{MaxRows: 1})
-	if err != nil || !r.OK() || r.Rows[0][0] != "on" || r.Rows[0][1] != "4GB" || r.Rows[0][3] != "fatal" || r.Rows[0][4] != "fatal" {
+	if err != nil || !r.OK() || r.Rows[0][0] != "on" || r.Rows[0][1] != "4GB" || r.Rows[0][3] != "fatal" || r.Rows[0][4] != "panic" {
 		t.Errorf("role settings: %v %+v", err, r)
 	}
 	key := time.Now().UnixNano() % 1_000_000_000
