@@ -674,10 +674,11 @@ func myNestedHex(n int) string {
 // minutes past a 1 s max_statement_time unscreened as the reader (MariaDB 10.11, two busy
 // cores): LIKE with a long literal pattern (1,000 threes and a four between %s, over 256 KiB of
 // threes: the product of the two lengths; 30 KB over 4 MiB ran over 5 minutes) or with a built
-// one, JSON_SEARCH's pattern, ENCRYPT with rounds in its salt (4,000,000 of $5$ ran 2.9 s past),
+// one, JSON_SEARCH's pattern, TRIM of two bytes from the end (64 KiB: 17 s, quadratic), ENCRYPT with rounds in its salt (4,000,000 of $5$ ran 2.9 s past),
 // and the spatial functions (ST_Distance between two multipoints of 10,000 points each, 7 s
 // past). Each is refused with its reason, and the reader's threads are idle by the deadline plus
-// 2 s; a LIKE pattern costing at most mysqlMaxPasses comparisons a character runs.
+// 2 s; a LIKE pattern costing at most mysqlMaxPasses comparisons a character, and TRIM of one
+// byte from the end, run.
 func TestMySQLHostileUnchecked(t *testing.T) {
 	const deadline, slack = time.Second, 2 * time.Second
 	admin, reader, _, dbs := myHostileSetup(t, 1, 0)
@@ -691,6 +692,7 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 		{"SELECT s LIKE '%" + strings.Repeat("3", 999) + "4%' FROM " + text, "may take over 8 comparisons"},
 		{"SELECT s NOT LIKE CONCAT('%', p, '4%') FROM " + text + ", (SELECT " + myNestedHex(10) + " AS p) e", "LIKE's pattern must be a string literal"},
 		{"SELECT JSON_SEARCH(CONCAT('[\"', s, '\"]'), 'one', CONCAT('%', p, '4%')) FROM " + text + ", (SELECT " + myNestedHex(10) + " AS p) e", "JSON_SEARCH's pattern must be a string literal"},
+		{"SELECT length(TRIM(TRAILING '33' FROM s)) FROM (SELECT " + myNestedHex(16) + " AS s) d", "TRIM of"},
 		{"SELECT ENCRYPT('x', '$5$rounds=10000000$abcdefgh')", "ENCRYPT runs the system's crypt()"},
 		{"SELECT ST_Distance(p.g, q.g) FROM " + points(0) + " p, " + points(0.5) + " q", "spatial functions"},
 	} {
@@ -712,8 +714,8 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	q := "SELECT s LIKE '%3334%', s LIKE '_:%:__.___' FROM " + text
-	if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: 10 * time.Second}); !r.OK() || fmt.Sprint(r.Rows) != "[[0 0]]" {
+	q := "SELECT s LIKE '%3334%', s LIKE '_:%:__.___', length(TRIM(TRAILING '3' FROM s)) FROM " + text
+	if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: 10 * time.Second}); !r.OK() || fmt.Sprint(r.Rows) != "[[0 0 0]]" {
 		t.Errorf("%.70q: %s %v %q, want it run", q, r.Outcome, r.Rows, r.Error)
 	}
 }

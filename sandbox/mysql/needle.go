@@ -20,8 +20,10 @@ const mysqlMaxNeedle = 64
 
 // mysqlBuiltNeedle refuses, in lower (lower-cased MySQL text), a call of one of mysqlSearchCalls
 // whose needle is not a string literal of at most mysqlMaxNeedle bytes, a number or NULL: a
-// column may hold a value built in a derived table, and an expression may build one. String
-// literals, quoted names and comments are skipped, so a word inside them is no call.
+// column may hold a value built in a derived table, and an expression may build one; and a LIKE
+// or JSON_SEARCH pattern (mysqlLikeRule) or a trailing TRIM (mysqlTrimRule) MariaDB cannot
+// interrupt. String literals, quoted names and comments are skipped, so a word inside them is no
+// call.
 func mysqlBuiltNeedle(lower string) string {
 	prev := ""
 	for i := 0; i < len(lower); {
@@ -56,7 +58,11 @@ func mysqlBuiltNeedle(lower string) string {
 		next := sandbox.SkipGap(lower, j)
 		call := next < len(lower) && lower[next] == '('
 		if at, ok := mysqlSearchCalls[w]; ok && call {
-			args := callArgs(lower, next, w == "position")
+			kw := ""
+			if w == "position" {
+				kw = "in"
+			}
+			args := callArgs(lower, next, kw)
 			if at < len(args) && !safeNeedle(args[at]) {
 				return fmt.Sprintf("refused: %s's needle must be a string literal of at most %d bytes, a number or NULL (here %q): MariaDB cannot interrupt a search, whose time is the product of the two lengths, and a column or an expression may hold a value built to megabytes",
 					strings.ToUpper(w), mysqlMaxNeedle, cut(args[at], 80))
@@ -67,8 +73,12 @@ func mysqlBuiltNeedle(lower string) string {
 			if why := mysqlLikeRule("LIKE", lower[j:], false); why != "" {
 				return why
 			}
+		case (w == "trim" || w == "trim_oracle") && call:
+			if why := mysqlTrimRule(callArgs(lower, next, "from")); why != "" {
+				return why
+			}
 		case w == "json_search" && call:
-			if args := callArgs(lower, next, false); len(args) > 2 {
+			if args := callArgs(lower, next, ""); len(args) > 2 {
 				pattern := args[2]
 				if len(args) > 3 && args[3] != "null" { // NULL: the default escape, \\
 					pattern += " escape " + args[3]
@@ -83,9 +93,10 @@ func mysqlBuiltNeedle(lower string) string {
 	return ""
 }
 
-// callArgs returns the top-level arguments of the call whose "(" is s[open], trimmed; with in,
-// the first argument ends at a top-level IN too (POSITION(needle IN haystack)).
-func callArgs(s string, open int, in bool) []string {
+// callArgs returns the top-level arguments of the call whose "(" is s[open], trimmed; with a
+// keyword kw, the first argument ends at a top-level kw too (POSITION(needle IN haystack),
+// TRIM(remstr FROM str)).
+func callArgs(s string, open int, kw string) []string {
 	var args []string
 	depth, start := 0, open+1
 	for k := open; k < len(s); {
@@ -103,11 +114,11 @@ func callArgs(s string, open int, in bool) []string {
 		case c == ',' && depth == 1:
 			args = append(args, strings.TrimSpace(s[start:k]))
 			start = k + 1
-		case in && depth == 1 && len(args) == 0 && c == 'i' && strings.HasPrefix(s[k:], "in") &&
-			k > 0 && !sandbox.IsIdentByte(s[k-1]) && (k+2 == len(s) || !sandbox.IsIdentByte(s[k+2])):
+		case kw != "" && depth == 1 && len(args) == 0 && strings.HasPrefix(s[k:], kw) &&
+			k > 0 && !sandbox.IsIdentByte(s[k-1]) && (k+len(kw) == len(s) || !sandbox.IsIdentByte(s[k+len(kw)])):
 			args = append(args, strings.TrimSpace(s[start:k]))
-			start = k + 2
-			k += 2
+			start = k + len(kw)
+			k += len(kw)
 			continue
 		}
 		k++
@@ -142,4 +153,31 @@ func cut(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// mysqlTrimRule refuses TRIM([BOTH | TRAILING] remstr FROM str) (args as callArgs split it at
+// FROM) whose remstr is not a string literal of at most one byte. For a remstr of more bytes in
+// a multi-byte character set, MariaDB removes each trailing copy by walking the string from its
+// start again, without checking for a kill: TRIM(TRAILING '33' FROM x) over 64 KiB of threes
+// ran 17 s past a 1 s limit, over 256 KiB for minutes. LEADING walks once, and one byte (a space,
+// the default) is removed in one pass from the end.
+func mysqlTrimRule(args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	rem := args[0]
+	switch w := wordAt(rem, 0); w {
+	case "leading":
+		return ""
+	case "both", "trailing":
+		rem = strings.TrimSpace(rem[len(w):])
+	}
+	if rem == "" {
+		return ""
+	}
+	if v, end, ok := mysqlLiteral(rem, 0); ok && end == len(rem) && len(v) <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("refused: TRIM of %q from the end (BOTH, TRAILING or neither) is not allowed on MySQL/MariaDB: only a literal of one character (' ') may be trimmed from the end, since MariaDB removes each trailing copy of a longer one by walking the string from its start again, without checking for a kill (its time is the square of the string's length); TRIM(LEADING … FROM …) and REGEXP_SUBSTR can do the rest",
+		cut(rem, 40))
 }

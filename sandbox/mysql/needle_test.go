@@ -118,3 +118,21 @@ func TestMySQLSpatialAndCrypt(t *testing.T) {
 		"SELECT AES_ENCRYPT(a, 'k'), DES_ENCRYPT(a) FROM t",
 	})
 }
+
+// TestMySQLTrim: TRIM from the end (BOTH, TRAILING or neither) of a remstr that is not a
+// literal of one byte is refused; TRIM of spaces, of one character, and LEADING pass.
+func TestMySQLTrim(t *testing.T) {
+	myScreenCases(t, map[string]string{
+		"SELECT TRIM(TRAILING '33' FROM s) FROM t":            "TRIM of",
+		"SELECT TRIM(BOTH 'ab' FROM s) FROM t":                "TRIM of",
+		"SELECT trim ( 'ab' FROM s) FROM t":                   "TRIM of",
+		"SELECT TRIM(TRAILING 'é' FROM s) FROM t":             "TRIM of",
+		"SELECT TRIM(TRAILING x FROM s) FROM t":               "TRIM of",
+		"SELECT TRIM(TRAILING (SELECT max(x) FROM t) FROM s)": "TRIM of",
+		"SELECT TRIM_ORACLE(TRAILING 'ab' FROM s) FROM t":     "TRIM of",
+	}, []string{
+		"SELECT TRIM(name), TRIM(BOTH FROM name), TRIM(TRAILING ' ' FROM name), TRIM('.' FROM name) FROM t",
+		"SELECT TRIM(LEADING '00' FROM code), TRIM(LEADING x FROM code), TRIM(BOTH \"x\" FROM code) FROM t",
+		"SELECT RTRIM(name), LTRIM(name) FROM t WHERE 'trim(trailing xy from z)' = name",
+	})
+}
