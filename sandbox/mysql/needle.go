@@ -25,7 +25,6 @@ const mysqlMaxNeedle = 64
 // interrupt. String literals, quoted names and comments are skipped, so a word inside them is no
 // call.
 func mysqlBuiltNeedle(lower string) string {
-	prev := ""
 	for i := 0; i < len(lower); {
 		c := lower[i]
 		switch {
@@ -69,7 +68,7 @@ func mysqlBuiltNeedle(lower string) string {
 			}
 		}
 		switch {
-		case w == "like" && prev != "sounds":
+		case w == "like": // SOUNDS LIKE too: a column named sounds LIKE a pattern reads as one
 			if why := mysqlLikeRule("LIKE", lower[j:], false); why != "" {
 				return why
 			}
@@ -88,7 +87,7 @@ func mysqlBuiltNeedle(lower string) string {
 				}
 			}
 		}
-		prev, i = w, j
+		i = j
 	}
 	return ""
 }
