@@ -424,8 +424,10 @@ func ReadResults(dir string) ([]Result, error) {
 }
 
 // ReadPredictions reads a predict_dev.json file: BIRD's {"<index>": "SQL\t----- bird -----\tdb_id"}.
-// A value that is not a string or lacks the separator is kept as a Prediction with Malformed
-// set (it scores 0); a key that is not a non-negative integer is an error.
+// The value is cut at its last separator, since the SQL may hold the separator's text (in a
+// literal or a comment) and a db_id does not. A value that is not a string or lacks the
+// separator is kept as a Prediction with Malformed set (it scores 0); a key that is not a
+// non-negative integer is an error.
 func ReadPredictions(path string) (map[int]Prediction, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -445,11 +447,11 @@ func ReadPredictions(path string) (map[int]Prediction, error) {
 		s, ok := v.(string)
 		if !ok {
 			p.Malformed = fmt.Sprintf("value is a JSON %T, not a string", v)
-		} else if sql, db, found := strings.Cut(s, BIRDSeparator); !found {
+		} else if at := strings.LastIndex(s, BIRDSeparator); at < 0 {
 			p.Malformed = fmt.Sprintf("value has no %q separator", BIRDSeparator)
 			p.SQL = s
 		} else {
-			p.SQL, p.DBID = sql, db
+			p.SQL, p.DBID = s[:at], s[at+len(BIRDSeparator):]
 		}
 		out[idx] = p
 	}

@@ -378,3 +378,38 @@ func TestUnjudgedGold(t *testing.T) {
 		t.Errorf("score text:\n%s%v", text.String(), err)
 	}
 }
+
+// TestPredictionsHoldSeparator: a final SQL whose text holds BIRD's separator (in a string
+// literal, in a comment) is read back from predict_dev.json whole and with its own db_id, so
+// student score gives the eval's EX. Read at the first separator, both scored 0 as naming
+// another database.
+func TestPredictionsHoldSeparator(t *testing.T) {
+	path := writeBIRD(t, evalEntries)
+	tasks := loadBIRD(t, path)
+	dir := t.TempDir()
+	sep := strings.ReplaceAll(evaluate.BIRDSeparator, "\t", `\t`)
+	replies := map[string][]string{
+		"How many items are there?":    {sqlReply("SELECT COUNT(*) FROM items WHERE '" + evaluate.BIRDSeparator + "' <> ''")},
+		"How many students are there?": {sqlReply("SELECT COUNT(*) FROM students\n-- " + evaluate.BIRDSeparator + "shop")},
+	}
+	s, err := runEval(t, context.Background(), dir, "bird:"+path, tasks, handle("scripted", newScripted(evalEntries, replies)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Eval.EX != 1 {
+		t.Fatalf("eval EX %v, want 1", s.Eval.EX)
+	}
+	preds, err := evaluate.ReadPredictions(filepath.Join(dir, evaluate.PredictFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		p := preds[i]
+		if want := evalEntries[i].DBID; p.DBID != want || !strings.Contains(p.SQL, evaluate.BIRDSeparator) || p.Malformed != "" {
+			t.Errorf("prediction %d read as SQL %q, db_id %q (malformed %q); want the SQL with %s and db_id %q", i, p.SQL, p.DBID, p.Malformed, sep, want)
+		}
+	}
+	if rep := scoreDir(t, dir, tasks); rep.EX.EX != s.Eval.EX {
+		t.Errorf("student score EX %v (outcomes %v), the eval's %v", rep.EX.EX, rep.Outcomes, s.Eval.EX)
+	}
+}
