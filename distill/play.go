@@ -170,7 +170,8 @@ func runOne(ctx context.Context, cfg *RunConfig, p *episode.PolicyHandle, j job)
 // encodeLine is tr's shard line. The texts of a trajectory are bounded (internal/textcap), but
 // JSON escaping can grow a text six times and the turn budget is a flag: a line that would
 // still be over rundir.MaxLine has its reply texts cut further, each time to a quarter of the
-// previous limit (textcap.Cut marks each cut), until it fits. One that cannot fit is an error.
+// previous limit (textcap.Cut keeps one marker counting every cut), until it fits. One that
+// cannot fit is an error.
 func encodeLine(tr *rundir.Trajectory) ([]byte, error) {
 	line, err := json.Marshal(tr)
 	for limit := textcap.Reply / 4; err == nil && len(line)+1 > rundir.MaxLine; limit /= 4 {

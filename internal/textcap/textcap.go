@@ -7,6 +7,7 @@ package textcap
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -37,24 +38,55 @@ const markerHead, markerTail = "…[truncated ", " bytes]"
 
 // Cut returns s when it is at most limit bytes long; otherwise its longest prefix that, followed
 // by the marker "…[truncated N bytes]" (N the bytes left out), is at most limit bytes long,
-// ending on a UTF-8 character boundary, with the marker. A cut text is a new string (it does
-// not keep s's memory alive). A limit shorter than the marker gives the marker alone.
+// ending on a UTF-8 character boundary, with the marker. A text cut before (s ends in a
+// marker) is cut again with one marker, whose N adds the earlier marker's: the bytes left out
+// of the text as it first came. A cut text is a new string (it does not keep s's memory
+// alive). A limit shorter than the marker gives the marker alone.
 func Cut(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
+	body, before := cutBefore(s)
 	// The marker's length depends on N: reserve room for the longest (nothing kept); the N
-	// of the prefix kept is no longer.
-	keep := max(limit-markerLen(len(s)), 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
+	// of the prefix kept is no longer. keep stays inside body: the new marker is at least as
+	// long as the old one.
+	keep := max(limit-markerLen(len(body)+before), 0)
+	for keep > 0 && !utf8.RuneStart(body[keep]) {
 		keep--
 	}
-	buf := make([]byte, 0, keep+markerLen(len(s)-keep))
-	buf = append(buf, s[:keep]...)
+	n := len(body) - keep + before
+	buf := make([]byte, 0, keep+markerLen(n))
+	buf = append(buf, body[:keep]...)
 	buf = append(buf, markerHead...)
-	buf = strconv.AppendInt(buf, int64(len(s)-keep), 10)
+	buf = strconv.AppendInt(buf, int64(n), 10)
 	buf = append(buf, markerTail...)
 	return string(buf)
+}
+
+// maxMarked is the largest N read back from a marker (a petabyte): a longer number is a
+// text's own, and summing it could overflow.
+const maxMarked = 1 << 50
+
+// cutBefore splits a text that ends in a marker into the text before it and the marker's N;
+// any other text is all body, with N 0.
+func cutBefore(s string) (body string, n int) {
+	head, ok := strings.CutSuffix(s, markerTail)
+	if !ok {
+		return s, 0
+	}
+	i := strings.LastIndex(head, markerHead)
+	if i < 0 {
+		return s, 0
+	}
+	digits := head[i+len(markerHead):]
+	if len(digits) == 0 || len(digits) > 16 || strings.Trim(digits, "0123456789") != "" {
+		return s, 0
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n > maxMarked {
+		return s, 0
+	}
+	return head[:i], n
 }
 
 // markerLen is the length of the marker for n bytes left out.

@@ -38,6 +38,35 @@ func TestCut(t *testing.T) {
 	}
 }
 
+// TestCutAgain: a text cut again (distill's encoder cuts a kept reply to a quarter, a
+// failure's error is cut when written) keeps one marker whose N counts every byte left out of
+// the text as it first came; before, the second marker counted only the second cut's bytes
+// (a 1 MiB reply cut to 64 KiB said 196,634 bytes where 983,000 were left out).
+func TestCutAgain(t *testing.T) {
+	long := strings.Repeat("é", 5000) + "tail" // 10,004 bytes
+	once := Cut(long, 4000)
+	for _, limit := range []int{3999, 1000, 100, 30, 3} {
+		got := Cut(once, limit)
+		if len(got) > max(limit, len("…[truncated 10004 bytes]")) || !utf8.ValidString(got) {
+			t.Errorf("limit %d: %d bytes, valid %v: %q", limit, len(got), utf8.ValidString(got), got)
+		}
+		if strings.Count(got, "…[truncated ") != 1 {
+			t.Errorf("limit %d: %q has not one marker", limit, got)
+			continue
+		}
+		i := strings.LastIndex(got, "…[truncated ")
+		kept := got[:i]
+		if want := "…[truncated " + strconv.Itoa(len(long)-len(kept)) + " bytes]"; got[i:] != want || !strings.HasPrefix(long, kept) {
+			t.Errorf("limit %d: %q after %d bytes kept, want %q", limit, got[i:], len(kept), want)
+		}
+	}
+	// A number past any text's length is the text's own, not a marker: it is cut as text.
+	odd := strings.Repeat("a", 100) + "…[truncated 99999999999999999999 bytes]"
+	if got, want := Cut(odd, 60), strings.Repeat("a", 36)+"…[truncated 105 bytes]"; got != want {
+		t.Errorf("an overlong count: %q, want %q", got, want)
+	}
+}
+
 func TestCutList(t *testing.T) {
 	few := []string{"a", "b"}
 	if got := CutList(few); &got[0] != &few[0] {
