@@ -66,6 +66,7 @@ func EngineName(d datasets.Dialect) string { return sandbox.EngineName(d) }
 
 // SystemPrompt is the protocol's system turn: the dialect and engine version, the schema as that
 // dialect's DDL (sample values as comments, as sandbox.Schema.DDL renders them) and the rules.
+// A byte of the DDL that is not UTF-8 (a sample value's) is U+FFFD (textcap.Valid).
 func SystemPrompt(dialect datasets.Dialect, version, ddl string) string {
 	engine := EngineName(dialect)
 	if version == "" {
@@ -74,7 +75,7 @@ func SystemPrompt(dialect datasets.Dialect, version, ddl string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are an expert data analyst. You answer questions by writing SQL for a %s database (engine: %s).\n\n", engine, version)
 	fmt.Fprintf(&b, "Database schema (%s DDL; comments show sample values):\n\n", engine)
-	b.WriteString(strings.TrimSpace(ddl))
+	b.WriteString(textcap.Valid(strings.TrimSpace(ddl)))
 	b.WriteString("\n\n")
 	b.WriteString("Rules:\n")
 	b.WriteString("1. Every reply has exactly this form: <think>your reasoning</think>, then a new line, then <sql>one SQL statement</sql>.\n")
@@ -381,7 +382,7 @@ func RenderObservation(res *sandbox.Result, caps ObsCaps) string {
 	}
 	switch res.Outcome {
 	case sandbox.OutcomeError:
-		return wrapObservation("Error: " + oneLineCap(res.Error, caps.MaxChars))
+		return wrapObservation("Error: " + oneLineCap(textcap.Valid(res.Error), caps.MaxChars))
 	case sandbox.OutcomeTimeout:
 		msg := "Timeout: the statement ran too long and was stopped"
 		if res.Duration > 0 {
@@ -397,7 +398,7 @@ func RenderObservation(res *sandbox.Result, caps ObsCaps) string {
 		if why == "" {
 			why = "only one read-only statement is allowed"
 		}
-		return wrapObservation("Refused: " + oneLineCap(why, caps.MaxChars))
+		return wrapObservation("Refused: " + oneLineCap(textcap.Valid(why), caps.MaxChars))
 	case sandbox.OutcomeOK:
 	default:
 		return wrapObservation(fmt.Sprintf("Error: unknown outcome %q", res.Outcome))
@@ -405,7 +406,7 @@ func RenderObservation(res *sandbox.Result, caps ObsCaps) string {
 	var b strings.Builder
 	header := make([]string, len(res.Columns))
 	for i, c := range res.Columns {
-		header[i] = cutCell(c, caps.MaxCellChars)
+		header[i] = cutCell(textcap.Valid(c), caps.MaxCellChars)
 	}
 	total := res.Total
 	if total < len(res.Rows) {
@@ -452,13 +453,14 @@ func RenderObservation(res *sandbox.Result, caps ObsCaps) string {
 	return wrapObservation(b.String())
 }
 
-// FormatValue renders one normalised result value as observation text.
+// FormatValue renders one normalised result value as observation text: a string's bytes that
+// are not UTF-8 as U+FFFD (textcap.Valid), bytes that are not UTF-8 as x'hex'.
 func FormatValue(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
 	case string:
-		return x
+		return textcap.Valid(x)
 	case int64:
 		return strconv.FormatInt(x, 10)
 	case int:

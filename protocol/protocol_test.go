@@ -146,6 +146,35 @@ func TestPrompts(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8 is what a policy is shown of a database whose TEXT holds bytes that are not
+// UTF-8 (SQLite stores any bytes as TEXT): the system prompt's sample values, a result's cells
+// and column names, an error. Each such byte is U+FFFD, as encoding/json writes it, so the
+// texts a run dir, the env's JSON, its token ids, a prompt or rollout Parquet file and the
+// student's prompt hold are one text. Before, the raw bytes reached the env's token ids (its
+// JSON text said U+FFFD) and the Parquet files, which DuckDB then refused to read.
+func TestInvalidUTF8(t *testing.T) {
+	sp := protocol.SystemPrompt(datasets.SQLite, "SQLite 3", "CREATE TABLE t (name TEXT -- examples: '\xffA', '\xc3')")
+	if !strings.Contains(sp, "'\uFFFDA', '\uFFFD'") {
+		t.Errorf("system prompt's sample values: %q", sp[strings.Index(sp, "CREATE"):strings.Index(sp, "Rules")])
+	}
+	res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"n\xfe"}, Rows: [][]any{{"\xffA\xc3"}, {[]byte("ok")}}, Total: 2}
+	if got, want := protocol.RenderObservation(res, protocol.ObsCaps{}), "<observation>\nn\uFFFD\n\uFFFDA\uFFFD\nok\n(2 rows)\n</observation>"; got != want {
+		t.Errorf("result: %q, want %q", got, want)
+	}
+	bad := &sandbox.Result{Outcome: sandbox.OutcomeError, Error: "bad value \xe2\x82"}
+	if got, want := protocol.RenderObservation(bad, protocol.ObsCaps{}), "<observation>\nError: bad value \uFFFD\uFFFD\n</observation>"; got != want {
+		t.Errorf("error: %q, want %q", got, want)
+	}
+	if got := protocol.FormatValue("\xff"); got != "\uFFFD" {
+		t.Errorf("FormatValue: %q", got)
+	}
+	// A cell of invalid bytes is cut like any other: each U+FFFD is one character.
+	long := &sandbox.Result{Outcome: sandbox.OutcomeOK, Columns: []string{"b"}, Rows: [][]any{{strings.Repeat("\xff", 300)}}, Total: 1}
+	if got := protocol.RenderObservation(long, protocol.ObsCaps{MaxCellChars: 5}); got != "<observation>\nb\n\uFFFD\uFFFD\uFFFD\uFFFD…\n(1 row)\n</observation>" || !utf8.ValidString(got) {
+		t.Errorf("a cut cell: %q", got)
+	}
+}
+
 func TestRenderObservation(t *testing.T) {
 	rows := func(n int) [][]any {
 		var out [][]any

@@ -122,3 +122,25 @@ func CutList(names []string) []string {
 	}
 	return out
 }
+
+// Valid returns s with each byte that is not part of a UTF-8 character replaced by U+FFFD, as
+// encoding/json writes such a string: a text from a database (SQLite keeps any bytes as TEXT)
+// then reads the same wherever it is kept, in JSON, in Parquet or as token ids. A valid s is
+// returned as it is.
+func Valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}

@@ -1,6 +1,7 @@
 package textcap
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,5 +91,23 @@ func TestCutList(t *testing.T) {
 	}
 	if last := got[len(got)-1]; last != "…["+strconv.Itoa(5000-(len(got)-1))+" more]" {
 		t.Fatalf("last entry %q of %d", last, len(got))
+	}
+}
+
+// TestValidAsJSON: Valid gives the text encoding/json writes for a string, so a text made valid
+// before it is kept reads the same from a run dir as from where it was shown.
+func TestValidAsJSON(t *testing.T) {
+	for _, s := range []string{"", "ok é 😀", "\xff", "a\xffb\xfe", "\xe2\x82", "\xe2\x82\xac\xed\xa0\x80", "\xf0\x9f\x98", strings.Repeat("\xc3", 5) + "z"} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back string
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := Valid(s); got != back || !utf8.ValidString(got) {
+			t.Errorf("Valid(%q) = %q, encoding/json %q", s, got, back)
+		}
 	}
 }
