@@ -47,14 +47,10 @@ func sqlTokens(s string) []sqlToken {
 func scanToken(s string) (sqlTokenKind, int) {
 	r, size := utf8.DecodeRuneInString(s)
 	switch {
-	case unicode.IsSpace(r):
-		n := 0
-		for n < len(s) {
-			r, sz := utf8.DecodeRuneInString(s[n:])
-			if !unicode.IsSpace(r) {
-				break
-			}
-			n += sz
+	case sqlSpace(s[0]):
+		n := 1
+		for n < len(s) && sqlSpace(s[n]) {
+			n++
 		}
 		return tokSpace, n
 	case strings.HasPrefix(s, "--") || r == '#':
@@ -219,4 +215,11 @@ func formatSQL(sql string) string {
 		}
 	}
 	return b.String()
+}
+
+// sqlSpace reports the white space SQLite, PostgreSQL and MySQL read between tokens: space,
+// tab, newline, vertical tab, form feed, carriage return. Other Unicode spaces (no-break,
+// ideographic, U+2028) are part of a name to them, so formatSQL keeps them as written.
+func sqlSpace(c byte) bool {
+	return c == ' ' || c >= '\t' && c <= '\r'
 }
