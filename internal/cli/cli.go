@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 )
@@ -227,12 +229,37 @@ func (p *Program) exec(ctx context.Context, sig *interrupts, name string, c *Com
 	case isUsage(err):
 		return usageFail(stderr, name, err)
 	}
-	fmt.Fprintln(stderr, prefixed(name, err))
+	fmt.Fprintln(stderr, printable(prefixed(name, err)))
 	if ctx.Err() != nil {
 		return ExitInterrupted
 	}
 	return ExitFailure
 }
+
+// printable returns s with its control characters other than newline and tab written as Go
+// escapes (\x1b, \u009b): an error can carry a provider's message or a database's text, and
+// written raw to a terminal their escape sequences would set its title, clear it or write the
+// clipboard (OSC 52).
+func printable(s string) string {
+	if !strings.ContainsFunc(s, escaped) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !escaped(r):
+			b.WriteRune(r)
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// escaped reports the runes printable escapes.
+func escaped(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }
 
 // flagError is a flag package error with the flag named as the help and docs name it: two
 // dashes ("invalid value "x" for flag -limit: ..." reads "invalid value "x" for --limit: ...").

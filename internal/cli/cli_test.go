@@ -40,6 +40,8 @@ func testProgram(got *[]string) *Program {
 						return errors.New("fail: already named")
 					case "library":
 						return errors.New("prog: a package named like the program")
+					case "escapes":
+						return errors.New("teacher: bad \x1b]0;title\x07\x1b[2J\u009b31m \x1b]52;c;aGk=\x07 end\nnext\tline")
 					}
 					return errors.New("it broke")
 				}
@@ -114,6 +116,10 @@ func TestFailures(t *testing.T) {
 		{[]string{"fail"}, "prog fail: it broke\n"},
 		{[]string{"fail", "--how", "prefixed"}, "prog fail: already named\n"},
 		{[]string{"fail", "--how", "library"}, "prog fail: a package named like the program\n"},
+		// A provider's error message (distill's early stop) or a database's text reaches the
+		// terminal as text: its control characters, but newline and tab, written escaped, so
+		// none sets the title, clears the screen or writes the clipboard (OSC 52).
+		{[]string{"fail", "--how", "escapes"}, `prog fail: teacher: bad \x1b]0;title\x07\x1b[2J\u009b31m \x1b]52;c;aGk=\x07 end` + "\nnext\tline\n"},
 	} {
 		if code, _, stderr := run(p, c.args...); code != ExitFailure || stderr != c.want {
 			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", c.args, code, stderr, c.want)
