@@ -6,11 +6,14 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/distill"
+	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/teachers"
 )
@@ -68,5 +71,38 @@ func TestHostileUsageNumbers(t *testing.T) {
 	sane("usage.json", tu.Usage)
 	if math.IsInf(tu.CostUSD, 0) || tu.CostUSD < 0 {
 		t.Errorf("usage.json cost %v", tu.CostUSD)
+	}
+}
+
+// TestHostileReplyNames: a provider's finish reason that no rule maps (kept as the turn's) and
+// the model id its response names (kept as the trajectory's) are bounded where the Stepper
+// keeps them (textcap.Name), like the reply's texts. Before, a 12 MiB model id of "<" (72 MiB
+// as JSON) and a 6 MiB finish reason on each of two turns made the line too long to write: the
+// key failed "encode" after every turn was played and paid for (through the built distill
+// against a provider sending them: 2 of 2 keys lost).
+func TestHostileReplyNames(t *testing.T) {
+	_, tasks := makeShopDB(t)
+	tasks = tasks[:1]
+	model, finish := strings.Repeat("<", 12<<20), strings.Repeat("<", 6<<20)
+	policy := chat.PolicyFunc(func(context.Context, []chat.Message, chat.Options) (chat.Reply, error) {
+		return chat.Reply{Content: "<think>x</think>\n<sql>SELECT 1</sql>", FinishReason: finish, ProviderFinishReason: finish, Model: model}, nil
+	})
+	dir := t.TempDir()
+	res, err := distill.Run(context.Background(), baseConfig(t, dir, tasks, &episode.PolicyHandle{Name: "hostile", Spec: "hostile", Model: "m", Policy: policy}))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Done != 1 || res.Failed != 0 {
+		t.Fatalf("%d done, %d failed of 1 key", res.Done, res.Failed)
+	}
+	for k, tr := range committed(t, dir) {
+		if len(tr.Model) > textcap.Name || !strings.HasPrefix(tr.Model, "<<<") {
+			t.Errorf("%s: a model id of %d bytes", k, len(tr.Model))
+		}
+		for _, tu := range tr.Turns {
+			if len(tu.FinishReason) > textcap.Name || len(tu.ProviderFinishReason) > textcap.Name || !strings.HasPrefix(tu.FinishReason, "<<<") {
+				t.Errorf("%s turn %d: finish reasons of %d and %d bytes", k, tu.Index, len(tu.FinishReason), len(tu.ProviderFinishReason))
+			}
+		}
 	}
 }

@@ -126,14 +126,16 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	task, dialect, opts := s.task, s.db.Dialect(), s.opts
 	turn := len(s.tr.Turns) + 1
 	p := protocol.ParseReply(reply.Content)
-	// The reply is parsed whole; what is kept of it is bounded (EpisodeOptions.ReplyCap).
+	// The reply is parsed whole; what is kept of it is bounded: its texts by
+	// EpisodeOptions.ReplyCap, the names a provider sends (finish reason, model id) by
+	// textcap.Name.
 	tu := rundir.Turn{
 		Index:                turn,
 		Content:              textcap.Cut(reply.Content, opts.ReplyCap),
 		Reasoning:            textcap.Cut(reply.Reasoning, opts.ReplyCap),
 		ReasoningSource:      reply.ReasoningSource,
-		FinishReason:         reply.FinishReason,
-		ProviderFinishReason: reply.ProviderFinishReason,
+		FinishReason:         textcap.Cut(reply.FinishReason, textcap.Name),
+		ProviderFinishReason: textcap.Cut(reply.ProviderFinishReason, textcap.Name),
 		Latency:              reply.Latency,
 		Usage:                reply.Usage,
 		Attempts:             reply.Attempts,
@@ -186,7 +188,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	// Commit: nothing above changed the Stepper.
 	tr := s.tr
 	if reply.Model != "" {
-		tr.Model = reply.Model
+		tr.Model = textcap.Cut(reply.Model, textcap.Name)
 	}
 	tr.Usage = tr.Usage.Add(reply.Usage)
 	s.msgs = append(s.msgs, chat.Message{Role: chat.RoleAssistant, Content: tu.Content})

@@ -26,9 +26,9 @@ const (
 	// SQL bounds a statement that is executed: a longer one is refused unrun (far above any
 	// benchmark's gold SQL), so every statement kept as a turn's or the final SQL ran whole.
 	SQL = 64 << 10
-	// Name bounds one column name kept in a record; Names bounds all of a result's names
-	// together (SQLite takes an alias of any length, and a statement may have thousands of
-	// columns).
+	// Name bounds one name kept in a record: a result's column name, a provider's finish
+	// reason or model id; Names bounds all of a result's names together (SQLite takes an alias
+	// of any length, and a statement may have thousands of columns).
 	Name  = 256
 	Names = 16 << 10
 )
