@@ -69,11 +69,11 @@ func setupBench(fs *flag.FlagSet) cli.Func {
 		if o.Model == "" {
 			return cli.Usagef("--model DIR is required")
 		}
-		wt, kvBF16, err := wf.parse()
+		wt, _, err := wf.parse()
 		if err != nil {
 			return err
 		}
-		o.DType, o.KVBF16, o.Threads, o.Mmap = wt, kvBF16, wf.threads, wf.mmap
+		o.DType, o.KVCache, o.Threads, o.Mmap = wt, wf.kv, wf.threads, wf.mmap
 		if err := o.Check(); err != nil {
 			return cli.Usage(err)
 		}

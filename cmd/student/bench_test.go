@@ -247,7 +247,7 @@ func TestBenchCommand(t *testing.T) {
 			{[]string{"--model", model, "--paired", "--depth", "8"}, 2, "paired test needs a depth > 8"},
 			{[]string{"--model", model, "--paired", "--depth", "10", "--gen", "0"}, 2, "paired test needs the decode test"},
 			{[]string{"--model", model, "--kv", "f16"}, 2, `--kv "f16": want f32 or bf16`},
-			{[]string{"--model", model, "--kv", "bf16", "--backend", "cuda"}, 2, "cpu backend option"},
+			{[]string{"--model", model, "--kv", "f32", "--backend", "cuda"}, 2, "keeps its KV cache in bf16; KV cache type f32 is for the cpu backend"},
 			{[]string{"--read-passes", "1", "--model", model, "--gen", "4"}, 2, "--gen, --model: not with --read-passes"},
 			{[]string{"--read-passes", "-1"}, 2, "--read-passes -1, --threads 0: want at least one pass"},
 			{[]string{"--read-passes", "0", "--model", model}, 2, "--model: not with --read-passes"},

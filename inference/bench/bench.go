@@ -35,7 +35,7 @@ type Options struct {
 	Backend string           // "" or "cpu" (qwen2), cuda.BackendCUDA or cuda.BackendEmulated
 	DType   qwen2.WeightType // weight type to load as (AsStored: the file's; bf16 on CUDA)
 	Mmap    bool             // qwen2.Options.Mmap
-	KVBF16  bool             // qwen2.Options.KVBF16: a bf16 KV cache (cpu backend)
+	KVCache string           // the KV cache type as --kv names it: "" (the weight type's, qwen2.ParseKVCache), f32 or bf16 (the CUDA backends: bf16 only)
 	Threads int              // kernel threads (cpu.SetThreads); 0 keeps cpu.Threads()
 	Prompt  int              // prefill test's prompt length; 0 skips it
 	Gen     int              // decode tests' generated tokens; 0 skips them
@@ -93,7 +93,7 @@ type Result struct {
 	Gen         int     `json:"gen"`
 	Batch       int     `json:"batch"`
 	Depth       int     `json:"depth"`
-	KV          string  `json:"kv_cache"` // the KV cache's value type: "f32" or "bf16" (cpu); "" elsewhere
+	KV          string  `json:"kv_cache"` // the KV cache's value type: "f32" or "bf16" on the cpu backend, "bf16" on the CUDA ones
 	Repeat      int     `json:"repeat"`
 	LoadSeconds float64 `json:"load_s"`
 	WeightMiB   float64 `json:"weights_mib"`
@@ -169,8 +169,8 @@ func (o *Options) Check() error {
 	switch o.Backend {
 	case "", "cpu":
 	case cuda.BackendCUDA, cuda.BackendEmulated:
-		if wt != qwen2.AsStored && wt != qwen2.BF16 {
-			return fmt.Errorf("bench: backend %s holds the weights in bf16, not %s", o.Backend, wt)
+		if err := cuda.CheckTypes(o.Backend, string(wt), o.KVCache); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 	default:
 		return fmt.Errorf("bench: backend %q: want cpu, %s or %s", o.Backend, cuda.BackendCUDA, cuda.BackendEmulated)
@@ -178,8 +178,8 @@ func (o *Options) Check() error {
 	if o.Roofline && o.Backend != "" && o.Backend != "cpu" {
 		return fmt.Errorf("bench: the roofline measures the CPU's read bandwidth; backend %s has none", o.Backend)
 	}
-	if o.KVBF16 && o.Backend != "" && o.Backend != "cpu" {
-		return fmt.Errorf("bench: a bf16 KV cache is a cpu backend option, not %s's", o.Backend)
+	if _, err := qwen2.ParseKVCache(o.KVCache, wt); err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	return nil
 }
@@ -193,7 +193,11 @@ func (o *Options) load() (Model, string, error) {
 		}
 		return m, m.Device(), nil
 	}
-	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap, KVBF16: o.KVBF16})
+	kvBF16, err := qwen2.ParseKVCache(o.KVCache, o.DType)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap, KVBF16: kvBF16})
 	if err != nil {
 		return nil, "", err
 	}
@@ -209,10 +213,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cpu.SetThreads(o.Threads)
 	}
 	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat, Paired: o.Paired}
+	r.KV = "bf16" // the CUDA backends' only one
 	if o.Backend == "" || o.Backend == "cpu" {
-		r.KV = "f32"
-		if o.KVBF16 {
-			r.KV = "bf16"
+		if kvBF16, _ := qwen2.ParseKVCache(o.KVCache, o.DType); !kvBF16 {
+			r.KV = "f32"
 		}
 	}
 	if r.Backend == "" {

@@ -15,6 +15,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -81,6 +82,20 @@ const (
 	BackendCUDA     = "cuda"
 	BackendEmulated = "cuda-emulated"
 )
+
+// CheckTypes returns the error of a weight type or a KV cache type, as --dtype and --kv name them
+// ("" and "stored": the defaults), that backend does not hold: the CUDA backends hold both in
+// bf16, so a weight type other than bf16 and a KV cache type other than bf16 are the cpu
+// backend's.
+func CheckTypes(backend, dtype, kv string) error {
+	if d := strings.ToLower(dtype); d != "" && d != "stored" && d != "bf16" {
+		return fmt.Errorf("--backend %s holds the weights in bf16; weight type %s is for the cpu backend", backend, dtype)
+	}
+	if k := strings.ToLower(kv); k != "" && k != "bf16" {
+		return fmt.Errorf("--backend %s keeps its KV cache in bf16; KV cache type %s is for the cpu backend", backend, kv)
+	}
+	return nil
+}
 
 // ErrUnavailable is wrapped by every error saying a backend cannot run here (no driver, no
 // device, a driver too old, a binary built without the emulator).

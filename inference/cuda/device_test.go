@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -195,4 +196,20 @@ func randBF16Values(r *rand.Rand, n int) []uint16 {
 		v[i] = cpu.F32ToBF16((r.Float32()*2 - 1) * 4)
 	}
 	return v
+}
+
+// TestCheckTypes: the CUDA backends take the default and bf16 weight and KV cache types, in any
+// case, and refuse the others with the flag's name and value.
+func TestCheckTypes(t *testing.T) {
+	for _, c := range []struct{ dtype, kv, err string }{
+		{"", "", ""}, {"stored", "", ""}, {"BF16", "bf16", ""}, {"", "BF16", ""},
+		{"q8", "", "weight type q8 is for the cpu backend"},
+		{"f32", "bf16", "weight type f32 is for the cpu backend"},
+		{"", "f32", "KV cache type f32 is for the cpu backend"},
+	} {
+		err := CheckTypes(BackendCUDA, c.dtype, c.kv)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("CheckTypes(%q, %q) = %v; want %q", c.dtype, c.kv, err, c.err)
+		}
+	}
 }

@@ -152,11 +152,8 @@ func LoadModel(dir string, opts Options) (Model, error) {
 		cpu.SetThreads(opts.Threads)
 	}
 	if backend != BackendCPU {
-		if wt != qwen2.AsStored && wt != qwen2.BF16 {
-			return nil, fmt.Errorf("student: --backend %s holds the weights in bf16; weight type %s is for the cpu backend", backend, wt)
-		}
-		if opts.KVCache != "" && !kvBF16 {
-			return nil, fmt.Errorf("student: --backend %s keeps its KV cache in bf16; KV cache type %s is for the cpu backend", backend, opts.KVCache)
+		if err := cuda.CheckTypes(backend, string(wt), opts.KVCache); err != nil {
+			return nil, fmt.Errorf("student: %w", err)
 		}
 		m, err := cuda.Load(dir, cuda.Options{Backend: backend})
 		if err != nil {
