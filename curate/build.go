@@ -95,6 +95,9 @@ type Excluded struct {
 	NumTokens int `json:"num_tokens,omitempty"`
 	// TruncatedTurns is the trajectory's count of truncated turns (for truncated exclusions).
 	TruncatedTurns int `json:"truncated_turns,omitempty"`
+	// Token is the special token's text a message holds (for chatml_marker_in_content and
+	// special_token_in_content exclusions).
+	Token string `json:"token,omitempty"`
 }
 
 // TruncatedPolicy is what Build does with a trajectory that has a truncated turn (curate build
@@ -650,8 +653,8 @@ func process(c *counter, it item, opts BuildOptions) built {
 	if err != nil {
 		return built{err: fmt.Errorf("curate build: trajectory %q at %s: %w", t.Key, it.loc, err)}
 	}
-	if markerInContent(r.Messages) {
-		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonMarkerInContent}}
+	if reason, token := specialInContent(c.specials, r.Messages); reason != "" {
+		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: reason, Token: token}}
 	}
 	if opts.Truncated == TruncatedExclude && t.TruncatedTurns > 0 {
 		return built{excluded: &Excluded{Key: t.Key, SourceRun: it.run, Teacher: t.Teacher, Reason: ReasonTruncated, TruncatedTurns: t.TruncatedTurns}}

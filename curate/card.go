@@ -336,6 +336,9 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 				b.WriteString(", ")
 			}
 			fmt.Fprintf(&b, "%d × `%s`", reasons[k], k)
+			if t := reasonTexts[k]; t != "" {
+				fmt.Fprintf(&b, " (%s)", t)
+			}
 		}
 		b.WriteString(" (keys in `stats.json`).\n\n")
 	}

@@ -2,6 +2,7 @@ package curate
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -16,6 +17,11 @@ const (
 	// which the tokenizer turns into ChatML control tokens; the row's turn structure (and so its
 	// loss mask) would be ambiguous.
 	ReasonMarkerInContent = "chatml_marker_in_content"
+	// ReasonSpecialInContent: a message's content contains the text of another special added
+	// token of the tokenizer (e.g. "<|endoftext|>", an EOS of Qwen2.5's generation config),
+	// which the tokenizer turns into that control token: trained on, it teaches the student to
+	// write a control token (to stop, for an EOS) where the teacher wrote text.
+	ReasonSpecialInContent = "special_token_in_content"
 	// ReasonTruncated: the trajectory has a truncated turn and the build ran with
 	// --truncated exclude (TruncatedExclude).
 	ReasonTruncated = "truncated"
@@ -32,14 +38,44 @@ func trainingMessages(msgs []chat.Message) []chat.Message {
 	return msgs
 }
 
-// markerInContent reports whether a message's content holds ChatML marker text.
-func markerInContent(msgs []chat.Message) bool {
-	for _, m := range msgs {
-		if strings.Contains(m.Content, chattmpl.ImStart) || strings.Contains(m.Content, chattmpl.ImEnd) {
-			return true
+// reasonTexts says what each exclusion reason means, for the dataset card.
+var reasonTexts = map[string]string{
+	ReasonMaxLength:        "more tokens than `--max-length`",
+	ReasonMarkerInContent:  "a message's text holds `<|im_start|>` or `<|im_end|>`, which the tokenizer turns into ChatML control tokens",
+	ReasonSpecialInContent: "a message's text holds another special token of the tokenizer, such as the EOS `<|endoftext|>`, which the tokenizer turns into that control token; `token` in `stats.json` names it",
+	ReasonTruncated:        "a turn the token limit cut (`--truncated exclude`)",
+}
+
+// specialTexts is the text of every special added token of a tokenizer (tokenizer.json's
+// added_tokens with "special": true), the ChatML markers first, then the others by text.
+func specialTexts(tok Tokenizer) []string {
+	out := []string{chattmpl.ImStart, chattmpl.ImEnd}
+	var other []string
+	for s := range tok.SpecialIDs() {
+		if s != chattmpl.ImStart && s != chattmpl.ImEnd {
+			other = append(other, s)
 		}
 	}
-	return false
+	sort.Strings(other)
+	return append(out, other...)
+}
+
+// specialInContent returns the exclusion reason for a message whose content holds the text of
+// a special token (specials as specialTexts gives them), and that token's text; "", "" when
+// no message does. The ChatML markers (ReasonMarkerInContent) win over the others
+// (ReasonSpecialInContent) wherever they are.
+func specialInContent(specials []string, msgs []chat.Message) (reason, token string) {
+	for i, s := range specials {
+		for _, m := range msgs {
+			if strings.Contains(m.Content, s) {
+				if i < 2 {
+					return ReasonMarkerInContent, s
+				}
+				return ReasonSpecialInContent, s
+			}
+		}
+	}
+	return "", ""
 }
 
 // counter counts tokens and trainable tokens of rendered conversations. It is used by one
@@ -53,6 +89,7 @@ func markerInContent(msgs []chat.Message) bool {
 // so checks this equivalence on every row.
 type counter struct {
 	tok           Tokenizer
+	specials      []string // specialTexts(tok)
 	cache         map[string]pieceTokens
 	cacheBytes    int
 	maxCacheBytes int
@@ -72,7 +109,7 @@ func newCounter(tok Tokenizer) (*counter, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("tokenizer has no %s/%s tokens: not a ChatML (Qwen2) tokenizer", chattmpl.ImStart, chattmpl.ImEnd)
 	}
-	return &counter{tok: tok, cache: map[string]pieceTokens{}, maxCacheBytes: 64 << 20}, nil
+	return &counter{tok: tok, specials: specialTexts(tok), cache: map[string]pieceTokens{}, maxCacheBytes: 64 << 20}, nil
 }
 
 // count returns the number of tokens of text and how many of them overlap a span. A token

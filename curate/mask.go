@@ -43,14 +43,15 @@ type Masked struct {
 // Mask renders msgs (assistant messages already rendered, as Render or a dataset row has
 // them) as Build does and marks each token of the rendering with the span it
 // overlaps, by the same code that computes num_tokens and num_trainable_tokens. It fails on
-// a conversation the template cannot render and on one Build excludes for ChatML marker text.
+// a conversation the template cannot render and on one Build excludes for a special token's
+// text in a message (ChatML markers or another special token of tok).
 func Mask(tok Tokenizer, msgs []chat.Message) (*Masked, error) {
 	c, err := newCounter(tok)
 	if err != nil {
 		return nil, err
 	}
-	if markerInContent(trainingMessages(msgs)) {
-		return nil, fmt.Errorf("curate build excludes this conversation (%s): a message holds %s or %s text", ReasonMarkerInContent, chattmpl.ImStart, chattmpl.ImEnd)
+	if reason, token := specialInContent(c.specials, trainingMessages(msgs)); reason != "" {
+		return nil, fmt.Errorf("curate build excludes this conversation (%s): a message holds the text of the special token %s", reason, token)
 	}
 	_, text, spans, err := renderTraining(msgs)
 	if err != nil {

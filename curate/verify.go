@@ -49,7 +49,9 @@ type RowCheck struct {
 // markers, with a cache), checks that the ids decode back to the text, and finds the trainable
 // tokens by scanning token ids for <|im_start|> followed by tokens spelling "assistant", then
 // counting every token from the header's "\n" through the next <|im_end|> and the "\n" after it
-// (Build intersects token byte offsets with the template's character spans). workers
+// (Build intersects token byte offsets with the template's character spans). It also checks
+// that the ids hold no special token but the ChatML markers the template writes (a message
+// holding a special token's text, which Build excludes, fails that). workers
 // <= 0 means GOMAXPROCS.
 func VerifyWith(ctx context.Context, dir string, tok Tokenizer, workers int) (*VerifyReport, error) {
 	ds, err := Open(dir)
@@ -113,6 +115,7 @@ type scanner struct {
 	tok            Tokenizer
 	imStart, imEnd int
 	role           string
+	special        map[int]string // id -> text of each special token of tok
 }
 
 func newScanner(tok Tokenizer) (*scanner, error) {
@@ -121,7 +124,11 @@ func newScanner(tok Tokenizer) (*scanner, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("tokenizer has no %s/%s tokens: not a ChatML (Qwen2) tokenizer", chattmpl.ImStart, chattmpl.ImEnd)
 	}
-	return &scanner{tok: tok, imStart: s, imEnd: e, role: chat.RoleAssistant}, nil
+	special := map[int]string{}
+	for text, id := range tok.SpecialIDs() {
+		special[id] = text
+	}
+	return &scanner{tok: tok, imStart: s, imEnd: e, role: chat.RoleAssistant, special: special}, nil
 }
 
 func (s *scanner) check(r *Row) RowCheck {
@@ -142,6 +149,9 @@ func (s *scanner) check(r *Row) RowCheck {
 	if problem != "" {
 		problems = append(problems, problem)
 	}
+	if p := s.specials(msgs, ids); p != "" {
+		problems = append(problems, p)
+	}
 	if blocks != nAssistant {
 		problems = append(problems, fmt.Sprintf("found %d assistant blocks in the token ids, the row has %d assistant messages", blocks, nAssistant))
 	}
@@ -158,6 +168,47 @@ func (s *scanner) check(r *Row) RowCheck {
 	}
 	chk.Problem = strings.Join(problems, "; ")
 	return chk
+}
+
+// specials checks that the only special tokens among ids are the ChatML markers the template
+// writes, as many as it writes for msgs' roles (found by rendering them with empty contents);
+// a special token in a message's text (which Build excludes) breaks that. It returns the
+// problem, "" when there is none.
+func (s *scanner) specials(msgs []chat.Message, ids []int) string {
+	blank := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		blank[i] = chat.Message{Role: m.Role}
+	}
+	frame, _ := chattmpl.Render(blank, false)
+	want := strings.Count(frame, chattmpl.ImStart)
+	starts, ends := 0, 0
+	others := map[string]int{}
+	for _, id := range ids {
+		switch text, ok := s.special[id]; {
+		case id == s.imStart:
+			starts++
+		case id == s.imEnd:
+			ends++
+		case ok:
+			others[text]++
+		}
+	}
+	var p []string
+	if starts != want || ends != want {
+		p = append(p, fmt.Sprintf("token ids hold %d %s and %d %s where the template writes %d of each", starts, chattmpl.ImStart, ends, chattmpl.ImEnd, want))
+	}
+	if len(others) > 0 {
+		names := make([]string, 0, len(others))
+		for text, n := range others {
+			names = append(names, fmt.Sprintf("%s ×%d", text, n))
+		}
+		sort.Strings(names)
+		p = append(p, "token ids hold special tokens from message text ("+strings.Join(names, ", ")+")")
+	}
+	if len(p) > 0 {
+		p[len(p)-1] += ": curate build excludes such rows"
+	}
+	return strings.Join(p, "; ")
 }
 
 // trainable counts the tokens of assistant blocks as TRL's Qwen2.5 training template marks them:
