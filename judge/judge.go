@@ -677,6 +677,8 @@ func valueKey(v any) string {
 		return "\x00null"
 	case int64:
 		return "n" + strconv.FormatInt(x, 10)
+	case sandbox.Decimal:
+		return valueKey(x.Number())
 	case float64:
 		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
 			return "n" + strconv.FormatInt(int64(x), 10)

@@ -461,6 +461,8 @@ func FormatValue(v any) string {
 		return "NULL"
 	case string:
 		return textcap.Valid(x)
+	case sandbox.Decimal:
+		return string(x)
 	case int64:
 		return strconv.FormatInt(x, 10)
 	case int:

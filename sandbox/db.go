@@ -65,7 +65,8 @@ const (
 )
 
 // Result is the outcome of one statement. Values are normalised Go values: nil, int64, float64,
-// string, []byte, bool, or time.Time.
+// Decimal (a server's exact number), string, []byte, bool, or time.Time (MySQL's dates and
+// times are the server's text, '0000-00-00' included).
 type Result struct {
 	Outcome Outcome  `json:"outcome"`
 	Columns []string `json:"columns,omitempty"`

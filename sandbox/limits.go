@@ -43,6 +43,8 @@ func rowSize(row []any) int {
 		case nil:
 		case string:
 			n += 16 + len(x)
+		case Decimal:
+			n += 16 + len(x)
 		case []byte:
 			n += 24 + len(x)
 		case time.Time:

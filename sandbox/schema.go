@@ -145,6 +145,8 @@ func ValueText(v any) string {
 		return ""
 	case string:
 		return x
+	case Decimal:
+		return string(x)
 	case []byte:
 		return string(x)
 	case int64:
@@ -163,9 +165,11 @@ func ValueText(v any) string {
 	return fmt.Sprint(v)
 }
 
-// ValueInt reads a catalog integer (int64, float64, bool or decimal text).
+// ValueInt reads a catalog integer (int64, float64, bool, Decimal or decimal text).
 func ValueInt(v any) (int64, error) {
 	switch x := v.(type) {
+	case Decimal:
+		return ValueInt(x.Number())
 	case int64:
 		return x, nil
 	case float64:

@@ -25,18 +25,17 @@ func Discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
-// NumericValue reads decimal text (string or []byte) as int64 when it is integral and fits,
-// else as float64; other values pass through Normalise.
-func NumericValue(v any) any {
-	var s string
-	switch x := v.(type) {
-	case string:
-		s = x
-	case []byte:
-		s = string(x)
-	default:
-		return Normalise(v)
-	}
+// Decimal is an exact number as its engine wrote it, where int64 would not hold it as the
+// engine's client prints it: a MySQL DECIMAL or PostgreSQL numeric with a fraction or past int64
+// ("12.50", "99999999999999999999999999999999999.123456789", "NaN"), a MySQL BIGINT UNSIGNED
+// past int64. An observation shows this text; the judge compares its Number.
+type Decimal string
+
+// Number is d as a Go number, the value Match compares: int64 when d is integral (its fraction
+// all zeros) and fits, else the nearest float64 (NaN included), else (past float64's range)
+// d's text as a string.
+func (d Decimal) Number() any {
+	s := string(d)
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i
 	}
@@ -52,6 +51,25 @@ func NumericValue(v any) any {
 		return math.NaN()
 	}
 	return s
+}
+
+// NumericValue reads an engine's decimal text (string or []byte) as int64 when it is an
+// integer's digits that fit, else as a Decimal holding the text; other values pass through
+// Normalise.
+func NumericValue(v any) any {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return Normalise(v)
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i
+	}
+	return Decimal(s)
 }
 
 // Float32Value widens f through its shortest decimal text, so 0.1 stays 0.1.

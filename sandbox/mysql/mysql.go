@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,16 +147,18 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	return db, nil
 }
 
-// mysqlConfig parses dsn and points it at database, with time parsing in UTC, a single
-// statement per query and no compression: the result limit counts the bytes on the wire
-// (sandbox.LimitReplies), and a compressed row of a gigabyte of one letter is a megabyte there.
+// mysqlConfig parses dsn and points it at database, with dates and times read as the server's
+// text (the driver's time parsing reads '0000-00-00 00:00:00' as 0001-01-01 and a zero month
+// or day as the days before), a single statement per query and no compression: the result
+// limit counts the bytes on the wire (sandbox.LimitReplies), and a compressed row of a gigabyte
+// of one letter is a megabyte there.
 func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: parse DSN: %w", err)
 	}
 	cfg.DBName = database
-	cfg.ParseTime = true
+	cfg.ParseTime = false
 	cfg.Loc = time.UTC
 	cfg.MultiStatements = false
 	cfg.AllowAllFiles = false
@@ -461,8 +464,10 @@ func mysqlSessionState(stmt string) bool {
 }
 
 // mysqlNormaliser maps go-sql-driver/mysql's values by column type: text types ([]byte) to
-// string, DECIMAL to int64 when integral else float64, FLOAT through its shortest decimal
-// form, unsigned integers to int64 (float64 beyond int64), binary types kept as []byte.
+// string (dates and times too: the server's text, as the mysql client prints it), DECIMAL
+// through sandbox.NumericValue (int64 or the server's exact text), FLOAT through its shortest
+// decimal form, unsigned integers to int64 (a sandbox.Decimal beyond int64), binary types kept
+// as []byte.
 func mysqlNormaliser(cols []*sql.ColumnType) []func(any) any {
 	out := make([]func(any) any, len(cols))
 	for i, c := range cols {
@@ -489,7 +494,7 @@ func myCell(v any) any {
 		if x <= math.MaxInt64 {
 			return int64(x)
 		}
-		return float64(x)
+		return sandbox.Decimal(strconv.FormatUint(x, 10))
 	}
 	return sandbox.Normalise(v)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -36,18 +37,18 @@ func TestMySQLExec(t *testing.T) {
 	if !r.OK() || r.Total != 3 || len(r.Rows) != 2 || !r.Truncated {
 		t.Fatalf("caps: %+v", r)
 	}
-	want := []any{int64(1), 12.5, 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC),
-		float64(18446744073709551615), []byte{1, 2}, "x", "é", "01:02:03"}
+	want := []any{int64(1), sandbox.Decimal("12.50"), 0.1, 2.5, "2009-01-03", "2009-01-03 04:05:06",
+		sandbox.Decimal("18446744073709551615"), []byte{1, 2}, "x", "é", "01:02:03"}
 	for i := range want {
 		got := r.Rows[0][i]
 		if !sandboxtest.SameCell(got, want[i]) || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want[i]) {
 			t.Errorf("column %s: %#v (%T), want %#v (%T)", r.Columns[i], got, got, want[i], want[i])
 		}
 	}
-	if r.Rows[1][1] != int64(7) || r.Rows[1][2] != nil || r.Rows[1][6] != int64(5) {
+	if r.Rows[1][1] != sandbox.Decimal("7.00") || r.Rows[1][2] != nil || r.Rows[1][6] != int64(5) {
 		t.Errorf("integral decimal / NULL / unsigned: %#v", r.Rows[1])
 	}
-	if r := sandboxtest.MustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != 22.5 || r.Rows[0][1] != int64(2) || r.Rows[0][2] != int64(3) {
+	if r := sandboxtest.MustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != sandbox.Decimal("22.50") || r.Rows[0][1] != sandbox.Decimal("2.0000") || r.Rows[0][2] != int64(3) {
 		t.Errorf("aggregates: %+v", r)
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT nope FROM t", sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "Unknown column 'nope'") {
@@ -75,6 +76,54 @@ func TestMySQLExec(t *testing.T) {
 	if _, err := Open(context.Background(), shared.MySQLDSN(), name+"_missing", sandbox.Access{AsDSNUser: true}); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing database: %v", err)
 	}
+}
+
+// TestMySQLExactValues: a result holds what the server sent, as the mysql client prints it: a
+// DECIMAL past float64's digits and a BIGINT UNSIGNED past int64 exactly (they were float64:
+// 1e+35 and 1.8446744073709552e+19), zero dates as zero dates (the driver's time parsing made
+// them 0001-01-01, and a zero month the month before), DATETIME fractions as declared. Match
+// still equates them with the numbers and date texts they were compared as before.
+func TestMySQLExactValues(t *testing.T) {
+	admin := sandboxtest.MyAdmin(t)
+	name := sandboxtest.MyDatabase(t, admin,
+		`CREATE TABLE t (d DECIMAL(44,9), u BIGINT UNSIGNED, dt DATETIME, ts TIMESTAMP NULL, day DATE, f DATETIME(6), m DATETIME)`,
+		`SET SESSION sql_mode = ''; INSERT INTO t VALUES (99999999999999999999999999999999999.123456789, 18446744073709551615,
+			'0000-00-00 00:00:00', '0000-00-00 00:00:00', '2020-00-00', '2009-01-03 04:05:06.5', '2009-01-03 00:00:00')`)
+	acc := sandboxtest.Reader(t, datasets.MySQL, name)
+	db, err := Open(context.Background(), shared.MySQLDSN(), name, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := sandboxtest.MustExec(t, db, "SELECT d, u, dt, ts, day, f, m, d / 3, u - 1 FROM t", sandbox.ExecOptions{})
+	if !r.OK() || len(r.Rows) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	want := []any{sandbox.Decimal("99999999999999999999999999999999999.123456789"), sandbox.Decimal("18446744073709551615"),
+		"0000-00-00 00:00:00", "0000-00-00 00:00:00", "2020-00-00", "2009-01-03 04:05:06.500000", "2009-01-03 00:00:00",
+		sandbox.Decimal("33333333333333333333333333333333333.0411522630000"), sandbox.Decimal("18446744073709551614")}
+	for i, w := range want {
+		if got := r.Rows[0][i]; got != w {
+			t.Errorf("column %s: %#v (%T), want %#v (%T)", r.Columns[i], got, got, w, w)
+		}
+	}
+	// Match compares the numbers as it did the float64s they were, and the dates as dates;
+	// a zero date is no longer 0001-01-01.
+	was := []any{1e35 + 0.123456789, float64(18446744073709551615), "0000-00-00 00:00:00", "0000-00-00 00:00:00", "2020-00-00",
+		time.Date(2009, 1, 3, 4, 5, 6, 5e8, time.UTC), time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), 3.333333333333333e34, float64(18446744073709551614)}
+	for i, w := range was {
+		if !judge.Match(cell(r.Rows[0][i]), cell(w), false) {
+			t.Errorf("column %s: Match tells %#v from %#v", r.Columns[i], r.Rows[0][i], w)
+		}
+	}
+	if judge.Match(cell(r.Rows[0][2]), cell(time.Time{}), false) {
+		t.Errorf("Match equates a zero DATETIME with 0001-01-01")
+	}
+}
+
+// cell is a result of one row of one value.
+func cell(v any) *sandbox.Result {
+	return &sandbox.Result{Outcome: sandbox.OutcomeOK, Rows: [][]any{{v}}, Total: 1}
 }
 
 // TestMySQLSlots: with every in-flight slot taken, an execution waits, and at its deadline

@@ -306,8 +306,8 @@ func serverFailure(code string) bool {
 	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P")
 }
 
-// pgNormaliser maps pgx's database/sql values: numeric (text) to int64 when integral, else
-// float64; float4 through its shortest decimal form; json to text; the rest as Normalise does.
+// pgNormaliser maps pgx's database/sql values: numeric (text) through sandbox.NumericValue
+// (int64 or the server's exact text); float4 through its shortest decimal form; json to text; the rest as Normalise does.
 func pgNormaliser(cols []*sql.ColumnType) []func(any) any {
 	out := make([]func(any) any, len(cols))
 	for i, c := range cols {

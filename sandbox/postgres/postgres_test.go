@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/internal/textcap"
+	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
@@ -39,7 +41,7 @@ func TestPostgresExec(t *testing.T) {
 		t.Errorf("a cast's error echoing 1 MB: %s, %d bytes %.80q", r.Outcome, len(r.Error), r.Error)
 	}
 	row := r.Rows[0]
-	want := []any{int64(1), 12.5, 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC), true, []byte{1, 2}, `{"a": 1}`, "x"}
+	want := []any{int64(1), sandbox.Decimal("12.50"), 0.1, 2.5, time.Date(2009, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2009, 1, 3, 4, 5, 6, 0, time.UTC), true, []byte{1, 2}, `{"a": 1}`, "x"}
 	for i := range want {
 		if !sandboxtest.SameCell(row[i], want[i]) || fmt.Sprintf("%T", row[i]) != fmt.Sprintf("%T", want[i]) {
 			t.Errorf("column %s: %#v (%T), want %#v (%T)", r.Columns[i], row[i], row[i], want[i], want[i])
@@ -48,7 +50,7 @@ func TestPostgresExec(t *testing.T) {
 	if r.Rows[1][1] != int64(7) || r.Rows[1][2] != nil {
 		t.Errorf("integral numeric / NULL: %#v", r.Rows[1])
 	}
-	if r := sandboxtest.MustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != 22.5 || r.Rows[0][1] != int64(2) || r.Rows[0][2] != int64(3) {
+	if r := sandboxtest.MustExec(t, db, "SELECT sum(n), avg(id), count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != sandbox.Decimal("22.50") || r.Rows[0][1] != sandbox.Decimal("2.0000000000000000") || r.Rows[0][2] != int64(3) {
 		t.Errorf("aggregates: %+v", r)
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT nope FROM t", sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, `column "nope" does not exist`) {
@@ -81,6 +83,41 @@ func TestPostgresExec(t *testing.T) {
 // TestPostgresTerminated: a statement whose backend the server's operator terminates
 // (pg_terminate_backend, SQLSTATE 57P01) is a failure of the database, an error as a lost
 // connection is, not an outcome of the statement to show its policy; the next statement runs.
+// TestPostgresExactNumeric: a numeric is held as the server wrote it, as psql prints it (it was
+// a float64: 1e+35, 12.5, 2), an integer's digits as int64; Match compares them as the numbers
+// it compared before.
+func TestPostgresExactNumeric(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (n numeric)`, `INSERT INTO t VALUES (1), (2)`)
+	acc := sandboxtest.Reader(t, datasets.Postgres, schema)
+	db, err := Open(context.Background(), shared.PostgresDSN(), schema, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := sandboxtest.MustExec(t, db, `SELECT 99999999999999999999999999999999999.123456789::numeric, 12.50::numeric, avg(n), sum(n),
+		'NaN'::numeric, 3.00::numeric, ('1' || repeat('0', 400))::numeric, 18446744073709551615::numeric FROM t`, sandbox.ExecOptions{})
+	if !r.OK() || len(r.Rows) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	want := []any{sandbox.Decimal("99999999999999999999999999999999999.123456789"), sandbox.Decimal("12.50"),
+		sandbox.Decimal("1.5000000000000000"), int64(3), sandbox.Decimal("NaN"), sandbox.Decimal("3.00"),
+		sandbox.Decimal("1" + strings.Repeat("0", 400)), sandbox.Decimal("18446744073709551615")}
+	one := func(v any) *sandbox.Result {
+		return &sandbox.Result{Outcome: sandbox.OutcomeOK, Rows: [][]any{{v}}, Total: 1}
+	}
+	was := []any{1e35, 12.5, 1.5, int64(3), math.NaN(), int64(3), "1" + strings.Repeat("0", 400), 1.8446744073709552e19}
+	for i, w := range want {
+		got := r.Rows[0][i]
+		if got != w {
+			t.Errorf("column %d: %#v (%T), want %#v (%T)", i, got, got, w, w)
+		}
+		if !judge.Match(one(got), one(was[i]), false) {
+			t.Errorf("column %d: Match tells %#v from %#v", i, got, was[i])
+		}
+	}
+}
+
 func TestPostgresTerminated(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (id bigint)`)
