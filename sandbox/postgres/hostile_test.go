@@ -912,8 +912,9 @@ func pgJITProbe() string {
 // a run of combining marks out of order (40,000 marks, 10 s), ts_rank of a query of 300 words
 // that each hold 256 positions (22 s), a multirange of 300,000 ranges read from a text (7 s)
 // or aggregated (4.5 s), a tsquery parsed from a built text of 150,000 operands (by a cast,
-// plainto_tsquery, or text @@ text: 5 to 10 s, quadratic: the parser moves every operand read so
-// far for each new one), lpad and rpad to 268 million characters and format to a width of 1e9
+// plainto_tsquery, text @@ text, or a column definition list, its column named by an
+// unreserved keyword too, AS t(by tsquery): 5 to 10 s, quadratic: the parser moves every
+// operand read so far for each new one), lpad and rpad to 268 million characters and format to a width of 1e9
 // (3.6 to 13 s: a text of up to 1 GB from a few bytes, one character or block at a time), and
 // jsonb_pretty of 8,000 nested arrays (256 MB of indentation, 5 s); each is refused with its
 // reason, and its backend gone by the deadline plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
@@ -937,6 +938,7 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"SELECT numnode(s::tsquery) FROM (SELECT 'a' || repeat(' | b', 150000) AS s) d", "tsquery from a value"},
 		{"SELECT numnode(plainto_tsquery('simple', repeat('b ', 150000)))", "plainto_tsquery"},
 		{"SELECT 'a' @@ repeat('b ', 150000)", "@@ with a right operand"},
+		{"SELECT numnode(by) FROM jsonb_to_record(jsonb_build_object('by', 'a' || repeat(' | b', 150000))) AS t(by tsquery)", "tsquery from a value"},
 		{"SELECT octet_length(lpad('', 268000000, 'ab'))", "lpad to a length"},
 		{"SELECT octet_length(rpad('x', 268000000))", "rpad to a length"},
 		{"SELECT octet_length(format('%1000000000s', 'x'))", "format with a width"},

@@ -262,13 +262,16 @@ var pgMultirangeWords = map[string]bool{
 
 // columnDefs checks the types of a column definition list, the ( at toks[i] after a function
 // in FROM (f(x) AS t(a int, b text), f(x) AS (a int), JSON_TABLE's COLUMNS (…)): the second
-// name of each entry is its type.
+// name of each entry is its type. The alias and the first column may be any name PostgreSQL
+// takes there, quoted ("order") or an unreserved keyword (over, partition, by, values, …): only
+// a keyword it refuses there (pgNotAlias) opens no list, and VALUES followed by ( a query.
 func (s *pgStmt) columnDefs(i int) string {
 	prev, prev2, first := s.at(i-1), s.at(i-2), s.at(i+1)
 	defs := prev.word("columns") ||
-		prev.name() && !pgNotAlias[prev.text] && (prev2.is(")") || prev2.word("as")) ||
+		prev.name() && !(prev.kind == pgWord && pgNotAlias[prev.text]) && (prev2.is(")") || prev2.word("as")) ||
 		prev.word("as") && prev2.is(")")
-	if !defs || !first.name() || pgNotAlias[first.text] {
+	query := first.kind == pgWord && (pgNotAlias[first.text] || first.text == "values" && s.at(i+2).is("("))
+	if !defs || !first.name() || query {
 		return ""
 	}
 	for _, e := range s.args(pgSpan{i + 1, s.close[i]}) {
@@ -281,14 +284,18 @@ func (s *pgStmt) columnDefs(i int) string {
 	return ""
 }
 
-// pgNotAlias are keywords right before or after a ( that opens no column definition list: a
-// window, a filter, a subquery, an expression.
+// pgNotAlias are the keywords PostgreSQL takes neither as a table alias nor as a column's name
+// in a column definition list, so that a ( right before or after one opens no such list: an
+// expression, a subquery, a join's condition. The unreserved keywords that open a window, a
+// filter or a subquery (over, filter, within, partition, by, exists, between, values) are
+// names there too: f(x) over(a tsquery) and AS t(by tsquery) are lists whose types are checked
+// (a window's PARTITION BY x or w ORDER BY x names no refused type second).
 var pgNotAlias = map[string]bool{
-	"and": true, "or": true, "not": true, "over": true, "filter": true, "within": true, "in": true, "exists": true,
-	"any": true, "all": true, "some": true, "on": true, "using": true, "when": true, "then": true, "else": true,
-	"select": true, "with": true, "values": true, "table": true, "where": true, "order": true, "partition": true,
-	"distinct": true, "case": true, "lateral": true, "join": true, "from": true, "is": true, "between": true, "like": true,
-	"ilike": true, "by": true, "group": true, "having": true, "union": true, "intersect": true, "except": true,
+	"and": true, "or": true, "not": true, "in": true, "any": true, "all": true, "some": true, "on": true,
+	"using": true, "when": true, "then": true, "else": true, "select": true, "with": true, "table": true,
+	"where": true, "order": true, "distinct": true, "case": true, "lateral": true, "join": true, "from": true,
+	"is": true, "like": true, "ilike": true, "group": true, "having": true, "union": true, "intersect": true,
+	"except": true,
 }
 
 // callRule checks the call of toks[i] (toks[i+1] is its "("): the functions refused by name,
