@@ -190,7 +190,7 @@ func mysqlSchemaRef(lower string) bool {
 }
 
 // SkipGap returns the index of the first byte at or after i that is not a space, a quote
-// character or inside a comment (/* */, -- and # to the end of the line).
+// character or inside a comment (as SkipBlank reads them).
 func SkipGap(s string, i int) int {
 	for i = SkipBlank(s, i); i < len(s) && (s[i] == '`' || s[i] == '"'); {
 		i = SkipBlank(s, i+1)
@@ -199,7 +199,9 @@ func SkipGap(s string, i int) int {
 }
 
 // SkipBlank returns the index of the first byte at or after i that is not white space or inside
-// a comment (/* */, -- and # to the end of the line).
+// a comment as MySQL reads them: /* */, # to the end of the line, and -- to the end of the line
+// where a space or a control character follows it (1--1 is a subtraction there; any -- starts
+// a comment in PostgreSQL and SQLite, whose screens have their own lexers).
 func SkipBlank(s string, i int) int {
 	for i < len(s) {
 		switch c := s[i]; {
@@ -211,7 +213,7 @@ func SkipBlank(s string, i int) int {
 				return len(s)
 			}
 			i += end + 4
-		case strings.HasPrefix(s[i:], "--") || c == '#':
+		case strings.HasPrefix(s[i:], "--") && (i+2 == len(s) || s[i+2] <= ' ' || s[i+2] == 0x7f) || c == '#':
 			end := strings.IndexByte(s[i:], '\n')
 			if end < 0 {
 				return len(s)

@@ -22,40 +22,45 @@ const mysqlMaxNeedle = 64
 // whose needle is not a string literal of at most mysqlMaxNeedle bytes, a number or NULL: a
 // column may hold a value built in a derived table, and an expression may build one; and a LIKE
 // or JSON_SEARCH pattern (mysqlLikeRule) or a trailing TRIM (mysqlTrimRule) MariaDB cannot
-// interrupt. String literals, quoted names and comments are skipped, so a word inside them is no
-// call.
+// interrupt. String literals and comments are skipped (a -- comment only where MySQL reads
+// one, before a space or a control character: 1--1 is a subtraction), so a word inside them is no
+// call; a quoted name is a call where ( follows it (`locate`(…) calls LOCATE), and otherwise no
+// word (`like` is a column).
 func mysqlBuiltNeedle(lower string) string {
 	for i := 0; i < len(lower); {
 		c := lower[i]
+		var w string
+		j := i
 		switch {
-		case c == '\'' || c == '"' || c == '`':
+		case c == '\'' || c == '"':
 			i = sandbox.SkipQuoted(lower, i)
 			continue
-		case strings.HasPrefix(lower[i:], "/*"):
-			if end := strings.Index(lower[i+2:], "*/"); end >= 0 {
-				i += end + 4
-			} else {
-				i = len(lower)
+		case c == '`':
+			if j = sandbox.SkipQuoted(lower, i); j-i >= 2 && lower[j-1] == '`' {
+				w = strings.ReplaceAll(lower[i+1:j-1], "``", "`")
 			}
-			continue
-		case strings.HasPrefix(lower[i:], "--") || c == '#':
-			if end := strings.IndexByte(lower[i:], '\n'); end >= 0 {
-				i += end + 1
-			} else {
-				i = len(lower)
+		case c == '/' || c == '-' || c == '#':
+			if k := sandbox.SkipBlank(lower, i); k > i {
+				i = k
+				continue
 			}
+			i++
 			continue
 		case !sandbox.IsIdentByte(c):
 			i++
 			continue
+		default:
+			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
+				j++
+			}
+			w = lower[i:j]
 		}
-		j := i
-		for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
-			j++
-		}
-		w := lower[i:j]
 		next := sandbox.SkipGap(lower, j)
 		call := next < len(lower) && lower[next] == '('
+		if c == '`' && !call {
+			i = j
+			continue
+		}
 		if at, ok := mysqlSearchCalls[w]; ok && call {
 			kw := ""
 			if w == "position" {
@@ -68,7 +73,7 @@ func mysqlBuiltNeedle(lower string) string {
 			}
 		}
 		switch {
-		case w == "like": // SOUNDS LIKE too: a column named sounds LIKE a pattern reads as one
+		case w == "like" && c != '`': // SOUNDS LIKE too: a column named sounds LIKE a pattern reads as one
 			if why := mysqlLikeRule("LIKE", lower[j:], false); why != "" {
 				return why
 			}

@@ -10,7 +10,9 @@ import (
 
 // TestMySQLBuiltNeedle: LOCATE, INSTR, POSITION and SUBSTRING_INDEX are refused where their needle
 // is not a short literal, a number or NULL, and only there: the golds' forms pass, and the names
-// inside strings, quoted names and comments are no calls.
+// inside strings and comments, and quoted names not called, are no calls; a quoted name called
+// (`locate`(…)) is one, and 1--1 is no comment (MySQL's -- needs a space or a control
+// character after it).
 func TestMySQLBuiltNeedle(t *testing.T) {
 	refused := []string{
 		"SELECT LOCATE(HEX(HEX(HEX('a'))), name) FROM t",
@@ -21,6 +23,10 @@ func TestMySQLBuiltNeedle(t *testing.T) {
 		"SELECT locate /* c */ (x, y) FROM t",
 		"SELECT INSTR(name, '" + strings.Repeat("x", 65) + "') FROM t",
 		"SELECT LOCATE('a' 'b', name) FROM t",
+		"SELECT 1--1, LOCATE(x, name) FROM t",
+		"SELECT `locate`(x, name) FROM t",
+		"SELECT `INSTR` /* c */ (name, x) FROM t",
+		"SELECT `substring_index`(name, x, 1) FROM t",
 	}
 	passed := []string{
 		"SELECT INSTR(T2.fastestLapTime, ':') FROM t T2",
@@ -30,6 +36,8 @@ func TestMySQLBuiltNeedle(t *testing.T) {
 		"SELECT SUBSTRING_INDEX(name, ',', 1) FROM t",
 		"SELECT INSTR(name, 'it''s') FROM t",
 		"SELECT 'locate(x, y)', `instr(a, b)` FROM t -- locate(x, y)",
+		"SELECT `locate`, `instr` FROM t WHERE `substring_index` = 1 -- locate(x, y)",
+		"SELECT x FROM t #--\n-- locate(x, y)\n--\tinstr(a, b)",
 		"SELECT name FROM t WHERE name IN ('a', 'b') /* instr(a, b) */",
 		"SELECT INSTR(name, '" + strings.Repeat("x", 64) + "') FROM t",
 	}
@@ -60,7 +68,8 @@ func myScreenCases(t *testing.T, refused map[string]string, passed []string) {
 // literal (lower- or upper-cased at most), a number or NULL, or is a literal that may cost
 // more than mysqlMaxPasses comparisons per character of the text (ASCII letters folded, any
 // other character agreeing with anything, as MariaDB's accent-insensitive collations make it);
-// the golds' forms pass, and LIKE inside strings, quoted names and comments is no operator. SOUNDS
+// the golds' forms pass, and LIKE inside strings, quoted names and comments is no operator
+// (after 1--1 it is one; `json_search`(…) is JSON_SEARCH). SOUNDS
 // LIKE is held to it too: a column named sounds before LIKE reads as SOUNDS LIKE to the screen.
 func TestMySQLLikePattern(t *testing.T) {
 	myScreenCases(t, map[string]string{
@@ -85,6 +94,12 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT sounds LIKE p FROM (SELECT 'a' AS sounds, 'b' AS p) d":         "LIKE's pattern must be",
 		"SELECT name SOUNDS LIKE other FROM t":                                 "LIKE's pattern must be",
 		"SELECT JSON_SEARCH(j, 'all', '%a%', x) FROM t":                        "ESCAPE",
+		// MySQL reads -- as a comment only before a space or a control character
+		"SELECT 1--1, s LIKE CONCAT('%', p, '4%') FROM t":                "LIKE's pattern must be",
+		"SELECT s LIKE '%a%'--1, s LIKE p FROM t":                        "LIKE's pattern must be",
+		"SELECT 1--1, JSON_SEARCH(j, 'one', CONCAT('%', p)) FROM t":      "JSON_SEARCH's pattern must be",
+		"SELECT `json_search`(j, 'one', CONCAT('%', p)) FROM t":          "JSON_SEARCH's pattern must be",
+		"SELECT `JSON_SEARCH` /* c */ (j, 'all', '%aaaaaaaaab%') FROM t": "JSON_SEARCH with the pattern",
 	}, []string{
 		"SELECT count(*) FROM t WHERE name LIKE '%Computer Science%' AND code NOT LIKE 'x%'",
 		"SELECT time FROM laptimes WHERE time LIKE '_:%:__.___'",
@@ -99,6 +114,7 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT name FROM t WHERE name SOUNDS LIKE 'Smith'",
 		"SELECT 'x LIKE y', `like` FROM t -- name LIKE other\nWHERE a = 1 /* b LIKE c */",
 		"SELECT JSON_SEARCH(j, 'one', 'abc'), JSON_SEARCH(j, 'all', '%a%', NULL, '$.x'), JSON_SEARCH(j, 'all', 'a!_b', '!') FROM t",
+		"SELECT `like`, `sounds` FROM t WHERE `locate` = 1",
 	})
 }
 
@@ -133,6 +149,7 @@ func TestMySQLTrim(t *testing.T) {
 		"SELECT TRIM(TRAILING x FROM s) FROM t":               "TRIM of",
 		"SELECT TRIM(TRAILING (SELECT max(x) FROM t) FROM s)": "TRIM of",
 		"SELECT TRIM_ORACLE(TRAILING 'ab' FROM s) FROM t":     "TRIM of",
+		"SELECT 1--1, TRIM(TRAILING '33' FROM s) FROM t":      "TRIM of",
 	}, []string{
 		"SELECT TRIM(name), TRIM(BOTH FROM name), TRIM(TRAILING ' ' FROM name), TRIM('.' FROM name) FROM t",
 		"SELECT TRIM(LEADING '00' FROM code), TRIM(LEADING x FROM code), TRIM(BOTH \"x\" FROM code) FROM t",
