@@ -25,7 +25,7 @@ const mysqlMaxPasses = 8
 // mysqlLikeRule refuses the LIKE pattern that rest (lower-cased MySQL text) starts with, fn
 // naming the search (LIKE, JSON_SEARCH), unless it is a string literal (adjacent literals
 // joined, an introducer, parentheses and BINARY allowed, an ESCAPE literal of at most one
-// character after it) of at most mysqlMaxPasses, a number or NULL. With whole, nothing but
+// character after it, COLLATE before that too) of at most mysqlMaxPasses, a number or NULL. With whole, nothing but
 // that may follow (a function's argument).
 func mysqlLikeRule(fn, rest string, whole bool) string {
 	k := sandbox.SkipBlank(rest, 0)
@@ -41,7 +41,17 @@ func mysqlLikeRule(fn, rest string, whole bool) string {
 			fn, cut(strings.TrimSpace(rest), 80))
 	}
 	esc := int('\\')
-	if k = sandbox.SkipBlank(rest, k); wordAt(rest, k) == "escape" {
+	k = sandbox.SkipBlank(rest, k)
+	for wordAt(rest, k) == "collate" { // 'a!%' COLLATE utf8mb4_bin ESCAPE '!': the escape still counts
+		k = sandbox.SkipBlank(rest, k+len("collate"))
+		if k < len(rest) && (rest[k] == '`' || rest[k] == '\'' || rest[k] == '"') {
+			k = sandbox.SkipQuoted(rest, k)
+		} else {
+			k += len(wordAt(rest, k))
+		}
+		k = sandbox.SkipBlank(rest, k)
+	}
+	if wordAt(rest, k) == "escape" {
 		v, end, ok := mysqlLiteral(rest, sandbox.SkipBlank(rest, k+len("escape")))
 		switch {
 		case !ok || utf8.RuneCountInString(v) > 1 || v != "" && v[0] >= 0x80:

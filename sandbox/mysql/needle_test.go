@@ -100,6 +100,9 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT 1--1, JSON_SEARCH(j, 'one', CONCAT('%', p)) FROM t":      "JSON_SEARCH's pattern must be",
 		"SELECT `json_search`(j, 'one', CONCAT('%', p)) FROM t":          "JSON_SEARCH's pattern must be",
 		"SELECT `JSON_SEARCH` /* c */ (j, 'all', '%aaaaaaaaab%') FROM t": "JSON_SEARCH with the pattern",
+		// an ESCAPE after COLLATE is the pattern's: its 14 backslashes cost 14 under '!', 7 under \
+		"SELECT s LIKE '%" + strings.Repeat(`\\`, 14) + "4%' COLLATE utf8mb4_bin ESCAPE '!' FROM t": "may take over 8",
+		"SELECT s LIKE 'a' COLLATE `utf8mb4_bin` ESCAPE x FROM t":                                   "ESCAPE",
 	}, []string{
 		"SELECT count(*) FROM t WHERE name LIKE '%Computer Science%' AND code NOT LIKE 'x%'",
 		"SELECT time FROM laptimes WHERE time LIKE '_:%:__.___'",
@@ -115,6 +118,7 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT 'x LIKE y', `like` FROM t -- name LIKE other\nWHERE a = 1 /* b LIKE c */",
 		"SELECT JSON_SEARCH(j, 'one', 'abc'), JSON_SEARCH(j, 'all', '%a%', NULL, '$.x'), JSON_SEARCH(j, 'all', 'a!_b', '!') FROM t",
 		"SELECT `like`, `sounds` FROM t WHERE `locate` = 1",
+		"SELECT name FROM t WHERE name LIKE '%a!%%' COLLATE utf8mb4_bin ESCAPE '!' OR name LIKE 'b%' COLLATE 'utf8mb4_bin' -- x LIKE y\n",
 	})
 }
 
