@@ -25,7 +25,7 @@ const mysqlMaxPasses = 8
 // mysqlLikeRule refuses the LIKE pattern that rest (lower-cased MySQL text) starts with, fn
 // naming the search (LIKE, JSON_SEARCH), unless it is a string literal (adjacent literals
 // joined, an introducer, parentheses and BINARY allowed, an ESCAPE literal of at most one
-// character after it, COLLATE before that too) of at most mysqlMaxPasses, a number or NULL. With whole, nothing but
+// character after it) of at most mysqlMaxPasses, a number or NULL. With whole, nothing but
 // that may follow (a function's argument).
 func mysqlLikeRule(fn, rest string, whole bool) string {
 	k := sandbox.SkipBlank(rest, 0)
@@ -89,8 +89,10 @@ func mysqlAtom(s string) (int, int) {
 
 // mysqlLiteral reads the string literal at s[k] as MySQL does: within parentheses and
 // mysqlCaseCalls, after an introducer (_utf8mb4, N), adjacent literals joined, escapes undone but LIKE's \% and \_ (and
-// \\, one backslash), a doubled quote one quote. It returns the value and the index after it,
-// or ok false where s[k] starts no such literal (a column, a call, a hex literal).
+// \\, one backslash), a doubled quote one quote; and CONCAT of such literals and of integers
+// written without a sign or a leading zero (CONCAT('%', 'York', '%'), CONCAT('%', 2019, '%')).
+// It returns the value and the index after it, or ok false where s[k] starts no such literal
+// (a column, another call, a hex literal).
 func mysqlLiteral(s string, k int) (string, int, bool) {
 	parens := 0
 	for k < len(s) && s[k] == '(' {
@@ -98,13 +100,25 @@ func mysqlLiteral(s string, k int) (string, int, bool) {
 		k = sandbox.SkipBlank(s, k+1)
 	}
 	w := wordAt(s, k)
-	if open := sandbox.SkipBlank(s, k+len(w)); mysqlCaseCalls[w] && open < len(s) && s[open] == '(' {
-		v, end, ok := mysqlLiteral(s, sandbox.SkipBlank(s, open+1))
-		if !ok || end >= len(s) || s[end] != ')' {
-			return "", k, false
+	if open := sandbox.SkipBlank(s, k+len(w)); (mysqlCaseCalls[w] || w == "concat") && open < len(s) && s[open] == '(' {
+		var b strings.Builder
+		end := open
+		for {
+			arg := sandbox.SkipBlank(s, end+1)
+			v, next, ok := mysqlLiteral(s, arg)
+			if !ok && w == "concat" {
+				v, next, ok = mysqlInteger(s, arg)
+			}
+			if !ok || next >= len(s) || s[next] != ')' && (s[next] != ',' || w != "concat") {
+				return "", k, false
+			}
+			b.WriteString(v)
+			if end = next; s[end] == ')' {
+				break
+			}
 		}
-		end, ok = mysqlCloseParens(s, sandbox.SkipBlank(s, end+1), parens)
-		return v, end, ok
+		end, ok := mysqlCloseParens(s, sandbox.SkipBlank(s, end+1), parens)
+		return b.String(), end, ok
 	}
 	if w != "" && (w[0] == '_' || w == "n") && k+len(w) < len(s) && s[k+len(w)] == '\'' {
 		k += len(w)
@@ -182,6 +196,17 @@ func mysqlNumber(s string, k int) (int, bool) {
 		return k, false
 	}
 	return k, true
+}
+
+// mysqlInteger reads the integer at s[k], digits without a sign or a leading zero (the text
+// CONCAT makes of it is the same), and returns it and the index after it and the blanks after
+// it, or ok false.
+func mysqlInteger(s string, k int) (string, int, bool) {
+	w := wordAt(s, k)
+	if w == "" || w[0] == '0' && len(w) > 1 || strings.Trim(w, "0123456789") != "" {
+		return "", k, false
+	}
+	return w, sandbox.SkipBlank(s, k+len(w)), true
 }
 
 // wordAt is the unquoted word (letters, digits, _, $) at s[k], or "".

@@ -103,6 +103,12 @@ func TestMySQLLikePattern(t *testing.T) {
 		// an ESCAPE after COLLATE is the pattern's: its 14 backslashes cost 14 under '!', 7 under \
 		"SELECT s LIKE '%" + strings.Repeat(`\\`, 14) + "4%' COLLATE utf8mb4_bin ESCAPE '!' FROM t": "may take over 8",
 		"SELECT s LIKE 'a' COLLATE `utf8mb4_bin` ESCAPE x FROM t":                                   "ESCAPE",
+		"SELECT s LIKE CONCAT('%', 'aaaaaaaa', 'b%') FROM t":                                        "may take over 8",
+		"SELECT s LIKE CONCAT('%', 'a', x) FROM t":                                                  "LIKE's pattern must be",
+		"SELECT s LIKE CONCAT('%', 1e5, '%') FROM t":                                                "LIKE's pattern must be",
+		"SELECT s LIKE CONCAT('%', 007, '%') FROM t":                                                "LIKE's pattern must be",
+		"SELECT s LIKE LOWER('%a', '%') FROM t":                                                     "LIKE's pattern must be",
+		"SELECT JSON_SEARCH(j, 'one', CONCAT('%', 'a', '%') 'b') FROM t":                            "JSON_SEARCH's pattern must be",
 	}, []string{
 		"SELECT count(*) FROM t WHERE name LIKE '%Computer Science%' AND code NOT LIKE 'x%'",
 		"SELECT time FROM laptimes WHERE time LIKE '_:%:__.___'",
@@ -118,6 +124,8 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT 'x LIKE y', `like` FROM t -- name LIKE other\nWHERE a = 1 /* b LIKE c */",
 		"SELECT JSON_SEARCH(j, 'one', 'abc'), JSON_SEARCH(j, 'all', '%a%', NULL, '$.x'), JSON_SEARCH(j, 'all', 'a!_b', '!') FROM t",
 		"SELECT `like`, `sounds` FROM t WHERE `locate` = 1",
+		"SELECT name FROM t WHERE name LIKE CONCAT('%', 'New York', '%') OR year LIKE CONCAT(2019, '%') OR x LIKE CONCAT(LOWER('%A'), ('%'))",
+		"SELECT JSON_SEARCH(j, 'all', CONCAT('%', 'a', '%')) FROM t",
 		"SELECT name FROM t WHERE name LIKE '%a!%%' COLLATE utf8mb4_bin ESCAPE '!' OR name LIKE 'b%' COLLATE 'utf8mb4_bin' -- x LIKE y\n",
 	})
 }
