@@ -675,7 +675,8 @@ func myNestedHex(n int) string {
 // cores): LIKE with a long literal pattern (1,000 threes and a four between %s, over 256 KiB of
 // threes: the product of the two lengths; 30 KB over 4 MiB ran over 5 minutes) or with a built
 // one, JSON_SEARCH's pattern, TRIM of two bytes from the end (64 KiB: 17 s, quadratic), however
-// spelled (after 1--1, which is no comment in MySQL; JSON_SEARCH called by its quoted name),
+// spelled (after 1--1, which is no comment in MySQL; JSON_SEARCH called by its quoted name; a
+// comment holding a ")" among the arguments),
 // ENCRYPT with rounds in its salt (4,000,000 of $5$ ran 2.9 s past),
 // and the spatial functions (ST_Distance between two multipoints of 10,000 points each, 7 s
 // past). Each is refused with its reason, and the reader's threads are idle by the deadline plus
@@ -701,6 +702,9 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 		{"SELECT 1--1, s LIKE CONCAT('%', p, '4%') FROM " + big + ", (SELECT " + myNestedHex(10) + " AS p) e", "LIKE's pattern must be a string literal"},
 		{"SELECT `json_search`(CONCAT('[\"', s, '\"]'), 'one', CONCAT('%', p, '4%')) FROM " + big + ", (SELECT " + myNestedHex(10) + " AS p) e", "JSON_SEARCH's pattern must be a string literal"},
 		{"SELECT 1--1, length(TRIM(TRAILING '33' FROM s)) FROM (SELECT " + myNestedHex(17) + " AS s) d", "TRIM of"},
+		// a ) inside a comment ended the call's arguments for the screen (4.5 and 9.2 s past)
+		{"SELECT JSON_SEARCH(CONCAT('[\"', s, '\"]'), 'one' /* ) */, CONCAT('%', p, '4%')) FROM " + big + ", (SELECT " + myNestedHex(10) + " AS p) e", "JSON_SEARCH's pattern must be a string literal"},
+		{"SELECT length(TRIM(TRAILING '33' /* ) */ FROM s)) FROM (SELECT " + myNestedHex(17) + " AS s) d", "TRIM of"},
 		{"SELECT ENCRYPT('x', '$5$rounds=10000000$abcdefgh')", "ENCRYPT runs the system's crypt()"},
 		{"SELECT ST_Distance(p.g, q.g) FROM " + points(0) + " p, " + points(0.5) + " q", "spatial functions"},
 	} {

@@ -97,37 +97,55 @@ func mysqlBuiltNeedle(lower string) string {
 	return ""
 }
 
-// callArgs returns the top-level arguments of the call whose "(" is s[open], trimmed; with a
-// keyword kw, the first argument ends at a top-level kw too (POSITION(needle IN haystack),
-// TRIM(remstr FROM str)).
+// callArgs returns the top-level arguments of the call whose "(" is s[open], trimmed, each
+// comment in them a space (a ")" or "," inside one is no end: MySQL reads comments as
+// sandbox.SkipBlank does); with a keyword kw, the first argument ends at a top-level kw too
+// (POSITION(needle IN haystack), TRIM(remstr FROM str)).
 func callArgs(s string, open int, kw string) []string {
 	var args []string
-	depth, start := 0, open+1
+	var cur strings.Builder
+	next := func() {
+		args = append(args, strings.TrimSpace(cur.String()))
+		cur.Reset()
+	}
+	depth := 0
 	for k := open; k < len(s); {
 		c := s[k]
 		switch {
 		case c == '\'' || c == '"' || c == '`':
-			k = sandbox.SkipQuoted(s, k)
+			end := sandbox.SkipQuoted(s, k)
+			cur.WriteString(s[k:end])
+			k = end
+			continue
+		case (c == '/' || c == '-' || c == '#') && sandbox.SkipBlank(s, k) > k:
+			cur.WriteByte(' ')
+			k = sandbox.SkipBlank(s, k)
 			continue
 		case c == '(':
-			depth++
+			if depth++; depth == 1 {
+				k++
+				continue
+			}
 		case c == ')':
 			if depth--; depth == 0 {
-				return append(args, strings.TrimSpace(s[start:k]))
+				next()
+				return args
 			}
 		case c == ',' && depth == 1:
-			args = append(args, strings.TrimSpace(s[start:k]))
-			start = k + 1
+			next()
+			k++
+			continue
 		case kw != "" && depth == 1 && len(args) == 0 && strings.HasPrefix(s[k:], kw) &&
 			k > 0 && !sandbox.IsIdentByte(s[k-1]) && (k+len(kw) == len(s) || !sandbox.IsIdentByte(s[k+len(kw)])):
-			args = append(args, strings.TrimSpace(s[start:k]))
-			start = k + len(kw)
+			next()
 			k += len(kw)
 			continue
 		}
+		cur.WriteByte(c)
 		k++
 	}
-	return append(args, strings.TrimSpace(s[start:]))
+	next()
+	return args
 }
 
 // safeNeedle reports whether a search's needle argument is a string literal of at most

@@ -27,6 +27,8 @@ func TestMySQLBuiltNeedle(t *testing.T) {
 		"SELECT `locate`(x, name) FROM t",
 		"SELECT `INSTR` /* c */ (name, x) FROM t",
 		"SELECT `substring_index`(name, x, 1) FROM t",
+		"SELECT INSTR(name -- )\n, x) FROM t",
+		"SELECT SUBSTRING_INDEX(name /* ) */, x, 1) FROM t",
 	}
 	passed := []string{
 		"SELECT INSTR(T2.fastestLapTime, ':') FROM t T2",
@@ -38,6 +40,7 @@ func TestMySQLBuiltNeedle(t *testing.T) {
 		"SELECT 'locate(x, y)', `instr(a, b)` FROM t -- locate(x, y)",
 		"SELECT `locate`, `instr` FROM t WHERE `substring_index` = 1 -- locate(x, y)",
 		"SELECT x FROM t #--\n-- locate(x, y)\n--\tinstr(a, b)",
+		"SELECT INSTR(name, /* ) */ ':'), LOCATE(/* , */ 'a', name), SUBSTRING_INDEX(name # ,\n, ',', 1) FROM t",
 		"SELECT name FROM t WHERE name IN ('a', 'b') /* instr(a, b) */",
 		"SELECT INSTR(name, '" + strings.Repeat("x", 64) + "') FROM t",
 	}
@@ -100,6 +103,9 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT 1--1, JSON_SEARCH(j, 'one', CONCAT('%', p)) FROM t":      "JSON_SEARCH's pattern must be",
 		"SELECT `json_search`(j, 'one', CONCAT('%', p)) FROM t":          "JSON_SEARCH's pattern must be",
 		"SELECT `JSON_SEARCH` /* c */ (j, 'all', '%aaaaaaaaab%') FROM t": "JSON_SEARCH with the pattern",
+		// a ) or , inside a comment ends no argument
+		"SELECT JSON_SEARCH(j, 'one' /* ) */, CONCAT('%', p)) FROM t": "JSON_SEARCH's pattern must be",
+		"SELECT JSON_SEARCH(j, 'one', '%a%' -- )\n, x) FROM t":        "ESCAPE",
 		// an ESCAPE after COLLATE is the pattern's: its 14 backslashes cost 14 under '!', 7 under \
 		"SELECT s LIKE '%" + strings.Repeat(`\\`, 14) + "4%' COLLATE utf8mb4_bin ESCAPE '!' FROM t": "may take over 8",
 		"SELECT s LIKE 'a' COLLATE `utf8mb4_bin` ESCAPE x FROM t":                                   "ESCAPE",
@@ -124,6 +130,7 @@ func TestMySQLLikePattern(t *testing.T) {
 		"SELECT 'x LIKE y', `like` FROM t -- name LIKE other\nWHERE a = 1 /* b LIKE c */",
 		"SELECT JSON_SEARCH(j, 'one', 'abc'), JSON_SEARCH(j, 'all', '%a%', NULL, '$.x'), JSON_SEARCH(j, 'all', 'a!_b', '!') FROM t",
 		"SELECT `like`, `sounds` FROM t WHERE `locate` = 1",
+		"SELECT JSON_SEARCH(j, /* ) */ 'one', /* p */ '%a%' /* , x */) FROM t",
 		"SELECT name FROM t WHERE name LIKE CONCAT('%', 'New York', '%') OR year LIKE CONCAT(2019, '%') OR x LIKE CONCAT(LOWER('%A'), ('%'))",
 		"SELECT JSON_SEARCH(j, 'all', CONCAT('%', 'a', '%')) FROM t",
 		"SELECT name FROM t WHERE name LIKE '%a!%%' COLLATE utf8mb4_bin ESCAPE '!' OR name LIKE 'b%' COLLATE 'utf8mb4_bin' -- x LIKE y\n",
@@ -162,9 +169,12 @@ func TestMySQLTrim(t *testing.T) {
 		"SELECT TRIM(TRAILING (SELECT max(x) FROM t) FROM s)": "TRIM of",
 		"SELECT TRIM_ORACLE(TRAILING 'ab' FROM s) FROM t":     "TRIM of",
 		"SELECT 1--1, TRIM(TRAILING '33' FROM s) FROM t":      "TRIM of",
+		"SELECT TRIM(TRAILING '33' /* ) */ FROM s) FROM t":    "TRIM of",
+		"SELECT TRIM(TRAILING '33' # )\n FROM s) FROM t":      "TRIM of",
 	}, []string{
 		"SELECT TRIM(name), TRIM(BOTH FROM name), TRIM(TRAILING ' ' FROM name), TRIM('.' FROM name) FROM t",
 		"SELECT TRIM(LEADING '00' FROM code), TRIM(LEADING x FROM code), TRIM(BOTH \"x\" FROM code) FROM t",
 		"SELECT RTRIM(name), LTRIM(name) FROM t WHERE 'trim(trailing xy from z)' = name",
+		"SELECT TRIM(/* ) */ LEADING 'ab' FROM s), TRIM(BOTH /* x */ ' ' FROM s) FROM t",
 	})
 }
