@@ -133,6 +133,10 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT 'a' @@ s FROM t":                                           "@@ with a right operand that is not a string constant",
 		"SELECT x @@ lower(y) FROM t":                                      "@@ with a right operand",
 		"SELECT x @@@ y FROM t":                                            "@@@ with a right operand",
+		"SELECT x @@ CAST(y AS tsquery) FROM t":                            "not allowed",
+		"SELECT x @@ CAST('a' || y AS tsquery) FROM t":                     "not allowed",
+		"SELECT x @@ tsquery y FROM t":                                     "@@ with a right operand",
+		"SELECT x @@ CAST('a' AS tsquery)::text || y FROM t":               "@@ with a right operand",
 		"SELECT to_tsvector(x) @@ plainto_tsquery(repeat('b ', 9)) FROM t": "plainto_tsquery of a text",
 		// a text of up to 1 GB built from a few bytes, unchecked (third red team)
 		"SELECT lpad('', 268000000, 'ab')":           "lpad to a length that is not an integer constant of at most 10000",
@@ -180,6 +184,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT jsonb_build_object('a', 1) -> 'a', j ? 'k' FROM t",
 		"SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", "SELECT random() FROM t ORDER BY random()",
 		"SELECT x @@ 'a & b', 'a & b'::tsquery, tsquery 'a', CAST('a' AS tsquery), plainto_tsquery('english', 'x' || ' y') FROM t",
+		"SELECT to_tsvector(x) @@ tsquery 'a & b', to_tsvector(x) @@ CAST('a & b' AS tsquery), x @@ CAST(('a' || ' & b') AS pg_catalog.text) FROM t",
 		"SELECT j @@ '$.a == 1', to_tsvector(x) @@ 'a'::tsquery, numnode(websearch_to_tsquery(lower('A or B'))) FROM t",
 		"SELECT lpad(month::text, 2, '0'), rpad(name, 10000), format('%s-%10s|%-5s|%1$s %%', a, b, c), format('x'), jsonb_build_object('a', 1)::text FROM t",
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",

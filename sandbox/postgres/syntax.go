@@ -126,7 +126,14 @@ func (s *pgStmt) operatorRule(i int) string {
 		if n := s.at(i + 1); n.name() && pgTsqueryParsers[n.text] && s.at(i+2).is("(") {
 			return ""
 		}
-		if !s.tsqueryConstant(pgSpan{i + 1, s.operandEnd(i + 1)}) {
+		end := s.operandEnd(i + 1)
+		switch n := s.at(i + 1); {
+		case n.word("tsquery") && s.at(i+2).kind == pgString: // tsquery 'a & b'
+			end = i + 3
+		case n.word("cast") && s.at(i+2).is("("): // CAST('a & b' AS tsquery)
+			end = s.skip(i + 2)
+		}
+		if s.operandEnd(end) != end || !s.tsqueryConstant(pgSpan{i + 1, end}) {
 			return pgCannotStop(op + " with a right operand that is not a string constant" + pgWhyTsquery)
 		}
 	}
@@ -144,9 +151,28 @@ var pgTsqueryParsers = map[string]bool{
 }
 
 // tsqueryConstant reports whether sp is a string constant the screen can read (literal),
-// cast to tsquery at most: a tsquery parsed from it is bounded by the statement's length.
+// cast to tsquery at most ('a & b'::tsquery, CAST('a & b' AS tsquery), tsquery 'a & b'): a
+// tsquery parsed from it is bounded by the statement's length.
 func (s *pgStmt) tsqueryConstant(sp pgSpan) bool {
-	if sp.j-sp.i > 2 && s.at(sp.j-2).is("::") && s.at(sp.j-1).word("tsquery") {
+	switch {
+	case sp.j-sp.i == 2 && s.at(sp.i).word("tsquery") && s.at(sp.i+1).kind == pgString:
+		return true
+	case sp.j-sp.i > 2 && s.at(sp.i).word("cast") && s.at(sp.i+1).is("(") && s.close[sp.i+1] == sp.j-1:
+		inner := pgSpan{sp.i + 2, sp.j - 1}
+		as := s.find(inner, "as")
+		if as <= inner.i {
+			return false
+		}
+		for k := as + 1; k < inner.j; k++ { // a type's name, schema-qualified at most
+			if t := s.toks[k]; !t.name() && !t.is(".") {
+				return false
+			}
+		}
+		if t := s.typeName(as + 1); t != "tsquery" && !pgTextTypes[t] {
+			return false
+		}
+		sp = pgSpan{inner.i, as}
+	case sp.j-sp.i > 2 && s.at(sp.j-2).is("::") && s.at(sp.j-1).word("tsquery"):
 		sp.j -= 2
 	}
 	_, ok := s.literal(sp)
