@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +165,51 @@ func TestSQLiteOpenHeapHeld(t *testing.T) {
 	if err != nil || !r.OK() || r.Rows[0][0] != int64(3503) || fmt.Sprint(told) != "[true false]" {
 		t.Errorf("its first statement, the heap freed while it waits: %+v, %v, told %v; want 3503, told [true false]", r, err, told)
 	}
+}
+
+// TestSQLiteOpenHeapHeldNotADatabase: while other statements hold SQLite's heap, Open cannot
+// make the connection that reads the file's header, and it only checked the file could be opened:
+// a directory and a file that is not a SQLite database opened, so the preflight that refuses them
+// before a run (episode.CheckDatabases: "database file not SQLite") let them through, and the
+// Connector kept the DB, every statement of the run failing on it. They fail at Open as when the
+// heap is free; a real database still opens (TestSQLiteOpenHeapHeld).
+func TestSQLiteOpenHeapHeldNotADatabase(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text.sqlite")
+	zeros := filepath.Join(dir, "zeros.sqlite")
+	if err := os.WriteFile(text, []byte(strings.Repeat("this is not a database\n", 200)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(zeros, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{text, zeros, dir}
+	for _, p := range paths { // the heap free: SQLite itself refuses them
+		if db, err := Open(p); err == nil {
+			db.Close()
+			t.Fatalf("%s opened with SQLite's heap free", p)
+		}
+	}
+	holdHeap(t, 8<<10) // less than a connection needs
+	for _, p := range paths {
+		db, err := Open(p)
+		if err == nil {
+			db.Close()
+			t.Errorf("%s opened while others hold SQLite's heap; want it refused", p)
+		} else if !strings.Contains(err.Error(), p) {
+			t.Errorf("%s refused with %v, which does not name it", p, err)
+		}
+	}
+	// What SQLite opens as an empty database, it still opens.
+	empty := filepath.Join(dir, "empty.sqlite")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(empty)
+	if err != nil {
+		t.Fatalf("an empty file while others hold SQLite's heap: %v", err)
+	}
+	db.Close()
 }
 
 // TestSQLiteGoldReferenceHeapHeld: the judge runs a gold that fails on the prediction's database

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
@@ -124,9 +125,10 @@ type sqliteDB struct {
 // enforce (guardSQLite), besides the driver's interrupt on context cancellation; see
 // sqliteGrace for one they do not stop. The first connection is made here and pooled; where
 // making it runs out of SQLite's heap (sqliteHeapLimit, the process's: other statements hold
-// it), the file is only checked to be readable and the first statement makes the connection,
-// waiting for the heap as a statement that runs out of it does (run, exec): a database opened
-// while other tasks' statements hold the heap is not this task's failure.
+// it), the file is only checked to read as a SQLite database (checkSQLiteHeader) and the first
+// statement makes the connection, waiting for the heap as a statement that runs out of it does
+// (run, exec): a database opened while other tasks' statements hold the heap is not this task's
+// failure.
 func Open(path string) (sandbox.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
@@ -141,15 +143,39 @@ func Open(path string) (sandbox.DB, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 		}
-		f, err := os.Open(path) // what SQLite's read-only open does with the file
-		if err != nil {
+		if err := checkSQLiteHeader(path); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 		}
-		f.Close()
 	}
 	v, _, _ := sqlite3.Version() // the library every connection runs: sqlite_version()
 	return &sqliteDB{db: db, version: "SQLite " + v}, nil
+}
+
+// sqliteMagic is how every SQLite database file starts (the header's first 16 bytes).
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkSQLiteHeader is Open's check of the file at path where SQLite's heap is too short to open
+// it: what SQLite refuses before reading any table, short of its page checks. A file it cannot
+// read (a directory, one without permission) and one whose first 16 bytes are there and not
+// sqliteMagic ("file is not a database") fail; an empty file is an empty database.
+func checkSQLiteHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	n, err := io.ReadFull(f, head)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return nil // shorter than the magic: SQLite's to judge, at the first statement
+	case err != nil:
+		return err
+	case string(head[:n]) != sqliteMagic:
+		return errors.New("file is not a database (no SQLite header)")
+	}
+	return nil
 }
 
 func (s *sqliteDB) Dialect() datasets.Dialect { return datasets.SQLite }
