@@ -42,12 +42,9 @@ const (
 // left (leave); the test's end releases it and sets the limit back to sqliteHeapLimit.
 func holdHeap(t *testing.T, free int64) *heapHold {
 	t.Helper()
-	sqliteSetHeapCap(heapHoldCap)
+	lowerHeapCap(t)
 	h := &heapHold{t: t}
-	t.Cleanup(func() {
-		h.release()
-		sqliteSetHeapCap(sqliteHeapLimit)
-	})
+	t.Cleanup(h.release)
 	if sqliteHeapUsed() > heapHoldCap/4 {
 		t.Fatalf("%d bytes of SQLite's heap already in use", sqliteHeapUsed())
 	}
@@ -57,6 +54,15 @@ func holdHeap(t *testing.T, free int64) *heapHold {
 	h.hold(0)
 	h.leave(free)
 	return h
+}
+
+// lowerHeapCap lowers SQLite's heap limit to heapHoldCap for the test, so that a test fills it
+// in a sixteenth of the time and memory the full limit takes (which a loaded machine can stretch
+// past a statement's deadline); the test's end sets it back to sqliteHeapLimit.
+func lowerHeapCap(t *testing.T) {
+	t.Helper()
+	sqliteSetHeapCap(heapHoldCap)
+	t.Cleanup(func() { sqliteSetHeapCap(sqliteHeapLimit) })
 }
 
 // hold holds a row of n bytes (none for 0) on a connection of its own.

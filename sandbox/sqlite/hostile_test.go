@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,12 +336,16 @@ func TestSQLiteStoppedStream(t *testing.T) {
 
 // TestSQLiteHeapHeldByAnother: SQLite's heap cap (sqliteHeapLimit) is the process's, shared by
 // the statements of every task. A statement holding nearly all of it until its deadline (max()
-// over distinct 8 MB values, computed on the first row of a cross join that then runs on) made a
+// over distinct 8 MB values, computed on the first row of a cross join that then runs on past
+// its deadline, a triple one: the few columns of the lowered cap let a double one end first) made a
 // statement of another task, on another database, fail with "out of memory" as its own outcome,
 // an error it never ran into (an episode's turn, or its gold at the judge). That statement now
 // fails with sandbox.ErrBusy, the database's failure, which Patient tries again until it runs
 // once the holder ends; the holder keeps its own outcome, and a statement that runs out of the
-// heap by itself keeps its "out of memory".
+// heap by itself keeps its "out of memory". The cap is lowered for the test (lowerHeapCap): on
+// a loaded machine filling the whole one took up to the holder's deadline, and the other task's
+// statement, given 5 s, then ran once the holder ended, not ErrBusy; its time limit is now also
+// what the holder has left once the heap is full, within 5 s.
 func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	hog := openChinookSQLite(t)
 	other, err := Open(shared.Path(t, "data/multi/northwind/northwind.sqlite"))
@@ -352,47 +357,58 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	if r := sandboxtest.MustExec(t, other, victim, sandbox.ExecOptions{}); !r.OK() {
 		t.Fatalf("the other task's statement alone: %+v", r)
 	}
+	lowerHeapCap(t)
+	limit := sqliteHeapCap()
 	// The holder leaves margin of the cap free: less than the victim needs.
 	const margin = 512 << 10
 	var cols []string
-	for i, n := 0, sqliteHeapLimit-sqliteHeapUsed()-margin; n > 0; i++ {
+	for i, n := 0, limit-sqliteHeapUsed()-margin; n > 0; i++ {
 		// The last values are smaller, so that the copies one is built from fit in what is left.
 		size := min(n, 8_000_000, max(n/3, 64<<10))
-		cols = append(cols, fmt.Sprintf("max(CASE WHEN a.TrackId = 1 AND b.TrackId = 1 THEN zeroblob(%d + b.TrackId) || x'%02x' END)", size-2, i%256))
+		cols = append(cols, fmt.Sprintf("max(CASE WHEN a.TrackId = 1 AND b.TrackId = 1 AND c.TrackId = 1 THEN zeroblob(%d + b.TrackId) || x'%02x' END)", size-2, i%256))
 		n -= size
 	}
 	const deadline = 15 * time.Second
 	held := make(chan *sandbox.Result, 1)
+	start := time.Now()
 	go func() {
-		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b", sandbox.ExecOptions{Timeout: deadline})
+		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b, Track c", sandbox.ExecOptions{Timeout: deadline})
 		if err != nil {
 			r = &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error()}
 		}
 		held <- r
 	}()
-	for sqliteHeapUsed() < sqliteHeapLimit-2*margin {
+	for sqliteHeapUsed() < limit-2*margin {
 		select {
 		case r := <-held:
 			t.Fatalf("the holder ended before it held the heap: %s %q", r.Outcome, r.Error)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Logf("the holder holds %d MiB of SQLite's heap", sqliteHeapUsed()>>20)
-	r, err := other.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: 5 * time.Second})
-	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "heap") {
-		t.Errorf("another task's statement while the heap is held: %+v, %v; want sandbox.ErrBusy saying the heap is held", r, err)
+	// The other task's statement must run out, wait and give up while the holder still holds the
+	// heap: its time limit is at most a third of what the holder has left.
+	filled := time.Since(start)
+	wait := min(5*time.Second, (deadline-filled)/3)
+	t.Logf("the holder holds %d MiB of SQLite's heap after %s; the other task's statement waits %s", sqliteHeapUsed()>>20, filled.Round(time.Millisecond), wait.Round(time.Millisecond))
+	if wait < 100*time.Millisecond {
+		t.Fatalf("the holder took %s of its %s to fill SQLite's heap: too little left to test a statement that waits for it", filled, deadline)
 	}
-	start := time.Now()
+	r, err := other.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: wait})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "heap") {
+		t.Errorf("another task's statement while the heap is held: %+v, %v after %s; want sandbox.ErrBusy saying the heap is held", r, err, time.Since(start))
+	}
+	patient := time.Now()
 	r, err = sandbox.Patient(other, 0).Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: 5 * time.Second})
 	if err != nil || !r.OK() || r.Rows[0][0] != int64(2000001) {
-		t.Errorf("the other task's statement through Patient: %+v, %v after %s", r, err, time.Since(start))
+		t.Errorf("the other task's statement through Patient: %+v, %v after %s", r, err, time.Since(patient))
 	}
 	if r := <-held; r.Outcome != sandbox.OutcomeTimeout {
 		t.Errorf("the holder: %s %q, want its timeout", r.Outcome, r.Error)
 	}
-	// A statement that runs out of the heap by itself (140 values of 8 MB at once) keeps its error.
+	// A statement that runs out of the heap by itself (values of 8 MB at once, more than the
+	// cap) keeps its error.
 	var vals []string
-	for i := 0; i < 140; i++ {
+	for i := int64(0); i <= limit/8_000_000; i++ {
 		vals = append(vals, fmt.Sprintf("zeroblob(%d) || x'00'", 8_000_000-i))
 	}
 	if r := sandboxtest.MustExec(t, hog, "SELECT "+strings.Join(vals, ", "), sandbox.ExecOptions{Timeout: deadline}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "out of memory") {
@@ -404,16 +420,27 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 // (sqliteHeapLimit), run together, make each other run out while the others hold most of it.
 // Each must still end with its own "out of memory" (in its turn, awaitHeap), not with
 // sandbox.ErrBusy: before, each was the others' victim every time, and Patient tried them again
-// together until one had waited 31.8 s, or more than BusyPatience with more of them.
+// together until one had waited 31.8 s, or more than BusyPatience with more of them. The cap is
+// lowered for the test (lowerHeapCap): on a loaded machine filling the whole one three times over
+// took longer than a statement's time limit (a timeout, not its out of memory, at a fifth of a
+// core); that they still overlap, one waiting for its turn, is checked (ExecOptions.Waiting).
 func TestSQLiteHeapEachPastIt(t *testing.T) {
 	db := openChinookSQLite(t)
-	// 140 distinct values of 8 MB held by max(), one more a row: the heap fills over a few
-	// hundred milliseconds, so that the three overlap.
+	lowerHeapCap(t)
+	// Distinct values of 8 MB held by max(), one more a row, more of them than the heap holds:
+	// the heap fills over some tens of milliseconds, so that the three overlap.
 	var cols []string
-	for k := 1; k <= 140; k++ {
+	last := int(sqliteHeapCap()/8_000_000) + 2
+	for k := 1; k <= last; k++ {
 		cols = append(cols, fmt.Sprintf("max(CASE WHEN i = %d THEN zeroblob(%d) || x'%02x' END)", k, 8_000_000-k, k%256))
 	}
-	q := "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 140) SELECT " + strings.Join(cols, ", ") + " FROM r"
+	q := fmt.Sprintf("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT %s FROM r", last, strings.Join(cols, ", "))
+	var waited atomic.Int64 // statements that waited for their turn
+	tell := func(w bool) {
+		if w {
+			waited.Add(1)
+		}
+	}
 	const n, timeout = 3, 30 * time.Second
 	type outcome struct {
 		res  *sandbox.Result
@@ -424,7 +451,7 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 	start := time.Now()
 	for range n {
 		go func() {
-			r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: timeout})
+			r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: timeout, Waiting: tell})
 			out <- outcome{r, err, time.Since(start)}
 		}()
 	}
@@ -442,5 +469,8 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 	}
 	if len(sqliteHeapTurn) != 0 {
 		t.Errorf("the turn is still held")
+	}
+	if waited.Load() == 0 && !t.Failed() {
+		t.Error("no statement ran out while the others held the heap: they did not overlap, and the test tells nothing")
 	}
 }
