@@ -41,6 +41,7 @@ int sqlite3_strglob(const char*, const char*);
 long long sqlite3_memory_used(void);
 int sqlite3_errcode(sqlite3*);
 long long sqlite3_hard_heap_limit64(long long);
+long long sqlite3_soft_heap_limit64(long long);
 
 #define CS_UTF8 1
 #define CS_DETERMINISTIC 0x000000800
@@ -427,9 +428,19 @@ func sqliteHeapCap() int64 {
 	return sqliteHeapLimit
 }
 
-// sqliteSetHeapCap sets SQLite's hard heap limit for the process, raising it too, and returns
-// the one before: for tests, which lower it to hold the heap without a gigabyte of memory.
-func sqliteSetHeapCap(n int64) int64 { return int64(C.sqlite3_hard_heap_limit64(C.longlong(n))) }
+// sqliteSetHeapCap sets SQLite's hard heap limit for the process, raising it too, and the soft
+// limit to the same, as a connection's PRAGMA hard_heap_limit leaves them (lowering the hard
+// limit lowers the soft one; raising it does not raise the soft one back), and returns the hard
+// limit before: for tests, which lower it to hold the heap without a gigabyte of memory.
+func sqliteSetHeapCap(n int64) int64 {
+	prior := int64(C.sqlite3_hard_heap_limit64(C.longlong(n)))
+	C.sqlite3_soft_heap_limit64(C.longlong(n))
+	return prior
+}
+
+// sqliteSoftHeapLimit is SQLite's soft heap limit for the process (sqlite3_soft_heap_limit64),
+// past which its page caches recycle pages rather than grow.
+func sqliteSoftHeapLimit() int64 { return int64(C.sqlite3_soft_heap_limit64(-1)) }
 
 // sqliteDeadline makes c's statements stop after timeout from now; zero removes the deadline.
 func sqliteDeadline(c *sqlite3.SQLiteConn, timeout time.Duration) error {

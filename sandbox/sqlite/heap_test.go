@@ -65,6 +65,22 @@ func lowerHeapCap(t *testing.T) {
 	t.Cleanup(func() { sqliteSetHeapCap(sqliteHeapLimit) })
 }
 
+// TestSQLiteHeapCapRestored: a test that lowers SQLite's heap limit (lowerHeapCap) leaves it as
+// the sandbox's connections set it, soft limit included: lowering the hard limit lowers the soft
+// one, which raising it back did not, so every test after the first that held the heap ran with
+// SQLite's page caches under memory pressure past 64 MiB (mem0.nearlyFull), unlike production,
+// where both are sqliteHeapLimit.
+func TestSQLiteHeapCapRestored(t *testing.T) {
+	openChinookSQLite(t) // a connection has set the limit, as in production
+	if soft, hard := sqliteSoftHeapLimit(), sqliteHeapCap(); soft != sqliteHeapLimit || hard != sqliteHeapLimit {
+		t.Fatalf("before: soft limit %d, hard %d; want both %d", soft, hard, sqliteHeapLimit)
+	}
+	t.Run("held", func(t *testing.T) { holdHeap(t, 1<<20) })
+	if soft, hard := sqliteSoftHeapLimit(), sqliteHeapCap(); soft != sqliteHeapLimit || hard != sqliteHeapLimit {
+		t.Errorf("after a test held the heap: soft limit %d, hard %d; want both %d", soft, hard, sqliteHeapLimit)
+	}
+}
+
 // hold holds a row of n bytes (none for 0) on a connection of its own.
 func (h *heapHold) hold(n int64) {
 	h.t.Helper()
