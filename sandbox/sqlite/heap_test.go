@@ -352,6 +352,55 @@ func TestSQLiteHeapRerunFilter(t *testing.T) {
 	}
 }
 
+// TestSQLiteHeapJudgeRerun: the judge, on a Patient database, runs a pair again whole when a
+// prediction whose filter (its keeper) saw rows ran out of the heap others hold, each try with a
+// fresh keeper (TestSQLiteHeapRerunFilter is the sandbox's half): the prediction, identical in
+// its rows to its gold, is judged correct, after exactly one ErrBusy and two runs of it. Run again
+// in its turn with the first keeper, it kept 1 of its 10 rows and was judged wrong.
+func TestSQLiteHeapJudgeRerun(t *testing.T) {
+	db := openChinookSQLite(t)
+	sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{})
+	const (
+		pred = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 10) SELECT CASE WHEN n < 10 THEN n ELSE length(randomblob(1000000)) END FROM c"
+		gold = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 10) SELECT CASE WHEN n >= 10 THEN length(randomblob(1000000)) ELSE n END FROM c"
+	)
+	f := &heapFreeing{DB: db, h: holdHeap(t, 64<<10), runs: map[string]int{}}
+	v, err := judge.Judge{Style: judge.StyleBIRD}.Run(context.Background(), sandbox.Patient(f, 0), gold, pred, nil, 10*time.Second)
+	if err != nil || !v.Correct || f.busy != 1 || f.runs[pred] != 2 {
+		t.Errorf("a prediction that ran out of the heap others hold after rows: %+v, %v; %d ErrBusy, run %d times; want it correct after one ErrBusy and two runs", v, err, f.busy, f.runs[pred])
+	}
+}
+
+// heapFreeing is a DB that frees what h holds once one of its statements waits for the heap
+// (ExecOptions.Waiting) or fails with sandbox.ErrBusy, and counts its runs (by statement) and
+// its ErrBusy.
+type heapFreeing struct {
+	sandbox.DB
+	h    *heapHold
+	runs map[string]int
+	busy int
+}
+
+// Exec implements sandbox.DB.
+func (f *heapFreeing) Exec(ctx context.Context, q string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	waiting := opts.Waiting
+	opts.Waiting = func(w bool) {
+		if w {
+			f.h.release()
+		}
+		if waiting != nil {
+			waiting(w)
+		}
+	}
+	f.runs[q]++
+	r, err := f.DB.Exec(ctx, q, opts)
+	if errors.Is(err, sandbox.ErrBusy) {
+		f.busy++
+		f.h.release()
+	}
+	return r, err
+}
+
 // TestSQLiteGuardHeapShort: a connection that runs out of SQLite's heap installing its statement
 // guard (guardSQLite) fails with SQLite's "out of memory", as one that runs out opening does, so
 // that the statement that needed the connection is sandbox.ErrBusy (run): it was a database
