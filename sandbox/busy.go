@@ -30,7 +30,10 @@ type patientDB struct {
 // passed since the first; then it returns the last error, wrapped with the count of tries. The
 // batch jobs (distill, student eval, student score, student rollout) run through it, so that a
 // runaway of one episode costs another only time; the env answers 503 instead, and its client
-// tries again. A db that is already Patient is returned as it is.
+// tries again. Each try has the same ExecOptions, RowFilter included: a caller whose filter keeps
+// what it was told (one a failed try may have asked about rows, see RowFilter) takes the DB under
+// it (Impatient) and tries again itself with a fresh filter, as the judge does. A db that is
+// already Patient is returned as it is.
 func Patient(db DB, patience time.Duration) DB {
 	if _, ok := db.(*patientDB); ok || db == nil {
 		return db
