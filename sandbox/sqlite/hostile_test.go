@@ -3,11 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -423,25 +425,30 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 // together until one had waited 31.8 s, or more than BusyPatience with more of them. The cap is
 // lowered for the test (lowerHeapCap): on a loaded machine filling the whole one three times over
 // took longer than a statement's time limit (a timeout, not its out of memory, at a fifth of a
-// core); that they still overlap, one waiting for its turn, is checked (ExecOptions.Waiting).
+// core). That they overlap is not left to the machine's speed: each waits, at its tenth row, for
+// the three to hold nine values of 1 MB each (heapGate; a value held costs about twice its size,
+// and three while max() takes it), about 57 MB of the cap's 67 among them, so that the first to
+// run out past it finds the other two holding more than half (ExecOptions.Waiting told; both
+// checked).
 func TestSQLiteHeapEachPastIt(t *testing.T) {
-	db := openChinookSQLite(t)
+	const n, value, gateAt = 3, 1_000_000, 10
+	gate := &heapGate{n: n, at: gateAt, open: make(chan struct{})}
+	db := gatedChinookSQLite(t, gate)
 	lowerHeapCap(t)
-	// Distinct values of 8 MB held by max(), one more a row, more of them than the heap holds:
-	// the heap fills over some tens of milliseconds, so that the three overlap.
+	// Distinct values held by max(), one more a row, more of them than the heap holds.
 	var cols []string
-	last := int(sqliteHeapCap()/8_000_000) + 2
+	last := int(sqliteHeapCap()/value) + 2
 	for k := 1; k <= last; k++ {
-		cols = append(cols, fmt.Sprintf("max(CASE WHEN i = %d THEN zeroblob(%d) || x'%02x' END)", k, 8_000_000-k, k%256))
+		cols = append(cols, fmt.Sprintf("max(CASE WHEN i = %d THEN zeroblob(%d) || x'%02x' END)", k, value-k, k%256))
 	}
-	q := fmt.Sprintf("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT %s FROM r", last, strings.Join(cols, ", "))
+	q := fmt.Sprintf("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT %s FROM r WHERE heap_gate(i)", last, strings.Join(cols, ", "))
 	var waited atomic.Int64 // statements that waited for their turn
 	tell := func(w bool) {
 		if w {
 			waited.Add(1)
 		}
 	}
-	const n, timeout = 3, 30 * time.Second
+	const timeout = 30 * time.Second
 	type outcome struct {
 		res  *sandbox.Result
 		err  error
@@ -470,7 +477,68 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 	if len(sqliteHeapTurn) != 0 {
 		t.Errorf("the turn is still held")
 	}
-	if waited.Load() == 0 && !t.Failed() {
-		t.Error("no statement ran out while the others held the heap: they did not overlap, and the test tells nothing")
+	if gate.late.Load() {
+		t.Error("the statements did not reach the gate together (one ran out before it?): the values held there are too large for the cap")
+	} else if held := gate.held.Load(); held*2/3 <= sqliteHeapCap()/2 {
+		t.Errorf("the statements held %d bytes at the gate: two of them not more than half the cap", held)
+	} else {
+		t.Logf("the three held %d MiB at the gate", held>>20)
+	}
+	if waited.Load() == 0 {
+		t.Error("no statement waited for its turn (ExecOptions.Waiting told nothing)")
 	}
 }
+
+// heapGate is the SQL function heap_gate(i) of gatedChinookSQLite's connections: true, after,
+// where i is at, waiting for the first n statements to reach it (at most 20 s, then late); at
+// once for the rest (one running again in its turn).
+type heapGate struct {
+	n, at   int64
+	mu      sync.Mutex
+	arrived int64
+	open    chan struct{}
+	late    atomic.Bool
+	held    atomic.Int64 // SQLite's heap in use once all n reached it
+}
+
+func (g *heapGate) pass(i int64) bool {
+	if i != g.at {
+		return true
+	}
+	g.mu.Lock()
+	if g.arrived++; g.arrived == g.n {
+		g.held.Store(sqliteHeapUsed())
+		close(g.open)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-time.After(20 * time.Second):
+		g.late.Store(true)
+	}
+	return true
+}
+
+// gatedChinookSQLite opens the shared Chinook file as Open does, on connections that also have
+// heap_gate (g).
+func gatedChinookSQLite(t *testing.T, g *heapGate) *sqliteDB {
+	t.Helper()
+	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if err := prepareSQLiteConn(c); err != nil {
+			return err
+		}
+		return c.RegisterFunc("heap_gate", g.pass, false)
+	}}
+	db := &sqliteDB{db: sql.OpenDB(dsnConnector{d, sqliteDSN(shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite"))})}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// dsnConnector is a driver.Connector opening dsn with d.
+type dsnConnector struct {
+	d   *sqlite3.SQLiteDriver
+	dsn string
+}
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return c.d }

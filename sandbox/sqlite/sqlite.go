@@ -133,8 +133,7 @@ func Open(path string) (sandbox.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1"
-	db, err := sql.Open(sqliteReadDriver, dsn)
+	db, err := sql.Open(sqliteReadDriver, sqliteDSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
@@ -150,6 +149,11 @@ func Open(path string) (sandbox.DB, error) {
 	}
 	v, _, _ := sqlite3.Version() // the library every connection runs: sqlite_version()
 	return &sqliteDB{db: db, version: "SQLite " + v}, nil
+}
+
+// sqliteDSN is go-sqlite3's name for the SQLite file at path, opened read-only and immutable.
+func sqliteDSN(path string) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1"
 }
 
 // sqliteMagic is how every SQLite database file starts (the header's first 16 bytes).
