@@ -3,7 +3,6 @@ package teachers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
@@ -31,7 +30,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, est int) (chat.Reply,
 	if f != nil {
 		return chat.Reply{}, f
 	}
-	return c.applyPolicy(rep, cp)
+	return c.applyPolicy(rep, !a.content.nonBlank, cp)
 }
 
 // waitLimits waits for the RPM and TPM limits (reserving min(est, burst) tokens, returned) and
@@ -155,15 +154,16 @@ func (c *Client) reply(a *assembly, cp *capture, u chat.Usage) (chat.Reply, *fau
 var policyField = map[string]string{ReasonEmpty: "on_empty", ReasonLength: "on_length", ReasonContentFilter: "on_content_filter"}
 
 // applyPolicy keeps, retries or fails a reply cut by a content filter or the token limit, or
-// with blank content, as on_content_filter, on_length and on_empty say.
-func (c *Client) applyPolicy(rep chat.Reply, cp *capture) (chat.Reply, *fault) {
+// with blank content (all of it white space, before any cut), as on_content_filter, on_length
+// and on_empty say.
+func (c *Client) applyPolicy(rep chat.Reply, blank bool, cp *capture) (chat.Reply, *fault) {
 	var reason, policy string
 	switch {
 	case rep.FinishReason == chat.FinishContentFilter:
 		reason, policy = ReasonContentFilter, c.ep.OnContentFilter
 	case rep.FinishReason == chat.FinishLength:
 		reason, policy = ReasonLength, c.ep.OnLength
-	case strings.TrimSpace(rep.Content) == "":
+	case blank:
 		reason, policy = ReasonEmpty, c.ep.OnEmpty
 	default:
 		return rep, nil

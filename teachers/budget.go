@@ -9,24 +9,24 @@ import (
 )
 
 // What one reply may hold while it is read (docs/DESIGN.md, "Bounded texts"). A reply is read
-// as it arrives: the fields no reader reads are scanned and dropped (scan.go), and what is left
-// of one completion or stream chunk is at most maxUnit bytes of JSON; each text the reply
-// assembles (its content, each reasoning field) is at most maxReplyText bytes. Past either the
-// attempt fails with ReasonTooLong, retried.
+// as it arrives: the fields no reader reads are scanned and dropped (scan.go), and each text
+// the reply assembles (its content, each reasoning field) keeps its first maxReplyText bytes,
+// the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it). What
+// one completion or stream chunk keeps (its JSON, less the texts, and the texts' first bytes)
+// is at most maxUnit bytes: past it, or past maxResponseBytes, the attempt fails with
+// ReasonTooLong, retried.
 const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
-	// one was cut there anyway, and a teacher's token limit never writes so much.
+	// one is cut there, as the Stepper cut it when the client returned it whole.
 	maxReplyText = textcap.Reply
-	// maxUnit is four texts of maxReplyText (the content and three reasoning fields) as JSON
-	// that writes them mostly unescaped. It bounds the JSON as sent: texts a server escapes
-	// (\uXXXX for every non-ASCII letter, 6 bytes for 2 or 3) pass it sooner, each within
-	// maxReplyText (TestReplyUnitBound: 1 MiB and 0.5 MiB of "é" so escaped fail).
+	// maxUnit bounds what one completion or stream chunk keeps: four texts of maxReplyText (the
+	// content and three reasoning fields), or members the client reads that hold that much.
 	maxUnit = 4 * maxReplyText
 )
 
 // ReplyBudget bounds the bytes that all of the process's replies hold together while they are
-// read and assembled (their kept JSON, its decoding, their texts), whatever the teachers'
-// max_concurrency: a reply that finds no room left fails its attempt at once with
+// read and assembled (their kept JSON and texts' first bytes, its decoding, their texts),
+// whatever the teachers' max_concurrency: a reply that finds no room left fails its attempt at once with
 // ReasonReplyBudget, retried after the backoff.
 const ReplyBudget = 256 << 20
 
@@ -70,7 +70,8 @@ type meter struct {
 // The uses of a meter.
 const (
 	slotUnit   = iota // the kept JSON of the completion or chunk being read (its buffer's capacity)
-	slotDecode        // its decoding: twice its length
+	slotPieces        // that completion's or chunk's texts (their buffers' capacity)
+	slotDecode        // its decoding: twice its kept JSON
 	slotText          // the reply's texts (their builders' capacity)
 	slotHead          // the first bytes of a failure response's body
 	slots

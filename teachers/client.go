@@ -208,7 +208,8 @@ func inc(m *map[string]int64, k string) {
 // Chat sends msgs and returns the assistant's reply, retrying transient faults. Reply.Content is
 // the content exactly as returned (an inline <think> block stays there); Reply.Reasoning is the
 // separate reasoning text of the first field of the profile's ReasoningOrder that has one
-// (reasoning_content, reasoning, reasoning_details), and Reply.ReasoningSource names it. A
+// (reasoning_content, reasoning, reasoning_details), and Reply.ReasoningSource names it. Each is
+// cut at textcap.Reply as textcap.Cut cuts it when longer (what the Stepper keeps of it). A
 // streamed reply is assembled from its deltas and returned only when complete. Reply.Usage is
 // the usage of the answering response, Usage.CostUSD its cost; Stats.Usage also counts
 // responses that were retried. A failure is an *Error.

@@ -244,7 +244,7 @@ func TestWireReasoningForms(t *testing.T) {
 				t.Fatal(err)
 			}
 			var a assembly
-			a.add(&w)
+			a.add(&w, literalPiece)
 			prof, _ := ProfileOf(c.order)
 			got, src := a.pickReasoning(prof.ReasoningOrder)
 			if got != c.want || src != c.source {
@@ -271,7 +271,7 @@ func TestWireUsageForms(t *testing.T) {
 			t.Fatal(err)
 		}
 		var a assembly
-		a.add(&w)
+		a.add(&w, literalPiece)
 		u, cost := a.chatUsage()
 		if u != c.want || (cost == nil) != (c.cost < 0) || (cost != nil && *cost != c.cost) {
 			t.Errorf("%s: usage %+v cost %v", c.name, u, cost)
@@ -500,8 +500,8 @@ func FuzzWireResponse(f *testing.F) {
 			return
 		}
 		var a assembly
-		a.add(&w)
-		a.add(&w)
+		a.add(&w, literalPiece)
+		a.add(&w, literalPiece)
 		text, src := a.pickReasoning(fieldOrder)
 		if (text == "") != (src == "") {
 			t.Fatalf("reasoning %q from %q", text, src)

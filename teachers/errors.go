@@ -27,9 +27,9 @@ const (
 	ReasonAuth          = "auth"           // HTTP 401/403: not retried
 	ReasonClient        = "client_error"   // other HTTP 4xx, and a 3xx not followed: not retried
 	ReasonCanceled      = "canceled"       // the caller's context ended
-	// ReasonTooLong is a reply past what one reply may hold: its content or a reasoning text
-	// over textcap.Reply bytes, a completion or stream chunk over 4 MiB once the fields the
-	// client does not read are dropped, a body or stream over 64 MiB.
+	// ReasonTooLong is a reply past what one reply may hold: a completion or stream chunk
+	// that keeps over 4 MiB once the fields the client does not read are dropped and each text
+	// is cut at textcap.Reply, a body or stream over 64 MiB. (A longer text is cut, not a fault.)
 	ReasonTooLong = "too_long"
 	// ReasonReplyBudget is a reply that found the process's ReplyBudget held by the replies
 	// being read.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // hugeReply is a reply near maxResponseBytes, written as it is generated (the server holds no
@@ -26,9 +27,26 @@ type hugeReply struct {
 	stream     bool
 	head, tail string
 	fill       string
-	// content is the reply Chat returns with the fix, "" when the reply must fail; reason is
-	// its Reason then.
-	content, reason string
+	// The reply Chat returns: its content (or its reasoning, field "reasoning") is huge, huge
+	// times the fill's count then after, textcap.Cut at textcap.Reply; its other text is sql
+	// (reasoning: none).
+	field, huge, after string
+}
+
+const sql1 = "<sql>SELECT 1</sql>"
+
+// want is the reply's content and reasoning when it is about size bytes, as the Stepper keeps
+// them (textcap.Cut at textcap.Reply).
+func (h hugeReply) want(size int) (content, reasoning string) {
+	text := ""
+	if h.huge != "" {
+		text = strings.Repeat(h.huge, (size-len(h.head)-len(h.tail))/len(h.fill))
+	}
+	text = textcap.Cut(text+h.after, textcap.Reply)
+	if h.field == "reasoning" {
+		return sql1, text
+	}
+	return text, ""
 }
 
 // write sends the reply on w within size bytes.
@@ -62,6 +80,7 @@ func hugeSize() int {
 // reasoning), one huge field no reader reads, deep nesting inside such a field, and many small
 // chunks, as plain completions and as event streams.
 func hugeReplies() []hugeReply {
+	x4000 := strings.Repeat("x", 4000)
 	const ok = `"choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}]}`
 	chunk := func(delta string) string {
 		return `data: {"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
@@ -70,19 +89,19 @@ func hugeReplies() []hugeReply {
 	nest := strings.Repeat("[", 500) + strings.Repeat("]", 500) + ","
 	return []hugeReply{
 		{name: "plain content", head: `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`, fill: "abcdefgh",
-			tail: `"},"finish_reason":"stop"}]}`, reason: ReasonTooLong},
+			tail: `"},"finish_reason":"stop"}]}`, huge: "abcdefgh"},
 		{name: "plain reasoning", head: `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>","reasoning_content":"`,
-			fill: "abcdefgh", tail: `"},"finish_reason":"stop"}]}`, reason: ReasonTooLong},
-		{name: "plain unknown field", head: `{"model":"m","x_trace":"`, fill: "abcdefgh", tail: `",` + ok, content: "<sql>SELECT 1</sql>"},
-		{name: "plain deep nesting", head: `{"model":"m","x_trace":[`, fill: nest, tail: `[]],` + ok, content: "<sql>SELECT 1</sql>"},
+			fill: "abcdefgh", tail: `"},"finish_reason":"stop"}]}`, field: "reasoning", huge: "abcdefgh"},
+		{name: "plain unknown field", head: `{"model":"m","x_trace":"`, fill: "abcdefgh", tail: `",` + ok, after: sql1},
+		{name: "plain deep nesting", head: `{"model":"m","x_trace":[`, fill: nest, tail: `[]],` + ok, after: sql1},
 		{name: "stream content", stream: true, head: chunk(`{"role":"assistant","content":""}`) + `data: {"model":"m","choices":[{"index":0,"delta":{"content":"`,
-			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, reason: ReasonTooLong},
+			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, huge: "abcdefgh", after: sql1},
 		{name: "stream reasoning", stream: true, head: `data: {"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"`,
-			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, reason: ReasonTooLong},
+			fill: "abcdefgh", tail: `"},"finish_reason":null}]}` + "\n\n" + okChunks, field: "reasoning", huge: "abcdefgh"},
 		{name: "stream many chunks", stream: true, head: chunk(`{"role":"assistant","content":""}`),
-			fill: chunk(`{"content":"` + strings.Repeat("x", 4000) + `"}`), tail: okChunks, reason: ReasonTooLong},
+			fill: chunk(`{"content":"` + x4000 + `"}`), tail: okChunks, huge: x4000, after: sql1},
 		{name: "stream unknown field", stream: true, head: `data: {"model":"m","x_trace":"`, fill: "abcdefgh",
-			tail: `","choices":[]}` + "\n\n" + okChunks, content: "<sql>SELECT 1</sql>"},
+			tail: `","choices":[]}` + "\n\n" + okChunks, after: sql1},
 	}
 }
 
@@ -130,9 +149,10 @@ func peakHeap(f func()) uint64 {
 // TestReplyMemoryBounded: n replies near maxResponseBytes at once, of every shape
 // (hugeReplies), cost the client's heap at most replyHeapBound above what it held before,
 // whatever their size: the unread fields are scanned without being kept, each text of the reply
-// stops at maxReplyText (ReasonTooLong), and a reply of a normal size inside a huge field comes
-// back as it is. Before, each reply cost 130-380 MB (io.ReadAll of the body, its decoded copy,
-// the assembly's copy; an event stream's line held whole, twice).
+// keeps its first maxReplyText bytes and comes back as textcap.Cut cuts it, and a reply of a
+// normal size inside a huge field comes back as it is. Before, each reply cost 130-380 MB
+// (io.ReadAll of the body, its decoded copy, the assembly's copy; an event stream's line held
+// whole, twice).
 func TestReplyMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends several 64 MiB replies")
@@ -145,13 +165,11 @@ func TestReplyMemoryBounded(t *testing.T) {
 			reps, errs, peak := chatHuge(t, h, n)
 			t.Logf("%s: %d replies at once: heap peak %.1f MiB above the start (%.1f MiB a reply), %v",
 				h.name, n, float64(peak)/(1<<20), float64(peak)/n/(1<<20), time.Since(start).Round(time.Millisecond))
+			content, reasoning := h.want(hugeSize())
 			for i := range n {
-				var te *Error
-				switch {
-				case h.content != "" && (errs[i] != nil || reps[i].Content != h.content):
-					t.Errorf("reply %d: %v, content %d bytes %.40q, want %q", i, errs[i], len(reps[i].Content), reps[i].Content, h.content)
-				case h.content == "" && (!errors.As(errs[i], &te) || te.Reason != h.reason):
-					t.Errorf("reply %d: %v (content %d bytes), want a %s error", i, errs[i], len(reps[i].Content), h.reason)
+				if errs[i] != nil || reps[i].Content != content || reps[i].Reasoning != reasoning {
+					t.Errorf("reply %d: %v, content %d bytes ending %q, reasoning %d bytes; want %d ending %q and %d",
+						i, errs[i], len(reps[i].Content), tail(reps[i].Content), len(reps[i].Reasoning), len(content), tail(content), len(reasoning))
 				}
 			}
 			if peak > replyHeapBound {
@@ -198,8 +216,8 @@ func chatHuge(t *testing.T, h hugeReply, n int) ([]chat.Reply, []error, uint64) 
 // TestReplyBudgetBounds: the replies being read hold at most ReplyBudget together, whatever
 // their number: n huge replies at once under a budget that holds three of them cost the heap
 // about that budget, those that found no room failed with ReasonReplyBudget (retried like a
-// provider fault), and every byte was given back. Without the budget the n replies took
-// n times as much.
+// provider fault; here there are no retries), the others came back cut, and every byte was
+// given back. Without the budget the n replies took n times as much.
 func TestReplyBudgetBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends several 64 MiB replies")
@@ -208,21 +226,21 @@ func TestReplyBudgetBounds(t *testing.T) {
 	old := replyBudget.limit
 	defer func() { replyBudget.limit = old }()
 	replyBudget.limit = 3 * maxUnit
-	h := hugeReplies()[0] // plain content: each holds maxUnit before it fails
-	_, errs, peak := chatHuge(t, h, n)
+	h := hugeReplies()[0] // plain content
+	reps, errs, peak := chatHuge(t, h, n)
 	t.Logf("%d replies at once under a %d MiB budget: heap peak %.1f MiB", n, replyBudget.limit>>20, float64(peak)/(1<<20))
+	content, _ := h.want(hugeSize())
 	refused := 0
 	for i, err := range errs {
-		switch Reason(err) {
-		case ReasonReplyBudget:
+		switch {
+		case Reason(err) == ReasonReplyBudget:
 			refused++
-		case ReasonTooLong:
-		default:
-			t.Errorf("reply %d: %v, want %s or %s", i, err, ReasonTooLong, ReasonReplyBudget)
+		case err != nil || reps[i].Content != content:
+			t.Errorf("reply %d: %v, content %d bytes; want %d or %s", i, err, len(reps[i].Content), len(content), ReasonReplyBudget)
 		}
 	}
-	if refused == 0 {
-		t.Errorf("no reply was refused room")
+	if refused == 0 || refused == n {
+		t.Errorf("%d of %d replies were refused room", refused, n)
 	}
 	if bound := uint64(3*replyBudget.limit) + 8<<20; peak > bound {
 		t.Errorf("%d replies took %.1f MiB of heap under a %d MiB budget, over %d MiB", n, float64(peak)/(1<<20), replyBudget.limit>>20, bound>>20)
@@ -285,8 +303,9 @@ func TestReplyBudgetRefusal(t *testing.T) {
 }
 
 // TestReplyTextBound: each text of a reply is kept whole up to maxReplyText bytes (what a
-// trajectory keeps); one byte more fails the attempt as ReasonTooLong, retried, for content
-// and reasoning, plain and streamed, in one piece or across many chunks.
+// trajectory keeps); one byte more and it comes back as textcap.Cut cuts it, at once, for
+// content and reasoning, plain and streamed, in one piece or across many chunks. (Before, one
+// byte more failed the attempt as too_long.)
 func TestReplyTextBound(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -314,8 +333,12 @@ func TestReplyTextBound(t *testing.T) {
 				}
 				w.Header().Set("Content-Type", "text/event-stream")
 				step := (len(text) + tc.pieces - 1) / tc.pieces
-				for i := 0; i < len(text); i += step {
-					piece := text[i:min(len(text), i+step)]
+				for i, j := 0, 0; i < len(text); i = j {
+					j = min(len(text), i+step)
+					for j < len(text) && !utfStart(text[j]) {
+						j++ // a delta holds whole characters
+					}
+					piece := text[i:j]
 					d, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]string{tc.field: piece}}}})
 					b.WriteString("data: " + string(d) + "\n\n")
 				}
@@ -332,37 +355,41 @@ func TestReplyTextBound(t *testing.T) {
 			if tc.field != "content" {
 				got = rep.Reasoning
 			}
-			switch {
-			case size <= maxReplyText && (err != nil || got != text):
-				t.Errorf("%s, %d bytes: %v, %d bytes back", tc.name, size, err, len(got))
-			case size > maxReplyText && (Reason(err) != ReasonTooLong || c.Stats().RetriesByReason[ReasonTooLong] != 2):
-				t.Errorf("%s, %d bytes: %v (retries %v), want %s after 2 retries", tc.name, size, err, c.Stats().RetriesByReason, ReasonTooLong)
+			if want := textcap.Cut(text, textcap.Reply); err != nil || got != want || c.Stats().Retries != 0 {
+				t.Errorf("%s, %d bytes: %v (retries %v), %d bytes back ending %q, want %d ending %q",
+					tc.name, size, err, c.Stats().RetriesByReason, len(got), tail(got), len(want), tail(want))
 			}
 		}
 	}
 }
 
-// TestReplyUnitBound: the bound on one completion (maxUnit) is on its JSON as sent, not on the
-// texts it decodes to: 1 MiB and 0.5 MiB of "é", each text within maxReplyText, pass it
-// written as UTF-8 and fail it as too long written as \u00e9 escapes (3 bytes of JSON for each
-// byte of text), as ensure_ascii encoders write them.
+// TestReplyUnitBound: the bound on one completion (maxUnit) is on what it keeps, each text cut
+// at maxReplyText: texts escaped as \u00e9 (6 bytes of JSON for 2 of text, as ensure_ascii
+// encoders write them) come back as the same texts written as UTF-8, even where their JSON is
+// over maxUnit (before, it failed as too long); a completion that keeps more (five texts of
+// maxReplyText) fails as too long.
 func TestReplyUnitBound(t *testing.T) {
 	for _, escaped := range []bool{false, true} {
 		e := "é"
 		if escaped {
 			e = `\u00e9`
 		}
-		content, reasoning := strings.Repeat(e, maxReplyText/2), strings.Repeat(e, maxReplyText/4)
+		content, reasoning := strings.Repeat(e, maxReplyText/2+10), strings.Repeat(e, maxReplyText/4)
 		body := `{"model":"m","choices":[{"index":0,"message":{"content":"` + content + `","reasoning_content":"` +
 			reasoning + `"},"finish_reason":"stop"}]}`
 		a := assembly{limit: maxReplyText}
 		err := readPlain(strings.NewReader(body), &capture{status: 200}, &a)
-		var tl *tooLongError
-		switch {
-		case !escaped && (err != nil || a.content.Len() != maxReplyText || a.reasoning[0].Len() != maxReplyText/2):
-			t.Errorf("UTF-8: %v, content %d bytes, reasoning %d bytes", err, a.content.Len(), a.reasoning[0].Len())
-		case escaped && !errors.As(err, &tl):
-			t.Errorf("escaped (%d bytes of JSON): %v, want a *tooLongError", len(body), err)
+		wantContent := textcap.Cut(strings.Repeat("é", maxReplyText/2+10), maxReplyText)
+		if err != nil || a.content.String() != wantContent || a.reasoning[0].String() != strings.Repeat("é", maxReplyText/4) {
+			t.Errorf("escaped %v (%d bytes of JSON): %v, content %d bytes, reasoning %d bytes", escaped, len(body), err, a.content.Len(), a.reasoning[0].Len())
 		}
+	}
+	text := `"` + strings.Repeat("x", maxReplyText) + `"`
+	body := `{"model":"m","choices":[{"index":0,"message":{"content":` + text + `,"reasoning_content":` + text + `,"reasoning":` + text +
+		`,"reasoning_details":[{"type":"reasoning.text","text":` + text + `},{"type":"reasoning.text","text":` + text + `}]}}]}`
+	a := assembly{limit: maxReplyText}
+	var tl *tooLongError
+	if err := readPlain(strings.NewReader(body), &capture{status: 200}, &a); !errors.As(err, &tl) {
+		t.Errorf("five texts of %d bytes: %v, want a *tooLongError", maxReplyText, err)
 	}
 }

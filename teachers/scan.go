@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // A reply is read as it arrives, never whole: a plain body, and each data line of an event
@@ -17,8 +20,11 @@ import (
 // only what the client decodes: the members of the objects of a shape (wire.go), matched by
 // name as encoding/json matches a struct's fields. A member no reader reads (logprobs, a
 // provider's extras, anything a hostile server adds) is scanned and dropped, whatever its
-// size. The buffer is then decoded with encoding/json into internal/oai's types as before, so a
-// reply decodes to what it did when it was read whole.
+// size. A text of the reply (content, a reasoning field) is decoded aside as it arrives: its
+// first bytes are kept, up to the limit on a text, the rest only counted, and it stands in the
+// buffer as its number (text). The buffer is then decoded with encoding/json into
+// internal/oai's types as before and each text looked up by its number (piece), so a reply
+// decodes to what it did when it was read whole, each text cut as textcap.Cut cuts it.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -84,6 +90,15 @@ func (s *src) has(prefix string) bool {
 		s.err = err
 	}
 	return int64(len(prefix)) <= s.limit-s.n && string(b) == prefix
+}
+
+// peekUpTo returns up to n next bytes (fewer at the end of the input), not consumed.
+func (s *src) peekUpTo(n int) []byte {
+	b, err := s.r.Peek(n)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) && s.err == nil {
+		s.err = err
+	}
+	return b[:min(int64(len(b)), s.limit-s.n)]
 }
 
 // ws skips JSON whitespace and returns the next byte, not consumed; false at the end of the
@@ -165,6 +180,7 @@ var errEnd = errors.New("unexpected end of JSON input")
 const (
 	shapeLeaf   = iota // kept as it is
 	shapeBlank         // a string field nothing reads: a string is kept as "", its type is all that counts
+	shapeText          // a text of the reply: a string is decoded aside (reducer.text)
 	shapeObject        // an object, only the members named kept
 	shapeArray         // an array of elem
 )
@@ -172,9 +188,10 @@ const (
 // A shape is what the client decodes of a JSON value. A value of another kind than its shape's
 // (an array where an object is read, an object for a string) is a type error to encoding/json
 // whatever it holds, so a reducer keeps it as an empty container; a string, number or literal
-// is kept as it is.
+// is kept as it is, but a string where text is set, which is a text of the reply.
 type shape struct {
 	kind    int
+	text    bool
 	members []member
 	elem    *shape
 }
@@ -188,6 +205,7 @@ type member struct {
 var (
 	leafShape  = &shape{kind: shapeLeaf}
 	blankShape = &shape{kind: shapeBlank}
+	textShape  = &shape{kind: shapeText, text: true}
 )
 
 func objectShape(members ...member) *shape { return &shape{kind: shapeObject, members: members} }
@@ -235,10 +253,12 @@ const (
 	sinkNone = iota // checked, dropped
 	sinkOut         // kept
 	sinkKey         // the object key being read
+	sinkEsc         // the escape being decoded in a text
 )
 
 // A reducer reads one JSON value from a src under a shape and keeps, in out, the JSON the
-// client decodes (compact: the whitespace between tokens is dropped).
+// client decodes (compact: the whitespace between tokens is dropped), and in pieces the texts
+// of the reply that value holds.
 type reducer struct {
 	s       *src
 	out     []byte
@@ -246,19 +266,59 @@ type reducer struct {
 	key     []byte
 	keyLong bool
 	stack   []byte
+	esc     []byte // the escape being decoded in a text
+	// limit bounds what a text keeps (its first bytes; 0 none). heads holds the first bytes of
+	// the value's texts, pieces each text, numbered in the order they came.
+	limit  int
+	heads  []byte
+	pieces []textPiece
 }
 
-// reset empties out for the next value of s.
-func (d *reducer) reset() { d.out = d.out[:0] }
+// A textPiece is a text of the reply in one completion or chunk (a string under a text shape)
+// as encoding/json decodes it: its first bytes, heads[off:end], at most the reducer's limit;
+// its length in all, n; whether any of it is not white space (what strings.TrimSpace trims).
+type textPiece struct {
+	off, end, n int
+	nonBlank    bool
+}
+
+// pieceBytes is what a textPiece takes in pieces, counted toward the completion's or chunk's
+// bound.
+const pieceBytes = int(unsafe.Sizeof(textPiece{}))
+
+// reset empties out and the texts for the next value of s.
+func (d *reducer) reset() {
+	d.out, d.heads, d.pieces = d.out[:0], d.heads[:0], d.pieces[:0]
+}
+
+// kept is what the value read so far keeps: its JSON, its texts' first bytes and their pieces.
+func (d *reducer) kept() int { return len(d.out) + len(d.heads) + len(d.pieces)*pieceBytes }
+
+// room fails once the value would keep n more bytes past maxUnit.
+func (d *reducer) room(n int) error {
+	if d.kept()+n > maxUnit {
+		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply keeps over %d bytes once the fields the client does not read are dropped and each text is cut at %d", maxUnit, d.limit)}
+	}
+	return nil
+}
+
+// grown is the capacity a buffer of capacity c grows to for n bytes: twice, at least 4 KiB, at
+// most limit (0 none).
+func grown(c, n, limit int) int {
+	c = max(2*c, n, 4<<10)
+	if limit > 0 {
+		c = min(c, limit)
+	}
+	return c
+}
 
 // put appends p to out within maxUnit bytes, holding its buffer's growth in the meter.
 func (d *reducer) put(p []byte) error {
-	n := len(d.out) + len(p)
-	if n > maxUnit {
-		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply is over %d bytes once the fields the client does not read are dropped", maxUnit)}
+	if err := d.room(len(p)); err != nil {
+		return err
 	}
-	if n > cap(d.out) {
-		c := min(max(2*cap(d.out), n, 4<<10), maxUnit)
+	if n := len(d.out) + len(p); n > cap(d.out) {
+		c := grown(cap(d.out), n, maxUnit)
 		if err := d.m.need(slotUnit, c); err != nil {
 			return err
 		}
@@ -268,11 +328,72 @@ func (d *reducer) put(p []byte) error {
 	return nil
 }
 
+// keep counts b, the next decoded bytes of the text p, and keeps what the limit leaves room
+// for in heads.
+func (d *reducer) keep(p *textPiece, b []byte) error {
+	if !p.nonBlank && !spaceOnly(b) {
+		p.nonBlank = true
+	}
+	p.n += len(b)
+	if d.limit > 0 {
+		b = b[:min(len(b), d.limit-(p.end-p.off))]
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	if err := d.room(len(b)); err != nil {
+		return err
+	}
+	if n := len(d.heads) + len(b); n > cap(d.heads) {
+		c := grown(cap(d.heads), n, maxUnit)
+		if err := d.m.need(slotPieces, c+cap(d.pieces)*pieceBytes); err != nil {
+			return err
+		}
+		d.heads = append(make([]byte, 0, c), d.heads...)
+	}
+	d.heads = append(d.heads, b...)
+	p.end = len(d.heads)
+	return nil
+}
+
+// spaceOnly reports whether the decoded text b (whole characters) is all white space, as
+// strings.TrimSpace sees it.
+func spaceOnly(b []byte) bool {
+	for len(b) > 0 {
+		if c := b[0]; c < utf8.RuneSelf {
+			if c != ' ' && (c < '\t' || c > '\r') {
+				return false
+			}
+			b = b[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		if !unicode.IsSpace(r) {
+			return false
+		}
+		b = b[size:]
+	}
+	return true
+}
+
+// piece is the text that stands as s in a decoded value: the piece numbered s.
+func (d *reducer) piece(s string) (head []byte, n int, nonBlank bool) {
+	k, err := strconv.Atoi(s)
+	if err != nil || k < 0 || k >= len(d.pieces) {
+		// Every string under a text shape is a piece's number; anything else decodes to "".
+		return nil, 0, false
+	}
+	p := d.pieces[k]
+	return d.heads[p.off:p.end], p.n, p.nonBlank
+}
+
 // emit sends p to sink.
 func (d *reducer) emit(sink int, p []byte) error {
 	switch sink {
 	case sinkOut:
 		return d.put(p)
+	case sinkEsc:
+		d.esc = append(d.esc, p...)
 	case sinkKey:
 		if !d.keyLong {
 			if len(d.key)+len(p) > maxKey {
@@ -304,6 +425,8 @@ func (d *reducer) value(sh *shape, depth int) error {
 		return errEnd
 	}
 	switch {
+	case sh.text && c == '"':
+		return d.text()
 	case sh.kind == shapeObject && c == '{':
 		return d.object(sh, depth+1)
 	case sh.kind == shapeArray && c == '[':
@@ -612,6 +735,163 @@ func (d *reducer) str(sink int) error {
 			return err
 		}
 	}
+}
+
+// text reads a string (its '"' next) that is a text of the reply: in out it stands as its
+// number among the value's pieces; its bytes, decoded as encoding/json decodes them (escapes,
+// surrogate pairs, U+FFFD for a lone surrogate and for each byte that is not UTF-8), are
+// counted, and the first d.limit of them kept in heads.
+func (d *reducer) text() error {
+	if err := d.room(pieceBytes); err != nil {
+		return err
+	}
+	if len(d.pieces) == cap(d.pieces) {
+		c := grown(cap(d.pieces)*pieceBytes, (len(d.pieces)+1)*pieceBytes, maxUnit) / pieceBytes
+		if err := d.m.need(slotPieces, cap(d.heads)+c*pieceBytes); err != nil {
+			return err
+		}
+		d.pieces = append(make([]textPiece, 0, c), d.pieces...)
+	}
+	k := len(d.pieces)
+	d.pieces = append(d.pieces, textPiece{off: len(d.heads), end: len(d.heads)})
+	var num [24]byte
+	if err := d.put(append(strconv.AppendInt(append(num[:0], '"'), int64(k), 10), '"')); err != nil {
+		return err
+	}
+	s := d.s
+	s.skip(1)
+	for {
+		b := s.avail()
+		if len(b) == 0 {
+			return errEnd
+		}
+		// The bytes that decode to themselves: printable ASCII but '"' and '\\', and whole
+		// UTF-8 characters.
+		i := 0
+		for i < len(b) {
+			c := b[i]
+			if c < utf8.RuneSelf {
+				if c < 0x20 || c == '"' || c == '\\' {
+					break
+				}
+				i++
+				continue
+			}
+			if !utf8.FullRune(b[i:]) {
+				break
+			}
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			i += size
+		}
+		if err := d.keep(&d.pieces[k], b[:i]); err != nil {
+			return err
+		}
+		s.skip(i)
+		if i == len(b) {
+			continue
+		}
+		switch c := b[i]; {
+		case c == '"':
+			s.skip(1)
+			return nil
+		case c == '\\':
+			if err := d.textEscape(&d.pieces[k]); err != nil {
+				return err
+			}
+		case c == '\n' && s.line:
+			return errEnd
+		case c < 0x20:
+			return d.syntax("invalid character %q in string literal", c)
+		default:
+			// Not UTF-8, or a character cut by the end of what is buffered.
+			p := s.peekUpTo(utf8.UTFMax)
+			r, size := utf8.DecodeRune(p)
+			if r == utf8.RuneError && size <= 1 {
+				size = 1 // each byte that is not UTF-8 is U+FFFD, as encoding/json decodes it
+			}
+			if err := d.keep(&d.pieces[k], utf8.AppendRune(num[:0], r)); err != nil {
+				return err
+			}
+			s.skip(size)
+		}
+	}
+}
+
+// textEscape reads an escape of a text (its '\\' next) and keeps what it decodes to: a
+// \uXXXX that is half of a surrogate pair takes the other half when the next escape is it,
+// and is U+FFFD when it is not.
+func (d *reducer) textEscape(p *textPiece) error {
+	d.esc = d.esc[:0]
+	if err := d.escape(sinkEsc); err != nil {
+		return err
+	}
+	var r rune
+	if d.esc[1] != 'u' {
+		r = rune(unescaped(d.esc[1]))
+	} else {
+		r = hex4(d.esc[2:6])
+		if utf16.IsSurrogate(r) {
+			next := d.s.peekUpTo(6)
+			if len(next) == 6 && next[0] == '\\' && next[1] == 'u' && isHex4(next[2:6]) {
+				if pair := utf16.DecodeRune(r, hex4(next[2:6])); pair != unicode.ReplacementChar {
+					d.s.skip(6)
+					r = pair
+				}
+			}
+			if utf16.IsSurrogate(r) {
+				r = unicode.ReplacementChar
+			}
+		}
+	}
+	var buf [utf8.UTFMax]byte
+	return d.keep(p, utf8.AppendRune(buf[:0], r))
+}
+
+// unescaped is the byte that the one-letter escape \c stands for.
+func unescaped(c byte) byte {
+	switch c {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return c // '"', '\\', '/'
+}
+
+// isHex4 reports whether b is four hexadecimal digits.
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// hex4 is the value of four hexadecimal digits.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // escape reads a string's escape (its '\\' next) to sink.

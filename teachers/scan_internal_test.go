@@ -17,6 +17,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oai"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // The oracle of the reduced readers: the readers before them, which read a plain body, or each
@@ -28,7 +29,7 @@ func wholeReadPlain(body []byte, a *assembly) ([]byte, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return body, &errDecode{err}
 	}
-	a.add(&w)
+	a.add(&w, literalPiece)
 	return body, nil
 }
 
@@ -71,7 +72,7 @@ func wholeReadStream(ctype string, body []byte, a *assembly) ([]byte, error) {
 			msg, _ := errorObjectMessage(ev.Error)
 			return nil, &streamError{msg: msg}
 		}
-		a.add(&ev.Completion)
+		a.add(&ev.Completion, literalPiece)
 	}
 }
 
@@ -80,6 +81,7 @@ type readOutcome struct {
 	Err                      string // "", "decode", "event: MSG", or the error itself
 	Content                  string
 	Reasoning                [3]string
+	NonBlank                 [4]bool // the content and each reasoning text
 	Model, Finish            string
 	Finished                 bool
 	Choices                  int
@@ -88,11 +90,21 @@ type readOutcome struct {
 	ErrorFieldOK, BodyIsKept bool
 }
 
-func outcome(a *assembly, kept []byte, err error) readOutcome {
-	o := readOutcome{Content: a.content.String(), Model: a.model, Finish: a.finish, Finished: a.finished,
+// outcome is what a read into a made of a body, each text cut at limit (0 none) as the Stepper
+// cuts it: a whole read's texts by textcap.Cut, a reduced read's as they were assembled.
+func outcome(a *assembly, kept []byte, err error, limit int) readOutcome {
+	text := func(t *replyText) string {
+		if limit > 0 && a.limit == 0 {
+			return textcap.Cut(t.String(), limit)
+		}
+		return t.String()
+	}
+	o := readOutcome{Content: text(&a.content), Model: a.model, Finish: a.finish, Finished: a.finished,
 		Choices: a.choices, Usage: a.usage, BodyIsKept: kept != nil}
+	o.NonBlank[0] = a.content.nonBlank
 	for i := range a.reasoning {
-		o.Reasoning[i] = a.reasoning[i].String()
+		o.Reasoning[i] = text(&a.reasoning[i])
+		o.NonBlank[i+1] = a.reasoning[i].nonBlank
 	}
 	_, o.ErrorFieldOK = providerError(kept)
 	o.ErrorField = errorField(kept)
@@ -111,8 +123,9 @@ func outcome(a *assembly, kept []byte, err error) readOutcome {
 }
 
 // compareReads reads body as a plain completion (ctype "") or as a response to a stream
-// request, reduced and whole, from one read and from reads of a byte at a time, and reports
-// where they differ.
+// request, reduced and whole, from one read and from reads of a byte at a time, each text
+// whole and cut at a limit of 1 to 23 bytes (by the body's length: a cut in every place of a
+// character, of an escape, of the marker), and reports where they differ.
 func compareReads(t *testing.T, ctype string, body []byte) {
 	t.Helper()
 	var wa assembly
@@ -123,21 +136,24 @@ func compareReads(t *testing.T, ctype string, body []byte) {
 	} else {
 		kept, err = wholeReadStream(ctype, body, &wa)
 	}
-	want := outcome(&wa, kept, err)
-	for _, oneByte := range []bool{false, true} {
-		var r io.Reader = bytes.NewReader(body)
-		if oneByte {
-			r = iotest.OneByteReader(r)
-		}
-		var a assembly
-		cp := &capture{status: 200}
-		if ctype == "" {
-			err = readPlain(r, cp, &a)
-		} else {
-			err = readStream(http.Header{"Content-Type": {ctype}}, r, cp, &a)
-		}
-		if got := outcome(&a, cp.body, err); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s %.300q (one byte at a time %v):\nreduced %+v\nwhole   %+v", ctype, body, oneByte, got, want)
+	for _, limit := range []int{0, 1 + len(body)%23} {
+		want := outcome(&wa, kept, err, limit)
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = bytes.NewReader(body)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			a := assembly{limit: limit}
+			cp := &capture{status: 200}
+			var err error
+			if ctype == "" {
+				err = readPlain(r, cp, &a)
+			} else {
+				err = readStream(http.Header{"Content-Type": {ctype}}, r, cp, &a)
+			}
+			if got := outcome(&a, cp.body, err, limit); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %.300q (one byte at a time %v, texts cut at %d):\nreduced %+v\nwhole   %+v", ctype, body, oneByte, limit, got, want)
+			}
 		}
 	}
 }
@@ -202,6 +218,13 @@ var edgeBodies = []string{
 	oneReply("{\"content\":\"a\tb\"}"),
 	oneReply("{\"content\":\"a\nb\"}"),
 	"{\"model\":\"m\",\"choi\xffces\":[]}",
+	// texts: blank or not as strings.TrimSpace sees them (Unicode white space, escaped or not;
+	// a zero-width space is not white space), surrogates split across fields, every field
+	oneReply(`{"content":" \u00a0\u2003\n\t\u000b\u3000\u0085","reasoning_content":"\u200b ","reasoning":"\f\r"}`),
+	oneReply("{\"content\":\"\xe3\x80\x80 \xc2\xa0\xe2\x80\xa8\",\"reasoning_content\":\" \xc2\x85x\"}"),
+	oneReply(`{"content":"\ud83e\udd14\ud83e","reasoning":{"text":"\udd14x \ud83e\u0041"},"reasoning_details":[{"type":"reasoning.text","text":"\uD83E\uDD14\uDBFF\uDFFF"}]}`),
+	oneReply(`{"content":"ab\u00e9\u20ac\ud83e\udd14cd","reasoning_details":[{"type":"reasoning.summary","summary":"s\u00e9"},{"type":"reasoning.text","text":""},{"type":"reasoning.text","text":"t\u00e9t"}]}`),
+	oneReply(`{"content":"","reasoning_content":"","reasoning":{"content":"  "},"reasoning_details":[{"type":"reasoning.text","text":" "}]}`),
 	// the error object of a reply without choices
 	`{"error":{"message":"overloaded","code":529}}`,
 	`{"error":{"message":["a","b"]}}`,
@@ -263,6 +286,11 @@ var edgeStreams = []string{
 	"data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"n\"}}]}\n",
 	"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null,\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1,\"bytes\":[97],\"top_logprobs\":[]}]}}]}\n",
 	"data: {\"x\":" + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "}\n",
+	// texts over several chunks, a character's escape in each
+	strings.Repeat("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ab\\u00e9\\ud83e\\udd14 \",\"reasoning\":\"r\u00e9\"}}]}\n", 5) +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" \"}}]}\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"length\"}]}\ndata: [DONE]\n",
+	strings.Repeat("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"  \\n\"}}]}\n", 4),
 	"data: {\"x\":" + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "}\n",
 }
 
@@ -461,12 +489,21 @@ func TestShapesCoverOAI(t *testing.T) {
 				}
 			}
 		default:
-			if sh.kind != shapeLeaf && sh.kind != shapeBlank {
+			if sh.kind != shapeLeaf && sh.kind != shapeBlank && sh.kind != shapeText {
 				t.Errorf("%s: a %s, its shape is of kind %d", path, ty.Kind(), sh.kind)
 			}
 		}
 	}
 	walk("", reflect.TypeFor[oai.Completion](), chunkShape)
+	// The texts of a reply, and only they, are read aside (cut at the limit on a text).
+	for _, m := range []*shape{messageShape, detailShape, reasoningObject} {
+		for _, mb := range m.members {
+			text := map[string]bool{"content": true, "reasoning_content": true, "text": true, "summary": true}[mb.name]
+			if mb.sh.text != text && mb.name != "reasoning" || mb.name == "reasoning" && !mb.sh.text {
+				t.Errorf("the member %s is read as a text: %v", mb.name, mb.sh.text)
+			}
+		}
+	}
 	if errorObject.find([]byte(`"message"`), false) == nil || errorBodyShape.find([]byte(`"error"`), false) != errorObject {
 		t.Error("the error object's message is not kept")
 	}

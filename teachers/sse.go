@@ -144,6 +144,7 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 		return nil
 	}
 	r := newSSEReader(body, maxResponseBytes, cp.meter)
+	r.d.limit = a.limit
 	for {
 		p, err := r.next()
 		if errors.Is(err, io.EOF) {
@@ -152,33 +153,38 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 		if err != nil {
 			return err
 		}
-		if err := cp.meter.need(slotDecode, 2*len(p)); err != nil {
-			return err
-		}
-		var ev struct {
-			oai.Completion
-			Error json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal(p, &ev); err != nil {
-			return &errDecode{err}
-		}
-		if len(ev.Error) > 0 && string(ev.Error) != "null" && ev.Choices == nil {
-			msg, _ := errorObjectMessage(ev.Error)
-			return &streamError{msg: msg}
-		}
-		if err := a.fold(&ev.Completion, cp.meter); err != nil {
+		if err := foldChunk(p, &r.d, cp.meter, a); err != nil {
 			return err
 		}
 	}
+}
+
+// foldChunk decodes a stream's chunk p, reduced by d, and folds it into a.
+func foldChunk(p []byte, d *reducer, m *meter, a *assembly) error {
+	if err := m.need(slotDecode, 2*len(p)); err != nil {
+		return err
+	}
+	var ev struct {
+		oai.Completion
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(p, &ev); err != nil {
+		return &errDecode{err}
+	}
+	if len(ev.Error) > 0 && string(ev.Error) != "null" && ev.Choices == nil {
+		msg, _ := errorObjectMessage(ev.Error)
+		return &streamError{msg: msg}
+	}
+	return a.fold(&ev.Completion, d, m)
 }
 
 // readPlain reads a whole response body within maxResponseBytes, reduced under
 // completionShape into cp.body, and folds the completion it holds into a.
 func readPlain(body io.Reader, cp *capture, a *assembly) error {
 	s := newSrc(body, maxResponseBytes, false)
-	d := reducer{s: s, m: cp.meter, out: []byte{}}
+	d := reducer{s: s, m: cp.meter, out: []byte{}, limit: a.limit}
 	err := d.reduce(completionShape)
-	cp.body = d.out // what was kept, a failure's too
+	cp.body = d.out // what was kept, a failure's too (its texts stand as their numbers)
 	if err != nil {
 		var de *errDecode
 		var tl *tooLongError
@@ -194,7 +200,7 @@ func readPlain(body io.Reader, cp *capture, a *assembly) error {
 	if err := json.Unmarshal(d.out, &w); err != nil {
 		return &errDecode{fmt.Errorf("the %d-byte body: %w", s.n, err)}
 	}
-	return a.fold(&w, cp.meter)
+	return a.fold(&w, &d, cp.meter)
 }
 
 // readFailure reads a failure response's body and returns its message (statusMessage): a body

@@ -22,8 +22,8 @@ type capture struct {
 	// status and header are the response's (0 and nil without a response).
 	status int
 	header http.Header
-	// body is a plain response's body as the client decodes it (reduced: scan.go), nil for an
-	// event stream.
+	// body is a plain response's body as the client decodes it (reduced: scan.go; each text
+	// of the reply stands in it as its number), nil for an event stream.
 	body []byte
 	// meter holds the attempt's share of the reply budget, nil for none.
 	meter *meter

@@ -3,11 +3,13 @@ package teachers
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oai"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // The response shapes are internal/oai's, with every provider's reasoning fields and usage
@@ -21,12 +23,15 @@ import (
 // with its members by their JSON names, and the error object beside it (a stream's error
 // event, a 200 without choices). A member the client decodes but never reads (id, object,
 // system_fingerprint, role, a detail's format) is kept for its type only. A choice's logprobs
-// is dropped: it is raw JSON nothing reads.
+// is dropped: it is raw JSON nothing reads. The texts of a reply (content, reasoning_content,
+// reasoning as a string or its text, content or summary, a detail's text and summary) are
+// decoded aside, cut at the limit on a text (textShape).
 var (
-	reasoningObject = objectShape(member{"text", leafShape}, member{"content", leafShape}, member{"summary", leafShape})
-	detailShape     = objectShape(member{"type", leafShape}, member{"text", leafShape}, member{"summary", leafShape},
+	reasoningObject = &shape{kind: shapeObject, text: true, // a string, or an object that wraps one
+		members: []member{{"text", textShape}, {"content", textShape}, {"summary", textShape}}}
+	detailShape = objectShape(member{"type", leafShape}, member{"text", textShape}, member{"summary", textShape},
 		member{"format", blankShape}, member{"index", leafShape})
-	messageShape = objectShape(member{"role", blankShape}, member{"content", leafShape}, member{"reasoning_content", leafShape},
+	messageShape = objectShape(member{"role", blankShape}, member{"content", textShape}, member{"reasoning_content", textShape},
 		member{"reasoning", reasoningObject}, member{"reasoning_details", arrayShape(detailShape)})
 	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape}, member{"delta", messageShape},
 		member{"finish_reason", leafShape})
@@ -52,45 +57,92 @@ var (
 type assembly struct {
 	model     string
 	choices   int // choices seen (0: the response has none)
-	content   strings.Builder
-	reasoning [3]strings.Builder // by fieldOrder index
+	content   replyText
+	reasoning [3]replyText // by fieldOrder index
 	finish    string
 	finished  bool // a finish_reason arrived
 	usage     *oai.Usage
-	// limit bounds each text (content, each reasoning field) in bytes, 0 none; over names the
-	// first text a completion or chunk would have taken past it (what it brought is dropped).
+	// limit bounds what each text (content, each reasoning field) keeps, in bytes, 0 none: a
+	// longer text ends as textcap.Cut ends it at limit (replyText).
 	limit int
-	over  string
 }
 
-// write appends s to the text b (named field) within a.limit.
-func (a *assembly) write(b *strings.Builder, s, field string) {
-	if s == "" || a.over != "" {
-		return
-	}
-	if a.limit > 0 && b.Len()+len(s) > a.limit {
-		a.over = field
-		return
-	}
-	b.WriteString(s)
+// A replyText is a text of a reply as it is assembled: its first bytes, head, at most the
+// limit it is assembled under; its length in all, n; whether any of it is not white space.
+// head is all of the text while n is at most the limit.
+type replyText struct {
+	head     []byte
+	n        int
+	nonBlank bool
 }
 
-// fold adds r to a and holds the texts' room in m; a *tooLongError once a text would pass
-// a.limit.
-func (a *assembly) fold(r *oai.Completion, m *meter) error {
-	a.add(r)
-	if a.over != "" {
-		return &tooLongError{fmt.Sprintf("the reply's %s is over %d bytes, more than a trajectory keeps", a.over, a.limit)}
+// add appends a piece of the text, its first bytes head (at least min(n, limit) of them), its
+// length n, within limit (0 none).
+func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) {
+	if t.n == len(t.head) { // nothing dropped yet: head is the text so far
+		if limit > 0 {
+			head = head[:min(len(head), limit-len(t.head))]
+		}
+		if need := len(t.head) + len(head); need > cap(t.head) {
+			t.head = append(make([]byte, 0, grown(cap(t.head), need, limit)), t.head...)
+		}
+		t.head = append(t.head, head...)
 	}
-	n := a.content.Cap()
+	t.n += n
+	t.nonBlank = t.nonBlank || nonBlank
+}
+
+// Len is the text's length in all.
+func (t *replyText) Len() int { return t.n }
+
+// String is the text, or when it was longer than its limit (its head is then the limit long),
+// what textcap.Cut makes of it at that limit: its longest prefix that, with the marker
+// "…[truncated N bytes]", fits the limit, on a character boundary.
+func (t *replyText) String() string {
+	if t.n == len(t.head) {
+		return string(t.head)
+	}
+	limit := len(t.head)
+	keep := max(limit-len(cutMarker(t.n)), 0)
+	for keep > 0 && !utf8.RuneStart(t.head[keep]) {
+		keep--
+	}
+	return string(t.head[:keep]) + cutMarker(t.n-keep)
+}
+
+// cutHead and cutTail are what textcap.Cut writes around the number of bytes it leaves out,
+// read off textcap.Cut itself (its marker alone, for a 2-byte text cut to nothing).
+var cutHead, cutTail = func() (string, string) {
+	m := textcap.Cut("xx", 0)
+	i := strings.LastIndex(m, "2")
+	return m[:i], m[i+1:]
+}()
+
+// cutMarker is textcap.Cut's marker for n bytes left out.
+func cutMarker(n int) string { return cutHead + strconv.Itoa(n) + cutTail }
+
+// fold adds r, decoded from what d kept (its texts d's pieces), to a and holds the texts' room
+// in m.
+func (a *assembly) fold(r *oai.Completion, d *reducer, m *meter) error {
+	a.add(r, d.piece)
+	n := cap(a.content.head)
 	for i := range a.reasoning {
-		n += a.reasoning[i].Cap()
+		n += cap(a.reasoning[i].head)
 	}
 	return m.need(slotText, n)
 }
 
-// add folds one completion or chunk into a.
-func (a *assembly) add(r *oai.Completion) {
+// literalPiece reads a decoded text as the text itself (a value decoded whole, not reduced).
+func literalPiece(s string) ([]byte, int, bool) {
+	return []byte(s), len(s), strings.TrimSpace(s) != ""
+}
+
+// add folds one completion or chunk into a, each text in it looked up by piece.
+func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool)) {
+	write := func(t *replyText, s string) {
+		head, n, nonBlank := piece(s)
+		t.add(head, n, nonBlank, a.limit)
+	}
 	if r.Model != "" {
 		a.model = r.Model
 	}
@@ -111,18 +163,18 @@ func (a *assembly) add(r *oai.Completion) {
 		}
 		if m != nil {
 			if m.Content != nil {
-				a.write(&a.content, *m.Content, "content")
+				write(&a.content, *m.Content)
 			}
 			if m.ReasoningContent != nil {
-				a.write(&a.reasoning[0], *m.ReasoningContent, fieldOrder[0])
+				write(&a.reasoning[0], *m.ReasoningContent)
 			}
-			a.write(&a.reasoning[1], reasoningText(m.Reasoning), fieldOrder[1])
+			write(&a.reasoning[1], reasoningText(m.Reasoning))
 			for _, d := range m.ReasoningDetails {
 				switch d.Type {
 				case "reasoning.text":
-					a.write(&a.reasoning[2], d.Text, fieldOrder[2])
+					write(&a.reasoning[2], d.Text)
 				case "reasoning.summary":
-					a.write(&a.reasoning[2], d.Summary, fieldOrder[2])
+					write(&a.reasoning[2], d.Summary)
 				}
 			}
 		}
@@ -165,14 +217,13 @@ func reasoningText(raw json.RawMessage) string {
 
 // pickReasoning returns the first non-blank reasoning text in the profile's order and its
 // field. Servers sending the same text in two fields (vLLM during the rename, OpenRouter's
-// reasoning and reasoning_details) therefore yield it once.
+// reasoning and reasoning_details) therefore yield it once. A text is blank when all of it is
+// white space, what it was cut to or not.
 func (a *assembly) pickReasoning(order []string) (text, source string) {
 	for _, src := range order {
 		for i, f := range fieldOrder {
-			if f == src {
-				if s := a.reasoning[i].String(); strings.TrimSpace(s) != "" {
-					return s, src
-				}
+			if f == src && a.reasoning[i].nonBlank {
+				return a.reasoning[i].String(), src
 			}
 		}
 	}

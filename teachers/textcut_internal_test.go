@@ -1,0 +1,187 @@
+package teachers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/textcap"
+)
+
+// longText is a text of n bytes or a little more: mostly ASCII, with two-, three- and four-byte
+// characters and white space throughout, so that a cut at any length can land inside a
+// character.
+func longText(n int, seed string) string {
+	var b strings.Builder
+	unit := seed + " é€🤔\n"
+	for b.Len() < n {
+		b.WriteString(unit)
+		b.WriteString(strings.Repeat("x", b.Len()%97))
+	}
+	return b.String()
+}
+
+// asciiJSON is s as a JSON string with every character past ASCII escaped (\uXXXX, surrogate
+// pairs for the rest), as ensure_ascii encoders write it.
+func asciiJSON(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < 0x20 || r >= 0x80:
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, `\u%04x`, u)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// TestReplyTextCutAsStored: a reply whose content or reasoning is longer than textcap.Reply is
+// a reply, as it was before the reply was read as it arrives: each text comes back as the
+// Stepper stored it then (textcap.Cut of the whole text at textcap.Reply, byte for byte), the
+// finish reason and the endpoint's on_length policy (keep) apply, and it is not retried. Plain
+// and streamed, in one piece and in many, as UTF-8 and escaped.
+func TestReplyTextCutAsStored(t *testing.T) {
+	const sql = "<sql>SELECT 1</sql>"
+	for _, tc := range []struct {
+		name          string
+		field         string // the long text's field
+		size          int
+		stream        bool
+		pieces        int
+		escaped       bool
+		finish        string
+		wantReasoning string // the reasoning field the reply's reasoning comes from
+	}{
+		{name: "plain content", field: "content", size: maxReplyText + 1, finish: "length"},
+		{name: "plain content escaped", field: "content", size: 3 << 20, escaped: true, finish: "stop"},
+		{name: "plain reasoning_content", field: "reasoning_content", size: 2 << 20, finish: "length", wantReasoning: "reasoning_content"},
+		{name: "plain reasoning escaped", field: "reasoning", size: maxReplyText + 7, escaped: true, finish: "length", wantReasoning: "reasoning"},
+		{name: "stream content", field: "content", size: 2 << 20, stream: true, pieces: 1, finish: "length"},
+		{name: "stream content in chunks", field: "content", size: maxReplyText + 3, stream: true, pieces: 300, finish: "stop"},
+		{name: "stream reasoning_content in chunks", field: "reasoning_content", size: 3 << 20, stream: true, pieces: 700, escaped: true, finish: "length", wantReasoning: "reasoning_content"},
+		{name: "stream reasoning", field: "reasoning", size: maxReplyText + 1, stream: true, pieces: 1, finish: "length", wantReasoning: "reasoning"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			long := longText(tc.size, tc.name)
+			content, reasoning := long, ""
+			if tc.field != "content" {
+				content, reasoning = sql, long
+			}
+			enc := func(s string) string {
+				if tc.escaped {
+					return asciiJSON(s)
+				}
+				b, _ := json.Marshal(s)
+				return string(b)
+			}
+			srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+				if !tc.stream {
+					w.Header().Set("Content-Type", "application/json")
+					msg := `{"role":"assistant","content":` + enc(content)
+					if reasoning != "" {
+						msg += `,"` + tc.field + `":` + enc(reasoning)
+					}
+					fmt.Fprintf(w, `{"model":"m","choices":[{"index":0,"message":%s},"finish_reason":%q}]}`, msg, tc.finish)
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				step := (len(long) + tc.pieces - 1) / tc.pieces
+				for i := 0; i < len(long); {
+					j := min(len(long), i+step)
+					for j < len(long) && !utfStart(long[j]) {
+						j++ // a delta holds whole characters
+					}
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{%q:%s}}]}\n\n", tc.field, enc(long[i:j]))
+					i = j
+				}
+				if tc.field != "content" {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", enc(sql))
+				}
+				fmt.Fprintf(w, "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":%q}]}\n\ndata: [DONE]\n\n", tc.finish)
+			})
+			c := hostileClient(t, srv)
+			c.ep.Stream = tc.stream
+			c.ep.Timeout = 20 * time.Second
+			rep, err := chatWithin(t, c, 30*time.Second)
+			if err != nil {
+				t.Fatalf("%v (stats %+v)", err, c.Stats())
+			}
+			if want := textcap.Cut(content, textcap.Reply); rep.Content != want {
+				t.Errorf("content: %d bytes ending %q, want %d ending %q", len(rep.Content), tail(rep.Content), len(want), tail(want))
+			}
+			if want := textcap.Cut(reasoning, textcap.Reply); rep.Reasoning != want || rep.ReasoningSource != tc.wantReasoning {
+				t.Errorf("reasoning from %q: %d bytes ending %q, want %q: %d ending %q", rep.ReasoningSource, len(rep.Reasoning),
+					tail(rep.Reasoning), tc.wantReasoning, len(want), tail(want))
+			}
+			wantFinish := chat.FinishStop
+			if tc.finish == "length" {
+				wantFinish = chat.FinishLength
+			}
+			st := c.Stats()
+			if rep.FinishReason != wantFinish || rep.Attempts != 1 || st.Retries != 0 {
+				t.Errorf("finish %q after %d attempts (retries %v), want %q at once", rep.FinishReason, rep.Attempts, st.RetriesByReason, wantFinish)
+			}
+			if kept := st.Kept[ReasonLength]; (tc.finish == "length") != (kept == 1) {
+				t.Errorf("kept by on_length: %d", kept)
+			}
+		})
+	}
+}
+
+func utfStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func tail(s string) string { return s[max(0, len(s)-40):] }
+
+// TestReplyBlankTextCut: a text over textcap.Reply that is all white space is blank, as the
+// whole text was before the client cut it: content of 1.5 MiB of white space is empty content
+// (on_empty: retried by default, kept and counted under keep, kept as the Stepper cut it), and
+// a reasoning field of white space is passed over for the next field of the profile's order,
+// though what is kept of either ends in the (non-blank) marker.
+func TestReplyBlankTextCut(t *testing.T) {
+	blank := strings.Repeat(" \n\t\u3000\u00a0\u2028", maxReplyText/8)
+	for _, keep := range []bool{false, true} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			w.Header().Set("Content-Type", "application/json")
+			b, _ := json.Marshal(blank)
+			fmt.Fprintf(w, `{"model":"m","choices":[{"index":0,"message":{"content":%s},"finish_reason":"stop"}]}`, b)
+		})
+		c := hostileClient(t, srv)
+		if keep {
+			c.ep.OnEmpty = OnKeep
+		}
+		rep, err := chatWithin(t, c, 30*time.Second)
+		switch {
+		case !keep && (Reason(err) != ReasonEmpty || c.Stats().RetriesByReason[ReasonEmpty] != 2):
+			t.Errorf("blank content, on_empty retry: %v (retries %v), want %s after 2 retries", err, c.Stats().RetriesByReason, ReasonEmpty)
+		case keep && (err != nil || rep.Content != textcap.Cut(blank, textcap.Reply) || c.Stats().Kept[ReasonEmpty] != 1):
+			t.Errorf("blank content, on_empty keep: %v, %d bytes, kept %v", err, len(rep.Content), c.Stats().Kept)
+		}
+	}
+	srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(blank)
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":%s}}]}\n\n", b)
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"r\",\"content\":\"<sql>SELECT 1</sql>\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	c := hostileClient(t, srv)
+	c.ep.Stream = true
+	rep, err := chatWithin(t, c, 30*time.Second)
+	if err != nil || rep.Reasoning != "r" || rep.ReasoningSource != "reasoning" {
+		t.Errorf("blank reasoning_content, then reasoning: %v, %d bytes from %q", err, len(rep.Reasoning), rep.ReasoningSource)
+	}
+}
