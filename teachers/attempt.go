@@ -8,9 +8,10 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 )
 
-// attempt sends one request under the concurrency and rate limits and turns its response into a
-// reply or a fault.
-func (c *Client) attempt(ctx context.Context, body []byte, est int) (chat.Reply, *fault) {
+// attempt sends one request under the concurrency and rate limits, having taken floor bytes
+// of the reply budget (0: the budget's floor), and turns its response into a reply or a fault.
+// A fault of an attempt refused room names the floor for the next (fault.floor).
+func (c *Client) attempt(ctx context.Context, body []byte, est int, floor int64) (chat.Reply, *fault) {
 	if err := c.sem.Acquire(ctx, 1); err != nil {
 		return chat.Reply{}, c.canceled(ctx, "waiting for a concurrency slot", err)
 	}
@@ -21,8 +22,12 @@ func (c *Client) attempt(ctx context.Context, body []byte, est int) (chat.Reply,
 	}
 	m := newMeter(replyBudget)
 	defer m.release()
-	a, cp, f := c.send(ctx, body, m)
+	if floor <= 0 {
+		floor = replyBudget.floor
+	}
+	a, cp, f := c.send(ctx, body, m, floor)
 	if f != nil {
+		f.floor = m.retryFloor()
 		return chat.Reply{}, f
 	}
 	u := c.account(a, reserved)
@@ -63,13 +68,22 @@ func (c *Client) waitLimits(ctx context.Context, est int) (int, *fault) {
 
 // send makes one request with the encoded body within the endpoint's timeout, plain or
 // streamed, and assembles its response, what it holds of the reply budget held in m; the
-// capture holds its status, headers and body.
-func (c *Client) send(ctx context.Context, body []byte, m *meter) (*assembly, *capture, *fault) {
+// capture holds its status, headers and body. Before the request is sent m takes its floor of
+// the budget, waiting for room within the timeout (ReasonReplyBudget when none came).
+func (c *Client) send(ctx context.Context, body []byte, m *meter, floor int64) (*assembly, *capture, *fault) {
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancelTimeout()
+	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, meter: m}
+	if err := m.admit(tctx, floor); err != nil {
+		if ctx.Err() != nil {
+			return nil, cp, c.canceled(ctx, "waiting for room in the reply budget", err)
+		}
+		return nil, cp, &fault{reason: ReasonReplyBudget, retry: true,
+			msg: fmt.Sprintf("no room for the reply in the reply budget (%d MiB) within the attempt's timeout (%v)", replyBudget.limit>>20, c.ep.Timeout)}
+	}
 	actx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
-	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, cancel: cancel, meter: m}
+	cp.cancel = cancel
 
 	c.mu.Lock()
 	c.st.Requests++

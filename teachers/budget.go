@@ -1,9 +1,11 @@
 package teachers
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"slices"
+	"sync"
 
 	"github.com/chainedsql/chainedsql/internal/textcap"
 )
@@ -25,46 +27,149 @@ const (
 )
 
 // ReplyBudget bounds the bytes that all of the process's replies hold together while they are
-// read and assembled (their kept JSON and texts' first bytes, its decoding, their texts),
-// whatever the teachers' max_concurrency: a reply that finds no room left fails its attempt at once with
-// ReasonReplyBudget, retried after the backoff.
+// read and assembled (the completion or chunk being read, its decoding, the reply's texts),
+// whatever the teachers' max_concurrency. Each attempt takes ReplyFloor of it before its
+// request is sent, waiting for room if need be; past its floor it takes more as it needs it,
+// from all but ReplyReserve of the budget, or fails at once with ReasonReplyBudget (retried,
+// its retry taking a floor of what it needed).
 const ReplyBudget = 256 << 20
 
-// budget is a count of bytes held against a limit, shared by every client of the process.
+// ReplyFloor is the room an attempt takes before its request is sent: an ordinary reply (its
+// texts up to about 200 KiB) is read within it and never fails for want of room.
+const ReplyFloor = 256 << 10
+
+// ReplyReserve is the part of ReplyBudget that only floors may take: replies that hold all the
+// room they may cannot keep the next attempts (ReplyReserve / ReplyFloor of them, 256, at the
+// least) from being sent.
+const ReplyReserve = ReplyBudget / 4
+
+// budget is the room that the attempts of the process hold, shared by every client. An
+// attempt takes a floor before it sends its request (admit), waiting in turn for room, which
+// cannot deadlock: a waiting attempt holds nothing, and every byte held belongs to an attempt
+// reading its reply, which ends within its timeout. Past its floor an attempt takes room
+// (grow) at once or not at all, never waiting while it holds some.
 type budget struct {
-	limit int64
-	used  atomic.Int64
+	limit   int64 // all that attempts hold together
+	reserve int64 // the last bytes of limit, which only floors take
+	floor   int64 // a first attempt's floor
+
+	mu      sync.Mutex
+	floors  int64     // held as floors
+	grown   int64     // held past floors
+	waiters []*waiter // attempts waiting for their floor, in arrival order
 }
 
-// replyBudget is the process's reply budget; tests lower its limit.
-var replyBudget = &budget{limit: ReplyBudget}
+// waiter is an attempt waiting for its floor n; ready is closed once it holds it.
+type waiter struct {
+	n     int64
+	ready chan struct{}
+}
 
-// take holds n more bytes when they fit within the limit.
-func (b *budget) take(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.limit {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
+// replyBudget is the process's reply budget; tests change its limits.
+var replyBudget = &budget{limit: ReplyBudget, reserve: ReplyReserve, floor: ReplyFloor}
+
+// used is what the attempts hold.
+func (b *budget) used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.floors + b.grown
+}
+
+// maxFloor is the largest floor an attempt may ask for: all of the reserve (and never more than
+// the limit), so that it is admitted once the floors before it leave that much.
+func (b *budget) maxFloor() int64 { return min(b.reserve, b.limit) }
+
+// admit takes a floor of n bytes (at most maxFloor), waiting while the room held leaves less
+// and while attempts that came first wait; the context's error when it ends first.
+func (b *budget) admit(ctx context.Context, n int64) error {
+	n = min(n, b.maxFloor())
+	b.mu.Lock()
+	if len(b.waiters) == 0 && b.floors+b.grown+n <= b.limit {
+		b.floors += n
+		b.mu.Unlock()
+		return nil
+	}
+	w := &waiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready: // admitted meanwhile: give it back
+		b.floors -= n
+	default:
+		b.waiters = slices.DeleteFunc(b.waiters, func(x *waiter) bool { return x == w })
+	}
+	b.admitWaiting()
+	return ctx.Err()
+}
+
+// admitWaiting gives the waiting attempts their floors, in order, while they fit. b.mu is held.
+func (b *budget) admitWaiting() {
+	for len(b.waiters) > 0 && b.floors+b.grown+b.waiters[0].n <= b.limit {
+		w := b.waiters[0]
+		b.waiters = b.waiters[1:]
+		b.floors += w.n
+		close(w.ready)
 	}
 }
 
-// give returns n bytes.
-func (b *budget) give(n int64) { b.used.Add(-n) }
+// grow takes n bytes past a floor when they fit, all but the reserve counted.
+func (b *budget) grow(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.grown+n > b.limit-b.reserve || b.floors+b.grown+n > b.limit {
+		return false
+	}
+	b.grown += n
+	return true
+}
 
-// errReplyBudget fails an attempt whose reply found no room in the reply budget.
-var errReplyBudget = errors.New("the replies being read hold the whole reply budget")
+// give returns a floor and room taken past it.
+func (b *budget) give(floor, grown int64) {
+	if floor == 0 && grown == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.floors -= floor
+	b.grown -= grown
+	b.admitWaiting()
+}
 
-// A meter is what one attempt holds of the reply budget, as the high-water mark of each of its
-// uses (slot*): the kept JSON and its decoding are reserved before they grow, the texts just
-// after a completion or chunk grew them, and all of it is given back when the attempt ends. A
-// nil meter holds nothing and refuses nothing.
+// errReplyBudget fails an attempt that found no room in the reply budget.
+var errReplyBudget = errors.New("the replies being read hold the reply budget")
+
+// budgetError is an attempt refused room: it held, or asked to hold, want bytes in all.
+type budgetError struct {
+	want  int64
+	limit int64
+	more  int64 // what it asked for past what it held
+}
+
+func (e *budgetError) Error() string {
+	return fmt.Sprintf("%v (%d MiB; %d more bytes wanted)", errReplyBudget, e.limit>>20, e.more)
+}
+
+func (e *budgetError) Is(target error) bool { return target == errReplyBudget }
+
+// A meter is what one attempt holds of the reply budget: its floor, taken before the request
+// is sent, and what it took past it; within them, what each of its uses (slot*) holds now. A
+// use grows as its buffers grow (the completion or chunk being read before it grows, the
+// texts just after a completion or chunk grew them) and falls back when a completion or chunk
+// has been folded in: what the meter took past its floor is given back as its uses fall, the
+// floor when the attempt ends (release). A nil meter holds nothing and refuses nothing.
 type meter struct {
-	b    *budget
-	held [slots]int64
+	b      *budget
+	floor  int64
+	grown  int64
+	held   [slots]int64
+	refuse *budgetError // the refusal, once the attempt was refused room
 }
 
 // The uses of a meter.
@@ -72,24 +177,72 @@ const (
 	slotUnit   = iota // the kept JSON of the completion or chunk being read (its buffer's capacity)
 	slotPieces        // that completion's or chunk's texts (their buffers' capacity)
 	slotDecode        // its decoding: twice its kept JSON
-	slotText          // the reply's texts (their builders' capacity)
+	slotText          // the reply's texts (their buffers' capacity)
 	slotHead          // the first bytes of a failure response's body
 	slots
 )
 
 func newMeter(b *budget) *meter { return &meter{b: b} }
 
-// need holds n bytes for slot (more than it held), or fails with errReplyBudget.
+// admit takes the attempt's floor of n bytes (see budget.admit).
+func (m *meter) admit(ctx context.Context, n int64) error {
+	if m == nil {
+		return nil
+	}
+	n = min(n, m.b.maxFloor())
+	if err := m.b.admit(ctx, n); err != nil {
+		return err
+	}
+	m.floor = n
+	return nil
+}
+
+// total is what the meter's uses hold.
+func (m *meter) total() int64 {
+	var n int64
+	for _, h := range m.held {
+		n += h
+	}
+	return n
+}
+
+// need makes slot hold at least n bytes, or fails with a *budgetError (errReplyBudget).
 func (m *meter) need(slot int, n int) error {
 	if m == nil || int64(n) <= m.held[slot] {
 		return nil
 	}
-	more := int64(n) - m.held[slot]
-	if !m.b.take(more) {
-		return fmt.Errorf("%w (%d MiB; %d more bytes wanted)", errReplyBudget, m.b.limit>>20, more)
+	return m.set(slot, n)
+}
+
+// set makes slot hold n bytes: more room is taken past the floor at once or refused (a
+// *budgetError); room taken past the floor that the uses no longer fill is given back.
+func (m *meter) set(slot int, n int) error {
+	if m == nil {
+		return nil
+	}
+	want := m.total() - m.held[slot] + int64(n)
+	if more := want - m.floor - m.grown; more > 0 {
+		if !m.b.grow(more) {
+			m.refuse = &budgetError{want: want, limit: m.b.limit, more: more}
+			return m.refuse
+		}
+		m.grown += more
+	} else if spare := min(m.grown, -more); spare > 0 {
+		m.b.give(0, spare)
+		m.grown -= spare
 	}
 	m.held[slot] = int64(n)
 	return nil
+}
+
+// retryFloor is the floor for the attempt after this one when this one was refused room:
+// twice what it wanted (so that the retry waits for that room before it sends its request
+// rather than being refused again where it was), at most maxFloor; 0 when it was not refused.
+func (m *meter) retryFloor() int64 {
+	if m == nil || m.refuse == nil {
+		return 0
+	}
+	return min(max(2*m.refuse.want, m.b.floor), m.b.maxFloor())
 }
 
 // release gives back everything m holds.
@@ -97,12 +250,8 @@ func (m *meter) release() {
 	if m == nil {
 		return
 	}
-	var n int64
-	for i, h := range m.held {
-		n += h
-		m.held[i] = 0
-	}
-	m.b.give(n)
+	m.b.give(m.floor, m.grown)
+	m.floor, m.grown, m.held = 0, 0, [slots]int64{}
 }
 
 // tooLongError is a reply past the limits on what one reply may hold.

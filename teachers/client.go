@@ -222,8 +222,9 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 	if f != nil {
 		return chat.Reply{}, c.fail(f, 0)
 	}
+	var floor int64 // of the reply budget: the budget's, until an attempt is refused room
 	for attempt := 1; ; attempt++ {
-		rep, f := c.attempt(ctx, body, est)
+		rep, f := c.attempt(ctx, body, est, floor)
 		if f == nil {
 			rep.Attempts = attempt
 			rep.Latency = time.Since(start)
@@ -233,6 +234,7 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 			c.mu.Unlock()
 			return rep, nil
 		}
+		floor = max(floor, f.floor)
 		if f := c.waitRetry(ctx, attempt, f); f != nil {
 			return chat.Reply{}, c.fail(f, attempt)
 		}

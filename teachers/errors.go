@@ -31,8 +31,8 @@ const (
 	// that keeps over 4 MiB once the fields the client does not read are dropped and each text
 	// is cut at textcap.Reply, a body or stream over 64 MiB. (A longer text is cut, not a fault.)
 	ReasonTooLong = "too_long"
-	// ReasonReplyBudget is a reply that found the process's ReplyBudget held by the replies
-	// being read.
+	// ReasonReplyBudget is a reply that needed more room past its floor than the process's
+	// ReplyBudget had left, or an attempt that waited its whole timeout for its floor.
 	ReasonReplyBudget = "reply_budget"
 )
 

@@ -213,6 +213,17 @@ func chatHuge(t *testing.T, h hugeReply, n int) ([]chat.Reply, []error, uint64) 
 	return reps, errs, peak
 }
 
+// withBudget sets the reply budget's limit, reserve and first floor for the test.
+func withBudget(t *testing.T, limit, reserve, floor int64) {
+	t.Helper()
+	if u := replyBudget.used(); u != 0 {
+		t.Fatalf("%d bytes of the budget held before the test", u)
+	}
+	l, r, f := replyBudget.limit, replyBudget.reserve, replyBudget.floor
+	replyBudget.limit, replyBudget.reserve, replyBudget.floor = limit, reserve, floor
+	t.Cleanup(func() { replyBudget.limit, replyBudget.reserve, replyBudget.floor = l, r, f })
+}
+
 // TestReplyBudgetBounds: the replies being read hold at most ReplyBudget together, whatever
 // their number: n huge replies at once under a budget that holds three of them cost the heap
 // about that budget, those that found no room failed with ReasonReplyBudget (retried like a
@@ -223,9 +234,7 @@ func TestReplyBudgetBounds(t *testing.T) {
 		t.Skip("sends several 64 MiB replies")
 	}
 	const n = 16
-	old := replyBudget.limit
-	defer func() { replyBudget.limit = old }()
-	replyBudget.limit = 3 * maxUnit
+	withBudget(t, 3*maxUnit, maxUnit, ReplyFloor)
 	h := hugeReplies()[0] // plain content
 	reps, errs, peak := chatHuge(t, h, n)
 	t.Logf("%d replies at once under a %d MiB budget: heap peak %.1f MiB", n, replyBudget.limit>>20, float64(peak)/(1<<20))
@@ -245,7 +254,7 @@ func TestReplyBudgetBounds(t *testing.T) {
 	if bound := uint64(3*replyBudget.limit) + 8<<20; peak > bound {
 		t.Errorf("%d replies took %.1f MiB of heap under a %d MiB budget, over %d MiB", n, float64(peak)/(1<<20), replyBudget.limit>>20, bound>>20)
 	}
-	if u := replyBudget.used.Load(); u != 0 {
+	if u := replyBudget.used(); u != 0 {
 		t.Errorf("%d bytes of the budget still held", u)
 	}
 }
@@ -254,8 +263,8 @@ func TestReplyBudgetBounds(t *testing.T) {
 // ReasonReplyBudget, retried, and holds nothing after; with room, the same reply comes back. A
 // failure response without room is still its status (a 401 is not retried), its body unread.
 func TestReplyBudgetRefusal(t *testing.T) {
+	withBudget(t, ReplyBudget, ReplyReserve, ReplyFloor)
 	old := replyBudget.limit
-	defer func() { replyBudget.limit = old }()
 	for _, stream := range []bool{false, true} {
 		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
 			if stream {
@@ -268,7 +277,7 @@ func TestReplyBudgetRefusal(t *testing.T) {
 		})
 		c := hostileClient(t, srv)
 		c.ep.Stream = stream
-		replyBudget.limit = 1 << 10
+		replyBudget.limit = 1 << 10 // a floor of 1 KiB, and none of it to grow into
 		_, err := chatWithin(t, c, 10*time.Second)
 		if Reason(err) != ReasonReplyBudget || c.Stats().RetriesByReason[ReasonReplyBudget] != 2 {
 			t.Errorf("stream=%v: %v (retries %v), want %s after 2 retries", stream, err, c.Stats().RetriesByReason, ReasonReplyBudget)
@@ -277,7 +286,7 @@ func TestReplyBudgetRefusal(t *testing.T) {
 		if rep, err := chatWithin(t, c, 10*time.Second); err != nil || rep.Content != "<sql>SELECT 1</sql>" {
 			t.Errorf("stream=%v: with room: %+v, %v", stream, rep, err)
 		}
-		if u := replyBudget.used.Load(); u != 0 {
+		if u := replyBudget.used(); u != 0 {
 			t.Errorf("stream=%v: %d bytes of the budget still held", stream, u)
 		}
 	}
@@ -297,7 +306,7 @@ func TestReplyBudgetRefusal(t *testing.T) {
 	if _, err := chatWithin(t, c, 10*time.Second); !strings.Contains(fmt.Sprint(err), "bad key") {
 		t.Errorf("a 401 with room: %v, want its message", err)
 	}
-	if u := replyBudget.used.Load(); u != 0 {
+	if u := replyBudget.used(); u != 0 {
 		t.Errorf("%d bytes of the budget still held", u)
 	}
 }

@@ -18,6 +18,7 @@ type fault struct {
 	retryAfter time.Duration
 	retry      bool  // worth another attempt
 	cause      error // context error, for canceled
+	floor      int64 // the floor of the reply budget the next attempt takes (0: the budget's)
 }
 
 // backoff is the wait before retry number n (1-based): full jitter over an exponentially growing

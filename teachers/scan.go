@@ -286,9 +286,30 @@ type textPiece struct {
 // bound.
 const pieceBytes = int(unsafe.Sizeof(textPiece{}))
 
+// unitKeptInitial is the capacity of out and of heads that a reducer keeps from one
+// completion or chunk to the next; a larger buffer is dropped once its value has been read.
+const unitKeptInitial = 4 << 10
+
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
 	d.out, d.heads, d.pieces = d.out[:0], d.heads[:0], d.pieces[:0]
+}
+
+// done is called once the value read has been decoded and its texts folded: the buffers that
+// grew past unitKeptInitial are dropped and the meter's uses fall to what is kept.
+func (d *reducer) done() {
+	d.reset()
+	if cap(d.out) > unitKeptInitial {
+		d.out = nil
+	}
+	if cap(d.heads) > unitKeptInitial {
+		d.heads = nil
+	}
+	if cap(d.pieces)*pieceBytes > unitKeptInitial {
+		d.pieces = nil
+	}
+	_ = d.m.set(slotUnit, cap(d.out))                              // a fall: never refused
+	_ = d.m.set(slotPieces, cap(d.heads)+cap(d.pieces)*pieceBytes) // likewise
 }
 
 // kept is what the value read so far keeps: its JSON, its texts' first bytes and their pieces.

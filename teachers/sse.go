@@ -156,6 +156,8 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 		if err := foldChunk(p, &r.d, cp.meter, a); err != nil {
 			return err
 		}
+		// What the chunk held is given back: between chunks a stream holds its texts.
+		r.d.done()
 	}
 }
 
@@ -164,6 +166,7 @@ func foldChunk(p []byte, d *reducer, m *meter, a *assembly) error {
 	if err := m.need(slotDecode, 2*len(p)); err != nil {
 		return err
 	}
+	defer func() { _ = m.set(slotDecode, 0) }() // a fall: never refused
 	var ev struct {
 		oai.Completion
 		Error json.RawMessage `json:"error"`
@@ -196,11 +199,18 @@ func readPlain(body io.Reader, cp *capture, a *assembly) error {
 	if err := cp.meter.need(slotDecode, 2*len(d.out)); err != nil {
 		return err
 	}
+	defer func() { _ = cp.meter.set(slotDecode, 0) }() // a fall: never refused
 	var w oai.Completion
 	if err := json.Unmarshal(d.out, &w); err != nil {
 		return &errDecode{fmt.Errorf("the %d-byte body: %w", s.n, err)}
 	}
-	return a.fold(&w, &d, cp.meter)
+	if err := a.fold(&w, &d, cp.meter); err != nil {
+		return err
+	}
+	// The texts are folded: their pieces are given back (the kept body stays, for the error
+	// object of a reply without choices).
+	d.heads, d.pieces = nil, nil
+	return cp.meter.set(slotPieces, 0)
 }
 
 // readFailure reads a failure response's body and returns its message (statusMessage): a body
