@@ -126,9 +126,10 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 	task, dialect, opts := s.task, s.db.Dialect(), s.opts
 	turn := len(s.tr.Turns) + 1
 	p := protocol.ParseReply(reply.Content)
-	// The reply is parsed whole; what is kept of it is bounded: its texts by
-	// EpisodeOptions.ReplyCap, the names a provider sends (finish reason, model id) by
-	// textcap.Name.
+	// The reply is parsed as the policy gave it (a teacher's texts arrive already cut at
+	// textcap.Reply by package teachers, so an <sql> past that is not seen); what is kept of it
+	// is bounded: its texts by EpisodeOptions.ReplyCap, the names a provider sends (finish
+	// reason, model id) by textcap.Name.
 	tu := rundir.Turn{
 		Index:                turn,
 		Content:              textcap.Cut(reply.Content, opts.ReplyCap),
