@@ -184,18 +184,15 @@ func (o *Options) Check() error {
 	return nil
 }
 
-// load loads the model on o's backend, returning it with the name of the kernels it runs.
-func (o *Options) load() (Model, string, error) {
+// load loads the model on o's backend (on the cpu backend with a bf16 KV cache where kvBF16),
+// returning it with the name of the kernels it runs.
+func (o *Options) load(kvBF16 bool) (Model, string, error) {
 	if o.Backend == cuda.BackendCUDA || o.Backend == cuda.BackendEmulated {
 		m, err := cuda.Load(o.Model, cuda.Options{Backend: o.Backend})
 		if err != nil {
 			return nil, "", err
 		}
 		return m, m.Device(), nil
-	}
-	kvBF16, err := qwen2.ParseKVCache(o.KVCache, o.DType)
-	if err != nil {
-		return nil, "", err
 	}
 	m, err := qwen2.Load(o.Model, qwen2.Options{DType: o.DType, Mmap: o.Mmap, KVBF16: kvBF16})
 	if err != nil {
@@ -213,18 +210,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cpu.SetThreads(o.Threads)
 	}
 	r := &Result{Model: o.Model, Backend: o.Backend, Threads: cpu.Threads(), Prompt: o.Prompt, Gen: o.Gen, Batch: max(o.Batch, 1), Depth: o.Depth, Repeat: o.Repeat, Paired: o.Paired}
-	r.KV = "bf16" // the CUDA backends' only one
-	if o.Backend == "" || o.Backend == "cpu" {
-		if kvBF16, _ := qwen2.ParseKVCache(o.KVCache, o.DType); !kvBF16 {
-			r.KV = "f32"
-		}
+	kvBF16, _ := qwen2.ParseKVCache(o.KVCache, o.DType) // Check took it
+	r.KV = "bf16"                                       // the CUDA backends' only one
+	if (o.Backend == "" || o.Backend == "cpu") && !kvBF16 {
+		r.KV = "f32"
 	}
 	if r.Backend == "" {
 		r.Backend = "cpu"
 	}
 	r.LoadAvg[0] = loadAvg()
 	t0 := time.Now()
-	m, kernels, err := o.load()
+	m, kernels, err := o.load(kvBF16)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
