@@ -31,7 +31,8 @@ const (
 // whatever the teachers' max_concurrency. Each attempt takes ReplyFloor of it before its
 // request is sent, waiting for room if need be; past its floor it takes more as it needs it,
 // from all but ReplyReserve of the budget, or fails at once with ReasonReplyBudget (retried,
-// its retry taking a floor of what it needed).
+// its retry waiting, before it sends, for the room it needed past its floor, from all but
+// ReplyReserve too).
 const ReplyBudget = 256 << 20
 
 // ReplyFloor is the room an attempt takes before its request is sent: an ordinary reply (its
@@ -44,19 +45,24 @@ const ReplyFloor = 256 << 10
 const ReplyReserve = ReplyBudget / 4
 
 // budget is the room that the attempts of the process hold, shared by every client. An
-// attempt takes a floor before it sends its request (admit), waiting in turn for room, which
-// cannot deadlock: a waiting attempt holds nothing, and every byte held belongs to an attempt
-// reading its reply, which ends within its timeout. Past its floor an attempt takes room
-// (grow) at once or not at all, never waiting while it holds some.
+// attempt takes a floor before it sends its request (admit), waiting in turn for room; the
+// retry of an attempt refused room then takes, also before it sends, the room it will need
+// past its floor (await), waiting in turn for it within all but the reserve, so that no retry
+// takes the reserve the next attempts' floors need. Neither wait can deadlock: an attempt
+// waiting for its floor holds nothing, one waiting for room past its floor holds only its
+// floor, which no one waits for past floors, and every byte held past floors belongs to an
+// attempt reading its reply, which ends within its timeout. While it reads, an attempt takes
+// room past its floor (grow) at once or not at all, never waiting while it reads.
 type budget struct {
 	limit   int64 // all that attempts hold together
 	reserve int64 // the last bytes of limit, which only floors take
-	floor   int64 // a first attempt's floor
+	floor   int64 // the floor of every attempt
 
 	mu      sync.Mutex
 	floors  int64     // held as floors
 	grown   int64     // held past floors
 	waiters []*waiter // attempts waiting for their floor, in arrival order
+	extras  []*waiter // attempts holding their floor, waiting for room past it, in arrival order
 }
 
 // waiter is an attempt waiting for its floor n; ready is closed once it holds it.
@@ -82,15 +88,26 @@ func (b *budget) maxFloor() int64 { return min(b.reserve, b.limit) }
 // admit takes a floor of n bytes (at most maxFloor), waiting while the room held leaves less
 // and while attempts that came first wait; the context's error when it ends first.
 func (b *budget) admit(ctx context.Context, n int64) error {
-	n = min(n, b.maxFloor())
+	return b.wait(ctx, &b.waiters, &b.floors, min(n, b.maxFloor()))
+}
+
+// await takes n bytes past a floor the attempt holds (at most all but the reserve), waiting
+// while they do not fit (growFits) and while attempts that came first wait; the context's
+// error when it ends first.
+func (b *budget) await(ctx context.Context, n int64) error {
+	return b.wait(ctx, &b.extras, &b.grown, min(n, b.limit-b.reserve))
+}
+
+// wait takes n bytes into *held when they fit, else waits in q for admitWaiting to take them.
+func (b *budget) wait(ctx context.Context, q *[]*waiter, held *int64, n int64) error {
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.floors+b.grown+n <= b.limit {
-		b.floors += n
+	if len(*q) == 0 && b.fits(q, n) {
+		*held += n
 		b.mu.Unlock()
 		return nil
 	}
 	w := &waiter{n: n, ready: make(chan struct{})}
-	b.waiters = append(b.waiters, w)
+	*q = append(*q, w)
 	b.mu.Unlock()
 	select {
 	case <-w.ready:
@@ -101,29 +118,51 @@ func (b *budget) admit(ctx context.Context, n int64) error {
 	defer b.mu.Unlock()
 	select {
 	case <-w.ready: // admitted meanwhile: give it back
-		b.floors -= n
+		*held -= n
 	default:
-		b.waiters = slices.DeleteFunc(b.waiters, func(x *waiter) bool { return x == w })
+		*q = slices.DeleteFunc(*q, func(x *waiter) bool { return x == w })
 	}
 	b.admitWaiting()
 	return ctx.Err()
 }
 
-// admitWaiting gives the waiting attempts their floors, in order, while they fit. b.mu is held.
+// fits reports whether n more bytes fit for the waiters of q: a floor anywhere in the limit,
+// room past floors within all but the reserve (growFits). b.mu is held.
+func (b *budget) fits(q *[]*waiter, n int64) bool {
+	if q == &b.extras {
+		return b.growFits(n)
+	}
+	return b.floors+b.grown+n <= b.limit
+}
+
+// admitWaiting gives the waiting attempts their floors, then the room past them, in order,
+// while they fit. b.mu is held.
 func (b *budget) admitWaiting() {
-	for len(b.waiters) > 0 && b.floors+b.grown+b.waiters[0].n <= b.limit {
+	for len(b.waiters) > 0 && b.fits(&b.waiters, b.waiters[0].n) {
 		w := b.waiters[0]
 		b.waiters = b.waiters[1:]
 		b.floors += w.n
 		close(w.ready)
 	}
+	for len(b.extras) > 0 && b.growFits(b.extras[0].n) {
+		w := b.extras[0]
+		b.extras = b.extras[1:]
+		b.grown += w.n
+		close(w.ready)
+	}
 }
 
-// grow takes n bytes past a floor when they fit, all but the reserve counted.
+// growFits reports whether n bytes past the floors fit, all but the reserve counted. b.mu is
+// held.
+func (b *budget) growFits(n int64) bool {
+	return b.grown+n <= b.limit-b.reserve && b.floors+b.grown+n <= b.limit
+}
+
+// grow takes n bytes past a floor when they fit (growFits).
 func (b *budget) grow(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.grown+n > b.limit-b.reserve || b.floors+b.grown+n > b.limit {
+	if !b.growFits(n) {
 		return false
 	}
 	b.grown += n
@@ -158,15 +197,18 @@ func (e *budgetError) Error() string {
 
 func (e *budgetError) Is(target error) bool { return target == errReplyBudget }
 
-// A meter is what one attempt holds of the reply budget: its floor, taken before the request
-// is sent, and what it took past it; within them, what each of its uses (slot*) holds now. A
-// use grows as its buffers grow (the completion or chunk being read before it grows, the
+// A meter is what one attempt holds of the reply budget: its floor and, for the retry of an
+// attempt refused room, the room past it that it took before the request was sent (pre); what
+// it took past them while it read; within them all, what each of its uses (slot*) holds now.
+// A use grows as its buffers grow (the completion or chunk being read before it grows, the
 // texts just after a completion or chunk grew them) and falls back when a completion or chunk
-// has been folded in: what the meter took past its floor is given back as its uses fall, the
-// floor when the attempt ends (release). A nil meter holds nothing and refuses nothing.
+// has been folded in: what the meter took past its floor and pre while it read is given back
+// as its uses fall, the floor and pre when the attempt ends (release). A nil meter holds
+// nothing and refuses nothing.
 type meter struct {
 	b      *budget
 	floor  int64
+	pre    int64
 	grown  int64
 	held   [slots]int64
 	refuse *budgetError // the refusal, once the attempt was refused room
@@ -184,16 +226,25 @@ const (
 
 func newMeter(b *budget) *meter { return &meter{b: b} }
 
-// admit takes the attempt's floor of n bytes (see budget.admit).
+// admit takes n bytes for the attempt before its request is sent: the budget's floor (see
+// budget.admit), then, when n is more (a retry's: retryFloor), the rest past it (see
+// budget.await), at most maxFloor in all.
 func (m *meter) admit(ctx context.Context, n int64) error {
 	if m == nil {
 		return nil
 	}
 	n = min(n, m.b.maxFloor())
-	if err := m.b.admit(ctx, n); err != nil {
+	floor := min(n, m.b.floor)
+	if err := m.b.admit(ctx, floor); err != nil {
 		return err
 	}
-	m.floor = n
+	if n > floor {
+		if err := m.b.await(ctx, n-floor); err != nil {
+			m.b.give(floor, 0)
+			return err
+		}
+	}
+	m.floor, m.pre = floor, n-floor
 	return nil
 }
 
@@ -221,7 +272,7 @@ func (m *meter) set(slot int, n int) error {
 		return nil
 	}
 	want := m.total() - m.held[slot] + int64(n)
-	if more := want - m.floor - m.grown; more > 0 {
+	if more := want - m.floor - m.pre - m.grown; more > 0 {
 		if !m.b.grow(more) {
 			m.refuse = &budgetError{want: want, limit: m.b.limit, more: more}
 			return m.refuse
@@ -235,9 +286,10 @@ func (m *meter) set(slot int, n int) error {
 	return nil
 }
 
-// retryFloor is the floor for the attempt after this one when this one was refused room:
-// twice what it wanted (so that the retry waits for that room before it sends its request
-// rather than being refused again where it was), at most maxFloor; 0 when it was not refused.
+// retryFloor is the room for the attempt after this one to take before it sends its request
+// (meter.admit) when this one was refused room: twice what it wanted (so that the retry waits
+// for that room rather than being refused again where it was), at most maxFloor; 0 when it
+// was not refused.
 func (m *meter) retryFloor() int64 {
 	if m == nil || m.refuse == nil {
 		return 0
@@ -250,8 +302,8 @@ func (m *meter) release() {
 	if m == nil {
 		return
 	}
-	m.b.give(m.floor, m.grown)
-	m.floor, m.grown, m.held = 0, 0, [slots]int64{}
+	m.b.give(m.floor, m.pre+m.grown)
+	m.floor, m.pre, m.grown, m.held = 0, 0, 0, [slots]int64{}
 }
 
 // tooLongError is a reply past the limits on what one reply may hold.

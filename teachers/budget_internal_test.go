@@ -81,12 +81,46 @@ func TestBudgetRules(t *testing.T) {
 	if b.used() != 0 || b.waitersLen() != 0 {
 		t.Fatalf("used %d, %d waiting", b.used(), b.waitersLen())
 	}
+
+	// A retry's room past its floor (meter.admit of more than the floor) comes from all but
+	// the reserve: with that held, it waits holding its floor alone, and a wait that ends
+	// gives the floor back.
+	if !b.grow(70) {
+		t.Fatal("70 past the floors")
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer tcancel()
+	if err := newMeter(b).admit(tctx, 30); !errors.Is(err, context.DeadlineExceeded) || b.used() != 70 || b.waitersLen() != 0 {
+		t.Fatalf("a retry's 30 with 70 held past the floors: %v, used %d, %d waiting", err, b.used(), b.waitersLen())
+	}
+	m := newMeter(b)
+	admitted := make(chan error)
+	go func() { admitted <- m.admit(ctx, 30) }()
+	for deadline := time.Now().Add(5 * time.Second); b.waitersLen() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a retry's room did not wait")
+		}
+	}
+	if err := b.admit(ctx, 10); err != nil || b.used() != 90 {
+		t.Fatalf("a floor beside the waiting retry: %v, used %d", err, b.used())
+	}
+	b.give(10, 70)
+	if err := <-admitted; err != nil || m.floor != 10 || m.pre != 20 || b.used() != 30 {
+		t.Fatalf("the retry once 70 came back: %v, floor %d and %d past it, used %d", err, m.floor, m.pre, b.used())
+	}
+	if err := m.set(slotUnit, 25); err != nil || b.used() != 30 {
+		t.Fatalf("25 used within the retry's 30: %v, used %d", err, b.used())
+	}
+	m.release()
+	if b.used() != 0 || b.waitersLen() != 0 {
+		t.Fatalf("used %d, %d waiting", b.used(), b.waitersLen())
+	}
 }
 
 func (b *budget) waitersLen() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.waiters)
+	return len(b.waiters) + len(b.extras)
 }
 
 // slowHog is a server whose every reply is a stream that sends a chunk keeping maxUnit of
@@ -348,5 +382,84 @@ func TestReplyBudgetNoDeadlock(t *testing.T) {
 	}
 	if u, w := replyBudget.used(), replyBudget.waitersLen(); u != 0 || w != 0 {
 		t.Errorf("%d bytes still held, %d attempts still waiting", u, w)
+	}
+}
+
+// TestReplyBudgetRetryKeepsReserve: the retry of an attempt refused room does not take the
+// reserve. With the room past the floors held (by slow streams, as TestReplyBudgetHogs makes
+// them hold it), an attempt refused at a chunk keeping maxUnit retries wanting twice that;
+// its retry, whose provider then stalls, must not hold the reserve while it reads, or every
+// ordinary reply beside it waits for its floor until its timeout and fails as reply_budget.
+// Before, the retry took its floor of the whole reserve from the reserve itself: 8 of 8
+// ordinary replies failed.
+func TestReplyBudgetRetryKeepsReserve(t *testing.T) {
+	withBudget(t, 32<<20, 8<<20, ReplyFloor)
+	hogs := replyBudget.limit - replyBudget.reserve - 6<<20 // room for the greedy reply's chunk
+	if !replyBudget.grow(hogs) {
+		t.Fatal("the room past the floors is not free")
+	}
+	release := make(chan struct{})
+	greedySrv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n == 1 { // refused room: its retry wants twice the chunk
+			fmt.Fprintf(w, "data: {\"model\":%q,\"choices\":[]}\n\n", strings.Repeat("m", maxUnit-100))
+			return
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	greedy := hostileClient(t, greedySrv)
+	greedy.ep.Stream, greedy.ep.MaxRetries, greedy.ep.Timeout = true, 1, time.Minute
+	greedyErr := make(chan error, 1)
+	go func() {
+		_, err := greedy.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		greedyErr <- err
+	}()
+	defer func() { // the slow streams end, then the greedy reply's provider
+		replyBudget.give(0, hogs)
+		close(release)
+		if err := <-greedyErr; err != nil && Reason(err) != ReasonReplyBudget {
+			t.Errorf("the greedy reply: %v", err)
+		}
+		if u, w := replyBudget.used(), replyBudget.waitersLen(); u != 0 || w != 0 {
+			t.Errorf("%d bytes still held, %d attempts still waiting", u, w)
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); greedy.Stats().Retries == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the greedy reply was not refused room")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // its retry takes its floor and reads until the release
+	// More slow streams take what is left past the floors.
+	replyBudget.mu.Lock()
+	rest := min(replyBudget.limit-replyBudget.reserve-replyBudget.grown, replyBudget.limit-replyBudget.floors-replyBudget.grown)
+	replyBudget.grown += rest
+	hogs += rest
+	t.Logf("held: %.2f MiB as floors, %.2f MiB past them", float64(replyBudget.floors)/(1<<20), float64(replyBudget.grown)/(1<<20))
+	replyBudget.mu.Unlock()
+
+	plain, streamed, content, _ := ordinaryServer(t)
+	for _, c := range []*Client{plain, streamed} {
+		c.ep.MaxRetries, c.ep.Timeout = 0, 2*time.Second
+	}
+	failed := 0
+	var mu sync.Mutex
+	chatAll(t, plain, streamed, 8, 30*time.Second, func(i int, rep chat.Reply, err error) {
+		if err == nil && rep.Content != content {
+			err = fmt.Errorf("content %q", rep.Content)
+		}
+		if err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			if failed++; failed <= 2 {
+				t.Errorf("ordinary reply %d: %v", i, err)
+			}
+		}
+	})
+	if failed > 0 {
+		t.Errorf("%d of 8 ordinary replies failed beside a retry of a refused reply", failed)
 	}
 }
