@@ -291,6 +291,12 @@ var edgeStreams = []string{
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" \"}}]}\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"length\"}]}\ndata: [DONE]\n",
 	strings.Repeat("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"  \\n\"}}]}\n", 4),
+	// providers' framing: OpenRouter's comments, reasoning twice and usage-only last chunk; an
+	// error event by its event name; llama.cpp's server's "error:" field; its timings
+	": OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"reasoning\":\"r\",\"reasoning_details\":[{\"type\":\"reasoning.text\",\"text\":\"r\",\"format\":\"unknown\",\"index\":0}]}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"cost\":0.1}}\n\ndata: [DONE]\n\n",
+	"event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n",
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\nerror: {\"code\":500,\"message\":\"llama\"}\n\n",
+	"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}],\"timings\":{\"x\":1}}\n\ndata: [DONE]\n\n",
 	"data: {\"x\":" + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "}\n",
 }
 
