@@ -472,8 +472,9 @@ func TestPostgresConnectionCap(t *testing.T) {
 // TestPostgresCatalogIsolation: as task A's role, every relation of pg_catalog and
 // information_schema is either refused by the screen or shows nothing of task B (its schema,
 // its table, which B has just read, so the statistics views count it); every pg_catalog relation
-// is refused; the reg* casts and the functions describing objects by oid are refused too, while
-// the same reads unscreened do show B's table (the screen, not the server, stops them).
+// is refused; the reg* casts, the reg* types' output functions and aclitem called on an oid
+// (regclassout, regroleout, acldefault) and the functions describing objects by oid are refused
+// too, while the same reads unscreened do show B's names (the screen, not the server, stops them).
 func TestPostgresCatalogIsolation(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schemas := pgHostileSchemas(t, admin, 2)
@@ -482,8 +483,13 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 	if _, err := admin.Exec("CREATE TABLE " + b + "." + secret + " (x int); INSERT INTO " + b + "." + secret + " VALUES (4242); CREATE INDEX ON " + b + "." + secret + " (x); ANALYZE " + b + "." + secret); err != nil {
 		t.Fatal(err)
 	}
-	_, _, dbs := pgHostileConnector(t, schemas)
+	_, reader, dbs := pgHostileConnector(t, schemas)
 	dbA, dbB := dbs[0], dbs[1]
+	var secretOID, nspOID, roleOID int64
+	if err := admin.QueryRow("SELECT $1::regclass::oid::bigint, $2::regnamespace::oid::bigint, $3::regrole::oid::bigint",
+		b+"."+secret, b, sandbox.QuoteIdent(datasets.Postgres, pgTaskRole(reader, b))).Scan(&secretOID, &nspOID, &roleOID); err != nil {
+		t.Fatal(err)
+	}
 	if r := sandboxtest.MustExec(t, dbB, "SELECT x FROM "+secret, sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(4242) {
 		t.Fatalf("task B reads its table: %+v", r)
 	}
@@ -543,13 +549,29 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 		"SELECT format_type(reltype, NULL) FROM pg_class WHERE relname = '" + secret + "'",
 		"SELECT obj_description(16384)", "SELECT object_schema FROM information_schema.udt_privileges WHERE udt_name = '" + secret + "'",
 	}
-	for _, q := range oracles {
+	// The reg* types' output functions and aclitem, called by name on an oid: each names B's
+	// table, schema, row type or task role, as the casts do.
+	byOID := []string{
+		fmt.Sprintf("SELECT regclassout(%d::oid)::text", secretOID),
+		fmt.Sprintf(`SELECT pg_catalog."regclassout"(o::oid)::text FROM generate_series(%d, %d) o`, secretOID-2, secretOID+2),
+		fmt.Sprintf("SELECT regtypeout(o::oid)::text FROM generate_series(%d, %d) o", secretOID-4, secretOID+4),
+		fmt.Sprintf("SELECT regnamespaceout(%d::oid)::text", nspOID),
+		fmt.Sprintf("SELECT regroleout(%d::oid)::text", roleOID),
+		fmt.Sprintf("SELECT acldefault('r', %d::oid)::text", roleOID),
+		fmt.Sprintf("SELECT makeaclitem(%d::oid, %d::oid, 'SELECT', false)::text", roleOID, roleOID),
+	}
+	for _, q := range append(oracles, byOID...) {
 		if r := sandboxtest.MustExec(t, dbA, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
 			t.Errorf("%.70q: %s %v, want it refused", q, r.Outcome, r.Rows)
 		}
 	}
 	if r := rawRun(t, dbA, oracles[0]); !r.OK() || sandboxtest.Leaks(r, []string{secret}) == "" {
 		t.Errorf("unscreened, pg_statio_all_tables: %+v, want it to show B's table (what the screen is for)", r)
+	}
+	for _, q := range byOID {
+		if r := rawRun(t, dbA, q); !r.OK() || sandboxtest.Leaks(r, []string{b}) == "" {
+			t.Errorf("unscreened, %.70q: %+v, want it to show task B's names (what the screen is for)", q, r)
+		}
 	}
 }
 

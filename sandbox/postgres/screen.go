@@ -32,14 +32,20 @@ var pgAllowed = map[string]bool{"pg_catalog": true, "pg_typeof": true, "pg_colum
 	"pg_client_encoding": true, "pg_size_pretty": true}
 
 // pgCatalogWords are the other PostgreSQL names that show every schema's objects to any role:
-// the reg* types that turn an oid into a qualified name and back (an existence test too), the
-// functions that describe an object or test a name, and the information_schema views that list
-// the row types of every table. Named one by one, never by prefix or suffix: task columns share
-// those (document_description, to_region).
+// the reg* types that turn an oid into a qualified name and back (an existence test too), and
+// their input and output functions, which do the same called by name (regclassout(g::oid) lists
+// another task's tables, regnamespaceout its schema, regtypeout its row types, regroleout its
+// role); aclitem and the functions that make or read one (acldefault('r', oid)::text and
+// makeaclitem(oid, …)::text spell a role's name, every task's role by oid); the functions that
+// describe an object or test a name, and the information_schema views that list the row types
+// of every table. Named one by one, never by prefix or suffix: task columns share those
+// (document_description, to_region, regtype_code).
 var pgCatalogWords = map[string]bool{
-	"regclass": true, "regnamespace": true, "regtype": true, "regproc": true, "regprocedure": true, "regoper": true,
-	"regoperator": true, "regrole": true, "regcollation": true, "regconfig": true, "regdictionary": true,
 	"format_type": true, "udt_privileges": true, "role_udt_grants": true,
+	// aclitem: its text names the grantor and grantee roles of any oid
+	"aclitem": true, "_aclitem": true, "aclitemin": true, "aclitemout": true, "aclitemeq": true, "hash_aclitem": true,
+	"hash_aclitem_extended": true, "acldefault": true, "makeaclitem": true, "aclexplode": true, "aclcontains": true,
+	"aclinsert": true, "aclremove": true,
 	// the functions that describe an object by its oid or name
 	"obj_description": true, "col_description": true, "shobj_description": true,
 	// the to_reg* functions: a qualified name to an oid, or null (an existence test)
@@ -50,6 +56,19 @@ var pgCatalogWords = map[string]bool{
 	"has_foreign_data_wrapper_privilege": true, "has_function_privilege": true, "has_language_privilege": true,
 	"has_parameter_privilege": true, "has_schema_privilege": true, "has_sequence_privilege": true,
 	"has_server_privilege": true, "has_table_privilege": true, "has_tablespace_privilege": true, "has_type_privilege": true,
+}
+
+// pgRegTypes are the reg* types, each an oid read and written as a qualified name.
+var pgRegTypes = []string{"regclass", "regnamespace", "regtype", "regproc", "regprocedure", "regoper",
+	"regoperator", "regrole", "regcollation", "regconfig", "regdictionary"}
+
+func init() {
+	// Each reg* type, its array type, and the functions that convert it (regclassout, regrolein, …).
+	for _, t := range pgRegTypes {
+		for _, w := range []string{t, "_" + t, t + "in", t + "out", t + "recv", t + "send"} {
+			pgCatalogWords[w] = true
+		}
+	}
 }
 
 // pgOwnCatalog reports whether q is one of the toolkit's own catalog statements (schema
