@@ -573,6 +573,18 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 			t.Errorf("unscreened, %.70q: %+v, want it to show task B's names (what the screen is for)", q, r)
 		}
 	}
+	// Functions that open a relation by oid name it in their error ("secret" is not a sequence).
+	for _, f := range []string{"currval(%d)", "nextval(%d)", "setval(%d, 1)", "brin_summarize_range(%d, 0)",
+		"brin_desummarize_range(%d, 0)", "brin_summarize_new_values(%d)", "gin_clean_pending_list(%d)", "satisfies_hash_partition(%d::oid, 2, 0, 1)",
+		"row_security_active(%d)"} {
+		q := "SELECT " + fmt.Sprintf(f, secretOID)
+		if r := sandboxtest.MustExec(t, dbA, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
+			t.Errorf("%.70q: %s %v %q, want it refused", q, r.Outcome, r.Rows, r.Error)
+		}
+		if r := rawRun(t, dbA, q); !strings.HasPrefix(f, "row_") && !strings.Contains(r.Error, secret) {
+			t.Errorf("unscreened, %.70q: %+v, want its error to name B's table (what the screen is for)", q, r)
+		}
+	}
 }
 
 // TestPostgresReaderSeesNoServer reads, as the reader and unscreened, every catalog relation
