@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/rewards"
 )
 
@@ -20,6 +21,7 @@ func TestRepliesAsDocumented(t *testing.T) {
 	_, url := testServer(t, Config{Weights: &w})
 	task := tasksOf(t)[3]
 	g := gold(t, task, datasets.SQLite)
+	long := strings.Repeat("reasoning ", textcap.EnvReply/10+100) // longer than an episode keeps
 	type result struct {
 		Info    wireInfo       `json:"info"`
 		Rewards map[string]any `json:"rewards"`
@@ -53,6 +55,11 @@ func TestRepliesAsDocumented(t *testing.T) {
 		{"prose to the limit", "I would count them", "", "length", "format_violation", "", 0, 1},
 		{"an empty reply to the limit", "", "", "length", "truncated", "", 0, 1},
 		{"reasoning field to the limit", "", "x", "length", "truncated", "", 0, 1},
+		// Past what an episode keeps of a text (textcap.EnvReply): the form is the whole reply's.
+		{"a long think block", "<think>" + long + "</think>\n<sql>" + g + "</sql>", "", "", "ok", g, 1, 0},
+		{"a long think block and prose after", "<think>" + long + "</think>\n<sql>" + g + "</sql> Done.", "", "", "ok", g, 0, 1},
+		{"a long reasoning field", "<sql>" + g + "</sql>", long, "", "ok", g, 1, 0},
+		{"a long reasoning field with a tag past the cut", "<sql>" + g + "</sql>", long + "<sql>SELECT 1</sql>", "", "ok", g, 0, 1},
 	} {
 		ep := start(t, url, task.ID, "")
 		body := map[string]string{"content": c.content}

@@ -11,6 +11,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
+	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -172,6 +173,15 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 		tu.Observation = protocol.RenderObservation(res, opts.Caps)
 		converged = protocol.SameSQL(s.prevSQL, tu.SQL)
 		prevSQL = tu.SQL
+	}
+	if len(reply.Content) > opts.ReplyCap || len(reply.Reasoning) > opts.ReplyCap {
+		// The texts kept are cut: the form is the whole reply's, judged now.
+		whole := tu
+		whole.Content, whole.Reasoning = reply.Content, reply.Reasoning
+		tu.Form = rundir.FormMalformed
+		if rewards.TurnWellFormed(whole) {
+			tu.Form = rundir.FormWellFormed
+		}
 	}
 	final, finalSQL := s.final, s.tr.FinalSQL
 	if res != nil {

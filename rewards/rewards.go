@@ -40,9 +40,16 @@ type Rewards struct {
 // inside either block, no other text) and was neither truncated nor a format violation. The
 // reply is taken as the model produced it: reasoning that came in a separate field is put back
 // as the think block in front of the content, and so is the <think> a chat template opened in
-// the prompt (rundir.Turn.ThinkOpened).
+// the prompt (rundir.Turn.ThinkOpened). A turn whose texts were kept cut has the form recorded
+// for its whole reply (rundir.Turn.Form).
 func TurnWellFormed(tu rundir.Turn) bool {
 	if tu.Truncated || tu.FormatViolation {
+		return false
+	}
+	switch tu.Form {
+	case rundir.FormWellFormed:
+		return true
+	case rundir.FormMalformed:
 		return false
 	}
 	content := tu.Content

@@ -41,7 +41,18 @@ type Turn struct {
 	// ThinkOpened records chat.Reply.ThinkOpened: the teacher's chat template opened the
 	// <think> block in the prompt, so the content began inside the reasoning.
 	ThinkOpened bool `json:"think_opened,omitempty"`
+	// Form is the protocol form of a reply whose Content or Reasoning was kept cut (textcap:
+	// the RL environment keeps 64 KiB of each), FormWellFormed or FormMalformed, judged on the
+	// whole reply when it was played (rewards.TurnWellFormed), since the texts kept no longer
+	// tell it; "" when the texts were kept whole and tell it themselves.
+	Form string `json:"form,omitempty"`
 }
+
+// The values of Turn.Form.
+const (
+	FormWellFormed = "well_formed"
+	FormMalformed  = "malformed"
+)
 
 // Reply is the turn's reply as the policy returned it.
 func (t Turn) Reply() chat.Reply {
