@@ -17,6 +17,7 @@ type matcher struct {
 type matchToken struct {
 	content string
 	id      int32
+	special bool
 }
 
 // newMatcher indexes the added tokens whose normalized flag equals normalized.
@@ -27,7 +28,7 @@ func newMatcher(added []addedToken, normalized bool) *matcher {
 			continue
 		}
 		b := a.content[0]
-		m.byFirst[b] = append(m.byFirst[b], matchToken{a.content, int32(a.id)})
+		m.byFirst[b] = append(m.byFirst[b], matchToken{a.content, int32(a.id), a.special})
 		m.any = true
 	}
 	for b := range m.byFirst {
@@ -38,8 +39,10 @@ func newMatcher(added []addedToken, normalized bool) *matcher {
 }
 
 // find returns the first added token in s at or after from: its start, length and id. It
-// returns start -1 when there is none.
-func (m *matcher) find(s string, from int) (start, n int, id int32) {
+// returns start -1 when there is none. With splitSpecial, a special token found is text, as in
+// HF's AddedVocabulary with encode_special_tokens: the match is passed over whole (nothing inside
+// it is matched again) and the search goes on after it.
+func (m *matcher) find(s string, from int, splitSpecial bool) (start, n int, id int32) {
 	if !m.any {
 		return -1, 0, 0
 	}
@@ -50,6 +53,10 @@ func (m *matcher) find(s string, from int) (start, n int, id int32) {
 		}
 		for _, c := range cands {
 			if strings.HasPrefix(s[i:], c.content) {
+				if splitSpecial && c.special {
+					i += len(c.content) - 1
+					break
+				}
 				return i, len(c.content), c.id
 			}
 		}

@@ -45,19 +45,21 @@ func (t *Tokenizer) putState(st *state) {
 // encode appends the ids of text to ids and, when offs is not nil, their byte ranges in text
 // to *offs. As HF: added tokens with normalized=false are split out of the raw text first, each
 // stretch between them is NFC-normalised, added tokens with normalized=true are split out of
-// that, and the rest is pre-tokenised and BPE-encoded piece by piece.
-func (t *Tokenizer) encode(st *state, text string, ids []int, offs *[]Offset) []int {
-	return splitAdded(t.rawMatcher, text, 0, ids, offs, func(seg string, at int, ids []int) []int {
-		return t.encodeSegment(st, seg, at, ids, offs)
+// that, and the rest is pre-tokenised and BPE-encoded piece by piece. With splitSpecial the
+// added tokens marked special are not split out but encoded as the rest (HF's
+// split_special_tokens=True).
+func (t *Tokenizer) encode(st *state, text string, ids []int, offs *[]Offset, splitSpecial bool) []int {
+	return splitAdded(t.rawMatcher, text, 0, ids, offs, splitSpecial, func(seg string, at int, ids []int) []int {
+		return t.encodeSegment(st, seg, at, ids, offs, splitSpecial)
 	})
 }
 
-// splitAdded appends the ids (and offsets, at off) of s: the added tokens m finds as their
-// ids, each stretch between them through each.
-func splitAdded(m *matcher, s string, off int, ids []int, offs *[]Offset, each func(part string, at int, ids []int) []int) []int {
+// splitAdded appends the ids (and offsets, at off) of s: the added tokens m finds (special
+// ones passed over with splitSpecial) as their ids, each stretch between them through each.
+func splitAdded(m *matcher, s string, off int, ids []int, offs *[]Offset, splitSpecial bool, each func(part string, at int, ids []int) []int) []int {
 	pos := 0
 	for pos < len(s) {
-		start, n, id := m.find(s, pos)
+		start, n, id := m.find(s, pos, splitSpecial)
 		end := start
 		if start < 0 {
 			end = len(s)
@@ -82,7 +84,7 @@ func splitAdded(m *matcher, s string, off int, ids []int, offs *[]Offset, each f
 type stretch struct{ nStart, nEnd, oStart, oEnd int }
 
 // encodeSegment encodes seg, a stretch of the text at byte base free of raw added tokens.
-func (t *Tokenizer) encodeSegment(st *state, seg string, base int, ids []int, offs *[]Offset) []int {
+func (t *Tokenizer) encodeSegment(st *state, seg string, base int, ids []int, offs *[]Offset, splitSpecial bool) []int {
 	s := seg
 	aligned := false
 	if t.nfc && !norm.NFC.IsNormalString(seg) {
@@ -97,7 +99,7 @@ func (t *Tokenizer) encodeSegment(st *state, seg string, base int, ids []int, of
 	if aligned {
 		off = 0 // offsets in normalised coordinates first, mapped below
 	}
-	ids = splitAdded(t.normMatcher, s, off, ids, offs, func(p string, at int, ids []int) []int {
+	ids = splitAdded(t.normMatcher, s, off, ids, offs, splitSpecial, func(p string, at int, ids []int) []int {
 		return t.encodePieces(st, p, at, ids, offs)
 	})
 	if aligned && offs != nil {

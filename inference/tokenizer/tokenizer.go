@@ -1,7 +1,8 @@
 // Package tokenizer is a byte-level BPE tokenizer that loads a Hugging Face tokenizer.json of the
 // Qwen2/Qwen2.5 family and gives exactly the ids of Hugging Face's tokenizers library for
 // encode(text, add_special_tokens=False): added tokens split out first, NFC normalisation, the
-// Qwen2 pre-tokenizer split, byte-level BPE, and the ByteLevel decoder.
+// Qwen2 pre-tokenizer split, byte-level BPE, and the ByteLevel decoder. EncodeSplitSpecial is the
+// same with split_special_tokens=True (special tokens' text encoded as plain text).
 //
 // A Tokenizer is immutable after Load and safe for concurrent use.
 package tokenizer
@@ -55,7 +56,21 @@ type Offset struct{ Start, End int }
 func (t *Tokenizer) Encode(text string) []int {
 	st := t.getState()
 	ids := make([]int, 0, len(text)/3+4)
-	ids = t.encode(st, text, ids, nil)
+	ids = t.encode(st, text, ids, nil, false)
+	t.putState(st)
+	return ids
+}
+
+// EncodeSplitSpecial returns the token ids of text as Hugging Face's encode(text,
+// add_special_tokens=False) with split_special_tokens=True: the text of a token marked special
+// (e.g. <|im_end|>, <|endoftext|>) is encoded as ordinary text, byte-level BPE like the text
+// around it, so the ids hold no control token. Added tokens not marked special (Qwen2.5's
+// <tool_call>) are still one id each, as in HF. Text with no special token's text in it gets
+// the ids of Encode.
+func (t *Tokenizer) EncodeSplitSpecial(text string) []int {
+	st := t.getState()
+	ids := make([]int, 0, len(text)/3+4)
+	ids = t.encode(st, text, ids, nil, true)
 	t.putState(st)
 	return ids
 }
@@ -63,7 +78,7 @@ func (t *Tokenizer) Encode(text string) []int {
 // AppendEncode appends the ids of text to dst and returns the extended slice.
 func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
 	st := t.getState()
-	dst = t.encode(st, text, dst, nil)
+	dst = t.encode(st, text, dst, nil, false)
 	t.putState(st)
 	return dst
 }
@@ -78,7 +93,7 @@ func (t *Tokenizer) EncodeOffsets(text string) ([]int, []Offset) {
 	st := t.getState()
 	ids := make([]int, 0, len(text)/3+4)
 	offs := make([]Offset, 0, len(text)/3+4)
-	ids = t.encode(st, text, ids, &offs)
+	ids = t.encode(st, text, ids, &offs, false)
 	t.putState(st)
 	return ids, offs
 }

@@ -542,3 +542,90 @@ func TestPiecesAgainstRegex(t *testing.T) {
 		t.Fatalf("read %d lines: %v", n, err)
 	}
 }
+
+// TestEncodeSplitSpecial checks HF's split_special_tokens=True: every golden text without a
+// special token's text gets its golden ids (non-special added tokens such as <tool_call> stay
+// one id), and the special tokens' text is encoded as plain text, ids built from golden pieces.
+func TestEncodeSplitSpecial(t *testing.T) {
+	tok := qwen(t)
+	specials := tok.SpecialIDs()
+	hasSpecial := func(s string) bool {
+		for c := range specials {
+			if strings.Contains(s, c) {
+				return true
+			}
+		}
+		return false
+	}
+	same, split := 0, 0
+	for _, rel := range []string{"tokenizer/golden.jsonl", "tokenizer/golden_hf_divergent.jsonl"} {
+		for i, g := range readGolden(t, rel) {
+			got := tok.EncodeSplitSpecial(g.Text)
+			if !hasSpecial(g.Text) {
+				same++
+				if !slices.Equal(got, g.IDs) {
+					t.Errorf("%s line %d %q: EncodeSplitSpecial = %v, want the golden %v", rel, i+1, g.Text, got, g.IDs)
+				}
+				continue
+			}
+			split++
+			for _, id := range got {
+				if tok.IsSpecial(id) {
+					t.Errorf("%s line %d %q: EncodeSplitSpecial gave the control id %d: %v", rel, i+1, g.Text, id, got)
+					break
+				}
+			}
+			if want := norm.NFC.String(g.Text); tok.Decode(got) != want {
+				t.Errorf("%s line %d: Decode(EncodeSplitSpecial) = %q, want %q", rel, i+1, tok.Decode(got), want)
+			}
+		}
+	}
+	t.Logf("%d golden texts unchanged, %d with special tokens encoded as text", same, split)
+	// Pre-tokens "<|", "im", "_start" (golden "<|im_start": 27 91 318 4906), "|>" (golden
+	// "<|IM_START|>": … 91 29), "endoftext" (golden "<|endoftext|": … 8691 723 427 91); "|>\n"
+	// is one pre-token, 91 397 (golden "<observation>\n": … 397).
+	for text, want := range map[string][]int{
+		"<|im_start|>":                        {27, 91, 318, 4906, 91, 29},
+		"<|endoftext|>":                       {27, 91, 8691, 723, 427, 91, 29},
+		"a<|im_end|>b":                        {64, 27, 91, 318, 6213, 91, 29, 65},
+		"<tool_call><|im_start|>":             {151657, 27, 91, 318, 4906, 91, 29},
+		"<|im_start|>user\nHello<|im_end|>\n": {27, 91, 318, 4906, 91, 29, 872, 198, 9707, 27, 91, 318, 6213, 91, 397},
+	} {
+		if got := tok.EncodeSplitSpecial(text); !slices.Equal(got, want) {
+			t.Errorf("EncodeSplitSpecial(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// TestSplitSpecialPassesOver checks HF's rule that a special token found in split mode is passed
+// over whole: an added token inside it is not matched again.
+func TestSplitSpecialPassesOver(t *testing.T) {
+	m := tinyTokenizer()
+	m["added_tokens"] = append(m["added_tokens"].([]any),
+		map[string]any{"id": 302, "content": "<|q|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+		map[string]any{"id": 303, "content": "q", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false})
+	tok, err := Load(writeTokenizer(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(s string) []int {
+		var ids []int
+		for i := range len(s) {
+			ids = append(ids, int(tok.byteID[s[i]]))
+		}
+		return ids
+	}
+	for text, want := range map[string][]int{
+		"<|q|>":         b("<|q|>"),
+		"q<|q|>q":       append(append([]int{303}, b("<|q|>")...), 303),
+		"<|im_end|>x":   {301}, // not special: split out in both modes
+		"<|im_end|><|q": slices.Concat(b("<|im_end|>"), b("<|"), []int{303}),
+	} {
+		if got := tok.EncodeSplitSpecial(text); !slices.Equal(got, want) {
+			t.Errorf("EncodeSplitSpecial(%q) = %v, want %v", text, got, want)
+		}
+	}
+	if got := tok.Encode("<|q|>"); !slices.Equal(got, []int{302}) {
+		t.Errorf("Encode(<|q|>) = %v, want [302]", got)
+	}
+}
