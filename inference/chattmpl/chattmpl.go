@@ -73,7 +73,8 @@ func Check(msgs []chat.Message) error {
 //
 // Messages with roles the template does not know are skipped, as the template skips them. An
 // empty conversation, on which the template fails, renders as the default system turn alone
-// (see Check). Content containing ChatML marker text is rendered verbatim, as the template does.
+// (see Check). Content containing ChatML marker text is rendered verbatim, as the template does;
+// RenderMarked tells the template's own markers from it.
 func Render(msgs []chat.Message, addGenerationPrompt bool) (text string, spans []Span) {
 	var b strings.Builder
 	b.Grow(renderSize(msgs))
@@ -90,53 +91,78 @@ func renderSize(msgs []chat.Message) int {
 	return n
 }
 
+// RenderMarked is Render that also returns the span of every ChatML marker (<|im_start|>,
+// <|im_end|>) the template itself writes, in order. Those are the only control tokens of the
+// rendering: marker text inside a message's content is not among them (Piece.Encode in package
+// turns encodes it as plain text).
+func RenderMarked(msgs []chat.Message, addGenerationPrompt bool) (text string, spans, markers []Span) {
+	var b strings.Builder
+	b.Grow(renderSize(msgs))
+	markers = []Span{}
+	spans = appendRender(&b, msgs, addGenerationPrompt, nil, &markers)
+	return b.String(), spans, markers
+}
+
 // AppendRender writes the rendering of msgs to b (which may already hold text; spans are
 // offsets into b's whole contents) and appends the spans to spans.
 func AppendRender(b *strings.Builder, msgs []chat.Message, addGenerationPrompt bool, spans []Span) []Span {
-	b.WriteString(ImStart)
+	return appendRender(b, msgs, addGenerationPrompt, spans, nil)
+}
+
+// appendRender is AppendRender that, when markers is not nil, appends the span of each marker
+// the template writes to *markers.
+func appendRender(b *strings.Builder, msgs []chat.Message, addGenerationPrompt bool, spans []Span, markers *[]Span) []Span {
+	mark := func(m string) {
+		if markers != nil {
+			*markers = append(*markers, Span{Start: b.Len(), End: b.Len() + len(m)})
+		}
+		b.WriteString(m)
+	}
+	mark(ImStart)
 	b.WriteString("system\n")
 	if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
 		b.WriteString(msgs[0].Content)
 	} else {
 		b.WriteString(DefaultSystem)
 	}
-	b.WriteString(ImEnd)
+	mark(ImEnd)
 	b.WriteString("\n")
 	for i, m := range msgs {
 		switch {
 		case m.Role == chat.RoleUser || (m.Role == chat.RoleSystem && i > 0):
-			b.WriteString(ImStart)
+			mark(ImStart)
 			b.WriteString(m.Role)
 			b.WriteString("\n")
 			b.WriteString(m.Content)
-			b.WriteString(ImEnd)
+			mark(ImEnd)
 			b.WriteString("\n")
 		case m.Role == chat.RoleAssistant:
 			// chat.Message has no tool calls, so only the template's first assistant branch applies.
-			b.WriteString(ImStart)
+			mark(ImStart)
 			b.WriteString(m.Role)
 			start := b.Len()
 			b.WriteString("\n")
 			b.WriteString(m.Content)
-			b.WriteString(ImEnd)
+			mark(ImEnd)
 			b.WriteString("\n")
 			spans = append(spans, Span{Start: start, End: b.Len()})
 		case m.Role == RoleTool:
 			if i == 0 || msgs[i-1].Role != RoleTool {
-				b.WriteString(ImStart)
+				mark(ImStart)
 				b.WriteString(chat.RoleUser)
 			}
 			b.WriteString("\n<tool_response>\n")
 			b.WriteString(m.Content)
 			b.WriteString("\n</tool_response>")
 			if i == len(msgs)-1 || msgs[i+1].Role != RoleTool {
-				b.WriteString(ImEnd)
+				mark(ImEnd)
 				b.WriteString("\n")
 			}
 		}
 	}
 	if addGenerationPrompt {
-		b.WriteString(GenerationPrompt)
+		mark(ImStart)
+		b.WriteString(GenerationPrompt[len(ImStart):])
 	}
 	return spans
 }
