@@ -27,9 +27,10 @@ import (
 	"github.com/chainedsql/chainedsql/turns"
 )
 
-// Tokenizer is what a rollout needs of the student's tokenizer (*tokenizer.Tokenizer is one).
+// Tokenizer is what a rollout needs of the student's tokenizer (*tokenizer.Tokenizer is one):
+// the template's pieces are encoded through turns.Encoder, so no content is a control id.
 type Tokenizer interface {
-	Encode(text string) []int
+	turns.Encoder
 	Decode(ids []int) string
 	TokenID(tok string) (int, bool)
 }

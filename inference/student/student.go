@@ -22,12 +22,15 @@ import (
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/lm"
+	"github.com/chainedsql/chainedsql/turns"
 )
 
 // Tokenizer is what the student needs of a tokenizer (*tokenizer.Tokenizer is one).
 type Tokenizer interface {
-	// Encode returns the ids of text, special tokens written in it recognised.
-	Encode(text string) []int
+	// Encode returns the ids of text, special tokens written in it recognised (the template's
+	// markers); EncodeSplitSpecial those of text with special tokens' text as plain text (a
+	// message's content).
+	turns.Encoder
 	// Decode returns the text of ids.
 	Decode(ids []int) string
 	// TokenID returns the id of a token written as in tokenizer.json (e.g. "<|im_end|>").
@@ -127,13 +130,13 @@ func (s *Student) Chat(ctx context.Context, msgs []chat.Message, opts chat.Optio
 }
 
 // Prompt returns the token ids the student feeds for msgs: the chat template's rendering with the
-// generation prompt.
+// generation prompt, as turns.Prompt encodes it (the template's markers are control ids, the
+// text of a special token inside a message's content is plain text).
 func (s *Student) Prompt(msgs []chat.Message) ([]int, error) {
 	if err := chattmpl.Check(msgs); err != nil {
 		return nil, fmt.Errorf("student: %w: %w", generate.ErrInvalidRequest, err)
 	}
-	text, _ := chattmpl.Render(msgs, true)
-	return s.tok.Encode(text), nil
+	return turns.Prompt(msgs).Encode(s.tok).IDs, nil
 }
 
 // VocabSize is the model's vocabulary size: the token ids a logit bias may name.

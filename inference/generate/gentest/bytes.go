@@ -44,6 +44,15 @@ func (ByteTokenizer) Encode(text string) []int {
 	return ids
 }
 
+// EncodeSplitSpecial returns the bytes of text as ids, special tokens' text included.
+func (ByteTokenizer) EncodeSplitSpecial(text string) []int {
+	ids := make([]int, len(text))
+	for i := range len(text) {
+		ids[i] = int(text[i])
+	}
+	return ids
+}
+
 // Decode returns the text of ids, ill-formed UTF-8 replaced by U+FFFD.
 func (ByteTokenizer) Decode(ids []int) string {
 	var b []byte
