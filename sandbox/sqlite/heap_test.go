@@ -205,7 +205,11 @@ func TestSQLiteOpenHeapHeldNotADatabase(t *testing.T) {
 	if err := os.WriteFile(zeros, make([]byte, 4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	paths := []string{text, zeros, dir}
+	short := filepath.Join(dir, "short.sqlite") // shorter than the magic, not empty
+	if err := os.WriteFile(short, []byte("SQLite\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{text, zeros, short, dir}
 	for _, p := range paths { // the heap free: SQLite itself refuses them
 		if db, err := Open(p); err == nil {
 			db.Close()

@@ -161,8 +161,9 @@ const sqliteMagic = "SQLite format 3\x00"
 
 // checkSQLiteHeader is Open's check of the file at path where SQLite's heap is too short to open
 // it: what SQLite refuses before reading any table, short of its page checks. A file it cannot
-// read (a directory, one without permission) and one whose first 16 bytes are there and not
-// sqliteMagic ("file is not a database") fail; an empty file is an empty database.
+// read (a directory, one without permission) and one that does not start with sqliteMagic
+// ("file is not a database", one shorter than it too: SQLite reads a short first page as
+// zeros) fail; an empty file is an empty database.
 func checkSQLiteHeader(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -172,9 +173,9 @@ func checkSQLiteHeader(path string) error {
 	head := make([]byte, len(sqliteMagic))
 	n, err := io.ReadFull(f, head)
 	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return nil // shorter than the magic: SQLite's to judge, at the first statement
-	case err != nil:
+	case err == io.EOF:
+		return nil // empty: SQLite opens it as an empty database
+	case err != nil && err != io.ErrUnexpectedEOF:
 		return err
 	case string(head[:n]) != sqliteMagic:
 		return errors.New("file is not a database (no SQLite header)")
