@@ -289,13 +289,7 @@ func forgottenJoin(t *testing.T, d datasets.Dialect) sandbox.DB {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	conn := &sandbox.Connector{DSN: map[datasets.Dialect]string{d: dsn}, Access: sandbox.Access{AsDSNUser: true}}
-	t.Cleanup(func() { conn.Close() })
-	db, err := conn.Open(context.Background(), d, datasets.Task{ID: name + "/0", DBID: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return serverDB(t, d, name)
 }
 
 // peakHeap runs f and returns the most heap in use, above what was in use before it, seen while

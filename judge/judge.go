@@ -655,7 +655,8 @@ func pyRowKey(row []any) string { return rowKey(pyModel{}, row) }
 // (column order kept) when ordered is false; ordered comparison of row lists when true. It is
 // the value rule Judge uses on PostgreSQL and MySQL, where no official evaluator runs. Values
 // that are the same across engines compare equal: integers and floats equal as numbers, floats after
-// rounding to 10 significant digits, []byte equal to the same text, bools as 0/1, and times
+// rounding to 10 significant digits (a sandbox.Decimal as its Number, but exactly when it is an
+// integer past int64 or past float64's range: decimalKey), []byte equal to the same text, bools as 0/1, and times
 // equal to text holding the same date or date-time (see dateKey). Both results must have run.
 func Match(gold, pred *sandbox.Result, ordered bool) bool {
 	if !gold.OK() || !pred.OK() {
@@ -678,7 +679,7 @@ func valueKey(v any) string {
 	case int64:
 		return "n" + strconv.FormatInt(x, 10)
 	case sandbox.Decimal:
-		return valueKey(x.Number())
+		return decimalKey(x)
 	case float64:
 		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
 			return "n" + strconv.FormatInt(int64(x), 10)
@@ -697,6 +698,46 @@ func valueKey(v any) string {
 		return "s" + timeText(x)
 	}
 	return "s" + fmt.Sprint(v)
+}
+
+// decimalKey is valueKey of an exact number: as its Number (int64, or a float64 rounded as any
+// float is), except that an integer past int64 is keyed by its digits, as int64 is, and a number
+// past float64's range by its digits too (canonical: no leading zeros, no trailing zeros in the
+// fraction). Python's Decimal and int, which psycopg and pymysql give, compare exactly: keyed as
+// the float64 nearest them, CAST(-1 AS UNSIGNED) and CAST(-2 AS UNSIGNED) were one answer; keyed
+// as its text, a numeric past float64 equalled that text and not itself written with ".00".
+func decimalKey(d sandbox.Decimal) string {
+	n := d.Number()
+	if c, ok := canonDecimal(string(d)); ok {
+		if _, isFloat := n.(float64); !isFloat || !strings.Contains(c, ".") {
+			return "n" + c
+		}
+	}
+	return valueKey(n)
+}
+
+// canonDecimal returns the digits of s, a decimal number ([-+]digits[.digits]), without leading
+// zeros, trailing zeros in the fraction, a fraction of zeros or the sign of zero; ok is false
+// when s is not such a number (NaN, Infinity).
+func canonDecimal(s string) (c string, ok bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(s, "+-")
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" || strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return "", false
+	}
+	whole, frac = strings.TrimLeft(whole, "0"), strings.TrimRight(frac, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	c = whole
+	if frac != "" {
+		c += "." + frac
+	}
+	if neg && c != "0" {
+		c = "-" + c
+	}
+	return c, true
 }
 
 // HasOrderBy reports whether the outermost query of sql has an ORDER BY clause (ORDER BY inside

@@ -3,6 +3,7 @@ package judge
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,12 @@ func TestMatch(t *testing.T) {
 		{"wide integral decimal vs int", res([]any{sandbox.Decimal("1234567890123456789.0")}), res([]any{int64(1234567890123456789)}), false, true},
 		{"decimal vs other decimal", res([]any{sandbox.Decimal("12.50")}), res([]any{sandbox.Decimal("12.51")}), false, false},
 		{"decimal vs its text", res([]any{sandbox.Decimal("12.50")}), res([]any{"12.50"}), false, false},
-		{"unsigned past int64 vs float", res([]any{sandbox.Decimal("18446744073709551615")}), res([]any{float64(18446744073709551615)}), false, true},
+		{"unsigned past int64 vs float", res([]any{sandbox.Decimal("18446744073709551615")}), res([]any{float64(18446744073709551615)}), false, false},
+		{"unsigned past int64 vs the next", res([]any{sandbox.Decimal("18446744073709551615")}), res([]any{sandbox.Decimal("18446744073709551614")}), false, false},
+		{"integer past int64 vs its fraction of zeros", res([]any{sandbox.Decimal("18446744073709551615")}), res([]any{sandbox.Decimal("18446744073709551615.000")}), false, true},
+		{"decimal past float64 vs its text", res([]any{sandbox.Decimal("1" + strings.Repeat("0", 400))}), res([]any{"1" + strings.Repeat("0", 400)}), false, false},
+		{"decimal past float64 written otherwise", res([]any{sandbox.Decimal("-1" + strings.Repeat("0", 400) + ".5")}), res([]any{sandbox.Decimal("-01" + strings.Repeat("0", 400) + ".50")}), false, true},
+		{"negative zero decimal", res([]any{sandbox.Decimal("-0.00")}), res([]any{int64(0)}), false, true},
 		{"zero datetime vs its text", res([]any{"0000-00-00 00:00:00"}), res([]any{"0000-00-00 00:00:00"}), false, true},
 		{"zero datetime vs 0001-01-01", res([]any{"0000-00-00 00:00:00"}), res([]any{time.Time{}}), false, false},
 		{"extra row", res([]any{int64(1)}), res([]any{int64(1)}, []any{int64(2)}), false, false},

@@ -28,7 +28,8 @@ func Discard(conn *sql.Conn) {
 // Decimal is an exact number as its engine wrote it, where int64 would not hold it as the
 // engine's client prints it: a MySQL DECIMAL or PostgreSQL numeric with a fraction or past int64
 // ("12.50", "99999999999999999999999999999999999.123456789", "NaN"), a MySQL BIGINT UNSIGNED
-// past int64. An observation shows this text; the judge compares its Number.
+// past int64. An observation shows this text; the judge compares its Number (an integer past
+// int64 and a number past float64's range by their digits).
 type Decimal string
 
 // Number is d as a Go number, the value Match compares: int64 when d is integral (its fraction

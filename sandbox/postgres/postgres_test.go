@@ -85,7 +85,8 @@ func TestPostgresExec(t *testing.T) {
 // connection is, not an outcome of the statement to show its policy; the next statement runs.
 // TestPostgresExactNumeric: a numeric is held as the server wrote it, as psql prints it (it was
 // a float64: 1e+35, 12.5, 2), an integer's digits as int64; Match compares them as the numbers
-// it compared before.
+// it compared before, but an integer past int64 and a number past float64 exactly, as Python's
+// Decimal does (equal to themselves written with a fraction of zeros, not to a float or a text).
 func TestPostgresExactNumeric(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (n numeric)`, `INSERT INTO t VALUES (1), (2)`)
@@ -106,7 +107,7 @@ func TestPostgresExactNumeric(t *testing.T) {
 	one := func(v any) *sandbox.Result {
 		return &sandbox.Result{Outcome: sandbox.OutcomeOK, Rows: [][]any{{v}}, Total: 1}
 	}
-	was := []any{1e35, 12.5, 1.5, int64(3), math.NaN(), int64(3), "1" + strings.Repeat("0", 400), 1.8446744073709552e19}
+	was := []any{1e35, 12.5, 1.5, int64(3), math.NaN(), int64(3), sandbox.Decimal("1" + strings.Repeat("0", 400) + ".00"), sandbox.Decimal("18446744073709551615.0")}
 	for i, w := range want {
 		got := r.Rows[0][i]
 		if got != w {
