@@ -199,29 +199,39 @@ func SkipGap(s string, i int) int {
 }
 
 // SkipBlank returns the index of the first byte at or after i that is not white space or inside
-// a comment as MySQL reads them: /* */, # to the end of the line, and -- to the end of the line
-// where a space or a control character follows it (1--1 is a subtraction there; any -- starts
-// a comment in PostgreSQL and SQLite, whose screens have their own lexers).
+// a comment as MySQL reads them (CommentEnd).
 func SkipBlank(s string, i int) int {
 	for i < len(s) {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		if c := s[i]; c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' {
 			i++
-		case strings.HasPrefix(s[i:], "/*"):
-			end := strings.Index(s[i+2:], "*/")
-			if end < 0 {
-				return len(s)
-			}
-			i += end + 4
-		case strings.HasPrefix(s[i:], "--") && (i+2 == len(s) || s[i+2] <= ' ' || s[i+2] == 0x7f) || c == '#':
-			end := strings.IndexByte(s[i:], '\n')
-			if end < 0 {
-				return len(s)
-			}
-			i += end + 1
-		default:
+			continue
+		}
+		k := CommentEnd(s, i)
+		if k == i {
 			return i
 		}
+		i = k
+	}
+	return i
+}
+
+// CommentEnd returns the index after the one comment that starts at s[i] as MySQL reads
+// comments, or i where none starts there: /* */ (an executable /*! */ too), # to the end of the
+// line, and -- to the end of the line where a space or a control character follows it (1--1 is
+// a subtraction there; any -- starts a comment in PostgreSQL and SQLite, whose screens have
+// their own lexers). A comment that does not end ends at len(s).
+func CommentEnd(s string, i int) int {
+	switch {
+	case strings.HasPrefix(s[i:], "/*"):
+		if end := strings.Index(s[i+2:], "*/"); end >= 0 {
+			return i + end + 4
+		}
+		return len(s)
+	case strings.HasPrefix(s[i:], "--") && (i+2 == len(s) || s[i+2] <= ' ' || s[i+2] == 0x7f) || i < len(s) && s[i] == '#':
+		if end := strings.IndexByte(s[i:], '\n'); end >= 0 {
+			return i + end + 1
+		}
+		return len(s)
 	}
 	return i
 }

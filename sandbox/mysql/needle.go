@@ -18,81 +18,38 @@ var mysqlSearchCalls = map[string]int{"locate": 0, "instr": 1, "position": 0, "s
 // mysqlMaxNeedle is the longest literal needle a search may take, in bytes.
 const mysqlMaxNeedle = 64
 
-// mysqlBuiltNeedle refuses, in lower (lower-cased MySQL text), a call of one of mysqlSearchCalls
-// whose needle is not a string literal of at most mysqlMaxNeedle bytes, a number or NULL: a
-// column may hold a value built in a derived table, and an expression may build one; and a LIKE
-// or JSON_SEARCH pattern (mysqlLikeRule) or a trailing TRIM (mysqlTrimRule) MariaDB cannot
-// interrupt. String literals and comments are skipped (a -- comment only where MySQL reads
-// one, before a space or a control character: 1--1 is a subtraction), so a word inside them is no
-// call; a quoted name is a call where ( follows it (`locate`(…) calls LOCATE), and otherwise no
-// word (`like` is a column).
-func mysqlBuiltNeedle(lower string) string {
-	for i := 0; i < len(lower); {
-		c := lower[i]
-		var w string
-		j := i
-		switch {
-		case c == '\'' || c == '"':
-			i = sandbox.SkipQuoted(lower, i)
-			continue
-		case c == '`':
-			if j = sandbox.SkipQuoted(lower, i); j-i >= 2 && lower[j-1] == '`' {
-				w = strings.ReplaceAll(lower[i+1:j-1], "``", "`")
-			}
-		case c == '/' || c == '-' || c == '#':
-			if k := sandbox.SkipBlank(lower, i); k > i {
-				i = k
-				continue
-			}
-			i++
-			continue
-		case !sandbox.IsIdentByte(c):
-			i++
-			continue
-		default:
-			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
-				j++
-			}
-			w = lower[i:j]
+// mysqlSearchRule refuses, at the word w of lower (mysqlText's reading: quoted when it was
+// backquoted, j the index after it, next the index after the blanks after it, call whether (
+// is there), a call of one of mysqlSearchCalls whose needle is not a string literal of at most
+// mysqlMaxNeedle bytes, a number or NULL: a column may hold a value built in a derived table,
+// and an expression may build one; and a LIKE or JSON_SEARCH pattern (mysqlLikeRule) or a
+// trailing TRIM (mysqlTrimRule) MariaDB cannot interrupt. A quoted name is no operator (`like`
+// is a column).
+func mysqlSearchRule(lower, w string, quoted bool, j, next int, call bool) string {
+	if at, ok := mysqlSearchCalls[w]; ok && call {
+		kw := ""
+		if w == "position" {
+			kw = "in"
 		}
-		next := sandbox.SkipGap(lower, j)
-		call := next < len(lower) && lower[next] == '('
-		if c == '`' && !call {
-			i = j
-			continue
+		args := callArgs(lower, next, kw)
+		if at < len(args) && !safeNeedle(args[at]) {
+			return fmt.Sprintf("refused: %s's needle must be a string literal of at most %d bytes, a number or NULL (here %q): MariaDB cannot interrupt a search, whose time is the product of the two lengths, and a column or an expression may hold a value built to megabytes",
+				strings.ToUpper(w), mysqlMaxNeedle, cut(args[at], 80))
 		}
-		if at, ok := mysqlSearchCalls[w]; ok && call {
-			kw := ""
-			if w == "position" {
-				kw = "in"
+	}
+	switch {
+	case w == "like" && !quoted: // SOUNDS LIKE too: a column named sounds LIKE a pattern reads as one
+		return mysqlLikeRule("LIKE", lower[j:], false)
+	case (w == "trim" || w == "trim_oracle") && call:
+		return mysqlTrimRule(callArgs(lower, next, "from"))
+	case w == "json_search" && call:
+		if args := callArgs(lower, next, ""); len(args) > 2 {
+			pattern := args[2]
+			if len(args) > 3 && args[3] != "null" { // NULL: the default escape, \\
+				pattern += " escape " + args[3]
 			}
-			args := callArgs(lower, next, kw)
-			if at < len(args) && !safeNeedle(args[at]) {
-				return fmt.Sprintf("refused: %s's needle must be a string literal of at most %d bytes, a number or NULL (here %q): MariaDB cannot interrupt a search, whose time is the product of the two lengths, and a column or an expression may hold a value built to megabytes",
-					strings.ToUpper(w), mysqlMaxNeedle, cut(args[at], 80))
-			}
+			return mysqlLikeRule("JSON_SEARCH", pattern, true)
 		}
-		switch {
-		case w == "like" && c != '`': // SOUNDS LIKE too: a column named sounds LIKE a pattern reads as one
-			if why := mysqlLikeRule("LIKE", lower[j:], false); why != "" {
-				return why
-			}
-		case (w == "trim" || w == "trim_oracle") && call:
-			if why := mysqlTrimRule(callArgs(lower, next, "from")); why != "" {
-				return why
-			}
-		case w == "json_search" && call:
-			if args := callArgs(lower, next, ""); len(args) > 2 {
-				pattern := args[2]
-				if len(args) > 3 && args[3] != "null" { // NULL: the default escape, \\
-					pattern += " escape " + args[3]
-				}
-				if why := mysqlLikeRule("JSON_SEARCH", pattern, true); why != "" {
-					return why
-				}
-			}
-		}
-		i = j
 	}
 	return ""
 }

@@ -178,3 +178,49 @@ func TestMySQLTrim(t *testing.T) {
 		"SELECT TRIM(/* ) */ LEADING 'ab' FROM s), TRIM(BOTH /* x */ ' ' FROM s) FROM t",
 	})
 }
+
+// TestMySQLScreenReadsAsMariaDB: the screen's MySQL rules read a statement as MariaDB's lexer
+// does. A denied name, a spatial function, @@ or FOR CONNECTION inside a string (either quote,
+// backslash escapes and doubled quotes kept inside), a backquoted name not called or a comment
+// is no call (these were refused: 'Lost in Space (1998)' called SPACE), while code after a
+// string that ends, after 1--1 (a subtraction) and inside an executable comment (/*! … */,
+// which MariaDB runs: Screen refuses it anyway, so mysqlText is asked directly) is read.
+func TestMySQLScreenReadsAsMariaDB(t *testing.T) {
+	myScreenCases(t, map[string]string{
+		`SELECT 'a\\', space(5) FROM t`:          "SPACE builds",
+		`SELECT "a\\", space(5) FROM t`:          "SPACE builds",
+		`SELECT 'a''', repeat('x', 9) FROM t`:    "REPEAT builds",
+		`SELECT "a""", lpad('x', 9, 'y') FROM t`: "LPAD builds",
+		"SELECT `a``(`, `space`(9) FROM t":       "SPACE builds",
+		"SELECT 1--1, space(5) FROM t":           "SPACE builds",
+		"SELECT 1 -- x\n, Point(1, 2)":           "spatial functions",
+		"SELECT 1 /* 'x */, ST_Distance(a, b)":   "spatial functions",
+		"SELECT 'x' # '\n, @@version":            "@@ system variables",
+		"EXPLAIN FOR /* 'x */ connection 1":      "another connection",
+	}, []string{
+		"SELECT * FROM movies WHERE title = 'Lost in Space (1998)'",
+		`SELECT * FROM t WHERE name = "Point (Reyes)" OR name = 'Contains (x)' OR note = 'repeat(3) & lpad(x)'`,
+		`SELECT 'it\'s space(', "a\" repeat(", 'b'' st_union(' FROM t`,
+		"SELECT x FROM t WHERE email LIKE '%@@%' OR note = 'for connection'",
+		"SELECT x FROM t /* ExtractValue(a, b), @@version */ WHERE y = 1 # polygon(1)\n-- space(3)\n",
+		"SELECT `space`, `repeat` AS `lpad(` FROM t",
+	})
+	for q, want := range map[string]string{
+		"SELECT /*!50000 space(3) */":             "SPACE builds",
+		"SELECT space/*!*/(3)":                    "SPACE builds",
+		"SELECT space /*!50000 (3) */":            "SPACE builds",
+		"SELECT 1 /*M!100000 , repeat('x', 9) */": "REPEAT builds",
+		"SELECT /*! @@version */":                 "@@ system variables",
+		"SELECT /*! 1 /* c */, point(1, 2) */":    "spatial functions",
+		"SELECT /*! 1 */ , 'x */', space(2)":      "SPACE builds",
+	} {
+		if why := mysqlText(strings.ToLower(q)); !strings.Contains(why, want) {
+			t.Errorf("mysqlText(%q) = %q, want it to say %q", q, why, want)
+		}
+	}
+	for _, q := range []string{"SELECT '/*!', space FROM t", "SELECT x /* /*! space(3) */ FROM t"} {
+		if why := mysqlText(strings.ToLower(q)); why != "" {
+			t.Errorf("mysqlText(%q) = %q, want it passed", q, why)
+		}
+	}
+}

@@ -6,23 +6,111 @@ import (
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
-// mysqlScreen are MySQL's and MariaDB's own refusals: @@ system variables, the calls MariaDB
-// cannot interrupt, EXPLAIN FOR CONNECTION, and the role catalogs.
+// mysqlScreen are MySQL's and MariaDB's own refusals: what mysqlText refuses, and the role
+// catalogs.
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: func(lower string) string {
-		if strings.Contains(lower, "@@") {
-			return "refused: @@ system variables describe the server, not the task's data"
-		}
-		if why := mysqlDenied(lower); why != "" {
-			return why
-		}
-		return mysqlBuiltNeedle(lower)
-	}, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}
 		return ""
 	}}
+}
+
+// mysqlText refuses, in lower (lower-cased MySQL text), @@ system variables, a call of one of
+// mysqlDeniedCalls or of a spatial function, EXPLAIN FOR CONNECTION (mysqlDenied), and the
+// searches, patterns and TRIMs MariaDB cannot interrupt (mysqlSearchRule). It reads lower once,
+// as MariaDB's lexer does: a string ('…' or "…", backslash escapes and doubled quotes) is data
+// and a comment a blank (/* */, #, and -- only before a space or a control character: 1--1 is a
+// subtraction), so a word inside them is no name ('Lost in Space (1998)' calls nothing); the
+// content of an executable comment (/*! … */, /*M! … */) is code, as MariaDB runs it
+// (mysqlExecutable); a word is a call where ( follows it across blanks, and a backquoted name
+// is a call where ( follows it (`repeat`(…) calls REPEAT) and otherwise no word (`like` is a
+// column).
+func mysqlText(lower string) string {
+	lower = mysqlExecutable(lower)
+	for i := 0; i < len(lower); {
+		c := lower[i]
+		var w string
+		j := i
+		switch {
+		case c == '\'' || c == '"':
+			i = sandbox.SkipQuoted(lower, i)
+			continue
+		case c == '`':
+			if j = sandbox.SkipQuoted(lower, i); j-i >= 2 && lower[j-1] == '`' {
+				w = strings.ReplaceAll(lower[i+1:j-1], "``", "`")
+			}
+		case c == '@' && i+1 < len(lower) && lower[i+1] == '@':
+			return "refused: @@ system variables describe the server, not the task's data"
+		case !sandbox.IsIdentByte(c):
+			if i = sandbox.CommentEnd(lower, i); i == j {
+				i++
+			}
+			continue
+		default:
+			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
+				j++
+			}
+			w = lower[i:j]
+		}
+		next := sandbox.SkipBlank(lower, j)
+		call := next < len(lower) && lower[next] == '('
+		if c == '`' && !call {
+			i = j
+			continue
+		}
+		if why := mysqlDenied(lower, w, next, call); why != "" {
+			return why
+		}
+		if why := mysqlSearchRule(lower, w, c == '`', j, next, call); why != "" {
+			return why
+		}
+		i = j
+	}
+	return ""
+}
+
+// mysqlExecutable returns lower with the markers of its executable comments blanked (/*! and
+// /*M!, the version digits after them, and the */ that ends one), since MariaDB runs their
+// content as code; strings, quoted names and other comments are kept, and within an executable
+// comment another comment is one, as MariaDB reads it. Text without an executable comment is
+// returned as it is. (Screen refuses them anyway: this keeps mysqlText's reading whole.)
+func mysqlExecutable(lower string) string {
+	if !strings.Contains(lower, "/*!") && !strings.Contains(lower, "/*m!") {
+		return lower
+	}
+	b := []byte(lower)
+	in := false
+	blank := func(from, to int) {
+		for k := from; k < to; k++ {
+			b[k] = ' '
+		}
+	}
+	for i := 0; i < len(lower); {
+		switch c := lower[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			i = sandbox.SkipQuoted(lower, i)
+		case in && strings.HasPrefix(lower[i:], "*/"):
+			blank(i, i+2)
+			in, i = false, i+2
+		case !in && (strings.HasPrefix(lower[i:], "/*!") || strings.HasPrefix(lower[i:], "/*m!")):
+			k := i + 3
+			if lower[i+2] == 'm' {
+				k++
+			}
+			for k < len(lower) && lower[k] >= '0' && lower[k] <= '9' {
+				k++
+			}
+			blank(i, k)
+			in, i = true, k
+		case sandbox.CommentEnd(lower, i) > i:
+			i = sandbox.CommentEnd(lower, i)
+		default:
+			i++
+		}
+	}
+	return string(b)
 }
 
 // mysqlRoleCatalogs are the information_schema tables of roles. Every task's executions log in
@@ -95,33 +183,22 @@ func mysqlSpatial(w string) bool {
 	return strings.HasPrefix(w, "st_") || strings.HasPrefix(w, "mbr") || mysqlSpatialCalls[w]
 }
 
-// mysqlDenied refuses, in lower (lower-cased MySQL text), a call of one of mysqlDeniedCalls or
-// of a spatial function (mysqlSpatial), and EXPLAIN FOR CONNECTION, which shows the plan (in JSON, the literals) of the statement another
-// connection runs: every task's connections log in as one reader, so MariaDB shows them all to
-// it. Names are matched as whole words however they are spaced or commented.
-func mysqlDenied(lower string) string {
-	for i := 0; i < len(lower); {
-		if !sandbox.IsIdentByte(lower[i]) {
-			i++
-			continue
+// mysqlDenied refuses the word w of lower (mysqlText's reading; next is the index after the
+// blanks after it, call whether ( is there): a call of one of mysqlDeniedCalls or of a spatial
+// function (mysqlSpatial), and EXPLAIN FOR CONNECTION, which shows the plan (in JSON, the
+// literals) of the statement another connection runs: every task's connections log in as one
+// reader, so MariaDB shows them all to it.
+func mysqlDenied(lower, w string, next int, call bool) string {
+	if call {
+		if reason, ok := mysqlDeniedCalls[w]; ok {
+			return "refused: " + reason
 		}
-		j := i
-		for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
-			j++
+		if mysqlSpatial(w) {
+			return "refused: " + strings.ToUpper(w) + " is not allowed: " + mysqlWhySpatial
 		}
-		w, next := lower[i:j], sandbox.SkipGap(lower, j)
-		if call := next < len(lower) && lower[next] == '('; call {
-			if reason, ok := mysqlDeniedCalls[w]; ok {
-				return "refused: " + reason
-			}
-			if mysqlSpatial(w) {
-				return "refused: " + strings.ToUpper(w) + " is not allowed: " + mysqlWhySpatial
-			}
-		}
-		if w == "for" && strings.HasPrefix(lower[next:], "connection") && (next+10 == len(lower) || !sandbox.IsIdentByte(lower[next+10])) {
-			return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
-		}
-		i = j
+	}
+	if w == "for" && wordAt(lower, next) == "connection" {
+		return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
 	}
 	return ""
 }
