@@ -30,6 +30,12 @@ func myHostileName(what string) string {
 // MySQL engine (share capped at share when > 0) with their DBs open.
 func myHostileSetup(t *testing.T, n, share int) (*sql.DB, string, *myConn, []sandbox.DB) {
 	t.Helper()
+	return myHostileSetupDSN(t, n, share, shared.MySQLDSN())
+}
+
+// myHostileSetupDSN is myHostileSetup with the engine connecting through dsn.
+func myHostileSetupDSN(t *testing.T, n, share int, dsn string) (*sql.DB, string, *myConn, []sandbox.DB) {
+	t.Helper()
 	admin := sandboxtest.MyAdmin(t)
 	var names []string
 	for range n {
@@ -42,7 +48,7 @@ func myHostileSetup(t *testing.T, n, share int) (*sql.DB, string, *myConn, []san
 	}
 	reader := myHostileName("rd")
 	sandboxtest.GrantReader(t, datasets.MySQL, reader, names...)
-	eng, err := Dialect{share: share}.Connect(context.Background(), &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: shared.MySQLDSN()}, Access: sandbox.Access{Reader: reader}})
+	eng, err := Dialect{share: share}.Connect(context.Background(), &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: dsn}, Access: sandbox.Access{Reader: reader}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,5 +735,39 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 	q := "SELECT s LIKE '%3334%', s LIKE '_:%:__.___', length(TRIM(TRAILING '3' FROM s)) FROM " + text
 	if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: 10 * time.Second}); !r.OK() || fmt.Sprint(r.Rows) != "[[0 0 0]]" {
 		t.Errorf("%.70q: %s %v %q, want it run", q, r.Outcome, r.Rows, r.Error)
+	}
+}
+
+// TestMySQLSessionReadsAsScreen: statements run in a session that reads quotes as the screen
+// does, whatever the DSN or the server's defaults set: backslash escapes on (NO_BACKSLASH_ESCAPES
+// made 'a\' end a string the screen reads on through, and the SPACE after it ran), " a string
+// quote (ANSI_QUOTES made "space"(3) a call of SPACE, which the screen read as a string), and
+// the client character set utf8mb4 (in GBK, the last byte of 中 takes the backslash after it,
+// so the string ended early and the SPACE after it ran). Each statement here passes the screen
+// as one string, as MariaDB must then read it.
+func TestMySQLSessionReadsAsScreen(t *testing.T) {
+	sep := "?"
+	if strings.Contains(shared.MySQLDSN(), "?") {
+		sep = "&"
+	}
+	for _, c := range []struct{ params, q, want string }{
+		{"sql_mode=%27NO_BACKSLASH_ESCAPES%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27ANSI%27", `SELECT "space"(3) FROM t`, "error"},
+		{"charset=gbk", `SELECT '中\', length(SPACE(3)) -- '`, `[[中', length(SPACE(3)) -- ]]`},
+	} {
+		t.Run(c.params, func(t *testing.T) {
+			if _, why := sandbox.Screen(c.q, datasets.MySQL); why != "" {
+				t.Fatalf("%s: refused: %s", c.q, why)
+			}
+			_, _, _, dbs := myHostileSetupDSN(t, 1, 0, shared.MySQLDSN()+sep+c.params)
+			r := sandboxtest.MustExec(t, dbs[0], c.q, sandbox.ExecOptions{Timeout: time.Second})
+			got := fmt.Sprint(r.Rows)
+			if !r.OK() {
+				got = "error"
+			}
+			if got != c.want {
+				t.Errorf("%s: %s %v %q, want %s", c.q, r.Outcome, r.Rows, r.Error, c.want)
+			}
+		})
 	}
 }

@@ -151,7 +151,9 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 // text (the driver's time parsing reads '0000-00-00 00:00:00' as 0001-01-01 and a zero month
 // or day as the days before), a single statement per query and no compression: the result
 // limit counts the bytes on the wire (sandbox.LimitReplies), and a compressed row of a gigabyte
-// of one letter is a megabyte there.
+// of one letter is a megabyte there. Its sessions read quotes as the screen does
+// (mysqlQuotingMode, and the client character set utf8mb4: in GBK or Big5 the last byte of a
+// character may be a backslash, which then escapes no quote).
 func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -162,11 +164,30 @@ func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg.Loc = time.UTC
 	cfg.MultiStatements = false
 	cfg.AllowAllFiles = false
-	if err := cfg.Apply(mysql.EnableCompression(false)); err != nil {
+	collation := cfg.Collation
+	if !strings.HasPrefix(collation, "utf8mb4_") {
+		collation = "utf8mb4_general_ci"
+	}
+	if err := cfg.Apply(mysql.EnableCompression(false), mysql.Charset("utf8mb4", collation)); err != nil {
 		return nil, fmt.Errorf("mysql: DSN: %w", err)
 	}
+	mode := "@@SESSION.sql_mode" // the server's default
+	if v := cfg.Params["sql_mode"]; v != "" {
+		mode = v
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["sql_mode"] = fmt.Sprintf(mysqlQuotingMode, mode)
 	return cfg, nil
 }
+
+// mysqlQuotingMode is the session's sql_mode, from the DSN's or the server's (%s): that without
+// ANSI_QUOTES, NO_BACKSLASH_ESCAPES and ANSI (which holds ANSI_QUOTES), so that a session reads
+// quotes as the screen does: " quotes a string, and a backslash escapes the next byte in one.
+// Under ANSI_QUOTES "space"(3), a string to the screen, calls SPACE; under NO_BACKSLASH_ESCAPES
+// 'a\', SPACE(3) -- ' runs the SPACE the screen read inside a string.
+const mysqlQuotingMode = "TRIM(BOTH ',' FROM REPLACE(REPLACE(REPLACE(CONCAT(',', %s, ','), ',ANSI,', ','), ',ANSI_QUOTES,', ','), ',NO_BACKSLASH_ESCAPES,', ','))"
 
 func (m *mysqlDB) Dialect() datasets.Dialect { return datasets.MySQL }
 func (m *mysqlDB) Version() string           { return m.version }
