@@ -13,16 +13,16 @@ import (
 // What one reply may hold while it is read (docs/DESIGN.md, "Bounded texts"). A reply is read
 // as it arrives: the fields no reader reads are scanned and dropped (scan.go), and each text
 // the reply assembles (its content, each reasoning field) keeps its first maxReplyText bytes,
-// the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it). What
-// one completion or stream chunk keeps (its JSON, less the texts, and the texts' first bytes)
-// is at most maxUnit bytes: past it, or past maxResponseBytes, the attempt fails with
-// ReasonTooLong, retried.
+// the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it), the
+// strings that feed one text sharing its room. What one completion or stream chunk keeps of
+// its JSON, less the texts, is at most maxUnit bytes, and of its texts at most maxReplyText
+// each: past maxUnit, or past maxResponseBytes, the attempt fails with ReasonTooLong, retried.
 const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
 	// one is cut there, as the Stepper cut it when the client returned it whole.
 	maxReplyText = textcap.Reply
-	// maxUnit bounds what one completion or stream chunk keeps: four texts of maxReplyText (the
-	// content and three reasoning fields), or members the client reads that hold that much.
+	// maxUnit bounds what one completion or stream chunk keeps of its JSON, its texts aside:
+	// the members the client reads (far less in any reply) and a number for each text's string.
 	maxUnit = 4 * maxReplyText
 )
 

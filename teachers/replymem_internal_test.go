@@ -372,11 +372,12 @@ func TestReplyTextBound(t *testing.T) {
 	}
 }
 
-// TestReplyUnitBound: the bound on one completion (maxUnit) is on what it keeps, each text cut
-// at maxReplyText: texts escaped as \u00e9 (6 bytes of JSON for 2 of text, as ensure_ascii
-// encoders write them) come back as the same texts written as UTF-8, even where their JSON is
-// over maxUnit (before, it failed as too long); a completion that keeps more (five texts of
-// maxReplyText) fails as too long.
+// TestReplyUnitBound: the bound on one completion (maxUnit) is on what it keeps less its texts,
+// each text of the reply cut at maxReplyText: texts escaped as \u00e9 (6 bytes of JSON for 2 of
+// text, as ensure_ascii encoders write them) come back as the same texts written as UTF-8, even
+// where their JSON is over maxUnit (before, it failed as too long); a completion whose members
+// the client reads keep more (a model name of maxUnit bytes) fails as too long, and so does one
+// whose strings the reply does not read hold the room of a text it reads (never cut wrong).
 func TestReplyUnitBound(t *testing.T) {
 	for _, escaped := range []bool{false, true} {
 		e := "é"
@@ -394,11 +395,15 @@ func TestReplyUnitBound(t *testing.T) {
 		}
 	}
 	text := `"` + strings.Repeat("x", maxReplyText) + `"`
-	body := `{"model":"m","choices":[{"index":0,"message":{"content":` + text + `,"reasoning_content":` + text + `,"reasoning":` + text +
-		`,"reasoning_details":[{"type":"reasoning.text","text":` + text + `},{"type":"reasoning.text","text":` + text + `}]}}]}`
-	a := assembly{limit: maxReplyText}
-	var tl *tooLongError
-	if err := readPlain(strings.NewReader(body), &capture{status: 200}, &a); !errors.As(err, &tl) {
-		t.Errorf("five texts of %d bytes: %v, want a *tooLongError", maxReplyText, err)
+	for _, body := range []string{
+		`{"model":"` + strings.Repeat("m", maxUnit) + `","choices":[{"index":0,"message":{"content":"a"}}]}`,
+		// reasoning.text is read, reasoning.content not; both precede its text.
+		`{"model":"m","choices":[{"index":0,"message":{"content":"a","reasoning":{"content":` + text + `,"text":"t"}}}]}`,
+	} {
+		a := assembly{limit: maxReplyText}
+		var tl *tooLongError
+		if err := readPlain(strings.NewReader(body), &capture{status: 200}, &a); !errors.As(err, &tl) {
+			t.Errorf("%.80s: %v, want a *tooLongError", body, err)
+		}
 	}
 }

@@ -16,15 +16,24 @@ import (
 
 // A reply is read as it arrives, never whole: a plain body, and each data line of an event
 // stream, is scanned once by a reducer, which checks that it is JSON (as encoding/json does:
-// RFC 8259, nesting at most maxDepth deep) and keeps, in a buffer of at most maxUnit bytes,
-// only what the client decodes: the members of the objects of a shape (wire.go), matched by
-// name as encoding/json matches a struct's fields. A member no reader reads (logprobs, a
-// provider's extras, anything a hostile server adds) is scanned and dropped, whatever its
-// size. A text of the reply (content, a reasoning field) is decoded aside as it arrives: its
-// first bytes are kept, up to the limit on a text, the rest only counted, and it stands in the
-// buffer as its number (text). The buffer is then decoded with encoding/json into
-// internal/oai's types as before and each text looked up by its number (piece), so a reply
-// decodes to what it did when it was read whole, each text cut as textcap.Cut cuts it.
+// RFC 8259, nesting at most maxDepth deep) and keeps, in a buffer of at most maxUnit bytes
+// with the texts aside, only what the client decodes: the members of the objects of a shape
+// (wire.go), matched by name as encoding/json matches a struct's fields. A member no reader
+// reads (logprobs, a provider's extras, anything a hostile server adds) is scanned and
+// dropped, whatever its size. A text of the reply (content, a reasoning field) is decoded aside as it arrives: its
+// first bytes are kept, the rest only counted, and it stands in the buffer as its number
+// (text). The buffer is then decoded with encoding/json into internal/oai's types as before and
+// each text looked up by its number (piece), so a reply decodes to what it did when it was read
+// whole, each text cut as textcap.Cut cuts it.
+//
+// The limit on a text is on each text the reply assembles (its content, each reasoning field),
+// not on each JSON string: the strings that feed one of them in a completion or chunk share its
+// room, in the order they came (a stream's reasoning_details and two choices both numbered 0
+// are joined). A string that the reply will not read gives its room back where the reducer
+// knows it: a member repeated in its object (encoding/json keeps the last) and a choice whose
+// index is not 0. Anything else that would leave a read string short of what the assembly needs
+// of it (texts in strings the reply does not read, past the limit) fails as too long at the
+// assembly (replyText.add), never comes back cut wrong.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -192,6 +201,8 @@ const (
 type shape struct {
 	kind    int
 	text    bool
+	out     int  // the text of the reply a string under it feeds (textContent...), where text
+	choice  bool // a choice: its texts give their room back when its index is not 0
 	members []member
 	elem    *shape
 }
@@ -205,34 +216,59 @@ type member struct {
 var (
 	leafShape  = &shape{kind: shapeLeaf}
 	blankShape = &shape{kind: shapeBlank}
-	textShape  = &shape{kind: shapeText, text: true}
+	// The texts of a reply, by the text each feeds.
+	contentShape          = &shape{kind: shapeText, text: true, out: textContent}
+	reasoningContentShape = &shape{kind: shapeText, text: true, out: textReasoningContent}
+	reasoningTextShape    = &shape{kind: shapeText, text: true, out: textReasoning}
+	detailTextShape       = &shape{kind: shapeText, text: true, out: textDetails}
+)
+
+// The texts a reply assembles: its content, then its reasoning fields in fieldOrder.
+const (
+	textContent = iota
+	textReasoningContent
+	textReasoning
+	textDetails
+	textOuts
 )
 
 func objectShape(members ...member) *shape { return &shape{kind: shapeObject, members: members} }
 
 func arrayShape(elem *shape) *shape { return &shape{kind: shapeArray, elem: elem} }
 
-// find returns the shape of the member whose raw key (quoted, escaped as it came) is raw, nil
-// when it is not kept. A key matches a name as encoding/json matches a field's: equal under
-// Unicode case folding (so every name of a member of any case is kept). long: the raw key was
-// longer than maxKey, longer than any name can be.
+// find returns the shape of the member whose raw key is raw (see memberIndex), nil when it is
+// not kept.
 func (sh *shape) find(raw []byte, long bool) *shape {
+	if i := sh.memberIndex(raw, long); i >= 0 {
+		return sh.members[i].sh
+	}
+	return nil
+}
+
+// memberIndex returns the index of the member whose raw key (quoted, escaped as it came) is
+// raw, -1 when it is not kept. A key matches a name as encoding/json matches a field's: equal
+// under Unicode case folding (so every name of a member of any case is kept). long: the raw
+// key was longer than maxKey, longer than any name can be.
+func (sh *shape) memberIndex(raw []byte, long bool) int {
 	if long || len(raw) < 2 {
-		return nil
+		return -1
 	}
 	var key string
 	if plain(raw[1 : len(raw)-1]) {
 		key = string(raw[1 : len(raw)-1])
 	} else if json.Unmarshal(raw, &key) != nil {
-		return nil
+		return -1
 	}
-	for _, m := range sh.members {
+	for i, m := range sh.members {
 		if key == m.name || strings.EqualFold(key, m.name) {
-			return m.sh
+			return i
 		}
 	}
-	return nil
+	return -1
 }
+
+// maxMembers bounds the members of an object shape (TestShapesCoverOAI).
+const maxMembers = 16
 
 // plain reports whether b is ASCII without escapes.
 func plain(b []byte) bool {
@@ -267,19 +303,21 @@ type reducer struct {
 	keyLong bool
 	stack   []byte
 	esc     []byte // the escape being decoded in a text
-	// limit bounds what a text keeps (its first bytes; 0 none). heads holds the first bytes of
-	// the value's texts, pieces each text, numbered in the order they came.
+	// limit bounds what each text of the reply keeps of the value (0 none). heads holds, by
+	// the text they feed, the first bytes of the value's strings under a text shape, pieces
+	// each such string, numbered in the order they came.
 	limit  int
-	heads  []byte
+	heads  [textOuts][]byte
 	pieces []textPiece
 }
 
-// A textPiece is a text of the reply in one completion or chunk (a string under a text shape)
-// as encoding/json decodes it: its first bytes, heads[off:end], at most the reducer's limit;
-// its length in all, n; whether any of it is not white space (what strings.TrimSpace trims).
+// A textPiece is a string under a text shape in one completion or chunk as encoding/json
+// decodes it: the text of the reply it feeds, out; its first bytes, heads[out][off:end], what
+// the limit left of that text's room; its length in all, n; whether any of it is not white
+// space (what strings.TrimSpace trims).
 type textPiece struct {
-	off, end, n int
-	nonBlank    bool
+	out, off, end, n int
+	nonBlank         bool
 }
 
 // pieceBytes is what a textPiece takes in pieces, counted toward the completion's or chunk's
@@ -292,7 +330,10 @@ const unitKeptInitial = 4 << 10
 
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
-	d.out, d.heads, d.pieces = d.out[:0], d.heads[:0], d.pieces[:0]
+	d.out, d.pieces = d.out[:0], d.pieces[:0]
+	for i := range d.heads {
+		d.heads[i] = d.heads[i][:0]
+	}
 }
 
 // done is called once the value read has been decoded and its texts folded: the buffers that
@@ -302,23 +343,46 @@ func (d *reducer) done() {
 	if cap(d.out) > unitKeptInitial {
 		d.out = nil
 	}
-	if cap(d.heads) > unitKeptInitial {
-		d.heads = nil
+	for i := range d.heads {
+		if cap(d.heads[i]) > unitKeptInitial {
+			d.heads[i] = nil
+		}
 	}
 	if cap(d.pieces)*pieceBytes > unitKeptInitial {
 		d.pieces = nil
 	}
-	_ = d.m.set(slotUnit, cap(d.out))                              // a fall: never refused
-	_ = d.m.set(slotPieces, cap(d.heads)+cap(d.pieces)*pieceBytes) // likewise
+	_ = d.m.set(slotUnit, cap(d.out))            // a fall: never refused
+	_ = d.m.set(slotPieces, d.piecesHeld(-1, 0)) // likewise
 }
 
-// kept is what the value read so far keeps: its JSON, its texts' first bytes and their pieces.
-func (d *reducer) kept() int { return len(d.out) + len(d.heads) + len(d.pieces)*pieceBytes }
+// piecesHeld is the capacity of heads and pieces, heads[out] grown to c bytes when it is less.
+func (d *reducer) piecesHeld(out, c int) int {
+	n := cap(d.pieces) * pieceBytes
+	for i := range d.heads {
+		n += cap(d.heads[i])
+		if i == out {
+			n += max(0, c-cap(d.heads[i]))
+		}
+	}
+	return n
+}
+
+// kept is what the value read so far keeps within maxUnit: its JSON and its pieces, and, where
+// no limit bounds each text, the texts' first bytes.
+func (d *reducer) kept() int {
+	n := len(d.out) + len(d.pieces)*pieceBytes
+	if d.limit == 0 {
+		for i := range d.heads {
+			n += len(d.heads[i])
+		}
+	}
+	return n
+}
 
 // room fails once the value would keep n more bytes past maxUnit.
 func (d *reducer) room(n int) error {
 	if d.kept()+n > maxUnit {
-		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply keeps over %d bytes once the fields the client does not read are dropped and each text is cut at %d", maxUnit, d.limit)}
+		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply keeps over %d bytes once the fields the client does not read are dropped and its texts are cut", maxUnit)}
 	}
 	return nil
 }
@@ -349,32 +413,62 @@ func (d *reducer) put(p []byte) error {
 	return nil
 }
 
-// keep counts b, the next decoded bytes of the text p, and keeps what the limit leaves room
-// for in heads.
+// keep counts b, the next decoded bytes of the string p (the last of its text's), and keeps
+// what the limit leaves of its text's room in heads.
 func (d *reducer) keep(p *textPiece, b []byte) error {
 	if !p.nonBlank && !spaceOnly(b) {
 		p.nonBlank = true
 	}
 	p.n += len(b)
+	h := &d.heads[p.out]
 	if d.limit > 0 {
-		b = b[:min(len(b), d.limit-(p.end-p.off))]
+		b = b[:min(len(b), d.limit-len(*h))]
+	} else if err := d.room(len(b)); err != nil {
+		return err
 	}
 	if len(b) == 0 {
 		return nil
 	}
-	if err := d.room(len(b)); err != nil {
-		return err
-	}
-	if n := len(d.heads) + len(b); n > cap(d.heads) {
-		c := grown(cap(d.heads), n, maxUnit)
-		if err := d.m.need(slotPieces, c+cap(d.pieces)*pieceBytes); err != nil {
+	if n := len(*h) + len(b); n > cap(*h) {
+		c := grown(cap(*h), n, d.limit)
+		if d.limit == 0 {
+			c = grown(cap(*h), n, maxUnit)
+		}
+		if err := d.m.need(slotPieces, d.piecesHeld(p.out, c)); err != nil {
 			return err
 		}
-		d.heads = append(make([]byte, 0, c), d.heads...)
+		*h = append(make([]byte, 0, c), *h...)
 	}
-	d.heads = append(d.heads, b...)
-	p.end = len(d.heads)
+	*h = append(*h, b...)
+	p.end = len(*h)
 	return nil
+}
+
+// giveBack gives back the room of the pieces k to e-1 (a value the reply will not read):
+// heads[out] falls to where the first of them began, for each text whose last bytes are
+// theirs; their heads are then empty.
+func (d *reducer) giveBack(k, e int) {
+	for out := range d.heads {
+		first, last := -1, -1
+		for i := k; i < e; i++ {
+			if d.pieces[i].out == out {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if first < 0 || d.pieces[last].end != len(d.heads[out]) {
+			continue
+		}
+		off := d.pieces[first].off
+		d.heads[out] = d.heads[out][:off]
+		for i := first; i <= last; i++ {
+			if d.pieces[i].out == out {
+				d.pieces[i].off, d.pieces[i].end = off, off
+			}
+		}
+	}
 }
 
 // spaceOnly reports whether the decoded text b (whole characters) is all white space, as
@@ -405,7 +499,7 @@ func (d *reducer) piece(s string) (head []byte, n int, nonBlank bool) {
 		return nil, 0, false
 	}
 	p := d.pieces[k]
-	return d.heads[p.off:p.end], p.n, p.nonBlank
+	return d.heads[p.out][p.off:p.end], p.n, p.nonBlank
 }
 
 // emit sends p to sink.
@@ -447,7 +541,7 @@ func (d *reducer) value(sh *shape, depth int) error {
 	}
 	switch {
 	case sh.text && c == '"':
-		return d.text()
+		return d.text(sh.out)
 	case sh.kind == shapeObject && c == '{':
 		return d.object(sh, depth+1)
 	case sh.kind == shapeArray && c == '[':
@@ -497,6 +591,10 @@ func (d *reducer) object(sh *shape, depth int) error {
 	}
 	s, ok := d.s, true
 	kept := 0
+	// The pieces of each member's last value (from[i] to to[i]-1; to[i] 0: none yet), and
+	// where the kept index of a choice is in out.
+	var from, to [maxMembers]int
+	first, index, indexEnd := len(d.pieces), -1, -1
 	for {
 		if c != '"' {
 			return d.syntax("invalid character %q looking for beginning of object key string", c)
@@ -511,7 +609,13 @@ func (d *reducer) object(sh *shape, depth int) error {
 			return d.syntax("invalid character %q after object key", c)
 		}
 		s.skip(1)
-		if m := sh.find(d.key, d.keyLong); m != nil {
+		if i := sh.memberIndex(d.key, d.keyLong); i >= 0 {
+			m := sh.members[i].sh
+			if c, _ := s.ws(); c == '"' && m.text && to[i] > from[i] {
+				// A string replaces the member's value before it, whatever it was.
+				d.giveBack(from[i], to[i])
+			}
+			from[i] = len(d.pieces)
 			if kept > 0 {
 				if err := d.put([]byte{','}); err != nil {
 					return err
@@ -523,14 +627,27 @@ func (d *reducer) object(sh *shape, depth int) error {
 			if err := d.put([]byte{':'}); err != nil {
 				return err
 			}
+			if sh.choice && sh.members[i].name == "index" {
+				index = len(d.out)
+			}
 			if err := d.value(m, depth); err != nil {
 				return err
+			}
+			to[i] = len(d.pieces)
+			if sh.choice && sh.members[i].name == "index" {
+				indexEnd = len(d.out)
 			}
 			kept++
 		} else if err := d.any(sinkNone, depth); err != nil {
 			return err
 		}
 		if more, err := d.next('}', "object key:value pair"); !more || err != nil {
+			if err == nil && index >= 0 {
+				// A choice whose index is not 0 is not read (the assembly reads choice 0).
+				if k, err := strconv.Atoi(string(d.out[index:indexEnd])); err == nil && k != 0 {
+					d.giveBack(first, len(d.pieces))
+				}
+			}
 			return err
 		}
 		if c, ok = s.ws(); !ok {
@@ -758,23 +875,24 @@ func (d *reducer) str(sink int) error {
 	}
 }
 
-// text reads a string (its '"' next) that is a text of the reply: in out it stands as its
-// number among the value's pieces; its bytes, decoded as encoding/json decodes them (escapes,
-// surrogate pairs, U+FFFD for a lone surrogate and for each byte that is not UTF-8), are
-// counted, and the first d.limit of them kept in heads.
-func (d *reducer) text() error {
+// text reads a string (its '"' next) that feeds the text out of the reply: in out it stands as
+// its number among the value's pieces; its bytes, decoded as encoding/json decodes them
+// (escapes, surrogate pairs, U+FFFD for a lone surrogate and for each byte that is not UTF-8),
+// are counted, and as many as the text's room has left (d.limit) kept in heads[out].
+func (d *reducer) text(out int) error {
 	if err := d.room(pieceBytes); err != nil {
 		return err
 	}
 	if len(d.pieces) == cap(d.pieces) {
 		c := grown(cap(d.pieces)*pieceBytes, (len(d.pieces)+1)*pieceBytes, maxUnit) / pieceBytes
-		if err := d.m.need(slotPieces, cap(d.heads)+c*pieceBytes); err != nil {
+		if err := d.m.need(slotPieces, d.piecesHeld(-1, 0)+(c-cap(d.pieces))*pieceBytes); err != nil {
 			return err
 		}
 		d.pieces = append(make([]textPiece, 0, c), d.pieces...)
 	}
 	k := len(d.pieces)
-	d.pieces = append(d.pieces, textPiece{off: len(d.heads), end: len(d.heads)})
+	h := len(d.heads[out])
+	d.pieces = append(d.pieces, textPiece{out: out, off: h, end: h})
 	var num [24]byte
 	if err := d.put(append(strconv.AppendInt(append(num[:0], '"'), int64(k), 10), '"')); err != nil {
 		return err

@@ -510,6 +510,23 @@ func TestShapesCoverOAI(t *testing.T) {
 			}
 		}
 	}
+	// Each text feeds the text of the reply the assembly puts it in.
+	for _, c := range []struct {
+		sh  *shape
+		out int
+	}{{messageShape.find([]byte(`"content"`), false), textContent}, {messageShape.find([]byte(`"reasoning_content"`), false), textReasoningContent},
+		{reasoningObject, textReasoning}, {reasoningObject.find([]byte(`"text"`), false), textReasoning},
+		{reasoningObject.find([]byte(`"summary"`), false), textReasoning}, {detailShape.find([]byte(`"text"`), false), textDetails},
+		{detailShape.find([]byte(`"summary"`), false), textDetails}} {
+		if c.sh.out != c.out || fieldOrder[max(c.out-1, 0)] == "" {
+			t.Errorf("a text shape feeds text %d, want %d", c.sh.out, c.out)
+		}
+	}
+	for _, sh := range []*shape{chunkShape, choiceShape, messageShape, detailShape, reasoningObject, usageShape, errorBodyShape} {
+		if len(sh.members) > maxMembers {
+			t.Errorf("a shape of %d members, over maxMembers", len(sh.members))
+		}
+	}
 	if errorObject.find([]byte(`"message"`), false) == nil || errorBodyShape.find([]byte(`"error"`), false) != errorObject {
 		t.Error("the error object's message is not kept")
 	}

@@ -209,7 +209,7 @@ func readPlain(body io.Reader, cp *capture, a *assembly) error {
 	}
 	// The texts are folded: their pieces are given back (the kept body stays, for the error
 	// object of a reply without choices).
-	d.heads, d.pieces = nil, nil
+	d.heads, d.pieces = [textOuts][]byte{}, nil
 	return cp.meter.set(slotPieces, 0)
 }
 

@@ -185,3 +185,84 @@ func TestReplyBlankTextCut(t *testing.T) {
 		t.Errorf("blank reasoning_content, then reasoning: %v, %d bytes from %q", err, len(rep.Reasoning), rep.ReasoningSource)
 	}
 }
+
+// TestReplyManyLongTexts: a completion or chunk carrying every text of a reply long (content,
+// reasoning_content, reasoning and reasoning_details in one, as OpenRouter and vLLM send them;
+// two details, which the reply joins into one text) is a reply: each text comes back as the
+// Stepper stored it (textcap.Cut of the whole text at textcap.Reply), plain and streamed, 1 MiB
+// and 2 MiB each, in JSON past the 4 MiB a completion kept before. Before, four texts of 1 MiB
+// failed as too_long (their keys past the 4 MiB), and so did five.
+func TestReplyManyLongTexts(t *testing.T) {
+	for _, size := range []int{maxReplyText, 2 << 20} {
+		for _, details := range []int{1, 2} {
+			for _, stream := range []bool{false, true} {
+				texts := make([]string, 3+details)
+				enc := make([]string, len(texts))
+				for i := range texts {
+					texts[i] = longText(size, fmt.Sprintf("text %d", i))
+					b, _ := json.Marshal(texts[i])
+					enc[i] = string(b)
+				}
+				var ds []string
+				for _, e := range enc[3:] {
+					ds = append(ds, `{"type":"reasoning.text","text":`+e+`,"format":"unknown","index":0}`)
+				}
+				msg := `{"role":"assistant","content":` + enc[0] + `,"reasoning_content":` + enc[1] + `,"reasoning":` + enc[2] +
+					`,"reasoning_details":[` + strings.Join(ds, ",") + `]}`
+				var body string
+				h := http.Header{"Content-Type": {"application/json"}}
+				if stream {
+					h.Set("Content-Type", "text/event-stream")
+					body = `data: {"model":"m","choices":[{"index":0,"delta":` + msg + `,"finish_reason":null}]}` + "\n\n" +
+						`data: {"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\ndata: [DONE]\n\n"
+				} else {
+					body = `{"model":"m","choices":[{"index":0,"message":` + msg + `,"finish_reason":"length"}]}`
+				}
+				a := assembly{limit: maxReplyText}
+				err := readStream(h, strings.NewReader(body), &capture{status: 200}, &a)
+				name := fmt.Sprintf("%d texts of %d bytes (stream %v, %d bytes of JSON)", len(texts), size, stream, len(body))
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+				got := []string{a.content.String(), a.reasoning[0].String(), a.reasoning[1].String(), a.reasoning[2].String()}
+				want := []string{texts[0], texts[1], texts[2], strings.Join(texts[3:], "")}
+				for i := range want {
+					if w := textcap.Cut(want[i], textcap.Reply); got[i] != w {
+						t.Errorf("%s: text %d is %d bytes ending %q, want %d ending %q", name, i, len(got[i]), tail(got[i]), len(w), tail(w))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestReplyTextRoomGivenBack: the strings a reply does not read give their text's room back to
+// the ones it reads where the reader knows them: a member repeated in its object (the last one
+// is read, as encoding/json reads it) and a choice whose index is not 0, its index after its
+// texts. Each reply comes back as read whole, its texts cut as the Stepper cut them; without
+// the room given back, the string read kept nothing and the attempt failed as too long.
+func TestReplyTextRoomGivenBack(t *testing.T) {
+	a, b := longText(2<<20, "a"), longText(2<<20, "b")
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	for _, tc := range []struct{ name, body, content, reasoning string }{
+		{"repeated content", `{"model":"m","choices":[{"index":0,"message":{"content":` + string(ja) + `,"reasoning_content":"r","Content":` + string(jb) + `}}]}`, b, "r"},
+		{"repeated reasoning", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning":` + string(ja) + `,"reasoning":` + string(jb) + `}}]}`, "c", b},
+		{"choice 1 first", `{"model":"m","choices":[{"message":{"content":` + string(ja) + `,"reasoning":` + string(ja) + `},"index":1},{"index":0,"message":{"content":` + string(jb) + `,"reasoning":"r"}}]}`, b, "r"},
+	} {
+		for _, stream := range []bool{false, true} {
+			body, h := tc.body, http.Header{"Content-Type": {"application/json"}}
+			if stream {
+				body, h = "data: "+strings.ReplaceAll(body, `"message"`, `"delta"`)+"\n\ndata: [DONE]\n\n", http.Header{"Content-Type": {"text/event-stream"}}
+			}
+			as := assembly{limit: maxReplyText}
+			err := readStream(h, strings.NewReader(body), &capture{status: 200}, &as)
+			reasoning, _ := as.pickReasoning(fieldOrder)
+			if want := textcap.Cut(tc.content, textcap.Reply); err != nil || as.content.String() != want || reasoning != textcap.Cut(tc.reasoning, textcap.Reply) {
+				t.Errorf("%s (stream %v): %v; content %d bytes ending %q, want %d ending %q; reasoning %d bytes", tc.name, stream, err,
+					len(as.content.String()), tail(as.content.String()), len(want), tail(want), len(reasoning))
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package teachers
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -25,16 +26,17 @@ import (
 // system_fingerprint, role, a detail's format) is kept for its type only. A choice's logprobs
 // is dropped: it is raw JSON nothing reads. The texts of a reply (content, reasoning_content,
 // reasoning as a string or its text, content or summary, a detail's text and summary) are
-// decoded aside, cut at the limit on a text (textShape).
+// decoded aside, cut at the limit on the text of the reply each feeds (contentShape...).
 var (
-	reasoningObject = &shape{kind: shapeObject, text: true, // a string, or an object that wraps one
-		members: []member{{"text", textShape}, {"content", textShape}, {"summary", textShape}}}
-	detailShape = objectShape(member{"type", leafShape}, member{"text", textShape}, member{"summary", textShape},
+	reasoningObject = &shape{kind: shapeObject, text: true, out: textReasoning, // a string, or an object that wraps one
+		members: []member{{"text", reasoningTextShape}, {"content", reasoningTextShape}, {"summary", reasoningTextShape}}}
+	detailShape = objectShape(member{"type", leafShape}, member{"text", detailTextShape}, member{"summary", detailTextShape},
 		member{"format", blankShape}, member{"index", leafShape})
-	messageShape = objectShape(member{"role", blankShape}, member{"content", textShape}, member{"reasoning_content", textShape},
-		member{"reasoning", reasoningObject}, member{"reasoning_details", arrayShape(detailShape)})
-	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape}, member{"delta", messageShape},
-		member{"finish_reason", leafShape})
+	messageShape = objectShape(member{"role", blankShape}, member{"content", contentShape},
+		member{"reasoning_content", reasoningContentShape}, member{"reasoning", reasoningObject},
+		member{"reasoning_details", arrayShape(detailShape)})
+	choiceShape = &shape{kind: shapeObject, choice: true, members: []member{{"index", leafShape}, {"message", messageShape},
+		{"delta", messageShape}, {"finish_reason", leafShape}}}
 	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
 		member{"total_tokens", leafShape},
 		member{"completion_tokens_details", objectShape(member{"reasoning_tokens", leafShape})},
@@ -65,6 +67,9 @@ type assembly struct {
 	// limit bounds what each text (content, each reasoning field) keeps, in bytes, 0 none: a
 	// longer text ends as textcap.Cut ends it at limit (replyText).
 	limit int
+	// short counts the strings read that kept fewer first bytes than their text needed (see
+	// replyText.add).
+	short int
 }
 
 // A replyText is a text of a reply as it is assembled: its first bytes, head, at most the
@@ -76,13 +81,18 @@ type replyText struct {
 	nonBlank bool
 }
 
-// add appends a piece of the text, its first bytes head (at least min(n, limit) of them), its
-// length n, within limit (0 none).
-func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) {
+// add appends a piece of the text, its first bytes head, its length n, within limit (0
+// none); false when head holds fewer bytes than the text needs of it (min(n, the room left)):
+// the reducer gave its room to strings before it that the reply does not read.
+func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) bool {
+	ok := true
 	if t.n == len(t.head) { // nothing dropped yet: head is the text so far
+		need := n
 		if limit > 0 {
+			need = min(n, limit-len(t.head))
 			head = head[:min(len(head), limit-len(t.head))]
 		}
+		ok = len(head) >= need
 		if need := len(t.head) + len(head); need > cap(t.head) {
 			t.head = append(make([]byte, 0, grown(cap(t.head), need, limit)), t.head...)
 		}
@@ -90,6 +100,7 @@ func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) {
 	}
 	t.n += n
 	t.nonBlank = t.nonBlank || nonBlank
+	return ok
 }
 
 // Len is the text's length in all.
@@ -125,6 +136,9 @@ func cutMarker(n int) string { return cutHead + strconv.Itoa(n) + cutTail }
 // in m.
 func (a *assembly) fold(r *oai.Completion, d *reducer, m *meter) error {
 	a.add(r, d.piece)
+	if a.short > 0 {
+		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply holds over %d bytes of one of its texts in strings the reply does not read", a.limit)}
+	}
 	n := cap(a.content.head)
 	for i := range a.reasoning {
 		n += cap(a.reasoning[i].head)
@@ -141,7 +155,9 @@ func literalPiece(s string) ([]byte, int, bool) {
 func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool)) {
 	write := func(t *replyText, s string) {
 		head, n, nonBlank := piece(s)
-		t.add(head, n, nonBlank, a.limit)
+		if !t.add(head, n, nonBlank, a.limit) {
+			a.short++
+		}
 	}
 	if r.Model != "" {
 		a.model = r.Model
