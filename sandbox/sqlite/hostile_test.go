@@ -126,6 +126,72 @@ func TestSQLiteHostileBuiltins(t *testing.T) {
 	}
 }
 
+// TestSQLitePrepareDeadline: statements whose prepare alone outruns the deadline (SQLite copies
+// an alias's expression at each reference, a flattened subquery's column at each reference in
+// the outer query, so nested subqueries double it at each level; the prepare looks at neither the
+// interrupt nor the progress handler) end as a timeout within the deadline plus 1 s, abandoning
+// nothing, and a statement that prepares in time runs as before. Before sqlitePrepareCheck each
+// ran 20 to 35 s past a 1 s deadline, holding up to the whole of SQLite's heap.
+func TestSQLitePrepareDeadline(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	db := openChinookSQLite(t)
+	nested := func(levels int) string {
+		q := "SELECT 2 AS x"
+		for i := 0; i < levels; i++ {
+			q = "SELECT x*x AS x FROM (" + q + ")"
+		}
+		return q
+	}
+	// balanced joins items with op as a balanced tree, within SQLite's expression depth.
+	balanced := func(items []string, op string) string {
+		for len(items) > 1 {
+			var next []string
+			for i := 0; i < len(items); i += 2 {
+				if i+1 < len(items) {
+					next = append(next, "("+items[i]+op+items[i+1]+")")
+				} else {
+					next = append(next, items[i])
+				}
+			}
+			items = next
+		}
+		return items[0]
+	}
+	var terms, refs []string
+	for i := 0; i < 1500; i++ {
+		terms = append(terms, fmt.Sprintf("length('%d')", i))
+	}
+	for i := 0; i < 3000; i++ {
+		refs = append(refs, "a > 0")
+	}
+	alias := "SELECT " + balanced(terms, "+") + " AS a FROM Track WHERE " + balanced(refs, " AND ")
+	if len(alias) > 64<<10 {
+		t.Fatalf("the alias probe is %d bytes, past what a policy's statement may be", len(alias))
+	}
+	runaways := sqliteRunawaysTotal.Load()
+	for _, p := range []struct{ name, sql string }{
+		{"24 nested subqueries doubling a column", nested(24)},
+		{"an alias of 1,500 calls in 3,000 WHERE terms", alias},
+		{"an alias in 4,000 ORDER BY terms", "SELECT " + balanced(terms, "+") + " AS a FROM Track ORDER BY " + strings.Repeat("a + 1, ", 3999) + "a"},
+	} {
+		start := time.Now()
+		r := sandboxtest.MustExec(t, db, p.sql, sandbox.ExecOptions{Timeout: deadline})
+		took := time.Since(start)
+		t.Logf("%-45s %-8s %5dms %.80s", p.name, r.Outcome, took.Milliseconds(), r.Error)
+		if r.Outcome != sandbox.OutcomeTimeout || took > deadline+time.Second {
+			t.Errorf("%s (%d bytes): %s %q after %s, want a timeout within %s", p.name, len(p.sql), r.Outcome, r.Error, took, deadline+time.Second)
+		}
+		if n := sqliteRunawaysTotal.Load(); n != runaways {
+			waitRunaways(t, db, 5*time.Minute)
+			t.Fatalf("%s: abandoned past its deadline, its prepare still running", p.name)
+		}
+	}
+	r := sandboxtest.MustExec(t, db, nested(10), sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !r.OK() || fmt.Sprint(r.Rows[0][0]) != "+Inf" {
+		t.Errorf("10 nested subqueries: %+v, want 2^1024 = +Inf", r)
+	}
+}
+
 // TestSQLiteBoundedBuiltinsMatch compares the bounded instr, replace, trim, ltrim, rtrim, LIKE
 // and GLOB of the guarded connection with SQLite's own built-ins (a plain go-sqlite3
 // connection) over values of every type: text with multi-byte characters and NULs, blobs,

@@ -53,6 +53,9 @@ func init() {
 
 // prepareSQLiteConn readies a new connection of sqliteReadDriver.
 func prepareSQLiteConn(c *sqlite3.SQLiteConn) error {
+	if sqliteAllocGuard != nil {
+		return sqliteAllocGuard
+	}
 	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
 	c.SetLimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, sqliteMaxSQL)
 	c.SetLimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, sqliteMaxPattern)
@@ -290,6 +293,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
 	var short func() bool
+	late := false // the deadline stopped the statement's prepare, or will stop the driver's
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
 		if opts.Filter != nil {
@@ -298,10 +302,20 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 				return err
 			}
 		}
-		return sqliteDeadline(c, timeout)
+		set := time.Now()
+		if err := sqliteDeadline(c, timeout); err != nil {
+			return err
+		}
+		stopped, took, err := sqlitePrepareCheck(c, stmt)
+		late = stopped || time.Now().Add(took).After(set.Add(timeout))
+		return err
 	}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sqlite exec: %w", err)
+	}
+	if late {
+		releaseSQLite(conn, false)
+		return sandbox.TimedOut(timeout, time.Since(start)), nil
 	}
 	var asked sqliteAsked // written by Collect's goroutine, read once it has sent on done
 	if f := opts.Filter; f != nil {
