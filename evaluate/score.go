@@ -14,6 +14,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/episode"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
@@ -58,9 +59,11 @@ type ScoreItem struct {
 	// "error"/"timeout"/"refused", "missing" (no prediction), "malformed", "db_mismatch"
 	// (the prediction names another database) or "gold_error".
 	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"`
+	// Error is why the prediction failed or was not judged, cut to textcap.Error.
+	Error string `json:"error,omitempty"`
 	// GoldError is why the gold SQL did not run, when it did not (the item is then unjudged,
-	// whatever Outcome reports first: BIRD's style reports a failed prediction before the gold).
+	// whatever Outcome reports first: BIRD's style reports a failed prediction before the gold),
+	// cut to textcap.Error.
 	GoldError string `json:"gold_error,omitempty"`
 	// GoldDialect is the engine whose result of the gold SQL the prediction was judged against
 	// when it is not the report's dialect: sqlite, the task's SQLite file, where its SQLite
@@ -225,7 +228,9 @@ func scoreOne(ctx context.Context, cfg *ScoreConfig, t datasets.Task) (ScoreItem
 	if err != nil {
 		return it, fmt.Errorf("score task %s on %s: %w", t.ID, t.DBID, err)
 	}
-	it.Correct, it.Ordered, it.Outcome, it.Error, it.GoldError, it.GoldDialect = v.Correct, v.Ordered, v.Outcome, v.Error, v.GoldError, v.GoldOn
+	// Cut as a run dir keeps them: an engine's error may echo a built value whole.
+	it.Correct, it.Ordered, it.Outcome, it.GoldDialect = v.Correct, v.Ordered, v.Outcome, v.GoldOn
+	it.Error, it.GoldError = textcap.Cut(v.Error, textcap.Error), textcap.Cut(v.GoldError, textcap.Error)
 	if v.PredSQL != p.SQL {
 		it.Executed = v.PredSQL
 	}

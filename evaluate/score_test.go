@@ -12,6 +12,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/evaluate"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/judge"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -86,8 +87,10 @@ func writeScoreSet(tb testing.TB, cases []scoreCase) (devPath, predPath string) 
 
 func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-func TestScoreHandComputed(t *testing.T) {
-	dev, predPath := writeScoreSet(t, scoreCases)
+// scoreSet scores the cases, written as writeScoreSet writes them, on SQLite with timeout.
+func scoreSet(t *testing.T, cases []scoreCase, timeout time.Duration) *evaluate.ScoreReport {
+	t.Helper()
+	dev, predPath := writeScoreSet(t, cases)
 	tasks := loadBIRD(t, dev)
 	preds, err := evaluate.ReadPredictions(predPath)
 	if err != nil {
@@ -95,11 +98,16 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 	conn := &sandbox.Connector{}
 	defer conn.Close()
-	start := time.Now()
-	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn, Timeout: 300 * time.Millisecond})
+	rep, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rep
+}
+
+func TestScoreHandComputed(t *testing.T) {
+	start := time.Now()
+	rep := scoreSet(t, scoreCases, 300*time.Millisecond)
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("scoring took %s: the timeout did not stop the slow query", time.Since(start))
 	}
@@ -196,5 +204,20 @@ func TestScorePartialGold(t *testing.T) {
 	tasks[0].Gold = map[datasets.Dialect]string{datasets.Postgres: cases[0].gold}
 	if _, err := evaluate.Score(context.Background(), evaluate.ScoreConfig{Tasks: tasks, Predictions: preds, Opener: conn}); err == nil || !strings.Contains(err.Error(), "2 of 2 tasks have no gold SQL for sqlite") {
 		t.Errorf("no task with gold: %v", err)
+	}
+}
+
+// TestScoreErrorsCut: a prediction's and a gold's error are kept in the score report cut to
+// textcap.Error, as a run dir keeps them: SQLite echoes a bad JSON path whole, so one statement
+// of 60 bytes made an 8 MB error, and the report held it once per such prediction.
+func TestScoreErrorsCut(t *testing.T) {
+	const huge = "SELECT json_extract('{}', '$' || printf('%.8000000c', 'a'))"
+	rep := scoreSet(t, []scoreCase{{gold: "SELECT name FROM items", pred: huge, diff: "simple"}, {gold: huge, pred: "SELECT 1", diff: "simple"}}, 10*time.Second)
+	pred, gold := rep.Items[0], rep.Items[1]
+	if pred.Outcome != "error" || !strings.Contains(pred.Error, "bad JSON path") || len(pred.Error) > textcap.Error {
+		t.Errorf("the prediction's error: %s, %d bytes (%.60q), want at most %d", pred.Outcome, len(pred.Error), pred.Error, textcap.Error)
+	}
+	if gold.Outcome != judge.OutcomeGoldError || !strings.Contains(gold.GoldError, "bad JSON path") || len(gold.GoldError) > textcap.Error || len(gold.Error) > textcap.Error {
+		t.Errorf("the gold's error: %s, %d and %d bytes (%.60q), want at most %d", gold.Outcome, len(gold.GoldError), len(gold.Error), gold.GoldError, textcap.Error)
 	}
 }
