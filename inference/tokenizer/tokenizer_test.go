@@ -512,22 +512,11 @@ func FuzzEncode(f *testing.F) {
 // TestPiecesAgainstRegex checks the scanner on 3,000 random texts split by Python's regex
 // module, a backtracking engine with lookahead (testdata/gen_pieces.py wrote the file).
 func TestPiecesAgainstRegex(t *testing.T) {
-	f, err := os.Open("testdata/pieces.jsonl")
-	if err != nil {
-		t.Fatal(err)
+	type line struct {
+		Text   string   `json:"text"`
+		Pieces []string `json:"pieces"`
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for sc.Scan() {
-		var c struct {
-			Text   string   `json:"text"`
-			Pieces []string `json:"pieces"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("line %d: %v", n+1, err)
-		}
-		n++
+	for n, c := range readTestdata[line](t, "pieces.jsonl", 3000) {
 		var got []string
 		for i := 0; i < len(c.Text); {
 			j := nextPiece(c.Text, i)
@@ -535,12 +524,32 @@ func TestPiecesAgainstRegex(t *testing.T) {
 			i = j
 		}
 		if !slices.Equal(got, c.Pieces) {
-			t.Errorf("line %d: pieces(%q) = %q, want %q", n, c.Text, got, c.Pieces)
+			t.Errorf("line %d: pieces(%q) = %q, want %q", n+1, c.Text, got, c.Pieces)
 		}
 	}
-	if err := sc.Err(); err != nil || n < 3000 {
-		t.Fatalf("read %d lines: %v", n, err)
+}
+
+// readTestdata reads testdata/name, one JSON value a line, and fails below min lines.
+func readTestdata[T any](tb testing.TB, name string, min int) []T {
+	tb.Helper()
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			tb.Fatalf("%s line %d: %v", name, len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil || len(out) < min {
+		tb.Fatalf("read %d lines of %s: %v", len(out), name, err)
+	}
+	return out
 }
 
 // TestEncodeSplitSpecial checks HF's split_special_tokens=True: every golden text without a
@@ -627,5 +636,27 @@ func TestSplitSpecialPassesOver(t *testing.T) {
 	}
 	if got := tok.Encode("<|q|>"); !slices.Equal(got, []int{302}) {
 		t.Errorf("Encode(<|q|>) = %v, want [302]", got)
+	}
+}
+
+// TestSplitSpecialAgainstJS checks EncodeSplitSpecial on 120 hostile texts (special tokens' text
+// at the edges, doubled, cut short, split by a zero-width joiner, NFC-sensitive, next to \r\n,
+// in long runs, beside <tool_call>) against Hugging Face's JS port of tokenizers with special
+// tokens not split out (testdata/gen_split_special.mjs wrote the file); Encode against the
+// port's plain encode, which shows the port agrees with this tokenizer at all.
+func TestSplitSpecialAgainstJS(t *testing.T) {
+	tok := qwen(t)
+	type line struct {
+		Text  string `json:"text"`
+		IDs   []int  `json:"ids"`
+		Split []int  `json:"split"`
+	}
+	for n, c := range readTestdata[line](t, "split_special.jsonl", 100) {
+		if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
+			t.Errorf("line %d: Encode(%q) = %v, want %v", n+1, c.Text, got, c.IDs)
+		}
+		if got := tok.EncodeSplitSpecial(c.Text); !slices.Equal(got, c.Split) {
+			t.Errorf("line %d: EncodeSplitSpecial(%q) = %v, want %v", n+1, c.Text, got, c.Split)
+		}
 	}
 }
