@@ -2,6 +2,7 @@ package turns
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -216,4 +217,63 @@ func TestGoldenConversations(t *testing.T) {
 		t.Fatalf("%d golden conversations, want at least 20", n)
 	}
 	t.Logf("%d golden conversations", n)
+}
+
+// TestRandomHostileConversations: on 1,000 random conversations of every role the template
+// knows (a system message after the first, tool runs, an unknown role) with special-token text,
+// partial markers, combining marks and <tool_call> in their contents, Prompt's ids hold exactly
+// the markers the template writes as control ids; without special-token text they are the
+// tokenizer's ids of the whole rendering; and the ids of a conversation are a prefix of those of
+// the conversation with one more reply and observation (the prefix GRPO's turns rely on).
+func TestRandomHostileConversations(t *testing.T) {
+	tok := qwen(t)
+	frags := []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_end", "|>", "<|", "\n", "\r\n", " ", "x", "é",
+		"\u0301", "\u200d", "<tool_call>", "assistant", "</tool_response>", "日本"}
+	roles := []string{chat.RoleSystem, chat.RoleUser, chat.RoleAssistant, chattmpl.RoleTool, "bogus"}
+	r := rand.New(rand.NewPCG(7, 7))
+	content := func(lead string) string {
+		s := lead
+		for range r.IntN(7) {
+			s += frags[r.IntN(len(frags))]
+		}
+		return s
+	}
+	hasSpecial := func(msgs []chat.Message) bool {
+		for _, m := range msgs {
+			for s := range tok.SpecialIDs() {
+				if strings.Contains(m.Content, s) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for range 1000 {
+		var msgs, blank []chat.Message
+		for range 1 + r.IntN(5) {
+			msgs = append(msgs, chat.Message{Role: roles[r.IntN(len(roles))], Content: content("")})
+			blank = append(blank, chat.Message{Role: msgs[len(msgs)-1].Role})
+		}
+		ids := Prompt(msgs).Encode(tok).IDs
+		frame, _ := chattmpl.Render(blank, true)
+		text, _ := chattmpl.Render(msgs, true)
+		control := 0
+		for _, id := range ids {
+			if tok.IsSpecial(id) {
+				control++
+			}
+		}
+		if want := strings.Count(frame, chattmpl.ImStart) + strings.Count(frame, chattmpl.ImEnd); control != want {
+			t.Fatalf("%d control ids, the template writes %d markers: %q", control, want, text)
+		}
+		if !hasSpecial(msgs) && !slices.Equal(ids, tok.Encode(text)) {
+			t.Fatalf("ids of %q differ from the tokenizer's", text)
+		}
+		// A reply that starts with a letter: the generation prompt's "\n" is a piece of its own.
+		next := append(slices.Clip(msgs), chat.Message{Role: chat.RoleAssistant, Content: content("x")},
+			chat.Message{Role: chat.RoleUser, Content: content("")})
+		if more := Prompt(next).Encode(tok).IDs; !slices.Equal(more[:min(len(ids), len(more))], ids) {
+			t.Fatalf("ids of %q are not a prefix of those with one more turn", text)
+		}
+	}
 }
