@@ -744,7 +744,9 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 // quote (ANSI_QUOTES made "space"(3) a call of SPACE, which the screen read as a string), and
 // the client character set utf8mb4 (in GBK, the last byte of 中 takes the backslash after it,
 // so the string ended early and the SPACE after it ran). Each statement here passes the screen
-// as one string, as MariaDB must then read it.
+// as one string, as MariaDB must then read it. The DSN's sql_mode is read as MariaDB reads it:
+// in any case, with spaces after a flag, a flag twice, and the combination modes holding
+// ANSI_QUOTES (no_backslash_escapes ran the SPACE; POSTGRESQL and ORACLE kept ANSI_QUOTES).
 func TestMySQLSessionReadsAsScreen(t *testing.T) {
 	sep := "?"
 	if strings.Contains(shared.MySQLDSN(), "?") {
@@ -754,6 +756,12 @@ func TestMySQLSessionReadsAsScreen(t *testing.T) {
 		{"sql_mode=%27NO_BACKSLASH_ESCAPES%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
 		{"sql_mode=%27ANSI%27", `SELECT "space"(3) FROM t`, "error"},
 		{"charset=gbk", `SELECT '中\', length(SPACE(3)) -- '`, `[[中', length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27no_backslash_escapes%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27NO_BACKSLASH_ESCAPES+%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27POSTGRESQL%27", `SELECT "a\", length(SPACE(3)) -- "`, `[[a", length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27oracle%27", `SELECT "a\", length(SPACE(3)) -- "`, `[[a", length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27ANSI_QUOTES,ANSI_QUOTES%27", `SELECT "a\", length(SPACE(3)) -- "`, `[[a", length(SPACE(3)) -- ]]`},
+		{"SQL_MODE=%27NO_BACKSLASH_ESCAPES%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
 	} {
 		t.Run(c.params, func(t *testing.T) {
 			if _, why := sandbox.Screen(c.q, datasets.MySQL); why != "" {
@@ -769,5 +777,29 @@ func TestMySQLSessionReadsAsScreen(t *testing.T) {
 				t.Errorf("%s: %s %v %q, want %s", c.q, r.Outcome, r.Rows, r.Error, c.want)
 			}
 		})
+	}
+}
+
+// TestMySQLConfigQuoting: the DSN's parameters, which the driver SETs in a random order, set
+// the session's sql_mode once (SQL_MODE beside sql_mode ran under either) and no client
+// character set (character_set_client=gbk undid utf8mb4: '中\', length(SPACE(3)) -- ' ran
+// SPACE); a session's mode holding a quoting flag is refused at Open.
+func TestMySQLConfigQuoting(t *testing.T) {
+	cfg, err := mysqlConfig("u@tcp(127.0.0.1:3306)/?SQL_MODE=%27NO_BACKSLASH_ESCAPES%27&time_zone=%27%2B00:00%27", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Params) != 2 || !strings.Contains(cfg.Params["sql_mode"], "UPPER('NO_BACKSLASH_ESCAPES')") || cfg.Params["time_zone"] != "'+00:00'" {
+		t.Errorf("Params = %q, want sql_mode from SQL_MODE and time_zone", cfg.Params)
+	}
+	for _, p := range []string{"character_set_client=gbk", "CHARACTER_SET_CLIENT=big5", "names=gbk", "@@sql_mode=%27ANSI%27", "session%20sql_mode=%27ANSI%27", "sql_mode=%27%27&Sql_Mode=%27ANSI%27"} {
+		if _, err := mysqlConfig("u@tcp(127.0.0.1:3306)/?"+p, "d"); err == nil {
+			t.Errorf("%s: accepted, want an error", p)
+		}
+	}
+	for mode, refused := range map[string]bool{"": false, "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION": false, "PIPES_AS_CONCAT,ANSI_QUOTES": true, "NO_BACKSLASH_ESCAPES": true, "ORACLE": true} {
+		if why := mysqlQuotingRefused(mode); (why != "") != refused {
+			t.Errorf("mysqlQuotingRefused(%q) = %q, want refused %v", mode, why, refused)
+		}
 	}
 }

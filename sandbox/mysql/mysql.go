@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,9 +122,12 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		}
 		return nil, fmt.Errorf("%s: connect: %w", where, err)
 	}
-	var v string
-	if err := pool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	var v, mode string
+	if err := pool.QueryRowContext(ctx, "SELECT VERSION(), @@SESSION.sql_mode").Scan(&v, &mode); err != nil {
 		return fail(err)
+	}
+	if why := mysqlQuotingRefused(mode); why != "" {
+		return fail(errors.New(why))
 	}
 	num, _, _ := strings.Cut(v, "-")
 	if strings.Contains(v, "MariaDB") {
@@ -153,7 +157,9 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 // limit counts the bytes on the wire (sandbox.LimitReplies), and a compressed row of a gigabyte
 // of one letter is a megabyte there. Its sessions read quotes as the screen does
 // (mysqlQuotingMode, and the client character set utf8mb4: in GBK or Big5 the last byte of a
-// character may be a backslash, which then escapes no quote).
+// character may be a backslash, which then escapes no quote): a DSN parameter the driver would
+// SET that is not a plain name, or that sets a character_set_ variable, is an error, and its
+// sql_mode is read in any case.
 func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -172,22 +178,64 @@ func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 		return nil, fmt.Errorf("mysql: DSN: %w", err)
 	}
 	mode := "@@SESSION.sql_mode" // the server's default
-	if v := cfg.Params["sql_mode"]; v != "" {
-		mode = v
+	params := map[string]string{}
+	for k, v := range cfg.Params {
+		// The driver sends each as SET k = v, in the map's random order: SQL_MODE beside the
+		// sql_mode set here ran under either, and character_set_client=gbk undid utf8mb4.
+		name := strings.ToLower(k)
+		switch {
+		case strings.TrimLeft(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "":
+			return nil, fmt.Errorf("mysql: DSN parameter %q: only a system variable's plain name may be set", k)
+		case strings.HasPrefix(name, "character_set_") || name == "names":
+			return nil, fmt.Errorf("mysql: DSN parameter %q: the client character set is utf8mb4 (a backslash may end a character in others, and then escapes no quote)", k)
+		case name == "sql_mode":
+			if mode != "@@SESSION.sql_mode" {
+				return nil, fmt.Errorf("mysql: DSN sets sql_mode twice (%q)", k)
+			}
+			if v != "" {
+				mode = v
+			}
+		default:
+			params[name] = v
+		}
 	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["sql_mode"] = fmt.Sprintf(mysqlQuotingMode, mode)
+	params["sql_mode"] = mysqlQuotingMode(mode)
+	cfg.Params = params
 	return cfg, nil
 }
 
-// mysqlQuotingMode is the session's sql_mode, from the DSN's or the server's (%s): that without
-// ANSI_QUOTES, NO_BACKSLASH_ESCAPES and ANSI (which holds ANSI_QUOTES), so that a session reads
-// quotes as the screen does: " quotes a string, and a backslash escapes the next byte in one.
-// Under ANSI_QUOTES "space"(3), a string to the screen, calls SPACE; under NO_BACKSLASH_ESCAPES
-// 'a\', SPACE(3) -- ' runs the SPACE the screen read inside a string.
-const mysqlQuotingMode = "TRIM(BOTH ',' FROM REPLACE(REPLACE(REPLACE(CONCAT(',', %s, ','), ',ANSI,', ','), ',ANSI_QUOTES,', ','), ',NO_BACKSLASH_ESCAPES,', ','))"
+// mysqlQuotingFlags are the sql_mode flags a session's mode is set without (mysqlQuotingMode):
+// ANSI_QUOTES, NO_BACKSLASH_ESCAPES, and the combination modes that hold ANSI_QUOTES (ORACLE
+// also switches MariaDB to another grammar).
+var mysqlQuotingFlags = []string{"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "ANSI", "DB2", "MAXDB", "MSSQL", "ORACLE", "POSTGRESQL"}
+
+// mysqlQuotingMode returns the SQL expression of the session's sql_mode from mode (the DSN's
+// value, or the server's @@SESSION.sql_mode): that without mysqlQuotingFlags, so that a session
+// reads quotes as the screen does: " quotes a string, and a backslash escapes the next byte in
+// one. Under ANSI_QUOTES "space"(3), a string to the screen, calls SPACE; under
+// NO_BACKSLASH_ESCAPES 'a\', SPACE(3) -- ' runs the SPACE the screen read inside a string. The
+// flags are matched as MariaDB reads them, in any case and with spaces after them, each item
+// between its own commas (REPLACE does not match overlapping ones: 'ANSI_QUOTES,ANSI_QUOTES');
+// MariaDB reads the empty items left as nothing. What this misses (a number, a tab) the
+// session's check in openMySQLConfig refuses (mysqlQuotingRefused).
+func mysqlQuotingMode(mode string) string {
+	e := "CONCAT(',,', REPLACE(REPLACE(UPPER(" + mode + "), ' ', ''), ',', ',,'), ',,')"
+	for _, f := range mysqlQuotingFlags {
+		e = "REPLACE(" + e + ", '," + f + ",', ',')"
+	}
+	return "TRIM(BOTH ',' FROM " + e + ")"
+}
+
+// mysqlQuotingRefused says why a session whose @@sql_mode is mode does not read quotes as the
+// screen does (it holds one of mysqlQuotingFlags), or "".
+func mysqlQuotingRefused(mode string) string {
+	for f := range strings.SplitSeq(mode, ",") {
+		if slices.Contains(mysqlQuotingFlags, strings.ToUpper(strings.TrimSpace(f))) {
+			return fmt.Sprintf("the session's sql_mode %q holds %s, under which MariaDB reads quotes otherwise than the screen (drop it from the DSN's sql_mode)", mode, strings.TrimSpace(f))
+		}
+	}
+	return ""
+}
 
 func (m *mysqlDB) Dialect() datasets.Dialect { return datasets.MySQL }
 func (m *mysqlDB) Version() string           { return m.version }
