@@ -746,7 +746,9 @@ func TestMySQLHostileUnchecked(t *testing.T) {
 // so the string ended early and the SPACE after it ran). Each statement here passes the screen
 // as one string, as MariaDB must then read it. The DSN's sql_mode is read as MariaDB reads it:
 // in any case, with spaces after a flag, a flag twice, and the combination modes holding
-// ANSI_QUOTES (no_backslash_escapes ran the SPACE; POSTGRESQL and ORACLE kept ANSI_QUOTES).
+// ANSI_QUOTES (no_backslash_escapes ran the SPACE; POSTGRESQL and ORACLE kept ANSI_QUOTES); and
+// || is OR, as the screen reads it (under PIPES_AS_CONCAT, 'a1' LIKE 'a' || x matched a pattern
+// built from a column, which the LIKE rule refuses as CONCAT('a', x)).
 func TestMySQLSessionReadsAsScreen(t *testing.T) {
 	sep := "?"
 	if strings.Contains(shared.MySQLDSN(), "?") {
@@ -762,6 +764,7 @@ func TestMySQLSessionReadsAsScreen(t *testing.T) {
 		{"sql_mode=%27oracle%27", `SELECT "a\", length(SPACE(3)) -- "`, `[[a", length(SPACE(3)) -- ]]`},
 		{"sql_mode=%27ANSI_QUOTES,ANSI_QUOTES%27", `SELECT "a\", length(SPACE(3)) -- "`, `[[a", length(SPACE(3)) -- ]]`},
 		{"SQL_MODE=%27NO_BACKSLASH_ESCAPES%27", `SELECT 'a\', length(SPACE(3)) -- '`, `[[a', length(SPACE(3)) -- ]]`},
+		{"sql_mode=%27PIPES_AS_CONCAT%27", `SELECT x FROM t WHERE 'a1' LIKE 'a' || x ORDER BY x`, `[[1] [2] [3]]`},
 	} {
 		t.Run(c.params, func(t *testing.T) {
 			if _, why := sandbox.Screen(c.q, datasets.MySQL); why != "" {
@@ -797,7 +800,7 @@ func TestMySQLConfigQuoting(t *testing.T) {
 			t.Errorf("%s: accepted, want an error", p)
 		}
 	}
-	for mode, refused := range map[string]bool{"": false, "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION": false, "PIPES_AS_CONCAT,ANSI_QUOTES": true, "NO_BACKSLASH_ESCAPES": true, "ORACLE": true} {
+	for mode, refused := range map[string]bool{"": false, "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION": false, "REAL_AS_FLOAT,ANSI_QUOTES": true, "PIPES_AS_CONCAT": true, "NO_BACKSLASH_ESCAPES": true, "ORACLE": true} {
 		if why := mysqlQuotingRefused(mode); (why != "") != refused {
 			t.Errorf("mysqlQuotingRefused(%q) = %q, want refused %v", mode, why, refused)
 		}

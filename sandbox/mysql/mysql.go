@@ -204,15 +204,17 @@ func mysqlConfig(dsn, database string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// mysqlQuotingFlags are the sql_mode flags a session's mode is set without (mysqlQuotingMode):
-// ANSI_QUOTES, NO_BACKSLASH_ESCAPES, and the combination modes that hold ANSI_QUOTES (ORACLE
-// also switches MariaDB to another grammar).
-var mysqlQuotingFlags = []string{"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "ANSI", "DB2", "MAXDB", "MSSQL", "ORACLE", "POSTGRESQL"}
+// mysqlQuotingFlags are the sql_mode flags a session's mode is set without (mysqlQuotingMode),
+// under which MariaDB reads a statement otherwise than the screen: ANSI_QUOTES,
+// NO_BACKSLASH_ESCAPES, PIPES_AS_CONCAT (x LIKE 'a' || col is a pattern built from a column, not
+// an OR), and the combination modes that hold them (ORACLE also switches MariaDB to another
+// grammar).
+var mysqlQuotingFlags = []string{"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI", "DB2", "MAXDB", "MSSQL", "ORACLE", "POSTGRESQL"}
 
 // mysqlQuotingMode returns the SQL expression of the session's sql_mode from mode (the DSN's
 // value, or the server's @@SESSION.sql_mode): that without mysqlQuotingFlags, so that a session
 // reads quotes as the screen does: " quotes a string, and a backslash escapes the next byte in
-// one. Under ANSI_QUOTES "space"(3), a string to the screen, calls SPACE; under
+// one, and || is OR. Under ANSI_QUOTES "space"(3), a string to the screen, calls SPACE; under
 // NO_BACKSLASH_ESCAPES 'a\', SPACE(3) -- ' runs the SPACE the screen read inside a string. The
 // flags are matched as MariaDB reads them, in any case and with spaces after them, each item
 // between its own commas (REPLACE does not match overlapping ones: 'ANSI_QUOTES,ANSI_QUOTES');
@@ -226,12 +228,12 @@ func mysqlQuotingMode(mode string) string {
 	return "TRIM(BOTH ',' FROM " + e + ")"
 }
 
-// mysqlQuotingRefused says why a session whose @@sql_mode is mode does not read quotes as the
+// mysqlQuotingRefused says why a session whose @@sql_mode is mode does not read statements as the
 // screen does (it holds one of mysqlQuotingFlags), or "".
 func mysqlQuotingRefused(mode string) string {
 	for f := range strings.SplitSeq(mode, ",") {
 		if slices.Contains(mysqlQuotingFlags, strings.ToUpper(strings.TrimSpace(f))) {
-			return fmt.Sprintf("the session's sql_mode %q holds %s, under which MariaDB reads quotes otherwise than the screen (drop it from the DSN's sql_mode)", mode, strings.TrimSpace(f))
+			return fmt.Sprintf("the session's sql_mode %q holds %s, under which MariaDB reads statements otherwise than the screen (drop it from the DSN's sql_mode)", mode, strings.TrimSpace(f))
 		}
 	}
 	return ""
