@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/chainedsql/chainedsql/inference/generate"
@@ -219,5 +220,51 @@ func TestLogitBiasSteers(t *testing.T) {
 	}
 	if _, err := g.Start(ctx, generate.Request{Prompt: prompt, TopLogProbs: 2}); !errors.Is(err, generate.ErrInvalidRequest) {
 		t.Errorf("top log-probs without log-probs: %v, want an invalid request", err)
+	}
+}
+
+// nanModel is a Toy whose logits are all NaN from position nanFrom on, as a checkpoint holding
+// NaN (a diverged training step) computes them.
+type nanModel struct {
+	*gentest.Toy
+	nanFrom int
+}
+
+func (m nanModel) Forward(ctx context.Context, steps []lm.Step) error {
+	lens := make([]int, len(steps))
+	for i, st := range steps {
+		lens[i] = st.Cache.Len()
+	}
+	if err := m.Toy.Forward(ctx, steps); err != nil {
+		return err
+	}
+	for i, st := range steps {
+		if lens[i]+len(st.Tokens) > m.nanFrom {
+			for j := range st.Logits {
+				st.Logits[j] = float32(math.NaN())
+			}
+		}
+	}
+	return nil
+}
+
+// TestNaNLogitsFailWithLogProbs: logits that are not finite fail a request asking for
+// log-probabilities with an error that says so, greedy and sampled, with and without top
+// log-probabilities, instead of reporting NaN (which student serve could not encode: measured,
+// a connection dropped without a reply); a request without them is answered as before.
+func TestNaNLogitsFailWithLogProbs(t *testing.T) {
+	prompt := []int{1, 2, 3}
+	for _, c := range []struct {
+		temp float64
+		top  int
+	}{{0, 0}, {0, 3}, {1, 0}, {0.7, 5}} {
+		g := newGen(t, nanModel{gentest.NewToy(64, 256), len(prompt) + 2}, generate.Config{})
+		res, err := g.Generate(context.Background(), generate.Request{Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Temperature: c.temp, LogProbs: true, TopLogProbs: c.top})
+		if err == nil || !strings.Contains(err.Error(), "not finite") {
+			t.Fatalf("temperature %v top %d: err %v, log-probs %v; want an error naming logits that are not finite", c.temp, c.top, err, res.LogProbs)
+		}
+		if _, err := g.Generate(context.Background(), generate.Request{Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Temperature: c.temp}); err != nil {
+			t.Fatalf("temperature %v without log-probs: %v", c.temp, err)
+		}
 	}
 }

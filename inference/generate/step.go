@@ -2,6 +2,7 @@ package generate
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -115,6 +116,9 @@ func (g *Generator) advance(b *batch, pick picker) (ends []ending, generated int
 			continue // prompt not yet complete
 		}
 		tok, logProb, err := g.token(b, i, pick)
+		if err == nil && s.req.LogProbs {
+			err = finiteLogProbs(tok, logProb, b.drawn, i)
+		}
 		if err != nil {
 			g.fail(s, err)
 			continue
@@ -133,6 +137,23 @@ func (g *Generator) advance(b *batch, pick picker) (ends []ending, generated int
 		}
 	}
 	return ends, generated
+}
+
+// finiteLogProbs says why a draw's log-probabilities cannot be reported: NaN, which only
+// logits that are not finite give (a checkpoint holding NaN or Inf), and which JSON cannot
+// carry nor a trainer's importance ratio use. drawn holds the host's draws (nil when the
+// device drew), whose top log-probabilities are checked too.
+func finiteLogProbs(tok int, logProb float32, drawn []draw, i int) error {
+	bad := math.IsNaN(float64(logProb))
+	if i < len(drawn) {
+		for _, t := range drawn[i].top {
+			bad = bad || math.IsNaN(float64(t.LogProb))
+		}
+	}
+	if bad {
+		return fmt.Errorf("generate: the log-probabilities of the step that drew token %d are NaN: the model's logits are not finite (do the weights hold NaN or Inf?)", tok)
+	}
+	return nil
 }
 
 // accept takes tok as s's next token: a stop token or the length limit (MaxTokens, or the
