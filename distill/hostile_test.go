@@ -23,13 +23,30 @@ import (
 // non-negative sums. Before the teachers client bounded them, two turns' costs summed to +Inf:
 // every key failed to encode ("json: unsupported value: +Inf") and Run failed writing
 // usage.json; the counts wrapped the totals negative ("tokens -30" in the closing table).
+// Counts that no Go int holds (past int64, 1e400, a fraction) and a cost past float64 are valid
+// JSON too: before oai read them bounded, each such reply failed to decode (malformed_json,
+// "cannot unmarshal number 1e400 into Go struct field Usage.usage.prompt_tokens of type int"),
+// retried and lost: through the built distill, 3 of 30 Spider tasks failed on every dialect.
 func TestHostileUsageNumbers(t *testing.T) {
+	for name, usage := range map[string]string{
+		"max int64": fmt.Sprintf(`{"prompt_tokens":%[1]d,"completion_tokens":%[1]d,"total_tokens":%[1]d,"cost":1e308,`+
+			`"completion_tokens_details":{"reasoning_tokens":%[1]d},"prompt_tokens_details":{"cached_tokens":%[1]d}}`, math.MaxInt64),
+		"past Go's numbers": `{"prompt_tokens":1e400,"completion_tokens":99999999999999999999,"total_tokens":3.7,"cost":1e400,` +
+			`"completion_tokens_details":{"reasoning_tokens":-1e400},"prompt_tokens_details":{"cached_tokens":2.5e3},` +
+			`"prompt_cache_hit_tokens":-99999999999999999999,"reasoning_tokens":1e-400,"cost_details":{"upstream_inference_cost":-1e999}}`,
+	} {
+		t.Run(name, func(t *testing.T) { hostileUsage(t, usage) })
+	}
+}
+
+// hostileUsage runs distill against a teacher whose every reply reports usage (a JSON object)
+// and checks that no key is lost and every sum is finite and non-negative.
+func hostileUsage(t *testing.T, usage string) {
 	_, tasks := makeShopDB(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}],`+
-			`"usage":{"prompt_tokens":%[1]d,"completion_tokens":%[1]d,"total_tokens":%[1]d,"cost":1e308,`+
-			`"completion_tokens_details":{"reasoning_tokens":%[1]d},"prompt_tokens_details":{"cached_tokens":%[1]d}}}`, math.MaxInt64)
+		fmt.Fprint(w, `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"<sql>SELECT 1</sql>"},"finish_reason":"stop"}],`+
+			`"usage":`+usage+`}`)
 	}))
 	defer srv.Close()
 	h := fakeTeacherEP(t, teachers.Endpoint{Name: "hostile", BaseURL: srv.URL, Model: "m", MaxConcurrency: 4,

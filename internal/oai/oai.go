@@ -9,7 +9,10 @@ package oai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -199,9 +202,46 @@ type Usage struct {
 	CostDetails *CostDetails `json:"cost_details,omitempty"`
 }
 
+// UnmarshalJSON reads a usage whose numbers no Go int or float64 holds (a count past int64, in
+// exponent form such as 1e400, or with a fraction; a cost past float64's range) as valid JSON
+// that a provider may send, not as a malformed reply: a count is read as the int nearest it
+// (fractions cut toward zero, a count beyond int as the nearest end of int's range) and such a
+// cost as absent. The teachers client then bounds what it keeps (teachers.reportedTokens).
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	type plain Usage
+	var w struct {
+		plain
+		PromptTokens          count     `json:"prompt_tokens"`
+		CompletionTokens      count     `json:"completion_tokens"`
+		TotalTokens           count     `json:"total_tokens"`
+		PromptCacheHitTokens  count     `json:"prompt_cache_hit_tokens"`
+		PromptCacheMissTokens count     `json:"prompt_cache_miss_tokens"`
+		ReasoningTokens       count     `json:"reasoning_tokens"`
+		Cost                  costValue `json:"cost"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*u = Usage(w.plain)
+	u.PromptTokens, u.CompletionTokens, u.TotalTokens = w.PromptTokens.n, w.CompletionTokens.n, w.TotalTokens.n
+	u.PromptCacheHitTokens, u.PromptCacheMissTokens = w.PromptCacheHitTokens.ptr(), w.PromptCacheMissTokens.ptr()
+	u.ReasoningTokens, u.Cost = w.ReasoningTokens.ptr(), w.Cost.v
+	return nil
+}
+
 // CompletionDetails is usage.completion_tokens_details.
 type CompletionDetails struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// UnmarshalJSON reads the count as Usage.UnmarshalJSON does.
+func (d *CompletionDetails) UnmarshalJSON(b []byte) error {
+	var w struct {
+		ReasoningTokens count `json:"reasoning_tokens"`
+	}
+	err := json.Unmarshal(b, &w)
+	d.ReasoningTokens = w.ReasoningTokens.n
+	return err
 }
 
 // PromptDetails is usage.prompt_tokens_details.
@@ -209,9 +249,88 @@ type PromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
+// UnmarshalJSON reads the count as Usage.UnmarshalJSON does.
+func (d *PromptDetails) UnmarshalJSON(b []byte) error {
+	var w struct {
+		CachedTokens count `json:"cached_tokens"`
+	}
+	err := json.Unmarshal(b, &w)
+	d.CachedTokens = w.CachedTokens.n
+	return err
+}
+
 // CostDetails is OpenRouter's usage.cost_details.
 type CostDetails struct {
 	UpstreamInferenceCost *float64 `json:"upstream_inference_cost"`
+}
+
+// UnmarshalJSON reads the cost as Usage.UnmarshalJSON does.
+func (d *CostDetails) UnmarshalJSON(b []byte) error {
+	var w struct {
+		UpstreamInferenceCost costValue `json:"upstream_inference_cost"`
+	}
+	err := json.Unmarshal(b, &w)
+	d.UpstreamInferenceCost = w.UpstreamInferenceCost.v
+	return err
+}
+
+// count is a token count read from any JSON number (see Usage.UnmarshalJSON); set tells a
+// present count from an absent or null one.
+type count struct {
+	n   int
+	set bool
+}
+
+// UnmarshalJSON reads a number; null leaves c unset, anything else is an error, as for an int.
+func (c *count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(string(b), 10, 0); err == nil {
+		c.n, c.set = int(n), true
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("oai: token count %.40q is not a number", b)
+	}
+	switch {
+	case f >= math.MaxInt:
+		c.n = math.MaxInt
+	case f <= math.MinInt:
+		c.n = math.MinInt
+	default:
+		c.n = int(f)
+	}
+	c.set = true
+	return nil
+}
+
+// ptr is the count as an optional field: nil when absent.
+func (c count) ptr() *int {
+	if !c.set {
+		return nil
+	}
+	return &c.n
+}
+
+// costValue is a cost read from any JSON number: one past float64's range is left absent.
+type costValue struct{ v *float64 }
+
+// UnmarshalJSON reads a number; null and a number past float64 leave it absent, anything else
+// is an error, as for a float64.
+func (c *costValue) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("oai: cost %.40q is not a number", b)
+	}
+	if err == nil {
+		c.v = &f
+	}
+	return nil
 }
 
 // ErrorBody is OpenAI's error shape, {"error": {...}}; Param and Code are null when nil.
