@@ -29,7 +29,8 @@ var serveCmd = &cli.Command{
 		"the server says at start which it took and which of the file's settings it cannot apply (repetition_penalty, min_p). " +
 		"POST /v1/weights {\"path\": DIR} reloads the weights from DIR (a trainer's save_pretrained directory of the same model) while serving: " +
 		"they load fully first (a bad or mismatched checkpoint is refused and the old weights keep serving), requests running finish on the old weights, " +
-		"which are released after the last of them; GET /v1/weights says which serve. " +
+		"which are released after the last of them; GET /v1/weights says which serve " +
+		"(path: the directory read, symbolic links resolved, so a \"latest\" link names each checkpoint; requested_path: DIR as given). " +
 		"Ctrl-C stops taking requests, waits up to 30s for those in flight and exits 0; a second one kills at once.",
 	Setup: setupServe,
 }

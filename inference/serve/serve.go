@@ -449,6 +449,10 @@ func (s *server) weights(w http.ResponseWriter, r *http.Request) {
 		writeError(w, st, "invalid_request_error", code, fmt.Sprintf("%s (still serving weights version %d from %s)", clientMessage(err), s.rl.Weights().Version, s.rl.Weights().Path))
 		return
 	}
-	s.logf("weights: version %d from %s in %.2fs", info.Version, info.Path, info.LoadSeconds)
+	named := ""
+	if info.RequestedPath != info.Path {
+		named = " (named " + info.RequestedPath + ")"
+	}
+	s.logf("weights: version %d from %s%s in %.2fs", info.Version, info.Path, named, info.LoadSeconds)
 	writeJSON(w, http.StatusOK, info)
 }

@@ -39,8 +39,13 @@ type WeightsInfo struct {
 	Object string `json:"object"`
 	// Model is the model id.
 	Model string `json:"model"`
-	// Path is the absolute weights directory.
+	// Path is the absolute weights directory with every symbolic link resolved: the directory
+	// the weights were read from, so that a checkpoint named through a link (a trainer's
+	// "latest") is told apart from the next one named through the same link.
 	Path string `json:"path"`
+	// RequestedPath is the directory as it was named (absolute, links not resolved); it equals
+	// Path when no link was followed.
+	RequestedPath string `json:"requested_path"`
 	// Version counts the weights served, from 1 (the ones the server started with).
 	Version int64 `json:"version"`
 	// LoadedAt is when the weights started serving (Unix seconds).
@@ -79,11 +84,11 @@ type weights[M Model] struct {
 
 // NewSwap serves m, loaded from dir, until a Reload replaces it through load.
 func NewSwap[M Model](m M, dir string, load Loader[M]) *Swap[M] {
-	abs, err := filepath.Abs(dir)
+	abs, resolved, err := resolveDir(dir)
 	if err != nil {
-		abs = dir
+		abs, resolved = dir, dir
 	}
-	w := &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: m.ModelID(), Path: abs, Version: 1, LoadedAt: time.Now().Unix()}}
+	w := &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: m.ModelID(), Path: resolved, RequestedPath: abs, Version: 1, LoadedAt: time.Now().Unix()}}
 	return &Swap[M]{load: load, cur: w, draining: map[*weights[M]]bool{}}
 }
 
@@ -177,7 +182,7 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 		return WeightsInfo{}, ErrReloading
 	}
 	defer s.loading.Unlock()
-	abs, err := filepath.Abs(dir)
+	abs, resolved, err := resolveDir(dir)
 	if err != nil {
 		return WeightsInfo{}, fmt.Errorf("serve: weights directory %q: %w", dir, err)
 	}
@@ -186,10 +191,10 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 		return WeightsInfo{}, err
 	}
 	start := time.Now()
-	m, err := s.load(ctx, abs, cur.m)
+	m, err := s.load(ctx, resolved, cur.m) // the resolved directory: a link moved meanwhile changes nothing
 	if err == nil && ctx.Err() != nil {
 		m.Close()
-		err = fmt.Errorf("serve: reload of %s abandoned: %w", abs, ctx.Err())
+		err = fmt.Errorf("serve: reload of %s abandoned: %w", resolved, ctx.Err())
 	}
 	if err != nil {
 		s.release(cur)
@@ -203,12 +208,27 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 		m.Close()
 		return WeightsInfo{}, ErrClosed
 	}
-	s.cur = &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: cur.info.Model, Path: abs, Version: cur.info.Version + 1, LoadedAt: time.Now().Unix(), LoadSeconds: took.Seconds()}}
+	s.cur = &weights[M]{m: m, info: WeightsInfo{Object: "weights", Model: cur.info.Model, Path: resolved, RequestedPath: abs, Version: cur.info.Version + 1, LoadedAt: time.Now().Unix(), LoadSeconds: took.Seconds()}}
 	cur.retired = true
 	s.draining[cur] = true
 	s.mu.Unlock()
 	s.release(cur) // closes the old weights now when no request runs on them
 	return s.Weights(), nil
+}
+
+// resolveDir returns dir made absolute, and that with its symbolic links resolved; a directory
+// that does not resolve (missing, a dangling link) is returned unresolved, for the loader to
+// refuse with its reason.
+func resolveDir(dir string) (abs, resolved string, err error) {
+	abs, err = filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	resolved, err = filepath.EvalSymlinks(abs)
+	if err != nil {
+		return abs, abs, nil
+	}
+	return abs, resolved, nil
 }
 
 // Close refuses new requests and reloads and closes every version of the weights at once:

@@ -75,16 +75,25 @@ func pathBody(dir string) string {
 	return string(b)
 }
 
+// flipPrompt is a greedy prompt whose reply tells the two checkpoints apart.
+const flipPrompt = "How many singers are there?"
+
+// twoCheckpoints serves tinySwap's weights (dir) over HTTP (closed at the end of the test) and
+// makes the flipped checkpoint (other) to reload.
+func twoCheckpoints(t *testing.T) (sw *serve.Swap[*student.Student], srv *httptest.Server, dir, other string) {
+	t.Helper()
+	sw, dir = tinySwap(t)
+	srv = httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
+	t.Cleanup(srv.Close)
+	return sw, srv, dir, flipped(t, dir)
+}
+
 // TestReloadChangesOutputs: the same greedy prompt before and after POST /v1/weights gets the
 // reply of each checkpoint (equal to a server started on it), the response and GET /v1/weights
 // give the path, load time and version, and reloading the first checkpoint brings its reply back.
 func TestReloadChangesOutputs(t *testing.T) {
-	sw, dir := tinySwap(t)
-	srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
-	defer srv.Close()
-	other := flipped(t, dir)
-	const prompt = "How many singers are there?"
-	before, fp := complete(t, srv.URL, prompt)
+	_, srv, dir, other := twoCheckpoints(t)
+	before, fp := complete(t, srv.URL, flipPrompt)
 	if fp != "weights-v1" {
 		t.Fatalf("fingerprint %q before any reload", fp)
 	}
@@ -92,7 +101,7 @@ func TestReloadChangesOutputs(t *testing.T) {
 	if code != 200 || out["path"] != other || out["version"] != 2.0 || out["object"] != "weights" || out["model"] != "tiny" || !(out["load_seconds"].(float64) > 0) {
 		t.Fatalf("reload: %d %v", code, out)
 	}
-	after, fp := complete(t, srv.URL, prompt)
+	after, fp := complete(t, srv.URL, flipPrompt)
 	if fp != "weights-v2" || after == before {
 		t.Fatalf("after the reload: %q (%s), before %q", after, fp, before)
 	}
@@ -102,7 +111,7 @@ func TestReloadChangesOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	want, err := ref.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: prompt}}, chat.Options{Temperature: chat.Float(0), MaxTokens: 12})
+	want, err := ref.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: flipPrompt}}, chat.Options{Temperature: chat.Float(0), MaxTokens: 12})
 	if err != nil || want.Content != after {
 		t.Fatalf("a student opened on the new weights says %q (%v), the reloaded server %q", want.Content, err, after)
 	}
@@ -119,8 +128,38 @@ func TestReloadChangesOutputs(t *testing.T) {
 	if code, out := reload(t, srv.URL, "", pathBody(dir)); code != 200 || out["version"] != 3.0 {
 		t.Fatalf("reload back: %d %v", code, out)
 	}
-	if again, fp := complete(t, srv.URL, prompt); again != before || fp != "weights-v3" {
+	if again, fp := complete(t, srv.URL, flipPrompt); again != before || fp != "weights-v3" {
 		t.Fatalf("back on the first weights: %q (%s), first %q", again, fp, before)
+	}
+}
+
+// TestReloadThroughLink: a trainer that reloads one symbolic link ("latest") re-pointed at each
+// step's checkpoint gets each checkpoint's own directory as path, its link as requested_path,
+// and the reply of the checkpoint the link named when it was posted.
+func TestReloadThroughLink(t *testing.T) {
+	sw, srv, dir, other := twoCheckpoints(t)
+	before, _ := complete(t, srv.URL, flipPrompt)
+	latest := filepath.Join(t.TempDir(), "latest")
+	for i, target := range []string{other, dir} {
+		os.Remove(latest)
+		if err := os.Symlink(target, latest); err != nil {
+			t.Fatal(err)
+		}
+		want, err := filepath.EvalSymlinks(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out := reload(t, srv.URL, "", pathBody(latest))
+		if code != 200 || out["path"] != want || out["requested_path"] != latest || out["version"] != float64(i+2) {
+			t.Fatalf("reload %d through %s -> %s: %d %v", i+1, latest, target, code, out)
+		}
+		if info := sw.Weights(); info.Path != want || info.RequestedPath != latest {
+			t.Fatalf("Weights after reload %d: %+v", i+1, info)
+		}
+		got, _ := complete(t, srv.URL, flipPrompt)
+		if (target == dir) != (got == before) {
+			t.Fatalf("reload %d through the link to %s: %q, the first weights say %q", i+1, target, got, before)
+		}
 	}
 }
 
