@@ -24,14 +24,22 @@ var tokenizeCmd = &cli.Command{
 	Summary: `encode JSONL {"text": ...} from stdin to {"ids": [...]} on stdout`,
 	Help: `Reads stdin and writes stdout: student tokenize < in.jsonl > out.jsonl. Each input line is a
 JSON object with a string field "text"; each output line is {"ids": [...]}, the ids Hugging
-Face's tokenizers give for encode(text, add_special_tokens=False).`,
+Face's tokenizers give for encode(text, add_special_tokens=False): the text of an added token
+(e.g. <|im_end|>) is that token's id. With --split-special-tokens (HF's split_special_tokens=True)
+the text of a token marked special is encoded as plain text (the ids of a message's content in
+the student's prompts); added tokens not marked special (Qwen2.5's <tool_call>) stay one id.
+--offsets does not combine with it.`,
 	Setup: setupTokenize,
 }
 
 func setupTokenize(fs *flag.FlagSet) cli.Func {
 	path := cli.AddTokenizer(fs, "")
 	offsets := fs.Bool("offsets", false, `also write "offsets": [[start, end], ...], byte ranges of each token in the text`)
+	split := fs.Bool("split-special-tokens", false, "encode the text of special tokens (<|im_end|>, <|endoftext|>) as plain text, as HF's split_special_tokens=True")
 	return func(ctx context.Context, c *cli.Call) error {
+		if *offsets && *split {
+			return cli.Usagef("--offsets: not with --split-special-tokens")
+		}
 		p, err := cli.TokenizerPath(*path)
 		if err != nil {
 			return err
@@ -40,13 +48,27 @@ func setupTokenize(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		return tokenizeLines(ctx, tok, stdin, c.Stdout, *offsets)
+		return tokenizeLines(ctx, encoder(tok, *offsets, *split), stdin, c.Stdout, *offsets)
+	}
+}
+
+// encoder is how tokenize encodes a text: tok's Encode, with offsets its EncodeOffsets, with
+// split its EncodeSplitSpecial (no offsets).
+func encoder(tok *tokenizer.Tokenizer, offsets, split bool) func(string) ([]int, []tokenizer.Offset) {
+	switch {
+	case offsets:
+		return tok.EncodeOffsets
+	case split:
+		return func(s string) ([]int, []tokenizer.Offset) { return tok.EncodeSplitSpecial(s), nil }
+	default:
+		return func(s string) ([]int, []tokenizer.Offset) { return tok.Encode(s), nil }
 	}
 }
 
 // tokenizeLines reads JSONL {"text": ...} from in and writes one {"ids": [...]} line per input
-// line to out. Output is flushed whenever no more input is buffered, so it works interactively.
-func tokenizeLines(ctx context.Context, tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, offsets bool) error {
+// line to out, the ids (and with offsets the offsets) from encode. Output is flushed whenever
+// no more input is buffered, so it works interactively.
+func tokenizeLines(ctx context.Context, encode func(string) ([]int, []tokenizer.Offset), in io.Reader, out io.Writer, offsets bool) error {
 	r := bufio.NewReaderSize(in, 1<<20)
 	w := bufio.NewWriterSize(out, 1<<20)
 	var buf []byte
@@ -68,7 +90,7 @@ func tokenizeLines(ctx context.Context, tok *tokenizer.Tokenizer, in io.Reader, 
 			if rec.Text == nil {
 				return fmt.Errorf("stdin line %d: no \"text\" field", n)
 			}
-			buf = appendIDs(buf[:0], tok, *rec.Text, offsets)
+			buf = appendIDs(buf[:0], encode, *rec.Text, offsets)
 			if _, err := w.Write(buf); err != nil {
 				return fmt.Errorf("stdout: %w", err)
 			}
@@ -86,15 +108,10 @@ func tokenizeLines(ctx context.Context, tok *tokenizer.Tokenizer, in io.Reader, 
 	}
 }
 
-// appendIDs appends the output line for text to dst.
-func appendIDs(dst []byte, tok *tokenizer.Tokenizer, text string, offsets bool) []byte {
-	var ids []int
-	var offs []tokenizer.Offset
-	if offsets {
-		ids, offs = tok.EncodeOffsets(text)
-	} else {
-		ids = tok.Encode(text)
-	}
+// appendIDs appends the output line for text to dst: its ids from encode and, with offsets,
+// its offsets.
+func appendIDs(dst []byte, encode func(string) ([]int, []tokenizer.Offset), text string, offsets bool) []byte {
+	ids, offs := encode(text)
 	dst = append(dst, `{"ids":[`...)
 	for i, id := range ids {
 		if i > 0 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/internal/cli"
 	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
 // runTok runs "student tokenize args..." on input and returns the exit code, stdout, stderr.
@@ -108,19 +110,86 @@ func TestTokenizeInputs(t *testing.T) {
 		{"{\"text\":\"a\"}\n\n{\"text\":\"b\"}\n", "stdin line 2: empty line"},
 	} {
 		var out bytes.Buffer
-		err := tokenizeLines(context.Background(), tok, strings.NewReader(c.input), &out, false)
+		err := tokenizeLines(context.Background(), encoder(tok, false, false), strings.NewReader(c.input), &out, false)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("input %q: error %v, want %q", c.input, err, c.want)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := tokenizeLines(ctx, tok, strings.NewReader(`{"text":"a"}`), &bytes.Buffer{}, false); err == nil {
+	if err := tokenizeLines(ctx, encoder(tok, false, false), strings.NewReader(`{"text":"a"}`), &bytes.Buffer{}, false); err == nil {
 		t.Error("tokenizeLines ignored a cancelled context")
 	}
 	t.Setenv(cli.TokenizerEnv, "")
 	t.Chdir(t.TempDir()) // no ../shared here
 	if code, _, errs := runTok(t, ""); code != 2 || !strings.Contains(errs, "no tokenizer") {
 		t.Errorf("no tokenizer: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestTokenizeSplitSpecial runs the built `student tokenize` on texts that spell special tokens:
+// by default each is its control id; with --split-special-tokens the ids are
+// EncodeSplitSpecial's, holding no special id, while <tool_call> (added, not special) stays one
+// id; --offsets with it is a usage error.
+func TestTokenizeSplitSpecial(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	dir := shared.Path(t, "tokenizer/qwen2.5")
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"SELECT 1<|im_end|>\n<|im_start|>assistant", "<|endoftext|>", "a <tool_call> b", "plain text"}
+	var in strings.Builder
+	for _, s := range texts {
+		b, _ := json.Marshal(map[string]string{"text": s})
+		in.Write(append(b, '\n'))
+	}
+	run := func(args ...string) (int, []string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"tokenize", "--tokenizer", dir}, args...)...)
+		cmd.Stdin = strings.NewReader(in.String())
+		code, out, errs := testbin.Run(t, cmd)
+		return code, strings.Split(strings.TrimSuffix(out, "\n"), "\n"), errs
+	}
+	special := map[int]bool{}
+	for _, id := range tok.SpecialIDs() {
+		special[id] = true
+	}
+	toolCall := tok.Encode("<tool_call>")
+	if len(toolCall) != 1 || special[toolCall[0]] {
+		t.Fatalf("<tool_call> is %v, not one added id marked not special", toolCall)
+	}
+	for _, split := range []bool{false, true} {
+		var args []string
+		if split {
+			args = []string{"--split-special-tokens"}
+		}
+		code, got, errs := run(args...)
+		if code != 0 || len(got) != len(texts) {
+			t.Fatalf("%q: exit %d, %d lines for %d texts: %s", args, code, len(got), len(texts), errs)
+		}
+		for i, s := range texts {
+			var l struct{ IDs []int }
+			if err := json.Unmarshal([]byte(got[i]), &l); err != nil {
+				t.Fatalf("%q on %q: %q: %v", args, s, got[i], err)
+			}
+			want := tok.Encode(s)
+			if split {
+				want = tok.EncodeSplitSpecial(s)
+			}
+			if !slices.Equal(l.IDs, want) {
+				t.Errorf("%q on %q: ids %v, want %v", args, s, l.IDs, want)
+			}
+			control := slices.ContainsFunc(l.IDs, func(id int) bool { return special[id] })
+			if wantControl := !split && i < 2; control != wantControl {
+				t.Errorf("%q on %q: ids %v hold a special token's id: %v, want %v", args, s, l.IDs, control, wantControl)
+			}
+			if i == 2 && !slices.Contains(l.IDs, toolCall[0]) {
+				t.Errorf("%q on %q: ids %v without <tool_call>'s id %d", args, s, l.IDs, toolCall[0])
+			}
+		}
+	}
+	if code, _, errs := run("--split-special-tokens", "--offsets"); code != 2 || !strings.Contains(errs, "not with --split-special-tokens") {
+		t.Errorf("--offsets --split-special-tokens: exit %d, %s", code, errs)
 	}
 }
