@@ -46,6 +46,13 @@ long long sqlite3_soft_heap_limit64(long long);
 typedef struct sqlite3_stmt sqlite3_stmt;
 int sqlite3_prepare_v2(sqlite3*, const char*, int, sqlite3_stmt**, const char**);
 int sqlite3_finalize(sqlite3_stmt*);
+sqlite3_stmt *sqlite3_next_stmt(sqlite3*, sqlite3_stmt*);
+int sqlite3_stmt_busy(sqlite3_stmt*);
+int sqlite3_column_count(sqlite3_stmt*);
+int sqlite3_column_type(sqlite3_stmt*, int);
+long long sqlite3_column_int64(sqlite3_stmt*, int);
+const unsigned char *sqlite3_column_text(sqlite3_stmt*, int);
+int sqlite3_column_bytes(sqlite3_stmt*, int);
 int sqlite3_config(int, ...);
 typedef struct {
 	void *(*xMalloc)(int);
@@ -69,6 +76,8 @@ typedef struct {
 #define CS_LIMIT_LIKE_PATTERN_LENGTH 8
 #define CS_TRANSIENT ((void (*)(void*))-1)
 #define CS_KEY "chainedsql-guard"
+#define CS_INTEGER 1
+#define CS_TEXT 3
 #define CS_CONFIG_MALLOC 4
 #define CS_CONFIG_GETMALLOC 5
 
@@ -420,6 +429,23 @@ static int cs_prepare_check(sqlite3 *db, const char *sql, int n) {
 	return cs_prep_stopped;
 }
 
+// cs_stored reads column i of the row that db's running statement (the one busy: stepped to a
+// row, not reset) stands on, as SQLite stores it: its type (CS_INTEGER, CS_TEXT, ...; 0 when no
+// statement is running or i is past its columns), the integer in *n, the text in *text and
+// *len (NULL when SQLite ran out of its heap).
+static int cs_stored(sqlite3 *db, int i, long long *n, const unsigned char **text, int *len) {
+	sqlite3_stmt *st = 0;
+	while ((st = sqlite3_next_stmt(db, st)) != 0 && !sqlite3_stmt_busy(st)) {}
+	if (st == 0 || i >= sqlite3_column_count(st)) return 0;
+	int type = sqlite3_column_type(st, i);
+	if (type == CS_INTEGER) *n = sqlite3_column_int64(st, i);
+	if (type == CS_TEXT) {
+		*text = sqlite3_column_text(st, i);
+		*len = sqlite3_column_bytes(st, i);
+	}
+	return type;
+}
+
 // cs_set_deadline makes db's statements stop timeout_ns from now (0: never).
 static int cs_set_deadline(sqlite3 *db, int64_t timeout_ns) {
 	cs_guard *g = sqlite3_get_clientdata(db, CS_KEY);
@@ -431,12 +457,15 @@ static int cs_set_deadline(sqlite3 *db, int64_t timeout_ns) {
 import "C"
 
 import (
+	"database/sql"
 	"fmt"
 	"reflect"
 	"time"
 	"unsafe"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // sqliteProgressOps is how many virtual-machine steps SQLite runs between calls of the progress
@@ -557,4 +586,50 @@ func sqlitePrepareCheck(c *sqlite3.SQLiteConn, stmt string) (stopped bool, took 
 	start := time.Now()
 	stopped = C.cs_prepare_check(db, q, C.int(len(stmt))) != 0
 	return stopped, time.Since(start), nil
+}
+
+// sqliteStoredValues returns, for the connection c, the sandbox.ColumnNormaliser of its
+// statements that gives each value as SQLite stores it, as Python's sqlite3 (without
+// detect_types) returns it, where go-sqlite3 converts by the column's declared type: in a DATE,
+// DATETIME or TIMESTAMP column a text into a time.Time (text it cannot parse, '0000-00-00' or
+// 'N/A', into the zero time 0001-01-01) and an integer into a Unix time, in a BOOLEAN column an
+// integer into a bool. Such a value is read again, as stored, from the row the connection's
+// statement stands on: the conversion runs in Collect's goroutine right after the row's Scan,
+// before the next step. Other values are sandbox.Normalise's.
+func sqliteStoredValues(c *sqlite3.SQLiteConn) (sandbox.ColumnNormaliser, error) {
+	db, err := rawSQLite(c)
+	if err != nil {
+		return nil, err
+	}
+	return func(cols []*sql.ColumnType) []func(any) any {
+		conv := make([]func(any) any, len(cols))
+		for i := range conv {
+			conv[i] = func(v any) any {
+				switch v.(type) {
+				case time.Time, bool:
+					return sqliteStored(db, i, v)
+				}
+				return sandbox.Normalise(v)
+			}
+		}
+		return conv
+	}, nil
+}
+
+// sqliteStored is column i of the row db's running statement stands on, as stored: an int64 or
+// a string; v, the driver's value, where it is neither (SQLite ran out of its heap reading the
+// text, which the next step reports: sqliteRowShort).
+func sqliteStored(db *C.sqlite3, i int, v any) any {
+	var n C.longlong
+	var text *C.uchar
+	var size C.int
+	switch C.cs_stored(db, C.int(i), &n, &text, &size) {
+	case C.CS_INTEGER:
+		return int64(n)
+	case C.CS_TEXT:
+		if text != nil {
+			return C.GoStringN((*C.char)(unsafe.Pointer(text)), size)
+		}
+	}
+	return v
 }

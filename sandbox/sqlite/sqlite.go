@@ -293,11 +293,15 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
 	var short func() bool
+	var stored sandbox.ColumnNormaliser
 	late := false // the deadline stopped the statement's prepare, or will stop the driver's
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
+		var err error
+		if stored, err = sqliteStoredValues(c); err != nil {
+			return err
+		}
 		if opts.Filter != nil {
-			var err error
 			if short, err = sqliteRowShort(c); err != nil {
 				return err
 			}
@@ -332,7 +336,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
-		res, err := sandbox.Collect(qctx, conn, stmt, opts, nil, nil) // closing the rows resets the statement: a stop needs no Stopper
+		res, err := sandbox.Collect(qctx, conn, stmt, opts, stored, nil) // closing the rows resets the statement: a stop needs no Stopper
 		done <- sqliteOutcome{res, err}
 	}()
 	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -83,5 +85,46 @@ func TestConnectorSQLite(t *testing.T) {
 	}
 	if _, err := c.Open(context.Background(), datasets.Postgres, task); err == nil {
 		t.Fatal("postgres dialect should report it is not built")
+	}
+}
+
+// TestSQLiteStoredValues: values in columns declared DATE, DATETIME, TIMESTAMP and BOOLEAN come
+// back as SQLite stores them, as Python's sqlite3 returns them (BIRD's and Spider's
+// evaluations), with or without a RowFilter; go-sqlite3 made '0000-00-00' and 'N/A' the zero
+// time 0001-01-01, integers Unix times and a BOOLEAN 5 or -1 a bool. want is Python 3's
+// sqlite3 on the same table.
+func TestSQLiteStoredValues(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "dates.sqlite")
+	w, err := sql.Open("sqlite3", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(`CREATE TABLE t(id INTEGER, d DATE, dt DATETIME, ts TIMESTAMP, b BOOLEAN, n TEXT);
+		INSERT INTO t VALUES (1, '0000-00-00', '0000-00-00 00:00:00', 'N/A', 5, 'x'),
+		(2, '2010-01-02', '2010-01-02 03:04:05', '2010-01-02T03:04:05Z', 0, 'y'),
+		(3, 1262304000, 1262304000123, 1.5, 1, 'z'), (4, NULL, '', x'0062', -1, 'w')`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	want := [][]any{
+		{int64(1), "0000-00-00", "0000-00-00 00:00:00", "N/A", int64(5), "x"},
+		{int64(2), "2010-01-02", "2010-01-02 03:04:05", "2010-01-02T03:04:05Z", int64(0), "y"},
+		{int64(3), int64(1262304000), int64(1262304000123), 1.5, int64(1), "z"},
+		{int64(4), nil, "", []byte("\x00b"), int64(-1), "w"},
+	}
+	db, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, opts := range []sandbox.ExecOptions{{}, {Filter: func([]any) sandbox.RowAction { return sandbox.RowKeep }}} {
+		r := sandboxtest.MustExec(t, db, "SELECT * FROM t ORDER BY id", opts)
+		if !r.OK() || !reflect.DeepEqual(r.Rows, want) {
+			t.Errorf("filter %v: %+v\nwant rows %#v", opts.Filter != nil, r, want)
+		}
+	}
+	r := sandboxtest.MustExec(t, db, "SELECT max(d), min(dt) FROM t", sandbox.ExecOptions{})
+	if !r.OK() || !reflect.DeepEqual(r.Rows, [][]any{{"2010-01-02", int64(1262304000123)}}) {
+		t.Errorf("aggregates over DATE columns: %+v", r)
 	}
 }
