@@ -28,11 +28,18 @@ import (
 //
 // The limit on a text is on each text the reply assembles (its content, each reasoning field),
 // not on each JSON string: the strings that feed one of them in a completion or chunk share its
-// room, in the order they came (a stream's reasoning_details and two choices both numbered 0
-// are joined). A string that the reply will not read gives its room back where the reducer
-// knows it: a member repeated in its object (encoding/json keeps the last) and a choice whose
-// index is not 0. Anything else that would leave a read string short of what the assembly needs
-// of it (texts in strings the reply does not read, past the limit) fails as too long at the
+// room, in the order the reply reads them (a stream's reasoning_details and two choices both
+// numbered 0 are joined). Which strings it reads is known only when their choice closes (its
+// index, or a delta after its message, may come after its texts; a reasoning_details entry's
+// type after its texts): in a choice each string the reply may read has the room its text had
+// when the choice opened (a reasoning_details entry's, the room the entries before it in its
+// list left), and when the choice (an entry) closes the reducer decodes what it kept of it as
+// the assembly does (shape.read) and gives back the room of the strings it will not read. A
+// value that replaces one before it, as encoding/json decodes it (a string a text, anything a
+// reasoning, null a list or a message), gives back that one's room at once, so what a choice
+// holds stays within a few times the limit for each text. Anything else that would leave a read
+// string short of what the assembly needs of it (a reasoning_details entry merged into the one
+// at its index in a list before it, which encoding/json reuses) fails as too long at the
 // assembly (replyText.add), never comes back cut wrong.
 
 // maxDepth is encoding/json's limit on nesting.
@@ -202,9 +209,14 @@ type shape struct {
 	kind    int
 	text    bool
 	out     int  // the text of the reply a string under it feeds (textContent...), where text
-	choice  bool // a choice: its texts give their room back when its index is not 0
+	choice  bool // a choice: its strings begin each text anew (see the package doc)
+	raw     bool // decoded as json.RawMessage: any value replaces the one before it
 	members []member
 	elem    *shape
+	// read, set on an object whose strings the reply reads are known only when it closes (a
+	// choice, a reasoning_details entry), calls keep with each of them as the assembly reads
+	// them from the object's kept JSON (pieces' numbers).
+	read func(obj []byte, keep func(s string))
 }
 
 // member is an object's member kept under a shape.
@@ -309,15 +321,36 @@ type reducer struct {
 	limit  int
 	heads  [textOuts][]byte
 	pieces []textPiece
+	// at is, by text, where a string read next begins in its text if the reply reads it; base
+	// where the choice being read began each text.
+	at, base [textOuts]int
+	// merge is the state of the object that the object read next is merged into
+	// (encoding/json decodes a member repeated with an object into the one before it).
+	merge *objState
 }
 
+// objState is what a reducer knows of an object's members while it reads it and the objects
+// merged into it: the pieces of each member's last value that has any; the state of each
+// member whose value is an object, into which a next one is merged; where a string read next
+// begins in each text (a message's or delta's reasoning_details entries).
+type objState struct {
+	spans [maxMembers]span
+	sub   [maxMembers]*objState
+	at    [textOuts]int
+}
+
+// A span is pieces from to to-1 (none when to is 0).
+type span struct{ from, to int }
+
 // A textPiece is a string under a text shape in one completion or chunk as encoding/json
-// decodes it: the text of the reply it feeds, out; its first bytes, heads[out][off:end], what
-// the limit left of that text's room; its length in all, n; whether any of it is not white
-// space (what strings.TrimSpace trims).
+// decodes it: the text of the reply it feeds, out; where it begins in that text if the reply
+// reads it, at; its first bytes, heads[out][off:end], what the limit left of that text's room
+// past at; its length in all, n; whether any of it is not white space (what strings.TrimSpace
+// trims).
 type textPiece struct {
-	out, off, end, n int
-	nonBlank         bool
+	out, at, off, end, n int
+	nonBlank             bool
+	read                 bool // the reply reads it (shape.read), marked when its object closes
 }
 
 // pieceBytes is what a textPiece takes in pieces, counted toward the completion's or chunk's
@@ -422,7 +455,7 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	p.n += len(b)
 	h := &d.heads[p.out]
 	if d.limit > 0 {
-		b = b[:min(len(b), d.limit-len(*h))]
+		b = b[:max(0, min(len(b), d.limit-p.at-(p.end-p.off)))]
 	} else if err := d.room(len(b)); err != nil {
 		return err
 	}
@@ -431,6 +464,9 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	}
 	if n := len(*h) + len(b); n > cap(*h) {
 		c := grown(cap(*h), n, d.limit)
+		if n > c {
+			c = grown(cap(*h), n, 0) // a choice's strings the reply may read, each within the limit
+		}
 		if d.limit == 0 {
 			c = grown(cap(*h), n, maxUnit)
 		}
@@ -444,31 +480,88 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	return nil
 }
 
-// giveBack gives back the room of the pieces k to e-1 (a value the reply will not read):
-// heads[out] falls to where the first of them began, for each text whose last bytes are
-// theirs; their heads are then empty.
-func (d *reducer) giveBack(k, e int) {
-	for out := range d.heads {
-		first, last := -1, -1
-		for i := k; i < e; i++ {
-			if d.pieces[i].out == out {
-				if first < 0 {
-					first = i
-				}
-				last = i
-			}
+// compact gives back the room of the pieces from k on that keep does not keep (strings the
+// reply will not read): their bytes leave their text's heads, the pieces after them move down,
+// and their heads are empty; in one pass over those pieces and their bytes.
+func (d *reducer) compact(k int, keep func(i int) bool) {
+	var w [textOuts]int // where each text's next kept piece goes, -1 before its first
+	for out := range w {
+		w[out] = -1
+	}
+	for i := k; i < len(d.pieces); i++ {
+		p := &d.pieces[i]
+		if w[p.out] < 0 {
+			w[p.out] = p.off
 		}
-		if first < 0 || d.pieces[last].end != len(d.heads[out]) {
-			continue
+		n := 0
+		if keep(i) {
+			h := d.heads[p.out]
+			n = copy(h[w[p.out]:], h[p.off:p.end])
 		}
-		off := d.pieces[first].off
-		d.heads[out] = d.heads[out][:off]
-		for i := first; i <= last; i++ {
-			if d.pieces[i].out == out {
-				d.pieces[i].off, d.pieces[i].end = off, off
-			}
+		p.off, p.end = w[p.out], w[p.out]+n
+		w[p.out] += n
+	}
+	for out, n := range w {
+		if n >= 0 {
+			d.heads[out] = d.heads[out][:n]
 		}
 	}
+}
+
+// settle keeps, of the pieces from first on (those of the object of shape sh just read, its
+// kept JSON d.out[start:]), those the reply reads of it, and gives back the others' room; a
+// string read next begins after the last one kept. Its decoding holds twice that JSON in the
+// meter, as the completion's does.
+func (d *reducer) settle(sh *shape, start, first int) error {
+	obj := d.out[start:]
+	if err := d.m.need(slotDecode, 2*len(obj)); err != nil {
+		return err
+	}
+	defer func() { _ = d.m.set(slotDecode, 0) }() // a fall: never refused
+	for k := first; k < len(d.pieces); k++ {
+		d.pieces[k].read = false
+	}
+	sh.read(obj, func(s string) {
+		if k, err := strconv.Atoi(s); err == nil && k >= first && k < len(d.pieces) {
+			d.pieces[k].read = true
+		}
+	})
+	d.compact(first, func(k int) bool { return d.pieces[k].read })
+	for k := first; k < len(d.pieces); k++ {
+		if p := d.pieces[k]; p.read {
+			d.at[p.out] = p.at + p.end - p.off
+		}
+	}
+	return nil
+}
+
+// dropState gives back the room of the value of member i of an object (its state st) and, when
+// it is an object, of its members: a value that replaces it comes.
+func (d *reducer) dropState(st *objState, i int) {
+	if sp := st.spans[i]; sp.to > sp.from {
+		d.compact(sp.from, func(k int) bool { return k >= sp.to })
+	}
+	st.spans[i] = span{}
+	if sub := st.sub[i]; sub != nil {
+		for j := range sub.spans {
+			d.dropState(sub, j)
+		}
+		st.sub[i] = nil
+	}
+}
+
+// replaces reports whether a value beginning with c replaces, as encoding/json decodes it, the
+// value before it of a member of shape sh: a string a text, anything a raw value, null a list
+// or an object (a slice or a pointer). An object is merged into the object before it, and so
+// is each object of a list into the one at its index in the list before it.
+func replaces(sh *shape, c byte) bool {
+	switch {
+	case c == '"' && sh.text, sh.raw:
+		return true
+	case c == 'n':
+		return sh.kind == shapeArray || sh.kind == shapeObject
+	}
+	return false
 }
 
 // spaceOnly reports whether the decoded text b (whole characters) is all white space, as
@@ -585,16 +678,24 @@ func (d *reducer) open(depth int, end byte) (c byte, done bool, err error) {
 
 // object reads an object (its '{' next), keeping the members sh names.
 func (d *reducer) object(sh *shape, depth int) error {
+	start, first := len(d.out), len(d.pieces)
+	var own objState
+	st := d.merge
+	d.merge = nil
+	if st == nil {
+		st = &own
+	}
 	c, done, err := d.open(depth, '}')
 	if done || err != nil {
 		return err
 	}
+	if sh.choice {
+		for out := range d.base {
+			d.base[out] = len(d.heads[out])
+		}
+	}
 	s, ok := d.s, true
 	kept := 0
-	// The pieces of each member's last value (from[i] to to[i]-1; to[i] 0: none yet), and
-	// where the kept index of a choice is in out.
-	var from, to [maxMembers]int
-	first, index, indexEnd := len(d.pieces), -1, -1
 	for {
 		if c != '"' {
 			return d.syntax("invalid character %q looking for beginning of object key string", c)
@@ -611,11 +712,25 @@ func (d *reducer) object(sh *shape, depth int) error {
 		s.skip(1)
 		if i := sh.memberIndex(d.key, d.keyLong); i >= 0 {
 			m := sh.members[i].sh
-			if c, _ := s.ws(); c == '"' && m.text && to[i] > from[i] {
-				// A string replaces the member's value before it, whatever it was.
-				d.giveBack(from[i], to[i])
+			c, _ := s.ws()
+			if replaces(m, c) {
+				d.dropState(st, i)
+				if m.kind == shapeArray && m.elem.read != nil {
+					d.at[m.elem.out] = d.base[m.elem.out] // its entries begin anew
+				}
 			}
-			from[i] = len(d.pieces)
+			if c == '{' && m.kind == shapeObject && !m.raw {
+				if st.sub[i] == nil {
+					st.sub[i] = &objState{at: d.base} // a choice's message or delta begins its texts anew
+				}
+				d.merge = st.sub[i]
+			}
+			alt := (*objState)(nil) // a choice's message or delta: its entries' place is its own
+			if sh.choice && d.merge != nil {
+				alt = d.merge
+				d.at = alt.at
+			}
+			from := len(d.pieces)
 			if kept > 0 {
 				if err := d.put([]byte{','}); err != nil {
 					return err
@@ -627,26 +742,22 @@ func (d *reducer) object(sh *shape, depth int) error {
 			if err := d.put([]byte{':'}); err != nil {
 				return err
 			}
-			if sh.choice && sh.members[i].name == "index" {
-				index = len(d.out)
-			}
 			if err := d.value(m, depth); err != nil {
 				return err
 			}
-			to[i] = len(d.pieces)
-			if sh.choice && sh.members[i].name == "index" {
-				indexEnd = len(d.out)
+			if len(d.pieces) > from {
+				st.spans[i] = span{from, len(d.pieces)}
+			}
+			if alt != nil {
+				alt.at = d.at
 			}
 			kept++
 		} else if err := d.any(sinkNone, depth); err != nil {
 			return err
 		}
 		if more, err := d.next('}', "object key:value pair"); !more || err != nil {
-			if err == nil && index >= 0 {
-				// A choice whose index is not 0 is not read (the assembly reads choice 0).
-				if k, err := strconv.Atoi(string(d.out[index:indexEnd])); err == nil && k != 0 {
-					d.giveBack(first, len(d.pieces))
-				}
+			if err == nil && sh.read != nil {
+				return d.settle(sh, start, first)
 			}
 			return err
 		}
@@ -892,7 +1003,7 @@ func (d *reducer) text(out int) error {
 	}
 	k := len(d.pieces)
 	h := len(d.heads[out])
-	d.pieces = append(d.pieces, textPiece{out: out, off: h, end: h})
+	d.pieces = append(d.pieces, textPiece{out: out, at: d.at[out], off: h, end: h})
 	var num [24]byte
 	if err := d.put(append(strconv.AppendInt(append(num[:0], '"'), int64(k), 10), '"')); err != nil {
 		return err

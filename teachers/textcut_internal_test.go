@@ -238,10 +238,12 @@ func TestReplyManyLongTexts(t *testing.T) {
 }
 
 // TestReplyTextRoomGivenBack: the strings a reply does not read give their text's room back to
-// the ones it reads where the reader knows them: a member repeated in its object (the last one
-// is read, as encoding/json reads it) and a choice whose index is not 0, its index after its
-// texts. Each reply comes back as read whole, its texts cut as the Stepper cut them; without
-// the room given back, the string read kept nothing and the attempt failed as too long.
+// the ones it reads when their choice closes, or at once when a value replaces them: a member
+// repeated in its object (the last one is read, as encoding/json reads it), a choice whose
+// index is not 0, its index after its texts, a message before a delta, a delta merged into the
+// one before it, the strings of a reasoning object or a reasoning_details entry but the one the
+// reply reads (reasoning's text before its content, a detail's type after its texts). Each reply comes back as read whole, its texts cut as the Stepper cut them;
+// without the room given back, the string read kept nothing and the attempt failed as too long.
 func TestReplyTextRoomGivenBack(t *testing.T) {
 	a, b := longText(2<<20, "a"), longText(2<<20, "b")
 	ja, _ := json.Marshal(a)
@@ -250,6 +252,12 @@ func TestReplyTextRoomGivenBack(t *testing.T) {
 		{"repeated content", `{"model":"m","choices":[{"index":0,"message":{"content":` + string(ja) + `,"reasoning_content":"r","Content":` + string(jb) + `}}]}`, b, "r"},
 		{"repeated reasoning", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning":` + string(ja) + `,"reasoning":` + string(jb) + `}}]}`, "c", b},
 		{"choice 1 first", `{"model":"m","choices":[{"message":{"content":` + string(ja) + `,"reasoning":` + string(ja) + `},"index":1},{"index":0,"message":{"content":` + string(jb) + `,"reasoning":"r"}}]}`, b, "r"},
+		{"message before delta", `{"model":"m","choices":[{"index":0,"message":{"content":` + string(ja) + `},"delta":{"content":` + string(jb) + `,"reasoning":"r"}}]}`, b, "r"},
+		{"delta merged into the one before it", `{"model":"m","choices":[{"index":0,"delta":{"content":` + string(ja) + `,"reasoning":` + string(jb) + `},"delta":{"content":` + string(jb) + `}}]}`, b, b},
+		{"delta null, then message", `{"model":"m","choices":[{"index":0,"delta":{"content":` + string(ja) + `},"delta":null,"message":{"content":` + string(jb) + `,"reasoning":"r"}}]}`, b, "r"},
+		{"reasoning's content before its text", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning":{"content":` + string(ja) + `,"summary":` + string(ja) + `,"text":` + string(jb) + `}}}]}`, "c", b},
+		{"detail's summary before its text", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning_details":[{"summary":` + string(ja) + `,"text":` + string(jb) + `,"type":"reasoning.text"},{"text":` + string(ja) + `,"type":"reasoning.summary","summary":"s"}]}}]}`, "c", b + "s"},
+		{"detail's text repeated past its summary", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning_details":[{"type":"reasoning.text","text":` + string(ja) + `,"summary":` + string(ja) + `,"text":` + string(jb) + `}]}}]}`, "c", b},
 	} {
 		for _, stream := range []bool{false, true} {
 			body, h := tc.body, http.Header{"Content-Type": {"application/json"}}
@@ -265,4 +273,35 @@ func TestReplyTextRoomGivenBack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReplyRepeatedValuesBounded: values that replace the ones before them (a delta merged into
+// the one before it and its content, a reasoning, a detail's text past a null) give back the
+// room of those at once, so a choice's texts hold a few times the limit each, not the limit for
+// every string the reply may read: 32 repeats of a limit-long string held 32 times the limit.
+// The texts come back as read whole.
+func TestReplyRepeatedValuesBounded(t *testing.T) {
+	const limit, repeats = 16 << 10, 32
+	a := `"` + strings.Repeat("a", limit) + `"`
+	var b strings.Builder
+	b.WriteString(`{"model":"m","choices":[{"index":0`)
+	for range repeats {
+		b.WriteString(`,"delta":{"content":` + a + `,"reasoning":{"text":` + a + `,"content":` + a + `}}`)
+	}
+	b.WriteString(`,"delta":{"reasoning_details":[{"type":"reasoning.text"`)
+	for range repeats {
+		b.WriteString(`,"text":` + a + `,"text":null`)
+	}
+	b.WriteString(`}]}}]}`)
+	body := b.String()
+	d := reducer{s: newSrc(strings.NewReader(body), int64(len(body)), false), out: []byte{}, limit: limit}
+	if err := d.reduce(completionShape); err != nil {
+		t.Fatal(err)
+	}
+	for out, h := range d.heads {
+		if cap(h) > 8*limit {
+			t.Errorf("text %d: %d bytes held for a %d-byte limit", out, cap(h), limit)
+		}
+	}
+	compareReads(t, "", []byte(body))
 }

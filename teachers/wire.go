@@ -28,15 +28,25 @@ import (
 // reasoning as a string or its text, content or summary, a detail's text and summary) are
 // decoded aside, cut at the limit on the text of the reply each feeds (contentShape...).
 var (
-	reasoningObject = &shape{kind: shapeObject, text: true, out: textReasoning, // a string, or an object that wraps one
+	reasoningObject = &shape{kind: shapeObject, text: true, raw: true, out: textReasoning, // a string, or an object that wraps one
 		members: []member{{"text", reasoningTextShape}, {"content", reasoningTextShape}, {"summary", reasoningTextShape}}}
-	detailShape = objectShape(member{"type", leafShape}, member{"text", detailTextShape}, member{"summary", detailTextShape},
-		member{"format", blankShape}, member{"index", leafShape})
+	detailShape = &shape{kind: shapeObject, out: textDetails, members: []member{{"type", leafShape}, {"text", detailTextShape},
+		{"summary", detailTextShape}, {"format", blankShape}, {"index", leafShape}}, read: func(obj []byte, keep func(string)) {
+		var d oai.Detail
+		if json.Unmarshal(obj, &d) == nil {
+			keep(detailText(d))
+		}
+	}}
 	messageShape = objectShape(member{"role", blankShape}, member{"content", contentShape},
 		member{"reasoning_content", reasoningContentShape}, member{"reasoning", reasoningObject},
 		member{"reasoning_details", arrayShape(detailShape)})
 	choiceShape = &shape{kind: shapeObject, choice: true, members: []member{{"index", leafShape}, {"message", messageShape},
-		{"delta", messageShape}, {"finish_reason", leafShape}}}
+		{"delta", messageShape}, {"finish_reason", leafShape}}, read: func(obj []byte, keep func(string)) {
+		var ch oai.Choice
+		if json.Unmarshal(obj, &ch) == nil {
+			choiceTexts(&ch, func(_ int, s string) { keep(s) })
+		}
+	}}
 	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
 		member{"total_tokens", leafShape},
 		member{"completion_tokens_details", objectShape(member{"reasoning_tokens", leafShape})},
@@ -171,34 +181,58 @@ func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool)
 			continue // n > 1 is never requested
 		}
 		a.choices++
-		// A stream chunk's text is its delta. Some gateways end a stream with the whole reply
-		// again as a "message" beside an empty delta: appending that would double the reply.
-		m := (*oai.Message)(ch.Delta)
-		if m == nil {
-			m = ch.Message
-		}
-		if m != nil {
-			if m.Content != nil {
-				write(&a.content, *m.Content)
+		choiceTexts(ch, func(out int, s string) {
+			if out == textContent {
+				write(&a.content, s)
+			} else {
+				write(&a.reasoning[out-textReasoningContent], s)
 			}
-			if m.ReasoningContent != nil {
-				write(&a.reasoning[0], *m.ReasoningContent)
-			}
-			write(&a.reasoning[1], reasoningText(m.Reasoning))
-			for _, d := range m.ReasoningDetails {
-				switch d.Type {
-				case "reasoning.text":
-					write(&a.reasoning[2], d.Text)
-				case "reasoning.summary":
-					write(&a.reasoning[2], d.Summary)
-				}
-			}
-		}
+		})
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			a.finish = *ch.FinishReason
 			a.finished = true
 		}
 	}
+}
+
+// choiceTexts calls yield with each text a choice gives the reply, by the text of the reply it
+// feeds (textContent...), in the order the assembly joins them: none when its index is not 0
+// (n > 1 is never requested); else its delta's, or without one its message's, content,
+// reasoning_content, reasoning and reasoning_details entries' texts. A stream chunk's text is
+// its delta: some gateways end a stream with the whole reply again as a "message" beside an
+// empty delta, and appending that would double the reply.
+func choiceTexts(ch *oai.Choice, yield func(out int, s string)) {
+	m := (*oai.Message)(ch.Delta)
+	if m == nil {
+		m = ch.Message
+	}
+	if ch.Index != 0 || m == nil {
+		return
+	}
+	if m.Content != nil {
+		yield(textContent, *m.Content)
+	}
+	if m.ReasoningContent != nil {
+		yield(textReasoningContent, *m.ReasoningContent)
+	}
+	yield(textReasoning, reasoningText(m.Reasoning))
+	for _, d := range m.ReasoningDetails {
+		if d.Type == "reasoning.text" || d.Type == "reasoning.summary" {
+			yield(textDetails, detailText(d))
+		}
+	}
+}
+
+// detailText is the text a reasoning_details entry gives the reply: a reasoning.text's text, a
+// reasoning.summary's summary, else none.
+func detailText(d oai.Detail) string {
+	switch d.Type {
+	case "reasoning.text":
+		return d.Text
+	case "reasoning.summary":
+		return d.Summary
+	}
+	return ""
 }
 
 // reasoningText reads message.reasoning: a string, null, or an object carrying its text in
