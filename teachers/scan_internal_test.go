@@ -86,7 +86,7 @@ type readOutcome struct {
 	Finished                 bool
 	Choices                  int
 	Usage                    *oai.Usage
-	ErrorField               string // errorField of the kept body
+	ErrorField               string // errorField of the kept body, read (Client.reply) only when Err is ""
 	ErrorFieldOK, BodyIsKept bool
 }
 
@@ -106,8 +106,12 @@ func outcome(a *assembly, kept []byte, err error, limit int) readOutcome {
 		o.Reasoning[i] = text(&a.reasoning[i])
 		o.NonBlank[i+1] = a.reasoning[i].nonBlank
 	}
-	_, o.ErrorFieldOK = providerError(kept)
-	o.ErrorField = errorField(kept)
+	if err == nil {
+		// A failed read's kept body is never read: after a value and then more, the reduced
+		// read kept the value, the whole read the body.
+		_, o.ErrorFieldOK = providerError(kept)
+		o.ErrorField = errorField(kept)
+	}
 	var de *errDecode
 	var se *streamError
 	switch {
