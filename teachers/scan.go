@@ -38,9 +38,9 @@ import (
 // value that replaces one before it, as encoding/json decodes it (a string a text, anything a
 // reasoning, null a list or a message), gives back that one's room at once, so what a choice
 // holds stays within a few times the limit for each text. Anything else that would leave a read
-// string short of what the assembly needs of it (a reasoning_details entry merged into the one
-// at its index in a list before it, which encoding/json reuses) fails as too long at the
-// assembly (replyText.add), never comes back cut wrong.
+// string short of what the assembly needs of it (a choice or a reasoning_details entry merged
+// into the one at its index in a list before it, which encoding/json reuses) fails as too long
+// at the assembly (replyText.add), never comes back cut wrong.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -363,7 +363,7 @@ const unitKeptInitial = 4 << 10
 
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
-	d.out, d.pieces = d.out[:0], d.pieces[:0]
+	d.out, d.pieces, d.merge = d.out[:0], d.pieces[:0], nil
 	for i := range d.heads {
 		d.heads[i] = d.heads[i][:0]
 	}
@@ -756,7 +756,7 @@ func (d *reducer) object(sh *shape, depth int) error {
 			return err
 		}
 		if more, err := d.next('}', "object key:value pair"); !more || err != nil {
-			if err == nil && sh.read != nil {
+			if err == nil && sh.read != nil && len(d.pieces) > first {
 				return d.settle(sh, start, first)
 			}
 			return err
