@@ -59,10 +59,10 @@ const maxGoldRows = 1 << 20
 
 // goldCache keeps the full result of each task's gold SQL per database and dialect, so the group
 // of rollouts a GRPO step plays on one task runs its gold once: the task databases are read-only,
-// so a gold result does not change. It keeps only the results of the statements the judge runs
-// for a gold (judge.Judge.GoldStatement, judge.ReadsRawValues), at most maxBytes by
-// sandbox.Size and maxGoldRows rows in all; the least recently used go first to make room, and
-// a result over either bound alone is not kept. Concurrent misses of one gold share one
+// so a gold result does not change. It keeps only the results of the statement the judge runs
+// for a gold (judge.Judge.GoldStatement), at most maxBytes by sandbox.Size and maxGoldRows rows
+// in all; the least recently used go first to make room, and a result over either bound alone
+// is not kept. Concurrent misses of one gold share one
 // execution (goldCall). Only results that ran are kept (a timeout under load may not repeat).
 // Safe for concurrent use.
 type goldCache struct {
@@ -253,12 +253,11 @@ func (o goldOpener) wrap(db sandbox.DB, t datasets.Task) sandbox.DB {
 	return &goldDB{DB: db, stmt: stmt, prefix: string(db.Dialect()) + "\x00" + t.DBID + "\x00" + t.DBPath + "\x00", cache: o.cache}
 }
 
-// goldDB is a task's database whose full executions of the statements the judge runs for the
-// task's gold go through a goldCache: the gold as the judge's style rewrites it (stmt) and, on
-// SQLite, its wrapper reading the stored values (judge.ReadsRawValues), each identified by its
-// exact text. Every other execution goes to the database: one keeping some rows only (by
-// MaxRows or a Filter: a step's, or the judge's of a prediction that reads as the gold), and a
-// prediction that holds the gold's text.
+// goldDB is a task's database whose full executions of the statement the judge runs for the
+// task's gold go through a goldCache: the gold as the judge's style rewrites it (stmt),
+// identified by its exact text. Every other execution goes to the database: one keeping some
+// rows only (by MaxRows or a Filter: a step's, or the judge's of a prediction that reads as the
+// gold), and a prediction that holds the gold's text.
 type goldDB struct {
 	sandbox.DB
 	stmt   string // judge.Judge.GoldStatement of the task's gold in this dialect
@@ -268,7 +267,7 @@ type goldDB struct {
 
 // Exec implements sandbox.DB.
 func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if opts.MaxRows != 0 || opts.Filter != nil || query != g.stmt && !judge.ReadsRawValues(query, g.stmt) {
+	if opts.MaxRows != 0 || opts.Filter != nil || query != g.stmt {
 		return g.DB.Exec(ctx, query, opts)
 	}
 	key := g.prefix + query
@@ -280,7 +279,7 @@ func (g *goldDB) Exec(ctx context.Context, query string, opts sandbox.ExecOption
 	// A request gets the answer its own time limit allows: a kept or shared result whose
 	// statement ran longer than own is its timeout, as running the gold alone would be, whoever
 	// ran it first; the time that execution waited for a slot is not the gold's (goldRun).
-	// Each request gets a Result of its own (the judge sets fields of the one it gets); the rows
+	// Each request gets a Result of its own (a caller may set fields of the one it gets); the rows
 	// are shared and read only.
 	mine := func(run goldRun) *sandbox.Result {
 		if run.res.OK() && run.ran > own {

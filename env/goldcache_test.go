@@ -86,8 +86,8 @@ func TestGoldCacheBytes(t *testing.T) {
 	}
 }
 
-// TestGoldResultOwn: each request gets a Result of its own, so that what the judge sets on one
-// (rawValues adds its first run's duration) changes neither the kept result nor another's.
+// TestGoldResultOwn: each request gets a Result of its own, so that what a caller sets on one
+// changes neither the kept result nor another's.
 func TestGoldResultOwn(t *testing.T) {
 	const gold = "SELECT x FROM g"
 	db := &slowGoldDB{wait: time.Millisecond}

@@ -11,11 +11,6 @@ import (
 // are known first, stops at the first row the gold lacks: the sets differ. The Spider styles
 // compare as many rows as the gold has (spiderResultEq, listEqual), so where the gold is known
 // first they stop at the row past the gold's count. Either stop decides a wrong answer.
-//
-// On SQLite a row holding a value go-sqlite3 converted (a time.Time or bool, see converted) is
-// keyed as the driver read it, which rawValues may read back as several stored values: it never
-// stops the stream, the conversions seen in any row read (kept or not) are noted (like), and
-// rawValues reads the stored values again, kept distinct by their own keys.
 type keeper struct {
 	bird   bool
 	m      valueModel
@@ -24,9 +19,6 @@ type keeper struct {
 	most   int                 // the Spider styles: the gold's row count (-1: not known)
 	seen   map[string]struct{} // BIRD: the keys kept
 	kept   int                 // the Spider styles: the rows kept
-	// like holds, on SQLite, a converted value of each column that held one in a row read (nil:
-	// none did), as driverKeys reads conversions.
-	like []any
 	// stopped says the stream stopped on a row that decides a wrong answer; bad is BIRD's
 	// decoding error on SQLite (see undecodable) when that row holds text that is not UTF-8.
 	stopped bool
@@ -51,17 +43,6 @@ func (j Judge) keeper(d datasets.Dialect, gold *sandbox.Result) *keeper {
 	return k
 }
 
-// raw returns the keeper for rawValues' second reading of the rows k kept: distinct again
-// (BIRD), or as many rows as the gold's (Spider); it never stops on a row the gold lacks, so the
-// reading can be checked against the first.
-func (k *keeper) raw() *keeper {
-	r := &keeper{bird: k.bird, m: k.m, most: k.most}
-	if k.bird {
-		r.seen = map[string]struct{}{}
-	}
-	return r
-}
-
 // filter is k's sandbox.RowFilter.
 func (k *keeper) filter(row []any) sandbox.RowAction {
 	if !k.bird {
@@ -72,12 +53,11 @@ func (k *keeper) filter(row []any) sandbox.RowAction {
 		k.kept++
 		return sandbox.RowKeep
 	}
-	conv := k.sqlite && k.noteConversions(row)
 	key := rowKey(k.m, row)
 	if _, dup := k.seen[key]; dup {
 		return sandbox.RowSkip
 	}
-	if _, in := k.gold[key]; k.gold != nil && !in && !conv {
+	if _, in := k.gold[key]; k.gold != nil && !in {
 		k.stopped = true
 		if k.sqlite {
 			k.bad = undecodable([][]any{row})
@@ -86,16 +66,6 @@ func (k *keeper) filter(row []any) sandbox.RowAction {
 	}
 	k.seen[key] = struct{}{}
 	return sandbox.RowKeep
-}
-
-// noteConversions notes in k.like the values of row go-sqlite3 converted, reporting whether
-// there were any.
-func (k *keeper) noteConversions(row []any) bool {
-	if !converted([][]any{row}) {
-		return false
-	}
-	k.like = addLike(k.like, row)
-	return true
 }
 
 // options are the execution options of a statement under k (nil: keep every row).

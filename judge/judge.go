@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	sqlite3 "github.com/mattn/go-sqlite3"
-
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -144,10 +142,9 @@ func (j Judge) spiderGold(gold string) string {
 
 // GoldStatement returns the statement Run executes first for gold on a database of dialect d:
 // on PostgreSQL and MySQL the gold as Prepare rewrites it, on SQLite the one statement Python's
-// sqlite3 runs of that (ok is false when it holds none: nothing runs). On SQLite Run may then
-// read the stored values of its result with a second statement, one that ReadsRawValues
-// reports. Run executes no other statement for the gold, so these two identify its executions
-// exactly (a cache of gold results keeps those and nothing a prediction could add to).
+// sqlite3 runs of that (ok is false when it holds none: nothing runs). Run executes no other
+// statement for the gold, so this one identifies its executions exactly (a cache of gold
+// results keeps those and nothing a prediction could add to).
 func (j Judge) GoldStatement(d datasets.Dialect, gold string) (stmt string, ok bool) {
 	if j.Style == "" {
 		j.Style = StyleBIRD
@@ -158,20 +155,6 @@ func (j Judge) GoldStatement(d datasets.Dialect, gold string) (stmt string, ok b
 	}
 	stmt, empty := pyStatement(g)
 	return stmt, !empty
-}
-
-// ReadsRawValues reports whether q is the statement Run executes on SQLite to read the stored
-// values of stmt's result (rawValues' wrapper of stmt, for any number of columns): exactly that
-// text, nothing containing it.
-func ReadsRawValues(q, stmt string) bool {
-	if !strings.HasPrefix(q, rawHead) {
-		return false
-	}
-	end := strings.Index(q, rawTail)
-	if end < 0 {
-		return false
-	}
-	return q == rawValuesSQL(stmt, strings.Count(q[len(rawHead):end], ",")+1)
 }
 
 // Run executes the gold and the predicted SQL on db (the gold on Reference too when it fails on
@@ -227,7 +210,7 @@ func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 	v := Verdict{PredSQL: p, GoldSQL: g, Ordered: ordered}
 	var prefix *sandbox.Result // pred's result holding its first rows only
 	if predRes != nil && (p != pred || predRes.OK() && (predRes.Truncated || len(predRes.Rows) < predRes.Total)) {
-		if p == pred && predRes.OK() && j.sameExecution(db.Dialect(), p, predRes) {
+		if p == pred && predRes.OK() && j.sameExecution(db.Dialect(), p) {
 			prefix = predRes
 		}
 		predRes = nil
@@ -332,14 +315,13 @@ func undecodable(rows [][]any) *sandbox.Result {
 }
 
 // sameExecution reports whether res, pred's result from an earlier execution, holds the rows
-// exec would run pred for, as the style sees them: on SQLite pred's one statement as it is, with
-// no value that rawValues would read again.
-func (j Judge) sameExecution(d datasets.Dialect, pred string, res *sandbox.Result) bool {
+// exec would run pred for, as the style sees them: on SQLite pred's one statement as it is.
+func (j Judge) sameExecution(d datasets.Dialect, pred string) bool {
 	if d != datasets.SQLite {
 		return true
 	}
 	stmt, empty := pyStatement(pred)
-	return !empty && stmt == strings.TrimSuffix(strings.TrimSpace(pred), ";") && !converted(res.Rows)
+	return !empty && stmt == strings.TrimSuffix(strings.TrimSpace(pred), ";")
 }
 
 // prefixDiffers reports whether the gold's rows and prefix, a result of pred that kept only its
@@ -384,8 +366,8 @@ func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool 
 
 // exec runs q and returns its rows as the style's evaluator would see them: on SQLite, as
 // Python's sqlite3 executes a string (leading empty statements skipped, nothing but comments
-// after the statement, no statement at all giving no rows), with the stored values (rawValues)
-// and text decoded as the evaluator decodes it. reuse, when not nil, is q's result already.
+// after the statement, no statement at all giving no rows), with text decoded as the evaluator
+// decodes it. reuse, when not nil, is q's result already.
 // waiting, when not nil, is told while q waits for an execution slot (sandbox.ExecOptions).
 // k, when not nil, is what is kept of the rows as they stream (see keeper); where it stopped,
 // the rows are those read before the stop, and on SQLite BIRD's decoding error where they or the
@@ -398,7 +380,6 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 		}
 		return db.Exec(ctx, q, opts)
 	}
-	start := time.Now()
 	stmt, empty := pyStatement(q)
 	if empty {
 		return &sandbox.Result{Outcome: sandbox.OutcomeOK}, nil
@@ -423,10 +404,6 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 			}
 		}
 		return res, nil
-	}
-	res, err := rawValues(ctx, db, stmt, res, timeout-time.Since(start), k)
-	if err != nil {
-		return nil, err
 	}
 	if j.Style == StyleBIRD {
 		if bad := undecodable(res.Rows); bad != nil {
@@ -490,166 +467,6 @@ func skipSpaceComments(q string, i int) int {
 	}
 	return i
 }
-
-// rawValues undoes go-sqlite3's conversions of declared column types (DATE, DATETIME and
-// TIMESTAMP values into time.Time, lossy: text it cannot parse becomes the zero time, integers
-// become Unix times; BOOLEAN integers into bool), so values compare as the stored ones, as
-// Python's sqlite3 returns them. When res holds such a value, the query runs again as
-// "WITH q(c1..cn) AS (query) SELECT +c1, ..., +cn FROM q": unary plus is a no-op on every SQLite
-// value but leaves the column without a declared type, so the driver returns what is stored.
-// The second run is used only when it reads back as res (the same rows, in the same order when
-// the order counts, else as a multiset); otherwise res is kept and pyValueKey formats times as
-// SQLite text. k, when not nil, is what exec kept of res (see keeper): the second run keeps the
-// same (k.raw), and where k kept distinct rows (BIRD) it reads back as res when it counted as
-// many rows and its rows, read as the driver would, give res's set of rows.
-func rawValues(ctx context.Context, db sandbox.DB, query string, res *sandbox.Result, timeout time.Duration, k *keeper) (*sandbox.Result, error) {
-	distinct := k != nil && k.bird
-	like := addLike(nil, res.Rows...)
-	if distinct {
-		like = addLike(k.like, res.Rows...) // with those of the rows read and skipped
-	}
-	if like == nil || len(res.Columns) == 0 || timeout <= 0 {
-		return res, nil
-	}
-	var rk *keeper
-	if k != nil {
-		rk = k.raw()
-	}
-	raw, err := db.Exec(ctx, rawValuesSQL(query, len(res.Columns)), rk.options(sandbox.ExecOptions{Timeout: timeout}))
-	if err != nil {
-		return nil, err
-	}
-	if distinct {
-		if !raw.OK() || raw.Total != res.Total || !sameSet(driverKeys(raw.Rows, like), rowKeys(pyModel{}, res.Rows)) {
-			return res, nil
-		}
-		raw.Columns = res.Columns
-		raw.Duration += res.Duration
-		return raw, nil
-	}
-	if !raw.OK() || raw.Total != res.Total || len(raw.Rows) != len(res.Rows) {
-		return res, nil
-	}
-	same := true
-	for i := range raw.Rows {
-		if driverKey(raw.Rows[i], res.Rows[i]) != pyRowKey(res.Rows[i]) {
-			same = false
-			break
-		}
-	}
-	if !same {
-		// The rows may have come back in another order: accept them as a multiset.
-		if !sameMultiset(driverKeys(raw.Rows, like), rowKeys(pyModel{}, res.Rows)) {
-			return res, nil
-		}
-	}
-	raw.Columns = res.Columns
-	raw.Duration += res.Duration
-	return raw, nil
-}
-
-// The parts of rawValuesSQL before and after its column list.
-const (
-	rawHead = "WITH chainedsql_raw("
-	rawTail = ") AS ("
-)
-
-// rawValuesSQL is rawValues' statement reading the stored values of query's n columns:
-// "WITH chainedsql_raw(c1, ..., cn) AS (query\n) SELECT +c1, ..., +cn FROM chainedsql_raw".
-func rawValuesSQL(query string, n int) string {
-	cols := make([]string, n)
-	plus := make([]string, n)
-	for i := range cols {
-		cols[i] = "c" + strconv.Itoa(i+1)
-		plus[i] = "+" + cols[i]
-	}
-	body := strings.TrimSuffix(strings.TrimSpace(query), ";")
-	return rawHead + strings.Join(cols, ", ") + rawTail + body + "\n) SELECT " + strings.Join(plus, ", ") + " FROM chainedsql_raw"
-}
-
-// converted reports whether rows hold a value go-sqlite3 converted from a declared type.
-func converted(rows [][]any) bool {
-	for _, r := range rows {
-		for _, v := range r {
-			switch v.(type) {
-			case time.Time, bool:
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// driverKey keys the raw row as go-sqlite3 would have converted it under the declared types
-// whose conversions the row like shows (a time.Time or bool in like's column).
-func driverKey(raw, like []any) string {
-	conv := make([]any, len(raw))
-	for i, v := range raw {
-		conv[i] = v
-		if i < len(like) {
-			conv[i] = driverConvert(v, like[i])
-		}
-	}
-	return pyRowKey(conv)
-}
-
-// addLike returns like with the values of rows go-sqlite3 converted (a time.Time or bool) set in
-// their columns; nil when there is none.
-func addLike(like []any, rows ...[]any) []any {
-	for _, r := range rows {
-		for i, v := range r {
-			switch v.(type) {
-			case time.Time, bool:
-				for len(like) <= i {
-					like = append(like, nil)
-				}
-				like[i] = v
-			}
-		}
-	}
-	return like
-}
-
-// driverKeys are the driverKeys of raw's rows under the column conversions like shows (see
-// addLike).
-func driverKeys(raw [][]any, like []any) []string {
-	keys := make([]string, len(raw))
-	for i, r := range raw {
-		keys[i] = driverKey(r, like)
-	}
-	return keys
-}
-
-// driverConvert is go-sqlite3's reading of a stored value v in a column declared as the type
-// like shows: DATE/DATETIME/TIMESTAMP (like is a time.Time) or BOOLEAN (like is a bool).
-func driverConvert(v, like any) any {
-	switch like.(type) {
-	case time.Time:
-		switch x := v.(type) {
-		case int64:
-			if x > 1e12 || x < -1e12 {
-				return time.Unix(0, x*int64(time.Millisecond)).UTC()
-			}
-			return time.Unix(x, 0).UTC()
-		case string:
-			s := strings.TrimSuffix(x, "Z")
-			for _, f := range sqlite3.SQLiteTimestampFormats {
-				if t, err := time.ParseInLocation(f, s, time.UTC); err == nil {
-					return t
-				}
-			}
-			return time.Time{}
-		}
-	case bool:
-		if x, ok := v.(int64); ok {
-			return x > 0
-		}
-	}
-	return v
-}
-
-// pyRowKey is rowKey under Python's equality.
-func pyRowKey(row []any) string { return rowKey(pyModel{}, row) }
 
 // Match reports whether pred answers the same as gold across engines: set equality of rows
 // (column order kept) when ordered is false; ordered comparison of row lists when true. It is

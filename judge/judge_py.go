@@ -279,9 +279,9 @@ func cellKeys(m valueModel, rows [][]any, n int) [][]string {
 // pyValueKey keys one value under Python's equality: int == float of the same value (1 == 1.0),
 // bool == int, floats exact, str != bytes, None == None.
 //
-// A time.Time (go-sqlite3's reading of a DATE, DATETIME or TIMESTAMP column that rawValues could
-// not undo) is keyed as SQLite text: "2006-01-02" for a midnight value, "2006-01-02
-// 15:04:05[.fff]" otherwise, the layouts the benchmarks' databases hold.
+// A time.Time (go-sqlite3's reading of a DATE, DATETIME or TIMESTAMP column, which the SQLite
+// engine replaces by the stored value) is keyed as SQLite text: "2006-01-02" for a midnight
+// value, "2006-01-02 15:04:05[.fff]" otherwise, the layouts the benchmarks' databases hold.
 func pyValueKey(v any) string {
 	switch x := v.(type) {
 	case nil:

@@ -15,7 +15,8 @@ import (
 // MaxStatement bounds the text of a statement any Exec sends: past a server's packet limit
 // (MySQL's max_allowed_packet, 4 to 64 MiB) the text is a lost connection, the database's
 // failure, on every try, so a longer one is refused unsent. It stands above a policy's own limit
-// (textcap.SQL, 64 KiB) with room for the judge's wrappers of such a statement (rawValues).
+// (textcap.SQL, 64 KiB): a gold, a scored prediction or the viewer's statement is not held to
+// that one.
 const MaxStatement = 1 << 20
 
 // StartExec is the start of every engine's DB.Exec: it refuses a query longer than MaxStatement,
