@@ -214,6 +214,10 @@ type BuildReport struct {
 	// result (gold_error), which are never correct (0 in stats.json before format v5).
 	Correct  int `json:"correct"`
 	Unjudged int `json:"unjudged"`
+	// FormatViolations and MalformedTurns sum the written rows' format_violations and
+	// malformed_turns (rundir.Tally; absent from stats.json before them).
+	FormatViolations int `json:"format_violations"`
+	MalformedTurns   int `json:"malformed_turns"`
 	// Dir and Duration describe this build only and are not written to stats.json.
 	Dir      string        `json:"-"`
 	Duration time.Duration `json:"-"`

@@ -19,7 +19,6 @@ import (
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
 	"github.com/chainedsql/chainedsql/protocol"
-	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -165,7 +164,7 @@ func TestBuildRoundTrip(t *testing.T) {
 		if r.Teacher != tr.Teacher || r.Model != tr.Model || r.Dialect != string(tr.Dialect) || r.DBID != tr.DBID || r.TaskID != tr.TaskID ||
 			r.Difficulty != tr.Difficulty || r.Question != tr.Question || r.Evidence != tr.Evidence || r.Turns != int64(len(tr.Turns)) ||
 			r.Converged != tr.Outcome().Converged || r.ExecOK != tr.ExecOK || r.Correct != tr.Correct || r.FormatViolations != int64(tr.FormatViolations) ||
-			r.MalformedTurns != int64(rewards.Malformed(tr.Turns)) || r.MalformedTurns < r.FormatViolations ||
+			r.MalformedTurns != int64(rundir.MalformedTurns(tr.Turns)) || r.MalformedTurns < r.FormatViolations ||
 			r.FinalSQL != tr.FinalSQL || r.GoldSQL != tr.GoldSQL || r.Source != tr.Source || r.Protocol != tr.Protocol ||
 			r.PromptTokens != int64(tr.Usage.PromptTokens) || len(r.Reasoning) != len(tr.Turns) {
 			t.Fatalf("row %s metadata differs from the trajectory: %+v", r.Key, r)

@@ -64,6 +64,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 	rep.Think = a.all.think
 	rep.TruncatedRows = a.all.out.RowsTruncated
 	rep.Correct, rep.Unjudged = a.all.out.Correct, a.all.out.Unjudged
+	rep.FormatViolations, rep.MalformedTurns = a.all.out.FormatViolations, a.all.out.MalformedTurns
 	rep.ExcludedCount = len(rep.Excluded)
 	names := make([]string, 0, len(a.teachers))
 	for n := range a.teachers {
@@ -231,7 +232,7 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 	}
 	fmt.Fprintf(&b, "Multi-turn agentic Text-to-SQL conversations distilled from teacher models under the `%s` protocol, "+
 		"one row per trajectory, in the `messages` format TRL's `SFTTrainer` reads. Unfiltered: every trajectory is here, "+
-		"correct or not, except %s (use `correct`, `gold_error`, `converged`, `exec_ok`, `format_violations` and `truncated_turns` to filter).\n\n",
+		"correct or not, except %s (use `correct`, `gold_error`, `converged`, `exec_ok`, `format_violations`, `malformed_turns` and `truncated_turns` to filter).\n\n",
 		protocol.ProtocolVersion, except)
 	if rep.TruncatedRows > 0 {
 		// The warning a trainer must not miss: these rows teach stopping mid-reply.
@@ -270,6 +271,10 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 		fmt.Fprintf(&b, "; %d rows with truncated turns excluded", n)
 	}
 	b.WriteString("\n")
+	fmt.Fprintf(&b, "- Format: %d format violations (`format_violations`: complete replies without a usable `<sql>` block) and "+
+		"%d malformed turns (`malformed_turns`: replies failing the format reward's stricter rule, exactly one `<think>…</think>` "+
+		"then one `<sql>…</sql>` and nothing else; they include every format violation and truncated turn)\n",
+		rep.FormatViolations, rep.MalformedTurns)
 	b.WriteString("\n## Per teacher\n\n")
 	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | unjudged | think field / inline / none | truncated rows / turns |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -11,7 +11,6 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
-	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -54,7 +53,7 @@ type Row struct {
 	// their SQL was complete; they are not format violations.
 	TruncatedTurns int64 `parquet:"truncated_turns" json:"truncated_turns"`
 	// MalformedTurns counts the replies that were not well-formed under the format reward's
-	// rule (rewards.TurnWellFormed: exactly one <think>…</think> then one <sql>…</sql>); the
+	// rule (rundir.Turn.WellFormed: exactly one <think>…</think> then one <sql>…</sql>); the
 	// row's format reward is 1 when it is 0. Datasets built before the column read 0.
 	MalformedTurns int64 `parquet:"malformed_turns" json:"malformed_turns"`
 	// NumTokens is the length of the tokenized rendering (chat template, no generation prompt).
@@ -115,7 +114,7 @@ type Feature struct {
 // format version (rundir.NewOutcome: converged counts only where exec_ok is set; unjudged where
 // gold_error is set, so never in datasets before chainedsql-sft/v5).
 func (r *Row) Outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), r.GoldError)
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), int(r.MalformedTurns), r.GoldError)
 }
 
 // goldDialect is the row's gold_dialect: where the gold SQL's result came from, "" when it
@@ -155,7 +154,7 @@ func rowOf(t *rundir.Trajectory, r *Rendered, mode ThinkMode, run string) Row {
 		Correct:          o.Correct,
 		FormatViolations: int64(o.FormatViolations),
 		TruncatedTurns:   int64(o.TruncatedTurns),
-		MalformedTurns:   int64(rewards.Malformed(t.Turns)),
+		MalformedTurns:   int64(o.MalformedTurns),
 		FinalSQL:         t.FinalSQL,
 		GoldSQL:          t.GoldSQL,
 		GoldError:        textcap.Cut(t.GoldError, textcap.Error), // again: older run dirs kept it whole

@@ -11,7 +11,6 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
-	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -179,7 +178,7 @@ func (s *Stepper) Step(ctx context.Context, reply chat.Reply) (rundir.Turn, erro
 		whole := tu
 		whole.Content, whole.Reasoning = reply.Content, reply.Reasoning
 		tu.Form = rundir.FormMalformed
-		if rewards.TurnWellFormed(whole) {
+		if whole.WellFormed() {
 			tu.Form = rundir.FormWellFormed
 		}
 	}

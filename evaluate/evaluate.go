@@ -32,7 +32,6 @@ import (
 	"github.com/chainedsql/chainedsql/episode"
 	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/protocol"
-	"github.com/chainedsql/chainedsql/rewards"
 	"github.com/chainedsql/chainedsql/rundir"
 )
 
@@ -108,7 +107,7 @@ type Result struct {
 	Converged        bool `json:"converged"`
 	ExecOK           bool `json:"exec_ok"`
 	FormatViolations int  `json:"format_violations"`
-	// MalformedTurns counts the replies that were not well-formed (rewards.TurnWellFormed,
+	// MalformedTurns counts the replies that were not well-formed (rundir.Turn.WellFormed,
 	// the format reward's rule: format_violations are those without a usable statement).
 	MalformedTurns int    `json:"malformed_turns"`
 	GoldError      string `json:"gold_error,omitempty"`
@@ -365,7 +364,7 @@ func build(ctx context.Context, cfg *Config, started time.Time, wall time.Durati
 // meaning reads as converged AND exec_ok; unjudged where GoldError is set). Truncated turns are
 // not in a Result.
 func (r *Result) EpisodeOutcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, r.GoldError)
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, r.MalformedTurns, r.GoldError)
 }
 
 // resultOf turns a trajectory into its Result.
@@ -374,7 +373,7 @@ func resultOf(tr *rundir.Trajectory) *Result {
 	r := &Result{
 		ID: tr.TaskID, Index: tr.TaskIndex, DBID: tr.DBID, Difficulty: tr.Difficulty, Sample: tr.Sample,
 		SQL: tr.FinalSQL, Outcome: OutcomeNoSQL, Correct: o.Correct, Turns: o.Turns, Converged: o.Converged,
-		ExecOK: o.ExecOK, FormatViolations: o.FormatViolations, MalformedTurns: rewards.Malformed(tr.Turns), GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
+		ExecOK: o.ExecOK, FormatViolations: o.FormatViolations, MalformedTurns: o.MalformedTurns, GoldError: textcap.Cut(tr.GoldError, textcap.Error), Tokens: tr.Usage.Total(),
 	}
 	for i := len(tr.Turns) - 1; i >= 0; i-- {
 		if e := tr.Turns[i].Exec; e != nil {

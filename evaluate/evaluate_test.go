@@ -102,7 +102,7 @@ func TestOracleBIRD(t *testing.T) {
 	if err := s.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%, exec-ok 100.0%, format violations 0.0%, 2.00 turns") ||
+	if !strings.Contains(text.String(), "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%, exec-ok 100.0%, format violations 0.0%, malformed turns 0, 2.00 turns") ||
 		!strings.Contains(text.String(), "tasks 10 (simple 5, moderate 3, challenging 2)") {
 		t.Errorf("table:\n%s", text.String())
 	}
@@ -172,7 +172,7 @@ func TestScriptedWrongAnswers(t *testing.T) {
 	if !near(s.Eval.Convergence, 0.8) || !near(s.Eval.ExecOK, 0.9) || !near(s.Eval.AvgTurns, 2.4) || !near(s.Eval.FormatViolationRate, 1.0/24) {
 		t.Errorf("summary %+v", s.Eval)
 	}
-	want := "EX 70.00% (simple 80.00, moderate 66.67, challenging 50.00), convergence 80.0%, exec-ok 90.0%, format violations 4.2%, 2.40 turns"
+	want := "EX 70.00% (simple 80.00, moderate 66.67, challenging 50.00), convergence 80.0%, exec-ok 90.0%, format violations 4.2%, malformed turns 1, 2.40 turns"
 	if got := s.Eval.Headline(); got != want {
 		t.Errorf("headline\n got %q\nwant %q", got, want)
 	}

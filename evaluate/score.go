@@ -187,7 +187,7 @@ func Score(ctx context.Context, cfg ScoreConfig) (*ScoreReport, error) {
 	rep := &ScoreReport{Dialect: cfg.Dialect, Style: cfg.Style, KeepDistinct: cfg.KeepDistinct, Items: items, Outcomes: map[string]int{}}
 	er := make([]stats.EvalResult, len(items))
 	for i, it := range items {
-		er[i] = stats.EvalResultOf(it.Difficulty, rundir.NewOutcome(false, false, it.Correct, 0, 0, 0, it.GoldError))
+		er[i] = stats.EvalResultOf(it.Difficulty, rundir.NewOutcome(false, false, it.Correct, 0, 0, 0, 0, it.GoldError))
 		rep.Outcomes[it.Outcome]++
 	}
 	rep.EX = stats.SummarizeEval(er)

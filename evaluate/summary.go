@@ -246,6 +246,7 @@ func Compare(w io.Writer, dirs []string) error {
 		row{"convergence", func(s *Summary) string { return pct(s.Eval.Convergence) }},
 		row{"exec-ok", func(s *Summary) string { return pct(s.Eval.ExecOK) }},
 		row{"format violations", func(s *Summary) string { return pct(s.Eval.FormatViolationRate) }},
+		row{"malformed turns", func(s *Summary) string { return fmt.Sprint(s.Eval.MalformedTurns) }},
 		row{"avg turns", func(s *Summary) string { return fmt.Sprintf("%.2f", s.Eval.AvgTurns) }},
 		row{"unjudged (gold failed)", func(s *Summary) string { return fmt.Sprint(s.Eval.Unjudged) }},
 		row{"samples", func(s *Summary) string {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chainedsql/chainedsql/protocol"
 	"github.com/chainedsql/chainedsql/rundir"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -18,7 +17,7 @@ import (
 // Rewards are the four rewards of an episode (or of the part played so far), each 0 or 1, and
 // the count of malformed turns the format penalty is charged on.
 type Rewards struct {
-	// Format is 1 when the episode has turns and every reply was well-formed (TurnWellFormed):
+	// Format is 1 when the episode has turns and every reply was well-formed (rundir.Turn.WellFormed):
 	// exactly one <think>…</think> then one <sql>…</sql> and nothing else.
 	Format int `json:"format"`
 	// ExecOK is 1 when the final SQL (the last statement executed) ran: no error, timeout or
@@ -30,63 +29,25 @@ type Rewards struct {
 	// Correct is 1 when the final SQL's full result matches the gold's (distill's judge,
 	// judge.Match); 0 until the episode is judged.
 	Correct int `json:"correct"`
-	// Malformed counts the replies that were not well-formed.
+	// Malformed counts the replies that were not well-formed (rundir.Outcome.MalformedTurns).
 	Malformed int `json:"malformed_turns"`
-}
-
-// TurnWellFormed reports whether tu's reply has the protocol's strict form
-// (protocol.ParsedReply.WellFormed: optional whitespace, <think>reasoning</think>, optional
-// whitespace, <sql>one non-blank statement</sql>, optional whitespace, each tag once, no tag
-// inside either block, no other text) and was neither truncated nor a format violation. The
-// reply is taken as the model produced it: reasoning that came in a separate field is put back
-// as the think block in front of the content, and so is the <think> a chat template opened in
-// the prompt (rundir.Turn.ThinkOpened). A turn whose texts were kept cut has the form recorded
-// for its whole reply (rundir.Turn.Form).
-func TurnWellFormed(tu rundir.Turn) bool {
-	if tu.Truncated || tu.FormatViolation {
-		return false
-	}
-	switch tu.Form {
-	case rundir.FormWellFormed:
-		return true
-	case rundir.FormMalformed:
-		return false
-	}
-	content := tu.Content
-	if strings.TrimSpace(tu.Reasoning) != "" {
-		content = protocol.TagThinkOpen + tu.Reasoning + protocol.TagThinkClose + "\n" + content
-	} else if tu.ThinkOpened && !strings.HasPrefix(strings.ToLower(strings.TrimSpace(content)), protocol.TagThinkOpen) {
-		content = protocol.TagThinkOpen + content
-	}
-	return protocol.ParseReply(content).WellFormed
 }
 
 // Of returns the rewards of a trajectory, complete or partial.
 func Of(tr *rundir.Trajectory) Rewards {
-	return From(tr.Outcome(), Malformed(tr.Turns))
-}
-
-// Malformed counts the turns that are not well-formed (TurnWellFormed).
-func Malformed(turns []rundir.Turn) int {
-	n := 0
-	for _, tu := range turns {
-		if !TurnWellFormed(tu) {
-			n++
-		}
-	}
-	return n
+	return From(tr.Outcome())
 }
 
 // From returns the rewards of an episode from its outcome (Trajectory.Outcome, or one read back
-// from a dataset row or an eval result) and the count of its malformed turns (Malformed): exec_ok,
-// converged and correct are the outcome's, format is 1 when it has turns and none is malformed.
-func From(o rundir.Outcome, malformed int) Rewards {
+// from a dataset row or an eval result): exec_ok, converged, correct and the malformed turns are
+// the outcome's, format is 1 when it has turns and none is malformed.
+func From(o rundir.Outcome) Rewards {
 	return Rewards{
-		Format:    b2i(o.Turns > 0 && malformed == 0),
+		Format:    b2i(o.Turns > 0 && o.MalformedTurns == 0),
 		ExecOK:    b2i(o.ExecOK),
 		Converged: b2i(o.Converged),
 		Correct:   b2i(o.Correct),
-		Malformed: malformed,
+		Malformed: o.MalformedTurns,
 	}
 }
 
@@ -101,10 +62,10 @@ func Prefixes(tr *rundir.Trajectory) []Rewards {
 		if tu.Exec != nil {
 			execOK = tu.Exec.Outcome == sandbox.OutcomeOK
 		}
-		if !TurnWellFormed(tu) {
+		if !tu.WellFormed() {
 			malformed++
 		}
-		out[k] = From(rundir.Outcome{Turns: k + 1, ExecOK: execOK}, malformed)
+		out[k] = From(rundir.Outcome{Turns: k + 1, ExecOK: execOK, MalformedTurns: malformed})
 	}
 	if n := len(out); n > 0 {
 		out[n-1] = Of(tr)

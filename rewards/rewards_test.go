@@ -22,8 +22,8 @@ func TestFrom(t *testing.T) {
 		{5, 0, true, false, false, Rewards{1, 1, 0, 0, 0}},
 		{0, 0, false, false, false, Rewards{0, 0, 0, 0, 0}}, // no turn, no format reward
 	} {
-		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0, "")
-		if got := From(o, c.malformed); got != c.want {
+		o := rundir.NewOutcome(c.converged, c.execOK, c.correct, c.turns, 0, 0, c.malformed, "")
+		if got := From(o); got != c.want {
 			t.Errorf("%+v: got %+v", c, got)
 		}
 	}
@@ -45,8 +45,9 @@ func turn(content string, ok bool) rundir.Turn {
 	return tu
 }
 
-// TestTurnWellFormed: the format reward is the documented form and nothing else; each reply
-// below is one a loose parser accepts (it has a usable statement) but the format rule does not.
+// TestTurnWellFormed: the format reward (rundir.Turn.WellFormed) is the documented form and
+// nothing else; each reply below is one a loose parser accepts (it has a usable statement) but
+// the format rule does not.
 func TestTurnWellFormed(t *testing.T) {
 	good := []string{
 		"<think>count them</think>\n<sql>SELECT 1</sql>",
@@ -67,28 +68,28 @@ func TestTurnWellFormed(t *testing.T) {
 		"sql before think":     "<sql>SELECT 1</sql><think>x</think>",
 	}
 	for _, c := range good {
-		if tu := turn(c, true); !TurnWellFormed(tu) {
+		if tu := turn(c, true); !tu.WellFormed() {
 			t.Errorf("%q: not well-formed", c)
 		}
 	}
 	for why, c := range bad {
-		if tu := turn(c, true); TurnWellFormed(tu) {
+		if tu := turn(c, true); tu.WellFormed() {
 			t.Errorf("%s: %q well-formed", why, c)
 		}
 	}
 	// Reasoning in a field, or opened by the template, is the think block.
 	field := rundir.Turn{Content: "<sql>SELECT 1</sql>", Reasoning: "count them", ReasoningSource: "reasoning_content"}
 	opened := rundir.Turn{Content: "count them</think>\n<sql>SELECT 1</sql>", ThinkOpened: true}
-	if !TurnWellFormed(field) || !TurnWellFormed(opened) {
-		t.Errorf("field %v, opened %v: want both well-formed", TurnWellFormed(field), TurnWellFormed(opened))
+	if !field.WellFormed() || !opened.WellFormed() {
+		t.Errorf("field %v, opened %v: want both well-formed", field.WellFormed(), opened.WellFormed())
 	}
 	field.Content = "<think>again</think><sql>SELECT 1</sql>"
-	if TurnWellFormed(field) {
+	if field.WellFormed() {
 		t.Error("a reasoning field and an inline think block: two think blocks, well-formed")
 	}
 	cut := turn("<think>x</think>\n<sql>SELECT 1</sql>", true)
 	cut.Truncated = true
-	if TurnWellFormed(cut) {
+	if cut.WellFormed() {
 		t.Error("a truncated turn is well-formed")
 	}
 }
@@ -100,7 +101,7 @@ func FuzzTurnWellFormed(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !TurnWellFormed(rundir.Turn{Content: s}) {
+		if !(rundir.Turn{Content: s}).WellFormed() {
 			return
 		}
 		low := strings.ToLower(strings.TrimSpace(s))

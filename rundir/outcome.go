@@ -12,10 +12,15 @@ type Outcome struct {
 	// Correct says the final SQL's result matched the gold's (false when not judged).
 	Correct bool `json:"correct"`
 	// Turns counts the assistant turns; FormatViolations those that were complete replies
-	// without a usable <sql> block; TruncatedTurns those cut before their SQL was complete.
+	// without a usable <sql> block; TruncatedTurns those cut before their SQL was complete;
+	// MalformedTurns those failing the format reward's stricter rule (Turn.WellFormed: exactly
+	// one <think>…</think> then one <sql>…</sql>), which counts every format violation and
+	// truncated turn and also replies with a usable statement in a looser form (no think block,
+	// text outside the blocks, a tag repeated).
 	Turns            int `json:"turns"`
 	FormatViolations int `json:"format_violations"`
 	TruncatedTurns   int `json:"truncated_turns"`
+	MalformedTurns   int `json:"malformed_turns"`
 	// Unjudged says the final SQL could not be judged: the task's gold SQL gave no result
 	// (it failed on the dialect, and on the task's reference where it has one, or the task
 	// has no gold for the dialect). Correct is then false, whatever the final SQL.
@@ -28,10 +33,11 @@ type Outcome struct {
 // column or an eval result written since) gives the same outcome, so records of either age read
 // alike. goldError is the recorded reason the gold SQL gave no result (Trajectory.GoldError, a
 // dataset's gold_error column, an eval result's gold_error): the episode is Unjudged when it
-// is not empty.
-func NewOutcome(repeated, execOK, correct bool, turns, formatViolations, truncatedTurns int, goldError string) Outcome {
+// is not empty. malformedTurns is MalformedTurns(turns) as recorded (a dataset's
+// malformed_turns column, an eval result's malformed_turns; 0 in records written before them).
+func NewOutcome(repeated, execOK, correct bool, turns, formatViolations, truncatedTurns, malformedTurns int, goldError string) Outcome {
 	return Outcome{Converged: repeated && execOK, ExecOK: execOK, Correct: correct, Turns: turns,
-		FormatViolations: formatViolations, TruncatedTurns: truncatedTurns, Unjudged: goldError != ""}
+		FormatViolations: formatViolations, TruncatedTurns: truncatedTurns, MalformedTurns: malformedTurns, Unjudged: goldError != ""}
 }
 
 // Truncated reports whether any turn was truncated.
@@ -47,6 +53,8 @@ type Tally struct {
 	RowsWithViolation, FormatViolations int
 	// RowsTruncated counts outcomes with a truncated turn; TruncatedTurns sums them.
 	RowsTruncated, TruncatedTurns int
+	// MalformedTurns sums the outcomes' malformed turns (the format reward's count).
+	MalformedTurns int
 	// Unjudged counts the outcomes that are Unjudged (counted as not correct).
 	Unjudged int
 }
@@ -62,6 +70,7 @@ func (t *Tally) Add(o Outcome) {
 	t.RowsWithViolation += b2i(o.FormatViolations > 0)
 	t.TruncatedTurns += o.TruncatedTurns
 	t.RowsTruncated += b2i(o.Truncated())
+	t.MalformedTurns += o.MalformedTurns
 	t.Unjudged += b2i(o.Unjudged)
 }
 

@@ -43,7 +43,7 @@ type Turn struct {
 	ThinkOpened bool `json:"think_opened,omitempty"`
 	// Form is the protocol form of a reply whose Content or Reasoning was kept cut (textcap:
 	// the RL environment keeps 64 KiB of each), FormWellFormed or FormMalformed, judged on the
-	// whole reply when it was played (rewards.TurnWellFormed), since the texts kept no longer
+	// whole reply when it was played (WellFormed), since the texts kept no longer
 	// tell it; "" when the texts were kept whole and tell it themselves.
 	Form string `json:"form,omitempty"`
 }
@@ -134,7 +134,8 @@ func (t *Trajectory) Conversation() []chat.Message {
 }
 
 // Outcome returns what the episode came to (Outcome): the one definition of converged,
-// exec-ok, correct, format violations, truncated turns and unjudged that every count uses.
+// exec-ok, correct, format violations, truncated turns, malformed turns and unjudged that
+// every count uses.
 func (t *Trajectory) Outcome() Outcome {
-	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns, t.GoldError)
+	return NewOutcome(t.Repeated, t.ExecOK, t.Correct, len(t.Turns), t.FormatViolations, t.TruncatedTurns, MalformedTurns(t.Turns), t.GoldError)
 }

@@ -48,8 +48,8 @@ type Group struct {
 	// TurnsHistogram[k] counts rows with k turns (index 0 unused by real episodes).
 	TurnsHistogram []int   `json:"turns_histogram"`
 	AvgTurns       float64 `json:"avg_turns"`
-	// Converged, ExecOK, Correct, Unjudged, RowsWithViolation, FormatViolations and
-	// RowsTruncated count the rows' outcomes (curate.Row.Outcome, summed by rundir.Tally):
+	// Converged, ExecOK, Correct, Unjudged, RowsWithViolation, FormatViolations,
+	// MalformedTurns and RowsTruncated count the rows' outcomes (curate.Row.Outcome, summed by rundir.Tally):
 	// converged is the same SQL twice in a row and that SQL ran, in datasets of every format
 	// version; unjudged rows (gold_error set: the gold SQL gave no result) are never correct,
 	// and datasets before chainedsql-sft/v5 have none.
@@ -60,6 +60,10 @@ type Group struct {
 	// RowsWithViolation counts rows with any format violation; FormatViolations sums them.
 	RowsWithViolation int `json:"rows_with_violation"`
 	FormatViolations  int `json:"format_violations"`
+	// MalformedTurns sums the rows' malformed_turns: turns failing the format reward's rule
+	// (every format violation and truncated turn, and looser replies; 0 in datasets built
+	// before the column).
+	MalformedTurns int `json:"malformed_turns"`
 	// Think counts assistant turns by the source of their think block (field, inline, none),
 	// inline blocks left out, and truncated turns; RowsTruncated counts rows with any.
 	Think         curate.ThinkCounts `json:"think"`
@@ -95,8 +99,8 @@ func (g *Group) add(r *curate.Row) {
 	g.TurnsHistogram[t]++
 	g.out.Add(r.Outcome())
 	o := &g.out
-	g.Converged, g.ExecOK, g.Correct, g.Unjudged, g.RowsWithViolation, g.FormatViolations, g.RowsTruncated =
-		o.Converged, o.ExecOK, o.Correct, o.Unjudged, o.RowsWithViolation, o.FormatViolations, o.RowsTruncated
+	g.Converged, g.ExecOK, g.Correct, g.Unjudged, g.RowsWithViolation, g.FormatViolations, g.RowsTruncated, g.MalformedTurns =
+		o.Converged, o.ExecOK, o.Correct, o.Unjudged, o.RowsWithViolation, o.FormatViolations, o.RowsTruncated, o.MalformedTurns
 	g.Think.Add(r)
 	g.ReasoningTokens += r.ReasoningTokens
 	if r.ReasoningTokensEstimated {

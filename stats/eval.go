@@ -20,6 +20,8 @@ type EvalResult struct {
 	ExecOK           bool   `json:"exec_ok"`
 	Turns            int    `json:"turns"`
 	FormatViolations int    `json:"format_violations"`
+	// MalformedTurns is the outcome's: turns failing the format reward's rule.
+	MalformedTurns int `json:"malformed_turns"`
 	// Unjudged is the outcome's Unjudged: the task's gold SQL gave no result (it failed on the
 	// dialect evaluated and on the task's reference where it has one, or the task has none),
 	// so the answer could not be compared; Correct is then false.
@@ -41,6 +43,10 @@ type EvalSummary struct {
 	ExecOK       float64        `json:"exec_ok"`
 	// FormatViolationRate is format-violating turns over all turns.
 	FormatViolationRate float64 `json:"format_violation_rate"`
+	// MalformedTurns sums the turns failing the format reward's rule (rundir.Outcome's
+	// MalformedTurns): every format violation and truncated turn, and replies with a usable
+	// statement in a looser form than one <think>…</think> then one <sql>…</sql>.
+	MalformedTurns int `json:"malformed_turns"`
 	// RowsWithViolation counts the results with at least one format violation, as
 	// rows_with_violation does in dataset stats; RowsWithViolationShare is their share of N.
 	// (Summaries written before the share had its own name hold the share under
@@ -100,12 +106,12 @@ type DifficultyEX struct {
 // that Unjudged is set where the gold SQL gave no result).
 func EvalResultOf(difficulty string, o rundir.Outcome) EvalResult {
 	return EvalResult{Difficulty: difficulty, Correct: o.Correct, Converged: o.Converged, ExecOK: o.ExecOK, Turns: o.Turns,
-		FormatViolations: o.FormatViolations, Unjudged: o.Unjudged}
+		FormatViolations: o.FormatViolations, MalformedTurns: o.MalformedTurns, Unjudged: o.Unjudged}
 }
 
 // Outcome returns the result's outcome.
 func (r EvalResult) Outcome() rundir.Outcome {
-	o := rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, "")
+	o := rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, r.Turns, r.FormatViolations, 0, r.MalformedTurns, "")
 	o.Unjudged = r.Unjudged // recorded as a flag: the gold's error text is not kept here
 	return o
 }
@@ -135,6 +141,7 @@ func SummarizeEval(results []EvalResult) EvalSummary {
 	s.RowsWithViolation = all.RowsWithViolation
 	s.RowsWithViolationShare = ratio(all.RowsWithViolation, s.N)
 	s.FormatViolationRate = ratio(all.FormatViolations, all.Turns)
+	s.MalformedTurns = all.MalformedTurns
 	s.AvgTurns = ratio(all.Turns, s.N)
 	s.Unjudged = all.Unjudged
 	for _, name := range orderDifficulties(keys(buckets)) {
@@ -214,12 +221,13 @@ func (s EvalSummary) FormatEX() string {
 }
 
 // Headline renders the summary on one line, e.g. "EX 12.84% (simple 17.73, moderate 6.25,
-// challenging 2.76), convergence 57.8%, exec-ok 60.2%, format violations 16.2%, 3.35 turns".
-// Format violations are violating turns over all turns. Where some results are unjudged it
+// challenging 2.76), convergence 57.8%, exec-ok 60.2%, format violations 16.2%, malformed turns 61,
+// 3.35 turns". Format violations are violating turns over all turns; malformed turns is the
+// count MalformedTurns. Where some results are unjudged it
 // ends with how many ("; 41 of 120 unjudged: their gold SQL failed").
 func (s EvalSummary) Headline() string {
-	h := fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, %.2f turns",
-		s.FormatEX(), pct(s.Convergence), pct(s.ExecOK), pct(s.FormatViolationRate), s.AvgTurns)
+	h := fmt.Sprintf("%s, convergence %s, exec-ok %s, format violations %s, malformed turns %d, %.2f turns",
+		s.FormatEX(), pct(s.Convergence), pct(s.ExecOK), pct(s.FormatViolationRate), s.MalformedTurns, s.AvgTurns)
 	if s.Unjudged > 0 {
 		h += fmt.Sprintf("; %d of %d unjudged: their gold SQL failed", s.Unjudged, s.N)
 	}

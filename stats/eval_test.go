@@ -12,11 +12,11 @@ func TestEvalHeadline(t *testing.T) {
 		{Difficulty: "simple", Correct: true, Converged: true, ExecOK: true, Turns: 2},
 		{Difficulty: "simple", Converged: true, ExecOK: true, Turns: 2},
 		{Difficulty: "simple", Converged: true, ExecOK: true, Turns: 2},
-		{Difficulty: "challenging", Correct: true, ExecOK: true, Turns: 5, FormatViolations: 2},
-		{Difficulty: "moderate", Turns: 1, FormatViolations: 1},
+		{Difficulty: "challenging", Correct: true, ExecOK: true, Turns: 5, FormatViolations: 2, MalformedTurns: 3},
+		{Difficulty: "moderate", Turns: 1, FormatViolations: 1, MalformedTurns: 1},
 	}
 	got := SummarizeEval(res).Headline()
-	want := "EX 40.00% (simple 33.33, moderate 0.00, challenging 100.00), convergence 60.0%, exec-ok 80.0%, format violations 25.0%, 2.40 turns"
+	want := "EX 40.00% (simple 33.33, moderate 0.00, challenging 100.00), convergence 60.0%, exec-ok 80.0%, format violations 25.0%, malformed turns 4, 2.40 turns"
 	if got != want {
 		t.Errorf("headline\n got %q\nwant %q", got, want)
 	}
@@ -32,9 +32,9 @@ func TestEvalHeadline(t *testing.T) {
 // takes the count from rundir.Tally, and the headline says how many.
 func TestEvalUnjudged(t *testing.T) {
 	res := []EvalResult{
-		EvalResultOf("simple", rundir.NewOutcome(true, true, true, 2, 0, 0, "")),
-		EvalResultOf("simple", rundir.NewOutcome(true, true, false, 2, 0, 0, "error: no such function: YEAR")),
-		EvalResultOf("simple", rundir.NewOutcome(false, false, false, 1, 0, 0, "")),
+		EvalResultOf("simple", rundir.NewOutcome(true, true, true, 2, 0, 0, 0, "")),
+		EvalResultOf("simple", rundir.NewOutcome(true, true, false, 2, 0, 0, 0, "error: no such function: YEAR")),
+		EvalResultOf("simple", rundir.NewOutcome(false, false, false, 1, 0, 0, 0, "")),
 	}
 	if !res[1].Unjudged || res[0].Unjudged || !res[1].Outcome().Unjudged {
 		t.Fatalf("results %+v", res)

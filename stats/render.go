@@ -26,12 +26,13 @@ type table struct {
 func pct(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) }
 
 func groupTable(title, key string, groups []Group, overall *Group) table {
-	t := table{title: title, header: []string{key, "rows", "share", "tokens", "mean", "p50", "p95", "max", "trainable", "trainable×ep", "avg turns", "converged", "exec ok", "correct", "unjudged", "viol rows", "viol total"}}
+	t := table{title: title, header: []string{key, "rows", "share", "tokens", "mean", "p50", "p95", "max", "trainable", "trainable×ep", "avg turns", "converged", "exec ok", "correct", "unjudged", "viol rows", "viol total", "malformed turns"}}
 	row := func(g *Group) []string {
 		return []string{g.Name, fmt.Sprint(g.Rows), pct(g.Share), fmt.Sprint(g.Tokens.Sum), fmt.Sprintf("%.1f", g.Tokens.Mean),
 			fmt.Sprint(g.Tokens.P50), fmt.Sprint(g.Tokens.P95), fmt.Sprint(g.Tokens.Max), fmt.Sprint(g.TrainableTokens),
 			fmt.Sprint(g.TrainableTimesEpochs), fmt.Sprintf("%.2f", g.AvgTurns), pct(g.Rate(g.Converged)), pct(g.Rate(g.ExecOK)),
-			pct(g.Rate(g.Correct)), fmt.Sprint(g.Unjudged), fmt.Sprint(g.RowsWithViolation), fmt.Sprint(g.FormatViolations)}
+			pct(g.Rate(g.Correct)), fmt.Sprint(g.Unjudged), fmt.Sprint(g.RowsWithViolation), fmt.Sprint(g.FormatViolations),
+			fmt.Sprint(g.MalformedTurns)}
 	}
 	for i := range groups {
 		r := row(&groups[i])

@@ -34,7 +34,9 @@ type indexRow struct {
 	FormatViolations int64  `parquet:"format_violations"`
 	// TruncatedTurns is absent from datasets built before run-dir format v2 (read as 0;
 	// dataset.truncKnown says whether every shard has it).
-	TruncatedTurns int64  `parquet:"truncated_turns"`
+	TruncatedTurns int64 `parquet:"truncated_turns"`
+	// MalformedTurns is absent from datasets built before the column (read as 0).
+	MalformedTurns int64  `parquet:"malformed_turns"`
 	NumTokens      int64  `parquet:"num_tokens"`
 	NumTrainable   int64  `parquet:"num_trainable_tokens"`
 	FinalSQL       string `parquet:"final_sql"`
@@ -200,5 +202,5 @@ func guard(fn func() error) (err error) {
 
 // outcome returns the row's outcome as curate.Row.Outcome reads it.
 func (r *indexRow) outcome() rundir.Outcome {
-	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), r.GoldError)
+	return rundir.NewOutcome(r.Converged, r.ExecOK, r.Correct, int(r.Turns), int(r.FormatViolations), int(r.TruncatedTurns), int(r.MalformedTurns), r.GoldError)
 }

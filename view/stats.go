@@ -151,7 +151,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 	}
 	slices.Sort(names)
 	head := stats.Table{Title: "Outcomes (from the trajectories read so far)",
-		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "avg turns", "unjudged (gold SQL failed)"}}
+		Header: []string{by, "trajectories", "EX", "by difficulty", "convergence", "exec-ok", "format violations (turns)", "malformed turns", "avg turns", "unjudged (gold SQL failed)"}}
 	var tokens, turns []stats.Series
 	var outs []stats.Outcomes
 	var exs []stats.PolicyEX
@@ -159,7 +159,7 @@ func (s *Server) runStats() (StatsSection, []*stats.Chart, error) {
 		g := groups[n]
 		sum := stats.SummarizeEval(g.results)
 		head.Rows = append(head.Rows, []string{n, strconv.Itoa(sum.N), pct(sum.EX), sum.FormatEX(), pct(sum.Convergence), pct(sum.ExecOK),
-			pct(sum.FormatViolationRate), strconv.FormatFloat(sum.AvgTurns, 'f', 2, 64), strconv.Itoa(sum.Unjudged)})
+			pct(sum.FormatViolationRate), strconv.Itoa(sum.MalformedTurns), strconv.FormatFloat(sum.AvgTurns, 'f', 2, 64), strconv.Itoa(sum.Unjudged)})
 		if len(g.tokens) > 0 {
 			tokens = append(tokens, stats.Series{Name: n, Values: g.tokens})
 		}

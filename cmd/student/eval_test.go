@@ -70,7 +70,7 @@ func TestEvalScoreCompareOracle(t *testing.T) {
 	a, b := filepath.Join(t.TempDir(), "oracle-a"), filepath.Join(t.TempDir(), "oracle-b")
 	for _, dir := range []string{a, b} {
 		code, out, errs := run(t, "eval", "--policy", "oracle", "--tasks", "bird:"+dev, "--out", dir, "--progress", "off")
-		if code != 0 || !strings.Contains(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%, exec-ok 100.0%, format violations 0.0%, 2.00 turns") {
+		if code != 0 || !strings.Contains(out, "EX 100.00% (simple 100.00, moderate 100.00, challenging 100.00), convergence 100.0%, exec-ok 100.0%, format violations 0.0%, malformed turns 0, 2.00 turns") {
 			t.Fatalf("eval: exit %d\n%s\n%s", code, out, errs)
 		}
 	}
