@@ -27,6 +27,9 @@ var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 func prefetchLines(p *byte, n int)
 
 //go:noescape
+func prefetchL2(p *byte, n int)
+
+//go:noescape
 func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int, pf unsafe.Pointer, pfn int)
 
 //go:noescape

@@ -1015,6 +1015,16 @@ ptdone:
 	VZEROUPPER
 	RET
 
+// PREFETCH_LINES(instr, loop) issues instr for each of the CX 64-byte lines from SI (CX > 0) and
+// returns: the body of prefetchLines and prefetchL2.
+#define PREFETCH_LINES(instr, loop) \
+loop: \
+	instr (SI) \
+	ADDQ $64, SI \
+	DECQ CX \
+	JGT  loop \
+	RET
+
 // func prefetchLines(p *byte, n int)
 //
 // PREFETCHT0 of the n 64-byte lines from p (n > 0): software prefetch of the next keys and
@@ -1022,12 +1032,16 @@ ptdone:
 TEXT ·prefetchLines(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
-pfloop:
-	PREFETCHT0 (SI)
-	ADDQ $64, SI
-	DECQ CX
-	JGT  pfloop
-	RET
+	PREFETCH_LINES(PREFETCHT0, pfloop)
+
+// func prefetchL2(p *byte, n int)
+//
+// PREFETCHT1 of the n 64-byte lines from p (n > 0): the start of a thread's next q8 product in
+// panels, fetched while it waits (panels.go, prefetchNext).
+TEXT ·prefetchL2(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	PREFETCH_LINES(PREFETCHT1, pf2loop)
 
 // ---------------------------------------------------------------------------------------------
 // q8 decode on weights in panels (panels.go): 32 rows packed as gemmQ8VNNI reads them, one input

@@ -15,6 +15,9 @@ const (
 // prefetchLines is only a hint to the hardware: without assembly there is nothing to do.
 func prefetchLines(p *byte, n int) {}
 
+// prefetchL2 is only a hint to the hardware: without assembly there is nothing to do.
+func prefetchL2(p *byte, n int) {}
+
 func scoresT7(qt *float32, k unsafe.Pointer, hd int, dst *float32, ldd int, n int, b16 int, pf unsafe.Pointer, pfn int) {
 	panic("cpu: no SIMD")
 }

@@ -28,7 +28,7 @@ func MatMul(dst []float32, w *Matrix, x []float32, n int) {
 		return
 	}
 	if r, ok := mvPlan(w, x, n); ok {
-		r.parallel(w.Rows*w.Cols*n, w.Rows, func(lo, hi int) { r.run(dst, w, lo, hi) })
+		r.parallel(w.Rows*w.Cols*n, w.Rows, func(lo, hi int) { r.run(dst, w, lo, hi) }, w.next)
 		r.release()
 		return
 	}
@@ -78,7 +78,7 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 			}
 			off += w.Rows
 		}
-	})
+	}, ws[0].next)
 	r.release()
 }
 
@@ -105,12 +105,24 @@ type mvRoute struct {
 const panelWholeWork = 16 << 20
 
 // parallel runs f over [0, rows) of a call of work multiply-adds, on the threads (parallelWork).
-func (r mvRoute) parallel(work, rows int, f func(lo, hi int)) {
-	per := partsPerThread
-	if r.panels && work < panelWholeWork {
-		per = 1
+// For q8 in panels, a thread left without parts fetches the start of its part of next, the
+// product decode runs after this one (SetDecodeOrder), while it waits (prefetchNext).
+func (r mvRoute) parallel(work, rows int, f func(lo, hi int), next []*Matrix) {
+	per := panelParts(r.panels, work)
+	var idle func(first int)
+	if r.panels && len(next) > 0 && prefetchNextBytes.Load() > 0 {
+		idle = func(first int) { prefetchNext(next, first, prefetchL2) }
 	}
-	parallelWorkParts(work, rows, r.align, per, f)
+	parallelWorkIdle(work, rows, r.align, per, f, idle)
+}
+
+// panelParts is how many parts per thread mvRoute.parallel cuts a call of work multiply-adds
+// into: one for a product in panels under panelWholeWork, else partsPerThread.
+func panelParts(panels bool, work int) int {
+	if panels && work < panelWholeWork {
+		return 1
+	}
+	return partsPerThread
 }
 
 // mvPlan returns MatMul's matrix-vector route for n input rows x against w, when it takes one.

@@ -60,6 +60,10 @@ type Matrix struct {
 	// rows where HalveQ8Scales converted them (in the memory Scales had in either case). The values
 	// are Scales' (both convert only scales a half holds); in rows they are laid out as Scales.
 	Scales16 []uint16
+
+	// next is the product decode runs after this one (SetDecodeOrder): one matrix, or the
+	// matrices of one MatMuls call.
+	next []*Matrix
 }
 
 // Bytes returns the bytes of w's data as held, which a matrix-vector product streams once: 4 a

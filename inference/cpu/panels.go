@@ -1,6 +1,9 @@
 package cpu
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // The q8 panel layout (Matrix.Q8Panels). Rows are held in groups of 32, each group where its
 // rows were (32·Cols bytes of Q8, 32·Cols/Q8Block scales): within a group, the 64 bytes at
@@ -143,5 +146,77 @@ func panelRange(dst []float32, w *Matrix, in *gemmIn, lo, hi int) {
 	for ; g < g1; g++ {
 		dot32Q8P((*byte)(unsafe.Add(wq, g*panelRows*c)), &w.Scales16[g*panelRows*nb], &in.xq[0], &in.xs[0], &in.corr[0], nb, &one)
 		copy(dst[g*panelRows:(g+1)*panelRows], one[:])
+	}
+}
+
+// prefetchNextBytes is how many bytes of each of its four streams a thread fetches into L2 from
+// the start of its part of the next q8 product in panels while it waits (0: none).
+var prefetchNextBytes atomic.Int64
+
+func init() { prefetchNextBytes.Store(16 << 10) }
+
+// SetDecodeOrder records the order in which decode runs its products: order[i+1] after
+// order[i], and order[0] after the last (the next token), each one matrix or the matrices one
+// MatMuls call takes together (same dtype, width and layout). A thread that finishes its part of a q8 product in panels early then
+// fetches the start of its part of the next one while it waits (the other threads' parts, the
+// norms and attention between products), instead of leaving memory idle. A hint only: results
+// do not depend on it, and a product run out of order costs nothing but the fetched lines.
+func SetDecodeOrder(order [][]*Matrix) {
+	for i, g := range order {
+		for _, w := range g {
+			w.next = order[(i+1)%len(order)]
+		}
+	}
+}
+
+// prefetchNext fetches into L2 the start of each stream of part first of the product over next
+// (the matrices of one MatMuls call, their rows one range), cut as mvRoute.parallel cuts it
+// (panelParts, parallelParts): up to prefetchNextBytes of each of the four quarters
+// panelRange reads and their scales.
+func prefetchNext(next []*Matrix, first int, fetch func(p *byte, lines int)) {
+	w0 := next[0]
+	if !w0.Q8Panels || !useVNNI() {
+		return
+	}
+	rows := 0
+	for _, w := range next {
+		rows += w.Rows
+	}
+	size := partSize(rows, panelRows, panelParts(true, rows*w0.Cols)*Threads())
+	lo, hi := first*size, min((first+1)*size, rows)
+	budget := int(prefetchNextBytes.Load())
+	off := 0
+	for _, w := range next {
+		if a, b := max(lo-off, 0), min(hi-off, w.Rows); a < b {
+			prefetchPanelPart(w, a, b, budget, fetch)
+		}
+		off += w.Rows
+	}
+}
+
+// prefetchPanelPart fetches (fetch: prefetchL2, or a test's recorder) up to budget bytes from the
+// start of each of the streams panelRange(dst, w, in, lo, hi) reads, and a sixteenth of that of
+// their scales.
+func prefetchPanelPart(w *Matrix, lo, hi, budget int, fetch func(p *byte, lines int)) {
+	c, nb := w.Cols, w.Cols/Q8Block
+	g0, g1 := lo/panelRows, hi/panelRows
+	m := (g1 - g0) / 4
+	streams, span := 4, m
+	if m == 0 {
+		streams, span = 1, g1-g0
+	}
+	if span == 0 {
+		return
+	}
+	wb := min(budget, span*panelRows*c)
+	sb := min(budget/16, span*panelRows*nb*2)
+	wq := unsafe.Pointer(unsafe.SliceData(w.Q8))
+	sq := unsafe.Pointer(unsafe.SliceData(w.Scales16))
+	for j := range streams {
+		g := g0 + j*m
+		fetch((*byte)(unsafe.Add(wq, g*panelRows*c)), (wb+63)>>6)
+		if sb > 0 {
+			fetch((*byte)(unsafe.Add(sq, 2*g*panelRows*nb)), (sb+63)>>6)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -295,7 +296,7 @@ func TestPanelParts(t *testing.T) {
 	} {
 		var n atomic.Int32
 		r := mvRoute{align: panelRows, panels: c.panels}
-		r.parallel(c.rows*c.cols, c.rows, func(lo, hi int) { n.Add(1) })
+		r.parallel(c.rows*c.cols, c.rows, func(lo, hi int) { n.Add(1) }, nil)
 		if n.Load() != c.want {
 			t.Errorf("%d×%d (panels %v): %d parts, want %d", c.rows, c.cols, c.panels, n.Load(), c.want)
 		}
@@ -311,5 +312,106 @@ func TestPanelParts(t *testing.T) {
 	}
 	if ok {
 		r.release()
+	}
+}
+
+// TestPrefetchNextPart: a thread waiting after part i of a product fetches the start of each
+// stream panelRange reads of part i of the next product, as mvRoute.parallel cuts it (one part
+// per thread under panelWholeWork, partsPerThread above it; a fused MatMuls's parts run across
+// its matrices), within the stream and its scales, and nothing else.
+func TestPrefetchNextPart(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("no AVX-512 VNNI: no q8 panels")
+	}
+	for _, th := range []int{2, 3} {
+		restore := withThreads(th)
+		cols := 64
+		var group []*Matrix
+		for i, rows := range []int{896, 128, 96} { // q, k, v: parts across the three
+			_, p := panelPair(t, rows, cols, uint64(40+i))
+			group = append(group, p)
+		}
+		total := 896 + 128 + 96
+		// The parts mvRoute.parallel runs, in order.
+		var parts [][2]int
+		var mu sync.Mutex
+		r := mvRoute{align: panelRows, panels: true}
+		r.parallel(minParallelWork+total*cols, total, func(lo, hi int) {
+			mu.Lock()
+			parts = append(parts, [2]int{lo, hi})
+			mu.Unlock()
+		}, nil)
+		slices.SortFunc(parts, func(a, b [2]int) int { return a[0] - b[0] })
+		if len(parts) != th {
+			t.Fatalf("%d threads: %d parts, want one per thread", th, len(parts))
+		}
+		const budget = 1024
+		was := prefetchNextBytes.Swap(budget)
+		for i, pt := range parts {
+			type span struct{ p, n uintptr }
+			var got []span
+			prefetchNext(group, i, func(p *byte, lines int) {
+				got = append(got, span{uintptr(unsafe.Pointer(p)), uintptr(64 * lines)})
+			})
+			// Want: per matrix the part covers, the start of each quarter of its groups.
+			var want []span
+			off := 0
+			for _, w := range group {
+				a, b := max(pt[0]-off, 0), min(pt[1]-off, w.Rows)
+				off += w.Rows
+				if a >= b {
+					continue
+				}
+				g0, g1 := a/panelRows, b/panelRows
+				m, streams := (g1-g0)/4, 4
+				span1 := m
+				if m == 0 {
+					streams, span1 = 1, g1-g0
+				}
+				for j := range streams {
+					g := g0 + j*m
+					wb := min(budget, span1*panelRows*cols)
+					want = append(want, span{uintptr(unsafe.Pointer(&w.Q8[g*panelRows*cols])), uintptr((wb + 63) / 64 * 64)})
+					sb := min(budget/16, span1*panelRows*cols/Q8Block*2)
+					want = append(want, span{uintptr(unsafe.Pointer(&w.Scales16[g*panelRows*cols/Q8Block])), uintptr((sb + 63) / 64 * 64)})
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%d threads, part %d %v: fetched %v, want %v", th, i, pt, got, want)
+			}
+		}
+		prefetchNextBytes.Store(was)
+		restore()
+	}
+}
+
+// TestParallelIdle: a thread left without parts calls the task's idle with the first part it
+// ran while another still runs its part (part 0 waits here for part 1's idle call, which comes
+// from whichever thread ran part 1), and a call ends only when every part is done.
+func TestParallelIdle(t *testing.T) {
+	defer withThreads(2)()
+	var stuck atomic.Bool
+	for range 50 {
+		called := make(chan int, 2)
+		var done atomic.Int32
+		parallelPartsIdle(2*panelRows, panelRows, 2, func(lo, hi int) {
+			if lo == 0 {
+				select {
+				case f := <-called:
+					if f != 1 {
+						t.Errorf("idle(%d) while part 0 runs, want idle(1)", f)
+					}
+				case <-time.After(5 * time.Second):
+					stuck.Store(true)
+				}
+			}
+			done.Add(1)
+		}, func(first int) { called <- first })
+		if stuck.Load() {
+			t.Fatal("part 0 still running after 5 s: no idle call from part 1's thread")
+		}
+		if done.Load() != 2 {
+			t.Fatalf("parallelPartsIdle returned with %d of 2 parts done", done.Load())
+		}
 	}
 }

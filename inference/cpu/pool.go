@@ -87,7 +87,12 @@ func useVNNI() bool { return use512() && hasVNNI && !plainOff.Load() }
 // maybe shorter), taken in order by the caller and the workers through next; the one finishing
 // the last part closes done.
 type task struct {
-	f          func(lo, hi int)
+	f func(lo, hi int)
+	// idle, if set, is called by a thread that has run parts of the task and finds none left,
+	// with the index of the first part it ran: the worker always (it waits for the next task),
+	// the caller while the workers still run theirs. It must not touch what the task's caller
+	// frees once the task is done (prefetchNext reads only the next product's weights).
+	idle       func(first int)
 	rows, size int
 	n          int32
 	next       atomic.Int32
@@ -95,12 +100,17 @@ type task struct {
 	done       chan struct{}
 }
 
-// run takes and runs parts until none is left.
-func (t *task) run() {
+// run takes and runs parts until none is left; it returns the index of the first part it ran,
+// -1 if none.
+func (t *task) run() int {
+	first := -1
 	for {
 		c := t.next.Add(1) - 1
 		if c >= t.n {
-			return
+			return first
+		}
+		if first < 0 {
+			first = int(c)
 		}
 		lo := int(c) * t.size
 		t.f(lo, min(lo+t.size, t.rows))
@@ -159,7 +169,9 @@ func worker() {
 			t = waitTask(last)
 		}
 		last = t
-		t.run()
+		if first := t.run(); first >= 0 && t.idle != nil {
+			t.idle(first)
+		}
 	}
 }
 
@@ -208,11 +220,16 @@ func parallelWork(work, rows, align int, f func(lo, hi int)) {
 
 // parallelWorkParts is parallelWork with perThread parts per thread.
 func parallelWorkParts(work, rows, align, perThread int, f func(lo, hi int)) {
+	parallelWorkIdle(work, rows, align, perThread, f, nil)
+}
+
+// parallelWorkIdle is parallelWorkParts with task.idle set to idle (parallelPartsIdle).
+func parallelWorkIdle(work, rows, align, perThread int, f func(lo, hi int), idle func(first int)) {
 	if work < minParallelWork {
 		f(0, rows)
 		return
 	}
-	parallelParts(rows, align, perThread*Threads(), f)
+	parallelPartsIdle(rows, align, perThread*Threads(), f, idle)
 }
 
 // parallelRows runs f over [0,rows) cut into partsPerThread parts per thread (parallelParts).
@@ -220,21 +237,16 @@ func parallelRows(rows, align int, f func(lo, hi int)) {
 	parallelParts(rows, align, partsPerThread*Threads(), f)
 }
 
-// parallelParts runs f over [0,rows) cut into at most parts contiguous parts of ⌈rows/parts⌉
-// rows rounded up to a multiple of align (the caller's multi-row kernel height; the last part
-// maybe shorter), on the calling goroutine and the worker pool; the parts are taken in order
-// by whoever is free. (Parts balanced to within one align of each other made bf16 prefill 2-4%
-// slower on Zen 5, docs/BENCHMARKS.md, "Issue 30: q8 products in one part per thread".)
-func parallelParts(rows, align, parts int, f func(lo, hi int)) {
+// parallelPartsIdle is parallelParts with task.idle set to idle (nil: none).
+func parallelPartsIdle(rows, align, parts int, f func(lo, hi int), idle func(first int)) {
 	th := Threads()
-	align = max(align, 1)
-	size := ((rows+parts-1)/parts + align - 1) / align * align
+	size := partSize(rows, align, parts)
 	if th <= 1 || size >= rows {
 		f(0, rows)
 		return
 	}
 	ensureWorkers(th - 1)
-	t := &task{f: f, rows: rows, size: size, n: int32((rows + size - 1) / size), done: make(chan struct{})}
+	t := &task{f: f, idle: idle, rows: rows, size: size, n: int32((rows + size - 1) / size), done: make(chan struct{})}
 	if !pool.cur.CompareAndSwap(nil, t) {
 		f(0, rows)
 		return
@@ -245,9 +257,27 @@ func parallelParts(rows, align, parts int, f func(lo, hi int)) {
 		default:
 		}
 	}
-	t.run()
+	if first := t.run(); first >= 0 && idle != nil && t.finished.Load() != t.n {
+		idle(first)
+	}
 	join(t)
 	pool.cur.CompareAndSwap(t, nil)
+}
+
+// partSize is the rows of each part (the last maybe shorter) when parallelParts cuts rows into
+// at most parts: ⌈rows/parts⌉ rounded up to a multiple of align.
+func partSize(rows, align, parts int) int {
+	align = max(align, 1)
+	return ((rows+parts-1)/parts + align - 1) / align * align
+}
+
+// parallelParts runs f over [0,rows) cut into at most parts contiguous parts of ⌈rows/parts⌉
+// rows rounded up to a multiple of align (the caller's multi-row kernel height; the last part
+// maybe shorter), on the calling goroutine and the worker pool; the parts are taken in order
+// by whoever is free. (Parts balanced to within one align of each other made bf16 prefill 2-4%
+// slower on Zen 5, docs/BENCHMARKS.md, "Issue 30: q8 products in one part per thread".)
+func parallelParts(rows, align, parts int, f func(lo, hi int)) {
+	parallelPartsIdle(rows, align, parts, f, nil)
 }
 
 // join waits for the workers' last parts of t. It spins first (up to spinFor): the wait is

@@ -158,6 +158,7 @@ func Load(dir string, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
 	}
 	m.wtype = m.embed.DType
+	m.setDecodeOrder()
 	hd := cfg.HeadDim
 	m.invFreq = make([]float32, hd/2)
 	for i := range m.invFreq {
@@ -165,6 +166,18 @@ func Load(dir string, opts Options) (*Model, error) {
 		m.invFreq[i] = float32(1 / math.Pow(cfg.RopeTheta, float64(float32(2*i)/float32(hd))))
 	}
 	return m, nil
+}
+
+// setDecodeOrder tells the cpu package the order of decode's products (cpu.SetDecodeOrder),
+// as layer and logits run them: per layer q, k and v together, o, gate and up together, down;
+// then the LM head (and after it, the next token's first layer).
+func (m *Model) setDecodeOrder() {
+	order := make([][]*cpu.Matrix, 0, 4*len(m.layers)+2)
+	for i := range m.layers {
+		ly := &m.layers[i]
+		order = append(order, []*cpu.Matrix{ly.q, ly.k, ly.v}, []*cpu.Matrix{ly.o}, []*cpu.Matrix{ly.gate, ly.up}, []*cpu.Matrix{ly.down})
+	}
+	cpu.SetDecodeOrder(append(order, []*cpu.Matrix{m.lmHead}))
 }
 
 func (m *Model) loadWeights(l *loader) error {
