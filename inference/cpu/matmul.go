@@ -53,13 +53,12 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 	if len(dsts) != len(ws) {
 		panic(fmt.Sprintf("cpu: MatMuls: %d outputs for %d matrices", len(dsts), len(ws)))
 	}
-	fused := len(ws) > 1 && n > 0
 	total := 0
 	for j, w := range ws {
 		checkMatMul(dsts[j], w, x, n)
-		fused = fused && w.DType == ws[0].DType && w.Cols == ws[0].Cols && w.Q8Panels == ws[0].Q8Panels
 		total += w.Rows
 	}
+	fused := len(ws) > 1 && n > 0 && sameKind(ws)
 	var r mvRoute
 	if fused {
 		r, fused = mvPlan(ws[0], x, n)
@@ -80,6 +79,17 @@ func MatMuls(dsts [][]float32, ws []*Matrix, x []float32, n int) {
 		}
 	}, ws[0].next)
 	r.release()
+}
+
+// sameKind reports whether every matrix of ws has ws[0]'s dtype, width and layout, as MatMuls
+// needs to run them as one product; otherwise it runs them one after another.
+func sameKind(ws []*Matrix) bool {
+	for _, w := range ws[1:] {
+		if w.DType != ws[0].DType || w.Cols != ws[0].Cols || w.Q8Panels != ws[0].Q8Panels {
+			return false
+		}
+	}
+	return true
 }
 
 // mvRoute is MatMul's matrix-vector route for one call (mvPlan): run computes dst[:, lo:hi] (for

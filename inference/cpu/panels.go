@@ -172,8 +172,12 @@ func SetDecodeOrder(order [][]*Matrix) {
 // prefetchNext fetches into L2 the start of each stream of part first of the product over next
 // (the matrices of one MatMuls call, their rows one range), cut as mvRoute.parallel cuts it
 // (panelParts, parallelParts): up to prefetchNextBytes of each of the four quarters
-// panelRange reads and their scales.
+// panelRange reads and their scales. Matrices MatMuls does not fuse (sameKind) run one by one,
+// next[0] first: only its part is fetched.
 func prefetchNext(next []*Matrix, first int, fetch func(p *byte, lines int)) {
+	if !sameKind(next) {
+		next = next[:1]
+	}
 	w0 := next[0]
 	if !w0.Q8Panels || !useVNNI() {
 		return

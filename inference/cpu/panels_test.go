@@ -415,3 +415,56 @@ func TestParallelIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchNextInside: every line prefetchNext fetches lies in the Q8 or Scales16 memory of a
+// matrix whose part it fetches, for fused groups of several sizes, 1-8 threads, every part index
+// (past the last too) and budgets from 1 byte to more than a matrix; of a group MatMuls does not
+// fuse (q in panels, k in rows with f32 scales, no Scales16) only next[0]'s, which runs first.
+func TestPrefetchNextInside(t *testing.T) {
+	if !useVNNI() {
+		t.Skip("no AVX-512 VNNI: no q8 panels")
+	}
+	type shape struct {
+		rows  []int
+		mixed bool // the second matrix in rows, f32 scales
+	}
+	for _, s := range []shape{{[]int{32}, false}, {[]int{160}, false}, {[]int{896, 128, 96}, false},
+		{[]int{32, 32, 32}, false}, {[]int{4864, 4864}, false}, {[]int{96, 64, 32}, false}, {[]int{896, 4000}, true}} {
+		for _, cols := range []int{32, 96, 896} {
+			var group []*Matrix
+			for i, r := range s.rows {
+				w, p := panelPair(t, r, cols, uint64(50+i))
+				if s.mixed && i > 0 {
+					p = w
+				}
+				group = append(group, p)
+			}
+			fetched := group
+			if s.mixed {
+				fetched = group[:1]
+			}
+			for th := 1; th <= 8; th++ {
+				restore := withThreads(th)
+				for _, budget := range []int64{1, 100, 1024, 16 << 10, 1 << 30} {
+					was := prefetchNextBytes.Swap(budget)
+					for first := range partsPerThread*th + 2 {
+						prefetchNext(group, first, func(p *byte, lines int) {
+							a, e := uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(p))+uintptr(64*lines)
+							for _, w := range fetched {
+								q := uintptr(unsafe.Pointer(unsafe.SliceData(w.Q8)))
+								sc := uintptr(unsafe.Pointer(unsafe.SliceData(w.Scales16)))
+								if a >= q && e <= q+uintptr(len(w.Q8)) || a >= sc && e <= sc+2*uintptr(len(w.Scales16)) {
+									return
+								}
+							}
+							t.Errorf("rows %v×%d, %d threads, budget %d, part %d: %d lines at %#x outside the matrices fetched",
+								s.rows, cols, th, budget, first, lines, a)
+						})
+					}
+					prefetchNextBytes.Store(was)
+				}
+				restore()
+			}
+		}
+	}
+}
