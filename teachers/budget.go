@@ -13,16 +13,18 @@ import (
 // What one reply may hold while it is read (docs/DESIGN.md, "Bounded texts"). A reply is read
 // as it arrives: the fields no reader reads are scanned and dropped (scan.go), and each text
 // the reply assembles (its content, each reasoning field) keeps its first maxReplyText bytes,
-// the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it), the
-// strings that feed one text sharing its room. What one completion or stream chunk keeps of
-// its JSON, less the texts, is at most maxUnit bytes, and of its texts at most maxReplyText
-// each: past maxUnit, or past maxResponseBytes, the attempt fails with ReasonTooLong, retried.
+// the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it); each
+// string that may feed one keeps its own first maxReplyText bytes. What one completion or
+// stream chunk keeps of its JSON, less the texts, and of its texts past maxReplyText each, is
+// at most maxUnit bytes: past maxUnit, or past maxResponseBytes, the attempt fails with
+// ReasonTooLong, retried.
 const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
 	// one is cut there, as the Stepper cut it when the client returned it whole.
 	maxReplyText = textcap.Reply
-	// maxUnit bounds what one completion or stream chunk keeps of its JSON, its texts aside:
-	// the members the client reads (far less in any reply) and a number for each text's string.
+	// maxUnit bounds what one completion or stream chunk keeps of its JSON, its texts aside
+	// (the members the client reads, far less in any reply, and a number for each text's
+	// string), with what its texts hold past maxReplyText each (strings repeated or joined).
 	maxUnit = 4 * maxReplyText
 )
 

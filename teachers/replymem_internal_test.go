@@ -377,8 +377,8 @@ func TestReplyTextBound(t *testing.T) {
 // text, as ensure_ascii encoders write them) come back as the same texts written as UTF-8, even
 // where their JSON is over maxUnit (before, it failed as too long); a completion whose members
 // the client reads keep more (a model name of maxUnit bytes) fails as too long, and so does one
-// whose strings the reply does not read hold the room of a text it reads (a list's entry merged
-// into the one of the list before it, see scan.go; never cut wrong).
+// whose texts hold more than maxUnit past the limit of each (six reasoning_details entries of
+// maxReplyText: each string keeps up to the limit, see scan.go).
 func TestReplyUnitBound(t *testing.T) {
 	for _, escaped := range []bool{false, true} {
 		e := "é"
@@ -398,9 +398,8 @@ func TestReplyUnitBound(t *testing.T) {
 	text := `"` + strings.Repeat("x", maxReplyText) + `"`
 	for _, body := range []string{
 		`{"model":"` + strings.Repeat("m", maxUnit) + `","choices":[{"index":0,"message":{"content":"a"}}]}`,
-		// the entry of the second list is merged into the first's: its text is read, not the
-		// first's before it.
-		`{"model":"m","choices":[{"index":0,"message":{"content":"a","reasoning_details":[{"type":"reasoning.text","text":` + text + `}],"reasoning_details":[{"text":"t"}]}}]}`,
+		`{"model":"m","choices":[{"index":0,"message":{"content":"a","reasoning_details":[` +
+			strings.Repeat(`{"type":"reasoning.text","text":`+text+`},`, 5) + `{"type":"reasoning.text","text":` + text + `}]}}]}`,
 	} {
 		a := assembly{limit: maxReplyText}
 		var tl *tooLongError

@@ -27,20 +27,18 @@ import (
 // whole, each text cut as textcap.Cut cuts it.
 //
 // The limit on a text is on each text the reply assembles (its content, each reasoning field),
-// not on each JSON string: the strings that feed one of them in a completion or chunk share its
-// room, in the order the reply reads them (a stream's reasoning_details and two choices both
-// numbered 0 are joined). Which strings it reads is known only when their choice closes (its
-// index, or a delta after its message, may come after its texts; a reasoning_details entry's
-// type after its texts): in a choice each string the reply may read has the room its text had
-// when the choice opened (a reasoning_details entry's, the room the entries before it in its
-// list left), and when the choice (an entry) closes the reducer decodes what it kept of it as
-// the assembly does (shape.read) and gives back the room of the strings it will not read. A
-// value that replaces one before it, as encoding/json decodes it (a string a text, anything a
-// reasoning, null a list or a message), gives back that one's room at once, so what a choice
-// holds stays within a few times the limit for each text. Anything else that would leave a read
-// string short of what the assembly needs of it (a choice or a reasoning_details entry merged
-// into the one at its index in a list before it, which encoding/json reuses) fails as too long
-// at the assembly (replyText.add), never comes back cut wrong.
+// not on each JSON string: each string under a text shape keeps its own first bytes, up to the
+// limit, whether or not the reply reads it, so the assembly finds in every string it reads as
+// many bytes as its text still has room for, whatever the reply reads before it. Which strings
+// the reply reads is known only once the whole completion or chunk is decoded (a choice's index,
+// or a delta after its message, may come after its texts; a reasoning_details entry's type after
+// its texts; a repeated "choices" or "reasoning_details" is merged element by element into the
+// one before it, as encoding/json decodes it, so a later index 0 makes an earlier choice's texts
+// read). Nothing is given back on a guess: a value that replaces the one before it, as
+// encoding/json decodes it (a string a text, anything a reasoning, null a list or a message),
+// gives back that one's room at once, and what the texts hold past the limit of each counts
+// toward the completion's or chunk's maxUnit with its JSON (reducer.kept): a reply's texts of a
+// few times the limit each are read, a hostile one with more fails as too long.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -209,14 +207,9 @@ type shape struct {
 	kind    int
 	text    bool
 	out     int  // the text of the reply a string under it feeds (textContent...), where text
-	choice  bool // a choice: its strings begin each text anew (see the package doc)
 	raw     bool // decoded as json.RawMessage: any value replaces the one before it
 	members []member
 	elem    *shape
-	// read, set on an object whose strings the reply reads are known only when it closes (a
-	// choice, a reasoning_details entry), calls keep with each of them as the assembly reads
-	// them from the object's kept JSON (pieces' numbers).
-	read func(obj []byte, keep func(s string))
 }
 
 // member is an object's member kept under a shape.
@@ -315,15 +308,12 @@ type reducer struct {
 	keyLong bool
 	stack   []byte
 	esc     []byte // the escape being decoded in a text
-	// limit bounds what each text of the reply keeps of the value (0 none). heads holds, by
-	// the text they feed, the first bytes of the value's strings under a text shape, pieces
-	// each such string, numbered in the order they came.
+	// limit bounds what each string under a text shape keeps of the value (0 none). heads
+	// holds, by the text they feed, the first bytes of those strings, pieces each such string,
+	// numbered in the order they came.
 	limit  int
 	heads  [textOuts][]byte
 	pieces []textPiece
-	// at is, by text, where a string read next begins in its text if the reply reads it; base
-	// where the choice being read began each text.
-	at, base [textOuts]int
 	// merge is the state of the object that the object read next is merged into
 	// (encoding/json decodes a member repeated with an object into the one before it).
 	merge *objState
@@ -331,26 +321,22 @@ type reducer struct {
 
 // objState is what a reducer knows of an object's members while it reads it and the objects
 // merged into it: the pieces of each member's last value that has any; the state of each
-// member whose value is an object, into which a next one is merged; where a string read next
-// begins in each text (a message's or delta's reasoning_details entries).
+// member whose value is an object, into which a next one is merged.
 type objState struct {
 	spans [maxMembers]span
 	sub   [maxMembers]*objState
-	at    [textOuts]int
 }
 
 // A span is pieces from to to-1 (none when to is 0).
 type span struct{ from, to int }
 
 // A textPiece is a string under a text shape in one completion or chunk as encoding/json
-// decodes it: the text of the reply it feeds, out; where it begins in that text if the reply
-// reads it, at; its first bytes, heads[out][off:end], what the limit left of that text's room
-// past at; its length in all, n; whether any of it is not white space (what strings.TrimSpace
-// trims).
+// decodes it: the text of the reply it feeds, out; its first bytes, heads[out][off:end], at
+// most the limit; its length in all, n; whether any of it is not white space (what
+// strings.TrimSpace trims).
 type textPiece struct {
-	out, at, off, end, n int
-	nonBlank             bool
-	read                 bool // the reply reads it (shape.read), marked when its object closes
+	out, off, end, n int
+	nonBlank         bool
 }
 
 // pieceBytes is what a textPiece takes in pieces, counted toward the completion's or chunk's
@@ -400,16 +386,23 @@ func (d *reducer) piecesHeld(out, c int) int {
 	return n
 }
 
-// kept is what the value read so far keeps within maxUnit: its JSON and its pieces, and, where
-// no limit bounds each text, the texts' first bytes.
+// kept is what the value read so far keeps within maxUnit: its JSON and its pieces, and of the
+// texts' first bytes what each text holds past the limit (all of them where no limit bounds
+// each string).
 func (d *reducer) kept() int {
 	n := len(d.out) + len(d.pieces)*pieceBytes
-	if d.limit == 0 {
-		for i := range d.heads {
-			n += len(d.heads[i])
-		}
+	for i := range d.heads {
+		n += d.past(len(d.heads[i]))
 	}
 	return n
+}
+
+// past is what a text holding h first bytes holds past the limit, counted toward maxUnit.
+func (d *reducer) past(h int) int {
+	if d.limit == 0 {
+		return h
+	}
+	return max(0, h-d.limit)
 }
 
 // room fails once the value would keep n more bytes past maxUnit.
@@ -447,7 +440,7 @@ func (d *reducer) put(p []byte) error {
 }
 
 // keep counts b, the next decoded bytes of the string p (the last of its text's), and keeps
-// what the limit leaves of its text's room in heads.
+// what the limit leaves of the string's room in heads.
 func (d *reducer) keep(p *textPiece, b []byte) error {
 	if !p.nonBlank && !spaceOnly(b) {
 		p.nonBlank = true
@@ -455,12 +448,13 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	p.n += len(b)
 	h := &d.heads[p.out]
 	if d.limit > 0 {
-		b = b[:max(0, min(len(b), d.limit-p.at-(p.end-p.off)))]
-	} else if err := d.room(len(b)); err != nil {
-		return err
+		b = b[:max(0, min(len(b), d.limit-(p.end-p.off)))]
 	}
 	if len(b) == 0 {
 		return nil
+	}
+	if err := d.room(d.past(len(*h)+len(b)) - d.past(len(*h))); err != nil {
+		return err
 	}
 	if n := len(*h) + len(b); n > cap(*h) {
 		c := grown(cap(*h), n, d.limit)
@@ -480,21 +474,21 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	return nil
 }
 
-// compact gives back the room of the pieces from k on that keep does not keep (strings the
-// reply will not read): their bytes leave their text's heads, the pieces after them move down,
-// and their heads are empty; in one pass over those pieces and their bytes.
-func (d *reducer) compact(k int, keep func(i int) bool) {
+// drop gives back the room of pieces from to to-1 (a value replaced): their bytes leave their
+// text's heads, the bytes of the pieces after them move down, and their heads are empty; in
+// one pass over those pieces and their bytes.
+func (d *reducer) drop(from, to int) {
 	var w [textOuts]int // where each text's next kept piece goes, -1 before its first
 	for out := range w {
 		w[out] = -1
 	}
-	for i := k; i < len(d.pieces); i++ {
+	for i := from; i < len(d.pieces); i++ {
 		p := &d.pieces[i]
 		if w[p.out] < 0 {
 			w[p.out] = p.off
 		}
 		n := 0
-		if keep(i) {
+		if i >= to {
 			h := d.heads[p.out]
 			n = copy(h[w[p.out]:], h[p.off:p.end])
 		}
@@ -508,38 +502,11 @@ func (d *reducer) compact(k int, keep func(i int) bool) {
 	}
 }
 
-// settle keeps, of the pieces from first on (those of the object of shape sh just read, its
-// kept JSON d.out[start:]), those the reply reads of it, and gives back the others' room; a
-// string read next begins after the last one kept. Its decoding holds twice that JSON in the
-// meter, as the completion's does.
-func (d *reducer) settle(sh *shape, start, first int) error {
-	obj := d.out[start:]
-	if err := d.m.need(slotDecode, 2*len(obj)); err != nil {
-		return err
-	}
-	defer func() { _ = d.m.set(slotDecode, 0) }() // a fall: never refused
-	for k := first; k < len(d.pieces); k++ {
-		d.pieces[k].read = false
-	}
-	sh.read(obj, func(s string) {
-		if k, err := strconv.Atoi(s); err == nil && k >= first && k < len(d.pieces) {
-			d.pieces[k].read = true
-		}
-	})
-	d.compact(first, func(k int) bool { return d.pieces[k].read })
-	for k := first; k < len(d.pieces); k++ {
-		if p := d.pieces[k]; p.read {
-			d.at[p.out] = p.at + p.end - p.off
-		}
-	}
-	return nil
-}
-
 // dropState gives back the room of the value of member i of an object (its state st) and, when
 // it is an object, of its members: a value that replaces it comes.
 func (d *reducer) dropState(st *objState, i int) {
 	if sp := st.spans[i]; sp.to > sp.from {
-		d.compact(sp.from, func(k int) bool { return k >= sp.to })
+		d.drop(sp.from, sp.to)
 	}
 	st.spans[i] = span{}
 	if sub := st.sub[i]; sub != nil {
@@ -678,7 +645,6 @@ func (d *reducer) open(depth int, end byte) (c byte, done bool, err error) {
 
 // object reads an object (its '{' next), keeping the members sh names.
 func (d *reducer) object(sh *shape, depth int) error {
-	start, first := len(d.out), len(d.pieces)
 	var own objState
 	st := d.merge
 	d.merge = nil
@@ -688,11 +654,6 @@ func (d *reducer) object(sh *shape, depth int) error {
 	c, done, err := d.open(depth, '}')
 	if done || err != nil {
 		return err
-	}
-	if sh.choice {
-		for out := range d.base {
-			d.base[out] = len(d.heads[out])
-		}
 	}
 	s, ok := d.s, true
 	kept := 0
@@ -715,20 +676,12 @@ func (d *reducer) object(sh *shape, depth int) error {
 			c, _ := s.ws()
 			if replaces(m, c) {
 				d.dropState(st, i)
-				if m.kind == shapeArray && m.elem.read != nil {
-					d.at[m.elem.out] = d.base[m.elem.out] // its entries begin anew
-				}
 			}
 			if c == '{' && m.kind == shapeObject && !m.raw {
 				if st.sub[i] == nil {
-					st.sub[i] = &objState{at: d.base} // a choice's message or delta begins its texts anew
+					st.sub[i] = &objState{}
 				}
 				d.merge = st.sub[i]
-			}
-			alt := (*objState)(nil) // a choice's message or delta: its entries' place is its own
-			if sh.choice && d.merge != nil {
-				alt = d.merge
-				d.at = alt.at
 			}
 			from := len(d.pieces)
 			if kept > 0 {
@@ -748,17 +701,11 @@ func (d *reducer) object(sh *shape, depth int) error {
 			if len(d.pieces) > from {
 				st.spans[i] = span{from, len(d.pieces)}
 			}
-			if alt != nil {
-				alt.at = d.at
-			}
 			kept++
 		} else if err := d.any(sinkNone, depth); err != nil {
 			return err
 		}
 		if more, err := d.next('}', "object key:value pair"); !more || err != nil {
-			if err == nil && sh.read != nil && len(d.pieces) > first {
-				return d.settle(sh, start, first)
-			}
 			return err
 		}
 		if c, ok = s.ws(); !ok {
@@ -989,7 +936,7 @@ func (d *reducer) str(sink int) error {
 // text reads a string (its '"' next) that feeds the text out of the reply: in out it stands as
 // its number among the value's pieces; its bytes, decoded as encoding/json decodes them
 // (escapes, surrogate pairs, U+FFFD for a lone surrogate and for each byte that is not UTF-8),
-// are counted, and as many as the text's room has left (d.limit) kept in heads[out].
+// are counted, and its first d.limit bytes (all where d.limit is 0) kept in heads[out].
 func (d *reducer) text(out int) error {
 	if err := d.room(pieceBytes); err != nil {
 		return err
@@ -1003,7 +950,7 @@ func (d *reducer) text(out int) error {
 	}
 	k := len(d.pieces)
 	h := len(d.heads[out])
-	d.pieces = append(d.pieces, textPiece{out: out, at: d.at[out], off: h, end: h})
+	d.pieces = append(d.pieces, textPiece{out: out, off: h, end: h})
 	var num [24]byte
 	if err := d.put(append(strconv.AppendInt(append(num[:0], '"'), int64(k), 10), '"')); err != nil {
 		return err

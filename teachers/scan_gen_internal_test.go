@@ -3,6 +3,7 @@ package teachers
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -122,9 +123,88 @@ func (g replyGen) breakByte(s string) string {
 	return s[:i] + s[i+1:]
 }
 
+// members writes an object of the members some of fields write, now and then one of them
+// again (encoding/json reads the last, merged into the one before it where both are objects
+// or lists of objects), in any order.
+func (g replyGen) members(fields map[string]func() string) string {
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var parts []string
+	for range g.r.IntN(len(names) + 3) {
+		name := names[g.r.IntN(len(names))]
+		parts = append(parts, `"`+name+`":`+fields[name]())
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// list writes a list of up to three elems, or null, or an empty list.
+func (g replyGen) list(elem func() string) string {
+	switch g.r.IntN(8) {
+	case 0:
+		return "null"
+	case 1:
+		return "[]"
+	}
+	var parts []string
+	for range 1 + g.r.IntN(3) {
+		parts = append(parts, elem())
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// textValue writes a text of up to 30 characters (white space, ASCII, two- to four-byte
+// characters, escapes), now and then null.
+func (g replyGen) textValue() string {
+	if g.r.IntN(10) == 0 {
+		return "null"
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for range g.r.IntN(31) {
+		b.WriteString([]string{"a", "b", "x", " ", `\n`, "é", "€", "🤔", `\u00e9`, `\ud83e\udd14`}[g.r.IntN(10)])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// reply writes a completion or chunk whose members the client reads, each of them now and
+// then again: choices (indexes 0 and 1, message and delta, null), texts of every field, a
+// reasoning object, reasoning_details entries of each type; so repeated keys, lists merged
+// element by element into the ones before them and texts cut by the limit meet.
+func (g replyGen) reply() string {
+	pick := func(vs ...string) func() string { return func() string { return vs[g.r.IntN(len(vs))] } }
+	detail := func() string {
+		return g.members(map[string]func() string{"type": pick(`"reasoning.text"`, `"reasoning.summary"`, `"reasoning.encrypted"`, "null"),
+			"text": g.textValue, "summary": g.textValue})
+	}
+	message := func() string {
+		if g.r.IntN(8) == 0 {
+			return "null"
+		}
+		return g.members(map[string]func() string{"content": g.textValue, "reasoning_content": g.textValue,
+			"reasoning": func() string {
+				if g.r.IntN(2) == 0 {
+					return g.textValue()
+				}
+				return g.members(map[string]func() string{"text": g.textValue, "content": g.textValue, "summary": g.textValue})
+			},
+			"reasoning_details": func() string { return g.list(detail) }})
+	}
+	choice := func() string {
+		return g.members(map[string]func() string{"index": pick("0", "0", "1", "null"), "message": message, "delta": message,
+			"finish_reason": pick(`"stop"`, `"length"`, "null")})
+	}
+	return g.members(map[string]func() string{"model": pick(`"m"`), "choices": func() string { return g.list(choice) }})
+}
+
 // TestReduceMatchesGenerated: generated replies (see replyGen), plain and streamed, read
 // reduced as they read whole (compareReads). It found providerError looking for the error
-// member by its text, which a reduced body lacks where the text was in a dropped member.
+// member by its text, which a reduced body lacks where the text was in a dropped member, and
+// (replyGen.reply) a repeated "choices" or "reasoning_details" failing as too long where
+// encoding/json merges it into the one before it.
 func TestReduceMatchesGenerated(t *testing.T) {
 	n := 20000 // the providerError difference showed at the 14,804th
 	if testing.Short() || raceEnabled {
@@ -132,10 +212,15 @@ func TestReduceMatchesGenerated(t *testing.T) {
 	}
 	g := replyGen{rand.New(rand.NewPCG(1, 2))}
 	for i := range n {
-		if g.r.IntN(2) == 0 {
+		switch g.r.IntN(4) {
+		case 0:
 			compareReads(t, "", []byte(g.breakByte(g.ws(false)+g.value(0, false)+g.ws(false))))
-		} else {
+		case 1:
 			compareReads(t, "text/event-stream", []byte(g.breakByte(g.stream())))
+		case 2:
+			compareReads(t, "", []byte(g.reply()))
+		default:
+			compareReads(t, "text/event-stream", []byte("data: "+g.reply()+"\n\ndata: "+g.reply()+"\n\ndata: [DONE]\n\n"))
 		}
 		if t.Failed() {
 			t.Logf("generated reply %d", i)

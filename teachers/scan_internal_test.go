@@ -180,6 +180,16 @@ var edgeBodies = []string{
 	`{"model":"m","choices":[{"index":0,"\u006d\u0065ssage":{"c\u006fntent":"a","\u0072easoning":"r"},"finish_reason":"stop"}]}`,
 	`{"model":"m","choices":[{"index":0,"message":{"content":"a","content":"b","Content":"c"}}],"model":"n","Model":"o"}`,
 	`{"model":"m","choices":[{"index":0,"message":{"content":"a"}}],"choices":[{"index":0,"message":{"content":"b"}}]}`,
+	// a repeated list: each element merged into the one at its index in the list before it
+	// (a later index 0 reads an earlier choice's texts), the list as long as the later one,
+	// elements the later one cut off read again by a list after it, null and [] starting anew
+	`{"model":"m","choices":[{"index":1,"message":{"content":"abcdefghijklmnopqrstuvwxyz"}}],"choices":[{"index":0}]}`,
+	`{"model":"m","choices":[{"index":0,"message":{"content":"abcdefghijkl"}},{"index":0,"message":{"content":"mnopqrstuvwxyz"}}],"choices":[{"message":{"content":"A"}},{}]}`,
+	`{"model":"m","choices":[{"message":{"content":"abcdefghijkl"}},{"message":{"content":"mnopqrstuvwxyz"}},{"delta":{"content":"0123456789"}}],"choices":[{}],"choices":[{},{"index":1},{}]}`,
+	`{"model":"m","choices":[{"message":{"content":"abcdefghijkl"}}],"choices":null,"choices":[{"message":{"reasoning":"mnopqrstuvwxyz"}}]}`,
+	`{"model":"m","choices":[{"message":{"content":"abcdefghijkl"}}],"choices":[],"choices":[{"message":{"reasoning":"mnopqrstuvwxyz"}}]}`,
+	oneReply(`{"content":"c","reasoning_details":[{"text":"abcdefghijklmnop"},{"type":"reasoning.text","text":"qrstuvwxyz"}],"reasoning_details":[{"type":"reasoning.text"}]}`),
+	oneReply(`{"content":"c","reasoning_details":[{"type":"reasoning.text","text":"abcdefghijklmnop"}],"Reasoning_Details":[{"text":"qrstuvwxyz"},{"type":"reasoning.summary","summary":"0123456789"}]}`),
 	// unread members, of any size and shape
 	oneReply(`{"content":"a","tool_calls":[{"id":"t","function":{"name":"f","arguments":"{}"}}],"annotations":[],"x":{"y":[1,2,{"z":null}]}}`),
 	`{"model":"m","choices":[{"index":0,"message":{"content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.1,"bytes":[97],"top_logprobs":[]}]},"finish_reason":"stop"}],"prompt_logprobs":null,"kv_transfer_params":{"a":[[[]]]}}`,

@@ -237,13 +237,29 @@ func TestReplyManyLongTexts(t *testing.T) {
 	}
 }
 
-// TestReplyTextRoomGivenBack: the strings a reply does not read give their text's room back to
-// the ones it reads when their choice closes, or at once when a value replaces them: a member
-// repeated in its object (the last one is read, as encoding/json reads it), a choice whose
-// index is not 0, its index after its texts, a message before a delta, a delta merged into the
-// one before it, the strings of a reasoning object or a reasoning_details entry but the one the
-// reply reads (reasoning's text before its content, a detail's type after its texts). Each reply comes back as read whole, its texts cut as the Stepper cut them;
-// without the room given back, the string read kept nothing and the attempt failed as too long.
+// readBothWays reads body as a plain completion and, its "message" members as "delta", as a
+// one-chunk stream, each text cut at maxReplyText, and calls check with each assembly.
+func readBothWays(body string, check func(stream bool, a *assembly, err error)) {
+	for _, stream := range []bool{false, true} {
+		b, h := body, http.Header{"Content-Type": {"application/json"}}
+		if stream {
+			b, h = "data: "+strings.ReplaceAll(body, `"message"`, `"delta"`)+"\n\ndata: [DONE]\n\n", http.Header{"Content-Type": {"text/event-stream"}}
+		}
+		a := assembly{limit: maxReplyText}
+		err := readStream(h, strings.NewReader(b), &capture{status: 200}, &a)
+		check(stream, &a, err)
+	}
+}
+
+// TestReplyTextRoomGivenBack: the strings a reply does not read never take the room of the
+// ones it reads (each keeps its own first bytes), and a value that replaces one gives its room
+// back at once: a member repeated in its object (the last one is read, as encoding/json reads
+// it), a choice whose index is not 0, its index after its texts, a message before a delta, a
+// delta merged into the one before it, the strings of a reasoning object or a
+// reasoning_details entry but the one the reply reads (reasoning's text before its content, a
+// detail's type after its texts). Each reply comes back as read whole, its texts cut as the
+// Stepper cut them; when the strings shared their text's room, the string read kept nothing
+// and the attempt failed as too long.
 func TestReplyTextRoomGivenBack(t *testing.T) {
 	a, b := longText(2<<20, "a"), longText(2<<20, "b")
 	ja, _ := json.Marshal(a)
@@ -259,19 +275,13 @@ func TestReplyTextRoomGivenBack(t *testing.T) {
 		{"detail's summary before its text", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning_details":[{"summary":` + string(ja) + `,"text":` + string(jb) + `,"type":"reasoning.text"},{"text":` + string(ja) + `,"type":"reasoning.summary","summary":"s"}]}}]}`, "c", b + "s"},
 		{"detail's text repeated past its summary", `{"model":"m","choices":[{"index":0,"message":{"content":"c","reasoning_details":[{"type":"reasoning.text","text":` + string(ja) + `,"summary":` + string(ja) + `,"text":` + string(jb) + `}]}}]}`, "c", b},
 	} {
-		for _, stream := range []bool{false, true} {
-			body, h := tc.body, http.Header{"Content-Type": {"application/json"}}
-			if stream {
-				body, h = "data: "+strings.ReplaceAll(body, `"message"`, `"delta"`)+"\n\ndata: [DONE]\n\n", http.Header{"Content-Type": {"text/event-stream"}}
-			}
-			as := assembly{limit: maxReplyText}
-			err := readStream(h, strings.NewReader(body), &capture{status: 200}, &as)
+		readBothWays(tc.body, func(stream bool, as *assembly, err error) {
 			reasoning, _ := as.pickReasoning(fieldOrder)
 			if want := textcap.Cut(tc.content, textcap.Reply); err != nil || as.content.String() != want || reasoning != textcap.Cut(tc.reasoning, textcap.Reply) {
 				t.Errorf("%s (stream %v): %v; content %d bytes ending %q, want %d ending %q; reasoning %d bytes", tc.name, stream, err,
 					len(as.content.String()), tail(as.content.String()), len(want), tail(want), len(reasoning))
 			}
-		}
+		})
 	}
 }
 
@@ -304,4 +314,36 @@ func TestReplyRepeatedValuesBounded(t *testing.T) {
 		}
 	}
 	compareReads(t, "", []byte(body))
+}
+
+// TestReplyRepeatedLists: a completion or chunk that repeats its "choices", or a message its
+// "reasoning_details", reads as encoding/json reads it whole: each element of the later list
+// is merged into the one at its index in the list before it (its members replace those they
+// name, the others stay), and the list is as long as the later one. Texts of 2 MiB come back
+// as the Stepper stored them, plain and streamed. Before, the later list's strings found
+// their text's room taken by the earlier list's and the attempt failed as too_long.
+func TestReplyRepeatedLists(t *testing.T) {
+	a, b, c := longText(2<<20, "a"), longText(2<<20, "b"), longText(2<<20, "c")
+	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }
+	choice := func(msg string) string { return `{"index":0,"message":` + msg + `}` }
+	detail := func(typ, text string) string { return `{"type":"` + typ + `","text":` + q(text) + `}` }
+	for _, tc := range []struct{ name, body, content, details string }{
+		{"choices repeated", `{"model":"m","choices":[` + choice(`{"content":`+q(a)+`}`) + `],"choices":[` + choice(`{"content":`+q(b)+`}`) + `]}`, b, ""},
+		{"choices repeated, merged", `{"model":"m","choices":[` + choice(`{"content":`+q(a)+`,"reasoning_details":[`+detail("reasoning.text", c)+`]}`) + `],"choices":[{"message":{"content":` + q(b) + `}}]}`, b, c},
+		{"choices repeated, shorter", `{"model":"m","choices":[` + choice(`{"content":`+q(a)+`}`) + `,` + choice(`{"content":`+q(c)+`}`) + `],"Choices":[` + choice(`{"content":`+q(b)+`}`) + `]}`, b, ""},
+		{"choices repeated, longer", `{"model":"m","choices":[` + choice(`{"content":`+q(a)+`}`) + `],"choices":[{"index":1},` + choice(`{"content":`+q(b)+`}`) + `]}`, b, ""},
+		{"choices repeated, index 0 later", `{"model":"m","choices":[{"index":1,"message":{"content":` + q(a) + `}}],"choices":[{"index":0}]}`, a, ""},
+		{"reasoning_details repeated", `{"model":"m","choices":[` + choice(`{"content":"x","reasoning_details":[`+detail("reasoning.text", a)+`],"reasoning_details":[`+detail("reasoning.text", b)+`]}`) + `]}`, "x", b},
+		{"reasoning_details repeated, type kept", `{"model":"m","choices":[` + choice(`{"content":"x","reasoning_details":[`+detail("reasoning.text", a)+`],"reasoning_details":[{"text":`+q(b)+`}]}`) + `]}`, "x", b},
+		{"reasoning_details repeated, type after", `{"model":"m","choices":[` + choice(`{"content":"x","reasoning_details":[{"text":`+q(a)+`}],"reasoning_details":[{"type":"reasoning.text"}]}`) + `]}`, "x", a},
+	} {
+		readBothWays(tc.body, func(stream bool, as *assembly, err error) {
+			want := textcap.Cut(tc.content, textcap.Reply)
+			wantDetails := textcap.Cut(tc.details, textcap.Reply)
+			if err != nil || as.content.String() != want || as.reasoning[2].String() != wantDetails {
+				t.Errorf("%s (stream %v): %v; content %d bytes ending %q, want %d ending %q; details %d bytes, want %d", tc.name, stream, err,
+					len(as.content.String()), tail(as.content.String()), len(want), tail(want), len(as.reasoning[2].String()), len(wantDetails))
+			}
+		})
+	}
 }

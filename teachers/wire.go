@@ -30,23 +30,13 @@ import (
 var (
 	reasoningObject = &shape{kind: shapeObject, text: true, raw: true, out: textReasoning, // a string, or an object that wraps one
 		members: []member{{"text", reasoningTextShape}, {"content", reasoningTextShape}, {"summary", reasoningTextShape}}}
-	detailShape = &shape{kind: shapeObject, out: textDetails, members: []member{{"type", leafShape}, {"text", detailTextShape},
-		{"summary", detailTextShape}, {"format", blankShape}, {"index", leafShape}}, read: func(obj []byte, keep func(string)) {
-		var d oai.Detail
-		if json.Unmarshal(obj, &d) == nil {
-			keep(detailText(d))
-		}
-	}}
+	detailShape = objectShape(member{"type", leafShape}, member{"text", detailTextShape},
+		member{"summary", detailTextShape}, member{"format", blankShape}, member{"index", leafShape})
 	messageShape = objectShape(member{"role", blankShape}, member{"content", contentShape},
 		member{"reasoning_content", reasoningContentShape}, member{"reasoning", reasoningObject},
 		member{"reasoning_details", arrayShape(detailShape)})
-	choiceShape = &shape{kind: shapeObject, choice: true, members: []member{{"index", leafShape}, {"message", messageShape},
-		{"delta", messageShape}, {"finish_reason", leafShape}}, read: func(obj []byte, keep func(string)) {
-		var ch oai.Choice
-		if json.Unmarshal(obj, &ch) == nil {
-			choiceTexts(&ch, func(_ int, s string) { keep(s) })
-		}
-	}}
+	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape},
+		member{"delta", messageShape}, member{"finish_reason", leafShape})
 	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
 		member{"total_tokens", leafShape},
 		member{"completion_tokens_details", objectShape(member{"reasoning_tokens", leafShape})},
@@ -78,7 +68,8 @@ type assembly struct {
 	// longer text ends as textcap.Cut ends it at limit (replyText).
 	limit int
 	// short counts the strings read that kept fewer first bytes than their text needed (see
-	// replyText.add).
+	// replyText.add): none, since each string keeps up to the limit (scan.go); counted so that
+	// a reader that broke this would fail as too long, never come back cut wrong.
 	short int
 }
 
@@ -92,8 +83,8 @@ type replyText struct {
 }
 
 // add appends a piece of the text, its first bytes head, its length n, within limit (0
-// none); false when head holds fewer bytes than the text needs of it (min(n, the room left)):
-// the reducer gave its room to strings before it that the reply does not read.
+// none); false when head holds fewer bytes than the text needs of it (min(n, the room left)),
+// which a reducer's piece, up to the limit long, never does.
 func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) bool {
 	ok := true
 	if t.n == len(t.head) { // nothing dropped yet: head is the text so far
@@ -147,7 +138,7 @@ func cutMarker(n int) string { return cutHead + strconv.Itoa(n) + cutTail }
 func (a *assembly) fold(r *oai.Completion, d *reducer, m *meter) error {
 	a.add(r, d.piece)
 	if a.short > 0 {
-		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply holds over %d bytes of one of its texts in strings the reply does not read", a.limit)}
+		return &tooLongError{fmt.Sprintf("a completion or stream chunk of the reply kept fewer first bytes of one of its texts than the reply reads (limit %d)", a.limit)}
 	}
 	n := cap(a.content.head)
 	for i := range a.reasoning {
