@@ -125,7 +125,11 @@ func (e *errDecode) Error() string { return "decoding the response: " + e.err.Er
 // classify turns an error of Client.exchange into a fault.
 func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fault {
 	if ctx.Err() != nil {
-		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: ctx.Err().Error()}
+		msg := ctx.Err().Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg += "; " + c.waited(cp, "by the caller's deadline")
+		}
+		return &fault{reason: ReasonCanceled, cause: ctx.Err(), msg: msg}
 	}
 	if errors.Is(context.Cause(actx), errStreamIdle) {
 		return &fault{reason: ReasonStreamIdle, status: cp.status, retry: true,
@@ -168,7 +172,7 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	}
 	var ne net.Error
 	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return &fault{reason: ReasonTimeout, status: cp.status, msg: fmt.Sprintf("no complete response within %v", c.ep.Timeout), retry: true}
+		return &fault{reason: ReasonTimeout, status: cp.status, msg: c.waited(cp, fmt.Sprintf("within the attempt's timeout (%v)", c.ep.Timeout)), retry: true}
 	}
 	return &fault{reason: ReasonConnection, msg: err.Error(), retry: true}
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/chainedsql/chainedsql/internal/textcap"
@@ -27,6 +29,10 @@ type capture struct {
 	body []byte
 	// meter holds the attempt's share of the reply budget, nil for none.
 	meter *meter
+	// connected and answered: the request got a connection to the endpoint, and the first
+	// byte of a response came back on it (httptrace), for the message of an attempt that ran
+	// out of time (Client.waited).
+	connected, answered atomic.Bool
 }
 
 // statusError is a response with a failure status (below 200, or 400 and up); msg is the
@@ -45,6 +51,10 @@ func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.statu
 // application/json, or for a stream Accept: text/event-stream, Cache-Control: no-cache and
 // Connection: keep-alive. ctx bounds the whole exchange, reading the body included.
 func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *assembly) error {
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:              func(httptrace.GotConnInfo) { cp.connected.Store(true) },
+		GotFirstResponseByte: func() { cp.answered.Store(true) },
+	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -85,6 +95,22 @@ func (c *Client) exchange(ctx context.Context, body []byte, cp *capture, a *asse
 	ib := newIdleBody(resp.Body, cp.idle, func() { cp.cancel(errStreamIdle) })
 	defer ib.Close()
 	return readStream(resp.Header, ib, cp, a)
+}
+
+// waited says, naming the endpoint's URL, what an attempt that ran out of time (when, "within
+// 2m0s") had got from it: a silent server (one that took the connection and sent nothing)
+// told apart from a slow reply and from no connection at all.
+func (c *Client) waited(cp *capture, when string) string {
+	u := redactURL(c.url)
+	switch {
+	case cp.status != 0:
+		return fmt.Sprintf("%s answered HTTP %d but its reply was not complete %s", u, cp.status, when)
+	case cp.answered.Load():
+		return fmt.Sprintf("%s began to answer but sent no complete response headers %s", u, when)
+	case cp.connected.Load():
+		return fmt.Sprintf("%s took the connection and sent nothing %s: the server is silent (a busy one answers 429 or 503)", u, when)
+	}
+	return fmt.Sprintf("no connection to %s %s", u, when)
 }
 
 // sameOriginRepost is the client's redirect policy: a redirect is followed only when it sends

@@ -1,8 +1,17 @@
 package teachers
 
 import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/chat"
 )
 
 // TestStatusMessage: a failure response's message is the provider's error message (a string or
@@ -23,6 +32,83 @@ func TestStatusMessage(t *testing.T) {
 	} {
 		if got := statusMessage("503 Service Unavailable", []byte(tc.body)); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// silentListener takes connections and reads them, and never sends a byte back.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+			go func() { _, _ = io.Copy(io.Discard, conn) }()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestSilentServer: an endpoint that takes the connection and says nothing fails as a timeout
+// naming its URL and saying it sent nothing, plain and streamed, and the caller's deadline
+// passing while it is silent says so too (still canceled: the caller ended it); one that sent
+// its headers and then stalled is told apart. Before, each was "no complete response within
+// 300ms" (or "context deadline exceeded"), naming neither the endpoint nor what came back.
+func TestSilentServer(t *testing.T) {
+	silent := silentListener(t)
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"model":"m",`))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(stalled.Close)
+	for _, tc := range []struct {
+		name, base string
+		stream     bool
+		deadline   bool // the caller's, shorter than the attempt's timeout
+		reason     string
+		says       string
+	}{
+		{"silent", silent, false, false, ReasonTimeout, "took the connection and sent nothing within the attempt's timeout (300ms): the server is silent"},
+		{"silent stream", silent, true, false, ReasonTimeout, "took the connection and sent nothing within the attempt's timeout (300ms): the server is silent"},
+		{"silent past the caller's deadline", silent, false, true, ReasonCanceled, "context deadline exceeded; http://" + strings.TrimPrefix(silent, "http://") + "/chat/completions took the connection and sent nothing by the caller's deadline"},
+		{"stalled body", stalled.URL + "/v1", false, false, ReasonTimeout, "answered HTTP 200 but its reply was not complete within the attempt's timeout (300ms)"},
+	} {
+		timeout := 300 * time.Millisecond
+		if tc.deadline {
+			timeout = time.Minute
+		}
+		c, err := New(Endpoint{Name: "quiet", BaseURL: tc.base, Model: "m", Timeout: timeout, Stream: tc.stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if tc.deadline {
+			ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}
+		start := time.Now()
+		_, err = c.Chat(ctx, []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		cancel()
+		c.Close()
+		var te *Error
+		if !errors.As(err, &te) || te.Reason != tc.reason || !strings.Contains(te.Message, redactURL(c.url)) || !strings.Contains(te.Message, tc.says) {
+			t.Errorf("%s: %v, want %s saying %q", tc.name, err, tc.reason, tc.says)
+		}
+		if tc.deadline && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v is not context.DeadlineExceeded", tc.name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: returned after %v", tc.name, d)
 		}
 	}
 }
