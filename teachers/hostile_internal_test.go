@@ -299,3 +299,39 @@ func TestRedirectOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterOn503: a 503's Retry-After, in seconds or as an HTTP date, is waited out before
+// the retry (the backoff alone is at most 5 ms here), and a caller's deadline that the wait
+// would pass ends the call at once with the 503 itself, from a net/http server.
+func TestRetryAfterOn503(t *testing.T) {
+	for _, after := range []string{"1", "date"} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			w.Header().Set("Content-Type", "application/json")
+			if n%2 == 1 {
+				w.Header().Set("Retry-After", after)
+				if after == "date" { // whole seconds: 2 s from now is more than 1 s away
+					w.Header().Set("Retry-After", time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat))
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprint(w, `{"error":{"message":"overloaded"}}`)
+				return
+			}
+			fmt.Fprint(w, hostileOK)
+		})
+		c := hostileClient(t, srv)
+		start := time.Now()
+		if rep, err := chatWithin(t, c, 10*time.Second); err != nil || rep.Attempts != 2 {
+			t.Errorf("Retry-After %s: reply %+v, error %v", after, rep, err)
+		} else if d := time.Since(start); d < 900*time.Millisecond {
+			t.Errorf("Retry-After %s: retried after %v", after, d)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		start = time.Now()
+		_, err := c.Chat(ctx, []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		cancel()
+		var te *Error
+		if !errors.As(err, &te) || te.Reason != ReasonServer || te.Status != 503 || time.Since(start) > 300*time.Millisecond {
+			t.Errorf("Retry-After %s past the caller's deadline: %v after %v, want the 503 at once", after, err, time.Since(start))
+		}
+	}
+}
