@@ -44,8 +44,6 @@ int sqlite3_errcode(sqlite3*);
 long long sqlite3_hard_heap_limit64(long long);
 long long sqlite3_soft_heap_limit64(long long);
 typedef struct sqlite3_stmt sqlite3_stmt;
-int sqlite3_prepare_v2(sqlite3*, const char*, int, sqlite3_stmt**, const char**);
-int sqlite3_finalize(sqlite3_stmt*);
 sqlite3_stmt *sqlite3_next_stmt(sqlite3*, sqlite3_stmt*);
 int sqlite3_stmt_busy(sqlite3_stmt*);
 int sqlite3_column_count(sqlite3_stmt*);
@@ -81,8 +79,9 @@ typedef struct {
 #define CS_CONFIG_MALLOC 4
 #define CS_CONFIG_GETMALLOC 5
 
-// cs_guard is one connection's deadline: CLOCK_MONOTONIC nanoseconds, 0 for none.
-typedef struct { int64_t deadline; } cs_guard;
+// cs_guard is one connection's deadline (CLOCK_MONOTONIC nanoseconds, 0 for none) and whether
+// its prepare was cancelled (cs_prep_cancel).
+typedef struct { int64_t deadline; int cancel; } cs_guard;
 
 // cs_work is how many bytes a function compares between two looks at the deadline.
 #define CS_WORK (1 << 22)
@@ -362,6 +361,7 @@ static int cs_bind(sqlite3 *db, int ops) {
 	cs_guard *g = sqlite3_malloc64(sizeof(cs_guard));
 	if (g == 0) return 7; // SQLITE_NOMEM
 	g->deadline = 0;
+	g->cancel = 0;
 	// On failure (out of memory) SQLite has already called the destructor on g.
 	int rc = sqlite3_set_clientdata(db, CS_KEY, g, sqlite3_free);
 	if (rc != 0) return rc;
@@ -382,17 +382,19 @@ static int cs_bind(sqlite3 *db, int ops) {
 // call that looks at neither the interrupt nor the progress handler, and it copies expressions
 // there: a result alias once per reference in WHERE, GROUP BY, HAVING and ORDER BY, a flattened
 // subquery's column once per reference in the outer query, so nested subqueries double a column
-// at each level. cs_prepare_check prepares a statement with the allocator (cs_malloc,
-// cs_realloc, installed for the process by cs_install_alloc) failing every allocation of its
-// thread once the connection's deadline has passed; the copying allocates all the time, so it
-// stops there. cs_prep_deadline is set only inside cs_prepare_check, on its thread, so no other
-// allocation of the process is ever refused.
+// at each level. Between cs_prep_begin and cs_prep_end, on their thread, every allocation
+// (cs_malloc, cs_realloc, installed for the process by cs_install_alloc) fails once the
+// connection's deadline has passed or its prepare was cancelled (cs_prep_cancel): the copying
+// allocates all the time, so it stops there. cs_prep_guard is set only between the two, on
+// their thread, so no other allocation of the process is ever refused.
 static cs_mem_methods cs_mem; // SQLite's own allocator, which the wrappers call
-static __thread int64_t cs_prep_deadline; // CLOCK_MONOTONIC ns; 0 outside cs_prepare_check
-static __thread int cs_prep_stopped;      // an allocation was refused since cs_prepare_check began
+static __thread cs_guard *cs_prep_guard; // the preparing connection's guard; 0 outside a prepare
+static __thread int cs_prep_stopped;     // an allocation was refused since cs_prep_begin
 
 static int cs_prep_past(void) {
-	if (cs_prep_deadline == 0 || cs_now() < cs_prep_deadline) return 0;
+	cs_guard *g = cs_prep_guard;
+	if (g == 0) return 0;
+	if (!__atomic_load_n(&g->cancel, __ATOMIC_RELAXED) && !cs_past(g)) return 0;
 	cs_prep_stopped = 1;
 	return 1;
 }
@@ -413,19 +415,27 @@ static int cs_install_alloc(void) {
 	return sqlite3_config(CS_CONFIG_MALLOC, &m);
 }
 
-// cs_prepare_check prepares the first statement of sql (n bytes) on db and finalizes it, with
-// every allocation failing past db's deadline: it returns 1 if the deadline stopped it, else 0
-// (prepared, or failed for its own reasons, which the driver's prepare then reports).
-static int cs_prepare_check(sqlite3 *db, const char *sql, int n) {
-	cs_guard *g = sqlite3_get_clientdata(db, CS_KEY);
-	int64_t d = g ? __atomic_load_n(&g->deadline, __ATOMIC_RELAXED) : 0;
-	if (d == 0) return 0;
-	sqlite3_stmt *st = 0;
+// cs_guard_of is db's guard, 0 if it has none. It takes db's mutex, which a running statement
+// holds: it is read before the statement, and the guard used through the pointer (it lives as
+// long as db).
+static cs_guard *cs_guard_of(sqlite3 *db) { return sqlite3_get_clientdata(db, CS_KEY); }
+
+// cs_prep_begin makes every SQLite allocation of the calling thread fail, until cs_prep_end,
+// once g's deadline has passed or cs_prep_cancel was called on g.
+static void cs_prep_begin(cs_guard *g) {
+	__atomic_store_n(&g->cancel, 0, __ATOMIC_RELAXED);
 	cs_prep_stopped = 0;
-	cs_prep_deadline = d;
-	sqlite3_prepare_v2(db, sql, n, &st, 0);
-	cs_prep_deadline = 0;
-	sqlite3_finalize(st);
+	cs_prep_guard = g;
+}
+
+// cs_prep_cancel makes the allocations of g's prepare running between cs_prep_begin and
+// cs_prep_end fail from now on; any thread may call it (it takes no mutex).
+static void cs_prep_cancel(cs_guard *g) { __atomic_store_n(&g->cancel, 1, __ATOMIC_RELAXED); }
+
+// cs_prep_end ends what cs_prep_begin started on the calling thread: 1 if an allocation was
+// refused since.
+static int cs_prep_end(void) {
+	cs_prep_guard = 0;
 	return cs_prep_stopped;
 }
 
@@ -457,9 +467,11 @@ static int cs_set_deadline(sqlite3 *db, int64_t timeout_ns) {
 import "C"
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"reflect"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -553,7 +565,7 @@ func sqliteDeadline(c *sqlite3.SQLiteConn, timeout time.Duration) error {
 }
 
 // sqliteAllocGuard is cs_install_alloc's failure, nil when the allocator that lets the deadline
-// stop a statement's prepare (sqlitePrepareCheck) is installed: it must be installed before
+// stop a statement's prepare (sqliteGuardPrepare) is installed: it must be installed before
 // SQLite initialises, which no connection of the process does before this package's init.
 var sqliteAllocGuard = installAllocGuard()
 
@@ -564,28 +576,44 @@ func installAllocGuard() error {
 	return nil
 }
 
-// sqlitePrepareCheck prepares stmt on c, and throws the prepared statement away, with every
-// allocation SQLite makes for it failing once c's deadline (sqliteDeadline) has passed; it
-// reports whether the deadline stopped it, and how long it took. SQLite's prepare looks at
-// neither the interrupt nor the progress handler, and copies expressions: an alias once per
-// reference (SELECT <45 KB expression> AS a ... ORDER BY a+1, a+1, ..., 40 KB) or a flattened
-// subquery's column at each level (24 nested SELECT x*x AS x FROM (...), 600 bytes: 2^24
-// copies), which ran 20 to 35 s past a 1 s deadline, holding up to the whole heap. The
-// statement's own prepare by the driver, which follows, does the same work again, so a
-// caller ends the statement as a timeout when that would pass the deadline too.
-func sqlitePrepareCheck(c *sqlite3.SQLiteConn, stmt string) (stopped bool, took time.Duration, err error) {
+// sqliteGuardPrepare returns, for the connection c, a function that runs prepare (the
+// driver's prepare of a statement on c, which makes its cgo call on the calling goroutine) with
+// every allocation SQLite makes on that goroutine's thread failing once c's deadline
+// (sqliteDeadline) has passed or ctx is done, and reports whether either stopped it (prepare
+// then returned SQLite's "out of memory", or a statement built without an allocation refused).
+// SQLite's prepare looks at neither the interrupt nor the progress handler, and copies
+// expressions: an alias once per reference (SELECT <45 KB expression> AS a ... ORDER BY a+1,
+// a+1, ..., 40 KB) or a flattened subquery's column at each level (24 nested SELECT x*x AS x
+// FROM (...), 600 bytes: 2^24 copies), which ran 20 to 35 s past a 1 s deadline, holding up to
+// the whole heap. The statement is prepared once, by the driver, under the guard: the thread is
+// locked for the call (runtime.LockOSThread), where the guard's mark is kept.
+func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepare func()) (stopped bool), error) {
 	db, err := rawSQLite(c)
 	if err != nil {
-		return false, 0, err
+		return nil, err
 	}
-	if len(stmt) == 0 {
-		return false, 0, nil
+	g := C.cs_guard_of(db)
+	if g == nil {
+		return nil, fmt.Errorf("sqlite connection: no statement guard")
 	}
-	q := C.CString(stmt)
-	defer C.free(unsafe.Pointer(q))
-	start := time.Now()
-	stopped = C.cs_prepare_check(db, q, C.int(len(stmt))) != 0
-	return stopped, time.Since(start), nil
+	return func(ctx context.Context, prepare func()) bool {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		C.cs_prep_begin(g)
+		cancelled := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			C.cs_prep_cancel(g)
+			close(cancelled)
+		})
+		prepare()
+		stopped := C.cs_prep_end() != 0
+		if !stop() {
+			// The cancel has begun: it ends before c can serve another statement, whose
+			// cs_prep_begin clears it.
+			<-cancelled
+		}
+		return stopped
+	}, nil
 }
 
 // sqliteStoredValues returns, for the connection c, the sandbox.ColumnNormaliser of its

@@ -294,7 +294,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	}
 	var short func() bool
 	var stored sandbox.ColumnNormaliser
-	late := false // the deadline stopped the statement's prepare, or will stop the driver's
+	var guard func(context.Context, func()) bool
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
 		var err error
@@ -306,20 +306,13 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 				return err
 			}
 		}
-		set := time.Now()
-		if err := sqliteDeadline(c, timeout); err != nil {
+		if guard, err = sqliteGuardPrepare(c); err != nil {
 			return err
 		}
-		stopped, took, err := sqlitePrepareCheck(c, stmt)
-		late = stopped || time.Now().Add(took).After(set.Add(timeout))
-		return err
+		return sqliteDeadline(c, timeout)
 	}); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sqlite exec: %w", err)
-	}
-	if late {
-		releaseSQLite(conn, false)
-		return sandbox.TimedOut(timeout, time.Since(start)), nil
 	}
 	var asked sqliteAsked // written by Collect's goroutine, read once it has sent on done
 	if f := opts.Filter; f != nil {
@@ -336,7 +329,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
-		res, err := sandbox.Collect(qctx, conn, stmt, opts, stored, nil) // closing the rows resets the statement: a stop needs no Stopper
+		res, err := collectGuarded(qctx, conn, guard, stmt, opts, stored)
 		done <- sqliteOutcome{res, err}
 	}()
 	o, abandoned := s.await(ctx, conn, done, timeout+sqliteGrace)
@@ -361,7 +354,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return sandbox.TooLarge(res), nil
 	}
 	var se sqlite3.Error
-	if qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
+	if errors.Is(err, errPrepareStopped) || qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return sandbox.TimedOut(timeout, res.Duration), nil
 	}
 	if busy := heapHeld(err); busy != nil && !turn {
@@ -369,6 +362,39 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return nil, busy
 	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
+}
+
+// collectGuarded prepares stmt on conn once, under guard (sqliteGuardPrepare: the deadline set
+// on conn, or qctx done, stops the prepare), and gathers its rows (sandbox.Collect) within
+// qctx. A prepare the guard stopped is errPrepareStopped.
+func collectGuarded(qctx context.Context, conn *sql.Conn, guard func(context.Context, func()) bool, stmt string, opts sandbox.ExecOptions, stored sandbox.ColumnNormaliser) (*sandbox.Result, error) {
+	var st *sql.Stmt
+	var err error
+	if guard(qctx, func() { st, err = conn.PrepareContext(qctx, stmt) }) {
+		if st != nil {
+			st.Close()
+		}
+		return &sandbox.Result{}, errPrepareStopped
+	}
+	if err != nil {
+		return &sandbox.Result{}, err
+	}
+	defer st.Close()
+	// Closing the rows resets the statement: a stop needs no Stopper.
+	return sandbox.Collect(qctx, preparedQuery{st}, stmt, opts, stored, nil)
+}
+
+// errPrepareStopped is collectGuarded's error for a prepare that its deadline or its context
+// stopped.
+var errPrepareStopped = errors.New("sqlite prepare: stopped at the deadline or on cancellation")
+
+// preparedQuery is a sandbox.Queryer that runs its prepared statement, whatever query it is
+// given (Collect passes the statement's own text).
+type preparedQuery struct{ st *sql.Stmt }
+
+// QueryContext runs q's statement within ctx; the query text is the statement's own.
+func (q preparedQuery) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
+	return q.st.QueryContext(ctx, args...)
 }
 
 // sqliteAsked is what a statement's RowFilter was asked (run).
