@@ -587,6 +587,44 @@ func TestPostgresCatalogIsolation(t *testing.T) {
 	}
 }
 
+// TestPostgresSchemaExistenceHidden: a name qualified by task B's schema and one qualified by a
+// schema that exists nowhere fail alike for task A, through Exec as A's task role, in every
+// place PostgreSQL looks a qualified name up (a relation, a function, a type, a collation, a
+// text search configuration or dictionary by name, a schema.table.column): the server says
+// "permission denied for schema" for B's and "does not exist" (in three wordings) for the other,
+// which told A which other tasks are loaded. A's own schema still reports a missing relation.
+func TestPostgresSchemaExistenceHidden(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 2)
+	a, b := schemas[0], schemas[1]
+	if _, err := admin.Exec("CREATE TABLE " + b + ".secret (x int); CREATE FUNCTION " + b + ".secret() RETURNS int LANGUAGE sql AS 'SELECT 1'; CREATE COLLATION " + b + ".secret FROM \"C\"; CREATE TEXT SEARCH CONFIGURATION " + b + ".secret (COPY = simple)"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, dbs := pgHostileConnector(t, schemas)
+	missing := b + "zz"
+	probes := []string{
+		"SELECT * FROM %s.secret", `SELECT * FROM "%s"."secret"`, "SELECT 1 FROM t JOIN %s.secret s ON true", "EXPLAIN SELECT * FROM %s.secret",
+		"SELECT %s.secret.x FROM t", "SELECT count(*) FROM t GROUP BY %s.secret.x", "SELECT NULL::%s.secret", "SELECT CAST(NULL AS %s.secret)",
+		"SELECT %s.secret()", "SELECT * FROM %s.secret()", "SELECT 'a' COLLATE %s.secret", "SELECT to_tsvector('%s.secret', 'x')",
+		"SELECT ts_lexize('%s.secret', 'x')", "SELECT * FROM jsonb_to_record('{}') AS r(a %s.secret)", "SELECT %s.nothing.x FROM t",
+	}
+	for _, p := range probes {
+		var got []string
+		for _, s := range []string{b, missing} {
+			r := sandboxtest.MustExec(t, dbs[0], fmt.Sprintf(p, s), sandbox.ExecOptions{})
+			got = append(got, strings.ReplaceAll(fmt.Sprintf("%s %s", r.Outcome, r.Error), s, "<schema>"))
+		}
+		if got[0] != got[1] || !strings.Contains(got[0], "permission denied for schema <schema>") {
+			t.Errorf("%s: task B's schema: %q; no such schema: %q: want both to be permission denied for the schema", p, got[0], got[1])
+		}
+	}
+	for _, q := range []string{"SELECT * FROM " + a + ".nothing", "SELECT * FROM nothing", "SELECT * FROM information_schema.nothing"} {
+		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{}); !strings.Contains(r.Error, "does not exist (SQLSTATE 42P01)") {
+			t.Errorf("%s: %s %q, want the missing relation reported as such", q, r.Outcome, r.Error)
+		}
+	}
+}
+
 // TestPostgresReaderSeesNoServer reads, as the reader and unscreened, every catalog relation
 // the screen lets through and checks that none shows a server path, a WAL file name or a
 // password hash; and checks that every function the reader may execute whose name touches

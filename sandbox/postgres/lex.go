@@ -23,6 +23,17 @@ type pgToken struct {
 	// plain: a string constant in single quotes with no prefix, whose text is its value (with
 	// standard_conforming_strings, PostgreSQL's default since 9.1, a backslash is itself).
 	plain bool
+	// ident: a quoted identifier's name as written, case kept (the name the server looks up).
+	ident string
+}
+
+// serverName is the name t stands for on the server: a word as the server folds it (lower
+// case), a quoted identifier as written.
+func (t pgToken) serverName() string {
+	if t.kind == pgQuoted {
+		return t.ident
+	}
+	return t.text
 }
 
 // pgOpChars are the characters PostgreSQL's lexer puts in an operator.
@@ -55,7 +66,7 @@ func pgLex(q string) []pgToken {
 			i = next
 		case c == '"':
 			val, next := pgQuotedText(q, i, '"', false)
-			toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val)})
+			toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val), ident: val})
 			i = next
 		case c == '$' && pgDollarTag(q[i:]) != "":
 			tag := pgDollarTag(q[i:])
@@ -83,7 +94,7 @@ func pgLex(q string) []pgToken {
 			if word == "u" && strings.HasPrefix(q[j:], "&") && j+1 < len(q) && (q[j+1] == '\'' || q[j+1] == '"') {
 				val, next := pgQuotedText(q, j+1, q[j+1], false)
 				if q[j+1] == '"' {
-					toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val)})
+					toks = append(toks, pgToken{kind: pgQuoted, text: strings.ToLower(val), ident: val})
 				} else {
 					toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
 				}

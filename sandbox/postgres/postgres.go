@@ -27,6 +27,9 @@ type pgDB struct {
 	schema  string
 	role    string // the task role each execution takes (pgTaskRole); "" as the DSN's user
 	version string
+	// usable are the schemas the executions' role may use (USAGE), read at Open: the names an
+	// error may show as missing (hideSchemas).
+	usable map[string]bool
 }
 
 // Open opens schema (which must exist) in the PostgreSQL database of dsn (a pgx URL or
@@ -165,10 +168,19 @@ func newPostgresDB(ctx context.Context, srv *pgServer, dsn, schema string, acc s
 			return nil, sandbox.ReaderUngranted(where, acc.ReaderName(), "schema", schema)
 		}
 	}
+	usable, err := sandbox.QueryStrings(ctx, conn, `SELECT nspname::text FROM pg_catalog.pg_namespace
+		WHERE has_schema_privilege(coalesce(nullif($1::text, ''), current_user::text), oid, 'USAGE')`, role)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list the schemas the executions of %q may use: %w", where, schema, err)
+	}
 	if f := strings.Fields(v); len(f) > 0 {
 		v = f[0]
 	}
-	return &pgDB{srv: srv, schema: schema, role: role, version: "PostgreSQL " + v}, nil
+	db := &pgDB{srv: srv, schema: schema, role: role, version: "PostgreSQL " + v, usable: map[string]bool{}}
+	for _, u := range usable {
+		db.usable[u] = true
+	}
+	return db, nil
 }
 
 func (p *pgDB) Dialect() datasets.Dialect { return datasets.Postgres }
@@ -286,7 +298,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	case errors.As(qerr, &pe):
 		// The message may echo a value as large as the reply limit (a failed cast's input): kept
 		// within textcap.Error here, where it is stored first.
-		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: textcap.Cut(qerr.Error(), textcap.Error), Duration: res.Duration}, nil
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: textcap.Cut(p.hideSchemas(qerr, pe, stmt), textcap.Error), Duration: res.Duration}, nil
 	}
 	if rerr != nil {
 		// The connection itself failed: the database cannot be used right now.
