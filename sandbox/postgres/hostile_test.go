@@ -988,7 +988,9 @@ func pgJITProbe() string {
 // unreserved keyword too, AS t(by tsquery): 5 to 10 s, quadratic: the parser moves every
 // operand read so far for each new one), lpad and rpad to 268 million characters and format to a width of 1e9
 // (3.6 to 13 s: a text of up to 1 GB from a few bytes, one character or block at a time), and
-// jsonb_pretty of 8,000 nested arrays (256 MB of indentation, 5 s); each is refused with its
+// jsonb_pretty of 8,000 nested arrays (256 MB of indentation, 5 s), and json or jsonb input of a
+// text the statement built (a jsonb array of 20 million elements: 20 to 23 s; linear, but about a
+// microsecond an element, and a text may be 1 GB); each is refused with its
 // reason, and its backend gone by the deadline plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
 // its deadline, since executions run with jit off.
 func TestPostgresHostileUnchecked(t *testing.T) {
@@ -1016,6 +1018,9 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"SELECT octet_length(format('%1000000000s', 'x'))", "format with a width"},
 		{"SELECT octet_length(format('%*s', 1000000000, 'x'))", "format with a width"},
 		{"SELECT octet_length(jsonb_pretty((repeat('[', 8000) || repeat(']', 8000))::jsonb))", "jsonb_pretty"},
+		{"SELECT count(*) FROM jsonb_array_elements(('[' || repeat('1,', 20000000) || '1]')::jsonb)", "jsonb from a value"},
+		{"SELECT json_array_length(CAST(x AS json)) FROM (SELECT '[' || repeat('1,', 60000000) || '1]' AS x OFFSET 0) s", "json from a value"},
+		{"SELECT jsonb_typeof(jsonb(x)) FROM (SELECT '[' || repeat('1,', 20000000) || '1]' AS x OFFSET 0) s", "jsonb of a text"},
 		{"SELECT JIT", ""},
 	}
 	for i, p := range probes {

@@ -150,6 +150,15 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT format(f, x) FROM t":                 "format with a format string that is not a string constant",
 		"SELECT jsonb_pretty(j) FROM t":              "jsonb_pretty (it indents",
 		`SELECT pg_catalog."jsonb_pretty"(j) FROM t`: "not allowed",
+		// json and jsonb parsed from a built text, unchecked (fifth red team)
+		"SELECT ('[' || repeat('1,', 20000000) || '1]')::jsonb":           "jsonb from a value that is not a string constant",
+		"SELECT jsonb_array_length(x::jsonb) FROM t":                      "jsonb from a value",
+		"SELECT json_array_length(CAST(x AS pg_catalog.json)) FROM t":     "json from a value",
+		"SELECT (SELECT json_agg(g) FROM generate_series(1, 9) g)::jsonb": "jsonb from a value",
+		"SELECT jsonb(x) FROM t":                                          "jsonb of a text that is not a string constant",
+		"SELECT jsonb_in(x::cstring) FROM t":                              "jsonb_in of a text",
+		"SELECT * FROM json_to_record(j) AS r(a jsonb) FROM t":            "jsonb from a value",
+		"SELECT jsonb_typeof(CAST('[' || x || ']' AS jsonb)) FROM t":      "jsonb from a value",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -190,6 +199,8 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
+		"SELECT '[1, 2]'::jsonb, jsonb '{\"a\": 1}', CAST('[1]' AS json), jsonb('[3]'), json_array_length('[1]'), j ->> 'a', j::text FROM t",
+		"SELECT jsonb_agg(x), jsonb_build_object('a', x), to_jsonb(x), json_agg(x), row_to_json(t) FROM t",
 	} {
 		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
 			t.Errorf("%s\n  refused: %s", q, why)
