@@ -1051,3 +1051,44 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresNumericBound: numeric arithmetic checks for no interrupt within one call, over
+// operands of up to 131,072 digits, and the screen lets it through (the golds divide and cast to
+// numeric). The most one call can take is a division or modulo of the longest dividend by a
+// divisor half its length: through Exec as a task role with a 1 s deadline, each such statement
+// returns by its deadline plus sandbox.ServerGrace, and its backend, a counted runaway meanwhile,
+// is gone by the deadline plus 4 s (0.6 s past on an idle machine, 0.7 s on two busy cores, 2 s
+// with a load of 15 on them). A chain of such calls in one expression is the cap's to contain
+// (docs/DESIGN.md, "Execution security").
+func TestPostgresNumericBound(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	_, reader, dbs := pgHostileConnector(t, schemas)
+	const deadline, slack = time.Second, 4 * time.Second
+	operands := "(SELECT repeat('9', 131072)::numeric AS x, repeat('7', 65536)::numeric AS y OFFSET 0) s"
+	for i, q := range []string{
+		"SELECT (x / y) > 0 FROM " + operands, "SELECT (x % y) > 0 FROM " + operands,
+		"SELECT div(x, y) > 0 FROM " + operands, "SELECT mod(x, y) > 0 FROM " + operands,
+	} {
+		marker := fmt.Sprintf("i26pg_n%d_%d", os.Getpid(), i)
+		start := time.Now()
+		r := sandboxtest.MustExec(t, dbs[0], "/* "+marker+" */ "+q, sandbox.ExecOptions{Timeout: deadline})
+		took := time.Since(start)
+		t.Logf("%-60.60q %-8s %5dms %.80s", q, r.Outcome, took.Milliseconds(), r.Error)
+		if r.Outcome == sandbox.OutcomeRefused || r.Outcome == sandbox.OutcomeError || took > sandboxtest.ReplyBy(deadline) {
+			t.Errorf("%.70q: %s %q after %s, want it run and ended by %s", q, r.Outcome, r.Error, took, sandboxtest.ReplyBy(deadline))
+		}
+		for {
+			_, active := backendsOf(t, admin, reader, marker)
+			if active == 0 {
+				t.Logf("  backend gone %s past the deadline", (time.Since(start) - deadline).Round(time.Millisecond))
+				break
+			}
+			if time.Since(start) > deadline+slack {
+				t.Errorf("%.70q: its backend still works %s after it started, past the deadline plus %s", q, time.Since(start).Round(time.Millisecond), slack)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
