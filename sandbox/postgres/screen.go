@@ -112,8 +112,12 @@ func pgOtherTasks(words []string) string {
 // in a second and whose functions and operators then loop over them unchecked (array_remove
 // 20 s, && quadratic, array_in and array_out over a cast). int2vector and oidvector are arrays
 // under other names, made by their input functions too (int2vectorin('1 2')), as anyarray_in
-// would make any. pgTokenRules refuses the rest of the array syntax (brackets, _int4-style type
-// names) and multiranges, which need the statement's tokens.
+// would make any. And json and jsonb, whose input parses a whole text and whose builders and
+// operators copy a whole document element by element, all unchecked: a document of millions of
+// elements is built in a second (repeat, or json_build_array(j, j) doubling it in each of a few
+// CTEs) and then parsed or copied for tens of seconds (pgWhyJSON). pgTokenRules refuses the
+// rest of the array syntax (brackets, _int4-style type names) and multiranges, which need the
+// statement's tokens.
 func pgUninterruptible(words []string) string {
 	for _, w := range words {
 		switch {
@@ -123,10 +127,15 @@ func pgUninterruptible(words []string) string {
 			strings.HasPrefix(w, "int2vector"), strings.HasPrefix(w, "oidvector"), strings.HasPrefix(w, "anyarray"),
 			strings.HasPrefix(w, "anycompatiblearray"):
 			return pgCannotStop(w + pgWhyArrays)
+		case strings.HasPrefix(w, "json"), strings.Contains(w, "_json"):
+			return pgCannotStop(w + pgWhyJSON)
 		}
 	}
 	return ""
 }
+
+// pgWhyJSON says why json and jsonb are refused.
+const pgWhyJSON = " (json and jsonb input parse the whole text, and their builders and operators copy whole documents, without checking for interrupts: a jsonb array of 20 million elements parsed from a built text ran 20 s past a 1 s statement_timeout, and to_jsonb of a json doubled in CTEs 33 s past a 3 s one)"
 
 // pgWhyArrays says why arrays are refused.
 const pgWhyArrays = " (array functions loop over every element without checking for interrupts)"

@@ -150,20 +150,25 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT format(f, x) FROM t":                 "format with a format string that is not a string constant",
 		"SELECT jsonb_pretty(j) FROM t":              "jsonb_pretty (it indents",
 		`SELECT pg_catalog."jsonb_pretty"(j) FROM t`: "not allowed",
-		// json and jsonb parsed from a built text, unchecked (fifth red team)
-		"SELECT ('[' || repeat('1,', 20000000) || '1]')::jsonb":           "jsonb from a value that is not a string constant",
-		"SELECT jsonb_array_length(x::jsonb) FROM t":                      "jsonb from a value",
-		"SELECT json_array_length(CAST(x AS pg_catalog.json)) FROM t":     "json from a value",
-		"SELECT (SELECT json_agg(g) FROM generate_series(1, 9) g)::jsonb": "jsonb from a value",
-		"SELECT jsonb(x) FROM t":                                          "jsonb of a text that is not a string constant",
-		"SELECT jsonb_in(x::cstring) FROM t":                              "jsonb_in of a text",
-		"SELECT * FROM json_to_record(j) AS r(a jsonb) FROM t":            "jsonb from a value",
-		"SELECT jsonb_typeof(CAST('[' || x || ']' AS jsonb)) FROM t":      "jsonb from a value",
+		// json and jsonb: parsed or copied whole, unchecked (fifth red team)
+		"SELECT ('[' || repeat('1,', 20000000) || '1]')::jsonb":       "jsonb (json and jsonb input parse",
+		"SELECT json_array_length(CAST(x AS pg_catalog.json)) FROM t": "json_array_length (json and jsonb",
+		"SELECT to_jsonb(j) FROM t":                                   "to_jsonb (json",
+		"SELECT json_build_array(j, j) FROM t":                        "json_build_array (json",
+		`SELECT "jsonb_agg"(x), row_to_json(t) FROM t`:                "jsonb_agg (json",
+		"SELECT row_to_json(t) FROM t":                                "row_to_json (json",
+		"SELECT x IS JSON FROM t":                                     "json (json",
+		"SELECT '[1]'::JSONB -> 0":                                    "jsonb (json",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
 	} {
 		_, why := sandbox.Screen(q, datasets.Postgres)
+		if strings.Contains(why, pgWhyJSON) {
+			// json is refused by name first: the token rules are checked on their own (a column
+			// definition list is written after jsonb_to_record)
+			why = pgTokenRules(newPGStmt(q)) + " | " + why
+		}
 		if !strings.Contains(why, want) || !strings.Contains(why, "not allowed") {
 			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
 		}
@@ -190,17 +195,15 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT * FROM t WHERE name ~ 'a{200}b' AND regexp_replace(x, y, '') = z", "SELECT '[1]' AS s, \"[x]\" FROM t",
 		"SELECT x FROM t -- [ comment ]", "SELECT x /* [ /* nested ] */ */ FROM t", "SELECT E'[\\']' AS s, $$[$$, $q$]$q$",
 		"SELECT _id, \"_id\" FROM t", "SELECT x::varchar(10), CAST(x AS numeric(10, 2)) FROM t",
-		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT jsonb_build_object('a', 1) -> 'a', j ? 'k' FROM t",
+		"SELECT * FROM generate_series(1, 3) AS g(n)", "SELECT j -> 'a', j ? 'k', j ->> 'a' FROM t",
 		"SELECT to_tsvector(title) @@ to_tsquery('x') FROM t", "SELECT random() FROM t ORDER BY random()",
 		"SELECT x @@ 'a & b', 'a & b'::tsquery, tsquery 'a', CAST('a' AS tsquery), plainto_tsquery('english', 'x' || ' y') FROM t",
 		"SELECT to_tsvector(x) @@ tsquery 'a & b', to_tsvector(x) @@ CAST('a & b' AS tsquery), x @@ CAST(('a' || ' & b') AS pg_catalog.text) FROM t",
 		"SELECT j @@ '$.a == 1', to_tsvector(x) @@ 'a'::tsquery, numnode(websearch_to_tsquery(lower('A or B'))) FROM t",
-		"SELECT lpad(month::text, 2, '0'), rpad(name, 10000), format('%s-%10s|%-5s|%1$s %%', a, b, c), format('x'), jsonb_build_object('a', 1)::text FROM t",
+		"SELECT lpad(month::text, 2, '0'), rpad(name, 10000), format('%s-%10s|%-5s|%1$s %%', a, b, c), format('x') FROM t",
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
-		"SELECT '[1, 2]'::jsonb, jsonb '{\"a\": 1}', CAST('[1]' AS json), jsonb('[3]'), json_array_length('[1]'), j ->> 'a', j::text FROM t",
-		"SELECT jsonb_agg(x), jsonb_build_object('a', x), to_jsonb(x), json_agg(x), row_to_json(t) FROM t",
 	} {
 		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
 			t.Errorf("%s\n  refused: %s", q, why)

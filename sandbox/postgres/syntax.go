@@ -98,7 +98,7 @@ func (s *pgStmt) punctRule(i int) string {
 	case "[", "]":
 		return pgCannotStop("[ ] (array types such as int[] and int[1], and subscripts: array functions loop over every element without checking for interrupts)")
 	case "::":
-		if pgParsedTypes[s.typeName(i+1)] && s.at(i-1).kind == pgString {
+		if s.typeName(i+1) == "tsquery" && s.at(i-1).kind == pgString {
 			return "" // a constant: bounded by the statement's text
 		}
 		return pgTypeRule(s.typeName(i + 1))
@@ -142,23 +142,6 @@ func (s *pgStmt) operatorRule(i int) string {
 
 // pgWhyTsquery says why a tsquery parsed from anything but a string constant is refused.
 const pgWhyTsquery = " (parsing a text into a tsquery moves every operand read so far for each one it reads, without checking for interrupts: 80,000 operands took 5 s and a megabyte of them would take hours; a string constant, to_tsquery('a & b') or 'a & b'::tsquery, is allowed)"
-
-// pgJSONTypes are the types whose input parses a whole text into a document without checking for
-// interrupts: a cast of a value the statement built (a text, or json_agg's json) to one of them,
-// anywhere a type is named, is refused; of a string constant, bounded by the statement's
-// length, allowed.
-var pgJSONTypes = map[string]bool{"json": true, "jsonb": true}
-
-// pgParsedTypes are the types a string constant may be cast to though their input from any other
-// value is refused: tsquery (pgWhyTsquery) and the pgJSONTypes.
-var pgParsedTypes = map[string]bool{"tsquery": true, "json": true, "jsonb": true}
-
-// pgJSONParsers are the functions that parse their argument, a text, as a pgJSONTypes input does:
-// the casts written as calls (jsonb(x)) and the input functions.
-var pgJSONParsers = map[string]bool{"json": true, "jsonb": true, "json_in": true, "jsonb_in": true}
-
-// pgWhyJSON says why json and jsonb parsed from anything but a string constant are refused.
-const pgWhyJSON = " (json and jsonb input parse the whole text without checking for interrupts: a jsonb array of 20 million elements built by repeat ran 23 s past a 1 s statement_timeout, and a text may be 1 GB; a string constant, '[1, 2]'::jsonb, is allowed, and jsonb_agg, jsonb_build_object and to_jsonb build documents without parsing)"
 
 // pgTsqueryParsers are the functions that parse their last argument, a text, into a tsquery:
 // to_tsquery and its kin, the tsquery type's input function and cast, and text @@ text's.
@@ -239,11 +222,6 @@ func (s *pgStmt) nameRule(i int) string {
 						if s.typeName(j+1) == "tsquery" && s.tsqueryConstant(pgSpan{i + 2, j}) {
 							continue
 						}
-						if pgJSONTypes[s.typeName(j+1)] {
-							if _, ok := s.literal(pgSpan{i + 2, j}); ok {
-								continue
-							}
-						}
 						if reason := pgTypeRule(s.typeName(j + 1)); reason != "" {
 							return reason
 						}
@@ -255,7 +233,7 @@ func (s *pgStmt) nameRule(i int) string {
 		}
 	}
 	switch {
-	case next.kind == pgString && !pgParsedTypes[t.text]: // tsquery 'a & b', jsonb '[1]': constants
+	case next.kind == pgString && t.text != "tsquery": // tsquery 'a & b': a constant
 		return pgTypeRule(t.text)
 	case next.is("("):
 		return s.callRule(i)
@@ -288,8 +266,6 @@ func pgTypeRule(name string) string {
 		return pgCannotStop(name + pgWhyMultiranges)
 	case name == "tsquery":
 		return pgCannotStop("tsquery from a value that is not a string constant" + pgWhyTsquery)
-	case pgJSONTypes[name]:
-		return pgCannotStop(name + " from a value that is not a string constant" + pgWhyJSON)
 	}
 	return ""
 }
@@ -358,11 +334,6 @@ func (s *pgStmt) callRule(i int) string {
 	}
 	inner := pgSpan{i + 2, s.close[i+1]}
 	args := s.args(inner)
-	if pgJSONParsers[name] {
-		if _, ok := s.literal(pgSpan{inner.i, inner.j}); !ok || len(args) != 1 {
-			return pgCannotStop(name + " of a text that is not a string constant" + pgWhyJSON)
-		}
-	}
 	if pgTsqueryParsers[name] && (len(args) == 0 || !s.tsqueryConstant(args[len(args)-1])) {
 		return pgCannotStop(name + " of a text that is not a string constant" + pgWhyTsquery)
 	}
