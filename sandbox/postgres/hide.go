@@ -25,8 +25,12 @@ var (
 // the statement named that does not exist reported as one the task's role may not use ("permission
 // denied for schema X", SQLSTATE 42501), as the server reports an existing one, so that no task
 // can tell another task's schemas from names that exist nowhere. Errors about the schemas the
-// role may use (p.usable: its own, pg_catalog, information_schema, public where granted) are kept.
+// role may use (p.usable: its own, pg_catalog, information_schema, public where granted) are kept,
+// and so is every error of a DB that executes as the DSN's user (no task role: nothing to hide).
 func (p *pgDB) hideSchemas(qerr error, pe *pgconn.PgError, stmt string) string {
+	if p.role == "" {
+		return qerr.Error()
+	}
 	if x := p.missingSchema(pe, stmt); x != "" {
 		hidden := *pe
 		hidden.Code, hidden.Message, hidden.Detail, hidden.Hint = "42501", "permission denied for schema "+x, "", ""

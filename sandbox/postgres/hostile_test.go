@@ -622,6 +622,12 @@ func TestPostgresSchemaExistenceHidden(t *testing.T) {
 			t.Errorf("%s: %s %q, want the missing relation reported as such", q, r.Outcome, r.Error)
 		}
 	}
+	// Executing as the DSN's user (no task role, every schema its own to see), a missing schema
+	// is reported as the server reports it.
+	own := pgOpen(t, pgSlotsEngine(t, shared.PostgresDSN(), 1, sandbox.Access{AsDSNUser: true}), a)
+	if r := sandboxtest.MustExec(t, own, "SELECT NULL::"+missing+".secret", sandbox.ExecOptions{}); !strings.Contains(r.Error, `schema "`+missing+`" does not exist`) {
+		t.Errorf("as the DSN's user: %s %q, want the missing schema reported as missing", r.Outcome, r.Error)
+	}
 }
 
 // TestPostgresReaderSeesNoServer reads, as the reader and unscreened, every catalog relation
