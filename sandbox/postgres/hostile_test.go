@@ -997,7 +997,9 @@ func pgJITProbe() string {
 // name (json and jsonb input of a text the statement built: a jsonb array of 20 million
 // elements, 20 to 23 s; linear, but about a microsecond an element, and a text may be 1 GB; a
 // json doubled by json_build_array in 14 CTEs, then to_jsonb: 33 s past a 3 s deadline; a jsonb
-// doubled by jsonb_build_array in 13: 12.6 s past); each is refused with its
+// doubled by jsonb_build_array in 13: 12.6 s past), and to_char and to_timestamp with a template
+// the statement built (20 MB: 2.7 and 3.7 s past a 2 s deadline, a node per character parsed and
+// walked unchecked); each is refused with its
 // reason, and its backend gone by the deadline plus 2 s. And the JIT: a 60 KB expression that LLVM compiled for 10 to 20 s is stopped at
 // its deadline, since executions run with jit off.
 func TestPostgresHostileUnchecked(t *testing.T) {
@@ -1025,6 +1027,8 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"SELECT octet_length(format('%1000000000s', 'x'))", "format with a width"},
 		{"SELECT octet_length(format('%*s', 1000000000, 'x'))", "format with a width"},
 		{"SELECT octet_length(jsonb_pretty((repeat('[', 8000) || repeat(']', 8000))::jsonb))", "jsonb_pretty"},
+		{"SELECT length(to_char(1, x)) FROM (SELECT repeat('9', 20000000) AS x OFFSET 0) s", "to_char with a template"},
+		{"SELECT to_timestamp(x, x) FROM (SELECT repeat('1', 20000000) AS x OFFSET 0) s", "to_timestamp with a template"},
 		{"SELECT count(*) FROM jsonb_array_elements(('[' || repeat('1,', 20000000) || '1]')::jsonb)", "jsonb_array_elements"},
 		{"SELECT json_array_length(CAST(x AS json)) FROM (SELECT '[' || repeat('1,', 60000000) || '1]' AS x OFFSET 0) s", "json_array_length"},
 		{"SELECT jsonb_typeof(jsonb(x)) FROM (SELECT '[' || repeat('1,', 20000000) || '1]' AS x OFFSET 0) s", "jsonb_typeof"},

@@ -159,6 +159,13 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT row_to_json(t) FROM t":                                "row_to_json (json",
 		"SELECT x IS JSON FROM t":                                     "json (json",
 		"SELECT '[1]'::JSONB -> 0":                                    "jsonb (json",
+		// a template of up to 1 GB parsed unchecked (fifth red team)
+		"SELECT to_char(1, x) FROM t":                        "to_char with a template that is not a string constant",
+		"SELECT to_char(d, 'YYYY' || x) FROM t":              "to_char with a template",
+		"SELECT to_timestamp(x, x) FROM t":                   "to_timestamp with a template",
+		"SELECT to_number(x, repeat('9', 9)) FROM t":         "to_number with a template",
+		"SELECT pg_catalog.to_date(x, lower(y)) FROM t":      "not allowed",
+		`SELECT "to_date"(x, (SELECT max(f) FROM u)) FROM t`: "to_date with a template",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -202,6 +209,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT j @@ '$.a == 1', to_tsvector(x) @@ 'a'::tsquery, numnode(websearch_to_tsquery(lower('A or B'))) FROM t",
 		"SELECT lpad(month::text, 2, '0'), rpad(name, 10000), format('%s-%10s|%-5s|%1$s %%', a, b, c), format('x') FROM t",
 		"SELECT point(1, 2) <-> point(3, 4), circle '((0,0),1)' FROM t",
+		"SELECT to_char(d, 'YYYY-MM'), to_char(n, 'FM999' || '0.00'), to_timestamp(x, 'YYYY-MM-DD'), to_timestamp(1.5), to_number(x, '99G999'), to_date(x, upper('yyyymmdd')) FROM t",
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
 	} {

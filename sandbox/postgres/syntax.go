@@ -326,7 +326,8 @@ var pgNotAlias = map[string]bool{
 
 // callRule checks the call of toks[i] (toks[i+1] is its "("): the functions refused by name,
 // the tsquery parsers by their text, lpad, rpad and format by the length or widths they pad
-// to, and the text searches, by their search string, pattern or set.
+// to, to_char, to_number, to_timestamp and to_date by their template (a string constant), and
+// the text searches, by their search string, pattern or set.
 func (s *pgStmt) callRule(i int) string {
 	name := s.toks[i].text
 	if reason := pgRefusedCall(name); reason != "" {
@@ -352,6 +353,12 @@ func (s *pgStmt) callRule(i int) string {
 		}
 		if width, star := pgFormatWidth(v); star || width > pgMaxPad {
 			return pgCannotStop(fmt.Sprintf("format with a width that is not a number of at most %d", pgMaxPad) + pgWhyPad)
+		}
+	case "to_char", "to_number", "to_timestamp", "to_date":
+		if len(args) > 1 {
+			if _, ok := s.literal(args[1]); !ok {
+				return pgCannotStop(name + " with a template that is not a string constant" + pgWhyTemplate)
+			}
 		}
 	}
 	if c, ok := pgSearchCalls[name]; ok {
@@ -386,6 +393,9 @@ func (s *pgStmt) callRule(i int) string {
 	}
 	return ""
 }
+
+// pgWhyTemplate says why a template of to_char and its kin must be a string constant.
+const pgWhyTemplate = " (the template is parsed into a node per character and walked without checking for interrupts: to_char(1, x) over a 20 MB template ran 2.7 s past a 2 s statement_timeout, to_timestamp(x, x) 3.7 s, and a text may be 1 GB; a constant, to_char(d, 'YYYY-MM'), is bounded by the statement)"
 
 // pgMaxPad bounds the length lpad and rpad pad to, and format's widths, in characters.
 const pgMaxPad = 10000
