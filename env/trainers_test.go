@@ -130,7 +130,7 @@ func TestTRLAdapterEpisodes(t *testing.T) {
 		Plan string `json:"plan"`
 	}
 	var rows []row
-	plans := []string{"stop", "cut", "endoftext"}
+	plans := []string{"stop", "cut", "endoftext", "special"}
 	err = s.Prompts(context.Background(), func(batch []PromptRow) error {
 		for _, r := range batch {
 			task := s.tasks[r.TaskID]

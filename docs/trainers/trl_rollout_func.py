@@ -121,8 +121,11 @@ class EnvRollout:
         g = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         tok = trainer.processing_class
         im_end = tok.convert_tokens_to_ids(IM_END)
-        # the ids vLLM stops on (generation_config's eos ids): <|im_end|>, the tokenizer's eos, <|endoftext|>
-        stops = {t for t in (im_end, tok.eos_token_id, tok.convert_tokens_to_ids(ENDOFTEXT))
+        # the ids a reply ends on: those vLLM stops on (generation_config's eos ids: <|im_end|>,
+        # the tokenizer's eos, <|endoftext|>) and every other special token, which vLLM samples
+        # on through but the student's rule makes a stop (docs/ROLLOUT.md, "Special tokens a reply
+        # samples"): the reply is cut at the first, so its ids are those its text encodes to
+        stops = {t for t in (im_end, tok.eos_token_id, tok.convert_tokens_to_ids(ENDOFTEXT), *tok.all_special_ids)
                  if t is not None and t != getattr(tok, "unk_token_id", None)}
         eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
         pad = eps[0].prompt_ids if eps else [im_end]  # a placeholder prompt; its completion is dropped
@@ -152,8 +155,11 @@ class EnvRollout:
         }
 
     def _turn(self, e, ids, lps, im_end, stops, tok):
-        stop = ids[-1] if ids and ids[-1] in stops else None  # None: cut by the token limit
-        reply, reply_lps = (ids[:-1], lps[:-1]) if stop is not None else (ids, lps)
+        # the reply ends at its first stop id (what vLLM generated after a special token it did
+        # not stop on is dropped); None: cut by the token limit
+        at = next((i for i, t in enumerate(ids) if t in stops), None)
+        stop = ids[at] if at is not None else None
+        reply, reply_lps = (ids[:at], lps[:at]) if stop is not None else (ids, lps)
         text = tok.decode(reply, skip_special_tokens=True)
         e.last = step = self.env.step(e.id, text, finish_reason=None if stop is not None else "length")
         e.done = step["done"]
@@ -161,7 +167,7 @@ class EnvRollout:
         e.logprobs += reply_lps
         e.mask += [1] * len(reply)
         # The step's ids begin with the reply's closing <|im_end|>: the policy's token when it
-        # stopped on it (its log-prob, mask 1), else the template's (an <|endoftext|> stop, whose
+        # stopped on it (its log-prob, mask 1), else the template's (another special token, whose
         # log-prob is dropped as the template replaces it, or a cut reply: mask 0). Then the
         # template and the observation (mask 0); at done only "\n", which ends no completion:
         # the completion stops at that <|im_end|>, TRL's eos, or, for a cut reply, at its last
@@ -172,7 +178,7 @@ class EnvRollout:
         if after:
             sampled = stop == im_end
             e.ids += after
-            e.logprobs += [lps[-1] if sampled else 0.0] + [0.0] * (len(after) - 1)
+            e.logprobs += [lps[at] if sampled else 0.0] + [0.0] * (len(after) - 1)
             e.mask += [1 if sampled else 0] + [0] * (len(after) - 1)
 
 

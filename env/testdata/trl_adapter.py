@@ -7,6 +7,9 @@ prompt_ids) each with "gold" (its SQL in its dialect) and "plan", how the fake p
 in its episodes (every turn but the last the gold, stopping on <|im_end|>; the last turn):
   "stop"       the gold, stopping on <|im_end|>
   "endoftext"  the gold, stopping on <|endoftext|> (the template still writes <|im_end|>)
+  "special"    the gold, then <|im_start|> and more text up to <|im_end|>, as vLLM samples on
+               through a special token that is not an eos id: the reply ends at <|im_start|>
+               (the template writes <|im_end|>), the rest is dropped
   "cut"        a reply the token limit cut inside its <sql> block (no stop token)
 The server's turn budget is the number of turns every plan plays.
 
@@ -23,7 +26,7 @@ import json
 import sys
 import types
 
-IM_END, ENDOFTEXT, NL = 151645, 151643, 198  # Qwen2.5's ids, as the server's tokenizer has them
+IM_START, IM_END, ENDOFTEXT, NL = 151644, 151645, 151643, 198  # Qwen2.5's ids, as the server's tokenizer has them
 REPLY_LP, STOP_LP = -0.25, -0.5  # the fake sampler's log-probs: reply tokens, stop tokens
 
 
@@ -31,6 +34,7 @@ class FakeTokenizer:
     """The student's tokenizer as the adapter uses it: reply ids are the fake policy's own (one
     id per reply text); the special ids are Qwen2.5's."""
     eos_token_id, pad_token_id, unk_token_id = IM_END, ENDOFTEXT, None
+    all_special_ids = [ENDOFTEXT, IM_START, IM_END, 151646]  # HF's: eos, pad, additional_special_tokens
 
     def __init__(self):
         self.texts = {}
@@ -67,10 +71,14 @@ class FakeGeneration:
             plan = row["plan"] if turn == self.max_turns else "stop"
             if plan == "cut":
                 ids = [self.tok.reply(answer[:answer.index("</sql>") - 3])]
+            elif plan == "special":
+                ids = [self.tok.reply(answer), IM_START, self.tok.reply("user\nmore"), IM_END]
             else:
                 ids = [self.tok.reply(answer), IM_END if plan == "stop" else ENDOFTEXT]
             completions.append(ids)
             logprobs.append([[REPLY_LP]] * (len(ids) - (plan != "cut")) + [[STOP_LP]] * (plan != "cut"))
+            if plan == "special":
+                logprobs[-1][1] = [STOP_LP]
         return [list(p) for p in prompts], completions, logprobs, None
 
 

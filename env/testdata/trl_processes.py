@@ -72,6 +72,7 @@ class FakeEnv:
 
 class FakeTokenizer:
     eos_token_id = EOS
+    all_special_ids = [EOS, IM_END]  # HF's: eos and the additional special tokens
 
     def convert_tokens_to_ids(self, tok):
         return IM_END

@@ -50,7 +50,7 @@ var ErrNoTokenizer = errors.New("no tokenizer")
 
 // Open loads the Hugging Face model directory dir (config.json, model.safetensors or a sharded
 // index, generation_config.json, tokenizer.json) and returns a Student over it. The stop tokens
-// are the model's eos ids plus the tokenizer's <|im_end|> and <|endoftext|>.
+// are the model's eos ids plus DefaultStops (every special token of the tokenizer).
 func Open(dir string, opts Options) (*Student, error) {
 	if st, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("student: model directory: %w", err)
@@ -95,11 +95,11 @@ func Open(dir string, opts Options) (*Student, error) {
 	return s, nil
 }
 
-// stopIDs are m's eos ids plus tok's <|im_end|> and <|endoftext|>.
+// stopIDs are m's eos ids plus DefaultStops(tok).
 func stopIDs(m Model, tok Tokenizer) []int {
 	stops := m.EOS()
-	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.TokenID(t); ok && !slices.Contains(stops, id) {
+	for _, id := range DefaultStops(tok) {
+		if !slices.Contains(stops, id) {
 			stops = append(stops, id)
 		}
 	}

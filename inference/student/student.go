@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ type Config struct {
 	ModelID string
 	// Sampling holds the defaults for chat.Options fields left unset.
 	Sampling Sampling
-	// StopIDs end every reply; default the tokenizer's <|im_end|> and <|endoftext|>.
+	// StopIDs end every reply; default DefaultStops: every special token of the tokenizer.
 	StopIDs []int
 	// Generate tunes the scheduler (its StopIDs are replaced by StopIDs).
 	Generate generate.Config
@@ -82,11 +83,7 @@ func New(m lm.Model, tok Tokenizer, cfg Config) (*Student, error) {
 		cfg.Sampling.MaxTokens = 2048
 	}
 	if cfg.StopIDs == nil {
-		for _, t := range []string{chattmpl.ImEnd, "<|endoftext|>"} {
-			if id, ok := tok.TokenID(t); ok {
-				cfg.StopIDs = append(cfg.StopIDs, id)
-			}
-		}
+		cfg.StopIDs = DefaultStops(tok)
 		if len(cfg.StopIDs) == 0 {
 			return nil, errors.New("student: the tokenizer has neither <|im_end|> nor <|endoftext|>; give the stop ids")
 		}
@@ -98,6 +95,29 @@ func New(m lm.Model, tok Tokenizer, cfg Config) (*Student, error) {
 		return nil, fmt.Errorf("student: %w", err)
 	}
 	return &Student{gen: g, tok: tok, id: cfg.ModelID, sampling: cfg.Sampling}, nil
+}
+
+// DefaultStops are the ids that end a reply: the ChatML markers <|im_end|>, <|endoftext|> and
+// <|im_start|>, and every other token the tokenizer marks special (when it lists them:
+// SpecialIDs, as *tokenizer.Tokenizer does), in increasing order. A special token sampled
+// inside a reply ends it, so a reply's text never holds one and its ids are those the text
+// encodes back to: the next turn's prompt, rendered from the text, starts with the prompt and
+// the ids generated (the KV cache's prefix), and a rollout's ids are the encoding of its
+// conversation (docs/ROLLOUT.md, "Special tokens a reply samples").
+func DefaultStops(tok Tokenizer) []int {
+	var stops []int
+	for _, t := range []string{chattmpl.ImEnd, "<|endoftext|>", chattmpl.ImStart} {
+		if id, ok := tok.TokenID(t); ok {
+			stops = append(stops, id)
+		}
+	}
+	if sp, ok := tok.(interface{ SpecialIDs() map[string]int }); ok {
+		for _, id := range sp.SpecialIDs() {
+			stops = append(stops, id)
+		}
+	}
+	slices.Sort(stops)
+	return slices.Compact(stops)
 }
 
 // ModelID is the model's name in replies.

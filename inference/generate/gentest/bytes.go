@@ -92,16 +92,25 @@ func (ByteTokenizer) TokenID(tok string) (int, bool) {
 // Scripted returns a Toy over ByteTokenizer that answers every ChatML assistant turn with reply
 // and then <|im_end|>.
 func Scripted(reply string) *Toy {
-	toy := NewToy(ByteVocab, 8192)
-	header := ByteTokenizer{}.Encode("<|im_start|>assistant\n")
+	ids := make([]int, len(reply))
+	for i := range len(reply) {
+		ids[i] = int(reply[i])
+	}
+	return ScriptedIDs(ByteVocab, ByteTokenizer{}.Encode("<|im_start|>assistant\n"), ids, ImEnd)
+}
+
+// ScriptedIDs returns a Toy of vocab tokens that answers every assistant turn (the tokens after
+// the last occurrence of header) with reply's ids and then stop.
+func ScriptedIDs(vocab int, header, reply []int, stop int) *Toy {
+	toy := NewToy(vocab, 8192)
 	toy.Favor = func(toks []int) (int, bool) {
 		for i := len(toks) - len(header); i >= 0; i-- {
 			if slices.Equal(toks[i:i+len(header)], header) {
 				n := len(toks) - i - len(header)
 				if n < len(reply) {
-					return int(reply[n]), true
+					return reply[n], true
 				}
-				return ImEnd, true
+				return stop, true
 			}
 		}
 		return 0, false

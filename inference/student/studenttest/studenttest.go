@@ -1,5 +1,6 @@
-// Package studenttest makes checkpoints for tests of the student runtime: a copy of a model
-// directory with some weights changed, as a trainer's step would leave it.
+// Package studenttest makes checkpoints and students for tests of the student runtime: a copy of
+// a model directory with some weights changed, as a trainer's step would leave it; a scripted
+// student over the real tokenizer.
 package studenttest
 
 import (
@@ -7,9 +8,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 // Perturbed copies the model directory dir (config.json, generation_config.json, a single
@@ -62,4 +69,30 @@ func Perturbed(tb testing.TB, dir, tensor string, edit func(config []byte) []byt
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// MidReplySpecial returns the Qwen2.5 tokenizer of ../shared (the test is skipped without it)
+// and a student over it and a scripted toy model that answers every assistant turn with the ids
+// of before, the special token special, the ids of after and <|im_end|>: a policy that samples a
+// special token inside its reply. The ids of before are returned too; the student is closed when
+// the test ends.
+func MidReplySpecial(tb testing.TB, before, special, after string) (*student.Student, *tokenizer.Tokenizer, []int) {
+	tb.Helper()
+	tok, err := tokenizer.Load(shared.Path(tb, "tokenizer/qwen2.5"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	imEnd, _ := tok.TokenID(chattmpl.ImEnd)
+	sp, ok := tok.TokenID(special)
+	if !ok || !tok.IsSpecial(sp) {
+		tb.Fatalf("%s is not a special token of the tokenizer", special)
+	}
+	head := tok.EncodeSplitSpecial(before)
+	script := slices.Concat(head, []int{sp}, tok.EncodeSplitSpecial(after))
+	s, err := student.New(gentest.ScriptedIDs(tok.VocabSize(), tok.Encode(chattmpl.GenerationPrompt), script, imEnd), tok, student.Config{ModelID: "scripted"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, tok, head
 }
