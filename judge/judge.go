@@ -352,8 +352,11 @@ func modelOf(d datasets.Dialect) (valueModel, bool) {
 	return engineModel{}, false
 }
 
-// equal compares two results' rows under the style.
+// equal compares two results' rows under the style. A NaN in either makes them differ (hasNaN).
 func (j Judge) equal(d datasets.Dialect, gold, pred [][]any, ordered bool) bool {
+	if hasNaN(gold) || hasNaN(pred) {
+		return false
+	}
 	m, _ := modelOf(d)
 	switch j.Style {
 	case StyleSpider:
@@ -474,9 +477,10 @@ func skipSpaceComments(q string, i int) int {
 // that are the same across engines compare equal: integers and floats equal as numbers, floats after
 // rounding to 10 significant digits (a sandbox.Decimal as its Number, but exactly when it is an
 // integer past int64 or past float64's range: decimalKey), []byte equal to the same text, bools as 0/1, and times
-// equal to text holding the same date or date-time (see dateKey). Both results must have run.
+// equal to text holding the same date or date-time (see dateKey). A NaN equals nothing, as in
+// Python (hasNaN). Both results must have run.
 func Match(gold, pred *sandbox.Result, ordered bool) bool {
-	if !gold.OK() || !pred.OK() {
+	if !gold.OK() || !pred.OK() || hasNaN(gold.Rows) || hasNaN(pred.Rows) {
 		return false
 	}
 	if ordered {
@@ -485,7 +489,28 @@ func Match(gold, pred *sandbox.Result, ordered bool) bool {
 	return setEqual(engineModel{}, gold.Rows, pred.Rows)
 }
 
-// RowKey is a canonical text of a row: equal keys mean equal rows under Match's value rules.
+// hasNaN reports whether rows hold a NaN (a float64, or a sandbox.Decimal "NaN": psycopg's
+// float('nan') and Decimal('NaN')). Python's NaN equals nothing, itself from another execution
+// included, so a row holding one is in no other result's set or list: BIRD's set(pred) ==
+// set(gold) and test-suite-sql-eval's result_eq (quick_rej, multiset_eq) are false whenever
+// either result holds one (two empty results hold none). SQLite returns NULL for a NaN.
+func hasNaN(rows [][]any) bool {
+	for _, r := range rows {
+		for _, v := range r {
+			if d, ok := v.(sandbox.Decimal); ok {
+				v = d.Number()
+			}
+			if f, ok := v.(float64); ok && math.IsNaN(f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// RowKey is a canonical text of a row: equal keys mean equal rows under Match's value rules,
+// except that Match finds no row holding a NaN equal to any (hasNaN); RowKey keys NaN as one
+// value, so such rows group together (student eval's --vote).
 // Values are length-prefixed, so no text can forge a column boundary.
 func RowKey(row []any) string { return rowKey(engineModel{}, row) }
 
