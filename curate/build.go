@@ -146,8 +146,12 @@ type TeacherSummary struct {
 	ExecOK          int        `json:"exec_ok"`
 	Correct         int        `json:"correct"`
 	// Unjudged counts the rows whose gold SQL gave no result (gold_error): never correct.
-	Unjudged int         `json:"unjudged"`
-	Think    ThinkCounts `json:"think"`
+	Unjudged int `json:"unjudged"`
+	// FormatViolations and MalformedTurns sum the teacher's rows' format_violations and
+	// malformed_turns (rundir.Tally), as BuildReport's do over all rows.
+	FormatViolations int         `json:"format_violations"`
+	MalformedTurns   int         `json:"malformed_turns"`
+	Think            ThinkCounts `json:"think"`
 }
 
 // ThinkCounts counts the assistant turns of written rows by where their think block came from,

@@ -77,7 +77,7 @@ func (a *aggregate) fill(rep *BuildReport) {
 		rep.Teachers = append(rep.Teachers, TeacherSummary{
 			Teacher: n, Rows: t.out.N, Excluded: t.excluded, TruncatedRows: t.out.RowsTruncated, Tokens: TokenStatsOf(t.tokens),
 			TrainableTokens: t.trainable, Converged: t.out.Converged, ExecOK: t.out.ExecOK, Correct: t.out.Correct, Unjudged: t.out.Unjudged,
-			Think: t.think,
+			FormatViolations: t.out.FormatViolations, MalformedTurns: t.out.MalformedTurns, Think: t.think,
 		})
 	}
 }
@@ -276,13 +276,13 @@ func renderCard(rep *BuildReport, downloadSize int64) ([]byte, error) {
 		"then one `<sql>…</sql>` and nothing else; they include every format violation and truncated turn)\n",
 		rep.FormatViolations, rep.MalformedTurns)
 	b.WriteString("\n## Per teacher\n\n")
-	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | unjudged | think field / inline / none | truncated rows / turns |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| teacher | rows | share | excluded | tokens mean | p50 | p95 | max | trainable tokens | converged | exec ok | correct | unjudged | format violations / malformed turns | think field / inline / none | truncated rows / turns |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range rep.Teachers {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d | %d / %d / %d | %d / %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f | %d | %d | %d | %d | %s | %s | %s | %d | %d / %d | %d / %d / %d | %d / %d |\n",
 			mdEscape(t.Teacher), t.Rows, pct(t.Rows, rep.Rows), t.Excluded, t.Tokens.Mean, t.Tokens.P50, t.Tokens.P95, t.Tokens.Max,
 			t.TrainableTokens, pct(t.Converged, t.Rows), pct(t.ExecOK, t.Rows), pct(t.Correct, t.Rows), t.Unjudged,
-			t.Think.Field, t.Think.Inline, t.Think.None, t.TruncatedRows, t.Think.TruncatedTurns)
+			t.FormatViolations, t.MalformedTurns, t.Think.Field, t.Think.Inline, t.Think.None, t.TruncatedRows, t.Think.TruncatedTurns)
 	}
 	b.WriteString("\n## Protocol\n\n")
 	b.WriteString("The system turn gives the SQL dialect and the schema as `CREATE TABLE` DDL with sample values; the user turn gives " +

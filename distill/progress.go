@@ -32,6 +32,7 @@ type progress struct {
 type teacherProgress struct {
 	todo, skipped, done, failed, abandoned int
 	tokens                                 int
+	malformed                              int // the done trajectories' malformed turns (rundir.Outcome)
 }
 
 func newProgress(w io.Writer, interactive bool, interval time.Duration) *progress {
@@ -68,6 +69,7 @@ func (p *progress) done(tr *rundir.Trajectory) {
 	t := p.get(tr.Teacher)
 	t.done++
 	t.tokens += tr.Usage.Total()
+	t.malformed += tr.Outcome().MalformedTurns
 }
 
 func (p *progress) failed(name string) {
@@ -173,7 +175,7 @@ func (p *progress) drawLocked(final bool) {
 		if t.skipped > 0 {
 			fmt.Fprintf(&b, " (+%d earlier)", t.skipped)
 		}
-		fmt.Fprintf(&b, "  failed %d  %.1f/s  ETA %s  tokens %s", t.failed, rate, eta, humanCount(t.tokens))
+		fmt.Fprintf(&b, "  failed %d  %.1f/s  ETA %s  tokens %s  malformed %d", t.failed, rate, eta, humanCount(t.tokens), t.malformed)
 		if t.abandoned > 0 {
 			fmt.Fprintf(&b, "  abandoned %d", t.abandoned)
 		}
@@ -205,12 +207,14 @@ type SummaryRow struct {
 	Dialect      datasets.Dialect `json:"dialect"`
 	Trajectories int              `json:"trajectories"`
 	Failed       int              `json:"failed"`
-	// Converged, ExecOK, Correct, FormatViolations, Turns and Unjudged count as rundir.Tally
-	// does (Trajectory.Outcome).
+	// Converged, ExecOK, Correct, FormatViolations, MalformedTurns (the format reward's count,
+	// rundir.MalformedTurns), Turns and Unjudged count as rundir.Tally does
+	// (Trajectory.Outcome).
 	Converged        int `json:"converged"`
 	ExecOK           int `json:"exec_ok"`
 	Correct          int `json:"correct"`
 	FormatViolations int `json:"format_violations"`
+	MalformedTurns   int `json:"malformed_turns"`
 	Turns            int `json:"turns"`
 	Tokens           int `json:"tokens"`
 	// Unjudged counts the trajectories whose gold SQL failed on their dialect (their
@@ -258,7 +262,8 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 	out := make([]SummaryRow, 0, len(rows))
 	for _, r := range rows {
 		t := r.tally
-		r.Trajectories, r.Converged, r.ExecOK, r.Correct, r.FormatViolations, r.Turns, r.Unjudged = t.N, t.Converged, t.ExecOK, t.Correct, t.FormatViolations, t.Turns, t.Unjudged
+		r.Trajectories, r.Converged, r.ExecOK, r.Correct, r.FormatViolations, r.MalformedTurns, r.Turns, r.Unjudged =
+			t.N, t.Converged, t.ExecOK, t.Correct, t.FormatViolations, t.MalformedTurns, t.Turns, t.Unjudged
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -271,11 +276,11 @@ func Summarize(dir string) ([]SummaryRow, []*rundir.BadLine, error) {
 }
 
 // WriteSummary prints rows as a table: trajectories, failures, converged %, exec-ok %,
-// correct %, format violations, average turns, tokens, and the trajectories left unjudged by
-// a gold SQL that failed.
+// correct %, format violations, malformed turns, average turns, tokens, and the trajectories
+// left unjudged by a gold SQL that failed.
 func WriteSummary(w io.Writer, rows []SummaryRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "teacher\tdialect\ttrajectories\tfailed\tconverged\texec-ok\tcorrect\tformat-viol\tavg turns\ttokens\tunjudged\t")
+	fmt.Fprintln(tw, "teacher\tdialect\ttrajectories\tfailed\tconverged\texec-ok\tcorrect\tformat-viol\tmalformed\tavg turns\ttokens\tunjudged\t")
 	pct := func(a, n int) string {
 		if n == 0 {
 			return "-"
@@ -287,9 +292,9 @@ func WriteSummary(w io.Writer, rows []SummaryRow) error {
 		if r.Trajectories > 0 {
 			avg = fmt.Sprintf("%.2f", float64(r.Turns)/float64(r.Trajectories))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t\n", r.Teacher, r.Dialect, r.Trajectories, r.Failed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t\n", r.Teacher, r.Dialect, r.Trajectories, r.Failed,
 			pct(r.Converged, r.Trajectories), pct(r.ExecOK, r.Trajectories), pct(r.Correct, r.Trajectories),
-			r.FormatViolations, avg, humanCount(r.Tokens), r.Unjudged)
+			r.FormatViolations, r.MalformedTurns, avg, humanCount(r.Tokens), r.Unjudged)
 	}
 	return tw.Flush()
 }
