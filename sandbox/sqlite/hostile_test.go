@@ -566,7 +566,7 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 
 // TestSQLiteHeapEachPastIt: statements that each need more than the whole of SQLite's heap
 // (sqliteHeapLimit), run together, make each other run out while the others hold most of it.
-// Each must still end with its own "out of memory" (in its turn, awaitHeap), not with
+// Each must still end with its own "out of memory" (in its turn, awaitTurn), not with
 // sandbox.ErrBusy: before, each was the others' victim every time, and Patient tried them again
 // together until one had waited 31.8 s, or more than BusyPatience with more of them. The cap is
 // lowered for the test (lowerHeapCap): on a loaded machine filling the whole one three times over

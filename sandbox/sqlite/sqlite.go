@@ -38,11 +38,25 @@ const (
 // columns of sqliteMaxValue) would otherwise be materialised whole before Collect sees it. Every
 // task's statements share it, so a statement that runs out of it while others hold most of it
 // waits for its turn and runs again, and fails with sandbox.ErrBusy, not with their "out of
-// memory", only if they hold it through its time limit (heapHeld, awaitHeap).
+// memory", only if they hold it through its time limit (heapHeld, awaitTurn).
 const sqliteHeapLimit = 1 << 30
 
+// sqliteTempLimit caps, for the process, the bytes of SQLite's temporary files (a sort, DISTINCT,
+// GROUP BY or materialised subquery that outgrows the page cache spills to them: unlinked files,
+// freed when the statement ends) on every read connection, counted by the VFS they are opened
+// through (sqliteTempVFS: each open temporary file's size, given back when it closes). A write
+// past it fails with SQLITE_FULL, the statement's error (tempFull), unless other statements
+// hold more than half of it: then, as with the heap, it waits for its turn and runs again, and
+// fails with sandbox.ErrBusy only if they hold it through its time limit (tempHeld, awaitTurn).
+// Without it only the deadline bounded them: ORDER BY randomblob(4000) over a recursive CTE
+// wrote 445 MiB within a 5 s deadline, and many such statements at the default 30 s could
+// fill the disk. PRAGMA temp_store = MEMORY is not the fix: the sort then runs as one
+// in-memory pass the deadline does not stop.
+const sqliteTempLimit = 1 << 30
+
 // sqliteReadDriver is go-sqlite3 with, on every connection, the limits above, no attached
-// databases, SQLite's heap capped (sqliteHeapLimit), sqliteAuthorize as its authorizer and the
+// databases, SQLite's heap capped (sqliteHeapLimit), its temporary files capped (sqliteTempVFS,
+// named in sqliteDSN; sqliteTempLimit), sqliteAuthorize as its authorizer and the
 // statement guard (guardSQLite: a deadline enforced by a progress handler and by bounded
 // versions of the built-ins that could outrun it).
 const sqliteReadDriver = "sqlite3-chainedsql-read"
@@ -55,6 +69,9 @@ func init() {
 func prepareSQLiteConn(c *sqlite3.SQLiteConn) error {
 	if sqliteAllocGuard != nil {
 		return sqliteAllocGuard
+	}
+	if sqliteTempVFSErr != nil {
+		return sqliteTempVFSErr
 	}
 	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, sqliteMaxValue)
 	c.SetLimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, sqliteMaxSQL)
@@ -154,9 +171,10 @@ func Open(path string) (sandbox.DB, error) {
 	return &sqliteDB{db: db, version: "SQLite " + v}, nil
 }
 
-// sqliteDSN is go-sqlite3's name for the SQLite file at path, opened read-only and immutable.
+// sqliteDSN is go-sqlite3's name for the SQLite file at path, opened read-only and immutable
+// through sqliteTempVFS (SQLite opens a connection's temporary files through its database's VFS).
 func sqliteDSN(path string) string {
-	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1"
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_query_only=1&vfs=" + sqliteTempVFS
 }
 
 // sqliteMagic is how every SQLite database file starts (the header's first 16 bytes).
@@ -199,21 +217,21 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 	return s.exec(ctx, start, stmt, timeout, opts)
 }
 
-// exec runs stmt, already screened (run), and once more in its turn (awaitHeap) if it ran out
-// of SQLite's heap while others held most of it, unless its RowFilter was asked about rows of
+// exec runs stmt, already screened (run), and once more in its turn (awaitTurn) if it ran out
+// of SQLite's heap or of its temporary files' cap while others held most of it, unless its RowFilter was asked about rows of
 // the first run: a filter keeps what it was told (the judge's keeps a row per key and skips the
 // rows it saw), so it would read the rows of a second run as seen. Such a statement fails with
 // the heap's sandbox.ErrBusy at once, and its caller runs it again whole with a fresh filter
 // (the judge does: sandbox.RetryBusy).
 func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
 	res, err := s.run(ctx, start, stmt, timeout, opts, false)
-	var held *heapBusyError
+	var held *capBusyError
 	if !errors.As(err, &held) || held.asked {
 		return res, err
 	}
-	// It ran out of the heap while others held most of it: its own need or theirs? Run it again
-	// alone in its turn (awaitHeap), where running out is its own.
-	release, err := awaitHeap(ctx, timeout, opts.Waiting)
+	// It ran out of the heap (or the temporary files' cap) while others held most of it: its own
+	// need or theirs? Run it again alone in its turn (awaitTurn), where running out is its own.
+	release, err := awaitTurn(ctx, timeout, opts.Waiting, held.room)
 	if err != nil {
 		return nil, err
 	}
@@ -225,22 +243,24 @@ func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeo
 }
 
 // sqliteHeapTurn is held by the one statement of the process at a time that runs again after
-// running out of SQLite's heap while others held most of it (awaitHeap).
+// running out of SQLite's heap, or of its temporary files' cap, while others held most of it
+// (awaitTurn).
 var sqliteHeapTurn = make(chan struct{}, 1)
 
-// sqliteHeapPoll is how often awaitHeap looks at the heap in use.
+// sqliteHeapPoll is how often awaitTurn looks at the heap (or the temporary files) in use.
 const sqliteHeapPoll = 10 * time.Millisecond
 
-// awaitHeap waits, for a statement that ran out of SQLite's heap while other statements held
+// awaitTurn waits, for a statement that ran out of SQLite's heap while other statements held
 // more than half of it (heapHeld, its own memory freed), for its turn (sqliteHeapTurn) and then
-// for the heap in use to fall to at most half of its limit (sqliteHeapCap), both within limit,
+// until room reports the heap in use fallen to at most half of its limit (heapRoom), both within limit,
 // telling waiting (ExecOptions.Waiting, when not nil) while it waits. It returns the release of
 // the turn, to call once the statement has run again; nil when limit passed first (the
 // statement stays sandbox.ErrBusy); an error when ctx is done first. Several statements that
 // each need more than the whole heap, run together, make each other run out: in turns each runs
 // out alone and keeps its own "out of memory" (before, each was ErrBusy, and Patient tried them
-// again together until its patience ran out).
-func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (release func(), err error) {
+// again together until its patience ran out). A statement that passed the cap on temporary
+// files while others held more than half of it (tempHeld) waits the same, room being tempRoom.
+func awaitTurn(ctx context.Context, limit time.Duration, waiting func(bool), room func() bool) (release func(), err error) {
 	if waiting != nil {
 		waiting(true)
 		defer waiting(false)
@@ -256,7 +276,7 @@ func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (re
 	}
 	tick := time.NewTicker(sqliteHeapPoll)
 	defer tick.Stop()
-	for sqliteHeapUsed() > sqliteHeapCap()/2 {
+	for !room() {
 		select {
 		case <-tick.C:
 		case <-timer.C:
@@ -271,9 +291,11 @@ func awaitHeap(ctx context.Context, limit time.Duration, waiting func(bool)) (re
 }
 
 // run executes stmt, already screened, on a connection of its own with the deadline set in
-// SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. A
+// SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. Its
+// temporary files passing their cap (sqliteTempLimit) is its error, tempFull, or, while others
+// hold more than half of the cap, tempHeld's sandbox.ErrBusy, the same as the heap's below. A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
-// sandbox.ErrBusy, unless it runs in its turn (turn, awaitHeap): then its "out of memory" is its
+// sandbox.ErrBusy, unless it runs in its turn (turn, awaitTurn): then its "out of memory" is its
 // own error, as it is for one that ran out holding most of the heap itself; one that ran out
 // making its connection (opening it, installing its guard) is ErrBusy in its turn too. Running
 // out converting a row's values for the driver (a zeroblob's expansion) is running out as in a
@@ -361,6 +383,13 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		busy.asked = asked.rows
 		return nil, busy
 	}
+	if busy := tempHeld(err); busy != nil && !turn {
+		busy.asked = asked.rows
+		return nil, busy
+	}
+	if tempShort(err) {
+		err = tempFull(err)
+	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error(), Duration: res.Duration}, nil
 }
 
@@ -418,9 +447,9 @@ func heapShort(err error) bool {
 // and other statements of the process still hold more than half of SQLite's heap: the cap
 // (sqliteHeapLimit) is the process's, so one statement may hold nearly all of it until its
 // deadline, and the statement that then ran out is the database's failure, not its own, unless
-// it runs out again in its turn (exec, awaitHeap). A statement that ran out holding more than
+// it runs out again in its turn (exec, awaitTurn). A statement that ran out holding more than
 // half itself keeps its error: nil.
-func heapHeld(err error) *heapBusyError {
+func heapHeld(err error) *capBusyError {
 	if !heapShort(err) {
 		return nil
 	}
@@ -433,19 +462,55 @@ func heapHeld(err error) *heapBusyError {
 
 // newHeapBusy is the sandbox.ErrBusy of a statement that ran out of SQLite's heap (err) while
 // others held used bytes of it.
-func newHeapBusy(err error, used int64) *heapBusyError {
-	return &heapBusyError{err: fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
-		sandbox.ErrBusy, sqliteHeapCap()>>20, used>>20, err)}
+func newHeapBusy(err error, used int64) *capBusyError {
+	return &capBusyError{err: fmt.Errorf("sqlite exec: %w: SQLite's heap (%d MiB for the whole process) ran out while other statements held %d MiB of it; try again once they end (%v)",
+		sandbox.ErrBusy, sqliteHeapCap()>>20, used>>20, err), room: heapRoom}
 }
 
-// heapBusyError is heapHeld's error, wrapping sandbox.ErrBusy.
-type heapBusyError struct {
+// heapRoom reports whether SQLite's heap in use is at most half of its limit: where a
+// statement that ran out of it while others held more runs again in its turn (awaitTurn).
+func heapRoom() bool { return sqliteHeapUsed() <= sqliteHeapCap()/2 }
+
+// tempShort reports whether err is SQLite's "database or disk is full": a write to a temporary
+// file would pass sqliteTempCap (or the disk is full; the read connections write no other file).
+func tempShort(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrFull
+}
+
+// tempFull is the error of a statement whose temporary files passed their cap (err,
+// tempShort) by its own need: it says what the cap is and what spills to temporary files.
+func tempFull(err error) error {
+	return fmt.Errorf("%w: the statement's temporary files (a sort, DISTINCT, GROUP BY or subquery past SQLite's page cache) would pass their cap of %d MiB for the process",
+		err, sqliteTempCap()>>20)
+}
+
+// tempHeld is heapHeld for SQLite's temporary files: for err of a statement whose files are
+// closed (its statement finalised, its connection given back), an error wrapping
+// sandbox.ErrBusy when err is SQLITE_FULL (tempShort) and other statements' temporary files
+// still take more than half of the cap (sqliteTempCap, the process's): those statements ran it
+// out, unless the statement runs out again in its turn (exec, awaitTurn). One that passed the
+// cap while others held at most half of it keeps its own error (tempFull): nil.
+func tempHeld(err error) *capBusyError {
+	if used := sqliteTempUsed(); tempShort(err) && used > sqliteTempCap()/2 {
+		return &capBusyError{err: fmt.Errorf("sqlite exec: %w: SQLite's temporary files (%d MiB for the whole process) ran out while other statements' files took %d MiB; try again once they end (%v)",
+			sandbox.ErrBusy, sqliteTempCap()>>20, used>>20, err), room: tempRoom}
+	}
+	return nil
+}
+
+// tempRoom reports whether SQLite's temporary files take at most half of their cap.
+func tempRoom() bool { return sqliteTempUsed() <= sqliteTempCap()/2 }
+
+// capBusyError is heapHeld's and tempHeld's error, wrapping sandbox.ErrBusy.
+type capBusyError struct {
 	err   error
-	asked bool // the statement's RowFilter was asked about rows before it ran out (exec)
+	asked bool        // the statement's RowFilter was asked about rows before it ran out (exec)
+	room  func() bool // whether what it ran out of has room again to run it in its turn
 }
 
-func (e *heapBusyError) Error() string { return e.err.Error() }
-func (e *heapBusyError) Unwrap() error { return e.err }
+func (e *capBusyError) Error() string { return e.err.Error() }
+func (e *capBusyError) Unwrap() error { return e.err }
 
 // await waits for the statement on conn to send on done, and releases conn. It abandons the
 // statement instead (see sqliteGrace) if it has not sent by limit, or sqliteGrace after ctx is

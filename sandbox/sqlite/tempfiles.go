@@ -1,0 +1,249 @@
+//go:build cgo
+
+package sqlite
+
+/*
+#include <stdint.h>
+
+// SQLite's VFS interfaces, declared rather than included (as in guard.go): resolved at link time
+// against the SQLite that github.com/mattn/go-sqlite3 compiles in. The layouts are SQLite's
+// stable ABI (sqlite3_vfs version 2, sqlite3_io_methods version 3).
+typedef struct sqlite3_io_methods cs_io_methods;
+typedef struct cs_file { const cs_io_methods *pMethods; } cs_file; // sqlite3_file
+struct sqlite3_io_methods {
+	int iVersion;
+	int (*xClose)(cs_file*);
+	int (*xRead)(cs_file*, void*, int, long long);
+	int (*xWrite)(cs_file*, const void*, int, long long);
+	int (*xTruncate)(cs_file*, long long);
+	int (*xSync)(cs_file*, int);
+	int (*xFileSize)(cs_file*, long long*);
+	int (*xLock)(cs_file*, int);
+	int (*xUnlock)(cs_file*, int);
+	int (*xCheckReservedLock)(cs_file*, int*);
+	int (*xFileControl)(cs_file*, int, void*);
+	int (*xSectorSize)(cs_file*);
+	int (*xDeviceCharacteristics)(cs_file*);
+	int (*xShmMap)(cs_file*, int, int, int, void volatile**);
+	int (*xShmLock)(cs_file*, int, int, int);
+	void (*xShmBarrier)(cs_file*);
+	int (*xShmUnmap)(cs_file*, int);
+	int (*xFetch)(cs_file*, long long, int, void**);
+	int (*xUnfetch)(cs_file*, long long, void*);
+};
+typedef struct cs_vfs cs_vfs; // sqlite3_vfs
+struct cs_vfs {
+	int iVersion;
+	int szOsFile;
+	int mxPathname;
+	cs_vfs *pNext;
+	const char *zName;
+	void *pAppData;
+	int (*xOpen)(cs_vfs*, const char*, cs_file*, int, int*);
+	int (*xDelete)(cs_vfs*, const char*, int);
+	int (*xAccess)(cs_vfs*, const char*, int, int*);
+	int (*xFullPathname)(cs_vfs*, const char*, int, char*);
+	void *(*xDlOpen)(cs_vfs*, const char*);
+	void (*xDlError)(cs_vfs*, int, char*);
+	void (*(*xDlSym)(cs_vfs*, void*, const char*))(void);
+	void (*xDlClose)(cs_vfs*, void*);
+	int (*xRandomness)(cs_vfs*, int, char*);
+	int (*xSleep)(cs_vfs*, int);
+	int (*xCurrentTime)(cs_vfs*, double*);
+	int (*xGetLastError)(cs_vfs*, int, char*);
+	int (*xCurrentTimeInt64)(cs_vfs*, long long*);
+};
+cs_vfs *sqlite3_vfs_find(const char*);
+int sqlite3_vfs_register(cs_vfs*, int);
+
+#define CS_FULL 13
+#define CS_ERROR 1
+// The xOpen flags of SQLite's temporary files: SQLITE_OPEN_TEMP_DB, SQLITE_OPEN_TRANSIENT_DB,
+// SQLITE_OPEN_TEMP_JOURNAL, SQLITE_OPEN_SUBJOURNAL.
+#define CS_TMP_FLAGS (0x200 | 0x400 | 0x1000 | 0x2000)
+#define CS_TMP_VFS "chainedsql-tmp"
+
+// The process's temporary-file bytes: in use (each open temporary file's size, the highest
+// offset its writes and truncations reached), the cap on them, the most in use at once since
+// cs_tmp_reset_peak, and how many writes the cap refused.
+static int64_t cs_tmp_used, cs_tmp_cap, cs_tmp_peak, cs_tmp_refused;
+
+// cs_tmp_take counts n more bytes of temporary files, unless that passes the cap: 0 then.
+static int cs_tmp_take(int64_t n) {
+	int64_t used = __atomic_load_n(&cs_tmp_used, __ATOMIC_RELAXED);
+	do {
+		if (used + n > __atomic_load_n(&cs_tmp_cap, __ATOMIC_RELAXED)) {
+			__atomic_add_fetch(&cs_tmp_refused, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+	} while (!__atomic_compare_exchange_n(&cs_tmp_used, &used, used + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	int64_t peak = __atomic_load_n(&cs_tmp_peak, __ATOMIC_RELAXED);
+	while (used + n > peak && !__atomic_compare_exchange_n(&cs_tmp_peak, &peak, used + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+	return 1;
+}
+
+static void cs_tmp_give(int64_t n) { __atomic_sub_fetch(&cs_tmp_used, n, __ATOMIC_RELAXED); }
+
+// cs_tmp_file is a temporary file opened through cs_tmp_vfs: its size as counted, then the
+// default VFS's file.
+typedef struct { cs_file base; int64_t size; } cs_tmp_file;
+#define CS_REAL(f) ((cs_file*)((cs_tmp_file*)(f) + 1))
+
+static int cs_tmp_close(cs_file *f) {
+	cs_tmp_file *t = (cs_tmp_file*)f;
+	cs_tmp_give(t->size);
+	t->size = 0;
+	cs_file *r = CS_REAL(f);
+	return r->pMethods->xClose(r);
+}
+
+// cs_tmp_write refuses, with SQLITE_FULL, a write that grows the file past what the cap leaves.
+static int cs_tmp_write(cs_file *f, const void *buf, int n, long long off) {
+	cs_tmp_file *t = (cs_tmp_file*)f;
+	if (off + n > t->size) {
+		if (!cs_tmp_take(off + n - t->size)) return CS_FULL;
+		t->size = off + n;
+	}
+	cs_file *r = CS_REAL(f);
+	return r->pMethods->xWrite(r, buf, n, off);
+}
+
+static int cs_tmp_truncate(cs_file *f, long long size) {
+	cs_tmp_file *t = (cs_tmp_file*)f;
+	if (size > t->size) {
+		if (!cs_tmp_take(size - t->size)) return CS_FULL;
+	} else {
+		cs_tmp_give(t->size - size);
+	}
+	t->size = size;
+	cs_file *r = CS_REAL(f);
+	return r->pMethods->xTruncate(r, size);
+}
+
+#define CS_PASS(name, decl, call) static int cs_tmp_##name decl { cs_file *r = CS_REAL(f); return r->pMethods->x##call; }
+CS_PASS(read, (cs_file *f, void *b, int n, long long o), Read(r, b, n, o))
+CS_PASS(sync, (cs_file *f, int fl), Sync(r, fl))
+CS_PASS(filesize, (cs_file *f, long long *n), FileSize(r, n))
+CS_PASS(lock, (cs_file *f, int l), Lock(r, l))
+CS_PASS(unlock, (cs_file *f, int l), Unlock(r, l))
+CS_PASS(reserved, (cs_file *f, int *out), CheckReservedLock(r, out))
+CS_PASS(control, (cs_file *f, int op, void *arg), FileControl(r, op, arg))
+CS_PASS(sector, (cs_file *f), SectorSize(r))
+CS_PASS(device, (cs_file *f), DeviceCharacteristics(r))
+
+// Version 1: a temporary file is never shared (no xShm*) nor memory-mapped (no xFetch, which
+// SQLite's sorter would otherwise read through; it writes only through xWrite).
+static const cs_io_methods cs_tmp_io = {
+	1, cs_tmp_close, cs_tmp_read, cs_tmp_write, cs_tmp_truncate, cs_tmp_sync, cs_tmp_filesize,
+	cs_tmp_lock, cs_tmp_unlock, cs_tmp_reserved, cs_tmp_control, cs_tmp_sector, cs_tmp_device,
+};
+
+static cs_vfs cs_tmp_vfs;
+#define CS_BASE ((cs_vfs*)cs_tmp_vfs.pAppData)
+
+// cs_tmp_open opens a file through the default VFS: a temporary one (a temporary-file flag or
+// no name) wrapped in cs_tmp_io, any other as the default VFS opens it.
+static int cs_tmp_open(cs_vfs *v, const char *name, cs_file *f, int flags, int *out) {
+	(void)v;
+	if (name != 0 && !(flags & CS_TMP_FLAGS)) return CS_BASE->xOpen(CS_BASE, name, f, flags, out);
+	cs_tmp_file *t = (cs_tmp_file*)f;
+	cs_file *r = CS_REAL(f);
+	t->size = 0;
+	r->pMethods = 0;
+	int rc = CS_BASE->xOpen(CS_BASE, name, r, flags, out);
+	// A file whose open failed but left methods is closed by SQLite (through cs_tmp_close).
+	t->base.pMethods = r->pMethods != 0 ? &cs_tmp_io : 0;
+	return rc;
+}
+
+static int cs_tmp_delete(cs_vfs *v, const char *n, int s) { (void)v; return CS_BASE->xDelete(CS_BASE, n, s); }
+static int cs_tmp_access(cs_vfs *v, const char *n, int fl, int *out) { (void)v; return CS_BASE->xAccess(CS_BASE, n, fl, out); }
+static int cs_tmp_fullpath(cs_vfs *v, const char *n, int sz, char *out) { (void)v; return CS_BASE->xFullPathname(CS_BASE, n, sz, out); }
+static void *cs_tmp_dlopen(cs_vfs *v, const char *n) { (void)v; return CS_BASE->xDlOpen(CS_BASE, n); }
+static void cs_tmp_dlerror(cs_vfs *v, int n, char *m) { (void)v; CS_BASE->xDlError(CS_BASE, n, m); }
+static void (*cs_tmp_dlsym(cs_vfs *v, void *h, const char *s))(void) { (void)v; return CS_BASE->xDlSym(CS_BASE, h, s); }
+static void cs_tmp_dlclose(cs_vfs *v, void *h) { (void)v; CS_BASE->xDlClose(CS_BASE, h); }
+static int cs_tmp_random(cs_vfs *v, int n, char *out) { (void)v; return CS_BASE->xRandomness(CS_BASE, n, out); }
+static int cs_tmp_sleep(cs_vfs *v, int us) { (void)v; return CS_BASE->xSleep(CS_BASE, us); }
+static int cs_tmp_time(cs_vfs *v, double *t) { (void)v; return CS_BASE->xCurrentTime(CS_BASE, t); }
+static int cs_tmp_lasterror(cs_vfs *v, int n, char *m) { (void)v; return CS_BASE->xGetLastError(CS_BASE, n, m); }
+static int cs_tmp_time64(cs_vfs *v, long long *t) { (void)v; return CS_BASE->xCurrentTimeInt64(CS_BASE, t); }
+
+// cs_tmp_register registers cs_tmp_vfs (not as the default) over the default VFS, with cap
+// bytes of temporary files for the process. It initialises SQLite: after cs_install_alloc.
+static int cs_tmp_register(int64_t cap) {
+	cs_vfs *base = sqlite3_vfs_find(0);
+	if (base == 0) return CS_ERROR;
+	if (base->iVersion < 2 || base->xCurrentTimeInt64 == 0) return CS_ERROR;
+	__atomic_store_n(&cs_tmp_cap, cap, __ATOMIC_RELAXED);
+	cs_vfs v = {
+		2, base->szOsFile + (int)sizeof(cs_tmp_file), base->mxPathname, 0, CS_TMP_VFS, base,
+		cs_tmp_open, cs_tmp_delete, cs_tmp_access, cs_tmp_fullpath,
+		cs_tmp_dlopen, cs_tmp_dlerror, cs_tmp_dlsym, cs_tmp_dlclose,
+		cs_tmp_random, cs_tmp_sleep, cs_tmp_time, cs_tmp_lasterror, cs_tmp_time64,
+	};
+	// What the default VFS leaves out (loading extensions, compiled out) is left out here too.
+	if (base->xDlOpen == 0) v.xDlOpen = 0;
+	if (base->xDlError == 0) v.xDlError = 0;
+	if (base->xDlSym == 0) v.xDlSym = 0;
+	if (base->xDlClose == 0) v.xDlClose = 0;
+	if (base->xGetLastError == 0) v.xGetLastError = 0;
+	cs_tmp_vfs = v;
+	return sqlite3_vfs_register(&cs_tmp_vfs, 0);
+}
+
+static int64_t cs_tmp_get(int64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static int64_t cs_tmp_used_now(void) { return cs_tmp_get(&cs_tmp_used); }
+static int64_t cs_tmp_cap_now(void) { return cs_tmp_get(&cs_tmp_cap); }
+static int64_t cs_tmp_refused_now(void) { return cs_tmp_get(&cs_tmp_refused); }
+static int64_t cs_tmp_set_cap(int64_t n) { return __atomic_exchange_n(&cs_tmp_cap, n, __ATOMIC_RELAXED); }
+static int64_t cs_tmp_reset_peak(void) { return __atomic_exchange_n(&cs_tmp_peak, cs_tmp_get(&cs_tmp_used), __ATOMIC_RELAXED); }
+*/
+import "C"
+
+import (
+	"fmt"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// sqliteTempVFS is the name of the VFS every connection of sqliteReadDriver opens its database
+// through (sqliteDSN): the default VFS, with SQLite's temporary files (a sort, DISTINCT, GROUP
+// BY or materialised subquery past the page cache; xOpen with a temporary-file flag or no name)
+// counted against sqliteTempCap for the process.
+const sqliteTempVFS = "chainedsql-tmp" // C's CS_TMP_VFS
+
+// sqliteTempVFSErr is cs_tmp_register's failure, nil once sqliteTempVFS is registered. It runs
+// after the allocator guard is installed (registering initialises SQLite, after which the
+// allocator can no longer be wrapped).
+var sqliteTempVFSErr = registerTempVFS()
+
+func registerTempVFS() error {
+	_ = sqliteAllocGuard // initialised first: registering the VFS initialises SQLite
+	if rc := C.cs_tmp_register(C.int64_t(sqliteTempLimit)); rc != 0 {
+		return fmt.Errorf("sqlite: register the temporary-file VFS %s: %w", sqliteTempVFS, sqlite3.Error{Code: sqlite3.ErrNo(rc)})
+	}
+	return nil
+}
+
+// sqliteTempUsed is how many bytes SQLite's temporary files of the process's read connections
+// take now (each open one's size: the highest offset its writes reached): what sqliteTempCap
+// bounds.
+func sqliteTempUsed() int64 { return int64(C.cs_tmp_used_now()) }
+
+// sqliteTempCap is the cap in force on sqliteTempUsed: sqliteTempLimit unless a test set
+// another (sqliteSetTempCap).
+func sqliteTempCap() int64 { return int64(C.cs_tmp_cap_now()) }
+
+// sqliteSetTempCap sets the cap on SQLite's temporary files for the process and returns the one
+// before: for tests, which lower it to fill it without a gigabyte of disk.
+func sqliteSetTempCap(n int64) int64 { return int64(C.cs_tmp_set_cap(C.int64_t(n))) }
+
+// sqliteTempRefused is how many writes to temporary files the cap has refused (SQLITE_FULL) in
+// the process.
+func sqliteTempRefused() int64 { return int64(C.cs_tmp_refused_now()) }
+
+// sqliteTempPeakReset starts a new high-water mark of sqliteTempUsed, at what is in use now,
+// and returns the one it ends: the most bytes of temporary files in use at once since the last
+// reset.
+func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }

@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/internal/shared"
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+// tempTestCap is the cap on SQLite's temporary files while a test of them runs (lowerTempCap),
+// so that filling it takes no gigabyte of disk.
+const tempTestCap = 16 << 20
+
+// lowerTempCap lowers the cap on SQLite's temporary files to tempTestCap for the test and starts
+// a new high-water mark of them; the test's end sets it back to sqliteTempLimit.
+func lowerTempCap(t *testing.T) {
+	t.Helper()
+	if used := sqliteTempUsed(); used != 0 {
+		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
+	}
+	sqliteSetTempCap(tempTestCap)
+	t.Cleanup(func() { sqliteSetTempCap(sqliteTempLimit) })
+	sqliteTempPeakReset()
+}
+
+// tempSort is a statement that sorts rows of n 4000-byte random keys: past SQLite's page cache
+// (2 MB) the sort spills to temporary files, about 4 KB a row.
+func tempSort(n int) string {
+	return fmt.Sprintf("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < %d) SELECT n FROM c ORDER BY randomblob(4000)", n)
+}
+
+// TestSQLiteTempCap: a sort, DISTINCT or GROUP BY past SQLite's page cache spills to temporary
+// files that, before, only the deadline bounded (ORDER BY randomblob(4000) over a recursive CTE
+// wrote 445 MiB in a 5 s deadline). Through sqliteTempVFS they count against sqliteTempCap: each
+// over 30,000 rows of 4000-byte random values (about 120 MB) over a cap of 16 MiB ends with its
+// own error, saying so, having had at most the cap on disk at once; its files' bytes are given
+// back when it ends, and the next statement on the same connection runs (a sort that fits in the
+// cap included).
+func TestSQLiteTempCap(t *testing.T) {
+	db := openChinookSQLite(t)
+	db.db.SetMaxOpenConns(1) // the next statement runs on the same connection
+	lowerTempCap(t)
+	const rows = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 30000) "
+	for name, q := range map[string]string{
+		"ORDER BY": tempSort(30_000),
+		"DISTINCT": rows + "SELECT count(*) FROM (SELECT DISTINCT randomblob(4000) FROM c)",
+		"GROUP BY": rows + "SELECT count(*) FROM (SELECT randomblob(4000) AS k FROM c GROUP BY k)",
+	} {
+		t.Run(name, func(t *testing.T) {
+			refused := sqliteTempRefused()
+			r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{Timeout: 30 * time.Second})
+			peak := sqliteTempPeakReset()
+			t.Logf("%s %q after %s; temporary files: %d bytes at most at once, %d refused writes", r.Outcome, r.Error, r.Duration.Round(time.Millisecond), peak, sqliteTempRefused()-refused)
+			if r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "database or disk is full") || !strings.Contains(r.Error, "temporary files") || !strings.Contains(r.Error, "16 MiB") {
+				t.Errorf("past the cap: %s %q; want its error naming the cap on temporary files", r.Outcome, r.Error)
+			}
+			if peak > tempTestCap || peak < tempTestCap/2 {
+				t.Errorf("%d bytes of temporary files at once: want at most the cap, %d, and more than half of it", peak, tempTestCap)
+			}
+			if sqliteTempRefused() == refused {
+				t.Error("no write refused")
+			}
+			if used := sqliteTempUsed(); used != 0 {
+				t.Errorf("%d bytes of temporary files still counted after the statement", used)
+			}
+			if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(3503) {
+				t.Errorf("the next statement: %s %q %v", r.Outcome, r.Error, r.Rows)
+			}
+		})
+	}
+	r := sandboxtest.MustExec(t, db, tempSort(2_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+	peak := sqliteTempPeakReset()
+	if !r.OK() || len(r.Rows) != 2_000 {
+		t.Errorf("a sort within the cap: %s %q, %d rows", r.Outcome, r.Error, len(r.Rows))
+	}
+	if peak == 0 || peak > tempTestCap {
+		t.Errorf("a sort of 2,000 4 KB keys: %d bytes of temporary files at once; want some, within the cap", peak)
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statement", used)
+	}
+	if st := db.db.Stats(); st.OpenConnections != 1 {
+		t.Errorf("%d connections open: the statements did not share one", st.OpenConnections)
+	}
+}
+
+// TestSQLiteTempHeldByAnother: the cap on temporary files is the process's, shared by every
+// task's statements, like the heap's. A statement that passes it while another holds more
+// than half (a sort of 3,000 4 KB keys held open at its first row, on a plain connection through
+// sqliteTempVFS) waits for its turn and for room, within its time limit: if the holder keeps
+// them it fails with sandbox.ErrBusy, the database's failure, not its own; if the holder lets
+// go meanwhile it runs again and succeeds. The holder's bytes are given back when its rows close.
+func TestSQLiteTempHeldByAnother(t *testing.T) {
+	db := openChinookSQLite(t)
+	lowerTempCap(t)
+	hogDB, err := sql.Open("sqlite3", sqliteDSN(shared.Path(t, "data/multi/northwind/northwind.sqlite")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hogDB.Close()
+	hold := func() *sql.Rows {
+		t.Helper()
+		rows, err := hogDB.Query(tempSort(3_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rows.Next() {
+			t.Fatalf("the holder: no row: %v", rows.Err())
+		}
+		if used := sqliteTempUsed(); used <= tempTestCap/2 {
+			rows.Close()
+			t.Fatalf("the holder holds %d bytes of temporary files: want more than half of %d", used, tempTestCap)
+		}
+		t.Logf("the holder holds %d bytes of temporary files", sqliteTempUsed())
+		return rows
+	}
+	victim := tempSort(2_000) // alone about 8 MB: more than the holder leaves
+
+	rows := hold()
+	var waited []bool
+	r, err := db.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: time.Second, Waiting: func(w bool) { waited = append(waited, w) }})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "temporary files") {
+		t.Errorf("a statement past the cap while another holds most of it: %+v, %v; want sandbox.ErrBusy naming the temporary files", r, err)
+	}
+	if fmt.Sprint(waited) != "[true false]" {
+		t.Errorf("Waiting told %v; want [true false]", waited)
+	}
+	rows.Close()
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files counted once the holder's rows closed", used)
+	}
+
+	rows = hold()
+	time.AfterFunc(300*time.Millisecond, func() { rows.Close() })
+	r, err = db.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: 10 * time.Second})
+	if err != nil || !r.OK() || len(r.Rows) != 2_000 {
+		t.Errorf("a statement past the cap while another held most of it, which let go: %+v, %v; want it run again, ok", r, err)
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted", used)
+	}
+}
