@@ -580,14 +580,17 @@ func installAllocGuard() error {
 // driver's prepare of a statement on c, which makes its cgo call on the calling goroutine) with
 // every allocation SQLite makes on that goroutine's thread failing once c's deadline
 // (sqliteDeadline) has passed or ctx is done, and reports whether either stopped it (prepare
-// then returned SQLite's "out of memory", or a statement built without an allocation refused).
+// then returned SQLite's "out of memory", or a statement built without an allocation refused),
+// and whether prepare made a statement on c (SQLite makes none for text that is only comments,
+// whitespace and semicolons, and go-sqlite3's statement then holds no handle: running it passes
+// NULL to sqlite3_clear_bindings, a SIGSEGV that ends the process).
 // SQLite's prepare looks at neither the interrupt nor the progress handler, and copies
 // expressions: an alias once per reference (SELECT <45 KB expression> AS a ... ORDER BY a+1,
 // a+1, ..., 40 KB) or a flattened subquery's column at each level (24 nested SELECT x*x AS x
 // FROM (...), 600 bytes: 2^24 copies), which ran 20 to 35 s past a 1 s deadline, holding up to
 // the whole heap. The statement is prepared once, by the driver, under the guard: the thread is
 // locked for the call (runtime.LockOSThread), where the guard's mark is kept.
-func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepare func()) (stopped bool), error) {
+func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepare func()) (stopped, made bool), error) {
 	db, err := rawSQLite(c)
 	if err != nil {
 		return nil, err
@@ -596,9 +599,12 @@ func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepar
 	if g == nil {
 		return nil, fmt.Errorf("sqlite connection: no statement guard")
 	}
-	return func(ctx context.Context, prepare func()) bool {
+	return func(ctx context.Context, prepare func()) (bool, bool) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		// SQLite links each statement it makes at the head of db's list (sqlite3VdbeCreate),
+		// and nothing else on c finalizes the head meanwhile: a new head is the new statement.
+		head := C.sqlite3_next_stmt(db, nil)
 		C.cs_prep_begin(g)
 		cancelled := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
@@ -612,7 +618,7 @@ func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepar
 			// cs_prep_begin clears it.
 			<-cancelled
 		}
-		return stopped
+		return stopped, C.sqlite3_next_stmt(db, nil) != head
 	}, nil
 }
 

@@ -688,3 +688,30 @@ type dsnConnector struct {
 
 func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
 func (c dsnConnector) Driver() driver.Driver                        { return c.d }
+
+// TestSQLiteNoStatement: text in which SQLite finds no statement (only comments, whitespace
+// and semicolons), should it reach run past Screen (which refuses it, as Exec shows), is an
+// error saying so and the connection serves the next statement. Before, the statement prepared
+// once (collectGuarded) held no SQLite handle and running it passed NULL to
+// sqlite3_clear_bindings: a SIGSEGV ending the process; go-sqlite3's own query skips it.
+func TestSQLiteNoStatement(t *testing.T) {
+	db, err := Open(shared.Path(t, "data/spider/database/concert_singer/concert_singer.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := db.(*sqliteDB)
+	s.db.SetMaxOpenConns(1) // the next statement runs on the same connection
+	for _, q := range []string{"", "-- only a comment", "/* c */ ;", " ; ;"} {
+		if r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
+			t.Errorf("Exec %q: %+v, want refused by Screen", q, r)
+		}
+		r, err := s.run(context.Background(), time.Now(), q, 5*time.Second, sandbox.ExecOptions{}, false)
+		if err != nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "no statement") {
+			t.Errorf("run %q: %+v %v, want the error that there is no statement", q, r, err)
+		}
+		if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM singer", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(6) {
+			t.Errorf("after %q, the next statement: %+v", q, r)
+		}
+	}
+}

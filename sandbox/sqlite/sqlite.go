@@ -316,7 +316,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	}
 	var short func() bool
 	var stored sandbox.ColumnNormaliser
-	var guard func(context.Context, func()) bool
+	var guard func(context.Context, func()) (bool, bool)
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
 		var err error
@@ -395,11 +395,13 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 
 // collectGuarded prepares stmt on conn once, under guard (sqliteGuardPrepare: the deadline set
 // on conn, or qctx done, stops the prepare), and gathers its rows (sandbox.Collect) within
-// qctx. A prepare the guard stopped is errPrepareStopped.
-func collectGuarded(qctx context.Context, conn *sql.Conn, guard func(context.Context, func()) bool, stmt string, opts sandbox.ExecOptions, stored sandbox.ColumnNormaliser) (*sandbox.Result, error) {
+// qctx. A prepare the guard stopped is errPrepareStopped; text that holds no statement (only
+// comments, whitespace and semicolons, which Screen refuses before) is errNoStatement, never run.
+func collectGuarded(qctx context.Context, conn *sql.Conn, guard func(context.Context, func()) (bool, bool), stmt string, opts sandbox.ExecOptions, stored sandbox.ColumnNormaliser) (*sandbox.Result, error) {
 	var st *sql.Stmt
 	var err error
-	if guard(qctx, func() { st, err = conn.PrepareContext(qctx, stmt) }) {
+	stopped, made := guard(qctx, func() { st, err = conn.PrepareContext(qctx, stmt) })
+	if stopped {
 		if st != nil {
 			st.Close()
 		}
@@ -409,6 +411,9 @@ func collectGuarded(qctx context.Context, conn *sql.Conn, guard func(context.Con
 		return &sandbox.Result{}, err
 	}
 	defer st.Close()
+	if !made {
+		return &sandbox.Result{}, errNoStatement
+	}
 	// Closing the rows resets the statement: a stop needs no Stopper.
 	return sandbox.Collect(qctx, preparedQuery{st}, stmt, opts, stored, nil)
 }
@@ -416,6 +421,9 @@ func collectGuarded(qctx context.Context, conn *sql.Conn, guard func(context.Con
 // errPrepareStopped is collectGuarded's error for a prepare that its deadline or its context
 // stopped.
 var errPrepareStopped = errors.New("sqlite prepare: stopped at the deadline or on cancellation")
+
+// errNoStatement is collectGuarded's error for text in which SQLite found no statement.
+var errNoStatement = errors.New("sqlite exec: no statement to run (only comments or whitespace)")
 
 // preparedQuery is a sandbox.Queryer that runs its prepared statement, whatever query it is
 // given (Collect passes the statement's own text).
