@@ -24,7 +24,19 @@ import (
 // openChinookSQLite opens the shared Chinook file through Open.
 func openChinookSQLite(t *testing.T) *sqliteDB {
 	t.Helper()
-	db, err := Open(shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite"))
+	return openSharedSQLite(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+}
+
+// openConcertSingerSQLite opens Spider's concert_singer database through Open.
+func openConcertSingerSQLite(t *testing.T) *sqliteDB {
+	t.Helper()
+	return openSharedSQLite(t, "data/spider/database/concert_singer/concert_singer.sqlite")
+}
+
+// openSharedSQLite opens the shared data file at rel through Open, closed when t ends.
+func openSharedSQLite(t *testing.T, rel string) *sqliteDB {
+	t.Helper()
+	db, err := Open(shared.Path(t, rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +280,36 @@ func TestSQLitePrepareCancel(t *testing.T) {
 		t.Fatalf("abandoned, its prepare still running after the cancel")
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(3503) {
+		t.Errorf("the next statement: %+v", r)
+	}
+}
+
+// TestSQLitePrepareParentDeadline: a caller's deadline (200 ms) shorter than the statement's
+// timeout (20 s) stops a long prepare (24 nested subqueries doubling a column) at the caller's
+// deadline, as a cancel does: Exec returns context.DeadlineExceeded promptly, nothing is
+// abandoned, and the next statement runs. The prepare is guarded by the statement's context,
+// which carries the caller's deadline, not only by the timeout set in SQLite.
+func TestSQLitePrepareParentDeadline(t *testing.T) {
+	s := openConcertSingerSQLite(t)
+	db := sandbox.DB(s)
+	runaways := sqliteRunawaysTotal.Load()
+	const parent = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), parent)
+	defer cancel()
+	start := time.Now()
+	r, err := db.Exec(ctx, nestedSquares(24), sandbox.ExecOptions{Timeout: 20 * time.Second})
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %+v %v, want the caller's deadline", r, err)
+	}
+	if took > parent+300*time.Millisecond {
+		t.Errorf("returned %s after the caller's deadline, want within 300ms", took-parent)
+	}
+	if sqliteRunawaysTotal.Load() != runaways {
+		waitRunaways(t, s, 5*time.Minute)
+		t.Fatalf("abandoned, its prepare still running after the caller's deadline")
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM singer", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(6) {
 		t.Errorf("the next statement: %+v", r)
 	}
 }
@@ -695,12 +737,8 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 // once (collectGuarded) held no SQLite handle and running it passed NULL to
 // sqlite3_clear_bindings: a SIGSEGV ending the process; go-sqlite3's own query skips it.
 func TestSQLiteNoStatement(t *testing.T) {
-	db, err := Open(shared.Path(t, "data/spider/database/concert_singer/concert_singer.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := db.(*sqliteDB)
+	s := openConcertSingerSQLite(t)
+	db := sandbox.DB(s)
 	s.db.SetMaxOpenConns(1) // the next statement runs on the same connection
 	for _, q := range []string{"", "-- only a comment", "/* c */ ;", " ; ;"} {
 		if r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeRefused {
