@@ -606,6 +606,10 @@ func TestPostgresSchemaExistenceHidden(t *testing.T) {
 		"SELECT %s.secret.x FROM t", "SELECT count(*) FROM t GROUP BY %s.secret.x", "SELECT NULL::%s.secret", "SELECT CAST(NULL AS %s.secret)",
 		"SELECT %s.secret()", "SELECT * FROM %s.secret()", "SELECT 'a' COLLATE %s.secret", "SELECT to_tsvector('%s.secret', 'x')",
 		"SELECT ts_lexize('%s.secret', 'x')", "SELECT ROW(1)::%s.secret", "SELECT %s.nothing.x FROM t",
+		// the method of TABLESAMPLE, a.b.c whose table b is in FROM, names the server cuts or folds
+		"SELECT * FROM t TABLESAMPLE %s.secret(1)", `SELECT * FROM t TABLESAMPLE "%s".bernoulli(1)`, "SELECT %s.t.id FROM t",
+		"SELECT %s.secret.x FROM t AS secret", "SELECT * FROM %s." + strings.Repeat("n", 70), "SELECT * FROM %s.Ünknown",
+		`SELECT * FROM "%s"."` + strings.Repeat("ü", 40) + `"`,
 	}
 	for _, p := range probes {
 		var got []string
@@ -617,9 +621,21 @@ func TestPostgresSchemaExistenceHidden(t *testing.T) {
 			t.Errorf("%s: task B's schema: %q; no such schema: %q: want both to be permission denied for the schema", p, got[0], got[1])
 		}
 	}
-	for _, q := range []string{"SELECT * FROM " + a + ".nothing", "SELECT * FROM nothing", "SELECT * FROM information_schema.nothing"} {
+	for _, q := range []string{"SELECT * FROM " + a + ".nothing", "SELECT * FROM nothing", "SELECT * FROM information_schema.nothing",
+		`SELECT * FROM "no.such"`, `SELECT * FROM "no.such" JOIN ` + a + ".t ON true"} {
 		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{}); !strings.Contains(r.Error, "does not exist (SQLSTATE 42P01)") {
 			t.Errorf("%s: %s %q, want the missing relation reported as such", q, r.Outcome, r.Error)
+		}
+	}
+	// The task's own errors that name no other schema stay as the server says them.
+	for q, want := range map[string]string{
+		"SELECT * FROM t TABLESAMPLE nosuch(1)":      "tablesample method nosuch does not exist (SQLSTATE 42704)",
+		"SELECT t.id FROM t AS x":                    `invalid reference to FROM-clause entry for table "t" (SQLSTATE 42P01)`,
+		"SELECT " + a + ".t.id FROM t AS x":          `invalid reference to FROM-clause entry for table "t" (SQLSTATE 42P01)`,
+		"SELECT * FROM t TABLESAMPLE " + a + ".x(1)": "tablesample method " + a + ".x does not exist (SQLSTATE 42704)",
+	} {
+		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{}); !strings.Contains(r.Error, want) {
+			t.Errorf("%s: %s %q, want %q", q, r.Outcome, r.Error, want)
 		}
 	}
 	// Executing as the DSN's user (no task role, every schema its own to see), a missing schema

@@ -1,6 +1,9 @@
 package postgres
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // pgTokKind is the kind of a pgToken.
 type pgTokKind int
@@ -23,17 +26,38 @@ type pgToken struct {
 	// plain: a string constant in single quotes with no prefix, whose text is its value (with
 	// standard_conforming_strings, PostgreSQL's default since 9.1, a backslash is itself).
 	plain bool
-	// ident: a quoted identifier's name as written, case kept (the name the server looks up).
+	// ident: the name the server looks up: a quoted identifier's as written, case kept; a
+	// word's with only A to Z lower-cased, as the server folds it in a UTF-8 database (text
+	// lower-cases every letter: ÄBC is Äbc on the server, äbc in text).
 	ident string
 }
 
-// serverName is the name t stands for on the server: a word as the server folds it (lower
-// case), a quoted identifier as written.
+// pgMaxIdent is the longest name PostgreSQL keeps, in bytes (NAMEDATALEN - 1): a longer one,
+// quoted or not, is cut at a character boundary before it is looked up or named in an error.
+const pgMaxIdent = 63
+
+// serverName is the name t stands for on the server (ident) as the server cuts it.
 func (t pgToken) serverName() string {
-	if t.kind == pgQuoted {
-		return t.ident
+	name := t.ident
+	if len(name) > pgMaxIdent {
+		cut := pgMaxIdent
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
+			cut--
+		}
+		name = name[:cut]
 	}
-	return t.text
+	return name
+}
+
+// pgFoldASCII is w with A to Z lower-cased and every other byte kept.
+func pgFoldASCII(w string) string {
+	b := []byte(w)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // pgOpChars are the characters PostgreSQL's lexer puts in an operator.
@@ -101,7 +125,7 @@ func pgLex(q string) []pgToken {
 				i = next
 				continue
 			}
-			toks = append(toks, pgToken{kind: pgWord, text: word})
+			toks = append(toks, pgToken{kind: pgWord, text: word, ident: pgFoldASCII(q[i:j])})
 			i = j
 		case c >= '0' && c <= '9' || c == '.' && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9':
 			j := i + 1
