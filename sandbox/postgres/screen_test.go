@@ -158,7 +158,11 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		`SELECT "jsonb_agg"(x), row_to_json(t) FROM t`:                "jsonb_agg (json",
 		"SELECT row_to_json(t) FROM t":                                "row_to_json (json",
 		"SELECT x IS JSON FROM t":                                     "json (json",
-		"SELECT '[1]'::JSONB -> 0":                                    "jsonb (json",
+		// a jsonb of untyped constants, never named: '…' #- '{…}' reads them as jsonb and text[]
+		"SELECT '[1,2]' #- '{9}'":             "#- (jsonb's delete-path",
+		"SELECT length(('[1]'#-'{9}')::text)": "#- (jsonb's delete-path",
+		"SELECT x#-y FROM t":                  "#- (jsonb's delete-path",
+		"SELECT '[1]'::JSONB -> 0":            "jsonb (json",
 		// a template of up to 1 GB parsed unchecked (fifth red team)
 		"SELECT to_char(1, x) FROM t":                        "to_char with a template that is not a string constant",
 		"SELECT to_char(d, 'YYYY' || x) FROM t":              "to_char with a template",
@@ -212,6 +216,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT to_char(d, 'YYYY-MM'), to_char(n, 'FM999' || '0.00'), to_timestamp(x, 'YYYY-MM-DD'), to_timestamp(1.5), to_number(x, '99G999'), to_date(x, upper('yyyymmdd')) FROM t",
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
+		"SELECT 5 # -1, x # - y, '#-' AS s, \"#-\" FROM t -- #-",
 	} {
 		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
 			t.Errorf("%s\n  refused: %s", q, why)
