@@ -24,7 +24,7 @@ type request = oai.Request
 
 // honoured are the request fields this server reads (the fields of request).
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
-	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias", "return_tokens_as_token_ids"}
+	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias", "return_tokens_as_token_ids", "stop_token_ids"}
 
 // unsupported are the OpenAI request fields whose meaning the server cannot give, each with
 // the values that ask for nothing: a request that sets one to another value is refused (400,
@@ -41,6 +41,12 @@ var unsupported = map[string]struct {
 	"function_call":       {equal("none"), `function_call is not supported (only "none"): the student answers in text only`},
 	"parallel_tool_calls": {equal(false), "parallel_tool_calls is not supported: the student answers in text only"},
 	"response_format":     {textFormat, `response_format is not supported (only {"type": "text"}): the student answers in plain text`},
+	// vLLM's sampling extensions that would keep a reply from ending where the student ends it
+	// (its eos ids and every special token: docs/ROLLOUT.md, "Special tokens a reply samples")
+	// or change its text at the end.
+	"ignore_eos":                 {equal(false), "ignore_eos is not supported (only false): a reply ends on the model's eos ids and every special token of its tokenizer"},
+	"min_tokens":                 {equal(float64(0)), "min_tokens is not supported (only 0): a reply ends on the first stop token it samples"},
+	"include_stop_str_in_output": {equal(false), "include_stop_str_in_output is not supported (only false): a reply's text ends before its stop string or stop token"},
 }
 
 // emptyList says whether v is an empty JSON array.
@@ -135,8 +141,9 @@ func (s *server) tokenIDs(req *request) bool {
 	return s.tokenIDsDefault
 }
 
-// sample converts n, logprobs, top_logprobs and logit_bias, checking their ranges as OpenAI
-// does (n up to the server's MaxN).
+// sample converts n, logprobs, top_logprobs, logit_bias and stop_token_ids, checking their
+// ranges as OpenAI does (n up to the server's MaxN; a stop token id outside the vocabulary is
+// the generator's 400).
 func (s *server) sample(req *request) (student.Sample, *apiError) {
 	x := student.Sample{N: 1, LogProbs: req.Logprobs != nil && *req.Logprobs}
 	if req.N != nil {
@@ -159,6 +166,7 @@ func (s *server) sample(req *request) (student.Sample, *apiError) {
 			x.TopLogProbs = k
 		}
 	}
+	x.StopTokenIDs = req.StopTokenIDs
 	if len(req.LogitBias) > 0 {
 		x.LogitBias = make(map[int]float32, len(req.LogitBias))
 		for _, k := range slices.Sorted(maps.Keys(req.LogitBias)) {

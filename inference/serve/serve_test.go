@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -385,13 +386,7 @@ func (l *lockedLog) take() string {
 // are the honoured logprobs, top_logprobs and logit_bias at their defaults; a field the
 // server does not know is answered and named in the log as ignored.
 func TestUnsupportedFields(t *testing.T) {
-	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logw := &lockedLog{}
-	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0), serve.Config{}))
-	t.Cleanup(func() { srv.Close(); st.Close() })
+	srv, logw := loggedToyServer(t)
 	for _, c := range []struct {
 		field, value string
 		refused      bool
@@ -424,6 +419,14 @@ func TestUnsupportedFields(t *testing.T) {
 		{"top_logprobs", `null`, false},
 		{"logit_bias", `{}`, false},
 		{"logit_bias", `null`, false},
+		{"ignore_eos", `true`, true},
+		{"ignore_eos", `false`, false},
+		{"min_tokens", `5`, true},
+		{"min_tokens", `0`, false},
+		{"include_stop_str_in_output", `true`, true},
+		{"include_stop_str_in_output", `false`, false},
+		{"stop_token_ids", `[]`, false},
+		{"stop_token_ids", `null`, false},
 	} {
 		name := c.field + " " + c.value
 		code, out := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"`+c.field+`":`+c.value+`}`)
@@ -444,4 +447,48 @@ func TestUnsupportedFields(t *testing.T) {
 	if logged := logw.take(); code != 200 || !strings.Contains(logged, "chat: fields ignored: chat_template_kwargs, frobnicate\n") {
 		t.Errorf("unknown fields: status %d, log %q; want 200 and both named as ignored, tools not", code, logged)
 	}
+}
+
+// TestStopTokenIDs: vLLM's stop_token_ids is honoured: the reply ends at the first of them it
+// samples (finish_reason "stop", the token's text not in the reply, as vLLM), beside the
+// student's own stops; an id outside the vocabulary is a 400. Before, the field was ignored
+// (named in the log only) and the reply ran on past the token.
+func TestStopTokenIDs(t *testing.T) {
+	srv, logw := loggedToyServer(t)
+	cut := strings.IndexByte(reply, 'o')
+	code, out := post(t, srv.URL, fmt.Sprintf(`{"messages":[{"role":"user","content":"x"}],"temperature":0,"logprobs":true,"stop_token_ids":[%d]}`, 'o'))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	c := out["choices"].([]any)[0].(map[string]any)
+	if got := c["message"].(map[string]any)["content"]; got != reply[:cut] || c["finish_reason"] != "stop" {
+		t.Errorf("reply %q (%v), want %q (stop): the reply ends at the stop token id", got, c["finish_reason"], reply[:cut])
+	}
+	if lps := c["logprobs"].(map[string]any)["content"].([]any); len(lps) != cut+1 || lps[cut].(map[string]any)["token"] != "o" {
+		t.Errorf("logprobs %v, want the reply's %d entries and the stop token's last", lps, cut)
+	}
+	if u := out["usage"].(map[string]any); u["completion_tokens"] != float64(cut+1) {
+		t.Errorf("completion_tokens %v, want %d (the reply's tokens and the stop token)", u["completion_tokens"], cut+1)
+	}
+	if logged := logw.take(); strings.Contains(logged, "stop_token_ids") {
+		t.Errorf("log %q names stop_token_ids as ignored", logged)
+	}
+	code, out = post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"stop_token_ids":[100000000]}`)
+	if e, _ := out["error"].(map[string]any); code != 400 || e == nil || !strings.Contains(e["message"].(string), "100000000") {
+		t.Errorf("stop id outside the vocabulary: status %d, body %v; want 400 naming it", code, out)
+	}
+}
+
+// loggedToyServer serves a student scripted to answer reply over the byte tokenizer, logging
+// to the lockedLog it returns.
+func loggedToyServer(t *testing.T) (*httptest.Server, *lockedLog) {
+	t.Helper()
+	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logw := &lockedLog{}
+	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0), serve.Config{}))
+	t.Cleanup(func() { srv.Close(); st.Close() })
+	return srv, logw
 }

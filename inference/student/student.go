@@ -258,6 +258,9 @@ type Sample struct {
 	TopLogProbs int
 	// LogitBias is added to the logits of the tokens it names before every draw.
 	LogitBias map[int]float32
+	// StopTokenIDs end each choice besides the student's stops (vLLM's stop_token_ids): the
+	// reply is the text before the first one sampled, finished "stop".
+	StopTokenIDs []int
 }
 
 // TokenLogProb is a completion token and its log-probability: its id, its bytes as the
@@ -319,7 +322,7 @@ func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.O
 	if err != nil {
 		return nil, err
 	}
-	req.LogProbs, req.TopLogProbs, req.LogitBias = x.LogProbs, x.TopLogProbs, x.LogitBias
+	req.LogProbs, req.TopLogProbs, req.LogitBias, req.StopIDs = x.LogProbs, x.TopLogProbs, x.LogitBias, x.StopTokenIDs
 	n := max(x.N, 1)
 	runs := n
 	if req.Temperature <= 0 || req.TopK == 1 {

@@ -56,6 +56,9 @@ type Request struct {
 	// ReturnTokensAsTokenIDs is vLLM's extension: with Logprobs, each token (and each of its
 	// top_logprobs) is written as "token_id:ID" instead of its text.
 	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids,omitempty"`
+	// StopTokenIDs is vLLM's extension: token ids that end the reply besides the model's own
+	// stops (the stop token's text is not in the reply).
+	StopTokenIDs []int `json:"stop_token_ids,omitempty"`
 }
 
 // RequestMessage is one message of a request. Content is kept as received: a string, null, or
