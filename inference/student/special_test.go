@@ -7,8 +7,11 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
+	"github.com/chainedsql/chainedsql/inference/generate/gentest"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/inference/student/studenttest"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
 // TestSpecialTokenEndsReply: through the Qwen2.5 tokenizer, a student that samples a special
@@ -27,19 +30,7 @@ func TestSpecialTokenEndsReply(t *testing.T) {
 			sp, _ := tok.TokenID(special)
 			ctx := context.Background()
 			opts := chat.Options{Temperature: chat.Float(0), MaxTokens: 64}
-			p1, err := s.Prompt(convo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			choices, err := s.Complete(ctx, convo, opts, student.Sample{LogProbs: true}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := choices[0]
-			var generated []int
-			for _, lp := range r.LogProbs {
-				generated = append(generated, lp.ID)
-			}
+			p1, r, generated := promptAndReply(t, s, convo, opts)
 			next := append(slices.Clone(convo), chat.Message{Role: chat.RoleAssistant, Content: r.Content},
 				chat.Message{Role: chat.RoleUser, Content: "<observation>no statement</observation>"})
 			p2, err := s.Prompt(next)
@@ -65,4 +56,60 @@ func TestSpecialTokenEndsReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNonSpecialAddedTokenIsText: an added token the tokenizer does not mark special
+// (Qwen2.5's <tool_call>, <|fim_prefix|>) is text, not a stop: a reply samples on through it,
+// its text spells it, and the next turn's prompt, rendered from that text, encodes it back to
+// the same id, so the prompt and every generated id are its prefix. A stop rule widened to
+// every added token, or an encoding of content that split them, would break this.
+func TestNonSpecialAddedTokenIsText(t *testing.T) {
+	tok, err := tokenizer.Load(shared.Path(t, "tokenizer/qwen2.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imEnd, _ := tok.TokenID(chattmpl.ImEnd)
+	convo := []chat.Message{{Role: chat.RoleSystem, Content: "Answer in SQL."}, {Role: chat.RoleUser, Content: "How many?"}}
+	for _, added := range []string{"<tool_call>", "<|fim_prefix|>"} {
+		id, ok := tok.TokenID(added)
+		if !ok || tok.IsSpecial(id) {
+			t.Fatalf("%s: id %d, found %v, special %v; want a non-special added token", added, id, ok, tok.IsSpecial(id))
+		}
+		script := slices.Concat(tok.EncodeSplitSpecial("<think>count them</think>\n"), []int{id}, tok.EncodeSplitSpecial("<sql>SELECT 1</sql>"))
+		s, err := student.New(gentest.ScriptedIDs(tok.VocabSize(), tok.Encode(chattmpl.GenerationPrompt), script, imEnd), tok, student.Config{ModelID: "scripted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		p1, r, generated := promptAndReply(t, s, convo, chat.Options{Temperature: chat.Float(0), MaxTokens: 64})
+		if want := append(slices.Clone(script), imEnd); !slices.Equal(generated, want) || r.Content != tok.Decode(script) {
+			t.Errorf("%s: generated %v (%q), want the whole script through <|im_end|>", added, generated, r.Content)
+		}
+		p2, err := s.Prompt(append(slices.Clone(convo), chat.Message{Role: chat.RoleAssistant, Content: r.Content}, chat.Message{Role: chat.RoleUser, Content: "ok"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := slices.Concat(p1, generated); len(p2) < len(want) || !slices.Equal(p2[:len(want)], want) {
+			t.Errorf("%s: the next prompt does not start with the prompt and the generated ids:\n%v\nwant prefix\n%v", added, p2, want)
+		}
+	}
+}
+
+// promptAndReply is s's prompt for convo, its reply under opts, and the ids it generated (its
+// log-probability entries' ids: the reply's and the stop token's).
+func promptAndReply(t *testing.T, s *student.Student, convo []chat.Message, opts chat.Options) ([]int, student.Choice, []int) {
+	t.Helper()
+	prompt, err := s.Prompt(convo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices, err := s.Complete(context.Background(), convo, opts, student.Sample{LogProbs: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generated []int
+	for _, lp := range choices[0].LogProbs {
+		generated = append(generated, lp.ID)
+	}
+	return prompt, choices[0], generated
 }
