@@ -111,6 +111,9 @@ func TestErrors(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"259":1}}`, "", "outside the model's vocabulary [0, 259)", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":3}`, "", "temperature", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"stop":[""]}`, "", "stop[0]", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"stop":[` + strings.Repeat(`"a",`, serve.MaxStops) + `"b"]}`, "", "stop: 65 strings, over the maximum of 64", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"stop":"` + strings.Repeat("a", serve.MaxStopBytes+1) + `"}`, "", "stop[0]: 1025 bytes, over the maximum of 1024", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"stop":["x","` + strings.Repeat("a", serve.MaxStopBytes+1) + `"]}`, "", "stop[1]: 1025 bytes", 400},
 		{`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "", "image_url", 400},
 		{`{"messages":[{"role":"wizard","content":"x"}]}`, "", "wizard", 400},
 		{`{"messages":[{"role":"user","content":"` + strings.Repeat("x", 9000) + `"}]}`, "", "no room", 400},
@@ -491,4 +494,27 @@ func loggedToyServer(t *testing.T) (*httptest.Server, *lockedLog) {
 	srv := httptest.NewServer(serve.Handler(st, log.New(logw, "", 0), serve.Config{}))
 	t.Cleanup(func() { srv.Close(); st.Close() })
 	return srv, logw
+}
+
+// TestStopsAtLimits: MaxStops stop strings of MaxStopBytes each are taken, and the one the
+// reply holds still cuts it; one more string, or one more byte, is 400 (TestErrors).
+func TestStopsAtLimits(t *testing.T) {
+	srv, _ := newServer(t, 0)
+	stops := make([]string, serve.MaxStops)
+	for i := range stops {
+		stops[i] = fmt.Sprintf("%0*d", serve.MaxStopBytes, i)
+	}
+	stops[serve.MaxStops-1] = "</think>"
+	body, err := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": "x"}}, "stop": stops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := post(t, srv.URL, string(body))
+	if code != 200 {
+		t.Fatalf("%d stop strings of %d bytes: %d %v", serve.MaxStops, serve.MaxStopBytes, code, out)
+	}
+	ch := out["choices"].([]any)[0].(map[string]any)
+	if got := ch["message"].(map[string]any)["content"]; got != "<think>count them" || ch["finish_reason"] != "stop" {
+		t.Fatalf("cut at </think>: %q, %v", got, ch["finish_reason"])
+	}
 }
