@@ -311,7 +311,7 @@ func benchMemory(b *testing.B, conn *sandbox.Connector, tasks []datasets.Task, d
 		if err := post(client, url+"/v1/episodes", createRequest{TaskID: t.ID}, &ep); err != nil {
 			b.Fatal(err)
 		}
-		s.store.remove(ep.EpisodeID)
+		s.store.remove(ep.EpisodeID, "")
 	}
 	before := heapInUse()
 	b.ResetTimer()

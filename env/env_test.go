@@ -708,7 +708,7 @@ func TestStoreDropMidStep(t *testing.T) {
 		eps = append(eps, e)
 	}
 	for round := range 3 {
-		if !s.remove(eps[0].id) { // DELETE while its step runs
+		if !s.remove(eps[0].id, "") { // DELETE while its step runs
 			t.Fatalf("round %d: not stored", round)
 		}
 		s.touch(eps[0], true, 1, 0) // the step ends the episode

@@ -203,3 +203,53 @@ func fakeClock(st *store) (advance func(time.Duration)) {
 	st.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	return func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 }
+
+// TestEpisodesOwnedByKey: with API keys an episode answers only the key that started it: another
+// key's GET, step, batch step and DELETE of it are 404 with the answer of an unknown id (so that
+// they do not tell it exists either), and leave it as it was for its own key, which still plays
+// it. (Without the check, key 2 read, played and deleted key 1's episode.)
+func TestEpisodesOwnedByKey(t *testing.T) {
+	_, url := guarded(t, Config{TTL: time.Hour}, "a-key", "b-key")
+	task := tasksOf(t)[0]
+	var ep struct {
+		EpisodeID string `json:"episode_id"`
+	}
+	if code, msg, _ := send(t, "POST", url+"/v1/episodes", "a-key", "application/json", `{"task_id": "`+task.ID+`"}`, &ep); code != 200 {
+		t.Fatalf("start: %d %s", code, msg)
+	}
+	id := ep.EpisodeID
+	unknown := strings.Repeat("0", len(id))
+	_, want, _ := send(t, "GET", url+"/v1/episodes/"+unknown, "b-key", "", "", nil)
+	want = strings.ReplaceAll(want, unknown, id)
+	stepBody := `{"content": "<sql>SELECT 1</sql>"}`
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/episodes/" + id, ""},
+		{"POST", "/v1/episodes/" + id + "/step", stepBody},
+		{"DELETE", "/v1/episodes/" + id, ""},
+	} {
+		ct := ""
+		if c.body != "" {
+			ct = "application/json"
+		}
+		if code, msg, _ := send(t, c.method, url+c.path, "b-key", ct, c.body, nil); code != 404 || msg != want {
+			t.Errorf("%s %s by another key: %d %q, want 404 %q", c.method, c.path, code, msg, want)
+		}
+	}
+	var batch struct {
+		Results []batchResult `json:"results"`
+	}
+	if code, msg, _ := send(t, "POST", url+"/v1/episodes:batch-step", "b-key", "application/json", `{"steps": [{"episode_id": "`+id+`", "content": "<sql>SELECT 1</sql>"}]}`, &batch); code != 200 ||
+		len(batch.Results) != 1 || batch.Results[0].Error == nil || batch.Results[0].Error.Status != 404 || batch.Results[0].Error.Message != want {
+		t.Errorf("a batch step by another key: %d %s %+v", code, msg, batch.Results)
+	}
+	var got episodeJSON
+	if code, msg, _ := send(t, "GET", url+"/v1/episodes/"+id, "a-key", "", "", &got); code != 200 || got.Turns != 0 || got.Done {
+		t.Fatalf("its own key's GET after the others': %d %s %+v", code, msg, got)
+	}
+	if code, msg, _ := send(t, "POST", url+"/v1/episodes/"+id+"/step", "a-key", "application/json", stepBody, nil); code != 200 {
+		t.Fatalf("its own key's step: %d %s", code, msg)
+	}
+	if code, msg, _ := send(t, "DELETE", url+"/v1/episodes/"+id, "a-key", "", "", nil); code != 200 {
+		t.Fatalf("its own key's DELETE: %d %s", code, msg)
+	}
+}

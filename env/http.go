@@ -426,12 +426,21 @@ type stepResponse struct {
 	Tokens turns.Piece `json:"tokens"`
 }
 
-// step plays rp on episode id.
-func (s *Server) step(ctx context.Context, id string, rp reply) (*stepResponse, *apiError) {
+// owner is the client whose episodes r may read, step and delete: with API keys, its key's (an
+// episode answers only the key that started it; another key's is not found, as an unknown id,
+// so that a trainer that learns another's episode id can neither play, read nor drop it), else
+// "" for every episode.
+func owner(r *http.Request) string {
+	c, _ := httpguard.KeyClient(r)
+	return c
+}
+
+// step plays rp on episode id, when client owner may (see owner).
+func (s *Server) step(ctx context.Context, owner, id string, rp reply) (*stepResponse, *apiError) {
 	if aerr := rp.check(); aerr != nil {
 		return nil, aerr
 	}
-	e, ok := s.store.get(id)
+	e, ok := s.store.get(id, owner)
 	if !ok {
 		return nil, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)}
 	}
@@ -482,7 +491,7 @@ func (s *Server) stepEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	resp, aerr := s.step(r.Context(), r.PathValue("id"), rp)
+	resp, aerr := s.step(r.Context(), owner(r), r.PathValue("id"), rp)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -583,12 +592,13 @@ func (s *Server) batchStep(w http.ResponseWriter, r *http.Request) {
 		seen[it.EpisodeID] = i
 	}
 	out := make([]batchResult, len(steps))
+	who := owner(r)
 	var wg sync.WaitGroup
 	for i, it := range steps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, aerr := s.step(r.Context(), it.EpisodeID, it.reply)
+			resp, aerr := s.step(r.Context(), who, it.EpisodeID, it.reply)
 			out[i] = batchResult{stepResponse: resp, EpisodeID: it.EpisodeID, Error: aerr}
 		}()
 	}
@@ -610,7 +620,7 @@ type episodeJSON struct {
 
 func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	e, ok := s.store.get(id)
+	e, ok := s.store.get(id, owner(r))
 	if !ok {
 		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
 		return
@@ -627,7 +637,7 @@ func (s *Server) getEpisode(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteEpisode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !s.store.remove(id) {
+	if !s.store.remove(id, owner(r)) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("episode %q not found: unknown, expired (no step for %s) or deleted", id, s.cfg.TTL)})
 		return
 	}

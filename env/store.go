@@ -413,12 +413,13 @@ func (s *store) doneLocked(e *liveEpisode) {
 	}
 }
 
-// get returns the episode id when it is stored and not expired.
-func (s *store) get(id string) (*liveEpisode, bool) {
+// get returns the episode id when it is stored, not expired and, with owner not "", started by
+// client owner (another's is not found, as an unknown id).
+func (s *store) get(id, owner string) (*liveEpisode, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
-	if !ok {
+	if !ok || (owner != "" && e.client != owner) {
 		return nil, false
 	}
 	if !s.now().Before(e.expires) {
@@ -446,11 +447,15 @@ func (s *store) touch(e *liveEpisode, done bool, size, reserved int64) {
 	e.done = done
 }
 
-// remove drops episode id and reports whether it was there.
-func (s *store) remove(id string) bool {
+// remove drops episode id and reports whether it was there (with owner not "", only one that
+// client owner started).
+func (s *store) remove(id, owner string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
+	if ok && owner != "" && e.client != owner {
+		return false
+	}
 	if ok {
 		s.dropLocked(e)
 	}

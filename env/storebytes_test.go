@@ -239,7 +239,7 @@ func TestStoreClientBytes(t *testing.T) {
 	}
 	checkClientCounts(t, s, "two steps in flight")
 	// c1 is deleted while its step runs, which then ends it; d1's step ends.
-	if !s.remove(c1.id) {
+	if !s.remove(c1.id, "") {
 		t.Fatal("c1 not stored")
 	}
 	s.touch(c1, true, 320, 150)
@@ -260,10 +260,10 @@ func TestStoreClientBytes(t *testing.T) {
 	}
 	s.touch(c2, true, 250, 100) // c: 250, the store 650
 	c3 := must(add("c", 200))   // c: 450 > 375
-	if _, ok := s.get(c2.id); ok {
+	if _, ok := s.get(c2.id, ""); ok {
 		t.Error("c2, done, kept past c's share")
 	}
-	if _, ok := s.get(d1.id); !ok {
+	if _, ok := s.get(d1.id, ""); !ok {
 		t.Error("d1, done, dropped for c's share")
 	}
 	checkClientCounts(t, s, "after dropping a finished episode")
@@ -272,7 +272,7 @@ func TestStoreClientBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	advance(2 * time.Hour)
-	if _, ok := s.get(c3.id); ok {
+	if _, ok := s.get(c3.id, ""); ok {
 		t.Fatal("c3 not expired")
 	}
 	s.sweep()

@@ -89,7 +89,7 @@ func TestStoreFairPartRandom(t *testing.T) {
 					for _, st := range steps {
 						busy = busy || st.e == e
 					}
-					if _, ok := s.get(e.id); ok && !e.done && !busy {
+					if _, ok := s.get(e.id, ""); ok && !e.done && !busy {
 						g := int64(rng.Intn(600))
 						b, st := snap()
 						if _, err := s.reserve(e.client, g); err == nil {
@@ -107,7 +107,7 @@ func TestStoreFairPartRandom(t *testing.T) {
 				}
 			case 4:
 				if len(live) > 0 && rng.Intn(3) == 0 {
-					s.remove(live[rng.Intn(len(live))].id)
+					s.remove(live[rng.Intn(len(live))].id, "")
 				}
 			case 5:
 				now = now.Add(time.Duration(rng.Intn(3000)) * time.Millisecond)
@@ -140,10 +140,10 @@ func TestStoreCountTakesNoExtra(t *testing.T) {
 	if _, err := s.add(&liveEpisode{client: "a", size: 200}); err != nil {
 		t.Fatalf("a's start: %v", err)
 	}
-	if _, aIn := s.get(oa.id); aIn {
+	if _, aIn := s.get(oa.id, ""); aIn {
 		t.Errorf("a's own finished episode (1400 bytes, over its share with the new one) was kept")
 	}
-	_, bIn := s.get(vb.id)
+	_, bIn := s.get(vb.id, "")
 	stored, _ := s.counts()
 	if !bIn {
 		t.Errorf("b (100 bytes, fair part 1000) lost its finished episode to a's start, which already dropped a's own (%d of 3 stored after)", stored)

@@ -215,6 +215,14 @@ func Client(r *http.Request) string {
 	return ip.String() // an IPv4-mapped address as the IPv4 one
 }
 
+// KeyClient returns Client's name for r ("key N") and true when the guard let r in by its Nth
+// API key, else "" and false (the guard requires no keys): a server that keeps things a
+// client made answers only the key that made them.
+func KeyClient(r *http.Request) (string, bool) {
+	c, ok := r.Context().Value(clientKey{}).(string)
+	return c, ok
+}
+
 // Handler returns h behind the checks of the package comment. The body h reads has been read
 // whole, within the body timeout and the size limit.
 func (g *Guard) Handler(h http.Handler) http.Handler {
