@@ -435,8 +435,9 @@ func owner(r *http.Request) string {
 	return c
 }
 
-// step plays rp on episode id, when client owner may (see owner).
-func (s *Server) step(ctx context.Context, owner, id string, rp reply) (*stepResponse, *apiError) {
+// step plays rp on episode id, when client owner may (see owner), in an execution slot
+// (--parallel) it takes, or that the caller holds for it (held).
+func (s *Server) step(ctx context.Context, owner, id string, rp reply, held bool) (*stepResponse, *apiError) {
 	if aerr := rp.check(); aerr != nil {
 		return nil, aerr
 	}
@@ -461,12 +462,16 @@ func (s *Server) step(ctx context.Context, owner, id string, rp reply) (*stepRes
 		}
 		return nil, tooMany(retry, fmt.Sprintf("episode %s is unchanged: the episodes in memory hold %s, and its step may add %s past the server's bound (--max-store-mib %d); send it again in %.0f s, or finish or DELETE other episodes", id, s.storeHeld(), mib(growth), s.cfg.MaxStoreBytes>>20, again))
 	}
-	if err := s.slots.Acquire(ctx, 1); err != nil {
-		s.store.unreserve(e.client, growth)
-		return nil, s.execError(ctx, "episode "+id, err)
+	if !held {
+		if err := s.slots.Acquire(ctx, 1); err != nil {
+			s.store.unreserve(e.client, growth)
+			return nil, s.execError(ctx, "episode "+id, err)
+		}
 	}
 	tu, err := play(ctx, e.st, rp)
-	s.slots.Release(1)
+	if !held {
+		s.slots.Release(1)
+	}
 	if err != nil {
 		s.store.unreserve(e.client, growth)
 		return nil, s.execError(ctx, "episode "+id, err)
@@ -491,7 +496,7 @@ func (s *Server) stepEpisode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	resp, aerr := s.step(r.Context(), owner(r), r.PathValue("id"), rp)
+	resp, aerr := s.step(r.Context(), owner(r), r.PathValue("id"), rp, false)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -593,12 +598,22 @@ func (s *Server) batchStep(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]batchResult, len(steps))
 	who := owner(r)
+	ctx := r.Context()
+	// As in score: a step's goroutine starts once it has its execution slot, the request waiting
+	// for one at a time, so that another client's step waits for a slot, not behind the batch.
 	var wg sync.WaitGroup
 	for i, it := range steps {
+		if err := s.slots.Acquire(ctx, 1); err != nil {
+			for j := i; j < len(steps); j++ {
+				out[j] = batchResult{EpisodeID: steps[j].EpisodeID, Error: s.execError(ctx, "episode "+steps[j].EpisodeID, err)}
+			}
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, aerr := s.step(r.Context(), who, it.EpisodeID, it.reply)
+			defer s.slots.Release(1)
+			resp, aerr := s.step(ctx, who, it.EpisodeID, it.reply, true)
 			out[i] = batchResult{stepResponse: resp, EpisodeID: it.EpisodeID, Error: aerr}
 		}()
 	}
@@ -707,11 +722,21 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	out := make([]scoreResult, len(completions))
 	errs := make([]error, len(completions))
+	// A completion takes its execution slot (--parallel) before its episode is started or its
+	// goroutine exists, and the request waits for one slot at a time: so the episodes a score
+	// request holds are the ones running, however many requests wait (200 requests of 1,024
+	// slow completions started all 204,800 episodes at once, 918 MB, and queued every one of
+	// them ahead of other clients' steps).
 	var wg sync.WaitGroup
 	for i := range completions {
+		if err := s.slots.Acquire(ctx, 1); err != nil {
+			errs[i] = err
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer s.slots.Release(1)
 			out[i], errs[i] = s.scoreOne(ctx, *task, d, completions[i].reply)
 		}()
 	}
@@ -723,16 +748,13 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"task_id": task.ID, "dialect": string(d), "results": out})
 }
 
-// scoreOne plays completion as the only turn of an episode (so converged is 0) and judges it.
+// scoreOne plays completion as the only turn of an episode (so converged is 0) and judges it;
+// the caller holds an execution slot for it.
 func (s *Server) scoreOne(ctx context.Context, task datasets.Task, d datasets.Dialect, completion reply) (scoreResult, error) {
 	st, err := s.start(ctx, task, d, 1)
 	if err != nil {
 		return scoreResult{}, err
 	}
-	if err := s.slots.Acquire(ctx, 1); err != nil {
-		return scoreResult{}, err
-	}
-	defer s.slots.Release(1)
 	tu, err := play(ctx, st, completion)
 	if err != nil {
 		return scoreResult{}, err
