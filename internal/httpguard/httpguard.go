@@ -26,6 +26,9 @@
 //     claims in its Content-Length takes none) and keeps it until its handler returns, so many
 //     clients sending large bodies at once cannot take the server's memory.
 //
+// A reply's write that the client takes none of within Options.WriteStall fails, so that a
+// client that stops reading cannot hold a handler, and what it holds, for good.
+//
 // Server puts a handler behind the guard on an http.Server with header and idle timeouts.
 // Client names the client a request comes from, for per-client limits. Any package serving HTTP
 // may import this one.
@@ -70,6 +73,8 @@ const (
 	DefaultMaxValues = 1 << 20
 	// DefaultMaxBodies is Options.MaxBodies' default.
 	DefaultMaxBodies = 256 << 20
+	// DefaultWriteStall is Options.WriteStall's default.
+	DefaultWriteStall = time.Minute
 )
 
 // Options configure New.
@@ -92,6 +97,11 @@ type Options struct {
 	// MaxBodies caps the bytes of the bodies of the requests in hand together (default
 	// DefaultMaxBodies, and never below MaxBody).
 	MaxBodies int64
+	// WriteStall bounds how long writing a reply may wait on a client that takes none of it
+	// (default DefaultWriteStall): each write, of at most stallChunk bytes, and the reply's last
+	// flush after the handler returns, must reach the connection within it, else the write
+	// fails and the handler, which sees the error, ends. A reply may take any time in all.
+	WriteStall time.Duration
 }
 
 // Guard checks requests before a handler sees them. Create it with New.
@@ -107,6 +117,7 @@ type Guard struct {
 	cross    *http.CrossOriginProtection
 	values   int
 	bodies   chan struct{} // one token per byte would be too many: one per bodyUnit of MaxBodies
+	stall    time.Duration
 }
 
 // bodyUnit is the granularity of Options.MaxBodies: a body takes ⌈bytes/bodyUnit⌉ tokens.
@@ -127,6 +138,9 @@ func New(addr net.Addr, o Options) (*Guard, error) {
 	}
 	if g.values = o.MaxValues; g.values <= 0 {
 		g.values = DefaultMaxValues
+	}
+	if g.stall = o.WriteStall; g.stall <= 0 {
+		g.stall = DefaultWriteStall
 	}
 	bodies := o.MaxBodies
 	if bodies <= 0 {
@@ -255,6 +269,10 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 	})
 	protected := g.cross.Handler(inner)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &stallWriter{ResponseWriter: w, rc: http.NewResponseController(w), stall: g.stall}
+		sw.arm()       // a 100 Continue that net/http writes when the body is read
+		defer sw.arm() // the flush net/http makes after the handler returns
+		w = sw
 		if !g.hostAllowed(r.Host) {
 			g.refuse(w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("%s answers only requests for %s, not Host %q: add --allow-host NAME to answer another name",
 				g.name, g.answers, r.Host))
@@ -270,6 +288,52 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 		protected.ServeHTTP(w, r)
 	})
 }
+
+// stallChunk is the most bytes a stallWriter hands the connection under one deadline.
+const stallChunk = 64 << 10
+
+// stallWriter is a ResponseWriter whose every write must reach the connection within stall of
+// its start (Options.WriteStall): a client that reads none of a streamed reply otherwise held
+// its handler in a write forever, and with it what the handler held (student serve's retired
+// weights, which a reload then never released). A large write goes out in stallChunk pieces,
+// each with its own deadline, so that a slow client that takes the reply stays served.
+type stallWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+// arm sets the connection's write deadline stall from now (a ResponseRecorder has none).
+func (s *stallWriter) arm() { s.rc.SetWriteDeadline(time.Now().Add(s.stall)) }
+
+func (s *stallWriter) WriteHeader(code int) {
+	s.arm()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), stallChunk)
+		s.arm()
+		m, err := s.ResponseWriter.Write(p[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// Flush sends what is buffered within the deadline, as http.Flusher.
+func (s *stallWriter) Flush() {
+	s.arm()
+	s.rc.Flush()
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (s *stallWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // pageLoad reports whether r is a browser loading a page into a tab or window of its own (a link
 // followed, an address typed): a GET or HEAD navigation whose destination is a document.
@@ -369,7 +433,12 @@ func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) (release func()
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyWait)) == nil // a ResponseRecorder has none
-	room := &roomReader{r: http.MaxBytesReader(w, r.Body, g.maxBody), bodies: g.bodies}
+	// MaxBytesReader tells net/http's own writer to close the connection after the reply.
+	base := w
+	if sw, ok := w.(*stallWriter); ok {
+		base = sw.ResponseWriter
+	}
+	room := &roomReader{r: http.MaxBytesReader(base, r.Body, g.maxBody), bodies: g.bodies}
 	release = room.release
 	body, err := io.ReadAll(room)
 	if deadline {
