@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -83,5 +84,26 @@ func TestGuardWriteStall(t *testing.T) {
 	}
 	if n != size {
 		t.Errorf("a slow reader got %d bytes of %d", n, size)
+	}
+	// A kept-alive connection idle past the stall still gets net/http's own answer to its next,
+	// malformed, request (net/http drops a reply's write deadline once the reply is done).
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /stream-none HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	br := bufio.NewReader(c)
+	first, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	time.Sleep(stall + stall/2)
+	io.WriteString(c, "NOT A REQUEST\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := br.ReadString('\n'); !strings.HasPrefix(line, "HTTP/1.1 400") {
+		t.Errorf("a malformed request on a connection idle past the stall: %q, %v", line, err)
 	}
 }
