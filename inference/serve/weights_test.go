@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -480,5 +481,61 @@ func TestNoWeightsRouteWithoutSwap(t *testing.T) {
 	code, out := reload(t, srv.URL, "", `{"path":"/tmp"}`)
 	if code != 404 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "/v1/models") {
 		t.Fatalf("%d %v", code, out)
+	}
+}
+
+// TestReloadRefusesSpecialFiles: a checkpoint whose config.json is a FIFO, or whose
+// model.safetensors is a link to /dev/zero, is refused at once, and the next reload loads.
+// Without the check the FIFO's open waited for a writer for good, and every later reload was
+// 409 (a reload in progress).
+func TestReloadRefusesSpecialFiles(t *testing.T) {
+	sw, dir := tinySwap(t)
+	copyOf := func() string {
+		d := t.TempDir()
+		for _, name := range []string{"config.json", "generation_config.json", "model.safetensors"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	fifo := copyOf()
+	cfg := filepath.Join(fifo, "config.json")
+	os.Remove(cfg)
+	if err := syscall.Mkfifo(cfg, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// Should a load still open the FIFO, this unblocks it when the test ends.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	zero := copyOf()
+	os.Remove(filepath.Join(zero, "model.safetensors"))
+	if err := os.Symlink("/dev/zero", filepath.Join(zero, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, says string }{{fifo, "config.json is not a regular file"}, {zero, "model.safetensors is not a regular file"}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := sw.Reload(context.Background(), c.dir)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("reload of %s: %v, want %q", c.dir, err, c.says)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reload of %s still running after 10 s", c.dir)
+		}
+	}
+	if info, err := sw.Reload(context.Background(), copyOf()); err != nil || info.Version != 2 {
+		t.Fatalf("the next reload: %+v %v", info, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
@@ -28,6 +29,9 @@ func (s *Student) Successor(dir string, opts Options) (*Student, error) {
 		return nil, fmt.Errorf("student: weights directory: %w", err)
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("student: weights directory %s is not a directory", dir)
+	}
+	if err := regularFiles(dir); err != nil {
+		return nil, err
 	}
 	cur, ok := s.gen.Model().(Model)
 	if !ok {
@@ -57,6 +61,29 @@ func (s *Student) Successor(dir string, opts Options) (*Student, error) {
 	}
 	next.closers = append(next.closers, m.Close)
 	return next, nil
+}
+
+// regularFiles refuses a directory whose .json or .safetensors entries (the files a load reads)
+// are not all regular files once their links are followed: opening a FIFO waits for a writer,
+// so a reload of one never ended and every later reload was refused as in progress, and
+// reading a link to /dev/zero never ends. A dangling link is left for the load to name.
+func regularFiles(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("student: weights directory: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".safetensors") {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || st.Mode().IsRegular() {
+			continue
+		}
+		return fmt.Errorf("student: weights directory %s: %s is not a regular file (%s)", dir, name, st.Mode().Type())
+	}
+	return nil
 }
 
 func fileExists(path string) bool {
