@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -174,7 +175,18 @@ func (c *Client) classify(ctx, actx context.Context, err error, cp *capture) *fa
 	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return &fault{reason: ReasonTimeout, status: cp.status, msg: c.waited(cp, fmt.Sprintf("within the attempt's timeout (%v)", c.ep.Timeout)), retry: true}
 	}
-	return &fault{reason: ReasonConnection, msg: err.Error(), retry: true}
+	return &fault{reason: ReasonConnection, msg: transportMessage(err), retry: true}
+}
+
+// transportMessage is err's text with the URL of the *url.Error in it redacted (redactURL):
+// net/http names the whole request URL, and masks only the password of its user info, so the
+// user name and a key in the base URL's query showed in the message.
+func transportMessage(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	return strings.Replace(err.Error(), ue.Error(), fmt.Sprintf("%s %q: %v", ue.Op, redactURL(ue.URL), ue.Err), 1)
 }
 
 // errorField reads error.message from a raw body, cut at 500 bytes; "" when absent.

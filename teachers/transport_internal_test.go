@@ -112,3 +112,55 @@ func TestSilentServer(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsHideURLSecrets: a base URL that carries credentials (user:password, a key in its
+// query) never shows them in an attempt's error, whatever ended it: no connection (Go's
+// *url.Error names the whole request URL, the query and the user kept, only the password
+// masked), a silent server past the attempt's timeout, the caller's deadline.
+func TestErrorsHideURLSecrets(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()
+	silent := strings.TrimPrefix(silentListener(t), "http://")
+	secrets := []string{"alice", "pa55word", "qs3cret"}
+	for _, tc := range []struct {
+		name, host string
+		deadline   bool
+		reason     string
+	}{
+		{"no connection", refused, false, ReasonConnection},
+		{"silent", silent, false, ReasonTimeout},
+		{"silent past the caller's deadline", silent, true, ReasonCanceled},
+	} {
+		base := "http://alice:pa55word@" + strings.TrimSuffix(tc.host, "/v1") + "/v1?key=qs3cret"
+		c, err := New(Endpoint{Name: "creds", BaseURL: base, Model: "m", Timeout: 300 * time.Millisecond, MaxRetries: 1,
+			BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if tc.deadline {
+			c.ep.Timeout = time.Minute
+			ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}
+		_, err = c.Chat(ctx, []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		cancel()
+		c.Close()
+		var te *Error
+		if !errors.As(err, &te) || te.Reason != tc.reason {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.reason)
+			continue
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q shows %q from the base URL", tc.name, err, s)
+			}
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("%s: %q does not name the endpoint", tc.name, err)
+		}
+	}
+}
