@@ -128,9 +128,17 @@ func outcome(a *assembly, kept []byte, err error, limit int) readOutcome {
 
 // compareReads reads body as a plain completion (ctype "") or as a response to a stream
 // request, reduced and whole, from one read and from reads of a byte at a time, each text
-// whole and cut at a limit of 1 to 23 bytes (by the body's length: a cut in every place of a
-// character, of an escape, of the marker), and reports where they differ.
+// whole and cut at a limit of 1 to 23 bytes and of 25 to 64 (by the body's length: a cut in every
+// place of a character, of an escape, of the marker; the second keeps some of the text before
+// the marker, which the first rarely does, the marker being 22 bytes and more), and reports where
+// they differ.
 func compareReads(t *testing.T, ctype string, body []byte) {
+	t.Helper()
+	compareReadsCut(t, ctype, body, 0, 1+len(body)%23, 25+len(body)%40)
+}
+
+// compareReadsCut is compareReads with the texts whole (limit 0) and cut at each of limits.
+func compareReadsCut(t *testing.T, ctype string, body []byte, limits ...int) {
 	t.Helper()
 	var wa assembly
 	var kept []byte
@@ -140,7 +148,7 @@ func compareReads(t *testing.T, ctype string, body []byte) {
 	} else {
 		kept, err = wholeReadStream(ctype, body, &wa)
 	}
-	for _, limit := range []int{0, 1 + len(body)%23} {
+	for _, limit := range limits {
 		want := outcome(&wa, kept, err, limit)
 		for _, oneByte := range []bool{false, true} {
 			var r io.Reader = bytes.NewReader(body)
@@ -543,5 +551,35 @@ func TestShapesCoverOAI(t *testing.T) {
 	}
 	if errorObject.find([]byte(`"message"`), false) == nil || errorBodyShape.find([]byte(`"error"`), false) != errorObject {
 		t.Error("the error object's message is not kept")
+	}
+}
+
+// cutEdgeBodies are replies whose texts put an escape, a surrogate pair, a character of two to
+// four bytes, a byte that is not UTF-8 or a lone surrogate in every place of a cut, across
+// strings that one text joins, in lists repeated, reordered and nulled.
+var cutEdgeBodies = []string{
+	oneReply(`{"content":"ab\u00e9\ud83e\udd14c\u20acd\ud83e\udd14\ud83e\udd14e\"\\\/\b\f\n\r\tf\ud83e\udd14g\u00e9\u00e9\u00e9h\ud83e\udd14ijklmnopqrstuvwxyz0123456789"}`),
+	oneReply(`{"content":"xé€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔é€🤔"}`),
+	oneReply(`{"content":"a\ud83e\ud83e\udd14b\udd14c\ud83ed\ud83e\u0041e\xff\xfe\xc3f\xe2\x82g\xf0\x9f\xa4hijklmnopqrstuvwxyz0123456789"}`),
+	`{"model":"m","choices":[{"index":1,"message":{"content":"\ud83e\udd14\ud83e\udd14\ud83e\udd14\ud83e\udd14"}},{"index":0,"message":{"content":"é€🤔é€🤔é€🤔"}}],"choices":[{"index":0},{"index":1}]}`,
+	`{"model":"m","choices":null,"choices":[{"message":{"content":"🤔🤔🤔🤔🤔🤔🤔🤔🤔🤔🤔🤔🤔🤔"}}],"choices":null,"choices":[{"message":{"reasoning":"é€🤔é€🤔é€🤔é€🤔é€🤔"}}]}`,
+	`{"model":"m","choices":[{"message":{"content":"é€🤔é€🤔é€🤔é€🤔é€🤔","reasoning_details":[{"type":"reasoning.text","text":"\u00e9\u20ac\ud83e\udd14\u00e9\u20ac"}]}}],"choices":[{"message":{"reasoning_details":null}}],"choices":[{"message":{"reasoning_details":[{"type":"reasoning.summary","summary":"🤔🤔🤔🤔🤔🤔🤔🤔"},{"type":"reasoning.text","text":"€€€€€€€€€€€€"}]}}]}`,
+	oneReply(`{"content":"c","reasoning_details":[{"type":"reasoning.text","text":"é€🤔é€🤔é€🤔","summary":{"text":"x"}},{"type":"reasoning.text","text":{"nested":["🤔"]}},{"type":"reasoning.text","text":"\ud83e\udd14\ud83e\udd14\ud83e\udd14\ud83e\udd14\ud83e\udd14"}]}`),
+	oneReply(`{"content":"c","reasoning":{"text":"é€🤔é€🤔é€🤔é€🤔","content":"\ud83e\udd14\ud83e\udd14\ud83e\udd14"},"reasoning":{"summary":"€€€€€€€€€€€€€€€€"}}`),
+}
+
+// TestReduceCutsMatchWholeRead: texts cut at every limit from 1 to 80 bytes, so that each cut
+// lands in every place of an escape, a surrogate pair, a character and of the marker, and
+// strings that one text joins meet the cut, read reduced as they read whole and cut as the
+// Stepper cuts them (textcap.Cut of the whole text): plain and streamed.
+func TestReduceCutsMatchWholeRead(t *testing.T) {
+	limits := make([]int, 0, 81)
+	for l := 0; l <= 80; l++ {
+		limits = append(limits, l)
+	}
+	for _, b := range cutEdgeBodies {
+		compareReadsCut(t, "", []byte(b), limits...)
+		stream := "data: " + strings.ReplaceAll(b, `"message"`, `"delta"`) + "\n\ndata: " + strings.ReplaceAll(b, `"message"`, `"delta"`) + "\n\ndata: [DONE]\n\n"
+		compareReadsCut(t, "text/event-stream", []byte(stream), limits...)
 	}
 }
