@@ -408,3 +408,39 @@ func TestReplyUnitBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyTextsHeldWithinBound: a completion whose strings under one text hold all that
+// maxUnit leaves past that text's limit (content, reasoning_content, reasoning of maxReplyText
+// each, and five reasoning_details entries, or five choices' contents, of nearly as much), read
+// from a net/http server, comes back under a reply budget of what the docs say it may hold: its
+// texts' first bytes (maxReplyText each and maxUnit past them, with its JSON), the reply's
+// texts (maxReplyText each), a little more for its JSON and decoding. Before, a text's buffer
+// doubled past what it may hold (8 MiB for 5 MiB): the reply needed 15 MiB and failed as
+// reply_budget.
+func TestReplyTextsHeldWithinBound(t *testing.T) {
+	const bound = 4*maxReplyText + maxUnit + 4*maxReplyText + 512<<10
+	withBudget(t, bound, ReplyFloor, ReplyFloor)
+	x := strings.Repeat("x", maxReplyText)
+	last := x[:maxReplyText-4096] // leaves room for the JSON within maxUnit
+	three := `"content":"` + x + `","reasoning_content":"` + x + `","reasoning":"` + x + `"`
+	for _, tc := range []struct{ name, body string }{
+		{"five reasoning_details", `{"model":"m","choices":[{"index":0,"message":{` + three + `,"reasoning_details":[` +
+			strings.Repeat(`{"type":"reasoning.text","text":"`+x+`"},`, 4) + `{"type":"reasoning.text","text":"` + last + `"}]},"finish_reason":"stop"}]}`},
+		{"five contents", `{"model":"m","choices":[{"index":0,"message":{` + three + `},"finish_reason":"stop"},` +
+			strings.Repeat(`{"index":1,"message":{"content":"`+x+`"}},`, 3) + `{"index":1,"message":{"content":"` + last + `"}}]}`},
+	} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, tc.body)
+		})
+		c := hostileClient(t, srv)
+		c.ep.MaxRetries = 0
+		rep, err := chatWithin(t, c, 30*time.Second)
+		if want := textcap.Cut(x, textcap.Reply); err != nil || rep.Content != want {
+			t.Errorf("%s under a %.1f MiB budget: %v, content %d bytes", tc.name, float64(bound)/(1<<20), err, len(rep.Content))
+		}
+		if u := replyBudget.used(); u != 0 {
+			t.Errorf("%s: %d bytes of the budget still held", tc.name, u)
+		}
+	}
+}

@@ -457,12 +457,11 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 		return err
 	}
 	if n := len(*h) + len(b); n > cap(*h) {
+		// A text's strings hold at most the limit and, past it, what room leaves of maxUnit:
+		// its buffer grows no further (doubling, 5 MiB held took 8 MiB).
 		c := grown(cap(*h), n, d.limit)
-		if n > c {
-			c = grown(cap(*h), n, 0) // a choice's strings the reply may read, each within the limit
-		}
-		if d.limit == 0 {
-			c = grown(cap(*h), n, maxUnit)
+		if n > c || d.limit == 0 {
+			c = grown(cap(*h), n, d.limit+maxUnit)
 		}
 		if err := d.m.need(slotPieces, d.piecesHeld(p.out, c)); err != nil {
 			return err
