@@ -115,7 +115,7 @@ func New(e Endpoint) (*Client, error) {
 	c := &Client{
 		ep:  e,
 		key: key,
-		url: strings.TrimRight(e.BaseURL, "/") + "/chat/completions",
+		url: completionsURL(e.BaseURL),
 		hc:  hc,
 		tr:  tr,
 		sem: semaphore.NewWeighted(int64(e.MaxConcurrency)),

@@ -28,7 +28,7 @@
 // The presets read their key from CHAINEDSQL_API_KEY, so one hosted key and one
 // CHAINEDSQL_BASE_URL serve all four. The field names (YAML key, environment suffix):
 //
-//	base_url            BASE_URL            OpenAI-compatible base URL, up to and including /v1
+//	base_url            BASE_URL            OpenAI-compatible base URL, up to and including /v1 (a query is kept)
 //	model               MODEL               model id sent in the request (per-teacher env only)
 //	api_key_env         API_KEY_ENV         name of the env var holding the key; "" = no key
 //	                    API_KEY             (env only) if CHAINEDSQL_<NAME>_API_KEY is set, that
@@ -102,7 +102,8 @@ const (
 type Endpoint struct {
 	// Name identifies the teacher in run dirs, stats and errors.
 	Name string `json:"name" yaml:"-"`
-	// BaseURL is the OpenAI-compatible base URL including /v1, e.g. http://127.0.0.1:8000/v1.
+	// BaseURL is the OpenAI-compatible base URL including /v1, e.g. http://127.0.0.1:8000/v1;
+	// requests go to its path's /chat/completions, its query (an api-version) kept.
 	BaseURL string `json:"base_url" yaml:"base_url"`
 	// Model is the model id sent with every request.
 	Model string `json:"model" yaml:"model" env:"teacher"`
@@ -336,6 +337,22 @@ func EnvName(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// completionsURL is the chat completions URL of a base URL: /chat/completions appended to its
+// path, its query kept (Azure's api-version, a gateway's key), its fragment (never sent)
+// dropped. Appended to the whole string, the path went into the query or the fragment.
+func completionsURL(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return strings.TrimRight(base, "/") + "/chat/completions" // New's checks refuse it first
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/chat/completions"
+	if u.RawPath != "" {
+		u.RawPath = strings.TrimRight(u.RawPath, "/") + "/chat/completions"
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 // redactURL drops user info and the query from a URL for messages (some providers put keys there).

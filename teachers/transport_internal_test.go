@@ -164,3 +164,33 @@ func TestErrorsHideURLSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseURLQueryKept: a base URL with a query (Azure's api-version, a gateway's key) posts to
+// its path's /chat/completions with that query, and an error names neither. Before, the path
+// was appended to the query: the request went to /v1 with the query
+// "api-version=2024-10-21/chat/completions".
+func TestBaseURLQueryKept(t *testing.T) {
+	type seen struct{ path, query string }
+	got := make(chan seen, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.URL.Path, r.URL.RawQuery}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model":"m","choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, base := range []string{srv.URL + "/v1?api-version=2024-10-21", srv.URL + "/v1/?api-version=2024-10-21", srv.URL + "/v1/#frag"} {
+		c, err := New(Endpoint{Name: "q", BaseURL: base, Model: "m", Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		c.Close()
+		want := seen{"/v1/chat/completions", ""}
+		if strings.Contains(base, "?") {
+			want.query = "api-version=2024-10-21"
+		}
+		if s := <-got; err != nil || rep.Content != "ok" || s != want {
+			t.Errorf("%s: %v, %q; posted to %+v, want %+v", base, err, rep.Content, s, want)
+		}
+	}
+}
