@@ -314,6 +314,10 @@ type reducer struct {
 	limit  int
 	heads  [textOuts][]byte
 	pieces []textPiece
+	// tails holds the last bytes of each piece longer than what it kept (textcap.Cut reads
+	// a marker there), cut those of the piece being read past the limit.
+	tails []pieceTail
+	cut   textTail
 	// merge is the state of the object that the object read next is merged into
 	// (encoding/json decodes a member repeated with an object into the one before it).
 	merge *objState
@@ -343,13 +347,22 @@ type textPiece struct {
 // bound.
 const pieceBytes = int(unsafe.Sizeof(textPiece{}))
 
+// A pieceTail is the last bytes of piece k, a piece longer than its first bytes.
+type pieceTail struct {
+	k int
+	t textTail
+}
+
+// tailBytes is what a pieceTail takes in tails, counted as pieceBytes is.
+const tailBytes = int(unsafe.Sizeof(pieceTail{}))
+
 // unitKeptInitial is the capacity of out and of heads that a reducer keeps from one
 // completion or chunk to the next; a larger buffer is dropped once its value has been read.
 const unitKeptInitial = 4 << 10
 
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
-	d.out, d.pieces, d.merge = d.out[:0], d.pieces[:0], nil
+	d.out, d.pieces, d.tails, d.merge = d.out[:0], d.pieces[:0], d.tails[:0], nil
 	for i := range d.heads {
 		d.heads[i] = d.heads[i][:0]
 	}
@@ -370,13 +383,16 @@ func (d *reducer) done() {
 	if cap(d.pieces)*pieceBytes > unitKeptInitial {
 		d.pieces = nil
 	}
+	if cap(d.tails)*tailBytes > unitKeptInitial {
+		d.tails = nil
+	}
 	_ = d.m.set(slotUnit, cap(d.out))            // a fall: never refused
 	_ = d.m.set(slotPieces, d.piecesHeld(-1, 0)) // likewise
 }
 
 // piecesHeld is the capacity of heads and pieces, heads[out] grown to c bytes when it is less.
 func (d *reducer) piecesHeld(out, c int) int {
-	n := cap(d.pieces) * pieceBytes
+	n := cap(d.pieces)*pieceBytes + cap(d.tails)*tailBytes
 	for i := range d.heads {
 		n += cap(d.heads[i])
 		if i == out {
@@ -390,7 +406,7 @@ func (d *reducer) piecesHeld(out, c int) int {
 // texts' first bytes what each text holds past the limit (all of them where no limit bounds
 // each string).
 func (d *reducer) kept() int {
-	n := len(d.out) + len(d.pieces)*pieceBytes
+	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes
 	for i := range d.heads {
 		n += d.past(len(d.heads[i]))
 	}
@@ -448,7 +464,9 @@ func (d *reducer) keep(p *textPiece, b []byte) error {
 	p.n += len(b)
 	h := &d.heads[p.out]
 	if d.limit > 0 {
-		b = b[:max(0, min(len(b), d.limit-(p.end-p.off)))]
+		k := max(0, min(len(b), d.limit-(p.end-p.off)))
+		d.cut.push(b[k:])
+		b = b[:k]
 	}
 	if len(b) == 0 {
 		return nil
@@ -550,15 +568,49 @@ func spaceOnly(b []byte) bool {
 	return true
 }
 
-// piece is the text that stands as s in a decoded value: the piece numbered s.
-func (d *reducer) piece(s string) (head []byte, n int, nonBlank bool) {
+// piece is the text that stands as s in a decoded value: the piece numbered s, its last bytes
+// end when its head is not all of it.
+func (d *reducer) piece(s string) (head []byte, n int, nonBlank bool, end []byte) {
 	k, err := strconv.Atoi(s)
 	if err != nil || k < 0 || k >= len(d.pieces) {
 		// Every string under a text shape is a piece's number; anything else decodes to "".
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
 	p := d.pieces[k]
-	return d.heads[p.out][p.off:p.end], p.n, p.nonBlank
+	head = d.heads[p.out][p.off:p.end]
+	if p.n > len(head) {
+		for i := len(d.tails) - 1; i >= 0; i-- {
+			if d.tails[i].k == k {
+				end = d.tails[i].t.b[:d.tails[i].t.n]
+				break
+			}
+		}
+	}
+	return head, p.n, p.nonBlank, end
+}
+
+// endText records the last bytes of piece k, which has just been read, when its head is not
+// all of it: the head's last bytes, then those cut off past the limit.
+func (d *reducer) endText(k int) error {
+	p := d.pieces[k]
+	if p.n == p.end-p.off {
+		return nil
+	}
+	if err := d.room(tailBytes); err != nil {
+		return err
+	}
+	if len(d.tails) == cap(d.tails) {
+		c := grown(cap(d.tails)*tailBytes, (len(d.tails)+1)*tailBytes, maxUnit) / tailBytes
+		if err := d.m.need(slotPieces, d.piecesHeld(-1, 0)+(c-cap(d.tails))*tailBytes); err != nil {
+			return err
+		}
+		d.tails = append(make([]pieceTail, 0, c), d.tails...)
+	}
+	pt := pieceTail{k: k}
+	pt.t.push(d.heads[p.out][p.off:p.end])
+	pt.t.push(d.cut.b[:d.cut.n])
+	d.tails = append(d.tails, pt)
+	return nil
 }
 
 // emit sends p to sink.
@@ -950,6 +1002,7 @@ func (d *reducer) text(out int) error {
 	k := len(d.pieces)
 	h := len(d.heads[out])
 	d.pieces = append(d.pieces, textPiece{out: out, off: h, end: h})
+	d.cut.n = 0
 	var num [24]byte
 	if err := d.put(append(strconv.AppendInt(append(num[:0], '"'), int64(k), 10), '"')); err != nil {
 		return err
@@ -992,7 +1045,7 @@ func (d *reducer) text(out int) error {
 		switch c := b[i]; {
 		case c == '"':
 			s.skip(1)
-			return nil
+			return d.endText(k)
 		case c == '\\':
 			if err := d.textEscape(&d.pieces[k]); err != nil {
 				return err

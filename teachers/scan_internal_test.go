@@ -566,6 +566,12 @@ var cutEdgeBodies = []string{
 	`{"model":"m","choices":[{"message":{"content":"é€🤔é€🤔é€🤔é€🤔é€🤔","reasoning_details":[{"type":"reasoning.text","text":"\u00e9\u20ac\ud83e\udd14\u00e9\u20ac"}]}}],"choices":[{"message":{"reasoning_details":null}}],"choices":[{"message":{"reasoning_details":[{"type":"reasoning.summary","summary":"🤔🤔🤔🤔🤔🤔🤔🤔"},{"type":"reasoning.text","text":"€€€€€€€€€€€€"}]}}]}`,
 	oneReply(`{"content":"c","reasoning_details":[{"type":"reasoning.text","text":"é€🤔é€🤔é€🤔","summary":{"text":"x"}},{"type":"reasoning.text","text":{"nested":["🤔"]}},{"type":"reasoning.text","text":"\ud83e\udd14\ud83e\udd14\ud83e\udd14\ud83e\udd14\ud83e\udd14"}]}`),
 	oneReply(`{"content":"c","reasoning":{"text":"é€🤔é€🤔é€🤔é€🤔","content":"\ud83e\udd14\ud83e\udd14\ud83e\udd14"},"reasoning":{"summary":"€€€€€€€€€€€€€€€€"}}`),
+	// texts that end in textcap's marker, which textcap.Cut reads as bytes left out before,
+	// whole, escaped, joined from pieces that meet inside it
+	oneReply(`{"content":"0123456789012345678901234567890123456789…[truncated 7 bytes]"}`),
+	oneReply(`{"content":"abcdefghijklmnopqrstuvwxyz0123456789 \u2026[truncated 99999999 bytes]"}`),
+	oneReply(`{"content":"é€🤔é€🤔é€🤔é€🤔…[truncated 0 bytes]","reasoning_details":[{"type":"reasoning.text","text":"0123456789abcdefghij…[trunc"},{"type":"reasoning.text","text":"ated 12 bytes]"}]}`),
+	oneReply(`{"content":"abc…[truncated 12345678901234567 bytes]"}`),
 }
 
 // TestReduceCutsMatchWholeRead: texts cut at every limit from 1 to 80 bytes, so that each cut

@@ -80,13 +80,39 @@ type replyText struct {
 	head     []byte
 	n        int
 	nonBlank bool
+	tail     textTail // its last bytes, for the marker it may end in (String)
 }
 
-// add appends a piece of the text, its first bytes head, its length n, within limit (0
-// none); false when head holds fewer bytes than the text needs of it (min(n, the room left)),
+// A textTail is the last bytes of a text, as many as textcap.Cut reads a marker from: a text that
+// ends in one is cut as the text before it (textcap.Marker).
+type textTail struct {
+	b [textcap.MaxMarker]byte
+	n int
+}
+
+// push appends p to the text whose last bytes t holds.
+func (t *textTail) push(p []byte) {
+	if len(p) >= len(t.b) {
+		t.n = copy(t.b[:], p[len(p)-len(t.b):])
+		return
+	}
+	keep := min(t.n, len(t.b)-len(p))
+	copy(t.b[:], t.b[t.n-keep:t.n])
+	t.n = keep + copy(t.b[keep:], p)
+}
+
+// String is the bytes t holds.
+func (t *textTail) String() string { return string(t.b[:t.n]) }
+
+// add appends a piece of the text, its first bytes head, its length n, its last bytes end
+// (nil when head is all of it), within limit (0 none); false when head holds fewer bytes than the text needs of it (min(n, the room left)),
 // which a reducer's piece, up to the limit long, never does.
-func (t *replyText) add(head []byte, n int, nonBlank bool, limit int) bool {
+func (t *replyText) add(head []byte, n int, nonBlank bool, end []byte, limit int) bool {
 	ok := true
+	if end == nil {
+		end = head
+	}
+	t.tail.push(end)
 	if t.n == len(t.head) { // nothing dropped yet: head is the text so far
 		need := n
 		if limit > 0 {
@@ -109,17 +135,22 @@ func (t *replyText) Len() int { return t.n }
 
 // String is the text, or when it was longer than its limit (its head is then the limit long),
 // what textcap.Cut makes of it at that limit: its longest prefix that, with the marker
-// "…[truncated N bytes]", fits the limit, on a character boundary.
+// "…[truncated N bytes]", fits the limit, on a character boundary; a text that ends in such a
+// marker is cut as the text before it, the marker's N bytes longer (textcap.Marker).
 func (t *replyText) String() string {
 	if t.n == len(t.head) {
 		return string(t.head)
 	}
 	limit := len(t.head)
-	keep := max(limit-len(cutMarker(t.n)), 0)
+	body, before := t.n, 0
+	if size, n := textcap.Marker(t.tail.String()); size > 0 {
+		body, before = t.n-size, n
+	}
+	keep := max(limit-len(cutMarker(body+before)), 0)
 	for keep > 0 && !utf8.RuneStart(t.head[keep]) {
 		keep--
 	}
-	return string(t.head[:keep]) + cutMarker(t.n-keep)
+	return string(t.head[:keep]) + cutMarker(body-keep+before)
 }
 
 // cutHead and cutTail are what textcap.Cut writes around the number of bytes it leaves out,
@@ -148,15 +179,15 @@ func (a *assembly) fold(r *oai.Completion, d *reducer, m *meter) error {
 }
 
 // literalPiece reads a decoded text as the text itself (a value decoded whole, not reduced).
-func literalPiece(s string) ([]byte, int, bool) {
-	return []byte(s), len(s), strings.TrimSpace(s) != ""
+func literalPiece(s string) ([]byte, int, bool, []byte) {
+	return []byte(s), len(s), strings.TrimSpace(s) != "", nil
 }
 
 // add folds one completion or chunk into a, each text in it looked up by piece.
-func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool)) {
+func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool, []byte)) {
 	write := func(t *replyText, s string) {
-		head, n, nonBlank := piece(s)
-		if !t.add(head, n, nonBlank, a.limit) {
+		head, n, nonBlank, end := piece(s)
+		if !t.add(head, n, nonBlank, end, a.limit) {
 			a.short++
 		}
 	}

@@ -89,6 +89,19 @@ func cutBefore(s string) (body string, n int) {
 	return head[:i], n
 }
 
+// MaxMarker is the length of the longest marker Cut reads back from the end of a text (its N
+// of 16 digits): whether a text ends in a marker, and which, depends on its last MaxMarker
+// bytes only.
+const MaxMarker = len(markerHead) + 16 + len(markerTail)
+
+// Marker reports the marker that tail, the end of a text (its last MaxMarker bytes or all of
+// it), ends in as Cut reads it: its length in bytes and its N; size 0 when it ends in none. Cut
+// cuts such a text as if it were the text before the marker, N bytes longer.
+func Marker(tail string) (size, n int) {
+	body, n := cutBefore(tail)
+	return len(tail) - len(body), n
+}
+
 // markerLen is the length of the marker for n bytes left out.
 func markerLen(n int) int {
 	return len(markerHead) + len(strconv.Itoa(n)) + len(markerTail)

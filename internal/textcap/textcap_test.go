@@ -111,3 +111,22 @@ func TestValidAsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestMarker: the marker a text ends in, as Cut reads it, is read off its last MaxMarker bytes
+// alone (what a reader that keeps only a text's first bytes and its last ones has): Cut of the
+// text before the marker, that many bytes longer, is Cut of the whole text.
+func TestMarker(t *testing.T) {
+	pad := strings.Repeat("é", 40)
+	for _, s := range []string{
+		pad + "…[truncated 7 bytes]", pad + "…[truncated 0 bytes]", pad + "…[truncated 1234567890123456 bytes]",
+		pad + "…[truncated 12345678901234567 bytes]", pad + "…[truncated 9999999999999999 bytes]",
+		pad + "…[truncated 7 bytes]x", pad + "…[truncated  bytes]", pad + "[truncated 7 bytes]", pad + "…[truncated 7…[truncated 8 bytes]",
+		pad + "…[truncated …[truncated 8 bytes]", pad,
+	} {
+		size, n := Marker(s[max(0, len(s)-MaxMarker):])
+		body, before := cutBefore(s)
+		if size != len(s)-len(body) || n != before {
+			t.Errorf("%q: marker of %d bytes, N %d; Cut reads %d, %d", s, size, n, len(s)-len(body), before)
+		}
+	}
+}
