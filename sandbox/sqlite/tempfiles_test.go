@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +148,84 @@ func TestSQLiteTempHeldByAnother(t *testing.T) {
 	}
 	if used := sqliteTempUsed(); used != 0 {
 		t.Errorf("%d bytes of temporary files still counted", used)
+	}
+}
+
+// TestSQLiteTempOddPaths: the DSN names sqliteTempVFS after the path's query; a Spider database
+// copied to a path holding a space, '?', '#', '%', '&', '=' and non-ASCII letters opens through
+// Open, reads (Exec) its rows, and its statements' temporary files count against the cap (a sort
+// past it is refused with the cap's error), so the vfs= parameter is not read as part of the
+// path, nor the path's characters as parameters.
+func TestSQLiteTempOddPaths(t *testing.T) {
+	src := shared.Path(t, "data/spider/database/concert_singer/concert_singer.sqlite")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowerTempCap(t)
+	dir := t.TempDir()
+	for _, name := range []string{
+		"a b.sqlite", "q?mode=rw&vfs=unix.sqlite", "h#frag.sqlite", "p%20c%3F.sqlite", "ünï cødé ☃.sqlite",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, data, 0o444); err != nil {
+				t.Fatal(err)
+			}
+			opened, err := Open(p)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", p, err)
+			}
+			defer opened.Close()
+			r := sandboxtest.MustExec(t, opened, "SELECT count(*) FROM singer", sandbox.ExecOptions{})
+			if !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != int64(6) {
+				t.Errorf("count(*) FROM singer: %s %q %v; want 6", r.Outcome, r.Error, r.Rows)
+			}
+			r = sandboxtest.MustExec(t, opened, tempSort(30_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+			if r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "16 MiB") {
+				t.Errorf("a sort past the cap: %s %q; want the cap's error (the database opened through %s)", r.Outcome, r.Error, sqliteTempVFS)
+			}
+			if used := sqliteTempUsed(); used != 0 {
+				t.Errorf("%d bytes of temporary files still counted", used)
+			}
+		})
+	}
+}
+
+// TestSQLiteTempConcurrent: the counters are shared by every connection of the process, each
+// sorting on its own goroutine (and SQLite's own mutexes per connection only): eight sorts
+// within the cap together, run at once, all succeed or pass the cap, and once they end nothing
+// is counted (a lost update would leave bytes counted for good, shrinking the cap for every
+// later task).
+func TestSQLiteTempConcurrent(t *testing.T) {
+	db := openChinookSQLite(t)
+	lowerTempCap(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := db.Exec(context.Background(), tempSort(1_500), sandbox.ExecOptions{Timeout: 30 * time.Second})
+			switch {
+			case errors.Is(err, sandbox.ErrBusy):
+			case err != nil:
+				errs <- err.Error()
+			case !r.OK() && !strings.Contains(r.Error, "16 MiB"):
+				errs <- fmt.Sprintf("%s %q", r.Outcome, r.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if peak := sqliteTempPeakReset(); peak == 0 || peak > tempTestCap {
+		t.Errorf("%d bytes at most at once: want some, within the cap %d", peak, tempTestCap)
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after every statement ended", used)
 	}
 }
