@@ -293,7 +293,8 @@ func awaitTurn(ctx context.Context, limit time.Duration, waiting func(bool), roo
 // run executes stmt, already screened, on a connection of its own with the deadline set in
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. Its
 // temporary files passing their cap (sqliteTempLimit) is its error, tempFull, or, while others
-// hold more than half of the cap, tempHeld's sandbox.ErrBusy, the same as the heap's below. A
+// hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below but in its
+// turn too (a statement that started meanwhile may have taken the cap again). A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, unless it runs in its turn (turn, awaitTurn): then its "out of memory" is its
 // own error, as it is for one that ran out holding most of the heap itself; one that ran out
@@ -383,7 +384,10 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		busy.asked = asked.rows
 		return nil, busy
 	}
-	if busy := tempHeld(err); busy != nil && !turn {
+	// Unlike the heap's, others' temporary files are held only by their running statements, and
+	// the turn keeps out only statements waiting for one: others holding more than half once this
+	// one's files are closed ran it out, in its turn too.
+	if busy := tempHeld(err); busy != nil {
 		busy.asked = asked.rows
 		return nil, busy
 	}
@@ -497,8 +501,8 @@ func tempFull(err error) error {
 // closed (its statement finalised, its connection given back), an error wrapping
 // sandbox.ErrBusy when err is SQLITE_FULL (tempShort) and other statements' temporary files
 // still take more than half of the cap (sqliteTempCap, the process's): those statements ran it
-// out, unless the statement runs out again in its turn (exec, awaitTurn). One that passed the
-// cap while others held at most half of it keeps its own error (tempFull): nil.
+// out, in its turn (exec, awaitTurn) too, where others that started meanwhile may hold it. One
+// that passed the cap while others held at most half of it keeps its own error (tempFull): nil.
 func tempHeld(err error) *capBusyError {
 	if used := sqliteTempUsed(); tempShort(err) && used > sqliteTempCap()/2 {
 		return &capBusyError{err: fmt.Errorf("sqlite exec: %w: SQLite's temporary files (%d MiB for the whole process) ran out while other statements' files took %d MiB; try again once they end (%v)",

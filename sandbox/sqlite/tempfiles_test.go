@@ -94,21 +94,17 @@ func TestSQLiteTempCap(t *testing.T) {
 	}
 }
 
-// TestSQLiteTempHeldByAnother: the cap on temporary files is the process's, shared by every
-// task's statements, like the heap's. A statement that passes it while another holds more
-// than half (a sort of 3,000 4 KB keys held open at its first row, on a plain connection through
-// sqliteTempVFS) waits for its turn and for room, within its time limit: if the holder keeps
-// them it fails with sandbox.ErrBusy, the database's failure, not its own; if the holder lets
-// go meanwhile it runs again and succeeds. The holder's bytes are given back when its rows close.
-func TestSQLiteTempHeldByAnother(t *testing.T) {
-	db := openChinookSQLite(t)
-	lowerTempCap(t)
+// tempHolder returns hold, which starts a sort of 3,000 4 KB keys on a plain connection through
+// sqliteTempVFS (to Northwind, closed at the test's end) and returns its rows at the first row:
+// about 12 MB of temporary files, more than half of tempTestCap, held until they close.
+func tempHolder(t *testing.T) (hold func() *sql.Rows) {
+	t.Helper()
 	hogDB, err := sql.Open("sqlite3", sqliteDSN(shared.Path(t, "data/multi/northwind/northwind.sqlite")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hogDB.Close()
-	hold := func() *sql.Rows {
+	t.Cleanup(func() { hogDB.Close() })
+	return func() *sql.Rows {
 		t.Helper()
 		rows, err := hogDB.Query(tempSort(3_000))
 		if err != nil {
@@ -124,6 +120,18 @@ func TestSQLiteTempHeldByAnother(t *testing.T) {
 		t.Logf("the holder holds %d bytes of temporary files", sqliteTempUsed())
 		return rows
 	}
+}
+
+// TestSQLiteTempHeldByAnother: the cap on temporary files is the process's, shared by every
+// task's statements, like the heap's. A statement that passes it while another holds more
+// than half (a sort of 3,000 4 KB keys held open at its first row, on a plain connection through
+// sqliteTempVFS) waits for its turn and for room, within its time limit: if the holder keeps
+// them it fails with sandbox.ErrBusy, the database's failure, not its own; if the holder lets
+// go meanwhile it runs again and succeeds. The holder's bytes are given back when its rows close.
+func TestSQLiteTempHeldByAnother(t *testing.T) {
+	db := openChinookSQLite(t)
+	lowerTempCap(t)
+	hold := tempHolder(t)
 	victim := tempSort(2_000) // alone about 8 MB: more than the holder leaves
 
 	rows := hold()
@@ -227,5 +235,42 @@ func TestSQLiteTempConcurrent(t *testing.T) {
 	}
 	if used := sqliteTempUsed(); used != 0 {
 		t.Errorf("%d bytes of temporary files still counted after every statement ended", used)
+	}
+}
+
+// TestSQLiteTempRefilledInTurn: a statement that passed the cap on temporary files while
+// another held most of it runs again in its turn (awaitTurn) once there is room; the turn keeps
+// out only other statements waiting for one, so a statement that starts meanwhile may take most
+// of the cap again. A statement that then passes it in its turn, others holding more than half
+// once its own files are closed, did not pass it by its own need: it is sandbox.ErrBusy, as in
+// its first run, not its own "would pass their cap" (before, a task's sound SQL was scored as
+// failing because another's sort took the cap at the wrong moment).
+func TestSQLiteTempRefilledInTurn(t *testing.T) {
+	db := openChinookSQLite(t)
+	lowerTempCap(t)
+	hold := tempHolder(t)
+	first := hold()
+	var second *sql.Rows
+	waiting := func(w bool) {
+		if w { // the first holder lets go while the statement waits for room ...
+			time.AfterFunc(100*time.Millisecond, func() { first.Close() })
+			return
+		}
+		second = hold() // ... and another takes most of the cap as its turn comes
+	}
+	r, err := db.Exec(context.Background(), tempSort(2_000), sandbox.ExecOptions{Timeout: 10 * time.Second, Waiting: waiting})
+	if second == nil {
+		t.Fatal("the statement did not wait for its turn")
+	}
+	second.Close()
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "temporary files") {
+		t.Errorf("a statement past the cap in its turn while another took most of it: %+v, %v; want sandbox.ErrBusy naming the temporary files", r, err)
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted", used)
+	}
+	r = sandboxtest.MustExec(t, db, tempSort(2_000), sandbox.ExecOptions{Timeout: 10 * time.Second})
+	if !r.OK() || len(r.Rows) != 2_000 {
+		t.Errorf("the same statement alone: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
 	}
 }
