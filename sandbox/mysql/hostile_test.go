@@ -806,3 +806,58 @@ func TestMySQLConfigQuoting(t *testing.T) {
 		}
 	}
 }
+
+// myFanOut is depth levels of a value referenced refs times by the level above it, as mode
+// nests them: "derived" (SELECT s+…+s AS s FROM (…) d), "cte" (WITH c1 AS (SELECT s+…+s AS s
+// FROM c0), …). Its value is refs^depth.
+func myFanOut(mode string, depth, refs int) string {
+	sum := strings.Repeat("s+", refs-1) + "s"
+	switch mode {
+	case "derived":
+		q := "SELECT 1 AS s"
+		for i := range depth {
+			q = fmt.Sprintf("SELECT %s AS s FROM (%s) d%d", sum, q, i)
+		}
+		return q
+	case "cte":
+		parts := []string{"c0 AS (SELECT 1 AS s)"}
+		for i := 1; i <= depth; i++ {
+			parts = append(parts, fmt.Sprintf("c%d AS (SELECT %s AS s FROM c%d)", i, sum, i-1))
+		}
+		return fmt.Sprintf("WITH %s SELECT s FROM c%d", strings.Join(parts, ", "), depth)
+	}
+	panic(mode)
+}
+
+// TestMySQLMergedFanOut: a derived table or common table expression merged into the query
+// reading it has each reference to its column evaluate the defining expression again, within
+// one row, where MariaDB does not check for a kill: 7 levels of 16 references (409 bytes)
+// evaluated the innermost 16^7 times and ran 48 s past a 1 s deadline as a runaway (MariaDB
+// 10.11), and each level more multiplies that by 16. Every statement runs with derived tables
+// materialized (mysqlNoMerge): each level is computed once, the statement answers at once, and
+// the reader's thread is idle well within the deadline.
+func TestMySQLMergedFanOut(t *testing.T) {
+	const deadline = time.Second
+	admin, reader, c, dbs := myHostileSetup(t, 1, 0)
+	for _, mode := range []string{"derived", "cte"} {
+		q := myFanOut(mode, 7, 16)
+		start := time.Now()
+		r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: deadline})
+		took := time.Since(start)
+		for time.Since(start) < deadline+time.Second {
+			if _, busy := myThreads(t, admin, reader); busy == 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, busy := myThreads(t, admin, reader)
+		t.Logf("%s: %s %v in %v", mode, r.Outcome, r.Rows, took)
+		if !r.OK() || fmt.Sprint(r.Rows) != "[[268435456]]" || busy != 0 || took > deadline {
+			t.Errorf("%s fan-out of 16^7: %s %v %q in %v, %d of the reader's threads busy at the deadline + 1 s; want ok [[268435456]] within the deadline, none busy",
+				mode, r.Outcome, r.Rows, r.Error, took, busy)
+		}
+	}
+	if r := c.eng.Runaways(); r.Total != 0 {
+		t.Errorf("runaways: %+v, want none", r)
+	}
+}
