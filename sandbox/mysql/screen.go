@@ -68,7 +68,7 @@ func mysqlText(lower string) string {
 		}
 		i = j
 	}
-	return ""
+	return mysqlFanOutRule(lower)
 }
 
 // mysqlExecutable returns lower with the markers of its executable comments blanked (/*! and

@@ -1,0 +1,225 @@
+package mysql
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+)
+
+// mysqlMaxFanOut bounds mysqlFanOut: how many times one row may evaluate the items of a
+// select list through the references to them.
+const mysqlMaxFanOut = 64
+
+// mysqlFanOutRule refuses lower (mysqlText's reading) when one select-list item could be
+// evaluated more than mysqlMaxFanOut times in one row through references to the items before
+// it (mysqlFanOut). A subquery may name an item of an enclosing select list by its alias
+// (SELECT 1 AS a0, (SELECT a0+a0) AS a1, …; AS may be left out) or by its text (`1+1`), and
+// each such reference evaluates the item's expression again, within one row, where MariaDB
+// does not check for a kill: 6 levels of 16 references ran 2.6 s past a 1 s
+// max_statement_time, and each level more multiplies that by 16 (with a FROM in each
+// subquery, 26 s past). Derived tables and common table expressions are materialized instead
+// (mysqlNoMerge).
+func mysqlFanOutRule(lower string) string {
+	if n, item := mysqlFanOut(lower); n > mysqlMaxFanOut {
+		return fmt.Sprintf("refused: the select-list item %q would be evaluated over %d times in one row through the aliases it names and they name in turn: a subquery naming an item of an enclosing select list by its alias evaluates that item's expression again at each reference, and MariaDB does not check for a kill within a row",
+			cut(item, 60), mysqlMaxFanOut)
+	}
+	return ""
+}
+
+// myToken is a token of mysqlTokens: a word (lower-cased text), a backquoted name (its
+// content), a string or number (no text), or one byte of punctuation.
+type myToken struct {
+	text   string
+	kind   byte // 'w' word, 'n' backquoted name, 's' string or number, 'p' punctuation
+	depth  int  // parentheses open before it ("(" itself at the outer depth)
+	at, to int  // its bytes in the text
+}
+
+// mysqlTokens splits lower as mysqlText reads it: strings are data, comments blanks.
+func mysqlTokens(lower string) []myToken {
+	var out []myToken
+	depth := 0
+	for i := 0; i < len(lower); {
+		c := lower[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := sandbox.SkipQuoted(lower, i)
+			out = append(out, myToken{kind: 's', depth: depth, at: i, to: j})
+			i = j
+		case c == '`':
+			j := sandbox.SkipQuoted(lower, i)
+			out = append(out, myToken{text: strings.ReplaceAll(strings.TrimSuffix(lower[i+1:j], "`"), "``", "`"), kind: 'n', depth: depth, at: i, to: j})
+			i = j
+		case sandbox.IsIdentByte(c):
+			j := i
+			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
+				j++
+			}
+			kind := byte('w')
+			if c >= '0' && c <= '9' {
+				kind = 's'
+			}
+			out = append(out, myToken{text: lower[i:j], kind: kind, depth: depth, at: i, to: j})
+			i = j
+		default:
+			if j := sandbox.CommentEnd(lower, i); j > i {
+				i = j
+				continue
+			}
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' {
+				i++
+				continue
+			}
+			if c == ')' {
+				depth--
+			}
+			out = append(out, myToken{text: string(c), kind: 'p', depth: depth, at: i, to: i + 1})
+			if c == '(' {
+				depth++
+			}
+			i++
+		}
+	}
+	return out
+}
+
+// myItem is an item of a select list: the names it may be referenced by (its alias, else
+// its text) and the names it references below its own depth, in subqueries or calls.
+type myItem struct {
+	text  string
+	names []string
+	refs  []string
+}
+
+// mysqlSelectEnds are the words that end a select list at its depth.
+var mysqlSelectEnds = map[string]bool{"from": true, "where": true, "group": true, "having": true, "order": true,
+	"limit": true, "union": true, "except": true, "intersect": true, "into": true, "window": true, "for": true, "lock": true}
+
+// mysqlFanOut returns an upper bound on how many times one row evaluates a select-list item
+// through the references to items (by alias or text, from anywhere within another item: the
+// server resolves those in its subqueries to the enclosing items), and that item's text: an
+// item costs 1 plus the cost of each item its references name (the costliest of those of one
+// name), so that a chain of aliases, each naming the one before k times, costs about k^depth.
+func mysqlFanOut(lower string) (int, string) {
+	toks := mysqlTokens(lower)
+	var items []*myItem
+	for i, t := range toks {
+		if t.kind != 'w' || t.text != "select" {
+			continue
+		}
+		d := t.depth
+		start := i + 1
+		for start < len(toks) && toks[start].kind == 'w' && (toks[start].text == "distinct" || toks[start].text == "all" || toks[start].text == "distinctrow" || strings.HasPrefix(toks[start].text, "sql_") || toks[start].text == "straight_join" || toks[start].text == "high_priority") {
+			start++
+		}
+		k := start
+		for k <= len(toks) {
+			end := k == len(toks) || toks[k].depth < d || toks[k].depth == d && (toks[k].kind == 'p' && (toks[k].text == "," || toks[k].text == ";") || toks[k].kind == 'w' && mysqlSelectEnds[toks[k].text])
+			if !end {
+				k++
+				continue
+			}
+			if k > start {
+				items = append(items, mysqlItem(lower, toks[start:k], d))
+			}
+			if k == len(toks) || toks[k].text != "," || toks[k].depth != d {
+				break
+			}
+			k++
+			start = k
+		}
+	}
+	byName := map[string][]*myItem{}
+	for _, it := range items {
+		for _, n := range it.names {
+			byName[n] = append(byName[n], it)
+		}
+	}
+	memo := map[*myItem]int{}
+	var cost func(it *myItem) int
+	cost = func(it *myItem) int {
+		if c, ok := memo[it]; ok {
+			return c
+		}
+		memo[it] = 1 // a name resolving to its own item (or a cycle) is another item's
+		c := 1
+		for _, r := range it.refs {
+			most := 0
+			for _, o := range byName[r] {
+				if o != it {
+					most = max(most, cost(o))
+				}
+			}
+			if c += most; c > 1<<30 {
+				c = 1 << 30
+			}
+		}
+		memo[it] = c
+		return c
+	}
+	top, text := 0, ""
+	for _, it := range items {
+		if c := cost(it); c > top {
+			top, text = c, it.text
+		}
+	}
+	return top, text
+}
+
+// mysqlItem reads the select-list item toks (at depth d) of lower: its alias (after AS, or
+// a word or backquoted name ending it after an operand), or its text; and the names it
+// references deeper than d (neither called nor qualified).
+func mysqlItem(lower string, toks []myToken, d int) *myItem {
+	it := &myItem{text: strings.TrimSpace(lower[toks[0].at:toks[len(toks)-1].to])}
+	last := toks[len(toks)-1]
+	switch {
+	case len(toks) >= 2 && last.kind != 'p' && last.depth == d && toks[len(toks)-2].kind == 'w' && toks[len(toks)-2].text == "as":
+		it.names = []string{last.text}
+	case len(toks) >= 2 && (last.kind == 'n' || last.kind == 'w' && !mysqlKeywords[last.text]) && last.depth == d &&
+		(toks[len(toks)-2].text == ")" || toks[len(toks)-2].kind != 'p' && !(toks[len(toks)-2].kind == 'w' && mysqlKeywords[toks[len(toks)-2].text])):
+		it.names = []string{last.text}
+	default:
+		it.names = []string{it.text}
+		if len(toks) == 1 && toks[0].kind != 'p' {
+			it.names = []string{toks[0].text}
+		}
+	}
+	for i, t := range toks {
+		// Keywords count too: MariaDB reads most of them as names (SELECT 1 AS year, (SELECT
+		// year+year) AS month), and only names some item has matter (mysqlFanOut).
+		if t.depth <= d || t.kind != 'w' && t.kind != 'n' {
+			continue
+		}
+		if i+1 < len(toks) && (toks[i+1].text == "(" || toks[i+1].text == ".") && toks[i+1].kind == 'p' {
+			continue
+		}
+		if i > 0 && toks[i-1].kind == 'p' && (toks[i-1].text == "." || toks[i-1].text == "@") {
+			continue
+		}
+		it.refs = append(it.refs, t.text)
+	}
+	return it
+}
+
+// mysqlKeywords are the words of MySQL's grammar that may end a select-list item without
+// being its alias (CASE … END, a cast's CHAR): a word missing here could be read as an alias,
+// and so only make the item costlier where items name it.
+var mysqlKeywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`select from where and or not in is null as on join left right inner
+		outer cross natural using group by order having limit offset asc desc distinct distinctrow all
+		any some union except intersect exists between like rlike regexp escape case when then else end
+		interval true false unknown div mod xor collate with recursive over partition rows range
+		preceding following unbounded current row window binary unsigned signed char character varchar
+		date time datetime timestamp decimal dec numeric integer int bigint smallint tinyint float double
+		real year month day hour minute second microsecond week quarter day_hour day_minute day_second
+		hour_minute hour_second minute_second separator straight_join sounds values table into for
+		update share lock mode nowait skip locked high_priority sql_no_cache sql_cache
+		sql_calc_found_rows sql_small_result sql_big_result sql_buffer_result ignore force index key
+		use nulls first last fetch next only percent ties json nchar text charset lateral of rollup`) {
+		m[w] = true
+	}
+	return m
+}()
