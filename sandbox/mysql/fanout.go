@@ -28,11 +28,12 @@ func mysqlFanOutRule(lower string) string {
 	return ""
 }
 
-// myToken is a token of mysqlTokens: a word (lower-cased text), a backquoted name (its
-// content), a string or number (no text), or one byte of punctuation.
+// myToken is a token of mysqlTokens: a word (lower-cased text), a backquoted name or a
+// string (its content: a string may be an alias, SELECT 1 AS 'a0'), a number, or one byte of
+// punctuation.
 type myToken struct {
 	text   string
-	kind   byte // 'w' word, 'n' backquoted name, 's' string or number, 'p' punctuation
+	kind   byte // 'w' word, 'n' backquoted name, 'q' string, 's' number, 'p' punctuation
 	depth  int  // parentheses open before it ("(" itself at the outer depth)
 	at, to int  // its bytes in the text
 }
@@ -46,7 +47,7 @@ func mysqlTokens(lower string) []myToken {
 		switch {
 		case c == '\'' || c == '"':
 			j := sandbox.SkipQuoted(lower, i)
-			out = append(out, myToken{kind: 's', depth: depth, at: i, to: j})
+			out = append(out, myToken{text: mysqlStringText(lower[i:j]), kind: 'q', depth: depth, at: i, to: j})
 			i = j
 		case c == '`':
 			j := sandbox.SkipQuoted(lower, i)
@@ -169,7 +170,7 @@ func mysqlFanOut(lower string) (int, string) {
 }
 
 // mysqlItem reads the select-list item toks (at depth d) of lower: its alias (after AS, or
-// a word or backquoted name ending it after an operand), or its text; and the names it
+// a word, backquoted name or string ending it after an operand), or its text; and the names it
 // references deeper than d (neither called nor qualified).
 func mysqlItem(lower string, toks []myToken, d int) *myItem {
 	it := &myItem{text: strings.TrimSpace(lower[toks[0].at:toks[len(toks)-1].to])}
@@ -177,7 +178,7 @@ func mysqlItem(lower string, toks []myToken, d int) *myItem {
 	switch {
 	case len(toks) >= 2 && last.kind != 'p' && last.depth == d && toks[len(toks)-2].kind == 'w' && toks[len(toks)-2].text == "as":
 		it.names = []string{last.text}
-	case len(toks) >= 2 && (last.kind == 'n' || last.kind == 'w' && !mysqlKeywords[last.text]) && last.depth == d &&
+	case len(toks) >= 2 && (last.kind == 'n' || last.kind == 'q' || last.kind == 'w' && !mysqlKeywords[last.text]) && last.depth == d &&
 		(toks[len(toks)-2].text == ")" || toks[len(toks)-2].kind != 'p' && !(toks[len(toks)-2].kind == 'w' && mysqlKeywords[toks[len(toks)-2].text])):
 		it.names = []string{last.text}
 	default:
@@ -223,3 +224,32 @@ var mysqlKeywords = func() map[string]bool {
 	}
 	return m
 }()
+
+// mysqlEscapes are the backslash escapes of MariaDB's strings that stand for another byte.
+var mysqlEscapes = map[byte]byte{'0': 0, 'b': '\b', 'n': '\n', 'r': '\r', 't': '\t', 'z': 0x1a}
+
+// mysqlStringText returns the content of the quoted string q as MariaDB reads it: the doubled
+// quote and backslash escapes (\0, \b, \n, \r, \t, \Z, else the byte itself) undone.
+func mysqlStringText(q string) string {
+	if len(q) < 2 {
+		return ""
+	}
+	quote, body := q[0], q[1:]
+	body = strings.TrimSuffix(body, string(quote))
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case c == '\\' && i+1 < len(body):
+			i++
+			c = body[i]
+			if r, ok := mysqlEscapes[c]; ok {
+				c = r
+			}
+		case c == quote && i+1 < len(body) && body[i+1] == quote:
+			i++
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
