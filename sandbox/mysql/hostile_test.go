@@ -916,3 +916,46 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		t.Errorf("runaways: %+v, want none", r)
 	}
 }
+
+// TestMySQLServerFullBusy: a statement whose connection the server itself refuses (its
+// max_connections reached by other clients: 1040; the reader's own MAX_USER_CONNECTIONS: 1226,
+// 1203) never ran, as one that finds the share full: its Exec fails with sandbox.ErrBusy, which
+// batch jobs wait through (sandbox.Patient) and the env answers with Retry-After, and says the
+// server refused it. Before, it was a plain connect error, which Patient does not try again.
+// Here the reader's accounts are limited to 2 connections after the engine opened, and 10
+// statements run at once.
+func TestMySQLServerFullBusy(t *testing.T) {
+	admin, reader, _, dbs := myHostileSetup(t, 2, 0)
+	accounts, err := sandbox.QueryStrings(context.Background(), admin, "SELECT CONCAT('''', User, '''@''', Host, '''') FROM mysql.user WHERE User = ?", reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range accounts {
+		if _, err := admin.Exec("ALTER USER " + a + " WITH MAX_USER_CONNECTIONS 2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := dbs[i%2].Exec(context.Background(), "SELECT SLEEP(0.3)", sandbox.ExecOptions{Timeout: 2 * time.Second})
+			switch {
+			case err == nil && r.OK():
+			case errors.Is(err, sandbox.ErrBusy) && strings.Contains(err.Error(), "the server refused"):
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			default:
+				t.Errorf("statement %d: %+v, %v; want ok, or sandbox.ErrBusy saying the server refused the connection", i, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if refused == 0 {
+		t.Errorf("no statement was refused a connection by the server (MAX_USER_CONNECTIONS 2, 10 at once)")
+	}
+}

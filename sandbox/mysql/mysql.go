@@ -367,6 +367,9 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		if wctx.Err() != nil { // the share's or the database's connections all held until the deadline
 			return nil, m.busy("connection")
 		}
+		if mysqlServerFull[myErrNo(err)] {
+			return nil, fmt.Errorf("mysql exec in database %s: %w: the server refused a new connection, its connections being held by others (%v); try again once they end", m.database, sandbox.ErrBusy, err)
+		}
 		return fail("connect", err)
 	}
 	w.Close()
@@ -513,6 +516,14 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: qerr.Error(), Duration: res.Duration}, nil
 }
+
+// mysqlServerFull are the errors of a connection the server refuses for the connections others
+// hold: max_connections reached (1040, by other clients: a share is a third of it), the user's
+// MAX_USER_CONNECTIONS (1203, 1226: an administrator's limit set after the share was read, or
+// shared with other clients logged in as the reader). The statement never ran: its Exec fails
+// with sandbox.ErrBusy, as in a full share, and is tried again later (sandbox.Patient, the env's
+// Retry-After); before, a plain connect error.
+var mysqlServerFull = map[uint16]bool{1040: true, 1203: true, 1226: true}
 
 // busy is the error of a statement that got no statement slot (what) or no connection by its
 // deadline: sandbox.ErrBusy, the server's failure and not the statement's timeout, since the
