@@ -178,8 +178,7 @@ func mysqlItem(lower string, toks []myToken, d int) *myItem {
 	switch {
 	case len(toks) >= 2 && last.kind != 'p' && last.depth == d && toks[len(toks)-2].kind == 'w' && toks[len(toks)-2].text == "as":
 		it.names = []string{last.text}
-	case len(toks) >= 2 && (last.kind == 'n' || last.kind == 'q' || last.kind == 'w' && !mysqlKeywords[last.text]) && last.depth == d &&
-		(toks[len(toks)-2].text == ")" || toks[len(toks)-2].kind != 'p' && !(toks[len(toks)-2].kind == 'w' && mysqlKeywords[toks[len(toks)-2].text])):
+	case len(toks) >= 2 && last.depth == d && mysqlImplicitAlias(toks, d):
 		it.names = []string{last.text}
 	default:
 		it.names = []string{it.text}
@@ -203,6 +202,69 @@ func mysqlItem(lower string, toks []myToken, d int) *myItem {
 	}
 	return it
 }
+
+// mysqlImplicitAlias reports whether the last token of the select-list item toks (at depth d)
+// is its alias written without AS: a word, backquoted name or string after an operand (a ")",
+// a name, a number, a string, or a keyword that ends one: SELECT 1 IS NULL a, CASE … END a).
+// Keywords too may be aliases (SELECT 1 year, (SELECT year+year) day), but for the END of a
+// CASE and the unit of an INTERVAL.
+func mysqlImplicitAlias(toks []myToken, d int) bool {
+	last, prev := toks[len(toks)-1], toks[len(toks)-2]
+	switch {
+	case last.kind != 'n' && last.kind != 'q' && last.kind != 'w':
+		return false
+	case prev.kind == 'p':
+		return prev.text == ")"
+	case prev.kind == 'w' && mysqlOperandNext[prev.text]:
+		return false
+	case last.kind != 'w' || !mysqlKeywords[last.text]:
+		return true
+	}
+	cases, ends, interval := 0, 0, false
+	for _, t := range toks[:len(toks)-1] {
+		if t.depth == d && t.kind == 'w' {
+			switch t.text {
+			case "case":
+				cases++
+			case "end":
+				ends++
+			case "interval":
+				interval = true
+			}
+		}
+	}
+	switch {
+	case last.text == "end":
+		return ends >= cases
+	case mysqlUnits[last.text]:
+		return !interval
+	}
+	return true
+}
+
+// mysqlOperandNext are the keywords an operand follows (SELECT x, x IS y, CASE x, x COLLATE
+// y): a word after one is no alias.
+var mysqlOperandNext = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`select distinct distinctrow all and or not is in like rlike regexp
+		between case when then else collate as interval div mod xor escape binary sounds over by
+		partition order any some exists straight_join high_priority sql_no_cache sql_cache
+		sql_calc_found_rows sql_small_result sql_big_result sql_buffer_result separator`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// mysqlUnits are the units of an INTERVAL, which end it without being an alias.
+var mysqlUnits = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`year month day hour minute second microsecond week quarter
+		day_hour day_minute day_second day_microsecond hour_minute hour_second hour_microsecond
+		minute_second minute_microsecond second_microsecond year_month`) {
+		m[w] = true
+	}
+	return m
+}()
 
 // mysqlKeywords are the words of MySQL's grammar that may end a select-list item without
 // being its alias (CASE … END, a cast's CHAR): a word missing here could be read as an alias,

@@ -899,6 +899,9 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		// keywords MariaDB reads as names, and an item named by its text
 		"SELECT 1 AS year, (SELECT " + strings.Repeat("year+", 15) + "year) AS month, (SELECT " + strings.Repeat("month+", 15) + "month) AS day, (SELECT " + strings.Repeat("day+", 15) + "day) AS hour",
 		"SELECT 1+1, (SELECT " + strings.Repeat("`1+1`+", 15) + "`1+1`) AS b, (SELECT " + strings.Repeat("b+", 15) + "b) AS c",
+		// keywords as aliases without AS, an alias after a keyword ending an operand
+		"SELECT 1 year, (SELECT " + strings.Repeat("year+", 15) + "year) month, (SELECT " + strings.Repeat("month+", 15) + "month) day, (SELECT " + strings.Repeat("day+", 15) + "day) end",
+		"SELECT 1 IS NULL a0, CASE WHEN 1 THEN (SELECT " + strings.Repeat("a0+", 15) + "a0) END a1, (SELECT " + strings.Repeat("a1+", 15) + "a1) unknown, (SELECT " + strings.Repeat("unknown+", 15) + "unknown) + INTERVAL 1 DAY",
 		// aliases written as strings
 		"SELECT 1 AS 'a0', (SELECT " + strings.Repeat("a0+", 15) + "a0) AS \"a1\", (SELECT " + strings.Repeat("a1+", 15) + "a1) 'a2', (SELECT " + strings.Repeat("a2+", 15) + "a2) 'a\\3', (SELECT " + strings.Repeat("a3+", 15) + "a3)",
 	} {
