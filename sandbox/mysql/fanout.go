@@ -40,22 +40,37 @@ const mysqlMaxCTECopies = 256
 // depth levels deep, is copied k^depth times. MariaDB makes them while it prepares, unchecked
 // for a kill: 5 levels of 8 references (968 bytes) took 11 GB of the server's memory for
 // 140 s past a KILL, and 7 levels took all of it (the server was killed for memory), 4 levels
-// ran 2.6 s past a 1 s limit. A recursive reference to itself counts once.
+// ran 2.6 s past a 1 s limit. A reference resolves as MariaDB scopes it: to the innermost
+// definition of its name whose WITH encloses it, where a definition's own body, unless its WITH
+// is RECURSIVE, sees the definitions outside it (WITH c AS (WITH c AS (…) SELECT … FROM c r0,
+// c r1) … names the inner c twice, each copying the inner one); a recursive reference to itself
+// counts once.
 func mysqlCTECopies(toks []myToken) int {
-	type cte struct{ from, to int } // its definition's tokens
-	defs := map[string][]cte{}
-	var headers []int // the names being defined, no references
+	type cte struct {
+		name         string
+		from, to     int // its definition's tokens
+		scope, until int // the tokens its WITH's query reads it in
+		recursive    bool
+	}
+	var defs []cte
+	names := map[string]bool{}
+	header := make([]bool, len(toks)) // the names being defined, no references
 	for i, t := range toks {
 		if t.kind != 'w' || t.text != "with" {
 			continue
 		}
+		until := i + 1
+		for until < len(toks) && toks[until].depth >= t.depth {
+			until++
+		}
 		k := i + 1
-		if k < len(toks) && toks[k].text == "recursive" {
+		recursive := k < len(toks) && toks[k].text == "recursive"
+		if recursive {
 			k++
 		}
 		for k < len(toks) && (toks[k].kind == 'w' || toks[k].kind == 'n') {
 			name := toks[k].text
-			headers = append(headers, k)
+			header[k] = true
 			k++
 			if k < len(toks) && toks[k].text == "(" && toks[k].kind == 'p' { // its columns
 				for k++; k < len(toks) && !(toks[k].text == ")" && toks[k].depth == t.depth); k++ {
@@ -68,7 +83,8 @@ func mysqlCTECopies(toks []myToken) int {
 			from := k + 2
 			for k = from; k < len(toks) && !(toks[k].kind == 'p' && toks[k].text == ")" && toks[k].depth == t.depth); k++ {
 			}
-			defs[name] = append(defs[name], cte{from, k})
+			defs = append(defs, cte{name, from, k, i, until, recursive})
+			names[name] = true
 			if k+1 >= len(toks) || toks[k+1].text != "," {
 				break
 			}
@@ -78,60 +94,70 @@ func mysqlCTECopies(toks []myToken) int {
 	if len(defs) == 0 {
 		return 0
 	}
-	refs := func(from, to int, yield func(string)) {
-		for i := from; i < to; i++ {
-			t := toks[i]
-			if t.kind != 'w' && t.kind != 'n' || defs[t.text] == nil {
-				continue
-			}
-			if i+1 < len(toks) && toks[i+1].kind == 'p' && (toks[i+1].text == "(" || toks[i+1].text == ".") {
-				continue
-			}
-			if i > 0 && toks[i-1].kind == 'p' && toks[i-1].text == "." {
-				continue
-			}
-			yield(t.text)
+	// owner[i] is the innermost definition whose body holds token i, -1 for none.
+	owner := make([]int, len(toks))
+	for i := range owner {
+		owner[i] = -1
+	}
+	for e, d := range defs { // a definition nested in another comes after it
+		for i := d.from; i < d.to; i++ {
+			owner[i] = e
 		}
 	}
-	memo := map[string]int{}
-	var copies func(name string) int
-	copies = func(name string) int {
-		if c, ok := memo[name]; ok {
-			return c
+	// resolve returns the definition the token at i names, -1 for none (a table, a column, a
+	// recursive reference).
+	resolve := func(i int) int {
+		t := toks[i]
+		if t.kind != 'w' && t.kind != 'n' || !names[t.text] || header[i] {
+			return -1
 		}
-		memo[name] = 1 // a recursive reference
-		most := 1
-		for _, d := range defs[name] {
-			c := 1
-			refs(d.from, d.to, func(r string) {
-				if r != name {
-					c = min(c+copies(r), 1<<30)
+		if i+1 < len(toks) && toks[i+1].kind == 'p' && (toks[i+1].text == "(" || toks[i+1].text == ".") {
+			return -1
+		}
+		if i > 0 && toks[i-1].kind == 'p' && toks[i-1].text == "." {
+			return -1
+		}
+		best := -1
+		for e, d := range defs {
+			if d.name != t.text || i < d.scope || i >= d.until {
+				continue
+			}
+			if i >= d.from && i < d.to {
+				if d.recursive {
+					return -1
 				}
-			})
-			most = max(most, c)
+				continue // its own name in its body is a definition outside it
+			}
+			if best < 0 || d.scope > defs[best].scope {
+				best = e
+			}
 		}
-		memo[name] = most
-		return most
+		return best
+	}
+	memo := make([]int, len(defs))
+	var copies func(e int) int
+	copies = func(e int) int {
+		if memo[e] > 0 {
+			return memo[e]
+		}
+		memo[e] = 1 // a cycle of recursive references
+		c := 1
+		for i := defs[e].from; i < defs[e].to; i++ {
+			if r := resolve(i); r >= 0 && owner[i] == e {
+				c = min(c+copies(r), 1<<30)
+			}
+		}
+		memo[e] = c
+		return c
 	}
 	total := 0
-	inside := make([]bool, len(toks))
-	for _, h := range headers {
-		inside[h] = true
-	}
-	for _, ds := range defs {
-		for _, d := range ds {
-			for i := d.from; i < d.to; i++ {
-				inside[i] = true
-			}
-		}
-	}
 	for i := range toks {
-		if !inside[i] {
-			refs(i, i+1, func(r string) { total = min(total+copies(r), 1<<30) })
+		if r := resolve(i); r >= 0 && owner[i] == -1 {
+			total = min(total+copies(r), 1<<30)
 		}
 	}
-	for name := range defs { // a definition no reference reaches is still prepared
-		total = max(total, copies(name))
+	for e := range defs { // a definition no reference reaches is still prepared
+		total = max(total, copies(e))
 	}
 	return total
 }
