@@ -3,6 +3,7 @@ package mysql
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/sandbox"
 )
@@ -269,8 +270,26 @@ func mysqlFanOut(lower string) (int, string) {
 	byName := map[string][]*myItem{}
 	for _, it := range items {
 		for _, n := range it.names {
-			byName[n] = append(byName[n], it)
+			byName[mysqlNameKey(n)] = append(byName[mysqlNameKey(n)], it)
 		}
+	}
+	// named returns the items r may name: those of its key, and where r may be a name MariaDB
+	// cut (mysqlNameCut), those whose key it begins.
+	named := func(r string) []*myItem {
+		k := mysqlNameKey(r)
+		if utf8.RuneCountInString(r) < mysqlNameCut/4 {
+			return byName[k]
+		}
+		var out []*myItem
+		for _, it := range items {
+			for _, n := range it.names {
+				if strings.HasPrefix(mysqlNameKey(n), k) {
+					out = append(out, it)
+					break
+				}
+			}
+		}
+		return out
 	}
 	memo := map[*myItem]int{}
 	var cost func(it *myItem) int
@@ -282,7 +301,7 @@ func mysqlFanOut(lower string) (int, string) {
 		c := 1
 		for _, r := range it.refs {
 			most := 0
-			for _, o := range byName[r] {
+			for _, o := range named(r) {
 				if o != it {
 					most = max(most, cost(o))
 				}
@@ -301,6 +320,29 @@ func mysqlFanOut(lower string) (int, string) {
 		}
 	}
 	return top, text
+}
+
+// mysqlNameCut is the length in bytes MariaDB cuts an item's name to (an unaliased item is
+// named by its text): a subquery names the item by the cut name, not by its whole text.
+const mysqlNameCut = 255
+
+// mysqlNameKey returns name as mysqlFanOut matches it: without comments and white space (bytes
+// up to a space, and DEL). MariaDB strips an alias's leading ones (AS ` a0` is named a0) and
+// names an item with a comment by a text of its own, so a key may match more names than
+// MariaDB does, never fewer.
+func mysqlNameKey(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		if j := sandbox.CommentEnd(name, i); j > i {
+			i = j
+			continue
+		}
+		if c := name[i]; c > ' ' && c != 0x7f {
+			b.WriteByte(c)
+		}
+		i++
+	}
+	return b.String()
 }
 
 // mysqlItem reads the select-list item toks (at depth d) of lower: its alias (after AS, or

@@ -882,6 +882,25 @@ func myAliasChain(depth, refs int, as, tail string) string {
 	return "SELECT " + strings.Join(cols, ", ")
 }
 
+// myNamedChain is SELECT 1 AS ` a0`, (SELECT a0+…+a0) AS ` a1`, …, or with long, SELECT 1 AS
+// ` a0`, (SELECT 1+0+…+0+a0+…+a0), (SELECT 2+0+…+0+`NAME1`+…+`NAME1`), …, each item after the
+// first unaliased and named by MariaDB's name for it, its first 255 bytes (the (SELECT i+0+…
+// prefix, one per level). MariaDB strips an alias's leading spaces and resolves a truncated
+// name, where the screen took both as written.
+func myNamedChain(depth, refs int, long bool) string {
+	cols, prev := []string{"1 AS ` a0`"}, "a0"
+	for i := 1; i <= depth; i++ {
+		sum := strings.Repeat(prev+"+", refs-1) + prev
+		if !long {
+			cols, prev = append(cols, fmt.Sprintf("(SELECT %s) AS ` a%d`", sum, i)), fmt.Sprintf("a%d", i)
+			continue
+		}
+		pad := fmt.Sprintf("(SELECT %d", i) + strings.Repeat("+0", 130)
+		cols, prev = append(cols, pad+"+"+sum+")"), "`"+pad[:255]+"`"
+	}
+	return "SELECT " + strings.Join(cols, ", ")
+}
+
 // TestMySQLAliasFanOut: a subquery may name an item of the enclosing select list by its alias
 // (or, backquoted, by its text), and each reference evaluates that item again within the row,
 // where MariaDB does not check for a kill: a chain of 6 items of 16 references (unscreened: 2.6
@@ -904,6 +923,9 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		"SELECT 1 IS NULL a0, CASE WHEN 1 THEN (SELECT " + strings.Repeat("a0+", 15) + "a0) END a1, (SELECT " + strings.Repeat("a1+", 15) + "a1) unknown, (SELECT " + strings.Repeat("unknown+", 15) + "unknown) + INTERVAL 1 DAY",
 		// aliases written as strings
 		"SELECT 1 AS 'a0', (SELECT " + strings.Repeat("a0+", 15) + "a0) AS \"a1\", (SELECT " + strings.Repeat("a1+", 15) + "a1) 'a2', (SELECT " + strings.Repeat("a2+", 15) + "a2) 'a\\3', (SELECT " + strings.Repeat("a3+", 15) + "a3)",
+		// names as MariaDB makes them: an alias's leading spaces stripped, an item's text cut
+		myNamedChain(5, 16, false),
+		myNamedChain(4, 16, true),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -914,6 +936,12 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r := sandboxtest.MustExec(t, dbs[0], myAliasChain(5, 2, " AS ", ""), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8 16 32]]" {
 		t.Errorf("a chain of 5 items of 2 references: %s %v %q, want ok [[1 2 4 8 16 32]]", r.Outcome, r.Rows, r.Error)
+	}
+	for long, want := range map[bool]string{false: "[[1 2 4 8]]", true: "[[1 3 8 19]]"} {
+		r := sandboxtest.MustExec(t, dbs[0], myNamedChain(3, 2, long), sandbox.ExecOptions{Timeout: deadline})
+		if !r.OK() || fmt.Sprint(r.Rows) != want {
+			t.Errorf("myNamedChain(3, 2, %v): %s %v %q, want ok %s", long, r.Outcome, r.Rows, r.Error, want)
+		}
 	}
 	if r := c.eng.Runaways(); r.Total != 0 {
 		t.Errorf("runaways: %+v, want none", r)
