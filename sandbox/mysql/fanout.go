@@ -115,8 +115,8 @@ func mysqlCTECopies(toks []myToken) int {
 		if i+1 < len(toks) && toks[i+1].kind == 'p' && (toks[i+1].text == "(" || toks[i+1].text == ".") {
 			return -1
 		}
-		if i > 0 && toks[i-1].kind == 'p' && toks[i-1].text == "." {
-			return -1
+		if i > 0 && toks[i-1].kind == 'p' && toks[i-1].text == "." && i > 1 && (toks[i-2].kind == 'n' || toks[i-2].kind == 'w' && !mysqlKeywords[toks[i-2].text]) {
+			return -1 // db.name, a table; FROM .name names the CTE
 		}
 		best := -1
 		for e, d := range defs {
