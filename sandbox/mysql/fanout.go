@@ -86,6 +86,10 @@ func mysqlCTECopies(toks []myToken) int {
 			}
 			defs = append(defs, cte{name, from, k, i, until, recursive})
 			names[name] = true
+			if k+1 < len(toks) && toks[k+1].kind == 'w' && toks[k+1].text == "cycle" { // CYCLE a, b RESTRICT
+				for k++; k < len(toks) && !(toks[k].kind == 'w' && toks[k].text == "restrict"); k++ {
+				}
+			}
 			if k+1 >= len(toks) || toks[k+1].text != "," {
 				break
 			}

@@ -1035,7 +1035,9 @@ func TestMySQLCTECopies(t *testing.T) {
 	admin, reader, c, dbs := myHostileSetup(t, 1, 0)
 	for _, q := range []string{myCTEChain(4, 8), myCTEChain(3, 16), strings.Replace(myCTEChain(4, 8), "WITH c0", "WITH `c0` (s)", 1), myCTEShadow(4, 8),
 		// FROM .c names the CTE c (MariaDB's table name without a database), no qualified name
-		regexp.MustCompile(`(FROM|r\d+,) c`).ReplaceAllString(myCTEChain(4, 8), "$1 . c")} {
+		regexp.MustCompile(`(FROM|r\d+,) c`).ReplaceAllString(myCTEChain(4, 8), "$1 . c"),
+		// a CYCLE clause after a definition, before the next
+		strings.Replace(myCTEChain(4, 8), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1)} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
 		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "copied over 256 times") || busy != 0 {
@@ -1045,6 +1047,7 @@ func TestMySQLCTECopies(t *testing.T) {
 	for q, want := range map[string]string{
 		myCTEChain(2, 4):  "[[16]]",
 		myCTEShadow(2, 4): "[[16]]",
+		strings.Replace(myCTEChain(2, 4), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1):                                   "[[16]]",
 		"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5), d AS (SELECT n FROM c) SELECT sum(a.n * b.n) FROM c a, d b, c e WHERE e.n = 1": "[[225]]",
 	} {
 		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: deadline}); !r.OK() || fmt.Sprint(r.Rows) != want {
