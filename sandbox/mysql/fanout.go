@@ -237,6 +237,12 @@ type myItem struct {
 var mysqlSelectEnds = map[string]bool{"from": true, "where": true, "group": true, "having": true, "order": true,
 	"limit": true, "union": true, "except": true, "intersect": true, "into": true, "window": true, "for": true, "lock": true}
 
+// mysqlWindowClause reports whether toks, after a WINDOW, are a window clause's name AS (: WINDOW
+// is no reserved word, so an item may be named window (SELECT 1 AS window, (SELECT window+…)).
+func mysqlWindowClause(toks []myToken) bool {
+	return len(toks) >= 3 && (toks[0].kind == 'w' || toks[0].kind == 'n') && toks[1].kind == 'w' && toks[1].text == "as" && toks[2].kind == 'p' && toks[2].text == "("
+}
+
 // mysqlFanOut returns an upper bound on how many times one row evaluates a select-list item
 // through the references to items (by alias or text, from anywhere within another item: the
 // server resolves those in its subqueries to the enclosing items), and that item's text: an
@@ -256,7 +262,7 @@ func mysqlFanOut(lower string) (int, string) {
 		}
 		k := start
 		for k <= len(toks) {
-			end := k == len(toks) || toks[k].depth < d || toks[k].depth == d && (toks[k].kind == 'p' && (toks[k].text == "," || toks[k].text == ";") || toks[k].kind == 'w' && mysqlSelectEnds[toks[k].text])
+			end := k == len(toks) || toks[k].depth < d || toks[k].depth == d && (toks[k].kind == 'p' && (toks[k].text == "," || toks[k].text == ";") || toks[k].kind == 'w' && mysqlSelectEnds[toks[k].text] && (toks[k].text != "window" || mysqlWindowClause(toks[k+1:])))
 			if !end {
 				k++
 				continue

@@ -927,6 +927,8 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		// names as MariaDB makes them: an alias's leading spaces stripped, an item's text cut
 		myNamedChain(5, 16, false),
 		myNamedChain(4, 16, true),
+		// WINDOW, which ends a select list only as WINDOW w AS (…), is a name too
+		strings.ReplaceAll(myAliasChain(5, 16, " AS ", ""), "a0", "window"),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
