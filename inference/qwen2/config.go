@@ -8,8 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
+
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Config is the part of config.json the model needs (Hugging Face Qwen2Config field names).
@@ -63,7 +64,7 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 // ReadConfig reads and checks config.json at path, filling Hugging Face defaults (rope_theta
 // 10000, rms_norm_eps 1e-6, max_position_embeddings 32768, head_dim hidden/heads).
 func ReadConfig(path string) (*Config, error) {
-	js, err := os.ReadFile(path)
+	js, err := regular.ReadJSON(path)
 	if err != nil {
 		return nil, fmt.Errorf("qwen2: %w", err)
 	}
@@ -144,7 +145,7 @@ type GenerationConfig struct {
 
 // readGenerationConfig reads path; a missing file gives (nil, nil).
 func readGenerationConfig(path string) (*GenerationConfig, error) {
-	js, err := os.ReadFile(path)
+	js, err := regular.ReadJSON(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"unsafe"
+
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // File is an open safetensors file. Its tensor data stays valid until Close.
@@ -38,19 +39,13 @@ func Open(path string) (*File, error) { return open(path, true) }
 func ReadFile(path string) (*File, error) { return open(path, false) }
 
 func open(path string, useMmap bool) (*File, error) {
-	f, err := os.Open(path)
+	// The open itself refuses what is not a regular file: opening a FIFO would wait for a
+	// writer (a path checked beforehand may have been swapped for one since).
+	f, size, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("safetensors %s: not a regular file", path)
-	}
-	size := st.Size()
 	h, err := ReadHeader(bufio.NewReader(f), size, path)
 	if err != nil {
 		return nil, err

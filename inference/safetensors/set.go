@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Conventional file names of a Hugging Face model directory.
@@ -50,7 +52,7 @@ func OpenDir(dir string) (*Set, error) {
 // OpenIndex opens a sharded checkpoint from its index (JSON with a weight_map from tensor name
 // to shard file name, the shards next to the index). Every listed tensor must be in its shard.
 func OpenIndex(path string) (*Set, error) {
-	js, err := os.ReadFile(path)
+	js, err := regular.ReadJSON(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Defaults are the sampling values of a chat completion that leaves the field out (or sends
@@ -66,7 +67,7 @@ type GenerationConfig struct {
 // zero GenerationConfig. A field of the wrong type or out of range is an error naming it.
 func ReadGenerationConfig(dir string) (GenerationConfig, error) {
 	path := filepath.Join(dir, GenerationConfigFile)
-	js, err := os.ReadFile(path)
+	js, err := regular.ReadJSON(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return GenerationConfig{}, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // qwen2Pattern is the Split regex of the Qwen2/Qwen2.5 pre-tokenizer. The scanner in pretok.go
@@ -84,7 +86,7 @@ func Load(path string) (*Tokenizer, error) {
 	} else if st.IsDir() {
 		file = filepath.Join(path, "tokenizer.json")
 	}
-	data, err := os.ReadFile(file)
+	data, err := regular.ReadJSON(file)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -94,7 +96,7 @@ func Load(path string) (*Tokenizer, error) {
 	}
 	var cfg *tokenizerConfig
 	cfgPath := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
-	if cdata, err := os.ReadFile(cfgPath); err == nil {
+	if cdata, err := regular.ReadJSON(cfgPath); err == nil {
 		cfg = new(tokenizerConfig)
 		if err := json.Unmarshal(cdata, cfg); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: malformed JSON: %w", cfgPath, err)
