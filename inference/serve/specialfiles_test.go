@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -98,5 +99,52 @@ func TestLoadersRefuseSpecialFilesWhenOpened(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestReloadRefusesFIFOShard: a sharded checkpoint whose index names a shard file without the
+// .safetensors suffix that is a FIFO is refused at once through a reload, and the next reload
+// loads. Successor's check before the load looks only at .json and .safetensors entries, so
+// without the check at open this reload waited on the FIFO for good (every later reload 409).
+func TestReloadRefusesFIFOShard(t *testing.T) {
+	sw, dir := tinySwap(t)
+	d := t.TempDir()
+	for _, name := range []string{"config.json", serve.GenerationConfigFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shard := filepath.Join(d, "weights-1")
+	if err := syscall.Mkfifo(shard, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(shard, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	index := `{"weight_map": {"model.norm.weight": "weights-1"}}`
+	if err := os.WriteFile(filepath.Join(d, safetensors.IndexFile), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sw.Reload(context.Background(), d)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "weights-1 is not a regular file") {
+			t.Errorf("reload: %v, want the shard refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload of a FIFO shard still running after 10 s")
+	}
+	if info, err := sw.Reload(context.Background(), dir); err != nil || info.Version != 2 {
+		t.Fatalf("the next reload: %+v %v", info, err)
 	}
 }
