@@ -166,6 +166,9 @@ func (s *server) sample(req *request) (student.Sample, *apiError) {
 			x.TopLogProbs = k
 		}
 	}
+	if len(req.StopTokenIDs) > MaxStopTokenIDs {
+		return x, invalid("stop_token_ids", "", "stop_token_ids: %d ids, over the maximum of %d", len(req.StopTokenIDs), MaxStopTokenIDs)
+	}
 	x.StopTokenIDs = req.StopTokenIDs
 	if len(req.LogitBias) > 0 {
 		x.LogitBias = make(map[int]float32, len(req.LogitBias))
@@ -255,6 +258,10 @@ const (
 	MaxStops = 64
 	// MaxStopBytes is the longest stop string, in bytes.
 	MaxStopBytes = 1024
+	// MaxStopTokenIDs is the most stop_token_ids a request may give: every token of each
+	// choice is looked up in them one by one, and a 32 MiB body holds millions (a model has
+	// one or two end-of-text tokens; vLLM is usually sent those).
+	MaxStopTokenIDs = 1024
 )
 
 // options converts the sampling fields, checking their ranges as OpenAI does (top_k as vLLM

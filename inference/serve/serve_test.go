@@ -10,6 +10,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +115,7 @@ func TestErrors(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"stop":[` + strings.Repeat(`"a",`, serve.MaxStops) + `"b"]}`, "", "stop: 65 strings, over the maximum of 64", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"stop":"` + strings.Repeat("a", serve.MaxStopBytes+1) + `"}`, "", "stop[0]: 1025 bytes, over the maximum of 1024", 400},
 		{`{"messages":[{"role":"user","content":"x"}],"stop":["x","` + strings.Repeat("a", serve.MaxStopBytes+1) + `"]}`, "", "stop[1]: 1025 bytes", 400},
+		{`{"messages":[{"role":"user","content":"x"}],"stop_token_ids":[` + strings.Repeat(`1,`, serve.MaxStopTokenIDs) + `1]}`, "", "stop_token_ids: 1025 ids, over the maximum of 1024", 400},
 		{`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "", "image_url", 400},
 		{`{"messages":[{"role":"wizard","content":"x"}]}`, "", "wizard", 400},
 		{`{"messages":[{"role":"user","content":"` + strings.Repeat("x", 9000) + `"}]}`, "", "no room", 400},
@@ -475,6 +477,16 @@ func TestStopTokenIDs(t *testing.T) {
 	}
 	if logged := logw.take(); strings.Contains(logged, "stop_token_ids") {
 		t.Errorf("log %q names stop_token_ids as ignored", logged)
+	}
+	// MaxStopTokenIDs ids are taken, the one the reply samples still cutting it (one more is a
+	// 400, TestErrors).
+	ids := strings.Repeat("1,", serve.MaxStopTokenIDs-1) + strconv.Itoa('o')
+	code, out = post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"temperature":0,"stop_token_ids":[`+ids+`]}`)
+	if code != 200 {
+		t.Fatalf("%d stop_token_ids: status %d: %v", serve.MaxStopTokenIDs, code, out)
+	}
+	if c := out["choices"].([]any)[0].(map[string]any); c["message"].(map[string]any)["content"] != reply[:cut] || c["finish_reason"] != "stop" {
+		t.Errorf("%d stop_token_ids: %v, want %q (stop)", serve.MaxStopTokenIDs, c, reply[:cut])
 	}
 	code, out = post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"stop_token_ids":[100000000]}`)
 	if e, _ := out["error"].(map[string]any); code != 400 || e == nil || !strings.Contains(e["message"].(string), "100000000") {
