@@ -80,13 +80,11 @@ func TestPostgresExec(t *testing.T) {
 	}
 }
 
-// TestPostgresTerminated: a statement whose backend the server's operator terminates
-// (pg_terminate_backend, SQLSTATE 57P01) is a failure of the database, an error as a lost
-// connection is, not an outcome of the statement to show its policy; the next statement runs.
 // TestPostgresExactNumeric: a numeric is held as the server wrote it, as psql prints it (it was
 // a float64: 1e+35, 12.5, 2), an integer's digits as int64; Match compares them as the numbers
 // it compared before, but an integer past int64 and a number past float64 exactly, as Python's
-// Decimal does (equal to themselves written with a fraction of zeros, not to a float or a text).
+// Decimal does (equal to themselves written with a fraction of zeros, not to a float or a text);
+// a NaN equals nothing, as Python's float('nan') and Decimal('NaN') from two executions never do.
 func TestPostgresExactNumeric(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (n numeric)`, `INSERT INTO t VALUES (1), (2)`)
@@ -113,12 +111,15 @@ func TestPostgresExactNumeric(t *testing.T) {
 		if got != w {
 			t.Errorf("column %d: %#v (%T), want %#v (%T)", i, got, got, w, w)
 		}
-		if !judge.Match(one(got), one(was[i]), false) {
-			t.Errorf("column %d: Match tells %#v from %#v", i, got, was[i])
+		if nan := w == sandbox.Decimal("NaN"); judge.Match(one(got), one(was[i]), false) == nan {
+			t.Errorf("column %d: Match(%#v, %#v) = %v, want %v", i, got, was[i], nan, !nan)
 		}
 	}
 }
 
+// TestPostgresTerminated: a statement whose backend the server's operator terminates
+// (pg_terminate_backend, SQLSTATE 57P01) is a failure of the database, an error as a lost
+// connection is, not an outcome of the statement to show its policy; the next statement runs.
 func TestPostgresTerminated(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schema := sandboxtest.PGSchema(t, admin, `CREATE TABLE t (id bigint)`)
