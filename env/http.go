@@ -719,9 +719,13 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx := r.Context()
+	reqCtx := r.Context()
+	// One completion's failure makes the whole reply a 503, so the first one cancels the rest:
+	// those running stop and those waiting for a slot never start (they ran on, each to its
+	// end, for an answer nobody would read).
+	ctx, cancel := context.WithCancelCause(reqCtx)
+	defer cancel(nil)
 	out := make([]scoreResult, len(completions))
-	errs := make([]error, len(completions))
 	// A completion takes its execution slot (--parallel) before its episode is started or its
 	// goroutine exists, and the request waits for one slot at a time: so the episodes a score
 	// request holds are the ones running, however many requests wait (200 requests of 1,024
@@ -730,19 +734,26 @@ func (s *Server) score(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i := range completions {
 		if err := s.slots.Acquire(ctx, 1); err != nil {
-			errs[i] = err
+			cancel(err)
+			break
+		}
+		if ctx.Err() != nil { // a completion failed while this one got its slot
+			s.slots.Release(1)
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.slots.Release(1)
-			out[i], errs[i] = s.scoreOne(ctx, *task, d, completions[i].reply)
+			defer s.slots.Release(1) // after cancel, so the loop cannot start another
+			var err error
+			if out[i], err = s.scoreOne(ctx, *task, d, completions[i].reply); err != nil {
+				cancel(fmt.Errorf("completion %d: %w", i, err)) // the first cause is kept
+			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		writeError(w, s.execError(ctx, "scoring "+task.ID, err))
+	if err := context.Cause(ctx); err != nil {
+		writeError(w, s.execError(reqCtx, "scoring "+task.ID, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"task_id": task.ID, "dialect": string(d), "results": out})
