@@ -47,11 +47,11 @@ func (Dialect) Screen() sandbox.ScreenRules { return mysqlScreen() }
 func (d Dialect) Connect(ctx context.Context, c *sandbox.Connector) (sandbox.Engine, error) {
 	cfg, err := mysqlExecConfig(ctx, c.DSN[datasets.MySQL], c.Access)
 	if err != nil {
-		return nil, err
+		return nil, mysqlHourly(err) // the reader's login and checks count as its queries
 	}
 	srv, err := newMySQLServer(ctx, cfg, d.share)
 	if err != nil {
-		return nil, err
+		return nil, mysqlHourly(err)
 	}
 	return &mysqlEngine{cfg: cfg, srv: srv, acc: c.Access}, nil
 }
@@ -94,7 +94,7 @@ func (e *mysqlEngine) Key(t datasets.Task) (string, error) { return t.DBID, nil 
 func (e *mysqlEngine) Open(ctx context.Context, t datasets.Task) (sandbox.DB, error) {
 	db, err := openMySQLConfig(ctx, e.cfg, t.DBID, e.acc, e.srv)
 	if err != nil {
-		return nil, err
+		return nil, mysqlHourly(err)
 	}
 	return db, nil
 }

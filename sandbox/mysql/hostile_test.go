@@ -960,35 +960,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 // statements run at once.
 func TestMySQLServerFullBusy(t *testing.T) {
 	admin, reader, _, dbs := myHostileSetup(t, 2, 0)
-	accounts, err := sandbox.QueryStrings(context.Background(), admin, "SELECT CONCAT('''', User, '''@''', Host, '''') FROM mysql.user WHERE User = ?", reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range accounts {
-		if _, err := admin.Exec("ALTER USER " + a + " WITH MAX_USER_CONNECTIONS 2"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	refused := 0
-	for i := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := dbs[i%2].Exec(context.Background(), "SELECT SLEEP(0.3)", sandbox.ExecOptions{Timeout: 2 * time.Second})
-			switch {
-			case err == nil && r.OK():
-			case errors.Is(err, sandbox.ErrBusy) && strings.Contains(err.Error(), "the server refused"):
-				mu.Lock()
-				refused++
-				mu.Unlock()
-			default:
-				t.Errorf("statement %d: %+v, %v; want ok, or sandbox.ErrBusy saying the server refused the connection", i, r, err)
-			}
-		}()
-	}
-	wg.Wait()
+	myLimitReader(t, admin, reader, "MAX_USER_CONNECTIONS 2")
+	refused := myRefusedAtOnce(t, dbs, "sandbox.ErrBusy saying the server refused the connection", func(err error, _ time.Duration) bool {
+		return errors.Is(err, sandbox.ErrBusy) && strings.Contains(err.Error(), "the server refused")
+	})
 	if refused == 0 {
 		t.Errorf("no statement was refused a connection by the server (MAX_USER_CONNECTIONS 2, 10 at once)")
 	}

@@ -66,16 +66,16 @@ func Open(ctx context.Context, dsn, database string, acc sandbox.Access) (sandbo
 	}
 	cfg, err := mysqlExecConfig(ctx, dsn, acc)
 	if err != nil {
-		return nil, err
+		return nil, mysqlHourly(err) // the reader's login and checks count as its queries
 	}
 	srv, err := newMySQLServer(ctx, cfg, 0)
 	if err != nil {
-		return nil, err
+		return nil, mysqlHourly(err)
 	}
 	db, err := openMySQLConfig(ctx, cfg, database, acc, srv)
 	if err != nil {
 		srv.close()
-		return nil, err
+		return nil, mysqlHourly(err)
 	}
 	db.ownSrv = true
 	return db, nil
@@ -325,7 +325,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	wctx, wcancel := context.WithTimeout(ctx, timeout+mysqlWaitGrace)
 	defer wcancel()
 	fail := func(step string, err error) (*sandbox.Result, error) {
-		return nil, fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err)
+		return nil, mysqlHourly(fmt.Errorf("mysql exec in database %s: %s: %w", m.database, step, err))
 	}
 	// Waiting is told of a wait only when one happens: a slot or a unit of the database's
 	// connections not free at once, or a dial in a full share (mysqlServer.dial, through wctx).
@@ -366,6 +366,9 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		}
 		if wctx.Err() != nil { // the share's or the database's connections all held until the deadline
 			return nil, m.busy("connection")
+		}
+		if mysqlHourlyLimit(err) != "" { // not ErrBusy: no wait short of the hour frees it
+			return nil, mysqlHourly(fmt.Errorf("mysql exec in database %s: connect: %w", m.database, err))
 		}
 		if mysqlServerFull[myErrNo(err)] {
 			return nil, fmt.Errorf("mysql exec in database %s: %w: the server refused a new connection, its connections being held by others (%v); try again once they end", m.database, sandbox.ErrBusy, err)
@@ -502,6 +505,9 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	}
 	var me *mysql.MySQLError
 	isMy := errors.As(qerr, &me)
+	if mysqlHourlyLimit(qerr) != "" { // the account's error, not the statement's: never its answer
+		return nil, mysqlHourly(fmt.Errorf("mysql exec in database %s: %w", m.database, qerr))
+	}
 	if sandbox.IsTooLarge(qerr) || qerr != nil && !isMy && m.cut.Load() != cuts {
 		sandbox.Discard(conn)
 		return sandbox.TooLarge(res), nil
@@ -522,8 +528,53 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 // MAX_USER_CONNECTIONS (1203, 1226: an administrator's limit set after the share was read, or
 // shared with other clients logged in as the reader). The statement never ran: its Exec fails
 // with sandbox.ErrBusy, as in a full share, and is tried again later (sandbox.Patient, the env's
-// Retry-After); before, a plain connect error.
+// Retry-After); before, a plain connect error. A 1226 naming an hourly resource is no such
+// error: mysqlHourly is asked first.
 var mysqlServerFull = map[uint16]bool{1040: true, 1203: true, 1226: true}
+
+// ErrHourlyLimit marks the errors of a login or statement the server refused because the
+// account it runs as (the reader) has used up an hourly limit an administrator set on it:
+// MAX_QUERIES_PER_HOUR, MAX_UPDATES_PER_HOUR or MAX_CONNECTIONS_PER_HOUR (error 1226 naming
+// that resource). It is a configuration error, reported at once: not sandbox.ErrBusy, which is
+// tried again for seconds (sandbox.Patient, the env's Retry-After) while nothing short of the
+// hour's end, or the limit lifted, frees it; and never a statement's own error.
+var ErrHourlyLimit = errors.New("an hourly limit of the account is used up")
+
+// mysqlHourlyLimits maps the resource a 1226 error names to the limit that sets it: MariaDB
+// names the limit itself, MySQL its column of mysql.user. max_user_connections, the other
+// resource 1226 names, is a limit on connections at once (mysqlServerFull).
+var mysqlHourlyLimits = map[string]string{
+	"max_queries_per_hour":     "MAX_QUERIES_PER_HOUR",
+	"max_questions":            "MAX_QUERIES_PER_HOUR",
+	"max_updates_per_hour":     "MAX_UPDATES_PER_HOUR",
+	"max_updates":              "MAX_UPDATES_PER_HOUR",
+	"max_connections_per_hour": "MAX_CONNECTIONS_PER_HOUR",
+}
+
+// mysqlHourlyLimit is the limit err reports used up when err holds error 1226 naming an hourly
+// resource, else "".
+func mysqlHourlyLimit(err error) string {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1226 {
+		return ""
+	}
+	for resource, limit := range mysqlHourlyLimits {
+		if strings.Contains(me.Message, "'"+resource+"'") {
+			return limit
+		}
+	}
+	return ""
+}
+
+// mysqlHourly is err marked ErrHourlyLimit, saying what to do, when it holds an hourly limit's
+// 1226 (mysqlHourlyLimit) and is not marked yet; else err itself, nil included.
+func mysqlHourly(err error) error {
+	limit := mysqlHourlyLimit(err)
+	if limit == "" || errors.Is(err, ErrHourlyLimit) {
+		return err
+	}
+	return fmt.Errorf("%w: %w: %s, set by an administrator on the account; not tried again: lift it (ALTER USER ... WITH %s 0) or wait for the hour to end", err, ErrHourlyLimit, limit, limit)
+}
 
 // busy is the error of a statement that got no statement slot (what) or no connection by its
 // deadline: sandbox.ErrBusy, the server's failure and not the statement's timeout, since the
