@@ -349,6 +349,47 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 	return nil
 }
 
+// MaxLogprobEntries bounds the log-probability entries a request with logprobs may ask its
+// choices for: n × max_tokens × (1 + top_logprobs), max_tokens being the room the model's
+// context leaves after the prompt when the request gives none. The student keeps every entry of
+// every choice until the reply ends (streamed or not), and a non-streamed reply is built and
+// encoded whole: about 60 bytes of JSON per entry and some 620 bytes allocated serving it
+// (TestLogprobsBounded measures both), so n 16 × 32,768 tokens × 21 was 0.7 GB of JSON and
+// 6.9 GB allocated for one request. At the bound a reply is about 64 MB of JSON.
+const MaxLogprobEntries = 1 << 20
+
+// checkLogprobs refuses a request with logprobs whose choices may hold more than
+// MaxLogprobEntries entries (400 naming n, max_tokens and top_logprobs, param the one whose cut
+// frees the most: top_logprobs when above 0, else max_tokens).
+func checkLogprobs(b Backend, msgs []chat.Message, opts chat.Options, x student.Sample) *apiError {
+	if !x.LogProbs {
+		return nil
+	}
+	tokens, what := opts.MaxTokens, "max_tokens"
+	if tokens == 0 {
+		rb, ok := b.(Room)
+		if !ok {
+			return nil // no bound to read: the backend says nothing of its context
+		}
+		_, room, err := rb.Room(msgs)
+		if err != nil {
+			return invalid("messages", "", "%s", clientMessage(err))
+		}
+		tokens, what = room, "max_tokens (none given: the context's room after the prompt)"
+	}
+	n := max(x.N, 1)
+	entries := int64(n) * int64(tokens) * int64(1+x.TopLogProbs)
+	if entries <= MaxLogprobEntries {
+		return nil
+	}
+	param := "max_tokens"
+	if x.TopLogProbs > 0 {
+		param = "top_logprobs"
+	}
+	return invalid(param, "", "logprobs: n × max_tokens × (1 + top_logprobs) = %d × %d × %d = %d log-probability entries, over this server's maximum of %d (about 60 bytes of JSON each); ask for fewer choices (n), tokens (%s) or top_logprobs",
+		n, tokens, 1+x.TopLogProbs, entries, MaxLogprobEntries, what)
+}
+
 // Vocab is implemented by a backend that says how many tokens its model has
 // (*student.Student): a logit_bias key outside them is refused naming the field.
 type Vocab interface {

@@ -284,7 +284,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		defer release() // the weights stay open until the reply is written
 		b, fp = cur, Fingerprint(version)
 	}
-	if aerr := cmp.Or(checkRoom(b, msgs, opts), checkBias(b, x)); aerr != nil {
+	if aerr := cmp.Or(checkRoom(b, msgs, opts), checkBias(b, x), checkLogprobs(b, msgs, opts, x)); aerr != nil {
 		aerr.write(w)
 		s.logf("chat: %d %s", aerr.status, aerr.msg)
 		return

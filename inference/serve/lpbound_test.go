@@ -1,0 +1,162 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/inference/serve"
+	"github.com/chainedsql/chainedsql/inference/student"
+)
+
+// lpBackend answers every choice with up to tokens tokens (fewer when max_tokens says so), each
+// with the log-probability entries asked for, as the student fills them; its context leaves room
+// tokens after any prompt. It counts the completions it computed.
+type lpBackend struct {
+	tokens, room int
+	calls        atomic.Int64
+}
+
+func (*lpBackend) ModelID() string { return "lp" }
+
+func (*lpBackend) Stream(context.Context, []chat.Message, chat.Options, func(string) error) (chat.Reply, error) {
+	return chat.Reply{}, fmt.Errorf("lpBackend: no Stream")
+}
+
+func (b *lpBackend) Room([]chat.Message) (int, int, error) { return 10, b.room, nil }
+
+// entry is a token as the student records it: a few bytes, a logprob of full precision.
+func entry(i int) student.TokenLogProb {
+	text := fmt.Sprintf("t%03d", i%1000)
+	return student.TokenLogProb{ID: 1000 + i%100000, Bytes: text, Text: text, LogProb: -1.2345678 - float32(i%7)}
+}
+
+func (b *lpBackend) Complete(ctx context.Context, _ []chat.Message, opts chat.Options, x student.Sample, fn func(student.Delta) error) ([]student.Choice, error) {
+	b.calls.Add(1)
+	tokens := b.tokens
+	if opts.MaxTokens > 0 {
+		tokens = min(tokens, opts.MaxTokens)
+	}
+	choices := make([]student.Choice, max(x.N, 1))
+	for c := range choices {
+		var lps []student.TokenLogProb
+		if x.LogProbs {
+			lps = make([]student.TokenLogProb, tokens)
+			for i := range lps {
+				lps[i] = entry(i)
+				for j := range x.TopLogProbs {
+					lps[i].Top = append(lps[i].Top, entry(i+j))
+				}
+			}
+		}
+		choices[c] = student.Choice{Reply: chat.Reply{Content: strings.Repeat("x", tokens), FinishReason: "length",
+			Usage: chat.Usage{PromptTokens: 10, CompletionTokens: tokens}}, LogProbs: lps}
+		if fn != nil {
+			if err := fn(student.Delta{Choice: c, Text: choices[c].Content, LogProbs: lps, FinishReason: "length"}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return choices, nil
+}
+
+// lpPost posts a chat request of extra's fields to h and returns the status, the body and the
+// bytes allocated meanwhile.
+func lpPost(t *testing.T, h http.Handler, extra map[string]any) (int, string, uint64) {
+	t.Helper()
+	req := map[string]any{"messages": []map[string]string{{"role": "user", "content": "How many?"}}, "logprobs": true}
+	for k, v := range extra {
+		req[k] = v
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(w, r)
+	runtime.ReadMemStats(&after)
+	return w.Code, w.Body.String(), after.TotalAlloc - before.TotalAlloc
+}
+
+// TestLogprobsBounded: a request with logprobs is refused (400, before anything is computed)
+// when n × max_tokens × (1 + top_logprobs) is over serve.MaxLogprobEntries, max_tokens being
+// the context's room when it gives none, streamed or not, naming the three; at the bound it is
+// answered. It measures a non-streamed reply: about 60 bytes of JSON per entry and several
+// times that allocated, so n 16 × 32,768 tokens × (1 + 20), which it answered before, is tens
+// of GB of JSON.
+func TestLogprobsBounded(t *testing.T) {
+	b := &lpBackend{tokens: 1000, room: 1 << 20}
+	h := serve.Handler(b, nil, serve.Config{})
+
+	// What a reply holds: 2 choices of 1,000 tokens with 20 top_logprobs each, 42,000 entries.
+	code, body, alloc := lpPost(t, h, map[string]any{"n": 2, "max_tokens": 1000, "top_logprobs": 20})
+	if code != 200 {
+		t.Fatalf("2 × 1,000 × 21: %d %.300s", code, body)
+	}
+	const entries = 2 * 1000 * 21
+	// The server's share: less what building the choices alone allocates.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := b.Complete(context.Background(), nil, chat.Options{MaxTokens: 1000}, student.Sample{N: 2, LogProbs: true, TopLogProbs: 20}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	alloc -= after.TotalAlloc - before.TotalAlloc
+	perEntry, allocPerEntry := len(body)/entries, int(alloc)/entries
+	big := int64(16) * 32768 * 21
+	t.Logf("%d entries: %d bytes of JSON (%d per entry), %d bytes allocated serving them (%d per entry); n 16 × 32,768 × 21 = %d entries would be %.1f GB of JSON, %.1f GB allocated",
+		entries, len(body), perEntry, alloc, allocPerEntry, big, float64(big*int64(perEntry))/1e9, float64(big*int64(allocPerEntry))/1e9)
+	if perEntry < 30 || perEntry > 100 {
+		t.Errorf("%d bytes of JSON per entry, want about 60", perEntry)
+	}
+
+	calls := b.calls.Load()
+	for _, c := range []struct {
+		name  string
+		extra map[string]any
+		param string
+	}{
+		{"n 16, max_tokens 32768, top_logprobs 20", map[string]any{"n": 16, "max_tokens": 32768, "top_logprobs": 20}, "top_logprobs"},
+		{"n 16, top_logprobs 20, no max_tokens", map[string]any{"n": 16, "top_logprobs": 20}, "top_logprobs"},
+		{"streamed", map[string]any{"n": 16, "max_tokens": 32768, "top_logprobs": 20, "stream": true}, "top_logprobs"},
+		{"one entry over, no top_logprobs", map[string]any{"n": 16, "max_tokens": serve.MaxLogprobEntries/16 + 1}, "max_tokens"},
+	} {
+		code, body, _ := lpPost(t, h, c.extra)
+		var e struct {
+			Error struct {
+				Message string
+				Param   *string
+			}
+		}
+		json.Unmarshal([]byte(body), &e)
+		if code != 400 || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, "n × max_tokens × (1 + top_logprobs)") {
+			t.Errorf("%s: %d %.300s; want 400 with param %s naming n, max_tokens and top_logprobs", c.name, code, body, c.param)
+		}
+	}
+	if n := b.calls.Load() - calls; n != 0 {
+		t.Errorf("%d refused requests were computed", n)
+	}
+	// At the bound, and without logprobs, answered (the backend's replies are shorter).
+	for _, extra := range []map[string]any{
+		{"n": 16, "max_tokens": serve.MaxLogprobEntries / 16},
+		{"n": 16, "max_tokens": serve.MaxLogprobEntries / 16 / 21, "top_logprobs": 20},
+		{"n": 16, "max_tokens": 32768, "logprobs": false},
+	} {
+		if code, body, _ := lpPost(t, h, extra); code != 200 {
+			t.Errorf("%v: %d %.300s", extra, code, body)
+		}
+	}
+}
