@@ -66,7 +66,8 @@ func myRefusedAtOnce(t *testing.T, dbs []sandbox.DB, want string, refused func(e
 // until its patience ran out (and then, a pooled connection free, ran the statement as if the
 // limit were not there), and which the env answers with Retry-After. Statements on new
 // connections (10 at once, the limit set after the engine opened) are ok or refused so, within
-// a second through a Patient of 5 s; an engine connecting past the limit is refused so too.
+// a second through a Patient of 5 s; an engine connecting past the limit is refused so too, and
+// so is each query of a connection, an Open and an Exec as the limit runs out there.
 // max_user_connections, 1226's other resource, stays ErrBusy (TestMySQLServerFullBusy).
 func TestMySQLHourlyLimits(t *testing.T) {
 	for _, limit := range []string{"MAX_QUERIES_PER_HOUR 2", "MAX_CONNECTIONS_PER_HOUR 1"} {
@@ -85,16 +86,7 @@ func TestMySQLHourlyLimits(t *testing.T) {
 		})
 	}
 	t.Run("connect", func(t *testing.T) {
-		admin := sandboxtest.MyAdmin(t)
-		name := myHostileName("db")
-		if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { admin.Exec("DROP DATABASE " + name) })
-		reader := myHostileName("rd")
-		sandboxtest.GrantReader(t, datasets.MySQL, reader, name)
-		myLimitReader(t, admin, reader, "MAX_QUERIES_PER_HOUR 2")
-		eng, err := Dialect{}.Connect(context.Background(), &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: shared.MySQLDSN()}, Access: sandbox.Access{Reader: reader}})
+		_, eng, err := myLimitedEngine(t, 2)
 		if err == nil {
 			eng.Close()
 		}
@@ -102,6 +94,55 @@ func TestMySQLHourlyLimits(t *testing.T) {
 			t.Fatalf("connecting as a reader past its MAX_QUERIES_PER_HOUR 2: %v; want ErrHourlyLimit naming it", err)
 		}
 	})
+	// Each limit from 18 to 30 queries runs out at another of the queries a connection, an Open
+	// and an Exec send: every one is refused so, the statement's own included (there, before,
+	// an error Result: the statement's SQL error, judged as the model's answer).
+	t.Run("every query", func(t *testing.T) {
+		atStatement := 0
+		for q := 18; q <= 30; q++ {
+			name, eng, err := myLimitedEngine(t, q)
+			if err == nil {
+				var db sandbox.DB
+				if db, err = eng.Open(context.Background(), datasets.Task{ID: "x", DBID: name}); err == nil {
+					for err == nil {
+						var r *sandbox.Result
+						if r, err = db.Exec(context.Background(), "SELECT 1", sandbox.ExecOptions{Timeout: 2 * time.Second}); err == nil && !r.OK() {
+							t.Errorf("MAX_QUERIES_PER_HOUR %d: %s %q, want ok or ErrHourlyLimit", q, r.Outcome, r.Error)
+							break
+						}
+					}
+					if strings.Contains(fmt.Sprint(err), "database "+name+": Error 1226") {
+						atStatement++
+					}
+					db.Close()
+				}
+				eng.Close()
+			}
+			if err != nil && !errors.Is(err, ErrHourlyLimit) {
+				t.Errorf("MAX_QUERIES_PER_HOUR %d: %v; want ErrHourlyLimit", q, err)
+			}
+		}
+		if atStatement == 0 {
+			t.Errorf("no limit ran out at the statement itself")
+		}
+	})
+}
+
+// myLimitedEngine connects as a new reader of a new database (its name returned), limited to
+// queries an hour.
+func myLimitedEngine(t *testing.T, queries int) (string, sandbox.Engine, error) {
+	t.Helper()
+	admin := sandboxtest.MyAdmin(t)
+	name := myHostileName("db")
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP DATABASE " + name) })
+	reader := myHostileName("rd")
+	sandboxtest.GrantReader(t, datasets.MySQL, reader, name)
+	myLimitReader(t, admin, reader, fmt.Sprintf("MAX_QUERIES_PER_HOUR %d", queries))
+	eng, err := Dialect{}.Connect(context.Background(), &sandbox.Connector{DSN: map[datasets.Dialect]string{datasets.MySQL: shared.MySQLDSN()}, Access: sandbox.Access{Reader: reader}})
+	return name, eng, err
 }
 
 // TestMySQLHourlyLimitNames: the resources MariaDB and MySQL name in error 1226 map to their
