@@ -24,8 +24,14 @@ const (
 	// busy, and every runaway thread its statements left behind.
 	mysqlShareDiv = 3
 	// mysqlKillers are the connections of that share kept for KILL and the PROCESSLIST checks,
-	// so that a share full of statements can still be stopped.
+	// so that a share full of statements can still be stopped. They are opened with the server
+	// handle and held until it closes (never closed for idleness, the server's wait_timeout
+	// raised to mysqlKillerWait on them), so that KILL works while the server is at
+	// max_connections; one that breaks is dialled again at its next use.
 	mysqlKillers = 2
+	// mysqlKillerWait is the session wait_timeout of the killer connections in seconds: the
+	// largest the server takes (a year), so that the server does not close them when idle.
+	mysqlKillerWait = 31536000
 	// mysqlOpenPerDB and mysqlIdlePerDB bound one database's pool within the share: the
 	// connections its executions hold at once (mysqlDB.open; the pool has no MaxOpenConns) and
 	// its idle ones.
@@ -74,14 +80,10 @@ type mysqlServer struct {
 func newMySQLServer(ctx context.Context, cfg *mysql.Config, limit int) (*mysqlServer, error) {
 	kcfg := cfg.Clone()
 	kcfg.DBName = ""
-	conn, err := mysql.NewConnector(kcfg)
+	killer, err := openKillers(ctx, kcfg)
 	if err != nil {
-		return nil, fmt.Errorf("mysql %s: %w", cfg.Addr, err)
+		return nil, err
 	}
-	killer := sql.OpenDB(conn)
-	killer.SetMaxOpenConns(mysqlKillers)
-	killer.SetMaxIdleConns(1)
-	killer.SetConnMaxIdleTime(mysqlIdleTime)
 	var maxConns, maxUser int
 	if err := killer.QueryRowContext(ctx, "SELECT @@max_connections, @@max_user_connections").Scan(&maxConns, &maxUser); err != nil {
 		killer.Close()
@@ -97,6 +99,42 @@ func newMySQLServer(ctx context.Context, cfg *mysql.Config, limit int) (*mysqlSe
 	s := newMySQLShare(share)
 	s.killer = killer
 	return s, nil
+}
+
+// openKillers opens the killer pool of cfg (mysqlKillers connections, see there) and dials all
+// of them now: they are held, idle or not, until the pool is closed (no idle limit, no lifetime,
+// the session's wait_timeout at mysqlKillerWait), so that a KILL never waits for a login that a
+// server at max_connections would refuse. database/sql dials a broken one again at its next use.
+func openKillers(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	cfg = cfg.Clone()
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["wait_timeout"] = fmt.Sprint(mysqlKillerWait)
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql %s: %w", cfg.Addr, err)
+	}
+	killer := sql.OpenDB(conn)
+	killer.SetMaxOpenConns(mysqlKillers)
+	killer.SetMaxIdleConns(mysqlKillers)
+	killer.SetConnMaxIdleTime(0)
+	killer.SetConnMaxLifetime(0)
+	var held []*sql.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close() // back to the pool, which keeps it
+		}
+	}()
+	for range mysqlKillers {
+		c, err := killer.Conn(ctx)
+		if err != nil {
+			killer.Close()
+			return nil, fmt.Errorf("mysql %s: open the connections kept for KILL: %w", cfg.Addr, err)
+		}
+		held = append(held, c)
+	}
+	return killer, nil
 }
 
 // newMySQLShare returns a server state holding share connections (at least mysqlKillers + 1).
