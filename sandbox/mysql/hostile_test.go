@@ -272,7 +272,7 @@ func TestMySQLRunaway(t *testing.T) {
 	}
 	got := c.Runaways(datasets.MySQL)
 	_, busy := myThreads(t, admin, reader)
-	if got.Total != 1 || got.Running != 1 || len(m.srv.slots) != 1 || busy != 1 {
+	if got.Total != 1 || got.Running != 1 || len(m.srv.slots) != 1 || busy != 1 || m.runaways.Load() != 1 {
 		t.Errorf("counted %+v, %d slots held, %d threads busy on the server; want one runaway holding one slot", got, len(m.srv.slots), busy)
 	}
 	var waits []bool
@@ -292,7 +292,7 @@ func TestMySQLRunaway(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, busy := myThreads(t, admin, reader); busy != 0 || len(m.srv.slots) != 0 || m.srv.conns.inUse() != held-1 {
+	if _, busy := myThreads(t, admin, reader); busy != 0 || len(m.srv.slots) != 0 || m.srv.conns.inUse() != held-1 || m.runaways.Load() != 0 {
 		t.Errorf("after the runaway ended: %d threads busy, %d slots held, %d connections counted (was %d)", busy, len(m.srv.slots), m.srv.conns.inUse(), held)
 	}
 	t.Logf("the runaway thread ended %s after the call", time.Since(start))

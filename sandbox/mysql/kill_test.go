@@ -3,6 +3,8 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +16,9 @@ import (
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
 
-// myFillReader limits the reader's accounts to 3 connections (MAX_USER_CONNECTIONS, counted
-// from now on) and opens new ones as the reader until the server refuses one, holding them
-// until the test ends: the server has no login left for the reader, as at max_connections.
-func myFillReader(t *testing.T, admin *sql.DB, reader string) {
+// myReaderPool opens a pool logged in as reader, outside any share, closed when the test ends.
+func myReaderPool(t *testing.T, reader string) *sql.DB {
 	t.Helper()
-	myLimitReader(t, admin, reader, "MAX_USER_CONNECTIONS 3")
 	cfg, err := mysqlExecConfig(context.Background(), shared.MySQLDSN(), sandbox.Access{Reader: reader})
 	if err != nil {
 		t.Fatal(err)
@@ -28,8 +27,18 @@ func myFillReader(t *testing.T, admin *sql.DB, reader string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := sql.OpenDB(conn)
-	t.Cleanup(func() { filler.Close() })
+	pool := sql.OpenDB(conn)
+	t.Cleanup(func() { pool.Close() })
+	return pool
+}
+
+// myFillReader limits the reader's accounts to 3 connections (MAX_USER_CONNECTIONS, counted
+// from now on) and opens new ones as the reader until the server refuses one, holding them
+// until the test ends: the server has no login left for the reader, as at max_connections.
+func myFillReader(t *testing.T, admin *sql.DB, reader string) {
+	t.Helper()
+	myLimitReader(t, admin, reader, "MAX_USER_CONNECTIONS 3")
+	filler := myReaderPool(t, reader)
 	for i := 0; ; i++ {
 		c, err := filler.Conn(context.Background())
 		if err == nil {
@@ -93,5 +102,61 @@ func TestMySQLKillAtMaxConnections(t *testing.T) {
 	t.Logf("the thread was gone %s after the start", time.Since(start))
 	if got := c.Runaways(datasets.MySQL); got.Total != 0 {
 		t.Errorf("runaways %+v, want none", got)
+	}
+}
+
+// TestMySQLRunawaysPerDB: a database with mysqlRunawaysPerDB runaway threads refuses its new
+// statements with sandbox.ErrBusy at once, naming them, while another database of the same
+// share still runs; once they end it runs again. The runaways are two real threads of the
+// reader (SLEEP(3) on connections of their own) counted for the first database as run counts
+// a thread that outlived its KILL: before, one database's runaways were capped only by the
+// whole share, which one task's statements could fill.
+func TestMySQLRunawaysPerDB(t *testing.T) {
+	_, reader, c, dbs := myHostileSetup(t, 2, 0)
+	m := dbs[0].(*mysqlDB)
+	sleepers := myReaderPool(t, reader)
+	sleepers.SetMaxIdleConns(0) // a sleeper's thread leaves the server with its statement, as a killed one
+	done := make(chan error, mysqlRunawaysPerDB)
+	for range mysqlRunawaysPerDB {
+		sc, err := sleepers.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := sc.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := sc.ExecContext(context.Background(), "SELECT SLEEP(3)")
+			sc.Close()
+			done <- err
+		}()
+		// As run does for a thread that outlived its KILL: a slot and a unit of the share held.
+		m.srv.slots <- struct{}{}
+		m.srv.conns.force()
+		m.srv.runaway(id, func() { <-m.srv.slots }, &m.runaways)
+	}
+	start := time.Now()
+	r, err := m.Exec(context.Background(), "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 2 * time.Second})
+	t.Logf("beside %d runaways, after %s: %v", mysqlRunawaysPerDB, time.Since(start), err)
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(err.Error(), "runaways") || time.Since(start) > time.Second {
+		t.Errorf("a statement of a database with %d runaways: %+v, %v after %s; want sandbox.ErrBusy naming them at once", mysqlRunawaysPerDB, r, err, time.Since(start))
+	}
+	if r := sandboxtest.MustExec(t, dbs[1], "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("another database of the share: %+v, want it to run", r)
+	}
+	for range mysqlRunawaysPerDB {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m.runaways.Load() != 0 || c.Runaways(datasets.MySQL).Running != 0 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("runaways still counted %s after the start: %d of the database, %+v", time.Since(start), m.runaways.Load(), c.Runaways(datasets.MySQL))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := sandboxtest.MustExec(t, m, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || len(m.srv.slots) != 0 {
+		t.Errorf("after the runaways ended: %+v, %d slots held", r, len(m.srv.slots))
 	}
 }

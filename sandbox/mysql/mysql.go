@@ -46,6 +46,9 @@ type mysqlDB struct {
 	mu  sync.Mutex
 	ids map[any]int64 // driver connection → server connection id
 
+	// runaways counts this database's runaway threads still running (mysqlRunawaysPerDB).
+	runaways atomic.Int64
+
 	// cut counts the replies cut at MaxResultBytes (replyLimitConn). The driver reports such a
 	// cut as a lost connection; one counted during an execution that lost its connection is
 	// taken to be its own.
@@ -314,11 +317,18 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // is told of those waits only when one happens (sandbox.WaitTeller). At the deadline
 // it sends KILL QUERY; a statement still running mysqlKillGrace later has its connection killed (KILL
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
-// runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. A cancelled
+// runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. While the
+// database has mysqlRunawaysPerDB runaways, a statement does not run and fails with
+// sandbox.ErrBusy at once (statements already in flight may still add theirs). A cancelled
 // ctx kills the thread the same way. A statement a RowFilter stopped whose reply still streams
 // sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
 // CONNECTION and runaway check; its Result is ok whatever that took.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	if n := m.runaways.Load(); n >= mysqlRunawaysPerDB {
+		// Not the statement's outcome: it never ran.
+		return nil, fmt.Errorf("mysql exec in database %s: %w: %d of its statements still run on the server past their deadline (runaways, at most %d per database; %d in this run's share); try again once they end",
+			m.database, sandbox.ErrBusy, n, mysqlRunawaysPerDB, m.srv.running.Load())
+	}
 	// The waits for a slot and a connection end together by the deadline (mysqlWaitGrace past
 	// it, so that a tiny timeout still takes a free connection): no slot or connection by then
 	// is ErrBusy.
@@ -476,7 +486,7 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		runaway := !m.srv.ended(ctx, id)
 		if runaway {
 			slotHeld = false
-			m.srv.runaway(id, releaseSlot)
+			m.srv.runaway(id, releaseSlot, &m.runaways)
 		} else {
 			m.srv.conns.release()
 		}

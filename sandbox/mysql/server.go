@@ -46,6 +46,10 @@ const (
 	// mysqlWaitGrace is how long past its deadline a statement may still get its slot and
 	// connection (run): enough for a free connection to be taken under a tiny timeout.
 	mysqlWaitGrace = 250 * time.Millisecond
+	// mysqlRunawaysPerDB is how many runaway threads one database may have: while it has as
+	// many, its new statements do not run and fail with sandbox.ErrBusy (mysqlDB.run), so that
+	// one task's statements cannot fill the share with runaways (as sqliteRunawaysPerDB).
+	mysqlRunawaysPerDB = 2
 	// mysqlRunawayPoll is how often a runaway thread is looked for in PROCESSLIST.
 	mysqlRunawayPoll = 250 * time.Millisecond
 	// mysqlFullPoll is how often a dial waiting in a full share closes idle connections again.
@@ -248,16 +252,18 @@ func (s *mysqlServer) ended(ctx context.Context, id int64) bool {
 // runaway counts thread id, killed but still running, as a runaway: it keeps the statement's
 // slot and the unit of the share forced for its thread when its client connection was dropped
 // (run) until PROCESSLIST no longer shows it, then gives both back. releaseSlot gives the slot
-// back.
-func (s *mysqlServer) runaway(id int64, releaseSlot func()) {
+// back; perDB counts the runaways of the statement's database (mysqlRunawaysPerDB) meanwhile.
+func (s *mysqlServer) runaway(id int64, releaseSlot func(), perDB *atomic.Int64) {
 	s.total.Add(1)
 	s.running.Add(1)
+	perDB.Add(1)
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
 		defer releaseSlot()
 		defer s.conns.release()
 		defer s.running.Add(-1)
+		defer perDB.Add(-1)
 		t := time.NewTicker(mysqlRunawayPoll)
 		defer t.Stop()
 		for {
