@@ -271,8 +271,8 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	}
 	_, active := backendsOf(t, admin, reader, "i26pg_runaway")
 	t.Logf("runaway: %+v, %d backend still active %s after its start", seen, active, time.Since(start).Round(time.Millisecond))
-	if seen.Total != base.Total+1 || seen.Running != 1 || active != 1 {
-		t.Fatalf("runaway XPath: counted %+v, %d backends active: want it counted once while it runs", seen, active)
+	if seen.Total != base.Total+1 || seen.Running != 1 || active != 1 || pdb.runaways.Load() != 1 {
+		t.Fatalf("runaway XPath: counted %+v (%d for its schema), %d backends active: want it counted once while it runs, for its schema too", seen, pdb.runaways.Load(), active)
 	}
 	if held, all := len(pdb.srv.slots), 0; true {
 		all, _ = backendsOf(t, admin, reader, "")
@@ -286,8 +286,8 @@ func TestPostgresHostileDeadlines(t *testing.T) {
 	_, active = backendsOf(t, admin, reader, "i26pg_runaway")
 	got := c.Runaways(datasets.Postgres)
 	t.Logf("runaway ended after %s: %+v", time.Since(start).Round(time.Millisecond), got)
-	if got.Running != 0 || got.Total != base.Total+1 || active != 0 {
-		t.Errorf("after the runaway ended: %+v, %d active", got, active)
+	if got.Running != 0 || got.Total != base.Total+1 || active != 0 || pdb.runaways.Load() != 0 {
+		t.Errorf("after the runaway ended: %+v (%d for its schema), %d active", got, pdb.runaways.Load(), active)
 	}
 	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(3) {
 		t.Errorf("after the probes: %+v", r)

@@ -30,6 +30,8 @@ type pgDB struct {
 	// usable are the schemas the executions' role may use (USAGE), read at Open: the names an
 	// error may show as missing (hideSchemas).
 	usable map[string]bool
+	// runaways counts this pgDB's runaway backends still running (pgRunawaysPerDB).
+	runaways atomic.Int64
 }
 
 // Open opens schema (which must exist) in the PostgreSQL database of dsn (a pgx URL or
@@ -223,8 +225,15 @@ var errHungUp = errors.New("hung up")
 // (statement_timeout did not stop it) loses its connection, whose backend is then cancelled,
 // terminated and, if it survives, counted, keeping its slot until it ends (pgServer.stop). A
 // statement a RowFilter stopped is cancelled, and hung up on as at its deadline if its reply
-// still streams after that (pgServer.stopper); its Result is ok whatever that took.
+// still streams after that (pgServer.stopper); its Result is ok whatever that took. While the
+// pgDB has pgRunawaysPerDB runaways, a statement does not run and fails with sandbox.ErrBusy
+// at once (statements already in flight may still add theirs).
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
+	if n := p.runaways.Load(); n >= pgRunawaysPerDB {
+		// Not the statement's outcome: it never ran.
+		return nil, fmt.Errorf("postgres exec in schema %s: %w: %d of its statements' backends still run past their deadline (runaways, at most %d per schema; %d on this server handle); try again once they end",
+			p.schema, sandbox.ErrBusy, n, pgRunawaysPerDB, p.srv.running.Load())
+	}
 	wctx, wcancel := context.WithDeadline(ctx, start.Add(timeout).Add(pgCancelAfter))
 	w := sandbox.NewWaitTeller(opts.Waiting)
 	conn, done, err := p.srv.conn(wctx, w)
@@ -260,6 +269,9 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 			return sandbox.TimedOut(timeout, time.Since(start)), nil
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
+	}
+	if _, sc := pgConnOf(conn); sc != nil {
+		sc.owner.Store(&p.runaways) // should its backend outlive the connection (pgServer.stop)
 	}
 	var hungUp atomic.Bool
 	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser, p.srv.stopper(ctx, conn, &hungUp))

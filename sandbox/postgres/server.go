@@ -46,6 +46,10 @@ const (
 	// within a second of the deadline.
 	pgTerminateAfter = 250 * time.Millisecond
 	pgTerminateWait  = 400 * time.Millisecond
+	// pgRunawaysPerDB is how many runaway backends one pgDB (a task's schema) may have: while
+	// it has as many, its new statements do not run and fail with sandbox.ErrBusy (pgDB.run), so
+	// that one task's statements cannot fill the slots with runaways (as sqliteRunawaysPerDB).
+	pgRunawaysPerDB = 2
 	// pgWatchEvery is how often a runaway backend (one that outlived its terminate) is looked
 	// for until it ends.
 	pgWatchEvery = time.Second
@@ -190,6 +194,9 @@ type slotConn struct {
 	net.Conn
 	srv *pgServer
 	pid atomic.Uint32 // the backend's, once the login is done
+	// owner counts the runaways of the pgDB whose statement ran on the connection last (run
+	// sets it before each statement), should its backend outlive the connection (stop).
+	owner atomic.Pointer[atomic.Int64]
 
 	mu     sync.Mutex
 	holds  bool // the slot is this socket's (hold)
@@ -291,7 +298,7 @@ func (c *slotConn) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	if stop {
-		c.srv.stop(c.pid.Load())
+		c.srv.stop(c.pid.Load(), c.owner.Load())
 	}
 	return err
 }
@@ -388,9 +395,10 @@ func (s *pgServer) runaways() sandbox.Runaways {
 // statement possibly still running), ends, holding the connection's slot until it does: an
 // idle backend exits within milliseconds of its socket; one that does not within pgExitWait is
 // cancelled, terminated pgTerminateAfter later and, if it survives both, counted a runaway,
-// logged, and looked for every pgWatchEvery until it is gone (or the server handle is closed).
+// logged, and looked for every pgWatchEvery until it is gone (or the server handle is closed),
+// counted meanwhile in perDB too (the runaways of the statement's pgDB) when not nil.
 // Runs in its own goroutine; releases the slot.
-func (s *pgServer) stop(pid uint32) {
+func (s *pgServer) stop(pid uint32, perDB *atomic.Int64) {
 	closedAt := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -454,6 +462,10 @@ func (s *pgServer) stop(pid uint32) {
 		s.total.Add(1)
 		s.running.Add(1)
 		defer s.running.Add(-1)
+		if perDB != nil {
+			perDB.Add(1)
+			defer perDB.Add(-1)
+		}
 		slog.Warn("postgres: a statement's backend outlived its deadline, cancel and terminate; it keeps a statement slot until it ends",
 			"server", s.where, "pid", pid, "since_closed", time.Since(closedAt).Round(time.Millisecond), "runaways_running", s.running.Load(), "err", err)
 		t := time.NewTicker(pgWatchEvery)

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +122,32 @@ func TestPostgresSlotWaitTakesIdle(t *testing.T) {
 	}
 	if err := <-a; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPostgresRunawaysPerDB: a schema whose runaway backends number pgRunawaysPerDB refuses its
+// new statements with sandbox.ErrBusy at once, naming them, while another schema of the same
+// server handle still runs; once they end it runs again. The count is the one pgServer.stop
+// keeps for the schema of the statement a runaway backend ran (TestPostgresHostileDeadlines
+// holds a real runaway to it); set here. Before, one schema's runaways were capped only by the
+// handle's slots, which one task's statements could fill.
+func TestPostgresRunawaysPerDB(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 2)
+	eng := pgSlotsEngine(t, shared.PostgresDSN(), 4, sandbox.Access{AsDSNUser: true})
+	p, q := pgOpen(t, eng, schemas[0]), pgOpen(t, eng, schemas[1])
+	p.runaways.Store(pgRunawaysPerDB)
+	start := time.Now()
+	r, err := p.Exec(context.Background(), "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 2 * time.Second})
+	t.Logf("beside %d runaways, after %s: %v", pgRunawaysPerDB, time.Since(start), err)
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(err.Error(), "runaways") || time.Since(start) > time.Second {
+		t.Errorf("a statement of a schema with %d runaways: %+v, %v after %s; want sandbox.ErrBusy naming them at once", pgRunawaysPerDB, r, err, time.Since(start))
+	}
+	if r := sandboxtest.MustExec(t, q, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("another schema of the handle: %+v, want it to run", r)
+	}
+	p.runaways.Store(pgRunawaysPerDB - 1)
+	if r := sandboxtest.MustExec(t, p, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() {
+		t.Errorf("below the cap: %+v, want it to run", r)
 	}
 }
