@@ -33,7 +33,10 @@ const (
 	// pgMaxIdle caps the idle statement connections kept; a minute's idleness closes one.
 	pgMaxIdle = pgMaxStatements
 	// pgControlConns is the one connection, beside the statements', that cancels, terminates
-	// and watches a statement's backend once its deadline has passed.
+	// and watches a statement's backend once its deadline has passed. It is logged in when the
+	// server handle opens and held until it closes (never closed for idleness), so that a
+	// backend is still stopped, and told gone, while the server has no login left for the
+	// reader; one that breaks is dialled again at its next use.
 	pgControlConns = 1
 	// pgCancelAfter is how long past its deadline (statement_timeout) a statement's reply may
 	// take before the client drops the connection and cancels the backend itself.
@@ -99,7 +102,8 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	ctl := pgPool(cfg.Copy())
 	ctl.SetMaxOpenConns(pgControlConns)
 	ctl.SetMaxIdleConns(pgControlConns)
-	ctl.SetConnMaxIdleTime(time.Minute)
+	ctl.SetConnMaxIdleTime(0) // held: see pgControlConns
+	ctl.SetConnMaxLifetime(0)
 	var maxConn int
 	if err := ctl.QueryRowContext(ctx, "SELECT current_setting('max_connections')::int").Scan(&maxConn); err != nil {
 		ctl.Close()
