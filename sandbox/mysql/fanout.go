@@ -45,7 +45,9 @@ const mysqlMaxCTECopies = 256
 // definition of its name whose WITH encloses it, where a definition's own body, unless its WITH
 // is RECURSIVE, sees the definitions outside it (WITH c AS (WITH c AS (…) SELECT … FROM c r0,
 // c r1) … names the inner c twice, each copying the inner one); a recursive reference to itself
-// counts once.
+// counts once, but a WITH inside a RECURSIVE one's body still shadows it (WITH RECURSIVE c AS
+// (WITH RECURSIVE c AS (…) SELECT … FROM c r0, c r1) … copies the inner c twice, as without
+// RECURSIVE).
 func mysqlCTECopies(toks []myToken) int {
 	type cte struct {
 		name         string
@@ -127,15 +129,15 @@ func mysqlCTECopies(toks []myToken) int {
 			if d.name != t.text || i < d.scope || i >= d.until {
 				continue
 			}
-			if i >= d.from && i < d.to {
-				if d.recursive {
-					return -1
-				}
+			if i >= d.from && i < d.to && !d.recursive {
 				continue // its own name in its body is a definition outside it
 			}
 			if best < 0 || d.scope > defs[best].scope {
 				best = e
 			}
+		}
+		if best >= 0 && i >= defs[best].from && i < defs[best].to {
+			return -1 // a recursive reference, unless a WITH inside the body names another
 		}
 		return best
 	}
