@@ -169,9 +169,9 @@ func mysqlCTECopies(toks []myToken) int {
 	return total
 }
 
-// myToken is a token of mysqlTokens: a word (lower-cased text), a backquoted name or a
-// string (its content: a string may be an alias, SELECT 1 AS 'a0'), a number, or one byte of
-// punctuation.
+// myToken is a token of mysqlTokens: a word (lower-cased text; it may begin with digits, as a
+// MariaDB name may: 1a, 2c, 0x), a backquoted name or a string (its content: a string may be an
+// alias, SELECT 1 AS 'a0'), a number (digits only), or one byte of punctuation.
 type myToken struct {
 	text   string
 	kind   byte // 'w' word, 'n' backquoted name, 'q' string, 's' number, 'p' punctuation
@@ -200,8 +200,8 @@ func mysqlTokens(lower string) []myToken {
 				j++
 			}
 			kind := byte('w')
-			if c >= '0' && c <= '9' {
-				kind = 's'
+			if strings.Trim(lower[i:j], "0123456789") == "" {
+				kind = 's' // a name may begin with a digit (1a, 2c): only digits are a number
 			}
 			out = append(out, myToken{text: lower[i:j], kind: kind, depth: depth, at: i, to: j})
 			i = j

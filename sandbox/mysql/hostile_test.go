@@ -929,6 +929,8 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		myNamedChain(4, 16, true),
 		// WINDOW, which ends a select list only as WINDOW w AS (…), is a name too
 		strings.ReplaceAll(myAliasChain(5, 16, " AS ", ""), "a0", "window"),
+		// names beginning with digits: SELECT 1 AS 0a, (SELECT 0a+…) AS 1a, …
+		myDigitNames(myAliasChain(5, 16, " AS ", "")),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -939,6 +941,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r := sandboxtest.MustExec(t, dbs[0], myAliasChain(5, 2, " AS ", ""), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8 16 32]]" {
 		t.Errorf("a chain of 5 items of 2 references: %s %v %q, want ok [[1 2 4 8 16 32]]", r.Outcome, r.Rows, r.Error)
+	}
+	r = sandboxtest.MustExec(t, dbs[0], myDigitNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
+	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
+		t.Errorf("a chain of 3 items of 2 references named 0a, 1a, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
 	}
 	for long, want := range map[bool]string{false: "[[1 2 4 8]]", true: "[[1 3 8 19]]"} {
 		r := sandboxtest.MustExec(t, dbs[0], myNamedChain(3, 2, long), sandbox.ExecOptions{Timeout: deadline})
@@ -984,6 +990,12 @@ func myCTEChain(depth, refs int) string {
 	return fmt.Sprintf("WITH %s SELECT s FROM c%d", strings.Join(parts, ", "), depth)
 }
 
+// myDigitNames returns q (of myCTEChain, myAliasChain) with its names c0, r0, a0, … written 0c,
+// 0r, 0a, …: MariaDB takes a name beginning with digits where it is not all digits.
+func myDigitNames(q string) string {
+	return regexp.MustCompile(`\b([cra])(\d+)\b`).ReplaceAllString(q, "$2$1")
+}
+
 // myCTEShadow is myCTEChain with every CTE named c, each level's WITH nested in the next's
 // definition: WITH c AS (WITH c AS (SELECT 1 AS s) SELECT r0.s+… AS s FROM c r0, …) SELECT
 // r0.s+… AS s FROM c r0, …. A definition's body names the c outside it (the WITH is not
@@ -1016,7 +1028,9 @@ func TestMySQLCTECopies(t *testing.T) {
 		// a CYCLE clause after a definition, before the next
 		strings.Replace(myCTEChain(4, 8), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1),
 		// a WITH in a RECURSIVE definition's body shadows it as in any other (1,728 copies)
-		strings.ReplaceAll(myCTEShadow(3, 12), "WITH c", "WITH RECURSIVE c")} {
+		strings.ReplaceAll(myCTEShadow(3, 12), "WITH c", "WITH RECURSIVE c"),
+		// names beginning with digits (WITH 0c AS …, 1c AS (… FROM 0c 0r, …)): 1,728 copies
+		myDigitNames(myCTEChain(3, 12))} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
 		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "copied over 256 times") || busy != 0 {
@@ -1026,8 +1040,9 @@ func TestMySQLCTECopies(t *testing.T) {
 	for q, want := range map[string]string{
 		myCTEChain(2, 4):  "[[16]]",
 		myCTEShadow(2, 4): "[[16]]",
-		strings.Replace(myCTEChain(2, 4), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1):                                   "[[16]]",
-		strings.ReplaceAll(myCTEShadow(2, 4), "WITH c", "WITH RECURSIVE c"):                                                                                          "[[16]]",
+		strings.Replace(myCTEChain(2, 4), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1): "[[16]]",
+		strings.ReplaceAll(myCTEShadow(2, 4), "WITH c", "WITH RECURSIVE c"):                                                        "[[16]]",
+		myDigitNames(myCTEChain(2, 4)): "[[16]]",
 		"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5), d AS (SELECT n FROM c) SELECT sum(a.n * b.n) FROM c a, d b, c e WHERE e.n = 1": "[[225]]",
 	} {
 		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: deadline}); !r.OK() || fmt.Sprint(r.Rows) != want {
