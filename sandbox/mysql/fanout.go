@@ -286,12 +286,15 @@ func mysqlFanOut(lower string) (int, string) {
 		}
 	}
 	// named returns the items r may name: those of its key, and where r may be a name MariaDB
-	// cut (mysqlNameCut), those whose key it begins.
+	// cut (mysqlNameCut), those whose key it begins, but for a last - or /: the cut may end
+	// within a -- or /* that the key of the whole name reads as a comment (inside a string:
+	// '-- '), and so drops with what follows it.
 	named := func(r string) []*myItem {
 		k := mysqlNameKey(r)
 		if utf8.RuneCountInString(r) < mysqlNameCut/4 {
 			return byName[k]
 		}
+		k = strings.TrimRight(k, "-/")
 		var out []*myItem
 		for _, it := range items {
 			for _, n := range it.names {

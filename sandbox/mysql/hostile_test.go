@@ -902,6 +902,19 @@ func myNamedChain(depth, refs int, long bool) string {
 	return "SELECT " + strings.Join(cols, ", ")
 }
 
+// myCutChain is SELECT 1 AS a0, (SELECT 1 +0+…+0+lit+a0+…+a0), (SELECT 2 +0+…+0+lit+`NAME1`+…),
+// …: each item after the first unaliased, named by MariaDB by its first 255 bytes, which end
+// within lit's first two bytes (lit a string holding -- or /*, no comment to MariaDB).
+func myCutChain(depth, refs int, lit string) string {
+	cols, prev := []string{"1 AS a0"}, "a0"
+	for i := 1; i <= depth; i++ {
+		sum := strings.Repeat(prev+"+", refs-1) + prev
+		pad := fmt.Sprintf("(SELECT %d ", i) + strings.Repeat("+0", 121) + "+" + lit
+		cols, prev = append(cols, pad+"+"+sum+")"), "`"+pad[:255]+"`"
+	}
+	return "SELECT " + strings.Join(cols, ", ")
+}
+
 // TestMySQLAliasFanOut: a subquery may name an item of the enclosing select list by its alias
 // (or, backquoted, by its text), and each reference evaluates that item again within the row,
 // where MariaDB does not check for a kill: a chain of 6 items of 16 references (unscreened: 2.6
@@ -931,6 +944,9 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		strings.ReplaceAll(myAliasChain(5, 16, " AS ", ""), "a0", "window"),
 		// names beginning with digits: SELECT 1 AS 0a, (SELECT 0a+…) AS 1a, …
 		myDigitNames(myAliasChain(5, 16, " AS ", "")),
+		// a cut name ending inside a string's -- or /*, which a name's key reads as a comment
+		myCutChain(4, 16, "'-- '"),
+		myCutChain(4, 16, "'/* */'"),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -945,6 +961,12 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r = sandboxtest.MustExec(t, dbs[0], myDigitNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
 		t.Errorf("a chain of 3 items of 2 references named 0a, 1a, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
+	}
+	for _, lit := range []string{"'-- '", "'/* */'"} {
+		r := sandboxtest.MustExec(t, dbs[0], myCutChain(3, 2, lit), sandbox.ExecOptions{Timeout: deadline})
+		if !r.OK() || fmt.Sprint(r.Rows) != "[[1 3 8 19]]" {
+			t.Errorf("myCutChain(3, 2, %s): %s %v %q, want ok [[1 3 8 19]]", lit, r.Outcome, r.Rows, r.Error)
+		}
 	}
 	for long, want := range map[bool]string{false: "[[1 2 4 8]]", true: "[[1 3 8 19]]"} {
 		r := sandboxtest.MustExec(t, dbs[0], myNamedChain(3, 2, long), sandbox.ExecOptions{Timeout: deadline})
