@@ -337,6 +337,18 @@ func mysqlFanOut(lower string) (int, string) {
 	return top, text
 }
 
+// mysqlName3 returns name as MariaDB names an item by it on a utf8mb4 connection: its names
+// are utf8mb3, where a character of 4 bytes of UTF-8 becomes ?, so a subquery names SELECT 1
+// AS '😀a0' by `?a0` (and an unaliased item's text likewise).
+func mysqlName3(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r > 0xffff {
+			return '?'
+		}
+		return r
+	}, name)
+}
+
 // mysqlNameCut is the length in bytes MariaDB cuts an item's name to (an unaliased item is
 // named by its text): a subquery names the item by the cut name, not by its whole text.
 const mysqlNameCut = 255
@@ -361,8 +373,9 @@ func mysqlNameKey(name string) string {
 }
 
 // mysqlItem reads the select-list item toks (at depth d) of lower: its alias (after AS, or
-// a word, backquoted name or string ending it after an operand), or its text; and the names it
-// references deeper than d (neither called nor qualified).
+// a word, backquoted name or string ending it after an operand), or its text, and that name as
+// MariaDB writes it (mysqlName3); and the names it references deeper than d (neither called
+// nor qualified).
 func mysqlItem(lower string, toks []myToken, d int) *myItem {
 	it := &myItem{text: strings.TrimSpace(lower[toks[0].at:toks[len(toks)-1].to])}
 	last := toks[len(toks)-1]
@@ -376,6 +389,9 @@ func mysqlItem(lower string, toks []myToken, d int) *myItem {
 		if len(toks) == 1 && toks[0].kind != 'p' {
 			it.names = []string{toks[0].text}
 		}
+	}
+	if n := mysqlName3(it.names[0]); n != it.names[0] {
+		it.names = append(it.names, n)
 	}
 	for i, t := range toks {
 		// Keywords count too: MariaDB reads most of them as names (SELECT 1 AS year, (SELECT

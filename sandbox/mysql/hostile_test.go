@@ -915,6 +915,14 @@ func myCutChain(depth, refs int, lit string) string {
 	return "SELECT " + strings.Join(cols, ", ")
 }
 
+// myEmojiNames returns q (of myAliasChain) with its items named '😀a0', '😀a1', … and
+// referenced as MariaDB names them on the reader's utf8mb4 connection, `?a0`, …: its names
+// (utf8mb3) cannot hold a character of 4 bytes, which becomes ?.
+func myEmojiNames(q string) string {
+	q = regexp.MustCompile(`\ba(\d+)\b`).ReplaceAllString(q, "`?a$1`")
+	return regexp.MustCompile(" AS `\\?(a\\d+)`").ReplaceAllString(q, " AS '😀$1'")
+}
+
 // TestMySQLAliasFanOut: a subquery may name an item of the enclosing select list by its alias
 // (or, backquoted, by its text), and each reference evaluates that item again within the row,
 // where MariaDB does not check for a kill: a chain of 6 items of 16 references (unscreened: 2.6
@@ -947,6 +955,8 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		// a cut name ending inside a string's -- or /*, which a name's key reads as a comment
 		myCutChain(4, 16, "'-- '"),
 		myCutChain(4, 16, "'/* */'"),
+		// names holding a character of 4 bytes, which MariaDB names with a ? for it
+		myEmojiNames(myAliasChain(5, 16, " AS ", "")),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -961,6 +971,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r = sandboxtest.MustExec(t, dbs[0], myDigitNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
 		t.Errorf("a chain of 3 items of 2 references named 0a, 1a, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
+	}
+	r = sandboxtest.MustExec(t, dbs[0], myEmojiNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
+	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
+		t.Errorf("a chain of 3 items of 2 references named '😀a0', …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
 	}
 	for _, lit := range []string{"'-- '", "'/* */'"} {
 		r := sandboxtest.MustExec(t, dbs[0], myCutChain(3, 2, lit), sandbox.ExecOptions{Timeout: deadline})
