@@ -867,6 +867,15 @@ func TestMySQLMergedFanOut(t *testing.T) {
 				mode, r.Outcome, r.Rows, r.Error, took, busy)
 		}
 	}
+	// a condition on the outermost derived table, which MariaDB would push down the chain,
+	// each level's copy of it 4 times the size of the one above (mysqlNoPushdown)
+	q := myFanOut("derived", 10, 4) + " WHERE s > 0"
+	r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
+	t.Logf("pushdown: %s %v in %v", r.Outcome, r.Rows, took)
+	if !r.OK() || fmt.Sprint(r.Rows) != "[[1048576]]" || busy != 0 || took > deadline {
+		t.Errorf("a condition on 10 levels of 4: %s %v %q in %v, %d of the reader's threads busy at the deadline + 1 s; want ok [[1048576]] within the deadline, none busy",
+			r.Outcome, r.Rows, r.Error, took, busy)
+	}
 	if r := c.eng.Runaways(); r.Total != 0 {
 		t.Errorf("runaways: %+v, want none", r)
 	}
