@@ -306,31 +306,55 @@ func mysqlFanOut(lower string) (int, string) {
 		}
 		return out
 	}
+	// cost is the cost of it reached along path: a name of an item on the path (a cycle, which
+	// a name matching more items than MariaDB resolves it to makes) counts 1 there, and a cost
+	// that counted one is not kept, since it holds only for that path: kept, it undercounted
+	// a chain whose every item also held the next one's name (SELECT (SELECT 1 + (SELECT 0 AS
+	// a1)) AS a0, (SELECT a0+…+a0 + (SELECT 0 AS a2)) AS a1, …). A real reference never
+	// names an item on the path of real references to it, so the cost of each item along
+	// those is at least what MariaDB evaluates. Past mysqlFanOutWork steps, it is all too many.
 	memo := map[*myItem]int{}
-	var cost func(it *myItem) int
-	cost = func(it *myItem) int {
+	onPath := map[*myItem]bool{}
+	resolved := map[string][]*myItem{} // named's answers
+	work := 0
+	var cost func(it *myItem) (int, bool)
+	cost = func(it *myItem) (int, bool) {
 		if c, ok := memo[it]; ok {
-			return c
+			return c, true
 		}
-		memo[it] = 1 // a name resolving to its own item (or a cycle) is another item's
-		c := 1
+		if onPath[it] {
+			return 1, false
+		}
+		onPath[it] = true
+		c, kept := 1, true
 		for _, r := range it.refs {
 			most := 0
-			for _, o := range named(r) {
-				if o != it {
-					most = max(most, cost(o))
+			cands, ok := resolved[r]
+			if !ok {
+				cands = named(r)
+				resolved[r] = cands
+			}
+			for _, o := range cands {
+				if work++; work > mysqlFanOutWork {
+					delete(onPath, it)
+					return 1 << 30, true
+				}
+				if o != it { // a name resolving to its own item is another item's
+					oc, ok := cost(o)
+					most, kept = max(most, oc), kept && ok
 				}
 			}
-			if c += most; c > 1<<30 {
-				c = 1 << 30
-			}
+			c = min(c+most, 1<<30)
 		}
-		memo[it] = c
-		return c
+		delete(onPath, it)
+		if kept {
+			memo[it] = c
+		}
+		return c, kept
 	}
 	top, text := 0, ""
 	for _, it := range items {
-		if c := cost(it); c > top {
+		if c, _ := cost(it); c > top {
 			top, text = c, it.text
 		}
 	}
@@ -348,6 +372,11 @@ func mysqlName3(name string) string {
 		return r
 	}, name)
 }
+
+// mysqlFanOutWork bounds the references mysqlFanOut follows for one statement (a cost is not
+// kept where a cycle cut it, so one may be followed again): past it, the statement is refused
+// as too costly.
+const mysqlFanOutWork = 1 << 20
 
 // mysqlNameCut is the length in bytes MariaDB cuts an item's name to (an unaliased item is
 // named by its text): a subquery names the item by the cut name, not by its whole text.

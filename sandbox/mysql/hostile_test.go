@@ -932,6 +932,22 @@ func myEmojiNames(q string) string {
 	return regexp.MustCompile(" AS `\\?(a\\d+)`").ReplaceAllString(q, " AS '😀$1'")
 }
 
+// myNextNamedChain is SELECT (SELECT 1 + (SELECT 0 AS a1)) AS a0, (SELECT a0+…+a0 + (SELECT 0
+// AS a2)) AS a1, …: myAliasChain's items each also holding the next one's name, which MariaDB
+// takes for an alias, no reference, and the screen for a reference too (a cycle of names).
+func myNextNamedChain(depth, refs int) string {
+	cols := []string{"(SELECT 1 + (SELECT 0 AS a1)) AS a0"}
+	for i := 1; i <= depth; i++ {
+		next := ""
+		if i < depth {
+			next = fmt.Sprintf(" + (SELECT 0 AS a%d)", i+1)
+		}
+		sum := strings.Repeat(fmt.Sprintf("a%d+", i-1), refs-1) + fmt.Sprintf("a%d", i-1)
+		cols = append(cols, fmt.Sprintf("(SELECT %s%s) AS a%d", sum, next, i))
+	}
+	return "SELECT " + strings.Join(cols, ", ")
+}
+
 // TestMySQLAliasFanOut: a subquery may name an item of the enclosing select list by its alias
 // (or, backquoted, by its text), and each reference evaluates that item again within the row,
 // where MariaDB does not check for a kill: a chain of 6 items of 16 references (unscreened: 2.6
@@ -966,6 +982,8 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		myCutChain(4, 16, "'/* */'"),
 		// names holding a character of 4 bytes, which MariaDB names with a ? for it
 		myEmojiNames(myAliasChain(5, 16, " AS ", "")),
+		// every item also holding the next one's name, as an alias of its own (a cycle of names)
+		myNextNamedChain(10, 4),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -980,6 +998,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r = sandboxtest.MustExec(t, dbs[0], myDigitNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
 		t.Errorf("a chain of 3 items of 2 references named 0a, 1a, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
+	}
+	r = sandboxtest.MustExec(t, dbs[0], myNextNamedChain(3, 2), sandbox.ExecOptions{Timeout: deadline})
+	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
+		t.Errorf("myNextNamedChain(3, 2): %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
 	}
 	r = sandboxtest.MustExec(t, dbs[0], myEmojiNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
