@@ -141,30 +141,59 @@ func mysqlCTECopies(toks []myToken) int {
 		}
 		return best
 	}
+	// refs[e] are the definitions definition e's body names (owned by it, not by one inside),
+	// top those the statement names outside every definition.
+	refs := make([][]int, len(defs))
+	var top []int
+	for i := range toks {
+		switch r := resolve(i); {
+		case r < 0:
+		case owner[i] >= 0:
+			refs[owner[i]] = append(refs[owner[i]], r)
+		default:
+			top = append(top, r)
+		}
+	}
+	// copies counts definition e's copies reached along the references on the path: a
+	// reference to one on the path (recursive, or a cycle of names: WITH c0 AS (SELECT 1 AS s,
+	// 0 AS c1), c1 AS (SELECT … AS s, 0 AS c2 FROM c0 r0, …), … has each body name the next
+	// definition as an alias) counts once, and a count that counted one is not kept, since it
+	// holds only for that path: kept, c1's count, made while c0's was, held c0 as 1, and so on
+	// up the chain. Past mysqlFanOutWork references followed, the copies are too many.
 	memo := make([]int, len(defs))
-	var copies func(e int) int
-	copies = func(e int) int {
+	onPath := make([]bool, len(defs))
+	work := 0
+	var copies func(e int) (int, bool)
+	copies = func(e int) (int, bool) {
 		if memo[e] > 0 {
-			return memo[e]
+			return memo[e], true
 		}
-		memo[e] = 1 // a cycle of recursive references
-		c := 1
-		for i := defs[e].from; i < defs[e].to; i++ {
-			if r := resolve(i); r >= 0 && owner[i] == e {
-				c = min(c+copies(r), 1<<30)
+		if onPath[e] {
+			return 1, false
+		}
+		onPath[e] = true
+		defer func() { onPath[e] = false }()
+		c, kept := 1, true
+		for _, r := range refs[e] {
+			if work++; work > mysqlFanOutWork {
+				return 1 << 30, true
 			}
+			rc, ok := copies(r)
+			c, kept = min(c+rc, 1<<30), kept && ok
 		}
-		memo[e] = c
-		return c
+		if kept {
+			memo[e] = c
+		}
+		return c, kept
 	}
 	total := 0
-	for i := range toks {
-		if r := resolve(i); r >= 0 && owner[i] == -1 {
-			total = min(total+copies(r), 1<<30)
-		}
+	for _, r := range top {
+		c, _ := copies(r)
+		total = min(total+c, 1<<30)
 	}
 	for e := range defs { // a definition no reference reaches is still prepared
-		total = max(total, copies(e))
+		c, _ := copies(e)
+		total = max(total, c)
 	}
 	return total
 }

@@ -1063,6 +1063,23 @@ func myDigitNames(q string) string {
 	return regexp.MustCompile(`\b([cra])(\d+)\b`).ReplaceAllString(q, "$2$1")
 }
 
+// myCTENextNamed is myCTEChain with each definition's body also naming the next definition as
+// an alias of its own (c0 AS (SELECT 1 AS s, 0 AS c1), c1 AS (SELECT … AS s, 0 AS c2 FROM c0
+// r0, …), …: MariaDB copies nothing for those, the screen reads each as a reference, a cycle),
+// and the statement naming c0 first: SELECT (SELECT s FROM c0), s FROM c(depth).
+func myCTENextNamed(depth, refs int) string {
+	parts := []string{"c0 AS (SELECT 1 AS s, 0 AS c1)"}
+	for i := 1; i <= depth; i++ {
+		var sum, from []string
+		for j := range refs {
+			sum = append(sum, fmt.Sprintf("r%d.s", j))
+			from = append(from, fmt.Sprintf("c%d r%d", i-1, j))
+		}
+		parts = append(parts, fmt.Sprintf("c%d AS (SELECT %s AS s, 0 AS c%d FROM %s)", i, strings.Join(sum, "+"), i+1, strings.Join(from, ", ")))
+	}
+	return fmt.Sprintf("WITH %s SELECT (SELECT s FROM c0), s FROM c%d", strings.Join(parts, ", "), depth)
+}
+
 // myCTEShadow is myCTEChain with every CTE named c, each level's WITH nested in the next's
 // definition: WITH c AS (WITH c AS (SELECT 1 AS s) SELECT r0.s+… AS s FROM c r0, …) SELECT
 // r0.s+… AS s FROM c r0, …. A definition's body names the c outside it (the WITH is not
@@ -1097,7 +1114,9 @@ func TestMySQLCTECopies(t *testing.T) {
 		// a WITH in a RECURSIVE definition's body shadows it as in any other (1,728 copies)
 		strings.ReplaceAll(myCTEShadow(3, 12), "WITH c", "WITH RECURSIVE c"),
 		// names beginning with digits (WITH 0c AS …, 1c AS (… FROM 0c 0r, …)): 1,728 copies
-		myDigitNames(myCTEChain(3, 12))} {
+		myDigitNames(myCTEChain(3, 12)),
+		// every body also naming the next definition, as an alias (a cycle of names): 1,728 copies
+		myCTENextNamed(3, 12)} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
 		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "copied over 256 times") || busy != 0 {
@@ -1110,6 +1129,7 @@ func TestMySQLCTECopies(t *testing.T) {
 		strings.Replace(myCTEChain(2, 4), "WITH c0 AS (SELECT 1 AS s)", "WITH RECURSIVE c0 (s) AS (SELECT 1) CYCLE s RESTRICT", 1): "[[16]]",
 		strings.ReplaceAll(myCTEShadow(2, 4), "WITH c", "WITH RECURSIVE c"):                                                        "[[16]]",
 		myDigitNames(myCTEChain(2, 4)): "[[16]]",
+		myCTENextNamed(2, 4):           "[[1 16]]",
 		"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5), d AS (SELECT n FROM c) SELECT sum(a.n * b.n) FROM c a, d b, c e WHERE e.n = 1": "[[225]]",
 	} {
 		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{Timeout: deadline}); !r.OK() || fmt.Sprint(r.Rows) != want {
