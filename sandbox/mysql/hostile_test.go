@@ -1068,16 +1068,13 @@ func myDigitNames(q string) string {
 // r0, …), …: MariaDB copies nothing for those, the screen reads each as a reference, a cycle),
 // and the statement naming c0 first: SELECT (SELECT s FROM c0), s FROM c(depth).
 func myCTENextNamed(depth, refs int) string {
-	parts := []string{"c0 AS (SELECT 1 AS s, 0 AS c1)"}
-	for i := 1; i <= depth; i++ {
-		var sum, from []string
-		for j := range refs {
-			sum = append(sum, fmt.Sprintf("r%d.s", j))
-			from = append(from, fmt.Sprintf("c%d r%d", i-1, j))
-		}
-		parts = append(parts, fmt.Sprintf("c%d AS (SELECT %s AS s, 0 AS c%d FROM %s)", i, strings.Join(sum, "+"), i+1, strings.Join(from, ", ")))
+	q := myCTEChain(depth, refs)
+	for i := range depth + 1 {
+		at := strings.Index(q, fmt.Sprintf("c%d AS (SELECT ", i))
+		at += strings.Index(q[at:], " AS s") + len(" AS s")
+		q = q[:at] + fmt.Sprintf(", 0 AS c%d", i+1) + q[at:]
 	}
-	return fmt.Sprintf("WITH %s SELECT (SELECT s FROM c0), s FROM c%d", strings.Join(parts, ", "), depth)
+	return strings.Replace(q, " SELECT s FROM", " SELECT (SELECT s FROM c0), s FROM", 1)
 }
 
 // myCTEShadow is myCTEChain with every CTE named c, each level's WITH nested in the next's
