@@ -155,6 +155,15 @@ func TestMySQLHourlyLimitNames(t *testing.T) {
 		"User 'r' has exceeded the 'max_updates' resource (current value: 2)":              "MAX_UPDATES_PER_HOUR",
 		"User 'r' has exceeded the 'max_connections_per_hour' resource (current value: 1)": "MAX_CONNECTIONS_PER_HOUR",
 		"User 'r' has exceeded the 'max_user_connections' resource (current value: 2)":     "",
+		// Other languages (lc_messages): the resource stays quoted, and quoted last.
+		"Benutzer 'r' hat die Ressourcenbeschränkung 'max_queries_per_hour' überschritten (aktueller Wert: 2)": "MAX_QUERIES_PER_HOUR",
+		"ユーザー 'r' はリソースの上限 'max_connections_per_hour' に達しました。(現在値: 1)":                                         "MAX_CONNECTIONS_PER_HOUR",
+		"用户'r'已超过'max_updates_per_hour'资源（当前值：2）":                                                              "MAX_UPDATES_PER_HOUR",
+		"Пользователь 'r' превысил использование ресурса 'max_user_connections' (текущее значение: 2)":         "",
+		// A reader whose name holds a resource's quoted name: the resource is the one quoted last.
+		"User 'r'max_questions'' has exceeded the 'max_user_connections' resource (current value: 2)":         "",
+		"User 'r'max_user_connections'' has exceeded the 'max_updates' resource (current value: 2)":           "MAX_UPDATES_PER_HOUR",
+		"User 'max_connections_per_hour' has exceeded the 'max_user_connections' resource (current value: 2)": "",
 	} {
 		err := fmt.Errorf("connect: %w", &mysql.MySQLError{Number: 1226, Message: msg})
 		if got := mysqlHourlyLimit(err); got != want {

@@ -572,18 +572,24 @@ var mysqlHourlyLimits = map[string]string{
 }
 
 // mysqlHourlyLimit is the limit err reports used up when err holds error 1226 naming an hourly
-// resource, else "".
+// resource, else "". The resource is the message's last quoted text: in every language of both
+// servers' messages (lc_messages) the 1226 reads User '<user>' ... '<resource>' ... (<value>),
+// the resource quoted last, so a reader whose name holds a resource's quoted name is not taken
+// for it (the user name comes first and may hold quotes).
 func mysqlHourlyLimit(err error) string {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1226 {
 		return ""
 	}
-	for resource, limit := range mysqlHourlyLimits {
-		if strings.Contains(me.Message, "'"+resource+"'") {
-			return limit
-		}
+	end := strings.LastIndexByte(me.Message, '\'')
+	if end < 0 {
+		return ""
 	}
-	return ""
+	start := strings.LastIndexByte(me.Message[:end], '\'')
+	if start < 0 {
+		return ""
+	}
+	return mysqlHourlyLimits[me.Message[start+1:end]]
 }
 
 // mysqlHourly is err marked ErrHourlyLimit, saying what to do, when it holds an hourly limit's
