@@ -74,3 +74,47 @@ func TestScoreStopsAtFirstFailure(t *testing.T) {
 	}
 	t.Logf("answered in %v, %d opened", took.Round(time.Millisecond), o.opens.Load())
 }
+
+// TestScoreAnswerFailuresCancelNothing: a completion whose statement fails (an SQL error, a
+// timeout, a refused write, no SQL at all) is a scored answer, not a failure of the request:
+// beside it the slow completions, running and queued for the 2 slots, all run to their end and
+// the reply is 200 with every result, each with its own outcome.
+func TestScoreAnswerFailuresCancelNothing(t *testing.T) {
+	conn := &sandbox.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	task := tasksOf(t)[0]
+	o := &slowCountOpener{busy: &busyOpener{conn: conn, marker: "never-busy"}}
+	cfg := Config{Tasks: []datasets.Task{task}, Opener: o, Parallel: 2}
+	cfg.Episode.ExecTimeout = 300 * time.Millisecond
+	_, url := testServer(t, cfg)
+	failing := map[int]string{
+		1: answer("SELECT no_such_column FROM no_such_table"),
+		2: answer("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"),
+		3: answer("DELETE FROM sqlite_master"),
+		4: "no sql here",
+	}
+	wantOutcome := map[int]string{1: "error", 2: "timeout", 3: "refused", 4: "format_violation"}
+	completions := []string{slowAnswer}
+	for i := 1; i <= 4; i++ {
+		completions = append(completions, failing[i])
+	}
+	for range 3 {
+		completions = append(completions, slowAnswer)
+	}
+	var out struct {
+		Results []struct {
+			Info wireInfo `json:"info"`
+		} `json:"results"`
+	}
+	if code := call(t, "POST", url+"/v1/score", map[string]any{"task_id": task.ID, "completions": completions}, &out); code != http.StatusOK || len(out.Results) != len(completions) {
+		t.Fatalf("score with failing answers: %d, %d results; want 200 with %d", code, len(out.Results), len(completions))
+	}
+	for i, want := range wantOutcome {
+		if got := out.Results[i].Info.Outcome; got != want {
+			t.Errorf("completion %d: outcome %q, want %q", i, got, want)
+		}
+	}
+	if n := o.finished.Load(); n != 4 {
+		t.Errorf("%d of the 4 slow completions ran to their end, want all", n)
+	}
+}
