@@ -611,8 +611,12 @@ func sqliteGuardPrepare(c *sqlite3.SQLiteConn) (func(ctx context.Context, prepar
 			C.cs_prep_cancel(g)
 			close(cancelled)
 		})
-		prepare()
-		stopped := C.cs_prep_end() != 0
+		var stopped bool
+		func() {
+			// Ended even if prepare panics: the guard must not stay on for this thread.
+			defer func() { stopped = C.cs_prep_end() != 0 }()
+			prepare()
+		}()
 		if !stop() {
 			// The cancel has begun: it ends before c can serve another statement, whose
 			// cs_prep_begin clears it.

@@ -761,3 +761,44 @@ func TestSQLiteNoStatement(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLiteGuardEndsOnPanic: a prepare that panics under sqliteGuardPrepare still ends the
+// guard on its thread, so a later statement on that thread (here a plain query on the same
+// locked thread, its context cancelled into the guard meanwhile) allocates as usual. Without the
+// deferred end, the thread keeps failing every SQLite allocation: "out of memory".
+func TestSQLiteGuardEndsOnPanic(t *testing.T) {
+	s := openConcertSingerSQLite(t)
+	conn, err := s.db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var guard func(context.Context, func()) (bool, bool)
+	if err := conn.Raw(func(dc any) error {
+		var err error
+		guard, err = sqliteGuardPrepare(dc.(*sqlite3.SQLiteConn))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx, cancel := context.WithCancel(context.Background())
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the prepare's panic did not come through")
+			}
+		}()
+		guard(ctx, func() {
+			cancel()
+			time.Sleep(50 * time.Millisecond) // the cancel reaches the guard
+			panic("prepare")
+		})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	var n int64 // a value past the connection's lookaside, so that it needs the allocator
+	if err := conn.QueryRowContext(context.Background(), "SELECT length(randomblob(200000)) + count(*) FROM singer").Scan(&n); err != nil || n != 200006 {
+		t.Errorf("a statement on the thread after the panic: %d, %v; want 200006", n, err)
+	}
+}
