@@ -57,6 +57,25 @@ func myFillReader(t *testing.T, admin *sql.DB, reader string) {
 	}
 }
 
+// myAwaitKilled waits until no thread of reader runs a statement LIKE like, failing the test
+// when one still does 5 s after start (KILL did not reach it).
+func myAwaitKilled(t *testing.T, admin *sql.DB, reader, like string, start time.Time) {
+	t.Helper()
+	for {
+		var n int
+		if err := admin.QueryRow("SELECT count(*) FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE ?", reader, like).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the cancelled statement's thread still runs %s after its start: KILL did not reach it", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestMySQLKillAtMaxConnections: the connections kept for KILL are held for the life of the
 // server handle, so that a statement is still stopped when the server has no login left for
 // the reader. Left idle past mysqlIdleTime (when the killer pool used to close them), the
@@ -86,19 +105,7 @@ func TestMySQLKillAtMaxConnections(t *testing.T) {
 	if err == nil {
 		t.Errorf("cancelled statement: %+v, want the context's error", r)
 	}
-	for {
-		var n int
-		if err := admin.QueryRow("SELECT count(*) FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE '%kill\\_at\\_max%'", reader).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("the cancelled statement's thread still runs %s after its start: KILL did not reach it", time.Since(start))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	myAwaitKilled(t, admin, reader, `%kill\_at\_max%`, start)
 	t.Logf("the thread was gone %s after the start", time.Since(start))
 	if got := c.Runaways(datasets.MySQL); got.Total != 0 {
 		t.Errorf("runaways %+v, want none", got)

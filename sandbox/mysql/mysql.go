@@ -100,7 +100,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 	}
-	cfg.DialFunc = sandbox.LimitReplies(srv.dial(dial), &db.cut)
+	cfg.DialFunc = checkable(sandbox.LimitReplies(srv.dial(dial), &db.cut))
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -346,6 +347,51 @@ type budgetConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+}
+
+// NetConn returns the connection c wraps (checkedConn finds the socket through it).
+func (c *budgetConn) NetConn() net.Conn { return c.Conn }
+
+// checkedConn shows the driver the socket under the wrappers of the share and the reply limit
+// (syscall.Conn), so that it checks an idle connection before reusing it (CheckConnLiveness)
+// and dials another for one the server closed (wait_timeout, an administrator's KILL, a
+// restart): hidden, the check was skipped and the next statement on it failed with "invalid
+// connection".
+type checkedConn struct{ net.Conn }
+
+// SyscallConn returns the socket's raw connection, found through the NetConn of each wrapper;
+// where there is none (a dialer that is not a socket's), one on which the check finds nothing.
+func (c checkedConn) SyscallConn() (syscall.RawConn, error) {
+	inner := c.Conn
+	for {
+		switch v := inner.(type) {
+		case syscall.Conn:
+			return v.SyscallConn()
+		case interface{ NetConn() net.Conn }:
+			inner = v.NetConn()
+		default:
+			return uncheckedRaw{}, nil
+		}
+	}
+}
+
+// uncheckedRaw is the raw connection of a dialer without a socket: the driver's check reads
+// nothing from it and finds the connection alive, as when the socket was hidden.
+type uncheckedRaw struct{}
+
+func (uncheckedRaw) Control(func(uintptr)) error    { return nil }
+func (uncheckedRaw) Read(func(uintptr) bool) error  { return nil }
+func (uncheckedRaw) Write(func(uintptr) bool) error { return nil }
+
+// checkable wraps each connection dial makes in a checkedConn.
+func checkable(dial sandbox.DialFunc) sandbox.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return checkedConn{c}, nil
+	}
 }
 
 func (c *budgetConn) Close() error {

@@ -1166,3 +1166,30 @@ func ResultSize(t *testing.T, db sandbox.DB, raw RawFunc) {
 		}
 	}
 }
+
+// OpenCloseRounds opens a Connector of reader on dsn, opens task's DB in it, runs a statement
+// and closes both, rounds times; then it waits up to 3 s for count (the reader's connections
+// on the server, counted by the caller as an administrator) to reach 0 and fails the test if
+// it does not: a Close that leaves a server connection behind.
+func OpenCloseRounds(t *testing.T, d datasets.Dialect, dsn, reader string, task datasets.Task, rounds int, count func() int) {
+	t.Helper()
+	for i := range rounds {
+		c := &sandbox.Connector{DSN: map[datasets.Dialect]string{d: dsn}, Access: sandbox.Access{Reader: reader}}
+		db, err := c.Open(context.Background(), d, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := MustExec(t, db, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() {
+			t.Fatalf("round %d: %+v", i, r)
+		}
+		db.Close()
+		c.Close()
+	}
+	n := count()
+	for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = count() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n != 0 {
+		t.Errorf("%d connections of the reader left on the server after %d Open/Close", n, rounds)
+	}
+}
