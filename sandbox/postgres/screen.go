@@ -22,7 +22,11 @@ func postgresScreen() sandbox.ScreenRules {
 		if reason := pgUninterruptible(words); reason != "" {
 			return reason
 		}
-		return pgTokenRules(newPGStmt(q))
+		stmt := newPGStmt(q)
+		if reason := pgJSONXMLRule(stmt); reason != "" {
+			return reason
+		}
+		return pgTokenRules(stmt)
 	}}
 }
 
@@ -112,27 +116,80 @@ func pgOtherTasks(words []string) string {
 // in a second and whose functions and operators then loop over them unchecked (array_remove
 // 20 s, && quadratic, array_in and array_out over a cast). int2vector and oidvector are arrays
 // under other names, made by their input functions too (int2vectorin('1 2')), as anyarray_in
-// would make any. And json and jsonb, whose input parses a whole text and whose builders and
-// operators copy a whole document element by element, all unchecked: a document of millions of
-// elements is built in a second (repeat, or json_build_array(j, j) doubling it in each of a few
-// CTEs) and then parsed or copied for tens of seconds (pgWhyJSON). pgTokenRules refuses the
-// rest of the array syntax (brackets, _int4-style type names) and multiranges, which need the
+// would make any. pgJSONXMLRule refuses XML, XPath, json and jsonb, and pgTokenRules the rest of
+// the array syntax (brackets, _int4-style type names) and multiranges, which need the
 // statement's tokens.
 func pgUninterruptible(words []string) string {
 	for _, w := range words {
 		switch {
-		case w == "xml", strings.HasPrefix(w, "xml"), strings.HasPrefix(w, "xpath"), strings.Contains(w, "_xml"):
-			return pgCannotStop(w + " (XML and XPath run in libxml2, which never checks for interrupts)")
 		case w == "array", strings.HasPrefix(w, "array_"), strings.HasSuffix(w, "_to_array"), w == "generate_subscripts",
 			strings.HasPrefix(w, "int2vector"), strings.HasPrefix(w, "oidvector"), strings.HasPrefix(w, "anyarray"),
 			strings.HasPrefix(w, "anycompatiblearray"):
 			return pgCannotStop(w + pgWhyArrays)
-		case strings.HasPrefix(w, "json"), strings.Contains(w, "_json"):
-			return pgCannotStop(w + pgWhyJSON)
 		}
 	}
 	return ""
 }
+
+// pgJSONXMLRule refuses, by the statement's names (unquoted words and quoted identifiers, as
+// the server's lexer splits them: a string constant, a dollar-quoted one too, or a comment that
+// holds json names nothing), XML and XPath, which run in libxml2 (an XPath over a built-up
+// document ran 13 s past a 1 s statement_timeout), and json and jsonb, whose input parses a whole
+// text and whose builders and operators copy a whole document element by element, all unchecked:
+// a document of millions of elements is built in a second (repeat, or json_build_array(j, j)
+// doubling it in each of a few CTEs) and then parsed or copied for tens of seconds (pgWhyJSON).
+// A name is refused wherever it stands, not only where called or named as a type: PostgreSQL
+// calls a function of one row by attribute notation too (t.to_json is to_json(t)).
+func pgJSONXMLRule(s *pgStmt) string {
+	for _, t := range s.toks {
+		if !t.name() {
+			continue
+		}
+		switch kind := pgJSONXMLName(t.text); kind {
+		case "xml":
+			return pgCannotStop(t.text + " (XML and XPath run in libxml2, which never checks for interrupts)")
+		case "json":
+			return pgCannotStop(t.text + pgWhyJSON)
+		}
+	}
+	return ""
+}
+
+// pgJSONXMLName says whether name (lower case) is one of PostgreSQL's XML names ("xml") or json
+// ones ("json"), else "": every name that starts with xml, xpath or json (the types, their
+// keywords and functions, and whatever a release adds under those prefixes: a column jsonfield
+// is refused with them), their array types (_xml, _json…), and the other names of the server's
+// catalog that hold json or xml (pgJSONXMLOther). A name that only holds json or xml after its
+// start, and is none of those, passes (a column raw_json, payload_xml).
+// TestPostgresJSONXMLCatalog checks the list against the server's catalog.
+func pgJSONXMLName(name string) string {
+	switch n := strings.TrimPrefix(name, "_"); {
+	case strings.HasPrefix(n, "xml"), strings.HasPrefix(n, "xpath"):
+		return "xml"
+	case strings.HasPrefix(n, "json"):
+		return "json"
+	}
+	return pgJSONXMLOther[name]
+}
+
+// pgJSONXMLOther are the names of PostgreSQL 15's functions and operator classes that hold
+// json or xml past their start: the converters to json (to_json, row_to_json, …), jsonb's GIN
+// support functions, and the functions that write a table, query, cursor, schema or database as
+// XML.
+var pgJSONXMLOther = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range strings.Fields(`to_json to_jsonb row_to_json array_to_json gin_compare_jsonb gin_consistent_jsonb
+		gin_consistent_jsonb_path gin_extract_jsonb gin_extract_jsonb_path gin_extract_jsonb_query
+		gin_extract_jsonb_query_path gin_triconsistent_jsonb gin_triconsistent_jsonb_path`) {
+		m[n] = "json"
+	}
+	for _, what := range []string{"table", "query", "cursor", "schema", "database"} {
+		for _, suffix := range []string{"_to_xml", "_to_xmlschema", "_to_xml_and_xmlschema"} {
+			m[what+suffix] = "xml"
+		}
+	}
+	return m
+}()
 
 // pgWhyJSON says why json and jsonb are refused.
 const pgWhyJSON = " (json and jsonb input parse the whole text, and their builders and operators copy whole documents, without checking for interrupts: a jsonb array of 20 million elements parsed from a built text ran 20 s past a 1 s statement_timeout, and to_jsonb of a json doubled in CTEs 33 s past a 3 s one)"

@@ -184,7 +184,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
 		}
 	}
-	for _, q := range []string{
+	pgPasses(t, []string{
 		"SELECT strpos(time, ':') FROM laptimes", "SELECT position(':' IN time) FROM t", "SELECT replace(price, ',', '') FROM t",
 		"SELECT split_part(name, ' ', 1) FROM t", "SELECT count(*) FROM string_to_table(tags, ', ')",
 		"SELECT strpos(lower(title), 'orlando international airport') FROM t",
@@ -217,11 +217,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
 		"SELECT 5 # -1, x # - y, '#-' AS s, \"#-\" FROM t -- #-",
-	} {
-		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
-			t.Errorf("%s\n  refused: %s", q, why)
-		}
-	}
+	})
 }
 
 // TestPostgresScreenMultirangeLookalikes: the multirange refusal reads the statement's tokens,
@@ -231,7 +227,7 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 // function called, cast to, named as a type, or a multirange type's name as a word anywhere,
 // stays refused).
 func TestPostgresScreenMultirangeLookalikes(t *testing.T) {
-	for _, q := range []string{
+	pgPasses(t, []string{
 		"SELECT * FROM t WHERE kind = 'multirange'",
 		"SELECT * FROM t WHERE x LIKE '%range_aggregate%'",
 		"SELECT x AS range_agg FROM t",
@@ -239,11 +235,7 @@ func TestPostgresScreenMultirangeLookalikes(t *testing.T) {
 		"SELECT count(*) AS range_intersect_agg, sum(range_agg_total), t.multirange_count FROM t GROUP BY 3",
 		`SELECT "int4multirange", "range_agg" FROM t WHERE y = E'int4multirange(x)'`,
 		"SELECT x /* CAST(y AS int4multirange) */ FROM t -- range_agg(y)\nWHERE z = $$x::nummultirange$$",
-	} {
-		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
-			t.Errorf("%s\n  refused: %s", q, why)
-		}
-	}
+	})
 }
 
 // TestPostgresUnstoppableCatalog reads the server's own catalog for the functions and operators
@@ -351,4 +343,82 @@ var pgArrayMakers = map[string]bool{
 	"int2_avg_accum": true, "int2_avg_accum_inv": true, "int4_avg_accum": true, "int4_avg_accum_inv": true, "int4_avg_combine": true,
 	"interval_accum": true, "interval_accum_inv": true, "interval_combine": true,
 	"aclinsert": true, "aclremove": true, "max": true, "min": true, "trim_array": true,
+}
+
+// TestPostgresScreenJSONXMLTokens: json, jsonb and XML are refused by the statement's names, as
+// PostgreSQL's lexer splits them, not by its raw words: a string constant, a dollar-quoted one or
+// a comment that holds json or xml, and a column whose name holds them past its start
+// (raw_json, payload_xml), pass; json spelled as a quoted identifier, cast to with a schema or
+// with comments and line breaks between the tokens, written after a dollar-quoted string, or
+// called by attribute notation (t.to_json is to_json(t)), is refused.
+func TestPostgresScreenJSONXMLTokens(t *testing.T) {
+	pgPasses(t, []string{
+		"SELECT * FROM t WHERE kind = 'json'",
+		"SELECT raw_json, t.raw_json, payload_xml, has_jsonb, \"raw_json\" FROM t",
+		"SELECT x FROM t WHERE format = 'JSONB' OR format = 'xml' OR y = E'to_json(x)\\'s'",
+		"SELECT x /* ::jsonb, xpath('/a', y) */ FROM t -- ::json\nWHERE z = $$::json$$ AND w = $json$x::xml$json$",
+		"SELECT \"x::json\", 'row_to_json(t)' || 'json_agg' AS s FROM t",
+	})
+	for q, want := range map[string]string{
+		`SELECT '[1]'::"jsonb"`:                       "jsonb (json",
+		`SELECT CAST(x AS "JSON") FROM t`:             "json (json",
+		"SELECT x::pg_catalog.json FROM t":            "json (json",
+		"SELECT x :: pg_catalog . jsonb FROM t":       "jsonb (json",
+		"SELECT x::/* c */jsonb FROM t":               "jsonb (json",
+		"SELECT x::-- c\njsonb FROM t":                "jsonb (json",
+		"SELECT jsonb /* c */ '[1]'":                  "jsonb (json",
+		`SELECT pg_catalog . "jsonb_agg" (x) FROM t`:  "jsonb_agg (json",
+		"SELECT $$[1]$$::jsonb":                       "jsonb (json",
+		"SELECT $a$'$a$::json":                        "json (json",
+		"SELECT 'a''b', E'\\''::jsonb":                "jsonb (json",
+		"SELECT t.to_json, t.row_to_json FROM t":      "to_json (json",
+		`SELECT "row_to_json"(t) FROM t`:              "row_to_json (json",
+		"SELECT gin_extract_jsonb(x) FROM t":          "gin_extract_jsonb (json",
+		"SELECT x::_jsonb FROM t":                     "_jsonb (json",
+		"SELECT x IS JSON OBJECT FROM t":              "json (json",
+		`SELECT "xpath"('/a', x::text::"xml") FROM t`: "xpath (XML",
+		"SELECT XMLPARSE(DOCUMENT x) FROM t":          "xmlparse (XML",
+		"SELECT table_to_xml('t', true, true, '')":    "table_to_xml (XML",
+		"SELECT \"cursor_to_xmlschema\"(x) FROM t":    "not allowed",
+		"SELECT schema_to_xmlschema(x) FROM t":        "not allowed",
+	} {
+		if _, why := sandbox.Screen(q, datasets.Postgres); !strings.Contains(why, want) || !strings.Contains(why, "not allowed") {
+			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
+		}
+	}
+}
+
+// TestPostgresJSONXMLCatalog reads the server's catalog for every name that holds json, xml or
+// xpath (functions, types, operator classes, keywords), so that one a release adds is not
+// missed: each is refused as a word, called, by attribute notation and as a quoted type name.
+func TestPostgresJSONXMLCatalog(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	names, err := sandbox.QueryStrings(context.Background(), admin, `SELECT proname::text FROM pg_proc WHERE proname ~ '(json|xml|xpath)'
+		UNION SELECT typname::text FROM pg_type WHERE typname ~ '(json|xml|xpath)'
+		UNION SELECT opcname::text FROM pg_opclass WHERE opcname ~ '(json|xml|xpath)'
+		UNION SELECT word FROM pg_get_keywords() WHERE word ~ '(json|xml|xpath)'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 100 {
+		t.Fatalf("the catalog lists %d json and xml names, want over 100", len(names))
+	}
+	for _, n := range names {
+		for _, q := range []string{"SELECT " + n + " FROM t", "SELECT " + n + "(x) FROM t", "SELECT t." + n + " FROM t",
+			fmt.Sprintf("SELECT x::%q FROM t", n)} {
+			if _, why := sandbox.Screen(q, datasets.Postgres); why == "" {
+				t.Errorf("%s passed the screen", q)
+			}
+		}
+	}
+}
+
+// pgPasses checks that each statement of qs passes the PostgreSQL screen.
+func pgPasses(t *testing.T, qs []string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, why := sandbox.Screen(q, datasets.Postgres); why != "" {
+			t.Errorf("%s\n  refused: %s", q, why)
+		}
+	}
 }
