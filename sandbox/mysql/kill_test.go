@@ -129,10 +129,7 @@ func TestMySQLRunawaysPerDB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var id int64
-		if err := sc.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+		th := myThread(t, sc)
 		go func() {
 			_, err := sc.ExecContext(context.Background(), "SELECT SLEEP(3)")
 			sc.Close()
@@ -141,7 +138,7 @@ func TestMySQLRunawaysPerDB(t *testing.T) {
 		// As run does for a thread that outlived its KILL: a slot and a unit of the share held.
 		m.srv.slots <- struct{}{}
 		m.srv.conns.force()
-		m.srv.runaway(id, func() { <-m.srv.slots }, &m.runaways)
+		m.srv.runaway(th, func() { <-m.srv.slots }, &m.runaways)
 	}
 	start := time.Now()
 	r, err := m.Exec(context.Background(), "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 2 * time.Second})
@@ -165,5 +162,72 @@ func TestMySQLRunawaysPerDB(t *testing.T) {
 	}
 	if r := sandboxtest.MustExec(t, m, "SELECT count(*) FROM t", sandbox.ExecOptions{}); !r.OK() || len(m.srv.slots) != 0 {
 		t.Errorf("after the runaways ended: %+v, %d slots held", r, len(m.srv.slots))
+	}
+}
+
+// myThread is the server thread of conn, its id and the server's start, as connID reads them.
+func myThread(t *testing.T, conn *sql.Conn) mysqlThread {
+	t.Helper()
+	var th mysqlThread
+	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID(), "+mysqlServerStart).Scan(&th.id, &th.serverStart); err != nil || th.serverStart == 0 {
+		t.Fatalf("the thread's id and the server's start: %v (start %d)", err, th.serverStart)
+	}
+	return th
+}
+
+// TestMySQLRunawayAfterRestart: the runaway watcher tells a thread by its id and the server's
+// start, so that a thread that took a runaway's id after a server restart is not counted as it.
+// A restart is simulated by the recorded identity: a runaway recorded on a server that started an
+// hour before this one, whose id a live idle connection now holds, is let go within a few polls
+// (by id alone it stayed counted, with its slot, its unit of the share and one of its database's
+// mysqlRunawaysPerDB, for as long as that connection lived); one recorded with its true identity
+// stays counted while its thread lives, and is let go once it has left.
+func TestMySQLRunawayAfterRestart(t *testing.T) {
+	_, reader, _, dbs := myHostileSetup(t, 1, 0)
+	m := dbs[0].(*mysqlDB)
+	pool := myReaderPool(t, reader)
+	pool.SetMaxIdleConns(0)
+	held, err := pool.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := myThread(t, held)
+	own, err := m.pool.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ownTh, err := m.connID(context.Background(), own); err != nil || ownTh.serverStart != th.serverStart {
+		t.Errorf("connID: %+v, %v; want the server's start %d", ownTh, err, th.serverStart)
+	}
+	own.Close()
+	watch := func(th mysqlThread) {
+		// As run does for a thread that outlived its KILL: a slot and a unit of the share held.
+		m.srv.slots <- struct{}{}
+		m.srv.conns.force()
+		m.srv.runaway(th, func() { <-m.srv.slots }, &m.runaways)
+	}
+	counted := func(within time.Duration) bool {
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if m.runaways.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	watch(mysqlThread{id: th.id, serverStart: th.serverStart - 3600})
+	if counted(8 * mysqlRunawayPoll) {
+		t.Fatalf("a runaway recorded on a server started an hour earlier, its id now a live idle connection's: still counted after %s (%d of the database, %d slots held)",
+			8*mysqlRunawayPoll, m.runaways.Load(), len(m.srv.slots))
+	}
+	watch(th)
+	if !counted(8 * mysqlRunawayPoll) {
+		t.Fatalf("a runaway recorded with its true identity, its thread alive: let go within %s", 8*mysqlRunawayPoll)
+	}
+	held.Close() // no idle connections kept: the thread leaves the server
+	if counted(8 * mysqlRunawayPoll) {
+		t.Errorf("the runaway's thread gone: still counted after %s", 8*mysqlRunawayPoll)
+	}
+	if len(m.srv.slots) != 0 {
+		t.Errorf("%d slots held after the runaways were let go", len(m.srv.slots))
 	}
 }

@@ -44,7 +44,7 @@ type mysqlDB struct {
 	open chan struct{}
 
 	mu  sync.Mutex
-	ids map[any]int64 // driver connection → server connection id
+	ids map[any]mysqlThread // driver connection → its server thread
 
 	// runaways counts this database's runaway threads still running (mysqlRunawaysPerDB).
 	runaways atomic.Int64
@@ -95,7 +95,7 @@ func openMySQLConfig(ctx context.Context, base *mysql.Config, database string, a
 		cfg.DBName = ""
 	}
 	where := fmt.Sprintf("mysql %s/%s", cfg.Addr, database)
-	db := &mysqlDB{database: database, ids: map[any]int64{}, srv: srv}
+	db := &mysqlDB{database: database, ids: map[any]mysqlThread{}, srv: srv}
 	dial := sandbox.DialFunc(cfg.DialFunc)
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
@@ -254,35 +254,41 @@ func (m *mysqlDB) Close() error {
 	return err
 }
 
-// connID returns the server's id of conn, cached per driver connection. A connection seen for
-// the first time first enables the task role and uses the database.
-func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (int64, error) {
+// connID returns the server thread of conn (its id and the server's start), cached per driver
+// connection. A connection seen for the first time first enables the task role and uses the
+// database.
+func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (mysqlThread, error) {
 	var key any
 	_ = conn.Raw(func(dc any) error { key = dc; return nil })
 	m.mu.Lock()
-	id, ok := m.ids[key]
+	th, ok := m.ids[key]
 	m.mu.Unlock()
 	if ok {
-		return id, nil
+		return th, nil
 	}
 	if m.role != "" {
 		for _, q := range []string{"SET ROLE " + sandbox.SQLString(m.role), "USE " + sandbox.QuoteIdent(datasets.MySQL, m.database)} {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
 				sandbox.Discard(conn)
-				return 0, err
+				return th, err
 			}
 		}
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		return 0, err
+	var start sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), "+mysqlServerStart).Scan(&th.id, &start); err != nil {
+		// MySQL 8: no GLOBAL_STATUS in information_schema; the id alone
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&th.id); err != nil {
+			return th, err
+		}
 	}
+	th.serverStart = start.Int64
 	m.mu.Lock()
 	if len(m.ids) > 256 { // connections come and go; forget the old ones wholesale
 		clear(m.ids)
 	}
-	m.ids[key] = id
+	m.ids[key] = th
 	m.mu.Unlock()
-	return id, nil
+	return th, nil
 }
 
 func (m *mysqlDB) Exec(ctx context.Context, query string, opts sandbox.ExecOptions) (*sandbox.Result, error) {
@@ -402,7 +408,8 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	qctx, cancel := context.WithTimeout(ctx, timeout+sandbox.ServerGrace)
 	defer cancel()
 	defer conn.Close()
-	id, err := m.connID(qctx, conn)
+	th, err := m.connID(qctx, conn)
+	id := th.id
 	if err != nil {
 		sandbox.Discard(conn)
 		return fail("connection id", err)
@@ -493,10 +500,10 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 	res.Duration = time.Since(start)
 	if dropped.Load() {
 		sandbox.Discard(conn)
-		runaway := !m.srv.ended(ctx, id)
+		runaway := !m.srv.ended(ctx, th)
 		if runaway {
 			slotHeld = false
-			m.srv.runaway(id, releaseSlot, &m.runaways)
+			m.srv.runaway(th, releaseSlot, &m.runaways)
 		} else {
 			m.srv.conns.release()
 		}

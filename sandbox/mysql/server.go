@@ -224,23 +224,50 @@ func (s *mysqlServer) kill(ctx context.Context, what string, id int64) error {
 	return err
 }
 
-// alive reports whether thread id is still on the server (a user sees its own threads in
-// PROCESSLIST without the PROCESS privilege). An error counts as alive.
-func (s *mysqlServer) alive(ctx context.Context, id int64) bool {
-	qctx, cancel := context.WithTimeout(ctx, sandbox.CleanupTimeout)
-	defer cancel()
-	var n int
-	if err := s.killer.QueryRowContext(qctx, "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
-		return true
-	}
-	return n > 0
+// mysqlThread is a thread of the server as the runaway watcher tells it apart from others: its
+// id and the start of the server it runs on (serverStart, Unix seconds; 0 where the server does
+// not show it). A restarted server gives its thread ids out again from the start, so that after
+// a restart an id alone may name another thread (any connection of the reader, an idle pooled
+// one too), which would stay counted as the runaway as long as it lives, holding its slot, its
+// unit of the share and one of its database's mysqlRunawaysPerDB; the pair names one thread
+// (as PostgreSQL's pid and backend_start do).
+type mysqlThread struct {
+	id, serverStart int64
 }
 
-// ended waits up to mysqlKillGrace for thread id to leave the server and reports whether it did.
-func (s *mysqlServer) ended(ctx context.Context, id int64) bool {
+// mysqlServerStart is the server's start in Unix seconds, read in the same statement as what it
+// goes with: UNIX_TIMESTAMP() less the Uptime status, both the statement's start time less
+// something in whole seconds, so one value over a server's life (a clock step moves both).
+// MariaDB shows GLOBAL_STATUS to any user; MySQL 8 has no such table in information_schema,
+// and there threads are told by id alone.
+const mysqlServerStart = "(SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME')"
+
+// alive reports whether thread th is still on the server (a user sees its own threads in
+// PROCESSLIST without the PROCESS privilege): one of its id on a server of its start (more than
+// a second off: a restart since). An error counts as alive.
+func (s *mysqlServer) alive(ctx context.Context, th mysqlThread) bool {
+	qctx, cancel := context.WithTimeout(ctx, sandbox.CleanupTimeout)
+	defer cancel()
+	const count = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?"
+	var n int
+	if th.serverStart == 0 {
+		if err := s.killer.QueryRowContext(qctx, count, th.id).Scan(&n); err != nil {
+			return true
+		}
+		return n > 0
+	}
+	var start sql.NullInt64
+	if err := s.killer.QueryRowContext(qctx, "SELECT ("+count+"), "+mysqlServerStart, th.id).Scan(&n, &start); err != nil || !start.Valid {
+		return true
+	}
+	return n > 0 && start.Int64 >= th.serverStart-1 && start.Int64 <= th.serverStart+1
+}
+
+// ended waits up to mysqlKillGrace for thread th to leave the server and reports whether it did.
+func (s *mysqlServer) ended(ctx context.Context, th mysqlThread) bool {
 	deadline := time.Now().Add(mysqlKillGrace)
 	for {
-		if !s.alive(context.WithoutCancel(ctx), id) {
+		if !s.alive(context.WithoutCancel(ctx), th) {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -250,11 +277,12 @@ func (s *mysqlServer) ended(ctx context.Context, id int64) bool {
 	}
 }
 
-// runaway counts thread id, killed but still running, as a runaway: it keeps the statement's
+// runaway counts thread th, killed but still running, as a runaway: it keeps the statement's
 // slot and the unit of the share forced for its thread when its client connection was dropped
-// (run) until PROCESSLIST no longer shows it, then gives both back. releaseSlot gives the slot
-// back; perDB counts the runaways of the statement's database (mysqlRunawaysPerDB) meanwhile.
-func (s *mysqlServer) runaway(id int64, releaseSlot func(), perDB *atomic.Int64) {
+// (run) until PROCESSLIST no longer shows it on the server it started on (alive), then gives
+// both back. releaseSlot gives the slot back; perDB counts the runaways of the statement's
+// database (mysqlRunawaysPerDB) meanwhile.
+func (s *mysqlServer) runaway(th mysqlThread, releaseSlot func(), perDB *atomic.Int64) {
 	s.total.Add(1)
 	s.running.Add(1)
 	perDB.Add(1)
@@ -272,7 +300,7 @@ func (s *mysqlServer) runaway(id int64, releaseSlot func(), perDB *atomic.Int64)
 			case <-s.stop.Done():
 				return
 			case <-t.C:
-				if !s.alive(s.stop, id) {
+				if !s.alive(s.stop, th) {
 					return
 				}
 			}
