@@ -231,3 +231,26 @@ func TestMySQLRunawayAfterRestart(t *testing.T) {
 		t.Errorf("%d slots held after the runaways were let go", len(m.srv.slots))
 	}
 }
+
+// TestMySQLRunawaysAfterWait: a statement that passed the per-database runaway cap at its start
+// and waited for a slot while its database's runaways reached the cap does not run either
+// (sandbox.ErrBusy): before, every statement queued for a slot before the cap was reached ran
+// once it got one, so that one task's statements could fill the share with runaways.
+func TestMySQLRunawaysAfterWait(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	m := dbs[0].(*mysqlDB)
+	t.Cleanup(func() {
+		m.runaways.Store(0)
+		for len(m.srv.slots) > 0 {
+			<-m.srv.slots
+		}
+	})
+	sandboxtest.CheckRunawaysAfterWait(t, m, func() {
+		for range cap(m.srv.slots) {
+			m.srv.slots <- struct{}{}
+		}
+	}, func() {
+		m.runaways.Store(mysqlRunawaysPerDB)
+		<-m.srv.slots
+	})
+}

@@ -254,6 +254,16 @@ func (m *mysqlDB) Close() error {
 	return err
 }
 
+// overRunaways is sandbox.ErrBusy naming them while the database has mysqlRunawaysPerDB
+// runaways, else nil. Not the statement's outcome: it never ran.
+func (m *mysqlDB) overRunaways() error {
+	if n := m.runaways.Load(); n >= mysqlRunawaysPerDB {
+		return fmt.Errorf("mysql exec in database %s: %w: %d of its statements still run on the server past their deadline (runaways, at most %d per database; %d in this run's share); try again once they end",
+			m.database, sandbox.ErrBusy, n, mysqlRunawaysPerDB, m.srv.running.Load())
+	}
+	return nil
+}
+
 // connID returns the server thread of conn (its id and the server's start), cached per driver
 // connection. A connection seen for the first time first enables the task role and uses the
 // database.
@@ -335,15 +345,15 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. While the
 // database has mysqlRunawaysPerDB runaways, a statement does not run and fails with
-// sandbox.ErrBusy at once (statements already in flight may still add theirs). A cancelled
+// sandbox.ErrBusy at once, and so does one that got its slot after they came (it waited
+// meanwhile); those already running may each still add theirs, so a database may have up to
+// mysqlRunawaysPerDB - 1 + mysqlOpenPerDB (17) of them, never more than the share. A cancelled
 // ctx kills the thread the same way. A statement a RowFilter stopped whose reply still streams
 // sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
 // CONNECTION and runaway check; its Result is ok whatever that took.
 func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if n := m.runaways.Load(); n >= mysqlRunawaysPerDB {
-		// Not the statement's outcome: it never ran.
-		return nil, fmt.Errorf("mysql exec in database %s: %w: %d of its statements still run on the server past their deadline (runaways, at most %d per database; %d in this run's share); try again once they end",
-			m.database, sandbox.ErrBusy, n, mysqlRunawaysPerDB, m.srv.running.Load())
+	if err := m.overRunaways(); err != nil {
+		return nil, err
 	}
 	// The waits for a slot and a connection end together by the deadline (mysqlWaitGrace past
 	// it, so that a tiny timeout still takes a free connection): no slot or connection by then
@@ -385,6 +395,10 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return nil, err
 	}
 	defer func() { <-m.open }()
+	if err := m.overRunaways(); err != nil {
+		// Runaways came while it waited: it does not run either (TestMySQLRunawaysAfterWait).
+		return nil, err
+	}
 	conn, err := m.pool.Conn(wctx)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -217,6 +217,16 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 // errHungUp is why a connection hung up on (hangUp) is not used again.
 var errHungUp = errors.New("hung up")
 
+// overRunaways is sandbox.ErrBusy naming them while the pgDB has pgRunawaysPerDB runaways,
+// else nil. Not the statement's outcome: it never ran.
+func (p *pgDB) overRunaways() error {
+	if n := p.runaways.Load(); n >= pgRunawaysPerDB {
+		return fmt.Errorf("postgres exec in schema %s: %w: %d of its statements' backends still run past their deadline (runaways, at most %d per schema; %d on this server handle); try again once they end",
+			p.schema, sandbox.ErrBusy, n, pgRunawaysPerDB, p.srv.running.Load())
+	}
+	return nil
+}
+
 // run executes stmt, already screened, in a read-only transaction of its own on one of the
 // server's capped connections. A statement that gets none by its deadline fails with
 // sandbox.ErrBusy (pgServer.conn), and ExecOptions.Waiting is told of that wait only when one
@@ -227,12 +237,13 @@ var errHungUp = errors.New("hung up")
 // statement a RowFilter stopped is cancelled, and hung up on as at its deadline if its reply
 // still streams after that (pgServer.stopper); its Result is ok whatever that took. While the
 // pgDB has pgRunawaysPerDB runaways, a statement does not run and fails with sandbox.ErrBusy
-// at once (statements already in flight may still add theirs).
+// at once, and so does one that got its connection after they came (it waited meanwhile); those
+// already running may each still add theirs: no per-schema bound below the handle's slots holds
+// those (pgMaxStatements: one schema's 16 unstoppable statements running at once may all
+// become runaways).
 func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout time.Duration, opts sandbox.ExecOptions) (*sandbox.Result, error) {
-	if n := p.runaways.Load(); n >= pgRunawaysPerDB {
-		// Not the statement's outcome: it never ran.
-		return nil, fmt.Errorf("postgres exec in schema %s: %w: %d of its statements' backends still run past their deadline (runaways, at most %d per schema; %d on this server handle); try again once they end",
-			p.schema, sandbox.ErrBusy, n, pgRunawaysPerDB, p.srv.running.Load())
+	if err := p.overRunaways(); err != nil {
+		return nil, err
 	}
 	wctx, wcancel := context.WithDeadline(ctx, start.Add(timeout).Add(pgCancelAfter))
 	w := sandbox.NewWaitTeller(opts.Waiting)
@@ -246,6 +257,10 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		return nil, fmt.Errorf("postgres exec in schema %s: %w", p.schema, err)
 	}
 	defer done()
+	if err := p.overRunaways(); err != nil {
+		// Runaways came while it waited: it does not run either (TestPostgresRunawaysAfterWait).
+		return nil, err
+	}
 	// The statement's time starts once it has its connection, as statement_timeout's does on
 	// the server and the MySQL engine's deadline: a wait for a slot is the load's, bounded
 	// above (ErrBusy), and not taken off the statement's own time.

@@ -151,3 +151,29 @@ func TestPostgresRunawaysPerDB(t *testing.T) {
 		t.Errorf("below the cap: %+v, want it to run", r)
 	}
 }
+
+// TestPostgresRunawaysAfterWait: a statement that passed the per-schema runaway cap at its start
+// and waited for a slot while its schema's runaways reached the cap does not run either
+// (sandbox.ErrBusy): before, every statement queued for a slot before the cap was reached ran
+// once it got one, so that one task's statements could fill the handle's slots with runaways.
+func TestPostgresRunawaysAfterWait(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	eng := pgSlotsEngine(t, shared.PostgresDSN(), 2, sandbox.Access{AsDSNUser: true})
+	p := pgOpen(t, eng, schemas[0])
+	t.Cleanup(func() {
+		p.runaways.Store(0)
+		for len(p.srv.taken) > 0 {
+			<-p.srv.taken
+		}
+	})
+	sandboxtest.CheckRunawaysAfterWait(t, p, func() {
+		for range cap(p.srv.taken) {
+			p.srv.taken <- struct{}{}
+		}
+	}, func() {
+		p.runaways.Store(pgRunawaysPerDB)
+		<-p.srv.taken
+		p.srv.signal()
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -165,6 +166,43 @@ func CheckWaitTold(t *testing.T, db sandbox.DB, hold time.Duration, take, give f
 	<-done
 	if got, took := log.String(), time.Since(start); got != "[true false]" || took < hold {
 		t.Errorf("Waiting told %s, Exec took %s; want [true false], at least %s", got, took, hold)
+	}
+}
+
+// CheckRunawaysAfterWait calls take (which holds every statement slot of db's server handle),
+// runs "SELECT count(*) FROM t" on db (3 s timeout), and once the Exec tells ExecOptions.Waiting
+// it waits (it passed the per-database runaway cap's check at its start), calls give (which
+// brings the database's runaways up to its cap, then gives a slot back): the statement must not
+// run, but fail with sandbox.ErrBusy naming the runaways, since runaways that came while it
+// waited count as those that were there when it started.
+func CheckRunawaysAfterWait(t *testing.T, db sandbox.DB, take, give func()) {
+	t.Helper()
+	take()
+	waiting := make(chan struct{})
+	var once sync.Once
+	type reply struct {
+		r   *sandbox.Result
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		r, err := db.Exec(context.Background(), "SELECT count(*) FROM t", sandbox.ExecOptions{Timeout: 3 * time.Second,
+			Waiting: func(w bool) {
+				if w {
+					once.Do(func() { close(waiting) })
+				}
+			}})
+		done <- reply{r, err}
+	}()
+	select {
+	case <-waiting:
+	case rep := <-done:
+		t.Fatalf("the statement did not wait for a slot: %+v, %v", rep.r, rep.err)
+	}
+	give()
+	rep := <-done
+	if !errors.Is(rep.err, sandbox.ErrBusy) || rep.r != nil || !strings.Contains(rep.err.Error(), "runaways") {
+		t.Errorf("a statement that waited while its database's runaways reached the cap: %+v, %v; want sandbox.ErrBusy naming them", rep.r, rep.err)
 	}
 }
 
