@@ -317,6 +317,14 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		}
 		row.FinishReasons = append(row.FinishReasons, finish)
 		seq.sampled(res.Tokens, res.LogProbs)
+		stopped := res.FinishReason == generate.FinishStop && res.StopID >= 0
+		if stopped && res.StopID != imEnd {
+			// Another special token ended the reply (<|endoftext|>, <|im_start|>, …): the policy
+			// sampled it, so it is recorded as sampled with its log-prob, and it stays in the
+			// sequence the next turn is generated from, so what the trainer scores is what the
+			// sampler saw. The template's <|im_end|> still closes the turn after it, unsampled.
+			seq.sampled([]int{res.StopID}, res.LogProbs[len(res.LogProbs)-1:])
+		}
 		next := turns.Closing()
 		if !st.Done() {
 			next = turns.Observation(tu.Observation)
@@ -327,7 +335,7 @@ func (cfg *Config) episode(ctx context.Context, ti, g, imEnd int) (Row, *rundir.
 		}
 		at := len(seq.ids)
 		seq.add(next)
-		if res.FinishReason == generate.FinishStop && res.StopID == imEnd {
+		if stopped && res.StopID == imEnd {
 			// The <|im_end|> that opens the piece is the stop token the model sampled.
 			seq.sampledMask[at], seq.logprobs[at] = 1, res.LogProbs[len(res.LogProbs)-1]
 		}
@@ -381,7 +389,8 @@ func (s *sequence) add(p turns.Piece) {
 	}
 }
 
-// sampled appends a reply's sampled tokens (its stop token excluded) and their log-probs.
+// sampled appends sampled tokens and their log-probs (assistant mask 1: they are inside the reply's
+// turn).
 func (s *sequence) sampled(ids []int, logprobs []float32) {
 	s.ids = append(s.ids, ids...)
 	for i := range ids {

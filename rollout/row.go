@@ -33,16 +33,18 @@ type Row struct {
 	// sampled tokens) and the observation answering it, ending with the last reply.
 	Messages []chat.Message `parquet:"messages,list" json:"messages"`
 	// TokenIDs is the whole conversation in the student's chat template, as the model saw and
-	// produced it: the prompt's ids, each reply's sampled ids, the template's pieces between
-	// (package turns), ending with the last reply's <|im_end|> and newline.
+	// produced it: the prompt's ids, each reply's sampled ids (with the special token it stopped
+	// on when that was not <|im_end|>), the template's pieces between (package turns), ending
+	// with the last reply's <|im_end|> and newline.
 	TokenIDs []int32 `parquet:"token_ids,list" json:"token_ids"`
 	// PromptTokens is how many of TokenIDs are the prompt (system and user turns, generation
 	// prompt included).
 	PromptTokens int64 `parquet:"prompt_tokens" json:"prompt_tokens"`
 	// AssistantMask is curate's trainable mask (TRL's assistant_only_loss spans).
 	AssistantMask []int8 `parquet:"assistant_mask,list" json:"assistant_mask"`
-	// SampledMask is 1 on the tokens the policy sampled: the replies and each <|im_end|> it
-	// stopped on. LogProbs holds their log-probabilities (0 elsewhere), each <= 0: log-softmax
+	// SampledMask is 1 on the tokens the policy sampled: the replies and the special token each
+	// stopped on (<|im_end|>, which closes the turn, or another, which the template's
+	// <|im_end|>, 0 here, follows). LogProbs holds their log-probabilities (0 elsewhere), each <= 0: log-softmax
 	// of the logits at the sampling temperature (1 when greedy), before top-k and top-p.
 	SampledMask []int8    `parquet:"sampled_mask,list" json:"sampled_mask"`
 	LogProbs    []float32 `parquet:"logprobs,list" json:"logprobs"`

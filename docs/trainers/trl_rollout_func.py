@@ -166,12 +166,19 @@ class EnvRollout:
         e.ids += reply
         e.logprobs += reply_lps
         e.mask += [1] * len(reply)
+        if stop is not None and stop != im_end:
+            # another special token ended the reply (<|endoftext|>, <|im_start|>): the policy
+            # sampled it, so it is kept with its log-prob and mask 1, in the running list the
+            # next turn is generated from too (as student rollout records it); the template's
+            # <|im_end|> closes the turn after it
+            e.ids.append(stop)
+            e.logprobs.append(lps[at])
+            e.mask.append(1)
         # The step's ids begin with the reply's closing <|im_end|>: the policy's token when it
-        # stopped on it (its log-prob, mask 1), else the template's (another special token, whose
-        # log-prob is dropped as the template replaces it, or a cut reply: mask 0). Then the
-        # template and the observation (mask 0); at done only "\n", which ends no completion:
-        # the completion stops at that <|im_end|>, TRL's eos, or, for a cut reply, at its last
-        # sampled token, which TRL counts as truncated.
+        # stopped on it (its log-prob, mask 1), else the template's (after another special token
+        # or a cut reply: mask 0). Then the template and the observation (mask 0); at done only
+        # "\n", which ends no completion: the completion stops at that <|im_end|>, TRL's eos, or,
+        # for a cut reply, at its last sampled token, which TRL counts as truncated.
         after = list(step["tokens"]["ids"])
         if e.done:
             after = after[:1] if stop is not None else []

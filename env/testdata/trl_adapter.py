@@ -6,10 +6,11 @@ CASE.json: {"url": the server, "rows": the prompt export's rows (task_id, dialec
 prompt_ids) each with "gold" (its SQL in its dialect) and "plan", how the fake policy replies
 in its episodes (every turn but the last the gold, stopping on <|im_end|>; the last turn):
   "stop"       the gold, stopping on <|im_end|>
-  "endoftext"  the gold, stopping on <|endoftext|> (the template still writes <|im_end|>)
+  "endoftext"  the gold, stopping on <|endoftext|> (kept, sampled; the template still writes
+               <|im_end|> after it)
   "special"    the gold, then <|im_start|> and more text up to <|im_end|>, as vLLM samples on
                through a special token that is not an eos id: the reply ends at <|im_start|>
-               (the template writes <|im_end|>), the rest is dropped
+               (kept, sampled; the template writes <|im_end|> after it), the rest is dropped
   "cut"        a reply the token limit cut inside its <sql> block (no stop token)
 The server's turn budget is the number of turns every plan plays.
 
@@ -20,7 +21,9 @@ Checked:
   - a completion ends with TRL's eos (<|im_end|>) exactly when its last reply stopped: TRL's
     is_truncated (last id not eos or pad) holds for the cut ones only;
   - completion_ids, logprobs and env_mask are aligned: mask 1 exactly on the sampled tokens,
-    which carry the sampler's log-probs, 0 elsewhere; the env's ids are the server's.
+    which carry the sampler's log-probs, 0 elsewhere; the env's ids are the server's;
+  - a special stop other than <|im_end|> is in the completion (mask 1, its log-prob) before the
+    template's <|im_end|> (mask 0).
 """
 import json
 import sys
@@ -174,9 +177,10 @@ def main():
             after = st["tokens"]["ids"]
             if last:
                 after = after[:1] if plan != "cut" else []
-            want += [reply] + after
-            want_mask += [1] + [1 if plan == "stop" else 0] * bool(after) + [0] * (len(after) - 1)
-            want_lps += [REPLY_LP] + [STOP_LP if plan == "stop" else 0.0] * bool(after) + [0.0] * (len(after) - 1)
+            kept = {"endoftext": [ENDOFTEXT], "special": [IM_START]}.get(plan, [])  # a sampled stop that is not <|im_end|>
+            want += [reply] + kept + after
+            want_mask += [1] + [1] * len(kept) + [1 if plan == "stop" else 0] * bool(after) + [0] * (len(after) - 1)
+            want_lps += [REPLY_LP] + [STOP_LP] * len(kept) + [STOP_LP if plan == "stop" else 0.0] * bool(after) + [0.0] * (len(after) - 1)
         if ids != want or mask != want_mask or lps != want_lps:
             raise AssertionError(f"{what}:\n ids  {ids}\n want {want}\n mask {mask}\n want {want_mask}\n lps {lps}\n want {want_lps}")
         if steps[-1]["tokens"]["ids"] != [IM_END, NL]:
