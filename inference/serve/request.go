@@ -24,7 +24,8 @@ type request = oai.Request
 
 // honoured are the request fields this server reads (the fields of request).
 var honoured = []string{"model", "messages", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
-	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias", "return_tokens_as_token_ids", "stop_token_ids"}
+	"seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "logit_bias", "return_tokens_as_token_ids", "stop_token_ids",
+	"include_stop_str_in_output"}
 
 // unsupported are the OpenAI request fields whose meaning the server cannot give, each with
 // the values that ask for nothing: a request that sets one to another value is refused (400,
@@ -42,11 +43,9 @@ var unsupported = map[string]struct {
 	"parallel_tool_calls": {equal(false), "parallel_tool_calls is not supported: the student answers in text only"},
 	"response_format":     {textFormat, `response_format is not supported (only {"type": "text"}): the student answers in plain text`},
 	// vLLM's sampling extensions that would keep a reply from ending where the student ends it
-	// (its eos ids and every special token: docs/ROLLOUT.md, "Special tokens a reply samples")
-	// or change its text at the end.
-	"ignore_eos":                 {equal(false), "ignore_eos is not supported (only false): a reply ends on the model's eos ids and every special token of its tokenizer"},
-	"min_tokens":                 {equal(float64(0)), "min_tokens is not supported (only 0): a reply ends on the first stop token it samples"},
-	"include_stop_str_in_output": {equal(false), "include_stop_str_in_output is not supported (only false): a reply's text ends before its stop string or stop token"},
+	// (its eos ids and every special token: docs/ROLLOUT.md, "Special tokens a reply samples").
+	"ignore_eos": {equal(false), "ignore_eos is not supported (only false): a reply ends on the model's eos ids and every special token of its tokenizer"},
+	"min_tokens": {equal(float64(0)), "min_tokens is not supported (only 0): a reply ends on the first stop token it samples"},
 }
 
 // emptyList says whether v is an empty JSON array.
@@ -141,7 +140,8 @@ func (s *server) tokenIDs(req *request) bool {
 	return s.tokenIDsDefault
 }
 
-// sample converts n, logprobs, top_logprobs, logit_bias and stop_token_ids, checking their
+// sample converts n, logprobs, top_logprobs, logit_bias, stop_token_ids and
+// include_stop_str_in_output, checking their
 // ranges as OpenAI does (n up to the server's MaxN; a stop token id outside the vocabulary is
 // the generator's 400).
 func (s *server) sample(req *request) (student.Sample, *apiError) {
@@ -170,6 +170,7 @@ func (s *server) sample(req *request) (student.Sample, *apiError) {
 		return x, invalid("stop_token_ids", "", "stop_token_ids: %d ids, over the maximum of %d", len(req.StopTokenIDs), MaxStopTokenIDs)
 	}
 	x.StopTokenIDs = req.StopTokenIDs
+	x.KeepStopText = req.IncludeStopStrInOutput != nil && *req.IncludeStopStrInOutput
 	if len(req.LogitBias) > 0 {
 		x.LogitBias = make(map[int]float32, len(req.LogitBias))
 		for _, k := range slices.Sorted(maps.Keys(req.LogitBias)) {

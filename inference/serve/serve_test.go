@@ -428,7 +428,7 @@ func TestUnsupportedFields(t *testing.T) {
 		{"ignore_eos", `false`, false},
 		{"min_tokens", `5`, true},
 		{"min_tokens", `0`, false},
-		{"include_stop_str_in_output", `true`, true},
+		{"include_stop_str_in_output", `true`, false},
 		{"include_stop_str_in_output", `false`, false},
 		{"stop_token_ids", `[]`, false},
 		{"stop_token_ids", `null`, false},
@@ -491,6 +491,71 @@ func TestStopTokenIDs(t *testing.T) {
 	code, out = post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"stop_token_ids":[100000000]}`)
 	if e, _ := out["error"].(map[string]any); code != 400 || e == nil || !strings.Contains(e["message"].(string), "100000000") {
 		t.Errorf("stop id outside the vocabulary: status %d, body %v; want 400 naming it", code, out)
+	}
+}
+
+// TestIncludeStopStr: vLLM's include_stop_str_in_output true is honoured (docs/ROLLOUT.md, "Stop
+// strings and the prefix property"): a reply a stop string ended keeps it, its text the
+// decoding of its tokens (its logprobs entries, usage's completion tokens), streamed or not;
+// false or left out, the text is cut before it while the entries still run through it. Before,
+// true was a 400 (unsupported_parameter).
+func TestIncludeStopStr(t *testing.T) {
+	srv, logw := loggedToyServer(t)
+	const stop = "</think>"
+	end := strings.Index(reply, stop) + len(stop)
+	for _, keep := range []string{"", `,"include_stop_str_in_output":false`, `,"include_stop_str_in_output":true`} {
+		code, out := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"temperature":0,"logprobs":true,"stop":"`+stop+`"`+keep+`}`)
+		if code != 200 {
+			t.Fatalf("%q: status %d: %v", keep, code, out)
+		}
+		c := out["choices"].([]any)[0].(map[string]any)
+		want := reply[:end-len(stop)]
+		if strings.HasSuffix(keep, "true") {
+			want = reply[:end]
+		}
+		if got := c["message"].(map[string]any)["content"]; got != want || c["finish_reason"] != "stop" {
+			t.Errorf("%q: reply %q (%v), want %q (stop)", keep, got, c["finish_reason"], want)
+		}
+		var spelt strings.Builder
+		for _, e := range c["logprobs"].(map[string]any)["content"].([]any) {
+			spelt.WriteString(e.(map[string]any)["token"].(string))
+		}
+		if u := out["usage"].(map[string]any); spelt.String() != reply[:end] || u["completion_tokens"] != float64(end) {
+			t.Errorf("%q: entries spell %q, %v completion tokens; want %q, %d", keep, spelt.String(), u["completion_tokens"], reply[:end], end)
+		}
+	}
+	if logged := logw.take(); strings.Contains(logged, "include_stop_str_in_output") {
+		t.Errorf("log %q names include_stop_str_in_output as ignored", logged)
+	}
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(
+		`{"messages":[{"role":"user","content":"x"}],"temperature":0,"stream":true,"stop":"`+stop+`","include_stop_str_in_output":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var text strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chunk.Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	if text.String() != reply[:end] {
+		t.Errorf("streamed %q, want %q", text.String(), reply[:end])
 	}
 }
 

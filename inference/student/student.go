@@ -261,6 +261,15 @@ type Sample struct {
 	// StopTokenIDs end each choice besides the student's stops (vLLM's stop_token_ids): the
 	// reply is the text before the first one sampled, finished "stop".
 	StopTokenIDs []int
+	// KeepStopText (vLLM's include_stop_str_in_output) makes a reply that a stop string
+	// (chat.Options.Stop) ended the text of every token generated, through the one that
+	// completed the stop string: the stop string and the rest of that token included, so the
+	// text is the decoding of the reply's tokens (its LogProbs) and a conversation rendered
+	// from it holds those ids (docs/ROLLOUT.md, "Stop strings and the prefix property").
+	// Without it the text is cut before the stop string, as OpenAI and vLLM cut it, while the
+	// tokens (LogProbs, Usage.CompletionTokens) still run through the completing one. vLLM
+	// cuts its text right after the stop string instead, dropping the rest of the token.
+	KeepStopText bool
 }
 
 // TokenLogProb is a completion token and its log-probability: its id, its bytes as the
@@ -358,14 +367,14 @@ func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.O
 	}
 	choices := make([]Choice, n)
 	if runs == 1 { // one sequence: read it here
-		if choices[0], err = s.collect(ctx, seqs[0], 0, len(prompt), opts.Stop, req.LogProbs, emit); err != nil {
+		if choices[0], err = s.collect(ctx, seqs[0], 0, len(prompt), opts.Stop, x.KeepStopText, req.LogProbs, emit); err != nil {
 			return nil, err
 		}
 	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		for i, seq := range seqs {
 			g.Go(func() (err error) {
-				choices[i], err = s.collect(gctx, seq, i, len(prompt), opts.Stop, req.LogProbs, emit)
+				choices[i], err = s.collect(gctx, seq, i, len(prompt), opts.Stop, x.KeepStopText, req.LogProbs, emit)
 				return err
 			})
 		}
@@ -383,11 +392,11 @@ func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.O
 }
 
 // collect reads seq to its end as choice i of a completion, turning its tokens into text (cut
-// at the first of stops) and, with logProbs, log-probability entries, passing each piece to
-// emit.
-func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, promptLen int, stops []string, logProbs bool, emit func(Delta) error) (Choice, error) {
+// at the first of stops, or with keepStop ended after the token that completed it) and, with
+// logProbs, log-probability entries, passing each piece to emit.
+func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, promptLen int, stops []string, keepStop, logProbs bool, emit func(Delta) error) (Choice, error) {
 	defer seq.Cancel()
-	ts := &textStream{tok: s.tok, stops: stops, logProbs: logProbs, emit: func(text string, lps []TokenLogProb) error {
+	ts := &textStream{tok: s.tok, stops: stops, keepStop: keepStop, logProbs: logProbs, emit: func(text string, lps []TokenLogProb) error {
 		return emit(Delta{Choice: i, Text: text, LogProbs: lps})
 	}}
 	for {
@@ -455,6 +464,7 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 type textStream struct {
 	tok      Tokenizer
 	stops    []string
+	keepStop bool // a stop string ends the text after the token that completed it
 	logProbs bool
 	emit     func(text string, lps []TokenLogProb) error
 
@@ -523,6 +533,8 @@ func (t *textStream) release(final bool) (bool, error) {
 	}
 	out := t.held
 	switch {
+	case cut >= 0 && t.keepStop:
+		out, t.held, t.stopped = t.held, "", true
 	case cut >= 0:
 		out, t.held, t.stopped = t.held[:cut], "", true
 	case final:

@@ -59,6 +59,10 @@ type Request struct {
 	// StopTokenIDs is vLLM's extension: token ids that end the reply besides the model's own
 	// stops (the stop token's text is not in the reply).
 	StopTokenIDs []int `json:"stop_token_ids,omitempty"`
+	// IncludeStopStrInOutput is vLLM's extension: a reply a stop string ended keeps the stop
+	// string in its text (here the text of every token generated, through the one that
+	// completed it).
+	IncludeStopStrInOutput *bool `json:"include_stop_str_in_output,omitempty"`
 }
 
 // RequestMessage is one message of a request. Content is kept as received: a string, null, or
