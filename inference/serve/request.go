@@ -353,10 +353,11 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 // MaxLogprobEntries bounds the log-probability entries a request with logprobs may ask its
 // choices for: n × max_tokens × (1 + top_logprobs), max_tokens being the room the model's
 // context leaves after the prompt when the request gives none. The student keeps every entry of
-// every choice until the reply ends (streamed or not), and a non-streamed reply is built and
-// encoded whole: about 60 bytes of JSON per entry and some 620 bytes allocated serving it
-// (TestLogprobsBounded measures both), so n 16 × 32,768 tokens × 21 was 0.7 GB of JSON and
-// 6.9 GB allocated for one request. At the bound a reply is about 64 MB of JSON.
+// every choice until the reply ends (streamed or not): some 100 bytes each. A non-streamed reply
+// is about 60 bytes of JSON per entry, written as it is encoded (writeCompletion; built and
+// encoded whole it took some 400 to 620 bytes an entry, 415 MB for one reply at the bound,
+// TestLogprobsReplyStreamed), so at the bound a reply is about 64 MB of JSON and the server's
+// own share of it under 1 MB; before the bound, n 16 × 32,768 tokens × 21 was 0.7 GB of JSON.
 const MaxLogprobEntries = 1 << 20
 
 // checkLogprobs refuses a request with logprobs whose choices may hold more than

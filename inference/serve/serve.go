@@ -298,13 +298,17 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out := oai.Completion{ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp, Usage: toUsage(usage(choices))}
+		lps := make([][]student.TokenLogProb, len(choices))
 		for i, c := range choices {
 			fr, content := c.FinishReason, c.Content
-			out.Choices = append(out.Choices, oai.Choice{Index: i, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr,
-				Logprobs: logprobs(x.LogProbs, ids, c.LogProbs)})
+			out.Choices = append(out.Choices, oai.Choice{Index: i, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr})
+			lps[i] = c.LogProbs
 		}
-		writeJSON(w, http.StatusOK, out)
 		u := out.Usage
+		if err := writeCompletion(w, out, x.LogProbs, ids, lps); err != nil {
+			s.logf("chat %s: %d+%d tokens, %s, reply not written whole: %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), err)
+			return
+		}
 		s.logf("chat %s: %d+%d tokens, %s, %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), time.Since(start).Round(time.Millisecond))
 		return
 	}
