@@ -68,6 +68,7 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 	fs.Float64Var(&subsets.ValFraction, "val-fraction", datasets.DefaultSubsets.ValFraction, "share of the tasks in the validation subset, by a hash of task id and --subset-seed: distill env's --val-fraction (docs/ENV.md)")
 	fs.Int64Var(&subsets.Seed, "subset-seed", datasets.DefaultSubsets.Seed, "seed of the train/validation assignment: distill env's --seed")
 	gc := addGenerationConfig(fs, "with --serve: ")
+	weightsRoot := addWeightsRoot(fs, "with --serve: ")
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := cmp.Or(mf.check(), gc.check()); err != nil {
@@ -206,9 +207,11 @@ func setupRollout(fs *flag.FlagSet) cli.Func {
 				rep.DecodeStepTokens, rep.DecodeSteps, float64(rep.DecodeStepTokens)/float64(max(rep.DecodeSteps, 1)), rep.DecodeStepTokensPerSec, rep.MeanReward)
 		}
 		if *addr != "" {
-			sw := serve.NewSwap(st, mf.dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
-				return cur.Successor(dir, opts)
-			})
+			sw, err := newSwap(c, st, mf.dir, *weightsRoot, opts)
+			if err != nil {
+				st.Close()
+				return err
+			}
 			defer sw.Close()
 			rs := &rollout.Server[*student.Student]{
 				Swap: sw, Config: base, Subsets: subsets, Subset: *subset, Out: outDir, DefaultOut: defaultOut, Done: done,

@@ -33,7 +33,7 @@ func TestRolloutServeReloads(t *testing.T) {
 	base := shared.Path(t, "models/tiny-qwen2-f32")
 	other := studenttest.Perturbed(t, base, "model.norm.weight", nil)
 	dir := t.TempDir()
-	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--api-key", "sk-rl", "--out-dir", dir,
+	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--api-key", "sk-rl", "--out-dir", dir, "--weights-root", "/",
 		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "2", "--max-turns", "2", "--max-tokens", "6",
 		"--seed", "9", "--batch", "1", "--cache-tokens", "-1")
 	logged := collect(sc)
@@ -328,7 +328,7 @@ func TestRolloutServeRecordsWeights(t *testing.T) {
 	other := studenttest.Perturbed(t, base, "model.norm.weight", nil)
 	dir := t.TempDir()
 	logDir := filepath.Join(t.TempDir(), "log")
-	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir, "--log-dir", logDir,
+	cmd, url, sc := startListening(t, bin, "rollout", "--serve", "127.0.0.1:0", "--out-dir", dir, "--log-dir", logDir, "--weights-root", "/",
 		"--tasks", "sample", "--db-root", t.TempDir(), "--limit", "2", "--group", "2", "--max-turns", "1", "--max-tokens", "2")
 	logged := collect(sc)
 	want := map[int64]string{1: base, 2: other}

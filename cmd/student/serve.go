@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 	topP := fs.Float64("top-p", 0, "default top_p of a request that sends none (default: generation_config.json's, else 1)")
 	topK := fs.Int("top-k", 0, "default top_k of a request that sends none; 0 or -1: no cut (default: generation_config.json's, else no cut)")
 	tokenIDs := fs.Bool("return-tokens-as-token-ids", false, `return_tokens_as_token_ids of a request that sends none: name each logprobs token "token_id:ID" (vLLM's flag)`)
+	weightsRoot := addWeightsRoot(fs, "")
 	guard := cli.AddGuard(fs, true)
 	return func(ctx context.Context, c *cli.Call) error {
 		if err := cmp.Or(mf.check(), gc.check()); err != nil {
@@ -97,15 +99,48 @@ func setupServe(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		sw := serve.NewSwap(st, mf.dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
-			return cur.Successor(dir, opts)
-		})
+		sw, err := newSwap(c, st, mf.dir, *weightsRoot, opts)
+		if err != nil {
+			st.Close()
+			return err
+		}
 		defer sw.Close()
 		fmt.Fprintf(c.Stderr, "%s: %s\n", c.Name, gc.note(g, d, replyTokens, flags))
 		return serveHTTP(ctx, c, *addr, guard, *quiet, st.ModelID(), func(logger *log.Logger) http.Handler {
 			return serve.Handler(sw, logger, serve.Config{MaxN: *maxN, Defaults: &d, TokenIDs: *tokenIDs})
 		})
 	}
+}
+
+// addWeightsRoot defines --weights-root on fs, its help starting with prefix.
+func addWeightsRoot(fs *flag.FlagSet, prefix string) *string {
+	return fs.String("weights-root", "", prefix+"POST /v1/weights loads weights only from this directory or below it, symbolic links resolved: "+
+		"a directory named through .. or a link out of it, or whose .json or .safetensors files link out of it, is refused (403); / allows any "+
+		"(default: the directory holding --model's, its links resolved)")
+}
+
+// newSwap serves st, loaded from dir, reloading weights with opts (Student.Successor), only
+// from root or below it ("": the directory holding dir, its links resolved), which it says.
+func newSwap(c *cli.Call, st *student.Student, dir, root string, opts student.Options) (*serve.Swap[*student.Student], error) {
+	flag := "--weights-root"
+	if root == "" {
+		resolved, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, err
+		}
+		if resolved, err = filepath.Abs(resolved); err != nil {
+			return nil, err
+		}
+		root, flag = filepath.Dir(resolved), "--weights-root, by default the directory holding --model's"
+	}
+	sw := serve.NewSwap(st, dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
+		return cur.Successor(dir, opts)
+	})
+	if err := sw.Confine(root); err != nil {
+		return nil, cli.Usagef("--weights-root %s: %v", root, err)
+	}
+	fmt.Fprintf(c.Stderr, "%s: POST /v1/weights loads weights only from under %s (%s)\n", c.Name, sw.Root(), flag)
+	return sw, nil
 }
 
 // defaultMaxTokens is a chat server's max_tokens for a request that sends none, when neither a

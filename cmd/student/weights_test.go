@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -19,15 +20,17 @@ import (
 	"github.com/chainedsql/chainedsql/internal/testbin"
 )
 
-// TestServeReloadsWeights drives the built `student serve --api-key` on the tiny model: a
-// greedy reply (--temperature 0: go-openai leaves a temperature of 0 out of the request),
-// POST /v1/weights of a changed checkpoint (401 without the key, 422 for a
-// missing directory), then another reply for the same prompt from the new weights, with the
-// version in system_fingerprint and GET /v1/weights; SIGINT still stops it cleanly.
+// TestServeReloadsWeights drives the built `student serve --api-key --weights-root` on the tiny
+// model: a greedy reply (--temperature 0: go-openai leaves a temperature of 0 out of the
+// request), POST /v1/weights of a changed checkpoint under the root (401 without the key, 422
+// for a missing directory in the root, 403 for one outside it), then another reply for the same
+// prompt from the new weights, with the version in system_fingerprint and GET /v1/weights;
+// SIGINT still stops it cleanly.
 func TestServeReloadsWeights(t *testing.T) {
 	bin := testbin.Build(t, ".")
 	other := studenttest.Perturbed(t, shared.Path(t, "models/tiny-qwen2-f32"), "model.norm.weight", nil)
-	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train", "--temperature", "0")
+	root := filepath.Dir(other)
+	cmd, base, sc := startServe(t, bin, "--max-tokens", "8", "--api-key", "sk-train", "--temperature", "0", "--weights-root", root)
 	logged := collect(sc)
 	cfg := openai.DefaultConfig("sk-train")
 	cfg.BaseURL = base + "/v1"
@@ -67,8 +70,12 @@ func TestServeReloadsWeights(t *testing.T) {
 	if code, out := weights("POST", "", string(body)); code != 401 {
 		t.Fatalf("reload without the key: %d %v", code, out)
 	}
-	if code, out := weights("POST", "sk-train", `{"path":"/nonexistent/checkpoint"}`); code != 422 {
+	missing, _ := json.Marshal(map[string]string{"path": filepath.Join(root, "missing")})
+	if code, out := weights("POST", "sk-train", string(missing)); code != 422 {
 		t.Fatalf("reload of a missing directory: %d %v", code, out)
+	}
+	if code, out := weights("POST", "sk-train", `{"path":"/nonexistent/checkpoint"}`); code != 403 {
+		t.Fatalf("reload of a directory outside --weights-root: %d %v", code, out)
 	}
 	if code, out := weights("POST", "sk-train", string(body)); code != 200 || out["version"] != 2.0 || out["path"] != other {
 		t.Fatalf("reload: %d %v", code, out)
@@ -91,6 +98,37 @@ func TestServeReloadsWeights(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGINT: %v", err)
+	}
+}
+
+// TestServeWeightsRootDefault: `student serve` without --weights-root reloads weights only from
+// the directory holding --model's (links resolved), which it says at start: the model's own
+// directory loads, a checkpoint elsewhere is 403 naming the root and the flag, and one named
+// through ".." out of it too.
+func TestServeWeightsRootDefault(t *testing.T) {
+	bin := testbin.Build(t, ".")
+	model := shared.Path(t, "models/tiny-qwen2-f32")
+	resolved, err := filepath.EvalSymlinks(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, _ = filepath.Abs(resolved)
+	root := filepath.Dir(resolved)
+	other := studenttest.Perturbed(t, model, "model.norm.weight", nil)
+	_, base, _, before := startLogged(t, bin, append(append([]string{"serve"}, tinyArgs(t)...), "--addr", "127.0.0.1:0")...)
+	if want := "POST /v1/weights loads weights only from under " + root + " (--weights-root, by default the directory holding --model's)"; !strings.Contains(strings.Join(before, "\n"), want) {
+		t.Errorf("start-up log lacks %q:\n%s", want, strings.Join(before, "\n"))
+	}
+	for _, c := range []struct {
+		path string
+		code int
+	}{{other, 403}, {root + "/../elsewhere", 403}, {model, 200}} {
+		code, out := postJSON(t, base+"/v1/weights", "", map[string]string{"path": c.path})
+		e, _ := out["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if code != c.code || (code == 403 && !strings.Contains(msg, "outside the weights root "+root+": this server loads weights only from there (its --weights-root)")) {
+			t.Errorf("reload of %s: %d %v, want %d", c.path, code, out, c.code)
+		}
 	}
 }
 

@@ -448,6 +448,8 @@ func (s *server) weights(w http.ResponseWriter, r *http.Request) {
 			st, code = http.StatusConflict, "reload_in_progress"
 		case errors.Is(err, ErrClosed):
 			st, code = http.StatusServiceUnavailable, "closing"
+		case errors.Is(err, ErrOutsideRoot):
+			st, code = http.StatusForbidden, "weights_outside_root"
 		}
 		s.logf("weights: %s not loaded (%d): %v", req.Path, st, err)
 		writeError(w, st, "invalid_request_error", code, fmt.Sprintf("%s (still serving weights version %d from %s)", clientMessage(err), s.rl.Weights().Version, s.rl.Weights().Path))

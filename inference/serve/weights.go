@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,8 @@ var (
 	ErrReloading = errors.New("serve: a weights reload is already running; retry when it ends")
 	// ErrClosed is returned by a Swap that was closed.
 	ErrClosed = errors.New("serve: the server is closing")
+	// ErrOutsideRoot is returned for a directory outside the root a Swap was confined to.
+	ErrOutsideRoot = errors.New("outside the weights root")
 )
 
 // WeightsInfo describes the weights a Swap serves.
@@ -66,6 +70,7 @@ func Fingerprint(v int64) string { return fmt.Sprintf("weights-v%d", v) }
 type Swap[M Model] struct {
 	load    Loader[M]
 	loading sync.Mutex // held by the one reload allowed at a time
+	root    string     // Confine's directory, links resolved; "" for none (held under loading)
 
 	mu       sync.Mutex
 	cur      *weights[M]
@@ -186,6 +191,9 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 	if err != nil {
 		return WeightsInfo{}, fmt.Errorf("serve: weights directory %q: %w", dir, err)
 	}
+	if err := s.inRoot(abs, resolved); err != nil {
+		return WeightsInfo{}, err
+	}
 	cur, err := s.acquire() // held through the load, so that the weights compared against stay open
 	if err != nil {
 		return WeightsInfo{}, err
@@ -214,6 +222,76 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 	s.mu.Unlock()
 	s.release(cur) // closes the old weights now when no request runs on them
 	return s.Weights(), nil
+}
+
+// Confine makes every later Reload refuse (ErrOutsideRoot) a directory that is not root or
+// below it once its symbolic links are resolved (named through "..", or a link leading out), or
+// that holds a .json or .safetensors entry (what a loader reads) that is a link leading out of
+// root: a client of POST /v1/weights can then have the server read weights only where it was
+// told at start (`student serve --weights-root`). root must be an existing directory; its own
+// links are resolved now. The check is of the paths when the request arrives: one who can write
+// inside root can still change what they lead to before the loader opens them.
+func (s *Swap[M]) Confine(root string) error {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("weights root: %w", err)
+	}
+	if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
+		return fmt.Errorf("weights root %s is not a directory", root)
+	}
+	s.loading.Lock()
+	s.root = resolved
+	s.loading.Unlock()
+	return nil
+}
+
+// Root is the directory Confine confined reloads to, links resolved ("" for none).
+func (s *Swap[M]) Root() string {
+	s.loading.Lock()
+	defer s.loading.Unlock()
+	return s.root
+}
+
+// inRoot says whether resolved, the directory named abs with its links resolved, may be loaded:
+// nil without a root, else ErrOutsideRoot (wrapped, naming both) when it or one of the .json
+// and .safetensors entries it holds leads out of the root. An entry whose link does not
+// resolve is left to the loader, which refuses it with its reason.
+func (s *Swap[M]) inRoot(abs, resolved string) error {
+	if s.root == "" {
+		return nil
+	}
+	named := ""
+	if abs != resolved {
+		named = " (" + resolved + " once its links are followed)"
+	}
+	if !within(s.root, resolved) {
+		return fmt.Errorf("serve: weights directory %s%s is %w %s: this server loads weights only from there (its --weights-root)", abs, named, ErrOutsideRoot, s.root)
+	}
+	entries, err := os.ReadDir(resolved)
+	if err != nil {
+		return nil // missing or unreadable: the loader says why
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.Type()&os.ModeSymlink == 0 || !(strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".safetensors")) {
+			continue
+		}
+		target, err := filepath.EvalSymlinks(filepath.Join(resolved, name))
+		if err == nil && !within(s.root, target) {
+			return fmt.Errorf("serve: weights directory %s%s: %s is a link to %s, %w %s: this server loads weights only from there (its --weights-root)", abs, named, name, target, ErrOutsideRoot, s.root)
+		}
+	}
+	return nil
+}
+
+// within says whether path is root or below it (both clean and absolute).
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // resolveDir returns dir made absolute, and that with its symbolic links resolved; a directory

@@ -539,3 +539,91 @@ func TestReloadRefusesSpecialFiles(t *testing.T) {
 		t.Fatalf("the next reload: %+v %v", info, err)
 	}
 }
+
+// TestReloadConfined: a Swap confined to a root reloads a directory in it (named directly,
+// through a link inside it, or holding a link to a file inside it) and refuses, 403
+// weights_outside_root without calling the loader, one outside it: named directly, through
+// "..", through a link in the root leading out, or holding a .safetensors or .json link leading
+// out; the weights serving stay. Without a root every one of them loads.
+func TestReloadConfined(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ckpt"), filepath.Join(base, "elsewhere")
+	for _, d := range []string{"step-1", "step-2", "shard-in", "shard-out", "config-out"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(outside, "model.safetensors"), filepath.Join(outside, "config.json"), filepath.Join(root, "step-1", "model.safetensors")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		filepath.Join(root, "latest"):                         filepath.Join(root, "step-2"),
+		filepath.Join(root, "escape"):                         outside,
+		filepath.Join(root, "shard-in", "model.safetensors"):  filepath.Join(root, "step-1", "model.safetensors"),
+		filepath.Join(root, "shard-out", "model.safetensors"): filepath.Join(outside, "model.safetensors"),
+		filepath.Join(root, "config-out", "config.json"):      filepath.Join(outside, "config.json"),
+		filepath.Join(root, "step-2", "notes.txt"):            "/etc/hostname", // not read by a loader: no matter
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accepted := []string{filepath.Join(root, "step-1"), filepath.Join(root, "latest"), filepath.Join(root, "shard-in"), filepath.Join(root, "step-2") + "/../step-1"}
+	refused := []string{outside, root + "/../elsewhere", filepath.Join(root, "escape"), filepath.Join(root, "shard-out"), filepath.Join(root, "config-out"), "/"}
+
+	for _, confined := range []bool{true, false} {
+		var loads []string
+		st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := serve.NewSwap(st, filepath.Join(root, "step-1"), func(_ context.Context, dir string, _ *student.Student) (*student.Student, error) {
+			loads = append(loads, dir)
+			return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+		})
+		defer sw.Close()
+		if confined {
+			if err := sw.Confine(filepath.Join(base, ".", "ckpt")); err != nil || sw.Root() != root {
+				t.Fatalf("Confine: %v, root %q", err, sw.Root())
+			}
+			if err := sw.Confine(filepath.Join(root, "step-1", "model.safetensors")); err == nil {
+				t.Errorf("Confine to a file: no error")
+			}
+			if err := sw.Confine(filepath.Join(base, "missing")); err == nil {
+				t.Errorf("Confine to a missing directory: no error")
+			}
+		}
+		srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
+		defer srv.Close()
+		for _, dir := range accepted {
+			if code, out := reload(t, srv.URL, "", pathBody(dir)); code != 200 {
+				t.Errorf("confined %v: %s: %d %v", confined, dir, code, out)
+			}
+		}
+		version := sw.Weights().Version
+		for _, dir := range refused {
+			code, out := reload(t, srv.URL, "", pathBody(dir))
+			if !confined {
+				if code != 200 {
+					t.Errorf("unconfined: %s: %d %v", dir, code, out)
+				}
+				continue
+			}
+			e, _ := out["error"].(map[string]any)
+			msg, _ := e["message"].(string)
+			if code != 403 || e["code"] != "weights_outside_root" || !strings.Contains(msg, "outside the weights root "+root) || !strings.Contains(msg, "--weights-root") || packagePrefix.MatchString(msg) {
+				t.Errorf("%s: %d %v; want 403 weights_outside_root naming the root", dir, code, out)
+			}
+		}
+		if confined {
+			if len(loads) != len(accepted) || sw.Weights().Version != version {
+				t.Errorf("%d loads for %d accepted directories (%v), version %d after the refusals, want %d", len(loads), len(accepted), loads, sw.Weights().Version, version)
+			}
+		}
+	}
+}
