@@ -3,7 +3,9 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -172,19 +174,24 @@ func (b *fixedBackend) Complete(context.Context, []chat.Message, chat.Options, s
 	return b.choices, nil
 }
 
-// countWriter is a ResponseWriter that keeps only the count of the bytes written.
+// countWriter is a ResponseWriter that keeps only the count of the bytes written; with fail,
+// every write after the first fails, as to a client gone.
 type countWriter struct {
 	h      http.Header
 	code   int
 	n      int64
 	writes int
+	fail   bool
 }
 
 func (c *countWriter) Header() http.Header  { return c.h }
 func (c *countWriter) WriteHeader(code int) { c.code = code }
 func (c *countWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
 	c.writes++
+	if c.fail && c.writes > 1 {
+		return 0, errors.New("reply cut: the client is gone")
+	}
+	c.n += int64(len(p))
 	return len(p), nil
 }
 
@@ -217,5 +224,25 @@ func TestLogprobsReplyStreamed(t *testing.T) {
 	}
 	if alloc > 1<<20 {
 		t.Errorf("%d bytes allocated serving a reply of %d entries; want under 1 MiB (the reply written as it is encoded)", alloc, entries)
+	}
+}
+
+// TestLogprobsReplyWriteFailureLogged: a non-streamed reply whose write fails is logged as
+// such (499 with the error), not as answered, and its encoding stops at the failed write.
+func TestLogprobsReplyWriteFailureLogged(t *testing.T) {
+	lb := lpBackend{tokens: 2000, room: 1 << 20}
+	choices, err := lb.Complete(context.Background(), nil, chat.Options{}, student.Sample{N: 4, LogProbs: true, TopLogProbs: 5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged lockedLog
+	h := serve.Handler(&fixedBackend{lpBackend: lpBackend{room: 1 << 20}, choices: choices}, log.New(&logged, "", 0), serve.Config{})
+	w := &countWriter{h: http.Header{}, fail: true}
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"messages": [{"role": "user", "content": "How many?"}], "logprobs": true, "n": 4, "max_tokens": 2000, "top_logprobs": 5}`))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(w, r)
+	got := logged.take()
+	if !strings.Contains(got, ": 499 reply cut: the client is gone (10+8000 tokens computed") || w.writes != 2 {
+		t.Errorf("log %q after %d writes; want 499 with the write's error after 2", got, w.writes)
 	}
 }

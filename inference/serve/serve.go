@@ -306,7 +306,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		u := out.Usage
 		if err := writeCompletion(w, out, x.LogProbs, ids, lps); err != nil {
-			s.logf("chat %s: %d+%d tokens, %s, reply not written whole: %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), err)
+			s.logf("chat %s: 499 %v (%d+%d tokens computed, %s; the reply not written whole)", id, err, u.PromptTokens, u.CompletionTokens, finishes(choices))
 			return
 		}
 		s.logf("chat %s: %d+%d tokens, %s, %v", id, u.PromptTokens, u.CompletionTokens, finishes(choices), time.Since(start).Round(time.Millisecond))

@@ -48,6 +48,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,11 +320,21 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 		m, err := s.ResponseWriter.Write(p[:c])
 		n += m
 		if err != nil {
-			return n, err
+			return n, s.stalled(err)
 		}
 		p = p[c:]
 	}
 	return n, nil
+}
+
+// stalled is err, a failed write, saying why when it is the stall deadline's: the bare "write
+// tcp A->B: i/o timeout" that a server's log would show does not tell a client that stopped
+// reading from a network fault.
+func (s *stallWriter) stalled(err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("reply cut: a piece of it (at most %d KiB) waited over %v for the client to read, which stopped reading or reads slower than that: %w", stallChunk>>10, s.stall, err)
 }
 
 // Flush sends what is buffered within the deadline, as http.Flusher.
