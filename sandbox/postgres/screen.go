@@ -139,9 +139,13 @@ func pgUninterruptible(words []string) string {
 // a document of millions of elements is built in a second (repeat, or json_build_array(j, j)
 // doubling it in each of a few CTEs) and then parsed or copied for tens of seconds (pgWhyJSON).
 // A name is refused wherever it stands, not only where called or named as a type: PostgreSQL
-// calls a function of one row by attribute notation too (t.to_json is to_json(t)).
+// calls a function of one row by attribute notation too (t.to_json is to_json(t)). IS [NOT]
+// DOCUMENT is refused too: it reads a string constant as XML without naming it.
 func pgJSONXMLRule(s *pgStmt) string {
-	for _, t := range s.toks {
+	for i, t := range s.toks {
+		if t.word("is") && (s.at(i+1).word("document") || s.at(i+1).word("not") && s.at(i+2).word("document")) {
+			return pgCannotStop("IS DOCUMENT (it reads its operand as XML in libxml2, which never checks for interrupts)")
+		}
 		if !t.name() {
 			continue
 		}

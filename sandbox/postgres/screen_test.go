@@ -422,3 +422,37 @@ func pgPasses(t *testing.T, qs []string) {
 		}
 	}
 }
+
+// TestPostgresScreenJSONMinus: jsonb - text is the one - whose right operand is a text, so that
+// the server reads a string constant of no type before a text as a jsonb (and || then doubles
+// it) in a statement that names no json; IS DOCUMENT reads one as XML. Both are refused; a
+// typed constant, a call's result or a number around -, a constant holding a JSON scalar (the
+// server fails jsonb - text on one), and a column named document, pass.
+func TestPostgresScreenJSONMinus(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	for q, want := range map[string]string{"SELECT pg_typeof('[1,2]' - ''::text)::text": "jsonb",
+		`SELECT pg_typeof((('[1]' COLLATE "C")) - 'a'::varchar)::text`: "jsonb", "SELECT '<a/>' IS DOCUMENT": "true"} {
+		if got, err := sandbox.QueryStrings(context.Background(), admin, q); err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s on the server: %v %v, want %s", q, got, err, want)
+		}
+	}
+	for _, q := range []string{
+		"SELECT '[1,2]' - ''::text", "SELECT ('[1]') - name FROM t", `SELECT '[1]' COLLATE "C" - x FROM t`,
+		`SELECT ((('[1]' COLLATE pg_catalog."default"))) - x FROM t`, `SELECT x FROM t WHERE y = '{"a":1}' - z`,
+		"SELECT CASE WHEN a THEN '[1]' - b ELSE '[2]'-c END FROM t", "SELECT '[1]' -+ x FROM t",
+		"WITH a AS (SELECT '[1,2]' - lower('x') AS j) SELECT j || j FROM a",
+		"SELECT ' \n{}' - x FROM t", "SELECT E'[1]' - x FROM t", "SELECT $$[1]$$ - x FROM t",
+		"SELECT '<a/>' IS DOCUMENT", "SELECT x IS NOT DOCUMENT FROM t",
+	} {
+		if _, why := sandbox.Screen(q, datasets.Postgres); !strings.Contains(why, "not allowed") {
+			t.Errorf("%s passed the screen", q)
+		}
+	}
+	pgPasses(t, []string{
+		"SELECT date '2020-01-01' - d, interval '1 day' - i, '5' - 1, '7' - 2.5 FROM t",
+		"SELECT x - 'a', instr(a, '.') - instr(b, '.'), lower('a') - x, \"f\"('a') - x FROM t",
+		"SELECT ts AT TIME ZONE 'UTC' - i, 'a' || '-' || b, '-' AS dash FROM t WHERE c = '-'",
+		"SELECT document FROM t WHERE document IS NOT NULL AND is_document = 1",
+		"SELECT AVG('1999' - STRFTIME('%Y', b)), '\"a\"' - x FROM t", // a scalar: "cannot delete from scalar"
+	})
+}

@@ -12,20 +12,24 @@ import (
 type pgStmt struct {
 	toks  []pgToken
 	close []int
+	// open: for each closing parenthesis, the index of the one it closes, else -1.
+	open []int
 }
 
 // newPGStmt lexes q and matches its parentheses.
 func newPGStmt(q string) *pgStmt {
 	s := &pgStmt{toks: pgLex(q)}
 	s.close = make([]int, len(s.toks))
+	s.open = make([]int, len(s.toks))
 	var open []int
 	for i, t := range s.toks {
-		s.close[i] = -1
+		s.close[i], s.open[i] = -1, -1
 		switch {
 		case t.is("("):
 			open = append(open, i)
 		case t.is(")") && len(open) > 0:
 			s.close[open[len(open)-1]] = i
+			s.open[i] = open[len(open)-1]
 			open = open[:len(open)-1]
 		}
 	}
@@ -115,6 +119,8 @@ func (s *pgStmt) operatorRule(i int) string {
 	switch {
 	case strings.Contains(op, "#-"):
 		return pgCannotStop(op + pgWhyJSONOperator + pgWhyJSON[2:])
+	case s.jsonbMinus(i):
+		return pgCannotStop("- after an untyped string constant" + pgWhyJSONMinus + pgWhyJSON[2:])
 	case strings.Contains(op, "@>"), strings.Contains(op, "<@"):
 		return pgCannotStop(op + pgWhyContainment)
 	case strings.Contains(op, "&&"):
@@ -150,6 +156,75 @@ func (s *pgStmt) operatorRule(i int) string {
 // past a 1 s statement_timeout (21 CTEs: 55 s). jsonb's other operators either take one more
 // type (->, #>, -: "operator is not unique" on two constants) or return no jsonb (?, @?).
 const pgWhyJSONOperator = " (jsonb's delete-path operator: it reads two string constants as a jsonb and a path, making a jsonb that no word of the statement names; "
+
+// pgWhyJSONMinus says why - is refused after an untyped string constant (PostgreSQL's lexer
+// reads a run of + and - with no other operator character as its first character): jsonb - text
+// is the only - whose right operand is a text, so that '[1,2]' - ”::text (or - a text column)
+// reads the constant as a jsonb; || then doubles it: 18 CTEs ran 5.8 s past a 1 s
+// statement_timeout. A number after it (unknown - integer is integer - integer), or a typed
+// constant before it (date '2020-01-01' - d), or one that holds no JSON array or object (jsonb
+// - text fails on a scalar: '1999' - x), passes.
+const pgWhyJSONMinus = " (jsonb - text: a string constant of no type before a text is read as a jsonb, making a jsonb that no word of the statement names; "
+
+// pgExprKeywords are the keywords after which an expression starts: a string constant after
+// one has no type (after any other name it is a typed constant, date '2020-01-01', and a
+// parenthesis after one is a call's).
+var pgExprKeywords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`select where and or not then else when case on having by distinct between
+		symmetric asymmetric like ilike similar to escape limit offset from for placing both leading trailing in
+		return returning all any some values is first next fetch using over exists`) {
+		pgExprKeywords[w] = true
+	}
+}
+
+// untypedConstant returns the index of the first token of the string constant of no type
+// (unknown to the server) that ends at toks[j], wrapped in parentheses and COLLATE clauses or
+// not, and the index of the constant itself; -1, -1 when toks[j] ends no such constant.
+func (s *pgStmt) untypedConstant(j int) (start, str int) {
+	for { // COLLATE name or COLLATE schema.name: the constant keeps no type
+		switch {
+		case s.at(j).name() && s.at(j-1).word("collate"):
+			j -= 2
+			continue
+		case s.at(j).name() && s.at(j-1).is(".") && s.at(j-2).name() && s.at(j-3).word("collate"):
+			j -= 4
+			continue
+		}
+		break
+	}
+	start, str = -1, -1
+	switch t := s.at(j); {
+	case t.kind == pgString:
+		start, str = j, j
+	case t.is(")") && s.open[j] >= 0:
+		if in, inStr := s.untypedConstant(j - 1); in == s.open[j]+1 {
+			start, str = s.open[j], inStr
+		}
+	}
+	if before := s.at(start - 1); start < 0 || before.kind == pgWord && !pgExprKeywords[before.text] || before.kind == pgQuoted {
+		return -1, -1 // a typed constant (date '…'), or a call's parentheses
+	}
+	return start, str
+}
+
+// jsonbMinus reports whether the - at toks[i] reads its left operand as a jsonb that outlives
+// it: a string constant of no type holding a JSON array or object (a scalar fails the statement:
+// "cannot delete from scalar"; a constant the screen cannot read counts as one), before
+// anything but a number.
+func (s *pgStmt) jsonbMinus(i int) bool {
+	if op := s.toks[i].text; op[0] != '-' || strings.Trim(op, "+-") != "" || s.at(i+1).kind == pgNumber && !s.at(i+2).is("::") {
+		return false
+	}
+	_, str := s.untypedConstant(i - 1)
+	if str < 0 {
+		return false
+	}
+	t := s.toks[str]
+	v := strings.TrimLeft(t.text, " \t\n\r")
+	return !t.plain || strings.HasPrefix(v, "[") || strings.HasPrefix(v, "{")
+}
 
 // pgWhyTsquery says why a tsquery parsed from anything but a string constant is refused.
 const pgWhyTsquery = " (parsing a text into a tsquery moves every operand read so far for each one it reads, without checking for interrupts: 80,000 operands took 5 s and a megabyte of them would take hours; a string constant, to_tsquery('a & b') or 'a & b'::tsquery, is allowed)"
