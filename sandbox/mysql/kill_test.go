@@ -254,3 +254,34 @@ func TestMySQLRunawaysAfterWait(t *testing.T) {
 		<-m.srv.slots
 	})
 }
+
+// TestMySQLRunawaysAfterDialWait: as TestMySQLRunawaysAfterWait, with the slot free and the
+// wait in the dial of a new connection, every unit of the run's share held (no idle connection
+// to take): runaways that came meanwhile refuse the statement too.
+func TestMySQLRunawaysAfterDialWait(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	m := dbs[0].(*mysqlDB)
+	forced := 0
+	t.Cleanup(func() {
+		m.runaways.Store(0)
+		for ; forced > 0; forced-- {
+			m.srv.conns.release()
+		}
+	})
+	sandboxtest.CheckRunawaysAfterWait(t, m, func() {
+		m.pool.SetMaxIdleConns(0) // no idle connection: the statement dials
+		for deadline := time.Now().Add(5 * time.Second); m.srv.conns.inUse() > 0 || m.pool.Stats().OpenConnections > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the share still holds %d connections", m.srv.conns.inUse())
+			}
+		}
+		for m.srv.conns.inUse() < m.srv.conns.limit {
+			m.srv.conns.force()
+			forced++
+		}
+	}, func() {
+		m.runaways.Store(mysqlRunawaysPerDB)
+		m.srv.conns.release()
+		forced--
+	})
+}

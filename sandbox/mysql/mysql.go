@@ -345,8 +345,9 @@ const mysqlResetSession = "SELECT 0 FROM (SELECT 0) d WHERE 0"
 // CONNECTION) and abandoned, and a thread still on the server another mysqlKillGrace later is a
 // runaway (mysqlServer.runaway): it keeps its slot and connection until it ends. While the
 // database has mysqlRunawaysPerDB runaways, a statement does not run and fails with
-// sandbox.ErrBusy at once, and so does one that got its slot after they came (it waited
-// meanwhile); those already running may each still add theirs, so a database may have up to
+// sandbox.ErrBusy at once, and so does one that got its connection after they came (it waited
+// meanwhile for a slot, a unit of the database's connections or a dial in a full share); those
+// already running may each still add theirs, so a database may have up to
 // mysqlRunawaysPerDB - 1 + mysqlOpenPerDB (17) of them, never more than the share. A cancelled
 // ctx kills the thread the same way. A statement a RowFilter stopped whose reply still streams
 // sandbox.StopDrain later gets KILL QUERY, and mysqlKillGrace after that the deadline's KILL
@@ -395,10 +396,6 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return nil, err
 	}
 	defer func() { <-m.open }()
-	if err := m.overRunaways(); err != nil {
-		// Runaways came while it waited: it does not run either (TestMySQLRunawaysAfterWait).
-		return nil, err
-	}
 	conn, err := m.pool.Conn(wctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -416,6 +413,13 @@ func (m *mysqlDB) run(ctx context.Context, start time.Time, stmt string, timeout
 		return fail("connect", err)
 	}
 	w.Close()
+	if err := m.overRunaways(); err != nil {
+		// Runaways came while it waited for its slot, a unit of the database's connections or
+		// one of the share (the dial): it does not run either (TestMySQLRunawaysAfterWait,
+		// TestMySQLRunawaysAfterDialWait).
+		conn.Close()
+		return nil, err
+	}
 	// The statement's time starts once it has its slot and connection, as the server's
 	// max_statement_time and the killer's timer below do: a wait is the load's, not the
 	// statement's.
