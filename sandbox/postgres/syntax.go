@@ -159,7 +159,7 @@ const pgWhyJSONOperator = " (jsonb's delete-path operator: it reads two string c
 
 // pgWhyJSONMinus says why - is refused after an untyped string constant (PostgreSQL's lexer
 // reads a run of + and - with no other operator character as its first character): jsonb - text
-// is the only - whose right operand is a text, so that '[1,2]' - ”::text (or - a text column)
+// is the only - whose right operand is a text, so that '[1,2]' - 'a'::text (or - a text column)
 // reads the constant as a jsonb; || then doubles it: 18 CTEs ran 5.8 s past a 1 s
 // statement_timeout. A number after it (unknown - integer is integer - integer), or a typed
 // constant before it (date '2020-01-01' - d), or one that holds no JSON array or object (jsonb
