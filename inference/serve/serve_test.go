@@ -527,36 +527,108 @@ func TestIncludeStopStr(t *testing.T) {
 	if logged := logw.take(); strings.Contains(logged, "include_stop_str_in_output") {
 		t.Errorf("log %q names include_stop_str_in_output as ignored", logged)
 	}
-	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(
-		`{"messages":[{"role":"user","content":"x"}],"temperature":0,"stream":true,"stop":"`+stop+`","include_stop_str_in_output":true}`))
+	var text strings.Builder
+	for _, ch := range streamChunks(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"temperature":0,"stream":true,"stop":"`+stop+`","include_stop_str_in_output":true}`) {
+		text.WriteString(ch.text)
+	}
+	if text.String() != reply[:end] {
+		t.Errorf("streamed %q, want %q", text.String(), reply[:end])
+	}
+}
+
+// TestIncludeStopStrTokenIDs: with include_stop_str_in_output true, a reply that a
+// stop_token_ids id ended keeps that token's text, as vLLM keeps it (its
+// tests/detokenizer/test_stop_strings.py, _stop_token_id: " organization" in the text), so the
+// text is the decoding of every entry, streamed and not, the streamed chunk that carries the
+// stop token's text carrying its entry; the student's own stops (special tokens) add no text,
+// as vLLM's skip_special_tokens drops theirs. Without the field the text stops before it, as
+// before. Before, the text left the stop token out with the field too, so a loop that sends
+// the text back lost that token from the next prompt.
+func TestIncludeStopStrTokenIDs(t *testing.T) {
+	srv, _ := loggedToyServer(t)
+	cut := strings.IndexByte(reply, 'o')
+	for _, tc := range []struct{ extra, want string }{
+		{fmt.Sprintf(`,"stop_token_ids":[%d],"include_stop_str_in_output":true`, 'o'), reply[:cut+1]},
+		{fmt.Sprintf(`,"stop_token_ids":[%d]`, 'o'), reply[:cut]},
+		{`,"include_stop_str_in_output":true`, reply}, // the student's own stop, <|im_end|>: no text
+	} {
+		code, out := post(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"temperature":0,"logprobs":true`+tc.extra+`}`)
+		if code != 200 {
+			t.Fatalf("%s: status %d: %v", tc.extra, code, out)
+		}
+		c := out["choices"].([]any)[0].(map[string]any)
+		if got := c["message"].(map[string]any)["content"]; got != tc.want || c["finish_reason"] != "stop" {
+			t.Errorf("%s: reply %q (%v), want %q (stop)", tc.extra, got, c["finish_reason"], tc.want)
+		}
+		entries := c["logprobs"].(map[string]any)["content"].([]any)
+		if u := out["usage"].(map[string]any); u["completion_tokens"] != float64(len(entries)) {
+			t.Errorf("%s: %v completion tokens, %d entries", tc.extra, u["completion_tokens"], len(entries))
+		}
+		if !strings.Contains(tc.extra, "true") {
+			continue
+		}
+		if tc.want == reply[:cut+1] && len(entries) != cut+1 {
+			t.Errorf("%s: %d entries, want %d", tc.extra, len(entries), cut+1)
+		}
+		var text, spelt strings.Builder
+		for _, ch := range streamChunks(t, srv.URL, `{"messages":[{"role":"user","content":"x"}],"temperature":0,"logprobs":true,"stream":true`+tc.extra+`}`) {
+			text.WriteString(ch.text)
+			spelt.WriteString(strings.Join(ch.tokens, ""))
+			if tc.want == reply[:cut+1] && strings.HasSuffix(ch.text, "o") && (len(ch.tokens) == 0 || ch.tokens[len(ch.tokens)-1] != "o") {
+				t.Errorf("%s: the chunk %q carries no entry of its stop token", tc.extra, ch.text)
+			}
+		}
+		if text.String() != tc.want {
+			t.Errorf("%s: streamed %q, want %q", tc.extra, text.String(), tc.want)
+		}
+		if tc.want == reply[:cut+1] && spelt.String() != tc.want {
+			t.Errorf("%s: streamed entries spell %q, want %q", tc.extra, spelt.String(), tc.want)
+		}
+	}
+}
+
+// streamChunk is a streamed chunk's content and the tokens of its logprobs entries.
+type streamChunk struct {
+	text   string
+	tokens []string
+}
+
+// streamChunks posts body (a streamed request) and returns its chunks' choices in order.
+func streamChunks(t *testing.T, url, body string) []streamChunk {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var text strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	var out []streamChunk
+	for _, ev := range sseEvents(t, resp.Body) {
 		var chunk struct {
 			Choices []struct {
 				Delta struct {
 					Content string `json:"content"`
 				} `json:"delta"`
+				Logprobs *struct {
+					Content []struct {
+						Token string `json:"token"`
+					} `json:"content"`
+				} `json:"logprobs"`
 			} `json:"choices"`
 		}
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+		if err := json.Unmarshal([]byte(ev), &chunk); err != nil {
 			t.Fatal(err)
 		}
 		for _, ch := range chunk.Choices {
-			text.WriteString(ch.Delta.Content)
+			c := streamChunk{text: ch.Delta.Content}
+			if ch.Logprobs != nil {
+				for _, e := range ch.Logprobs.Content {
+					c.tokens = append(c.tokens, e.Token)
+				}
+			}
+			out = append(out, c)
 		}
 	}
-	if text.String() != reply[:end] {
-		t.Errorf("streamed %q, want %q", text.String(), reply[:end])
-	}
+	return out
 }
 
 // loggedToyServer serves a student scripted to answer reply over the byte tokenizer, logging

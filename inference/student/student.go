@@ -68,6 +68,7 @@ type Student struct {
 	tok      Tokenizer
 	id       string
 	sampling Sampling
+	stopIDs  []int // Config.StopIDs: the student's own stops (special tokens), whose text no reply holds
 	closers  []func() error
 }
 
@@ -94,7 +95,7 @@ func New(m lm.Model, tok Tokenizer, cfg Config) (*Student, error) {
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}
-	return &Student{gen: g, tok: tok, id: cfg.ModelID, sampling: cfg.Sampling}, nil
+	return &Student{gen: g, tok: tok, id: cfg.ModelID, sampling: cfg.Sampling, stopIDs: slices.Clone(cfg.StopIDs)}, nil
 }
 
 // DefaultStops are the ids that end a reply: the ChatML markers <|im_end|>, <|endoftext|> and
@@ -268,7 +269,9 @@ type Sample struct {
 	// from it holds those ids (docs/ROLLOUT.md, "Stop strings and the prefix property").
 	// Without it the text is cut before the stop string, as OpenAI and vLLM cut it, while the
 	// tokens (LogProbs, Usage.CompletionTokens) still run through the completing one. vLLM
-	// cuts its text right after the stop string instead, dropping the rest of the token.
+	// cuts its text right after the stop string instead, dropping the rest of the token. A
+	// reply that a StopTokenIDs id ended keeps that token's text too (vLLM's rule), unless the
+	// id is one of the student's own stops (special tokens: no text).
 	KeepStopText bool
 }
 
@@ -420,9 +423,31 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 	if err != nil && !(ts.stopped && errors.Is(err, context.Canceled)) {
 		return Choice{}, fmt.Errorf("student: %w", err)
 	}
+	byString := ts.stopped // a stop string ended the reply, before any stop token
+	stopEntry := func() {  // the stop token was generated too: its entry comes last (vLLM's)
+		if res.StopID < 0 || byString || !logProbs {
+			return
+		}
+		last := len(res.LogProbs) - 1
+		var top []generate.TokenProb
+		if len(res.TopLogProbs) > last {
+			top = res.TopLogProbs[last]
+		}
+		ts.record(generate.Token{ID: res.StopID, LogProb: res.LogProbs[last], Top: top})
+	}
+	if keepStop && res.StopID >= 0 && !byString && !slices.Contains(s.stopIDs, res.StopID) {
+		// A request's stop_token_ids id that is not one of the student's own (special) stops
+		// keeps its text, as vLLM's include_stop_str_in_output keeps it (the
+		// skip_special_tokens text of a special stop is empty), so the text is the decoding of
+		// every token generated; its entry goes out with its text.
+		stopEntry()
+		stopEntry = func() {}
+		ts.pending = append(ts.pending, res.StopID)
+	}
 	if err := ts.flush(); err != nil {
 		return Choice{}, err
 	}
+	stopEntry() // else in the finish delta
 	reason := chat.FinishStop
 	if res.FinishReason == generate.FinishLength && !ts.stopped {
 		reason = chat.FinishLength
@@ -430,16 +455,8 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 	completion := len(res.Tokens)
 	if res.StopID >= 0 {
 		completion++ // the stop token was generated too
-		if logProbs && !ts.stopped {
-			last := len(res.LogProbs) - 1
-			var top []generate.TokenProb
-			if len(res.TopLogProbs) > last {
-				top = res.TopLogProbs[last]
-			}
-			ts.record(generate.Token{ID: res.StopID, LogProb: res.LogProbs[last], Top: top})
-		}
 	}
-	if ts.stopped {
+	if byString {
 		completion = ts.ids
 	}
 	if err := emit(Delta{Choice: i, LogProbs: ts.pendingLPs, FinishReason: reason}); err != nil {
