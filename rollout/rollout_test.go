@@ -104,7 +104,7 @@ func TestRolloutTiny(t *testing.T) {
 				t.Fatalf("row %d token %d: not sampled, log-prob %v", i, k, r.LogProbs[k])
 			}
 		}
-		if int64(sampled) > r.GeneratedTokens || sampled == 0 {
+		if int64(sampled) != r.GeneratedTokens || sampled == 0 { // every token generated is recorded, the stop token too
 			t.Fatalf("row %d: %d sampled tokens, %d generated", i, sampled, r.GeneratedTokens)
 		}
 		checkMask(t, tok, r)

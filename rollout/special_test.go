@@ -75,9 +75,23 @@ func TestSpecialTokenRollout(t *testing.T) {
 				}
 			}
 			checkMask(t, tok, r)
+			if n := int64(countOnes(r.SampledMask)); n != r.GeneratedTokens {
+				t.Errorf("%d tokens sampled_mask 1, %d generated: want every token generated recorded, the stop too", n, r.GeneratedTokens)
+			}
 			if p := r.PromptTokens + int64(replies[1]); r.RequestPromptTokens != p {
 				t.Errorf("the two turns' prompts are %d tokens, want %d: the second is the row's ids before its reply", r.RequestPromptTokens, p)
 			}
 		})
 	}
+}
+
+// countOnes counts the 1s of a mask.
+func countOnes(m []int8) int {
+	n := 0
+	for _, x := range m {
+		if x == 1 {
+			n++
+		}
+	}
+	return n
 }
