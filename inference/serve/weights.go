@@ -14,6 +14,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/student"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Model is a Backend holding memory that Close releases (*student.Student is one).
@@ -34,7 +35,7 @@ var (
 	// ErrClosed is returned by a Swap that was closed.
 	ErrClosed = errors.New("serve: the server is closing")
 	// ErrOutsideRoot is returned for a directory outside the root a Swap was confined to.
-	ErrOutsideRoot = errors.New("outside the weights root")
+	ErrOutsideRoot = regular.ErrOutsideRoot
 )
 
 // WeightsInfo describes the weights a Swap serves.
@@ -194,6 +195,9 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 	if err := s.inRoot(abs, resolved); err != nil {
 		return WeightsInfo{}, err
 	}
+	if s.root != "" { // what the loader opens is checked too: a link re-pointed since is refused
+		defer regular.Confine(resolved, s.root)()
+	}
 	cur, err := s.acquire() // held through the load, so that the weights compared against stay open
 	if err != nil {
 		return WeightsInfo{}, err
@@ -229,8 +233,9 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 // that holds a .json or .safetensors entry (what a loader reads) that is a link leading out of
 // root: a client of POST /v1/weights can then have the server read weights only where it was
 // told at start (`student serve --weights-root`). root must be an existing directory; its own
-// links are resolved now. The check is of the paths when the request arrives: one who can write
-// inside root can still change what they lead to before the loader opens them.
+// links are resolved now. The paths are checked when the request arrives, and every file the
+// loader opens under the directory is checked again as opened (regular.Confine): a link
+// re-pointed out of root in between (TestReloadConfinedRepointed) is refused as well.
 func (s *Swap[M]) Confine(root string) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -289,10 +294,7 @@ func (s *Swap[M]) inRoot(abs, resolved string) error {
 }
 
 // within says whether path is root or below it (both clean and absolute).
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
+func within(root, path string) bool { return regular.Within(root, path) }
 
 // resolveDir returns dir made absolute, and that with its symbolic links resolved; a directory
 // that does not resolve (missing, a dangling link) is returned unresolved, for the loader to

@@ -24,6 +24,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/inference/student/studenttest"
 	"github.com/chainedsql/chainedsql/internal/httpguard"
+	"github.com/chainedsql/chainedsql/internal/regular"
 	"github.com/chainedsql/chainedsql/internal/shared"
 )
 
@@ -623,6 +624,87 @@ func TestReloadConfined(t *testing.T) {
 		if confined {
 			if len(loads) != len(accepted) || sw.Weights().Version != version {
 				t.Errorf("%d loads for %d accepted directories (%v), version %d after the refusals, want %d", len(loads), len(accepted), loads, sw.Weights().Version, version)
+			}
+		}
+	}
+}
+
+// TestReloadConfinedRepointed: a link inside the root that passes the check as the request
+// arrives and is re-pointed out of the root before the loader opens what it leads to (a
+// config.json link, or a directory on the way to the checkpoint, swapped for a link to a
+// directory outside) is refused: 403 weights_outside_root, the weights unchanged. The loader
+// here re-points the link and then reads config.json as every loader reads (regular.ReadJSON).
+// Unconfined, the same loads succeed; after each reload the file outside reads again.
+func TestReloadConfinedRepointed(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ckpt"), filepath.Join(base, "elsewhere")
+	for _, d := range []string{filepath.Join(root, "step"), filepath.Join(root, "run", "step"), filepath.Join(outside, "step")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(root, "step", "inside.json"), filepath.Join(root, "run", "step", "config.json"), filepath.Join(outside, "config.json"), filepath.Join(outside, "step", "config.json")} {
+		if err := os.WriteFile(f, []byte(`{"secret":false}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(root, "step", "config.json")
+	before := func() error { // as the request arrives: both inside the root
+		os.Remove(link)
+		os.Remove(filepath.Join(root, "run"))
+		os.Rename(filepath.Join(root, "run.old"), filepath.Join(root, "run"))
+		return os.Symlink(filepath.Join(root, "step", "inside.json"), link)
+	}
+	after := map[string]func() error{ // between the check and the open
+		filepath.Join(root, "step"): func() error {
+			os.Remove(link)
+			return os.Symlink(filepath.Join(outside, "config.json"), link)
+		},
+		filepath.Join(root, "run", "step"): func() error {
+			if err := os.Rename(filepath.Join(root, "run"), filepath.Join(root, "run.old")); err != nil {
+				return err
+			}
+			return os.Symlink(outside, filepath.Join(root, "run"))
+		},
+	}
+	for _, confined := range []bool{true, false} {
+		st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := serve.NewSwap(st, filepath.Join(root, "step"), func(_ context.Context, dir string, _ *student.Student) (*student.Student, error) {
+			if err := after[dir](); err != nil {
+				return nil, err
+			}
+			if _, err := regular.ReadJSON(filepath.Join(dir, "config.json")); err != nil {
+				return nil, err
+			}
+			return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+		})
+		defer sw.Close()
+		if confined {
+			if err := sw.Confine(root); err != nil {
+				t.Fatal(err)
+			}
+		}
+		srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
+		defer srv.Close()
+		for _, dir := range []string{filepath.Join(root, "step"), filepath.Join(root, "run", "step")} {
+			if err := before(); err != nil {
+				t.Fatal(err)
+			}
+			version := sw.Weights().Version
+			code, out := reload(t, srv.URL, "", pathBody(dir))
+			e, _ := out["error"].(map[string]any)
+			msg, _ := e["message"].(string)
+			switch {
+			case !confined && code != 200:
+				t.Errorf("unconfined: %s: %d %v", dir, code, out)
+			case confined && (code != 403 || e["code"] != "weights_outside_root" || !strings.Contains(msg, "outside the weights root "+root) || sw.Weights().Version != version):
+				t.Errorf("%s re-pointed out of the root after the check: %d %v (version %d, was %d); want 403 weights_outside_root", dir, code, out, sw.Weights().Version, version)
+			}
+			if _, err := regular.ReadJSON(filepath.Join(dir, "config.json")); err != nil {
+				t.Errorf("after the reload, reading %s/config.json: %v", dir, err)
 			}
 		}
 	}

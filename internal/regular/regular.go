@@ -6,9 +6,14 @@
 package regular
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 )
 
 // MaxJSON is the most bytes ReadJSON reads: a model directory's JSON files are kilobytes to a
@@ -32,7 +37,76 @@ func Open(path string) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
 	}
+	if err := confined(path, f); err != nil {
+		f.Close()
+		return nil, 0, err
+	}
 	return f, st.Size(), nil
+}
+
+// ErrOutsideRoot is wrapped by Open's refusal of a file opened under a Confine'd directory that
+// is, as opened, outside its root.
+var ErrOutsideRoot = errors.New("outside the weights root")
+
+var confines struct {
+	sync.Mutex
+	m map[string]string // directory → root, both absolute, clean and links resolved
+}
+
+// Confine makes Open, until release is called, refuse (ErrOutsideRoot) a file named under dir
+// whose open descriptor's real path (read back from /proc/self/fd) is not root or below it:
+// the check is of the file opened, so a link inside dir, or a directory on the way to it,
+// re-pointed after any check of the paths changes nothing. dir and root are absolute, clean,
+// with their links resolved. Where /proc/self/fd cannot be read the file is refused.
+func Confine(dir, root string) (release func()) {
+	confines.Lock()
+	defer confines.Unlock()
+	if confines.m == nil {
+		confines.m = map[string]string{}
+	}
+	confines.m[dir] = root
+	return func() {
+		confines.Lock()
+		defer confines.Unlock()
+		if confines.m[dir] == root {
+			delete(confines.m, dir)
+		}
+	}
+}
+
+// confined checks f, opened as path, against the root of a Confine'd directory path is under.
+func confined(path string, f *os.File) error {
+	confines.Lock()
+	if len(confines.m) == 0 {
+		confines.Unlock()
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	root, ok := "", false
+	for d, r := range confines.m {
+		if err == nil && Within(d, abs) {
+			root, ok = r, true
+			break
+		}
+	}
+	confines.Unlock()
+	if !ok {
+		return nil
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return fmt.Errorf("%s: cannot tell where the file opened is (%v), so it is refused as perhaps %w %s", path, err, ErrOutsideRoot, root)
+	}
+	if !Within(root, real) {
+		return fmt.Errorf("%s opened %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
+	}
+	return nil
+}
+
+// Within says whether path is root or below it (both clean and absolute).
+func Within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // ReadFile is os.ReadFile for a file that must be regular (Open) and of at most max bytes;

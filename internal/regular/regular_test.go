@@ -92,3 +92,39 @@ func TestReadFileLimit(t *testing.T) {
 		t.Errorf("sparse 1 GiB file under a 1 MiB limit: %v after %s, want refused unread", err, time.Since(start))
 	}
 }
+
+// TestConfine: under a Confine'd directory, a file whose link leads out of the root is refused
+// (ErrOutsideRoot, naming where it opened), one inside is opened, a path not under the
+// directory is not checked, and after release the link out opens again.
+func TestConfine(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, dir, out := filepath.Join(base, "root"), filepath.Join(base, "root", "step"), filepath.Join(base, "out.json")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{out, filepath.Join(dir, "in.json")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(out, filepath.Join(dir, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	release := Confine(dir, root)
+	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out) {
+		t.Errorf("link out of the root: %v, want ErrOutsideRoot naming %s", err, out)
+	}
+	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+		t.Errorf("file inside: %v", err)
+	}
+	if _, err := ReadJSON(out); err != nil {
+		t.Errorf("a path not under the confined directory: %v", err)
+	}
+	release()
+	if _, err := ReadJSON(filepath.Join(dir, "config.json")); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+}
