@@ -246,3 +246,57 @@ func TestLogprobsReplyWriteFailureLogged(t *testing.T) {
 		t.Errorf("log %q after %d writes; want 499 with the write's error after 2", got, w.writes)
 	}
 }
+
+// goneWriter is a ResponseWriter whose writes after the first ok fail, as to a client gone.
+type goneWriter struct {
+	h          http.Header
+	ok, writes int
+}
+
+func (g *goneWriter) Header() http.Header { return g.h }
+func (g *goneWriter) WriteHeader(int)     {}
+func (g *goneWriter) Flush()              {}
+func (g *goneWriter) Write(p []byte) (int, error) {
+	g.writes++
+	if g.writes > g.ok {
+		return 0, errors.New("client gone")
+	}
+	return len(p), nil
+}
+
+// TestStreamEndWriteFailureLogged: a streamed reply whose usage chunk or "data: [DONE]" fails
+// to write is logged once, as 499 with the write's error; before, a failed usage chunk logged
+// nothing and a failed [DONE] logged the reply as answered. A reply written whole is logged as
+// answered.
+func TestStreamEndWriteFailureLogged(t *testing.T) {
+	lb := lpBackend{tokens: 3, room: 1 << 20}
+	choices, err := lb.Complete(context.Background(), nil, chat.Options{}, student.Sample{N: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		usage bool
+		ok    int
+		want  string
+	}{
+		{true, 0, "(stream): 499 client gone (10+3 tokens computed"},
+		{true, 1, "(stream): 499 client gone (10+3 tokens computed"},
+		{false, 0, "(stream): 499 client gone (10+3 tokens computed"},
+		{false, 1, "(stream): 10+3 tokens, "},
+		{true, 2, "(stream): 10+3 tokens, "},
+	} {
+		var logged lockedLog
+		h := serve.Handler(&fixedBackend{lpBackend: lpBackend{room: 1 << 20}, choices: choices}, log.New(&logged, "", 0), serve.Config{})
+		body := `{"messages": [{"role": "user", "content": "How many?"}], "stream": true, "max_tokens": 3}`
+		if c.usage {
+			body = `{"messages": [{"role": "user", "content": "How many?"}], "stream": true, "max_tokens": 3, "stream_options": {"include_usage": true}}`
+		}
+		r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(&goneWriter{h: http.Header{}, ok: c.ok}, r)
+		got := logged.take()
+		if !strings.Contains(got, c.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("usage %v, %d writes ok: logged %q; want one line with %q", c.usage, c.ok, got, c.want)
+		}
+	}
+}

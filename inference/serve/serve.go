@@ -394,14 +394,21 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 		return
 	}
 	u := usage(choices)
+	cut := func(err error) { // the last writes failed: the client did not get the whole reply
+		s.logf("chat %s (stream): 499 %v (%d+%d tokens computed, %s; the reply not written whole)", id, err, u.PromptTokens, u.CompletionTokens, finishes(choices))
+	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		c := head
 		c.Choices, c.Usage = []oai.Choice{}, toUsage(u)
-		if send(c) != nil {
+		if err := send(c); err != nil {
+			cut(err)
 			return
 		}
 	}
-	io.WriteString(w, "data: [DONE]\n\n")
+	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
+		cut(err)
+		return
+	}
 	if flusher != nil {
 		flusher.Flush()
 	}
