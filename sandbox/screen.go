@@ -95,8 +95,9 @@ func init() {
 
 // deniedText refuses query text that calls a denied function, names a denied catalog, reaches
 // the mysql schema, or hides code from screening, then what dialect d's own rules refuse
-// (Dialect.Screen; an unknown d has none). It scans the raw text, strings and comments included:
-// no dialect's quoting rules are trusted here.
+// (Dialect.Screen; an unknown d has none). It scans the raw text, strings and comments included,
+// for hidden code and the mysql schema; the names it looks up are the dialect's (ScreenRules.Names)
+// where the dialect reads them by its own lexer, else every raw word.
 func deniedText(q string, d datasets.Dialect) string {
 	var rules ScreenRules
 	if dl, ok := Lookup(d); ok {
@@ -116,9 +117,12 @@ func deniedText(q string, d datasets.Dialect) string {
 			return reason
 		}
 	}
-	words := strings.FieldsFunc(lower, func(r rune) bool {
-		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	})
+	var words []string
+	if rules.Names != nil {
+		words = rules.Names(q)
+	} else {
+		words = RawWords(lower)
+	}
 	for _, w := range words {
 		if deniedWord(w) {
 			return fmt.Sprintf("refused: %s is not allowed (it reaches outside the task's data)", w)
@@ -133,6 +137,15 @@ func deniedText(q string, d datasets.Dialect) string {
 		return rules.Words(q, lower, words)
 	}
 	return ""
+}
+
+// RawWords are the runs of a to z, 0 to 9, _ and $ in lower, wherever they stand (strings and
+// comments included): the words a dialect without a lexer of its own (ScreenRules.Names) is
+// screened by.
+func RawWords(lower string) []string {
+	return strings.FieldsFunc(lower, func(r rune) bool {
+		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	})
 }
 
 // ScreenRules are one dialect's own refusals (Dialect.Screen), which the screen applies after
@@ -151,6 +164,12 @@ type ScreenRules struct {
 	// Words refuses by the statement as written (q), in lower case and as words, once no word
 	// was refused (PostgreSQL: the system catalogs, XML and arrays).
 	Words func(q, lower string, words []string) string
+	// Names, when set, gives the words the denied names, Word and Words look at: the names q
+	// holds as the dialect's own lexer reads it (PostgreSQL: unquoted words and quoted
+	// identifiers, lower case, so a string constant, a dollar quote or a comment names nothing).
+	// Nil: RawWords, strings and comments included. Only a dialect whose strings never run as
+	// code but through a function the screen refuses by name may set it.
+	Names func(q string) []string
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.

@@ -12,7 +12,7 @@ import (
 // search string the screen cannot measure) and what outlives the session's reset (setseed).
 // The toolkit's own catalog statements pass.
 func postgresScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Words: func(q, _ string, words []string) string {
+	return sandbox.ScreenRules{Names: pgNames, Words: func(q, _ string, words []string) string {
 		if pgOwnCatalog(q) {
 			return ""
 		}
@@ -28,6 +28,32 @@ func postgresScreen() sandbox.ScreenRules {
 		}
 		return pgTokenRules(stmt)
 	}}
+}
+
+// pgNames are the names q holds as the server's lexer reads it (pgLex): its unquoted words and
+// quoted identifiers, lower case, which the shared denied names, pgOtherTasks and
+// pgUninterruptible look at. A string constant (dollar-quoted too) or a comment names nothing:
+// on PostgreSQL a string only becomes a name through a reg* cast or a function the screen
+// refuses by its own name (query_to_xml, ts_stat, to_regclass, …). A numeric constant's letters
+// count as names too, each from where it starts after a digit to the end (1pg_ls_dir: PostgreSQL
+// 15 reads a number and then a name; 1e5pg_ls_dir gives e5pg_ls_dir and pg_ls_dir).
+func pgNames(q string) []string {
+	var names []string
+	for _, t := range pgLex(q) {
+		switch {
+		case t.name():
+			names = append(names, t.text)
+		case t.kind == pgNumber:
+			// Each run of name characters that starts after a digit, a point or a sign.
+			w := strings.ToLower(t.text)
+			for k := 1; k < len(w); k++ {
+				if pgIdentStart(w[k]) && !pgIdentStart(w[k-1]) {
+					names = append(names, w[k:])
+				}
+			}
+		}
+	}
+	return names
 }
 
 // pgAllowed are the pg_ names a PostgreSQL statement may use: the schema qualifying built-in
@@ -95,7 +121,8 @@ func pgOwnCatalog(q string) bool {
 // relation and function of pg_catalog is named pg_..., and all of them are refused but pgAllowed;
 // information_schema shows a role only what it may use, and TestPostgresCatalogIsolation reads
 // every relation of both schemas the screen passes as a task role and checks that none shows
-// another task's names. Text-to-SQL needs none of it: information_schema describes the task's
+// another task's names. By the statement's names (pgNames), so a string constant or a comment
+// that holds pg_class passes, while 'pg_class'::regclass is refused by regclass. Text-to-SQL needs none of it: information_schema describes the task's
 // own tables.
 func pgOtherTasks(words []string) string {
 	for _, w := range words {
@@ -107,7 +134,7 @@ func pgOtherTasks(words []string) string {
 	return ""
 }
 
-// pgUninterruptible refuses, by their names wherever they appear, the PostgreSQL functions
+// pgUninterruptible refuses, by their names (pgNames) wherever they appear, the PostgreSQL functions
 // and types that neither statement_timeout nor pg_terminate_backend can stop, because they run
 // without checking for interrupts, and whose cost is not bounded by a small multiple of the
 // size of their input, measured on PostgreSQL 15 (sandbox/postgres/hostile_test.go): XML and

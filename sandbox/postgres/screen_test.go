@@ -359,7 +359,7 @@ func TestPostgresScreenJSONXMLTokens(t *testing.T) {
 		"SELECT x /* ::jsonb, xpath('/a', y) */ FROM t -- ::json\nWHERE z = $$::json$$ AND w = $json$x::xml$json$",
 		"SELECT \"x::json\", 'row_to_json(t)' || 'json_agg' AS s FROM t",
 	})
-	for q, want := range map[string]string{
+	pgRefuses(t, map[string]string{
 		`SELECT '[1]'::"jsonb"`:                       "jsonb (json",
 		`SELECT CAST(x AS "JSON") FROM t`:             "json (json",
 		"SELECT x::pg_catalog.json FROM t":            "json (json",
@@ -381,11 +381,7 @@ func TestPostgresScreenJSONXMLTokens(t *testing.T) {
 		"SELECT table_to_xml('t', true, true, '')":    "table_to_xml (XML",
 		"SELECT \"cursor_to_xmlschema\"(x) FROM t":    "not allowed",
 		"SELECT schema_to_xmlschema(x) FROM t":        "not allowed",
-	} {
-		if _, why := sandbox.Screen(q, datasets.Postgres); !strings.Contains(why, want) || !strings.Contains(why, "not allowed") {
-			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
-		}
-	}
+	})
 }
 
 // TestPostgresJSONXMLCatalog reads the server's catalog for every name that holds json, xml or
@@ -423,6 +419,17 @@ func pgPasses(t *testing.T, qs []string) {
 	}
 }
 
+// pgRefuses checks that the screen refuses each statement on PostgreSQL with a reason that says
+// want and "not allowed".
+func pgRefuses(t *testing.T, want map[string]string) {
+	t.Helper()
+	for q, w := range want {
+		if _, why := sandbox.Screen(q, datasets.Postgres); !strings.Contains(why, w) || !strings.Contains(why, "not allowed") {
+			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, w)
+		}
+	}
+}
+
 // TestPostgresScreenJSONMinus: jsonb - text is the one - whose right operand is a text, so that
 // the server reads a string constant of no type before a text as a jsonb (and || then doubles
 // it) in a statement that names no json; IS DOCUMENT reads one as XML. Both are refused; a
@@ -454,5 +461,50 @@ func TestPostgresScreenJSONMinus(t *testing.T) {
 		"SELECT ts AT TIME ZONE 'UTC' - i, 'a' || '-' || b, '-' AS dash FROM t WHERE c = '-'",
 		"SELECT document FROM t WHERE document IS NOT NULL AND is_document = 1",
 		"SELECT AVG('1999' - STRFTIME('%Y', b)), '\"a\"' - x FROM t", // a scalar: "cannot delete from scalar"
+	})
+}
+
+// TestPostgresScreenNamesNotText: the array rule, the pg_ catalog rule and the denied names of
+// every dialect look at the statement's names as PostgreSQL's lexer splits them, not its raw
+// words: a string constant, a dollar-quoted one or a comment holding array, pg_class or
+// pg_read_file, a quoted alias holding them among other words, and a column whose name holds
+// array past its start (préarray, which raw words split at é), run on the server as the task's
+// reader; the same names as words or quoted identifiers, with comments between the tokens, after
+// a dollar quote or a doubled quote, or right after a number (1pg_ls_dir), are refused.
+func TestPostgresScreenNamesNotText(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	if _, err := admin.Exec(`CREATE TABLE ` + schemas[0] + `.notes (note text, raw_array int, "préarray" int);
+		INSERT INTO ` + schemas[0] + `.notes VALUES ('array of pg_sleep', 1, 2)`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, dbs := pgHostileConnector(t, schemas)
+	for _, q := range []string{
+		"SELECT note FROM notes WHERE note = 'array of pg_sleep'",
+		"SELECT raw_array, préarray FROM notes -- array_agg(note), pg_read_file('x')\nWHERE note <> 'pg_class'",
+		"SELECT note /* string_to_array(note, ' ') FROM pg_stat_activity */ FROM notes",
+		"SELECT note FROM notes WHERE note <> $$pg_read_file('/etc/passwd') FROM pg_class$$ AND note <> $a$ARRAY[1]$a$",
+		`SELECT note AS "the array", raw_array AS "rows of pg_class" FROM notes WHERE note NOT LIKE '%processlist''s%' AND note <> E'pg_shadow\'s'`,
+		"SELECT count(*) FROM notes WHERE note LIKE '%generate_subscripts%' OR note = 'dblink' OR note = 'txid_current'",
+	} {
+		if r := sandboxtest.MustExec(t, dbs[0], q, sandbox.ExecOptions{}); !r.OK() {
+			t.Errorf("%s\n  did not run: %s %s", q, r.Outcome, r.Error)
+		}
+	}
+	pgRefuses(t, map[string]string{
+		`SELECT "array_agg"(x) FROM t`:                    "array_agg (array",
+		"SELECT pg_catalog . /* c */ array_agg(x) FROM t": "array_agg (array",
+		"SELECT $$x$$, array_length(y, 1) FROM t":         "array_length (array",
+		"SELECT 'a''b', string_to_array(x, ',') FROM t":   "string_to_array (array",
+		"SELECT x FROM t -- c\nWHERE y = ARRAY(SELECT 1)": "array (array",
+		"SELECT E'\\'', generate_subscripts(x, 1) FROM t": "generate_subscripts (array",
+		`SELECT relname FROM "pg_class"`:                  "pg_class is not allowed",
+		`SELECT relname FROM pg_catalog./**/pg_class`:     "pg_class is not allowed",
+		"SELECT 'pg_class'::regclass::oid":                "regclass is not allowed",
+		`SELECT "PG_READ_FILE"('x')`:                      "pg_read_file is not allowed",
+		"SELECT 1pg_ls_dir('.')":                          "pg_ls_dir is not allowed",
+		"SELECT 1.5e3array_agg(x) FROM t":                 "array_agg (array",
+		"SELECT $q$'$q$, ts_stat('SELECT v FROM t')":      "ts_stat is not allowed",
+		"SELECT 'x' AS a, dblink_connect('h')":            "dblink_connect is not allowed",
 	})
 }
