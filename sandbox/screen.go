@@ -150,23 +150,24 @@ func RawWords(lower string) []string {
 
 // ScreenRules are one dialect's own refusals (Dialect.Screen), which the screen applies after
 // the rules of every dialect, in this order; each returns "" to pass, else the refusal
-// ("refused: ..." and why). A nil rule passes everything. Every rule sees the raw statement,
-// strings and comments included, and must be a pure function of it (the screen runs
+// ("refused: ..." and why). A nil rule passes everything. Text and Words see the raw statement,
+// strings and comments included; every rule must be a pure function of it (the screen runs
 // concurrently).
 type ScreenRules struct {
 	// Text refuses by the whole statement in lower case, before its words are looked at
 	// (MySQL: @@ system variables, the calls MariaDB cannot interrupt).
 	Text func(lower string) string
-	// Word refuses one word of the statement (lower case; runs of letters, digits, _ and $),
-	// right after the denied names of every dialect were looked for in it (SQLite: the
-	// built-ins it cannot stop).
+	// Word refuses one word of the statement (lower case; one of Names, else a run of letters,
+	// digits, _ and $), right after the denied names of every dialect were looked for in it
+	// (SQLite: the built-ins it cannot stop).
 	Word func(word string) string
 	// Words refuses by the statement as written (q), in lower case and as words, once no word
 	// was refused (PostgreSQL: the system catalogs, XML and arrays).
 	Words func(q, lower string, words []string) string
 	// Names, when set, gives the words the denied names, Word and Words look at: the names q
 	// holds as the dialect's own lexer reads it (PostgreSQL: unquoted words and quoted
-	// identifiers, lower case, so a string constant, a dollar quote or a comment names nothing).
+	// identifiers, lower case, so a string constant, a dollar quote or a comment names nothing;
+	// SQLite: the words outside string constants and comments).
 	// Nil: RawWords, strings and comments included. Only a dialect whose strings never run as
 	// code but through a function the screen refuses by name may set it.
 	Names func(q string) []string

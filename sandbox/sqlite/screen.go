@@ -2,13 +2,14 @@ package sqlite
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // sqliteScreen are SQLite's own refusals: the built-ins whose one call it cannot stop.
 func sqliteScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Word: func(w string) string {
+	return sandbox.ScreenRules{Names: sqliteNames, Word: func(w string) string {
 		if sqliteUnstoppable[w] {
 			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
 		}
@@ -23,3 +24,72 @@ func sqliteScreen() sandbox.ScreenRules {
 // patch. Rare in benchmark SQL, so refused rather than rewritten (instr, replace, trim and LIKE
 // are bounded in the engine instead, see guardSQLite).
 var sqliteUnstoppable = map[string]bool{"unhex": true, "json_patch": true, "jsonb_patch": true}
+
+// sqliteNames are the words of q (lower case; runs of a to z, 0 to 9, _ and $) outside its
+// string constants ('…' with ” for a quote, X'…' blobs) and comments (-- to the end of the
+// line, /* to */, unnested), as SQLite's tokenizer reads them, and the whole value of each string
+// as one name: SQLite reads a string as a name where only a name may stand (SELECT * FROM
+// 'pragma_database_list' lists the files), never as a call ('json_patch'(…) is a syntax error),
+// so 'json_patch of a note' names nothing. Quoted
+// identifiers ("…", `…`, […]) keep their words, since SQLite calls "json_patch"(…) and
+// [unhex](…) as the functions they name (and reads a "…" that names no column as a string: a
+// name here either way).
+func sqliteNames(q string) []string {
+	lower := strings.ToLower(q)
+	var code strings.Builder
+	var strs []string
+	for i := 0; i < len(lower); {
+		switch c := lower[i]; {
+		case c == '\'':
+			j := i + 1
+			for j < len(lower) && (lower[j] != '\'' || j+1 < len(lower) && lower[j+1] == '\'') {
+				if lower[j] == '\'' {
+					j++
+				}
+				j++
+			}
+			// SQLite takes a string as a name where only a name may stand (FROM
+			// 'pragma_database_list', main.'t', 't'.'c'): its whole value is one name.
+			strs = append(strs, strings.ReplaceAll(lower[i+1:min(j, len(lower))], "''", "'"))
+			code.WriteByte(' ')
+			i = j + 1
+		case strings.HasPrefix(lower[i:], "--"):
+			j := strings.IndexByte(lower[i:], '\n')
+			if j < 0 {
+				j = len(lower) - i
+			}
+			code.WriteByte(' ')
+			i += j
+		case strings.HasPrefix(lower[i:], "/*"):
+			j := strings.Index(lower[i+2:], "*/")
+			if j < 0 {
+				j = len(lower)
+			} else {
+				j += i + 4
+			}
+			code.WriteByte(' ')
+			i = j
+		case c == '"' || c == '`' || c == '[':
+			end := c
+			if c == '[' {
+				end = ']'
+			}
+			j := i + 1
+			for j < len(lower) && (lower[j] != end || c != '[' && j+1 < len(lower) && lower[j+1] == end) {
+				if lower[j] == end {
+					j++
+				}
+				j++
+			}
+			if j < len(lower) {
+				j++ // the closing quote
+			}
+			code.WriteString(lower[i:j])
+			i = j
+		default:
+			code.WriteByte(c)
+			i++
+		}
+	}
+	return append(sandbox.RawWords(code.String()), strs...)
+}
