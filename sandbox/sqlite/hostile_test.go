@@ -621,14 +621,19 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 // together until one had waited 31.8 s, or more than BusyPatience with more of them. The cap is
 // lowered for the test (lowerHeapCap): on a loaded machine filling the whole one three times over
 // took longer than a statement's time limit (a timeout, not its out of memory, at a fifth of a
-// core). That they overlap is not left to the machine's speed: each waits, at its tenth row, for
-// the three to hold nine values of 1 MB each (heapGate; a value held costs about twice its size,
-// and three while max() takes it), about 57 MB of the cap's 67 among them, so that the first to
-// run out past it finds the other two holding more than half (ExecOptions.Waiting told; both
-// checked).
+// core). That they overlap is not left to the machine's speed (heapGate): each waits, at its
+// tenth row, for the three to hold nine values of 1 MB each (a value held costs about twice its
+// size, and three while max() takes it), about 57 MB of the cap's 67 among them; then the last
+// to arrive runs on alone while the other two stay there, holding what they hold, until a
+// statement waits for its turn (ExecOptions.Waiting). So the one that runs out finds the other
+// two holding more than half, and waits (both checked). Released together at the gate, as
+// before, all three could run out within a few steps of each other on a loaded host (-race, 2
+// busy cores), the first freeing its heap and the other two theirs before it looked at what
+// others held: each then saw the heap free, kept its own "out of memory" without a wait, and
+// Waiting was never told (1 run in 10 of the test under two CPU hogs).
 func TestSQLiteHeapEachPastIt(t *testing.T) {
 	const n, value, gateAt = 3, 1_000_000, 10
-	gate := &heapGate{n: n, at: gateAt, open: make(chan struct{})}
+	gate := &heapGate{n: n, at: gateAt, open: make(chan struct{}), waited: make(chan struct{})}
 	db := gatedChinookSQLite(t, gate)
 	lowerHeapCap(t)
 	// Distinct values held by max(), one more a row, more of them than the heap holds.
@@ -640,8 +645,8 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 	q := fmt.Sprintf("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT %s FROM r WHERE heap_gate(i)", last, strings.Join(cols, ", "))
 	var waited atomic.Int64 // statements that waited for their turn
 	tell := func(w bool) {
-		if w {
-			waited.Add(1)
+		if w && waited.Add(1) == 1 {
+			close(gate.waited) // the two held at the gate run on
 		}
 	}
 	const timeout = 30 * time.Second
@@ -675,6 +680,8 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 	}
 	if gate.late.Load() {
 		t.Error("the statements did not reach the gate together (one ran out before it?): the values held there are too large for the cap")
+	} else if gate.stuck.Load() {
+		t.Error("no statement waited for its turn within 20 s of the gate: the one that ran on from it ran out without a wait (the two held there held too little?)")
 	} else if held := gate.held.Load(); held*2/3 <= sqliteHeapCap()/2 {
 		t.Errorf("the statements held %d bytes at the gate: two of them not more than half the cap", held)
 	} else {
@@ -686,14 +693,18 @@ func TestSQLiteHeapEachPastIt(t *testing.T) {
 }
 
 // heapGate is the SQL function heap_gate(i) of gatedChinookSQLite's connections: true, after,
-// where i is at, waiting for the first n statements to reach it (at most 20 s, then late); at
-// once for the rest (one running again in its turn).
+// where i is at, waiting for the first n statements to reach it (at most 20 s, then late); then
+// the last of them to arrive runs on, and the others wait until waited is closed (a statement
+// waits for its turn; at most 20 s, then stuck), holding what they hold. At once for the rest
+// (one running again in its turn).
 type heapGate struct {
 	n, at   int64
 	mu      sync.Mutex
 	arrived int64
 	open    chan struct{}
+	waited  chan struct{}
 	late    atomic.Bool
+	stuck   atomic.Bool
 	held    atomic.Int64 // SQLite's heap in use once all n reached it
 }
 
@@ -702,15 +713,26 @@ func (g *heapGate) pass(i int64) bool {
 		return true
 	}
 	g.mu.Lock()
-	if g.arrived++; g.arrived == g.n {
+	g.arrived++
+	arrived := g.arrived
+	if arrived == g.n {
 		g.held.Store(sqliteHeapUsed())
 		close(g.open)
 	}
 	g.mu.Unlock()
+	if arrived >= g.n {
+		return true
+	}
 	select {
 	case <-g.open:
 	case <-time.After(20 * time.Second):
 		g.late.Store(true)
+		return true
+	}
+	select {
+	case <-g.waited:
+	case <-time.After(20 * time.Second):
+		g.stuck.Store(true)
 	}
 	return true
 }
