@@ -537,7 +537,22 @@ func TestSQLiteStoppedStream(t *testing.T) {
 // statement, given 5 s, then ran once the holder ended, not ErrBusy; its time limit is now also
 // what the holder has left once the heap is full, within 5 s.
 func TestSQLiteHeapHeldByAnother(t *testing.T) {
-	hog := openChinookSQLite(t)
+	// The holder tells, through heap_read, when one of its three scans of Track has reached the
+	// last track: its values were built on the first row, and its scans have read every page of
+	// Track, so it allocates nothing more until its deadline (the heap in use at its second row
+	// is already what it holds then).
+	const lastTrack = 3503
+	read := make(chan struct{})
+	var readOnce sync.Once
+	hog := funcChinookSQLite(t, "heap_read", func(a, b, c int64) bool {
+		if a == lastTrack || b == lastTrack || c == lastTrack {
+			readOnce.Do(func() { close(read) })
+		}
+		return true
+	})
+	if r := sandboxtest.MustExec(t, hog, "SELECT max(TrackId), count(*) FROM Track", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(lastTrack) || r.Rows[0][1] != int64(lastTrack) {
+		t.Fatalf("Track's ids: %+v", r)
+	}
 	other, err := Open(shared.Path(t, "data/multi/northwind/northwind.sqlite"))
 	if err != nil {
 		t.Fatal(err)
@@ -562,26 +577,23 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	held := make(chan *sandbox.Result, 1)
 	start := time.Now()
 	go func() {
-		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b, Track c", sandbox.ExecOptions{Timeout: deadline})
+		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b, Track c WHERE heap_read(a.TrackId, b.TrackId, c.TrackId)", sandbox.ExecOptions{Timeout: deadline})
 		if err != nil {
 			r = &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error()}
 		}
 		held <- r
 	}()
-	// Wait until the holder holds nearly all it will and has stopped growing: past limit-2·margin
-	// it may still be building its last value, and a statement that took the margin then would
-	// make the holder, not the other task, run out (seen on a loaded CI host).
-	for last := int64(-1); ; {
-		select {
-		case r := <-held:
-			t.Fatalf("the holder ended before it held the heap: %s %q", r.Outcome, r.Error)
-		case <-time.After(50 * time.Millisecond):
-		}
-		used := sqliteHeapUsed()
-		if used >= limit-2*margin && used-last < 64<<10 {
-			break
-		}
-		last = used
+	// Wait until the holder holds all it will (heap_read). Waiting until the heap in use had
+	// stopped growing (under 64 KiB in 50 ms) could end while the holder, its thread off the CPU
+	// on a loaded host, still had values to build: the other task's statement then took the
+	// margin and the holder ran out instead (seen in CI, under -race).
+	select {
+	case <-read:
+	case r := <-held:
+		t.Fatalf("the holder ended before it held the heap: %s %q", r.Outcome, r.Error)
+	}
+	if used := sqliteHeapUsed(); used < limit-2*margin {
+		t.Fatalf("the holder holds %d bytes of SQLite's heap; want more than %d", used, limit-2*margin)
 	}
 	// The other task's statement must run out, wait and give up while the holder still holds the
 	// heap: its time limit is at most a third of what the holder has left.
@@ -741,11 +753,18 @@ func (g *heapGate) pass(i int64) bool {
 // heap_gate (g).
 func gatedChinookSQLite(t *testing.T, g *heapGate) *sqliteDB {
 	t.Helper()
+	return funcChinookSQLite(t, "heap_gate", g.pass)
+}
+
+// funcChinookSQLite opens the shared Chinook file as Open does, on connections that also have
+// the SQL function name, impl (not pure: called for each row).
+func funcChinookSQLite(t *testing.T, name string, impl any) *sqliteDB {
+	t.Helper()
 	d := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		if err := prepareSQLiteConn(c); err != nil {
 			return err
 		}
-		return c.RegisterFunc("heap_gate", g.pass, false)
+		return c.RegisterFunc(name, impl, false)
 	}}
 	db := &sqliteDB{db: sql.OpenDB(dsnConnector{d, sqliteDSN(shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite"))})}
 	t.Cleanup(func() { db.Close() })
