@@ -581,6 +581,9 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 		if err != nil {
 			r = &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error()}
 		}
+		if r.Outcome != sandbox.OutcomeTimeout { // for the error below: when, and what was held
+			t.Logf("the holder ended after %s, %d bytes of SQLite's heap in use", time.Since(start), sqliteHeapUsed())
+		}
 		held <- r
 	}()
 	// Wait until the holder holds all it will (heap_read). Waiting until the heap in use had
