@@ -629,6 +629,36 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	}
 }
 
+// TestSQLiteErrorAtDeadline: a statement that SQLite stops at its deadline may end with another
+// error than the interrupt (TestSQLiteHeapHeldByAnother's holder, with the heap full, ended with
+// "out of memory" at 15.0013 s of its 15 under -race on a loaded host); once its deadline has
+// passed, its outcome is its timeout. The statement's context used to get its deadline after
+// SQLite's, so an error in between was the statement's own: here a function's that returns
+// after SQLite's deadline, the connection's set 100 ms before the statement starts (deadlineSet:
+// a loaded machine's delay).
+func TestSQLiteErrorAtDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	var set atomic.Int64 // when the connection's deadline was set, Unix ns
+	db := funcChinookSQLite(t, "fail_late", func(x int64) (int64, error) {
+		time.Sleep(time.Until(time.Unix(0, set.Load()).Add(timeout + 50*time.Millisecond)))
+		return 0, errors.New("failed past the deadline")
+	})
+	db.deadlineSet = func() {
+		set.Store(time.Now().UnixNano())
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := sandboxtest.MustExec(t, db, "SELECT fail_late(1)", sandbox.ExecOptions{Timeout: timeout})
+	if r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("a statement whose error came past its deadline: %s %q, want its timeout", r.Outcome, r.Error)
+	}
+	// One that fails within its deadline keeps its error.
+	db.deadlineSet = nil
+	set.Store(time.Now().Add(-time.Hour).UnixNano())
+	if r := sandboxtest.MustExec(t, db, "SELECT fail_late(1)", sandbox.ExecOptions{Timeout: timeout}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "failed past the deadline") {
+		t.Errorf("a statement that failed within its deadline: %s %q, want its error", r.Outcome, r.Error)
+	}
+}
+
 // TestSQLiteHeapEachPastIt: statements that each need more than the whole of SQLite's heap
 // (sqliteHeapLimit), run together, make each other run out while the others hold most of it.
 // Each must still end with its own "out of memory" (in its turn, awaitTurn), not with

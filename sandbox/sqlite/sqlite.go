@@ -138,6 +138,9 @@ type sqliteDB struct {
 	db       *sql.DB
 	version  string
 	runaways atomic.Int64 // abandoned statements still running
+	// deadlineSet, where not nil (tests), is called once a statement's connection has its
+	// deadline: the time a loaded machine may take between SQLite's deadline and the statement.
+	deadlineSet func()
 }
 
 // Open opens the SQLite file at path read-only (mode=ro&immutable=1). Each statement runs
@@ -318,6 +321,11 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	var short func() bool
 	var stored sandbox.ColumnNormaliser
 	var guard func(context.Context, func()) (bool, bool)
+	// The context's deadline comes before SQLite's (sqliteDeadline, set below): a statement that
+	// SQLite stops at its deadline may end with another error than the interrupt (with the heap
+	// full, "out of memory"), which is its timeout only if qctx has expired by then.
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
 		var err error
@@ -337,6 +345,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		conn.Close()
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
+	if s.deadlineSet != nil {
+		s.deadlineSet()
+	}
 	var asked sqliteAsked // written by Collect's goroutine, read once it has sent on done
 	if f := opts.Filter; f != nil {
 		opts.Filter = func(row []any) sandbox.RowAction {
@@ -348,8 +359,6 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 			return f(row)
 		}
 	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	done := make(chan sqliteOutcome, 1)
 	go func() {
 		res, err := collectGuarded(qctx, conn, guard, stmt, opts, stored)
