@@ -188,7 +188,9 @@ func DecodePlan() Plan {
 //     instructions per weight and no horizontal sums, which matters most where a zmm
 //     instruction costs two (Zen 4's 256-bit datapath). On Zen 4 (family 25 model 17, two
 //     threads) the quarters ran q8 1.16-1.20×, bf16 1.05-1.21× and f32 1.13-1.14× as fast as
-//     adjacent rows, and the panels 0.99-1.02× the rows; Intel was not there to measure. Both
+//     adjacent rows, and the panels 0.99-1.02× the rows; on Intel (family 6 model 167, AVX-512 at
+//     512 bits, two threads) the quarters ran q8 1.02×, bf16 1.06× and f32 1.03×, the panels
+//     1.15×, eight bf16 rows 0.54× (docs/BENCHMARKS.md, "Issue 30 on Intel"). Both
 //     variants give the same bits as the paths they replace but for the panels' summation
 //     order (Q8Panels), so a class can take or drop them on measurement alone.
 //   - Tweaks of the row kernels measured on Zen 5, which only the zen5 class takes: bf16
