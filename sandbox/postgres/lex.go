@@ -64,27 +64,36 @@ func pgFoldASCII(w string) string {
 const pgOpChars = "+-*/<>=~!@#%^&|`?"
 
 // pgLex splits q into tokens the way PostgreSQL's lexer does where it matters to the screen:
-// comments (-- to the end of the line, /* */ nested) dropped; string constants ('…' with ”
-// for a quote, E'…' with backslash escapes, $tag$…$tag$, and the B, X, N, U& prefixed forms),
-// adjacent ones joined as the server joins them; quoted identifiers ("…" with "" for a quote);
+// comments (-- to a line feed or carriage return, /* */ nested) dropped; string constants ('…'
+// with ” for a quote, E'…' with backslash escapes, $tag$…$tag$, and the B, X, N, U& prefixed
+// forms), adjacent ones joined as the server joins them, a '…' that continues an E'…' on a later
+// line read with its escapes as the server reads it (pgContinues); quoted identifiers ("…" with "" for a quote);
 // operators as maximal runs cut before a comment. An unterminated string, identifier or
 // comment runs to the end, where the server fails the statement. It never fails itself.
 func pgLex(q string) []pgToken {
 	var toks []pgToken
+	escEnd := -1 // where the last E'…' string (or its last continuation) ended, else -1
 	for i := 0; i < len(q); {
+		if len(toks) > 0 && toks[len(toks)-1].kind != pgString {
+			escEnd = -1
+		}
 		c := q[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
 		case strings.HasPrefix(q[i:], "--"):
-			if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(q)
-			}
+			i = pgSkipLineComment(q, i)
 		case strings.HasPrefix(q[i:], "/*"):
 			i = pgSkipComment(q, i)
 		case c == '\'':
+			// A continuation of an E'…' string is read as the E string it continues, backslash
+			// escapes included: E'a'<newline>'\' …' is one string on the server.
+			if escEnd >= 0 && pgContinues(q[escEnd:i]) {
+				_, next := pgQuotedText(q, i, '\'', true)
+				toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
+				i, escEnd = next, next
+				continue
+			}
 			val, next := pgQuotedText(q, i, '\'', false)
 			toks = pgAddString(toks, pgToken{kind: pgString, text: val, plain: true})
 			i = next
@@ -113,6 +122,9 @@ func pgLex(q string) []pgToken {
 				_, next := pgQuotedText(q, j, '\'', word == "e")
 				toks = pgAddString(toks, pgToken{kind: pgString, text: q[i:next]})
 				i = next
+				if word == "e" {
+					escEnd = next
+				}
 				continue
 			}
 			if word == "u" && strings.HasPrefix(q[j:], "&") && j+1 < len(q) && (q[j+1] == '\'' || q[j+1] == '"') {
@@ -129,7 +141,8 @@ func pgLex(q string) []pgToken {
 			i = j
 		case c >= '0' && c <= '9' || c == '.' && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9':
 			j := i + 1
-			for j < len(q) && (pgIdentCont(q[j]) || q[j] == '.' || (q[j] == '+' || q[j] == '-') && (q[j-1] == 'e' || q[j-1] == 'E')) {
+			// Not a $: the server reads 1$a$x$a$ as a number and a dollar quote.
+			for j < len(q) && (pgIdentCont(q[j]) && q[j] != '$' || q[j] == '.' || (q[j] == '+' || q[j] == '-') && (q[j-1] == 'e' || q[j-1] == 'E')) {
 				j++
 			}
 			toks = append(toks, pgToken{kind: pgNumber, text: q[i:j]})
@@ -191,6 +204,37 @@ func pgQuotedText(q string, i int, quote byte, backslash bool) (string, int) {
 		}
 	}
 	return b.String(), len(q)
+}
+
+// pgSkipLineComment returns the index after the -- comment at q[i]: the server ends one at a
+// carriage return as at a line feed (SELECT 1 --<CR>, x runs x).
+func pgSkipLineComment(q string, i int) int {
+	if j := strings.IndexAny(q[i:], "\n\r"); j >= 0 {
+		return i + j + 1
+	}
+	return len(q)
+}
+
+// pgContinues reports whether sep, the text between two string constants, makes the second
+// continue the first, as the server's lexer reads it: whitespace and -- comments only, with
+// at least one line break (\n or \r); a /* */ comment or no line break ends the first string.
+func pgContinues(sep string) bool {
+	brk := false
+	for i := 0; i < len(sep); {
+		switch c := sep[i]; {
+		case c == '\n' || c == '\r':
+			brk = true
+			i++
+		case c == ' ' || c == '\t' || c == '\f' || c == '\v':
+			i++
+		case strings.HasPrefix(sep[i:], "--"):
+			i = pgSkipLineComment(sep, i)
+			brk = true // a -- comment before the quote ended at a line break
+		default:
+			return false
+		}
+	}
+	return brk
 }
 
 // pgSkipComment returns the index after the /* */ comment at q[i], nested ones included.

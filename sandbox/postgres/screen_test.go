@@ -508,3 +508,31 @@ func TestPostgresScreenNamesNotText(t *testing.T) {
 		"SELECT 'x' AS a, dblink_connect('h')":            "dblink_connect is not allowed",
 	})
 }
+
+// TestPostgresScreenLexerAgrees: where the screen's lexer (pgLex) ended a comment or a string
+// later than the server does, the server ran as code what the screen took for text and looked
+// no names up in. A -- comment ends at a carriage return too, and a string continued on the
+// next line after an E'…' one keeps its backslash escapes: both statements read pg_class and
+// pg_namespace (another task's schema) as the reader when run unscreened, and are refused.
+func TestPostgresScreenLexerAgrees(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 2)
+	_, _, dbs := pgHostileConnector(t, schemas)
+	for _, q := range []string{
+		"SELECT 1 AS a --\r, (SELECT string_agg(nspname, ',') FROM pg_namespace) AS b",
+		"SELECT E'a'\n'\\' '||(SELECT string_agg(nspname, ',') FROM pg_namespace)||'x'",
+		"SELECT E'a' -- c\n\t'\\' '||(SELECT string_agg(nspname, ',') FROM pg_namespace)||'x'",
+		"SELECT E'a'\r'b'\n'\\' '||(SELECT string_agg(nspname || '.' || relname, ',') FROM pg_class JOIN pg_namespace n ON n.oid = relnamespace WHERE nspname = '" + schemas[1] + "')||'x'",
+	} {
+		r := rawRun(t, dbs[0], q)
+		if !r.OK() || !strings.Contains(fmt.Sprint(r.Rows), schemas[1]) {
+			t.Errorf("%q unscreened: %s %s %v, want it to read the catalog", q, r.Outcome, r.Error, r.Rows)
+		}
+		if _, why := sandbox.Screen(q, datasets.Postgres); !strings.Contains(why, "not allowed") {
+			t.Errorf("%q passed the screen (%q); the server reads the catalog in it", q, why)
+		}
+	}
+	// The server's string ends where the screen's does: no line break, or a /* */ comment,
+	// between two strings ends an E string, so a backslash in the next one is itself.
+	pgPasses(t, []string{"SELECT E'a' || '\\' || 'pg_class'", "SELECT E'\\\\' /* c */\n|| '\\'", "SELECT 1 -- pg_class\r\n, 2"})
+}
