@@ -33,7 +33,8 @@ var sqliteUnstoppable = map[string]bool{"unhex": true, "json_patch": true, "json
 // so 'json_patch of a note' names nothing. Quoted
 // identifiers ("…", `…`, […]) keep their words, since SQLite calls "json_patch"(…) and
 // [unhex](…) as the functions they name (and reads a "…" that names no column as a string: a
-// name here either way).
+// name here either way). A parameter ($a, @a, :a, #a) is read to its end as SQLite reads it:
+// a quote in its (…) suffix opens no string (sqliteVariableEnd).
 func sqliteNames(q string) []string {
 	lower := strings.ToLower(q)
 	var code strings.Builder
@@ -86,10 +87,55 @@ func sqliteNames(q string) []string {
 			}
 			code.WriteString(lower[i:j])
 			i = j
+		case c == '$' || c == '@' || c == ':' || c == '#':
+			// A parameter: SQLite's $a(…) takes everything to a space or ) into its name, a
+			// quote too, so $a('),unhex('41') calls unhex. Its text stays code.
+			j := sqliteVariableEnd(lower, i)
+			code.WriteString(lower[i:j])
+			i = j
+		case sqliteIdChar(c):
+			// A whole name or number: a $ inside one (x$a) starts no parameter.
+			j := i + 1
+			for j < len(lower) && sqliteIdChar(lower[j]) {
+				j++
+			}
+			code.WriteString(lower[i:j])
+			i = j
 		default:
 			code.WriteByte(c)
 			i++
 		}
 	}
 	return append(sandbox.RawWords(code.String()), strs...)
+}
+
+// sqliteIdChar reports whether SQLite's tokenizer takes c into a name: a letter, a digit, _, $
+// or any byte of a multibyte character.
+func sqliteIdChar(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// sqliteVariableEnd returns the index after the parameter ($, @, : or # and a name) at q[i], as
+// SQLite's tokenizer ends it: its name may hold :: and end in a (…) suffix (Tcl's array
+// syntax) that runs to the first ) or whitespace, whatever stands between.
+func sqliteVariableEnd(q string, i int) int {
+	n := 0
+	for j := i + 1; j < len(q); j++ {
+		switch c := q[j]; {
+		case sqliteIdChar(c):
+			n++
+		case c == '(' && n > 0:
+			for j++; j < len(q) && q[j] != ')' && strings.IndexByte(" \t\n\v\f\r", q[j]) < 0; j++ {
+			}
+			if j < len(q) && q[j] == ')' {
+				j++
+			}
+			return j
+		case c == ':' && j+1 < len(q) && q[j+1] == ':':
+			j++
+		default:
+			return j
+		}
+	}
+	return len(q)
 }

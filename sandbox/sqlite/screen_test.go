@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -49,6 +50,36 @@ func TestSQLiteScreenNamesNotText(t *testing.T) {
 	} {
 		if _, why := sandbox.Screen(q, datasets.SQLite); !strings.Contains(why, want) {
 			t.Errorf("%s\n  refused with %q\n  want it to say %q", q, why, want)
+		}
+	}
+}
+
+// TestSQLiteScreenParameterName: SQLite's tokenizer takes a parameter's (…) suffix (Tcl's array
+// syntax: $a(x), also after @, : and #) to the first ) or whitespace, a quote included, so a
+// quote there opens no string and what follows is code: go-sqlite3, given the parameter, calls
+// unhex in each statement below. The screen reads the parameter as SQLite does and refuses
+// them; a $ inside a name, and a parameter without (…), start no such name.
+func TestSQLiteScreenParameterName(t *testing.T) {
+	plain, err := sql.Open("sqlite3", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, q := range []string{
+		"SELECT $a('),unhex('41'),'x'", "SELECT coalesce(@a('),'k'),unhex('41'),'x'",
+		"SELECT :a::b('),unhex('41'),'x'", "SELECT #a('),unhex('41'),'x'",
+	} {
+		var p, got, x string
+		if err := plain.QueryRow(q, 1).Scan(&p, &got, &x); err != nil || got != "A" {
+			t.Errorf("%s on SQLite: %q %v, want unhex's A", q, got, err)
+		}
+		if _, why := sandbox.Screen(q, datasets.SQLite); !strings.Contains(why, "unhex is not allowed") {
+			t.Errorf("%s passed the screen (%q); SQLite calls unhex in it", q, why)
+		}
+	}
+	for _, q := range []string{"SELECT x$a('unhex of x') FROM t", "SELECT $a, 'unhex (x)' FROM t", "SELECT @a ('unhex of x')"} {
+		if _, why := sandbox.Screen(q, datasets.SQLite); why != "" {
+			t.Errorf("%s refused: %s", q, why)
 		}
 	}
 }
