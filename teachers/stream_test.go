@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oaitest"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 	"github.com/chainedsql/chainedsql/teachers"
 )
 
@@ -410,5 +413,56 @@ func TestOpenAIMaxCompletionTokens(t *testing.T) {
 	c = newClient(t, providerEndpoint(v, teachers.ProviderVLLM, func(e *teachers.Endpoint) { e.MaxTokens = 512 }))
 	if _, err := c.Chat(context.Background(), question, chat.Options{}); err != nil || string(v.Requests()[0].Field("max_tokens")) != "512" {
 		t.Errorf("vllm: %v %s", err, v.Requests()[0].Body)
+	}
+}
+
+// TestLongRepliesPerPersonality: a real provider's reply whose reasoning and content are both
+// long (a gpt-oss or DeepSeek reply's reasoning near the 1 MiB bound, or past it, with its
+// content), in every provider's wire shape, plain and streamed, comes back cut as the Stepper
+// stores it, never refused as too_long: each field a provider sends (vLLM's reasoning and
+// reasoning_content both, OpenRouter's reasoning and reasoning_details) is one string that keeps
+// its own first MiB, so a real reply's texts hold no more than the bound each, whatever their
+// length (scan.go; the bound on what a completion holds past that, TestReplyRepeatedListsBound,
+// takes a reply with several strings over 1 MiB under one text).
+func TestLongRepliesPerPersonality(t *testing.T) {
+	long := func(n int, seed string) string {
+		var b strings.Builder
+		for b.Len() < n {
+			fmt.Fprintf(&b, "%s é€🤔 %d\n", seed, b.Len())
+		}
+		return b.String()
+	}
+	for _, size := range []int{textcap.Reply - 64, 2 << 20} {
+		think, content := long(size, "reasoning"), long(size, "<sql>SELECT 1</sql>")
+		script := func(oaitest.Request) oaitest.Response {
+			return oaitest.Response{Think: think, Content: content, FinishReason: "length"}
+		}
+		for _, name := range slices.Sorted(maps.Keys(oaitest.Personalities)) {
+			for _, stream := range []bool{false, true} {
+				if name == "dashscope" && !stream {
+					continue // refuses plain requests that think: TestDashScopeRule
+				}
+				p := oaitest.Personalities[name]
+				p.ChunkBytes = 64 << 10
+				srv := oaitest.NewServer(t, script, oaitest.WithPersonality(p), oaitest.WithModels("test-model"))
+				c := newClient(t, providerEndpoint(srv, personalityProvider(name), func(e *teachers.Endpoint) {
+					e.Stream, e.Timeout, e.OnLength = stream, time.Minute, "keep"
+				}))
+				rep, err := c.Chat(context.Background(), question, chat.Options{})
+				wantContent, wantReasoning := textcap.Cut(content, textcap.Reply), textcap.Cut(think, textcap.Reply)
+				switch p.ReasoningField {
+				case oaitest.FieldInline, oaitest.FieldOpened:
+					wantContent, wantReasoning = rep.Content, "" // the whole block is the content: checked below
+					if !strings.Contains(rep.Content, think[:1000]) || len(rep.Content) > textcap.Reply+64 {
+						t.Errorf("%s (stream %v): content %d bytes", name, stream, len(rep.Content))
+					}
+				}
+				if err != nil || rep.Content != wantContent || rep.Reasoning != wantReasoning {
+					t.Errorf("%s, %d bytes (stream %v): %v; content %d bytes, want %d; reasoning %d bytes, want %d", name, size, stream, err,
+						len(rep.Content), len(wantContent), len(rep.Reasoning), len(wantReasoning))
+				}
+				srv.Close()
+			}
+		}
 	}
 }

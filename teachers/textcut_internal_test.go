@@ -2,6 +2,7 @@ package teachers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -346,4 +347,46 @@ func TestReplyRepeatedLists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplyRepeatedListsBound pins what a completion or chunk may hold of its texts (scan.go):
+// each string under a text shape keeps its own first maxReplyText bytes, and what the strings
+// of one text hold past maxReplyText counts toward maxUnit with the JSON. A repeated "choices"
+// is merged into the list before it as encoding/json merges it, and the earlier list's strings
+// stay held (encoding/json reuses its elements, even past a shorter later list's end: a longer
+// list after it reads them again): four lists of a 1 MiB content are read, the last one's
+// content kept; five hold 4 MiB past the limit, with the JSON over maxUnit, and fail as
+// too_long. No provider sends that: a reply is one "choices" list, and one text of a real
+// reply is one string (reasoning_details a few entries), so its texts hold no more than
+// maxReplyText each however long they are.
+func TestReplyRepeatedListsBound(t *testing.T) {
+	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }
+	for _, lists := range []int{4, 5} {
+		var body strings.Builder
+		body.WriteString(`{"model":"m"`)
+		var last string
+		for i := range lists {
+			last = longText(maxReplyText, fmt.Sprintf("list %d", i))
+			body.WriteString(`,"choices":[{"index":0,"message":{"content":` + q(last) + `}}]`)
+		}
+		body.WriteString(`}`)
+		readBothWays(body.String(), func(stream bool, a *assembly, err error) {
+			var tl *tooLongError
+			switch {
+			case lists < 5 && (err != nil || a.content.String() != textcap.Cut(last, textcap.Reply)):
+				t.Errorf("%d lists (stream %v): %v; content %d bytes ending %q", lists, stream, err, len(a.content.String()), tail(a.content.String()))
+			case lists >= 5 && !errors.As(err, &tl):
+				t.Errorf("%d lists (stream %v): %v, want too long", lists, stream, err)
+			}
+		})
+	}
+	// The element past the shorter list's end is read again by the longer list after it.
+	r := longText(2<<20, "kept past the end")
+	body := `{"model":"m","choices":[{"index":1},{"index":1,"message":{"content":"a","reasoning_content":` + q(r) + `}}],` +
+		`"choices":[{"index":1}],"choices":[{"index":1},{"index":0,"message":{"content":"c"}}]}`
+	readBothWays(body, func(stream bool, a *assembly, err error) {
+		if err != nil || a.content.String() != "c" || a.reasoning[0].String() != textcap.Cut(r, textcap.Reply) {
+			t.Errorf("list after a shorter one (stream %v): %v; content %q, reasoning %d bytes", stream, err, a.content.String(), len(a.reasoning[0].String()))
+		}
+	})
 }
