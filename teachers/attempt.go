@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/chat"
+	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
 // attempt sends one request under the concurrency and rate limits, having taken floor bytes
@@ -28,6 +29,10 @@ func (c *Client) attempt(ctx context.Context, body []byte, est int, floor int64)
 	a, cp, f := c.send(ctx, body, m, floor)
 	if f != nil {
 		f.floor = m.retryFloor()
+		// A provider's error message is up to what a reply keeps (maxUnit): cut it now as fail
+		// cuts it (redacted first), since a call waiting to retry holds its fault outside the
+		// concurrency slots and the reply budget. fail cutting it again changes nothing.
+		f.msg = textcap.Cut(c.redact(f.msg), textcap.Error)
 		return chat.Reply{}, f
 	}
 	u := c.account(a, reserved)

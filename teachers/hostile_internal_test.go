@@ -201,6 +201,62 @@ func TestHostileErrorMessageBounded(t *testing.T) {
 	}
 }
 
+// TestHostileErrorMessageHeldCut: an attempt's fault keeps a provider's error message already
+// cut as the *Error shows it (redacted, then cut at textcap.Error), so a call waiting to retry
+// (a 429 or 503 with a Retry-After of up to a minute, outside the concurrency slots and the
+// reply budget: any number of callers wait at once) holds 16 KiB of it, not the message whole;
+// the *Error that ends the call says the same as before. Before, each waiting call held the
+// message as sent, up to the 4 MiB a reply keeps (3 MiB here).
+func TestHostileErrorMessageHeldCut(t *testing.T) {
+	const key = "sk-hostile-0123456789abcdef"
+	t.Setenv("HOSTILE_TEST_KEY", key)
+	msg := strings.Repeat("E", textcap.Error-40) + key + strings.Repeat("E", 3<<20)
+	body := fmt.Sprintf(`{"error":{"message":%q}}`, msg)
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		status int
+	}{{"429", false, 429}, {"503", false, 503}, {"stream error event", true, 200}} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			if tc.stream {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "data: %s\n\n", body)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			fmt.Fprint(w, body)
+		})
+		c, err := New(Endpoint{Name: "hostile", BaseURL: srv.URL, Model: "m", APIKeyEnv: "HOSTILE_TEST_KEY",
+			MaxConcurrency: 1, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+			Timeout: 5 * time.Second, Stream: tc.stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, est, f := c.request([]chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		if f != nil {
+			t.Fatal(f.msg)
+		}
+		if _, f = c.attempt(context.Background(), req, est, 0); f == nil || !f.retry || len(f.msg) > textcap.Error {
+			n := -1
+			if f != nil {
+				n = len(f.msg)
+			}
+			t.Errorf("%s: the fault waiting for its retry holds a message of %d bytes, want at most %d", tc.name, n, textcap.Error)
+		}
+		_, err = c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+		full := msg
+		if tc.stream {
+			full = (&streamError{msg: msg}).Error()
+		}
+		var e *Error
+		if want := textcap.Cut(strings.ReplaceAll(full, key, "[redacted]"), textcap.Error); !errors.As(err, &e) || e.Message != want {
+			t.Errorf("%s: the call's error %T is not the message cut as before", tc.name, err)
+		}
+		c.Close()
+	}
+}
+
 // TestHostileRedirects: the client follows a redirect only when it repeats the request (307,
 // 308) to the same scheme, host and port. Before, a 307 to another port of the same host got
 // the request with its Authorization header (Go keeps it for the same host name), and a 302
