@@ -148,16 +148,22 @@ func TestHostileRemainingOverflow(t *testing.T) {
 	}
 }
 
+// hostileMessage sets HOSTILE_TEST_KEY to key and returns a provider's error message with the
+// key straddling textcap.Error (a cut before redaction would keep its first bytes) and more
+// bytes after it, and a failure body carrying it.
+func hostileMessage(t *testing.T, more int) (key, msg, body string) {
+	key = "sk-hostile-0123456789abcdef"
+	t.Setenv("HOSTILE_TEST_KEY", key)
+	msg = strings.Repeat("E", textcap.Error-40) + key + strings.Repeat("E", more)
+	return key, msg, fmt.Sprintf(`{"error":{"message":%q}}`, msg)
+}
+
 // TestHostileErrorMessageBounded: a provider's error message is cut at textcap.Error in the
 // *Error, after the key is redacted (so no prefix of a key straddling the cut survives). Before,
 // a 400 whose error.message was 60 MiB came back whole: distill's early stop printed 62,915,178
 // bytes on stderr.
 func TestHostileErrorMessageBounded(t *testing.T) {
-	const key = "sk-hostile-0123456789abcdef"
-	t.Setenv("HOSTILE_TEST_KEY", key)
-	// The key straddles the cut: a cut before redaction would keep its first bytes.
-	msg := strings.Repeat("E", textcap.Error-40) + key + strings.Repeat("E", 4<<20)
-	body := fmt.Sprintf(`{"error":{"message":%q}}`, msg)
+	key, _, body := hostileMessage(t, 4<<20)
 	for _, tc := range []struct {
 		name   string
 		stream bool
@@ -208,10 +214,7 @@ func TestHostileErrorMessageBounded(t *testing.T) {
 // the *Error that ends the call says the same as before. Before, each waiting call held the
 // message as sent, up to the 4 MiB a reply keeps (3 MiB here).
 func TestHostileErrorMessageHeldCut(t *testing.T) {
-	const key = "sk-hostile-0123456789abcdef"
-	t.Setenv("HOSTILE_TEST_KEY", key)
-	msg := strings.Repeat("E", textcap.Error-40) + key + strings.Repeat("E", 3<<20)
-	body := fmt.Sprintf(`{"error":{"message":%q}}`, msg)
+	key, msg, body := hostileMessage(t, 3<<20)
 	for _, tc := range []struct {
 		name   string
 		stream bool
