@@ -390,3 +390,19 @@ func TestReplyRepeatedListsBound(t *testing.T) {
 		}
 	})
 }
+
+// TestReplyNamesHeldCut: a reply's model id and finish reason are kept cut at textcap.Name as
+// they are folded, as the Stepper keeps them (it cuts them again to the same bytes), so a
+// stream holds 256 bytes of each between its chunks, outside the reply budget (its chunks'
+// room is given back once folded), not what a chunk sent: up to the 4 MiB a chunk keeps, held
+// until the stream ends. Plain and streamed.
+func TestReplyNamesHeldCut(t *testing.T) {
+	model, finish := longText(3<<19, "model"), longText(3<<19, "finish")
+	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }
+	body := `{"model":` + q(model) + `,"choices":[{"index":0,"message":{"content":"a"},"finish_reason":` + q(finish) + `}]}`
+	readBothWays(body, func(stream bool, a *assembly, err error) {
+		if err != nil || a.model != textcap.Cut(model, textcap.Name) || a.finish != textcap.Cut(finish, textcap.Name) {
+			t.Errorf("stream %v: %v; model held %d bytes, finish reason %d, want them cut at %d", stream, err, len(a.model), len(a.finish), textcap.Name)
+		}
+	})
+}

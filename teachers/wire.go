@@ -191,8 +191,10 @@ func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool,
 			a.short++
 		}
 	}
+	// The model id and the finish reason are kept as the Stepper keeps them (textcap.Name): a
+	// stream holds them between its chunks, outside the reply budget.
 	if r.Model != "" {
-		a.model = r.Model
+		a.model = textcap.Cut(r.Model, textcap.Name)
 	}
 	if r.Usage != nil {
 		a.usage = r.Usage // streams may repeat usage; the last one is the whole request's
@@ -211,7 +213,7 @@ func (a *assembly) add(r *oai.Completion, piece func(string) ([]byte, int, bool,
 			}
 		})
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			a.finish = *ch.FinishReason
+			a.finish = textcap.Cut(*ch.FinishReason, textcap.Name)
 			a.finished = true
 		}
 	}
