@@ -24,6 +24,12 @@ import (
 // ReasonTooLong (a plain body that ends there inside trailing whitespace is read as it is).
 const maxResponseBytes = 64 << 20
 
+// maxResponseHeader bounds what net/http reads of a response's headers (status line included),
+// which each attempt holds beside the reply budget: net/http's default is 10 MB. A provider
+// sends a few KiB (its proxies refuse much more); past it the attempt fails as a connection
+// fault, retried.
+const maxResponseHeader = 1 << 20
+
 // Client is a chat.Policy backed by one OpenAI-compatible endpoint. It is safe for concurrent use;
 // it bounds its own concurrency and request/token rates, so callers need no limiter of their own.
 type Client struct {
@@ -101,14 +107,15 @@ func New(e Endpoint) (*Client, error) {
 		}
 	}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   max(e.MaxConcurrency, 2),
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   15 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           0,
+		MaxIdleConnsPerHost:    max(e.MaxConcurrency, 2),
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    15 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeader,
 	}
 	// The per-attempt context carries e.Timeout; the client timeout is a backstop a little longer.
 	hc := &http.Client{Transport: tr, Timeout: e.Timeout + 5*time.Second, CheckRedirect: sameOriginRepost}

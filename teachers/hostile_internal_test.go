@@ -394,3 +394,25 @@ func TestRetryAfterOn503(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileResponseHeadersBounded: a response's headers are read up to maxResponseHeader
+// bytes, held by each attempt beside the reply budget: a reply whose headers run past it fails
+// as a connection fault (retried), one with headers of half of it is read. Before, net/http's
+// default let each attempt hold 10 MB of headers (a 2 MiB header was read).
+func TestHostileResponseHeadersBounded(t *testing.T) {
+	for _, tc := range []struct {
+		pad  int
+		fail bool
+	}{{maxResponseHeader / 2, false}, {2 * maxResponseHeader, true}} {
+		srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
+			w.Header().Set("X-Pad", strings.Repeat("p", tc.pad))
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, hostileOK)
+		})
+		c := hostileClient(t, srv)
+		_, err := chatWithin(t, c, 10*time.Second)
+		if got := Reason(err) == ReasonConnection; got != tc.fail || (!tc.fail && err != nil) {
+			t.Errorf("headers of %d bytes: %v (reason %q), want a connection fault %v", tc.pad, err, Reason(err), tc.fail)
+		}
+	}
+}
