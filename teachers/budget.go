@@ -15,8 +15,8 @@ import (
 // the reply assembles (its content, each reasoning field) keeps its first maxReplyText bytes,
 // the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it); each
 // string that may feed one keeps its own first maxReplyText bytes. What one completion or
-// stream chunk keeps of its JSON, less the texts, and of its texts past maxReplyText each, is
-// at most maxUnit bytes: past maxUnit, or past maxResponseBytes, the attempt fails with
+// stream chunk keeps of its JSON, less the texts, of its texts past maxReplyText each, and what
+// its lists' elements decode to, is at most maxUnit bytes: past maxUnit, or past maxResponseBytes, the attempt fails with
 // ReasonTooLong, retried.
 const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
@@ -24,7 +24,8 @@ const (
 	maxReplyText = textcap.Reply
 	// maxUnit bounds what one completion or stream chunk keeps of its JSON, its texts aside
 	// (the members the client reads, far less in any reply, and a number for each text's
-	// string), with what its texts hold past maxReplyText each (strings repeated or joined).
+	// string), with what its texts hold past maxReplyText each (strings repeated or joined)
+	// and what the elements of its lists take once decoded (listShape: "{}" is a 56-byte Choice).
 	maxUnit = 4 * maxReplyText
 )
 

@@ -444,3 +444,38 @@ func TestReplyTextsHeldWithinBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyListsDecodeBounded: a completion or chunk whose kept lists ("choices", a message's
+// "reasoning_details") hold many empty objects, three bytes of JSON each that decode to a
+// Choice or Detail of 56 or 72 bytes, fails as too long once what they decode to passes
+// maxUnit with the JSON, before it is decoded; the reply budget counted 2 bytes of decoding per
+// byte kept. Before, 4 MiB of them were decoded: over 100 MB allocated per completion or chunk,
+// outside the budget. A reply of a few thousand entries is read.
+func TestReplyListsDecodeBounded(t *testing.T) {
+	many := strings.Repeat("{},", (maxUnit-1024)/3) + "{}"
+	few := strings.Repeat(`{"type":"reasoning.text","text":"t"},`, 4000) + "{}"
+	for _, tc := range []struct {
+		name, body string
+		fail       bool
+	}{
+		{"choices", `{"model":"m","choices":[` + many + `]}`, true},
+		{"reasoning_details", `{"model":"m","choices":[{"index":0,"message":{"content":"a","reasoning_details":[` + many + `]}}]}`, true},
+		{"a few thousand entries", `{"model":"m","choices":[{"index":0,"message":{"content":"a","reasoning_details":[` + few + `]}}]}`, false},
+	} {
+		readBothWays(tc.body, func(stream bool, a *assembly, err error) {}) // warm
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		readBothWays(tc.body, func(stream bool, a *assembly, err error) {
+			var tl *tooLongError
+			if errors.As(err, &tl) != tc.fail || (!tc.fail && (err != nil || a.content.String() != "a" || a.reasoning[2].n != 4000)) {
+				t.Errorf("%s (stream %v): %v, want too long %v", tc.name, stream, err, tc.fail)
+			}
+		})
+		runtime.ReadMemStats(&after)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %.1f MiB allocated, plain and streamed", tc.name, float64(alloc)/(1<<20))
+		if tc.fail && alloc > 48<<20 {
+			t.Errorf("%s: %d bytes allocated, over %d", tc.name, alloc, 48<<20)
+		}
+	}
+}

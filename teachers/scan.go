@@ -38,7 +38,9 @@ import (
 // encoding/json decodes it (a string a text, anything a reasoning, null a list or a message),
 // gives back that one's room at once, and what the texts hold past the limit of each counts
 // toward the completion's or chunk's maxUnit with its JSON (reducer.kept): a reply's texts of a
-// few times the limit each are read, a hostile one with more fails as too long.
+// few times the limit each are read, a hostile one with more fails as too long. So does each
+// element of a list the client decodes ("choices", "reasoning_details"): what its struct takes
+// in the decoded slice, far more than the JSON of an empty object.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -210,6 +212,8 @@ type shape struct {
 	raw     bool // decoded as json.RawMessage: any value replaces the one before it
 	members []member
 	elem    *shape
+	// elemBytes is what each element of an array shape costs its decoding (listShape).
+	elemBytes int
 }
 
 // member is an object's member kept under a shape.
@@ -239,7 +243,13 @@ const (
 
 func objectShape(members ...member) *shape { return &shape{kind: shapeObject, members: members} }
 
-func arrayShape(elem *shape) *shape { return &shape{kind: shapeArray, elem: elem} }
+// listShape is an array shape whose elements decode into a slice of a struct of size bytes:
+// each element counts toward maxUnit what encoding/json's slice takes for it while it grows
+// (twice its size: the slice before its growth and after), however short its JSON ("{}" is
+// two bytes, a Choice 56).
+func listShape(elem *shape, size uintptr) *shape {
+	return &shape{kind: shapeArray, elem: elem, elemBytes: 2 * int(size)}
+}
 
 // find returns the shape of the member whose raw key is raw (see memberIndex), nil when it is
 // not kept.
@@ -321,6 +331,8 @@ type reducer struct {
 	// merge is the state of the object that the object read next is merged into
 	// (encoding/json decodes a member repeated with an object into the one before it).
 	merge *objState
+	// listed is what the elements of the lists read take once decoded (shape.elemBytes).
+	listed int
 }
 
 // objState is what a reducer knows of an object's members while it reads it and the objects
@@ -362,7 +374,7 @@ const unitKeptInitial = 4 << 10
 
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
-	d.out, d.pieces, d.tails, d.merge = d.out[:0], d.pieces[:0], d.tails[:0], nil
+	d.out, d.pieces, d.tails, d.merge, d.listed = d.out[:0], d.pieces[:0], d.tails[:0], nil, 0
 	for i := range d.heads {
 		d.heads[i] = d.heads[i][:0]
 	}
@@ -402,11 +414,11 @@ func (d *reducer) piecesHeld(out, c int) int {
 	return n
 }
 
-// kept is what the value read so far keeps within maxUnit: its JSON and its pieces, and of the
-// texts' first bytes what each text holds past the limit (all of them where no limit bounds
-// each string).
+// kept is what the value read so far keeps within maxUnit: its JSON and its pieces, what its
+// lists' elements take once decoded, and of the texts' first bytes what each text holds past
+// the limit (all of them where no limit bounds each string).
 func (d *reducer) kept() int {
-	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes
+	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes + d.listed
 	for i := range d.heads {
 		n += d.past(len(d.heads[i]))
 	}
@@ -794,6 +806,10 @@ func (d *reducer) array(sh *shape, depth int) error {
 				return err
 			}
 		}
+		if err := d.room(sh.elemBytes); err != nil {
+			return err
+		}
+		d.listed += sh.elemBytes
 		if err := d.value(sh.elem, depth); err != nil {
 			return err
 		}

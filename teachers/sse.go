@@ -163,7 +163,7 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 
 // foldChunk decodes a stream's chunk p, reduced by d, and folds it into a.
 func foldChunk(p []byte, d *reducer, m *meter, a *assembly) error {
-	if err := m.need(slotDecode, 2*len(p)); err != nil {
+	if err := m.need(slotDecode, 2*len(p)+d.listed); err != nil {
 		return err
 	}
 	defer func() { _ = m.set(slotDecode, 0) }() // a fall: never refused
@@ -196,7 +196,7 @@ func readPlain(body io.Reader, cp *capture, a *assembly) error {
 		}
 		return fmt.Errorf("reading the response body (HTTP %d): %w", cp.status, err)
 	}
-	if err := cp.meter.need(slotDecode, 2*len(d.out)); err != nil {
+	if err := cp.meter.need(slotDecode, 2*len(d.out)+d.listed); err != nil {
 		return err
 	}
 	defer func() { _ = cp.meter.set(slotDecode, 0) }() // a fall: never refused

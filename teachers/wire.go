@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/internal/oai"
@@ -34,7 +35,7 @@ var (
 		member{"summary", detailTextShape}, member{"format", blankShape}, member{"index", leafShape})
 	messageShape = objectShape(member{"role", blankShape}, member{"content", contentShape},
 		member{"reasoning_content", reasoningContentShape}, member{"reasoning", reasoningObject},
-		member{"reasoning_details", arrayShape(detailShape)})
+		member{"reasoning_details", listShape(detailShape, unsafe.Sizeof(oai.Detail{}))})
 	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape},
 		member{"delta", messageShape}, member{"finish_reason", leafShape})
 	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
@@ -47,7 +48,7 @@ var (
 	errorObject = objectShape(member{"message", leafShape})
 	// chunkShape is a completion or a stream chunk, with its error object.
 	chunkShape = objectShape(member{"id", blankShape}, member{"object", blankShape}, member{"created", leafShape},
-		member{"model", leafShape}, member{"system_fingerprint", blankShape}, member{"choices", arrayShape(choiceShape)},
+		member{"model", leafShape}, member{"system_fingerprint", blankShape}, member{"choices", listShape(choiceShape, unsafe.Sizeof(oai.Choice{}))},
 		member{"usage", usageShape}, member{"error", errorObject})
 	// completionShape is a plain completion: the same members.
 	completionShape = chunkShape
