@@ -48,6 +48,8 @@ const sqliteHeapLimit = 1 << 30
 // past it fails with SQLITE_FULL, the statement's error (tempFull), unless other statements
 // hold more than half of it: then, as with the heap, it waits for its turn and runs again, and
 // fails with sandbox.ErrBusy only if they hold it through its time limit (tempHeld, awaitTurn).
+// A write the disk refuses for want of space, within the cap, is sandbox.ErrBusy at once
+// (tempNoSpace, tempDiskFull).
 // Without it only the deadline bounded them: ORDER BY randomblob(4000) over a recursive CTE
 // wrote 445 MiB within a 5 s deadline, and many such statements at the default 30 s could
 // fill the disk. PRAGMA temp_store = MEMORY is not the fix: the sort then runs as one
@@ -297,7 +299,8 @@ func awaitTurn(ctx context.Context, limit time.Duration, waiting func(bool), roo
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. Its
 // temporary files passing their cap (sqliteTempLimit) is its error, tempFull, or, while others
 // hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below but in its
-// turn too (a statement that started meanwhile may have taken the cap again). A
+// turn too (a statement that started meanwhile may have taken the cap again); the disk having
+// no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy. A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, unless it runs in its turn (turn, awaitTurn): then its "out of memory" is its
 // own error, as it is for one that ran out holding most of the heap itself; one that ran out
@@ -388,6 +391,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	var se sqlite3.Error
 	if errors.Is(err, errPrepareStopped) || qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return sandbox.TimedOut(timeout, res.Duration), nil
+	}
+	if tempNoSpace(err) {
+		return nil, tempDiskFull(err)
 	}
 	if busy := heapHeld(err); busy != nil && !turn {
 		busy.asked = asked.rows
@@ -492,11 +498,30 @@ func newHeapBusy(err error, used int64) *capBusyError {
 // statement that ran out of it while others held more runs again in its turn (awaitTurn).
 func heapRoom() bool { return sqliteHeapUsed() <= sqliteHeapCap()/2 }
 
-// tempShort reports whether err is SQLite's "database or disk is full": a write to a temporary
-// file would pass sqliteTempCap (or the disk is full; the read connections write no other file).
+// tempShort reports whether err is SQLite's "database or disk is full" from sqliteTempCap: a
+// write to a temporary file would pass it (the read connections write no other file). The
+// disk's own refusal is tempNoSpace.
 func tempShort(err error) bool {
 	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrFull
+	return errors.As(err, &se) && se.Code == sqlite3.ErrFull && se.ExtendedCode != sqliteTempNoSpace
+}
+
+// tempNoSpace reports whether err is SQLite's "database or disk is full" from the disk: a write
+// to a temporary file that the file system refused for want of space (ENOSPC), within the cap
+// (sqliteTempNoSpace).
+func tempNoSpace(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrFull && se.ExtendedCode == sqliteTempNoSpace
+}
+
+// tempDiskFull is the error of a statement whose temporary file's write the disk refused for
+// want of space (err, tempNoSpace): sandbox.ErrBusy, the database's failure and not the
+// statement's, which did not reach the cap (sqliteTempCap) that bounds its need. The space
+// comes back as other statements' temporary files (or the other files of that file system) are
+// freed; the caller tries again later (sandbox.Patient).
+func tempDiskFull(err error) error {
+	return fmt.Errorf("sqlite exec: %w: no space left on the temporary files' disk (SQLite's temporary files take %d MiB of their cap of %d MiB for the process); try again once space is freed (%v)",
+		sandbox.ErrBusy, sqliteTempUsed()>>20, sqliteTempCap()>>20, err)
 }
 
 // tempFull is the error of a statement whose temporary files passed their cap (err,

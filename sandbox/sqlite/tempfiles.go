@@ -4,6 +4,7 @@ package sqlite
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 
 // SQLite's VFS interfaces, declared rather than included (as in guard.go): resolved at link time
 // against the SQLite that github.com/mattn/go-sqlite3 compiles in. The layouts are SQLite's
@@ -57,6 +58,11 @@ cs_vfs *sqlite3_vfs_find(const char*);
 int sqlite3_vfs_register(cs_vfs*, int);
 
 #define CS_FULL 13
+// CS_FULL_DISK is SQLITE_FULL with a sub-code of this VFS's own (SQLite defines none for
+// SQLITE_FULL): a temporary file's write that the default VFS refused, the disk having no space
+// left (ENOSPC), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps a VFS's
+// code as the statement's extended error code (sqlite3_extended_errcode).
+#define CS_FULL_DISK (CS_FULL | (64 << 8))
 #define CS_ERROR 1
 // The xOpen flags of SQLite's temporary files: SQLITE_OPEN_TEMP_DB, SQLITE_OPEN_TRANSIENT_DB,
 // SQLITE_OPEN_TEMP_JOURNAL, SQLITE_OPEN_SUBJOURNAL.
@@ -65,8 +71,8 @@ int sqlite3_vfs_register(cs_vfs*, int);
 
 // The process's temporary-file bytes: in use (each open temporary file's size, the highest
 // offset its writes and truncations reached), the cap on them, the most in use at once since
-// cs_tmp_reset_peak, and how many writes the cap refused.
-static int64_t cs_tmp_used, cs_tmp_cap, cs_tmp_peak, cs_tmp_refused;
+// cs_tmp_reset_peak, how many writes the cap refused, and how many the disk did (no space).
+static int64_t cs_tmp_used, cs_tmp_cap, cs_tmp_peak, cs_tmp_refused, cs_tmp_nospace;
 
 // cs_tmp_take counts n more bytes of temporary files, unless that passes the cap: 0 then.
 static int cs_tmp_take(int64_t n) {
@@ -97,7 +103,9 @@ static int cs_tmp_close(cs_file *f) {
 	return r->pMethods->xClose(r);
 }
 
-// cs_tmp_write refuses, with SQLITE_FULL, a write that grows the file past what the cap leaves.
+// cs_tmp_write refuses, with SQLITE_FULL, a write that grows the file past what the cap leaves;
+// one the default VFS refuses with SQLITE_FULL (its code for ENOSPC or a short write: the disk
+// is full) fails with CS_FULL_DISK.
 static int cs_tmp_write(cs_file *f, const void *buf, int n, long long off) {
 	cs_tmp_file *t = (cs_tmp_file*)f;
 	if (off + n > t->size) {
@@ -105,7 +113,12 @@ static int cs_tmp_write(cs_file *f, const void *buf, int n, long long off) {
 		t->size = off + n;
 	}
 	cs_file *r = CS_REAL(f);
-	return r->pMethods->xWrite(r, buf, n, off);
+	int rc = r->pMethods->xWrite(r, buf, n, off);
+	if ((rc & 0xff) == CS_FULL) {
+		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
+		return CS_FULL_DISK;
+	}
+	return rc;
 }
 
 static int cs_tmp_truncate(cs_file *f, long long size) {
@@ -197,12 +210,25 @@ static int64_t cs_tmp_used_now(void) { return cs_tmp_get(&cs_tmp_used); }
 static int64_t cs_tmp_cap_now(void) { return cs_tmp_get(&cs_tmp_cap); }
 static int64_t cs_tmp_refused_now(void) { return cs_tmp_get(&cs_tmp_refused); }
 static int64_t cs_tmp_set_cap(int64_t n) { return __atomic_exchange_n(&cs_tmp_cap, n, __ATOMIC_RELAXED); }
+static int64_t cs_tmp_nospace_now(void) { return cs_tmp_get(&cs_tmp_nospace); }
+
+// cs_tmp_set_dir makes SQLite create its temporary files in dir (0: where it chooses), through
+// the deprecated global sqlite3_temp_directory, which SQLite reads at each temporary file's
+// open; it returns the value before, for cs_tmp_set_dir to put back. For tests: SQLite allows no
+// other thread to use it meanwhile.
+extern char *sqlite3_temp_directory;
+static char *cs_tmp_set_dir(char *dir) {
+	char *prior = sqlite3_temp_directory;
+	sqlite3_temp_directory = dir;
+	return prior;
+}
 static int64_t cs_tmp_reset_peak(void) { return __atomic_exchange_n(&cs_tmp_peak, cs_tmp_get(&cs_tmp_used), __ATOMIC_RELAXED); }
 */
 import "C"
 
 import (
 	"fmt"
+	"unsafe"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -247,3 +273,30 @@ func sqliteTempRefused() int64 { return int64(C.cs_tmp_refused_now()) }
 // and returns the one it ends: the most bytes of temporary files in use at once since the last
 // reset.
 func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }
+
+// sqliteTempNoSpace is the extended error code (sqlite3.Error.ExtendedCode) of a statement whose
+// temporary file's write the disk refused for want of space (C's CS_FULL_DISK): SQLITE_FULL, as
+// the cap's refusal (sqliteTempCap) is, with a sub-code of sqliteTempVFS's own.
+const sqliteTempNoSpace = sqlite3.ErrNoExtended(C.CS_FULL_DISK)
+
+// sqliteTempNoSpaceCount is how many writes to temporary files the disk refused for want of
+// space in the process.
+func sqliteTempNoSpaceCount() int64 { return int64(C.cs_tmp_nospace_now()) }
+
+// sqliteSetTempDir makes SQLite create its temporary files in dir ("": where it chooses:
+// SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp) and returns a function that puts back the
+// directory before: for tests, which fill a small file system's disk. No statement may open a
+// temporary file meanwhile.
+func sqliteSetTempDir(dir string) (restore func()) {
+	var c *C.char
+	if dir != "" {
+		c = C.CString(dir)
+	}
+	prior := C.cs_tmp_set_dir(c)
+	return func() {
+		C.cs_tmp_set_dir(prior)
+		if c != nil {
+			C.free(unsafe.Pointer(c))
+		}
+	}
+}

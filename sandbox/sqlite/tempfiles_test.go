@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -272,5 +273,42 @@ func TestSQLiteTempRefilledInTurn(t *testing.T) {
 	r = sandboxtest.MustExec(t, db, tempSort(2_000), sandbox.ExecOptions{Timeout: 10 * time.Second})
 	if !r.OK() || len(r.Rows) != 2_000 {
 		t.Errorf("the same statement alone: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
+	}
+}
+
+// TestSQLiteTempDiskFull: a statement whose temporary files the disk has no room for (ENOSPC:
+// here an 8 MiB tmpfs, SQLite's temporary directory for the test) read as passing the cap on
+// them ("would pass their cap of 1024 MiB", or sandbox.ErrBusy naming others' files while they
+// held half of it), though the cap was far off: the disk's refusal is told apart from the cap's
+// (sqliteTempNoSpace) and is sandbox.ErrBusy saying the disk is full, the database's failure,
+// not the statement's. A sort that fits on that disk runs. Mounting needs root: skipped without.
+func TestSQLiteTempDiskFull(t *testing.T) {
+	db := openChinookSQLite(t)
+	if used := sqliteTempUsed(); used != 0 {
+		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount an 8 MiB tmpfs at %s: %v %s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	t.Cleanup(sqliteSetTempDir(dir)) // before the umount
+	if r := sandboxtest.MustExec(t, db, tempSort(1_000), sandbox.ExecOptions{Timeout: 30 * time.Second}); !r.OK() || len(r.Rows) != 1_000 {
+		t.Fatalf("a sort of 1,000 4 KB keys on an 8 MiB disk: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
+	}
+	nospace := sqliteTempNoSpaceCount()
+	r, err := db.Exec(context.Background(), tempSort(4_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "no space left on the temporary files' disk") {
+		t.Errorf("a sort of 4,000 4 KB keys on an 8 MiB disk, its cap %d MiB: %+v, %v; want sandbox.ErrBusy saying the disk is full", sqliteTempCap()>>20, r, err)
+	}
+	if sqliteTempNoSpaceCount() == nospace {
+		t.Error("no write counted as refused by the disk")
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statement", used)
 	}
 }
