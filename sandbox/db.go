@@ -109,7 +109,8 @@ type DB interface {
 // deadlines (Runaways), or (SQLite) ran out of the process's SQLite heap (making its connection
 // too) while other statements held most of it and they still held it through its time limit
 // after (it then waits, one such statement of the process at a time, to run again: running out
-// then is its own error; one whose RowFilter was asked about rows is ErrBusy at once, not run
+// then is its own error unless others took most of the heap again meanwhile, when it waits for
+// room again within that limit; one whose RowFilter was asked about rows is ErrBusy at once, not run
 // again with that filter), or (SQLite) found no space left on its temporary files' disk: the
 // statement never ran, or failed for what others held, so this is
 // the database's failure, never the statement's timeout or error. It passes when those

@@ -475,3 +475,65 @@ func TestSQLiteHeapHeldNewConnections(t *testing.T) {
 		t.Error("no statement ran out of the heap: the scan must cross what one needs")
 	}
 }
+
+// TestSQLiteHeapRefilledInTurn: a statement that ran out of SQLite's heap while another held
+// most of it runs again in its turn (awaitTurn) once there is room; the turn keeps out only
+// other statements waiting for one, so one that starts meanwhile (or one still running) may take
+// most of the heap again. A statement that then runs out in its turn, others holding more than
+// half once its memory is freed, did not run out by its own need: it waits for room again in its
+// turn, within its wait's time limit, and runs again ("freed": it gets its rows), or fails with
+// sandbox.ErrBusy ("held"), as in its first run. Before, it kept "out of memory" as its own
+// error, and a task's sound SQL was scored as failing because another's statement took the heap
+// at the wrong moment (as TestSQLiteTempRefilledInTurn for the temporary files).
+func TestSQLiteHeapRefilledInTurn(t *testing.T) {
+	db := openChinookSQLite(t)
+	const victim = "SELECT octet_length(zeroblob(2000000) || x'00')" // 2 MB of heap
+	for _, freed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "freed", false: "held"}[freed], func(t *testing.T) {
+			first := holdHeap(t, 512<<10)
+			var second *heapHold
+			var waits int
+			released := make(chan struct{})
+			let := func(h *heapHold) { // h lets go while the statement waits
+				go func() {
+					time.Sleep(100 * time.Millisecond)
+					h.release()
+					close(released)
+				}()
+			}
+			waiting := func(w bool) {
+				switch {
+				case w:
+					waits++
+					if waits == 1 || freed {
+						let(map[bool]*heapHold{true: first, false: second}[waits == 1])
+					}
+				case waits == 1: // another takes most of the heap as its turn comes
+					<-released
+					released = make(chan struct{})
+					second = holdHeap(t, 512<<10)
+				case freed:
+					<-released
+				}
+			}
+			timeout := 3 * time.Second
+			r, err := db.Exec(context.Background(), victim, sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
+			if second == nil {
+				t.Fatal("the statement did not wait for its turn")
+			}
+			second.release()
+			if waits != 2 {
+				t.Errorf("the statement waited %d times; want 2 (its turn, then room again in it)", waits)
+			}
+			switch {
+			case freed && (err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != int64(2_000_001)):
+				t.Errorf("a statement out of the heap in its turn while another took most of it, which then let go: %+v, %v; want its row", r, err)
+			case !freed && (!errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "heap")):
+				t.Errorf("a statement out of the heap in its turn while another took most of it: %+v, %v; want sandbox.ErrBusy naming the heap", r, err)
+			}
+			if len(sqliteHeapTurn) != 0 {
+				t.Error("the turn is still held")
+			}
+		})
+	}
+}

@@ -223,8 +223,9 @@ func (s *sqliteDB) Exec(ctx context.Context, query string, opts sandbox.ExecOpti
 }
 
 // exec runs stmt, already screened (run), and once more in its turn (awaitTurn) if it ran out
-// of SQLite's heap or of its temporary files' cap while others held most of it, unless its RowFilter was asked about rows of
-// the first run: a filter keeps what it was told (the judge's keeps a row per key and skips the
+// of SQLite's heap or of its temporary files' cap while others held most of it (again, after a
+// wait for room, while it runs out of the heap in its turn with others holding most of it, until
+// its wait's time limit has passed), unless its RowFilter was asked about rows of the run: a filter keeps what it was told (the judge's keeps a row per key and skips the
 // rows it saw), so it would read the rows of a second run as seen. Such a statement fails with
 // the heap's sandbox.ErrBusy at once, and its caller runs it again whole with a fresh filter
 // (the judge does: sandbox.RetryBusy).
@@ -236,6 +237,7 @@ func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeo
 	}
 	// It ran out of the heap (or the temporary files' cap) while others held most of it: its own
 	// need or theirs? Run it again alone in its turn (awaitTurn), where running out is its own.
+	until := time.Now().Add(timeout)
 	release, err := awaitTurn(ctx, timeout, opts.Waiting, held.room)
 	if err != nil {
 		return nil, err
@@ -244,7 +246,22 @@ func (s *sqliteDB) exec(ctx context.Context, start time.Time, stmt string, timeo
 		return nil, held
 	}
 	defer release()
-	return s.run(ctx, start, stmt, timeout, opts, true)
+	for {
+		res, err = s.run(ctx, start, stmt, timeout, opts, true)
+		if !errors.As(err, &held) || held.asked || !held.again {
+			return res, err
+		}
+		// It ran out of the heap in its turn, others holding more than half once its memory was
+		// freed: statements that started (or ran on) meanwhile took the room. It waits for room
+		// again, keeping its turn, within what is left of its wait's time limit, and runs again.
+		ok, err := awaitRoom(ctx, time.Until(until), opts.Waiting, held.room)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, held
+		}
+	}
 }
 
 // sqliteHeapTurn is held by the one statement of the process at a time that runs again after
@@ -279,32 +296,58 @@ func awaitTurn(ctx context.Context, limit time.Duration, waiting func(bool), roo
 	case <-ctx.Done():
 		return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
 	}
+	if ok, err := roomBy(ctx, timer.C, room); !ok {
+		<-sqliteHeapTurn
+		return nil, err
+	}
+	return func() { <-sqliteHeapTurn }, nil
+}
+
+// awaitRoom waits, for a statement that holds its turn (awaitTurn) and ran out of SQLite's heap
+// in it while others took the room again, until room reports room again, within limit, telling
+// waiting (when not nil) while it waits. It reports false when limit passed first; an error
+// when ctx is done first.
+func awaitRoom(ctx context.Context, limit time.Duration, waiting func(bool), room func() bool) (bool, error) {
+	if limit <= 0 {
+		return false, nil
+	}
+	if waiting != nil {
+		waiting(true)
+		defer waiting(false)
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	return roomBy(ctx, timer.C, room)
+}
+
+// roomBy polls room (every sqliteHeapPoll) until it reports room: true; false when expired
+// fires first, an error when ctx is done first.
+func roomBy(ctx context.Context, expired <-chan time.Time, room func() bool) (bool, error) {
 	tick := time.NewTicker(sqliteHeapPoll)
 	defer tick.Stop()
 	for !room() {
 		select {
 		case <-tick.C:
-		case <-timer.C:
-			<-sqliteHeapTurn
-			return nil, nil
+		case <-expired:
+			return false, nil
 		case <-ctx.Done():
-			<-sqliteHeapTurn
-			return nil, fmt.Errorf("sqlite exec: %w", ctx.Err())
+			return false, fmt.Errorf("sqlite exec: %w", ctx.Err())
 		}
 	}
-	return func() { <-sqliteHeapTurn }, nil
+	return true, nil
 }
 
 // run executes stmt, already screened, on a connection of its own with the deadline set in
 // SQLite, and abandons it (see sqliteGrace) if it outlives the deadline by sqliteGrace. Its
 // temporary files passing their cap (sqliteTempLimit) is its error, tempFull, or, while others
-// hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below but in its
+// hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below, in its
 // turn too (a statement that started meanwhile may have taken the cap again); the disk having
 // no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy. A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
-// sandbox.ErrBusy, unless it runs in its turn (turn, awaitTurn): then its "out of memory" is its
-// own error, as it is for one that ran out holding most of the heap itself; one that ran out
-// making its connection (opening it, installing its guard) is ErrBusy in its turn too. Running
+// sandbox.ErrBusy, in its turn too (turn, awaitTurn: then marked to wait for room again in it,
+// capBusyError.again); its "out of memory" is its own error only where others hold at most half
+// once its memory is freed, as for one that ran out holding most of the heap itself; one that
+// ran out making its connection (opening it, installing its guard) is ErrBusy in its turn too. Running
 // out converting a row's values for the driver (a zeroblob's expansion) is running out as in a
 // step, before its RowFilter sees the row: go-sqlite3 reads such a value as empty, and only the
 // next step fails, which a filter's stop on that row never takes (sqliteRowShort).
@@ -395,8 +438,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	if tempNoSpace(err) {
 		return nil, tempDiskFull(err)
 	}
-	if busy := heapHeld(err); busy != nil && !turn {
+	if busy := heapHeld(err); busy != nil {
 		busy.asked = asked.rows
+		busy.again = turn
 		return nil, busy
 	}
 	// Unlike the heap's, others' temporary files are held only by their running statements, and
@@ -552,6 +596,7 @@ func tempRoom() bool { return sqliteTempUsed() <= sqliteTempCap()/2 }
 type capBusyError struct {
 	err   error
 	asked bool        // the statement's RowFilter was asked about rows before it ran out (exec)
+	again bool        // it ran out of the heap in its turn: it waits for room again in it (exec)
 	room  func() bool // whether what it ran out of has room again to run it in its turn
 }
 
