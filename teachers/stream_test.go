@@ -466,3 +466,27 @@ func TestLongRepliesPerPersonality(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamManyReasoningDetails: OpenRouter streams a reasoning_details entry in every
+// reasoning chunk, a token or two each, so a long gpt-oss or DeepSeek reasoning is tens of
+// thousands of entries. Each chunk's entries count toward that chunk's maxUnit alone (scan.go's
+// listShape: twice a decoded Detail, 144 bytes, beside the JSON; one completion holds about
+// 16,800 small entries), so such a stream comes back whole, as a plain reply of the same
+// reasoning (one entry) does. 32,768 chunks of 8 bytes, twice what one completion holds.
+func TestStreamManyReasoningDetails(t *testing.T) {
+	const chunks = 32 << 10
+	think := strings.Repeat("abc def\n", chunks) // the personality's 8-byte deltas
+	script := func(oaitest.Request) oaitest.Response {
+		return oaitest.Response{Think: think, Content: "<sql>SELECT 1</sql>"}
+	}
+	srv := oaitest.NewServer(t, script, oaitest.WithPersonality(oaitest.Personalities["openrouter"]), oaitest.WithModels("test-model"))
+	for _, stream := range []bool{true, false} {
+		c := newClient(t, providerEndpoint(srv, "openrouter", func(e *teachers.Endpoint) {
+			e.Stream, e.Timeout = stream, time.Minute
+		}))
+		rep, err := c.Chat(context.Background(), question, chat.Options{})
+		if err != nil || rep.Reasoning != think || rep.Content != "<sql>SELECT 1</sql>" {
+			t.Errorf("stream %v: %v; reasoning %d bytes, want %d", stream, err, len(rep.Reasoning), len(think))
+		}
+	}
+}
