@@ -208,7 +208,9 @@ type myToken struct {
 	at, to int  // its bytes in the text
 }
 
-// mysqlTokens splits lower as mysqlText reads it: strings are data, comments blanks.
+// mysqlTokens splits lower as mysqlText reads it: strings are data, comments blanks, and a
+// number (1e1, 1.5, .5, 0x41) ends where MariaDB ends it, before a name that follows it
+// without a gap (mysqlWordEnd: SELECT 1.5a1 is 1.5 named a1).
 func mysqlTokens(lower string) []myToken {
 	var out []myToken
 	depth := 0
@@ -224,17 +226,22 @@ func mysqlTokens(lower string) []myToken {
 			out = append(out, myToken{text: strings.ReplaceAll(strings.TrimSuffix(lower[i+1:j], "`"), "``", "`"), kind: 'n', depth: depth, at: i, to: j})
 			i = j
 		case sandbox.IsIdentByte(c):
-			j := i
-			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
-				j++
-			}
+			n := len(out)
+			afterName := n >= 2 && out[n-1].text == "." && out[n-1].at == i-1 && out[n-2].to == i-1 && (out[n-2].kind == 'w' || out[n-2].kind == 'n')
+			j, num := mysqlWordEnd(lower, i, afterName)
 			kind := byte('w')
-			if strings.Trim(lower[i:j], "0123456789") == "" {
-				kind = 's' // a name may begin with a digit (1a, 2c): only digits are a number
+			if num {
+				kind = 's' // a name may begin with a digit (1a, 2c), and follow a number (1e1a1)
 			}
 			out = append(out, myToken{text: lower[i:j], kind: kind, depth: depth, at: i, to: j})
 			i = j
 		default:
+			n := len(out)
+			if j, num := mysqlWordEnd(lower, i, n > 0 && out[n-1].to == i && (out[n-1].kind == 'w' || out[n-1].kind == 'n')); num {
+				out = append(out, myToken{text: lower[i:j], kind: 's', depth: depth, at: i, to: j}) // .5
+				i = j
+				continue
+			}
 			if j := sandbox.CommentEnd(lower, i); j > i {
 				i = j
 				continue

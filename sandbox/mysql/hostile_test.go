@@ -984,6 +984,11 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		myEmojiNames(myAliasChain(5, 16, " AS ", "")),
 		// every item also holding the next one's name, as an alias of its own (a cycle of names)
 		myNextNamedChain(10, 4),
+		// aliases after a number without a gap: MariaDB reads +0e0a1 as +0e0 named a1, and
+		// +0.a1 and +.0a1 so too (the screen read one word, 0e0a1, and so no alias)
+		myAliasChain(6, 16, "+0e0", ""),
+		myAliasChain(6, 16, "+0.", ""),
+		myAliasChain(6, 16, "+.0", ""),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -998,6 +1003,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 	r = sandboxtest.MustExec(t, dbs[0], myDigitNames(myAliasChain(3, 2, " AS ", "")), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
 		t.Errorf("a chain of 3 items of 2 references named 0a, 1a, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
+	}
+	r = sandboxtest.MustExec(t, dbs[0], myAliasChain(3, 2, "+0e0", ""), sandbox.ExecOptions{Timeout: deadline})
+	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {
+		t.Errorf("a chain of 3 items of 2 references named +0e0a0, …: %s %v %q, want ok [[1 2 4 8]]", r.Outcome, r.Rows, r.Error)
 	}
 	r = sandboxtest.MustExec(t, dbs[0], myNextNamedChain(3, 2), sandbox.ExecOptions{Timeout: deadline})
 	if !r.OK() || fmt.Sprint(r.Rows) != "[[1 2 4 8]]" {

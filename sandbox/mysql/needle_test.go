@@ -197,7 +197,11 @@ func TestMySQLScreenReadsAsMariaDB(t *testing.T) {
 		"SELECT 1 /* 'x */, ST_Distance(a, b)":   "spatial functions",
 		"SELECT 'x' # '\n, @@version":            "@@ system variables",
 		"EXPLAIN FOR /* 'x */ connection 1":      "another connection",
+		"SELECT 1e1like CONCAT('%', x) FROM t":   "LIKE's pattern must be",
+		"SELECT x FROM t WHERE 1.5like y":        "LIKE's pattern must be",
+		"SELECT x FROM t WHERE .5like y":         "LIKE's pattern must be",
 	}, []string{
+		"SELECT t.1e1like, t.5like FROM t",
 		"SELECT * FROM movies WHERE title = 'Lost in Space (1998)'",
 		`SELECT * FROM t WHERE name = "Point (Reyes)" OR name = 'Contains (x)' OR note = 'repeat(3) & lpad(x)'`,
 		`SELECT 'it\'s space(', "a\" repeat(", 'b'' st_union(' FROM t`,

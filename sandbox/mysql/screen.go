@@ -24,11 +24,13 @@ func mysqlScreen() sandbox.ScreenRules {
 // and a comment a blank (/* */, #, and -- only before a space or a control character: 1--1 is a
 // subtraction), so a word inside them is no name ('Lost in Space (1998)' calls nothing); the
 // content of an executable comment (/*! … */, /*M! … */) is code, as MariaDB runs it
-// (mysqlExecutable); a word is a call where ( follows it across blanks, and a backquoted name
+// (mysqlExecutable); a number and a name right after it are two words, as MariaDB reads
+// them (mysqlWordEnd: 1e1like x is a LIKE); a word is a call where ( follows it across blanks, and a backquoted name
 // is a call where ( follows it (`repeat`(…) calls REPEAT) and otherwise no word (`like` is a
 // column).
 func mysqlText(lower string) string {
 	lower = mysqlExecutable(lower)
+	name := -1 // the end of the last name (a word that is no number, or a backquoted name)
 	for i := 0; i < len(lower); {
 		c := lower[i]
 		var w string
@@ -43,16 +45,27 @@ func mysqlText(lower string) string {
 			}
 		case c == '@' && i+1 < len(lower) && lower[i+1] == '@':
 			return "refused: @@ system variables describe the server, not the task's data"
+		case c == '.' && name != i:
+			// a number, .5 (t.5 is t's column 5)
+			if i, _ = mysqlWordEnd(lower, i, false); i == j {
+				i++
+			}
+			continue
 		case !sandbox.IsIdentByte(c):
 			if i = sandbox.CommentEnd(lower, i); i == j {
 				i++
 			}
 			continue
 		default:
-			for j < len(lower) && sandbox.IsIdentByte(lower[j]) {
-				j++
-			}
+			var num bool
+			j, num = mysqlWordEnd(lower, i, i >= 2 && lower[i-1] == '.' && name == i-1)
 			w = lower[i:j]
+			if !num {
+				name = j
+			}
+		}
+		if c == '`' {
+			name = j
 		}
 		next := sandbox.SkipBlank(lower, j)
 		call := next < len(lower) && lower[next] == '('
@@ -69,6 +82,73 @@ func mysqlText(lower string) string {
 		i = j
 	}
 	return mysqlFanOutRule(lower)
+}
+
+// mysqlWordEnd returns the end of the word that starts at lower[i] (a byte of a name) as
+// MariaDB's lexer reads it, and whether it is a number: a run of name bytes, but for a number
+// that a name follows without a gap, which MariaDB reads as the number and then the name (an
+// alias: SELECT 1e1a1 is 10 named a1, 1.5a1 is 1.5 named a1, 1.a1 is 1 named a1): digits with
+// a fraction (.digits, the digits optional) or an exponent (e, a sign, digits; after a
+// fraction only where digits follow; a fraction may begin the number, .5a1), a hexadecimal 0x… or binary 0b… literal where no name
+// byte follows it. Digits that a name byte other than such an exponent follows begin a name
+// (1a, 1e, 0x41g), as digits directly after a name and a dot do (t.5a1 is t's column 5a1:
+// afterName).
+func mysqlWordEnd(lower string, i int, afterName bool) (int, bool) {
+	run := i
+	for run < len(lower) && sandbox.IsIdentByte(lower[run]) {
+		run++
+	}
+	digit := func(k int) bool { return k < len(lower) && lower[k] >= '0' && lower[k] <= '9' }
+	digits := func(k int) int {
+		for digit(k) {
+			k++
+		}
+		return k
+	}
+	// exponent returns the end of an exponent at k, or k where none is there.
+	exponent := func(k int) int {
+		if k >= len(lower) || lower[k] != 'e' {
+			return k
+		}
+		e := k + 1
+		if e < len(lower) && (lower[e] == '+' || lower[e] == '-') {
+			e++
+		}
+		if !digit(e) {
+			return k
+		}
+		return digits(e)
+	}
+	if afterName {
+		return run, false
+	}
+	if lower[i] == '.' && digit(i+1) {
+		return exponent(digits(i + 1)), true
+	}
+	if !digit(i) {
+		return run, false
+	}
+	if strings.HasPrefix(lower[i:], "0x") || strings.HasPrefix(lower[i:], "0b") {
+		set := "0123456789abcdef"
+		if lower[i+1] == 'b' {
+			set = "01"
+		}
+		k := i + 2
+		for k < len(lower) && strings.IndexByte(set, lower[k]) >= 0 {
+			k++
+		}
+		return run, k == run && k-i >= 3
+	}
+	k := digits(i)
+	switch {
+	case k < len(lower) && lower[k] == '.':
+		return exponent(digits(k + 1)), true
+	case k == run:
+		return k, true
+	case exponent(k) > k:
+		return exponent(k), true
+	}
+	return run, false
 }
 
 // mysqlExecutable returns lower with the markers of its executable comments blanked (/*! and
