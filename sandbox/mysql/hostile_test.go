@@ -216,8 +216,8 @@ func TestMySQLHostileDeadlines(t *testing.T) {
 	myCompareState(t, before, myServerState(t, admin, reader))
 }
 
-// TestMySQLBuildersRefused: the functions that build a value of up to 16 MiB from a few bytes,
-// which the reader may call (run unscreened as the reader here: each builds its megabytes), are
+// TestMySQLBuildersRefused: the functions that build a value of up to 16 MiB from a few bytes
+// (and BINARY(n) written CHAR(n) BYTE or CHAR(n) CHARACTER SET binary), which the reader may call (run unscreened as the reader here: each builds its megabytes), are
 // refused by the screen with the reason. Found by a red team: LOCATE over two SFORMAT pads
 // ('{:a>3000}b' in '{:a>3000000}') ran 6 s past a 1 s deadline as a runaway, a 70-byte
 // statement with no refused function; a needle of a megabyte in 16 MiB runs for hours.
@@ -232,6 +232,10 @@ func TestMySQLBuildersRefused(t *testing.T) {
 		{"SELECT length(sformat /* gap */ ('{:a>4000000}', 'b'))", "SFORMAT", 4000000},
 		{"SELECT length(WEIGHT_STRING('a' AS CHAR(2000000)))", "WEIGHT_STRING", 4000000},
 		{"SELECT length(EXPORT_SET(-1, EXPORT_SET(-1, EXPORT_SET(-1, 'a', 'a', 'a', 64), 'a', 'a', 64), 'a', 'a', 64))", "EXPORT_SET", 524287},
+		// BINARY(n) by its other names, which pad as it does
+		{"SELECT length(CAST('' AS CHAR(4000000) BYTE))", "BINARY(n)", 4000000},
+		{"SELECT length(CONVERT('', CHARACTER(4000000) CHAR SET 'bin\\ary'))", "BINARY(n)", 4000000},
+		{"SELECT length(CAST('' AS CHAR (4000000) /* ) */ CHARSET `binary`))", "BINARY(n)", 4000000},
 	} {
 		r, err := unscreened(context.Background(), db, p.q, 10*time.Second, 10)
 		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != p.built {

@@ -193,6 +193,59 @@ func mysqlExecutable(lower string) string {
 	return string(b)
 }
 
+// mysqlPaddedChar reports whether the CHAR(n) or CHARACTER(n) whose "(" is lower[open] is a
+// cast's type that pads its value to n bytes, as BINARY(n) does: CHAR(n) BYTE, or CHAR(n) with
+// CHARACTER SET, CHAR SET or CHARSET binary (the name quoted or not, 'bin\ary' too):
+// CAST(” AS CHAR(16000000) BYTE) is 16 MB long.
+func mysqlPaddedChar(lower string, open int) bool {
+	k, depth := open, 0
+	for k < len(lower) {
+		switch c := lower[k]; {
+		case c == '\'' || c == '"' || c == '`':
+			k = sandbox.SkipQuoted(lower, k)
+			continue
+		case sandbox.CommentEnd(lower, k) > k:
+			k = sandbox.CommentEnd(lower, k)
+			continue
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		}
+		if k++; depth == 0 {
+			break
+		}
+	}
+	word := func() string {
+		k = sandbox.SkipBlank(lower, k)
+		w := wordAt(lower, k)
+		k += len(w)
+		return w
+	}
+	switch word() {
+	case "byte":
+		return true
+	case "character", "char":
+		if word() != "set" {
+			return false
+		}
+	case "charset":
+	default:
+		return false
+	}
+	if name := word(); name != "" || k >= len(lower) {
+		return name == "binary"
+	}
+	switch lower[k] {
+	case '\'', '"':
+		return mysqlStringText(lower[k:sandbox.SkipQuoted(lower, k)]) == "binary"
+	case '`':
+		end := sandbox.SkipQuoted(lower, k)
+		return strings.ReplaceAll(strings.Trim(lower[k:end], "`"), "``", "`") == "binary"
+	}
+	return false
+}
+
 // mysqlRoleCatalogs are the information_schema tables of roles. Every task's executions log in
 // as the one reader, granted a role per loaded database (reader/db_id) and enabling its own:
 // MariaDB's APPLICABLE_ROLES lists them all, so it names every other task's database (not its
@@ -275,6 +328,9 @@ func mysqlDenied(lower, w string, next int, call bool) string {
 		}
 		if mysqlSpatial(w) {
 			return "refused: " + strings.ToUpper(w) + " is not allowed: " + mysqlWhySpatial
+		}
+		if (w == "char" || w == "character") && mysqlPaddedChar(lower, next) {
+			return "refused: " + mysqlDeniedCalls["binary"] + " (CHAR(n) BYTE and CHAR(n) CHARACTER SET binary are BINARY(n))"
 		}
 	}
 	if w == "for" && wordAt(lower, next) == "connection" {
