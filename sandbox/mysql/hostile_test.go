@@ -234,6 +234,10 @@ func TestMySQLBuildersRefused(t *testing.T) {
 		{"SELECT length(EXPORT_SET(-1, EXPORT_SET(-1, EXPORT_SET(-1, 'a', 'a', 'a', 64), 'a', 'a', 64), 'a', 'a', 64))", "EXPORT_SET", 524287},
 		// BINARY(n) by its other names, which pad as it does
 		{"SELECT length(CAST('' AS CHAR(4000000) BYTE))", "BINARY(n)", 4000000},
+		// the Oracle-mode twins, callable by these names in any mode
+		{"SELECT length(LPAD_ORACLE('x', 4000000, 'ab'))", "LPAD_ORACLE", 4000000},
+		{"SELECT length(rpad_oracle ('x', 4000000, 'ab'))", "RPAD_ORACLE", 4000000},
+		{"SELECT length(REPLACE_ORACLE(SPACE(4000000), ' ', 'x'))", "REPLACE_ORACLE", 4000000},
 		{"SELECT length(CONVERT('', CHARACTER(4000000) CHAR SET 'bin\\ary'))", "BINARY(n)", 4000000},
 		{"SELECT length(CAST('' AS CHAR (4000000) /* ) */ CHARSET `binary`))", "BINARY(n)", 4000000},
 	} {

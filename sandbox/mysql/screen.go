@@ -265,7 +265,9 @@ var mysqlRoleCatalogs = map[string]bool{
 // UNCOMPRESS, SFORMAT ('{:a>16000000}'), WEIGHT_STRING(… AS CHAR(n)) and nested EXPORT_SET build
 // such values from a few bytes of text (SFORMAT's made LOCATE run 6 s past a 1 s deadline from a
 // 70-byte statement); BENCHMARK only spends server time; ENCRYPT's crypt() takes its rounds from
-// the salt (1,000,000 rounds of $5$ ran 0.4 s past a 1 s limit, the most 999,999,999). Nesting (CONCAT in derived tables, HEX
+// the salt (1,000,000 rounds of $5$ ran 0.4 s past a 1 s limit, the most 999,999,999).
+// MariaDB's Oracle-mode twins (LPAD_ORACLE, RPAD_ORACLE, REPLACE_ORACLE) may be called by
+// those names in any mode, and are refused with them. Nesting (CONCAT in derived tables, HEX
 // of HEX) still builds them: the screen makes that longer to write, the share contains it.
 // Other functions are not interrupted either: the searches (LOCATE, INSTR, POSITION,
 // SUBSTRING_INDEX) take only short literal needles (mysqlBuiltNeedle), and what is left (REVERSE
@@ -278,6 +280,9 @@ var mysqlDeniedCalls = map[string]string{
 	"repeat":         "REPEAT builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"lpad":           "LPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"rpad":           "RPAD builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"lpad_oracle":    "LPAD_ORACLE (LPAD) builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"rpad_oracle":    "RPAD_ORACLE (RPAD) builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"replace_oracle": "MariaDB cannot interrupt REPLACE_ORACLE (REPLACE), whose time grows with the square of its input: it runs on past the deadline and KILL",
 	"space":          "SPACE builds values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"binary":         "BINARY(n) pads values to up to 16 MiB, over which MariaDB's string functions run on past the deadline and KILL",
 	"uncompress":     "UNCOMPRESS builds values of up to 16 MiB from a few kilobytes, over which MariaDB's string functions run on past the deadline and KILL",
