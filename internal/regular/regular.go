@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,55 +51,63 @@ var ErrOutsideRoot = errors.New("outside the weights root")
 
 var confines struct {
 	sync.Mutex
-	m map[string]string // directory → root, both absolute, clean and links resolved
+	list []*confinement // one per Confine not yet released
 }
+
+// confinement is one Confine call: dir and root absolute, clean and links resolved.
+type confinement struct{ dir, root string }
 
 // Confine makes Open, until release is called, refuse (ErrOutsideRoot) a file named under dir
 // whose open descriptor's real path (read back from /proc/self/fd) is not root or below it:
 // the check is of the file opened, so a link inside dir, or a directory on the way to it,
 // re-pointed after any check of the paths changes nothing. dir and root are absolute, clean,
 // with their links resolved. Where /proc/self/fd cannot be read the file is refused.
+//
+// The confinement is process-wide, by the path a file is opened by, not by the caller: every
+// Open under dir meanwhile is checked, whoever opens it. Calls may overlap (two servers'
+// reloads of one directory, a directory and one below it): each is kept until its own release,
+// and a file under several confined directories must be inside every one's root.
 func Confine(dir, root string) (release func()) {
+	c := &confinement{dir, root}
 	confines.Lock()
 	defer confines.Unlock()
-	if confines.m == nil {
-		confines.m = map[string]string{}
-	}
-	confines.m[dir] = root
+	confines.list = append(confines.list, c)
 	return func() {
 		confines.Lock()
 		defer confines.Unlock()
-		if confines.m[dir] == root {
-			delete(confines.m, dir)
+		if i := slices.Index(confines.list, c); i >= 0 {
+			confines.list = slices.Delete(confines.list, i, i+1)
 		}
 	}
 }
 
-// confined checks f, opened as path, against the root of a Confine'd directory path is under.
+// confined checks f, opened as path, against the root of every Confine'd directory path is
+// under.
 func confined(path string, f *os.File) error {
 	confines.Lock()
-	if len(confines.m) == 0 {
+	if len(confines.list) == 0 {
 		confines.Unlock()
 		return nil
 	}
+	var roots []string
 	abs, err := filepath.Abs(path)
-	root, ok := "", false
-	for d, r := range confines.m {
-		if err == nil && Within(d, abs) {
-			root, ok = r, true
-			break
+	for _, c := range confines.list {
+		if err != nil || Within(c.dir, abs) {
+			roots = append(roots, c.root)
 		}
 	}
 	confines.Unlock()
-	if !ok {
+	if len(roots) == 0 {
 		return nil
 	}
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
 	if err != nil {
-		return fmt.Errorf("%s: cannot tell where the file opened is (%v), so it is refused as perhaps %w %s", path, err, ErrOutsideRoot, root)
+		return fmt.Errorf("%s: cannot tell where the file opened is (%v), so it is refused as perhaps %w %s", path, err, ErrOutsideRoot, roots[0])
 	}
-	if !Within(root, real) {
-		return fmt.Errorf("%s opened %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
+	for _, root := range roots {
+		if !Within(root, real) {
+			return fmt.Errorf("%s opened %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
+		}
 	}
 	return nil
 }

@@ -97,22 +97,7 @@ func TestReadFileLimit(t *testing.T) {
 // (ErrOutsideRoot, naming where it opened), one inside is opened, a path not under the
 // directory is not checked, and after release the link out opens again.
 func TestConfine(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, dir, out := filepath.Join(base, "root"), filepath.Join(base, "root", "step"), filepath.Join(base, "out.json")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{out, filepath.Join(dir, "in.json")} {
-		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(out, filepath.Join(dir, "config.json")); err != nil {
-		t.Fatal(err)
-	}
+	_, root, dir, out := confineLayout(t)
 	release := Confine(dir, root)
 	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out) {
 		t.Errorf("link out of the root: %v, want ErrOutsideRoot naming %s", err, out)
@@ -127,4 +112,64 @@ func TestConfine(t *testing.T) {
 	if _, err := ReadJSON(filepath.Join(dir, "config.json")); err != nil {
 		t.Errorf("after release: %v", err)
 	}
+}
+
+// TestConfineOverlapping: Confine calls that overlap are each kept until their own release. Two
+// confinements of one directory to one root (two servers reloading it): releasing the first
+// left the second's load unchecked. One to a broader root (a server with --weights-root /)
+// made while a narrower one of the same directory is held: it replaced the narrower, whose
+// load then opened a link out of its root. A file under a directory and one below it, both
+// confined, is checked against both roots.
+func TestConfineOverlapping(t *testing.T) {
+	base, root, dir, _ := confineLayout(t)
+	link := filepath.Join(dir, "config.json")
+	refused := func(what string) {
+		t.Helper()
+		if _, err := ReadJSON(link); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("%s: link out of the root: %v, want ErrOutsideRoot", what, err)
+		}
+	}
+
+	first, second := Confine(dir, root), Confine(dir, root)
+	first()
+	refused("one of two confinements of the same directory and root released")
+	second()
+
+	narrow := Confine(dir, root)
+	broad := Confine(dir, "/")
+	refused("a broader confinement of the same directory made later")
+	broad()
+	refused("the broader one released")
+	narrow()
+
+	outer := Confine(base, "/")
+	inner := Confine(dir, root)
+	refused("under an outer directory confined to / and an inner one confined to the root")
+	inner()
+	outer()
+	if _, err := ReadJSON(link); err != nil {
+		t.Errorf("every confinement released: %v", err)
+	}
+}
+
+// confineLayout makes base/root/step holding in.json and config.json, a link to base/out.json
+// (base with its links resolved).
+func confineLayout(t *testing.T) (base, root, dir, out string) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, dir, out = filepath.Join(base, "root"), filepath.Join(base, "root", "step"), filepath.Join(base, "out.json")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{out, filepath.Join(dir, "in.json")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(out, filepath.Join(dir, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	return base, root, dir, out
 }
