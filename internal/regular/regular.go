@@ -61,7 +61,8 @@ type confinement struct{ dir, root string }
 // whose open descriptor's real path (read back from /proc/self/fd) is not root or below it:
 // the check is of the file opened, so a link inside dir, or a directory on the way to it,
 // re-pointed after any check of the paths changes nothing. dir and root are absolute, clean,
-// with their links resolved. Where /proc/self/fd cannot be read the file is refused.
+// with their links resolved. Where /proc/self/fd cannot be read the file is refused, unless
+// root is / (which every file is under).
 //
 // The confinement is process-wide, by the path a file is opened by, not by the caller: every
 // Open under dir meanwhile is checked, whoever opens it. Calls may overlap (two servers'
@@ -92,7 +93,7 @@ func confined(path string, f *os.File) error {
 	var roots []string
 	abs, err := filepath.Abs(path)
 	for _, c := range confines.list {
-		if err != nil || Within(c.dir, abs) {
+		if (err != nil || Within(c.dir, abs)) && c.root != "/" { // every file is under /
 			roots = append(roots, c.root)
 		}
 	}
@@ -100,7 +101,7 @@ func confined(path string, f *os.File) error {
 	if len(roots) == 0 {
 		return nil
 	}
-	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	real, err := realPath(f)
 	if err != nil {
 		return fmt.Errorf("%s: cannot tell where the file opened is (%v), so it is refused as perhaps %w %s", path, err, ErrOutsideRoot, roots[0])
 	}
@@ -110,6 +111,12 @@ func confined(path string, f *os.File) error {
 		}
 	}
 	return nil
+}
+
+// realPath is where the open file f is, as the kernel tells it (a variable for the tests of a
+// system without /proc).
+var realPath = func(f *os.File) (string, error) {
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
 }
 
 // Within says whether path is root or below it (both clean and absolute).

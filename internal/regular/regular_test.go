@@ -173,3 +173,25 @@ func confineLayout(t *testing.T) (base, root, dir, out string) {
 	}
 	return base, root, dir, out
 }
+
+// TestConfineWithoutProc: where /proc/self/fd cannot be read, a file under a directory confined
+// to a root is refused, even one inside it (where it is cannot be told), and one confined to /
+// (--weights-root /, "any directory") is opened: it needs no reading back. Before, that one
+// was refused too, so without /proc no reload loaded at all, even with --weights-root /.
+func TestConfineWithoutProc(t *testing.T) {
+	_, root, dir, _ := confineLayout(t)
+	saved := realPath
+	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
+	defer func() { realPath = saved }()
+	release := Confine(dir, root)
+	if _, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "cannot tell where") {
+		t.Errorf("confined to %s without /proc: %v, want refused", root, err)
+	}
+	release()
+	defer Confine(dir, "/")()
+	for _, name := range []string{"in.json", "config.json"} {
+		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s confined to / without /proc: %v", name, err)
+		}
+	}
+}
