@@ -20,6 +20,7 @@ import (
 	"github.com/chainedsql/chainedsql/chat"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/generate/gentest"
+	"github.com/chainedsql/chainedsql/inference/safetensors"
 	"github.com/chainedsql/chainedsql/inference/serve"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/inference/student/studenttest"
@@ -706,6 +707,72 @@ func TestReloadConfinedRepointed(t *testing.T) {
 			if _, err := regular.ReadJSON(filepath.Join(dir, "config.json")); err != nil {
 				t.Errorf("after the reload, reading %s/config.json: %v", dir, err)
 			}
+		}
+	}
+}
+
+// TestReloadConfinedShardLink: with the real loader (Student.Successor), a checkpoint in the
+// root whose index names a shard that is not a .safetensors file (weights.bin, which the check
+// as the request arrives does not look at) and is a link out of the root is refused as the
+// loader opens it: 403 weights_outside_root, the weights unchanged; unconfined it loads. A hard
+// link inside the root to the same file outside is loaded: the root is of paths (ROLLOUT).
+func TestReloadConfinedShardLink(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ckpt"), flipped(t, shared.Path(t, "models/tiny-qwen2-f32"))
+	shard := filepath.Join(outside, "model.safetensors")
+	f, err := safetensors.Open(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weightMap := map[string]string{}
+	for _, n := range f.Names() {
+		weightMap[n] = "weights.bin"
+	}
+	f.Close()
+	files := map[string][]byte{}
+	files[safetensors.IndexFile], _ = json.Marshal(map[string]any{"weight_map": weightMap})
+	for _, name := range []string{"config.json", "generation_config.json"} {
+		if files[name], err = os.ReadFile(filepath.Join(outside, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link, hard := filepath.Join(root, "link"), filepath.Join(root, "hard")
+	for _, d := range []string{link, hard} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(d, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.Symlink(shard, filepath.Join(link, "weights.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(shard, filepath.Join(hard, "weights.bin")); err != nil {
+		t.Skipf("hard link: %v", err)
+	}
+	for _, confined := range []bool{true, false} {
+		sw, _ := tinySwap(t)
+		if confined {
+			if err := sw.Confine(root); err != nil {
+				t.Fatal(err)
+			}
+		}
+		srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
+		defer srv.Close()
+		version := sw.Weights().Version
+		code, out := reload(t, srv.URL, "", pathBody(link))
+		e, _ := out["error"].(map[string]any)
+		switch {
+		case !confined && code != 200:
+			t.Errorf("unconfined: %d %v", code, out)
+		case confined && (code != 403 || e["code"] != "weights_outside_root" || sw.Weights().Version != version):
+			t.Errorf("a shard weights.bin linking out of the root: %d %v (version %d, was %d); want 403 weights_outside_root", code, out, sw.Weights().Version, version)
+		}
+		if code, out := reload(t, srv.URL, "", pathBody(hard)); code != 200 {
+			t.Errorf("confined %v: a hard link inside the root: %d %v, want 200", confined, code, out)
 		}
 	}
 }
