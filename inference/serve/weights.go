@@ -234,8 +234,9 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 // root: a client of POST /v1/weights can then have the server read weights only where it was
 // told at start (`student serve --weights-root`). root must be an existing directory; its own
 // links are resolved now. The paths are checked when the request arrives, and every file the
-// loader opens under the directory is checked again as opened (regular.Confine): a link
-// re-pointed out of root in between (TestReloadConfinedRepointed) is refused as well.
+// loader opens under the directory is opened beneath root (regular.Confine): a link re-pointed
+// out of root in between (TestReloadConfinedRepointed), or a shard not named .safetensors that
+// links out (TestReloadConfinedShardLink), is refused as well, unopened.
 func (s *Swap[M]) Confine(root string) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,9 +24,17 @@ import (
 const MaxJSON = 256 << 20
 
 // Open opens path for reading, without waiting on a FIFO, and returns it only when what it
-// opened (links followed) is a regular file, with its size.
+// opened (links followed) is a regular file, with its size. A path under a Confine'd directory
+// is opened beneath its root (os.Root), so that nothing outside the root is opened at all.
 func Open(path string) (*os.File, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
+	roots, abs := confinedRoots(path)
+	var f *os.File
+	var err error
+	if len(roots) > 0 {
+		f, err = openBeneath(path, abs, roots)
+	} else {
+		f, err = os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -38,15 +47,15 @@ func Open(path string) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
 	}
-	if err := confined(path, f); err != nil {
+	if err := opened(path, f, roots); err != nil {
 		f.Close()
 		return nil, 0, err
 	}
 	return f, st.Size(), nil
 }
 
-// ErrOutsideRoot is wrapped by Open's refusal of a file opened under a Confine'd directory that
-// is, as opened, outside its root.
+// ErrOutsideRoot is wrapped by Open's refusal of a file named under a Confine'd directory that
+// leads out of its root.
 var ErrOutsideRoot = errors.New("outside the weights root")
 
 var confines struct {
@@ -57,12 +66,13 @@ var confines struct {
 // confinement is one Confine call: dir and root absolute, clean and links resolved.
 type confinement struct{ dir, root string }
 
-// Confine makes Open, until release is called, refuse (ErrOutsideRoot) a file named under dir
-// whose open descriptor's real path (read back from /proc/self/fd) is not root or below it:
-// the check is of the file opened, so a link inside dir, or a directory on the way to it,
-// re-pointed after any check of the paths changes nothing. dir and root are absolute, clean,
-// with their links resolved. Where /proc/self/fd cannot be read the file is refused, unless
-// root is / (which every file is under).
+// Confine makes Open, until release is called, open a file named under dir only beneath root
+// (os.Root: no link or ".." on the way, however re-pointed after any check of the paths, takes
+// the open out of root, so nothing outside it is opened at all) and refuse (ErrOutsideRoot)
+// one that leads out of it; a link to an absolute path inside root, which os.Root refuses, is
+// followed and what it leads to opened beneath root. Where /proc/self/fd can be read, the real
+// path of the file opened is checked against root too. dir and root are absolute, clean, with
+// their links resolved; a root of / confines nothing.
 //
 // The confinement is process-wide, by the path a file is opened by, not by the caller: every
 // Open under dir meanwhile is checked, whoever opens it. Calls may overlap (two servers'
@@ -82,28 +92,90 @@ func Confine(dir, root string) (release func()) {
 	}
 }
 
-// confined checks f, opened as path, against the root of every Confine'd directory path is
-// under.
-func confined(path string, f *os.File) error {
+// confinedRoots returns the roots of the Confine'd directories path is under (/ left out:
+// every file is under it) and path made absolute.
+func confinedRoots(path string) (roots []string, abs string) {
 	confines.Lock()
+	defer confines.Unlock()
 	if len(confines.list) == 0 {
-		confines.Unlock()
-		return nil
+		return nil, ""
 	}
-	var roots []string
 	abs, err := filepath.Abs(path)
 	for _, c := range confines.list {
-		if (err != nil || Within(c.dir, abs)) && c.root != "/" { // every file is under /
+		if (err != nil || Within(c.dir, abs)) && c.root != "/" {
 			roots = append(roots, c.root)
 		}
 	}
-	confines.Unlock()
+	return roots, abs
+}
+
+// openBeneath opens path, abs made absolute, beneath the innermost of roots (os.Root: no link
+// or ".." takes the open out of it, however they change meanwhile); roots all hold abs.
+func openBeneath(path, abs string, roots []string) (*os.File, error) {
+	root := roots[0]
+	for _, r := range roots {
+		if !filepath.IsAbs(abs) || !Within(r, abs) {
+			return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, r)
+		}
+		if len(r) > len(root) {
+			root = r
+		}
+	}
+	f, err := openIn(root, abs)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	// os.Root refuses every link to an absolute path, even one inside the root (a trainer's
+	// link to a file of another step): follow the links here and open what they lead to,
+	// again beneath the root, when that is inside it. A link re-pointed in between is refused
+	// by that open.
+	real, rerr := filepath.EvalSymlinks(abs)
+	if rerr != nil || real == abs {
+		return nil, outside(path, root, err)
+	}
+	if !Within(root, real) {
+		return nil, fmt.Errorf("%s leads to %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
+	}
+	if f, err = openIn(root, real); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, outside(path, root, err)
+	}
+	return f, err
+}
+
+// openIn opens abs, which is below root, beneath root.
+func openIn(root, abs string) (*os.File, error) {
+	rel, err := filepath.Rel(root, abs)
+	if err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
+}
+
+// outside is the error of an open beneath root that failed with err: ErrOutsideRoot when the
+// path led out of it (os.Root's "path escapes from parent"), else err.
+func outside(path, root string, err error) error {
+	if strings.Contains(err.Error(), "escapes") {
+		return fmt.Errorf("%s leads %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
+	}
+	return err
+}
+
+// opened checks f, opened as path beneath the innermost of roots, against every one of them:
+// the file's real path is read back (/proc/self/fd), so that roots nested and a root
+// re-pointed since Confine are checked too. Where it cannot be read back the open beneath the
+// root stands.
+func opened(path string, f *os.File, roots []string) error {
 	if len(roots) == 0 {
 		return nil
 	}
 	real, err := realPath(f)
 	if err != nil {
-		return fmt.Errorf("%s: cannot tell where the file opened is (%v), so it is refused as perhaps %w %s", path, err, ErrOutsideRoot, roots[0])
+		return nil
 	}
 	for _, root := range roots {
 		if !Within(root, real) {

@@ -99,7 +99,7 @@ func TestReadFileLimit(t *testing.T) {
 func TestConfine(t *testing.T) {
 	_, root, dir, out := confineLayout(t)
 	release := Confine(dir, root)
-	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out) {
+	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "leads to "+out) {
 		t.Errorf("link out of the root: %v, want ErrOutsideRoot naming %s", err, out)
 	}
 	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
@@ -174,18 +174,21 @@ func confineLayout(t *testing.T) (base, root, dir, out string) {
 	return base, root, dir, out
 }
 
-// TestConfineWithoutProc: where /proc/self/fd cannot be read, a file under a directory confined
-// to a root is refused, even one inside it (where it is cannot be told), and one confined to /
-// (--weights-root /, "any directory") is opened: it needs no reading back. Before, that one
-// was refused too, so without /proc no reload loaded at all, even with --weights-root /.
+// TestConfineWithoutProc: where /proc/self/fd cannot be read, the open beneath the root stands:
+// a file inside it opens and a link out of it is refused; a directory confined to / (its
+// --weights-root /, "any directory") opens both. Before, every file under a confined directory
+// was refused (where it was could not be told), so without /proc no reload loaded at all.
 func TestConfineWithoutProc(t *testing.T) {
 	_, root, dir, _ := confineLayout(t)
 	saved := realPath
 	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
 	defer func() { realPath = saved }()
 	release := Confine(dir, root)
-	if _, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "cannot tell where") {
-		t.Errorf("confined to %s without /proc: %v, want refused", root, err)
+	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+		t.Errorf("inside %s without /proc: %v", root, err)
+	}
+	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("link out of %s without /proc: %v, want ErrOutsideRoot", root, err)
 	}
 	release()
 	defer Confine(dir, "/")()
@@ -193,5 +196,47 @@ func TestConfineWithoutProc(t *testing.T) {
 		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s confined to / without /proc: %v", name, err)
 		}
+	}
+}
+
+// TestConfineOpensNothingOutside: under a Confine'd directory nothing outside the root is
+// opened, not only refused once open (opening a device, or a file on an automounted network
+// path, can act or hang): a link to /dev/null, or through ".." out of the root, is
+// ErrOutsideRoot before any open (before, /dev/null was opened and refused as not a regular
+// file); a link to an absolute path inside the root (which os.Root alone refuses) and a
+// relative one inside open; a missing file is fs.ErrNotExist still.
+func TestConfineOpensNothingOutside(t *testing.T) {
+	_, root, dir, _ := confineLayout(t)
+	links := map[string]string{
+		"null.json":  "/dev/null",
+		"up.json":    "../../out.json",
+		"abs.json":   filepath.Join(dir, "in.json"),
+		"rel.json":   "in.json",
+		"other.json": filepath.Join(root, "other", "x.json"),
+	}
+	if err := os.MkdirAll(filepath.Join(root, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "other", "x.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer Confine(dir, root)()
+	for _, name := range []string{"null.json", "up.json"} {
+		if _, err := ReadJSON(filepath.Join(dir, name)); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("%s: %v, want ErrOutsideRoot", name, err)
+		}
+	}
+	for _, name := range []string{"abs.json", "rel.json", "other.json"} {
+		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s, a link inside the root: %v", name, err)
+		}
+	}
+	if _, err := ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing: %v, want fs.ErrNotExist", err)
 	}
 }
