@@ -121,29 +121,6 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 			root = r
 		}
 	}
-	f, err := openIn(root, abs)
-	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		return f, err
-	}
-	// os.Root refuses every link to an absolute path, even one inside the root (a trainer's
-	// link to a file of another step): follow the links here and open what they lead to,
-	// again beneath the root, when that is inside it. A link re-pointed in between is refused
-	// by that open.
-	real, rerr := filepath.EvalSymlinks(abs)
-	if rerr != nil || real == abs {
-		return nil, outside(path, root, err)
-	}
-	if !Within(root, real) {
-		return nil, fmt.Errorf("%s leads to %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
-	}
-	if f, err = openIn(root, real); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, outside(path, root, err)
-	}
-	return f, err
-}
-
-// openIn opens abs, which is below root, beneath root.
-func openIn(root, abs string) (*os.File, error) {
 	rel, err := filepath.Rel(root, abs)
 	if err != nil {
 		return nil, err
@@ -153,12 +130,78 @@ func openIn(root, abs string) (*os.File, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return r.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
+	f, err := r.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	// os.Root refuses every link to an absolute path, even one inside the root (a trainer's
+	// link to a file of another step): follow the links here, inside the root only, and open
+	// what they lead to, again beneath the root. A link re-pointed in between is refused by
+	// that open.
+	if rel, err = resolveIn(r, root, rel); err != nil {
+		return nil, outside(path, root, err)
+	}
+	if f, err = r.OpenFile(rel, os.O_RDONLY|nonBlock, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, outside(path, root, err)
+	}
+	return f, err
+}
+
+// errLeadsOut is resolveIn's error for a link to an absolute path outside the root.
+var errLeadsOut = errors.New("a link escapes from the root")
+
+// resolveIn returns rel, a path below root opened as r, with the links on its way followed
+// (at most 40, as Linux's), looking at nothing outside root: a link to an absolute path inside
+// root is taken as the path below it that it names, one outside it is errLeadsOut, and a ".."
+// above root is errLeadsOut too.
+func resolveIn(r *os.Root, root, rel string) (string, error) {
+	parts, done := strings.Split(rel, string(filepath.Separator)), ""
+	for links := 0; len(parts) > 0; {
+		p := parts[0]
+		parts = parts[1:]
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			if done == "" {
+				return "", fmt.Errorf("%s goes above it (%w)", filepath.Join(root, rel), errLeadsOut)
+			}
+			if done = filepath.Dir(done); done == "." {
+				done = ""
+			}
+			continue
+		}
+		next := filepath.Join(done, p)
+		fi, err := r.Lstat(next)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = next // a missing one is for the open to say
+			continue
+		}
+		if links++; links > 40 {
+			return "", fmt.Errorf("%s: too many links", next)
+		}
+		target, err := r.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			if target = filepath.Clean(target); !Within(root, target) {
+				return "", fmt.Errorf("%s is a link to %s (%w)", filepath.Join(root, next), target, errLeadsOut)
+			}
+			target, _ = filepath.Rel(root, target)
+			done = ""
+		}
+		parts = append(strings.Split(target, string(filepath.Separator)), parts...)
+	}
+	return done, nil
 }
 
 // outside is the error of an open beneath root that failed with err: ErrOutsideRoot when the
 // path led out of it (os.Root's "path escapes from parent"), else err.
 func outside(path, root string, err error) error {
+	if errors.Is(err, errLeadsOut) {
+		return fmt.Errorf("%s: %v, %w %s: this server loads weights only from there (its --weights-root)", path, err, ErrOutsideRoot, root)
+	}
 	if strings.Contains(err.Error(), "escapes") {
 		return fmt.Errorf("%s leads %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
 	}

@@ -99,7 +99,7 @@ func TestReadFileLimit(t *testing.T) {
 func TestConfine(t *testing.T) {
 	_, root, dir, out := confineLayout(t)
 	release := Confine(dir, root)
-	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "leads to "+out) {
+	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "a link to "+out) {
 		t.Errorf("link out of the root: %v, want ErrOutsideRoot naming %s", err, out)
 	}
 	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
@@ -203,16 +203,22 @@ func TestConfineWithoutProc(t *testing.T) {
 // opened, not only refused once open (opening a device, or a file on an automounted network
 // path, can act or hang): a link to /dev/null, or through ".." out of the root, is
 // ErrOutsideRoot before any open (before, /dev/null was opened and refused as not a regular
-// file); a link to an absolute path inside the root (which os.Root alone refuses) and a
-// relative one inside open; a missing file is fs.ErrNotExist still.
+// file), and so is one to an absolute path whose ".." leads out; links to absolute paths
+// inside the root (which os.Root alone refuses: a file, a directory on the way, a chain of
+// them) and a relative one inside open; a link to itself is refused; a missing file is
+// fs.ErrNotExist still.
 func TestConfineOpensNothingOutside(t *testing.T) {
 	_, root, dir, _ := confineLayout(t)
 	links := map[string]string{
-		"null.json":  "/dev/null",
-		"up.json":    "../../out.json",
-		"abs.json":   filepath.Join(dir, "in.json"),
-		"rel.json":   "in.json",
-		"other.json": filepath.Join(root, "other", "x.json"),
+		"null.json":   "/dev/null",
+		"up.json":     "../../out.json",
+		"abs.json":    filepath.Join(dir, "in.json"),
+		"rel.json":    "in.json",
+		"other.json":  filepath.Join(root, "other", "x.json"),
+		"otherdir":    filepath.Join(root, "other"),
+		"chain.json":  filepath.Join(dir, "abs.json"),
+		"dotdot.json": root + "/step/../../out.json",
+		"loop.json":   "loop.json",
 	}
 	if err := os.MkdirAll(filepath.Join(root, "other"), 0o755); err != nil {
 		t.Fatal(err)
@@ -226,15 +232,18 @@ func TestConfineOpensNothingOutside(t *testing.T) {
 		}
 	}
 	defer Confine(dir, root)()
-	for _, name := range []string{"null.json", "up.json"} {
+	for _, name := range []string{"null.json", "up.json", "dotdot.json"} {
 		if _, err := ReadJSON(filepath.Join(dir, name)); !errors.Is(err, ErrOutsideRoot) {
 			t.Errorf("%s: %v, want ErrOutsideRoot", name, err)
 		}
 	}
-	for _, name := range []string{"abs.json", "rel.json", "other.json"} {
+	for _, name := range []string{"abs.json", "rel.json", "other.json", "otherdir/x.json", "chain.json"} {
 		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s, a link inside the root: %v", name, err)
 		}
+	}
+	if _, err := ReadJSON(filepath.Join(dir, "loop.json")); err == nil {
+		t.Errorf("a link to itself: opened")
 	}
 	if _, err := ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v, want fs.ErrNotExist", err)
