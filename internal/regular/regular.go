@@ -132,7 +132,7 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 	defer r.Close()
 	f, err := r.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		return f, err
+		return f, named(err, path)
 	}
 	// os.Root refuses every link to an absolute path, even one inside the root (a trainer's
 	// link to a file of another step): follow the links here, inside the root only, and open
@@ -144,7 +144,16 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 	if f, err = r.OpenFile(rel, os.O_RDONLY|nonBlock, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, outside(path, root, err)
 	}
-	return f, err
+	return f, named(err, path)
+}
+
+// named is err, an os.Root error naming a path below the root, naming path instead, as
+// os.Open's would.
+func named(err error, path string) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return &fs.PathError{Op: "open", Path: path, Err: pe.Err}
+	}
+	return err
 }
 
 // errLeadsOut is resolveIn's error for a link to an absolute path outside the root.

@@ -245,7 +245,7 @@ func TestConfineOpensNothingOutside(t *testing.T) {
 	if _, err := ReadJSON(filepath.Join(dir, "loop.json")); err == nil {
 		t.Errorf("a link to itself: opened")
 	}
-	if _, err := ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing: %v, want fs.ErrNotExist", err)
+	if _, err := ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open "+filepath.Join(dir, "missing.json")) {
+		t.Errorf("missing: %v, want fs.ErrNotExist naming the path as os.Open does", err)
 	}
 }
