@@ -638,11 +638,7 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 // a loaded machine's delay).
 func TestSQLiteErrorAtDeadline(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	var set atomic.Int64 // when the connection's deadline was set, Unix ns
-	db := funcChinookSQLite(t, "fail_late", func(x int64) (int64, error) {
-		time.Sleep(time.Until(time.Unix(0, set.Load()).Add(timeout + 50*time.Millisecond)))
-		return 0, errors.New("failed past the deadline")
-	})
+	db, set := failLateSQLite(t, timeout)
 	db.deadlineSet = func() {
 		set.Store(time.Now().UnixNano())
 		time.Sleep(100 * time.Millisecond)
@@ -658,6 +654,44 @@ func TestSQLiteErrorAtDeadline(t *testing.T) {
 		t.Errorf("a statement that failed within its deadline: %s %q, want its error", r.Outcome, r.Error)
 	}
 }
+
+// TestSQLiteErrorAtDeadlineLateTimer: a statement's context expires when its timer's goroutine
+// runs its cancel, which a loaded machine may run after SQLite has stopped the statement at its
+// deadline; an error the statement ends with past its deadline is still its timeout. Here the
+// context's Err comes a second late (withDeadline) and a function fails 50 ms past SQLite's
+// deadline: before, run read the deadline from qctx.Err and took it as the statement's error.
+func TestSQLiteErrorAtDeadlineLateTimer(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	db, set := failLateSQLite(t, timeout)
+	db.deadlineSet = func() { set.Store(time.Now().UnixNano()) }
+	db.withDeadline = func(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+		late, cancel := context.WithDeadline(ctx, d.Add(time.Second))
+		return lateContext{late, d}, cancel
+	}
+	r := sandboxtest.MustExec(t, db, "SELECT fail_late(1)", sandbox.ExecOptions{Timeout: timeout})
+	if r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("a statement whose error came past its deadline, its context not yet expired: %s %q, want its timeout", r.Outcome, r.Error)
+	}
+}
+
+// failLateSQLite opens Chinook with fail_late(x), which fails 50 ms past timeout from the time
+// in set (Unix ns; deadlineSet stores when a connection's deadline was set).
+func failLateSQLite(t *testing.T, timeout time.Duration) (*sqliteDB, *atomic.Int64) {
+	set := new(atomic.Int64)
+	db := funcChinookSQLite(t, "fail_late", func(x int64) (int64, error) {
+		time.Sleep(time.Until(time.Unix(0, set.Load()).Add(timeout + 50*time.Millisecond)))
+		return 0, errors.New("failed past the deadline")
+	})
+	return db, set
+}
+
+// lateContext is a context whose Deadline is d but whose Done and Err come later (its Context's).
+type lateContext struct {
+	context.Context
+	d time.Time
+}
+
+func (c lateContext) Deadline() (time.Time, bool) { return c.d, true }
 
 // TestSQLiteHeapEachPastIt: statements that each need more than the whole of SQLite's heap
 // (sqliteHeapLimit), run together, make each other run out while the others hold most of it.

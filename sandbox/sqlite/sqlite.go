@@ -143,6 +143,9 @@ type sqliteDB struct {
 	// deadlineSet, where not nil (tests), is called once a statement's connection has its
 	// deadline: the time a loaded machine may take between SQLite's deadline and the statement.
 	deadlineSet func()
+	// withDeadline, where not nil (tests), makes a statement's context in place of
+	// context.WithDeadline: one whose Err comes late, as its timer's goroutine may on a loaded machine.
+	withDeadline func(context.Context, time.Time) (context.Context, context.CancelFunc)
 }
 
 // Open opens the SQLite file at path read-only (mode=ro&immutable=1). Each statement runs
@@ -369,8 +372,15 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	var guard func(context.Context, func()) (bool, bool)
 	// The context's deadline comes before SQLite's (sqliteDeadline, set below): a statement that
 	// SQLite stops at its deadline may end with another error than the interrupt (with the heap
-	// full, "out of memory"), which is its timeout only if qctx has expired by then.
-	qctx, cancel := context.WithTimeout(ctx, timeout)
+	// full, "out of memory"), which is its timeout once deadline has passed. That is read on the
+	// clock, not from qctx.Err: the timer that expires qctx runs its cancel on a goroutine of its
+	// own, which a loaded machine may run milliseconds after SQLite stopped the statement.
+	deadline := time.Now().Add(timeout)
+	withDeadline := context.WithDeadline
+	if s.withDeadline != nil {
+		withDeadline = s.withDeadline
+	}
+	qctx, cancel := withDeadline(ctx, deadline)
 	defer cancel()
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
@@ -432,7 +442,7 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return sandbox.TooLarge(res), nil
 	}
 	var se sqlite3.Error
-	if errors.Is(err, errPrepareStopped) || qctx.Err() != nil || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
+	if errors.Is(err, errPrepareStopped) || qctx.Err() != nil || !time.Now().Before(deadline) || (errors.As(err, &se) && se.Code == sqlite3.ErrInterrupt) {
 		return sandbox.TimedOut(timeout, res.Duration), nil
 	}
 	if tempNoSpace(err) {
