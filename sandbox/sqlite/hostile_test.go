@@ -574,17 +574,25 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 		n -= size
 	}
 	const deadline = 15 * time.Second
-	held := make(chan *sandbox.Result, 1)
+	// The holder's outcome, when it ended and the heap in use then (for an error: what was held).
+	type holderEnd struct {
+		r    *sandbox.Result
+		took time.Duration
+		used int64
+	}
+	held := make(chan holderEnd, 1)
+	ended := make(chan struct{})
+	// A Fatalf below leaves the holder running to its deadline: the tests after this one would
+	// find SQLite's heap held (before lowerHeapCap's cleanup, which runs after this one).
+	t.Cleanup(func() { <-ended })
 	start := time.Now()
 	go func() {
+		defer close(ended)
 		r, err := hog.Exec(context.Background(), "SELECT "+strings.Join(cols, ", ")+" FROM Track a, Track b, Track c WHERE heap_read(a.TrackId, b.TrackId, c.TrackId)", sandbox.ExecOptions{Timeout: deadline})
 		if err != nil {
 			r = &sandbox.Result{Outcome: sandbox.OutcomeError, Error: err.Error()}
 		}
-		if r.Outcome != sandbox.OutcomeTimeout { // for the error below: when, and what was held
-			t.Logf("the holder ended after %s, %d bytes of SQLite's heap in use", time.Since(start), sqliteHeapUsed())
-		}
-		held <- r
+		held <- holderEnd{r, time.Since(start), sqliteHeapUsed()}
 	}()
 	// Wait until the holder holds all it will (heap_read). Waiting until the heap in use had
 	// stopped growing (under 64 KiB in 50 ms) could end while the holder, its thread off the CPU
@@ -592,8 +600,8 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	// margin and the holder ran out instead (seen in CI, under -race).
 	select {
 	case <-read:
-	case r := <-held:
-		t.Fatalf("the holder ended before it held the heap: %s %q", r.Outcome, r.Error)
+	case h := <-held:
+		t.Fatalf("the holder ended before it held the heap: %s %q after %s, %d bytes of SQLite's heap in use", h.r.Outcome, h.r.Error, h.took, h.used)
 	}
 	if used := sqliteHeapUsed(); used < limit-2*margin {
 		t.Fatalf("the holder holds %d bytes of SQLite's heap; want more than %d", used, limit-2*margin)
@@ -615,8 +623,8 @@ func TestSQLiteHeapHeldByAnother(t *testing.T) {
 	if err != nil || !r.OK() || r.Rows[0][0] != int64(2000001) {
 		t.Errorf("the other task's statement through Patient: %+v, %v after %s", r, err, time.Since(patient))
 	}
-	if r := <-held; r.Outcome != sandbox.OutcomeTimeout {
-		t.Errorf("the holder: %s %q, want its timeout", r.Outcome, r.Error)
+	if h := <-held; h.r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("the holder: %s %q after %s, %d bytes of SQLite's heap in use; want its timeout", h.r.Outcome, h.r.Error, h.took, h.used)
 	}
 	// A statement that runs out of the heap by itself (values of 8 MB at once, more than the
 	// cap) keeps its error.
