@@ -252,6 +252,10 @@ func TestSQLitePreparesOnce(t *testing.T) {
 	}
 }
 
+// promptAfterStop is how soon a statement whose prepare a cancel or the caller's deadline stops
+// must return: before the grace (sqliteGrace) after which it would be abandoned still running.
+const promptAfterStop = sqliteGrace - 100*time.Millisecond
+
 // TestSQLitePrepareCancel: cancelling the context of a statement whose prepare runs long (24
 // nested subqueries doubling a column: tens of seconds) ends that prepare at once, well before
 // its deadline: Exec returns the cancellation promptly, nothing is abandoned still preparing, and
@@ -272,8 +276,10 @@ func TestSQLitePrepareCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("got %+v %v, want the cancellation", r, err)
 	}
-	if took > after+300*time.Millisecond {
-		t.Errorf("returned %s after the cancel, want within 300ms", took-after)
+	// Well within the grace after which a prepare still running is abandoned (checked below);
+	// -race on a loaded host took 307 and 485 ms.
+	if took > after+promptAfterStop {
+		t.Errorf("returned %s after the cancel, want within %s", took-after, promptAfterStop)
 	}
 	if n := sqliteRunawaysTotal.Load(); n != runaways {
 		waitRunaways(t, db, 5*time.Minute)
@@ -302,8 +308,10 @@ func TestSQLitePrepareParentDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %+v %v, want the caller's deadline", r, err)
 	}
-	if took > parent+300*time.Millisecond {
-		t.Errorf("returned %s after the caller's deadline, want within 300ms", took-parent)
+	// Well within the grace after which a prepare still running is abandoned (checked below);
+	// -race on a loaded host took 307 and 485 ms.
+	if took > parent+promptAfterStop {
+		t.Errorf("returned %s after the caller's deadline, want within %s", took-parent, promptAfterStop)
 	}
 	if sqliteRunawaysTotal.Load() != runaways {
 		waitRunaways(t, s, 5*time.Minute)
