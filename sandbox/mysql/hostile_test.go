@@ -217,7 +217,8 @@ func TestMySQLHostileDeadlines(t *testing.T) {
 }
 
 // TestMySQLBuildersRefused: the functions that build a value of up to 16 MiB from a few bytes
-// (and BINARY(n) written CHAR(n) BYTE or CHAR(n) CHARACTER SET binary), which the reader may call (run unscreened as the reader here: each builds its megabytes), are
+// (and BINARY(n) written CHAR(n) BYTE or CHAR(n) CHARACTER SET binary; the escapers, nested,
+// past it: 20 to 50 MB from a few hundred bytes), which the reader may call (run unscreened as the reader here: each builds its megabytes), are
 // refused by the screen with the reason. Found by a red team: LOCATE over two SFORMAT pads
 // ('{:a>3000}b' in '{:a>3000000}') ran 6 s past a 1 s deadline as a runaway, a 70-byte
 // statement with no refused function; a needle of a megabyte in 16 MiB runs for hours.
@@ -240,6 +241,15 @@ func TestMySQLBuildersRefused(t *testing.T) {
 		{"SELECT length(REPLACE_ORACLE(SPACE(4000000), ' ', 'x'))", "REPLACE_ORACLE", 4000000},
 		{"SELECT length(CONVERT('', CHARACTER(4000000) CHAR SET 'bin\\ary'))", "BINARY(n)", 4000000},
 		{"SELECT length(CAST('' AS CHAR (4000000) /* ) */ CHARSET `binary`))", "BINARY(n)", 4000000},
+		// escapers, nested: each call doubles what the inner one escaped, past max_allowed_packet
+		{"SELECT length(" + myNest("JSON_QUOTE(%s)", 24) + ")", "JSON_QUOTE", 50331646},
+		{"SELECT length(" + myNest("JSON_SET('{}', '$.a', LOWER(%s))", 23) + ")", "JSON_SET", 41943151},
+		{"SELECT length(" + myNest("JSON_INSERT('[]', '$[0]', LOWER(%s))", 23) + ")", "JSON_INSERT", 25165868},
+		{"SELECT length(" + myNest("JSON_REPLACE('[0]', '$[0]', LOWER(%s))", 23) + ")", "JSON_REPLACE", 25165868},
+		{"SELECT length(" + myNest("JSON_ARRAY_APPEND('[]', '$', LOWER(%s))", 23) + ")", "JSON_ARRAY_APPEND", 25165868},
+		{"SELECT length(" + myNest("JSON_ARRAY_INSERT('[]', '$[0]', LOWER(%s))", 23) + ")", "JSON_ARRAY_INSERT", 25165868},
+		{"SELECT length(" + myNest("(SELECT JSON_OBJECTAGG('a', LOWER(%s)))", 23) + ")", "JSON_OBJECTAGG", 41943128},
+		{"SELECT length(" + myNest("COLUMN_JSON(COLUMN_CREATE('a', %s))", 22) + ")", "COLUMN_JSON", 20971604},
 	} {
 		r, err := unscreened(context.Background(), db, p.q, 10*time.Second, 10)
 		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != p.built {
@@ -250,6 +260,15 @@ func TestMySQLBuildersRefused(t *testing.T) {
 			t.Errorf("%q: %s %q, want it refused naming %s", p.q, r.Outcome, r.Error, p.why)
 		}
 	}
+}
+
+// myNest returns format (one %s) nested n times in itself around '"'.
+func myNest(format string, n int) string {
+	q := `'"'`
+	for range n {
+		q = fmt.Sprintf(format, q)
+	}
+	return q
 }
 
 // TestMySQLRunaway: a statement the server cannot interrupt (ExtractValue, run unscreened over

@@ -266,6 +266,9 @@ var mysqlRoleCatalogs = map[string]bool{
 // such values from a few bytes of text (SFORMAT's made LOCATE run 6 s past a 1 s deadline from a
 // 70-byte statement); BENCHMARK only spends server time; ENCRYPT's crypt() takes its rounds from
 // the salt (1,000,000 rounds of $5$ ran 0.4 s past a 1 s limit, the most 999,999,999).
+// Functions that escape their string arguments with no bound (mysqlEscapers) double a value
+// in each nested call. Every native function MariaDB 10.11 knows was checked so:
+// TestMySQLNativeCatalog lists those the screen lets through, each judged.
 // MariaDB's Oracle-mode twins (LPAD_ORACLE, RPAD_ORACLE, REPLACE_ORACLE) may be called by
 // those names in any mode, and are refused with them. Nesting (CONCAT in derived tables, HEX
 // of HEX) still builds them: the screen makes that longer to write, the share contains it.
@@ -292,6 +295,24 @@ var mysqlDeniedCalls = map[string]string{
 	"benchmark":      "BENCHMARK only spends server time",
 	"encrypt":        "ENCRYPT runs the system's crypt(), whose salt sets its rounds ('$5$rounds=999999999$'), for minutes without checking for a kill, holding a lock every other ENCRYPT waits on",
 }
+
+// mysqlEscapers are the functions that escape a string argument ('"' as '\"') with no bound
+// at max_allowed_packet, so that nesting each in itself (through LOWER, which makes the JSON a
+// string again) doubles the value in every call past 16 MiB: 23 nested JSON_SET('{}', '$.a',
+// LOWER(…)) of '"' built 42 MB, JSON_OBJECTAGG as much, JSON_QUOTE 50 MB at 24, COLUMN_JSON
+// (COLUMN_CREATE('a', …)) 160 MB at 25. JSON_ARRAY, JSON_OBJECT, JSON_ARRAYAGG, HEX, QUOTE and
+// TO_BASE64 double too but return NULL past max_allowed_packet (or group_concat_max_len).
+var mysqlEscapers = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`json_quote json_set json_insert json_replace json_array_append json_array_insert
+		json_objectagg column_json`) {
+		m[n] = true
+	}
+	return m
+}()
+
+// mysqlWhyEscaper says why mysqlEscapers are refused.
+const mysqlWhyEscaper = " escapes what an inner call escaped, doubling the value in each nested call past max_allowed_packet (23 nested JSON_SET of '\"' built 42 MB from 600 bytes), over which MariaDB's string functions run on past the deadline and KILL"
 
 // mysqlWhySpatial says why the spatial functions are refused.
 const mysqlWhySpatial = "MariaDB's spatial functions run their geometry (distances, relations, unions, buffers) without checking for a kill, in time up to the product of the two geometries' sizes: ST_Distance between two multipoints of 10,000 points each ran 7 s past a 1 s deadline, and a geometry may be read from a built text or string of megabytes"
@@ -322,7 +343,8 @@ func mysqlSpatial(w string) bool {
 }
 
 // mysqlDenied refuses the word w of lower (mysqlText's reading; next is the index after the
-// blanks after it, call whether ( is there): a call of one of mysqlDeniedCalls or of a spatial
+// blanks after it, call whether ( is there): a call of one of mysqlDeniedCalls, an escaper
+// (mysqlEscapers) or a spatial
 // function (mysqlSpatial), and EXPLAIN FOR CONNECTION, which shows the plan (in JSON, the
 // literals) of the statement another connection runs: every task's connections log in as one
 // reader, so MariaDB shows them all to it.
@@ -330,6 +352,9 @@ func mysqlDenied(lower, w string, next int, call bool) string {
 	if call {
 		if reason, ok := mysqlDeniedCalls[w]; ok {
 			return "refused: " + reason
+		}
+		if mysqlEscapers[w] {
+			return "refused: " + strings.ToUpper(w) + mysqlWhyEscaper
 		}
 		if mysqlSpatial(w) {
 			return "refused: " + strings.ToUpper(w) + " is not allowed: " + mysqlWhySpatial
