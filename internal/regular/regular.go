@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // MaxJSON is the most bytes ReadJSON reads: a model directory's JSON files are kilobytes to a
@@ -121,16 +122,27 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 			root = r
 		}
 	}
-	rel, err := filepath.Rel(root, abs)
-	if err != nil {
-		return nil, err
+	// The path's components below the root, ".." kept: os.Root and resolveIn take each after
+	// the links before it, as the kernel does (abs is cleaned lexically: a/../b where a is a
+	// link is b there, but a's target's b for the kernel).
+	raw := path
+	if !filepath.IsAbs(raw) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		raw = wd + string(filepath.Separator) + raw
+	}
+	parts, ok := below(root, raw)
+	if !ok {
+		return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|nonBlock, 0)
+	f, err := r.OpenFile(joined(parts), os.O_RDONLY|nonBlock, 0)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return f, named(err, path)
 	}
@@ -138,7 +150,8 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 	// link to a file of another step): follow the links here, inside the root only, and open
 	// what they lead to, again beneath the root. A link re-pointed in between is refused by
 	// that open.
-	if rel, err = resolveIn(r, root, rel); err != nil {
+	rel, err := resolveIn(r, root, parts)
+	if err != nil {
 		return nil, outside(path, root, err)
 	}
 	if f, err = r.OpenFile(rel, os.O_RDONLY|nonBlock, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -159,21 +172,44 @@ func named(err error, path string) error {
 // errLeadsOut is resolveIn's error for a link to an absolute path outside the root.
 var errLeadsOut = errors.New("a link escapes from the root")
 
-// resolveIn returns rel, a path below root opened as r, with the links on its way followed
-// (at most 40, as Linux's), looking at nothing outside root: a link to an absolute path inside
-// root is taken as the path below it that it names, one outside it is errLeadsOut, and a ".."
-// above root is errLeadsOut too.
-func resolveIn(r *os.Root, root, rel string) (string, error) {
-	parts, done := strings.Split(rel, string(filepath.Separator)), ""
+// components are the names in p, a path, less the empty ones and ".".
+func components(p string) []string {
+	parts := strings.Split(p, string(filepath.Separator))
+	return slices.DeleteFunc(parts, func(s string) bool { return s == "" || s == "." })
+}
+
+// below returns the components of p, an absolute path, after root's (all of them, in order,
+// literally: not cleaned, so that a ".." after a link is taken from where the link leads), or
+// false when p does not begin with them.
+func below(root, p string) ([]string, bool) {
+	rp, pp := components(root), components(p)
+	if len(pp) < len(rp) || !slices.Equal(rp, pp[:len(rp)]) {
+		return nil, false
+	}
+	return pp[len(rp):], true
+}
+
+// joined is parts as a path below a root ("." for none: the root itself).
+func joined(parts []string) string {
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, string(filepath.Separator))
+}
+
+// resolveIn returns parts, a path's components below root opened as r, with the links on its
+// way followed (at most 40, as Linux's), looking at nothing outside root and as the kernel
+// does (a ".." after a link goes up from where the link leads): a link to an absolute path
+// beginning with root is taken as the path below it that it names, any other is errLeadsOut,
+// and a ".." above root is errLeadsOut too.
+func resolveIn(r *os.Root, root string, parts []string) (string, error) {
+	done := ""
 	for links := 0; len(parts) > 0; {
 		p := parts[0]
 		parts = parts[1:]
-		switch p {
-		case "", ".":
-			continue
-		case "..":
+		if p == ".." {
 			if done == "" {
-				return "", fmt.Errorf("%s goes above it (%w)", filepath.Join(root, rel), errLeadsOut)
+				return "", fmt.Errorf("a \"..\" goes above %s (%w)", root, errLeadsOut)
 			}
 			if done = filepath.Dir(done); done == "." {
 				done = ""
@@ -182,27 +218,35 @@ func resolveIn(r *os.Root, root, rel string) (string, error) {
 		}
 		next := filepath.Join(done, p)
 		fi, err := r.Lstat(next)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		if err != nil {
 			done = next // a missing one is for the open to say
 			continue
 		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.IsDir() && len(parts) > 0 { // the kernel's "file/..": not a directory
+				return "", &fs.PathError{Op: "open", Path: next, Err: syscall.ENOTDIR}
+			}
+			done = next
+			continue
+		}
 		if links++; links > 40 {
-			return "", fmt.Errorf("%s: too many links", next)
+			return "", &fs.PathError{Op: "open", Path: next, Err: syscall.ELOOP}
 		}
 		target, err := r.Readlink(next)
 		if err != nil {
 			return "", err
 		}
+		more := components(target)
 		if filepath.IsAbs(target) {
-			if target = filepath.Clean(target); !Within(root, target) {
+			var ok bool
+			if more, ok = below(root, target); !ok {
 				return "", fmt.Errorf("%s is a link to %s (%w)", filepath.Join(root, next), target, errLeadsOut)
 			}
-			target, _ = filepath.Rel(root, target)
 			done = ""
 		}
-		parts = append(strings.Split(target, string(filepath.Separator)), parts...)
+		parts = append(more, parts...)
 	}
-	return done, nil
+	return joined(components(done)), nil
 }
 
 // outside is the error of an open beneath root that failed with err: ErrOutsideRoot when the
@@ -214,7 +258,7 @@ func outside(path, root string, err error) error {
 	if strings.Contains(err.Error(), "escapes") {
 		return fmt.Errorf("%s leads %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
 	}
-	return err
+	return named(err, path)
 }
 
 // opened checks f, opened as path beneath the innermost of roots, against every one of them:

@@ -1,0 +1,226 @@
+//go:build unix
+
+package regular
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// noProc makes realPath fail for the test, so that only the open beneath the root stands
+// between a link and a file outside (the read-back would otherwise hide an escape).
+func noProc(t *testing.T) {
+	saved := realPath
+	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
+	t.Cleanup(func() { realPath = saved })
+}
+
+// TestConfineDotDotAfterLink: ".." after a link goes up from where the link leads, as the
+// kernel's open does, not from the link's own directory (lexical cleaning): a link to an
+// absolute path root/hop/../x.json, hop a link to step/deep, opens root/step/x.json (what
+// os.Open of the link opens), not root/x.json; with hop a link out of the root (../outdir) it is
+// ErrOutsideRoot, not root/x.json.
+func TestConfineDotDotAfterLink(t *testing.T) {
+	base, root, dir, _ := confineLayout(t)
+	noProc(t)
+	for _, f := range []struct{ path, body string }{
+		{filepath.Join(root, "x.json"), `"lexical"`},
+		{filepath.Join(dir, "x.json"), `"kernel"`},
+		{filepath.Join(base, "x.json"), `"outside"`},
+	} {
+		if err := os.WriteFile(f.path, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("step/deep", filepath.Join(root, "hop")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(root+"/hop/../x.json", filepath.Join(dir, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "a.json"))
+	if err != nil || string(want) != `"kernel"` {
+		t.Fatalf("os.ReadFile of the link = %s, %v; the layout is wrong", want, err)
+	}
+	release := Confine(dir, root)
+	got, err := ReadJSON(filepath.Join(dir, "a.json"))
+	if err != nil || string(got) != string(want) {
+		t.Errorf("confined: %s, %v; want %s (what the kernel opens)", got, err, want)
+	}
+	release()
+	if err := os.Remove(filepath.Join(root, "hop")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(base, "outdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../outdir", filepath.Join(root, "hop")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.json")); err != nil || string(b) != `"outside"` {
+		t.Fatalf("os.ReadFile of the link through hop out = %s, %v; the layout is wrong", b, err)
+	}
+	defer Confine(dir, root)()
+	if got, err := ReadJSON(filepath.Join(dir, "a.json")); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("through a link out then ..: %s, %v; want ErrOutsideRoot", got, err)
+	}
+}
+
+// TestConfineLinkAttacks: an absolute link through another leading out, chains up to the
+// bound and past it, a loop of two, targets with a trailing slash or "." and a FIFO or a
+// directory reached through an absolute link: nothing outside is opened, nothing but a regular
+// file is returned, and the errors name the path asked for.
+func TestConfineLinkAttacks(t *testing.T) {
+	base, root, dir, out := confineLayout(t)
+	noProc(t)
+	if err := os.Mkdir(filepath.Join(base, "outdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "outdir", "x.json"), []byte(`"outside"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plain"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"outlink":       filepath.Join(base, "outdir"),        // absolute, out
+		"through.json":  filepath.Join(dir, "outlink/x.json"), // absolute inside, then out
+		"relout":        "../../outdir",
+		"through2.json": filepath.Join(dir, "relout", "x.json"),
+		"ping.json":     filepath.Join(dir, "pong.json"),
+		"pong.json":     filepath.Join(dir, "ping.json"),
+		"slash.json":    filepath.Join(dir, "in.json") + "/",
+		"dot.json":      root + "/.",
+		"rootlink":      root,
+		"fifo.json":     filepath.Join(dir, "fifo"),
+		"viaroot.json":  dir + "/rootlink/../out.json", // root/../out.json: out
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// chain: c0 -> c1 -> ... -> c40 -> in.json, every link absolute: 41 links from c0, 40 from c1
+	for i := 0; i <= 40; i++ {
+		target := filepath.Join(dir, fmt.Sprintf("c%d.json", i+1))
+		if i == 40 {
+			target = filepath.Join(dir, "in.json")
+		}
+		if err := os.Symlink(target, filepath.Join(dir, fmt.Sprintf("c%d.json", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer Confine(dir, root)()
+	open := func(name string) ([]byte, error) {
+		t.Helper()
+		done := make(chan struct{})
+		var b []byte
+		var err error
+		go func() { b, err = ReadJSON(dir + "/" + name); close(done) }() // not cleaned
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still waiting after 5 s", name)
+		}
+		if string(b) == `"outside"` {
+			t.Errorf("%s: read a file outside the root", name)
+		}
+		if err != nil && !strings.Contains(err.Error(), dir+"/"+name) {
+			t.Errorf("%s: %v, want the error to name %s", name, err, dir+"/"+name)
+		}
+		return b, err
+	}
+	for _, name := range []string{"through.json", "through2.json", "outlink/x.json", "relout/x.json", "viaroot.json"} {
+		if _, err := open(name); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("%s: %v, want ErrOutsideRoot", name, err)
+		}
+	}
+	for _, name := range []string{"ping.json", "c0.json", "dot.json", "rootlink", "fifo.json", "plain/x.json", "plain/../in.json"} {
+		if _, err := open(name); err == nil {
+			t.Errorf("%s: opened, want refused", name)
+		}
+	}
+	for _, name := range []string{"c1.json", "rootlink/step/in.json", "slash.json"} {
+		if _, err := open(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	_ = out
+}
+
+// TestConfineRepointedRace: links re-pointed between an absolute path inside the root and
+// ways out of it (absolute, relative, a directory on the way), while the confined file is
+// opened again and again without /proc: no open ever reads the file outside.
+func TestConfineRepointedRace(t *testing.T) {
+	base, root, dir, _ := confineLayout(t)
+	noProc(t)
+	if err := os.Mkdir(filepath.Join(base, "outdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "indir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(base, "outdir", "x.json"), filepath.Join(base, "x.json")} {
+		if err := os.WriteFile(p, []byte(`"outside"`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "indir", "x.json"), []byte(`"inside"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a.json -> <abs>/d/x.json; d flips between indir (absolute and relative) and ways out
+	targets := []string{filepath.Join(root, "indir"), "../outdir", filepath.Join(base, "outdir"), "../indir", "../../outdir"}
+	if err := os.Symlink(filepath.Join(dir, "d", "x.json"), filepath.Join(dir, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(targets[0], filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	defer Confine(dir, root)()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tmp := filepath.Join(dir, "d.tmp")
+		for i := 0; !stop.Load(); i++ {
+			os.Remove(tmp)
+			if err := os.Symlink(targets[i%len(targets)], tmp); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, "d")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	inside := 0
+	for i := 0; i < 3000; i++ {
+		b, err := ReadJSON(filepath.Join(dir, "a.json"))
+		if string(b) == `"outside"` {
+			t.Fatalf("open %d read the file outside the root", i)
+		}
+		if err == nil {
+			inside++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d of 3000 opens read the file inside", inside)
+}
