@@ -224,3 +224,30 @@ func TestConfineRepointedRace(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d of 3000 opens read the file inside", inside)
 }
+
+// TestConfineRootRepointed: the root's own path re-pointed while confined (renamed away and a
+// link to a directory outside put in its place) leads the open out; it is refused without
+// /proc too, the directory opened as the root not being the one Confine was given.
+func TestConfineRootRepointed(t *testing.T) {
+	base, root, dir, _ := confineLayout(t)
+	noProc(t)
+	if err := os.MkdirAll(filepath.Join(base, "outroot", "step"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "outroot", "step", "in.json"), []byte(`"outside"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer Confine(dir, root)()
+	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+		t.Fatalf("before: %v", err)
+	}
+	if err := os.Rename(root, root+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "outroot"), root); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("root re-pointed out: %s, %v; want ErrOutsideRoot", b, err)
+	}
+}

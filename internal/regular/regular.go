@@ -28,11 +28,15 @@ const MaxJSON = 256 << 20
 // opened (links followed) is a regular file, with its size. A path under a Confine'd directory
 // is opened beneath its root (os.Root), so that nothing outside the root is opened at all.
 func Open(path string) (*os.File, int64, error) {
-	roots, abs := confinedRoots(path)
+	cs, abs := confinedRoots(path)
+	roots := make([]string, len(cs))
+	for i, c := range cs {
+		roots[i] = c.root
+	}
 	var f *os.File
 	var err error
-	if len(roots) > 0 {
-		f, err = openBeneath(path, abs, roots)
+	if len(cs) > 0 {
+		f, err = openBeneath(path, abs, cs)
 	} else {
 		f, err = os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
 	}
@@ -64,15 +68,21 @@ var confines struct {
 	list []*confinement // one per Confine not yet released
 }
 
-// confinement is one Confine call: dir and root absolute, clean and links resolved.
-type confinement struct{ dir, root string }
+// confinement is one Confine call: dir and root absolute, clean and links resolved; id is the
+// directory root named then (nil if it could not be read).
+type confinement struct {
+	dir, root string
+	id        fs.FileInfo
+}
 
 // Confine makes Open, until release is called, open a file named under dir only beneath root
 // (os.Root: no link or ".." on the way, however re-pointed after any check of the paths, takes
 // the open out of root, so nothing outside it is opened at all) and refuse (ErrOutsideRoot)
 // one that leads out of it; a link to an absolute path inside root, which os.Root refuses, is
-// followed and what it leads to opened beneath root. Where /proc/self/fd can be read, the real
-// path of the file opened is checked against root too. dir and root are absolute, clean, with
+// followed and what it leads to opened beneath root (a ".." after a link taken from where the
+// link leads, as the kernel does). The directory root names is taken now: if root is moved and
+// a link put in its place before an Open, that Open is refused. Where /proc/self/fd can be
+// read, the real path of the file opened is checked against root too. dir and root are absolute, clean, with
 // their links resolved; a root of / confines nothing.
 //
 // The confinement is process-wide, by the path a file is opened by, not by the caller: every
@@ -80,7 +90,10 @@ type confinement struct{ dir, root string }
 // reloads of one directory, a directory and one below it): each is kept until its own release,
 // and a file under several confined directories must be inside every one's root.
 func Confine(dir, root string) (release func()) {
-	c := &confinement{dir, root}
+	c := &confinement{dir: dir, root: root}
+	if fi, err := os.Stat(root); err == nil {
+		c.id = fi
+	}
 	confines.Lock()
 	defer confines.Unlock()
 	confines.list = append(confines.list, c)
@@ -93,9 +106,9 @@ func Confine(dir, root string) (release func()) {
 	}
 }
 
-// confinedRoots returns the roots of the Confine'd directories path is under (/ left out:
-// every file is under it) and path made absolute.
-func confinedRoots(path string) (roots []string, abs string) {
+// confinedRoots returns the Confine calls of the directories path is under (those to / left
+// out: every file is under it) and path made absolute.
+func confinedRoots(path string) (cs []*confinement, abs string) {
 	confines.Lock()
 	defer confines.Unlock()
 	if len(confines.list) == 0 {
@@ -104,22 +117,24 @@ func confinedRoots(path string) (roots []string, abs string) {
 	abs, err := filepath.Abs(path)
 	for _, c := range confines.list {
 		if (err != nil || Within(c.dir, abs)) && c.root != "/" {
-			roots = append(roots, c.root)
+			cs = append(cs, c)
 		}
 	}
-	return roots, abs
+	return cs, abs
 }
 
-// openBeneath opens path, abs made absolute, beneath the innermost of roots (os.Root: no link
-// or ".." takes the open out of it, however they change meanwhile); roots all hold abs.
-func openBeneath(path, abs string, roots []string) (*os.File, error) {
-	root := roots[0]
-	for _, r := range roots {
-		if !filepath.IsAbs(abs) || !Within(r, abs) {
-			return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, r)
+// openBeneath opens path, abs made absolute, beneath the innermost root of cs (os.Root: no
+// link or ".." takes the open out of it, however they change meanwhile), which must be the
+// directory it was at Confine (a root renamed away and a link out put in its place would take
+// the open with it); cs's roots all hold abs.
+func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
+	root := cs[0].root
+	for _, c := range cs {
+		if !filepath.IsAbs(abs) || !Within(c.root, abs) {
+			return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, c.root)
 		}
-		if len(r) > len(root) {
-			root = r
+		if len(c.root) > len(root) {
+			root = c.root
 		}
 	}
 	// The path's components below the root, ".." kept: os.Root and resolveIn take each after
@@ -142,6 +157,12 @@ func openBeneath(path, abs string, roots []string) (*os.File, error) {
 		return nil, err
 	}
 	defer r.Close()
+	st, err := r.Stat(".")
+	for _, c := range cs {
+		if c.root == root && (err != nil || c.id == nil || !os.SameFile(c.id, st)) {
+			return nil, fmt.Errorf("%s: %s is not the directory it was when confined (moved, or a link put in its place), %w it: this server loads weights only from there (its --weights-root)", path, root, ErrOutsideRoot)
+		}
+	}
 	f, err := r.OpenFile(joined(parts), os.O_RDONLY|nonBlock, 0)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return f, named(err, path)
