@@ -109,6 +109,7 @@ func TestConfineLinkAttacks(t *testing.T) {
 		"rootlink":      root,
 		"fifo.json":     filepath.Join(dir, "fifo"),
 		"viaroot.json":  dir + "/rootlink/../out.json", // root/../out.json: out
+		"gone.json":     dir + "/missing/../in.json",   // not found, for the kernel
 	}
 	for name, target := range links {
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
@@ -154,6 +155,9 @@ func TestConfineLinkAttacks(t *testing.T) {
 		if _, err := open(name); err == nil {
 			t.Errorf("%s: opened, want refused", name)
 		}
+	}
+	if _, err := open("gone.json"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("gone.json, a link through a missing directory and ..: %v, want fs.ErrNotExist", err)
 	}
 	for _, name := range []string{"c1.json", "rootlink/step/in.json", "slash.json"} {
 		if _, err := open(name); err != nil {

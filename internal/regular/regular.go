@@ -240,7 +240,10 @@ func resolveIn(r *os.Root, root string, parts []string) (string, error) {
 		next := filepath.Join(done, p)
 		fi, err := r.Lstat(next)
 		if err != nil {
-			done = next // a missing one is for the open to say
+			if len(parts) > 0 { // the kernel's "missing/..": not found
+				return "", err
+			}
+			done = next // a missing file is for the open to say
 			continue
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
