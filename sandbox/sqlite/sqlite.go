@@ -561,8 +561,8 @@ func tempShort(err error) bool {
 }
 
 // tempNoSpace reports whether err is SQLite's "database or disk is full" from the disk: a write
-// to a temporary file that the file system refused for want of space (ENOSPC), within the cap
-// (sqliteTempNoSpace).
+// to a temporary file that the file system refused for want of space (ENOSPC), within the cap,
+// or its open where the file system had no block or inode left (sqliteTempNoSpace).
 func tempNoSpace(err error) bool {
 	var se sqlite3.Error
 	return errors.As(err, &se) && se.Code == sqlite3.ErrFull && se.ExtendedCode == sqliteTempNoSpace

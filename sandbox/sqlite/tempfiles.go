@@ -5,6 +5,9 @@ package sqlite
 /*
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 // SQLite's VFS interfaces, declared rather than included (as in guard.go): resolved at link time
 // against the SQLite that github.com/mattn/go-sqlite3 compiles in. The layouts are SQLite's
@@ -60,10 +63,11 @@ int sqlite3_vfs_register(cs_vfs*, int);
 #define CS_FULL 13
 // CS_FULL_DISK is SQLITE_FULL with a sub-code of this VFS's own (SQLite defines none for
 // SQLITE_FULL): a temporary file's write that the default VFS refused, the disk having no space
-// left (ENOSPC), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps a VFS's
+// left (ENOSPC), or its open (no block or inode left, cs_tmp_dir_full), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps a VFS's
 // code as the statement's extended error code (sqlite3_extended_errcode).
 #define CS_FULL_DISK (CS_FULL | (64 << 8))
 #define CS_ERROR 1
+#define CS_CANTOPEN 14
 // The xOpen flags of SQLite's temporary files: SQLITE_OPEN_TEMP_DB, SQLITE_OPEN_TRANSIENT_DB,
 // SQLITE_OPEN_TEMP_JOURNAL, SQLITE_OPEN_SUBJOURNAL.
 #define CS_TMP_FLAGS (0x200 | 0x400 | 0x1000 | 0x2000)
@@ -71,7 +75,8 @@ int sqlite3_vfs_register(cs_vfs*, int);
 
 // The process's temporary-file bytes: in use (each open temporary file's size, the highest
 // offset its writes and truncations reached), the cap on them, the most in use at once since
-// cs_tmp_reset_peak, how many writes the cap refused, and how many the disk did (no space).
+// cs_tmp_reset_peak, how many writes the cap refused, and how many writes and opens the disk did
+// (no space).
 static int64_t cs_tmp_used, cs_tmp_cap, cs_tmp_peak, cs_tmp_refused, cs_tmp_nospace;
 
 // cs_tmp_take counts n more bytes of temporary files, unless that passes the cap: 0 then.
@@ -151,6 +156,25 @@ static const cs_io_methods cs_tmp_io = {
 	cs_tmp_lock, cs_tmp_unlock, cs_tmp_reserved, cs_tmp_control, cs_tmp_sector, cs_tmp_device,
 };
 
+// cs_tmp_dir_full reports whether the file system of the directory where the default VFS
+// creates temporary files (its order: sqlite3_temp_directory, SQLITE_TMPDIR, TMPDIR, /var/tmp,
+// /usr/tmp, /tmp, the first that is a directory it may write in) has no block or no inode left
+// to give: a temporary file's open that then fails (SQLITE_CANTOPEN: the default VFS retries
+// the open read-only and keeps that errno, ENOENT, not the create's ENOSPC) is the disk's refusal.
+extern char *sqlite3_temp_directory;
+static int cs_tmp_dir_full(void) {
+	const char *dirs[] = {sqlite3_temp_directory, getenv("SQLITE_TMPDIR"), getenv("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp", "."};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		struct stat st;
+		if (dirs[i] == 0 || stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode) || access(dirs[i], W_OK | X_OK) != 0) continue;
+		struct statvfs fs;
+		if (statvfs(dirs[i], &fs) != 0) return 0;
+		// A file system that counts no inodes (f_files 0) never runs out of them.
+		return fs.f_bavail == 0 || (fs.f_files > 0 && fs.f_favail == 0);
+	}
+	return 0;
+}
+
 static cs_vfs cs_tmp_vfs;
 #define CS_BASE ((cs_vfs*)cs_tmp_vfs.pAppData)
 
@@ -166,6 +190,10 @@ static int cs_tmp_open(cs_vfs *v, const char *name, cs_file *f, int flags, int *
 	int rc = CS_BASE->xOpen(CS_BASE, name, r, flags, out);
 	// A file whose open failed but left methods is closed by SQLite (through cs_tmp_close).
 	t->base.pMethods = r->pMethods != 0 ? &cs_tmp_io : 0;
+	if ((rc & 0xff) == CS_CANTOPEN && cs_tmp_dir_full()) {
+		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
+		return CS_FULL_DISK;
+	}
 	return rc;
 }
 
@@ -216,7 +244,6 @@ static int64_t cs_tmp_nospace_now(void) { return cs_tmp_get(&cs_tmp_nospace); }
 // the deprecated global sqlite3_temp_directory, which SQLite reads at each temporary file's
 // open; it returns the value before, for cs_tmp_set_dir to put back. For tests: SQLite allows no
 // other thread to use it meanwhile.
-extern char *sqlite3_temp_directory;
 static char *cs_tmp_set_dir(char *dir) {
 	char *prior = sqlite3_temp_directory;
 	sqlite3_temp_directory = dir;
@@ -279,8 +306,8 @@ func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }
 // the cap's refusal (sqliteTempCap) is, with a sub-code of sqliteTempVFS's own.
 const sqliteTempNoSpace = sqlite3.ErrNoExtended(C.CS_FULL_DISK)
 
-// sqliteTempNoSpaceCount is how many writes to temporary files the disk refused for want of
-// space in the process.
+// sqliteTempNoSpaceCount is how many writes to temporary files, and opens of them, the disk
+// refused for want of space (or of inodes) in the process.
 func sqliteTempNoSpaceCount() int64 { return int64(C.cs_tmp_nospace_now()) }
 
 // sqliteSetTempDir makes SQLite create its temporary files in dir ("": where it chooses:

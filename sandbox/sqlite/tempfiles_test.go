@@ -287,16 +287,7 @@ func TestSQLiteTempDiskFull(t *testing.T) {
 	if used := sqliteTempUsed(); used != 0 {
 		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
 	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount an 8 MiB tmpfs at %s: %v %s", dir, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-		}
-	})
-	t.Cleanup(sqliteSetTempDir(dir)) // before the umount
+	tempTmpfs(t, "size=8m")
 	if r := sandboxtest.MustExec(t, db, tempSort(1_000), sandbox.ExecOptions{Timeout: 30 * time.Second}); !r.OK() || len(r.Rows) != 1_000 {
 		t.Fatalf("a sort of 1,000 4 KB keys on an 8 MiB disk: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
 	}
@@ -307,6 +298,48 @@ func TestSQLiteTempDiskFull(t *testing.T) {
 	}
 	if sqliteTempNoSpaceCount() == nospace {
 		t.Error("no write counted as refused by the disk")
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statement", used)
+	}
+}
+
+// tempTmpfs mounts a tmpfs with the mount options opts and makes it SQLite's temporary directory
+// for the test (sqliteSetTempDir), put back and unmounted when the test ends, failed or not.
+// Mounting needs root: the test is skipped without.
+func tempTmpfs(t *testing.T, opts string) {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%s) at %s: %v %s", opts, dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	t.Cleanup(sqliteSetTempDir(dir)) // before the umount
+}
+
+// TestSQLiteTempDiskNoInodes: a disk with no inode left refuses to create a file (ENOSPC at
+// open, not at a write): SQLite's default VFS makes that SQLITE_CANTOPEN, "unable to open
+// database file", which read as the statement's own error though it never ran out of anything of
+// its own. A temporary file's open that fails so is the disk's refusal, as a write's
+// (sqliteTempNoSpace): sandbox.ErrBusy saying no space is left on the temporary files' disk.
+// Here a tmpfs of one inode (its root directory's) is SQLite's temporary directory.
+func TestSQLiteTempDiskNoInodes(t *testing.T) {
+	db := openChinookSQLite(t)
+	if used := sqliteTempUsed(); used != 0 {
+		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
+	}
+	tempTmpfs(t, "size=8m,nr_inodes=1")
+	nospace := sqliteTempNoSpaceCount()
+	r, err := db.Exec(context.Background(), tempSort(1_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "no space left on the temporary files' disk") {
+		t.Errorf("a sort of 1,000 4 KB keys on a disk with no inode left: %+v, %v; want sandbox.ErrBusy saying the disk is full", r, err)
+	}
+	if sqliteTempNoSpaceCount() == nospace {
+		t.Error("no open counted as refused by the disk")
 	}
 	if used := sqliteTempUsed(); used != 0 {
 		t.Errorf("%d bytes of temporary files still counted after the statement", used)
