@@ -537,3 +537,125 @@ func TestSQLiteHeapRefilledInTurn(t *testing.T) {
 		})
 	}
 }
+
+// heapSpinner is a statement that runs until its deadline, needing 2 to 4 MB of SQLite's heap a
+// row (a fresh blob each row, the last one's freed; 100 KB more a row over 20 rows, so that one
+// that holds all but 512 KB, holdHeap, taking the heap as it runs, runs it out within 20 rows).
+const heapSpinner = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT max(length(randomblob(2000000 + n % 20 * 100000))) FROM c"
+
+// TestSQLiteHeapTurnWorstCase: the longest Exec of a statement that runs out of SQLite's heap
+// while others hold it: its first run is cut near its time limit T by another taking the heap,
+// its wait for its turn and room takes nearly T, it runs out again in its turn (another took the
+// room as it came) and waits for room again, and its last run goes on to its deadline. That Exec
+// ends within about three time limits (3T and two sqliteGrace), a timeout, and holds the turn
+// no longer; the runs in its turn start only within its wait's limit.
+func TestSQLiteHeapTurnWorstCase(t *testing.T) {
+	db := openChinookSQLite(t)
+	const timeout = 3 * time.Second
+	first := holdHeap(t, 8<<20) // room for the statement, until it takes 5 MB more
+	var second *heapHold
+	start := time.Now()
+	cut := make(chan struct{})
+	go func() { // the first run is cut near its time limit
+		defer close(cut)
+		time.Sleep(timeout * 7 / 10)
+		first.hold(0)
+		for !first.row(5<<20) && time.Since(start) < timeout {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var waits int
+	freed := make(chan struct{}) // first let go, all of it
+	waiting := func(w bool) {
+		switch {
+		case w:
+			waits++
+			if waits == 1 {
+				go func() {
+					<-cut // the statement may run out as first takes the heap
+					time.Sleep(timeout * 7 / 10)
+					first.release()
+					close(freed)
+				}()
+				break
+			}
+			h := second
+			go func() {
+				time.Sleep(timeout / 10)
+				h.release()
+			}()
+		case waits == 1: // another takes most of the heap as its turn comes
+			<-freed
+			second = holdHeap(t, 512<<10)
+		}
+	}
+	r, err := db.Exec(context.Background(), heapSpinner, sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
+	took := time.Since(start)
+	<-cut
+	first.release()
+	if second != nil {
+		second.release()
+	}
+	if waits != 2 {
+		t.Errorf("the statement waited %d times; want 2 (its turn, then room again in it)", waits)
+	}
+	if err != nil || r.Outcome != sandbox.OutcomeTimeout {
+		t.Errorf("the statement's last run: %+v, %v; want its timeout", r, err)
+	}
+	if bound := 3*timeout + 2*sqliteGrace; took > bound || took < 2*timeout {
+		t.Errorf("the Exec took %v; want between %v (the worst case reached) and %v", took, 2*timeout, bound)
+	}
+	t.Logf("the Exec took %v (time limit %v)", took, timeout)
+	if len(sqliteHeapTurn) != 0 {
+		t.Error("the turn is still held")
+	}
+}
+
+// TestSQLiteHeapRoomCancelled: a statement that waits for room again in its turn
+// (TestSQLiteHeapRefilledInTurn) stops waiting when its context is done: its context's error,
+// at once, and the turn given back for the statements that wait for it.
+func TestSQLiteHeapRoomCancelled(t *testing.T) {
+	db := openChinookSQLite(t)
+	const victim = "SELECT octet_length(zeroblob(2000000) || x'00')"
+	first := holdHeap(t, 512<<10)
+	var second *heapHold
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits int
+	var cancelled time.Time
+	freed := make(chan struct{}) // first let go, all of it
+	waiting := func(w bool) {
+		switch {
+		case w && waits == 0:
+			waits++
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				first.release()
+				close(freed)
+			}()
+		case w:
+			waits++
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				cancelled = time.Now()
+				cancel()
+			}()
+		case waits == 1: // another takes most of the heap as its turn comes
+			<-freed
+			second = holdHeap(t, 512<<10)
+		}
+	}
+	r, err := db.Exec(ctx, victim, sandbox.ExecOptions{Timeout: 10 * time.Second, Waiting: waiting})
+	late := time.Since(cancelled)
+	if second != nil {
+		second.release()
+	}
+	if waits != 2 || !errors.Is(err, context.Canceled) || r != nil {
+		t.Errorf("a statement cancelled waiting for room in its turn: %d waits, %+v, %v; want 2, context.Canceled", waits, r, err)
+	} else if late > time.Second {
+		t.Errorf("it ended %v after its cancellation; want at once", late)
+	}
+	if len(sqliteHeapTurn) != 0 {
+		t.Error("the turn is still held")
+	}
+}

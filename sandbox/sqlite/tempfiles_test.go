@@ -315,7 +315,10 @@ func tempTmpfs(t *testing.T, opts string) {
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
+			// A file still open (a statement abandoned, still running) keeps it busy: detach
+			// it, so that it goes once that file is closed, and fail.
+			lazy, lerr := exec.Command("umount", "-l", dir).CombinedOutput()
+			t.Errorf("umount %s: %v %s (umount -l: %v %s)", dir, err, out, lerr, lazy)
 		}
 	})
 	t.Cleanup(sqliteSetTempDir(dir)) // before the umount
