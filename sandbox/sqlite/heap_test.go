@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -552,26 +553,35 @@ const heapSpinner = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FRO
 func TestSQLiteHeapTurnWorstCase(t *testing.T) {
 	db := openChinookSQLite(t)
 	const timeout = 3 * time.Second
-	first := holdHeap(t, 8<<20) // room for the statement, until it takes 5 MB more
+	first := holdHeap(t, 8<<20) // room for the statement, until it takes the rest
 	var second *heapHold
 	start := time.Now()
 	cut := make(chan struct{})
 	go func() { // the first run is cut near its time limit
 		defer close(cut)
 		time.Sleep(timeout * 7 / 10)
-		first.hold(0)
-		for !first.row(5<<20) && time.Since(start) < timeout {
-			time.Sleep(time.Millisecond)
+		// Rows of 1 MB, then 256 KB, each on a connection of its own, while SQLite has the heap
+		// for them: the statement is left short of its next, larger, row.
+		for _, n := range []int64{1 << 20, 256 << 10} {
+			for time.Since(start) < timeout {
+				first.hold(0)
+				if !first.row(n) {
+					break
+				}
+			}
 		}
 	}()
 	var waits int
 	freed := make(chan struct{}) // first let go, all of it
+	var lets sync.WaitGroup      // the goroutines that let go
 	waiting := func(w bool) {
 		switch {
 		case w:
 			waits++
+			lets.Add(1)
 			if waits == 1 {
 				go func() {
+					defer lets.Done()
 					<-cut // the statement may run out as first takes the heap
 					time.Sleep(timeout * 7 / 10)
 					first.release()
@@ -581,6 +591,7 @@ func TestSQLiteHeapTurnWorstCase(t *testing.T) {
 			}
 			h := second
 			go func() {
+				defer lets.Done()
 				time.Sleep(timeout / 10)
 				h.release()
 			}()
@@ -592,6 +603,7 @@ func TestSQLiteHeapTurnWorstCase(t *testing.T) {
 	r, err := db.Exec(context.Background(), heapSpinner, sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
 	took := time.Since(start)
 	<-cut
+	lets.Wait()
 	first.release()
 	if second != nil {
 		second.release()
@@ -624,18 +636,23 @@ func TestSQLiteHeapRoomCancelled(t *testing.T) {
 	var waits int
 	var cancelled time.Time
 	freed := make(chan struct{}) // first let go, all of it
+	var lets sync.WaitGroup      // the goroutines that let go or cancel
 	waiting := func(w bool) {
 		switch {
 		case w && waits == 0:
 			waits++
+			lets.Add(1)
 			go func() {
+				defer lets.Done()
 				time.Sleep(100 * time.Millisecond)
 				first.release()
 				close(freed)
 			}()
 		case w:
 			waits++
+			lets.Add(1)
 			go func() {
+				defer lets.Done()
 				time.Sleep(100 * time.Millisecond)
 				cancelled = time.Now()
 				cancel()
@@ -646,7 +663,9 @@ func TestSQLiteHeapRoomCancelled(t *testing.T) {
 		}
 	}
 	r, err := db.Exec(ctx, victim, sandbox.ExecOptions{Timeout: 10 * time.Second, Waiting: waiting})
-	late := time.Since(cancelled)
+	end := time.Now()
+	lets.Wait()
+	late := end.Sub(cancelled)
 	if second != nil {
 		second.release()
 	}
