@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1016,6 +1017,10 @@ func TestMySQLAliasFanOut(t *testing.T) {
 		myAliasChain(6, 16, "+0e0", ""),
 		myAliasChain(6, 16, "+0.", ""),
 		myAliasChain(6, 16, "+.0", ""),
+		// names that read as hexadecimal or binary literals lower-cased: MariaDB reads only
+		// 0x and 0b as one, so 0Xa1 and 0B11 are names (the screen read numbers, no alias)
+		myCaseNames(myAliasChain(6, 16, " AS ", ""), "0Xa"),
+		myCaseNames(myAliasChain(6, 16, " ", ""), "0B1"),
 	} {
 		r, took, busy := myExecIdle(t, admin, reader, dbs[0], q, deadline)
 		t.Logf("%-50.50q %s in %v: %.80s", q, r.Outcome, took, r.Error)
@@ -1091,6 +1096,18 @@ func myCTEChain(depth, refs int) string {
 		parts = append(parts, fmt.Sprintf("c%d AS (SELECT %s AS s FROM %s)", i, strings.Join(sum, "+"), strings.Join(from, ", ")))
 	}
 	return fmt.Sprintf("WITH %s SELECT s FROM c%d", strings.Join(parts, ", "), depth)
+}
+
+// myCaseNames is q with each name a0, a1, … written prefix and the number (0Xa for 0Xa0, …),
+// or, where prefix is 0B1, prefix and the number in binary (0B10, 0B11, …).
+func myCaseNames(q, prefix string) string {
+	return regexp.MustCompile(`\ba(\d+)\b`).ReplaceAllStringFunc(q, func(a string) string {
+		if prefix == "0B1" {
+			n, _ := strconv.Atoi(a[1:])
+			return prefix + strconv.FormatInt(int64(n), 2)
+		}
+		return prefix + a[1:]
+	})
 }
 
 // myDigitNames returns q (of myCTEChain, myAliasChain) with its names c0, r0, a0, … written 0c,

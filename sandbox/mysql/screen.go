@@ -89,9 +89,11 @@ func mysqlText(lower string) string {
 // that a name follows without a gap, which MariaDB reads as the number and then the name (an
 // alias: SELECT 1e1a1 is 10 named a1, 1.5a1 is 1.5 named a1, 1.a1 is 1 named a1): digits with
 // a fraction (.digits, the digits optional) or an exponent (e, a sign, digits; after a
-// fraction only where digits follow; a fraction may begin the number, .5a1), a hexadecimal 0x… or binary 0b… literal where no name
-// byte follows it. Digits that a name byte other than such an exponent follows begin a name
-// (1a, 1e, 0x41g), as digits directly after a name and a dot do (t.5a1 is t's column 5a1:
+// fraction only where digits follow; a fraction may begin the number, .5a1). A hexadecimal 0x… or binary 0b… literal runs to
+// the end of the run or is no literal (0x41g is a name), and is read as a word, since only
+// lower-case 0x and 0b begin one and lower has lost the case (0X41 is a name, as an alias can
+// be). Digits that a name byte other than such an exponent follows begin a name
+// (1a, 1e), as digits directly after a name and a dot do (t.5a1 is t's column 5a1:
 // afterName).
 func mysqlWordEnd(lower string, i int, afterName bool) (int, bool) {
 	run := i
@@ -129,15 +131,10 @@ func mysqlWordEnd(lower string, i int, afterName bool) (int, bool) {
 		return run, false
 	}
 	if strings.HasPrefix(lower[i:], "0x") || strings.HasPrefix(lower[i:], "0b") {
-		set := "0123456789abcdef"
-		if lower[i+1] == 'b' {
-			set = "01"
-		}
-		k := i + 2
-		for k < len(lower) && strings.IndexByte(set, lower[k]) >= 0 {
-			k++
-		}
-		return run, k == run && k-i >= 3
+		// A hexadecimal or binary literal is never followed by a name (0x41g is a name), so
+		// the word is the whole run either way; and lower has lost the case MariaDB reads it
+		// by (0X41 and 0B1 are names: SELECT 1 AS 0Xa0 names an item), so it is a word.
+		return run, false
 	}
 	k := digits(i)
 	switch {
