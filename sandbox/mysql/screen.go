@@ -89,12 +89,12 @@ func mysqlText(lower string) string {
 // that a name follows without a gap, which MariaDB reads as the number and then the name (an
 // alias: SELECT 1e1a1 is 10 named a1, 1.5a1 is 1.5 named a1, 1.a1 is 1 named a1): digits with
 // a fraction (.digits, the digits optional) or an exponent (e, a sign, digits; after a
-// fraction only where digits follow; a fraction may begin the number, .5a1). A hexadecimal 0x… or binary 0b… literal runs to
-// the end of the run or is no literal (0x41g is a name), and is read as a word, since only
-// lower-case 0x and 0b begin one and lower has lost the case (0X41 is a name, as an alias can
-// be). Digits that a name byte other than such an exponent follows begin a name
-// (1a, 1e), as digits directly after a name and a dot do (t.5a1 is t's column 5a1:
-// afterName).
+// fraction only where digits follow; a fraction may begin the number, .5a1). A hexadecimal
+// 0x… or binary 0b… literal runs to the end of the run or is no literal (0x41g is a name), and
+// is read as a word, since only a lower-case 0x or 0b begins one and lower has lost the case
+// (0X41 is a name, an alias's too). Digits that a name byte other than such an exponent
+// follows begin a name (1a, 1e), as digits directly after a name and a dot do (t.5a1 is t's
+// column 5a1: afterName).
 func mysqlWordEnd(lower string, i int, afterName bool) (int, bool) {
 	run := i
 	for run < len(lower) && sandbox.IsIdentByte(lower[run]) {
