@@ -16,14 +16,6 @@ import (
 	"time"
 )
 
-// noProc makes realPath fail for the test, so that only the open beneath the root stands
-// between a link and a file outside (the read-back would otherwise hide an escape).
-func noProc(t *testing.T) {
-	saved := realPath
-	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
-	t.Cleanup(func() { realPath = saved })
-}
-
 // TestConfineDotDotAfterLink: ".." after a link goes up from where the link leads, as the
 // kernel's open does, not from the link's own directory (lexical cleaning): a link to an
 // absolute path root/hop/../x.json, hop a link to step/deep, opens root/step/x.json (what
@@ -251,7 +243,38 @@ func TestConfineRootRepointed(t *testing.T) {
 	if err := os.Symlink(filepath.Join(base, "outroot"), root); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) {
-		t.Errorf("root re-pointed out: %s, %v; want ErrOutsideRoot", b, err)
+	if b, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "put in its place), so outside the weights root "+root+": ") {
+		t.Errorf("root re-pointed out: %s, %v; want ErrOutsideRoot saying the root is not the one confined", b, err)
+	}
+}
+
+// TestConfineRelativePath: a path relative to the working directory under a Confine'd
+// directory is opened beneath the root too ("." and ".." in it taken as the kernel does).
+func TestConfineRelativePath(t *testing.T) {
+	_, root, dir, _ := confineLayout(t)
+	noProc(t)
+	t.Chdir(dir)
+	defer Confine(dir, root)()
+	for _, name := range []string{"in.json", "./in.json", "../step/in.json"} {
+		if _, err := ReadJSON(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ReadJSON("config.json"); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("config.json, a link out: %v, want ErrOutsideRoot", err)
+	}
+}
+
+// TestConfineReadBackOutside: a file the kernel says is outside a root (/proc/self/fd; here a
+// stand-in realPath, as after an outer root renamed between the open and the read-back) is
+// refused, naming where it is.
+func TestConfineReadBackOutside(t *testing.T) {
+	_, root, dir, out := confineLayout(t)
+	saved := realPath
+	realPath = func(*os.File) (string, error) { return out, nil }
+	t.Cleanup(func() { realPath = saved })
+	defer Confine(dir, root)()
+	if _, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out+", outside the weights root "+root) {
+		t.Errorf("read back outside: %v, want ErrOutsideRoot naming %s", err, out)
 	}
 }

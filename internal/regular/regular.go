@@ -29,10 +29,6 @@ const MaxJSON = 256 << 20
 // is opened beneath its root (os.Root), so that nothing outside the root is opened at all.
 func Open(path string) (*os.File, int64, error) {
 	cs, abs := confinedRoots(path)
-	roots := make([]string, len(cs))
-	for i, c := range cs {
-		roots[i] = c.root
-	}
 	var f *os.File
 	var err error
 	if len(cs) > 0 {
@@ -52,7 +48,7 @@ func Open(path string) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
 	}
-	if err := opened(path, f, roots); err != nil {
+	if err := opened(path, f, cs); err != nil {
 		f.Close()
 		return nil, 0, err
 	}
@@ -131,7 +127,7 @@ func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
 	root := cs[0].root
 	for _, c := range cs {
 		if !filepath.IsAbs(abs) || !Within(c.root, abs) {
-			return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, c.root)
+			return nil, refuse(c.root, "%s is", path)
 		}
 		if len(c.root) > len(root) {
 			root = c.root
@@ -150,7 +146,7 @@ func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
 	}
 	parts, ok := below(root, raw)
 	if !ok {
-		return nil, fmt.Errorf("%s is %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
+		return nil, refuse(root, "%s is", path)
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
@@ -160,7 +156,7 @@ func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
 	st, err := r.Stat(".")
 	for _, c := range cs {
 		if c.root == root && (err != nil || c.id == nil || !os.SameFile(c.id, st)) {
-			return nil, fmt.Errorf("%s: %s is not the directory it was when confined (moved, or a link put in its place), %w it: this server loads weights only from there (its --weights-root)", path, root, ErrOutsideRoot)
+			return nil, refuse(root, "%s: %s is not the directory it was when confined (moved, or a link put in its place), so", path, root)
 		}
 	}
 	f, err := r.OpenFile(joined(parts), os.O_RDONLY|nonBlock, 0)
@@ -277,32 +273,38 @@ func resolveIn(r *os.Root, root string, parts []string) (string, error) {
 // path led out of it (os.Root's "path escapes from parent"), else err.
 func outside(path, root string, err error) error {
 	if errors.Is(err, errLeadsOut) {
-		return fmt.Errorf("%s: %v, %w %s: this server loads weights only from there (its --weights-root)", path, err, ErrOutsideRoot, root)
+		return refuse(root, "%s: %v,", path, err)
 	}
 	if strings.Contains(err.Error(), "escapes") {
-		return fmt.Errorf("%s leads %w %s: this server loads weights only from there (its --weights-root)", path, ErrOutsideRoot, root)
+		return refuse(root, "%s leads", path)
 	}
 	return named(err, path)
 }
 
-// opened checks f, opened as path beneath the innermost of roots, against every one of them:
-// the file's real path is read back (/proc/self/fd), so that roots nested and a root
+// opened checks f, opened as path beneath the innermost root of cs, against every one of
+// them: the file's real path is read back (/proc/self/fd), so that roots nested and a root
 // re-pointed since Confine are checked too. Where it cannot be read back the open beneath the
 // root stands.
-func opened(path string, f *os.File, roots []string) error {
-	if len(roots) == 0 {
+func opened(path string, f *os.File, cs []*confinement) error {
+	if len(cs) == 0 {
 		return nil
 	}
 	real, err := realPath(f)
 	if err != nil {
 		return nil
 	}
-	for _, root := range roots {
-		if !Within(root, real) {
-			return fmt.Errorf("%s opened %s, %w %s: this server loads weights only from there (its --weights-root)", path, real, ErrOutsideRoot, root)
+	for _, c := range cs {
+		if !Within(c.root, real) {
+			return refuse(c.root, "%s opened %s,", path, real)
 		}
 	}
 	return nil
+}
+
+// refuse is the ErrOutsideRoot of an open beneath root: format and args say what led out, and
+// the root and its flag follow, for a user of `student serve`.
+func refuse(root, format string, args ...any) error {
+	return fmt.Errorf(format+" %w %s: this server loads weights only from there (its --weights-root)", append(args, ErrOutsideRoot, root)...)
 }
 
 // realPath is where the open file f is, as the kernel tells it (a variable for the tests of a

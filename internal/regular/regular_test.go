@@ -94,7 +94,7 @@ func TestReadFileLimit(t *testing.T) {
 }
 
 // TestConfine: under a Confine'd directory, a file whose link leads out of the root is refused
-// (ErrOutsideRoot, naming where it opened), one inside is opened, a path not under the
+// unopened (ErrOutsideRoot, naming where the link leads), one inside is opened, a path not under the
 // directory is not checked, and after release the link out opens again.
 func TestConfine(t *testing.T) {
 	_, root, dir, out := confineLayout(t)
@@ -174,15 +174,21 @@ func confineLayout(t *testing.T) (base, root, dir, out string) {
 	return base, root, dir, out
 }
 
+// noProc makes realPath fail for the test, so that only the open beneath the root stands
+// between a link and a file outside (the read-back would otherwise hide an escape).
+func noProc(t *testing.T) {
+	saved := realPath
+	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
+	t.Cleanup(func() { realPath = saved })
+}
+
 // TestConfineWithoutProc: where /proc/self/fd cannot be read, the open beneath the root stands:
 // a file inside it opens and a link out of it is refused; a directory confined to / (its
 // --weights-root /, "any directory") opens both. Before, every file under a confined directory
 // was refused (where it was could not be told), so without /proc no reload loaded at all.
 func TestConfineWithoutProc(t *testing.T) {
 	_, root, dir, _ := confineLayout(t)
-	saved := realPath
-	realPath = func(*os.File) (string, error) { return "", fs.ErrNotExist }
-	defer func() { realPath = saved }()
+	noProc(t)
 	release := Confine(dir, root)
 	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
 		t.Errorf("inside %s without /proc: %v", root, err)
