@@ -278,3 +278,18 @@ func TestConfineReadBackOutside(t *testing.T) {
 		t.Errorf("read back outside: %v, want ErrOutsideRoot naming %s", err, out)
 	}
 }
+
+// TestConfineNotADirectory: a file named as a directory on the way (escapes.json/x.json) under
+// a Confine'd directory is the kernel's "not a directory", not ErrOutsideRoot: before, any
+// error whose text held "escapes" (here the file's own name) was taken for os.Root's "path
+// escapes from parent" and reported as leading outside the root.
+func TestConfineNotADirectory(t *testing.T) {
+	_, root, dir, _ := confineLayout(t)
+	if err := os.WriteFile(filepath.Join(dir, "escapes.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer Confine(dir, root)()
+	if _, err := ReadJSON(filepath.Join(dir, "escapes.json", "x.json")); !errors.Is(err, syscall.ENOTDIR) || errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("escapes.json/x.json: %v, want ENOTDIR, not ErrOutsideRoot", err)
+	}
+}

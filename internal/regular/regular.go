@@ -270,12 +270,13 @@ func resolveIn(r *os.Root, root string, parts []string) (string, error) {
 }
 
 // outside is the error of an open beneath root that failed with err: ErrOutsideRoot when the
-// path led out of it (os.Root's "path escapes from parent"), else err.
+// path led out of it (os.Root's "path escapes from parent", which os does not export: told by
+// its text, not by the path's, which may hold "escapes"), else err.
 func outside(path, root string, err error) error {
 	if errors.Is(err, errLeadsOut) {
 		return refuse(root, "%s: %v,", path, err)
 	}
-	if strings.Contains(err.Error(), "escapes") {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
 		return refuse(root, "%s leads", path)
 	}
 	return named(err, path)
