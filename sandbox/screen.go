@@ -28,7 +28,13 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		return "", "refused: the statement holds a NUL byte"
 	}
 	q := strings.TrimSpace(query)
-	body, rest := SplitFirst(q)
+	split := SplitFirst
+	if dl, ok := Lookup(d); ok {
+		if s := dl.Screen().Split; s != nil {
+			split = s
+		}
+	}
+	body, rest := split(q)
 	if strings.TrimSpace(rest) != "" {
 		return "", "refused: only one statement per query is allowed"
 	}
@@ -171,6 +177,13 @@ type ScreenRules struct {
 	// Nil: RawWords, strings and comments included. Only a dialect whose strings never run as
 	// code but through a function the screen refuses by name may set it.
 	Names func(q string) []string
+	// Split, when set, splits q at its first statement separator as the dialect's own lexer
+	// reads it (a semicolon outside strings, quoted names, comments and parameters), returning
+	// the text before and after it, or q and "" where there is none. Nil: SplitFirst. The
+	// one-statement check rests on it: where it missed a semicolon the server reads, the
+	// server's own refusal of a second statement (or, on SQLite, none: the driver runs the
+	// first and drops the rest) was all that stood behind the screen.
+	Split func(q string) (string, string)
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
@@ -304,7 +317,10 @@ func stripLeadingComments(s string) string {
 	}
 }
 
-// SplitFirst splits q at the first semicolon outside quotes and comments.
+// SplitFirst splits q at the first semicolon outside quotes and comments, as no dialect reads
+// them exactly: ', " and ` quotes without backslash escapes, [ ] brackets, -- comments to a line
+// feed, /* */ unnested. The screen splits by the dialect's own lexer where it has one
+// (ScreenRules.Split); this is the fallback, and what splits a file of gold statements.
 func SplitFirst(q string) (string, string) {
 	for i := 0; i < len(q); i++ {
 		switch c := q[i]; c {

@@ -9,12 +9,32 @@ import (
 // mysqlScreen are MySQL's and MariaDB's own refusals: what mysqlText refuses, and the role
 // catalogs.
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: mysqlText, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}
 		return ""
 	}}
+}
+
+// mysqlSplit splits q at its first ; as MariaDB's lexer reads it (mysqlTokens): outside strings
+// ('it\'s' and "a\"b" hold a quote), backquoted names and comments (# and /* */; -- only before a
+// space or a control character, so SELECT 1--1; SELECT 2 is two statements). The screen's
+// one-statement check (ScreenRules.Split). The tokens are read from q with only A to Z
+// lower-cased, so that their offsets are q's.
+func mysqlSplit(q string) (string, string) {
+	b := []byte(q)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	for _, t := range mysqlTokens(string(b)) {
+		if t.kind == 'p' && t.text == ";" {
+			return q[:t.at], q[t.at+1:]
+		}
+	}
+	return q, ""
 }
 
 // mysqlText refuses, in lower (lower-cased MySQL text), @@ system variables, a call of one of

@@ -30,6 +30,8 @@ type pgToken struct {
 	// word's with only A to Z lower-cased, as the server folds it in a UTF-8 database (text
 	// lower-cases every letter: ÄBC is Äbc on the server, äbc in text).
 	ident string
+	// at: where a pgPunct token starts in the text (pgSplit cuts at a ;).
+	at int
 }
 
 // pgMaxIdent is the longest name PostgreSQL keeps, in bytes (NAMEDATALEN - 1): a longer one,
@@ -151,7 +153,7 @@ func pgLex(q string) []pgToken {
 			toks = append(toks, pgToken{kind: pgPunct, text: "::"})
 			i += 2
 		case strings.IndexByte("()[],;.:", c) >= 0:
-			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1]})
+			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1], at: i})
 			i++
 		case strings.IndexByte(pgOpChars, c) >= 0:
 			j := i + 1
@@ -161,11 +163,23 @@ func pgLex(q string) []pgToken {
 			toks = append(toks, pgToken{kind: pgOp, text: q[i:j]})
 			i = j
 		default: // a parameter ($1) or a byte the server rejects
-			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1]})
+			toks = append(toks, pgToken{kind: pgPunct, text: q[i : i+1], at: i})
 			i++
 		}
 	}
 	return toks
+}
+
+// pgSplit splits q at its first ; as PostgreSQL's lexer reads it (pgLex): outside strings of
+// every form (E'it\'s' holds a quote), dollar quotes, quoted identifiers and comments (a -- comment
+// ends at a carriage return too, /* */ nest). The screen's one-statement check (ScreenRules.Split).
+func pgSplit(q string) (string, string) {
+	for _, t := range pgLex(q) {
+		if t.kind == pgPunct && t.text == ";" {
+			return q[:t.at], q[t.at+1:]
+		}
+	}
+	return q, ""
 }
 
 // pgAddString appends s to toks, joined to a string right before it: the server reads

@@ -9,7 +9,7 @@ import (
 
 // sqliteScreen are SQLite's own refusals: the built-ins whose one call it cannot stop.
 func sqliteScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Names: sqliteNames, Word: func(w string) string {
+	return sandbox.ScreenRules{Names: sqliteNames, Split: sqliteSplit, Word: func(w string) string {
 		if sqliteUnstoppable[w] {
 			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
 		}
@@ -36,9 +36,28 @@ var sqliteUnstoppable = map[string]bool{"unhex": true, "json_patch": true, "json
 // name here either way). A parameter ($a, @a, :a, #a) is read to its end as SQLite reads it:
 // a quote in its (…) suffix opens no string (sqliteVariableEnd).
 func sqliteNames(q string) []string {
-	lower := strings.ToLower(q)
+	code, strs, _ := sqliteScan(strings.ToLower(q))
+	return append(sandbox.RawWords(code), strs...)
+}
+
+// sqliteSplit splits q at its first ; as SQLite's tokenizer reads it (sqliteScan): outside
+// strings, quoted names, comments (-- to a line feed only) and parameters ($a(;) is one). The
+// screen's one-statement check (ScreenRules.Split): the driver prepares the first statement and
+// drops the rest unrun, so the screen is what refuses a second one.
+func sqliteSplit(q string) (string, string) {
+	if _, _, semi := sqliteScan(q); semi >= 0 {
+		return q[:semi], q[semi+1:]
+	}
+	return q, ""
+}
+
+// sqliteScan reads lower as SQLite's tokenizer does (see sqliteNames) and returns its code with
+// every string, comment and parameter suffix blanked or kept as sqliteNames reads them, the
+// strings' values, and the index of the first ; in code (a statement's end), else -1.
+func sqliteScan(lower string) (string, []string, int) {
 	var code strings.Builder
 	var strs []string
+	semi := -1
 	for i := 0; i < len(lower); {
 		switch c := lower[i]; {
 		case c == '\'':
@@ -102,11 +121,14 @@ func sqliteNames(q string) []string {
 			code.WriteString(lower[i:j])
 			i = j
 		default:
+			if c == ';' && semi < 0 {
+				semi = i
+			}
 			code.WriteByte(c)
 			i++
 		}
 	}
-	return append(sandbox.RawWords(code.String()), strs...)
+	return code.String(), strs, semi
 }
 
 // sqliteIdChar reports whether SQLite's tokenizer takes c into a name: a letter, a digit, _, $

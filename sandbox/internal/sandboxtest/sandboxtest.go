@@ -1231,3 +1231,31 @@ func OpenCloseRounds(t *testing.T, d datasets.Dialect, dsn, reader string, task 
 		t.Errorf("%d connections of the reader left on the server after %d Open/Close", n, rounds)
 	}
 }
+
+// HiddenStatements checks the screen's one-statement check on db (each engine's
+// ScreenHiddenStatement test): each of hidden, a second statement after one the engine reads as
+// ended, is refused by the screen as a second statement and, unscreened through raw (nil: not
+// run), fails on the server without rows; each key of one, one statement whose ; the engine reads
+// inside a string, quoted name or comment, runs and gives the one value it maps to.
+func HiddenStatements(t *testing.T, db sandbox.DB, raw RawFunc, hidden []string, one map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range hidden {
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "one statement") {
+			t.Errorf("%q: %v %s %q, want refused as a second statement", q, err, r.Outcome, r.Error)
+		}
+		if raw == nil {
+			continue
+		}
+		if r, err := raw(ctx, db, q, 2*time.Second, 10); err != nil || r.OK() {
+			t.Errorf("%q unscreened: %v %s %v, want the server's error", q, err, r.Outcome, r.Rows)
+		}
+	}
+	for q, want := range one {
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != want {
+			t.Errorf("%q: %v %s %q %v, want one row %v", q, err, r.Outcome, r.Error, r.Rows, want)
+		}
+	}
+}
