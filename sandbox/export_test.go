@@ -5,6 +5,7 @@ var (
 	ChooseKind = chooseKind
 	TempName   = tempName
 	DeniedText = deniedText
+	SplitFor   = splitFor
 )
 
 // SampleChars caps one sample value of Introspect (in runes).

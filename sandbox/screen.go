@@ -28,13 +28,7 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		return "", "refused: the statement holds a NUL byte"
 	}
 	q := strings.TrimSpace(query)
-	split := SplitFirst
-	if dl, ok := Lookup(d); ok {
-		if s := dl.Screen().Split; s != nil {
-			split = s
-		}
-	}
-	body, rest := split(q)
+	body, rest := splitFor(d)(q)
 	if strings.TrimSpace(rest) != "" {
 		return "", "refused: only one statement per query is allowed"
 	}
@@ -56,6 +50,17 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		return "", reason
 	}
 	return body, ""
+}
+
+// splitFor is how the screen splits a statement of dialect d: by d's ScreenRules.Split, else
+// SplitFirst.
+func splitFor(d datasets.Dialect) func(string) (string, string) {
+	if dl, ok := Lookup(d); ok {
+		if s := dl.Screen().Split; s != nil {
+			return s
+		}
+	}
+	return SplitFirst
 }
 
 // deniedWords are names that reach outside the task's data in one of the engines: server files
