@@ -309,9 +309,17 @@ var mysqlDeniedCalls = map[string]string{
 	"sformat":        "SFORMAT pads values to up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"weight_string":  "WEIGHT_STRING(… AS CHAR(n)) pads values to up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
 	"export_set":     "EXPORT_SET multiplies its strings by up to 128 in each call, building values of up to 16 MiB from a few bytes, over which MariaDB's string functions run on past the deadline and KILL",
+	"regexp_instr":   mysqlWhyRegexp,
+	"regexp_substr":  mysqlWhyRegexp,
 	"benchmark":      "BENCHMARK only spends server time",
 	"encrypt":        "ENCRYPT runs the system's crypt(), whose salt sets its rounds ('$5$rounds=999999999$'), for minutes without checking for a kill, holding a lock every other ENCRYPT waits on",
 }
+
+// mysqlWhyRegexp is why the regular-expression matches (REGEXP, RLIKE, REGEXP_INSTR,
+// REGEXP_SUBSTR) are refused: a review built 8 MiB through a recursive CTE's concat(s, s), which
+// the screen lets through, and `s REGEXP 'a*b'` over it ran on past a 1 s deadline and KILL
+// (threads marked Killed still matching after 77 s; a server shutdown waited on them).
+const mysqlWhyRegexp = "MariaDB cannot interrupt a regular-expression match (REGEXP, RLIKE, REGEXP_INSTR, REGEXP_SUBSTR), whose backtracking over a value of megabytes runs on past the deadline and KILL; use LIKE"
 
 // mysqlEscapers are the functions that escape a string argument ('"' as '\"') with no bound
 // at max_allowed_packet, so that nesting each in itself (through LOWER, which makes the JSON a
@@ -379,6 +387,9 @@ func mysqlDenied(lower, w string, next int, call bool) string {
 		if (w == "char" || w == "character") && mysqlPaddedChar(lower, next) {
 			return "refused: " + mysqlDeniedCalls["binary"] + " (CHAR(n) BYTE and CHAR(n) CHARACTER SET binary are BINARY(n))"
 		}
+	}
+	if w == "regexp" || w == "rlike" {
+		return "refused: " + mysqlWhyRegexp
 	}
 	if w == "for" && wordAt(lower, next) == "connection" {
 		return "refused: EXPLAIN FOR CONNECTION shows another connection's statement, which may be another task's"
