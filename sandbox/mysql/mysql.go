@@ -284,14 +284,10 @@ func (m *mysqlDB) connID(ctx context.Context, conn *sql.Conn) (mysqlThread, erro
 			}
 		}
 	}
-	var start sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), "+mysqlServerStart).Scan(&th.id, &start); err != nil {
-		// MySQL 8: no GLOBAL_STATUS in information_schema; the id alone
-		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&th.id); err != nil {
-			return th, err
-		}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&th.id); err != nil {
+		return th, err
 	}
-	th.serverStart = start.Int64
+	// th.serverStart stays 0: runaway reads the server's start for a thread it watches.
 	m.mu.Lock()
 	if len(m.ids) > 256 { // connections come and go; forget the old ones wholesale
 		clear(m.ids)

@@ -242,6 +242,21 @@ type mysqlThread struct {
 // and there threads are told by id alone.
 const mysqlServerStart = "(SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME')"
 
+// serverStart returns the server's start (mysqlServerStart), read on a killer connection; 0
+// where it cannot be read (MySQL 8: threads are then told by id alone). runaway reads it once
+// for the thread it watches, the thread still running on that server: reading it with each new
+// connection's id, in the same query on that connection, made the pool dial past the share under
+// load (TestMySQLConnectionShare saw 11 of 10).
+func (s *mysqlServer) serverStart(ctx context.Context) int64 {
+	qctx, cancel := context.WithTimeout(ctx, sandbox.CleanupTimeout)
+	defer cancel()
+	var start sql.NullInt64
+	if err := s.killer.QueryRowContext(qctx, "SELECT "+mysqlServerStart).Scan(&start); err != nil || !start.Valid {
+		return 0
+	}
+	return start.Int64
+}
+
 // alive reports whether thread th is still on the server (a user sees its own threads in
 // PROCESSLIST without the PROCESS privilege): one of its id on a server of its start (more than
 // a second off: a restart since). An error counts as alive.
@@ -289,6 +304,9 @@ func (s *mysqlServer) runaway(th mysqlThread, releaseSlot func(), perDB *atomic.
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
+		if th.serverStart == 0 {
+			th.serverStart = s.serverStart(context.Background())
+		}
 		defer releaseSlot()
 		defer s.conns.release()
 		defer s.running.Add(-1)
