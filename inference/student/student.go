@@ -23,6 +23,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/chattmpl"
 	"github.com/chainedsql/chainedsql/inference/generate"
 	"github.com/chainedsql/chainedsql/inference/lm"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
 	"github.com/chainedsql/chainedsql/turns"
 )
 
@@ -32,7 +33,8 @@ type Tokenizer interface {
 	// markers); EncodeSplitSpecial those of text with special tokens' text as plain text (a
 	// message's content).
 	turns.Encoder
-	// Decode returns the text of ids.
+	// Decode returns the text of ids: tokenizer.DecodeBytes of their TokenBytes concatenated
+	// (a reply streamed is decoded that way, a character's bytes at a time).
 	Decode(ids []int) string
 	// TokenID returns the id of a token written as in tokenizer.json (e.g. "<|im_end|>").
 	TokenID(tok string) (int, bool)
@@ -442,7 +444,7 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 		// every token generated; its entry goes out with its text.
 		stopEntry()
 		stopEntry = func() {}
-		ts.pending = append(ts.pending, res.StopID)
+		ts.open = append(ts.open, s.tok.TokenBytes(res.StopID)...)
 	}
 	if err := ts.flush(); err != nil {
 		return Choice{}, err
@@ -474,10 +476,12 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 	}, nil
 }
 
-// textStream turns generated ids into text as they come: it holds back the bytes of a
-// UTF-8 character split across tokens and any tail that may be the start of a stop string,
-// and cuts the text at the first stop string. With logProbs it also keeps each token's
-// log-probability entry, passed to emit with the next piece of text.
+// textStream turns generated ids into text as they come: it holds back the bytes of a UTF-8
+// character not yet complete (openTail: at most 3, however many tokens they came in) and any
+// tail that may be the start of a stop string, and cuts the text at the first stop string. The
+// bytes before such a character decode for good (tokenizer.DecodeBytes), so the text emitted is
+// the tokenizer's decoding of the ids consumed (Tokenizer.Decode). With logProbs it also keeps
+// each token's log-probability entry, passed to emit with the next piece of text.
 type textStream struct {
 	tok      Tokenizer
 	stops    []string
@@ -485,7 +489,7 @@ type textStream struct {
 	logProbs bool
 	emit     func(text string, lps []TokenLogProb) error
 
-	pending    []int           // ids not yet decoded into text (an incomplete character)
+	open       []byte          // bytes not yet decoded into text: a character not yet complete
 	held       string          // decoded text not yet emitted (may start a stop string)
 	text       strings.Builder // everything emitted
 	ids        int             // ids consumed
@@ -499,18 +503,34 @@ func (t *textStream) add(toks []generate.Token) (bool, error) {
 	for _, tk := range toks {
 		t.ids++
 		t.record(tk)
-		t.pending = append(t.pending, tk.ID)
-		piece := t.tok.Decode(t.pending)
-		if strings.HasSuffix(piece, string(utf8.RuneError)) && len(t.pending) < 4 {
+		t.open = append(t.open, t.tok.TokenBytes(tk.ID)...)
+		n := openTail(t.open)
+		if n == len(t.open) {
 			continue // wait for the rest of the character
 		}
-		t.pending = t.pending[:0]
-		t.held += piece
+		t.held += tokenizer.DecodeBytes(t.open[:len(t.open)-n])
+		t.open = append(t.open[:0], t.open[len(t.open)-n:]...)
 		if hit, err := t.release(false); hit || err != nil {
 			return hit, err
 		}
 	}
 	return false, nil
+}
+
+// openTail returns how many bytes at the end of b begin a UTF-8 character not yet complete
+// (0 to 3): bytes that more bytes could still make a character. Bytes that no continuation
+// makes one (an invalid lead byte, a lead byte followed by a byte it cannot take, a stray
+// continuation byte) are not open: the decoder has replaced them for good.
+func openTail(b []byte) int {
+	for n := 1; n <= min(utf8.UTFMax-1, len(b)); n++ {
+		if c := b[len(b)-n]; utf8.RuneStart(c) {
+			if c >= utf8.RuneSelf && !utf8.FullRune(b[len(b)-n:]) {
+				return n
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // record keeps tk's log-probability entry (with logProbs).
@@ -551,7 +571,9 @@ func (t *textStream) release(final bool) (bool, error) {
 	out := t.held
 	switch {
 	case cut >= 0 && t.keepStop:
-		out, t.held, t.stopped = t.held, "", true
+		// The text of every token consumed: with the bytes of a character the last one began.
+		out, t.held, t.stopped = t.held+tokenizer.DecodeBytes(t.open), "", true
+		t.open = nil
 	case cut >= 0:
 		out, t.held, t.stopped = t.held[:cut], "", true
 	case final:
@@ -575,9 +597,9 @@ func (t *textStream) flush() error {
 	if t.stopped {
 		return nil
 	}
-	if len(t.pending) > 0 {
-		t.held += t.tok.Decode(t.pending)
-		t.pending = nil
+	if len(t.open) > 0 {
+		t.held += tokenizer.DecodeBytes(t.open)
+		t.open = nil
 	}
 	_, err := t.release(true)
 	return err

@@ -115,10 +115,18 @@ func (t *Tokenizer) Decode(ids []int) string {
 			buf = append(buf, t.decodeBytes[id]...)
 		}
 	}
-	if validASCIIOrUTF8(buf) {
-		return string(buf)
+	return DecodeBytes(buf)
+}
+
+// DecodeBytes returns b as text as Decode does the bytes of its tokens: each maximal
+// ill-formed UTF-8 subsequence replaced by U+FFFD. No such subsequence reaches past a byte that
+// starts a character, so where b[:i] does not end in a character that more bytes could complete,
+// DecodeBytes(b) is DecodeBytes(b[:i]) followed by DecodeBytes(b[i:]).
+func DecodeBytes(b []byte) string {
+	if validASCIIOrUTF8(b) {
+		return string(b)
 	}
-	return string(appendLossy(make([]byte, 0, len(buf)+8), buf))
+	return string(appendLossy(make([]byte, 0, len(b)+8), b))
 }
 
 // TokenBytes returns the raw bytes token id stands for (an added token's content, or the

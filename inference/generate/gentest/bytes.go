@@ -3,7 +3,8 @@ package gentest
 import (
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
 )
 
 // ByteTokenizer is a byte-level tokenizer for tests: ids 0-255 are bytes, 256-258 the ChatML
@@ -53,7 +54,8 @@ func (ByteTokenizer) EncodeSplitSpecial(text string) []int {
 	return ids
 }
 
-// Decode returns the text of ids, ill-formed UTF-8 replaced by U+FFFD.
+// Decode returns the text of ids as the Qwen2.5 tokenizer decodes bytes (tokenizer.DecodeBytes:
+// each maximal ill-formed UTF-8 subsequence replaced by U+FFFD).
 func (ByteTokenizer) Decode(ids []int) string {
 	var b []byte
 	for _, id := range ids {
@@ -64,7 +66,7 @@ func (ByteTokenizer) Decode(ids []int) string {
 			b = append(b, specials[id-ImStart]...)
 		}
 	}
-	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
+	return tokenizer.DecodeBytes(b)
 }
 
 // TokenBytes returns the byte id stands for, or a special token's text ("" outside the
