@@ -41,6 +41,19 @@ closing <|im_end|> (the done step's ids are that <|im_end|> and the template's n
 nobody sampled), or, when that reply was cut by the token limit, up to its last sampled token
 (then it is truncated). An episode still playing after max_turns ends with its last step's ids
 (the observation and the next generation prompt): truncated too, and its env_reward is 0.
+
+Stop strings and stop ids of GRPOConfig(generation_kwargs={"stop": [...], "stop_token_ids":
+[...]}) reach vLLM's SamplingParams (TRL passes generation_kwargs through in server and colocate
+mode), but TRL hands back only ids and log-probs, no text and no finish reason; vLLM's token_ids
+run through the token that completed a stop string (only its text is cut). So the adapter reads
+the same generation_kwargs (trainer.vllm_generation.generation_kwargs) and plays a reply as
+student serve would end it: one whose text (skip_special_tokens) holds a stop string ended there
+("stop", not "length"), one that sampled a stop_token_ids id ended on it. The reply's text is
+that of every id kept, through the completing token and a stop id that is not special
+(student serve's include_stop_str_in_output text; include_stop_str_in_output itself changes only
+vLLM's text, which TRL drops), so the environment reads the </sql> the ids hold; the template's
+<|im_end|> follows (log-prob 0, mask 0), and at done it ends the completion, which TRL then does
+not count as truncated.
 """
 import os
 import sys
@@ -127,6 +140,12 @@ class EnvRollout:
         # samples"): the reply is cut at the first, so its ids are those its text encodes to
         stops = {t for t in (im_end, tok.eos_token_id, tok.convert_tokens_to_ids(ENDOFTEXT), *tok.all_special_ids)
                  if t is not None and t != getattr(tok, "unk_token_id", None)}
+        # and those the trainer's generation_kwargs give vLLM (a stop string ends a reply with
+        # no stop id: its text tells)
+        kwargs = getattr(trainer.vllm_generation, "generation_kwargs", None) or {}
+        stops |= set(kwargs.get("stop_token_ids") or ())
+        stop_strs = kwargs.get("stop") or []
+        stop_strs = [s for s in ([stop_strs] if isinstance(stop_strs, str) else stop_strs) if s]
         eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
         pad = eps[0].prompt_ids if eps else [im_end]  # a placeholder prompt; its completion is dropped
         try:
@@ -139,7 +158,7 @@ class EnvRollout:
                 outs = trainer.vllm_generation.generate(prompts=batch, images=None, num_generations=1)
                 _, completion_ids, logprobs, _ = outs
                 for e, ids, lps in zip(playing, completion_ids, logprobs):
-                    self._turn(e, list(ids), [lp[0] for lp in lps], im_end, stops, tok)
+                    self._turn(e, list(ids), [lp[0] for lp in lps], im_end, stops, stop_strs, tok)
         finally:
             for e in eps:
                 if not e.done:
@@ -154,34 +173,37 @@ class EnvRollout:
             "env_rewards": [e.last["rewards"] if e.last else None for e in eps],
         }
 
-    def _turn(self, e, ids, lps, im_end, stops, tok):
+    def _turn(self, e, ids, lps, im_end, stops, stop_strs, tok):
         # the reply ends at its first stop id (what vLLM generated after a special token it did
-        # not stop on is dropped); None: cut by the token limit
+        # not stop on is dropped); None: no stop id, so a stop string ended it or the token limit
         at = next((i for i, t in enumerate(ids) if t in stops), None)
         stop = ids[at] if at is not None else None
         reply, reply_lps = (ids[:at], lps[:at]) if stop is not None else (ids, lps)
-        text = tok.decode(reply, skip_special_tokens=True)
-        e.last = step = self.env.step(e.id, text, finish_reason=None if stop is not None else "length")
+        # the text of every id kept: a stop id's too (empty for a special one)
+        text = tok.decode(reply + ([stop] if stop is not None else []), skip_special_tokens=True)
+        stopped = stop is not None or any(s in text for s in stop_strs)
+        e.last = step = self.env.step(e.id, text, finish_reason=None if stopped else "length")
         e.done = step["done"]
         e.ids += reply
         e.logprobs += reply_lps
         e.mask += [1] * len(reply)
         if stop is not None and stop != im_end:
-            # another special token ended the reply (<|endoftext|>, <|im_start|>): the policy
-            # sampled it, so it is kept with its log-prob and mask 1, in the running list the
-            # next turn is generated from too (as student rollout records it); the template's
-            # <|im_end|> closes the turn after it
+            # another stop id ended the reply (<|endoftext|>, <|im_start|>, a stop_token_ids
+            # id): the policy sampled it, so it is kept with its log-prob and mask 1, in the
+            # running list the next turn is generated from too (as student rollout records it);
+            # the template's <|im_end|> closes the turn after it
             e.ids.append(stop)
             e.logprobs.append(lps[at])
             e.mask.append(1)
         # The step's ids begin with the reply's closing <|im_end|>: the policy's token when it
-        # stopped on it (its log-prob, mask 1), else the template's (after another special token
-        # or a cut reply: mask 0). Then the template and the observation (mask 0); at done only
-        # "\n", which ends no completion: the completion stops at that <|im_end|>, TRL's eos, or,
-        # for a cut reply, at its last sampled token, which TRL counts as truncated.
+        # stopped on it (its log-prob, mask 1), else the template's (after another stop id, a
+        # stop string or a cut reply: mask 0). Then the template and the observation (mask 0);
+        # at done only "\n", which ends no completion: the completion stops at that <|im_end|>,
+        # TRL's eos, or, for a cut reply, at its last sampled token, which TRL counts as
+        # truncated.
         after = list(step["tokens"]["ids"])
         if e.done:
-            after = after[:1] if stop is not None else []
+            after = after[:1] if stopped else []
         if after:
             sampled = stop == im_end
             e.ids += after

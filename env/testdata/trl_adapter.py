@@ -12,7 +12,11 @@ in its episodes (every turn but the last the gold, stopping on <|im_end|>; the l
                through a special token that is not an eos id: the reply ends at <|im_start|>
                (kept, sampled; the template writes <|im_end|> after it), the rest is dropped
   "cut"        a reply the token limit cut inside its <sql> block (no stop token)
-The server's turn budget is the number of turns every plan plays.
+The server's turn budget is the number of turns every plan plays. The rollout is played twice:
+as above, then with GRPOConfig's generation_kwargs {"stop": ["</sql>"], "stop_token_ids": [the
+id of "\n"]}, where vLLM ends every turn but the last on the stop string (no stop id: its ids
+run through "sql>\n", the token completing "</sql>") and the plans become "stopstr" (so), "cut",
+"stopid" (the answer, then the "\n" stop id, kept and sampled) and "stopstr".
 
 Checked:
   - each prompt's episodes start the task and dialect of its own row: the server's messages
@@ -23,7 +27,10 @@ Checked:
   - completion_ids, logprobs and env_mask are aligned: mask 1 exactly on the sampled tokens,
     which carry the sampler's log-probs, 0 elsewhere; the env's ids are the server's;
   - a special stop other than <|im_end|> is in the completion (mask 1, its log-prob) before the
-    template's <|im_end|> (mask 0).
+    template's <|im_end|> (mask 0);
+  - each reply's text is that of the ids kept for it (a stop id's that is not special too, the
+    stop string and the rest of its token too), sent as "stop" unless the token limit cut it;
+    every episode but a cut one stays well-formed (format 1).
 """
 import json
 import sys
@@ -56,12 +63,30 @@ class FakeTokenizer:
         return {v: k for k, v in self.texts.items()}
 
 
-class FakeGeneration:
-    """VLLMGeneration.generate for one process: each episode's reply by its row's plan."""
+def sampled(tok, row, turn, plan, newline):
+    """The fake policy's ids for a turn of row's episodes played by plan."""
+    answer = f"<think>turn {turn}</think>\n<sql>{row['gold']}</sql>"
+    if plan == "cut":
+        return [tok.reply(answer[:answer.index("</sql>") - 3])]
+    if plan == "special":
+        return [tok.reply(answer), IM_START, tok.reply("user\nmore"), IM_END]
+    if plan == "stopstr":  # vLLM stopped on "</sql>": the ids run through the token completing it
+        return [tok.reply(answer[:-len("sql>")]), tok.reply("sql>\n")]
+    if plan == "stopid":
+        return [tok.reply(answer), newline]
+    return [tok.reply(answer), IM_END if plan == "stop" else ENDOFTEXT]
 
-    def __init__(self, rows, tok, max_turns):
+
+class FakeGeneration:
+    """VLLMGeneration.generate for one process: each episode's reply by its row's plan, as vLLM
+    ends it under generation_kwargs (which TRL passes to vLLM's SamplingParams)."""
+
+    def __init__(self, rows, tok, max_turns, plans, generation_kwargs):
         self.by_prompt = {tuple(r["prompt_ids"]): r for r in rows}
-        self.tok, self.max_turns = tok, max_turns
+        self.tok, self.max_turns, self.plans = tok, max_turns, plans
+        self.generation_kwargs = generation_kwargs
+        self.newline = tok.reply("\n")
+        self.stop_ids = {IM_END, ENDOFTEXT, IM_START, self.newline}
 
     def generate(self, prompts, images, num_generations):
         assert num_generations == 1 and images is None
@@ -70,18 +95,9 @@ class FakeGeneration:
             row = next(r for p, r in self.by_prompt.items() if tuple(running[:len(p)]) == p)
             # each step before this turn wrote two <|im_end|>: the reply's and the observation's
             turn = 1 + running[len(row["prompt_ids"]):].count(IM_END) // 2
-            answer = f"<think>turn {turn}</think>\n<sql>{row['gold']}</sql>"
-            plan = row["plan"] if turn == self.max_turns else "stop"
-            if plan == "cut":
-                ids = [self.tok.reply(answer[:answer.index("</sql>") - 3])]
-            elif plan == "special":
-                ids = [self.tok.reply(answer), IM_START, self.tok.reply("user\nmore"), IM_END]
-            else:
-                ids = [self.tok.reply(answer), IM_END if plan == "stop" else ENDOFTEXT]
+            ids = sampled(self.tok, row, turn, self.plans(row, turn), self.newline)
             completions.append(ids)
-            logprobs.append([[REPLY_LP]] * (len(ids) - (plan != "cut")) + [[STOP_LP]] * (plan != "cut"))
-            if plan == "special":
-                logprobs[-1][1] = [STOP_LP]
+            logprobs.append([[STOP_LP if i in self.stop_ids else REPLY_LP] for i in ids])
         return [list(p) for p in prompts], completions, logprobs, None
 
 
@@ -98,7 +114,7 @@ class RecordingEnv:
 
     def step(self, eid, text, finish_reason=None):
         st = self.client.step(eid, text, finish_reason=finish_reason)
-        self.steps.setdefault(eid, []).append(st)
+        self.steps.setdefault(eid, []).append(dict(st, sent=(text, finish_reason)))
         return st
 
     def delete(self, eid):
@@ -124,6 +140,66 @@ def check_index(adapter, rows):
         raise AssertionError(f"{str(bad)[:60]!r}: {got}, want ValueError")
 
 
+def play(adapter, case, generation_kwargs, base, last):
+    """Plays the rollout with the fake trainer: every turn but the last by base, the last by
+    last(row's plan); checks what it hands TRL."""
+    rows, max_turns, g = case["rows"], case["max_turns"], 2
+    tok = FakeTokenizer()
+    env = RecordingEnv(adapter.EnvClient(case["url"]))
+    plans = lambda row, turn: last(row["plan"]) if turn == max_turns else base  # noqa: E731
+    gen = FakeGeneration(rows, tok, max_turns, plans, generation_kwargs)
+    trainer = types.SimpleNamespace(num_generations=g, model=types.SimpleNamespace(training=True),
+                                    processing_class=tok, vllm_generation=gen)
+    prompts = [r["prompt"] for r in rows]
+    out = adapter.EnvRollout(env, adapter.PromptIndex(rows), max_turns=max_turns)(prompts, trainer)
+
+    eids = list(env.started)
+    if len(eids) != g * len(rows) or any(len(out[k]) != len(eids) for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")):
+        raise AssertionError(f"{len(eids)} episodes for {len(rows)} prompts x {g}: {[(k, len(v)) for k, v in out.items()]}")
+    eos_and_pad = (tok.eos_token_id, tok.pad_token_id)
+    for k, eid in enumerate(eids):
+        row, ep = rows[k // g], env.started[eid]
+        what = f"episode {k} ({row['task_id']}, {row['dialect']}, {last(row['plan'])}, generation_kwargs {generation_kwargs})"
+        if ep["messages"] != row["prompt"] or (ep["task_id"], ep["dialect"]) != (row["task_id"], row["dialect"]):
+            raise AssertionError(f"{what}: started {ep['task_id']} ({ep['dialect']}), whose messages are not its prompt")
+        if out["prompt_ids"][k] != row["prompt_ids"]:
+            raise AssertionError(f"{what}: prompt ids differ from the row's")
+        steps = env.steps[eid]
+        if len(steps) != max_turns or not steps[-1]["done"] or out["env_reward"][k] != steps[-1]["final_reward"]:
+            raise AssertionError(f"{what}: {len(steps)} steps, done {steps[-1]['done']}, reward {out['env_reward'][k]}")
+        cut = last(row["plan"]) == "cut"
+        if steps[-1]["rewards"]["format"] != (0 if cut else 1):
+            raise AssertionError(f"{what}: format {steps[-1]['rewards']['format']}")
+        ids, lps, mask = out["completion_ids"][k], out["logprobs"][k], out["env_mask"][k]
+        if not (len(ids) == len(lps) == len(mask)):
+            raise AssertionError(f"{what}: {len(ids)} ids, {len(lps)} log-probs, {len(mask)} mask bits")
+        truncated = ids[-1] not in eos_and_pad  # GRPOTrainer's is_truncated
+        if truncated != cut:
+            raise AssertionError(f"{what}: ends with {ids[-3:]}, TRL's is_truncated {truncated}")
+        if not cut and ids[-1] != IM_END:
+            raise AssertionError(f"{what}: ends with {ids[-3:]}, want <|im_end|>")
+        # the ids: each reply's, then its step's (at done: up to its <|im_end|>, none when cut)
+        want, want_mask, want_lps = [], [], []
+        for t, st in enumerate(steps):
+            plan = plans(row, t + 1)
+            got = sampled(tok, row, t + 1, plan, gen.newline)
+            reply, kept = (got, []) if plan in ("cut", "stopstr") else (got[:1], got[1:2] if plan != "stop" else [])
+            after = st["tokens"]["ids"]
+            if t == len(steps) - 1:
+                after = after[:1] if plan != "cut" else []
+            want += reply + kept + after
+            want_mask += [1] * len(reply + kept) + [1 if plan == "stop" else 0] * bool(after) + [0] * (len(after) - 1)
+            want_lps += [REPLY_LP] * len(reply) + [STOP_LP] * len(kept) + [STOP_LP if plan == "stop" else 0.0] * bool(after) + [0.0] * (len(after) - 1)
+            sent = (tok.decode(reply + kept), "length" if plan == "cut" else None)
+            if st["sent"] != sent:
+                raise AssertionError(f"{what}: turn {t + 1} sent {st['sent']}, want {sent}")
+        if ids != want or mask != want_mask or lps != want_lps:
+            raise AssertionError(f"{what}:\n ids  {ids}\n want {want}\n mask {mask}\n want {want_mask}\n lps {lps}\n want {want_lps}")
+        if steps[-1]["tokens"]["ids"] != [IM_END, NL]:
+            raise AssertionError(f"{what}: the done step's ids {steps[-1]['tokens']['ids']}")
+    return len(eids)
+
+
 def main():
     sys.path.insert(0, sys.argv[1])
     with open(sys.argv[2]) as f:
@@ -134,58 +210,12 @@ def main():
     sys.modules["accelerate"], sys.modules["accelerate.utils"] = accel, accel.utils
     import trl_rollout_func as adapter
 
-    rows = case["rows"]
-    check_index(adapter, rows)
-
-    tok = FakeTokenizer()
-    env = RecordingEnv(adapter.EnvClient(case["url"]))
-    max_turns = case["max_turns"]
-    g = 2
-    trainer = types.SimpleNamespace(num_generations=g, model=types.SimpleNamespace(training=True),
-                                    processing_class=tok, vllm_generation=FakeGeneration(rows, tok, max_turns))
-    prompts = [r["prompt"] for r in rows]
-    out = adapter.EnvRollout(env, adapter.PromptIndex(rows), max_turns=max_turns)(prompts, trainer)
-
-    eids = list(env.started)
-    if len(eids) != g * len(rows) or any(len(out[k]) != len(eids) for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")):
-        raise AssertionError(f"{len(eids)} episodes for {len(rows)} prompts x {g}: {[(k, len(v)) for k, v in out.items()]}")
-    eos_and_pad = (tok.eos_token_id, tok.pad_token_id)
-    for k, eid in enumerate(eids):
-        row, ep = rows[k // g], env.started[eid]
-        what = f"episode {k} ({row['task_id']}, {row['dialect']}, {row['plan']})"
-        if ep["messages"] != row["prompt"] or (ep["task_id"], ep["dialect"]) != (row["task_id"], row["dialect"]):
-            raise AssertionError(f"{what}: started {ep['task_id']} ({ep['dialect']}), whose messages are not its prompt")
-        if out["prompt_ids"][k] != row["prompt_ids"]:
-            raise AssertionError(f"{what}: prompt ids differ from the row's")
-        steps = env.steps[eid]
-        if len(steps) != max_turns or not steps[-1]["done"] or out["env_reward"][k] != steps[-1]["final_reward"]:
-            raise AssertionError(f"{what}: {len(steps)} steps, done {steps[-1]['done']}, reward {out['env_reward'][k]}")
-        ids, lps, mask = out["completion_ids"][k], out["logprobs"][k], out["env_mask"][k]
-        if not (len(ids) == len(lps) == len(mask)):
-            raise AssertionError(f"{what}: {len(ids)} ids, {len(lps)} log-probs, {len(mask)} mask bits")
-        truncated = ids[-1] not in eos_and_pad  # GRPOTrainer's is_truncated
-        if truncated != (row["plan"] == "cut"):
-            raise AssertionError(f"{what}: ends with {ids[-3:]}, TRL's is_truncated {truncated}")
-        if row["plan"] != "cut" and ids[-1] != IM_END:
-            raise AssertionError(f"{what}: ends with {ids[-3:]}, want <|im_end|>")
-        # the ids: each reply's, then its step's (at done: up to its <|im_end|>, none when cut)
-        want, want_mask, want_lps = [], [], []
-        for t, st in enumerate(steps):
-            last = t == len(steps) - 1
-            plan = row["plan"] if last else "stop"
-            reply = [i for i in ids if i >= 200_000][t]
-            after = st["tokens"]["ids"]
-            if last:
-                after = after[:1] if plan != "cut" else []
-            kept = {"endoftext": [ENDOFTEXT], "special": [IM_START]}.get(plan, [])  # a sampled stop that is not <|im_end|>
-            want += [reply] + kept + after
-            want_mask += [1] + [1] * len(kept) + [1 if plan == "stop" else 0] * bool(after) + [0] * (len(after) - 1)
-            want_lps += [REPLY_LP] + [STOP_LP] * len(kept) + [STOP_LP if plan == "stop" else 0.0] * bool(after) + [0.0] * (len(after) - 1)
-        if ids != want or mask != want_mask or lps != want_lps:
-            raise AssertionError(f"{what}:\n ids  {ids}\n want {want}\n mask {mask}\n want {want_mask}\n lps {lps}\n want {want_lps}")
-        if steps[-1]["tokens"]["ids"] != [IM_END, NL]:
-            raise AssertionError(f"{what}: the done step's ids {steps[-1]['tokens']['ids']}")
-    print("ok", len(eids), "episodes")
+    check_index(adapter, case["rows"])
+    n = play(adapter, case, None, "stop", lambda plan: plan)
+    newline = FakeTokenizer().reply("\n")  # the first text each FakeTokenizer numbers
+    as_stopped = {"stop": "stopstr", "cut": "cut", "endoftext": "stopid", "special": "stopstr"}
+    n += play(adapter, case, {"stop": ["</sql>"], "stop_token_ids": [newline]}, "stopstr", as_stopped.get)
+    print("ok", n, "episodes")
 
 
 main()
