@@ -178,7 +178,8 @@ type ScreenRules struct {
 	// Names, when set, gives the words the denied names, Word and Words look at: the names q
 	// holds as the dialect's own lexer reads it (PostgreSQL: unquoted words and quoted
 	// identifiers, lower case, so a string constant, a dollar quote or a comment names nothing;
-	// SQLite: the words outside string constants and comments).
+	// SQLite: the words outside string constants and comments; MySQL/MariaDB: the words and
+	// backquoted names outside strings and comments).
 	// Nil: RawWords, strings and comments included. Only a dialect whose strings never run as
 	// code but through a function the screen refuses by name may set it.
 	Names func(q string) []string

@@ -7,9 +7,10 @@ import (
 )
 
 // mysqlScreen are MySQL's and MariaDB's own refusals: what mysqlText refuses, and the role
-// catalogs.
+// catalogs; the shared denied names and the role catalogs are looked up among the statement's
+// names as MariaDB's lexer reads them (mysqlNames).
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}
@@ -35,6 +36,27 @@ func mysqlSplit(q string) (string, string) {
 		}
 	}
 	return q, ""
+}
+
+// mysqlNames are the names q holds as MariaDB's lexer reads it (mysqlTokens over q lower-cased,
+// the code of its executable comments read as code, as mysqlText reads it): its unquoted words
+// and its backquoted names (`get_lock`(…) calls GET_LOCK, `information_schema`.`processlist`
+// reads the threads), which the shared denied names and the role catalogs are looked up
+// among. A string ('…' or "…") or a comment names nothing: the sessions read " as a string
+// quote and backslashes as escapes, as mysqlTokens does (mysqlQuotingMode keeps ANSI_QUOTES
+// and NO_BACKSLASH_ESCAPES out of their sql_mode), and in a read a MariaDB string becomes no
+// function and no table ("get_lock"(…) and information_schema."processlist" are syntax
+// errors, 'processlist' is a value). A word the lexer reads right after a number is its own
+// name (1e1get_lock gives get_lock), one that begins with digits a name as MariaDB reads it
+// (1get_lock calls a routine of the task's database).
+func mysqlNames(q string) []string {
+	var names []string
+	for _, t := range mysqlTokens(mysqlExecutable(strings.ToLower(q))) {
+		if t.kind == 'w' || t.kind == 'n' {
+			names = append(names, t.text)
+		}
+	}
+	return names
 }
 
 // mysqlText refuses, in lower (lower-cased MySQL text), @@ system variables, a call of one of
