@@ -107,8 +107,9 @@ func init() {
 // deniedText refuses query text that calls a denied function, names a denied catalog, reaches
 // the mysql schema, or hides code from screening, then what dialect d's own rules refuse
 // (Dialect.Screen; an unknown d has none). It scans the raw text, strings and comments included,
-// for hidden code and the mysql schema; the names it looks up are the dialect's (ScreenRules.Names)
-// where the dialect reads them by its own lexer, else every raw word.
+// for hidden code, and for the mysql schema where the dialect does not read it by its own lexer
+// (ScreenRules.MySQLSchema); the names it looks up are the dialect's (ScreenRules.Names) where
+// the dialect reads them by its own lexer, else every raw word.
 func deniedText(q string, d datasets.Dialect) string {
 	var rules ScreenRules
 	if dl, ok := Lookup(d); ok {
@@ -120,7 +121,13 @@ func deniedText(q string, d datasets.Dialect) string {
 			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
 		}
 	}
-	if mysqlSchemaRef(lower) {
+	var schemaRef bool
+	if rules.MySQLSchema != nil {
+		schemaRef = rules.MySQLSchema(q)
+	} else {
+		schemaRef = mysqlSchemaRef(lower)
+	}
+	if schemaRef {
 		return "refused: the mysql schema (server accounts and settings) is not part of the task's data"
 	}
 	if rules.Text != nil {
@@ -183,6 +190,11 @@ type ScreenRules struct {
 	// Nil: RawWords, strings and comments included. Only a dialect whose strings never run as
 	// code but through a function the screen refuses by name may set it.
 	Names func(q string) []string
+	// MySQLSchema, when set, reports whether q qualifies a name with the mysql schema as the
+	// dialect's own lexer reads it (MySQL/MariaDB: mysql or `mysql`, then a dot, comments and
+	// blanks between them, outside strings and comments). Nil: the raw text is searched
+	// (mysqlSchemaRef), strings and comments included.
+	MySQLSchema func(q string) bool
 	// Split, when set, splits q at its first statement separator as the dialect's own lexer
 	// reads it (a semicolon outside strings, quoted names, comments and parameters), returning
 	// the text before and after it, or q and "" where there is none. Nil: SplitFirst. The

@@ -10,7 +10,7 @@ import (
 // catalogs; the shared denied names and the role catalogs are looked up among the statement's
 // names as MariaDB's lexer reads them (mysqlNames).
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, MySQLSchema: mysqlSchemaNamed, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}
@@ -57,6 +57,21 @@ func mysqlNames(q string) []string {
 		}
 	}
 	return names
+}
+
+// mysqlSchemaNamed reports whether q qualifies a name with the mysql schema (server accounts,
+// grants and settings) as MariaDB's lexer reads it (mysqlTokens, as mysqlNames): the word mysql
+// or the backquoted name `mysql`, then a dot, blanks and comments between them or none
+// (mysql.user, `mysql` /* c */ . `user`). A string or a comment that holds mysql.x qualifies
+// nothing ('see mysql.com'; "mysql".user is a string and a syntax error).
+func mysqlSchemaNamed(q string) bool {
+	toks := mysqlTokens(mysqlExecutable(strings.ToLower(q)))
+	for i := 0; i+1 < len(toks); i++ {
+		if t := toks[i]; (t.kind == 'w' || t.kind == 'n') && t.text == "mysql" && toks[i+1].kind == 'p' && toks[i+1].text == "." {
+			return true
+		}
+	}
+	return false
 }
 
 // mysqlText refuses, in lower (lower-cased MySQL text), @@ system variables, a call of one of

@@ -20,7 +20,8 @@ import (
 // reader unscreened: backquoted, split from their ( or qualifier by comments and blanks, in
 // upper case, after a string that ends where MariaDB ends it ('a\”, 'a”', "a\""), after a
 // hexadecimal literal, inside an ODBC escape, in a subquery; and in executable comments
-// (/*!50000 …*/, /*M!…*/), which are refused as such.
+// (/*!50000 …*/, /*M!…*/), which are refused as such. The mysql schema is read so too: a string
+// or comment holding mysql.user runs, mysql.user however qualified is refused.
 func TestMySQLScreenNamesNotText(t *testing.T) {
 	_, _, _, dbs := myHostileSetup(t, 1, 0)
 	db := dbs[0]
@@ -30,6 +31,7 @@ func TestMySQLScreenNamesNotText(t *testing.T) {
 		"SELECT x FROM t WHERE 'information_schema.processlist' <> 'it''s get_lock' AND \"a\\\"global_status\" <> n'sys_exec'",
 		"SELECT x FROM t WHERE 'applicable_roles' <> 'enabled_roles' /*+ is_free_lock('a') */",
 		"SELECT 1 AS a --\r, is_free_lock('a') AS b",
+		"SELECT 'see mysql.com' AS a, x FROM t -- or mysql.user\n",
 	} {
 		if r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); !r.OK() {
 			t.Errorf("%q did not run: %s %s", q, r.Outcome, r.Error)
@@ -60,12 +62,17 @@ func TestMySQLScreenNamesNotText(t *testing.T) {
 	}
 	// "…" is a string (the session's sql_mode has no ANSI_QUOTES): where a call or a table
 	// would be, MariaDB answers a syntax error, screened or not.
-	for _, q := range []string{`SELECT "is_free_lock"('a')`, `SELECT count(*) FROM information_schema."processlist"`} {
+	for _, q := range []string{`SELECT "is_free_lock"('a')`, `SELECT count(*) FROM information_schema."processlist"`, `SELECT user FROM "mysql"."user"`} {
 		if r := sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{}); r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "1064") {
 			t.Errorf("%q: %s %q, want MariaDB's syntax error", q, r.Outcome, r.Error)
 		}
 	}
-	for _, q := range []string{"SELECT count(*) FROM mysql.user", "SELECT count(*) FROM `mysql` . /* c */ `user`", "SELECT 1 FROM `mysql`.db"} {
+	// The mysql schema, however qualified, is refused; the reader holds no privilege there either.
+	for _, q := range []string{"SELECT count(*) FROM mysql.user", "SELECT count(*) FROM `mysql` . /* c */ `user`",
+		"SELECT 1 FROM MySQL -- c\n.db", "SELECT 'a''', (SELECT count(*) FROM mysql#\n.`global_priv`) -- '"} {
+		if r, err := unscreened(context.Background(), db, q, 2*time.Second, 10); err != nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "denied") {
+			t.Errorf("%q unscreened: %v %s %q, want the reader denied", q, err, r.Outcome, r.Error)
+		}
 		if _, why := sandbox.Screen(q, datasets.MySQL); !strings.Contains(why, "mysql schema") {
 			t.Errorf("%q: screen says %q, want the mysql schema refused", q, why)
 		}
