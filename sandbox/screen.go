@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/chainedsql/chainedsql/datasets"
 )
@@ -29,8 +32,13 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 	}
 	q := strings.TrimSpace(query)
 	body, rest := splitFor(d)(q)
-	if strings.TrimSpace(rest) != "" {
+	if !blankFor(d)(rest) {
 		return "", "refused: only one statement per query is allowed"
+	}
+	if hidden := executableComment(strings.ToLower(rest)); hidden != "" {
+		// Only MariaDB runs one (its Blank reads it as a second statement); elsewhere it is
+		// refused after the statement as it is within it (deniedText).
+		return "", fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
 	}
 	body = strings.TrimSpace(body)
 	if body == "" {
@@ -61,6 +69,36 @@ func splitFor(d datasets.Dialect) func(string) (string, string) {
 		}
 	}
 	return SplitFirst
+}
+
+// blankFor is how the screen reads the text after a statement's ; in dialect d: by d's
+// ScreenRules.Blank, else BlankFirst.
+func blankFor(d datasets.Dialect) func(string) bool {
+	if dl, ok := Lookup(d); ok {
+		if b := dl.Screen().Blank; b != nil {
+			return b
+		}
+	}
+	return BlankFirst
+}
+
+// executableComments are the markers of MariaDB's and MySQL's executable comments, whose
+// content the server runs as code.
+var executableComments = []string{"/*!", "/*m!"}
+
+// hiddenCode is the text that hides code from the screen: executable comments, and escaped
+// identifiers and strings (U&"…", U&'…'), whose names the screen cannot read.
+var hiddenCode = slices.Concat(executableComments, []string{`u&"`, "u&'"})
+
+// executableComment returns the first of executableComments that lower (lower-cased text)
+// holds, or "".
+func executableComment(lower string) string {
+	for _, m := range executableComments {
+		if strings.Contains(lower, m) {
+			return m
+		}
+	}
+	return ""
 }
 
 // deniedWords are names that reach outside the task's data in one of the engines: server files
@@ -116,7 +154,7 @@ func deniedText(q string, d datasets.Dialect) string {
 		rules = dl.Screen()
 	}
 	lower := strings.ToLower(q)
-	for _, hidden := range []string{"/*!", "/*m!", `u&"`, "u&'"} {
+	for _, hidden := range hiddenCode {
 		if strings.Contains(lower, hidden) {
 			return fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
 		}
@@ -202,6 +240,12 @@ type ScreenRules struct {
 	// server's own refusal of a second statement (or, on SQLite, none: the driver runs the
 	// first and drops the rest) was all that stood behind the screen.
 	Split func(q string) (string, string)
+	// Blank, when set, reports whether s, the text after a statement's ; (Split's second
+	// part), holds only whitespace and comments as the dialect's own lexer reads them, so that
+	// SELECT 1; -- x is one statement; the screen then passes the text before the ; alone. A
+	// comment the engine fails when it is left open, or reads as code (MariaDB's /*! */), is
+	// not blank. Nil: BlankFirst.
+	Blank func(s string) bool
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
@@ -333,6 +377,52 @@ func stripLeadingComments(s string) string {
 			return s
 		}
 	}
+}
+
+// BlankFirst reports whether s holds only whitespace and comments as SplitFirst reads them:
+// -- to a line feed or the end, /* */ unnested and closed. The fallback of ScreenRules.Blank.
+func BlankFirst(s string) bool {
+	return BlankBy(s, func(s string, i int) int {
+		if r, n := utf8.DecodeRuneInString(s[i:]); unicode.IsSpace(r) {
+			return i + n
+		}
+		return SkipComment(s, i, false)
+	})
+}
+
+// SkipComment returns the index after the comment that starts at s[i], or i where none does:
+// -- to a line feed (past it) or the end, /* to the first */ (unnested) or, where openRuns, to
+// the end; where not, a /* left open is no comment (i).
+func SkipComment(s string, i int, openRuns bool) int {
+	switch {
+	case strings.HasPrefix(s[i:], "--"):
+		if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+			return i + j + 1
+		}
+		return len(s)
+	case strings.HasPrefix(s[i:], "/*"):
+		if j := strings.Index(s[i+2:], "*/"); j >= 0 {
+			return i + j + 4
+		}
+		if openRuns {
+			return len(s)
+		}
+	}
+	return i
+}
+
+// BlankBy reports whether s is a run of blanks as skip reads them: skip returns the index after
+// the whitespace or comment that starts at s[i], or i where none does (a comment the engine
+// fails, or reads as code, is none). The ScreenRules.Blank of each engine.
+func BlankBy(s string, skip func(s string, i int) int) bool {
+	for i := 0; i < len(s); {
+		j := skip(s, i)
+		if j <= i {
+			return false
+		}
+		i = j
+	}
+	return true
 }
 
 // SplitFirst splits q at the first semicolon outside quotes and comments, as no dialect reads

@@ -29,6 +29,12 @@ func FuzzScreen(f *testing.F) {
 	f.Add("SELECT 1--1; SELECT 2")
 	f.Add(`SELECT $a('); SELECT 2 --'`)
 	f.Add(`SELECT '\';'`)
+	// Text after the ; that is only comments in one engine and a second statement in another
+	// (ScreenRules.Blank).
+	for _, q := range []string{"SELECT 1; -- x", "SELECT 1; --x", "SELECT 1; --\nSELECT 2", "SELECT 1; # x\nSELECT 2",
+		"SELECT 1; /*! SELECT 2 */", "SELECT 1; /* /* */ */", "SELECT 1; /* x", "SELECT 1; -- x\rSELECT 2"} {
+		f.Add(q)
+	}
 	// PostgreSQL's lexing as the screen's token rules follow it, and what they refuse.
 	for _, q := range []string{
 		`SELECT E'\'' [1], $a$ [ $a$, /* /* [ */ */ x FROM t`, "SELECT 'a'\n'b' LIKE '%a%'", `SELECT U&"_int4" '{1}'`,

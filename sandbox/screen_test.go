@@ -72,3 +72,29 @@ func TestScreenServerReach(t *testing.T) {
 		t.Errorf("postgres @@: %s", reason)
 	}
 }
+
+// TestScreenTrailingCommentFallback: in a dialect with no ScreenRules.Blank (none registered
+// here), text after the ; that holds only whitespace and closed comments as SplitFirst reads them
+// (BlankFirst) leaves the statement before the ; as the query's one statement; anything else
+// after it, a /* left open included, is a second statement.
+func TestScreenTrailingCommentFallback(t *testing.T) {
+	d := datasets.Dialect("none")
+	for q, want := range map[string]string{
+		"SELECT 1; -- x":                 "SELECT 1",
+		"SELECT 1; -- a; SELECT 2":       "SELECT 1",
+		"SELECT 1; /* ; */ -- x\n\t/**/": "SELECT 1",
+		"SELECT 1;--":                    "SELECT 1",
+		"SELECT 1; --\nSELECT 2":         "",
+		"SELECT 1; /* x */ SELECT 2":     "",
+		"SELECT 1; /* x":                 "",
+		"SELECT 1; # x":                  "",
+	} {
+		stmt, reason := sandbox.Screen(q, d)
+		if stmt != want || (want == "") != strings.Contains(reason, "one statement") {
+			t.Errorf("Screen(%q) = %q, %q; want %q", q, stmt, reason, want)
+		}
+	}
+	if stmt, reason := sandbox.Screen("SELECT 1; /*! SELECT 2 */", d); !strings.Contains(reason, "executable comments") {
+		t.Errorf("an executable comment after the ;: %q, %q; want it refused", stmt, reason)
+	}
+}

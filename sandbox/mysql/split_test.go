@@ -11,6 +11,13 @@ import (
 // by the screen as a second statement (mysqlSplit), not sent for the server's syntax error;
 // unscreened, the server (no multiStatements) runs neither. A ; inside a string, quoted name or
 // comment is one statement and runs.
+//
+// A statement followed after its ; by whitespace and comments only, as MariaDB reads them
+// (mysqlBlank: #, -- before a space or a control character, /* */ unnested), runs as that
+// statement, a ; inside the comment too; the server runs the whole text as one statement as well.
+// Text after the ; that MariaDB reads as more (--x, a line after a comment, an executable comment,
+// a /* left open, a nested */) is refused as a second statement, and unscreened the server (no
+// multiStatements) runs none of it.
 func TestMySQLScreenHiddenStatement(t *testing.T) {
 	_, _, _, dbs := myHostileSetup(t, 1, 0)
 	sandboxtest.HiddenStatements(t, dbs[0], unscreened, []string{
@@ -19,9 +26,32 @@ func TestMySQLScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a\\'' AS first; SELECT 2 AS second -- '",
 		"SELECT 1--1 AS first; SELECT 2 AS second",
 		"SELECT 1 AS first --\r\n; SELECT 2 AS second",
+		"SELECT 1 AS first; --x",
+		"SELECT 1 AS first; --\nSELECT 2 AS second",
+		"SELECT 1 AS first; # x\nSELECT 2 AS second",
+		"SELECT 1 AS first; /* x */ SELECT 2 AS second",
+		"SELECT 1 AS first; /*! SELECT 2 */",
+		"SELECT 1 AS first; /*!50000 SELECT 2 */",
+		"SELECT 1 AS first; /*M! SELECT 2 */",
+		"SELECT 1 AS first; /* x",
+		"SELECT 1 AS first; /* /* x */ */",
 	}, map[string]any{
 		"SELECT '\\';' AS first":           "';",
 		"SELECT 'a' AS `x;y` # ;":          "a",
 		"SELECT /* ; */ 'b' AS first -- ;": "b",
 	})
+	sandboxtest.TrailingComments(t, dbs[0], unscreened, map[string]any{
+		"SELECT 'a' AS first; -- x":                  "a",
+		"SELECT 'a' AS first;-- x\n":                 "a",
+		"SELECT 'a' AS first; --":                    "a",
+		"SELECT 'a' AS first; --\tx":                 "a",
+		"SELECT 'a' AS first; # x":                   "a",
+		"SELECT 'a' AS first; /* x */":               "a",
+		"SELECT 'a' AS first; -- a; SELECT 2":        "a",
+		"SELECT 'a' AS first; # a; SELECT 2":         "a",
+		"SELECT 'a' AS first; /* ; SELECT 2 */":      "a",
+		"SELECT 'a' AS first; -- x\rSELECT 2 AS b":   "a",
+		"SELECT 'a' AS first; /* /* x */ # y\n":      "a",
+		"SELECT 'a' AS first; -- x\n/* y */\v\f # z": "a",
+	}, nil)
 }

@@ -3,6 +3,8 @@ package postgres
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // pgTokKind is the kind of a pgToken.
@@ -182,6 +184,27 @@ func pgSplit(q string) (string, string) {
 	return q, ""
 }
 
+// pgBlank reports whether s, the text after a statement's ;, holds only whitespace and
+// comments as PostgreSQL's lexer reads them (ScreenRules.Blank): -- to a line feed, a carriage
+// return or the end, /* */ nested and closed (one left open fails the whole text: "unterminated
+// /* comment"); whitespace is space, tab, line feed, carriage return and form feed (PostgreSQL
+// 15 fails a vertical tab there as a syntax error).
+func pgBlank(s string) bool {
+	return sandbox.BlankBy(s, func(s string, i int) int {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			return i + 1
+		case strings.HasPrefix(s[i:], "--"):
+			return pgSkipLineComment(s, i)
+		case strings.HasPrefix(s[i:], "/*"):
+			if end, closed := pgCommentEnd(s, i); closed {
+				return end
+			}
+		}
+		return i
+	})
+}
+
 // pgAddString appends s to toks, joined to a string right before it: the server reads
 // 'a'<newline>'b' as 'ab' (and fails the statement when no newline separates them).
 func pgAddString(toks []pgToken, s pgToken) []pgToken {
@@ -251,8 +274,16 @@ func pgContinues(sep string) bool {
 	return brk
 }
 
-// pgSkipComment returns the index after the /* */ comment at q[i], nested ones included.
+// pgSkipComment returns the index after the /* */ comment at q[i], nested ones included, or
+// len(q) where it is left open.
 func pgSkipComment(q string, i int) int {
+	end, _ := pgCommentEnd(q, i)
+	return end
+}
+
+// pgCommentEnd returns the index after the /* */ comment at q[i], nested ones included, and
+// whether it closes; one left open runs to len(q).
+func pgCommentEnd(q string, i int) (int, bool) {
 	depth := 0
 	for i < len(q) {
 		switch {
@@ -263,13 +294,13 @@ func pgSkipComment(q string, i int) int {
 			depth--
 			i += 2
 			if depth == 0 {
-				return i
+				return i, true
 			}
 		default:
 			i++
 		}
 	}
-	return i
+	return i, false
 }
 
 // pgDollarTag returns the opening $tag$ (or $$) that s starts with, or "".

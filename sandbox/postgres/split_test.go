@@ -12,6 +12,14 @@ import (
 // statement (pgSplit), not sent for the server's "cannot insert multiple commands" error;
 // unscreened, the server runs neither. A ; inside a string, dollar quote, quoted name or
 // comment is one statement and runs.
+//
+// A statement followed after its ; by whitespace and comments only, as PostgreSQL reads them
+// (pgBlank: -- to a line feed or carriage return, /* */ nested), runs as that statement, a ; inside
+// the comment too; the server runs the whole text as one statement as well. Text after the ; that
+// the server reads as more (a line the -- comment's line feed or carriage return leaves, # and a
+// second statement, a /* left open, an extra */) is refused as a second statement, and unscreened
+// the server runs none of it. An executable comment after the ; is refused as it is within a
+// statement.
 func TestPostgresScreenHiddenStatement(t *testing.T) {
 	_, _, dbs := pgHostileConnector(t, pgHostileSchemas(t, sandboxtest.PGAdmin(t), 1))
 	sandboxtest.HiddenStatements(t, dbs[0], unscreened, []string{
@@ -20,10 +28,33 @@ func TestPostgresScreenHiddenStatement(t *testing.T) {
 		"SELECT E'\\'' AS first; SELECT 2 AS second --'",
 		"SELECT e'a\\'' AS first; SELECT 2 AS second",
 		"SELECT E'a'\n'\\'' AS first; SELECT 2 AS second",
+		"SELECT 1 AS first; --\nSELECT 2 AS second",
+		"SELECT 1 AS first; -- x\rSELECT 2 AS second",
+		"SELECT 1 AS first; /* x */ SELECT 2 AS second",
+		"SELECT 1 AS first; # x\nSELECT 2 AS second",
+		"SELECT 1 AS first; # x",
+		"SELECT 1 AS first; /* x",
+		"SELECT 1 AS first; /* /* x */",
+		"SELECT 1 AS first; /* x */ */",
+		"SELECT 1 AS first; \v-- x",
 	}, map[string]any{
 		"SELECT E'\\';' AS first":               "';",
 		"SELECT $$;$$ AS first;":                ";",
 		`SELECT 'a' AS "x;y" -- ;` + "\n":       "a",
 		"SELECT /* ; /* ; */ ; */ 'b' AS first": "b",
+	})
+	sandboxtest.TrailingComments(t, dbs[0], unscreened, map[string]any{
+		"SELECT 'a' AS first; -- x":                   "a",
+		"SELECT 'a' AS first;-- x\n":                  "a",
+		"SELECT 'a' AS first; --":                     "a",
+		"SELECT 'a' AS first; --x":                    "a",
+		"SELECT 'a' AS first; /* x */":                "a",
+		"SELECT 'a' AS first; -- a; SELECT 2":         "a",
+		"SELECT 'a' AS first; /* ; SELECT 2 */":       "a",
+		"SELECT 'a' AS first; /* /* ; */ x */ -- y\n": "a",
+		"SELECT 'a' AS first; -- x\r/* y */\n\t\f":    "a",
+	}, map[string]string{
+		"SELECT 'a' AS first; /*! SELECT 2 */":  "executable comments",
+		"SELECT 'a' AS first; /*M! SELECT 2 */": "executable comments",
 	})
 }

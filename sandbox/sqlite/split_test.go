@@ -11,6 +11,13 @@ import (
 // unrun, so the screen alone refuses a second statement; it splits as SQLite's tokenizer does
 // (sqliteSplit): a ; after a parameter's (…) suffix that holds a quote ends the statement, and
 // a -- comment ends at a line feed only (a carriage return leaves it open: one statement).
+//
+// A statement followed after its ; by whitespace and comments only, as SQLite reads them
+// (sqliteBlank: -- to a line feed, /* to */ or, left open, to the end), runs as that statement, a ;
+// inside the comment too (unscreened, the engine prepares the whole text once and runs its first
+// statement). Text after the ; that SQLite reads as more (a line after a -- comment, a parameter
+// #x, an extra */, a vertical tab) is refused as a second statement; an executable comment after
+// the ; is refused as it is within a statement.
 func TestSQLiteScreenHiddenStatement(t *testing.T) {
 	db, err := Open(shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite"))
 	if err != nil {
@@ -21,10 +28,31 @@ func TestSQLiteScreenHiddenStatement(t *testing.T) {
 		"SELECT 1 AS first; SELECT 2 AS second",
 		"SELECT $a(') AS first; SELECT 2 AS second --'",
 		"SELECT @a(') AS first; SELECT 2 AS second --'",
+		"SELECT 1 AS first; --\nSELECT 2 AS second",
+		"SELECT 1 AS first; /* x */ SELECT 2 AS second",
+		"SELECT 1 AS first; # x",
+		"SELECT 1 AS first; /* /* x */ */",
+		"SELECT 1 AS first; \v-- x",
 	}, map[string]any{
 		"SELECT 1 AS first --\r; SELECT 2 AS second": int64(1),
 		"SELECT 1 AS [;]":           int64(1),
 		"SELECT 1 AS first /* ; */": int64(1),
 		"SELECT 1 AS 'a\\';":        int64(1),
+	})
+	sandboxtest.TrailingComments(t, db, unscreened, map[string]any{
+		"SELECT 1 AS first; -- x":                   int64(1),
+		"SELECT 1 AS first;-- x\n":                  int64(1),
+		"SELECT 1 AS first; --x":                    int64(1),
+		"SELECT 1 AS first; /* x */":                int64(1),
+		"SELECT 1 AS first; /* x":                   int64(1),
+		"SELECT 1 AS first; /*/":                    int64(1),
+		"SELECT 1 AS first; -- a; SELECT 2":         int64(1),
+		"SELECT 1 AS first; -- x\rSELECT 2":         int64(1),
+		"SELECT 1 AS first; /* ; SELECT 2 */":       int64(1),
+		"SELECT 1 AS first; /* /* x */ -- y\n\t\f":  int64(1),
+		"SELECT 1 AS first; /* x */ /* ; SELECT 2 ": int64(1),
+	}, map[string]string{
+		"SELECT 1 AS first; /*! SELECT 2 */":  "executable comments",
+		"SELECT 1 AS first; /*M! SELECT 2 */": "executable comments",
 	})
 }

@@ -1259,3 +1259,27 @@ func HiddenStatements(t *testing.T, db sandbox.DB, raw RawFunc, hidden []string,
 		}
 	}
 }
+
+// TrailingComments checks statements followed after their ; by whitespace and comments only, as
+// db's engine reads them (ScreenRules.Blank; each engine's ScreenHiddenStatement test): each key
+// of one runs and gives the one value it maps to, and so does its whole text unscreened through
+// raw (the engine reads it as one statement too, so passing the statement before the ; alone
+// changes nothing). Each key of refused is refused by the screen with a reason that holds the
+// text it maps to.
+func TrailingComments(t *testing.T, db sandbox.DB, raw RawFunc, one map[string]any, refused map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	HiddenStatements(t, db, nil, nil, one)
+	for q, want := range one {
+		r, err := raw(ctx, db, q, 2*time.Second, 10)
+		if err != nil || !r.OK() || len(r.Rows) != 1 || r.Rows[0][0] != want {
+			t.Errorf("%q unscreened: %v %s %q %v, want the engine to run it as one statement giving %v", q, err, r.Outcome, r.Error, r.Rows, want)
+		}
+	}
+	for q, why := range refused {
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, why) {
+			t.Errorf("%q: %v %s %q, want refused with %q", q, err, r.Outcome, r.Error, why)
+		}
+	}
+}
