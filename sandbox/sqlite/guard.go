@@ -40,6 +40,7 @@ void *sqlite3_get_clientdata(sqlite3*, const char*);
 int sqlite3_strlike(const char*, const char*, unsigned int);
 int sqlite3_strglob(const char*, const char*);
 long long sqlite3_memory_used(void);
+int sqlite3_db_release_memory(sqlite3*);
 int sqlite3_errcode(sqlite3*);
 long long sqlite3_hard_heap_limit64(long long);
 long long sqlite3_soft_heap_limit64(long long);
@@ -527,6 +528,22 @@ func sqliteRowShort(c *sqlite3.SQLiteConn) (func() bool, error) {
 // sqliteHeapUsed is how many bytes of SQLite's heap are in use in the process, by every
 // connection (sqlite3_memory_used): what sqliteHeapLimit bounds.
 func sqliteHeapUsed() int64 { return int64(C.sqlite3_memory_used()) }
+
+// sqliteReleaseCache frees what c's page cache holds of SQLite's heap
+// (sqlite3_db_release_memory: every page no statement uses). A connection given back to its
+// pool does (releaseSQLite): an idle connection's cache, up to SQLite's default 2000 KiB, is
+// SQLite's heap in use (sqliteHeapUsed), which a statement that runs out of the heap reads as
+// other statements holding it (heapHeld), and idle connections never give it back.
+func sqliteReleaseCache(c *sqlite3.SQLiteConn) error {
+	db, err := rawSQLite(c)
+	if err != nil {
+		return err
+	}
+	if rc := C.sqlite3_db_release_memory(db); rc != 0 {
+		return fmt.Errorf("sqlite connection: release its page cache: %w", sqlite3.Error{Code: sqlite3.ErrNo(rc)})
+	}
+	return nil
+}
 
 // sqliteHeapCap is SQLite's hard heap limit in force for the process
 // (sqlite3_hard_heap_limit64): sqliteHeapLimit, which every connection sets, or a lower one set

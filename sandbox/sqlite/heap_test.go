@@ -678,3 +678,50 @@ func TestSQLiteHeapRoomCancelled(t *testing.T) {
 		t.Error("the turn is still held")
 	}
 }
+
+// TestSQLiteIdleCachesNotHeld: a pooled connection keeps its page cache (up to SQLite's default
+// 2000 KiB) after its statement ends, and that memory is SQLite's heap in use, which heapHeld
+// read as other statements holding it: with many idle connections whose caches were warm, a
+// statement that fits the heap alone ran out, waited for room that no statement would give back,
+// and was sandbox.ErrBusy at its time limit. A connection given back to its pool now releases
+// its page cache (sqlite3_db_release_memory), so the idle connections hold little of the heap
+// and the statement runs at once, told to wait for nothing.
+func TestSQLiteIdleCachesNotHeld(t *testing.T) {
+	// A file of about 3 MB, which a full scan reads past a connection's page cache.
+	path := writeSQLite(t, "warm.sqlite", "CREATE TABLE t(x BLOB); WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 3000) INSERT INTO t SELECT randomblob(1000) FROM r")
+	lowerHeapCap(t)
+	before := sqliteHeapUsed()
+	const idle = 24
+	for range idle {
+		db, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if r := sandboxtest.MustExec(t, db, "SELECT count(*), sum(length(x)) FROM t", sandbox.ExecOptions{}); !r.OK() || r.Rows[0][0] != int64(3000) {
+			t.Fatalf("warming a connection's cache: %+v", r)
+		}
+	}
+	held := sqliteHeapUsed() - before
+	t.Logf("%d idle connections hold %d KiB of SQLite's heap (%d KiB each)", idle, held>>10, held/idle>>10)
+	// Distinct values held by max(), 20 of 1 MB, with their copies: alone, within the heap's 64 MiB,
+	// not beside the warm caches (without the release it ran out and waited).
+	const values, value = 20, 1_000_000
+	var cols []string
+	for k := 1; k <= values; k++ {
+		cols = append(cols, fmt.Sprintf("max(CASE WHEN i = %d THEN zeroblob(%d) || x'%02x' END)", k, value-k, k))
+	}
+	q := fmt.Sprintf("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT %s FROM r", values, strings.Join(cols, ", "))
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var told []bool
+	start := time.Now()
+	r, err := db.Exec(context.Background(), q, sandbox.ExecOptions{Timeout: 2 * time.Second, Waiting: func(w bool) { told = append(told, w) }})
+	if err != nil || !r.OK() || len(told) != 0 {
+		t.Errorf("a statement of %d MB with %d idle connections (their caches warm, %d KiB of the heap): %+v, %v after %s, told %v; want its row at once, told nothing",
+			values*value/1_000_000, idle, held>>10, r, err, time.Since(start), told)
+	}
+}

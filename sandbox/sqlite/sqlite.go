@@ -682,10 +682,13 @@ func reserve(n *atomic.Int64, limit int64) bool {
 	}
 }
 
-// releaseSQLite clears conn's deadline and gives it back to the pool, or closes it (discard).
+// releaseSQLite clears conn's deadline, releases its page cache (sqliteReleaseCache: an idle
+// connection's cache would count as heap other statements hold, heapHeld) and gives it back to
+// the pool, or closes it (discard).
 func releaseSQLite(conn *sql.Conn, discard bool) {
 	conn.Raw(func(dc any) error {
-		if discard || sqliteDeadline(dc.(*sqlite3.SQLiteConn), 0) != nil {
+		c := dc.(*sqlite3.SQLiteConn)
+		if discard || sqliteDeadline(c, 0) != nil || sqliteReleaseCache(c) != nil {
 			return driver.ErrBadConn
 		}
 		return nil

@@ -94,18 +94,10 @@ func TestConnectorSQLite(t *testing.T) {
 // time 0001-01-01, integers Unix times and a BOOLEAN 5 or -1 a bool. want is Python 3's
 // sqlite3 on the same table.
 func TestSQLiteStoredValues(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "dates.sqlite")
-	w, err := sql.Open("sqlite3", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Exec(`CREATE TABLE t(id INTEGER, d DATE, dt DATETIME, ts TIMESTAMP, b BOOLEAN, n TEXT);
+	p := writeSQLite(t, "dates.sqlite", `CREATE TABLE t(id INTEGER, d DATE, dt DATETIME, ts TIMESTAMP, b BOOLEAN, n TEXT);
 		INSERT INTO t VALUES (1, '0000-00-00', '0000-00-00 00:00:00', 'N/A', 5, 'x'),
 		(2, '2010-01-02', '2010-01-02 03:04:05', '2010-01-02T03:04:05Z', 0, 'y'),
-		(3, 1262304000, 1262304000123, 1.5, 1, 'z'), (4, NULL, '', x'0062', -1, 'w')`); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+		(3, 1262304000, 1262304000123, 1.5, 1, 'z'), (4, NULL, '', x'0062', -1, 'w')`)
 	want := [][]any{
 		{int64(1), "0000-00-00", "0000-00-00 00:00:00", "N/A", int64(5), "x"},
 		{int64(2), "2010-01-02", "2010-01-02 03:04:05", "2010-01-02T03:04:05Z", int64(0), "y"},
@@ -127,4 +119,20 @@ func TestSQLiteStoredValues(t *testing.T) {
 	if !r.OK() || !reflect.DeepEqual(r.Rows, [][]any{{"2010-01-02", int64(1262304000123)}}) {
 		t.Errorf("aggregates over DATE columns: %+v", r)
 	}
+}
+
+// writeSQLite makes the SQLite file name in the test's temporary directory with plain
+// go-sqlite3, runs setup on it (statements separated by semicolons) and returns its path.
+func writeSQLite(t *testing.T, name, setup string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	w, err := sql.Open("sqlite3", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Exec(setup); err != nil {
+		t.Fatalf("making %s: %v", name, err)
+	}
+	return p
 }
