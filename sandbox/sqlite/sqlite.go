@@ -561,7 +561,8 @@ func tempShort(err error) bool {
 }
 
 // tempNoSpace reports whether err is SQLite's "database or disk is full" from the disk: a write
-// to a temporary file that the file system refused for want of space (ENOSPC), within the cap,
+// to a temporary file that the file system refused for want of space (ENOSPC, or EDQUOT: the
+// disk quota reached), within the cap,
 // or its open where the file system had no block or inode left (sqliteTempNoSpace).
 func tempNoSpace(err error) bool {
 	var se sqlite3.Error
@@ -574,7 +575,7 @@ func tempNoSpace(err error) bool {
 // comes back as other statements' temporary files (or the other files of that file system) are
 // freed; the caller tries again later (sandbox.Patient).
 func tempDiskFull(err error) error {
-	return fmt.Errorf("sqlite exec: %w: no space left on the temporary files' disk (SQLite's temporary files take %d MiB of their cap of %d MiB for the process); try again once space is freed (%v)",
+	return fmt.Errorf("sqlite exec: %w: no space left on the temporary files' disk (full, or its disk quota reached; SQLite's temporary files take %d MiB of their cap of %d MiB for the process); try again once space is freed (%v)",
 		sandbox.ErrBusy, sqliteTempUsed()>>20, sqliteTempCap()>>20, err)
 }
 

@@ -3,6 +3,9 @@
 package sqlite
 
 /*
+#define _GNU_SOURCE // O_TMPFILE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -56,6 +59,11 @@ struct cs_vfs {
 	int (*xCurrentTime)(cs_vfs*, double*);
 	int (*xGetLastError)(cs_vfs*, int, char*);
 	int (*xCurrentTimeInt64)(cs_vfs*, long long*);
+	// Version 3 (the default VFS's; cs_tmp_vfs is version 2 and leaves them out): its system
+	// calls, which a test replaces (cs_tmp_fault).
+	int (*xSetSystemCall)(cs_vfs*, const char*, void (*)(void));
+	void (*(*xGetSystemCall)(cs_vfs*, const char*))(void);
+	const char *(*xNextSystemCall)(cs_vfs*, const char*);
 };
 cs_vfs *sqlite3_vfs_find(const char*);
 int sqlite3_vfs_register(cs_vfs*, int);
@@ -63,11 +71,14 @@ int sqlite3_vfs_register(cs_vfs*, int);
 #define CS_FULL 13
 // CS_FULL_DISK is SQLITE_FULL with a sub-code of this VFS's own (SQLite defines none for
 // SQLITE_FULL): a temporary file's write that the default VFS refused, the disk having no space
-// left (ENOSPC), or its open (no block or inode left, cs_tmp_dir_full), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps a VFS's
-// code as the statement's extended error code (sqlite3_extended_errcode).
+// left (ENOSPC) or the disk quota reached (EDQUOT), or its open (no block or inode left, or the
+// quota's, cs_tmp_dir_full), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps
+// a VFS's code as the statement's extended error code (sqlite3_extended_errcode).
 #define CS_FULL_DISK (CS_FULL | (64 << 8))
 #define CS_ERROR 1
+#define CS_IOERR 10
 #define CS_CANTOPEN 14
+#define CS_FCNTL_LAST_ERRNO 4
 // The xOpen flags of SQLite's temporary files: SQLITE_OPEN_TEMP_DB, SQLITE_OPEN_TRANSIENT_DB,
 // SQLITE_OPEN_TEMP_JOURNAL, SQLITE_OPEN_SUBJOURNAL.
 #define CS_TMP_FLAGS (0x200 | 0x400 | 0x1000 | 0x2000)
@@ -108,9 +119,21 @@ static int cs_tmp_close(cs_file *f) {
 	return r->pMethods->xClose(r);
 }
 
+// cs_tmp_disk_refused reports whether rc, the default VFS's failure of a write to r, is the
+// disk's refusal for want of space: SQLITE_FULL (its code for ENOSPC or a short write), or
+// SQLITE_IOERR_WRITE with EDQUOT as the file's errno (SQLITE_FCNTL_LAST_ERRNO; the default VFS
+// makes only ENOSPC SQLITE_FULL, so a disk quota reached read as the statement's own "disk I/O
+// error").
+static int cs_tmp_disk_refused(cs_file *r, int rc) {
+	if ((rc & 0xff) == CS_FULL) return 1;
+	if ((rc & 0xff) != CS_IOERR) return 0;
+	int e = 0;
+	return r->pMethods->xFileControl(r, CS_FCNTL_LAST_ERRNO, &e) == 0 && e == EDQUOT;
+}
+
 // cs_tmp_write refuses, with SQLITE_FULL, a write that grows the file past what the cap leaves;
-// one the default VFS refuses with SQLITE_FULL (its code for ENOSPC or a short write: the disk
-// is full) fails with CS_FULL_DISK.
+// one the default VFS refuses for want of space on the disk (cs_tmp_disk_refused: no space
+// left, or the disk quota reached) fails with CS_FULL_DISK.
 static int cs_tmp_write(cs_file *f, const void *buf, int n, long long off) {
 	cs_tmp_file *t = (cs_tmp_file*)f;
 	if (off + n > t->size) {
@@ -119,7 +142,7 @@ static int cs_tmp_write(cs_file *f, const void *buf, int n, long long off) {
 	}
 	cs_file *r = CS_REAL(f);
 	int rc = r->pMethods->xWrite(r, buf, n, off);
-	if ((rc & 0xff) == CS_FULL) {
+	if (rc != 0 && cs_tmp_disk_refused(r, rc)) {
 		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
 		return CS_FULL_DISK;
 	}
@@ -156,17 +179,83 @@ static const cs_io_methods cs_tmp_io = {
 	cs_tmp_lock, cs_tmp_unlock, cs_tmp_reserved, cs_tmp_control, cs_tmp_sector, cs_tmp_device,
 };
 
-// cs_tmp_dir_full reports whether the file system of the directory where the default VFS
+// The default VFS's system calls that make and write files (open, and whichever of pwrite,
+// pwrite64 and write it was built to use) are replaced, for tests (cs_tmp_fault), by ones that
+// fail with cs_fault_write a write to a file no name links (a temporary file: SQLite unlinks it
+// once open) and with cs_fault_open an open that creates a file (O_CREAT, O_TMPFILE), when they
+// are not 0; the others pass through.
+typedef ssize_t (*cs_pwrite_fn)(int, const void*, size_t, off_t);
+typedef ssize_t (*cs_write_fn)(int, const void*, size_t);
+typedef int (*cs_open_fn)(const char*, int, int);
+static cs_pwrite_fn cs_real_pwrite, cs_real_pwrite64;
+static cs_write_fn cs_real_write;
+static cs_open_fn cs_real_open;
+static int cs_fault_write, cs_fault_open;
+static int64_t cs_faults;
+static int cs_faulted(int e) {
+	__atomic_add_fetch(&cs_faults, 1, __ATOMIC_RELAXED);
+	errno = e;
+	return -1;
+}
+static int cs_fault_written(int fd) {
+	int e = __atomic_load_n(&cs_fault_write, __ATOMIC_RELAXED);
+	struct stat st;
+	return e != 0 && fstat(fd, &st) == 0 && st.st_nlink == 0 ? e : 0;
+}
+static ssize_t cs_fault_pwrite(int fd, const void *b, size_t n, off_t o) { int e = cs_fault_written(fd); return e ? cs_faulted(e) : cs_real_pwrite(fd, b, n, o); }
+static ssize_t cs_fault_pwrite64(int fd, const void *b, size_t n, off_t o) { int e = cs_fault_written(fd); return e ? cs_faulted(e) : cs_real_pwrite64(fd, b, n, o); }
+static ssize_t cs_fault_write_call(int fd, const void *b, size_t n) { int e = cs_fault_written(fd); return e ? cs_faulted(e) : cs_real_write(fd, b, n); }
+static int cs_fault_open_call(const char *name, int flags, int mode) {
+	int e = __atomic_load_n(&cs_fault_open, __ATOMIC_RELAXED);
+	if (e != 0 && ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)) return cs_faulted(e);
+	return cs_real_open(name, flags, mode);
+}
+
+// cs_sys_open is the default VFS's open system call (base's, replaced in tests), else open.
+static int cs_sys_open(cs_vfs *base, const char *name, int flags, int mode) {
+	cs_open_fn f = 0;
+	if (base->iVersion >= 3 && base->xGetSystemCall != 0) f = (cs_open_fn)base->xGetSystemCall(base, "open");
+	return f != 0 ? f(name, flags, mode) : open(name, flags, mode);
+}
+
+// cs_tmp_fault makes the default VFS (base) fail its writes to temporary files with errno
+// write and its opens that create a file with errno open (0: none fail), replacing its system
+// calls the first time, and returns how many calls it has failed so far; -1 when base has no
+// system calls to replace.
+static int64_t cs_tmp_fault(cs_vfs *base, int write, int open) {
+	if (base == 0 || base->iVersion < 3 || base->xGetSystemCall == 0 || base->xSetSystemCall == 0) return -1;
+	if (cs_real_open == 0) {
+		cs_real_open = (cs_open_fn)base->xGetSystemCall(base, "open");
+		if (cs_real_open == 0) return -1;
+		cs_real_pwrite = (cs_pwrite_fn)base->xGetSystemCall(base, "pwrite");
+		cs_real_pwrite64 = (cs_pwrite_fn)base->xGetSystemCall(base, "pwrite64");
+		cs_real_write = (cs_write_fn)base->xGetSystemCall(base, "write");
+		base->xSetSystemCall(base, "open", (void (*)(void))cs_fault_open_call);
+		if (cs_real_pwrite != 0) base->xSetSystemCall(base, "pwrite", (void (*)(void))cs_fault_pwrite);
+		if (cs_real_pwrite64 != 0) base->xSetSystemCall(base, "pwrite64", (void (*)(void))cs_fault_pwrite64);
+		if (cs_real_write != 0) base->xSetSystemCall(base, "write", (void (*)(void))cs_fault_write_call);
+	}
+	__atomic_store_n(&cs_fault_write, write, __ATOMIC_RELAXED);
+	__atomic_store_n(&cs_fault_open, open, __ATOMIC_RELAXED);
+	return __atomic_load_n(&cs_faults, __ATOMIC_RELAXED);
+}
+
+// cs_tmp_dir_full reports whether the file system of the directory where the default VFS (base)
 // creates temporary files (its order: sqlite3_temp_directory, SQLITE_TMPDIR, TMPDIR, /var/tmp,
 // /usr/tmp, /tmp, the first that is a directory it may write in) has no block or no inode left
-// to give: a temporary file's open that then fails (SQLITE_CANTOPEN: the default VFS retries
-// the open read-only and keeps that errno, ENOENT, not the create's ENOSPC) is the disk's refusal.
+// to give, or refuses a new file there for want of space or of quota (a file made there with
+// O_TMPFILE, through base's open, fails with ENOSPC or EDQUOT: statvfs sees no user's quota): a
+// temporary file's open that then fails (SQLITE_CANTOPEN: the default VFS retries the open
+// read-only and keeps that errno, ENOENT, not the create's ENOSPC or EDQUOT) is the disk's refusal.
 extern char *sqlite3_temp_directory;
-static int cs_tmp_dir_full(void) {
+static int cs_tmp_dir_full(cs_vfs *base) {
 	const char *dirs[] = {sqlite3_temp_directory, getenv("SQLITE_TMPDIR"), getenv("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp", "."};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		struct stat st;
 		if (dirs[i] == 0 || stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode) || access(dirs[i], W_OK | X_OK) != 0) continue;
+		int fd = cs_sys_open(base, dirs[i], O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (fd >= 0) close(fd);
+		else if (errno == ENOSPC || errno == EDQUOT) return 1;
 		struct statvfs fs;
 		if (statvfs(dirs[i], &fs) != 0) return 0;
 		// A file system that counts no inodes (f_files 0) never runs out of them.
@@ -190,7 +279,7 @@ static int cs_tmp_open(cs_vfs *v, const char *name, cs_file *f, int flags, int *
 	int rc = CS_BASE->xOpen(CS_BASE, name, r, flags, out);
 	// A file whose open failed but left methods is closed by SQLite (through cs_tmp_close).
 	t->base.pMethods = r->pMethods != 0 ? &cs_tmp_io : 0;
-	if ((rc & 0xff) == CS_CANTOPEN && cs_tmp_dir_full()) {
+	if ((rc & 0xff) == CS_CANTOPEN && cs_tmp_dir_full(CS_BASE)) {
 		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
 		return CS_FULL_DISK;
 	}
@@ -249,12 +338,15 @@ static char *cs_tmp_set_dir(char *dir) {
 	sqlite3_temp_directory = dir;
 	return prior;
 }
+static int64_t cs_tmp_fault_base(int write, int open) { return cs_tmp_fault(CS_BASE, write, open); }
 static int64_t cs_tmp_reset_peak(void) { return __atomic_exchange_n(&cs_tmp_peak, cs_tmp_get(&cs_tmp_used), __ATOMIC_RELAXED); }
 */
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"unsafe"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -302,13 +394,29 @@ func sqliteTempRefused() int64 { return int64(C.cs_tmp_refused_now()) }
 func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }
 
 // sqliteTempNoSpace is the extended error code (sqlite3.Error.ExtendedCode) of a statement whose
-// temporary file's write the disk refused for want of space (C's CS_FULL_DISK): SQLITE_FULL, as
+// temporary file's write (or open) the disk refused for want of space or quota (C's CS_FULL_DISK): SQLITE_FULL, as
 // the cap's refusal (sqliteTempCap) is, with a sub-code of sqliteTempVFS's own.
 const sqliteTempNoSpace = sqlite3.ErrNoExtended(C.CS_FULL_DISK)
 
 // sqliteTempNoSpaceCount is how many writes to temporary files, and opens of them, the disk
 // refused for want of space (or of inodes) in the process.
 func sqliteTempNoSpaceCount() int64 { return int64(C.cs_tmp_nospace_now()) }
+
+// sqliteTempFault makes the default VFS's writes to temporary files fail with the errno write,
+// and its opens that create a file with the errno open (0: none fail), and returns how many
+// calls it has failed so far, for tests: a disk quota (EDQUOT) cannot be reached for real where
+// the kernel has no quota format (CONFIG_QFMT_V2, CONFIG_TMPFS_QUOTA), so the system calls that
+// SQLite's default VFS makes are replaced (sqlite3_vfs's xSetSystemCall, the VFS's own
+// fault-injection point), and everything above them (the default VFS's errno handling,
+// sqliteTempVFS, run) runs as for a real one. No statement may open or write a temporary file
+// meanwhile.
+func sqliteTempFault(write, open syscall.Errno) (int64, error) {
+	n := int64(C.cs_tmp_fault_base(C.int(write), C.int(open)))
+	if n < 0 {
+		return 0, errors.New("sqlite: the default VFS has no system calls to replace")
+	}
+	return n, nil
+}
 
 // sqliteSetTempDir makes SQLite create its temporary files in dir ("": where it chooses:
 // SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp) and returns a function that puts back the

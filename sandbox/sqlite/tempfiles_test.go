@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,5 +347,59 @@ func TestSQLiteTempDiskNoInodes(t *testing.T) {
 	}
 	if used := sqliteTempUsed(); used != 0 {
 		t.Errorf("%d bytes of temporary files still counted after the statement", used)
+	}
+}
+
+// TestSQLiteTempDiskQuota: a disk quota reached (EDQUOT) read as the statement's own error,
+// though the statement never ran out of anything of its own: a write to a temporary file that
+// the quota refuses is, to SQLite's default VFS, SQLITE_IOERR_WRITE ("disk I/O error"; it makes
+// only ENOSPC SQLITE_FULL), and a temporary file's create that the inode quota refuses is
+// SQLITE_CANTOPEN ("unable to open database file"), which statvfs, looking for no inode left, did
+// not explain. Both are the disk's refusal, as ENOSPC is (sqliteTempNoSpace): sandbox.ErrBusy
+// saying no space is left on the temporary files' disk. Other failures (EIO) stay the statement's
+// own errors, and the sort runs once the calls succeed. This kernel has no quota format
+// (CONFIG_QFMT_V2, CONFIG_TMPFS_QUOTA), so the system calls of SQLite's default VFS fail with the
+// errno instead (sqliteTempFault, through the VFS's own xSetSystemCall); the VFS's handling of
+// it and ours run as for a real quota.
+func TestSQLiteTempDiskQuota(t *testing.T) {
+	db := openChinookSQLite(t)
+	if used := sqliteTempUsed(); used != 0 {
+		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
+	}
+	t.Cleanup(func() { sqliteTempFault(0, 0) })
+	for _, c := range []struct {
+		name        string
+		write, open syscall.Errno
+		own         string // the statement's own error; "" for sandbox.ErrBusy, the disk full
+	}{
+		{"write EDQUOT", syscall.EDQUOT, 0, ""},
+		{"open EDQUOT", 0, syscall.EDQUOT, ""},
+		{"write EIO", syscall.EIO, 0, "disk I/O error"},
+		{"open EIO", 0, syscall.EIO, "unable to open database file"},
+	} {
+		faults, err := sqliteTempFault(c.write, c.open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nospace := sqliteTempNoSpaceCount()
+		r, err := db.Exec(context.Background(), tempSort(1_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+		switch {
+		case c.own == "" && (!errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "no space left on the temporary files' disk")):
+			t.Errorf("%s: a sort of 1,000 4 KB keys, the disk quota reached: %+v, %v; want sandbox.ErrBusy saying the disk is full", c.name, r, err)
+		case c.own == "" && sqliteTempNoSpaceCount() == nospace:
+			t.Errorf("%s: nothing counted as refused by the disk", c.name)
+		case c.own != "" && (err != nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, c.own)):
+			t.Errorf("%s: a sort of 1,000 4 KB keys: %+v, %v; want its own %s", c.name, r, err, c.own)
+		}
+		if n, _ := sqliteTempFault(0, 0); n == faults {
+			t.Fatalf("%s: no call failed: the default VFS made no system call that sqliteTempFault replaces", c.name)
+		}
+	}
+	r := sandboxtest.MustExec(t, db, tempSort(1_000), sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !r.OK() || len(r.Rows) != 1_000 {
+		t.Errorf("the sort, its calls succeeding: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statements", used)
 	}
 }
