@@ -16,7 +16,7 @@ import (
 // the rest counted and dropped as it arrives (the text then ends as textcap.Cut ends it); each
 // string that may feed one keeps its own first maxReplyText bytes. What one completion or
 // stream chunk keeps of its JSON, less the texts, of its texts past maxReplyText each, and what
-// its lists' elements decode to, is at most maxUnit bytes: past maxUnit, or past maxResponseBytes, the attempt fails with
+// what decoding its values allocates, is at most maxUnit bytes: past maxUnit, or past maxResponseBytes, the attempt fails with
 // ReasonTooLong, retried.
 const (
 	// maxReplyText is textcap.Reply, what a trajectory keeps of each text of a reply: a longer
@@ -25,7 +25,8 @@ const (
 	// maxUnit bounds what one completion or stream chunk keeps of its JSON, its texts aside
 	// (the members the client reads, far less in any reply, and a number for each text's
 	// string), with what its texts hold past maxReplyText each (strings repeated or joined)
-	// and what the elements of its lists take once decoded (listShape: "{}" is a 56-byte Choice).
+	// and what decoding its values allocates past their JSON (valueBytes: "{}" in a list is a
+	// 56-byte Choice in a growing slice, a message an oai.Message).
 	maxUnit = 4 * maxReplyText
 )
 
@@ -221,7 +222,7 @@ type meter struct {
 const (
 	slotUnit   = iota // the kept JSON of the completion or chunk being read (its buffer's capacity)
 	slotPieces        // that completion's or chunk's texts (their buffers' capacity)
-	slotDecode        // its decoding: twice its kept JSON
+	slotDecode        // its decoding: twice its kept JSON and what its values allocate (reducer.decoded)
 	slotText          // the reply's texts (their buffers' capacity)
 	slotHead          // the first bytes of a failure response's body
 	slots

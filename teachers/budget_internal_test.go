@@ -131,7 +131,7 @@ func slowHog(t *testing.T, release <-chan struct{}, blocked *atomic.Int64) *Clie
 	t.Helper()
 	srv := hostileServer(t, func(w http.ResponseWriter, n int64) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: {\"model\":%q,\"choices\":[]}\n\n", strings.Repeat("m", maxUnit-100))
+		fmt.Fprintf(w, "data: {\"model\":%q,\"choices\":[]}\n\n", strings.Repeat("m", maxUnit-1024))
 		text := strings.Repeat("t", maxReplyText)
 		for _, delta := range []string{`"content":%q`, `"reasoning_content":%q`, `"reasoning":%q`,
 			`"reasoning_details":[{"type":"reasoning.text","text":%q}]`} {
@@ -402,7 +402,7 @@ func TestReplyBudgetRetryKeepsReserve(t *testing.T) {
 	greedySrv := hostileServer(t, func(w http.ResponseWriter, n int64) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		if n == 1 { // refused room: its retry wants twice the chunk
-			fmt.Fprintf(w, "data: {\"model\":%q,\"choices\":[]}\n\n", strings.Repeat("m", maxUnit-100))
+			fmt.Fprintf(w, "data: {\"model\":%q,\"choices\":[]}\n\n", strings.Repeat("m", maxUnit-1024))
 			return
 		}
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n")

@@ -421,7 +421,7 @@ func TestReplyTextsHeldWithinBound(t *testing.T) {
 	const bound = 4*maxReplyText + maxUnit + 4*maxReplyText + 512<<10
 	withBudget(t, bound, ReplyFloor, ReplyFloor)
 	x := strings.Repeat("x", maxReplyText)
-	last := x[:maxReplyText-4096] // leaves room for the JSON within maxUnit
+	last := x[:maxReplyText-8192] // leaves room for the JSON and its decoding within maxUnit
 	three := `"content":"` + x + `","reasoning_content":"` + x + `","reasoning":"` + x + `"`
 	for _, tc := range []struct{ name, body string }{
 		{"five reasoning_details", `{"model":"m","choices":[{"index":0,"message":{` + three + `,"reasoning_details":[` +
@@ -476,6 +476,74 @@ func TestReplyListsDecodeBounded(t *testing.T) {
 		t.Logf("%s: %.1f MiB allocated, plain and streamed", tc.name, float64(alloc)/(1<<20))
 		if tc.fail && alloc > 48<<20 {
 			t.Errorf("%s: %d bytes allocated, over %d", tc.name, alloc, 48<<20)
+		}
+	}
+}
+
+// TestReplyDecodeCounted: what decoding a completion or stream chunk allocates (TotalAlloc,
+// garbage included: json.Unmarshal into internal/oai's types and the fold into the reply) is at
+// most what the reply budget counts for it (twice its kept JSON and reducer.decoded, the room
+// slotDecode takes), and its texts' room, for hostile replies of thousands of values that each
+// allocate far more than their JSON: empty choices and reasoning_details entries (the slice's
+// growth), a choice's message or delta set to null and to an object again (a new struct each
+// time; counted at their JSON alone before, 1.4 to 1.7 times under), usage repeated (its
+// UnmarshalJSON decodes it again: 18 times under), its counts past int64 (strconv's errors copy
+// them), values of the wrong type (a *json.UnmarshalTypeError each, though only the first is
+// returned).
+func TestReplyDecodeCounted(t *testing.T) {
+	rep := func(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
+	const n = 5000
+	long := "1" + strings.Repeat("0", 64<<10)
+	for _, tc := range []struct{ name, body string }{
+		{"empty choices", `{"choices":[` + rep(`{}`, n) + `]}`},
+		{"choices with a message and a delta", `{"choices":[` + rep(`{"message":{},"delta":{}}`, n) + `]}`},
+		{"message null and again", `{"choices":[{` + rep(`"message":null,"message":{}`, n) + `}]}`},
+		{"delta null and again", `{"choices":[{` + rep(`"delta":null,"delta":{}`, n) + `}]}`},
+		{"message with content, null and again", `{"choices":[{` + rep(`"message":null,"message":{"content":"a"}`, n) + `}]}`},
+		{"content null and again", `{"choices":[{"message":{` + rep(`"content":null,"content":""`, n) + `}}]}`},
+		{"finish_reason null and again", `{"choices":[{` + rep(`"finish_reason":null,"finish_reason":""`, n) + `}]}`},
+		{"reasoning_details", `{"choices":[{"index":0,"message":{"reasoning_details":[` + rep(`{}`, n) + `]}}]}`},
+		{"usage repeated", `{` + rep(`"usage":{}`, n/5) + `}`},
+		{"usage null and again", `{` + rep(`"usage":null,"usage":{}`, n/5) + `}`},
+		{"usage with every pointer", `{` + rep(`"usage":{"prompt_cache_hit_tokens":1,"prompt_cache_miss_tokens":1,"reasoning_tokens":1,"cost":1,"is_byok":true,"cost_details":{"upstream_inference_cost":1}}`, n/5) + `}`},
+		{"usage details repeated", `{"usage":{` + rep(`"completion_tokens_details":{},"prompt_tokens_details":{}`, n/5) + `}}`},
+		{"usage counts past int64", `{"usage":{` + rep(`"prompt_tokens":1e999`, n) + `}}`},
+		{"usage long counts", `{"usage":{"prompt_tokens":` + long + `,"completion_tokens":` + long + `,"cost":` + long + `,"completion_tokens_details":{"reasoning_tokens":` + long + `}}}`},
+		{"index of the wrong type", `{"choices":[{` + rep(`"index":"a"`, n) + `}]}`},
+		{"choices of the wrong type", `{"choices":[` + rep(`0`, n) + `]}`},
+		{"message of the wrong type", `{"choices":[{` + rep(`"message":null,"message":0`, n) + `}]}`},
+		{"content of the wrong type", `{"choices":[{"message":{` + rep(`"content":0`, n) + `}}]}`},
+		{"details of the wrong type", `{"choices":[{"message":{"reasoning_details":[` + rep(`{"index":"a","type":0}`, n) + `]}}]}`},
+		{"model of the wrong type", `{` + rep(`"model":0`, n) + `}`},
+	} {
+		for _, stream := range []bool{false, true} {
+			d := reducer{s: newSrc(strings.NewReader(tc.body), maxResponseBytes, stream), out: []byte{}, limit: maxReplyText}
+			if err := d.reduce(completionShape); err != nil {
+				t.Fatalf("%s: reduced: %v", tc.name, err)
+			}
+			counted := 2*len(d.out) + d.decoded
+			a := assembly{limit: maxReplyText}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var err error
+			if stream {
+				err = foldChunk(d.out, &d, nil, &a)
+			} else {
+				err = foldCompletion(&d, nil, &a)
+			}
+			runtime.ReadMemStats(&after)
+			alloc := int(after.TotalAlloc - before.TotalAlloc)
+			texts := cap(a.content.head)
+			for i := range a.reasoning {
+				texts += cap(a.reasoning[i].head)
+			}
+			if alloc > counted+texts {
+				t.Errorf("%s (stream %v): decoding %d bytes of kept JSON allocated %d bytes, %.2f times the %d counted (%v)",
+					tc.name, stream, len(d.out), alloc, float64(alloc)/float64(counted+texts), counted+texts, err)
+			} else {
+				t.Logf("%s (stream %v): %d bytes allocated, %d counted (%.2f)", tc.name, stream, alloc, counted+texts, float64(alloc)/float64(counted+texts))
+			}
 		}
 	}
 }

@@ -38,9 +38,11 @@ import (
 // encoding/json decodes it (a string a text, anything a reasoning, null a list or a message),
 // gives back that one's room at once, and what the texts hold past the limit of each counts
 // toward the completion's or chunk's maxUnit with its JSON (reducer.kept): a reply's texts of a
-// few times the limit each are read, a hostile one with more fails as too long. So does each
-// element of a list the client decodes ("choices", "reasoning_details"): what its struct takes
-// in the decoded slice, far more than the JSON of an empty object.
+// few times the limit each are read, a hostile one with more fails as too long. So does what
+// encoding/json allocates to decode each value past twice its JSON (valueBytes): an element of
+// a list the client decodes ("choices", "reasoning_details"), whose struct in the growing slice
+// takes far more than the JSON of an empty object, the struct of a choice's message or delta,
+// what usage's UnmarshalJSON allocates, a type error.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -212,8 +214,14 @@ type shape struct {
 	raw     bool // decoded as json.RawMessage: any value replaces the one before it
 	members []member
 	elem    *shape
-	// elemBytes is what each element of an array shape costs its decoding (listShape).
-	elemBytes int
+	// What encoding/json allocates to decode a value under the shape, past what its JSON's
+	// bytes count (twice them: the strings and raw values it copies), garbage included, counted
+	// toward maxUnit and the decoding's room (reducer.decoded, valueBytes): elemBytes for each
+	// element of an array shape, the slice's growth (listShape); newBytes for a value other than
+	// null, the struct a pointer member allocates (a choice's message or delta) or what an
+	// UnmarshalJSON method allocates (usage); perByte for each byte of the value's kept JSON
+	// (usage's numbers, copied into the errors of strconv that its method reads them through).
+	elemBytes, newBytes, perByte int
 }
 
 // member is an object's member kept under a shape.
@@ -243,12 +251,63 @@ const (
 
 func objectShape(members ...member) *shape { return &shape{kind: shapeObject, members: members} }
 
+// pointerShape is an object shape that encoding/json decodes into a pointer to a struct of
+// size bytes, or through an UnmarshalJSON method that allocates at most size bytes, perByte
+// more for each byte of the object's JSON: each value other than null under it counts them
+// (a pointer set to null, then to an object again, allocates a new struct).
+func pointerShape(size uintptr, perByte int, members ...member) *shape {
+	sh := objectShape(members...)
+	sh.newBytes, sh.perByte = allocBytes(int(size)), perByte
+	return sh
+}
+
 // listShape is an array shape whose elements decode into a slice of a struct of size bytes:
-// each element counts toward maxUnit what encoding/json's slice takes for it while it grows
-// (twice its size: the slice before its growth and after), however short its JSON ("{}" is
-// two bytes, a Choice 56).
+// each element counts toward maxUnit what encoding/json allocates for it while the slice
+// grows, however short its JSON ("{}" is two bytes, a Choice 56): the slice grows by a
+// quarter at a time past 256 elements, so the slices it allocated and dropped on the way
+// sum to up to 6.25 times the elements' size (6.15 measured, size classes included).
 func listShape(elem *shape, size uintptr) *shape {
-	return &shape{kind: shapeArray, elem: elem, elemBytes: 2 * int(size)}
+	return &shape{kind: shapeArray, elem: elem, elemBytes: 7 * int(size)}
+}
+
+// allocBytes is n rounded up to the size class of the Go allocator that holds it, or more: a
+// multiple of 16 up to 256 bytes (the classes there are 8, then multiples of 16), of 256
+// above.
+func allocBytes(n int) int {
+	if n <= 256 {
+		return (n + 15) &^ 15
+	}
+	return (n + 255) &^ 255
+}
+
+// The allocations of decoding a value beside its shape's (valueBytes).
+var (
+	// typeErrorBytes is the *json.UnmarshalTypeError that a value of the wrong type allocates,
+	// although encoding/json returns only the first one.
+	typeErrorBytes = allocBytes(int(unsafe.Sizeof(json.UnmarshalTypeError{})))
+	// textBytes is what a text's string allocates: the number it stands as (a few bytes) and,
+	// for content and reasoning_content, the *string that holds it.
+	textBytes = 2 * allocBytes(int(unsafe.Sizeof("")))
+)
+
+// valueBytes is what encoding/json allocates to decode a value under sh that begins with c,
+// past twice its JSON's bytes: nothing for null, the pointer's struct or the method's
+// allocations (newBytes) otherwise, and a type error for a value of the wrong type. A leaf
+// (a number or string, by the member) always counts one.
+func valueBytes(sh *shape, c byte) int {
+	if c == 'n' {
+		return 0
+	}
+	n := sh.newBytes
+	switch {
+	case sh.raw: // json.RawMessage takes any value, copying its bytes
+	case sh.text && c == '"':
+		n += textBytes
+	case sh.kind == shapeBlank && c == '"', sh.kind == shapeObject && c == '{', sh.kind == shapeArray && c == '[':
+	default:
+		n += typeErrorBytes
+	}
+	return n
 }
 
 // find returns the shape of the member whose raw key is raw (see memberIndex), nil when it is
@@ -331,8 +390,9 @@ type reducer struct {
 	// merge is the state of the object that the object read next is merged into
 	// (encoding/json decodes a member repeated with an object into the one before it).
 	merge *objState
-	// listed is what the elements of the lists read take once decoded (shape.elemBytes).
-	listed int
+	// decoded is what decoding the values read allocates past twice their JSON's bytes (the
+	// elements of its lists, the structs its pointers take: shape.elemBytes, valueBytes).
+	decoded int
 }
 
 // objState is what a reducer knows of an object's members while it reads it and the objects
@@ -374,7 +434,7 @@ const unitKeptInitial = 4 << 10
 
 // reset empties out and the texts for the next value of s.
 func (d *reducer) reset() {
-	d.out, d.pieces, d.tails, d.merge, d.listed = d.out[:0], d.pieces[:0], d.tails[:0], nil, 0
+	d.out, d.pieces, d.tails, d.merge, d.decoded = d.out[:0], d.pieces[:0], d.tails[:0], nil, 0
 	for i := range d.heads {
 		d.heads[i] = d.heads[i][:0]
 	}
@@ -418,7 +478,7 @@ func (d *reducer) piecesHeld(out, c int) int {
 // lists' elements take once decoded, and of the texts' first bytes what each text holds past
 // the limit (all of them where no limit bounds each string).
 func (d *reducer) kept() int {
-	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes + d.listed
+	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes + d.decoded
 	for i := range d.heads {
 		n += d.past(len(d.heads[i]))
 	}
@@ -656,12 +716,38 @@ func (d *reducer) syntax(format string, args ...any) error {
 	return &errDecode{fmt.Errorf("byte %d: %s", d.s.n, fmt.Sprintf(format, args...))}
 }
 
-// value reads one value under sh; depth is the number of containers around it.
+// decodes counts n more bytes that decoding the value read allocates (decoded), within
+// maxUnit.
+func (d *reducer) decodes(n int) error {
+	if err := d.room(n); err != nil {
+		return err
+	}
+	d.decoded += n
+	return nil
+}
+
+// value reads one value under sh; depth is the number of containers around it. What decoding
+// it allocates is counted (valueBytes, and shape.perByte once it has been read).
 func (d *reducer) value(sh *shape, depth int) error {
 	c, ok := d.s.ws()
 	if !ok {
 		return errEnd
 	}
+	if err := d.decodes(valueBytes(sh, c)); err != nil {
+		return err
+	}
+	if sh.perByte == 0 || c == 'n' {
+		return d.valueAs(sh, c, depth)
+	}
+	from := len(d.out)
+	if err := d.valueAs(sh, c, depth); err != nil {
+		return err
+	}
+	return d.decodes(sh.perByte * (len(d.out) - from))
+}
+
+// valueAs reads the value under sh that begins with c.
+func (d *reducer) valueAs(sh *shape, c byte, depth int) error {
 	switch {
 	case sh.text && c == '"':
 		return d.text(sh.out)
@@ -806,10 +892,9 @@ func (d *reducer) array(sh *shape, depth int) error {
 				return err
 			}
 		}
-		if err := d.room(sh.elemBytes); err != nil {
+		if err := d.decodes(sh.elemBytes); err != nil {
 			return err
 		}
-		d.listed += sh.elemBytes
 		if err := d.value(sh.elem, depth); err != nil {
 			return err
 		}

@@ -478,6 +478,11 @@ func TestShapesCoverOAI(t *testing.T) {
 	raw := reflect.TypeFor[json.RawMessage]()
 	var walk func(path string, ty reflect.Type, sh *shape)
 	walk = func(path string, ty reflect.Type, sh *shape) {
+		// What decoding allocates is counted (valueBytes): a pointer's struct, a slice's
+		// elements as the slice grows.
+		if ty.Kind() == reflect.Pointer && ty.Elem().Kind() == reflect.Struct && sh.newBytes < int(ty.Elem().Size()) {
+			t.Errorf("%s: a %d-byte struct a pointer takes, %d counted", path, ty.Elem().Size(), sh.newBytes)
+		}
 		for ty.Kind() == reflect.Pointer {
 			ty = ty.Elem()
 		}
@@ -488,6 +493,9 @@ func TestShapesCoverOAI(t *testing.T) {
 			if sh.kind != shapeArray {
 				t.Errorf("%s: a list, its shape is of kind %d", path, sh.kind)
 				return
+			}
+			if 4*sh.elemBytes < 25*int(ty.Elem().Size()) {
+				t.Errorf("%s: %d bytes counted for each element, under 6.25 times its %d bytes", path, sh.elemBytes, ty.Elem().Size())
 			}
 			walk(path+"[]", ty.Elem(), sh.elem)
 		case ty.Kind() == reflect.Struct:

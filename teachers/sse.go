@@ -163,14 +163,11 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 
 // foldChunk decodes a stream's chunk p, reduced by d, and folds it into a.
 func foldChunk(p []byte, d *reducer, m *meter, a *assembly) error {
-	if err := m.need(slotDecode, 2*len(p)+d.listed); err != nil {
+	if err := m.need(slotDecode, 2*len(p)+d.decoded); err != nil {
 		return err
 	}
 	defer func() { _ = m.set(slotDecode, 0) }() // a fall: never refused
-	var ev struct {
-		oai.Completion
-		Error json.RawMessage `json:"error"`
-	}
+	var ev streamEvent
 	if err := json.Unmarshal(p, &ev); err != nil {
 		return &errDecode{err}
 	}
@@ -196,21 +193,26 @@ func readPlain(body io.Reader, cp *capture, a *assembly) error {
 		}
 		return fmt.Errorf("reading the response body (HTTP %d): %w", cp.status, err)
 	}
-	if err := cp.meter.need(slotDecode, 2*len(d.out)+d.listed); err != nil {
-		return err
-	}
-	defer func() { _ = cp.meter.set(slotDecode, 0) }() // a fall: never refused
-	var w oai.Completion
-	if err := json.Unmarshal(d.out, &w); err != nil {
-		return &errDecode{fmt.Errorf("the %d-byte body: %w", s.n, err)}
-	}
-	if err := a.fold(&w, &d, cp.meter); err != nil {
+	if err := foldCompletion(&d, cp.meter, a); err != nil {
 		return err
 	}
 	// The texts are folded: their pieces are given back (the kept body stays, for the error
 	// object of a reply without choices).
 	d.heads, d.pieces = [textOuts][]byte{}, nil
 	return cp.meter.set(slotPieces, 0)
+}
+
+// foldCompletion decodes a plain completion, reduced by d, and folds it into a.
+func foldCompletion(d *reducer, m *meter, a *assembly) error {
+	if err := m.need(slotDecode, 2*len(d.out)+d.decoded); err != nil {
+		return err
+	}
+	defer func() { _ = m.set(slotDecode, 0) }() // a fall: never refused
+	var w oai.Completion
+	if err := json.Unmarshal(d.out, &w); err != nil {
+		return &errDecode{fmt.Errorf("the %d-byte body: %w", d.s.n, err)}
+	}
+	return a.fold(&w, d, m)
 }
 
 // readFailure reads a failure response's body and returns its message (statusMessage): a body

@@ -33,21 +33,27 @@ var (
 		members: []member{{"text", reasoningTextShape}, {"content", reasoningTextShape}, {"summary", reasoningTextShape}}}
 	detailShape = objectShape(member{"type", leafShape}, member{"text", detailTextShape},
 		member{"summary", detailTextShape}, member{"format", blankShape}, member{"index", leafShape})
-	messageShape = objectShape(member{"role", blankShape}, member{"content", contentShape},
+	// messageShape is a choice's message or delta: a new oai.Message (or Delta, the same
+	// fields) for each object, after a null.
+	messageShape = pointerShape(unsafe.Sizeof(oai.Message{}), 0, member{"role", blankShape}, member{"content", contentShape},
 		member{"reasoning_content", reasoningContentShape}, member{"reasoning", reasoningObject},
 		member{"reasoning_details", listShape(detailShape, unsafe.Sizeof(oai.Detail{}))})
 	choiceShape = objectShape(member{"index", leafShape}, member{"message", messageShape},
 		member{"delta", messageShape}, member{"finish_reason", leafShape})
-	usageShape = objectShape(member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
+	// usageShape is read by oai.Usage's UnmarshalJSON, which decodes each usage again with
+	// json.Unmarshal (its decoder, a struct of its counts: about 400 bytes measured, 700 with
+	// every pointer set) and reads each count through strconv, whose errors copy the number
+	// (up to four copies of its bytes for a count past int64); so do its details.
+	usageShape = pointerShape(usageMethodBytes, 4, member{"prompt_tokens", leafShape}, member{"completion_tokens", leafShape},
 		member{"total_tokens", leafShape},
-		member{"completion_tokens_details", objectShape(member{"reasoning_tokens", leafShape})},
-		member{"prompt_tokens_details", objectShape(member{"cached_tokens", leafShape})},
+		member{"completion_tokens_details", pointerShape(detailsMethodBytes, 0, member{"reasoning_tokens", leafShape})},
+		member{"prompt_tokens_details", pointerShape(detailsMethodBytes, 0, member{"cached_tokens", leafShape})},
 		member{"prompt_cache_hit_tokens", leafShape}, member{"prompt_cache_miss_tokens", leafShape},
 		member{"reasoning_tokens", leafShape}, member{"cost", leafShape}, member{"is_byok", leafShape},
-		member{"cost_details", objectShape(member{"upstream_inference_cost", leafShape})})
+		member{"cost_details", pointerShape(detailsMethodBytes, 0, member{"upstream_inference_cost", leafShape})})
 	errorObject = objectShape(member{"message", leafShape})
 	// chunkShape is a completion or a stream chunk, with its error object.
-	chunkShape = objectShape(member{"id", blankShape}, member{"object", blankShape}, member{"created", leafShape},
+	chunkShape = pointerShape(unsafe.Sizeof(streamEvent{}), 0, member{"id", blankShape}, member{"object", blankShape}, member{"created", leafShape},
 		member{"model", leafShape}, member{"system_fingerprint", blankShape}, member{"choices", listShape(choiceShape, unsafe.Sizeof(oai.Choice{}))},
 		member{"usage", usageShape}, member{"error", errorObject})
 	// completionShape is a plain completion: the same members.
@@ -55,6 +61,19 @@ var (
 	// errorBodyShape is a failure response's body.
 	errorBodyShape = objectShape(member{"error", errorObject})
 )
+
+// What the UnmarshalJSON methods of usage and of its details and cost_details allocate for one
+// object, their numbers aside (usageShape): twice what was measured or more.
+const (
+	usageMethodBytes   = 1 << 10
+	detailsMethodBytes = 512
+)
+
+// streamEvent is what a stream's chunk decodes to: a completion, or an error event.
+type streamEvent struct {
+	oai.Completion
+	Error json.RawMessage `json:"error"`
+}
 
 // assembly gathers one reply: a whole completion, or a stream's chunks in order.
 type assembly struct {
