@@ -10,9 +10,10 @@ import (
 )
 
 // attempt sends one request under the concurrency and rate limits, having taken floor bytes
-// of the reply budget (0: the budget's floor), and turns its response into a reply or a fault.
-// A fault of an attempt refused room names the floor for the next (fault.floor).
-func (c *Client) attempt(ctx context.Context, body []byte, est int, floor int64) (chat.Reply, *fault) {
+// of the reply budget (0: the budget's floor), and turns its response into a reply or a fault;
+// a streamed response may take limit bytes (streamLimit). A fault of an attempt refused room
+// names the floor for the next (fault.floor).
+func (c *Client) attempt(ctx context.Context, body []byte, est int, limit, floor int64) (chat.Reply, *fault) {
 	if err := c.sem.Acquire(ctx, 1); err != nil {
 		return chat.Reply{}, c.canceled(ctx, "waiting for a concurrency slot", err)
 	}
@@ -26,7 +27,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, est int, floor int64)
 	if floor <= 0 {
 		floor = replyBudget.floor
 	}
-	a, cp, f := c.send(ctx, body, m, floor)
+	a, cp, f := c.send(ctx, body, m, limit, floor)
 	if f != nil {
 		f.floor = m.retryFloor()
 		// A provider's error message is up to what a reply keeps (maxUnit): cut it now as fail
@@ -72,13 +73,13 @@ func (c *Client) waitLimits(ctx context.Context, est int) (int, *fault) {
 }
 
 // send makes one request with the encoded body within the endpoint's timeout, plain or
-// streamed, and assembles its response, what it holds of the reply budget held in m; the
+// streamed (within limit bytes), and assembles its response, what it holds of the reply budget held in m; the
 // capture holds its status, headers and body. Before the request is sent m takes its floor of
 // the budget, waiting for room within the timeout (ReasonReplyBudget when none came).
-func (c *Client) send(ctx context.Context, body []byte, m *meter, floor int64) (*assembly, *capture, *fault) {
+func (c *Client) send(ctx context.Context, body []byte, m *meter, limit, floor int64) (*assembly, *capture, *fault) {
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancelTimeout()
-	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, meter: m}
+	cp := &capture{stream: c.ep.Stream, idle: c.ep.StreamIdleTimeout, limit: limit, meter: m}
 	if err := m.admit(tctx, floor); err != nil {
 		if ctx.Err() != nil {
 			return nil, cp, c.canceled(ctx, "waiting for room in the reply budget", err)

@@ -49,7 +49,24 @@ func (c *Client) encodeBaseExtra() error {
 	}
 	c.baseExtra = m
 	c.baseJoin = joinFields(m)
+	c.baseTokens = 0
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		var n float64 // extra_body may set either, as any JSON number
+		if json.Unmarshal(m[k], &n) == nil && n >= 1 {
+			c.baseTokens = max(c.baseTokens, int(min(n, maxStreamTokens)))
+		}
+	}
 	return nil
+}
+
+// requestTokens is the completion budget a request under o asks for: o's max_tokens, else the
+// endpoint's (max_tokens or extra_body's max_tokens or max_completion_tokens, the larger), 0
+// when it sends none (the server's default).
+func (c *Client) requestTokens(o chat.Options) int {
+	if o.MaxTokens > 0 {
+		return o.MaxTokens
+	}
+	return c.baseTokens
 }
 
 // mergeField combines the thinking switch's value of a request field (nil when it sets none)

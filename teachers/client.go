@@ -20,9 +20,39 @@ import (
 	"github.com/chainedsql/chainedsql/internal/textcap"
 )
 
-// maxResponseBytes bounds a response body or stream: a reply that goes on past it fails as
-// ReasonTooLong (a plain body that ends there inside trailing whitespace is read as it is).
+// maxResponseBytes bounds a plain response body, and is the least bound of a stream
+// (streamLimit): a reply that goes on past it fails as ReasonTooLong (a plain body that ends
+// there inside trailing whitespace is read as it is).
 const maxResponseBytes = 64 << 20
+
+// A stream's bound is on what the completion may carry, not on what the client keeps of it: each
+// chunk is read within maxUnit and dropped once folded in, each text keeps its first
+// maxReplyText bytes, so what a stream holds does not grow with its length (the reply budget
+// counts it). A stream sends at least one chunk per generated token, and a chunk with one token
+// of reasoning in OpenRouter's shape (its envelope, reasoning and reasoning_details both
+// carrying the token) takes about 400 bytes on the wire: 64 MiB was reached at about 168,000
+// tokens, where gpt-oss may write 131,072 (TestStreamLongReasoning). So a stream may take streamTokenBytes for each token
+// its request allows (max_tokens, else defaultStreamTokens), never less than maxResponseBytes.
+const (
+	// streamTokenBytes is what a stream may take per token: about five times the heaviest
+	// chunk of one token in a provider's shape (OpenRouter's, with reasoning_details).
+	streamTokenBytes = 2 << 10
+	// defaultStreamTokens is the tokens a stream may carry when the request sets no
+	// max_tokens (the server's default, up to the model's context): twice gpt-oss's 131,072.
+	defaultStreamTokens = 256 << 10
+	// maxStreamTokens caps the tokens a stream's bound counts (4 TiB): past it, only the
+	// attempt's timeout ends a stream.
+	maxStreamTokens = 1 << 31
+)
+
+// streamLimit is the most bytes a stream of a request allowing tokens completion tokens (0: no
+// max_tokens sent) may take.
+func streamLimit(tokens int) int64 {
+	if tokens <= 0 {
+		tokens = defaultStreamTokens
+	}
+	return max(maxResponseBytes, int64(min(tokens, maxStreamTokens))*streamTokenBytes)
+}
 
 // maxResponseHeader bounds what net/http reads of a response's headers (status line included),
 // which each attempt holds beside the reply budget: net/http's default is 10 MB. A provider
@@ -54,6 +84,8 @@ type Client struct {
 	// sampling settings, reasoning effort), merged into every request body (Client.request).
 	baseExtra map[string]json.RawMessage
 	baseJoin  []byte
+	// baseTokens is the completion budget the endpoint's fields send (requestTokens).
+	baseTokens int
 
 	mu sync.Mutex
 	st Stats
@@ -229,9 +261,10 @@ func (c *Client) Chat(ctx context.Context, msgs []chat.Message, opts chat.Option
 	if f != nil {
 		return chat.Reply{}, c.fail(f, 0)
 	}
+	limit := streamLimit(c.requestTokens(opts))
 	var floor int64 // of the reply budget: the budget's, until an attempt is refused room
 	for attempt := 1; ; attempt++ {
-		rep, f := c.attempt(ctx, body, est, floor)
+		rep, f := c.attempt(ctx, body, est, limit, floor)
 		if f == nil {
 			rep.Attempts = attempt
 			rep.Latency = time.Since(start)

@@ -141,7 +141,8 @@ type Endpoint struct {
 	// Temperature and TopP are sent when set (a chat.Options value wins).
 	Temperature *float64 `json:"temperature,omitempty" yaml:"temperature"`
 	TopP        *float64 `json:"top_p,omitempty" yaml:"top_p"`
-	// MaxTokens is sent as max_tokens when > 0 (a chat.Options value wins).
+	// MaxTokens is sent as max_tokens when > 0 (a chat.Options value wins). A stream may take
+	// 2 KiB for each token it allows (streamLimit; 256 Ki tokens when none is sent).
 	MaxTokens int `json:"max_tokens,omitempty" yaml:"max_tokens"`
 	// ReasoningEffort is sent when set ("low", "medium", "high", …): as reasoning_effort, or
 	// in the provider's own form (OpenRouter: reasoning.effort).

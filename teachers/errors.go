@@ -30,7 +30,9 @@ const (
 	ReasonCanceled      = "canceled"       // the caller's context ended
 	// ReasonTooLong is a reply past what one reply may hold: a completion or stream chunk
 	// that keeps over 4 MiB once the fields the client does not read are dropped and each text
-	// is cut at textcap.Reply, a body or stream over 64 MiB. (A longer text is cut, not a fault.)
+	// is cut at textcap.Reply, a body over 64 MiB, a stream over 2 KiB for each token its
+	// request allows (256 Ki tokens without max_tokens; at least 64 MiB). (A longer text is cut,
+	// not a fault.)
 	ReasonTooLong = "too_long"
 	// ReasonReplyBudget is a reply that needed more room past its floor than the process's
 	// ReplyBudget had left, or an attempt that waited its whole timeout for its floor.

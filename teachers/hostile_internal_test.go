@@ -240,7 +240,7 @@ func TestHostileErrorMessageHeldCut(t *testing.T) {
 		if f != nil {
 			t.Fatal(f.msg)
 		}
-		if _, f = c.attempt(context.Background(), req, est, 0); f == nil || !f.retry || len(f.msg) > textcap.Error {
+		if _, f = c.attempt(context.Background(), req, est, maxResponseBytes, 0); f == nil || !f.retry || len(f.msg) > textcap.Error {
 			n := -1
 			if f != nil {
 				n = len(f.msg)

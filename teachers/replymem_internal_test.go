@@ -1,6 +1,7 @@
 package teachers
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -545,5 +546,174 @@ func TestReplyDecodeCounted(t *testing.T) {
 				t.Logf("%s (stream %v): %d bytes allocated, %d counted (%.2f)", tc.name, stream, alloc, counted+texts, float64(alloc)/float64(counted+texts))
 			}
 		}
+	}
+}
+
+// A providerStream is a provider's stream of a reasoning model's reply, one token per chunk, in
+// the provider's chunk shape (teachers/provider.go): reasoning and content are a chunk carrying
+// one token of each (%[1]s: the token as a JSON string), finish the last chunk.
+type providerStream struct {
+	name, reasoning, content, finish string
+}
+
+// providerStreams are the chunk shapes of the providers that send the reasoning of gpt-oss,
+// DeepSeek, GLM and Qwen, as they send them: OpenRouter's (the heaviest: its envelope, and
+// the token in reasoning and again in reasoning_details), vLLM's, SGLang's, DeepSeek's and
+// Z.ai's.
+var providerStreams = []providerStream{
+	{name: "openrouter",
+		reasoning: `{"id":"gen-1765155600-Xq3vR8tLm2KpZ9wYc4Hd","provider":"DeepInfra","model":"openai/gpt-oss-120b","object":"chat.completion.chunk","created":1765155600,"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":%[1]s,"reasoning_details":[{"type":"reasoning.text","text":%[1]s,"format":"unknown","index":0}]},"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}`,
+		content:   `{"id":"gen-1765155600-Xq3vR8tLm2KpZ9wYc4Hd","provider":"DeepInfra","model":"openai/gpt-oss-120b","object":"chat.completion.chunk","created":1765155600,"choices":[{"index":0,"delta":{"role":"assistant","content":%[1]s,"reasoning":null,"reasoning_details":[]},"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}`,
+		finish: `{"id":"gen-1765155600-Xq3vR8tLm2KpZ9wYc4Hd","provider":"DeepInfra","model":"openai/gpt-oss-120b","object":"chat.completion.chunk","created":1765155600,"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":null,"reasoning_details":[]},"finish_reason":"stop","native_finish_reason":"stop","logprobs":null}]}` + "\n\n" +
+			`data: {"id":"gen-1765155600-Xq3vR8tLm2KpZ9wYc4Hd","provider":"DeepInfra","model":"openai/gpt-oss-120b","object":"chat.completion.chunk","created":1765155600,"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":131072,"total_tokens":132272,"cost":0.0262,"is_byok":false,"prompt_tokens_details":{"cached_tokens":0},"cost_details":{"upstream_inference_cost":null},"completion_tokens_details":{"reasoning_tokens":126976}}}`},
+	{name: "vllm",
+		reasoning: `{"id":"chatcmpl-9f2c1a7e4b3d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1765155600,"model":"openai/gpt-oss-120b","choices":[{"index":0,"delta":{"reasoning":%[1]s},"logprobs":null,"finish_reason":null,"stop_reason":null,"token_ids":null}]}`,
+		content:   `{"id":"chatcmpl-9f2c1a7e4b3d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1765155600,"model":"openai/gpt-oss-120b","choices":[{"index":0,"delta":{"content":%[1]s},"logprobs":null,"finish_reason":null,"stop_reason":null,"token_ids":null}]}`,
+		finish:    `{"id":"chatcmpl-9f2c1a7e4b3d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1765155600,"model":"openai/gpt-oss-120b","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":1200,"total_tokens":132272,"completion_tokens":131072,"prompt_tokens_details":null}}`},
+	{name: "sglang",
+		reasoning: `{"id":"3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e2b","object":"chat.completion.chunk","created":1765155600,"model":"qwen3.5-35b-a3b","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":%[1]s,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+		content:   `{"id":"3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e2b","object":"chat.completion.chunk","created":1765155600,"model":"qwen3.5-35b-a3b","choices":[{"index":0,"delta":{"role":null,"content":%[1]s,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+		finish:    `{"id":"3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e2b","object":"chat.completion.chunk","created":1765155600,"model":"qwen3.5-35b-a3b","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"stop","matched_stop":151645}],"usage":{"prompt_tokens":1200,"total_tokens":132272,"completion_tokens":131072,"reasoning_tokens":126976}}`},
+	{name: "deepseek",
+		reasoning: `{"id":"5b8e2f1a-3c4d-4e6f-8a9b-0c1d2e3f4a5b","object":"chat.completion.chunk","created":1765155600,"model":"deepseek-v4-flash","system_fingerprint":"fp_3d5141a69a_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":null,"reasoning_content":%[1]s},"logprobs":null,"finish_reason":null}]}`,
+		content:   `{"id":"5b8e2f1a-3c4d-4e6f-8a9b-0c1d2e3f4a5b","object":"chat.completion.chunk","created":1765155600,"model":"deepseek-v4-flash","system_fingerprint":"fp_3d5141a69a_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":%[1]s,"reasoning_content":null},"logprobs":null,"finish_reason":null}]}`,
+		finish:    `{"id":"5b8e2f1a-3c4d-4e6f-8a9b-0c1d2e3f4a5b","object":"chat.completion.chunk","created":1765155600,"model":"deepseek-v4-flash","system_fingerprint":"fp_3d5141a69a_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":"","reasoning_content":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":131072,"total_tokens":132272,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":126976},"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":1200}}`},
+	{name: "zai",
+		reasoning: `{"id":"2025120801020304a1b2c3d4e5f6a7b8","created":1765155600,"object":"chat.completion.chunk","model":"glm-4.7-flash","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":%[1]s}}]}`,
+		content:   `{"id":"2025120801020304a1b2c3d4e5f6a7b8","created":1765155600,"object":"chat.completion.chunk","model":"glm-4.7-flash","choices":[{"index":0,"delta":{"role":"assistant","content":%[1]s}}]}`,
+		finish:    `{"id":"2025120801020304a1b2c3d4e5f6a7b8","created":1765155600,"object":"chat.completion.chunk","model":"glm-4.7-flash","choices":[{"index":0,"finish_reason":"stop","delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":1200,"completion_tokens":131072,"total_tokens":132272}}`},
+}
+
+// streamTokens are the tokens of a long reply, in turn (gpt-oss's average token is about 4
+// bytes).
+var streamTokens = []string{" the", " table", " SELECT", " join", "ing", " of", " rows", ",", " count", "(*)", " we", " need"}
+
+// write sends a reply of reasoning tokens of reasoning, then content tokens of content, one per
+// chunk, as p's stream; it returns the reply's reasoning and content and the stream's size.
+func (p providerStream) write(w io.Writer, reasoning, content int) (string, string, int64) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var n int64
+	put := func(s string) {
+		k, _ := bw.WriteString(s)
+		n += int64(k)
+	}
+	var texts [2]strings.Builder
+	for i := range reasoning + content {
+		tok := streamTokens[i%len(streamTokens)]
+		q, _ := json.Marshal(tok)
+		f, text := p.reasoning, &texts[0]
+		if i >= reasoning {
+			f, text = p.content, &texts[1]
+		}
+		text.WriteString(tok)
+		put("data: " + fmt.Sprintf(f, q) + "\n\n")
+		if p.name == "openrouter" && i%4096 == 0 {
+			put(": OPENROUTER PROCESSING\n\n")
+		}
+	}
+	put("data: " + p.finish + "\n\ndata: [DONE]\n\n")
+	_ = bw.Flush()
+	return texts[0].String(), texts[1].String(), n
+}
+
+// streamLong sends one request to a server streaming p's reply of reasoning and content
+// tokens, through a client whose endpoint sends maxTokens (0: none); it returns the reply, its
+// error, the stream's size and the heap's peak while it was read (peakHeap).
+func streamLong(t *testing.T, p providerStream, reasoning, content, maxTokens int) (chat.Reply, error, string, string, int64, uint64) {
+	t.Helper()
+	var think, text string
+	var size int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		think, text, size = p.write(w, reasoning, content)
+	}))
+	defer srv.Close()
+	c, err := New(Endpoint{Name: p.name, BaseURL: srv.URL, Model: "m", MaxRetries: 0, Timeout: 5 * time.Minute,
+		Stream: true, MaxTokens: maxTokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rep chat.Reply
+	peak := peakHeap(func() {
+		rep, err = c.Chat(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "q"}}, chat.Options{})
+	})
+	srv.Close() // the handler has returned: think, text and size are set
+	return rep, err, think, text, size, peak
+}
+
+// TestStreamLongReasoning: a reasoning model's longest reply, streamed one token per chunk in
+// each provider's chunk shape (providerStreams), comes back with margin, its texts cut as the
+// Stepper keeps them, and the memory its reading takes does not grow with the stream: the
+// stream's bound is on what its request allows (streamLimit), not on what the client keeps,
+// which each text's limit and the reply budget bound. Gpt-oss's 131,072 tokens (126,976 of
+// reasoning, then 4,096 of content) under max_tokens 131,072 fit each provider's stream at
+// least four times over, and twice as many without max_tokens (262,144 tokens, OpenRouter's 110
+// MB stream); a stream longer than its max_tokens allows still fails as too_long. Before, every
+// stream was bounded at 64 MiB: OpenRouter's stream of gpt-oss's 131,072 tokens (55 MB) fit
+// 1.2 times, its 262,144 tokens failed as too_long.
+func TestStreamLongReasoning(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("streams over 100 MB")
+	}
+	const gptOSS, content = 131072, 4096
+	for _, p := range providerStreams {
+		rep, err, think, text, size, peak := streamLong(t, p, gptOSS-content, content, gptOSS)
+		limit := streamLimit(gptOSS)
+		t.Logf("%s: %d tokens, %.1f MB, %.0f bytes a token, under a bound %.1f times it; heap peak %.1f MiB",
+			p.name, gptOSS, float64(size)/1e6, float64(size)/gptOSS, float64(limit)/float64(size), float64(peak)/(1<<20))
+		if err != nil || rep.Reasoning != textcap.Cut(think, textcap.Reply) || rep.Content != text {
+			t.Errorf("%s: %v; reasoning %d bytes of %d, content %d of %d", p.name, err, len(rep.Reasoning), len(think), len(rep.Content), len(text))
+		}
+		if limit < 4*size {
+			t.Errorf("%s: a %d-token stream of %d bytes under a bound of %d: under four times it", p.name, gptOSS, size, limit)
+		}
+	}
+	// Without max_tokens, twice as many tokens; OpenRouter's shape, the heaviest.
+	rep, err, think, text, size, peak := streamLong(t, providerStreams[0], 2*gptOSS-content, content, 0)
+	t.Logf("openrouter without max_tokens: %d tokens, %.1f MB; heap peak %.1f MiB", 2*gptOSS, float64(size)/1e6, float64(peak)/(1<<20))
+	if err != nil || rep.Reasoning != textcap.Cut(think, textcap.Reply) || rep.Content != text {
+		t.Errorf("openrouter, %d tokens without max_tokens: %v; reasoning %d bytes of %d, content %d of %d", 2*gptOSS, err, len(rep.Reasoning), len(think), len(rep.Content), len(text))
+	}
+	if peak > 32<<20 {
+		t.Errorf("a %d-byte stream took %.1f MiB of heap", size, float64(peak)/(1<<20))
+	}
+	// A stream longer than its max_tokens allows: still too long.
+	if _, err, _, _, size, _ := streamLong(t, providerStreams[0], 2*gptOSS-content, content, gptOSS/4); Reason(err) != ReasonTooLong {
+		t.Errorf("a %d-byte stream under max_tokens %d: %v, want %s", size, gptOSS/4, err, ReasonTooLong)
+	}
+}
+
+// TestStreamLimitFollowsMaxTokens: a stream's bound follows the completion budget its request
+// sends: the call's max_tokens, else the endpoint's, else extra_body's max_tokens or
+// max_completion_tokens (the larger), else defaultStreamTokens; never under maxResponseBytes.
+func TestStreamLimitFollowsMaxTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ep    Endpoint
+		opts  chat.Options
+		want  int
+		limit int64
+	}{
+		{"none", Endpoint{}, chat.Options{}, 0, defaultStreamTokens * streamTokenBytes},
+		{"endpoint", Endpoint{MaxTokens: 131072}, chat.Options{}, 131072, 131072 * streamTokenBytes},
+		{"call over endpoint", Endpoint{MaxTokens: 131072}, chat.Options{MaxTokens: 500000}, 500000, 500000 * streamTokenBytes},
+		{"small", Endpoint{MaxTokens: 1000}, chat.Options{}, 1000, maxResponseBytes},
+		{"extra_body max_completion_tokens", Endpoint{ExtraBody: map[string]any{"max_completion_tokens": 300000}}, chat.Options{}, 300000, 300000 * streamTokenBytes},
+		{"extra_body both", Endpoint{ExtraBody: map[string]any{"max_tokens": 40000, "max_completion_tokens": 3e5}}, chat.Options{}, 300000, 300000 * streamTokenBytes},
+		{"extra_body not a number", Endpoint{ExtraBody: map[string]any{"max_tokens": "many"}}, chat.Options{}, 0, defaultStreamTokens * streamTokenBytes},
+		{"huge", Endpoint{MaxTokens: 1 << 62}, chat.Options{}, maxStreamTokens, maxStreamTokens * streamTokenBytes},
+	} {
+		tc.ep.Name, tc.ep.BaseURL, tc.ep.Model = "t", "http://127.0.0.1:1", "m"
+		c, err := New(tc.ep)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := c.requestTokens(tc.opts)
+		if limit := streamLimit(got); got != tc.want || limit != tc.limit {
+			t.Errorf("%s: %d tokens, bound %d; want %d and %d", tc.name, got, limit, tc.want, tc.limit)
+		}
+		c.Close()
 	}
 }

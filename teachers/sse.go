@@ -32,8 +32,8 @@ type sseReader struct {
 	done bool
 }
 
-// errStreamTooLong fails a stream longer than maxResponseBytes.
-var errStreamTooLong = fmt.Errorf("the stream is longer than %d bytes", maxResponseBytes)
+// errStreamTooLong fails a stream longer than its limit (streamLimit).
+var errStreamTooLong = errors.New("the stream is longer than its limit")
 
 func newSSEReader(body io.Reader, limit int64, m *meter) *sseReader {
 	s := newSrc(body, limit, true)
@@ -112,7 +112,8 @@ func (r *sseReader) end(err error) error {
 	newline := r.s.endLine()
 	switch {
 	case r.s.over:
-		return errStreamTooLong
+		return fmt.Errorf("%w, %d bytes (%d for each token the request allows, at least %d)",
+			errStreamTooLong, r.s.limit, streamTokenBytes, maxResponseBytes)
 	case !newline && r.s.err != nil:
 		return r.s.err
 	case !newline:
@@ -143,7 +144,11 @@ func readStream(header http.Header, body io.Reader, cp *capture, a *assembly) er
 		a.finished = true
 		return nil
 	}
-	r := newSSEReader(body, maxResponseBytes, cp.meter)
+	limit := cp.limit
+	if limit <= 0 {
+		limit = maxResponseBytes
+	}
+	r := newSSEReader(body, limit, cp.meter)
 	r.d.limit = a.limit
 	for {
 		p, err := r.next()

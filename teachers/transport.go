@@ -21,6 +21,8 @@ type capture struct {
 	stream bool
 	idle   time.Duration
 	cancel context.CancelCauseFunc
+	// limit bounds the bytes of an event stream (streamLimit; 0: maxResponseBytes).
+	limit int64
 	// status and header are the response's (0 and nil without a response).
 	status int
 	header http.Header
