@@ -475,7 +475,7 @@ func (d *reducer) piecesHeld(out, c int) int {
 }
 
 // kept is what the value read so far keeps within maxUnit: its JSON and its pieces, what its
-// lists' elements take once decoded, and of the texts' first bytes what each text holds past
+// values' decoding allocates (decoded), and of the texts' first bytes what each text holds past
 // the limit (all of them where no limit bounds each string).
 func (d *reducer) kept() int {
 	n := len(d.out) + len(d.pieces)*pieceBytes + len(d.tails)*tailBytes + d.decoded
