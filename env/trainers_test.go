@@ -107,8 +107,9 @@ func TestTRLAdapterProcesses(t *testing.T) {
 // dialect (the user message is the same in both), and each completion ends with TRL's eos
 // exactly when its last reply stopped, with its ids, log-probs and mask aligned; played again
 // with generation_kwargs' stop string "</sql>" and a stop_token_ids id, the replies vLLM ended
-// on them (no stop id for the string) go as "stop" with the text of their ids, and the
-// completion still ends on eos (before, as "length", and truncated).
+// on them (no stop id for the string) go as "stop" with the text of their ids, cut after the
+// token completing the stop string when vLLM's ids ran past it, and the completion still ends
+// on eos (before, as "length", and truncated).
 func TestTRLAdapterEpisodes(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {

@@ -47,8 +47,11 @@ Stop strings and stop ids of GRPOConfig(generation_kwargs={"stop": [...], "stop_
 mode), but TRL hands back only ids and log-probs, no text and no finish reason; vLLM's token_ids
 run through the token that completed a stop string (only its text is cut). So the adapter reads
 the same generation_kwargs (trainer.vllm_generation.generation_kwargs) and plays a reply as
-student serve would end it: one whose text (skip_special_tokens) holds a stop string ended there
-("stop", not "length"), one that sampled a stop_token_ids id ended on it. The reply's text is
+student serve would end it: one whose text (skip_special_tokens) holds a stop string ended on
+the token completing the first ("stop", not "length"; what vLLM generated past it in the same
+step dropped, as its token_ids are not cut; under min_tokens only a stop string ending past the
+first min_tokens tokens' text counts, as in vLLM), one that sampled a stop_token_ids id ended on
+it. The reply's text is
 that of every id kept, through the completing token and a stop id that is not special
 (student serve's include_stop_str_in_output text; include_stop_str_in_output itself changes only
 vLLM's text, which TRL drops), so the environment reads the </sql> the ids hold; the template's
@@ -146,6 +149,7 @@ class EnvRollout:
         stops |= set(kwargs.get("stop_token_ids") or ())
         stop_strs = kwargs.get("stop") or []
         stop_strs = [s for s in ([stop_strs] if isinstance(stop_strs, str) else stop_strs) if s]
+        min_tokens = kwargs.get("min_tokens") or 0
         eps = [_Episode(self.env, *self.index.task(p)) for p in prompts for _ in range(g)]
         pad = eps[0].prompt_ids if eps else [im_end]  # a placeholder prompt; its completion is dropped
         try:
@@ -158,7 +162,7 @@ class EnvRollout:
                 outs = trainer.vllm_generation.generate(prompts=batch, images=None, num_generations=1)
                 _, completion_ids, logprobs, _ = outs
                 for e, ids, lps in zip(playing, completion_ids, logprobs):
-                    self._turn(e, list(ids), [lp[0] for lp in lps], im_end, stops, stop_strs, tok)
+                    self._turn(e, list(ids), [lp[0] for lp in lps], im_end, stops, stop_strs, min_tokens, tok)
         finally:
             for e in eps:
                 if not e.done:
@@ -173,15 +177,21 @@ class EnvRollout:
             "env_rewards": [e.last["rewards"] if e.last else None for e in eps],
         }
 
-    def _turn(self, e, ids, lps, im_end, stops, stop_strs, tok):
+    def _turn(self, e, ids, lps, im_end, stops, stop_strs, min_tokens, tok):
         # the reply ends at its first stop id (what vLLM generated after a special token it did
         # not stop on is dropped); None: no stop id, so a stop string ended it or the token limit
         at = next((i for i, t in enumerate(ids) if t in stops), None)
         stop = ids[at] if at is not None else None
         reply, reply_lps = (ids[:at], lps[:at]) if stop is not None else (ids, lps)
+        # or before it, at the token completing the first stop string: what vLLM generated past
+        # it (a step of several tokens) is dropped, as student serve ends the reply there
+        k = _stop_string_end(tok, reply, stop_strs, min_tokens)
+        if k is not None:
+            at, stop = None, None
+            reply, reply_lps = reply[:k], reply_lps[:k]
         # the text of every id kept: a stop id's too (empty for a special one)
         text = tok.decode(reply + ([stop] if stop is not None else []), skip_special_tokens=True)
-        stopped = stop is not None or any(s in text for s in stop_strs)
+        stopped = stop is not None or k is not None
         e.last = step = self.env.step(e.id, text, finish_reason=None if stopped else "length")
         e.done = step["done"]
         e.ids += reply
@@ -209,6 +219,33 @@ class EnvRollout:
             e.ids += after
             e.logprobs += [lps[at] if sampled else 0.0] + [0.0] * (len(after) - 1)
             e.mask += [1 if sampled else 0] + [0] * (len(after) - 1)
+
+
+def _stop_string_end(tok, ids, stop_strs, min_tokens=0):
+    """How many of ids run through the one completing the first of stop_strs in their text
+    (skip_special_tokens), as vLLM's detokenizer checks after each token: a stop string counts
+    only where it ends past the text of the first min_tokens ids. None: no stop string ends
+    the reply. The text of ids[:k] only grows with k (but for the U+FFFD of a character not yet
+complete at its end, which no stop string of real text holds), so the first k is found by
+bisection."""
+    if not stop_strs or len(ids) <= min_tokens:
+        return None
+    floor = len(tok.decode(ids[:min_tokens], skip_special_tokens=True)) if min_tokens else 0
+
+    def hit(k):
+        text = tok.decode(ids[:k], skip_special_tokens=True)
+        return any(text.find(s, max(floor - len(s) + 1, 0)) >= 0 for s in stop_strs)
+
+    lo, hi = min_tokens + 1, len(ids)
+    if not hit(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if hit(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def env_reward(completions, env_reward, **kwargs):

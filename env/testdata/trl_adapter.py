@@ -14,9 +14,11 @@ in its episodes (every turn but the last the gold, stopping on <|im_end|>; the l
   "cut"        a reply the token limit cut inside its <sql> block (no stop token)
 The server's turn budget is the number of turns every plan plays. The rollout is played twice:
 as above, then with GRPOConfig's generation_kwargs {"stop": ["</sql>"], "stop_token_ids": [the
-id of "\n"]}, where vLLM ends every turn but the last on the stop string (no stop id: its ids
+id of "sql>"]}, where vLLM ends every turn but the last on the stop string (no stop id: its ids
 run through "sql>\n", the token completing "</sql>") and the plans become "stopstr" (so), "cut",
-"stopid" (the answer, then the "\n" stop id, kept and sampled) and "stopstr".
+"stopid" (the answer through "</", then the "sql>" stop id, kept and sampled) and "stoppast"
+(vLLM's ids run past the token completing "</sql>", as a step of several tokens gives them: the
+reply ends on that token, the rest dropped).
 
 Checked:
   - each prompt's episodes start the task and dialect of its own row: the server's messages
@@ -63,7 +65,7 @@ class FakeTokenizer:
         return {v: k for k, v in self.texts.items()}
 
 
-def sampled(tok, row, turn, plan, newline):
+def sampled(tok, row, turn, plan, stop_id):
     """The fake policy's ids for a turn of row's episodes played by plan."""
     answer = f"<think>turn {turn}</think>\n<sql>{row['gold']}</sql>"
     if plan == "cut":
@@ -72,8 +74,13 @@ def sampled(tok, row, turn, plan, newline):
         return [tok.reply(answer), IM_START, tok.reply("user\nmore"), IM_END]
     if plan == "stopstr":  # vLLM stopped on "</sql>": the ids run through the token completing it
         return [tok.reply(answer[:-len("sql>")]), tok.reply("sql>\n")]
+    if plan == "stoppast":  # vLLM took several tokens in one step, the first completing "</sql>"
+        return [tok.reply(answer[:-len("sql>")]), tok.reply("sql>\n"), tok.reply("<think>more"), tok.reply("</think>")]
     if plan == "stopid":
-        return [tok.reply(answer), newline]
+        # the stop id is the token completing "</sql>": vLLM stops on it before its text is
+        # searched for the stop string (a stop string in the text before it would have ended
+        # the reply there, and the stop id would never have been sampled)
+        return [tok.reply(answer[:-len("sql>")]), stop_id]
     return [tok.reply(answer), IM_END if plan == "stop" else ENDOFTEXT]
 
 
@@ -85,8 +92,8 @@ class FakeGeneration:
         self.by_prompt = {tuple(r["prompt_ids"]): r for r in rows}
         self.tok, self.max_turns, self.plans = tok, max_turns, plans
         self.generation_kwargs = generation_kwargs
-        self.newline = tok.reply("\n")
-        self.stop_ids = {IM_END, ENDOFTEXT, IM_START, self.newline}
+        self.stop_id = tok.reply("sql>")
+        self.stop_ids = {IM_END, ENDOFTEXT, IM_START, self.stop_id}
 
     def generate(self, prompts, images, num_generations):
         assert num_generations == 1 and images is None
@@ -95,7 +102,7 @@ class FakeGeneration:
             row = next(r for p, r in self.by_prompt.items() if tuple(running[:len(p)]) == p)
             # each step before this turn wrote two <|im_end|>: the reply's and the observation's
             turn = 1 + running[len(row["prompt_ids"]):].count(IM_END) // 2
-            ids = sampled(self.tok, row, turn, self.plans(row, turn), self.newline)
+            ids = sampled(self.tok, row, turn, self.plans(row, turn), self.stop_id)
             completions.append(ids)
             logprobs.append([[STOP_LP if i in self.stop_ids else REPLY_LP] for i in ids])
         return [list(p) for p in prompts], completions, logprobs, None
@@ -140,6 +147,19 @@ def check_index(adapter, rows):
         raise AssertionError(f"{str(bad)[:60]!r}: {got}, want ValueError")
 
 
+def check_stop_string_end(adapter):
+    """The reply ends at the token completing the first stop string, as vLLM checks after each
+    token; under min_tokens only a stop string ending past the first min_tokens tokens' text."""
+    tok = FakeTokenizer()
+    ids = [tok.reply(t) for t in ("a</s", "ql>b", "c</sql>", "d")]
+    for stops, min_tokens, want in ((["</sql>"], 0, 2), (["</sql>", "c"], 0, 2), (["c", "</sql>"], 0, 2),
+                                    (["</sql>"], 1, 2), (["</sql>"], 2, 3), (["x"], 0, None),
+                                    (["</sql>"], 3, None), ([], 0, None), (["d"], 0, 4)):
+        got = adapter._stop_string_end(tok, ids, stops, min_tokens)
+        if got != want:
+            raise AssertionError(f"stop {stops}, min_tokens {min_tokens}: ends after {got} ids, want {want}")
+
+
 def play(adapter, case, generation_kwargs, base, last):
     """Plays the rollout with the fake trainer: every turn but the last by base, the last by
     last(row's plan); checks what it hands TRL."""
@@ -182,8 +202,10 @@ def play(adapter, case, generation_kwargs, base, last):
         want, want_mask, want_lps = [], [], []
         for t, st in enumerate(steps):
             plan = plans(row, t + 1)
-            got = sampled(tok, row, t + 1, plan, gen.newline)
-            reply, kept = (got, []) if plan in ("cut", "stopstr") else (got[:1], got[1:2] if plan != "stop" else [])
+            got = sampled(tok, row, t + 1, plan, gen.stop_id)
+            if plan == "stoppast":  # the ids past the token completing "</sql>" are dropped
+                got = got[:2]
+            reply, kept = (got, []) if plan in ("cut", "stopstr", "stoppast") else (got[:1], got[1:2] if plan != "stop" else [])
             after = st["tokens"]["ids"]
             if t == len(steps) - 1:
                 after = after[:1] if plan != "cut" else []
@@ -211,10 +233,11 @@ def main():
     import trl_rollout_func as adapter
 
     check_index(adapter, case["rows"])
+    check_stop_string_end(adapter)
     n = play(adapter, case, None, "stop", lambda plan: plan)
-    newline = FakeTokenizer().reply("\n")  # the first text each FakeTokenizer numbers
-    as_stopped = {"stop": "stopstr", "cut": "cut", "endoftext": "stopid", "special": "stopstr"}
-    n += play(adapter, case, {"stop": ["</sql>"], "stop_token_ids": [newline]}, "stopstr", as_stopped.get)
+    stop_id = FakeTokenizer().reply("sql>")  # the first text each FakeTokenizer numbers
+    as_stopped = {"stop": "stopstr", "cut": "cut", "endoftext": "stopid", "special": "stoppast"}
+    n += play(adapter, case, {"stop": ["</sql>"], "stop_token_ids": [stop_id]}, "stopstr", as_stopped.get)
     print("ok", n, "episodes")
 
 
