@@ -64,10 +64,14 @@ func mysqlNames(q string) []string {
 // or the backquoted name `mysql`, then a dot, blanks and comments between them or none
 // (mysql.user, `mysql` /* c */ . `user`). A string or a comment that holds mysql.x qualifies
 // nothing ('see mysql.com'; "mysql".user is a string and a syntax error).
-func mysqlSchemaNamed(q string) bool {
+func mysqlSchemaNamed(q string) bool { return mysqlQualifies(q, "mysql") }
+
+// mysqlQualifies reports whether q qualifies a name with schema (lower case) as MariaDB's lexer
+// reads it: the word or backquoted name schema, then a dot token (mysqlSchemaNamed's reading).
+func mysqlQualifies(q, schema string) bool {
 	toks := mysqlTokens(mysqlExecutable(strings.ToLower(q)))
 	for i := 0; i+1 < len(toks); i++ {
-		if t := toks[i]; (t.kind == 'w' || t.kind == 'n') && t.text == "mysql" && toks[i+1].kind == 'p' && toks[i+1].text == "." {
+		if t := toks[i]; (t.kind == 'w' || t.kind == 'n') && t.text == schema && toks[i+1].kind == 'p' && toks[i+1].text == "." {
 			return true
 		}
 	}
