@@ -111,7 +111,8 @@ type DB interface {
 // after (it then waits, one such statement of the process at a time, to run again: running out
 // then is its own error unless others took most of the heap again meanwhile, when it waits for
 // room again within that limit; one whose RowFilter was asked about rows is ErrBusy at once, not run
-// again with that filter), or (SQLite) found no space left on its temporary files' disk: the
+// again with that filter), or (SQLite) found no space left on its temporary files' disk, or no
+// file descriptor left to open one: the
 // statement never ran, or failed for what others held, so this is
 // the database's failure, never the statement's timeout or error. It passes when those
 // statements end; the caller tries again later (the env answers 503 with Retry-After, batch jobs

@@ -345,7 +345,8 @@ func roomBy(ctx context.Context, expired <-chan time.Time, room func() bool) (bo
 // temporary files passing their cap (sqliteTempLimit) is its error, tempFull, or, while others
 // hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below, in its
 // turn too (a statement that started meanwhile may have taken the cap again); the disk having
-// no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy. A
+// no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy, and the process
+// having no file descriptor left to open one is tempFdsOut's. A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, in its turn too (turn, awaitTurn: then marked to wait for room again in it,
 // capBusyError.again); its "out of memory" is its own error only where others hold at most half
@@ -447,6 +448,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	}
 	if tempNoSpace(err) {
 		return nil, tempDiskFull(err)
+	}
+	if tempNoFds(err) {
+		return nil, tempFdsOut(err)
 	}
 	if busy := heapHeld(err); busy != nil {
 		busy.asked = asked.rows
@@ -577,6 +581,23 @@ func tempNoSpace(err error) bool {
 func tempDiskFull(err error) error {
 	return fmt.Errorf("sqlite exec: %w: no space left on the temporary files' disk (full, or its disk quota reached; SQLite's temporary files take %d MiB of their cap of %d MiB for the process); try again once space is freed (%v)",
 		sandbox.ErrBusy, sqliteTempUsed()>>20, sqliteTempCap()>>20, err)
+}
+
+// tempNoFds reports whether err is SQLite's "unable to open database file" for a temporary file
+// that found no file descriptor: the process's (EMFILE, RLIMIT_NOFILE) or the system's (ENFILE)
+// all taken (sqliteTempNoFds).
+func tempNoFds(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen && se.ExtendedCode == sqliteTempNoFds
+}
+
+// tempFdsOut is the error of a statement whose temporary file found no file descriptor (err,
+// tempNoFds): sandbox.ErrBusy, the process's failure and not the statement's (it asked for one
+// file, within the cap), nor the disk's. The descriptors come back as the process's other files
+// (other statements' temporary files, connections) close; the caller tries again later.
+func tempFdsOut(err error) error {
+	return fmt.Errorf("sqlite exec: %w: no file descriptor left for a temporary file (the process's or the system's open files all taken); try again once others are closed (%v)",
+		sandbox.ErrBusy, err)
 }
 
 // tempFull is the error of a statement whose temporary files passed their cap (err,

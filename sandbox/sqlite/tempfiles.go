@@ -75,6 +75,10 @@ int sqlite3_vfs_register(cs_vfs*, int);
 // quota's, cs_tmp_dir_full), told apart from the cap's refusal (plain SQLITE_FULL). SQLite keeps
 // a VFS's code as the statement's extended error code (sqlite3_extended_errcode).
 #define CS_FULL_DISK (CS_FULL | (64 << 8))
+// CS_CANTOPEN_FDS is SQLITE_CANTOPEN with a sub-code of this VFS's own (SQLite's go up to 6 <<
+// 8): a temporary file's open that failed for want of a file descriptor (EMFILE: the process's
+// limit; ENFILE: the system's), cs_tmp_open_refused, told apart from other failures to open it.
+#define CS_CANTOPEN_FDS (14 | (64 << 8))
 #define CS_ERROR 1
 #define CS_IOERR 10
 #define CS_CANTOPEN 14
@@ -240,13 +244,16 @@ static int64_t cs_tmp_fault(cs_vfs *base, int write, int open) {
 	return __atomic_load_n(&cs_faults, __ATOMIC_RELAXED);
 }
 
-// cs_tmp_dir_full reports whether the file system of the directory where the default VFS (base)
-// creates temporary files (its order: sqlite3_temp_directory, SQLITE_TMPDIR, TMPDIR, /var/tmp,
-// /usr/tmp, /tmp, the first that is a directory it may write in) has no block or no inode left
-// to give, or refuses a new file there for want of space or of quota (a file made there with
-// O_TMPFILE, through base's open, fails with ENOSPC or EDQUOT: statvfs sees no user's quota): a
-// temporary file's open that then fails (SQLITE_CANTOPEN: the default VFS retries the open
-// read-only and keeps that errno, ENOENT, not the create's ENOSPC or EDQUOT) is the disk's refusal.
+// cs_tmp_dir_full reports, for a temporary file's open that failed (SQLITE_CANTOPEN: the default
+// VFS retries the open read-only and keeps that errno, ENOENT, not the create's ENOSPC or EDQUOT),
+// what refused it, from the directory where the default VFS (base) creates temporary files (its
+// order: sqlite3_temp_directory, SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp, the first that
+// is a directory it may write in): CS_FULL_DISK where its file system has no block or no inode
+// left to give, or refuses a new file there for want of space or of quota (a file made there with
+// O_TMPFILE, through base's open, fails with ENOSPC or EDQUOT: statvfs sees no user's quota);
+// CS_CANTOPEN_FDS where that file finds no file descriptor (EMFILE, ENFILE); 0 for anything else.
+// The probe's file has no name and goes when closed; a file system without O_TMPFILE
+// (EOPNOTSUPP) is judged by statvfs alone.
 extern char *sqlite3_temp_directory;
 static int cs_tmp_dir_full(cs_vfs *base) {
 	const char *dirs[] = {sqlite3_temp_directory, getenv("SQLITE_TMPDIR"), getenv("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp", "."};
@@ -255,11 +262,12 @@ static int cs_tmp_dir_full(cs_vfs *base) {
 		if (dirs[i] == 0 || stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode) || access(dirs[i], W_OK | X_OK) != 0) continue;
 		int fd = cs_sys_open(base, dirs[i], O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 		if (fd >= 0) close(fd);
-		else if (errno == ENOSPC || errno == EDQUOT) return 1;
+		else if (errno == ENOSPC || errno == EDQUOT) return CS_FULL_DISK;
+		else if (errno == EMFILE || errno == ENFILE) return CS_CANTOPEN_FDS;
 		struct statvfs fs;
 		if (statvfs(dirs[i], &fs) != 0) return 0;
 		// A file system that counts no inodes (f_files 0) never runs out of them.
-		return fs.f_bavail == 0 || (fs.f_files > 0 && fs.f_favail == 0);
+		return fs.f_bavail == 0 || (fs.f_files > 0 && fs.f_favail == 0) ? CS_FULL_DISK : 0;
 	}
 	return 0;
 }
@@ -277,11 +285,19 @@ static int cs_tmp_open(cs_vfs *v, const char *name, cs_file *f, int flags, int *
 	t->size = 0;
 	r->pMethods = 0;
 	int rc = CS_BASE->xOpen(CS_BASE, name, r, flags, out);
+	// The errno of the default VFS's last open (its read-only retry's), read before anything
+	// else can change it: EMFILE or ENFILE there is the create's too.
+	int e = errno;
 	// A file whose open failed but left methods is closed by SQLite (through cs_tmp_close).
 	t->base.pMethods = r->pMethods != 0 ? &cs_tmp_io : 0;
-	if ((rc & 0xff) == CS_CANTOPEN && cs_tmp_dir_full(CS_BASE)) {
+	if ((rc & 0xff) != CS_CANTOPEN) return rc;
+	if (e == EMFILE || e == ENFILE) return CS_CANTOPEN_FDS;
+	switch (cs_tmp_dir_full(CS_BASE)) {
+	case CS_FULL_DISK:
 		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
 		return CS_FULL_DISK;
+	case CS_CANTOPEN_FDS:
+		return CS_CANTOPEN_FDS;
 	}
 	return rc;
 }
@@ -397,6 +413,11 @@ func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }
 // temporary file's write (or open) the disk refused for want of space or quota (C's CS_FULL_DISK): SQLITE_FULL, as
 // the cap's refusal (sqliteTempCap) is, with a sub-code of sqliteTempVFS's own.
 const sqliteTempNoSpace = sqlite3.ErrNoExtended(C.CS_FULL_DISK)
+
+// sqliteTempNoFds is the extended error code (sqlite3.Error.ExtendedCode) of a statement whose
+// temporary file's open found no file descriptor (EMFILE, the process's limit, or ENFILE, the
+// system's; C's CS_CANTOPEN_FDS): SQLITE_CANTOPEN with a sub-code of sqliteTempVFS's own.
+const sqliteTempNoFds = sqlite3.ErrNoExtended(C.CS_CANTOPEN_FDS)
 
 // sqliteTempNoSpaceCount is how many writes to temporary files, and opens of them, the disk
 // refused for want of space (or of inodes) in the process.

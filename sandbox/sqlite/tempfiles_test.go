@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -402,4 +403,96 @@ func TestSQLiteTempDiskQuota(t *testing.T) {
 	if used := sqliteTempUsed(); used != 0 {
 		t.Errorf("%d bytes of temporary files still counted after the statements", used)
 	}
+}
+
+// TestSQLiteTempNoFileDescriptor: a temporary file's open that fails for want of a file
+// descriptor (EMFILE: the process's limit, RLIMIT_NOFILE; ENFILE: the system's) is
+// SQLITE_CANTOPEN to SQLite's default VFS, which read as the statement's own "unable to open
+// database file" (or, were the disk full meanwhile, as the disk full): the statement asked for
+// nothing of its own, the process's other files hold the descriptors, and they come back as
+// those close. It is sandbox.ErrBusy saying no file descriptor is left, not the statement's error
+// nor the disk's. EMFILE is real here (the soft limit lowered to the descriptors open, the holes
+// under it filled with /dev/null); ENFILE, which needs the system's table full, fails the
+// default VFS's create instead (sqliteTempFault: its read-only retry then fails with ENOENT, and
+// the O_TMPFILE probe tells).
+func TestSQLiteTempNoFileDescriptor(t *testing.T) {
+	db := openChinookSQLite(t)
+	if used := sqliteTempUsed(); used != 0 {
+		t.Fatalf("%d bytes of SQLite's temporary files already in use", used)
+	}
+	sort := tempSort(1_000)
+	want := func(t *testing.T, name string, r *sandbox.Result, err error) {
+		t.Helper()
+		if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "no file descriptor left") {
+			t.Errorf("%s: a sort of 1,000 4 KB keys, no file descriptor left: %+v, %v; want sandbox.ErrBusy saying no file descriptor is left", name, r, err)
+		}
+	}
+	t.Run("EMFILE", func(t *testing.T) {
+		r, err := withNoFileDescriptor(t, func() (*sandbox.Result, error) {
+			return db.Exec(context.Background(), sort, sandbox.ExecOptions{Timeout: 30 * time.Second})
+		})
+		want(t, "EMFILE", r, err)
+	})
+	t.Run("ENFILE", func(t *testing.T) {
+		t.Cleanup(func() { sqliteTempFault(0, 0) })
+		if _, err := sqliteTempFault(0, syscall.ENFILE); err != nil {
+			t.Fatal(err)
+		}
+		r, err := db.Exec(context.Background(), sort, sandbox.ExecOptions{Timeout: 30 * time.Second})
+		want(t, "ENFILE", r, err)
+	})
+	r := sandboxtest.MustExec(t, db, sort, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !r.OK() || len(r.Rows) != 1_000 {
+		t.Errorf("the sort, descriptors free again: %s %q, %d rows; want ok", r.Outcome, r.Error, len(r.Rows))
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statements", used)
+	}
+}
+
+// withNoFileDescriptor runs f with the process out of file descriptors: the soft RLIMIT_NOFILE
+// lowered to one past the highest descriptor open, every free one under it taken by /dev/null;
+// both put back after f (and when t ends, should f fail it).
+func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*sandbox.Result, error) {
+	t.Helper()
+	var prior syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &prior); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	high := 0
+	for _, e := range fds {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > high {
+			high = n
+		}
+	}
+	var fill []*os.File
+	restore := func() {
+		for _, f := range fill {
+			f.Close()
+		}
+		fill = nil
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &prior); err != nil {
+			t.Errorf("putting back RLIMIT_NOFILE: %v", err)
+		}
+	}
+	t.Cleanup(restore)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(high + 1), Max: prior.Max}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				t.Fatalf("filling the descriptors: %v", err)
+			}
+			break
+		}
+		fill = append(fill, f)
+	}
+	defer restore()
+	return f()
 }
