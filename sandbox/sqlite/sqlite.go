@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -346,7 +347,8 @@ func roomBy(ctx context.Context, expired <-chan time.Time, room func() bool) (bo
 // hold more than half of the cap, tempHeld's sandbox.ErrBusy, as the heap's below, in its
 // turn too (a statement that started meanwhile may have taken the cap again); the disk having
 // no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy, and the process
-// having no file descriptor left to open one is tempFdsOut's. A
+// having no file descriptor left to open one is tempFdsOut's (and to make its connection,
+// connNoFds, sandbox.ErrBusy too). A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, in its turn too (turn, awaitTurn: then marked to wait for room again in it,
 // capBusyError.again); its "out of memory" is its own error only where others hold at most half
@@ -365,6 +367,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 	if err != nil {
 		if busy := heapHeld(err); busy != nil {
 			return nil, busy
+		}
+		if connNoFds(err) {
+			return nil, fmt.Errorf("sqlite exec: %w: no file descriptor left to open the database (the process's or the system's open files all taken); try again once others are closed (%v)", sandbox.ErrBusy, err)
 		}
 		return nil, fmt.Errorf("sqlite exec: %w", err)
 	}
@@ -589,6 +594,14 @@ func tempDiskFull(err error) error {
 func tempNoFds(err error) bool {
 	var se sqlite3.Error
 	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen && se.ExtendedCode == sqliteTempNoFds
+}
+
+// connNoFds reports whether err, of making a connection, is SQLite's "unable to open database
+// file" for want of a file descriptor (the errno SQLite kept: EMFILE, the process's limit, or
+// ENFILE, the system's): the process's other files hold them, not a database lost.
+func connNoFds(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen && (se.SystemErrno == syscall.EMFILE || se.SystemErrno == syscall.ENFILE)
 }
 
 // tempFdsOut is the error of a statement whose temporary file found no file descriptor (err,

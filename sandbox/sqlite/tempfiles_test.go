@@ -496,3 +496,22 @@ func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*san
 	defer restore()
 	return f()
 }
+
+// TestSQLiteConnNoFileDescriptor: a statement whose connection must be made (none idle in the
+// pool) while the process has no file descriptor left (EMFILE) got a plain error, "unable to open
+// database file: too many open files", which callers take for the database lost (not tried
+// again): it is sandbox.ErrBusy, as for a temporary file's open, and the statement runs once
+// descriptors are free.
+func TestSQLiteConnNoFileDescriptor(t *testing.T) {
+	db := openChinookSQLite(t)
+	db.db.SetMaxIdleConns(0) // every statement makes its connection
+	r, err := withNoFileDescriptor(t, func() (*sandbox.Result, error) {
+		return db.Exec(context.Background(), "SELECT count(*) FROM Track", sandbox.ExecOptions{Timeout: 30 * time.Second})
+	})
+	if !errors.Is(err, sandbox.ErrBusy) || r != nil || !strings.Contains(fmt.Sprint(err), "no file descriptor left") {
+		t.Errorf("a statement whose connection finds no file descriptor: %+v, %v; want sandbox.ErrBusy saying no file descriptor is left", r, err)
+	}
+	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{Timeout: 30 * time.Second}); !r.OK() {
+		t.Errorf("the statement, descriptors free again: %s %q; want ok", r.Outcome, r.Error)
+	}
+}
