@@ -16,6 +16,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/serve"
 	"github.com/chainedsql/chainedsql/inference/student"
 	"github.com/chainedsql/chainedsql/internal/cli"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 var serveCmd = &cli.Command{
@@ -133,8 +134,10 @@ func newSwap(c *cli.Call, st *student.Student, dir, root string, opts student.Op
 		}
 		root, flag = filepath.Dir(resolved), "--weights-root, by default the directory holding --model's"
 	}
-	sw := serve.NewSwap(st, dir, func(_ context.Context, dir string, cur *student.Student) (*student.Student, error) {
-		return cur.Successor(dir, opts)
+	sw := serve.NewSwap(st, dir, func(_ context.Context, dir string, cur *student.Student, open *regular.Opener) (*student.Student, error) {
+		o := opts
+		o.Opener = open
+		return cur.Successor(dir, o)
 	})
 	if err := sw.Confine(root); err != nil {
 		return nil, cli.Usagef("--weights-root %s: %v", root, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Options configure Load.
@@ -32,6 +33,8 @@ type Options struct {
 	// NoBLAS runs every product on the backend's own kernels even where cuBLAS is loaded (its
 	// prefill products round the activations to bf16; the own kernels keep them f32).
 	NoBLAS bool
+	// Opener opens the model directory's files (qwen2.Options.Opener; nil: plainly).
+	Opener *regular.Opener
 
 	// sms, when positive, stands in for the device's multiprocessor count in the choice of
 	// decode attention's key splits (tests: many splits on the emulator's few threads).
@@ -130,7 +133,7 @@ func Load(dir string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := qwen2.Load(dir, qwen2.Options{DType: qwen2.BF16, Mmap: true})
+	host, err := qwen2.Load(dir, qwen2.Options{DType: qwen2.BF16, Mmap: true, Opener: opts.Opener})
 	if err != nil {
 		dev.Close()
 		return nil, err

@@ -63,8 +63,11 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 
 // ReadConfig reads and checks config.json at path, filling Hugging Face defaults (rope_theta
 // 10000, rms_norm_eps 1e-6, max_position_embeddings 32768, head_dim hidden/heads).
-func ReadConfig(path string) (*Config, error) {
-	js, err := regular.ReadJSON(path)
+func ReadConfig(path string) (*Config, error) { return readConfig(path, nil) }
+
+// readConfig is ReadConfig reading path through o (nil: plainly).
+func readConfig(path string, o *regular.Opener) (*Config, error) {
+	js, err := o.ReadJSON(path)
 	if err != nil {
 		return nil, fmt.Errorf("qwen2: %w", err)
 	}
@@ -143,9 +146,9 @@ type GenerationConfig struct {
 	PadTokenID *int     `json:"pad_token_id"`
 }
 
-// readGenerationConfig reads path; a missing file gives (nil, nil).
-func readGenerationConfig(path string) (*GenerationConfig, error) {
-	js, err := regular.ReadJSON(path)
+// readGenerationConfig reads path through o (nil: plainly); a missing file gives (nil, nil).
+func readGenerationConfig(path string, o *regular.Opener) (*GenerationConfig, error) {
+	js, err := o.ReadJSON(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

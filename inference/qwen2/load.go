@@ -12,6 +12,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/cpu"
 	"github.com/chainedsql/chainedsql/inference/hugemem"
 	"github.com/chainedsql/chainedsql/inference/safetensors"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // WeightType selects how weight matrices are held in memory.
@@ -73,6 +74,9 @@ type Options struct {
 	// ParseKVCache, whose default is on for q8 weights only; off, logits match the f32 reference
 	// computation.
 	KVBF16 bool
+	// Opener opens config.json, generation_config.json and the safetensors files (nil:
+	// plainly); a server's reload passes one confined to its --weights-root (regular.Confine).
+	Opener *regular.Opener
 }
 
 // layer holds one decoder layer's weights.
@@ -110,11 +114,11 @@ func Load(dir string, opts Options) (*Model, error) {
 	if _, err := ParseWeightType(string(opts.DType)); err != nil {
 		return nil, err
 	}
-	cfg, err := ReadConfig(filepath.Join(dir, "config.json"))
+	cfg, err := readConfig(filepath.Join(dir, "config.json"), opts.Opener)
 	if err != nil {
 		return nil, err
 	}
-	gen, err := readGenerationConfig(filepath.Join(dir, "generation_config.json"))
+	gen, err := readGenerationConfig(filepath.Join(dir, "generation_config.json"), opts.Opener)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +140,7 @@ func Load(dir string, opts Options) (*Model, error) {
 			return nil, fmt.Errorf("qwen2 %s: eos token id %d outside the vocabulary of %d", dir, id, cfg.VocabSize)
 		}
 	}
-	set, err := safetensors.OpenDir(dir)
+	set, err := safetensors.OpenDirWith(dir, opts.Opener)
 	if err != nil {
 		return nil, fmt.Errorf("qwen2 %s: %w", dir, err)
 	}

@@ -33,15 +33,16 @@ type Tensor struct {
 // Open opens path, validates its header and memory-maps it (on platforms without mmap the file
 // is read into memory). The file must not be truncated or rewritten while it is open: mapped
 // pages would change under the reader, or fault.
-func Open(path string) (*File, error) { return open(path, true) }
+func Open(path string) (*File, error) { return open(path, true, nil) }
 
 // ReadFile is Open without memory-mapping: the file is read into memory (the portable path).
-func ReadFile(path string) (*File, error) { return open(path, false) }
+func ReadFile(path string) (*File, error) { return open(path, false, nil) }
 
-func open(path string, useMmap bool) (*File, error) {
+// open opens path through o (nil: plainly), mapping it when useMmap and the platform can.
+func open(path string, useMmap bool, o *regular.Opener) (*File, error) {
 	// The open itself refuses what is not a regular file: opening a FIFO would wait for a
 	// writer (a path checked beforehand may have been swapped for one since).
-	f, size, err := regular.Open(path)
+	f, size, err := o.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

@@ -27,10 +27,14 @@ type Set struct {
 
 // OpenDir opens the checkpoint in dir: the shards listed by model.safetensors.index.json when it
 // exists, else model.safetensors.
-func OpenDir(dir string) (*Set, error) {
+func OpenDir(dir string) (*Set, error) { return OpenDirWith(dir, nil) }
+
+// OpenDirWith is OpenDir opening the index and every shard through o (nil: plainly), e.g. one
+// confined to a server's weights root (regular.Confine).
+func OpenDirWith(dir string, o *regular.Opener) (*Set, error) {
 	idx := filepath.Join(dir, IndexFile)
 	if _, err := os.Stat(idx); err == nil {
-		return OpenIndex(idx)
+		return openIndex(idx, o)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -38,7 +42,7 @@ func OpenDir(dir string) (*Set, error) {
 	if _, err := os.Stat(single); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %s has neither %s nor %s", dir, SingleFile, IndexFile)
 	}
-	f, err := Open(single)
+	f, err := open(single, true, o)
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +55,11 @@ func OpenDir(dir string) (*Set, error) {
 
 // OpenIndex opens a sharded checkpoint from its index (JSON with a weight_map from tensor name
 // to shard file name, the shards next to the index). Every listed tensor must be in its shard.
-func OpenIndex(path string) (*Set, error) {
-	js, err := regular.ReadJSON(path)
+func OpenIndex(path string) (*Set, error) { return openIndex(path, nil) }
+
+// openIndex is OpenIndex opening the index and its shards through o.
+func openIndex(path string, o *regular.Opener) (*Set, error) {
+	js, err := o.ReadJSON(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -80,7 +87,7 @@ func OpenIndex(path string) (*Set, error) {
 		}
 		f := shards[shard]
 		if f == nil {
-			f, err = Open(filepath.Join(dir, shard))
+			f, err = open(filepath.Join(dir, shard), true, o)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("safetensors index %s: %w", path, err)

@@ -25,8 +25,10 @@ type Model interface {
 }
 
 // Loader loads the weights in dir as a model to replace cur, or says why they cannot replace it
-// (*student.Student's Successor is one, wrapped).
-type Loader[M Model] func(ctx context.Context, dir string, cur M) (M, error)
+// (*student.Student's Successor is one, wrapped, with open as its Options.Opener). It opens
+// every file it reads through open: confined to the Swap's root (regular.Confine) after
+// Confine, plain before (nil).
+type Loader[M Model] func(ctx context.Context, dir string, cur M, open *regular.Opener) (M, error)
 
 // Errors of Swap.Reload besides the loader's.
 var (
@@ -195,15 +197,16 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 	if err := s.inRoot(abs, resolved); err != nil {
 		return WeightsInfo{}, err
 	}
+	var open *regular.Opener
 	if s.root != "" { // what the loader opens is checked too: a link re-pointed since is refused
-		defer regular.Confine(resolved, s.root)()
+		open = regular.Confine(s.root)
 	}
 	cur, err := s.acquire() // held through the load, so that the weights compared against stay open
 	if err != nil {
 		return WeightsInfo{}, err
 	}
 	start := time.Now()
-	m, err := s.load(ctx, resolved, cur.m) // the resolved directory: a link moved meanwhile changes nothing
+	m, err := s.load(ctx, resolved, cur.m, open) // the resolved directory: a link moved meanwhile changes nothing
 	if err == nil && ctx.Err() != nil {
 		m.Close()
 		err = fmt.Errorf("serve: reload of %s abandoned: %w", resolved, ctx.Err())
@@ -234,9 +237,11 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 // root: a client of POST /v1/weights can then have the server read weights only where it was
 // told at start (`student serve --weights-root`). root must be an existing directory; its own
 // links are resolved now. The paths are checked when the request arrives, and every file the
-// loader opens under the directory is opened beneath root (regular.Confine): a link re-pointed
-// out of root in between (TestReloadConfinedRepointed), or a shard not named .safetensors that
-// links out (TestReloadConfinedShardLink), is refused as well, unopened.
+// loader opens is opened beneath root (the Opener it is handed, regular.Confine): a link
+// re-pointed out of root in between (TestReloadConfinedRepointed), or a shard not named
+// .safetensors that links out (TestReloadConfinedShardLink), is refused as well, unopened. Only
+// this Swap's loads are confined: another load of the same directory meanwhile (another
+// server's, one unconfined) opens through its own Opener (TestReloadConfinedUncoupled).
 func (s *Swap[M]) Confine(root string) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -39,8 +40,10 @@ func tinySwap(t *testing.T) (*serve.Swap[*student.Student], string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw := serve.NewSwap(st, dir, func(_ context.Context, d string, cur *student.Student) (*student.Student, error) {
-		return cur.Successor(d, opts)
+	sw := serve.NewSwap(st, dir, func(_ context.Context, d string, cur *student.Student, open *regular.Opener) (*student.Student, error) {
+		o := opts
+		o.Opener = open
+		return cur.Successor(d, o)
 	})
 	t.Cleanup(func() { sw.Close() })
 	return sw, dir
@@ -439,7 +442,7 @@ func TestReloadMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	started, release := make(chan struct{}), make(chan struct{})
-	sw := serve.NewSwap(st, "/toy", func(ctx context.Context, dir string, cur *student.Student) (*student.Student, error) {
+	sw := serve.NewSwap(st, "/toy", func(ctx context.Context, dir string, cur *student.Student, _ *regular.Opener) (*student.Student, error) {
 		if dir == "/slow" {
 			close(started)
 			<-release
@@ -584,7 +587,7 @@ func TestReloadConfined(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw := serve.NewSwap(st, filepath.Join(root, "step-1"), func(_ context.Context, dir string, _ *student.Student) (*student.Student, error) {
+		sw := serve.NewSwap(st, filepath.Join(root, "step-1"), func(_ context.Context, dir string, _ *student.Student, _ *regular.Opener) (*student.Student, error) {
 			loads = append(loads, dir)
 			return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
 		})
@@ -634,7 +637,8 @@ func TestReloadConfined(t *testing.T) {
 // arrives and is re-pointed out of the root before the loader opens what it leads to (a
 // config.json link, or a directory on the way to the checkpoint, swapped for a link to a
 // directory outside) is refused: 403 weights_outside_root, the weights unchanged. The loader
-// here re-points the link and then reads config.json as every loader reads (regular.ReadJSON).
+// here re-points the link and then reads config.json as every loader reads (through the Opener
+// it is handed).
 // Unconfined, the same loads succeed; after each reload the file outside reads again.
 func TestReloadConfinedRepointed(t *testing.T) {
 	base := t.TempDir()
@@ -673,11 +677,11 @@ func TestReloadConfinedRepointed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw := serve.NewSwap(st, filepath.Join(root, "step"), func(_ context.Context, dir string, _ *student.Student) (*student.Student, error) {
+		sw := serve.NewSwap(st, filepath.Join(root, "step"), func(_ context.Context, dir string, _ *student.Student, open *regular.Opener) (*student.Student, error) {
 			if err := after[dir](); err != nil {
 				return nil, err
 			}
-			if _, err := regular.ReadJSON(filepath.Join(dir, "config.json")); err != nil {
+			if _, err := open.ReadJSON(filepath.Join(dir, "config.json")); err != nil {
 				return nil, err
 			}
 			return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
@@ -708,6 +712,71 @@ func TestReloadConfinedRepointed(t *testing.T) {
 				t.Errorf("after the reload, reading %s/config.json: %v", dir, err)
 			}
 		}
+	}
+}
+
+// TestReloadConfinedUncoupled: a confined reload confines only its own opens. While one Swap,
+// confined to a root, is loading a directory in it (its loader held before it opens anything),
+// another Swap without a root reloads the same directory, whose weights.bin links out of the
+// root, and a plain regular.ReadFile reads it too: both succeed. The confined reload then
+// opens weights.bin through its Opener and is refused (ErrOutsideRoot). Before, confinement
+// was a process-wide registry by path: the unconfined load was refused too.
+func TestReloadConfinedUncoupled(t *testing.T) {
+	base := t.TempDir()
+	root, dir, outside := filepath.Join(base, "ckpt"), filepath.Join(base, "ckpt", "step"), filepath.Join(base, "elsewhere.bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shard := filepath.Join(dir, "weights.bin")
+	if err := os.Symlink(outside, shard); err != nil {
+		t.Fatal(err)
+	}
+	toy := func() (*student.Student, error) {
+		return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	}
+	started, resume := make(chan struct{}), make(chan struct{})
+	swap := func(confined bool) *serve.Swap[*student.Student] {
+		st, err := toy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := serve.NewSwap(st, dir, func(_ context.Context, d string, _ *student.Student, open *regular.Opener) (*student.Student, error) {
+			if confined {
+				close(started)
+				<-resume
+			}
+			if _, err := open.ReadFile(filepath.Join(d, "weights.bin"), 1<<20); err != nil {
+				return nil, err
+			}
+			return toy()
+		})
+		t.Cleanup(func() { sw.Close() })
+		if confined {
+			if err := sw.Confine(root); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sw
+	}
+	confined, plain := swap(true), swap(false)
+	done := make(chan error, 1)
+	go func() { _, err := confined.Reload(context.Background(), dir); done <- err }()
+	<-started
+	if _, err := plain.Reload(context.Background(), dir); err != nil {
+		t.Errorf("unconfined reload while a confined one of the same directory loads: %v", err)
+	}
+	if _, err := regular.ReadFile(shard, 1<<20); err != nil {
+		t.Errorf("plain read while a confined reload of its directory loads: %v", err)
+	}
+	close(resume)
+	if err := <-done; !errors.Is(err, serve.ErrOutsideRoot) || confined.Weights().Version != 1 {
+		t.Errorf("confined reload of a shard linking out: %v (version %d), want ErrOutsideRoot and version 1", err, confined.Weights().Version)
+	}
+	if plain.Weights().Version != 2 {
+		t.Errorf("unconfined swap at version %d, want 2", plain.Weights().Version)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/chainedsql/chainedsql/inference/lm"
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // Options are how Open loads a model directory.
@@ -42,6 +43,10 @@ type Options struct {
 	Sampling Sampling
 	// Generate tunes the scheduler.
 	Generate generate.Config
+	// Opener opens every file the load reads: config.json, generation_config.json, the
+	// safetensors files, tokenizer.json and tokenizer_config.json (nil: plainly). A server's
+	// reload (Successor) passes one confined to its --weights-root (regular.Confine).
+	Opener *regular.Opener
 }
 
 // ErrNoTokenizer is Open's error for a model directory without tokenizer.json when
@@ -68,7 +73,7 @@ func Open(dir string, opts Options) (*Student, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.Load(tokPath)
+	tok, err := tokenizer.LoadWith(tokPath, opts.Opener)
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("student: %w", err)
@@ -155,13 +160,13 @@ func LoadModel(dir string, opts Options) (Model, error) {
 		if err := cuda.CheckTypes(backend, string(wt), opts.KVCache); err != nil {
 			return nil, fmt.Errorf("student: %w", err)
 		}
-		m, err := cuda.Load(dir, cuda.Options{Backend: backend})
+		m, err := cuda.Load(dir, cuda.Options{Backend: backend, Opener: opts.Opener})
 		if err != nil {
 			return nil, fmt.Errorf("student: %w", err)
 		}
 		return m, nil
 	}
-	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap, KVBF16: kvBF16})
+	m, err := qwen2.Load(dir, qwen2.Options{DType: wt, Mmap: opts.Mmap, KVBF16: kvBF16, Opener: opts.Opener})
 	if err != nil {
 		return nil, fmt.Errorf("student: %w", err)
 	}

@@ -23,7 +23,8 @@ var ErrIncompatible = errors.New("the checkpoint is not the serving model")
 // defaults, tokenizer and stop tokens, on the backend and weight type of opts, with opts.Generate
 // for its scheduler. It refuses, wrapping ErrIncompatible, a checkpoint whose config differs from
 // s's in any field that shapes the computation, or whose tokenizer.json (when dir has one) has
-// another vocabulary. s is unchanged and keeps serving.
+// another vocabulary. s is unchanged and keeps serving. Every file it reads is opened through
+// opts.Opener (a server's reload: confined to its weights root).
 func (s *Student) Successor(dir string, opts Options) (*Student, error) {
 	if st, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("student: weights directory: %w", err)
@@ -38,7 +39,7 @@ func (s *Student) Successor(dir string, opts Options) (*Student, error) {
 		return nil, fmt.Errorf("student: the serving model (%T) was not loaded from a directory", s.gen.Model())
 	}
 	if tokPath := filepath.Join(dir, "tokenizer.json"); fileExists(tokPath) {
-		tok, err := tokenizer.Load(tokPath)
+		tok, err := tokenizer.LoadWith(tokPath, opts.Opener)
 		if err != nil {
 			return nil, fmt.Errorf("student: %w", err)
 		}

@@ -79,14 +79,18 @@ type tokenizerConfig struct {
 // BPE family used by Qwen2/Qwen2.5 is supported (BPE model, optional NFC normaliser, the Qwen2
 // Split pre-tokenizer followed by ByteLevel, ByteLevel decoder); anything else is refused with
 // an error naming the file and the unsupported part.
-func Load(path string) (*Tokenizer, error) {
+func Load(path string) (*Tokenizer, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load reading tokenizer.json and tokenizer_config.json through o (nil: plainly),
+// e.g. one confined to a server's weights root (regular.Confine).
+func LoadWith(path string, o *regular.Opener) (*Tokenizer, error) {
 	file := path
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	} else if st.IsDir() {
 		file = filepath.Join(path, "tokenizer.json")
 	}
-	data, err := regular.ReadJSON(file)
+	data, err := o.ReadJSON(file)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -96,7 +100,7 @@ func Load(path string) (*Tokenizer, error) {
 	}
 	var cfg *tokenizerConfig
 	cfgPath := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
-	if cdata, err := regular.ReadJSON(cfgPath); err == nil {
+	if cdata, err := o.ReadJSON(cfgPath); err == nil {
 		cfg = new(tokenizerConfig)
 		if err := json.Unmarshal(cdata, cfg); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: malformed JSON: %w", cfgPath, err)

@@ -46,12 +46,10 @@ func TestConfineDotDotAfterLink(t *testing.T) {
 	if err != nil || string(want) != `"kernel"` {
 		t.Fatalf("os.ReadFile of the link = %s, %v; the layout is wrong", want, err)
 	}
-	release := Confine(dir, root)
-	got, err := ReadJSON(filepath.Join(dir, "a.json"))
+	got, err := Confine(root).ReadJSON(filepath.Join(dir, "a.json"))
 	if err != nil || string(got) != string(want) {
 		t.Errorf("confined: %s, %v; want %s (what the kernel opens)", got, err, want)
 	}
-	release()
 	if err := os.Remove(filepath.Join(root, "hop")); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +62,7 @@ func TestConfineDotDotAfterLink(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "a.json")); err != nil || string(b) != `"outside"` {
 		t.Fatalf("os.ReadFile of the link through hop out = %s, %v; the layout is wrong", b, err)
 	}
-	defer Confine(dir, root)()
-	if got, err := ReadJSON(filepath.Join(dir, "a.json")); !errors.Is(err, ErrOutsideRoot) {
+	if got, err := Confine(root).ReadJSON(filepath.Join(dir, "a.json")); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("through a link out then ..: %s, %v; want ErrOutsideRoot", got, err)
 	}
 }
@@ -118,13 +115,13 @@ func TestConfineLinkAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	defer Confine(dir, root)()
+	o := Confine(root)
 	open := func(name string) ([]byte, error) {
 		t.Helper()
 		done := make(chan struct{})
 		var b []byte
 		var err error
-		go func() { b, err = ReadJSON(dir + "/" + name); close(done) }() // not cleaned
+		go func() { b, err = o.ReadJSON(dir + "/" + name); close(done) }() // not cleaned
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
@@ -187,7 +184,7 @@ func TestConfineRepointedRace(t *testing.T) {
 	if err := os.Symlink(targets[0], filepath.Join(dir, "d")); err != nil {
 		t.Fatal(err)
 	}
-	defer Confine(dir, root)()
+	o := Confine(root)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -208,7 +205,7 @@ func TestConfineRepointedRace(t *testing.T) {
 	}()
 	inside := 0
 	for i := 0; i < 3000; i++ {
-		b, err := ReadJSON(filepath.Join(dir, "a.json"))
+		b, err := o.ReadJSON(filepath.Join(dir, "a.json"))
 		if string(b) == `"outside"` {
 			t.Fatalf("open %d read the file outside the root", i)
 		}
@@ -233,8 +230,8 @@ func TestConfineRootRepointed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(base, "outroot", "step", "in.json"), []byte(`"outside"`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer Confine(dir, root)()
-	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+	o := Confine(root)
+	if _, err := o.ReadJSON(filepath.Join(dir, "in.json")); err != nil {
 		t.Fatalf("before: %v", err)
 	}
 	if err := os.Rename(root, root+".moved"); err != nil {
@@ -243,24 +240,24 @@ func TestConfineRootRepointed(t *testing.T) {
 	if err := os.Symlink(filepath.Join(base, "outroot"), root); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "put in its place), so outside the weights root "+root+": ") {
+	if b, err := o.ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "put in its place), so outside the weights root "+root+": ") {
 		t.Errorf("root re-pointed out: %s, %v; want ErrOutsideRoot saying the root is not the one confined", b, err)
 	}
 }
 
-// TestConfineRelativePath: a path relative to the working directory under a Confine'd
-// directory is opened beneath the root too ("." and ".." in it taken as the kernel does).
+// TestConfineRelativePath: a path relative to the working directory, opened through a confined
+// Opener, is opened beneath the root too ("." and ".." in it taken as the kernel does).
 func TestConfineRelativePath(t *testing.T) {
 	_, root, dir, _ := confineLayout(t)
 	noProc(t)
 	t.Chdir(dir)
-	defer Confine(dir, root)()
+	o := Confine(root)
 	for _, name := range []string{"in.json", "./in.json", "../step/in.json"} {
-		if _, err := ReadJSON(name); err != nil {
+		if _, err := o.ReadJSON(name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := ReadJSON("config.json"); !errors.Is(err, ErrOutsideRoot) {
+	if _, err := o.ReadJSON("config.json"); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("config.json, a link out: %v, want ErrOutsideRoot", err)
 	}
 }
@@ -273,14 +270,13 @@ func TestConfineReadBackOutside(t *testing.T) {
 	saved := realPath
 	realPath = func(*os.File) (string, error) { return out, nil }
 	t.Cleanup(func() { realPath = saved })
-	defer Confine(dir, root)()
-	if _, err := ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out+", outside the weights root "+root) {
+	if _, err := Confine(root).ReadJSON(filepath.Join(dir, "in.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "opened "+out+", outside the weights root "+root) {
 		t.Errorf("read back outside: %v, want ErrOutsideRoot naming %s", err, out)
 	}
 }
 
-// TestConfineNotADirectory: a file named as a directory on the way (escapes.json/x.json) under
-// a Confine'd directory is the kernel's "not a directory", not ErrOutsideRoot: before, any
+// TestConfineNotADirectory: a file named as a directory on the way (escapes.json/x.json) through
+// a confined Opener is the kernel's "not a directory", not ErrOutsideRoot: before, any
 // error whose text held "escapes" (here the file's own name) was taken for os.Root's "path
 // escapes from parent" and reported as leading outside the root.
 func TestConfineNotADirectory(t *testing.T) {
@@ -288,8 +284,7 @@ func TestConfineNotADirectory(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "escapes.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer Confine(dir, root)()
-	if _, err := ReadJSON(filepath.Join(dir, "escapes.json", "x.json")); !errors.Is(err, syscall.ENOTDIR) || errors.Is(err, ErrOutsideRoot) {
+	if _, err := Confine(root).ReadJSON(filepath.Join(dir, "escapes.json", "x.json")); !errors.Is(err, syscall.ENOTDIR) || errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("escapes.json/x.json: %v, want ENOTDIR, not ErrOutsideRoot", err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -25,14 +24,59 @@ import (
 const MaxJSON = 256 << 20
 
 // Open opens path for reading, without waiting on a FIFO, and returns it only when what it
-// opened (links followed) is a regular file, with its size. A path under a Confine'd directory
-// is opened beneath its root (os.Root), so that nothing outside the root is opened at all.
-func Open(path string) (*os.File, int64, error) {
-	cs, abs := confinedRoots(path)
+// opened (links followed) is a regular file, with its size. It is the plain Opener's Open.
+func Open(path string) (*os.File, int64, error) { return (*Opener)(nil).Open(path) }
+
+// ErrOutsideRoot is wrapped by a confined Opener's refusal of a file that leads out of its
+// root.
+var ErrOutsideRoot = errors.New("outside the weights root")
+
+// Opener opens the files of one load (a model directory's weights and JSON) as Open does:
+// plainly, or, made by Confine, only beneath a root. A loader is handed the Opener its caller
+// chose and opens every file through it; a nil or zero Opener opens plainly. An Opener is safe
+// for concurrent use, and one confines only what is opened through it.
+type Opener struct {
+	root string      // absolute, clean, links resolved; "" opens plainly
+	id   fs.FileInfo // the directory root named at Confine (nil if it could not be read)
+}
+
+// Confine returns an Opener that opens a file only beneath root (os.Root: no link or ".." on
+// the way, however re-pointed after any check of the paths, takes the open out of root, so
+// nothing outside it is opened at all) and refuses (ErrOutsideRoot) one that leads out of it;
+// a link to an absolute path inside root, which os.Root refuses, is followed and what it leads
+// to opened beneath root (a ".." after a link taken from where the link leads, as the kernel
+// does). The directory root names is taken now: if root is moved and a link put in its place
+// before an Open, that Open is refused. Where /proc/self/fd can be read, the real path of the
+// file opened is checked against root too. root is absolute, clean, with its links resolved; a
+// root of / confines nothing (the plain Opener).
+func Confine(root string) *Opener {
+	if root == "/" {
+		return &Opener{}
+	}
+	o := &Opener{root: root}
+	if fi, err := os.Stat(root); err == nil {
+		o.id = fi
+	}
+	return o
+}
+
+// Root is the directory o opens beneath ("" for a plain Opener).
+func (o *Opener) Root() string {
+	if o == nil {
+		return ""
+	}
+	return o.root
+}
+
+// Open opens path for reading, without waiting on a FIFO, and returns it only when what it
+// opened (links followed) is a regular file, with its size; a confined Opener opens it beneath
+// its root.
+func (o *Opener) Open(path string) (*os.File, int64, error) {
 	var f *os.File
 	var err error
-	if len(cs) > 0 {
-		f, err = openBeneath(path, abs, cs)
+	confined := o.Root() != ""
+	if confined {
+		f, err = o.openBeneath(path)
 	} else {
 		f, err = os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
 	}
@@ -48,94 +92,23 @@ func Open(path string) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
 	}
-	if err := opened(path, f, cs); err != nil {
-		f.Close()
-		return nil, 0, err
+	if confined {
+		if err := o.opened(path, f); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
 	}
 	return f, st.Size(), nil
 }
 
-// ErrOutsideRoot is wrapped by Open's refusal of a file named under a Confine'd directory that
-// leads out of its root.
-var ErrOutsideRoot = errors.New("outside the weights root")
-
-var confines struct {
-	sync.Mutex
-	list []*confinement // one per Confine not yet released
-}
-
-// confinement is one Confine call: dir and root absolute, clean and links resolved; id is the
-// directory root named then (nil if it could not be read).
-type confinement struct {
-	dir, root string
-	id        fs.FileInfo
-}
-
-// Confine makes Open, until release is called, open a file named under dir only beneath root
-// (os.Root: no link or ".." on the way, however re-pointed after any check of the paths, takes
-// the open out of root, so nothing outside it is opened at all) and refuse (ErrOutsideRoot)
-// one that leads out of it; a link to an absolute path inside root, which os.Root refuses, is
-// followed and what it leads to opened beneath root (a ".." after a link taken from where the
-// link leads, as the kernel does). The directory root names is taken now: if root is moved and
-// a link put in its place before an Open, that Open is refused. Where /proc/self/fd can be
-// read, the real path of the file opened is checked against root too. dir and root are absolute, clean, with
-// their links resolved; a root of / confines nothing.
-//
-// The confinement is process-wide, by the path a file is opened by, not by the caller: every
-// Open under dir meanwhile is checked, whoever opens it. Calls may overlap (two servers'
-// reloads of one directory, a directory and one below it): each is kept until its own release,
-// and a file under several confined directories must be inside every one's root.
-func Confine(dir, root string) (release func()) {
-	c := &confinement{dir: dir, root: root}
-	if fi, err := os.Stat(root); err == nil {
-		c.id = fi
-	}
-	confines.Lock()
-	defer confines.Unlock()
-	confines.list = append(confines.list, c)
-	return func() {
-		confines.Lock()
-		defer confines.Unlock()
-		if i := slices.Index(confines.list, c); i >= 0 {
-			confines.list = slices.Delete(confines.list, i, i+1)
-		}
-	}
-}
-
-// confinedRoots returns the Confine calls of the directories path is under (those to / left
-// out: every file is under it) and path made absolute.
-func confinedRoots(path string) (cs []*confinement, abs string) {
-	confines.Lock()
-	defer confines.Unlock()
-	if len(confines.list) == 0 {
-		return nil, ""
-	}
-	abs, err := filepath.Abs(path)
-	for _, c := range confines.list {
-		if (err != nil || Within(c.dir, abs)) && c.root != "/" {
-			cs = append(cs, c)
-		}
-	}
-	return cs, abs
-}
-
-// openBeneath opens path, abs made absolute, beneath the innermost root of cs (os.Root: no
-// link or ".." takes the open out of it, however they change meanwhile), which must be the
-// directory it was at Confine (a root renamed away and a link out put in its place would take
-// the open with it); cs's roots all hold abs.
-func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
-	root := cs[0].root
-	for _, c := range cs {
-		if !filepath.IsAbs(abs) || !Within(c.root, abs) {
-			return nil, refuse(c.root, "%s is", path)
-		}
-		if len(c.root) > len(root) {
-			root = c.root
-		}
-	}
+// openBeneath opens path beneath o's root (os.Root: no link or ".." takes the open out of it,
+// however they change meanwhile), which must be the directory it was at Confine (a root
+// renamed away and a link out put in its place would take the open with it).
+func (o *Opener) openBeneath(path string) (*os.File, error) {
+	root := o.root
 	// The path's components below the root, ".." kept: os.Root and resolveIn take each after
-	// the links before it, as the kernel does (abs is cleaned lexically: a/../b where a is a
-	// link is b there, but a's target's b for the kernel).
+	// the links before it, as the kernel does (a path cleaned lexically, a/../b where a is a
+	// link is b, but a's target's b for the kernel).
 	raw := path
 	if !filepath.IsAbs(raw) {
 		wd, err := os.Getwd()
@@ -143,6 +116,9 @@ func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
 			return nil, err
 		}
 		raw = wd + string(filepath.Separator) + raw
+	}
+	if abs := filepath.Clean(raw); !Within(root, abs) {
+		return nil, refuse(root, "%s is", path)
 	}
 	parts, ok := below(root, raw)
 	if !ok {
@@ -153,11 +129,8 @@ func openBeneath(path, abs string, cs []*confinement) (*os.File, error) {
 		return nil, err
 	}
 	defer r.Close()
-	st, err := r.Stat(".")
-	for _, c := range cs {
-		if c.root == root && (err != nil || c.id == nil || !os.SameFile(c.id, st)) {
-			return nil, refuse(root, "%s: %s is not the directory it was when confined (moved, or a link put in its place), so", path, root)
-		}
+	if st, err := r.Stat("."); err != nil || o.id == nil || !os.SameFile(o.id, st) {
+		return nil, refuse(root, "%s: %s is not the directory it was when confined (moved, or a link put in its place), so", path, root)
 	}
 	f, err := r.OpenFile(joined(parts), os.O_RDONLY|nonBlock, 0)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
@@ -282,22 +255,16 @@ func outside(path, root string, err error) error {
 	return named(err, path)
 }
 
-// opened checks f, opened as path beneath the innermost root of cs, against every one of
-// them: the file's real path is read back (/proc/self/fd), so that roots nested and a root
-// re-pointed since Confine are checked too. Where it cannot be read back the open beneath the
-// root stands.
-func opened(path string, f *os.File, cs []*confinement) error {
-	if len(cs) == 0 {
-		return nil
-	}
+// opened checks f, opened as path beneath o's root: the file's real path is read back
+// (/proc/self/fd), so that a root re-pointed between the check of its identity and the open is
+// caught too. Where it cannot be read back the open beneath the root stands.
+func (o *Opener) opened(path string, f *os.File) error {
 	real, err := realPath(f)
 	if err != nil {
 		return nil
 	}
-	for _, c := range cs {
-		if !Within(c.root, real) {
-			return refuse(c.root, "%s opened %s,", path, real)
-		}
+	if !Within(o.root, real) {
+		return refuse(o.root, "%s opened %s,", path, real)
 	}
 	return nil
 }
@@ -322,8 +289,13 @@ func Within(root, path string) bool {
 
 // ReadFile is os.ReadFile for a file that must be regular (Open) and of at most max bytes;
 // a larger one is refused unread. Its errors wrap os.Open's (fs.ErrNotExist for a missing one).
-func ReadFile(path string, max int64) ([]byte, error) {
-	f, size, err := Open(path)
+// It is the plain Opener's ReadFile.
+func ReadFile(path string, max int64) ([]byte, error) { return (*Opener)(nil).ReadFile(path, max) }
+
+// ReadFile is os.ReadFile for a file that must be regular (o.Open) and of at most max bytes;
+// a larger one is refused unread. Its errors wrap os.Open's (fs.ErrNotExist for a missing one).
+func (o *Opener) ReadFile(path string, max int64) ([]byte, error) {
+	f, size, err := o.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -343,3 +315,6 @@ func ReadFile(path string, max int64) ([]byte, error) {
 
 // ReadJSON is ReadFile with the limit MaxJSON.
 func ReadJSON(path string) ([]byte, error) { return ReadFile(path, MaxJSON) }
+
+// ReadJSON is o.ReadFile with the limit MaxJSON.
+func (o *Opener) ReadJSON(path string) ([]byte, error) { return o.ReadFile(path, MaxJSON) }

@@ -93,62 +93,54 @@ func TestReadFileLimit(t *testing.T) {
 	}
 }
 
-// TestConfine: under a Confine'd directory, a file whose link leads out of the root is refused
-// unopened (ErrOutsideRoot, naming where the link leads), one inside is opened, a path not under the
-// directory is not checked, and after release the link out opens again.
+// TestConfine: a confined Opener refuses a file whose link leads out of the root unopened
+// (ErrOutsideRoot, naming where the link leads) and a path outside the root, and opens one
+// inside; the plain Open of the same link meanwhile opens it.
 func TestConfine(t *testing.T) {
 	_, root, dir, out := confineLayout(t)
-	release := Confine(dir, root)
-	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "a link to "+out) {
+	o := Confine(root)
+	if o.Root() != root {
+		t.Errorf("Root() = %q, want %q", o.Root(), root)
+	}
+	if _, err := o.ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) || !strings.Contains(err.Error(), "a link to "+out) {
 		t.Errorf("link out of the root: %v, want ErrOutsideRoot naming %s", err, out)
 	}
-	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+	if _, err := o.ReadJSON(filepath.Join(dir, "in.json")); err != nil {
 		t.Errorf("file inside: %v", err)
 	}
-	if _, err := ReadJSON(out); err != nil {
-		t.Errorf("a path not under the confined directory: %v", err)
+	if _, err := o.ReadJSON(out); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("a path outside the root: %v, want ErrOutsideRoot", err)
 	}
-	release()
 	if _, err := ReadJSON(filepath.Join(dir, "config.json")); err != nil {
-		t.Errorf("after release: %v", err)
+		t.Errorf("plain: %v", err)
 	}
 }
 
-// TestConfineOverlapping: Confine calls that overlap are each kept until their own release. Two
-// confinements of one directory to one root (two servers reloading it): releasing the first
-// left the second's load unchecked. One to a broader root (a server with --weights-root /)
-// made while a narrower one of the same directory is held: it replaced the narrower, whose
-// load then opened a link out of its root. A file under a directory and one below it, both
-// confined, is checked against both roots.
+// TestConfineOverlapping: Openers of one directory are independent: each confines only what
+// is opened through it. Two confined to one root (two servers reloading it), one confined to /
+// (a server with --weights-root /) made while one confined to the root is in use, and the plain
+// Open: the confined ones refuse the link out, the others open it. Before, confinement was a
+// process-wide registry by path: a plain open of a confined directory was refused too.
 func TestConfineOverlapping(t *testing.T) {
-	base, root, dir, _ := confineLayout(t)
+	_, root, dir, _ := confineLayout(t)
 	link := filepath.Join(dir, "config.json")
-	refused := func(what string) {
-		t.Helper()
-		if _, err := ReadJSON(link); !errors.Is(err, ErrOutsideRoot) {
-			t.Errorf("%s: link out of the root: %v, want ErrOutsideRoot", what, err)
+	first, second := Confine(root), Confine(root)
+	broad, zero := Confine("/"), new(Opener)
+	for what, o := range map[string]*Opener{"first": first, "second": second} {
+		if _, err := o.ReadJSON(link); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("%s of two confined to the root: %v, want ErrOutsideRoot", what, err)
 		}
 	}
-
-	first, second := Confine(dir, root), Confine(dir, root)
-	first()
-	refused("one of two confinements of the same directory and root released")
-	second()
-
-	narrow := Confine(dir, root)
-	broad := Confine(dir, "/")
-	refused("a broader confinement of the same directory made later")
-	broad()
-	refused("the broader one released")
-	narrow()
-
-	outer := Confine(base, "/")
-	inner := Confine(dir, root)
-	refused("under an outer directory confined to / and an inner one confined to the root")
-	inner()
-	outer()
+	for what, o := range map[string]*Opener{"confined to /": broad, "zero": zero, "nil": nil} {
+		if o.Root() != "" {
+			t.Errorf("%s: Root() = %q, want the plain Opener", what, o.Root())
+		}
+		if _, err := o.ReadJSON(link); err != nil {
+			t.Errorf("%s, beside the confined ones: %v", what, err)
+		}
+	}
 	if _, err := ReadJSON(link); err != nil {
-		t.Errorf("every confinement released: %v", err)
+		t.Errorf("plain ReadJSON beside the confined ones: %v", err)
 	}
 }
 
@@ -189,23 +181,22 @@ func noProc(t *testing.T) {
 func TestConfineWithoutProc(t *testing.T) {
 	_, root, dir, _ := confineLayout(t)
 	noProc(t)
-	release := Confine(dir, root)
-	if _, err := ReadJSON(filepath.Join(dir, "in.json")); err != nil {
+	o := Confine(root)
+	if _, err := o.ReadJSON(filepath.Join(dir, "in.json")); err != nil {
 		t.Errorf("inside %s without /proc: %v", root, err)
 	}
-	if _, err := ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) {
+	if _, err := o.ReadJSON(filepath.Join(dir, "config.json")); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("link out of %s without /proc: %v, want ErrOutsideRoot", root, err)
 	}
-	release()
-	defer Confine(dir, "/")()
+	all := Confine("/")
 	for _, name := range []string{"in.json", "config.json"} {
-		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
+		if _, err := all.ReadJSON(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s confined to / without /proc: %v", name, err)
 		}
 	}
 }
 
-// TestConfineOpensNothingOutside: under a Confine'd directory nothing outside the root is
+// TestConfineOpensNothingOutside: through a confined Opener nothing outside the root is
 // opened, not only refused once open (opening a device, or a file on an automounted network
 // path, can act or hang): a link to /dev/null, or through ".." out of the root, is
 // ErrOutsideRoot before any open (before, /dev/null was opened and refused as not a regular
@@ -237,21 +228,21 @@ func TestConfineOpensNothingOutside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	defer Confine(dir, root)()
+	o := Confine(root)
 	for _, name := range []string{"null.json", "up.json", "dotdot.json"} {
-		if _, err := ReadJSON(filepath.Join(dir, name)); !errors.Is(err, ErrOutsideRoot) {
+		if _, err := o.ReadJSON(filepath.Join(dir, name)); !errors.Is(err, ErrOutsideRoot) {
 			t.Errorf("%s: %v, want ErrOutsideRoot", name, err)
 		}
 	}
 	for _, name := range []string{"abs.json", "rel.json", "other.json", "otherdir/x.json", "chain.json"} {
-		if _, err := ReadJSON(filepath.Join(dir, name)); err != nil {
+		if _, err := o.ReadJSON(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s, a link inside the root: %v", name, err)
 		}
 	}
-	if _, err := ReadJSON(filepath.Join(dir, "loop.json")); err == nil {
+	if _, err := o.ReadJSON(filepath.Join(dir, "loop.json")); err == nil {
 		t.Errorf("a link to itself: opened")
 	}
-	if _, err := ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open "+filepath.Join(dir, "missing.json")) {
+	if _, err := o.ReadJSON(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open "+filepath.Join(dir, "missing.json")) {
 		t.Errorf("missing: %v, want fs.ErrNotExist naming the path as os.Open does", err)
 	}
 }
