@@ -31,20 +31,23 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		return "", "refused: the statement holds a NUL byte"
 	}
 	q := strings.TrimSpace(query)
+	skip := skipFor(d)
 	body, rest := splitFor(d)(q)
-	if !blankFor(d)(rest) {
+	if blanksEnd(rest, skip) < len(rest) {
 		return "", "refused: only one statement per query is allowed"
 	}
 	if hidden := executableComment(strings.ToLower(rest)); hidden != "" {
-		// Only MariaDB runs one (its Blank reads it as a second statement); elsewhere it is
-		// refused after the statement as it is within it (deniedText).
+		// Only MariaDB runs one (its Skip reads it as no comment: a second statement);
+		// elsewhere it is refused after the statement as it is within it (deniedText).
 		return "", fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
 	}
 	body = strings.TrimSpace(body)
 	if body == "" {
 		return "", "refused: empty statement"
 	}
-	lower := strings.ToLower(stripLeadingComments(body))
+	// The first word after the comments, as the engine reads them: PostgreSQL's /* */ nest and
+	// its -- ends at a carriage return too, so /* /* */ SELECT */ SET x = 1 is a SET there.
+	lower := strings.ToLower(body[blanksEnd(body, skip):])
 	ok := false
 	for _, p := range readPrefixes {
 		if strings.HasPrefix(lower, p) && (len(lower) == len(p) || !isWord(lower[len(p)])) {
@@ -71,15 +74,15 @@ func splitFor(d datasets.Dialect) func(string) (string, string) {
 	return SplitFirst
 }
 
-// blankFor is how the screen reads the text after a statement's ; in dialect d: by d's
-// ScreenRules.Blank, else BlankFirst.
-func blankFor(d datasets.Dialect) func(string) bool {
+// skipFor is how the screen reads whitespace and comments in dialect d: by d's
+// ScreenRules.Skip, else SkipFirst.
+func skipFor(d datasets.Dialect) func(string, int) int {
 	if dl, ok := Lookup(d); ok {
-		if b := dl.Screen().Blank; b != nil {
-			return b
+		if s := dl.Screen().Skip; s != nil {
+			return s
 		}
 	}
-	return BlankFirst
+	return SkipFirst
 }
 
 // executableComments are the markers of MariaDB's and MySQL's executable comments, whose
@@ -240,12 +243,13 @@ type ScreenRules struct {
 	// server's own refusal of a second statement (or, on SQLite, none: the driver runs the
 	// first and drops the rest) was all that stood behind the screen.
 	Split func(q string) (string, string)
-	// Blank, when set, reports whether s, the text after a statement's ; (Split's second
-	// part), holds only whitespace and comments as the dialect's own lexer reads them, so that
-	// SELECT 1; -- x is one statement; the screen then passes the text before the ; alone. A
-	// comment the engine fails when it is left open, or reads as code (MariaDB's /*! */), is
-	// not blank. Nil: BlankFirst.
-	Blank func(s string) bool
+	// Skip, when set, returns the index after the whitespace or comment that starts at s[i] as
+	// the dialect's own lexer reads them, or i where none does: a comment the engine fails when
+	// it is left open, or reads as code (MariaDB's /*! */), is none. The screen reads by it the
+	// text after a statement's ; (whitespace and comments alone leave one statement, SELECT 1;
+	// -- x, and the text before the ; is passed alone) and the comments before the statement's
+	// first word, which must be a read's. Nil: SkipFirst.
+	Skip func(s string, i int) int
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.
@@ -357,37 +361,14 @@ func isWord(b byte) bool {
 	return b == '_' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
 }
 
-func stripLeadingComments(s string) string {
-	for {
-		s = strings.TrimSpace(s)
-		switch {
-		case strings.HasPrefix(s, "--"):
-			if i := strings.IndexByte(s, '\n'); i >= 0 {
-				s = s[i+1:]
-			} else {
-				return ""
-			}
-		case strings.HasPrefix(s, "/*"):
-			if i := strings.Index(s, "*/"); i >= 0 {
-				s = s[i+2:]
-			} else {
-				return ""
-			}
-		default:
-			return s
-		}
+// SkipFirst returns the index after the whitespace (Unicode's) or comment that starts at s[i]
+// as SplitFirst reads them, or i where none does: -- to a line feed or the end, /* */ unnested
+// and closed. The fallback of ScreenRules.Skip.
+func SkipFirst(s string, i int) int {
+	if r, n := utf8.DecodeRuneInString(s[i:]); unicode.IsSpace(r) {
+		return i + n
 	}
-}
-
-// BlankFirst reports whether s holds only whitespace and comments as SplitFirst reads them:
-// -- to a line feed or the end, /* */ unnested and closed. The fallback of ScreenRules.Blank.
-func BlankFirst(s string) bool {
-	return BlankBy(s, func(s string, i int) int {
-		if r, n := utf8.DecodeRuneInString(s[i:]); unicode.IsSpace(r) {
-			return i + n
-		}
-		return SkipComment(s, i, false)
-	})
+	return SkipComment(s, i, false)
 }
 
 // SkipComment returns the index after the comment that starts at s[i], or i where none does:
@@ -411,18 +392,18 @@ func SkipComment(s string, i int, openRuns bool) int {
 	return i
 }
 
-// BlankBy reports whether s is a run of blanks as skip reads them: skip returns the index after
-// the whitespace or comment that starts at s[i], or i where none does (a comment the engine
-// fails, or reads as code, is none). The ScreenRules.Blank of each engine.
-func BlankBy(s string, skip func(s string, i int) int) bool {
-	for i := 0; i < len(s); {
+// blanksEnd returns the index of the first byte of s that is neither whitespace nor in a
+// comment as skip reads them (ScreenRules.Skip), len(s) where s is all blanks.
+func blanksEnd(s string, skip func(s string, i int) int) int {
+	i := 0
+	for i < len(s) {
 		j := skip(s, i)
 		if j <= i {
-			return false
+			return i
 		}
 		i = j
 	}
-	return true
+	return i
 }
 
 // SplitFirst splits q at the first semicolon outside quotes and comments, as no dialect reads

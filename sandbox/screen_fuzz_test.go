@@ -30,9 +30,14 @@ func FuzzScreen(f *testing.F) {
 	f.Add(`SELECT $a('); SELECT 2 --'`)
 	f.Add(`SELECT '\';'`)
 	// Text after the ; that is only comments in one engine and a second statement in another
-	// (ScreenRules.Blank).
+	// (ScreenRules.Skip).
 	for _, q := range []string{"SELECT 1; -- x", "SELECT 1; --x", "SELECT 1; --\nSELECT 2", "SELECT 1; # x\nSELECT 2",
 		"SELECT 1; /*! SELECT 2 */", "SELECT 1; /* /* */ */", "SELECT 1; /* x", "SELECT 1; -- x\rSELECT 2"} {
+		f.Add(q)
+	}
+	// Comments before the first word that one engine ends elsewhere than another (a
+	// statement that is not a read behind what reads as a SELECT).
+	for _, q := range []string{"/* /* */ SELECT 1 */ SET x = 1", "-- x\rSET x = 1 /*\nSELECT 1 */", "# x\nSELECT 1", "--x\nSELECT 1"} {
 		f.Add(q)
 	}
 	// PostgreSQL's lexing as the screen's token rules follow it, and what they refuse.

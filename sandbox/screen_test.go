@@ -73,9 +73,9 @@ func TestScreenServerReach(t *testing.T) {
 	}
 }
 
-// TestScreenTrailingCommentFallback: in a dialect with no ScreenRules.Blank (none registered
+// TestScreenTrailingCommentFallback: in a dialect with no ScreenRules.Skip (none registered
 // here), text after the ; that holds only whitespace and closed comments as SplitFirst reads them
-// (BlankFirst) leaves the statement before the ; as the query's one statement; anything else
+// (SkipFirst) leaves the statement before the ; as the query's one statement; anything else
 // after it, a /* left open included, is a second statement.
 func TestScreenTrailingCommentFallback(t *testing.T) {
 	d := datasets.Dialect("none")

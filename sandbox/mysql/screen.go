@@ -10,7 +10,7 @@ import (
 // catalogs; the shared denied names and the role catalogs are looked up among the statement's
 // names as MariaDB's lexer reads them (mysqlNames).
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, MySQLSchema: mysqlSchemaNamed, Blank: mysqlBlank, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, MySQLSchema: mysqlSchemaNamed, Skip: mysqlSkip, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}
@@ -78,26 +78,24 @@ func mysqlQualifies(q, schema string) bool {
 	return false
 }
 
-// mysqlBlank reports whether s, the text after a statement's ;, holds only whitespace and
-// comments as MariaDB's lexer reads them (ScreenRules.Blank): # and -- (before a space or a
+// mysqlSkip returns the index after the whitespace or comment that starts at s[i] as MariaDB's
+// lexer reads them, or i where none does (ScreenRules.Skip): # and -- (before a space or a
 // control character) to a line feed or the end, /* */ unnested and closed. An executable
-// comment (/*! */, /*M! */) is code, a second statement, and a /* left open fails the whole
-// text on the server, so neither is blank; --x is a minus (two, with its operand).
-func mysqlBlank(s string) bool {
-	return sandbox.BlankBy(s, func(s string, i int) int {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			return i + 1
-		case strings.HasPrefix(s[i:], "/*!") || strings.HasPrefix(s[i:], "/*M!") || strings.HasPrefix(s[i:], "/*m!"):
-			return i
-		case strings.HasPrefix(s[i:], "/*"):
-			if end := strings.Index(s[i+2:], "*/"); end >= 0 {
-				return i + end + 4
-			}
-			return i
+// comment (/*! */, /*M! */) is code, and a /* left open fails the whole text on the server, so
+// neither is a comment; --x is a minus (two, with its operand).
+func mysqlSkip(s string, i int) int {
+	switch c := s[i]; {
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		return i + 1
+	case strings.HasPrefix(s[i:], "/*!") || strings.HasPrefix(s[i:], "/*M!") || strings.HasPrefix(s[i:], "/*m!"):
+		return i
+	case strings.HasPrefix(s[i:], "/*"):
+		if end := strings.Index(s[i+2:], "*/"); end >= 0 {
+			return i + end + 4
 		}
-		return sandbox.CommentEnd(s, i)
-	})
+		return i
+	}
+	return sandbox.CommentEnd(s, i)
 }
 
 // mysqlText refuses, in lower (lower-cased MySQL text), @@ system variables, a call of one of

@@ -1,8 +1,11 @@
 package mysql
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
 
@@ -13,7 +16,7 @@ import (
 // comment is one statement and runs.
 //
 // A statement followed after its ; by whitespace and comments only, as MariaDB reads them
-// (mysqlBlank: #, -- before a space or a control character, /* */ unnested), runs as that
+// (mysqlSkip: #, -- before a space or a control character, /* */ unnested), runs as that
 // statement, a ; inside the comment too; the server runs the whole text as one statement as well.
 // Text after the ; that MariaDB reads as more (--x, a line after a comment, an executable comment,
 // a /* left open, a nested */) is refused as a second statement, and unscreened the server (no
@@ -54,4 +57,19 @@ func TestMySQLScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a' AS first; /* /* x */ # y\n":      "a",
 		"SELECT 'a' AS first; -- x\n/* y */\v\f # z": "a",
 	}, nil)
+}
+
+// TestMySQLScreenLeadingComments: the statement's first word is read after the comments as
+// MariaDB reads them (mysqlSkip): a # comment before a SELECT is a comment, and --x is no
+// comment, so --x then a SELECT on the next line is refused as not a read (unscreened, a syntax
+// error).
+func TestMySQLScreenLeadingComments(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	sandboxtest.LeadingComments(t, dbs[0], unscreened, map[string]any{
+		"# x\nSELECT 'a' AS first":                 "a",
+		"/* x */ # y\n-- z\n\tSELECT 'a' AS first": "a",
+	}, nil)
+	if _, reason := sandbox.Screen("--x\nSELECT 1", datasets.MySQL); !strings.Contains(reason, "only read-only") {
+		t.Errorf("--x then a SELECT: %q, want refused as not a read", reason)
+	}
 }

@@ -3,8 +3,6 @@ package postgres
 import (
 	"strings"
 	"unicode/utf8"
-
-	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // pgTokKind is the kind of a pgToken.
@@ -184,25 +182,23 @@ func pgSplit(q string) (string, string) {
 	return q, ""
 }
 
-// pgBlank reports whether s, the text after a statement's ;, holds only whitespace and
-// comments as PostgreSQL's lexer reads them (ScreenRules.Blank): -- to a line feed, a carriage
+// pgSkip returns the index after the whitespace or comment that starts at s[i] as PostgreSQL's
+// lexer reads them, or i where none does (ScreenRules.Skip): -- to a line feed, a carriage
 // return or the end, /* */ nested and closed (one left open fails the whole text: "unterminated
 // /* comment"); whitespace is space, tab, line feed, carriage return and form feed (PostgreSQL
 // 15 fails a vertical tab there as a syntax error).
-func pgBlank(s string) bool {
-	return sandbox.BlankBy(s, func(s string, i int) int {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
-			return i + 1
-		case strings.HasPrefix(s[i:], "--"):
-			return pgSkipLineComment(s, i)
-		case strings.HasPrefix(s[i:], "/*"):
-			if end, closed := pgCommentEnd(s, i); closed {
-				return end
-			}
+func pgSkip(s string, i int) int {
+	switch c := s[i]; {
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+		return i + 1
+	case strings.HasPrefix(s[i:], "--"):
+		return pgSkipLineComment(s, i)
+	case strings.HasPrefix(s[i:], "/*"):
+		if end, closed := pgCommentEnd(s, i); closed {
+			return end
 		}
-		return i
-	})
+	}
+	return i
 }
 
 // pgAddString appends s to toks, joined to a string right before it: the server reads

@@ -12,7 +12,7 @@ import (
 // search string the screen cannot measure) and what outlives the session's reset (setseed).
 // The toolkit's own catalog statements pass.
 func postgresScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Names: pgNames, Split: pgSplit, Blank: pgBlank, Words: func(q, _ string, words []string) string {
+	return sandbox.ScreenRules{Names: pgNames, Split: pgSplit, Skip: pgSkip, Words: func(q, _ string, words []string) string {
 		if pgOwnCatalog(q) {
 			return ""
 		}

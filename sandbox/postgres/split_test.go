@@ -14,7 +14,7 @@ import (
 // comment is one statement and runs.
 //
 // A statement followed after its ; by whitespace and comments only, as PostgreSQL reads them
-// (pgBlank: -- to a line feed or carriage return, /* */ nested), runs as that statement, a ; inside
+// (pgSkip: -- to a line feed or carriage return, /* */ nested), runs as that statement, a ; inside
 // the comment too; the server runs the whole text as one statement as well. Text after the ; that
 // the server reads as more (a line the -- comment's line feed or carriage return leaves, # and a
 // second statement, a /* left open, an extra */) is refused as a second statement, and unscreened
@@ -56,5 +56,26 @@ func TestPostgresScreenHiddenStatement(t *testing.T) {
 	}, map[string]string{
 		"SELECT 'a' AS first; /*! SELECT 2 */":  "executable comments",
 		"SELECT 'a' AS first; /*M! SELECT 2 */": "executable comments",
+	})
+}
+
+// TestPostgresScreenLeadingComments: the statement's first word is read after the comments as
+// PostgreSQL reads them (pgSkip): /* */ nest and -- ends at a carriage return too. A SHOW, SET or
+// DO that a reading with unnested comments (or -- ended by a line feed only) takes for a SELECT
+// is refused as not a read (the server runs each of them in the reader's read-only transaction:
+// DO runs PL/pgSQL whose dynamic SQL the screen never sees, a PREPARE outlives the rollback); a
+// SELECT behind such comments runs.
+func TestPostgresScreenLeadingComments(t *testing.T) {
+	_, _, dbs := pgHostileConnector(t, pgHostileSchemas(t, sandboxtest.PGAdmin(t), 1))
+	sandboxtest.LeadingComments(t, dbs[0], unscreened, map[string]any{
+		"/* /* */ x */ SELECT 'a' AS first":        "a",
+		"-- x\rSELECT 'a' AS first":                "a",
+		"/* x */ -- y\r\f/* /* */ */ VALUES ('a')": "a",
+	}, []string{
+		"/* /* */ SELECT 1 */ SHOW search_path",
+		"/* /* */ SELECT 1 */ SET statement_timeout = 0",
+		"/* /* */ SELECT 1 */ DO $$BEGIN PERFORM 1; END$$",
+		"-- x\rSET statement_timeout = 0 /*\nSELECT 1 */",
+		"-- x\rPREPARE p AS\nSELECT 1",
 	})
 }

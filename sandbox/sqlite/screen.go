@@ -9,7 +9,7 @@ import (
 
 // sqliteScreen are SQLite's own refusals: the built-ins whose one call it cannot stop.
 func sqliteScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Names: sqliteNames, Split: sqliteSplit, Blank: sqliteBlank, Word: func(w string) string {
+	return sandbox.ScreenRules{Names: sqliteNames, Split: sqliteSplit, Skip: sqliteSkip, Word: func(w string) string {
 		if sqliteUnstoppable[w] {
 			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
 		}
@@ -51,17 +51,15 @@ func sqliteSplit(q string) (string, string) {
 	return q, ""
 }
 
-// sqliteBlank reports whether s, the text after a statement's ;, holds only whitespace and
-// comments as SQLite's tokenizer reads them (ScreenRules.Blank): -- to a line feed or the end,
+// sqliteSkip returns the index after the whitespace or comment that starts at s[i] as SQLite's
+// tokenizer reads them, or i where none does (ScreenRules.Skip): -- to a line feed or the end,
 // /* to */ or, left open, to the end, as SQLite runs it; whitespace is space, tab, line feed,
 // form feed and carriage return (a vertical tab is an illegal token).
-func sqliteBlank(s string) bool {
-	return sandbox.BlankBy(s, func(s string, i int) int {
-		if c := s[i]; c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' {
-			return i + 1
-		}
-		return sandbox.SkipComment(s, i, true)
-	})
+func sqliteSkip(s string, i int) int {
+	if c := s[i]; c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' {
+		return i + 1
+	}
+	return sandbox.SkipComment(s, i, true)
 }
 
 // sqliteScan reads lower as SQLite's tokenizer does (see sqliteNames) and returns its code with

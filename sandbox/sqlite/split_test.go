@@ -13,7 +13,7 @@ import (
 // a -- comment ends at a line feed only (a carriage return leaves it open: one statement).
 //
 // A statement followed after its ; by whitespace and comments only, as SQLite reads them
-// (sqliteBlank: -- to a line feed, /* to */ or, left open, to the end), runs as that statement, a ;
+// (sqliteSkip: -- to a line feed, /* to */ or, left open, to the end), runs as that statement, a ;
 // inside the comment too (unscreened, the engine prepares the whole text once and runs its first
 // statement). Text after the ; that SQLite reads as more (a line after a -- comment, a parameter
 // #x, an extra */, a vertical tab) is refused as a second statement; an executable comment after

@@ -1261,7 +1261,7 @@ func HiddenStatements(t *testing.T, db sandbox.DB, raw RawFunc, hidden []string,
 }
 
 // TrailingComments checks statements followed after their ; by whitespace and comments only, as
-// db's engine reads them (ScreenRules.Blank; each engine's ScreenHiddenStatement test): each key
+// db's engine reads them (ScreenRules.Skip; each engine's ScreenHiddenStatement test): each key
 // of one runs and gives the one value it maps to, and so does its whole text unscreened through
 // raw (the engine reads it as one statement too, so passing the statement before the ; alone
 // changes nothing). Each key of refused is refused by the screen with a reason that holds the
@@ -1280,6 +1280,26 @@ func TrailingComments(t *testing.T, db sandbox.DB, raw RawFunc, one map[string]a
 		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
 		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, why) {
 			t.Errorf("%q: %v %s %q, want refused with %q", q, err, r.Outcome, r.Error, why)
+		}
+	}
+}
+
+// LeadingComments checks statements behind comments as db's engine reads them
+// (ScreenRules.Skip): each key of one runs screened and gives the one value it maps to; each
+// of hidden, a statement that is not a read behind comments that a reading otherwise than the
+// engine's takes to end before a SELECT, is refused by the screen as not a read, and runs
+// unscreened through raw (the engine reads it as that statement).
+func LeadingComments(t *testing.T, db sandbox.DB, raw RawFunc, one map[string]any, hidden []string) {
+	t.Helper()
+	ctx := context.Background()
+	HiddenStatements(t, db, nil, nil, one)
+	for _, q := range hidden {
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "only read-only") {
+			t.Errorf("%q: %v %s %q, want refused as not a read", q, err, r.Outcome, r.Error)
+		}
+		if r, err := raw(ctx, db, q, 2*time.Second, 10); err != nil || !r.OK() {
+			t.Errorf("%q unscreened: %v %s %q, want the engine to run it", q, err, r.Outcome, r.Error)
 		}
 	}
 }
