@@ -37,7 +37,8 @@ func FuzzScreen(f *testing.F) {
 	}
 	// Comments before the first word that one engine ends elsewhere than another (a
 	// statement that is not a read behind what reads as a SELECT).
-	for _, q := range []string{"/* /* */ SELECT 1 */ SET x = 1", "-- x\rSET x = 1 /*\nSELECT 1 */", "# x\nSELECT 1", "--x\nSELECT 1"} {
+	for _, q := range []string{"/* /* */ SELECT 1 */ SET x = 1", "-- x\rSET x = 1 /*\nSELECT 1 */", "# x\nSELECT 1", "--x\nSELECT 1",
+		"\u00a0SELECT 1", "SELECT 1 ORDER BY x\u00a0;", "SELECT 1;\u00a0"} {
 		f.Add(q)
 	}
 	// PostgreSQL's lexing as the screen's token rules follow it, and what they refuse.

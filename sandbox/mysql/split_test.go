@@ -57,6 +57,7 @@ func TestMySQLScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a' AS first; /* /* x */ # y\n":      "a",
 		"SELECT 'a' AS first; -- x\n/* y */\v\f # z": "a",
 	}, nil)
+	sandboxtest.TrimmedAsEngine(t, dbs[0], unscreened, sandboxtest.NoBreakSpaces)
 }
 
 // TestMySQLScreenLeadingComments: the statement's first word is read after the comments as

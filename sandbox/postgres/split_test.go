@@ -57,6 +57,7 @@ func TestPostgresScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a' AS first; /*! SELECT 2 */":  "executable comments",
 		"SELECT 'a' AS first; /*M! SELECT 2 */": "executable comments",
 	})
+	sandboxtest.TrimmedAsEngine(t, dbs[0], unscreened, sandboxtest.NoBreakSpaces)
 }
 
 // TestPostgresScreenLeadingComments: the statement's first word is read after the comments as

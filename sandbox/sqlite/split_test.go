@@ -55,4 +55,5 @@ func TestSQLiteScreenHiddenStatement(t *testing.T) {
 		"SELECT 1 AS first; /*! SELECT 2 */":  "executable comments",
 		"SELECT 1 AS first; /*M! SELECT 2 */": "executable comments",
 	})
+	sandboxtest.TrimmedAsEngine(t, db, unscreened, sandboxtest.NoBreakSpaces)
 }

@@ -1303,3 +1303,40 @@ func LeadingComments(t *testing.T, db sandbox.DB, raw RawFunc, one map[string]an
 		}
 	}
 }
+
+// NoBreakSpaces are statements that end in a no-break space (U+00A0), before or without a ;,
+// which each engine reads as a letter of the name it ends, so ORDER BY first<U+00A0> names no
+// column (TrimmedAsEngine).
+var NoBreakSpaces = []string{
+	"SELECT 'a' AS first ORDER BY first\u00a0",
+	"SELECT 'a' AS first ORDER BY first\u00a0;",
+	"SELECT 'a' AS first ORDER BY first\u00a0 ; -- x",
+}
+
+// TrimmedAsEngine checks that each of qs, screened, fails as the engine fails it unscreened
+// through raw, with the same error: the screen trims from a statement's ends only what every
+// engine reads as whitespace, so what it sends is the engine's own statement. A no-break space
+// before the first word, or alone after the ;, is a name to the engine (a syntax error, a second
+// statement; Python's sqlite3 answers "You can only execute one statement at a time"), and the
+// screen refuses both.
+func TrimmedAsEngine(t *testing.T, db sandbox.DB, raw RawFunc, qs []string) {
+	t.Helper()
+	ctx := context.Background()
+	for q, why := range map[string]string{"\u00a0SELECT 1": "only read-only", "SELECT 1;\u00a0": "one statement"} {
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, why) {
+			t.Errorf("%q: %v %s %q %v, want refused with %q", q, err, r.Outcome, r.Error, r.Rows, why)
+		}
+	}
+	for _, q := range qs {
+		want, err := raw(ctx, db, q, 2*time.Second, 10)
+		if err != nil || want.OK() {
+			t.Errorf("%q unscreened: %v %s %v, want the engine's error", q, err, want.Outcome, want.Rows)
+			continue
+		}
+		r, err := db.Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != want.Outcome || r.Error != want.Error {
+			t.Errorf("%q: %v %s %q %v, want %s %q as unscreened", q, err, r.Outcome, r.Error, r.Rows, want.Outcome, want.Error)
+		}
+	}
+}
