@@ -422,9 +422,13 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 
 // pyStatement returns the statement Python's sqlite3 runs for q: empty statements (";") and
 // comments before it skipped, and whitespace and comments after its ";" dropped (Python accepts
-// them, the executor's screening would not). empty means q holds no statement: Python runs
-// nothing and returns no rows. Anything else after the first statement is left for the executor
-// to refuse (Python raises "You can only execute one statement at a time").
+// them, and so does the executor's screen, which reads them by SQLite's rules, the same as
+// skipSpaceComments, and sends the statement alone; dropping them here keeps GoldStatement the
+// statement run). empty means q holds no statement: Python runs nothing and returns no rows.
+// Anything else after the first statement is left for the executor to refuse (Python raises "You
+// can only execute one statement at a time"). SplitFirst reads a ; or a quote otherwise than
+// SQLite only inside a parameter's (…) suffix ($a(;)), where Python's sqlite3 fails the statement
+// (its parameter is unbound) and so does the executor.
 func pyStatement(q string) (stmt string, empty bool) {
 	i := 0
 	for {
