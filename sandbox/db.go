@@ -112,7 +112,9 @@ type DB interface {
 // then is its own error unless others took most of the heap again meanwhile, when it waits for
 // room again within that limit; one whose RowFilter was asked about rows is ErrBusy at once, not run
 // again with that filter), or (SQLite) found no space left on its temporary files' disk, or no
-// file descriptor left to open one: the
+// file descriptor left to open one (the system's, or the process's while others hold more than
+// half of its limit: a statement whose own temporary files took them has its own error) or to
+// make its connection: the
 // statement never ran, or failed for what others held, so this is
 // the database's failure, never the statement's timeout or error. It passes when those
 // statements end; the caller tries again later (the env answers 503 with Retry-After, batch jobs

@@ -348,7 +348,8 @@ func roomBy(ctx context.Context, expired <-chan time.Time, room func() bool) (bo
 // turn too (a statement that started meanwhile may have taken the cap again); the disk having
 // no space left for them, within the cap, is tempDiskFull's sandbox.ErrBusy, and the process
 // having no file descriptor left to open one is tempFdsOut's (and to make its connection,
-// connNoFds, sandbox.ErrBusy too). A
+// connNoFds, sandbox.ErrBusy too), unless the statement's own files took them (tempFdsOwn: its
+// error). A
 // statement that runs out of SQLite's heap while others hold most of it fails with heapHeld's
 // sandbox.ErrBusy, in its turn too (turn, awaitTurn: then marked to wait for room again in it,
 // capBusyError.again); its "out of memory" is its own error only where others hold at most half
@@ -455,6 +456,9 @@ func (s *sqliteDB) run(ctx context.Context, start time.Time, stmt string, timeou
 		return nil, tempDiskFull(err)
 	}
 	if tempNoFds(err) {
+		if own := tempFdsOwn(err); own != nil {
+			return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: own.Error(), Duration: res.Duration}, nil
+		}
 		return nil, tempFdsOut(err)
 	}
 	if busy := heapHeld(err); busy != nil {
@@ -589,11 +593,44 @@ func tempDiskFull(err error) error {
 }
 
 // tempNoFds reports whether err is SQLite's "unable to open database file" for a temporary file
-// that found no file descriptor: the process's (EMFILE, RLIMIT_NOFILE) or the system's (ENFILE)
-// all taken (sqliteTempNoFds).
+// that found no file descriptor: the process's (EMFILE, RLIMIT_NOFILE: sqliteTempNoFds) or the
+// system's (ENFILE: sqliteTempNoFile) all taken.
 func tempNoFds(err error) bool {
 	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen && se.ExtendedCode == sqliteTempNoFds
+	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen && (se.ExtendedCode == sqliteTempNoFds || se.ExtendedCode == sqliteTempNoFile)
+}
+
+// tempFdsOwn is the statement's own error where err (tempNoFds), of a statement whose temporary
+// files are closed, is the process's limit (EMFILE) and the process now holds at most half of
+// it (openFds, the soft RLIMIT_NOFILE): the statement's own temporary files (one open for each
+// sort or materialised subquery past the page cache, until it ends) took the rest, and trying
+// it again fails alike. Otherwise (the system's ENFILE; the process still holding more than
+// half; its descriptors not countable) nil: others hold them, tempFdsOut's sandbox.ErrBusy.
+func tempFdsOwn(err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || se.ExtendedCode != sqliteTempNoFds {
+		return nil
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return nil
+	}
+	n, ok := openFds()
+	if !ok || uint64(n) > lim.Cur/2 {
+		return nil
+	}
+	return fmt.Errorf("%w: the statement's temporary files (one for each sort or materialised subquery past the page cache, open until it ends) need more file descriptors than the process's limit of %d leaves (%d open without them)",
+		err, lim.Cur, n)
+}
+
+// openFds counts the process's open file descriptors (/proc/self/fd, less the one reading it);
+// false where they cannot be read, as when none is left to open the directory.
+func openFds() (int, bool) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil || len(fds) == 0 {
+		return 0, false
+	}
+	return len(fds) - 1, true
 }
 
 // connNoFds reports whether err, of making a connection, is SQLite's "unable to open database

@@ -76,9 +76,11 @@ int sqlite3_vfs_register(cs_vfs*, int);
 // a VFS's code as the statement's extended error code (sqlite3_extended_errcode).
 #define CS_FULL_DISK (CS_FULL | (64 << 8))
 // CS_CANTOPEN_FDS is SQLITE_CANTOPEN with a sub-code of this VFS's own (SQLite's go up to 6 <<
-// 8): a temporary file's open that failed for want of a file descriptor (EMFILE: the process's
-// limit; ENFILE: the system's), cs_tmp_open_refused, told apart from other failures to open it.
+// 8): a temporary file's open that failed for want of a file descriptor of the process (EMFILE:
+// its RLIMIT_NOFILE), cs_tmp_open, told apart from other failures to open it; CS_CANTOPEN_NFILE
+// the same for want of one of the system (ENFILE), which no statement's own files tell.
 #define CS_CANTOPEN_FDS (14 | (64 << 8))
+#define CS_CANTOPEN_NFILE (14 | (65 << 8))
 #define CS_ERROR 1
 #define CS_IOERR 10
 #define CS_CANTOPEN 14
@@ -251,10 +253,14 @@ static int64_t cs_tmp_fault(cs_vfs *base, int write, int open) {
 // is a directory it may write in): CS_FULL_DISK where its file system has no block or no inode
 // left to give, or refuses a new file there for want of space or of quota (a file made there with
 // O_TMPFILE, through base's open, fails with ENOSPC or EDQUOT: statvfs sees no user's quota);
-// CS_CANTOPEN_FDS where that file finds no file descriptor (EMFILE, ENFILE); 0 for anything else.
+// CS_CANTOPEN_FDS or CS_CANTOPEN_NFILE where that file finds no file descriptor (EMFILE, ENFILE:
+// cs_fds_out); 0 for anything else.
 // The probe's file has no name and goes when closed; a file system without O_TMPFILE
 // (EOPNOTSUPP) is judged by statvfs alone.
 extern char *sqlite3_temp_directory;
+// cs_fds_out is the code of an open whose errno is e, where it found no file descriptor:
+// CS_CANTOPEN_FDS for EMFILE, CS_CANTOPEN_NFILE for ENFILE; 0 for any other.
+static int cs_fds_out(int e) { return e == EMFILE ? CS_CANTOPEN_FDS : e == ENFILE ? CS_CANTOPEN_NFILE : 0; }
 static int cs_tmp_dir_full(cs_vfs *base) {
 	const char *dirs[] = {sqlite3_temp_directory, getenv("SQLITE_TMPDIR"), getenv("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp", "."};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
@@ -263,7 +269,7 @@ static int cs_tmp_dir_full(cs_vfs *base) {
 		int fd = cs_sys_open(base, dirs[i], O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 		if (fd >= 0) close(fd);
 		else if (errno == ENOSPC || errno == EDQUOT) return CS_FULL_DISK;
-		else if (errno == EMFILE || errno == ENFILE) return CS_CANTOPEN_FDS;
+		else if (cs_fds_out(errno)) return cs_fds_out(errno);
 		struct statvfs fs;
 		if (statvfs(dirs[i], &fs) != 0) return 0;
 		// A file system that counts no inodes (f_files 0) never runs out of them.
@@ -291,15 +297,10 @@ static int cs_tmp_open(cs_vfs *v, const char *name, cs_file *f, int flags, int *
 	// A file whose open failed but left methods is closed by SQLite (through cs_tmp_close).
 	t->base.pMethods = r->pMethods != 0 ? &cs_tmp_io : 0;
 	if ((rc & 0xff) != CS_CANTOPEN) return rc;
-	if (e == EMFILE || e == ENFILE) return CS_CANTOPEN_FDS;
-	switch (cs_tmp_dir_full(CS_BASE)) {
-	case CS_FULL_DISK:
-		__atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
-		return CS_FULL_DISK;
-	case CS_CANTOPEN_FDS:
-		return CS_CANTOPEN_FDS;
-	}
-	return rc;
+	if (cs_fds_out(e)) return cs_fds_out(e);
+	int why = cs_tmp_dir_full(CS_BASE);
+	if (why == CS_FULL_DISK) __atomic_add_fetch(&cs_tmp_nospace, 1, __ATOMIC_RELAXED);
+	return why != 0 ? why : rc;
 }
 
 static int cs_tmp_delete(cs_vfs *v, const char *n, int s) { (void)v; return CS_BASE->xDelete(CS_BASE, n, s); }
@@ -415,9 +416,13 @@ func sqliteTempPeakReset() int64 { return int64(C.cs_tmp_reset_peak()) }
 const sqliteTempNoSpace = sqlite3.ErrNoExtended(C.CS_FULL_DISK)
 
 // sqliteTempNoFds is the extended error code (sqlite3.Error.ExtendedCode) of a statement whose
-// temporary file's open found no file descriptor (EMFILE, the process's limit, or ENFILE, the
-// system's; C's CS_CANTOPEN_FDS): SQLITE_CANTOPEN with a sub-code of sqliteTempVFS's own.
-const sqliteTempNoFds = sqlite3.ErrNoExtended(C.CS_CANTOPEN_FDS)
+// temporary file's open found no file descriptor of the process (EMFILE, its RLIMIT_NOFILE; C's
+// CS_CANTOPEN_FDS), sqliteTempNoFile of the system (ENFILE; CS_CANTOPEN_NFILE): SQLITE_CANTOPEN
+// with sub-codes of sqliteTempVFS's own.
+const (
+	sqliteTempNoFds  = sqlite3.ErrNoExtended(C.CS_CANTOPEN_FDS)
+	sqliteTempNoFile = sqlite3.ErrNoExtended(C.CS_CANTOPEN_NFILE)
+)
 
 // sqliteTempNoSpaceCount is how many writes to temporary files, and opens of them, the disk
 // refused for want of space (or of inodes) in the process.

@@ -455,6 +455,15 @@ func TestSQLiteTempNoFileDescriptor(t *testing.T) {
 // both put back after f (and when t ends, should f fail it).
 func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*sandbox.Result, error) {
 	t.Helper()
+	return withFileDescriptors(t, 0, f)
+}
+
+// withFileDescriptors runs f with spare file descriptors left to the process: with spare 0,
+// withNoFileDescriptor's; otherwise the soft RLIMIT_NOFILE lowered to spare past how many are
+// open (none filled: at least spare free under it, more where some open one is above it). The
+// limit is put back after f (and when t ends, should f fail it).
+func withFileDescriptors(t *testing.T, spare int, f func() (*sandbox.Result, error)) (*sandbox.Result, error) {
+	t.Helper()
 	var prior syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &prior); err != nil {
 		t.Fatal(err)
@@ -463,10 +472,12 @@ func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*san
 	if err != nil {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
-	high := 0
-	for _, e := range fds {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n > high {
-			high = n
+	limit := len(fds) - 1 + spare // less the one that read the directory
+	if spare == 0 {
+		for _, e := range fds {
+			if n, err := strconv.Atoi(e.Name()); err == nil && n+1 > limit {
+				limit = n + 1
+			}
 		}
 	}
 	var fill []*os.File
@@ -480,10 +491,10 @@ func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*san
 		}
 	}
 	t.Cleanup(restore)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(high + 1), Max: prior.Max}); err != nil {
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(limit), Max: prior.Max}); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	for spare == 0 {
 		f, err := os.Open(os.DevNull)
 		if err != nil {
 			if !errors.Is(err, syscall.EMFILE) {
@@ -495,6 +506,42 @@ func withNoFileDescriptor(t *testing.T, f func() (*sandbox.Result, error)) (*san
 	}
 	defer restore()
 	return f()
+}
+
+// TestSQLiteTempOwnFileDescriptors: a statement whose own temporary files (one a materialised
+// CTE past the page cache, all open until it ends) need more file descriptors than the
+// process's limit leaves runs itself out: with its files closed the process holds at most half
+// of its limit, and trying it again fails the same way, so it is the statement's own error
+// saying so, not sandbox.ErrBusy (which Patient tried again for two minutes, and the env's
+// clients for as long as they would, each try taking every descriptor of the process from the
+// other statements). The process holding the descriptors (TestSQLiteTempNoFileDescriptor) is
+// still sandbox.ErrBusy.
+func TestSQLiteTempOwnFileDescriptors(t *testing.T) {
+	db := openChinookSQLite(t)
+	const ctes = 40
+	var b strings.Builder
+	b.WriteString("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 700)")
+	for i := range ctes {
+		fmt.Fprintf(&b, ", m%d AS MATERIALIZED (SELECT n, randomblob(4000) || %d AS b FROM c)", i, i)
+	}
+	b.WriteString(" SELECT 0")
+	for i := range ctes {
+		fmt.Fprintf(&b, " + (SELECT count(*) FROM m%d)", i)
+	}
+	stmt := b.String()
+	r, err := withFileDescriptors(t, ctes*3/4, func() (*sandbox.Result, error) {
+		return db.Exec(context.Background(), stmt, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	})
+	if err != nil || r == nil || r.Outcome != sandbox.OutcomeError || !strings.Contains(r.Error, "file descriptors") {
+		t.Errorf("%d materialised CTEs past the page cache, %d descriptors spare: %+v, %v; want the statement's own error saying its temporary files need more file descriptors than the process leaves", ctes, ctes*3/4, r, err)
+	}
+	if used := sqliteTempUsed(); used != 0 {
+		t.Errorf("%d bytes of temporary files still counted after the statement", used)
+	}
+	r = sandboxtest.MustExec(t, db, stmt, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if !r.OK() || len(r.Rows) != 1 || fmt.Sprint(r.Rows[0][0]) != fmt.Sprint(ctes*700) {
+		t.Errorf("the statement, descriptors free again: %s %q %v; want ok, %d", r.Outcome, r.Error, r.Rows, ctes*700)
+	}
 }
 
 // TestSQLiteConnNoFileDescriptor: a statement whose connection must be made (none idle in the
