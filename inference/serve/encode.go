@@ -18,15 +18,16 @@ import (
 const encodeChunk = 64 << 10
 
 // writeCompletion writes out, a non-streamed chat completion, as a 200 JSON reply, with choice
-// i's logprobs those of lps[i] (as logprobs(asked, ids, lps[i]) encodes them) in place of its
-// Logprobs field. The log-probability entries, which may be tens of MB of JSON, are encoded a
+// i's logprobs those of choices[i] (as logprobs(asked, ids, choices[i].Vocab,
+// choices[i].LogProbs) encodes them) in place of its Logprobs field. The log-probability entries, which may be tens of MB of JSON, are encoded a
 // piece at a time into a buffer of encodeChunk bytes written as it fills, never the whole body
 // at once: encoding/json builds a value's whole encoding before it writes a byte, and with the
 // intermediate oai values a reply at MaxLogprobEntries took some 650 MB
 // (TestLogprobsReplyStreamed). The bytes are those writeJSON writes for out with the choices'
-// Logprobs filled (TestLogprobsEncodedAsBefore). It returns the first write error (the client
+// Logprobs filled (TestLogprobsEncodedAsBefore). Each entry's bytes and text are taken from the
+// choice's Vocab as it is written (the choices hold ids and log-probabilities only). It returns the first write error (the client
 // gone), after which it writes nothing more.
-func writeCompletion(w http.ResponseWriter, out oai.Completion, asked, ids bool, lps [][]student.TokenLogProb) error {
+func writeCompletion(w http.ResponseWriter, out oai.Completion, asked, ids bool, choices []student.Choice) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	e := &encoder{w: w, buf: make([]byte, 0, encodeChunk+4096)}
@@ -43,10 +44,10 @@ func writeCompletion(w http.ResponseWriter, out oai.Completion, asked, ids bool,
 		c.Logprobs = nil // omitted: the last field, written below
 		e.raw(marshalTrim(c, `}`))
 		e.str(`,"logprobs":`)
-		if !asked || lps[i] == nil {
+		if !asked || choices[i].LogProbs == nil {
 			e.raw(nullLogprobs)
 		} else {
-			e.logprobs(ids, lps[i])
+			e.logprobs(ids, choices[i].Vocab, choices[i].LogProbs)
 		}
 		e.str(`}`)
 	}
@@ -90,8 +91,9 @@ func (e *encoder) flush() {
 	e.buf = e.buf[:0]
 }
 
-// logprobs writes entries as logprobs would encode them: an oai.Logprobs.
-func (e *encoder) logprobs(ids bool, entries []student.TokenLogProb) {
+// logprobs writes entries, their tokens' bytes those v gives, as logprobs would encode them:
+// an oai.Logprobs.
+func (e *encoder) logprobs(ids bool, v student.Vocab, entries []student.TokenLogProb) {
 	e.str(`{"content":[`)
 	for i, t := range entries {
 		if e.err != nil {
@@ -100,13 +102,13 @@ func (e *encoder) logprobs(ids bool, entries []student.TokenLogProb) {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		e.entry(t, ids)
+		e.entry(t.ID, t.LogProb, v, ids)
 		e.buf = append(e.buf, `,"top_logprobs":[`...)
 		for j, a := range t.Top {
 			if j > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.entry(a, ids)
+			e.entry(a.ID, a.LogProb, v, ids)
 			e.buf = append(e.buf, '}')
 		}
 		e.buf = append(e.buf, "]}"...)
@@ -115,25 +117,27 @@ func (e *encoder) logprobs(ids bool, entries []student.TokenLogProb) {
 	e.str(`],"refusal":null}`)
 }
 
-// entry appends t's token, logprob and bytes fields, opening its object but leaving it open
-// (oai.TokenLogprob and oai.TopLogprob differ in what follows).
-func (e *encoder) entry(t student.TokenLogProb, ids bool) {
+// entry appends the token, logprob and bytes fields of token id (its bytes those v gives) with
+// log-probability lp, opening its object but leaving it open (oai.TokenLogprob and
+// oai.TopLogprob differ in what follows).
+func (e *encoder) entry(id int32, lp float32, v student.Vocab, ids bool) {
+	tb := v.TokenBytes(int(id))
 	b := append(e.buf, `{"token":`...)
 	if ids {
 		b = append(b, `"token_id:`...)
-		b = strconv.AppendInt(b, int64(t.ID), 10)
+		b = strconv.AppendInt(b, int64(id), 10)
 		b = append(b, '"')
 	} else {
-		b = appendString(b, t.Text)
+		b = appendString(b, student.TokenText(tb))
 	}
 	b = append(b, `,"logprob":`...)
-	b = appendFloat32(b, max(t.LogProb, minLogprob))
+	b = appendFloat32(b, max(lp, minLogprob))
 	b = append(b, `,"bytes":[`...)
-	for k := range len(t.Bytes) {
+	for k := range len(tb) {
 		if k > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, int64(t.Bytes[k]), 10)
+		b = strconv.AppendInt(b, int64(tb[k]), 10)
 	}
 	e.buf = append(b, ']')
 }

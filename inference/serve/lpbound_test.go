@@ -34,10 +34,24 @@ func (*lpBackend) Stream(context.Context, []chat.Message, chat.Options, func(str
 
 func (b *lpBackend) Room([]chat.Message) (int, int, error) { return 10, b.room, nil }
 
-// entry is a token as the student records it: a few bytes, a logprob of full precision.
+// lpVocab gives token id the bytes "tNNN", NNN its last three digits, from a table built once
+// (so that writing a reply allocates no token's bytes).
+type lpVocab [1000]string
+
+func (v *lpVocab) TokenBytes(id int) string { return v[id%1000] }
+
+var lpTokens = func() *lpVocab {
+	var v lpVocab
+	for i := range v {
+		v[i] = fmt.Sprintf("t%03d", i)
+	}
+	return &v
+}()
+
+// entry is a token as the student records it: an id (whose bytes are a few, lpTokens'), a
+// logprob of full precision.
 func entry(i int) student.TokenLogProb {
-	text := fmt.Sprintf("t%03d", i%1000)
-	return student.TokenLogProb{ID: 1000 + i%100000, Bytes: text, Text: text, LogProb: -1.2345678 - float32(i%7)}
+	return student.TokenLogProb{ID: int32(1000 + i%100000), LogProb: -1.2345678 - float32(i%7)}
 }
 
 func (b *lpBackend) Complete(ctx context.Context, _ []chat.Message, opts chat.Options, x student.Sample, fn func(student.Delta) error) ([]student.Choice, error) {
@@ -54,14 +68,15 @@ func (b *lpBackend) Complete(ctx context.Context, _ []chat.Message, opts chat.Op
 			for i := range lps {
 				lps[i] = entry(i)
 				for j := range x.TopLogProbs {
-					lps[i].Top = append(lps[i].Top, entry(i+j))
+					e := entry(i + j)
+					lps[i].Top = append(lps[i].Top, student.TopLogProb{ID: e.ID, LogProb: e.LogProb})
 				}
 			}
 		}
 		choices[c] = student.Choice{Reply: chat.Reply{Content: strings.Repeat("x", tokens), FinishReason: "length",
-			Usage: chat.Usage{PromptTokens: 10, CompletionTokens: tokens}}, LogProbs: lps}
+			Usage: chat.Usage{PromptTokens: 10, CompletionTokens: tokens}}, LogProbs: lps, Vocab: lpTokens}
 		if fn != nil {
-			if err := fn(student.Delta{Choice: c, Text: choices[c].Content, LogProbs: lps, FinishReason: "length"}); err != nil {
+			if err := fn(student.Delta{Choice: c, Text: choices[c].Content, LogProbs: lps, Vocab: lpTokens, FinishReason: "length"}); err != nil {
 				return nil, err
 			}
 		}

@@ -204,18 +204,20 @@ var nullLogprobs = json.RawMessage("null")
 // which JSON cannot carry) are written as it, as vLLM writes them.
 const minLogprob = -9999
 
-// logprobs is choice.logprobs for entries (null when the request asked for none, or, in a
-// stream, when a chunk carries no entries); with ids, each token is named "token_id:ID"
-// (tokenName), its bytes still its own.
-func logprobs(asked, ids bool, entries []student.TokenLogProb) json.RawMessage {
+// logprobs is choice.logprobs for entries, their tokens' bytes and text those v gives (null
+// when the request asked for none, or, in a stream, when a chunk carries no entries); with ids,
+// each token is named "token_id:ID" (tokenName), its bytes still its own.
+func logprobs(asked, ids bool, v student.Vocab, entries []student.TokenLogProb) json.RawMessage {
 	if !asked || entries == nil {
 		return nullLogprobs
 	}
 	lp := oai.Logprobs{Content: make([]oai.TokenLogprob, len(entries))}
 	for i, e := range entries {
-		lp.Content[i] = oai.TokenLogprob{Token: tokenName(e, ids), Logprob: max(e.LogProb, minLogprob), Bytes: byteList(e.Bytes), TopLogprobs: []oai.TopLogprob{}}
+		b := v.TokenBytes(int(e.ID))
+		lp.Content[i] = oai.TokenLogprob{Token: tokenName(e.ID, b, ids), Logprob: max(e.LogProb, minLogprob), Bytes: byteList(b), TopLogprobs: []oai.TopLogprob{}}
 		for _, a := range e.Top {
-			lp.Content[i].TopLogprobs = append(lp.Content[i].TopLogprobs, oai.TopLogprob{Token: tokenName(a, ids), Logprob: max(a.LogProb, minLogprob), Bytes: byteList(a.Bytes)})
+			b := v.TokenBytes(int(a.ID))
+			lp.Content[i].TopLogprobs = append(lp.Content[i].TopLogprobs, oai.TopLogprob{Token: tokenName(a.ID, b, ids), Logprob: max(a.LogProb, minLogprob), Bytes: byteList(b)})
 		}
 	}
 	b, err := json.Marshal(lp)
@@ -225,14 +227,14 @@ func logprobs(asked, ids bool, entries []student.TokenLogProb) json.RawMessage {
 	return b
 }
 
-// tokenName is how a log-probability entry names e's token: its text, or with ids "token_id:ID",
-// vLLM's return_tokens_as_token_ids form, which names even a token that is part of a UTF-8
-// character exactly.
-func tokenName(e student.TokenLogProb, ids bool) string {
+// tokenName is how a log-probability entry names token id, whose bytes are b: its text
+// (student.TokenText), or with ids "token_id:ID", vLLM's return_tokens_as_token_ids form,
+// which names even a token that is part of a UTF-8 character exactly.
+func tokenName(id int32, b string, ids bool) string {
 	if ids {
-		return "token_id:" + strconv.Itoa(e.ID)
+		return "token_id:" + strconv.Itoa(int(id))
 	}
-	return e.Text
+	return student.TokenText(b)
 }
 
 // byteList is s's bytes as the JSON list of integers OpenAI writes.
@@ -298,14 +300,12 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out := oai.Completion{ID: id, Object: oai.ObjectCompletion, Created: created, Model: s.b.ModelID(), SystemFingerprint: fp, Usage: toUsage(usage(choices))}
-		lps := make([][]student.TokenLogProb, len(choices))
 		for i, c := range choices {
 			fr, content := c.FinishReason, c.Content
 			out.Choices = append(out.Choices, oai.Choice{Index: i, Message: &oai.Message{Role: chat.RoleAssistant, Content: &content}, FinishReason: &fr})
-			lps[i] = c.LogProbs
 		}
 		u := out.Usage
-		if err := writeCompletion(w, out, x.LogProbs, ids, lps); err != nil {
+		if err := writeCompletion(w, out, x.LogProbs, ids, choices); err != nil {
 			s.logf("chat %s: 499 %v (%d+%d tokens computed, %s; the reply not written whole)", id, err, u.PromptTokens, u.CompletionTokens, finishes(choices))
 			return
 		}
@@ -373,7 +373,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, b Backend, req *
 				return err
 			}
 		}
-		lp := logprobs(x.LogProbs, ids, d.LogProbs)
+		lp := logprobs(x.LogProbs, ids, d.Vocab, d.LogProbs)
 		if d.FinishReason != "" {
 			fr := d.FinishReason
 			return send(chunk(d.Choice, &oai.Delta{}, &fr, lp))

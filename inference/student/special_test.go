@@ -109,7 +109,7 @@ func promptAndReply(t *testing.T, s *student.Student, convo []chat.Message, opts
 	}
 	var generated []int
 	for _, lp := range choices[0].LogProbs {
-		generated = append(generated, lp.ID)
+		generated = append(generated, int(lp.ID))
 	}
 	return prompt, choices[0], generated
 }

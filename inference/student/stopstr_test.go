@@ -49,7 +49,7 @@ func TestStopStringPrefix(t *testing.T) {
 		r := choices[0]
 		var generated []int
 		for _, lp := range r.LogProbs {
-			generated = append(generated, lp.ID)
+			generated = append(generated, int(lp.ID))
 		}
 		whole := tok.Decode(generated)
 		if !strings.HasPrefix(whole, head+stop) || whole == head+stop || !slices.Equal(generated, script[:len(generated)]) {

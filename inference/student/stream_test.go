@@ -189,7 +189,7 @@ func TestSplitCharacters(t *testing.T) {
 			var seen []int
 			emit := func(d Delta) error {
 				for _, e := range d.LogProbs {
-					seen = append(seen, e.ID)
+					seen = append(seen, int(e.ID))
 				}
 				streamed.WriteString(d.Text)
 				if !strings.HasPrefix(want, streamed.String()) {
@@ -208,7 +208,7 @@ func TestSplitCharacters(t *testing.T) {
 			r := choices[0]
 			var ids []int
 			for _, e := range r.LogProbs {
-				ids = append(ids, e.ID)
+				ids = append(ids, int(e.ID))
 			}
 			if !slices.Equal(ids, append(slices.Clone(script), imEnd)) {
 				t.Errorf("entries %v, want the script %v and <|im_end|>", ids, script)

@@ -277,36 +277,63 @@ type Sample struct {
 	KeepStopText bool
 }
 
-// TokenLogProb is a completion token and its log-probability: its id, its bytes as the
-// tokenizer has them (a byte-level BPE piece's bytes, possibly part of a UTF-8 character; an
-// added token's text), its text as the tokenizer decodes it alone (ill-formed UTF-8 replaced
-// by U+FFFD) and, with Sample.TopLogProbs, the most likely tokens of its step (each with Top
-// nil), most likely first.
+// TokenLogProb is a completion token and its log-probability: its id and, with
+// Sample.TopLogProbs, the most likely tokens of its step, most likely first. It holds ids and
+// log-probabilities only (8 bytes an alternative, 32 a token), so that a reply at serve's bound
+// (about a million entries) holds some 10 MB rather than the 96 MB that the token's bytes and
+// text as strings in every entry took (TestLogProbsHeldCompact); its bytes and text come from
+// the Vocab of the Choice or Delta that carries it (Vocab.TokenBytes, TokenText), when the
+// reply is written.
 type TokenLogProb struct {
-	ID      int
-	Bytes   string
-	Text    string
+	ID      int32
 	LogProb float32
-	Top     []TokenLogProb
+	Top     []TopLogProb
+}
+
+// TopLogProb is one of the most likely tokens of a step (TokenLogProb.Top): its id and its
+// log-probability under the same distribution.
+type TopLogProb struct {
+	ID      int32
+	LogProb float32
+}
+
+// Vocab gives a log-probability entry's token id its bytes as the tokenizer has them (a
+// byte-level BPE piece's bytes, possibly part of a UTF-8 character; an added token's text; ""
+// for an unknown id). The student's Tokenizer is one.
+type Vocab interface {
+	TokenBytes(id int) string
+}
+
+// TokenText is the text of a token whose bytes are b, as the tokenizer decodes the token alone
+// (Tokenizer.Decode of its id): tokenizer.DecodeBytes(b), ill-formed UTF-8 replaced by U+FFFD;
+// b itself, not copied, when it is well formed.
+func TokenText(b string) string {
+	if utf8.ValidString(b) {
+		return b
+	}
+	return tokenizer.DecodeBytes([]byte(b))
 }
 
 // Choice is one choice of a completion: the reply, as Chat gives it, and with Sample.LogProbs
 // one entry per completion token (Usage.CompletionTokens of them): the tokens generated up to
 // the end of the reply (through the one completing a stop string, when one cut the text) and
-// the stop token, when one ended it.
+// the stop token, when one ended it; Vocab (set with them) gives their ids their bytes.
 type Choice struct {
 	chat.Reply
 	LogProbs []TokenLogProb
+	Vocab    Vocab
 }
 
 // Delta is a piece of a choice as it is generated: the text it adds and the log-probabilities
 // of the tokens consumed since the previous piece (their text may be held back: part of a
-// UTF-8 character, or what may start a stop string). A choice's last Delta has FinishReason
-// set (a chat finish reason), no text, and the entries not yet sent (the stop token's).
+// UTF-8 character, or what may start a stop string), with the Vocab that gives their ids their
+// bytes. A choice's last Delta has FinishReason set (a chat finish reason), no text, and the
+// entries not yet sent (the stop token's).
 type Delta struct {
 	Choice       int
 	Text         string
 	LogProbs     []TokenLogProb
+	Vocab        Vocab
 	FinishReason string
 }
 
@@ -402,7 +429,7 @@ func (s *Student) Complete(ctx context.Context, msgs []chat.Message, opts chat.O
 func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, promptLen int, stops []string, keepStop, logProbs bool, emit func(Delta) error) (Choice, error) {
 	defer seq.Cancel()
 	ts := &textStream{tok: s.tok, stops: stops, keepStop: keepStop, logProbs: logProbs, emit: func(text string, lps []TokenLogProb) error {
-		return emit(Delta{Choice: i, Text: text, LogProbs: lps})
+		return emit(Delta{Choice: i, Text: text, LogProbs: lps, Vocab: s.tok})
 	}}
 	for {
 		toks, err := seq.NextTokens(ctx)
@@ -461,7 +488,7 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 	if byString {
 		completion = ts.ids
 	}
-	if err := emit(Delta{Choice: i, LogProbs: ts.pendingLPs, FinishReason: reason}); err != nil {
+	if err := emit(Delta{Choice: i, LogProbs: ts.pendingLPs, Vocab: s.tok, FinishReason: reason}); err != nil {
 		return Choice{}, err
 	}
 	return Choice{
@@ -473,6 +500,7 @@ func (s *Student) collect(ctx context.Context, seq *generate.Sequence, i, prompt
 			Attempts:     1,
 		},
 		LogProbs: ts.lps,
+		Vocab:    s.tok,
 	}, nil
 }
 
@@ -533,25 +561,20 @@ func openTail(b []byte) int {
 	return 0
 }
 
-// record keeps tk's log-probability entry (with logProbs).
+// record keeps tk's log-probability entry (with logProbs): ids and log-probabilities only.
 func (t *textStream) record(tk generate.Token) {
 	if !t.logProbs {
 		return
 	}
-	e := t.entry(tk.ID, tk.LogProb)
+	e := TokenLogProb{ID: int32(tk.ID), LogProb: tk.LogProb}
 	if tk.Top != nil {
-		e.Top = make([]TokenLogProb, len(tk.Top))
+		e.Top = make([]TopLogProb, len(tk.Top))
 		for j, a := range tk.Top {
-			e.Top[j] = t.entry(a.ID, a.LogProb)
+			e.Top[j] = TopLogProb{ID: int32(a.ID), LogProb: a.LogProb}
 		}
 	}
 	t.lps = append(t.lps, e)
 	t.pendingLPs = append(t.pendingLPs, e)
-}
-
-// entry is token id's entry with log-probability lp.
-func (t *textStream) entry(id int, lp float32) TokenLogProb {
-	return TokenLogProb{ID: id, Bytes: t.tok.TokenBytes(id), Text: t.tok.Decode([]int{id}), LogProb: lp}
 }
 
 // release emits what of held can no longer be part of a stop string (all of it when final).

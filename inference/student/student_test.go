@@ -236,7 +236,7 @@ func TestCompleteLogProbs(t *testing.T) {
 		for i, ch := range choices {
 			var b strings.Builder
 			for _, e := range ch.LogProbs {
-				b.WriteString(e.Bytes)
+				b.WriteString(ch.Vocab.TokenBytes(int(e.ID)))
 				if e.LogProb > 0 || len(e.Top) != 2 || e.Top[0].ID != e.ID || e.Top[0].LogProb != e.LogProb || e.Top[1].LogProb > e.Top[0].LogProb {
 					t.Fatalf("%+v choice %d: entry %+v", c.opts, i, e)
 				}
@@ -289,7 +289,7 @@ func TestLogProbsAreGenerates(t *testing.T) {
 		t.Fatalf("%d entries, %d log-probs from the generator", len(got), len(res.LogProbs))
 	}
 	for i, e := range got {
-		if e.LogProb != res.LogProbs[i] || (i < len(res.Tokens) && e.ID != res.Tokens[i]) {
+		if e.LogProb != res.LogProbs[i] || (i < len(res.Tokens) && int(e.ID) != res.Tokens[i]) {
 			t.Fatalf("entry %d: %+v; generator %v %v", i, e, res.Tokens, res.LogProbs)
 		}
 	}
