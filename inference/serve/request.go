@@ -353,7 +353,10 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 // MaxLogprobEntries bounds the log-probability entries a request with logprobs may ask its
 // choices for: n × max_tokens × (1 + top_logprobs), max_tokens being the room the model's
 // context leaves after the prompt when the request gives none. The student keeps every entry of
-// every choice until the reply ends (streamed or not): some 100 bytes each. A non-streamed reply
+// every choice until the reply ends (streamed or not), as ids and float32 log-probabilities
+// only: about 10 bytes each, 10 MB at the bound (student's TestLogProbsHeldCompact; 96 MB when
+// each held its token's bytes and text as strings, which the encoder now takes from the
+// tokenizer as it writes the entry). A non-streamed reply
 // is about 60 bytes of JSON per entry, written as it is encoded (writeCompletion; built and
 // encoded whole it took some 400 to 620 bytes an entry, 415 MB for one reply at the bound,
 // TestLogprobsReplyStreamed), so at the bound a reply is about 64 MB of JSON and the server's
