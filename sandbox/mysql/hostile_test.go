@@ -473,6 +473,57 @@ func TestMySQLConnectionShare(t *testing.T) {
 	}
 }
 
+// TestMySQLCloseIdleKeepsCount: closing the pools' idle connections (closeIdle, as a dial in a
+// full share does) while statements put theirs back leaves no connection open outside the pool's
+// count: once every connection is back and the idle ones closed, the share holds no unit and the
+// pool no connection.
+func TestMySQLCloseIdleKeepsCount(t *testing.T) {
+	_, _, c, dbs := myHostileSetup(t, 1, 10)
+	db, srv := dbs[0].(*mysqlDB), c.eng.srv
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// repeat runs step in a goroutine of its own until stop or until step fails.
+	repeat := func(step func() bool) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !step() {
+					return
+				}
+			}
+		})
+	}
+	for range 6 {
+		repeat(func() bool {
+			conn, err := db.pool.Conn(context.Background())
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			conn.Close()
+			return true
+		})
+	}
+	for range 6 { // as dials waiting in a full share do, each in its own
+		repeat(func() bool { srv.closeIdle(); return true })
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	srv.closeIdle()
+	for try := 0; srv.conns.inUse() > 0 || db.pool.Stats().OpenConnections > 0; try++ {
+		if try == 250 {
+			t.Fatalf("every idle connection closed, none in use: still %d units of the share held, %d connections open in the pool (%d idle)",
+				srv.conns.inUse(), db.pool.Stats().OpenConnections, db.pool.Stats().Idle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // myShareThreads counts the threads of user in PROCESSLIST that hold a unit of a share, with
 // each thread's row for a report (ID COMMAND STATE INFO TIME_MS, led by 1 for a thread not
 // counted). A thread whose client has closed the connection and waited for the server's end

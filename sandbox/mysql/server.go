@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -178,7 +179,13 @@ func (s *mysqlServer) dropPool(p *sql.DB) {
 }
 
 // closeIdle closes the idle connections of every pool, so that a database without one can
-// open its own within the share.
+// open its own within the share: each is taken from its pool as a statement takes one (a pool
+// with none left would dial, which dial refuses for closeIdle's context) and discarded. Not
+// SetMaxIdleConns(0) then back: database/sql closes the idle list it cut off after unlocking the
+// pool, while that list still shares its array with the pool's, so a connection put back
+// meanwhile (another closeIdle having raised the limit again) was closed in the place of an idle
+// one, which stayed open outside the pool's list, holding its unit of the share and its server
+// thread for good (TestMySQLCloseIdleKeepsCount).
 func (s *mysqlServer) closeIdle() {
 	s.mu.Lock()
 	pools := make([]*sql.DB, 0, len(s.pools))
@@ -186,17 +193,34 @@ func (s *mysqlServer) closeIdle() {
 		pools = append(pools, p)
 	}
 	s.mu.Unlock()
+	ctx := context.WithValue(context.Background(), idleOnlyKey{}, true)
 	for _, p := range pools {
-		p.SetMaxIdleConns(0)
-		p.SetMaxIdleConns(mysqlIdlePerDB)
+		for range p.Stats().Idle {
+			c, err := p.Conn(ctx)
+			if err != nil {
+				break // none idle any more
+			}
+			sandbox.Discard(c)
+			c.Close()
+		}
 	}
 }
+
+// idleOnlyKey marks closeIdle's context: dial refuses to open a connection for it.
+type idleOnlyKey struct{}
+
+// errIdleOnly is dial's refusal of closeIdle's context.
+var errIdleOnly = errors.New("mysql: no idle connection to close")
 
 // dial wraps dial so that each connection takes one unit of the share until it closes; while
 // the share is full it closes the pools' idle connections and waits (bounded by ctx, the
 // statement's deadline), telling the execution's sandbox.WaitTeller in ctx, if any, while it does.
+// It opens nothing for closeIdle's context (errIdleOnly).
 func (s *mysqlServer) dial(dial sandbox.DialFunc) sandbox.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if ctx.Value(idleOnlyKey{}) != nil {
+			return nil, errIdleOnly
+		}
 		w := sandbox.WaitTellerFrom(ctx)
 		full := func() {
 			w.Start()
