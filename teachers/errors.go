@@ -217,20 +217,35 @@ func providerError(body []byte) (string, bool) {
 
 // errorObjectMessage reads the message of an error object; providers send code as a string or
 // a number (OpenRouter), so only the message is read.
-func errorObjectMessage(raw json.RawMessage) (string, bool) {
+func errorObjectMessage(raw []byte) (string, bool) {
 	var o struct {
-		Message json.RawMessage `json:"message"`
+		Message errorMessage `json:"message"`
 	}
-	if json.Unmarshal(raw, &o) != nil || len(o.Message) == 0 {
+	if json.Unmarshal(raw, &o) != nil || !o.Message.set {
 		return "", false
 	}
+	return o.Message.s, o.Message.ok
+}
+
+// errorMessage is an error object's message: set when the object has one (null too), ok when
+// it is a string or a list of strings (joined), s. It is decoded from the object's bytes where
+// they lie, not from a copy (as a json.RawMessage would be).
+type errorMessage struct {
+	s       string
+	set, ok bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *errorMessage) UnmarshalJSON(b []byte) error {
+	*m = errorMessage{set: true}
 	var s string
-	if json.Unmarshal(o.Message, &s) == nil {
-		return s, true
+	if json.Unmarshal(b, &s) == nil {
+		m.s, m.ok = s, true
+		return nil
 	}
 	var list []string
-	if json.Unmarshal(o.Message, &list) == nil {
-		return strings.Join(list, ", "), true
+	if json.Unmarshal(b, &list) == nil {
+		m.s, m.ok = strings.Join(list, ", "), true
 	}
-	return "", false
+	return nil
 }

@@ -495,6 +495,7 @@ func TestReplyDecodeCounted(t *testing.T) {
 	rep := func(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
 	const n = 5000
 	long := "1" + strings.Repeat("0", 64<<10)
+	bad := strings.Repeat("\xff", 64<<10)
 	for _, tc := range []struct{ name, body string }{
 		{"empty choices", `{"choices":[` + rep(`{}`, n) + `]}`},
 		{"choices with a message and a delta", `{"choices":[` + rep(`{"message":{},"delta":{}}`, n) + `]}`},
@@ -516,6 +517,24 @@ func TestReplyDecodeCounted(t *testing.T) {
 		{"content of the wrong type", `{"choices":[{"message":{` + rep(`"content":0`, n) + `}}]}`},
 		{"details of the wrong type", `{"choices":[{"message":{"reasoning_details":[` + rep(`{"index":"a","type":0}`, n) + `]}}]}`},
 		{"model of the wrong type", `{` + rep(`"model":0`, n) + `}`},
+		// A leaf kept as it came: a byte that is not UTF-8 decodes to three (U+FFFD) in a
+		// buffer that doubles (5 times the count before leafBytes; 6 for an error event's
+		// message, decoded twice), a number past its field's type is copied into strconv's
+		// error and the message (3 times, plain), a container nested deep takes the scanner a
+		// state for each level (8.9 times).
+		{"model not UTF-8", `{"model":"` + bad + `"}`},
+		{"finish_reason not UTF-8", `{"choices":[{"finish_reason":"` + bad + `"}]}`},
+		{"detail type not UTF-8", `{"choices":[{"message":{"reasoning_details":[{"type":"` + bad + `"}]}}]}`},
+		{"error message not UTF-8", `{"error":{"message":"` + bad + `"}}`},
+		// An error event's object was copied (json.RawMessage), its message copied again, then
+		// decoded (1.8 times the count with escapes).
+		{"error message with escapes", `{"error":{"message":"` + strings.Repeat(`E\n`, 32<<10) + `"}}`},
+		{"created long", `{"created":` + long + `}`},
+		{"index long", `{"choices":[{"index":` + long + `}]}`},
+		{"detail index long", `{"choices":[{"message":{"reasoning_details":[{"index":` + long + `.5}]}}]}`},
+		{"model nested deep", `{"model":` + strings.Repeat("[", maxDepth-10) + strings.Repeat("]", maxDepth-10) + `}`},
+		// reasoningText decodes each choice's reasoning again (1.09 times the count before).
+		{"reasoning objects", `{"choices":[` + rep(`{"message":{"reasoning":{"summary":0}}}`, n/2) + `]}`},
 	} {
 		for _, stream := range []bool{false, true} {
 			d := reducer{s: newSrc(strings.NewReader(tc.body), maxResponseBytes, stream), out: []byte{}, limit: maxReplyText}
@@ -523,16 +542,18 @@ func TestReplyDecodeCounted(t *testing.T) {
 				t.Fatalf("%s: reduced: %v", tc.name, err)
 			}
 			counted := 2*len(d.out) + d.decoded
+			fold := func(a *assembly) error {
+				if stream {
+					return foldChunk(d.out, &d, nil, a)
+				}
+				return foldCompletion(&d, nil, a)
+			}
+			_ = fold(&assembly{limit: maxReplyText}) // encoding/json caches each type's fields once
 			a := assembly{limit: maxReplyText}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			var err error
-			if stream {
-				err = foldChunk(d.out, &d, nil, &a)
-			} else {
-				err = foldCompletion(&d, nil, &a)
-			}
+			err := fold(&a)
 			runtime.ReadMemStats(&after)
 			alloc := int(after.TotalAlloc - before.TotalAlloc)
 			texts := cap(a.content.head)

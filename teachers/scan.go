@@ -42,7 +42,8 @@ import (
 // encoding/json allocates to decode each value past twice its JSON (valueBytes): an element of
 // a list the client decodes ("choices", "reasoning_details"), whose struct in the growing slice
 // takes far more than the JSON of an empty object, the struct of a choice's message or delta,
-// what usage's UnmarshalJSON allocates, a type error.
+// what usage's UnmarshalJSON allocates, a type error, and a leaf's numbers, bytes that are
+// not UTF-8 and nesting (leafBytes).
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -289,6 +290,51 @@ var (
 	// for content and reasoning_content, the *string that holds it.
 	textBytes = 2 * allocBytes(int(unsafe.Sizeof("")))
 )
+
+// What decoding a leaf's kept JSON allocates past twice its bytes (leafBytes), garbage included:
+// a number that does not fit its field is copied into strconv's error, the type error's value
+// and the message that error becomes (3.4 times a 64 KiB count in created or index, plain,
+// against the 2 bytes a byte counted before); a byte of a string that is not UTF-8 becomes
+// U+FFFD, three bytes, in a buffer that doubles as it fills (5.2 times a 64 KiB model or
+// finish_reason, 6.3 times an error event's message); a container (an object or
+// array where a number or string is read, or an error's list of messages) takes encoding/json's
+// scanner a state for each level it nests (8.9 times a model nested 10,000 deep). A string's
+// other bytes are copied once or twice, as counted.
+const (
+	leafNumberByte = 6  // for each byte of a number
+	leafBadUTF8    = 12 // for each byte of a string that is not UTF-8
+	leafContainer  = 48 // for each '{' or '['
+)
+
+// leafBytes is what encoding/json allocates to decode the kept JSON b of a leaf past twice its
+// bytes (leafNumberByte...).
+func leafBytes(b []byte) int {
+	n, str := 0, false
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case str && c == '\\':
+			i += 2 // an escape decodes to no more bytes than it takes: \uXXXX to at most three
+			continue
+		case c == '"':
+			str = !str
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				n += leafBadUTF8
+			}
+			i += size
+			continue
+		case str:
+		case c == '{' || c == '[':
+			n += leafContainer
+		case c == '-' || c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+':
+			n += leafNumberByte
+		}
+		i++
+	}
+	return n
+}
 
 // valueBytes is what encoding/json allocates to decode a value under sh that begins with c,
 // past twice its JSON's bytes: nothing for null, the pointer's struct or the method's
@@ -727,7 +773,8 @@ func (d *reducer) decodes(n int) error {
 }
 
 // value reads one value under sh; depth is the number of containers around it. What decoding
-// it allocates is counted (valueBytes, and shape.perByte once it has been read).
+// it allocates is counted (valueBytes, and once it has been read shape.perByte and, for a
+// leaf, leafBytes).
 func (d *reducer) value(sh *shape, depth int) error {
 	c, ok := d.s.ws()
 	if !ok {
@@ -736,14 +783,18 @@ func (d *reducer) value(sh *shape, depth int) error {
 	if err := d.decodes(valueBytes(sh, c)); err != nil {
 		return err
 	}
-	if sh.perByte == 0 || c == 'n' {
+	if (sh.perByte == 0 && sh.kind != shapeLeaf) || c == 'n' {
 		return d.valueAs(sh, c, depth)
 	}
 	from := len(d.out)
 	if err := d.valueAs(sh, c, depth); err != nil {
 		return err
 	}
-	return d.decodes(sh.perByte * (len(d.out) - from))
+	n := sh.perByte * (len(d.out) - from)
+	if sh.kind == shapeLeaf { // kept as it came: its bytes are d.out[from:]
+		n += leafBytes(d.out[from:])
+	}
+	return d.decodes(n)
 }
 
 // valueAs reads the value under sh that begins with c.

@@ -176,9 +176,8 @@ func foldChunk(p []byte, d *reducer, m *meter, a *assembly) error {
 	if err := json.Unmarshal(p, &ev); err != nil {
 		return &errDecode{err}
 	}
-	if len(ev.Error) > 0 && string(ev.Error) != "null" && ev.Choices == nil {
-		msg, _ := errorObjectMessage(ev.Error)
-		return &streamError{msg: msg}
+	if ev.Error != nil && ev.Choices == nil {
+		return &streamError{msg: ev.Error.msg}
 	}
 	return a.fold(&ev.Completion, d, m)
 }
