@@ -49,24 +49,36 @@ func (c *Client) encodeBaseExtra() error {
 	}
 	c.baseExtra = m
 	c.baseJoin = joinFields(m)
-	c.baseTokens = 0
-	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+	for i, k := range tokenFields {
+		c.baseTokens[i] = 0
 		var n float64 // extra_body may set either, as any JSON number
 		if json.Unmarshal(m[k], &n) == nil && n >= 1 {
-			c.baseTokens = max(c.baseTokens, int(min(n, maxStreamTokens)))
+			c.baseTokens[i] = int(min(n, maxStreamTokens))
 		}
 	}
 	return nil
 }
 
-// requestTokens is the completion budget a request under o asks for: o's max_tokens, else the
-// endpoint's (max_tokens or extra_body's max_tokens or max_completion_tokens, the larger), 0
-// when it sends none (the server's default).
+// tokenFields are the request fields that carry a completion budget; a server reads one of
+// them (vLLM and SGLang max_completion_tokens when both are sent).
+var tokenFields = [2]string{"max_tokens", "max_completion_tokens"}
+
+// requestTokens is the completion budget a request under o asks for, the larger of the
+// fields it sends (tokenFields): o's max_tokens, in the provider's field, else the endpoint's
+// (max_tokens, or extra_body's), and extra_body's other field, which o leaves as it is; 0 when
+// it sends none (the server's default). Before, o's max_tokens alone counted: a call's 1,000
+// beside extra_body's max_completion_tokens 300,000, both sent, bounded the stream at 64 MiB
+// though vLLM generates up to 300,000 tokens (TestStreamLimitFollowsMaxTokens).
 func (c *Client) requestTokens(o chat.Options) int {
-	if o.MaxTokens > 0 {
-		return o.MaxTokens
+	n := 0
+	for i, k := range tokenFields {
+		t := c.baseTokens[i]
+		if o.MaxTokens > 0 && k == c.prof.maxTokensKey() {
+			t = o.MaxTokens
+		}
+		n = max(n, t)
 	}
-	return c.baseTokens
+	return n
 }
 
 // mergeField combines the thinking switch's value of a request field (nil when it sets none)

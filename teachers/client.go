@@ -84,8 +84,9 @@ type Client struct {
 	// sampling settings, reasoning effort), merged into every request body (Client.request).
 	baseExtra map[string]json.RawMessage
 	baseJoin  []byte
-	// baseTokens is the completion budget the endpoint's fields send (requestTokens).
-	baseTokens int
+	// baseTokens is the completion budget the endpoint's fields send, by tokenFields
+	// (requestTokens).
+	baseTokens [len(tokenFields)]int
 
 	mu sync.Mutex
 	st Stats

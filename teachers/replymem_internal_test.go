@@ -707,8 +707,10 @@ func TestStreamLongReasoning(t *testing.T) {
 }
 
 // TestStreamLimitFollowsMaxTokens: a stream's bound follows the completion budget its request
-// sends: the call's max_tokens, else the endpoint's, else extra_body's max_tokens or
-// max_completion_tokens (the larger), else defaultStreamTokens; never under maxResponseBytes.
+// sends, the larger of its max_tokens and max_completion_tokens as the body has them: the
+// call's max_tokens in the provider's field, else the endpoint's, else extra_body's, and
+// extra_body's other field beside the call's; else defaultStreamTokens; never under
+// maxResponseBytes.
 func TestStreamLimitFollowsMaxTokens(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -725,6 +727,11 @@ func TestStreamLimitFollowsMaxTokens(t *testing.T) {
 		{"extra_body both", Endpoint{ExtraBody: map[string]any{"max_tokens": 40000, "max_completion_tokens": 3e5}}, chat.Options{}, 300000, 300000 * streamTokenBytes},
 		{"extra_body not a number", Endpoint{ExtraBody: map[string]any{"max_tokens": "many"}}, chat.Options{}, 0, defaultStreamTokens * streamTokenBytes},
 		{"huge", Endpoint{MaxTokens: 1 << 62}, chat.Options{}, maxStreamTokens, maxStreamTokens * streamTokenBytes},
+		// The call's max_tokens replaces the endpoint's field, not extra_body's other one,
+		// which is sent beside it (and which vLLM reads first).
+		{"call beside extra_body's other field", Endpoint{ExtraBody: map[string]any{"max_completion_tokens": 300000}}, chat.Options{MaxTokens: 1000}, 300000, 300000 * streamTokenBytes},
+		{"call under extra_body's other field, OpenAI", Endpoint{Provider: "openai", ExtraBody: map[string]any{"max_tokens": 300000}}, chat.Options{MaxTokens: 1000}, 300000, 300000 * streamTokenBytes},
+		{"call over extra_body's same field", Endpoint{ExtraBody: map[string]any{"max_tokens": 300000}}, chat.Options{MaxTokens: 1000}, 1000, maxResponseBytes},
 	} {
 		tc.ep.Name, tc.ep.BaseURL, tc.ep.Model = "t", "http://127.0.0.1:1", "m"
 		c, err := New(tc.ep)
@@ -734,6 +741,20 @@ func TestStreamLimitFollowsMaxTokens(t *testing.T) {
 		got := c.requestTokens(tc.opts)
 		if limit := streamLimit(got); got != tc.want || limit != tc.limit {
 			t.Errorf("%s: %d tokens, bound %d; want %d and %d", tc.name, got, limit, tc.want, tc.limit)
+		}
+		// The body sends the budget counted, in one of its fields.
+		body, _, f := c.request([]chat.Message{{Role: chat.RoleUser, Content: "q"}}, tc.opts)
+		if f != nil {
+			t.Fatalf("%s: %s", tc.name, f.msg)
+		}
+		var sent map[string]any
+		if err := json.Unmarshal(body, &sent); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		a, _ := sent["max_tokens"].(float64) // a string is no budget: the server's default
+		b, _ := sent["max_completion_tokens"].(float64)
+		if n := int(min(max(a, b), maxStreamTokens)); n != tc.want {
+			t.Errorf("%s: the body sends a budget of %d tokens (%s), %d counted", tc.name, n, body, got)
 		}
 		c.Close()
 	}
