@@ -496,6 +496,7 @@ func TestReplyDecodeCounted(t *testing.T) {
 	const n = 5000
 	long := "1" + strings.Repeat("0", 64<<10)
 	bad := strings.Repeat("\xff", 64<<10)
+	deep := strings.Repeat("[", maxDepth-10) + strings.Repeat("]", maxDepth-10)
 	for _, tc := range []struct{ name, body string }{
 		{"empty choices", `{"choices":[` + rep(`{}`, n) + `]}`},
 		{"choices with a message and a delta", `{"choices":[` + rep(`{"message":{},"delta":{}}`, n) + `]}`},
@@ -532,7 +533,12 @@ func TestReplyDecodeCounted(t *testing.T) {
 		{"created long", `{"created":` + long + `}`},
 		{"index long", `{"choices":[{"index":` + long + `}]}`},
 		{"detail index long", `{"choices":[{"message":{"reasoning_details":[{"index":` + long + `.5}]}}]}`},
-		{"model nested deep", `{"model":` + strings.Repeat("[", maxDepth-10) + strings.Repeat("]", maxDepth-10) + `}`},
+		{"model nested deep", `{"model":` + deep + `}`},
+		// decoded again: four times an error event's message (the chunk, the error object,
+		// as a string, as a list: 2.75 times with 48 bytes a level counted), twice a usage's
+		// count (1.36)
+		{"error message nested deep", `{"error":{"message":` + deep + `}}`},
+		{"usage count nested deep", `{"usage":{"prompt_tokens":` + deep + `}}`},
 		// reasoningText decodes each choice's reasoning again (1.09 times the count before).
 		{"reasoning objects", `{"choices":[` + rep(`{"message":{"reasoning":{"summary":0}}}`, n/2) + `]}`},
 	} {

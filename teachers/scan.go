@@ -298,12 +298,13 @@ var (
 // U+FFFD, three bytes, in a buffer that doubles as it fills (5.2 times a 64 KiB model or
 // finish_reason, 6.3 times an error event's message); a container (an object or
 // array where a number or string is read, or an error's list of messages) takes encoding/json's
-// scanner a state for each level it nests (8.9 times a model nested 10,000 deep). A string's
-// other bytes are copied once or twice, as counted.
+// scanner a state for each level it nests, some 36 bytes, each time it is decoded (8.9 times a
+// model nested 10,000 deep; an error event's message is decoded four times, a usage's count
+// twice). A string's other bytes are copied once or twice, as counted.
 const (
-	leafNumberByte = 6  // for each byte of a number
-	leafBadUTF8    = 12 // for each byte of a string that is not UTF-8
-	leafContainer  = 48 // for each '{' or '['
+	leafNumberByte = 6   // for each byte of a number
+	leafBadUTF8    = 12  // for each byte of a string that is not UTF-8
+	leafContainer  = 160 // for each '{' or '['
 )
 
 // leafBytes is what encoding/json allocates to decode the kept JSON b of a leaf past twice its
