@@ -192,7 +192,8 @@ func pgWaitDB(t *testing.T) *pgDB {
 }
 
 // closeIdle closes the idle connections of p's pool and waits until their backends are gone
-// and their slots given back.
+// and their slots given back. One caller at a time per pool: two SetMaxIdleConns(0)-and-back at
+// once can lose a connection outside the pool (database/sql; see the MySQL share's closeIdle).
 func closeIdle(t *testing.T, p *pgDB) {
 	t.Helper()
 	p.srv.pool.SetMaxIdleConns(0)

@@ -129,7 +129,10 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	s.pool = sql.OpenDB(sandbox.TrackReplies(slotConnector{Connector: stdlib.GetConnector(*cfg), srv: s}))
 	// No MaxOpenConns: taken and slots bound the connections (see pgServer), and database/sql,
 	// which would wait at one untold (an idle connection the pool is closing still counts
-	// there), never waits.
+	// there), never waits. Set once, before the pool is shared, and never changed: idle
+	// connections (at most one per slot, one pool for every schema) need no closing to free a
+	// slot, and two SetMaxIdleConns(0)-and-back at once lose a connection outside the pool
+	// (database/sql, see the MySQL share's closeIdle).
 	s.pool.SetMaxIdleConns(min(pgMaxIdle, n))
 	s.pool.SetConnMaxIdleTime(time.Minute)
 	return s, nil
