@@ -1053,6 +1053,7 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 		{"WITH c0 AS (SELECT jsonb_agg(g) j FROM generate_series(1, 1000) g), c1 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c0), c2 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c1), c3 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c2), c4 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c3), c5 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c4), c6 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c5), c7 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c6), c8 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c7), c9 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c8), c10 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c9), c11 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c10), c12 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c11), c13 AS MATERIALIZED (SELECT jsonb_build_array(j, j) j FROM c12) SELECT jsonb_typeof(j) FROM c13", "jsonb_agg"},
 		{pgJSONBDoubled("'[1,2,3,4,5,6,7,8]' #- '{9}'", 19), "#- (jsonb's delete-path"},
 		{pgJSONBDoubled("'[1,2,3,4,5,6,7,8]' - ''::text", 18), "- after an untyped string constant (jsonb - text"},
+		{"SELECT length(log(a, b)::text) FROM (SELECT ('1.' || repeat('0', 16382) || '1')::numeric a, ('0.' || repeat('0', 16382) || '1')::numeric b OFFSET 0) s", "log with a base"},
 		{"SELECT JIT", ""},
 	}
 	for i, p := range probes {
@@ -1091,16 +1092,21 @@ func TestPostgresHostileUnchecked(t *testing.T) {
 // returns by its deadline plus sandbox.ServerGrace, and its backend, a counted runaway meanwhile,
 // is gone by the deadline plus 4 s (0.6 s past on an idle machine, 0.7 s on two busy cores, 2 s
 // with a load of 15 on them). A chain of such calls in one expression is the cap's to contain
-// (docs/DESIGN.md, "Execution security").
+// (docs/DESIGN.md, "Execution security"). So is log(b, x) with the base nearest 1 the screen
+// lets through (a number constant of pgMaxLogBase characters) and the smallest x.
 func TestPostgresNumericBound(t *testing.T) {
 	admin := sandboxtest.PGAdmin(t)
 	schemas := pgHostileSchemas(t, admin, 1)
 	_, reader, dbs := pgHostileConnector(t, schemas)
 	const deadline, slack = time.Second, 4 * time.Second
 	operands := "(SELECT repeat('9', 131072)::numeric AS x, repeat('7', 65536)::numeric AS y OFFSET 0) s"
+	// log(b, x) with the base nearest 1 the screen lets through (a constant of 100 characters)
+	// and the costliest x, the smallest numeric: its logarithms are worked out to about 1,100 digits
+	tiniest := "(SELECT ('0.' || repeat('0', 16382) || '1')::numeric AS x OFFSET 0) s"
 	for i, q := range []string{
 		"SELECT (x / y) > 0 FROM " + operands, "SELECT (x % y) > 0 FROM " + operands,
 		"SELECT div(x, y) > 0 FROM " + operands, "SELECT mod(x, y) > 0 FROM " + operands,
+		"SELECT log(1." + strings.Repeat("0", 97) + "1, x) < 0 FROM " + tiniest,
 	} {
 		marker := fmt.Sprintf("i26pg_n%d_%d", os.Getpid(), i)
 		start := time.Now()

@@ -170,6 +170,12 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT to_number(x, repeat('9', 9)) FROM t":         "to_number with a template",
 		"SELECT pg_catalog.to_date(x, lower(y)) FROM t":      "not allowed",
 		`SELECT "to_date"(x, (SELECT max(f) FROM u)) FROM t`: "to_date with a template",
+		// numeric log(b, x): ln worked out to as many more digits as b is near 1 (red team redpg)
+		"SELECT log(b, x) FROM t": "log with a base that is not a number constant of at most 100 characters",
+		"SELECT pg_catalog.log(('1.' || repeat('0', 16382) || '1')::numeric, x) FROM t": "log with a base",
+		`SELECT "numeric_log"(b, x) FROM t`:                                             "numeric_log with a base",
+		"SELECT log(1." + strings.Repeat("0", 98) + "1, x) FROM t":                      "log with a base",
+		"SELECT log(-2, x), log((2), x) FROM t":                                         "log with a base",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -217,6 +223,8 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
 		"SELECT 5 # -1, x # - y, '#-' AS s, \"#-\" FROM t -- #-",
+		"SELECT log(2, x), log(10.5, x), log(1e-3, x), log(x), ln(x) / ln(b), log10(x), log FROM t",
+		"SELECT log(1." + strings.Repeat("0", 97) + "1, x), numeric_log(2, x) FROM t",
 	})
 }
 

@@ -412,8 +412,9 @@ var pgNotAlias = map[string]bool{
 
 // callRule checks the call of toks[i] (toks[i+1] is its "("): the functions refused by name,
 // the tsquery parsers by their text, lpad, rpad and format by the length or widths they pad
-// to, to_char, to_number, to_timestamp and to_date by their template (a string constant), and
-// the text searches, by their search string, pattern or set.
+// to, to_char, to_number, to_timestamp and to_date by their template (a string constant), the
+// two-argument log by its base (a short number constant), and the text searches, by their
+// search string, pattern or set.
 func (s *pgStmt) callRule(i int) string {
 	name := s.toks[i].text
 	if reason := pgRefusedCall(name); reason != "" {
@@ -445,6 +446,10 @@ func (s *pgStmt) callRule(i int) string {
 			if _, ok := s.literal(args[1]); !ok {
 				return pgCannotStop(name + " with a template that is not a string constant" + pgWhyTemplate)
 			}
+		}
+	case "log", "numeric_log":
+		if len(args) == 2 && !s.shortNumber(args[0]) {
+			return pgCannotStop(fmt.Sprintf("%s with a base that is not a number constant of at most %d characters", name, pgMaxLogBase) + pgWhyLogBase)
 		}
 	}
 	if c, ok := pgSearchCalls[name]; ok {
@@ -482,6 +487,19 @@ func (s *pgStmt) callRule(i int) string {
 
 // pgWhyTemplate says why a template of to_char and its kin must be a string constant.
 const pgWhyTemplate = " (the template is parsed into a node per character and walked without checking for interrupts: to_char(1, x) over a 20 MB template ran 2.7 s past a 2 s statement_timeout, to_timestamp(x, x) 3.7 s, and a text may be 1 GB; a constant, to_char(d, 'YYYY-MM'), is bounded by the statement)"
+
+// pgMaxLogBase bounds, in characters, the number constant log(base, x) takes as its base: so
+// written, a base differs from 1 by at least 10^-pgMaxLogBase, and the logarithms log works
+// out have at most about 1,100 digits beside the result's 1,000.
+const pgMaxLogBase = 100
+
+// pgWhyLogBase says why the two-argument log needs a short constant base.
+const pgWhyLogBase = " (numeric log(b, x) works out ln(b) and ln(x) to as many more digits as b is nearer to 1, without checking for interrupts, in a time that grows with the cube of those digits: a base of 1 + 10^-16383 made log(b, 10^-16383) run 17 s past a 1 s statement_timeout, where one numeric division takes at most a second or two; log(10, x), log(x) and ln(x) / ln(b) stay allowed)"
+
+// shortNumber reports whether sp is one number constant of at most pgMaxLogBase characters.
+func (s *pgStmt) shortNumber(sp pgSpan) bool {
+	return sp.j-sp.i == 1 && s.toks[sp.i].kind == pgNumber && len(s.toks[sp.i].text) <= pgMaxLogBase
+}
 
 // pgMaxPad bounds the length lpad and rpad pad to, and format's widths, in characters.
 const pgMaxPad = 10000
