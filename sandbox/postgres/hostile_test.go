@@ -1143,3 +1143,71 @@ func pgJSONBDoubled(jsonb string, n int) string {
 	fmt.Fprintf(&b, " SELECT length(j::text) FROM a%d", n)
 	return b.String()
 }
+
+// TestPostgresRegexCacheNotPooled: PostgreSQL 15 keeps the last 32 regular expressions a
+// backend compiled, malloc'ed, for the backend's life (no ROLLBACK or DISCARD frees them), so
+// a statement compiling a few big ones left its pooled backend holding about 20 MB each for the
+// next statement, another task's too. Its connection is closed instead: through Exec as a task
+// role, the backend that compiled four patterns of 1.5 KB is gone once Exec returns, while the
+// backend of a statement without a regular expression stays pooled.
+func TestPostgresRegexCacheNotPooled(t *testing.T) {
+	for q, want := range map[string]bool{
+		"SELECT x FROM t WHERE y ~ 'a'": true, "SELECT x !~* y FROM t": true, "SELECT x~'a' FROM t": true,
+		"SELECT x FROM t WHERE y SIMILAR TO 'a%'": true, "SELECT regexp_replace(x, 'a', 'b') FROM t": true,
+		`SELECT pg_catalog."textregexeq"(x, 'a') FROM t`: true, "SELECT substring(x from 'a.') FROM t": true,
+		"SELECT x FROM t WHERE y LIKE 'a%' OR y ~~ 'b%' OR y !~~* 'c'": false, "SELECT x, '~', \"a~\" FROM t -- ~": false,
+	} {
+		if got := pgMayCompileRegex(q); got != want {
+			t.Errorf("pgMayCompileRegex(%q) = %v, want %v", q, got, want)
+		}
+	}
+	admin := sandboxtest.PGAdmin(t)
+	schemas := pgHostileSchemas(t, admin, 1)
+	_, reader, dbs := pgHostileConnector(t, schemas)
+	backendOf := func(q string) int {
+		t.Helper()
+		marker := fmt.Sprintf("i26pg_rx_%d_%d", os.Getpid(), sandboxtest.Seq())
+		done := make(chan *sandbox.Result, 1)
+		go func() {
+			done <- sandboxtest.MustExec(t, dbs[0], "/* "+marker+" */ "+q, sandbox.ExecOptions{Timeout: 60 * time.Second})
+		}()
+		pid := 0
+		for {
+			select {
+			case r := <-done:
+				if r.Outcome != sandbox.OutcomeOK {
+					t.Fatalf("%.60q: %s %q", q, r.Outcome, r.Error)
+				}
+				if pid == 0 {
+					t.Fatalf("%.60q: its backend was never seen at work", q)
+				}
+				return pid
+			case <-time.After(10 * time.Millisecond):
+			}
+			if pid == 0 {
+				admin.QueryRow(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND state = 'active' AND query LIKE '%' || $2 || '%'`, reader, marker).Scan(&pid)
+			}
+		}
+	}
+	alive := func(pid int) bool {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	plain := backendOf("SELECT count(*) FROM t, pg_sleep(0.3)")
+	if !alive(plain) {
+		t.Errorf("the backend of a statement without a regular expression (%d) is gone: it should stay pooled", plain)
+	}
+	rx := backendOf("SELECT sum(r::int) FROM generate_series(1, 4) k, LATERAL (SELECT 'x' ~ ('(' || string_agg('a' || g, '|') || '){5,' || (190 + k) || '}') AS r FROM generate_series(1, 300) g) s")
+	for end := time.Now().Add(2 * time.Second); alive(rx); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", rx))
+			rss := regexp.MustCompile(`RssAnon:\s*\d+ kB`).Find(status)
+			t.Errorf("the backend %d that compiled the statement's regular expressions is still pooled 2 s after Exec returned (%s)", rx, rss)
+			break
+		}
+	}
+}

@@ -214,6 +214,30 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; " +
 	"SELECT pg_catalog.setseed(('x' || pg_catalog.left(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 8))::bit(32)::int / 2147483648.0)"
 
+// pgMayCompileRegex reports whether stmt may compile a regular expression, by its tokens
+// (pgLex): an operator holding ~ but LIKE's (~~, ~~*, !~~, !~~*), SIMILAR, substring (its
+// SQL-standard pattern forms), or a name holding regex (regexp_replace, textregexeq, …).
+// PostgreSQL 15 keeps the last 32 regular expressions a backend compiled, with malloc, for the
+// backend's life: no ROLLBACK, DISCARD ALL or reset frees them, and one pattern of 2 KB compiles
+// to up to tens of MB (32 of them left an idle backend holding 220 MB), so such a statement's
+// connection is closed, not pooled, and no later statement, another task's included, runs on
+// a backend holding them.
+func pgMayCompileRegex(stmt string) bool {
+	for _, t := range pgLex(stmt) {
+		switch {
+		case t.kind == pgOp && strings.Contains(t.text, "~"):
+			switch t.text {
+			case "~~", "~~*", "!~~", "!~~*":
+			default:
+				return true
+			}
+		case t.name() && (t.text == "similar" || t.text == "substring" || strings.Contains(t.text, "regex")):
+			return true
+		}
+	}
+	return false
+}
+
 // errHungUp is why a connection hung up on (hangUp) is not used again.
 var errHungUp = errors.New("hung up")
 
@@ -301,7 +325,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		_, rerr = conn.ExecContext(rctx, pgResetSession)
 		rcancel()
 	}
-	if rerr != nil {
+	if rerr != nil || pgMayCompileRegex(stmt) {
 		sandbox.Discard(conn)
 	}
 	res.Duration = time.Since(start)
