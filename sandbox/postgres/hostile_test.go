@@ -1144,21 +1144,25 @@ func pgJSONBDoubled(jsonb string, n int) string {
 	return b.String()
 }
 
-// TestPostgresRegexCacheNotPooled: PostgreSQL 15 keeps the last 32 regular expressions a
-// backend compiled, malloc'ed, for the backend's life (no ROLLBACK or DISCARD frees them), so
-// a statement compiling a few big ones left its pooled backend holding about 20 MB each for the
-// next statement, another task's too. Its connection is closed instead: through Exec as a task
-// role, the backend that compiled four patterns of 1.5 KB is gone once Exec returns, while the
-// backend of a statement without a regular expression stays pooled.
-func TestPostgresRegexCacheNotPooled(t *testing.T) {
+// TestPostgresBackendCachesNotPooled: PostgreSQL 15 keeps, for a backend's life, the last 32
+// regular expressions it compiled (malloc'ed: about 20 MB for a pattern of 1.5 KB) and every
+// time zone a text named (about 23 KB each, as many as a statement makes up: '<X1>1', '<X2>1',
+// …), which no ROLLBACK or DISCARD frees, so a statement compiling or naming them left its pooled
+// backend holding that memory for the next statement, another task's too. Its connection is
+// closed instead: through Exec as a task role, the backend of four big patterns, and that of
+// 5,000 zones, is gone once Exec returns, while a plain statement's backend stays pooled.
+func TestPostgresBackendCachesNotPooled(t *testing.T) {
 	for q, want := range map[string]bool{
 		"SELECT x FROM t WHERE y ~ 'a'": true, "SELECT x !~* y FROM t": true, "SELECT x~'a' FROM t": true,
 		"SELECT x FROM t WHERE y SIMILAR TO 'a%'": true, "SELECT regexp_replace(x, 'a', 'b') FROM t": true,
 		`SELECT pg_catalog."textregexeq"(x, 'a') FROM t`: true, "SELECT substring(x from 'a.') FROM t": true,
-		"SELECT x FROM t WHERE y LIKE 'a%' OR y ~~ 'b%' OR y !~~* 'c'": false, "SELECT x, '~', \"a~\" FROM t -- ~": false,
+		"SELECT d AT TIME ZONE z FROM t": true, `SELECT pg_catalog."timezone"(z, d) FROM t`: true,
+		"SELECT make_timestamptz(2020, 1, 1, 0, 0, 0, z) FROM t": true, "SELECT date_trunc('day', d, z) FROM t": true,
+		"SELECT date_trunc('day', d), date_part('year', d) FROM t":     false,
+		"SELECT x FROM t WHERE y LIKE 'a%' OR y ~~ 'b%' OR y !~~* 'c'": false, "SELECT x, '~ zone', \"a~\" FROM t -- ~": false,
 	} {
-		if got := pgMayCompileRegex(q); got != want {
-			t.Errorf("pgMayCompileRegex(%q) = %v, want %v", q, got, want)
+		if got := pgKeepsBackendMemory(q); got != want {
+			t.Errorf("pgKeepsBackendMemory(%q) = %v, want %v", q, got, want)
 		}
 	}
 	admin := sandboxtest.PGAdmin(t)
@@ -1199,15 +1203,20 @@ func TestPostgresRegexCacheNotPooled(t *testing.T) {
 	}
 	plain := backendOf("SELECT count(*) FROM t, pg_sleep(0.3)")
 	if !alive(plain) {
-		t.Errorf("the backend of a statement without a regular expression (%d) is gone: it should stay pooled", plain)
+		t.Errorf("the backend of a statement without a regular expression or zone (%d) is gone: it should stay pooled", plain)
 	}
-	rx := backendOf("SELECT sum(r::int) FROM generate_series(1, 4) k, LATERAL (SELECT 'x' ~ ('(' || string_agg('a' || g, '|') || '){5,' || (190 + k) || '}') AS r FROM generate_series(1, 300) g) s")
-	for end := time.Now().Add(2 * time.Second); alive(rx); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", rx))
-			rss := regexp.MustCompile(`RssAnon:\s*\d+ kB`).Find(status)
-			t.Errorf("the backend %d that compiled the statement's regular expressions is still pooled 2 s after Exec returned (%s)", rx, rss)
-			break
+	for what, q := range map[string]string{
+		"regular expressions": "SELECT sum(r::int) FROM generate_series(1, 4) k, LATERAL (SELECT 'x' ~ ('(' || string_agg('a' || g, '|') || '){5,' || (190 + k) || '}') AS r FROM generate_series(1, 300) g) s",
+		"time zones":          "SELECT count(now() AT TIME ZONE ('<X' || g || '>1')) FROM generate_series(1, 5000) g, pg_sleep(0.1)",
+	} {
+		pid := backendOf(q)
+		for end := time.Now().Add(2 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				rss := regexp.MustCompile(`RssAnon:\s*\d+ kB`).Find(status)
+				t.Errorf("the backend %d that compiled the statement's %s is still pooled 2 s after Exec returned (%s)", pid, what, rss)
+				break
+			}
 		}
 	}
 }

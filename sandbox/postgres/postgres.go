@@ -214,16 +214,22 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 	"SELECT pg_catalog.pg_advisory_unlock_all(); UNLISTEN *; DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; " +
 	"SELECT pg_catalog.setseed(('x' || pg_catalog.left(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 8))::bit(32)::int / 2147483648.0)"
 
-// pgMayCompileRegex reports whether stmt may compile a regular expression, by its tokens
-// (pgLex): an operator holding ~ but LIKE's (~~, ~~*, !~~, !~~*), SIMILAR, substring (its
-// SQL-standard pattern forms), or a name holding regex (regexp_replace, textregexeq, …).
-// PostgreSQL 15 keeps the last 32 regular expressions a backend compiled, with malloc, for the
-// backend's life: no ROLLBACK, DISCARD ALL or reset frees them, and one pattern of 2 KB compiles
-// to up to tens of MB (32 of them left an idle backend holding 220 MB), so such a statement's
-// connection is closed, not pooled, and no later statement, another task's included, runs on
-// a backend holding them.
-func pgMayCompileRegex(stmt string) bool {
-	for _, t := range pgLex(stmt) {
+// pgKeepsBackendMemory reports whether stmt may leave its backend holding memory that no
+// ROLLBACK, DISCARD ALL or reset frees, by its tokens (pgLex), so that run closes its connection
+// instead of pooling it, and no later statement, another task's included, runs on a backend
+// holding it:
+//   - a regular expression: an operator holding ~ but LIKE's (~~, ~~*, !~~, !~~*), SIMILAR,
+//     substring (its SQL-standard pattern forms), a name holding regex (regexp_replace,
+//     textregexeq, …). PostgreSQL 15 keeps the last 32 a backend compiled, malloc'ed, for its
+//     life, and a pattern of 2 KB compiles to up to tens of MB (32 of them left an idle backend
+//     holding 220 MB);
+//   - a time zone named by a text: AT TIME ZONE, timezone, make_timestamptz, date_trunc with a
+//     third argument. Each name the server parses (a POSIX zone such as '<X1>1', of which a
+//     statement makes as many as it likes) is cached for the backend's life, about 23 KB each:
+//     20,000 in 0.7 s made 458 MB.
+func pgKeepsBackendMemory(stmt string) bool {
+	s := newPGStmt(stmt)
+	for i, t := range s.toks {
 		switch {
 		case t.kind == pgOp && strings.Contains(t.text, "~"):
 			switch t.text {
@@ -231,8 +237,15 @@ func pgMayCompileRegex(stmt string) bool {
 			default:
 				return true
 			}
-		case t.name() && (t.text == "similar" || t.text == "substring" || strings.Contains(t.text, "regex")):
+		case !t.name():
+		case t.text == "similar", t.text == "substring", strings.Contains(t.text, "regex"):
 			return true
+		case t.text == "zone", t.text == "timezone", t.text == "make_timestamptz":
+			return true
+		case t.text == "date_trunc" && s.at(i+1).is("("):
+			if len(s.args(pgSpan{i + 2, s.close[i+1]})) > 2 {
+				return true
+			}
 		}
 	}
 	return false
@@ -325,7 +338,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		_, rerr = conn.ExecContext(rctx, pgResetSession)
 		rcancel()
 	}
-	if rerr != nil || pgMayCompileRegex(stmt) {
+	if rerr != nil || pgKeepsBackendMemory(stmt) {
 		sandbox.Discard(conn)
 	}
 	res.Duration = time.Since(start)
