@@ -176,6 +176,14 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		`SELECT "numeric_log"(b, x) FROM t`:                                             "numeric_log with a base",
 		"SELECT log(1." + strings.Repeat("0", 98) + "1, x) FROM t":                      "log with a base",
 		"SELECT log(-2, x), log((2), x) FROM t":                                         "log with a base",
+		// a time zone the server parses and keeps for the session, made up per row (red team redpg)
+		"SELECT count(now() AT TIME ZONE ('<X' || g || '>1')) FROM generate_series(1, 20000) g": "a time zone named by anything but a string constant",
+		"SELECT d AT TIME ZONE z FROM t":                         "a time zone named",
+		"SELECT d at  time /* c */ zone lower(z) FROM t":         "a time zone named",
+		"SELECT pg_catalog.timezone(z, d) FROM t":                "a time zone named",
+		`SELECT "timezone"('<X' || n || '>1', d) FROM t`:         "a time zone named",
+		"SELECT make_timestamptz(2020, 1, 1, 0, 0, 0, z) FROM t": "a time zone named",
+		"SELECT date_trunc('day', d, 'UTC' || z) FROM t":         "a time zone named",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",
@@ -223,6 +231,8 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT ts_rank_cd(to_tsvector(x), to_tsquery('a')), x IS NFC NORMALIZED, normalized, range_start FROM t",
 		"SELECT int4range(a, b) * int4range(c, d), upper(daterange(a, b)) FROM t",
 		"SELECT 5 # -1, x # - y, '#-' AS s, \"#-\" FROM t -- #-",
+		"SELECT d AT TIME ZONE 'UTC', d AT TIME ZONE 'America/New_York'::text || x, d AT TIME ZONE INTERVAL '-08:00', timezone('UTC', d), timezone(d), timestamp with time zone '2020-01-01', x::timestamp without time zone FROM t",
+		"SELECT make_timestamptz(2020, 1, 1, 0, 0, 0), make_timestamptz(2020, 1, 1, 0, 0, 0, 'Europe/Paris'), date_trunc('day', d), date_trunc('day', d, $$UTC$$), zone FROM t",
 		"SELECT log(2, x), log(10.5, x), log(1e-3, x), log(x), ln(x) / ln(b), log10(x), log FROM t",
 		"SELECT log(1." + strings.Repeat("0", 97) + "1, x), numeric_log(2, x) FROM t",
 	})

@@ -316,6 +316,10 @@ func (s *pgStmt) nameRule(i int) string {
 			}
 		case "returning":
 			return pgTypeRule(s.typeName(i + 1))
+		case "zone":
+			if s.at(i-1).word("time") && s.at(i-2).word("at") && !s.zoneConstant(pgSpan{i + 1, len(s.toks)}, true) {
+				return pgWhyZone
+			}
 		}
 	}
 	switch {
@@ -447,6 +451,11 @@ func (s *pgStmt) callRule(i int) string {
 				return pgCannotStop(name + " with a template that is not a string constant" + pgWhyTemplate)
 			}
 		}
+	case "timezone", "make_timestamptz", "date_trunc":
+		at := map[string]int{"timezone": 0, "make_timestamptz": 6, "date_trunc": 2}[name]
+		if len(args) > at && (name != "timezone" || len(args) == 2) && !s.zoneConstant(args[at], false) {
+			return pgWhyZone
+		}
 	case "log", "numeric_log":
 		if len(args) == 2 && !s.shortNumber(args[0]) {
 			return pgCannotStop(fmt.Sprintf("%s with a base that is not a number constant of at most %d characters", name, pgMaxLogBase) + pgWhyLogBase)
@@ -487,6 +496,27 @@ func (s *pgStmt) callRule(i int) string {
 
 // pgWhyTemplate says why a template of to_char and its kin must be a string constant.
 const pgWhyTemplate = " (the template is parsed into a node per character and walked without checking for interrupts: to_char(1, x) over a 20 MB template ran 2.7 s past a 2 s statement_timeout, to_timestamp(x, x) 3.7 s, and a text may be 1 GB; a constant, to_char(d, 'YYYY-MM'), is bounded by the statement)"
+
+// pgWhyZone refuses a time zone named by anything but a string constant.
+const pgWhyZone = "refused: a time zone named by anything but a string constant (AT TIME ZONE, timezone, make_timestamptz, date_trunc) is not allowed on PostgreSQL (the server keeps every zone it parses for the session's life, about 23 KB each, and made-up zones such as '<X' || g || '>1' took 458 MB for 20,000 in 0.7 s; a constant zone, AT TIME ZONE 'UTC', or an interval passes)"
+
+// zoneConstant reports whether sp starts with (primary) or is (whole) a time zone the
+// statement's text bounds: a string constant, cast to a text type or not, or an interval
+// (which names no zone: INTERVAL '…' or a string constant cast to interval).
+func (s *pgStmt) zoneConstant(sp pgSpan, primary bool) bool {
+	i := sp.i
+	if s.at(i).word("interval") && s.at(i+1).kind == pgString {
+		i++
+	}
+	if i >= sp.j || s.at(i).kind != pgString {
+		return false
+	}
+	i++
+	for s.at(i).is("::") && s.at(i+1).kind == pgWord && (pgTextTypes[s.at(i+1).text] || s.at(i+1).text == "interval") && i+1 < sp.j {
+		i += 2
+	}
+	return primary || i == sp.j
+}
 
 // pgMaxLogBase bounds, in characters, the number constant log(base, x) takes as its base: so
 // written, a base differs from 1 by at least 10^-pgMaxLogBase, and the logarithms log works
