@@ -354,9 +354,10 @@ func checkRoom(b Backend, msgs []chat.Message, opts chat.Options) *apiError {
 // choices for: n × max_tokens × (1 + top_logprobs), max_tokens being the room the model's
 // context leaves after the prompt when the request gives none. The student keeps every entry of
 // every choice until the reply ends (streamed or not), as ids and float32 log-probabilities
-// only: about 10 bytes each, 10 MB at the bound (student's TestLogProbsHeldCompact; 96 MB when
-// each held its token's bytes and text as strings, which the encoder now takes from the
-// tokenizer as it writes the entry). A non-streamed reply
+// only: 8 bytes an alternative and 32 a token, so at the bound about 10 MB with top_logprobs 20
+// (10 bytes an entry) and 38 MB with 0 (36 bytes, every entry a token's; student's
+// TestLogProbsHeldCompact; 96 and 103 MB when each held its token's bytes and text as strings,
+// which the encoder now takes from the tokenizer as it writes the entry). A non-streamed reply
 // is about 60 bytes of JSON per entry, written as it is encoded (writeCompletion; built and
 // encoded whole it took some 400 to 620 bytes an entry, 415 MB for one reply at the bound,
 // TestLogprobsReplyStreamed), so at the bound a reply is about 64 MB of JSON and the server's

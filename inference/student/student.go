@@ -280,8 +280,9 @@ type Sample struct {
 // TokenLogProb is a completion token and its log-probability: its id and, with
 // Sample.TopLogProbs, the most likely tokens of its step, most likely first. It holds ids and
 // log-probabilities only (8 bytes an alternative, 32 a token), so that a reply at serve's bound
-// (about a million entries) holds some 10 MB rather than the 96 MB that the token's bytes and
-// text as strings in every entry took (TestLogProbsHeldCompact); its bytes and text come from
+// (about a million entries) holds some 10 MB with top_logprobs 20 and 38 MB with 0 (every entry
+// a token's) rather than the 96 and 103 MB that the token's bytes and text as strings in every
+// entry took (TestLogProbsHeldCompact); its bytes and text come from
 // the Vocab of the Choice or Delta that carries it (Vocab.TokenBytes, TokenText), when the
 // reply is written.
 type TokenLogProb struct {
