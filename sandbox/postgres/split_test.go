@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/chainedsql/chainedsql/sandbox"
 	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
 )
 
@@ -78,5 +82,33 @@ func TestPostgresScreenLeadingComments(t *testing.T) {
 		"/* /* */ SELECT 1 */ DO $$BEGIN PERFORM 1; END$$",
 		"-- x\rSET statement_timeout = 0 /*\nSELECT 1 */",
 		"-- x\rPREPARE p AS\nSELECT 1",
+	})
+}
+
+// TestPostgresScreenCreatesTable: a CREATE TABLE AS, CREATE MATERIALIZED VIEW or SELECT … INTO
+// under EXPLAIN ANALYZE, which the read-only transaction lets through (unscreened, each runs as
+// the reader, and writes a temporary table that temp_file_limit does not bound), is refused by the screen (pgCreatesTable); INTO and CREATE as column labels after AS run.
+func TestPostgresScreenCreatesTable(t *testing.T) {
+	_, _, dbs := pgHostileConnector(t, pgHostileSchemas(t, sandboxtest.PGAdmin(t), 1))
+	ctx := context.Background()
+	for _, q := range []string{
+		"EXPLAIN ANALYZE CREATE TEMP TABLE rv3 AS SELECT 1 AS a",
+		"EXPLAIN (ANALYZE) SELECT 1 AS a INTO TEMP rv3",
+		"EXPLAIN ANALYZE WITH x AS (SELECT 1 AS a) SELECT a INTO TEMPORARY rv3 FROM x",
+		"/* x */ EXPLAIN ANALYZE\tcreate temp table rv3 AS SELECT 1 AS a",
+	} {
+		r, err := dbs[0].Exec(ctx, q, sandbox.ExecOptions{Timeout: 2 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "creates a table") {
+			t.Errorf("%q: %v %s %q, want refused as creating a table", q, err, r.Outcome, r.Error)
+		}
+		// Unscreened, the read-only transaction does not stop it: the table is made (a CREATE
+		// or SELECT INTO of its own fails there with "cannot execute … in a read-only transaction").
+		if r, err := unscreened(ctx, dbs[0], q, 2*time.Second, 10); err != nil || !r.OK() {
+			t.Errorf("%q unscreened: %v %s %q, want the server to run it", q, err, r.Outcome, r.Error)
+		}
+	}
+	sandboxtest.HiddenStatements(t, dbs[0], nil, nil, map[string]any{
+		"SELECT 'a' AS into":   "a",
+		"SELECT 'a' AS create": "a",
 	})
 }
