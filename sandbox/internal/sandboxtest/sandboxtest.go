@@ -591,6 +591,8 @@ func HostileFor(tag string) []string {
 		"WITH d AS (SELECT 1) UPDATE Album SET Title = 'x'",
 		"SELECT * INTO pwned FROM Album",
 		"EXPLAIN ANALYZE DELETE FROM Album",
+		// PostgreSQL's read-only transaction does not stop what EXPLAIN ANALYZE creates.
+		"EXPLAIN ANALYZE CREATE TEMP TABLE pwned AS SELECT * FROM Album", "EXPLAIN (ANALYZE) SELECT * INTO TEMP pwned FROM Album",
 		"COPY Album TO PROGRAM 'touch /tmp/pwned'", "SET search_path = public", "SET transaction_read_only = off",
 		"SELECT set_config('transaction_read_only', 'off', true)",
 		"SELECT pg_read_file('/etc/passwd')", `SELECT "pg_read_file"('/etc/passwd')`,
