@@ -17,17 +17,17 @@ import (
 // logs, settings, other sessions, credentials). A false refusal costs one turn; a miss is caught
 // by the reader's permissions where the server has any.
 
-// allSpace is the whitespace of every engine's lexer, what the screen trims from a statement's
+// AllSpace is the whitespace of every engine's lexer, what the screen trims from a statement's
 // ends. Not Unicode's: PostgreSQL, MariaDB and SQLite read a no-break space as a letter, so
 // ORDER BY x<U+00A0> names another column, and trimmed it would run where the engine fails it;
 // nor a vertical tab, which only MariaDB reads as a space.
-const allSpace = " \t\n\f\r"
+const AllSpace = " \t\n\f\r"
 
 // readPrefixes are the first keywords of statements that only read.
 var readPrefixes = []string{"select", "with", "values", "explain"}
 
 // Screen checks that query is exactly one read statement (a trailing semicolon is allowed) and
-// returns it trimmed of allSpace, or a reason to refuse it. d selects the dialect's own refusals
+// returns it trimmed of AllSpace, or a reason to refuse it. d selects the dialect's own refusals
 // (Dialect.Screen); everything else applies to every dialect. Hand-written because no
 // library splits SQL of three dialects; it respects quotes and comments.
 func Screen(query string, d datasets.Dialect) (string, string) {
@@ -36,7 +36,7 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		// lost connection; no engine reads one as part of a statement.
 		return "", "refused: the statement holds a NUL byte"
 	}
-	q := strings.Trim(query, allSpace)
+	q := strings.Trim(query, AllSpace)
 	skip := skipFor(d)
 	body, rest := splitFor(d)(q)
 	if blanksEnd(rest, skip) < len(rest) {
@@ -47,7 +47,7 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 		// elsewhere it is refused after the statement as it is within it (deniedText).
 		return "", fmt.Sprintf("refused: %q (executable comments, escaped identifiers) is not allowed", hidden)
 	}
-	body = strings.Trim(body, allSpace)
+	body = strings.Trim(body, AllSpace)
 	if body == "" {
 		return "", "refused: empty statement"
 	}

@@ -294,3 +294,23 @@ func TestPostgresWaitTold(t *testing.T) {
 		})
 	})
 }
+
+// TestPostgresOwnCatalogTrimmed: the toolkit's own catalog statements pass the catalog rules,
+// trimmed as the screen trims (sandbox.AllSpace); one with a no-break space after it, which
+// PostgreSQL reads as part of its last name, is screened as any other statement and refused for
+// the catalogs it reads.
+func TestPostgresOwnCatalogTrimmed(t *testing.T) {
+	rules := postgresScreen()
+	for q, want := range map[string]string{
+		"\n" + pgCatalog.Columns + " \t\r\n": "",
+		pgCatalog.Keys:                       "",
+		pgCatalog.Columns + "\u00a0":         "show every task's tables",
+		"\u00a0" + pgCatalog.Keys:            "show every task's tables",
+	} {
+		lower := strings.ToLower(q)
+		got := rules.Words(q, lower, strings.FieldsFunc(lower, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') }))
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("%q: %q, want %q", q, got, want)
+		}
+	}
+}

@@ -112,10 +112,12 @@ func init() {
 
 // pgOwnCatalog reports whether q is one of the toolkit's own catalog statements (schema
 // introspection, pgCatalog), which read the system catalogs for the current schema only: the
-// task's own, whoever sends them.
+// task's own, whoever sends them. Trimmed as the screen trims (sandbox.AllSpace), not of
+// Unicode's spaces: the catalog statement with a no-break space after it names another column
+// to PostgreSQL, and is screened as any other statement.
 func pgOwnCatalog(q string) bool {
-	q = strings.TrimSpace(q)
-	return q == strings.TrimSpace(pgCatalog.Columns) || q == strings.TrimSpace(pgCatalog.Keys)
+	q = strings.Trim(q, sandbox.AllSpace)
+	return q == strings.Trim(pgCatalog.Columns, sandbox.AllSpace) || q == strings.Trim(pgCatalog.Keys, sandbox.AllSpace)
 }
 
 // pgOtherTasks refuses what shows a PostgreSQL statement another task's objects: the system
