@@ -190,16 +190,16 @@ func (s *Swap[M]) Reload(ctx context.Context, dir string) (WeightsInfo, error) {
 		return WeightsInfo{}, ErrReloading
 	}
 	defer s.loading.Unlock()
-	abs, resolved, err := resolveDir(dir)
-	if err != nil {
-		return WeightsInfo{}, fmt.Errorf("serve: weights directory %q: %w", dir, err)
-	}
-	if err := s.inRoot(abs, resolved); err != nil {
-		return WeightsInfo{}, err
-	}
 	var open *regular.Opener
 	if s.root != "" { // what the loader opens is checked too: a link re-pointed since is refused
 		open = regular.Confine(s.root)
+	}
+	abs, resolved, err := s.resolve(dir, open)
+	if err != nil {
+		return WeightsInfo{}, err
+	}
+	if err := s.inRoot(abs, resolved, open); err != nil {
+		return WeightsInfo{}, err
 	}
 	cur, err := s.acquire() // held through the load, so that the weights compared against stay open
 	if err != nil {
@@ -267,20 +267,49 @@ func (s *Swap[M]) Root() string {
 	return s.root
 }
 
-// inRoot says whether resolved, the directory named abs with its links resolved, may be loaded:
-// nil without a root, else ErrOutsideRoot (wrapped, naming both) when it or one of the .json
-// and .safetensors entries it holds leads out of the root. An entry whose link does not
-// resolve is left to the loader, which refuses it with its reason.
-func (s *Swap[M]) inRoot(abs, resolved string) error {
-	if s.root == "" {
+// resolve returns dir made absolute, and that with its symbolic links resolved, or why it may
+// not be loaded. Unconfined (open nil) it is resolveDir. Confined, it tells a client nothing of
+// the files outside the root (an oracle of their existence or of where links there lead): a
+// directory named below the root is resolved beneath it by open, without looking outside, and
+// any link on its way that leads out is ErrOutsideRoot whether what it names exists or not; a
+// directory named elsewhere is loaded only when its links lead into the root, and is otherwise
+// refused with one message, naming it as given, whatever it is or leads to.
+func (s *Swap[M]) resolve(dir string, open *regular.Opener) (abs, resolved string, err error) {
+	if open == nil {
+		abs, resolved, err = resolveDir(dir)
+		if err != nil {
+			return "", "", fmt.Errorf("serve: weights directory %q: %w", dir, err)
+		}
+		return abs, resolved, nil
+	}
+	if abs, err = filepath.Abs(dir); err != nil {
+		return "", "", fmt.Errorf("serve: weights directory %q: %w", dir, err)
+	}
+	if within(s.root, abs) {
+		resolved, err = open.Resolve(abs)
+		if errors.Is(err, ErrOutsideRoot) {
+			return "", "", fmt.Errorf("serve: weights directory %s: %w", abs, err)
+		}
+		if err != nil {
+			return abs, abs, nil // missing: the loader says why
+		}
+		return abs, resolved, nil
+	}
+	if resolved, err = filepath.EvalSymlinks(abs); err != nil || !within(s.root, resolved) {
+		return "", "", fmt.Errorf("serve: weights directory %s is %w %s: this server loads weights only from there (its --weights-root)", abs, ErrOutsideRoot, s.root)
+	}
+	return abs, resolved, nil
+}
+
+// inRoot says whether resolved, the directory named abs with its links resolved (within the
+// root), may be loaded: nil without a root, else ErrOutsideRoot (wrapped) when one of the
+// .json and .safetensors entries it holds (what a loader reads) is a link that leads out of the
+// root, whether what it names exists or not (open.Resolve looks at nothing outside the root).
+// An entry whose link does not resolve within the root is left to the loader, which refuses it
+// with its reason.
+func (s *Swap[M]) inRoot(abs, resolved string, open *regular.Opener) error {
+	if open == nil {
 		return nil
-	}
-	named := ""
-	if abs != resolved {
-		named = " (" + resolved + " once its links are followed)"
-	}
-	if !within(s.root, resolved) {
-		return fmt.Errorf("serve: weights directory %s%s is %w %s: this server loads weights only from there (its --weights-root)", abs, named, ErrOutsideRoot, s.root)
 	}
 	entries, err := os.ReadDir(resolved)
 	if err != nil {
@@ -291,9 +320,8 @@ func (s *Swap[M]) inRoot(abs, resolved string) error {
 		if e.Type()&os.ModeSymlink == 0 || !(strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".safetensors")) {
 			continue
 		}
-		target, err := filepath.EvalSymlinks(filepath.Join(resolved, name))
-		if err == nil && !within(s.root, target) {
-			return fmt.Errorf("serve: weights directory %s%s: %s is a link to %s, %w %s: this server loads weights only from there (its --weights-root)", abs, named, name, target, ErrOutsideRoot, s.root)
+		if _, err := open.Resolve(filepath.Join(resolved, name)); errors.Is(err, ErrOutsideRoot) {
+			return fmt.Errorf("serve: weights directory %s: %w", abs, err)
 		}
 	}
 	return nil

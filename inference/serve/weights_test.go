@@ -845,3 +845,81 @@ func TestReloadConfinedShardLink(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadConfinedNoOracle: a confined server's refusals tell a client nothing of the files
+// outside its root. Before, a directory named outside the root was resolved with
+// filepath.EvalSymlinks and the refusal named the result ("/proc/self/root/etc/passwd (/etc/passwd
+// once its links are followed)", absent for a missing file: an existence oracle for any path
+// the server could stat, through /proc/self/root, and a reader of links such as /proc/self/cwd);
+// a link in the root to a missing path outside was not refused (the loader said "no such file",
+// or, for tokenizer.json, loaded without it) while one to an existing path was, naming where it
+// led. Now each pair below (outside what they name exists, and does not) gets the same 403,
+// naming nothing beyond the request and the links' own text, and nothing is loaded.
+func TestReloadConfinedNoOracle(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ckpt"), filepath.Join(base, "elsewhere")
+	for _, d := range []string{filepath.Join(root, "tok-there"), filepath.Join(root, "tok-missing"), filepath.Join(outside, "secret-dir")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		filepath.Join(base, "hop-there"):                     filepath.Join(outside, "secret-dir"),
+		filepath.Join(base, "hop-missing"):                   filepath.Join(outside, "no-dir"),
+		filepath.Join(root, "out-there"):                     filepath.Join(base, "hop-there"),
+		filepath.Join(root, "out-missing"):                   filepath.Join(base, "hop-missing"),
+		filepath.Join(outside, "there.json"):                 filepath.Join(outside, "secret.json"),
+		filepath.Join(root, "tok-there", "tokenizer.json"):   filepath.Join(outside, "there.json"),
+		filepath.Join(root, "tok-missing", "tokenizer.json"): filepath.Join(outside, "missing.json"),
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var loads []string
+	st, err := student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := serve.NewSwap(st, root, func(_ context.Context, dir string, _ *student.Student, _ *regular.Opener) (*student.Student, error) {
+		loads = append(loads, dir)
+		return student.New(gentest.Scripted(reply), gentest.ByteTokenizer{}, student.Config{ModelID: "toy-student"})
+	})
+	defer sw.Close()
+	if err := sw.Confine(root); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serve.Handler(sw, nil, serve.Config{}))
+	defer srv.Close()
+	for _, pair := range [][2]string{
+		{filepath.Join(base, "hop-there"), filepath.Join(base, "hop-missing")},           // named outside
+		{filepath.Join(root, "out-there"), filepath.Join(root, "out-missing")},           // a link out
+		{filepath.Join(root, "out-there", "x"), filepath.Join(root, "out-missing", "x")}, // one on the way
+		{filepath.Join(root, "tok-there"), filepath.Join(root, "tok-missing")},           // an entry's
+	} {
+		var msgs [2]string
+		for i, dir := range pair {
+			code, out := reload(t, srv.URL, "", pathBody(dir))
+			e, _ := out["error"].(map[string]any)
+			msg, _ := e["message"].(string)
+			if code != 403 || e["code"] != "weights_outside_root" {
+				t.Errorf("%s: %d %v; want 403 weights_outside_root", dir, code, out)
+			}
+			for _, secret := range []string{"secret", "no-dir"} { // beyond the first link
+				if strings.Contains(msg, secret) {
+					t.Errorf("%s: the refusal names what lies outside the root (%q): %s", dir, secret, msg)
+				}
+			}
+			msgs[i] = strings.ReplaceAll(strings.ReplaceAll(msg, "there", "X"), "missing", "X")
+		}
+		if msgs[0] != msgs[1] {
+			t.Errorf("the refusals tell a file outside the root that exists from one that does not:\n%s\n%s", msgs[0], msgs[1])
+		}
+	}
+	if len(loads) != 0 {
+		t.Errorf("loaded %v", loads)
+	}
+}

@@ -288,3 +288,66 @@ func TestConfineNotADirectory(t *testing.T) {
 		t.Errorf("escapes.json/x.json: %v, want ENOTDIR, not ErrOutsideRoot", err)
 	}
 }
+
+// TestResolveLooksNotOutside: a confined Opener's Resolve follows links beneath its root and
+// looks at nothing outside it: a link out of the root is ErrOutsideRoot whether what it names
+// exists or not, and the error names no more than the link's own text (not where a link
+// outside leads on to, nor whether it exists); links within the root resolve as
+// filepath.EvalSymlinks would, and a missing path below the root is fs.ErrNotExist. The plain
+// Opener's Resolve is filepath.EvalSymlinks.
+func TestResolveLooksNotOutside(t *testing.T) {
+	base, root, dir, out := confineLayout(t)
+	if err := os.MkdirAll(filepath.Join(base, "secretdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		filepath.Join(base, "hopdir"):       filepath.Join(base, "secretdir"),
+		filepath.Join(dir, "hop"):           filepath.Join(base, "hopdir"),
+		filepath.Join(dir, "gone.json"):     filepath.Join(base, "gone.json"),
+		filepath.Join(dir, "up.json"):       "../../out.json",
+		filepath.Join(dir, "upgone.json"):   "../../gone.json",
+		filepath.Join(dir, "abs.json"):      filepath.Join(dir, "in.json"),
+		filepath.Join(dir, "chain.json"):    filepath.Join(dir, "abs.json"),
+		filepath.Join(root, "latest"):       dir,
+		filepath.Join(root, "rel-latest"):   "step",
+		filepath.Join(dir, "dangling.json"): filepath.Join(dir, "nothing.json"),
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := Confine(root)
+	for _, p := range []string{
+		filepath.Join(dir, "config.json"), filepath.Join(dir, "gone.json"), // exists, does not
+		filepath.Join(dir, "up.json"), filepath.Join(dir, "upgone.json"),
+		filepath.Join(dir, "hop"), filepath.Join(dir, "hop", "x"),
+		out, filepath.Join(root, "..", "gone"), "/",
+	} {
+		got, err := o.Resolve(p)
+		if !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("Resolve(%s) = %q, %v; want ErrOutsideRoot", p, got, err)
+		} else if strings.Contains(err.Error(), "secretdir") {
+			t.Errorf("Resolve(%s): %v names where a link outside the root leads", p, err)
+		}
+	}
+	for p, want := range map[string]string{
+		filepath.Join(dir, "chain.json"):            filepath.Join(dir, "in.json"),
+		filepath.Join(root, "latest", "abs.json"):   filepath.Join(dir, "in.json"),
+		filepath.Join(root, "rel-latest"):           dir,
+		filepath.Join(root, "latest", "..", "step"): dir,
+		root: root,
+	} {
+		got, err := o.Resolve(p)
+		if err != nil || got != want {
+			t.Errorf("Resolve(%s) = %q, %v; want %s", p, got, err, want)
+		}
+		if plain, err := (*Opener)(nil).Resolve(p); err != nil || plain != want {
+			t.Errorf("plain Resolve(%s) = %q, %v; want %s", p, plain, err, want)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "missing"), filepath.Join(dir, "dangling.json"), filepath.Join(dir, "missing", "x")} {
+		if got, err := o.Resolve(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Resolve(%s) = %q, %v; want fs.ErrNotExist", p, got, err)
+		}
+	}
+}

@@ -105,33 +105,11 @@ func (o *Opener) Open(path string) (*os.File, int64, error) {
 // however they change meanwhile), which must be the directory it was at Confine (a root
 // renamed away and a link out put in its place would take the open with it).
 func (o *Opener) openBeneath(path string) (*os.File, error) {
-	root := o.root
-	// The path's components below the root, ".." kept: os.Root and resolveIn take each after
-	// the links before it, as the kernel does (a path cleaned lexically, a/../b where a is a
-	// link is b, but a's target's b for the kernel).
-	raw := path
-	if !filepath.IsAbs(raw) {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		raw = wd + string(filepath.Separator) + raw
-	}
-	if abs := filepath.Clean(raw); !Within(root, abs) {
-		return nil, refuse(root, "%s is", path)
-	}
-	parts, ok := below(root, raw)
-	if !ok {
-		return nil, refuse(root, "%s is", path)
-	}
-	r, err := os.OpenRoot(root)
+	r, parts, err := o.beneath(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	if st, err := r.Stat("."); err != nil || o.id == nil || !os.SameFile(o.id, st) {
-		return nil, refuse(root, "%s: %s is not the directory it was when confined (moved, or a link put in its place), so", path, root)
-	}
 	f, err := r.OpenFile(joined(parts), os.O_RDONLY|nonBlock, 0)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return f, named(err, path)
@@ -140,14 +118,75 @@ func (o *Opener) openBeneath(path string) (*os.File, error) {
 	// link to a file of another step): follow the links here, inside the root only, and open
 	// what they lead to, again beneath the root. A link re-pointed in between is refused by
 	// that open.
-	rel, err := resolveIn(r, root, parts)
+	rel, err := resolveIn(r, o.root, parts)
 	if err != nil {
-		return nil, outside(path, root, err)
+		return nil, outside(path, o.root, err)
 	}
 	if f, err = r.OpenFile(rel, os.O_RDONLY|nonBlock, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, outside(path, root, err)
+		return nil, outside(path, o.root, err)
 	}
 	return f, named(err, path)
+}
+
+// Resolve returns path, absolute, with its symbolic links followed. A plain Opener follows them
+// as filepath.EvalSymlinks does. A confined Opener follows them beneath its root only and looks
+// at nothing outside it: a path outside the root, or a link on the way that leads out of it
+// (whether what it names exists or not), is ErrOutsideRoot, which names path and the link's
+// own text but nothing found outside the root, so that the refusal tells a client of `student
+// serve` nothing about files there. A missing component below the root is fs.ErrNotExist.
+func (o *Opener) Resolve(path string) (string, error) {
+	if o.Root() == "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(abs)
+	}
+	r, parts, err := o.beneath(path)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	rel, err := resolveIn(r, o.root, parts)
+	if err != nil {
+		return "", outside(path, o.root, err)
+	}
+	if _, err := r.Lstat(rel); err != nil {
+		return "", named(err, path)
+	}
+	return filepath.Join(o.root, rel), nil
+}
+
+// beneath opens o's root, checked to be the directory it was at Confine, and returns path's
+// components below it (".." kept: os.Root and resolveIn take each after the links before it,
+// as the kernel does; a path cleaned lexically, a/../b where a is a link, is b, but a's
+// target's b for the kernel), or ErrOutsideRoot for a path that is not below it.
+func (o *Opener) beneath(path string) (*os.Root, []string, error) {
+	root := o.root
+	raw := path
+	if !filepath.IsAbs(raw) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw = wd + string(filepath.Separator) + raw
+	}
+	if abs := filepath.Clean(raw); !Within(root, abs) {
+		return nil, nil, refuse(root, "%s is", path)
+	}
+	parts, ok := below(root, raw)
+	if !ok {
+		return nil, nil, refuse(root, "%s is", path)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err := r.Stat("."); err != nil || o.id == nil || !os.SameFile(o.id, st) {
+		r.Close()
+		return nil, nil, refuse(root, "%s: %s is not the directory it was when confined (moved, or a link put in its place), so", path, root)
+	}
+	return r, parts, nil
 }
 
 // named is err, an os.Root error naming a path below the root, naming path instead, as
