@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -33,13 +32,13 @@ func OpenDir(dir string) (*Set, error) { return OpenDirWith(dir, nil) }
 // confined to a server's weights root (regular.Confine).
 func OpenDirWith(dir string, o *regular.Opener) (*Set, error) {
 	idx := filepath.Join(dir, IndexFile)
-	if _, err := os.Stat(idx); err == nil {
+	if _, err := o.Stat(idx); err == nil {
 		return openIndex(idx, o)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	single := filepath.Join(dir, SingleFile)
-	if _, err := os.Stat(single); errors.Is(err, fs.ErrNotExist) {
+	if _, err := o.Stat(single); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %s has neither %s nor %s", dir, SingleFile, IndexFile)
 	}
 	f, err := open(single, true, o)

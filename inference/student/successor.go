@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/chainedsql/chainedsql/inference/qwen2"
 	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/regular"
 )
 
 // ErrIncompatible is wrapped by Successor's refusal of weights that are not the same model as
@@ -26,19 +26,19 @@ var ErrIncompatible = errors.New("the checkpoint is not the serving model")
 // another vocabulary. s is unchanged and keeps serving. Every file it reads is opened through
 // opts.Opener (a server's reload: confined to its weights root).
 func (s *Student) Successor(dir string, opts Options) (*Student, error) {
-	if st, err := os.Stat(dir); err != nil {
+	if st, err := opts.Opener.Stat(dir); err != nil {
 		return nil, fmt.Errorf("student: weights directory: %w", err)
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("student: weights directory %s is not a directory", dir)
 	}
-	if err := regularFiles(dir); err != nil {
+	if err := regularFiles(dir, opts.Opener); err != nil {
 		return nil, err
 	}
 	cur, ok := s.gen.Model().(Model)
 	if !ok {
 		return nil, fmt.Errorf("student: the serving model (%T) was not loaded from a directory", s.gen.Model())
 	}
-	if tokPath := filepath.Join(dir, "tokenizer.json"); fileExists(tokPath) {
+	if tokPath := filepath.Join(dir, "tokenizer.json"); fileExists(tokPath, opts.Opener) {
 		tok, err := tokenizer.LoadWith(tokPath, opts.Opener)
 		if err != nil {
 			return nil, fmt.Errorf("student: %w", err)
@@ -67,9 +67,10 @@ func (s *Student) Successor(dir string, opts Options) (*Student, error) {
 // regularFiles refuses a directory whose .json or .safetensors entries (the files a load reads)
 // are not all regular files once their links are followed: opening a FIFO waits for a writer,
 // so a reload of one never ended and every later reload was refused as in progress, and
-// reading a link to /dev/zero never ends. A dangling link is left for the load to name.
-func regularFiles(dir string) error {
-	entries, err := os.ReadDir(dir)
+// reading a link to /dev/zero never ends. A dangling link is left for the load to name. dir and
+// its entries are looked at through o, as the load opens them.
+func regularFiles(dir string, o *regular.Opener) error {
+	entries, err := o.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("student: weights directory: %w", err)
 	}
@@ -78,7 +79,10 @@ func regularFiles(dir string) error {
 		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".safetensors") {
 			continue
 		}
-		st, err := os.Stat(filepath.Join(dir, name))
+		st, err := o.Stat(filepath.Join(dir, name))
+		if errors.Is(err, regular.ErrOutsideRoot) {
+			return fmt.Errorf("student: %w", err)
+		}
 		if err != nil || st.Mode().IsRegular() {
 			continue
 		}
@@ -87,8 +91,10 @@ func regularFiles(dir string) error {
 	return nil
 }
 
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
+// fileExists says whether path, looked at through o, is there (or cannot be told missing: the
+// open then says why).
+func fileExists(path string, o *regular.Opener) bool {
+	_, err := o.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
 

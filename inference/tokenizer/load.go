@@ -85,7 +85,7 @@ func Load(path string) (*Tokenizer, error) { return LoadWith(path, nil) }
 // e.g. one confined to a server's weights root (regular.Confine).
 func LoadWith(path string, o *regular.Opener) (*Tokenizer, error) {
 	file := path
-	if st, err := os.Stat(path); err != nil {
+	if st, err := o.Stat(path); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	} else if st.IsDir() {
 		file = filepath.Join(path, "tokenizer.json")

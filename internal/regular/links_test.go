@@ -294,7 +294,7 @@ func TestConfineNotADirectory(t *testing.T) {
 // exists or not, and the error names no more than the link's own text (not where a link
 // outside leads on to, nor whether it exists); links within the root resolve as
 // filepath.EvalSymlinks would, and a missing path below the root is fs.ErrNotExist. The plain
-// Opener's Resolve is filepath.EvalSymlinks.
+// Opener's Resolve is filepath.EvalSymlinks. Stat and ReadDir look through Resolve the same way.
 func TestResolveLooksNotOutside(t *testing.T) {
 	base, root, dir, out := confineLayout(t)
 	if err := os.MkdirAll(filepath.Join(base, "secretdir"), 0o755); err != nil {
@@ -329,6 +329,12 @@ func TestResolveLooksNotOutside(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secretdir") {
 			t.Errorf("Resolve(%s): %v names where a link outside the root leads", p, err)
 		}
+		if fi, err := o.Stat(p); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("Stat(%s) = %v, %v; want ErrOutsideRoot", p, fi, err)
+		}
+		if _, err := o.ReadDir(p); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("ReadDir(%s): %v, want ErrOutsideRoot", p, err)
+		}
 	}
 	for p, want := range map[string]string{
 		filepath.Join(dir, "chain.json"):            filepath.Join(dir, "in.json"),
@@ -343,6 +349,20 @@ func TestResolveLooksNotOutside(t *testing.T) {
 		}
 		if plain, err := (*Opener)(nil).Resolve(p); err != nil || plain != want {
 			t.Errorf("plain Resolve(%s) = %q, %v; want %s", p, plain, err, want)
+		}
+		fi, err := o.Stat(p)
+		if wfi, werr := os.Stat(want); err != nil || werr != nil || !os.SameFile(fi, wfi) {
+			t.Errorf("Stat(%s) = %v, %v; want %s's", p, fi, err, want)
+		}
+	}
+	got, err := o.ReadDir(filepath.Join(root, "latest"))
+	want, werr := os.ReadDir(dir)
+	if err != nil || werr != nil || len(got) != len(want) {
+		t.Fatalf("ReadDir(latest): %d entries, %v; want %d (%v)", len(got), err, len(want), werr)
+	}
+	for i := range got {
+		if got[i].Name() != want[i].Name() || got[i].Type() != want[i].Type() {
+			t.Errorf("ReadDir(latest)[%d] = %s %v, want %s %v", i, got[i].Name(), got[i].Type(), want[i].Name(), want[i].Type())
 		}
 	}
 	for _, p := range []string{filepath.Join(dir, "missing"), filepath.Join(dir, "dangling.json"), filepath.Join(dir, "missing", "x")} {

@@ -142,19 +142,74 @@ func (o *Opener) Resolve(path string) (string, error) {
 		}
 		return filepath.EvalSymlinks(abs)
 	}
-	r, parts, err := o.beneath(path)
+	r, rel, err := o.resolved(path)
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
-	rel, err := resolveIn(r, o.root, parts)
-	if err != nil {
-		return "", outside(path, o.root, err)
-	}
 	if _, err := r.Lstat(rel); err != nil {
 		return "", named(err, path)
 	}
 	return filepath.Join(o.root, rel), nil
+}
+
+// Stat is os.Stat through o: a confined Opener follows path's links beneath its root only
+// (Resolve) and stats what they lead to there, so that a load's look at a file, as its open,
+// tells nothing of one outside the root: a link out is ErrOutsideRoot whether what it names
+// exists or not.
+func (o *Opener) Stat(path string) (fs.FileInfo, error) {
+	if o.Root() == "" {
+		return os.Stat(path)
+	}
+	r, rel, err := o.resolved(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return nil, outside(path, o.root, err)
+	}
+	return fi, nil
+}
+
+// ReadDir is os.ReadDir through o: a confined Opener lists the directory path leads to beneath
+// its root only (a link out of it, on the way or re-pointed meanwhile, is ErrOutsideRoot).
+func (o *Opener) ReadDir(path string) ([]fs.DirEntry, error) {
+	if o.Root() == "" {
+		return os.ReadDir(path)
+	}
+	r, rel, err := o.resolved(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	d, err := r.Open(rel)
+	if err != nil {
+		return nil, outside(path, o.root, err)
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("reading directory %s: %w", path, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// resolved is o's root opened (beneath) and path below it with its links followed there
+// (resolveIn), for a confined Opener.
+func (o *Opener) resolved(path string) (*os.Root, string, error) {
+	r, parts, err := o.beneath(path)
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := resolveIn(r, o.root, parts)
+	if err != nil {
+		r.Close()
+		return nil, "", outside(path, o.root, err)
+	}
+	return r, rel, nil
 }
 
 // beneath opens o's root, checked to be the directory it was at Confine, and returns path's
