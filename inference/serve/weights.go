@@ -271,9 +271,10 @@ func (s *Swap[M]) Root() string {
 // not be loaded. Unconfined (open nil) it is resolveDir. Confined, it tells a client nothing of
 // the files outside the root (an oracle of their existence or of where links there lead): a
 // directory named below the root is resolved beneath it by open, without looking outside, and
-// any link on its way that leads out is ErrOutsideRoot whether what it names exists or not; a
-// directory named elsewhere is loaded only when its links lead into the root, and is otherwise
-// refused with one message, naming it as given, whatever it is or leads to.
+// a link on its way that leads out is ErrOutsideRoot, by its own text, whether what it names
+// exists or not, unless it leads back into the root (a link naming the root through a link to
+// it); a directory named elsewhere is loaded only when its links lead into the root, and is
+// otherwise refused with one message, naming it as given, whatever it is or leads to.
 func (s *Swap[M]) resolve(dir string, open *regular.Opener) (abs, resolved string, err error) {
 	if open == nil {
 		abs, resolved, err = resolveDir(dir)
@@ -288,6 +289,11 @@ func (s *Swap[M]) resolve(dir string, open *regular.Opener) (abs, resolved strin
 	if within(s.root, abs) {
 		resolved, err = open.Resolve(abs)
 		if errors.Is(err, ErrOutsideRoot) {
+			// A link naming the root by another path (a link to it) leads back in: loaded, as
+			// before; any other is refused by its own text, whatever lies outside.
+			if r, e := filepath.EvalSymlinks(abs); e == nil && within(s.root, r) {
+				return abs, r, nil
+			}
 			return "", "", fmt.Errorf("serve: weights directory %s: %w", abs, err)
 		}
 		if err != nil {

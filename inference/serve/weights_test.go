@@ -874,6 +874,8 @@ func TestReloadConfinedNoOracle(t *testing.T) {
 		filepath.Join(outside, "there.json"):                 filepath.Join(outside, "secret.json"),
 		filepath.Join(root, "tok-there", "tokenizer.json"):   filepath.Join(outside, "there.json"),
 		filepath.Join(root, "tok-missing", "tokenizer.json"): filepath.Join(outside, "missing.json"),
+		filepath.Join(base, "alias"):                         root, // the root by another path
+		filepath.Join(root, "via-alias"):                     filepath.Join(base, "alias", "tok-there"),
 	} {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
@@ -921,5 +923,13 @@ func TestReloadConfinedNoOracle(t *testing.T) {
 	}
 	if len(loads) != 0 {
 		t.Errorf("loaded %v", loads)
+	}
+	// A link that names the root through a link to it leads back in: loaded (its
+	// tokenizer.json link is another matter: removed here).
+	if err := os.Remove(filepath.Join(root, "tok-there", "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := reload(t, srv.URL, "", pathBody(filepath.Join(root, "via-alias"))); code != 200 || len(loads) != 1 || loads[0] != filepath.Join(root, "tok-there") {
+		t.Errorf("a link back into the root through an alias of it: %d %v, loads %v", code, out, loads)
 	}
 }
