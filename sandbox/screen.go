@@ -39,7 +39,7 @@ func Screen(query string, d datasets.Dialect) (string, string) {
 	q := strings.Trim(query, AllSpace)
 	skip := skipFor(d)
 	body, rest := splitFor(d)(q)
-	if blanksEnd(rest, skip) < len(rest) {
+	if !noStatement(rest, skip, emptyFor(d)) {
 		return "", "refused: only one statement per query is allowed"
 	}
 	if hidden := executableComment(strings.ToLower(rest)); hidden != "" {
@@ -89,6 +89,51 @@ func skipFor(d datasets.Dialect) func(string, int) int {
 		}
 	}
 	return SkipFirst
+}
+
+// emptyFor is where dialect d's engine reads a bare ; after a statement's ; as an empty
+// statement: d's ScreenRules.Empty, else EmptyNowhere.
+func emptyFor(d datasets.Dialect) EmptyStatements {
+	if dl, ok := Lookup(d); ok {
+		return dl.Screen().Empty
+	}
+	return EmptyNowhere
+}
+
+// EmptyStatements is where an engine reads a bare ; after a statement's ; as an empty
+// statement, which runs nothing (ScreenRules.Empty).
+type EmptyStatements int
+
+const (
+	// EmptyNowhere: a ; after the statement's ; is a second statement.
+	EmptyNowhere EmptyStatements = iota
+	// EmptyAnywhere: any ; among the whitespace and comments after the statement's ; ends an
+	// empty statement (PostgreSQL's grammar and SQLite's drop them: SELECT 1; ; -- x is one
+	// statement, SELECT 1;;SELECT 2 two).
+	EmptyAnywhere
+	// EmptyTrailing: only the ; in the run of ; and whitespace that ends the text are nothing
+	// (MariaDB strips that run from a query's end before it parses it, alloc_query); another
+	// one, SELECT 1; ; -- x, is a syntax error.
+	EmptyTrailing
+)
+
+// noStatement reports whether rest, the text after a statement's ;, holds no other statement
+// as the engine reads it: only whitespace and comments as skip reads them (ScreenRules.Skip),
+// and bare ; where empty allows them.
+func noStatement(rest string, skip func(string, int) int, empty EmptyStatements) bool {
+	switch empty {
+	case EmptyAnywhere:
+		i := blanksEnd(rest, skip)
+		for i < len(rest) && rest[i] == ';' {
+			i++
+			i += blanksEnd(rest[i:], skip)
+		}
+		return i == len(rest)
+	case EmptyTrailing:
+		// MariaDB's own trim: ; and what its character sets read as space, a vertical tab too.
+		rest = strings.TrimRight(rest, "; \t\n\v\f\r")
+	}
+	return blanksEnd(rest, skip) == len(rest)
 }
 
 // executableComments are the markers of MariaDB's and MySQL's executable comments, whose
@@ -256,6 +301,10 @@ type ScreenRules struct {
 	// -- x, and the text before the ; is passed alone) and the comments before the statement's
 	// first word, which must be a read's. Nil: SkipFirst.
 	Skip func(s string, i int) int
+	// Empty is where the engine reads a bare ; after the statement's ; as an empty statement,
+	// which the screen then passes over with the whitespace and comments around it (SELECT 1;;
+	// is the statement SELECT 1, SELECT 1;;SELECT 2 two statements). Zero: nowhere.
+	Empty EmptyStatements
 }
 
 // deniedWord reports whether w (lower case) is a denied name or starts with a denied prefix.

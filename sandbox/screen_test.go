@@ -76,7 +76,7 @@ func TestScreenServerReach(t *testing.T) {
 // TestScreenTrailingCommentFallback: in a dialect with no ScreenRules.Skip (none registered
 // here), text after the ; that holds only whitespace and closed comments as SplitFirst reads them
 // (SkipFirst) leaves the statement before the ; as the query's one statement; anything else
-// after it, a /* left open included, is a second statement.
+// after it, a /* left open or a bare ; included, is a second statement.
 func TestScreenTrailingCommentFallback(t *testing.T) {
 	d := datasets.Dialect("none")
 	for q, want := range map[string]string{
@@ -88,6 +88,7 @@ func TestScreenTrailingCommentFallback(t *testing.T) {
 		"SELECT 1; /* x */ SELECT 2":     "",
 		"SELECT 1; /* x":                 "",
 		"SELECT 1; # x":                  "",
+		"SELECT 1;;":                     "",
 	} {
 		stmt, reason := sandbox.Screen(q, d)
 		if stmt != want || (want == "") != strings.Contains(reason, "one statement") {

@@ -10,7 +10,7 @@ import (
 // catalogs; the shared denied names and the role catalogs are looked up among the statement's
 // names as MariaDB's lexer reads them (mysqlNames).
 func mysqlScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, MySQLSchema: mysqlSchemaNamed, Skip: mysqlSkip, Word: func(w string) string {
+	return sandbox.ScreenRules{Text: mysqlText, Split: mysqlSplit, Names: mysqlNames, MySQLSchema: mysqlSchemaNamed, Skip: mysqlSkip, Empty: sandbox.EmptyTrailing, Word: func(w string) string {
 		if mysqlRoleCatalogs[w] {
 			return "refused: " + w + " is not allowed on MySQL/MariaDB (the reader holds a role per loaded database, so the role catalogs name every task's database)"
 		}

@@ -20,7 +20,9 @@ import (
 // statement, a ; inside the comment too; the server runs the whole text as one statement as well.
 // Text after the ; that MariaDB reads as more (--x, a line after a comment, an executable comment,
 // a /* left open, a nested */) is refused as a second statement, and unscreened the server (no
-// multiStatements) runs none of it.
+// multiStatements) runs none of it. MariaDB strips the run of ; and whitespace that ends the text
+// before it parses it (EmptyTrailing): SELECT 1; ; runs, unscreened too, but a ; before a comment
+// or more text (SELECT 1; ; -- x, SELECT 1;;SELECT 2: syntax errors there) is refused.
 func TestMySQLScreenHiddenStatement(t *testing.T) {
 	_, _, _, dbs := myHostileSetup(t, 1, 0)
 	sandboxtest.HiddenStatements(t, dbs[0], unscreened, []string{
@@ -56,7 +58,18 @@ func TestMySQLScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a' AS first; -- x\rSELECT 2 AS b":   "a",
 		"SELECT 'a' AS first; /* /* x */ # y\n":      "a",
 		"SELECT 'a' AS first; -- x\n/* y */\v\f # z": "a",
-	}, nil)
+		"SELECT 'a' AS first;;":                      "a",
+		"SELECT 'a' AS first; ;":                     "a",
+		"SELECT 'a' AS first;\n;\v;":                 "a",
+		"SELECT 'a' AS first;/* x */;":               "a",
+		"SELECT 'a' AS first; # x\n; ;":              "a",
+	}, map[string]string{
+		"SELECT 'a' AS first;;SELECT 2":   "one statement",
+		"SELECT 'a' AS first; ; SELECT 2": "one statement",
+		"SELECT 'a' AS first; ; -- x":     "one statement",
+		"SELECT 'a' AS first;; # x":       "one statement",
+		"SELECT 'a' AS first;; /* x */":   "one statement",
+	})
 	sandboxtest.TrimmedAsEngine(t, dbs[0], unscreened, sandboxtest.NoBreakSpaces)
 }
 

@@ -13,7 +13,7 @@ import (
 // the tables EXPLAIN ANALYZE creates past the read-only transaction (pgCreatesTable).
 // The toolkit's own catalog statements pass.
 func postgresScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Names: pgNames, Split: pgSplit, Skip: pgSkip, Words: func(q, _ string, words []string) string {
+	return sandbox.ScreenRules{Names: pgNames, Split: pgSplit, Skip: pgSkip, Empty: sandbox.EmptyAnywhere, Words: func(q, _ string, words []string) string {
 		if pgOwnCatalog(q) {
 			return ""
 		}

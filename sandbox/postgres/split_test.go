@@ -23,7 +23,9 @@ import (
 // the server reads as more (a line the -- comment's line feed or carriage return leaves, # and a
 // second statement, a /* left open, an extra */) is refused as a second statement, and unscreened
 // the server runs none of it. An executable comment after the ; is refused as it is within a
-// statement.
+// statement. A bare ; among the whitespace and comments after the ; is an empty statement the
+// grammar drops (EmptyAnywhere: SELECT 1; ; -- x runs, unscreened too); one before more text,
+// SELECT 1;;SELECT 2, is refused as a second statement.
 func TestPostgresScreenHiddenStatement(t *testing.T) {
 	_, _, dbs := pgHostileConnector(t, pgHostileSchemas(t, sandboxtest.PGAdmin(t), 1))
 	sandboxtest.HiddenStatements(t, dbs[0], unscreened, []string{
@@ -57,7 +59,16 @@ func TestPostgresScreenHiddenStatement(t *testing.T) {
 		"SELECT 'a' AS first; /* ; SELECT 2 */":       "a",
 		"SELECT 'a' AS first; /* /* ; */ x */ -- y\n": "a",
 		"SELECT 'a' AS first; -- x\r/* y */\n\t\f":    "a",
+		"SELECT 'a' AS first;;":                       "a",
+		"SELECT 'a' AS first; ;":                      "a",
+		"SELECT 'a' AS first; ; -- x":                 "a",
+		"SELECT 'a' AS first;/* x */;\n;;":            "a",
+		"SELECT 'a' AS first; -- x\r; /* ; */ ;":      "a",
 	}, map[string]string{
+		"SELECT 'a' AS first;;SELECT 2":         "one statement",
+		"SELECT 'a' AS first; ; SELECT 2":       "one statement",
+		"SELECT 'a' AS first;;/* x */ SELECT 2": "one statement",
+		"SELECT 'a' AS first; ; # x":            "one statement",
 		"SELECT 'a' AS first; /*! SELECT 2 */":  "executable comments",
 		"SELECT 'a' AS first; /*M! SELECT 2 */": "executable comments",
 	})
