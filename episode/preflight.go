@@ -52,7 +52,8 @@ type patientOpener struct{ Opener }
 
 // Patient returns o with every database it opens made sandbox.Patient (BusyPatience): a
 // statement that finds the engine's execution slots held by runaways (sandbox.ErrBusy) is tried
-// again until they end, within sandbox.BusyPatience, and only then is the database's failure.
+// again until they end, within sandbox.BusyPatience, and only then is the database's failure; so
+// is an open that fails with sandbox.ErrBusy.
 // distill.Run, student eval, student score and student rollout open through it; the env does
 // not, answering 503 instead. An Opener that is already Patient is returned as it is.
 func Patient(o Opener) Opener {
@@ -62,9 +63,16 @@ func Patient(o Opener) Opener {
 	return patientOpener{o}
 }
 
-// Open implements Opener.
+// Open implements Opener: an open that fails with sandbox.ErrBusy (SQLite's first connection
+// finding no file descriptor left) is tried again as a statement is (sandbox.RetryBusy, within
+// sandbox.BusyPatience), not the task's database lost.
 func (o patientOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
-	db, err := o.Opener.Open(ctx, d, t)
+	var db sandbox.DB
+	err := sandbox.RetryBusy(ctx, sandbox.BusyPatience, func() error {
+		var err error
+		db, err = o.Opener.Open(ctx, d, t)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

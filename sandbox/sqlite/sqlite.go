@@ -157,7 +157,9 @@ type sqliteDB struct {
 // it), the file is only checked to read as a SQLite database (checkSQLiteHeader) and the first
 // statement makes the connection, waiting for the heap as a statement that runs out of it does
 // (run, exec): a database opened while other tasks' statements hold the heap is not this task's
-// failure.
+// failure. Where the process or the system has no file descriptor left for the first connection
+// (EMFILE, ENFILE: connNoFds), Open fails with sandbox.ErrBusy, as a statement's connection does:
+// the process's other files hold them, and an opener that tries again later opens it.
 func Open(path string) (sandbox.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
@@ -167,6 +169,10 @@ func Open(path string) (sandbox.DB, error) {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
 	if err := db.Ping(); err != nil {
+		if connNoFds(err) {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite database %s: %w: no file descriptor left to open it (the process's or the system's open files all taken); try again once others are closed (%v)", path, sandbox.ErrBusy, err)
+		}
 		if !heapShort(err) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite database %s: %w", path, err)

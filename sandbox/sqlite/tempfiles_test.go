@@ -562,3 +562,31 @@ func TestSQLiteConnNoFileDescriptor(t *testing.T) {
 		t.Errorf("the statement, descriptors free again: %s %q; want ok", r.Outcome, r.Error)
 	}
 }
+
+// TestSQLiteOpenNoFileDescriptor: Open, whose first connection finds the process with no file
+// descriptor left (a real EMFILE), failed with a plain "unable to open database file: too many
+// open files", which openers take for the database lost (the task fails): it is
+// sandbox.ErrBusy, as a statement's connection is, and Open succeeds once descriptors are free.
+func TestSQLiteOpenNoFileDescriptor(t *testing.T) {
+	path := shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite")
+	var db sandbox.DB
+	_, err := withNoFileDescriptor(t, func() (*sandbox.Result, error) {
+		var err error
+		db, err = Open(path)
+		return nil, err
+	})
+	if db != nil {
+		db.Close()
+	}
+	if !errors.Is(err, sandbox.ErrBusy) || db != nil || !strings.Contains(fmt.Sprint(err), "no file descriptor left") {
+		t.Errorf("Open with no file descriptor left: %v, %v; want sandbox.ErrBusy saying no file descriptor is left", db, err)
+	}
+	db, err = Open(path)
+	if err != nil {
+		t.Fatalf("Open, descriptors free again: %v", err)
+	}
+	defer db.Close()
+	if r := sandboxtest.MustExec(t, db, "SELECT count(*) FROM Track", sandbox.ExecOptions{Timeout: 30 * time.Second}); !r.OK() {
+		t.Errorf("a statement on it: %s %q; want ok", r.Outcome, r.Error)
+	}
+}
