@@ -322,8 +322,10 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		}
 		return nil, fmt.Errorf("postgres exec in schema %s: begin: %w", p.schema, err)
 	}
+	spent := false // the backend has served its share (slotConn.serve)
 	if _, sc := pgConnOf(conn); sc != nil {
 		sc.owner.Store(&p.runaways) // should its backend outlive the connection (pgServer.stop)
+		spent = sc.serve(len(stmt))
 	}
 	var hungUp atomic.Bool
 	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser, p.srv.stopper(ctx, conn, &hungUp))
@@ -338,7 +340,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		_, rerr = conn.ExecContext(rctx, pgResetSession)
 		rcancel()
 	}
-	if rerr != nil || pgKeepsBackendMemory(stmt) {
+	if rerr != nil || spent || pgKeepsBackendMemory(stmt) {
 		sandbox.Discard(conn)
 	}
 	res.Duration = time.Since(start)

@@ -314,3 +314,36 @@ func TestPostgresOwnCatalogTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresBackendServesItsShare: a backend is pooled for at most srv.maxServed statements
+// and srv.maxServedText bytes of their text (lowered here to 3 and 200), then its connection is
+// closed and the next statement gets a new backend; until then, one after another, statements
+// share one.
+func TestPostgresBackendServesItsShare(t *testing.T) {
+	p := pgWaitDB(t)
+	pid := func(q string) string {
+		t.Helper()
+		r, err := unscreened(context.Background(), p, q, 5*time.Second, 1)
+		if err != nil || !r.OK() {
+			t.Fatalf("%q: %v %+v", q, err, r)
+		}
+		return fmt.Sprint(r.Rows[0][0])
+	}
+	for _, c := range []struct {
+		served, text int64
+		q            string
+	}{
+		{3, pgMaxServedText, "SELECT pg_backend_pid()"},
+		{pgMaxServed, 200, "SELECT pg_backend_pid() /* " + strings.Repeat("x", 40) + " */"}, // 3 of 70 bytes pass 200
+	} {
+		closeIdle(t, p)
+		p.srv.maxServed, p.srv.maxServedText = c.served, c.text
+		var pids []string
+		for range 7 {
+			pids = append(pids, pid(c.q))
+		}
+		if !(pids[0] == pids[1] && pids[1] == pids[2] && pids[2] != pids[3] && pids[3] == pids[4] && pids[4] == pids[5] && pids[5] != pids[6]) {
+			t.Errorf("at most %d statements or %d bytes a backend: the backends of 7 statements in a row were %v, want 3, 3 and 1", c.served, c.text, pids)
+		}
+	}
+}
