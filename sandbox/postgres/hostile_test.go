@@ -1161,6 +1161,14 @@ func TestPostgresBackendCachesNotPooled(t *testing.T) {
 		"SELECT make_timestamptz(2020, 1, 1, 0, 0, 0, z) FROM t": true, "SELECT date_trunc('day', d, z) FROM t": true,
 		"SELECT date_trunc('day', d), date_part('year', d) FROM t":     false,
 		"SELECT x FROM t WHERE y LIKE 'a%' OR y ~~ 'b%' OR y !~~* 'c'": false, "SELECT x, '~ zone', \"a~\" FROM t -- ~": false,
+		// regular expressions by substring's arguments; zones by TIME ZONE and datetime input
+		"SELECT substring(x, y) FROM t": true, "SELECT substring(x from 1 for y) FROM t": true,
+		"SELECT substring(x from '%#\"a#\"%' for '#') FROM t": true, "SELECT substring(x from 2 for 3), substring(x, 1, 4), substring(x from 5), substring FROM t": false,
+		"SELECT d::timestamp with time zone FROM t": true, "SELECT x::date FROM t": true, "SELECT CAST(x AS timestamp) FROM t": true,
+		"SELECT date(x) FROM t": true, "SELECT DATE '2020-01-01 QAB1', '2020-01-01'::date FROM t": true, "SELECT x FROM t WHERE d > timestamptz E'2020'": true,
+		"SELECT ('2020-01-01 Q' || x)::daterange FROM t": true, "SELECT timezone FROM t WHERE zone = 3": false,
+		"SELECT date, time FROM t WHERE d >= DATE '2023-01-01' AND d < '2024-01-01'::date + 1":     false,
+		"SELECT date_trunc('month', d)::date, generate_series(now(), now(), '1 day')::date FROM t": false,
 	} {
 		if got := pgKeepsBackendMemory(q); got != want {
 			t.Errorf("pgKeepsBackendMemory(%q) = %v, want %v", q, got, want)
@@ -1209,6 +1217,8 @@ func TestPostgresBackendCachesNotPooled(t *testing.T) {
 	for what, q := range map[string]string{
 		"regular expressions": "SELECT sum(r::int) FROM generate_series(1, 4) k, LATERAL (SELECT 'x' ~ ('(' || string_agg('a' || g, '|') || '){5,' || (190 + k) || '}') AS r FROM generate_series(1, 300) g) s",
 		"time zones":          pgManyZones(1500),
+		// a date read from a text naming a made-up POSIX zone (QAB1), 2,000 of them: 47 MB kept
+		"dates read from texts": "SELECT count(('2020-01-01 Q' || chr(65 + g % 26) || chr(65 + g / 26 % 26) || (1 + g / 676))::date) FROM generate_series(1, 2000) g, pg_sleep(0.1)",
 	} {
 		pid := backendOf(q)
 		for end := time.Now().Add(2 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {

@@ -218,15 +218,20 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 // ROLLBACK, DISCARD ALL or reset frees, by its tokens (pgLex), so that run closes its connection
 // instead of pooling it, and no later statement, another task's included, runs on a backend
 // holding it:
-//   - a regular expression: an operator holding ~ but LIKE's (~~, ~~*, !~~, !~~*), SIMILAR,
-//     substring (its SQL-standard pattern forms), a name holding regex (regexp_replace,
-//     textregexeq, …). PostgreSQL 15 keeps the last 32 a backend compiled, malloc'ed, for its
-//     life, and a pattern of 2 KB compiles to up to tens of MB (32 of them left an idle backend
-//     holding 220 MB);
-//   - a time zone named by a text: AT TIME ZONE, timezone, make_timestamptz, date_trunc with a
-//     third argument. Each name the server parses (a POSIX zone such as '<X1>1', of which a
-//     statement makes as many as it likes) is cached for the backend's life, about 23 KB each:
-//     20,000 in 0.7 s made 458 MB.
+//   - a regular expression: an operator holding ~ but LIKE's (~~, ~~*, !~~, !~~*), SIMILAR, a
+//     name holding regex (regexp_replace, textregexeq, …), substring but with integer constants
+//     after its text (substring(x from 1 for 3), substring(x, 2)). PostgreSQL 15 keeps the last
+//     32 a backend compiled, malloc'ed, for its life, and a pattern of 2 KB compiles to up to
+//     tens of MB (32 of them left an idle backend holding 220 MB);
+//   - a time zone: TIME ZONE (AT TIME ZONE, WITH TIME ZONE), timezone(…), make_timestamptz(…),
+//     date_trunc with a third argument, and a text read as a date or time (pgDatetimeTypes,
+//     cast to one with :: or CAST, or typed as one: date '…', timestamp(x)), whose input names a
+//     zone too ('2020-01-01 QAB1'::date). Each name the server parses (a POSIX zone such as
+//     '<X1>1' or QAB1, of which a statement makes as many as it likes) is cached for the
+//     backend's life, about 23 KB each: 20,000 in 0.7 s made 458 MB, and 10,000 dates cast
+//     from built texts 235 MB in 0.9 s.
+//
+// A column or other identifier named zone, timezone, substring or date is no reason.
 func pgKeepsBackendMemory(stmt string) bool {
 	s := newPGStmt(stmt)
 	for i, t := range s.toks {
@@ -238,17 +243,88 @@ func pgKeepsBackendMemory(stmt string) bool {
 				return true
 			}
 		case !t.name():
-		case t.text == "similar", t.text == "substring", strings.Contains(t.text, "regex"):
+		case t.text == "similar", strings.Contains(t.text, "regex"):
 			return true
-		case t.text == "zone", t.text == "timezone", t.text == "make_timestamptz":
+		case t.text == "substring" && s.at(i+1).is("("):
+			if !s.substringByPosition(i + 1) {
+				return true
+			}
+		case t.text == "zone" && s.at(i-1).word("time"):
+			return true
+		case (t.text == "timezone" || t.text == "make_timestamptz") && s.at(i+1).is("("):
 			return true
 		case t.text == "date_trunc" && s.at(i+1).is("("):
 			if len(s.args(pgSpan{i + 2, s.close[i+1]})) > 2 {
 				return true
 			}
+		case pgDatetimeTypes[t.text]:
+			if s.datetimeInput(i) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// pgDatetimeTypes are the types whose input from a text may name a time zone, which the server
+// then parses and keeps (pgKeepsBackendMemory).
+var pgDatetimeTypes = map[string]bool{
+	"date": true, "timestamp": true, "timestamptz": true, "time": true, "timetz": true,
+	"daterange": true, "tsrange": true, "tstzrange": true,
+	"datemultirange": true, "tsmultirange": true, "tstzmultirange": true,
+}
+
+// datetimeInput reports whether the date or time type named by toks[i] (pgDatetimeTypes) may
+// read a text naming a time zone: a cast to it (::, CAST … AS, date(x)) of anything but a
+// string constant without a letter or a call that returns no text (date_trunc, generate_series,
+// now), or a typed string constant (DATE '…') with a letter in it. A column named date, or
+// '2023-01-01'::date, names none.
+func (s *pgStmt) datetimeInput(i int) bool {
+	prev, next := s.at(i-1), s.at(i+1)
+	switch {
+	case next.kind == pgString && !prev.is("::"):
+		return pgHasLetter(next)
+	case prev.is("::"):
+		switch operand := s.at(i - 2); {
+		case operand.kind == pgString:
+			return pgHasLetter(operand)
+		case operand.is(")") && s.open[i-2] > 0:
+			return !pgNoTextCalls[s.at(s.open[i-2]-1).text]
+		}
+		return true
+	case prev.word("as") && next.is(")"), next.is("("):
+		return true
+	}
+	return false
+}
+
+// pgNoTextCalls return no text, so that a cast of theirs to a date or time type reads none
+// (datetimeInput).
+var pgNoTextCalls = map[string]bool{"date_trunc": true, "generate_series": true, "now": true, "to_timestamp": true, "to_date": true, "make_date": true, "make_timestamp": true}
+
+// pgHasLetter reports whether the string constant tok may hold an ASCII letter, which any time
+// zone's name needs: a plain one ('…') by its value, any other (E'…', U&'…', $$…$$, whose
+// escapes may spell one) always.
+func pgHasLetter(tok pgToken) bool {
+	return !tok.plain || strings.ContainsFunc(tok.text, func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' })
+}
+
+// substringByPosition reports whether the substring call whose "(" is toks[open] takes, after
+// its text, only integer constants (substring(x from 1 for 3), substring(x, 2, 4)): that form
+// compiles no regular expression, which one with a text there (substring(x from 'a.'),
+// substring(x, y)) may.
+func (s *pgStmt) substringByPosition(open int) bool {
+	end := s.close[open]
+	first := true
+	for j := open + 1; j < end; j = s.skip(j) {
+		t := s.toks[j]
+		if t.is(",") || t.word("from") || t.word("for") {
+			if first = false; s.at(j+1).kind != pgNumber || !(s.at(j+2).is(",") || s.at(j+2).word("for") || j+2 == end) {
+				return false
+			}
+		}
+	}
+	return !first
 }
 
 // errHungUp is why a connection hung up on (hangUp) is not used again.
