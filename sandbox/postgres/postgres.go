@@ -229,7 +229,8 @@ const pgResetSession = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; 
 //     zone too ('2020-01-01 QAB1'::date). Each name the server parses (a POSIX zone such as
 //     '<X1>1' or QAB1, of which a statement makes as many as it likes) is cached for the
 //     backend's life, about 23 KB each: 20,000 in 0.7 s made 458 MB, and 10,000 dates cast
-//     from built texts 235 MB in 0.9 s.
+//     from built texts 235 MB in 0.9 s; and json_populate_record, json_to_record and their kin,
+//     which read texts as a table's or a column list's types, dates among them.
 //
 // A column or other identifier named zone, timezone, substring or date is no reason.
 func pgKeepsBackendMemory(stmt string) bool {
@@ -243,7 +244,7 @@ func pgKeepsBackendMemory(stmt string) bool {
 				return true
 			}
 		case !t.name():
-		case t.text == "similar", strings.Contains(t.text, "regex"):
+		case t.text == "similar", strings.Contains(t.text, "regex"), strings.Contains(t.text, "populate_record"), strings.Contains(t.text, "to_record"):
 			return true
 		case t.text == "substring" && s.at(i+1).is("("):
 			if !s.substringByPosition(i + 1) {

@@ -186,11 +186,13 @@ func TestPostgresScreenUnstoppable(t *testing.T) {
 		"SELECT date_trunc('day', d, 'UTC' || z) FROM t":         "a time zone named",
 		// a date or time read from a built text names a zone too (review rvpg)
 		"SELECT count(('2020-01-01 Q' || chr(65 + g % 26) || chr(65 + g / 26 % 26))::date) FROM generate_series(1, 10000) g": "a cast to a date or time type",
-		"SELECT CAST(x || y AS timestamp) FROM t":     "a cast to a date or time",
-		"SELECT timestamptz(lower(x)) FROM t":         "a cast to a date or time",
-		"SELECT (x)::date, x FROM t":                  "a cast to a date or time",
-		"SELECT substr(x || 'Q', 1, 20)::time FROM t": "a cast to a date or time",
-		"SELECT substr(x, g, 20)::tstzrange FROM t":   "a cast to a date or time",
+		"SELECT CAST(x || y AS timestamp) FROM t":                                            "a cast to a date or time",
+		"SELECT timestamptz(lower(x)) FROM t":                                                "a cast to a date or time",
+		"SELECT (x)::date, x FROM t":                                                         "a cast to a date or time",
+		"SELECT substr(x || 'Q', 1, 20)::time FROM t":                                        "a cast to a date or time",
+		"SELECT substr(x, g, 20)::tstzrange FROM t":                                          "a cast to a date or time",
+		"SELECT (jsonb_populate_record(null::t, jsonb_build_object('d', x))).d FROM t":       "jsonb_populate_record reads its texts",
+		"SELECT r.d FROM t, jsonb_to_record(jsonb_build_object('d', x)) AS r(n int, d date)": "a date or time column in a column definition list",
 		// session state DISCARD ALL keeps (F8)
 		"SELECT setseed(0.5)":            "setseed is not allowed on PostgreSQL",
 		"SELECT pg_catalog.setseed(0.5)": "setseed",

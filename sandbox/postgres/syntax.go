@@ -396,8 +396,12 @@ func (s *pgStmt) columnDefs(i int) string {
 	}
 	for _, e := range s.args(pgSpan{i + 1, s.close[i]}) {
 		if e.j-e.i > 1 && s.toks[e.i].name() {
-			if reason := pgTypeRule(s.typeName(e.i + 1)); reason != "" {
+			typ := s.typeName(e.i + 1)
+			if reason := pgTypeRule(typ); reason != "" {
 				return reason
+			}
+			if pgDatetimeTypes[typ] {
+				return pgWhyDatetimeText
 			}
 		}
 	}
@@ -523,7 +527,7 @@ func (s *pgStmt) zoneConstant(sp pgSpan, primary bool) bool {
 }
 
 // pgWhyDatetimeText refuses a date or time read from a text the statement builds.
-const pgWhyDatetimeText = "refused: a cast to a date or time type of anything but a column, a constant or date_trunc, generate_series or now is not allowed on PostgreSQL (a date or time read from a text may name a time zone, which the server parses and keeps for the session's life, about 23 KB each: ('2020-01-01 Q' || chr(65 + g % 26) || …)::date made up 10,000 zones in 0.9 s, 235 MB; d::date, CAST(d AS timestamp), '2020-01-01'::date pass)"
+const pgWhyDatetimeText = "refused: a cast to a date or time type of anything but a column, a constant or date_trunc, generate_series or now, a date or time column in a column definition list, and json_populate_record and its kin are not allowed on PostgreSQL (a date or time read from a text may name a time zone, which the server parses and keeps for the session's life, about 23 KB each: ('2020-01-01 Q' || chr(65 + g % 26) || …)::date made up 10,000 zones in 0.9 s, 235 MB; d::date, CAST(d AS timestamp), '2020-01-01'::date pass)"
 
 // pgSliceCalls cut a text by number constants after it (boundedText).
 var pgSliceCalls = map[string]bool{"substr": true, "substring": true, "left": true, "right": true, "btrim": true, "trim": true}
@@ -706,6 +710,8 @@ func pgRefusedCall(name string) string {
 		return "refused: setseed is not allowed on PostgreSQL (the seed outlives the statement on the server's session, which neither ROLLBACK nor DISCARD ALL resets, so a later episode's random(), another task's too, would follow it)"
 	case strings.HasPrefix(name, "_"):
 		return pgCannotStop("the array type " + name + pgWhyArrays)
+	case strings.Contains(name, "populate_record"):
+		return pgWhyDatetimeText + " (" + name + " reads its texts as the types of a table's columns, dates and times among them)"
 	case name == "parse_ident":
 		return pgCannotStop("parse_ident (it makes an array of any length from a text, and array functions loop over every element without checking for interrupts)")
 	case pgGeometricCalls[name], strings.HasPrefix(name, "poly_"), strings.HasPrefix(name, "path_"):
