@@ -320,10 +320,6 @@ func (s *pgStmt) nameRule(i int) string {
 			if s.at(i-1).word("time") && s.at(i-2).word("at") && !s.zoneConstant(pgSpan{i + 1, len(s.toks)}, true) {
 				return pgWhyZone
 			}
-		case "date", "timestamp", "timestamptz", "time", "timetz", "daterange", "tsrange", "tstzrange":
-			if sp, ok := s.datetimeOperand(i); ok && !s.boundedText(sp) {
-				return pgWhyDatetimeText
-			}
 		}
 	}
 	switch {
@@ -526,77 +522,9 @@ func (s *pgStmt) zoneConstant(sp pgSpan, primary bool) bool {
 	return primary || i == sp.j
 }
 
-// pgWhyDatetimeText refuses a date or time read from a text the statement builds.
-const pgWhyDatetimeText = "refused: a cast to a date or time type of anything but a column, a constant or date_trunc, generate_series or now, a date or time column in a column definition list, and json_populate_record and its kin are not allowed on PostgreSQL (a date or time read from a text may name a time zone, which the server parses and keeps for the session's life, about 23 KB each: ('2020-01-01 Q' || chr(65 + g % 26) || …)::date made up 10,000 zones in 0.9 s, 235 MB; d::date, CAST(d AS timestamp), '2020-01-01'::date pass)"
-
-// pgSliceCalls cut a text by number constants after it (boundedText).
-var pgSliceCalls = map[string]bool{"substr": true, "substring": true, "left": true, "right": true, "btrim": true, "trim": true}
-
-// datetimeOperand is the operand of the cast to the date or time type toks[i] names, if it is
-// one: x in x::date (a column chain, a constant or a parenthesised part), CAST(x AS date) and
-// date(x) (one argument).
-func (s *pgStmt) datetimeOperand(i int) (pgSpan, bool) {
-	prev, next := s.at(i-1), s.at(i+1)
-	switch {
-	case prev.is("::"):
-		j := i - 2
-		switch t := s.at(j); {
-		case t.is(")") && s.open[j] >= 0:
-			o := s.open[j]
-			if s.at(o - 1).name() {
-				o--
-			}
-			return pgSpan{o, j + 1}, true
-		case t.name():
-			for s.at(j-1).is(".") && s.at(j-2).name() {
-				j -= 2
-			}
-		}
-		return pgSpan{j, i - 1}, true
-	case prev.word("as"):
-		end := i + 1
-		for end < len(s.toks) && !s.toks[end].is(")") && !s.toks[end].is(",") {
-			end = s.skip(end)
-		}
-		if o := s.at(end); o.is(")") && s.open[end] > 0 && s.at(s.open[end]-1).word("cast") {
-			return pgSpan{s.open[end] + 1, i - 1}, true
-		}
-	case next.is("(") && !s.at(i-1).is("."):
-		// date(x) is a cast; daterange(a, b) builds a range of dates, no text read
-		if args := s.args(pgSpan{i + 2, s.close[i+1]}); len(args) == 1 {
-			return args[0], true
-		}
-	}
-	return pgSpan{}, false
-}
-
-// boundedText reports whether sp is a column (a name, or names joined by dots), one constant,
-// a call of date_trunc, generate_series, now or another of pgNoTextCalls, or a slice of one
-// such (pgSliceCalls: substr(d, 1, 10)) by number constants, whose texts, if any, the data or
-// the statement's text bound.
-func (s *pgStmt) boundedText(sp pgSpan) bool {
-	switch {
-	case sp.j-sp.i == 1 && (s.toks[sp.i].kind == pgString || s.toks[sp.i].kind == pgNumber):
-		return true
-	case s.at(sp.i).name() && s.at(sp.i+1).is("(") && s.close[sp.i+1] == sp.j-1:
-		if name := s.toks[sp.i].text; pgSliceCalls[name] {
-			args := s.args(pgSpan{sp.i + 2, sp.j - 1})
-			for _, a := range args[1:] {
-				if a.j-a.i != 1 || s.toks[a.i].kind != pgNumber {
-					return false
-				}
-			}
-			return s.boundedText(args[0])
-		}
-		return pgNoTextCalls[s.toks[sp.i].text]
-	}
-	for j := sp.i; j < sp.j; j += 2 {
-		if !s.at(j).name() || j+1 < sp.j && !s.at(j+1).is(".") {
-			return false
-		}
-	}
-	return sp.j > sp.i
-}
+// pgWhyDatetimeText refuses a text read as a date or time through a record's or a column
+// definition list's types.
+const pgWhyDatetimeText = "refused: a date or time column in a column definition list, and json_populate_record and its kin, are not allowed on PostgreSQL (they read texts as dates or times, whose input may name a time zone, which the server parses and keeps for the session's life, about 23 KB each)"
 
 // pgMaxLogBase bounds, in characters, the number constant log(base, x) takes as its base: so
 // written, a base differs from 1 by at least 10^-pgMaxLogBase, and the logarithms log works
