@@ -1167,7 +1167,9 @@ func TestPostgresBackendCachesNotPooled(t *testing.T) {
 		"SELECT d::timestamp with time zone FROM t": true, "SELECT x::date FROM t": true, "SELECT CAST(x AS timestamp) FROM t": true,
 		"SELECT date(x) FROM t": true, "SELECT DATE '2020-01-01 QAB1', '2020-01-01'::date FROM t": true, "SELECT x FROM t WHERE d > timestamptz E'2020'": true,
 		"SELECT (jsonb_populate_record(null::t, j)).d FROM t": true, "SELECT r.d FROM t, json_to_recordset(j) AS r(d text)": true,
-		"SELECT ('2020-01-01 Q' || x)::daterange FROM t": true, "SELECT timezone FROM t WHERE zone = 3": false,
+		"SELECT x::pg_catalog.date FROM t": true, `SELECT CAST(x AS "pg_catalog"."timestamp") FROM t`: true, "SELECT CAST(x AS date[]) FROM t": true,
+		"SELECT '2020-01-01'::pg_catalog.date, pg_catalog.date '2020-01-01', t.date FROM t": false,
+		"SELECT ('2020-01-01 Q' || x)::daterange FROM t":                                    true, "SELECT timezone FROM t WHERE zone = 3": false,
 		"SELECT date, time FROM t WHERE d >= DATE '2023-01-01' AND d < '2024-01-01'::date + 1":     false,
 		"SELECT date_trunc('month', d)::date, generate_series(now(), now(), '1 day')::date FROM t": false,
 	} {

@@ -275,25 +275,29 @@ var pgDatetimeTypes = map[string]bool{
 	"datemultirange": true, "tsmultirange": true, "tstzmultirange": true,
 }
 
-// datetimeInput reports whether the date or time type named by toks[i] (pgDatetimeTypes) may
-// read a text naming a time zone: a cast to it (::, CAST … AS, date(x)) of anything but a
-// string constant without a letter or a call that returns no text (date_trunc, generate_series,
-// now), or a typed string constant (DATE '…') with a letter in it. A column named date, or
-// '2023-01-01'::date, names none.
+// datetimeInput reports whether the date or time type named by toks[i] (pgDatetimeTypes),
+// plain or qualified by a schema (pg_catalog.date), may read a text naming a time zone: a cast
+// to it (::, CAST … AS, date(x), an array of it too) of anything but a string constant without a
+// letter or a call that returns no text (date_trunc, generate_series, now), or a typed string
+// constant (DATE '…') with a letter in it. A column named date, or '2023-01-01'::date, names none.
 func (s *pgStmt) datetimeInput(i int) bool {
-	prev, next := s.at(i-1), s.at(i+1)
+	k := i // the type name's first token
+	if s.at(i-1).is(".") && s.at(i-2).name() {
+		k = i - 2
+	}
+	prev, next := s.at(k-1), s.at(i+1)
 	switch {
 	case next.kind == pgString && !prev.is("::"):
 		return pgHasLetter(next)
 	case prev.is("::"):
-		switch operand := s.at(i - 2); {
+		switch operand := s.at(k - 2); {
 		case operand.kind == pgString:
 			return pgHasLetter(operand)
-		case operand.is(")") && s.open[i-2] > 0:
-			return !pgNoTextCalls[s.at(s.open[i-2]-1).text]
+		case operand.is(")") && s.open[k-2] > 0:
+			return !pgNoTextCalls[s.at(s.open[k-2]-1).text]
 		}
 		return true
-	case prev.word("as") && next.is(")"), next.is("("):
+	case prev.word("as") && (next.is(")") || next.is("[") || next.word("array")), next.is("("):
 		return true
 	}
 	return false
