@@ -392,12 +392,8 @@ func (s *pgStmt) columnDefs(i int) string {
 	}
 	for _, e := range s.args(pgSpan{i + 1, s.close[i]}) {
 		if e.j-e.i > 1 && s.toks[e.i].name() {
-			typ := s.typeName(e.i + 1)
-			if reason := pgTypeRule(typ); reason != "" {
+			if reason := pgTypeRule(s.typeName(e.i + 1)); reason != "" {
 				return reason
-			}
-			if pgDatetimeTypes[typ] {
-				return pgWhyDatetimeText
 			}
 		}
 	}
@@ -522,10 +518,6 @@ func (s *pgStmt) zoneConstant(sp pgSpan, primary bool) bool {
 	return primary || i == sp.j
 }
 
-// pgWhyDatetimeText refuses a text read as a date or time through a record's or a column
-// definition list's types.
-const pgWhyDatetimeText = "refused: a date or time column in a column definition list, and json_populate_record and its kin, are not allowed on PostgreSQL (they read texts as dates or times, whose input may name a time zone, which the server parses and keeps for the session's life, about 23 KB each)"
-
 // pgMaxLogBase bounds, in characters, the number constant log(base, x) takes as its base: so
 // written, a base differs from 1 by at least 10^-pgMaxLogBase, and the logarithms log works
 // out have at most about 1,100 digits beside the result's 1,000.
@@ -638,8 +630,6 @@ func pgRefusedCall(name string) string {
 		return "refused: setseed is not allowed on PostgreSQL (the seed outlives the statement on the server's session, which neither ROLLBACK nor DISCARD ALL resets, so a later episode's random(), another task's too, would follow it)"
 	case strings.HasPrefix(name, "_"):
 		return pgCannotStop("the array type " + name + pgWhyArrays)
-	case strings.Contains(name, "populate_record"):
-		return pgWhyDatetimeText + " (" + name + " reads its texts as the types of a table's columns, dates and times among them)"
 	case name == "parse_ident":
 		return pgCannotStop("parse_ident (it makes an array of any length from a text, and array functions loop over every element without checking for interrupts)")
 	case pgGeometricCalls[name], strings.HasPrefix(name, "poly_"), strings.HasPrefix(name, "path_"):
