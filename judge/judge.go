@@ -153,7 +153,7 @@ func (j Judge) GoldStatement(d datasets.Dialect, gold string) (stmt string, ok b
 	if d != datasets.SQLite {
 		return g, true
 	}
-	stmt, empty := pyStatement(g)
+	stmt, empty, _ := pyStatement(g)
 	return stmt, !empty
 }
 
@@ -320,7 +320,7 @@ func (j Judge) sameExecution(d datasets.Dialect, pred string) bool {
 	if d != datasets.SQLite {
 		return true
 	}
-	stmt, empty := pyStatement(pred)
+	stmt, empty, _ := pyStatement(pred)
 	return !empty && stmt == strings.TrimSuffix(strings.TrimSpace(pred), ";")
 }
 
@@ -383,9 +383,14 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 		}
 		return db.Exec(ctx, q, opts)
 	}
-	stmt, empty := pyStatement(q)
+	stmt, empty, several := pyStatement(q)
 	if empty {
 		return &sandbox.Result{Outcome: sandbox.OutcomeOK}, nil
+	}
+	if several {
+		// Python fails it before it runs; the sandbox's screen may not (SQLite itself passes
+		// over SELECT 1;;, ScreenRules.Empty), so it is failed here, not left to the screen.
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: pyOneStatement}, nil
 	}
 	res := reuse
 	if res == nil || stmt != strings.TrimSuffix(strings.TrimSpace(q), ";") {
@@ -425,11 +430,12 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 // them, and so does the executor's screen, which reads them by SQLite's rules, the same as
 // skipSpaceComments, and sends the statement alone; dropping them here keeps GoldStatement the
 // statement run). empty means q holds no statement: Python runs nothing and returns no rows.
-// Anything else after the first statement is left for the executor to refuse (Python raises "You
-// can only execute one statement at a time"). SplitFirst reads a ; or a quote otherwise than
+// several means something else follows the first statement's ";", an empty statement (";") too:
+// Python raises "You can only execute one statement at a time" without running any, and stmt is
+// q. SplitFirst reads a ; or a quote otherwise than
 // SQLite only inside a parameter's (…) suffix ($a(;)), where Python's sqlite3 fails the statement
 // (its parameter is unbound) and so does the executor.
-func pyStatement(q string) (stmt string, empty bool) {
+func pyStatement(q string) (stmt string, empty, several bool) {
 	i := 0
 	for {
 		i = skipSpaceComments(q, i)
@@ -440,14 +446,18 @@ func pyStatement(q string) (stmt string, empty bool) {
 		break
 	}
 	if i >= len(q) {
-		return "", true
+		return "", true, false
 	}
 	body, rest := sandbox.SplitFirst(q[i:])
 	if skipSpaceComments(rest, 0) == len(rest) {
-		return body, false
+		return body, false, false
 	}
-	return q, false
+	return q, false, true
 }
+
+// pyOneStatement is the error Python's sqlite3 raises for a text holding more than one statement
+// (pyStatement).
+const pyOneStatement = "You can only execute one statement at a time. (Python's sqlite3, which the official evaluators run, reads anything but whitespace and comments after the statement's ;, an empty statement too, as a second statement)"
 
 // skipSpaceComments returns the index after the whitespace and SQL comments at q[i:]; an
 // unterminated /* comment runs to the end, as SQLite reads it.

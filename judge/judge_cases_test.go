@@ -114,6 +114,10 @@ var judgeCases = []judgeCase{
 	// Rewrites and statements.
 	{"second statement", "SELECT id FROM t", "SELECT id FROM t; SELECT 1", 1, 0, 0, 0,
 		"remove_distinct keeps the first statement only; kept, sqlite3 refuses two statements"},
+	{"empty statement after the semicolon", "SELECT id FROM t", "SELECT id FROM t;;", 1, 0, 0, 0,
+		"remove_distinct keeps sqlparse's first statement, SELECT id FROM t;; kept, sqlite3 refuses the ; after the statement's (You can only execute one statement at a time), though SQLite itself runs it"},
+	{"empty statement after the semicolon, spaced", "SELECT id FROM t", "SELECT id FROM t; /* x */ ; -- y", 1, 0, 0, 0,
+		"as above: sqlite3 skips only whitespace and comments after the statement"},
 	{"leading semicolon", "SELECT id FROM t", "; SELECT id FROM t", 0, 1, 1, 1,
 		"sqlparse's first statement is ';' alone, which runs and returns no rows; sqlite3 skips an empty statement"},
 	{"trailing comment after the semicolon", "SELECT id FROM t", "SELECT id FROM t; -- done", 1, 1, 1, 1,
