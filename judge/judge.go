@@ -75,7 +75,8 @@ type Judge struct {
 	// that engine runs it, with the time it had on the prediction's database, the rows compare
 	// by the prediction's engine's rule, and Verdict.GoldOn says so. Where the reference does
 	// not open, fails, errs or runs out of time too, the first failure is the verdict's; where
-	// it has no execution slot (sandbox.ErrBusy), Run fails with that error.
+	// it has no execution slot or its open no file descriptor (sandbox.ErrBusy), Run fails with
+	// that error.
 	Reference func(context.Context) (sandbox.DB, error)
 }
 
@@ -231,7 +232,10 @@ func (j Judge) run(ctx context.Context, db sandbox.DB, gold, pred string, predRe
 			return res, err
 		}
 		rdb, err := j.Reference(ctx)
-		if err != nil {
+		switch {
+		case errors.Is(err, sandbox.ErrBusy):
+			return nil, err // no file descriptor to open it (SQLite's Open): not a verdict either
+		case err != nil:
 			return res, ctx.Err() // the gold's failure on db is the one to report
 		}
 		rdb, _ = sandbox.Impatient(rdb) // a busy reference is Run's to try again whole

@@ -39,8 +39,8 @@ func sqliteDB(tb testing.TB, ddl string) sandbox.DB {
 // verdict compares with that result (GoldOn says so), in every style; a gold that runs on the
 // prediction's database never opens Reference; without Reference, where it does not open, or
 // where the gold fails or runs out of time there too, the first failure is reported (the
-// verdict is unjudged); where its execution slots are held (sandbox.ErrBusy), Run fails with
-// that error, the database's failure, and gives no verdict.
+// verdict is unjudged); where its execution slots are held or its open finds no file descriptor
+// (sandbox.ErrBusy), Run fails with that error, the database's failure, and gives no verdict.
 func TestReference(t *testing.T) {
 	// The reference has the gold's table; the prediction's database only a copy under another name.
 	ref := sqliteDB(t, `CREATE TABLE g (x INTEGER); INSERT INTO g VALUES (1), (2);`)
@@ -72,6 +72,12 @@ func TestReference(t *testing.T) {
 		j.Reference = func(context.Context) (sandbox.DB, error) { return busyRefDB{ref}, nil }
 		if v, err = j.Run(ctx, db, "SELECT x FROM g", "SELECT x FROM h", nil, 0); !errors.Is(err, sandbox.ErrBusy) || v.GoldError != "" || v.Correct {
 			t.Errorf("%s: a reference whose slots are held: %+v, %v; want sandbox.ErrBusy", st, v, err)
+		}
+		j.Reference = func(context.Context) (sandbox.DB, error) {
+			return nil, fmt.Errorf("open sqlite database ref: %w: no file descriptor left", sandbox.ErrBusy)
+		}
+		if v, err = j.Run(ctx, db, "SELECT x FROM g", "SELECT x FROM h", nil, 0); !errors.Is(err, sandbox.ErrBusy) || v.GoldError != "" || v.Correct {
+			t.Errorf("%s: a reference whose open is busy: %+v, %v; want sandbox.ErrBusy", st, v, err)
 		}
 		j.Reference = func(context.Context) (sandbox.DB, error) { return nil, errors.New("no file") }
 		if v, err = j.Run(ctx, db, "SELECT x FROM g", "SELECT x FROM h", nil, 0); err != nil || v.Correct || v.GoldOn != "" || !strings.Contains(v.GoldError, "no such table: g") {
