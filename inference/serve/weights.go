@@ -310,14 +310,21 @@ func (s *Swap[M]) resolve(dir string, open *regular.Opener) (abs, resolved strin
 // inRoot says whether resolved, the directory named abs with its links resolved (within the
 // root), may be loaded: nil without a root, else ErrOutsideRoot (wrapped) when one of the
 // .json and .safetensors entries it holds (what a loader reads) is a link that leads out of the
-// root, whether what it names exists or not (open.Resolve looks at nothing outside the root).
+// root, whether what it names exists or not (open.Resolve looks at nothing outside the root),
+// or when resolved itself now leads out (listed through open.ReadDir, beneath the root).
 // An entry whose link does not resolve within the root is left to the loader, which refuses it
 // with its reason.
 func (s *Swap[M]) inRoot(abs, resolved string, open *regular.Opener) error {
 	if open == nil {
 		return nil
 	}
-	entries, err := os.ReadDir(resolved)
+	// Listed through open: resolved swapped for a link out since resolve is refused by its own
+	// name, its entries outside the root never listed (os.ReadDir followed it, and the refusal
+	// named a .json link found there).
+	entries, err := open.ReadDir(resolved)
+	if errors.Is(err, ErrOutsideRoot) {
+		return fmt.Errorf("serve: weights directory %s: %w", abs, err)
+	}
 	if err != nil {
 		return nil // missing or unreadable: the loader says why
 	}
