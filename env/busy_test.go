@@ -203,3 +203,36 @@ func TestGoldFlightBusy(t *testing.T) {
 		t.Errorf("the longer limit: %+v, %v; want the result", long.res, long.err)
 	}
 }
+
+// busyOpenOpener fails every Open with sandbox.ErrBusy while busy is set, as sqlite.Open does
+// when its first connection finds no file descriptor left.
+type busyOpenOpener struct {
+	conn *sandbox.Connector
+	busy atomic.Bool
+}
+
+func (o *busyOpenOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
+	if o.busy.Load() {
+		return nil, fmt.Errorf("open sqlite database %s: %w: no file descriptor left to open it", t.DBID, sandbox.ErrBusy)
+	}
+	return o.conn.Open(ctx, d, t)
+}
+
+// TestBusyOpen: an episode whose database's open fails with sandbox.ErrBusy (SQLite's Open with
+// no file descriptor left) is 503 with Retry-After, not started; once the open succeeds the same
+// request starts it.
+func TestBusyOpen(t *testing.T) {
+	conn := &sandbox.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	task := tasksOf(t)[5]
+	o := &busyOpenOpener{conn: conn}
+	_, url := testServer(t, Config{Tasks: []datasets.Task{task}, Opener: o})
+	o.busy.Store(true)
+	var ep wireEpisode
+	code, retry := postBusy(t, url+"/v1/episodes", map[string]string{"task_id": task.ID}, &ep)
+	if code != http.StatusServiceUnavailable || retry != "1" || ep.Error == nil || ep.Error.RetryAfter != 1 || ep.EpisodeID != "" {
+		t.Fatalf("a busy open: %d, Retry-After %q, %+v; want 503 with Retry-After 1", code, retry, ep)
+	}
+	o.busy.Store(false)
+	start(t, url, task.ID, "")
+}
