@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chainedsql/chainedsql/datasets"
+	"github.com/chainedsql/chainedsql/inference/tokenizer"
+	"github.com/chainedsql/chainedsql/internal/shared"
 	"github.com/chainedsql/chainedsql/sandbox"
 )
 
@@ -204,15 +206,17 @@ func TestGoldFlightBusy(t *testing.T) {
 	}
 }
 
-// busyOpenOpener fails every Open with sandbox.ErrBusy while busy is set, as sqlite.Open does
-// when its first connection finds no file descriptor left.
+// busyOpenOpener fails its next busy Opens with sandbox.ErrBusy, as sqlite.Open does when its
+// first connection finds no file descriptor left.
 type busyOpenOpener struct {
-	conn *sandbox.Connector
-	busy atomic.Bool
+	conn   *sandbox.Connector
+	busy   atomic.Int32
+	opened atomic.Int32 // the Opens tried
 }
 
 func (o *busyOpenOpener) Open(ctx context.Context, d datasets.Dialect, t datasets.Task) (sandbox.DB, error) {
-	if o.busy.Load() {
+	o.opened.Add(1)
+	if o.busy.Add(-1) >= 0 {
 		return nil, fmt.Errorf("open sqlite database %s: %w: no file descriptor left to open it", t.DBID, sandbox.ErrBusy)
 	}
 	return o.conn.Open(ctx, d, t)
@@ -227,12 +231,31 @@ func TestBusyOpen(t *testing.T) {
 	task := tasksOf(t)[5]
 	o := &busyOpenOpener{conn: conn}
 	_, url := testServer(t, Config{Tasks: []datasets.Task{task}, Opener: o})
-	o.busy.Store(true)
+	o.busy.Store(1)
 	var ep wireEpisode
 	code, retry := postBusy(t, url+"/v1/episodes", map[string]string{"task_id": task.ID}, &ep)
 	if code != http.StatusServiceUnavailable || retry != "1" || ep.Error == nil || ep.Error.RetryAfter != 1 || ep.EpisodeID != "" {
 		t.Fatalf("a busy open: %d, Retry-After %q, %+v; want 503 with Retry-After 1", code, retry, ep)
 	}
-	o.busy.Store(false)
 	start(t, url, task.ID, "")
+}
+
+// TestPromptsBusyOpen: the prompt export, a batch job, tries a prompt whose database's open is
+// busy (sandbox.ErrBusy) again, as the batch jobs' episode.Patient openers do, instead of failing
+// the whole export on the first busy open.
+func TestPromptsBusyOpen(t *testing.T) {
+	tok, err := tokenizer.Load(shared.Path(t, "tokenizer/qwen2.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &sandbox.Connector{}
+	t.Cleanup(func() { conn.Close() })
+	task := tasksOf(t)[5]
+	o := &busyOpenOpener{conn: conn}
+	s := testEnv(t, Config{Tasks: []datasets.Task{task}, Opener: o, Tokenizer: tok})
+	o.busy.Store(1)
+	n := 0
+	if err := s.Prompts(context.Background(), func(rows []PromptRow) error { n += len(rows); return nil }); err != nil || n != 1 || o.opened.Load() != 2 {
+		t.Fatalf("an export whose first open is busy: %d rows after %d opens, %v; want 1 row after 2", n, o.opened.Load(), err)
+	}
 }

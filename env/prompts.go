@@ -15,6 +15,7 @@ import (
 	"github.com/chainedsql/chainedsql/datasets"
 	"github.com/chainedsql/chainedsql/internal/atomicfile"
 	"github.com/chainedsql/chainedsql/internal/buildinfo"
+	"github.com/chainedsql/chainedsql/sandbox"
 )
 
 // PromptFormat names the prompt table's layout, in the Parquet footer (key chainedsql.format).
@@ -68,7 +69,8 @@ func (s *Server) prompt(ctx context.Context, task *datasets.Task, d datasets.Dia
 
 // Prompts renders the prompt of every task in every dialect served, in the order of
 // Config.Tasks and, for each task, of Config.Dialects, and hands them to emit a batch at a time
-// (the slice is reused after emit returns). It needs Config.Tokenizer for the token columns.
+// (the slice is reused after emit returns). It needs Config.Tokenizer for the token columns. A
+// prompt whose database is busy (sandbox.ErrBusy) is tried again within sandbox.BusyPatience.
 func (s *Server) Prompts(ctx context.Context, emit func([]PromptRow) error) error {
 	if s.cfg.Tokenizer == nil {
 		return errors.New("env: the prompt export needs the student's tokenizer for the prompts' token ids")
@@ -92,7 +94,15 @@ func (s *Server) Prompts(ctx context.Context, emit func([]PromptRow) error) erro
 		g.SetLimit(s.cfg.Parallel)
 		for i, j := range batch {
 			g.Go(func() error {
-				row, err := s.prompt(gctx, j.task, j.d)
+				// A batch job: a busy database (sandbox.ErrBusy: its open with no file descriptor
+				// left, its slots held) is tried again, as episode.Patient's openers do, not the
+				// whole export's failure.
+				var row PromptRow
+				err := sandbox.RetryBusy(gctx, sandbox.BusyPatience, func() error {
+					var err error
+					row, err = s.prompt(gctx, j.task, j.d)
+					return err
+				})
 				if err != nil {
 					return fmt.Errorf("prompt of task %s (%s): %w", j.task.ID, j.d, err)
 				}
