@@ -9,7 +9,7 @@ import (
 
 // sqliteScreen are SQLite's own refusals: the built-ins whose one call it cannot stop.
 func sqliteScreen() sandbox.ScreenRules {
-	return sandbox.ScreenRules{Names: sqliteNames, Split: sqliteSplit, Skip: sqliteSkip, Empty: sandbox.EmptyAnywhere, Word: func(w string) string {
+	return sandbox.ScreenRules{Names: sqliteNames, Split: sqliteSplit, Skip: sqliteSkip, Word: func(w string) string {
 		if sqliteUnstoppable[w] {
 			return fmt.Sprintf("refused: %s is not allowed on SQLite (one call can take hours, and SQLite cannot stop it at the deadline)", w)
 		}

@@ -17,10 +17,11 @@ import (
 // inside the comment too (unscreened, the engine prepares the whole text once and runs its first
 // statement). Text after the ; that SQLite reads as more (a line after a -- comment, a parameter
 // #x, an extra */, a vertical tab) is refused as a second statement; an executable comment after
-// the ; is refused as it is within a statement. A bare ; among the whitespace and comments after
-// the ; is an empty statement to SQLite (EmptyAnywhere: SELECT 1; ; -- x runs); one before more
-// text, SELECT 1;;SELECT 2, is refused as a second statement (unscreened, the engine would run
-// the first and drop the rest).
+// the ; is refused as it is within a statement. A bare ; after the ; is refused as a second
+// statement (EmptyNowhere), SELECT 1;; too: SQLite itself reads it as an empty statement, but
+// Python's sqlite3, which the judge follows on SQLite (BIRD's and Spider's own evaluation), fails
+// it ("You can only execute one statement at a time"), and a step that answered rows where the
+// judge scores an error would tell the model a statement ran that scored as not running.
 func TestSQLiteScreenHiddenStatement(t *testing.T) {
 	db, err := Open(shared.Path(t, "data/multi/chinook/Chinook_Sqlite.sqlite"))
 	if err != nil {
@@ -54,15 +55,14 @@ func TestSQLiteScreenHiddenStatement(t *testing.T) {
 		"SELECT 1 AS first; /* ; SELECT 2 */":       int64(1),
 		"SELECT 1 AS first; /* /* x */ -- y\n\t\f":  int64(1),
 		"SELECT 1 AS first; /* x */ /* ; SELECT 2 ": int64(1),
-		"SELECT 1 AS first;;":                       int64(1),
-		"SELECT 1 AS first; ;":                      int64(1),
-		"SELECT 1 AS first; ; -- x":                 int64(1),
-		"SELECT 1 AS first;/* x */;\n;; /* y":       int64(1),
 	}, map[string]string{
 		"SELECT 1 AS first;;SELECT 2":         "one statement",
 		"SELECT 1 AS first; ; SELECT 2":       "one statement",
 		"SELECT 1 AS first;;/* x */ SELECT 2": "one statement",
 		"SELECT 1 AS first; ; \v":             "one statement",
+		"SELECT 1 AS first;;":                 "one statement",
+		"SELECT 1 AS first; ; -- x":           "one statement",
+		"SELECT 1 AS first;/* x */;\n;; /* y": "one statement",
 		"SELECT 1 AS first; /*! SELECT 2 */":  "executable comments",
 		"SELECT 1 AS first; /*M! SELECT 2 */": "executable comments",
 	})
