@@ -36,7 +36,21 @@ type ExecOptions struct {
 	// a caller that shares one execution among several deadlines (the env's gold) tell a
 	// statement not started by a deadline (ErrBusy) from one running past it (its timeout).
 	Waiting func(waiting bool)
+	// MaxServerMemory bounds the anonymous memory (RssAnon) of a PostgreSQL statement's backend
+	// while the statement runs, where the server is on this host and its backend provably the
+	// statement's (docs/DESIGN.md, "Execution security"): past it the statement is cancelled,
+	// its outcome an error saying so, and its connection closed. Zero means
+	// DefaultMaxServerMemory; negative, no bound. Other engines ignore it.
+	MaxServerMemory int64
 }
+
+// DefaultMaxServerMemory is ExecOptions.MaxServerMemory's default, 2 GiB: far above what a
+// legitimate statement's backend holds (work_mem, 4 MB by default, bounds each sort and hash
+// before it spills to disk; the per-backend caches a statement fills, 32 compiled regular
+// expressions, time zones named by its text, take tens to a few hundred MB), yet 16 statement
+// slots at once stay within 32 GiB, and a statement making up time zones (about 620 MB a
+// second) is stopped within about 3 s, not at its deadline's tens of GB.
+const DefaultMaxServerMemory = 2 << 30
 
 // RowFilter is asked about each row of a result, in the order the engine returns them, with its
 // values normalised (see Result); row is the filter's to read during the call only. RowKeep

@@ -1182,37 +1182,13 @@ func TestPostgresBackendCachesNotPooled(t *testing.T) {
 	_, reader, dbs := pgHostileConnector(t, schemas)
 	backendOf := func(q string) int {
 		t.Helper()
-		marker := fmt.Sprintf("i26pg_rx_%d_%d", os.Getpid(), sandboxtest.Seq())
-		done := make(chan *sandbox.Result, 1)
-		go func() {
-			done <- sandboxtest.MustExec(t, dbs[0], "/* "+marker+" */ "+q, sandbox.ExecOptions{Timeout: 60 * time.Second})
-		}()
-		pid := 0
-		for {
-			select {
-			case r := <-done:
-				if r.Outcome != sandbox.OutcomeOK {
-					t.Fatalf("%.60q: %s %q", q, r.Outcome, r.Error)
-				}
-				if pid == 0 {
-					t.Fatalf("%.60q: its backend was never seen at work", q)
-				}
-				return pid
-			case <-time.After(10 * time.Millisecond):
-			}
-			if pid == 0 {
-				admin.QueryRow(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND state = 'active' AND query LIKE '%' || $2 || '%'`, reader, marker).Scan(&pid)
-			}
+		r, pid := pgRunSeen(t, admin, dbs[0], reader, q, sandbox.ExecOptions{Timeout: 60 * time.Second})
+		if r.Outcome != sandbox.OutcomeOK {
+			t.Fatalf("%.60q: %s %q", q, r.Outcome, r.Error)
 		}
+		return pid
 	}
-	alive := func(pid int) bool {
-		t.Helper()
-		var n int
-		if err := admin.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	}
+	alive := func(pid int) bool { return pgAlive(t, admin, pid) }
 	plain := backendOf("SELECT count(*) FROM t, pg_sleep(0.3)")
 	if !alive(plain) {
 		t.Errorf("the backend of a statement without a regular expression or zone (%d) is gone: it should stay pooled", plain)
@@ -1248,4 +1224,39 @@ func pgManyZones(n int, form string) string {
 	}
 	b.WriteString(" FROM (SELECT now() AS t) s, pg_sleep(0.1)")
 	return b.String()
+}
+
+// pgRunSeen runs q on db with opts and returns its result and the pid of its backend, seen at
+// work (as reader) in pg_stat_activity while it ran.
+func pgRunSeen(t *testing.T, admin *sql.DB, db sandbox.DB, reader, q string, opts sandbox.ExecOptions) (*sandbox.Result, int) {
+	t.Helper()
+	marker := fmt.Sprintf("i26pg_rx_%d_%d", os.Getpid(), sandboxtest.Seq())
+	done := make(chan *sandbox.Result, 1)
+	go func() {
+		done <- sandboxtest.MustExec(t, db, "/* "+marker+" */ "+q, opts)
+	}()
+	pid := 0
+	for {
+		select {
+		case r := <-done:
+			if pid == 0 {
+				t.Fatalf("%.60q: its backend was never seen at work", q)
+			}
+			return r, pid
+		case <-time.After(10 * time.Millisecond):
+		}
+		if pid == 0 {
+			admin.QueryRow(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND state = 'active' AND query LIKE '%' || $2 || '%'`, reader, marker).Scan(&pid)
+		}
+	}
+}
+
+// pgAlive reports whether the backend pid is still there.
+func pgAlive(t *testing.T, admin *sql.DB, pid int) bool {
+	t.Helper()
+	var n int
+	if err := admin.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
 }

@@ -409,7 +409,19 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		spent = sc.serve(len(stmt))
 	}
 	var hungUp atomic.Bool
+	bound := opts.MaxServerMemory
+	if bound == 0 {
+		bound = sandbox.DefaultMaxServerMemory
+	}
+	watch := p.srv.watchMemory(ctx, conn, bound)
 	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser, p.srv.stopper(ctx, conn, &hungUp))
+	if watch() {
+		// Cancelled over its memory bound: its backend keeps what it made (time zones are
+		// cached for its life), so the connection is closed and the backend exits.
+		hangUp(conn)
+		sandbox.Discard(conn)
+		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: fmt.Sprintf("the statement used more than %d MiB of server memory and was stopped", bound>>20), Duration: time.Since(start)}, nil
+	}
 	var rerr error
 	if qctx.Err() != nil || hungUp.Load() {
 		// pgx broke the connection at the deadline, or a stopped statement's rest still streamed

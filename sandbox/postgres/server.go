@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +70,10 @@ const (
 	// pgWatchEvery is how often a runaway backend (one that outlived its terminate) is looked
 	// for until it ends.
 	pgWatchEvery = time.Second
+	// pgMemoryEvery is how often a running statement's backend's memory is read (watchMemory):
+	// at the fastest growth measured (about 620 MB a second, made-up time zones) about 40 MB
+	// between two reads, for a read of one small /proc file.
+	pgMemoryEvery = 60 * time.Millisecond
 )
 
 // pgServer is one PostgreSQL server as statements reach it: the pool they run on, a control
@@ -81,6 +88,11 @@ type pgServer struct {
 	pool  *sql.DB
 	ctl   *sql.DB
 	where string // the server and database, for messages
+	// login and database are the statements' login role and database, as a backend's process
+	// title names them (backendTitle).
+	login, database string
+	// memoryOff logs, once, that the memory watch is off (watchMemory).
+	memoryOff sync.Once
 	// cancelRequest sends a stopped statement's cancel request (stopper); nil: pgx's
 	// CancelRequest. Tests replace it to take the hang-up that follows a cancel that failed.
 	cancelRequest func(ctx context.Context, pc *pgconn.PgConn) error
@@ -126,7 +138,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	s := &pgServer{ctl: ctl, where: where, slots: make(chan struct{}, n), taken: make(chan struct{}, n), maxServed: pgMaxServed, maxServedText: pgMaxServedText, change: make(chan struct{}), done: make(chan struct{})}
+	s := &pgServer{ctl: ctl, where: where, login: cfg.User, database: cfg.Database, slots: make(chan struct{}, n), taken: make(chan struct{}, n), maxServed: pgMaxServed, maxServedText: pgMaxServedText, change: make(chan struct{}), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	// A row (a message) past the result limit is refused at its header, before pgx allocates
 	// its buffer (up to 1 GiB, the size rounded up to a power of two); the replies' window
@@ -291,11 +303,7 @@ func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.B
 	return func(done <-chan struct{}) {
 		if pc != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgCancelAfter)
-			send := func(ctx context.Context, pc *pgconn.PgConn) error { return pc.CancelRequest(ctx) }
-			if s.cancelRequest != nil {
-				send = s.cancelRequest
-			}
-			err := send(cctx, pc)
+			err := s.sendCancel(cctx, pc)
 			if err != nil || cctx.Err() != nil {
 				// The server did not answer the request in time (pgx waits for its answer but
 				// does not report a wait that ran out): its signal may still reach the backend
@@ -318,6 +326,121 @@ func (s *pgServer) stopper(ctx context.Context, conn *sql.Conn, hungUp *atomic.B
 			sc.Conn.Close()
 		}
 	}
+}
+
+// sendCancel sends pc's backend a cancel request (s.cancelRequest, else pgx's).
+func (s *pgServer) sendCancel(ctx context.Context, pc *pgconn.PgConn) error {
+	if s.cancelRequest != nil {
+		return s.cancelRequest(ctx, pc)
+	}
+	return pc.CancelRequest(ctx)
+}
+
+// watchMemory watches the backend of the statement about to run on conn while it runs, where
+// that backend is visible on this host and provably the statement's (backendMemory): every
+// pgMemoryEvery it reads the backend's anonymous memory (RssAnon) and, once that is over bound
+// bytes, cancels the statement (a cancel request through its connection, as stopper's) and, if
+// its reply still streams pgCancelAfter later, hangs up on it (stop then cancels and terminates
+// its backend). Nothing else bounds a backend's memory within one statement: PostgreSQL has no
+// such setting, and a statement making up time zones keeps about 620 MB a second until its
+// deadline. end stops the watch and reports whether the bound was passed; the caller then
+// closes the connection, so that the backend, and all it keeps, is gone. Where the backend is
+// not visible (a remote server, another pid namespace, process titles off or a Unix socket,
+// whose title names no port) nothing is watched and nothing changes, said once per server
+// handle; bound < 0 watches nothing. The connection is found now, before the query, as
+// stopper's.
+func (s *pgServer) watchMemory(ctx context.Context, conn *sql.Conn, bound int64) (end func() (over bool)) {
+	none := func() bool { return false }
+	if bound < 0 {
+		return none
+	}
+	pc, sc := pgConnOf(conn)
+	if pc == nil || sc == nil {
+		return none
+	}
+	pid, local := pc.PID(), sc.Conn.LocalAddr()
+	if _, ok := backendMemory(pid, s.login, s.database, local); !ok {
+		s.memoryOff.Do(func() {
+			slog.Info("postgres: memory watch off: a statement's backend is not visible on this host, its memory is bounded only by the deadline", "server", s.where, "pid", pid)
+		})
+		return none
+	}
+	var passed atomic.Bool
+	stop, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(pgMemoryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			rss, ok := backendMemory(pid, s.login, s.database, local)
+			if !ok {
+				return // gone, or no longer provably the statement's
+			}
+			if rss <= bound {
+				continue
+			}
+			passed.Store(true)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgCancelAfter)
+			if err := s.sendCancel(cctx, pc); err != nil {
+				slog.Debug("postgres: cancel request for a statement over its memory bound failed", "server", s.where, "pid", pid, "err", err)
+			}
+			cancel()
+			select {
+			case <-stop:
+			case <-time.After(pgCancelAfter):
+				sc.Conn.Close()
+			}
+			return
+		}
+	}()
+	return func() bool {
+		close(stop)
+		<-finished
+		return passed.Load()
+	}
+}
+
+// backendMemory returns the anonymous memory, in bytes, of process pid of this host (RssAnon
+// of its status), and whether it is provably the backend of the connection whose local end is
+// local, logged in as login to database: its process title (cmdline), as PostgreSQL sets it,
+// names that role, database and the client address and port of that local end
+// ("postgres: [cluster: ]login database 127.0.0.1(54321) activity"). A process of another pid
+// namespace, another connection's backend or no backend at all does not match, and its memory
+// is not read.
+func backendMemory(pid uint32, login, database string, local net.Addr) (int64, bool) {
+	addr, ok := local.(*net.TCPAddr)
+	if !ok || pid == 0 {
+		return 0, false
+	}
+	dir := fmt.Sprintf("/proc/%d/", pid)
+	title, err := os.ReadFile(dir + "cmdline")
+	if err != nil {
+		return 0, false
+	}
+	t := strings.TrimRight(strings.ReplaceAll(string(title), "\x00", " "), " ")
+	want := fmt.Sprintf(" %s %s %s(%d) ", login, database, addr.IP, addr.Port)
+	if !strings.HasPrefix(t, "postgres: ") || !strings.Contains(t+" ", want) {
+		return 0, false
+	}
+	status, err := os.ReadFile(dir + "status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
 }
 
 // Close closes the socket and, if it holds its slot, gives the slot back once the backend is
