@@ -361,7 +361,7 @@ func (s *pgServer) watchMemory(ctx context.Context, conn *sql.Conn, bound int64)
 	pid, local := pc.PID(), sc.Conn.LocalAddr()
 	if _, ok := backendMemory(pid, s.login, s.database, local); !ok {
 		s.memoryOff.Do(func() {
-			slog.Info("postgres: memory watch off: a statement's backend is not visible on this host, its memory is bounded only by the deadline", "server", s.where, "pid", pid)
+			slog.Info("postgres: memory watch off: a statement's backend is not provably visible on this host (a remote server, another pid namespace, a Unix socket or process titles off); a statement's memory is bounded only by its deadline", "server", s.where, "pid", pid)
 		})
 		return none
 	}
