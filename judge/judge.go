@@ -392,8 +392,9 @@ func (j Judge) exec(ctx context.Context, db sandbox.DB, q string, reuse *sandbox
 		return &sandbox.Result{Outcome: sandbox.OutcomeOK}, nil
 	}
 	if several {
-		// Python fails it before it runs; the sandbox's screen may not (SQLite itself passes
-		// over SELECT 1;;, ScreenRules.Empty), so it is failed here, not left to the screen.
+		// Python fails it before it runs; SQLite itself passes over SELECT 1;;, and though the
+		// SQLite screen refuses it too (ScreenRules.Empty, EmptyNowhere), the judge does not
+		// rely on the screen's rules: it is failed here.
 		return &sandbox.Result{Outcome: sandbox.OutcomeError, Error: pyOneStatement}, nil
 	}
 	res := reuse
