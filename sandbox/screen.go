@@ -109,7 +109,8 @@ const (
 	EmptyNowhere EmptyStatements = iota
 	// EmptyAnywhere: any ; among the whitespace and comments after the statement's ; ends an
 	// empty statement (PostgreSQL's grammar and SQLite's drop them: SELECT 1; ; -- x is one
-	// statement, SELECT 1;;SELECT 2 two).
+	// statement, SELECT 1;;SELECT 2 two; SQLite's screen reads EmptyNowhere all the same, as
+	// Python's sqlite3 does).
 	EmptyAnywhere
 	// EmptyTrailing: only the ; in the run of ; and whitespace that ends the text are nothing
 	// (MariaDB strips that run from a query's end before it parses it, alloc_query); another
@@ -301,9 +302,11 @@ type ScreenRules struct {
 	// -- x, and the text before the ; is passed alone) and the comments before the statement's
 	// first word, which must be a read's. Nil: SkipFirst.
 	Skip func(s string, i int) int
-	// Empty is where the engine reads a bare ; after the statement's ; as an empty statement,
-	// which the screen then passes over with the whitespace and comments around it (SELECT 1;;
-	// is the statement SELECT 1, SELECT 1;;SELECT 2 two statements). Zero: nowhere.
+	// Empty is where the screen reads a bare ; after the statement's ; as an empty statement,
+	// which it then passes over with the whitespace and comments around it (SELECT 1;; is the
+	// statement SELECT 1, SELECT 1;;SELECT 2 two statements): where the engine reads one, or
+	// nowhere where the dialect's scoring does not (SQLite, whose engine drops it but whose
+	// judge follows Python's sqlite3, which fails SELECT 1;;). Zero: nowhere.
 	Empty EmptyStatements
 }
 
