@@ -32,13 +32,15 @@ const maxResponseBytes = 64 << 20
 // of reasoning in OpenRouter's shape (its envelope, reasoning and reasoning_details both
 // carrying the token) takes about 400 bytes on the wire: 64 MiB was reached at about 168,000
 // tokens, where gpt-oss may write 131,072 (TestStreamLongReasoning). So a stream may take streamTokenBytes for each token
-// its request allows (max_tokens, else defaultStreamTokens), never less than maxResponseBytes.
+// its request allows (the larger of the max_tokens and max_completion_tokens it sends,
+// requestTokens, else defaultStreamTokens), never less than maxResponseBytes.
 const (
 	// streamTokenBytes is what a stream may take per token: about five times the heaviest
 	// chunk of one token in a provider's shape (OpenRouter's, with reasoning_details).
 	streamTokenBytes = 2 << 10
-	// defaultStreamTokens is the tokens a stream may carry when the request sets no
-	// max_tokens (the server's default, up to the model's context): twice gpt-oss's 131,072.
+	// defaultStreamTokens is the tokens a stream may carry when the request sets neither
+	// max_tokens nor max_completion_tokens (the server's default, up to the model's context):
+	// twice gpt-oss's 131,072.
 	defaultStreamTokens = 256 << 10
 	// maxStreamTokens caps the tokens a stream's bound counts (4 TiB): past it, only the
 	// attempt's timeout ends a stream.

@@ -31,7 +31,8 @@ const (
 	// ReasonTooLong is a reply past what one reply may hold: a completion or stream chunk
 	// that keeps over 4 MiB once the fields the client does not read are dropped and each text
 	// is cut at textcap.Reply, a body over 64 MiB, a stream over 2 KiB for each token its
-	// request allows (256 Ki tokens without max_tokens; at least 64 MiB). (A longer text is cut,
+	// request allows (the larger of its max_tokens and max_completion_tokens, requestTokens;
+	// 256 Ki tokens without either; at least 64 MiB). (A longer text is cut,
 	// not a fault.)
 	ReasonTooLong = "too_long"
 	// ReasonReplyBudget is a reply that needed more room past its floor than the process's
