@@ -132,7 +132,8 @@ type DB interface {
 // statement never ran, or failed for what others held, so this is
 // the database's failure, never the statement's timeout or error. It passes when those
 // statements end; the caller tries again later (the env answers 503 with Retry-After, batch jobs
-// wait through Patient).
+// wait through Patient). It is wrapped too by the error of a SQLite Open whose first connection
+// finds no file descriptor left, which its openers try again (RetryBusy).
 var ErrBusy = errors.New("no execution slot free for the statement")
 
 // Runaways counts the statements of one dialect that outlived their deadline and everything
