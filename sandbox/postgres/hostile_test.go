@@ -1240,7 +1240,7 @@ func pgRunSeen(t *testing.T, admin *sql.DB, db sandbox.DB, reader, q string, opt
 		select {
 		case r := <-done:
 			if pid == 0 {
-				t.Fatalf("%.60q: its backend was never seen at work", q)
+				t.Fatalf("%.60q: its backend was never seen at work (%s %q after %v)", q, r.Outcome, r.Error, r.Duration)
 			}
 			return r, pid
 		case <-time.After(10 * time.Millisecond):

@@ -389,8 +389,11 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	// standard_conforming_strings as the screen lexes strings (pgLex: a backslash in '…' is
 	// itself), whatever a role or database default says. jit off: LLVM compiles and optimises a
 	// plan's expressions without checking for interrupts, in time superlinear in their size
-	// (a 60 KB sum of CASE terms compiled for 20 s past a 1 s statement_timeout).
-	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s; SET LOCAL standard_conforming_strings = on; SET LOCAL jit = off",
+	// (a 60 KB sum of CASE terms compiled for 20 s past a 1 s statement_timeout). No parallel
+	// workers: they are other processes, whose memory the memory watch does not read (and a
+	// parallel hash's is shared memory, not a backend's RssAnon), so a statement's work handed
+	// to them would escape its bound (TestPostgresMemoryWatchParallel).
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d; SET LOCAL search_path = %s; SET LOCAL standard_conforming_strings = on; SET LOCAL jit = off; SET LOCAL max_parallel_workers_per_gather = 0",
 		ms, idle, sandbox.QuoteIdent(datasets.Postgres, p.schema))
 	if p.role != "" {
 		// The task's own role: no other task's schema, no session of the login's.
@@ -415,7 +418,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 	}
 	watch := p.srv.watchMemory(ctx, conn, bound)
 	res, qerr := sandbox.Collect(qctx, conn, stmt, opts, pgNormaliser, p.srv.stopper(ctx, conn, &hungUp))
-	if watch() {
+	if watch.end() {
 		// Cancelled over its memory bound: its backend keeps what it made (time zones are
 		// cached for its life), so the connection is closed and the backend exits.
 		hangUp(conn)
@@ -433,7 +436,7 @@ func (p *pgDB) run(ctx context.Context, start time.Time, stmt string, timeout ti
 		_, rerr = conn.ExecContext(rctx, pgResetSession)
 		rcancel()
 	}
-	if rerr != nil || spent || pgKeepsBackendMemory(stmt) {
+	if rerr != nil || spent || pgKeepsBackendMemory(stmt) || watch.pooledOver() {
 		sandbox.Discard(conn)
 	}
 	res.Duration = time.Since(start)

@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -74,6 +76,10 @@ const (
 	// at the fastest growth measured (about 620 MB a second, made-up time zones) about 40 MB
 	// between two reads, for a read of one small /proc file.
 	pgMemoryEvery = 60 * time.Millisecond
+	// pgPooledMemory is the most anonymous memory a backend may hold after its statement and
+	// still be pooled (memWatch.pooledOver): a fresh backend holds about 3 MB, and one after a
+	// sort, hash or aggregate of hundreds of MB about 15 MB (glibc gives large blocks back).
+	pgPooledMemory = 64 << 20
 )
 
 // pgServer is one PostgreSQL server as statements reach it: the pool they run on, a control
@@ -93,6 +99,9 @@ type pgServer struct {
 	login, database string
 	// memoryOff logs, once, that the memory watch is off (watchMemory).
 	memoryOff sync.Once
+	// pooledMemory is the most anonymous memory a watched backend may hold after its statement
+	// and still be pooled (memWatch.pooledOver): pgPooledMemory; tests raise it.
+	pooledMemory int64
 	// cancelRequest sends a stopped statement's cancel request (stopper); nil: pgx's
 	// CancelRequest. Tests replace it to take the hang-up that follows a cancel that failed.
 	cancelRequest func(ctx context.Context, pc *pgconn.PgConn) error
@@ -138,7 +147,7 @@ func newPGServer(ctx context.Context, cfg *pgx.ConnConfig, where string, limit i
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	s := &pgServer{ctl: ctl, where: where, login: cfg.User, database: cfg.Database, slots: make(chan struct{}, n), taken: make(chan struct{}, n), maxServed: pgMaxServed, maxServedText: pgMaxServedText, change: make(chan struct{}), done: make(chan struct{})}
+	s := &pgServer{ctl: ctl, where: where, login: cfg.User, database: cfg.Database, pooledMemory: pgPooledMemory, slots: make(chan struct{}, n), taken: make(chan struct{}, n), maxServed: pgMaxServed, maxServedText: pgMaxServedText, change: make(chan struct{}), done: make(chan struct{})}
 	cfg.DialFunc = pgconn.DialFunc(sandbox.LimitReplies(s.dial(sandbox.DialFunc(cfg.DialFunc)), new(atomic.Int64)))
 	// A row (a message) past the result limit is refused at its header, before pgx allocates
 	// its buffer (up to 1 GiB, the size rounded up to a power of two); the replies' window
@@ -236,6 +245,25 @@ type slotConn struct {
 	mu     sync.Mutex
 	holds  bool // the slot is this socket's (hold)
 	closed bool
+	// status is the backend's open status file, once its identity is proven (statusFile);
+	// statusTried: it was looked for.
+	status      *os.File
+	statusTried bool
+}
+
+// statusFile returns the open status file of c's backend (pid, its connection's local end
+// local), opened by its first caller if the backend is provably c's (backendStatus), and
+// closed with c; nil where it is not.
+func (c *slotConn) statusFile(pid uint32, login, database string, local net.Addr) *os.File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.statusTried && !c.closed {
+		c.statusTried = true
+		if f, ok := backendStatus(pid, login, database, local); ok {
+			c.status = f
+		}
+	}
+	return c.status
 }
 
 // serve counts a statement of n bytes run on c's backend and reports whether the backend has
@@ -336,111 +364,188 @@ func (s *pgServer) sendCancel(ctx context.Context, pc *pgconn.PgConn) error {
 	return pc.CancelRequest(ctx)
 }
 
+// memWatch is the memory watch of one statement's backend (watchMemory).
+type memWatch struct {
+	// status is the backend's open status file; nil: nothing is watched.
+	status *os.File
+	srv    *pgServer
+	ctx    context.Context
+	pc     *pgconn.PgConn
+	sc     *slotConn
+	base   int64 // RssAnon when the statement began
+	bound  int64
+	timer  *time.Timer
+	stop   chan struct{} // closed by end
+	mu     sync.Mutex    // held by a look (look) and by end
+	ended  bool
+	passed bool // the backend grew by more than bound while the statement ran
+}
+
 // watchMemory watches the backend of the statement about to run on conn while it runs, where
-// that backend is visible on this host and provably the statement's (backendMemory): every
-// pgMemoryEvery it reads the backend's anonymous memory (RssAnon) and, once that is over bound
-// bytes, cancels the statement (a cancel request through its connection, as stopper's) and, if
-// its reply still streams pgCancelAfter later, hangs up on it (stop then cancels and terminates
-// its backend). Nothing else bounds a backend's memory within one statement: PostgreSQL has no
-// such setting, and a statement making up time zones keeps about 620 MB a second until its
-// deadline. end stops the watch and reports whether the bound was passed; the caller then
-// closes the connection, so that the backend, and all it keeps, is gone. Where the backend is
-// not visible (a remote server, another pid namespace, process titles off or a Unix socket,
-// whose title names no port) nothing is watched and nothing changes, said once per server
-// handle; bound < 0 watches nothing. The connection is found now, before the query, as
-// stopper's.
-func (s *pgServer) watchMemory(ctx context.Context, conn *sql.Conn, bound int64) (end func() (over bool)) {
-	none := func() bool { return false }
+// that backend is visible on this host and provably the statement's (backendStatus, proven once
+// per connection, its status file then kept open): it reads the backend's anonymous memory
+// (RssAnon) now, and every pgMemoryEvery while the statement runs; once the backend has grown
+// by more than bound bytes since the statement began, it cancels the statement (a cancel
+// request through its connection, as stopper's) and, if its reply still streams pgCancelAfter
+// later, hangs up on it (stop then cancels and terminates its backend). The growth is the
+// statement's own: what an earlier statement left on a pooled backend is not charged to it
+// (pooledOver retires such a backend). Nothing else bounds a backend's memory within one
+// statement: PostgreSQL has no such setting, and a statement making up time zones keeps about
+// 620 MB a second until its deadline. end stops the watch and reports whether the bound was
+// passed; the caller then closes the connection, so that the backend, and all it keeps, is
+// gone. Where the backend is not visible (a remote server, another pid namespace, process
+// titles off or a Unix socket, whose title names no port) nothing is watched and nothing
+// changes, said once per server handle; bound < 0 watches nothing. The connection is found
+// now, before the query, as stopper's. A statement shorter than pgMemoryEvery costs two reads
+// of the open status file and a timer, no goroutine.
+func (s *pgServer) watchMemory(ctx context.Context, conn *sql.Conn, bound int64) *memWatch {
+	w := &memWatch{srv: s, ctx: ctx, bound: bound}
 	if bound < 0 {
-		return none
+		return w
 	}
 	pc, sc := pgConnOf(conn)
 	if pc == nil || sc == nil {
-		return none
+		return w
 	}
-	pid, local := pc.PID(), sc.Conn.LocalAddr()
-	if _, ok := backendMemory(pid, s.login, s.database, local); !ok {
+	pid := pc.PID()
+	f := sc.statusFile(pid, s.login, s.database, sc.Conn.LocalAddr())
+	base, ok := int64(0), false
+	if f != nil {
+		base, ok = rssAnon(f)
+	}
+	if !ok {
 		s.memoryOff.Do(func() {
 			slog.Info("postgres: memory watch off: a statement's backend is not provably visible on this host (a remote server, another pid namespace, a Unix socket or process titles off); a statement's memory is bounded only by its deadline", "server", s.where, "pid", pid)
 		})
-		return none
+		return w
 	}
-	var passed atomic.Bool
-	stop, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(pgMemoryEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			rss, ok := backendMemory(pid, s.login, s.database, local)
-			if !ok {
-				return // gone, or no longer provably the statement's
-			}
-			if rss <= bound {
-				continue
-			}
-			passed.Store(true)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgCancelAfter)
-			if err := s.sendCancel(cctx, pc); err != nil {
-				slog.Debug("postgres: cancel request for a statement over its memory bound failed", "server", s.where, "pid", pid, "err", err)
-			}
-			cancel()
-			select {
-			case <-stop:
-			case <-time.After(pgCancelAfter):
-				sc.Conn.Close()
-			}
-			return
-		}
-	}()
-	return func() bool {
-		close(stop)
-		<-finished
-		return passed.Load()
+	w.status, w.pc, w.sc, w.base = f, pc, sc, base
+	w.stop = make(chan struct{})
+	w.timer = time.AfterFunc(pgMemoryEvery, w.look)
+	return w
+}
+
+// look reads the backend's memory once, as the timer fires, and either looks again
+// pgMemoryEvery later or, past the bound, stops the statement.
+func (w *memWatch) look() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return
 	}
+	rss, ok := rssAnon(w.status)
+	if !ok {
+		return // the backend is gone
+	}
+	if rss-w.base <= w.bound {
+		w.timer.Reset(pgMemoryEvery)
+		return
+	}
+	w.passed = true
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), pgCancelAfter)
+	if err := w.srv.sendCancel(cctx, w.pc); err != nil {
+		slog.Debug("postgres: cancel request for a statement over its memory bound failed", "server", w.srv.where, "pid", w.pc.PID(), "err", err)
+	}
+	cancel()
+	select {
+	case <-w.stop:
+	case <-time.After(pgCancelAfter):
+		w.sc.Conn.Close()
+	}
+}
+
+// end stops the watch, waiting for a look under way, and reports whether the statement's
+// backend grew past its bound.
+func (w *memWatch) end() (over bool) {
+	if w.status == nil {
+		return false
+	}
+	close(w.stop) // a look waiting after its cancel ends now
+	w.timer.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	return w.passed
+}
+
+// pooledOver reports whether the watched backend now holds more anonymous memory than a pooled
+// backend may (pgServer.pooledMemory), read once more: what a statement left on it (caches no
+// reset frees, such as made-up time zones read through a row type's input, which
+// pgKeepsBackendMemory cannot see by the statement's tokens) would otherwise stay on the pool,
+// under every later statement, another task's included. Only where the watch is on, after end.
+func (w *memWatch) pooledOver() bool {
+	if w.status == nil {
+		return false
+	}
+	rss, ok := rssAnon(w.status)
+	return ok && rss > w.srv.pooledMemory
 }
 
 // backendMemory returns the anonymous memory, in bytes, of process pid of this host (RssAnon
 // of its status), and whether it is provably the backend of the connection whose local end is
-// local, logged in as login to database: its process title (cmdline), as PostgreSQL sets it,
-// names that role, database and the client address and port of that local end
-// ("postgres: [cluster: ]login database 127.0.0.1(54321) activity"). A process of another pid
-// namespace, another connection's backend or no backend at all does not match, and its memory
-// is not read.
+// local, logged in as login to database (backendStatus).
 func backendMemory(pid uint32, login, database string, local net.Addr) (int64, bool) {
-	addr, ok := local.(*net.TCPAddr)
-	if !ok || pid == 0 {
+	f, ok := backendStatus(pid, login, database, local)
+	if !ok {
 		return 0, false
 	}
+	defer f.Close()
+	return rssAnon(f)
+}
+
+// backendStatus opens the status file of process pid of this host if it is provably the backend
+// of the connection whose local end is local, logged in as login to database: its process title
+// (cmdline), as PostgreSQL sets it, names that role, database and the client address and port
+// of that local end ("postgres: [cluster: ]login database 127.0.0.1(54321) activity"). A
+// process of another pid namespace, another connection's backend or no backend at all does not
+// match, and its status is not opened. The file stays that process's: once it has exited, a
+// read fails, whatever process takes its pid after.
+func backendStatus(pid uint32, login, database string, local net.Addr) (*os.File, bool) {
+	addr, ok := local.(*net.TCPAddr)
+	if !ok || pid == 0 {
+		return nil, false
+	}
 	dir := fmt.Sprintf("/proc/%d/", pid)
+	status, err := os.Open(dir + "status")
+	if err != nil {
+		return nil, false
+	}
+	// The title is read after the status is open, so both are of one process.
 	title, err := os.ReadFile(dir + "cmdline")
 	if err != nil {
-		return 0, false
+		status.Close()
+		return nil, false
 	}
 	t := strings.TrimRight(strings.ReplaceAll(string(title), "\x00", " "), " ")
 	want := fmt.Sprintf(" %s %s %s(%d) ", login, database, addr.IP, addr.Port)
 	if !strings.HasPrefix(t, "postgres: ") || !strings.Contains(t+" ", want) {
+		status.Close()
+		return nil, false
+	}
+	return status, true
+}
+
+// rssAnon reads RssAnon, in bytes, from f, a process's open status file.
+func rssAnon(f *os.File) (int64, bool) {
+	var buf [4096]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 || (err != nil && !errors.Is(err, io.EOF)) {
 		return 0, false
 	}
-	status, err := os.ReadFile(dir + "status")
+	b := buf[:n]
+	i := bytes.Index(b, []byte("\nRssAnon:"))
+	if i < 0 {
+		return 0, false
+	}
+	b = b[i+len("\nRssAnon:"):]
+	if j := bytes.IndexByte(b, '\n'); j >= 0 {
+		b = b[:j]
+	}
+	kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(b)), " kB"), 10, 64)
 	if err != nil {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, false
-			}
-			return kb << 10, true
-		}
-	}
-	return 0, false
+	return kb << 10, true
 }
 
 // Close closes the socket and, if it holds its slot, gives the slot back once the backend is
@@ -450,6 +555,9 @@ func (c *slotConn) Close() error {
 	c.mu.Lock()
 	stop := c.holds && !c.closed
 	c.closed = true
+	if c.status != nil {
+		c.status.Close()
+	}
 	c.mu.Unlock()
 	if stop {
 		c.srv.stop(c.pid.Load(), c.owner.Load())
