@@ -198,3 +198,15 @@ func pgAdminVisible(t *testing.T) *sql.DB {
 	}
 	return admin
 }
+
+// backendMemory returns the anonymous memory, in bytes, of process pid of this host (RssAnon
+// of its status), and whether it is provably the backend of the connection whose local end is
+// local, logged in as login to database (backendStatus): what the watch reads, for the tests.
+func backendMemory(pid uint32, login, database string, local net.Addr) (int64, bool) {
+	f, ok := backendStatus(pid, login, database, local)
+	if !ok {
+		return 0, false
+	}
+	defer f.Close()
+	return rssAnon(f)
+}

@@ -481,18 +481,6 @@ func (w *memWatch) pooledOver() bool {
 	return ok && rss > w.srv.pooledMemory
 }
 
-// backendMemory returns the anonymous memory, in bytes, of process pid of this host (RssAnon
-// of its status), and whether it is provably the backend of the connection whose local end is
-// local, logged in as login to database (backendStatus).
-func backendMemory(pid uint32, login, database string, local net.Addr) (int64, bool) {
-	f, ok := backendStatus(pid, login, database, local)
-	if !ok {
-		return 0, false
-	}
-	defer f.Close()
-	return rssAnon(f)
-}
-
 // backendStatus opens the status file of process pid of this host if it is provably the backend
 // of the connection whose local end is local, logged in as login to database: its process title
 // (cmdline), as PostgreSQL sets it, names that role, database and the client address and port
