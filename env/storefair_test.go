@@ -21,11 +21,7 @@ func TestStoreFairPartRandom(t *testing.T) {
 		fair := s.fairBytes()
 		clients := []string{"a", "b", "c"}
 		var live []*liveEpisode
-		type inflight struct {
-			e      *liveEpisode
-			growth int64
-		}
-		var steps []inflight
+		var steps []stepInFlight
 		snap := func() (map[*liveEpisode]bool, map[string]int64) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -83,19 +79,12 @@ func TestStoreFairPartRandom(t *testing.T) {
 					check(op, "start", c, b, st, true)
 				}
 			case 2:
-				if len(live) > 0 {
-					e := live[rng.Intn(len(live))]
-					busy := false
-					for _, st := range steps {
-						busy = busy || st.e == e
-					}
-					if _, ok := s.get(e.id, ""); ok && !e.done && !busy {
-						g := int64(rng.Intn(600))
-						b, st := snap()
-						if _, err := s.reserve(e.client, g); err == nil {
-							steps = append(steps, inflight{e, g})
-							check(op, "step", e.client, b, st, false)
-						}
+				if e := stepTarget(rng, s, live, steps); e != nil {
+					g := int64(rng.Intn(600))
+					b, st := snap()
+					if _, err := s.reserve(e.client, g); err == nil {
+						steps = append(steps, stepInFlight{e, g})
+						check(op, "step", e.client, b, st, false)
 					}
 				}
 			case 3:
@@ -148,4 +137,29 @@ func TestStoreCountTakesNoExtra(t *testing.T) {
 	if !bIn {
 		t.Errorf("b (100 bytes, fair part 1000) lost its finished episode to a's start, which already dropped a's own (%d of 3 stored after)", stored)
 	}
+}
+
+// stepInFlight is a step of the random store tests in flight: its episode and the room
+// reserved for it.
+type stepInFlight struct {
+	e      *liveEpisode
+	growth int64
+}
+
+// stepTarget picks one of live at random (one rng draw, none when live is empty) and returns it
+// when it is stored, in play and without a step in flight, else nil.
+func stepTarget(rng *rand.Rand, s *store, live []*liveEpisode, steps []stepInFlight) *liveEpisode {
+	if len(live) == 0 {
+		return nil
+	}
+	e := live[rng.Intn(len(live))]
+	if _, ok := s.get(e.id, ""); !ok || e.done { // get drops it when expired: first, as a step's lookup
+		return nil
+	}
+	for _, st := range steps {
+		if st.e == e {
+			return nil
+		}
+	}
+	return e
 }
