@@ -287,34 +287,7 @@ func mysqlWindowClause(toks []myToken) bool {
 // item costs 1 plus the cost of each item its references name (the costliest of those of one
 // name), so that a chain of aliases, each naming the one before k times, costs about k^depth.
 func mysqlFanOut(lower string) (int, string) {
-	toks := mysqlTokens(lower)
-	var items []*myItem
-	for i, t := range toks {
-		if t.kind != 'w' || t.text != "select" {
-			continue
-		}
-		d := t.depth
-		start := i + 1
-		for start < len(toks) && toks[start].kind == 'w' && (toks[start].text == "distinct" || toks[start].text == "all" || toks[start].text == "distinctrow" || strings.HasPrefix(toks[start].text, "sql_") || toks[start].text == "straight_join" || toks[start].text == "high_priority") {
-			start++
-		}
-		k := start
-		for k <= len(toks) {
-			end := k == len(toks) || toks[k].depth < d || toks[k].depth == d && (toks[k].kind == 'p' && (toks[k].text == "," || toks[k].text == ";") || toks[k].kind == 'w' && mysqlSelectEnds[toks[k].text] && (toks[k].text != "window" || mysqlWindowClause(toks[k+1:])))
-			if !end {
-				k++
-				continue
-			}
-			if k > start {
-				items = append(items, mysqlItem(lower, toks[start:k], d))
-			}
-			if k == len(toks) || toks[k].text != "," || toks[k].depth != d {
-				break
-			}
-			k++
-			start = k
-		}
-	}
+	items := mysqlSelectItems(lower, mysqlTokens(lower))
 	byName := map[string][]*myItem{}
 	for _, it := range items {
 		for _, n := range it.names {
@@ -395,6 +368,39 @@ func mysqlFanOut(lower string) (int, string) {
 		}
 	}
 	return top, text
+}
+
+// mysqlSelectItems returns the items of every select list of toks (lower's tokens), each
+// SELECT's list read up to the word or punctuation that ends it at its depth.
+func mysqlSelectItems(lower string, toks []myToken) []*myItem {
+	var items []*myItem
+	for i, t := range toks {
+		if t.kind != 'w' || t.text != "select" {
+			continue
+		}
+		d := t.depth
+		start := i + 1
+		for start < len(toks) && toks[start].kind == 'w' && (toks[start].text == "distinct" || toks[start].text == "all" || toks[start].text == "distinctrow" || strings.HasPrefix(toks[start].text, "sql_") || toks[start].text == "straight_join" || toks[start].text == "high_priority") {
+			start++
+		}
+		k := start
+		for k <= len(toks) {
+			end := k == len(toks) || toks[k].depth < d || toks[k].depth == d && (toks[k].kind == 'p' && (toks[k].text == "," || toks[k].text == ";") || toks[k].kind == 'w' && mysqlSelectEnds[toks[k].text] && (toks[k].text != "window" || mysqlWindowClause(toks[k+1:])))
+			if !end {
+				k++
+				continue
+			}
+			if k > start {
+				items = append(items, mysqlItem(lower, toks[start:k], d))
+			}
+			if k == len(toks) || toks[k].text != "," || toks[k].depth != d {
+				break
+			}
+			k++
+			start = k
+		}
+	}
+	return items
 }
 
 // mysqlName3 returns name as MariaDB names an item by it on a utf8mb4 connection: its names

@@ -162,6 +162,9 @@ func mysqlText(lower string) string {
 		}
 		i = j
 	}
+	if why := mysqlValueSitesRule(lower); why != "" {
+		return why
+	}
 	return mysqlFanOutRule(lower)
 }
 

@@ -1,0 +1,68 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chainedsql/chainedsql/sandbox"
+	"github.com/chainedsql/chainedsql/sandbox/internal/sandboxtest"
+)
+
+// myWide returns a statement over the recursive CTE r whose row n=steps holds a value of
+// 2^(steps-1) bytes (concat(s, s) doubling it), reading it at n sites of kind: "lower" n calls
+// of LOWER in the WHERE clause, "items" n select-list items naming it.
+func myWide(steps, n int, kind string) string {
+	w := fmt.Sprintf("WITH RECURSIVE r(n,s) AS (SELECT 1, CAST('a' AS CHAR(16000000)) UNION ALL SELECT n+1, concat(s,s) FROM r WHERE n<%d) ", steps)
+	var sites []string
+	for i := range n {
+		if kind == "lower" {
+			sites = append(sites, fmt.Sprintf("lower(s) <> '%d'", i))
+		} else {
+			sites = append(sites, "s")
+		}
+	}
+	if kind == "lower" {
+		return w + fmt.Sprintf("SELECT count(*) FROM r WHERE n=%d AND %s", steps, strings.Join(sites, " AND "))
+	}
+	return w + fmt.Sprintf("SELECT %s FROM r WHERE n=%d", strings.Join(sites, ", "), steps)
+}
+
+// TestMySQLValueSites: a statement with more than mysqlMaxValueSites calls and select-list
+// items is refused. Each holds its value in a buffer of its own until the statement ends, one
+// of up to max_allowed_packet, which MariaDB 10.11 neither counts against max_session_mem_used
+// (34 MB counted under SET STATEMENT max_session_mem_used=200000000, which it passed) nor
+// checks for a kill within a row: over an 8 MiB value built by a recursive CTE, 100 LOWER
+// calls grew mariadbd's RSS by 836 MB within one row, 100 select-list items by 806 MB, and a
+// statement of sandbox.MaxStatement bytes could hold 40,000 of them. Here the value is 8
+// bytes (nothing large is built): 200 sites run unscreened and are refused through Exec; 100
+// run through Exec.
+func TestMySQLValueSites(t *testing.T) {
+	_, _, _, dbs := myHostileSetup(t, 1, 0)
+	db := dbs[0]
+	for _, kind := range []string{"lower", "items"} {
+		q := myWide(4, 200, kind)
+		r, err := unscreened(context.Background(), db, q, 10*time.Second, 10)
+		if err != nil || !r.OK() || len(r.Rows) != 1 {
+			t.Errorf("%s: 200 sites unscreened as the reader: %+v, %v; want one row", kind, r, err)
+		}
+		r = sandboxtest.MustExec(t, db, q, sandbox.ExecOptions{Timeout: 10 * time.Second})
+		if r.Outcome != sandbox.OutcomeRefused || !strings.Contains(r.Error, "calls and select-list items") {
+			t.Errorf("%s: 200 sites: %s %q, want it refused naming the calls and select-list items", kind, r.Outcome, r.Error)
+		}
+		if r := sandboxtest.MustExec(t, db, myWide(4, 100, kind), sandbox.ExecOptions{Timeout: 10 * time.Second}); !r.OK() || len(r.Rows) != 1 {
+			t.Errorf("%s: 100 sites: %s %q, want one row", kind, r.Outcome, r.Error)
+		}
+	}
+	for q, want := range map[string]int{
+		"select a, b from t where x in (1, 2) and exists (select 1)":      3,
+		"select lower(a), `f` (b), count(*) over (partition by c) from t": 6,
+		"select * from (select concat(a, b) from t) d":                    3,
+	} {
+		if got := mysqlValueSites(q); got != want {
+			t.Errorf("mysqlValueSites(%q) = %d, want %d", q, got, want)
+		}
+	}
+}
