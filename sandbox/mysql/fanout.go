@@ -48,7 +48,13 @@ const mysqlMaxCTECopies = 256
 // counts once, but a WITH inside a RECURSIVE one's body still shadows it (WITH RECURSIVE c AS
 // (WITH RECURSIVE c AS (…) SELECT … FROM c r0, c r1) … copies the inner c twice, as without
 // RECURSIVE).
-func mysqlCTECopies(toks []myToken) int {
+func mysqlCTECopies(toks []myToken) int { return mysqlCTEWeight(toks, nil, 1) }
+
+// mysqlCTEWeight is mysqlCTECopies with each copy of a definition weighing base plus the
+// weights of the tokens its body owns (weight[i] for token i; nil weighs none), and the
+// statement outside every definition weighing its own tokens' weights: mysqlCTECopies weighs
+// each copy 1, mysqlValueSites the calls and select-list items each copy holds.
+func mysqlCTEWeight(toks []myToken, weight []int, base int) int {
 	type cte struct {
 		name         string
 		from, to     int // its definition's tokens
@@ -98,8 +104,12 @@ func mysqlCTECopies(toks []myToken) int {
 			k += 2
 		}
 	}
+	outside := 0
+	for _, w := range weight {
+		outside += w
+	}
 	if len(defs) == 0 {
-		return 0
+		return outside
 	}
 	// owner[i] is the innermost definition whose body holds token i, -1 for none.
 	owner := make([]int, len(toks))
@@ -142,9 +152,20 @@ func mysqlCTECopies(toks []myToken) int {
 		return best
 	}
 	// refs[e] are the definitions definition e's body names (owned by it, not by one inside),
-	// top those the statement names outside every definition.
+	// top those the statement names outside every definition; own[e] is the weight of one copy
+	// of e, without those it names.
 	refs := make([][]int, len(defs))
 	var top []int
+	own := make([]int, len(defs))
+	for e := range own {
+		own[e] = base
+	}
+	for i, w := range weight {
+		if w != 0 && owner[i] >= 0 {
+			own[owner[i]] += w
+			outside -= w
+		}
+	}
 	for i := range toks {
 		switch r := resolve(i); {
 		case r < 0:
@@ -173,7 +194,7 @@ func mysqlCTECopies(toks []myToken) int {
 		}
 		onPath[e] = true
 		defer func() { onPath[e] = false }()
-		c, kept := 1, true
+		c, kept := own[e], true
 		for _, r := range refs[e] {
 			if work++; work > mysqlFanOutWork {
 				return 1 << 30, true
@@ -186,7 +207,7 @@ func mysqlCTECopies(toks []myToken) int {
 		}
 		return c, kept
 	}
-	total := 0
+	total := outside
 	for _, r := range top {
 		c, _ := copies(r)
 		total = min(total+c, 1<<30)
@@ -267,6 +288,7 @@ func mysqlTokens(lower string) []myToken {
 // its text) and the names it references below its own depth, in subqueries or calls.
 type myItem struct {
 	text  string
+	at    int // the byte its first token begins at
 	names []string
 	refs  []string
 }
@@ -448,7 +470,7 @@ func mysqlNameKey(name string) string {
 // MariaDB writes it (mysqlName3); and the names it references deeper than d (neither called
 // nor qualified).
 func mysqlItem(lower string, toks []myToken, d int) *myItem {
-	it := &myItem{text: strings.TrimSpace(lower[toks[0].at:toks[len(toks)-1].to])}
+	it := &myItem{text: strings.TrimSpace(lower[toks[0].at:toks[len(toks)-1].to]), at: toks[0].at}
 	last := toks[len(toks)-1]
 	switch {
 	case len(toks) >= 2 && last.kind != 'p' && last.depth == d && toks[len(toks)-2].kind == 'w' && toks[len(toks)-2].text == "as":

@@ -162,10 +162,10 @@ func mysqlText(lower string) string {
 		}
 		i = j
 	}
-	if why := mysqlValueSitesRule(lower); why != "" {
+	if why := mysqlFanOutRule(lower); why != "" {
 		return why
 	}
-	return mysqlFanOutRule(lower)
+	return mysqlValueSitesRule(lower)
 }
 
 // mysqlWordEnd returns the end of the word that starts at lower[i] (a byte of a name) as

@@ -1,11 +1,14 @@
 package mysql
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // mysqlMaxValueSites bounds mysqlValueSites: with each site holding a value of up to the
 // server's max_allowed_packet (16 MiB by default), 128 sites hold at most 2 GiB, the server
 // memory sandbox.DefaultMaxServerMemory allows a PostgreSQL backend. BIRD's dev gold statements
-// have at most 31.
+// have at most 62.
 const mysqlMaxValueSites = 128
 
 // mysqlNotCalls are the keywords that may stand before a ( without calling anything (IN (…),
@@ -29,16 +32,33 @@ var mysqlNotCalls = map[string]bool{
 // max_session_mem_used, and a value may be up to max_allowed_packet (16 MiB): a recursive CTE's
 // concat(s, s) builds 8 MiB in 23 steps, and 100 calls of LOWER (or CONCAT) over it grew the
 // server by 840 MB within one row, 100 select-list items naming it by 806 MB, where MariaDB
-// checks for no kill; a statement of MaxStatement bytes could hold 40,000 such calls.
+// checks for no kill; a statement of MaxStatement bytes could hold 40,000 such calls. The
+// sites of a common table expression's body count once for each copy of it MariaDB makes (each
+// reference, mysqlCTEWeight), each copy materialized with values of its own (count(*) over 10
+// references of a CTE of 10 such items grew the server by 1,690 MB), and a * or x.* item,
+// whose columns may be every copy's items again, multiplies the count by one more (10 w.* over
+// such a CTE: 1,000 MB).
 func mysqlValueSites(lower string) int {
 	toks := mysqlTokens(lower)
-	n := len(mysqlSelectItems(lower, toks))
-	for i, t := range toks[:max(len(toks)-1, 0)] {
-		if (t.kind == 'w' && !mysqlNotCalls[t.text] || t.kind == 'n') && toks[i+1].kind == 'p' && toks[i+1].text == "(" {
-			n++
+	weight := make([]int, len(toks))
+	at := map[int]int{}
+	for i, t := range toks {
+		at[t.at] = i
+	}
+	stars := 0
+	for _, it := range mysqlSelectItems(lower, toks) {
+		weight[at[it.at]]++
+		if it.text == "*" || strings.HasSuffix(it.text, ".*") {
+			stars++
 		}
 	}
-	return n
+	for i, t := range toks[:max(len(toks)-1, 0)] {
+		if (t.kind == 'w' && !mysqlNotCalls[t.text] || t.kind == 'n') && toks[i+1].kind == 'p' && toks[i+1].text == "(" {
+			weight[i]++
+		}
+	}
+	n := mysqlCTEWeight(toks, weight, 0)
+	return min(n*(1+stars), 1<<30)
 }
 
 // mysqlValueSitesRule refuses lower (mysqlText's reading) when it has more than
