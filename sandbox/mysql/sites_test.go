@@ -30,6 +30,18 @@ func myWideCTE(steps, width, refs int, kind string) string {
 	return w + "SELECT count(*) FROM " + strings.Join(from, ", ")
 }
 
+// myJSONTable returns a statement reading r's value (as myWide) through a JSON_TABLE of n
+// LONGTEXT columns, each holding it, all compared.
+func myJSONTable(steps, n int) string {
+	var cols, where []string
+	for i := range n {
+		cols = append(cols, fmt.Sprintf("c%d LONGTEXT PATH '$.a'", i))
+		where = append(where, fmt.Sprintf("c%d <> ''", i))
+	}
+	return fmt.Sprintf(`WITH RECURSIVE r(n,s) AS (SELECT 1, CAST('a' AS CHAR(16000000)) UNION ALL SELECT n+1, concat(s,s) FROM r WHERE n<%d), d AS (SELECT concat('{"a":"', s, '"}') j FROM r WHERE n=%d) SELECT count(*) FROM d, JSON_TABLE(d.j, '$' COLUMNS(%s)) t WHERE %s`,
+		steps, steps, strings.Join(cols, ", "), strings.Join(where, " AND "))
+}
+
 // myWide returns a statement over the recursive CTE r whose row n=steps holds a value of
 // 2^(steps-1) bytes (concat(s, s) doubling it), reading it at n sites of kind: "lower" n calls
 // of LOWER in the WHERE clause, "items" n select-list items naming it.
@@ -64,12 +76,14 @@ func TestMySQLValueSites(t *testing.T) {
 	// A CTE's items count in each copy of it (each reference), and each * or x.* as all the
 	// statement's sites again: w.* ten times over a CTE of 10 items of 8 MiB grew mariadbd by
 	// 1,000 MB, and count(*) over 10 references of it by 1,690 MB, each with a dozen sites
-	// counted by items and calls alone.
+	// counted by items and calls alone. JSON_TABLE's columns hold one each: 100 LONGTEXT
+	// columns of an 8 MiB string grew it by 812 MB.
 	for _, c := range []struct{ name, over, under string }{
 		{"200 lower", myWide(4, 200, "lower"), myWide(4, 100, "lower")},
 		{"200 items", myWide(4, 200, "items"), myWide(4, 100, "items")},
 		{"12 w.*", myWideCTE(4, 12, 12, "stars"), myWideCTE(4, 4, 4, "stars")},
 		{"12 references", myWideCTE(4, 12, 12, "refs"), myWideCTE(4, 4, 4, "refs")},
+		{"200 JSON_TABLE columns", myJSONTable(4, 200), myJSONTable(4, 100)},
 	} {
 		r, err := unscreened(context.Background(), db, c.over, 10*time.Second, 10)
 		if err != nil || !r.OK() || len(r.Rows) != 1 {
