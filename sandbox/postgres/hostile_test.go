@@ -1144,6 +1144,26 @@ func pgJSONBDoubled(jsonb string, n int) string {
 	return b.String()
 }
 
+// TestPostgresDateOneArgument checks what pgKeepsBackendMemory takes a date(…) call of other
+// than one argument to be: no cast, since the server has no date function but of one argument
+// (pg_proc) and fails the call looking its function up, its text read as no date.
+func TestPostgresDateOneArgument(t *testing.T) {
+	admin := sandboxtest.PGAdmin(t)
+	var other int
+	if err := admin.QueryRow(`SELECT count(*) FROM pg_catalog.pg_proc WHERE proname = 'date' AND pronargs <> 1`).Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	if other != 0 {
+		t.Errorf("%d date functions take other than one argument", other)
+	}
+	var d any
+	err := admin.QueryRow(`SELECT date('2020-01-01 QAB1', '-7 days')`).Scan(&d)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42883" {
+		t.Errorf("date of two arguments: %v (%v), want undefined_function (42883)", err, d)
+	}
+}
+
 // TestPostgresBackendCachesNotPooled: PostgreSQL 15 keeps, for a backend's life, the last 32
 // regular expressions it compiled (malloc'ed: about 20 MB for a pattern of 1.5 KB) and every
 // time zone a text named (about 23 KB each, as many as a statement makes up: '<X1>1', '<X2>1',
@@ -1172,6 +1192,10 @@ func TestPostgresBackendCachesNotPooled(t *testing.T) {
 		"SELECT ('2020-01-01 Q' || x)::daterange FROM t":                                    true, "SELECT timezone FROM t WHERE zone = 3": false,
 		"SELECT date, time FROM t WHERE d >= DATE '2023-01-01' AND d < '2024-01-01'::date + 1":     false,
 		"SELECT date_trunc('month', d)::date, generate_series(now(), now(), '1 day')::date FROM t": false,
+		// no date function but of one argument: the others fail before reading any (TestPostgresDateOneArgument)
+		"SELECT x FROM t WHERE d >= DATE('now', '-10 days') AND pg_catalog.date(d, 'start of month') < date()": false,
+		"SELECT date(x || 'a') FROM t": true, "SELECT date('2020-01-01 QAB1'::date, 1) FROM t": true,
+		"SELECT timestamp(x, '10:00'), time(x, 3) FROM t": true, "SELECT daterange(x, y) FROM t": true,
 	} {
 		if got := pgKeepsBackendMemory(q); got != want {
 			t.Errorf("pgKeepsBackendMemory(%q) = %v, want %v", q, got, want)

@@ -277,7 +277,7 @@ var pgDatetimeTypes = map[string]bool{
 
 // datetimeInput reports whether the date or time type named by toks[i] (pgDatetimeTypes),
 // plain or qualified by a schema (pg_catalog.date), may read a text naming a time zone: a cast
-// to it (::, CAST … AS, date(x), an array of it too) of anything but a string constant without a
+// to it (::, CAST … AS, date(x) with one argument, an array of it too) of anything but a string constant without a
 // letter or a call that returns no text (date_trunc, generate_series, now), or a typed string
 // constant (DATE '…') with a letter in it. A column named date, or '2023-01-01'::date, names none.
 func (s *pgStmt) datetimeInput(i int) bool {
@@ -297,7 +297,17 @@ func (s *pgStmt) datetimeInput(i int) bool {
 			return !pgNoTextCalls[s.at(s.open[k-2]-1).text]
 		}
 		return true
-	case prev.word("as") && (next.is(")") || next.is("[") || next.word("array")), next.is("("):
+	case prev.word("as") && (next.is(")") || next.is("[") || next.word("array")):
+		return true
+	case next.is("("):
+		// date(…) is a cast only with one argument: PostgreSQL 15 has no other date function,
+		// so date('now', '-7 days') (SQLite's form, often written for PostgreSQL too) fails
+		// looking up its function before reading any argument as a date; a cast inside an
+		// argument is its own token's reason. The other types' calls take a second argument
+		// (timestamp(d, t), time(x, 3)) and may read a text as a date or time.
+		if s.toks[i].text == "date" && len(s.args(pgSpan{i + 2, s.close[i+1]})) != 1 {
+			return false
+		}
 		return true
 	}
 	return false
