@@ -553,60 +553,71 @@ const heapSpinner = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FRO
 func TestSQLiteHeapTurnWorstCase(t *testing.T) {
 	db := openChinookSQLite(t)
 	const timeout = 3 * time.Second
-	first := holdHeap(t, 8<<20) // room for the statement, until it takes the rest
-	var second *heapHold
-	start := time.Now()
-	cut := make(chan struct{})
-	go func() { // the first run is cut near its time limit
-		defer close(cut)
-		time.Sleep(timeout * 7 / 10)
-		// Rows of 1 MB, then 256 KB, each on a connection of its own, while SQLite has the heap
-		// for them: the statement is left short of its next, larger, row.
-		for _, n := range []int64{1 << 20, 256 << 10} {
-			for time.Since(start) < timeout {
-				first.hold(0)
-				if !first.row(n) {
-					break
+	// One run of the scenario. Under load the first run may reach its deadline before the
+	// goroutine that fills the heap has run it out (it waited 0 times, a timeout at T, in CI
+	// beside a distill run at concurrency 32): the case was not set up, not a failure, and is
+	// run again, at most three times.
+	attempt := func() (waits int, took time.Duration, r *sandbox.Result, err error) {
+		first := holdHeap(t, 8<<20) // room for the statement, until it takes the rest
+		var second *heapHold
+		start := time.Now()
+		cut := make(chan struct{})
+		go func() { // the first run is cut near its time limit
+			defer close(cut)
+			time.Sleep(timeout * 7 / 10)
+			// Rows of 1 MB, then 256 KB, each on a connection of its own, while SQLite has the heap
+			// for them: the statement is left short of its next, larger, row.
+			for _, n := range []int64{1 << 20, 256 << 10} {
+				for time.Since(start) < timeout {
+					first.hold(0)
+					if !first.row(n) {
+						break
+					}
 				}
 			}
-		}
-	}()
-	var waits int
-	freed := make(chan struct{}) // first let go, all of it
-	var lets sync.WaitGroup      // the goroutines that let go
-	waiting := func(w bool) {
-		switch {
-		case w:
-			waits++
-			lets.Add(1)
-			if waits == 1 {
+		}()
+		freed := make(chan struct{}) // first let go, all of it
+		var lets sync.WaitGroup      // the goroutines that let go
+		waiting := func(w bool) {
+			switch {
+			case w:
+				waits++
+				lets.Add(1)
+				if waits == 1 {
+					go func() {
+						defer lets.Done()
+						<-cut // the statement may run out as first takes the heap
+						time.Sleep(timeout * 7 / 10)
+						first.release()
+						close(freed)
+					}()
+					break
+				}
+				h := second
 				go func() {
 					defer lets.Done()
-					<-cut // the statement may run out as first takes the heap
-					time.Sleep(timeout * 7 / 10)
-					first.release()
-					close(freed)
+					time.Sleep(timeout / 10)
+					h.release()
 				}()
-				break
+			case waits == 1: // another takes most of the heap as its turn comes
+				<-freed
+				second = holdHeap(t, 512<<10)
 			}
-			h := second
-			go func() {
-				defer lets.Done()
-				time.Sleep(timeout / 10)
-				h.release()
-			}()
-		case waits == 1: // another takes most of the heap as its turn comes
-			<-freed
-			second = holdHeap(t, 512<<10)
 		}
+		r, err = db.Exec(context.Background(), heapSpinner, sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
+		took = time.Since(start)
+		<-cut
+		lets.Wait()
+		first.release()
+		if second != nil {
+			second.release()
+		}
+		return waits, took, r, err
 	}
-	r, err := db.Exec(context.Background(), heapSpinner, sandbox.ExecOptions{Timeout: timeout, Waiting: waiting})
-	took := time.Since(start)
-	<-cut
-	lets.Wait()
-	first.release()
-	if second != nil {
-		second.release()
+	waits, took, r, err := attempt()
+	for try := 2; try <= 3 && waits == 0 && err == nil && r.Outcome == sandbox.OutcomeTimeout; try++ {
+		t.Logf("attempt %d: the first run reached its deadline before the heap ran out (%v); again", try-1, took)
+		waits, took, r, err = attempt()
 	}
 	if waits != 2 {
 		t.Errorf("the statement waited %d times; want 2 (its turn, then room again in it)", waits)
